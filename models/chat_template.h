@@ -1,0 +1,42 @@
+#pragma once
+// Chat templates: the prompt format an instruct model was trained on. The family is
+// detected from the GGUF `tokenizer.chat_template` text; rendering is native C++ (no Jinja).
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+class GgufFile;
+
+struct ChatMessage {
+    std::string role;  // "system", "user", "assistant"
+    std::string content;
+};
+
+enum class ChatFamily { ChatML, Llama3, Llama2, Zephyr, Gemma };
+
+std::string_view chat_family_name(ChatFamily f);
+std::optional<ChatFamily> chat_family_from_name(std::string_view name);
+std::string_view chat_family_list();
+
+class ChatTemplate {
+public:
+    // Detects the family from the model's template; `override_name` wins when given.
+    // Unknown templates fall back to ChatML with a warning.
+    static ChatTemplate from_gguf(const GgufFile& f, std::string_view override_name = {});
+    explicit ChatTemplate(ChatFamily family, std::string default_system = {});
+
+    ChatFamily family() const { return family_; }
+    // The prompt for `messages`, ending with the assistant's turn opened when add_generation_prompt.
+    std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+    // Text that ends an assistant turn (used as a stop string next to EOS).
+    std::string end_of_turn() const;
+
+private:
+    ChatFamily family_;
+    std::string default_system_;  // some templates (SmolLM2) insert one when none is given
+};
+
+}  // namespace strata

@@ -1,0 +1,82 @@
+#pragma once
+// One loaded model ready to generate: the GGUF file, its weights, tokenizer, KV cache and
+// CPU threads. Tokens are appended to a single sequence; `reset` starts a new one.
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/gguf_file.h"
+#include "models/hparams.h"
+#include "models/tokenizer.h"
+#include "runtime/model_weights.h"
+#include "runtime/sampler.h"
+
+namespace strata {
+
+namespace cpu { class ThreadPool; }
+class KvCache;
+class Forward;
+
+struct EngineOptions {
+    std::filesystem::path model;  // empty: the default model
+    int n_threads = 0;            // 0: every core
+    int n_ctx = 0;                // 0: the model's training context, at most 4096
+};
+
+struct GenerateParams {
+    int32_t n_predict = 128;
+    SamplerParams sampler;
+    std::vector<std::string> stop;
+    bool ignore_eos = false;
+};
+
+struct GenerateResult {
+    std::vector<int32_t> prompt_tokens;
+    std::vector<int32_t> tokens;  // generated ids
+    std::string text;             // generated text, ending before any stop string
+    std::string stop_reason;      // "eos", "stop", "length"
+    double prefill_seconds = 0, decode_seconds = 0;
+    double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt_tokens.size() / prefill_seconds : 0; }
+    double decode_tokens_per_s() const { return decode_seconds > 0 ? tokens.size() / decode_seconds : 0; }
+};
+
+class Engine {
+public:
+    explicit Engine(const EngineOptions& opts);
+    ~Engine();
+
+    const Hparams& hparams() const { return hp_; }
+    const Tokenizer& tokenizer() const { return *tok_; }
+    const GgufFile& file() const { return file_; }
+    int n_ctx() const;
+    int n_past() const;
+    int n_threads() const;
+
+    // Appends tokens to the sequence; returns the last token's logits (or all rows).
+    std::span<const float> eval(std::span<const int32_t> tokens, bool all_logits = false);
+    void reset();
+    // Forgets the sequence past its first n tokens, to reuse a shared prefix.
+    void truncate(int n);
+
+    // Prefills `prompt` (appended to the current sequence) and samples up to n_predict
+    // tokens, calling on_text with each piece of text that is ready to show. Returning false
+    // from on_text stops generation.
+    GenerateResult generate(std::span<const int32_t> prompt, const GenerateParams& params,
+                            const std::function<bool(std::string_view)>& on_text = {});
+
+private:
+    GgufFile file_;
+    Hparams hp_;
+    ModelWeights weights_;
+    std::unique_ptr<Tokenizer> tok_;
+    std::unique_ptr<cpu::ThreadPool> pool_;
+    std::unique_ptr<KvCache> kv_;
+    std::unique_ptr<Forward> fwd_;
+    std::vector<float> logits_;
+};
+
+}  // namespace strata

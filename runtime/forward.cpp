@@ -1,0 +1,114 @@
+#include "runtime/forward.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include "cpu/attention_cpu.h"
+#include "cpu/matmul.h"
+#include "cpu/norm_rope_act.h"
+#include "cpu/quant.h"
+#include "runtime/core/error.h"
+#include "runtime/kv_cache.h"
+
+namespace strata {
+
+Forward::Forward(const Hparams& hp, const ModelWeights& w) : hp_(hp), w_(w) {}
+
+void Forward::project(const WeightRef& w, const float* x, int64_t n, float* y) {
+    cpu::matmul(w.type, w.data, w.n_rows, w.n_cols, x, n, y);
+}
+
+void Forward::embed(std::span<const int32_t> tokens) {
+    const size_t row = row_bytes(w_.tok_embd.type, hp_.n_embd);
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        const auto* src = static_cast<const std::byte*>(w_.tok_embd.data) + static_cast<size_t>(tokens[t]) * row;
+        cpu::dequantize_row(w_.tok_embd.type, src, &x_[t * hp_.n_embd], hp_.n_embd);
+    }
+}
+
+void Forward::layer(int il, KvCache& kv, int64_t pos0, int64_t n) {
+    const LayerWeights& l = w_.layers[il];
+    const int64_t E = hp_.n_embd, Q = hp_.n_embd_q(), KV = hp_.n_embd_kv(), F = hp_.n_ff;
+    const cpu::RopeParams rope{hp_.head_dim, hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale,
+                               hp_.rope_mode == RopeMode::NeoX, w_.rope_freqs ? w_.rope_freqs.f32() : nullptr};
+
+    for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * E], l.attn_norm.f32(), &xn_[t * E], E, hp_.rms_eps);
+    project(l.wq, xn_.data(), n, q_.data());
+    project(l.wk, xn_.data(), n, k_.data());
+    project(l.wv, xn_.data(), n, v_.data());
+    tbb::parallel_for(int64_t{0}, n, [&](int64_t t) {
+        if (l.bq) cpu::add(&q_[t * Q], l.bq.f32(), Q);
+        if (l.bk) cpu::add(&k_[t * KV], l.bk.f32(), KV);
+        if (l.bv) cpu::add(&v_[t * KV], l.bv.f32(), KV);
+        cpu::rope(&q_[t * Q], hp_.n_head, pos0 + t, rope);
+        cpu::rope(&k_[t * KV], hp_.n_head_kv, pos0 + t, rope);
+        std::copy_n(&k_[t * KV], KV, kv.k(il, pos0 + t));
+        std::copy_n(&v_[t * KV], KV, kv.v(il, pos0 + t));
+    });
+
+    cpu::AttentionArgs a;
+    a.q = q_.data();
+    a.k = kv.k(il, 0);
+    a.v = kv.v(il, 0);
+    a.out = attn_.data();
+    a.n_tokens = n;
+    a.pos0 = pos0;
+    a.n_head = hp_.n_head;
+    a.n_head_kv = hp_.n_head_kv;
+    a.head_dim = hp_.head_dim;
+    a.kv_stride = kv.row_stride();
+    cpu::attention(a);
+
+    project(l.wo, attn_.data(), n, out_.data());
+    cpu::add(x_.data(), out_.data(), n * E);
+
+    for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * E], l.ffn_norm.f32(), &xn_[t * E], E, hp_.rms_eps);
+    project(l.ffn_gate, xn_.data(), n, gate_.data());
+    project(l.ffn_up, xn_.data(), n, up_.data());
+    cpu::swiglu(gate_.data(), up_.data(), n * F);
+    project(l.ffn_down, gate_.data(), n, out_.data());
+    cpu::add(x_.data(), out_.data(), n * E);
+}
+
+void Forward::eval(std::span<const int32_t> tokens, KvCache& kv, std::vector<float>& logits, bool all_logits) {
+    if (tokens.empty()) throw UsageError("nothing to evaluate: the token list is empty");
+    if (kv.n_past() + static_cast<int64_t>(tokens.size()) > kv.n_ctx())
+        throw UsageError(fmt::format("context is full: {} tokens in the cache + {} new > context size {}", kv.n_past(),
+                                     tokens.size(), kv.n_ctx()),
+                         "use a shorter prompt, fewer tokens (-n) or a larger context (--ctx)");
+    for (int32_t t : tokens)
+        if (t < 0 || t >= hp_.n_vocab) throw UsageError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
+
+    const int64_t E = hp_.n_embd, V = hp_.n_vocab;
+    const int64_t ub = std::min<int64_t>(kMaxUbatch, static_cast<int64_t>(tokens.size()));
+    x_.resize(ub * E);
+    xn_.resize(ub * E);
+    q_.resize(ub * hp_.n_embd_q());
+    attn_.resize(ub * hp_.n_embd_q());
+    k_.resize(ub * hp_.n_embd_kv());
+    v_.resize(ub * hp_.n_embd_kv());
+    gate_.resize(ub * hp_.n_ff);
+    up_.resize(ub * hp_.n_ff);
+    out_.resize(ub * E);
+    logits.resize((all_logits ? tokens.size() : 1) * V);
+
+    for (size_t start = 0; start < tokens.size(); start += ub) {
+        const int64_t n = std::min<int64_t>(ub, static_cast<int64_t>(tokens.size() - start));
+        const int64_t pos0 = kv.n_past();
+        embed(tokens.subspan(start, n));
+        for (int il = 0; il < hp_.n_layer; ++il) layer(il, kv, pos0, n);
+        kv.advance(static_cast<int32_t>(n));
+
+        // Only the rows whose logits are wanted go through the output head.
+        const int64_t first = all_logits ? 0 : n - 1;
+        if (!all_logits && start + n < tokens.size()) continue;
+        for (int64_t t = first; t < n; ++t)
+            cpu::rms_norm(&x_[t * E], w_.output_norm.f32(), &xn_[(t - first) * E], E, hp_.rms_eps);
+        float* dst = all_logits ? &logits[start * V] : logits.data();
+        project(w_.output, xn_.data(), n - first, dst);
+    }
+}
+
+}  // namespace strata

@@ -1,0 +1,37 @@
+#pragma once
+// The llama-family forward pass on the CPU (llama, mistral, qwen2): prompt tokens are
+// processed as a batch, then one token at a time, each appending to the KV cache.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "models/hparams.h"
+#include "runtime/model_weights.h"
+
+namespace strata {
+
+class KvCache;
+
+class Forward {
+public:
+    Forward(const Hparams& hp, const ModelWeights& w);
+
+    // Runs `tokens` at positions kv.n_past()... and appends their keys and values. Writes
+    // n_vocab logits of the last token, or of every token when `all_logits` (row-major).
+    // The caller runs it inside the thread pool's arena.
+    void eval(std::span<const int32_t> tokens, KvCache& kv, std::vector<float>& logits, bool all_logits);
+
+    static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
+
+private:
+    void embed(std::span<const int32_t> tokens);
+    void layer(int il, KvCache& kv, int64_t pos0, int64_t n);
+    void project(const WeightRef& w, const float* x, int64_t n, float* y);
+
+    const Hparams& hp_;
+    const ModelWeights& w_;
+    // Activations for one ubatch, token-major.
+    std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, out_;
+};
+
+}  // namespace strata

@@ -1,0 +1,45 @@
+#pragma once
+// Views of a llama-family model's weight tensors in the mapped GGUF data section, checked
+// against the hyperparameters (names, shapes, supported types) before any compute.
+#include <cstdint>
+#include <vector>
+
+#include "models/hparams.h"
+#include "runtime/core/dtype.h"
+
+namespace strata {
+
+class GgufFile;
+struct TensorInfo;
+
+// A 2-D weight [n_rows x n_cols] (n_cols contiguous) or a 1-D vector (n_rows == 1).
+struct WeightRef {
+    const TensorInfo* info = nullptr;
+    const void* data = nullptr;
+    DType type = DType::F32;
+    int64_t n_cols = 0;
+    int64_t n_rows = 0;
+
+    explicit operator bool() const { return data != nullptr; }
+    const float* f32() const { return static_cast<const float*>(data); }
+};
+
+struct LayerWeights {
+    WeightRef attn_norm, wq, wk, wv, wo;
+    WeightRef bq, bk, bv;  // qwen2 only
+    WeightRef ffn_norm, ffn_gate, ffn_up, ffn_down;
+};
+
+struct ModelWeights {
+    WeightRef tok_embd;      // [n_vocab x n_embd]
+    WeightRef output_norm;
+    WeightRef output;        // tok_embd when the model ties them
+    WeightRef rope_freqs;    // optional llama3 frequency factors
+    std::vector<LayerWeights> layers;
+
+    // Throws FormatError naming the missing or mis-shaped tensor.
+    static ModelWeights bind(const GgufFile& f, const Hparams& hp);
+    uint64_t total_bytes() const;
+};
+
+}  // namespace strata

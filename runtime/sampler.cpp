@@ -1,0 +1,107 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace strata {
+
+namespace sampling {
+
+void apply_penalties(std::vector<Candidate>& c, const std::deque<int32_t>& recent, const SamplerParams& p) {
+    if (recent.empty() || (p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f))
+        return;
+    std::unordered_map<int32_t, int> counts;
+    for (int32_t t : recent) ++counts[t];
+    // Candidates are indexed by id while still unsorted (one per vocabulary entry).
+    for (auto [tok, n] : counts) {
+        if (tok < 0 || static_cast<size_t>(tok) >= c.size()) continue;
+        float& l = c[tok].logit;
+        l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+        l -= static_cast<float>(n) * p.frequency_penalty + p.presence_penalty;
+    }
+}
+
+void sort_and_top_k(std::vector<Candidate>& c, int32_t k) {
+    auto by_logit = [](const Candidate& a, const Candidate& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    };
+    if (k > 0 && static_cast<size_t>(k) < c.size()) {
+        std::partial_sort(c.begin(), c.begin() + k, c.end(), by_logit);
+        c.resize(k);
+    } else {
+        std::sort(c.begin(), c.end(), by_logit);
+    }
+}
+
+void softmax(std::vector<Candidate>& c) {
+    const float max_l = c.front().logit;
+    double sum = 0;
+    for (auto& x : c) sum += (x.p = std::exp(x.logit - max_l));
+    for (auto& x : c) x.p = static_cast<float>(x.p / sum);
+}
+
+void top_p(std::vector<Candidate>& c, float p) {
+    if (p >= 1.0f) return;
+    softmax(c);
+    double cum = 0;
+    size_t keep = c.size();
+    for (size_t i = 0; i < c.size(); ++i) {
+        cum += c[i].p;
+        if (cum >= p) {
+            keep = i + 1;
+            break;
+        }
+    }
+    c.resize(keep);
+}
+
+void min_p(std::vector<Candidate>& c, float p) {
+    if (p <= 0.0f) return;
+    // Keep tokens whose probability is at least p times the most likely one's.
+    const float cut = c.front().logit + std::log(p);
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].logit >= cut) ++keep;
+    c.resize(keep);
+}
+
+}  // namespace sampling
+
+Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
+
+void Sampler::accept(int32_t token) {
+    if (params_.penalty_last_n <= 0) return;
+    recent_.push_back(token);
+    while (recent_.size() > static_cast<size_t>(params_.penalty_last_n)) recent_.pop_front();
+}
+
+void Sampler::reset() {
+    recent_.clear();
+    rng_.seed(params_.seed);
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+    cand_.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
+    sampling::apply_penalties(cand_, recent_, params_);
+    if (params_.temperature <= 0.0f) {
+        auto best = std::max_element(cand_.begin(), cand_.end(), [](const Candidate& a, const Candidate& b) {
+            return a.logit < b.logit || (a.logit == b.logit && a.id > b.id);
+        });
+        return best->id;
+    }
+    sampling::sort_and_top_k(cand_, params_.top_k);
+    sampling::top_p(cand_, params_.top_p);
+    sampling::min_p(cand_, params_.min_p);
+    for (auto& x : cand_) x.logit /= params_.temperature;
+    sampling::softmax(cand_);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    double r = u(rng_), cum = 0;
+    for (const auto& x : cand_) {
+        cum += x.p;
+        if (r < cum) return x.id;
+    }
+    return cand_.back().id;
+}
+
+}  // namespace strata

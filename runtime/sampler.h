@@ -1,0 +1,57 @@
+#pragma once
+// Token sampling from logits: penalties, then top-k, top-p, min-p and temperature, then a
+// seeded draw; greedy (argmax) when the temperature is 0. The order follows llama.cpp's
+// default chain so that the same flags mean the same thing to users of both.
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace strata {
+
+struct SamplerParams {
+    float temperature = 0.8f;       // <= 0: greedy
+    int32_t top_k = 40;             // <= 0: off
+    float top_p = 0.95f;            // >= 1: off
+    float min_p = 0.05f;            // <= 0: off
+    float repeat_penalty = 1.0f;    // 1: off; divides positive logits of recent tokens
+    float presence_penalty = 0.0f;  // subtracted once from each recent token
+    float frequency_penalty = 0.0f; // subtracted per occurrence of each recent token
+    int32_t penalty_last_n = 64;    // how many recent tokens the penalties look at
+    uint64_t seed = 0xC0FFEE;
+};
+
+struct Candidate {
+    int32_t id;
+    float logit;
+    float p = 0.0f;
+};
+
+class Sampler {
+public:
+    explicit Sampler(const SamplerParams& params);
+    // Picks the next token from a row of n_vocab logits (not modified).
+    int32_t sample(std::span<const float> logits);
+    // Records a token of the context (prompt or generated) for the penalties.
+    void accept(int32_t token);
+    void reset();
+    const SamplerParams& params() const { return params_; }
+
+private:
+    SamplerParams params_;
+    std::mt19937_64 rng_;
+    std::deque<int32_t> recent_;
+    std::vector<Candidate> cand_;
+};
+
+// The stages, exposed for tests. Each keeps the candidates sorted by logit, descending.
+namespace sampling {
+void apply_penalties(std::vector<Candidate>& c, const std::deque<int32_t>& recent, const SamplerParams& p);
+void sort_and_top_k(std::vector<Candidate>& c, int32_t k);
+void softmax(std::vector<Candidate>& c);  // fills p; expects sorted candidates
+void top_p(std::vector<Candidate>& c, float p);
+void min_p(std::vector<Candidate>& c, float p);
+}  // namespace sampling
+
+}  // namespace strata

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what Strata needs (Debian packages), builds it into build/ and fetches the
+# default model. Safe to run again: each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(cmake ninja-build pkg-config g++ python3 python3-pip unzip
+  libdnnl-dev libtbb-dev liburing-dev libhwloc-dev hwloc libcpp-httplib-dev nlohmann-json3-dev
+  libglpk-dev libcli11-dev libfmt-dev libspdlog-dev libedit-dev catch2)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+BUILD_DIR=${STRATA_BUILD_DIR:-build}
+[ -f "$BUILD_DIR/build.ninja" ] || cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+
+scripts/fetch_model.sh

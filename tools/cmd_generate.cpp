@@ -1,0 +1,75 @@
+// `strata generate`: complete a prompt, streaming text to stdout, or print one JSON object.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/error.h"
+#include "tools/cli_options.h"
+
+namespace strata::cli {
+
+namespace {
+std::string read_prompt(const GenerateOptions& o) {
+    if (!o.prompt.empty()) return o.prompt;
+    if (!o.prompt_file.empty()) {
+        std::ifstream in(o.prompt_file, std::ios::binary);
+        if (!in) throw UsageError(fmt::format("cannot read prompt file '{}'", o.prompt_file));
+        return {std::istreambuf_iterator<char>(in), {}};
+    }
+    if (isatty(STDIN_FILENO)) throw UsageError("no prompt given", "pass -p TEXT, -f FILE, or pipe text on stdin");
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    std::string s = ss.str();
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return s;
+}
+}  // namespace
+
+int run_generate(const GenerateOptions& o) {
+    const std::string prompt = read_prompt(o);
+    if (prompt.empty()) throw UsageError("the prompt is empty", "give some text with -p, -f or on standard input");
+    Engine engine(o.m.engine());
+    const Tokenizer& tok = engine.tokenizer();
+    auto ids = tok.encode(prompt, tok.add_bos_default() && !o.no_bos, true);
+
+    GenerateParams gp;
+    gp.n_predict = o.n_predict;
+    gp.sampler = o.sampler;
+    gp.stop = o.stop;
+    gp.ignore_eos = o.ignore_eos;
+
+    if (o.json) {
+        auto r = engine.generate(ids, gp);
+        nlohmann::json j = {
+            {"prompt_tokens", r.prompt_tokens},
+            {"tokens", r.tokens},
+            {"text", r.text},
+            {"stop_reason", r.stop_reason},
+            {"timings",
+             {{"prefill_tokens_per_s", r.prefill_tokens_per_s()}, {"decode_tokens_per_s", r.decode_tokens_per_s()}}},
+        };
+        std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        return 0;
+    }
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fflush(stdout);
+    auto r = engine.generate(ids, gp, [](std::string_view s) {
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fflush(stdout);
+        return true;
+    });
+    std::fputc('\n', stdout);
+    std::fprintf(stderr, "\nprompt: %zu tokens, %.1f tokens/s | generated: %zu tokens, %.1f tokens/s (%s)\n",
+                 r.prompt_tokens.size(), r.prefill_tokens_per_s(), r.tokens.size(), r.decode_tokens_per_s(),
+                 r.stop_reason.c_str());
+    return 0;
+}
+
+}  // namespace strata::cli
