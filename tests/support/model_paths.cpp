@@ -14,6 +14,6 @@ std::optional<std::filesystem::path> stories260k_path() {
     return std::filesystem::exists(p) ? std::optional(p.lexically_normal()) : std::nullopt;
 }
 
-std::filesystem::path strata_binary() { return std::filesystem::path(STRATA_BINARY_DIR) / "tools" / "strata"; }
+std::filesystem::path strata_binary() { return std::filesystem::path(STRATA_BINARY_DIR) / "strata"; }
 
 }  // namespace strata::test

@@ -1,0 +1,85 @@
+// The real SmolLM2-135M-Instruct (Q4_1) against the independent numpy reference
+// (tests/reference/reference_forward.py) whose outputs are committed as fixtures.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/engine.h"
+#include "tests/support/model_paths.h"
+#include "tests/support/run_command.h"
+
+using namespace strata;
+using nlohmann::json;
+
+namespace {
+json fixture(const std::string& name) {
+    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/fixtures/model/" + name);
+    REQUIRE(in);
+    return json::parse(in);
+}
+
+std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+}  // namespace
+
+TEST_CASE("SmolLM2: teacher-forced top-1 agrees with the reference on >= 99% of positions", "[model]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    Engine engine({*path, 0, 512});
+    const int n_vocab = engine.hparams().n_vocab;
+    int agree = 0, total = 0;
+    for (const auto& p : fixture("smollm2_teacher_forced.json")["prompts"]) {
+        const auto ids = p["ids"].get<std::vector<int32_t>>();
+        const auto argmax = p["argmax"].get<std::vector<int32_t>>();
+        engine.reset();
+        auto logits = engine.eval(ids, /*all_logits=*/true);
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const float* row = &logits[i * n_vocab];
+            const int32_t top = static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
+            agree += top == argmax[i];
+            ++total;
+        }
+    }
+    INFO(agree << " of " << total << " positions agree");
+    CHECK(total == 384);
+    CHECK(agree >= 0.99 * total);
+}
+
+TEST_CASE("SmolLM2: `strata generate --json` greedy continuation equals the reference", "[model]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    const json f = fixture("smollm2_greedy.json");
+    auto r = test::run_strata("generate --json --temp 0 --ignore-eos -n 64 -p " + shell_quote(f["prompt_text"]));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json out = json::parse(r.out);
+    CHECK(out["prompt_tokens"] == f["prompt_ids"]);
+    CHECK(out["tokens"] == f["generated_ids"]);
+    CHECK(out["timings"]["decode_tokens_per_s"].get<double>() > 0);
+}
+
+TEST_CASE("SmolLM2: perplexity of GPL-3 (4096 tokens) is within 1% of the reference", "[model]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    const json f = fixture("smollm2_gpl3_ppl.json");
+    const std::string text_file = f["text_file"];
+    if (!std::filesystem::exists(text_file)) {
+        WARN("skipped: " << text_file << " not found");
+        return;
+    }
+    auto r = test::run_strata("perplexity -f " + text_file + " --chunk 512 --max-tokens 4096");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto at = r.out.rfind("PPL = ");
+    REQUIRE(at != std::string::npos);
+    const double ppl = std::stod(r.out.substr(at + 6));
+    const double ref = f["ppl_reference"];
+    INFO("strata " << ppl << " vs reference " << ref);
+    CHECK(std::abs(ppl - ref) / ref < 0.01);
+}
