@@ -33,7 +33,9 @@ public:
         messages_.push_back({"user", user});
         const std::string prompt = tmpl_.render(messages_);
         const Tokenizer& tok = engine_.tokenizer();
-        const bool has_bos = prompt.rfind(tok.piece(tok.bos()), 0) == 0;
+        // Templates such as Llama 2's and Llama 3's write the BOS text themselves.
+        const std::string bos_text = tok.bos() >= 0 ? tok.piece(tok.bos()) : std::string();
+        const bool has_bos = !bos_text.empty() && prompt.rfind(bos_text, 0) == 0;
         auto ids = tok.encode(prompt, tok.add_bos_default() && !has_bos, true);
 
         // Reuse the cached prefix shared with the previous turns.
