@@ -1,0 +1,159 @@
+// cpu::matmul against a naive float matmul of the dequantized weights, and against the
+// reference vec_dot, for several token counts, odd row counts, every path and thread count.
+#include <tbb/task_arena.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cpu/cpu_features.h"
+#include "cpu/matmul.h"
+#include "cpu/quant.h"
+#include "cpu/quant_ref.h"
+
+using namespace strata;
+using namespace strata::cpu;
+
+namespace {
+
+// Random weights with finite scales (random bytes, scale fields overwritten), as in test_quant.
+std::vector<uint8_t> random_matrix(DType t, int64_t n_rows, int64_t n_cols, std::mt19937& rng) {
+    const size_t rb = row_bytes(t, n_cols);
+    std::vector<uint8_t> m(rb * n_rows);
+    std::normal_distribution<float> normal;
+    std::uniform_real_distribution<float> expo(-3.0f, 0.0f);
+    auto scale = [&] { return std::pow(10.0f, expo(rng)) * (rng() & 1 ? 1.0f : -1.0f); };
+    if (traits(t).block_elems == 1) {
+        for (int64_t i = 0; i < n_rows * n_cols; ++i) {
+            const float x = normal(rng);
+            if (t == DType::F32) std::memcpy(m.data() + 4 * i, &x, 4);
+            const uint16_t h = t == DType::F16 ? fp32_to_fp16(x) : fp32_to_bf16(x);
+            if (t != DType::F32) std::memcpy(m.data() + 2 * i, &h, 2);
+        }
+        return m;
+    }
+    for (auto& b : m) b = static_cast<uint8_t>(rng());
+    int offs[2] = {-1, -1};
+    switch (t) {
+        case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: offs[0] = 0; break;
+        case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: offs[0] = 0, offs[1] = 2; break;
+        case DType::Q6_K: offs[0] = 208; break;
+        default: break;
+    }
+    const size_t bb = traits(t).block_bytes;
+    for (size_t blk = 0; blk < m.size() / bb; ++blk)
+        for (int off : offs)
+            if (off >= 0) {
+                const f16_bits h = fp32_to_fp16(scale());
+                std::memcpy(m.data() + blk * bb + off, &h, 2);
+            }
+    return m;
+}
+
+struct Case { DType type; int64_t n_cols; };
+
+}  // namespace
+
+TEST_CASE("matmul matches naive float matmul and the reference dot", "[unit]") {
+    const Case cases[] = {
+        {DType::F32, 45},    {DType::F16, 64},    {DType::BF16, 77},   {DType::Q4_0, 96},
+        {DType::Q4_1, 64},   {DType::Q5_0, 160},  {DType::Q5_1, 32},   {DType::Q8_0, 224},
+        {DType::Q4_K, 512},  {DType::Q5_K, 256},  {DType::Q6_K, 768},
+    };
+    std::mt19937 rng(99);
+    for (const auto& [type, n_cols] : cases) {
+        for (int64_t n_rows : {1, 7, 33}) {
+            for (int64_t n_tok : {1, 3, 17}) {
+                INFO(dtype_name(type) << " rows " << n_rows << " cols " << n_cols << " tokens " << n_tok);
+                const auto w = random_matrix(type, n_rows, n_cols, rng);
+                std::vector<float> x(n_tok * n_cols);
+                std::normal_distribution<float> normal;
+                for (auto& v : x) v = normal(rng);
+                std::vector<float> y(n_tok * n_rows, NAN);
+                matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, y.data());
+
+                const DType at = activation_type_for(type);
+                const size_t wrb = row_bytes(type, n_cols), arb = row_bytes(at, n_cols);
+                std::vector<float> wf(n_rows * n_cols);
+                for (int64_t r = 0; r < n_rows; ++r) dequantize_row_ref(type, w.data() + r * wrb, &wf[r * n_cols], n_cols);
+                std::vector<uint8_t> a(arb);
+                for (int64_t t = 0; t < n_tok; ++t) {
+                    const float* xt = &x[t * n_cols];
+                    quantize_row_ref(at, xt, a.data(), n_cols);
+                    const int64_t ab = traits(at).block_elems;
+                    for (int64_t r = 0; r < n_rows; ++r) {
+                        const float* wr = &wf[r * n_cols];
+                        // Naive float matmul; the bound on the gap is the activations' rounding
+                        // (int8: amax/127 * (1/2 + f16 rounding of the scale); bf16: 2^-8
+                        // relative) weighted by |w|, plus float summation slack.
+                        double naive = 0, qerr = 0, mag = 0;
+                        for (int64_t b0 = 0; b0 < n_cols; b0 += ab) {
+                            float amax = 0;
+                            for (int64_t i = b0; i < b0 + ab; ++i) amax = std::max(amax, std::fabs(xt[i]));
+                            for (int64_t i = b0; i < b0 + ab; ++i) {
+                                naive += double(wr[i]) * xt[i];
+                                mag += std::fabs(wr[i] * xt[i]);
+                                qerr += std::fabs(wr[i]) * (at == DType::BF16  ? std::fabs(xt[i]) * 0x1p-8
+                                                            : at == DType::F32 ? 0.0
+                                                                               : amax / 127.0 * (0.5 + 127.0 * 0x1p-11));
+                            }
+                        }
+                        const float got = y[t * n_rows + r];
+                        REQUIRE(std::fabs(got - naive) <= qerr + 1e-4 * mag + 1e-6);
+                        // Against the scalar reference on the same quantized activations.
+                        const float ref = vec_dot_ref(type, w.data() + r * wrb, a.data(), n_cols);
+                        REQUIRE(std::fabs(got - ref) <= 1e-4 * (mag + std::fabs(ref)) + 1e-6);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("matmul: same result on 1 and 2 threads and on every path", "[unit]") {
+    const CpuPath saved = active_path();
+    std::mt19937 rng(17);
+    const int64_t n_rows = 301, n_cols = 512, n_tok = 5;
+    for (DType type : {DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::BF16}) {
+        INFO(dtype_name(type));
+        const auto w = random_matrix(type, n_rows, n_cols, rng);
+        std::vector<float> x(n_tok * n_cols);
+        std::normal_distribution<float> normal;
+        for (auto& v : x) v = normal(rng);
+        std::vector<float> y1(n_tok * n_rows), y2(n_tok * n_rows);
+        tbb::task_arena(1).execute([&] { matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, y1.data()); });
+        tbb::task_arena(2).execute([&] { matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, y2.data()); });
+        // Each output is one kernel call, whatever the split: bit-identical.
+        REQUIRE(y1 == y2);
+
+        // Paths differ only in float summation order: allow 1e-5 of sum |w x| (the block terms
+        // can be far larger than the result, so relative-to-result would be wrong).
+        const size_t wrb = row_bytes(type, n_cols);
+        std::vector<float> wf(n_cols);
+        std::vector<double> mag(n_tok * n_rows, 0.0);
+        for (int64_t r = 0; r < n_rows; ++r) {
+            dequantize_row_ref(type, w.data() + r * wrb, wf.data(), n_cols);
+            for (int64_t t = 0; t < n_tok; ++t)
+                for (int64_t i = 0; i < n_cols; ++i) mag[t * n_rows + r] += std::fabs(wf[i] * x[t * n_cols + i]);
+        }
+        for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
+            if (!path_supported(path)) continue;
+            set_active_path(path);
+            std::vector<float> yp(n_tok * n_rows);
+            matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, yp.data());
+            for (size_t i = 0; i < yp.size(); ++i) {
+                INFO("path " << path_name(path) << " i " << i);
+                REQUIRE(std::fabs(yp[i] - y1[i]) <= 1e-5 * mag[i]);
+            }
+        }
+        set_active_path(saved);
+    }
+}
+
+TEST_CASE("matmul rejects types without CPU kernels", "[unit]") {
+    std::vector<uint8_t> w(row_bytes(DType::Q2_K, 256));
+    std::vector<float> x(256), y(1);
+    CHECK_THROWS(matmul(DType::Q2_K, w.data(), 1, 256, x.data(), 1, y.data()));
+}

@@ -1,0 +1,297 @@
+// cpu/quant_ref.cpp against gguf-py (tests/fixtures/quant, made by
+// tests/reference/make_quant_fixtures.py), and every SIMD path against cpu/quant_ref.cpp.
+#include <immintrin.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_features.h"
+#include "cpu/quant.h"
+#include "cpu/quant_ref.h"
+
+using namespace strata;
+using namespace strata::cpu;
+
+namespace {
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    REQUIRE(f.good());
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+std::vector<float> as_floats(const std::vector<uint8_t>& b) {
+    std::vector<float> v(b.size() / 4);
+    std::memcpy(v.data(), b.data(), v.size() * 4);
+    return v;
+}
+
+struct Named { const char* name; DType type; };
+const Named kStoredTypes[] = {
+    {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q4_0", DType::Q4_0},
+    {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}, {"q8_0", DType::Q8_0},
+    {"q4_k", DType::Q4_K}, {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}, {"q8_k", DType::Q8_K},
+};
+
+std::vector<CpuPath> supported_paths() {
+    std::vector<CpuPath> v;
+    for (CpuPath p : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512})
+        if (path_supported(p)) v.push_back(p);
+    return v;
+}
+struct RestorePath {  // tests switch paths; leave the one STRATA_CPU chose for the next test
+    CpuPath saved = active_path();
+    ~RestorePath() { set_active_path(saved); }
+};
+
+// Random weights: random bytes, then every scale field set to a finite value of random sign and
+// magnitude in [1e-3, 1], as the fixture script does.
+std::vector<uint8_t> random_row(DType t, int64_t n, std::mt19937& rng) {
+    std::vector<uint8_t> row(row_bytes(t, n));
+    std::normal_distribution<float> normal;
+    std::uniform_real_distribution<float> expo(-3.0f, 0.0f);
+    auto scale = [&] { return std::pow(10.0f, expo(rng)) * (rng() & 1 ? 1.0f : -1.0f); };
+    if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
+        for (int64_t i = 0; i < n; ++i) {
+            const float x = normal(rng);
+            if (t == DType::F32) std::memcpy(row.data() + 4 * i, &x, 4);
+            const uint16_t h = t == DType::F16 ? fp32_to_fp16(x) : fp32_to_bf16(x);
+            if (t != DType::F32) std::memcpy(row.data() + 2 * i, &h, 2);
+        }
+        return row;
+    }
+    for (auto& b : row) b = static_cast<uint8_t>(rng());
+    std::vector<int> f16_at;
+    switch (t) {
+        case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: f16_at = {0}; break;
+        case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: f16_at = {0, 2}; break;
+        case DType::Q6_K: f16_at = {208}; break;
+        default: break;
+    }
+    const size_t bb = traits(t).block_bytes;
+    for (size_t blk = 0; blk < row.size() / bb; ++blk) {
+        for (int off : f16_at) {
+            const f16_bits h = fp32_to_fp16(scale());
+            std::memcpy(row.data() + blk * bb + off, &h, 2);
+        }
+        if (t == DType::Q8_K) {
+            const float d = scale();
+            std::memcpy(row.data() + blk * bb, &d, 4);
+        }
+    }
+    return row;
+}
+
+std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
+    std::normal_distribution<float> normal;
+    std::vector<float> x(n);
+    for (auto& v : x) v = normal(rng);
+    return x;
+}
+
+__attribute__((target("f16c"))) float hw_h2f(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) uint16_t hw_f2h(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+}  // namespace
+
+TEST_CASE("fp16 conversions match F16C", "[unit]") {
+    if (!cpu_features().f16c) {
+        WARN("skipped: no F16C on this CPU");
+        return;
+    }
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float a = fp16_to_fp32(uint16_t(h)), b = hw_h2f(uint16_t(h));
+        if (std::isnan(b)) REQUIRE(std::isnan(a));
+        else REQUIRE(bits(a) == bits(b));
+    }
+    std::mt19937 rng(7);
+    std::vector<float> xs = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e9f, 5.96e-8f, 2.98e-8f, 2.99e-8f,
+                             6.1035e-5f, 6.1e-5f, 1e-10f, INFINITY, -INFINITY};
+    for (int i = 0; i < 200000; ++i) {
+        uint32_t u = rng();
+        float f;
+        std::memcpy(&f, &u, 4);
+        if (!std::isnan(f)) xs.push_back(f);
+    }
+    for (float f : xs) {
+        INFO("f = " << f);
+        REQUIRE(fp32_to_fp16(f) == hw_f2h(f));
+    }
+}
+
+TEST_CASE("scalar dequantize matches gguf-py fixtures", "[unit]") {
+    const std::string dir = std::string(STRATA_SOURCE_DIR) + "/tests/fixtures/quant/";
+    for (const auto& [name, type] : kStoredTypes) {
+        INFO("type " << name);
+        const auto raw = read_bytes(dir + name + ".bin");
+        const auto want = as_floats(read_bytes(dir + name + ".f32"));
+        const auto n = static_cast<int64_t>(want.size());
+        REQUIRE(raw.size() == row_bytes(type, n));
+        std::vector<float> got(n);
+        dequantize_row_ref(type, raw.data(), got.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+            INFO("value " << i);
+            // Same float operations in the same order as gguf-py: equal, up to 1e-6 relative.
+            REQUIRE(std::fabs(got[i] - want[i]) <= 1e-6f * std::fabs(want[i]));
+        }
+    }
+}
+
+TEST_CASE("every path dequantizes exactly like the reference", "[unit]") {
+    RestorePath restore;
+    const std::string dir = std::string(STRATA_SOURCE_DIR) + "/tests/fixtures/quant/";
+    std::mt19937 rng(11);
+    for (CpuPath path : supported_paths()) {
+        set_active_path(path);
+        for (const auto& [name, type] : kStoredTypes) {
+            INFO("path " << path_name(path) << " type " << name);
+            const auto raw = read_bytes(dir + name + ".bin");
+            const int64_t n = static_cast<int64_t>(raw.size() / traits(type).block_bytes * traits(type).block_elems);
+            std::vector<float> want(n), got(n);
+            dequantize_row_ref(type, raw.data(), want.data(), n);
+            dequantize_row(type, raw.data(), got.data(), n);
+            REQUIRE(std::memcmp(want.data(), got.data(), n * 4) == 0);
+            if (traits(type).block_elems == 1) {  // ragged lengths exercise the masked tails
+                for (int64_t m : {1, 7, 17, 37}) {
+                    const auto row = random_row(type, m, rng);
+                    std::vector<float> a(m), b(m);
+                    dequantize_row_ref(type, row.data(), a.data(), m);
+                    dequantize_row(type, row.data(), b.data(), m);
+                    REQUIRE(std::memcmp(a.data(), b.data(), m * 4) == 0);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("activation quantization: same bytes on every path, error within half a step", "[unit]") {
+    RestorePath restore;
+    std::mt19937 rng(3);
+    for (DType act : {DType::Q8_0, DType::Q8_K, DType::BF16, DType::F32}) {
+        const int64_t n = traits(act).block_elems == 1 ? 1003 : traits(act).block_elems * 5;
+        auto x = random_floats(n, rng);
+        x[5] *= 40.0f;                          // one outlier block
+        if (n >= 64) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero 32-block
+        std::vector<uint8_t> want(row_bytes(act, n));
+        quantize_row_ref(act, x.data(), want.data(), n);
+        std::vector<float> back(n);
+        dequantize_row_ref(act, want.data(), back.data(), n);
+        const int64_t be = traits(act).block_elems;
+        for (int64_t b0 = 0; b0 < n; b0 += be) {
+            float amax = 0;
+            for (int64_t i = b0; i < b0 + be; ++i) amax = std::max(amax, std::fabs(x[i]));
+            for (int64_t i = b0; i < b0 + be; ++i) {
+                // int8: step d = amax/127, error <= d/2 plus the f16 rounding of d (Q8_0:
+                // 2^-11 relative, times |q| <= 127). BF16: half an ulp, 2^-8 relative.
+                const float bound = act == DType::BF16 ? std::fabs(x[i]) * 0x1p-8f
+                                    : act == DType::F32 ? 0.0f
+                                                        : amax / 127.0f * (0.5f + 127.0f * 0x1p-11f) + 1e-7f;
+                REQUIRE(std::fabs(back[i] - x[i]) <= bound);
+            }
+        }
+        for (CpuPath path : supported_paths()) {
+            set_active_path(path);
+            INFO("path " << path_name(path) << " act " << dtype_name(act));
+            std::vector<uint8_t> got(want.size());
+            quantize_activations(act, x.data(), got.data(), n);
+            REQUIRE(got == want);
+        }
+    }
+}
+
+TEST_CASE("vec_dot: reference and every path against exact and float dots", "[unit]") {
+    RestorePath restore;
+    std::mt19937 rng(5);
+    const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                           DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+    for (DType wt : types) {
+        const DType at = activation_type_for(wt);
+        const int64_t be = traits(wt).block_elems;
+        const std::vector<int64_t> sizes = be == 1 ? std::vector<int64_t>{1, 7, 33, 100, 1003}
+                                                   : std::vector<int64_t>{be, 3 * be, 7 * be, 33 * be};
+        for (int64_t n : sizes) {
+            const auto w = random_row(wt, n, rng);
+            const auto x = random_floats(n, rng);
+            std::vector<uint8_t> a(row_bytes(at, n));
+            quantize_row_ref(at, x.data(), a.data(), n);
+            std::vector<float> wf(n), af(n);
+            dequantize_row_ref(wt, w.data(), wf.data(), n);
+            dequantize_row_ref(at, a.data(), af.data(), n);
+
+            // What the quantized dot should give: the exact dot of the two dequantized rows.
+            // Per-block integer sums are exact, so kernels differ from it only by float rounding
+            // while adding block terms: at most (terms + a few) * 2^-24 of the terms' magnitude.
+            // A block's terms (d*q*a and min*a) are bounded by 8 * max|w in block| * |a|: random
+            // q spans most of its range, so |min| and |d*q| stay within a few max|w|.
+            double exact = 0, mag = 0, qerr = 0, xdot = 0;
+            const int64_t bmax = std::max<int64_t>(be, traits(at).block_elems);
+            for (int64_t b0 = 0; b0 < n; b0 += bmax) {
+                float wmax = 0, xmax = 0;
+                for (int64_t i = b0; i < std::min(n, b0 + bmax); ++i)
+                    wmax = std::max(wmax, std::fabs(wf[i])), xmax = std::max(xmax, std::fabs(x[i]));
+                for (int64_t i = b0; i < std::min(n, b0 + bmax); ++i) {
+                    exact += double(wf[i]) * af[i];
+                    xdot += double(wf[i]) * x[i];
+                    mag += 8.0 * wmax * std::fabs(af[i]);
+                    // activation rounding, as bounded in the quantization test above
+                    const double step = at == DType::BF16 ? std::fabs(x[i]) * 0x1p-8
+                                        : at == DType::F32 ? 0.0
+                                                           : xmax / 127.0 * (0.5 + 127.0 * 0x1p-11);
+                    qerr += std::fabs(wf[i]) * step;
+                }
+            }
+            const double tol = double(n / be + 8) * 0x1p-23 * mag + 1e-30;
+            INFO("type " << dtype_name(wt) << " n " << n);
+            const float ref = vec_dot_ref(wt, w.data(), a.data(), n);
+            CHECK(std::fabs(ref - exact) <= tol);
+            // Against the float dot of the dequantized weights with the unquantized x: the
+            // activations' rounding error, weighted by |w|.
+            CHECK(std::fabs(ref - xdot) <= qerr + tol);
+            for (CpuPath path : supported_paths()) {
+                set_active_path(path);
+                INFO("path " << path_name(path));
+                CHECK(std::fabs(vec_dot(wt, w.data(), a.data(), n) - exact) <= tol);
+                // Several activation rows per pass: the same as one at a time.
+                constexpr int kRows = 6;
+                std::vector<uint8_t> many(a.size() * kRows);
+                std::vector<float> singles(kRows), out(kRows);
+                for (int t = 0; t < kRows; ++t) {
+                    auto xt = random_floats(n, rng);
+                    quantize_row_ref(at, xt.data(), many.data() + t * a.size(), n);
+                    singles[t] = vec_dot(wt, w.data(), many.data() + t * a.size(), n);
+                }
+                vec_dot_rows(wt, w.data(), many.data(), a.size(), kRows, n, out.data());
+                CHECK(out == singles);
+            }
+            set_active_path(restore.saved);
+        }
+    }
+}
+
+TEST_CASE("STRATA_CPU selects a path and rejects bad names", "[unit]") {
+    const char* old = std::getenv("STRATA_CPU");
+    const std::string saved = old ? old : "";
+    setenv("STRATA_CPU", "scalar", 1);
+    CHECK(path_from_env() == CpuPath::Scalar);
+    setenv("STRATA_CPU", "avx9000", 1);
+    CHECK_THROWS(path_from_env());
+    unsetenv("STRATA_CPU");
+    CHECK(path_from_env() == best_path());
+    if (old) setenv("STRATA_CPU", saved.c_str(), 1);
+    CHECK(parse_cpu_path("avx512") == CpuPath::Avx512);
+    CHECK(!parse_cpu_path("AVX"));
+    CHECK(activation_type_for(DType::Q4_K) == DType::Q8_K);
+    CHECK(activation_type_for(DType::Q5_1) == DType::Q8_0);
+    CHECK_THROWS(activation_type_for(DType::Q2_K));
+    CHECK(!has_kernels(DType::Q3_K));
+}
