@@ -34,7 +34,8 @@ TEST_CASE("SmolLM2: teacher-forced top-1 agrees with the reference on >= 99% of 
     Engine engine({*path, 0, 512});
     const int n_vocab = engine.hparams().n_vocab;
     int agree = 0, total = 0;
-    for (const auto& p : fixture("smollm2_teacher_forced.json")["prompts"]) {
+    const json f = fixture("smollm2_teacher_forced.json");
+    for (const auto& p : f["prompts"]) {
         const auto ids = p["ids"].get<std::vector<int32_t>>();
         const auto argmax = p["argmax"].get<std::vector<int32_t>>();
         engine.reset();
