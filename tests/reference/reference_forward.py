@@ -72,7 +72,7 @@ class Hparams:
     n_ctx_train: int
 
 
-SUPPORTED_ARCHS = {"llama": False, "qwen2": True}  # arch -> rope neox
+SUPPORTED_ARCHS = {"llama": False, "mistral": False, "qwen2": True}  # arch -> rope neox
 
 
 class KVCache:

@@ -1,0 +1,82 @@
+#include "tests/support/tiny_model.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/support/gguf_writer.h"
+
+namespace strata::test {
+
+namespace {
+
+uint64_t fnv1a64(const std::string& s) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+    return h;
+}
+
+// offset + scale * u, u uniform in [-1, 1) from splitmix64, as values() in the Python script.
+std::vector<uint8_t> values(const std::string& name, uint64_t seed, size_t n, double scale, double offset) {
+    const uint64_t key = fnv1a64(name) ^ seed;
+    std::vector<uint8_t> bytes(n * 4);
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        const double u = static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+        const float v = static_cast<float>(offset + scale * u);
+        std::memcpy(&bytes[i * 4], &v, 4);
+    }
+    return bytes;
+}
+
+}  // namespace
+
+void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, const std::filesystem::path& path) {
+    const std::string arch = c["arch"];
+    const uint32_t E = c["n_embd"], F = c["n_ff"], V = c["n_vocab"], L = c["n_layer"];
+    const uint32_t hd = E / c["n_head"].get<uint32_t>();
+    const uint32_t q = c["n_head"].get<uint32_t>() * hd, kv = c["n_head_kv"].get<uint32_t>() * hd;
+
+    GgufWriter w;
+    w.kv_string("general.architecture", arch);
+    w.kv_u32(arch + ".context_length", 256).kv_u32(arch + ".embedding_length", E).kv_u32(arch + ".block_count", L);
+    w.kv_u32(arch + ".feed_forward_length", F).kv_u32(arch + ".attention.head_count", c["n_head"]);
+    w.kv_u32(arch + ".attention.head_count_kv", c["n_head_kv"]).kv_u32(arch + ".rope.dimension_count", c["n_rot"]);
+    w.kv_f32(arch + ".rope.freq_base", c["rope_base"]).kv_f32(arch + ".attention.layer_norm_rms_epsilon", rms_eps);
+    if (c["linear_scale"].get<double>() != 0)
+        w.kv_string(arch + ".rope.scaling.type", "linear").kv_f32(arch + ".rope.scaling.factor", c["linear_scale"]);
+
+    // GGUF dims are innermost first: a (rows, cols) matrix is ne = {cols, rows}.
+    auto add = [&](const std::string& name, std::vector<uint64_t> ne, double scale, double offset) {
+        size_t n = 1;
+        for (auto d : ne) n *= d;
+        w.tensor(name, 0, ne, values(name, seed, n, scale, offset));
+    };
+    add("token_embd.weight", {E, V}, 0.5, 0.0);
+    add("output_norm.weight", {E}, 0.1, 1.0);
+    if (!c["tied"].get<bool>()) add("output.weight", {E, V}, 0.2, 0.0);
+    for (uint32_t il = 0; il < L; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        add(p + "attn_norm.weight", {E}, 0.1, 1.0);
+        add(p + "attn_q.weight", {E, q}, 0.2, 0.0);
+        add(p + "attn_k.weight", {E, kv}, 0.2, 0.0);
+        add(p + "attn_v.weight", {E, kv}, 0.2, 0.0);
+        add(p + "attn_output.weight", {q, E}, 0.2, 0.0);
+        add(p + "ffn_norm.weight", {E}, 0.1, 1.0);
+        add(p + "ffn_gate.weight", {E, F}, 0.2, 0.0);
+        add(p + "ffn_up.weight", {E, F}, 0.2, 0.0);
+        add(p + "ffn_down.weight", {F, E}, 0.2, 0.0);
+        if (c["qkv_bias"].get<bool>()) {
+            add(p + "attn_q.bias", {q}, 0.1, 0.0);
+            add(p + "attn_k.bias", {kv}, 0.1, 0.0);
+            add(p + "attn_v.bias", {kv}, 0.1, 0.0);
+        }
+    }
+    if (c["rope_freqs"].get<bool>()) add("rope_freqs.weight", {c["n_rot"].get<uint64_t>() / 2}, 0.5, 1.5);
+    w.write(path);
+}
+
+}  // namespace strata::test

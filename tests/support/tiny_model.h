@@ -1,0 +1,13 @@
+#pragma once
+// Tiny random-weight models of each architecture, byte-for-byte the ones that
+// tests/reference/make_arch_fixtures.py wrote when it recorded the reference logits.
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+namespace strata::test {
+
+// Writes the model described by one `config` object of tiny_arch_logits.json (F32 weights).
+void write_tiny_model(const nlohmann::json& config, uint64_t seed, float rms_eps, const std::filesystem::path& path);
+
+}  // namespace strata::test
