@@ -83,6 +83,9 @@ std::string GgufValue::to_display(size_t max_items) const {
                 return s + (x->items.size() > max_items ? ", ...]" : "]");
             } else if constexpr (std::is_same_v<T, bool>) {
                 return x ? "true" : "false";
+            } else if constexpr (std::is_same_v<T, double>) {
+                // Shortest text that reads back to the stored value (f32 keys print as 1e-05).
+                return type == GgufType::F32 ? fmt::format("{}", static_cast<float>(x)) : fmt::format("{}", x);
             } else {
                 return fmt::format("{}", x);
             }
