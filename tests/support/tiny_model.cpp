@@ -34,6 +34,13 @@ std::vector<uint8_t> values(const std::string& name, uint64_t seed, size_t n, do
 
 }  // namespace
 
+nlohmann::json tiny_config(const std::string& arch, int n_embd, int n_layer, int n_ff) {
+    return {{"arch", arch}, {"n_vocab", 96},         {"n_embd", n_embd},        {"n_layer", n_layer},
+            {"n_head", 4},  {"n_head_kv", 2},        {"n_ff", n_ff},            {"n_rot", n_embd / 4},
+            {"rope_base", 10000.0}, {"rope_freqs", false}, {"tied", true}, {"qkv_bias", arch == "qwen2"},
+            {"linear_scale", 0.0}};
+}
+
 void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, const std::filesystem::path& path) {
     const std::string arch = c["arch"];
     const uint32_t E = c["n_embd"], F = c["n_ff"], V = c["n_vocab"], L = c["n_layer"];

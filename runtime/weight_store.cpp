@@ -1,0 +1,161 @@
+#include "runtime/weight_store.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "models/gguf_file.h"
+#include "runtime/core/error.h"
+#include "runtime/core/log.h"
+#include "storage/budget.h"
+#include "storage/file_io.h"
+#include "storage/pinned_pool.h"
+#include "storage/reader.h"
+
+namespace strata {
+
+namespace {
+
+std::vector<WeightRef*> refs(LayerWeights& l) {
+    return {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv,
+            &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down};
+}
+
+uint64_t fixed_bytes(const ModelWeights& w) {
+    uint64_t b = w.tok_embd.info->nbytes + w.output_norm.info->nbytes;
+    if (w.output.info != w.tok_embd.info) b += w.output.info->nbytes;
+    if (w.rope_freqs) b += w.rope_freqs.info->nbytes;
+    return b;
+}
+
+// Asks the kernel to read resident ranges ahead, so the first pass does not fault page by page.
+void will_need(const GgufFile& f, const WeightRef& r) {
+    if (!r) return;
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    auto begin = reinterpret_cast<uintptr_t>(r.data) / page * page;
+    ::madvise(reinterpret_cast<void*>(begin), reinterpret_cast<uintptr_t>(r.data) + r.info->nbytes - begin, MADV_WILLNEED);
+}
+
+}  // namespace
+
+// The reader's one staging buffer (ReaderOptions::chunk_bytes) for the file's unaligned tail.
+constexpr uint64_t kStagingBytes = uint64_t{1} << 20;
+
+struct WeightStore::Reserved {
+    storage::Reservation resident;
+};
+
+WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
+                         int prefetch_depth)
+    : file_(file), mapped_(ModelWeights::bind(file, hp)), reserved_(std::make_unique<Reserved>()) {
+    constexpr uint64_t kAlign = storage::kDefaultDioAlign;
+    ResidencyInput in;
+    in.budget = budget.limit() == UINT64_MAX ? 0 : budget.limit();  // UINT64_MAX: no --dram given
+    in.fixed_bytes = fixed_bytes(mapped_);
+    in.other_bytes = other_bytes + kStagingBytes;
+    in.prefetch_depth = prefetch_depth;
+    for (auto& layer : mapped_.layers) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (WeightRef* r : refs(layer))
+            if (*r) {
+                lo = std::min(lo, file.file_offset(*r->info));
+                hi = std::max(hi, file.file_offset(*r->info) + r->info->nbytes);
+            }
+        const auto a = storage::aligned_superset(lo, hi - lo, kAlign);
+        // The last layer's aligned end may pass the end of the file: stop at the end.
+        ranges_.push_back({a.offset, std::min(a.length, file.file_size() - a.offset)});
+        in.layer_bytes.push_back(a.length);
+    }
+    residency_ = choose_residency(in);
+    reserved_->resident = storage::Reservation(budget, residency_.resident_bytes, "resident model weights");
+
+    for (size_t il = 0; il < mapped_.layers.size(); ++il) {
+        streamed_index_.push_back(residency_.resident[il] ? -1 : static_cast<int>(streamed_.size()));
+        if (!residency_.resident[il]) streamed_.push_back(static_cast<int>(il));
+    }
+    for (const WeightRef* r : {&mapped_.tok_embd, &mapped_.output, &mapped_.output_norm}) will_need(file, *r);
+    for (size_t il = 0; il < mapped_.layers.size(); ++il)
+        if (residency_.resident[il])
+            for (WeightRef* r : refs(mapped_.layers[il])) will_need(file, *r);
+
+    if (streamed_.empty()) return;
+    storage::PinnedPoolOptions po;
+    po.slot_bytes = residency_.slot_bytes;
+    po.n_slots = static_cast<size_t>(residency_.n_slots);
+    po.what = "weight streaming buffers";
+    ring_ = std::make_unique<storage::PinnedPool>(budget, po);
+    auto f = storage::File::open_read(file.path(), storage::OpenMode::DirectOrBuffered);
+    storage::ReaderOptions ro;
+    ro.staging_slots = 1;  // only the file's unaligned tail goes through staging
+    ro.staging_budget = &budget;
+    reader_ = storage::open_reader(f, ro);
+    reader_->register_region(ring_->data(), ring_->bytes());
+    tickets_.assign(ring_->n_slots(), 0);
+    slot_view_.resize(ring_->n_slots());
+    STRATA_LOG_INFO("weights: {} of {} layers resident ({}), {} streamed from {} through {} x {} buffers ({} reader)",
+                    mapped_.layers.size() - streamed_.size(), mapped_.layers.size(),
+                    storage::format_bytes(residency_.resident_bytes), streamed_.size(), file.path().string(),
+                    ring_->n_slots(), storage::format_bytes(residency_.slot_bytes), reader_->backend());
+}
+
+WeightStore::~WeightStore() {
+    if (reader_) {
+        try {
+            reader_->wait_all();
+        } catch (const Error&) {
+            // The reads' destination is about to be freed; their failure no longer matters.
+        }
+    }
+    if (reader_ && ring_) reader_->unregister_region(ring_->data());
+}
+
+void WeightStore::issue_until(uint64_t limit) {
+    for (; issued_ < limit; ++issued_) {
+        const int il = streamed_[issued_ % streamed_.size()];
+        const size_t slot = issued_ % ring_->n_slots();
+        tickets_[slot] = reader_->submit({ring_->slot_data(slot), ranges_[il].offset, ranges_[il].length});
+    }
+}
+
+// Recovers the order after a pass that stopped part-way (an error mid-forward): drops what
+// is in flight and restarts the cycle at `streamed_index`.
+void WeightStore::resync(size_t streamed_index) {
+    reader_->wait_all();
+    const uint64_t cycle = issued_ / streamed_.size() + 1;
+    cur_ = issued_ = cycle * streamed_.size() + streamed_index;
+}
+
+const LayerWeights& WeightStore::acquire(int il) {
+    const int si = streamed_index_[il];
+    if (si < 0) return mapped_.layers[il];
+    STRATA_ASSERT(!holding_);
+    if (static_cast<size_t>(si) != cur_ % streamed_.size()) resync(si);
+    issue_until(cur_ + ring_->n_slots());
+    const size_t slot = cur_ % ring_->n_slots();
+    const auto t0 = std::chrono::steady_clock::now();
+    reader_->wait(tickets_[slot]);
+    stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stats_.bytes_read += ranges_[il].length;
+    ++stats_.layers_read;
+
+    LayerWeights& view = slot_view_[slot];
+    view = mapped_.layers[il];
+    const std::byte* base = ring_->slot_data(slot);
+    for (WeightRef* r : refs(view))
+        if (*r) r->data = base + (file_.file_offset(*r->info) - ranges_[il].offset);
+    holding_ = true;
+    return view;
+}
+
+void WeightStore::release(int il) {
+    if (streamed_index_[il] < 0) return;
+    holding_ = false;
+    ++cur_;
+    // The slot just freed takes the read `n_slots` ahead of the next layer to compute.
+    issue_until(cur_ + ring_->n_slots());
+}
+
+}  // namespace strata

@@ -1,0 +1,75 @@
+#pragma once
+// Where each layer's weights are when the forward pass needs them. Resident layers are
+// used in place from the mapped model file. Streamed layers are read with O_DIRECT into a
+// ring of pinned buffers, `prefetch_depth` layers ahead of compute, cyclically across passes
+// so the next token's first layers load while this token's last layers compute.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "models/hparams.h"
+#include "runtime/model_weights.h"
+#include "runtime/residency.h"
+
+namespace strata {
+
+class GgufFile;
+namespace storage {
+class MemoryBudget;
+class PinnedPool;
+class Reader;
+}  // namespace storage
+
+struct StreamStats {
+    uint64_t bytes_read = 0;    // layer bytes read from the file
+    uint64_t layers_read = 0;
+    double wait_seconds = 0;    // compute blocked on a read
+};
+
+class WeightStore {
+public:
+    // Decides residency under `budget` (its limit; 0 = unlimited) with `other_bytes` of KV
+    // cache and activations also charged, and reserves what it keeps.
+    WeightStore(const GgufFile& file, const Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
+                int prefetch_depth);
+    ~WeightStore();
+    WeightStore(const WeightStore&) = delete;
+    WeightStore& operator=(const WeightStore&) = delete;
+
+    const ModelWeights& weights() const { return mapped_; }  // output head, embeddings, norms
+    const Residency& residency() const { return residency_; }
+
+    // Layer `il`'s weights, ready; blocks while a streamed layer is still being read. Layers
+    // are acquired in order (0, 1, ..., n-1, 0, 1, ...), each released before the next.
+    const LayerWeights& acquire(int il);
+    void release(int il);
+
+    StreamStats stats() const { return stats_; }
+
+private:
+    struct LayerRange {
+        uint64_t offset = 0;  // aligned file offset of the layer's first byte
+        uint64_t length = 0;  // aligned length covering every tensor of the layer
+    };
+    void issue_until(uint64_t limit);
+    void resync(size_t streamed_index);
+
+    const GgufFile& file_;
+    ModelWeights mapped_;
+    Residency residency_;
+    std::vector<LayerRange> ranges_;
+    std::vector<int> streamed_;           // layer ids streamed, in order
+    std::vector<int> streamed_index_;     // layer id -> index in streamed_, or -1
+    std::unique_ptr<storage::Reader> reader_;
+    std::unique_ptr<storage::PinnedPool> ring_;
+    std::vector<uint64_t> tickets_;       // per slot
+    std::vector<LayerWeights> slot_view_; // per slot: the layer's weights rebased into the slot
+    uint64_t cur_ = 0;     // sequence number of the next streamed layer to compute
+    uint64_t issued_ = 0;  // reads issued so far
+    bool holding_ = false;
+    StreamStats stats_;
+    struct Reserved;
+    std::unique_ptr<Reserved> reserved_;
+};
+
+}  // namespace strata

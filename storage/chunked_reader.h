@@ -1,0 +1,104 @@
+#pragma once
+// What the io_uring and pread backends share: tickets, splitting requests into chunk reads
+// (read_plan), staging buffers for unaligned requests, reissuing short reads, turning
+// failures into IoError messages, fault injection and stats. A backend only issues reads
+// (dispatch_locked) and reports their results (complete).
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "storage/budget.h"
+#include "storage/reader.h"
+#include "storage/read_plan.h"
+
+namespace strata::storage {
+
+class ChunkedReader : public Reader {
+public:
+    const File& file() const override { return file_; }
+    Ticket submit(const ReadRequest& request) override;
+    bool poll(Ticket ticket) override;
+    void wait(Ticket ticket) override;
+    void wait_all() override;
+    ReaderStats stats() const override;
+
+protected:
+    // Reads the backend can have in flight at once: the queue depth or the worker count.
+    ChunkedReader(const File& file, const ReaderOptions& options, unsigned max_inflight);
+
+    // One device read and what to do with its bytes. Fields advance as short reads are reissued.
+    struct Chunk {
+        Ticket ticket = 0;
+        uint64_t file_offset = 0;  // next byte to read
+        size_t length = 0;         // bytes left to read
+        size_t need = 0;           // bytes left that must arrive (the rest is past EOF)
+        std::byte* buf = nullptr;  // where the next byte goes: the caller's buffer or staging
+        bool bounce = false;       // read into staging, then copy `copy_len` bytes ...
+        size_t skip = 0;           // ... starting `skip` bytes into the staging slot ...
+        size_t copy_len = 0;
+        const std::byte* copy_from = nullptr;  // staging slot + skip
+        std::byte* copy_to = nullptr;  // ... to here
+        int staging = -1;          // staging slot, held until the chunk finishes
+        uint64_t seq = 0;          // issue number of the read in flight (fault injection)
+    };
+    using ChunkPtr = std::unique_ptr<Chunk>;
+
+    // Under mu_: the next pending chunk, now counted in flight; nullptr when none is
+    // pending, the in-flight limit is reached, no staging slot is free, or we are closing.
+    ChunkPtr next_chunk_locked();
+    // Without mu_: a read of `chunk` returned `result` (bytes, or -errno). Copies staged
+    // bytes, reissues short reads, records failures, then dispatches more work.
+    void complete(ChunkPtr chunk, long result);
+    // Under mu_: issue pending chunks (take them with next_chunk_locked).
+    virtual void dispatch_locked() = 0;
+    // Under mu_: the staging arena was just allocated (io_uring registers it).
+    virtual void staging_allocated_locked(std::byte* base, size_t bytes) {}
+    // First thing in a backend's destructor: drops pending reads, waits for reads in flight.
+    void drain();
+
+    File file_;
+    mutable std::mutex mu_;
+    const size_t chunk_bytes_;
+
+private:
+    struct TicketState {
+        ReadRequest request;
+        size_t chunks_left = 0;
+        std::string error;  // first failure, empty on success
+        std::string hint;
+    };
+
+    void ensure_staging_locked();
+    void finish_locked(Chunk& chunk, const std::string& error, const std::string& hint);
+    void cancel_pending_locked(Ticket ticket);
+    void note_inflight_locked(int delta);
+    [[noreturn]] void throw_failure(TicketState& state);
+
+    const FileGeometry geo_;
+    const unsigned max_inflight_;
+    const unsigned n_staging_;
+    MemoryBudget* staging_budget_;
+    FaultInjector fault_;
+
+    std::condition_variable done_cv_;
+    std::map<Ticket, TicketState> tickets_;
+    std::deque<ChunkPtr> pending_;
+    Ticket next_ticket_ = 1;
+    unsigned inflight_ = 0;
+    uint64_t n_issued_ = 0;
+    bool closing_ = false;
+
+    AlignedBuffer staging_;
+    Reservation staging_reservation_;
+    std::vector<int> free_staging_;
+
+    ReaderStats stats_;
+    std::chrono::steady_clock::time_point busy_since_;
+};
+
+}  // namespace strata::storage
