@@ -50,9 +50,43 @@ struct InspectOptions {
     bool json = false;
 };
 
+// `strata plan`: the hardware is a profile file (--hw), catalog parts (--gpu, --system, ...),
+// or this machine (cached probe); the model a GGUF file or a catalog shape.
+struct PlanOptions {
+    std::string model;        // GGUF file, or a catalog shape name
+    std::string shape;        // catalog shape name
+    std::string weight_type;  // catalog shapes only (default F16)
+    std::string kv_type = "F16";  // or "auto": also search Q8_0 and Q4_0 (lossy)
+    std::string hw;           // hardware profile JSON
+    std::string system, gpu, pcie, cpu, dram_kind, nvme;  // catalog names
+    std::string gpu_mem, dram, nvme_size;                 // capacities ("24G")
+    double nvme_bw = 0;                                   // GB/s, overrides the drive's read rate
+    std::string gpu_budget, dram_budget, nvme_budget;     // what the plan may use
+    std::string workload;     // "prompt=512,gen=128,batch=8,objective=throughput"
+    int batch = 0, prompt_len = 0, gen_len = 0;
+    std::string objective;
+    bool no_cpu_attention = false, no_recompute = false, frontier = false, json = false;
+    std::string out;          // write the plan JSON here
+    std::string svg;          // write the decode-step timeline here
+    int verbosity = 0;
+};
+
+struct ProbeOptions {
+    bool json = false;
+    std::string out;        // also write the profile JSON here
+    std::string disk_dir;   // default: the model directory
+    std::string disk_size;  // test file size, default 512M
+    bool quick = false;
+    bool no_cache = false;  // do not update the cached profile
+    int threads = 0;
+    int verbosity = 0;
+};
+
 int run_generate(const GenerateOptions& o);
 int run_chat(const ChatOptions& o);
 int run_perplexity(const PerplexityOptions& o);
 int run_inspect(const InspectOptions& o);
+int run_plan(const PlanOptions& o);
+int run_probe(const ProbeOptions& o);
 
 }  // namespace strata::cli

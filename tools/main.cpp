@@ -74,6 +74,50 @@ int main(int argc, char** argv) {
     i->add_option("model", insp.model, "GGUF model file (default: the default model)");
     i->add_flag("--json", insp.json, "print JSON");
 
+    cli::PlanOptions plan;
+    auto* pl = app.add_subcommand("plan", "plan where weights and KV live and predict speed (a dry run: nothing is loaded)");
+    pl->add_option("-m,--model", plan.model, "GGUF file (header only is read) or a catalog shape name (default: the default model)");
+    pl->add_option("--shape", plan.shape, "catalog model shape: llama3-8b, llama3-70b, llama3-405b, qwen2.5-7b, opt-175b, ...");
+    pl->add_option("--weight-type", plan.weight_type, "weight type of a catalog shape: F16, Q8_0, Q4_K, Q4_0, ... (default F16)");
+    pl->add_option("--kv-type", plan.kv_type, "KV cache type: F16, Q8_0, Q4_0, or auto to search them (lossy)")->capture_default_str();
+    pl->add_option("--hw", plan.hw, "hardware profile JSON from `strata probe -o FILE` (default: probe this machine, cached)");
+    pl->add_option("--system", plan.system, "catalog system, e.g. flexgen-t4 (FlexGen's T4 box)");
+    pl->add_option("--gpu", plan.gpu, "catalog GPU (rtx3090, rtx4090, rtx5090, l40s, a100-40g, a100-80g, h100-80g, h200, t4) or none");
+    pl->add_option("--gpu-mem", plan.gpu_mem, "GPU memory, e.g. 24G (default: the GPU's)");
+    pl->add_option("--pcie", plan.pcie, "PCIe generation of the GPU link: gen3, gen4, gen5 (default: the GPU's)");
+    pl->add_option("--cpu", plan.cpu, "catalog CPU: ryzen9-7950x, core-i9-14900k, epyc-9654, xeon-gcp-n1");
+    pl->add_option("--dram", plan.dram, "installed DRAM, e.g. 64G");
+    pl->add_option("--dram-kind", plan.dram_kind, "DRAM kind: ddr4-3200, ddr5-4800, ddr5-5600, ddr5-6400 (default: the CPU's)");
+    pl->add_option("--nvme", plan.nvme, "NVMe generation: gen3, gen4, gen5 (default gen4)");
+    pl->add_option("--nvme-bw", plan.nvme_bw, "NVMe sequential read in GB/s (overrides the drive's)");
+    pl->add_option("--nvme-size", plan.nvme_size, "NVMe space, e.g. 2T");
+    pl->add_option("--gpu-budget", plan.gpu_budget, "GPU memory the plan may use (default: the GPU's less 4%, at least 512 MiB)");
+    pl->add_option("--dram-budget", plan.dram_budget, "DRAM the plan may use (default 90%)");
+    pl->add_option("--nvme-budget", plan.nvme_budget, "NVMe space the plan may use (default 95%)");
+    pl->add_option("--workload", plan.workload, "prompt=512,gen=128,batch=8,objective=throughput (any subset)");
+    pl->add_option("-b,--batch", plan.batch, "sequences (latency: decoded together; throughput: to process)")->check(CLI::PositiveNumber);
+    pl->add_option("--prompt-len", plan.prompt_len, "prompt tokens (default 512)")->check(CLI::PositiveNumber);
+    pl->add_option("--gen-len", plan.gen_len, "tokens generated per sequence (default 128)")->check(CLI::PositiveNumber);
+    pl->add_option("--objective", plan.objective, "latency (default) or throughput");
+    pl->add_flag("--no-cpu-attention", plan.no_cpu_attention, "never run attention on the CPU");
+    pl->add_flag("--no-recompute", plan.no_recompute, "never recompute KV from saved hidden states");
+    pl->add_flag("--frontier", plan.frontier, "also list the latency/throughput trade-off of the best policies");
+    pl->add_flag("--json", plan.json, "print the plan as JSON (the form `--plan FILE` loads)");
+    pl->add_option("-o,--output", plan.out, "also write the plan JSON to FILE");
+    pl->add_option("--svg", plan.svg, "draw one pipelined decode step to FILE");
+    pl->add_flag("-v,--verbose", plan.verbosity, "log more (-vv for debug)");
+
+    cli::ProbeOptions probe;
+    auto* pr = app.add_subcommand("probe", "measure this machine (cores, caches, DRAM, disk, CPU matmul rates, GPUs) for the planner");
+    pr->add_flag("--json", probe.json, "print the profile as JSON");
+    pr->add_option("-o,--output", probe.out, "also write the profile JSON to FILE (for `strata plan --hw FILE`)");
+    pr->add_option("--disk-dir", probe.disk_dir, "directory on the drive to measure (default: the model directory)");
+    pr->add_option("--disk-size", probe.disk_size, "size of the disk test file (default 512M)");
+    pr->add_option("-t,--threads", probe.threads, "CPU threads (default: every core)")->check(CLI::NonNegativeNumber);
+    pr->add_flag("--quick", probe.quick, "smaller measurements (less accurate, a few seconds)");
+    pr->add_flag("--no-cache", probe.no_cache, "do not update the cached profile that `strata plan` uses");
+    pr->add_flag("-v,--verbose", probe.verbosity, "log more (-vv for debug)");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -85,6 +129,8 @@ int main(int argc, char** argv) {
         if (*c) return init_logging(chat.m.verbosity), cli::run_chat(chat);
         if (*p) return init_logging(ppl.m.verbosity), cli::run_perplexity(ppl);
         if (*i) return init_logging(0), cli::run_inspect(insp);
+        if (*pl) return init_logging(plan.verbosity), cli::run_plan(plan);
+        if (*pr) return init_logging(probe.verbosity), cli::run_probe(probe);
     } catch (const Error& e) {
         std::fprintf(stderr, "strata: error: %s\n", e.what());
         if (!e.hint().empty()) std::fprintf(stderr, "  hint: %s\n", e.hint().c_str());

@@ -1,0 +1,293 @@
+#include "planner/cost_model.h"
+
+#include <algorithm>
+
+namespace strata::planner {
+
+namespace {
+constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
+              H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H),
+              N = static_cast<int>(Stream::Nvme), R = static_cast<int>(Stream::Dram);
+constexpr int kGpuTier = 0, kDramTier = 1, kNvmeTier = 2;
+int tier_index(Tier t) { return t == Tier::Gpu ? kGpuTier : t == Tier::Dram ? kDramTier : kNvmeTier; }
+// Per decode step outside the layers: sampling and the host's turn-around.
+constexpr double kStepOverheadS = 50e-6;
+}  // namespace
+
+Cost& Cost::operator+=(const Cost& o) {
+    for (int i = 0; i < kNumStreams; ++i) prefill[i] += o.prefill[i], decode[i] += o.decode[i];
+    prefill_overhead += o.prefill_overhead;
+    decode_overhead += o.decode_overhead;
+    for (int i = 0; i < 3; ++i) bytes[i] += o.bytes[i];
+    gpu_staging += o.gpu_staging;
+    dram_staging += o.dram_staging;
+    return *this;
+}
+
+Cost Cost::scaled(double f) const {
+    Cost c = *this;
+    for (int i = 0; i < kNumStreams; ++i) c.prefill[i] *= f, c.decode[i] *= f;
+    c.prefill_overhead *= f;
+    c.decode_overhead *= f;
+    for (auto& b : c.bytes) b *= f;
+    c.gpu_staging *= f;
+    c.dram_staging *= f;
+    return c;
+}
+
+CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy)
+    : shape_(shape), hw_(hw), wl_(wl), policy_(policy), has_gpu_(hw.has_gpu()) {
+    if (has_gpu_) {
+        gpu_bw_ = hw.gpu->mem_gbps * 1e9;
+        gpu_flops_ = hw.gpu->fp16_tflops * 1e12;
+        h2d_ = hw.gpu->h2d_gbps * 1e9;
+        d2h_ = hw.gpu->d2h_gbps * 1e9;
+        gpu_launch_s_ = hw.gpu->launch_overhead_us * 1e-6;
+    }
+    cpu_gemv_ = hw.cpu.gemv_gbps_for(shape.weight_type) * 1e9;
+    cpu_gemm_ = hw.cpu.gemm_gflops_for(shape.weight_type) * 1e9;
+    cpu_attn_bw_ = hw.cpu.attention_gbps * 1e9;
+    cpu_attn_flops_ = hw.cpu.attention_gflops * 1e9;
+    cpu_sync_s_ = hw.cpu.layer_overhead_us * 1e-6;
+    dram_bw_ = hw.dram.read_gbps * 1e9;
+    nvme_r_ = hw.nvme.read_gbps * 1e9;
+    nvme_w_ = hw.nvme.write_gbps * 1e9;
+    B_ = policy.batch;
+    m_ = policy.n_micro;
+    mb_ = B_ / m_;
+    P_ = wl.prompt_len;
+    // Decode step t (1 .. gen_len-1) attends to prompt_len + t positions.
+    ctx_avg_ = wl.prompt_len + wl.gen_len / 2.0;
+    ctx_max_ = wl.prompt_len + wl.gen_len;
+    kvb_ = 2.0 * type_bytes(policy.kv_type, shape.n_embd_kv());
+}
+
+bool CostModel::allowed(WeightOption o) const { return has_gpu_ || device_of(o) == Device::Cpu; }
+
+bool CostModel::allowed(KvOption o) const {
+    if (!has_gpu_ && tier_of(o) == Tier::Gpu) return false;
+    return policy_.recompute || !is_recompute(o);
+}
+
+Device CostModel::attention_device(KvOption o) const {
+    if (tier_of(o) == Tier::Gpu) return Device::Gpu;
+    return !has_gpu_ || policy_.cpu_attention ? Device::Cpu : Device::Gpu;
+}
+
+Cost CostModel::weights_cost(double W, double params, double tok_d, double tok_p, WeightOption o, bool is_layer) const {
+    const double F = 2.0 * params;  // flops per token
+    Cost c;
+    c.bytes[tier_index(tier_of(o))] = W;
+    // Streaming to the GPU: the bytes cross DRAM and PCIe once per pass (FlexGen's zig-zag
+    // order lets every micro-batch use them); from NVMe they land in DRAM first.
+    auto stream_in = [&](std::array<double, kNumStreams>& s, bool from_nvme) {
+        s[H] += W / h2d_;
+        s[R] += W / dram_bw_;
+        if (from_nvme) s[N] += W / nvme_r_, s[R] += W / dram_bw_;
+    };
+    const bool from_nvme = tier_of(o) == Tier::Nvme;
+    if (device_of(o) == Device::Gpu) {
+        c.decode[G] = m_ * std::max(tok_d / m_ * F / gpu_flops_, W / gpu_bw_);
+        c.prefill[G] = std::max(tok_p * F / gpu_flops_, m_ * W / gpu_bw_);
+        c.decode_overhead = c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
+        if (o != WeightOption::Gpu) {
+            stream_in(c.decode, from_nvme);
+            stream_in(c.prefill, from_nvme);
+            c.gpu_staging = 2 * W;
+        }
+    } else {
+        // The CPU reads the weights in place once per micro-batch.
+        c.decode[C] = m_ * std::max(tok_d / m_ * F / cpu_gemm_, W / cpu_gemv_);
+        c.decode[R] = m_ * W / dram_bw_;
+        c.decode_overhead = is_layer ? m_ * cpu_sync_s_ : 0;
+        if (from_nvme) c.decode[N] += W / nvme_r_, c.decode[R] += W / dram_bw_;
+        if (has_gpu_) {
+            // Hidden states hop to the CPU and back around this layer's matmuls.
+            const double hop = tok_d * shape_.n_embd * 4.0;
+            c.decode[H] += hop / h2d_;
+            c.decode[D] += hop / d2h_;
+            // Prefill is compute-bound: the GPU does it, the weights stream in once.
+            c.prefill[G] = std::max(tok_p * F / gpu_flops_, m_ * W / gpu_bw_);
+            stream_in(c.prefill, from_nvme);
+            c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
+            c.gpu_staging = 2 * W;
+        } else {
+            c.prefill[C] = std::max(tok_p * F / cpu_gemm_, m_ * W / cpu_gemv_);
+            c.prefill[R] = m_ * W / dram_bw_;
+            if (from_nvme) c.prefill[N] += W / nvme_r_, c.prefill[R] += W / dram_bw_;
+            c.prefill_overhead = is_layer ? m_ * cpu_sync_s_ : 0;
+        }
+    }
+    if (from_nvme) c.dram_staging = 2 * W;
+    return c;
+}
+
+Cost CostModel::layer_weights(int layer, WeightOption o) const {
+    const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
+    return weights_cost(static_cast<double>(l.weight_bytes), static_cast<double>(l.n_matmul_params), B_, B_ * P_, o, true);
+}
+
+Cost CostModel::output(WeightOption o) const {
+    // Logits are needed for the last prompt position only.
+    return weights_cost(static_cast<double>(shape_.output_bytes), static_cast<double>(shape_.output_matmul_params), B_, B_, o, false);
+}
+
+Cost CostModel::layer_kv(int, KvOption o) const {
+    Cost c;
+    const bool act = is_recompute(o);
+    const double per_tok = act ? shape_.act_bytes_per_token() : kvb_;  // bytes stored per token
+    const double read = B_ * ctx_avg_ * per_tok, fresh = B_ * per_tok, cap = B_ * ctx_max_ * per_tok, pre = B_ * P_ * per_tok;
+    const double kv_read = B_ * ctx_avg_ * kvb_;
+    const double attn_flops = B_ * ctx_avg_ * shape_.attention_flops_per_position();
+    const double recompute_flops = act ? B_ * ctx_avg_ * shape_.recompute_flops_per_token() : 0;
+    const Tier tier = tier_of(o);
+    c.bytes[tier_index(tier)] = cap;
+
+    if (attention_device(o) == Device::Gpu) {
+        c.decode[G] = std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
+        if (act) c.decode[G] += std::max(recompute_flops / gpu_flops_, read / gpu_bw_), c.gpu_staging += mb_ * ctx_max_ * kvb_;
+        if (tier != Tier::Gpu) {
+            // Streamed to the GPU each step, one micro-batch at a time; new entries go back.
+            c.decode[H] += read / h2d_;
+            c.decode[D] += fresh / d2h_;
+            c.decode[R] += (read + fresh) / dram_bw_;
+            c.gpu_staging += 2 * mb_ * ctx_max_ * per_tok;
+        }
+    } else {
+        // CPU attention reads the cache where it lies; only q, the output and new entries cross PCIe.
+        c.decode[C] = std::max(kv_read / cpu_attn_bw_, attn_flops / cpu_attn_flops_);
+        if (act) c.decode[C] += std::max(recompute_flops / cpu_gemm_, read / cpu_attn_bw_);
+        c.decode[R] += (read + fresh) / dram_bw_;
+        if (has_gpu_) {
+            const double q = B_ * shape_.n_head * shape_.head_dim * 4.0;
+            c.decode[D] += (q + fresh) / d2h_;
+            c.decode[H] += q / h2d_;
+            c.decode_overhead += m_ * (cpu_sync_s_ + gpu_launch_s_);
+        }
+    }
+    if (tier == Tier::Nvme) {
+        c.decode[N] += read / nvme_r_ + fresh / nvme_w_;
+        c.decode[R] += read / dram_bw_;  // staged into DRAM
+        c.dram_staging = 2 * mb_ * ctx_max_ * per_tok;
+    }
+    // Prefill writes the prompt's entries to their tier.
+    if (tier != Tier::Gpu) {
+        if (has_gpu_) c.prefill[D] += pre / d2h_;
+        c.prefill[R] += pre / dram_bw_;
+        if (tier == Tier::Nvme) c.prefill[N] += pre / nvme_w_;
+    }
+    return c;
+}
+
+Cost CostModel::embedding(WeightOption o) const {
+    Cost c;
+    const double E = static_cast<double>(shape_.embd_bytes);
+    c.bytes[tier_index(tier_of(o))] = E;
+    const double row = B_ * shape_.n_embd * 4.0;
+    if (o != WeightOption::Gpu && has_gpu_) c.decode[H] = row / h2d_, c.prefill[H] = P_ * row / h2d_;
+    if (tier_of(o) == Tier::Nvme) {
+        // One 4 KiB read per token looked up.
+        c.decode[N] = B_ * 4096.0 / nvme_r_;
+        c.prefill[N] = B_ * P_ * 4096.0 / nvme_r_;
+    }
+    return c;
+}
+
+Cost CostModel::hidden(HiddenOption o) const {
+    Cost c;
+    const double h_pre = B_ * P_ * shape_.n_embd * 2.0, h_dec = B_ * shape_.n_embd * 2.0;
+    if (o == HiddenOption::Gpu) {
+        c.bytes[kGpuTier] = h_pre;
+        return c;
+    }
+    c.bytes[kDramTier] = h_pre;
+    if (!has_gpu_) return c;
+    // Every layer fetches its input and returns its output.
+    const double L = shape_.n_layer;
+    c.prefill[H] = L * h_pre / h2d_, c.prefill[D] = L * h_pre / d2h_, c.prefill[R] = L * 2 * h_pre / dram_bw_;
+    c.decode[H] = L * h_dec / h2d_, c.decode[D] = L * h_dec / d2h_, c.decode[R] = L * 2 * h_dec / dram_bw_;
+    c.gpu_staging = 2 * mb_ * P_ * shape_.n_embd * 2.0;
+    return c;
+}
+
+Cost CostModel::fixed() const {
+    Cost c;
+    // Causal prefill attention: position i attends to i + 1 positions.
+    const double attn = shape_.n_layer * B_ * P_ * (P_ + 1) / 2 * shape_.attention_flops_per_position();
+    // The largest working set of one micro-batch's prefill: residual, q/k/v, FFN intermediates, logits.
+    const double ws = mb_ * P_ * (4.0 * shape_.n_embd + 3.0 * shape_.n_ff) * 2.0 + mb_ * shape_.n_vocab * 4.0;
+    if (has_gpu_) {
+        c.prefill[G] = attn / gpu_flops_;
+        c.prefill[D] = B_ * shape_.n_vocab * 4.0 / d2h_;
+        c.decode[D] = B_ * shape_.n_vocab * 4.0 / d2h_;
+        c.bytes[kGpuTier] = ws;
+    } else {
+        c.prefill[C] = attn / cpu_attn_flops_;
+        c.bytes[kDramTier] = ws;
+    }
+    c.decode_overhead = kStepOverheadS;
+    return c;
+}
+
+PhaseTimes CostModel::phase_time(Phase ph, const Cost& total) const {
+    const auto& s = ph == Phase::Prefill ? total.prefill : total.decode;
+    PhaseTimes p;
+    p.stream_s = s;
+    p.overhead_s = ph == Phase::Prefill ? total.prefill_overhead : total.decode_overhead;
+    const double compute = std::max(s[G] + s[C] / m_, s[C] + s[G] / m_) + p.overhead_s;
+    p.time_s = compute;
+    p.bottleneck = s[G] >= s[C] ? Stream::GpuCompute : Stream::CpuCompute;
+    for (int i : {H, D, N, R})
+        if (s[i] > p.time_s) p.time_s = s[i], p.bottleneck = static_cast<Stream>(i);
+    return p;
+}
+
+double CostModel::objective_scale() const {
+    return wl_.objective == Objective::Throughput ? B_ * wl_.gen_len : wl_.gen_len;
+}
+
+Cost CostModel::total_cost(const Plan& plan) const {
+    Cost total = fixed();
+    double gpu_staging = 0, dram_staging = 0;
+    auto add = [&](const Cost& c) {
+        Cost no_staging = c;
+        no_staging.gpu_staging = no_staging.dram_staging = 0;
+        total += no_staging;
+        // Staging buffers are reused from layer to layer: the largest one counts.
+        gpu_staging = std::max(gpu_staging, c.gpu_staging);
+        dram_staging = std::max(dram_staging, c.dram_staging);
+    };
+    for (const auto& l : plan.layers) {
+        Cost c = layer_weights(l.layer, l.weights);
+        c += layer_kv(l.layer, l.kv);
+        add(c);
+    }
+    add(output(plan.output));
+    if (shape_.embd_bytes > 0) add(embedding(plan.embedding));
+    const Cost h = hidden(plan.hidden);
+    total += h;  // its staging is per layer in flight, beside the layer's own
+    total.gpu_staging = gpu_staging + h.gpu_staging;
+    total.dram_staging = dram_staging;
+    return total;
+}
+
+MemoryUse CostModel::memory(const Cost& t) const {
+    return {t.bytes[kGpuTier] + t.gpu_staging, t.bytes[kDramTier] + t.dram_staging, t.bytes[kNvmeTier]};
+}
+
+Prediction CostModel::predict(const Plan& plan) const {
+    const Cost total = total_cost(plan);
+    Prediction p;
+    p.prefill = phase_time(Phase::Prefill, total);
+    p.decode = phase_time(Phase::Decode, total);
+    p.ttft_s = p.prefill.time_s;
+    p.decode_tps_per_seq = 1.0 / p.decode.time_s;
+    p.decode_tps_aggregate = B_ / p.decode.time_s;
+    p.total_s = p.prefill.time_s + n_decode_steps() * p.decode.time_s;
+    p.throughput_tps = B_ * wl_.gen_len / p.total_s;
+    p.objective_s = p.total_s / objective_scale();
+    p.used = memory(total);
+    return p;
+}
+
+}  // namespace strata::planner

@@ -1,0 +1,87 @@
+#pragma once
+// The cost model: for one policy (batch shape, attention device, recompute, KV type), the
+// seconds each placement choice of a layer adds to each stream — GPU, CPU, PCIe H2D/D2H,
+// NVMe, DRAM — in prefill and in one decode step, and the bytes it occupies on each tier.
+// Every cost is linear in the share of layers taking the choice, which is what lets the LP
+// (lp_placement) and the evaluation of a rounded plan use the very same numbers.
+//
+// A phase's time is that of a pipeline whose streams overlap: the busiest I/O stream, or
+// the compute chain — GPU and CPU work overlap only across micro-batches (NEO's asymmetric
+// pipeline), so with m micro-batches compute takes gpu + cpu/m or cpu + gpu/m, whichever is
+// longer — plus what cannot overlap (kernel launches and CPU/GPU hand-offs per layer).
+#include <array>
+
+#include "planner/hardware_profile.h"
+#include "planner/model_shape.h"
+#include "planner/plan.h"
+#include "planner/workload.h"
+
+namespace strata::planner {
+
+enum class Phase { Prefill, Decode };
+
+// Linear cost of one choice (at share 1) or a sum of them.
+struct Cost {
+    std::array<double, kNumStreams> prefill{}, decode{};  // seconds per pass / per decode step
+    double prefill_overhead = 0, decode_overhead = 0;     // seconds that do not overlap
+    std::array<double, 3> bytes{};                        // resident bytes on Gpu, Dram, Nvme
+    double gpu_staging = 0;   // GPU bytes needed to stream this layer in (double-buffered)
+    double dram_staging = 0;  // DRAM bytes needed to stage it from NVMe
+
+    Cost& operator+=(const Cost& o);
+    Cost scaled(double f) const;
+};
+
+class CostModel {
+public:
+    // `shape.kv_type` is ignored: the policy's KV type is used.
+    CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy);
+
+    const Policy& policy() const { return policy_; }
+    const ModelShape& shape() const { return shape_; }
+    bool has_gpu() const { return has_gpu_; }
+
+    bool allowed(WeightOption o) const;
+    bool allowed(KvOption o) const;
+    bool allowed(HiddenOption o) const { return has_gpu_ || o == HiddenOption::Dram; }
+    Device attention_device(KvOption o) const;
+
+    Cost layer_weights(int layer, WeightOption o) const;
+    Cost layer_kv(int layer, KvOption o) const;
+    Cost output(WeightOption o) const;     // the logits matmul
+    Cost embedding(WeightOption o) const;  // lookup only: Gpu, DramCpu or NvmeCpu
+    Cost hidden(HiddenOption o) const;     // for all layers together
+    // What does not depend on placement: prefill attention, logits copies, the GPU working set.
+    Cost fixed() const;
+
+    // Pipelined phase time from summed costs.
+    PhaseTimes phase_time(Phase ph, const Cost& total) const;
+    // Prefill + (gen_len - 1) decode steps, per generated token as the objective counts it.
+    double objective_scale() const;  // divide total seconds by this
+    int32_t n_decode_steps() const { return wl_.gen_len - 1; }
+
+    // Sums the costs of an integral plan and predicts it (memory with staging maxima).
+    Prediction predict(const Plan& plan) const;
+    Cost total_cost(const Plan& plan) const;
+    MemoryUse memory(const Cost& total) const;
+
+private:
+    Cost weights_cost(double w_bytes, double matmul_params, double tokens_decode, double tokens_prefill,
+                      WeightOption o, bool is_layer) const;
+
+    const ModelShape& shape_;
+    HardwareProfile hw_;
+    Workload wl_;
+    Policy policy_;
+    bool has_gpu_;
+    // Rates in bytes/s and flops/s.
+    double gpu_bw_ = 0, gpu_flops_ = 0, h2d_ = 0, d2h_ = 0;
+    double cpu_gemv_ = 0, cpu_gemm_ = 0, cpu_attn_bw_ = 0, cpu_attn_flops_ = 0;
+    double dram_bw_ = 0, nvme_r_ = 0, nvme_w_ = 0;
+    double gpu_launch_s_ = 0, cpu_sync_s_ = 0;
+    // Workload in tokens.
+    double B_ = 1, m_ = 1, mb_ = 1, P_ = 1, ctx_avg_ = 1, ctx_max_ = 1;
+    double kvb_ = 0;  // KV bytes per token per layer in the policy's type
+};
+
+}  // namespace strata::planner

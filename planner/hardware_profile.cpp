@@ -1,0 +1,147 @@
+#include "planner/hardware_profile.h"
+
+#include <cmath>
+
+#include "planner/json_util.h"
+#include "planner/units.h"
+
+namespace strata::planner {
+
+using json_util::get;
+using json_util::get_or;
+using json_util::json;
+
+double CpuProfile::gemv_gbps_for(DType t) const {
+    for (const auto& r : rates)
+        if (r.type == t && r.gemv_gbps > 0) return r.gemv_gbps;
+    return gemv_gbps;
+}
+
+double CpuProfile::gemm_gflops_for(DType t) const {
+    for (const auto& r : rates)
+        if (r.type == t && r.gemm_gflops > 0) return r.gemm_gflops;
+    return gemm_gflops;
+}
+
+void HardwareProfile::validate() const {
+    auto positive = [&](double v, const char* what) {
+        if (!(v > 0) || !std::isfinite(v))
+            throw UsageError(fmt::format("hardware profile '{}': {} is {}, expected a positive number", name, what, v),
+                             "re-run `strata probe` or fix the profile file");
+    };
+    positive(cpu.gemm_gflops, "cpu.gemm_gflops");
+    positive(cpu.gemv_gbps, "cpu.gemv_gbps");
+    positive(cpu.attention_gbps, "cpu.attention_gbps");
+    positive(cpu.attention_gflops, "cpu.attention_gflops");
+    positive(dram.read_gbps, "dram.read_gbps");
+    positive(dram.copy_gbps, "dram.copy_gbps");
+    positive(nvme.read_gbps, "nvme.read_gbps");
+    positive(nvme.write_gbps, "nvme.write_gbps");
+    if (gpu) {
+        positive(gpu->mem_gbps, "gpu.mem_gbps");
+        positive(gpu->fp16_tflops, "gpu.fp16_tflops");
+        positive(gpu->h2d_gbps, "gpu.h2d_gbps");
+        positive(gpu->d2h_gbps, "gpu.d2h_gbps");
+    }
+}
+
+std::string HardwareProfile::summary() const {
+    std::string s;
+    if (has_gpu())
+        s = fmt::format("{} {} (PCIe {}, {:.1f} GB/s H2D) + ", gpu->name, format_size(gpu->memory_bytes), gpu->pcie,
+                        gpu->h2d_gbps);
+    else
+        s = "no GPU + ";
+    s += fmt::format("CPU {} cores + DRAM {} ({:.1f} GB/s) + {} ({:.1f} GB/s read)", cpu.n_cores,
+                     format_size(dram.capacity_bytes), dram.read_gbps, nvme.name.empty() ? "disk" : nvme.name,
+                     nvme.read_gbps);
+    return s;
+}
+
+std::string HardwareProfile::to_json() const {
+    json rates = json::array();
+    for (const auto& r : cpu.rates)
+        rates.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops}});
+    json j = {
+        {"strata_hardware_profile", 1},
+        {"name", name},
+        {"source", source},
+        {"cpu",
+         {{"name", cpu.name}, {"n_cores", cpu.n_cores}, {"n_threads", cpu.n_threads}, {"n_numa", cpu.n_numa},
+          {"l1d_bytes", cpu.l1d_bytes}, {"l2_bytes", cpu.l2_bytes}, {"l3_bytes", cpu.l3_bytes},
+          {"gemm_gflops", cpu.gemm_gflops}, {"gemv_gbps", cpu.gemv_gbps}, {"attention_gbps", cpu.attention_gbps},
+          {"attention_gflops", cpu.attention_gflops}, {"layer_overhead_us", cpu.layer_overhead_us}, {"rates", rates}}},
+        {"dram",
+         {{"kind", dram.kind}, {"capacity_bytes", dram.capacity_bytes}, {"read_gbps", dram.read_gbps},
+          {"copy_gbps", dram.copy_gbps}}},
+        {"nvme",
+         {{"name", nvme.name}, {"path", nvme.path}, {"capacity_bytes", nvme.capacity_bytes},
+          {"read_gbps", nvme.read_gbps}, {"write_gbps", nvme.write_gbps}}},
+        {"gpu", nullptr},
+        {"notes", notes},
+    };
+    if (gpu)
+        j["gpu"] = {{"name", gpu->name}, {"memory_bytes", gpu->memory_bytes}, {"mem_gbps", gpu->mem_gbps},
+                    {"fp16_tflops", gpu->fp16_tflops}, {"h2d_gbps", gpu->h2d_gbps}, {"d2h_gbps", gpu->d2h_gbps},
+                    {"pcie", gpu->pcie}, {"launch_overhead_us", gpu->launch_overhead_us}};
+    return j.dump(2);
+}
+
+HardwareProfile HardwareProfile::from_json(std::string_view text) {
+    const json j = json_util::parse(text, "hardware profile");
+    if (!j.is_object() || !j.contains("strata_hardware_profile"))
+        throw UsageError("the file is not a Strata hardware profile (no 'strata_hardware_profile' field)",
+                         "make one with `strata probe -o FILE`");
+    HardwareProfile p;
+    p.name = get_or<std::string>(j, "profile", "name", "");
+    p.source = get_or<std::string>(j, "profile", "source", "file");
+    const json& c = json_util::object(j, "profile", "cpu");
+    p.cpu.name = get_or<std::string>(c, "cpu", "name", "");
+    p.cpu.n_cores = get<int>(c, "cpu", "n_cores");
+    p.cpu.n_threads = get_or<int>(c, "cpu", "n_threads", p.cpu.n_cores);
+    p.cpu.n_numa = get_or<int>(c, "cpu", "n_numa", 1);
+    p.cpu.l1d_bytes = get_or<uint64_t>(c, "cpu", "l1d_bytes", 0);
+    p.cpu.l2_bytes = get_or<uint64_t>(c, "cpu", "l2_bytes", 0);
+    p.cpu.l3_bytes = get_or<uint64_t>(c, "cpu", "l3_bytes", 0);
+    p.cpu.gemm_gflops = get<double>(c, "cpu", "gemm_gflops");
+    p.cpu.gemv_gbps = get<double>(c, "cpu", "gemv_gbps");
+    p.cpu.attention_gbps = get<double>(c, "cpu", "attention_gbps");
+    p.cpu.attention_gflops = get<double>(c, "cpu", "attention_gflops");
+    p.cpu.layer_overhead_us = get_or<double>(c, "cpu", "layer_overhead_us", 15);
+    if (c.contains("rates"))
+        for (const auto& r : c.at("rates")) {
+            const auto tname = get<std::string>(r, "cpu.rates[]", "type");
+            const auto t = dtype_from_name(tname);
+            if (!t) throw UsageError(fmt::format("hardware profile: cpu.rates type '{}' is unknown", tname));
+            p.cpu.rates.push_back({*t, get<double>(r, "cpu.rates[]", "gemv_gbps"), get<double>(r, "cpu.rates[]", "gemm_gflops")});
+        }
+    const json& d = json_util::object(j, "profile", "dram");
+    p.dram.kind = get_or<std::string>(d, "dram", "kind", "");
+    p.dram.capacity_bytes = get<uint64_t>(d, "dram", "capacity_bytes");
+    p.dram.read_gbps = get<double>(d, "dram", "read_gbps");
+    p.dram.copy_gbps = get<double>(d, "dram", "copy_gbps");
+    const json& n = json_util::object(j, "profile", "nvme");
+    p.nvme.name = get_or<std::string>(n, "nvme", "name", "");
+    p.nvme.path = get_or<std::string>(n, "nvme", "path", "");
+    p.nvme.capacity_bytes = get<uint64_t>(n, "nvme", "capacity_bytes");
+    p.nvme.read_gbps = get<double>(n, "nvme", "read_gbps");
+    p.nvme.write_gbps = get<double>(n, "nvme", "write_gbps");
+    if (j.contains("gpu") && !j.at("gpu").is_null()) {
+        const json& g = j.at("gpu");
+        GpuProfile gp;
+        gp.name = get<std::string>(g, "gpu", "name");
+        gp.memory_bytes = get<uint64_t>(g, "gpu", "memory_bytes");
+        gp.mem_gbps = get<double>(g, "gpu", "mem_gbps");
+        gp.fp16_tflops = get<double>(g, "gpu", "fp16_tflops");
+        gp.h2d_gbps = get<double>(g, "gpu", "h2d_gbps");
+        gp.d2h_gbps = get<double>(g, "gpu", "d2h_gbps");
+        gp.pcie = get_or<std::string>(g, "gpu", "pcie", "");
+        gp.launch_overhead_us = get_or<double>(g, "gpu", "launch_overhead_us", 30);
+        p.gpu = gp;
+    }
+    p.notes = get_or<std::vector<std::string>>(j, "profile", "notes", {});
+    p.validate();
+    return p;
+}
+
+}  // namespace strata::planner

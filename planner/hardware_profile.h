@@ -1,0 +1,91 @@
+#pragma once
+// What the planner knows about a machine: capacities and *effective* rates (what a program
+// actually gets, not the vendor's peak) of the CPU, DRAM, GPU and NVMe. Made by `strata probe`
+// (measured), by the catalog (peak × documented efficiency) or read back from JSON.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/core/dtype.h"
+
+namespace strata::planner {
+
+// Measured CPU matmul rates for one weight type.
+struct KernelRate {
+    DType type = DType::F32;
+    double gemv_gbps = 0;    // weight bytes per second in decode (one token)
+    double gemm_gflops = 0;  // flops per second in prefill (many tokens)
+    bool operator==(const KernelRate&) const = default;
+};
+
+struct CpuProfile {
+    std::string name;
+    int n_cores = 1;
+    int n_threads = 1;
+    int n_numa = 1;
+    uint64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
+    double gemm_gflops = 50;       // prefill matmul rate when `rates` has no entry for the type
+    double gemv_gbps = 10;         // decode matmul weight-streaming rate, same fallback
+    double attention_gbps = 10;    // KV bytes per second read by decode attention
+    double attention_gflops = 20;  // attention arithmetic (scores, softmax, weighted sum)
+    double layer_overhead_us = 15; // per layer and micro-batch: thread wake-up and sync
+    std::vector<KernelRate> rates;
+
+    double gemv_gbps_for(DType t) const;
+    double gemm_gflops_for(DType t) const;
+    bool operator==(const CpuProfile&) const = default;
+};
+
+struct DramProfile {
+    std::string kind;  // "DDR5-4800 x2", "measured"
+    uint64_t capacity_bytes = 0;
+    double read_gbps = 10;  // streaming read, all cores
+    double copy_gbps = 10;  // memcpy, bytes copied
+    bool operator==(const DramProfile&) const = default;
+};
+
+struct GpuProfile {
+    std::string name;
+    uint64_t memory_bytes = 0;
+    double mem_gbps = 100;      // device memory bandwidth
+    double fp16_tflops = 10;    // dense FP16 GEMM rate
+    double h2d_gbps = 10;       // pinned host → device over PCIe
+    double d2h_gbps = 10;       // device → pinned host
+    std::string pcie;           // "gen4 x16"
+    double launch_overhead_us = 30;  // per layer and micro-batch: kernel launches and syncs
+    bool operator==(const GpuProfile&) const = default;
+};
+
+struct DiskProfile {
+    std::string name;
+    std::string path;  // where the probe measured, if it did
+    uint64_t capacity_bytes = 0;
+    double read_gbps = 1;   // sequential O_DIRECT read at depth
+    double write_gbps = 1;
+    bool operator==(const DiskProfile&) const = default;
+};
+
+struct HardwareProfile {
+    std::string name;
+    std::string source;  // "probe", "catalog", "file"
+    CpuProfile cpu;
+    DramProfile dram;
+    std::optional<GpuProfile> gpu;
+    DiskProfile nvme;
+    std::vector<std::string> notes;  // how numbers were obtained, what was assumed
+
+    bool has_gpu() const { return gpu.has_value() && gpu->memory_bytes > 0; }
+    // Throws UsageError naming the first rate or size that is not positive.
+    void validate() const;
+    // One line: "RTX 4090 24 GiB (PCIe gen4 x16, 25 GB/s) + DRAM 64 GiB (60 GB/s) + NVMe 7 GB/s".
+    std::string summary() const;
+
+    std::string to_json() const;
+    // Throws UsageError on malformed JSON or a missing/invalid field, naming it.
+    static HardwareProfile from_json(std::string_view text);
+    bool operator==(const HardwareProfile&) const = default;
+};
+
+}  // namespace strata::planner

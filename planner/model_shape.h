@@ -1,0 +1,60 @@
+#pragma once
+// What the planner needs to know about a model, without its weights: bytes and matmul
+// parameters per layer, the embedding and output tensors, and the attention geometry that
+// sizes the KV cache. Read from a GGUF header (tensor table only) or built from a catalog
+// name plus weight and KV types.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/core/dtype.h"
+
+namespace strata::planner {
+
+struct LayerShape {
+    uint64_t weight_bytes = 0;     // every tensor of the block (norms and biases included)
+    int64_t n_params = 0;
+    int64_t n_matmul_params = 0;   // elements of the 2-D weights: 2 flops each per token
+    bool operator==(const LayerShape&) const = default;
+};
+
+struct ModelShape {
+    std::string name;
+    std::string family;  // llama, qwen2, mistral, opt
+    std::string source;  // the GGUF path, or "catalog"
+    int32_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_vocab = 0, n_ctx_train = 0;
+    DType weight_type = DType::F16;  // the type holding most matmul bytes
+    DType kv_type = DType::F16;
+    std::vector<LayerShape> layers;
+    uint64_t embd_bytes = 0;    // token embedding table, looked up (0 when tied: then in output_bytes)
+    uint64_t output_bytes = 0;  // what the logits matmul reads: output norm + output matrix
+    int64_t output_matmul_params = 0;
+    bool tied_output = false;   // the output matrix is the embedding table
+    uint64_t other_bytes = 0;   // anything else (rope factors, positional embeddings)
+    int64_t n_params = 0;
+
+    int32_t n_embd_kv() const { return n_head_kv * head_dim; }
+    uint64_t total_weight_bytes() const;
+    // K and V of one token in one layer, in kv_type.
+    double kv_bytes_per_token() const;
+    // The saved hidden state of one token in one layer (F16), from which K and V can be recomputed.
+    double act_bytes_per_token() const { return 2.0 * n_embd; }
+    // Flops to recompute one token's K and V in one layer from its hidden state.
+    double recompute_flops_per_token() const { return 2.0 * n_embd * 2.0 * n_embd_kv(); }
+    // Attention flops for one query token against one cached position (QK^T and AV).
+    double attention_flops_per_position() const { return 4.0 * n_head * head_dim; }
+
+    // Reads the header and tensor table only. Throws FormatError/IoError.
+    static ModelShape from_gguf(const std::filesystem::path& path);
+    // A catalog model with every matrix in `weight_type`, norms and biases in F32.
+    // Throws UsageError (listing the known names) for an unknown name.
+    static ModelShape from_catalog(std::string_view name, DType weight_type, DType kv_type = DType::F16);
+    bool operator==(const ModelShape&) const = default;
+};
+
+// Bytes of n elements of type t (fractional blocks allowed: planning, not allocation).
+double type_bytes(DType t, double n_elements);
+
+}  // namespace strata::planner

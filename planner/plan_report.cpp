@@ -1,0 +1,100 @@
+#include "planner/plan_report.h"
+
+#include <fmt/format.h>
+
+#include "planner/units.h"
+
+namespace strata::planner {
+
+std::vector<LayerRun> layer_runs(const Plan& plan) {
+    std::vector<LayerRun> runs;
+    for (const auto& l : plan.layers) {
+        if (!runs.empty() && runs.back().weights == l.weights && runs.back().kv == l.kv && runs.back().attention == l.attention &&
+            runs.back().last + 1 == l.layer)
+            runs.back().last = l.layer;
+        else
+            runs.push_back({l.layer, l.layer, l.weights, l.kv, l.attention});
+    }
+    return runs;
+}
+
+namespace {
+
+template <class... Args>
+void append(std::string& s, fmt::format_string<Args...> f, Args&&... args) {
+    s += fmt::format(f, std::forward<Args>(args)...);
+    s += '\n';
+}
+
+std::string kv_text(KvOption o) {
+    if (!is_recompute(o)) return std::string(tier_name(tier_of(o)));
+    return fmt::format("{} (recompute)", tier_name(tier_of(o)));
+}
+
+std::string rate_line(const Prediction& p, const Plan& plan) {
+    return fmt::format("TTFT {}; decode {:.3g} tok/s per sequence, {:.3g} tok/s for the batch of {}; overall {:.3g} tok/s "
+                       "(prefill + {} tokens each)",
+                       format_seconds(p.ttft_s), p.decode_tps_per_seq, p.decode_tps_aggregate, plan.policy.batch,
+                       p.throughput_tps, plan.workload.gen_len);
+}
+
+}  // namespace
+
+std::string plan_summary(const Plan& plan) {
+    int gpu_layers = 0, dram_layers = 0, nvme_layers = 0;
+    for (const auto& l : plan.layers) {
+        const Tier t = tier_of(l.weights);
+        (t == Tier::Gpu ? gpu_layers : t == Tier::Dram ? dram_layers : nvme_layers)++;
+    }
+    return fmt::format("plan: {} layers on GPU / {} DRAM / {} NVMe, batch {}x{}, {} attention, {}; predicted TTFT {}, {:.3g} tok/s",
+                       gpu_layers, dram_layers, nvme_layers, plan.policy.batch, plan.policy.n_micro,
+                       plan.policy.cpu_attention ? "CPU" : "GPU", plan.policy.recompute ? "recompute" : "no recompute",
+                       format_seconds(plan.prediction.ttft_s), plan.prediction.decode_tps_aggregate);
+}
+
+std::string format_plan(const Plan& plan, const ModelShape& shape, const HardwareProfile& hw, const SearchStats& stats) {
+    const Prediction& p = plan.prediction;
+    std::string s;
+    ModelShape kv_shape = shape;
+    kv_shape.kv_type = plan.policy.kv_type;
+    append(s, "model     {} ({}, {} layers, {} of weights; KV {} = {} per token)", shape.name, dtype_name(shape.weight_type),
+         shape.n_layer, format_size(static_cast<double>(shape.total_weight_bytes())), dtype_name(plan.policy.kv_type),
+         format_size(kv_shape.kv_bytes_per_token() * shape.n_layer));
+    append(s, "hardware  {}", hw.summary());
+    append(s, "budgets   GPU {}, DRAM {}, NVMe {}", format_size(plan.budgets.gpu), format_size(plan.budgets.dram), format_size(plan.budgets.nvme));
+    append(s, "workload  prompt {}, generate {}, {} sequence{}, objective {}", plan.workload.prompt_len, plan.workload.gen_len,
+         plan.workload.batch, plan.workload.batch == 1 ? "" : "s", objective_name(plan.workload.objective));
+    append(s, "policy    {} sequence{} per pass in {} micro-batch{}, CPU attention {}, recompute {}, KV {} (best of {} policies, {})",
+         plan.policy.batch, plan.policy.batch == 1 ? "" : "s", plan.policy.n_micro, plan.policy.n_micro == 1 ? "" : "es",
+         plan.policy.cpu_attention ? "on" : "off", plan.policy.recompute ? "on" : "off", dtype_name(plan.policy.kv_type),
+         stats.n_policies, format_seconds(stats.seconds));
+    append(s, "");
+    append(s, "{:<11} {:<9} {:<8} {:<16} {:<9}", "layers", "weights", "matmuls", "KV cache", "attention");
+    for (const auto& r : layer_runs(plan)) {
+        const std::string range = r.first == r.last ? std::to_string(r.first) : fmt::format("{}-{}", r.first, r.last);
+        append(s, "{:<11} {:<9} {:<8} {:<16} {:<9}", range, tier_name(tier_of(r.weights)), device_name(device_of(r.weights)),
+             kv_text(r.kv), device_name(r.attention));
+    }
+    append(s, "{:<11} {:<9} {:<8}", "output", tier_name(tier_of(plan.output)), device_name(device_of(plan.output)));
+    if (shape.embd_bytes > 0) append(s, "{:<11} {:<9} {:<8}", "embedding", tier_name(tier_of(plan.embedding)), "lookup");
+    append(s, "{:<11} {:<9}", "hidden", plan.hidden == HiddenOption::Gpu ? "gpu" : "dram");
+    append(s, "");
+    append(s, "{:<13} {:>12} {:>12}", "stream", "prefill", "decode step");
+    for (int i = 0; i < kNumStreams; ++i)
+        append(s, "{:<13} {:>12} {:>12}", stream_name(static_cast<Stream>(i)), format_seconds(p.prefill.stream_s[i]),
+             format_seconds(p.decode.stream_s[i]));
+    append(s, "{:<13} {:>12} {:>12}", "not overlapped", format_seconds(p.prefill.overhead_s), format_seconds(p.decode.overhead_s));
+    append(s, "{:<13} {:>12} {:>12}", "pipelined", format_seconds(p.prefill.time_s), format_seconds(p.decode.time_s));
+    append(s, "{:<13} {:>12} {:>12}", "bottleneck", stream_name(p.prefill.bottleneck), stream_name(p.decode.bottleneck));
+    append(s, "");
+    append(s, "predicted {}", rate_line(p, plan));
+    append(s, "memory    GPU {} of {}, DRAM {} of {}, NVMe {} of {}", format_size(p.used.gpu), format_size(plan.budgets.gpu),
+         format_size(p.used.dram), format_size(plan.budgets.dram), format_size(p.used.nvme), format_size(plan.budgets.nvme));
+    append(s, "LP        bound {} per token; rounded to whole layers {} (rounding loss {:.2f}%; the LP re-solved with "
+              "whole-layer staging buffers: {})",
+         format_seconds(plan.lp_bound_s), format_seconds(p.objective_s), 100 * plan.rounding_loss,
+         format_seconds(plan.lp_objective_s));
+    return s;
+}
+
+}  // namespace strata::planner

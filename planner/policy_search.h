@@ -1,0 +1,49 @@
+#pragma once
+// The planner's entry points. The outer search enumerates what the LP cannot express linearly
+// — batch size (throughput objective), micro-batches, CPU attention on/off, recompute on/off,
+// KV type — solves the placement LP for each, rounds it to whole layers, and keeps the plan
+// with the best predicted time per generated token.
+#include <string>
+#include <vector>
+
+#include "planner/hardware_profile.h"
+#include "planner/model_shape.h"
+#include "planner/plan.h"
+#include "planner/workload.h"
+
+namespace strata::planner {
+
+struct PlannerOptions {
+    Budgets budgets;                         // see default_budgets
+    std::vector<DType> kv_types = {DType::F16};  // more than one: searched (lossy types only when asked)
+    bool allow_cpu_attention = true;
+    bool allow_recompute = true;
+    int max_micro = 16;
+};
+
+// What a plan may use when the user sets no budget: the GPU's memory less room for the CUDA
+// context (max(512 MiB, 4%)), 90% of DRAM (the OS and page cache), 95% of the NVMe drive.
+Budgets default_budgets(const HardwareProfile& hw);
+
+struct SearchResult {
+    Plan best;
+    std::vector<Plan> candidates;  // the best plan of every feasible policy, best first
+    int n_policies = 0;
+    double seconds = 0;
+};
+
+// Throws OutOfBudget explaining what is missing when no policy fits.
+SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const PlannerOptions& opts);
+inline Plan make_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const PlannerOptions& opts) {
+    return search_plans(shape, hw, wl, opts).best;
+}
+// Prices a given plan (e.g. loaded from JSON) on this hardware and workload.
+Prediction evaluate_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Plan& plan);
+// The plans no other plan beats on both per-sequence decode speed and aggregate throughput.
+std::vector<Plan> frontier(const SearchResult& r);
+
+// Why nothing fits: the first of — the tiers together are too small for the weights and the
+// smallest KV cache; the GPU budget is below the working set; DRAM cannot stage NVMe reads.
+std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const PlannerOptions& opts);
+
+}  // namespace strata::planner

@@ -1,0 +1,31 @@
+#pragma once
+// The probe's own measurements (those storage/probe_io does not provide): the hwloc
+// topology, DRAM streaming reads, O_DIRECT sequential writes, and CPU matmul rates.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "planner/hardware_profile.h"
+
+namespace strata::planner::probe_detail {
+
+struct Topology {
+    std::string cpu_name;
+    int n_cores = 1, n_pus = 1, n_numa = 1;
+    uint64_t l1d = 0, l2 = 0, l3 = 0;
+};
+Topology read_topology();
+
+// Sums `bytes` of 8-byte words split over `threads` threads; the best of three passes, GB/s.
+double measure_dram_read_gbps(size_t bytes, unsigned threads);
+
+// Writes `bytes` to a new file at `path` with O_DIRECT (buffered + fsync where the file
+// system refuses O_DIRECT; `direct` says which), returning GB/s. Throws IoError.
+double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& direct);
+
+// Decode GEMV (weight bytes/s, on a matrix about 3x the last-level cache `llc_bytes`, within
+// 96..512 MiB) and prefill GEMM (flops/s, 64 tokens) through cpu::matmul. Returns rates of 0
+// for a type without kernels.
+KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes);
+
+}  // namespace strata::planner::probe_detail

@@ -1,0 +1,179 @@
+#include "planner/rounding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+namespace strata::planner {
+
+bool fits(const MemoryUse& u, const Budgets& b) {
+    auto ok = [](double used, double budget) { return used <= budget * (1 + 1e-9) + 1.0; };
+    return ok(u.gpu, b.gpu) && ok(u.dram, b.dram) && ok(u.nvme, b.nvme);
+}
+
+namespace {
+
+// Splits n whole items over shares that sum to 1, by largest remainder.
+template <size_t K>
+std::array<int, K> apportion(int n, const std::array<double, K>& share) {
+    std::array<int, K> count{};
+    std::array<double, K> rem{};
+    int given = 0;
+    for (size_t i = 0; i < K; ++i) {
+        const double exact = n * std::max(0.0, share[i]);
+        count[i] = static_cast<int>(std::floor(exact + 1e-9));
+        rem[i] = exact - count[i];
+        given += count[i];
+    }
+    while (given < n) {
+        const size_t best = static_cast<size_t>(std::max_element(rem.begin(), rem.end()) - rem.begin());
+        ++count[best], rem[best] = -1, ++given;
+    }
+    while (given > n) {  // only from float noise
+        for (size_t i = K; i-- > 0;)
+            if (count[i] > 0 && given > n) --count[i], --given;
+    }
+    return count;
+}
+
+template <size_t K>
+int argmax(const std::array<double, K>& a) {
+    return static_cast<int>(std::max_element(a.begin(), a.end()) - a.begin());
+}
+
+int tier_rank(Tier t) { return t == Tier::Gpu ? 0 : t == Tier::Dram ? 1 : 2; }
+
+// A one-unit change of the plan: which unit and the option it would take.
+struct Move {
+    enum class What { LayerWeights, LayerKv, Output, Embedding, Hidden } what;
+    int32_t layer = 0;
+    int option = 0;
+};
+
+void apply(Plan& p, const CostModel& cm, const Move& m) {
+    switch (m.what) {
+        case Move::What::LayerWeights: p.layers[static_cast<size_t>(m.layer)].weights = static_cast<WeightOption>(m.option); break;
+        case Move::What::LayerKv: {
+            auto& l = p.layers[static_cast<size_t>(m.layer)];
+            l.kv = static_cast<KvOption>(m.option);
+            l.attention = cm.attention_device(l.kv);
+            break;
+        }
+        case Move::What::Output: p.output = static_cast<WeightOption>(m.option); break;
+        case Move::What::Embedding: p.embedding = static_cast<WeightOption>(m.option); break;
+        case Move::What::Hidden: p.hidden = static_cast<HiddenOption>(m.option); break;
+    }
+}
+
+// Candidate moves: one layer per (group, current option), since identical layers with the
+// same option are interchangeable; `down` moves to a slower tier, else to a faster tier or to
+// the other device on the same tier (DRAM weights used by the CPU or streamed to the GPU).
+std::vector<Move> candidates(const Plan& p, const CostModel& cm, const std::vector<LayerGroup>& groups, bool down) {
+    std::vector<Move> out;
+    auto better = [&](Tier from, Tier to) { return down ? tier_rank(to) > tier_rank(from) : tier_rank(to) <= tier_rank(from); };
+    for (const auto& g : groups) {
+        std::array<int32_t, kNumWeightOptions> w_rep;
+        std::array<int32_t, kNumKvOptions> k_rep;
+        w_rep.fill(-1), k_rep.fill(-1);
+        for (int32_t i = g.first; i < g.first + g.n; ++i) {
+            const auto& l = p.layers[static_cast<size_t>(i)];
+            // Move the last layer holding an option down and the first one up, so tiers stay in runs.
+            if (down || w_rep[static_cast<size_t>(l.weights)] < 0) w_rep[static_cast<size_t>(l.weights)] = i;
+            if (down || k_rep[static_cast<size_t>(l.kv)] < 0) k_rep[static_cast<size_t>(l.kv)] = i;
+        }
+        for (int from = 0; from < kNumWeightOptions; ++from) {
+            if (w_rep[from] < 0) continue;
+            for (int to = 0; to < kNumWeightOptions; ++to)
+                if (to != from && cm.allowed(static_cast<WeightOption>(to)) && better(tier_of(static_cast<WeightOption>(from)), tier_of(static_cast<WeightOption>(to))))
+                    out.push_back({Move::What::LayerWeights, w_rep[from], to});
+        }
+        for (int from = 0; from < kNumKvOptions; ++from) {
+            if (k_rep[from] < 0) continue;
+            for (int to = 0; to < kNumKvOptions; ++to)
+                if (to != from && cm.allowed(static_cast<KvOption>(to)) && better(tier_of(static_cast<KvOption>(from)), tier_of(static_cast<KvOption>(to))))
+                    out.push_back({Move::What::LayerKv, k_rep[from], to});
+        }
+    }
+    for (int to = 0; to < kNumWeightOptions; ++to)
+        if (to != static_cast<int>(p.output) && cm.allowed(static_cast<WeightOption>(to)) && better(tier_of(p.output), tier_of(static_cast<WeightOption>(to))))
+            out.push_back({Move::What::Output, 0, to});
+    if (cm.shape().embd_bytes > 0)
+        for (auto to : {WeightOption::Gpu, WeightOption::DramCpu, WeightOption::NvmeCpu})
+            if (to != p.embedding && cm.allowed(to) && better(tier_of(p.embedding), tier_of(to))) out.push_back({Move::What::Embedding, 0, static_cast<int>(to)});
+    const Tier h = p.hidden == HiddenOption::Gpu ? Tier::Gpu : Tier::Dram;
+    if (down && h == Tier::Gpu && cm.allowed(HiddenOption::Dram)) out.push_back({Move::What::Hidden, 0, static_cast<int>(HiddenOption::Dram)});
+    if (!down && h == Tier::Dram && cm.allowed(HiddenOption::Gpu)) out.push_back({Move::What::Hidden, 0, static_cast<int>(HiddenOption::Gpu)});
+    return out;
+}
+
+double over(const MemoryUse& u, const Budgets& b) {
+    return std::max(0.0, u.gpu - b.gpu) + std::max(0.0, u.dram - b.dram) + std::max(0.0, u.nvme - b.nvme);
+}
+
+}  // namespace
+
+bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& sol, Plan& plan) {
+    const std::vector<LayerGroup> groups = group_layers(cm.shape());
+    plan.layers.assign(static_cast<size_t>(cm.shape().n_layer), {});
+    for (const auto& gs : sol.groups) {
+        const auto wc = apportion(gs.n_layers, gs.weights);
+        const auto kc = apportion(gs.n_layers, gs.kv);
+        // Faster tiers first: within a group the layer order does not change the cost.
+        int32_t i = gs.first_layer;
+        for (int o = 0; o < kNumWeightOptions; ++o)
+            for (int c = 0; c < wc[o]; ++c) plan.layers[static_cast<size_t>(i++)].weights = static_cast<WeightOption>(o);
+        constexpr KvOption kv_order[] = {KvOption::Gpu, KvOption::ActGpu, KvOption::Dram, KvOption::ActDram, KvOption::Nvme, KvOption::ActNvme};
+        i = gs.first_layer;
+        for (KvOption o : kv_order)
+            for (int c = 0; c < kc[static_cast<size_t>(o)]; ++c) plan.layers[static_cast<size_t>(i++)].kv = o;
+    }
+    for (int32_t i = 0; i < cm.shape().n_layer; ++i) {
+        auto& l = plan.layers[static_cast<size_t>(i)];
+        l.layer = i;
+        l.attention = cm.attention_device(l.kv);
+    }
+    plan.output = static_cast<WeightOption>(argmax(sol.output));
+    plan.embedding = cm.shape().embd_bytes > 0 ? static_cast<WeightOption>(argmax(sol.embedding))
+                                               : (cm.has_gpu() ? WeightOption::Gpu : WeightOption::DramCpu);
+    plan.hidden = static_cast<HiddenOption>(argmax(sol.hidden));
+
+    // Repair: while over budget, take the move that frees the most overflow per second lost.
+    Prediction pred = cm.predict(plan);
+    for (int step = 0; !fits(pred.used, budgets); ++step) {
+        if (step > 4 * cm.shape().n_layer + 16) return false;
+        const double over0 = over(pred.used, budgets);
+        double best_score = INFINITY;
+        Move best{};
+        for (const Move& m : candidates(plan, cm, groups, /*down=*/true)) {
+            Plan trial = plan;
+            apply(trial, cm, m);
+            const Prediction q = cm.predict(trial);
+            const double freed = over0 - over(q.used, budgets);
+            if (freed <= 0) continue;
+            const double score = (q.objective_s - pred.objective_s) / freed;
+            if (score < best_score) best_score = score, best = m;
+        }
+        if (!std::isfinite(best_score)) return false;
+        apply(plan, cm, best);
+        pred = cm.predict(plan);
+    }
+    // Improve: move units up, or to the other device, while that fits and lowers the objective.
+    for (int step = 0; step < 2 * cm.shape().n_layer + 8; ++step) {
+        double best_obj = pred.objective_s * (1 - 1e-9);
+        std::optional<Move> best;
+        for (const Move& m : candidates(plan, cm, groups, /*down=*/false)) {
+            Plan trial = plan;
+            apply(trial, cm, m);
+            const Prediction q = cm.predict(trial);
+            if (fits(q.used, budgets) && q.objective_s < best_obj) best_obj = q.objective_s, best = m;
+        }
+        if (!best) break;
+        apply(plan, cm, *best);
+        pred = cm.predict(plan);
+    }
+    plan.prediction = pred;
+    return true;
+}
+
+}  // namespace strata::planner

@@ -1,0 +1,128 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "models/gguf_file.h"
+#include "planner/catalog.h"
+#include "planner/hardware_profile.h"
+#include "planner/model_shape.h"
+#include "runtime/core/error.h"
+#include "tests/support/model_paths.h"
+
+using namespace strata;
+using namespace strata::planner;
+
+namespace {
+DryRunSpec gpu_spec(const char* gpu, uint64_t dram = 0) {
+    DryRunSpec s;
+    s.gpu = gpu;
+    if (dram) s.dram = dram;
+    return s;
+}
+[[maybe_unused]] DryRunSpec system_spec(const std::string& name) {
+    DryRunSpec s;
+    s.system = name;
+    return s;
+}
+}  // namespace
+
+TEST_CASE("the built-in catalog parses and names the required parts with sources", "[unit][planner]") {
+    const Catalog& c = Catalog::builtin();
+    for (const char* g : {"rtx3090", "rtx4090", "rtx5090", "l40s", "a100-40g", "a100-80g", "h100-80g", "h200", "t4"}) {
+        INFO(g);
+        const GpuEntry* e = c.find_gpu(g);
+        REQUIRE(e);
+        CHECK(e->memory_bytes >= 16ull << 30);
+        CHECK(e->mem_gbps > 0);
+        CHECK(e->fp16_tflops > 0);
+        CHECK(e->source.find("http") != std::string::npos);
+        CHECK(c.find_pcie(e->pcie));
+    }
+    for (const char* n : {"gen3", "gen4", "gen5"}) {
+        REQUIRE(c.find_pcie(n));
+        REQUIRE(c.find_nvme(n));
+        CHECK_FALSE(c.find_nvme(n)->source.empty());
+    }
+    CHECK(c.find_pcie("gen4")->x16_gbps == Approx(2 * c.find_pcie("gen3")->x16_gbps));
+    for (const char* d : {"ddr4-3200", "ddr5-4800", "ddr5-5600"}) REQUIRE(c.find_dram(d));
+    for (const auto& cpu : c.cpus) CHECK(c.find_dram(cpu.dram));
+    CHECK(c.find_gpu("RTX 4090") == c.find_gpu("rtx4090"));
+    CHECK(c.match_gpu_device("NVIDIA GeForce RTX 4090") == c.find_gpu("rtx4090"));
+    CHECK(c.match_gpu_device("NVIDIA H100 80GB HBM3") == c.find_gpu("h100-80g"));
+    CHECK(c.find_gpu("no-such-gpu") == nullptr);
+}
+
+TEST_CASE("every catalog GPU and system makes a valid profile", "[unit][planner]") {
+    const Catalog& c = Catalog::builtin();
+    for (const auto& g : c.gpus) {
+        DryRunSpec spec;
+        spec.gpu = g.name;
+        const HardwareProfile p = profile_from_catalog(spec);
+        CHECK(p.has_gpu());
+        CHECK(p.gpu->h2d_gbps < g.mem_gbps);
+    }
+    for (const auto& s : c.systems) CHECK_NOTHROW(profile_from_catalog(system_spec(s.name)));
+    DryRunSpec none;
+    none.gpu = "none";
+    CHECK_FALSE(profile_from_catalog(none).has_gpu());
+    DryRunSpec bad;
+    bad.gpu = "voodoo5";
+    CHECK_THROWS_AS(profile_from_catalog(bad), UsageError);
+}
+
+TEST_CASE("catalog model shapes: every name builds, llama3-8b has 8.03 B parameters", "[unit][planner]") {
+    for (const auto& m : Catalog::builtin().models) {
+        INFO(m.name);
+        const ModelShape s = ModelShape::from_catalog(m.name, DType::F16);
+        CHECK(s.n_layer == static_cast<int32_t>(s.layers.size()));
+        CHECK(s.total_weight_bytes() > 0);
+    }
+    for (const char* n : {"llama3-8b", "llama3-70b", "llama3-405b", "qwen2.5-7b", "qwen2.5-72b", "mistral-7b", "opt-30b", "opt-175b"})
+        CHECK_NOTHROW(ModelShape::from_catalog(n, DType::F16));
+
+    const ModelShape s = ModelShape::from_catalog("llama3-8b", DType::Q4_0);
+    CHECK(std::fabs(s.n_params / 8.03e9 - 1) < 0.002);
+    // Q4_0 is 18 bytes per 32 weights; norms stay F32.
+    CHECK(std::fabs(s.total_weight_bytes() / (8.03e9 * 18 / 32) - 1) < 0.01);
+    CHECK(s.kv_bytes_per_token() * s.n_layer == 131072.0);  // 128 KiB per token in F16
+    CHECK(std::fabs(ModelShape::from_catalog("llama3-70b", DType::F16).n_params / 70.55e9 - 1) < 0.01);
+    CHECK(std::fabs(ModelShape::from_catalog("opt-175b", DType::F16).n_params / 175e9 - 1) < 0.01);
+    CHECK_THROWS_AS(ModelShape::from_catalog("gpt-9", DType::F16), UsageError);
+}
+
+TEST_CASE("the SmolLM2 header gives a shape whose bytes are its tensors' bytes", "[unit][planner]") {
+    const auto path = strata::test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2 model");
+    const ModelShape s = ModelShape::from_gguf(*path);
+    const GgufFile f = GgufFile::open(*path, /*map_data=*/false);
+    uint64_t total = 0;
+    int64_t params = 0;
+    for (const auto& t : f.tensors()) total += t.nbytes, params += t.nelements();
+    CHECK(s.total_weight_bytes() == total);
+    CHECK(s.n_params == params);
+    CHECK(s.n_layer == 30);
+    CHECK(s.tied_output);  // SmolLM2 ties its output to the embedding
+    CHECK(s.embd_bytes == 0);
+    for (const auto& l : s.layers) CHECK(l.weight_bytes == s.layers[0].weight_bytes);
+}
+
+TEST_CASE("hardware profiles round-trip through JSON", "[unit][planner]") {
+    DryRunSpec spec;
+    spec.gpu = "rtx4090";
+    spec.dram = 64ull << 30;
+    HardwareProfile p = profile_from_catalog(spec);
+    p.cpu.rates = {{DType::Q4_0, 12.5, 310.25}, {DType::F16, 9.75, 120.125}};
+    p.cpu.l3_bytes = 32u << 20;
+    CHECK(HardwareProfile::from_json(p.to_json()) == p);
+
+    HardwareProfile cpu_only = profile_from_catalog(gpu_spec("none"));
+    const HardwareProfile back = HardwareProfile::from_json(cpu_only.to_json());
+    CHECK(back == cpu_only);
+    CHECK_FALSE(back.gpu.has_value());
+
+    CHECK_THROWS_AS(HardwareProfile::from_json("{"), UsageError);
+    CHECK_THROWS_AS(HardwareProfile::from_json(R"({"name": "x"})"), UsageError);
+    std::string j = p.to_json();
+    j.replace(j.find("\"read_gbps\""), 11, "\"read_gbpz\"");
+    CHECK_THROWS_WITH(HardwareProfile::from_json(j), Catch::Contains("read_gbps"));
+}

@@ -1,0 +1,127 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/catalog.h"
+#include "planner/cost_model.h"
+#include "planner/model_shape.h"
+#include "planner/policy_search.h"
+
+using namespace strata;
+using namespace strata::planner;
+
+namespace {
+
+// A 4-layer model of 1 GB layers, with round numbers so costs can be worked out by hand.
+ModelShape toy_shape() {
+    ModelShape s;
+    s.name = "toy";
+    s.family = "llama";
+    s.n_layer = 4, s.n_embd = 1024, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 4096, s.n_vocab = 1000;
+    s.layers.assign(4, LayerShape{1'000'000'000, 500'000'000, 500'000'000});
+    s.output_bytes = 2'000'000, s.output_matmul_params = 1'000'000;
+    s.tied_output = true;
+    return s;
+}
+
+HardwareProfile toy_cpu() {
+    HardwareProfile h;
+    h.name = "toy";
+    h.cpu.gemv_gbps = 10, h.cpu.gemm_gflops = 100, h.cpu.attention_gbps = 10, h.cpu.attention_gflops = 100;
+    h.cpu.layer_overhead_us = 0;
+    h.dram = {"toy", 64ull << 30, 20, 10};
+    h.nvme = {"toy", "", 1ull << 40, 2, 1};
+    return h;
+}
+
+}  // namespace
+
+TEST_CASE("cost model: hand-computed decode and prefill for a CPU-only toy", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    const HardwareProfile hw = toy_cpu();
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const CostModel cm(s, hw, wl, Policy{1, 1, true, false, DType::F16});
+
+    // Decode, weights in DRAM: max(1 token x 1e9 flops / 100 GFLOPS, 1 GB / 10 GB/s) = 0.1 s of CPU.
+    const Cost w = cm.layer_weights(0, WeightOption::DramCpu);
+    CHECK(w.decode[static_cast<int>(Stream::CpuCompute)] == Approx(0.1));
+    CHECK(w.decode[static_cast<int>(Stream::Dram)] == Approx(1e9 / 20e9));
+    // Prefill: 100 tokens x 1e9 flops / 100 GFLOPS = 1 s.
+    CHECK(w.prefill[static_cast<int>(Stream::CpuCompute)] == Approx(1.0));
+    // From NVMe the layer also crosses the disk: 1 GB / 2 GB/s.
+    CHECK(cm.layer_weights(0, WeightOption::NvmeCpu).decode[static_cast<int>(Stream::Nvme)] == Approx(0.5));
+    CHECK_FALSE(cm.allowed(WeightOption::Gpu));
+    CHECK_FALSE(cm.allowed(KvOption::Gpu));
+
+    // KV: 2 x 1024 x 2 bytes = 4 KiB per token; decode reads the average context 100 + 11/2.
+    const Cost kv = cm.layer_kv(0, KvOption::Dram);
+    const double read = 105.5 * 4096;
+    CHECK(kv.bytes[1] == Approx(111 * 4096));
+    CHECK(kv.decode[static_cast<int>(Stream::CpuCompute)] == Approx(std::max(read / 10e9, 105.5 * 4 * 1024 / 100e9)));
+
+    // A plan with everything in DRAM: decode = 4 layers x 0.1 s + what the rest adds.
+    Plan p;
+    p.n_layer = 4;
+    for (int i = 0; i < 4; ++i) p.layers.push_back({i, WeightOption::DramCpu, KvOption::Dram, Device::Cpu});
+    p.output = WeightOption::DramCpu;
+    p.hidden = HiddenOption::Dram;
+    const Prediction pred = cm.predict(p);
+    CHECK(pred.decode.time_s == Approx(0.4).epsilon(0.01));
+    CHECK(pred.decode.bottleneck == Stream::CpuCompute);
+    CHECK(pred.total_s == Approx(pred.prefill.time_s + 10 * pred.decode.time_s));
+    CHECK(pred.objective_s == Approx(pred.total_s / 11));
+}
+
+TEST_CASE("cost model: phase time overlaps streams, and compute across micro-batches only", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    const HardwareProfile hw = toy_cpu();
+    const Workload wl{100, 11, 4, Objective::Throughput};
+    Cost c;
+    c.decode[static_cast<int>(Stream::GpuCompute)] = 2;
+    c.decode[static_cast<int>(Stream::CpuCompute)] = 1;
+    c.decode[static_cast<int>(Stream::Nvme)] = 2.5;
+    const CostModel one(s, hw, wl, Policy{4, 1, true, false, DType::F16});
+    CHECK(one.phase_time(Phase::Decode, c).time_s == Approx(3));  // 2 + 1 in series
+    const CostModel four(s, hw, wl, Policy{4, 4, true, false, DType::F16});
+    const PhaseTimes t = four.phase_time(Phase::Decode, c);
+    CHECK(t.time_s == Approx(2.5));  // 2 + 1/4 < NVMe's 2.5
+    CHECK(t.bottleneck == Stream::Nvme);
+}
+
+TEST_CASE("predicted time is monotone in every bandwidth", "[unit][planner]") {
+    // Llama-3-70B in F16 does not fit GPU + DRAM: it uses every link.
+    const ModelShape s = ModelShape::from_catalog("llama3-70b", DType::F16);
+    const Workload wl{512, 32, 4, Objective::Latency};
+    DryRunSpec spec;
+    spec.gpu = "rtx4090";
+    spec.dram = 96ull << 30;
+    const HardwareProfile base = profile_from_catalog(spec);
+    PlannerOptions opts;
+    opts.budgets = default_budgets(base);
+
+    // The LP optimum over all policies: exactly monotone, as every cost falls with bandwidth.
+    auto objective = [&](const HardwareProfile& hw) {
+        double best = INFINITY;
+        for (const Plan& p : search_plans(s, hw, wl, opts).candidates) best = std::min(best, p.lp_bound_s);
+        return best;
+    };
+    auto rounded = [&](const HardwareProfile& hw) { return make_plan(s, hw, wl, opts).prediction.objective_s; };
+    const std::vector<double> scale = {0.5, 1, 2, 4};
+    auto sweep = [&](auto&& set) {
+        double prev_lp = INFINITY, prev_rounded = INFINITY;
+        for (double f : scale) {
+            HardwareProfile hw = base;
+            set(hw, f);
+            const double lp = objective(hw), r = rounded(hw);
+            CHECK(lp <= prev_lp * (1 + 1e-7));
+            CHECK(r <= prev_rounded * 1.03);  // whole layers: within the rounding loss
+            prev_lp = lp, prev_rounded = r;
+        }
+    };
+    SECTION("NVMe") { sweep([](HardwareProfile& h, double f) { h.nvme.read_gbps *= f, h.nvme.write_gbps *= f; }); }
+    SECTION("PCIe") { sweep([](HardwareProfile& h, double f) { h.gpu->h2d_gbps *= f, h.gpu->d2h_gbps *= f; }); }
+    SECTION("DRAM") { sweep([](HardwareProfile& h, double f) { h.dram.read_gbps *= f; }); }
+    SECTION("GPU memory bandwidth") { sweep([](HardwareProfile& h, double f) { h.gpu->mem_gbps *= f; }); }
+    SECTION("CPU") { sweep([](HardwareProfile& h, double f) { h.cpu.gemv_gbps *= f, h.cpu.gemm_gflops *= f, h.cpu.attention_gbps *= f; }); }
+}

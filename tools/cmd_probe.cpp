@@ -1,0 +1,53 @@
+// `strata probe`: measure this machine for the planner and cache the profile.
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "planner/probe.h"
+#include "planner/units.h"
+#include "runtime/model_paths.h"
+#include "tools/cli_options.h"
+
+namespace strata::cli {
+
+using namespace strata::planner;
+
+int run_probe(const ProbeOptions& o) {
+    planner::ProbeOptions po;
+    po.quick = o.quick;
+    po.threads = o.threads;
+    std::error_code ec;
+    if (!o.disk_dir.empty()) po.disk_dir = o.disk_dir;
+    else if (std::filesystem::is_directory(models_dir(), ec)) po.disk_dir = models_dir();
+    if (!o.disk_size.empty()) po.disk_bytes = parse_size(o.disk_size, "--disk-size");
+    fmt::print(stderr, "strata: measuring DRAM, CPU matmul rates and the disk at {}...\n",
+               po.disk_dir.empty() ? std::filesystem::temp_directory_path().string() : po.disk_dir.string());
+    const HardwareProfile p = probe_machine(po);
+    if (!o.no_cache) save_profile(p, profile_cache_path());
+    if (!o.out.empty()) save_profile(p, o.out);
+    if (o.json) {
+        std::cout << p.to_json() << "\n";
+        return 0;
+    }
+    fmt::print("machine   {}\n", p.name);
+    fmt::print("cpu       {} ({} cores, {} threads, {} NUMA node{}; L1d {}, L2 {}, L3 {})\n", p.cpu.name.empty() ? "?" : p.cpu.name,
+               p.cpu.n_cores, p.cpu.n_threads, p.cpu.n_numa, p.cpu.n_numa == 1 ? "" : "s", format_size(p.cpu.l1d_bytes),
+               format_size(p.cpu.l2_bytes), format_size(p.cpu.l3_bytes));
+    fmt::print("dram      {}: read {:.1f} GB/s, copy {:.1f} GB/s\n", format_size(p.dram.capacity_bytes), p.dram.read_gbps, p.dram.copy_gbps);
+    fmt::print("disk      {}: {} free, read {:.2f} GB/s, write {:.2f} GB/s\n", p.nvme.name, format_size(p.nvme.capacity_bytes),
+               p.nvme.read_gbps, p.nvme.write_gbps);
+    for (const auto& r : p.cpu.rates)
+        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights, prefill GEMM {:7.1f} GFLOPS\n", dtype_name(r.type), r.gemv_gbps,
+                   r.gemm_gflops);
+    if (p.gpu)
+        fmt::print("gpu       {} {}: {:.0f} GB/s, {:.0f} TFLOPS, PCIe {} {:.1f}/{:.1f} GB/s\n", p.gpu->name, format_size(p.gpu->memory_bytes),
+                   p.gpu->mem_gbps, p.gpu->fp16_tflops, p.gpu->pcie, p.gpu->h2d_gbps, p.gpu->d2h_gbps);
+    else
+        fmt::print("gpu       none\n");
+    for (const auto& n : p.notes) fmt::print("note      {}\n", n);
+    if (!o.no_cache) fmt::print("saved     {} (used by `strata plan`)\n", profile_cache_path().string());
+    return 0;
+}
+
+}  // namespace strata::cli
