@@ -11,6 +11,8 @@
 #include "runtime/kv_cache.h"
 #include "runtime/model_paths.h"
 #include "runtime/text_stream.h"
+#include "runtime/weight_store.h"
+#include "storage/budget.h"
 
 namespace strata {
 
@@ -22,16 +24,23 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 Engine::Engine(const EngineOptions& opts)
     : file_(GgufFile::open(resolve_model_path(opts.model))),
       hp_(Hparams::from_gguf(file_)),
-      weights_(ModelWeights::bind(file_, hp_)),
       tok_(Tokenizer::from_gguf(file_)),
-      pool_(std::make_unique<cpu::ThreadPool>(opts.n_threads)) {
+      pool_(std::make_unique<cpu::ThreadPool>(opts.n_threads)),
+      dram_(std::make_unique<storage::MemoryBudget>("DRAM", opts.dram_budget ? opts.dram_budget : UINT64_MAX,
+                                                    "--dram")) {
     if (opts.n_ctx < 0) throw UsageError(fmt::format("context size {} is negative", opts.n_ctx));
+    if (opts.prefetch_depth < 1) throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth));
     const int n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min(hp_.n_ctx_train, 4096);
     kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv());
-    fwd_ = std::make_unique<Forward>(hp_, weights_);
-    STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {:.1f} MiB of weights, context {}, {} threads",
+    // What the forward pass holds besides weights: the KV cache, activations and one row of logits.
+    const uint64_t working = kv_->bytes() + Forward::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float);
+    weights_ = std::make_unique<WeightStore>(file_, hp_, *dram_, working, opts.prefetch_depth);
+    working_ = storage::Reservation(*dram_, working, "KV cache and activations");
+    fwd_ = std::make_unique<Forward>(hp_, *weights_);
+    STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, {} threads; {}",
                     arch_name(hp_.arch), hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv,
-                    weights_.total_bytes() / 1048576.0, n_ctx, pool_->n_threads());
+                    storage::format_bytes(weights_->weights().total_bytes()), n_ctx, pool_->n_threads(),
+                    opts.dram_budget ? dram_->describe() : std::string("no DRAM limit"));
 }
 
 Engine::~Engine() = default;

@@ -12,19 +12,22 @@
 #include "models/gguf_file.h"
 #include "models/hparams.h"
 #include "models/tokenizer.h"
-#include "runtime/model_weights.h"
 #include "runtime/sampler.h"
+#include "storage/budget.h"
 
 namespace strata {
 
 namespace cpu { class ThreadPool; }
 class KvCache;
 class Forward;
+class WeightStore;
 
 struct EngineOptions {
     std::filesystem::path model;  // empty: the default model
     int n_threads = 0;            // 0: every core
     int n_ctx = 0;                // 0: the model's training context, at most 4096
+    uint64_t dram_budget = 0;     // bytes of DRAM for weights, KV cache and buffers; 0: no limit
+    int prefetch_depth = 2;       // streamed layers read ahead of compute
 };
 
 struct GenerateParams {
@@ -52,6 +55,8 @@ public:
     const Hparams& hparams() const { return hp_; }
     const Tokenizer& tokenizer() const { return *tok_; }
     const GgufFile& file() const { return file_; }
+    const WeightStore& weights() const { return *weights_; }
+    const storage::MemoryBudget& dram() const { return *dram_; }
     int n_ctx() const;
     int n_past() const;
     int n_threads() const;
@@ -71,11 +76,13 @@ public:
 private:
     GgufFile file_;
     Hparams hp_;
-    ModelWeights weights_;
     std::unique_ptr<Tokenizer> tok_;
     std::unique_ptr<cpu::ThreadPool> pool_;
+    std::unique_ptr<storage::MemoryBudget> dram_;
     std::unique_ptr<KvCache> kv_;
+    std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Forward> fwd_;
+    storage::Reservation working_;
     std::vector<float> logits_;
 };
 

@@ -11,10 +11,16 @@
 #include "cpu/quant.h"
 #include "runtime/core/error.h"
 #include "runtime/kv_cache.h"
+#include "runtime/weight_store.h"
 
 namespace strata {
 
-Forward::Forward(const Hparams& hp, const ModelWeights& w) : hp_(hp), w_(w) {}
+Forward::Forward(const Hparams& hp, WeightStore& weights) : hp_(hp), store_(weights), w_(weights.weights()) {}
+
+uint64_t Forward::activation_bytes(const Hparams& hp) {
+    const uint64_t per_token = 3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv() + 2ull * hp.n_ff;
+    return per_token * kMaxUbatch * sizeof(float);
+}
 
 void Forward::project(const WeightRef& w, const float* x, int64_t n, float* y) {
     cpu::matmul(w.type, w.data, w.n_rows, w.n_cols, x, n, y);
@@ -29,7 +35,7 @@ void Forward::embed(std::span<const int32_t> tokens) {
 }
 
 void Forward::layer(int il, KvCache& kv, int64_t pos0, int64_t n) {
-    const LayerWeights& l = w_.layers[il];
+    const LayerWeights& l = store_.acquire(il);
     const int64_t E = hp_.n_embd, Q = hp_.n_embd_q(), KV = hp_.n_embd_kv(), F = hp_.n_ff;
     const cpu::RopeParams rope{hp_.head_dim, hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale,
                                hp_.rope_mode == RopeMode::NeoX, w_.rope_freqs ? w_.rope_freqs.f32() : nullptr};
@@ -69,6 +75,7 @@ void Forward::layer(int il, KvCache& kv, int64_t pos0, int64_t n) {
     project(l.ffn_up, xn_.data(), n, up_.data());
     cpu::swiglu(gate_.data(), up_.data(), n * F);
     project(l.ffn_down, gate_.data(), n, out_.data());
+    store_.release(il);
     cpu::add(x_.data(), out_.data(), n * E);
 }
 

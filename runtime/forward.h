@@ -11,10 +11,11 @@
 namespace strata {
 
 class KvCache;
+class WeightStore;
 
 class Forward {
 public:
-    Forward(const Hparams& hp, const ModelWeights& w);
+    Forward(const Hparams& hp, WeightStore& weights);
 
     // Runs `tokens` at positions kv.n_past()... and appends their keys and values. Writes
     // n_vocab logits of the last token, or of every token when `all_logits` (row-major).
@@ -22,6 +23,8 @@ public:
     void eval(std::span<const int32_t> tokens, KvCache& kv, std::vector<float>& logits, bool all_logits);
 
     static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
+    // Bytes of activations a pass of up to kMaxUbatch tokens holds (logits not included).
+    static uint64_t activation_bytes(const Hparams& hp);
 
 private:
     void embed(std::span<const int32_t> tokens);
@@ -29,7 +32,8 @@ private:
     void project(const WeightRef& w, const float* x, int64_t n, float* y);
 
     const Hparams& hp_;
-    const ModelWeights& w_;
+    WeightStore& store_;
+    const ModelWeights& w_;  // output head, embeddings and norms (always resident)
     // Activations for one ubatch, token-major.
     std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, out_;
 };

@@ -14,8 +14,10 @@ struct ModelOptions {
     std::string model;  // empty: the default model
     int threads = 0;
     int ctx = 0;
+    std::string dram;   // DRAM budget ("6G", "40%"); empty: $STRATA_DRAM, else no limit
+    int prefetch = 2;
     int verbosity = 0;
-    EngineOptions engine() const { return {model, threads, ctx}; }
+    EngineOptions engine() const;  // throws UsageError for a malformed budget
 };
 
 struct GenerateOptions {

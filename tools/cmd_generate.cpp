@@ -1,4 +1,5 @@
 // `strata generate`: complete a prompt, streaming text to stdout, or print one JSON object.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,11 +12,18 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/weight_store.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
 
 namespace {
+uint64_t peak_rss_bytes() {
+    struct rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
 std::string read_prompt(const GenerateOptions& o) {
     if (!o.prompt.empty()) return o.prompt;
     if (!o.prompt_file.empty()) {
@@ -54,6 +62,8 @@ int run_generate(const GenerateOptions& o) {
             {"stop_reason", r.stop_reason},
             {"timings",
              {{"prefill_tokens_per_s", r.prefill_tokens_per_s()}, {"decode_tokens_per_s", r.decode_tokens_per_s()}}},
+            {"memory", {{"peak_rss_bytes", peak_rss_bytes()}, {"layers_streamed", engine.weights().residency().n_streamed()},
+                        {"bytes_streamed", engine.weights().stats().bytes_read}}},
         };
         std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return 0;

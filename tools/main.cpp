@@ -20,6 +20,10 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("-t,--threads", m.threads, "CPU threads (default: every core)")->check(CLI::NonNegativeNumber);
     cmd.add_option("-c,--ctx", m.ctx, "context size in tokens (default: the model's, at most 4096)")
         ->check(CLI::NonNegativeNumber);
+    cmd.add_option("--dram", m.dram,
+                   "DRAM budget for weights, KV cache and buffers, e.g. 512M, 6G, 40% (default: $STRATA_DRAM, "
+                   "else no limit); layers that do not fit are streamed from the model file");
+    cmd.add_option("--prefetch", m.prefetch, "streamed layers read ahead of compute")->capture_default_str();
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
 }
 

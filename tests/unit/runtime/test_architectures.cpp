@@ -11,7 +11,8 @@
 #include "models/hparams.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
-#include "runtime/model_weights.h"
+#include "runtime/weight_store.h"
+#include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/tiny_model.h"
 
@@ -32,7 +33,8 @@ TEST_CASE("llama, mistral and qwen2 forward passes match the reference logits", 
             auto file = GgufFile::open(path);
             auto hp = Hparams::from_gguf(file);
             CHECK(arch_name(hp.arch) == arch);
-            auto weights = ModelWeights::bind(file, hp);
+            storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
+            WeightStore weights(file, hp, unlimited, 0, 2);
             Forward fwd(hp, weights);
             KvCache kv(hp.n_layer, 64, hp.n_embd_kv());
 

@@ -1,0 +1,45 @@
+// Streaming layers from the model file under a DRAM budget changes speed, never tokens, and
+// the process stays within the budget plus a fixed overhead.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/model_paths.h"
+#include "tests/support/run_command.h"
+
+using namespace strata;
+using nlohmann::json;
+
+// Binary, shared libraries, tokenizer tables and metadata: what the budget does not cover.
+constexpr uint64_t kFixedOverhead = 32ull << 20;
+
+TEST_CASE("SmolLM2: the same tokens whether every layer is resident or most are streamed", "[model][offload]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    auto run = [](const std::string& dram) {
+        auto r = test::run_strata("generate --json --temp 0.7 --seed 5 -n 32 --ctx 512 -p 'The lighthouse keeper' " +
+                                  (dram.empty() ? std::string() : "--dram " + dram));
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        return json::parse(r.out);
+    };
+    const json all = run("");
+    CHECK(all["memory"]["layers_streamed"] == 0);
+    for (const std::string dram : {"100M", "70M"}) {
+        const json part = run(dram);
+        INFO("--dram " << dram);
+        CHECK(part["memory"]["layers_streamed"].get<int>() > 0);
+        CHECK(part["memory"]["bytes_streamed"].get<uint64_t>() > 0);
+        CHECK(part["tokens"] == all["tokens"]);
+        const uint64_t budget = std::stoull(dram) << 20;
+        CHECK(part["memory"]["peak_rss_bytes"].get<uint64_t>() <= budget + kFixedOverhead);
+    }
+}
+
+TEST_CASE("SmolLM2: a budget below the minimum is refused with the minimum named", "[model][offload]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    auto r = test::run_strata("generate -p hi --ctx 512 --dram 20M");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("DRAM budget of 20 MiB is too small") && Catch::Contains("use --dram"));
+}
