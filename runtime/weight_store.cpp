@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "gpu/cuda_host.h"
 #include "models/gguf_file.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
@@ -82,6 +83,9 @@ WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::Memor
             for (WeightRef* r : refs(mapped_.layers[il])) will_need(file, *r);
 
     if (streamed_.empty()) return;
+    // With a GPU, the ring is also registered with CUDA so layers can go on to the device.
+    static const bool gpu_pinned = gpu::install_cuda_host_pinner();
+    STRATA_LOG_DEBUG("weights: streaming buffers {} registered with CUDA", gpu_pinned ? "are" : "are not");
     storage::PinnedPoolOptions po;
     po.slot_bytes = residency_.slot_bytes;
     po.n_slots = static_cast<size_t>(residency_.n_slots);
