@@ -11,6 +11,7 @@
 #include "models/gguf_file.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
+#include "runtime/trace.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
 #include "storage/pinned_pool.h"
@@ -98,6 +99,7 @@ WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::Memor
     reader_ = storage::open_reader(f, ro);
     reader_->register_region(ring_->data(), ring_->bytes());
     tickets_.assign(ring_->n_slots(), 0);
+    issued_at_.resize(ring_->n_slots());
     slot_view_.resize(ring_->n_slots());
     STRATA_LOG_INFO("weights: {} of {} layers resident ({}), {} streamed from {} through {} x {} buffers ({} reader)",
                     mapped_.layers.size() - streamed_.size(), mapped_.layers.size(),
@@ -121,6 +123,7 @@ void WeightStore::issue_until(uint64_t limit) {
         const int il = streamed_[issued_ % streamed_.size()];
         const size_t slot = issued_ % ring_->n_slots();
         tickets_[slot] = reader_->submit({ring_->slot_data(slot), ranges_[il].offset, ranges_[il].length});
+        issued_at_[slot] = std::chrono::steady_clock::now();
     }
 }
 
@@ -132,7 +135,16 @@ void WeightStore::resync(size_t streamed_index) {
     cur_ = issued_ = cycle * streamed_.size() + streamed_index;
 }
 
+void WeightStore::set_trace(Trace* trace) {
+    trace_ = trace;
+    if (!trace_) return;
+    io_track_ = trace_->track("io: layer reads");
+    wait_track_ = trace_->track("compute: waiting for weights");
+    compute_track_ = trace_->track("compute: layers");
+}
+
 const LayerWeights& WeightStore::acquire(int il) {
+    acquired_at_ = std::chrono::steady_clock::now();
     const int si = streamed_index_[il];
     if (si < 0) return mapped_.layers[il];
     STRATA_ASSERT(!holding_);
@@ -141,7 +153,14 @@ const LayerWeights& WeightStore::acquire(int il) {
     const size_t slot = cur_ % ring_->n_slots();
     const auto t0 = std::chrono::steady_clock::now();
     reader_->wait(tickets_[slot]);
-    stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto t1 = std::chrono::steady_clock::now();
+    stats_.wait_seconds += std::chrono::duration<double>(t1 - t0).count();
+    if (trace_) {
+        // The read ended at the latest when the wait returned: the slice is an upper bound.
+        trace_->slice(io_track_, fmt::format("read layer {}", il), issued_at_[slot], t1,
+                      fmt::format(R"({{"bytes": {}}})", ranges_[il].length));
+        trace_->slice(wait_track_, fmt::format("wait layer {}", il), t0, t1);
+    }
     stats_.bytes_read += ranges_[il].length;
     ++stats_.layers_read;
 
@@ -155,6 +174,9 @@ const LayerWeights& WeightStore::acquire(int il) {
 }
 
 void WeightStore::release(int il) {
+    if (trace_)
+        trace_->slice(compute_track_, fmt::format("layer {}", il), acquired_at_, std::chrono::steady_clock::now(),
+                      fmt::format(R"({{"streamed": {}}})", streamed_index_[il] >= 0));
     if (streamed_index_[il] < 0) return;
     holding_ = false;
     ++cur_;

@@ -3,6 +3,7 @@
 // used in place from the mapped model file. Streamed layers are read with O_DIRECT into a
 // ring of pinned buffers, `prefetch_depth` layers ahead of compute, cyclically across passes
 // so the next token's first layers load while this token's last layers compute.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -14,6 +15,7 @@
 namespace strata {
 
 class GgufFile;
+class Trace;
 namespace storage {
 class MemoryBudget;
 class PinnedPool;
@@ -45,6 +47,9 @@ public:
     void release(int il);
 
     StreamStats stats() const { return stats_; }
+    // Records each layer read ("io" track), each wait for one ("wait") and each layer's
+    // compute from acquire to release ("compute") into `trace` (may be null).
+    void set_trace(Trace* trace);
 
 private:
     struct LayerRange {
@@ -68,6 +73,10 @@ private:
     uint64_t issued_ = 0;  // reads issued so far
     bool holding_ = false;
     StreamStats stats_;
+    Trace* trace_ = nullptr;
+    int io_track_ = 0, wait_track_ = 0, compute_track_ = 0;
+    std::vector<std::chrono::steady_clock::time_point> issued_at_;  // per slot
+    std::chrono::steady_clock::time_point acquired_at_;
     struct Reserved;
     std::unique_ptr<Reserved> reserved_;
 };

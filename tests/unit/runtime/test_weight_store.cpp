@@ -1,11 +1,16 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
+#include "runtime/trace.h"
 #include "runtime/weight_store.h"
 #include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
@@ -76,4 +81,37 @@ TEST_CASE("a forward pass with streamed layers gives the same logits as with all
     CHECK(none == 0);
     CHECK(n_streamed >= 4);
     CHECK(streamed == resident);  // bit for bit: same kernels, same order
+}
+
+TEST_CASE("the trace shows every layer read, wait and compute slice", "[unit][stream][trace]") {
+    auto path = test::temp_path("stream_model.gguf");
+    test::write_tiny_model(test::tiny_config("llama", 256, 6, 1024), 7, 1e-5f, path);
+    auto file = GgufFile::open(path);
+    auto hp = Hparams::from_gguf(file);
+    const auto trace_path = test::temp_path("trace.json");
+    {
+        Trace trace(trace_path);
+        storage::MemoryBudget budget("DRAM", 17 << 20, "--dram");
+        WeightStore store(file, hp, budget, 0, 2);
+        store.set_trace(&trace);
+        for (int pass = 0; pass < 2; ++pass)
+            for (int il = 0; il < hp.n_layer; ++il) {
+                store.acquire(il);
+                store.release(il);
+            }
+    }
+    std::ifstream in(trace_path);
+    const auto j = nlohmann::json::parse(in);
+    std::map<std::string, int> per_track;
+    std::map<int, std::string> names;
+    for (const auto& e : j["traceEvents"])
+        if (e["ph"] == "M") names[e["tid"].get<int>()] = e["args"]["name"];
+    for (const auto& e : j["traceEvents"])
+        if (e["ph"] == "X") {
+            CHECK(e["dur"].get<double>() >= 0);
+            ++per_track[names[e["tid"].get<int>()]];
+        }
+    CHECK(per_track["io: layer reads"] == 2 * 5);
+    CHECK(per_track["compute: waiting for weights"] == 2 * 5);
+    CHECK(per_track["compute: layers"] == 2 * 6);
 }
