@@ -84,6 +84,9 @@ struct ProbeOptions {
     int verbosity = 0;
 };
 
+// All of standard input, without trailing newlines.
+std::string read_stdin();
+
 int run_generate(const GenerateOptions& o);
 int run_chat(const ChatOptions& o);
 int run_perplexity(const PerplexityOptions& o);

@@ -7,8 +7,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <iostream>
-#include <sstream>
 
 #include "models/chat_template.h"
 #include "runtime/core/error.h"
@@ -77,14 +75,6 @@ private:
     std::vector<int32_t> cached_;  // the tokens whose KV the engine holds
 };
 
-std::string read_all_stdin() {
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    std::string s = ss.str();
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-    return s;
-}
-
 }  // namespace
 
 int run_chat(const ChatOptions& o) {
@@ -92,7 +82,7 @@ int run_chat(const ChatOptions& o) {
     Conversation chat(engine, o);
 
     if (!isatty(STDIN_FILENO)) {
-        const std::string msg = read_all_stdin();
+        const std::string msg = read_stdin();
         if (msg.empty()) throw UsageError("standard input is empty", "pipe a message in, or run on a terminal to chat");
         chat.reply(msg);
         return 0;

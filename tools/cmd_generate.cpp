@@ -6,7 +6,6 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -32,11 +31,7 @@ std::string read_prompt(const GenerateOptions& o) {
         return {std::istreambuf_iterator<char>(in), {}};
     }
     if (isatty(STDIN_FILENO)) throw UsageError("no prompt given", "pass -p TEXT, -f FILE, or pipe text on stdin");
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    std::string s = ss.str();
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-    return s;
+    return read_stdin();
 }
 }  // namespace
 
