@@ -11,6 +11,7 @@
 #include "models/gguf_file.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
+#include "runtime/stream_ring.h"
 #include "runtime/trace.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
@@ -74,10 +75,8 @@ WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::Memor
     residency_ = choose_residency(in);
     reserved_->resident = storage::Reservation(budget, residency_.resident_bytes, "resident model weights");
 
-    for (size_t il = 0; il < mapped_.layers.size(); ++il) {
-        streamed_index_.push_back(residency_.resident[il] ? -1 : static_cast<int>(streamed_.size()));
+    for (size_t il = 0; il < mapped_.layers.size(); ++il)
         if (!residency_.resident[il]) streamed_.push_back(static_cast<int>(il));
-    }
     for (const WeightRef* r : {&mapped_.tok_embd, &mapped_.output, &mapped_.output_norm}) will_need(file, *r);
     for (size_t il = 0; il < mapped_.layers.size(); ++il)
         if (residency_.resident[il])
@@ -98,9 +97,9 @@ WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::Memor
     ro.staging_budget = &budget;
     reader_ = storage::open_reader(f, ro);
     reader_->register_region(ring_->data(), ring_->bytes());
-    tickets_.assign(ring_->n_slots(), 0);
-    issued_at_.resize(ring_->n_slots());
-    slot_view_.resize(ring_->n_slots());
+    stream_ = std::make_unique<StreamRing>(
+        *reader_, *ring_, streamed_,
+        [this](int il) { return std::vector<RingRead>{{0, ranges_[il].offset, ranges_[il].length}}; }, "weights");
     STRATA_LOG_INFO("weights: {} of {} layers resident ({}), {} streamed from {} through {} x {} buffers ({} reader)",
                     mapped_.layers.size() - streamed_.size(), mapped_.layers.size(),
                     storage::format_bytes(residency_.resident_bytes), streamed_.size(), file.path().string(),
@@ -108,80 +107,40 @@ WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::Memor
 }
 
 WeightStore::~WeightStore() {
-    if (reader_) {
-        try {
-            reader_->wait_all();
-        } catch (const Error&) {
-            // The reads' destination is about to be freed; their failure no longer matters.
-        }
-    }
+    stream_.reset();  // waits for reads into the ring
     if (reader_ && ring_) reader_->unregister_region(ring_->data());
-}
-
-void WeightStore::issue_until(uint64_t limit) {
-    for (; issued_ < limit; ++issued_) {
-        const int il = streamed_[issued_ % streamed_.size()];
-        const size_t slot = issued_ % ring_->n_slots();
-        tickets_[slot] = reader_->submit({ring_->slot_data(slot), ranges_[il].offset, ranges_[il].length});
-        issued_at_[slot] = std::chrono::steady_clock::now();
-    }
-}
-
-// Recovers the order after a pass that stopped part-way (an error mid-forward): drops what
-// is in flight and restarts the cycle at `streamed_index`.
-void WeightStore::resync(size_t streamed_index) {
-    reader_->wait_all();
-    const uint64_t cycle = issued_ / streamed_.size() + 1;
-    cur_ = issued_ = cycle * streamed_.size() + streamed_index;
 }
 
 void WeightStore::set_trace(Trace* trace) {
     trace_ = trace;
-    if (!trace_) return;
-    io_track_ = trace_->track("io: layer reads");
-    wait_track_ = trace_->track("compute: waiting for weights");
-    compute_track_ = trace_->track("compute: layers");
+    if (stream_) stream_->set_trace(trace);
+    if (trace_) compute_track_ = trace_->track("compute: layers");
+}
+
+StreamStats WeightStore::stats() const {
+    StreamStats s = stats_;
+    if (stream_) s.wait_seconds = stream_->wait_seconds();
+    return s;
 }
 
 const LayerWeights& WeightStore::acquire(int il) {
     acquired_at_ = std::chrono::steady_clock::now();
-    const int si = streamed_index_[il];
-    if (si < 0) return mapped_.layers[il];
-    STRATA_ASSERT(!holding_);
-    if (static_cast<size_t>(si) != cur_ % streamed_.size()) resync(si);
-    issue_until(cur_ + ring_->n_slots());
-    const size_t slot = cur_ % ring_->n_slots();
-    const auto t0 = std::chrono::steady_clock::now();
-    reader_->wait(tickets_[slot]);
-    const auto t1 = std::chrono::steady_clock::now();
-    stats_.wait_seconds += std::chrono::duration<double>(t1 - t0).count();
-    if (trace_) {
-        // The read ended at the latest when the wait returned: the slice is an upper bound.
-        trace_->slice(io_track_, fmt::format("read layer {}", il), issued_at_[slot], t1,
-                      fmt::format(R"({{"bytes": {}}})", ranges_[il].length));
-        trace_->slice(wait_track_, fmt::format("wait layer {}", il), t0, t1);
-    }
+    if (residency_.resident[il]) return mapped_.layers[il];
+    const std::byte* base = stream_->acquire(il);
     stats_.bytes_read += ranges_[il].length;
     ++stats_.layers_read;
-
-    LayerWeights& view = slot_view_[slot];
-    view = mapped_.layers[il];
-    const std::byte* base = ring_->slot_data(slot);
-    for (WeightRef* r : refs(view))
+    // The layer's tensors, rebased from the file into the slot.
+    view_ = mapped_.layers[il];
+    for (WeightRef* r : refs(view_))
         if (*r) r->data = base + (file_.file_offset(*r->info) - ranges_[il].offset);
-    holding_ = true;
-    return view;
+    return view_;
 }
 
 void WeightStore::release(int il) {
     if (trace_)
         trace_->slice(compute_track_, fmt::format("layer {}", il), acquired_at_, std::chrono::steady_clock::now(),
-                      fmt::format(R"({{"streamed": {}}})", streamed_index_[il] >= 0));
-    if (streamed_index_[il] < 0) return;
-    holding_ = false;
-    ++cur_;
-    // The slot just freed takes the read `n_slots` ahead of the next layer to compute.
-    issue_until(cur_ + ring_->n_slots());
+                      fmt::format(R"({{"streamed": {}}})", !residency_.resident[il]));
+    if (!residency_.resident[il]) stream_->release();
 }
 
 }  // namespace strata

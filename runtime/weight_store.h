@@ -15,6 +15,7 @@
 namespace strata {
 
 class GgufFile;
+class StreamRing;
 class Trace;
 namespace storage {
 class MemoryBudget;
@@ -30,8 +31,8 @@ struct StreamStats {
 
 class WeightStore {
 public:
-    // Decides residency under `budget` (its limit; 0 = unlimited) with `other_bytes` of KV
-    // cache and activations also charged, and reserves what it keeps.
+    // Decides residency under `budget` (its limit; UINT64_MAX = unlimited) with `other_bytes`
+    // of KV cache and activations also charged, and reserves what it keeps.
     WeightStore(const GgufFile& file, const Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
                 int prefetch_depth);
     ~WeightStore();
@@ -46,9 +47,9 @@ public:
     const LayerWeights& acquire(int il);
     void release(int il);
 
-    StreamStats stats() const { return stats_; }
-    // Records each layer read ("io" track), each wait for one ("wait") and each layer's
-    // compute from acquire to release ("compute") into `trace` (may be null).
+    StreamStats stats() const;
+    // Records each layer read and each wait for one (StreamRing) and each layer's compute
+    // from acquire to release ("compute: layers") into `trace` (may be null).
     void set_trace(Trace* trace);
 
 private:
@@ -56,26 +57,19 @@ private:
         uint64_t offset = 0;  // aligned file offset of the layer's first byte
         uint64_t length = 0;  // aligned length covering every tensor of the layer
     };
-    void issue_until(uint64_t limit);
-    void resync(size_t streamed_index);
 
     const GgufFile& file_;
     ModelWeights mapped_;
     Residency residency_;
     std::vector<LayerRange> ranges_;
-    std::vector<int> streamed_;           // layer ids streamed, in order
-    std::vector<int> streamed_index_;     // layer id -> index in streamed_, or -1
+    std::vector<int> streamed_;  // layer ids streamed, in order
     std::unique_ptr<storage::Reader> reader_;
     std::unique_ptr<storage::PinnedPool> ring_;
-    std::vector<uint64_t> tickets_;       // per slot
-    std::vector<LayerWeights> slot_view_; // per slot: the layer's weights rebased into the slot
-    uint64_t cur_ = 0;     // sequence number of the next streamed layer to compute
-    uint64_t issued_ = 0;  // reads issued so far
-    bool holding_ = false;
+    std::unique_ptr<StreamRing> stream_;
+    LayerWeights view_;  // the acquired streamed layer, rebased into its slot
     StreamStats stats_;
     Trace* trace_ = nullptr;
-    int io_track_ = 0, wait_track_ = 0, compute_track_ = 0;
-    std::vector<std::chrono::steady_clock::time_point> issued_at_;  // per slot
+    int compute_track_ = 0;
     std::chrono::steady_clock::time_point acquired_at_;
     struct Reserved;
     std::unique_ptr<Reserved> reserved_;

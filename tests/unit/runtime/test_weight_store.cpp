@@ -111,7 +111,7 @@ TEST_CASE("the trace shows every layer read, wait and compute slice", "[unit][st
             CHECK(e["dur"].get<double>() >= 0);
             ++per_track[names[e["tid"].get<int>()]];
         }
-    CHECK(per_track["io: layer reads"] == 2 * 5);
+    CHECK(per_track["io: weights reads"] == 2 * 5);
     CHECK(per_track["compute: waiting for weights"] == 2 * 5);
     CHECK(per_track["compute: layers"] == 2 * 6);
 }
