@@ -36,6 +36,7 @@ void Forward::embed(std::span<const int32_t> tokens) {
 
 void Forward::layer(int il, KvCache& kv, int64_t pos0, int64_t n) {
     const LayerWeights& l = store_.acquire(il);
+    kv.begin_layer(il);
     const int64_t E = hp_.n_embd, Q = hp_.n_embd_q(), KV = hp_.n_embd_kv(), F = hp_.n_ff;
     const cpu::RopeParams rope{hp_.head_dim, hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale,
                                hp_.rope_mode == RopeMode::NeoX, w_.rope_freqs ? w_.rope_freqs.f32() : nullptr};
@@ -66,6 +67,7 @@ void Forward::layer(int il, KvCache& kv, int64_t pos0, int64_t n) {
     a.head_dim = hp_.head_dim;
     a.kv_stride = kv.row_stride();
     cpu::attention(a);
+    kv.end_layer(il, pos0, n);
 
     project(l.wo, attn_.data(), n, out_.data());
     cpu::add(x_.data(), out_.data(), n * E);

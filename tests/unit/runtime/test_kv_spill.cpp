@@ -1,0 +1,87 @@
+// KV cache layers spilled to disk give the same logits as an all-DRAM cache, and a spill
+// directory that cannot take the file is a clear error.
+#include <catch2/catch.hpp>
+
+#include <sys/mount.h>
+
+#include "cpu/thread_pool.h"
+#include "models/gguf_file.h"
+#include "runtime/core/error.h"
+#include "runtime/forward.h"
+#include "runtime/kv_cache.h"
+#include "runtime/weight_store.h"
+#include "storage/budget.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/tiny_model.h"
+
+using namespace strata;
+
+TEST_CASE("spilled KV layers give the same logits as an all-DRAM cache", "[unit][kv]") {
+    auto path = test::temp_path("kv_model.gguf");
+    test::write_tiny_model(test::tiny_config("llama", 128, 6, 256), 5, 1e-5f, path);
+    auto file = GgufFile::open(path);
+    auto hp = Hparams::from_gguf(file);
+    storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
+    WeightStore store(file, hp, unlimited, 0, 2);
+    Forward fwd(hp, store);
+    cpu::ThreadPool pool(2);
+    const std::vector<int32_t> ids{7, 1, 2, 80, 44, 3, 9, 12, 70, 31, 5};
+
+    auto run = [&](KvCache& kv) {
+        std::vector<float> all, step;
+        pool.run([&] { fwd.eval(std::span(ids).first(6), kv, all, true); });
+        for (size_t i = 6; i < ids.size(); ++i) {
+            pool.run([&] { fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
+            all.insert(all.end(), step.begin(), step.end());
+        }
+        // A shared prefix is kept and the rest recomputed: the spill file must follow.
+        kv.truncate(4);
+        pool.run([&] { fwd.eval(std::span(ids).subspan(4, 3), kv, step, true); });
+        all.insert(all.end(), step.begin(), step.end());
+        return all;
+    };
+    KvCache resident(hp.n_layer, 64, hp.n_embd_kv());
+    const auto want = run(resident);
+    for (int n_resident : {0, 2, 5}) {
+        KvSpillOptions opts;
+        opts.n_resident_layers = n_resident;
+        opts.dir = test::temp_path("kv_spill");
+        opts.prefetch_depth = 2;
+        KvCache spilled(hp.n_layer, 64, hp.n_embd_kv(), opts);
+        CHECK(spilled.n_spilled() == hp.n_layer - n_resident);
+        INFO(n_resident << " resident layers");
+        CHECK(run(spilled) == want);  // bit for bit
+    }
+    // The spill files are unlinked at once: nothing is left behind.
+    CHECK(std::filesystem::is_empty(test::temp_path("kv_spill")));
+}
+
+TEST_CASE("a spill directory that cannot hold the file is a clear error", "[unit][kv]") {
+    KvSpillOptions opts;
+    opts.n_resident_layers = 0;
+    SECTION("not a directory") {
+        opts.dir = "/dev/null/spill";
+        CHECK_THROWS_WITH(KvCache(2, 64, 128, opts), Catch::Contains("KV spill file in '/dev/null/spill'") &&
+                                                         Catch::Contains("cannot create it"));
+    }
+    SECTION("a full disk") {
+        const auto dir = test::temp_path("kv_full");
+        std::filesystem::create_directories(dir);
+        if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1M") != 0) {
+            WARN("skipped: cannot mount a small tmpfs here (needs root)");
+            return;
+        }
+        struct Unmount {
+            std::filesystem::path dir;
+            ~Unmount() { ::umount(dir.c_str()); }
+        } unmount{dir};
+        opts.dir = dir;
+        try {
+            KvCache kv(4, 4096, 256, opts);  // 32 MiB of spill file
+            FAIL("no error");
+        } catch (const IoError& e) {
+            CHECK_THAT(e.what(), Catch::Contains("cannot reserve 32 MiB") && Catch::Contains("No space left"));
+            CHECK_THAT(e.hint(), Catch::Contains("--kv-spill"));
+        }
+    }
+}
