@@ -35,8 +35,9 @@ Cost Cost::scaled(double f) const {
     return c;
 }
 
-CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy)
-    : shape_(shape), hw_(hw), wl_(wl), policy_(policy), has_gpu_(hw.has_gpu()) {
+CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy,
+                     bool layers_only_on_nvme)
+    : shape_(shape), hw_(hw), wl_(wl), policy_(policy), has_gpu_(hw.has_gpu()), layers_only_on_nvme_(layers_only_on_nvme) {
     if (has_gpu_) {
         gpu_bw_ = hw.gpu->mem_gbps * 1e9;
         gpu_flops_ = hw.gpu->fp16_tflops * 1e12;
@@ -66,6 +67,7 @@ bool CostModel::allowed(WeightOption o) const { return has_gpu_ || device_of(o) 
 
 bool CostModel::allowed(KvOption o) const {
     if (!has_gpu_ && tier_of(o) == Tier::Gpu) return false;
+    if (layers_only_on_nvme_ && tier_of(o) == Tier::Nvme) return false;
     return policy_.recompute || !is_recompute(o);
 }
 

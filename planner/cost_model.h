@@ -34,8 +34,10 @@ struct Cost {
 
 class CostModel {
 public:
-    // `shape.kv_type` is ignored: the policy's KV type is used.
-    CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy);
+    // `shape.kv_type` is ignored: the policy's KV type is used. `layers_only_on_nvme` keeps the
+    // output layer, the embedding table and KV off NVMe (the CPU runtime streams layers only).
+    CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy,
+              bool layers_only_on_nvme = false);
 
     const Policy& policy() const { return policy_; }
     const ModelShape& shape() const { return shape_; }
@@ -44,6 +46,8 @@ public:
     bool allowed(WeightOption o) const;
     bool allowed(KvOption o) const;
     bool allowed(HiddenOption o) const { return has_gpu_ || o == HiddenOption::Dram; }
+    // For the output layer and the embedding table.
+    bool allowed_head(WeightOption o) const { return allowed(o) && !(layers_only_on_nvme_ && tier_of(o) == Tier::Nvme); }
     Device attention_device(KvOption o) const;
 
     Cost layer_weights(int layer, WeightOption o) const;
@@ -74,6 +78,7 @@ private:
     Workload wl_;
     Policy policy_;
     bool has_gpu_;
+    bool layers_only_on_nvme_;
     // Rates in bytes/s and flops/s.
     double gpu_bw_ = 0, gpu_flops_ = 0, h2d_ = 0, d2h_ = 0;
     double cpu_gemv_ = 0, cpu_gemm_ = 0, cpu_attn_bw_ = 0, cpu_attn_flops_ = 0;

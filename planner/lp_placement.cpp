@@ -104,7 +104,8 @@ std::vector<LpCase> lp_cases(const CostModel& cm, const std::vector<LayerGroup>&
     // (on the GPU when one computes it or prefills it; in DRAM when it comes from NVMe), or
     // for KV on NVMe one micro-batch's cache of a layer.
     double min_w = cm.output(WeightOption::DramCpu).gpu_staging;
-    double min_nvme_w = cm.output(WeightOption::NvmeCpu).dram_staging, min_nvme_kv = INFINITY;
+    double min_nvme_w = cm.allowed_head(WeightOption::NvmeCpu) ? cm.output(WeightOption::NvmeCpu).dram_staging : INFINITY;
+    double min_nvme_kv = INFINITY;
     for (const auto& g : groups) {
         min_w = std::min(min_w, cm.layer_weights(g.first, WeightOption::DramCpu).gpu_staging);
         min_nvme_w = std::min(min_nvme_w, cm.layer_weights(g.first, WeightOption::NvmeCpu).dram_staging);
@@ -180,7 +181,7 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
     std::array<int, kNumWeightOptions> out_cols{}, embd_cols{};
     for (int o = 0; o < kNumWeightOptions; ++o) {
         const auto opt = static_cast<WeightOption>(o);
-        out_cols[o] = placement_col(cm.output(opt), 1, weight_ok(opt) && (!lp_case.output || *lp_case.output == opt));
+        out_cols[o] = placement_col(cm.output(opt), 1, weight_ok(opt) && cm.allowed_head(opt) && (!lp_case.output || *lp_case.output == opt));
     }
     const bool has_embd = cm.shape().embd_bytes > 0;
     if (has_embd)
@@ -188,7 +189,7 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
             const auto opt = static_cast<WeightOption>(o);
             // A lookup table is only ever resident: on the GPU, or read by the CPU from DRAM or NVMe.
             const bool lookup = opt == WeightOption::Gpu || opt == WeightOption::DramCpu || opt == WeightOption::NvmeCpu;
-            embd_cols[o] = placement_col(cm.embedding(opt), 1, lookup && cm.allowed(opt) && !(lp_case.no_nvme && tier_of(opt) == Tier::Nvme) &&
+            embd_cols[o] = placement_col(cm.embedding(opt), 1, lookup && cm.allowed_head(opt) && !(lp_case.no_nvme && tier_of(opt) == Tier::Nvme) &&
                                                                    (!lp_case.embedding || *lp_case.embedding == opt));
         }
     std::array<int, kNumHiddenOptions> hid_cols{};

@@ -26,12 +26,15 @@ uint64_t ModelShape::total_weight_bytes() const {
 double ModelShape::kv_bytes_per_token() const { return 2.0 * type_bytes(kv_type, n_embd_kv()); }
 
 ModelShape ModelShape::from_gguf(const std::filesystem::path& path) {
-    const GgufFile f = GgufFile::open(path, /*map_data=*/false);
+    return from_gguf(GgufFile::open(path, /*map_data=*/false));
+}
+
+ModelShape ModelShape::from_gguf(const GgufFile& f) {
     const Hparams hp = Hparams::from_gguf(f);
     ModelShape m;
-    m.name = f.get_string_opt("general.name").value_or(path.stem().string());
+    m.name = f.get_string_opt("general.name").value_or(f.path().stem().string());
     m.family = std::string(arch_name(hp.arch));
-    m.source = path.string();
+    m.source = f.path().string();
     m.n_layer = hp.n_layer;
     m.n_embd = hp.n_embd;
     m.n_head = hp.n_head;

@@ -11,6 +11,10 @@
 
 #include "runtime/core/dtype.h"
 
+namespace strata {
+class GgufFile;
+}
+
 namespace strata::planner {
 
 struct LayerShape {
@@ -48,6 +52,8 @@ struct ModelShape {
 
     // Reads the header and tensor table only. Throws FormatError/IoError.
     static ModelShape from_gguf(const std::filesystem::path& path);
+    // The same from a file already open (the runtime's).
+    static ModelShape from_gguf(const GgufFile& f);
     // A catalog model with every matrix in `weight_type`, norms and biases in F32.
     // Throws UsageError (listing the known names) for an unknown name.
     static ModelShape from_catalog(std::string_view name, DType weight_type, DType kv_type = DType::F16);

@@ -64,10 +64,12 @@ std::string format_plan(const Plan& plan, const ModelShape& shape, const Hardwar
     append(s, "budgets   GPU {}, DRAM {}, NVMe {}", format_size(plan.budgets.gpu), format_size(plan.budgets.dram), format_size(plan.budgets.nvme));
     append(s, "workload  prompt {}, generate {}, {} sequence{}, objective {}", plan.workload.prompt_len, plan.workload.gen_len,
          plan.workload.batch, plan.workload.batch == 1 ? "" : "s", objective_name(plan.workload.objective));
-    append(s, "policy    {} sequence{} per pass in {} micro-batch{}, CPU attention {}, recompute {}, KV {} (best of {} policies, {})",
+    // A plan read from a file was not searched here.
+    const std::string origin = stats.n_policies > 0
+        ? fmt::format("best of {} policies, {}", stats.n_policies, format_seconds(stats.seconds)) : std::string("given");
+    append(s, "policy    {} sequence{} per pass in {} micro-batch{}, CPU attention {}, recompute {}, KV {} ({})",
          plan.policy.batch, plan.policy.batch == 1 ? "" : "s", plan.policy.n_micro, plan.policy.n_micro == 1 ? "" : "es",
-         plan.policy.cpu_attention ? "on" : "off", plan.policy.recompute ? "on" : "off", dtype_name(plan.policy.kv_type),
-         stats.n_policies, format_seconds(stats.seconds));
+         plan.policy.cpu_attention ? "on" : "off", plan.policy.recompute ? "on" : "off", dtype_name(plan.policy.kv_type), origin);
     append(s, "");
     append(s, "{:<11} {:<9} {:<8} {:<16} {:<9}", "layers", "weights", "matmuls", "KV cache", "attention");
     for (const auto& r : layer_runs(plan)) {

@@ -19,6 +19,9 @@ struct PlannerOptions {
     bool allow_cpu_attention = true;
     bool allow_recompute = true;
     int max_micro = 16;
+    // Only layers' weights may live on NVMe, not the output layer, the embedding table or KV:
+    // what the CPU runtime can stream today.
+    bool layers_only_on_nvme = false;
 };
 
 // What a plan may use when the user sets no budget: the GPU's memory less room for the CUDA

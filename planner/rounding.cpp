@@ -96,11 +96,11 @@ std::vector<Move> candidates(const Plan& p, const CostModel& cm, const std::vect
         }
     }
     for (int to = 0; to < kNumWeightOptions; ++to)
-        if (to != static_cast<int>(p.output) && cm.allowed(static_cast<WeightOption>(to)) && better(tier_of(p.output), tier_of(static_cast<WeightOption>(to))))
+        if (to != static_cast<int>(p.output) && cm.allowed_head(static_cast<WeightOption>(to)) && better(tier_of(p.output), tier_of(static_cast<WeightOption>(to))))
             out.push_back({Move::What::Output, 0, to});
     if (cm.shape().embd_bytes > 0)
         for (auto to : {WeightOption::Gpu, WeightOption::DramCpu, WeightOption::NvmeCpu})
-            if (to != p.embedding && cm.allowed(to) && better(tier_of(p.embedding), tier_of(to))) out.push_back({Move::What::Embedding, 0, static_cast<int>(to)});
+            if (to != p.embedding && cm.allowed_head(to) && better(tier_of(p.embedding), tier_of(to))) out.push_back({Move::What::Embedding, 0, static_cast<int>(to)});
     const Tier h = p.hidden == HiddenOption::Gpu ? Tier::Gpu : Tier::Dram;
     if (down && h == Tier::Gpu && cm.allowed(HiddenOption::Dram)) out.push_back({Move::What::Hidden, 0, static_cast<int>(HiddenOption::Dram)});
     if (!down && h == Tier::Dram && cm.allowed(HiddenOption::Gpu)) out.push_back({Move::What::Hidden, 0, static_cast<int>(HiddenOption::Gpu)});

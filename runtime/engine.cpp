@@ -10,6 +10,7 @@
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model_paths.h"
+#include "runtime/placement.h"
 #include "runtime/text_stream.h"
 #include "runtime/weight_store.h"
 #include "storage/budget.h"
@@ -34,7 +35,17 @@ Engine::Engine(const EngineOptions& opts)
     kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv());
     // What the forward pass holds besides weights: the KV cache, activations and one row of logits.
     const uint64_t working = kv_->bytes() + Forward::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float);
-    weights_ = std::make_unique<WeightStore>(file_, hp_, *dram_, working, opts.prefetch_depth);
+    // The planner decides which layers stay resident once the store knows their sizes.
+    PlacementOptions po;
+    po.given = opts.plan ? &*opts.plan : nullptr;
+    po.n_ctx = n_ctx;
+    po.n_predict = opts.n_predict;
+    po.on_plan = opts.on_plan;
+    weights_ = std::make_unique<WeightStore>(file_, hp_, *dram_, working, opts.prefetch_depth,
+                                             [&](const ResidencyInput& in) {
+                                                 placement_ = std::make_unique<Placement>(place(file_, in, po));
+                                                 return placement_->residency;
+                                             });
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
     fwd_ = std::make_unique<Forward>(hp_, *weights_);
     STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, {} threads; {}",

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "models/gguf_file.h"
 #include "models/hparams.h"
 #include "models/tokenizer.h"
+#include "planner/plan.h"
 #include "runtime/sampler.h"
 #include "storage/budget.h"
 
@@ -21,6 +23,7 @@ namespace cpu { class ThreadPool; }
 class KvCache;
 class Forward;
 class WeightStore;
+struct Placement;
 
 struct EngineOptions {
     std::filesystem::path model;  // empty: the default model
@@ -28,6 +31,9 @@ struct EngineOptions {
     int n_ctx = 0;                // 0: the model's training context, at most 4096
     uint64_t dram_budget = 0;     // bytes of DRAM for weights, KV cache and buffers; 0: no limit
     int prefetch_depth = 2;       // streamed layers read ahead of compute
+    int n_predict = 0;            // tokens generated per request, when known: the plan's workload
+    std::optional<planner::Plan> plan;  // --plan FILE: run by this plan instead of making one
+    std::function<void(const Placement&)> on_plan;  // sees the plan before weights load (--show-plan)
 };
 
 struct GenerateParams {
@@ -57,6 +63,8 @@ public:
     const GgufFile& file() const { return file_; }
     const WeightStore& weights() const { return *weights_; }
     const storage::MemoryBudget& dram() const { return *dram_; }
+    // The plan the weights are placed by, with what it predicts (runtime/placement.h).
+    const Placement& placement() const { return *placement_; }
     int n_ctx() const;
     int n_past() const;
     int n_threads() const;
@@ -80,6 +88,7 @@ private:
     std::unique_ptr<cpu::ThreadPool> pool_;
     std::unique_ptr<storage::MemoryBudget> dram_;
     std::unique_ptr<KvCache> kv_;
+    std::unique_ptr<Placement> placement_;
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Forward> fwd_;
     storage::Reservation working_;

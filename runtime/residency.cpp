@@ -1,15 +1,21 @@
 #include "runtime/residency.h"
 
 #include <algorithm>
+#include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "planner/plan.h"
 #include "runtime/core/error.h"
+#include "runtime/core/log.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
 #include "storage/pinned_pool.h"
 
 namespace strata {
+
+using planner::WeightOption;
 
 uint64_t ring_bytes(uint64_t slot_bytes, int n_slots) {
     if (n_slots == 0) return 0;
@@ -20,45 +26,76 @@ uint64_t ring_bytes(uint64_t slot_bytes, int n_slots) {
 
 int Residency::n_streamed() const { return static_cast<int>(std::count(resident.begin(), resident.end(), false)); }
 
-Residency choose_residency(const ResidencyInput& in) {
+int ring_slots(const ResidencyInput& in) {
+    return std::min(static_cast<int>(in.layer_bytes.size()), std::max(1, in.prefetch_depth + 1));
+}
+
+uint64_t full_ring_bytes(const ResidencyInput& in) {
+    const uint64_t largest = in.layer_bytes.empty() ? 0 : *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
+    return ring_bytes(largest, ring_slots(in));
+}
+
+void check_min_budget(const ResidencyInput& in, uint64_t need) {
+    if (in.budget == 0 || in.budget >= need) return;
+    throw OutOfBudget(fmt::format("the DRAM budget of {} is too small: the output head and embeddings take {}, "
+                                  "the KV cache and activations {}, and {} streaming buffers {}",
+                                  storage::format_bytes(in.budget), storage::format_bytes(in.fixed_bytes),
+                                  storage::format_bytes(in.other_bytes), ring_slots(in),
+                                  storage::format_bytes(full_ring_bytes(in))),
+                      fmt::format("use --dram {} or more, a smaller context (--ctx), or less read-ahead (--prefetch)",
+                                  storage::format_bytes(need)));
+}
+
+Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in) {
     const int n = static_cast<int>(in.layer_bytes.size());
+    if (static_cast<int>(plan.layers.size()) != n)
+        throw UsageError(fmt::format("the plan places {} layers, but the model has {}", plan.layers.size(), n),
+                         "make a plan for this model with `strata plan -m MODEL`");
+    if (plan.has_gpu)
+        throw UsageError(fmt::format("the plan is for a machine with a GPU ({}), but this runtime runs on the CPU only",
+                                     plan.hardware),
+                         "make the plan for this machine: `strata plan -m MODEL` without --gpu, --system or --hw");
+    // The runtime streams layers only; a plan that put anything else on NVMe still runs, with
+    // that part held in DRAM and counted against the budget.
+    std::vector<std::string> held;
+    if (planner::tier_of(plan.output) == planner::Tier::Nvme) held.push_back("output layer");
+    if (planner::tier_of(plan.embedding) == planner::Tier::Nvme) held.push_back("embedding table");
+    if (std::any_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return l.kv != planner::KvOption::Dram; }))
+        held.push_back("KV cache");
+    if (!held.empty())
+        STRATA_LOG_WARN("placement: the plan keeps the {} on NVMe or recomputes it; this runtime holds it in DRAM",
+                        fmt::join(held, ", "));
+
     Residency r;
-    r.resident.assign(n, true);
-    uint64_t all = in.fixed_bytes + in.other_bytes;
-    for (auto b : in.layer_bytes) all += b;
-    if (in.budget == 0 || all <= in.budget) {
-        r.resident_bytes = all - in.other_bytes;
-        r.total_bytes = all;
-        return r;
-    }
-
-    // Streaming: the ring must hold the largest layer (any layer may end up streamed) in
-    // depth + 1 slots (the one being computed and `depth` being read).
-    const uint64_t largest = n ? *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end()) : 0;
-    const int slots = std::min(n, std::max(1, in.prefetch_depth + 1));
-    const uint64_t ring = ring_bytes(largest, slots);
-    const uint64_t floor = in.fixed_bytes + in.other_bytes + ring;
-    if (floor > in.budget)
-        throw OutOfBudget(fmt::format("the DRAM budget of {} is too small: the output head and embeddings take {}, "
-                                      "the KV cache and activations {}, and {} streaming buffers {}",
-                                      storage::format_bytes(in.budget), storage::format_bytes(in.fixed_bytes),
-                                      storage::format_bytes(in.other_bytes), slots, storage::format_bytes(ring)),
-                          fmt::format("use --dram {} or more, a smaller context (--ctx), or less read-ahead (--prefetch)",
-                                      storage::format_bytes(floor)));
-
-    uint64_t left = in.budget - floor;
+    r.resident.assign(static_cast<size_t>(n), true);
     r.resident_bytes = in.fixed_bytes;
     for (int il = 0; il < n; ++il) {
-        r.resident[il] = in.layer_bytes[il] <= left;
-        if (r.resident[il]) {
-            left -= in.layer_bytes[il];
-            r.resident_bytes += in.layer_bytes[il];
+        const WeightOption w = plan.layers[static_cast<size_t>(il)].weights;
+        if (w == WeightOption::DramCpu) {
+            r.resident_bytes += in.layer_bytes[static_cast<size_t>(il)];
+        } else if (w == WeightOption::NvmeCpu) {
+            r.resident[static_cast<size_t>(il)] = false;
+            r.slot_bytes = std::max(r.slot_bytes, in.layer_bytes[static_cast<size_t>(il)]);
+        } else {
+            throw UsageError(fmt::format("the plan sends layer {}'s weights to a GPU ({}), but this runtime runs on the CPU only",
+                                         il, planner::option_name(w)),
+                             "make the plan for this machine: `strata plan -m MODEL` without --gpu, --system or --hw");
         }
     }
     const int streamed = r.n_streamed();
-    r.n_slots = std::min(slots, streamed);
-    r.slot_bytes = largest;
-    r.total_bytes = r.resident_bytes + in.other_bytes + ring_bytes(largest, r.n_slots);
+    r.n_slots = streamed ? std::min(streamed, std::max(1, in.prefetch_depth + 1)) : 0;
+    r.total_bytes = r.resident_bytes + in.other_bytes + ring_bytes(r.slot_bytes, r.n_slots);
+    if (in.budget != 0 && r.total_bytes > in.budget)
+        throw OutOfBudget(fmt::format("the plan keeps {} of {} layers resident: with the output head and embeddings ({}), "
+                                      "the KV cache and activations ({}) and {} streaming buffers ({}) that is {}, "
+                                      "over the DRAM budget of {}",
+                                      n - streamed, n, storage::format_bytes(in.fixed_bytes),
+                                      storage::format_bytes(in.other_bytes), r.n_slots,
+                                      storage::format_bytes(ring_bytes(r.slot_bytes, r.n_slots)),
+                                      storage::format_bytes(r.total_bytes), storage::format_bytes(in.budget)),
+                          fmt::format("use --dram {} or more, or a plan that streams more layers "
+                                      "(`strata plan --dram-budget SIZE -o FILE`)",
+                                      storage::format_bytes(r.total_bytes)));
     return r;
 }
 

@@ -1,12 +1,15 @@
 #pragma once
 // Which layers keep their weights in DRAM and which are streamed from the model file each
-// pass, under a DRAM budget. Until the planner decides per layer, the rule is: the output
-// head, embeddings and norms first, then the ring of streaming buffers, then as many whole
-// layers as still fit.
+// pass. The planner decides (runtime/placement); this maps its plan onto the runtime's own
+// accounting of DRAM — output head and embeddings, KV cache and buffers, resident layers,
+// the read-ahead ring — and checks that against the budget.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace strata {
+
+namespace planner { struct Plan; }
 
 struct ResidencyInput {
     uint64_t budget = 0;                 // DRAM bytes for everything the engine holds; 0 = no limit
@@ -26,10 +29,25 @@ struct Residency {
     int n_streamed() const;
 };
 
+// How the weight store gets its residency once it knows the layers' sizes.
+using DecideResidency = std::function<Residency(const ResidencyInput&)>;
+
 // Bytes a ring of `n_slots` buffers of `slot_bytes` takes in DRAM (alignment included).
 uint64_t ring_bytes(uint64_t slot_bytes, int n_slots);
 
-// Throws OutOfBudget naming what does not fit and the smallest budget that would.
-Residency choose_residency(const ResidencyInput& in);
+// The ring when any layer may be streamed: depth + 1 buffers (the layer being computed and
+// `depth` being read; no more than there are layers) of the largest layer.
+int ring_slots(const ResidencyInput& in);
+uint64_t full_ring_bytes(const ResidencyInput& in);
+
+// Throws OutOfBudget naming what must fit and `need` as the smallest budget that would do,
+// when in.budget (not 0) is below `need`.
+void check_min_budget(const ResidencyInput& in, uint64_t need);
+
+// Layers whose weights the plan keeps in DRAM are resident; those it reads from NVMe are
+// streamed through min(depth + 1, streamed) buffers of the largest streamed layer. Throws
+// UsageError for a plan this runtime cannot run (another layer count, weights on a GPU) and
+// OutOfBudget when what it keeps does not fit in.budget.
+Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in);
 
 }  // namespace strata

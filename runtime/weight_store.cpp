@@ -52,7 +52,7 @@ struct WeightStore::Reserved {
 };
 
 WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
-                         int prefetch_depth)
+                         int prefetch_depth, const DecideResidency& decide)
     : file_(file), mapped_(ModelWeights::bind(file, hp)), reserved_(std::make_unique<Reserved>()) {
     constexpr uint64_t kAlign = storage::kDefaultDioAlign;
     ResidencyInput in;
@@ -72,7 +72,7 @@ WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::Memor
         ranges_.push_back({a.offset, std::min(a.length, file.file_size() - a.offset)});
         in.layer_bytes.push_back(a.length);
     }
-    residency_ = choose_residency(in);
+    residency_ = decide(in);
     reserved_->resident = storage::Reservation(budget, residency_.resident_bytes, "resident model weights");
 
     for (size_t il = 0; il < mapped_.layers.size(); ++il)

@@ -31,10 +31,11 @@ struct StreamStats {
 
 class WeightStore {
 public:
-    // Decides residency under `budget` (its limit; UINT64_MAX = unlimited) with `other_bytes`
-    // of KV cache and activations also charged, and reserves what it keeps.
+    // Has `decide` choose residency (runtime/placement: from a plan) under `budget` (its limit;
+    // UINT64_MAX = unlimited) with `other_bytes` of KV cache and activations also charged,
+    // and reserves what it keeps.
     WeightStore(const GgufFile& file, const Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
-                int prefetch_depth);
+                int prefetch_depth, const DecideResidency& decide);
     ~WeightStore();
     WeightStore(const WeightStore&) = delete;
     WeightStore& operator=(const WeightStore&) = delete;

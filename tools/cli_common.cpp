@@ -1,7 +1,13 @@
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include <fmt/format.h>
+
+#include "planner/plan_report.h"
+#include "runtime/core/error.h"
+#include "runtime/placement.h"
 #include "storage/budget.h"
 #include "tools/cli_options.h"
 
@@ -17,6 +23,21 @@ EngineOptions ModelOptions::engine() const {
     if (budget.empty())
         if (const char* env = std::getenv("STRATA_DRAM")) budget = env;
     if (!budget.empty()) e.dram_budget = storage::parse_memory_size(budget);
+    if (!plan_file.empty()) {
+        std::ifstream in(plan_file, std::ios::binary);
+        if (!in) throw IoError(fmt::format("cannot read the plan '{}'", plan_file), "make one with `strata plan -m MODEL -o FILE`");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        try {
+            e.plan = planner::Plan::from_json(ss.str());
+        } catch (const UsageError& err) {
+            throw UsageError(fmt::format("--plan {}: {}", plan_file, err.what()), err.hint());
+        }
+    }
+    if (show_plan)
+        e.on_plan = [](const Placement& p) {
+            fmt::print(stderr, "profile   {}\n{}\n", p.hw_source, planner::format_plan(p.plan, p.shape, p.hw, p.search));
+        };
     return e;
 }
 

@@ -16,8 +16,10 @@ struct ModelOptions {
     int ctx = 0;
     std::string dram;   // DRAM budget ("6G", "40%"); empty: $STRATA_DRAM, else no limit
     int prefetch = 2;
+    std::string plan_file;  // --plan: a plan JSON from `strata plan -o FILE` instead of planning
+    bool show_plan = false; // print the plan table to stderr before running
     int verbosity = 0;
-    EngineOptions engine() const;  // throws UsageError for a malformed budget
+    EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
 };
 
 struct GenerateOptions {

@@ -10,7 +10,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "planner/plan_report.h"
 #include "runtime/core/error.h"
+#include "runtime/placement.h"
 #include "runtime/weight_store.h"
 #include "tools/cli_options.h"
 
@@ -21,6 +23,21 @@ uint64_t peak_rss_bytes() {
     struct rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+// The placement and what the plan predicts for this very run, beside the measured timings.
+nlohmann::json plan_json(const Placement& p, const GenerateResult& r) {
+    const int n_streamed = p.residency.n_streamed();
+    const planner::Prediction pred = p.predict(static_cast<int>(r.prompt_tokens.size()), static_cast<int>(r.tokens.size()));
+    return {{"summary", planner::plan_summary(p.plan)},
+            {"given", p.search.n_policies == 0},
+            {"hardware", p.hw_source},
+            {"layers_resident", static_cast<int>(p.residency.resident.size()) - n_streamed},
+            {"layers_streamed", n_streamed},
+            {"predicted",
+             {{"prefill_tokens_per_s", pred.ttft_s > 0 ? static_cast<double>(r.prompt_tokens.size()) / pred.ttft_s : 0.0},
+              {"decode_tokens_per_s", pred.decode_tps_per_seq},
+              {"decode_bottleneck", planner::stream_name(pred.decode.bottleneck)}}}};
 }
 
 std::string read_prompt(const GenerateOptions& o) {
@@ -38,7 +55,9 @@ std::string read_prompt(const GenerateOptions& o) {
 int run_generate(const GenerateOptions& o) {
     const std::string prompt = read_prompt(o);
     if (prompt.empty()) throw UsageError("the prompt is empty", "give some text with -p, -f or on standard input");
-    Engine engine(o.m.engine());
+    EngineOptions eo = o.m.engine();
+    eo.n_predict = o.n_predict;  // the plan's workload
+    Engine engine(eo);
     const Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(prompt, tok.add_bos_default() && !o.no_bos, true);
 
@@ -59,6 +78,7 @@ int run_generate(const GenerateOptions& o) {
              {{"prefill_tokens_per_s", r.prefill_tokens_per_s()}, {"decode_tokens_per_s", r.decode_tokens_per_s()}}},
             {"memory", {{"peak_rss_bytes", peak_rss_bytes()}, {"layers_streamed", engine.weights().residency().n_streamed()},
                         {"bytes_streamed", engine.weights().stats().bytes_read}}},
+            {"plan", plan_json(engine.placement(), r)},
         };
         std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return 0;

@@ -53,6 +53,13 @@ std::vector<DType> kv_types(const std::string& s) {
     return {*t};
 }
 
+// An installed capacity (--dram, --gpu-mem, --nvme-size) is a size: a share of it would be circular.
+uint64_t capacity(const std::string& text, const char* flag) {
+    if (text.find('%') != std::string::npos)
+        throw UsageError(fmt::format("{} '{}' is a share, but a capacity must be a size", flag, text), "write e.g. 64G");
+    return parse_size(text, flag, 0);
+}
+
 HardwareProfile load_hardware(const PlanOptions& o) {
     const bool dry_run = !o.system.empty() || !o.gpu.empty() || !o.cpu.empty() || !o.pcie.empty() || !o.nvme.empty() ||
                          !o.dram_kind.empty();
@@ -63,9 +70,9 @@ HardwareProfile load_hardware(const PlanOptions& o) {
     } else if (dry_run) {
         DryRunSpec spec;
         spec.system = o.system, spec.gpu = o.gpu, spec.pcie = o.pcie, spec.cpu = o.cpu, spec.dram_kind = o.dram_kind, spec.nvme = o.nvme;
-        if (!o.gpu_mem.empty()) spec.gpu_memory = parse_size(o.gpu_mem, "--gpu-mem");
-        if (!o.dram.empty()) spec.dram = parse_size(o.dram, "--dram");
-        if (!o.nvme_size.empty()) spec.nvme_capacity = parse_size(o.nvme_size, "--nvme-size");
+        if (!o.gpu_mem.empty()) spec.gpu_memory = capacity(o.gpu_mem, "--gpu-mem");
+        if (!o.dram.empty()) spec.dram = capacity(o.dram, "--dram");
+        if (!o.nvme_size.empty()) spec.nvme_capacity = capacity(o.nvme_size, "--nvme-size");
         if (o.nvme_bw > 0) spec.nvme_read_gbps = o.nvme_bw;
         return profile_from_catalog(spec);
     } else if (auto cached = load_cached_profile()) {
@@ -83,10 +90,10 @@ HardwareProfile load_hardware(const PlanOptions& o) {
     // Capacities given on the command line override the profile's.
     if (!o.gpu_mem.empty()) {
         if (!hw.gpu) throw UsageError("--gpu-mem given but the profile has no GPU", "name one with --gpu");
-        hw.gpu->memory_bytes = parse_size(o.gpu_mem, "--gpu-mem");
+        hw.gpu->memory_bytes = capacity(o.gpu_mem, "--gpu-mem");
     }
-    if (!o.dram.empty()) hw.dram.capacity_bytes = parse_size(o.dram, "--dram");
-    if (!o.nvme_size.empty()) hw.nvme.capacity_bytes = parse_size(o.nvme_size, "--nvme-size");
+    if (!o.dram.empty()) hw.dram.capacity_bytes = capacity(o.dram, "--dram");
+    if (!o.nvme_size.empty()) hw.nvme.capacity_bytes = capacity(o.nvme_size, "--nvme-size");
     if (o.nvme_bw > 0) hw.nvme.write_gbps *= o.nvme_bw / hw.nvme.read_gbps, hw.nvme.read_gbps = o.nvme_bw;
     return hw;
 }
@@ -123,9 +130,9 @@ int run_plan(const PlanOptions& o) {
     const HardwareProfile hw = load_hardware(o);
     const Workload wl = load_workload(o);
     opts.budgets = default_budgets(hw);
-    if (!o.gpu_budget.empty()) opts.budgets.gpu = static_cast<double>(parse_size(o.gpu_budget, "--gpu-budget"));
-    if (!o.dram_budget.empty()) opts.budgets.dram = static_cast<double>(parse_size(o.dram_budget, "--dram-budget"));
-    if (!o.nvme_budget.empty()) opts.budgets.nvme = static_cast<double>(parse_size(o.nvme_budget, "--nvme-budget"));
+    if (!o.gpu_budget.empty()) opts.budgets.gpu = static_cast<double>(parse_size(o.gpu_budget, "--gpu-budget", hw.gpu ? hw.gpu->memory_bytes : 0));
+    if (!o.dram_budget.empty()) opts.budgets.dram = static_cast<double>(parse_size(o.dram_budget, "--dram-budget", hw.dram.capacity_bytes));
+    if (!o.nvme_budget.empty()) opts.budgets.nvme = static_cast<double>(parse_size(o.nvme_budget, "--nvme-budget", hw.nvme.capacity_bytes));
 
     const SearchResult r = search_plans(shape, hw, wl, opts);
     const std::string json = r.best.to_json();

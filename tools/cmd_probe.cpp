@@ -20,7 +20,7 @@ int run_probe(const ProbeOptions& o) {
     std::error_code ec;
     if (!o.disk_dir.empty()) po.disk_dir = o.disk_dir;
     else if (std::filesystem::is_directory(models_dir(), ec)) po.disk_dir = models_dir();
-    if (!o.disk_size.empty()) po.disk_bytes = parse_size(o.disk_size, "--disk-size");
+    if (!o.disk_size.empty()) po.disk_bytes = parse_size(o.disk_size, "--disk-size", storage::system_ram_bytes());
     fmt::print(stderr, "strata: measuring DRAM, CPU matmul rates and the disk at {}...\n",
                po.disk_dir.empty() ? std::filesystem::temp_directory_path().string() : po.disk_dir.string());
     const HardwareProfile p = probe_machine(po);

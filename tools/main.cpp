@@ -24,6 +24,9 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "DRAM budget for weights, KV cache and buffers, e.g. 512M, 6G, 40% (default: $STRATA_DRAM, "
                    "else no limit); layers that do not fit are streamed from the model file");
     cmd.add_option("--prefetch", m.prefetch, "streamed layers read ahead of compute")->capture_default_str();
+    cmd.add_option("--plan", m.plan_file,
+                   "place layers by this plan (JSON from `strata plan -m MODEL -o FILE`) instead of planning from --dram");
+    cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running");
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
 }
 

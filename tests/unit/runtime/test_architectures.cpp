@@ -14,6 +14,7 @@
 #include "runtime/weight_store.h"
 #include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/planned.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
@@ -34,7 +35,7 @@ TEST_CASE("llama, mistral and qwen2 forward passes match the reference logits", 
             auto hp = Hparams::from_gguf(file);
             CHECK(arch_name(hp.arch) == arch);
             storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
-            WeightStore weights(file, hp, unlimited, 0, 2);
+            WeightStore weights(file, hp, unlimited, 0, 2, test::planned(file));
             Forward fwd(hp, weights);
             KvCache kv(hp.n_layer, 64, hp.n_embd_kv());
 

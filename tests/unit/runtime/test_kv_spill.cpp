@@ -12,6 +12,7 @@
 #include "runtime/weight_store.h"
 #include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/planned.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
@@ -22,7 +23,7 @@ TEST_CASE("spilled KV layers give the same logits as an all-DRAM cache", "[unit]
     auto file = GgufFile::open(path);
     auto hp = Hparams::from_gguf(file);
     storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
-    WeightStore store(file, hp, unlimited, 0, 2);
+    WeightStore store(file, hp, unlimited, 0, 2, test::planned(file));
     Forward fwd(hp, store);
     cpu::ThreadPool pool(2);
     const std::vector<int32_t> ids{7, 1, 2, 80, 44, 3, 9, 12, 70, 31, 5};

@@ -1,11 +1,11 @@
 #include <catch2/catch.hpp>
 
-#include <random>
-
+#include "planner/plan.h"
 #include "runtime/core/error.h"
 #include "runtime/residency.h"
 
 using namespace strata;
+using planner::WeightOption;
 
 namespace {
 constexpr uint64_t kMiB = 1 << 20;
@@ -18,60 +18,66 @@ ResidencyInput input(uint64_t budget) {
     in.prefetch_depth = 2;
     return in;
 }
+// A CPU plan keeping the first `n_resident` layers in DRAM and reading the rest from NVMe.
+planner::Plan cpu_plan(int n_layer, int n_resident) {
+    planner::Plan p;
+    p.n_layer = n_layer;
+    p.output = p.embedding = WeightOption::DramCpu;
+    for (int il = 0; il < n_layer; ++il)
+        p.layers.push_back({il, il < n_resident ? WeightOption::DramCpu : WeightOption::NvmeCpu, planner::KvOption::Dram,
+                            planner::Device::Cpu});
+    return p;
+}
 }  // namespace
 
-TEST_CASE("residency: everything resident when the budget allows", "[unit][residency]") {
-    for (uint64_t budget : {uint64_t{0}, 350 * kMiB, 1000 * kMiB}) {
-        auto r = choose_residency(input(budget));
+TEST_CASE("residency: layers in DRAM are resident, layers on NVMe stream through depth + 1 buffers", "[unit][residency]") {
+    for (uint64_t budget : {uint64_t{0}, 350 * kMiB}) {
+        const auto r = residency_from_plan(cpu_plan(5, 5), input(budget));
         CHECK(r.n_streamed() == 0);
         CHECK(r.n_slots == 0);
         CHECK(r.resident_bytes == 300 * kMiB);
         CHECK(r.total_bytes == 350 * kMiB);
     }
-}
-
-TEST_CASE("residency: a smaller budget streams layers through a ring of depth + 1", "[unit][residency]") {
-    auto r = choose_residency(input(349 * kMiB));
-    // 100 fixed + 50 other + 3 x 40 ring = 270 MiB; 79 MiB left holds one resident layer.
-    CHECK(r.n_streamed() == 4);
+    // 100 fixed + 50 other + one resident layer + 3 x 40 ring = 310 MiB.
+    const auto r = residency_from_plan(cpu_plan(5, 1), input(349 * kMiB));
+    CHECK(r.resident == std::vector<bool>{true, false, false, false, false});
     CHECK(r.n_slots == 3);
     CHECK(r.slot_bytes == 40 * kMiB);
-    CHECK(r.total_bytes <= 349 * kMiB);
-    CHECK(r.resident[0]);
+    CHECK(r.total_bytes == 310 * kMiB);
+    // Fewer streamed layers than the read-ahead: one buffer each.
+    CHECK(residency_from_plan(cpu_plan(5, 4), input(0)).n_slots == 1);
 }
 
-TEST_CASE("residency: a budget below the minimum names the minimum", "[unit][residency]") {
-    CHECK_THROWS_AS(choose_residency(input(270 * kMiB - 1)), OutOfBudget);
+TEST_CASE("residency: a plan that keeps more than the budget holds is refused with the budget it needs", "[unit][residency]") {
     try {
-        choose_residency(input(269 * kMiB));
+        residency_from_plan(cpu_plan(5, 3), input(300 * kMiB));
+        FAIL("no OutOfBudget");
     } catch (const OutOfBudget& e) {
-        CHECK_THAT(e.hint(), Catch::Contains("--dram 270 MiB"));
+        // 100 + 50 + 3 x 40 resident + 2 x 40 ring = 350 MiB.
+        CHECK_THAT(e.what(), Catch::Contains("keeps 3 of 5 layers resident") && Catch::Contains("350 MiB"));
+        CHECK_THAT(e.hint(), Catch::Contains("--dram 350 MiB"));
     }
-    CHECK_NOTHROW(choose_residency(input(270 * kMiB)));
+    CHECK_NOTHROW(residency_from_plan(cpu_plan(5, 3), input(350 * kMiB)));
 }
 
-TEST_CASE("residency: never more than the budget (random shapes)", "[unit][residency]") {
-    std::mt19937 rng(3);
-    for (int i = 0; i < 2000; ++i) {
-        ResidencyInput in;
-        in.fixed_bytes = rng() % (1000 * kMiB);
-        in.other_bytes = rng() % (1000 * kMiB);
-        in.prefetch_depth = 1 + static_cast<int>(rng() % 4);
-        in.layer_bytes.resize(1 + rng() % 40);
-        uint64_t sum = in.fixed_bytes + in.other_bytes;
-        for (auto& b : in.layer_bytes) sum += (b = 1 + rng() % (500 * kMiB));
-        in.budget = 1 + rng() % (sum + 100 * kMiB);
-        try {
-            auto r = choose_residency(in);
-            INFO("case " << i);
-            CHECK(r.total_bytes <= in.budget);
-            CHECK(r.n_slots <= in.prefetch_depth + 1);
-            CHECK((r.n_streamed() == 0) == (r.n_slots == 0));
-        } catch (const OutOfBudget&) {
-            // Only when even the ring does not fit.
-            uint64_t largest = *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
-            const int slots = std::min<int>(static_cast<int>(in.layer_bytes.size()), in.prefetch_depth + 1);
-            CHECK(in.fixed_bytes + in.other_bytes + ring_bytes(largest, slots) > in.budget);
-        }
+TEST_CASE("residency: a plan this runtime cannot run is a usage error", "[unit][residency]") {
+    CHECK_THROWS_AS(residency_from_plan(cpu_plan(4, 4), input(0)), UsageError);  // another model
+    auto gpu = cpu_plan(5, 5);
+    gpu.has_gpu = true;
+    gpu.layers[2].weights = WeightOption::Gpu;
+    CHECK_THROWS_WITH(residency_from_plan(gpu, input(0)), Catch::Contains("CPU only"));
+}
+
+TEST_CASE("residency: the smallest budget names what it must hold", "[unit][residency]") {
+    // 100 fixed + 50 other + 3 x 40 ring.
+    CHECK(full_ring_bytes(input(0)) == 120 * kMiB);
+    CHECK_NOTHROW(check_min_budget(input(0), 270 * kMiB));  // no limit
+    CHECK_NOTHROW(check_min_budget(input(270 * kMiB), 270 * kMiB));
+    try {
+        check_min_budget(input(269 * kMiB), 270 * kMiB);
+        FAIL("no OutOfBudget");
+    } catch (const OutOfBudget& e) {
+        CHECK_THAT(e.what(), Catch::Contains("3 streaming buffers 120 MiB"));
+        CHECK_THAT(e.hint(), Catch::Contains("--dram 270 MiB"));
     }
 }

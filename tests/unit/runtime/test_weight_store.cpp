@@ -14,6 +14,7 @@
 #include "runtime/weight_store.h"
 #include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/planned.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
@@ -33,7 +34,7 @@ TEST_CASE("streamed layers arrive with the same bytes as the mapped file, pass a
 
     // Layers of ~3.9 MiB: room for the head, a ring of 3 layer buffers and one more layer.
     storage::MemoryBudget budget("DRAM", 17 << 20, "--dram");
-    WeightStore store(file, hp, budget, 0, 2);
+    WeightStore store(file, hp, budget, 0, 2, test::planned(file));
     REQUIRE(store.residency().n_streamed() == 5);
     CHECK(budget.used() <= budget.limit());
 
@@ -64,7 +65,7 @@ TEST_CASE("a forward pass with streamed layers gives the same logits as with all
 
     auto logits_with = [&](uint64_t budget_bytes) {
         storage::MemoryBudget budget("DRAM", budget_bytes, "--dram");
-        WeightStore store(file, hp, budget, 0, 1);
+        WeightStore store(file, hp, budget, 0, 1, test::planned(file));
         Forward fwd(hp, store);
         KvCache kv(hp.n_layer, 32, hp.n_embd_kv());
         std::vector<float> prefill, step, all;
@@ -92,7 +93,7 @@ TEST_CASE("the trace shows every layer read, wait and compute slice", "[unit][st
     {
         Trace trace(trace_path);
         storage::MemoryBudget budget("DRAM", 17 << 20, "--dram");
-        WeightStore store(file, hp, budget, 0, 2);
+        WeightStore store(file, hp, budget, 0, 2, test::planned(file));
         store.set_trace(&trace);
         for (int pass = 0; pass < 2; ++pass)
             for (int il = 0; il < hp.n_layer; ++il) {

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Predicted vs measured decode tokens/s for a few placements on this machine.
+
+Runs `strata generate --json` for each case (a model and a --dram budget) a few times and
+prints a markdown table: the placement the planner chose, the tokens/s it predicts for that
+very run (the prompt and generated lengths of the run, this machine's cached profile) and the
+measured tokens/s (median, with min-max over the runs), and the error of the prediction.
+
+    python3 bench/plan_vs_measured.py [--strata build/strata] [--runs 3] [-n 64] [--ctx 512]
+                                      [--profile FILE | --cached] [--case MODEL:DRAM ...] [--keep]
+
+  DRAM is a size strata accepts (100M), 'unlimited', or 'NN%%' of the model file's size.
+  The plans are made from a profile measured just before (`strata probe`, a few seconds, kept
+  out of the user's cache through XDG_CACHE_HOME), from --profile FILE, or with --cached from
+  the cached profile a plain `strata generate` would use.
+  Default cases: SmolLM2-135M-Instruct Q4_1 from the model cache at unlimited / 100M / 70M,
+  and a synthetic tinyllama-1.1b Q8_0 (bench/make_synthetic_gguf.py, written to /tmp and
+  deleted afterwards unless --keep) at 100%% / 50%% / 25%% of its file size.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SMOLLM2 = os.path.expanduser("~/.cache/strata/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+SYNTH = "/tmp/strata-plan-vs-measured-tinyllama-q8_0.gguf"
+PROMPT = "The history of the printing press begins"
+
+
+def dram_arg(spec: str, model: str) -> str | None:
+    if spec == "unlimited":
+        return None
+    if spec.endswith("%"):
+        return str(int(os.path.getsize(model) * float(spec[:-1]) / 100))
+    return spec
+
+
+def run_once(strata: str, model: str, dram: str | None, n: int, ctx: int, env: dict) -> dict:
+    cmd = [strata, "generate", "-m", model, "-c", str(ctx), "-n", str(n), "--temp", "0", "--ignore-eos",
+           "-p", PROMPT, "--json"]
+    if dram:
+        cmd += ["--dram", dram]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        # A budget too small is a result too: the table shows strata's one-line reason.
+        raise RuntimeError(p.stderr.strip().splitlines()[0].removeprefix("strata: error: "))
+    return json.loads(p.stdout)
+
+
+def read_gbps(r: dict) -> float:
+    """Streamed bytes per second during decode: one pass per generated token but the last,
+    and the prefill's pass (prompts here fit one ubatch) counted out."""
+    n = len(r["tokens"])
+    if n < 2 or r["memory"]["bytes_streamed"] == 0:
+        return 0.0
+    per_pass = r["memory"]["bytes_streamed"] / n
+    return per_pass * (n - 1) / (n / r["timings"]["decode_tokens_per_s"]) / 1e9
+
+
+def fmt_range(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--strata", default=os.path.join(HERE, "..", "build", "strata"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("-n", type=int, default=64, help="tokens generated per run")
+    ap.add_argument("--ctx", type=int, default=512, help="context (sizes the KV cache the budget holds)")
+    ap.add_argument("--case", action="append", default=[], help="MODEL:DRAM (repeatable)")
+    ap.add_argument("--keep", action="store_true", help="keep the synthetic model")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--profile", help="hardware profile JSON to plan with (default: probe now)")
+    g.add_argument("--cached", action="store_true", help="plan with the user's cached profile")
+    args = ap.parse_args()
+
+    env = dict(os.environ)
+    cache = None
+    if not args.cached:
+        # strata reads $XDG_CACHE_HOME/strata/hardware.json; models are passed with -m.
+        cache = tempfile.mkdtemp(prefix="strata-pvm-")
+        os.makedirs(os.path.join(cache, "strata"))
+        profile = os.path.join(cache, "strata", "hardware.json")
+        if args.profile:
+            shutil.copy(args.profile, profile)
+        else:
+            subprocess.run([args.strata, "probe", "--no-cache", "-o", profile], check=True, stdout=subprocess.DEVNULL)
+        env["XDG_CACHE_HOME"] = cache
+        with open(profile) as f:
+            hw = json.load(f)
+        q = {r["type"]: r["gemv_gbps"] for r in hw["cpu"]["rates"]}
+        print(f"profile: DRAM read {hw['dram']['read_gbps']:.1f} GB/s, disk read {hw['nvme']['read_gbps']:.2f} GB/s, "
+              f"GEMV Q4_1 {q.get('Q4_1', 0):.1f} / Q8_0 {q.get('Q8_0', 0):.1f} GB/s\n")
+
+    cases = [tuple(c.rsplit(":", 1)) for c in args.case]
+    made_synth = False
+    if not cases:
+        cases = [(SMOLLM2, d) for d in ("unlimited", "100M", "70M")]
+        if not os.path.exists(SYNTH):
+            subprocess.run([sys.executable, os.path.join(HERE, "make_synthetic_gguf.py"), "--shape", "tinyllama-1.1b",
+                            "--type", "Q8_0", "-o", SYNTH], check=True)
+            made_synth = True
+        # 25% is below what the output head, embeddings and ring need; 35% is near the floor.
+        cases += [(SYNTH, d) for d in ("100%", "50%", "35%", "25%")]
+
+    print("| model | --dram | layers resident / streamed | predicted bottleneck | predicted tok/s | measured tok/s, median (min-max) "
+          "| error | streamed GB/s in decode | prefill tok/s predicted / measured |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    try:
+        for model, spec in cases:
+            dram = dram_arg(spec, model)
+            label = spec if dram is None or not spec.endswith("%") else f"{spec} = {int(dram) / 2**20:.0f} MiB"
+            try:
+                runs = [run_once(args.strata, model, dram, args.n, args.ctx, env) for _ in range(args.runs)]
+            except RuntimeError as e:
+                print(f"| {os.path.basename(model)} | {label} | refused: {e} | | | | | | |", flush=True)
+                continue
+            plan = runs[-1]["plan"]
+            predicted = statistics.median(r["plan"]["predicted"]["decode_tokens_per_s"] for r in runs)
+            measured = [r["timings"]["decode_tokens_per_s"] for r in runs]
+            pre_p = statistics.median(r["plan"]["predicted"]["prefill_tokens_per_s"] for r in runs)
+            pre_m = statistics.median(r["timings"]["prefill_tokens_per_s"] for r in runs)
+            err = (statistics.median(measured) - predicted) / predicted
+            gbps = statistics.median(read_gbps(r) for r in runs)
+            print(f"| {os.path.basename(model)} | {label} | {plan['layers_resident']} / {plan['layers_streamed']} | "
+                  f"{plan['predicted']['decode_bottleneck']} | {predicted:.1f} | {fmt_range(measured)} | {err:+.0%} | "
+                  f"{f'{gbps:.2f}' if gbps else '-'} | {pre_p:.0f} / {pre_m:.0f} |", flush=True)
+    finally:
+        if made_synth and not args.keep:
+            os.remove(SYNTH)
+        if cache:
+            shutil.rmtree(cache)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+#include "runtime/placement.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "models/gguf_file.h"
+#include "planner/catalog.h"
+#include "planner/policy_search.h"
+#include "planner/probe.h"
+#include "runtime/core/error.h"
+#include "runtime/core/log.h"
+#include "storage/budget.h"
+
+namespace strata {
+
+using planner::KvOption;
+using planner::WeightOption;
+
+namespace {
+
+// The plan as this runtime runs it: K and V in DRAM as float32 (runtime/kv_cache.h),
+// attention on the CPU, the output layer and embedding table in DRAM.
+planner::Plan as_run(planner::Plan p) {
+    p.policy.kv_type = DType::F32;
+    p.policy.recompute = false;
+    p.policy.cpu_attention = true;
+    p.output = p.embedding = WeightOption::DramCpu;
+    p.hidden = planner::HiddenOption::Dram;
+    for (auto& l : p.layers) l.kv = KvOption::Dram, l.attention = planner::Device::Cpu;
+    return p;
+}
+
+// Every layer in DRAM, or every layer on NVMe: the two ends of what the planner may choose.
+double planner_dram(const planner::ModelShape& s, const planner::HardwareProfile& hw, const planner::Workload& wl,
+                    WeightOption w) {
+    planner::Plan p;
+    p.model_name = s.name;
+    p.n_layer = s.n_layer;
+    p.model_weight_bytes = s.total_weight_bytes();
+    p.weight_type = s.weight_type;
+    p.workload = wl;
+    for (int32_t il = 0; il < s.n_layer; ++il) p.layers.push_back({il, w, KvOption::Dram, planner::Device::Cpu});
+    return planner::evaluate_plan(s, hw, wl, as_run(p)).used.dram;
+}
+
+// The planner's DRAM budget standing for the runtime's. The cost model counts DRAM its own
+// way (a prefill working set, two staging buffers), the runtime its own (one ubatch of
+// activations, depth + 1 ring buffers). The budget is shifted by the largest difference over
+// any choice of streamed layers, so whatever the planner keeps resident, the runtime can
+// hold. `s` counts each layer as the runtime reads it (ResidencyInput::layer_bytes).
+double planner_budget(const ResidencyInput& in, const planner::ModelShape& s, const planner::HardwareProfile& hw,
+                      const planner::Workload& wl) {
+    constexpr double kSlack = 4096;  // covers the planner's tolerance in `fits` and float sums
+    uint64_t all = in.fixed_bytes + in.other_bytes;
+    for (uint64_t b : in.layer_bytes) all += b;
+    const double p_all = planner_dram(s, hw, wl, WeightOption::DramCpu);
+    if (in.budget == 0 || all <= in.budget) return p_all + kSlack;  // everything stays resident
+
+    // The runtime's ring over the cost model's two staging buffers, at worst (m is the
+    // largest streamed layer; fewer streamed layers only shrink the ring).
+    double ring_excess = 0;
+    for (uint64_t m : in.layer_bytes)
+        ring_excess = std::max(ring_excess, static_cast<double>(ring_bytes(m, ring_slots(in))) - 2.0 * static_cast<double>(m));
+    const double delta = static_cast<double>(all) - p_all + ring_excess;
+    // Streaming every layer needs the least; it fits when the budget holds the full ring, and
+    // p_none admits that plan. A budget that holds everything needs no ring at all.
+    check_min_budget(in, std::min(all, in.fixed_bytes + in.other_bytes + full_ring_bytes(in)));
+    const double p_none = planner_dram(s, hw, wl, WeightOption::NvmeCpu);
+    const double budget = std::max(static_cast<double>(in.budget) - delta - kSlack, p_none);
+    STRATA_LOG_DEBUG("placement: the planner's DRAM budget is {} for the runtime's {}", planner::format_size(budget),
+                     storage::format_bytes(in.budget));
+    return budget;
+}
+
+}  // namespace
+
+planner::Prediction Placement::predict(int n_prompt, int n_generated) const {
+    planner::Workload wl;
+    wl.prompt_len = std::max(1, n_prompt);
+    wl.gen_len = std::max(1, n_generated);
+    return planner::evaluate_plan(shape, hw, wl, as_run(plan));
+}
+
+planner::HardwareProfile runtime_profile(std::string& source) {
+    planner::HardwareProfile hw;
+    if (auto cached = planner::load_cached_profile()) {
+        hw = std::move(*cached);
+        source = "the cached probe " + planner::profile_cache_path().string();
+    } else {
+        planner::DryRunSpec spec;
+        spec.gpu = "none";
+        spec.dram = storage::system_ram_bytes();
+        hw = planner::profile_from_catalog(spec);
+        source = "the catalog's generic desktop (no cached probe: `strata probe` measures this machine once)";
+    }
+    if (hw.gpu) {
+        hw.gpu.reset();
+        source += ", its GPU left out as the runtime computes on the CPU";
+    }
+    STRATA_LOG_INFO("placement: hardware profile from {}: {}", source, hw.summary());
+    return hw;
+}
+
+planner::Workload runtime_workload(int n_ctx, int n_predict) {
+    planner::Workload wl;
+    const int ctx = std::max(2, n_ctx);
+    wl.gen_len = n_predict > 0 ? std::min(n_predict, ctx - 1) : std::min(128, ctx / 2);
+    wl.prompt_len = ctx - wl.gen_len;
+    return wl;
+}
+
+Placement place(const GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts) {
+    Placement p;
+    p.shape = planner::ModelShape::from_gguf(file);
+    p.shape.kv_type = DType::F32;
+    p.hw = runtime_profile(p.hw_source);
+    const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
+    if (opts.given) {
+        opts.given->check_matches(p.shape);
+        p.plan = *opts.given;
+    } else {
+        // Layers as the runtime holds and reads them: page-aligned ranges of the file.
+        planner::ModelShape as_read = p.shape;
+        for (size_t il = 0; il < as_read.layers.size() && il < in.layer_bytes.size(); ++il)
+            as_read.layers[il].weight_bytes = in.layer_bytes[il];
+        planner::PlannerOptions po;
+        po.budgets = planner::default_budgets(p.hw);
+        po.budgets.dram = planner_budget(in, as_read, p.hw, wl);
+        po.kv_types = {DType::F32};
+        po.allow_recompute = false;
+        po.layers_only_on_nvme = true;
+        const planner::SearchResult r = planner::search_plans(as_read, p.hw, wl, po);
+        p.plan = r.best;
+        p.plan.model_weight_bytes = p.shape.total_weight_bytes();  // the identity `--plan` checks
+        p.search = {r.n_policies, r.seconds};
+    }
+    ResidencyInput unbounded = in;
+    unbounded.budget = 0;
+    p.residency = residency_from_plan(p.plan, unbounded);  // refuses what this runtime cannot run
+    const planner::Plan run = as_run(p.plan);
+    if (run.output != p.plan.output || run.embedding != p.plan.embedding || run.layers != p.plan.layers)
+        STRATA_LOG_WARN("placement: the plan puts the output layer, embeddings or KV cache on NVMe or on the GPU; "
+                        "this runtime keeps them in DRAM");
+    // Priced on this machine for this run as the runtime runs it, given or made alike.
+    p.plan.workload = wl;
+    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run);
+    // Memory as the runtime counts it, not as the cost model estimates it.
+    p.plan.budgets.dram = static_cast<double>(in.budget ? in.budget : std::max(p.hw.dram.capacity_bytes, p.residency.total_bytes));
+    p.plan.prediction.used.dram = static_cast<double>(p.residency.total_bytes);
+    STRATA_LOG_INFO("{}{}", planner::plan_summary(p.plan), opts.given ? " (given)" : "");
+    if (opts.on_plan) opts.on_plan(p);
+    p.residency = residency_from_plan(p.plan, in);
+    return p;
+}
+
+}  // namespace strata

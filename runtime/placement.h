@@ -1,0 +1,50 @@
+#pragma once
+// The plan the engine runs by. By default the planner makes it for this model (its GGUF
+// header), this machine (the cached `strata probe` profile, else the catalog's generic
+// desktop, so that starting never measures), the DRAM budget and a workload from the
+// options; `--plan FILE` gives one instead, checked against the model. Either way it becomes
+// the weight store's residency: layers in DRAM are resident, layers on NVMe are streamed.
+#include <functional>
+#include <string>
+
+#include "planner/hardware_profile.h"
+#include "planner/model_shape.h"
+#include "planner/plan.h"
+#include "planner/plan_report.h"
+#include "runtime/residency.h"
+
+namespace strata {
+
+class GgufFile;
+
+struct Placement {
+    planner::Plan plan;  // its DRAM budget and use are the runtime's (ResidencyInput) figures
+    planner::ModelShape shape;
+    planner::HardwareProfile hw;
+    std::string hw_source;        // where the profile came from, in words
+    planner::SearchStats search;  // n_policies 0: the plan was given
+    Residency residency;
+
+    // The plan priced on this machine for one request, as this runtime runs it (the plan's
+    // own prediction is for the workload it was made for).
+    planner::Prediction predict(int n_prompt, int n_generated) const;
+};
+
+struct PlacementOptions {
+    const planner::Plan* given = nullptr;  // --plan FILE
+    int n_ctx = 1;                         // the context the KV cache holds
+    int n_predict = 0;                     // tokens generated per request, when known
+    std::function<void(const Placement&)> on_plan;  // before the budget is checked (--show-plan)
+};
+
+// The cached probe, else the catalog's generic desktop with this machine's RAM; any GPU is
+// left out (the runtime computes on the CPU). Logs one line saying which.
+planner::HardwareProfile runtime_profile(std::string& source);
+// A prompt and generation that fill n_ctx (what the KV cache is sized for), batch 1;
+// the generation is n_predict when known.
+planner::Workload runtime_workload(int n_ctx, int n_predict);
+// Throws UsageError for a given plan made for another model or for a GPU, OutOfBudget when
+// the budget cannot hold the head, KV cache and ring, or what a given plan keeps resident.
+Placement place(const GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts);
+
+}  // namespace strata
