@@ -18,6 +18,7 @@
 #include "runtime/core/log.h"
 #include "storage/budget.h"
 #include "storage/probe_io.h"
+#include "runtime/core/cache_dir.h"
 
 namespace strata::planner {
 
@@ -120,9 +121,7 @@ HardwareProfile probe_machine(const ProbeOptions& o) {
 }
 
 std::filesystem::path profile_cache_path() {
-    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "strata" / "hardware.json";
-    if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".cache" / "strata" / "hardware.json";
-    return std::filesystem::path(".cache") / "strata" / "hardware.json";
+    return cache_dir() / "hardware.json";
 }
 
 HardwareProfile load_profile(const std::filesystem::path& path) {

@@ -12,12 +12,25 @@
 #include "runtime/model_paths.h"
 #include "runtime/placement.h"
 #include "runtime/text_stream.h"
+#include "runtime/trace.h"
 #include "runtime/weight_store.h"
 #include "storage/budget.h"
 
 namespace strata {
 
 namespace {
+
+// KV layers that stay in DRAM: all of them when they fit next to the smallest weight
+// footprint (head, embeddings, the streaming ring); otherwise the last layers spill to disk
+// through a ring of their own.
+int kv_layers_in_dram(const ResidencyInput& in, uint64_t kv_layer, int n_layer, uint64_t kv_all) {
+    const uint64_t weights_floor = in.fixed_bytes + full_ring_bytes(in) + (in.other_bytes - kv_all);
+    if (in.budget == 0 || weights_floor + kv_all <= in.budget) return n_layer;
+    const uint64_t kv_ring = ring_bytes(kv_layer, std::min(n_layer, std::max(1, in.prefetch_depth + 1)));
+    check_min_budget(in, weights_floor + kv_ring);
+    return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - kv_ring) / kv_layer));
+}
+
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
@@ -32,22 +45,38 @@ Engine::Engine(const EngineOptions& opts)
     if (opts.n_ctx < 0) throw UsageError(fmt::format("context size {} is negative", opts.n_ctx));
     if (opts.prefetch_depth < 1) throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth));
     const int n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min(hp_.n_ctx_train, 4096);
-    kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv());
+    if (!opts.trace_path.empty()) trace_ = std::make_unique<Trace>(opts.trace_path);
     // What the forward pass holds besides weights: the KV cache, activations and one row of logits.
-    const uint64_t working = kv_->bytes() + Forward::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float);
-    // The planner decides which layers stay resident once the store knows their sizes.
+    const uint64_t activations = Forward::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float);
+    const uint64_t kv_layer = KvCache::layer_bytes(n_ctx, hp_.n_embd_kv());
+    const uint64_t kv_all = kv_layer * hp_.n_layer;
     PlacementOptions po;
     po.given = opts.plan ? &*opts.plan : nullptr;
     po.n_ctx = n_ctx;
     po.n_predict = opts.n_predict;
     po.on_plan = opts.on_plan;
-    weights_ = std::make_unique<WeightStore>(file_, hp_, *dram_, working, opts.prefetch_depth,
-                                             [&](const ResidencyInput& in) {
-                                                 placement_ = std::make_unique<Placement>(place(file_, in, po));
-                                                 return placement_->residency;
-                                             });
+    // Once the store knows the layers' sizes: first the KV cache (in DRAM, or its last
+    // layers spilled when even streaming every weight leaves too little room), then the
+    // planner decides which weight layers stay resident.
+    weights_ = std::make_unique<WeightStore>(
+        file_, hp_, *dram_, kv_all + activations, opts.prefetch_depth, [&](ResidencyInput in) {
+            KvSpillOptions spill;
+            spill.n_resident_layers = kv_layers_in_dram(in, kv_layer, hp_.n_layer, kv_all);
+            spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
+            spill.prefetch_depth = opts.prefetch_depth;
+            spill.budget = dram_.get();
+            kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv(), spill);
+            // The spill ring is charged to the budget by its pool; only resident KV stays in other_bytes.
+            in.other_bytes = in.other_bytes - kv_all + kv_->bytes();
+            if (in.budget) in.budget -= kv_->spill_buffer_bytes();
+            placement_ = std::make_unique<Placement>(place(file_, in, po));
+            return placement_->residency;
+        });
+    const uint64_t working = kv_->bytes() + activations;
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
     fwd_ = std::make_unique<Forward>(hp_, *weights_);
+    weights_->set_trace(trace_.get());
+    kv_->set_trace(trace_.get());
     STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, {} threads; {}",
                     arch_name(hp_.arch), hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv,
                     storage::format_bytes(weights_->weights().total_bytes()), n_ctx, pool_->n_threads(),

@@ -23,6 +23,7 @@ namespace cpu { class ThreadPool; }
 class KvCache;
 class Forward;
 class WeightStore;
+class Trace;
 struct Placement;
 
 struct EngineOptions {
@@ -34,6 +35,8 @@ struct EngineOptions {
     int n_predict = 0;            // tokens generated per request, when known: the plan's workload
     std::optional<planner::Plan> plan;  // --plan FILE: run by this plan instead of making one
     std::function<void(const Placement&)> on_plan;  // sees the plan before weights load (--show-plan)
+    std::filesystem::path kv_spill_dir;  // where KV layers that do not fit go; empty: the cache folder
+    std::filesystem::path trace_path;    // write a Chrome/Perfetto trace here; empty: none
 };
 
 struct GenerateParams {
@@ -62,6 +65,7 @@ public:
     const Tokenizer& tokenizer() const { return *tok_; }
     const GgufFile& file() const { return file_; }
     const WeightStore& weights() const { return *weights_; }
+    const KvCache& kv_cache() const { return *kv_; }
     const storage::MemoryBudget& dram() const { return *dram_; }
     // The plan the weights are placed by, with what it predicts (runtime/placement.h).
     const Placement& placement() const { return *placement_; }
@@ -82,6 +86,7 @@ public:
                             const std::function<bool(std::string_view)>& on_text = {});
 
 private:
+    std::unique_ptr<Trace> trace_;  // first in, last out: everything below may record into it
     GgufFile file_;
     Hparams hp_;
     std::unique_ptr<Tokenizer> tok_;

@@ -45,6 +45,8 @@ void KvCache::truncate(int32_t n) {
 
 uint64_t KvCache::bytes() const { return 2 * size_ * n_resident_ * sizeof(float); }
 
+uint64_t KvCache::spill_buffer_bytes() const { return spill_ ? spill_->buffer_bytes() : 0; }
+
 int32_t KvCache::n_spilled() const { return n_layer_ - n_resident_; }
 
 void KvCache::set_trace(Trace* trace) {

@@ -45,6 +45,7 @@ public:
     // Forgets positions >= n (keeps a shared prefix of n positions).
     void truncate(int32_t n);
     uint64_t bytes() const;  // DRAM held by resident layers
+    uint64_t spill_buffer_bytes() const;  // DRAM of the spill ring (charged to its budget)
     int32_t n_spilled() const;
     void set_trace(Trace* trace);
 

@@ -129,4 +129,6 @@ void KvSpill::truncate(int32_t n_past) {
 
 void KvSpill::set_trace(Trace* trace) { ring_->set_trace(trace); }
 
+uint64_t KvSpill::buffer_bytes() const { return pool_->bytes(); }
+
 }  // namespace strata

@@ -31,6 +31,7 @@ public:
     std::pair<float*, float*> current(int32_t layer) const;  // K and V of the begun layer
     void truncate(int32_t n_past);
     void set_trace(Trace* trace);
+    uint64_t buffer_bytes() const;
 
     static uint64_t layer_bytes(int32_t n_ctx, int32_t n_embd_kv);
 

@@ -4,19 +4,21 @@
 
 #include <fmt/format.h>
 
+#include "runtime/core/cache_dir.h"
 #include "runtime/core/error.h"
 
 namespace strata {
 
+namespace {
+const char* env(const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : nullptr;
+}
+}  // namespace
+
 std::filesystem::path models_dir() {
-    auto env = [](const char* name) -> const char* {
-        const char* v = std::getenv(name);
-        return v && *v ? v : nullptr;
-    };
     if (const char* m = env("STRATA_MODELS")) return m;
-    if (const char* xdg = env("XDG_CACHE_HOME")) return std::filesystem::path(xdg) / "strata" / "models";
-    if (const char* home = env("HOME")) return std::filesystem::path(home) / ".cache" / "strata" / "models";
-    return std::filesystem::path(".cache") / "strata" / "models";
+    return cache_dir() / "models";
 }
 
 std::filesystem::path default_model_path() { return models_dir() / kDefaultModelFile; }

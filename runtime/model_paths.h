@@ -3,6 +3,8 @@
 // ~/.cache/strata/models. The default model is SmolLM2-135M-Instruct (Q4_1).
 #include <filesystem>
 
+#include "runtime/core/cache_dir.h"
+
 namespace strata {
 
 inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";

@@ -19,6 +19,8 @@ EngineOptions ModelOptions::engine() const {
     e.n_threads = threads;
     e.n_ctx = ctx;
     e.prefetch_depth = prefetch;
+    e.kv_spill_dir = kv_spill;
+    e.trace_path = trace;
     std::string budget = dram;
     if (budget.empty())
         if (const char* env = std::getenv("STRATA_DRAM")) budget = env;

@@ -18,6 +18,8 @@ struct ModelOptions {
     int prefetch = 2;
     std::string plan_file;  // --plan: a plan JSON from `strata plan -o FILE` instead of planning
     bool show_plan = false; // print the plan table to stderr before running
+    std::string kv_spill;   // directory for KV layers that do not fit --dram
+    std::string trace;      // Chrome/Perfetto trace file
     int verbosity = 0;
     EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
 };
@@ -86,6 +88,15 @@ struct ProbeOptions {
     int verbosity = 0;
 };
 
+// `strata bench`: llama-bench's pp/tg tests (tools/cmd_bench.cpp).
+struct BenchOptions {
+    ModelOptions m;
+    int n_prompt = 512;  // pp<n_prompt>; 0 skips it
+    int n_gen = 128;     // tg<n_gen>; 0 skips it
+    int reps = 5;
+    bool json = false;
+};
+
 // All of standard input, without trailing newlines.
 std::string read_stdin();
 
@@ -95,5 +106,6 @@ int run_perplexity(const PerplexityOptions& o);
 int run_inspect(const InspectOptions& o);
 int run_plan(const PlanOptions& o);
 int run_probe(const ProbeOptions& o);
+int run_bench(const BenchOptions& o);
 
 }  // namespace strata::cli

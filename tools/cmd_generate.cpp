@@ -13,6 +13,7 @@
 #include "planner/plan_report.h"
 #include "runtime/core/error.h"
 #include "runtime/placement.h"
+#include "runtime/kv_cache.h"
 #include "runtime/weight_store.h"
 #include "tools/cli_options.h"
 
@@ -77,6 +78,7 @@ int run_generate(const GenerateOptions& o) {
             {"timings",
              {{"prefill_tokens_per_s", r.prefill_tokens_per_s()}, {"decode_tokens_per_s", r.decode_tokens_per_s()}}},
             {"memory", {{"peak_rss_bytes", peak_rss_bytes()}, {"layers_streamed", engine.weights().residency().n_streamed()},
+                        {"kv_layers_spilled", engine.kv_cache().n_spilled()},
                         {"bytes_streamed", engine.weights().stats().bytes_read}}},
             {"plan", plan_json(engine.placement(), r)},
         };

@@ -24,6 +24,10 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "DRAM budget for weights, KV cache and buffers, e.g. 512M, 6G, 40% (default: $STRATA_DRAM, "
                    "else no limit); layers that do not fit are streamed from the model file");
     cmd.add_option("--prefetch", m.prefetch, "streamed layers read ahead of compute")->capture_default_str();
+    cmd.add_option("--kv-spill", m.kv_spill,
+                   "directory for KV cache layers that do not fit --dram (default: the cache folder; "
+                   "the file is removed on exit)");
+    cmd.add_option("--trace", m.trace, "write a Chrome/Perfetto trace of layer reads and compute to FILE.json");
     cmd.add_option("--plan", m.plan_file,
                    "place layers by this plan (JSON from `strata plan -m MODEL -o FILE`) instead of planning from --dram");
     cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running");
@@ -125,6 +129,14 @@ int main(int argc, char** argv) {
     pr->add_flag("--no-cache", probe.no_cache, "do not update the cached profile that `strata plan` uses");
     pr->add_flag("-v,--verbose", probe.verbosity, "log more (-vv for debug)");
 
+    cli::BenchOptions bench;
+    auto* be = app.add_subcommand("bench", "measure prompt processing (pp) and generation (tg) speed, as llama-bench does");
+    add_model_options(*be, bench.m);
+    be->add_option("-p,--n-prompt", bench.n_prompt, "prompt tokens evaluated in one batch (pp test; 0 = skip)")->capture_default_str();
+    be->add_option("-n,--n-gen", bench.n_gen, "tokens generated one at a time (tg test; 0 = skip)")->capture_default_str();
+    be->add_option("-r,--repetitions", bench.reps, "repetitions of each test")->capture_default_str();
+    be->add_flag("--json", bench.json, "print one JSON object per test");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -138,6 +150,7 @@ int main(int argc, char** argv) {
         if (*i) return init_logging(0), cli::run_inspect(insp);
         if (*pl) return init_logging(plan.verbosity), cli::run_plan(plan);
         if (*pr) return init_logging(probe.verbosity), cli::run_probe(probe);
+        if (*be) return init_logging(bench.m.verbosity), cli::run_bench(bench);
     } catch (const Error& e) {
         std::fprintf(stderr, "strata: error: %s\n", e.what());
         if (!e.hint().empty()) std::fprintf(stderr, "  hint: %s\n", e.hint().c_str());

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
 
@@ -34,6 +35,26 @@ TEST_CASE("SmolLM2: the same tokens whether every layer is resident or most are 
         const uint64_t budget = std::stoull(dram) << 20;
         CHECK(part["memory"]["peak_rss_bytes"].get<uint64_t>() <= budget + kFixedOverhead);
     }
+}
+
+TEST_CASE("SmolLM2: KV cache layers spilled to disk give the same tokens", "[model][offload]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    auto run = [](const std::string& extra) {
+        auto r = test::run_strata("generate --json --temp 0.7 --seed 5 -n 24 --ctx 4096 -p 'The lighthouse keeper' " + extra);
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        return json::parse(r.out);
+    };
+    const json all = run("");
+    const auto trace = test::temp_path("offload_trace.json");
+    const json spilled = run("--dram 70M --kv-spill " + test::temp_path("kv").string() + " --trace " + trace.string());
+    CHECK(all["memory"]["kv_layers_spilled"] == 0);
+    CHECK(spilled["memory"]["kv_layers_spilled"].get<int>() > 20);
+    CHECK(spilled["tokens"] == all["tokens"]);
+    CHECK(spilled["memory"]["peak_rss_bytes"].get<uint64_t>() <= (70ull << 20) + kFixedOverhead);
+    CHECK(std::filesystem::is_empty(test::temp_path("kv")));  // the spill file is gone
+    CHECK(std::filesystem::file_size(trace) > 0);
 }
 
 TEST_CASE("SmolLM2: a budget below the minimum is refused with the minimum named", "[model][offload]") {
