@@ -7,24 +7,14 @@
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
 #include "runtime/core/error.h"
+#include "tests/support/dry_run_specs.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
 using namespace strata::planner;
 
-namespace {
-DryRunSpec gpu_spec(const char* gpu, uint64_t dram = 0) {
-    DryRunSpec s;
-    s.gpu = gpu;
-    if (dram) s.dram = dram;
-    return s;
-}
-[[maybe_unused]] DryRunSpec system_spec(const std::string& name) {
-    DryRunSpec s;
-    s.system = name;
-    return s;
-}
-}  // namespace
+using test::gpu_spec;
+using test::system_spec;
 
 TEST_CASE("the built-in catalog parses and names the required parts with sources", "[unit][planner]") {
     const Catalog& c = Catalog::builtin();

@@ -5,23 +5,13 @@
 #include "planner/policy_search.h"
 #include "planner/workload.h"
 #include "runtime/core/error.h"
+#include "tests/support/dry_run_specs.h"
 
 using namespace strata;
 using namespace strata::planner;
 
-namespace {
-DryRunSpec gpu_spec(const char* gpu, uint64_t dram = 0) {
-    DryRunSpec s;
-    s.gpu = gpu;
-    if (dram) s.dram = dram;
-    return s;
-}
-[[maybe_unused]] DryRunSpec system_spec(const std::string& name) {
-    DryRunSpec s;
-    s.system = name;
-    return s;
-}
-}  // namespace
+using test::gpu_spec;
+using test::system_spec;
 
 namespace {
 Plan sample_plan(ModelShape& shape) {
