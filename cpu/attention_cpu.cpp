@@ -1,44 +1,80 @@
 #include "cpu/attention_cpu.h"
 
+#include <algorithm>
 #include <cmath>
-#include <vector>
 
-#include <oneapi/tbb/enumerable_thread_specific.h>
-#include <oneapi/tbb/parallel_for.h>
-
-#include "cpu/norm_rope_act.h"
+#include "cpu/cpu_features.h"
+#include "cpu/gemm_x86.h"
+#include "cpu/thread_pool.h"
 
 namespace strata::cpu {
+
+void attention_tile_ref(const AttentionTile& t) {
+    const int64_t ld = t.n_kv_max + 16;
+    for (int m = 0; m < t.m; ++m) {
+        float* s = t.scores + m * ld;
+        const int64_t n = t.n_kv[m];
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) {
+            const float* k = t.k + j * t.kv_stride;
+            float dot = 0;
+            for (int32_t d = 0; d < t.head_dim; ++d) dot += t.q[m][d] * k[d];
+            s[j] = dot;
+            mx = std::max(mx, dot);
+        }
+        float sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+        const float inv = 1.0f / sum;
+        float* o = t.out[m];
+        for (int32_t d = 0; d < t.head_dim; ++d) o[d] = 0;
+        for (int64_t j = 0; j < n; ++j) {
+            const float* v = t.v + j * t.kv_stride;
+            const float w = s[j] * inv;
+            for (int32_t d = 0; d < t.head_dim; ++d) o[d] += w * v[d];
+        }
+    }
+}
 
 void attention(const AttentionArgs& a) {
     const int32_t group = a.n_head / a.n_head_kv;
     const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
     const int64_t q_stride = static_cast<int64_t>(a.n_head) * a.head_dim;
-    tbb::enumerable_thread_specific<std::vector<float>> scratch;
+    // Query rows per tile: all `group` heads of a KV head for `tok` tokens, at most 32 rows.
+    constexpr int kMaxRows = 32;
+    const int64_t tok = std::max<int64_t>(1, kMaxRows / group);
+    const int64_t n_tiles_t = (a.n_tokens + tok - 1) / tok;
+    const bool simd = active_path() == CpuPath::Avx512 && a.head_dim % 16 == 0 && a.head_dim <= 512 && group <= 512;
 
-    tbb::parallel_for(int64_t{0}, a.n_tokens * a.n_head, [&](int64_t task) {
-        const int64_t t = task / a.n_head;
-        const int32_t h = static_cast<int32_t>(task % a.n_head);
-        const int64_t n_kv = a.pos0 + t + 1;
-        const float* q = a.q + t * q_stride + static_cast<int64_t>(h) * a.head_dim;
-        const int64_t kv_off = static_cast<int64_t>(h / group) * a.head_dim;
-
-        auto& scores = scratch.local();
-        scores.resize(n_kv);
-        for (int64_t j = 0; j < n_kv; ++j) {
-            const float* k = a.k + j * a.kv_stride + kv_off;
-            float s = 0;
-            for (int32_t d = 0; d < a.head_dim; ++d) s += q[d] * k[d];
-            scores[j] = s * scale;
-        }
-        softmax(scores.data(), n_kv);
-        float* out = a.out + t * q_stride + static_cast<int64_t>(h) * a.head_dim;
-        for (int32_t d = 0; d < a.head_dim; ++d) out[d] = 0;
-        for (int64_t j = 0; j < n_kv; ++j) {
-            const float* v = a.v + j * a.kv_stride + kv_off;
-            const float w = scores[j];
-            for (int32_t d = 0; d < a.head_dim; ++d) out[d] += w * v[d];
-        }
+    parallel_for(a.n_head_kv * n_tiles_t, [&](int64_t task) {
+        const int32_t hk = static_cast<int32_t>(task % a.n_head_kv);
+        const int64_t t0 = (task / a.n_head_kv) * tok, t1 = std::min(a.n_tokens, t0 + tok);
+        const int m = static_cast<int>((t1 - t0) * group);
+        const int64_t n_kv_max = a.pos0 + t1;
+        // Scratch: the scaled query rows, row pointers and key counts, then the scores.
+        auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
+        const size_t q_bytes = align(sizeof(float) * m * a.head_dim), p_bytes = align(sizeof(void*) * m),
+                     n_bytes = align(sizeof(int64_t) * m);
+        uint8_t* buf = thread_scratch(3, q_bytes + 2 * p_bytes + n_bytes + sizeof(float) * m * (n_kv_max + 16));
+        auto* qs = reinterpret_cast<float*>(buf);
+        auto** qrows = reinterpret_cast<const float**>(buf + q_bytes);
+        auto** orows = reinterpret_cast<float**>(buf + q_bytes + p_bytes);
+        auto* nrows = reinterpret_cast<int64_t*>(buf + q_bytes + 2 * p_bytes);
+        auto* scores = reinterpret_cast<float*>(buf + q_bytes + 2 * p_bytes + n_bytes);
+        int r = 0;
+        for (int64_t t = t0; t < t1; ++t)
+            for (int32_t g = 0; g < group; ++g, ++r) {
+                const int32_t h = hk * group + g;
+                const float* src = a.q + t * q_stride + static_cast<int64_t>(h) * a.head_dim;
+                float* dst = qs + static_cast<int64_t>(r) * a.head_dim;
+                for (int32_t d = 0; d < a.head_dim; ++d) dst[d] = src[d] * scale;
+                qrows[r] = dst;
+                orows[r] = a.out + t * q_stride + static_cast<int64_t>(h) * a.head_dim;
+                nrows[r] = a.pos0 + t + 1;
+            }
+        AttentionTile tile{qrows, orows, nrows, m, n_kv_max, a.k + static_cast<int64_t>(hk) * a.head_dim,
+                           a.v + static_cast<int64_t>(hk) * a.head_dim, a.kv_stride, a.head_dim, scores};
+        if (simd) attention_tile_avx512(tile);
+        else attention_tile_ref(tile);
     });
 }
 

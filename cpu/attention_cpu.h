@@ -17,7 +17,27 @@ struct AttentionArgs {
     int64_t kv_stride = 0;      // floats between consecutive positions in k and v
 };
 
-// Parallel over (token, head) with oneTBB.
+// Parallel (cpu::parallel_for) over tiles of (KV head, up to 32 query rows: every query head
+// that shares the KV head, for several tokens), so each K and V row is read once per tile.
+// Per tile: scores for 16 keys at a time (K block transposed in L1, one broadcast FMA per 16
+// products), an exact softmax per row, then P V with the V row loaded once for 6 query rows.
+// AVX-512 when the active path has it and head_dim is a multiple of 16, else plain C++.
 void attention(const AttentionArgs& a);
+
+// One tile, for the kernels (attention_cpu.cpp, attention_avx512.cpp).
+struct AttentionTile {
+    const float* const* q;   // m query rows (head_dim values each), already scaled by 1/sqrt(d)
+    float* const* out;       // m output rows
+    const int64_t* n_kv;     // keys each row sees (a causal prefix), all <= n_kv_max
+    int m = 0;
+    int64_t n_kv_max = 0;
+    const float* k = nullptr;  // this KV head's first key; rows kv_stride floats apart
+    const float* v = nullptr;
+    int64_t kv_stride = 0;
+    int32_t head_dim = 0;
+    float* scores = nullptr;   // scratch: m x n_kv_max (+16) floats
+};
+void attention_tile_ref(const AttentionTile& t);
+void attention_tile_avx512(const AttentionTile& t);  // head_dim % 16 == 0
 
 }  // namespace strata::cpu

@@ -1,80 +1,117 @@
 #include "cpu/matmul.h"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
-
 #include <algorithm>
-#include <vector>
+#include <cstdlib>
 
+#include "cpu/gemm_x86.h"
 #include "cpu/quant.h"
-#include "cpu/quant_ref.h"
+#include "cpu/thread_pool.h"
 #include "runtime/core/error.h"
 
 namespace strata::cpu {
+
+uint8_t* thread_scratch(int slot, size_t bytes) {
+    struct Buf {
+        uint8_t* p = nullptr;
+        size_t n = 0;
+        ~Buf() { std::free(p); }
+    };
+    thread_local Buf bufs[4];
+    STRATA_ASSERT(slot >= 0 && slot < 4);
+    Buf& b = bufs[slot];
+    if (b.n < bytes) {
+        std::free(b.p);
+        const size_t n = (std::max(bytes, b.n + b.n / 2) + 63) & ~size_t{63};
+        b.p = static_cast<uint8_t*>(std::aligned_alloc(64, n));
+        if (!b.p) throw BackendError("cpu: out of memory for a " + std::to_string(n) + "-byte kernel buffer");
+        b.n = n;
+    }
+    return b.p;
+}
+
 namespace {
 
-// Rows per task: at least 8 tasks per thread, so a core slowed by other work does not hold up
-// the rest; at least ~16 KiB of weight-token work, so scheduling is noise; at most ~256 KiB of
-// weights, so a tile stays in L2 while every token group re-reads it.
+// Rows per task, a multiple of the 16-row kernel tile. Decode (few tokens): about 4 tasks per
+// thread, so a core slowed by other work does not hold up the rest, and at least 16 KiB of
+// weights each, so scheduling is noise. Prefill: 64 rows (the kernels pack 4 tiles together and
+// reuse each group of activation rows across them) when that still gives every thread 2 tasks.
 int64_t rows_per_task(int64_t n_rows, int64_t w_row_bytes, int64_t n_tokens) {
-    const int64_t n_threads = std::max(1, tbb::this_task_arena::max_concurrency());
-    const int64_t even = (n_rows + n_threads * 8 - 1) / (n_threads * 8);
-    const int64_t min_work = (16 << 10) / std::max<int64_t>(1, w_row_bytes * n_tokens);
-    const int64_t cache_cap = std::max<int64_t>(1, std::min<int64_t>(n_rows, (256 << 10) / w_row_bytes));
-    return std::clamp(std::max(even, min_work), int64_t{1}, cache_cap);
+    const int64_t n_threads = parallel_threads();
+    auto round16 = [](int64_t r) { return std::max<int64_t>(kRowTile, (r + kRowTile - 1) / kRowTile * kRowTile); };
+    if (n_tokens > 4) return n_rows >= 64 * 2 * n_threads ? 64 : kRowTile;
+    const int64_t even = (n_rows + n_threads * 4 - 1) / (n_threads * 4);
+    const int64_t min_work = (16 << 10) / std::max<int64_t>(1, w_row_bytes);
+    return round16(std::max(even, min_work));
 }
 
 }  // namespace
 
 void matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
             float* y) {
-    const DType atype = activation_type_for(wtype);  // throws for unsupported types
-    if (n_rows <= 0 || n_tokens <= 0) return;
+    const MatmulOut out{wtype, weights, n_rows, y};
+    matmul_many({&out, 1}, n_cols, x, n_tokens);
+}
+
+void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x, int64_t n_tokens) {
+    constexpr size_t kMaxOuts = 8;
+    STRATA_ASSERT(outs.size() <= kMaxOuts);
+    bool need_q8 = false;
+    for (const MatmulOut& o : outs) need_q8 |= act_format_for(o.wtype) == ActFormat::Q8x2;  // throws for unsupported types
+    if (n_tokens <= 0) return;
     if (n_cols == 0) {  // empty dot products
-        std::fill(y, y + n_rows * n_tokens, 0.0f);
+        for (const MatmulOut& o : outs) std::fill(o.y, o.y + o.n_rows * n_tokens, 0.0f);
         return;
     }
-    STRATA_ASSERT(n_cols % traits(wtype).block_elems == 0);
-    STRATA_ASSERT(n_cols % traits(atype).block_elems == 0);
-    const size_t w_stride = row_bytes(wtype, n_cols);
-    const size_t a_stride = row_bytes(atype, n_cols);
 
-    // Activations: each token row quantized once. F32 needs no conversion: use x as it is.
-    const uint8_t* acts = reinterpret_cast<const uint8_t*>(x);
-    // Per call, not thread_local: a thread waiting in parallel_for may run another matmul.
-    std::vector<uint8_t> scratch;
-    if (atype != DType::F32) {
-        scratch.resize(a_stride * n_tokens);
-        uint8_t* dst = scratch.data();
-        auto quantize = [&](int64_t t) { quantize_activations(atype, x + t * n_cols, dst + t * a_stride, n_cols); };
+    // Activations: each token row converted once; F32 needs no conversion.
+    const uint8_t* q8 = nullptr;
+    size_t q8_stride = 0;
+    if (need_q8) {
+        STRATA_ASSERT(n_cols % kActBlock == 0);
+        q8_stride = act_q8x2_bytes(n_cols);
+        // The caller's own buffer (slot 2: the kernels use 0, 1 and attention 3), reused.
+        uint8_t* acts = thread_scratch(2, q8_stride * n_tokens);
+        auto quantize = [&](int64_t t) {
+            quantize_activations(ActFormat::Q8x2, x + t * n_cols, acts + t * q8_stride, n_cols);
+        };
         if (n_tokens >= 8)
-            tbb::parallel_for(int64_t{0}, n_tokens, quantize);
+            parallel_for(n_tokens, quantize);
         else
             for (int64_t t = 0; t < n_tokens; ++t) quantize(t);
-        acts = dst;
+        q8 = acts;
     }
 
-    const auto* w = static_cast<const uint8_t*>(weights);
-    const int64_t tile = rows_per_task(n_rows, static_cast<int64_t>(w_stride), n_tokens);
-    const int64_t n_tasks = (n_rows + tile - 1) / tile;
-    tbb::parallel_for(
-        tbb::blocked_range<int64_t>(0, n_tasks, 1),
-        [&](const tbb::blocked_range<int64_t>& range) {
-            float out[kMaxTokens];
-            for (int64_t task = range.begin(); task < range.end(); ++task) {
-                const int64_t r0 = task * tile, r1 = std::min(n_rows, r0 + tile);
-                // Token groups outside, rows inside: the tile's rows stay in cache for every group.
-                for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxTokens) {
-                    const int nt = static_cast<int>(std::min<int64_t>(kMaxTokens, n_tokens - t0));
-                    for (int64_t r = r0; r < r1; ++r) {
-                        vec_dot_rows(wtype, w + r * w_stride, acts + t0 * a_stride, a_stride, nt, n_cols, out);
-                        for (int t = 0; t < nt; ++t) y[(t0 + t) * n_rows + r] = out[t];
-                    }
-                }
-            }
-        },
-        tbb::simple_partitioner());
+    MatmulJob jobs[kMaxOuts];
+    int64_t tile[kMaxOuts], first_task[kMaxOuts + 1];
+    first_task[0] = 0;
+    for (size_t i = 0; i < outs.size(); ++i) {
+        const MatmulOut& o = outs[i];
+        STRATA_ASSERT(n_cols % traits(o.wtype).block_elems == 0);
+        MatmulJob& job = jobs[i];
+        job.w = static_cast<const uint8_t*>(o.weights);
+        job.w_stride = row_bytes(o.wtype, n_cols);
+        job.n_rows = o.n_rows;
+        job.n_cols = n_cols;
+        job.n_tok = n_tokens;
+        job.y = o.y;
+        job.ldy = o.n_rows;
+        if (act_format_for(o.wtype) == ActFormat::F32) {
+            job.acts = reinterpret_cast<const uint8_t*>(x);
+            job.a_stride = n_cols * sizeof(float);
+        } else {
+            job.acts = q8;
+            job.a_stride = q8_stride;
+        }
+        tile[i] = rows_per_task(o.n_rows, static_cast<int64_t>(job.w_stride), n_tokens);
+        first_task[i + 1] = first_task[i] + (o.n_rows + tile[i] - 1) / tile[i];
+    }
+    const int64_t n_tasks = first_task[outs.size()];
+    parallel_for(n_tasks, [&](int64_t task) {
+        size_t i = 0;
+        while (task >= first_task[i + 1]) ++i;
+        const int64_t r0 = (task - first_task[i]) * tile[i];
+        matmul_rows(outs[i].wtype, jobs[i], r0, std::min(outs[i].n_rows, r0 + tile[i]));
+    });
 }
 
 }  // namespace strata::cpu

@@ -1,6 +1,7 @@
 #pragma once
 // y = x W^T for one weight matrix in its GGUF type: the CPU backend's matmul.
 #include <cstdint>
+#include <span>
 
 #include "runtime/core/dtype.h"
 
@@ -10,11 +11,25 @@ namespace strata::cpu {
 //          rows row_bytes(wtype, n_cols) apart; n_cols is a multiple of wtype's block size.
 // x:       n_tokens x n_cols floats, row-major.
 // y:       n_tokens x n_rows floats, row-major: y[t][r] = dot(W[r], x[t]).
-// Each x row is quantized once to activation_type_for(wtype). Rows are split across the threads
-// of the caller's tbb::task_arena; each weight row is read once per group of up to
-// kMaxTokens (quant_ref.h) tokens, and a tile of rows stays in cache across the groups.
-// Throws BackendError for a type without CPU kernels.
+// Each x row is converted once to act_format_for(wtype) (quant.h) into a per-thread buffer
+// that is reused across calls. Rows are split across the threads of the current
+// cpu::ThreadPool (thread_pool.h; oneTBB's when none is current) in multiples of 16, the SIMD
+// kernels' row tile; the kernels pick the decode (<= 4 tokens: one pass over the weights) or
+// prefill (packed tiles, AMX where available) strategy themselves. Throws BackendError for a
+// type without CPU kernels.
 void matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
             float* y);
+
+// One output of matmul_many: y (n_tokens x n_rows) = x W^T.
+struct MatmulOut {
+    DType wtype = DType::F32;
+    const void* weights = nullptr;
+    int64_t n_rows = 0;
+    float* y = nullptr;
+};
+// The same x times several weight matrices (q, k and v; gate and up): x is converted once per
+// activation format and the row tasks of all of them share one parallel loop (one wake-up and
+// one join instead of one per matrix, which matters for small decode matmuls).
+void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x, int64_t n_tokens);
 
 }  // namespace strata::cpu

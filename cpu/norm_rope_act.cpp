@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu/cpu_features.h"
+#include "cpu/gemm_x86.h"
+
 namespace strata::cpu {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -30,6 +33,7 @@ void rope(float* x, int32_t n_heads, int64_t pos, const RopeParams& p) {
 }
 
 void swiglu(float* gate, const float* up, int64_t n) {
+    if (active_path() == CpuPath::Avx512) return swiglu_avx512(gate, up, n);
     for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 

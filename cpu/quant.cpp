@@ -16,6 +16,7 @@ constexpr int kTypeSlots = 64;  // GGUF type ids are small; BF16 is 30
 // lookup never needs a second try.
 struct PathTables {
     std::array<std::array<QuantKernels, kTypeSlots>, 3> by_path{};
+    std::array<std::array<ActKernels, 2>, 3> act{};
     PathTables() {
         for (int id = 0; id < kTypeSlots; ++id) {
             const auto t = static_cast<DType>(id);
@@ -24,23 +25,36 @@ struct PathTables {
             by_path[0][id] = k;
             auto merge = [&](QuantKernels fast) {
                 if (fast.dequantize) k.dequantize = fast.dequantize;
-                if (fast.vec_dot) k.vec_dot = fast.vec_dot;
-                if (fast.quantize) k.quantize = fast.quantize;
+                if (fast.matmul_rows) k.matmul_rows = fast.matmul_rows;
             };
             if (path_supported(CpuPath::Avx2)) merge(avx2_kernels(t));
             by_path[1][id] = k;
             if (path_supported(CpuPath::Avx512)) merge(avx512_kernels(t));
             by_path[2][id] = k;
         }
+        for (ActFormat f : {ActFormat::F32, ActFormat::Q8x2}) {
+            const int i = static_cast<int>(f);
+            ActKernels k = ref_act_kernels(f);
+            act[0][i] = k;
+            if (path_supported(CpuPath::Avx2))
+                if (auto fast = avx2_act_kernels(f); fast.quantize) k = fast;
+            act[1][i] = k;
+            if (path_supported(CpuPath::Avx512))
+                if (auto fast = avx512_act_kernels(f); fast.quantize) k = fast;
+            act[2][i] = k;
+        }
     }
 };
+const PathTables& tables() {
+    static const PathTables t;
+    return t;
+}
 
 const QuantKernels& kernels(DType t) {
-    static const PathTables tables;
     const auto id = static_cast<uint32_t>(t);
     static const QuantKernels none{};
     if (id >= kTypeSlots) return none;
-    return tables.by_path[static_cast<int>(active_path())][id];
+    return tables().by_path[static_cast<int>(active_path())][id];
 }
 
 [[noreturn]] void no_kernel(DType t, const char* what) {
@@ -61,42 +75,46 @@ bool has_kernels(DType weight_type) {
     }
 }
 
-DType activation_type_for(DType weight_type) {
+ActFormat act_format_for(DType weight_type) {
     switch (weight_type) {
-        case DType::F32: case DType::F16: return DType::F32;
-        case DType::BF16: return DType::BF16;
+        case DType::F32: case DType::F16: case DType::BF16: return ActFormat::F32;
         case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
-            return DType::Q8_0;
-        case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::Q8_K: return DType::Q8_K;
-        default: no_kernel(weight_type, "vec_dot");
+        case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::Q8_K:
+            return ActFormat::Q8x2;
+        default: no_kernel(weight_type, "matmul");
     }
 }
 
-size_t activation_row_bytes(DType weight_type, int64_t n) { return row_bytes(activation_type_for(weight_type), n); }
-
-void quantize_activations(DType act_type, const float* x, void* dst, int64_t n) {
-    const QuantKernels& k = kernels(act_type);
-    if (!k.quantize) no_kernel(act_type, "quantize");
-    STRATA_ASSERT(n % traits(act_type).block_elems == 0);
-    k.quantize(x, dst, n);
+size_t act_row_bytes(DType weight_type, int64_t n) {
+    return act_format_for(weight_type) == ActFormat::F32 ? static_cast<size_t>(n) * sizeof(float) : act_q8x2_bytes(n);
 }
 
-float vec_dot(DType weight_type, const void* weight_row, const void* acts, int64_t n) {
-    float out = 0.0f;
-    vec_dot_rows(weight_type, weight_row, acts, 0, 1, n, &out);
-    return out;
+void quantize_activations(ActFormat fmt, const float* x, void* dst, int64_t n) {
+    STRATA_ASSERT(fmt == ActFormat::F32 || n % kActBlock == 0);
+    tables().act[static_cast<int>(active_path())][static_cast<int>(fmt)].quantize(x, dst, n);
 }
 
-void vec_dot_rows(DType weight_type, const void* weight_row, const void* acts, size_t act_stride, int n_tok,
-                  int64_t n, float* out) {
+void matmul_rows(DType weight_type, const MatmulJob& job, int64_t r0, int64_t r1) {
     const QuantKernels& k = kernels(weight_type);
-    if (!k.vec_dot) no_kernel(weight_type, "vec_dot");
-    STRATA_ASSERT(n % traits(weight_type).block_elems == 0);
-    const auto* a = static_cast<const uint8_t*>(acts);
-    for (int t = 0; t < n_tok; t += kMaxTokens) {
-        const int nt = n_tok - t < kMaxTokens ? n_tok - t : kMaxTokens;
-        k.vec_dot(weight_row, a + t * act_stride, act_stride, nt, n, out + t);
-    }
+    if (!k.matmul_rows) no_kernel(weight_type, "matmul");
+    STRATA_ASSERT(job.n_cols % traits(weight_type).block_elems == 0);
+    k.matmul_rows(job, r0, r1);
+}
+
+float vec_dot(DType weight_type, const void* weight_row, const void* act_row, int64_t n) {
+    float out = 0.0f;
+    MatmulJob job;
+    job.w = static_cast<const uint8_t*>(weight_row);
+    job.w_stride = row_bytes(weight_type, n);
+    job.n_rows = 1;
+    job.n_cols = n;
+    job.acts = static_cast<const uint8_t*>(act_row);
+    job.a_stride = act_row_bytes(weight_type, n);
+    job.n_tok = 1;
+    job.y = &out;
+    job.ldy = 1;
+    matmul_rows(weight_type, job, 0, 1);
+    return out;
 }
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {

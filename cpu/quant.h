@@ -1,14 +1,15 @@
 #pragma once
-// Quantized dot products and dequantization for the CPU backend: the public entry points.
-// Each call dispatches to the kernel set of active_path() (cpu_features.h): AVX-512 (VNNI),
-// AVX2 or the scalar reference, which every fast kernel is tested against.
+// Quantized weights on the CPU: the public entry points. Each call dispatches to the kernel set
+// of active_path() (cpu_features.h): AVX-512 (VNNI, AMX for prefill where the CPU has it), AVX2
+// or the scalar reference in quant_ref.cpp, which every fast kernel is tested against.
 //
-// Weights stay in their GGUF type. Activations are first converted once per row to
-// activation_type_for(weight type) (int8 blocks with a scale, like ggml's vec_dot_type), then
-// dotted with as many weight rows as needed.
+// Weights stay in their GGUF type. Activations are converted once per matmul to
+// act_format_for(weight type) (quant_ref.h: fp32, or two-level int8 "Q8x2" whose error is
+// about 2^-16 of a block's largest value), then dotted with the weight rows.
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu/quant_ref.h"
 #include "runtime/core/dtype.h"
 
 namespace strata::cpu {
@@ -17,24 +18,24 @@ namespace strata::cpu {
 // Q4_K, Q5_K, Q6_K, Q8_K).
 bool has_kernels(DType weight_type);
 
-// Q8_0 for the 32-blocks, Q8_K for the K-quants, BF16 for BF16 (so the dot can use
-// _mm512_dpbf16_ps), F32 for F32 and F16. The same on every path, so results do not depend on
-// the CPU beyond float summation order. Throws BackendError for a type without kernels.
-DType activation_type_for(DType weight_type);
-// Bytes of one activation row of n values for weights of `weight_type`.
-size_t activation_row_bytes(DType weight_type, int64_t n);
+// F32 for float weights (F32, F16, BF16), Q8x2 for the block-quantized types; the same on
+// every path, so results do not depend on the CPU beyond float summation order. Throws
+// BackendError for a type without kernels.
+ActFormat act_format_for(DType weight_type);
+// Bytes of one activation row of n values for weights of `weight_type` (a multiple of 64 for
+// Q8x2, so rows of a batch stay aligned).
+size_t act_row_bytes(DType weight_type, int64_t n);
 
-// x (n floats) -> dst (row_bytes(act_type, n) bytes). n must be a multiple of act_type's
-// block size. Gives the same bytes on every path.
-void quantize_activations(DType act_type, const float* x, void* dst, int64_t n);
+// x (n floats) -> one activation row. n must be a multiple of 32 for Q8x2. Gives the same
+// bytes on every path.
+void quantize_activations(ActFormat fmt, const float* x, void* dst, int64_t n);
 
-// dot(weight row, activation row) over n values; acts are in activation_type_for(weight_type).
-float vec_dot(DType weight_type, const void* weight_row, const void* acts, int64_t n);
+// Rows [r0, r1) of a matmul job (quant_ref.h) on the active path.
+void matmul_rows(DType weight_type, const MatmulJob& job, int64_t r0, int64_t r1);
 
-// out[t] = dot(weight row, activation row t) for t < n_tok, activation rows act_stride bytes
-// apart: the weight row is decoded once for all of them. Any n_tok >= 1.
-void vec_dot_rows(DType weight_type, const void* weight_row, const void* acts, size_t act_stride, int n_tok,
-                  int64_t n, float* out);
+// dot(weight row, activation row) over n values on the active path (tests; matmul uses
+// matmul_rows).
+float vec_dot(DType weight_type, const void* weight_row, const void* act_row, int64_t n);
 
 // src (row_bytes(type, n) bytes) -> dst (n floats).
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);

@@ -1,9 +1,15 @@
 // AVX2 kernels for CPUs without AVX-512 VNNI: unsigned x signed byte products with
-// _mm256_maddubs_epi16 (pairs stay below 2^15 for every type here), widened and scaled by
-// _mm256_madd_epi16, as in llama.cpp's AVX2 code. Built with -mavx2 -mfma -mf16c -mno-avx512f for
+// _mm256_maddubs_epi16 (pairs stay below 2^15 for every type here: |q| <= 63 or the sign trick
+// for int8 weights, |hi|, |lo| <= 127), widened by _mm256_madd_epi16, as in llama.cpp's AVX2
+// code; each activation block is dotted twice (hi and lo of Q8x2) and combined exactly as
+// (hi << 8) + lo before the float scaling. Built with -mavx2 -mfma -mf16c -mno-avx512f for
 // this file only, so it never uses an instruction the avx2 path may not have. Types not listed
 // in avx2_kernels() use the scalar reference.
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "cpu/quant_ref.h"
 
@@ -71,7 +77,7 @@ struct DotFloat {  // F32 or F16 weights against F32 activations; a scalar tail
     }
 };
 
-// BF16 x BF16 without avx512bf16: widen both to fp32 (a shift), products exact, fp32 sums.
+// BF16 weights widened to fp32 (a shift) against fp32 activations: products exact.
 inline __m256 bf16x8(const uint16_t* p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
 }
@@ -86,12 +92,12 @@ struct DotBf16 {
             if (i % 32 == 0) prefetch_ahead(w + i);
             const __m256 x = bf16x8(w + i);
             for (int t = 0; t < NT; ++t)
-                acc[t] = _mm256_fmadd_ps(x, bf16x8(reinterpret_cast<const uint16_t*>(a + t * stride) + i), acc[t]);
+                acc[t] = _mm256_fmadd_ps(x, _mm256_loadu_ps(reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
         }
         for (int t = 0; t < NT; ++t) {
             float s = hsum8(acc[t]);
-            const auto* y = reinterpret_cast<const uint16_t*>(a + t * stride);
-            for (int64_t j = i; j < n; ++j) s += bf16_to_fp32(w[j]) * bf16_to_fp32(y[j]);
+            const auto* y = reinterpret_cast<const float*>(a + t * stride);
+            for (int64_t j = i; j < n; ++j) s += bf16_to_fp32(w[j]) * y[j];
             out[t] = s;
         }
     }
@@ -119,33 +125,42 @@ inline __m256i fifth_bits(const uint8_t* qh) {
     return _mm256_and_si256(set, _mm256_set1_epi8(16));
 }
 
+// The exact block integer: (sum q*hi << 8) + sum q*lo over 32 values, as 8 lanes.
+inline __m256i idot2(__m256i q_u8, const int8_t* hi, const int8_t* lo) {
+    return _mm256_add_epi32(_mm256_slli_epi32(dot_u8s8(q_u8, load256(hi)), 8), dot_u8s8(q_u8, load256(lo)));
+}
+inline __m256i idot2_s8(__m256i w_s8, const int8_t* hi, const int8_t* lo) {
+    return _mm256_add_epi32(_mm256_slli_epi32(dot_s8s8(w_s8, load256(hi)), 8), dot_s8s8(w_s8, load256(lo)));
+}
+template <int NT>
+inline void act_views(const uint8_t* a, size_t stride, int64_t n, ActQ8x2 v[NT]) {
+    for (int t = 0; t < NT; ++t) v[t] = act_q8x2(a + t * stride, n);
+}
+
+// 32-blocks: unsigned q; an offset comes off exactly as kOffset/8 * s32 from each of the 8 lanes.
 template <class Block, int kOffset, bool kMin, bool kFive>
 struct DotQ32 {
     template <int NT>
     static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
         const auto* b = static_cast<const Block*>(wv);
+        ActQ8x2 v[NT];
+        act_views<NT>(a, stride, n, v);
         __m256 acc[NT];
+        float mins[NT] = {};
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQK; ++i) {
             prefetch_ahead(b + i);  // blocks are at most 24 bytes: every line gets one
             __m256i q = nibbles(b[i].qs);
             if constexpr (kFive) q = _mm256_or_si256(q, fifth_bits(b[i].qh));
-            // With an offset the values are signed: use the sign trick on q - offset.
-            if constexpr (kOffset != 0) q = _mm256_sub_epi8(q, _mm256_set1_epi8(kOffset));
             const float d = h2f(b[i].d);
             for (int t = 0; t < NT; ++t) {
-                const auto* y = reinterpret_cast<const BlockQ8_0*>(a + t * stride);
-                const __m256i av = load256(y[i].qs);
-                const float da = h2f(y[i].d);
-                const __m256i dot = kOffset != 0 ? dot_s8s8(q, av) : dot_u8s8(q, av);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * da), acc[t]);
-                if constexpr (kMin) {
-                    const __m256i asum = dot_u8s8(_mm256_set1_epi8(1), av);
-                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(asum), _mm256_set1_ps(h2f(b[i].m) * da), acc[t]);
-                }
+                __m256i dot = idot2(q, v[t].hi + kQK * i, v[t].lo + kQK * i);
+                if constexpr (kOffset != 0) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(kOffset / 8 * v[t].s32[i]));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * v[t].dc[i]), acc[t]);
+                if constexpr (kMin) mins[t] += h2f(b[i].m) * v[t].dcs[i];
             }
         }
-        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]) + mins[t];
     }
 };
 
@@ -153,6 +168,8 @@ struct DotQ8_0 {
     template <int NT>
     static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
         const auto* b = static_cast<const BlockQ8_0*>(wv);
+        ActQ8x2 v[NT];
+        act_views<NT>(a, stride, n, v);
         __m256 acc[NT];
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQK; ++i) {
@@ -160,16 +177,15 @@ struct DotQ8_0 {
             const __m256i w = load256(b[i].qs);
             const float d = h2f(b[i].d);
             for (int t = 0; t < NT; ++t) {
-                const auto* y = reinterpret_cast<const BlockQ8_0*>(a + t * stride);
-                const __m256i dot = dot_s8s8(w, load256(y[i].qs));
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * h2f(y[i].d)), acc[t]);
+                const __m256i dot = idot2_s8(w, v[t].hi + kQK * i, v[t].lo + kQK * i);
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * v[t].dc[i]), acc[t]);
             }
         }
         for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
     }
 };
 
-// ---------------------------------------------------------------- K-quants x Q8_K
+// ---------------------------------------------------------------- K-quants
 inline void k4_unpack_scales(const uint8_t* scales, uint32_t u[4]) {  // scales bytes 0-7, mins 8-15
     __builtin_memcpy(u, scales, 12);
     const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
@@ -179,11 +195,6 @@ inline void k4_unpack_scales(const uint8_t* scales, uint32_t u[4]) {  // scales 
     u[2] = mins_lo;
     u[0] &= m1;
 }
-inline int hsum_i32(__m256i v) {
-    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
-    return _mm_cvtsi128_si32(_mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1)));
-}
 
 template <bool kFive>
 struct DotQ45K {
@@ -191,59 +202,49 @@ struct DotQ45K {
     static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
         using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
         const auto* b = static_cast<const Block*>(wv);
+        ActQ8x2 v[NT];
+        act_views<NT>(a, stride, n, v);
         __m256 acc[NT];
         float mins[NT] = {};
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQKK; ++i) {
             uint32_t u[4];
             k4_unpack_scales(b[i].scales, u);
-            // Scales and mins taken from registers, not reloaded from u[] (store forwarding).
-            const __m128i sm = _mm_set_epi32(int(u[3]), int(u[2]), int(u[1]), int(u[0]));
+            const auto* sm = reinterpret_cast<const uint8_t*>(u);
             const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
             __m256i qh = _mm256_setzero_si256();
             if constexpr (kFive) qh = load256(b[i].qh);
-            __m256i isum[NT];
-            for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
             for (int j = 0; j < 8; ++j) {
                 if (j % 2 == 0) prefetch_ahead(b + i, 32 * j);  // 4 lines cover the block
                 const __m256i x = load256(b[i].qs + 32 * (j / 2));
                 __m256i q = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(x, 4) : x, _mm256_set1_epi8(0x0F));
                 if constexpr (kFive)
                     q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1)), 4));
-                const __m256i scv = _mm256_set1_epi16(int16_t((u[j / 4] >> (8 * (j % 4))) & 0xFF));
+                const float dsc = d * float(sm[j]), dm = dmin * float(sm[8 + j]);
+                const int64_t ab = 8 * i + j;
                 for (int t = 0; t < NT; ++t) {
-                    const auto* y = reinterpret_cast<const BlockQ8_K*>(a + t * stride);
-                    const __m256i p16 = _mm256_maddubs_epi16(q, load256(y[i].qs + 32 * j));
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p16, scv));
+                    const __m256i dot = idot2(q, v[t].hi + 32 * ab, v[t].lo + 32 * ab);
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dsc * v[t].dc[ab]), acc[t]);
+                    mins[t] += dm * v[t].dcs[ab];
                 }
-            }
-            const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));  // m0 m0 m1 m1 ...
-            for (int t = 0; t < NT; ++t) {
-                const auto* y = reinterpret_cast<const BlockQ8_K*>(a + t * stride);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * y[i].d), acc[t]);
-                mins[t] += dmin * y[i].d * float(hsum_i32(_mm256_madd_epi16(load256(y[i].bsums), m16)));
             }
         }
         for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]) - mins[t];
     }
 };
 
+// Q6_K: unsigned 6-bit q; each 16-value group's offset comes off as 8 * s16 from its 4 lanes.
 struct DotQ6K {
     template <int NT>
     static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
         const auto* b = static_cast<const BlockQ6_K*>(wv);
+        ActQ8x2 v[NT];
+        act_views<NT>(a, stride, n, v);
         __m256 acc[NT];
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         const __m256i nib = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
         for (int64_t i = 0; i < n / kQKK; ++i) {
-            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)b[i].scales));
             const float d = h2f(b[i].d);
-            __m256i isum[NT];
-            for (int t = 0; t < NT; ++t) {  // start from -32 * sum_g scale_g * bsum_g
-                const auto* y = reinterpret_cast<const BlockQ8_K*>(a + t * stride);
-                isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                           _mm256_slli_epi32(_mm256_madd_epi16(load256(y[i].bsums), sc16), 5));
-            }
             for (int h = 0; h < 2; ++h) {
                 prefetch_ahead(b + i, 128 * h);  // 4 lines cover the 210 bytes
                 prefetch_ahead(b + i, 128 * h + 64);
@@ -259,18 +260,41 @@ struct DotQ6K {
                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), nib), hi2(6)),
                 };
                 for (int s = 0; s < 4; ++s) {
-                    const int g = 8 * h + 2 * s;  // the two 16-value scales of these 32 values
-                    const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(b[i].scales[g + 1]), _mm_set1_epi16(b[i].scales[g]));
+                    const int g = 8 * h + 2 * s;  // the two 16-value groups of these 32 values
+                    const int64_t ab = 8 * i + 4 * h + s;
+                    const float s0 = d * float(b[i].scales[g]), s1 = d * float(b[i].scales[g + 1]);
                     for (int t = 0; t < NT; ++t) {
-                        const auto* y = reinterpret_cast<const BlockQ8_K*>(a + t * stride);
-                        const __m256i p16 = _mm256_maddubs_epi16(q[s], load256(y[i].qs + 128 * h + 32 * s));
-                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p16, scv));
+                        __m256i dot = idot2(q[s], v[t].hi + 32 * ab, v[t].lo + 32 * ab);
+                        const __m128i off0 = _mm_set1_epi32(8 * v[t].s16[2 * ab]), off1 = _mm_set1_epi32(8 * v[t].s16[2 * ab + 1]);
+                        dot = _mm256_sub_epi32(dot, _mm256_set_m128i(off1, off0));
+                        const float dc = v[t].dc[ab];
+                        const __m256 sc = _mm256_set_m128(_mm_set1_ps(s1 * dc), _mm_set1_ps(s0 * dc));
+                        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), sc, acc[t]);
                     }
                 }
             }
-            for (int t = 0; t < NT; ++t) {
-                const auto* y = reinterpret_cast<const BlockQ8_K*>(a + t * stride);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * y[i].d), acc[t]);
+        }
+        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+    }
+};
+
+struct DotQ8K {
+    template <int NT>
+    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
+        const auto* b = static_cast<const BlockQ8_K*>(wv);
+        ActQ8x2 v[NT];
+        act_views<NT>(a, stride, n, v);
+        __m256 acc[NT];
+        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n / kQKK; ++i) {
+            for (int j = 0; j < 8; ++j) {
+                if (j % 2 == 0) prefetch_ahead(b + i, 32 * j);
+                const __m256i w = load256(b[i].qs + 32 * j);
+                const int64_t ab = 8 * i + j;
+                for (int t = 0; t < NT; ++t) {
+                    const __m256i dot = idot2_s8(w, v[t].hi + 32 * ab, v[t].lo + 32 * ab);
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(b[i].d * v[t].dc[ab]), acc[t]);
+                }
             }
         }
         for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
@@ -299,39 +323,61 @@ inline float amax8(__m256 m) {
     x = _mm_max_ps(x, _mm_movehl_ps(x, x));
     return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
 }
-// Bit-identical to the reference: same scale and reciprocal, cvtps rounds half to even.
-// Returns the 8 rounded values of x[0..7] packed to int8 in the low 8 bytes.
-inline __m128i q8x8(const float* x, __m256 id) {
-    const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), id));
-    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    return _mm_packs_epi16(w, w);
-}
 inline __m256 abs8(const float* x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(x)); }
-void quant_q8_0(const float* x, void* dst, int64_t n) {
-    auto* y = static_cast<BlockQ8_0*>(dst);
-    for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-        const __m256 m = _mm256_max_ps(_mm256_max_ps(abs8(x), abs8(x + 8)), _mm256_max_ps(abs8(x + 16), abs8(x + 24)));
-        const float d = amax8(m) / 127.0f;
-        const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-        y[i].d = fp32_to_fp16(d);
-        for (int g = 0; g < 4; ++g) _mm_storel_epi64((__m128i*)(y[i].qs + 8 * g), q8x8(x + 8 * g, id));
+inline int hsum_i32(__m256i v) {
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1)));
+}
+inline void store_i8x8(int8_t* dst, __m256i v) {  // 8 int32 in [-127, 127] -> 8 bytes
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64((__m128i*)dst, _mm_packs_epi16(w, w));
+}
+// Bit-identical to quant_ref.cpp (same operations; _mm256_round_ps and cvtps round half to even).
+void quant_q8x2(const float* x, void* dst, int64_t n) {
+    const ActQ8x2 v = act_q8x2(dst, n);
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    for (int64_t b = 0; b < n / kActBlock; ++b) {
+        const float* xb = x + b * kActBlock;
+        const float amax = amax8(_mm256_max_ps(_mm256_max_ps(abs8(xb), abs8(xb + 8)), _mm256_max_ps(abs8(xb + 16), abs8(xb + 24))));
+        int32_t s16[2] = {0, 0};
+        float d = 0.0f;
+        if (amax >= 1e-30f) {
+            d = amax / 127.0f;
+            const float id = 1.0f / d;
+            const __m256 vd = _mm256_set1_ps(d), vid = _mm256_set1_ps(id), vid256 = _mm256_set1_ps(id * 256.0f);
+            for (int g = 0; g < 4; ++g) {
+                const __m256 xg = _mm256_loadu_ps(xb + 8 * g);
+                const __m256 h = _mm256_round_ps(_mm256_mul_ps(xg, vid), kRound);
+                const __m256 r = _mm256_fnmadd_ps(vd, h, xg);
+                const __m256 l = _mm256_min_ps(_mm256_set1_ps(127.0f),
+                                               _mm256_max_ps(_mm256_set1_ps(-127.0f), _mm256_round_ps(_mm256_mul_ps(r, vid256), kRound)));
+                const __m256i hi = _mm256_cvtps_epi32(h), lo = _mm256_cvtps_epi32(l);
+                store_i8x8(v.hi + b * kActBlock + 8 * g, hi);
+                store_i8x8(v.lo + b * kActBlock + 8 * g, lo);
+                s16[g / 2] += hsum_i32(_mm256_add_epi32(_mm256_slli_epi32(hi, 8), lo));
+            }
+        } else {
+            std::memset(v.hi + b * kActBlock, 0, kActBlock);
+            std::memset(v.lo + b * kActBlock, 0, kActBlock);
+        }
+        v.dc[b] = d * 0x1p-8f;
+        v.s32[b] = s16[0] + s16[1];
+        v.dcs[b] = v.dc[b] * static_cast<float>(v.s32[b]);
+        v.s16[2 * b] = s16[0];
+        v.s16[2 * b + 1] = s16[1];
     }
 }
-void quant_q8_k(const float* x, void* dst, int64_t n) {
-    auto* y = static_cast<BlockQ8_K*>(dst);
-    for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
-        __m256 m = _mm256_setzero_ps();
-        for (int g = 0; g < 32; ++g) m = _mm256_max_ps(m, abs8(x + 8 * g));
-        const float d = amax8(m) / 127.0f;
-        const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-        y[i].d = d;
-        for (int g = 0; g < 32; ++g) _mm_storel_epi64((__m128i*)(y[i].qs + 8 * g), q8x8(x + 8 * g, id));
-        for (int g = 0; g < 16; ++g) {
-            const __m128i q = _mm_loadu_si128((const __m128i*)(y[i].qs + 16 * g));
-            const __m128i s16 = _mm_maddubs_epi16(_mm_set1_epi8(1), q);
-            __m128i s = _mm_madd_epi16(s16, _mm_set1_epi16(1));
-            s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-            y[i].bsums[g] = static_cast<int16_t>(_mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1))));
+
+// Rows [r0, r1), tokens in groups of up to 4 per pass over a weight row.
+template <class K>
+void rows_job(const MatmulJob& job, int64_t r0, int64_t r1) {
+    float out[4];
+    for (int64_t t0 = 0; t0 < job.n_tok; t0 += 4) {
+        const int nt = static_cast<int>(std::min<int64_t>(4, job.n_tok - t0));
+        for (int64_t r = r0; r < r1; ++r) {
+            rows<K>(job.w + r * job.w_stride, job.acts + t0 * job.a_stride, job.a_stride, nt, job.n_cols, out);
+            for (int t = 0; t < nt; ++t) job.y[(t0 + t) * job.ldy + r] = out[t];
         }
     }
 }
@@ -340,20 +386,22 @@ void quant_q8_k(const float* x, void* dst, int64_t n) {
 
 QuantKernels avx2_kernels(DType type) {
     switch (type) {
-        case DType::F32: return {nullptr, rows<DotFloat<false>>, nullptr};
-        case DType::F16: return {deq_f16, rows<DotFloat<true>>, nullptr};
-        case DType::BF16: return {nullptr, rows<DotBf16>, nullptr};
-        case DType::Q4_0: return {deq_q32<BlockQ4_0, 8, false, false>, rows<DotQ32<BlockQ4_0, 8, false, false>>, nullptr};
-        case DType::Q4_1: return {deq_q32<BlockQ4_1, 0, true, false>, rows<DotQ32<BlockQ4_1, 0, true, false>>, nullptr};
-        case DType::Q5_0: return {deq_q32<BlockQ5_0, 16, false, true>, rows<DotQ32<BlockQ5_0, 16, false, true>>, nullptr};
-        case DType::Q5_1: return {deq_q32<BlockQ5_1, 0, true, true>, rows<DotQ32<BlockQ5_1, 0, true, true>>, nullptr};
-        case DType::Q8_0: return {nullptr, rows<DotQ8_0>, quant_q8_0};
-        case DType::Q4_K: return {nullptr, rows<DotQ45K<false>>, nullptr};
-        case DType::Q5_K: return {nullptr, rows<DotQ45K<true>>, nullptr};
-        case DType::Q6_K: return {nullptr, rows<DotQ6K>, nullptr};
-        case DType::Q8_K: return {nullptr, nullptr, quant_q8_k};
+        case DType::F32: return {nullptr, rows_job<DotFloat<false>>};
+        case DType::F16: return {deq_f16, rows_job<DotFloat<true>>};
+        case DType::BF16: return {nullptr, rows_job<DotBf16>};
+        case DType::Q4_0: return {deq_q32<BlockQ4_0, 8, false, false>, rows_job<DotQ32<BlockQ4_0, 8, false, false>>};
+        case DType::Q4_1: return {deq_q32<BlockQ4_1, 0, true, false>, rows_job<DotQ32<BlockQ4_1, 0, true, false>>};
+        case DType::Q5_0: return {deq_q32<BlockQ5_0, 16, false, true>, rows_job<DotQ32<BlockQ5_0, 16, false, true>>};
+        case DType::Q5_1: return {deq_q32<BlockQ5_1, 0, true, true>, rows_job<DotQ32<BlockQ5_1, 0, true, true>>};
+        case DType::Q8_0: return {nullptr, rows_job<DotQ8_0>};
+        case DType::Q4_K: return {nullptr, rows_job<DotQ45K<false>>};
+        case DType::Q5_K: return {nullptr, rows_job<DotQ45K<true>>};
+        case DType::Q6_K: return {nullptr, rows_job<DotQ6K>};
+        case DType::Q8_K: return {nullptr, rows_job<DotQ8K>};
         default: return {};
     }
 }
+
+ActKernels avx2_act_kernels(ActFormat fmt) { return {fmt == ActFormat::Q8x2 ? quant_q8x2 : nullptr}; }
 
 }  // namespace strata::cpu

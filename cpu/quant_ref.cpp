@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "runtime/core/error.h"
 
@@ -154,37 +155,36 @@ void deq_q8_k(const void* src, float* y, int64_t n) {
 
 // ---------------------------------------------------------------- quantize (activations)
 void quant_f32(const float* x, void* dst, int64_t n) { std::memcpy(dst, x, n * sizeof(float)); }
-void quant_bf16(const float* x, void* dst, int64_t n) {
-    auto* y = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_bf16(x[i]);
-}
-// Symmetric int8 with scale amax/127. nearbyint rounds half to even, as the SIMD converts do.
-float amax_of(const float* x, int n) {
-    float amax = 0.0f;
-    for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
-    return amax;
-}
-void quant_q8_0(const float* x, void* dst, int64_t n) {
-    auto* y = static_cast<BlockQ8_0*>(dst);
-    for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-        const float d = amax_of(x, kQK) / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = fp32_to_fp16(d);
-        for (int j = 0; j < kQK; ++j) y[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
-    }
-}
-void quant_q8_k(const float* x, void* dst, int64_t n) {
-    auto* y = static_cast<BlockQ8_K*>(dst);
-    for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
-        const float d = amax_of(x, kQKK) / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = d;
-        for (int j = 0; j < kQKK; ++j) y[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
-        for (int g = 0; g < kQKK / 16; ++g) {
-            int sum = 0;
-            for (int j = 0; j < 16; ++j) sum += y[i].qs[16 * g + j];
-            y[i].bsums[g] = static_cast<int16_t>(sum);
+// Blocks whose amax is below this (or NaN) are stored as zeros: 1/d would overflow.
+constexpr float kTinyAmax = 1e-30f;
+void quant_q8x2(const float* x, void* dst, int64_t n) {
+    const ActQ8x2 v = act_q8x2(dst, n);
+    for (int64_t b = 0; b < n / kActBlock; ++b) {
+        const float* xb = x + b * kActBlock;
+        float amax = 0.0f;
+        for (int j = 0; j < kActBlock; ++j) amax = std::max(amax, std::fabs(xb[j]));
+        int32_t s16[2] = {0, 0};
+        float d = 0.0f;
+        if (amax >= kTinyAmax) {
+            d = amax / 127.0f;
+            const float id = 1.0f / d, id256 = id * 256.0f;
+            for (int j = 0; j < kActBlock; ++j) {
+                const float h = std::nearbyint(xb[j] * id);
+                const float r = std::fma(-d, h, xb[j]);
+                const float l = std::clamp(std::nearbyint(r * id256), -127.0f, 127.0f);
+                v.hi[b * kActBlock + j] = static_cast<int8_t>(h);
+                v.lo[b * kActBlock + j] = static_cast<int8_t>(l);
+                s16[j / 16] += 256 * static_cast<int32_t>(h) + static_cast<int32_t>(l);
+            }
+        } else {
+            std::memset(v.hi + b * kActBlock, 0, kActBlock);
+            std::memset(v.lo + b * kActBlock, 0, kActBlock);
         }
+        v.dc[b] = d * 0x1p-8f;
+        v.s32[b] = s16[0] + s16[1];
+        v.dcs[b] = v.dc[b] * static_cast<float>(v.s32[b]);
+        v.s16[2 * b] = s16[0];
+        v.s16[2 * b + 1] = s16[1];
     }
 }
 
@@ -205,143 +205,132 @@ float dot_f16(const void* w, const void* a, int64_t n) {
 }
 float dot_bf16(const void* w, const void* a, int64_t n) {
     const auto* x = static_cast<const uint16_t*>(w);
-    const auto* y = static_cast<const uint16_t*>(a);
+    const auto* y = static_cast<const float*>(a);
     float sum = 0.0f;
-    for (int64_t i = 0; i < n; ++i) sum += bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]);
+    for (int64_t i = 0; i < n; ++i) sum += bf16_to_fp32(x[i]) * y[i];
     return sum;
 }
-// 32-block weights against Q8_0: integer dot per block, then d_w * d_a (+ min * d_a * sum(a)).
+// c of activation value i
+inline int32_t c_at(const ActQ8x2& v, int64_t i) { return 256 * int32_t(v.hi[i]) + int32_t(v.lo[i]); }
+
+// 32-block weights: w = d * (q - offset) [+ m]. Block term (d * dc) * I [+ m * dcs].
 template <class Block, int kOffset, bool kHasMin, bool kFive>
-float dot_q_x_q8_0(const void* w, const void* a, int64_t n) {
+float dot_q32(const void* w, const void* a, int64_t n) {
     const auto* b = static_cast<const Block*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
+    const ActQ8x2 v = act_q8x2(a, n);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / kQK; ++i) {
         uint32_t qh = 0;
         if constexpr (kFive) qh = load_qh(b[i].qh);
-        int dot = 0, asum = 0;
+        int32_t dot = 0;
         for (int j = 0; j < kQK / 2; ++j) {
             int lo = b[i].qs[j] & 0xF, hi = b[i].qs[j] >> 4;
             if constexpr (kFive) {
                 lo |= int((qh >> j) & 1) << 4;
                 hi |= int((qh >> (j + 16)) & 1) << 4;
             }
-            dot += (lo - kOffset) * y[i].qs[j] + (hi - kOffset) * y[i].qs[j + 16];
-            asum += y[i].qs[j] + y[i].qs[j + 16];
+            dot += (lo - kOffset) * c_at(v, i * kQK + j) + (hi - kOffset) * c_at(v, i * kQK + j + 16);
         }
-        const float da = h2f(y[i].d);
-        sum += h2f(b[i].d) * da * float(dot);
-        if constexpr (kHasMin) sum += h2f(b[i].m) * da * float(asum);
+        sum += h2f(b[i].d) * v.dc[i] * float(dot);
+        if constexpr (kHasMin) sum += h2f(b[i].m) * v.dcs[i];
     }
     return sum;
 }
 float dot_q8_0(const void* w, const void* a, int64_t n) {
     const auto* b = static_cast<const BlockQ8_0*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
+    const ActQ8x2 v = act_q8x2(a, n);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / kQK; ++i) {
-        int dot = 0;
-        for (int j = 0; j < kQK; ++j) dot += b[i].qs[j] * y[i].qs[j];
-        sum += h2f(b[i].d) * h2f(y[i].d) * float(dot);
+        int32_t dot = 0;
+        for (int j = 0; j < kQK; ++j) dot += b[i].qs[j] * c_at(v, i * kQK + j);
+        sum += h2f(b[i].d) * v.dc[i] * float(dot);
     }
     return sum;
 }
-// K-quants against Q8_K: per block, d * d_a * sum_j(scale_j * dot_j) - dmin * d_a * sum_j(min_j * asum_j).
-float dot_q4_k(const void* w, const void* a, int64_t n) {
-    const auto* b = static_cast<const BlockQ4_K*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
+// Q4_K / Q5_K: sub-block j of 32 is activation block 8i + j: (d * sc_j * dc) * I - (dmin * m_j) * dcs.
+template <bool kFive>
+float dot_q45_k(const void* w, const void* a, int64_t n) {
+    using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+    const auto* b = static_cast<const Block*>(w);
+    const ActQ8x2 v = act_q8x2(a, n);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / kQKK; ++i) {
-        int sdot = 0, smin = 0;
+        const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
         for (int j = 0; j < 8; ++j) {
             uint8_t sc, m;
             k4_scale_min(j, b[i].scales, sc, m);
             const uint8_t* q = b[i].qs + 32 * (j / 2);
-            int dot = 0;
-            for (int l = 0; l < 32; ++l) dot += ((j & 1) ? q[l] >> 4 : q[l] & 0xF) * y[i].qs[32 * j + l];
-            sdot += sc * dot;
-            smin += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-        }
-        sum += h2f(b[i].d) * y[i].d * float(sdot) - h2f(b[i].dmin) * y[i].d * float(smin);
-    }
-    return sum;
-}
-float dot_q5_k(const void* w, const void* a, int64_t n) {
-    const auto* b = static_cast<const BlockQ5_K*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n / kQKK; ++i) {
-        int sdot = 0, smin = 0;
-        for (int j = 0; j < 8; ++j) {
-            uint8_t sc, m;
-            k4_scale_min(j, b[i].scales, sc, m);
-            const uint8_t* q = b[i].qs + 32 * (j / 2);
-            int dot = 0;
+            int32_t dot = 0;
             for (int l = 0; l < 32; ++l) {
-                const int v = ((j & 1) ? q[l] >> 4 : q[l] & 0xF) | ((b[i].qh[l] >> j) & 1) << 4;
-                dot += v * y[i].qs[32 * j + l];
+                int val = (j & 1) ? q[l] >> 4 : q[l] & 0xF;
+                if constexpr (kFive) val |= ((b[i].qh[l] >> j) & 1) << 4;
+                dot += val * c_at(v, i * kQKK + 32 * j + l);
             }
-            sdot += sc * dot;
-            smin += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+            const int64_t ab = i * 8 + j;
+            sum += d * float(sc) * v.dc[ab] * float(dot);
+            sum += -(dmin * float(m)) * v.dcs[ab];
         }
-        sum += h2f(b[i].d) * y[i].d * float(sdot) - h2f(b[i].dmin) * y[i].d * float(smin);
     }
     return sum;
 }
+// Q6_K: 16 groups of 16 with int8 scales: per group (d * sc_g * dc) * I_g, I_g = sum (q - 32) c.
 float dot_q6_k(const void* w, const void* a, int64_t n) {
     const auto* b = static_cast<const BlockQ6_K*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
+    const ActQ8x2 v = act_q8x2(a, n);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / kQKK; ++i) {
-        int sdot = 0;
+        const float d = h2f(b[i].d);
         for (int g = 0; g < 16; ++g) {
-            int dot = 0;
-            for (int l = 0; l < 16; ++l) dot += q6_value(b[i], 16 * g + l) * y[i].qs[16 * g + l];
-            sdot += b[i].scales[g] * dot;
+            int32_t dot = 0;
+            for (int l = 0; l < 16; ++l) dot += q6_value(b[i], 16 * g + l) * c_at(v, i * kQKK + 16 * g + l);
+            sum += d * float(b[i].scales[g]) * v.dc[i * 8 + g / 2] * float(dot);
         }
-        sum += h2f(b[i].d) * y[i].d * float(sdot);
     }
     return sum;
 }
+// Q8_K (as weights): one float scale per 256; per activation block (d * dc) * I.
 float dot_q8_k(const void* w, const void* a, int64_t n) {
     const auto* b = static_cast<const BlockQ8_K*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
+    const ActQ8x2 v = act_q8x2(a, n);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / kQKK; ++i) {
-        int dot = 0;
-        for (int k = 0; k < kQKK; ++k) dot += b[i].qs[k] * y[i].qs[k];
-        sum += b[i].d * y[i].d * float(dot);
+        for (int j = 0; j < 8; ++j) {
+            int32_t dot = 0;
+            for (int l = 0; l < 32; ++l) dot += b[i].qs[32 * j + l] * c_at(v, i * kQKK + 32 * j + l);
+            sum += b[i].d * v.dc[i * 8 + j] * float(dot);
+        }
     }
     return sum;
 }
 
 using DotFn = float (*)(const void*, const void*, int64_t);
 template <DotFn kDot>
-void dot_rows(const void* w, const void* acts, size_t stride, int n_tok, int64_t n, float* out) {
-    for (int t = 0; t < n_tok; ++t) out[t] = kDot(w, static_cast<const uint8_t*>(acts) + t * stride, n);
+void dot_rows(const MatmulJob& job, int64_t r0, int64_t r1) {
+    for (int64_t t = 0; t < job.n_tok; ++t)
+        for (int64_t r = r0; r < r1; ++r)
+            job.y[t * job.ldy + r] = kDot(job.w + r * job.w_stride, job.acts + t * job.a_stride, job.n_cols);
 }
 
 struct RefEntry {
     DType type;
     DequantizeFn dequantize;
     DotFn dot;
-    VecDotFn dot_rows;
-    QuantizeFn quantize;
+    MatmulRowsFn matmul_rows;
 };
 #define STRATA_DOT(fn) fn, dot_rows<fn>
 const RefEntry kRef[] = {
-    {DType::F32, deq_f32, STRATA_DOT(dot_f32), quant_f32},
-    {DType::F16, deq_f16, STRATA_DOT(dot_f16), nullptr},
-    {DType::BF16, deq_bf16, STRATA_DOT(dot_bf16), quant_bf16},
-    {DType::Q4_0, deq_q4_0, STRATA_DOT((dot_q_x_q8_0<BlockQ4_0, 8, false, false>)), nullptr},
-    {DType::Q4_1, deq_q4_1, STRATA_DOT((dot_q_x_q8_0<BlockQ4_1, 0, true, false>)), nullptr},
-    {DType::Q5_0, deq_q5_0, STRATA_DOT((dot_q_x_q8_0<BlockQ5_0, 16, false, true>)), nullptr},
-    {DType::Q5_1, deq_q5_1, STRATA_DOT((dot_q_x_q8_0<BlockQ5_1, 0, true, true>)), nullptr},
-    {DType::Q8_0, deq_q8_0, STRATA_DOT(dot_q8_0), quant_q8_0},
-    {DType::Q4_K, deq_q4_k, STRATA_DOT(dot_q4_k), nullptr},
-    {DType::Q5_K, deq_q5_k, STRATA_DOT(dot_q5_k), nullptr},
-    {DType::Q6_K, deq_q6_k, STRATA_DOT(dot_q6_k), nullptr},
-    {DType::Q8_K, deq_q8_k, STRATA_DOT(dot_q8_k), quant_q8_k},
+    {DType::F32, deq_f32, STRATA_DOT(dot_f32)},
+    {DType::F16, deq_f16, STRATA_DOT(dot_f16)},
+    {DType::BF16, deq_bf16, STRATA_DOT(dot_bf16)},
+    {DType::Q4_0, deq_q4_0, STRATA_DOT((dot_q32<BlockQ4_0, 8, false, false>))},
+    {DType::Q4_1, deq_q4_1, STRATA_DOT((dot_q32<BlockQ4_1, 0, true, false>))},
+    {DType::Q5_0, deq_q5_0, STRATA_DOT((dot_q32<BlockQ5_0, 16, false, true>))},
+    {DType::Q5_1, deq_q5_1, STRATA_DOT((dot_q32<BlockQ5_1, 0, true, true>))},
+    {DType::Q8_0, deq_q8_0, STRATA_DOT(dot_q8_0)},
+    {DType::Q4_K, deq_q4_k, STRATA_DOT(dot_q45_k<false>)},
+    {DType::Q5_K, deq_q5_k, STRATA_DOT(dot_q45_k<true>)},
+    {DType::Q6_K, deq_q6_k, STRATA_DOT(dot_q6_k)},
+    {DType::Q8_K, deq_q8_k, STRATA_DOT(dot_q8_k)},
 };
 #undef STRATA_DOT
 
@@ -401,24 +390,31 @@ void dequantize_row_ref(DType type, const void* src, float* dst, int64_t n) {
     e->dequantize(src, dst, n);
 }
 
-void quantize_row_ref(DType act_type, const float* x, void* dst, int64_t n) {
-    const RefEntry* e = find_ref(act_type);
-    if (!e || !e->quantize) no_kernel(act_type, "quantize");
-    STRATA_ASSERT(n % traits(act_type).block_elems == 0);
-    e->quantize(x, dst, n);
+void quantize_act_ref(ActFormat fmt, const float* x, void* dst, int64_t n) {
+    if (fmt == ActFormat::F32) return quant_f32(x, dst, n);
+    STRATA_ASSERT(n % kActBlock == 0);
+    quant_q8x2(x, dst, n);
 }
 
-float vec_dot_ref(DType weight_type, const void* weight_row, const void* acts, int64_t n) {
+void dequantize_act_ref(ActFormat fmt, const void* src, float* dst, int64_t n) {
+    if (fmt == ActFormat::F32) return deq_f32(src, dst, n);
+    const ActQ8x2 v = act_q8x2(src, n);
+    for (int64_t i = 0; i < n; ++i) dst[i] = v.dc[i / kActBlock] * float(c_at(v, i));
+}
+
+float vec_dot_ref(DType weight_type, const void* weight_row, const void* act_row, int64_t n) {
     const RefEntry* e = find_ref(weight_type);
     if (!e) no_kernel(weight_type, "vec_dot");
     STRATA_ASSERT(n % traits(weight_type).block_elems == 0);
-    return e->dot(weight_row, acts, n);
+    return e->dot(weight_row, act_row, n);
 }
 
 QuantKernels ref_kernels(DType type) {
     const RefEntry* e = find_ref(type);
     if (!e) return {};
-    return {e->dequantize, e->dot_rows, e->quantize};
+    return {e->dequantize, e->matmul_rows};
 }
+
+ActKernels ref_act_kernels(ActFormat fmt) { return {fmt == ActFormat::F32 ? quant_f32 : quant_q8x2}; }
 
 }  // namespace strata::cpu

@@ -1,14 +1,122 @@
 #include "cpu/thread_pool.h"
 
-#include <thread>
+#include <immintrin.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
 namespace strata::cpu {
 
+namespace {
+// About 0.2-0.5 ms of pause instructions: longer than any gap between parallel loops in a
+// forward pass, short enough that idle workers soon stop burning their cores.
+constexpr int kSpinIterations = 1 << 13;
+
+thread_local ThreadPool::Impl* t_current = nullptr;
+thread_local bool t_in_task = false;
+}  // namespace
+
+// A job is published by bumping `gen` by 2; it is odd while the caller writes the job fields.
+// A worker announces itself in `busy` before it reads the fields, and re-checks `gen`, so the
+// caller never rewrites fields a worker is reading. Completion counts tasks, not workers, so the
+// caller never waits for a worker that is still asleep.
 struct ThreadPool::Impl {
     tbb::task_arena arena;
-    explicit Impl(int n) : arena(n) {}
+    std::vector<std::thread> workers;
+    std::atomic<uint32_t> gen{0};
+    std::atomic<int> busy{0};
+    std::atomic<int> sleepers{0};
+    std::atomic<bool> stop{false};
+    // Sleeping uses a mutex and condition variable: libstdc++ 12's atomic wait/notify lost a
+    // wake-up here (a worker slept through the pool's destruction).
+    std::mutex sleep_mutex;
+    std::condition_variable wake;
+    std::exception_ptr error;  // the first exception a task threw (guarded by sleep_mutex)
+    // the job
+    void (*call)(void*, int64_t) = nullptr;
+    void* ctx = nullptr;
+    int64_t n = 0;
+    alignas(64) std::atomic<int64_t> next{0};
+    alignas(64) std::atomic<int64_t> done{0};
+
+    explicit Impl(int n_threads) : arena(n_threads) {
+        for (int i = 1; i < n_threads; ++i) workers.emplace_back([this] { worker(); });
+    }
+    ~Impl() {
+        stop.store(true);
+        gen.fetch_add(2);
+        notify();
+        for (auto& w : workers) w.join();
+    }
+    void notify() {
+        { std::lock_guard<std::mutex> lock(sleep_mutex); }
+        wake.notify_all();
+    }
+
+    void run_tasks() {
+        t_in_task = true;
+        for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+            try {
+                call(ctx, i);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(sleep_mutex);
+                if (!error) error = std::current_exception();
+            }
+            done.fetch_add(1, std::memory_order_release);
+        }
+        t_in_task = false;
+    }
+
+    void worker() {
+        // The generation the pool was built with, not gen's value when this thread starts:
+        // a job (or the destructor) may already have bumped it by then.
+        uint32_t seen = 0;
+        while (true) {
+            uint32_t g = gen.load(std::memory_order_acquire);
+            for (int spin = 0; (g == seen || (g & 1)) && spin < kSpinIterations; ++spin) {
+                _mm_pause();
+                g = gen.load(std::memory_order_acquire);
+            }
+            if (g == seen || (g & 1)) {  // idle: sleep until the next job
+                std::unique_lock<std::mutex> lock(sleep_mutex);
+                sleepers.fetch_add(1);
+                while ((g = gen.load()) == seen || (g & 1)) wake.wait(lock);
+                sleepers.fetch_sub(1);
+            }
+            if (stop.load()) return;
+            seen = g;
+            busy.fetch_add(1);
+            if (gen.load() == g) run_tasks();
+            busy.fetch_sub(1, std::memory_order_release);
+        }
+    }
+
+    void parallel_for(int64_t n_tasks, void (*fn)(void*, int64_t), void* c) {
+        const uint32_t g = gen.load(std::memory_order_relaxed);
+        gen.store(g + 1);  // writing
+        while (busy.load() != 0) _mm_pause();
+        call = fn;
+        ctx = c;
+        n = n_tasks;
+        done.store(0, std::memory_order_relaxed);
+        next.store(0, std::memory_order_relaxed);
+        gen.store(g + 2);
+        if (sleepers.load() > 0) notify();
+        run_tasks();
+        while (done.load(std::memory_order_acquire) < n_tasks) _mm_pause();
+        if (error) {  // every task has finished: no one else touches `error` now
+            std::exception_ptr e = std::move(error);
+            error = nullptr;
+            std::rethrow_exception(e);
+        }
+    }
 };
 
 int default_thread_count() {
@@ -16,13 +124,40 @@ int default_thread_count() {
     return n ? static_cast<int>(n) : 1;
 }
 
-ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(n_threads > 0 ? n_threads : default_thread_count()) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : default_thread_count()) {
     impl_ = std::make_unique<Impl>(n_threads_);
 }
 
 ThreadPool::~ThreadPool() = default;
 
-void ThreadPool::run(const std::function<void()>& fn) { impl_->arena.execute(fn); }
+void ThreadPool::run(const std::function<void()>& fn) {
+    Impl* saved = t_current;
+    t_current = impl_.get();
+    struct Restore {
+        Impl* s;
+        ~Restore() { t_current = s; }
+    } restore{saved};
+    impl_->arena.execute(fn);
+}
+
+void parallel_for_impl(int64_t n, void (*call)(void*, int64_t), void* ctx) {
+    if (n <= 0) return;
+    if (n == 1 || t_in_task) {
+        for (int64_t i = 0; i < n; ++i) call(ctx, i);
+        return;
+    }
+    if (ThreadPool::Impl* p = t_current; p && !p->workers.empty()) return p->parallel_for(n, call, ctx);
+    if (t_current) {  // a pool of one thread
+        for (int64_t i = 0; i < n; ++i) call(ctx, i);
+        return;
+    }
+    tbb::parallel_for(int64_t{0}, n, [&](int64_t i) { call(ctx, i); }, tbb::simple_partitioner());
+}
+
+int parallel_threads() {
+    if (t_in_task) return 1;
+    if (t_current) return static_cast<int>(t_current->workers.size()) + 1;
+    return std::max(1, tbb::this_task_arena::max_concurrency());
+}
 
 }  // namespace strata::cpu

@@ -1,6 +1,13 @@
 #pragma once
-// The CPU worker threads: one oneTBB arena sized by `-t N` (default: all cores). Kernels use
-// tbb::parallel_for inside `run`, so they never start threads of their own per call.
+// The CPU worker threads. `ThreadPool(n)` owns n - 1 persistent workers; the thread that calls
+// run() is the n-th. Inside run(), cpu::parallel_for hands tasks to them with no thread start-up
+// and no sleep/wake-up per call: workers spin (with pause) for a while after each job, then
+// sleep on a futex. A oneTBB arena of the same size is kept for code that uses TBB directly.
+//
+// Why not TBB alone: in decode a SmolLM2 matmul takes 10-30 us, and a TBB worker woken per
+// parallel_for arrived after the caller had done all the work (1.06 CPUs busy of 2 on a
+// 1536x576 Q4_1 GEMV loop; the same loop on this pool keeps both busy).
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -10,16 +17,32 @@ class ThreadPool {
 public:
     explicit ThreadPool(int n_threads = 0);  // 0: every core
     ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
     int n_threads() const { return n_threads_; }
-    // Runs `fn` inside the arena: parallel loops in it use at most n_threads() threads.
+    // Runs `fn` on the calling thread with this pool current: cpu::parallel_for inside it uses
+    // the pool's threads, and TBB loops the arena's (at most n_threads()).
     void run(const std::function<void()>& fn);
 
-private:
     struct Impl;
+
+private:
     std::unique_ptr<Impl> impl_;
     int n_threads_;
 };
 
 int default_thread_count();
+
+// Calls fn(i) for every i in [0, n), spread over the current pool's threads (the caller takes
+// tasks too), and returns when all are done. Tasks are handed out one at a time in order. With no
+// current pool it uses oneTBB; called from inside a task it runs the tasks inline.
+void parallel_for_impl(int64_t n, void (*call)(void* ctx, int64_t i), void* ctx);
+template <class F>
+void parallel_for(int64_t n, F&& fn) {
+    parallel_for_impl(n, [](void* ctx, int64_t i) { (*static_cast<std::remove_reference_t<F>*>(ctx))(i); },
+                      const_cast<void*>(static_cast<const void*>(&fn)));
+}
+// Threads parallel_for would use here (1 inside a task).
+int parallel_threads();
 
 }  // namespace strata::cpu

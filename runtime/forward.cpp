@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include <fmt/format.h>
-#include <oneapi/tbb/parallel_for.h>
 
 #include "cpu/attention_cpu.h"
 #include "cpu/matmul.h"
 #include "cpu/norm_rope_act.h"
 #include "cpu/quant.h"
+#include "cpu/thread_pool.h"
 #include "runtime/core/error.h"
 #include "runtime/kv_cache.h"
 #include "runtime/weight_store.h"
@@ -34,6 +34,12 @@ void Forward::embed(std::span<const int32_t> tokens) {
     }
 }
 
+// xn = rms_norm(x) * w for n token rows, in parallel for a batch.
+void Forward::norm_rows(const WeightRef& w, int64_t n) {
+    const int64_t E = hp_.n_embd;
+    cpu::parallel_for(n, [&](int64_t t) { cpu::rms_norm(&x_[t * E], w.f32(), &xn_[t * E], E, hp_.rms_eps); });
+}
+
 void Forward::layer(int il, KvCache& kv, int64_t pos0, int64_t n) {
     const LayerWeights& l = store_.acquire(il);
     kv.begin_layer(il);
@@ -41,11 +47,13 @@ void Forward::layer(int il, KvCache& kv, int64_t pos0, int64_t n) {
     const cpu::RopeParams rope{hp_.head_dim, hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale,
                                hp_.rope_mode == RopeMode::NeoX, w_.rope_freqs ? w_.rope_freqs.f32() : nullptr};
 
-    for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * E], l.attn_norm.f32(), &xn_[t * E], E, hp_.rms_eps);
-    project(l.wq, xn_.data(), n, q_.data());
-    project(l.wk, xn_.data(), n, k_.data());
-    project(l.wv, xn_.data(), n, v_.data());
-    tbb::parallel_for(int64_t{0}, n, [&](int64_t t) {
+    norm_rows(l.attn_norm, n);
+    // q, k and v from one conversion of xn and one parallel loop (cpu::matmul_many).
+    const cpu::MatmulOut qkv[] = {{l.wq.type, l.wq.data, l.wq.n_rows, q_.data()},
+                                  {l.wk.type, l.wk.data, l.wk.n_rows, k_.data()},
+                                  {l.wv.type, l.wv.data, l.wv.n_rows, v_.data()}};
+    cpu::matmul_many(qkv, E, xn_.data(), n);
+    cpu::parallel_for(n, [&](int64_t t) {
         if (l.bq) cpu::add(&q_[t * Q], l.bq.f32(), Q);
         if (l.bk) cpu::add(&k_[t * KV], l.bk.f32(), KV);
         if (l.bv) cpu::add(&v_[t * KV], l.bv.f32(), KV);
@@ -72,10 +80,11 @@ void Forward::layer(int il, KvCache& kv, int64_t pos0, int64_t n) {
     project(l.wo, attn_.data(), n, out_.data());
     cpu::add(x_.data(), out_.data(), n * E);
 
-    for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * E], l.ffn_norm.f32(), &xn_[t * E], E, hp_.rms_eps);
-    project(l.ffn_gate, xn_.data(), n, gate_.data());
-    project(l.ffn_up, xn_.data(), n, up_.data());
-    cpu::swiglu(gate_.data(), up_.data(), n * F);
+    norm_rows(l.ffn_norm, n);
+    const cpu::MatmulOut gate_up[] = {{l.ffn_gate.type, l.ffn_gate.data, l.ffn_gate.n_rows, gate_.data()},
+                                      {l.ffn_up.type, l.ffn_up.data, l.ffn_up.n_rows, up_.data()}};
+    cpu::matmul_many(gate_up, E, xn_.data(), n);
+    cpu::parallel_for(n, [&](int64_t t) { cpu::swiglu(&gate_[t * F], &up_[t * F], F); });
     project(l.ffn_down, gate_.data(), n, out_.data());
     store_.release(il);
     cpu::add(x_.data(), out_.data(), n * E);

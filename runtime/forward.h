@@ -30,6 +30,7 @@ private:
     void embed(std::span<const int32_t> tokens);
     void layer(int il, KvCache& kv, int64_t pos0, int64_t n);
     void project(const WeightRef& w, const float* x, int64_t n, float* y);
+    void norm_rows(const WeightRef& w, int64_t n);
 
     const Hparams& hp_;
     WeightStore& store_;

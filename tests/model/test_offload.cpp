@@ -26,6 +26,11 @@ TEST_CASE("SmolLM2: the same tokens whether every layer is resident or most are 
     };
     const json all = run("");
     CHECK(all["memory"]["layers_streamed"] == 0);
+    // The pread thread pool, where io_uring is unavailable, streams the same bytes.
+    auto pread = test::run_command("STRATA_IO=pread " + test::strata_binary().string() +
+                                   " generate --json --temp 0.7 --seed 5 -n 32 --ctx 512 -p 'The lighthouse keeper' --dram 70M");
+    REQUIRE(pread.exit_code == 0);
+    CHECK(json::parse(pread.out)["tokens"] == all["tokens"]);
     for (const std::string dram : {"100M", "70M"}) {
         const json part = run(dram);
         INFO("--dram " << dram);

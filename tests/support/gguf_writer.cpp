@@ -1,5 +1,7 @@
 #include "tests/support/gguf_writer.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 
@@ -96,7 +98,8 @@ void GgufWriter::write(const std::filesystem::path& path) const {
 }
 
 std::filesystem::path temp_path(const std::string& name) {
-    auto dir = std::filesystem::path(STRATA_BINARY_DIR) / "test_tmp";
+    // One folder per process: ctest runs test cases in parallel processes.
+    static const auto dir = std::filesystem::path(STRATA_BINARY_DIR) / "test_tmp" / std::to_string(::getpid());
     std::filesystem::create_directories(dir);
     return dir / name;
 }

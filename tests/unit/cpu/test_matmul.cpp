@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/cpu_features.h"
+#include "cpu/gemm_x86.h"
 #include "cpu/matmul.h"
 #include "cpu/quant.h"
 #include "cpu/quant_ref.h"
@@ -43,12 +44,17 @@ std::vector<uint8_t> random_matrix(DType t, int64_t n_rows, int64_t n_cols, std:
         default: break;
     }
     const size_t bb = traits(t).block_bytes;
-    for (size_t blk = 0; blk < m.size() / bb; ++blk)
+    for (size_t blk = 0; blk < m.size() / bb; ++blk) {
         for (int off : offs)
             if (off >= 0) {
                 const f16_bits h = fp32_to_fp16(scale());
                 std::memcpy(m.data() + blk * bb + off, &h, 2);
             }
+        if (t == DType::Q8_K) {  // a float scale
+            const float d = scale();
+            std::memcpy(m.data() + blk * bb, &d, 4);
+        }
+    }
     return m;
 }
 
@@ -60,7 +66,7 @@ TEST_CASE("matmul matches naive float matmul and the reference dot", "[unit]") {
     const Case cases[] = {
         {DType::F32, 45},    {DType::F16, 64},    {DType::BF16, 77},   {DType::Q4_0, 96},
         {DType::Q4_1, 64},   {DType::Q5_0, 160},  {DType::Q5_1, 32},   {DType::Q8_0, 224},
-        {DType::Q4_K, 512},  {DType::Q5_K, 256},  {DType::Q6_K, 768},
+        {DType::Q4_K, 512},  {DType::Q5_K, 256},  {DType::Q6_K, 768},  {DType::Q8_K, 256},
     };
     std::mt19937 rng(99);
     for (const auto& [type, n_cols] : cases) {
@@ -74,30 +80,27 @@ TEST_CASE("matmul matches naive float matmul and the reference dot", "[unit]") {
                 std::vector<float> y(n_tok * n_rows, NAN);
                 matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, y.data());
 
-                const DType at = activation_type_for(type);
-                const size_t wrb = row_bytes(type, n_cols), arb = row_bytes(at, n_cols);
+                const ActFormat fmt = act_format_for(type);
+                const size_t wrb = row_bytes(type, n_cols), arb = act_row_bytes(type, n_cols);
                 std::vector<float> wf(n_rows * n_cols);
                 for (int64_t r = 0; r < n_rows; ++r) dequantize_row_ref(type, w.data() + r * wrb, &wf[r * n_cols], n_cols);
                 std::vector<uint8_t> a(arb);
                 for (int64_t t = 0; t < n_tok; ++t) {
                     const float* xt = &x[t * n_cols];
-                    quantize_row_ref(at, xt, a.data(), n_cols);
-                    const int64_t ab = traits(at).block_elems;
+                    quantize_act_ref(fmt, xt, a.data(), n_cols);
                     for (int64_t r = 0; r < n_rows; ++r) {
                         const float* wr = &wf[r * n_cols];
                         // Naive float matmul; the bound on the gap is the activations' rounding
-                        // (int8: amax/127 * (1/2 + f16 rounding of the scale); bf16: 2^-8
-                        // relative) weighted by |w|, plus float summation slack.
+                        // (Q8x2: amax/127/256 per value) weighted by |w|, plus float summation slack.
                         double naive = 0, qerr = 0, mag = 0;
-                        for (int64_t b0 = 0; b0 < n_cols; b0 += ab) {
+                        for (int64_t b0 = 0; b0 < n_cols; b0 += 32) {
                             float amax = 0;
-                            for (int64_t i = b0; i < b0 + ab; ++i) amax = std::max(amax, std::fabs(xt[i]));
-                            for (int64_t i = b0; i < b0 + ab; ++i) {
+                            const int64_t b1 = std::min(n_cols, b0 + 32);
+                            for (int64_t i = b0; i < b1; ++i) amax = std::max(amax, std::fabs(xt[i]));
+                            for (int64_t i = b0; i < b1; ++i) {
                                 naive += double(wr[i]) * xt[i];
                                 mag += std::fabs(wr[i] * xt[i]);
-                                qerr += std::fabs(wr[i]) * (at == DType::BF16  ? std::fabs(xt[i]) * 0x1p-8
-                                                            : at == DType::F32 ? 0.0
-                                                                               : amax / 127.0 * (0.5 + 127.0 * 0x1p-11));
+                                qerr += std::fabs(wr[i]) * (fmt == ActFormat::F32 ? 0.0 : amax / 127.0 / 256.0 * 1.001);
                             }
                         }
                         const float got = y[t * n_rows + r];
@@ -115,40 +118,51 @@ TEST_CASE("matmul matches naive float matmul and the reference dot", "[unit]") {
 TEST_CASE("matmul: same result on 1 and 2 threads and on every path", "[unit]") {
     const CpuPath saved = active_path();
     std::mt19937 rng(17);
-    const int64_t n_rows = 301, n_cols = 512, n_tok = 5;
-    for (DType type : {DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::BF16}) {
-        INFO(dtype_name(type));
-        const auto w = random_matrix(type, n_rows, n_cols, rng);
-        std::vector<float> x(n_tok * n_cols);
-        std::normal_distribution<float> normal;
-        for (auto& v : x) v = normal(rng);
-        std::vector<float> y1(n_tok * n_rows), y2(n_tok * n_rows);
-        tbb::task_arena(1).execute([&] { matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, y1.data()); });
-        tbb::task_arena(2).execute([&] { matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, y2.data()); });
-        // Each output is one kernel call, whatever the split: bit-identical.
-        REQUIRE(y1 == y2);
+    // Rows not a multiple of the 16-row tile, K not a multiple of 256 where the type allows it;
+    // token counts on both sides of the decode/prefill switch (4) and of the 8-token groups.
+    struct Shape { DType type; int64_t n_cols; };
+    const Shape shapes[] = {{DType::Q4_0, 544}, {DType::Q4_1, 480}, {DType::Q8_0, 352}, {DType::Q5_0, 96},
+                            {DType::Q5_1, 160}, {DType::Q4_K, 512}, {DType::Q5_K, 768}, {DType::Q6_K, 512},
+                            {DType::Q8_K, 256}, {DType::F16, 200},  {DType::BF16, 130}, {DType::F32, 67}};
+    for (const auto& [type, n_cols] : shapes) {
+        for (int64_t n_tok : {1, 4, 5, 19}) {
+            const int64_t n_rows = 301;
+            INFO(dtype_name(type) << " tokens " << n_tok);
+            const auto w = random_matrix(type, n_rows, n_cols, rng);
+            std::vector<float> x(n_tok * n_cols);
+            std::normal_distribution<float> normal;
+            for (auto& v : x) v = normal(rng);
+            std::vector<float> y1(n_tok * n_rows), y2(n_tok * n_rows);
+            tbb::task_arena(1).execute([&] { matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, y1.data()); });
+            tbb::task_arena(2).execute([&] { matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, y2.data()); });
+            // Each output is computed by one kernel call whatever the split: bit-identical.
+            REQUIRE(y1 == y2);
 
-        // Paths differ only in float summation order: allow 1e-5 of sum |w x| (the block terms
-        // can be far larger than the result, so relative-to-result would be wrong).
-        const size_t wrb = row_bytes(type, n_cols);
-        std::vector<float> wf(n_cols);
-        std::vector<double> mag(n_tok * n_rows, 0.0);
-        for (int64_t r = 0; r < n_rows; ++r) {
-            dequantize_row_ref(type, w.data() + r * wrb, wf.data(), n_cols);
-            for (int64_t t = 0; t < n_tok; ++t)
-                for (int64_t i = 0; i < n_cols; ++i) mag[t * n_rows + r] += std::fabs(wf[i] * x[t * n_cols + i]);
-        }
-        for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
-            if (!path_supported(path)) continue;
-            set_active_path(path);
-            std::vector<float> yp(n_tok * n_rows);
-            matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, yp.data());
-            for (size_t i = 0; i < yp.size(); ++i) {
-                INFO("path " << path_name(path) << " i " << i);
-                REQUIRE(std::fabs(yp[i] - y1[i]) <= 1e-5 * mag[i]);
+            // Paths differ only in float summation order: allow 1e-5 of sum |w x| (the block terms
+            // can be far larger than the result, so relative-to-result would be wrong).
+            const size_t wrb = row_bytes(type, n_cols);
+            std::vector<float> wf(n_cols);
+            std::vector<double> mag(n_tok * n_rows, 0.0);
+            for (int64_t r = 0; r < n_rows; ++r) {
+                dequantize_row_ref(type, w.data() + r * wrb, wf.data(), n_cols);
+                for (int64_t t = 0; t < n_tok; ++t)
+                    for (int64_t i = 0; i < n_cols; ++i) mag[t * n_rows + r] += std::fabs(wf[i] * x[t * n_cols + i]);
             }
+            set_active_path(CpuPath::Scalar);
+            std::vector<float> yref(n_tok * n_rows);
+            matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, yref.data());
+            for (CpuPath path : {CpuPath::Avx2, CpuPath::Avx512}) {
+                if (!path_supported(path)) continue;
+                set_active_path(path);
+                std::vector<float> yp(n_tok * n_rows, NAN);
+                matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, yp.data());
+                for (size_t i = 0; i < yp.size(); ++i) {
+                    INFO("path " << path_name(path) << " i " << i);
+                    REQUIRE(std::fabs(yp[i] - yref[i]) <= 1e-5 * mag[i] + 1e-30);
+                }
+            }
+            set_active_path(saved);
         }
-        set_active_path(saved);
     }
 }
 
@@ -156,4 +170,43 @@ TEST_CASE("matmul rejects types without CPU kernels", "[unit]") {
     std::vector<uint8_t> w(row_bytes(DType::Q2_K, 256));
     std::vector<float> x(256), y(1);
     CHECK_THROWS(matmul(DType::Q2_K, w.data(), 1, 256, x.data(), 1, y.data()));
+}
+
+TEST_CASE("matmul: AMX prefill gives the VNNI kernel's results", "[unit]") {
+    if (!path_supported(CpuPath::Avx512) || !amx_usable()) {
+        WARN("skipped: no AMX on this CPU (or STRATA_AMX=0)");
+        return;
+    }
+    const CpuPath saved = active_path();
+    set_active_path(CpuPath::Avx512);
+    std::mt19937 rng(23);
+    struct Shape { DType type; int64_t n_rows, n_cols, n_tok; };
+    // Rows and tokens not multiples of 16; odd and even block counts (the pipeline's tail).
+    const Shape shapes[] = {{DType::Q4_0, 67, 2048, 37}, {DType::Q4_1, 160, 576, 16}, {DType::Q8_0, 33, 96, 50},
+                            {DType::Q4_K, 48, 768, 21},  {DType::Q5_K, 17, 512, 40}, {DType::Q4_0, 16, 32, 17}};
+    for (const auto& [type, n_rows, n_cols, n_tok] : shapes) {
+        INFO(dtype_name(type) << " " << n_rows << "x" << n_cols << " tokens " << n_tok);
+        const auto w = random_matrix(type, n_rows, n_cols, rng);
+        std::vector<float> x(n_tok * n_cols);
+        std::normal_distribution<float> normal;
+        for (auto& v : x) v = normal(rng);
+        std::vector<float> amx(n_tok * n_rows, NAN), vnni(n_tok * n_rows, NAN);
+        matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, amx.data());
+        set_amx_enabled(false);
+        matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, vnni.data());
+        set_amx_enabled(true);
+        const size_t wrb = row_bytes(type, n_cols);
+        std::vector<float> wf(n_cols);
+        for (int64_t r = 0; r < n_rows; ++r) {
+            dequantize_row_ref(type, w.data() + r * wrb, wf.data(), n_cols);
+            for (int64_t t = 0; t < n_tok; ++t) {
+                double mag = 0;
+                for (int64_t i = 0; i < n_cols; ++i) mag += std::fabs(wf[i] * x[t * n_cols + i]);
+                // Same integers per block, same float operations per block: only the order of
+                // the per-block additions may differ.
+                REQUIRE(std::fabs(amx[t * n_rows + r] - vnni[t * n_rows + r]) <= 1e-5 * mag + 1e-30);
+            }
+        }
+    }
+    set_active_path(saved);
 }

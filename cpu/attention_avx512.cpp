@@ -1,0 +1,162 @@
+// AVX-512 attention tile (attention_cpu.h). Built with -mavx512f for this file only; called only
+// when the active path is avx512.
+#include <immintrin.h>
+
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/attention_cpu.h"
+#include "cpu/exp_avx512.h"
+
+namespace strata::cpu {
+namespace {
+
+inline void transpose16(__m512 r[16]) {  // r[i][j] -> r[j][i]
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    for (int i = 0; i < 4; ++i) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], _MM_SHUFFLE(2, 0, 2, 0));
+        t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], _MM_SHUFFLE(3, 1, 3, 1));
+        t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], _MM_SHUFFLE(2, 0, 2, 0));
+        t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+    for (int i = 0; i < 4; ++i) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], _MM_SHUFFLE(2, 0, 2, 0));
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], _MM_SHUFFLE(3, 1, 3, 1));
+        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+// scores[m][j0..j0+16) for R query rows from the transposed key block kt[d][16].
+template <int R>
+inline void score_rows(const AttentionTile& t, const float* kt, int m0, int64_t j0, int64_t ld) {
+    __m512 acc[R];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+    for (int32_t d = 0; d < t.head_dim; ++d) {
+        const __m512 w = _mm512_load_ps(kt + 16 * d);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(t.q[m0 + i][d]), w, acc[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) _mm512_storeu_ps(t.scores + (m0 + i) * ld + j0, acc[i]);
+}
+
+// out rows m0..m0+R = P V over keys [0, n): V row loaded once for R rows.
+template <int NC, int R>
+inline void pv_rows(const AttentionTile& t, int m0, int64_t n, int64_t ld, const float* inv) {
+    __m512 acc[R][NC];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+        const float* v = t.v + j * t.kv_stride;
+        __m512 vv[NC];
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; ++c) vv[c] = _mm512_loadu_ps(v + 16 * c);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) {
+            const __m512 p = _mm512_set1_ps(t.scores[(m0 + i) * ld + j]);
+#pragma GCC unroll 8
+            for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_fmadd_ps(p, vv[c], acc[i][c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+        const __m512 s = _mm512_set1_ps(inv[m0 + i]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; ++c) _mm512_storeu_ps(t.out[m0 + i] + 16 * c, _mm512_mul_ps(acc[i][c], s));
+    }
+}
+
+template <int NC>
+void pv_all(const AttentionTile& t, int64_t ld, const float* inv) {
+    constexpr int R = NC <= 4 ? 24 / NC : 2;  // R * NC accumulators stay in registers
+    int m0 = 0;
+    for (; m0 + R <= t.m; m0 += R) {
+        int64_t n = 0;
+        for (int i = 0; i < R; ++i) n = std::max(n, t.n_kv[m0 + i]);
+        pv_rows<NC, R>(t, m0, n, ld, inv);
+    }
+    for (; m0 < t.m; ++m0) pv_rows<NC, 1>(t, m0, t.n_kv[m0], ld, inv);
+}
+
+}  // namespace
+
+void attention_tile_avx512(const AttentionTile& t) {
+    const int32_t hd = t.head_dim;
+    const int64_t ld = t.n_kv_max + 16;
+    alignas(64) float kt[512 * 16];  // head_dim <= 512
+    // 1. Scores, 16 keys at a time: the key block is transposed so that each head dimension is a
+    // vector over the 16 keys, and each query row needs one broadcast FMA per dimension.
+    for (int64_t j0 = 0; j0 < t.n_kv_max; j0 += 16) {
+        const int nb = static_cast<int>(std::min<int64_t>(16, t.n_kv_max - j0));
+        for (int32_t c = 0; c < hd / 16; ++c) {
+            __m512 r[16];
+            for (int i = 0; i < 16; ++i)
+                r[i] = i < nb ? _mm512_loadu_ps(t.k + (j0 + i) * t.kv_stride + 16 * c) : _mm512_setzero_ps();
+            transpose16(r);
+            for (int i = 0; i < 16; ++i) _mm512_store_ps(kt + (16 * c + i) * 16, r[i]);
+        }
+        int m0 = 0;
+        for (; m0 + 8 <= t.m; m0 += 8) score_rows<8>(t, kt, m0, j0, ld);
+        for (; m0 + 4 <= t.m; m0 += 4) score_rows<4>(t, kt, m0, j0, ld);
+        for (; m0 < t.m; ++m0) score_rows<1>(t, kt, m0, j0, ld);
+    }
+    // 2. Softmax of each row over its own keys; keys past them get weight 0.
+    float inv[512];
+    float* invp = t.m <= 512 ? inv : nullptr;
+    for (int m = 0; m < t.m; ++m) {
+        float* s = t.scores + m * ld;
+        const int64_t n = t.n_kv[m];
+        __m512 mx = _mm512_set1_ps(-INFINITY);
+        int64_t j = 0;
+        for (; j + 16 <= n; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
+        if (j < n) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, __mmask16((1u << (n - j)) - 1), s + j));
+        const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+        __m512 sum = _mm512_setzero_ps();
+        for (j = 0; j < n; j += 16) {
+            const __mmask16 k = n - j >= 16 ? 0xFFFF : __mmask16((1u << (n - j)) - 1);
+            const __m512 e = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmax)));
+            _mm512_storeu_ps(s + j, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        for (j = (n + 15) / 16 * 16; j < t.n_kv_max; j += 16) _mm512_storeu_ps(s + j, _mm512_setzero_ps());
+        const float inv_sum = 1.0f / _mm512_reduce_add_ps(sum);
+        if (invp) invp[m] = inv_sum;
+    }
+    // 3. Outputs.
+    if (!invp) return;  // not reached: tiles have at most max(32, group) rows
+    switch (hd / 16) {
+        case 4: pv_all<4>(t, ld, invp); break;
+        case 8: pv_all<8>(t, ld, invp); break;
+        case 2: pv_all<2>(t, ld, invp); break;
+        case 6: pv_all<6>(t, ld, invp); break;
+        default:
+            for (int m = 0; m < t.m; ++m) {  // other sizes: one 16-wide column block at a time
+                for (int32_t c = 0; c < hd / 16; ++c) {
+                    __m512 acc = _mm512_setzero_ps();
+                    for (int64_t j = 0; j < t.n_kv[m]; ++j)
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(t.scores[m * ld + j]),
+                                              _mm512_loadu_ps(t.v + j * t.kv_stride + 16 * c), acc);
+                    _mm512_storeu_ps(t.out[m] + 16 * c, _mm512_mul_ps(acc, _mm512_set1_ps(invp[m])));
+                }
+            }
+    }
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,31 @@
+#pragma once
+// Internal to cpu/: entry points of the x86 matmul kernel files, and per-thread scratch memory.
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu/quant_ref.h"
+#include "runtime/core/dtype.h"
+
+namespace strata::cpu {
+
+// A 64-byte aligned buffer of at least `bytes`, owned by the calling thread, one per `slot`
+// (0..3). It grows and never shrinks, so steady-state kernels allocate nothing. Valid until the
+// same thread asks for the same slot again; kernels must not call each other while holding one.
+uint8_t* thread_scratch(int slot, size_t bytes);
+
+// gemm_avx512.cpp: VNNI kernels for block-quantized weights (nullptr: no kernel for the type).
+MatmulRowsFn avx512_vnni_matmul(DType type);
+// gemm_amx.cpp: AMX-INT8 prefill for block-quantized weights; falls back to `vnni` below a
+// token count where AMX does not pay (nullptr: no AMX kernel for the type).
+MatmulRowsFn amx_matmul(DType type);
+// Whether this CPU and OS let the process use AMX tiles (asks the kernel for permission once;
+// STRATA_AMX=0 says no).
+bool amx_usable();
+// amx_usable() and not switched off by set_amx_enabled(false) (tests compare AMX with VNNI).
+bool amx_enabled();
+void set_amx_enabled(bool on);
+
+// act_avx512.cpp: swiglu (norm_rope_act.h) with a vector e^x.
+void swiglu_avx512(float* gate, const float* up, int64_t n);
+
+}  // namespace strata::cpu

@@ -1,0 +1,205 @@
+#pragma once
+// Packing of 16 weight rows of a block-quantized type into the layout the AVX-512 VNNI
+// (gemm_avx512.cpp) and AMX (gemm_amx.cpp) kernels use: per block of 32 values, 8 vectors
+// whose lane r holds 4 unsigned weight bytes of row r (values 4k..4k+3), plus the 16 rows'
+// scales and minimums. The 8 vectors are also exactly an AMX B tile (8 rows of 16 x 4 bytes).
+// Include only from files built with the AVX-512 flags.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/gemm_x86.h"
+#include "cpu/quant_ref.h"
+
+namespace strata::cpu::pack {
+
+
+struct alignas(64) Packed {
+    __m512i w[8];  // w[k] lane r: row r's unsigned weight bytes at values 4k..4k+3 of the block
+    __m512 scale;  // lane r: row r's block scale
+    __m512 min;    // lane r: row r's block minimum (types with kMin)
+};
+
+inline __m512i bcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+inline __m512i row_offsets(size_t stride) {
+    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              _mm512_set1_epi32(static_cast<int>(stride)));
+}
+// The f16 at p + r*stride for the 16 rows (and the f16 2 bytes later, as hi).
+inline void gather_f16_pair(const uint8_t* p, __m512i idx, __m512& lo, __m512* hi) {
+    const __m512i v = _mm512_i32gather_epi32(idx, p, 1);
+    lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+    if (hi) *hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+}
+
+// 16 rows x 16 bytes at p + r*stride -> y[j] lane r = dword j of row r (j < 4).
+inline void load_t16x4(const uint8_t* p, size_t stride, __m512i y[4]) {
+    const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m512i z[4];
+    for (int g = 0; g < 4; ++g) {
+        const uint8_t* q = p + 4 * g * stride;
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)q));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(q + stride)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(q + 2 * stride)), 2);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(q + 3 * stride)), 3);
+        z[g] = _mm512_permutexvar_epi32(perm, v);  // 128-bit lane j: rows 4g..4g+3, dword j
+    }
+    const __m512i t0 = _mm512_shuffle_i32x4(z[0], z[1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i t1 = _mm512_shuffle_i32x4(z[0], z[1], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i t2 = _mm512_shuffle_i32x4(z[2], z[3], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i t3 = _mm512_shuffle_i32x4(z[2], z[3], _MM_SHUFFLE(3, 2, 3, 2));
+    y[0] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0));
+    y[1] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1));
+    y[2] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0));
+    y[3] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
+}
+// 16 rows x 32 bytes at p + r*stride -> y[j] lane r = dword j of row r (j < 8).
+inline void load_t16x8(const uint8_t* p, size_t stride, __m512i y[8]) {
+    const __m512i perm = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    __m512i q[8];
+    for (int g = 0; g < 8; ++g) {
+        const uint8_t* r = p + 2 * g * stride;
+        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)r)),
+                                             _mm256_loadu_si256((const __m256i*)(r + stride)), 1);
+        q[g] = _mm512_permutexvar_epi32(perm, v);  // qword k: rows 2g, 2g+1 at dword k
+    }
+    // 8x8 transpose of qwords: y[k] = qword k of q[0..7].
+    __m512i a[8];
+    for (int g = 0; g < 4; ++g) {
+        a[2 * g] = _mm512_unpacklo_epi64(q[2 * g], q[2 * g + 1]);      // lane l: q2g[2l], q2g+1[2l]
+        a[2 * g + 1] = _mm512_unpackhi_epi64(q[2 * g], q[2 * g + 1]);  // lane l: ...[2l+1]
+    }
+    for (int h = 0; h < 2; ++h) {  // h = 0: even k from a0 a2 a4 a6; h = 1: odd k from a1 a3 a5 a7
+        const __m512i t0 = _mm512_shuffle_i64x2(a[h], a[2 + h], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i t1 = _mm512_shuffle_i64x2(a[h], a[2 + h], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512i t2 = _mm512_shuffle_i64x2(a[4 + h], a[6 + h], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i t3 = _mm512_shuffle_i64x2(a[4 + h], a[6 + h], _MM_SHUFFLE(3, 2, 3, 2));
+        y[0 + h] = _mm512_shuffle_i64x2(t0, t2, _MM_SHUFFLE(2, 0, 2, 0));
+        y[2 + h] = _mm512_shuffle_i64x2(t0, t2, _MM_SHUFFLE(3, 1, 3, 1));
+        y[4 + h] = _mm512_shuffle_i64x2(t1, t3, _MM_SHUFFLE(2, 0, 2, 0));
+        y[6 + h] = _mm512_shuffle_i64x2(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+inline __m512i lo_nib(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+inline __m512i hi_nib(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
+
+// ---------------------------------------------------------------- packers
+// Each packer fills kPerCall consecutive packed blocks (of kBlock values) of 16 rows per call.
+//   kOff: the weight is q - kOff (I = I_unsigned - kOff * activation sum, exact)
+//   kMin: a float minimum per block (term min * dcs)
+
+template <class Block, int kOffset, bool kHasMin>
+struct PackQ4 {  // Q4_0 (d, qs) and Q4_1 (d, m, qs)
+    static constexpr int kBlock = 32, kPerCall = 1, kOff = kOffset, kBlockBytes = sizeof(Block);
+    static constexpr bool kMin = kHasMin;
+    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
+        const uint8_t* p = row0 + call * sizeof(Block);
+        __m512i y[4];
+        load_t16x4(p + offsetof(Block, qs), stride, y);
+        for (int j = 0; j < 4; ++j) {
+            out->w[j] = lo_nib(y[j]);       // values 4j..4j+3
+            out->w[4 + j] = hi_nib(y[j]);   // values 16+4j..
+        }
+        gather_f16_pair(p, idx, out->scale, kHasMin ? &out->min : nullptr);
+    }
+};
+
+struct PackQ8_0 {
+    static constexpr int kBlock = 32, kPerCall = 1, kOff = 128, kBlockBytes = sizeof(BlockQ8_0);
+    static constexpr bool kMin = false;
+    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
+        const uint8_t* p = row0 + call * sizeof(BlockQ8_0);
+        __m512i y[8];
+        load_t16x8(p + 2, stride, y);
+        // signed q -> unsigned q + 128 (flip the sign bit); the kernel takes 128 * s back off.
+        for (int j = 0; j < 8; ++j) out->w[j] = _mm512_xor_si512(y[j], _mm512_set1_epi8(char(0x80)));
+        gather_f16_pair(p, idx, out->scale, nullptr);
+    }
+};
+
+// Q4_K / Q5_K: one call packs a super-block = 8 blocks of 32 (sub-blocks 2c and 2c+1 share the
+// 32 bytes qs[32c..]: low nibbles, then high nibbles).
+template <bool kFive>
+struct PackQ45K {
+    using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+    static constexpr int kBlock = 32, kPerCall = 8, kOff = 0, kBlockBytes = sizeof(Block);
+    static constexpr bool kMin = true;
+    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
+        const uint8_t* p = row0 + call * sizeof(Block);
+        // d, dmin and the 12 scale bytes of the 16 rows: y[0] = d | dmin << 16, y[1..3] = u0..u2.
+        __m512i h[4];
+        load_t16x4(p, stride, h);
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+        const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+        // ggml's unpacking of the 6-bit scales and mins, on 16 rows at once.
+        const __m512i m1 = _mm512_set1_epi32(0x3f3f3f3f), m2 = _mm512_set1_epi32(0x0f0f0f0f),
+                      m3 = _mm512_set1_epi32(0x03030303);
+        const __m512i u0 = h[1], u1 = h[2], u2 = h[3];
+        const __m512i sc_lo = _mm512_and_si512(u0, m1);  // scales 0..3
+        const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(u2, m2),
+                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), m3), 4));
+        const __m512i mn_lo = _mm512_and_si512(u1, m1);  // mins 0..3
+        const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m2),
+                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m3), 4));
+        for (int j = 0; j < 8; ++j) {
+            const int sh = 8 * (j % 4);
+            const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc_lo : sc_hi, sh), _mm512_set1_epi32(0xFF));
+            const __m512i mn = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? mn_lo : mn_hi, sh), _mm512_set1_epi32(0xFF));
+            out[j].scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+            // -(dmin * m), as the reference
+            out[j].min = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
+        }
+        __m512i qh[8];
+        if constexpr (kFive) load_t16x8(p + offsetof(Block, qh), stride, qh);
+        for (int c = 0; c < 4; ++c) {
+            __m512i y[8];
+            load_t16x8(p + offsetof(Block, qs) + 32 * c, stride, y);
+            for (int k = 0; k < 8; ++k) {
+                __m512i lo = lo_nib(y[k]), hi = hi_nib(y[k]);
+                if constexpr (kFive) {  // bit 2c (2c+1) of qh[l] is the fifth bit of value l of sub-block 2c (2c+1)
+                    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(char(1 << (2 * c)))), lo,
+                                              _mm512_set1_epi8(16));
+                    hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(char(2 << (2 * c)))), hi,
+                                              _mm512_set1_epi8(16));
+                }
+                out[2 * c].w[k] = lo;
+                out[2 * c + 1].w[k] = hi;
+            }
+        }
+    }
+};
+
+// ---------------------------------------------------------------- packing a chunk of rows
+// A partial last tile reads its rows from a zero-padded copy (never past the weights).
+inline const uint8_t* tile_rows(const MatmulJob& job, int64_t r, int64_t r1, int& n_valid) {
+    const size_t stride = job.w_stride;
+    n_valid = static_cast<int>(std::min<int64_t>(kRowTile, r1 - r));
+    if (n_valid == kRowTile) return job.w + r * stride;
+    uint8_t* tmp = thread_scratch(1, kRowTile * stride);
+    std::memcpy(tmp, job.w + r * stride, n_valid * stride);
+    std::memset(tmp + n_valid * stride, 0, (kRowTile - n_valid) * stride);
+    return tmp;
+}
+// Packs the 16-row tiles starting at rc (up to n_tiles of them, ending at r1) into pk: tile i
+// occupies pk[i * nb .. (i + 1) * nb). Returns the number of tiles; n_valid[i] its valid rows.
+template <class P>
+int64_t pack_tiles(const MatmulJob& job, int64_t rc, int64_t r1, int64_t n_tiles, Packed* pk, int* n_valid) {
+    const int64_t nb = job.n_cols / P::kBlock;
+    const __m512i idx = row_offsets(job.w_stride);
+    n_tiles = std::min<int64_t>(n_tiles, (r1 - rc + kRowTile - 1) / kRowTile);
+    for (int64_t i = 0; i < n_tiles; ++i) {
+        const uint8_t* rows = tile_rows(job, rc + i * kRowTile, r1, n_valid[i]);
+        Packed* dst = pk + i * nb;
+        for (int64_t c = 0; c < nb / P::kPerCall; ++c) P::pack(rows, job.w_stride, idx, c, dst + c * P::kPerCall);
+    }
+    return n_tiles;
+}
+
+}  // namespace strata::cpu::pack
