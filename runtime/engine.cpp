@@ -142,6 +142,7 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateP
             break;
         }
         logits = eval({&tok, 1});
+        ++r.n_decode_evals;
     }
     r.decode_seconds = seconds_since(t0);
     if (!stream.stopped()) emit(stream.flush());

@@ -53,7 +53,8 @@ struct GenerateResult {
     std::string stop_reason;      // "eos", "stop", "length"
     double prefill_seconds = 0, decode_seconds = 0;
     double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt_tokens.size() / prefill_seconds : 0; }
-    double decode_tokens_per_s() const { return decode_seconds > 0 ? tokens.size() / decode_seconds : 0; }
+    int n_decode_evals = 0;       // single-token passes (the first token comes from the prefill)
+    double decode_tokens_per_s() const { return decode_seconds > 0 ? n_decode_evals / decode_seconds : 0; }
 };
 
 class Engine {
