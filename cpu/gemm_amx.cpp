@@ -66,32 +66,36 @@ constexpr int64_t kTilesPerPack = 4; // row tiles packed together, as in the VNN
 // 16 tokens (rows of `hi`/`lo` a_stride apart; a tail is padded by the caller) x one packed tile.
 // The integer part of block b into tile set 0 (C tiles 0/1, B tile 4) or 1 (5/6, 7).
 // (The tile intrinsics need literal register numbers.)
-template <int kSet>
+template <int kSet, bool kLo>
 inline void tile_block(const ActQ8x2& v0, size_t a_stride, const Packed& pk, int64_t b) {
     _tile_loadd(2, v0.hi + 32 * b, a_stride);
-    _tile_loadd(3, v0.lo + 32 * b, a_stride);
+    if constexpr (kLo) _tile_loadd(3, v0.lo + 32 * b, a_stride);
     if constexpr (kSet == 0) {
         _tile_zero(0);
-        _tile_zero(1);
         _tile_loadd(4, pk.w, 64);
         _tile_dpbsud(0, 2, 4);
-        _tile_dpbsud(1, 3, 4);
+        if constexpr (kLo) {
+            _tile_zero(1);
+            _tile_dpbsud(1, 3, 4);
+        }
     } else {
         _tile_zero(5);
-        _tile_zero(6);
         _tile_loadd(7, pk.w, 64);
         _tile_dpbsud(5, 2, 7);
-        _tile_dpbsud(6, 3, 7);
+        if constexpr (kLo) {
+            _tile_zero(6);
+            _tile_dpbsud(6, 3, 7);
+        }
     }
 }
-template <int kSet>
+template <int kSet, bool kLo>
 inline void store_block(int32_t (*c_hi)[16], int32_t (*c_lo)[16]) {
     if constexpr (kSet == 0) {
         _tile_stored(0, c_hi, 64);
-        _tile_stored(1, c_lo, 64);
+        if constexpr (kLo) _tile_stored(1, c_lo, 64);
     } else {
         _tile_stored(5, c_hi, 64);
-        _tile_stored(6, c_lo, 64);
+        if constexpr (kLo) _tile_stored(6, c_lo, 64);
     }
 }
 
@@ -130,7 +134,8 @@ void amx_tile(const Packed* pk, int64_t nb, const uint8_t* acts, size_t a_stride
         const int32_t* off = ts.off + 16 * b;
 #pragma GCC unroll 16
         for (int m = 0; m < 16; ++m) {
-            __m512i i = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c_hi[m]), 8), _mm512_load_si512(c_lo[m]));
+            __m512i i = _mm512_slli_epi32(_mm512_load_si512(c_hi[m]), 8);
+            if constexpr (P::kLo) i = _mm512_add_epi32(i, _mm512_load_si512(c_lo[m]));
             if constexpr (P::kOff != 0) i = _mm512_sub_epi32(i, _mm512_set1_epi32(off[m]));
             acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(sc, _mm512_set1_ps(dc[m])), acc[m]);
             if constexpr (P::kMin) acc[m] = _mm512_fmadd_ps(pk[b].min, _mm512_set1_ps(dcs[m]), acc[m]);
@@ -140,18 +145,18 @@ void amx_tile(const Packed* pk, int64_t nb, const uint8_t* acts, size_t a_stride
     // are stored and finished. (Measured, 2048x2048 Q4_0, 256 tokens, 1 core: 137-140 GMAC/s,
     // VNNI 92-94; without the pipeline 117-125; groups of 4 blocks double-buffered in memory
     // did not help, 125-135: the tile unit's own latency is the limit.)
-    tile_block<0>(v0, a_stride, pk[0], 0);
+    tile_block<0, P::kLo>(v0, a_stride, pk[0], 0);
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-        tile_block<1>(v0, a_stride, pk[b + 1], b + 1);
-        store_block<0>(c_hi, c_lo);
+        tile_block<1, P::kLo>(v0, a_stride, pk[b + 1], b + 1);
+        store_block<0, P::kLo>(c_hi, c_lo);
         finish(b);
-        if (b + 2 < nb) tile_block<0>(v0, a_stride, pk[b + 2], b + 2);
-        store_block<1>(c_hi, c_lo);
+        if (b + 2 < nb) tile_block<0, P::kLo>(v0, a_stride, pk[b + 2], b + 2);
+        store_block<1, P::kLo>(c_hi, c_lo);
         finish(b + 1);
     }
     if (b < nb) {  // odd block count: the last block is in set 0
-        store_block<0>(c_hi, c_lo);
+        store_block<0, P::kLo>(c_hi, c_lo);
         finish(b);
     }
     const __mmask16 k = n_valid >= 16 ? 0xFFFF : __mmask16((1u << n_valid) - 1);
@@ -159,9 +164,7 @@ void amx_tile(const Packed* pk, int64_t nb, const uint8_t* acts, size_t a_stride
 }
 
 template <class P>
-void amx_matmul_rows(const MatmulJob& job, int64_t r0, int64_t r1) {
-    static const MatmulRowsFn vnni = avx512_vnni_matmul(P::kType);
-    if (job.n_tok < kMinTokens || !amx_enabled()) return vnni(job, r0, r1);
+void amx_matmul_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
     configure_tiles();
     const int64_t nb = job.n_cols / P::kBlock;
     auto* pk = reinterpret_cast<Packed*>(thread_scratch(0, sizeof(Packed) * nb * kTilesPerPack));
@@ -193,6 +196,14 @@ template <class P, DType kT>
 struct Typed : P {
     static constexpr DType kType = kT;
 };
+
+template <class P>
+void amx_matmul_rows(const MatmulJob& job, int64_t r0, int64_t r1) {
+    static const MatmulRowsFn vnni = avx512_vnni_matmul(P::kType);
+    if (job.n_tok < kMinTokens || !amx_enabled()) return vnni(job, r0, r1);
+    if (job.skip_lo) amx_matmul_impl<WithLo<P, false>>(job, r0, r1);
+    else amx_matmul_impl<WithLo<P, true>>(job, r0, r1);
+}
 
 bool detect_amx() {
     if (const char* e = std::getenv("STRATA_AMX"); e && std::string_view(e) == "0") return false;
@@ -230,7 +241,10 @@ MatmulRowsFn amx_matmul(DType type) {
         case DType::Q8_0: return amx_matmul_rows<Typed<PackQ8_0, DType::Q8_0>>;
         case DType::Q4_K: return amx_matmul_rows<Typed<PackQ45K<false>, DType::Q4_K>>;
         case DType::Q5_K: return amx_matmul_rows<Typed<PackQ45K<true>, DType::Q5_K>>;
-        default: return nullptr;
+        case DType::Q5_0: return amx_matmul_rows<Typed<PackQ5<BlockQ5_0, 16, false>, DType::Q5_0>>;
+        case DType::Q5_1: return amx_matmul_rows<Typed<PackQ5<BlockQ5_1, 0, true>, DType::Q5_1>>;
+        case DType::Q8_K: return amx_matmul_rows<Typed<PackQ8K, DType::Q8_K>>;
+        default: return nullptr;  // Q6_K: two scales per block of 32, VNNI only
     }
 }
 

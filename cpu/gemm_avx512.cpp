@@ -43,36 +43,49 @@ struct ActPtrs {
     const float* dc;
     const float* dcs;
     const int32_t* s32;
+    const int32_t* s16;
 };
 
-// One packed block (activation block ab) for NT tokens, accumulated into acc.
+// One packed block (activation block ab) for NT tokens, accumulated into acc. kSplit16 types
+// (Q6_K) keep the integer dots of values 0-15 and 16-31 apart: they have separate scales.
 template <class P, int NT>
 inline void block_step(const Packed& pk, int64_t ab, const ActPtrs* a, __m512 acc[NT]) {
-    __m512i ih[NT], il[NT];
+    constexpr int kParts = P::kSplit16 ? 2 : 1;
+    __m512i ih[kParts][NT], il[kParts][NT];
+#pragma GCC unroll 2
+    for (int h = 0; h < kParts; ++h)
 #pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) ih[t] = il[t] = _mm512_setzero_si512();
+        for (int t = 0; t < NT; ++t) ih[h][t] = il[h][t] = _mm512_setzero_si512();
     const int64_t v0 = ab * 32;
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
         const __m512i w = pk.w[k];
+        const int h = P::kSplit16 ? k / 4 : 0;
 #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
-            ih[t] = _mm512_dpbusd_epi32(ih[t], w, bcast4(a[t].hi + v0 + 4 * k));
-            il[t] = _mm512_dpbusd_epi32(il[t], w, bcast4(a[t].lo + v0 + 4 * k));
+            ih[h][t] = _mm512_dpbusd_epi32(ih[h][t], w, bcast4(a[t].hi + v0 + 4 * k));
+            if constexpr (P::kLo) il[h][t] = _mm512_dpbusd_epi32(il[h][t], w, bcast4(a[t].lo + v0 + 4 * k));
         }
     }
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
-        __m512i i = _mm512_add_epi32(_mm512_slli_epi32(ih[t], 8), il[t]);
-        if constexpr (P::kOff != 0) i = _mm512_sub_epi32(i, _mm512_set1_epi32(P::kOff * a[t].s32[ab]));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(pk.scale, _mm512_set1_ps(a[t].dc[ab])), acc[t]);
+        const __m512 dc = _mm512_set1_ps(a[t].dc[ab]);
+#pragma GCC unroll 2
+        for (int h = 0; h < kParts; ++h) {
+            __m512i i = _mm512_slli_epi32(ih[h][t], 8);
+            if constexpr (P::kLo) i = _mm512_add_epi32(i, il[h][t]);
+            if constexpr (P::kSplit16) i = _mm512_sub_epi32(i, _mm512_set1_epi32(P::kOff * a[t].s16[2 * ab + h]));
+            else if constexpr (P::kOff != 0) i = _mm512_sub_epi32(i, _mm512_set1_epi32(P::kOff * a[t].s32[ab]));
+            const __m512 sc = h == 0 ? pk.scale : pk.min;
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(sc, dc), acc[t]);
+        }
         if constexpr (P::kMin) acc[t] = _mm512_fmadd_ps(pk.min, _mm512_set1_ps(a[t].dcs[ab]), acc[t]);
     }
 }
 
 inline ActPtrs act_ptrs(const MatmulJob& job, int64_t t) {
     const ActQ8x2 v = act_q8x2(job.acts + t * job.a_stride, job.n_cols);
-    return {v.hi, v.lo, v.dc, v.dcs, v.s32};
+    return {v.hi, v.lo, v.dc, v.dcs, v.s32, v.s16};
 }
 inline void store_rows(float* y, __m512 v, int n_valid) {
     if (n_valid >= 16) _mm512_storeu_ps(y, v);
@@ -87,8 +100,10 @@ template <class P, int NT>
 void tile_fused(const uint8_t* row0, size_t stride, const MatmulJob& job, int64_t t0, float* y, int n_valid,
                 const uint8_t* next) {
     ActPtrs a[NT];
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) a[t] = act_ptrs(job, t0 + t);
     __m512 acc[NT];
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     const __m512i idx = row_offsets(stride);
     const int64_t n_calls = job.n_cols / (P::kBlock * P::kPerCall);
@@ -102,6 +117,7 @@ void tile_fused(const uint8_t* row0, size_t stride, const MatmulJob& job, int64_
         P::pack(row0, stride, idx, c, pk);
         for (int j = 0; j < P::kPerCall; ++j) block_step<P, NT>(pk[j], c * P::kPerCall + j, a, acc);
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) store_rows(y + (t0 + t) * job.ldy, acc[t], n_valid);
 }
 
@@ -109,10 +125,13 @@ void tile_fused(const uint8_t* row0, size_t stride, const MatmulJob& job, int64_
 template <class P, int NT>
 void tile_packed(const Packed* pk, int64_t nb, const MatmulJob& job, int64_t t0, float* y, int n_valid) {
     ActPtrs a[NT];
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) a[t] = act_ptrs(job, t0 + t);
     __m512 acc[NT];
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) block_step<P, NT>(pk[b], b, a, acc);
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) store_rows(y + (t0 + t) * job.ldy, acc[t], n_valid);
 }
 
@@ -158,7 +177,7 @@ constexpr int64_t kTilesPerPack = 4; // prefill: row tiles packed together (acti
 
 // Rows [r0, r1) (r0 a multiple of 16) for every token.
 template <class P>
-void matmul_rows_q(const MatmulJob& job, int64_t r0, int64_t r1) {
+void matmul_rows_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
     const size_t stride = job.w_stride;
     const int64_t nb = job.n_cols / P::kBlock;
     if (job.n_tok <= kMaxFusedTokens) {
@@ -183,6 +202,12 @@ void matmul_rows_q(const MatmulJob& job, int64_t r0, int64_t r1) {
     }
 }
 
+template <class P>
+void matmul_rows_q(const MatmulJob& job, int64_t r0, int64_t r1) {
+    if (job.skip_lo) matmul_rows_impl<WithLo<P, false>>(job, r0, r1);
+    else matmul_rows_impl<WithLo<P, true>>(job, r0, r1);
+}
+
 }  // namespace
 
 MatmulRowsFn avx512_vnni_matmul(DType type) {
@@ -192,6 +217,10 @@ MatmulRowsFn avx512_vnni_matmul(DType type) {
         case DType::Q8_0: return matmul_rows_q<PackQ8_0>;
         case DType::Q4_K: return matmul_rows_q<PackQ45K<false>>;
         case DType::Q5_K: return matmul_rows_q<PackQ45K<true>>;
+        case DType::Q5_0: return matmul_rows_q<PackQ5<BlockQ5_0, 16, false>>;
+        case DType::Q5_1: return matmul_rows_q<PackQ5<BlockQ5_1, 0, true>>;
+        case DType::Q6_K: return matmul_rows_q<PackQ6K>;
+        case DType::Q8_K: return matmul_rows_q<PackQ8K>;
         default: return nullptr;
     }
 }

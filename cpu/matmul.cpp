@@ -16,8 +16,8 @@ uint8_t* thread_scratch(int slot, size_t bytes) {
         size_t n = 0;
         ~Buf() { std::free(p); }
     };
-    thread_local Buf bufs[4];
-    STRATA_ASSERT(slot >= 0 && slot < 4);
+    thread_local Buf bufs[5];
+    STRATA_ASSERT(slot >= 0 && slot < 5);
     Buf& b = bufs[slot];
     if (b.n < bytes) {
         std::free(b.p);
@@ -47,16 +47,20 @@ int64_t rows_per_task(int64_t n_rows, int64_t w_row_bytes, int64_t n_tokens) {
 }  // namespace
 
 void matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
-            float* y) {
+            float* y, bool int8) {
     const MatmulOut out{wtype, weights, n_rows, y};
-    matmul_many({&out, 1}, n_cols, x, n_tokens);
+    matmul_many({&out, 1}, n_cols, x, n_tokens, int8);
 }
 
-void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x, int64_t n_tokens) {
+void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x, int64_t n_tokens, bool int8) {
     constexpr size_t kMaxOuts = 8;
     STRATA_ASSERT(outs.size() <= kMaxOuts);
-    bool need_q8 = false;
-    for (const MatmulOut& o : outs) need_q8 |= act_format_for(o.wtype) == ActFormat::Q8x2;  // throws for unsupported types
+    bool need_q8 = false, need_f32 = false;
+    for (const MatmulOut& o : outs) {
+        const bool q8 = act_format_for(o.wtype) == ActFormat::Q8x2;  // throws for unsupported types
+        need_q8 |= q8;
+        need_f32 |= !q8;
+    }
     if (n_tokens <= 0) return;
     if (n_cols == 0) {  // empty dot products
         for (const MatmulOut& o : outs) std::fill(o.y, o.y + o.n_rows * n_tokens, 0.0f);
@@ -69,16 +73,30 @@ void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x
     if (need_q8) {
         STRATA_ASSERT(n_cols % kActBlock == 0);
         q8_stride = act_q8x2_bytes(n_cols);
-        // The caller's own buffer (slot 2: the kernels use 0, 1 and attention 3), reused.
+        // The caller's own buffer (slot 2; the kernels use 0, 1 and 3, the F32 transpose 4), reused.
         uint8_t* acts = thread_scratch(2, q8_stride * n_tokens);
         auto quantize = [&](int64_t t) {
-            quantize_activations(ActFormat::Q8x2, x + t * n_cols, acts + t * q8_stride, n_cols);
+            quantize_activations(int8 ? ActFormat::Q8 : ActFormat::Q8x2, x + t * n_cols, acts + t * q8_stride, n_cols);
         };
         if (n_tokens >= 8)
             parallel_for(n_tokens, quantize);
         else
             for (int64_t t = 0; t < n_tokens; ++t) quantize(t);
         q8 = acts;
+    }
+
+    // F32 activations for a batch: also in groups of 16 tokens, column-major (MatmulJob::xt).
+    float* xt = nullptr;
+    if (need_f32 && n_tokens > 4) {
+        const int64_t n_groups = (n_tokens + 15) / 16;
+        xt = reinterpret_cast<float*>(thread_scratch(4, sizeof(float) * 16 * n_cols * n_groups));
+        parallel_for(n_groups, [&](int64_t g) {
+            float* dst = xt + g * n_cols * 16;
+            for (int64_t t = 0; t < 16; ++t) {
+                const int64_t tok = 16 * g + t;
+                for (int64_t k = 0; k < n_cols; ++k) dst[k * 16 + t] = tok < n_tokens ? x[tok * n_cols + k] : 0.0f;
+            }
+        });
     }
 
     MatmulJob jobs[kMaxOuts];
@@ -98,9 +116,11 @@ void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x
         if (act_format_for(o.wtype) == ActFormat::F32) {
             job.acts = reinterpret_cast<const uint8_t*>(x);
             job.a_stride = n_cols * sizeof(float);
+            job.xt = xt;
         } else {
             job.acts = q8;
             job.a_stride = q8_stride;
+            job.skip_lo = int8;
         }
         tile[i] = rows_per_task(o.n_rows, static_cast<int64_t>(job.w_stride), n_tokens);
         first_task[i + 1] = first_task[i] + (o.n_rows + tile[i] - 1) / tile[i];

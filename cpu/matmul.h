@@ -17,8 +17,11 @@ namespace strata::cpu {
 // kernels' row tile; the kernels pick the decode (<= 4 tokens: one pass over the weights) or
 // prefill (packed tiles, AMX where available) strategy themselves. Throws BackendError for a
 // type without CPU kernels.
+// int8 = true (opt-in, never the default): block-quantized weights get single-level int8
+// activations (ActFormat::Q8, llama.cpp's precision) instead of Q8x2: faster prefill, and on
+// SmolLM2 no longer the float reference's tokens (quant_ref.h).
 void matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
-            float* y);
+            float* y, bool int8 = false);
 
 // One output of matmul_many: y (n_tokens x n_rows) = x W^T.
 struct MatmulOut {
@@ -30,6 +33,6 @@ struct MatmulOut {
 // The same x times several weight matrices (q, k and v; gate and up): x is converted once per
 // activation format and the row tasks of all of them share one parallel loop (one wake-up and
 // one join instead of one per matrix, which matters for small decode matmuls).
-void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x, int64_t n_tokens);
+void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x, int64_t n_tokens, bool int8 = false);
 
 }  // namespace strata::cpu

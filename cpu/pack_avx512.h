@@ -40,7 +40,7 @@ inline void gather_f16_pair(const uint8_t* p, __m512i idx, __m512& lo, __m512* h
 }
 
 // 16 rows x 16 bytes at p + r*stride -> y[j] lane r = dword j of row r (j < 4).
-inline void load_t16x4(const uint8_t* p, size_t stride, __m512i y[4]) {
+__attribute__((always_inline)) inline void load_t16x4(const uint8_t* p, size_t stride, __m512i y[4]) {
     const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     __m512i z[4];
     for (int g = 0; g < 4; ++g) {
@@ -61,7 +61,7 @@ inline void load_t16x4(const uint8_t* p, size_t stride, __m512i y[4]) {
     y[3] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
 }
 // 16 rows x 32 bytes at p + r*stride -> y[j] lane r = dword j of row r (j < 8).
-inline void load_t16x8(const uint8_t* p, size_t stride, __m512i y[8]) {
+__attribute__((always_inline)) inline void load_t16x8(const uint8_t* p, size_t stride, __m512i y[8]) {
     const __m512i perm = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
     __m512i q[8];
     for (int g = 0; g < 8; ++g) {
@@ -98,7 +98,7 @@ inline __m512i hi_nib(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 
 template <class Block, int kOffset, bool kHasMin>
 struct PackQ4 {  // Q4_0 (d, qs) and Q4_1 (d, m, qs)
     static constexpr int kBlock = 32, kPerCall = 1, kOff = kOffset, kBlockBytes = sizeof(Block);
-    static constexpr bool kMin = kHasMin;
+    static constexpr bool kMin = kHasMin, kSplit16 = false;
     static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
         const uint8_t* p = row0 + call * sizeof(Block);
         __m512i y[4];
@@ -113,7 +113,7 @@ struct PackQ4 {  // Q4_0 (d, qs) and Q4_1 (d, m, qs)
 
 struct PackQ8_0 {
     static constexpr int kBlock = 32, kPerCall = 1, kOff = 128, kBlockBytes = sizeof(BlockQ8_0);
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kSplit16 = false;
     static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
         const uint8_t* p = row0 + call * sizeof(BlockQ8_0);
         __m512i y[8];
@@ -130,7 +130,7 @@ template <bool kFive>
 struct PackQ45K {
     using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
     static constexpr int kBlock = 32, kPerCall = 8, kOff = 0, kBlockBytes = sizeof(Block);
-    static constexpr bool kMin = true;
+    static constexpr bool kMin = true, kSplit16 = false;
     static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
         const uint8_t* p = row0 + call * sizeof(Block);
         // d, dmin and the 12 scale bytes of the 16 rows: y[0] = d | dmin << 16, y[1..3] = u0..u2.
@@ -174,6 +174,90 @@ struct PackQ45K {
             }
         }
     }
+};
+
+// Q5_0 / Q5_1: as Q4 plus the fifth bit, bit j of the block's 32-bit qh for value j.
+template <class Block, int kOffset, bool kHasMin>
+struct PackQ5 {
+    static constexpr int kBlock = 32, kPerCall = 1, kOff = kOffset, kBlockBytes = sizeof(Block);
+    static constexpr bool kMin = kHasMin, kSplit16 = false;
+    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
+        const uint8_t* p = row0 + call * sizeof(Block);
+        __m512i y[4];
+        load_t16x4(p + offsetof(Block, qs), stride, y);
+        const __m512i qh = _mm512_i32gather_epi32(idx, p + offsetof(Block, qh), 1);
+        // 4 bits of qh -> bit 4 of 4 bytes: (t * 0x00204081) & 0x01010101 spreads bit i to byte i.
+        auto fifth = [&](int first) {
+            const __m512i t = _mm512_and_si512(_mm512_srli_epi32(qh, first), _mm512_set1_epi32(0xF));
+            const __m512i spread = _mm512_and_si512(_mm512_mullo_epi32(t, _mm512_set1_epi32(0x00204081)),
+                                                    _mm512_set1_epi32(0x01010101));
+            return _mm512_slli_epi32(spread, 4);
+        };
+        for (int j = 0; j < 4; ++j) {
+            out->w[j] = _mm512_or_si512(lo_nib(y[j]), fifth(4 * j));
+            out->w[4 + j] = _mm512_or_si512(hi_nib(y[j]), fifth(16 + 4 * j));
+        }
+        gather_f16_pair(p, idx, out->scale, kHasMin ? &out->min : nullptr);
+    }
+};
+
+// Q8_K (as weights): a float scale per 256, int8 values; blocks of 32 as Q8_0.
+struct PackQ8K {
+    static constexpr int kBlock = 32, kPerCall = 8, kOff = 128, kBlockBytes = sizeof(BlockQ8_K);
+    static constexpr bool kMin = false, kSplit16 = false;
+    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
+        const uint8_t* p = row0 + call * sizeof(BlockQ8_K);
+        const __m512 d = _mm512_castsi512_ps(_mm512_i32gather_epi32(idx, p, 1));
+        for (int j = 0; j < 8; ++j) {
+            __m512i y[8];
+            load_t16x8(p + offsetof(BlockQ8_K, qs) + 32 * j, stride, y);
+            for (int k = 0; k < 8; ++k) out[j].w[k] = _mm512_xor_si512(y[k], _mm512_set1_epi8(char(0x80)));
+            out[j].scale = d;
+        }
+    }
+};
+
+// Q6_K: 6-bit q (value q - 32) in groups of 16 with int8 scales, so each packed block of 32 has
+// two scales: `scale` for values 0-15 and `min` (re-used, kSplit16) for values 16-31; the kernel
+// keeps the two halves' integer dots apart. Block j (h = j/4, s = j%4) takes the low (s < 2) or
+// high nibbles of ql[64h + 32(s&1) ..] and bits 2s, 2s+1 of qh[32h ..].
+struct PackQ6K {
+    static constexpr int kBlock = 32, kPerCall = 8, kOff = 32, kBlockBytes = sizeof(BlockQ6_K);
+    static constexpr bool kMin = false, kSplit16 = true;
+    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
+        const uint8_t* p = row0 + call * sizeof(BlockQ6_K);
+        __m512 d;
+        gather_f16_pair(p + offsetof(BlockQ6_K, d), idx, d, nullptr);
+        __m512i sc[4];  // sc[i] lane r: row r's scales 4i..4i+3 (int8)
+        load_t16x4(p + offsetof(BlockQ6_K, scales), stride, sc);
+        auto scale = [&](int g) {  // d * scale g, as the reference's d * float(sc)
+            const __m512i v = _mm512_srai_epi32(_mm512_slli_epi32(sc[g / 4], 24 - 8 * (g % 4)), 24);
+            return _mm512_mul_ps(d, _mm512_cvtepi32_ps(v));
+        };
+        for (int h = 0; h < 2; ++h) {
+            __m512i ql[2][8], qh[8];
+            load_t16x8(p + offsetof(BlockQ6_K, ql) + 64 * h, stride, ql[0]);
+            load_t16x8(p + offsetof(BlockQ6_K, ql) + 64 * h + 32, stride, ql[1]);
+            load_t16x8(p + offsetof(BlockQ6_K, qh) + 32 * h, stride, qh);
+            for (int s = 0; s < 4; ++s) {
+                Packed& o = out[4 * h + s];
+                for (int k = 0; k < 8; ++k) {
+                    const __m512i lo = (s >> 1) ? hi_nib(ql[s & 1][k]) : lo_nib(ql[s & 1][k]);
+                    const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi16(qh[k], 2 * s), _mm512_set1_epi8(3));
+                    o.w[k] = _mm512_or_si512(lo, _mm512_slli_epi16(hi2, 4));  // hi2 < 4: no carry across bytes
+                }
+                o.scale = scale(2 * (4 * h + s));
+                o.min = scale(2 * (4 * h + s) + 1);
+            }
+        }
+    }
+};
+
+// A packer with the kernels' lo switch: kLo = false when the activations are ActFormat::Q8 (lo
+// all zero), so the kernels skip the lo dot products.
+template <class P, bool kWithLo>
+struct WithLo : P {
+    static constexpr bool kLo = kWithLo;
 };
 
 // ---------------------------------------------------------------- packing a chunk of rows

@@ -16,7 +16,7 @@ constexpr int kTypeSlots = 64;  // GGUF type ids are small; BF16 is 30
 // lookup never needs a second try.
 struct PathTables {
     std::array<std::array<QuantKernels, kTypeSlots>, 3> by_path{};
-    std::array<std::array<ActKernels, 2>, 3> act{};
+    std::array<std::array<ActKernels, 3>, 3> act{};
     PathTables() {
         for (int id = 0; id < kTypeSlots; ++id) {
             const auto t = static_cast<DType>(id);
@@ -32,7 +32,7 @@ struct PathTables {
             if (path_supported(CpuPath::Avx512)) merge(avx512_kernels(t));
             by_path[2][id] = k;
         }
-        for (ActFormat f : {ActFormat::F32, ActFormat::Q8x2}) {
+        for (ActFormat f : {ActFormat::F32, ActFormat::Q8x2, ActFormat::Q8}) {
             const int i = static_cast<int>(f);
             ActKernels k = ref_act_kernels(f);
             act[0][i] = k;

@@ -334,6 +334,7 @@ inline void store_i8x8(int8_t* dst, __m256i v) {  // 8 int32 in [-127, 127] -> 8
     _mm_storel_epi64((__m128i*)dst, _mm_packs_epi16(w, w));
 }
 // Bit-identical to quant_ref.cpp (same operations; _mm256_round_ps and cvtps round half to even).
+template <bool kTwoLevel>
 void quant_q8x2(const float* x, void* dst, int64_t n) {
     const ActQ8x2 v = act_q8x2(dst, n);
     constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -350,8 +351,9 @@ void quant_q8x2(const float* x, void* dst, int64_t n) {
                 const __m256 xg = _mm256_loadu_ps(xb + 8 * g);
                 const __m256 h = _mm256_round_ps(_mm256_mul_ps(xg, vid), kRound);
                 const __m256 r = _mm256_fnmadd_ps(vd, h, xg);
-                const __m256 l = _mm256_min_ps(_mm256_set1_ps(127.0f),
-                                               _mm256_max_ps(_mm256_set1_ps(-127.0f), _mm256_round_ps(_mm256_mul_ps(r, vid256), kRound)));
+                const __m256 l = kTwoLevel ? _mm256_min_ps(_mm256_set1_ps(127.0f), _mm256_max_ps(_mm256_set1_ps(-127.0f),
+                                                                                          _mm256_round_ps(_mm256_mul_ps(r, vid256), kRound)))
+                                           : _mm256_setzero_ps();
                 const __m256i hi = _mm256_cvtps_epi32(h), lo = _mm256_cvtps_epi32(l);
                 store_i8x8(v.hi + b * kActBlock + 8 * g, hi);
                 store_i8x8(v.lo + b * kActBlock + 8 * g, lo);
@@ -402,6 +404,8 @@ QuantKernels avx2_kernels(DType type) {
     }
 }
 
-ActKernels avx2_act_kernels(ActFormat fmt) { return {fmt == ActFormat::Q8x2 ? quant_q8x2 : nullptr}; }
+ActKernels avx2_act_kernels(ActFormat fmt) {
+    return {fmt == ActFormat::Q8x2 ? quant_q8x2<true> : fmt == ActFormat::Q8 ? quant_q8x2<false> : nullptr};
+}
 
 }  // namespace strata::cpu

@@ -23,10 +23,11 @@ namespace strata::cpu {
 namespace {
 
 inline float h2f(f16_bits h) { return _cvtsh_ss(h); }
-// Weights stream from DRAM once per token group. The hardware prefetcher alone left ~40% of a
-// core's read bandwidth unused (4096x4096 Q4_0 GEMV: 5.4 GB/s without, 9 GB/s with this).
+// Float-weight decode streams each row from DRAM once per token: prefetch 16 KiB ahead (four
+// 4 KiB F16 rows of a 2048-wide matrix; the hardware prefetcher stops at each 4 KiB page).
+// F16 5632 x 2048 from DRAM, 2 threads: 8.2-8.3 GB/s at 4 KiB ahead, 9.2-10.4 at 16 KiB.
 // Prefetches never fault, so running past the end of the weights is harmless.
-constexpr int kPrefetchBytes = 4096;
+constexpr int kPrefetchBytes = 16384;
 inline void prefetch_ahead(const void* p, int offset = 0) {
     _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes + offset, _MM_HINT_T0);
 }
@@ -46,14 +47,17 @@ struct DotF32 {  // F32 weights, F32 activations
     static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
         const auto* w = static_cast<const float*>(wv);
         __m512 acc[NT];
+        #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
         for (int64_t i = 0; i < n; i += 16) {
             const __mmask16 k = n - i >= 16 ? 0xFFFF : __mmask16((1u << (n - i)) - 1);
             prefetch_ahead(w + i);
             const __m512 x = _mm512_maskz_loadu_ps(k, w + i);
+            #pragma GCC unroll 16
             for (int t = 0; t < NT; ++t)
                 acc[t] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
         }
+        #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
     }
 };
@@ -62,14 +66,17 @@ struct DotF16 {  // F16 weights, F32 activations
     static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
         const auto* w = static_cast<const f16_bits*>(wv);
         __m512 acc[NT];
+        #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
         for (int64_t i = 0; i < n; i += 16) {
             const __mmask16 k = n - i >= 16 ? 0xFFFF : __mmask16((1u << (n - i)) - 1);
             prefetch_ahead(w + i);
             const __m512 x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, w + i));
+            #pragma GCC unroll 16
             for (int t = 0; t < NT; ++t)
                 acc[t] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
         }
+        #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
     }
 };
@@ -82,14 +89,17 @@ struct DotBf16 {
     static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
         const auto* w = static_cast<const uint16_t*>(wv);
         __m512 acc[NT];
+        #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
         for (int64_t i = 0; i < n; i += 16) {
             const __mmask16 k = n - i >= 16 ? 0xFFFF : __mmask16((1u << (n - i)) - 1);
             prefetch_ahead(w + i);
             const __m512 x = bf16x16(k, w + i);
+            #pragma GCC unroll 16
             for (int t = 0; t < NT; ++t)
                 acc[t] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
         }
+        #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
     }
 };
@@ -244,6 +254,7 @@ void deq_q6k(const void* src, float* y, int64_t n) {
 // ---------------------------------------------------------------- quantize activations (Q8x2)
 // Bit-identical to quant_ref.cpp: the same amax, d = amax / 127, 1 / d, products, one fused
 // multiply-add for the residual; cvtps rounds half to even like nearbyint.
+template <bool kTwoLevel>
 void quant_q8x2(const float* x, void* dst, int64_t n) {
     const ActQ8x2 v = act_q8x2(dst, n);
     const __m512 lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f);
@@ -261,9 +272,10 @@ void quant_q8x2(const float* x, void* dst, int64_t n) {
                 const __m512 xg = g ? x1 : x0;
                 const __m512 h = _mm512_roundscale_ps(_mm512_mul_ps(xg, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
                 const __m512 r = _mm512_fnmadd_ps(vd, h, xg);
-                const __m512 l = _mm512_min_ps(lim, _mm512_max_ps(nlim, _mm512_roundscale_ps(
-                                                                         _mm512_mul_ps(r, vid256),
-                                                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+                const __m512 l = kTwoLevel ? _mm512_min_ps(lim, _mm512_max_ps(nlim, _mm512_roundscale_ps(
+                                                                                    _mm512_mul_ps(r, vid256),
+                                                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)))
+                                           : _mm512_setzero_ps();
                 const __m512i hi = _mm512_cvtps_epi32(h), lo = _mm512_cvtps_epi32(l);
                 _mm_storeu_si128((__m128i*)(v.hi + b * kActBlock + 16 * g), _mm512_cvtepi32_epi8(hi));
                 _mm_storeu_si128((__m128i*)(v.lo + b * kActBlock + 16 * g), _mm512_cvtepi32_epi8(lo));
@@ -285,8 +297,8 @@ void quant_f32(const float* x, void* dst, int64_t n) { std::memcpy(dst, x, n * s
 // ---------------------------------------------------------------- float-weight matmul
 // Few tokens: one pass over each weight row per group of up to 4 tokens (DotF32/F16/Bf16).
 // More tokens: 16 rows are converted once to fp32 and transposed into a per-thread buffer
-// (p[k] = the 16 rows' values at column k), then each group of 8 tokens is one broadcast FMA per
-// column and token: 16 rows x 8 tokens per 8 instructions, the buffer read from L2.
+// (p[k] = the 16 rows' values at column k), two such tiles at a time, and each group of 8 tokens
+// is one broadcast FMA per column, token and tile (float_tile2), the buffers read from L2.
 template <DType kType>
 inline __m512 load_w16(const uint8_t* row, int64_t i, __mmask16 k) {
     if constexpr (kType == DType::F32) return _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(row) + i);
@@ -332,51 +344,55 @@ void pack_float16(const MatmulJob& job, int64_t r0, int n_valid, float* p) {
         for (int j = 0; j < 16 && i + j < n; ++j) _mm512_store_ps(p + (i + j) * 16, r[j]);
     }
 }
-template <int NT>
-void float_tile(const float* p, const MatmulJob& job, int64_t t0, float* y, int n_valid) {
-    const float* x[NT];
-    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(job.acts + (t0 + t) * job.a_stride);
-    __m512 acc[NT];
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < job.n_cols; ++k) {
-        const __m512 w = _mm512_load_ps(p + 16 * k);
-#pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[t][k]), acc[t]);
+// 8 tokens (lanes off..off+7 of a 16-token xt group; padding tokens are zeros) x 32 rows (two
+// packed 16-row tiles): each broadcast activation feeds 2 FMAs and each weight load 8, so loads
+// stay below the FMA rate (one tile x 16 tokens needed 17 loads per 16 FMAs: 55 GMAC/s on one
+// core; this shape: see BENCHMARKS.md).
+void float_tile2(const float* p0, const float* p1, const float* xg, int off, int64_t n_cols, float* y, int64_t ldy,
+                 int n_tok, int n_rows) {
+    __m512 a0[8], a1[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) a0[t] = a1[t] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n_cols; ++k) {
+        const __m512 w0 = _mm512_load_ps(p0 + 16 * k), w1 = _mm512_load_ps(p1 + 16 * k);
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) {
+            const __m512 x = _mm512_set1_ps(xg[16 * k + off + t]);
+            a0[t] = _mm512_fmadd_ps(w0, x, a0[t]);
+            a1[t] = _mm512_fmadd_ps(w1, x, a1[t]);
+        }
     }
-    for (int t = 0; t < NT; ++t) {
-        float* dst = y + (t0 + t) * job.ldy;
-        if (n_valid >= 16) _mm512_storeu_ps(dst, acc[t]);
-        else _mm512_mask_storeu_ps(dst, __mmask16((1u << n_valid) - 1), acc[t]);
+    const __mmask16 k0 = n_rows >= 16 ? 0xFFFF : __mmask16((1u << n_rows) - 1);
+    const __mmask16 k1 = n_rows >= 32 ? 0xFFFF : n_rows <= 16 ? 0 : __mmask16((1u << (n_rows - 16)) - 1);
+    for (int t = 0; t < n_tok; ++t) {
+        _mm512_mask_storeu_ps(y + t * ldy, k0, a0[t]);
+        _mm512_mask_storeu_ps(y + t * ldy + 16, k1, a1[t]);
     }
 }
 template <DType kType, class Dot>
 void float_matmul(const MatmulJob& job, int64_t r0, int64_t r1) {
-    if (job.n_tok <= 4) {
+    if (job.n_tok <= 4 || !job.xt) {
         float out[4];
-        for (int64_t r = r0; r < r1; ++r) {
-            rows<Dot>(job.w + r * job.w_stride, job.acts, job.a_stride, static_cast<int>(job.n_tok), job.n_cols, out);
-            for (int64_t t = 0; t < job.n_tok; ++t) job.y[t * job.ldy + r] = out[t];
+        for (int64_t t0 = 0; t0 < job.n_tok; t0 += 4) {
+            const int nt = static_cast<int>(std::min<int64_t>(4, job.n_tok - t0));
+            for (int64_t r = r0; r < r1; ++r) {
+                rows<Dot>(job.w + r * job.w_stride, job.acts + t0 * job.a_stride, job.a_stride, nt, job.n_cols, out);
+                for (int t = 0; t < nt; ++t) job.y[(t0 + t) * job.ldy + r] = out[t];
+            }
         }
         return;
     }
-    auto* p = reinterpret_cast<float*>(thread_scratch(0, sizeof(float) * 16 * (job.n_cols + 16)));
-    for (int64_t r = r0; r < r1; r += 16) {
-        const int n_valid = static_cast<int>(std::min<int64_t>(16, r1 - r));
-        pack_float16<kType>(job, r, n_valid, p);
+    auto* p = reinterpret_cast<float*>(thread_scratch(0, sizeof(float) * 32 * (job.n_cols + 16)));
+    float* p1 = p + 16 * (job.n_cols + 16);
+    for (int64_t r = r0; r < r1; r += 32) {
+        const int n_rows = static_cast<int>(std::min<int64_t>(32, r1 - r));
+        pack_float16<kType>(job, r, std::min(16, n_rows), p);
+        if (n_rows > 16) pack_float16<kType>(job, r + 16, n_rows - 16, p1);
+        const float* q1 = n_rows > 16 ? p1 : p;  // a lone last tile: computed twice, stored once
         for (int64_t t0 = 0; t0 < job.n_tok; t0 += 8) {
-            const int64_t nt = std::min<int64_t>(8, job.n_tok - t0);
-            float* y = job.y + r;
-            switch (nt) {
-                case 1: float_tile<1>(p, job, t0, y, n_valid); break;
-                case 2: float_tile<2>(p, job, t0, y, n_valid); break;
-                case 3: float_tile<3>(p, job, t0, y, n_valid); break;
-                case 4: float_tile<4>(p, job, t0, y, n_valid); break;
-                case 5: float_tile<5>(p, job, t0, y, n_valid); break;
-                case 6: float_tile<6>(p, job, t0, y, n_valid); break;
-                case 7: float_tile<7>(p, job, t0, y, n_valid); break;
-                default: float_tile<8>(p, job, t0, y, n_valid); break;
-            }
+            const float* xg = job.xt + (t0 / 16) * job.n_cols * 16;
+            const int nt = static_cast<int>(std::min<int64_t>(8, job.n_tok - t0));
+            float_tile2(p, q1, xg, static_cast<int>(t0 % 16), job.n_cols, job.y + t0 * job.ldy + r, job.ldy, nt, n_rows);
         }
     }
 }
@@ -407,6 +423,8 @@ QuantKernels avx512_kernels(DType type) {
     return k;
 }
 
-ActKernels avx512_act_kernels(ActFormat fmt) { return {fmt == ActFormat::F32 ? quant_f32 : quant_q8x2}; }
+ActKernels avx512_act_kernels(ActFormat fmt) {
+    return {fmt == ActFormat::F32 ? quant_f32 : fmt == ActFormat::Q8 ? quant_q8x2<false> : quant_q8x2<true>};
+}
 
 }  // namespace strata::cpu

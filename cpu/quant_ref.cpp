@@ -157,6 +157,7 @@ void deq_q8_k(const void* src, float* y, int64_t n) {
 void quant_f32(const float* x, void* dst, int64_t n) { std::memcpy(dst, x, n * sizeof(float)); }
 // Blocks whose amax is below this (or NaN) are stored as zeros: 1/d would overflow.
 constexpr float kTinyAmax = 1e-30f;
+template <bool kTwoLevel>
 void quant_q8x2(const float* x, void* dst, int64_t n) {
     const ActQ8x2 v = act_q8x2(dst, n);
     for (int64_t b = 0; b < n / kActBlock; ++b) {
@@ -171,7 +172,7 @@ void quant_q8x2(const float* x, void* dst, int64_t n) {
             for (int j = 0; j < kActBlock; ++j) {
                 const float h = std::nearbyint(xb[j] * id);
                 const float r = std::fma(-d, h, xb[j]);
-                const float l = std::clamp(std::nearbyint(r * id256), -127.0f, 127.0f);
+                const float l = kTwoLevel ? std::clamp(std::nearbyint(r * id256), -127.0f, 127.0f) : 0.0f;
                 v.hi[b * kActBlock + j] = static_cast<int8_t>(h);
                 v.lo[b * kActBlock + j] = static_cast<int8_t>(l);
                 s16[j / 16] += 256 * static_cast<int32_t>(h) + static_cast<int32_t>(l);
@@ -393,7 +394,8 @@ void dequantize_row_ref(DType type, const void* src, float* dst, int64_t n) {
 void quantize_act_ref(ActFormat fmt, const float* x, void* dst, int64_t n) {
     if (fmt == ActFormat::F32) return quant_f32(x, dst, n);
     STRATA_ASSERT(n % kActBlock == 0);
-    quant_q8x2(x, dst, n);
+    if (fmt == ActFormat::Q8) return quant_q8x2<false>(x, dst, n);
+    quant_q8x2<true>(x, dst, n);
 }
 
 void dequantize_act_ref(ActFormat fmt, const void* src, float* dst, int64_t n) {
@@ -415,6 +417,8 @@ QuantKernels ref_kernels(DType type) {
     return {e->dequantize, e->matmul_rows};
 }
 
-ActKernels ref_act_kernels(ActFormat fmt) { return {fmt == ActFormat::F32 ? quant_f32 : quant_q8x2}; }
+ActKernels ref_act_kernels(ActFormat fmt) {
+    return {fmt == ActFormat::F32 ? quant_f32 : fmt == ActFormat::Q8 ? quant_q8x2<false> : quant_q8x2<true>};
+}
 
 }  // namespace strata::cpu

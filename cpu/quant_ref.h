@@ -70,7 +70,10 @@ inline void k4_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
 //         bf16 381/384, single int8 370/384 of the fixture's positions). The integer dot
 //         products stay exact: the weight bytes are unpacked once and meet hi and lo in two
 //         VNNI dot instructions, combined as (dot_hi << 8) + dot_lo.
-enum class ActFormat : uint8_t { F32, Q8x2 };
+//   Q8    opt-in (matmul's `int8`): the Q8x2 layout with lo = 0, i.e. single-level int8 like
+//         llama.cpp's Q8_0 (c = 256 * hi). Kernels then skip the lo dot products: 1.25-1.6x faster
+//         prefill, no faster decode (memory-bound); see BENCHMARKS.md. Never the default.
+enum class ActFormat : uint8_t { F32, Q8x2, Q8 };
 
 inline constexpr int kActBlock = 32;
 // A Q8x2 row of n values (n a multiple of 32, nb = n / 32 blocks):
@@ -130,6 +133,11 @@ struct MatmulJob {
     int64_t n_tok = 0;
     float* y = nullptr;  // y[t * ldy + r] = dot(weight row r, activation row t)
     int64_t ldy = 0;
+    bool skip_lo = false;  // activations are ActFormat::Q8 (lo all zero): kernels may skip it
+    // F32 activations only, when the driver made it (more than 4 tokens): the same values in
+    // groups of 16 tokens, xt[(g * n_cols + k) * 16 + t] = x[16 g + t][k] (zeros past n_tok), so
+    // a kernel reads the 16 tokens of a column from one cache line.
+    const float* xt = nullptr;
 };
 // Computes rows [r0, r1) of the job for every token. The driver (matmul.cpp) hands each
 // thread row ranges that start on a multiple of kRowTile.

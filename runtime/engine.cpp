@@ -75,6 +75,7 @@ Engine::Engine(const EngineOptions& opts)
     const uint64_t working = kv_->bytes() + activations;
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
     fwd_ = std::make_unique<Forward>(hp_, *weights_);
+    fwd_->set_int8_activations(opts.int8_activations);
     weights_->set_trace(trace_.get());
     kv_->set_trace(trace_.get());
     STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, {} threads; {}",

@@ -37,6 +37,9 @@ struct EngineOptions {
     std::function<void(const Placement&)> on_plan;  // sees the plan before weights load (--show-plan)
     std::filesystem::path kv_spill_dir;  // where KV layers that do not fit go; empty: the cache folder
     std::filesystem::path trace_path;    // write a Chrome/Perfetto trace here; empty: none
+    // Single-level int8 activations for block-quantized weights (llama.cpp's precision): faster
+    // prefill; off by default because the float reference's tokens are then not always kept.
+    bool int8_activations = false;
 };
 
 struct GenerateParams {

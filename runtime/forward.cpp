@@ -23,7 +23,7 @@ uint64_t Forward::activation_bytes(const Hparams& hp) {
 }
 
 void Forward::project(const WeightRef& w, const float* x, int64_t n, float* y) {
-    cpu::matmul(w.type, w.data, w.n_rows, w.n_cols, x, n, y);
+    cpu::matmul(w.type, w.data, w.n_rows, w.n_cols, x, n, y, int8_acts_);
 }
 
 void Forward::embed(std::span<const int32_t> tokens) {
@@ -52,7 +52,7 @@ void Forward::layer(int il, KvCache& kv, int64_t pos0, int64_t n) {
     const cpu::MatmulOut qkv[] = {{l.wq.type, l.wq.data, l.wq.n_rows, q_.data()},
                                   {l.wk.type, l.wk.data, l.wk.n_rows, k_.data()},
                                   {l.wv.type, l.wv.data, l.wv.n_rows, v_.data()}};
-    cpu::matmul_many(qkv, E, xn_.data(), n);
+    cpu::matmul_many(qkv, E, xn_.data(), n, int8_acts_);
     cpu::parallel_for(n, [&](int64_t t) {
         if (l.bq) cpu::add(&q_[t * Q], l.bq.f32(), Q);
         if (l.bk) cpu::add(&k_[t * KV], l.bk.f32(), KV);
@@ -83,7 +83,7 @@ void Forward::layer(int il, KvCache& kv, int64_t pos0, int64_t n) {
     norm_rows(l.ffn_norm, n);
     const cpu::MatmulOut gate_up[] = {{l.ffn_gate.type, l.ffn_gate.data, l.ffn_gate.n_rows, gate_.data()},
                                       {l.ffn_up.type, l.ffn_up.data, l.ffn_up.n_rows, up_.data()}};
-    cpu::matmul_many(gate_up, E, xn_.data(), n);
+    cpu::matmul_many(gate_up, E, xn_.data(), n, int8_acts_);
     cpu::parallel_for(n, [&](int64_t t) { cpu::swiglu(&gate_[t * F], &up_[t * F], F); });
     project(l.ffn_down, gate_.data(), n, out_.data());
     store_.release(il);

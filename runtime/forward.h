@@ -23,6 +23,8 @@ public:
     void eval(std::span<const int32_t> tokens, KvCache& kv, std::vector<float>& logits, bool all_logits);
 
     static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
+    // Opt-in (EngineOptions::int8_activations): single-level int8 activations, cpu::matmul's `int8`.
+    void set_int8_activations(bool on) { int8_acts_ = on; }
     // Bytes of activations a pass of up to kMaxUbatch tokens holds (logits not included).
     static uint64_t activation_bytes(const Hparams& hp);
 
@@ -35,6 +37,7 @@ private:
     const Hparams& hp_;
     WeightStore& store_;
     const ModelWeights& w_;  // output head, embeddings and norms (always resident)
+    bool int8_acts_ = false;
     // Activations for one ubatch, token-major.
     std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, out_;
 };

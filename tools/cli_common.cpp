@@ -21,6 +21,7 @@ EngineOptions ModelOptions::engine() const {
     e.prefetch_depth = prefetch;
     e.kv_spill_dir = kv_spill;
     e.trace_path = trace;
+    e.int8_activations = int8_acts;
     std::string budget = dram;
     if (budget.empty())
         if (const char* env = std::getenv("STRATA_DRAM")) budget = env;

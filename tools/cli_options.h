@@ -20,6 +20,7 @@ struct ModelOptions {
     bool show_plan = false; // print the plan table to stderr before running
     std::string kv_spill;   // directory for KV layers that do not fit --dram
     std::string trace;      // Chrome/Perfetto trace file
+    bool int8_acts = false; // single-level int8 activations (faster prefill, llama.cpp precision)
     int verbosity = 0;
     EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
 };

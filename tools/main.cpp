@@ -30,6 +30,8 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--trace", m.trace, "write a Chrome/Perfetto trace of layer reads and compute to FILE.json");
     cmd.add_option("--plan", m.plan_file,
                    "place layers by this plan (JSON from `strata plan -m MODEL -o FILE`) instead of planning from --dram");
+    cmd.add_flag("--int8-acts", m.int8_acts,
+                 "quantize activations to one int8 level, as llama.cpp does: faster prefill, slightly less exact");
     cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running");
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
 }

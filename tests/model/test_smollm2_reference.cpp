@@ -28,10 +28,9 @@ std::string shell_quote(const std::string& s) {
 }
 }  // namespace
 
-TEST_CASE("SmolLM2: teacher-forced top-1 agrees with the reference on >= 99% of positions", "[model]") {
-    auto path = test::default_model_path();
-    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
-    Engine engine({*path, 0, 512});
+// Positions of the teacher-forced fixture where the engine's argmax is the reference's.
+static std::pair<int, int> teacher_forced_agreement(const EngineOptions& opts) {
+    Engine engine(opts);
     const int n_vocab = engine.hparams().n_vocab;
     int agree = 0, total = 0;
     const json f = fixture("smollm2_teacher_forced.json");
@@ -47,9 +46,27 @@ TEST_CASE("SmolLM2: teacher-forced top-1 agrees with the reference on >= 99% of 
             ++total;
         }
     }
+    return {agree, total};
+}
+
+TEST_CASE("SmolLM2: teacher-forced top-1 agrees with the reference on >= 99% of positions", "[model]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    const auto [agree, total] = teacher_forced_agreement({*path, 0, 512});
     INFO(agree << " of " << total << " positions agree");
     CHECK(total == 384);
     CHECK(agree >= 0.99 * total);
+}
+
+TEST_CASE("SmolLM2: --int8-acts (single-level int8 activations) keeps >= 95% top-1 agreement", "[model]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    EngineOptions opts{*path, 0, 512};
+    opts.int8_activations = true;
+    const auto [agree, total] = teacher_forced_agreement(opts);
+    INFO(agree << " of " << total << " positions agree");
+    CHECK(total == 384);
+    CHECK(agree >= 0.95 * total);
 }
 
 TEST_CASE("SmolLM2: `strata generate --json` greedy continuation equals the reference", "[model]") {

@@ -183,7 +183,8 @@ TEST_CASE("matmul: AMX prefill gives the VNNI kernel's results", "[unit]") {
     struct Shape { DType type; int64_t n_rows, n_cols, n_tok; };
     // Rows and tokens not multiples of 16; odd and even block counts (the pipeline's tail).
     const Shape shapes[] = {{DType::Q4_0, 67, 2048, 37}, {DType::Q4_1, 160, 576, 16}, {DType::Q8_0, 33, 96, 50},
-                            {DType::Q4_K, 48, 768, 21},  {DType::Q5_K, 17, 512, 40}, {DType::Q4_0, 16, 32, 17}};
+                            {DType::Q4_K, 48, 768, 21},  {DType::Q5_K, 17, 512, 40}, {DType::Q4_0, 16, 32, 17},
+                            {DType::Q5_0, 40, 160, 33},  {DType::Q5_1, 16, 96, 16},  {DType::Q8_K, 20, 512, 18}};
     for (const auto& [type, n_rows, n_cols, n_tok] : shapes) {
         INFO(dtype_name(type) << " " << n_rows << "x" << n_cols << " tokens " << n_tok);
         const auto w = random_matrix(type, n_rows, n_cols, rng);
@@ -209,4 +210,50 @@ TEST_CASE("matmul: AMX prefill gives the VNNI kernel's results", "[unit]") {
         }
     }
     set_active_path(saved);
+}
+
+TEST_CASE("matmul int8 (opt-in): single-level activations, the same on every path", "[unit]") {
+    const CpuPath saved = active_path();
+    std::mt19937 rng(31);
+    struct Shape { DType type; int64_t n_rows, n_cols; };
+    const Shape shapes[] = {{DType::Q4_0, 37, 256}, {DType::Q4_1, 16, 96}, {DType::Q8_0, 20, 64},
+                            {DType::Q4_K, 33, 512}, {DType::Q6_K, 17, 256}, {DType::F16, 9, 48}};
+    for (const auto& [type, n_rows, n_cols] : shapes) {
+        for (int64_t n_tok : {1, 5, 19}) {
+            INFO(dtype_name(type) << " tokens " << n_tok);
+            const auto w = random_matrix(type, n_rows, n_cols, rng);
+            std::vector<float> x(n_tok * n_cols);
+            std::normal_distribution<float> normal;
+            for (auto& v : x) v = normal(rng);
+            // Reference: single-level activations (lo = 0); float weights are unaffected.
+            const ActFormat fmt = act_format_for(type) == ActFormat::F32 ? ActFormat::F32 : ActFormat::Q8;
+            const size_t wrb = row_bytes(type, n_cols);
+            std::vector<uint8_t> a(act_row_bytes(type, n_cols));
+            std::vector<float> want(n_tok * n_rows), wf(n_cols);
+            std::vector<double> mag(n_tok * n_rows, 0.0);
+            for (int64_t t = 0; t < n_tok; ++t) {
+                quantize_act_ref(fmt, &x[t * n_cols], a.data(), n_cols);
+                if (fmt == ActFormat::Q8) {
+                    const ActQ8x2 v = act_q8x2(a.data(), n_cols);
+                    for (int64_t i = 0; i < n_cols; ++i) REQUIRE(v.lo[i] == 0);
+                }
+                for (int64_t r = 0; r < n_rows; ++r) {
+                    want[t * n_rows + r] = vec_dot_ref(type, w.data() + r * wrb, a.data(), n_cols);
+                    dequantize_row_ref(type, w.data() + r * wrb, wf.data(), n_cols);
+                    for (int64_t i = 0; i < n_cols; ++i) mag[t * n_rows + r] += std::fabs(wf[i] * x[t * n_cols + i]);
+                }
+            }
+            for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
+                if (!path_supported(path)) continue;
+                set_active_path(path);
+                std::vector<float> got(n_tok * n_rows, NAN);
+                matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, got.data(), /*int8=*/true);
+                for (size_t i = 0; i < got.size(); ++i) {
+                    INFO("path " << path_name(path) << " i " << i);
+                    REQUIRE(std::fabs(got[i] - want[i]) <= 1e-5 * mag[i] + 1e-30);
+                }
+            }
+            set_active_path(saved);
+        }
+    }
 }

@@ -2,9 +2,15 @@
 
 #include <cmath>
 #include <random>
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "cpu/attention_cpu.h"
+#include "cpu/cpu_features.h"
+#include "cpu/thread_pool.h"
 #include "cpu/norm_rope_act.h"
 
 using namespace strata::cpu;
@@ -86,4 +92,93 @@ TEST_CASE("attention matches a naive causal GQA implementation", "[unit][cpu]") 
                 CHECK(out[(t * n_head + h) * hd + d] == Approx(o).margin(1e-5));
             }
         }
+}
+
+TEST_CASE("attention: every path matches the naive implementation on model-sized heads", "[unit][cpu]") {
+    const CpuPath saved = active_path();
+    struct Shape { int n_head, n_head_kv, hd, n_tokens, pos0; };
+    // SmolLM2-like (9/3 heads of 64), TinyLlama-like (32/4), head_dim 128, a long decode step,
+    // and a batch whose tiles end mid-group.
+    const Shape shapes[] = {{9, 3, 64, 37, 5}, {32, 4, 64, 3, 100}, {8, 8, 128, 20, 0}, {6, 2, 64, 1, 700}, {12, 4, 32, 13, 17}};
+    ThreadPool pool(2);
+    for (const auto& sh : shapes) {
+        const int n_kv = sh.pos0 + sh.n_tokens, kv_stride = sh.n_head_kv * sh.hd;
+        auto q = random_vec(size_t(sh.n_tokens) * sh.n_head * sh.hd, 7), k = random_vec(size_t(n_kv) * kv_stride, 8),
+             v = random_vec(size_t(n_kv) * kv_stride, 9);
+        for (auto& x : q) x *= 3.0f;  // peaked softmax rows as well as flat ones
+        std::vector<double> want(q.size());
+        for (int t = 0; t < sh.n_tokens; ++t)
+            for (int h = 0; h < sh.n_head; ++h) {
+                const int kvh = h / (sh.n_head / sh.n_head_kv);
+                std::vector<double> w;
+                double mx = -1e30, sum = 0;
+                for (int j = 0; j <= sh.pos0 + t; ++j) {
+                    w.push_back(dot(&q[(size_t(t) * sh.n_head + h) * sh.hd], &k[size_t(j) * kv_stride + kvh * sh.hd], sh.hd) /
+                                std::sqrt(double(sh.hd)));
+                    mx = std::max(mx, w.back());
+                }
+                for (auto& x : w) sum += (x = std::exp(x - mx));
+                for (int d = 0; d < sh.hd; ++d) {
+                    double o = 0;
+                    for (size_t j = 0; j < w.size(); ++j) o += w[j] / sum * v[j * kv_stride + kvh * sh.hd + d];
+                    want[(size_t(t) * sh.n_head + h) * sh.hd + d] = o;
+                }
+            }
+        for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
+            if (!path_supported(path)) continue;
+            set_active_path(path);
+            std::vector<float> out(q.size(), NAN);
+            AttentionArgs a{q.data(), k.data(), v.data(), out.data(), sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, kv_stride};
+            pool.run([&] { attention(a); });
+            for (size_t i = 0; i < out.size(); ++i) {
+                INFO("path " << path_name(path) << " heads " << sh.n_head << "/" << sh.n_head_kv << " hd " << sh.hd << " i " << i);
+                REQUIRE(out[i] == Approx(want[i]).margin(2e-5));
+            }
+        }
+    }
+    set_active_path(saved);
+}
+
+TEST_CASE("swiglu: every path matches silu(g) * u", "[unit][cpu]") {
+    const CpuPath saved = active_path();
+    auto g = random_vec(1003, 11), u = random_vec(1003, 12);
+    g[0] = -100.0f, g[1] = 100.0f, g[2] = 0.0f, g[3] = -87.5f;
+    for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
+        if (!path_supported(path)) continue;
+        set_active_path(path);
+        auto y = g;
+        swiglu(y.data(), u.data(), int64_t(y.size()));
+        for (size_t i = 0; i < y.size(); ++i) {
+            const double want = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i];
+            INFO("path " << path_name(path) << " g " << g[i]);
+            REQUIRE(y[i] == Approx(want).epsilon(1e-6).margin(1e-30));
+        }
+    }
+    set_active_path(saved);
+}
+
+TEST_CASE("thread pool: parallel_for runs every task once, nested loops run inline, errors reach the caller", "[unit][cpu]") {
+    ThreadPool pool(2);
+    pool.run([&] {
+        for (int64_t n : {1, 2, 3, 100, 1000}) {
+            std::vector<int> hits(n, 0);
+            parallel_for(n, [&](int64_t i) {
+                ++hits[i];
+                parallel_for(3, [&](int64_t) {});  // inline inside a task
+            });
+            for (int64_t i = 0; i < n; ++i) REQUIRE(hits[i] == 1);
+        }
+        CHECK_THROWS_AS(parallel_for(50, [](int64_t i) {
+                            if (i == 17) throw std::runtime_error("task 17");
+                        }),
+                        std::runtime_error);
+        int64_t sum = 0;
+        parallel_for(1, [&](int64_t i) { sum += i + 1; });
+        CHECK(sum == 1);
+    });
+    // Idle workers go to sleep and wake for the next job.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::atomic<int> count{0};
+    pool.run([&] { parallel_for(64, [&](int64_t) { ++count; }); });
+    CHECK(count == 64);
 }
