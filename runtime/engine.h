@@ -53,7 +53,9 @@ struct GenerateResult {
     std::vector<int32_t> prompt_tokens;
     std::vector<int32_t> tokens;  // generated ids
     std::string text;             // generated text, ending before any stop string
-    std::string stop_reason;      // "eos", "stop", "length"
+    std::string stop_reason;      // "eos", "stop", "length", "context", "cancelled", "error"
+    std::string error;            // what went wrong, when stop_reason is "error"
+    int cached_tokens = 0;        // prompt tokens whose KV was reused instead of evaluated
     double prefill_seconds = 0, decode_seconds = 0;
     double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt_tokens.size() / prefill_seconds : 0; }
     int n_decode_evals = 0;       // single-token passes (the first token comes from the prefill)

@@ -77,4 +77,8 @@ uint64_t ModelWeights::total_bytes() const {
     return sum;
 }
 
+uint64_t ModelWeights::decode_bytes() const {
+    return total_bytes() - (output.info != tok_embd.info ? tok_embd.info->nbytes : 0);
+}
+
 }  // namespace strata

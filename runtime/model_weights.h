@@ -40,6 +40,9 @@ struct ModelWeights {
     // Throws FormatError naming the missing or mis-shaped tensor.
     static ModelWeights bind(const GgufFile& f, const Hparams& hp);
     uint64_t total_bytes() const;
+    // Bytes one single-token pass reads: every layer and the output head; of an untied
+    // embedding table only one row (left out).
+    uint64_t decode_bytes() const;
 };
 
 }  // namespace strata

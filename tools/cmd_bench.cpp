@@ -3,6 +3,10 @@
 //   pp<P>  evaluate P random tokens from an empty KV cache in one call (only the last token's
 //          logits are computed); t/s = P / seconds.
 //   tg<N>  from an empty KV cache, N single-token evaluations; t/s = N / seconds.
+// For tg it also reports the memory speed decode reached: weight bytes per token x t/s against
+// the profile's DRAM read rate, and, when layers stream from disk (--dram below the model),
+// the bytes read per second against the profile's disk read rate (run `strata probe` first
+// for this machine's figures).
 // One untimed warm-up of each test runs first; the table shows mean ± sample stddev over -r reps.
 #include <chrono>
 #include <cmath>
@@ -16,6 +20,8 @@
 
 #include "cpu/cpu_features.h"
 #include "runtime/core/error.h"
+#include "runtime/placement.h"
+#include "runtime/weight_store.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
@@ -28,19 +34,21 @@ struct Row {
     std::string test;
     int n_tokens = 0;
     std::vector<double> ts;  // tokens/s of each rep
-    double mean() const {
-        double s = 0;
-        for (double v : ts) s += v;
-        return ts.empty() ? 0 : s / ts.size();
-    }
-    double stddev() const {
-        if (ts.size() < 2) return 0;
-        const double m = mean();
-        double s = 0;
-        for (double v : ts) s += (v - m) * (v - m);
-        return std::sqrt(s / (ts.size() - 1));
-    }
+    std::vector<double> streamed_gbps;  // tg: bytes read from disk per second, each rep
 };
+
+double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0 : s / v.size();
+}
+double stddev(const std::vector<double>& v) {
+    if (v.size() < 2) return 0;
+    const double m = mean(v);
+    double s = 0;
+    for (double x : v) s += (x - m) * (x - m);
+    return std::sqrt(s / (v.size() - 1));
+}
 
 // "llama 135M Q4_1": architecture, parameter count, the type most weight bytes are in.
 std::string model_label(const Engine& e, uint64_t& bytes, uint64_t& params) {
@@ -85,14 +93,18 @@ int run_bench(const BenchOptions& o) {
         engine.eval(toks);
         return std::chrono::duration<double>(Clock::now() - t0).count();
     };
+    uint64_t streamed = 0;  // bytes the last tg run read from disk
     auto run_tg = [&](int n) {
         engine.reset();
+        const uint64_t read0 = engine.weights().stats().bytes_read;
         const auto t0 = Clock::now();
         for (int i = 0; i < n; ++i) {
             const int32_t t = token(rng);
             engine.eval({&t, 1});
         }
-        return std::chrono::duration<double>(Clock::now() - t0).count();
+        const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        streamed = engine.weights().stats().bytes_read - read0;
+        return seconds;
     };
 
     std::vector<Row> rows;
@@ -101,8 +113,16 @@ int run_bench(const BenchOptions& o) {
     for (Row& r : rows) {
         const bool pp = r.test[0] == 'p';
         pp ? run_pp(r.n_tokens) : run_tg(std::min(r.n_tokens, 32));  // warm-up
-        for (int i = 0; i < o.reps; ++i) r.ts.push_back(r.n_tokens / (pp ? run_pp(r.n_tokens) : run_tg(r.n_tokens)));
+        for (int i = 0; i < o.reps; ++i) {
+            const double seconds = pp ? run_pp(r.n_tokens) : run_tg(r.n_tokens);
+            r.ts.push_back(r.n_tokens / seconds);
+            if (!pp) r.streamed_gbps.push_back(streamed / seconds / 1e9);
+        }
     }
+    // Decode's memory speed against the profile the engine planned with.
+    const planner::HardwareProfile& hw = engine.placement().hw;
+    const uint64_t token_bytes = engine.weights().weights().decode_bytes();
+    auto weights_gbps = [&](const Row& r) { return token_bytes * mean(r.ts) / 1e9; };
 
     uint64_t bytes = 0, params = 0;
     const std::string label = model_label(engine, bytes, params);
@@ -119,9 +139,18 @@ int run_bench(const BenchOptions& o) {
                                 {"test", r.test},
                                 {"n_tokens", r.n_tokens},
                                 {"reps", o.reps},
-                                {"avg_ts", r.mean()},
-                                {"stddev_ts", r.stddev()},
+                                {"avg_ts", mean(r.ts)},
+                                {"stddev_ts", stddev(r.ts)},
                                 {"samples_ts", r.ts}};
+            if (!r.streamed_gbps.empty()) {
+                j["weight_bytes_per_token"] = token_bytes;
+                j["weights_gbps"] = weights_gbps(r);
+                j["dram_read_gbps"] = hw.dram.read_gbps;
+                j["streamed_gbps"] = mean(r.streamed_gbps);
+                j["samples_streamed_gbps"] = r.streamed_gbps;
+                j["disk_read_gbps"] = hw.nvme.read_gbps;
+                j["profile"] = engine.placement().hw_source;
+            }
             std::printf("%s\n", j.dump().c_str());
         }
         return 0;
@@ -135,8 +164,18 @@ int run_bench(const BenchOptions& o) {
     for (const Row& r : rows)
         std::printf("%s\n", fmt::format("| {:<30} | {:>6.2f} MiB | {:>7.2f}M | {:<10} | {:>7} | {:>6} | {:>10.2f} ± {:>7.2f} |",
                                         label, bytes / 1048576.0, params / 1e6, backend, engine.n_threads(), r.test,
-                                        r.mean(), r.stddev())
+                                        mean(r.ts), stddev(r.ts))
                                 .c_str());
+    for (const Row& r : rows) {
+        if (r.streamed_gbps.empty()) continue;
+        std::printf("\n%s: weights %.1f MiB per token -> %.2f GB/s = %.2f x DRAM read %.2f GB/s\n", r.test.c_str(),
+                    token_bytes / 1048576.0, weights_gbps(r), weights_gbps(r) / hw.dram.read_gbps, hw.dram.read_gbps);
+        if (mean(r.streamed_gbps) > 0)
+            std::printf("%s: streamed from disk %.2f ± %.2f GB/s = %.2f x disk read %.2f GB/s\n", r.test.c_str(),
+                        mean(r.streamed_gbps), stddev(r.streamed_gbps), mean(r.streamed_gbps) / hw.nvme.read_gbps,
+                        hw.nvme.read_gbps);
+        std::printf("(rates from %s)\n", engine.placement().hw_source.c_str());
+    }
     return 0;
 }
 

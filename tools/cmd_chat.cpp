@@ -8,7 +8,7 @@
 #include <csignal>
 #include <cstdio>
 
-#include "models/chat_template.h"
+#include "models/chat_prompt.h"
 #include "runtime/core/error.h"
 #include "tools/cli_options.h"
 
@@ -29,12 +29,7 @@ public:
     // Adds the user's message, streams the reply to stdout and records it.
     void reply(const std::string& user) {
         messages_.push_back({"user", user});
-        const std::string prompt = tmpl_.render(messages_);
-        const Tokenizer& tok = engine_.tokenizer();
-        // Templates such as Llama 2's and Llama 3's write the BOS text themselves.
-        const std::string bos_text = tok.bos() >= 0 ? tok.piece(tok.bos()) : std::string();
-        const bool has_bos = !bos_text.empty() && prompt.rfind(bos_text, 0) == 0;
-        auto ids = tok.encode(prompt, tok.add_bos_default() && !has_bos, true);
+        auto ids = tokenize_chat(engine_.tokenizer(), tmpl_, messages_);
 
         // Reuse the cached prefix shared with the previous turns.
         size_t keep = 0;

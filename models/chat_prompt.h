@@ -1,0 +1,15 @@
+#pragma once
+// A conversation as the token ids the model reads: the chat template's text, tokenized with
+// special tokens parsed and the BOS token added unless the template wrote it already.
+#include <cstdint>
+#include <vector>
+
+#include "models/chat_template.h"
+#include "models/tokenizer.h"
+
+namespace strata {
+
+std::vector<int32_t> tokenize_chat(const Tokenizer& tok, const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
+                                   bool add_generation_prompt = true);
+
+}  // namespace strata

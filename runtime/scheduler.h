@@ -1,0 +1,95 @@
+#pragma once
+// Continuous batching: requests from any thread (server connections, the batch runner) join
+// a queue; one scheduler thread admits them while the KV budget allows, and each step runs
+// one forward pass over the weights for every running sequence (prompt chunks and next
+// tokens together), so streamed weights are read once per step for the whole batch.
+// Finished or cancelled sequences leave at once and waiting ones take their place.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace strata {
+
+struct Request {
+    std::vector<int32_t> prompt;  // already templated and tokenized
+    GenerateParams params;
+    // Each piece of text as soon as it is ready (stop strings held back), on the scheduler's
+    // thread: keep it short. Returning false cancels the request.
+    std::function<bool(std::string_view)> on_text;
+    // Exactly once per accepted request, on the scheduler's thread: finished, cancelled
+    // (stop_reason "cancelled") or failed (stop_reason "error", GenerateResult::error says why).
+    std::function<void(const GenerateResult&)> on_done;
+};
+
+struct SchedulerOptions {
+    int max_batch = 8;    // sequences running at once
+    int max_queue = 256;  // requests waiting beyond those; more are refused (QueueFull)
+};
+
+struct SchedulerStats {
+    int running = 0;
+    int queued = 0;
+    uint64_t requests_done = 0;
+    uint64_t requests_failed = 0;
+    uint64_t prompt_tokens = 0;     // evaluated (cached prefix tokens not included)
+    uint64_t cached_tokens = 0;     // prompt tokens whose KV was reused
+    uint64_t generated_tokens = 0;
+    double busy_seconds = 0;        // time spent in forward passes
+};
+
+// Thrown by submit when max_queue requests already wait; the caller may retry later.
+class QueueFull : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+class Scheduler {
+public:
+    Scheduler(Engine& engine, const SchedulerOptions& opts);
+    ~Scheduler();  // cancels what is still queued or running (their on_done is called) and joins
+    Scheduler(const Scheduler&) = delete;
+    Scheduler& operator=(const Scheduler&) = delete;
+
+    // Thread-safe. Returns the request's id. Throws UsageError when the request can never
+    // run (empty prompt, prompt + max tokens past the context, a KV need above the whole
+    // budget) and QueueFull when the queue is full; on_done is not called then.
+    uint64_t submit(Request request);
+    // Thread-safe; unknown or finished ids are ignored. The request ends "cancelled".
+    void cancel(uint64_t id);
+    // Blocks until nothing is queued or running.
+    void wait_idle();
+    // Stop admitting (submit throws QueueFull) and let running and queued requests finish.
+    void drain();
+    SchedulerStats stats() const;
+    const SchedulerOptions& options() const { return opts_; }
+
+private:
+    struct Job;
+    void loop();
+    void run_job(Job& job);
+
+    Engine& engine_;
+    SchedulerOptions opts_;
+    mutable std::mutex mu_;
+    std::condition_variable wake_, idle_;
+    std::deque<std::unique_ptr<Job>> queue_;
+    std::vector<uint64_t> cancelled_;
+    uint64_t next_id_ = 1;
+    bool stopping_ = false, draining_ = false;
+    int running_ = 0;
+    SchedulerStats stats_;
+    std::vector<int32_t> cached_;  // tokens whose KV the engine's sequence holds
+    std::thread thread_;
+};
+
+}  // namespace strata
