@@ -6,7 +6,10 @@
 
 For each model it runs `strata bench --json` and bench/peer_llamacpp.py --json (llama.cpp
 through llama-cpp-python), one after the other, and prints one row per model and test:
-tokens/s of each (mean ± sample stddev over REPS) and the ratio Strata / llama.cpp.
+tokens/s of each (mean ± sample stddev over REPS) and the ratio Strata / llama.cpp. For tg rows
+it adds each engine's decode bandwidth efficiency: weight bytes read per token (the same file,
+as `strata bench` counts them) x tokens/s / the DRAM read rate of the profile Strata planned
+with (run `strata probe` first so that is this machine's).
 Both tools warm up each test once before timing it; see their docstrings for the tests.
 """
 from __future__ import annotations
@@ -54,15 +57,26 @@ def main() -> None:
     def ratio(s: dict, p: dict | None) -> str:
         return f"{s['avg_ts'] / p['avg_ts']:.2f}x" if p and p["avg_ts"] > 0 else "-"
 
+    def efficiency(s: dict, r: dict | None) -> str:
+        """Weight bytes per token x r's tokens/s over the DRAM read rate (tg rows only)."""
+        if not r or "weight_bytes_per_token" not in s:
+            return "-"
+        return f"{s['weight_bytes_per_token'] * r['avg_ts'] / 1e9 / s['dram_read_gbps']:.2f}"
+
     if args.markdown:
-        print(f"| model | type | test | Strata t/s | llama.cpp t/s | Strata / llama.cpp |")
-        print("| --- | --- | --- | ---: | ---: | ---: |")
+        print("| model | type | test | Strata t/s | llama.cpp t/s | Strata / llama.cpp | DRAM efficiency Strata / llama.cpp |")
+        print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
         for name, mtype, test, s, p in rows:
-            print(f"| {name} | {mtype} | {test} | {ts(s)} | {ts(p)} | {ratio(s, p)} |")
+            eff = f"{efficiency(s, s)} / {efficiency(s, p)}" if "weight_bytes_per_token" in s else "-"
+            print(f"| {name} | {mtype} | {test} | {ts(s)} | {ts(p)} | {ratio(s, p)} | {eff} |")
+        tg = next((s for _, _, _, s, _ in rows if "dram_read_gbps" in s), None)
+        if tg:
+            print(f"\nDRAM read rate used for the efficiency: {tg['dram_read_gbps']:.2f} GB/s, from {tg['profile']}")
         return
-    print(f"{'model':<36} {'test':>6} {'strata t/s':>18} {'llama.cpp t/s':>18} {'ratio':>7}")
+    print(f"{'model':<36} {'test':>6} {'strata t/s':>18} {'llama.cpp t/s':>18} {'ratio':>7} {'eff s/l':>11}")
     for name, mtype, test, s, p in rows:
-        print(f"{name[:36]:<36} {test:>6} {ts(s):>18} {ts(p):>18} {ratio(s, p):>7}")
+        eff = f"{efficiency(s, s)}/{efficiency(s, p)}" if "weight_bytes_per_token" in s else "-"
+        print(f"{name[:36]:<36} {test:>6} {ts(s):>18} {ts(p):>18} {ratio(s, p):>7} {eff:>11}")
 
 
 if __name__ == "__main__":
