@@ -63,16 +63,19 @@ inline void pv_rows(const AttentionTile& t, int m0, int64_t n, int64_t ld, const
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8
         for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n; ++j) {
-        const float* v = t.v + j * t.kv_stride;
-        __m512 vv[NC];
+    for (int64_t j0 = 0; j0 < n; j0 += t.block_size) {  // one page at a time: rows kv_stride apart
+        const float* v = t.row(t.v, j0);
+        const int64_t j1 = std::min(n, j0 + t.block_size);
+        for (int64_t j = j0; j < j1; ++j, v += t.kv_stride) {
+            __m512 vv[NC];
 #pragma GCC unroll 8
-        for (int c = 0; c < NC; ++c) vv[c] = _mm512_loadu_ps(v + 16 * c);
+            for (int c = 0; c < NC; ++c) vv[c] = _mm512_loadu_ps(v + 16 * c);
 #pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) {
-            const __m512 p = _mm512_set1_ps(t.scores[(m0 + i) * ld + j]);
+            for (int i = 0; i < R; ++i) {
+                const __m512 p = _mm512_set1_ps(t.scores[(m0 + i) * ld + j]);
 #pragma GCC unroll 8
-            for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_fmadd_ps(p, vv[c], acc[i][c]);
+                for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_fmadd_ps(p, vv[c], acc[i][c]);
+            }
         }
     }
 #pragma GCC unroll 8
@@ -105,10 +108,11 @@ void attention_tile_avx512(const AttentionTile& t) {
     // vector over the 16 keys, and each query row needs one broadcast FMA per dimension.
     for (int64_t j0 = 0; j0 < t.n_kv_max; j0 += 16) {
         const int nb = static_cast<int>(std::min<int64_t>(16, t.n_kv_max - j0));
+        const float* kb = t.row(t.k, j0);  // 16 keys never cross a page
         for (int32_t c = 0; c < hd / 16; ++c) {
             __m512 r[16];
             for (int i = 0; i < 16; ++i)
-                r[i] = i < nb ? _mm512_loadu_ps(t.k + (j0 + i) * t.kv_stride + 16 * c) : _mm512_setzero_ps();
+                r[i] = i < nb ? _mm512_loadu_ps(kb + i * t.kv_stride + 16 * c) : _mm512_setzero_ps();
             transpose16(r);
             for (int i = 0; i < 16; ++i) _mm512_store_ps(kt + (16 * c + i) * 16, r[i]);
         }
@@ -152,7 +156,7 @@ void attention_tile_avx512(const AttentionTile& t) {
                     __m512 acc = _mm512_setzero_ps();
                     for (int64_t j = 0; j < t.n_kv[m]; ++j)
                         acc = _mm512_fmadd_ps(_mm512_set1_ps(t.scores[m * ld + j]),
-                                              _mm512_loadu_ps(t.v + j * t.kv_stride + 16 * c), acc);
+                                              _mm512_loadu_ps(t.row(t.v, j) + 16 * c), acc);
                     _mm512_storeu_ps(t.out[m] + 16 * c, _mm512_mul_ps(acc, _mm512_set1_ps(invp[m])));
                 }
             }

@@ -6,6 +6,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/thread_pool.h"
+#include "runtime/core/error.h"
 
 namespace strata::cpu {
 
@@ -16,7 +17,7 @@ void attention_tile_ref(const AttentionTile& t) {
         const int64_t n = t.n_kv[m];
         float mx = -INFINITY;
         for (int64_t j = 0; j < n; ++j) {
-            const float* k = t.k + j * t.kv_stride;
+            const float* k = t.row(t.k, j);
             float dot = 0;
             for (int32_t d = 0; d < t.head_dim; ++d) dot += t.q[m][d] * k[d];
             s[j] = dot;
@@ -28,7 +29,7 @@ void attention_tile_ref(const AttentionTile& t) {
         float* o = t.out[m];
         for (int32_t d = 0; d < t.head_dim; ++d) o[d] = 0;
         for (int64_t j = 0; j < n; ++j) {
-            const float* v = t.v + j * t.kv_stride;
+            const float* v = t.row(t.v, j);
             const float w = s[j] * inv;
             for (int32_t d = 0; d < t.head_dim; ++d) o[d] += w * v[d];
         }
@@ -44,6 +45,7 @@ void attention(const AttentionArgs& a) {
     const int64_t tok = std::max<int64_t>(1, kMaxRows / group);
     const int64_t n_tiles_t = (a.n_tokens + tok - 1) / tok;
     const bool simd = active_path() == CpuPath::Avx512 && a.head_dim % 16 == 0 && a.head_dim <= 512 && group <= 512;
+    STRATA_ASSERT(!a.block_table || (a.block_size > 0 && a.block_size % 16 == 0));
 
     parallel_for(a.n_head_kv * n_tiles_t, [&](int64_t task) {
         const int32_t hk = static_cast<int32_t>(task % a.n_head_kv);
@@ -73,6 +75,9 @@ void attention(const AttentionArgs& a) {
             }
         AttentionTile tile{qrows, orows, nrows, m, n_kv_max, a.k + static_cast<int64_t>(hk) * a.head_dim,
                            a.v + static_cast<int64_t>(hk) * a.head_dim, a.kv_stride, a.head_dim, scores};
+        tile.blocks = a.block_table;
+        tile.block_size = a.block_table ? a.block_size : (n_kv_max + 15) / 16 * 16;
+        tile.block_stride = a.block_stride;
         if (simd) attention_tile_avx512(tile);
         else attention_tile_ref(tile);
     });

@@ -48,7 +48,9 @@ Engine::Engine(const EngineOptions& opts)
     if (!opts.trace_path.empty()) trace_ = std::make_unique<Trace>(opts.trace_path);
     // What the forward pass holds besides weights: the KV cache, activations and one row of logits.
     const uint64_t activations = Forward::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float);
-    const uint64_t kv_layer = KvCache::layer_bytes(n_ctx, hp_.n_embd_kv());
+    if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
+    const int32_t n_blocks = KvCache::blocks_for(opts.kv_positions > 0 ? opts.kv_positions : n_ctx);
+    const uint64_t kv_layer = KvCache::layer_bytes(n_blocks, hp_.n_embd_kv());
     const uint64_t kv_all = kv_layer * hp_.n_layer;
     PlacementOptions po;
     po.given = opts.plan ? &*opts.plan : nullptr;
@@ -65,10 +67,11 @@ Engine::Engine(const EngineOptions& opts)
             spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
             spill.prefetch_depth = opts.prefetch_depth;
             spill.budget = dram_.get();
-            kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv(), spill);
+            kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv(), spill, n_blocks);
             // The spill ring is charged to the budget by its pool; only resident KV stays in other_bytes.
             in.other_bytes = in.other_bytes - kv_all + kv_->bytes();
             if (in.budget) in.budget -= kv_->spill_buffer_bytes();
+            po.n_kv_layers_in_dram = spill.n_resident_layers;  // the prediction prices the spilled KV reads
             placement_ = std::make_unique<Placement>(place(file_, in, po));
             return placement_->residency;
         });
@@ -78,9 +81,11 @@ Engine::Engine(const EngineOptions& opts)
     fwd_->set_int8_activations(opts.int8_activations);
     weights_->set_trace(trace_.get());
     kv_->set_trace(trace_.get());
-    STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, {} threads; {}",
+    STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, KV cache {} blocks of {} "
+                    "positions ({}), {} threads; {}",
                     arch_name(hp_.arch), hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv,
-                    storage::format_bytes(weights_->weights().total_bytes()), n_ctx, pool_->n_threads(),
+                    storage::format_bytes(weights_->weights().total_bytes()), n_ctx, n_blocks, KvCache::kBlockSize,
+                    storage::format_bytes(kv_layer * hp_.n_layer), pool_->n_threads(),
                     opts.dram_budget ? dram_->describe() : std::string("no DRAM limit"));
 }
 
@@ -90,10 +95,43 @@ int Engine::n_ctx() const { return kv_->n_ctx(); }
 int Engine::n_past() const { return kv_->n_past(); }
 int Engine::n_threads() const { return pool_->n_threads(); }
 void Engine::reset() { kv_->truncate(0); }
-void Engine::truncate(int n) { kv_->truncate(n); }
+
+void Engine::truncate(int n) {
+    const auto held = kv_->seq_tokens(0);
+    const std::vector<int32_t> tokens(held.begin(), held.begin() + std::clamp<int>(n, 0, static_cast<int>(held.size())));
+    // Position n may fall in a block another sequence shares: it is recomputed, not written.
+    const int kept = kv_->truncate_seq(0, n);
+    if (kept < static_cast<int>(tokens.size())) eval(std::span(tokens).subspan(kept));
+}
 
 std::span<const float> Engine::eval(std::span<const int32_t> tokens, bool all_logits) {
     pool_->run([&] { fwd_->eval(tokens, *kv_, logits_, all_logits); });
+    return logits_;
+}
+
+SeqId Engine::create_seq() { return kv_->create_seq(); }
+void Engine::free_seq(SeqId seq) { kv_->free_seq(seq); }
+int Engine::attach_prefix(SeqId seq, std::span<const int32_t> tokens) { return kv_->attach_prefix(seq, tokens); }
+
+std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
+    for (const SeqTokens& e : batch)
+        if (!kv_->reserve(e.seq, static_cast<int32_t>(e.tokens.size())))
+            throw OutOfBudget(fmt::format("KV cache full: {} of {} blocks in use", kv_->pool().n_used(), kv_->pool().n_blocks()),
+                              "run fewer sequences at once, or give the cache more room (--ctx, --dram)");
+    // One row of logits is part of the activations; a batch's rows (and the pass's copy of
+    // them) are charged once they exist. The placement did not know the batch size, so a
+    // budget without room for them is reported once rather than failing the requests.
+    const uint64_t extra = 2 * (batch.size() > 0 ? batch.size() - 1 : 0) * uint64_t(hp_.n_vocab) * sizeof(float);
+    if (extra > batch_logits_.bytes()) {
+        batch_logits_.reset();
+        try {
+            batch_logits_ = storage::Reservation(*dram_, extra, "logits of a batch");
+        } catch (const OutOfBudget& e) {
+            if (!warned_logits_) STRATA_LOG_WARN("batch: {}; running over the budget by that much", e.what());
+            warned_logits_ = true;
+        }
+    }
+    pool_->run([&] { fwd_->eval_batch(batch, *kv_, logits_); });
     return logits_;
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // One loaded model ready to generate: the GGUF file, its weights, tokenizer, KV cache and
-// CPU threads. Tokens are appended to a single sequence; `reset` starts a new one.
+// CPU threads. The single-sequence API (eval, generate, truncate, reset) appends to sequence
+// 0 of the paged KV cache; the batch API (create_seq, attach_prefix, eval_batch) runs several
+// sequences in one forward pass for the Scheduler (runtime/scheduler.h).
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -14,6 +16,7 @@
 #include "models/hparams.h"
 #include "models/tokenizer.h"
 #include "planner/plan.h"
+#include "runtime/forward.h"
 #include "runtime/sampler.h"
 #include "storage/budget.h"
 
@@ -21,7 +24,6 @@ namespace strata {
 
 namespace cpu { class ThreadPool; }
 class KvCache;
-class Forward;
 class WeightStore;
 class Trace;
 struct Placement;
@@ -40,6 +42,8 @@ struct EngineOptions {
     // Single-level int8 activations for block-quantized weights (llama.cpp's precision): faster
     // prefill; off by default because the float reference's tokens are then not always kept.
     bool int8_activations = false;
+    // Positions of paged KV cache shared by all sequences (runtime/kv_cache.h); 0: n_ctx.
+    int kv_positions = 0;
 };
 
 struct GenerateParams {
@@ -85,6 +89,18 @@ public:
     // Forgets the sequence past its first n tokens, to reuse a shared prefix.
     void truncate(int n);
 
+    // Sequences beside sequence 0, for batching. A new sequence is empty; attach_prefix gives
+    // it the cached KV of the longest prefix of `tokens` it can (whole blocks, never all of
+    // `tokens`) and returns the positions attached.
+    SeqId create_seq();
+    void free_seq(SeqId seq);
+    int attach_prefix(SeqId seq, std::span<const int32_t> tokens);
+    // Runs every entry's tokens (distinct sequences) in one forward pass (several past
+    // Forward::kMaxUbatch tokens) and returns n_vocab logits of each entry's last token, one
+    // row per entry. Throws OutOfBudget when the KV pool cannot hold the new positions.
+    std::span<const float> eval_batch(std::span<const SeqTokens> batch);
+    KvCache& kv() { return *kv_; }
+
     // Prefills `prompt` (appended to the current sequence) and samples up to n_predict
     // tokens, calling on_text with each piece of text that is ready to show. Returning false
     // from on_text stops generation.
@@ -103,6 +119,8 @@ private:
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Forward> fwd_;
     storage::Reservation working_;
+    storage::Reservation batch_logits_;  // grows with the largest batch eval_batch has run
+    bool warned_logits_ = false;
     std::vector<float> logits_;
 };
 

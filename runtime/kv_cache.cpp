@@ -1,49 +1,169 @@
 #include "runtime/kv_cache.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "runtime/core/error.h"
 #include "runtime/kv_spill.h"
 #include "storage/file_io.h"
 
 namespace strata {
 
-KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv)
-    : KvCache(n_layer, n_ctx, n_embd_kv, KvSpillOptions{n_layer, {}, 2, nullptr}) {}
+namespace {
+int64_t padded_block_floats(int32_t n_embd_kv) {
+    const uint64_t bytes = uint64_t(KvCache::kBlockSize) * n_embd_kv * sizeof(float);
+    return static_cast<int64_t>(storage::align_up(bytes, storage::kDefaultDioAlign) / sizeof(float));
+}
+}  // namespace
 
-KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill)
+KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks)
+    : KvCache(n_layer, n_ctx, n_embd_kv, KvSpillOptions{n_layer, {}, 2, nullptr}, n_blocks) {}
+
+KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill, int32_t n_blocks)
     : n_layer_(n_layer),
       n_ctx_(n_ctx),
       n_embd_kv_(n_embd_kv),
       n_resident_(std::min(spill.n_resident_layers, n_layer)),
-      size_(static_cast<size_t>(n_ctx) * n_embd_kv),
-      k_(new float[size_ * n_resident_]),
-      v_(new float[size_ * n_resident_]) {
-    if (n_resident_ < n_layer_) spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, n_ctx, n_embd_kv, spill);
+      block_floats_(padded_block_floats(n_embd_kv)),
+      pool_(n_blocks > 0 ? n_blocks : blocks_for(n_ctx)),
+      k_(new float[size_t(block_floats_) * pool_.n_blocks() * n_resident_]),
+      v_(new float[size_t(block_floats_) * pool_.n_blocks() * n_resident_]) {
+    if (n_resident_ < n_layer_)
+        spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, pool_.n_blocks(), block_floats_ * sizeof(float), spill);
+    create_seq();  // sequence 0
 }
 
 KvCache::~KvCache() = default;
 
-uint64_t KvCache::layer_bytes(int32_t n_ctx, int32_t n_embd_kv) { return KvSpill::layer_bytes(n_ctx, n_embd_kv); }
+uint64_t KvCache::layer_bytes(int32_t n_blocks, int32_t n_embd_kv) {
+    return KvSpill::layer_bytes(n_blocks, padded_block_floats(n_embd_kv) * sizeof(float));
+}
 
-KvCache::LayerBase KvCache::base(int32_t layer) const {
-    if (layer < n_resident_) return {&k_[layer * size_], &v_[layer * size_]};
-    auto [k, v] = spill_->current(layer - n_resident_);
-    return {k, v};
+float* KvCache::k(int32_t layer, int32_t block) {
+    if (layer < n_resident_) return &k_[(size_t(layer) * pool_.n_blocks() + block) * block_floats_];
+    return spill_->current(layer - n_resident_).first + block * block_floats_;
+}
+
+float* KvCache::v(int32_t layer, int32_t block) {
+    if (layer < n_resident_) return &v_[(size_t(layer) * pool_.n_blocks() + block) * block_floats_];
+    return spill_->current(layer - n_resident_).second + block * block_floats_;
 }
 
 void KvCache::begin_layer(int32_t layer) {
     if (layer >= n_resident_) spill_->begin(layer - n_resident_);
 }
 
-void KvCache::end_layer(int32_t layer, int64_t pos0, int64_t n) {
-    if (layer >= n_resident_) spill_->end(layer - n_resident_, pos0, n);
+void KvCache::end_layer(int32_t layer, std::span<const int32_t> blocks) {
+    if (layer >= n_resident_) spill_->end(layer - n_resident_, blocks);
 }
 
-void KvCache::truncate(int32_t n) {
-    n_past_ = n < n_past_ ? n : n_past_;
-    if (spill_) spill_->truncate(n_past_);
+KvCache::Seq& KvCache::seq(SeqId id) {
+    STRATA_ASSERT(id >= 0 && id < static_cast<SeqId>(seqs_.size()) && seqs_[id].live);
+    return seqs_[id];
 }
 
-uint64_t KvCache::bytes() const { return 2 * size_ * n_resident_ * sizeof(float); }
+const KvCache::Seq& KvCache::seq(SeqId id) const {
+    STRATA_ASSERT(id >= 0 && id < static_cast<SeqId>(seqs_.size()) && seqs_[id].live);
+    return seqs_[id];
+}
+
+SeqId KvCache::create_seq() {
+    auto it = std::find_if(seqs_.begin(), seqs_.end(), [](const Seq& s) { return !s.live; });
+    if (it == seqs_.end()) it = seqs_.insert(seqs_.end(), Seq{});
+    it->live = true;
+    return static_cast<SeqId>(it - seqs_.begin());
+}
+
+void KvCache::free_seq(SeqId id) {
+    truncate_seq(id, 0);
+    if (id != 0) seq(id).live = false;  // sequence 0 always exists
+}
+
+int32_t KvCache::seq_len(SeqId id) const { return static_cast<int32_t>(seq(id).tokens.size()); }
+std::span<const int32_t> KvCache::block_table(SeqId id) const { return seq(id).blocks; }
+std::span<const int32_t> KvCache::seq_tokens(SeqId id) const { return seq(id).tokens; }
+
+int32_t KvCache::allocate_block() {
+    const int32_t b = pool_.allocate();
+    if (b >= 0 && spill_) spill_->forget(b);  // fresh, or evicted from the prefix cache
+    return b;
+}
+
+void KvCache::release_block(int32_t block) {
+    pool_.release(block);
+    if (spill_ && pool_.ref_count(block) == 0 && !pool_.is_cached(block)) spill_->forget(block);
+}
+
+int32_t KvCache::attach_prefix(SeqId id, std::span<const int32_t> tokens) {
+    Seq& s = seq(id);
+    STRATA_ASSERT(s.tokens.empty());
+    const size_t n_full = tokens.empty() ? 0 : (tokens.size() - 1) / kBlockSize;
+    uint64_t parent = 0;
+    for (size_t i = 0; i < n_full; ++i) {
+        const BlockKey key = block_key(parent, tokens.subspan(i * kBlockSize, kBlockSize));
+        const int32_t b = pool_.find(key);
+        if (b < 0) break;
+        s.blocks.push_back(b);
+        s.hashes.push_back(key.hash);
+        s.tokens.insert(s.tokens.end(), key.tokens.begin(), key.tokens.end());
+        parent = key.hash;
+    }
+    return static_cast<int32_t>(s.tokens.size());
+}
+
+int32_t KvCache::blocks_needed(SeqId id, int32_t n_total) const {
+    return std::max(0, blocks_for(n_total) - static_cast<int32_t>(seq(id).blocks.size()));
+}
+
+bool KvCache::reserve(SeqId id, int32_t n) {
+    Seq& s = seq(id);
+    if (static_cast<int64_t>(s.tokens.size()) + n > n_ctx_)
+        throw UsageError(fmt::format("context is full: {} tokens in the cache + {} new > context size {}", s.tokens.size(), n,
+                                     n_ctx_),
+                         "use a shorter prompt, fewer tokens (-n) or a larger context (--ctx)");
+    for (int32_t need = blocks_needed(id, static_cast<int32_t>(s.tokens.size()) + n); need > 0; --need) {
+        const int32_t b = allocate_block();
+        if (b < 0) return false;
+        s.blocks.push_back(b);
+    }
+    return true;
+}
+
+void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
+    Seq& s = seq(id);
+    STRATA_ASSERT(blocks_for(static_cast<int64_t>(s.tokens.size() + tokens.size())) <= static_cast<int32_t>(s.blocks.size()));
+    s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+    for (size_t i = s.hashes.size(); (i + 1) * kBlockSize <= s.tokens.size(); ++i) {
+        const BlockKey key = block_key(i ? s.hashes[i - 1] : 0, std::span(s.tokens).subspan(i * kBlockSize, kBlockSize));
+        pool_.publish(s.blocks[i], key);
+        s.hashes.push_back(key.hash);
+    }
+}
+
+int32_t KvCache::truncate_seq(SeqId id, int32_t n) {
+    Seq& s = seq(id);
+    n = std::clamp<int32_t>(n, 0, static_cast<int32_t>(s.tokens.size()));
+    int32_t keep_blocks = blocks_for(n);
+    // The block that position n falls in will be written again: it must be this sequence's
+    // alone and no longer cached under its old tokens.
+    if (n % kBlockSize != 0) {
+        const int32_t b = s.blocks[keep_blocks - 1];
+        if (pool_.ref_count(b) > 1) {
+            --keep_blocks;
+            n = keep_blocks * kBlockSize;
+        } else {
+            pool_.unpublish(b);
+        }
+    }
+    for (size_t i = keep_blocks; i < s.blocks.size(); ++i) release_block(s.blocks[i]);
+    s.blocks.resize(keep_blocks);
+    s.tokens.resize(n);
+    s.hashes.resize(std::min<size_t>(s.hashes.size(), n / kBlockSize));
+    return n;
+}
+
+uint64_t KvCache::bytes() const { return 2 * sizeof(float) * size_t(block_floats_) * pool_.n_blocks() * n_resident_; }
 
 uint64_t KvCache::spill_buffer_bytes() const { return spill_ ? spill_->buffer_bytes() : 0; }
 

@@ -1,12 +1,20 @@
 #pragma once
-// The key/value cache of one sequence: per layer, one float32 row of n_embd_kv values per
-// position, position-major so that attention streams it linearly. Layers whose KV does not
-// fit the DRAM budget live in a spill file (KvSpill) and are brought back through a ring of
-// pinned buffers, prefetched ahead of the layer that needs them, like streamed weights.
+// The paged key/value cache shared by every sequence (vLLM's PagedAttention layout): a pool
+// of blocks of kBlockSize positions, the same block id in every layer; per layer and block,
+// kBlockSize float32 rows of n_embd_kv keys, and as many values. Each sequence has a block
+// table (its positions in order) and its token ids; full blocks are published in the prefix
+// cache (runtime/kv_blocks.h), so a later sequence that starts with the same tokens attaches
+// them instead of computing them again. Shared blocks are never written: a sequence that
+// must change one (truncate into it) gives it up and recomputes those positions.
+// Layers whose KV does not fit the DRAM budget live in a spill file (KvSpill) and are brought
+// back through a ring of pinned buffers, prefetched ahead of the layer that needs them.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <vector>
+
+#include "runtime/kv_blocks.h"
 
 namespace strata {
 
@@ -21,51 +29,95 @@ struct KvSpillOptions {
     storage::MemoryBudget* budget = nullptr;  // the ring's buffers are charged here
 };
 
+using SeqId = int32_t;
+
 class KvCache {
 public:
-    KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv);
-    KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill);
+    static constexpr int32_t kBlockSize = 16;  // positions per block: the attention kernel's key tile
+
+    // A pool of n_blocks (0: enough for one sequence of n_ctx positions); n_ctx bounds each
+    // sequence. Sequence 0 exists from the start: the single-sequence API below uses it.
+    KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks = 0);
+    KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill, int32_t n_blocks = 0);
     ~KvCache();
     KvCache(const KvCache&) = delete;
     KvCache& operator=(const KvCache&) = delete;
 
     int32_t n_ctx() const { return n_ctx_; }
-    int32_t n_past() const { return n_past_; }  // positions filled so far
+    int32_t n_layer() const { return n_layer_; }
     int64_t row_stride() const { return n_embd_kv_; }
-    // Valid for resident layers, and for a spilled layer between begin_layer and end_layer.
-    float* k(int32_t layer, int64_t pos) { return base(layer).k + pos * n_embd_kv_; }
-    float* v(int32_t layer, int64_t pos) { return base(layer).v + pos * n_embd_kv_; }
+    // Floats from one block to the next: kBlockSize rows, padded to the O_DIRECT alignment so
+    // that spilled blocks are read and written in place (no padding for the usual sizes,
+    // n_embd_kv a multiple of 64).
+    int64_t block_stride() const { return block_floats_; }
+    // The first K (V) row of `block` in `layer`: valid for resident layers, and for a spilled
+    // layer between begin_layer and end_layer.
+    float* k(int32_t layer, int32_t block);
+    float* v(int32_t layer, int32_t block);
 
     // Brings a spilled layer's KV into memory (waits for its read); no-op when resident.
     void begin_layer(int32_t layer);
-    // Writes positions [pos0, pos0 + n) of a spilled layer back to the spill file.
-    void end_layer(int32_t layer, int64_t pos0, int64_t n);
+    // Writes `blocks` (ascending, distinct: those the pass wrote) of a spilled layer back.
+    void end_layer(int32_t layer, std::span<const int32_t> blocks);
 
-    void advance(int32_t n) { n_past_ += n; }
-    // Forgets positions >= n (keeps a shared prefix of n positions).
-    void truncate(int32_t n);
+    // Sequences.
+    SeqId create_seq();
+    void free_seq(SeqId seq);  // its blocks go back to the pool (full ones stay cached)
+    int32_t seq_len(SeqId seq) const;
+    std::span<const int32_t> block_table(SeqId seq) const;
+    std::span<const int32_t> seq_tokens(SeqId seq) const;
+    // For an empty sequence: attaches the cached blocks that hold a prefix of `tokens`, full
+    // blocks only and never all of `tokens` (the last one must be evaluated for its logits).
+    // Returns the positions attached.
+    int32_t attach_prefix(SeqId seq, std::span<const int32_t> tokens);
+    // Blocks the sequence still needs so that it holds `n_total` positions.
+    int32_t blocks_needed(SeqId seq, int32_t n_total) const;
+    // Allocates the blocks for n more positions; false when the pool has too few free blocks
+    // (an expected outcome: the blocks already taken stay in the sequence).
+    bool reserve(SeqId seq, int32_t n);
+    // Records `tokens` as the sequence's next positions (their KV written by a pass) and
+    // publishes the blocks they fill.
+    void commit(SeqId seq, std::span<const int32_t> tokens);
+    // Forgets positions >= n. Returns the positions kept: n, or fewer when position n falls in
+    // a block another sequence shares (the caller recomputes positions [kept, n) then).
+    int32_t truncate_seq(SeqId seq, int32_t n);
+
+    const KvBlockPool& pool() const { return pool_; }
+
+    // The single-sequence API, on sequence 0.
+    int32_t n_past() const { return seq_len(0); }
+    void truncate(int32_t n) { truncate_seq(0, n); }
+
     uint64_t bytes() const;  // DRAM held by resident layers
     uint64_t spill_buffer_bytes() const;  // DRAM of the spill ring (charged to its budget)
     int32_t n_spilled() const;
     void set_trace(Trace* trace);
 
-    // DRAM (or spill file) bytes one layer's KV takes at this context size.
-    static uint64_t layer_bytes(int32_t n_ctx, int32_t n_embd_kv);
+    // Blocks for a sequence of n positions.
+    static int32_t blocks_for(int64_t n) { return static_cast<int32_t>((n + kBlockSize - 1) / kBlockSize); }
+    // DRAM (or spill file) bytes one layer's KV takes with n_blocks blocks.
+    static uint64_t layer_bytes(int32_t n_blocks, int32_t n_embd_kv);
 
 private:
-    struct LayerBase {
-        float* k = nullptr;
-        float* v = nullptr;
+    struct Seq {
+        bool live = false;
+        std::vector<int32_t> blocks;
+        std::vector<int32_t> tokens;   // one per position
+        std::vector<uint64_t> hashes;  // key hash of each published (full) block
     };
-    LayerBase base(int32_t layer) const;
+    Seq& seq(SeqId id);
+    const Seq& seq(SeqId id) const;
+    int32_t allocate_block();
+    void release_block(int32_t block);
 
     int32_t n_layer_;
     int32_t n_ctx_;
     int32_t n_embd_kv_;
-    int32_t n_past_ = 0;
     int32_t n_resident_;
-    size_t size_;  // floats per resident layer side (K or V)
-    // Left uninitialised so that untouched context costs no resident memory.
+    int64_t block_floats_;
+    KvBlockPool pool_;
+    std::vector<Seq> seqs_;
+    // Left uninitialised so that untouched blocks cost no resident memory.
     std::unique_ptr<float[]> k_, v_;
     std::unique_ptr<KvSpill> spill_;
 };

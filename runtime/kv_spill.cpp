@@ -22,10 +22,6 @@ namespace strata {
 namespace {
 constexpr uint64_t kAlign = storage::kDefaultDioAlign;
 
-uint64_t region_bytes(int32_t n_ctx, int32_t n_embd_kv) {
-    return storage::align_up(uint64_t(n_ctx) * n_embd_kv * sizeof(float), kAlign);
-}
-
 [[noreturn]] void spill_error(const std::filesystem::path& dir, const std::string& what, int err) {
     throw IoError(fmt::format("KV spill file in '{}': {}: {}", dir.string(), what, std::strerror(err)),
                   err == ENOSPC ? "free disk space there, point --kv-spill at another directory, or use a smaller --ctx"
@@ -33,13 +29,13 @@ uint64_t region_bytes(int32_t n_ctx, int32_t n_embd_kv) {
 }
 }  // namespace
 
-uint64_t KvSpill::layer_bytes(int32_t n_ctx, int32_t n_embd_kv) { return 2 * region_bytes(n_ctx, n_embd_kv); }
-
-KvSpill::KvSpill(int32_t n_layers, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& opts)
+KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const KvSpillOptions& opts)
     : n_layers_(n_layers),
-      row_bytes_(uint64_t(n_embd_kv) * sizeof(float)),
-      region_bytes_(region_bytes(n_ctx, n_embd_kv)),
-      filled_(n_layers, 0) {
+      n_blocks_(n_blocks),
+      block_bytes_(block_bytes),
+      region_bytes_(uint64_t(n_blocks) * block_bytes),
+      written_(n_layers, std::vector<uint8_t>(n_blocks, 0)) {
+    STRATA_ASSERT(block_bytes % kAlign == 0);
     std::error_code ec;
     std::filesystem::create_directories(opts.dir, ec);
     std::string path = (opts.dir / "strata-kv-XXXXXX").string();
@@ -49,7 +45,7 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_ctx, int32_t n_embd_kv, const KvSpi
     // budget and hide the disk's speed); filesystems without it (tmpfs) work buffered.
     if (::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_DIRECT) != 0)
         STRATA_LOG_WARN("kv: O_DIRECT refused for the spill file in {}; using buffered I/O", opts.dir.string());
-    const uint64_t total = layer_bytes(n_ctx, n_embd_kv) * n_layers;
+    const uint64_t total = layer_bytes(n_blocks, block_bytes) * n_layers;
     if (int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(total)); err != 0) {
         ::close(fd_);
         ::unlink(path.c_str());
@@ -59,7 +55,7 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_ctx, int32_t n_embd_kv, const KvSpi
     ::unlink(path.c_str());  // gone at exit, also on Ctrl-C or a crash
 
     storage::PinnedPoolOptions po;
-    po.slot_bytes = layer_bytes(n_ctx, n_embd_kv);
+    po.slot_bytes = layer_bytes(n_blocks, block_bytes);
     po.n_slots = static_cast<size_t>(std::min(n_layers, std::max(1, opts.prefetch_depth + 1)));
     po.what = "KV spill buffers";
     if (!opts.budget) own_budget_ = std::make_unique<storage::MemoryBudget>("DRAM", UINT64_MAX);
@@ -71,10 +67,23 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_ctx, int32_t n_embd_kv, const KvSpi
     ring_ = std::make_unique<StreamRing>(
         *reader_, *pool_, layers,
         [this](int layer) {
-            // Only the positions written so far: oldest first, K then V.
-            const uint64_t len = storage::align_up(uint64_t(filled_[layer]) * row_bytes_, kAlign);
+            // Only the blocks that hold data, in runs of consecutive blocks, K then V.
+            std::vector<RingRead> reads;
+            const auto& w = written_[layer];
             const uint64_t k = uint64_t(layer) * 2 * region_bytes_;
-            return std::vector<RingRead>{{0, k, len}, {region_bytes_, k + region_bytes_, len}};
+            for (int32_t b0 = 0; b0 < n_blocks_;) {
+                if (!w[b0]) {
+                    ++b0;
+                    continue;
+                }
+                int32_t b1 = b0 + 1;
+                while (b1 < n_blocks_ && w[b1]) ++b1;
+                const uint64_t off = uint64_t(b0) * block_bytes_, len = uint64_t(b1 - b0) * block_bytes_;
+                reads.push_back({off, k + off, len});
+                reads.push_back({region_bytes_ + off, k + region_bytes_ + off, len});
+                b0 = b1;
+            }
+            return reads;
         },
         "kv");
     STRATA_LOG_INFO("kv: {} layers spill to {} ({}), through {} x {} buffers", n_layers, opts.dir.string(),
@@ -97,34 +106,37 @@ std::pair<float*, float*> KvSpill::current(int32_t layer) const {
     return {reinterpret_cast<float*>(current_), reinterpret_cast<float*>(current_ + region_bytes_)};
 }
 
-void KvSpill::write_rows(uint64_t region, uint64_t slot_offset, int64_t pos0, int64_t n) {
-    // Whole aligned blocks around the new rows: the rows before them in the first block are
-    // in the slot already (read back or written this pass).
-    const auto a = storage::aligned_superset(uint64_t(pos0) * row_bytes_, uint64_t(n) * row_bytes_, kAlign);
-    const std::byte* src = current_ + slot_offset + a.offset;
-    for (uint64_t done = 0; done < a.length;) {
-        const ssize_t w = ::pwrite(fd_, src + done, a.length - done, static_cast<off_t>(region + a.offset + done));
+void KvSpill::write_run(uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1) {
+    const uint64_t off = uint64_t(b0) * block_bytes_, len = uint64_t(b1 - b0) * block_bytes_;
+    const std::byte* src = current_ + slot_offset + off;
+    for (uint64_t done = 0; done < len;) {
+        const ssize_t w = ::pwrite(fd_, src + done, len - done, static_cast<off_t>(region + off + done));
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0)
-            throw IoError(fmt::format("writing {} of spilled KV cache at offset {}: {}", storage::format_bytes(a.length),
-                                      region + a.offset, w < 0 ? std::strerror(errno) : "no progress"),
+            throw IoError(fmt::format("writing {} of spilled KV cache at offset {}: {}", storage::format_bytes(len),
+                                      region + off, w < 0 ? std::strerror(errno) : "no progress"),
                           "check the disk that holds the spill directory (--kv-spill)");
         done += static_cast<uint64_t>(w);
     }
 }
 
-void KvSpill::end(int32_t layer, int64_t pos0, int64_t n) {
+void KvSpill::end(int32_t layer, std::span<const int32_t> blocks) {
     STRATA_ASSERT(layer == current_layer_);
     const uint64_t k = uint64_t(layer) * 2 * region_bytes_;
-    write_rows(k, 0, pos0, n);
-    write_rows(k + region_bytes_, region_bytes_, pos0, n);
-    filled_[layer] = std::max<int64_t>(filled_[layer], pos0 + n);
+    for (size_t i = 0; i < blocks.size();) {  // runs of consecutive blocks, one write each
+        size_t j = i + 1;
+        while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1) ++j;
+        write_run(k, 0, blocks[i], blocks[j - 1] + 1);
+        write_run(k + region_bytes_, region_bytes_, blocks[i], blocks[j - 1] + 1);
+        for (size_t x = i; x < j; ++x) written_[layer][blocks[x]] = 1;
+        i = j;
+    }
     current_layer_ = -1;
     ring_->release();
 }
 
-void KvSpill::truncate(int32_t n_past) {
-    for (auto& f : filled_) f = std::min<int64_t>(f, n_past);
+void KvSpill::forget(int32_t block) {
+    for (auto& w : written_) w[block] = 0;
 }
 
 void KvSpill::set_trace(Trace* trace) { ring_->set_trace(trace); }

@@ -1,11 +1,13 @@
 #pragma once
 // The KV cache of the layers that do not fit DRAM, in a spill file on disk. Each layer has a
-// K region and a V region of n_ctx rows (padded for O_DIRECT); a layer is read back, oldest
-// position first, into a ring slot ahead of its turn, and the rows a pass adds are written
-// back when the layer is done. The file is unlinked as soon as it is open, so it disappears
-// when the process ends, however it ends.
+// K region and a V region laid out like the block pool (block b at b * block_bytes, each
+// block padded for O_DIRECT); a layer's blocks that hold data are read back into a ring slot
+// of the same layout ahead of its turn, and the blocks a pass changed are written back when
+// the layer is done. The file is unlinked as soon as it is open, so it disappears when the
+// process ends, however it ends.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -23,26 +25,32 @@ class Reader;
 class KvSpill {
 public:
     // Throws IoError naming the directory when the file cannot be made or the disk is full.
-    KvSpill(int32_t n_layers, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& opts);
+    // `block_bytes` is a multiple of the O_DIRECT alignment (KvCache pads blocks to it).
+    KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const KvSpillOptions& opts);
     ~KvSpill();
 
     void begin(int32_t layer);
-    void end(int32_t layer, int64_t pos0, int64_t n);
+    // Writes `blocks` (ascending, distinct) of the begun layer back to the file.
+    void end(int32_t layer, std::span<const int32_t> blocks);
     std::pair<float*, float*> current(int32_t layer) const;  // K and V of the begun layer
-    void truncate(int32_t n_past);
+    // The block's content no longer matters (freed or evicted): it is not read back again.
+    void forget(int32_t block);
     void set_trace(Trace* trace);
     uint64_t buffer_bytes() const;
 
-    static uint64_t layer_bytes(int32_t n_ctx, int32_t n_embd_kv);
+    static uint64_t layer_bytes(int32_t n_blocks, uint64_t block_bytes) { return 2 * uint64_t(n_blocks) * block_bytes; }
 
 private:
-    void write_rows(uint64_t region, uint64_t slot_offset, int64_t pos0, int64_t n);
+    void write_run(uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1);
 
     int32_t n_layers_;
-    uint64_t row_bytes_;
-    uint64_t region_bytes_;  // one side (K or V) of one layer, aligned
+    int32_t n_blocks_;
+    uint64_t block_bytes_;
+    uint64_t region_bytes_;  // one side (K or V) of one layer
     int fd_ = -1;
-    std::vector<int64_t> filled_;  // positions on disk per layer
+    // Per layer and block: whether the file holds data for it. Set when a pass writes the
+    // block; the read for a layer's next pass is issued after that layer's end, so it sees it.
+    std::vector<std::vector<uint8_t>> written_;
     std::unique_ptr<storage::MemoryBudget> own_budget_;  // when the caller gave none
     std::unique_ptr<storage::PinnedPool> pool_;
     std::unique_ptr<storage::Reader> reader_;

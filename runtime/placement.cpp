@@ -20,15 +20,17 @@ using planner::WeightOption;
 
 namespace {
 
-// The plan as this runtime runs it: K and V in DRAM as float32 (runtime/kv_cache.h),
-// attention on the CPU, the output layer and embedding table in DRAM.
-planner::Plan as_run(planner::Plan p) {
+// The plan as this runtime runs it: K and V as float32 (runtime/kv_cache.h) in DRAM for the
+// first n_kv_in_dram layers and spilled to disk for the rest, attention on the CPU, the output
+// layer and embedding table in DRAM.
+planner::Plan as_run(planner::Plan p, int n_kv_in_dram = INT_MAX) {
     p.policy.kv_type = DType::F32;
     p.policy.recompute = false;
     p.policy.cpu_attention = true;
     p.output = p.embedding = WeightOption::DramCpu;
     p.hidden = planner::HiddenOption::Dram;
-    for (auto& l : p.layers) l.kv = KvOption::Dram, l.attention = planner::Device::Cpu;
+    for (auto& l : p.layers)
+        l.kv = l.layer < n_kv_in_dram ? KvOption::Dram : KvOption::Nvme, l.attention = planner::Device::Cpu;
     return p;
 }
 
@@ -80,7 +82,7 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated) const {
     planner::Workload wl;
     wl.prompt_len = std::max(1, n_prompt);
     wl.gen_len = std::max(1, n_generated);
-    return planner::evaluate_plan(shape, hw, wl, as_run(plan));
+    return planner::evaluate_plan(shape, hw, wl, as_run(plan, n_kv_layers_in_dram));
 }
 
 planner::HardwareProfile runtime_profile(std::string& source) {
@@ -139,8 +141,9 @@ Placement place(const GgufFile& file, const ResidencyInput& in, const PlacementO
     ResidencyInput unbounded = in;
     unbounded.budget = 0;
     p.residency = residency_from_plan(p.plan, unbounded);  // refuses what this runtime cannot run
-    const planner::Plan run = as_run(p.plan);
-    if (run.output != p.plan.output || run.embedding != p.plan.embedding || run.layers != p.plan.layers)
+    p.n_kv_layers_in_dram = std::min(opts.n_kv_layers_in_dram, p.shape.n_layer);
+    const planner::Plan run = as_run(p.plan, p.n_kv_layers_in_dram);
+    if (run.output != p.plan.output || run.embedding != p.plan.embedding || run.layers != as_run(p.plan).layers)
         STRATA_LOG_WARN("placement: the plan puts the output layer, embeddings or KV cache on NVMe or on the GPU; "
                         "this runtime keeps them in DRAM");
     // Priced on this machine for this run as the runtime runs it, given or made alike.

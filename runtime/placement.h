@@ -4,6 +4,7 @@
 // desktop, so that starting never measures), the DRAM budget and a workload from the
 // options; `--plan FILE` gives one instead, checked against the model. Either way it becomes
 // the weight store's residency: layers in DRAM are resident, layers on NVMe are streamed.
+#include <climits>
 #include <functional>
 #include <string>
 
@@ -24,6 +25,7 @@ struct Placement {
     std::string hw_source;        // where the profile came from, in words
     planner::SearchStats search;  // n_policies 0: the plan was given
     Residency residency;
+    int n_kv_layers_in_dram = 0;  // the KV cache's first layers; the rest spill to disk
 
     // The plan priced on this machine for one request, as this runtime runs it (the plan's
     // own prediction is for the workload it was made for).
@@ -34,6 +36,7 @@ struct PlacementOptions {
     const planner::Plan* given = nullptr;  // --plan FILE
     int n_ctx = 1;                         // the context the KV cache holds
     int n_predict = 0;                     // tokens generated per request, when known
+    int n_kv_layers_in_dram = INT_MAX;     // KV layers kept in DRAM (runtime/kv_cache.h); the rest spill
     std::function<void(const Placement&)> on_plan;  // before the budget is checked (--show-plan)
 };
 

@@ -7,18 +7,45 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
+#include "runtime/kv_cache.h"
+#include "runtime/text_stream.h"
 
 namespace strata {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// A prompt is not cut into pieces shorter than this when other work fills the step.
+constexpr int64_t kMinPromptChunk = 16;
+}  // namespace
 
 struct Scheduler::Job {
     uint64_t id = 0;
     Request request;
-    std::atomic<bool> cancelled{false};
+    bool cancelled = false;
+    SeqId seq = -1;
+    int32_t max_len = 0;  // KV positions the request may come to hold
+    // What its sequence must hold before it decodes: the prompt, or after a preemption the
+    // prompt and the tokens generated so far but the last (recomputed, mostly from cache).
+    std::vector<int32_t> replay;
+    size_t fed = 0;       // tokens of context() in the KV cache (attached or evaluated)
+    size_t chunk = 0;     // tokens of context() in this step's pass
+    int32_t next = -1;    // the last sampled token, evaluated in the next step
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<TextStream> stream;
+    GenerateResult result;
+    Clock::time_point started, first_token;
+    bool finished = false;
+
+    const std::vector<int32_t>& context() const { return replay.empty() ? request.prompt : replay; }
+    bool prefilling() const { return fed < context().size(); }
 };
 
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts) : engine_(engine), opts_(opts) {
     if (opts_.max_batch < 1) throw UsageError(fmt::format("--max-batch {} must be at least 1", opts_.max_batch));
     if (opts_.max_queue < 0) throw UsageError(fmt::format("queue size {} is negative", opts_.max_queue));
+    STRATA_LOG_INFO("scheduler: up to {} sequences at once, {} queued; KV cache {} blocks of {} positions",
+                    opts_.max_batch, opts_.max_queue, engine_.kv().pool().n_blocks(), KvCache::kBlockSize);
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -34,16 +61,24 @@ Scheduler::~Scheduler() {
 uint64_t Scheduler::submit(Request request) {
     if (request.prompt.empty()) throw UsageError("the prompt is empty");
     if (request.params.n_predict < 0) throw UsageError(fmt::format("max tokens {} is negative", request.params.n_predict));
-    const int64_t need = static_cast<int64_t>(request.prompt.size()) + 1;
-    if (need > engine_.n_ctx())
-        throw UsageError(fmt::format("the prompt has {} tokens, but the context holds {}", request.prompt.size(), engine_.n_ctx()),
+    const int64_t n_ctx = engine_.n_ctx();
+    if (static_cast<int64_t>(request.prompt.size()) + 1 > n_ctx)
+        throw UsageError(fmt::format("the prompt has {} tokens, but the context holds {}", request.prompt.size(), n_ctx),
                          "shorten the prompt or raise --ctx");
+    const int64_t max_len = std::min<int64_t>(n_ctx, static_cast<int64_t>(request.prompt.size()) + request.params.n_predict);
+    const int32_t need = KvCache::blocks_for(max_len), n_blocks = engine_.kv().pool().n_blocks();
+    if (need > n_blocks)
+        throw UsageError(fmt::format("the request needs {} KV blocks ({} positions), but the whole cache has {}", need, max_len,
+                                     n_blocks),
+                         "ask for fewer tokens, or give the KV cache more room");
     auto job = std::make_unique<Job>();
     job->request = std::move(request);
+    job->max_len = static_cast<int32_t>(max_len);
     std::lock_guard lock(mu_);
     if (stopping_ || draining_) throw QueueFull("the scheduler is shutting down");
-    if (static_cast<int>(queue_.size()) >= opts_.max_queue + opts_.max_batch)
-        throw QueueFull(fmt::format("{} requests are already waiting", queue_.size()));
+    // Running ones and max_queue beyond them; a new request waits in queue_ until admitted.
+    if (static_cast<int>(queue_.size()) + n_running_ >= opts_.max_queue + opts_.max_batch)
+        throw QueueFull(fmt::format("{} requests are running and {} waiting", n_running_, queue_.size()));
     job->id = next_id_++;
     const uint64_t id = job->id;
     queue_.push_back(std::move(job));
@@ -52,13 +87,16 @@ uint64_t Scheduler::submit(Request request) {
 }
 
 void Scheduler::cancel(uint64_t id) {
-    std::lock_guard lock(mu_);
-    cancelled_.push_back(id);
+    {
+        std::lock_guard lock(mu_);
+        cancelled_.push_back(id);
+    }
+    wake_.notify_all();
 }
 
 void Scheduler::wait_idle() {
     std::unique_lock lock(mu_);
-    idle_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+    idle_.wait(lock, [&] { return queue_.empty() && n_running_ == 0; });
 }
 
 void Scheduler::drain() {
@@ -72,81 +110,272 @@ void Scheduler::drain() {
 SchedulerStats Scheduler::stats() const {
     std::lock_guard lock(mu_);
     SchedulerStats s = stats_;
-    s.running = running_;
+    s.running = n_running_;
     s.queued = static_cast<int>(queue_.size());
     return s;
 }
 
-void Scheduler::loop() {
-    for (;;) {
-        std::unique_ptr<Job> job;
-        {
-            std::unique_lock lock(mu_);
-            wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-            if (queue_.empty()) return;  // stopping with nothing left
-            job = std::move(queue_.front());
-            queue_.pop_front();
-            if (stopping_) job->cancelled = true;
-            ++running_;
+void Scheduler::take_cancellations(std::vector<std::unique_ptr<Job>>& done) {
+    if (stopping_) {
+        for (auto& j : running_) j->cancelled = true;
+        for (auto& j : queue_) j->cancelled = true;
+    }
+    for (uint64_t id : cancelled_) {
+        for (auto& j : running_)
+            if (j->id == id) j->cancelled = true;
+        for (auto& j : queue_)
+            if (j->id == id) j->cancelled = true;
+    }
+    cancelled_.clear();
+    // Cancelled queued requests end now; until their on_done has run they count as running.
+    for (auto it = queue_.begin(); it != queue_.end();) {
+        if (!(*it)->cancelled) {
+            ++it;
+            continue;
         }
-        run_job(*job);
-        {
-            std::lock_guard lock(mu_);
-            --running_;
-        }
-        idle_.notify_all();
+        ++n_running_;
+        (*it)->result.stop_reason = "cancelled";
+        done.push_back(std::move(*it));
+        it = queue_.erase(it);
     }
 }
 
-void Scheduler::run_job(Job& job) {
-    const auto is_cancelled = [&] {
-        if (job.cancelled) return true;
-        std::lock_guard lock(mu_);
-        if (stopping_) return job.cancelled = true;
-        auto it = std::find(cancelled_.begin(), cancelled_.end(), job.id);
-        if (it == cancelled_.end()) return false;
-        cancelled_.erase(it);
-        return job.cancelled = true;
-    };
-    const std::vector<int32_t>& prompt = job.request.prompt;
-    GenerateResult r;
-    r.prompt_tokens = prompt;
-    if (is_cancelled()) {
-        r.stop_reason = "cancelled";
-    } else {
-        // Reuse the KV of the longest common prefix with what the sequence holds; at least
-        // one prompt token is evaluated, for its logits.
-        const size_t common = std::mismatch(cached_.begin(), cached_.end(), prompt.begin(), prompt.end()).first - cached_.begin();
-        const size_t reuse = std::min(common, prompt.size() - 1);
-        engine_.truncate(static_cast<int>(reuse));
-        try {
-            const auto t0 = std::chrono::steady_clock::now();
-            r = engine_.generate(std::span(prompt).subspan(reuse), job.request.params, [&](std::string_view text) {
-                if (is_cancelled()) return false;
-                return !job.request.on_text || job.request.on_text(text);
-            });
-            r.prompt_tokens = prompt;
-            r.cached_tokens = static_cast<int>(reuse);
-            cached_ = prompt;
-            cached_.insert(cached_.end(), r.tokens.begin(), r.tokens.end());
-            cached_.resize(std::min<size_t>(cached_.size(), engine_.n_past()));
-            std::lock_guard lock(mu_);
-            stats_.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            stats_.prompt_tokens += prompt.size() - reuse;
-            stats_.cached_tokens += reuse;
-            stats_.generated_tokens += r.tokens.size();
-        } catch (const std::exception& e) {
-            r.stop_reason = "error";
-            r.error = e.what();
-            engine_.reset();
-            cached_.clear();
+int32_t Scheduler::outstanding_blocks() const {
+    // What the running sequences need for their context and one more token.
+    int32_t n = 0;
+    for (const auto& j : running_) {
+        const size_t held = j->prefilling() ? j->context().size() : engine_.kv().seq_len(j->seq);
+        n += engine_.kv().blocks_needed(j->seq, static_cast<int32_t>(held) + 1);
+    }
+    return n;
+}
+
+void Scheduler::preempt(Job& j) {
+    // Its KV goes (full blocks stay cached); it waits at the head of the queue and, admitted
+    // again, recomputes what the cache no longer has. Sampler and text stream carry on.
+    engine_.free_seq(j.seq);
+    j.seq = -1;
+    if (j.next >= 0) {
+        j.replay = j.request.prompt;
+        j.replay.insert(j.replay.end(), j.result.tokens.begin(), j.result.tokens.end() - 1);
+    }
+    j.fed = 0;
+    j.chunk = 0;
+    STRATA_LOG_INFO("scheduler: KV cache full, request {} waits again ({} positions to restore; {} preemptions so far)", j.id,
+                    j.context().size(), ++preemptions_);
+}
+
+void Scheduler::admit() {
+    KvCache& kv = engine_.kv();
+    while (!queue_.empty() && static_cast<int>(running_.size()) < opts_.max_batch) {
+        Job& j = *queue_.front();
+        const auto& prompt = j.context();
+        const SeqId seq = engine_.create_seq();
+        const int cached = engine_.attach_prefix(seq, prompt);
+        // Admitted when its context and first token fit beside what the running sequences
+        // need for their next token; when they grow past the pool, the youngest is preempted.
+        if (kv.pool().n_free() - outstanding_blocks() < kv.blocks_needed(seq, static_cast<int32_t>(prompt.size()) + 1)) {
+            engine_.free_seq(seq);
+            if (!running_.empty()) return;
+            // Nothing runs: only the single-sequence API's sequence can hold blocks.
+            if (kv.seq_len(0) > 0) {
+                engine_.reset();
+                continue;
+            }
+            STRATA_ASSERT(!"a request the pool can hold did not fit an empty pool");
         }
+        j.seq = seq;
+        j.fed = static_cast<size_t>(cached);
+        ++n_running_;
+        running_.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+        if (j.sampler) continue;  // resumed after a preemption
+        j.sampler = std::make_unique<Sampler>(j.request.params.sampler);
+        for (int32_t t : prompt) j.sampler->accept(t);
+        j.stream = std::make_unique<TextStream>(j.request.params.stop);
+        j.result.prompt_tokens = prompt;
+        j.result.cached_tokens = cached;
+        j.result.stop_reason = "length";
+        j.started = Clock::now();
+        stats_.cached_tokens += static_cast<uint64_t>(cached);
+    }
+}
+
+void Scheduler::loop() {
+    for (;;) {
+        std::vector<std::unique_ptr<Job>> done;
+        {
+            std::unique_lock lock(mu_);
+            wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty() || !cancelled_.empty(); });
+            take_cancellations(done);
+            if (stopping_ && queue_.empty() && running_.empty() && done.empty()) return;
+            if (!stopping_) admit();
+        }
+        // Cancelled sequences leave before the pass: their KV is freed at once.
+        for (auto& j : running_)
+            if (j->cancelled) {
+                j->result.stop_reason = "cancelled";
+                done.push_back(std::move(j));
+            }
+        std::erase(running_, nullptr);
+        if (!running_.empty()) step(done);
+        finish(done);
+    }
+}
+
+void Scheduler::make_room() {
+    // Blocks this step needs at most: each prefilling sequence's whole context, one more
+    // position for each decoding one.
+    KvCache& kv = engine_.kv();
+    for (;;) {
+        int32_t need = 0;
+        for (const auto& j : running_) {
+            const size_t upto = j->prefilling() ? j->context().size() : kv.seq_len(j->seq) + 1;
+            need += kv.blocks_needed(j->seq, static_cast<int32_t>(upto));
+        }
+        if (need <= kv.pool().n_free()) return;
+        if (running_.size() == 1) {  // alone it fits the pool: only sequence 0 can be in the way
+            STRATA_ASSERT(kv.seq_len(0) > 0);
+            engine_.reset();
+            continue;
+        }
+        std::unique_ptr<Job> victim = std::move(running_.back());
+        running_.pop_back();
+        preempt(*victim);
+        std::lock_guard lock(mu_);
+        --n_running_;
+        queue_.push_front(std::move(victim));
+    }
+}
+
+void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
+    // One decode token per generating sequence, then prompt chunks in admission order, up to
+    // Forward::kMaxUbatch tokens in all.
+    make_room();
+    std::vector<SeqTokens> batch;
+    std::vector<Job*> owners;
+    int64_t budget = Forward::kMaxUbatch;
+    for (auto& j : running_)
+        if (!j->prefilling()) {
+            batch.push_back({j->seq, {&j->next, 1}});
+            owners.push_back(j.get());
+            --budget;
+        }
+    for (auto& j : running_) {
+        j->chunk = 0;
+        const auto& prompt = j->context();
+        if (!j->prefilling()) continue;
+        const int64_t left = static_cast<int64_t>(prompt.size() - j->fed);
+        const int64_t take = std::min(left, budget);
+        if (take <= 0 || (take < left && take < kMinPromptChunk && !batch.empty())) continue;
+        j->chunk = static_cast<size_t>(take);
+        batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk)});
+        owners.push_back(j.get());
+        budget -= take;
+    }
+    if (batch.empty()) return;
+
+    const auto t0 = Clock::now();
+    std::span<const float> logits;
+    try {
+        logits = engine_.eval_batch(batch);
+    } catch (const std::exception& e) {
+        STRATA_LOG_ERROR("scheduler: a forward pass over {} sequences failed: {}", batch.size(), e.what());
+        for (Job* j : owners) {
+            j->result.stop_reason = "error";
+            j->result.error = e.what();
+            j->finished = true;
+        }
+        logits = {};
+    }
+    const double busy = seconds_since(t0);
+    uint64_t prompt_tokens = 0;
+    const int64_t V = engine_.hparams().n_vocab;
+    for (size_t i = 0; i < owners.size() && !logits.empty(); ++i) {
+        Job& j = *owners[i];
+        if (j.chunk > 0) {
+            j.fed += j.chunk;
+            prompt_tokens += j.chunk;
+            if (j.prefilling()) continue;  // more to come
+            if (!j.replay.empty()) {  // resumed: its pending token is next
+                j.replay.clear();
+                j.fed = j.request.prompt.size();
+                continue;
+            }
+            j.result.prefill_seconds = seconds_since(j.started);
+            j.first_token = Clock::now();
+        } else {
+            ++j.result.n_decode_evals;
+        }
+        j.finished = !feed(j, logits.subspan(i * V, V));
     }
     {
         std::lock_guard lock(mu_);
-        ++(r.stop_reason == "error" ? stats_.requests_failed : stats_.requests_done);
+        stats_.busy_seconds += busy;
+        stats_.prompt_tokens += prompt_tokens;
     }
-    if (job.request.on_done) job.request.on_done(r);
+    for (auto& j : running_)
+        if (j->finished) done.push_back(std::move(j));
+    std::erase(running_, nullptr);
+}
+
+bool Scheduler::feed(Job& j, std::span<const float> logits) {
+    GenerateResult& r = j.result;
+    const GenerateParams& p = j.request.params;
+    const Tokenizer& tok = engine_.tokenizer();
+    if (static_cast<int32_t>(r.tokens.size()) >= p.n_predict) return false;  // n_predict 0: the prompt only
+    const int32_t t = j.sampler->sample(logits);
+    if (!p.ignore_eos && tok.is_eog(t)) {
+        r.stop_reason = "eos";
+        return false;
+    }
+    r.tokens.push_back(t);
+    j.sampler->accept(t);
+    const std::string text = j.stream->push(tok.piece(t));
+    const bool keep_going = text.empty() || !j.request.on_text || j.request.on_text(text);
+    if (j.stream->stopped()) {
+        r.stop_reason = "stop";
+        return false;
+    }
+    if (!keep_going) {
+        r.stop_reason = "cancelled";
+        return false;
+    }
+    if (static_cast<int32_t>(r.tokens.size()) == p.n_predict) return false;  // "length"
+    if (engine_.kv().seq_len(j.seq) >= engine_.n_ctx()) {
+        r.stop_reason = "context";
+        return false;
+    }
+    j.next = t;
+    return true;
+}
+
+void Scheduler::finish(std::vector<std::unique_ptr<Job>>& done) {
+    for (auto& j : done) {
+        GenerateResult& r = j->result;
+        if (j->seq >= 0) engine_.free_seq(j->seq);
+        if (j->stream) {  // it has run (it may wait again after a preemption)
+            if (r.stop_reason != "error" && !j->stream->stopped() && r.stop_reason != "cancelled") {
+                const std::string rest = j->stream->flush();
+                if (!rest.empty() && j->request.on_text) j->request.on_text(rest);
+            }
+            r.text = j->stream->text();
+            if (j->first_token != Clock::time_point{}) r.decode_seconds = seconds_since(j->first_token);
+        } else {
+            r.prompt_tokens = j->request.prompt;
+        }
+        {
+            std::lock_guard lock(mu_);
+            ++(r.stop_reason == "error" ? stats_.requests_failed : stats_.requests_done);
+            stats_.generated_tokens += r.tokens.size();
+        }
+        if (j->request.on_done) j->request.on_done(r);
+        {
+            std::lock_guard lock(mu_);
+            --n_running_;
+        }
+        idle_.notify_all();
+    }
 }
 
 }  // namespace strata

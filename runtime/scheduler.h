@@ -76,19 +76,31 @@ public:
 private:
     struct Job;
     void loop();
-    void run_job(Job& job);
+    // Under mu_: moves cancelled ids onto their jobs, finishes queued ones.
+    void take_cancellations(std::vector<std::unique_ptr<Job>>& done);
+    // Under mu_: admits queued requests while the batch and the KV pool have room.
+    void admit();
+    // One forward pass over every running sequence; finished jobs move to `done`.
+    void step(std::vector<std::unique_ptr<Job>>& done);
+    bool feed(Job& job, std::span<const float> logits);  // false: the job is finished
+    void finish(std::vector<std::unique_ptr<Job>>& done);
+    int32_t outstanding_blocks() const;
+    // Preempts the youngest sequences until the next step's KV fits the pool.
+    void make_room();
+    void preempt(Job& job);
 
     Engine& engine_;
     SchedulerOptions opts_;
     mutable std::mutex mu_;
     std::condition_variable wake_, idle_;
     std::deque<std::unique_ptr<Job>> queue_;
+    std::vector<std::unique_ptr<Job>> running_;  // admitted; touched by the scheduler thread only
     std::vector<uint64_t> cancelled_;
     uint64_t next_id_ = 1;
     bool stopping_ = false, draining_ = false;
-    int running_ = 0;
+    int n_running_ = 0;  // admitted or ending, until their on_done has returned
     SchedulerStats stats_;
-    std::vector<int32_t> cached_;  // tokens whose KV the engine's sequence holds
+    uint64_t preemptions_ = 0;  // scheduler thread only
     std::thread thread_;
 };
 

@@ -139,6 +139,78 @@ TEST_CASE("attention: every path matches the naive implementation on model-sized
     set_active_path(saved);
 }
 
+namespace {
+// Naive causal GQA attention in double over logical positions; kv(j) gives position j's K (V) row.
+template <class KRow, class VRow>
+std::vector<double> naive_attention(const std::vector<float>& q, int n_tokens, int pos0, int n_head, int n_head_kv, int hd,
+                                    KRow krow, VRow vrow) {
+    std::vector<double> out(q.size());
+    for (int t = 0; t < n_tokens; ++t)
+        for (int h = 0; h < n_head; ++h) {
+            const int kvh = h / (n_head / n_head_kv);
+            std::vector<double> w;
+            double mx = -1e30, sum = 0;
+            for (int j = 0; j <= pos0 + t; ++j) {
+                w.push_back(dot(&q[(size_t(t) * n_head + h) * hd], krow(j) + kvh * hd, hd) / std::sqrt(double(hd)));
+                mx = std::max(mx, w.back());
+            }
+            for (auto& x : w) sum += (x = std::exp(x - mx));
+            for (int d = 0; d < hd; ++d) {
+                double o = 0;
+                for (size_t j = 0; j < w.size(); ++j) o += w[j] / sum * vrow(int(j))[kvh * hd + d];
+                out[(size_t(t) * n_head + h) * hd + d] = o;
+            }
+        }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("attention over paged KV: scattered and shared blocks match the naive and contiguous results", "[unit][cpu]") {
+    const CpuPath saved = active_path();
+    ThreadPool pool(2);
+    const int n_head = 9, n_head_kv = 3, hd = 64, bs = 16, kv_stride = n_head_kv * hd;
+    const int64_t block_stride = bs * kv_stride + 32;  // padded blocks
+    const int n_blocks = 12;
+    auto kpool = random_vec(size_t(n_blocks) * block_stride, 21), vpool = random_vec(size_t(n_blocks) * block_stride, 22);
+    // Two sequences share their first two blocks (a common prefix), then go their own way
+    // through blocks in no particular order.
+    const std::vector<int32_t> tables[] = {{7, 2, 10, 0, 5}, {7, 2, 3, 11}};
+    struct Case { int seq, n_tokens, pos0; };
+    const Case cases[] = {{0, 1, 70}, {0, 37, 20}, {1, 1, 55}, {1, 13, 40}, {0, 16, 0}};
+    for (const auto& c : cases) {
+        const auto& table = tables[c.seq];
+        REQUIRE((c.pos0 + c.n_tokens + bs - 1) / bs <= int(table.size()));
+        auto row = [&](const std::vector<float>& p, int j) { return &p[table[j / bs] * block_stride + (j % bs) * kv_stride]; };
+        auto q = random_vec(size_t(c.n_tokens) * n_head * hd, 23 + c.pos0);
+        for (auto& x : q) x *= 3.0f;
+        const auto want = naive_attention(q, c.n_tokens, c.pos0, n_head, n_head_kv, hd, [&](int j) { return row(kpool, j); },
+                                          [&](int j) { return row(vpool, j); });
+        // The same keys and values gathered into contiguous rows.
+        const int n_kv = c.pos0 + c.n_tokens;
+        std::vector<float> kc(size_t(n_kv) * kv_stride), vc(kc.size());
+        for (int j = 0; j < n_kv; ++j) {
+            std::copy_n(row(kpool, j), kv_stride, &kc[size_t(j) * kv_stride]);
+            std::copy_n(row(vpool, j), kv_stride, &vc[size_t(j) * kv_stride]);
+        }
+        for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
+            if (!path_supported(path)) continue;
+            set_active_path(path);
+            std::vector<float> paged(q.size(), NAN), contiguous(q.size(), NAN);
+            AttentionArgs a{q.data(), kpool.data(), vpool.data(), paged.data(), c.n_tokens, c.pos0, n_head, n_head_kv, hd, kv_stride};
+            a.block_table = table.data();
+            a.block_size = bs;
+            a.block_stride = block_stride;
+            pool.run([&] { attention(a); });
+            AttentionArgs b{q.data(), kc.data(), vc.data(), contiguous.data(), c.n_tokens, c.pos0, n_head, n_head_kv, hd, kv_stride};
+            pool.run([&] { attention(b); });
+            INFO("path " << path_name(path) << " seq " << c.seq << " tokens " << c.n_tokens << " pos0 " << c.pos0);
+            CHECK(paged == contiguous);  // the same arithmetic, read in place
+            for (size_t i = 0; i < paged.size(); ++i) REQUIRE(paged[i] == Approx(want[i]).margin(2e-5));
+        }
+    }
+    set_active_path(saved);
+}
+
 TEST_CASE("swiglu: every path matches silu(g) * u", "[unit][cpu]") {
     const CpuPath saved = active_path();
     auto g = random_vec(1003, 11), u = random_vec(1003, 12);

@@ -1,0 +1,278 @@
+// Continuous batching: a pass over several sequences gives each the logits it gets alone,
+// and the Scheduler's admission, queue limit and cancellation keep their promises.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "cpu/thread_pool.h"
+#include "models/gguf_file.h"
+#include "runtime/core/error.h"
+#include "runtime/forward.h"
+#include "runtime/kv_cache.h"
+#include "runtime/scheduler.h"
+#include "runtime/weight_store.h"
+#include "storage/budget.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/model_paths.h"
+#include "tests/support/planned.h"
+#include "tests/support/tiny_model.h"
+
+using namespace strata;
+
+namespace {
+std::vector<int32_t> ids(int n, int salt) {
+    std::vector<int32_t> t(n);
+    for (int i = 0; i < n; ++i) t[i] = 1 + (i * 13 + salt * 29) % 90;
+    return t;
+}
+}  // namespace
+
+TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for bit", "[unit][scheduler]") {
+    auto path = test::temp_path("batch_model.gguf");
+    test::write_tiny_model(test::tiny_config("llama", 128, 3, 256), 9, 1e-5f, path);
+    auto file = GgufFile::open(path);
+    auto hp = Hparams::from_gguf(file);
+    storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
+    WeightStore store(file, hp, unlimited, 0, 2, test::planned(file));
+    Forward fwd(hp, store);
+    cpu::ThreadPool pool(2);
+    // Prompts long and short (3 tokens: the decode strategy), then 6 tokens each, one at a time.
+    const std::vector<std::vector<int32_t>> prompts{ids(21, 1), ids(3, 2), ids(40, 3), ids(9, 4)};
+    const std::vector<int32_t> follow = ids(6, 5);
+
+    // Alone: each sequence in a cache of its own.
+    std::vector<std::vector<float>> alone(prompts.size());
+    for (size_t s = 0; s < prompts.size(); ++s) {
+        KvCache kv(hp.n_layer, 128, hp.n_embd_kv());
+        std::vector<float> logits;
+        pool.run([&] { fwd.eval(prompts[s], kv, logits, false); });
+        alone[s] = logits;
+        for (int32_t t : follow) {
+            pool.run([&] { fwd.eval({&t, 1}, kv, logits, false); });
+            alone[s].insert(alone[s].end(), logits.begin(), logits.end());
+        }
+    }
+
+    // Together in one shared pool, staggered: sequence s starts at step s, so prompts and
+    // decode tokens of the others share its passes. Also with KV layers spilled to disk.
+    auto together = [&](KvCache& kv) {
+        std::vector<SeqId> seqs;
+        for (size_t s = 0; s < prompts.size(); ++s) seqs.push_back(kv.create_seq());
+        std::vector<std::vector<float>> out(prompts.size());
+        for (size_t step = 0; step < prompts.size() + follow.size(); ++step) {
+            std::vector<SeqTokens> batch;
+            std::vector<size_t> who;
+            for (size_t s = 0; s < prompts.size(); ++s) {
+                if (step < s || step > s + follow.size()) continue;
+                const auto tokens = step == s ? std::span(prompts[s]) : std::span(follow).subspan(step - s - 1, 1);
+                REQUIRE(kv.reserve(seqs[s], static_cast<int32_t>(tokens.size())));
+                batch.push_back({seqs[s], tokens});
+                who.push_back(s);
+            }
+            std::vector<float> logits;
+            pool.run([&] { fwd.eval_batch(batch, kv, logits); });
+            REQUIRE(logits.size() == who.size() * hp.n_vocab);
+            for (size_t i = 0; i < who.size(); ++i)
+                out[who[i]].insert(out[who[i]].end(), logits.begin() + i * hp.n_vocab, logits.begin() + (i + 1) * hp.n_vocab);
+        }
+        return out;
+    };
+    // A later sequence with the 40-token prompt attaches its two full blocks (read back from
+    // the spill file for spilled layers) and computes only the rest.
+    auto from_prefix = [&](KvCache& kv) {
+        const SeqId seq = kv.create_seq();
+        const int32_t attached = kv.attach_prefix(seq, prompts[2]);
+        CHECK(attached == 32);
+        const SeqTokens rest{seq, std::span(prompts[2]).subspan(attached)};
+        REQUIRE(kv.reserve(seq, static_cast<int32_t>(rest.tokens.size())));
+        std::vector<float> logits;
+        pool.run([&] { fwd.eval_batch({&rest, 1}, kv, logits); });
+        return logits == std::vector<float>(alone[2].begin(), alone[2].begin() + hp.n_vocab);
+    };
+    KvCache kv(hp.n_layer, 128, hp.n_embd_kv(), 64);
+    CHECK(together(kv) == alone);
+    CHECK(from_prefix(kv));
+    KvSpillOptions spill;
+    spill.n_resident_layers = 1;
+    spill.dir = test::temp_path("batch_spill");
+    KvCache spilled(hp.n_layer, 128, hp.n_embd_kv(), spill, 64);
+    CHECK(together(spilled) == alone);
+    CHECK(from_prefix(spilled));
+
+    // Reserving is the caller's job: a pass over positions without blocks is refused.
+    const SeqId extra = kv.create_seq();
+    std::vector<float> logits;
+    const std::vector<int32_t> one{5};
+    const SeqTokens unreserved{extra, one};
+    CHECK_THROWS_AS(pool.run([&] { fwd.eval_batch({&unreserved, 1}, kv, logits); }), UsageError);
+}
+
+namespace {
+struct Outcome {
+    std::mutex mu;
+    std::vector<GenerateResult> results;  // in on_done order
+    std::vector<uint64_t> order;
+};
+
+Request request(std::vector<int32_t> prompt, int n_predict, Outcome* out, uint64_t tag) {
+    Request r;
+    r.prompt = std::move(prompt);
+    r.params.n_predict = n_predict;
+    r.params.sampler.temperature = 0;
+    r.params.ignore_eos = true;
+    r.on_done = [out, tag](const GenerateResult& g) {
+        std::lock_guard lock(out->mu);
+        out->results.push_back(g);
+        out->order.push_back(tag);
+    };
+    return r;
+}
+
+std::vector<int32_t> encode(Engine& e, const std::string& text) {
+    return e.tokenizer().encode(text, e.tokenizer().add_bos_default(), false);
+}
+}  // namespace
+
+TEST_CASE("scheduler: greedy requests batched give the tokens of each alone, prefixes reused", "[unit][scheduler]") {
+    auto path = test::stories260k_path();
+    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
+    const std::string shared = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her";
+    const std::vector<std::string> texts{shared + " dog.",  "Tom had a red ball",         "The sun",
+                                         shared + " friends, Ben and Sue, every day.", "One day, a big bird flew", "Mia"};
+    std::vector<std::vector<int32_t>> want;
+    {
+        Engine alone({*path, 0, 256});
+        for (const auto& t : texts) {
+            alone.reset();
+            GenerateParams gp;
+            gp.n_predict = 20;
+            gp.sampler.temperature = 0;
+            gp.ignore_eos = true;
+            want.push_back(alone.generate(encode(alone, t), gp).tokens);
+        }
+    }
+    Engine engine({*path, 0, 256});
+    Outcome out;
+    {
+        Scheduler sched(engine, {3, 16});
+        for (size_t i = 0; i < texts.size(); ++i) {
+            // The second long prompt comes after the first has finished, so its prefix is cached.
+            if (i == 3) sched.wait_idle();
+            sched.submit(request(encode(engine, texts[i]), 20, &out, i));
+        }
+        sched.wait_idle();
+        const SchedulerStats st = sched.stats();
+        CHECK(st.requests_done == texts.size());
+        CHECK(st.running == 0);
+        CHECK(st.generated_tokens == 20 * texts.size());
+        CHECK(st.cached_tokens >= 16);
+    }
+    REQUIRE(out.results.size() == texts.size());
+    for (size_t k = 0; k < out.results.size(); ++k) {
+        const uint64_t i = out.order[k];
+        INFO("prompt " << i << ": " << texts[i]);
+        CHECK(out.results[k].tokens == want[i]);
+        CHECK(out.results[k].stop_reason == "length");
+        if (i == 3) CHECK(out.results[k].cached_tokens >= 16);
+        if (i < 3) CHECK(out.results[k].cached_tokens == 0);
+    }
+    CHECK(engine.kv().pool().n_used() == 0);  // every sequence gave its blocks back
+}
+
+TEST_CASE("scheduler: admission, queue limit and cancellation", "[unit][scheduler]") {
+    auto path = test::stories260k_path();
+    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
+    EngineOptions eo;
+    eo.model = *path;
+    eo.n_ctx = 256;
+    eo.kv_positions = 64;  // 4 blocks
+    Engine engine(eo);
+    const auto prompt = encode(engine, "Tom had a red ball");
+    const int32_t used_before = engine.kv().pool().n_used();
+
+    SECTION("a request larger than the whole KV cache is refused at submit") {
+        Scheduler sched(engine, {2, 4});
+        Outcome out;
+        CHECK_THROWS_WITH(sched.submit(request(prompt, 60, &out, 0)), Catch::Contains("KV blocks"));
+        CHECK_THROWS_AS(sched.submit(request({}, 1, &out, 0)), UsageError);
+    }
+    SECTION("a request whose prompt does not fit now waits for the blocks of a running one") {
+        Scheduler sched(engine, {2, 4});
+        Outcome out;
+        auto a = encode(engine, "Once upon a time, there was a little girl named Lily. She loved to play in the big green park "
+                                "with her dog, Max. One day, they found a shiny red ball under a tall tree.");
+        REQUIRE(a.size() >= 40);
+        a.resize(40);
+        auto b = a;
+        b[1] = b[1] == 7 ? 8 : 7;  // nothing in common with a's blocks
+        REQUIRE(KvCache::blocks_for(a.size() + 1) == 3);
+        sched.submit(request(a, 64 - static_cast<int>(a.size()), &out, 0));  // 3 blocks, 4 at the end
+        sched.submit(request(b, 4, &out, 1));                                 // 3 blocks: only after a
+        sched.wait_idle();
+        REQUIRE(out.results.size() == 2);
+        CHECK(out.order == std::vector<uint64_t>{0, 1});
+        CHECK(out.results[1].cached_tokens == 0);
+    }
+    SECTION("sequences that outgrow the cache: the youngest waits again and resumes with the same tokens") {
+        GenerateParams gp;
+        gp.n_predict = 50;
+        gp.sampler.temperature = 0;
+        gp.ignore_eos = true;
+        const auto want = engine.generate(prompt, gp).tokens;
+        engine.reset();
+        Scheduler sched(engine, {2, 4});
+        Outcome out;
+        sched.submit(request(prompt, 50, &out, 0));  // 4 blocks each at the end, 4 in all
+        sched.submit(request(prompt, 50, &out, 1));
+        sched.wait_idle();
+        REQUIRE(out.results.size() == 2);
+        CHECK(out.order == std::vector<uint64_t>{0, 1});
+        CHECK(out.results[0].tokens == want);
+        CHECK(out.results[1].tokens == want);
+        CHECK(engine.kv().pool().n_used() == used_before);
+    }
+    SECTION("a full queue refuses, cancel frees queued and running requests") {
+        Scheduler sched(engine, {1, 1});
+        Outcome out;
+        std::promise<void> started;
+        bool once = false;
+        Request first = request(prompt, 40, &out, 0);
+        first.on_text = [&](std::string_view) {
+            if (!once) started.set_value();
+            once = true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            return true;
+        };
+        const uint64_t a = sched.submit(std::move(first));
+        started.get_future().wait();  // running
+        const uint64_t b = sched.submit(request(prompt, 10, &out, 1));  // queued: one may wait
+        CHECK_THROWS_AS(sched.submit(request(prompt, 10, &out, 2)), QueueFull);
+        sched.cancel(b);
+        sched.cancel(a);
+        sched.cancel(12345);  // unknown: ignored
+        sched.wait_idle();
+        REQUIRE(out.results.size() == 2);
+        for (const auto& r : out.results) CHECK(r.stop_reason == "cancelled");
+        for (size_t k = 0; k < 2; ++k)
+            if (out.order[k] == 0) CHECK(out.results[k].tokens.size() < 40);
+        CHECK(engine.kv().pool().n_used() == used_before);
+        CHECK(sched.stats().requests_done == 2);
+    }
+    SECTION("on_text returning false cancels; drain refuses new requests") {
+        Scheduler sched(engine, {2, 4});
+        Outcome out;
+        Request r = request(prompt, 40, &out, 0);
+        int pieces = 0;
+        r.on_text = [&](std::string_view) { return ++pieces < 3; };
+        sched.submit(std::move(r));
+        sched.drain();
+        REQUIRE(out.results.size() == 1);
+        CHECK(out.results[0].stop_reason == "cancelled");
+        CHECK(pieces == 3);
+        CHECK_THROWS_AS(sched.submit(request(prompt, 5, &out, 1)), QueueFull);
+        CHECK(engine.kv().pool().n_used() == used_before);
+    }
+}
