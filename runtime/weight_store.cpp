@@ -1,9 +1,13 @@
 #include "runtime/weight_store.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -34,14 +38,6 @@ uint64_t fixed_bytes(const ModelWeights& w) {
     return b;
 }
 
-// Asks the kernel to read resident ranges ahead, so the first pass does not fault page by page.
-void will_need(const GgufFile& f, const WeightRef& r) {
-    if (!r) return;
-    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    auto begin = reinterpret_cast<uintptr_t>(r.data) / page * page;
-    ::madvise(reinterpret_cast<void*>(begin), reinterpret_cast<uintptr_t>(r.data) + r.info->nbytes - begin, MADV_WILLNEED);
-}
-
 }  // namespace
 
 // The reader's one staging buffer (ReaderOptions::chunk_bytes) for the file's unaligned tail.
@@ -51,16 +47,52 @@ struct WeightStore::Reserved {
     storage::Reservation resident;
 };
 
+// What the model file was at load; a streamed read from a file that has changed since
+// would mix two files' bytes.
+struct WeightStore::FileIdentity {
+    uint64_t size = 0;
+    timespec mtime{};
+
+    static FileIdentity of(int fd, const std::filesystem::path& path) {
+        struct stat st{};
+        if (fstat(fd, &st) != 0)
+            throw IoError(fmt::format("cannot stat model file '{}': {}", path.string(), std::strerror(errno)));
+        return {static_cast<uint64_t>(st.st_size), st.st_mtim};
+    }
+    bool operator==(const FileIdentity& o) const {
+        return size == o.size && mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec;
+    }
+};
+
+// Private anonymous pages with transparent huge pages where the kernel allows.
+struct WeightStore::AnonymousMemory {
+    std::byte* base = nullptr;
+    size_t bytes = 0;
+
+    explicit AnonymousMemory(size_t n) : bytes(n) {
+        void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            throw IoError(fmt::format("cannot allocate {} for the resident model weights: {}", storage::format_bytes(n),
+                                      std::strerror(errno)),
+                          "free memory, or set --dram to stream the layers that do not fit");
+        base = static_cast<std::byte*>(p);
+        ::madvise(p, n, MADV_HUGEPAGE);
+    }
+    ~AnonymousMemory() { ::munmap(base, bytes); }
+    AnonymousMemory(const AnonymousMemory&) = delete;
+    AnonymousMemory& operator=(const AnonymousMemory&) = delete;
+};
+
 WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
                          int prefetch_depth, const DecideResidency& decide)
-    : file_(file), mapped_(ModelWeights::bind(file, hp)), reserved_(std::make_unique<Reserved>()) {
+    : file_(file), weights_(ModelWeights::bind(file, hp)), reserved_(std::make_unique<Reserved>()) {
     constexpr uint64_t kAlign = storage::kDefaultDioAlign;
     ResidencyInput in;
     in.budget = budget.limit() == UINT64_MAX ? 0 : budget.limit();  // UINT64_MAX: no --dram given
-    in.fixed_bytes = fixed_bytes(mapped_);
+    in.fixed_bytes = fixed_bytes(weights_);
     in.other_bytes = other_bytes + kStagingBytes;
     in.prefetch_depth = prefetch_depth;
-    for (auto& layer : mapped_.layers) {
+    for (auto& layer : weights_.layers) {
         uint64_t lo = UINT64_MAX, hi = 0;
         for (WeightRef* r : refs(layer))
             if (*r) {
@@ -75,12 +107,17 @@ WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::Memor
     residency_ = decide(in);
     reserved_->resident = storage::Reservation(budget, residency_.resident_bytes, "resident model weights");
 
-    for (size_t il = 0; il < mapped_.layers.size(); ++il)
+    for (size_t il = 0; il < weights_.layers.size(); ++il)
         if (!residency_.resident[il]) streamed_.push_back(static_cast<int>(il));
-    for (const WeightRef* r : {&mapped_.tok_embd, &mapped_.output, &mapped_.output_norm}) will_need(file, *r);
-    for (size_t il = 0; il < mapped_.layers.size(); ++il)
-        if (residency_.resident[il])
-            for (WeightRef* r : refs(mapped_.layers[il])) will_need(file, *r);
+
+    // One reader for the load and the streaming, so STRATA_FAULT_IO counts every weight read.
+    auto f = storage::File::open_read(file.path(), storage::OpenMode::DirectOrBuffered);
+    identity_ = std::make_unique<FileIdentity>(FileIdentity::of(f.fd(), file.path()));
+    storage::ReaderOptions ro;
+    ro.staging_slots = 1;  // only the file's unaligned tail goes through staging
+    ro.staging_budget = &budget;
+    reader_ = storage::open_reader(f, ro);
+    load_resident();
 
     if (streamed_.empty()) return;
     // With a GPU, the ring is also registered with CUDA so layers can go on to the device.
@@ -91,19 +128,69 @@ WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::Memor
     po.n_slots = static_cast<size_t>(residency_.n_slots);
     po.what = "weight streaming buffers";
     ring_ = std::make_unique<storage::PinnedPool>(budget, po);
-    auto f = storage::File::open_read(file.path(), storage::OpenMode::DirectOrBuffered);
-    storage::ReaderOptions ro;
-    ro.staging_slots = 1;  // only the file's unaligned tail goes through staging
-    ro.staging_budget = &budget;
-    reader_ = storage::open_reader(f, ro);
     reader_->register_region(ring_->data(), ring_->bytes());
-    stream_ = std::make_unique<StreamRing>(
-        *reader_, *ring_, streamed_,
-        [this](int il) { return std::vector<RingRead>{{0, ranges_[il].offset, ranges_[il].length}}; }, "weights");
+    stream_ = make_stream();
     STRATA_LOG_INFO("weights: {} of {} layers resident ({}), {} streamed from {} through {} x {} buffers ({} reader)",
-                    mapped_.layers.size() - streamed_.size(), mapped_.layers.size(),
+                    weights_.layers.size() - streamed_.size(), weights_.layers.size(),
                     storage::format_bytes(residency_.resident_bytes), streamed_.size(), file.path().string(),
                     ring_->n_slots(), storage::format_bytes(residency_.slot_bytes), reader_->backend());
+}
+
+void WeightStore::load_resident() {
+    constexpr uint64_t kAlign = storage::kDefaultDioAlign;
+    // Each piece is an aligned file range read into its own place; the tensors inside point
+    // into it. The fixed tensors (tied output = embeddings: one piece) and each resident layer.
+    struct Piece {
+        uint64_t offset = 0, length = 0, at = 0;
+        std::vector<WeightRef*> refs;
+    };
+    std::vector<Piece> pieces;
+    std::map<const TensorInfo*, size_t> fixed;
+    for (WeightRef* r : {&weights_.tok_embd, &weights_.output, &weights_.output_norm, &weights_.rope_freqs}) {
+        if (!*r) continue;
+        if (auto it = fixed.find(r->info); it != fixed.end()) {
+            pieces[it->second].refs.push_back(r);
+            continue;
+        }
+        const auto a = storage::aligned_superset(file_.file_offset(*r->info), r->info->nbytes, kAlign);
+        fixed[r->info] = pieces.size();
+        pieces.push_back({a.offset, std::min(a.length, file_.file_size() - a.offset), 0, {r}});
+    }
+    for (size_t il = 0; il < weights_.layers.size(); ++il)
+        if (residency_.resident[il]) pieces.push_back({ranges_[il].offset, ranges_[il].length, 0, refs(weights_.layers[il])});
+    uint64_t total = 0;
+    for (Piece& p : pieces) {
+        p.at = total;
+        total += storage::align_up(p.length, kAlign);
+    }
+    // With a budget the planner has kept this within it; without one, all of it is resident.
+    if (total > storage::system_ram_bytes())
+        throw OutOfBudget(fmt::format("the model's resident weights need {}, more than this machine's {} of RAM",
+                                      storage::format_bytes(total), storage::format_bytes(storage::system_ram_bytes())),
+                          "set --dram (e.g. --dram 60%) to stream the layers that do not fit from the model file");
+    resident_memory_ = std::make_unique<AnonymousMemory>(total);
+    for (const Piece& p : pieces) reader_->submit({resident_memory_->base + p.at, p.offset, p.length});
+    reader_->wait_all();
+    for (const Piece& p : pieces)
+        for (WeightRef* r : p.refs)
+            if (*r) r->data = resident_memory_->base + p.at + (file_.file_offset(*r->info) - p.offset);
+}
+
+std::unique_ptr<StreamRing> WeightStore::make_stream() {
+    auto s = std::make_unique<StreamRing>(
+        *reader_, *ring_, streamed_,
+        [this](int il) { return std::vector<RingRead>{{0, ranges_[il].offset, ranges_[il].length}}; }, "weights");
+    if (trace_) s->set_trace(trace_);
+    return s;
+}
+
+void WeightStore::check_file_unchanged() const {
+    const FileIdentity now = FileIdentity::of(reader_->file().fd(), file_.path());
+    if (now == *identity_) return;
+    throw IoError(fmt::format("the model file '{}' changed on disk while in use ({} bytes at load, {} now)",
+                              file_.path().string(), identity_->size, now.size),
+                  "replace a model file by renaming a new one over it (mv), not by rewriting it in place; "
+                  "restart to load the new file");
 }
 
 WeightStore::~WeightStore() {
@@ -125,12 +212,23 @@ StreamStats WeightStore::stats() const {
 
 const LayerWeights& WeightStore::acquire(int il) {
     acquired_at_ = std::chrono::steady_clock::now();
-    if (residency_.resident[il]) return mapped_.layers[il];
-    const std::byte* base = stream_->acquire(il);
+    if (residency_.resident[il]) return weights_.layers[il];
+    const std::byte* base = nullptr;
+    try {
+        base = stream_->acquire(il);
+        check_file_unchanged();
+    } catch (const Error&) {
+        // Nothing is held; a new ring reads every layer afresh instead of trusting a slot
+        // whose read failed.
+        if (base) stream_->release();
+        stream_.reset();
+        stream_ = make_stream();
+        throw;
+    }
     stats_.bytes_read += ranges_[il].length;
     ++stats_.layers_read;
     // The layer's tensors, rebased from the file into the slot.
-    view_ = mapped_.layers[il];
+    view_ = weights_.layers[il];
     for (WeightRef* r : refs(view_))
         if (*r) r->data = base + (file_.file_offset(*r->info) - ranges_[il].offset);
     return view_;

@@ -1,8 +1,12 @@
 #pragma once
-// Where each layer's weights are when the forward pass needs them. Resident layers are
-// used in place from the mapped model file. Streamed layers are read with O_DIRECT into a
-// ring of pinned buffers, `prefetch_depth` layers ahead of compute, cyclically across passes
-// so the next token's first layers load while this token's last layers compute.
+// Where each layer's weights are when the forward pass needs them. Resident weights (the
+// output head, embeddings, norms and resident layers) are read once at load, with O_DIRECT,
+// into anonymous memory: a mapping of the file would turn a model file truncated or
+// rewritten while in use into SIGBUS at the next access. Streamed layers are read with
+// O_DIRECT into a ring of pinned buffers, `prefetch_depth` layers ahead of compute,
+// cyclically across passes so the next token's first layers load while this token's last
+// layers compute; a failed read, or a model file changed on disk, fails that pass with an
+// IoError and the ring starts afresh on the next one.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -33,18 +37,21 @@ class WeightStore {
 public:
     // Has `decide` choose residency (runtime/placement: from a plan) under `budget` (its limit;
     // UINT64_MAX = unlimited) with `other_bytes` of KV cache and activations also charged,
-    // and reserves what it keeps.
+    // and reserves what it keeps. Throws IoError when the resident weights cannot be read and
+    // OutOfBudget when they are larger than this machine's RAM.
     WeightStore(const GgufFile& file, const Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
                 int prefetch_depth, const DecideResidency& decide);
     ~WeightStore();
     WeightStore(const WeightStore&) = delete;
     WeightStore& operator=(const WeightStore&) = delete;
 
-    const ModelWeights& weights() const { return mapped_; }  // output head, embeddings, norms
+    const ModelWeights& weights() const { return weights_; }  // output head, embeddings, norms
     const Residency& residency() const { return residency_; }
 
     // Layer `il`'s weights, ready; blocks while a streamed layer is still being read. Layers
     // are acquired in order (0, 1, ..., n-1, 0, 1, ...), each released before the next.
+    // Throws IoError (nothing held) when a streamed layer cannot be read or the model file
+    // changed since load.
     const LayerWeights& acquire(int il);
     void release(int il);
 
@@ -59,16 +66,26 @@ private:
         uint64_t length = 0;  // aligned length covering every tensor of the layer
     };
 
+    // Fills anonymous memory with the resident weights and points weights_ at it.
+    void load_resident();
+    std::unique_ptr<StreamRing> make_stream();
+    // Throws IoError when the model file's size or modification time differ from load's.
+    void check_file_unchanged() const;
+
     const GgufFile& file_;
-    ModelWeights mapped_;
+    ModelWeights weights_;
     Residency residency_;
     std::vector<LayerRange> ranges_;
     std::vector<int> streamed_;  // layer ids streamed, in order
+    struct AnonymousMemory;
+    std::unique_ptr<AnonymousMemory> resident_memory_;  // before reader_: outlives its reads
     std::unique_ptr<storage::Reader> reader_;
     std::unique_ptr<storage::PinnedPool> ring_;
     std::unique_ptr<StreamRing> stream_;
     LayerWeights view_;  // the acquired streamed layer, rebased into its slot
     StreamStats stats_;
+    struct FileIdentity;
+    std::unique_ptr<FileIdentity> identity_;
     Trace* trace_ = nullptr;
     int compute_track_ = 0;
     std::chrono::steady_clock::time_point acquired_at_;

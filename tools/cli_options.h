@@ -41,6 +41,8 @@ struct ChatOptions {
     ModelOptions m;
     std::string system;
     std::string chat_template;  // override of the detected family
+    std::string load;           // start from a conversation saved with /save
+    bool print_prompt = false;  // print the rendered prompt for stdin's message and exit (tests)
     int n_predict = 512;
     SamplerParams sampler;
 };
@@ -98,6 +100,30 @@ struct BenchOptions {
     bool json = false;
 };
 
+// `strata serve`: the OpenAI-compatible HTTP server (tools/cmd_serve.cpp).
+struct ServeOptions {
+    ModelOptions m;
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    std::string api_key;        // empty: $STRATA_API_KEY, else no authentication
+    std::string alias;          // the model id in /v1/models and answers; default: the file name's stem
+    std::string chat_template;  // override of the detected family
+    int max_batch = 8;          // sequences generating at once
+    int max_queue = 64;         // requests waiting beyond those; more get 429
+    std::string max_body = "1M";
+    int http_threads = 0;       // 0: max_batch + max_queue + 4, so that every admitted client has one
+    int timeout_s = 30;         // reading a request, writing to a slow client
+    int shutdown_timeout_s = 30;  // how long SIGTERM waits for requests in flight before cancelling them
+};
+
+// `strata batch`: OpenAI batch files through the scheduler (tools/cmd_batch.cpp).
+struct BatchOptions {
+    ModelOptions m;
+    std::string input, output;
+    std::string chat_template;
+    int max_batch = 8;
+};
+
 // All of standard input, without trailing newlines.
 std::string read_stdin();
 
@@ -108,5 +134,7 @@ int run_inspect(const InspectOptions& o);
 int run_plan(const PlanOptions& o);
 int run_probe(const ProbeOptions& o);
 int run_bench(const BenchOptions& o);
+int run_serve(const ServeOptions& o);
+int run_batch(const BatchOptions& o);
 
 }  // namespace strata::cli

@@ -1,104 +1,109 @@
-// `strata chat`: a conversation in the model's chat template. On a terminal it is
-// interactive (line editing, history, Ctrl-C stops a reply); otherwise standard input is one
-// user message and the reply is printed. Each turn reuses the KV cache of the turns before.
-#include <editline/readline.h>
+// `strata chat`: a conversation in the model's chat template, run on the scheduler. On a
+// terminal it is interactive (tools/chat/: line editing and history, slash commands, Ctrl-C
+// stops a reply); otherwise standard input is one user message and the reply is printed.
 #include <unistd.h>
 
-#include <atomic>
-#include <csignal>
 #include <cstdio>
+#include <optional>
 
-#include "models/chat_prompt.h"
+#include "models/gguf_file.h"
+#include "runtime/core/cache_dir.h"
 #include "runtime/core/error.h"
+#include "runtime/model_paths.h"
+#include "runtime/scheduler.h"
+#include "tools/chat/chat_commands.h"
+#include "tools/chat/chat_file.h"
+#include "tools/chat/chat_session.h"
+#include "tools/chat/interrupt.h"
+#include "tools/chat/line_input.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted = true; }
+std::string stdin_message() {
+    if (isatty(STDIN_FILENO)) throw UsageError("no message on standard input", "pipe the message in: echo hi | strata chat ...");
+    std::string msg = read_stdin();
+    if (msg.empty()) throw UsageError("standard input is empty", "pipe a message in, or run on a terminal to chat");
+    return msg;
+}
 
-class Conversation {
-public:
-    Conversation(Engine& engine, const ChatOptions& o)
-        : engine_(engine), tmpl_(ChatTemplate::from_gguf(engine.file(), o.chat_template)), opts_(o) {
-        if (!o.system.empty()) messages_.push_back({"system", o.system});
+// --print-prompt: the text the model would read for stdin's message, from the GGUF header
+// alone (no weights are loaded).
+int print_prompt(const ChatOptions& o) {
+    const std::string msg = stdin_message();
+    SavedChat chat = o.load.empty() ? SavedChat{{}, o.system, {}} : load_chat(o.load);
+    const GgufFile file = GgufFile::open(resolve_model_path(o.m.model), /*map_data=*/false);
+    const ChatTemplate tmpl = ChatTemplate::from_gguf(file, o.chat_template);
+    chat.messages.push_back({"user", msg});
+    const std::string prompt = tmpl.render(with_system(chat.system, chat.messages));
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    return 0;
+}
+
+void print_error(const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    if (const auto* err = dynamic_cast<const Error*>(&e); err && !err->hint().empty())
+        std::fprintf(stderr, "  hint: %s\n", err->hint().c_str());
+}
+
+int chat_loop(ChatSession& session) {
+    std::fputs("strata chat: type a message; /help lists the commands. Ctrl-C stops a reply, Ctrl-D leaves.\n", stderr);
+    LineInput input(cache_dir() / "chat_history");
+    bool after_interrupt = false;  // a second Ctrl-C in a row at the prompt leaves
+    for (;;) {
+        const LineInput::Result in = input.read_message();
+        if (in.status == LineInput::Status::EndOfInput) break;
+        if (in.status == LineInput::Status::Interrupted) {
+            if (after_interrupt) break;
+            std::fputs("(Ctrl-C again or Ctrl-D leaves)\n", stderr);
+            after_interrupt = true;
+            continue;
+        }
+        after_interrupt = false;
+        try {
+            if (is_chat_command(in.text)) {
+                if (!run_chat_command(session, in.text)) break;
+            } else {
+                after_interrupt = session.reply(in.text) == "cancelled";
+            }
+        } catch (const std::exception& e) {
+            print_error(e);
+        }
     }
-
-    // Adds the user's message, streams the reply to stdout and records it.
-    void reply(const std::string& user) {
-        messages_.push_back({"user", user});
-        auto ids = tokenize_chat(engine_.tokenizer(), tmpl_, messages_);
-
-        // Reuse the cached prefix shared with the previous turns.
-        size_t keep = 0;
-        while (keep < cached_.size() && keep < ids.size() && cached_[keep] == ids[keep]) ++keep;
-        if (keep == ids.size()) --keep;  // at least one token must be evaluated for fresh logits
-        engine_.truncate(static_cast<int>(keep));
-
-        GenerateParams gp;
-        gp.n_predict = opts_.n_predict;
-        gp.sampler = opts_.sampler;
-        gp.stop = {tmpl_.end_of_turn()};
-        g_interrupted = false;
-        auto r = engine_.generate(std::span(ids).subspan(keep), gp, [](std::string_view s) {
-            std::fwrite(s.data(), 1, s.size(), stdout);
-            std::fflush(stdout);
-            return !g_interrupted.load();
-        });
-        std::fputc('\n', stdout);
-        messages_.push_back({"assistant", r.text});
-        cached_ = ids;
-        cached_.insert(cached_.end(), r.tokens.begin(), r.tokens.end());
-        cached_.resize(std::min<size_t>(cached_.size(), engine_.n_past()));
-    }
-
-    void reset() {
-        messages_.erase(std::remove_if(messages_.begin(), messages_.end(),
-                                       [](const ChatMessage& m) { return m.role != "system"; }),
-                        messages_.end());
-        cached_.clear();
-        engine_.reset();
-    }
-
-private:
-    Engine& engine_;
-    ChatTemplate tmpl_;
-    const ChatOptions& opts_;
-    std::vector<ChatMessage> messages_;
-    std::vector<int32_t> cached_;  // the tokens whose KV the engine holds
-};
+    std::fputc('\n', stdout);
+    return 0;
+}
 
 }  // namespace
 
 int run_chat(const ChatOptions& o) {
-    Engine engine(o.m.engine());
-    Conversation chat(engine, o);
+    if (o.print_prompt) return print_prompt(o);
+    const bool interactive = isatty(STDIN_FILENO);
+    const std::string message = interactive ? std::string() : stdin_message();
+    std::optional<SavedChat> saved;  // read before the model loads, so that a bad file fails fast
+    if (!o.load.empty()) saved = load_chat(o.load);
+    if (interactive) block_sigint();  // before the engine's and the scheduler's threads start
 
-    if (!isatty(STDIN_FILENO)) {
-        const std::string msg = read_stdin();
-        if (msg.empty()) throw UsageError("standard input is empty", "pipe a message in, or run on a terminal to chat");
-        chat.reply(msg);
+    EngineOptions eo = o.m.engine();
+    eo.n_predict = o.n_predict;  // the plan's workload
+    Engine engine(eo);
+    SchedulerOptions so;
+    so.max_batch = 1;  // one conversation
+    Scheduler scheduler(engine, so);
+    GenerateParams gp;
+    gp.n_predict = o.n_predict;
+    gp.sampler = o.sampler;
+    ChatSession session(engine, scheduler, ChatTemplate::from_gguf(engine.file(), o.chat_template), o.system, gp);
+    if (saved) session.restore(std::move(*saved), o.load);
+
+    if (!interactive) {
+        session.reply(message);
         return 0;
     }
-
-    std::signal(SIGINT, on_sigint);
-    std::fprintf(stderr, "strata chat: type a message; /reset starts over, /exit or Ctrl-D leaves, Ctrl-C stops a reply.\n");
-    while (char* line = readline("> ")) {
-        std::string msg(line);
-        std::free(line);
-        if (msg.empty()) continue;
-        add_history(msg.c_str());
-        if (msg == "/exit" || msg == "/quit") break;
-        if (msg == "/reset") {
-            chat.reset();
-            std::fprintf(stderr, "(conversation cleared)\n");
-            continue;
-        }
-        chat.reply(msg);
-    }
-    return 0;
+    catch_sigint_here();
+    return chat_loop(session);
 }
 
 }  // namespace strata::cli

@@ -72,6 +72,8 @@ int main(int argc, char** argv) {
     add_model_options(*c, chat.m);
     c->add_option("--system", chat.system, "system prompt");
     c->add_option("--chat-template", chat.chat_template, "template family: chatml, llama3, llama2, zephyr, gemma");
+    c->add_option("--load", chat.load, "start from a conversation saved with /save FILE");
+    c->add_flag("--print-prompt", chat.print_prompt, "print the prompt rendered for stdin's message and exit")->group("");
     c->add_option("-n,--n-predict", chat.n_predict, "most tokens per reply")->capture_default_str();
     add_sampler_options(*c, chat.sampler);
 
@@ -139,6 +141,33 @@ int main(int argc, char** argv) {
     be->add_option("-r,--repetitions", bench.reps, "repetitions of each test")->capture_default_str();
     be->add_flag("--json", bench.json, "print one JSON object per test");
 
+    cli::ServeOptions serve;
+    auto* sv = app.add_subcommand("serve", "serve the model over an OpenAI-compatible HTTP API");
+    add_model_options(*sv, serve.m);
+    sv->add_option("--host", serve.host, "address to listen on (loopback unless told)")->capture_default_str();
+    sv->add_option("--port", serve.port, "port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+    sv->add_option("--api-key", serve.api_key, "require 'Authorization: Bearer KEY' (default: $STRATA_API_KEY, else none)");
+    sv->add_option("--alias", serve.alias, "model id in /v1/models and answers (default: the file name)");
+    sv->add_option("--chat-template", serve.chat_template, "template family: chatml, llama3, llama2, zephyr, gemma");
+    sv->add_option("--max-batch", serve.max_batch, "sequences generating at once")->capture_default_str()->check(CLI::PositiveNumber);
+    sv->add_option("--max-queue", serve.max_queue, "requests waiting beyond those; more get 429")->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    sv->add_option("--max-body", serve.max_body, "largest request body; larger ones get 413")->capture_default_str();
+    sv->add_option("--http-threads", serve.http_threads, "connection threads (default: max-batch + max-queue + 4)")
+        ->check(CLI::NonNegativeNumber);
+    sv->add_option("--timeout", serve.timeout_s, "seconds to read a request or write to a client")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sv->add_option("--shutdown-timeout", serve.shutdown_timeout_s, "seconds SIGTERM waits for requests in flight")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
+
+    cli::BatchOptions batch;
+    auto* ba = app.add_subcommand("batch", "run an OpenAI batch file (JSONL) through the scheduler; resumable");
+    add_model_options(*ba, batch.m);
+    ba->add_option("-i,--input", batch.input, "requests, one JSON object a line")->required();
+    ba->add_option("-o,--output", batch.output, "answers, one a line; a rerun skips those it holds")->required();
+    ba->add_option("--chat-template", batch.chat_template, "template family: chatml, llama3, llama2, zephyr, gemma");
+    ba->add_option("--max-batch", batch.max_batch, "sequences generating at once")->capture_default_str()->check(CLI::PositiveNumber);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -153,6 +182,8 @@ int main(int argc, char** argv) {
         if (*pl) return init_logging(plan.verbosity), cli::run_plan(plan);
         if (*pr) return init_logging(probe.verbosity), cli::run_probe(probe);
         if (*be) return init_logging(bench.m.verbosity), cli::run_bench(bench);
+        if (*sv) return init_logging(serve.m.verbosity), cli::run_serve(serve);
+        if (*ba) return init_logging(batch.m.verbosity), cli::run_batch(batch);
     } catch (const Error& e) {
         std::fprintf(stderr, "strata: error: %s\n", e.what());
         if (!e.hint().empty()) std::fprintf(stderr, "  hint: %s\n", e.hint().c_str());

@@ -1,13 +1,18 @@
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
+#include "runtime/core/error.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
 #include "runtime/trace.h"
@@ -115,4 +120,88 @@ TEST_CASE("the trace shows every layer read, wait and compute slice", "[unit][st
     CHECK(per_track["io: weights reads"] == 2 * 5);
     CHECK(per_track["compute: waiting for weights"] == 2 * 5);
     CHECK(per_track["compute: layers"] == 2 * 6);
+}
+
+TEST_CASE("resident weights survive the model file being cut short; streamed layers fail with an IoError", "[unit][stream]") {
+    auto path = test::temp_path("stream_model_cut.gguf");
+    auto ref_path = test::temp_path("stream_model_uncut.gguf");
+    test::write_tiny_model(test::tiny_config("llama", 256, 6, 1024), 7, 1e-5f, path);
+    std::filesystem::copy_file(path, ref_path, std::filesystem::copy_options::overwrite_existing);
+    auto ref_file = GgufFile::open(ref_path);
+    auto file = GgufFile::open(path);
+    auto hp = Hparams::from_gguf(file);
+    const auto reference = ModelWeights::bind(ref_file, hp);
+
+    storage::MemoryBudget budget("DRAM", 17 << 20, "--dram");
+    WeightStore store(file, hp, budget, 0, 2, test::planned(file));
+    REQUIRE(store.residency().n_streamed() == 5);
+    std::filesystem::resize_file(path, file.file_size() / 2);
+
+    // Mapped from the file, these reads would be SIGBUS now.
+    const WeightRef& embd = store.weights().tok_embd;
+    CHECK(std::memcmp(embd.data, reference.tok_embd.data, embd.info->nbytes) == 0);
+    for (int pass = 0; pass < 2; ++pass)
+        for (int il = 0; il < hp.n_layer; ++il) {
+            if (!store.residency().resident[il]) {
+                // Read before the cut and found stale, or read after it and found short.
+                try {
+                    store.acquire(il);
+                    FAIL("a streamed layer of the cut file was acquired");
+                } catch (const IoError& e) {
+                    const std::string m = e.what();
+                    CHECK((m.find("changed on disk") != std::string::npos || m.find("unexpected end") != std::string::npos));
+                }
+                continue;
+            }
+            const LayerWeights& got = store.acquire(il);
+            CHECK(std::memcmp(got.wq.data, reference.layers[il].wq.data, got.wq.info->nbytes) == 0);
+            store.release(il);
+        }
+}
+
+TEST_CASE("after a failed read the next passes bring every streamed layer whole", "[unit][stream]") {
+    auto path = test::temp_path("stream_model_eio.gguf");
+    test::write_tiny_model(test::tiny_config("llama", 256, 6, 1024), 7, 1e-5f, path);
+    auto file = GgufFile::open(path);
+    auto hp = Hparams::from_gguf(file);
+    const auto reference = ModelWeights::bind(file, hp);
+
+    // The Nth weight read fails; N runs past the resident weights' reads at load and over a
+    // whole cycle of streamed reads, so that the failure hits each layer of the ring in turn,
+    // including the first, where the next pass starts on the slot whose read failed.
+    for (int nth = 30; nth < 54; ++nth) {
+        INFO("eio:" << nth);
+        setenv("STRATA_FAULT_IO", fmt::format("eio:{}", nth).c_str(), 1);
+        storage::MemoryBudget budget("DRAM", 17 << 20, "--dram");
+        std::unique_ptr<WeightStore> store;
+        try {
+            store = std::make_unique<WeightStore>(file, hp, budget, 0, 2, test::planned(file));
+        } catch (...) {
+            unsetenv("STRATA_FAULT_IO");
+            throw;
+        }
+        unsetenv("STRATA_FAULT_IO");
+        REQUIRE(store->residency().n_streamed() == 5);
+
+        int failures = 0, exact_passes_after = 0;
+        for (int pass = 0; pass < 6; ++pass) {
+            bool whole = true;
+            for (int il = 0; il < hp.n_layer && whole; ++il) {
+                try {
+                    const LayerWeights& got = store->acquire(il);
+                    const auto want = refs(reference.layers[il]), have = refs(got);
+                    for (size_t i = 0; i < want.size(); ++i)
+                        CHECK(std::memcmp(want[i]->data, have[i]->data, want[i]->info->nbytes) == 0);
+                    store->release(il);
+                } catch (const IoError& e) {
+                    CHECK_THAT(e.what(), Catch::Contains("Input/output error"));
+                    ++failures;
+                    whole = false;  // the pass is abandoned, as a forward pass that throws is
+                }
+            }
+            if (whole && failures > 0) ++exact_passes_after;
+        }
+        CHECK(failures == 1);
+        CHECK(exact_passes_after >= 3);
+    }
 }

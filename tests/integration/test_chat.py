@@ -1,0 +1,254 @@
+"""`strata chat` on a terminal, driven through a pseudo-terminal with the default model and
+greedy sampling: replies stream, Ctrl-C stops a reply and the session goes on, /reset
+forgets, /save and /load carry a conversation to a new session, /stats reports, multi-line
+input, history, and bad input leaves the session running."""
+from __future__ import annotations
+
+import atexit
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import shutil
+import struct
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+from strata_support import STRATA_BIN, default_model
+
+MODEL = default_model()
+PROMPT = b"\r\n> "  # what follows each reply or command output
+TMP = Path(tempfile.mkdtemp(prefix="strata_chat_"))
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
+# History goes to $XDG_CACHE_HOME/strata; the model is found through $STRATA_MODELS.
+ENV = dict(os.environ, STRATA_MODELS=str(MODEL.parent), XDG_CACHE_HOME=str(TMP / "cache"), TERM="xterm")
+
+
+def fail(what: str) -> None:
+    sys.exit(f"FAIL: {what}")
+
+
+class Chat:
+    """One `strata chat` process on a pseudo-terminal."""
+
+    def __init__(self, *args: str) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execve(STRATA_BIN, [STRATA_BIN, "chat", "--temp", "0", *args], ENV)
+        # Wide enough that the line editor does not wrap the messages it echoes.
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 400, 0, 0))
+        self.reads: list[tuple[float, bytes]] = []  # (time, bytes) of each read since the last send
+        self.expect(b"> ", 60)
+
+    def expect(self, pattern: bytes, timeout: float = 30) -> bytes:
+        """Reads until `pattern` appears; returns everything read since the last send."""
+        end = time.time() + timeout
+        while pattern not in self.text():
+            left = end - time.time()
+            if left <= 0:
+                fail(f"no {pattern!r} after {timeout} s; the terminal shows {self.text()[-400:]!r}")
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                try:
+                    data = os.read(self.fd, 4096)
+                except OSError:  # the child is gone
+                    data = b""
+                if not data:
+                    fail(f"strata left while {pattern!r} was awaited: {self.text()[-400:]!r}")
+                self.reads.append((time.time(), data))
+        return self.text()
+
+    def text(self) -> bytes:
+        return b"".join(d for _, d in self.reads)
+
+    def send(self, data: bytes, at_prompt: bool = True) -> None:
+        """Types `data`; at the prompt, once the line editor has the terminal (keys typed
+        before it has are seen by the terminal's line discipline instead)."""
+        if at_prompt:
+            deadline = time.time() + 10
+            while termios.tcgetattr(self.fd)[3] & termios.ICANON:
+                if time.time() > deadline:
+                    fail("the line editor did not take the terminal")
+                time.sleep(0.005)
+        self.reads = []
+        os.write(self.fd, data)
+
+    def command(self, line: str) -> str:
+        self.send(line.encode() + b"\r")
+        out = self.expect(PROMPT)
+        return out.replace(b"\r\n", b"\n").decode(errors="replace")
+
+    def say(self, message: str) -> str:
+        """Sends a one-line message; returns the reply as it was shown."""
+        out = self.command(message)
+        echo = message + "\n"
+        if not out.startswith(echo):
+            fail(f"the terminal did not echo {message!r}: {out[:200]!r}")
+        return out[len(echo):-len("\n> ")]
+
+    def leave(self, keys: bytes) -> int:
+        """Sends `keys`; returns the exit code once strata has left."""
+        self.send(keys)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+            if select.select([self.fd], [], [], 0.1)[0]:
+                try:
+                    self.reads.append((time.time(), os.read(self.fd, 4096)))
+                except OSError:  # the terminal closes as strata leaves
+                    pass
+        os.kill(self.pid, 9)
+        fail(f"strata did not leave after {keys!r}; the terminal shows {self.text()[-300:]!r}")
+
+
+def stats_field(stats: str, name: str) -> str:
+    m = re.search(rf"^{name}:\s*(.*)$", stats, re.M)
+    if not m:
+        fail(f"/stats has no '{name}:' line:\n{stats}")
+    return m.group(1)
+
+
+def main() -> None:
+    first, second = "What is the capital of France?", "And of Germany?"
+    a = Chat("-n", "24")
+
+    reply1 = a.say(first)
+    if "Paris" not in reply1:
+        fail(f"the first reply is {reply1!r}")
+
+    stats = a.command("/stats")
+    for name in ("last reply", "prompt", "overall", "context", "template", "plan"):
+        stats_field(stats, name)
+    if not re.search(r"\d+ tokens in [\d.]+ s, [\d.]+ tokens/s", stats_field(stats, "last reply")):
+        fail(f"/stats gives no tokens/s: {stats}")
+    n_ctx = int(re.search(r"/ (\d+) tokens", stats_field(stats, "context")).group(1))
+    context1 = int(stats_field(stats, "context").split()[0])  # the first turn's prompt and reply
+    print(f"ok: /stats reports the fields (context of {n_ctx})")
+
+    saved = TMP / "conversation.json"
+    a.command(f"/save {saved}")
+    conversation = json.loads(saved.read_text())
+    if [m["role"] for m in conversation["messages"]] != ["user", "assistant"] or conversation["messages"][0]["content"] != first:
+        fail(f"/save wrote {conversation}")
+
+    # The next turn reuses the KV cache of the first (at most what the first turn held).
+    reply2 = a.say(second)
+    prompt = stats_field(a.command("/stats"), "prompt")
+    total, cached, new = map(int, re.match(r"(\d+) tokens, (\d+) cached, (\d+) new", prompt).groups())
+    if not 0 < cached <= context1 or cached + new != total:
+        fail(f"the second turn reused too little of the first: {prompt}")
+    print(f"ok: the second turn's prompt: {prompt}")
+
+    a.command("/reset")
+    reply_after_reset = a.say(second)
+
+    # A fresh session answers the second message alone as the reset session did, and after
+    # /load it answers as the original session did.
+    b = Chat("-n", "24")
+    reply_fresh = b.say(second)
+    if reply_fresh != reply_after_reset:
+        fail(f"after /reset the reply was {reply_after_reset!r}; a fresh session's is {reply_fresh!r}")
+    print(f"ok: /reset forgets the conversation ({reply_fresh!r})")
+    out = b.command(f"/load {saved}")
+    if "error" in out:
+        fail(f"/load failed: {out}")
+    reply_loaded = b.say(second)
+    if reply_loaded != reply2:
+        fail(f"after /load the reply was {reply_loaded!r}; the original session's was {reply2!r}")
+    print(f"ok: /load restores the conversation ({reply2!r})")
+
+    # Bad files give an error and the session goes on.
+    (TMP / "bad.json").write_text('{"messages": [{"role": "user", "content": 3}]}')
+    for path, error in ((TMP / "missing.json", "cannot read"), (TMP / "bad.json", "not a string")):
+        out = b.command(f"/load {path}")
+        if f"error: " not in out or error not in out:
+            fail(f"/load {path.name} printed {out!r}")
+    if "cannot write" not in b.command("/save /nonexistent/dir/x.json"):
+        fail("/save to a missing folder gave no error")
+    if "unknown command" not in b.command("/frobnicate"):
+        fail("an unknown command gave no error")
+    if "/save FILE" not in b.command("/help"):
+        fail("/help does not list /save")
+    print("ok: bad files and commands give errors and the session goes on")
+
+    # Multi-line messages: a trailing backslash, and a """ block.
+    b.command("/reset")
+    b.send(b"line one\\\r")
+    b.expect(b"... ")
+    b.command("line two")
+    b.send(b'"""\r')
+    b.expect(b"... ")
+    b.send(b"alpha\r")
+    b.expect(b"... ")
+    b.command('beta"""')
+    b.command(f"/save {saved}")
+    users = [m["content"] for m in json.loads(saved.read_text())["messages"] if m["role"] == "user"]
+    if users != ["line one\nline two", "alpha\nbeta"]:
+        fail(f"multi-line messages were saved as {users}")
+    print("ok: multi-line messages")
+    if b.leave(b"\x04") != 0:
+        fail("Ctrl-D did not leave cleanly")
+    if a.leave(b"/exit\r") != 0:
+        fail("/exit did not leave cleanly")
+    history = (TMP / "cache" / "strata" / "chat_history").read_text().replace("\\040", " ")  # libedit escapes blanks
+    if first not in history or second not in history:
+        fail(f"the history file lacks the messages: {history[:300]!r}")
+    print("ok: Ctrl-D and /exit leave; the history is kept")
+
+    # A long reply streams: its text arrives in several reads while the turn goes on. Ctrl-C
+    # stops it; the prompt comes back and the session goes on.
+    c = Chat("-n", "400")
+    story = b"Write a long story about a dragon who learns to bake bread.\r\n"
+    c.send(story[:-1])
+    reply_reads = 0  # reads of reply text, after the whole echo of the message
+    while reply_reads < 3:
+        echoed = story in c.text()
+        if not select.select([c.fd], [], [], 30)[0]:
+            fail("the long reply did not start")
+        data = os.read(c.fd, 4096)
+        c.reads.append((time.time(), data))
+        reply_reads += echoed and bool(data.strip())
+    if PROMPT in c.text():
+        fail(f"the reply ended before it could be seen streaming: {c.text()!r}")
+    print(f"ok: the reply streams ({reply_reads} reads while it goes on)")
+    c.send(b"\x03", at_prompt=False)
+    t0 = time.time()
+    c.expect(PROMPT, 10)
+    stopped_after = time.time() - t0
+    stats = c.command("/stats")
+    m = re.match(r"(\d+) tokens .*cancelled", stats_field(stats, "last reply"))
+    if not m or int(m.group(1)) >= 400:
+        fail(f"Ctrl-C did not stop the reply: {stats}")
+    n_tokens = int(m.group(1))
+    print(f"ok: Ctrl-C stopped the reply after {n_tokens} tokens; the prompt was back in {stopped_after:.2f} s")
+    if not c.say("Say hello.").strip():
+        fail("no reply after Ctrl-C")
+    c.send(b"\x03")
+    c.expect(b"Ctrl-C again")
+    if c.leave(b"\x03") != 0:
+        fail("a second Ctrl-C at the prompt did not leave")
+    print("ok: the session went on after Ctrl-C; Ctrl-C twice at the prompt leaves")
+
+    # A message past the context is refused with the way out, and the session goes on.
+    d = Chat("-n", "64", "-c", "64")
+    hello = d.say("Hi")
+    out = d.command("Tell me about the history of the Roman empire in some detail please, with dates and names.")
+    if "error: the conversation with this message is" not in out or "the context holds 64" not in out or "/reset" not in out:
+        fail(f"a message past the context gave {out!r}")
+    d.command("/reset")
+    if d.say("Hi") != hello:
+        fail("after a message past the context and /reset, the reply differs")
+    d.leave(b"/exit\r")
+    print("ok: a message past the context gives an error and the session goes on")
+
+
+if __name__ == "__main__":
+    main()

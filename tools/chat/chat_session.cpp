@@ -1,0 +1,185 @@
+#include "tools/chat/chat_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "models/chat_prompt.h"
+#include "planner/plan_report.h"
+#include "runtime/core/error.h"
+#include "runtime/placement.h"
+#include "runtime/scheduler.h"
+#include "tools/chat/chat_file.h"
+#include "tools/chat/interrupt.h"
+
+namespace strata::cli {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0, Clock::time_point t1) { return std::chrono::duration<double>(t1 - t0).count(); }
+
+double rate(double n, double seconds) { return seconds > 0 ? n / seconds : 0; }
+}  // namespace
+
+ChatSession::ChatSession(Engine& engine, Scheduler& scheduler, ChatTemplate tmpl, std::string system, GenerateParams params)
+    : engine_(engine), scheduler_(scheduler), tmpl_(std::move(tmpl)), system_(std::move(system)), params_(std::move(params)) {
+    params_.stop.push_back(tmpl_.end_of_turn());
+}
+
+std::vector<ChatMessage> ChatSession::conversation() const { return with_system(system_, messages_); }
+
+std::vector<int32_t> ChatSession::tokens(const std::vector<ChatMessage>& msgs) const {
+    return tokenize_chat(engine_.tokenizer(), tmpl_, msgs);
+}
+
+std::string ChatSession::reply(const std::string& user) {
+    auto msgs = conversation();
+    msgs.push_back({"user", user});
+    std::vector<int32_t> prompt = tokens(msgs);
+    const int n_prompt = static_cast<int>(prompt.size());
+    if (n_prompt >= engine_.n_ctx())
+        throw UsageError(fmt::format("the conversation with this message is {} tokens, and the context holds {}", n_prompt, engine_.n_ctx()),
+                         "/reset starts over; a larger --ctx holds more");
+
+    ReplyStats st;
+    const GenerateResult r = run(std::move(prompt), st);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (r.stop_reason == "error")
+        throw Error(fmt::format("the reply failed: {}", r.error), "the conversation is as it was; try again, or /reset");
+
+    last_ = st;
+    total_.prompt_tokens += st.prompt_tokens;
+    total_.cached_tokens += st.cached_tokens;
+    total_.generated_tokens += st.generated_tokens;
+    total_.decoded_tokens += st.decoded_tokens;
+    total_.seconds += st.seconds;
+    total_.first_token_seconds += st.first_token_seconds;
+    ++n_replies_;
+    if (r.stop_reason == "cancelled") std::fputs("(stopped)\n", stderr);
+    if (r.stop_reason == "context" || n_prompt + st.generated_tokens >= engine_.n_ctx())
+        std::fputs("(the context is full: /reset starts over; a larger --ctx holds more)\n", stderr);
+    if (r.stop_reason == "cancelled" && r.text.empty()) return r.stop_reason;  // nothing said: the message is dropped too
+    messages_.push_back({"user", user});
+    messages_.push_back({"assistant", r.text});
+    context_used_ = n_prompt + st.generated_tokens;
+    return r.stop_reason;
+}
+
+GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats& st) {
+    struct Turn {
+        std::mutex mu;
+        std::condition_variable cv;
+        bool done = false;
+        GenerateResult result;
+        std::optional<Clock::time_point> first_text;  // written on the scheduler's thread before done
+    };
+    auto turn = std::make_shared<Turn>();
+    st.prompt_tokens = static_cast<int>(prompt.size());
+
+    Request req;
+    req.params = params_;
+    // Never ask for more than the context has left, so that a long conversation still gets
+    // the reply that fits.
+    req.params.n_predict = std::min(req.params.n_predict, engine_.n_ctx() - st.prompt_tokens);
+    req.prompt = std::move(prompt);
+    req.on_text = [turn](std::string_view text) {
+        if (!turn->first_text) turn->first_text = Clock::now();
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        return true;
+    };
+    req.on_done = [turn](const GenerateResult& r) {
+        std::lock_guard lock(turn->mu);
+        turn->result = r;
+        turn->done = true;
+        turn->cv.notify_all();
+    };
+
+    const auto t0 = Clock::now();
+    const uint64_t id = scheduler_.submit(std::move(req));
+    std::unique_lock lock(turn->mu);
+    bool cancelled = false;
+    while (!turn->done) {
+        // Polled rather than signalled: a signal handler may only set a flag.
+        turn->cv.wait_for(lock, std::chrono::milliseconds(50));
+        if (!cancelled && take_interrupt()) {
+            cancelled = true;
+            lock.unlock();
+            scheduler_.cancel(id);
+            lock.lock();
+        }
+    }
+    const auto t1 = Clock::now();
+    const GenerateResult& r = turn->result;
+    st.cached_tokens = r.cached_tokens;
+    st.generated_tokens = static_cast<int>(r.tokens.size());
+    st.decoded_tokens = std::max(0, st.generated_tokens - 1);
+    st.seconds = seconds_since(t0, t1);
+    st.first_token_seconds = turn->first_text ? seconds_since(t0, *turn->first_text) : st.seconds;
+    st.stop_reason = r.stop_reason;
+    return r;
+}
+
+void ChatSession::reset() {
+    messages_.clear();
+    context_used_ = 0;
+}
+
+std::string ChatSession::stats_report() const {
+    // Generation speed counts the tokens after the first, whose time is the prompt's (as
+    // `strata generate` and llama.cpp count it); prompt speed counts the tokens evaluated.
+    const auto generation = [](const ReplyStats& s) {
+        return fmt::format("{} tokens in {:.2f} s, {:.1f} tokens/s", s.generated_tokens, s.seconds,
+                           rate(s.decoded_tokens, s.seconds - s.first_token_seconds));
+    };
+    const auto prompt = [](const ReplyStats& s) {
+        const int n_new = s.prompt_tokens - s.cached_tokens;
+        return fmt::format("{} tokens, {} cached, {} new, {:.1f} tokens/s", s.prompt_tokens, s.cached_tokens, n_new,
+                           rate(n_new, s.first_token_seconds));
+    };
+    std::string out;
+    if (n_replies_ == 0) {
+        out += "last reply: none yet\n";
+    } else {
+        out += fmt::format("last reply: {} (first after {:.2f} s; {})\n", generation(last_), last_.first_token_seconds,
+                           last_.stop_reason);
+        out += fmt::format("prompt:     {}\n", prompt(last_));
+    }
+    out += fmt::format("overall:    {} {}, {}; prompts {}\n", n_replies_, n_replies_ == 1 ? "reply" : "replies", generation(total_),
+                       prompt(total_));
+    out += fmt::format("context:    {} / {} tokens ({} messages)\n", context_used_, engine_.n_ctx(), messages_.size());
+    out += fmt::format("template:   {}\n", chat_family_name(tmpl_.family()));
+    out += planner::plan_summary(engine_.placement().plan) + "\n";
+    return out;
+}
+
+void ChatSession::save(const std::filesystem::path& path) const {
+    save_chat(path, {std::string(chat_family_name(tmpl_.family())), system_, messages_});
+}
+
+void ChatSession::load(const std::filesystem::path& path) { restore(load_chat(path), path.string()); }
+
+void ChatSession::restore(SavedChat saved, const std::string& source) {
+    const size_t n_tokens = tokens(with_system(saved.system, saved.messages)).size();
+    if (n_tokens >= static_cast<size_t>(engine_.n_ctx()))
+        throw UsageError(fmt::format("'{}' is {} tokens in this model's template, and the context holds {}", source,
+                                     n_tokens, engine_.n_ctx()),
+                         "raise --ctx");
+    const std::string_view family = chat_family_name(tmpl_.family());
+    if (!saved.template_name.empty() && saved.template_name != family)
+        std::fprintf(stderr, "(saved with the %s template; rendered with this model's %s)\n", saved.template_name.c_str(),
+                     std::string(family).c_str());
+    system_ = std::move(saved.system);
+    messages_ = std::move(saved.messages);
+    context_used_ = static_cast<int>(n_tokens);
+}
+
+}  // namespace strata::cli

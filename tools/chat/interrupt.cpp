@@ -1,0 +1,35 @@
+#include "tools/chat/interrupt.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+
+namespace strata::cli {
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted = true; }
+
+void set_sigint_mask(int how) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(how, &set, nullptr);
+}
+}  // namespace
+
+void block_sigint() { set_sigint_mask(SIG_BLOCK); }
+
+void catch_sigint_here() {
+    struct sigaction sa{};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: the terminal read returns, and the line editor with it
+    sigaction(SIGINT, &sa, nullptr);
+    set_sigint_mask(SIG_UNBLOCK);
+}
+
+bool take_interrupt() { return g_interrupted.exchange(false); }
+
+}  // namespace strata::cli

@@ -1,0 +1,17 @@
+#pragma once
+// Ctrl-C on a terminal chat: SIGINT sets a flag instead of ending the process. The flag is
+// read by the main thread (the reply being streamed is cancelled, the line being edited is
+// dropped); SIGINT is blocked in every other thread so that the main thread's blocking
+// read is the one interrupted.
+namespace strata::cli {
+
+// Call before starting any thread: the threads started afterwards (the engine's workers,
+// the scheduler) inherit SIGINT blocked.
+void block_sigint();
+// Installs the flag-setting handler (without SA_RESTART, so a pending read returns) and
+// unblocks SIGINT in the calling thread.
+void catch_sigint_here();
+// Whether Ctrl-C was pressed since the last call; clears the flag.
+bool take_interrupt();
+
+}  // namespace strata::cli

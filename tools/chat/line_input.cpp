@@ -1,0 +1,95 @@
+#include "tools/chat/line_input.h"
+
+#include <editline/readline.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <system_error>
+
+#include "runtime/core/log.h"
+#include "tools/chat/interrupt.h"
+
+namespace strata::cli {
+
+namespace {
+constexpr std::string_view kBlockQuote = R"(""")";
+constexpr int kHistoryLines = 1000;
+
+bool ends_with(std::string_view s, std::string_view end) {
+    return s.size() >= end.size() && s.substr(s.size() - end.size()) == end;
+}
+}  // namespace
+
+bool MessageAssembler::feed(std::string_view line) {
+    if (!block_ && lines_.empty() && line.substr(0, kBlockQuote.size()) == kBlockQuote) {
+        line.remove_prefix(kBlockQuote.size());
+        block_ = true;
+        if (line.empty()) return false;  // the block's text starts on the next line
+    }
+    if (block_) {
+        if (!ends_with(line, kBlockQuote)) {
+            lines_.emplace_back(line);
+            return false;
+        }
+        line.remove_suffix(kBlockQuote.size());
+        if (!line.empty()) lines_.emplace_back(line);
+        block_ = false;
+        return true;
+    }
+    if (ends_with(line, "\\")) {
+        line.remove_suffix(1);
+        lines_.emplace_back(line);
+        return false;
+    }
+    lines_.emplace_back(line);
+    return true;
+}
+
+std::string MessageAssembler::take() {
+    std::string out;
+    for (size_t i = 0; i < lines_.size(); ++i) out += (i ? "\n" : "") + lines_[i];
+    clear();
+    return out;
+}
+
+void MessageAssembler::clear() {
+    lines_.clear();
+    block_ = false;
+}
+
+LineInput::LineInput(std::filesystem::path history_file) : history_file_(std::move(history_file)) {
+    rl_readline_name = "strata";  // the application name ~/.editrc rules can match
+    using_history();
+    stifle_history(kHistoryLines);
+    std::error_code ec;
+    std::filesystem::create_directories(history_file_.parent_path(), ec);
+    read_history(history_file_.c_str());  // absent on the first run
+}
+
+LineInput::Result LineInput::read_message() {
+    for (;;) {
+        take_interrupt();  // a Ctrl-C from before the prompt was shown (during a command) is spent
+        char* raw = readline(assembler_.pending() ? "... " : "> ");
+        if (!raw) {
+            assembler_.clear();
+            if (take_interrupt()) {
+                std::fputc('\n', stdout);
+                return {Status::Interrupted, {}};
+            }
+            return {Status::EndOfInput, {}};
+        }
+        const std::string line(raw);
+        std::free(raw);
+        if (!line.empty()) {
+            add_history(line.c_str());
+            if (write_history(history_file_.c_str()) != 0)
+                STRATA_LOG_DEBUG("chat: cannot write the history to {}", history_file_.string());
+        }
+        if (!assembler_.feed(line)) continue;
+        std::string msg = assembler_.take();
+        if (msg.find_first_not_of(" \t\n") == std::string::npos) continue;  // nothing typed
+        return {Status::Message, std::move(msg)};
+    }
+}
+
+}  // namespace strata::cli

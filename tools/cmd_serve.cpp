@@ -1,0 +1,102 @@
+// `strata serve`: the OpenAI-compatible HTTP server. One model, one Scheduler shared by every
+// connection; SIGTERM or Ctrl-C stops accepting, lets requests in flight finish (a second
+// signal or --shutdown-timeout cancels them) and exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "models/chat_template.h"
+#include "runtime/core/error.h"
+#include "runtime/core/log.h"
+#include "runtime/model_paths.h"
+#include "runtime/scheduler.h"
+#include "storage/budget.h"
+#include "tools/cli_options.h"
+#include "tools/server/api_server.h"
+
+namespace strata::cli {
+
+namespace {
+
+bool is_loopback(const std::string& host) {
+    return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// Waits for SIGINT/SIGTERM (blocked in every thread, so they queue here); false on timeout.
+bool wait_signal(const sigset_t& set, std::chrono::milliseconds timeout) {
+    timespec ts{static_cast<time_t>(timeout.count() / 1000), static_cast<long>(timeout.count() % 1000) * 1000000};
+    return sigtimedwait(&set, nullptr, &ts) > 0;
+}
+
+}  // namespace
+
+int run_serve(const ServeOptions& o) {
+    // Blocked before any thread starts, so that every thread inherits the mask and the
+    // signals wait for this thread's sigtimedwait instead of killing the process mid-answer.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not a signal
+
+    server::ServerConfig config;
+    config.host = o.host;
+    config.port = o.port;
+    config.api_key = o.api_key;
+    if (config.api_key.empty())
+        if (const char* env = std::getenv("STRATA_API_KEY")) config.api_key = env;
+    config.max_body = storage::parse_memory_size(o.max_body);
+    config.threads = o.http_threads > 0 ? o.http_threads : o.max_batch + o.max_queue + 4;
+    config.timeout_s = o.timeout_s;
+
+    EngineOptions eo = o.m.engine();
+    const std::filesystem::path model_path = resolve_model_path(eo.model);
+    Engine engine(eo);
+    const ChatTemplate tmpl = ChatTemplate::from_gguf(engine.file(), o.chat_template);
+    const std::string model_id = o.alias.empty() ? model_path.stem().string() : o.alias;
+    const openai::ModelContext model{engine.tokenizer(), tmpl, engine.n_ctx(), model_id};
+
+    Scheduler scheduler(engine, SchedulerOptions{o.max_batch, o.max_queue});
+    server::ApiServer api(config, scheduler, model, engine.dram());
+    api.bind();
+    if (!is_loopback(config.host) && config.api_key.empty())
+        STRATA_LOG_WARN("serve: listening on {} without an API key: anyone who can reach this address can use the model "
+                        "(set --api-key or STRATA_API_KEY)", config.host);
+    const std::string host = config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host;
+    fmt::print("strata: serving {} at http://{}:{}/v1 (context {}, batch {}, queue {})\n", model_id, host, api.port(),
+               engine.n_ctx(), o.max_batch, o.max_queue);
+    std::fflush(stdout);
+
+    const pthread_t main_thread = pthread_self();
+    std::atomic<bool> stopping{false};
+    std::thread http([&] {
+        api.run();
+        if (!stopping) pthread_kill(main_thread, SIGTERM);  // the listener failed: wake the wait below
+    });
+    while (!wait_signal(stop_signals, std::chrono::milliseconds(1000))) {
+    }
+    stopping = true;
+    api.stop_accepting();
+    if (api.in_flight() > 0)
+        fmt::print(stderr, "strata: stopping; finishing {} requests in flight (signal again to cancel them)\n", api.in_flight());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.shutdown_timeout_s);
+    while (api.in_flight() > 0) {
+        if (wait_signal(stop_signals, std::chrono::milliseconds(100)) || std::chrono::steady_clock::now() > deadline) {
+            api.cancel_in_flight();
+            break;
+        }
+    }
+    http.join();
+    fmt::print(stderr, "strata: stopped\n");
+    return 0;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,64 @@
+#pragma once
+// OpenAI requests (POST /v1/chat/completions, /v1/completions) read into what the scheduler
+// runs: the prompt's token ids and the generation parameters. Shared by `strata serve` and
+// `strata batch`, so that a body means the same thing to both. Every malformed or
+// unsupported field is a 400 ApiError naming the field.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "models/chat_template.h"
+#include "models/tokenizer.h"
+#include "runtime/engine.h"
+
+namespace strata::openai {
+
+enum class Endpoint { Chat, Completions };
+
+// "/v1/chat/completions" or "/v1/completions"; nullopt for anything else.
+std::optional<Endpoint> endpoint_from_url(std::string_view url);
+std::string_view endpoint_url(Endpoint e);
+
+// What reading a request needs from the loaded model.
+struct ModelContext {
+    const Tokenizer& tokenizer;
+    const ChatTemplate& chat_template;
+    int n_ctx;
+    std::string model_id;  // echoed when a request names no model
+};
+
+struct CompletionRequest {
+    Endpoint endpoint = Endpoint::Chat;
+    std::string model;             // as the request named it (one model per server)
+    std::vector<int32_t> prompt;   // templated and tokenized
+    GenerateParams params;
+    bool stream = false;
+    bool include_usage = false;    // stream_options.include_usage: a last chunk with usage
+};
+
+// /v1/completions without max_tokens generates this many, as OpenAI's API does; chat
+// requests without it may fill the context.
+inline constexpr int kDefaultCompletionTokens = 16;
+// More stop strings than this are refused (OpenAI allows 4).
+inline constexpr size_t kMaxStopStrings = 16;
+
+// Deeper JSON is refused: serialising, comparing or destroying a value recurses once per
+// level, and a 1 MiB body can nest half a million of them.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses `text` (a request body, a batch line), which `what` names in the error, without
+// ever recursing into it. Throws ApiError 400 with `code` for malformed JSON (including
+// ill-formed UTF-8, which RFC 8259 forbids) and for nesting deeper than kMaxJsonDepth.
+nlohmann::json parse_json_limited(std::string_view text, const std::string& what, const std::string& code);
+
+// Throws ApiError (400) for a body that is not an object, a missing, mistyped, out-of-range or
+// unsupported field (n != 1, logprobs, tools, ...), and a prompt that does not fit the context.
+CompletionRequest parse_completion_request(Endpoint endpoint, const nlohmann::json& body, const ModelContext& model);
+// The same from the body's text; malformed or too deeply nested JSON is a 400 too.
+CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view body, const ModelContext& model);
+
+}  // namespace strata::openai

@@ -1,0 +1,215 @@
+#include "tools/server/api_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/error.h"
+#include "runtime/core/log.h"
+#include "tools/openai/response.h"
+#include "tools/server/auth.h"
+#include "tools/server/peer_socket.h"
+#include "tools/server/server_state.h"
+
+namespace strata::server {
+
+void ServerState::track(uint64_t id) {
+    std::lock_guard lock(mu_);
+    in_flight_.insert(id);
+}
+
+void ServerState::untrack(uint64_t id) {
+    std::lock_guard lock(mu_);
+    in_flight_.erase(id);
+}
+
+size_t ServerState::in_flight() const {
+    std::lock_guard lock(mu_);
+    return in_flight_.size();
+}
+
+void ServerState::cancel_all() {
+    std::lock_guard lock(mu_);
+    for (uint64_t id : in_flight_) scheduler.cancel(id);
+}
+
+// Connections a burst may open before the accept loop takes them (the kernel caps it at
+// net.core.somaxconn).
+constexpr int kAcceptBacklog = 1024;
+
+struct ApiServer::Impl {
+    ServerConfig config;
+    ServerState state;
+    ConnectionServer http;
+    int port = -1;
+    int64_t started = 0;
+
+    Impl(const ServerConfig& c, Scheduler& s, const openai::ModelContext& m, const storage::MemoryBudget& dram)
+        : config(c), state(s, m, dram) {
+        started = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+        configure();
+        routes();
+    }
+
+    struct Route {
+        const char* path;
+        const char* method;
+    };
+    static constexpr Route kRoutes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
+                                        {"/health", "GET"}, {"/metrics", "GET"}};
+
+    static const Route* find_route(const std::string& path) {
+        for (const Route& r : kRoutes)
+            if (path == r.path) return &r;
+        return nullptr;
+    }
+
+    // Paths a request may name, for the metrics' labels; anything else is "other".
+    static std::string route_of(const std::string& path) {
+        const Route* r = find_route(path);
+        return r ? r->path : "other";
+    }
+
+    static bool needs_key(const std::string& path) { return path.rfind("/v1/", 0) == 0 || path == "/metrics"; }
+
+    // Methods for which httplib reads a body before routing.
+    static bool reads_body(const std::string& method) {
+        return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE" || method == "PRI";
+    }
+
+    // Refusals decided from the headers alone, before httplib reads any body: the body stays
+    // unread on the socket, so the connection cannot carry another request.
+    static httplib::Server::HandlerResponse refuse(const httplib::Request& req, httplib::Response& res, const openai::ApiError& e) {
+        set_error(res, e);
+        if (reads_body(req.method) || req.has_header("Transfer-Encoding")) {
+            res.set_header("Connection", "close");
+            close_after_response();
+        }
+        return httplib::Server::HandlerResponse::Handled;
+    }
+
+    httplib::Server::HandlerResponse check_headers(const httplib::Request& req, httplib::Response& res) const {
+        using openai::ApiError;
+        const Route* route = find_route(req.path);
+        if (!route)
+            return refuse(req, res, ApiError(404, fmt::format("unknown request URL: {} {}", req.method, req.path),
+                                             "invalid_request_error", {}, "unknown_url"));
+        if (req.method != route->method && !(req.method == "HEAD" && std::string_view(route->method) == "GET")) {
+            res.set_header("Allow", route->method);
+            return refuse(req, res, ApiError(405, fmt::format("{} takes {}, not {}", req.path, route->method, req.method),
+                                             "invalid_request_error", {}, "method_not_allowed"));
+        }
+        if (!config.api_key.empty() && needs_key(req.path) && !bearer_matches(req.get_header_value("Authorization"), config.api_key)) {
+            res.set_header("WWW-Authenticate", "Bearer");
+            return refuse(req, res, ApiError(401, "missing or incorrect API key: send 'Authorization: Bearer KEY'",
+                                             "invalid_request_error", {}, "invalid_api_key"));
+        }
+        // httplib holds --max-body only against a Content-Length: a chunked body, or one that
+        // lasts until the client closes, would be read into memory without limit.
+        if (reads_body(req.method) && (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length")))
+            return refuse(req, res, ApiError(411, "send the request body with a Content-Length header (chunked bodies are not accepted)",
+                                             "invalid_request_error", {}, "length_required"));
+        return httplib::Server::HandlerResponse::Unhandled;
+    }
+
+    void configure() {
+        const int threads = config.threads;
+        http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+        http.set_payload_max_length(config.max_body);
+        http.set_read_timeout(config.timeout_s, 0);
+        http.set_write_timeout(config.timeout_s, 0);
+        http.set_keep_alive_max_count(1000);
+        http.set_keep_alive_timeout(5);
+        http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return check_headers(req, res); });
+        // Errors httplib answers itself (body too large, malformed or late request) get OpenAI's shape too.
+        http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
+            if (!res.body.empty() || res.status == 499) return httplib::Server::HandlerResponse::Unhandled;
+            close_after_response();  // where the next request would start on this connection is unknown
+            if (res.status == 413)
+                set_error(res, openai::ApiError(413, "the request body is larger than the server's --max-body",
+                                                "invalid_request_error", {}, "request_too_large"));
+            else if (res.status == 400 && request_timed_out())
+                set_error(res, openai::ApiError(408, fmt::format("the request did not arrive within {} s (--timeout)", config.timeout_s),
+                                                "invalid_request_error", {}, "request_timeout"));
+            else if (res.status == 414)
+                set_error(res, openai::ApiError(414, "the request URL is too long", "invalid_request_error", {}, "uri_too_long"));
+            else if (res.status == 400)
+                set_error(res, openai::ApiError(400, "malformed HTTP request", "invalid_request_error", {}, "bad_http_request"));
+            else
+                set_error(res, openai::ApiError(res.status, fmt::format("HTTP {}", res.status), "invalid_request_error"));
+            return httplib::Server::HandlerResponse::Handled;
+        }));
+        http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+            std::string what = "unknown error";
+            try {
+                std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                what = e.what();
+            } catch (...) {
+            }
+            STRATA_LOG_ERROR("serve: {}", what);
+            set_error(res, openai::ApiError(500, "internal error: " + what, "server_error"));
+        });
+        // Never the prompt: method, path, status and the peer only.
+        http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+            state.metrics.count_response(route_of(req.path), res.status);
+            STRATA_LOG_DEBUG("serve: {} {} {} from {}", req.method, req.path, res.status, req.remote_addr);
+        });
+    }
+
+    void routes() {
+        http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+            handle_completion(state, openai::Endpoint::Chat, req, res);
+        });
+        http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+            handle_completion(state, openai::Endpoint::Completions, req, res);
+        });
+        http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+            nlohmann::json model = {{"id", state.model.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "strata"},
+                                    {"meta", {{"n_ctx", state.model.n_ctx}}}};
+            res.set_content(openai::dump({{"object", "list"}, {"data", nlohmann::json::array({model})}}), "application/json");
+        });
+        http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+            const SchedulerStats s = state.scheduler.stats();
+            res.set_content(openai::dump({{"status", "ok"}, {"running", s.running}, {"queued", s.queued}}), "application/json");
+        });
+        http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(state.metrics.render(state.scheduler.stats(), state.dram), "text/plain; version=0.0.4");
+        });
+    }
+};
+
+ApiServer::ApiServer(const ServerConfig& config, Scheduler& scheduler, const openai::ModelContext& model,
+                     const storage::MemoryBudget& dram)
+    : impl_(std::make_unique<Impl>(config, scheduler, model, dram)) {}
+
+ApiServer::~ApiServer() = default;
+
+void ApiServer::bind() {
+    const ServerConfig& c = impl_->config;
+    if (c.port == 0) {
+        impl_->port = impl_->http.bind_to_any_port(c.host);
+    } else {
+        impl_->port = impl_->http.bind_to_port(c.host, c.port) ? c.port : -1;
+    }
+    if (impl_->port > 0) impl_->http.set_accept_backlog(kAcceptBacklog);
+    if (impl_->port <= 0)
+        throw IoError(fmt::format("cannot listen on {}:{}", c.host, c.port),
+                      "the port may be in use or the address not on this machine: choose another with --port or --host");
+}
+
+int ApiServer::port() const { return impl_->port; }
+
+void ApiServer::run() { impl_->http.listen_after_bind(); }
+
+void ApiServer::stop_accepting() { impl_->http.stop(); }
+
+size_t ApiServer::in_flight() const { return impl_->state.in_flight(); }
+
+void ApiServer::cancel_in_flight() { impl_->state.cancel_all(); }
+
+}  // namespace strata::server

@@ -1,0 +1,65 @@
+#include "tools/server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace strata::server {
+
+void Metrics::count_response(const std::string& route, int status) {
+    std::lock_guard lock(mu_);
+    ++responses_[{route, status}];
+}
+
+void Metrics::count_cancelled() {
+    std::lock_guard lock(mu_);
+    ++cancelled_;
+}
+
+void Metrics::observe_first_token(double seconds) {
+    std::lock_guard lock(mu_);
+    ttft_sum_ += seconds;
+    ++ttft_count_;
+}
+
+namespace {
+void metric(std::string& out, const char* name, const char* type, const char* help, double value) {
+    out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+}
+}  // namespace
+
+std::string Metrics::render(const SchedulerStats& s, const storage::MemoryBudget& dram) const {
+    std::string out;
+    {
+        std::lock_guard lock(mu_);
+        out += "# HELP strata_http_responses_total HTTP responses by route and status code.\n"
+               "# TYPE strata_http_responses_total counter\n";
+        for (const auto& [key, n] : responses_)
+            out += fmt::format("strata_http_responses_total{{route=\"{}\",code=\"{}\"}} {}\n", key.first, key.second, n);
+        metric(out, "strata_requests_cancelled_total", "counter", "Requests cancelled because the client went away.", cancelled_);
+        out += fmt::format("# HELP strata_time_to_first_token_seconds Time from arrival to the first streamed text.\n"
+                           "# TYPE strata_time_to_first_token_seconds summary\n"
+                           "strata_time_to_first_token_seconds_sum {}\nstrata_time_to_first_token_seconds_count {}\n",
+                           ttft_sum_, ttft_count_);
+    }
+    metric(out, "strata_requests_running", "gauge", "Sequences generating now.", s.running);
+    metric(out, "strata_requests_queued", "gauge", "Requests waiting for a place in the batch.", s.queued);
+    metric(out, "strata_requests_done_total", "counter", "Requests finished (including cancelled ones).", s.requests_done);
+    metric(out, "strata_requests_failed_total", "counter", "Requests that failed with an error.", s.requests_failed);
+    metric(out, "strata_prompt_tokens_total", "counter", "Prompt tokens evaluated.", s.prompt_tokens);
+    metric(out, "strata_cached_prompt_tokens_total", "counter", "Prompt tokens whose KV cache was reused.", s.cached_tokens);
+    metric(out, "strata_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
+    metric(out, "strata_busy_seconds_total", "counter", "Seconds spent in forward passes.", s.busy_seconds);
+    metric(out, "strata_generated_tokens_per_second", "gauge", "Tokens generated per busy second, since start.",
+           s.busy_seconds > 0 ? s.generated_tokens / s.busy_seconds : 0.0);
+    // A budget of "no limit" is reported as 0, as Prometheus has no infinity convention for sizes.
+    const uint64_t limit = dram.limit() == UINT64_MAX ? 0 : dram.limit();
+    out += "# HELP strata_memory_budget_bytes Memory budget per tier (0: no limit).\n"
+           "# TYPE strata_memory_budget_bytes gauge\n";
+    out += fmt::format("strata_memory_budget_bytes{{tier=\"dram\"}} {}\n", limit);
+    out += "# HELP strata_memory_used_bytes Memory reserved per tier now.\n# TYPE strata_memory_used_bytes gauge\n";
+    out += fmt::format("strata_memory_used_bytes{{tier=\"dram\"}} {}\n", dram.used());
+    out += "# HELP strata_memory_peak_bytes Most memory reserved per tier.\n# TYPE strata_memory_peak_bytes gauge\n";
+    out += fmt::format("strata_memory_peak_bytes{{tier=\"dram\"}} {}\n", dram.peak());
+    return out;
+}
+
+}  // namespace strata::server

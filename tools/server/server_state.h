@@ -1,0 +1,44 @@
+#pragma once
+// What every route of the API server shares: the scheduler, the model, the metrics and the
+// ids of the requests in flight (so that shutdown can cancel them).
+#include <cstdint>
+#include <mutex>
+#include <set>
+
+#include "runtime/scheduler.h"
+#include "storage/budget.h"
+#include "tools/openai/api_error.h"
+#include "tools/openai/request.h"
+#include "tools/server/metrics.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace strata::server {
+
+struct ServerState {
+    ServerState(Scheduler& s, const openai::ModelContext& m, const storage::MemoryBudget& d) : scheduler(s), model(m), dram(d) {}
+
+    Scheduler& scheduler;
+    openai::ModelContext model;
+    const storage::MemoryBudget& dram;
+    Metrics metrics;
+
+    void track(uint64_t id);
+    void untrack(uint64_t id);
+    size_t in_flight() const;
+    void cancel_all();
+
+private:
+    mutable std::mutex mu_;
+    std::set<uint64_t> in_flight_;
+};
+
+// POST /v1/chat/completions and /v1/completions, streamed (SSE) or not.
+void handle_completion(ServerState& state, openai::Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+// Sets the response to an error in OpenAI's shape.
+void set_error(httplib::Response& res, const openai::ApiError& e);
+
+}  // namespace strata::server
