@@ -78,11 +78,15 @@ double planner_budget(const ResidencyInput& in, const planner::ModelShape& s, co
 
 }  // namespace
 
-planner::Prediction Placement::predict(int n_prompt, int n_generated) const {
+planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch) const {
     planner::Workload wl;
     wl.prompt_len = std::max(1, n_prompt);
     wl.gen_len = std::max(1, n_generated);
-    return planner::evaluate_plan(shape, hw, wl, as_run(plan, n_kv_layers_in_dram));
+    wl.batch = std::max(1, batch);
+    planner::Plan run = as_run(plan, n_kv_layers_in_dram);
+    run.policy.batch = wl.batch;  // the scheduler runs them all in one pass
+    run.policy.n_micro = 1;
+    return planner::evaluate_plan(shape, hw, wl, run);
 }
 
 planner::HardwareProfile runtime_profile(std::string& source) {

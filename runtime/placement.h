@@ -27,9 +27,9 @@ struct Placement {
     Residency residency;
     int n_kv_layers_in_dram = 0;  // the KV cache's first layers; the rest spill to disk
 
-    // The plan priced on this machine for one request, as this runtime runs it (the plan's
-    // own prediction is for the workload it was made for).
-    planner::Prediction predict(int n_prompt, int n_generated) const;
+    // The plan priced on this machine for `batch` requests of these lengths decoded together,
+    // as this runtime runs it (the plan's own prediction is for the workload it was made for).
+    planner::Prediction predict(int n_prompt, int n_generated, int batch = 1) const;
 };
 
 struct PlacementOptions {

@@ -15,6 +15,7 @@
 #include "models/chat_template.h"
 #include "runtime/core/error.h"
 #include "runtime/model_paths.h"
+#include "runtime/placement.h"
 #include "runtime/scheduler.h"
 #include "tools/cli_options.h"
 #include "tools/openai/batch.h"
@@ -101,7 +102,7 @@ int run_batch(const BatchOptions& o) {
     std::set<uint64_t> in_flight_ids;
     std::vector<uint64_t> id_of(work.size(), 0);
     size_t next = 0, n_done = 0, n_ok = 0, in_flight = 0;
-    uint64_t tokens = 0;
+    uint64_t tokens = 0, prompt_tokens = 0;
     bool cancelled = false;
     while (next < work.size() || in_flight > 0) {
         while (!g_interrupted && next < work.size() && in_flight < static_cast<size_t>(2 * o.max_batch)) {
@@ -148,6 +149,7 @@ int run_batch(const BatchOptions& o) {
             if (result.stop_reason == "cancelled") continue;  // not written: a rerun does it
             ++n_done;
             tokens += result.tokens.size();
+            prompt_tokens += result.prompt_tokens.size();
             if (result.stop_reason == "error") {
                 fmt::print(stderr, "batch: line {}: generation failed: {}\n", item.line_no, result.error);
                 out.append(openai::batch_error_record(
@@ -168,6 +170,15 @@ int run_batch(const BatchOptions& o) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     fmt::print(stderr, "batch: {} answered, {} bad lines, {} failed, {} skipped; {} tokens generated, {:.1f} tokens/s\n",
                n_ok, n_bad, n_failed, n_skipped, tokens, secs > 0 ? tokens / secs : 0.0);
+    if (n_ok + n_failed > 0) {
+        // What the plan expects for requests of these average lengths run max-batch at a time.
+        const int n = static_cast<int>(n_ok + n_failed);
+        const int batch = std::min(o.max_batch, n);
+        const planner::Prediction p = engine.placement().predict(static_cast<int>(prompt_tokens / n),
+                                                                 static_cast<int>(std::max<uint64_t>(1, tokens / n)), batch);
+        fmt::print(stderr, "batch: the plan predicts {:.1f} tokens/s for {} sequences of {} prompt and {} generated tokens at once\n",
+                   p.throughput_tps, batch, prompt_tokens / n, tokens / n);
+    }
     return g_interrupted ? 130 : 0;
 }
 
