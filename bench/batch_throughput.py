@@ -3,7 +3,7 @@
 decoding the same prompts in batches of the same size.
 
     python3 bench/batch_throughput.py [-m MODEL] [-N 64] [--max-tokens 128] [--prompt-words 100]
-                                      [--batches 1,8,32] [-t THREADS] [--no-llamacpp] [--json]
+                                      [--batches 1,8,32] [-t THREADS] [--dram SIZE] [--no-llamacpp] [--json]
 
 N prompts are generated (different words, about --prompt-words words each) and sent as
 /v1/completions requests, greedy, --max-tokens tokens each with ignore_eos, so both engines
@@ -20,6 +20,12 @@ end-of-generation tokens masked. This is static batching (a wave ends when its s
 do; with equal lengths that costs nothing). The high-level `Llama` class and llama_cpp.server
 are not used: they run one sequence at a time, and the class cannot turn off the AMX
 repacking that crashes on Sapphire Rapids (see bench/peer_llamacpp.py).
+
+--dram SIZE (root, cgroup v1) measures a model larger than the memory given: Strata runs with
+`--dram SIZE` (the layers that do not fit stream from the file every step, once for the whole
+batch), and llama.cpp, which maps the file, runs with this process moved into a memory cgroup
+limited to SIZE (the limit counts the page cache, so only SIZE of the mapped weights stay in
+memory), the same way bench/offload.py constrains it. The page cache is dropped before each.
 """
 from __future__ import annotations
 
@@ -34,6 +40,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from offload import Cgroup, drop_caches, parse_size  # noqa: E402  (the same memory limit as bench/offload.py)
 WORDS = ("river stone lamp orange quiet engine paper window garden signal copper violet market "
          "thunder pocket ladder winter coral basket meadow").split()
 
@@ -57,7 +65,9 @@ def run_strata(args, texts: list[str], batch: int) -> dict:
                                     "body": {"prompt": t, "max_tokens": args.max_tokens, "temperature": 0,
                                              "ignore_eos": True}}) + "\n")
         cmd = [args.strata, "batch", "-m", args.model, "-i", inp, "-o", out, "--max-batch", str(batch),
-               "-t", str(args.threads)]
+               "-t", str(args.threads)] + (["--dram", args.dram] if args.dram else [])
+        if args.dram:
+            drop_caches()
         print("+ " + " ".join(cmd), file=sys.stderr)
         err = subprocess.run(cmd, check=True, stderr=subprocess.PIPE, text=True).stderr
         m = re.search(r"(\d+) tokens generated, ([\d.]+) tokens/s", err)
@@ -151,6 +161,7 @@ def main() -> None:
     ap.add_argument("--prompt-words", type=int, default=100)
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--dram", help="memory for each engine (Strata's --dram; llama.cpp in a memory cgroup)")
     ap.add_argument("--no-llamacpp", action="store_true", help="measure Strata only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -166,19 +177,28 @@ def main() -> None:
         except ImportError:
             sys.exit("batch_throughput: llama-cpp-python is not installed (pip install llama-cpp-python), or pass --no-llamacpp")
         longest = max(len(t.split()) for t in texts) * 4 + args.max_tokens + 16  # generous per-sequence room
+        cgroup = None
+        if args.dram:
+            cgroup = Cgroup(parse_size(args.dram))
+            drop_caches()
+            (cgroup.path / "cgroup.procs").write_text(f"{os.getpid()}\n")  # this process, so llama.cpp's mmap
         peer = LlamaCpp(args.model, args.threads, n_ctx=max(batches) * longest, n_seq=max(batches))
         peer.run(texts[:1], 1, 4)  # warm-up
         for b in batches:
             t0 = time.perf_counter()
             n = peer.run(texts, b, args.max_tokens)
             rows.append({"engine": "llama.cpp", "max_batch": b, "tokens": n, "tokens_per_s": n / (time.perf_counter() - t0)})
+        if cgroup:
+            (Cgroup.ROOT / "cgroup.procs").write_text(f"{os.getpid()}\n")
+            cgroup.remove()
 
     if args.json:
         for r in rows:
             print(json.dumps(r))
         return
     by = {(r["engine"], r["max_batch"]): r for r in rows}
-    print(f"{args.prompts} prompts x {args.max_tokens} tokens, {args.threads} threads, {os.path.basename(args.model)}")
+    print(f"{args.prompts} prompts x {args.max_tokens} tokens, {args.threads} threads, {os.path.basename(args.model)}"
+          + (f", memory {args.dram} each" if args.dram else ""))
     print("| batch | Strata tokens/s | llama.cpp tokens/s | Strata / llama.cpp |")
     print("| ---: | ---: | ---: | ---: |")
     for b in batches:
