@@ -16,25 +16,14 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlparse
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from serve_bench import add_server_args, parse_args, percentile, server
+
 WORDS = ("river stone lamp orange quiet engine paper window garden signal copper violet market "
          "thunder pocket ladder winter coral basket meadow").split()
-
-
-def percentile(values: list[float], p: float) -> float:
-    s = sorted(values)
-    k = (len(s) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 def prompt(i: int, n_words: int) -> str:
@@ -81,37 +70,17 @@ def run_level(host: str, port: int, clients: int, args) -> dict:
             "tokens_per_s": len(ttfts) * args.max_tokens / secs, "seconds": secs}
 
 
-def start_server(args, extra: list[str]) -> tuple[subprocess.Popen, int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [args.strata, "serve", "--port", str(port), *(["-m", args.model] if args.model else []), *extra]
-    print("+ " + " ".join(cmd), file=sys.stderr)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    proc.stdout.readline()  # the "serving ... at URL" line
-    return proc, port
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-m", "--model", help="GGUF file (default: strata's default model)")
-    ap.add_argument("--strata", default=os.path.join(HERE, "..", "build", "strata"))
-    ap.add_argument("--url", help="an already running server instead of starting one")
+    add_server_args(ap)
     ap.add_argument("--clients", default="1,4,16")
     ap.add_argument("--requests", type=int, default=4, help="requests per client")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--prompt-words", type=int, default=200)
     ap.add_argument("--json", action="store_true")
-    args, extra = ap.parse_known_args()
-    extra = [a for a in extra if a != "--"]
+    args, extra = parse_args(ap)
 
-    proc = None
-    if args.url:
-        u = urlparse(args.url)
-        host, port = u.hostname, u.port or 80
-    else:
-        proc, port = start_server(args, extra)
-        host = "127.0.0.1"
+    proc, host, port = server(args, extra)
     try:
         one_request(host, port, {"prompt": "warm up", "max_tokens": 4, "stream": True})
         rows = [run_level(host, port, int(c), args) for c in args.clients.split(",")]

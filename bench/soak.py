@@ -31,26 +31,16 @@ import os
 import random
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlparse
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from serve_bench import add_server_args, parse_args, percentile, server
+
 TOPICS = ["the sea", "a cat", "winter", "bread", "a robot", "the moon", "trains", "a garden", "music", "rain"]
 SAMPLE_EVERY_S = 10
-
-
-def percentile(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    k = (len(s) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 def slope_per_hour(points: list[tuple[float, float]]) -> float:
@@ -139,6 +129,12 @@ class Load:
             if note and len(self.examples) < 10:
                 self.examples.append(f"{kind}: {note}")
 
+    def connection_error(self, kind: str, e: Exception) -> None:
+        """A request the client could not complete: the connection broke or was refused."""
+        with self.lock:
+            self.errors[(kind, type(e).__name__)] += 1
+        self.record(kind, "connection error", note=repr(e))
+
     def body(self, chat: bool, stream: bool, rng: random.Random) -> dict:
         topic = rng.choice(TOPICS)
         b = {"max_tokens": rng.choice([8, 16, 32, 48]), "stream": stream}
@@ -170,9 +166,7 @@ class Load:
             self.record(kind, r.status, time.perf_counter() - t0,
                         note="" if r.status < 500 else data[:300].decode(errors="replace"))
         except (OSError, http.client.HTTPException) as e:
-            with self.lock:
-                self.errors[(kind, type(e).__name__)] += 1
-            self.record(kind, "connection error", note=repr(e))
+            self.connection_error(kind, e)
         finally:
             c.close()
 
@@ -198,9 +192,7 @@ class Load:
             s.close()
             self.record(kind, status)
         except OSError as e:
-            with self.lock:
-                self.errors[(kind, type(e).__name__)] += 1
-            self.record(kind, "connection error", note=repr(e))
+            self.connection_error(kind, e)
 
     def invalid(self, rng: random.Random) -> None:
         kind = "invalid"
@@ -224,9 +216,7 @@ class Load:
             with self.lock:
                 self.latency[kind].append(time.perf_counter() - t0)
         except (OSError, http.client.HTTPException) as e:
-            with self.lock:
-                self.errors[(kind, type(e).__name__)] += 1
-            self.record(kind, "connection error", note=repr(e))
+            self.connection_error(kind, e)
         finally:
             c.close()
 
@@ -315,40 +305,20 @@ def report(load: Load, samples: list[dict], seconds: float, died: str | None, as
     return summary
 
 
-def start_server(args, extra: list[str]) -> tuple[subprocess.Popen, int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [args.strata, "serve", "--port", str(port), *(["-m", args.model] if args.model else []), *extra]
-    print("+ " + " ".join(cmd), file=sys.stderr)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    if not proc.stdout.readline():  # the "serving ... at URL" line
-        raise SystemExit(f"strata serve exited with {proc.wait()}")
-    return proc, port
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=30)
-    ap.add_argument("-m", "--model", help="GGUF file (default: strata's default model)")
-    ap.add_argument("--strata", default=os.path.join(HERE, "..", "build", "strata"))
-    ap.add_argument("--url", help="an already running server instead of starting one")
+    add_server_args(ap)
     ap.add_argument("--pid", type=int, help="with --url: the server's process id")
     ap.add_argument("--clients", type=int, default=4, help="threads sending requests one after another")
     ap.add_argument("--burst", type=int, default=16, help="requests sent at once every --burst-every seconds")
     ap.add_argument("--burst-every", type=float, default=30)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
-    args, extra = ap.parse_known_args()
-    extra = [a for a in extra if a != "--"]
+    args, extra = parse_args(ap)
 
-    proc = None
-    if args.url:
-        u = urlparse(args.url)
-        target = Target(u.hostname, u.port or 80, args.pid or pid_listening_on(u.port or 80))
-    else:
-        proc, port = start_server(args, extra)
-        target = Target("127.0.0.1", port, proc.pid)
+    proc, host, port = server(args, extra)
+    target = Target(host, port, proc.pid if proc else args.pid or pid_listening_on(port))
 
     load = Load(target, args.seed)
     samples: list[dict] = []

@@ -89,6 +89,8 @@ __attribute__((always_inline)) inline void load_t16x8(const uint8_t* p, size_t s
 }
 inline __m512i lo_nib(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
 inline __m512i hi_nib(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
+// Signed int8 q -> unsigned q + 128 (flip the sign bit), for the packers with kOff = 128.
+inline __m512i offset_128(__m512i v) { return _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80))); }
 
 // ---------------------------------------------------------------- packers
 // Each packer fills kPerCall consecutive packed blocks (of kBlock values) of 16 rows per call.
@@ -118,8 +120,7 @@ struct PackQ8_0 {
         const uint8_t* p = row0 + call * sizeof(BlockQ8_0);
         __m512i y[8];
         load_t16x8(p + 2, stride, y);
-        // signed q -> unsigned q + 128 (flip the sign bit); the kernel takes 128 * s back off.
-        for (int j = 0; j < 8; ++j) out->w[j] = _mm512_xor_si512(y[j], _mm512_set1_epi8(char(0x80)));
+        for (int j = 0; j < 8; ++j) out->w[j] = offset_128(y[j]);  // the kernel takes 128 * s back off
         gather_f16_pair(p, idx, out->scale, nullptr);
     }
 };
@@ -211,7 +212,7 @@ struct PackQ8K {
         for (int j = 0; j < 8; ++j) {
             __m512i y[8];
             load_t16x8(p + offsetof(BlockQ8_K, qs) + 32 * j, stride, y);
-            for (int k = 0; k < 8; ++k) out[j].w[k] = _mm512_xor_si512(y[k], _mm512_set1_epi8(char(0x80)));
+            for (int k = 0; k < 8; ++k) out[j].w[k] = offset_128(y[k]);
             out[j].scale = d;
         }
     }

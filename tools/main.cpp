@@ -48,6 +48,10 @@ void add_sampler_options(CLI::App& cmd, SamplerParams& s) {
     cmd.add_option("-s,--seed", s.seed, "random seed")->capture_default_str();
 }
 
+void add_chat_template_option(CLI::App& cmd, std::string& family) {
+    cmd.add_option("--chat-template", family, "template family: chatml, llama3, llama2, zephyr, gemma");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,7 +75,7 @@ int main(int argc, char** argv) {
     auto* c = app.add_subcommand("chat", "talk with the model (plain generation when stdin is not a terminal)");
     add_model_options(*c, chat.m);
     c->add_option("--system", chat.system, "system prompt");
-    c->add_option("--chat-template", chat.chat_template, "template family: chatml, llama3, llama2, zephyr, gemma");
+    add_chat_template_option(*c, chat.chat_template);
     c->add_option("--load", chat.load, "start from a conversation saved with /save FILE");
     c->add_flag("--print-prompt", chat.print_prompt, "print the prompt rendered for stdin's message and exit")->group("");
     c->add_option("-n,--n-predict", chat.n_predict, "most tokens per reply")->capture_default_str();
@@ -148,7 +152,7 @@ int main(int argc, char** argv) {
     sv->add_option("--port", serve.port, "port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
     sv->add_option("--api-key", serve.api_key, "require 'Authorization: Bearer KEY' (default: $STRATA_API_KEY, else none)");
     sv->add_option("--alias", serve.alias, "model id in /v1/models and answers (default: the file name)");
-    sv->add_option("--chat-template", serve.chat_template, "template family: chatml, llama3, llama2, zephyr, gemma");
+    add_chat_template_option(*sv, serve.chat_template);
     sv->add_option("--max-batch", serve.max_batch, "sequences generating at once")->capture_default_str()->check(CLI::PositiveNumber);
     sv->add_option("--max-queue", serve.max_queue, "requests waiting beyond those; more get 429")->capture_default_str()
         ->check(CLI::NonNegativeNumber);
@@ -165,7 +169,7 @@ int main(int argc, char** argv) {
     add_model_options(*ba, batch.m);
     ba->add_option("-i,--input", batch.input, "requests, one JSON object a line")->required();
     ba->add_option("-o,--output", batch.output, "answers, one a line; a rerun skips those it holds")->required();
-    ba->add_option("--chat-template", batch.chat_template, "template family: chatml, llama3, llama2, zephyr, gemma");
+    add_chat_template_option(*ba, batch.chat_template);
     ba->add_option("--max-batch", batch.max_batch, "sequences generating at once")->capture_default_str()->check(CLI::PositiveNumber);
 
     try {

@@ -9,6 +9,7 @@
 #include "runtime/engine.h"
 #include "runtime/kv_cache.h"
 #include "runtime/scheduler.h"
+#include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
@@ -20,13 +21,6 @@ const char* const kTopics[] = {"the moon", "bread", "rivers", "chess", "volcanoe
 std::vector<int32_t> chat_prompt(const Engine& e, const std::string& user) {
     const std::string text = "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
     return e.tokenizer().encode(text, false, true);
-}
-
-GenerateParams greedy(int n) {
-    GenerateParams gp;
-    gp.n_predict = n;
-    gp.sampler.temperature = 0;
-    return gp;
 }
 }  // namespace
 
@@ -52,12 +46,12 @@ TEST_CASE("SmolLM2: 16 greedy requests batched 8 at a time give the tokens of ea
     std::vector<std::vector<int32_t>> want;
     for (const auto& p : prompts) {
         engine.reset();
-        want.push_back(engine.generate(p, greedy(kTokens)).tokens);
+        want.push_back(engine.generate(p, test::greedy(kTokens)).tokens);
     }
     engine.reset();
-    const auto want_base = engine.generate(base, greedy(kTokens)).tokens;
+    const auto want_base = engine.generate(base, test::greedy(kTokens)).tokens;
     engine.reset();
-    const auto want_sharing = engine.generate(sharing, greedy(kTokens)).tokens;
+    const auto want_sharing = engine.generate(sharing, test::greedy(kTokens)).tokens;
     engine.reset();
     // Blocks the single-sequence runs left cached are evicted as needed; none is in use.
     REQUIRE(engine.kv().pool().n_used() == 0);
@@ -68,7 +62,7 @@ TEST_CASE("SmolLM2: 16 greedy requests batched 8 at a time give the tokens of ea
     for (size_t i = 0; i < prompts.size(); ++i) {
         Request r;
         r.prompt = prompts[i];
-        r.params = greedy(kTokens);
+        r.params = test::greedy(kTokens);
         r.on_done = [&results, i](const GenerateResult& g) { results[i] = g; };
         sched.submit(std::move(r));
     }
@@ -87,14 +81,14 @@ TEST_CASE("SmolLM2: 16 greedy requests batched 8 at a time give the tokens of ea
         GenerateResult first, second;
         Request r;
         r.prompt = base;
-        r.params = greedy(kTokens);
+        r.params = test::greedy(kTokens);
         r.on_done = [&](const GenerateResult& g) { first = g; };
         sched.submit(std::move(r));
         sched.wait_idle();
         const uint64_t cached_before = sched.stats().cached_tokens;
         r = {};
         r.prompt = sharing;
-        r.params = greedy(kTokens);
+        r.params = test::greedy(kTokens);
         r.on_done = [&](const GenerateResult& g) { second = g; };
         sched.submit(std::move(r));
         sched.wait_idle();
@@ -111,8 +105,7 @@ TEST_CASE("SmolLM2: 16 greedy requests batched 8 at a time give the tokens of ea
         GenerateResult result;
         Request r;
         r.prompt = prompts[0];
-        r.params = greedy(200);
-        r.params.ignore_eos = true;
+        r.params = test::greedy(200, true);
         r.on_text = [&](std::string_view) {
             if (!once) started.set_value();
             once = true;

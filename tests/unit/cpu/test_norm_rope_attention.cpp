@@ -28,6 +28,35 @@ double dot(const float* a, const float* b, int n) {
     for (int i = 0; i < n; ++i) s += double(a[i]) * b[i];
     return s;
 }
+
+// Naive causal GQA attention in double over logical positions; kv(j) gives position j's K (V) row.
+template <class KRow, class VRow>
+std::vector<double> naive_attention(const std::vector<float>& q, int n_tokens, int pos0, int n_head, int n_head_kv, int hd,
+                                    KRow krow, VRow vrow) {
+    std::vector<double> out(q.size());
+    for (int t = 0; t < n_tokens; ++t)
+        for (int h = 0; h < n_head; ++h) {
+            const int kvh = h / (n_head / n_head_kv);
+            std::vector<double> w;
+            double mx = -1e30, sum = 0;
+            for (int j = 0; j <= pos0 + t; ++j) {
+                w.push_back(dot(&q[(size_t(t) * n_head + h) * hd], krow(j) + kvh * hd, hd) / std::sqrt(double(hd)));
+                mx = std::max(mx, w.back());
+            }
+            for (auto& x : w) sum += (x = std::exp(x - mx));
+            for (int d = 0; d < hd; ++d) {
+                double o = 0;
+                for (size_t j = 0; j < w.size(); ++j) o += w[j] / sum * vrow(int(j))[kvh * hd + d];
+                out[(size_t(t) * n_head + h) * hd + d] = o;
+            }
+        }
+    return out;
+}
+
+// Row j of a contiguous K or V matrix whose rows are `stride` floats apart.
+auto rows(const std::vector<float>& m, int stride) {
+    return [&m, stride](int j) { return &m[size_t(j) * stride]; };
+}
 }  // namespace
 
 TEST_CASE("rms_norm gives unit mean square before the weight", "[unit][cpu]") {
@@ -76,22 +105,8 @@ TEST_CASE("attention matches a naive causal GQA implementation", "[unit][cpu]") 
     std::vector<float> out(q.size());
     AttentionArgs a{q.data(), k.data(), v.data(), out.data(), n_tokens, pos0, n_head, n_head_kv, hd, kv_stride};
     attention(a);
-    for (int t = 0; t < n_tokens; ++t)
-        for (int h = 0; h < n_head; ++h) {
-            const int kvh = h / (n_head / n_head_kv);
-            std::vector<double> w;
-            double mx = -1e30, sum = 0;
-            for (int j = 0; j <= pos0 + t; ++j) {
-                w.push_back(dot(&q[(t * n_head + h) * hd], &k[j * kv_stride + kvh * hd], hd) / std::sqrt(double(hd)));
-                mx = std::max(mx, w.back());
-            }
-            for (auto& x : w) sum += (x = std::exp(x - mx));
-            for (int d = 0; d < hd; ++d) {
-                double o = 0;
-                for (size_t j = 0; j < w.size(); ++j) o += w[j] / sum * v[j * kv_stride + kvh * hd + d];
-                CHECK(out[(t * n_head + h) * hd + d] == Approx(o).margin(1e-5));
-            }
-        }
+    const auto want = naive_attention(q, n_tokens, pos0, n_head, n_head_kv, hd, rows(k, kv_stride), rows(v, kv_stride));
+    for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(want[i]).margin(1e-5));
 }
 
 TEST_CASE("attention: every path matches the naive implementation on model-sized heads", "[unit][cpu]") {
@@ -106,24 +121,8 @@ TEST_CASE("attention: every path matches the naive implementation on model-sized
         auto q = random_vec(size_t(sh.n_tokens) * sh.n_head * sh.hd, 7), k = random_vec(size_t(n_kv) * kv_stride, 8),
              v = random_vec(size_t(n_kv) * kv_stride, 9);
         for (auto& x : q) x *= 3.0f;  // peaked softmax rows as well as flat ones
-        std::vector<double> want(q.size());
-        for (int t = 0; t < sh.n_tokens; ++t)
-            for (int h = 0; h < sh.n_head; ++h) {
-                const int kvh = h / (sh.n_head / sh.n_head_kv);
-                std::vector<double> w;
-                double mx = -1e30, sum = 0;
-                for (int j = 0; j <= sh.pos0 + t; ++j) {
-                    w.push_back(dot(&q[(size_t(t) * sh.n_head + h) * sh.hd], &k[size_t(j) * kv_stride + kvh * sh.hd], sh.hd) /
-                                std::sqrt(double(sh.hd)));
-                    mx = std::max(mx, w.back());
-                }
-                for (auto& x : w) sum += (x = std::exp(x - mx));
-                for (int d = 0; d < sh.hd; ++d) {
-                    double o = 0;
-                    for (size_t j = 0; j < w.size(); ++j) o += w[j] / sum * v[j * kv_stride + kvh * sh.hd + d];
-                    want[(size_t(t) * sh.n_head + h) * sh.hd + d] = o;
-                }
-            }
+        const auto want =
+            naive_attention(q, sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, rows(k, kv_stride), rows(v, kv_stride));
         for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
             if (!path_supported(path)) continue;
             set_active_path(path);
@@ -138,32 +137,6 @@ TEST_CASE("attention: every path matches the naive implementation on model-sized
     }
     set_active_path(saved);
 }
-
-namespace {
-// Naive causal GQA attention in double over logical positions; kv(j) gives position j's K (V) row.
-template <class KRow, class VRow>
-std::vector<double> naive_attention(const std::vector<float>& q, int n_tokens, int pos0, int n_head, int n_head_kv, int hd,
-                                    KRow krow, VRow vrow) {
-    std::vector<double> out(q.size());
-    for (int t = 0; t < n_tokens; ++t)
-        for (int h = 0; h < n_head; ++h) {
-            const int kvh = h / (n_head / n_head_kv);
-            std::vector<double> w;
-            double mx = -1e30, sum = 0;
-            for (int j = 0; j <= pos0 + t; ++j) {
-                w.push_back(dot(&q[(size_t(t) * n_head + h) * hd], krow(j) + kvh * hd, hd) / std::sqrt(double(hd)));
-                mx = std::max(mx, w.back());
-            }
-            for (auto& x : w) sum += (x = std::exp(x - mx));
-            for (int d = 0; d < hd; ++d) {
-                double o = 0;
-                for (size_t j = 0; j < w.size(); ++j) o += w[j] / sum * vrow(int(j))[kvh * hd + d];
-                out[(size_t(t) * n_head + h) * hd + d] = o;
-            }
-        }
-    return out;
-}
-}  // namespace
 
 TEST_CASE("attention over paged KV: scattered and shared blocks match the naive and contiguous results", "[unit][cpu]") {
     const CpuPath saved = active_path();

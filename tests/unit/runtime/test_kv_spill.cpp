@@ -4,52 +4,40 @@
 
 #include <sys/mount.h>
 
-#include "cpu/thread_pool.h"
-#include "models/gguf_file.h"
 #include "runtime/core/error.h"
-#include "runtime/forward.h"
 #include "runtime/kv_cache.h"
-#include "runtime/weight_store.h"
-#include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
-#include "tests/support/planned.h"
+#include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
 
 TEST_CASE("spilled KV layers give the same logits as an all-DRAM cache", "[unit][kv]") {
-    auto path = test::temp_path("kv_model.gguf");
-    test::write_tiny_model(test::tiny_config("llama", 128, 6, 256), 5, 1e-5f, path);
-    auto file = GgufFile::open(path);
-    auto hp = Hparams::from_gguf(file);
-    storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
-    WeightStore store(file, hp, unlimited, 0, 2, test::planned(file));
-    Forward fwd(hp, store);
-    cpu::ThreadPool pool(2);
+    test::TinyForward m("kv_model.gguf", test::tiny_config("llama", 128, 6, 256), 5);
     const std::vector<int32_t> ids{7, 1, 2, 80, 44, 3, 9, 12, 70, 31, 5};
 
     auto run = [&](KvCache& kv) {
         std::vector<float> all, step;
-        pool.run([&] { fwd.eval(std::span(ids).first(6), kv, all, true); });
+        m.pool.run([&] { m.fwd.eval(std::span(ids).first(6), kv, all, true); });
         for (size_t i = 6; i < ids.size(); ++i) {
-            pool.run([&] { fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
+            m.pool.run([&] { m.fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
             all.insert(all.end(), step.begin(), step.end());
         }
         // A shared prefix is kept and the rest recomputed: the spill file must follow.
         kv.truncate(4);
-        pool.run([&] { fwd.eval(std::span(ids).subspan(4, 3), kv, step, true); });
+        m.pool.run([&] { m.fwd.eval(std::span(ids).subspan(4, 3), kv, step, true); });
         all.insert(all.end(), step.begin(), step.end());
         return all;
     };
-    KvCache resident(hp.n_layer, 64, hp.n_embd_kv());
+    KvCache resident(m.hp.n_layer, 64, m.hp.n_embd_kv());
     const auto want = run(resident);
     for (int n_resident : {0, 2, 5}) {
         KvSpillOptions opts;
         opts.n_resident_layers = n_resident;
         opts.dir = test::temp_path("kv_spill");
         opts.prefetch_depth = 2;
-        KvCache spilled(hp.n_layer, 64, hp.n_embd_kv(), opts);
-        CHECK(spilled.n_spilled() == hp.n_layer - n_resident);
+        KvCache spilled(m.hp.n_layer, 64, m.hp.n_embd_kv(), opts);
+        CHECK(spilled.n_spilled() == m.hp.n_layer - n_resident);
         INFO(n_resident << " resident layers");
         CHECK(run(spilled) == want);  // bit for bit
     }

@@ -14,7 +14,7 @@
 #include "runtime/placement.h"
 #include "runtime/weight_store.h"
 #include "storage/budget.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
@@ -53,22 +53,19 @@ int n_streamed_by_plan(const planner::Plan& p) {
 }  // namespace
 
 TEST_CASE("placement: a budget-driven plan streams layers, with the same logits as all resident", "[unit][placement]") {
-    auto path = test::temp_path("placement_fwd.gguf");
-    test::write_tiny_model(test::tiny_config("llama", 256, 6, 1024), 5, 1e-5f, path);
-    auto file = GgufFile::open(path);
-    auto hp = Hparams::from_gguf(file);
+    const test::TinyModelFile m("placement_fwd.gguf", test::tiny_config("llama", 256, 6, 1024), 5);
     const std::vector<int32_t> ids{7, 1, 42, 9, 60, 3, 88, 15, 2};
     cpu::ThreadPool pool(2);
 
     auto run = [&](uint64_t budget_bytes) {
-        Placed placed(file, hp, budget_bytes);
+        Placed placed(m.file, m.hp, budget_bytes);
         CHECK(placed.budget.used() <= placed.budget.limit());
         // The store streams exactly the layers the plan reads from NVMe.
         const auto& plan = placed.placement->plan;
         for (size_t il = 0; il < plan.layers.size(); ++il)
             CHECK(placed.store->residency().resident[il] == (plan.layers[il].weights == WeightOption::DramCpu));
-        Forward fwd(hp, *placed.store);
-        KvCache kv(hp.n_layer, kCtx, hp.n_embd_kv());
+        Forward fwd(m.hp, *placed.store);
+        KvCache kv(m.hp.n_layer, kCtx, m.hp.n_embd_kv());
         std::vector<float> all, step;
         pool.run([&] { fwd.eval(std::span(ids).first(4), kv, all, true); });
         for (size_t i = 4; i < ids.size(); ++i) {
@@ -85,16 +82,13 @@ TEST_CASE("placement: a budget-driven plan streams layers, with the same logits 
 }
 
 TEST_CASE("placement: a plan round-trips through JSON into the same residency", "[unit][placement]") {
-    auto path = test::temp_path("placement_json.gguf");
-    test::write_tiny_model(test::tiny_config("qwen2", 256, 6, 1024), 8, 1e-5f, path);
-    auto file = GgufFile::open(path);
-    auto hp = Hparams::from_gguf(file);
+    const test::TinyModelFile m("placement_json.gguf", test::tiny_config("qwen2", 256, 6, 1024), 8);
 
-    const Placed made(file, hp, 18 << 20);
+    const Placed made(m.file, m.hp, 18 << 20);
     REQUIRE(made.placement->residency.n_streamed() > 0);
     REQUIRE(made.placement->search.n_policies > 0);
     const planner::Plan loaded = planner::Plan::from_json(made.placement->plan.to_json());
-    const Placed replayed(file, hp, 18 << 20, &loaded);
+    const Placed replayed(m.file, m.hp, 18 << 20, &loaded);
     const Residency &a = made.placement->residency, &b = replayed.placement->residency;
     CHECK(replayed.placement->search.n_policies == 0);
     CHECK(b.resident == a.resident);
@@ -107,31 +101,28 @@ TEST_CASE("placement: a plan round-trips through JSON into the same residency", 
 }
 
 TEST_CASE("placement: for every budget the plan fits and keeps as many whole layers as fit", "[unit][placement]") {
-    auto path = test::temp_path("placement_sweep.gguf");
-    test::write_tiny_model(test::tiny_config("llama", 256, 8, 1024), 9, 1e-5f, path);
-    auto file = GgufFile::open(path);
-    auto hp = Hparams::from_gguf(file);
+    const test::TinyModelFile m("placement_sweep.gguf", test::tiny_config("llama", 256, 8, 1024), 9);
 
-    const Placed all(file, hp, UINT64_MAX);
+    const Placed all(m.file, m.hp, UINT64_MAX);
     const ResidencyInput base = all.input;
     const uint64_t layer = base.layer_bytes.front();
     const uint64_t floor = base.fixed_bytes + base.other_bytes + full_ring_bytes(base);
     int last_resident = -1;
     for (uint64_t budget = floor; budget < all.placement->residency.total_bytes + 2 * layer; budget += layer / 3) {
         INFO("budget " << budget);
-        const Placed p(file, hp, budget);
+        const Placed p(m.file, m.hp, budget);
         const Residency& r = p.placement->residency;
         CHECK(r.total_bytes <= budget);
         CHECK(p.budget.used() <= budget);
-        const int resident = hp.n_layer - r.n_streamed();
+        const int resident = m.hp.n_layer - r.n_streamed();
         CHECK(resident >= last_resident);  // more DRAM never keeps fewer layers
         last_resident = resident;
         // The same answer as the rule the planner replaced: head first, then the ring, then
         // as many whole layers as fit.
         const int fit = budget >= all.placement->residency.total_bytes
-            ? hp.n_layer : static_cast<int>(std::min<uint64_t>(hp.n_layer, (budget - floor) / layer));
+            ? m.hp.n_layer : static_cast<int>(std::min<uint64_t>(m.hp.n_layer, (budget - floor) / layer));
         CHECK(resident == fit);
     }
-    CHECK(last_resident == hp.n_layer);
-    CHECK_THROWS_AS([&] { Placed too_small(file, hp, floor - 1); }(), OutOfBudget);
+    CHECK(last_resident == m.hp.n_layer);
+    CHECK_THROWS_AS([&] { Placed too_small(m.file, m.hp, floor - 1); }(), OutOfBudget);
 }

@@ -7,17 +7,13 @@
 #include <mutex>
 #include <thread>
 
-#include "cpu/thread_pool.h"
-#include "models/gguf_file.h"
 #include "runtime/core/error.h"
-#include "runtime/forward.h"
 #include "runtime/kv_cache.h"
 #include "runtime/scheduler.h"
-#include "runtime/weight_store.h"
-#include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
-#include "tests/support/planned.h"
+#include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
@@ -31,14 +27,7 @@ std::vector<int32_t> ids(int n, int salt) {
 }  // namespace
 
 TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for bit", "[unit][scheduler]") {
-    auto path = test::temp_path("batch_model.gguf");
-    test::write_tiny_model(test::tiny_config("llama", 128, 3, 256), 9, 1e-5f, path);
-    auto file = GgufFile::open(path);
-    auto hp = Hparams::from_gguf(file);
-    storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
-    WeightStore store(file, hp, unlimited, 0, 2, test::planned(file));
-    Forward fwd(hp, store);
-    cpu::ThreadPool pool(2);
+    test::TinyForward m("batch_model.gguf", test::tiny_config("llama", 128, 3, 256), 9);
     // Prompts long and short (3 tokens: the decode strategy), then 6 tokens each, one at a time.
     const std::vector<std::vector<int32_t>> prompts{ids(21, 1), ids(3, 2), ids(40, 3), ids(9, 4)};
     const std::vector<int32_t> follow = ids(6, 5);
@@ -46,12 +35,12 @@ TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for
     // Alone: each sequence in a cache of its own.
     std::vector<std::vector<float>> alone(prompts.size());
     for (size_t s = 0; s < prompts.size(); ++s) {
-        KvCache kv(hp.n_layer, 128, hp.n_embd_kv());
+        KvCache kv(m.hp.n_layer, 128, m.hp.n_embd_kv());
         std::vector<float> logits;
-        pool.run([&] { fwd.eval(prompts[s], kv, logits, false); });
+        m.pool.run([&] { m.fwd.eval(prompts[s], kv, logits, false); });
         alone[s] = logits;
         for (int32_t t : follow) {
-            pool.run([&] { fwd.eval({&t, 1}, kv, logits, false); });
+            m.pool.run([&] { m.fwd.eval({&t, 1}, kv, logits, false); });
             alone[s].insert(alone[s].end(), logits.begin(), logits.end());
         }
     }
@@ -73,10 +62,10 @@ TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for
                 who.push_back(s);
             }
             std::vector<float> logits;
-            pool.run([&] { fwd.eval_batch(batch, kv, logits); });
-            REQUIRE(logits.size() == who.size() * hp.n_vocab);
+            m.pool.run([&] { m.fwd.eval_batch(batch, kv, logits); });
+            REQUIRE(logits.size() == who.size() * m.hp.n_vocab);
             for (size_t i = 0; i < who.size(); ++i)
-                out[who[i]].insert(out[who[i]].end(), logits.begin() + i * hp.n_vocab, logits.begin() + (i + 1) * hp.n_vocab);
+                out[who[i]].insert(out[who[i]].end(), logits.begin() + i * m.hp.n_vocab, logits.begin() + (i + 1) * m.hp.n_vocab);
         }
         return out;
     };
@@ -89,16 +78,16 @@ TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for
         const SeqTokens rest{seq, std::span(prompts[2]).subspan(attached)};
         REQUIRE(kv.reserve(seq, static_cast<int32_t>(rest.tokens.size())));
         std::vector<float> logits;
-        pool.run([&] { fwd.eval_batch({&rest, 1}, kv, logits); });
-        return logits == std::vector<float>(alone[2].begin(), alone[2].begin() + hp.n_vocab);
+        m.pool.run([&] { m.fwd.eval_batch({&rest, 1}, kv, logits); });
+        return logits == std::vector<float>(alone[2].begin(), alone[2].begin() + m.hp.n_vocab);
     };
-    KvCache kv(hp.n_layer, 128, hp.n_embd_kv(), 64);
+    KvCache kv(m.hp.n_layer, 128, m.hp.n_embd_kv(), 64);
     CHECK(together(kv) == alone);
     CHECK(from_prefix(kv));
     KvSpillOptions spill;
     spill.n_resident_layers = 1;
     spill.dir = test::temp_path("batch_spill");
-    KvCache spilled(hp.n_layer, 128, hp.n_embd_kv(), spill, 64);
+    KvCache spilled(m.hp.n_layer, 128, m.hp.n_embd_kv(), spill, 64);
     CHECK(together(spilled) == alone);
     CHECK(from_prefix(spilled));
 
@@ -107,7 +96,7 @@ TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for
     std::vector<float> logits;
     const std::vector<int32_t> one{5};
     const SeqTokens unreserved{extra, one};
-    CHECK_THROWS_AS(pool.run([&] { fwd.eval_batch({&unreserved, 1}, kv, logits); }), UsageError);
+    CHECK_THROWS_AS(m.pool.run([&] { m.fwd.eval_batch({&unreserved, 1}, kv, logits); }), UsageError);
 }
 
 namespace {
@@ -120,9 +109,7 @@ struct Outcome {
 Request request(std::vector<int32_t> prompt, int n_predict, Outcome* out, uint64_t tag) {
     Request r;
     r.prompt = std::move(prompt);
-    r.params.n_predict = n_predict;
-    r.params.sampler.temperature = 0;
-    r.params.ignore_eos = true;
+    r.params = test::greedy(n_predict, true);
     r.on_done = [out, tag](const GenerateResult& g) {
         std::lock_guard lock(out->mu);
         out->results.push_back(g);
@@ -147,11 +134,7 @@ TEST_CASE("scheduler: greedy requests batched give the tokens of each alone, pre
         Engine alone({*path, 0, 256});
         for (const auto& t : texts) {
             alone.reset();
-            GenerateParams gp;
-            gp.n_predict = 20;
-            gp.sampler.temperature = 0;
-            gp.ignore_eos = true;
-            want.push_back(alone.generate(encode(alone, t), gp).tokens);
+            want.push_back(alone.generate(encode(alone, t), test::greedy(20, true)).tokens);
         }
     }
     Engine engine({*path, 0, 256});
@@ -217,11 +200,7 @@ TEST_CASE("scheduler: admission, queue limit and cancellation", "[unit][schedule
         CHECK(out.results[1].cached_tokens == 0);
     }
     SECTION("sequences that outgrow the cache: the youngest waits again and resumes with the same tokens") {
-        GenerateParams gp;
-        gp.n_predict = 50;
-        gp.sampler.temperature = 0;
-        gp.ignore_eos = true;
-        const auto want = engine.generate(prompt, gp).tokens;
+        const auto want = engine.generate(prompt, test::greedy(50, true)).tokens;
         engine.reset();
         Scheduler sched(engine, {2, 4});
         Outcome out;

@@ -20,6 +20,7 @@
 #include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/planned.h"
+#include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
@@ -28,20 +29,26 @@ namespace {
 std::vector<const WeightRef*> refs(const LayerWeights& l) {
     return {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down};
 }
+
+// A store for tiny_config("llama", 256, 6, 1024), whose layers are ~3.9 MiB: 17 MiB holds the
+// head, a ring of 3 layer buffers and one more layer, so 5 of the 6 layers stream.
+struct FiveStreamed {
+    storage::MemoryBudget budget{"DRAM", 17 << 20, "--dram"};
+    WeightStore store;
+
+    explicit FiveStreamed(const test::TinyModelFile& m) : store(m.file, m.hp, budget, 0, 2, test::planned(m.file)) {
+        REQUIRE(store.residency().n_streamed() == 5);
+    }
+};
 }  // namespace
 
 TEST_CASE("streamed layers arrive with the same bytes as the mapped file, pass after pass", "[unit][stream]") {
-    auto path = test::temp_path("stream_model.gguf");
-    test::write_tiny_model(test::tiny_config("llama", 256, 6, 1024), 7, 1e-5f, path);
-    auto file = GgufFile::open(path);
-    auto hp = Hparams::from_gguf(file);
-    const auto reference = ModelWeights::bind(file, hp);
+    const test::TinyModelFile m("stream_model.gguf", test::tiny_config("llama", 256, 6, 1024), 7);
+    const auto reference = ModelWeights::bind(m.file, m.hp);
 
-    // Layers of ~3.9 MiB: room for the head, a ring of 3 layer buffers and one more layer.
-    storage::MemoryBudget budget("DRAM", 17 << 20, "--dram");
-    WeightStore store(file, hp, budget, 0, 2, test::planned(file));
-    REQUIRE(store.residency().n_streamed() == 5);
-    CHECK(budget.used() <= budget.limit());
+    FiveStreamed five(m);
+    WeightStore& store = five.store;
+    CHECK(five.budget.used() <= five.budget.limit());
 
     auto check_layer = [&](int il) {
         const LayerWeights& got = store.acquire(il);
@@ -51,28 +58,25 @@ TEST_CASE("streamed layers arrive with the same bytes as the mapped file, pass a
         store.release(il);
     };
     for (int pass = 0; pass < 3; ++pass)
-        for (int il = 0; il < hp.n_layer; ++il) check_layer(il);
+        for (int il = 0; il < m.hp.n_layer; ++il) check_layer(il);
     CHECK(store.stats().layers_read == 3u * store.residency().n_streamed());
 
     // A pass that stopped part-way (an error mid-forward) is followed by a fresh one.
     check_layer(0);
     check_layer(1);
-    for (int il = 0; il < hp.n_layer; ++il) check_layer(il);
+    for (int il = 0; il < m.hp.n_layer; ++il) check_layer(il);
 }
 
 TEST_CASE("a forward pass with streamed layers gives the same logits as with all resident", "[unit][stream]") {
-    auto path = test::temp_path("stream_model_fwd.gguf");
-    test::write_tiny_model(test::tiny_config("qwen2", 256, 6, 1024), 11, 1e-5f, path);
-    auto file = GgufFile::open(path);
-    auto hp = Hparams::from_gguf(file);
+    const test::TinyModelFile m("stream_model_fwd.gguf", test::tiny_config("qwen2", 256, 6, 1024), 11);
     const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 89, 79};
     cpu::ThreadPool pool(2);
 
     auto logits_with = [&](uint64_t budget_bytes) {
         storage::MemoryBudget budget("DRAM", budget_bytes, "--dram");
-        WeightStore store(file, hp, budget, 0, 1, test::planned(file));
-        Forward fwd(hp, store);
-        KvCache kv(hp.n_layer, 32, hp.n_embd_kv());
+        WeightStore store(m.file, m.hp, budget, 0, 1, test::planned(m.file));
+        Forward fwd(m.hp, store);
+        KvCache kv(m.hp.n_layer, 32, m.hp.n_embd_kv());
         std::vector<float> prefill, step, all;
         pool.run([&] { fwd.eval(std::span(ids).first(5), kv, prefill, true); });
         all = prefill;
@@ -90,18 +94,15 @@ TEST_CASE("a forward pass with streamed layers gives the same logits as with all
 }
 
 TEST_CASE("the trace shows every layer read, wait and compute slice", "[unit][stream][trace]") {
-    auto path = test::temp_path("stream_model.gguf");
-    test::write_tiny_model(test::tiny_config("llama", 256, 6, 1024), 7, 1e-5f, path);
-    auto file = GgufFile::open(path);
-    auto hp = Hparams::from_gguf(file);
+    const test::TinyModelFile m("stream_model.gguf", test::tiny_config("llama", 256, 6, 1024), 7);
     const auto trace_path = test::temp_path("trace.json");
     {
         Trace trace(trace_path);
-        storage::MemoryBudget budget("DRAM", 17 << 20, "--dram");
-        WeightStore store(file, hp, budget, 0, 2, test::planned(file));
+        FiveStreamed five(m);
+        WeightStore& store = five.store;
         store.set_trace(&trace);
         for (int pass = 0; pass < 2; ++pass)
-            for (int il = 0; il < hp.n_layer; ++il) {
+            for (int il = 0; il < m.hp.n_layer; ++il) {
                 store.acquire(il);
                 store.release(il);
             }
@@ -123,25 +124,21 @@ TEST_CASE("the trace shows every layer read, wait and compute slice", "[unit][st
 }
 
 TEST_CASE("resident weights survive the model file being cut short; streamed layers fail with an IoError", "[unit][stream]") {
-    auto path = test::temp_path("stream_model_cut.gguf");
-    auto ref_path = test::temp_path("stream_model_uncut.gguf");
-    test::write_tiny_model(test::tiny_config("llama", 256, 6, 1024), 7, 1e-5f, path);
-    std::filesystem::copy_file(path, ref_path, std::filesystem::copy_options::overwrite_existing);
-    auto ref_file = GgufFile::open(ref_path);
-    auto file = GgufFile::open(path);
-    auto hp = Hparams::from_gguf(file);
-    const auto reference = ModelWeights::bind(ref_file, hp);
+    const test::TinyModelFile m("stream_model_cut.gguf", test::tiny_config("llama", 256, 6, 1024), 7);
+    const auto ref_path = test::temp_path("stream_model_uncut.gguf");
+    std::filesystem::copy_file(m.path, ref_path, std::filesystem::copy_options::overwrite_existing);
+    const auto ref_file = GgufFile::open(ref_path);
+    const auto reference = ModelWeights::bind(ref_file, m.hp);
 
-    storage::MemoryBudget budget("DRAM", 17 << 20, "--dram");
-    WeightStore store(file, hp, budget, 0, 2, test::planned(file));
-    REQUIRE(store.residency().n_streamed() == 5);
-    std::filesystem::resize_file(path, file.file_size() / 2);
+    FiveStreamed five(m);
+    WeightStore& store = five.store;
+    std::filesystem::resize_file(m.path, m.file.file_size() / 2);
 
     // Mapped from the file, these reads would be SIGBUS now.
     const WeightRef& embd = store.weights().tok_embd;
     CHECK(std::memcmp(embd.data, reference.tok_embd.data, embd.info->nbytes) == 0);
     for (int pass = 0; pass < 2; ++pass)
-        for (int il = 0; il < hp.n_layer; ++il) {
+        for (int il = 0; il < m.hp.n_layer; ++il) {
             if (!store.residency().resident[il]) {
                 // Read before the cut and found stale, or read after it and found short.
                 try {
@@ -160,11 +157,8 @@ TEST_CASE("resident weights survive the model file being cut short; streamed lay
 }
 
 TEST_CASE("after a failed read the next passes bring every streamed layer whole", "[unit][stream]") {
-    auto path = test::temp_path("stream_model_eio.gguf");
-    test::write_tiny_model(test::tiny_config("llama", 256, 6, 1024), 7, 1e-5f, path);
-    auto file = GgufFile::open(path);
-    auto hp = Hparams::from_gguf(file);
-    const auto reference = ModelWeights::bind(file, hp);
+    const test::TinyModelFile m("stream_model_eio.gguf", test::tiny_config("llama", 256, 6, 1024), 7);
+    const auto reference = ModelWeights::bind(m.file, m.hp);
 
     // The Nth weight read fails; N runs past the resident weights' reads at load and over a
     // whole cycle of streamed reads, so that the failure hits each layer of the ring in turn,
@@ -172,27 +166,26 @@ TEST_CASE("after a failed read the next passes bring every streamed layer whole"
     for (int nth = 30; nth < 54; ++nth) {
         INFO("eio:" << nth);
         setenv("STRATA_FAULT_IO", fmt::format("eio:{}", nth).c_str(), 1);
-        storage::MemoryBudget budget("DRAM", 17 << 20, "--dram");
-        std::unique_ptr<WeightStore> store;
+        std::unique_ptr<FiveStreamed> five;
         try {
-            store = std::make_unique<WeightStore>(file, hp, budget, 0, 2, test::planned(file));
+            five = std::make_unique<FiveStreamed>(m);
         } catch (...) {
             unsetenv("STRATA_FAULT_IO");
             throw;
         }
         unsetenv("STRATA_FAULT_IO");
-        REQUIRE(store->residency().n_streamed() == 5);
+        WeightStore& store = five->store;
 
         int failures = 0, exact_passes_after = 0;
         for (int pass = 0; pass < 6; ++pass) {
             bool whole = true;
-            for (int il = 0; il < hp.n_layer && whole; ++il) {
+            for (int il = 0; il < m.hp.n_layer && whole; ++il) {
                 try {
-                    const LayerWeights& got = store->acquire(il);
+                    const LayerWeights& got = store.acquire(il);
                     const auto want = refs(reference.layers[il]), have = refs(got);
                     for (size_t i = 0; i < want.size(); ++i)
                         CHECK(std::memcmp(want[i]->data, have[i]->data, want[i]->info->nbytes) == 0);
-                    store->release(il);
+                    store.release(il);
                 } catch (const IoError& e) {
                     CHECK_THAT(e.what(), Catch::Contains("Input/output error"));
                     ++failures;

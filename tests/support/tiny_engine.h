@@ -1,0 +1,40 @@
+#pragma once
+// A tiny random-weight model (tests/support/tiny_model.h) written to a temporary file and
+// opened, and the same with every weight resident and a forward pass ready: the setup of the
+// runtime tests that build the pieces below Engine themselves.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cpu/thread_pool.h"
+#include "models/gguf_file.h"
+#include "models/hparams.h"
+#include "runtime/forward.h"
+#include "runtime/weight_store.h"
+#include "storage/budget.h"
+
+namespace strata::test {
+
+// The model `config` (a tiny_config) with weights from `seed`, written to temp_path(name) and opened.
+struct TinyModelFile {
+    std::filesystem::path path;
+    GgufFile file;
+    Hparams hp;
+
+    TinyModelFile(const std::string& name, const nlohmann::json& config, uint64_t seed);
+};
+
+// That model with every weight resident (an unlimited DRAM budget, residency as planned), a
+// Forward over it and two threads to run it.
+struct TinyForward : TinyModelFile {
+    storage::MemoryBudget unlimited{"DRAM", UINT64_MAX};
+    WeightStore store;
+    Forward fwd;
+    cpu::ThreadPool pool{2};
+
+    TinyForward(const std::string& name, const nlohmann::json& config, uint64_t seed);
+};
+
+}  // namespace strata::test
