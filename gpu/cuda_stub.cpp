@@ -1,10 +1,52 @@
+// The GPU entry points of a build without CUDA: no devices, and every call that needs one throws.
 #include "gpu/cuda_devices.h"
 #include "gpu/cuda_host.h"
+#include "gpu/cuda_kernels.h"
+#include "gpu/cuda_stream.h"
+#include "gpu/device_pool.h"
+#include "runtime/core/error.h"
 
 namespace strata::gpu {
+namespace {
+constexpr const char* kNoCuda = "this build of strata has no CUDA backend (configure with -DSTRATA_CUDA=ON)";
+[[noreturn]] void no_cuda() { throw BackendError(kNoCuda, "rebuild with the CUDA toolkit installed, or run on the CPU"); }
+}  // namespace
 
 bool install_cuda_host_pinner() { return false; }
 
-DeviceList list_devices() { return {{}, "this build of strata has no CUDA backend (configure with -DSTRATA_CUDA=ON)"}; }
+DeviceList list_devices() { return {{}, kNoCuda}; }
+
+Stream::Stream() { no_cuda(); }
+Stream::~Stream() = default;
+void Stream::synchronize() { no_cuda(); }
+Event::Event() { no_cuda(); }
+Event::~Event() = default;
+void Event::record(Stream&) { no_cuda(); }
+void Event::wait_on(Stream&) { no_cuda(); }
+void Event::synchronize() { no_cuda(); }
+bool Event::done() const { no_cuda(); }
+void copy_h2d(void*, const void*, size_t, Stream&) { no_cuda(); }
+void copy_d2h(void*, const void*, size_t, Stream&) { no_cuda(); }
+void fill_zero(void*, size_t, Stream&) { no_cuda(); }
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept {}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept { return *this; }
+void DeviceBuffer::reset() {}
+DevicePool::DevicePool(uint64_t budget_bytes, int) : arena_(budget_bytes) { no_cuda(); }
+DevicePool::~DevicePool() = default;
+DeviceBuffer DevicePool::allocate(uint64_t, std::string_view) { no_cuda(); }
+
+bool gpu_weight_type(DType) { return false; }
+void gemv(DType, const void*, const float*, float*, int64_t, int64_t, Stream&) { no_cuda(); }
+void dequantize_f16(DType, const void*, uint16_t*, int64_t, int64_t, Stream&) { no_cuda(); }
+void convert_f32_to_f16(const float*, uint16_t*, int64_t, Stream&) { no_cuda(); }
+Cublas::Cublas() { no_cuda(); }
+Cublas::~Cublas() = default;
+void Cublas::gemm_f16(const uint16_t*, const uint16_t*, float*, int64_t, int64_t, int64_t, Stream&) { no_cuda(); }
+void rms_norm(const float*, const float*, float*, int64_t, int64_t, float, Stream&) { no_cuda(); }
+void rope(float*, const int32_t*, int64_t, const RopeArgs&, Stream&) { no_cuda(); }
+void swiglu(float*, const float*, int64_t, Stream&) { no_cuda(); }
+void add(float*, const float*, int64_t, Stream&) { no_cuda(); }
+void decode_attention(const DecodeAttentionArgs&, Stream&) { no_cuda(); }
 
 }  // namespace strata::gpu

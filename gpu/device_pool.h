@@ -1,0 +1,59 @@
+#pragma once
+// GPU memory within the --gpu-mem budget: one cudaMalloc of the whole budget at start-up,
+// carved into aligned buffers (DeviceArena), so the engine never allocates on the device
+// mid-decode and can never take more than the user allowed.
+#include <cstdint>
+#include <string_view>
+
+#include "gpu/device_arena.h"
+
+namespace strata::gpu {
+
+class DevicePool;
+
+// A range of the pool, returned to it on destruction (move-only).
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(DeviceBuffer&& o) noexcept;
+    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer() { reset(); }
+
+    void reset();
+    void* data() const { return data_; }
+    template <class T>
+    T* as() const { return static_cast<T*>(data_); }
+    uint64_t bytes() const { return bytes_; }
+
+private:
+    friend class DevicePool;
+    DeviceBuffer(DevicePool* pool, void* data, uint64_t offset, uint64_t bytes)
+        : pool_(pool), data_(data), offset_(offset), bytes_(bytes) {}
+    DevicePool* pool_ = nullptr;
+    void* data_ = nullptr;
+    uint64_t offset_ = 0;
+    uint64_t bytes_ = 0;
+};
+
+class DevicePool {
+public:
+    // Allocates `budget_bytes` on `device` (made the current device). Throws BackendError when
+    // there is no device or the device has less free memory than the budget.
+    DevicePool(uint64_t budget_bytes, int device = 0);
+    ~DevicePool();
+    DevicePool(const DevicePool&) = delete;
+    DevicePool& operator=(const DevicePool&) = delete;
+
+    // Throws OutOfBudget naming `what`, the bytes and the budget when it does not fit.
+    DeviceBuffer allocate(uint64_t bytes, std::string_view what);
+    const DeviceArena& arena() const { return arena_; }
+
+private:
+    friend class DeviceBuffer;
+    DeviceArena arena_;
+    void* base_ = nullptr;
+};
+
+}  // namespace strata::gpu

@@ -1,0 +1,91 @@
+// Per-row and element-wise kernels of the llama block, the GPU twins of cpu/norm_rope_act.h.
+#include <cmath>
+
+#include "gpu/cuda_check.h"
+#include "gpu/cuda_kernels.h"
+
+namespace strata::gpu {
+namespace {
+
+constexpr int kRowThreads = 256;  // rms_norm: one block of 256 threads per row
+
+// Sum over the block (blockDim.x == kRowThreads); every thread gets the total.
+__device__ float block_sum(float v) {
+    __shared__ float warp_sums[kRowThreads / 32];
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < kRowThreads / 32; ++w) total += warp_sums[w];
+    return total;
+}
+
+// grid = n_rows, block = 256 threads striding over the row.
+__global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t n, float eps) {
+    const float* xr = x + static_cast<int64_t>(blockIdx.x) * n;
+    float* yr = y + static_cast<int64_t>(blockIdx.x) * n;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += kRowThreads) ss += xr[i] * xr[i];
+    const float scale = 1.0f / sqrtf(block_sum(ss) / float(n) + eps);
+    for (int64_t i = threadIdx.x; i < n; i += kRowThreads) yr[i] = xr[i] * scale * w[i];
+}
+
+// grid = n_tokens, block = 64 threads striding over the n_rot/2 rotation pairs; each thread
+// rotates its pair in every head. theta in double, like the CPU, so long positions stay exact.
+__global__ void rope_kernel(float* x, const int32_t* pos, RopeArgs a) {
+    const int64_t t = blockIdx.x;
+    float* tok = x + t * a.n_heads * static_cast<int64_t>(a.head_dim);
+    const int half = a.n_rot / 2;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        double theta = static_cast<double>(pos[t]) * a.freq_scale * pow(static_cast<double>(a.freq_base), -2.0 * i / a.n_rot);
+        if (a.freq_factors) theta /= a.freq_factors[i];
+        const float c = static_cast<float>(cos(theta)), s = static_cast<float>(sin(theta));
+        const int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
+        for (int h = 0; h < a.n_heads; ++h) {
+            float* head = tok + static_cast<int64_t>(h) * a.head_dim;
+            const float x0 = head[ia], x1 = head[ib];
+            head[ia] = x0 * c - x1 * s;
+            head[ib] = x0 * s + x1 * c;
+        }
+    }
+}
+
+// Element-wise: one thread per value, 256 per block.
+__global__ void swiglu_kernel(float* gate, const float* up, int64_t n) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += x[i];
+}
+unsigned elementwise_blocks(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) {
+    if (n_rows == 0) return;
+    rms_norm_kernel<<<static_cast<unsigned>(n_rows), kRowThreads, 0, s.get()>>>(x, w, y, n, eps);
+    cuda_check_launch("rms_norm");
+}
+
+void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) {
+    STRATA_ASSERT(a.n_rot % 2 == 0 && a.n_rot <= a.head_dim);
+    if (n_tokens == 0) return;
+    rope_kernel<<<static_cast<unsigned>(n_tokens), 64, 0, s.get()>>>(x, pos, a);
+    cuda_check_launch("rope");
+}
+
+void swiglu(float* gate, const float* up, int64_t n, Stream& s) {
+    if (n == 0) return;
+    swiglu_kernel<<<elementwise_blocks(n), 256, 0, s.get()>>>(gate, up, n);
+    cuda_check_launch("swiglu");
+}
+
+void add(float* y, const float* x, int64_t n, Stream& s) {
+    if (n == 0) return;
+    add_kernel<<<elementwise_blocks(n), 256, 0, s.get()>>>(y, x, n);
+    cuda_check_launch("add");
+}
+
+}  // namespace strata::gpu

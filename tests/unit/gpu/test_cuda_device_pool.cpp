@@ -1,0 +1,93 @@
+#include <catch2/catch.hpp>
+
+#include <numeric>
+#include <vector>
+
+#include "gpu/cuda_kernels.h"
+#include "gpu/device_arena.h"
+#include "runtime/core/error.h"
+#include "tests/unit/gpu/cuda_test_support.h"
+
+using namespace strata;
+using namespace strata::gpu;
+using Catch::Matchers::Contains;
+
+TEST_CASE("DeviceArena: aligned, disjoint ranges within the budget", "[unit][gpu_pool]") {
+    DeviceArena arena(10000, 256);
+    CHECK(arena.capacity() == 9984);  // the tail shorter than the alignment is unusable
+    const uint64_t a = arena.allocate(1, "a"), b = arena.allocate(300, "b"), c = arena.allocate(256, "c");
+    for (uint64_t off : {a, b, c}) CHECK(off % 256 == 0);
+    CHECK(b >= a + 256);
+    CHECK(c >= b + 512);
+    CHECK(arena.used() == 256 + 512 + 256);
+    arena.free(b);
+    CHECK(arena.used() == 512);
+    arena.free(a);
+    arena.free(c);
+    CHECK(arena.used() == 0);
+    CHECK(arena.allocate(arena.capacity(), "everything") == 0);  // freed ranges merged back into one
+}
+
+TEST_CASE("DeviceArena: a request over the budget names the need and the budget", "[unit][gpu_pool]") {
+    DeviceArena arena(uint64_t{1} << 20);
+    arena.allocate(uint64_t{768} << 10, "weights");
+    CHECK_THROWS_AS(arena.allocate(uint64_t{512} << 10, "KV cache"), OutOfBudget);
+    CHECK_THROWS_WITH(arena.allocate(uint64_t{512} << 10, "KV cache"),
+                      Contains("GPU budget 1 MiB") && Contains("512 KiB requested by KV cache"));
+    CHECK(arena.used() == uint64_t{768} << 10);  // a refused request holds nothing
+    CHECK_NOTHROW(arena.allocate(uint64_t{256} << 10, "scratch"));
+}
+
+TEST_CASE("DeviceArena: fragmentation is reported, and freeing a neighbour cures it", "[unit][gpu_pool]") {
+    DeviceArena arena(4 * 256, 256);
+    const uint64_t a = arena.allocate(256, "a"), b = arena.allocate(256, "b"), c = arena.allocate(256, "c");
+    arena.allocate(256, "d");
+    arena.free(a);
+    arena.free(c);
+    CHECK(arena.largest_free() == 256);
+    CHECK_THROWS_WITH(arena.allocate(512, "KV cache"), Contains("largest free range is 256 B"));
+    CHECK(arena.used() == 512);
+    arena.free(b);
+    CHECK(arena.largest_free() == 768);
+    CHECK(arena.allocate(512, "KV cache") == 0);
+}
+
+TEST_CASE("DevicePool: budget enforced on the device, buffers aligned and usable", "[gpu]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    DevicePool pool(uint64_t{1} << 20);
+    DeviceBuffer a = pool.allocate(uint64_t{700} << 10, "weights");
+    CHECK(reinterpret_cast<uintptr_t>(a.data()) % 256 == 0);
+    CHECK_THROWS_WITH(pool.allocate(uint64_t{400} << 10, "KV cache"),
+                      Contains("GPU budget 1 MiB") && Contains("400 KiB requested by KV cache"));
+    a.reset();  // returned to the pool: now it fits
+    DeviceBuffer b = pool.allocate(uint64_t{400} << 10, "KV cache");
+    CHECK(pool.arena().used() == uint64_t{400} << 10);
+    // More than any GPU has: refused up front with the sizes, not a crash later.
+    CHECK_THROWS_AS(DevicePool(uint64_t{1} << 50), BackendError);
+}
+
+TEST_CASE("Streams: an event orders a copy, a kernel and a copy back on three streams", "[gpu]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    DevicePool pool(uint64_t{16} << 20);
+    Streams st;
+    const int64_t n = 1 << 20;
+    std::vector<float> x(n), y(n);
+    std::iota(x.begin(), x.end(), 0.0f);
+    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * float(i);
+    DeviceBuffer dx = pool.allocate(n * sizeof(float), "x"), dy = pool.allocate(n * sizeof(float), "y");
+    Event copied, added;
+    copy_h2d(dx.data(), x.data(), n * sizeof(float), st.h2d);
+    copy_h2d(dy.data(), y.data(), n * sizeof(float), st.h2d);
+    copied.record(st.h2d);
+    copied.wait_on(st.compute);
+    add(dy.as<float>(), dx.as<float>(), n, st.compute);
+    added.record(st.compute);
+    added.wait_on(st.d2h);
+    std::vector<float> out(n, -1.0f);
+    copy_d2h(out.data(), dy.data(), n * sizeof(float), st.d2h);
+    st.d2h.synchronize();
+    CHECK(added.done());
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += out[i] != x[i] + y[i];
+    CHECK(wrong == 0);
+}
