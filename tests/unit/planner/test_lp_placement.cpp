@@ -1,6 +1,5 @@
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <cmath>
 
 #include "planner/catalog.h"
@@ -180,13 +179,13 @@ TEST_CASE("impossible requests say what is missing", "[unit][planner]") {
     CHECK_THROWS_AS(make_plan(s, hw, Workload{}, o), OutOfBudget);
 }
 
-TEST_CASE("planning a 126-layer model takes under 2 s", "[unit][planner]") {
+// How long this takes is a benchmark (BENCHMARKS.md, `strata plan --shape llama3-405b`), not a test.
+TEST_CASE("the policy search plans every layer of a 126-layer model", "[unit][planner]") {
     const ModelShape s = ModelShape::from_catalog("llama3-405b", DType::Q4_K);
     REQUIRE(s.n_layer == 126);
     const HardwareProfile hw = box("h100-80g", 512);
-    const auto t0 = std::chrono::steady_clock::now();
     const SearchResult r = search_plans(s, hw, Workload{1024, 256, 64, Objective::Throughput}, options_for(hw));
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(r.n_policies > 20);
-    CHECK(secs < 2.0);
+    REQUIRE(r.best.layers.size() == 126);
+    for (int32_t il = 0; il < 126; ++il) CHECK(r.best.layers[il].layer == il);
 }

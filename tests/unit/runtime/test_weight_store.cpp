@@ -123,7 +123,7 @@ TEST_CASE("the trace shows every layer read, wait and compute slice", "[unit][st
     CHECK(per_track["compute: layers"] == 2 * 6);
 }
 
-TEST_CASE("resident weights survive the model file being cut short; streamed layers fail with an IoError", "[unit][stream]") {
+TEST_CASE("resident weights survive the model file being cut short, streamed layers fail with an IoError", "[unit][stream]") {
     const test::TinyModelFile m("stream_model_cut.gguf", test::tiny_config("llama", 256, 6, 1024), 7);
     const auto ref_path = test::temp_path("stream_model_uncut.gguf");
     std::filesystem::copy_file(m.path, ref_path, std::filesystem::copy_options::overwrite_existing);
