@@ -12,6 +12,8 @@ constexpr int kGpuTier = 0, kDramTier = 1, kNvmeTier = 2;
 int tier_index(Tier t) { return t == Tier::Gpu ? kGpuTier : t == Tier::Dram ? kDramTier : kNvmeTier; }
 // Per decode step outside the layers: sampling and the host's turn-around.
 constexpr double kStepOverheadS = 50e-6;
+// Tokens per matmul up to which the CPU kernels take the one-pass GEMV path (cpu/matmul.h).
+constexpr double kCpuGemvTokens = 4;
 }  // namespace
 
 Cost& Cost::operator+=(const Cost& o) {
@@ -98,8 +100,13 @@ Cost CostModel::weights_cost(double W, double params, double tok_d, double tok_p
             c.gpu_staging = 2 * W;
         }
     } else {
-        // The CPU reads the weights in place once per micro-batch.
-        c.decode[C] = m_ * std::max(tok_d / m_ * F / cpu_gemm_, W / cpu_gemv_);
+        // The CPU reads the weights in place once per micro-batch. Up to 4 tokens the kernels
+        // stream each row once (GEMV: memory-bound); beyond, they pack weight tiles and run the
+        // GEMM kernels, and the same cores that read the weights do the arithmetic, so the two
+        // add up instead of overlapping (measured: BENCHMARKS.md, a batch of 8).
+        const double tok_mb = tok_d / m_;
+        c.decode[C] = m_ * (tok_mb <= kCpuGemvTokens ? std::max(tok_mb * F / cpu_gemm_, W / cpu_gemv_)
+                                                     : tok_mb * F / cpu_gemm_ + W / cpu_gemv_);
         c.decode[R] = m_ * W / dram_bw_;
         c.decode_overhead = is_layer ? m_ * cpu_sync_s_ : 0;
         if (from_nvme) c.decode[N] += W / nvme_r_, c.decode[R] += W / dram_bw_;
