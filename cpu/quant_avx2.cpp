@@ -363,11 +363,7 @@ void quant_q8x2(const float* x, void* dst, int64_t n) {
             std::memset(v.hi + b * kActBlock, 0, kActBlock);
             std::memset(v.lo + b * kActBlock, 0, kActBlock);
         }
-        v.dc[b] = d * 0x1p-8f;
-        v.s32[b] = s16[0] + s16[1];
-        v.dcs[b] = v.dc[b] * static_cast<float>(v.s32[b]);
-        v.s16[2 * b] = s16[0];
-        v.s16[2 * b + 1] = s16[1];
+        finish_q8x2_block(v, b, d, s16);
     }
 }
 

@@ -18,6 +18,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/quant_ref.h"
+#include "cpu/transpose_avx512.h"
 
 namespace strata::cpu {
 namespace {
@@ -285,11 +286,7 @@ void quant_q8x2(const float* x, void* dst, int64_t n) {
             std::memset(v.hi + b * kActBlock, 0, kActBlock);
             std::memset(v.lo + b * kActBlock, 0, kActBlock);
         }
-        v.dc[b] = d * 0x1p-8f;
-        v.s32[b] = s16[0] + s16[1];
-        v.dcs[b] = v.dc[b] * static_cast<float>(v.s32[b]);
-        v.s16[2 * b] = s16[0];
-        v.s16[2 * b + 1] = s16[1];
+        finish_q8x2_block(v, b, d, s16);
     }
 }
 void quant_f32(const float* x, void* dst, int64_t n) { std::memcpy(dst, x, n * sizeof(float)); }
@@ -305,32 +302,6 @@ inline __m512 load_w16(const uint8_t* row, int64_t i, __mmask16 k) {
     else if constexpr (kType == DType::F16)
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, reinterpret_cast<const f16_bits*>(row) + i));
     else return bf16x16(k, reinterpret_cast<const uint16_t*>(row) + i);
-}
-inline void transpose16(__m512 r[16]) {  // r[i][j] -> r[j][i]
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-    }
-    // r[4q + j] lane block l (4 floats) = rows 4l.. of... finish with two 128-bit lane shuffles
-    for (int i = 0; i < 4; ++i) {
-        t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], _MM_SHUFFLE(2, 0, 2, 0));
-        t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], _MM_SHUFFLE(3, 1, 3, 1));
-        t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], _MM_SHUFFLE(2, 0, 2, 0));
-        t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], _MM_SHUFFLE(3, 1, 3, 1));
-    }
-    for (int i = 0; i < 4; ++i) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], _MM_SHUFFLE(2, 0, 2, 0));
-        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], _MM_SHUFFLE(3, 1, 3, 1));
-        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], _MM_SHUFFLE(2, 0, 2, 0));
-        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], _MM_SHUFFLE(3, 1, 3, 1));
-    }
 }
 template <DType kType>
 void pack_float16(const MatmulJob& job, int64_t r0, int n_valid, float* p) {

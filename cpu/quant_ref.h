@@ -88,6 +88,15 @@ struct ActQ8x2 {
     int32_t* s32;
     int32_t* s16;
 };
+// The scales and sums of block b once its hi/lo values are written (every quantizer path
+// finishes a block the same way, so their outputs stay bit-identical).
+inline void finish_q8x2_block(const ActQ8x2& v, int64_t b, float d, const int32_t s16[2]) {
+    v.dc[b] = d * 0x1p-8f;
+    v.s32[b] = s16[0] + s16[1];
+    v.dcs[b] = v.dc[b] * static_cast<float>(v.s32[b]);
+    v.s16[2 * b] = s16[0];
+    v.s16[2 * b + 1] = s16[1];
+}
 inline size_t act_q8x2_bytes(int64_t n) {
     const size_t raw = static_cast<size_t>(n) * 2 + static_cast<size_t>(n / kActBlock) * 20;
     return (raw + 63) & ~size_t{63};  // rows 64-byte aligned in a batch
