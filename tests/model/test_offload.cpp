@@ -13,6 +13,17 @@ using nlohmann::json;
 
 // Binary, shared libraries, tokenizer tables and metadata: what the budget does not cover.
 constexpr uint64_t kFixedOverhead = 32ull << 20;
+// Under AddressSanitizer the process also holds shadow memory and freed blocks in quarantine,
+// so its peak RSS says nothing about the engine's budget: the bound is checked in plain builds.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRssMeasured = false;
+#else
+constexpr bool kRssMeasured = true;
+#endif
+static void check_peak_rss(const json& run, uint64_t limit) {
+    if (kRssMeasured) CHECK(run["memory"]["peak_rss_bytes"].get<uint64_t>() <= limit);
+    else WARN("peak RSS not checked: AddressSanitizer build");
+}
 
 TEST_CASE("SmolLM2: the same tokens whether every layer is resident or most are streamed", "[model][offload]") {
     auto path = test::default_model_path();
@@ -38,7 +49,7 @@ TEST_CASE("SmolLM2: the same tokens whether every layer is resident or most are 
         CHECK(part["memory"]["bytes_streamed"].get<uint64_t>() > 0);
         CHECK(part["tokens"] == all["tokens"]);
         const uint64_t budget = std::stoull(dram) << 20;
-        CHECK(part["memory"]["peak_rss_bytes"].get<uint64_t>() <= budget + kFixedOverhead);
+        check_peak_rss(part, budget + kFixedOverhead);
     }
 }
 
@@ -57,7 +68,7 @@ TEST_CASE("SmolLM2: KV cache layers spilled to disk give the same tokens", "[mod
     CHECK(all["memory"]["kv_layers_spilled"] == 0);
     CHECK(spilled["memory"]["kv_layers_spilled"].get<int>() > 20);
     CHECK(spilled["tokens"] == all["tokens"]);
-    CHECK(spilled["memory"]["peak_rss_bytes"].get<uint64_t>() <= (70ull << 20) + kFixedOverhead);
+    check_peak_rss(spilled, (70ull << 20) + kFixedOverhead);
     CHECK(std::filesystem::is_empty(test::temp_path("kv")));  // the spill file is gone
     CHECK(std::filesystem::file_size(trace) > 0);
 }
