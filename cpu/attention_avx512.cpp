@@ -1,5 +1,6 @@
 // AVX-512 attention tile (attention_cpu.h). Built with -mavx512f for this file only; called only
-// when the active path is avx512.
+// when the active path is avx512. Keys and values are read in the cache's type and converted
+// 16 at a time: F16 with vcvtph2ps, BF16 by a 16-bit shift, Q8_0 as int8 times its block scale.
 #include <immintrin.h>
 
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -7,13 +8,41 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "cpu/attention_cpu.h"
 #include "cpu/exp_avx512.h"
+#include "cpu/quant_ref.h"
 #include "cpu/transpose_avx512.h"
 
 namespace strata::cpu {
 namespace {
+
+// Values [col, col + 16) of a row, as floats. col is a multiple of 16, so for Q8_0 the 16
+// values lie in one block of 32.
+struct LoadF32 {
+    static __m512 load16(const std::byte* row, int64_t col) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + col); }
+};
+struct LoadF16 {
+    static __m512 load16(const std::byte* row, int64_t col) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * col)));
+    }
+};
+struct LoadBF16 {
+    static __m512 load16(const std::byte* row, int64_t col) {
+        const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * col)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+    }
+};
+struct LoadQ8_0 {
+    static __m512 load16(const std::byte* row, int64_t col) {
+        const std::byte* b = row + (col / kQK) * sizeof(BlockQ8_0);
+        f16_bits d;
+        std::memcpy(&d, b, sizeof d);
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(BlockQ8_0, qs) + col % kQK));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(_cvtsh_ss(d)));
+    }
+};
 
 // scores[m][j0..j0+16) for R query rows from the transposed key block kt[d][16].
 template <int R>
@@ -31,7 +60,7 @@ inline void score_rows(const AttentionTile& t, const float* kt, int m0, int64_t 
 }
 
 // out rows m0..m0+R = P V over keys [0, n): V row loaded once for R rows.
-template <int NC, int R>
+template <class L, int NC, int R>
 inline void pv_rows(const AttentionTile& t, int m0, int64_t n, int64_t ld, const float* inv) {
     __m512 acc[R][NC];
 #pragma GCC unroll 8
@@ -39,12 +68,12 @@ inline void pv_rows(const AttentionTile& t, int m0, int64_t n, int64_t ld, const
 #pragma GCC unroll 8
         for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_setzero_ps();
     for (int64_t j0 = 0; j0 < n; j0 += t.block_size) {  // one page at a time: rows kv_stride apart
-        const float* v = t.row(t.v, j0);
+        const std::byte* v = t.row(t.v, j0);
         const int64_t j1 = std::min(n, j0 + t.block_size);
         for (int64_t j = j0; j < j1; ++j, v += t.kv_stride) {
             __m512 vv[NC];
 #pragma GCC unroll 8
-            for (int c = 0; c < NC; ++c) vv[c] = _mm512_loadu_ps(v + 16 * c);
+            for (int c = 0; c < NC; ++c) vv[c] = L::load16(v, t.col0 + 16 * c);
 #pragma GCC unroll 8
             for (int i = 0; i < R; ++i) {
                 const __m512 p = _mm512_set1_ps(t.scores[(m0 + i) * ld + j]);
@@ -61,33 +90,32 @@ inline void pv_rows(const AttentionTile& t, int m0, int64_t n, int64_t ld, const
     }
 }
 
-template <int NC>
+template <class L, int NC>
 void pv_all(const AttentionTile& t, int64_t ld, const float* inv) {
     constexpr int R = NC <= 4 ? 24 / NC : 2;  // R * NC accumulators stay in registers
     int m0 = 0;
     for (; m0 + R <= t.m; m0 += R) {
         int64_t n = 0;
         for (int i = 0; i < R; ++i) n = std::max(n, t.n_kv[m0 + i]);
-        pv_rows<NC, R>(t, m0, n, ld, inv);
+        pv_rows<L, NC, R>(t, m0, n, ld, inv);
     }
-    for (; m0 < t.m; ++m0) pv_rows<NC, 1>(t, m0, t.n_kv[m0], ld, inv);
+    for (; m0 < t.m; ++m0) pv_rows<L, NC, 1>(t, m0, t.n_kv[m0], ld, inv);
 }
 
-}  // namespace
-
-void attention_tile_avx512(const AttentionTile& t) {
+template <class L>
+void tile(const AttentionTile& t) {
     const int32_t hd = t.head_dim;
     const int64_t ld = t.n_kv_max + 16;
     alignas(64) float kt[512 * 16];  // head_dim <= 512
-    // 1. Scores, 16 keys at a time: the key block is transposed so that each head dimension is a
-    // vector over the 16 keys, and each query row needs one broadcast FMA per dimension.
+    // 1. Scores, 16 keys at a time: the key block is converted to float and transposed so that
+    // each head dimension is a vector over the 16 keys, and each query row needs one broadcast
+    // FMA per dimension.
     for (int64_t j0 = 0; j0 < t.n_kv_max; j0 += 16) {
         const int nb = static_cast<int>(std::min<int64_t>(16, t.n_kv_max - j0));
-        const float* kb = t.row(t.k, j0);  // 16 keys never cross a page
+        const std::byte* kb = t.row(t.k, j0);  // 16 keys never cross a page
         for (int32_t c = 0; c < hd / 16; ++c) {
             __m512 r[16];
-            for (int i = 0; i < 16; ++i)
-                r[i] = i < nb ? _mm512_loadu_ps(kb + i * t.kv_stride + 16 * c) : _mm512_setzero_ps();
+            for (int i = 0; i < 16; ++i) r[i] = i < nb ? L::load16(kb + i * t.kv_stride, t.col0 + 16 * c) : _mm512_setzero_ps();
             transpose16(r);
             for (int i = 0; i < 16; ++i) _mm512_store_ps(kt + (16 * c + i) * 16, r[i]);
         }
@@ -121,20 +149,30 @@ void attention_tile_avx512(const AttentionTile& t) {
     // 3. Outputs.
     if (!invp) return;  // not reached: tiles have at most max(32, group) rows
     switch (hd / 16) {
-        case 4: pv_all<4>(t, ld, invp); break;
-        case 8: pv_all<8>(t, ld, invp); break;
-        case 2: pv_all<2>(t, ld, invp); break;
-        case 6: pv_all<6>(t, ld, invp); break;
+        case 4: pv_all<L, 4>(t, ld, invp); break;
+        case 8: pv_all<L, 8>(t, ld, invp); break;
+        case 2: pv_all<L, 2>(t, ld, invp); break;
+        case 6: pv_all<L, 6>(t, ld, invp); break;
         default:
             for (int m = 0; m < t.m; ++m) {  // other sizes: one 16-wide column block at a time
                 for (int32_t c = 0; c < hd / 16; ++c) {
                     __m512 acc = _mm512_setzero_ps();
                     for (int64_t j = 0; j < t.n_kv[m]; ++j)
-                        acc = _mm512_fmadd_ps(_mm512_set1_ps(t.scores[m * ld + j]),
-                                              _mm512_loadu_ps(t.row(t.v, j) + 16 * c), acc);
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(t.scores[m * ld + j]), L::load16(t.row(t.v, j), t.col0 + 16 * c), acc);
                     _mm512_storeu_ps(t.out[m] + 16 * c, _mm512_mul_ps(acc, _mm512_set1_ps(invp[m])));
                 }
             }
+    }
+}
+
+}  // namespace
+
+void attention_tile_avx512(const AttentionTile& t) {
+    switch (t.kv_type) {
+        case DType::F16: return tile<LoadF16>(t);
+        case DType::BF16: return tile<LoadBF16>(t);
+        case DType::Q8_0: return tile<LoadQ8_0>(t);
+        default: return tile<LoadF32>(t);
     }
 }
 

@@ -2,22 +2,92 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
+#include "cpu/quant_ref.h"
 #include "cpu/thread_pool.h"
 #include "runtime/core/error.h"
 
 namespace strata::cpu {
 
+bool is_kv_type(DType type) {
+    return type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0;
+}
+
+void store_kv_row(DType type, const float* x, void* row, int64_t n) {
+    switch (type) {
+        case DType::F32: std::memcpy(row, x, n * sizeof(float)); return;
+        case DType::F16: {
+            auto* h = static_cast<f16_bits*>(row);
+            for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(x[i]);
+            return;
+        }
+        case DType::BF16: {
+            auto* h = static_cast<uint16_t*>(row);
+            for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_bf16(x[i]);
+            return;
+        }
+        case DType::Q8_0: {
+            STRATA_ASSERT(n % kQK == 0);
+            auto* b = static_cast<BlockQ8_0*>(row);
+            for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+                float amax = 0;
+                for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+                const float d = amax / 127, id = d != 0 ? 1 / d : 0;
+                b[i].d = fp32_to_fp16(d);
+                for (int j = 0; j < kQK; ++j) b[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+            }
+            return;
+        }
+        default: STRATA_ASSERT(is_kv_type(type));
+    }
+}
+
+void load_kv_values(DType type, const void* row, int64_t i0, float* dst, int64_t n) {
+    switch (type) {
+        case DType::F32: std::memcpy(dst, static_cast<const float*>(row) + i0, n * sizeof(float)); return;
+        case DType::F16:
+            for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(static_cast<const f16_bits*>(row)[i0 + i]);
+            return;
+        case DType::BF16:
+            for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(static_cast<const uint16_t*>(row)[i0 + i]);
+            return;
+        case DType::Q8_0: {
+            const auto* b = static_cast<const BlockQ8_0*>(row);
+            for (int64_t i = 0; i < n; ++i) {
+                const BlockQ8_0& blk = b[(i0 + i) / kQK];
+                dst[i] = fp16_to_fp32(blk.d) * static_cast<float>(blk.qs[(i0 + i) % kQK]);
+            }
+            return;
+        }
+        default: STRATA_ASSERT(is_kv_type(type));
+    }
+}
+
+namespace {
+// This head's values of row j of k (v) as floats: in place for F32, else converted into buf.
+const float* head_values(const AttentionTile& t, const std::byte* base, int64_t j, float* buf) {
+    const std::byte* r = t.row(base, j);
+    if (t.kv_type == DType::F32) return reinterpret_cast<const float*>(r) + t.col0;
+    load_kv_values(t.kv_type, r, t.col0, buf, t.head_dim);
+    return buf;
+}
+}  // namespace
+
 void attention_tile_ref(const AttentionTile& t) {
     const int64_t ld = t.n_kv_max + 16;
+    std::vector<float> buf(t.kv_type == DType::F32 ? 0 : t.head_dim);
     for (int m = 0; m < t.m; ++m) {
         float* s = t.scores + m * ld;
         const int64_t n = t.n_kv[m];
         float mx = -INFINITY;
         for (int64_t j = 0; j < n; ++j) {
-            const float* k = t.row(t.k, j);
+            const float* k = head_values(t, t.k, j, buf.data());
             float dot = 0;
             for (int32_t d = 0; d < t.head_dim; ++d) dot += t.q[m][d] * k[d];
             s[j] = dot;
@@ -29,7 +99,7 @@ void attention_tile_ref(const AttentionTile& t) {
         float* o = t.out[m];
         for (int32_t d = 0; d < t.head_dim; ++d) o[d] = 0;
         for (int64_t j = 0; j < n; ++j) {
-            const float* v = t.row(t.v, j);
+            const float* v = head_values(t, t.v, j, buf.data());
             const float w = s[j] * inv;
             for (int32_t d = 0; d < t.head_dim; ++d) o[d] += w * v[d];
         }
@@ -37,6 +107,9 @@ void attention_tile_ref(const AttentionTile& t) {
 }
 
 void attention(const AttentionArgs& a) {
+    if (!is_kv_type(a.kv_type))
+        throw UsageError(fmt::format("{} is not a KV cache type", dtype_name(a.kv_type)),
+                         fmt::format("use one of {}", kKvTypeList));
     const int32_t group = a.n_head / a.n_head_kv;
     const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
     const int64_t q_stride = static_cast<int64_t>(a.n_head) * a.head_dim;
@@ -46,6 +119,7 @@ void attention(const AttentionArgs& a) {
     const int64_t n_tiles_t = (a.n_tokens + tok - 1) / tok;
     const bool simd = active_path() == CpuPath::Avx512 && a.head_dim % 16 == 0 && a.head_dim <= 512 && group <= 512;
     STRATA_ASSERT(!a.block_table || (a.block_size > 0 && a.block_size % 16 == 0));
+    STRATA_ASSERT(a.kv_type != DType::Q8_0 || (static_cast<int64_t>(a.n_head_kv) * a.head_dim) % kQK == 0);
 
     parallel_for(a.n_head_kv * n_tiles_t, [&](int64_t task) {
         const int32_t hk = static_cast<int32_t>(task % a.n_head_kv);
@@ -73,8 +147,14 @@ void attention(const AttentionArgs& a) {
                 orows[r] = a.out + t * q_stride + static_cast<int64_t>(h) * a.head_dim;
                 nrows[r] = a.pos0 + t + 1;
             }
-        AttentionTile tile{qrows, orows, nrows, m, n_kv_max, a.k + static_cast<int64_t>(hk) * a.head_dim,
-                           a.v + static_cast<int64_t>(hk) * a.head_dim, a.kv_stride, a.head_dim, scores};
+        AttentionTile tile{qrows, orows, nrows, m, n_kv_max};
+        tile.k = static_cast<const std::byte*>(a.k);
+        tile.v = static_cast<const std::byte*>(a.v);
+        tile.col0 = static_cast<int64_t>(hk) * a.head_dim;
+        tile.kv_stride = a.kv_stride;
+        tile.kv_type = a.kv_type;
+        tile.head_dim = a.head_dim;
+        tile.scores = scores;
         tile.blocks = a.block_table;
         tile.block_size = a.block_table ? a.block_size : (n_kv_max + 15) / 16 * 16;
         tile.block_stride = a.block_stride;

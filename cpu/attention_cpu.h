@@ -1,23 +1,41 @@
 #pragma once
-// Causal multi-head attention with grouped KV heads over a float32 KV cache: contiguous rows,
-// or pages of block_size rows found through a block table (a paged KV cache), read in place.
+// Causal multi-head attention with grouped KV heads over a KV cache whose rows are float32,
+// float16, bfloat16 or Q8_0 (ggml's blocks of 32 int8 values and one f16 scale): contiguous
+// rows, or pages of block_size rows found through a block table (a paged KV cache), read in
+// place and converted to float as the kernels go, never copied out whole.
+#include <cstddef>
 #include <cstdint>
+#include <string_view>
+
+#include "runtime/core/dtype.h"
 
 namespace strata::cpu {
 
+// ---- KV cache element types ----
+// F32; F16 and BF16 (half the bytes: F16 keeps 11 significant bits, BF16 8 bits with float's
+// range); Q8_0 (8.5 bits a value: one f16 scale per 32 values, the rows' length a multiple of 32).
+bool is_kv_type(DType type);
+inline constexpr std::string_view kKvTypeList = "f32, f16, bf16, q8_0";
+// n floats -> one KV row of `type` (row_bytes(type, n) bytes; F16 and BF16 round to nearest
+// even, Q8_0 rounds as ggml's quantize_row_q8_0_ref).
+void store_kv_row(DType type, const float* x, void* row, int64_t n);
+// Values [i0, i0 + n) of a KV row of `type` as floats (i0 need not start a Q8_0 block).
+void load_kv_values(DType type, const void* row, int64_t i0, float* dst, int64_t n);
+
 struct AttentionArgs {
     const float* q = nullptr;   // n_tokens x (n_head * head_dim)
-    const float* k = nullptr;   // KV cache rows: position-major, row stride kv_stride floats;
-    const float* v = nullptr;   // paged: block 0's first row
+    const void* k = nullptr;    // KV cache rows of kv_type: position-major, kv_stride bytes apart;
+    const void* v = nullptr;    // paged: block 0's first row
     float* out = nullptr;       // n_tokens x (n_head * head_dim)
     int64_t n_tokens = 0;
     int64_t pos0 = 0;           // position of the first query token; token t sees keys 0..pos0+t
     int32_t n_head = 0;
     int32_t n_head_kv = 0;
     int32_t head_dim = 0;
-    int64_t kv_stride = 0;      // floats between consecutive positions in k and v
+    int64_t kv_stride = 0;      // bytes between consecutive positions in k and v
+    DType kv_type = DType::F32; // is_kv_type; a row holds n_head_kv * head_dim values
     // Paged KV (optional): position p is row p % block_size of block block_table[p / block_size],
-    // which starts block_table[...] * block_stride floats after k (v). block_size is a multiple
+    // which starts block_table[...] * block_stride bytes after k (v). block_size is a multiple
     // of 16 (the kernels' key tile never crosses a block).
     const int32_t* block_table = nullptr;
     int64_t block_size = 0;
@@ -26,9 +44,10 @@ struct AttentionArgs {
 
 // Parallel (cpu::parallel_for) over tiles of (KV head, up to 32 query rows: every query head
 // that shares the KV head, for several tokens), so each K and V row is read once per tile.
-// Per tile: scores for 16 keys at a time (K block transposed in L1, one broadcast FMA per 16
-// products), an exact softmax per row, then P V with the V row loaded once for 6 query rows.
-// AVX-512 when the active path has it and head_dim is a multiple of 16, else plain C++.
+// Per tile: scores for 16 keys at a time (K block converted to float and transposed in L1, one
+// broadcast FMA per 16 products), an exact softmax per row, then P V with the V row loaded once
+// for 6 query rows. AVX-512 when the active path has it and head_dim is a multiple of 16, else
+// plain C++. Throws UsageError for a kv_type that is not a KV cache type.
 void attention(const AttentionArgs& a);
 
 // One tile, for the kernels (attention_cpu.cpp, attention_avx512.cpp).
@@ -38,9 +57,11 @@ struct AttentionTile {
     const int64_t* n_kv;     // keys each row sees (a causal prefix), all <= n_kv_max
     int m = 0;
     int64_t n_kv_max = 0;
-    const float* k = nullptr;  // this KV head's first key (of block 0); rows kv_stride floats apart
-    const float* v = nullptr;
+    const std::byte* k = nullptr;  // block 0's first key row; rows kv_stride bytes apart
+    const std::byte* v = nullptr;
+    int64_t col0 = 0;        // this KV head's first value in a row
     int64_t kv_stride = 0;
+    DType kv_type = DType::F32;
     int32_t head_dim = 0;
     float* scores = nullptr;   // scratch: m x n_kv_max (+16) floats
     // Keys in pages (AttentionArgs): contiguous when blocks is null and block_size >= n_kv_max.
@@ -48,7 +69,7 @@ struct AttentionTile {
     int64_t block_size = 0;  // a multiple of 16
     int64_t block_stride = 0;
     // Row j of k (or v, given as base).
-    const float* row(const float* base, int64_t j) const {
+    const std::byte* row(const std::byte* base, int64_t j) const {
         const int64_t b = j / block_size;
         return base + (blocks ? blocks[b] * block_stride : 0) + (j - b * block_size) * kv_stride;
     }

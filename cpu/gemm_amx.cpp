@@ -51,14 +51,10 @@ const TileConfig& tile_config() {
     }();
     return cfg;
 }
-// Tile configuration is per thread; every user in this process loads the same one.
-void configure_tiles() {
-    thread_local bool configured = false;
-    if (!configured) {
-        _tile_loadconfig(&tile_config());
-        configured = true;
-    }
-}
+// Tile configuration is per thread, and other AMX users on the same thread (oneDNN's bf16
+// prefill, onednn_matmul.h) release or replace it: loaded at every kernel call (one
+// instruction per row range, against milliseconds of tile work).
+void configure_tiles() { _tile_loadconfig(&tile_config()); }
 
 constexpr int kMinTokens = 16;       // below this the VNNI kernel is as fast (tiles would be mostly padding)
 constexpr int64_t kTilesPerPack = 4; // row tiles packed together, as in the VNNI prefill

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "cpu/gemm_x86.h"
+#include "cpu/onednn_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
 #include "runtime/core/error.h"
@@ -65,6 +66,18 @@ void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x
     if (n_cols == 0) {  // empty dot products
         for (const MatmulOut& o : outs) std::fill(o.y, o.y + o.n_rows * n_tokens, 0.0f);
         return;
+    }
+    if (n_tokens >= kBf16PrefillMinTokens) {  // opt-in oneDNN bf16 prefill; the other outputs below
+        MatmulOut rest[kMaxOuts];
+        size_t n_rest = 0;
+        for (const MatmulOut& o : outs) {
+            if (bf16_prefill_usable(o.wtype)) bf16_matmul(o.wtype, o.weights, o.n_rows, n_cols, x, n_tokens, o.y);
+            else rest[n_rest++] = o;
+        }
+        if (n_rest < outs.size()) {
+            if (n_rest > 0) matmul_many({rest, n_rest}, n_cols, x, n_tokens, int8);
+            return;
+        }
     }
 
     // Activations: each token row converted once; F32 needs no conversion.

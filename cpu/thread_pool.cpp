@@ -1,16 +1,23 @@
 #include "cpu/thread_pool.h"
 
+#include <hwloc.h>
 #include <immintrin.h>
+#include <sched.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
+
+#include "runtime/core/log.h"
 
 namespace strata::cpu {
 
@@ -21,6 +28,57 @@ constexpr int kSpinIterations = 1 << 13;
 
 thread_local ThreadPool::Impl* t_current = nullptr;
 thread_local bool t_in_task = false;
+
+// Every CPU (OS index) in the order threads are pinned to them: the first PU of each physical
+// core, then the second PU of each core, and so on, so a pool smaller than the machine gets
+// whole cores before hyper-threads. Empty when hwloc cannot read the topology.
+const std::vector<int>& pinning_order() {
+    static const std::vector<int> order = [] {
+        std::vector<int> out;
+        hwloc_topology_t t;
+        if (hwloc_topology_init(&t) != 0) return out;
+        if (hwloc_topology_load(t) == 0) {
+            const int n_cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
+            for (unsigned level = 0;; ++level) {
+                bool any = false;
+                for (int c = 0; c < n_cores; ++c) {
+                    const hwloc_obj_t core = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, c);
+                    if (hwloc_obj_t pu = hwloc_get_obj_inside_cpuset_by_type(t, core->cpuset, HWLOC_OBJ_PU, level)) {
+                        out.push_back(static_cast<int>(pu->os_index));
+                        any = true;
+                    }
+                }
+                if (!any) break;
+            }
+            if (out.empty())  // no core objects: the PUs in their order
+                for (int i = 0; i < hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU); ++i)
+                    out.push_back(static_cast<int>(hwloc_get_obj_by_type(t, HWLOC_OBJ_PU, i)->os_index));
+        }
+        hwloc_topology_destroy(t);
+        return out;
+    }();
+    return order;
+}
+
+// The CPU of each of n threads (caller first), or empty: no pinning (see thread_pool.h).
+std::vector<int> choose_cpus(int n) {
+    const char* no_pin = std::getenv("STRATA_NO_PIN");
+    if (n < 2 || (no_pin && *no_pin && std::strcmp(no_pin, "0") != 0)) return {};
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {};
+    std::vector<int> cpus;
+    for (int cpu : pinning_order())
+        if (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &allowed) && static_cast<int>(cpus.size()) < n) cpus.push_back(cpu);
+    if (static_cast<int>(cpus.size()) < n) return {};
+    return cpus;
+}
+
+bool pin_this_thread(int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0;
+}
 }  // namespace
 
 // A job is published by bumping `gen` by 2; it is odd while the caller writes the job fields.
@@ -29,6 +87,7 @@ thread_local bool t_in_task = false;
 // caller never waits for a worker that is still asleep.
 struct ThreadPool::Impl {
     tbb::task_arena arena;
+    std::vector<int> cpus;  // the CPU of each thread, the caller's first; empty: unpinned
     std::vector<std::thread> workers;
     std::atomic<uint32_t> gen{0};
     std::atomic<int> busy{0};
@@ -46,8 +105,12 @@ struct ThreadPool::Impl {
     alignas(64) std::atomic<int64_t> next{0};
     alignas(64) std::atomic<int64_t> done{0};
 
-    explicit Impl(int n_threads) : arena(n_threads) {
-        for (int i = 1; i < n_threads; ++i) workers.emplace_back([this] { worker(); });
+    explicit Impl(int n_threads) : arena(n_threads), cpus(choose_cpus(n_threads)) {
+        for (int i = 1; i < n_threads; ++i)
+            workers.emplace_back([this, i] {
+                if (!cpus.empty()) pin_this_thread(cpus[i]);  // best effort: a refusal leaves it unpinned
+                worker();
+            });
     }
     ~Impl() {
         stop.store(true);
@@ -126,17 +189,27 @@ int default_thread_count() {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : default_thread_count()) {
     impl_ = std::make_unique<Impl>(n_threads_);
+    if (pinned()) STRATA_LOG_DEBUG("cpu: {} threads pinned to CPUs {}", n_threads_, fmt::join(impl_->cpus, ","));
 }
 
 ThreadPool::~ThreadPool() = default;
 
+bool ThreadPool::pinned() const { return !impl_->cpus.empty(); }
+
 void ThreadPool::run(const std::function<void()>& fn) {
-    Impl* saved = t_current;
-    t_current = impl_.get();
     struct Restore {
-        Impl* s;
-        ~Restore() { t_current = s; }
-    } restore{saved};
+        Impl* current = t_current;
+        bool affinity = false;
+        cpu_set_t mask{};
+        ~Restore() {
+            t_current = current;
+            if (affinity) sched_setaffinity(0, sizeof mask, &mask);
+        }
+    } restore;
+    // The caller takes the first CPU for the job, then gets its own mask back.
+    if (pinned() && sched_getaffinity(0, sizeof restore.mask, &restore.mask) == 0)
+        restore.affinity = pin_this_thread(impl_->cpus[0]);
+    t_current = impl_.get();
     impl_->arena.execute(fn);
 }
 

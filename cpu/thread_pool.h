@@ -7,6 +7,13 @@
 // Why not TBB alone: in decode a SmolLM2 matmul takes 10-30 us, and a TBB worker woken per
 // parallel_for arrived after the caller had done all the work (1.06 CPUs busy of 2 on a
 // 1536x576 Q4_1 GEMV loop; the same loop on this pool keeps both busy).
+//
+// Pinning: each thread is bound to its own CPU (hwloc's topology: one PU of every physical
+// core first, then the second PU of every core), workers for their lifetime and the caller of
+// run() while it runs (its own affinity is restored after), so the kernels' working sets stay
+// in their core's L1/L2. The pool runs unpinned when STRATA_NO_PIN=1 is set, when it has one
+// thread, or when the creating thread's affinity mask or hwloc's topology offers fewer CPUs
+// than threads.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +27,8 @@ public:
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
     int n_threads() const { return n_threads_; }
+    // Whether the threads are pinned, each to its own CPU (the caller's during run() first).
+    bool pinned() const;
     // Runs `fn` on the calling thread with this pool current: cpu::parallel_for inside it uses
     // the pool's threads, and TBB loops the arena's (at most n_threads()).
     void run(const std::function<void()>& fn);

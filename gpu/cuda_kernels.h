@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA kernels of one llama block, as plain C++ calls on device pointers (from DevicePool),
-// queued on a Stream and returning at once. No CUDA headers needed. Activations and the KV cache
-// are float32; weights stay in their GGUF type. Each call throws BackendError on a launch error
+// queued on a Stream and returning at once. No CUDA headers needed. Activations are float32;
+// weights stay in their GGUF type, the KV cache in its own (F32, F16 or BF16). Each call throws BackendError on a launch error
 // or an unsupported weight type; errors inside a kernel surface at Stream::synchronize().
 #include <cstddef>
 #include <cstdint>
@@ -61,15 +61,26 @@ void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Str
 void swiglu(float* gate, const float* up, int64_t n, Stream& s);
 // y += x
 void add(float* y, const float* x, int64_t n, Stream& s);
+// y[t] += b for n_rows rows of n values (a bias)
+void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s);
 
-// ---- decode attention over a paged KV cache ----
+// ---- the paged KV cache and attention over it ----
 inline constexpr int32_t kKvBlockSize = 16;  // positions per KV block (runtime/kv_blocks.h)
+
+// KV element types the kernels read and write: F32, F16, BF16.
+bool gpu_kv_type(DType t);
+// Writes n_tok rows of n floats (src, row-major) into the cache, converted to `type`: row t goes
+// to row row[t] of block block[t] (device arrays), at cache + block * block_stride + row *
+// kv_stride elements.
+void kv_store(const float* src, void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok,
+              int64_t n, int64_t kv_stride, int64_t block_stride, Stream& s);
 
 struct DecodeAttentionArgs {
     const float* q = nullptr;    // n_seq x (n_head * head_dim): one new token per sequence
     float* out = nullptr;        // n_seq x (n_head * head_dim)
-    const float* k = nullptr;    // KV cache: position p of a sequence is row p % 16 of block
-    const float* v = nullptr;    //   block_table[p / 16], block b at k + b * block_stride floats
+    const void* k = nullptr;     // KV cache: position p of a sequence is row p % 16 of block
+    const void* v = nullptr;     //   block_table[p / 16], block b at k + b * block_stride elements
+    DType kv_type = DType::F32;  // gpu_kv_type
     const int32_t* block_tables = nullptr;  // n_seq x max_blocks (device)
     const int32_t* n_kv = nullptr;          // n_seq key counts (device): the new token's position + 1
     int32_t n_seq = 0;
@@ -77,8 +88,8 @@ struct DecodeAttentionArgs {
     int32_t n_head = 0;
     int32_t n_head_kv = 0;       // divides n_head (grouped-query attention)
     int32_t head_dim = 0;
-    int64_t kv_stride = 0;       // floats between consecutive positions of a block
-    int64_t block_stride = 0;    // floats between blocks
+    int64_t kv_stride = 0;       // elements between consecutive positions of a block
+    int64_t block_stride = 0;    // elements between blocks
     float* scratch = nullptr;    // decode_attention_scratch_floats(...) floats (device)
 };
 // KV blocks one split of the attention handles; the splits are reduced at the end.
@@ -87,7 +98,9 @@ inline size_t decode_attention_scratch_floats(int32_t n_seq, int32_t n_head, int
     const size_t splits = (static_cast<size_t>(max_blocks) + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;
     return static_cast<size_t>(n_seq) * n_head * splits * (head_dim + 2);
 }
-// softmax(q k^T / sqrt(head_dim)) v per sequence and head over its n_kv keys.
+// softmax(q k^T / sqrt(head_dim)) v per sequence and head over its n_kv keys. A prompt's causal
+// attention is the same call with one "sequence" per query token, each with the prompt's block
+// table and its own key count (position + 1).
 void decode_attention(const DecodeAttentionArgs& a, Stream& s);
 
 }  // namespace strata::gpu

@@ -26,6 +26,9 @@ void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s) {
 void copy_d2h(void* dst, const void* src, size_t bytes, Stream& s) {
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s.get()), "cudaMemcpyAsync (device to host)");
 }
+void copy_d2d(void* dst, const void* src, size_t bytes, Stream& s) {
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s.get()), "cudaMemcpyAsync (device to device)");
+}
 void fill_zero(void* dst, size_t bytes, Stream& s) { cuda_check(cudaMemsetAsync(dst, 0, bytes, s.get()), "cudaMemsetAsync"); }
 
 }  // namespace strata::gpu

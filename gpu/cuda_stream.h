@@ -51,6 +51,7 @@ struct Streams {
 // them; it copies at full speed only when page-locked (see cuda_host.h).
 void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s);
 void copy_d2h(void* dst, const void* src, size_t bytes, Stream& s);
+void copy_d2d(void* dst, const void* src, size_t bytes, Stream& s);
 void fill_zero(void* dst, size_t bytes, Stream& s);
 
 }  // namespace strata::gpu

@@ -27,6 +27,7 @@ void Event::synchronize() { no_cuda(); }
 bool Event::done() const { no_cuda(); }
 void copy_h2d(void*, const void*, size_t, Stream&) { no_cuda(); }
 void copy_d2h(void*, const void*, size_t, Stream&) { no_cuda(); }
+void copy_d2d(void*, const void*, size_t, Stream&) { no_cuda(); }
 void fill_zero(void*, size_t, Stream&) { no_cuda(); }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept {}
@@ -47,6 +48,11 @@ void rms_norm(const float*, const float*, float*, int64_t, int64_t, float, Strea
 void rope(float*, const int32_t*, int64_t, const RopeArgs&, Stream&) { no_cuda(); }
 void swiglu(float*, const float*, int64_t, Stream&) { no_cuda(); }
 void add(float*, const float*, int64_t, Stream&) { no_cuda(); }
+void add_rows(float*, const float*, int64_t, int64_t, Stream&) { no_cuda(); }
+bool gpu_kv_type(DType) { return false; }
+void kv_store(const float*, void*, DType, const int32_t*, const int32_t*, int64_t, int64_t, int64_t, int64_t, Stream&) {
+    no_cuda();
+}
 void decode_attention(const DecodeAttentionArgs&, Stream&) { no_cuda(); }
 
 }  // namespace strata::gpu

@@ -38,8 +38,9 @@ Cost Cost::scaled(double f) const {
 }
 
 CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy,
-                     bool layers_only_on_nvme)
-    : shape_(shape), hw_(hw), wl_(wl), policy_(policy), has_gpu_(hw.has_gpu()), layers_only_on_nvme_(layers_only_on_nvme) {
+                     bool layers_only_on_nvme, bool gpu_layers_only)
+    : shape_(shape), hw_(hw), wl_(wl), policy_(policy), has_gpu_(hw.has_gpu()), layers_only_on_nvme_(layers_only_on_nvme),
+      gpu_layers_only_(gpu_layers_only && hw.has_gpu()) {
     if (has_gpu_) {
         gpu_bw_ = hw.gpu->mem_gbps * 1e9;
         gpu_flops_ = hw.gpu->fp16_tflops * 1e12;
@@ -65,7 +66,9 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     kvb_ = 2.0 * type_bytes(policy.kv_type, shape.n_embd_kv());
 }
 
-bool CostModel::allowed(WeightOption o) const { return has_gpu_ || device_of(o) == Device::Cpu; }
+bool CostModel::allowed(WeightOption o) const {
+    return device_of(o) == Device::Cpu ? !gpu_layers_only_ : has_gpu_;
+}
 
 bool CostModel::allowed(KvOption o) const {
     if (!has_gpu_ && tier_of(o) == Tier::Gpu) return false;

@@ -36,8 +36,10 @@ class CostModel {
 public:
     // `shape.kv_type` is ignored: the policy's KV type is used. `layers_only_on_nvme` keeps the
     // output layer, the embedding table and KV off NVMe (the CPU runtime streams layers only).
+    // `gpu_layers_only` keeps every layer's matmuls on the GPU (the CUDA runtime runs no layer
+    // on the CPU); the embedding table may still be looked up on the host.
     CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy,
-              bool layers_only_on_nvme = false);
+              bool layers_only_on_nvme = false, bool gpu_layers_only = false);
 
     const Policy& policy() const { return policy_; }
     const ModelShape& shape() const { return shape_; }
@@ -47,7 +49,9 @@ public:
     bool allowed(KvOption o) const;
     bool allowed(HiddenOption o) const { return has_gpu_ || o == HiddenOption::Dram; }
     // For the output layer and the embedding table.
-    bool allowed_head(WeightOption o) const { return allowed(o) && !(layers_only_on_nvme_ && tier_of(o) == Tier::Nvme); }
+    bool allowed_head(WeightOption o) const {
+        return (has_gpu_ || device_of(o) == Device::Cpu) && !(layers_only_on_nvme_ && tier_of(o) == Tier::Nvme);
+    }
     Device attention_device(KvOption o) const;
 
     Cost layer_weights(int layer, WeightOption o) const;
@@ -79,6 +83,7 @@ private:
     Policy policy_;
     bool has_gpu_;
     bool layers_only_on_nvme_;
+    bool gpu_layers_only_;
     // Rates in bytes/s and flops/s.
     double gpu_bw_ = 0, gpu_flops_ = 0, h2d_ = 0, d2h_ = 0;
     double cpu_gemv_ = 0, cpu_gemm_ = 0, cpu_attn_bw_ = 0, cpu_attn_flops_ = 0;

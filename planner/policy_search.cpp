@@ -108,8 +108,9 @@ SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, co
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<LayerGroup> groups = group_layers(shape);
     SearchResult r;
-    const std::vector<bool> cpu_attn = hw.has_gpu() && opts.allow_cpu_attention ? std::vector<bool>{false, true}
-                                                                                 : std::vector<bool>{!hw.has_gpu()};
+    std::vector<bool> cpu_attn{!hw.has_gpu()};
+    if (hw.has_gpu() && opts.require_cpu_attention) cpu_attn = {true};
+    else if (hw.has_gpu() && opts.allow_cpu_attention) cpu_attn = {false, true};
     const std::vector<bool> recompute = opts.allow_recompute ? std::vector<bool>{false, true} : std::vector<bool>{false};
     for (DType kv : opts.kv_types)
         for (int32_t batch : batch_candidates(wl))
@@ -119,7 +120,7 @@ SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, co
                     for (bool rc : recompute) {
                         const Policy pol{batch, m, ca, rc, kv};
                         ++r.n_policies;
-                        const CostModel cm(shape, hw, wl, pol, opts.layers_only_on_nvme);
+                        const CostModel cm(shape, hw, wl, pol, opts.layers_only_on_nvme, opts.gpu_layers_only);
                         std::optional<Plan> p = plan_policy(cm, opts.budgets, groups, plan_header(shape, hw, wl, opts, pol));
                         if (p) r.candidates.push_back(std::move(*p));
                     }

@@ -17,6 +17,8 @@ struct PlannerOptions {
     Budgets budgets;                         // see default_budgets
     std::vector<DType> kv_types = {DType::F16};  // more than one: searched (lossy types only when asked)
     bool allow_cpu_attention = true;
+    bool require_cpu_attention = false;  // with a GPU: only plans that attend on the CPU
+    bool gpu_layers_only = false;        // with a GPU: every layer's matmuls on it (the CUDA runtime)
     bool allow_recompute = true;
     int max_micro = 16;
     // Only layers' weights may live on NVMe, not the output layer, the embedding table or KV:

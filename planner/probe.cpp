@@ -46,6 +46,8 @@ void probe_disk(const ProbeOptions& o, HardwareProfile& p) {
                                   "storage::measure_sequential_read_gbps", dir.string()));
 }
 
+}  // namespace
+
 void probe_gpu(HardwareProfile& p) {
     const gpu::DeviceList list = gpu::list_devices();
     if (list.devices.empty()) {
@@ -74,8 +76,6 @@ void probe_gpu(HardwareProfile& p) {
     p.gpu = g;
 }
 
-}  // namespace
-
 HardwareProfile probe_machine(const ProbeOptions& o) {
     HardwareProfile p;
     p.source = "probe";
@@ -94,10 +94,12 @@ HardwareProfile probe_machine(const ProbeOptions& o) {
     p.dram.capacity_bytes = storage::system_ram_bytes();
     p.dram.kind = "measured";
     const size_t dram_bytes = o.quick ? std::min<uint64_t>(o.dram_bytes, 128u << 20) : o.dram_bytes;
-    p.dram.read_gbps = probe_detail::measure_dram_read_gbps(dram_bytes, static_cast<unsigned>(threads));
+    const size_t read_bytes = o.quick ? dram_bytes : probe_detail::dram_read_probe_bytes(p.dram.capacity_bytes);
+    p.dram.read_gbps = probe_detail::measure_dram_read_gbps(read_bytes, static_cast<unsigned>(threads));
     p.dram.copy_gbps = storage::measure_dram_copy_gbps(dram_bytes, static_cast<unsigned>(threads));
-    p.notes.push_back(fmt::format("dram: capacity from sysconf (not hwloc NUMA); read = {}-thread sum over {}, copy = memcpy",
-                                  threads, format_size(static_cast<double>(dram_bytes))));
+    p.notes.push_back(fmt::format("dram: capacity from sysconf (not hwloc NUMA); read = {}-thread prefetched streams over {}, "
+                                  "copy = memcpy of {}", threads, format_size(static_cast<double>(read_bytes)),
+                                  format_size(static_cast<double>(dram_bytes))));
 
     for (DType t : o.types) {
         const KernelRate r = probe_detail::measure_matmul(t, threads, o.quick, topo.l3 ? topo.l3 : topo.l2);

@@ -23,6 +23,9 @@ struct ProbeOptions {
 };
 
 HardwareProfile probe_machine(const ProbeOptions& opts);
+// Sets p.gpu from the first device the CUDA runtime lists (rates from its catalog entry), or
+// notes why there is none.
+void probe_gpu(HardwareProfile& p);
 
 // $XDG_CACHE_HOME/strata/hardware.json, else ~/.cache/strata/hardware.json.
 std::filesystem::path profile_cache_path();

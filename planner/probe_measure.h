@@ -16,8 +16,14 @@ struct Topology {
 };
 Topology read_topology();
 
-// Sums `bytes` of 8-byte words split over `threads` threads; the best of three passes, GB/s.
+// Reads `bytes` (huge-page backed, rounded to 2 MiB per thread) split over `threads` threads,
+// several prefetched streams each with AVX-512 loads where the CPU has them: the read rate the
+// decode kernels can reach. The best of five passes, GB/s. Throws IoError when the buffer
+// cannot be allocated.
 double measure_dram_read_gbps(size_t bytes, unsigned threads);
+// The buffer for measure_dram_read_gbps: RAM / 8 within 256 MiB .. 2 GiB, so it is far larger
+// than the last-level caches VMs report (480 MiB on some) without crowding a small machine.
+size_t dram_read_probe_bytes(uint64_t ram_bytes);
 
 // Writes `bytes` to a new file at `path` with O_DIRECT (buffered + fsync where the file
 // system refuses O_DIRECT; `direct` says which), returning GB/s. Throws IoError.

@@ -7,6 +7,8 @@
 #include "cpu/thread_pool.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
+#include "gpu/cuda_host.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model_paths.h"
@@ -50,24 +52,58 @@ Engine::Engine(const EngineOptions& opts)
     const uint64_t activations = Forward::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float);
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
     const int32_t n_blocks = KvCache::blocks_for(opts.kv_positions > 0 ? opts.kv_positions : n_ctx);
-    const uint64_t kv_layer = KvCache::layer_bytes(n_blocks, hp_.n_embd_kv());
+    const uint64_t kv_layer = KvCache::layer_bytes(n_blocks, hp_.n_embd_kv(), opts.kv_type);
     const uint64_t kv_all = kv_layer * hp_.n_layer;
+    // The GPU, when there is one to use: the planner places layers and KV on it.
+    GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type);
+    if (!gpu.use && (opts.gpu.gpu_mem || opts.gpu.attention != AttentionChoice::Auto))
+        STRATA_LOG_WARN("gpu: not used ({}); running on the CPU", gpu.why_not);
+    else if (!gpu.use)
+        STRATA_LOG_INFO("gpu: none ({}); running on the CPU", gpu.why_not);
+    if (gpu.use) gpu::install_cuda_host_pinner();
+    KvPlacement kv_on = KvPlacement::HostCpuAttention;
     PlacementOptions po;
     po.given = opts.plan ? &*opts.plan : nullptr;
     po.n_ctx = n_ctx;
     po.n_predict = opts.n_predict;
+    po.kv_type = opts.kv_type;
     po.on_plan = opts.on_plan;
     // Once the store knows the layers' sizes: first the KV cache (in DRAM, or its last
     // layers spilled when even streaming every weight leaves too little room), then the
     // planner decides which weight layers stay resident.
     weights_ = std::make_unique<WeightStore>(
         file_, hp_, *dram_, kv_all + activations, opts.prefetch_depth, [&](ResidencyInput in) {
+            if (gpu.use) {
+                // Device bytes for layers and KV: the budget less the backend's working set
+                // (sized for the largest layer as a streaming buffer).
+                const ModelWeights w = ModelWeights::bind(file_, hp_);
+                const uint64_t head = row_bytes(w.output.type, hp_.n_embd) * uint64_t(w.output.n_rows);
+                const uint64_t largest = *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
+                const uint64_t working = CudaBackend::working_bytes(hp_, head, largest, 2, n_ctx);
+                if (working >= gpu.gpu_mem)
+                    throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
+                                                  "buffers take {}", storage::format_bytes(gpu.gpu_mem),
+                                                  storage::format_bytes(working)),
+                                      "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
+                GpuPlacement g = place_on_gpu(file_, in, po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.gpu.attention);
+                kv_on = g.kv;
+                // KV on the device takes no DRAM: the host cache is then never written.
+                KvSpillOptions spill;
+                spill.n_resident_layers = hp_.n_layer;
+                kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv(), spill, n_blocks, opts.kv_type);
+                placement_ = std::make_unique<Placement>(std::move(g.placement));
+                if (kv_on == KvPlacement::Device) {
+                    in.other_bytes -= kv_all;
+                    placement_->residency = residency_from_plan(placement_->plan, in, true);
+                }
+                return placement_->residency;
+            }
             KvSpillOptions spill;
             spill.n_resident_layers = kv_layers_in_dram(in, kv_layer, hp_.n_layer, kv_all);
             spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
             spill.prefetch_depth = opts.prefetch_depth;
             spill.budget = dram_.get();
-            kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv(), spill, n_blocks);
+            kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv(), spill, n_blocks, opts.kv_type);
             // The spill ring is charged to the budget by its pool; only resident KV stays in other_bytes.
             in.other_bytes = in.other_bytes - kv_all + kv_->bytes();
             if (in.budget) in.budget -= kv_->spill_buffer_bytes();
@@ -75,10 +111,19 @@ Engine::Engine(const EngineOptions& opts)
             placement_ = std::make_unique<Placement>(place(file_, in, po));
             return placement_->residency;
         });
-    const uint64_t working = kv_->bytes() + activations;
+    const bool kv_on_device = gpu.use && kv_on == KvPlacement::Device;
+    const uint64_t working = (kv_on_device ? 0 : kv_->bytes()) + activations;
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
-    fwd_ = std::make_unique<Forward>(hp_, *weights_);
-    fwd_->set_int8_activations(opts.int8_activations);
+    if (gpu.use) {
+        CudaBackendOptions co;
+        co.gpu_mem = gpu.gpu_mem;
+        co.kv = kv_on;
+        fwd_ = std::make_unique<CudaBackend>(hp_, *weights_, *kv_, *dram_, co);
+    } else {
+        auto cpu = std::make_unique<Forward>(hp_, *weights_);
+        cpu->set_int8_activations(opts.int8_activations);
+        fwd_ = std::move(cpu);
+    }
     weights_->set_trace(trace_.get());
     kv_->set_trace(trace_.get());
     STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, KV cache {} blocks of {} "

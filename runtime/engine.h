@@ -17,6 +17,7 @@
 #include "models/tokenizer.h"
 #include "planner/plan.h"
 #include "runtime/forward.h"
+#include "runtime/gpu_placement.h"
 #include "runtime/sampler.h"
 #include "storage/budget.h"
 
@@ -44,6 +45,12 @@ struct EngineOptions {
     bool int8_activations = false;
     // Positions of paged KV cache shared by all sequences (runtime/kv_cache.h); 0: n_ctx.
     int kv_positions = 0;
+    // The KV cache's element type: F16 (llama.cpp's default) halves F32's memory and attention
+    // reads; BF16 likewise with less precision; Q8_0 takes 8.5 bits a value (lossy).
+    DType kv_type = DType::F16;
+    // The CUDA backend: --gpu-mem (unset: the device's default budget when there is one; 0: the
+    // CPU only) and where attention runs (--attention). Without a device the CPU runs, with one line saying why.
+    GpuRequest gpu;
 };
 
 struct GenerateParams {
@@ -79,6 +86,7 @@ public:
     const storage::MemoryBudget& dram() const { return *dram_; }
     // The plan the weights are placed by, with what it predicts (runtime/placement.h).
     const Placement& placement() const { return *placement_; }
+    std::string_view backend_name() const { return fwd_->name(); }
     int n_ctx() const;
     int n_past() const;
     int n_threads() const;
@@ -117,7 +125,7 @@ private:
     std::unique_ptr<KvCache> kv_;
     std::unique_ptr<Placement> placement_;
     std::unique_ptr<WeightStore> weights_;
-    std::unique_ptr<Forward> fwd_;
+    std::unique_ptr<Backend> fwd_;
     storage::Reservation working_;
     storage::Reservation batch_logits_;  // grows with the largest batch eval_batch has run
     bool warned_logits_ = false;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cpu/attention_cpu.h"
 #include "runtime/core/error.h"
 #include "runtime/kv_spill.h"
 #include "storage/file_io.h"
@@ -11,43 +12,64 @@
 namespace strata {
 
 namespace {
-int64_t padded_block_floats(int32_t n_embd_kv) {
-    const uint64_t bytes = uint64_t(KvCache::kBlockSize) * n_embd_kv * sizeof(float);
-    return static_cast<int64_t>(storage::align_up(bytes, storage::kDefaultDioAlign) / sizeof(float));
+// Bytes of one position's K (or V) row of `type`; throws UsageError for a type the cache cannot hold.
+int64_t kv_row_bytes(DType type, int32_t n_embd_kv) {
+    if (!cpu::is_kv_type(type))
+        throw UsageError(fmt::format("{} is not a KV cache type", dtype_name(type)), fmt::format("use one of {}", cpu::kKvTypeList));
+    const int64_t block = traits(type).block_elems;
+    if (n_embd_kv % block != 0)
+        throw UsageError(fmt::format("a {} KV cache stores rows in blocks of {} values, but this model's rows have {}",
+                                     dtype_name(type), block, n_embd_kv),
+                         "use --kv-type f16");
+    return static_cast<int64_t>(strata::row_bytes(type, n_embd_kv));
 }
+// kBlockSize rows aligned to `align` bytes.
+int64_t block_bytes(DType type, int32_t n_embd_kv, uint64_t align) {
+    return static_cast<int64_t>(storage::align_up(uint64_t(KvCache::kBlockSize) * kv_row_bytes(type, n_embd_kv), align));
+}
+constexpr uint64_t kCacheLine = 64;
 }  // namespace
 
-KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks)
-    : KvCache(n_layer, n_ctx, n_embd_kv, KvSpillOptions{n_layer, {}, 2, nullptr}, n_blocks) {}
+KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks, DType type)
+    : KvCache(n_layer, n_ctx, n_embd_kv, KvSpillOptions{n_layer, {}, 2, nullptr}, n_blocks, type) {}
 
-KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill, int32_t n_blocks)
+KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill, int32_t n_blocks,
+                 DType type)
     : n_layer_(n_layer),
       n_ctx_(n_ctx),
       n_embd_kv_(n_embd_kv),
+      type_(type),
       n_resident_(std::min(spill.n_resident_layers, n_layer)),
-      block_floats_(padded_block_floats(n_embd_kv)),
+      row_bytes_(kv_row_bytes(type, n_embd_kv)),
+      resident_block_bytes_(block_bytes(type, n_embd_kv, kCacheLine)),
+      spill_block_bytes_(block_bytes(type, n_embd_kv, storage::kDefaultDioAlign)),
       pool_(n_blocks > 0 ? n_blocks : blocks_for(n_ctx)),
-      k_(new float[size_t(block_floats_) * pool_.n_blocks() * n_resident_]),
-      v_(new float[size_t(block_floats_) * pool_.n_blocks() * n_resident_]) {
+      k_(new std::byte[size_t(resident_block_bytes_) * pool_.n_blocks() * n_resident_]),
+      v_(new std::byte[size_t(resident_block_bytes_) * pool_.n_blocks() * n_resident_]) {
     if (n_resident_ < n_layer_)
-        spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, pool_.n_blocks(), block_floats_ * sizeof(float), spill);
+        spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, pool_.n_blocks(), spill_block_bytes_, spill);
     create_seq();  // sequence 0
 }
 
 KvCache::~KvCache() = default;
 
-uint64_t KvCache::layer_bytes(int32_t n_blocks, int32_t n_embd_kv) {
-    return KvSpill::layer_bytes(n_blocks, padded_block_floats(n_embd_kv) * sizeof(float));
+uint64_t KvCache::layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type) {
+    return KvSpill::layer_bytes(n_blocks, block_bytes(type, n_embd_kv, storage::kDefaultDioAlign));
 }
 
-float* KvCache::k(int32_t layer, int32_t block) {
-    if (layer < n_resident_) return &k_[(size_t(layer) * pool_.n_blocks() + block) * block_floats_];
-    return spill_->current(layer - n_resident_).first + block * block_floats_;
+std::byte* KvCache::k(int32_t layer, int32_t block) {
+    if (layer < n_resident_) return &k_[(size_t(layer) * pool_.n_blocks() + block) * resident_block_bytes_];
+    return spill_->current(layer - n_resident_).first + block * spill_block_bytes_;
 }
 
-float* KvCache::v(int32_t layer, int32_t block) {
-    if (layer < n_resident_) return &v_[(size_t(layer) * pool_.n_blocks() + block) * block_floats_];
-    return spill_->current(layer - n_resident_).second + block * block_floats_;
+std::byte* KvCache::v(int32_t layer, int32_t block) {
+    if (layer < n_resident_) return &v_[(size_t(layer) * pool_.n_blocks() + block) * resident_block_bytes_];
+    return spill_->current(layer - n_resident_).second + block * spill_block_bytes_;
+}
+
+void KvCache::store(int32_t layer, int32_t block, int32_t row, const float* k, const float* v) {
+    cpu::store_kv_row(type_, k, this->k(layer, block) + row * row_bytes_, n_embd_kv_);
+    cpu::store_kv_row(type_, v, this->v(layer, block) + row * row_bytes_, n_embd_kv_);
 }
 
 void KvCache::begin_layer(int32_t layer) {
@@ -163,7 +185,7 @@ int32_t KvCache::truncate_seq(SeqId id, int32_t n) {
     return n;
 }
 
-uint64_t KvCache::bytes() const { return 2 * sizeof(float) * size_t(block_floats_) * pool_.n_blocks() * n_resident_; }
+uint64_t KvCache::bytes() const { return 2 * uint64_t(resident_block_bytes_) * pool_.n_blocks() * n_resident_; }
 
 uint64_t KvCache::spill_buffer_bytes() const { return spill_ ? spill_->buffer_bytes() : 0; }
 

@@ -1,19 +1,23 @@
 #pragma once
 // The paged key/value cache shared by every sequence (vLLM's PagedAttention layout): a pool
 // of blocks of kBlockSize positions, the same block id in every layer; per layer and block,
-// kBlockSize float32 rows of n_embd_kv keys, and as many values. Each sequence has a block
-// table (its positions in order) and its token ids; full blocks are published in the prefix
-// cache (runtime/kv_blocks.h), so a later sequence that starts with the same tokens attaches
-// them instead of computing them again. Shared blocks are never written: a sequence that
-// must change one (truncate into it) gives it up and recomputes those positions.
+// kBlockSize rows of n_embd_kv keys, and as many values, in the cache's element type (F32,
+// F16, BF16 or Q8_0: cpu/attention_cpu.h converts rows into it and reads them as they are).
+// Each sequence has a block table (its positions in order) and its token ids; full blocks are
+// published in the prefix cache (runtime/kv_blocks.h), so a later sequence that starts with
+// the same tokens attaches them instead of computing them again. Shared blocks are never
+// written: a sequence that must change one (truncate into it) gives it up and recomputes
+// those positions.
 // Layers whose KV does not fit the DRAM budget live in a spill file (KvSpill) and are brought
 // back through a ring of pinned buffers, prefetched ahead of the layer that needs them.
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "runtime/core/dtype.h"
 #include "runtime/kv_blocks.h"
 
 namespace strata {
@@ -37,23 +41,31 @@ public:
 
     // A pool of n_blocks (0: enough for one sequence of n_ctx positions); n_ctx bounds each
     // sequence. Sequence 0 exists from the start: the single-sequence API below uses it.
-    KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks = 0);
-    KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill, int32_t n_blocks = 0);
+    // Throws UsageError for a type that is not a KV type, or Q8_0 with n_embd_kv not a
+    // multiple of its 32-value blocks.
+    KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks = 0, DType type = DType::F32);
+    KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill, int32_t n_blocks = 0,
+            DType type = DType::F32);
     ~KvCache();
     KvCache(const KvCache&) = delete;
     KvCache& operator=(const KvCache&) = delete;
 
     int32_t n_ctx() const { return n_ctx_; }
     int32_t n_layer() const { return n_layer_; }
-    int64_t row_stride() const { return n_embd_kv_; }
-    // Floats from one block to the next: kBlockSize rows, padded to the O_DIRECT alignment so
-    // that spilled blocks are read and written in place (no padding for the usual sizes,
-    // n_embd_kv a multiple of 64).
-    int64_t block_stride() const { return block_floats_; }
+    DType type() const { return type_; }
+    // Bytes of one position's keys (or values): row_bytes(type, n_embd_kv).
+    int64_t row_bytes() const { return row_bytes_; }
+    // Bytes from one block to the next in `layer`: kBlockSize rows, padded to 64 bytes in DRAM
+    // and, in spilled layers, to the O_DIRECT alignment so that their blocks are read and
+    // written in place.
+    int64_t block_stride(int32_t layer) const { return layer < n_resident_ ? resident_block_bytes_ : spill_block_bytes_; }
     // The first K (V) row of `block` in `layer`: valid for resident layers, and for a spilled
     // layer between begin_layer and end_layer.
-    float* k(int32_t layer, int32_t block);
-    float* v(int32_t layer, int32_t block);
+    std::byte* k(int32_t layer, int32_t block);
+    std::byte* v(int32_t layer, int32_t block);
+    // Writes one position's new keys and values (n_embd_kv floats each), converted to the
+    // cache's type, as row `row` of `block` in `layer` (begun, when spilled).
+    void store(int32_t layer, int32_t block, int32_t row, const float* k, const float* v);
 
     // Brings a spilled layer's KV into memory (waits for its read); no-op when resident.
     void begin_layer(int32_t layer);
@@ -95,8 +107,9 @@ public:
 
     // Blocks for a sequence of n positions.
     static int32_t blocks_for(int64_t n) { return static_cast<int32_t>((n + kBlockSize - 1) / kBlockSize); }
-    // DRAM (or spill file) bytes one layer's KV takes with n_blocks blocks.
-    static uint64_t layer_bytes(int32_t n_blocks, int32_t n_embd_kv);
+    // DRAM (or spill file) bytes one layer's KV of `type` takes at most with n_blocks blocks
+    // (a spilled layer's blocks are padded for O_DIRECT; a resident layer may take less).
+    static uint64_t layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type);
 
 private:
     struct Seq {
@@ -113,12 +126,15 @@ private:
     int32_t n_layer_;
     int32_t n_ctx_;
     int32_t n_embd_kv_;
+    DType type_;
     int32_t n_resident_;
-    int64_t block_floats_;
+    int64_t row_bytes_;
+    int64_t resident_block_bytes_;
+    int64_t spill_block_bytes_;
     KvBlockPool pool_;
     std::vector<Seq> seqs_;
     // Left uninitialised so that untouched blocks cost no resident memory.
-    std::unique_ptr<float[]> k_, v_;
+    std::unique_ptr<std::byte[]> k_, v_;
     std::unique_ptr<KvSpill> spill_;
 };
 

@@ -101,9 +101,9 @@ void KvSpill::begin(int32_t layer) {
     current_layer_ = layer;
 }
 
-std::pair<float*, float*> KvSpill::current(int32_t layer) const {
+std::pair<std::byte*, std::byte*> KvSpill::current(int32_t layer) const {
     STRATA_ASSERT(layer == current_layer_);
-    return {reinterpret_cast<float*>(current_), reinterpret_cast<float*>(current_ + region_bytes_)};
+    return {current_, current_ + region_bytes_};
 }
 
 void KvSpill::write_run(uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1) {

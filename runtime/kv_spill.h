@@ -32,7 +32,7 @@ public:
     void begin(int32_t layer);
     // Writes `blocks` (ascending, distinct) of the begun layer back to the file.
     void end(int32_t layer, std::span<const int32_t> blocks);
-    std::pair<float*, float*> current(int32_t layer) const;  // K and V of the begun layer
+    std::pair<std::byte*, std::byte*> current(int32_t layer) const;  // K and V of the begun layer
     // The block's content no longer matters (freed or evicted): it is not read back again.
     void forget(int32_t block);
     void set_trace(Trace* trace);

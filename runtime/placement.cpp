@@ -20,11 +20,11 @@ using planner::WeightOption;
 
 namespace {
 
-// The plan as this runtime runs it: K and V as float32 (runtime/kv_cache.h) in DRAM for the
-// first n_kv_in_dram layers and spilled to disk for the rest, attention on the CPU, the output
-// layer and embedding table in DRAM.
-planner::Plan as_run(planner::Plan p, int n_kv_in_dram = INT_MAX) {
-    p.policy.kv_type = DType::F32;
+// The plan as this runtime runs it: K and V in the KV cache's type (runtime/kv_cache.h) in
+// DRAM for the first n_kv_in_dram layers and spilled to disk for the rest, attention on the
+// CPU, the output layer and embedding table in DRAM.
+planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX) {
+    p.policy.kv_type = kv_type;
     p.policy.recompute = false;
     p.policy.cpu_attention = true;
     p.output = p.embedding = WeightOption::DramCpu;
@@ -44,7 +44,7 @@ double planner_dram(const planner::ModelShape& s, const planner::HardwareProfile
     p.weight_type = s.weight_type;
     p.workload = wl;
     for (int32_t il = 0; il < s.n_layer; ++il) p.layers.push_back({il, w, KvOption::Dram, planner::Device::Cpu});
-    return planner::evaluate_plan(s, hw, wl, as_run(p)).used.dram;
+    return planner::evaluate_plan(s, hw, wl, as_run(p, s.kv_type)).used.dram;
 }
 
 // The planner's DRAM budget standing for the runtime's. The cost model counts DRAM its own
@@ -83,7 +83,7 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch)
     wl.prompt_len = std::max(1, n_prompt);
     wl.gen_len = std::max(1, n_generated);
     wl.batch = std::max(1, batch);
-    planner::Plan run = as_run(plan, n_kv_layers_in_dram);
+    planner::Plan run = as_run(plan, shape.kv_type, n_kv_layers_in_dram);
     run.policy.batch = wl.batch;  // the scheduler runs them all in one pass
     run.policy.n_micro = 1;
     return planner::evaluate_plan(shape, hw, wl, run);
@@ -120,7 +120,7 @@ planner::Workload runtime_workload(int n_ctx, int n_predict) {
 Placement place(const GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts) {
     Placement p;
     p.shape = planner::ModelShape::from_gguf(file);
-    p.shape.kv_type = DType::F32;
+    p.shape.kv_type = opts.kv_type;
     p.hw = runtime_profile(p.hw_source);
     const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
     if (opts.given) {
@@ -134,7 +134,7 @@ Placement place(const GgufFile& file, const ResidencyInput& in, const PlacementO
         planner::PlannerOptions po;
         po.budgets = planner::default_budgets(p.hw);
         po.budgets.dram = planner_budget(in, as_read, p.hw, wl);
-        po.kv_types = {DType::F32};
+        po.kv_types = {opts.kv_type};
         po.allow_recompute = false;
         po.layers_only_on_nvme = true;
         const planner::SearchResult r = planner::search_plans(as_read, p.hw, wl, po);
@@ -142,12 +142,13 @@ Placement place(const GgufFile& file, const ResidencyInput& in, const PlacementO
         p.plan.model_weight_bytes = p.shape.total_weight_bytes();  // the identity `--plan` checks
         p.search = {r.n_policies, r.seconds};
     }
+    p.plan.policy.kv_type = opts.kv_type;  // a given plan may name another; the cache's type is what runs
     ResidencyInput unbounded = in;
     unbounded.budget = 0;
     p.residency = residency_from_plan(p.plan, unbounded);  // refuses what this runtime cannot run
     p.n_kv_layers_in_dram = std::min(opts.n_kv_layers_in_dram, p.shape.n_layer);
-    const planner::Plan run = as_run(p.plan, p.n_kv_layers_in_dram);
-    if (run.output != p.plan.output || run.embedding != p.plan.embedding || run.layers != as_run(p.plan).layers)
+    const planner::Plan run = as_run(p.plan, opts.kv_type, p.n_kv_layers_in_dram);
+    if (run.output != p.plan.output || run.embedding != p.plan.embedding || run.layers != as_run(p.plan, opts.kv_type).layers)
         STRATA_LOG_WARN("placement: the plan puts the output layer, embeddings or KV cache on NVMe or on the GPU; "
                         "this runtime keeps them in DRAM");
     // Priced on this machine for this run as the runtime runs it, given or made alike.

@@ -37,6 +37,7 @@ struct PlacementOptions {
     int n_ctx = 1;                         // the context the KV cache holds
     int n_predict = 0;                     // tokens generated per request, when known
     int n_kv_layers_in_dram = INT_MAX;     // KV layers kept in DRAM (runtime/kv_cache.h); the rest spill
+    DType kv_type = DType::F32;            // the KV cache's element type
     std::function<void(const Placement&)> on_plan;  // before the budget is checked (--show-plan)
 };
 

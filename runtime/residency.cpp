@@ -24,7 +24,11 @@ uint64_t ring_bytes(uint64_t slot_bytes, int n_slots) {
     return storage::align_up(stride * static_cast<uint64_t>(n_slots), storage::kHugePageBytes);
 }
 
-int Residency::n_streamed() const { return static_cast<int>(std::count(resident.begin(), resident.end(), false)); }
+int Residency::n_streamed() const {
+    int n = 0;
+    for (size_t il = 0; il < resident.size(); ++il) n += streamed(static_cast<int>(il));
+    return n;
+}
 
 int ring_slots(const ResidencyInput& in) {
     return std::min(static_cast<int>(in.layer_bytes.size()), std::max(1, in.prefetch_depth + 1));
@@ -46,12 +50,12 @@ void check_min_budget(const ResidencyInput& in, uint64_t need) {
                                   storage::format_bytes(need)));
 }
 
-Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in) {
+Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in, bool gpu) {
     const int n = static_cast<int>(in.layer_bytes.size());
     if (static_cast<int>(plan.layers.size()) != n)
         throw UsageError(fmt::format("the plan places {} layers, but the model has {}", plan.layers.size(), n),
                          "make a plan for this model with `strata plan -m MODEL`");
-    if (plan.has_gpu)
+    if (plan.has_gpu && !gpu)
         throw UsageError(fmt::format("the plan is for a machine with a GPU ({}), but this runtime runs on the CPU only",
                                      plan.hardware),
                          "make the plan for this machine: `strata plan -m MODEL` without --gpu, --system or --hw");
@@ -60,7 +64,7 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
     std::vector<std::string> held;
     if (planner::tier_of(plan.output) == planner::Tier::Nvme) held.push_back("output layer");
     if (planner::tier_of(plan.embedding) == planner::Tier::Nvme) held.push_back("embedding table");
-    if (std::any_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return l.kv != planner::KvOption::Dram; }))
+    if (!gpu && std::any_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return l.kv != planner::KvOption::Dram; }))
         held.push_back("KV cache");
     if (!held.empty())
         STRATA_LOG_WARN("placement: the plan keeps the {} on NVMe or recomputes it; this runtime holds it in DRAM",
@@ -68,18 +72,27 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
 
     Residency r;
     r.resident.assign(static_cast<size_t>(n), true);
+    r.on_device.assign(static_cast<size_t>(n), false);
     r.resident_bytes = in.fixed_bytes;
     for (int il = 0; il < n; ++il) {
-        const WeightOption w = plan.layers[static_cast<size_t>(il)].weights;
-        if (w == WeightOption::DramCpu) {
-            r.resident_bytes += in.layer_bytes[static_cast<size_t>(il)];
-        } else if (w == WeightOption::NvmeCpu) {
-            r.resident[static_cast<size_t>(il)] = false;
-            r.slot_bytes = std::max(r.slot_bytes, in.layer_bytes[static_cast<size_t>(il)]);
-        } else {
+        const size_t l = static_cast<size_t>(il);
+        const WeightOption w = plan.layers[l].weights;
+        if (!gpu && planner::device_of(w) == planner::Device::Gpu)
             throw UsageError(fmt::format("the plan sends layer {}'s weights to a GPU ({}), but this runtime runs on the CPU only",
                                          il, planner::option_name(w)),
                              "make the plan for this machine: `strata plan -m MODEL` without --gpu, --system or --hw");
+        if (gpu && planner::device_of(w) == planner::Device::Cpu)
+            throw UsageError(fmt::format("the plan runs layer {}'s matmuls on the CPU ({}); the CUDA backend runs every "
+                                         "layer on the GPU", il, planner::option_name(w)),
+                             "make the plan with the GPU runtime's choices (the default), or run with --gpu-mem 0");
+        if (w == WeightOption::Gpu) {
+            r.resident[l] = false;
+            r.on_device[l] = true;
+        } else if (planner::tier_of(w) == planner::Tier::Dram) {
+            r.resident_bytes += in.layer_bytes[l];
+        } else {
+            r.resident[l] = false;
+            r.slot_bytes = std::max(r.slot_bytes, in.layer_bytes[l]);
         }
     }
     const int streamed = r.n_streamed();

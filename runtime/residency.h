@@ -21,12 +21,15 @@ struct ResidencyInput {
 
 struct Residency {
     std::vector<bool> resident;  // per layer
+    std::vector<bool> on_device; // per layer: weights on the GPU, read once at load (not resident, not streamed)
     int n_slots = 0;             // streaming buffers in the ring (0 when all resident)
     uint64_t slot_bytes = 0;     // each holds the largest streamed layer
     uint64_t resident_bytes = 0; // fixed + resident layers
     uint64_t total_bytes = 0;    // everything charged to the budget
 
     int n_streamed() const;
+    bool device(int il) const { return static_cast<size_t>(il) < on_device.size() && on_device[il]; }
+    bool streamed(int il) const { return !resident[il] && !device(il); }
 };
 
 // How the weight store gets its residency once it knows the layers' sizes.
@@ -45,9 +48,12 @@ uint64_t full_ring_bytes(const ResidencyInput& in);
 void check_min_budget(const ResidencyInput& in, uint64_t need);
 
 // Layers whose weights the plan keeps in DRAM are resident; those it reads from NVMe are
-// streamed through min(depth + 1, streamed) buffers of the largest streamed layer. Throws
-// UsageError for a plan this runtime cannot run (another layer count, weights on a GPU) and
-// OutOfBudget when what it keeps does not fit in.budget.
-Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in);
+// streamed through min(depth + 1, streamed) buffers of the largest streamed layer. With
+// `gpu` (the CUDA backend runs the plan), layers on the GPU are on_device, and layers
+// copied to it each pass are resident or streamed by where the plan keeps them. Throws
+// UsageError for a plan this runtime cannot run (another layer count; weights on a GPU
+// without `gpu`; with it, matmuls on the CPU) and OutOfBudget when what it keeps does not
+// fit in.budget.
+Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in, bool gpu = false);
 
 }  // namespace strata

@@ -77,8 +77,20 @@ struct WeightStore::AnonymousMemory {
                           "free memory, or set --dram to stream the layers that do not fit");
         base = static_cast<std::byte*>(p);
         ::madvise(p, n, MADV_HUGEPAGE);
+        // With a GPU the resident layers it does not hold are copied to it each pass: page-locked,
+        // at full PCIe speed (best effort: without it the copies are only slower).
+        if (auto pinner = storage::host_pinner()) {
+            const std::string why = pinner->register_memory(base, bytes);
+            if (why.empty()) pinner_ = std::move(pinner);
+            else STRATA_LOG_WARN("weights: {} of the resident weights failed ({}); copies to the GPU will be slower",
+                                 pinner->name(), why);
+        }
     }
-    ~AnonymousMemory() { ::munmap(base, bytes); }
+    ~AnonymousMemory() {
+        if (pinner_) pinner_->unregister_memory(base, bytes);
+        ::munmap(base, bytes);
+    }
+    std::shared_ptr<storage::HostPinner> pinner_;
     AnonymousMemory(const AnonymousMemory&) = delete;
     AnonymousMemory& operator=(const AnonymousMemory&) = delete;
 };
@@ -108,7 +120,7 @@ WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::Memor
     reserved_->resident = storage::Reservation(budget, residency_.resident_bytes, "resident model weights");
 
     for (size_t il = 0; il < weights_.layers.size(); ++il)
-        if (!residency_.resident[il]) streamed_.push_back(static_cast<int>(il));
+        if (residency_.streamed(static_cast<int>(il))) streamed_.push_back(static_cast<int>(il));
 
     // One reader for the load and the streaming, so STRATA_FAULT_IO counts every weight read.
     auto f = storage::File::open_read(file.path(), storage::OpenMode::DirectOrBuffered);
@@ -156,6 +168,7 @@ void WeightStore::load_resident() {
         fixed[r->info] = pieces.size();
         pieces.push_back({a.offset, std::min(a.length, file_.file_size() - a.offset), 0, {r}});
     }
+    const size_t first_layer_piece = pieces.size();
     for (size_t il = 0; il < weights_.layers.size(); ++il)
         if (residency_.resident[il]) pieces.push_back({ranges_[il].offset, ranges_[il].length, 0, refs(weights_.layers[il])});
     uint64_t total = 0;
@@ -174,6 +187,14 @@ void WeightStore::load_resident() {
     for (const Piece& p : pieces)
         for (WeightRef* r : p.refs)
             if (*r) r->data = resident_memory_->base + p.at + (file_.file_offset(*r->info) - p.offset);
+    resident_base_.assign(weights_.layers.size(), nullptr);
+    size_t piece = first_layer_piece;
+    for (size_t il = 0; il < weights_.layers.size(); ++il)
+        if (residency_.resident[il]) resident_base_[il] = resident_memory_->base + pieces[piece++].at;
+}
+
+WeightStore::HostRange WeightStore::layer_range(int il) const {
+    return {residency_.resident[il] ? resident_base_[il] : view_base_, ranges_[il].length};
 }
 
 std::unique_ptr<StreamRing> WeightStore::make_stream() {
@@ -225,6 +246,7 @@ const LayerWeights& WeightStore::acquire(int il) {
         stream_ = make_stream();
         throw;
     }
+    view_base_ = base;
     stats_.bytes_read += ranges_[il].length;
     ++stats_.layers_read;
     // The layer's tensors, rebased from the file into the slot.
@@ -239,6 +261,16 @@ void WeightStore::release(int il) {
         trace_->slice(compute_track_, fmt::format("layer {}", il), acquired_at_, std::chrono::steady_clock::now(),
                       fmt::format(R"({{"streamed": {}}})", !residency_.resident[il]));
     if (!residency_.resident[il]) stream_->release();
+}
+
+void WeightStore::read_layer(int il, std::byte* dst) {
+    STRATA_ASSERT(residency_.device(il));
+    reader_->read({dst, ranges_[il].offset, ranges_[il].length});
+    check_file_unchanged();
+}
+
+uint64_t WeightStore::offset_in_layer(int il, const WeightRef& w) const {
+    return file_.file_offset(*w.info) - ranges_[il].offset;
 }
 
 }  // namespace strata

@@ -54,6 +54,19 @@ public:
     // changed since load.
     const LayerWeights& acquire(int il);
     void release(int il);
+    // The acquired layer `il` as one range of host memory holding every tensor of it, as laid
+    // out in the file (the GPU copies it in one piece). Valid until release(il).
+    struct HostRange {
+        const std::byte* data = nullptr;
+        uint64_t length = 0;
+    };
+    HostRange layer_range(int il) const;
+    // Reads layer `il` (one the residency puts on the device) into `dst`: layer_range's
+    // length bytes, aligned for O_DIRECT (storage::kDefaultDioAlign); its tensors sit at
+    // offset_in_layer. Throws IoError.
+    void read_layer(int il, std::byte* dst);
+    // Where tensor `w` of layer il starts inside the layer's range.
+    uint64_t offset_in_layer(int il, const WeightRef& w) const;
 
     StreamStats stats() const;
     // Records each layer read and each wait for one (StreamRing) and each layer's compute
@@ -83,6 +96,8 @@ private:
     std::unique_ptr<storage::PinnedPool> ring_;
     std::unique_ptr<StreamRing> stream_;
     LayerWeights view_;  // the acquired streamed layer, rebased into its slot
+    const std::byte* view_base_ = nullptr;  // its slot
+    std::vector<const std::byte*> resident_base_;  // per resident layer: its file range in memory
     StreamStats stats_;
     struct FileIdentity;
     std::unique_ptr<FileIdentity> identity_;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cpu/attention_cpu.h"
 #include "planner/plan_report.h"
 #include "runtime/core/error.h"
 #include "runtime/placement.h"
@@ -22,6 +23,16 @@ EngineOptions ModelOptions::engine() const {
     e.kv_spill_dir = kv_spill;
     e.trace_path = trace;
     e.int8_activations = int8_acts;
+    const auto kv = dtype_from_name(kv_type);
+    if (!kv || !cpu::is_kv_type(*kv))
+        throw UsageError(fmt::format("--kv-type '{}' is not a KV cache type", kv_type), fmt::format("use one of {}", cpu::kKvTypeList));
+    e.kv_type = *kv;
+    if (gpu_mem.find('%') != std::string::npos)
+        throw UsageError(fmt::format("--gpu-mem '{}' is a share; give the GPU memory as a size", gpu_mem), "e.g. --gpu-mem 20G");
+    if (!gpu_mem.empty()) e.gpu.gpu_mem = gpu_mem == "0" ? 0 : storage::parse_memory_size(gpu_mem);
+    const auto where = parse_attention(attention);
+    if (!where) throw UsageError(fmt::format("--attention '{}' is not a choice", attention), "use auto, cpu or gpu");
+    e.gpu.attention = *where;
     std::string budget = dram;
     if (budget.empty())
         if (const char* env = std::getenv("STRATA_DRAM")) budget = env;

@@ -8,6 +8,7 @@
 // the bytes read per second against the profile's disk read rate (run `strata probe` first
 // for this machine's figures).
 // One untimed warm-up of each test runs first; the table shows mean ± sample stddev over -r reps.
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +21,7 @@
 
 #include "cpu/cpu_features.h"
 #include "runtime/core/error.h"
+#include "runtime/kv_cache.h"
 #include "runtime/placement.h"
 #include "runtime/weight_store.h"
 #include "tools/cli_options.h"
@@ -127,6 +129,9 @@ int run_bench(const BenchOptions& o) {
     uint64_t bytes = 0, params = 0;
     const std::string label = model_label(engine, bytes, params);
     const std::string backend = fmt::format("CPU {}", cpu::path_name(cpu::active_path()));
+    // The KV cache's type under llama-bench's names (type_k, type_v: lower case).
+    std::string kv_type(dtype_name(engine.kv_cache().type()));
+    for (char& ch : kv_type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     if (o.json) {
         for (const Row& r : rows) {
             nlohmann::json j = {{"engine", "strata"},
@@ -136,6 +141,8 @@ int run_bench(const BenchOptions& o) {
                                 {"n_params", params},
                                 {"backend", backend},
                                 {"threads", engine.n_threads()},
+                                {"type_k", kv_type},
+                                {"type_v", kv_type},
                                 {"test", r.test},
                                 {"n_tokens", r.n_tokens},
                                 {"reps", o.reps},
@@ -155,17 +162,18 @@ int run_bench(const BenchOptions& o) {
         }
         return 0;
     }
-    const std::string hdr = fmt::format("| {:<30} | {:>10} | {:>8} | {:<10} | {:>7} | {:>6} | {:>20} |", "model", "size",
-                                        "params", "backend", "threads", "test", "t/s");
+    const std::string hdr = fmt::format("| {:<30} | {:>10} | {:>8} | {:<10} | {:>7} | {:>7} | {:>6} | {:>20} |", "model",
+                                        "size", "params", "backend", "threads", "type_kv", "test", "t/s");
     std::printf("%s\n", hdr.c_str());
-    std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(32, '-').c_str(), std::string(12, '-').c_str(),
+    std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(32, '-').c_str(), std::string(12, '-').c_str(),
                 std::string(10, '-').c_str(), std::string(12, '-').c_str(), std::string(9, '-').c_str(),
-                std::string(8, '-').c_str(), std::string(22, '-').c_str());
+                std::string(9, '-').c_str(), std::string(8, '-').c_str(), std::string(22, '-').c_str());
     for (const Row& r : rows)
-        std::printf("%s\n", fmt::format("| {:<30} | {:>6.2f} MiB | {:>7.2f}M | {:<10} | {:>7} | {:>6} | {:>10.2f} ± {:>7.2f} |",
-                                        label, bytes / 1048576.0, params / 1e6, backend, engine.n_threads(), r.test,
-                                        mean(r.ts), stddev(r.ts))
-                                .c_str());
+        std::printf("%s\n",
+                    fmt::format("| {:<30} | {:>6.2f} MiB | {:>7.2f}M | {:<10} | {:>7} | {:>7} | {:>6} | {:>10.2f} ± {:>7.2f} |",
+                                label, bytes / 1048576.0, params / 1e6, backend, engine.n_threads(), kv_type, r.test,
+                                mean(r.ts), stddev(r.ts))
+                        .c_str());
     for (const Row& r : rows) {
         if (r.streamed_gbps.empty()) continue;
         std::printf("\n%s: weights %.1f MiB per token -> %.2f GB/s = %.2f x DRAM read %.2f GB/s\n", r.test.c_str(),

@@ -30,6 +30,18 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--trace", m.trace, "write a Chrome/Perfetto trace of layer reads and compute to FILE.json");
     cmd.add_option("--plan", m.plan_file,
                    "place layers by this plan (JSON from `strata plan -m MODEL -o FILE`) instead of planning from --dram");
+    cmd.add_option("--kv-type", m.kv_type,
+                   "KV cache element type: f16 (default, as llama.cpp) halves f32's memory and attention reads "
+                   "for a tiny rounding; bf16 the same with less precision; q8_0 about a quarter of f32 "
+                   "(8.5 bits a value), lossy; f32 exact")
+        ->capture_default_str();
+    cmd.add_option("--gpu-mem", m.gpu_mem,
+                   "GPU memory the engine may use, e.g. 20G; 0 runs on the CPU only (default: the GPU's memory less "
+                   "room for the CUDA context, when there is a GPU); layers that do not fit are copied in each pass");
+    cmd.add_option("--attention", m.attention,
+                   "where attention runs with a GPU: gpu (KV cache on the device, or copied in when it does not fit), "
+                   "cpu (KV cache in DRAM, attention on the CPU cores), auto (the planner picks the faster)")
+        ->capture_default_str();
     cmd.add_flag("--int8-acts", m.int8_acts,
                  "quantize activations to one int8 level, as llama.cpp does: faster prefill, slightly less exact");
     cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running");

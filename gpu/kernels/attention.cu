@@ -1,10 +1,12 @@
 // Decode attention over a paged KV cache (one query token per sequence), split over KV blocks
 // like flash-decoding: each split computes an unnormalised partial result with its own max and
-// sum, a second kernel rescales and combines them. Same maths as cpu::attention_tile_ref.
+// sum, a second kernel rescales and combines them. Same maths as cpu::attention_tile_ref. The
+// cache's elements are read as float whatever their type (kv_element.cuh).
 #include <cmath>
 
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_kernels.h"
+#include "gpu/kernels/kv_element.cuh"
 
 namespace strata::gpu {
 namespace {
@@ -20,6 +22,7 @@ __device__ __forceinline__ float* partial_at(const DecodeAttentionArgs& a, int n
 
 // grid = (n_splits, n_head, n_seq), block = 128 threads; dynamic shared memory holds the scaled
 // query (head_dim floats) and the split's 128 scores.
+template <class T>
 __global__ void attention_split_kernel(DecodeAttentionArgs a, int n_splits) {
     extern __shared__ float smem[];
     float* q = smem;
@@ -44,16 +47,16 @@ __global__ void attention_split_kernel(DecodeAttentionArgs a, int n_splits) {
     __syncthreads();
 
     const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
-    auto row = [&](const float* base, int64_t j) {  // key/value j of this sequence, KV head hk
-        return base + table[j / kKvBlockSize] * a.block_stride + (j % kKvBlockSize) * a.kv_stride +
+    auto row = [&](const void* base, int64_t j) {  // key/value j of this sequence, KV head hk
+        return static_cast<const T*>(base) + table[j / kKvBlockSize] * a.block_stride + (j % kKvBlockSize) * a.kv_stride +
                static_cast<int64_t>(hk) * a.head_dim;
     };
     // Scores: warp w takes keys w, w + 4, ...; its lanes read the key row contiguously.
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int j = warp; j < n; j += kWarps) {
-        const float* k = row(a.k, j0 + j);
+        const T* k = row(a.k, j0 + j);
         float dot = 0.0f;
-        for (int d = lane; d < a.head_dim; d += 32) dot += q[d] * k[d];
+        for (int d = lane; d < a.head_dim; d += 32) dot += q[d] * kv_load(k + d);
         for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xFFFFFFFFu, dot, o);
         if (lane == 0) p[j] = dot;
     }
@@ -68,7 +71,7 @@ __global__ void attention_split_kernel(DecodeAttentionArgs a, int n_splits) {
     // Partial output: thread d accumulates column d over the split's value rows (coalesced).
     for (int d = threadIdx.x; d < a.head_dim; d += kThreads) {
         float o = 0.0f;
-        for (int j = 0; j < n; ++j) o += p[j] * row(a.v, j0 + j)[d];
+        for (int j = 0; j < n; ++j) o += p[j] * kv_load(row(a.v, j0 + j) + d);
         part[d] = o;
     }
     if (threadIdx.x == 0) {
@@ -101,15 +104,39 @@ __global__ void attention_reduce_kernel(DecodeAttentionArgs a, int n_splits) {
     }
 }
 
+// grid = n_tok, block = 128 threads over the row's n values.
+template <class T>
+__global__ void kv_store_kernel(const float* src, T* cache, const int32_t* block, const int32_t* row, int64_t n,
+                                int64_t kv_stride, int64_t block_stride) {
+    const int64_t t = blockIdx.x;
+    T* dst = cache + block[t] * block_stride + row[t] * kv_stride;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) kv_put(dst + i, src[t * n + i]);
+}
+
 }  // namespace
+
+bool gpu_kv_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+void kv_store(const float* src, void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok,
+              int64_t n, int64_t kv_stride, int64_t block_stride, Stream& s) {
+    if (n_tok == 0) return;
+    with_kv_element(type, [&](auto element) {
+        using T = decltype(element);
+        kv_store_kernel<T><<<static_cast<unsigned>(n_tok), 128, 0, s.get()>>>(src, static_cast<T*>(cache), block, row, n,
+                                                                               kv_stride, block_stride);
+        cuda_check_launch("kv_store");
+    });
+}
 
 void decode_attention(const DecodeAttentionArgs& a, Stream& s) {
     STRATA_ASSERT(a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0 && a.head_dim > 0 && a.max_blocks > 0);
     if (a.n_seq == 0) return;
     const int n_splits = (a.max_blocks + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;
     const size_t smem = sizeof(float) * (a.head_dim + kSplitKeys);
-    attention_split_kernel<<<dim3(n_splits, a.n_head, a.n_seq), kThreads, smem, s.get()>>>(a, n_splits);
-    cuda_check_launch("decode_attention (splits)");
+    with_kv_element(a.kv_type, [&](auto element) {
+        attention_split_kernel<decltype(element)><<<dim3(n_splits, a.n_head, a.n_seq), kThreads, smem, s.get()>>>(a, n_splits);
+        cuda_check_launch("decode_attention (splits)");
+    });
     attention_reduce_kernel<<<dim3(a.n_head, a.n_seq), 128, 0, s.get()>>>(a, n_splits);
     cuda_check_launch("decode_attention (reduce)");
 }

@@ -59,6 +59,10 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) y[i] += x[i];
 }
+__global__ void add_rows_kernel(float* y, const float* b, int64_t n_rows, int64_t n) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n_rows * n) y[i] += b[i % n];
+}
 unsigned elementwise_blocks(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
 
 }  // namespace
@@ -86,6 +90,12 @@ void add(float* y, const float* x, int64_t n, Stream& s) {
     if (n == 0) return;
     add_kernel<<<elementwise_blocks(n), 256, 0, s.get()>>>(y, x, n);
     cuda_check_launch("add");
+}
+
+void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) {
+    if (n_rows * n == 0) return;
+    add_rows_kernel<<<elementwise_blocks(n_rows * n), 256, 0, s.get()>>>(y, b, n_rows, n);
+    cuda_check_launch("add_rows");
 }
 
 }  // namespace strata::gpu

@@ -11,8 +11,10 @@
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/matmul.h"
+#include "cpu/onednn_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/quant_ref.h"
+#include "cpu/thread_pool.h"
 
 using namespace strata;
 using namespace strata::cpu;
@@ -256,4 +258,66 @@ TEST_CASE("matmul int8 (opt-in): single-level activations, the same on every pat
             set_active_path(saved);
         }
     }
+}
+
+TEST_CASE("matmul bf16 prefill (opt-in, oneDNN): the bf16-rounded product, then the reference's AMX again", "[unit]") {
+    const bool saved = bf16_prefill_enabled();
+    set_bf16_prefill(true);
+    struct Restore {
+        bool on;
+        ~Restore() { set_bf16_prefill(on); }
+    } restore{saved};
+    if (!bf16_prefill_usable(DType::F16)) {
+        WARN("skipped: oneDNN does not run bf16 on AMX here (or STRATA_AMX=0)");
+        return;
+    }
+    std::mt19937 rng(41);
+    struct Shape { DType type; int64_t n_rows, n_cols; };
+    // Rows not a multiple of 16 or of the 64-row dequantization tasks; every weight family.
+    const Shape shapes[] = {{DType::F32, 77, 96},    {DType::F16, 130, 200}, {DType::BF16, 65, 130}, {DType::Q4_0, 77, 544},
+                            {DType::Q8_0, 33, 352},  {DType::Q4_K, 70, 512}, {DType::Q6_K, 17, 256}, {DType::Q4_1, 129, 64}};
+    const int64_t n_tok = kBf16PrefillMinTokens + 3;
+    ThreadPool pool(2);
+    for (const auto& [type, n_rows, n_cols] : shapes) {
+        INFO(dtype_name(type) << " " << n_rows << "x" << n_cols);
+        const auto w = random_matrix(type, n_rows, n_cols, rng);
+        std::vector<float> x(n_tok * n_cols);
+        std::normal_distribution<float> normal;
+        for (auto& v : x) v = normal(rng);
+        std::vector<float> y(n_tok * n_rows, NAN);
+        pool.run([&] { matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, y.data()); });
+
+        const size_t wrb = row_bytes(type, n_cols);
+        std::vector<float> wf(n_cols);
+        auto bf16 = [](float v) { return double(bf16_to_fp32(fp32_to_bf16(v))); };
+        for (int64_t r = 0; r < n_rows; ++r) {
+            dequantize_row_ref(type, w.data() + r * wrb, wf.data(), n_cols);
+            for (int64_t t = 0; t < n_tok; ++t) {
+                const float* xt = &x[t * n_cols];
+                double exact = 0, rounded = 0, mag = 0;
+                for (int64_t i = 0; i < n_cols; ++i) {
+                    exact += double(wf[i]) * xt[i];
+                    rounded += bf16(wf[i]) * bf16(xt[i]);
+                    mag += std::fabs(double(wf[i]) * xt[i]);
+                }
+                const float got = y[t * n_rows + r];
+                // The products of bf16-rounded values, summed in f32 (order free) ...
+                REQUIRE(std::fabs(got - rounded) <= 1e-5 * mag + 1e-30);
+                // ... so within two bf16 roundings (2^-8 each) of the float product.
+                REQUIRE(std::fabs(got - exact) <= 1.01 * std::ldexp(mag, -7) + 1e-30);
+            }
+        }
+    }
+    // oneDNN released the AMX tiles of the threads it ran on: the int8 AMX kernels (fewer tokens)
+    // must configure them again, not fault.
+    set_bf16_prefill(false);
+    const auto w = random_matrix(DType::Q4_0, 64, 256, rng);
+    std::vector<float> x(32 * 256, 0.5f), y_pool(32 * 64, NAN), y_ref(32 * 64, NAN);
+    set_bf16_prefill(true);
+    pool.run([&] {
+        matmul(DType::Q4_0, w.data(), 64, 256, x.data(), 32, y_pool.data());  // below the bf16 threshold: AMX-INT8
+    });
+    set_bf16_prefill(false);
+    matmul(DType::Q4_0, w.data(), 64, 256, x.data(), 32, y_ref.data());
+    CHECK(y_pool == y_ref);
 }

@@ -103,7 +103,8 @@ TEST_CASE("attention matches a naive causal GQA implementation", "[unit][cpu]") 
     const int kv_stride = n_head_kv * hd + 4;  // padded rows
     auto q = random_vec(n_tokens * n_head * hd, 4), k = random_vec(n_kv * kv_stride, 5), v = random_vec(n_kv * kv_stride, 6);
     std::vector<float> out(q.size());
-    AttentionArgs a{q.data(), k.data(), v.data(), out.data(), n_tokens, pos0, n_head, n_head_kv, hd, kv_stride};
+    // AttentionArgs' strides are in bytes: 4 per float.
+    AttentionArgs a{q.data(), k.data(), v.data(), out.data(), n_tokens, pos0, n_head, n_head_kv, hd, kv_stride * 4};
     attention(a);
     const auto want = naive_attention(q, n_tokens, pos0, n_head, n_head_kv, hd, rows(k, kv_stride), rows(v, kv_stride));
     for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(want[i]).margin(1e-5));
@@ -127,7 +128,7 @@ TEST_CASE("attention: every path matches the naive implementation on model-sized
             if (!path_supported(path)) continue;
             set_active_path(path);
             std::vector<float> out(q.size(), NAN);
-            AttentionArgs a{q.data(), k.data(), v.data(), out.data(), sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, kv_stride};
+            AttentionArgs a{q.data(), k.data(), v.data(), out.data(), sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, kv_stride * 4};
             pool.run([&] { attention(a); });
             for (size_t i = 0; i < out.size(); ++i) {
                 INFO("path " << path_name(path) << " heads " << sh.n_head << "/" << sh.n_head_kv << " hd " << sh.hd << " i " << i);
@@ -169,12 +170,12 @@ TEST_CASE("attention over paged KV: scattered and shared blocks match the naive 
             if (!path_supported(path)) continue;
             set_active_path(path);
             std::vector<float> paged(q.size(), NAN), contiguous(q.size(), NAN);
-            AttentionArgs a{q.data(), kpool.data(), vpool.data(), paged.data(), c.n_tokens, c.pos0, n_head, n_head_kv, hd, kv_stride};
+            AttentionArgs a{q.data(), kpool.data(), vpool.data(), paged.data(), c.n_tokens, c.pos0, n_head, n_head_kv, hd, kv_stride * 4};
             a.block_table = table.data();
             a.block_size = bs;
-            a.block_stride = block_stride;
+            a.block_stride = block_stride * 4;
             pool.run([&] { attention(a); });
-            AttentionArgs b{q.data(), kc.data(), vc.data(), contiguous.data(), c.n_tokens, c.pos0, n_head, n_head_kv, hd, kv_stride};
+            AttentionArgs b{q.data(), kc.data(), vc.data(), contiguous.data(), c.n_tokens, c.pos0, n_head, n_head_kv, hd, kv_stride * 4};
             pool.run([&] { attention(b); });
             INFO("path " << path_name(path) << " seq " << c.seq << " tokens " << c.n_tokens << " pos0 " << c.pos0);
             CHECK(paged == contiguous);  // the same arithmetic, read in place

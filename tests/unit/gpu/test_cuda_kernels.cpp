@@ -274,10 +274,10 @@ TEST_CASE("gpu decode attention over a paged KV cache matches cpu::attention", "
         c.n_head = n_head;
         c.n_head_kv = n_head_kv;
         c.head_dim = head_dim;
-        c.kv_stride = kv_stride;
+        c.kv_stride = kv_stride * sizeof(float);  // bytes
         c.block_table = tables.data() + s * max_blocks;
         c.block_size = bs;
-        c.block_stride = block_stride;
+        c.block_stride = block_stride * sizeof(float);
         cpu::attention(c);
     }
     for (size_t i = 0; i < ref.size(); ++i) {

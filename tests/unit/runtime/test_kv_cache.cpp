@@ -1,11 +1,15 @@
 // Sequences over the paged KV cache: block tables, prefix attachment, truncation of shared
-// blocks, and the pool returning to its former use when sequences go.
+// blocks, and the pool returning to its former use when sequences go; rows stored in each
+// element type and the bytes each type takes.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <random>
 #include <vector>
 
 #include "runtime/core/error.h"
 #include "runtime/kv_cache.h"
+#include "tests/support/kv_values.h"
 
 using namespace strata;
 
@@ -31,8 +35,8 @@ TEST_CASE("kv cache: a sequence gets a block per 16 positions and gives them bac
     CHECK(kv.pool().n_cached() == 2);  // the two full blocks
     // Rows of different blocks do not overlap.
     const auto table = kv.block_table(s);
-    CHECK(kv.k(1, table[1]) - kv.k(1, table[0]) == (table[1] - table[0]) * kv.block_stride());
-    CHECK(kv.block_stride() >= KvCache::kBlockSize * kv.row_stride());
+    CHECK(kv.k(1, table[1]) - kv.k(1, table[0]) == (table[1] - table[0]) * kv.block_stride(1));
+    CHECK(kv.block_stride(1) >= KvCache::kBlockSize * kv.row_bytes());
 
     CHECK_FALSE(kv.reserve(kv.create_seq(), 16 * 6));  // 6 more blocks: only 5 free
     kv.free_seq(s);
@@ -92,4 +96,71 @@ TEST_CASE("kv cache: truncating into a shared block gives it up instead of writi
 TEST_CASE("kv cache: reserving past the context is a clear error", "[unit][kv]") {
     KvCache kv(1, 32, 64, 8);
     CHECK_THROWS_WITH(kv.reserve(0, 33), Catch::Contains("context is full"));
+}
+
+TEST_CASE("kv cache: store converts rows to the cache's type where its block table says", "[unit][kv]") {
+    constexpr int32_t kEmbd = 96, kLayers = 2, kPositions = 40;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    for (const DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+        INFO(dtype_name(type));
+        KvCache kv(kLayers, 64, kEmbd, 8, type);
+        CHECK(kv.type() == type);
+        // Bytes of a row: 4 or 2 per value, or 34 per 32 values for Q8_0.
+        const int64_t want_row = type == DType::F32 ? 4 * kEmbd : type == DType::Q8_0 ? 34 * kEmbd / 32 : 2 * kEmbd;
+        CHECK(kv.row_bytes() == want_row);
+        CHECK(kv.block_stride(0) >= KvCache::kBlockSize * want_row);
+        const SeqId s = kv.create_seq();
+        REQUIRE(kv.reserve(s, kPositions));
+        const auto table = kv.block_table(s);
+        std::vector<float> k(size_t(kLayers) * kPositions * kEmbd), v(k.size());
+        for (auto& x : k) x = nd(rng);
+        for (auto& x : v) x = nd(rng);
+        auto at = [&](int l, int p) { return (size_t(l) * kPositions + p) * kEmbd; };
+        for (int l = 0; l < kLayers; ++l)
+            for (int p = 0; p < kPositions; ++p)
+                kv.store(l, table[p / KvCache::kBlockSize], p % KvCache::kBlockSize, &k[at(l, p)], &v[at(l, p)]);
+        // Every row reads back (after all were written: none overwrote another) within the
+        // type's rounding: exact, half an ulp (2^-11 or 2^-8 relative), half a Q8_0 step of
+        // amax / 127 (values here stay below 10, five sigma; 0.6 leaves room for the f16 scale).
+        auto bound = [&](float x) {
+            switch (type) {
+                case DType::F32: return 0.0;
+                case DType::F16: return 0x1p-11 * std::abs(x);
+                case DType::BF16: return 0x1p-8 * std::abs(x);
+                default: return 0.6 * 10.0 / 127;
+            }
+        };
+        double worst = 0;
+        for (int l = 0; l < kLayers; ++l)
+            for (int p = 0; p < kPositions; ++p) {
+                const int32_t b = table[p / KvCache::kBlockSize];
+                const std::byte* krow = kv.k(l, b) + (p % KvCache::kBlockSize) * kv.row_bytes();
+                const std::byte* vrow = kv.v(l, b) + (p % KvCache::kBlockSize) * kv.row_bytes();
+                for (int i = 0; i < kEmbd; ++i) {
+                    const float want_k = k[at(l, p) + i], want_v = v[at(l, p) + i];
+                    worst = std::max(worst, std::abs(test::kv_value(type, krow, i) - want_k) - bound(want_k));
+                    worst = std::max(worst, std::abs(test::kv_value(type, vrow, i) - want_v) - bound(want_v));
+                }
+            }
+        CHECK(worst <= 0);
+    }
+}
+
+TEST_CASE("kv cache: a layer's bytes follow the type, blocks padded for O_DIRECT", "[unit][kv]") {
+    // n_embd_kv 1024 (8 KV heads of 128): a block of 16 rows is 64 KiB in F32, 32 KiB in F16
+    // and BF16, and 16 x 1088 = 17408 bytes in Q8_0, padded to 20 KiB.
+    CHECK(KvCache::layer_bytes(10, 1024, DType::F32) == 2 * 10 * 65536);
+    CHECK(KvCache::layer_bytes(10, 1024, DType::F16) == 2 * 10 * 32768);
+    CHECK(KvCache::layer_bytes(10, 1024, DType::BF16) == 2 * 10 * 32768);
+    CHECK(KvCache::layer_bytes(10, 1024, DType::Q8_0) == 2 * 10 * 20480);
+    // Resident layers need no O_DIRECT padding: SmolLM2's 192 values in F16 take 6 KiB a block.
+    KvCache kv(3, 64, 192, 4, DType::F16);
+    CHECK(kv.bytes() == 2ull * 3 * 4 * 16 * 192 * 2);
+}
+
+TEST_CASE("kv cache: a type it cannot hold is a clear error", "[unit][kv]") {
+    CHECK_THROWS_WITH(KvCache(1, 32, 48, 0, DType::Q8_0), Catch::Contains("blocks of 32 values") && Catch::Contains("48"));
+    CHECK_THROWS_WITH(KvCache(1, 32, 64, 0, DType::Q4_0), Catch::Contains("Q4_0 is not a KV cache type"));
+    CHECK_THROWS_AS(KvCache::layer_bytes(4, 48, DType::Q8_0), UsageError);
 }

@@ -1,5 +1,5 @@
-// KV cache layers spilled to disk give the same logits as an all-DRAM cache, and a spill
-// directory that cannot take the file is a clear error.
+// KV cache layers spilled to disk give the same logits as an all-DRAM cache, in every KV
+// element type, and a spill directory that cannot take the file is a clear error.
 #include <catch2/catch.hpp>
 
 #include <sys/mount.h>
@@ -29,17 +29,20 @@ TEST_CASE("spilled KV layers give the same logits as an all-DRAM cache", "[unit]
         all.insert(all.end(), step.begin(), step.end());
         return all;
     };
-    KvCache resident(m.hp.n_layer, 64, m.hp.n_embd_kv());
-    const auto want = run(resident);
-    for (int n_resident : {0, 2, 5}) {
-        KvSpillOptions opts;
-        opts.n_resident_layers = n_resident;
-        opts.dir = test::temp_path("kv_spill");
-        opts.prefetch_depth = 2;
-        KvCache spilled(m.hp.n_layer, 64, m.hp.n_embd_kv(), opts);
-        CHECK(spilled.n_spilled() == m.hp.n_layer - n_resident);
-        INFO(n_resident << " resident layers");
-        CHECK(run(spilled) == want);  // bit for bit
+    // Every KV type: spilled blocks are padded for O_DIRECT, resident ones are not.
+    for (const DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+        KvCache resident(m.hp.n_layer, 64, m.hp.n_embd_kv(), 0, type);
+        const auto want = run(resident);
+        for (int n_resident : {0, 2, 5}) {
+            KvSpillOptions opts;
+            opts.n_resident_layers = n_resident;
+            opts.dir = test::temp_path("kv_spill");
+            opts.prefetch_depth = 2;
+            KvCache spilled(m.hp.n_layer, 64, m.hp.n_embd_kv(), opts, 0, type);
+            CHECK(spilled.n_spilled() == m.hp.n_layer - n_resident);
+            INFO(dtype_name(type) << ", " << n_resident << " resident layers");
+            CHECK(run(spilled) == want);  // bit for bit
+        }
     }
     // The spill files are unlinked at once: nothing is left behind.
     CHECK(std::filesystem::is_empty(test::temp_path("kv_spill")));

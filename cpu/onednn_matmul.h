@@ -1,0 +1,37 @@
+#pragma once
+// Prefill through oneDNN's bf16 matmul, which runs on AMX-BF16 tiles: about 1.6-1.9 TFLOP/s on
+// 2 Sapphire Rapids cores at 512 tokens, against 0.5-0.7 for the AMX-INT8 kernels on
+// block-quantized weights (gemm_amx.cpp, limited by their per-block float scaling) and 0.26 for
+// F16 weights (bench/kernel_bench.cpp measures both).
+//
+// The weights stay in their GGUF type: each call dequantizes them to bf16 in slices of at most
+// 16 MiB (per-thread scratch, reused; no second copy of the model is kept) and hands oneDNN one
+// slice at a time, so the dequantization costs one pass over the weights per prefill call,
+// amortized over the tokens. Activations and weights are rounded to bf16 (8 significant bits)
+// and products are summed in f32: results differ from the float reference by about 2^-8 of
+// sum(|w x|), more than the default two-level int8 activations (2^-16), which is why it is
+// opt-in: set_bf16_prefill(true) or STRATA_BF16_PREFILL=1.
+#include <cstdint>
+
+#include "runtime/core/dtype.h"
+
+namespace strata::cpu {
+
+// Prefill of at least this many tokens goes to oneDNN when the path is on: below it the
+// per-call dequantization of the weights costs more than the faster multiply saves.
+inline constexpr int64_t kBf16PrefillMinTokens = 128;
+
+// Switched on (set_bf16_prefill, else STRATA_BF16_PREFILL=1), oneDNN runs bf16 on AMX here
+// (and STRATA_AMX=0 is not set), and the weight type has CPU kernels.
+bool bf16_prefill_usable(DType wtype);
+bool bf16_prefill_enabled();
+void set_bf16_prefill(bool on);
+
+// y (n_tokens x n_rows, row-major) = x W^T with W (n_rows rows of n_cols values in `wtype`,
+// row_bytes(wtype, n_cols) apart) and x (n_tokens x n_cols floats) rounded to bf16. Called from
+// matmul() inside a cpu::ThreadPool: dequantization runs on the pool, the multiply on oneDNN's
+// OpenMP threads, as many as the pool has.
+void bf16_matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
+                 float* y);
+
+}  // namespace strata::cpu

@@ -1,0 +1,194 @@
+// Attention over a paged KV cache of each element type (F32, F16, BF16, Q8_0), on the AVX-512
+// kernel and the plain C++ reference, against attention in double over the values the cache
+// holds (decoded by tests/support/kv_values.h); and the row converters against the formats'
+// own rounding.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cpu/attention_cpu.h"
+#include "cpu/cpu_features.h"
+#include "cpu/thread_pool.h"
+#include "runtime/core/error.h"
+#include "tests/support/kv_values.h"
+
+using namespace strata;
+using namespace strata::cpu;
+using strata::test::kv_value;
+
+namespace {
+
+constexpr DType kKvTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
+
+std::vector<float> normal_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+
+// Causal GQA attention in double; key(j, i) and value(j, i) give value i of position j's row.
+template <class K, class V>
+std::vector<double> attention_f64(const std::vector<float>& q, int n_tokens, int pos0, int n_head, int n_head_kv, int hd,
+                                  K key, V value) {
+    std::vector<double> out(q.size());
+    for (int t = 0; t < n_tokens; ++t)
+        for (int h = 0; h < n_head; ++h) {
+            const int c0 = h / (n_head / n_head_kv) * hd;
+            const float* qr = &q[(size_t(t) * n_head + h) * hd];
+            std::vector<double> w(pos0 + t + 1);
+            double mx = -INFINITY, sum = 0;
+            for (size_t j = 0; j < w.size(); ++j) {
+                double s = 0;
+                for (int d = 0; d < hd; ++d) s += double(qr[d]) * key(int(j), c0 + d);
+                mx = std::max(mx, w[j] = s / std::sqrt(double(hd)));
+            }
+            for (auto& x : w) sum += (x = std::exp(x - mx));
+            for (int d = 0; d < hd; ++d) {
+                double o = 0;
+                for (size_t j = 0; j < w.size(); ++j) o += w[j] / sum * value(int(j), c0 + d);
+                out[(size_t(t) * n_head + h) * hd + d] = o;
+            }
+        }
+    return out;
+}
+
+// What converting to `type` may cost attention outputs of order 1 (values N(0, 1), softmax
+// rows peaked by queries of sd 3 as well as flat ones), about twice the worst seen: F16
+// rounds to 2^-11 relative (outputs off by < 2e-3), BF16 to 2^-8 (8x that), Q8_0 to half a
+// step of amax / 127, about 0.01 for 32 normal values (< 0.06 over 128 dimensions).
+double conversion_tolerance(DType type) {
+    switch (type) {
+        case DType::F32: return 1e-5;
+        case DType::F16: return 4e-3;
+        case DType::BF16: return 4e-2;
+        default: return 0.12;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("attention: every KV type on every kernel matches attention in double over a paged cache", "[unit][cpu]") {
+    const CpuPath saved = active_path();
+    ThreadPool pool(2);
+    struct Shape { int n_head, n_head_kv, hd, n_tokens, pos0; };
+    // Odd head counts and lengths; head_dim 16 puts every other KV head mid-way through a Q8_0
+    // block; head_dim 8 runs the reference even on the AVX-512 path.
+    const Shape shapes[] = {{9, 3, 64, 37, 5}, {15, 5, 32, 1, 300}, {12, 4, 16, 13, 20}, {10, 2, 96, 3, 91}, {8, 4, 8, 5, 40},
+                            {7, 1, 128, 1, 77}};
+    constexpr int bs = 16;
+    for (const DType type : kKvTypes)
+        for (const auto& sh : shapes) {
+            const int n_embd_kv = sh.n_head_kv * sh.hd, n_kv = sh.pos0 + sh.n_tokens;
+            const int64_t row_bytes = static_cast<int64_t>(strata::row_bytes(type, n_embd_kv));
+            const int64_t block_stride = bs * row_bytes + 96;  // padded blocks
+            // The sequence's blocks scattered through a pool with spare blocks.
+            const int n_blocks = (n_kv + bs - 1) / bs, pool_blocks = n_blocks + 3;
+            std::vector<int32_t> table(pool_blocks);
+            std::iota(table.begin(), table.end(), 0);
+            std::shuffle(table.begin(), table.end(), std::mt19937(sh.pos0));
+            table.resize(n_blocks);
+            std::vector<std::byte> kpool(pool_blocks * block_stride), vpool(kpool.size());
+            const auto k = normal_floats(size_t(n_kv) * n_embd_kv, 31 + sh.hd), v = normal_floats(k.size(), 32 + sh.hd);
+            auto row = [&](std::vector<std::byte>& p, int j) { return &p[table[j / bs] * block_stride + (j % bs) * row_bytes]; };
+            for (int j = 0; j < n_kv; ++j) {
+                store_kv_row(type, &k[size_t(j) * n_embd_kv], row(kpool, j), n_embd_kv);
+                store_kv_row(type, &v[size_t(j) * n_embd_kv], row(vpool, j), n_embd_kv);
+            }
+            auto q = normal_floats(size_t(sh.n_tokens) * sh.n_head * sh.hd, 33 + sh.n_tokens);
+            for (size_t i = 0; i < q.size() / 2; ++i) q[i] *= 3.0f;  // peaked softmax rows as well as flat ones
+            // Over the values the cache holds, and over the floats before conversion.
+            const auto held = attention_f64(
+                q, sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, [&](int j, int i) { return kv_value(type, row(kpool, j), i); },
+                [&](int j, int i) { return kv_value(type, row(vpool, j), i); });
+            const auto exact = attention_f64(
+                q, sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, [&](int j, int i) { return k[size_t(j) * n_embd_kv + i]; },
+                [&](int j, int i) { return v[size_t(j) * n_embd_kv + i]; });
+            for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx512}) {
+                if (!path_supported(path)) {
+                    WARN("skipped: this CPU has no " << path_name(path));
+                    continue;
+                }
+                set_active_path(path);
+                std::vector<float> out(q.size(), NAN);
+                AttentionArgs a{q.data(), kpool.data(), vpool.data(), out.data(), sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd,
+                                row_bytes, type};
+                a.block_table = table.data();
+                a.block_size = bs;
+                a.block_stride = block_stride;
+                pool.run([&] { attention(a); });
+                INFO("type " << dtype_name(type) << " path " << path_name(path) << " heads " << sh.n_head << "/" << sh.n_head_kv
+                             << " hd " << sh.hd << " tokens " << sh.n_tokens << " pos0 " << sh.pos0);
+                double worst_held = 0, worst_exact = 0;
+                for (size_t i = 0; i < out.size(); ++i) {
+                    worst_held = std::max(worst_held, std::abs(out[i] - held[i]));
+                    worst_exact = std::max(worst_exact, std::abs(out[i] - exact[i]));
+                }
+                CHECK(worst_held <= 1e-5);  // the kernels add no error of their own beyond float sums
+                CHECK(worst_exact <= conversion_tolerance(type));
+            }
+        }
+    set_active_path(saved);
+}
+
+TEST_CASE("attention: a type the KV cache cannot hold is refused", "[unit][cpu]") {
+    std::vector<float> q(16), out(16);
+    std::vector<std::byte> kv(1024);
+    AttentionArgs a{q.data(), kv.data(), kv.data(), out.data(), 1, 0, 1, 1, 16, 18, DType::Q4_0};
+    CHECK_FALSE(is_kv_type(DType::Q4_0));
+    CHECK_THROWS_AS(attention(a), UsageError);
+}
+
+TEST_CASE("KV rows: F16 and BF16 round to nearest even, Q8_0 to ggml's blocks", "[unit][cpu]") {
+    auto x = normal_floats(256, 41, 3.0f);
+    x[0] = 0;
+    x[1] = 65504;                 // the largest half
+    x[2] = 1e-6f;                 // a half subnormal
+    x[3] = 1.0f + 0x1p-11f;       // a tie: to even (1.0) in F16
+    x[4] = 1.0f + 0x1p-8f;        // a tie: to even (1.0) in BF16
+    for (int i = 32; i < 64; ++i) x[i] = 0;  // an all-zero Q8_0 block
+    for (const DType type : kKvTypes) {
+        std::vector<std::byte> row(strata::row_bytes(type, 256));
+        store_kv_row(type, x.data(), row.data(), 256);
+        std::vector<float> back(256);
+        load_kv_values(type, row.data(), 0, back.data(), 256);
+        std::vector<float> part(40);
+        load_kv_values(type, row.data(), 17, part.data(), 40);  // from mid-block
+        for (int i = 0; i < 256; ++i) {
+            INFO(dtype_name(type) << " value " << i << " = " << x[i]);
+            const double got = kv_value(type, row.data(), i);
+            CHECK(back[i] == static_cast<float>(got));
+            if (i >= 17 && i < 57) CHECK(part[i - 17] == back[i]);
+            switch (type) {
+                case DType::F32: CHECK(got == x[i]); break;
+                case DType::F16: CHECK(got == static_cast<double>(static_cast<_Float16>(x[i]))); break;
+                case DType::BF16: {
+                    // Nearest of the two bfloat16 neighbours (bits truncated, and one up).
+                    uint32_t u;
+                    std::memcpy(&u, &x[i], 4);
+                    const double lo = test::bf16_value(uint16_t(u >> 16)), hi = test::bf16_value(uint16_t((u >> 16) + 1));
+                    CHECK(std::abs(got - x[i]) <= std::min(std::abs(lo - x[i]), std::abs(hi - x[i])));
+                    break;
+                }
+                default: {
+                    // The block's scale is amax / 127 (as a half); each value within half a step of it.
+                    const int b = i / 32;
+                    float amax = 0;
+                    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[b * 32 + j]));
+                    uint16_t h;
+                    std::memcpy(&h, row.data() + b * 34, 2);
+                    const double d = test::half_value(h);
+                    CHECK(d == static_cast<double>(static_cast<_Float16>(amax / 127)));
+                    CHECK(std::abs(got - x[i]) <= 0.5 * amax / 127 + 127 * std::abs(d - amax / 127.0) + 1e-9);
+                }
+            }
+        }
+    }
+    CHECK(test::half_value(0x3C00) == 1.0);  // the decoders themselves
+    CHECK(test::bf16_value(0x3F80) == 1.0);
+}

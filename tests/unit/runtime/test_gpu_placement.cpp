@@ -1,0 +1,99 @@
+// The CUDA backend's placement, on a catalog GPU (no device needed): every layer's matmuls on
+// the GPU, weights kept there while the budget lasts and copied in otherwise, and the KV cache
+// where --attention puts it; without a device the engine runs on the CPU and says why.
+#include <catch2/catch.hpp>
+
+#include "models/gguf_file.h"
+#include "planner/catalog.h"
+#include "runtime/engine.h"
+#include "runtime/gpu_placement.h"
+#include "gpu/cuda_devices.h"
+#include "tests/support/model_paths.h"
+#include "tests/support/tiny_engine.h"
+#include "tests/support/tiny_model.h"
+
+using namespace strata;
+
+namespace {
+
+GpuTarget catalog_gpu(uint64_t gpu_mem) {
+    planner::DryRunSpec spec;
+    spec.gpu = "h100-80g";
+    spec.dram = 64ull << 30;
+    GpuTarget t;
+    t.use = true;
+    t.hw = planner::profile_from_catalog(spec);
+    t.hw.gpu->memory_bytes = gpu_mem;
+    t.gpu_mem = gpu_mem;
+    return t;
+}
+
+ResidencyInput input_of(const test::TinyModelFile& m) {
+    ResidencyInput in;
+    const ModelWeights w = ModelWeights::bind(m.file, m.hp);
+    for (const auto& l : w.layers) {
+        uint64_t b = 0;
+        for (const WeightRef* r : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+            b += r->info ? r->info->nbytes : 0;
+        in.layer_bytes.push_back(b);
+    }
+    return in;
+}
+
+}  // namespace
+
+TEST_CASE("gpu placement: a budget that holds the model keeps every layer and the KV on the device", "[gpu_placement]") {
+    test::TinyModelFile m("gpu_place.gguf", test::tiny_config("llama", 256, 6, 512), 3);
+    const ResidencyInput in = input_of(m);
+    PlacementOptions po;
+    po.n_ctx = 256;
+    const GpuPlacement g = place_on_gpu(m.file, in, po, catalog_gpu(8ull << 30), 4ull << 30, DType::F16, AttentionChoice::Auto);
+    const Residency& r = g.placement.residency;
+    CHECK(std::count(r.on_device.begin(), r.on_device.end(), true) == m.hp.n_layer);
+    CHECK(g.kv == KvPlacement::Device);
+}
+
+TEST_CASE("gpu placement: a small budget copies layers in, never runs a layer on the CPU", "[gpu_placement]") {
+    test::TinyModelFile m("gpu_place_small.gguf", test::tiny_config("llama", 256, 8, 512), 4);
+    const ResidencyInput in = input_of(m);
+    uint64_t total = 0, largest = 0;
+    for (uint64_t b : in.layer_bytes) total += b, largest = std::max(largest, b);
+    PlacementOptions po;
+    po.n_ctx = 256;
+    const GpuPlacement g =
+        place_on_gpu(m.file, in, po, catalog_gpu(8ull << 30), total / 2 + 2 * largest, DType::F16, AttentionChoice::Gpu);
+    const Residency& r = g.placement.residency;
+    const auto n_device = std::count(r.on_device.begin(), r.on_device.end(), true);
+    CHECK(n_device > 0);
+    CHECK(n_device < m.hp.n_layer);
+    for (const auto& l : g.placement.plan.layers) CHECK(planner::device_of(l.weights) == planner::Device::Gpu);
+    CHECK(g.kv != KvPlacement::HostCpuAttention);
+}
+
+TEST_CASE("gpu placement: --attention cpu keeps the KV cache on the host", "[gpu_placement]") {
+    test::TinyModelFile m("gpu_place_cpu.gguf", test::tiny_config("llama", 256, 4, 512), 5);
+    PlacementOptions po;
+    po.n_ctx = 256;
+    const GpuPlacement g =
+        place_on_gpu(m.file, input_of(m), po, catalog_gpu(8ull << 30), 4ull << 30, DType::F16, AttentionChoice::Cpu);
+    CHECK(g.kv == KvPlacement::HostCpuAttention);
+    CHECK(g.placement.plan.policy.cpu_attention);
+}
+
+TEST_CASE("gpu: without a device the engine runs on the CPU and says why", "[gpu_placement]") {
+    if (!gpu::list_devices().devices.empty()) {
+        WARN("skipped: this machine has a GPU");
+        return;
+    }
+    auto path = test::stories260k_path();
+    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
+    EngineOptions eo;
+    eo.model = *path;
+    eo.n_ctx = 64;
+    eo.gpu.gpu_mem = 1ull << 30;
+    Engine e(eo);
+    CHECK(e.backend_name() == "cpu");
+    const GpuTarget t = find_gpu(eo.gpu, e.file(), e.hparams(), DType::F16);
+    CHECK_FALSE(t.use);
+    CHECK_FALSE(t.why_not.empty());
+}
