@@ -1,6 +1,7 @@
 #include "cpu/attention_cpu.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -14,6 +15,18 @@
 #include "runtime/core/error.h"
 
 namespace strata::cpu {
+
+namespace {
+// IEEE half -> float, exact for every input (subnormals, infinities and NaN included), without
+// branches or a call so that converting a row vectorizes (Maratyszcza's FP16 method; the
+// reference fp16_to_fp32 is out of line and branches on subnormals).
+inline float half_to_float(f16_bits h) {
+    const uint32_t w = uint32_t(h) << 16, sign = w & 0x80000000u, two_w = w + w;
+    const float normal = std::bit_cast<float>((two_w >> 4) + (0xE0u << 23)) * 0x1p-112f;
+    const float subnormal = std::bit_cast<float>((two_w >> 17) | (126u << 23)) - 0.5f;
+    return std::bit_cast<float>(sign | std::bit_cast<uint32_t>(two_w < (1u << 27) ? subnormal : normal));
+}
+}  // namespace
 
 bool is_kv_type(DType type) {
     return type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0;
@@ -52,16 +65,20 @@ void load_kv_values(DType type, const void* row, int64_t i0, float* dst, int64_t
     switch (type) {
         case DType::F32: std::memcpy(dst, static_cast<const float*>(row) + i0, n * sizeof(float)); return;
         case DType::F16:
-            for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(static_cast<const f16_bits*>(row)[i0 + i]);
+            for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(static_cast<const f16_bits*>(row)[i0 + i]);
             return;
         case DType::BF16:
             for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(static_cast<const uint16_t*>(row)[i0 + i]);
             return;
         case DType::Q8_0: {
             const auto* b = static_cast<const BlockQ8_0*>(row);
-            for (int64_t i = 0; i < n; ++i) {
-                const BlockQ8_0& blk = b[(i0 + i) / kQK];
-                dst[i] = fp16_to_fp32(blk.d) * static_cast<float>(blk.qs[(i0 + i) % kQK]);
+            for (int64_t i = i0; i < i0 + n;) {  // block by block, each scale converted once
+                const BlockQ8_0& blk = b[i / kQK];
+                const float d = half_to_float(blk.d);
+                const int64_t j0 = i % kQK, len = std::min<int64_t>(kQK - j0, i0 + n - i);
+                float* out = dst + (i - i0);
+                for (int64_t j = 0; j < len; ++j) out[j] = d * static_cast<float>(blk.qs[j0 + j]);
+                i += len;
             }
             return;
         }
@@ -79,28 +96,36 @@ const float* head_values(const AttentionTile& t, const std::byte* base, int64_t 
 }
 }  // namespace
 
+// Each key and value row is converted once for all the tile's rows that see it; each row's
+// arithmetic is the same in any tile (dot products, exponentials and sums in key order).
 void attention_tile_ref(const AttentionTile& t) {
     const int64_t ld = t.n_kv_max + 16;
-    std::vector<float> buf(t.kv_type == DType::F32 ? 0 : t.head_dim);
+    std::vector<float> buf(t.kv_type == DType::F32 ? 0 : t.head_dim), inv(t.m);
+    const int64_t n_max = *std::max_element(t.n_kv, t.n_kv + t.m);
+    for (int64_t j = 0; j < n_max; ++j) {
+        const float* k = head_values(t, t.k, j, buf.data());
+        for (int m = 0; m < t.m; ++m) {
+            if (j >= t.n_kv[m]) continue;
+            float dot = 0;
+            for (int32_t d = 0; d < t.head_dim; ++d) dot += t.q[m][d] * k[d];
+            t.scores[m * ld + j] = dot;
+        }
+    }
     for (int m = 0; m < t.m; ++m) {
         float* s = t.scores + m * ld;
         const int64_t n = t.n_kv[m];
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < n; ++j) {
-            const float* k = head_values(t, t.k, j, buf.data());
-            float dot = 0;
-            for (int32_t d = 0; d < t.head_dim; ++d) dot += t.q[m][d] * k[d];
-            s[j] = dot;
-            mx = std::max(mx, dot);
-        }
-        float sum = 0;
+        float mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
         for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
-        const float inv = 1.0f / sum;
-        float* o = t.out[m];
-        for (int32_t d = 0; d < t.head_dim; ++d) o[d] = 0;
-        for (int64_t j = 0; j < n; ++j) {
-            const float* v = head_values(t, t.v, j, buf.data());
-            const float w = s[j] * inv;
+        inv[m] = 1.0f / sum;
+        std::fill_n(t.out[m], t.head_dim, 0.0f);
+    }
+    for (int64_t j = 0; j < n_max; ++j) {
+        const float* v = head_values(t, t.v, j, buf.data());
+        for (int m = 0; m < t.m; ++m) {
+            if (j >= t.n_kv[m]) continue;
+            const float w = t.scores[m * ld + j] * inv[m];
+            float* o = t.out[m];
             for (int32_t d = 0; d < t.head_dim; ++d) o[d] += w * v[d];
         }
     }

@@ -192,3 +192,19 @@ TEST_CASE("KV rows: F16 and BF16 round to nearest even, Q8_0 to ggml's blocks", 
     CHECK(test::half_value(0x3C00) == 1.0);  // the decoders themselves
     CHECK(test::bf16_value(0x3F80) == 1.0);
 }
+
+TEST_CASE("KV rows: every F16 bit pattern reads back as its value", "[unit][cpu]") {
+    std::vector<uint16_t> all(65536);
+    std::iota(all.begin(), all.end(), 0);
+    std::vector<float> got(all.size());
+    load_kv_values(DType::F16, all.data(), 0, got.data(), static_cast<int64_t>(all.size()));
+    int wrong = 0;
+    for (uint32_t h = 0; h < all.size(); ++h) {
+        const bool special = ((h >> 10) & 31) == 31;  // infinities (mantissa 0) and NaNs
+        const bool ok = !special                ? got[h] == static_cast<float>(test::half_value(uint16_t(h)))
+                        : (h & 1023) == 0        ? std::isinf(got[h]) && std::signbit(got[h]) == bool(h & 0x8000)
+                                                 : std::isnan(got[h]);
+        wrong += !ok;
+    }
+    CHECK(wrong == 0);
+}
