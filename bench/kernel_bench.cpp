@@ -4,7 +4,8 @@
 // repetitions after one warm-up) for:
 //   - cpu::matmul on Q4_0, Q8_0, Q4_K and F16 weights: default two-level int8 activations; the
 //     `/i8` columns use --int8-acts' single level, the `/bf16` columns the opt-in oneDNN bf16
-//     prefill (cpu/onednn_matmul.h: weights dequantized to bf16 on every call),
+//     prefill (cpu/onednn_matmul.h: weights dequantized to bf16 on every call; n/a below its
+//     kBf16PrefillMinTokens or where oneDNN has no AMX),
 //   - oneDNN bf16 x bf16 -> f32, weights reordered once to the layout oneDNN picks
 //     (format_tag::any); the f32 -> bf16 conversion of the activations is timed,
 //   - oneDNN u8 x s8 -> f32, per-output-row weight scales, one scale and zero point for the
@@ -23,7 +24,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -237,9 +237,8 @@ int main(int argc, char** argv) {
     std::string rule = "| --- | --- | --- |";
     for (int i = 0; i < 13; ++i) rule += " ---: |";
     fmt::print("{}\n", rule);
-    // Every cpu::matmul run first, then every oneDNN run: oneDNN releases the AMX tile
-    // configuration of the threads it runs on (the caller's included), which cpu::matmul's AMX
-    // kernels configure once per thread.
+    // Every cpu::matmul run first, then every oneDNN run, so OpenMP's threads (which spin for a
+    // while after each parallel region) are not yet competing with the pool's.
     struct Row {
         std::string label;
         Matrix mx;

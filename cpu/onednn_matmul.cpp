@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -20,18 +21,19 @@
 namespace strata::cpu {
 namespace {
 
-constexpr size_t kSliceBytes = size_t{16} << 20;  // bf16 weights handed to oneDNN at a time
-constexpr int64_t kRowsPerTask = 64;
+// Rows per task: a multiple of 64, at most 4 MiB of bf16 weights (the per-thread scratch stays
+// small whatever the matrix), and about 2 tasks per thread so both cores finish together.
+int64_t rows_per_task(int64_t n_rows, int64_t n_cols, int64_t n_threads) {
+    const int64_t cap = std::max<int64_t>(64, (int64_t{4} << 20) / (2 * n_cols) / 64 * 64);
+    const int64_t even = (n_rows + 2 * n_threads - 1) / (2 * n_threads);
+    return std::min(cap, std::max<int64_t>(64, (even + 63) / 64 * 64));
+}
 
 std::atomic<int> g_enabled{-1};  // -1: not decided yet (STRATA_BF16_PREFILL)
 
-struct Dnnl {
-    dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-    dnnl::stream stream{engine};
-};
-Dnnl& dnnl_context() {
-    static Dnnl d;
-    return d;
+dnnl::engine& cpu_engine() {
+    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+    return e;
 }
 
 bool onednn_has_amx() {
@@ -54,6 +56,56 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16(con
     for (; i < n; ++i) dst[i] = fp32_to_bf16(src[i]);
 }
 
+// One oneDNN matmul per shape, compiled once per thread: y (m x n, rows ldy apart, f32) =
+// x (m x k, bf16) times W^T (n rows of k bf16). Each pool thread runs its own sequentially
+// (one OpenMP thread), with its own scratchpad, so oneDNN starts no threads of its own and
+// concurrent calls share nothing.
+class ThreadMatmuls {
+public:
+    void run(int64_t m, int64_t n, int64_t k, int64_t ldy, const uint16_t* x, const uint16_t* w, float* y) {
+        Entry& e = find(m, n, k, ldy);
+        dnnl::memory src(e.pd.src_desc(), cpu_engine(), const_cast<uint16_t*>(x));
+        dnnl::memory wei(e.pd.weights_desc(), cpu_engine(), const_cast<uint16_t*>(w));
+        dnnl::memory dst(e.pd.dst_desc(), cpu_engine(), y);
+        dnnl::memory pad(e.pd.scratchpad_desc(), cpu_engine(), thread_scratch(3, e.pd.scratchpad_desc().get_size() + 64));
+        const int saved = omp_get_max_threads();
+        omp_set_num_threads(1);
+        e.mm.execute(stream_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}});
+        stream_.wait();
+        omp_set_num_threads(saved);
+    }
+
+private:
+    struct Entry {
+        int64_t m, n, k, ldy;
+        dnnl::matmul::primitive_desc pd;
+        dnnl::matmul mm;
+    };
+    static constexpr size_t kMaxEntries = 32;  // a model has a handful of (n, k); prompts vary m
+
+    Entry& find(int64_t m, int64_t n, int64_t k, int64_t ldy) {
+        for (size_t i = 0; i < entries_.size(); ++i)
+            if (entries_[i].m == m && entries_[i].n == n && entries_[i].k == k && entries_[i].ldy == ldy) {
+                std::rotate(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(i), entries_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+                return entries_.front();  // most recent first
+            }
+        using dt = dnnl::memory::data_type;
+        using tag = dnnl::memory::format_tag;
+        const dnnl::memory::desc src_md({m, k}, dt::bf16, tag::ab);
+        const dnnl::memory::desc wei_md({k, n}, dt::bf16, tag::ba);  // W's rows are k x n column-major
+        const dnnl::memory::desc dst_md({m, n}, dt::f32, dnnl::memory::dims{ldy, 1});
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), attr, cpu_engine());
+        if (entries_.size() == kMaxEntries) entries_.pop_back();
+        entries_.insert(entries_.begin(), Entry{m, n, k, ldy, pd, dnnl::matmul(pd)});
+        return entries_.front();
+    }
+
+    dnnl::stream stream_{cpu_engine()};
+    std::vector<Entry> entries_;
+};
+
 }  // namespace
 
 bool bf16_prefill_enabled() {
@@ -72,47 +124,29 @@ bool bf16_prefill_usable(DType wtype) { return bf16_prefill_enabled() && has_ker
 
 void bf16_matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
                  float* y) {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    Dnnl& d = dnnl_context();
     const size_t w_stride = row_bytes(wtype, n_cols);
     const int64_t k = n_cols, m = n_tokens;
-
-    // Scratch owned by this (the calling) thread: slot 2 the bf16 activations, slot 0 the bf16
-    // weight slice; the dequantizing tasks use slot 1 of their own thread for one f32 row.
+    // Scratch: slot 2 of the calling thread holds the bf16 activations; each task uses slot 0
+    // (its bf16 weight rows), 1 (one f32 row) and 3 (oneDNN's scratchpad) of its own thread.
     auto* xb = reinterpret_cast<uint16_t*>(thread_scratch(2, sizeof(uint16_t) * m * k));
     parallel_for(m, [&](int64_t t) { to_bf16(x + t * k, xb + t * k, k); });
-    const int64_t slice_rows =
-        std::max<int64_t>(kRowsPerTask, static_cast<int64_t>(kSliceBytes / (sizeof(uint16_t) * k)) / kRowsPerTask * kRowsPerTask);
-    auto* wb = reinterpret_cast<uint16_t*>(thread_scratch(0, sizeof(uint16_t) * std::min(slice_rows, n_rows) * k));
-
-    const dnnl::memory::desc src_md({m, k}, dt::bf16, tag::ab);
-    dnnl::memory src(src_md, d.engine, xb);
-    omp_set_num_threads(parallel_threads());
-    for (int64_t r0 = 0; r0 < n_rows; r0 += slice_rows) {
-        const int64_t n = std::min(slice_rows, n_rows - r0);
-        parallel_for((n + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
-            float* row = reinterpret_cast<float*>(thread_scratch(1, sizeof(float) * k));
-            const int64_t lo = task * kRowsPerTask, hi = std::min(n, lo + kRowsPerTask);
-            for (int64_t r = lo; r < hi; ++r) {
-                dequantize_row(wtype, static_cast<const uint8_t*>(weights) + (r0 + r) * w_stride, row, k);
-                to_bf16(row, wb + r * k, k);
-            }
-        });
-        // W rows are k x n column-major ("ba"); y's slice is columns [r0, r0 + n) of rows n_rows apart.
-        const dnnl::memory::desc wei_md({k, n}, dt::bf16, tag::ba);
-        const dnnl::memory::desc dst_md({m, n}, dt::f32, dnnl::memory::dims{n_rows, 1});
+    const int64_t rows = rows_per_task(n_rows, k, parallel_threads());
+    parallel_for((n_rows + rows - 1) / rows, [&](int64_t task) {
+        const int64_t r0 = task * rows, n = std::min(rows, n_rows - r0);
+        auto* wb = reinterpret_cast<uint16_t*>(thread_scratch(0, sizeof(uint16_t) * n * k));
+        float* row = reinterpret_cast<float*>(thread_scratch(1, sizeof(float) * k));
+        for (int64_t r = 0; r < n; ++r) {
+            dequantize_row(wtype, static_cast<const uint8_t*>(weights) + (r0 + r) * w_stride, row, k);
+            to_bf16(row, wb + r * k, k);
+        }
         try {
-            // oneDNN keeps the compiled kernel in its primitive cache: same shapes cost no new JIT.
-            const dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, wei_md, dst_md), d.engine));
-            dnnl::memory wei(wei_md, d.engine, wb), dst(dst_md, d.engine, y + r0);
-            mm.execute(d.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
-            d.stream.wait();
+            thread_local ThreadMatmuls matmuls;
+            matmuls.run(m, n, k, n_rows, xb, wb, y + r0);
         } catch (const dnnl::error& e) {
             throw BackendError(fmt::format("cpu: oneDNN bf16 matmul of {} x {} x {} failed: {}", m, n, k, e.what()),
                                "run without STRATA_BF16_PREFILL");
         }
-    }
+    });
 }
 
 }  // namespace strata::cpu

@@ -106,6 +106,9 @@ struct ThreadPool::Impl {
     alignas(64) std::atomic<int64_t> done{0};
 
     explicit Impl(int n_threads) : arena(n_threads), cpus(choose_cpus(n_threads)) {
+        // oneTBB sizes itself from the affinity mask of the thread that first uses it: here,
+        // before run() pins the caller to one CPU.
+        arena.initialize();
         for (int i = 1; i < n_threads; ++i)
             workers.emplace_back([this, i] {
                 if (!cpus.empty()) pin_this_thread(cpus[i]);  // best effort: a refusal leaves it unpinned
