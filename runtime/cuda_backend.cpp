@@ -161,16 +161,6 @@ uint64_t CudaBackend::working_bytes(const Hparams& hp, uint64_t head_bytes, uint
     return 4 * floats + 2 * halves + 4 * ints + 4 * scratch + head_bytes + uint64_t(n_slots) * slot_bytes + (16u << 20);
 }
 
-uint64_t CudaBackend::kv_bytes(const KvCache& kv, KvPlacement p) {
-    const uint64_t layer = 2ull * kv.pool().n_blocks() * KvCache::kBlockSize * uint64_t(kv.row_bytes());
-    switch (p) {
-        case KvPlacement::Device: return layer * kv.n_layer();
-        case KvPlacement::HostGpuAttention: return layer;
-        case KvPlacement::HostCpuAttention: return 0;
-    }
-    return 0;
-}
-
 CudaBackend::Impl::Impl(const Hparams& h, WeightStore& s, const KvCache& kv, storage::MemoryBudget& dram,
                         const CudaBackendOptions& o)
     : hp(h), store(s), opts(o), pool(o.gpu_mem, o.device), max_blocks(KvCache::blocks_for(kv.n_ctx())),

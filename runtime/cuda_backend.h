@@ -46,8 +46,6 @@ public:
     // Device bytes besides the layers kept there and the KV cache: activations and scratch for
     // passes of kMaxUbatch tokens, the output head and norms, `n_slots` buffers of `slot_bytes`.
     static uint64_t working_bytes(const Hparams& hp, uint64_t head_bytes, uint64_t slot_bytes, int n_slots, int n_ctx);
-    // Device bytes of the KV cache for `kv` placed as `p`.
-    static uint64_t kv_bytes(const KvCache& kv, KvPlacement p);
 
 private:
     void reserve(int64_t n_tokens) override;

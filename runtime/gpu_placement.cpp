@@ -101,28 +101,13 @@ GpuPlacement place_on_gpu(const GgufFile& file, const ResidencyInput& in, const 
     p.hw = gpu.hw;
     p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
     const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
-    if (opts.given) {
-        opts.given->check_matches(p.shape);
-        p.plan = *opts.given;
-    } else {
-        planner::ModelShape as_read = p.shape;
-        for (size_t il = 0; il < as_read.layers.size() && il < in.layer_bytes.size(); ++il)
-            as_read.layers[il].weight_bytes = in.layer_bytes[il];
-        planner::PlannerOptions po;
-        po.budgets = planner::default_budgets(p.hw);
+    choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape&) {
         po.budgets.gpu = static_cast<double>(device_bytes);
         if (in.budget) po.budgets.dram = static_cast<double>(in.budget - std::min(in.budget, in.other_bytes));
-        po.kv_types = {kv_type};
-        po.allow_recompute = false;
-        po.layers_only_on_nvme = true;
         po.gpu_layers_only = true;
         po.allow_cpu_attention = attention != AttentionChoice::Gpu;
         po.require_cpu_attention = attention == AttentionChoice::Cpu;
-        const planner::SearchResult r = planner::search_plans(as_read, p.hw, wl, po);
-        p.plan = r.best;
-        p.plan.model_weight_bytes = p.shape.total_weight_bytes();
-        p.search = {r.n_policies, r.seconds};
-    }
+    });
     p.plan.workload = wl;
     p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, p.plan);
     g.kv = kv_placement_of(p.plan);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -117,31 +118,38 @@ planner::Workload runtime_workload(int n_ctx, int n_predict) {
     return wl;
 }
 
+void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload& wl, const PlacementOptions& opts,
+                 const std::function<void(planner::PlannerOptions&, const planner::ModelShape&)>& tune) {
+    if (opts.given) {
+        opts.given->check_matches(p.shape);
+        p.plan = *opts.given;
+        return;
+    }
+    // Layers as the runtime holds and reads them: page-aligned ranges of the file.
+    planner::ModelShape as_read = p.shape;
+    for (size_t il = 0; il < as_read.layers.size() && il < in.layer_bytes.size(); ++il)
+        as_read.layers[il].weight_bytes = in.layer_bytes[il];
+    planner::PlannerOptions po;
+    po.budgets = planner::default_budgets(p.hw);
+    po.kv_types = {p.shape.kv_type};
+    po.allow_recompute = false;
+    po.layers_only_on_nvme = true;
+    tune(po, as_read);
+    const planner::SearchResult r = planner::search_plans(as_read, p.hw, wl, po);
+    p.plan = r.best;
+    p.plan.model_weight_bytes = p.shape.total_weight_bytes();  // the identity `--plan` checks
+    p.search = {r.n_policies, r.seconds};
+}
+
 Placement place(const GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts) {
     Placement p;
     p.shape = planner::ModelShape::from_gguf(file);
     p.shape.kv_type = opts.kv_type;
     p.hw = runtime_profile(p.hw_source);
     const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
-    if (opts.given) {
-        opts.given->check_matches(p.shape);
-        p.plan = *opts.given;
-    } else {
-        // Layers as the runtime holds and reads them: page-aligned ranges of the file.
-        planner::ModelShape as_read = p.shape;
-        for (size_t il = 0; il < as_read.layers.size() && il < in.layer_bytes.size(); ++il)
-            as_read.layers[il].weight_bytes = in.layer_bytes[il];
-        planner::PlannerOptions po;
-        po.budgets = planner::default_budgets(p.hw);
+    choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {
         po.budgets.dram = planner_budget(in, as_read, p.hw, wl);
-        po.kv_types = {opts.kv_type};
-        po.allow_recompute = false;
-        po.layers_only_on_nvme = true;
-        const planner::SearchResult r = planner::search_plans(as_read, p.hw, wl, po);
-        p.plan = r.best;
-        p.plan.model_weight_bytes = p.shape.total_weight_bytes();  // the identity `--plan` checks
-        p.search = {r.n_policies, r.seconds};
-    }
+    });
     p.plan.policy.kv_type = opts.kv_type;  // a given plan may name another; the cache's type is what runs
     ResidencyInput unbounded = in;
     unbounded.budget = 0;

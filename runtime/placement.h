@@ -12,6 +12,7 @@
 #include "planner/model_shape.h"
 #include "planner/plan.h"
 #include "planner/plan_report.h"
+#include "planner/policy_search.h"
 #include "runtime/residency.h"
 
 namespace strata {
@@ -50,5 +51,10 @@ planner::Workload runtime_workload(int n_ctx, int n_predict);
 // Throws UsageError for a given plan made for another model or for a GPU, OutOfBudget when
 // the budget cannot hold the head, KV cache and ring, or what a given plan keeps resident.
 Placement place(const GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts);
+// Sets p.plan (and p.search): the given plan, checked against p.shape, or the planner's best for
+// p.hw and `wl` with the layers as the runtime reads them, the KV type p.shape.kv_type,
+// without recomputation and with only layers on NVMe; `tune` adjusts the planner's options.
+void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload& wl, const PlacementOptions& opts,
+                 const std::function<void(planner::PlannerOptions&, const planner::ModelShape& as_read)>& tune);
 
 }  // namespace strata
