@@ -144,7 +144,7 @@ void bf16_matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_col
             matmuls.run(m, n, k, n_rows, xb, wb, y + r0);
         } catch (const dnnl::error& e) {
             throw BackendError(fmt::format("cpu: oneDNN bf16 matmul of {} x {} x {} failed: {}", m, n, k, e.what()),
-                               "run without STRATA_BF16_PREFILL");
+                               "run without --bf16-prefill (STRATA_BF16_PREFILL)");
         }
     });
 }

@@ -12,7 +12,7 @@
 // compete with the pool's. Activations and weights are rounded to bf16 (8 significant bits)
 // and products are summed in f32: results differ from the float reference by up to 2^-7 of
 // sum(|w x|), more than the default two-level int8 activations (2^-16), which is why it is
-// opt-in: set_bf16_prefill(true) or STRATA_BF16_PREFILL=1. (On SmolLM2 Q4_1: teacher-forced
+// opt-in: --bf16-prefill (set_bf16_prefill(true)) or STRATA_BF16_PREFILL=1. (On SmolLM2 Q4_1: teacher-forced
 // top-1 agreement with the reference 381 of 384 positions, against 384 by default and 375 with
 // --int8-acts; perplexity unchanged to 4 digits.)
 #include <cstdint>

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cpu/onednn_matmul.h"
 #include "cpu/thread_pool.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
@@ -45,6 +46,7 @@ Engine::Engine(const EngineOptions& opts)
       dram_(std::make_unique<storage::MemoryBudget>("DRAM", opts.dram_budget ? opts.dram_budget : UINT64_MAX,
                                                     "--dram")) {
     if (opts.n_ctx < 0) throw UsageError(fmt::format("context size {} is negative", opts.n_ctx));
+    if (opts.bf16_prefill) cpu::set_bf16_prefill(true);
     if (opts.prefetch_depth < 1) throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth));
     const int n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min(hp_.n_ctx_train, 4096);
     if (!opts.trace_path.empty()) trace_ = std::make_unique<Trace>(opts.trace_path);
@@ -53,7 +55,12 @@ Engine::Engine(const EngineOptions& opts)
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
     const int32_t n_blocks = KvCache::blocks_for(opts.kv_positions > 0 ? opts.kv_positions : n_ctx);
     const uint64_t kv_layer = KvCache::layer_bytes(n_blocks, hp_.n_embd_kv(), opts.kv_type);
-    const uint64_t kv_all = kv_layer * hp_.n_layer;
+    // Layers whose KV a given plan recomputes keep hidden states (on the CPU) and share one
+    // K/V slot; their saved rows and the slot stay in DRAM.
+    const std::vector<bool> rebuilt = opts.plan ? rebuilt_layers(*opts.plan) : std::vector<bool>{};
+    const auto n_rebuilt = static_cast<int>(std::count(rebuilt.begin(), rebuilt.end(), true));
+    const uint64_t kv_all = kv_layer * (hp_.n_layer - n_rebuilt + (n_rebuilt > 0)) +
+                            n_rebuilt * KvCache::hidden_layer_bytes(n_blocks, hp_.n_embd, opts.kv_type);
     // The GPU, when there is one to use: the planner places layers and KV on it.
     GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type);
     if (!gpu.use && (opts.gpu.gpu_mem || opts.gpu.attention != AttentionChoice::Auto))
@@ -74,6 +81,8 @@ Engine::Engine(const EngineOptions& opts)
     weights_ = std::make_unique<WeightStore>(
         file_, hp_, *dram_, kv_all + activations, opts.prefetch_depth, [&](ResidencyInput in) {
             if (gpu.use) {
+                if (n_rebuilt > 0)
+                    STRATA_LOG_WARN("gpu: the plan recomputes KV from saved hidden states; the CUDA backend keeps K and V");
                 // Device bytes for layers and KV: the budget less the backend's working set
                 // (sized for the largest layer as a streaming buffer).
                 const ModelWeights w = ModelWeights::bind(file_, hp_);
@@ -100,6 +109,13 @@ Engine::Engine(const EngineOptions& opts)
             }
             KvSpillOptions spill;
             spill.n_resident_layers = kv_layers_in_dram(in, kv_layer, hp_.n_layer, kv_all);
+            if (n_rebuilt > 0 && spill.n_resident_layers < hp_.n_layer)
+                throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
+                                              "DRAM, but the KV cache does not fit --dram {}",
+                                              n_rebuilt, storage::format_bytes(in.budget)),
+                                  "give more --dram, or use a plan without recompute (strata plan --no-recompute)");
+            spill.rebuilt = rebuilt;
+            spill.n_embd_hidden = hp_.n_embd;
             spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
             spill.prefetch_depth = opts.prefetch_depth;
             spill.budget = dram_.get();
@@ -130,8 +146,11 @@ Engine::Engine(const EngineOptions& opts)
                     "positions ({}), {} threads; {}",
                     arch_name(hp_.arch), hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv,
                     storage::format_bytes(weights_->weights().total_bytes()), n_ctx, n_blocks, KvCache::kBlockSize,
-                    storage::format_bytes(kv_layer * hp_.n_layer), pool_->n_threads(),
+                    storage::format_bytes(kv_all), pool_->n_threads(),
                     opts.dram_budget ? dram_->describe() : std::string("no DRAM limit"));
+    if (kv_->n_rebuilt() > 0)
+        STRATA_LOG_INFO("kv: {} layers keep hidden states and rebuild K and V each pass (the plan's recompute)",
+                        kv_->n_rebuilt());
 }
 
 Engine::~Engine() = default;

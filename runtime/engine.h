@@ -43,6 +43,9 @@ struct EngineOptions {
     // Single-level int8 activations for block-quantized weights (llama.cpp's precision): faster
     // prefill; off by default because the float reference's tokens are then not always kept.
     bool int8_activations = false;
+    // Prompt matmuls of 128+ tokens through oneDNN's bf16 matmul on AMX (cpu/onednn_matmul.h):
+    // much faster prefill, bf16 rounding of weights and activations. Process-wide once set.
+    bool bf16_prefill = false;
     // Positions of paged KV cache shared by all sequences (runtime/kv_cache.h); 0: n_ctx.
     int kv_positions = 0;
     // The KV cache's element type: F16 (llama.cpp's default) halves F32's memory and attention

@@ -12,7 +12,8 @@
 
 namespace strata {
 
-Forward::Forward(const Hparams& hp, WeightStore& weights) : Backend(hp), store_(weights), w_(weights.weights()) {}
+Forward::Forward(const Hparams& hp, WeightStore& weights)
+    : Backend(hp), store_(weights), w_(weights.weights()), rebuilder_(hp) {}
 
 uint64_t Forward::activation_bytes(const Hparams& hp) {
     const uint64_t per_token = 3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv() + 2ull * hp.n_ff;
@@ -78,6 +79,8 @@ void Forward::layer(int il, KvCache& kv, const PassLayout& p) {
                                   {l.wk.type, l.wk.data, l.wk.n_rows, k_.data()},
                                   {l.wv.type, l.wv.data, l.wv.n_rows, v_.data()}};
     matmul(qkv, E, xn_.data(), n, n_long);
+    const bool rebuilt = kv.rebuilt(il);
+    if (rebuilt) rebuilder_.rebuild(l, rope, kv, il, p.segments, int8_acts_);
     cpu::parallel_for(n, [&](int64_t t) {
         if (l.bq) cpu::add(&q_[t * Q], l.bq.f32(), Q);
         if (l.bk) cpu::add(&k_[t * KV], l.bk.f32(), KV);
@@ -85,6 +88,7 @@ void Forward::layer(int il, KvCache& kv, const PassLayout& p) {
         cpu::rope(&q_[t * Q], hp_.n_head, p.pos[t], rope);
         cpu::rope(&k_[t * KV], hp_.n_head_kv, p.pos[t], rope);
         kv.store(il, p.block[t], p.row[t], &k_[t * KV], &v_[t * KV]);
+        if (rebuilt) kv.store_hidden(il, p.block[t], p.row[t], &xn_[t * E]);
     });
     attend_on_cpu(hp_, kv, il, p.segments, q_.data(), attn_.data());
     kv.end_layer(il, p.dirty);

@@ -15,6 +15,7 @@
 #include "models/hparams.h"
 #include "runtime/backend.h"
 #include "runtime/kv_cache.h"
+#include "runtime/kv_rebuild.h"
 #include "runtime/model_weights.h"
 
 namespace strata {
@@ -46,6 +47,7 @@ private:
     WeightStore& store_;
     const ModelWeights& w_;  // output head, embeddings and norms (always resident)
     bool int8_acts_ = false;
+    KvRebuilder rebuilder_;  // layers whose KV cache keeps hidden states
     // Activations for one ubatch, token-major.
     std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, out_;
 };

@@ -43,9 +43,32 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpil
       row_bytes_(kv_row_bytes(type, n_embd_kv)),
       resident_block_bytes_(block_bytes(type, n_embd_kv, kCacheLine)),
       spill_block_bytes_(block_bytes(type, n_embd_kv, storage::kDefaultDioAlign)),
-      pool_(n_blocks > 0 ? n_blocks : blocks_for(n_ctx)),
-      k_(new std::byte[size_t(resident_block_bytes_) * pool_.n_blocks() * n_resident_]),
-      v_(new std::byte[size_t(resident_block_bytes_) * pool_.n_blocks() * n_resident_]) {
+      pool_(n_blocks > 0 ? n_blocks : blocks_for(n_ctx)) {
+    hidden_slot_.assign(n_layer_, -1);
+    for (int32_t il = 0; il < n_layer_ && il < static_cast<int32_t>(spill.rebuilt.size()); ++il) {
+        if (!spill.rebuilt[il]) continue;
+        if (il >= n_resident_)
+            throw UsageError(fmt::format("KV layer {} is both rebuilt from saved hidden states and spilled to disk", il),
+                             "keep rebuilt layers in DRAM");
+        hidden_slot_[il] = n_rebuilt_++;
+    }
+    if (n_rebuilt_ > 0) {
+        n_embd_hidden_ = spill.n_embd_hidden;
+        hidden_row_bytes_ = kv_row_bytes(type, spill.n_embd_hidden);
+        hidden_block_bytes_ = block_bytes(type, spill.n_embd_hidden, kCacheLine);
+    }
+    // Resident layers that keep K/V get a slot each; the rebuilt ones share one more.
+    for (int32_t il = 0; il < n_resident_; ++il)
+        if (!rebuilt(il)) kv_slot_.push_back(n_kv_slots_++);
+        else kv_slot_.push_back(-1);
+    if (n_rebuilt_ > 0) {
+        for (int32_t& s : kv_slot_) s = s < 0 ? n_kv_slots_ : s;
+        ++n_kv_slots_;
+    }
+    const size_t kv_bytes = size_t(resident_block_bytes_) * pool_.n_blocks() * n_kv_slots_;
+    k_.reset(new std::byte[kv_bytes]);
+    v_.reset(new std::byte[kv_bytes]);
+    h_.reset(new std::byte[size_t(hidden_block_bytes_) * pool_.n_blocks() * n_rebuilt_]);
     if (n_resident_ < n_layer_)
         spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, pool_.n_blocks(), spill_block_bytes_, spill);
     create_seq();  // sequence 0
@@ -57,14 +80,27 @@ uint64_t KvCache::layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type) {
     return KvSpill::layer_bytes(n_blocks, block_bytes(type, n_embd_kv, storage::kDefaultDioAlign));
 }
 
+uint64_t KvCache::hidden_layer_bytes(int32_t n_blocks, int32_t n_embd_hidden, DType type) {
+    return uint64_t(n_blocks) * block_bytes(type, n_embd_hidden, kCacheLine);
+}
+
 std::byte* KvCache::k(int32_t layer, int32_t block) {
-    if (layer < n_resident_) return &k_[(size_t(layer) * pool_.n_blocks() + block) * resident_block_bytes_];
+    if (layer < n_resident_) return &k_[(size_t(kv_slot_[layer]) * pool_.n_blocks() + block) * resident_block_bytes_];
     return spill_->current(layer - n_resident_).first + block * spill_block_bytes_;
 }
 
 std::byte* KvCache::v(int32_t layer, int32_t block) {
-    if (layer < n_resident_) return &v_[(size_t(layer) * pool_.n_blocks() + block) * resident_block_bytes_];
+    if (layer < n_resident_) return &v_[(size_t(kv_slot_[layer]) * pool_.n_blocks() + block) * resident_block_bytes_];
     return spill_->current(layer - n_resident_).second + block * spill_block_bytes_;
+}
+
+std::byte* KvCache::hidden(int32_t layer, int32_t block) {
+    STRATA_ASSERT(rebuilt(layer));
+    return &h_[(size_t(hidden_slot_[layer]) * pool_.n_blocks() + block) * hidden_block_bytes_];
+}
+
+void KvCache::store_hidden(int32_t layer, int32_t block, int32_t row, const float* x) {
+    cpu::store_kv_row(type_, x, hidden(layer, block) + row * hidden_row_bytes_, n_embd_hidden_);
 }
 
 void KvCache::store(int32_t layer, int32_t block, int32_t row, const float* k, const float* v) {
@@ -185,7 +221,9 @@ int32_t KvCache::truncate_seq(SeqId id, int32_t n) {
     return n;
 }
 
-uint64_t KvCache::bytes() const { return 2 * uint64_t(resident_block_bytes_) * pool_.n_blocks() * n_resident_; }
+uint64_t KvCache::bytes() const {
+    return (2 * uint64_t(resident_block_bytes_) * n_kv_slots_ + uint64_t(hidden_block_bytes_) * n_rebuilt_) * pool_.n_blocks();
+}
 
 uint64_t KvCache::spill_buffer_bytes() const { return spill_ ? spill_->buffer_bytes() : 0; }
 

@@ -10,6 +10,10 @@
 // those positions.
 // Layers whose KV does not fit the DRAM budget live in a spill file (KvSpill) and are brought
 // back through a ring of pinned buffers, prefetched ahead of the layer that needs them.
+// Rebuilt layers (KVPR/HCache: the plan's "recompute" KV) keep each position's attention input
+// (the normed hidden state, n_embd_hidden values) instead of its keys and values; the backend
+// recomputes K and V from them into one slot that all rebuilt layers share (runtime/kv_rebuild.h).
+// That pays where n_embd_hidden < 2 n_embd_kv (multi-head attention): less memory per position.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -31,6 +35,8 @@ struct KvSpillOptions {
     std::filesystem::path dir;           // where the spill file goes (removed at exit)
     int prefetch_depth = 2;
     storage::MemoryBudget* budget = nullptr;  // the ring's buffers are charged here
+    std::vector<bool> rebuilt;                // per layer (or empty: none); only resident layers
+    int32_t n_embd_hidden = 0;                // values of a rebuilt layer's saved rows
 };
 
 using SeqId = int32_t;
@@ -66,6 +72,15 @@ public:
     // Writes one position's new keys and values (n_embd_kv floats each), converted to the
     // cache's type, as row `row` of `block` in `layer` (begun, when spilled).
     void store(int32_t layer, int32_t block, int32_t row, const float* k, const float* v);
+
+    // Rebuilt layers: k() and v() address the shared slot, which holds the layer last rebuilt;
+    // its saved rows are these, in the cache's type.
+    bool rebuilt(int32_t layer) const { return hidden_slot_[layer] >= 0; }
+    int32_t n_rebuilt() const { return n_rebuilt_; }
+    int32_t n_embd_hidden() const { return n_embd_hidden_; }
+    int64_t hidden_row_bytes() const { return hidden_row_bytes_; }
+    std::byte* hidden(int32_t layer, int32_t block);
+    void store_hidden(int32_t layer, int32_t block, int32_t row, const float* x);
 
     // Brings a spilled layer's KV into memory (waits for its read); no-op when resident.
     void begin_layer(int32_t layer);
@@ -110,6 +125,8 @@ public:
     // DRAM (or spill file) bytes one layer's KV of `type` takes at most with n_blocks blocks
     // (a spilled layer's blocks are padded for O_DIRECT; a resident layer may take less).
     static uint64_t layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type);
+    // DRAM bytes of a rebuilt layer's saved rows.
+    static uint64_t hidden_layer_bytes(int32_t n_blocks, int32_t n_embd_hidden, DType type);
 
 private:
     struct Seq {
@@ -131,10 +148,17 @@ private:
     int64_t row_bytes_;
     int64_t resident_block_bytes_;
     int64_t spill_block_bytes_;
+    int32_t n_embd_hidden_ = 0;
+    int64_t hidden_row_bytes_ = 0;
+    int64_t hidden_block_bytes_ = 0;
+    int32_t n_rebuilt_ = 0;
+    std::vector<int32_t> kv_slot_;      // per resident layer: its K/V slot (rebuilt layers share the last)
+    std::vector<int32_t> hidden_slot_;  // per layer: its slot of saved rows, -1 when it keeps K/V
+    int32_t n_kv_slots_ = 0;
     KvBlockPool pool_;
     std::vector<Seq> seqs_;
     // Left uninitialised so that untouched blocks cost no resident memory.
-    std::unique_ptr<std::byte[]> k_, v_;
+    std::unique_ptr<std::byte[]> k_, v_, h_;
     std::unique_ptr<KvSpill> spill_;
 };
 

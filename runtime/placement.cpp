@@ -22,16 +22,20 @@ using planner::WeightOption;
 namespace {
 
 // The plan as this runtime runs it: K and V in the KV cache's type (runtime/kv_cache.h) in
-// DRAM for the first n_kv_in_dram layers and spilled to disk for the rest, attention on the
-// CPU, the output layer and embedding table in DRAM.
+// DRAM for the first n_kv_in_dram layers and spilled to disk for the rest, or the saved hidden
+// states of the layers the plan recomputes in DRAM, attention on the CPU, the output layer and
+// embedding table in DRAM.
 planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX) {
+    const std::vector<bool> rebuilt = rebuilt_layers(p);
     p.policy.kv_type = kv_type;
-    p.policy.recompute = false;
+    p.policy.recompute = std::find(rebuilt.begin(), rebuilt.end(), true) != rebuilt.end();
     p.policy.cpu_attention = true;
     p.output = p.embedding = WeightOption::DramCpu;
     p.hidden = planner::HiddenOption::Dram;
-    for (auto& l : p.layers)
-        l.kv = l.layer < n_kv_in_dram ? KvOption::Dram : KvOption::Nvme, l.attention = planner::Device::Cpu;
+    for (auto& l : p.layers) {
+        l.kv = rebuilt[l.layer] ? KvOption::ActDram : l.layer < n_kv_in_dram ? KvOption::Dram : KvOption::Nvme;
+        l.attention = planner::Device::Cpu;
+    }
     return p;
 }
 
@@ -78,6 +82,13 @@ double planner_budget(const ResidencyInput& in, const planner::ModelShape& s, co
 }
 
 }  // namespace
+
+std::vector<bool> rebuilt_layers(const planner::Plan& plan) {
+    std::vector<bool> r(plan.layers.size(), false);
+    for (const auto& l : plan.layers)
+        if (l.layer >= 0 && l.layer < static_cast<int>(r.size())) r[l.layer] = planner::is_recompute(l.kv);
+    return r;
+}
 
 planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch) const {
     planner::Workload wl;

@@ -7,6 +7,7 @@
 #include <climits>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
@@ -42,6 +43,9 @@ struct PlacementOptions {
     std::function<void(const Placement&)> on_plan;  // before the budget is checked (--show-plan)
 };
 
+// Per layer: whether the plan recomputes its KV from saved hidden states (the CPU backend keeps
+// them in DRAM, wherever the plan put them: KvCache's rebuilt layers).
+std::vector<bool> rebuilt_layers(const planner::Plan& plan);
 // The cached probe, else the catalog's generic desktop with this machine's RAM; any GPU is
 // left out (the runtime computes on the CPU). Logs one line saying which.
 planner::HardwareProfile runtime_profile(std::string& source);

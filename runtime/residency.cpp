@@ -64,10 +64,11 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
     std::vector<std::string> held;
     if (planner::tier_of(plan.output) == planner::Tier::Nvme) held.push_back("output layer");
     if (planner::tier_of(plan.embedding) == planner::Tier::Nvme) held.push_back("embedding table");
-    if (!gpu && std::any_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return l.kv != planner::KvOption::Dram; }))
+    // KV (or the hidden states it is recomputed from) on NVMe: the KV cache spills on its own terms.
+    if (!gpu && std::any_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return planner::tier_of(l.kv) != planner::Tier::Dram; }))
         held.push_back("KV cache");
     if (!held.empty())
-        STRATA_LOG_WARN("placement: the plan keeps the {} on NVMe or recomputes it; this runtime holds it in DRAM",
+        STRATA_LOG_WARN("placement: the plan keeps the {} on NVMe; this runtime holds it in DRAM",
                         fmt::join(held, ", "));
 
     Residency r;

@@ -44,6 +44,9 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
         ->capture_default_str();
     cmd.add_flag("--int8-acts", m.int8_acts,
                  "quantize activations to one int8 level, as llama.cpp does: faster prefill, slightly less exact");
+    cmd.add_flag("--bf16-prefill", m.bf16_prefill,
+                 "prompt matmuls of 128+ tokens in bf16 through oneDNN on AMX: up to 2.5x faster prefill, "
+                 "weights and activations rounded to bf16 (ignored where the CPU has no AMX)");
     cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running");
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
 }

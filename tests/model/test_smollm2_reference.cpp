@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cpu/onednn_matmul.h"
 #include "runtime/engine.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
@@ -67,6 +68,19 @@ TEST_CASE("SmolLM2: --int8-acts (single-level int8 activations) keeps >= 95% top
     INFO(agree << " of " << total << " positions agree");
     CHECK(total == 384);
     CHECK(agree >= 0.95 * total);
+}
+
+TEST_CASE("SmolLM2: --bf16-prefill (oneDNN bf16 prompt matmuls) keeps >= 99% top-1 agreement", "[model]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    EngineOptions opts{*path, 0, 512};
+    opts.bf16_prefill = true;
+    if (!cpu::bf16_prefill_usable(DType::Q4_1)) WARN("oneDNN runs no bf16 on AMX here: this checks the default path");
+    const auto [agree, total] = teacher_forced_agreement(opts);
+    cpu::set_bf16_prefill(false);  // process-wide: the other tests run the default path
+    INFO(agree << " of " << total << " positions agree");
+    CHECK(total == 384);
+    CHECK(agree >= 0.99 * total);
 }
 
 TEST_CASE("SmolLM2: `strata generate --json` greedy continuation equals the reference", "[model]") {

@@ -1,0 +1,45 @@
+#pragma once
+// Recomputation of keys and values from saved hidden states (KVPR, HCache), on the CPU: for a
+// layer whose KV cache keeps each position's attention input (KvCache::rebuilt), the positions
+// a pass attends to but does not compute are rebuilt before its attention: K = x Wk^T (+ bk)
+// rotated at its position, V = x Wv^T (+ bv), into the cache's rebuild slot. The pass's own
+// tokens store their K and V there as usual, and their inputs as the layer's saved rows.
+// For block-quantized weights cpu::matmul gives a row the bits it had when first computed, so
+// with an F32 cache a rebuilt run is bit-identical to one that keeps K and V; float weights
+// may round a row differently than its first computation did.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cpu/norm_rope_act.h"
+#include "models/hparams.h"
+#include "runtime/backend.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model_weights.h"
+
+namespace strata {
+
+class KvRebuilder {
+public:
+    explicit KvRebuilder(const Hparams& hp) : hp_(hp) {}
+
+    // Rebuilds positions [0, pos0) of every segment's sequence in layer il (blocks shared by
+    // several sequences once). Runs its matmuls on the thread pool (call inside its arena).
+    void rebuild(const LayerWeights& l, const cpu::RopeParams& rope, KvCache& kv, int il,
+                 std::span<const PassLayout::Segment> segments, bool int8_acts);
+
+private:
+    struct Row {
+        int32_t block, row;
+        int64_t pos;
+    };
+    void run(const LayerWeights& l, const cpu::RopeParams& rope, KvCache& kv, int il, bool int8_acts);
+
+    const Hparams& hp_;
+    std::vector<Row> rows_;         // the chunk being rebuilt
+    std::vector<int64_t> seen_;     // per block: the call that rebuilt it last
+    int64_t call_ = 0;
+    std::vector<float> x_, k_, v_;  // chunk x n_embd inputs, chunk x n_embd_kv outputs
+};
+
+}  // namespace strata
