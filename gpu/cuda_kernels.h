@@ -75,6 +75,10 @@ bool gpu_kv_type(DType t);
 void kv_store(const float* src, void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok,
               int64_t n, int64_t kv_stride, int64_t block_stride, Stream& s);
 
+// The inverse: n_tok rows of n floats (dst, row-major) read from row row[t] of block block[t].
+void kv_gather(const void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok, int64_t n,
+               int64_t kv_stride, int64_t block_stride, float* dst, Stream& s);
+
 struct DecodeAttentionArgs {
     const float* q = nullptr;    // n_seq x (n_head * head_dim): one new token per sequence
     float* out = nullptr;        // n_seq x (n_head * head_dim)

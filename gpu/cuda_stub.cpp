@@ -53,6 +53,9 @@ bool gpu_kv_type(DType) { return false; }
 void kv_store(const float*, void*, DType, const int32_t*, const int32_t*, int64_t, int64_t, int64_t, int64_t, Stream&) {
     no_cuda();
 }
+void kv_gather(const void*, DType, const int32_t*, const int32_t*, int64_t, int64_t, int64_t, int64_t, float*, Stream&) {
+    no_cuda();
+}
 void decode_attention(const DecodeAttentionArgs&, Stream&) { no_cuda(); }
 
 }  // namespace strata::gpu

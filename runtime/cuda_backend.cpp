@@ -14,6 +14,7 @@
 #include "runtime/attention_pass.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
+#include "runtime/kv_rebuild.h"
 #include "runtime/layer_pipeline.h"
 #include "runtime/weight_store.h"
 #include "storage/budget.h"
@@ -101,7 +102,7 @@ private:
     storage::PinnedSlot slot_;
     std::vector<uint64_t> offsets_;
 };
-enum StagingPart { kEmbd, kInts, kTables, kQ, kK, kV, kAttn, kLogits, kNumParts };
+enum StagingPart { kEmbd, kInts, kTables, kQ, kK, kV, kAttn, kLogits, kRebuild, kNumParts };
 
 }  // namespace
 
@@ -126,8 +127,15 @@ struct CudaBackend::Impl {
     std::vector<std::unique_ptr<Event>> copied, computed;  // per slot
     std::vector<PipelineStep> schedule;
 
-    // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention).
-    std::vector<DeviceBuffer> kv_k, kv_v;
+    // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention);
+    // kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their
+    // saved hidden states in hidden[hidden_slot[il]] and share one more K/V pair, rebuilt
+    // before each use from rebuild_list (blocks, rows, positions: n_rebuild each).
+    std::vector<DeviceBuffer> kv_k, kv_v, hidden;
+    std::vector<int32_t> kv_slot, hidden_slot;
+    DeviceBuffer rebuild_list;
+    std::vector<RebuildRow> rebuild_rows;
+    int64_t n_rebuild = 0;
 
     // Activations for passes of kMaxUbatch tokens, token-major, and scratch.
     DeviceBuffer x, xn, q, k, v, attn, gate, up, out, x16, w16, logits, ints, tables, scratch;
@@ -145,7 +153,9 @@ struct CudaBackend::Impl {
     void project(const DevWeight& w, const float* x_all, float* y_all, int64_t n, int64_t n_long);
     void upload_pass(const PassLayout& p, const KvCache& kv);
     void layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
-    void attention_on_device(int il, const PassLayout& p, KvCache& kv);
+    gpu::RopeArgs rope_args(int32_t n_heads) const;
+    void rebuild_kv(int il, const DevLayer& l);
+    void attention_on_device(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
     void attention_on_host(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
 };
 
@@ -156,7 +166,7 @@ uint64_t CudaBackend::working_bytes(const Hparams& hp, uint64_t head_bytes, uint
                             kHeadRows * uint64_t(hp.n_vocab);
     const uint64_t halves = ub * widest + uint64_t(hp.n_ff) * std::max(hp.n_embd, hp.n_embd_q());
     const uint64_t blocks = KvCache::blocks_for(n_ctx);
-    const uint64_t ints = 4 * ub + ub * blocks;
+    const uint64_t ints = 4 * ub + ub * blocks + 3 * KvCache::kBlockSize * blocks;  // + the rebuild list
     const uint64_t scratch = gpu::decode_attention_scratch_floats(int32_t(ub), hp.n_head, hp.head_dim, int32_t(blocks));
     return 4 * floats + 2 * halves + 4 * ints + 4 * scratch + head_bytes + uint64_t(n_slots) * slot_bytes + (16u << 20);
 }
@@ -169,11 +179,15 @@ CudaBackend::Impl::Impl(const Hparams& h, WeightStore& s, const KvCache& kv, sto
     if (opts.kv != KvPlacement::HostCpuAttention && !gpu::gpu_kv_type(kv_type))
         throw BackendError(fmt::format("the GPU attention kernels do not read a {} KV cache", dtype_name(kv_type)),
                            "use --kv-type f16, bf16 or f32, or --attention cpu");
+    if (kv.n_rebuilt() > 0 && (opts.kv != KvPlacement::Device || h.n_ff < h.n_embd))
+        throw BackendError("the CUDA backend recomputes KV from hidden states only with the KV cache on the device",
+                           "use a plan without recompute (strata plan --no-recompute)");
+    const uint64_t max_rows = uint64_t(kv.pool().n_blocks()) * KvCache::kBlockSize;
     const int64_t ub = kMaxUbatch, E = h.n_embd, Q = h.n_embd_q(), KV = h.n_embd_kv();
     host = std::make_unique<HostStaging>(
         dram, std::vector<uint64_t>{uint64_t(ub * E * 4), uint64_t(4 * ub * 4), uint64_t(ub * max_blocks * 4),
                                     uint64_t(ub * Q * 4), uint64_t(ub * KV * 4), uint64_t(ub * KV * 4), uint64_t(ub * Q * 4),
-                                    uint64_t(kHeadRows * h.n_vocab * 4)});
+                                    uint64_t(kHeadRows * h.n_vocab * 4), kv.n_rebuilt() > 0 ? 3 * max_rows * 4 : 0});
     load_weights(dram);
     allocate(kv);
 }
@@ -242,11 +256,33 @@ void CudaBackend::Impl::allocate(const KvCache& kv) {
     }
     schedule = layer_schedule(on_device, std::max(1, opts.n_slots));
 
-    const uint64_t layer_kv = uint64_t(kv.pool().n_blocks()) * uint64_t(kv_block_elems * kv_elem);
-    const int n_kv_layers = opts.kv == KvPlacement::Device ? hp.n_layer : opts.kv == KvPlacement::HostGpuAttention ? 1 : 0;
-    for (int il = 0; il < n_kv_layers; ++il) {
+    const uint64_t n_blocks = kv.pool().n_blocks();
+    const uint64_t layer_kv = n_blocks * uint64_t(kv_block_elems * kv_elem);
+    auto add_kv_pair = [&] {
         kv_k.push_back(pool.allocate(layer_kv, "the KV cache (keys)"));
         kv_v.push_back(pool.allocate(layer_kv, "the KV cache (values)"));
+        return static_cast<int32_t>(kv_k.size()) - 1;
+    };
+    kv_slot.assign(hp.n_layer, 0);
+    hidden_slot.assign(hp.n_layer, -1);
+    if (opts.kv == KvPlacement::Device) {
+        for (int il = 0; il < hp.n_layer; ++il) {
+            if (!kv.rebuilt(il)) {
+                kv_slot[il] = add_kv_pair();
+                continue;
+            }
+            hidden_slot[il] = static_cast<int32_t>(hidden.size());
+            hidden.push_back(pool.allocate(n_blocks * KvCache::kBlockSize * uint64_t(hp.n_embd * kv_elem),
+                                           "saved hidden states (KV recomputed)"));
+        }
+        if (!hidden.empty()) {
+            const int32_t shared = add_kv_pair();
+            for (int il = 0; il < hp.n_layer; ++il)
+                if (kv.rebuilt(il)) kv_slot[il] = shared;
+            rebuild_list = pool.allocate(3 * n_blocks * KvCache::kBlockSize * 4, "positions to recompute");
+        }
+    } else if (opts.kv == KvPlacement::HostGpuAttention) {
+        add_kv_pair();
     }
 
     const int64_t ub = kMaxUbatch, E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff;
@@ -318,6 +354,17 @@ void CudaBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
         }
     }
     Stream& h2d = streams.h2d;
+    if (!hidden.empty()) {
+        rows_to_rebuild(kv, p.segments, rebuild_rows);
+        n_rebuild = static_cast<int64_t>(rebuild_rows.size());
+        int32_t* list = host->part<int32_t>(kRebuild);
+        for (int64_t i = 0; i < n_rebuild; ++i) {
+            list[i] = rebuild_rows[i].block;
+            list[n_rebuild + i] = rebuild_rows[i].row;
+            list[2 * n_rebuild + i] = static_cast<int32_t>(rebuild_rows[i].pos);
+        }
+        if (n_rebuild > 0) gpu::copy_h2d(rebuild_list.data(), list, size_t(3 * n_rebuild) * 4, h2d);
+    }
     gpu::copy_h2d(x.data(), emb, size_t(n * E) * 4, h2d);
     gpu::copy_h2d(ints.data(), in, size_t(4 * n) * 4, h2d);
     gpu::copy_h2d(tables.data(), tab, size_t(n * max_blocks) * 4, h2d);
@@ -327,18 +374,61 @@ void CudaBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
     ev_inputs.synchronize();
 }
 
-void CudaBackend::Impl::attention_on_device(int il, const PassLayout& p, KvCache& kv) {
+gpu::RopeArgs CudaBackend::Impl::rope_args(int32_t n_heads) const {
+    gpu::RopeArgs rope;
+    rope.n_heads = n_heads;
+    rope.head_dim = hp.head_dim;
+    rope.n_rot = hp.n_rot;
+    rope.freq_base = hp.rope_freq_base;
+    rope.freq_scale = hp.rope_freq_scale;
+    rope.neox = hp.rope_mode == RopeMode::NeoX;
+    rope.freq_factors = rope_freqs ? rope_freqs.f32() : nullptr;
+    return rope;
+}
+
+// KVPR/HCache on the device: the positions the pass attends to but does not compute get K and
+// V again from their saved hidden states (runtime/kv_rebuild.h), kMaxUbatch rows at a time,
+// in buffers the layer does not use until its attention is done (gate, up, out).
+void CudaBackend::Impl::rebuild_kv(int il, const DevLayer& l) {
     Stream& s = streams.compute;
-    const int64_t n = p.n(), KV = hp.n_embd_kv();
+    const int64_t E = hp.n_embd, KV = hp.n_embd_kv();
+    const int32_t* list = rebuild_list.as<int32_t>();
+    const gpu::RopeArgs rope = rope_args(hp.n_head_kv);
+    for (int64_t r0 = 0; r0 < n_rebuild; r0 += kMaxUbatch) {
+        const int64_t n = std::min<int64_t>(kMaxUbatch, n_rebuild - r0);
+        const int32_t* block = list + r0;
+        const int32_t* row = list + n_rebuild + r0;
+        const int32_t* pos = list + 2 * n_rebuild + r0;
+        gpu::kv_gather(hidden[hidden_slot[il]].data(), kv_type, block, row, n, E, E, KvCache::kBlockSize * E,
+                       gate.as<float>(), s);
+        matmul(l.wk, gate.as<float>(), up.as<float>(), n);
+        matmul(l.wv, gate.as<float>(), out.as<float>(), n);
+        if (l.bk) gpu::add_rows(up.as<float>(), l.bk.f32(), n, KV, s);
+        if (l.bv) gpu::add_rows(out.as<float>(), l.bv.f32(), n, KV, s);
+        gpu::rope(up.as<float>(), pos, n, rope, s);
+        gpu::kv_store(up.as<float>(), kv_k[kv_slot[il]].data(), kv_type, block, row, n, KV, KV, kv_block_elems, s);
+        gpu::kv_store(out.as<float>(), kv_v[kv_slot[il]].data(), kv_type, block, row, n, KV, KV, kv_block_elems, s);
+    }
+}
+
+void CudaBackend::Impl::attention_on_device(int il, const DevLayer& l, const PassLayout& p, KvCache& kv) {
+    Stream& s = streams.compute;
+    const int64_t n = p.n(), KV = hp.n_embd_kv(), E = hp.n_embd;
     const int32_t* block = ints.as<int32_t>() + n;
     const int32_t* row = ints.as<int32_t>() + 2 * n;
     const void* kc = nullptr;
     const void* vc = nullptr;
     if (opts.kv == KvPlacement::Device) {
-        gpu::kv_store(k.as<float>(), kv_k[il].data(), kv_type, block, row, n, KV, KV, kv_block_elems, s);
-        gpu::kv_store(v.as<float>(), kv_v[il].data(), kv_type, block, row, n, KV, KV, kv_block_elems, s);
-        kc = kv_k[il].data();
-        vc = kv_v[il].data();
+        if (hidden_slot[il] >= 0) {
+            rebuild_kv(il, l);
+            gpu::kv_store(xn.as<float>(), hidden[hidden_slot[il]].data(), kv_type, block, row, n, E, E,
+                          KvCache::kBlockSize * E, s);
+        }
+        const int32_t slot = kv_slot[il];
+        gpu::kv_store(k.as<float>(), kv_k[slot].data(), kv_type, block, row, n, KV, KV, kv_block_elems, s);
+        gpu::kv_store(v.as<float>(), kv_v[slot].data(), kv_type, block, row, n, KV, KV, kv_block_elems, s);
+        kc = kv_k[slot].data();
+        vc = kv_v[slot].data();
     } else {
         // The host cache is the master copy: the new rows go down into it, then every block the
         // pass reads comes up, at the same block ids, into the staging layer.
@@ -453,21 +543,12 @@ void CudaBackend::Impl::layer(int il, const DevLayer& l, const PassLayout& p, Kv
     if (l.bq) gpu::add_rows(q.as<float>(), l.bq.f32(), n, Q, s);
     if (l.bk) gpu::add_rows(k.as<float>(), l.bk.f32(), n, KV, s);
     if (l.bv) gpu::add_rows(v.as<float>(), l.bv.f32(), n, KV, s);
-    gpu::RopeArgs rope;
-    rope.head_dim = hp.head_dim;
-    rope.n_rot = hp.n_rot;
-    rope.freq_base = hp.rope_freq_base;
-    rope.freq_scale = hp.rope_freq_scale;
-    rope.neox = hp.rope_mode == RopeMode::NeoX;
-    rope.freq_factors = rope_freqs ? rope_freqs.f32() : nullptr;
-    rope.n_heads = hp.n_head;
-    gpu::rope(q.as<float>(), ints.as<int32_t>(), n, rope, s);
-    rope.n_heads = hp.n_head_kv;
-    gpu::rope(k.as<float>(), ints.as<int32_t>(), n, rope, s);
+    gpu::rope(q.as<float>(), ints.as<int32_t>(), n, rope_args(hp.n_head), s);
+    gpu::rope(k.as<float>(), ints.as<int32_t>(), n, rope_args(hp.n_head_kv), s);
     if (opts.kv == KvPlacement::HostCpuAttention) {
         attention_on_host(il, l, p, kv);
     } else {
-        attention_on_device(il, p, kv);
+        attention_on_device(il, l, p, kv);
         project(l.wo, attn.as<float>(), out.as<float>(), n, p.n_long);
     }
     gpu::add(x.as<float>(), out.as<float>(), n * E, s);

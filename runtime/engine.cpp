@@ -81,14 +81,14 @@ Engine::Engine(const EngineOptions& opts)
     weights_ = std::make_unique<WeightStore>(
         file_, hp_, *dram_, kv_all + activations, opts.prefetch_depth, [&](ResidencyInput in) {
             if (gpu.use) {
-                if (n_rebuilt > 0)
-                    STRATA_LOG_WARN("gpu: the plan recomputes KV from saved hidden states; the CUDA backend keeps K and V");
                 // Device bytes for layers and KV: the budget less the backend's working set
-                // (sized for the largest layer as a streaming buffer).
+                // (sized for the largest layer as a streaming buffer, plus the K/V layer that
+                // recomputed layers share).
                 const ModelWeights w = ModelWeights::bind(file_, hp_);
                 const uint64_t head = row_bytes(w.output.type, hp_.n_embd) * uint64_t(w.output.n_rows);
                 const uint64_t largest = *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
-                const uint64_t working = CudaBackend::working_bytes(hp_, head, largest, 2, n_ctx);
+                const uint64_t working =
+                    CudaBackend::working_bytes(hp_, head, largest, 2, n_ctx) + (n_rebuilt > 0 ? kv_layer : 0);
                 if (working >= gpu.gpu_mem)
                     throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
                                                   "buffers take {}", storage::format_bytes(gpu.gpu_mem),
@@ -99,6 +99,13 @@ Engine::Engine(const EngineOptions& opts)
                 // KV on the device takes no DRAM: the host cache is then never written.
                 KvSpillOptions spill;
                 spill.n_resident_layers = hp_.n_layer;
+                if (n_rebuilt > 0 && kv_on == KvPlacement::Device) {
+                    spill.rebuilt = rebuilt;
+                    spill.n_embd_hidden = hp_.n_embd;
+                } else if (n_rebuilt > 0) {
+                    STRATA_LOG_WARN("gpu: the plan recomputes KV, which the CUDA backend does with the KV cache on the "
+                                    "device only; this run keeps K and V ({})", kv_placement_name(kv_on));
+                }
                 kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv(), spill, n_blocks, opts.kv_type);
                 placement_ = std::make_unique<Placement>(std::move(g.placement));
                 if (kv_on == KvPlacement::Device) {

@@ -4,6 +4,7 @@
 
 #include "cpu/matmul.h"
 #include "cpu/norm_rope_act.h"
+#include "cpu/onednn_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
 #include "runtime/attention_pass.h"
@@ -29,7 +30,8 @@ bool batch_invariant(DType w) { return cpu::act_format_for(w) == cpu::ActFormat:
 }  // namespace
 
 void Forward::matmul(std::span<const cpu::MatmulOut> outs, int64_t n_cols, const float* x, int64_t n, int64_t n_long) {
-    bool invariant = true;
+    // bf16 prompt matmuls (opt-in) would round a pass's decode rows with its prompt rows.
+    bool invariant = !cpu::bf16_prefill_enabled();
     for (const auto& o : outs) invariant &= batch_invariant(o.wtype);
     if (invariant || n <= kDecodeRows) return cpu::matmul_many(outs, n_cols, x, n, int8_acts_);
     // Rows [0, n_long) belong to segments of more than kDecodeRows tokens, as a pass of that

@@ -16,7 +16,6 @@
 
 namespace strata {
 
-using planner::KvOption;
 using planner::WeightOption;
 
 std::optional<AttentionChoice> parse_attention(std::string_view s) {
@@ -87,7 +86,8 @@ GpuTarget find_gpu(const GpuRequest& req, const GgufFile& file, const Hparams& h
 }
 
 KvPlacement kv_placement_of(const planner::Plan& plan) {
-    if (std::all_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return l.kv == KvOption::Gpu; }))
+    // K and V, or the hidden states they are recomputed from, all on the device.
+    if (std::all_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return planner::tier_of(l.kv) == planner::Tier::Gpu; }))
         return KvPlacement::Device;
     return plan.policy.cpu_attention ? KvPlacement::HostCpuAttention : KvPlacement::HostGpuAttention;
 }

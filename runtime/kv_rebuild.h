@@ -1,7 +1,8 @@
 #pragma once
-// Recomputation of keys and values from saved hidden states (KVPR, HCache), on the CPU: for a
-// layer whose KV cache keeps each position's attention input (KvCache::rebuilt), the positions
-// a pass attends to but does not compute are rebuilt before its attention: K = x Wk^T (+ bk)
+// Recomputation of keys and values from saved hidden states (KVPR, HCache): for a layer whose
+// KV cache keeps each position's attention input (KvCache::rebuilt), the positions a pass
+// attends to but does not compute are rebuilt before its attention (here on the CPU; the CUDA
+// backend does the same on the device from rows_to_rebuild): K = x Wk^T (+ bk)
 // rotated at its position, V = x Wv^T (+ bv), into the cache's rebuild slot. The pass's own
 // tokens store their K and V there as usual, and their inputs as the layer's saved rows.
 // For block-quantized weights cpu::matmul gives a row the bits it had when first computed, so
@@ -19,26 +20,29 @@
 
 namespace strata {
 
+// A position whose K and V a pass rebuilds: row `row` of KV block `block`.
+struct RebuildRow {
+    int32_t block, row;
+    int64_t pos;
+};
+// Positions [0, pos0) of every segment's sequence, each block once (sequences may share blocks).
+void rows_to_rebuild(const KvCache& kv, std::span<const PassLayout::Segment> segments, std::vector<RebuildRow>& out);
+
 class KvRebuilder {
 public:
     explicit KvRebuilder(const Hparams& hp) : hp_(hp) {}
 
-    // Rebuilds positions [0, pos0) of every segment's sequence in layer il (blocks shared by
-    // several sequences once). Runs its matmuls on the thread pool (call inside its arena).
+    // Rebuilds rows_to_rebuild(kv, segments) in layer il. Runs its matmuls on the thread pool
+    // (call inside its arena).
     void rebuild(const LayerWeights& l, const cpu::RopeParams& rope, KvCache& kv, int il,
                  std::span<const PassLayout::Segment> segments, bool int8_acts);
 
 private:
-    struct Row {
-        int32_t block, row;
-        int64_t pos;
-    };
-    void run(const LayerWeights& l, const cpu::RopeParams& rope, KvCache& kv, int il, bool int8_acts);
+    void run(std::span<const RebuildRow> rows, const LayerWeights& l, const cpu::RopeParams& rope, KvCache& kv, int il,
+             bool int8_acts);
 
     const Hparams& hp_;
-    std::vector<Row> rows_;         // the chunk being rebuilt
-    std::vector<int64_t> seen_;     // per block: the call that rebuilt it last
-    int64_t call_ = 0;
+    std::vector<RebuildRow> rows_;
     std::vector<float> x_, k_, v_;  // chunk x n_embd inputs, chunk x n_embd_kv outputs
 };
 

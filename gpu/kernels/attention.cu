@@ -113,6 +113,14 @@ __global__ void kv_store_kernel(const float* src, T* cache, const int32_t* block
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) kv_put(dst + i, src[t * n + i]);
 }
 
+template <class T>
+__global__ void kv_gather_kernel(const T* cache, const int32_t* block, const int32_t* row, int64_t n, int64_t kv_stride,
+                                 int64_t block_stride, float* dst) {
+    const int64_t t = blockIdx.x;
+    const T* src = cache + block[t] * block_stride + row[t] * kv_stride;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[t * n + i] = kv_load(src + i);
+}
+
 }  // namespace
 
 bool gpu_kv_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
@@ -125,6 +133,17 @@ void kv_store(const float* src, void* cache, DType type, const int32_t* block, c
         kv_store_kernel<T><<<static_cast<unsigned>(n_tok), 128, 0, s.get()>>>(src, static_cast<T*>(cache), block, row, n,
                                                                                kv_stride, block_stride);
         cuda_check_launch("kv_store");
+    });
+}
+
+void kv_gather(const void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok, int64_t n,
+               int64_t kv_stride, int64_t block_stride, float* dst, Stream& s) {
+    if (n_tok == 0) return;
+    with_kv_element(type, [&](auto element) {
+        using T = decltype(element);
+        kv_gather_kernel<T><<<static_cast<unsigned>(n_tok), 128, 0, s.get()>>>(static_cast<const T*>(cache), block, row, n,
+                                                                               kv_stride, block_stride, dst);
+        cuda_check_launch("kv_gather");
     });
 }
 

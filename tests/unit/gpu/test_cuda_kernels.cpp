@@ -285,3 +285,32 @@ TEST_CASE("gpu decode attention over a paged KV cache matches cpu::attention", "
         CHECK(out[i] == Approx(ref[i]).epsilon(1e-4).margin(1e-5));
     }
 }
+
+TEST_CASE("gpu kv_store then kv_gather gives each row as the CPU cache rounds it", "[gpu]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    TestGpu g;
+    const int64_t n = 72, n_tok = 19, kv_stride = n, block_stride = kKvBlockSize * n, n_blocks = 3;
+    const auto src = random_floats(size_t(n_tok * n), 21);
+    std::vector<int32_t> block(n_tok), row(n_tok);
+    for (int64_t t = 0; t < n_tok; ++t) {  // distinct rows of blocks 1 and 0, out of order
+        block[t] = int32_t((2 * (t / kKvBlockSize) + 1) % n_blocks);
+        row[t] = int32_t((7 * t) % kKvBlockSize);
+    }
+    for (const DType type : {DType::F32, DType::F16, DType::BF16}) {
+        INFO(dtype_name(type));
+        DeviceBuffer cache = g.zeros(size_t(n_blocks * block_stride) * 4);
+        DeviceBuffer dsrc = g.upload(src), db = g.upload(block), dr = g.upload(row), out = g.zeros(src.size() * 4);
+        kv_store(dsrc.as<float>(), cache.data(), type, db.as<int32_t>(), dr.as<int32_t>(), n_tok, n, kv_stride, block_stride,
+                 g.stream);
+        kv_gather(cache.data(), type, db.as<int32_t>(), dr.as<int32_t>(), n_tok, n, kv_stride, block_stride,
+                  out.as<float>(), g.stream);
+        const auto got = g.download<float>(out, src.size());
+        std::vector<uint8_t> bytes(row_bytes(type, n));
+        std::vector<float> want(n);
+        for (int64_t t = 0; t < n_tok; ++t) {
+            cpu::store_kv_row(type, &src[t * n], bytes.data(), n);
+            cpu::load_kv_values(type, bytes.data(), 0, want.data(), n);
+            for (int64_t i = 0; i < n; ++i) CHECK(got[t * n + i] == want[i]);
+        }
+    }
+}
