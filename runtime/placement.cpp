@@ -95,7 +95,8 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch)
     wl.prompt_len = std::max(1, n_prompt);
     wl.gen_len = std::max(1, n_generated);
     wl.batch = std::max(1, batch);
-    planner::Plan run = as_run(plan, shape.kv_type, n_kv_layers_in_dram);
+    // A GPU plan runs as planned (runtime/gpu_placement.h); a CPU one as this runtime holds it.
+    planner::Plan run = plan.has_gpu ? plan : as_run(plan, shape.kv_type, n_kv_layers_in_dram);
     run.policy.batch = wl.batch;  // the scheduler runs them all in one pass
     run.policy.n_micro = 1;
     return planner::evaluate_plan(shape, hw, wl, run);

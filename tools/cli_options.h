@@ -101,6 +101,8 @@ struct BenchOptions {
     int n_prompt = 512;  // pp<n_prompt>; 0 skips it
     int n_gen = 128;     // tg<n_gen>; 0 skips it
     int reps = 5;
+    int batch = 1;   // sequences evaluated together (aggregate tokens/s)
+    int depth = 0;   // positions each sequence holds before a test (llama-bench's -d)
     bool json = false;
 };
 

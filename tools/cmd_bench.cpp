@@ -3,6 +3,10 @@
 //   pp<P>  evaluate P random tokens from an empty KV cache in one call (only the last token's
 //          logits are computed); t/s = P / seconds.
 //   tg<N>  from an empty KV cache, N single-token evaluations; t/s = N / seconds.
+// With -b B, B sequences run together (pp: each one's P tokens in one eval_batch; tg: one token
+// of each per step) and t/s is the aggregate, B x P (or N) / seconds; with -d D each sequence
+// first holds D random positions (untimed), as llama-bench's -d. Below the table: the plan's
+// prediction for the same run (runtime/placement.h).
 // For tg it also reports the memory speed decode reached: weight bytes per token x t/s against
 // the profile's DRAM read rate, and, when layers stream from disk (--dram below the model),
 // the bytes read per second against the profile's disk read rate (run `strata probe` first
@@ -34,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Row {
     std::string test;
-    int n_tokens = 0;
+    int n_tokens = 0;  // per sequence
     std::vector<double> ts;  // tokens/s of each rep
     std::vector<double> streamed_gbps;  // tg: bytes read from disk per second, each rep
 };
@@ -77,58 +81,96 @@ int run_bench(const BenchOptions& o) {
     if (o.reps < 1) throw UsageError(fmt::format("-r {} is not a positive number of repetitions", o.reps));
     if (o.n_prompt == 0 && o.n_gen == 0) throw UsageError("nothing to measure: -p and -n are both 0");
     EngineOptions eo = o.m.engine();
-    if (eo.n_ctx == 0) eo.n_ctx = std::max(16, o.n_prompt + o.n_gen);
+    if (eo.n_ctx == 0) eo.n_ctx = std::max(16, o.depth + std::max(o.n_prompt, o.n_gen));
     eo.n_predict = o.n_gen;
+    eo.kv_positions = o.batch * eo.n_ctx;  // every sequence its whole context
     Engine engine(eo);
-    if (o.n_prompt > engine.n_ctx() || o.n_gen > engine.n_ctx())
-        throw UsageError(fmt::format("-p {} / -n {} do not fit the context of {}", o.n_prompt, o.n_gen, engine.n_ctx()),
+    if (o.depth + std::max(o.n_prompt, o.n_gen) > engine.n_ctx())
+        throw UsageError(fmt::format("-d {} + -p {} / -n {} do not fit the context of {}", o.depth, o.n_prompt, o.n_gen,
+                                     engine.n_ctx()),
                          "raise --ctx");
 
     const int n_vocab = engine.hparams().n_vocab;
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int32_t> token(0, n_vocab - 1);
-    auto run_pp = [&](int n) {
+    auto random_tokens = [&](int n) {
         std::vector<int32_t> toks(n);
         for (auto& t : toks) t = token(rng);
-        engine.reset();
+        return toks;
+    };
+    // Sequence 0 and batch - 1 more, emptied before each test and filled to the depth.
+    std::vector<SeqId> seqs{0};
+    for (int i = 1; i < o.batch; ++i) seqs.push_back(engine.create_seq());
+    // Each sequence's next `n` tokens (fresh random ones) in one eval_batch.
+    auto eval_all = [&](int n) {
+        std::vector<std::vector<int32_t>> toks;
+        std::vector<SeqTokens> batch;
+        for (size_t i = 0; i < seqs.size(); ++i) toks.push_back(random_tokens(n));
+        for (size_t i = 0; i < seqs.size(); ++i) batch.push_back({seqs[i], toks[i]});
         const auto t0 = Clock::now();
-        engine.eval(toks);
+        engine.eval_batch(batch);
         return std::chrono::duration<double>(Clock::now() - t0).count();
+    };
+    auto start_test = [&] {
+        engine.reset();
+        for (size_t i = 1; i < seqs.size(); ++i) {
+            engine.free_seq(seqs[i]);
+            seqs[i] = engine.create_seq();
+        }
+        if (o.depth > 0) eval_all(o.depth);
+    };
+    auto run_pp = [&](int n) {
+        start_test();
+        return eval_all(n);
     };
     uint64_t streamed = 0;  // bytes the last tg run read from disk
     auto run_tg = [&](int n) {
-        engine.reset();
+        start_test();
         const uint64_t read0 = engine.weights().stats().bytes_read;
-        const auto t0 = Clock::now();
-        for (int i = 0; i < n; ++i) {
-            const int32_t t = token(rng);
-            engine.eval({&t, 1});
-        }
-        const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        double seconds = 0;
+        for (int i = 0; i < n; ++i) seconds += eval_all(1);
         streamed = engine.weights().stats().bytes_read - read0;
         return seconds;
     };
 
+    // llama-bench's test names, with the batch and depth when given.
+    auto test_name = [&](const char* kind, int n) {
+        std::string name = fmt::format("{}{}", kind, n);
+        if (o.batch > 1) name += fmt::format(" x{}", o.batch);
+        if (o.depth > 0) name += fmt::format(" @ d{}", o.depth);
+        return name;
+    };
     std::vector<Row> rows;
-    if (o.n_prompt > 0) rows.push_back({fmt::format("pp{}", o.n_prompt), o.n_prompt, {}});
-    if (o.n_gen > 0) rows.push_back({fmt::format("tg{}", o.n_gen), o.n_gen, {}});
+    if (o.n_prompt > 0) rows.push_back({test_name("pp", o.n_prompt), o.n_prompt, {}, {}});
+    if (o.n_gen > 0) rows.push_back({test_name("tg", o.n_gen), o.n_gen, {}, {}});
     for (Row& r : rows) {
         const bool pp = r.test[0] == 'p';
         pp ? run_pp(r.n_tokens) : run_tg(std::min(r.n_tokens, 32));  // warm-up
         for (int i = 0; i < o.reps; ++i) {
             const double seconds = pp ? run_pp(r.n_tokens) : run_tg(r.n_tokens);
-            r.ts.push_back(r.n_tokens / seconds);
+            r.ts.push_back(double(r.n_tokens) * o.batch / seconds);
             if (!pp) r.streamed_gbps.push_back(streamed / seconds / 1e9);
         }
     }
     // Decode's memory speed against the profile the engine planned with.
     const planner::HardwareProfile& hw = engine.placement().hw;
     const uint64_t token_bytes = engine.weights().weights().decode_bytes();
-    auto weights_gbps = [&](const Row& r) { return token_bytes * mean(r.ts) / 1e9; };
+    // One step reads the weights once for the whole batch.
+    auto weights_gbps = [&](const Row& r) { return token_bytes * mean(r.ts) / o.batch / 1e9; };
+    // The plan's prediction for the same run: a pass of batch prompts, or decode steps at the
+    // depth (the planner prices a step at the average context of the generation).
+    auto predicted_ts = [&](const Row& r) {
+        if (r.test[0] == 'p') {
+            const planner::Prediction p = engine.placement().predict(r.n_tokens, 1, o.batch);
+            return p.ttft_s > 0 ? double(r.n_tokens) * o.batch / p.ttft_s : 0.0;
+        }
+        return engine.placement().predict(std::max(1, o.depth), r.n_tokens, o.batch).decode_tps_aggregate;
+    };
 
     uint64_t bytes = 0, params = 0;
     const std::string label = model_label(engine, bytes, params);
-    const std::string backend = fmt::format("CPU {}", cpu::path_name(cpu::active_path()));
+    const bool on_gpu = engine.backend_name() == "cuda";
+    const std::string backend = on_gpu ? std::string("CUDA") : fmt::format("CPU {}", cpu::path_name(cpu::active_path()));
     // The KV cache's type under llama-bench's names (type_k, type_v: lower case).
     std::string kv_type(dtype_name(engine.kv_cache().type()));
     for (char& ch : kv_type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -145,6 +187,9 @@ int run_bench(const BenchOptions& o) {
                                 {"type_v", kv_type},
                                 {"test", r.test},
                                 {"n_tokens", r.n_tokens},
+                                {"batch", o.batch},
+                                {"depth", o.depth},
+                                {"predicted_ts", predicted_ts(r)},
                                 {"reps", o.reps},
                                 {"avg_ts", mean(r.ts)},
                                 {"stddev_ts", stddev(r.ts)},
@@ -162,22 +207,31 @@ int run_bench(const BenchOptions& o) {
         }
         return 0;
     }
-    const std::string hdr = fmt::format("| {:<30} | {:>10} | {:>8} | {:<10} | {:>7} | {:>7} | {:>6} | {:>20} |", "model",
-                                        "size", "params", "backend", "threads", "type_kv", "test", "t/s");
+    size_t w = 6;  // the test column fits the longest name
+    for (const Row& r : rows) w = std::max(w, r.test.size());
+    const std::string hdr = fmt::format("| {:<30} | {:>10} | {:>8} | {:<10} | {:>7} | {:>7} | {:>{}} | {:>20} |", "model",
+                                        "size", "params", "backend", "threads", "type_kv", "test", w, "t/s");
     std::printf("%s\n", hdr.c_str());
     std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(32, '-').c_str(), std::string(12, '-').c_str(),
                 std::string(10, '-').c_str(), std::string(12, '-').c_str(), std::string(9, '-').c_str(),
-                std::string(9, '-').c_str(), std::string(8, '-').c_str(), std::string(22, '-').c_str());
+                std::string(9, '-').c_str(), std::string(w + 2, '-').c_str(), std::string(22, '-').c_str());
     for (const Row& r : rows)
         std::printf("%s\n",
-                    fmt::format("| {:<30} | {:>6.2f} MiB | {:>7.2f}M | {:<10} | {:>7} | {:>7} | {:>6} | {:>10.2f} ± {:>7.2f} |",
-                                label, bytes / 1048576.0, params / 1e6, backend, engine.n_threads(), kv_type, r.test,
+                    fmt::format("| {:<30} | {:>6.2f} MiB | {:>7.2f}M | {:<10} | {:>7} | {:>7} | {:>{}} | {:>10.2f} ± {:>7.2f} |",
+                                label, bytes / 1048576.0, params / 1e6, backend, engine.n_threads(), kv_type, r.test, w,
                                 mean(r.ts), stddev(r.ts))
                         .c_str());
+    std::printf("\nplan's prediction for these runs:");
+    for (const Row& r : rows) std::printf(" %s %.2f t/s;", r.test.c_str(), predicted_ts(r));
+    std::printf("\n");
     for (const Row& r : rows) {
         if (r.streamed_gbps.empty()) continue;
-        std::printf("\n%s: weights %.1f MiB per token -> %.2f GB/s = %.2f x DRAM read %.2f GB/s\n", r.test.c_str(),
-                    token_bytes / 1048576.0, weights_gbps(r), weights_gbps(r) / hw.dram.read_gbps, hw.dram.read_gbps);
+        if (on_gpu)
+            std::printf("%s: weights %.1f MiB per step -> %.2f GB/s\n", r.test.c_str(), token_bytes / 1048576.0,
+                        weights_gbps(r));
+        else
+            std::printf("%s: weights %.1f MiB per step -> %.2f GB/s = %.2f x DRAM read %.2f GB/s\n", r.test.c_str(),
+                        token_bytes / 1048576.0, weights_gbps(r), weights_gbps(r) / hw.dram.read_gbps, hw.dram.read_gbps);
         if (mean(r.streamed_gbps) > 0)
             std::printf("%s: streamed from disk %.2f ± %.2f GB/s = %.2f x disk read %.2f GB/s\n", r.test.c_str(),
                         mean(r.streamed_gbps), stddev(r.streamed_gbps), mean(r.streamed_gbps) / hw.nvme.read_gbps,

@@ -4,25 +4,19 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/engine.h"
 #include "runtime/kv_cache.h"
 #include "tests/support/greedy.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
 using nlohmann::json;
 
 namespace {
-json fixture(const std::string& name) {
-    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/fixtures/model/" + name);
-    REQUIRE(in);
-    return json::parse(in);
-}
-
 EngineOptions options(const std::filesystem::path& model, int n_ctx, DType kv_type) {
     EngineOptions o;
     o.model = model;
@@ -47,9 +41,9 @@ std::vector<std::vector<int32_t>> greedy_runs(const EngineOptions& o, const std:
 TEST_CASE("SmolLM2: an F16 KV cache gives the greedy tokens of an F32 one on the reference prompts", "[model][kv]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
-    const json greedy = fixture("smollm2_greedy.json");
+    const json greedy = test::model_fixture("smollm2_greedy.json");
     std::vector<std::vector<int32_t>> prompts{greedy["prompt_ids"].get<std::vector<int32_t>>()};
-    const json teacher_forced = fixture("smollm2_teacher_forced.json");
+    const json teacher_forced = test::model_fixture("smollm2_teacher_forced.json");
     for (const auto& p : teacher_forced["prompts"]) {
         auto ids = p["ids"].get<std::vector<int32_t>>();
         ids.resize(64);
@@ -68,7 +62,7 @@ TEST_CASE("SmolLM2: an F16 KV cache gives the greedy tokens of an F32 one on the
 TEST_CASE("SmolLM2: BF16 and Q8_0 KV caches keep the reference's teacher-forced top-1", "[model][kv]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
-    const json f = fixture("smollm2_teacher_forced.json");
+    const json f = test::model_fixture("smollm2_teacher_forced.json");
     for (const DType type : {DType::F16, DType::BF16, DType::Q8_0}) {
         Engine engine(options(*path, 512, type));
         const int n_vocab = engine.hparams().n_vocab;
@@ -93,7 +87,7 @@ TEST_CASE("SmolLM2: BF16 and Q8_0 KV caches keep the reference's teacher-forced 
 TEST_CASE("stories260K: every KV type gives the published greedy tokens", "[model][kv]") {
     auto path = test::stories260k_path();
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const json f = fixture("stories260k_greedy.json");
+    const json f = test::model_fixture("stories260k_greedy.json");
     const auto prompt = f["prompt_ids"].get<std::vector<int32_t>>();
     for (const DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
         INFO(dtype_name(type));

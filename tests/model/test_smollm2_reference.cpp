@@ -3,12 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cpu/onednn_matmul.h"
 #include "runtime/engine.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
 
@@ -16,12 +16,6 @@ using namespace strata;
 using nlohmann::json;
 
 namespace {
-json fixture(const std::string& name) {
-    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/fixtures/model/" + name);
-    REQUIRE(in);
-    return json::parse(in);
-}
-
 std::string shell_quote(const std::string& s) {
     std::string out = "'";
     for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -34,7 +28,7 @@ static std::pair<int, int> teacher_forced_agreement(const EngineOptions& opts) {
     Engine engine(opts);
     const int n_vocab = engine.hparams().n_vocab;
     int agree = 0, total = 0;
-    const json f = fixture("smollm2_teacher_forced.json");
+    const json f = test::model_fixture("smollm2_teacher_forced.json");
     for (const auto& p : f["prompts"]) {
         const auto ids = p["ids"].get<std::vector<int32_t>>();
         const auto argmax = p["argmax"].get<std::vector<int32_t>>();
@@ -86,7 +80,7 @@ TEST_CASE("SmolLM2: --bf16-prefill (oneDNN bf16 prompt matmuls) keeps >= 99% top
 TEST_CASE("SmolLM2: `strata generate --json` greedy continuation equals the reference", "[model]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
-    const json f = fixture("smollm2_greedy.json");
+    const json f = test::model_fixture("smollm2_greedy.json");
     auto r = test::run_strata("generate --json --temp 0 --ignore-eos -n 64 -p " + shell_quote(f["prompt_text"]));
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
@@ -99,7 +93,7 @@ TEST_CASE("SmolLM2: `strata generate --json` greedy continuation equals the refe
 TEST_CASE("SmolLM2: perplexity of GPL-3 (4096 tokens) is within 1% of the reference", "[model]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
-    const json f = fixture("smollm2_gpl3_ppl.json");
+    const json f = test::model_fixture("smollm2_gpl3_ppl.json");
     const std::string text_file = f["text_file"];
     if (!std::filesystem::exists(text_file)) {
         WARN("skipped: " << text_file << " not found");

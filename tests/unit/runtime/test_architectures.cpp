@@ -2,7 +2,6 @@
 // random-weight F32 models rebuilt from tests/fixtures/model/tiny_arch_logits.json.
 #include <catch2/catch.hpp>
 
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -15,14 +14,13 @@
 #include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/planned.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
 
 TEST_CASE("llama, mistral and qwen2 forward passes match the reference logits", "[unit][arch]") {
-    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/fixtures/model/tiny_arch_logits.json");
-    REQUIRE(in);
-    const auto fx = nlohmann::json::parse(in);
+    const auto fx = test::model_fixture("tiny_arch_logits.json");
     const auto ids = fx["ids"].get<std::vector<int32_t>>();
     cpu::ThreadPool pool(2);
 

@@ -2,11 +2,11 @@
 // output, as recorded by the numpy reference in tests/fixtures/model/stories260k_greedy.json.
 #include <catch2/catch.hpp>
 
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/engine.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
@@ -15,8 +15,7 @@ using nlohmann::json;
 TEST_CASE("stories260K: greedy text equals the published llama2.c output", "[unit][engine]") {
     auto path = test::stories260k_path();
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/fixtures/model/stories260k_greedy.json");
-    const json f = json::parse(in);
+    const json f = test::model_fixture("stories260k_greedy.json");
     Engine engine({*path, 0, 256});
     auto ids = engine.tokenizer().encode(f["prompt"].get<std::string>(), engine.tokenizer().add_bos_default(), false);
     CHECK(json(ids) == f["prompt_ids"]);
