@@ -51,10 +51,16 @@ BatchOutput::BatchOutput(const std::filesystem::path& path) : path_(path) {
             continue;
         }
         const auto id = rec.find("custom_id");
-        if (id != rec.end() && id->is_string())
+        if (id != rec.end() && id->is_string()) {
             ids_.insert(id->get<std::string>());
-        else if (rec.contains("error") && rec["error"].is_object() && rec["error"].value("line", 0) > 0)
-            lines_.insert(rec["error"]["line"].get<size_t>());
+            continue;
+        }
+        // An error record of an input line without a custom_id names that line.
+        const auto error = rec.find("error");
+        if (error == rec.end() || !error->is_object()) continue;
+        const auto input_line = error->find("line");
+        if (input_line != error->end() && input_line->is_number_unsigned() && input_line->get<size_t>() > 0)
+            lines_.insert(input_line->get<size_t>());
     }
 }
 

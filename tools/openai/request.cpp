@@ -77,7 +77,7 @@ void refuse_unsupported(const json& body) {
     for (const char* key : {"tools", "functions", "logit_bias"})
         if (const json* v = field(body, key); v && !v->empty())
             throw invalid_request(fmt::format("'{}' is not supported; leave it out", key), key);
-    if (const json* v = field(body, "response_format"); v && !(v->is_object() && v->value("type", "") == "text"))
+    if (const json* v = field(body, "response_format"); v && !(v->is_object() && v->value("type", json()) == "text"))
         throw invalid_request("only the 'text' response_format is supported", "response_format");
 }
 
@@ -126,7 +126,7 @@ std::string message_content(const json& content, const std::string& where) {
         throw invalid_request(fmt::format("'{}' must be a string or a list of text parts, not {}", where, shown(content)), where);
     std::string text;
     for (const json& part : content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") || !part["text"].is_string())
             throw invalid_request(fmt::format("'{}' may hold only {{\"type\": \"text\", \"text\": ...}} parts", where), where);
         text += part["text"].get<std::string>();
     }

@@ -122,3 +122,15 @@ TEST_CASE("openai batch: the output file resumes", "[unit][openai]") {
     CHECK(after == whole + "{\"custom_id\":\"b\"}\n");
     std::filesystem::remove(out);
 }
+
+TEST_CASE("openai batch: error records with a line that is not a number are kept but name no line", "[unit][openai]") {
+    const auto out = test::temp_path("batch_out_lines.jsonl");
+    std::ofstream(out) << R"({"error": {"line": "3"}})" << "\n"
+                       << R"({"error": {"line": -4}})" << "\n"
+                       << R"({"error": {"line": 5}})" << "\n";
+    const BatchOutput o(out);
+    CHECK(o.n_answered() == 1);
+    CHECK(o.answered(std::nullopt, 5));
+    CHECK_FALSE(o.answered(std::nullopt, 3));
+    std::filesystem::remove(out);
+}

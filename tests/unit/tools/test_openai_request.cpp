@@ -100,6 +100,10 @@ TEST_CASE("openai requests: malformed bodies and wrong types are 400s naming the
         {Endpoint::Chat, with(kChat, "logprobs", true), "logprobs"},
         {Endpoint::Chat, with(kChat, "tools", {{{"type", "function"}}}), "tools"},
         {Endpoint::Chat, with(kChat, "response_format", {{"type", "json_object"}}), "response_format"},
+        // A type that is not a string (found by fuzz_openai_request: it escaped as nlohmann's type_error).
+        {Endpoint::Chat, with(kChat, "response_format", {{"type", true}}), "response_format"},
+        {Endpoint::Chat, with(kChat, "messages", {{{"role", "user"}, {"content", {{{"type", 5}, {"text", "x"}}}}}}),
+         "messages[0].content"},
         {Endpoint::Completions, {{"model", "x"}}, "prompt"},
         {Endpoint::Completions, with(kCompletion, "prompt", 42), "prompt"},
         {Endpoint::Completions, with(kCompletion, "prompt", {"one", "two"}), "prompt"},
