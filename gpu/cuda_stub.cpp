@@ -1,4 +1,5 @@
 // The GPU entry points of a build without CUDA: no devices, and every call that needs one throws.
+#include "gpu/copy_rates.h"
 #include "gpu/cuda_devices.h"
 #include "gpu/cuda_host.h"
 #include "gpu/cuda_kernels.h"
@@ -57,5 +58,6 @@ void kv_gather(const void*, DType, const int32_t*, const int32_t*, int64_t, int6
     no_cuda();
 }
 void decode_attention(const DecodeAttentionArgs&, Stream&) { no_cuda(); }
+CopyRates measure_copy_rates(int, size_t) { no_cuda(); }
 
 }  // namespace strata::gpu

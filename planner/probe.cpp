@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "gpu/copy_rates.h"
 #include "gpu/cuda_devices.h"
 #include "planner/catalog.h"
 #include "planner/probe_measure.h"
@@ -48,7 +49,7 @@ void probe_disk(const ProbeOptions& o, HardwareProfile& p) {
 
 }  // namespace
 
-void probe_gpu(HardwareProfile& p) {
+void probe_gpu(HardwareProfile& p, bool measure_copies) {
     const gpu::DeviceList list = gpu::list_devices();
     if (list.devices.empty()) {
         p.notes.push_back("gpu: none (" + list.why_none + ")");
@@ -65,12 +66,23 @@ void probe_gpu(HardwareProfile& p) {
         g.fp16_tflops = e->fp16_tflops * cat.efficiency.gpu_gemm;
         g.pcie = e->pcie + " x16";
         g.h2d_gbps = g.d2h_gbps = (link ? link->x16_gbps : 31.5) * cat.efficiency.pcie;
-        p.notes.push_back(fmt::format("gpu: {} matched catalog entry {}; bandwidth, FLOPS and PCIe rates are the catalog's, "
-                                      "not measured (no H2D/D2H probe in gpu/ yet)", d.name, e->name));
+        p.notes.push_back(fmt::format("gpu: {} matched catalog entry {}; its FLOPS are the catalog's", d.name, e->name));
     } else {
         // An unknown part: assume a modest PCIe Gen4 card rather than guess high.
         g.mem_gbps = 400, g.fp16_tflops = 30, g.pcie = "gen4 x16 (assumed)", g.h2d_gbps = g.d2h_gbps = 20;
         p.notes.push_back(fmt::format("gpu: {} is not in the catalog; rates assumed (400 GB/s, 30 TFLOPS, 20 GB/s PCIe)", d.name));
+    }
+    if (measure_copies) {
+        try {
+            const gpu::CopyRates r = gpu::measure_copy_rates(d.index);
+            g.h2d_gbps = r.h2d_gbps, g.d2h_gbps = r.d2h_gbps, g.mem_gbps = r.device_gbps;
+            p.notes.push_back(fmt::format("gpu: measured H2D {:.1f} GB/s and D2H {:.1f} GB/s from page-locked memory, "
+                                          "device copy {:.0f} GB/s (256 MiB, best of 5)", r.h2d_gbps, r.d2h_gbps, r.device_gbps));
+        } catch (const BackendError& e) {
+            p.notes.push_back(fmt::format("gpu: copy rates not measured ({}); the catalog's are used", e.what()));
+        }
+    } else {
+        p.notes.push_back("gpu: bandwidths from the catalog (`strata probe` measures them)");
     }
     if (list.devices.size() > 1) p.notes.push_back(fmt::format("gpu: {} devices found; the planner uses device 0", list.devices.size()));
     p.gpu = g;
@@ -117,7 +129,7 @@ HardwareProfile probe_machine(const ProbeOptions& o) {
     p.notes.push_back("cpu: GEMV/GEMM through cpu::matmul; attention rates derived from the F16 GEMV/GEMM and DRAM read (not measured separately)");
 
     probe_disk(o, p);
-    probe_gpu(p);
+    probe_gpu(p, true);
     p.validate();
     return p;
 }

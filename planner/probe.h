@@ -23,9 +23,10 @@ struct ProbeOptions {
 };
 
 HardwareProfile probe_machine(const ProbeOptions& opts);
-// Sets p.gpu from the first device the CUDA runtime lists (rates from its catalog entry), or
-// notes why there is none.
-void probe_gpu(HardwareProfile& p);
+// Sets p.gpu from the first device the CUDA runtime lists, or notes why there is none. Its
+// compute rate comes from the catalog entry; its H2D, D2H and memory bandwidths are measured
+// when `measure_copies` (gpu/copy_rates.h: under a second), else the catalog's too.
+void probe_gpu(HardwareProfile& p, bool measure_copies);
 
 // $XDG_CACHE_HOME/strata/hardware.json, else ~/.cache/strata/hardware.json.
 std::filesystem::path profile_cache_path();

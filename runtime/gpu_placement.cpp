@@ -47,7 +47,7 @@ planner::HardwareProfile gpu_profile() {
     planner::HardwareProfile hw;
     if (auto cached = planner::load_cached_profile(); cached && cached->has_gpu()) return *cached;
     hw = runtime_profile(source);  // the CPU side, without a GPU
-    planner::probe_gpu(hw);
+    planner::probe_gpu(hw, false);  // starting never measures
     return hw;
 }
 
