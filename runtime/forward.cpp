@@ -82,7 +82,7 @@ void Forward::layer(int il, KvCache& kv, const PassLayout& p) {
                                   {l.wv.type, l.wv.data, l.wv.n_rows, v_.data()}};
     matmul(qkv, E, xn_.data(), n, n_long);
     const bool rebuilt = kv.rebuilt(il);
-    if (rebuilt) rebuilder_.rebuild(l, rope, kv, il, p.segments, int8_acts_);
+    if (rebuilt) rebuilder_.rebuild(rebuild_rows_, l, rope, kv, il, int8_acts_);
     cpu::parallel_for(n, [&](int64_t t) {
         if (l.bq) cpu::add(&q_[t * Q], l.bq.f32(), Q);
         if (l.bk) cpu::add(&k_[t * KV], l.bk.f32(), KV);
@@ -122,6 +122,7 @@ void Forward::reserve(int64_t ub) {
 
 void Forward::compute(const PassLayout& p, KvCache& kv) {
     embed(p.tokens);
+    if (kv.n_rebuilt() > 0) rows_to_rebuild(kv, p.segments, rebuild_rows_);
     for (int il = 0; il < hp_.n_layer; ++il) layer(il, kv, p);
 }
 

@@ -47,7 +47,8 @@ private:
     WeightStore& store_;
     const ModelWeights& w_;  // output head, embeddings and norms (always resident)
     bool int8_acts_ = false;
-    KvRebuilder rebuilder_;  // layers whose KV cache keeps hidden states
+    KvRebuilder rebuilder_;                // layers whose KV cache keeps hidden states
+    std::vector<RebuildRow> rebuild_rows_;  // the positions they rebuild in this pass
     // Activations for one ubatch, token-major.
     std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, out_;
 };

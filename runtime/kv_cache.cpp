@@ -28,10 +28,15 @@ int64_t block_bytes(DType type, int32_t n_embd_kv, uint64_t align) {
     return static_cast<int64_t>(storage::align_up(uint64_t(KvCache::kBlockSize) * kv_row_bytes(type, n_embd_kv), align));
 }
 constexpr uint64_t kCacheLine = 64;
+KvSpillOptions all_resident(int32_t n_layer) {
+    KvSpillOptions o;
+    o.n_resident_layers = n_layer;
+    return o;
+}
 }  // namespace
 
 KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks, DType type)
-    : KvCache(n_layer, n_ctx, n_embd_kv, KvSpillOptions{n_layer, {}, 2, nullptr}, n_blocks, type) {}
+    : KvCache(n_layer, n_ctx, n_embd_kv, all_resident(n_layer), n_blocks, type) {}
 
 KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill, int32_t n_blocks,
                  DType type)
@@ -57,14 +62,10 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpil
         hidden_row_bytes_ = kv_row_bytes(type, spill.n_embd_hidden);
         hidden_block_bytes_ = block_bytes(type, spill.n_embd_hidden, kCacheLine);
     }
-    // Resident layers that keep K/V get a slot each; the rebuilt ones share one more.
-    for (int32_t il = 0; il < n_resident_; ++il)
-        if (!rebuilt(il)) kv_slot_.push_back(n_kv_slots_++);
-        else kv_slot_.push_back(-1);
-    if (n_rebuilt_ > 0) {
-        for (int32_t& s : kv_slot_) s = s < 0 ? n_kv_slots_ : s;
-        ++n_kv_slots_;
-    }
+    // Resident layers that keep K/V get a slot each; the rebuilt ones share the one after them.
+    const int32_t n_kept = n_resident_ - n_rebuilt_;
+    for (int32_t il = 0, next = 0; il < n_resident_; ++il) kv_slot_.push_back(rebuilt(il) ? n_kept : next++);
+    n_kv_slots_ = n_kept + (n_rebuilt_ > 0 ? 1 : 0);
     const size_t kv_bytes = size_t(resident_block_bytes_) * pool_.n_blocks() * n_kv_slots_;
     k_.reset(new std::byte[kv_bytes]);
     v_.reset(new std::byte[kv_bytes]);

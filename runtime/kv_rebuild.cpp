@@ -28,11 +28,10 @@ void rows_to_rebuild(const KvCache& kv, std::span<const PassLayout::Segment> seg
     }
 }
 
-void KvRebuilder::rebuild(const LayerWeights& l, const cpu::RopeParams& rope, KvCache& kv, int il,
-                          std::span<const PassLayout::Segment> segments, bool int8_acts) {
-    rows_to_rebuild(kv, segments, rows_);
-    for (size_t r0 = 0; r0 < rows_.size(); r0 += kChunk)
-        run(std::span(rows_).subspan(r0, std::min(kChunk, rows_.size() - r0)), l, rope, kv, il, int8_acts);
+void KvRebuilder::rebuild(std::span<const RebuildRow> rows, const LayerWeights& l, const cpu::RopeParams& rope,
+                          KvCache& kv, int il, bool int8_acts) {
+    for (size_t r0 = 0; r0 < rows.size(); r0 += kChunk)
+        run(rows.subspan(r0, std::min(kChunk, rows.size() - r0)), l, rope, kv, il, int8_acts);
 }
 
 void KvRebuilder::run(std::span<const RebuildRow> rows, const LayerWeights& l, const cpu::RopeParams& rope, KvCache& kv,

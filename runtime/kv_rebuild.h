@@ -32,17 +32,16 @@ class KvRebuilder {
 public:
     explicit KvRebuilder(const Hparams& hp) : hp_(hp) {}
 
-    // Rebuilds rows_to_rebuild(kv, segments) in layer il. Runs its matmuls on the thread pool
-    // (call inside its arena).
-    void rebuild(const LayerWeights& l, const cpu::RopeParams& rope, KvCache& kv, int il,
-                 std::span<const PassLayout::Segment> segments, bool int8_acts);
+    // Rebuilds `rows` (rows_to_rebuild of the pass) in layer il. Runs its matmuls on the
+    // thread pool (call inside its arena).
+    void rebuild(std::span<const RebuildRow> rows, const LayerWeights& l, const cpu::RopeParams& rope, KvCache& kv, int il,
+                 bool int8_acts);
 
 private:
     void run(std::span<const RebuildRow> rows, const LayerWeights& l, const cpu::RopeParams& rope, KvCache& kv, int il,
              bool int8_acts);
 
     const Hparams& hp_;
-    std::vector<RebuildRow> rows_;
     std::vector<float> x_, k_, v_;  // chunk x n_embd inputs, chunk x n_embd_kv outputs
 };
 
