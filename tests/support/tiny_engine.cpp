@@ -20,4 +20,14 @@ TinyModelFile::TinyModelFile(const std::string& name, const nlohmann::json& conf
 TinyForward::TinyForward(const std::string& name, const nlohmann::json& config, uint64_t seed)
     : TinyModelFile(name, config, seed), store(file, hp, unlimited, 0, 2, planned(file)), fwd(hp, store) {}
 
+std::vector<float> TinyForward::prompt_then_steps(std::span<const int32_t> ids, size_t n_prompt, KvCache& kv) {
+    std::vector<float> all, step;
+    pool.run([&] { fwd.eval(ids.first(n_prompt), kv, all, true); });
+    for (size_t i = n_prompt; i < ids.size(); ++i) {
+        pool.run([&] { fwd.eval(ids.subspan(i, 1), kv, step, false); });
+        all.insert(all.end(), step.begin(), step.end());
+    }
+    return all;
+}
+
 }  // namespace strata::test

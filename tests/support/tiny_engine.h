@@ -4,7 +4,9 @@
 // runtime tests that build the pieces below Engine themselves.
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +37,10 @@ struct TinyForward : TinyModelFile {
     cpu::ThreadPool pool{2};
 
     TinyForward(const std::string& name, const nlohmann::json& config, uint64_t seed);
+
+    // Logits of every one of ids' first n_prompt tokens evaluated together into kv, then of
+    // each later token evaluated alone, in order.
+    std::vector<float> prompt_then_steps(std::span<const int32_t> ids, size_t n_prompt, KvCache& kv);
 };
 
 }  // namespace strata::test

@@ -65,15 +65,7 @@ TEST_CASE("forward: KV rebuilt from saved hidden states gives the logits of stor
     test::TinyForward m("kv_rebuild_model.gguf", test::tiny_config("llama", 128, 4, 256), 11);
     const std::vector<int32_t> ids{7, 1, 2, 80, 44, 3, 9, 12, 70, 31, 5, 17};
 
-    auto run = [&](KvCache& kv) {
-        std::vector<float> all, step;
-        m.pool.run([&] { m.fwd.eval(std::span(ids).first(6), kv, all, true); });
-        for (size_t i = 6; i < ids.size(); ++i) {
-            m.pool.run([&] { m.fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
-            all.insert(all.end(), step.begin(), step.end());
-        }
-        return all;
-    };
+    auto run = [&](KvCache& kv) { return m.prompt_then_steps(ids, 6, kv); };
     // Two sequences sharing their first block, then decoded together.
     auto run_batch = [&](KvCache& kv) {
         std::vector<int32_t> a(20), b(23);

@@ -17,12 +17,7 @@ TEST_CASE("spilled KV layers give the same logits as an all-DRAM cache", "[unit]
     const std::vector<int32_t> ids{7, 1, 2, 80, 44, 3, 9, 12, 70, 31, 5};
 
     auto run = [&](KvCache& kv) {
-        std::vector<float> all, step;
-        m.pool.run([&] { m.fwd.eval(std::span(ids).first(6), kv, all, true); });
-        for (size_t i = 6; i < ids.size(); ++i) {
-            m.pool.run([&] { m.fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
-            all.insert(all.end(), step.begin(), step.end());
-        }
+        std::vector<float> all = m.prompt_then_steps(ids, 6, kv), step;
         // A shared prefix is kept and the rest recomputed: the spill file must follow.
         kv.truncate(4);
         m.pool.run([&] { m.fwd.eval(std::span(ids).subspan(4, 3), kv, step, true); });
