@@ -15,48 +15,18 @@
 #include "cpu/thread_pool.h"
 #include "runtime/core/error.h"
 #include "tests/support/kv_values.h"
+#include "tests/support/random_values.h"
+#include "tests/support/reference_attention.h"
 
 using namespace strata;
 using namespace strata::cpu;
+using strata::test::attention_f64;
 using strata::test::kv_value;
+using strata::test::normal_floats;
 
 namespace {
 
 constexpr DType kKvTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
-
-std::vector<float> normal_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
-
-// Causal GQA attention in double; key(j, i) and value(j, i) give value i of position j's row.
-template <class K, class V>
-std::vector<double> attention_f64(const std::vector<float>& q, int n_tokens, int pos0, int n_head, int n_head_kv, int hd,
-                                  K key, V value) {
-    std::vector<double> out(q.size());
-    for (int t = 0; t < n_tokens; ++t)
-        for (int h = 0; h < n_head; ++h) {
-            const int c0 = h / (n_head / n_head_kv) * hd;
-            const float* qr = &q[(size_t(t) * n_head + h) * hd];
-            std::vector<double> w(pos0 + t + 1);
-            double mx = -INFINITY, sum = 0;
-            for (size_t j = 0; j < w.size(); ++j) {
-                double s = 0;
-                for (int d = 0; d < hd; ++d) s += double(qr[d]) * key(int(j), c0 + d);
-                mx = std::max(mx, w[j] = s / std::sqrt(double(hd)));
-            }
-            for (auto& x : w) sum += (x = std::exp(x - mx));
-            for (int d = 0; d < hd; ++d) {
-                double o = 0;
-                for (size_t j = 0; j < w.size(); ++j) o += w[j] / sum * value(int(j), c0 + d);
-                out[(size_t(t) * n_head + h) * hd + d] = o;
-            }
-        }
-    return out;
-}
 
 // What converting to `type` may cost attention outputs of order 1 (values N(0, 1), softmax
 // rows peaked by queries of sd 3 as well as flat ones), about twice the worst seen: F16

@@ -1,7 +1,6 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <random>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -12,55 +11,29 @@
 #include "cpu/cpu_features.h"
 #include "cpu/thread_pool.h"
 #include "cpu/norm_rope_act.h"
+#include "tests/support/random_values.h"
+#include "tests/support/reference_attention.h"
 
 using namespace strata::cpu;
+using strata::test::attention_f64;
+using strata::test::by_rows;
+using strata::test::normal_floats;
 
 namespace {
-std::vector<float> random_vec(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
 double dot(const float* a, const float* b, int n) {
     double s = 0;
     for (int i = 0; i < n; ++i) s += double(a[i]) * b[i];
     return s;
 }
 
-// Naive causal GQA attention in double over logical positions; kv(j) gives position j's K (V) row.
-template <class KRow, class VRow>
-std::vector<double> naive_attention(const std::vector<float>& q, int n_tokens, int pos0, int n_head, int n_head_kv, int hd,
-                                    KRow krow, VRow vrow) {
-    std::vector<double> out(q.size());
-    for (int t = 0; t < n_tokens; ++t)
-        for (int h = 0; h < n_head; ++h) {
-            const int kvh = h / (n_head / n_head_kv);
-            std::vector<double> w;
-            double mx = -1e30, sum = 0;
-            for (int j = 0; j <= pos0 + t; ++j) {
-                w.push_back(dot(&q[(size_t(t) * n_head + h) * hd], krow(j) + kvh * hd, hd) / std::sqrt(double(hd)));
-                mx = std::max(mx, w.back());
-            }
-            for (auto& x : w) sum += (x = std::exp(x - mx));
-            for (int d = 0; d < hd; ++d) {
-                double o = 0;
-                for (size_t j = 0; j < w.size(); ++j) o += w[j] / sum * vrow(int(j))[kvh * hd + d];
-                out[(size_t(t) * n_head + h) * hd + d] = o;
-            }
-        }
-    return out;
-}
-
-// Row j of a contiguous K or V matrix whose rows are `stride` floats apart.
+// The values of a contiguous K or V matrix whose rows are `stride` floats apart.
 auto rows(const std::vector<float>& m, int stride) {
-    return [&m, stride](int j) { return &m[size_t(j) * stride]; };
+    return by_rows([&m, stride](int j) { return &m[size_t(j) * stride]; });
 }
 }  // namespace
 
 TEST_CASE("rms_norm gives unit mean square before the weight", "[unit][cpu]") {
-    auto x = random_vec(100, 1);
+    auto x = normal_floats(100, 1);
     std::vector<float> w(100, 1.0f), y(100);
     rms_norm(x.data(), w.data(), y.data(), 100, 1e-6f);
     CHECK(dot(y.data(), y.data(), 100) / 100 == Approx(1.0).epsilon(1e-4));
@@ -69,7 +42,7 @@ TEST_CASE("rms_norm gives unit mean square before the weight", "[unit][cpu]") {
 TEST_CASE("rope: rotated q.k depends only on the position difference", "[unit][cpu]") {
     for (bool neox : {false, true}) {
         RopeParams p{16, 12, 10000.0f, 1.0f, neox, nullptr};  // 12 of 16 dims rotated
-        auto q0 = random_vec(16, 2), k0 = random_vec(16, 3);
+        auto q0 = normal_floats(16, 2), k0 = normal_floats(16, 3);
         auto score = [&](int pq, int pk) {
             auto q = q0, k = k0;
             rope(q.data(), 1, pq, p);
@@ -101,12 +74,12 @@ TEST_CASE("rope normal mode rotates adjacent pairs by pos * base^(-2i/n)", "[uni
 TEST_CASE("attention matches a naive causal GQA implementation", "[unit][cpu]") {
     const int n_head = 6, n_head_kv = 2, hd = 8, n_tokens = 5, pos0 = 3, n_kv = pos0 + n_tokens;
     const int kv_stride = n_head_kv * hd + 4;  // padded rows
-    auto q = random_vec(n_tokens * n_head * hd, 4), k = random_vec(n_kv * kv_stride, 5), v = random_vec(n_kv * kv_stride, 6);
+    auto q = normal_floats(n_tokens * n_head * hd, 4), k = normal_floats(n_kv * kv_stride, 5), v = normal_floats(n_kv * kv_stride, 6);
     std::vector<float> out(q.size());
     // AttentionArgs' strides are in bytes: 4 per float.
     AttentionArgs a{q.data(), k.data(), v.data(), out.data(), n_tokens, pos0, n_head, n_head_kv, hd, kv_stride * 4};
     attention(a);
-    const auto want = naive_attention(q, n_tokens, pos0, n_head, n_head_kv, hd, rows(k, kv_stride), rows(v, kv_stride));
+    const auto want = attention_f64(q, n_tokens, pos0, n_head, n_head_kv, hd, rows(k, kv_stride), rows(v, kv_stride));
     for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(want[i]).margin(1e-5));
 }
 
@@ -119,11 +92,11 @@ TEST_CASE("attention: every path matches the naive implementation on model-sized
     ThreadPool pool(2);
     for (const auto& sh : shapes) {
         const int n_kv = sh.pos0 + sh.n_tokens, kv_stride = sh.n_head_kv * sh.hd;
-        auto q = random_vec(size_t(sh.n_tokens) * sh.n_head * sh.hd, 7), k = random_vec(size_t(n_kv) * kv_stride, 8),
-             v = random_vec(size_t(n_kv) * kv_stride, 9);
+        auto q = normal_floats(size_t(sh.n_tokens) * sh.n_head * sh.hd, 7), k = normal_floats(size_t(n_kv) * kv_stride, 8),
+             v = normal_floats(size_t(n_kv) * kv_stride, 9);
         for (auto& x : q) x *= 3.0f;  // peaked softmax rows as well as flat ones
         const auto want =
-            naive_attention(q, sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, rows(k, kv_stride), rows(v, kv_stride));
+            attention_f64(q, sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, rows(k, kv_stride), rows(v, kv_stride));
         for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
             if (!path_supported(path)) continue;
             set_active_path(path);
@@ -145,7 +118,7 @@ TEST_CASE("attention over paged KV: scattered and shared blocks match the naive 
     const int n_head = 9, n_head_kv = 3, hd = 64, bs = 16, kv_stride = n_head_kv * hd;
     const int64_t block_stride = bs * kv_stride + 32;  // padded blocks
     const int n_blocks = 12;
-    auto kpool = random_vec(size_t(n_blocks) * block_stride, 21), vpool = random_vec(size_t(n_blocks) * block_stride, 22);
+    auto kpool = normal_floats(size_t(n_blocks) * block_stride, 21), vpool = normal_floats(size_t(n_blocks) * block_stride, 22);
     // Two sequences share their first two blocks (a common prefix), then go their own way
     // through blocks in no particular order.
     const std::vector<int32_t> tables[] = {{7, 2, 10, 0, 5}, {7, 2, 3, 11}};
@@ -155,10 +128,10 @@ TEST_CASE("attention over paged KV: scattered and shared blocks match the naive 
         const auto& table = tables[c.seq];
         REQUIRE((c.pos0 + c.n_tokens + bs - 1) / bs <= int(table.size()));
         auto row = [&](const std::vector<float>& p, int j) { return &p[table[j / bs] * block_stride + (j % bs) * kv_stride]; };
-        auto q = random_vec(size_t(c.n_tokens) * n_head * hd, 23 + c.pos0);
+        auto q = normal_floats(size_t(c.n_tokens) * n_head * hd, 23 + c.pos0);
         for (auto& x : q) x *= 3.0f;
-        const auto want = naive_attention(q, c.n_tokens, c.pos0, n_head, n_head_kv, hd, [&](int j) { return row(kpool, j); },
-                                          [&](int j) { return row(vpool, j); });
+        const auto want = attention_f64(q, c.n_tokens, c.pos0, n_head, n_head_kv, hd, by_rows([&](int j) { return row(kpool, j); }),
+                                        by_rows([&](int j) { return row(vpool, j); }));
         // The same keys and values gathered into contiguous rows.
         const int n_kv = c.pos0 + c.n_tokens;
         std::vector<float> kc(size_t(n_kv) * kv_stride), vc(kc.size());
@@ -187,7 +160,7 @@ TEST_CASE("attention over paged KV: scattered and shared blocks match the naive 
 
 TEST_CASE("swiglu: every path matches silu(g) * u", "[unit][cpu]") {
     const CpuPath saved = active_path();
-    auto g = random_vec(1003, 11), u = random_vec(1003, 12);
+    auto g = normal_floats(1003, 11), u = normal_floats(1003, 12);
     g[0] = -100.0f, g[1] = 100.0f, g[2] = 0.0f, g[3] = -87.5f;
     for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
         if (!path_supported(path)) continue;

@@ -13,21 +13,15 @@
 #include "cpu/norm_rope_act.h"
 #include "cpu/quant_ref.h"
 #include "gpu/cuda_kernels.h"
+#include "tests/support/random_values.h"
 #include "tests/unit/gpu/cuda_test_support.h"
 
 using namespace strata;
 using namespace strata::gpu;
 using strata::gpu::test::TestGpu;
+using strata::test::normal_floats;
 
 namespace {
-
-std::vector<float> random_floats(size_t n, uint32_t seed, float sigma = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, sigma);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
 
 void put_half(uint8_t* p, float f) {
     const cpu::f16_bits h = cpu::fp32_to_fp16(f);
@@ -83,7 +77,7 @@ TEST_CASE("gpu gemv matches the CPU references for every GPU weight type", "[gpu
         INFO("type " << dtype_name(c.type) << ", " << kRows << " x " << c.n_cols);
         REQUIRE(gpu_weight_type(c.type));
         const auto w = random_weights(c.type, kRows, c.n_cols, 11);
-        const auto x = random_floats(c.n_cols, 12);
+        const auto x = normal_floats(c.n_cols, 12);
         DeviceBuffer dw = g.upload(w), dx = g.upload(x), dy = g.zeros(kRows * sizeof(float));
         gemv(c.type, dw.data(), dx.as<float>(), dy.as<float>(), kRows, c.n_cols, g.stream);
         const auto y = g.download<float>(dy, kRows);
@@ -138,7 +132,7 @@ TEST_CASE("gpu f16 GEMM through cuBLAS matches a double reference on the rounded
     Cublas blas;
     const int64_t n_rows = kRows, n_cols = 5 * 256, n_tok = 7;
     const auto w = random_weights(DType::Q4_K, n_rows, n_cols, 31);
-    const auto x = random_floats(n_tok * n_cols, 32);
+    const auto x = normal_floats(n_tok * n_cols, 32);
     DeviceBuffer dw = g.upload(w), dx = g.upload(x);
     DeviceBuffer wh = g.zeros(n_rows * n_cols * 2), xh = g.zeros(n_tok * n_cols * 2), dy = g.zeros(n_tok * n_rows * 4);
     dequantize_f16(DType::Q4_K, dw.data(), wh.as<uint16_t>(), n_rows, n_cols, g.stream);
@@ -169,7 +163,7 @@ TEST_CASE("gpu rms_norm, swiglu and add match cpu::rms_norm, cpu::swiglu and cpu
     STRATA_REQUIRE_CUDA_GPU();
     TestGpu g;
     const int64_t rows = 3, n = 1001;
-    const auto x = random_floats(rows * n, 41), w = random_floats(n, 42), up = random_floats(rows * n, 43);
+    const auto x = normal_floats(rows * n, 41), w = normal_floats(n, 42), up = normal_floats(rows * n, 43);
     DeviceBuffer dx = g.upload(x), dw = g.upload(w), dup = g.upload(up), dy = g.zeros(rows * n * 4);
 
     rms_norm(dx.as<float>(), dw.as<float>(), dy.as<float>(), rows, n, 1e-5f, g.stream);
@@ -205,7 +199,7 @@ TEST_CASE("gpu rope matches cpu::rope (normal and NeoX, partial rotation, freq f
     for (bool neox : {false, true})
         for (bool with_factors : {false, true}) {
             INFO("neox " << neox << ", freq factors " << with_factors);
-            const auto x = random_floats(pos.size() * n_heads * head_dim, 51);
+            const auto x = normal_floats(pos.size() * n_heads * head_dim, 51);
             DeviceBuffer dx = g.upload(x);
             RopeArgs a{n_heads, head_dim, n_rot, 500000.0f, 0.5f, neox, with_factors ? dfac.as<float>() : nullptr};
             rope(dx.as<float>(), dpos.as<int32_t>(), static_cast<int64_t>(pos.size()), a, g.stream);
@@ -239,8 +233,8 @@ TEST_CASE("gpu decode attention over a paged KV cache matches cpu::attention", "
         for (int32_t b = 0; b < (n_kv[s] + bs - 1) / bs; ++b) tables[s * max_blocks + b] = order[next++];
     std::replace(tables.begin(), tables.end(), -1, 0);  // unused entries: any valid block
 
-    const auto k = random_floats(n_blocks * block_stride, 62), v = random_floats(n_blocks * block_stride, 63);
-    const auto q = random_floats(n_seq * n_head * head_dim, 64, 2.0f);  // peaky softmax
+    const auto k = normal_floats(n_blocks * block_stride, 62), v = normal_floats(n_blocks * block_stride, 63);
+    const auto q = normal_floats(n_seq * n_head * head_dim, 64, 2.0f);  // peaky softmax
     DeviceBuffer dk = g.upload(k), dv = g.upload(v), dq = g.upload(q), dt = g.upload(tables), dn = g.upload(n_kv);
     DeviceBuffer dout = g.zeros(q.size() * 4);
     DeviceBuffer scratch = g.zeros(decode_attention_scratch_floats(n_seq, n_head, head_dim, max_blocks) * 4);
@@ -290,7 +284,7 @@ TEST_CASE("gpu kv_store then kv_gather gives each row as the CPU cache rounds it
     STRATA_REQUIRE_CUDA_GPU();
     TestGpu g;
     const int64_t n = 72, n_tok = 19, kv_stride = n, block_stride = kKvBlockSize * n, n_blocks = 3;
-    const auto src = random_floats(size_t(n_tok * n), 21);
+    const auto src = normal_floats(size_t(n_tok * n), 21);
     std::vector<int32_t> block(n_tok), row(n_tok);
     for (int64_t t = 0; t < n_tok; ++t) {  // distinct rows of blocks 1 and 0, out of order
         block[t] = int32_t((2 * (t / kKvBlockSize) + 1) % n_blocks);
