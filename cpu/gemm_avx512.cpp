@@ -172,7 +172,6 @@ struct OnPacked {
 };
 
 constexpr int kMaxFusedTokens = 4;   // up to here each block is packed once and used at once
-constexpr int64_t kDecodeStreams = 2;  // decode: row regions each task streams from at once
 constexpr int kTokenGroup = 8;       // prefill: tokens per kernel pass
 constexpr int64_t kTilesPerPack = 4; // prefill: row tiles packed together (activations reused 4x)
 
@@ -182,25 +181,13 @@ void matmul_rows_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
     const size_t stride = job.w_stride;
     const int64_t nb = job.n_cols / P::kBlock;
     if (job.n_tok <= kMaxFusedTokens) {
-        // kDecodeStreams streams of tiles, consecutive parts of the task's rows, taken in turn:
-        // each tile prefetches the next of its own part, so that many regions of DRAM are in
-        // flight at once.
-        const int64_t n_tiles = (r1 - r0 + kRowTile - 1) / kRowTile;
-        const int64_t per = (n_tiles + kDecodeStreams - 1) / kDecodeStreams;
-        auto run_tile = [&](int64_t t, int64_t stream_end) {
-            const int64_t r = r0 + t * kRowTile;
+        for (int64_t r = r0; r < r1; r += kRowTile) {
             int n_valid;
             const uint8_t* rows = tile_rows(job, r, r1, n_valid);
-            // the next tile of this stream; none past the matrix
-            const bool has_next = t + 1 < stream_end && r + 2 * kRowTile <= job.n_rows;
-            const uint8_t* next = has_next ? job.w + (r + kRowTile) * stride : nullptr;
+            // the next tile of this task; none past the matrix
+            const uint8_t* next = r + 2 * kRowTile <= job.n_rows ? job.w + (r + kRowTile) * stride : nullptr;
             by_tokens_fused<P, Fused>(static_cast<int>(job.n_tok), rows, stride, job, int64_t{0}, job.y + r, n_valid, next);
-        };
-        for (int64_t i = 0; i < per; ++i)
-            for (int64_t s = 0; s < kDecodeStreams; ++s) {
-                const int64_t end = std::min(n_tiles, (s + 1) * per);
-                if (s * per + i < end) run_tile(s * per + i, end);
-            }
+        }
         return;
     }
     auto* pk = reinterpret_cast<Packed*>(thread_scratch(0, sizeof(Packed) * nb * kTilesPerPack));

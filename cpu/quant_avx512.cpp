@@ -346,15 +346,10 @@ void float_matmul(const MatmulJob& job, int64_t r0, int64_t r1) {
         float out[4];
         for (int64_t t0 = 0; t0 < job.n_tok; t0 += 4) {
             const int nt = static_cast<int>(std::min<int64_t>(4, job.n_tok - t0));
-            // The task's two halves in turn: two regions of DRAM in flight at once (as the
-            // block-quantized decode in gemm_avx512.cpp).
-            const int64_t half = (r1 - r0 + 1) / 2;
-            for (int64_t i = 0; i < half; ++i)
-                for (const int64_t r : {r0 + i, r0 + half + i}) {
-                    if (r >= r1) continue;
-                    rows<Dot>(job.w + r * job.w_stride, job.acts + t0 * job.a_stride, job.a_stride, nt, job.n_cols, out);
-                    for (int t = 0; t < nt; ++t) job.y[(t0 + t) * job.ldy + r] = out[t];
-                }
+            for (int64_t r = r0; r < r1; ++r) {
+                rows<Dot>(job.w + r * job.w_stride, job.acts + t0 * job.a_stride, job.a_stride, nt, job.n_cols, out);
+                for (int t = 0; t < nt; ++t) job.y[(t0 + t) * job.ldy + r] = out[t];
+            }
         }
         return;
     }
