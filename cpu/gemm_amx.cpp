@@ -188,14 +188,9 @@ void amx_matmul_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
     }
 }
 
-template <class P, DType kT>
-struct Typed : P {
-    static constexpr DType kType = kT;
-};
-
-template <class P>
+template <class P, DType kType>
 void amx_matmul_rows(const MatmulJob& job, int64_t r0, int64_t r1) {
-    static const MatmulRowsFn vnni = avx512_vnni_matmul(P::kType);
+    static const MatmulRowsFn vnni = avx512_vnni_matmul(kType);
     if (job.n_tok < kMinTokens || !amx_enabled()) return vnni(job, r0, r1);
     if (job.skip_lo) amx_matmul_impl<WithLo<P, false>>(job, r0, r1);
     else amx_matmul_impl<WithLo<P, true>>(job, r0, r1);
@@ -231,17 +226,8 @@ bool amx_enabled() { return amx_usable() && g_amx_enabled.load(std::memory_order
 void set_amx_enabled(bool on) { g_amx_enabled.store(on); }
 
 MatmulRowsFn amx_matmul(DType type) {
-    switch (type) {
-        case DType::Q4_0: return amx_matmul_rows<Typed<PackQ4<BlockQ4_0, 8, false>, DType::Q4_0>>;
-        case DType::Q4_1: return amx_matmul_rows<Typed<PackQ4<BlockQ4_1, 0, true>, DType::Q4_1>>;
-        case DType::Q8_0: return amx_matmul_rows<Typed<PackQ8_0, DType::Q8_0>>;
-        case DType::Q4_K: return amx_matmul_rows<Typed<PackQ45K<false>, DType::Q4_K>>;
-        case DType::Q5_K: return amx_matmul_rows<Typed<PackQ45K<true>, DType::Q5_K>>;
-        case DType::Q5_0: return amx_matmul_rows<Typed<PackQ5<BlockQ5_0, 16, false>, DType::Q5_0>>;
-        case DType::Q5_1: return amx_matmul_rows<Typed<PackQ5<BlockQ5_1, 0, true>, DType::Q5_1>>;
-        case DType::Q8_K: return amx_matmul_rows<Typed<PackQ8K, DType::Q8_K>>;
-        default: return nullptr;  // Q6_K: two scales per block of 32, VNNI only
-    }
+    if (type == DType::Q6_K) return nullptr;  // two scales per block of 32: VNNI only
+    return with_packer<MatmulRowsFn>(type, []<class P, DType kType>() -> MatmulRowsFn { return amx_matmul_rows<P, kType>; });
 }
 
 }  // namespace strata::cpu

@@ -6,8 +6,10 @@
 // r holds 4 unsigned weight bytes of row r (values 4k..4k+3 of the block), plus a vector of the
 // 16 rows' scales (and mins). Each dpbusd then multiplies those 16 rows by the same 4 activation
 // bytes, broadcast from memory, so one instruction serves 16 output rows and the per-block
-// scaling is one fused multiply-add for 16 rows. Packing works on the GGUF layout directly (no
-// repacked copy of the model): 128/256-bit loads of each row's block and a dword transpose.
+// scaling is one fused multiply-add for 16 rows. Packing reads the 16 rows either as laid out in
+// the file (128/256-bit loads of each row's block, a dword transpose, gathers for the scales) or
+// as tile_weights rewrote them at load, in place (the same loads' results stored in order, read
+// back linearly): a resident model is tiled once, streamed layers are packed as read.
 //   decode (<= 4 tokens): pack each block into L1 and use it at once for every token;
 //   prefill: pack up to 64 rows x all of K into a per-thread buffer once, then run every group
 //   of 8 tokens over it (the buffer stays in L2, the 8 activation rows in L1/L2).
@@ -30,6 +32,8 @@
 #include "cpu/gemm_x86.h"
 #include "cpu/pack_avx512.h"
 #include "cpu/quant_ref.h"
+#include "cpu/thread_pool.h"
+#include "runtime/core/error.h"
 
 namespace strata::cpu {
 namespace {
@@ -97,8 +101,7 @@ inline void store_rows(float* y, __m512 v, int n_valid) {
 // per block, as one sequential stream. (Q4_0 5632 x 2048 from DRAM, 2 threads: prefetching each
 // of the 16 rows ahead of itself gave 6.8 GB/s; the next-tile stream gives more, see BENCHMARKS.md.)
 template <class P, int NT>
-void tile_fused(const uint8_t* row0, size_t stride, const MatmulJob& job, int64_t t0, float* y, int n_valid,
-                const uint8_t* next) {
+void tile_fused(const RowTile& tile, size_t stride, const MatmulJob& job, int64_t t0, float* y, const uint8_t* next) {
     ActPtrs a[NT];
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) a[t] = act_ptrs(job, t0 + t);
@@ -114,11 +117,11 @@ void tile_fused(const uint8_t* row0, size_t stride, const MatmulJob& job, int64_
         if (next)
             for (int64_t l = c * lines_per_call; l < std::min(next_lines, (c + 1) * lines_per_call); ++l)
                 _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
-        P::pack(row0, stride, idx, c, pk);
+        pack_call<P>(tile, stride, idx, c, pk);
         for (int j = 0; j < P::kPerCall; ++j) block_step<P, NT>(pk[j], c * P::kPerCall + j, a, acc);
     }
     #pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) store_rows(y + (t0 + t) * job.ldy, acc[t], n_valid);
+    for (int t = 0; t < NT; ++t) store_rows(y + (t0 + t) * job.ldy, acc[t], tile.n_valid);
 }
 
 // Prefill: NT tokens over a packed tile of nb blocks.
@@ -159,9 +162,9 @@ void by_tokens(int nt, Args&&... args) {
 }
 template <class P, int NT>
 struct Fused {
-    static void run(const uint8_t* row0, size_t stride, const MatmulJob& job, int64_t t0, float* y, int n_valid,
+    static void run(const RowTile& tile, size_t stride, const MatmulJob& job, int64_t t0, float* y,
                     const uint8_t* next) {
-        tile_fused<P, NT>(row0, stride, job, t0, y, n_valid, next);
+        tile_fused<P, NT>(tile, stride, job, t0, y, next);
     }
 };
 template <class P, int NT>
@@ -182,11 +185,10 @@ void matmul_rows_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
     const int64_t nb = job.n_cols / P::kBlock;
     if (job.n_tok <= kMaxFusedTokens) {
         for (int64_t r = r0; r < r1; r += kRowTile) {
-            int n_valid;
-            const uint8_t* rows = tile_rows(job, r, r1, n_valid);
+            const RowTile tile = tile_rows(job, r, r1);
             // the next tile of this task; none past the matrix
             const uint8_t* next = r + 2 * kRowTile <= job.n_rows ? job.w + (r + kRowTile) * stride : nullptr;
-            by_tokens_fused<P, Fused>(static_cast<int>(job.n_tok), rows, stride, job, int64_t{0}, job.y + r, n_valid, next);
+            by_tokens_fused<P, Fused>(static_cast<int>(job.n_tok), tile, stride, job, int64_t{0}, job.y + r, next);
         }
         return;
     }
@@ -208,21 +210,35 @@ void matmul_rows_q(const MatmulJob& job, int64_t r0, int64_t r1) {
     else matmul_rows_impl<WithLo<P, true>>(job, r0, r1);
 }
 
+// In place: each full tile is copied aside and its packer's loads, recorded, written over it
+// (the same bytes or fewer: RecordingRows stores what the loads return, which is what the
+// tile's bytes hold, rearranged).
+template <class P>
+void tile_weights_impl(uint8_t* w, size_t stride, int64_t n_rows) {
+    const __m512i idx = row_offsets(stride);
+    const int64_t n_calls = static_cast<int64_t>(stride / P::kBlockBytes);
+    constexpr size_t kCallBytes = kRowTile * P::kBlockBytes;
+    parallel_for(n_rows / kRowTile, [&](int64_t tile_index) {
+        uint8_t* tile = w + tile_index * kRowTile * stride;
+        uint8_t* copy = thread_scratch(1, kRowTile * stride);
+        std::memcpy(copy, tile, kRowTile * stride);
+        Packed pk[P::kPerCall];
+        for (int64_t c = 0; c < n_calls; ++c) {
+            RecordingRows src{{copy + c * P::kBlockBytes, stride, idx}, tile + c * kCallBytes};
+            P::pack(src, pk);
+            STRATA_ASSERT(src.out <= tile + (c + 1) * kCallBytes);
+        }
+    });
+}
+
 }  // namespace
 
+TileWeightsFn avx512_tile_weights(DType type) {
+    return with_packer<TileWeightsFn>(type, []<class P, DType>() -> TileWeightsFn { return tile_weights_impl<P>; });
+}
+
 MatmulRowsFn avx512_vnni_matmul(DType type) {
-    switch (type) {
-        case DType::Q4_0: return matmul_rows_q<PackQ4<BlockQ4_0, 8, false>>;
-        case DType::Q4_1: return matmul_rows_q<PackQ4<BlockQ4_1, 0, true>>;
-        case DType::Q8_0: return matmul_rows_q<PackQ8_0>;
-        case DType::Q4_K: return matmul_rows_q<PackQ45K<false>>;
-        case DType::Q5_K: return matmul_rows_q<PackQ45K<true>>;
-        case DType::Q5_0: return matmul_rows_q<PackQ5<BlockQ5_0, 16, false>>;
-        case DType::Q5_1: return matmul_rows_q<PackQ5<BlockQ5_1, 0, true>>;
-        case DType::Q6_K: return matmul_rows_q<PackQ6K>;
-        case DType::Q8_K: return matmul_rows_q<PackQ8K>;
-        default: return nullptr;
-    }
+    return with_packer<MatmulRowsFn>(type, []<class P, DType>() -> MatmulRowsFn { return matmul_rows_q<P>; });
 }
 
 }  // namespace strata::cpu

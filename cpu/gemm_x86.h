@@ -15,6 +15,10 @@ uint8_t* thread_scratch(int slot, size_t bytes);
 
 // gemm_avx512.cpp: VNNI kernels for block-quantized weights (nullptr: no kernel for the type).
 MatmulRowsFn avx512_vnni_matmul(DType type);
+// gemm_avx512.cpp: rewrites the full 16-row tiles of n_rows weight rows (stride bytes apart) in
+// place into the order the VNNI/AMX packers load them (nullptr: the type has no packer).
+using TileWeightsFn = void (*)(uint8_t* w, size_t stride, int64_t n_rows);
+TileWeightsFn avx512_tile_weights(DType type);
 // gemm_amx.cpp: AMX-INT8 prefill for block-quantized weights; falls back to `vnni` below a
 // token count where AMX does not pay (nullptr: no AMX kernel for the type).
 MatmulRowsFn amx_matmul(DType type);

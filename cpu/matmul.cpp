@@ -48,8 +48,8 @@ int64_t rows_per_task(int64_t n_rows, int64_t w_row_bytes, int64_t n_tokens) {
 }  // namespace
 
 void matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
-            float* y, bool int8) {
-    const MatmulOut out{wtype, weights, n_rows, y};
+            float* y, bool int8, bool tiled) {
+    const MatmulOut out{wtype, weights, n_rows, y, tiled};
     matmul_many({&out, 1}, n_cols, x, n_tokens, int8);
 }
 
@@ -71,7 +71,7 @@ void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x
         MatmulOut rest[kMaxOuts];
         size_t n_rest = 0;
         for (const MatmulOut& o : outs) {
-            if (bf16_prefill_usable(o.wtype)) bf16_matmul(o.wtype, o.weights, o.n_rows, n_cols, x, n_tokens, o.y);
+            if (bf16_prefill_usable(o.wtype) && !o.tiled) bf16_matmul(o.wtype, o.weights, o.n_rows, n_cols, x, n_tokens, o.y);
             else rest[n_rest++] = o;
         }
         if (n_rest < outs.size()) {
@@ -121,6 +121,7 @@ void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x
         MatmulJob& job = jobs[i];
         job.w = static_cast<const uint8_t*>(o.weights);
         job.w_stride = row_bytes(o.wtype, n_cols);
+        job.w_tiled = o.tiled;
         job.n_rows = o.n_rows;
         job.n_cols = n_cols;
         job.n_tok = n_tokens;

@@ -21,9 +21,10 @@ namespace strata::cpu {
 // activations (ActFormat::Q8, llama.cpp's precision) instead of Q8x2: faster prefill, and on
 // SmolLM2 no longer the float reference's tokens (quant_ref.h).
 // With the bf16 prefill switched on (opt-in, onednn_matmul.h), kBf16PrefillMinTokens or more
-// tokens go to oneDNN's bf16 matmul instead, whatever `int8` says.
+// tokens times untiled weights go to oneDNN's bf16 matmul instead, whatever `int8` says.
+// tiled: the weights were rewritten by tile_weights (quant.h).
 void matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
-            float* y, bool int8 = false);
+            float* y, bool int8 = false, bool tiled = false);
 
 // One output of matmul_many: y (n_tokens x n_rows) = x W^T.
 struct MatmulOut {
@@ -31,6 +32,7 @@ struct MatmulOut {
     const void* weights = nullptr;
     int64_t n_rows = 0;
     float* y = nullptr;
+    bool tiled = false;  // rewritten by tile_weights (quant.h)
 };
 // The same x times several weight matrices (q, k and v; gate and up): x is converted once per
 // activation format and the row tasks of all of them share one parallel loop (one wake-up and

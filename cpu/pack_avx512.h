@@ -32,13 +32,6 @@ inline __m512i row_offsets(size_t stride) {
     return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                               _mm512_set1_epi32(static_cast<int>(stride)));
 }
-// The f16 at p + r*stride for the 16 rows (and the f16 2 bytes later, as hi).
-inline void gather_f16_pair(const uint8_t* p, __m512i idx, __m512& lo, __m512* hi) {
-    const __m512i v = _mm512_i32gather_epi32(idx, p, 1);
-    lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
-    if (hi) *hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
-}
-
 // 16 rows x 16 bytes at p + r*stride -> y[j] lane r = dword j of row r (j < 4).
 __attribute__((always_inline)) inline void load_t16x4(const uint8_t* p, size_t stride, __m512i y[4]) {
     const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
@@ -87,6 +80,76 @@ __attribute__((always_inline)) inline void load_t16x8(const uint8_t* p, size_t s
         y[6 + h] = _mm512_shuffle_i64x2(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
     }
 }
+// ---------------------------------------------------------------- where the 16 rows come from
+// A packer reads one call's blocks of 16 rows through a source, as loads named by their byte
+// offset inside one row's block. GgufRows reads the GGUF rows there (a transpose or a gather per
+// load). repack_tiles (gemm_avx512.cpp) stores what those loads return, in the order the packer
+// makes them, over the tile's own bytes (RecordingRows); TiledRows then reads them back with
+// linear loads, so decode streams the weights without transposes or gathers, and gives the
+// same packed values, hence the same results.
+struct GgufRows {
+    const uint8_t* p;  // row 0 of the call's block
+    size_t stride;
+    __m512i idx;  // row_offsets(stride)
+    void t16x4(size_t off, __m512i y[4]) { load_t16x4(p + off, stride, y); }
+    void t16x8(size_t off, __m512i y[8]) { load_t16x8(p + off, stride, y); }
+    __m512i dwords(size_t off) { return _mm512_i32gather_epi32(idx, p + off, 1); }  // lane r: row r's dword
+    __m256i halves(size_t off) { return _mm512_cvtepi32_epi16(dwords(off)); }        // lane r: row r's f16
+};
+struct TiledRows {
+    const uint8_t* p;  // the next stored load
+    void t16x4(size_t, __m512i y[4]) { vectors(y, 4); }
+    void t16x8(size_t, __m512i y[8]) { vectors(y, 8); }
+    __m512i dwords(size_t) {
+        __m512i v;
+        vectors(&v, 1);
+        return v;
+    }
+    __m256i halves(size_t) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        p += 32;
+        return v;
+    }
+    void vectors(__m512i* y, int n) {
+        for (int j = 0; j < n; ++j) y[j] = _mm512_loadu_si512(p + 64 * j);
+        p += 64 * n;
+    }
+};
+struct RecordingRows {
+    GgufRows in;
+    uint8_t* out;  // where the next load's result goes
+    void t16x4(size_t off, __m512i y[4]) { in.t16x4(off, y), store(y, 4); }
+    void t16x8(size_t off, __m512i y[8]) { in.t16x8(off, y), store(y, 8); }
+    __m512i dwords(size_t off) {
+        __m512i v = in.dwords(off);
+        store(&v, 1);
+        return v;
+    }
+    __m256i halves(size_t off) {
+        const __m256i v = in.halves(off);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), v);
+        out += 32;
+        return v;
+    }
+    void store(const __m512i* y, int n) {
+        for (int j = 0; j < n; ++j) _mm512_storeu_si512(out + 64 * j, y[j]);
+        out += 64 * n;
+    }
+};
+inline __m512 f16_lo(__m512i dw) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw)); }
+inline __m512 f16_hi(__m512i dw) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dw, 16))); }
+
+// The f16 scale d at the start of a block (and the f16 minimum m after it, with kHasMin).
+template <bool kHasMin, class Src>
+inline void scale_and_min(Src& src, Packed* out) {
+    if constexpr (kHasMin) {
+        const __m512i dm = src.dwords(0);
+        out->scale = f16_lo(dm);
+        out->min = f16_hi(dm);
+    } else {
+        out->scale = _mm512_cvtph_ps(src.halves(0));
+    }
+}
 inline __m512i lo_nib(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
 inline __m512i hi_nib(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
 // Signed int8 q -> unsigned q + 128 (flip the sign bit), for the packers with kOff = 128.
@@ -101,27 +164,27 @@ template <class Block, int kOffset, bool kHasMin>
 struct PackQ4 {  // Q4_0 (d, qs) and Q4_1 (d, m, qs)
     static constexpr int kBlock = 32, kPerCall = 1, kOff = kOffset, kBlockBytes = sizeof(Block);
     static constexpr bool kMin = kHasMin, kSplit16 = false;
-    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
-        const uint8_t* p = row0 + call * sizeof(Block);
+    template <class Src>
+    static void pack(Src& src, Packed* out) {
         __m512i y[4];
-        load_t16x4(p + offsetof(Block, qs), stride, y);
+        src.t16x4(offsetof(Block, qs), y);
         for (int j = 0; j < 4; ++j) {
             out->w[j] = lo_nib(y[j]);       // values 4j..4j+3
             out->w[4 + j] = hi_nib(y[j]);   // values 16+4j..
         }
-        gather_f16_pair(p, idx, out->scale, kHasMin ? &out->min : nullptr);
+        scale_and_min<kHasMin>(src, out);
     }
 };
 
 struct PackQ8_0 {
     static constexpr int kBlock = 32, kPerCall = 1, kOff = 128, kBlockBytes = sizeof(BlockQ8_0);
     static constexpr bool kMin = false, kSplit16 = false;
-    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
-        const uint8_t* p = row0 + call * sizeof(BlockQ8_0);
+    template <class Src>
+    static void pack(Src& src, Packed* out) {
         __m512i y[8];
-        load_t16x8(p + 2, stride, y);
+        src.t16x8(offsetof(BlockQ8_0, qs), y);
         for (int j = 0; j < 8; ++j) out->w[j] = offset_128(y[j]);  // the kernel takes 128 * s back off
-        gather_f16_pair(p, idx, out->scale, nullptr);
+        out->scale = _mm512_cvtph_ps(src.halves(0));
     }
 };
 
@@ -132,13 +195,13 @@ struct PackQ45K {
     using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
     static constexpr int kBlock = 32, kPerCall = 8, kOff = 0, kBlockBytes = sizeof(Block);
     static constexpr bool kMin = true, kSplit16 = false;
-    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
-        const uint8_t* p = row0 + call * sizeof(Block);
+    template <class Src>
+    static void pack(Src& src, Packed* out) {
         // d, dmin and the 12 scale bytes of the 16 rows: y[0] = d | dmin << 16, y[1..3] = u0..u2.
         __m512i h[4];
-        load_t16x4(p, stride, h);
-        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
-        const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+        src.t16x4(0, h);
+        const __m512 d = f16_lo(h[0]);
+        const __m512 dmin = f16_hi(h[0]);
         // ggml's unpacking of the 6-bit scales and mins, on 16 rows at once.
         const __m512i m1 = _mm512_set1_epi32(0x3f3f3f3f), m2 = _mm512_set1_epi32(0x0f0f0f0f),
                       m3 = _mm512_set1_epi32(0x03030303);
@@ -158,10 +221,10 @@ struct PackQ45K {
             out[j].min = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
         }
         __m512i qh[8];
-        if constexpr (kFive) load_t16x8(p + offsetof(Block, qh), stride, qh);
+        if constexpr (kFive) src.t16x8(offsetof(Block, qh), qh);
         for (int c = 0; c < 4; ++c) {
             __m512i y[8];
-            load_t16x8(p + offsetof(Block, qs) + 32 * c, stride, y);
+            src.t16x8(offsetof(Block, qs) + 32 * c, y);
             for (int k = 0; k < 8; ++k) {
                 __m512i lo = lo_nib(y[k]), hi = hi_nib(y[k]);
                 if constexpr (kFive) {  // bit 2c (2c+1) of qh[l] is the fifth bit of value l of sub-block 2c (2c+1)
@@ -182,11 +245,11 @@ template <class Block, int kOffset, bool kHasMin>
 struct PackQ5 {
     static constexpr int kBlock = 32, kPerCall = 1, kOff = kOffset, kBlockBytes = sizeof(Block);
     static constexpr bool kMin = kHasMin, kSplit16 = false;
-    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
-        const uint8_t* p = row0 + call * sizeof(Block);
+    template <class Src>
+    static void pack(Src& src, Packed* out) {
         __m512i y[4];
-        load_t16x4(p + offsetof(Block, qs), stride, y);
-        const __m512i qh = _mm512_i32gather_epi32(idx, p + offsetof(Block, qh), 1);
+        src.t16x4(offsetof(Block, qs), y);
+        const __m512i qh = src.dwords(offsetof(Block, qh));
         // 4 bits of qh -> bit 4 of 4 bytes: (t * 0x00204081) & 0x01010101 spreads bit i to byte i.
         auto fifth = [&](int first) {
             const __m512i t = _mm512_and_si512(_mm512_srli_epi32(qh, first), _mm512_set1_epi32(0xF));
@@ -198,7 +261,7 @@ struct PackQ5 {
             out->w[j] = _mm512_or_si512(lo_nib(y[j]), fifth(4 * j));
             out->w[4 + j] = _mm512_or_si512(hi_nib(y[j]), fifth(16 + 4 * j));
         }
-        gather_f16_pair(p, idx, out->scale, kHasMin ? &out->min : nullptr);
+        scale_and_min<kHasMin>(src, out);
     }
 };
 
@@ -206,12 +269,12 @@ struct PackQ5 {
 struct PackQ8K {
     static constexpr int kBlock = 32, kPerCall = 8, kOff = 128, kBlockBytes = sizeof(BlockQ8_K);
     static constexpr bool kMin = false, kSplit16 = false;
-    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
-        const uint8_t* p = row0 + call * sizeof(BlockQ8_K);
-        const __m512 d = _mm512_castsi512_ps(_mm512_i32gather_epi32(idx, p, 1));
+    template <class Src>
+    static void pack(Src& src, Packed* out) {
+        const __m512 d = _mm512_castsi512_ps(src.dwords(offsetof(BlockQ8_K, d)));
         for (int j = 0; j < 8; ++j) {
             __m512i y[8];
-            load_t16x8(p + offsetof(BlockQ8_K, qs) + 32 * j, stride, y);
+            src.t16x8(offsetof(BlockQ8_K, qs) + 32 * j, y);
             for (int k = 0; k < 8; ++k) out[j].w[k] = offset_128(y[k]);
             out[j].scale = d;
         }
@@ -225,21 +288,20 @@ struct PackQ8K {
 struct PackQ6K {
     static constexpr int kBlock = 32, kPerCall = 8, kOff = 32, kBlockBytes = sizeof(BlockQ6_K);
     static constexpr bool kMin = false, kSplit16 = true;
-    static void pack(const uint8_t* row0, size_t stride, __m512i idx, int64_t call, Packed* out) {
-        const uint8_t* p = row0 + call * sizeof(BlockQ6_K);
-        __m512 d;
-        gather_f16_pair(p + offsetof(BlockQ6_K, d), idx, d, nullptr);
+    template <class Src>
+    static void pack(Src& src, Packed* out) {
+        const __m512 d = _mm512_cvtph_ps(src.halves(offsetof(BlockQ6_K, d)));
         __m512i sc[4];  // sc[i] lane r: row r's scales 4i..4i+3 (int8)
-        load_t16x4(p + offsetof(BlockQ6_K, scales), stride, sc);
+        src.t16x4(offsetof(BlockQ6_K, scales), sc);
         auto scale = [&](int g) {  // d * scale g, as the reference's d * float(sc)
             const __m512i v = _mm512_srai_epi32(_mm512_slli_epi32(sc[g / 4], 24 - 8 * (g % 4)), 24);
             return _mm512_mul_ps(d, _mm512_cvtepi32_ps(v));
         };
         for (int h = 0; h < 2; ++h) {
             __m512i ql[2][8], qh[8];
-            load_t16x8(p + offsetof(BlockQ6_K, ql) + 64 * h, stride, ql[0]);
-            load_t16x8(p + offsetof(BlockQ6_K, ql) + 64 * h + 32, stride, ql[1]);
-            load_t16x8(p + offsetof(BlockQ6_K, qh) + 32 * h, stride, qh);
+            src.t16x8(offsetof(BlockQ6_K, ql) + 64 * h, ql[0]);
+            src.t16x8(offsetof(BlockQ6_K, ql) + 64 * h + 32, ql[1]);
+            src.t16x8(offsetof(BlockQ6_K, qh) + 32 * h, qh);
             for (int s = 0; s < 4; ++s) {
                 Packed& o = out[4 * h + s];
                 for (int k = 0; k < 8; ++k) {
@@ -254,6 +316,24 @@ struct PackQ6K {
     }
 };
 
+// f.template operator()<P, type>() for the packer P of a block-quantized `type`; R{} for a type
+// without one.
+template <class R, class F>
+R with_packer(DType type, F&& f) {
+    switch (type) {
+        case DType::Q4_0: return f.template operator()<PackQ4<BlockQ4_0, 8, false>, DType::Q4_0>();
+        case DType::Q4_1: return f.template operator()<PackQ4<BlockQ4_1, 0, true>, DType::Q4_1>();
+        case DType::Q8_0: return f.template operator()<PackQ8_0, DType::Q8_0>();
+        case DType::Q4_K: return f.template operator()<PackQ45K<false>, DType::Q4_K>();
+        case DType::Q5_K: return f.template operator()<PackQ45K<true>, DType::Q5_K>();
+        case DType::Q5_0: return f.template operator()<PackQ5<BlockQ5_0, 16, false>, DType::Q5_0>();
+        case DType::Q5_1: return f.template operator()<PackQ5<BlockQ5_1, 0, true>, DType::Q5_1>();
+        case DType::Q6_K: return f.template operator()<PackQ6K, DType::Q6_K>();
+        case DType::Q8_K: return f.template operator()<PackQ8K, DType::Q8_K>();
+        default: return R{};
+    }
+}
+
 // A packer with the kernels' lo switch: kLo = false when the activations are ActFormat::Q8 (lo
 // all zero), so the kernels skip the lo dot products.
 template <class P, bool kWithLo>
@@ -262,15 +342,33 @@ struct WithLo : P {
 };
 
 // ---------------------------------------------------------------- packing a chunk of rows
-// A partial last tile reads its rows from a zero-padded copy (never past the weights).
-inline const uint8_t* tile_rows(const MatmulJob& job, int64_t r, int64_t r1, int& n_valid) {
+// The 16-row tile at row r (a multiple of 16) of rows [r, r1): read in place when full (tiled
+// or GGUF rows), else from a zero-padded copy of its GGUF rows (never past the weights; a
+// partial last tile is never tiled).
+struct RowTile {
+    const uint8_t* p;
+    int n_valid;
+    bool tiled;
+};
+inline RowTile tile_rows(const MatmulJob& job, int64_t r, int64_t r1) {
     const size_t stride = job.w_stride;
-    n_valid = static_cast<int>(std::min<int64_t>(kRowTile, r1 - r));
-    if (n_valid == kRowTile) return job.w + r * stride;
+    const int n_valid = static_cast<int>(std::min<int64_t>(kRowTile, r1 - r));
+    if (n_valid == kRowTile) return {job.w + r * stride, n_valid, job.w_tiled};
     uint8_t* tmp = thread_scratch(1, kRowTile * stride);
     std::memcpy(tmp, job.w + r * stride, n_valid * stride);
     std::memset(tmp + n_valid * stride, 0, (kRowTile - n_valid) * stride);
-    return tmp;
+    return {tmp, n_valid, false};
+}
+// Packs call c (blocks c * kPerCall ...) of a tile into out[0 .. kPerCall).
+template <class P>
+inline void pack_call(const RowTile& t, size_t stride, __m512i idx, int64_t c, Packed* out) {
+    if (t.tiled) {
+        TiledRows src{t.p + c * kRowTile * P::kBlockBytes};
+        P::pack(src, out);
+    } else {
+        GgufRows src{t.p + c * P::kBlockBytes, stride, idx};
+        P::pack(src, out);
+    }
 }
 // Packs the 16-row tiles starting at rc (up to n_tiles of them, ending at r1) into pk: tile i
 // occupies pk[i * nb .. (i + 1) * nb). Returns the number of tiles; n_valid[i] its valid rows.
@@ -280,9 +378,10 @@ int64_t pack_tiles(const MatmulJob& job, int64_t rc, int64_t r1, int64_t n_tiles
     const __m512i idx = row_offsets(job.w_stride);
     n_tiles = std::min<int64_t>(n_tiles, (r1 - rc + kRowTile - 1) / kRowTile);
     for (int64_t i = 0; i < n_tiles; ++i) {
-        const uint8_t* rows = tile_rows(job, rc + i * kRowTile, r1, n_valid[i]);
+        const RowTile t = tile_rows(job, rc + i * kRowTile, r1);
+        n_valid[i] = t.n_valid;
         Packed* dst = pk + i * nb;
-        for (int64_t c = 0; c < nb / P::kPerCall; ++c) P::pack(rows, job.w_stride, idx, c, dst + c * P::kPerCall);
+        for (int64_t c = 0; c < nb / P::kPerCall; ++c) pack_call<P>(t, job.w_stride, idx, c, dst + c * P::kPerCall);
     }
     return n_tiles;
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cpu/cpu_features.h"
+#include "cpu/gemm_x86.h"
 #include "cpu/quant_ref.h"
 #include "runtime/core/error.h"
 
@@ -94,10 +95,23 @@ void quantize_activations(ActFormat fmt, const float* x, void* dst, int64_t n) {
     tables().act[static_cast<int>(active_path())][static_cast<int>(fmt)].quantize(x, dst, n);
 }
 
+bool tile_weights(DType weight_type, void* weights, int64_t n_rows, int64_t n_cols) {
+    if (active_path() != CpuPath::Avx512) return false;
+    const TileWeightsFn fn = avx512_tile_weights(weight_type);
+    if (!fn) return false;
+    STRATA_ASSERT(n_cols % traits(weight_type).block_elems == 0);
+    fn(static_cast<uint8_t*>(weights), row_bytes(weight_type, n_cols), n_rows);
+    return true;
+}
+
 void matmul_rows(DType weight_type, const MatmulJob& job, int64_t r0, int64_t r1) {
     const QuantKernels& k = kernels(weight_type);
     if (!k.matmul_rows) no_kernel(weight_type, "matmul");
     STRATA_ASSERT(job.n_cols % traits(weight_type).block_elems == 0);
+    if (job.w_tiled && active_path() != CpuPath::Avx512)
+        throw BackendError("cpu: weights were tiled for the avx512 kernels, but the " +
+                               std::string(path_name(active_path())) + " path is active",
+                           "choose the CPU path (STRATA_CPU) before loading the model");
     k.matmul_rows(job, r0, r1);
 }
 

@@ -33,6 +33,14 @@ void quantize_activations(ActFormat fmt, const float* x, void* dst, int64_t n);
 // Rows [r0, r1) of a matmul job (quant_ref.h) on the active path.
 void matmul_rows(DType weight_type, const MatmulJob& job, int64_t r0, int64_t r1);
 
+// Rewrites the full 16-row tiles of a weight matrix (n_rows x n_cols in `weight_type`) in place
+// into the order the AVX-512 kernels load them, so that decode streams each tile linearly
+// instead of transposing 16 rows per block; a partial last tile stays as it is. Results do not
+// change: the kernels pack the same values. Returns false, changing nothing, where the active
+// path is not AVX-512 or the type has no such layout (float types). Tiled weights go to
+// matmul_rows with MatmulJob::w_tiled (cpu::matmul: MatmulOut::tiled), on the AVX-512 path only.
+bool tile_weights(DType weight_type, void* weights, int64_t n_rows, int64_t n_cols);
+
 // dot(weight row, activation row) over n values on the active path (tests; matmul uses
 // matmul_rows).
 float vec_dot(DType weight_type, const void* weight_row, const void* act_row, int64_t n);

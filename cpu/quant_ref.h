@@ -135,6 +135,7 @@ float vec_dot_ref(DType weight_type, const void* weight_row, const void* act_row
 struct MatmulJob {
     const uint8_t* w = nullptr;  // weight rows in their GGUF type
     size_t w_stride = 0;         // bytes between weight rows
+    bool w_tiled = false;        // full 16-row tiles rewritten by tile_weights (quant.h)
     int64_t n_rows = 0;          // weight rows (output features)
     int64_t n_cols = 0;          // values per row (input features)
     const uint8_t* acts = nullptr;  // activation rows in act_format_for(weight type)

@@ -143,6 +143,15 @@ Engine::Engine(const EngineOptions& opts)
         co.kv = kv_on;
         fwd_ = std::make_unique<CudaBackend>(hp_, *weights_, *kv_, *dram_, co);
     } else {
+        // oneDNN's bf16 prefill dequantizes rows as laid out in the file.
+        if (opts.tile_weights && !opts.bf16_prefill) {
+            const auto t0 = Clock::now();
+            uint64_t tiled = 0;
+            pool_->run([&] { tiled = weights_->tile_for_cpu(); });
+            if (tiled)
+                STRATA_LOG_INFO("weights: {} rewritten into the AVX-512 kernels' tile order in {:.0f} ms",
+                                storage::format_bytes(tiled), 1000 * seconds_since(t0));
+        }
         auto cpu = std::make_unique<Forward>(hp_, *weights_);
         cpu->set_int8_activations(opts.int8_activations);
         fwd_ = std::move(cpu);

@@ -46,6 +46,10 @@ struct EngineOptions {
     // Prompt matmuls of 128+ tokens through oneDNN's bf16 matmul on AMX (cpu/onednn_matmul.h):
     // much faster prefill, bf16 rounding of weights and activations. Process-wide once set.
     bool bf16_prefill = false;
+    // Resident block-quantized matrices rewritten at load into the order the AVX-512 kernels
+    // read them (cpu::tile_weights): decode streams them linearly. Same results either way;
+    // not with bf16_prefill, whose oneDNN path reads the rows as laid out in the file.
+    bool tile_weights = true;
     // Positions of paged KV cache shared by all sequences (runtime/kv_cache.h); 0: n_ctx.
     int kv_positions = 0;
     // The KV cache's element type: F16 (llama.cpp's default) halves F32's memory and attention

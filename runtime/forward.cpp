@@ -49,7 +49,7 @@ void Forward::matmul(std::span<const cpu::MatmulOut> outs, int64_t n_cols, const
 }
 
 void Forward::project(const WeightRef& w, const float* x, int64_t n, float* y, int64_t n_long) {
-    const cpu::MatmulOut out{w.type, w.data, w.n_rows, y};
+    const cpu::MatmulOut out = matmul_out(w, y);
     matmul({&out, 1}, w.n_cols, x, n, n_long);
 }
 
@@ -77,9 +77,7 @@ void Forward::layer(int il, KvCache& kv, const PassLayout& p) {
 
     norm_rows(l.attn_norm, n);
     // q, k and v from one conversion of xn and one parallel loop (cpu::matmul_many).
-    const cpu::MatmulOut qkv[] = {{l.wq.type, l.wq.data, l.wq.n_rows, q_.data()},
-                                  {l.wk.type, l.wk.data, l.wk.n_rows, k_.data()},
-                                  {l.wv.type, l.wv.data, l.wv.n_rows, v_.data()}};
+    const cpu::MatmulOut qkv[] = {matmul_out(l.wq, q_.data()), matmul_out(l.wk, k_.data()), matmul_out(l.wv, v_.data())};
     matmul(qkv, E, xn_.data(), n, n_long);
     const bool rebuilt = kv.rebuilt(il);
     if (rebuilt) rebuilder_.rebuild(rebuild_rows_, l, rope, kv, il, int8_acts_);
@@ -99,8 +97,7 @@ void Forward::layer(int il, KvCache& kv, const PassLayout& p) {
     cpu::add(x_.data(), out_.data(), n * E);
 
     norm_rows(l.ffn_norm, n);
-    const cpu::MatmulOut gate_up[] = {{l.ffn_gate.type, l.ffn_gate.data, l.ffn_gate.n_rows, gate_.data()},
-                                      {l.ffn_up.type, l.ffn_up.data, l.ffn_up.n_rows, up_.data()}};
+    const cpu::MatmulOut gate_up[] = {matmul_out(l.ffn_gate, gate_.data()), matmul_out(l.ffn_up, up_.data())};
     matmul(gate_up, E, xn_.data(), n, n_long);
     cpu::parallel_for(n, [&](int64_t t) { cpu::swiglu(&gate_[t * F], &up_[t * F], F); });
     project(l.ffn_down, gate_.data(), n, out_.data(), n_long);

@@ -44,8 +44,7 @@ void KvRebuilder::run(std::span<const RebuildRow> rows, const LayerWeights& l, c
         const RebuildRow& r = rows[i];
         cpu::load_kv_values(kv.type(), kv.hidden(il, r.block) + r.row * kv.hidden_row_bytes(), 0, &x_[i * E], E);
     });
-    const cpu::MatmulOut kv_out[] = {{l.wk.type, l.wk.data, l.wk.n_rows, k_.data()},
-                                     {l.wv.type, l.wv.data, l.wv.n_rows, v_.data()}};
+    const cpu::MatmulOut kv_out[] = {matmul_out(l.wk, k_.data()), matmul_out(l.wv, v_.data())};
     cpu::matmul_many(kv_out, E, x_.data(), n, int8_acts);
     cpu::parallel_for(n, [&](int64_t i) {
         const RebuildRow& r = rows[i];

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/matmul.h"
 #include "models/hparams.h"
 #include "runtime/core/dtype.h"
 
@@ -19,10 +20,14 @@ struct WeightRef {
     DType type = DType::F32;
     int64_t n_cols = 0;
     int64_t n_rows = 0;
+    bool tiled = false;  // rewritten in place by cpu::tile_weights (WeightStore::tile_for_cpu)
 
     explicit operator bool() const { return data != nullptr; }
     const float* f32() const { return static_cast<const float*>(data); }
 };
+
+// y = x W^T for cpu::matmul / cpu::matmul_many.
+inline cpu::MatmulOut matmul_out(const WeightRef& w, float* y) { return {w.type, w.data, w.n_rows, y, w.tiled}; }
 
 struct LayerWeights {
     WeightRef attn_norm, wq, wk, wv, wo;

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "cpu/quant.h"
 #include "gpu/cuda_host.h"
 #include "models/gguf_file.h"
 #include "runtime/core/error.h"
@@ -191,6 +192,22 @@ void WeightStore::load_resident() {
     size_t piece = first_layer_piece;
     for (size_t il = 0; il < weights_.layers.size(); ++il)
         if (residency_.resident[il]) resident_base_[il] = resident_memory_->base + pieces[piece++].at;
+}
+
+uint64_t WeightStore::tile_for_cpu() {
+    uint64_t bytes = 0;
+    auto tile = [&](WeightRef& w) {
+        if (w.tiled || !cpu::tile_weights(w.type, const_cast<void*>(w.data), w.n_rows, w.n_cols)) return;
+        w.tiled = true;
+        bytes += w.info->nbytes;
+    };
+    for (size_t il = 0; il < weights_.layers.size(); ++il) {
+        if (!residency_.resident[il]) continue;
+        LayerWeights& l = weights_.layers[il];
+        for (WeightRef* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) tile(*w);
+    }
+    if (weights_.output.info != weights_.tok_embd.info) tile(weights_.output);  // embeddings are read by row
+    return bytes;
 }
 
 WeightStore::HostRange WeightStore::layer_range(int il) const {

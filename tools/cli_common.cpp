@@ -24,6 +24,7 @@ EngineOptions ModelOptions::engine() const {
     e.trace_path = trace;
     e.int8_activations = int8_acts;
     e.bf16_prefill = bf16_prefill;
+    e.tile_weights = !no_tile;
     const auto kv = dtype_from_name(kv_type);
     if (!kv || !cpu::is_kv_type(*kv))
         throw UsageError(fmt::format("--kv-type '{}' is not a KV cache type", kv_type), fmt::format("use one of {}", cpu::kKvTypeList));

@@ -47,6 +47,9 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_flag("--bf16-prefill", m.bf16_prefill,
                  "prompt matmuls of 128+ tokens in bf16 through oneDNN on AMX: up to 2.5x faster prefill, "
                  "weights and activations rounded to bf16 (ignored where the CPU has no AMX)");
+    cmd.add_flag("--no-tile", m.no_tile,
+                 "keep resident quantized weights as laid out in the file instead of rewriting them at load into "
+                 "the order the AVX-512 kernels read them (same results; decode is slower)");
     cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running");
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
 }

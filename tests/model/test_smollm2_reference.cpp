@@ -77,6 +77,28 @@ TEST_CASE("SmolLM2: --bf16-prefill (oneDNN bf16 prompt matmuls) keeps >= 99% top
     CHECK(agree >= 0.99 * total);
 }
 
+TEST_CASE("SmolLM2: weights tiled at load give the file layout's logits bit for bit", "[model]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    const json f = test::model_fixture("smollm2_teacher_forced.json");
+    const auto ids = f["prompts"][0]["ids"].get<std::vector<int32_t>>();
+    auto logits = [&](bool tile) {
+        EngineOptions opts{*path, 0, 512};
+        opts.tile_weights = tile;
+        Engine engine(opts);
+        std::vector<float> prompt = [&] {
+            auto l = engine.eval(ids, /*all_logits=*/true);
+            return std::vector<float>(l.begin(), l.end());
+        }();
+        auto step = engine.eval(std::vector<int32_t>{ids[0]});  // a decode step on the tiles
+        prompt.insert(prompt.end(), step.begin(), step.end());
+        return prompt;
+    };
+    const std::vector<float> tiled = logits(true), file = logits(false);
+    REQUIRE(tiled.size() == file.size());
+    CHECK(tiled == file);
+}
+
 TEST_CASE("SmolLM2: `strata generate --json` greedy continuation equals the reference", "[model]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");

@@ -15,6 +15,7 @@
 #include "cpu/quant.h"
 #include "cpu/quant_ref.h"
 #include "cpu/thread_pool.h"
+#include "runtime/core/error.h"
 
 using namespace strata;
 using namespace strata::cpu;
@@ -166,6 +167,57 @@ TEST_CASE("matmul: same result on 1 and 2 threads and on every path", "[unit]") 
             set_active_path(saved);
         }
     }
+}
+
+TEST_CASE("matmul: weights tiled at load give the file layout's results bit for bit", "[unit]") {
+    if (!path_supported(CpuPath::Avx512)) {
+        WARN("skipped: tiled weights are for the AVX-512 kernels, which this CPU cannot run");
+        return;
+    }
+    const CpuPath saved = active_path();
+    set_active_path(CpuPath::Avx512);
+    std::mt19937 rng(41);
+    struct Shape { DType type; int64_t n_cols; };
+    const Shape shapes[] = {{DType::Q4_0, 544}, {DType::Q4_1, 480}, {DType::Q8_0, 352}, {DType::Q5_0, 96},
+                            {DType::Q5_1, 160}, {DType::Q4_K, 512}, {DType::Q5_K, 768}, {DType::Q6_K, 512},
+                            {DType::Q8_K, 256}};
+    for (const auto& [type, n_cols] : shapes) {
+        for (int64_t n_rows : {16, 53}) {  // full tiles only; three and a partial one
+            const auto w = random_matrix(type, n_rows, n_cols, rng);
+            auto tiled = w;
+            REQUIRE(tile_weights(type, tiled.data(), n_rows, n_cols));
+            const size_t full_bytes = n_rows / 16 * 16 * row_bytes(type, n_cols);
+            // Rearranged in place: the full tiles changed, a partial last tile is left as it was.
+            CHECK(!std::equal(w.begin(), w.begin() + full_bytes, tiled.begin()));
+            CHECK(std::equal(w.begin() + full_bytes, w.end(), tiled.begin() + full_bytes));
+            for (int64_t n_tok : {1, 4, 5, 19}) {
+                INFO(dtype_name(type) << " rows " << n_rows << " tokens " << n_tok);
+                std::vector<float> x(n_tok * n_cols);
+                std::normal_distribution<float> normal;
+                for (auto& v : x) v = normal(rng);
+                for (bool amx : {true, false}) {  // prefill on AMX tiles where the CPU has them, and VNNI
+                    set_amx_enabled(amx);
+                    std::vector<float> y_file(n_tok * n_rows, NAN), y_tiled(n_tok * n_rows, NAN);
+                    matmul(type, w.data(), n_rows, n_cols, x.data(), n_tok, y_file.data());
+                    matmul(type, tiled.data(), n_rows, n_cols, x.data(), n_tok, y_tiled.data(), false, true);
+                    REQUIRE(y_tiled == y_file);
+                }
+                set_amx_enabled(true);
+            }
+        }
+    }
+    // Float weights have no tiled layout; other paths neither tile nor take tiled weights.
+    std::vector<uint8_t> f16(row_bytes(DType::F16, 64) * 32);
+    CHECK_FALSE(tile_weights(DType::F16, f16.data(), 32, 64));
+    auto w = random_matrix(DType::Q4_0, 32, 64, rng);
+    REQUIRE(tile_weights(DType::Q4_0, w.data(), 32, 64));
+    std::vector<float> x(64, 1.0f), y(32);
+    if (path_supported(CpuPath::Avx2)) {
+        set_active_path(CpuPath::Avx2);
+        CHECK_FALSE(tile_weights(DType::Q4_0, w.data(), 32, 64));
+        CHECK_THROWS_AS(matmul(DType::Q4_0, w.data(), 32, 64, x.data(), 1, y.data(), false, true), BackendError);
+    }
+    set_active_path(saved);
 }
 
 TEST_CASE("matmul rejects types without CPU kernels", "[unit]") {
