@@ -109,16 +109,19 @@ void tile_fused(const RowTile& tile, size_t stride, const MatmulJob& job, int64_
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     const __m512i idx = row_offsets(stride);
-    const int64_t n_calls = job.n_cols / (P::kBlock * P::kPerCall);
+    const int64_t nb = job.n_cols / P::kBlock;
     const int64_t next_lines = static_cast<int64_t>(kRowTile * stride + 63) / 64;
-    const int64_t lines_per_call = (next_lines + n_calls - 1) / n_calls;
-    Packed pk[P::kPerCall];
-    for (int64_t c = 0; c < n_calls; ++c) {
-        if (next)
-            for (int64_t l = c * lines_per_call; l < std::min(next_lines, (c + 1) * lines_per_call); ++l)
-                _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
-        pack_call<P>(tile, stride, idx, c, pk);
-        for (int j = 0; j < P::kPerCall; ++j) block_step<P, NT>(pk[j], c * P::kPerCall + j, a, acc);
+    const int64_t lines_per_block = (next_lines + nb - 1) / nb;
+    for (int64_t c = 0; c < nb / P::kPerCall; ++c) {
+        pack_call<P>(tile, stride, idx, c, [&](int j, const Packed& pk) __attribute__((always_inline)) {
+            const int64_t b = c * P::kPerCall + j;
+            // A few lines per block, not a call's worth at once: a burst would fill the line
+            // fill buffers and stall the loads this block needs.
+            if (next)
+                for (int64_t l = b * lines_per_block; l < std::min(next_lines, (b + 1) * lines_per_block); ++l)
+                    _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
+            block_step<P, NT>(pk, b, a, acc);
+        });
     }
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) store_rows(y + (t0 + t) * job.ldy, acc[t], tile.n_valid);
@@ -222,10 +225,9 @@ void tile_weights_impl(uint8_t* w, size_t stride, int64_t n_rows) {
         uint8_t* tile = w + tile_index * kRowTile * stride;
         uint8_t* copy = thread_scratch(1, kRowTile * stride);
         std::memcpy(copy, tile, kRowTile * stride);
-        Packed pk[P::kPerCall];
         for (int64_t c = 0; c < n_calls; ++c) {
             RecordingRows src{{copy + c * P::kBlockBytes, stride, idx}, tile + c * kCallBytes};
-            P::pack(src, pk);
+            P::pack(src, [](int, const Packed&) {});
             STRATA_ASSERT(src.out <= tile + (c + 1) * kCallBytes);
         }
     });

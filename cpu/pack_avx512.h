@@ -156,35 +156,42 @@ inline __m512i hi_nib(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 
 inline __m512i offset_128(__m512i v) { return _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80))); }
 
 // ---------------------------------------------------------------- packers
-// Each packer fills kPerCall consecutive packed blocks (of kBlock values) of 16 rows per call.
+// Each packer makes kPerCall consecutive packed blocks (of kBlock values) of 16 rows per call,
+// handing each to sink(j, block) as soon as it is made, so that decode can use it while it is
+// still in registers (prefill stores them: pack_tiles).
 //   kOff: the weight is q - kOff (I = I_unsigned - kOff * activation sum, exact)
 //   kMin: a float minimum per block (term min * dcs)
+#define STRATA_PACK_INLINE __attribute__((always_inline)) inline
 
 template <class Block, int kOffset, bool kHasMin>
 struct PackQ4 {  // Q4_0 (d, qs) and Q4_1 (d, m, qs)
     static constexpr int kBlock = 32, kPerCall = 1, kOff = kOffset, kBlockBytes = sizeof(Block);
     static constexpr bool kMin = kHasMin, kSplit16 = false;
-    template <class Src>
-    static void pack(Src& src, Packed* out) {
+    template <class Src, class Sink>
+    STRATA_PACK_INLINE static void pack(Src& src, Sink&& sink) {
+        Packed pk;
         __m512i y[4];
         src.t16x4(offsetof(Block, qs), y);
         for (int j = 0; j < 4; ++j) {
-            out->w[j] = lo_nib(y[j]);       // values 4j..4j+3
-            out->w[4 + j] = hi_nib(y[j]);   // values 16+4j..
+            pk.w[j] = lo_nib(y[j]);       // values 4j..4j+3
+            pk.w[4 + j] = hi_nib(y[j]);   // values 16+4j..
         }
-        scale_and_min<kHasMin>(src, out);
+        scale_and_min<kHasMin>(src, &pk);
+        sink(0, pk);
     }
 };
 
 struct PackQ8_0 {
     static constexpr int kBlock = 32, kPerCall = 1, kOff = 128, kBlockBytes = sizeof(BlockQ8_0);
     static constexpr bool kMin = false, kSplit16 = false;
-    template <class Src>
-    static void pack(Src& src, Packed* out) {
+    template <class Src, class Sink>
+    STRATA_PACK_INLINE static void pack(Src& src, Sink&& sink) {
+        Packed pk;
         __m512i y[8];
         src.t16x8(offsetof(BlockQ8_0, qs), y);
-        for (int j = 0; j < 8; ++j) out->w[j] = offset_128(y[j]);  // the kernel takes 128 * s back off
-        out->scale = _mm512_cvtph_ps(src.halves(0));
+        for (int j = 0; j < 8; ++j) pk.w[j] = offset_128(y[j]);  // the kernel takes 128 * s back off
+        pk.scale = _mm512_cvtph_ps(src.halves(0));
+        sink(0, pk);
     }
 };
 
@@ -195,8 +202,8 @@ struct PackQ45K {
     using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
     static constexpr int kBlock = 32, kPerCall = 8, kOff = 0, kBlockBytes = sizeof(Block);
     static constexpr bool kMin = true, kSplit16 = false;
-    template <class Src>
-    static void pack(Src& src, Packed* out) {
+    template <class Src, class Sink>
+    STRATA_PACK_INLINE static void pack(Src& src, Sink&& sink) {
         // d, dmin and the 12 scale bytes of the 16 rows: y[0] = d | dmin << 16, y[1..3] = u0..u2.
         __m512i h[4];
         src.t16x4(0, h);
@@ -212,29 +219,28 @@ struct PackQ45K {
         const __m512i mn_lo = _mm512_and_si512(u1, m1);  // mins 0..3
         const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m2),
                                               _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m3), 4));
-        for (int j = 0; j < 8; ++j) {
-            const int sh = 8 * (j % 4);
-            const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc_lo : sc_hi, sh), _mm512_set1_epi32(0xFF));
-            const __m512i mn = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? mn_lo : mn_hi, sh), _mm512_set1_epi32(0xFF));
-            out[j].scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
-            // -(dmin * m), as the reference
-            out[j].min = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
-        }
         __m512i qh[8];
         if constexpr (kFive) src.t16x8(offsetof(Block, qh), qh);
         for (int c = 0; c < 4; ++c) {
             __m512i y[8];
             src.t16x8(offsetof(Block, qs) + 32 * c, y);
-            for (int k = 0; k < 8; ++k) {
-                __m512i lo = lo_nib(y[k]), hi = hi_nib(y[k]);
-                if constexpr (kFive) {  // bit 2c (2c+1) of qh[l] is the fifth bit of value l of sub-block 2c (2c+1)
-                    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(char(1 << (2 * c)))), lo,
-                                              _mm512_set1_epi8(16));
-                    hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(char(2 << (2 * c)))), hi,
-                                              _mm512_set1_epi8(16));
+            for (int half = 0; half < 2; ++half) {
+                const int j = 2 * c + half;
+                Packed pk;
+                for (int k = 0; k < 8; ++k) {
+                    __m512i v = half ? hi_nib(y[k]) : lo_nib(y[k]);
+                    if constexpr (kFive)  // bit j of qh[l] is the fifth bit of value l of sub-block j
+                        v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(char(1 << j))), v,
+                                                 _mm512_set1_epi8(16));
+                    pk.w[k] = v;
                 }
-                out[2 * c].w[k] = lo;
-                out[2 * c + 1].w[k] = hi;
+                const int sh = 8 * (j % 4);
+                const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc_lo : sc_hi, sh), _mm512_set1_epi32(0xFF));
+                const __m512i mn = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? mn_lo : mn_hi, sh), _mm512_set1_epi32(0xFF));
+                pk.scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+                // -(dmin * m), as the reference
+                pk.min = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
+                sink(j, pk);
             }
         }
     }
@@ -245,8 +251,9 @@ template <class Block, int kOffset, bool kHasMin>
 struct PackQ5 {
     static constexpr int kBlock = 32, kPerCall = 1, kOff = kOffset, kBlockBytes = sizeof(Block);
     static constexpr bool kMin = kHasMin, kSplit16 = false;
-    template <class Src>
-    static void pack(Src& src, Packed* out) {
+    template <class Src, class Sink>
+    STRATA_PACK_INLINE static void pack(Src& src, Sink&& sink) {
+        Packed pk;
         __m512i y[4];
         src.t16x4(offsetof(Block, qs), y);
         const __m512i qh = src.dwords(offsetof(Block, qh));
@@ -258,10 +265,11 @@ struct PackQ5 {
             return _mm512_slli_epi32(spread, 4);
         };
         for (int j = 0; j < 4; ++j) {
-            out->w[j] = _mm512_or_si512(lo_nib(y[j]), fifth(4 * j));
-            out->w[4 + j] = _mm512_or_si512(hi_nib(y[j]), fifth(16 + 4 * j));
+            pk.w[j] = _mm512_or_si512(lo_nib(y[j]), fifth(4 * j));
+            pk.w[4 + j] = _mm512_or_si512(hi_nib(y[j]), fifth(16 + 4 * j));
         }
-        scale_and_min<kHasMin>(src, out);
+        scale_and_min<kHasMin>(src, &pk);
+        sink(0, pk);
     }
 };
 
@@ -269,14 +277,16 @@ struct PackQ5 {
 struct PackQ8K {
     static constexpr int kBlock = 32, kPerCall = 8, kOff = 128, kBlockBytes = sizeof(BlockQ8_K);
     static constexpr bool kMin = false, kSplit16 = false;
-    template <class Src>
-    static void pack(Src& src, Packed* out) {
+    template <class Src, class Sink>
+    STRATA_PACK_INLINE static void pack(Src& src, Sink&& sink) {
         const __m512 d = _mm512_castsi512_ps(src.dwords(offsetof(BlockQ8_K, d)));
         for (int j = 0; j < 8; ++j) {
+            Packed pk;
             __m512i y[8];
             src.t16x8(offsetof(BlockQ8_K, qs) + 32 * j, y);
-            for (int k = 0; k < 8; ++k) out[j].w[k] = offset_128(y[k]);
-            out[j].scale = d;
+            for (int k = 0; k < 8; ++k) pk.w[k] = offset_128(y[k]);
+            pk.scale = d;
+            sink(j, pk);
         }
     }
 };
@@ -288,8 +298,8 @@ struct PackQ8K {
 struct PackQ6K {
     static constexpr int kBlock = 32, kPerCall = 8, kOff = 32, kBlockBytes = sizeof(BlockQ6_K);
     static constexpr bool kMin = false, kSplit16 = true;
-    template <class Src>
-    static void pack(Src& src, Packed* out) {
+    template <class Src, class Sink>
+    STRATA_PACK_INLINE static void pack(Src& src, Sink&& sink) {
         const __m512 d = _mm512_cvtph_ps(src.halves(offsetof(BlockQ6_K, d)));
         __m512i sc[4];  // sc[i] lane r: row r's scales 4i..4i+3 (int8)
         src.t16x4(offsetof(BlockQ6_K, scales), sc);
@@ -303,18 +313,20 @@ struct PackQ6K {
             src.t16x8(offsetof(BlockQ6_K, ql) + 64 * h + 32, ql[1]);
             src.t16x8(offsetof(BlockQ6_K, qh) + 32 * h, qh);
             for (int s = 0; s < 4; ++s) {
-                Packed& o = out[4 * h + s];
+                Packed pk;
                 for (int k = 0; k < 8; ++k) {
                     const __m512i lo = (s >> 1) ? hi_nib(ql[s & 1][k]) : lo_nib(ql[s & 1][k]);
                     const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi16(qh[k], 2 * s), _mm512_set1_epi8(3));
-                    o.w[k] = _mm512_or_si512(lo, _mm512_slli_epi16(hi2, 4));  // hi2 < 4: no carry across bytes
+                    pk.w[k] = _mm512_or_si512(lo, _mm512_slli_epi16(hi2, 4));  // hi2 < 4: no carry across bytes
                 }
-                o.scale = scale(2 * (4 * h + s));
-                o.min = scale(2 * (4 * h + s) + 1);
+                pk.scale = scale(2 * (4 * h + s));
+                pk.min = scale(2 * (4 * h + s) + 1);
+                sink(4 * h + s, pk);
             }
         }
     }
 };
+#undef STRATA_PACK_INLINE
 
 // f.template operator()<P, type>() for the packer P of a block-quantized `type`; R{} for a type
 // without one.
@@ -359,15 +371,16 @@ inline RowTile tile_rows(const MatmulJob& job, int64_t r, int64_t r1) {
     std::memset(tmp + n_valid * stride, 0, (kRowTile - n_valid) * stride);
     return {tmp, n_valid, false};
 }
-// Packs call c (blocks c * kPerCall ...) of a tile into out[0 .. kPerCall).
-template <class P>
-inline void pack_call(const RowTile& t, size_t stride, __m512i idx, int64_t c, Packed* out) {
+// Packs call c (blocks c * kPerCall ...) of a tile, handing block j of it to sink(j, block).
+template <class P, class Sink>
+__attribute__((always_inline)) inline void pack_call(const RowTile& t, size_t stride, __m512i idx, int64_t c,
+                                                     Sink&& sink) {
     if (t.tiled) {
         TiledRows src{t.p + c * kRowTile * P::kBlockBytes};
-        P::pack(src, out);
+        P::pack(src, sink);
     } else {
         GgufRows src{t.p + c * P::kBlockBytes, stride, idx};
-        P::pack(src, out);
+        P::pack(src, sink);
     }
 }
 // Packs the 16-row tiles starting at rc (up to n_tiles of them, ending at r1) into pk: tile i
@@ -381,7 +394,8 @@ int64_t pack_tiles(const MatmulJob& job, int64_t rc, int64_t r1, int64_t n_tiles
         const RowTile t = tile_rows(job, rc + i * kRowTile, r1);
         n_valid[i] = t.n_valid;
         Packed* dst = pk + i * nb;
-        for (int64_t c = 0; c < nb / P::kPerCall; ++c) pack_call<P>(t, job.w_stride, idx, c, dst + c * P::kPerCall);
+        for (int64_t c = 0; c < nb / P::kPerCall; ++c)
+            pack_call<P>(t, job.w_stride, idx, c, [&](int j, const Packed& pk) { dst[c * P::kPerCall + j] = pk; });
     }
     return n_tiles;
 }
