@@ -43,65 +43,51 @@ void rows(const void* w, const uint8_t* a, size_t stride, int n_tok, int64_t n, 
 }
 
 // ---------------------------------------------------------------- float weights
-struct DotF32 {  // F32 weights, F32 activations
-    template <int NT>
-    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
-        const auto* w = static_cast<const float*>(wv);
-        __m512 acc[NT];
-        #pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-        for (int64_t i = 0; i < n; i += 16) {
-            const __mmask16 k = n - i >= 16 ? 0xFFFF : __mmask16((1u << (n - i)) - 1);
-            prefetch_ahead(w + i);
-            const __m512 x = _mm512_maskz_loadu_ps(k, w + i);
-            #pragma GCC unroll 16
-            for (int t = 0; t < NT; ++t)
-                acc[t] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
-        }
-        #pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
-    }
-};
-struct DotF16 {  // F16 weights, F32 activations
-    template <int NT>
-    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
-        const auto* w = static_cast<const f16_bits*>(wv);
-        __m512 acc[NT];
-        #pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-        for (int64_t i = 0; i < n; i += 16) {
-            const __mmask16 k = n - i >= 16 ? 0xFFFF : __mmask16((1u << (n - i)) - 1);
-            prefetch_ahead(w + i);
-            const __m512 x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, w + i));
-            #pragma GCC unroll 16
-            for (int t = 0; t < NT; ++t)
-                acc[t] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
-        }
-        #pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
-    }
-};
 // BF16 weights widened to fp32 (a shift): products exact, fp32 sums.
 inline __m512 bf16x16(__mmask16 k, const uint16_t* p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)), 16));
 }
-struct DotBf16 {
+// Weights i..i+15 of a row as fp32 (lanes outside k zero).
+template <DType kType>
+inline __m512 load_w16(const uint8_t* row, int64_t i, __mmask16 k) {
+    if constexpr (kType == DType::F32) return _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(row) + i);
+    else if constexpr (kType == DType::F16)
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, reinterpret_cast<const f16_bits*>(row) + i));
+    else return bf16x16(k, reinterpret_cast<const uint16_t*>(row) + i);
+}
+// F32, F16 or BF16 weights against F32 activations. Two sets of accumulators, 32 values a step:
+// one set would hold a step to the FMA latency (F16, one core, weights in L2: 23 GB/s).
+template <DType kType>
+struct DotFloat {
     template <int NT>
     static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
-        const auto* w = static_cast<const uint16_t*>(wv);
-        __m512 acc[NT];
+        const auto* w = static_cast<const uint8_t*>(wv);
+        constexpr int kElemBytes = kType == DType::F32 ? 4 : 2;
+        auto act = [&](int t, int64_t i, __mmask16 k) {
+            return _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(a + t * stride) + i);
+        };
+        __m512 acc[2][NT];
         #pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-        for (int64_t i = 0; i < n; i += 16) {
+        for (int t = 0; t < NT; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            #pragma GCC unroll 2
+            for (int line = 0; line < 32 * kElemBytes / 64; ++line) prefetch_ahead(w + i * kElemBytes, 64 * line);
+            #pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+                const __m512 x = load_w16<kType>(w, i + 16 * h, 0xFFFF);
+                #pragma GCC unroll 16
+                for (int t = 0; t < NT; ++t) acc[h][t] = _mm512_fmadd_ps(x, act(t, i + 16 * h, 0xFFFF), acc[h][t]);
+            }
+        }
+        for (; i < n; i += 16) {
             const __mmask16 k = n - i >= 16 ? 0xFFFF : __mmask16((1u << (n - i)) - 1);
-            prefetch_ahead(w + i);
-            const __m512 x = bf16x16(k, w + i);
+            const __m512 x = load_w16<kType>(w, i, k);
             #pragma GCC unroll 16
-            for (int t = 0; t < NT; ++t)
-                acc[t] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
+            for (int t = 0; t < NT; ++t) acc[0][t] = _mm512_fmadd_ps(x, act(t, i, k), acc[0][t]);
         }
         #pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
+        for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t]));
     }
 };
 
@@ -292,17 +278,10 @@ void quant_q8x2(const float* x, void* dst, int64_t n) {
 void quant_f32(const float* x, void* dst, int64_t n) { std::memcpy(dst, x, n * sizeof(float)); }
 
 // ---------------------------------------------------------------- float-weight matmul
-// Few tokens: one pass over each weight row per group of up to 4 tokens (DotF32/F16/Bf16).
+// Few tokens: one pass over each weight row per group of up to 4 tokens (DotFloat).
 // More tokens: 16 rows are converted once to fp32 and transposed into a per-thread buffer
 // (p[k] = the 16 rows' values at column k), two such tiles at a time, and each group of 8 tokens
 // is one broadcast FMA per column, token and tile (float_tile2), the buffers read from L2.
-template <DType kType>
-inline __m512 load_w16(const uint8_t* row, int64_t i, __mmask16 k) {
-    if constexpr (kType == DType::F32) return _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(row) + i);
-    else if constexpr (kType == DType::F16)
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, reinterpret_cast<const f16_bits*>(row) + i));
-    else return bf16x16(k, reinterpret_cast<const uint16_t*>(row) + i);
-}
 template <DType kType>
 void pack_float16(const MatmulJob& job, int64_t r0, int n_valid, float* p) {
     const int64_t n = job.n_cols;
@@ -373,9 +352,9 @@ void float_matmul(const MatmulJob& job, int64_t r0, int64_t r1) {
 QuantKernels avx512_kernels(DType type) {
     QuantKernels k;
     switch (type) {
-        case DType::F32: k = {nullptr, float_matmul<DType::F32, DotF32>}; break;
-        case DType::F16: k = {deq_f16, float_matmul<DType::F16, DotF16>}; break;
-        case DType::BF16: k = {deq_bf16, float_matmul<DType::BF16, DotBf16>}; break;
+        case DType::F32: k = {nullptr, float_matmul<DType::F32, DotFloat<DType::F32>>}; break;
+        case DType::F16: k = {deq_f16, float_matmul<DType::F16, DotFloat<DType::F16>>}; break;
+        case DType::BF16: k = {deq_bf16, float_matmul<DType::BF16, DotFloat<DType::BF16>>}; break;
         case DType::Q4_0: k.dequantize = deq_q32<BlockQ4_0>; break;
         case DType::Q4_1: k.dequantize = deq_q32<BlockQ4_1>; break;
         case DType::Q5_0: k.dequantize = deq_q32<BlockQ5_0>; break;
