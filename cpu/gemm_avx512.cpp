@@ -110,16 +110,18 @@ void tile_fused(const RowTile& tile, size_t stride, const MatmulJob& job, int64_
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     const __m512i idx = row_offsets(stride);
     const int64_t nb = job.n_cols / P::kBlock;
-    const int64_t next_lines = static_cast<int64_t>(kRowTile * stride + 63) / 64;
-    const int64_t lines_per_block = (next_lines + nb - 1) / nb;
+    // The next tile's bytes in step with this one's blocks (16 * stride = nb * kTileBlockBytes):
+    // a few lines per block, not a call's worth at once, whose burst would fill the line fill
+    // buffers and stall the loads this block needs. Prefetches never fault: no bounds check.
+    constexpr int kTileBlockBytes = kRowTile * P::kBlockBytes / P::kPerCall;
+    constexpr int kLinesPerBlock = (kTileBlockBytes + 63) / 64;
     for (int64_t c = 0; c < nb / P::kPerCall; ++c) {
         pack_call<P>(tile, stride, idx, c, [&](int j, const Packed& pk) __attribute__((always_inline)) {
             const int64_t b = c * P::kPerCall + j;
-            // A few lines per block, not a call's worth at once: a burst would fill the line
-            // fill buffers and stall the loads this block needs.
             if (next)
-                for (int64_t l = b * lines_per_block; l < std::min(next_lines, (b + 1) * lines_per_block); ++l)
-                    _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
+#pragma GCC unroll 16
+                for (int l = 0; l < kLinesPerBlock; ++l)
+                    _mm_prefetch(reinterpret_cast<const char*>(next + b * kTileBlockBytes + 64 * l), _MM_HINT_T1);
             block_step<P, NT>(pk, b, a, acc);
         });
     }
