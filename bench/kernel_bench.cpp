@@ -14,7 +14,12 @@
 // Both libraries get the same thread count: cpu::ThreadPool(n) and OpenMP's n threads (the
 // Debian oneDNN runs on OpenMP).
 //
-//   strata_kernel_bench [--model tinyllama-1.1b|smollm2-135m|all] [--tokens 512] [--reps 5] [--threads 2]
+// With --decode it measures decode instead: one token through cpu::matmul, in GB/s of weights,
+// each quantized type with its weights as laid out in the file and tiled (cpu::tile_weights),
+// once streamed from DRAM (1 GiB of copies of the matrix, taken in turn, far past the caches)
+// and once from the cache (one matrix of 256 rows on one thread: the kernels' compute rate).
+//
+//   strata_kernel_bench [--model tinyllama-1.1b|smollm2-135m|all] [--tokens 512] [--reps 5] [--threads 2] [--decode]
 #include <omp.h>
 
 #include <algorithm>
@@ -196,9 +201,75 @@ const char* isa_name(dnnl::cpu_isa isa) {
     }
 }
 
+// Decode: GB/s of weights for one token times `copies` consecutive copies of an n x k matrix.
+Stat decode_gbps(DType t, bool tile, int64_t n, int64_t k, size_t bytes, cpu::ThreadPool& pool, int reps,
+                 std::mt19937& rng) {
+    const std::vector<uint8_t> one = random_weights(t, n, k, rng);
+    const size_t copies = std::max<size_t>(1, bytes / one.size());
+    std::vector<uint8_t> w(one.size() * copies);
+    for (size_t c = 0; c < copies; ++c) std::memcpy(w.data() + c * one.size(), one.data(), one.size());
+    Stat none;
+    if (tile) {
+        bool tiled = false;
+        pool.run([&] { tiled = cpu::tile_weights(t, w.data(), n * static_cast<int64_t>(copies), k); });
+        if (!tiled) return none;  // float types: no tiled layout
+    }
+    std::vector<float> x(k), y(n);
+    std::normal_distribution<float> normal;
+    for (auto& v : x) v = normal(rng);
+    // time_gflops divides "flops" by seconds: give it bytes, for GB/s.
+    return time_gflops(static_cast<double>(w.size()), reps, [&] {
+        pool.run([&] {
+            for (size_t c = 0; c < copies; ++c)
+                cpu::matmul(t, w.data() + c * one.size(), n, k, x.data(), 1, y.data(), false, tile);
+        });
+    });
+}
+
+void decode_tables(const std::string& model, int reps, int threads) {
+    const DType types[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16};
+    auto header = [&] {
+        std::string h = "| model | matrix | n x k |", rule = "| --- | --- | --- |";
+        for (DType t : types)
+            for (const char* layout : {"file", "tiled"})
+                if (t != DType::F16 || layout == std::string("file")) {
+                    h += fmt::format(" {} {} |", dtype_name(t), layout);
+                    rule += " ---: |";
+                }
+        fmt::print("{}\n{}\n", h, rule);
+    };
+    std::mt19937 rng(1);
+    cpu::ThreadPool pool(threads);
+    fmt::print("Decode from DRAM: one token, {} threads, 1 GiB of copies of each matrix taken in turn; GB/s of weights, "
+               "mean ± sd of {} runs after a warm-up\n\n", threads, reps);
+    header();
+    for (const ModelShape& ms : kModels) {
+        if (model != "all" && model != ms.name) continue;
+        for (const Matrix& mx : matrices(ms)) {
+            if (mx.name == std::string("v") || mx.name == std::string("up")) continue;  // as k and gate
+            std::vector<std::string> cells;
+            for (DType t : types)
+                for (bool tile : {false, true}) {
+                    if (t == DType::F16 && tile) continue;
+                    cells.push_back(mx.k % traits(t).block_elems ? "n/a"
+                                                                 : cell(decode_gbps(t, tile, mx.n, mx.k, size_t{1} << 30, pool, reps, rng)));
+                }
+            fmt::print("| {} | {} | {} x {} | {} |\n", ms.name, mx.name, mx.n, mx.k, fmt::join(cells, " | "));
+        }
+    }
+    cpu::ThreadPool one_thread(1);
+    fmt::print("\nDecode from the cache: one token, 1 thread, one 256 x 2048 matrix (its compute rate); GB/s\n\n");
+    header();
+    std::vector<std::string> cells;
+    for (DType t : types)
+        for (bool tile : {false, true})
+            if (t != DType::F16 || !tile) cells.push_back(cell(decode_gbps(t, tile, 256, 2048, 0, one_thread, reps * 20, rng)));
+    fmt::print("| - | - | 256 x 2048 | {} |\n", fmt::join(cells, " | "));
+}
+
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr, "strata_kernel_bench: %s\nusage: strata_kernel_bench [--model tinyllama-1.1b|smollm2-135m|all] "
-                 "[--tokens 512] [--reps 5] [--threads 2]\n", why);
+                 "[--tokens 512] [--reps 5] [--threads 2] [--decode]\n", why);
     std::exit(2);
 }
 
@@ -208,8 +279,13 @@ int main(int argc, char** argv) {
     std::string model = "all";
     int64_t tokens = 512;
     int reps = 5, threads = 2;
+    bool decode = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
+        if (a == "--decode") {
+            decode = true;
+            continue;
+        }
         if (i + 1 >= argc) usage(("missing value after " + a).c_str());
         const char* v = argv[++i];
         if (a == "--model") model = v;
@@ -219,6 +295,10 @@ int main(int argc, char** argv) {
         else usage(("unknown option " + a).c_str());
     }
     if (tokens < 1 || reps < 1 || threads < 1) usage("--tokens, --reps and --threads must be positive");
+    if (decode) {
+        decode_tables(model, reps, threads);
+        return 0;
+    }
 
     omp_set_num_threads(threads);
     cpu::ThreadPool pool(threads);
