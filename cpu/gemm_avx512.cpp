@@ -235,7 +235,34 @@ void tile_weights_impl(uint8_t* w, size_t stride, int64_t n_rows) {
     });
 }
 
+// Row `lane` of a tiled tile, value by value as dequantize_row computes it from the file's
+// layout: scale * (q - kOff) [+ min] (Q6_K: the scale of each half of the block).
+template <class P>
+void tiled_row_impl(const uint8_t* tile, size_t stride, int64_t n_cols, int lane, float* dst) {
+    const RowTile t{tile, static_cast<int>(kRowTile), true};
+    const __m512i unused = _mm512_setzero_si512();
+    for (int64_t c = 0; c < n_cols / (P::kBlock * P::kPerCall); ++c)
+        pack_call<P>(t, stride, unused, c, [&](int j, const Packed& pk) {
+            alignas(64) uint8_t w[8][64];
+            alignas(64) float scale[16], min[16];
+            for (int k = 0; k < 8; ++k) _mm512_store_si512(w[k], pk.w[k]);
+            _mm512_store_ps(scale, pk.scale);
+            _mm512_store_ps(min, pk.min);
+            float* y = dst + (c * P::kPerCall + j) * P::kBlock;
+            for (int v = 0; v < P::kBlock; ++v) {
+                const float q = float(int(w[v / 4][4 * lane + v % 4]) - P::kOff);
+                if constexpr (P::kSplit16) y[v] = (v < 16 ? scale[lane] : min[lane]) * q;
+                else if constexpr (P::kMin) y[v] = scale[lane] * q + min[lane];
+                else y[v] = scale[lane] * q;
+            }
+        });
+}
+
 }  // namespace
+
+TiledRowFn avx512_tiled_row(DType type) {
+    return with_packer<TiledRowFn>(type, []<class P, DType>() -> TiledRowFn { return tiled_row_impl<P>; });
+}
 
 TileWeightsFn avx512_tile_weights(DType type) {
     return with_packer<TileWeightsFn>(type, []<class P, DType>() -> TileWeightsFn { return tile_weights_impl<P>; });

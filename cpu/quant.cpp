@@ -63,6 +63,11 @@ const QuantKernels& kernels(DType t) {
                        "CPU weight types: " + std::string(computable_dtype_list()));
 }
 
+[[noreturn]] void tiled_off_avx512() {
+    throw BackendError("cpu: weights were tiled for the avx512 kernels, but the " + std::string(path_name(active_path())) +
+                           " path is active",
+                       "choose the CPU path (STRATA_CPU) before loading the model");
+}
 }  // namespace
 
 bool has_kernels(DType weight_type) {
@@ -104,14 +109,21 @@ bool tile_weights(DType weight_type, void* weights, int64_t n_rows, int64_t n_co
     return true;
 }
 
+void dequantize_tiled_row(DType weight_type, const void* weights, int64_t n_rows, int64_t n_cols, int64_t row,
+                          float* dst) {
+    const size_t stride = row_bytes(weight_type, n_cols);
+    const auto* w = static_cast<const uint8_t*>(weights);
+    if (row >= n_rows / kRowTile * kRowTile) return dequantize_row(weight_type, w + row * stride, dst, n_cols);  // not tiled
+    const TiledRowFn fn = active_path() == CpuPath::Avx512 ? avx512_tiled_row(weight_type) : nullptr;
+    if (!fn) tiled_off_avx512();
+    fn(w + row / kRowTile * kRowTile * stride, stride, n_cols, static_cast<int>(row % kRowTile), dst);
+}
+
 void matmul_rows(DType weight_type, const MatmulJob& job, int64_t r0, int64_t r1) {
     const QuantKernels& k = kernels(weight_type);
     if (!k.matmul_rows) no_kernel(weight_type, "matmul");
     STRATA_ASSERT(job.n_cols % traits(weight_type).block_elems == 0);
-    if (job.w_tiled && active_path() != CpuPath::Avx512)
-        throw BackendError("cpu: weights were tiled for the avx512 kernels, but the " +
-                               std::string(path_name(active_path())) + " path is active",
-                           "choose the CPU path (STRATA_CPU) before loading the model");
+    if (job.w_tiled && active_path() != CpuPath::Avx512) tiled_off_avx512();
     k.matmul_rows(job, r0, r1);
 }
 

@@ -332,11 +332,8 @@ void CudaBackend::Impl::project(const DevWeight& w, const float* x_all, float* y
 void CudaBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
     const int64_t n = p.n(), E = hp.n_embd;
     const ModelWeights& w = store.weights();
-    const size_t row = row_bytes(w.tok_embd.type, E);
     float* emb = host->part<float>(kEmbd);
-    for (int64_t t = 0; t < n; ++t)
-        cpu::dequantize_row(w.tok_embd.type, static_cast<const std::byte*>(w.tok_embd.data) + size_t(p.tokens[t]) * row,
-                            emb + t * E, E);
+    for (int64_t t = 0; t < n; ++t) dequantize_weight_row(w.tok_embd, p.tokens[t], emb + t * E);
     int32_t* in = host->part<int32_t>(kInts);  // pos, block, row, n_kv: n each
     int32_t* tab = host->part<int32_t>(kTables);
     for (int64_t t = 0; t < n; ++t) {

@@ -54,11 +54,7 @@ void Forward::project(const WeightRef& w, const float* x, int64_t n, float* y, i
 }
 
 void Forward::embed(std::span<const int32_t> tokens) {
-    const size_t row = row_bytes(w_.tok_embd.type, hp_.n_embd);
-    for (size_t t = 0; t < tokens.size(); ++t) {
-        const auto* src = static_cast<const std::byte*>(w_.tok_embd.data) + static_cast<size_t>(tokens[t]) * row;
-        cpu::dequantize_row(w_.tok_embd.type, src, &x_[t * hp_.n_embd], hp_.n_embd);
-    }
+    for (size_t t = 0; t < tokens.size(); ++t) dequantize_weight_row(w_.tok_embd, tokens[t], &x_[t * hp_.n_embd]);
 }
 
 // xn = rms_norm(x) * w for n token rows, in parallel for a batch.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cpu/quant.h"
 #include "models/gguf_file.h"
 #include "runtime/core/error.h"
 
@@ -75,6 +76,11 @@ uint64_t ModelWeights::total_bytes() const {
                                    &l.ffn_gate, &l.ffn_up, &l.ffn_down})
             if (*r) sum += r->info->nbytes;
     return sum;
+}
+
+void dequantize_weight_row(const WeightRef& w, int64_t row, float* dst) {
+    if (w.tiled) return cpu::dequantize_tiled_row(w.type, w.data, w.n_rows, w.n_cols, row, dst);
+    cpu::dequantize_row(w.type, static_cast<const std::byte*>(w.data) + row * row_bytes(w.type, w.n_cols), dst, w.n_cols);
 }
 
 uint64_t ModelWeights::decode_bytes() const {

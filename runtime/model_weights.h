@@ -29,6 +29,9 @@ struct WeightRef {
 // y = x W^T for cpu::matmul / cpu::matmul_many.
 inline cpu::MatmulOut matmul_out(const WeightRef& w, float* y) { return {w.type, w.data, w.n_rows, y, w.tiled}; }
 
+// Row `row` of a 2-D weight as n_cols floats (token embeddings), in its file layout or tiled.
+void dequantize_weight_row(const WeightRef& w, int64_t row, float* dst);
+
 struct LayerWeights {
     WeightRef attn_norm, wq, wk, wv, wo;
     WeightRef bq, bk, bv;  // qwen2 only

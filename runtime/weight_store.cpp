@@ -206,7 +206,9 @@ uint64_t WeightStore::tile_for_cpu() {
         LayerWeights& l = weights_.layers[il];
         for (WeightRef* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) tile(*w);
     }
-    if (weights_.output.info != weights_.tok_embd.info) tile(weights_.output);  // embeddings are read by row
+    tile(weights_.output);
+    // Tied embeddings are the same bytes: looked up by row from the tiles (dequantize_weight_row).
+    if (weights_.tok_embd.info == weights_.output.info) weights_.tok_embd.tiled = weights_.output.tiled;
     return bytes;
 }
 

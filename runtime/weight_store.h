@@ -68,9 +68,9 @@ public:
     // Where tensor `w` of layer il starts inside the layer's range.
     uint64_t offset_in_layer(int il, const WeightRef& w) const;
 
-    // Rewrites the resident layers' matrices, and an output head not shared with the
-    // embeddings, in place into the CPU kernels' tiled layout (cpu::tile_weights) where the
-    // active path has one; streamed layers stay as read. Only for a store whose layers the CPU
+    // Rewrites the resident layers' matrices and the output head (with the embeddings, when
+    // they are the same tensor) in place into the CPU kernels' tiled layout (cpu::tile_weights)
+    // where the active path has one; streamed layers stay as read. Only for a store whose layers the CPU
     // computes (the GPU copies layers as laid out in the file). Returns the bytes rewritten.
     uint64_t tile_for_cpu();
 

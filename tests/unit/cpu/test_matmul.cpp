@@ -169,7 +169,7 @@ TEST_CASE("matmul: same result on 1 and 2 threads and on every path", "[unit]") 
     }
 }
 
-TEST_CASE("matmul: weights tiled at load give the file layout's results bit for bit", "[unit]") {
+TEST_CASE("matmul: weights tiled at load give the file layout's results and rows bit for bit", "[unit]") {
     if (!path_supported(CpuPath::Avx512)) {
         WARN("skipped: tiled weights are for the AVX-512 kernels, which this CPU cannot run");
         return;
@@ -190,6 +190,14 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results bit for 
             // Rearranged in place: the full tiles changed, a partial last tile is left as it was.
             CHECK(!std::equal(w.begin(), w.begin() + full_bytes, tiled.begin()));
             CHECK(std::equal(w.begin() + full_bytes, w.end(), tiled.begin() + full_bytes));
+            // Rows read back from the tiles (embeddings tied to a tiled head) as from the file.
+            std::vector<float> from_file(n_cols), from_tiles(n_cols);
+            for (int64_t r = 0; r < n_rows; ++r) {
+                dequantize_row(type, w.data() + r * row_bytes(type, n_cols), from_file.data(), n_cols);
+                dequantize_tiled_row(type, tiled.data(), n_rows, n_cols, r, from_tiles.data());
+                INFO(dtype_name(type) << " row " << r);
+                REQUIRE(from_tiles == from_file);
+            }
             for (int64_t n_tok : {1, 4, 5, 19}) {
                 INFO(dtype_name(type) << " rows " << n_rows << " tokens " << n_tok);
                 std::vector<float> x(n_tok * n_cols);
@@ -216,6 +224,7 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results bit for 
         set_active_path(CpuPath::Avx2);
         CHECK_FALSE(tile_weights(DType::Q4_0, w.data(), 32, 64));
         CHECK_THROWS_AS(matmul(DType::Q4_0, w.data(), 32, 64, x.data(), 1, y.data(), false, true), BackendError);
+        CHECK_THROWS_AS(dequantize_tiled_row(DType::Q4_0, w.data(), 32, 64, 3, x.data()), BackendError);
     }
     set_active_path(saved);
 }
