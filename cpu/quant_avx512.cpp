@@ -32,13 +32,13 @@ constexpr int kPrefetchBytes = 16384;
 inline void prefetch_ahead(const void* p, int offset = 0) {
     _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes + offset, _MM_HINT_T0);
 }
-template <class K>
-void rows(const void* w, const uint8_t* a, size_t stride, int n_tok, int64_t n, float* out) {
+template <class K, int NR>
+void rows(const uint8_t* w, size_t w_stride, const uint8_t* a, size_t stride, int n_tok, int64_t n, float* out) {
     switch (n_tok) {
-        case 1: K::template run<1>(w, a, stride, n, out); break;
-        case 2: K::template run<2>(w, a, stride, n, out); break;
-        case 3: K::template run<3>(w, a, stride, n, out); break;
-        default: K::template run<4>(w, a, stride, n, out); break;
+        case 1: K::template run<1, NR>(w, w_stride, a, stride, n, out); break;
+        case 2: K::template run<2, NR>(w, w_stride, a, stride, n, out); break;
+        case 3: K::template run<3, NR>(w, w_stride, a, stride, n, out); break;
+        default: K::template run<4, NR>(w, w_stride, a, stride, n, out); break;
     }
 }
 
@@ -55,39 +55,64 @@ inline __m512 load_w16(const uint8_t* row, int64_t i, __mmask16 k) {
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, reinterpret_cast<const f16_bits*>(row) + i));
     else return bf16x16(k, reinterpret_cast<const uint16_t*>(row) + i);
 }
-// F32, F16 or BF16 weights against F32 activations. Two sets of accumulators, 32 values a step:
-// one set would hold a step to the FMA latency (F16, one core, weights in L2: 23 GB/s).
+// F32, F16 or BF16 weights against F32 activations: NR rows (w_stride bytes apart) at once, so
+// that NR streams are read together and each activation load serves NR rows; out[t * NR + r].
+// A single row keeps two sets of accumulators, 32 values a step: one set would hold each step
+// to the FMA latency (F16, one core, weights in L2: 23 GB/s).
 template <DType kType>
 struct DotFloat {
-    template <int NT>
-    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
-        const auto* w = static_cast<const uint8_t*>(wv);
+    template <int NT, int NR>
+    static void run(const uint8_t* w, size_t w_stride, const uint8_t* a, size_t stride, int64_t n, float* out) {
         constexpr int kElemBytes = kType == DType::F32 ? 4 : 2;
+        constexpr int kSets = NR == 1 ? 2 : 1, kStep = 16 * kSets;
         auto act = [&](int t, int64_t i, __mmask16 k) {
             return _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(a + t * stride) + i);
         };
-        __m512 acc[2][NT];
+        __m512 acc[NR][kSets][NT];
+        #pragma GCC unroll 4
+        for (int r = 0; r < NR; ++r)
+        #pragma GCC unroll 2
+            for (int s = 0; s < kSets; ++s)
         #pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+                for (int t = 0; t < NT; ++t) acc[r][s][t] = _mm512_setzero_ps();
         int64_t i = 0;
-        for (; i + 32 <= n; i += 32) {
-            #pragma GCC unroll 2
-            for (int line = 0; line < 32 * kElemBytes / 64; ++line) prefetch_ahead(w + i * kElemBytes, 64 * line);
-            #pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h) {
-                const __m512 x = load_w16<kType>(w, i + 16 * h, 0xFFFF);
-                #pragma GCC unroll 16
-                for (int t = 0; t < NT; ++t) acc[h][t] = _mm512_fmadd_ps(x, act(t, i + 16 * h, 0xFFFF), acc[h][t]);
+        for (; i + kStep <= n; i += kStep) {
+            if ((i * kElemBytes) % 64 == 0)
+        #pragma GCC unroll 4
+                for (int r = 0; r < NR; ++r)
+        #pragma GCC unroll 2
+                    for (int line = 0; line < std::max(1, kStep * kElemBytes / 64); ++line)
+                        prefetch_ahead(w + r * w_stride + i * kElemBytes, 64 * line);
+        #pragma GCC unroll 2
+            for (int s = 0; s < kSets; ++s) {
+                __m512 x[NT];
+        #pragma GCC unroll 16
+                for (int t = 0; t < NT; ++t) x[t] = act(t, i + 16 * s, 0xFFFF);
+        #pragma GCC unroll 4
+                for (int r = 0; r < NR; ++r) {
+                    const __m512 wv = load_w16<kType>(w + r * w_stride, i + 16 * s, 0xFFFF);
+        #pragma GCC unroll 16
+                    for (int t = 0; t < NT; ++t) acc[r][s][t] = _mm512_fmadd_ps(wv, x[t], acc[r][s][t]);
+                }
             }
         }
         for (; i < n; i += 16) {
             const __mmask16 k = n - i >= 16 ? 0xFFFF : __mmask16((1u << (n - i)) - 1);
-            const __m512 x = load_w16<kType>(w, i, k);
-            #pragma GCC unroll 16
-            for (int t = 0; t < NT; ++t) acc[0][t] = _mm512_fmadd_ps(x, act(t, i, k), acc[0][t]);
-        }
+        #pragma GCC unroll 4
+            for (int r = 0; r < NR; ++r) {
+                const __m512 wv = load_w16<kType>(w + r * w_stride, i, k);
         #pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t]));
+                for (int t = 0; t < NT; ++t) acc[r][0][t] = _mm512_fmadd_ps(wv, act(t, i, k), acc[r][0][t]);
+            }
+        }
+        #pragma GCC unroll 4
+        for (int r = 0; r < NR; ++r)
+        #pragma GCC unroll 16
+            for (int t = 0; t < NT; ++t) {
+                __m512 sum = acc[r][0][t];
+                if constexpr (kSets == 2) sum = _mm512_add_ps(sum, acc[r][1][t]);
+                out[t * NR + r] = _mm512_reduce_add_ps(sum);
+            }
     }
 };
 
@@ -322,11 +347,19 @@ void float_tile2(const float* p0, const float* p1, const float* xg, int off, int
 template <DType kType, class Dot>
 void float_matmul(const MatmulJob& job, int64_t r0, int64_t r1) {
     if (job.n_tok <= 4 || !job.xt) {
-        float out[4];
+        constexpr int kRows = 4;  // rows streamed together
+        float out[4 * kRows];
         for (int64_t t0 = 0; t0 < job.n_tok; t0 += 4) {
             const int nt = static_cast<int>(std::min<int64_t>(4, job.n_tok - t0));
-            for (int64_t r = r0; r < r1; ++r) {
-                rows<Dot>(job.w + r * job.w_stride, job.acts + t0 * job.a_stride, job.a_stride, nt, job.n_cols, out);
+            const uint8_t* a = job.acts + t0 * job.a_stride;
+            int64_t r = r0;
+            for (; r + kRows <= r1; r += kRows) {
+                rows<Dot, kRows>(job.w + r * job.w_stride, job.w_stride, a, job.a_stride, nt, job.n_cols, out);
+                for (int t = 0; t < nt; ++t)
+                    for (int i = 0; i < kRows; ++i) job.y[(t0 + t) * job.ldy + r + i] = out[t * kRows + i];
+            }
+            for (; r < r1; ++r) {
+                rows<Dot, 1>(job.w + r * job.w_stride, job.w_stride, a, job.a_stride, nt, job.n_cols, out);
                 for (int t = 0; t < nt; ++t) job.y[(t0 + t) * job.ldy + r] = out[t];
             }
         }
