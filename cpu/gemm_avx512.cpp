@@ -50,40 +50,50 @@ struct ActPtrs {
     const int32_t* s16;
 };
 
-// One packed block (activation block ab) for NT tokens, accumulated into acc. kSplit16 types
-// (Q6_K) keep the integer dots of values 0-15 and 16-31 apart: they have separate scales.
-template <class P, int NT>
-inline void block_step(const Packed& pk, int64_t ab, const ActPtrs* a, __m512 acc[NT]) {
+// Packed block ab of NS tiles (16 rows each) for NT tokens, accumulated into acc[s][t]: each
+// activation broadcast serves the NS tiles. kSplit16 types (Q6_K) keep the integer dots of
+// values 0-15 and 16-31 apart: they have separate scales.
+template <class P, int NT, int NS = 1>
+inline void block_step(const Packed* const* pk, int64_t ab, const ActPtrs* a, __m512 (*acc)[NT]) {
     constexpr int kParts = P::kSplit16 ? 2 : 1;
-    __m512i ih[kParts][NT], il[kParts][NT];
+    __m512i ih[NS][kParts][NT], il[NS][kParts][NT];
 #pragma GCC unroll 2
-    for (int h = 0; h < kParts; ++h)
+    for (int s = 0; s < NS; ++s)
+#pragma GCC unroll 2
+        for (int h = 0; h < kParts; ++h)
 #pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) ih[h][t] = il[h][t] = _mm512_setzero_si512();
+            for (int t = 0; t < NT; ++t) ih[s][h][t] = il[s][h][t] = _mm512_setzero_si512();
     const int64_t v0 = ab * 32;
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-        const __m512i w = pk.w[k];
         const int h = P::kSplit16 ? k / 4 : 0;
 #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
-            ih[h][t] = _mm512_dpbusd_epi32(ih[h][t], w, bcast4(a[t].hi + v0 + 4 * k));
-            if constexpr (P::kLo) il[h][t] = _mm512_dpbusd_epi32(il[h][t], w, bcast4(a[t].lo + v0 + 4 * k));
+            const __m512i hi = bcast4(a[t].hi + v0 + 4 * k);
+            const __m512i lo = P::kLo ? bcast4(a[t].lo + v0 + 4 * k) : hi;
+#pragma GCC unroll 2
+            for (int s = 0; s < NS; ++s) {
+                ih[s][h][t] = _mm512_dpbusd_epi32(ih[s][h][t], pk[s]->w[k], hi);
+                if constexpr (P::kLo) il[s][h][t] = _mm512_dpbusd_epi32(il[s][h][t], pk[s]->w[k], lo);
+            }
         }
     }
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
         const __m512 dc = _mm512_set1_ps(a[t].dc[ab]);
 #pragma GCC unroll 2
-        for (int h = 0; h < kParts; ++h) {
-            __m512i i = _mm512_slli_epi32(ih[h][t], 8);
-            if constexpr (P::kLo) i = _mm512_add_epi32(i, il[h][t]);
-            if constexpr (P::kSplit16) i = _mm512_sub_epi32(i, _mm512_set1_epi32(P::kOff * a[t].s16[2 * ab + h]));
-            else if constexpr (P::kOff != 0) i = _mm512_sub_epi32(i, _mm512_set1_epi32(P::kOff * a[t].s32[ab]));
-            const __m512 sc = h == 0 ? pk.scale : pk.min;
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(sc, dc), acc[t]);
+        for (int s = 0; s < NS; ++s) {
+#pragma GCC unroll 2
+            for (int h = 0; h < kParts; ++h) {
+                __m512i i = _mm512_slli_epi32(ih[s][h][t], 8);
+                if constexpr (P::kLo) i = _mm512_add_epi32(i, il[s][h][t]);
+                if constexpr (P::kSplit16) i = _mm512_sub_epi32(i, _mm512_set1_epi32(P::kOff * a[t].s16[2 * ab + h]));
+                else if constexpr (P::kOff != 0) i = _mm512_sub_epi32(i, _mm512_set1_epi32(P::kOff * a[t].s32[ab]));
+                const __m512 sc = h == 0 ? pk[s]->scale : pk[s]->min;
+                acc[s][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(sc, dc), acc[s][t]);
+            }
+            if constexpr (P::kMin) acc[s][t] = _mm512_fmadd_ps(pk[s]->min, _mm512_set1_ps(a[t].dcs[ab]), acc[s][t]);
         }
-        if constexpr (P::kMin) acc[t] = _mm512_fmadd_ps(pk.min, _mm512_set1_ps(a[t].dcs[ab]), acc[t]);
     }
 }
 
@@ -96,18 +106,27 @@ inline void store_rows(float* y, __m512 v, int n_valid) {
     else _mm512_mask_storeu_ps(y, __mmask16((1u << n_valid) - 1), v);
 }
 
-// Decode: 16 rows, NT tokens, each block packed into L1 and used at once. While it works on
-// these rows it prefetches the next 16 rows (contiguous: 16 * stride bytes) into L2, a few lines
-// per block, as one sequential stream. (Q4_0 5632 x 2048 from DRAM, 2 threads: prefetching each
-// of the 16 rows ahead of itself gave 6.8 GB/s; the next-tile stream gives more, see BENCHMARKS.md.)
-template <class P, int NT>
-void tile_fused(const RowTile& tile, size_t stride, const MatmulJob& job, int64_t t0, float* y, const uint8_t* next) {
+// Decode: NS tiles of 16 rows, NT tokens, each block packed into L1 and used at once. While it
+// works on a tile it prefetches the next 16 rows (contiguous: 16 * stride bytes) into L2, a few
+// lines per block, as one sequential stream. NS = 2 takes two tiles from the two halves of the
+// task together, block by block: two streams in flight, and each activation broadcast serves
+// 32 rows (the second tile's blocks of a call pass through L1 when a call packs several).
+struct DecodeTile {
+    RowTile tile;
+    const uint8_t* next;  // the tile to prefetch; null for none
+    float* y;
+};
+template <class P, int NT, int NS>
+void tile_fused(const DecodeTile* tiles, size_t stride, const MatmulJob& job) {
+    static_assert(NS <= 2);
     ActPtrs a[NT];
     #pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) a[t] = act_ptrs(job, t0 + t);
-    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) a[t] = act_ptrs(job, t);
+    __m512 acc[NS][NT];
+    #pragma GCC unroll 2
+    for (int s = 0; s < NS; ++s)
     #pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+        for (int t = 0; t < NT; ++t) acc[s][t] = _mm512_setzero_ps();
     const __m512i idx = row_offsets(stride);
     const int64_t nb = job.n_cols / P::kBlock;
     // The next tile's bytes in step with this one's blocks (16 * stride = nb * kTileBlockBytes):
@@ -115,18 +134,38 @@ void tile_fused(const RowTile& tile, size_t stride, const MatmulJob& job, int64_
     // buffers and stall the loads this block needs. Prefetches never fault: no bounds check.
     constexpr int kTileBlockBytes = kRowTile * P::kBlockBytes / P::kPerCall;
     constexpr int kLinesPerBlock = (kTileBlockBytes + 63) / 64;
-    for (int64_t c = 0; c < nb / P::kPerCall; ++c) {
-        pack_call<P>(tile, stride, idx, c, [&](int j, const Packed& pk) __attribute__((always_inline)) {
-            const int64_t b = c * P::kPerCall + j;
-            if (next)
-#pragma GCC unroll 16
-                for (int l = 0; l < kLinesPerBlock; ++l)
-                    _mm_prefetch(reinterpret_cast<const char*>(next + b * kTileBlockBytes + 64 * l), _MM_HINT_T1);
-            block_step<P, NT>(pk, b, a, acc);
-        });
-    }
+    auto prefetch = [&](int s, int64_t b) __attribute__((always_inline)) {
+        if (tiles[s].next)
     #pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) store_rows(y + (t0 + t) * job.ldy, acc[t], tile.n_valid);
+            for (int l = 0; l < kLinesPerBlock; ++l)
+                _mm_prefetch(reinterpret_cast<const char*>(tiles[s].next + b * kTileBlockBytes + 64 * l), _MM_HINT_T1);
+    };
+    for (int64_t c = 0; c < nb / P::kPerCall; ++c) {
+        if constexpr (NS == 1) {
+            pack_call<P>(tiles[0].tile, stride, idx, c, [&](int j, const Packed& pk) __attribute__((always_inline)) {
+                const int64_t b = c * P::kPerCall + j;
+                prefetch(0, b);
+                const Packed* one = &pk;
+                block_step<P, NT>(&one, b, a, acc);
+            });
+        } else {
+            // The second tile's blocks of this call go through L1, the first's straight to use.
+            Packed second[P::kPerCall];
+            pack_call<P>(tiles[1].tile, stride, idx, c,
+                         [&](int j, const Packed& p) __attribute__((always_inline)) { second[j] = p; });
+            pack_call<P>(tiles[0].tile, stride, idx, c, [&](int j, const Packed& pk) __attribute__((always_inline)) {
+                const int64_t b = c * P::kPerCall + j;
+                prefetch(0, b);
+                prefetch(1, b);
+                const Packed* ptrs[2] = {&pk, &second[j]};
+                block_step<P, NT, 2>(ptrs, b, a, acc);
+            });
+        }
+    }
+    #pragma GCC unroll 2
+    for (int s = 0; s < NS; ++s)
+    #pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t) store_rows(tiles[s].y + t * job.ldy, acc[s][t], tiles[s].tile.n_valid);
 }
 
 // Prefill: NT tokens over a packed tile of nb blocks.
@@ -138,7 +177,10 @@ void tile_packed(const Packed* pk, int64_t nb, const MatmulJob& job, int64_t t0,
     __m512 acc[NT];
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) block_step<P, NT>(pk[b], b, a, acc);
+    for (int64_t b = 0; b < nb; ++b) {
+        const Packed* one = &pk[b];
+        block_step<P, NT>(&one, b, a, &acc);
+    }
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) store_rows(y + (t0 + t) * job.ldy, acc[t], n_valid);
 }
@@ -167,9 +209,9 @@ void by_tokens(int nt, Args&&... args) {
 }
 template <class P, int NT>
 struct Fused {
-    static void run(const RowTile& tile, size_t stride, const MatmulJob& job, int64_t t0, float* y,
-                    const uint8_t* next) {
-        tile_fused<P, NT>(tile, stride, job, t0, y, next);
+    static void run(const DecodeTile* tiles, int n_tiles, size_t stride, const MatmulJob& job) {
+        if (n_tiles == 2) tile_fused<P, NT, 2>(tiles, stride, job);
+        else tile_fused<P, NT, 1>(tiles, stride, job);
     }
 };
 template <class P, int NT>
@@ -189,11 +231,18 @@ void matmul_rows_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
     const size_t stride = job.w_stride;
     const int64_t nb = job.n_cols / P::kBlock;
     if (job.n_tok <= kMaxFusedTokens) {
-        for (int64_t r = r0; r < r1; r += kRowTile) {
-            const RowTile tile = tile_rows(job, r, r1);
-            // the next tile of this task; none past the matrix
+        // The task's tiles as two streams, its first and second halves, taken together.
+        const int64_t n_tiles = (r1 - r0 + kRowTile - 1) / kRowTile, half = (n_tiles + 1) / 2;
+        auto decode_tile = [&](int64_t i) {
+            const int64_t r = r0 + i * kRowTile;
+            // the next tile of the matrix; none past it
             const uint8_t* next = r + 2 * kRowTile <= job.n_rows ? job.w + (r + kRowTile) * stride : nullptr;
-            by_tokens_fused<P, Fused>(static_cast<int>(job.n_tok), tile, stride, job, int64_t{0}, job.y + r, next);
+            return DecodeTile{tile_rows(job, r, r1), next, job.y + r};
+        };
+        for (int64_t i = 0; i < half; ++i) {
+            const bool pair = i + half < n_tiles;
+            const DecodeTile tiles[2] = {decode_tile(i), pair ? decode_tile(i + half) : DecodeTile{}};
+            by_tokens_fused<P, Fused>(static_cast<int>(job.n_tok), tiles, pair ? 2 : 1, stride, job);
         }
         return;
     }
