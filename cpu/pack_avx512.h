@@ -83,8 +83,8 @@ __attribute__((always_inline)) inline void load_t16x8(const uint8_t* p, size_t s
 // ---------------------------------------------------------------- where the 16 rows come from
 // A packer reads one call's blocks of 16 rows through a source, as loads named by their byte
 // offset inside one row's block. GgufRows reads the GGUF rows there (a transpose or a gather per
-// load). repack_tiles (gemm_avx512.cpp) stores what those loads return, in the order the packer
-// makes them, over the tile's own bytes (RecordingRows); TiledRows then reads them back with
+// load). tile_weights (quant.h) stores what those loads return, in the order the packer makes
+// them, over the tile's own bytes (RecordingRows); TiledRows then reads them back with
 // linear loads, so decode streams the weights without transposes or gathers, and gives the
 // same packed values, hence the same results.
 struct GgufRows {

@@ -48,7 +48,8 @@ struct EngineOptions {
     bool bf16_prefill = false;
     // Resident block-quantized matrices rewritten at load into the order the AVX-512 kernels
     // read them (cpu::tile_weights): decode streams them linearly. Same results either way;
-    // not with bf16_prefill, whose oneDNN path reads the rows as laid out in the file.
+    // not with the bf16 prefill on (bf16_prefill or STRATA_BF16_PREFILL=1), whose oneDNN path
+    // reads the rows as laid out in the file.
     bool tile_weights = true;
     // Positions of paged KV cache shared by all sequences (runtime/kv_cache.h); 0: n_ctx.
     int kv_positions = 0;
