@@ -17,9 +17,11 @@
 // With --decode it measures decode instead: one token through cpu::matmul, in GB/s of weights,
 // each quantized type with its weights as laid out in the file and tiled (cpu::tile_weights),
 // once streamed from DRAM (1 GiB of copies of the matrix, taken in turn, far past the caches)
-// and once from the cache (one matrix of 256 rows on one thread: the kernels' compute rate).
+// and once from the cache (one matrix of 256 rows on one thread: the kernels' compute rate);
+// --types picks its columns.
 //
-//   strata_kernel_bench [--model tinyllama-1.1b|smollm2-135m|all] [--tokens 512] [--reps 5] [--threads 2] [--decode]
+//   strata_kernel_bench [--model tinyllama-1.1b|smollm2-135m|all] [--tokens 512] [--reps 5] [--threads 2]
+//                       [--decode [--types Q4_0,Q8_0,Q4_K,F16]]
 #include <omp.h>
 
 #include <algorithm>
@@ -76,6 +78,7 @@ struct Stat {
 enum class Variant { Q8x2, Int8, Bf16 };
 
 std::string cell(const Stat& s) { return s.ok ? fmt::format("{:.0f} ± {:.0f}", s.mean, s.sd) : "n/a"; }
+std::string cell1(const Stat& s) { return s.ok ? fmt::format("{:.1f} ± {:.1f}", s.mean, s.sd) : "n/a"; }
 
 // Runs fn once to warm up, then `reps` times; GFLOP/s of each run.
 template <class F>
@@ -226,8 +229,7 @@ Stat decode_gbps(DType t, bool tile, int64_t n, int64_t k, size_t bytes, cpu::Th
     });
 }
 
-void decode_tables(const std::string& model, int reps, int threads) {
-    const DType types[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16};
+void decode_tables(const std::string& model, const std::vector<DType>& types, int reps, int threads) {
     auto header = [&] {
         std::string h = "| model | matrix | n x k |", rule = "| --- | --- | --- |";
         for (DType t : types)
@@ -252,7 +254,7 @@ void decode_tables(const std::string& model, int reps, int threads) {
                 for (bool tile : {false, true}) {
                     if (t == DType::F16 && tile) continue;
                     cells.push_back(mx.k % traits(t).block_elems ? "n/a"
-                                                                 : cell(decode_gbps(t, tile, mx.n, mx.k, size_t{1} << 30, pool, reps, rng)));
+                                                                 : cell1(decode_gbps(t, tile, mx.n, mx.k, size_t{1} << 30, pool, reps, rng)));
                 }
             fmt::print("| {} | {} | {} x {} | {} |\n", ms.name, mx.name, mx.n, mx.k, fmt::join(cells, " | "));
         }
@@ -263,14 +265,28 @@ void decode_tables(const std::string& model, int reps, int threads) {
     std::vector<std::string> cells;
     for (DType t : types)
         for (bool tile : {false, true})
-            if (t != DType::F16 || !tile) cells.push_back(cell(decode_gbps(t, tile, 256, 2048, 0, one_thread, reps * 20, rng)));
+            if (t != DType::F16 || !tile) cells.push_back(cell1(decode_gbps(t, tile, 256, 2048, 0, one_thread, reps * 20, rng)));
     fmt::print("| - | - | 256 x 2048 | {} |\n", fmt::join(cells, " | "));
 }
 
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr, "strata_kernel_bench: %s\nusage: strata_kernel_bench [--model tinyllama-1.1b|smollm2-135m|all] "
-                 "[--tokens 512] [--reps 5] [--threads 2] [--decode]\n", why);
+                 "[--tokens 512] [--reps 5] [--threads 2] [--decode [--types Q4_0,Q8_0,Q4_K,F16]]\n", why);
     std::exit(2);
+}
+
+// "Q4_0,F16" -> the decode tables' columns.
+std::vector<DType> parse_types(const std::string& list) {
+    std::vector<DType> types;
+    for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        const std::string name = list.substr(at, comma - at);
+        const auto t = dtype_from_name(name);
+        if (!t) usage(("unknown weight type " + name + " in --types").c_str());
+        types.push_back(*t);
+        at = comma + 1;
+    }
+    return types;
 }
 
 }  // namespace
@@ -280,6 +296,7 @@ int main(int argc, char** argv) {
     int64_t tokens = 512;
     int reps = 5, threads = 2;
     bool decode = false;
+    std::vector<DType> decode_types = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16};
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--decode") {
@@ -292,11 +309,12 @@ int main(int argc, char** argv) {
         else if (a == "--tokens") tokens = std::atol(v);
         else if (a == "--reps") reps = std::atoi(v);
         else if (a == "--threads") threads = std::atoi(v);
+        else if (a == "--types") decode_types = parse_types(v);
         else usage(("unknown option " + a).c_str());
     }
     if (tokens < 1 || reps < 1 || threads < 1) usage("--tokens, --reps and --threads must be positive");
     if (decode) {
-        decode_tables(model, reps, threads);
+        decode_tables(model, decode_types, reps, threads);
         return 0;
     }
 
