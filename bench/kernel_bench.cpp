@@ -77,8 +77,9 @@ struct Stat {
 // or the opt-in oneDNN bf16 prefill (cpu/onednn_matmul.h).
 enum class Variant { Q8x2, Int8, Bf16 };
 
-std::string cell(const Stat& s) { return s.ok ? fmt::format("{:.0f} ± {:.0f}", s.mean, s.sd) : "n/a"; }
-std::string cell1(const Stat& s) { return s.ok ? fmt::format("{:.1f} ± {:.1f}", s.mean, s.sd) : "n/a"; }
+std::string cell(const Stat& s, int decimals = 0) {
+    return s.ok ? fmt::format("{:.{}f} ± {:.{}f}", s.mean, decimals, s.sd, decimals) : "n/a";
+}
 
 // Runs fn once to warm up, then `reps` times; GFLOP/s of each run.
 template <class F>
@@ -254,7 +255,7 @@ void decode_tables(const std::string& model, const std::vector<DType>& types, in
                 for (bool tile : {false, true}) {
                     if (t == DType::F16 && tile) continue;
                     cells.push_back(mx.k % traits(t).block_elems ? "n/a"
-                                                                 : cell1(decode_gbps(t, tile, mx.n, mx.k, size_t{1} << 30, pool, reps, rng)));
+                                                                 : cell(decode_gbps(t, tile, mx.n, mx.k, size_t{1} << 30, pool, reps, rng), 1));
                 }
             fmt::print("| {} | {} | {} x {} | {} |\n", ms.name, mx.name, mx.n, mx.k, fmt::join(cells, " | "));
         }
@@ -265,7 +266,7 @@ void decode_tables(const std::string& model, const std::vector<DType>& types, in
     std::vector<std::string> cells;
     for (DType t : types)
         for (bool tile : {false, true})
-            if (t != DType::F16 || !tile) cells.push_back(cell1(decode_gbps(t, tile, 256, 2048, 0, one_thread, reps * 20, rng)));
+            if (t != DType::F16 || !tile) cells.push_back(cell(decode_gbps(t, tile, 256, 2048, 0, one_thread, reps * 20, rng), 1));
     fmt::print("| - | - | 256 x 2048 | {} |\n", fmt::join(cells, " | "));
 }
 

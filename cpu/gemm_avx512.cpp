@@ -132,7 +132,7 @@ void tile_fused(const DecodeTile* tiles, size_t stride, const MatmulJob& job) {
     // line fill buffers and stall the loads this block needs); they never fault: no bounds checks.
     //   tiled: the tile is read linearly (and runs on into the next tile): about 1 KiB ahead into
     //     L1 and about 4 KiB ahead into L2, in whole calls. Against prefetching only the next
-    //     tile into L2 (as below), decode measured Q4_0 +10%, Q8_0 +11%, Q4_K +8-10%, SmolLM2 the
+    //     tile into L2 (as below), decode measured Q4_0 +10%, Q8_0 +11%, Q4_K +8-13%, SmolLM2 the
     //     same; without the L2 prefetch SmolLM2 lost 14%, with 2 KiB into L1 Q8_0 lost 5%.
     //   file layout: the 16 rows are read strided, so the next tile (16 * stride contiguous
     //     bytes = nb * kTileBlockBytes) goes to L2 in step with this tile's blocks.
