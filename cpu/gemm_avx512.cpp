@@ -302,33 +302,41 @@ void tile_weights_impl(uint8_t* w, size_t stride, int64_t n_rows) {
     });
 }
 
-// Row `lane` of a tiled tile, value by value as dequantize_row computes it from the file's
-// layout: scale * (q - kOff) [+ min] (Q6_K: the scale of each half of the block).
+// The 16 rows of a tiled tile, value by value as dequantize_row computes them from the file's
+// layout: scale * (q - kOff) [+ min] (Q6_K: the scale of each half of the block), multiplied,
+// then added, never fused. Row r goes to dst + r * ld.
 template <class P>
-void tiled_row_impl(const uint8_t* tile, size_t stride, int64_t n_cols, int lane, float* dst) {
+void tiled_rows_impl(const uint8_t* tile, size_t stride, int64_t n_cols, float* dst, size_t ld) {
     const RowTile t{tile, static_cast<int>(kRowTile), true};
-    const __m512i unused = _mm512_setzero_si512();
+    const __m512i unused = _mm512_setzero_si512(), off = _mm512_set1_epi32(P::kOff);
+    const __m256i row_dwords = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);  // w[k] dword r, k < 8
     for (int64_t c = 0; c < n_cols / (P::kBlock * P::kPerCall); ++c)
         pack_call<P>(t, stride, unused, c, [&](int j, const Packed& pk) {
-            alignas(64) uint8_t w[8][64];
+            alignas(64) int32_t w[8 * 16];
             alignas(64) float scale[16], min[16];
-            for (int k = 0; k < 8; ++k) _mm512_store_si512(w[k], pk.w[k]);
+            for (int k = 0; k < 8; ++k) _mm512_store_si512(w + 16 * k, pk.w[k]);
             _mm512_store_ps(scale, pk.scale);
             _mm512_store_ps(min, pk.min);
-            float* y = dst + (c * P::kPerCall + j) * P::kBlock;
-            for (int v = 0; v < P::kBlock; ++v) {
-                const float q = float(int(w[v / 4][4 * lane + v % 4]) - P::kOff);
-                if constexpr (P::kSplit16) y[v] = (v < 16 ? scale[lane] : min[lane]) * q;
-                else if constexpr (P::kMin) y[v] = scale[lane] * q + min[lane];
-                else y[v] = scale[lane] * q;
+            const int64_t v0 = (c * P::kPerCall + j) * P::kBlock;
+            for (int r = 0; r < kRowTile; ++r) {
+                const __m256i bytes = _mm256_i32gather_epi32(w + r, row_dwords, 4);  // row r's 32 values
+                float* y = dst + r * ld + v0;
+                for (int g = 0; g < 2; ++g) {
+                    const __m128i part = g == 0 ? _mm256_castsi256_si128(bytes) : _mm256_extracti128_si256(bytes, 1);
+                    const __m512 q = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(part), off));
+                    const float s = P::kSplit16 && g == 1 ? min[r] : scale[r];
+                    __m512 f = _mm512_mul_ps(_mm512_set1_ps(s), q);
+                    if constexpr (P::kMin) f = _mm512_add_ps(f, _mm512_set1_ps(min[r]));
+                    _mm512_storeu_ps(y + 16 * g, f);
+                }
             }
         });
 }
 
 }  // namespace
 
-TiledRowFn avx512_tiled_row(DType type) {
-    return with_packer<TiledRowFn>(type, []<class P, DType>() -> TiledRowFn { return tiled_row_impl<P>; });
+TiledRowsFn avx512_tiled_rows(DType type) {
+    return with_packer<TiledRowsFn>(type, []<class P, DType>() -> TiledRowsFn { return tiled_rows_impl<P>; });
 }
 
 TileWeightsFn avx512_tile_weights(DType type) {

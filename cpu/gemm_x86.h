@@ -19,9 +19,10 @@ MatmulRowsFn avx512_vnni_matmul(DType type);
 // place into the order the VNNI/AMX packers load them (nullptr: the type has no packer).
 using TileWeightsFn = void (*)(uint8_t* w, size_t stride, int64_t n_rows);
 TileWeightsFn avx512_tile_weights(DType type);
-// Row `lane` (< 16) of the tiled 16-row tile at `tile` as floats, as dequantize_row gives it.
-using TiledRowFn = void (*)(const uint8_t* tile, size_t stride, int64_t n_cols, int lane, float* dst);
-TiledRowFn avx512_tiled_row(DType type);
+// The 16 rows of the tiled tile at `tile` as floats, as dequantize_row gives them: row r at
+// dst + r * ld.
+using TiledRowsFn = void (*)(const uint8_t* tile, size_t stride, int64_t n_cols, float* dst, size_t ld);
+TiledRowsFn avx512_tiled_rows(DType type);
 // gemm_amx.cpp: AMX-INT8 prefill for block-quantized weights; falls back to `vnni` below a
 // token count where AMX does not pay (nullptr: no AMX kernel for the type).
 MatmulRowsFn amx_matmul(DType type);

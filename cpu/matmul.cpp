@@ -71,7 +71,7 @@ void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x
         MatmulOut rest[kMaxOuts];
         size_t n_rest = 0;
         for (const MatmulOut& o : outs) {
-            if (bf16_prefill_usable(o.wtype) && !o.tiled) bf16_matmul(o.wtype, o.weights, o.n_rows, n_cols, x, n_tokens, o.y);
+            if (bf16_prefill_usable(o.wtype)) bf16_matmul(o.wtype, o.weights, o.tiled, o.n_rows, n_cols, x, n_tokens, o.y);
             else rest[n_rest++] = o;
         }
         if (n_rest < outs.size()) {

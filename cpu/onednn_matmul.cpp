@@ -122,22 +122,26 @@ void set_bf16_prefill(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_r
 
 bool bf16_prefill_usable(DType wtype) { return bf16_prefill_enabled() && has_kernels(wtype) && onednn_has_amx(); }
 
-void bf16_matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
-                 float* y) {
+void bf16_matmul(DType wtype, const void* weights, bool tiled, int64_t n_rows, int64_t n_cols, const float* x,
+                 int64_t n_tokens, float* y) {
     const size_t w_stride = row_bytes(wtype, n_cols);
     const int64_t k = n_cols, m = n_tokens;
     // Scratch: slot 2 of the calling thread holds the bf16 activations; each task uses slot 0
-    // (its bf16 weight rows), 1 (one f32 row) and 3 (oneDNN's scratchpad) of its own thread.
+    // (its bf16 weight rows), 1 (16 f32 rows) and 3 (oneDNN's scratchpad) of its own thread.
     auto* xb = reinterpret_cast<uint16_t*>(thread_scratch(2, sizeof(uint16_t) * m * k));
     parallel_for(m, [&](int64_t t) { to_bf16(x + t * k, xb + t * k, k); });
     const int64_t rows = rows_per_task(n_rows, k, parallel_threads());
     parallel_for((n_rows + rows - 1) / rows, [&](int64_t task) {
         const int64_t r0 = task * rows, n = std::min(rows, n_rows - r0);
         auto* wb = reinterpret_cast<uint16_t*>(thread_scratch(0, sizeof(uint16_t) * n * k));
-        float* row = reinterpret_cast<float*>(thread_scratch(1, sizeof(float) * k));
-        for (int64_t r = 0; r < n; ++r) {
-            dequantize_row(wtype, static_cast<const uint8_t*>(weights) + (r0 + r) * w_stride, row, k);
-            to_bf16(row, wb + r * k, k);
+        float* rows = reinterpret_cast<float*>(thread_scratch(1, sizeof(float) * kRowTile * k));
+        for (int64_t r = 0; r < n; r += kRowTile) {  // r0 is a multiple of 64: whole tiles
+            const int64_t m16 = std::min<int64_t>(kRowTile, n - r);
+            if (tiled) dequantize_tiled_rows(wtype, weights, n_rows, k, r0 + r, m16, rows);
+            else
+                for (int64_t i = 0; i < m16; ++i)
+                    dequantize_row(wtype, static_cast<const uint8_t*>(weights) + (r0 + r + i) * w_stride, rows + i * k, k);
+            for (int64_t i = 0; i < m16; ++i) to_bf16(rows + i * k, wb + (r + i) * k, k);
         }
         try {
             thread_local ThreadMatmuls matmuls;

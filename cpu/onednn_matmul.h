@@ -5,7 +5,7 @@
 // block-quantized weights (gemm_amx.cpp, held back by their per-block float scaling) and 0.26
 // for F16 weights; oneDNN alone on pre-reordered bf16 weights reaches 1.2-1.9.
 //
-// The weights stay in their GGUF type: each task of the pool dequantizes its rows to bf16 (at
+// The weights stay in their GGUF type (or tiled): each task of the pool dequantizes its rows to bf16 (at
 // most 4 MiB, per-thread scratch, reused; no second copy of the model is kept) and multiplies
 // them with one sequential oneDNN matmul, so the dequantization costs one pass over the weights
 // per prefill call, amortized over the tokens, and oneDNN starts no OpenMP threads that would
@@ -32,9 +32,10 @@ bool bf16_prefill_enabled();
 void set_bf16_prefill(bool on);
 
 // y (n_tokens x n_rows, row-major) = x W^T with W (n_rows rows of n_cols values in `wtype`,
-// row_bytes(wtype, n_cols) apart) and x (n_tokens x n_cols floats) rounded to bf16, on the
-// current pool's threads (cpu::parallel_for). Throws BackendError when oneDNN refuses.
-void bf16_matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
-                 float* y);
+// row_bytes(wtype, n_cols) apart; rewritten by tile_weights when `tiled`) and x (n_tokens x
+// n_cols floats) rounded to bf16, on the current pool's threads (cpu::parallel_for). Throws
+// BackendError when oneDNN refuses.
+void bf16_matmul(DType wtype, const void* weights, bool tiled, int64_t n_rows, int64_t n_cols, const float* x,
+                 int64_t n_tokens, float* y);
 
 }  // namespace strata::cpu

@@ -1,7 +1,9 @@
 #include "cpu/quant.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
+#include <vector>
 
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
@@ -109,14 +111,31 @@ bool tile_weights(DType weight_type, void* weights, int64_t n_rows, int64_t n_co
     return true;
 }
 
-void dequantize_tiled_row(DType weight_type, const void* weights, int64_t n_rows, int64_t n_cols, int64_t row,
-                          float* dst) {
+void dequantize_tiled_rows(DType weight_type, const void* weights, int64_t n_rows, int64_t n_cols, int64_t row0,
+                           int64_t n, float* dst) {
     const size_t stride = row_bytes(weight_type, n_cols);
     const auto* w = static_cast<const uint8_t*>(weights);
-    if (row >= n_rows / kRowTile * kRowTile) return dequantize_row(weight_type, w + row * stride, dst, n_cols);  // not tiled
-    const TiledRowFn fn = active_path() == CpuPath::Avx512 ? avx512_tiled_row(weight_type) : nullptr;
-    if (!fn) tiled_off_avx512();
-    fn(w + row / kRowTile * kRowTile * stride, stride, n_cols, static_cast<int>(row % kRowTile), dst);
+    const int64_t tiled_rows = n_rows / kRowTile * kRowTile;  // a partial last tile stays in the file layout
+    const TiledRowsFn fn = active_path() == CpuPath::Avx512 ? avx512_tiled_rows(weight_type) : nullptr;
+    for (int64_t r = row0; r < row0 + n;) {
+        float* out = dst + (r - row0) * n_cols;
+        if (r >= tiled_rows) {
+            dequantize_row(weight_type, w + r * stride, out, n_cols);
+            ++r;
+            continue;
+        }
+        if (!fn) tiled_off_avx512();
+        const int64_t t0 = r / kRowTile * kRowTile, take = std::min(t0 + kRowTile, row0 + n) - r;
+        if (r == t0 && take == kRowTile) {
+            fn(w + t0 * stride, stride, n_cols, out, n_cols);
+        } else {  // part of a tile: all 16 rows aside, then the wanted ones
+            thread_local std::vector<float> whole;
+            whole.resize(kRowTile * n_cols);
+            fn(w + t0 * stride, stride, n_cols, whole.data(), n_cols);
+            std::copy_n(whole.data() + (r - t0) * n_cols, take * n_cols, out);
+        }
+        r += take;
+    }
 }
 
 void matmul_rows(DType weight_type, const MatmulJob& job, int64_t r0, int64_t r1) {

@@ -41,11 +41,11 @@ void matmul_rows(DType weight_type, const MatmulJob& job, int64_t r0, int64_t r1
 // matmul_rows with MatmulJob::w_tiled (cpu::matmul: MatmulOut::tiled), on the AVX-512 path only.
 bool tile_weights(DType weight_type, void* weights, int64_t n_rows, int64_t n_cols);
 
-// Row `row` of n_rows x n_cols weights rewritten by tile_weights, as dequantize_row gives it
-// from the file's layout (embeddings tied to a tiled output head are read this way). Throws
-// BackendError off the AVX-512 path.
-void dequantize_tiled_row(DType weight_type, const void* weights, int64_t n_rows, int64_t n_cols, int64_t row,
-                          float* dst);
+// Rows [row0, row0 + n) of n_rows x n_cols weights rewritten by tile_weights, into dst (n rows
+// of n_cols floats) as dequantize_row gives them from the file's layout: embeddings tied to a
+// tiled output head, the bf16 prefill's weights. Throws BackendError off the AVX-512 path.
+void dequantize_tiled_rows(DType weight_type, const void* weights, int64_t n_rows, int64_t n_cols, int64_t row0,
+                           int64_t n, float* dst);
 
 // dot(weight row, activation row) over n values on the active path (tests; matmul uses
 // matmul_rows).

@@ -143,9 +143,7 @@ Engine::Engine(const EngineOptions& opts)
         co.kv = kv_on;
         fwd_ = std::make_unique<CudaBackend>(hp_, *weights_, *kv_, *dram_, co);
     } else {
-        // oneDNN's bf16 prefill (--bf16-prefill or STRATA_BF16_PREFILL=1) dequantizes rows as
-        // laid out in the file.
-        if (opts.tile_weights && !cpu::bf16_prefill_enabled()) {
+        if (opts.tile_weights) {
             const auto t0 = Clock::now();
             uint64_t tiled = 0;
             pool_->run([&] { tiled = weights_->tile_for_cpu(); });

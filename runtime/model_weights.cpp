@@ -79,7 +79,7 @@ uint64_t ModelWeights::total_bytes() const {
 }
 
 void dequantize_weight_row(const WeightRef& w, int64_t row, float* dst) {
-    if (w.tiled) return cpu::dequantize_tiled_row(w.type, w.data, w.n_rows, w.n_cols, row, dst);
+    if (w.tiled) return cpu::dequantize_tiled_rows(w.type, w.data, w.n_rows, w.n_cols, row, 1, dst);
     cpu::dequantize_row(w.type, static_cast<const std::byte*>(w.data) + row * row_bytes(w.type, w.n_cols), dst, w.n_cols);
 }
 

@@ -190,14 +190,23 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results and rows
             // Rearranged in place: the full tiles changed, a partial last tile is left as it was.
             CHECK(!std::equal(w.begin(), w.begin() + full_bytes, tiled.begin()));
             CHECK(std::equal(w.begin() + full_bytes, w.end(), tiled.begin() + full_bytes));
-            // Rows read back from the tiles (embeddings tied to a tiled head) as from the file.
-            std::vector<float> from_file(n_cols), from_tiles(n_cols);
+            // Rows read back from the tiles (embeddings tied to a tiled head, the bf16 prefill's
+            // weights) as from the file: one at a time, all at once, and a range across tiles.
+            std::vector<float> from_file(n_rows * n_cols), from_tiles(n_rows * n_cols);
+            for (int64_t r = 0; r < n_rows; ++r)
+                dequantize_row(type, w.data() + r * row_bytes(type, n_cols), from_file.data() + r * n_cols, n_cols);
             for (int64_t r = 0; r < n_rows; ++r) {
-                dequantize_row(type, w.data() + r * row_bytes(type, n_cols), from_file.data(), n_cols);
-                dequantize_tiled_row(type, tiled.data(), n_rows, n_cols, r, from_tiles.data());
+                std::vector<float> one(n_cols);
+                dequantize_tiled_rows(type, tiled.data(), n_rows, n_cols, r, 1, one.data());
                 INFO(dtype_name(type) << " row " << r);
-                REQUIRE(from_tiles == from_file);
+                REQUIRE(std::equal(one.begin(), one.end(), from_file.begin() + r * n_cols));
             }
+            dequantize_tiled_rows(type, tiled.data(), n_rows, n_cols, 0, n_rows, from_tiles.data());
+            REQUIRE(from_tiles == from_file);
+            const int64_t r0 = 5, n = n_rows - 7;
+            std::vector<float> range(n * n_cols);
+            dequantize_tiled_rows(type, tiled.data(), n_rows, n_cols, r0, n, range.data());
+            REQUIRE(std::equal(range.begin(), range.end(), from_file.begin() + r0 * n_cols));
             for (int64_t n_tok : {1, 4, 5, 19}) {
                 INFO(dtype_name(type) << " rows " << n_rows << " tokens " << n_tok);
                 std::vector<float> x(n_tok * n_cols);
@@ -224,7 +233,7 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results and rows
         set_active_path(CpuPath::Avx2);
         CHECK_FALSE(tile_weights(DType::Q4_0, w.data(), 32, 64));
         CHECK_THROWS_AS(matmul(DType::Q4_0, w.data(), 32, 64, x.data(), 1, y.data(), false, true), BackendError);
-        CHECK_THROWS_AS(dequantize_tiled_row(DType::Q4_0, w.data(), 32, 64, 3, x.data()), BackendError);
+        CHECK_THROWS_AS(dequantize_tiled_rows(DType::Q4_0, w.data(), 32, 64, 3, 1, x.data()), BackendError);
     }
     set_active_path(saved);
 }
@@ -372,6 +381,13 @@ TEST_CASE("matmul bf16 prefill (opt-in, oneDNN): the bf16-rounded product, then 
                 // ... so within two bf16 roundings (2^-8 each) of the float product.
                 REQUIRE(std::fabs(got - exact) <= 1.01 * std::ldexp(mag, -7) + 1e-30);
             }
+        }
+        // Weights tiled at load give the same bits: the same floats dequantized from the tiles.
+        auto tiled = w;
+        if (tile_weights(type, tiled.data(), n_rows, n_cols)) {
+            std::vector<float> y_tiled(n_tok * n_rows, NAN);
+            pool.run([&] { matmul(type, tiled.data(), n_rows, n_cols, x.data(), n_tok, y_tiled.data(), false, true); });
+            REQUIRE(y_tiled == y);
         }
     }
     // The int8 AMX kernels configure the tiles again instead of faulting.
