@@ -21,7 +21,7 @@ namespace strata::cpu {
 // activations (ActFormat::Q8, llama.cpp's precision) instead of Q8x2: faster prefill, and on
 // SmolLM2 no longer the float reference's tokens (quant_ref.h).
 // With the bf16 prefill switched on (opt-in, onednn_matmul.h), kBf16PrefillMinTokens or more
-// tokens times untiled weights go to oneDNN's bf16 matmul instead, whatever `int8` says.
+// tokens go to oneDNN's bf16 matmul instead (tiled or not), whatever `int8` says.
 // tiled: the weights were rewritten by tile_weights (quant.h).
 void matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
             float* y, bool int8 = false, bool tiled = false);
