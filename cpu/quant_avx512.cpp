@@ -65,6 +65,7 @@ struct DotFloat {
     static void run(const uint8_t* w, size_t w_stride, const uint8_t* a, size_t stride, int64_t n, float* out) {
         constexpr int kElemBytes = kType == DType::F32 ? 4 : 2;
         constexpr int kSets = NR == 1 ? 2 : 1, kStep = 16 * kSets;
+        constexpr int kLinesPerStep = std::max(1, kStep * kElemBytes / 64);
         auto act = [&](int t, int64_t i, __mmask16 k) {
             return _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(a + t * stride) + i);
         };
@@ -81,7 +82,7 @@ struct DotFloat {
         #pragma GCC unroll 4
                 for (int r = 0; r < NR; ++r)
         #pragma GCC unroll 2
-                    for (int line = 0; line < std::max(1, kStep * kElemBytes / 64); ++line)
+                    for (int line = 0; line < kLinesPerStep; ++line)
                         prefetch_ahead(w + r * w_stride + i * kElemBytes, 64 * line);
         #pragma GCC unroll 2
             for (int s = 0; s < kSets; ++s) {
