@@ -134,7 +134,7 @@ WeightStore::WeightStore(const GgufFile& file, const Hparams& hp, storage::Memor
 
     if (streamed_.empty()) return;
     // With a GPU, the ring is also registered with CUDA so layers can go on to the device.
-    static const bool gpu_pinned = gpu::install_cuda_host_pinner();
+    [[maybe_unused]] static const bool gpu_pinned = gpu::install_cuda_host_pinner();  // read by the debug log only
     STRATA_LOG_DEBUG("weights: streaming buffers {} registered with CUDA", gpu_pinned ? "are" : "are not");
     storage::PinnedPoolOptions po;
     po.slot_bytes = residency_.slot_bytes;

@@ -16,7 +16,10 @@ TEST_CASE("stories260K: greedy text equals the published llama2.c output", "[uni
     auto path = test::stories260k_path();
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
     const json f = test::model_fixture("stories260k_greedy.json");
-    Engine engine({*path, 0, 256});
+    EngineOptions opts;
+    opts.model = *path;
+    opts.n_ctx = 256;
+    Engine engine(opts);
     auto ids = engine.tokenizer().encode(f["prompt"].get<std::string>(), engine.tokenizer().add_bos_default(), false);
     CHECK(json(ids) == f["prompt_ids"]);
     GenerateParams gp;
