@@ -8,6 +8,7 @@
 
 #include "cpu/onednn_matmul.h"
 #include "runtime/engine.h"
+#include "tests/support/engine_options.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
@@ -47,7 +48,7 @@ static std::pair<int, int> teacher_forced_agreement(const EngineOptions& opts) {
 TEST_CASE("SmolLM2: teacher-forced top-1 agrees with the reference on >= 99% of positions", "[model]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
-    const auto [agree, total] = teacher_forced_agreement({*path, 0, 512});
+    const auto [agree, total] = teacher_forced_agreement(test::engine_options(*path, 512));
     INFO(agree << " of " << total << " positions agree");
     CHECK(total == 384);
     CHECK(agree >= 0.99 * total);
@@ -56,7 +57,7 @@ TEST_CASE("SmolLM2: teacher-forced top-1 agrees with the reference on >= 99% of 
 TEST_CASE("SmolLM2: --int8-acts (single-level int8 activations) keeps >= 95% top-1 agreement", "[model]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
-    EngineOptions opts{*path, 0, 512};
+    EngineOptions opts = test::engine_options(*path, 512);
     opts.int8_activations = true;
     const auto [agree, total] = teacher_forced_agreement(opts);
     INFO(agree << " of " << total << " positions agree");
@@ -67,7 +68,7 @@ TEST_CASE("SmolLM2: --int8-acts (single-level int8 activations) keeps >= 95% top
 TEST_CASE("SmolLM2: --bf16-prefill (oneDNN bf16 prompt matmuls) keeps >= 99% top-1 agreement", "[model]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
-    EngineOptions opts{*path, 0, 512};
+    EngineOptions opts = test::engine_options(*path, 512);
     opts.bf16_prefill = true;
     if (!cpu::bf16_prefill_usable(DType::Q4_1)) WARN("oneDNN runs no bf16 on AMX here: this checks the default path");
     const auto [agree, total] = teacher_forced_agreement(opts);
@@ -83,7 +84,7 @@ TEST_CASE("SmolLM2: weights tiled at load give the file layout's logits bit for 
     const json f = test::model_fixture("smollm2_teacher_forced.json");
     const auto ids = f["prompts"][0]["ids"].get<std::vector<int32_t>>();
     auto logits = [&](bool tile) {
-        EngineOptions opts{*path, 0, 512};
+        EngineOptions opts = test::engine_options(*path, 512);
         opts.tile_weights = tile;
         Engine engine(opts);
         std::vector<float> prompt = [&] {

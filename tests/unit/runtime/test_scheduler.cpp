@@ -10,6 +10,7 @@
 #include "runtime/core/error.h"
 #include "runtime/kv_cache.h"
 #include "runtime/scheduler.h"
+#include "tests/support/engine_options.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
@@ -131,13 +132,13 @@ TEST_CASE("scheduler: greedy requests batched give the tokens of each alone, pre
                                          shared + " friends, Ben and Sue, every day.", "One day, a big bird flew", "Mia"};
     std::vector<std::vector<int32_t>> want;
     {
-        Engine alone({*path, 0, 256});
+        Engine alone(test::engine_options(*path, 256));
         for (const auto& t : texts) {
             alone.reset();
             want.push_back(alone.generate(encode(alone, t), test::greedy(20, true)).tokens);
         }
     }
-    Engine engine({*path, 0, 256});
+    Engine engine(test::engine_options(*path, 256));
     Outcome out;
     {
         Scheduler sched(engine, {3, 16});

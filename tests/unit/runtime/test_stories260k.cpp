@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/engine.h"
+#include "tests/support/engine_options.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/model_paths.h"
 
@@ -16,10 +17,7 @@ TEST_CASE("stories260K: greedy text equals the published llama2.c output", "[uni
     auto path = test::stories260k_path();
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
     const json f = test::model_fixture("stories260k_greedy.json");
-    EngineOptions opts;
-    opts.model = *path;
-    opts.n_ctx = 256;
-    Engine engine(opts);
+    Engine engine(test::engine_options(*path, 256));
     auto ids = engine.tokenizer().encode(f["prompt"].get<std::string>(), engine.tokenizer().add_bos_default(), false);
     CHECK(json(ids) == f["prompt_ids"]);
     GenerateParams gp;
