@@ -134,14 +134,14 @@ void bf16_matmul(DType wtype, const void* weights, bool tiled, int64_t n_rows, i
     parallel_for((n_rows + rows - 1) / rows, [&](int64_t task) {
         const int64_t r0 = task * rows, n = std::min(rows, n_rows - r0);
         auto* wb = reinterpret_cast<uint16_t*>(thread_scratch(0, sizeof(uint16_t) * n * k));
-        float* rows = reinterpret_cast<float*>(thread_scratch(1, sizeof(float) * kRowTile * k));
+        float* f32 = reinterpret_cast<float*>(thread_scratch(1, sizeof(float) * kRowTile * k));
         for (int64_t r = 0; r < n; r += kRowTile) {  // r0 is a multiple of 64: whole tiles
             const int64_t m16 = std::min<int64_t>(kRowTile, n - r);
-            if (tiled) dequantize_tiled_rows(wtype, weights, n_rows, k, r0 + r, m16, rows);
+            if (tiled) dequantize_tiled_rows(wtype, weights, n_rows, k, r0 + r, m16, f32);
             else
                 for (int64_t i = 0; i < m16; ++i)
-                    dequantize_row(wtype, static_cast<const uint8_t*>(weights) + (r0 + r + i) * w_stride, rows + i * k, k);
-            for (int64_t i = 0; i < m16; ++i) to_bf16(rows + i * k, wb + (r + i) * k, k);
+                    dequantize_row(wtype, static_cast<const uint8_t*>(weights) + (r0 + r + i) * w_stride, f32 + i * k, k);
+            for (int64_t i = 0; i < m16; ++i) to_bf16(f32 + i * k, wb + (r + i) * k, k);
         }
         try {
             thread_local ThreadMatmuls matmuls;

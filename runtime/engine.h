@@ -47,9 +47,8 @@ struct EngineOptions {
     // much faster prefill, bf16 rounding of weights and activations. Process-wide once set.
     bool bf16_prefill = false;
     // Resident block-quantized matrices rewritten at load into the order the AVX-512 kernels
-    // read them (cpu::tile_weights): decode streams them linearly. Same results either way;
-    // not with the bf16 prefill on (bf16_prefill or STRATA_BF16_PREFILL=1), whose oneDNN path
-    // reads the rows as laid out in the file.
+    // read them (cpu::tile_weights): decode streams them linearly. Same results either way (the
+    // bf16 prefill dequantizes its rows from the tiles).
     bool tile_weights = true;
     // Positions of paged KV cache shared by all sequences (runtime/kv_cache.h); 0: n_ctx.
     int kv_positions = 0;
