@@ -41,7 +41,7 @@
 #include "cpu/onednn_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 using namespace strata;
 using cpu::fp32_to_bf16;

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace strata::cpu {
 namespace {

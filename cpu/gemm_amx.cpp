@@ -23,7 +23,7 @@
 
 #include "cpu/gemm_x86.h"
 #include "cpu/pack_avx512.h"
-#include "runtime/core/log.h"
+#include "core/log.h"
 
 namespace strata::cpu {
 namespace {

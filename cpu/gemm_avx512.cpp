@@ -33,7 +33,7 @@
 #include "cpu/pack_avx512.h"
 #include "cpu/quant_ref.h"
 #include "cpu/thread_pool.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::cpu {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "cpu/quant_ref.h"
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace strata::cpu {
 

@@ -7,7 +7,7 @@
 #include "cpu/onednn_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::cpu {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <span>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace strata::cpu {
 

@@ -15,8 +15,8 @@
 #include "cpu/gemm_x86.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace strata::cpu {
 namespace {

@@ -17,7 +17,7 @@
 // --int8-acts; perplexity unchanged to 4 digits.)
 #include <cstdint>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace strata::cpu {
 

@@ -8,7 +8,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/quant_ref.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::cpu {
 namespace {

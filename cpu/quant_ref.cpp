@@ -5,7 +5,7 @@
 #include <string>
 #include <type_traits>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 // Written plainly from the block layouts in quant_ref.h; speed is quant_avx*.cpp's job.
 namespace strata::cpu {

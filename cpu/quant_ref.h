@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace strata::cpu {
 

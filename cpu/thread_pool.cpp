@@ -17,7 +17,7 @@
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
-#include "runtime/core/log.h"
+#include "core/log.h"
 
 namespace strata::cpu {
 

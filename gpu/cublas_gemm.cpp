@@ -6,7 +6,7 @@
 #include <string>
 
 #include "gpu/cuda_kernels.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::gpu {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::gpu {
 

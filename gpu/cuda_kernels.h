@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "gpu/cuda_stream.h"
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace strata::gpu {
 
@@ -65,7 +65,7 @@ void add(float* y, const float* x, int64_t n, Stream& s);
 void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s);
 
 // ---- the paged KV cache and attention over it ----
-inline constexpr int32_t kKvBlockSize = 16;  // positions per KV block (runtime/kv_blocks.h)
+inline constexpr int32_t kKvBlockSize = 16;  // positions per KV block (runtime/kv/kv_blocks.h)
 
 // KV element types the kernels read and write: F32, F16, BF16.
 bool gpu_kv_type(DType t);

@@ -5,7 +5,7 @@
 #include "gpu/cuda_kernels.h"
 #include "gpu/cuda_stream.h"
 #include "gpu/device_pool.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::gpu {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::gpu {
 namespace {
@@ -34,8 +34,8 @@ uint64_t DeviceArena::allocate(uint64_t bytes, std::string_view what) {
     }
     budget_.release(size);
     throw OutOfBudget(fmt::format("GPU budget {}: {} requested by {}, {} free but the largest free range is {}",
-                                  storage::format_bytes(capacity()), storage::format_bytes(size), what,
-                                  storage::format_bytes(budget_.available()), storage::format_bytes(largest_free())),
+                                  format_bytes(capacity()), format_bytes(size), what,
+                                  format_bytes(budget_.available()), format_bytes(largest_free())),
                       "free GPU buffers first, allocate long-lived buffers before short-lived ones, or raise --gpu-mem");
 }
 

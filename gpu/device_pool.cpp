@@ -39,8 +39,8 @@ DevicePool::DevicePool(uint64_t budget_bytes, int device) : arena_(budget_bytes)
         cudaGetLastError();  // clear the sticky allocation error before asking
         cudaMemGetInfo(&free_bytes, &total);
         throw BackendError(fmt::format("GPU {}: cannot allocate the --gpu-mem budget of {}: {} of {} free",
-                                       device, storage::format_bytes(arena_.capacity()),
-                                       storage::format_bytes(free_bytes), storage::format_bytes(total)),
+                                       device, format_bytes(arena_.capacity()),
+                                       format_bytes(free_bytes), format_bytes(total)),
                            "lower --gpu-mem, or stop the other processes using the GPU");
     }
     cuda_check(err, "cudaMalloc of the GPU pool");

@@ -1,6 +1,6 @@
 #include "models/chat_prompt.h"
 
-namespace strata {
+namespace strata::models {
 
 std::vector<int32_t> tokenize_chat(const Tokenizer& tok, const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
                                    bool add_generation_prompt) {
@@ -11,4 +11,4 @@ std::vector<int32_t> tokenize_chat(const Tokenizer& tok, const ChatTemplate& tmp
     return tok.encode(prompt, tok.add_bos_default() && !has_bos, /*parse_special=*/true);
 }
 
-}  // namespace strata
+}  // namespace strata::models

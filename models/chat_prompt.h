@@ -7,9 +7,9 @@
 #include "models/chat_template.h"
 #include "models/tokenizer.h"
 
-namespace strata {
+namespace strata::models {
 
 std::vector<int32_t> tokenize_chat(const Tokenizer& tok, const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
                                    bool add_generation_prompt = true);
 
-}  // namespace strata
+}  // namespace strata::models

@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 
 #include "models/gguf_file.h"
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
-namespace strata {
+namespace strata::models {
 
 namespace {
 constexpr std::array<std::pair<std::string_view, ChatFamily>, 5> kFamilies = {{
@@ -133,4 +133,4 @@ std::string ChatTemplate::end_of_turn() const {
     return {};
 }
 
-}  // namespace strata
+}  // namespace strata::models

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace strata {
+namespace strata::models {
 
 class GgufFile;
 
@@ -39,4 +39,4 @@ private:
     std::string default_system_;  // some templates (SmolLM2) insert one when none is given
 };
 
-}  // namespace strata
+}  // namespace strata::models

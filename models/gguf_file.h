@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "models/gguf_value.h"
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
-namespace strata {
+namespace strata::models {
 
 // Upper bounds on counts and sizes read from the file, so that a hostile header cannot make
 // the reader allocate or loop without limit.
@@ -95,4 +95,4 @@ private:
     size_t map_size_ = 0;
 };
 
-}  // namespace strata
+}  // namespace strata::models

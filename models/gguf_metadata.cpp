@@ -2,9 +2,9 @@
 #include <fmt/format.h>
 
 #include "models/gguf_file.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
-namespace strata {
+namespace strata::models {
 
 namespace {
 [[noreturn]] void missing(std::string_view key) {
@@ -76,4 +76,4 @@ std::vector<int64_t> GgufFile::get_int_array(std::string_view key) const {
     return map_array<int64_t>(*this, key, [&](const GgufValue& x) { return x.as_int(key); });
 }
 
-}  // namespace strata
+}  // namespace strata::models

@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "models/gguf_file.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
-namespace strata {
+namespace strata::models {
 
 namespace {
 constexpr std::string_view kHintCorrupt = "the file is corrupt or truncated; download or convert it again";
@@ -262,4 +262,4 @@ const TensorInfo* GgufFile::find_tensor(std::string_view name) const {
     return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
-}  // namespace strata
+}  // namespace strata::models

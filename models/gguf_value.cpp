@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
-namespace strata {
+namespace strata::models {
 
 std::string_view gguf_type_name(GgufType t) {
     switch (t) {
@@ -93,4 +93,4 @@ std::string GgufValue::to_display(size_t max_items) const {
         v);
 }
 
-}  // namespace strata
+}  // namespace strata::models

@@ -7,7 +7,7 @@
 #include <variant>
 #include <vector>
 
-namespace strata {
+namespace strata::models {
 
 enum class GgufType : uint32_t {
     U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
@@ -37,4 +37,4 @@ struct GgufValue {
     std::string to_display(size_t max_items = 8) const;
 };
 
-}  // namespace strata
+}  // namespace strata::models

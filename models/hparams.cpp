@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include "models/gguf_file.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
-namespace strata {
+namespace strata::models {
 
 namespace {
 constexpr std::array<std::pair<std::string_view, Arch>, 3> kArchs = {{
@@ -83,4 +83,4 @@ Hparams Hparams::from_gguf(const GgufFile& f) {
     return h;
 }
 
-}  // namespace strata
+}  // namespace strata::models

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-namespace strata {
+namespace strata::models {
 
 class GgufFile;
 
@@ -39,4 +39,4 @@ struct Hparams {
     static Hparams from_gguf(const GgufFile& f);
 };
 
-}  // namespace strata
+}  // namespace strata::models

@@ -9,10 +9,10 @@
 #include <array>
 
 #include "models/gguf_file.h"
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
-namespace strata {
+namespace strata::models {
 
 namespace tokenizer_detail {
 
@@ -299,4 +299,4 @@ const std::string& Tokenizer::token_text(int32_t id) const {
 
 uint32_t Tokenizer::token_attr(int32_t id) const { return id >= 0 && id < v_.n() ? v_.attr[id] : kAttrUndefined; }
 
-}  // namespace strata
+}  // namespace strata::models

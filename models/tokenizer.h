@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace strata {
+namespace strata::models {
 
 class GgufFile;
 
@@ -126,4 +126,4 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile& file);  // tokeniz
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile& file);  // tokenizer_spm.cpp
 }  // namespace tokenizer_detail
 
-}  // namespace strata
+}  // namespace strata::models

@@ -11,10 +11,10 @@
 #include "models/gguf_file.h"
 #include "models/tokenizer.h"
 #include "models/unicode.h"
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
-namespace strata {
+namespace strata::models {
 
 namespace {
 
@@ -205,4 +205,4 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile& file) {
 
 }  // namespace tokenizer_detail
 
-}  // namespace strata
+}  // namespace strata::models

@@ -11,7 +11,7 @@
 #include "models/tokenizer.h"
 #include "models/unicode.h"
 
-namespace strata {
+namespace strata::models {
 
 namespace {
 
@@ -165,4 +165,4 @@ std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile& file) {
 
 }  // namespace tokenizer_detail
 
-}  // namespace strata
+}  // namespace strata::models

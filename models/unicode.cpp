@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <array>
 
-namespace strata::unicode {
+namespace strata::models::unicode {
 
 namespace {
 
@@ -359,4 +359,4 @@ std::vector<std::string> split(std::string_view text, std::span<const SplitRule>
     return words;
 }
 
-}  // namespace strata::unicode
+}  // namespace strata::models::unicode

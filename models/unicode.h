@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace strata::unicode {
+namespace strata::models::unicode {
 
 // Codepoint flag bits; the same values as llama.cpp's unicode_cpt_flags.
 enum CptFlag : uint16_t {
@@ -76,4 +76,4 @@ enum class SplitRule {
 // decoded codepoints (so invalid bytes come back as U+FFFD), as llama.cpp does.
 std::vector<std::string> split(std::string_view text, std::span<const SplitRule> rules);
 
-}  // namespace strata::unicode
+}  // namespace strata::models::unicode

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace strata::planner {
 

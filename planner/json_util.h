@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::planner::json_util {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "planner/units.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::planner {
 

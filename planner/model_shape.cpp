@@ -8,7 +8,7 @@
 #include "models/gguf_file.h"
 #include "models/hparams.h"
 #include "planner/catalog.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::planner {
 
@@ -26,14 +26,14 @@ uint64_t ModelShape::total_weight_bytes() const {
 double ModelShape::kv_bytes_per_token() const { return 2.0 * type_bytes(kv_type, n_embd_kv()); }
 
 ModelShape ModelShape::from_gguf(const std::filesystem::path& path) {
-    return from_gguf(GgufFile::open(path, /*map_data=*/false));
+    return from_gguf(models::GgufFile::open(path, /*map_data=*/false));
 }
 
-ModelShape ModelShape::from_gguf(const GgufFile& f) {
-    const Hparams hp = Hparams::from_gguf(f);
+ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
+    const models::Hparams hp = models::Hparams::from_gguf(f);
     ModelShape m;
     m.name = f.get_string_opt("general.name").value_or(f.path().stem().string());
-    m.family = std::string(arch_name(hp.arch));
+    m.family = std::string(models::arch_name(hp.arch));
     m.source = f.path().string();
     m.n_layer = hp.n_layer;
     m.n_embd = hp.n_embd;
@@ -46,8 +46,8 @@ ModelShape ModelShape::from_gguf(const GgufFile& f) {
     m.layers.resize(static_cast<size_t>(hp.n_layer));
 
     std::map<DType, uint64_t> matmul_bytes_by_type;
-    const TensorInfo* token_embd = nullptr;
-    const TensorInfo* output = nullptr;
+    const models::TensorInfo* token_embd = nullptr;
+    const models::TensorInfo* output = nullptr;
     for (const auto& t : f.tensors()) {
         m.n_params += t.nelements();
         int layer = -1, used = 0;
@@ -71,7 +71,7 @@ ModelShape ModelShape::from_gguf(const GgufFile& f) {
     }
     if (!token_embd) throw FormatError("model tensor 'token_embd.weight' is missing");
     m.tied_output = output == nullptr;
-    const TensorInfo& out = output ? *output : *token_embd;
+    const models::TensorInfo& out = output ? *output : *token_embd;
     m.output_bytes += out.nbytes;
     m.output_matmul_params = out.nelements();
     m.embd_bytes = m.tied_output ? 0 : token_embd->nbytes;

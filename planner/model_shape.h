@@ -9,11 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
-namespace strata {
-class GgufFile;
-}
+namespace strata::models { class GgufFile; }
 
 namespace strata::planner {
 
@@ -53,7 +51,7 @@ struct ModelShape {
     // Reads the header and tensor table only. Throws FormatError/IoError.
     static ModelShape from_gguf(const std::filesystem::path& path);
     // The same from a file already open (the runtime's).
-    static ModelShape from_gguf(const GgufFile& f);
+    static ModelShape from_gguf(const models::GgufFile& f);
     // A catalog model with every matrix in `weight_type`, norms and biases in F32.
     // Throws UsageError (listing the known names) for an unknown name.
     static ModelShape from_catalog(std::string_view name, DType weight_type, DType kv_type = DType::F16);

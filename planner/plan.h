@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "planner/workload.h"
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace strata::planner {
 

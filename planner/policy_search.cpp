@@ -11,8 +11,8 @@
 #include "planner/lp_placement.h"
 #include "planner/rounding.h"
 #include "planner/units.h"
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace strata::planner {
 

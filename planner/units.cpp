@@ -4,13 +4,13 @@
 
 #include <fmt/format.h>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::planner {
 
 uint64_t parse_size(std::string_view text, std::string_view flag, uint64_t total) {
     try {
-        return storage::parse_memory_size(text, total);
+        return parse_memory_size(text, total);
     } catch (const UsageError& e) {
         throw UsageError(fmt::format("{}: {}", flag, e.what()), e.hint());
     }

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::planner {
 

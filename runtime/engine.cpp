@@ -6,20 +6,20 @@
 
 #include "cpu/onednn_matmul.h"
 #include "cpu/thread_pool.h"
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "gpu/cuda_host.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/forward.h"
-#include "runtime/kv_cache.h"
+#include "runtime/exec/cuda_backend.h"
+#include "runtime/exec/forward.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/model_paths.h"
-#include "runtime/placement.h"
+#include "runtime/place/placement.h"
 #include "runtime/text_stream.h"
 #include "runtime/trace.h"
-#include "runtime/weight_store.h"
+#include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 
-namespace strata {
+namespace strata::runtime {
 
 namespace {
 
@@ -39,9 +39,9 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 }  // namespace
 
 Engine::Engine(const EngineOptions& opts)
-    : file_(GgufFile::open(resolve_model_path(opts.model))),
-      hp_(Hparams::from_gguf(file_)),
-      tok_(Tokenizer::from_gguf(file_)),
+    : file_(models::GgufFile::open(resolve_model_path(opts.model))),
+      hp_(models::Hparams::from_gguf(file_)),
+      tok_(models::Tokenizer::from_gguf(file_)),
       pool_(std::make_unique<cpu::ThreadPool>(opts.n_threads)),
       dram_(std::make_unique<storage::MemoryBudget>("DRAM", opts.dram_budget ? opts.dram_budget : UINT64_MAX,
                                                     "--dram")) {
@@ -91,8 +91,8 @@ Engine::Engine(const EngineOptions& opts)
                     CudaBackend::working_bytes(hp_, head, largest, 2, n_ctx) + (n_rebuilt > 0 ? kv_layer : 0);
                 if (working >= gpu.gpu_mem)
                     throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
-                                                  "buffers take {}", storage::format_bytes(gpu.gpu_mem),
-                                                  storage::format_bytes(working)),
+                                                  "buffers take {}", format_bytes(gpu.gpu_mem),
+                                                  format_bytes(working)),
                                       "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
                 GpuPlacement g = place_on_gpu(file_, in, po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.gpu.attention);
                 kv_on = g.kv;
@@ -119,7 +119,7 @@ Engine::Engine(const EngineOptions& opts)
             if (n_rebuilt > 0 && spill.n_resident_layers < hp_.n_layer)
                 throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
                                               "DRAM, but the KV cache does not fit --dram {}",
-                                              n_rebuilt, storage::format_bytes(in.budget)),
+                                              n_rebuilt, format_bytes(in.budget)),
                                   "give more --dram, or use a plan without recompute (strata plan --no-recompute)");
             spill.rebuilt = rebuilt;
             spill.n_embd_hidden = hp_.n_embd;
@@ -149,7 +149,7 @@ Engine::Engine(const EngineOptions& opts)
             pool_->run([&] { tiled = weights_->tile_for_cpu(); });
             if (tiled)
                 STRATA_LOG_INFO("weights: {} rewritten into the AVX-512 kernels' tile order in {:.0f} ms",
-                                storage::format_bytes(tiled), 1000 * seconds_since(t0));
+                                format_bytes(tiled), 1000 * seconds_since(t0));
         }
         auto cpu = std::make_unique<Forward>(hp_, *weights_);
         cpu->set_int8_activations(opts.int8_activations);
@@ -159,9 +159,9 @@ Engine::Engine(const EngineOptions& opts)
     kv_->set_trace(trace_.get());
     STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, KV cache {} blocks of {} "
                     "positions ({}), {} threads; {}",
-                    arch_name(hp_.arch), hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv,
-                    storage::format_bytes(weights_->weights().total_bytes()), n_ctx, n_blocks, KvCache::kBlockSize,
-                    storage::format_bytes(kv_all), pool_->n_threads(),
+                    models::arch_name(hp_.arch), hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv,
+                    format_bytes(weights_->weights().total_bytes()), n_ctx, n_blocks, KvCache::kBlockSize,
+                    format_bytes(kv_all), pool_->n_threads(),
                     opts.dram_budget ? dram_->describe() : std::string("no DRAM limit"));
     if (kv_->n_rebuilt() > 0)
         STRATA_LOG_INFO("kv: {} layers keep hidden states and rebuild K and V each pass (the plan's recompute)",
@@ -268,4 +268,4 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateP
     return r;
 }
 
-}  // namespace strata
+}  // namespace strata::runtime

@@ -16,14 +16,15 @@
 #include "models/hparams.h"
 #include "models/tokenizer.h"
 #include "planner/plan.h"
-#include "runtime/forward.h"
-#include "runtime/gpu_placement.h"
+#include "runtime/exec/forward.h"
+#include "runtime/place/gpu_placement.h"
 #include "runtime/sampler.h"
 #include "storage/budget.h"
 
-namespace strata {
+namespace strata::cpu { class ThreadPool; }
 
-namespace cpu { class ThreadPool; }
+namespace strata::runtime {
+
 class KvCache;
 class WeightStore;
 class Trace;
@@ -50,7 +51,7 @@ struct EngineOptions {
     // read them (cpu::tile_weights): decode streams them linearly. Same results either way (the
     // bf16 prefill dequantizes its rows from the tiles).
     bool tile_weights = true;
-    // Positions of paged KV cache shared by all sequences (runtime/kv_cache.h); 0: n_ctx.
+    // Positions of paged KV cache shared by all sequences (runtime/kv/kv_cache.h); 0: n_ctx.
     int kv_positions = 0;
     // The KV cache's element type: F16 (llama.cpp's default) halves F32's memory and attention
     // reads; BF16 likewise with less precision; Q8_0 takes 8.5 bits a value (lossy).
@@ -85,13 +86,13 @@ public:
     explicit Engine(const EngineOptions& opts);
     ~Engine();
 
-    const Hparams& hparams() const { return hp_; }
-    const Tokenizer& tokenizer() const { return *tok_; }
-    const GgufFile& file() const { return file_; }
+    const models::Hparams& hparams() const { return hp_; }
+    const models::Tokenizer& tokenizer() const { return *tok_; }
+    const models::GgufFile& file() const { return file_; }
     const WeightStore& weights() const { return *weights_; }
     const KvCache& kv_cache() const { return *kv_; }
     const storage::MemoryBudget& dram() const { return *dram_; }
-    // The plan the weights are placed by, with what it predicts (runtime/placement.h).
+    // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
     std::string_view backend_name() const { return fwd_->name(); }
     int n_ctx() const;
@@ -124,9 +125,9 @@ public:
 
 private:
     std::unique_ptr<Trace> trace_;  // first in, last out: everything below may record into it
-    GgufFile file_;
-    Hparams hp_;
-    std::unique_ptr<Tokenizer> tok_;
+    models::GgufFile file_;
+    models::Hparams hp_;
+    std::unique_ptr<models::Tokenizer> tok_;
     std::unique_ptr<cpu::ThreadPool> pool_;
     std::unique_ptr<storage::MemoryBudget> dram_;
     std::unique_ptr<KvCache> kv_;
@@ -139,4 +140,4 @@ private:
     std::vector<float> logits_;
 };
 
-}  // namespace strata
+}  // namespace strata::runtime

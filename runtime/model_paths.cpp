@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "runtime/core/cache_dir.h"
-#include "runtime/core/error.h"
+#include "core/cache_dir.h"
+#include "core/error.h"
 
-namespace strata {
+namespace strata::runtime {
 
 namespace {
 const char* env(const char* name) {
@@ -32,4 +32,4 @@ std::filesystem::path resolve_model_path(const std::filesystem::path& given) {
     return p;
 }
 
-}  // namespace strata
+}  // namespace strata::runtime

@@ -3,9 +3,9 @@
 // ~/.cache/strata/models. The default model is SmolLM2-135M-Instruct (Q4_1).
 #include <filesystem>
 
-#include "runtime/core/cache_dir.h"
+#include "core/cache_dir.h"
 
-namespace strata {
+namespace strata::runtime {
 
 inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -15,4 +15,4 @@ std::filesystem::path default_model_path();
 // fetch command when the default model is absent.
 std::filesystem::path resolve_model_path(const std::filesystem::path& given);
 
-}  // namespace strata
+}  // namespace strata::runtime

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <unordered_map>
 
-namespace strata {
+namespace strata::runtime {
 
 namespace sampling {
 
@@ -104,4 +104,4 @@ int32_t Sampler::sample(std::span<const float> logits) {
     return cand_.back().id;
 }
 
-}  // namespace strata
+}  // namespace strata::runtime

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-namespace strata {
+namespace strata::runtime {
 
 struct SamplerParams {
     float temperature = 0.8f;       // <= 0: greedy
@@ -54,4 +54,4 @@ void top_p(std::vector<Candidate>& c, float p);
 void min_p(std::vector<Candidate>& c, float p);
 }  // namespace sampling
 
-}  // namespace strata
+}  // namespace strata::runtime

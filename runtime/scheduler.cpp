@@ -5,12 +5,12 @@
 
 #include <fmt/format.h>
 
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
-#include "runtime/kv_cache.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/text_stream.h"
 
-namespace strata {
+namespace strata::runtime {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -322,7 +322,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
 bool Scheduler::feed(Job& j, std::span<const float> logits) {
     GenerateResult& r = j.result;
     const GenerateParams& p = j.request.params;
-    const Tokenizer& tok = engine_.tokenizer();
+    const models::Tokenizer& tok = engine_.tokenizer();
     if (static_cast<int32_t>(r.tokens.size()) >= p.n_predict) return false;  // n_predict 0: the prompt only
     const int32_t t = j.sampler->sample(logits);
     if (!p.ignore_eos && tok.is_eog(t)) {
@@ -378,4 +378,4 @@ void Scheduler::finish(std::vector<std::unique_ptr<Job>>& done) {
     }
 }
 
-}  // namespace strata
+}  // namespace strata::runtime

@@ -18,7 +18,7 @@
 
 #include "runtime/engine.h"
 
-namespace strata {
+namespace strata::runtime {
 
 struct Request {
     std::vector<int32_t> prompt;  // already templated and tokenized
@@ -104,4 +104,4 @@ private:
     std::thread thread_;
 };
 
-}  // namespace strata
+}  // namespace strata::runtime

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace strata {
+namespace strata::runtime {
 
 size_t utf8_complete_prefix(std::string_view s) {
     // Look back at most 3 bytes for the lead byte of an unfinished sequence.
@@ -53,4 +53,4 @@ std::string TextStream::flush() {
     return out;
 }
 
-}  // namespace strata
+}  // namespace strata::runtime

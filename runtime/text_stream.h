@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace strata {
+namespace strata::runtime {
 
 class TextStream {
 public:
@@ -27,4 +27,4 @@ private:
 // Length of the longest prefix of `s` that is made of complete UTF-8 sequences.
 size_t utf8_complete_prefix(std::string_view s);
 
-}  // namespace strata
+}  // namespace strata::runtime

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/log.h"
+#include "core/log.h"
 
-namespace strata {
+namespace strata::runtime {
 
 Trace::Trace(std::filesystem::path path) : path_(std::move(path)), origin_(Clock::now()) {}
 
@@ -48,4 +48,4 @@ void Trace::write() const {
     if (!out) STRATA_LOG_WARN("trace: could not write {}", path_.string());
 }
 
-}  // namespace strata
+}  // namespace strata::runtime

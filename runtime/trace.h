@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace strata {
+namespace strata::runtime {
 
 class Trace {
 public:
@@ -57,4 +57,4 @@ private:
     Trace::Clock::time_point begin_;
 };
 
-}  // namespace strata
+}  // namespace strata::runtime

@@ -1,5 +1,5 @@
 #pragma once
-// Memory sizes as users write them ("512M", "6G", "40%") and the budgets they set. Every
+// The budgets users set on a memory tier (sizes as they write them: core/bytes.h). Every
 // allocation the engine makes on a tier is reserved here first, so "never more than the
 // budget" is checked in one place and a refusal names who asked and how much.
 #include <atomic>
@@ -8,23 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "core/bytes.h"
+
 namespace strata::storage {
-
-// Physical RAM from sysconf(_SC_PHYS_PAGES) * page size. Not hwloc's NUMA figure: on the
-// balloon-backed VMs it under-reports RAM by 4x (see shared/env.md).
-uint64_t system_ram_bytes();
-
-// Parses "4096" (bytes), "512K", "512M", "6G", "1.5G", "2T" (powers of 1024; an optional
-// "B" or "iB" after the letter is accepted, any case) or "40%" of `total_ram`.
-// Throws UsageError naming the text on anything else, on overflow, and on percentages
-// outside (0, 100].
-uint64_t parse_memory_size(std::string_view text, uint64_t total_ram);
-inline uint64_t parse_memory_size(std::string_view text) {
-    return parse_memory_size(text, system_ram_bytes());
-}
-
-// "512 MiB", "1.5 GiB", "600 B": the form used in every budget message.
-std::string format_bytes(uint64_t bytes);
 
 // A byte budget shared by threads: reservations are lock-free and never overshoot the limit.
 class MemoryBudget {

@@ -12,8 +12,8 @@
 #include <new>
 #include <utility>
 
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace strata::storage {
 

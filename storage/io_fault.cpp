@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <string>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::storage {
 

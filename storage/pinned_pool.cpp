@@ -7,8 +7,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "storage/file_io.h"
 
 namespace strata::storage {

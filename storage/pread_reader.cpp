@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/core/log.h"
+#include "core/log.h"
 #include "storage/chunked_reader.h"
 
 namespace strata::storage {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "storage/file_io.h"
 
 namespace strata::storage {

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <string_view>
 
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "storage/pread_reader.h"
 #include "storage/reader.h"
 #include "storage/uring_reader.h"

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "storage/chunked_reader.h"
 
 namespace strata::storage {

@@ -5,17 +5,17 @@
 
 #include <fmt/format.h>
 
-#include "cpu/attention_cpu.h"
+#include "cpu/kv_format.h"
 #include "planner/plan_report.h"
-#include "runtime/core/error.h"
-#include "runtime/placement.h"
+#include "core/error.h"
+#include "runtime/place/placement.h"
 #include "storage/budget.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
 
-EngineOptions ModelOptions::engine() const {
-    EngineOptions e;
+runtime::EngineOptions ModelOptions::engine() const {
+    runtime::EngineOptions e;
     e.model = model;
     e.n_threads = threads;
     e.n_ctx = ctx;
@@ -31,14 +31,14 @@ EngineOptions ModelOptions::engine() const {
     e.kv_type = *kv;
     if (gpu_mem.find('%') != std::string::npos)
         throw UsageError(fmt::format("--gpu-mem '{}' is a share; give the GPU memory as a size", gpu_mem), "e.g. --gpu-mem 20G");
-    if (!gpu_mem.empty()) e.gpu.gpu_mem = gpu_mem == "0" ? 0 : storage::parse_memory_size(gpu_mem);
-    const auto where = parse_attention(attention);
+    if (!gpu_mem.empty()) e.gpu.gpu_mem = gpu_mem == "0" ? 0 : parse_memory_size(gpu_mem);
+    const auto where = runtime::parse_attention(attention);
     if (!where) throw UsageError(fmt::format("--attention '{}' is not a choice", attention), "use auto, cpu or gpu");
     e.gpu.attention = *where;
     std::string budget = dram;
     if (budget.empty())
         if (const char* env = std::getenv("STRATA_DRAM")) budget = env;
-    if (!budget.empty()) e.dram_budget = storage::parse_memory_size(budget);
+    if (!budget.empty()) e.dram_budget = parse_memory_size(budget);
     if (!plan_file.empty()) {
         std::ifstream in(plan_file, std::ios::binary);
         if (!in) throw IoError(fmt::format("cannot read the plan '{}'", plan_file), "make one with `strata plan -m MODEL -o FILE`");
@@ -51,7 +51,7 @@ EngineOptions ModelOptions::engine() const {
         }
     }
     if (show_plan)
-        e.on_plan = [](const Placement& p) {
+        e.on_plan = [](const runtime::Placement& p) {
             fmt::print(stderr, "profile   {}\n{}\n", p.hw_source, planner::format_plan(p.plan, p.shape, p.hw, p.search));
         };
     return e;

@@ -27,7 +27,7 @@ struct ModelOptions {
     std::string gpu_mem;    // GPU memory budget ("20G", "0" = CPU only); empty: the device's default
     std::string attention = "auto";  // where attention runs with a GPU: auto, cpu, gpu
     int verbosity = 0;
-    EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
+    runtime::EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
 };
 
 struct GenerateOptions {
@@ -35,7 +35,7 @@ struct GenerateOptions {
     std::string prompt;
     std::string prompt_file;
     int n_predict = 128;
-    SamplerParams sampler;
+    runtime::SamplerParams sampler;
     std::vector<std::string> stop;
     bool ignore_eos = false;
     bool json = false;
@@ -49,7 +49,7 @@ struct ChatOptions {
     std::string load;           // start from a conversation saved with /save
     bool print_prompt = false;  // print the rendered prompt for stdin's message and exit (tests)
     int n_predict = 512;
-    SamplerParams sampler;
+    runtime::SamplerParams sampler;
 };
 
 struct PerplexityOptions {

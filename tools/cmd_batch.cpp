@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "models/chat_template.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "runtime/model_paths.h"
-#include "runtime/placement.h"
+#include "runtime/place/placement.h"
 #include "runtime/scheduler.h"
 #include "tools/cli_options.h"
 #include "tools/openai/batch.h"
@@ -44,7 +44,7 @@ std::vector<std::string> read_lines(const std::string& path) {
 struct Completions {
     std::mutex mu;
     std::condition_variable cv;
-    std::vector<std::pair<size_t, GenerateResult>> ready;  // index into the work list, result
+    std::vector<std::pair<size_t, runtime::GenerateResult>> ready;  // index into the work list, result
 };
 
 }  // namespace
@@ -59,10 +59,10 @@ int run_batch(const BatchOptions& o) {
         fmt::print(stderr, "batch: removed a partial last line ({} bytes) left in {} by an interrupted run\n",
                    out.truncated_bytes(), o.output);
 
-    EngineOptions eo = o.m.engine();
-    const std::string model_id = resolve_model_path(eo.model).stem().string();
-    Engine engine(eo);
-    const ChatTemplate tmpl = ChatTemplate::from_gguf(engine.file(), o.chat_template);
+    runtime::EngineOptions eo = o.m.engine();
+    const std::string model_id = runtime::resolve_model_path(eo.model).stem().string();
+    runtime::Engine engine(eo);
+    const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(engine.file(), o.chat_template);
     const openai::ModelContext model{engine.tokenizer(), tmpl, engine.n_ctx(), model_id};
 
     // Read every line first: bad ones are reported and recorded before the model runs.
@@ -95,7 +95,7 @@ int run_batch(const BatchOptions& o) {
     std::signal(SIGTERM, on_stop_signal);
     // A small queue beyond the running batch keeps the next sequences ready without holding
     // many requests that an interruption would lose.
-    Scheduler scheduler(engine, SchedulerOptions{o.max_batch, o.max_batch});
+    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{o.max_batch, o.max_batch});
     Completions done;
     Progress progress("batch", work.size());
     const auto start = std::chrono::steady_clock::now();
@@ -107,11 +107,11 @@ int run_batch(const BatchOptions& o) {
     while (next < work.size() || in_flight > 0) {
         while (!g_interrupted && next < work.size() && in_flight < static_cast<size_t>(2 * o.max_batch)) {
             openai::BatchLine& item = work[next];
-            Request r;
+            runtime::Request r;
             r.prompt = item.request->prompt;
             r.params = item.request->params;
             r.on_text = [](std::string_view) { return true; };
-            r.on_done = [&done, index = next](const GenerateResult& result) {
+            r.on_done = [&done, index = next](const runtime::GenerateResult& result) {
                 std::lock_guard lock(done.mu);
                 done.ready.emplace_back(index, result);
                 done.cv.notify_one();
@@ -120,7 +120,7 @@ int run_batch(const BatchOptions& o) {
                 id_of[next] = scheduler.submit(std::move(r));
                 in_flight_ids.insert(id_of[next]);
                 ++in_flight;
-            } catch (const QueueFull&) {
+            } catch (const runtime::QueueFull&) {
                 break;  // full for now: retry once something finishes
             } catch (const UsageError& e) {
                 fmt::print(stderr, "batch: line {}: {}\n", item.line_no, e.what());
@@ -136,7 +136,7 @@ int run_batch(const BatchOptions& o) {
             for (uint64_t id : in_flight_ids) scheduler.cancel(id);
             cancelled = true;
         }
-        std::vector<std::pair<size_t, GenerateResult>> ready;
+        std::vector<std::pair<size_t, runtime::GenerateResult>> ready;
         {
             std::unique_lock lock(done.mu);
             done.cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !done.ready.empty(); });

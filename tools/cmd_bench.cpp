@@ -6,7 +6,7 @@
 // With -b B, B sequences run together (pp: each one's P tokens in one eval_batch; tg: one token
 // of each per step) and t/s is the aggregate, B x P (or N) / seconds; with -d D each sequence
 // first holds D random positions (untimed), as llama-bench's -d. Below the table: the plan's
-// prediction for the same run (runtime/placement.h).
+// prediction for the same run (runtime/place/placement.h).
 // For tg it also reports the memory speed decode reached: weight bytes per token x t/s against
 // the profile's DRAM read rate, and, when layers stream from disk (--dram below the model),
 // the bytes read per second against the profile's disk read rate (run `strata probe` first
@@ -24,10 +24,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu/cpu_features.h"
-#include "runtime/core/error.h"
-#include "runtime/kv_cache.h"
-#include "runtime/placement.h"
-#include "runtime/weight_store.h"
+#include "core/error.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/place/placement.h"
+#include "runtime/weights/weight_store.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
@@ -57,10 +57,10 @@ double stddev(const std::vector<double>& v) {
 }
 
 // "llama 135M Q4_1": architecture, parameter count, the type most weight bytes are in.
-std::string model_label(const Engine& e, uint64_t& bytes, uint64_t& params) {
+std::string model_label(const runtime::Engine& e, uint64_t& bytes, uint64_t& params) {
     std::map<DType, uint64_t> by_type;
     bytes = params = 0;
-    for (const TensorInfo& t : e.file().tensors()) {
+    for (const models::TensorInfo& t : e.file().tensors()) {
         bytes += t.nbytes;
         params += static_cast<uint64_t>(t.nelements());
         if (t.n_dims >= 2) by_type[t.type] += t.nbytes;
@@ -71,7 +71,7 @@ std::string model_label(const Engine& e, uint64_t& bytes, uint64_t& params) {
         if (n > best) best = n, main = type;
     const std::string size = params >= 1'000'000'000 ? fmt::format("{:.1f}B", params / 1e9)
                                                      : fmt::format("{}M", (params + 500'000) / 1'000'000);
-    return fmt::format("{} {} {}", arch_name(e.hparams().arch), size, dtype_name(main));
+    return fmt::format("{} {} {}", models::arch_name(e.hparams().arch), size, dtype_name(main));
 }
 
 }  // namespace
@@ -80,11 +80,11 @@ int run_bench(const BenchOptions& o) {
     if (o.n_prompt < 0 || o.n_gen < 0) throw UsageError("-p and -n must not be negative");
     if (o.reps < 1) throw UsageError(fmt::format("-r {} is not a positive number of repetitions", o.reps));
     if (o.n_prompt == 0 && o.n_gen == 0) throw UsageError("nothing to measure: -p and -n are both 0");
-    EngineOptions eo = o.m.engine();
+    runtime::EngineOptions eo = o.m.engine();
     if (eo.n_ctx == 0) eo.n_ctx = std::max(16, o.depth + std::max(o.n_prompt, o.n_gen));
     eo.n_predict = o.n_gen;
     eo.kv_positions = o.batch * eo.n_ctx;  // every sequence its whole context
-    Engine engine(eo);
+    runtime::Engine engine(eo);
     if (o.depth + std::max(o.n_prompt, o.n_gen) > engine.n_ctx())
         throw UsageError(fmt::format("-d {} + -p {} / -n {} do not fit the context of {}", o.depth, o.n_prompt, o.n_gen,
                                      engine.n_ctx()),
@@ -99,12 +99,12 @@ int run_bench(const BenchOptions& o) {
         return toks;
     };
     // Sequence 0 and batch - 1 more, emptied before each test and filled to the depth.
-    std::vector<SeqId> seqs{0};
+    std::vector<runtime::SeqId> seqs{0};
     for (int i = 1; i < o.batch; ++i) seqs.push_back(engine.create_seq());
     // Each sequence's next `n` tokens (fresh random ones) in one eval_batch.
     auto eval_all = [&](int n) {
         std::vector<std::vector<int32_t>> toks;
-        std::vector<SeqTokens> batch;
+        std::vector<runtime::SeqTokens> batch;
         for (size_t i = 0; i < seqs.size(); ++i) toks.push_back(random_tokens(n));
         for (size_t i = 0; i < seqs.size(); ++i) batch.push_back({seqs[i], toks[i]});
         const auto t0 = Clock::now();

@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "models/gguf_file.h"
-#include "runtime/core/cache_dir.h"
-#include "runtime/core/error.h"
+#include "core/cache_dir.h"
+#include "core/error.h"
 #include "runtime/model_paths.h"
 #include "runtime/scheduler.h"
 #include "tools/chat/chat_commands.h"
@@ -34,8 +34,8 @@ std::string stdin_message() {
 int print_prompt(const ChatOptions& o) {
     const std::string msg = stdin_message();
     SavedChat chat = o.load.empty() ? SavedChat{{}, o.system, {}} : load_chat(o.load);
-    const GgufFile file = GgufFile::open(resolve_model_path(o.m.model), /*map_data=*/false);
-    const ChatTemplate tmpl = ChatTemplate::from_gguf(file, o.chat_template);
+    const models::GgufFile file = models::GgufFile::open(runtime::resolve_model_path(o.m.model), /*map_data=*/false);
+    const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(file, o.chat_template);
     chat.messages.push_back({"user", msg});
     const std::string prompt = tmpl.render(with_system(chat.system, chat.messages));
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
@@ -86,16 +86,16 @@ int run_chat(const ChatOptions& o) {
     if (!o.load.empty()) saved = load_chat(o.load);
     if (interactive) block_sigint();  // before the engine's and the scheduler's threads start
 
-    EngineOptions eo = o.m.engine();
+    runtime::EngineOptions eo = o.m.engine();
     eo.n_predict = o.n_predict;  // the plan's workload
-    Engine engine(eo);
-    SchedulerOptions so;
+    runtime::Engine engine(eo);
+    runtime::SchedulerOptions so;
     so.max_batch = 1;  // one conversation
-    Scheduler scheduler(engine, so);
-    GenerateParams gp;
+    runtime::Scheduler scheduler(engine, so);
+    runtime::GenerateParams gp;
     gp.n_predict = o.n_predict;
     gp.sampler = o.sampler;
-    ChatSession session(engine, scheduler, ChatTemplate::from_gguf(engine.file(), o.chat_template), o.system, gp);
+    ChatSession session(engine, scheduler, models::ChatTemplate::from_gguf(engine.file(), o.chat_template), o.system, gp);
     if (saved) session.restore(std::move(*saved), o.load);
 
     if (!interactive) {

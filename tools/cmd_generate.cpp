@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/plan_report.h"
-#include "runtime/core/error.h"
-#include "runtime/placement.h"
-#include "runtime/kv_cache.h"
-#include "runtime/weight_store.h"
+#include "core/error.h"
+#include "runtime/place/placement.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/weights/weight_store.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
@@ -27,7 +27,7 @@ uint64_t peak_rss_bytes() {
 }
 
 // The placement and what the plan predicts for this very run, beside the measured timings.
-nlohmann::json plan_json(const Placement& p, const GenerateResult& r) {
+nlohmann::json plan_json(const runtime::Placement& p, const runtime::GenerateResult& r) {
     const int n_streamed = p.residency.n_streamed();
     const planner::Prediction pred = p.predict(static_cast<int>(r.prompt_tokens.size()), static_cast<int>(r.tokens.size()));
     return {{"summary", planner::plan_summary(p.plan)},
@@ -56,13 +56,13 @@ std::string read_prompt(const GenerateOptions& o) {
 int run_generate(const GenerateOptions& o) {
     const std::string prompt = read_prompt(o);
     if (prompt.empty()) throw UsageError("the prompt is empty", "give some text with -p, -f or on standard input");
-    EngineOptions eo = o.m.engine();
+    runtime::EngineOptions eo = o.m.engine();
     eo.n_predict = o.n_predict;  // the plan's workload
-    Engine engine(eo);
-    const Tokenizer& tok = engine.tokenizer();
+    runtime::Engine engine(eo);
+    const models::Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(prompt, tok.add_bos_default() && !o.no_bos, true);
 
-    GenerateParams gp;
+    runtime::GenerateParams gp;
     gp.n_predict = o.n_predict;
     gp.sampler = o.sampler;
     gp.stop = o.stop;

@@ -12,7 +12,7 @@
 namespace strata::cli {
 
 namespace {
-std::string shape_of(const TensorInfo& t) {
+std::string shape_of(const models::TensorInfo& t) {
     std::string s;
     for (int d = 0; d < t.n_dims; ++d) s += (d ? " x " : "") + std::to_string(t.ne[d]);
     return s;
@@ -20,7 +20,7 @@ std::string shape_of(const TensorInfo& t) {
 }  // namespace
 
 int run_inspect(const InspectOptions& o) {
-    const auto f = GgufFile::open(resolve_model_path(o.model), /*map_data=*/false);
+    const auto f = models::GgufFile::open(runtime::resolve_model_path(o.model), /*map_data=*/false);
     uint64_t total = 0, params = 0;
     for (const auto& t : f.tensors()) total += t.nbytes, params += static_cast<uint64_t>(t.nelements());
 
@@ -37,7 +37,7 @@ int run_inspect(const InspectOptions& o) {
     }
     fmt::print("{}: GGUF v{}, {} metadata keys, {} tensors, {:.2f} MiB, {:.1f} M parameters\n\n", f.path().string(),
                f.version(), f.metadata().size(), f.tensors().size(), total / 1048576.0, params / 1e6);
-    for (const auto& [k, v] : f.metadata()) fmt::print("{:<42} {:<7} {}\n", k, gguf_type_name(v.type), v.to_display());
+    for (const auto& [k, v] : f.metadata()) fmt::print("{:<42} {:<7} {}\n", k, models::gguf_type_name(v.type), v.to_display());
     fmt::print("\n{:<36} {:<6} {:<20} {:>12}\n", "tensor", "type", "shape", "bytes");
     for (const auto& t : f.tensors()) fmt::print("{:<36} {:<6} {:<20} {:>12}\n", t.name, dtype_name(t.type), shape_of(t), t.nbytes);
     return 0;

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tools/cli_options.h"
 #include "tools/progress.h"
 
@@ -21,8 +21,8 @@ int run_perplexity(const PerplexityOptions& o) {
 
     ModelOptions mo = o.m;
     mo.ctx = std::max(mo.ctx, o.ctx);
-    Engine engine(mo.engine());
-    const Tokenizer& tok = engine.tokenizer();
+    runtime::Engine engine(mo.engine());
+    const models::Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(text, tok.add_bos_default(), false);
     if (o.max_tokens > 0 && ids.size() > static_cast<size_t>(o.max_tokens)) ids.resize(o.max_tokens);
     if (o.ctx < 4) throw UsageError(fmt::format("--chunk {} is too small", o.ctx));

@@ -10,10 +10,10 @@
 #include "planner/catalog.h"
 #include "planner/policy_search.h"
 #include "planner/plan_report.h"
-#include "planner/probe.h"
+#include "probe/probe.h"
 #include "planner/units.h"
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "runtime/model_paths.h"
 #include "tools/cli_options.h"
 
@@ -29,7 +29,7 @@ ModelShape load_shape(const PlanOptions& o, DType kv) {
     if (is_file) {
         if (!o.weight_type.empty())
             throw UsageError("--weight-type applies to catalog shapes; a GGUF file has its own types");
-        ModelShape s = ModelShape::from_gguf(resolve_model_path(name));
+        ModelShape s = ModelShape::from_gguf(runtime::resolve_model_path(name));
         s.kv_type = kv;
         return s;
     }
@@ -66,7 +66,7 @@ HardwareProfile load_hardware(const PlanOptions& o) {
     if (!o.hw.empty() && dry_run) throw UsageError("--hw and catalog parts (--gpu, --system, ...) cannot be combined");
     HardwareProfile hw;
     if (!o.hw.empty()) {
-        hw = load_profile(o.hw);
+        hw = probe::load_profile(o.hw);
     } else if (dry_run) {
         DryRunSpec spec;
         spec.system = o.system, spec.gpu = o.gpu, spec.pcie = o.pcie, spec.cpu = o.cpu, spec.dram_kind = o.dram_kind, spec.nvme = o.nvme;
@@ -75,17 +75,17 @@ HardwareProfile load_hardware(const PlanOptions& o) {
         if (!o.nvme_size.empty()) spec.nvme_capacity = capacity(o.nvme_size, "--nvme-size");
         if (o.nvme_bw > 0) spec.nvme_read_gbps = o.nvme_bw;
         return profile_from_catalog(spec);
-    } else if (auto cached = load_cached_profile()) {
-        STRATA_LOG_INFO("planner: using the cached profile {}", profile_cache_path().string());
+    } else if (auto cached = probe::load_cached_profile()) {
+        STRATA_LOG_INFO("planner: using the cached profile {}", probe::profile_cache_path().string());
         hw = *cached;
     } else {
         fmt::print(stderr, "strata: measuring this machine (once; `strata probe` re-measures)...\n");
-        planner::ProbeOptions po;
+        probe::ProbeOptions po;
         po.quick = true;
         std::error_code ec;
-        if (std::filesystem::is_directory(models_dir(), ec)) po.disk_dir = models_dir();
-        hw = probe_machine(po);
-        save_profile(hw, profile_cache_path());
+        if (std::filesystem::is_directory(runtime::models_dir(), ec)) po.disk_dir = runtime::models_dir();
+        hw = probe::probe_machine(po);
+        probe::save_profile(hw, probe::profile_cache_path());
     }
     // Capacities given on the command line override the profile's.
     if (!o.gpu_mem.empty()) {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "planner/probe.h"
+#include "probe/probe.h"
 #include "planner/units.h"
 #include "runtime/model_paths.h"
 #include "tools/cli_options.h"
@@ -14,18 +14,18 @@ namespace strata::cli {
 using namespace strata::planner;
 
 int run_probe(const ProbeOptions& o) {
-    planner::ProbeOptions po;
+    probe::ProbeOptions po;
     po.quick = o.quick;
     po.threads = o.threads;
     std::error_code ec;
     if (!o.disk_dir.empty()) po.disk_dir = o.disk_dir;
-    else if (std::filesystem::is_directory(models_dir(), ec)) po.disk_dir = models_dir();
-    if (!o.disk_size.empty()) po.disk_bytes = parse_size(o.disk_size, "--disk-size", storage::system_ram_bytes());
+    else if (std::filesystem::is_directory(runtime::models_dir(), ec)) po.disk_dir = runtime::models_dir();
+    if (!o.disk_size.empty()) po.disk_bytes = parse_size(o.disk_size, "--disk-size", system_ram_bytes());
     fmt::print(stderr, "strata: measuring DRAM, CPU matmul rates and the disk at {}...\n",
                po.disk_dir.empty() ? std::filesystem::temp_directory_path().string() : po.disk_dir.string());
-    const HardwareProfile p = probe_machine(po);
-    if (!o.no_cache) save_profile(p, profile_cache_path());
-    if (!o.out.empty()) save_profile(p, o.out);
+    const HardwareProfile p = probe::probe_machine(po);
+    if (!o.no_cache) probe::save_profile(p, probe::profile_cache_path());
+    if (!o.out.empty()) probe::save_profile(p, o.out);
     if (o.json) {
         std::cout << p.to_json() << "\n";
         return 0;
@@ -46,7 +46,7 @@ int run_probe(const ProbeOptions& o) {
     else
         fmt::print("gpu       none\n");
     for (const auto& n : p.notes) fmt::print("note      {}\n", n);
-    if (!o.no_cache) fmt::print("saved     {} (used by `strata plan`)\n", profile_cache_path().string());
+    if (!o.no_cache) fmt::print("saved     {} (used by `strata plan`)\n", probe::profile_cache_path().string());
     return 0;
 }
 

@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 
 #include "models/chat_template.h"
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "runtime/model_paths.h"
 #include "runtime/scheduler.h"
 #include "storage/budget.h"
@@ -53,18 +53,18 @@ int run_serve(const ServeOptions& o) {
     config.api_key = o.api_key;
     if (config.api_key.empty())
         if (const char* env = std::getenv("STRATA_API_KEY")) config.api_key = env;
-    config.max_body = storage::parse_memory_size(o.max_body);
+    config.max_body = parse_memory_size(o.max_body);
     config.threads = o.http_threads > 0 ? o.http_threads : o.max_batch + o.max_queue + 4;
     config.timeout_s = o.timeout_s;
 
-    EngineOptions eo = o.m.engine();
-    const std::filesystem::path model_path = resolve_model_path(eo.model);
-    Engine engine(eo);
-    const ChatTemplate tmpl = ChatTemplate::from_gguf(engine.file(), o.chat_template);
+    runtime::EngineOptions eo = o.m.engine();
+    const std::filesystem::path model_path = runtime::resolve_model_path(eo.model);
+    runtime::Engine engine(eo);
+    const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(engine.file(), o.chat_template);
     const std::string model_id = o.alias.empty() ? model_path.stem().string() : o.alias;
     const openai::ModelContext model{engine.tokenizer(), tmpl, engine.n_ctx(), model_id};
 
-    Scheduler scheduler(engine, SchedulerOptions{o.max_batch, o.max_queue});
+    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{o.max_batch, o.max_queue});
     server::ApiServer api(config, scheduler, model, engine.dram());
     api.bind();
     if (!is_loopback(config.host) && config.api_key.empty())

@@ -7,8 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "tools/cli_options.h"
 
 using namespace strata;
@@ -54,7 +54,7 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
 }
 
-void add_sampler_options(CLI::App& cmd, SamplerParams& s) {
+void add_sampler_options(CLI::App& cmd, runtime::SamplerParams& s) {
     cmd.add_option("--temp", s.temperature, "temperature; 0 = greedy")->capture_default_str();
     cmd.add_option("--top-k", s.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
     cmd.add_option("--top-p", s.top_p, "nucleus sampling threshold; 1 = off")->capture_default_str();

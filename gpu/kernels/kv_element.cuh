@@ -7,7 +7,7 @@
 #include <string>
 
 #include "gpu/cuda_check.h"
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace strata::gpu {
 

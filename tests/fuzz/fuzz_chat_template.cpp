@@ -14,7 +14,7 @@
 #include "models/chat_template.h"
 #include "models/gguf_file.h"
 #include "models/tokenizer.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/support/gguf_writer.h"
 
@@ -50,14 +50,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto fields = split_nul(std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
 
     const auto bytes = test::GgufWriter().kv_string("tokenizer.chat_template", fields[0]).bytes();
-    const GgufFile f = GgufFile::open(fuzz::write_scratch(bytes.data(), bytes.size()), /*map_data=*/false);
-    std::vector<ChatMessage> messages;
+    const models::GgufFile f = models::GgufFile::open(fuzz::write_scratch(bytes.data(), bytes.size()), /*map_data=*/false);
+    std::vector<models::ChatMessage> messages;
     for (size_t i = 1; i + 1 < fields.size(); i += 2) messages.push_back({fields[i], fields[i + 1]});
     try {
-        const ChatTemplate tmpl = ChatTemplate::from_gguf(f, kOverrides[override_index]);
+        const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(f, kOverrides[override_index]);
         const std::string text = tmpl.render(messages, add_generation_prompt);
         (void)tmpl.end_of_turn();
-        if (g_tok) (void)tokenize_chat(*g_tok, tmpl, messages, add_generation_prompt);
+        if (g_tok) (void)models::tokenize_chat(*g_tok, tmpl, messages, add_generation_prompt);
     } catch (const UsageError&) {
         if (override_index != 6) throw;  // only the unknown name may be refused
     }

@@ -14,7 +14,7 @@
 #include "planner/model_shape.h"
 #include "planner/plan.h"
 #include "planner/policy_search.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

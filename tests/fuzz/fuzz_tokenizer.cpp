@@ -22,12 +22,12 @@ namespace {
 
 using strata::Tokenizer;
 
-std::unique_ptr<Tokenizer> load(const std::optional<std::filesystem::path>& path) {
+std::unique_ptr<models::Tokenizer> load(const std::optional<std::filesystem::path>& path) {
     if (!path) return nullptr;
-    return Tokenizer::from_gguf(strata::GgufFile::open(*path, /*map_data=*/false));
+    return models::Tokenizer::from_gguf(strata::GgufFile::open(*path, /*map_data=*/false));
 }
 
-std::unique_ptr<Tokenizer> g_bpe, g_spm;
+std::unique_ptr<models::Tokenizer> g_bpe, g_spm;
 
 [[noreturn]] void fail(const char* what, std::string_view text, std::string_view got) {
     std::fprintf(stderr, "tokenizer property violated: %s\n  input (%zu bytes) decoded as (%zu bytes): '%.*s'\n", what,
@@ -35,7 +35,7 @@ std::unique_ptr<Tokenizer> g_bpe, g_spm;
     std::abort();
 }
 
-bool bpe_covers(const Tokenizer& tok, std::string_view text) {
+bool bpe_covers(const models::Tokenizer& tok, std::string_view text) {
     for (char c : text)
         if (!tok.find_token(strata::unicode::byte_to_bpe_char(static_cast<uint8_t>(c)))) return false;
     return true;
@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool spm = (flags & 1) != 0;
     const bool parse_special = (flags & 2) != 0;
     const bool add_bos = (flags & 4) != 0;
-    const Tokenizer* tok = spm ? (g_spm ? g_spm.get() : g_bpe.get()) : (g_bpe ? g_bpe.get() : g_spm.get());
+    const models::Tokenizer* tok = spm ? (g_spm ? g_spm.get() : g_bpe.get()) : (g_bpe ? g_bpe.get() : g_spm.get());
     const bool is_spm = tok == g_spm.get();
     const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
 

@@ -7,12 +7,13 @@
 #include <future>
 
 #include "runtime/engine.h"
-#include "runtime/kv_cache.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/scheduler.h"
 #include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
+using namespace strata::runtime;
 
 namespace {
 const char* const kTopics[] = {"the moon", "bread", "rivers", "chess", "volcanoes", "bees", "trains", "the ocean",

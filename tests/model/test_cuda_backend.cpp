@@ -6,16 +6,17 @@
 
 #include <algorithm>
 
-#include "runtime/cuda_backend.h"
+#include "runtime/exec/cuda_backend.h"
 #include "planner/plan.h"
 #include "runtime/engine.h"
-#include "runtime/placement.h"
-#include "runtime/weight_store.h"
+#include "runtime/place/placement.h"
+#include "runtime/weights/weight_store.h"
 #include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
 #include "tests/unit/gpu/cuda_test_support.h"
 
 using namespace strata;
+using namespace strata::runtime;
 
 namespace {
 

@@ -8,11 +8,12 @@
 
 #include "planner/plan.h"
 #include "runtime/engine.h"
-#include "runtime/kv_cache.h"
-#include "runtime/placement.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/place/placement.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
+using namespace strata::runtime;
 
 namespace {
 // Logits of a prompt's last token, then of 24 greedy steps.

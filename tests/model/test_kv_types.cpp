@@ -8,12 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/engine.h"
-#include "runtime/kv_cache.h"
+#include "runtime/kv/kv_cache.h"
 #include "tests/support/greedy.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
+using namespace strata::runtime;
 using nlohmann::json;
 
 namespace {

@@ -14,6 +14,7 @@
 #include "tests/support/run_command.h"
 
 using namespace strata;
+using namespace strata::runtime;
 using nlohmann::json;
 
 namespace {

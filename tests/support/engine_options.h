@@ -6,8 +6,8 @@
 
 namespace strata::test {
 
-inline EngineOptions engine_options(const std::filesystem::path& model, int n_ctx) {
-    EngineOptions o;
+inline runtime::EngineOptions engine_options(const std::filesystem::path& model, int n_ctx) {
+    runtime::EngineOptions o;
     o.model = model;
     o.n_ctx = n_ctx;
     return o;

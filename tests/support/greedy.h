@@ -5,8 +5,8 @@
 namespace strata::test {
 
 // Greedy decoding of up to `n_predict` tokens; with `ignore_eos`, always exactly that many.
-inline GenerateParams greedy(int n_predict, bool ignore_eos = false) {
-    GenerateParams gp;
+inline runtime::GenerateParams greedy(int n_predict, bool ignore_eos = false) {
+    runtime::GenerateParams gp;
     gp.n_predict = n_predict;
     gp.sampler.temperature = 0;
     gp.ignore_eos = ignore_eos;

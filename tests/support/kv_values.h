@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace strata::test {
 

@@ -5,7 +5,7 @@
 namespace strata::test {
 
 std::optional<std::filesystem::path> default_model_path() {
-    auto p = strata::default_model_path();
+    auto p = runtime::default_model_path();
     return std::filesystem::exists(p) ? std::optional(p) : std::nullopt;
 }
 

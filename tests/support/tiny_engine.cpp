@@ -15,12 +15,12 @@ std::filesystem::path written(const std::string& name, const nlohmann::json& con
 }  // namespace
 
 TinyModelFile::TinyModelFile(const std::string& name, const nlohmann::json& config, uint64_t seed)
-    : path(written(name, config, seed)), file(GgufFile::open(path)), hp(Hparams::from_gguf(file)) {}
+    : path(written(name, config, seed)), file(models::GgufFile::open(path)), hp(models::Hparams::from_gguf(file)) {}
 
 TinyForward::TinyForward(const std::string& name, const nlohmann::json& config, uint64_t seed)
     : TinyModelFile(name, config, seed), store(file, hp, unlimited, 0, 2, planned(file)), fwd(hp, store) {}
 
-std::vector<float> TinyForward::prompt_then_steps(std::span<const int32_t> ids, size_t n_prompt, KvCache& kv) {
+std::vector<float> TinyForward::prompt_then_steps(std::span<const int32_t> ids, size_t n_prompt, runtime::KvCache& kv) {
     std::vector<float> all, step;
     pool.run([&] { fwd.eval(ids.first(n_prompt), kv, all, true); });
     for (size_t i = n_prompt; i < ids.size(); ++i) {

@@ -13,8 +13,8 @@
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
 #include "models/hparams.h"
-#include "runtime/forward.h"
-#include "runtime/weight_store.h"
+#include "runtime/exec/forward.h"
+#include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 
 namespace strata::test {
@@ -22,8 +22,8 @@ namespace strata::test {
 // The model `config` (a tiny_config) with weights from `seed`, written to temp_path(name) and opened.
 struct TinyModelFile {
     std::filesystem::path path;
-    GgufFile file;
-    Hparams hp;
+    models::GgufFile file;
+    models::Hparams hp;
 
     TinyModelFile(const std::string& name, const nlohmann::json& config, uint64_t seed);
 };
@@ -32,15 +32,15 @@ struct TinyModelFile {
 // Forward over it and two threads to run it.
 struct TinyForward : TinyModelFile {
     storage::MemoryBudget unlimited{"DRAM", UINT64_MAX};
-    WeightStore store;
-    Forward fwd;
+    runtime::WeightStore store;
+    runtime::Forward fwd;
     cpu::ThreadPool pool{2};
 
     TinyForward(const std::string& name, const nlohmann::json& config, uint64_t seed);
 
     // Logits of every one of ids' first n_prompt tokens evaluated together into kv, then of
     // each later token evaluated alone, in order.
-    std::vector<float> prompt_then_steps(std::span<const int32_t> ids, size_t n_prompt, KvCache& kv);
+    std::vector<float> prompt_then_steps(std::span<const int32_t> ids, size_t n_prompt, runtime::KvCache& kv);
 };
 
 }  // namespace strata::test

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace strata::cli {
 
@@ -22,8 +22,8 @@ std::string string_field(const nlohmann::json& obj, const char* key, const std::
 }
 }  // namespace
 
-std::vector<ChatMessage> with_system(const std::string& system, const std::vector<ChatMessage>& messages) {
-    std::vector<ChatMessage> msgs;
+std::vector<models::ChatMessage> with_system(const std::string& system, const std::vector<models::ChatMessage>& messages) {
+    std::vector<models::ChatMessage> msgs;
     if (!system.empty()) msgs.push_back({"system", system});
     msgs.insert(msgs.end(), messages.begin(), messages.end());
     return msgs;
@@ -57,7 +57,7 @@ SavedChat parse_chat(std::string_view json_text, const std::string& source) {
         const auto& m = (*msgs)[i];
         const std::string where = fmt::format("{}: message {}", source, i + 1);
         if (!m.is_object()) throw UsageError(fmt::format("{} is {}, not an object", where, m.type_name()), kFormatHint);
-        ChatMessage msg{string_field(m, "role", where), string_field(m, "content", where)};
+        models::ChatMessage msg{string_field(m, "role", where), string_field(m, "content", where)};
         if (msg.role != "user" && msg.role != "assistant")
             throw UsageError(fmt::format("{} has role '{}'; expected \"user\" or \"assistant\"", where, msg.role),
                              "the system prompt goes in the \"system\" field");

@@ -14,11 +14,11 @@ namespace strata::cli {
 struct SavedChat {
     std::string template_name;  // the family it was rendered with; informative on load
     std::string system;
-    std::vector<ChatMessage> messages;
+    std::vector<models::ChatMessage> messages;
 };
 
 // What a template renders: the system prompt (when there is one), then the turns.
-std::vector<ChatMessage> with_system(const std::string& system, const std::vector<ChatMessage>& messages);
+std::vector<models::ChatMessage> with_system(const std::string& system, const std::vector<models::ChatMessage>& messages);
 
 // Throws IoError when the file cannot be written.
 void save_chat(const std::filesystem::path& path, const SavedChat& chat);

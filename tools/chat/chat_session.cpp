@@ -12,8 +12,8 @@
 
 #include "models/chat_prompt.h"
 #include "planner/plan_report.h"
-#include "runtime/core/error.h"
-#include "runtime/placement.h"
+#include "core/error.h"
+#include "runtime/place/placement.h"
 #include "runtime/scheduler.h"
 #include "tools/chat/chat_file.h"
 #include "tools/chat/interrupt.h"
@@ -28,15 +28,15 @@ double seconds_since(Clock::time_point t0, Clock::time_point t1) { return std::c
 double rate(double n, double seconds) { return seconds > 0 ? n / seconds : 0; }
 }  // namespace
 
-ChatSession::ChatSession(Engine& engine, Scheduler& scheduler, ChatTemplate tmpl, std::string system, GenerateParams params)
+ChatSession::ChatSession(runtime::Engine& engine, runtime::Scheduler& scheduler, models::ChatTemplate tmpl, std::string system, runtime::GenerateParams params)
     : engine_(engine), scheduler_(scheduler), tmpl_(std::move(tmpl)), system_(std::move(system)), params_(std::move(params)) {
     params_.stop.push_back(tmpl_.end_of_turn());
 }
 
-std::vector<ChatMessage> ChatSession::conversation() const { return with_system(system_, messages_); }
+std::vector<models::ChatMessage> ChatSession::conversation() const { return with_system(system_, messages_); }
 
-std::vector<int32_t> ChatSession::tokens(const std::vector<ChatMessage>& msgs) const {
-    return tokenize_chat(engine_.tokenizer(), tmpl_, msgs);
+std::vector<int32_t> ChatSession::tokens(const std::vector<models::ChatMessage>& msgs) const {
+    return models::tokenize_chat(engine_.tokenizer(), tmpl_, msgs);
 }
 
 std::string ChatSession::reply(const std::string& user) {
@@ -49,7 +49,7 @@ std::string ChatSession::reply(const std::string& user) {
                          "/reset starts over; a larger --ctx holds more");
 
     ReplyStats st;
-    const GenerateResult r = run(std::move(prompt), st);
+    const runtime::GenerateResult r = run(std::move(prompt), st);
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (r.stop_reason == "error")
@@ -73,18 +73,18 @@ std::string ChatSession::reply(const std::string& user) {
     return r.stop_reason;
 }
 
-GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats& st) {
+runtime::GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats& st) {
     struct Turn {
         std::mutex mu;
         std::condition_variable cv;
         bool done = false;
-        GenerateResult result;
+        runtime::GenerateResult result;
         std::optional<Clock::time_point> first_text;  // written on the scheduler's thread before done
     };
     auto turn = std::make_shared<Turn>();
     st.prompt_tokens = static_cast<int>(prompt.size());
 
-    Request req;
+    runtime::Request req;
     req.params = params_;
     // Never ask for more than the context has left, so that a long conversation still gets
     // the reply that fits.
@@ -96,7 +96,7 @@ GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats& st) {
         std::fflush(stdout);
         return true;
     };
-    req.on_done = [turn](const GenerateResult& r) {
+    req.on_done = [turn](const runtime::GenerateResult& r) {
         std::lock_guard lock(turn->mu);
         turn->result = r;
         turn->done = true;
@@ -118,7 +118,7 @@ GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats& st) {
         }
     }
     const auto t1 = Clock::now();
-    const GenerateResult& r = turn->result;
+    const runtime::GenerateResult& r = turn->result;
     st.cached_tokens = r.cached_tokens;
     st.generated_tokens = static_cast<int>(r.tokens.size());
     st.decoded_tokens = std::max(0, st.generated_tokens - 1);
@@ -156,13 +156,13 @@ std::string ChatSession::stats_report() const {
     out += fmt::format("overall:    {} {}, {}; prompts {}\n", n_replies_, n_replies_ == 1 ? "reply" : "replies", generation(total_),
                        prompt(total_));
     out += fmt::format("context:    {} / {} tokens ({} messages)\n", context_used_, engine_.n_ctx(), messages_.size());
-    out += fmt::format("template:   {}\n", chat_family_name(tmpl_.family()));
+    out += fmt::format("template:   {}\n", models::chat_family_name(tmpl_.family()));
     out += planner::plan_summary(engine_.placement().plan) + "\n";
     return out;
 }
 
 void ChatSession::save(const std::filesystem::path& path) const {
-    save_chat(path, {std::string(chat_family_name(tmpl_.family())), system_, messages_});
+    save_chat(path, {std::string(models::chat_family_name(tmpl_.family())), system_, messages_});
 }
 
 void ChatSession::load(const std::filesystem::path& path) { restore(load_chat(path), path.string()); }
@@ -173,7 +173,7 @@ void ChatSession::restore(SavedChat saved, const std::string& source) {
         throw UsageError(fmt::format("'{}' is {} tokens in this model's template, and the context holds {}", source,
                                      n_tokens, engine_.n_ctx()),
                          "raise --ctx");
-    const std::string_view family = chat_family_name(tmpl_.family());
+    const std::string_view family = models::chat_family_name(tmpl_.family());
     if (!saved.template_name.empty() && saved.template_name != family)
         std::fprintf(stderr, "(saved with the %s template; rendered with this model's %s)\n", saved.template_name.c_str(),
                      std::string(family).c_str());

@@ -12,9 +12,7 @@
 #include "runtime/engine.h"
 #include "tools/chat/chat_file.h"
 
-namespace strata {
-class Scheduler;
-}
+namespace strata::runtime { class Scheduler; }
 
 namespace strata::cli {
 
@@ -31,7 +29,7 @@ struct ReplyStats {
 
 class ChatSession {
 public:
-    ChatSession(Engine& engine, Scheduler& scheduler, ChatTemplate tmpl, std::string system, GenerateParams params);
+    ChatSession(runtime::Engine& engine, runtime::Scheduler& scheduler, models::ChatTemplate tmpl, std::string system, runtime::GenerateParams params);
 
     // Adds the user's message and streams the reply to stdout; returns the stop reason
     // ("cancelled" after Ctrl-C). Throws Error (the conversation is then as it was) when it
@@ -48,17 +46,17 @@ public:
     size_t n_messages() const { return messages_.size(); }
 
 private:
-    std::vector<ChatMessage> conversation() const;  // the system prompt, then the messages
-    std::vector<int32_t> tokens(const std::vector<ChatMessage>& msgs) const;
+    std::vector<models::ChatMessage> conversation() const;  // the system prompt, then the messages
+    std::vector<int32_t> tokens(const std::vector<models::ChatMessage>& msgs) const;
     // Submits and waits, cancelling on Ctrl-C; the result of on_done.
-    GenerateResult run(std::vector<int32_t> prompt, ReplyStats& stats);
+    runtime::GenerateResult run(std::vector<int32_t> prompt, ReplyStats& stats);
 
-    Engine& engine_;
-    Scheduler& scheduler_;
-    ChatTemplate tmpl_;
+    runtime::Engine& engine_;
+    runtime::Scheduler& scheduler_;
+    models::ChatTemplate tmpl_;
     std::string system_;
-    GenerateParams params_;
-    std::vector<ChatMessage> messages_;  // user and assistant turns
+    runtime::GenerateParams params_;
+    std::vector<models::ChatMessage> messages_;  // user and assistant turns
     int context_used_ = 0;               // tokens of the conversation after the last reply
     ReplyStats last_;
     ReplyStats total_;

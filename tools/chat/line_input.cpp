@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <system_error>
 
-#include "runtime/core/log.h"
+#include "core/log.h"
 #include "tools/chat/interrupt.h"
 
 namespace strata::cli {

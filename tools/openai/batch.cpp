@@ -49,7 +49,7 @@ BatchLine parse_batch_line(std::string_view text, size_t line_no, const ModelCon
     return out;
 }
 
-json batch_success_record(const std::string& custom_id, const CompletionRequest& request, const GenerateResult& r) {
+json batch_success_record(const std::string& custom_id, const CompletionRequest& request, const runtime::GenerateResult& r) {
     const auto meta = CompletionMeta::make(request.endpoint, request.model);
     return {{"id", random_id("batch_req")},
             {"custom_id", custom_id},

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "tools/openai/response.h"
 
 namespace strata::openai {

@@ -100,9 +100,9 @@ std::vector<std::string> stop_strings(const json& body) {
     return out;
 }
 
-SamplerParams sampler_params(const json& body) {
+runtime::SamplerParams sampler_params(const json& body) {
     // OpenAI's defaults (temperature 1, no truncation), not the CLI's.
-    SamplerParams s;
+    runtime::SamplerParams s;
     s.temperature = static_cast<float>(number_in(body, "temperature", 0, 2, 1.0));
     s.top_p = static_cast<float>(number_in(body, "top_p", 0, 1, 1.0));
     // llama.cpp's extension; anything past the vocabulary keeps every token, as INT32_MAX does.
@@ -133,11 +133,11 @@ std::string message_content(const json& content, const std::string& where) {
     return text;
 }
 
-std::vector<ChatMessage> chat_messages(const json& body) {
+std::vector<models::ChatMessage> chat_messages(const json& body) {
     const json* v = field(body, "messages");
     if (!v) throw invalid_request("'messages' is required", "messages");
     if (!v->is_array() || v->empty()) throw invalid_request("'messages' must be a non-empty list of messages", "messages");
-    std::vector<ChatMessage> out;
+    std::vector<models::ChatMessage> out;
     for (size_t i = 0; i < v->size(); ++i) {
         const json& m = (*v)[i];
         const std::string where = fmt::format("messages[{}]", i);
@@ -157,7 +157,7 @@ std::vector<ChatMessage> chat_messages(const json& body) {
     return out;
 }
 
-std::vector<int32_t> completion_prompt(const json& body, const Tokenizer& tok) {
+std::vector<int32_t> completion_prompt(const json& body, const models::Tokenizer& tok) {
     const json* v = field(body, "prompt");
     if (!v) throw invalid_request("'prompt' is required", "prompt");
     const json* p = v;
@@ -204,7 +204,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const json& body, 
     const char* param = endpoint == Endpoint::Chat ? "messages" : "prompt";
     if (endpoint == Endpoint::Chat) {
         if (auto mct = integer_at_least(body, "max_completion_tokens", 1)) max_tokens = mct;
-        req.prompt = tokenize_chat(model.tokenizer, model.chat_template, chat_messages(body));
+        req.prompt = models::tokenize_chat(model.tokenizer, model.chat_template, chat_messages(body));
         // The end of the assistant's turn ends the reply, beside EOS (as `strata chat` does).
         if (std::string eot = model.chat_template.end_of_turn(); !eot.empty()) req.params.stop.push_back(eot);
     } else {

@@ -25,8 +25,8 @@ std::string_view endpoint_url(Endpoint e);
 
 // What reading a request needs from the loaded model.
 struct ModelContext {
-    const Tokenizer& tokenizer;
-    const ChatTemplate& chat_template;
+    const models::Tokenizer& tokenizer;
+    const models::ChatTemplate& chat_template;
     int n_ctx;
     std::string model_id;  // echoed when a request names no model
 };
@@ -35,7 +35,7 @@ struct CompletionRequest {
     Endpoint endpoint = Endpoint::Chat;
     std::string model;             // as the request named it (one model per server)
     std::vector<int32_t> prompt;   // templated and tokenized
-    GenerateParams params;
+    runtime::GenerateParams params;
     bool stream = false;
     bool include_usage = false;    // stream_options.include_usage: a last chunk with usage
 };

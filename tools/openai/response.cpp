@@ -33,7 +33,7 @@ json object_head(const CompletionMeta& m, bool chunk) {
 json reason_or_null(const std::string& reason) { return reason.empty() ? json(nullptr) : json(reason); }
 }  // namespace
 
-json usage_json(const GenerateResult& r) {
+json usage_json(const runtime::GenerateResult& r) {
     const size_t n_prompt = r.prompt_tokens.size(), n_gen = r.tokens.size();
     return {{"prompt_tokens", n_prompt},
             {"completion_tokens", n_gen},
@@ -41,7 +41,7 @@ json usage_json(const GenerateResult& r) {
             {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
 }
 
-json completion_json(const CompletionMeta& m, const GenerateResult& r) {
+json completion_json(const CompletionMeta& m, const runtime::GenerateResult& r) {
     json j = object_head(m, false);
     json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason_or_null(finish_reason(r.stop_reason))}};
     if (m.endpoint == Endpoint::Chat)
@@ -77,7 +77,7 @@ json final_chunk_json(const CompletionMeta& m, const std::string& reason) {
     return j;
 }
 
-json usage_chunk_json(const CompletionMeta& m, const GenerateResult& r) {
+json usage_chunk_json(const CompletionMeta& m, const runtime::GenerateResult& r) {
     json j = object_head(m, true);
     j["choices"] = json::array();
     j["usage"] = usage_json(r);

@@ -27,15 +27,15 @@ struct CompletionMeta {
 };
 
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}
-nlohmann::json usage_json(const GenerateResult& r);
+nlohmann::json usage_json(const runtime::GenerateResult& r);
 // The non-streamed answer.
-nlohmann::json completion_json(const CompletionMeta& meta, const GenerateResult& r);
+nlohmann::json completion_json(const CompletionMeta& meta, const runtime::GenerateResult& r);
 // A streamed chunk carrying `text`; the first chat chunk also carries the assistant role.
 nlohmann::json text_chunk_json(const CompletionMeta& meta, std::string_view text, bool first);
 // The last chunk with choices: no text, the finish reason.
 nlohmann::json final_chunk_json(const CompletionMeta& meta, const std::string& finish_reason);
 // After the final chunk when stream_options.include_usage: no choices, the usage.
-nlohmann::json usage_chunk_json(const CompletionMeta& meta, const GenerateResult& r);
+nlohmann::json usage_chunk_json(const CompletionMeta& meta, const runtime::GenerateResult& r);
 
 // JSON text for the wire: invalid UTF-8 from a model is replaced, never an exception.
 std::string dump(const nlohmann::json& j);

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "tools/openai/response.h"
 #include "tools/server/auth.h"
 #include "tools/server/peer_socket.h"
@@ -48,7 +48,7 @@ struct ApiServer::Impl {
     int port = -1;
     int64_t started = 0;
 
-    Impl(const ServerConfig& c, Scheduler& s, const openai::ModelContext& m, const storage::MemoryBudget& dram)
+    Impl(const ServerConfig& c, runtime::Scheduler& s, const openai::ModelContext& m, const storage::MemoryBudget& dram)
         : config(c), state(s, m, dram) {
         started = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
         configure();
@@ -174,7 +174,7 @@ struct ApiServer::Impl {
             res.set_content(openai::dump({{"object", "list"}, {"data", nlohmann::json::array({model})}}), "application/json");
         });
         http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-            const SchedulerStats s = state.scheduler.stats();
+            const runtime::SchedulerStats s = state.scheduler.stats();
             res.set_content(openai::dump({{"status", "ok"}, {"running", s.running}, {"queued", s.queued}}), "application/json");
         });
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -183,7 +183,7 @@ struct ApiServer::Impl {
     }
 };
 
-ApiServer::ApiServer(const ServerConfig& config, Scheduler& scheduler, const openai::ModelContext& model,
+ApiServer::ApiServer(const ServerConfig& config, runtime::Scheduler& scheduler, const openai::ModelContext& model,
                      const storage::MemoryBudget& dram)
     : impl_(std::make_unique<Impl>(config, scheduler, model, dram)) {}
 

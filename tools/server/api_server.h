@@ -21,7 +21,7 @@ struct ServerConfig {
 
 class ApiServer {
 public:
-    ApiServer(const ServerConfig& config, Scheduler& scheduler, const openai::ModelContext& model,
+    ApiServer(const ServerConfig& config, runtime::Scheduler& scheduler, const openai::ModelContext& model,
               const storage::MemoryBudget& dram);
     ~ApiServer();
 

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/error.h"
-#include "runtime/core/log.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "tools/openai/response.h"
 #include "tools/server/generation.h"
 #include "tools/server/peer_socket.h"
@@ -49,7 +49,7 @@ private:
     bool finished_ = false;
 };
 
-openai::ApiError result_error(const GenerateResult& r) {
+openai::ApiError result_error(const runtime::GenerateResult& r) {
     if (r.stop_reason == "cancelled")
         return openai::ApiError(503, "the request was cancelled: the server is shutting down", "server_error", {}, "cancelled");
     return openai::ApiError(500, "generation failed: " + r.error, "server_error", {}, "generation_failed");
@@ -69,7 +69,7 @@ void respond_whole(ServerState& state, const openai::CompletionRequest& creq, co
         }
     }
     flight->finished();
-    const GenerateResult& r = gen->result();
+    const runtime::GenerateResult& r = gen->result();
     if (r.stop_reason == "cancelled" || r.stop_reason == "error") return set_error(res, result_error(r));
     res.set_content(openai::dump(openai::completion_json(meta, r)), "application/json");
 }
@@ -102,7 +102,7 @@ void respond_stream(ServerState& state, const openai::CompletionRequest& creq, c
                 }
             }
             flight->finished();
-            const GenerateResult& r = gen->result();
+            const runtime::GenerateResult& r = gen->result();
             if (r.stop_reason == "cancelled") {  // shutdown: the stream just ends
                 sink.done();
                 return true;
@@ -139,7 +139,7 @@ void handle_completion(ServerState& state, openai::Endpoint endpoint, const http
     uint64_t id = 0;
     try {
         id = state.scheduler.submit(Generation::request(gen, std::move(creq.prompt), creq.params));
-    } catch (const QueueFull& e) {
+    } catch (const runtime::QueueFull& e) {
         res.set_header("Retry-After", "1");
         return set_error(res, openai::ApiError(429, std::string("the server is busy: ") + e.what() + "; retry later",
                                                "rate_limit_error", {}, "queue_full"));

@@ -2,8 +2,8 @@
 
 namespace strata::server {
 
-Request Generation::request(const std::shared_ptr<Generation>& g, std::vector<int32_t> prompt, GenerateParams params) {
-    Request r;
+runtime::Request Generation::request(const std::shared_ptr<Generation>& g, std::vector<int32_t> prompt, runtime::GenerateParams params) {
+    runtime::Request r;
     r.prompt = std::move(prompt);
     r.params = std::move(params);
     r.on_text = [g](std::string_view text) {
@@ -14,7 +14,7 @@ Request Generation::request(const std::shared_ptr<Generation>& g, std::vector<in
         g->cv_.notify_all();
         return true;  // the connection's thread cancels through the scheduler
     };
-    r.on_done = [g](const GenerateResult& result) {
+    r.on_done = [g](const runtime::GenerateResult& result) {
         {
             std::lock_guard lock(g->mu_);
             g->result_ = result;

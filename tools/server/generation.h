@@ -16,7 +16,7 @@ namespace strata::server {
 class Generation {
 public:
     // A scheduler request whose callbacks feed this object.
-    static Request request(const std::shared_ptr<Generation>& g, std::vector<int32_t> prompt, GenerateParams params);
+    static runtime::Request request(const std::shared_ptr<Generation>& g, std::vector<int32_t> prompt, runtime::GenerateParams params);
 
     // What arrived since the last call: text not yet taken, and whether the result is in.
     struct Update {
@@ -26,14 +26,14 @@ public:
     // Waits until there is text or the result, or `timeout` passes.
     Update wait(std::chrono::milliseconds timeout);
     // Valid once an Update said done.
-    const GenerateResult& result() const { return result_; }
+    const runtime::GenerateResult& result() const { return result_; }
 
 private:
     std::mutex mu_;
     std::condition_variable cv_;
     std::string pending_;
     bool done_ = false;
-    GenerateResult result_;
+    runtime::GenerateResult result_;
 };
 
 }  // namespace strata::server

@@ -26,7 +26,7 @@ void metric(std::string& out, const char* name, const char* type, const char* he
 }
 }  // namespace
 
-std::string Metrics::render(const SchedulerStats& s, const storage::MemoryBudget& dram) const {
+std::string Metrics::render(const runtime::SchedulerStats& s, const storage::MemoryBudget& dram) const {
     std::string out;
     {
         std::lock_guard lock(mu_);

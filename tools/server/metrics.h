@@ -20,7 +20,7 @@ public:
     void count_cancelled();
     void observe_first_token(double seconds);
 
-    std::string render(const SchedulerStats& s, const storage::MemoryBudget& dram) const;
+    std::string render(const runtime::SchedulerStats& s, const storage::MemoryBudget& dram) const;
 
 private:
     mutable std::mutex mu_;

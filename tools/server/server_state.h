@@ -19,9 +19,9 @@ struct Response;
 namespace strata::server {
 
 struct ServerState {
-    ServerState(Scheduler& s, const openai::ModelContext& m, const storage::MemoryBudget& d) : scheduler(s), model(m), dram(d) {}
+    ServerState(runtime::Scheduler& s, const openai::ModelContext& m, const storage::MemoryBudget& d) : scheduler(s), model(m), dram(d) {}
 
-    Scheduler& scheduler;
+    runtime::Scheduler& scheduler;
     openai::ModelContext model;
     const storage::MemoryBudget& dram;
     Metrics metrics;

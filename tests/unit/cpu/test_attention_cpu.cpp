@@ -11,9 +11,10 @@
 #include <vector>
 
 #include "cpu/attention_cpu.h"
+#include "cpu/kv_format.h"
 #include "cpu/cpu_features.h"
 #include "cpu/thread_pool.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tests/support/kv_values.h"
 #include "tests/support/random_values.h"
 #include "tests/support/reference_attention.h"

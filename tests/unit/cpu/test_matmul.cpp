@@ -15,7 +15,7 @@
 #include "cpu/quant.h"
 #include "cpu/quant_ref.h"
 #include "cpu/thread_pool.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 using namespace strata;
 using namespace strata::cpu;

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "gpu/copy_rates.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tests/unit/gpu/cuda_test_support.h"
 
 using namespace strata;

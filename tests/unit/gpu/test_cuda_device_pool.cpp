@@ -5,7 +5,7 @@
 
 #include "gpu/cuda_kernels.h"
 #include "gpu/device_arena.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tests/unit/gpu/cuda_test_support.h"
 
 using namespace strata;

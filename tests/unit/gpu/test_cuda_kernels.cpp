@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/attention_cpu.h"
+#include "cpu/kv_format.h"
 #include "cpu/norm_rope_act.h"
 #include "cpu/quant_ref.h"
 #include "gpu/cuda_kernels.h"

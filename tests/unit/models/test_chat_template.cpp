@@ -2,10 +2,11 @@
 
 #include "models/chat_template.h"
 #include "models/gguf_file.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tests/support/gguf_writer.h"
 
 using namespace strata;
+using namespace strata::models;
 
 namespace {
 ChatTemplate detect(const std::string& tmpl) {

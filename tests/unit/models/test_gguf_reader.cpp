@@ -5,11 +5,12 @@
 
 #include "models/gguf_file.h"
 #include "models/hparams.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
+using namespace strata::models;
 using strata::test::GgufWriter;
 
 namespace {

@@ -12,11 +12,12 @@
 #include "models/gguf_file.h"
 #include "models/tokenizer.h"
 #include "models/unicode.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
+using namespace strata::models;
 using nlohmann::json;
 
 namespace {

@@ -6,11 +6,12 @@
 #include "planner/catalog.h"
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tests/support/dry_run_specs.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
+using namespace strata::models;
 using namespace strata::planner;
 
 using test::gpu_spec;

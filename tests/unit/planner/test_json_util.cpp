@@ -8,7 +8,7 @@
 
 #include "planner/json_util.h"
 #include "planner/plan.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 using namespace strata;
 using namespace strata::planner;

@@ -7,7 +7,7 @@
 #include "planner/lp_placement.h"
 #include "planner/policy_search.h"
 #include "planner/rounding.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 using namespace strata;
 using namespace strata::planner;

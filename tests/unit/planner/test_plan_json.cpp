@@ -4,7 +4,7 @@
 #include "planner/plan_report.h"
 #include "planner/policy_search.h"
 #include "planner/workload.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "tests/support/dry_run_specs.h"
 
 using namespace strata;

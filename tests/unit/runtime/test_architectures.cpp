@@ -8,9 +8,9 @@
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
 #include "models/hparams.h"
-#include "runtime/forward.h"
-#include "runtime/kv_cache.h"
-#include "runtime/weight_store.h"
+#include "runtime/exec/forward.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/planned.h"
@@ -18,6 +18,8 @@
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
+using namespace strata::models;
+using namespace strata::runtime;
 
 TEST_CASE("llama, mistral and qwen2 forward passes match the reference logits", "[unit][arch]") {
     const auto fx = test::model_fixture("tiny_arch_logits.json");

@@ -1,4 +1,4 @@
-// The property batching relies on (runtime/forward.h): for block-quantized weights,
+// The property batching relies on (runtime/exec/forward.h): for block-quantized weights,
 // cpu::matmul gives a token row the same bits alone (one token, the decode strategy) and
 // inside a batch of any size (the prefill strategy, AMX where present), at any offset.
 #include <catch2/catch.hpp>
@@ -10,7 +10,7 @@
 #include "cpu/matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 using namespace strata;
 

@@ -6,13 +6,15 @@
 #include "models/gguf_file.h"
 #include "planner/catalog.h"
 #include "runtime/engine.h"
-#include "runtime/gpu_placement.h"
+#include "runtime/place/gpu_placement.h"
 #include "gpu/cuda_devices.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
+using namespace strata::models;
+using namespace strata::runtime;
 
 namespace {
 

@@ -6,10 +6,11 @@
 #include <set>
 #include <vector>
 
-#include "runtime/kv_blocks.h"
-#include "runtime/prefix_cache.h"
+#include "runtime/kv/kv_blocks.h"
+#include "runtime/kv/prefix_cache.h"
 
 using namespace strata;
+using namespace strata::runtime;
 
 namespace {
 std::vector<int32_t> iota_tokens(int32_t first, int n) {

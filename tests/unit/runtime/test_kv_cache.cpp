@@ -7,11 +7,12 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/error.h"
-#include "runtime/kv_cache.h"
+#include "core/error.h"
+#include "runtime/kv/kv_cache.h"
 #include "tests/support/kv_values.h"
 
 using namespace strata;
+using namespace strata::runtime;
 
 namespace {
 std::vector<int32_t> tokens(int n, int32_t salt = 0) {

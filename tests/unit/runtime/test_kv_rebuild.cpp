@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/core/error.h"
-#include "runtime/kv_cache.h"
+#include "core/error.h"
+#include "runtime/kv/kv_cache.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
+using namespace strata::models;
+using namespace strata::runtime;
 
 namespace {
 

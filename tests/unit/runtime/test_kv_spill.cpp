@@ -4,13 +4,14 @@
 
 #include <sys/mount.h>
 
-#include "runtime/core/error.h"
-#include "runtime/kv_cache.h"
+#include "core/error.h"
+#include "runtime/kv/kv_cache.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
+using namespace strata::runtime;
 
 TEST_CASE("spilled KV layers give the same logits as an all-DRAM cache", "[unit][kv]") {
     test::TinyForward m("kv_model.gguf", test::tiny_config("llama", 128, 6, 256), 5);

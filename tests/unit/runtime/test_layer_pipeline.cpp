@@ -8,9 +8,10 @@
 #include <map>
 #include <vector>
 
-#include "runtime/layer_pipeline.h"
+#include "runtime/exec/layer_pipeline.h"
 
 using namespace strata;
+using namespace strata::runtime;
 
 namespace {
 

@@ -8,16 +8,18 @@
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
 #include "planner/plan.h"
-#include "runtime/core/error.h"
-#include "runtime/forward.h"
-#include "runtime/kv_cache.h"
-#include "runtime/placement.h"
-#include "runtime/weight_store.h"
+#include "core/error.h"
+#include "runtime/exec/forward.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/place/placement.h"
+#include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
+using namespace strata::models;
+using namespace strata::runtime;
 using planner::WeightOption;
 
 namespace {

@@ -1,10 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include "planner/plan.h"
-#include "runtime/core/error.h"
-#include "runtime/residency.h"
+#include "core/error.h"
+#include "runtime/weights/residency.h"
 
 using namespace strata;
+using namespace strata::runtime;
 using planner::WeightOption;
 
 namespace {

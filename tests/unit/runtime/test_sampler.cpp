@@ -6,6 +6,7 @@
 #include "runtime/sampler.h"
 
 using namespace strata;
+using namespace strata::runtime;
 
 namespace {
 SamplerParams plain(float temp) {

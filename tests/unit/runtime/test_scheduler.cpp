@@ -7,8 +7,8 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/core/error.h"
-#include "runtime/kv_cache.h"
+#include "core/error.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/scheduler.h"
 #include "tests/support/engine_options.h"
 #include "tests/support/gguf_writer.h"
@@ -18,6 +18,7 @@
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
+using namespace strata::runtime;
 
 namespace {
 std::vector<int32_t> ids(int n, int salt) {

@@ -11,6 +11,7 @@
 #include "tests/support/model_paths.h"
 
 using namespace strata;
+using namespace strata::runtime;
 using nlohmann::json;
 
 TEST_CASE("stories260K: greedy text equals the published llama2.c output", "[unit][engine]") {

@@ -3,6 +3,7 @@
 #include "runtime/text_stream.h"
 
 using namespace strata;
+using namespace strata::runtime;
 
 TEST_CASE("text is emitted only in whole UTF-8 characters", "[unit][text]") {
     TextStream s;

@@ -12,11 +12,11 @@
 
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
-#include "runtime/core/error.h"
-#include "runtime/forward.h"
-#include "runtime/kv_cache.h"
+#include "core/error.h"
+#include "runtime/exec/forward.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/trace.h"
-#include "runtime/weight_store.h"
+#include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/planned.h"
@@ -24,6 +24,8 @@
 #include "tests/support/tiny_model.h"
 
 using namespace strata;
+using namespace strata::models;
+using namespace strata::runtime;
 
 namespace {
 std::vector<const WeightRef*> refs(const LayerWeights& l) {

@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "storage/budget.h"
 
 using namespace strata;

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "storage/file_io.h"
 #include "tests/support/gguf_writer.h"
 

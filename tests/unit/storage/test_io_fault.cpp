@@ -3,7 +3,7 @@
 
 #include <cerrno>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "storage/io_fault.h"
 
 using namespace strata;

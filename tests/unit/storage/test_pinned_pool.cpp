@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "storage/file_io.h"
 #include "storage/pinned_pool.h"
 

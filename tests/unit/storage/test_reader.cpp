@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "storage/budget.h"
 #include "storage/pinned_pool.h"
 #include "storage/reader.h"

@@ -12,7 +12,9 @@
 #include "tools/openai/batch_output.h"
 
 using namespace strata;
+using namespace strata::models;
 using namespace strata::openai;
+using namespace strata::runtime;
 using nlohmann::json;
 
 namespace {

@@ -11,6 +11,7 @@
 #include "tools/openai/request.h"
 
 using namespace strata;
+using namespace strata::models;
 using namespace strata::openai;
 using nlohmann::json;
 

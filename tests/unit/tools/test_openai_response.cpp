@@ -8,6 +8,7 @@
 
 using namespace strata;
 using namespace strata::openai;
+using namespace strata::runtime;
 using nlohmann::json;
 
 namespace {

@@ -1,0 +1,210 @@
+#include "probe/measure.h"
+
+#include <fcntl.h>
+#include <hwloc.h>
+#include <immintrin.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cpu/matmul.h"
+#include "cpu/quant.h"
+#include "cpu/thread_pool.h"
+#include "core/error.h"
+
+namespace strata::probe {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+uint64_t cache_size(hwloc_topology_t t, hwloc_obj_type_t type) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(t, type, 0);
+    return o && o->attr ? o->attr->cache.size : 0;
+}
+}  // namespace
+
+Topology read_topology() {
+    Topology topo;
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) != 0) return topo;
+    if (hwloc_topology_load(t) == 0) {
+        topo.n_cores = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE));
+        topo.n_pus = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU));
+        topo.n_numa = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE));
+        topo.l1d = cache_size(t, HWLOC_OBJ_L1CACHE);
+        topo.l2 = cache_size(t, HWLOC_OBJ_L2CACHE);
+        topo.l3 = cache_size(t, HWLOC_OBJ_L3CACHE);
+        const char* model = nullptr;
+        if (hwloc_obj_t pkg = hwloc_get_obj_by_type(t, HWLOC_OBJ_PACKAGE, 0)) model = hwloc_obj_get_info_by_name(pkg, "CPUModel");
+        if (!model) model = hwloc_obj_get_info_by_name(hwloc_get_root_obj(t), "CPUModel");
+        topo.cpu_name = model ? model : "";
+    }
+    hwloc_topology_destroy(t);
+    return topo;
+}
+
+namespace {
+// The read loop: kStreams sequential streams per thread, each over its own contiguous part of
+// the thread's range, 4 cache lines per stream per step with a software prefetch
+// kPrefetchBytes ahead. Several streams keep more misses in flight than one, and the prefetch
+// crosses the 4 KiB pages where a hardware prefetcher stops (the decode kernels do the same).
+constexpr size_t kStreams = 4, kStep = 256, kPrefetchBytes = 4096;
+
+__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t bytes) {
+    const size_t per = bytes / kStreams / kStep * kStep;
+    __m512i acc[kStreams];
+    for (auto& a : acc) a = _mm512_setzero_si512();
+    for (size_t off = 0; off < per; off += kStep)
+        for (size_t s = 0; s < kStreams; ++s) {
+            const uint8_t* q = p + s * per + off;
+            for (size_t l = 0; l < kStep; l += 64) {
+                _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes + l), _MM_HINT_T0);
+                acc[s] = _mm512_xor_si512(acc[s], _mm512_load_si512(q + l));
+            }
+        }
+    for (size_t s = 1; s < kStreams; ++s) acc[0] = _mm512_xor_si512(acc[0], acc[s]);
+    alignas(64) uint64_t lanes[8];
+    _mm512_store_si512(lanes, acc[0]);
+    uint64_t sum = 0;
+    for (uint64_t v : lanes) sum ^= v;
+    return sum;
+}
+
+// Without AVX-512: the same streams with 8-byte loads.
+uint64_t read_scalar(const uint8_t* p, size_t bytes) {
+    const size_t per = bytes / kStreams / kStep * kStep;
+    uint64_t acc[kStreams] = {};
+    for (size_t off = 0; off < per; off += kStep)
+        for (size_t s = 0; s < kStreams; ++s) {
+            const auto* q = reinterpret_cast<const uint64_t*>(p + s * per + off);
+            __builtin_prefetch(p + s * per + off + kPrefetchBytes);
+            for (size_t w = 0; w < kStep / 8; ++w) acc[s] ^= q[w];
+        }
+    return acc[0] ^ acc[1] ^ acc[2] ^ acc[3];
+}
+}  // namespace
+
+size_t dram_read_probe_bytes(uint64_t ram_bytes) {
+    return static_cast<size_t>(std::clamp<uint64_t>(ram_bytes / 8, 256ull << 20, 2ull << 30));
+}
+
+double measure_dram_read_gbps(size_t bytes, unsigned threads) {
+    const unsigned n = std::max(1u, threads);
+    // Whole 2 MiB pages per thread, huge-page backed as the weights are (runtime/weights/weight_store).
+    constexpr size_t kPage = size_t{2} << 20;
+    const size_t per = std::max<size_t>(1, bytes / n / kPage) * kPage;
+    void* raw = std::aligned_alloc(kPage, per * n);
+    if (!raw) throw IoError(fmt::format("out of memory for the {}-byte DRAM probe buffer", per * n),
+                            "free some memory or run `strata probe --quick`");
+    std::unique_ptr<void, decltype(&std::free)> buf(raw, &std::free);
+    auto* data = static_cast<uint8_t*>(raw);
+    ::madvise(data, per * n, MADV_HUGEPAGE);
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    std::vector<uint64_t> sums(n);
+    auto pass = [&](bool timed) {
+        std::vector<std::thread> ts;
+        for (unsigned k = 0; k < n; ++k)
+            ts.emplace_back([&, k] {
+                uint8_t* p = data + k * per;
+                if (!timed) {  // each thread touches its own part: no page faults timed, no shared zero page
+                    std::memset(p, static_cast<int>(k + 1), per);
+                    return;
+                }
+                sums[k] = avx512 ? read_avx512(p, per) : read_scalar(p, per);
+            });
+        for (auto& th : ts) th.join();
+    };
+    pass(false);
+    double best = 0;  // the best pass: other processes' traffic only ever lowers a pass's rate
+    for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pass(true);
+        best = std::max(best, static_cast<double>(per * n) / seconds_since(t0) / 1e9);
+    }
+    volatile uint64_t sink = 0;
+    for (auto s : sums) sink = sink + s;
+    return best;
+}
+
+double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& direct) {
+    constexpr size_t kChunk = size_t{4} << 20;
+    direct = true;
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EINVAL) {
+        direct = false;
+        fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    }
+    if (fd < 0) throw IoError(fmt::format("cannot create the probe file '{}': {}", path.string(), std::strerror(errno)),
+                              "pass --disk-dir DIR on the drive to measure");
+    void* raw = nullptr;
+    if (posix_memalign(&raw, 4096, kChunk) != 0) {
+        ::close(fd);
+        throw IoError("out of memory for the probe's write buffer");
+    }
+    std::unique_ptr<void, decltype(&std::free)> buf(raw, &std::free);
+    std::memset(raw, 0x5a, kChunk);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t off = 0; off < bytes; off += kChunk) {
+        const ssize_t w = ::pwrite(fd, raw, kChunk, static_cast<off_t>(off));
+        if (w != static_cast<ssize_t>(kChunk)) {
+            const int err = errno;
+            ::close(fd);
+            std::filesystem::remove(path);
+            throw IoError(fmt::format("writing the probe file '{}' failed: {}", path.string(), w < 0 ? std::strerror(err) : "short write"),
+                          "is the disk full? pass --disk-dir DIR or a smaller --disk-size");
+        }
+    }
+    ::fsync(fd);
+    const double s = seconds_since(t0);
+    ::close(fd);
+    return static_cast<double>((bytes + kChunk - 1) / kChunk * kChunk) / s / 1e9;
+}
+
+planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes) {
+    planner::KernelRate r{type, 0, 0};
+    const int64_t cols = 4096;
+    const size_t rb = row_bytes(type, cols);
+    // GEMV: about 3x the last-level cache, so DRAM is what is measured.
+    const uint64_t target = quick ? 48ull << 20 : std::clamp<uint64_t>(3 * llc_bytes, 96ull << 20, 512ull << 20);
+    const int64_t rows = std::max<int64_t>(256, static_cast<int64_t>(target / rb));
+    std::vector<uint8_t> w(rb * static_cast<size_t>(rows), 0x11);  // 0x11: small finite scales and values
+    std::vector<float> x(static_cast<size_t>(cols) * 64, 0.01f), y(static_cast<size_t>(rows) * 64);
+    cpu::ThreadPool pool(threads);
+    try {
+        // Laid out as the engine keeps resident weights (runtime/weights/weight_store: tile_for_cpu).
+        bool tiled = false;
+        pool.run([&] { tiled = cpu::tile_weights(type, w.data(), rows, cols); });
+        double best = 0;
+        for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
+            const auto t0 = std::chrono::steady_clock::now();
+            pool.run([&] { cpu::matmul(type, w.data(), rows, cols, x.data(), 1, y.data(), false, tiled); });
+            best = std::max(best, static_cast<double>(w.size()) / seconds_since(t0) / 1e9);
+        }
+        r.gemv_gbps = best;
+        // GEMM: 64 tokens against 4096 rows (cache-resident weights: compute is what is measured).
+        const int64_t g_rows = std::min<int64_t>(rows, 4096), tokens = 64;
+        best = 0;
+        for (int rep = 0; rep < (quick ? 2 : 3); ++rep) {
+            const auto t0 = std::chrono::steady_clock::now();
+            pool.run([&] { cpu::matmul(type, w.data(), g_rows, cols, x.data(), tokens, y.data(), false, tiled); });
+            best = std::max(best, 2.0 * g_rows * cols * tokens / seconds_since(t0) / 1e9);
+        }
+        r.gemm_gflops = best;
+    } catch (const BackendError&) {
+        r.gemv_gbps = r.gemm_gflops = 0;  // no kernels for this type
+    }
+    return r;
+}
+
+}  // namespace strata::probe

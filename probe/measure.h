@@ -1,0 +1,37 @@
+#pragma once
+// The probe's own measurements (those probe/io_rates does not provide): the hwloc
+// topology, DRAM streaming reads, O_DIRECT sequential writes, and CPU matmul rates.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "planner/hardware_profile.h"
+
+namespace strata::probe {
+
+struct Topology {
+    std::string cpu_name;
+    int n_cores = 1, n_pus = 1, n_numa = 1;
+    uint64_t l1d = 0, l2 = 0, l3 = 0;
+};
+Topology read_topology();
+
+// Reads `bytes` (huge-page backed, rounded to 2 MiB per thread) split over `threads` threads,
+// several prefetched streams each with AVX-512 loads where the CPU has them: the read rate the
+// decode kernels can reach. The best of five passes, GB/s. Throws IoError when the buffer
+// cannot be allocated.
+double measure_dram_read_gbps(size_t bytes, unsigned threads);
+// The buffer for measure_dram_read_gbps: RAM / 8 within 256 MiB .. 2 GiB, so it is far larger
+// than the last-level caches VMs report (480 MiB on some) without crowding a small machine.
+size_t dram_read_probe_bytes(uint64_t ram_bytes);
+
+// Writes `bytes` to a new file at `path` with O_DIRECT (buffered + fsync where the file
+// system refuses O_DIRECT; `direct` says which), returning GB/s. Throws IoError.
+double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& direct);
+
+// Decode GEMV (weight bytes/s, on a matrix about 3x the last-level cache `llc_bytes`, within
+// 96..512 MiB) and prefill GEMM (flops/s, 64 tokens) through cpu::matmul. Returns rates of 0
+// for a type without kernels.
+planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes);
+
+}  // namespace strata::probe

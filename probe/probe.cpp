@@ -1,0 +1,173 @@
+#include "probe/probe.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "gpu/copy_rates.h"
+#include "gpu/cuda_devices.h"
+#include "planner/catalog.h"
+#include "probe/measure.h"
+#include "planner/units.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "storage/budget.h"
+#include "probe/io_rates.h"
+#include "core/cache_dir.h"
+
+namespace strata::probe {
+
+namespace {
+
+void probe_disk(const ProbeOptions& o, planner::HardwareProfile& p) {
+    const auto dir = o.disk_dir.empty() ? std::filesystem::temp_directory_path() : o.disk_dir;
+    struct statvfs vfs {};
+    if (::statvfs(dir.c_str(), &vfs) == 0) p.nvme.capacity_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    p.nvme.name = "disk at " + dir.string();
+    p.nvme.path = dir.string();
+    const uint64_t bytes = o.quick ? std::min<uint64_t>(o.disk_bytes, 128u << 20) : o.disk_bytes;
+    const auto file = dir / fmt::format(".strata-probe-{}.bin", ::getpid());
+    bool direct = false;
+    try {
+        p.nvme.write_gbps = write_test_file(file, bytes, direct);
+        p.nvme.read_gbps = measure_sequential_read_gbps(file, bytes, 32);
+    } catch (...) {
+        std::filesystem::remove(file);
+        throw;
+    }
+    std::filesystem::remove(file);
+    p.notes.push_back(fmt::format("disk: {} written {} and read back with {} (depth 32, 1 MiB requests) in {}", planner::format_size(bytes),
+                                  direct ? "with O_DIRECT" : "buffered + fsync (no O_DIRECT here)",
+                                  "measure_sequential_read_gbps", dir.string()));
+}
+
+}  // namespace
+
+void probe_gpu(planner::HardwareProfile& p, bool measure_copies) {
+    const gpu::DeviceList list = gpu::list_devices();
+    if (list.devices.empty()) {
+        p.notes.push_back("gpu: none (" + list.why_none + ")");
+        return;
+    }
+    const gpu::DeviceInfo& d = list.devices.front();
+    const planner::Catalog& cat = planner::Catalog::builtin();
+    planner::GpuProfile g;
+    g.name = d.name;
+    g.memory_bytes = d.total_bytes;
+    if (const planner::GpuEntry* e = cat.match_gpu_device(d.name)) {
+        const planner::PcieEntry* link = cat.find_pcie(e->pcie);
+        g.mem_gbps = e->mem_gbps * cat.efficiency.gpu_mem;
+        g.fp16_tflops = e->fp16_tflops * cat.efficiency.gpu_gemm;
+        g.pcie = e->pcie + " x16";
+        g.h2d_gbps = g.d2h_gbps = (link ? link->x16_gbps : 31.5) * cat.efficiency.pcie;
+        p.notes.push_back(fmt::format("gpu: {} matched catalog entry {}; its FLOPS are the catalog's", d.name, e->name));
+    } else {
+        // An unknown part: assume a modest PCIe Gen4 card rather than guess high.
+        g.mem_gbps = 400, g.fp16_tflops = 30, g.pcie = "gen4 x16 (assumed)", g.h2d_gbps = g.d2h_gbps = 20;
+        p.notes.push_back(fmt::format("gpu: {} is not in the catalog; rates assumed (400 GB/s, 30 TFLOPS, 20 GB/s PCIe)", d.name));
+    }
+    if (measure_copies) {
+        try {
+            const gpu::CopyRates r = gpu::measure_copy_rates(d.index);
+            g.h2d_gbps = r.h2d_gbps, g.d2h_gbps = r.d2h_gbps, g.mem_gbps = r.device_gbps;
+            p.notes.push_back(fmt::format("gpu: measured H2D {:.1f} GB/s and D2H {:.1f} GB/s from page-locked memory, "
+                                          "device copy {:.0f} GB/s (256 MiB, best of 5)", r.h2d_gbps, r.d2h_gbps, r.device_gbps));
+        } catch (const BackendError& e) {
+            p.notes.push_back(fmt::format("gpu: copy rates not measured ({}); the catalog's are used", e.what()));
+        }
+    } else {
+        p.notes.push_back("gpu: bandwidths from the catalog (`strata probe` measures them)");
+    }
+    if (list.devices.size() > 1) p.notes.push_back(fmt::format("gpu: {} devices found; the planner uses device 0", list.devices.size()));
+    p.gpu = g;
+}
+
+planner::HardwareProfile probe_machine(const ProbeOptions& o) {
+    planner::HardwareProfile p;
+    p.source = "probe";
+    const Topology topo = read_topology();
+    const int threads = o.threads > 0 ? o.threads : topo.n_pus;
+    p.cpu.name = topo.cpu_name;
+    p.cpu.n_cores = topo.n_cores;
+    p.cpu.n_threads = threads;
+    p.cpu.n_numa = topo.n_numa;
+    p.cpu.l1d_bytes = topo.l1d, p.cpu.l2_bytes = topo.l2, p.cpu.l3_bytes = topo.l3;
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    p.name = host;
+
+    // RAM from sysconf: hwloc's NUMA figure is wrong on balloon-backed VMs (shared/env.md).
+    p.dram.capacity_bytes = system_ram_bytes();
+    p.dram.kind = "measured";
+    const size_t dram_bytes = o.quick ? std::min<uint64_t>(o.dram_bytes, 128u << 20) : o.dram_bytes;
+    const size_t read_bytes = o.quick ? dram_bytes : dram_read_probe_bytes(p.dram.capacity_bytes);
+    p.dram.read_gbps = measure_dram_read_gbps(read_bytes, static_cast<unsigned>(threads));
+    p.dram.copy_gbps = measure_dram_copy_gbps(dram_bytes, static_cast<unsigned>(threads));
+    p.notes.push_back(fmt::format("dram: capacity from sysconf (not hwloc NUMA); read = {}-thread prefetched streams over {}, "
+                                  "copy = memcpy of {}", threads, planner::format_size(static_cast<double>(read_bytes)),
+                                  planner::format_size(static_cast<double>(dram_bytes))));
+
+    for (DType t : o.types) {
+        const planner::KernelRate r = measure_matmul(t, threads, o.quick, topo.l3 ? topo.l3 : topo.l2);
+        if (r.gemv_gbps > 0) p.cpu.rates.push_back(r);
+    }
+    // Fallbacks for types not measured: the best rates seen.
+    if (!p.cpu.rates.empty()) {
+        p.cpu.gemv_gbps = p.cpu.gemm_gflops = 0;
+        for (const auto& r : p.cpu.rates)
+            p.cpu.gemv_gbps = std::max(p.cpu.gemv_gbps, r.gemv_gbps), p.cpu.gemm_gflops = std::max(p.cpu.gemm_gflops, r.gemm_gflops);
+    }
+    // Decode attention streams F16 K/V from DRAM like a GEMV; its arithmetic is GEMM-like.
+    p.cpu.attention_gbps = std::min(p.dram.read_gbps, p.cpu.gemv_gbps_for(DType::F16));
+    p.cpu.attention_gflops = p.cpu.gemm_gflops_for(DType::F16);
+    p.notes.push_back("cpu: GEMV/GEMM through cpu::matmul; attention rates derived from the F16 GEMV/GEMM and DRAM read (not measured separately)");
+
+    probe_disk(o, p);
+    probe_gpu(p, true);
+    p.validate();
+    return p;
+}
+
+std::filesystem::path profile_cache_path() {
+    return cache_dir() / "hardware.json";
+}
+
+planner::HardwareProfile load_profile(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw IoError(fmt::format("cannot read the hardware profile '{}'", path.string()), "make one with `strata probe -o FILE`");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return planner::HardwareProfile::from_json(ss.str());
+}
+
+std::optional<planner::HardwareProfile> load_cached_profile() {
+    const auto path = profile_cache_path();
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return std::nullopt;
+    try {
+        return load_profile(path);
+    } catch (const Error& e) {
+        STRATA_LOG_WARN("planner: ignoring the cached profile {}: {}", path.string(), e.what());
+        return std::nullopt;
+    }
+}
+
+void save_profile(const planner::HardwareProfile& p, const std::filesystem::path& path) {
+    std::error_code ec;
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+    const auto tmp = path.string() + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        out << p.to_json() << "\n";
+        if (!out) throw IoError(fmt::format("cannot write the hardware profile '{}'", path.string()));
+    }
+    std::filesystem::rename(tmp, path);  // readers never see half a file
+}
+
+}  // namespace strata::probe

@@ -1,0 +1,39 @@
+#pragma once
+// `strata probe`: measures this machine into a HardwareProfile — cores, caches and NUMA
+// nodes (hwloc; RAM from sysconf, since hwloc under-reports it on balloon VMs), DRAM read and
+// copy bandwidth, sequential O_DIRECT disk read/write, CPU GEMV/GEMM rates per weight type,
+// and the GPUs the driver lists (rates from the catalog entry of the matching model).
+// The profile is cached so `strata plan` need not measure again.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "planner/hardware_profile.h"
+
+namespace strata::probe {
+
+struct ProbeOptions {
+    std::filesystem::path disk_dir;  // where to write the test file (the drive models live on); default: the temp dir
+    uint64_t disk_bytes = 512ull << 20;
+    uint64_t dram_bytes = 512ull << 20;
+    int threads = 0;  // 0: every core
+    std::vector<DType> types = {DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q8_0, DType::F16};
+    bool quick = false;  // smaller sizes, for tests and first-time planning
+};
+
+planner::HardwareProfile probe_machine(const ProbeOptions& opts);
+// Sets p.gpu from the first device the CUDA runtime lists, or notes why there is none. Its
+// compute rate comes from the catalog entry; its H2D, D2H and memory bandwidths are measured
+// when `measure_copies` (gpu/copy_rates.h: under a second), else the catalog's too.
+void probe_gpu(planner::HardwareProfile& p, bool measure_copies);
+
+// $XDG_CACHE_HOME/strata/hardware.json, else ~/.cache/strata/hardware.json.
+std::filesystem::path profile_cache_path();
+// The cached profile, or nullopt when absent or unreadable (a WARN says why).
+std::optional<planner::HardwareProfile> load_cached_profile();
+// Throws IoError / UsageError.
+planner::HardwareProfile load_profile(const std::filesystem::path& path);
+void save_profile(const planner::HardwareProfile& p, const std::filesystem::path& path);
+
+}  // namespace strata::probe

@@ -1,0 +1,124 @@
+#include "runtime/exec/backend.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace strata::runtime {
+
+void Backend::check(std::span<const int32_t> tokens) const {
+    if (tokens.empty()) throw UsageError("nothing to evaluate: the token list is empty");
+    for (int32_t t : tokens)
+        if (t < 0 || t >= hp_.n_vocab) throw UsageError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
+}
+
+void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments, KvCache& kv) {
+    PassLayout& p = layout_;
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    p.tokens = tokens;
+    p.segments.assign(segments.begin(), segments.end());
+    p.pos.resize(n);
+    p.block.resize(n);
+    p.row.resize(n);
+    p.dirty.clear();
+    for (const auto& s : segments) {
+        const auto table = kv.block_table(s.seq);
+        if (KvCache::blocks_for(s.pos0 + s.n) > static_cast<int64_t>(table.size()))
+            throw UsageError(fmt::format("sequence {} has no KV blocks reserved for positions {}..{}", s.seq, s.pos0,
+                                         s.pos0 + s.n - 1),
+                             "reserve them first (KvCache::reserve)");
+        for (int64_t i = 0; i < s.n; ++i) {
+            const int64_t t = s.first + i, q = s.pos0 + i;
+            p.pos[t] = q;
+            p.block[t] = table[q / KvCache::kBlockSize];
+            p.row[t] = static_cast<int32_t>(q % KvCache::kBlockSize);
+            if (p.dirty.empty() || p.dirty.back() != p.block[t]) p.dirty.push_back(p.block[t]);
+        }
+    }
+    p.n_long = 0;
+    for (const auto& s : segments) {
+        if (s.n <= kDecodeRows) break;
+        p.n_long += s.n;
+    }
+    std::sort(p.dirty.begin(), p.dirty.end());
+    p.dirty.erase(std::unique(p.dirty.begin(), p.dirty.end()), p.dirty.end());
+    compute(p, kv);
+    for (const auto& s : segments) kv.commit(s.seq, tokens.subspan(s.first, s.n));
+}
+
+void Backend::eval(std::span<const int32_t> tokens, KvCache& kv, std::vector<float>& logits, bool all_logits) {
+    check(tokens);
+    if (!kv.reserve(0, static_cast<int32_t>(tokens.size())))
+        throw OutOfBudget(fmt::format("KV cache full: {} of {} blocks in use, {} more needed", kv.pool().n_used(),
+                                      kv.pool().n_blocks(), kv.blocks_needed(0, kv.n_past() + static_cast<int32_t>(tokens.size()))),
+                          "free sequences, or give the cache more room (--ctx, --dram)");
+    const int64_t V = hp_.n_vocab;
+    const int64_t ub = std::min<int64_t>(kMaxUbatch, static_cast<int64_t>(tokens.size()));
+    reserve(ub);
+    logits.resize((all_logits ? tokens.size() : 1) * V);
+    std::vector<int64_t> rows;
+    for (size_t start = 0; start < tokens.size(); start += ub) {
+        const int64_t n = std::min<int64_t>(ub, static_cast<int64_t>(tokens.size() - start));
+        const PassLayout::Segment seg{0, kv.n_past(), 0, n};
+        pass(tokens.subspan(start, n), {&seg, 1}, kv);
+        // Only the rows whose logits are wanted go through the output head.
+        if (!all_logits && start + n < tokens.size()) continue;
+        rows.clear();
+        for (int64_t t = all_logits ? 0 : n - 1; t < n; ++t) rows.push_back(t);
+        head(rows, all_logits ? &logits[start * V] : logits.data(), false);
+    }
+}
+
+void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits) {
+    int64_t total = 0;
+    std::vector<SeqId> seqs;
+    for (const SeqTokens& e : batch) {
+        check(e.tokens);
+        total += static_cast<int64_t>(e.tokens.size());
+        seqs.push_back(e.seq);
+    }
+    std::sort(seqs.begin(), seqs.end());
+    if (std::adjacent_find(seqs.begin(), seqs.end()) != seqs.end())
+        throw UsageError("a batch names the same sequence twice", "give each sequence's tokens as one entry");
+    const int64_t V = hp_.n_vocab;
+    logits.resize(batch.size() * V);
+    reserve(std::min(kMaxUbatch, total));
+    // Passes of up to kMaxUbatch tokens; an entry may be split across passes. Entries of more
+    // than kDecodeRows tokens first (PassLayout::n_long).
+    std::vector<size_t> order(batch.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_partition(order.begin(), order.end(), [&](size_t i) { return int64_t(batch[i].tokens.size()) > kDecodeRows; });
+    std::vector<int32_t> tokens;
+    std::vector<PassLayout::Segment> segments;
+    std::vector<int64_t> rows, owners;  // rows of entries whose last token is in the pass
+    size_t entry = 0, done = 0;  // the next token: batch[order[entry]].tokens[done]
+    while (entry < batch.size()) {
+        tokens.clear();
+        segments.clear();
+        rows.clear();
+        owners.clear();
+        while (entry < batch.size() && static_cast<int64_t>(tokens.size()) < kMaxUbatch) {
+            const SeqTokens& e = batch[order[entry]];
+            const size_t take = std::min(e.tokens.size() - done, size_t(kMaxUbatch) - tokens.size());
+            // Earlier passes committed this entry's first `done` tokens already.
+            segments.push_back({e.seq, kv.seq_len(e.seq), static_cast<int64_t>(tokens.size()), static_cast<int64_t>(take)});
+            tokens.insert(tokens.end(), e.tokens.begin() + done, e.tokens.begin() + done + take);
+            done += take;
+            if (done == e.tokens.size()) {
+                rows.push_back(static_cast<int64_t>(tokens.size()) - 1);
+                owners.push_back(static_cast<int64_t>(order[entry]));
+                ++entry;
+                done = 0;
+            }
+        }
+        pass(tokens, segments, kv);
+        if (rows.empty()) continue;
+        std::vector<float> out(rows.size() * V);
+        head(rows, out.data(), true);
+        for (size_t i = 0; i < rows.size(); ++i) std::copy_n(&out[i * V], V, &logits[owners[i] * V]);
+    }
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,86 @@
+#pragma once
+// What computes the llama forward pass: the CPU (runtime/exec/forward.h) or a CUDA device
+// (runtime/exec/cuda_backend.h). This base turns eval and eval_batch requests into passes of up to
+// kMaxUbatch tokens of several sequences laid out in the paged KV cache (PassLayout); a backend
+// computes each pass and the logits of the rows asked for.
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "models/hparams.h"
+#include "runtime/kv/kv_cache.h"
+
+namespace strata::runtime {
+
+// One sequence's share of a pass: `tokens` appended after its last position.
+struct SeqTokens {
+    SeqId seq = 0;
+    std::span<const int32_t> tokens;
+};
+
+// One pass: tokens of several sequences, each at its own positions, and where their keys and
+// values go in the KV cache.
+struct PassLayout {
+    // A run of one sequence's tokens inside the pass.
+    struct Segment {
+        SeqId seq;
+        int64_t pos0;   // position of its first token
+        int64_t first;  // its first token's row in the pass
+        int64_t n;
+    };
+    std::span<const int32_t> tokens;
+    std::vector<Segment> segments;
+    std::vector<int64_t> pos;             // per token: its position
+    std::vector<int32_t> block, row;      // per token: the KV block and the row in it
+    std::vector<int32_t> dirty;           // blocks the pass writes, ascending
+    int64_t n_long = 0;  // rows of the segments of more than kDecodeRows tokens, which come first
+
+    int64_t n() const { return static_cast<int64_t>(tokens.size()); }
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
+
+    virtual std::string_view name() const = 0;  // "cpu", "cuda"
+
+    // Runs `tokens` at positions kv.n_past()... of sequence 0 and appends their keys and
+    // values. Writes n_vocab logits of the last token, or of every token when `all_logits`
+    // (row-major). The caller runs it inside the thread pool's arena.
+    void eval(std::span<const int32_t> tokens, KvCache& kv, std::vector<float>& logits, bool all_logits);
+    // Runs every entry's tokens (entries name distinct sequences) in passes of up to
+    // kMaxUbatch tokens and writes n_vocab logits of each entry's last token, one row per
+    // entry. The blocks must be reserved (KvCache::reserve): throws UsageError otherwise.
+    // A token's logits do not depend on the other tokens of its pass (see the backends).
+    void eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits);
+
+    static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
+    // Segments of at most this many tokens are decode steps: the CPU runs their matmuls as
+    // GEMVs, a few rows at a time (runtime/exec/forward.cpp).
+    static constexpr int64_t kDecodeRows = 4;
+
+protected:
+    explicit Backend(const models::Hparams& hp) : hp_(hp) {}
+    // Sizes the activations for passes of up to n tokens.
+    virtual void reserve(int64_t n_tokens) = 0;
+    // Computes one pass and writes its keys and values; the final hidden states of its tokens
+    // stay for head().
+    virtual void compute(const PassLayout& pass, KvCache& kv) = 0;
+    // logits rows = output head of the hidden states of the last pass's `rows`. one_per_entry:
+    // each row as its sequence alone would compute it (a single row).
+    virtual void head(std::span<const int64_t> rows, float* logits, bool one_per_entry) = 0;
+
+    const models::Hparams& hp_;
+
+private:
+    void check(std::span<const int32_t> tokens) const;
+    // Lays out one pass over `tokens` (at most kMaxUbatch), computes it and commits it to kv.
+    void pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments, KvCache& kv);
+
+    PassLayout layout_;
+};
+
+}  // namespace strata::runtime

@@ -1,0 +1,60 @@
+#pragma once
+// The llama forward pass on a CUDA device, behind the same Backend interface as the CPU.
+// Weights: the layers the plan keeps on the device are read there once at load; the others
+// come in each pass from host memory (resident in DRAM, or streamed from NVMe by the weight
+// store) into a ring of device slots, in the order layer_schedule gives, so their copies
+// overlap compute. The output head and norms live on the device; embeddings are looked up on
+// the host. The KV cache is in one of three places (KvPlacement). Three streams (compute, H2D,
+// D2H) with an event for every dependency; the host waits only for data it needs (logits, q/k/v
+// for CPU attention, a streamed layer's copy before its host buffer is handed back).
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "runtime/exec/backend.h"
+
+namespace strata::storage { class MemoryBudget; }
+
+namespace strata::runtime {
+
+class WeightStore;
+
+enum class KvPlacement {
+    Device,            // every layer's KV in device memory, attention on the GPU
+    HostCpuAttention,  // KV in the host cache; the CPU attends (FastDecode/NEO): q, k, v go down, results up
+    HostGpuAttention,  // KV in the host cache; each layer's blocks the pass reads are copied to the device
+};
+std::string_view kv_placement_name(KvPlacement p);
+
+struct CudaBackendOptions {
+    int device = 0;
+    uint64_t gpu_mem = 0;     // device bytes it may use: one allocation, carved (gpu/device_pool.h)
+    KvPlacement kv = KvPlacement::Device;
+    int n_slots = 2;          // device buffers for the layers streamed in each pass
+};
+
+class CudaBackend : public Backend {
+public:
+    // The weight store's residency says which layers are on the device (read once here).
+    // Staging buffers in pinned host memory are charged to `dram`. Throws BackendError (no
+    // device, a weight or KV type without kernels) and OutOfBudget (what gpu_mem cannot hold).
+    CudaBackend(const models::Hparams& hp, WeightStore& weights, const KvCache& kv, storage::MemoryBudget& dram,
+                const CudaBackendOptions& opts);
+    ~CudaBackend() override;
+    std::string_view name() const override { return "cuda"; }
+
+    // Device bytes besides the layers kept there and the KV cache: activations and scratch for
+    // passes of kMaxUbatch tokens, the output head and norms, `n_slots` buffers of `slot_bytes`.
+    static uint64_t working_bytes(const models::Hparams& hp, uint64_t head_bytes, uint64_t slot_bytes, int n_slots, int n_ctx);
+
+private:
+    void reserve(int64_t n_tokens) override;
+    void compute(const PassLayout& pass, KvCache& kv) override;
+    void head(std::span<const int64_t> rows, float* logits, bool one_per_entry) override;
+
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::runtime

@@ -1,0 +1,237 @@
+#include "runtime/kv/kv_cache.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "cpu/kv_format.h"
+#include "core/error.h"
+#include "runtime/kv/kv_spill.h"
+#include "storage/file_io.h"
+
+namespace strata::runtime {
+
+namespace {
+// Bytes of one position's K (or V) row of `type`; throws UsageError for a type the cache cannot hold.
+int64_t kv_row_bytes(DType type, int32_t n_embd_kv) {
+    if (!cpu::is_kv_type(type))
+        throw UsageError(fmt::format("{} is not a KV cache type", dtype_name(type)), fmt::format("use one of {}", cpu::kKvTypeList));
+    const int64_t block = traits(type).block_elems;
+    if (n_embd_kv % block != 0)
+        throw UsageError(fmt::format("a {} KV cache stores rows in blocks of {} values, but this model's rows have {}",
+                                     dtype_name(type), block, n_embd_kv),
+                         "use --kv-type f16");
+    return static_cast<int64_t>(strata::row_bytes(type, n_embd_kv));
+}
+// kBlockSize rows aligned to `align` bytes.
+int64_t block_bytes(DType type, int32_t n_embd_kv, uint64_t align) {
+    return static_cast<int64_t>(storage::align_up(uint64_t(KvCache::kBlockSize) * kv_row_bytes(type, n_embd_kv), align));
+}
+constexpr uint64_t kCacheLine = 64;
+KvSpillOptions all_resident(int32_t n_layer) {
+    KvSpillOptions o;
+    o.n_resident_layers = n_layer;
+    return o;
+}
+}  // namespace
+
+KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks, DType type)
+    : KvCache(n_layer, n_ctx, n_embd_kv, all_resident(n_layer), n_blocks, type) {}
+
+KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill, int32_t n_blocks,
+                 DType type)
+    : n_layer_(n_layer),
+      n_ctx_(n_ctx),
+      n_embd_kv_(n_embd_kv),
+      type_(type),
+      n_resident_(std::min(spill.n_resident_layers, n_layer)),
+      row_bytes_(kv_row_bytes(type, n_embd_kv)),
+      resident_block_bytes_(block_bytes(type, n_embd_kv, kCacheLine)),
+      spill_block_bytes_(block_bytes(type, n_embd_kv, storage::kDefaultDioAlign)),
+      pool_(n_blocks > 0 ? n_blocks : blocks_for(n_ctx)) {
+    hidden_slot_.assign(n_layer_, -1);
+    for (int32_t il = 0; il < n_layer_ && il < static_cast<int32_t>(spill.rebuilt.size()); ++il) {
+        if (!spill.rebuilt[il]) continue;
+        if (il >= n_resident_)
+            throw UsageError(fmt::format("KV layer {} is both rebuilt from saved hidden states and spilled to disk", il),
+                             "keep rebuilt layers in DRAM");
+        hidden_slot_[il] = n_rebuilt_++;
+    }
+    if (n_rebuilt_ > 0) {
+        n_embd_hidden_ = spill.n_embd_hidden;
+        hidden_row_bytes_ = kv_row_bytes(type, spill.n_embd_hidden);
+        hidden_block_bytes_ = block_bytes(type, spill.n_embd_hidden, kCacheLine);
+    }
+    // Resident layers that keep K/V get a slot each; the rebuilt ones share the one after them.
+    const int32_t n_kept = n_resident_ - n_rebuilt_;
+    for (int32_t il = 0, next = 0; il < n_resident_; ++il) kv_slot_.push_back(rebuilt(il) ? n_kept : next++);
+    n_kv_slots_ = n_kept + (n_rebuilt_ > 0 ? 1 : 0);
+    const size_t kv_bytes = size_t(resident_block_bytes_) * pool_.n_blocks() * n_kv_slots_;
+    k_.reset(new std::byte[kv_bytes]);
+    v_.reset(new std::byte[kv_bytes]);
+    h_.reset(new std::byte[size_t(hidden_block_bytes_) * pool_.n_blocks() * n_rebuilt_]);
+    if (n_resident_ < n_layer_)
+        spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, pool_.n_blocks(), spill_block_bytes_, spill);
+    create_seq();  // sequence 0
+}
+
+KvCache::~KvCache() = default;
+
+uint64_t KvCache::layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type) {
+    return KvSpill::layer_bytes(n_blocks, block_bytes(type, n_embd_kv, storage::kDefaultDioAlign));
+}
+
+uint64_t KvCache::hidden_layer_bytes(int32_t n_blocks, int32_t n_embd_hidden, DType type) {
+    return uint64_t(n_blocks) * block_bytes(type, n_embd_hidden, kCacheLine);
+}
+
+std::byte* KvCache::k(int32_t layer, int32_t block) {
+    if (layer < n_resident_) return &k_[(size_t(kv_slot_[layer]) * pool_.n_blocks() + block) * resident_block_bytes_];
+    return spill_->current(layer - n_resident_).first + block * spill_block_bytes_;
+}
+
+std::byte* KvCache::v(int32_t layer, int32_t block) {
+    if (layer < n_resident_) return &v_[(size_t(kv_slot_[layer]) * pool_.n_blocks() + block) * resident_block_bytes_];
+    return spill_->current(layer - n_resident_).second + block * spill_block_bytes_;
+}
+
+std::byte* KvCache::hidden(int32_t layer, int32_t block) {
+    STRATA_ASSERT(rebuilt(layer));
+    return &h_[(size_t(hidden_slot_[layer]) * pool_.n_blocks() + block) * hidden_block_bytes_];
+}
+
+void KvCache::store_hidden(int32_t layer, int32_t block, int32_t row, const float* x) {
+    cpu::store_kv_row(type_, x, hidden(layer, block) + row * hidden_row_bytes_, n_embd_hidden_);
+}
+
+void KvCache::store(int32_t layer, int32_t block, int32_t row, const float* k, const float* v) {
+    cpu::store_kv_row(type_, k, this->k(layer, block) + row * row_bytes_, n_embd_kv_);
+    cpu::store_kv_row(type_, v, this->v(layer, block) + row * row_bytes_, n_embd_kv_);
+}
+
+void KvCache::begin_layer(int32_t layer) {
+    if (layer >= n_resident_) spill_->begin(layer - n_resident_);
+}
+
+void KvCache::end_layer(int32_t layer, std::span<const int32_t> blocks) {
+    if (layer >= n_resident_) spill_->end(layer - n_resident_, blocks);
+}
+
+KvCache::Seq& KvCache::seq(SeqId id) {
+    STRATA_ASSERT(id >= 0 && id < static_cast<SeqId>(seqs_.size()) && seqs_[id].live);
+    return seqs_[id];
+}
+
+const KvCache::Seq& KvCache::seq(SeqId id) const {
+    STRATA_ASSERT(id >= 0 && id < static_cast<SeqId>(seqs_.size()) && seqs_[id].live);
+    return seqs_[id];
+}
+
+SeqId KvCache::create_seq() {
+    auto it = std::find_if(seqs_.begin(), seqs_.end(), [](const Seq& s) { return !s.live; });
+    if (it == seqs_.end()) it = seqs_.insert(seqs_.end(), Seq{});
+    it->live = true;
+    return static_cast<SeqId>(it - seqs_.begin());
+}
+
+void KvCache::free_seq(SeqId id) {
+    truncate_seq(id, 0);
+    if (id != 0) seq(id).live = false;  // sequence 0 always exists
+}
+
+int32_t KvCache::seq_len(SeqId id) const { return static_cast<int32_t>(seq(id).tokens.size()); }
+std::span<const int32_t> KvCache::block_table(SeqId id) const { return seq(id).blocks; }
+std::span<const int32_t> KvCache::seq_tokens(SeqId id) const { return seq(id).tokens; }
+
+int32_t KvCache::allocate_block() {
+    const int32_t b = pool_.allocate();
+    if (b >= 0 && spill_) spill_->forget(b);  // fresh, or evicted from the prefix cache
+    return b;
+}
+
+void KvCache::release_block(int32_t block) {
+    pool_.release(block);
+    if (spill_ && pool_.ref_count(block) == 0 && !pool_.is_cached(block)) spill_->forget(block);
+}
+
+int32_t KvCache::attach_prefix(SeqId id, std::span<const int32_t> tokens) {
+    Seq& s = seq(id);
+    STRATA_ASSERT(s.tokens.empty());
+    const size_t n_full = tokens.empty() ? 0 : (tokens.size() - 1) / kBlockSize;
+    uint64_t parent = 0;
+    for (size_t i = 0; i < n_full; ++i) {
+        const BlockKey key = block_key(parent, tokens.subspan(i * kBlockSize, kBlockSize));
+        const int32_t b = pool_.find(key);
+        if (b < 0) break;
+        s.blocks.push_back(b);
+        s.hashes.push_back(key.hash);
+        s.tokens.insert(s.tokens.end(), key.tokens.begin(), key.tokens.end());
+        parent = key.hash;
+    }
+    return static_cast<int32_t>(s.tokens.size());
+}
+
+int32_t KvCache::blocks_needed(SeqId id, int32_t n_total) const {
+    return std::max(0, blocks_for(n_total) - static_cast<int32_t>(seq(id).blocks.size()));
+}
+
+bool KvCache::reserve(SeqId id, int32_t n) {
+    Seq& s = seq(id);
+    if (static_cast<int64_t>(s.tokens.size()) + n > n_ctx_)
+        throw UsageError(fmt::format("context is full: {} tokens in the cache + {} new > context size {}", s.tokens.size(), n,
+                                     n_ctx_),
+                         "use a shorter prompt, fewer tokens (-n) or a larger context (--ctx)");
+    for (int32_t need = blocks_needed(id, static_cast<int32_t>(s.tokens.size()) + n); need > 0; --need) {
+        const int32_t b = allocate_block();
+        if (b < 0) return false;
+        s.blocks.push_back(b);
+    }
+    return true;
+}
+
+void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
+    Seq& s = seq(id);
+    STRATA_ASSERT(blocks_for(static_cast<int64_t>(s.tokens.size() + tokens.size())) <= static_cast<int32_t>(s.blocks.size()));
+    s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+    for (size_t i = s.hashes.size(); (i + 1) * kBlockSize <= s.tokens.size(); ++i) {
+        const BlockKey key = block_key(i ? s.hashes[i - 1] : 0, std::span(s.tokens).subspan(i * kBlockSize, kBlockSize));
+        pool_.publish(s.blocks[i], key);
+        s.hashes.push_back(key.hash);
+    }
+}
+
+int32_t KvCache::truncate_seq(SeqId id, int32_t n) {
+    Seq& s = seq(id);
+    n = std::clamp<int32_t>(n, 0, static_cast<int32_t>(s.tokens.size()));
+    int32_t keep_blocks = blocks_for(n);
+    // The block that position n falls in will be written again: it must be this sequence's
+    // alone and no longer cached under its old tokens.
+    if (n % kBlockSize != 0) {
+        const int32_t b = s.blocks[keep_blocks - 1];
+        if (pool_.ref_count(b) > 1) {
+            --keep_blocks;
+            n = keep_blocks * kBlockSize;
+        } else {
+            pool_.unpublish(b);
+        }
+    }
+    for (size_t i = keep_blocks; i < s.blocks.size(); ++i) release_block(s.blocks[i]);
+    s.blocks.resize(keep_blocks);
+    s.tokens.resize(n);
+    s.hashes.resize(std::min<size_t>(s.hashes.size(), n / kBlockSize));
+    return n;
+}
+
+uint64_t KvCache::bytes() const {
+    return (2 * uint64_t(resident_block_bytes_) * n_kv_slots_ + uint64_t(hidden_block_bytes_) * n_rebuilt_) * pool_.n_blocks();
+}
+
+uint64_t KvCache::spill_buffer_bytes() const { return spill_ ? spill_->buffer_bytes() : 0; }
+
+int32_t KvCache::n_spilled() const { return n_layer_ - n_resident_; }
+
+void KvCache::set_trace(Trace* trace) {
+    if (spill_) spill_->set_trace(trace);
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,157 @@
+#pragma once
+// The paged key/value cache shared by every sequence (vLLM's PagedAttention layout): a pool
+// of blocks of kBlockSize positions, the same block id in every layer; per layer and block,
+// kBlockSize rows of n_embd_kv keys, and as many values, in the cache's element type (F32,
+// F16, BF16 or Q8_0: cpu/attention_cpu.h converts rows into it and reads them as they are).
+// Each sequence has a block table (its positions in order) and its token ids; full blocks are
+// published in the prefix cache (runtime/kv/kv_blocks.h), so a later sequence that starts with
+// the same tokens attaches them instead of computing them again. Shared blocks are never
+// written: a sequence that must change one (truncate into it) gives it up and recomputes
+// those positions.
+// Layers whose KV does not fit the DRAM budget live in a spill file (KvSpill) and are brought
+// back through a ring of pinned buffers, prefetched ahead of the layer that needs them.
+// Rebuilt layers (KVPR/HCache: the plan's "recompute" KV) keep each position's attention input
+// (the normed hidden state, n_embd_hidden values) instead of its keys and values; the backend
+// recomputes K and V from them into one slot that all rebuilt layers share (runtime/exec/kv_rebuild.h).
+// That pays where n_embd_hidden < 2 n_embd_kv (multi-head attention): less memory per position.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/dtype.h"
+#include "runtime/kv/kv_blocks.h"
+#include "runtime/kv/kv_spill.h"
+
+namespace strata::storage { class MemoryBudget; }
+
+namespace strata::runtime {
+
+class Trace;
+
+using SeqId = int32_t;
+
+class KvCache {
+public:
+    static constexpr int32_t kBlockSize = 16;  // positions per block: the attention kernel's key tile
+
+    // A pool of n_blocks (0: enough for one sequence of n_ctx positions); n_ctx bounds each
+    // sequence. Sequence 0 exists from the start: the single-sequence API below uses it.
+    // Throws UsageError for a type that is not a KV type, or Q8_0 with n_embd_kv not a
+    // multiple of its 32-value blocks.
+    KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks = 0, DType type = DType::F32);
+    KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpillOptions& spill, int32_t n_blocks = 0,
+            DType type = DType::F32);
+    ~KvCache();
+    KvCache(const KvCache&) = delete;
+    KvCache& operator=(const KvCache&) = delete;
+
+    int32_t n_ctx() const { return n_ctx_; }
+    int32_t n_layer() const { return n_layer_; }
+    DType type() const { return type_; }
+    // Bytes of one position's keys (or values): row_bytes(type, n_embd_kv).
+    int64_t row_bytes() const { return row_bytes_; }
+    // Bytes from one block to the next in `layer`: kBlockSize rows, padded to 64 bytes in DRAM
+    // and, in spilled layers, to the O_DIRECT alignment so that their blocks are read and
+    // written in place.
+    int64_t block_stride(int32_t layer) const { return layer < n_resident_ ? resident_block_bytes_ : spill_block_bytes_; }
+    // The first K (V) row of `block` in `layer`: valid for resident layers, and for a spilled
+    // layer between begin_layer and end_layer.
+    std::byte* k(int32_t layer, int32_t block);
+    std::byte* v(int32_t layer, int32_t block);
+    // Writes one position's new keys and values (n_embd_kv floats each), converted to the
+    // cache's type, as row `row` of `block` in `layer` (begun, when spilled).
+    void store(int32_t layer, int32_t block, int32_t row, const float* k, const float* v);
+
+    // Rebuilt layers: k() and v() address the shared slot, which holds the layer last rebuilt;
+    // its saved rows are these, in the cache's type.
+    bool rebuilt(int32_t layer) const { return hidden_slot_[layer] >= 0; }
+    int32_t n_rebuilt() const { return n_rebuilt_; }
+    int32_t n_embd_hidden() const { return n_embd_hidden_; }
+    int64_t hidden_row_bytes() const { return hidden_row_bytes_; }
+    std::byte* hidden(int32_t layer, int32_t block);
+    void store_hidden(int32_t layer, int32_t block, int32_t row, const float* x);
+
+    // Brings a spilled layer's KV into memory (waits for its read); no-op when resident.
+    void begin_layer(int32_t layer);
+    // Writes `blocks` (ascending, distinct: those the pass wrote) of a spilled layer back.
+    void end_layer(int32_t layer, std::span<const int32_t> blocks);
+
+    // Sequences.
+    SeqId create_seq();
+    void free_seq(SeqId seq);  // its blocks go back to the pool (full ones stay cached)
+    int32_t seq_len(SeqId seq) const;
+    std::span<const int32_t> block_table(SeqId seq) const;
+    std::span<const int32_t> seq_tokens(SeqId seq) const;
+    // For an empty sequence: attaches the cached blocks that hold a prefix of `tokens`, full
+    // blocks only and never all of `tokens` (the last one must be evaluated for its logits).
+    // Returns the positions attached.
+    int32_t attach_prefix(SeqId seq, std::span<const int32_t> tokens);
+    // Blocks the sequence still needs so that it holds `n_total` positions.
+    int32_t blocks_needed(SeqId seq, int32_t n_total) const;
+    // Allocates the blocks for n more positions; false when the pool has too few free blocks
+    // (an expected outcome: the blocks already taken stay in the sequence).
+    bool reserve(SeqId seq, int32_t n);
+    // Records `tokens` as the sequence's next positions (their KV written by a pass) and
+    // publishes the blocks they fill.
+    void commit(SeqId seq, std::span<const int32_t> tokens);
+    // Forgets positions >= n. Returns the positions kept: n, or fewer when position n falls in
+    // a block another sequence shares (the caller recomputes positions [kept, n) then).
+    int32_t truncate_seq(SeqId seq, int32_t n);
+
+    const KvBlockPool& pool() const { return pool_; }
+
+    // The single-sequence API, on sequence 0.
+    int32_t n_past() const { return seq_len(0); }
+    void truncate(int32_t n) { truncate_seq(0, n); }
+
+    uint64_t bytes() const;  // DRAM held by resident layers
+    uint64_t spill_buffer_bytes() const;  // DRAM of the spill ring (charged to its budget)
+    int32_t n_spilled() const;
+    void set_trace(Trace* trace);
+
+    // Blocks for a sequence of n positions.
+    static int32_t blocks_for(int64_t n) { return static_cast<int32_t>((n + kBlockSize - 1) / kBlockSize); }
+    // DRAM (or spill file) bytes one layer's KV of `type` takes at most with n_blocks blocks
+    // (a spilled layer's blocks are padded for O_DIRECT; a resident layer may take less).
+    static uint64_t layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type);
+    // DRAM bytes of a rebuilt layer's saved rows.
+    static uint64_t hidden_layer_bytes(int32_t n_blocks, int32_t n_embd_hidden, DType type);
+
+private:
+    struct Seq {
+        bool live = false;
+        std::vector<int32_t> blocks;
+        std::vector<int32_t> tokens;   // one per position
+        std::vector<uint64_t> hashes;  // key hash of each published (full) block
+    };
+    Seq& seq(SeqId id);
+    const Seq& seq(SeqId id) const;
+    int32_t allocate_block();
+    void release_block(int32_t block);
+
+    int32_t n_layer_;
+    int32_t n_ctx_;
+    int32_t n_embd_kv_;
+    DType type_;
+    int32_t n_resident_;
+    int64_t row_bytes_;
+    int64_t resident_block_bytes_;
+    int64_t spill_block_bytes_;
+    int32_t n_embd_hidden_ = 0;
+    int64_t hidden_row_bytes_ = 0;
+    int64_t hidden_block_bytes_ = 0;
+    int32_t n_rebuilt_ = 0;
+    std::vector<int32_t> kv_slot_;      // per resident layer: its K/V slot (rebuilt layers share the last)
+    std::vector<int32_t> hidden_slot_;  // per layer: its slot of saved rows, -1 when it keeps K/V
+    int32_t n_kv_slots_ = 0;
+    KvBlockPool pool_;
+    std::vector<Seq> seqs_;
+    // Left uninitialised so that untouched blocks cost no resident memory.
+    std::unique_ptr<std::byte[]> k_, v_, h_;
+    std::unique_ptr<KvSpill> spill_;
+};
+
+}  // namespace strata::runtime

@@ -1,0 +1,146 @@
+#include "runtime/kv/kv_spill.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "runtime/weights/stream_ring.h"
+#include "storage/budget.h"
+#include "storage/file_io.h"
+#include "storage/pinned_pool.h"
+#include "storage/reader.h"
+
+namespace strata::runtime {
+
+namespace {
+constexpr uint64_t kAlign = storage::kDefaultDioAlign;
+
+[[noreturn]] void spill_error(const std::filesystem::path& dir, const std::string& what, int err) {
+    throw IoError(fmt::format("KV spill file in '{}': {}: {}", dir.string(), what, std::strerror(err)),
+                  err == ENOSPC ? "free disk space there, point --kv-spill at another directory, or use a smaller --ctx"
+                                : "point --kv-spill at a writable directory");
+}
+}  // namespace
+
+KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const KvSpillOptions& opts)
+    : n_layers_(n_layers),
+      n_blocks_(n_blocks),
+      block_bytes_(block_bytes),
+      region_bytes_(uint64_t(n_blocks) * block_bytes),
+      written_(n_layers, std::vector<uint8_t>(n_blocks, 0)) {
+    STRATA_ASSERT(block_bytes % kAlign == 0);
+    std::error_code ec;
+    std::filesystem::create_directories(opts.dir, ec);
+    std::string path = (opts.dir / "strata-kv-XXXXXX").string();
+    fd_ = ::mkstemp(path.data());
+    if (fd_ < 0) spill_error(opts.dir, "cannot create it", errno);
+    // O_DIRECT keeps spilled KV out of the page cache (it would count against nobody's
+    // budget and hide the disk's speed); filesystems without it (tmpfs) work buffered.
+    if (::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_DIRECT) != 0)
+        STRATA_LOG_WARN("kv: O_DIRECT refused for the spill file in {}; using buffered I/O", opts.dir.string());
+    const uint64_t total = layer_bytes(n_blocks, block_bytes) * n_layers;
+    if (int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(total)); err != 0) {
+        ::close(fd_);
+        ::unlink(path.c_str());
+        spill_error(opts.dir, fmt::format("cannot reserve {}", format_bytes(total)), err);
+    }
+    auto file = storage::File::open_read(path, storage::OpenMode::DirectOrBuffered);
+    ::unlink(path.c_str());  // gone at exit, also on Ctrl-C or a crash
+
+    storage::PinnedPoolOptions po;
+    po.slot_bytes = layer_bytes(n_blocks, block_bytes);
+    po.n_slots = static_cast<size_t>(std::min(n_layers, std::max(1, opts.prefetch_depth + 1)));
+    po.what = "KV spill buffers";
+    if (!opts.budget) own_budget_ = std::make_unique<storage::MemoryBudget>("DRAM", UINT64_MAX);
+    pool_ = std::make_unique<storage::PinnedPool>(opts.budget ? *opts.budget : *own_budget_, po);
+    reader_ = storage::open_reader(file);
+    reader_->register_region(pool_->data(), pool_->bytes());
+    std::vector<int> layers(n_layers);
+    for (int i = 0; i < n_layers; ++i) layers[i] = i;
+    ring_ = std::make_unique<StreamRing>(
+        *reader_, *pool_, layers,
+        [this](int layer) {
+            // Only the blocks that hold data, in runs of consecutive blocks, K then V.
+            std::vector<RingRead> reads;
+            const auto& w = written_[layer];
+            const uint64_t k = uint64_t(layer) * 2 * region_bytes_;
+            for (int32_t b0 = 0; b0 < n_blocks_;) {
+                if (!w[b0]) {
+                    ++b0;
+                    continue;
+                }
+                int32_t b1 = b0 + 1;
+                while (b1 < n_blocks_ && w[b1]) ++b1;
+                const uint64_t off = uint64_t(b0) * block_bytes_, len = uint64_t(b1 - b0) * block_bytes_;
+                reads.push_back({off, k + off, len});
+                reads.push_back({region_bytes_ + off, k + region_bytes_ + off, len});
+                b0 = b1;
+            }
+            return reads;
+        },
+        "kv");
+    STRATA_LOG_INFO("kv: {} layers spill to {} ({}), through {} x {} buffers", n_layers, opts.dir.string(),
+                    format_bytes(total), pool_->n_slots(), format_bytes(po.slot_bytes));
+}
+
+KvSpill::~KvSpill() {
+    ring_.reset();
+    if (reader_ && pool_) reader_->unregister_region(pool_->data());
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void KvSpill::begin(int32_t layer) {
+    current_ = ring_->acquire(layer);
+    current_layer_ = layer;
+}
+
+std::pair<std::byte*, std::byte*> KvSpill::current(int32_t layer) const {
+    STRATA_ASSERT(layer == current_layer_);
+    return {current_, current_ + region_bytes_};
+}
+
+void KvSpill::write_run(uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1) {
+    const uint64_t off = uint64_t(b0) * block_bytes_, len = uint64_t(b1 - b0) * block_bytes_;
+    const std::byte* src = current_ + slot_offset + off;
+    for (uint64_t done = 0; done < len;) {
+        const ssize_t w = ::pwrite(fd_, src + done, len - done, static_cast<off_t>(region + off + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            throw IoError(fmt::format("writing {} of spilled KV cache at offset {}: {}", format_bytes(len),
+                                      region + off, w < 0 ? std::strerror(errno) : "no progress"),
+                          "check the disk that holds the spill directory (--kv-spill)");
+        done += static_cast<uint64_t>(w);
+    }
+}
+
+void KvSpill::end(int32_t layer, std::span<const int32_t> blocks) {
+    STRATA_ASSERT(layer == current_layer_);
+    const uint64_t k = uint64_t(layer) * 2 * region_bytes_;
+    for (size_t i = 0; i < blocks.size();) {  // runs of consecutive blocks, one write each
+        size_t j = i + 1;
+        while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1) ++j;
+        write_run(k, 0, blocks[i], blocks[j - 1] + 1);
+        write_run(k + region_bytes_, region_bytes_, blocks[i], blocks[j - 1] + 1);
+        for (size_t x = i; x < j; ++x) written_[layer][blocks[x]] = 1;
+        i = j;
+    }
+    current_layer_ = -1;
+    ring_->release();
+}
+
+void KvSpill::forget(int32_t block) {
+    for (auto& w : written_) w[block] = 0;
+}
+
+void KvSpill::set_trace(Trace* trace) { ring_->set_trace(trace); }
+
+uint64_t KvSpill::buffer_bytes() const { return pool_->bytes(); }
+
+}  // namespace strata::runtime

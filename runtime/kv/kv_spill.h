@@ -1,0 +1,72 @@
+#pragma once
+// The KV cache of the layers that do not fit DRAM, in a spill file on disk. Each layer has a
+// K region and a V region laid out like the block pool (block b at b * block_bytes, each
+// block padded for O_DIRECT); a layer's blocks that hold data are read back into a ring slot
+// of the same layout ahead of its turn, and the blocks a pass changed are written back when
+// the layer is done. The file is unlinked as soon as it is open, so it disappears when the
+// process ends, however it ends.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace strata::storage {
+class MemoryBudget;
+class PinnedPool;
+class Reader;
+}  // namespace strata::storage
+
+namespace strata::runtime {
+
+class StreamRing;
+class Trace;
+
+struct KvSpillOptions {
+    int32_t n_resident_layers = 0;       // layers [0, n) stay in DRAM, the rest spill
+    std::filesystem::path dir;           // where the spill file goes (removed at exit)
+    int prefetch_depth = 2;
+    storage::MemoryBudget* budget = nullptr;  // the ring's buffers are charged here
+    std::vector<bool> rebuilt;                // per layer (or empty: none); only resident layers
+    int32_t n_embd_hidden = 0;                // values of a rebuilt layer's saved rows
+};
+
+class KvSpill {
+public:
+    // Throws IoError naming the directory when the file cannot be made or the disk is full.
+    // `block_bytes` is a multiple of the O_DIRECT alignment (KvCache pads blocks to it).
+    KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const KvSpillOptions& opts);
+    ~KvSpill();
+
+    void begin(int32_t layer);
+    // Writes `blocks` (ascending, distinct) of the begun layer back to the file.
+    void end(int32_t layer, std::span<const int32_t> blocks);
+    std::pair<std::byte*, std::byte*> current(int32_t layer) const;  // K and V of the begun layer
+    // The block's content no longer matters (freed or evicted): it is not read back again.
+    void forget(int32_t block);
+    void set_trace(Trace* trace);
+    uint64_t buffer_bytes() const;
+
+    static uint64_t layer_bytes(int32_t n_blocks, uint64_t block_bytes) { return 2 * uint64_t(n_blocks) * block_bytes; }
+
+private:
+    void write_run(uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1);
+
+    int32_t n_layers_;
+    int32_t n_blocks_;
+    uint64_t block_bytes_;
+    uint64_t region_bytes_;  // one side (K or V) of one layer
+    int fd_ = -1;
+    // Per layer and block: whether the file holds data for it. Set when a pass writes the
+    // block; the read for a layer's next pass is issued after that layer's end, so it sees it.
+    std::vector<std::vector<uint8_t>> written_;
+    std::unique_ptr<storage::MemoryBudget> own_budget_;  // when the caller gave none
+    std::unique_ptr<storage::PinnedPool> pool_;
+    std::unique_ptr<storage::Reader> reader_;
+    std::unique_ptr<StreamRing> ring_;
+    int32_t current_layer_ = -1;
+    std::byte* current_ = nullptr;
+};
+
+}  // namespace strata::runtime

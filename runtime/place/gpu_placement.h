@@ -1,0 +1,51 @@
+#pragma once
+// Whether the CUDA backend runs, and the plan it runs by: the planner with the GPU in the
+// hardware profile and --gpu-mem as its budget, every layer's matmuls on the GPU (its weights
+// kept there, or copied in each pass from DRAM or NVMe), and the KV cache where --attention
+// lets the planner put it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "planner/hardware_profile.h"
+#include "runtime/exec/cuda_backend.h"
+#include "runtime/place/placement.h"
+
+namespace strata::models { class GgufFile; struct Hparams; }
+
+namespace strata::runtime {
+
+enum class AttentionChoice { Auto, Cpu, Gpu };
+// "auto", "cpu", "gpu"; nullopt for anything else.
+std::optional<AttentionChoice> parse_attention(std::string_view s);
+
+struct GpuRequest {
+    std::optional<uint64_t> gpu_mem;  // --gpu-mem: nullopt = the planner's default for the device; 0 = CPU only
+    AttentionChoice attention = AttentionChoice::Auto;
+};
+
+struct GpuTarget {
+    bool use = false;
+    std::string why_not;          // when not used: one line for the log
+    planner::HardwareProfile hw;  // this machine with the GPU; its memory is the budget
+    uint64_t gpu_mem = 0;
+};
+// The device and its budget, or why the engine runs on the CPU: --gpu-mem 0, no CUDA in this
+// build, no device or driver, a weight or KV type the kernels lack.
+GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type);
+
+// The KV placement a plan implies: every layer's KV on the GPU, else on the host with
+// attention where the plan runs it.
+KvPlacement kv_placement_of(const planner::Plan& plan);
+
+struct GpuPlacement {
+    Placement placement;
+    KvPlacement kv = KvPlacement::Device;
+};
+// `device_bytes`: what the budget leaves for layers and KV once the backend's working set is
+// taken. Throws OutOfBudget when nothing fits, UsageError for a given plan it cannot run.
+GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts, const GpuTarget& gpu,
+                          uint64_t device_bytes, DType kv_type, AttentionChoice attention);
+
+}  // namespace strata::runtime

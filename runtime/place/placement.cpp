@@ -1,0 +1,186 @@
+#include "runtime/place/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "models/gguf_file.h"
+#include "planner/catalog.h"
+#include "planner/policy_search.h"
+#include "probe/probe.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "storage/budget.h"
+
+namespace strata::runtime {
+
+using planner::KvOption;
+using planner::WeightOption;
+
+namespace {
+
+// The plan as this runtime runs it: K and V in the KV cache's type (runtime/kv/kv_cache.h) in
+// DRAM for the first n_kv_in_dram layers and spilled to disk for the rest, or the saved hidden
+// states of the layers the plan recomputes in DRAM, attention on the CPU, the output layer and
+// embedding table in DRAM.
+planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX) {
+    const std::vector<bool> rebuilt = rebuilt_layers(p);
+    p.policy.kv_type = kv_type;
+    p.policy.recompute = std::find(rebuilt.begin(), rebuilt.end(), true) != rebuilt.end();
+    p.policy.cpu_attention = true;
+    p.output = p.embedding = WeightOption::DramCpu;
+    p.hidden = planner::HiddenOption::Dram;
+    for (auto& l : p.layers) {
+        l.kv = rebuilt[l.layer] ? KvOption::ActDram : l.layer < n_kv_in_dram ? KvOption::Dram : KvOption::Nvme;
+        l.attention = planner::Device::Cpu;
+    }
+    return p;
+}
+
+// Every layer in DRAM, or every layer on NVMe: the two ends of what the planner may choose.
+double planner_dram(const planner::ModelShape& s, const planner::HardwareProfile& hw, const planner::Workload& wl,
+                    WeightOption w) {
+    planner::Plan p;
+    p.model_name = s.name;
+    p.n_layer = s.n_layer;
+    p.model_weight_bytes = s.total_weight_bytes();
+    p.weight_type = s.weight_type;
+    p.workload = wl;
+    for (int32_t il = 0; il < s.n_layer; ++il) p.layers.push_back({il, w, KvOption::Dram, planner::Device::Cpu});
+    return planner::evaluate_plan(s, hw, wl, as_run(p, s.kv_type)).used.dram;
+}
+
+// The planner's DRAM budget standing for the runtime's. The cost model counts DRAM its own
+// way (a prefill working set, two staging buffers), the runtime its own (one ubatch of
+// activations, depth + 1 ring buffers). The budget is shifted by the largest difference over
+// any choice of streamed layers, so whatever the planner keeps resident, the runtime can
+// hold. `s` counts each layer as the runtime reads it (ResidencyInput::layer_bytes).
+double planner_budget(const ResidencyInput& in, const planner::ModelShape& s, const planner::HardwareProfile& hw,
+                      const planner::Workload& wl) {
+    constexpr double kSlack = 4096;  // covers the planner's tolerance in `fits` and float sums
+    uint64_t all = in.fixed_bytes + in.other_bytes;
+    for (uint64_t b : in.layer_bytes) all += b;
+    const double p_all = planner_dram(s, hw, wl, WeightOption::DramCpu);
+    if (in.budget == 0 || all <= in.budget) return p_all + kSlack;  // everything stays resident
+
+    // The runtime's ring over the cost model's two staging buffers, at worst (m is the
+    // largest streamed layer; fewer streamed layers only shrink the ring).
+    double ring_excess = 0;
+    for (uint64_t m : in.layer_bytes)
+        ring_excess = std::max(ring_excess, static_cast<double>(ring_bytes(m, ring_slots(in))) - 2.0 * static_cast<double>(m));
+    const double delta = static_cast<double>(all) - p_all + ring_excess;
+    // Streaming every layer needs the least; it fits when the budget holds the full ring, and
+    // p_none admits that plan. A budget that holds everything needs no ring at all.
+    check_min_budget(in, std::min(all, in.fixed_bytes + in.other_bytes + full_ring_bytes(in)));
+    const double p_none = planner_dram(s, hw, wl, WeightOption::NvmeCpu);
+    const double budget = std::max(static_cast<double>(in.budget) - delta - kSlack, p_none);
+    STRATA_LOG_DEBUG("placement: the planner's DRAM budget is {} for the runtime's {}", planner::format_size(budget),
+                     format_bytes(in.budget));
+    return budget;
+}
+
+}  // namespace
+
+std::vector<bool> rebuilt_layers(const planner::Plan& plan) {
+    std::vector<bool> r(plan.layers.size(), false);
+    for (const auto& l : plan.layers)
+        if (l.layer >= 0 && l.layer < static_cast<int>(r.size())) r[l.layer] = planner::is_recompute(l.kv);
+    return r;
+}
+
+planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch) const {
+    planner::Workload wl;
+    wl.prompt_len = std::max(1, n_prompt);
+    wl.gen_len = std::max(1, n_generated);
+    wl.batch = std::max(1, batch);
+    // A GPU plan runs as planned (runtime/place/gpu_placement.h); a CPU one as this runtime holds it.
+    planner::Plan run = plan.has_gpu ? plan : as_run(plan, shape.kv_type, n_kv_layers_in_dram);
+    run.policy.batch = wl.batch;  // the scheduler runs them all in one pass
+    run.policy.n_micro = 1;
+    return planner::evaluate_plan(shape, hw, wl, run);
+}
+
+planner::HardwareProfile runtime_profile(std::string& source) {
+    planner::HardwareProfile hw;
+    if (auto cached = probe::load_cached_profile()) {
+        hw = std::move(*cached);
+        source = "the cached probe " + probe::profile_cache_path().string();
+    } else {
+        planner::DryRunSpec spec;
+        spec.gpu = "none";
+        spec.dram = system_ram_bytes();
+        hw = planner::profile_from_catalog(spec);
+        source = "the catalog's generic desktop (no cached probe: `strata probe` measures this machine once)";
+    }
+    if (hw.gpu) {
+        hw.gpu.reset();
+        source += ", its GPU left out as the runtime computes on the CPU";
+    }
+    STRATA_LOG_INFO("placement: hardware profile from {}: {}", source, hw.summary());
+    return hw;
+}
+
+planner::Workload runtime_workload(int n_ctx, int n_predict) {
+    planner::Workload wl;
+    const int ctx = std::max(2, n_ctx);
+    wl.gen_len = n_predict > 0 ? std::min(n_predict, ctx - 1) : std::min(128, ctx / 2);
+    wl.prompt_len = ctx - wl.gen_len;
+    return wl;
+}
+
+void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload& wl, const PlacementOptions& opts,
+                 const std::function<void(planner::PlannerOptions&, const planner::ModelShape&)>& tune) {
+    if (opts.given) {
+        opts.given->check_matches(p.shape);
+        p.plan = *opts.given;
+        return;
+    }
+    // Layers as the runtime holds and reads them: page-aligned ranges of the file.
+    planner::ModelShape as_read = p.shape;
+    for (size_t il = 0; il < as_read.layers.size() && il < in.layer_bytes.size(); ++il)
+        as_read.layers[il].weight_bytes = in.layer_bytes[il];
+    planner::PlannerOptions po;
+    po.budgets = planner::default_budgets(p.hw);
+    po.kv_types = {p.shape.kv_type};
+    po.allow_recompute = false;
+    po.layers_only_on_nvme = true;
+    tune(po, as_read);
+    const planner::SearchResult r = planner::search_plans(as_read, p.hw, wl, po);
+    p.plan = r.best;
+    p.plan.model_weight_bytes = p.shape.total_weight_bytes();  // the identity `--plan` checks
+    p.search = {r.n_policies, r.seconds};
+}
+
+Placement place(const models::GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts) {
+    Placement p;
+    p.shape = planner::ModelShape::from_gguf(file);
+    p.shape.kv_type = opts.kv_type;
+    p.hw = runtime_profile(p.hw_source);
+    const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
+    choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {
+        po.budgets.dram = planner_budget(in, as_read, p.hw, wl);
+    });
+    p.plan.policy.kv_type = opts.kv_type;  // a given plan may name another; the cache's type is what runs
+    ResidencyInput unbounded = in;
+    unbounded.budget = 0;
+    p.residency = residency_from_plan(p.plan, unbounded);  // refuses what this runtime cannot run
+    p.n_kv_layers_in_dram = std::min(opts.n_kv_layers_in_dram, p.shape.n_layer);
+    const planner::Plan run = as_run(p.plan, opts.kv_type, p.n_kv_layers_in_dram);
+    if (run.output != p.plan.output || run.embedding != p.plan.embedding || run.layers != as_run(p.plan, opts.kv_type).layers)
+        STRATA_LOG_WARN("placement: the plan puts the output layer, embeddings or KV cache on NVMe or on the GPU; "
+                        "this runtime keeps them in DRAM");
+    // Priced on this machine for this run as the runtime runs it, given or made alike.
+    p.plan.workload = wl;
+    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run);
+    // Memory as the runtime counts it, not as the cost model estimates it.
+    p.plan.budgets.dram = static_cast<double>(in.budget ? in.budget : std::max(p.hw.dram.capacity_bytes, p.residency.total_bytes));
+    p.plan.prediction.used.dram = static_cast<double>(p.residency.total_bytes);
+    STRATA_LOG_INFO("{}{}", planner::plan_summary(p.plan), opts.given ? " (given)" : "");
+    if (opts.on_plan) opts.on_plan(p);
+    p.residency = residency_from_plan(p.plan, in);
+    return p;
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,64 @@
+#pragma once
+// The plan the engine runs by. By default the planner makes it for this model (its GGUF
+// header), this machine (the cached `strata probe` profile, else the catalog's generic
+// desktop, so that starting never measures), the DRAM budget and a workload from the
+// options; `--plan FILE` gives one instead, checked against the model. Either way it becomes
+// the weight store's residency: layers in DRAM are resident, layers on NVMe are streamed.
+#include <climits>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "planner/hardware_profile.h"
+#include "planner/model_shape.h"
+#include "planner/plan.h"
+#include "planner/plan_report.h"
+#include "planner/policy_search.h"
+#include "runtime/weights/residency.h"
+
+namespace strata::models { class GgufFile; }
+
+namespace strata::runtime {
+
+struct Placement {
+    planner::Plan plan;  // its DRAM budget and use are the runtime's (ResidencyInput) figures
+    planner::ModelShape shape;
+    planner::HardwareProfile hw;
+    std::string hw_source;        // where the profile came from, in words
+    planner::SearchStats search;  // n_policies 0: the plan was given
+    Residency residency;
+    int n_kv_layers_in_dram = 0;  // the KV cache's first layers; the rest spill to disk
+
+    // The plan priced on this machine for `batch` requests of these lengths decoded together,
+    // as this runtime runs it (the plan's own prediction is for the workload it was made for).
+    planner::Prediction predict(int n_prompt, int n_generated, int batch = 1) const;
+};
+
+struct PlacementOptions {
+    const planner::Plan* given = nullptr;  // --plan FILE
+    int n_ctx = 1;                         // the context the KV cache holds
+    int n_predict = 0;                     // tokens generated per request, when known
+    int n_kv_layers_in_dram = INT_MAX;     // KV layers kept in DRAM (runtime/kv/kv_cache.h); the rest spill
+    DType kv_type = DType::F32;            // the KV cache's element type
+    std::function<void(const Placement&)> on_plan;  // before the budget is checked (--show-plan)
+};
+
+// Per layer: whether the plan recomputes its KV from saved hidden states (the CPU backend keeps
+// them in DRAM, wherever the plan put them: KvCache's rebuilt layers).
+std::vector<bool> rebuilt_layers(const planner::Plan& plan);
+// The cached probe, else the catalog's generic desktop with this machine's RAM; any GPU is
+// left out (the runtime computes on the CPU). Logs one line saying which.
+planner::HardwareProfile runtime_profile(std::string& source);
+// A prompt and generation that fill n_ctx (what the KV cache is sized for), batch 1;
+// the generation is n_predict when known.
+planner::Workload runtime_workload(int n_ctx, int n_predict);
+// Throws UsageError for a given plan made for another model or for a GPU, OutOfBudget when
+// the budget cannot hold the head, KV cache and ring, or what a given plan keeps resident.
+Placement place(const models::GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts);
+// Sets p.plan (and p.search): the given plan, checked against p.shape, or the planner's best for
+// p.hw and `wl` with the layers as the runtime reads them, the KV type p.shape.kv_type,
+// without recomputation and with only layers on NVMe; `tune` adjusts the planner's options.
+void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload& wl, const PlacementOptions& opts,
+                 const std::function<void(planner::PlannerOptions&, const planner::ModelShape& as_read)>& tune);
+
+}  // namespace strata::runtime

@@ -1,0 +1,116 @@
+#include "runtime/weights/residency.h"
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "planner/plan.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "storage/budget.h"
+#include "storage/file_io.h"
+#include "storage/pinned_pool.h"
+
+namespace strata::runtime {
+
+using planner::WeightOption;
+
+uint64_t ring_bytes(uint64_t slot_bytes, int n_slots) {
+    if (n_slots == 0) return 0;
+    // As storage::PinnedPool lays it out: page-aligned slots in one huge-page-aligned mapping.
+    const uint64_t stride = storage::align_up(slot_bytes, storage::kDefaultDioAlign);
+    return storage::align_up(stride * static_cast<uint64_t>(n_slots), storage::kHugePageBytes);
+}
+
+int Residency::n_streamed() const {
+    int n = 0;
+    for (size_t il = 0; il < resident.size(); ++il) n += streamed(static_cast<int>(il));
+    return n;
+}
+
+int ring_slots(const ResidencyInput& in) {
+    return std::min(static_cast<int>(in.layer_bytes.size()), std::max(1, in.prefetch_depth + 1));
+}
+
+uint64_t full_ring_bytes(const ResidencyInput& in) {
+    const uint64_t largest = in.layer_bytes.empty() ? 0 : *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
+    return ring_bytes(largest, ring_slots(in));
+}
+
+void check_min_budget(const ResidencyInput& in, uint64_t need) {
+    if (in.budget == 0 || in.budget >= need) return;
+    throw OutOfBudget(fmt::format("the DRAM budget of {} is too small: the output head and embeddings take {}, "
+                                  "the KV cache and activations {}, and {} streaming buffers {}",
+                                  format_bytes(in.budget), format_bytes(in.fixed_bytes),
+                                  format_bytes(in.other_bytes), ring_slots(in),
+                                  format_bytes(full_ring_bytes(in))),
+                      fmt::format("use --dram {} or more, a smaller context (--ctx), or less read-ahead (--prefetch)",
+                                  format_bytes(need)));
+}
+
+Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in, bool gpu) {
+    const int n = static_cast<int>(in.layer_bytes.size());
+    if (static_cast<int>(plan.layers.size()) != n)
+        throw UsageError(fmt::format("the plan places {} layers, but the model has {}", plan.layers.size(), n),
+                         "make a plan for this model with `strata plan -m MODEL`");
+    if (plan.has_gpu && !gpu)
+        throw UsageError(fmt::format("the plan is for a machine with a GPU ({}), but this runtime runs on the CPU only",
+                                     plan.hardware),
+                         "make the plan for this machine: `strata plan -m MODEL` without --gpu, --system or --hw");
+    // The runtime streams layers only; a plan that put anything else on NVMe still runs, with
+    // that part held in DRAM and counted against the budget.
+    std::vector<std::string> held;
+    if (planner::tier_of(plan.output) == planner::Tier::Nvme) held.push_back("output layer");
+    if (planner::tier_of(plan.embedding) == planner::Tier::Nvme) held.push_back("embedding table");
+    // KV (or the hidden states it is recomputed from) on NVMe: the KV cache spills on its own terms.
+    if (!gpu && std::any_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return planner::tier_of(l.kv) != planner::Tier::Dram; }))
+        held.push_back("KV cache");
+    if (!held.empty())
+        STRATA_LOG_WARN("placement: the plan keeps the {} on NVMe; this runtime holds it in DRAM",
+                        fmt::join(held, ", "));
+
+    Residency r;
+    r.resident.assign(static_cast<size_t>(n), true);
+    r.on_device.assign(static_cast<size_t>(n), false);
+    r.resident_bytes = in.fixed_bytes;
+    for (int il = 0; il < n; ++il) {
+        const size_t l = static_cast<size_t>(il);
+        const WeightOption w = plan.layers[l].weights;
+        if (!gpu && planner::device_of(w) == planner::Device::Gpu)
+            throw UsageError(fmt::format("the plan sends layer {}'s weights to a GPU ({}), but this runtime runs on the CPU only",
+                                         il, planner::option_name(w)),
+                             "make the plan for this machine: `strata plan -m MODEL` without --gpu, --system or --hw");
+        if (gpu && planner::device_of(w) == planner::Device::Cpu)
+            throw UsageError(fmt::format("the plan runs layer {}'s matmuls on the CPU ({}); the CUDA backend runs every "
+                                         "layer on the GPU", il, planner::option_name(w)),
+                             "make the plan with the GPU runtime's choices (the default), or run with --gpu-mem 0");
+        if (w == WeightOption::Gpu) {
+            r.resident[l] = false;
+            r.on_device[l] = true;
+        } else if (planner::tier_of(w) == planner::Tier::Dram) {
+            r.resident_bytes += in.layer_bytes[l];
+        } else {
+            r.resident[l] = false;
+            r.slot_bytes = std::max(r.slot_bytes, in.layer_bytes[l]);
+        }
+    }
+    const int streamed = r.n_streamed();
+    r.n_slots = streamed ? std::min(streamed, std::max(1, in.prefetch_depth + 1)) : 0;
+    r.total_bytes = r.resident_bytes + in.other_bytes + ring_bytes(r.slot_bytes, r.n_slots);
+    if (in.budget != 0 && r.total_bytes > in.budget)
+        throw OutOfBudget(fmt::format("the plan keeps {} of {} layers resident: with the output head and embeddings ({}), "
+                                      "the KV cache and activations ({}) and {} streaming buffers ({}) that is {}, "
+                                      "over the DRAM budget of {}",
+                                      n - streamed, n, format_bytes(in.fixed_bytes),
+                                      format_bytes(in.other_bytes), r.n_slots,
+                                      format_bytes(ring_bytes(r.slot_bytes, r.n_slots)),
+                                      format_bytes(r.total_bytes), format_bytes(in.budget)),
+                          fmt::format("use --dram {} or more, or a plan that streams more layers "
+                                      "(`strata plan --dram-budget SIZE -o FILE`)",
+                                      format_bytes(r.total_bytes)));
+    return r;
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,59 @@
+#pragma once
+// Which layers keep their weights in DRAM and which are streamed from the model file each
+// pass. The planner decides (runtime/place/placement); this maps its plan onto the runtime's own
+// accounting of DRAM — output head and embeddings, KV cache and buffers, resident layers,
+// the read-ahead ring — and checks that against the budget.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace strata::planner { struct Plan; }
+
+namespace strata::runtime {
+
+struct ResidencyInput {
+    uint64_t budget = 0;                 // DRAM bytes for everything the engine holds; 0 = no limit
+    uint64_t fixed_bytes = 0;            // always resident: output head, embeddings, norms
+    uint64_t other_bytes = 0;            // KV cache, activations, scratch
+    std::vector<uint64_t> layer_bytes;   // weight bytes each layer reads when streamed
+    int prefetch_depth = 2;              // layers read ahead of compute
+};
+
+struct Residency {
+    std::vector<bool> resident;  // per layer
+    std::vector<bool> on_device; // per layer: weights on the GPU, read once at load (not resident, not streamed)
+    int n_slots = 0;             // streaming buffers in the ring (0 when all resident)
+    uint64_t slot_bytes = 0;     // each holds the largest streamed layer
+    uint64_t resident_bytes = 0; // fixed + resident layers
+    uint64_t total_bytes = 0;    // everything charged to the budget
+
+    int n_streamed() const;
+    bool device(int il) const { return static_cast<size_t>(il) < on_device.size() && on_device[il]; }
+    bool streamed(int il) const { return !resident[il] && !device(il); }
+};
+
+// How the weight store gets its residency once it knows the layers' sizes.
+using DecideResidency = std::function<Residency(const ResidencyInput&)>;
+
+// Bytes a ring of `n_slots` buffers of `slot_bytes` takes in DRAM (alignment included).
+uint64_t ring_bytes(uint64_t slot_bytes, int n_slots);
+
+// The ring when any layer may be streamed: depth + 1 buffers (the layer being computed and
+// `depth` being read; no more than there are layers) of the largest layer.
+int ring_slots(const ResidencyInput& in);
+uint64_t full_ring_bytes(const ResidencyInput& in);
+
+// Throws OutOfBudget naming what must fit and `need` as the smallest budget that would do,
+// when in.budget (not 0) is below `need`.
+void check_min_budget(const ResidencyInput& in, uint64_t need);
+
+// Layers whose weights the plan keeps in DRAM are resident; those it reads from NVMe are
+// streamed through min(depth + 1, streamed) buffers of the largest streamed layer. With
+// `gpu` (the CUDA backend runs the plan), layers on the GPU are on_device, and layers
+// copied to it each pass are resident or streamed by where the plan keeps them. Throws
+// UsageError for a plan this runtime cannot run (another layer count; weights on a GPU
+// without `gpu`; with it, matmuls on the CPU) and OutOfBudget when what it keeps does not
+// fit in.budget.
+Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in, bool gpu = false);
+
+}  // namespace strata::runtime

@@ -1,0 +1,295 @@
+#include "runtime/weights/weight_store.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cpu/quant.h"
+#include "gpu/cuda_host.h"
+#include "models/gguf_file.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "runtime/weights/stream_ring.h"
+#include "runtime/trace.h"
+#include "storage/budget.h"
+#include "storage/file_io.h"
+#include "storage/pinned_pool.h"
+#include "storage/reader.h"
+
+namespace strata::runtime {
+
+namespace {
+
+std::vector<WeightRef*> refs(LayerWeights& l) {
+    return {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv,
+            &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down};
+}
+
+uint64_t fixed_bytes(const ModelWeights& w) {
+    uint64_t b = w.tok_embd.info->nbytes + w.output_norm.info->nbytes;
+    if (w.output.info != w.tok_embd.info) b += w.output.info->nbytes;
+    if (w.rope_freqs) b += w.rope_freqs.info->nbytes;
+    return b;
+}
+
+}  // namespace
+
+// The reader's one staging buffer (ReaderOptions::chunk_bytes) for the file's unaligned tail.
+constexpr uint64_t kStagingBytes = uint64_t{1} << 20;
+
+struct WeightStore::Reserved {
+    storage::Reservation resident;
+};
+
+// What the model file was at load; a streamed read from a file that has changed since
+// would mix two files' bytes.
+struct WeightStore::FileIdentity {
+    uint64_t size = 0;
+    timespec mtime{};
+
+    static FileIdentity of(int fd, const std::filesystem::path& path) {
+        struct stat st{};
+        if (fstat(fd, &st) != 0)
+            throw IoError(fmt::format("cannot stat model file '{}': {}", path.string(), std::strerror(errno)));
+        return {static_cast<uint64_t>(st.st_size), st.st_mtim};
+    }
+    bool operator==(const FileIdentity& o) const {
+        return size == o.size && mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec;
+    }
+};
+
+// Private anonymous pages with transparent huge pages where the kernel allows.
+struct WeightStore::AnonymousMemory {
+    std::byte* base = nullptr;
+    size_t bytes = 0;
+
+    explicit AnonymousMemory(size_t n) : bytes(n) {
+        void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            throw IoError(fmt::format("cannot allocate {} for the resident model weights: {}", format_bytes(n),
+                                      std::strerror(errno)),
+                          "free memory, or set --dram to stream the layers that do not fit");
+        base = static_cast<std::byte*>(p);
+        ::madvise(p, n, MADV_HUGEPAGE);
+        // With a GPU the resident layers it does not hold are copied to it each pass: page-locked,
+        // at full PCIe speed (best effort: without it the copies are only slower).
+        if (auto pinner = storage::host_pinner()) {
+            const std::string why = pinner->register_memory(base, bytes);
+            if (why.empty()) pinner_ = std::move(pinner);
+            else STRATA_LOG_WARN("weights: {} of the resident weights failed ({}); copies to the GPU will be slower",
+                                 pinner->name(), why);
+        }
+    }
+    ~AnonymousMemory() {
+        if (pinner_) pinner_->unregister_memory(base, bytes);
+        ::munmap(base, bytes);
+    }
+    std::shared_ptr<storage::HostPinner> pinner_;
+    AnonymousMemory(const AnonymousMemory&) = delete;
+    AnonymousMemory& operator=(const AnonymousMemory&) = delete;
+};
+
+WeightStore::WeightStore(const models::GgufFile& file, const models::Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
+                         int prefetch_depth, const DecideResidency& decide)
+    : file_(file), weights_(ModelWeights::bind(file, hp)), reserved_(std::make_unique<Reserved>()) {
+    constexpr uint64_t kAlign = storage::kDefaultDioAlign;
+    ResidencyInput in;
+    in.budget = budget.limit() == UINT64_MAX ? 0 : budget.limit();  // UINT64_MAX: no --dram given
+    in.fixed_bytes = fixed_bytes(weights_);
+    in.other_bytes = other_bytes + kStagingBytes;
+    in.prefetch_depth = prefetch_depth;
+    for (auto& layer : weights_.layers) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (WeightRef* r : refs(layer))
+            if (*r) {
+                lo = std::min(lo, file.file_offset(*r->info));
+                hi = std::max(hi, file.file_offset(*r->info) + r->info->nbytes);
+            }
+        const auto a = storage::aligned_superset(lo, hi - lo, kAlign);
+        // The last layer's aligned end may pass the end of the file: stop at the end.
+        ranges_.push_back({a.offset, std::min(a.length, file.file_size() - a.offset)});
+        in.layer_bytes.push_back(a.length);
+    }
+    residency_ = decide(in);
+    reserved_->resident = storage::Reservation(budget, residency_.resident_bytes, "resident model weights");
+
+    for (size_t il = 0; il < weights_.layers.size(); ++il)
+        if (residency_.streamed(static_cast<int>(il))) streamed_.push_back(static_cast<int>(il));
+
+    // One reader for the load and the streaming, so STRATA_FAULT_IO counts every weight read.
+    auto f = storage::File::open_read(file.path(), storage::OpenMode::DirectOrBuffered);
+    identity_ = std::make_unique<FileIdentity>(FileIdentity::of(f.fd(), file.path()));
+    storage::ReaderOptions ro;
+    ro.staging_slots = 1;  // only the file's unaligned tail goes through staging
+    ro.staging_budget = &budget;
+    reader_ = storage::open_reader(f, ro);
+    load_resident();
+
+    if (streamed_.empty()) return;
+    // With a GPU, the ring is also registered with CUDA so layers can go on to the device.
+    [[maybe_unused]] static const bool gpu_pinned = gpu::install_cuda_host_pinner();  // read by the debug log only
+    STRATA_LOG_DEBUG("weights: streaming buffers {} registered with CUDA", gpu_pinned ? "are" : "are not");
+    storage::PinnedPoolOptions po;
+    po.slot_bytes = residency_.slot_bytes;
+    po.n_slots = static_cast<size_t>(residency_.n_slots);
+    po.what = "weight streaming buffers";
+    ring_ = std::make_unique<storage::PinnedPool>(budget, po);
+    reader_->register_region(ring_->data(), ring_->bytes());
+    stream_ = make_stream();
+    STRATA_LOG_INFO("weights: {} of {} layers resident ({}), {} streamed from {} through {} x {} buffers ({} reader)",
+                    weights_.layers.size() - streamed_.size(), weights_.layers.size(),
+                    format_bytes(residency_.resident_bytes), streamed_.size(), file.path().string(),
+                    ring_->n_slots(), format_bytes(residency_.slot_bytes), reader_->backend());
+}
+
+void WeightStore::load_resident() {
+    constexpr uint64_t kAlign = storage::kDefaultDioAlign;
+    // Each piece is an aligned file range read into its own place; the tensors inside point
+    // into it. The fixed tensors (tied output = embeddings: one piece) and each resident layer.
+    struct Piece {
+        uint64_t offset = 0, length = 0, at = 0;
+        std::vector<WeightRef*> refs;
+    };
+    std::vector<Piece> pieces;
+    std::map<const models::TensorInfo*, size_t> fixed;
+    for (WeightRef* r : {&weights_.tok_embd, &weights_.output, &weights_.output_norm, &weights_.rope_freqs}) {
+        if (!*r) continue;
+        if (auto it = fixed.find(r->info); it != fixed.end()) {
+            pieces[it->second].refs.push_back(r);
+            continue;
+        }
+        const auto a = storage::aligned_superset(file_.file_offset(*r->info), r->info->nbytes, kAlign);
+        fixed[r->info] = pieces.size();
+        pieces.push_back({a.offset, std::min(a.length, file_.file_size() - a.offset), 0, {r}});
+    }
+    const size_t first_layer_piece = pieces.size();
+    for (size_t il = 0; il < weights_.layers.size(); ++il)
+        if (residency_.resident[il]) pieces.push_back({ranges_[il].offset, ranges_[il].length, 0, refs(weights_.layers[il])});
+    uint64_t total = 0;
+    for (Piece& p : pieces) {
+        p.at = total;
+        total += storage::align_up(p.length, kAlign);
+    }
+    // With a budget the planner has kept this within it; without one, all of it is resident.
+    if (total > system_ram_bytes())
+        throw OutOfBudget(fmt::format("the model's resident weights need {}, more than this machine's {} of RAM",
+                                      format_bytes(total), format_bytes(system_ram_bytes())),
+                          "set --dram (e.g. --dram 60%) to stream the layers that do not fit from the model file");
+    resident_memory_ = std::make_unique<AnonymousMemory>(total);
+    for (const Piece& p : pieces) reader_->submit({resident_memory_->base + p.at, p.offset, p.length});
+    reader_->wait_all();
+    for (const Piece& p : pieces)
+        for (WeightRef* r : p.refs)
+            if (*r) r->data = resident_memory_->base + p.at + (file_.file_offset(*r->info) - p.offset);
+    resident_base_.assign(weights_.layers.size(), nullptr);
+    size_t piece = first_layer_piece;
+    for (size_t il = 0; il < weights_.layers.size(); ++il)
+        if (residency_.resident[il]) resident_base_[il] = resident_memory_->base + pieces[piece++].at;
+}
+
+uint64_t WeightStore::tile_for_cpu() {
+    uint64_t bytes = 0;
+    auto tile = [&](WeightRef& w) {
+        if (w.tiled || !cpu::tile_weights(w.type, const_cast<void*>(w.data), w.n_rows, w.n_cols)) return;
+        w.tiled = true;
+        bytes += w.info->nbytes;
+    };
+    for (size_t il = 0; il < weights_.layers.size(); ++il) {
+        if (!residency_.resident[il]) continue;
+        LayerWeights& l = weights_.layers[il];
+        for (WeightRef* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) tile(*w);
+    }
+    tile(weights_.output);
+    // Tied embeddings are the same bytes: looked up by row from the tiles (dequantize_weight_row).
+    if (weights_.tok_embd.info == weights_.output.info) weights_.tok_embd.tiled = weights_.output.tiled;
+    return bytes;
+}
+
+WeightStore::HostRange WeightStore::layer_range(int il) const {
+    return {residency_.resident[il] ? resident_base_[il] : view_base_, ranges_[il].length};
+}
+
+std::unique_ptr<StreamRing> WeightStore::make_stream() {
+    auto s = std::make_unique<StreamRing>(
+        *reader_, *ring_, streamed_,
+        [this](int il) { return std::vector<RingRead>{{0, ranges_[il].offset, ranges_[il].length}}; }, "weights");
+    if (trace_) s->set_trace(trace_);
+    return s;
+}
+
+void WeightStore::check_file_unchanged() const {
+    const FileIdentity now = FileIdentity::of(reader_->file().fd(), file_.path());
+    if (now == *identity_) return;
+    throw IoError(fmt::format("the model file '{}' changed on disk while in use ({} bytes at load, {} now)",
+                              file_.path().string(), identity_->size, now.size),
+                  "replace a model file by renaming a new one over it (mv), not by rewriting it in place; "
+                  "restart to load the new file");
+}
+
+WeightStore::~WeightStore() {
+    stream_.reset();  // waits for reads into the ring
+    if (reader_ && ring_) reader_->unregister_region(ring_->data());
+}
+
+void WeightStore::set_trace(Trace* trace) {
+    trace_ = trace;
+    if (stream_) stream_->set_trace(trace);
+    if (trace_) compute_track_ = trace_->track("compute: layers");
+}
+
+StreamStats WeightStore::stats() const {
+    StreamStats s = stats_;
+    if (stream_) s.wait_seconds = stream_->wait_seconds();
+    return s;
+}
+
+const LayerWeights& WeightStore::acquire(int il) {
+    acquired_at_ = std::chrono::steady_clock::now();
+    if (residency_.resident[il]) return weights_.layers[il];
+    const std::byte* base = nullptr;
+    try {
+        base = stream_->acquire(il);
+        check_file_unchanged();
+    } catch (const Error&) {
+        // Nothing is held; a new ring reads every layer afresh instead of trusting a slot
+        // whose read failed.
+        if (base) stream_->release();
+        stream_.reset();
+        stream_ = make_stream();
+        throw;
+    }
+    view_base_ = base;
+    stats_.bytes_read += ranges_[il].length;
+    ++stats_.layers_read;
+    // The layer's tensors, rebased from the file into the slot.
+    view_ = weights_.layers[il];
+    for (WeightRef* r : refs(view_))
+        if (*r) r->data = base + (file_.file_offset(*r->info) - ranges_[il].offset);
+    return view_;
+}
+
+void WeightStore::release(int il) {
+    if (trace_)
+        trace_->slice(compute_track_, fmt::format("layer {}", il), acquired_at_, std::chrono::steady_clock::now(),
+                      fmt::format(R"({{"streamed": {}}})", !residency_.resident[il]));
+    if (!residency_.resident[il]) stream_->release();
+}
+
+void WeightStore::read_layer(int il, std::byte* dst) {
+    STRATA_ASSERT(residency_.device(il));
+    reader_->read({dst, ranges_[il].offset, ranges_[il].length});
+    check_file_unchanged();
+}
+
+uint64_t WeightStore::offset_in_layer(int il, const WeightRef& w) const {
+    return file_.file_offset(*w.info) - ranges_[il].offset;
+}
+
+}  // namespace strata::runtime

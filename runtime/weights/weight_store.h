@@ -1,0 +1,119 @@
+#pragma once
+// Where each layer's weights are when the forward pass needs them. Resident weights (the
+// output head, embeddings, norms and resident layers) are read once at load, with O_DIRECT,
+// into anonymous memory: a mapping of the file would turn a model file truncated or
+// rewritten while in use into SIGBUS at the next access. Streamed layers are read with
+// O_DIRECT into a ring of pinned buffers, `prefetch_depth` layers ahead of compute,
+// cyclically across passes so the next token's first layers load while this token's last
+// layers compute; a failed read, or a model file changed on disk, fails that pass with an
+// IoError and the ring starts afresh on the next one.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "models/hparams.h"
+#include "runtime/weights/model_weights.h"
+#include "runtime/weights/residency.h"
+
+namespace strata::models { class GgufFile; }
+
+namespace strata::storage {
+class MemoryBudget;
+class PinnedPool;
+class Reader;
+}  // namespace strata::storage
+
+namespace strata::runtime {
+
+class StreamRing;
+class Trace;
+
+struct StreamStats {
+    uint64_t bytes_read = 0;    // layer bytes read from the file
+    uint64_t layers_read = 0;
+    double wait_seconds = 0;    // compute blocked on a read
+};
+
+class WeightStore {
+public:
+    // Has `decide` choose residency (runtime/place/placement: from a plan) under `budget` (its limit;
+    // UINT64_MAX = unlimited) with `other_bytes` of KV cache and activations also charged,
+    // and reserves what it keeps. Throws IoError when the resident weights cannot be read and
+    // OutOfBudget when they are larger than this machine's RAM.
+    WeightStore(const models::GgufFile& file, const models::Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
+                int prefetch_depth, const DecideResidency& decide);
+    ~WeightStore();
+    WeightStore(const WeightStore&) = delete;
+    WeightStore& operator=(const WeightStore&) = delete;
+
+    const ModelWeights& weights() const { return weights_; }  // output head, embeddings, norms
+    const Residency& residency() const { return residency_; }
+
+    // Layer `il`'s weights, ready; blocks while a streamed layer is still being read. Layers
+    // are acquired in order (0, 1, ..., n-1, 0, 1, ...), each released before the next.
+    // Throws IoError (nothing held) when a streamed layer cannot be read or the model file
+    // changed since load.
+    const LayerWeights& acquire(int il);
+    void release(int il);
+    // The acquired layer `il` as one range of host memory holding every tensor of it, as laid
+    // out in the file (the GPU copies it in one piece). Valid until release(il).
+    struct HostRange {
+        const std::byte* data = nullptr;
+        uint64_t length = 0;
+    };
+    HostRange layer_range(int il) const;
+    // Reads layer `il` (one the residency puts on the device) into `dst`: layer_range's
+    // length bytes, aligned for O_DIRECT (storage::kDefaultDioAlign); its tensors sit at
+    // offset_in_layer. Throws IoError.
+    void read_layer(int il, std::byte* dst);
+    // Where tensor `w` of layer il starts inside the layer's range.
+    uint64_t offset_in_layer(int il, const WeightRef& w) const;
+
+    // Rewrites the resident layers' matrices and the output head (with the embeddings, when
+    // they are the same tensor) in place into the CPU kernels' tiled layout (cpu::tile_weights)
+    // where the active path has one; streamed layers stay as read. Only for a store whose layers the CPU
+    // computes (the GPU copies layers as laid out in the file). Returns the bytes rewritten.
+    uint64_t tile_for_cpu();
+
+    StreamStats stats() const;
+    // Records each layer read and each wait for one (StreamRing) and each layer's compute
+    // from acquire to release ("compute: layers") into `trace` (may be null).
+    void set_trace(Trace* trace);
+
+private:
+    struct LayerRange {
+        uint64_t offset = 0;  // aligned file offset of the layer's first byte
+        uint64_t length = 0;  // aligned length covering every tensor of the layer
+    };
+
+    // Fills anonymous memory with the resident weights and points weights_ at it.
+    void load_resident();
+    std::unique_ptr<StreamRing> make_stream();
+    // Throws IoError when the model file's size or modification time differ from load's.
+    void check_file_unchanged() const;
+
+    const models::GgufFile& file_;
+    ModelWeights weights_;
+    Residency residency_;
+    std::vector<LayerRange> ranges_;
+    std::vector<int> streamed_;  // layer ids streamed, in order
+    struct AnonymousMemory;
+    std::unique_ptr<AnonymousMemory> resident_memory_;  // before reader_: outlives its reads
+    std::unique_ptr<storage::Reader> reader_;
+    std::unique_ptr<storage::PinnedPool> ring_;
+    std::unique_ptr<StreamRing> stream_;
+    LayerWeights view_;  // the acquired streamed layer, rebased into its slot
+    const std::byte* view_base_ = nullptr;  // its slot
+    std::vector<const std::byte*> resident_base_;  // per resident layer: its file range in memory
+    StreamStats stats_;
+    struct FileIdentity;
+    std::unique_ptr<FileIdentity> identity_;
+    Trace* trace_ = nullptr;
+    int compute_track_ = 0;
+    std::chrono::steady_clock::time_point acquired_at_;
+    struct Reserved;
+    std::unique_ptr<Reserved> reserved_;
+};
+
+}  // namespace strata::runtime
