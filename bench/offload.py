@@ -64,36 +64,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import Cgroup, drop_caches, log, parse_size
+
 REPO = Path(__file__).resolve().parent.parent
 PROMPT = "The history of the printing press begins"
 ALIGN = 4096  # storage::kDefaultDioAlign: streamed layers are read as 4 KiB-aligned supersets
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
-def log(msg: str) -> None:
-    print(f"[offload {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 def load1() -> float:
     return os.getloadavg()[0]
-
-
-def drop_caches() -> bool:
-    subprocess.run(["sync"], check=False)
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError as e:
-        log(f"cannot drop the page cache ({e}); figures are with a warm cache")
-        return False
-
-
-def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)i?B?\s*", text, re.I)
-    if not m:
-        raise SystemExit(f"offload: cannot read size '{text}'")
-    return int(float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[m.group(2).upper()])
 
 
 def mib(b: float) -> str:
@@ -191,44 +171,6 @@ def trace_summary(path: Path, n_passes: int) -> dict:
     compute = sum(min(e["ts"] + e["dur"], t1) - max(e["ts"], t0) for e in layers if e["ts"] + e["dur"] > t0)
     return {"decode_span_s": span / 1e6, "io_busy_frac": busy / span, "io_busy_s": busy / 1e6,
             "wait_frac": wait / span, "layer_frac": compute / span, "passes": len(starts), "expected_passes": n_passes}
-
-
-# ---------------------------------------------------------------- cgroup
-
-
-class Cgroup:
-    ROOT = Path("/sys/fs/cgroup/memory")
-
-    def __init__(self, limit: int):
-        self.path = self.ROOT / f"strata-offload-{os.getpid()}"
-        self.path.mkdir()
-        (self.path / "memory.limit_in_bytes").write_text(f"{limit}\n")
-        self.limit = int((self.path / "memory.limit_in_bytes").read_text())  # rounded to pages
-
-    def reset(self) -> None:
-        for f in ("memory.max_usage_in_bytes", "memory.failcnt"):
-            try:
-                (self.path / f).write_text("0\n")
-            except OSError:
-                pass
-
-    def peak(self) -> int:
-        return int((self.path / "memory.max_usage_in_bytes").read_text())
-
-    def failcnt(self) -> int:
-        return int((self.path / "memory.failcnt").read_text())
-
-    def wrap(self, cmd: list[str]) -> list[str]:
-        return ["sh", "-c", f'echo $$ > "{self.path}/cgroup.procs" && exec "$@"', "sh", *cmd]
-
-    def remove(self) -> None:
-        for _ in range(20):
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.5)
-        log(f"could not remove {self.path}")
 
 
 # ---------------------------------------------------------------- main

@@ -34,8 +34,10 @@ import subprocess
 import sys
 import tempfile
 
+from common import default_model
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SMOLLM2 = os.path.expanduser("~/.cache/strata/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+SMOLLM2 = default_model()
 SYNTH = "/tmp/strata-plan-vs-measured-tinyllama-q8_0.gguf"
 PROMPT = "The history of the printing press begins"
 

@@ -20,14 +20,12 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from common import words
 from serve_bench import add_server_args, parse_args, percentile, server
-
-WORDS = ("river stone lamp orange quiet engine paper window garden signal copper violet market "
-         "thunder pocket ladder winter coral basket meadow").split()
 
 
 def prompt(i: int, n_words: int) -> str:
-    return f"Request {i}: " + " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(n_words))
+    return f"Request {i}: " + words(i, n_words)
 
 
 def one_request(host: str, port: int, body: dict) -> tuple[float, int]:

@@ -12,17 +12,13 @@
 #include <type_traits>
 
 #include "cpu/quant_ref.h"
+#include "cpu/simd_x86.h"
 
 namespace strata::cpu {
 namespace {
 
-inline float h2f(f16_bits h) { return _cvtsh_ss(h); }
-// Weights stream from DRAM; software prefetch well ahead lets one core use its bandwidth
-// (see quant_avx512.cpp). Prefetches never fault.
+// How far ahead the weights are prefetched (see quant_avx512.cpp for the float kernels' choice).
 constexpr int kPrefetchBytes = 4096;
-inline void prefetch_ahead(const void* p, int offset = 0) {
-    _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes + offset, _MM_HINT_T0);
-}
 inline float hsum8(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
@@ -60,7 +56,7 @@ struct DotFloat {  // F32 or F16 weights against F32 activations; a scalar tail
         };
         int64_t i = 0;
         for (; i + 8 <= n; i += 8) {
-            if (i % 16 == 0) prefetch_ahead(static_cast<const uint8_t*>(wv) + i * (kHalf ? 2 : 4));
+            if (i % 16 == 0) prefetch_ahead<kPrefetchBytes>(static_cast<const uint8_t*>(wv) + i * (kHalf ? 2 : 4));
             const __m256 x = wload(i);
             for (int t = 0; t < NT; ++t)
                 acc[t] = _mm256_fmadd_ps(x, _mm256_loadu_ps(reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
@@ -89,7 +85,7 @@ struct DotBf16 {
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         int64_t i = 0;
         for (; i + 8 <= n; i += 8) {
-            if (i % 32 == 0) prefetch_ahead(w + i);
+            if (i % 32 == 0) prefetch_ahead<kPrefetchBytes>(w + i);
             const __m256 x = bf16x8(w + i);
             for (int t = 0; t < NT; ++t)
                 acc[t] = _mm256_fmadd_ps(x, _mm256_loadu_ps(reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
@@ -149,7 +145,7 @@ struct DotQ32 {
         float mins[NT] = {};
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQK; ++i) {
-            prefetch_ahead(b + i);  // blocks are at most 24 bytes: every line gets one
+            prefetch_ahead<kPrefetchBytes>(b + i);  // blocks are at most 24 bytes: every line gets one
             __m256i q = nibbles(b[i].qs);
             if constexpr (kFive) q = _mm256_or_si256(q, fifth_bits(b[i].qh));
             const float d = h2f(b[i].d);
@@ -173,7 +169,7 @@ struct DotQ8_0 {
         __m256 acc[NT];
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQK; ++i) {
-            prefetch_ahead(b + i);  // 34-byte blocks: every line gets one
+            prefetch_ahead<kPrefetchBytes>(b + i);  // 34-byte blocks: every line gets one
             const __m256i w = load256(b[i].qs);
             const float d = h2f(b[i].d);
             for (int t = 0; t < NT; ++t) {
@@ -215,7 +211,7 @@ struct DotQ45K {
             __m256i qh = _mm256_setzero_si256();
             if constexpr (kFive) qh = load256(b[i].qh);
             for (int j = 0; j < 8; ++j) {
-                if (j % 2 == 0) prefetch_ahead(b + i, 32 * j);  // 4 lines cover the block
+                if (j % 2 == 0) prefetch_ahead<kPrefetchBytes>(b + i, 32 * j);  // 4 lines cover the block
                 const __m256i x = load256(b[i].qs + 32 * (j / 2));
                 __m256i q = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(x, 4) : x, _mm256_set1_epi8(0x0F));
                 if constexpr (kFive)
@@ -246,8 +242,8 @@ struct DotQ6K {
         for (int64_t i = 0; i < n / kQKK; ++i) {
             const float d = h2f(b[i].d);
             for (int h = 0; h < 2; ++h) {
-                prefetch_ahead(b + i, 128 * h);  // 4 lines cover the 210 bytes
-                prefetch_ahead(b + i, 128 * h + 64);
+                prefetch_ahead<kPrefetchBytes>(b + i, 128 * h);  // 4 lines cover the 210 bytes
+                prefetch_ahead<kPrefetchBytes>(b + i, 128 * h + 64);
                 const __m256i ql0 = load256(b[i].ql + 64 * h), ql1 = load256(b[i].ql + 64 * h + 32);
                 const __m256i qh = load256(b[i].qh + 32 * h);
                 auto hi2 = [&](int shift) {  // bits shift..shift+1 of qh moved to bits 4-5
@@ -288,7 +284,7 @@ struct DotQ8K {
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQKK; ++i) {
             for (int j = 0; j < 8; ++j) {
-                if (j % 2 == 0) prefetch_ahead(b + i, 32 * j);
+                if (j % 2 == 0) prefetch_ahead<kPrefetchBytes>(b + i, 32 * j);
                 const __m256i w = load256(b[i].qs + 32 * j);
                 const int64_t ab = 8 * i + j;
                 for (int t = 0; t < NT; ++t) {

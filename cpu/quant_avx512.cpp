@@ -18,20 +18,16 @@
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/quant_ref.h"
+#include "cpu/simd_x86.h"
 #include "cpu/transpose_avx512.h"
 
 namespace strata::cpu {
 namespace {
 
-inline float h2f(f16_bits h) { return _cvtsh_ss(h); }
 // Float-weight decode streams each row from DRAM once per token: prefetch 16 KiB ahead (four
 // 4 KiB F16 rows of a 2048-wide matrix; the hardware prefetcher stops at each 4 KiB page).
 // F16 5632 x 2048 from DRAM, 2 threads: 8.2-8.3 GB/s at 4 KiB ahead, 9.2-10.4 at 16 KiB.
-// Prefetches never fault, so running past the end of the weights is harmless.
 constexpr int kPrefetchBytes = 16384;
-inline void prefetch_ahead(const void* p, int offset = 0) {
-    _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes + offset, _MM_HINT_T0);
-}
 template <class K, int NR>
 void rows(const uint8_t* w, size_t w_stride, const uint8_t* a, size_t stride, int n_tok, int64_t n, float* out) {
     switch (n_tok) {
@@ -83,7 +79,7 @@ struct DotFloat {
                 for (int r = 0; r < NR; ++r)
         #pragma GCC unroll 2
                     for (int line = 0; line < kLinesPerStep; ++line)
-                        prefetch_ahead(w + r * w_stride + i * kElemBytes, 64 * line);
+                        prefetch_ahead<kPrefetchBytes>(w + r * w_stride + i * kElemBytes, 64 * line);
         #pragma GCC unroll 2
             for (int s = 0; s < kSets; ++s) {
                 __m512 x[NT];

@@ -6,9 +6,10 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <queue>
+#include <optional>
 
 #include "models/gguf_file.h"
+#include "models/pair_merge.h"
 #include "models/tokenizer.h"
 #include "models/unicode.h"
 #include "core/error.h"
@@ -117,58 +118,23 @@ protected:
     }
 
 private:
-    struct Symbol {
-        int32_t prev, next;
-        uint32_t start, n;  // byte span in the word; n == 0 once merged into its left neighbour
-    };
-    struct Bigram {
-        int32_t rank, left, right;
-        uint32_t size;
-        // priority_queue pops the "largest": make that the lowest rank, then the leftmost pair.
-        bool operator<(const Bigram& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
-    };
-
-    int32_t rank(std::string_view word, const Symbol& l, const Symbol& r, std::string& key) const {
-        key.assign(word.substr(l.start, l.n));
+    // The merge's rank of the pair "left right" (lower merges first), or -1 when it is not listed.
+    int32_t rank(std::string_view left, std::string_view right, std::string& key) const {
+        key.assign(left);
         key += ' ';
-        key += word.substr(r.start, r.n);
+        key += right;
         auto it = ranks_.find(key);
         return it == ranks_.end() ? -1 : it->second;
     }
 
     void encode_word(std::string_view word, std::vector<int32_t>& out) const {
-        std::vector<Symbol> sym;
-        for (uint32_t off = 0; off < word.size();) {
-            const uint32_t len = std::min<uint32_t>(word.size() - off, unicode::utf8_len(word[off]));
-            const int32_t i = static_cast<int32_t>(sym.size());
-            sym.push_back({i - 1, off + len == word.size() ? -1 : i + 1, off, len});
-            off += len;
-        }
-        std::priority_queue<Bigram> queue;
         std::string key;
-        auto add = [&](int32_t l, int32_t r) {
-            if (l < 0 || r < 0) return;
-            const int32_t rk = rank(word, sym[l], sym[r], key);
-            if (rk >= 0) queue.push({rk, l, r, sym[l].n + sym[r].n});
+        auto priority = [&](int32_t l, int32_t r, const std::vector<MergeSymbol>& sym) -> std::optional<int32_t> {
+            const int32_t rk = rank(word.substr(sym[l].start, sym[l].n), word.substr(sym[r].start, sym[r].n), key);
+            if (rk < 0) return std::nullopt;
+            return -rk;  // the lowest rank merges first
         };
-        for (int32_t i = 1; i < static_cast<int32_t>(sym.size()); ++i) add(i - 1, i);
-
-        while (!queue.empty()) {
-            const Bigram bg = queue.top();
-            queue.pop();
-            Symbol& l = sym[bg.left];
-            Symbol& r = sym[bg.right];
-            // Stale: a side was merged away, or grew (spans only grow, so the size tells).
-            if (l.n == 0 || r.n == 0 || l.n + r.n != bg.size) continue;
-            l.n += r.n;
-            r.n = 0;
-            l.next = r.next;
-            if (r.next >= 0) sym[r.next].prev = bg.left;
-            add(l.prev, bg.left);
-            add(bg.left, l.next);
-        }
-
-        for (const Symbol& s : sym) {
+        for (const MergeSymbol& s : merge_pairs(word, priority)) {
             if (s.n == 0) continue;
             const std::string_view text = word.substr(s.start, s.n);
             if (const int32_t id = v_.find(text); id >= 0) {

@@ -5,9 +5,10 @@
 // <0xXX> byte tokens.
 #include <cstdlib>
 #include <map>
-#include <queue>
+#include <optional>
 
 #include "models/gguf_file.h"
+#include "models/pair_merge.h"
 #include "models/tokenizer.h"
 #include "models/unicode.h"
 
@@ -69,61 +70,28 @@ private:
         return v_.unk;
     }
 
-    // One tokenization: the symbol list and its merge queue.
+    // One tokenization: its symbols and the merges that made them.
     class Session {
     public:
         Session(const SpmTokenizer& tok, std::string_view text) : tok_(tok), text_(text) {}
 
         void run(std::vector<int32_t>& out) {
-            for (size_t off = 0; off < text_.size();) {
-                const size_t len = std::min(text_.size() - off, unicode::utf8_len(text_[off]));
-                const int32_t i = static_cast<int32_t>(sym_.size());
-                sym_.push_back({i - 1, off + len == text_.size() ? -1 : i + 1, off, len});
-                off += len;
-            }
-            for (int32_t i = 1; i < static_cast<int32_t>(sym_.size()); ++i) try_add(i - 1, i);
-
-            while (!queue_.empty()) {
-                const Bigram bg = queue_.top();
-                queue_.pop();
-                Symbol& l = sym_[bg.left];
-                Symbol& r = sym_[bg.right];
-                if (l.n == 0 || r.n == 0 || l.n + r.n != bg.size) continue;  // stale
-                l.n += r.n;
-                r.n = 0;
-                l.next = r.next;
-                if (r.next >= 0) sym_[r.next].prev = bg.left;
-                try_add(l.prev, bg.left);
-                try_add(bg.left, l.next);
-            }
+            // The highest score of the token a pair forms merges first; each merge is kept so a
+            // final symbol that is not a token splits back into the two it was made from.
+            sym_ = merge_pairs(text_, [&](int32_t l, int32_t r, const std::vector<MergeSymbol>& sym) -> std::optional<float> {
+                const std::string_view t = text_.substr(sym[l].start, sym[l].n + sym[r].n);
+                const int32_t id = tok_.v_.find(t);
+                if (id < 0) return std::nullopt;
+                rev_merge_[std::string(t)] = {l, r};
+                return tok_.v_.score[id];
+            });
             if (sym_.empty()) return;
             for (int32_t i = 0; i != -1; i = sym_[i].next) resegment(sym_[i], out);
         }
 
     private:
-        struct Symbol {
-            int32_t prev, next;
-            size_t start, n;
-        };
-        struct Bigram {
-            float score;
-            int32_t left, right;
-            size_t size;
-            // Highest score first, then the leftmost pair.
-            bool operator<(const Bigram& o) const { return score < o.score || (score == o.score && left > o.left); }
-        };
-
-        void try_add(int32_t l, int32_t r) {
-            if (l < 0 || r < 0) return;
-            const std::string_view t = text_.substr(sym_[l].start, sym_[l].n + sym_[r].n);
-            const int32_t id = tok_.v_.find(t);
-            if (id < 0) return;
-            queue_.push({tok_.v_.score[id], l, r, t.size()});
-            rev_merge_[std::string(t)] = {l, r};
-        }
-
         // Emits a final symbol: its token, else the two symbols it was merged from, else bytes.
-        void resegment(const Symbol& s, std::vector<int32_t>& out) {
+        void resegment(const MergeSymbol& s, std::vector<int32_t>& out) {
             const std::string_view t = text_.substr(s.start, s.n);
             if (const int32_t id = tok_.v_.find(t); id >= 0) {
                 out.push_back(id);
@@ -143,8 +111,7 @@ private:
 
         const SpmTokenizer& tok_;
         std::string_view text_;
-        std::vector<Symbol> sym_;
-        std::priority_queue<Bigram> queue_;
+        std::vector<MergeSymbol> sym_;
         std::map<std::string, std::pair<int32_t, int32_t>, std::less<>> rev_merge_;
     };
 

@@ -15,7 +15,7 @@
 #include "runtime/model_paths.h"
 #include "runtime/place/placement.h"
 #include "runtime/text_stream.h"
-#include "runtime/trace.h"
+#include "core/trace.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 
@@ -32,6 +32,96 @@ int kv_layers_in_dram(const ResidencyInput& in, uint64_t kv_layer, int n_layer, 
     const uint64_t kv_ring = ring_bytes(kv_layer, std::min(n_layer, std::max(1, in.prefetch_depth + 1)));
     check_min_budget(in, weights_floor + kv_ring);
     return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - kv_ring) / kv_layer));
+}
+
+// The KV cache's size as the engine holds it.
+struct KvSize {
+    int32_t n_blocks = 0;
+    uint64_t layer_bytes = 0;   // one layer's keys and values
+    uint64_t all_bytes = 0;     // every layer's; rebuilt layers keep hidden states and share one K/V layer
+    std::vector<bool> rebuilt;  // per layer, from a given plan (empty: none)
+    int n_rebuilt = 0;
+};
+
+KvSize kv_size(const models::Hparams& hp, const EngineOptions& opts, int n_ctx) {
+    KvSize kv;
+    kv.n_blocks = KvCache::blocks_for(opts.kv_positions > 0 ? opts.kv_positions : n_ctx);
+    kv.layer_bytes = KvCache::layer_bytes(kv.n_blocks, hp.n_embd_kv(), opts.kv_type);
+    // Layers whose KV a given plan recomputes keep hidden states (on the CPU) and share one
+    // K/V slot; their saved rows and the slot stay in DRAM.
+    if (opts.plan) kv.rebuilt = rebuilt_layers(*opts.plan);
+    kv.n_rebuilt = static_cast<int>(std::count(kv.rebuilt.begin(), kv.rebuilt.end(), true));
+    kv.all_bytes = kv.layer_bytes * (hp.n_layer - kv.n_rebuilt + (kv.n_rebuilt > 0)) +
+                   kv.n_rebuilt * KvCache::hidden_layer_bytes(kv.n_blocks, hp.n_embd, opts.kv_type);
+    return kv;
+}
+
+// What the engine holds where: the KV cache and the placement of the weights.
+struct Layout {
+    std::unique_ptr<KvCache> kv;
+    std::unique_ptr<Placement> placement;
+    KvPlacement kv_on = KvPlacement::HostCpuAttention;
+};
+
+// With a GPU: device bytes for layers and KV are the budget less the backend's working set
+// (sized for the largest layer as a streaming buffer, plus the K/V layer that recomputed
+// layers share); KV on the device takes no DRAM, so the host cache is then never written.
+Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
+                       const PlacementOptions& po, const GpuTarget& gpu, const EngineOptions& opts, const KvSize& kv) {
+    const ModelWeights w = ModelWeights::bind(file, hp);
+    const uint64_t head = row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
+    const uint64_t largest = *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
+    const uint64_t working =
+        CudaBackend::working_bytes(hp, head, largest, 2, po.n_ctx) + (kv.n_rebuilt > 0 ? kv.layer_bytes : 0);
+    if (working >= gpu.gpu_mem)
+        throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
+                                      "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
+                          "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
+    GpuPlacement g = place_on_gpu(file, in, po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.gpu.attention);
+    KvSpillOptions spill;
+    spill.n_resident_layers = hp.n_layer;
+    if (kv.n_rebuilt > 0 && g.kv == KvPlacement::Device) {
+        spill.rebuilt = kv.rebuilt;
+        spill.n_embd_hidden = hp.n_embd;
+    } else if (kv.n_rebuilt > 0) {
+        STRATA_LOG_WARN("gpu: the plan recomputes KV, which the CUDA backend does with the KV cache on the "
+                        "device only; this run keeps K and V ({})", kv_placement_name(g.kv));
+    }
+    Layout out;
+    out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
+    out.placement = std::make_unique<Placement>(std::move(g.placement));
+    out.kv_on = g.kv;
+    if (g.kv == KvPlacement::Device) {
+        in.other_bytes -= kv.all_bytes;
+        out.placement->residency = residency_from_plan(out.placement->plan, in, true);
+    }
+    return out;
+}
+
+// On the CPU: the KV cache in DRAM, or its last layers spilled when even streaming every
+// weight leaves too little room; then the planner decides which weight layers stay resident.
+Layout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
+                     const EngineOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+    KvSpillOptions spill;
+    spill.n_resident_layers = kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes);
+    if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
+        throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
+                                      "DRAM, but the KV cache does not fit --dram {}",
+                                      kv.n_rebuilt, format_bytes(in.budget)),
+                          "give more --dram, or use a plan without recompute (strata plan --no-recompute)");
+    spill.rebuilt = kv.rebuilt;
+    spill.n_embd_hidden = hp.n_embd;
+    spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
+    spill.prefetch_depth = opts.prefetch_depth;
+    spill.budget = &dram;
+    Layout out;
+    out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
+    // The spill ring is charged to the budget by its pool; only resident KV stays in other_bytes.
+    in.other_bytes = in.other_bytes - kv.all_bytes + out.kv->bytes();
+    if (in.budget) in.budget -= out.kv->spill_buffer_bytes();
+    po.n_kv_layers_in_dram = spill.n_resident_layers;  // the prediction prices the spilled KV reads
+    out.placement = std::make_unique<Placement>(place(file, in, po));
+    return out;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -53,87 +143,30 @@ Engine::Engine(const EngineOptions& opts)
     // What the forward pass holds besides weights: the KV cache, activations and one row of logits.
     const uint64_t activations = Forward::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float);
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
-    const int32_t n_blocks = KvCache::blocks_for(opts.kv_positions > 0 ? opts.kv_positions : n_ctx);
-    const uint64_t kv_layer = KvCache::layer_bytes(n_blocks, hp_.n_embd_kv(), opts.kv_type);
-    // Layers whose KV a given plan recomputes keep hidden states (on the CPU) and share one
-    // K/V slot; their saved rows and the slot stay in DRAM.
-    const std::vector<bool> rebuilt = opts.plan ? rebuilt_layers(*opts.plan) : std::vector<bool>{};
-    const auto n_rebuilt = static_cast<int>(std::count(rebuilt.begin(), rebuilt.end(), true));
-    const uint64_t kv_all = kv_layer * (hp_.n_layer - n_rebuilt + (n_rebuilt > 0)) +
-                            n_rebuilt * KvCache::hidden_layer_bytes(n_blocks, hp_.n_embd, opts.kv_type);
+    const KvSize kv = kv_size(hp_, opts, n_ctx);
     // The GPU, when there is one to use: the planner places layers and KV on it.
-    GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type);
+    const GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type);
     if (!gpu.use && (opts.gpu.gpu_mem || opts.gpu.attention != AttentionChoice::Auto))
         STRATA_LOG_WARN("gpu: not used ({}); running on the CPU", gpu.why_not);
     else if (!gpu.use)
         STRATA_LOG_INFO("gpu: none ({}); running on the CPU", gpu.why_not);
     if (gpu.use) gpu::install_cuda_host_pinner();
-    KvPlacement kv_on = KvPlacement::HostCpuAttention;
     PlacementOptions po;
     po.given = opts.plan ? &*opts.plan : nullptr;
     po.n_ctx = n_ctx;
     po.n_predict = opts.n_predict;
     po.kv_type = opts.kv_type;
     po.on_plan = opts.on_plan;
-    // Once the store knows the layers' sizes: first the KV cache (in DRAM, or its last
-    // layers spilled when even streaming every weight leaves too little room), then the
-    // planner decides which weight layers stay resident.
-    weights_ = std::make_unique<WeightStore>(
-        file_, hp_, *dram_, kv_all + activations, opts.prefetch_depth, [&](ResidencyInput in) {
-            if (gpu.use) {
-                // Device bytes for layers and KV: the budget less the backend's working set
-                // (sized for the largest layer as a streaming buffer, plus the K/V layer that
-                // recomputed layers share).
-                const ModelWeights w = ModelWeights::bind(file_, hp_);
-                const uint64_t head = row_bytes(w.output.type, hp_.n_embd) * uint64_t(w.output.n_rows);
-                const uint64_t largest = *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
-                const uint64_t working =
-                    CudaBackend::working_bytes(hp_, head, largest, 2, n_ctx) + (n_rebuilt > 0 ? kv_layer : 0);
-                if (working >= gpu.gpu_mem)
-                    throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
-                                                  "buffers take {}", format_bytes(gpu.gpu_mem),
-                                                  format_bytes(working)),
-                                      "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
-                GpuPlacement g = place_on_gpu(file_, in, po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.gpu.attention);
-                kv_on = g.kv;
-                // KV on the device takes no DRAM: the host cache is then never written.
-                KvSpillOptions spill;
-                spill.n_resident_layers = hp_.n_layer;
-                if (n_rebuilt > 0 && kv_on == KvPlacement::Device) {
-                    spill.rebuilt = rebuilt;
-                    spill.n_embd_hidden = hp_.n_embd;
-                } else if (n_rebuilt > 0) {
-                    STRATA_LOG_WARN("gpu: the plan recomputes KV, which the CUDA backend does with the KV cache on the "
-                                    "device only; this run keeps K and V ({})", kv_placement_name(kv_on));
-                }
-                kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv(), spill, n_blocks, opts.kv_type);
-                placement_ = std::make_unique<Placement>(std::move(g.placement));
-                if (kv_on == KvPlacement::Device) {
-                    in.other_bytes -= kv_all;
-                    placement_->residency = residency_from_plan(placement_->plan, in, true);
-                }
-                return placement_->residency;
-            }
-            KvSpillOptions spill;
-            spill.n_resident_layers = kv_layers_in_dram(in, kv_layer, hp_.n_layer, kv_all);
-            if (n_rebuilt > 0 && spill.n_resident_layers < hp_.n_layer)
-                throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
-                                              "DRAM, but the KV cache does not fit --dram {}",
-                                              n_rebuilt, format_bytes(in.budget)),
-                                  "give more --dram, or use a plan without recompute (strata plan --no-recompute)");
-            spill.rebuilt = rebuilt;
-            spill.n_embd_hidden = hp_.n_embd;
-            spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
-            spill.prefetch_depth = opts.prefetch_depth;
-            spill.budget = dram_.get();
-            kv_ = std::make_unique<KvCache>(hp_.n_layer, n_ctx, hp_.n_embd_kv(), spill, n_blocks, opts.kv_type);
-            // The spill ring is charged to the budget by its pool; only resident KV stays in other_bytes.
-            in.other_bytes = in.other_bytes - kv_all + kv_->bytes();
-            if (in.budget) in.budget -= kv_->spill_buffer_bytes();
-            po.n_kv_layers_in_dram = spill.n_resident_layers;  // the prediction prices the spilled KV reads
-            placement_ = std::make_unique<Placement>(place(file_, in, po));
-            return placement_->residency;
-        });
+    // The layers' sizes as the store reads them; then the KV cache and the placement of the
+    // weights (the planner's); then the weights, held as placed.
+    const ResidencyInput in =
+        WeightStore::residency_input(file_, hp_, *dram_, kv.all_bytes + activations, opts.prefetch_depth);
+    Layout layout = gpu.use ? layout_with_gpu(file_, hp_, in, po, gpu, opts, kv)
+                            : layout_on_cpu(file_, hp_, in, po, opts, kv, *dram_);
+    kv_ = std::move(layout.kv);
+    placement_ = std::move(layout.placement);
+    const KvPlacement kv_on = layout.kv_on;
+    weights_ = std::make_unique<WeightStore>(file_, hp_, *dram_, placement_->residency);
     const bool kv_on_device = gpu.use && kv_on == KvPlacement::Device;
     const uint64_t working = (kv_on_device ? 0 : kv_->bytes()) + activations;
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
@@ -160,8 +193,8 @@ Engine::Engine(const EngineOptions& opts)
     STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, KV cache {} blocks of {} "
                     "positions ({}), {} threads; {}",
                     models::arch_name(hp_.arch), hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv,
-                    format_bytes(weights_->weights().total_bytes()), n_ctx, n_blocks, KvCache::kBlockSize,
-                    format_bytes(kv_all), pool_->n_threads(),
+                    format_bytes(weights_->weights().total_bytes()), n_ctx, kv.n_blocks, KvCache::kBlockSize,
+                    format_bytes(kv.all_bytes), pool_->n_threads(),
                     opts.dram_budget ? dram_->describe() : std::string("no DRAM limit"));
     if (kv_->n_rebuilt() > 0)
         STRATA_LOG_INFO("kv: {} layers keep hidden states and rebuild K and V each pass (the plan's recompute)",

@@ -23,11 +23,12 @@
 
 namespace strata::cpu { class ThreadPool; }
 
+namespace strata { class Trace; }
+
 namespace strata::runtime {
 
 class KvCache;
 class WeightStore;
-class Trace;
 struct Placement;
 
 struct EngineOptions {

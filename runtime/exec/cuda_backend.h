@@ -4,28 +4,23 @@
 // come in each pass from host memory (resident in DRAM, or streamed from NVMe by the weight
 // store) into a ring of device slots, in the order layer_schedule gives, so their copies
 // overlap compute. The output head and norms live on the device; embeddings are looked up on
-// the host. The KV cache is in one of three places (KvPlacement). Three streams (compute, H2D,
-// D2H) with an event for every dependency; the host waits only for data it needs (logits, q/k/v
-// for CPU attention, a streamed layer's copy before its host buffer is handed back).
+// the host. The KV cache is in one of three places (runtime/place/kv_placement.h). Three
+// streams (compute, H2D, D2H) with an event for every dependency; the host waits only for data
+// it needs (logits, q/k/v for CPU attention, a streamed layer's copy before its host buffer is
+// handed back). The implementation: cuda_impl.h and the cuda_*.cpp beside it.
 #include <cstdint>
 #include <memory>
 #include <string_view>
 #include <vector>
 
 #include "runtime/exec/backend.h"
+#include "runtime/place/kv_placement.h"
 
 namespace strata::storage { class MemoryBudget; }
 
 namespace strata::runtime {
 
 class WeightStore;
-
-enum class KvPlacement {
-    Device,            // every layer's KV in device memory, attention on the GPU
-    HostCpuAttention,  // KV in the host cache; the CPU attends (FastDecode/NEO): q, k, v go down, results up
-    HostGpuAttention,  // KV in the host cache; each layer's blocks the pass reads are copied to the device
-};
-std::string_view kv_placement_name(KvPlacement p);
 
 struct CudaBackendOptions {
     int device = 0;

@@ -27,9 +27,9 @@
 
 namespace strata::storage { class MemoryBudget; }
 
-namespace strata::runtime {
+namespace strata { class Trace; }
 
-class Trace;
+namespace strata::runtime {
 
 using SeqId = int32_t;
 

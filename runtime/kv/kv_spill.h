@@ -18,10 +18,11 @@ class PinnedPool;
 class Reader;
 }  // namespace strata::storage
 
+namespace strata { class Trace; }
+
 namespace strata::runtime {
 
 class StreamRing;
-class Trace;
 
 struct KvSpillOptions {
     int32_t n_resident_layers = 0;       // layers [0, n) stay in DRAM, the rest spill

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "planner/hardware_profile.h"
-#include "runtime/exec/cuda_backend.h"
+#include "runtime/place/kv_placement.h"
 #include "runtime/place/placement.h"
 
 namespace strata::models { class GgufFile; struct Hparams; }

@@ -3,8 +3,8 @@
 // pass. The planner decides (runtime/place/placement); this maps its plan onto the runtime's own
 // accounting of DRAM — output head and embeddings, KV cache and buffers, resident layers,
 // the read-ahead ring — and checks that against the budget.
+#include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 namespace strata::planner { struct Plan; }
@@ -31,9 +31,6 @@ struct Residency {
     bool device(int il) const { return static_cast<size_t>(il) < on_device.size() && on_device[il]; }
     bool streamed(int il) const { return !resident[il] && !device(il); }
 };
-
-// How the weight store gets its residency once it knows the layers' sizes.
-using DecideResidency = std::function<Residency(const ResidencyInput&)>;
 
 // Bytes a ring of `n_slots` buffers of `slot_bytes` takes in DRAM (alignment included).
 uint64_t ring_bytes(uint64_t slot_bytes, int n_slots);

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "runtime/trace.h"
+#include "core/trace.h"
 #include "storage/pinned_pool.h"
 #include "storage/reader.h"
 

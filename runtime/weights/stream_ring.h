@@ -15,9 +15,9 @@ class PinnedPool;
 class Reader;
 }  // namespace strata::storage
 
-namespace strata::runtime {
+namespace strata { class Trace; }
 
-class Trace;
+namespace strata::runtime {
 
 // One read that fills part of a slot.
 struct RingRead {

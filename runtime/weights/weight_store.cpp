@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "runtime/weights/stream_ring.h"
-#include "runtime/trace.h"
+#include "core/trace.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
 #include "storage/pinned_pool.h"
@@ -30,6 +30,17 @@ namespace {
 std::vector<WeightRef*> refs(LayerWeights& l) {
     return {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv,
             &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down};
+}
+
+// The aligned file range covering every tensor of a layer.
+storage::AlignedRange layer_extent(const models::GgufFile& file, LayerWeights& layer) {
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (WeightRef* r : refs(layer))
+        if (*r) {
+            lo = std::min(lo, file.file_offset(*r->info));
+            hi = std::max(hi, file.file_offset(*r->info) + r->info->nbytes);
+        }
+    return storage::aligned_superset(lo, hi - lo, storage::kDefaultDioAlign);
 }
 
 uint64_t fixed_bytes(const ModelWeights& w) {
@@ -96,28 +107,27 @@ struct WeightStore::AnonymousMemory {
     AnonymousMemory& operator=(const AnonymousMemory&) = delete;
 };
 
-WeightStore::WeightStore(const models::GgufFile& file, const models::Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
-                         int prefetch_depth, const DecideResidency& decide)
-    : file_(file), weights_(ModelWeights::bind(file, hp)), reserved_(std::make_unique<Reserved>()) {
-    constexpr uint64_t kAlign = storage::kDefaultDioAlign;
+ResidencyInput WeightStore::residency_input(const models::GgufFile& file, const models::Hparams& hp,
+                                           const storage::MemoryBudget& budget, uint64_t other_bytes, int prefetch_depth) {
+    ModelWeights w = ModelWeights::bind(file, hp);
     ResidencyInput in;
     in.budget = budget.limit() == UINT64_MAX ? 0 : budget.limit();  // UINT64_MAX: no --dram given
-    in.fixed_bytes = fixed_bytes(weights_);
+    in.fixed_bytes = fixed_bytes(w);
     in.other_bytes = other_bytes + kStagingBytes;
     in.prefetch_depth = prefetch_depth;
-    for (auto& layer : weights_.layers) {
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (WeightRef* r : refs(layer))
-            if (*r) {
-                lo = std::min(lo, file.file_offset(*r->info));
-                hi = std::max(hi, file.file_offset(*r->info) + r->info->nbytes);
-            }
-        const auto a = storage::aligned_superset(lo, hi - lo, kAlign);
+    for (LayerWeights& layer : w.layers) in.layer_bytes.push_back(layer_extent(file, layer).length);
+    return in;
+}
+
+WeightStore::WeightStore(const models::GgufFile& file, const models::Hparams& hp, storage::MemoryBudget& budget,
+                         Residency residency)
+    : file_(file), weights_(ModelWeights::bind(file, hp)), residency_(std::move(residency)),
+      reserved_(std::make_unique<Reserved>()) {
+    for (LayerWeights& layer : weights_.layers) {
+        const auto a = layer_extent(file, layer);
         // The last layer's aligned end may pass the end of the file: stop at the end.
         ranges_.push_back({a.offset, std::min(a.length, file.file_size() - a.offset)});
-        in.layer_bytes.push_back(a.length);
     }
-    residency_ = decide(in);
     reserved_->resident = storage::Reservation(budget, residency_.resident_bytes, "resident model weights");
 
     for (size_t il = 0; il < weights_.layers.size(); ++il)

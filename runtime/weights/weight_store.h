@@ -24,10 +24,11 @@ class PinnedPool;
 class Reader;
 }  // namespace strata::storage
 
+namespace strata { class Trace; }
+
 namespace strata::runtime {
 
 class StreamRing;
-class Trace;
 
 struct StreamStats {
     uint64_t bytes_read = 0;    // layer bytes read from the file
@@ -37,12 +38,16 @@ struct StreamStats {
 
 class WeightStore {
 public:
-    // Has `decide` choose residency (runtime/place/placement: from a plan) under `budget` (its limit;
-    // UINT64_MAX = unlimited) with `other_bytes` of KV cache and activations also charged,
-    // and reserves what it keeps. Throws IoError when the resident weights cannot be read and
-    // OutOfBudget when they are larger than this machine's RAM.
-    WeightStore(const models::GgufFile& file, const models::Hparams& hp, storage::MemoryBudget& budget, uint64_t other_bytes,
-                int prefetch_depth, const DecideResidency& decide);
+    // What a placement needs to know to choose residency: the layers' sizes as this store
+    // reads them, the fixed weights, `budget`'s limit, and `other_bytes` of KV cache and
+    // activations also charged to it.
+    static ResidencyInput residency_input(const models::GgufFile& file, const models::Hparams& hp,
+                                          const storage::MemoryBudget& budget, uint64_t other_bytes, int prefetch_depth);
+    // Holds the weights as `residency` (runtime/place/placement: from a plan, for
+    // residency_input's numbers) says, and reserves what it keeps in `budget`. Throws IoError
+    // when the resident weights cannot be read and OutOfBudget when they are larger than this
+    // machine's RAM.
+    WeightStore(const models::GgufFile& file, const models::Hparams& hp, storage::MemoryBudget& budget, Residency residency);
     ~WeightStore();
     WeightStore(const WeightStore&) = delete;
     WeightStore& operator=(const WeightStore&) = delete;

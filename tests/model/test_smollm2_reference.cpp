@@ -12,6 +12,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
+#include "tests/support/skip.h"
 
 using namespace strata;
 using namespace strata::runtime;
@@ -119,10 +120,7 @@ TEST_CASE("SmolLM2: perplexity of GPL-3 (4096 tokens) is within 1% of the refere
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
     const json f = test::model_fixture("smollm2_gpl3_ppl.json");
     const std::string text_file = f["text_file"];
-    if (!std::filesystem::exists(text_file)) {
-        WARN("skipped: " << text_file << " not found");
-        return;
-    }
+    if (!std::filesystem::exists(text_file)) STRATA_SKIP(text_file << " not found");
     auto r = test::run_strata("perplexity -f " + text_file + " --chunk 512 --max-tokens 4096");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <optional>
 
+#include "tests/support/skip.h"
+
 namespace strata::test {
 
 // SmolLM2-135M-Instruct Q4_1 in the model cache (fetched by scripts/fetch_model.sh).
@@ -15,11 +17,8 @@ std::filesystem::path strata_binary();
 
 }  // namespace strata::test
 
-// Returns from the current test case with a warning when `opt_path` is empty.
-#define STRATA_REQUIRE_MODEL(opt_path, what)                                  \
-    do {                                                                      \
-        if (!(opt_path)) {                                                    \
-            WARN("skipped: " what " not found");                              \
-            return;                                                           \
-        }                                                                     \
+// Skips the current test case (tests/support/skip.h) when `opt_path` is empty.
+#define STRATA_REQUIRE_MODEL(opt_path, what)                  \
+    do {                                                      \
+        if (!(opt_path)) STRATA_SKIP(what " not found");      \
     } while (0)

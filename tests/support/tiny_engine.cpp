@@ -18,7 +18,7 @@ TinyModelFile::TinyModelFile(const std::string& name, const nlohmann::json& conf
     : path(written(name, config, seed)), file(models::GgufFile::open(path)), hp(models::Hparams::from_gguf(file)) {}
 
 TinyForward::TinyForward(const std::string& name, const nlohmann::json& config, uint64_t seed)
-    : TinyModelFile(name, config, seed), store(file, hp, unlimited, 0, 2, planned(file)), fwd(hp, store) {}
+    : TinyModelFile(name, config, seed), store(file, hp, unlimited, planned(file, hp, unlimited)), fwd(hp, store) {}
 
 std::vector<float> TinyForward::prompt_then_steps(std::span<const int32_t> ids, size_t n_prompt, runtime::KvCache& kv) {
     std::vector<float> all, step;

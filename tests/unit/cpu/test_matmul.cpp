@@ -16,6 +16,7 @@
 #include "cpu/quant_ref.h"
 #include "cpu/thread_pool.h"
 #include "core/error.h"
+#include "tests/support/skip.h"
 
 using namespace strata;
 using namespace strata::cpu;
@@ -170,10 +171,8 @@ TEST_CASE("matmul: same result on 1 and 2 threads and on every path", "[unit]") 
 }
 
 TEST_CASE("matmul: weights tiled at load give the file layout's results and rows bit for bit", "[unit]") {
-    if (!path_supported(CpuPath::Avx512)) {
-        WARN("skipped: tiled weights are for the AVX-512 kernels, which this CPU cannot run");
-        return;
-    }
+    if (!path_supported(CpuPath::Avx512))
+        STRATA_SKIP("tiled weights are for the AVX-512 kernels, which this CPU cannot run");
     const CpuPath saved = active_path();
     set_active_path(CpuPath::Avx512);
     std::mt19937 rng(41);
@@ -245,10 +244,7 @@ TEST_CASE("matmul rejects types without CPU kernels", "[unit]") {
 }
 
 TEST_CASE("matmul: AMX prefill gives the VNNI kernel's results", "[unit]") {
-    if (!path_supported(CpuPath::Avx512) || !amx_usable()) {
-        WARN("skipped: no AMX on this CPU (or STRATA_AMX=0)");
-        return;
-    }
+    if (!path_supported(CpuPath::Avx512) || !amx_usable()) STRATA_SKIP("no AMX on this CPU (or STRATA_AMX=0)");
     const CpuPath saved = active_path();
     set_active_path(CpuPath::Avx512);
     std::mt19937 rng(23);
@@ -337,10 +333,7 @@ TEST_CASE("matmul bf16 prefill (opt-in, oneDNN): the bf16-rounded product, then 
         bool on;
         ~Restore() { set_bf16_prefill(on); }
     } restore{saved};
-    if (!bf16_prefill_usable(DType::F16)) {
-        WARN("skipped: oneDNN does not run bf16 on AMX here (or STRATA_AMX=0)");
-        return;
-    }
+    if (!bf16_prefill_usable(DType::F16)) STRATA_SKIP("oneDNN does not run bf16 on AMX here (or STRATA_AMX=0)");
     std::mt19937 rng(41);
     struct Shape { DType type; int64_t n_rows, n_cols; };
     // Rows not a multiple of 16 or of the 64-row dequantization tasks; every weight family.

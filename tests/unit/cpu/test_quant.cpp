@@ -14,6 +14,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/quant.h"
 #include "cpu/quant_ref.h"
+#include "tests/support/skip.h"
 
 using namespace strata;
 using namespace strata::cpu;
@@ -105,10 +106,7 @@ uint32_t bits(float f) {
 }  // namespace
 
 TEST_CASE("fp16 conversions match F16C", "[unit]") {
-    if (!cpu_features().f16c) {
-        WARN("skipped: no F16C on this CPU");
-        return;
-    }
+    if (!cpu_features().f16c) STRATA_SKIP("no F16C on this CPU");
     for (uint32_t h = 0; h < 65536; ++h) {
         const float a = fp16_to_fp32(uint16_t(h)), b = hw_h2f(uint16_t(h));
         if (std::isnan(b)) REQUIRE(std::isnan(a));

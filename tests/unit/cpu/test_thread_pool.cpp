@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpu/thread_pool.h"
+#include "tests/support/skip.h"
 
 using namespace strata::cpu;
 
@@ -79,10 +80,7 @@ TEST_CASE("a pinned pool runs each thread on its own CPU, whole cores first", "[
     const NoPinEnv env(nullptr);
     const cpu_set_t before = own_mask();
     const int n_cpus = CPU_COUNT(&before);
-    if (n_cpus < 2) {
-        WARN("skipped: this process may run on one CPU only");
-        return;
-    }
+    if (n_cpus < 2) STRATA_SKIP("this process may run on one CPU only");
     const int n = std::min(n_cpus, 4);
     ThreadPool pool(n);
     REQUIRE(pool.pinned());

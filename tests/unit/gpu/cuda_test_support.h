@@ -3,22 +3,20 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gpu/cuda_devices.h"
 #include "gpu/cuda_stream.h"
 #include "gpu/device_pool.h"
+#include "tests/support/skip.h"
 
 namespace strata::gpu::test {
 
-// True when a CUDA GPU is usable. Otherwise (a build without CUDA, no driver, no device) it
-// warns "skipped: no CUDA GPU (why)" and the test returns: these tests pass vacuously there and
-// must be run on a GPU machine (ctest -L gpu).
-inline bool have_cuda_gpu() {
+// Why no CUDA GPU is usable (a build without CUDA, no driver, no device), or empty when one is.
+inline std::string why_no_cuda_gpu() {
     const DeviceList list = list_devices();
-    if (!list.devices.empty()) return true;
-    WARN("skipped: no CUDA GPU (" << list.why_none << ")");
-    return false;
+    return list.devices.empty() ? "no CUDA GPU (" + list.why_none + ")" : std::string();
 }
 
 // A pool and a stream for a test, with copies that finish before they return.
@@ -49,8 +47,9 @@ struct TestGpu {
 
 }  // namespace strata::gpu::test
 
-// First statement of every [gpu] test.
-#define STRATA_REQUIRE_CUDA_GPU()                          \
-    do {                                                   \
-        if (!::strata::gpu::test::have_cuda_gpu()) return; \
+// First statement of every [gpu] test: skips it (ctest reports it skipped) without a GPU.
+#define STRATA_REQUIRE_CUDA_GPU()                                                    \
+    do {                                                                             \
+        if (const std::string why = ::strata::gpu::test::why_no_cuda_gpu(); !why.empty()) \
+            STRATA_SKIP(why);                                                        \
     } while (0)

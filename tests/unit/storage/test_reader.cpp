@@ -16,6 +16,7 @@
 #include "storage/pinned_pool.h"
 #include "storage/reader.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/skip.h"
 
 using namespace strata;
 using namespace strata::storage;
@@ -285,7 +286,7 @@ TEST_CASE("reads into a registered pinned pool use fixed buffers", "[unit][stora
 TEST_CASE("staging memory that does not fit the budget is refused", "[unit][storage]") {
     const RandomFile& f = random_file((6u << 20) + 4321);
     const File file = File::open_read(f.path);
-    if (!file.direct()) return;  // buffered reads need no staging
+    if (!file.direct()) STRATA_SKIP("the filesystem refuses O_DIRECT, and buffered reads need no staging");
     MemoryBudget tiny("DRAM", 4096);
     ReaderOptions o;
     o.staging_budget = &tiny;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace strata::runtime {
+namespace strata {
 
 class Trace {
 public:
@@ -57,4 +57,4 @@ private:
     Trace::Clock::time_point begin_;
 };
 
-}  // namespace strata::runtime
+}  // namespace strata

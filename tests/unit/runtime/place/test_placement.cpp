@@ -38,11 +38,9 @@ struct Placed {
         PlacementOptions o;
         o.n_ctx = kCtx;
         o.given = given;
-        store = std::make_unique<WeightStore>(file, hp, budget, 0, 2, [&](const ResidencyInput& in) {
-            input = in;
-            placement = place(file, in, o);
-            return placement->residency;
-        });
+        input = WeightStore::residency_input(file, hp, budget, 0, 2);
+        placement = place(file, input, o);
+        store = std::make_unique<WeightStore>(file, hp, budget, placement->residency);
     }
 };
 

@@ -11,6 +11,7 @@
 #include "tests/support/model_paths.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/skip.h"
 
 using namespace strata;
 using namespace strata::models;
@@ -83,10 +84,7 @@ TEST_CASE("gpu placement: --attention cpu keeps the KV cache on the host", "[gpu
 }
 
 TEST_CASE("gpu: without a device the engine runs on the CPU and says why", "[gpu_placement]") {
-    if (!gpu::list_devices().devices.empty()) {
-        WARN("skipped: this machine has a GPU");
-        return;
-    }
+    if (!gpu::list_devices().devices.empty()) STRATA_SKIP("this machine has a GPU");
     auto path = test::stories260k_path();
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
     EngineOptions eo;

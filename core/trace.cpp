@@ -1,4 +1,4 @@
-#include "runtime/trace.h"
+#include "core/trace.h"
 
 #include <fstream>
 
@@ -6,7 +6,7 @@
 
 #include "core/log.h"
 
-namespace strata::runtime {
+namespace strata {
 
 Trace::Trace(std::filesystem::path path) : path_(std::move(path)), origin_(Clock::now()) {}
 
@@ -48,4 +48,4 @@ void Trace::write() const {
     if (!out) STRATA_LOG_WARN("trace: could not write {}", path_.string());
 }
 
-}  // namespace strata::runtime
+}  // namespace strata

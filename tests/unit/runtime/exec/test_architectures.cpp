@@ -35,7 +35,7 @@ TEST_CASE("llama, mistral and qwen2 forward passes match the reference logits", 
             auto hp = Hparams::from_gguf(file);
             CHECK(arch_name(hp.arch) == arch);
             storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
-            WeightStore weights(file, hp, unlimited, 0, 2, test::planned(file));
+            WeightStore weights(file, hp, unlimited, test::planned(file, hp, unlimited));
             Forward fwd(hp, weights);
             KvCache kv(hp.n_layer, 64, hp.n_embd_kv());
 

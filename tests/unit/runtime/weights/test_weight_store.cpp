@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "runtime/exec/forward.h"
 #include "runtime/kv/kv_cache.h"
-#include "runtime/trace.h"
+#include "core/trace.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
@@ -38,7 +38,7 @@ struct FiveStreamed {
     storage::MemoryBudget budget{"DRAM", 17 << 20, "--dram"};
     WeightStore store;
 
-    explicit FiveStreamed(const test::TinyModelFile& m) : store(m.file, m.hp, budget, 0, 2, test::planned(m.file)) {
+    explicit FiveStreamed(const test::TinyModelFile& m) : store(m.file, m.hp, budget, test::planned(m.file, m.hp, budget, 0, 2)) {
         REQUIRE(store.residency().n_streamed() == 5);
     }
 };
@@ -76,7 +76,7 @@ TEST_CASE("a forward pass with streamed layers gives the same logits as with all
 
     auto logits_with = [&](uint64_t budget_bytes) {
         storage::MemoryBudget budget("DRAM", budget_bytes, "--dram");
-        WeightStore store(m.file, m.hp, budget, 0, 1, test::planned(m.file));
+        WeightStore store(m.file, m.hp, budget, test::planned(m.file, m.hp, budget, 0, 1));
         Forward fwd(m.hp, store);
         KvCache kv(m.hp.n_layer, 32, m.hp.n_embd_kv());
         std::vector<float> prefill, step, all;

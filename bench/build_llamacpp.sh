@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's own llama-bench and llama-perplexity, the peer bench/compare.py measures
+# Strata against, from the llama.cpp that the llama-cpp-python sdist vendors (the same source
+# the reference fixtures in tests/ were made with).
+#
+#   bench/build_llamacpp.sh        # progress on stderr; the binaries' directory on stdout
+#
+# Everything lives under STRATA_PEER_DIR (default ~/.cache/strata/peer), nothing in the repo;
+# JOBS sets the build's parallelism (default: every core). A second run with the binaries in
+# place and built from the same version and flags only prints the directory.
+set -euo pipefail
+
+VERSION=0.3.36               # llama-cpp-python
+LLAMA_COMMIT=0c1e57098bba    # the llama.cpp commit that sdist vendors
+LLAMA_BUILD=11312            # its upstream release tag, b11312
+
+PEER_DIR=${STRATA_PEER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/peer}
+SDIST=$PEER_DIR/llama_cpp_python-$VERSION.tar.gz
+SRC=$PEER_DIR/llama_cpp_python-$VERSION/vendor/llama.cpp
+BUILD=$PEER_DIR/build
+BIN=$BUILD/bin
+INFO=$BIN/build-info.txt
+
+# CPU only, tuned for this machine. -march=native enables AMX wherever the CPU has it, whatever
+# GGML_AMX_* say, so the macros ggml's AMX path is compiled under are undefined as well: its
+# tile kernels crash on the VMs this runs on. The sdist's git history is a one-commit shallow
+# clone, so the build number llama.cpp would count from it is wrong; it is given here instead.
+NO_AMX="-U__AMX_TILE__ -U__AMX_INT8__ -U__AMX_BF16__"
+CMAKE_FLAGS=(
+    -DCMAKE_BUILD_TYPE=Release
+    -DBUILD_SHARED_LIBS=OFF
+    -DGGML_NATIVE=ON
+    -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+    "-DCMAKE_C_FLAGS=$NO_AMX" "-DCMAKE_CXX_FLAGS=$NO_AMX"
+    -DLLAMA_OPENSSL=OFF
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF
+    -DLLAMA_BUILD_TOOLS=ON
+    "-DLLAMA_BUILD_NUMBER=$LLAMA_BUILD" "-DLLAMA_BUILD_COMMIT=${LLAMA_COMMIT:0:9}"
+)
+TARGETS=(llama-bench llama-perplexity)
+
+log() { echo "build_llamacpp: $*" >&2; }
+
+# What the binaries were built from and how, as `key: value` lines that compare.py prints under
+# its table (flags with spaces quoted, ready to paste).
+build_info() {
+    local f flags=()
+    for f in "${CMAKE_FLAGS[@]}"; do
+        if [[ $f == *" "* ]]; then flags+=("\"$f\""); else flags+=("$f"); fi
+    done
+    echo "source: vendor/llama.cpp of the llama-cpp-python $VERSION sdist"
+    echo "cmake: ${flags[*]}"
+}
+
+up_to_date() {
+    for t in "${TARGETS[@]}"; do [[ -x $BIN/$t ]] || return 1; done
+    [[ -f $INFO ]] && [[ "$(cat "$INFO")" == "$(build_info)" ]]
+}
+
+fetch_source() {
+    if [[ ! -f $SDIST ]]; then
+        log "downloading the llama-cpp-python $VERSION sdist"
+        python3 -m pip download --no-binary :all: --no-deps "llama-cpp-python==$VERSION" -d "$PEER_DIR" >&2
+    fi
+    if [[ ! -f $SRC/CMakeLists.txt ]]; then
+        log "unpacking $SDIST"
+        tar -xzf "$SDIST" -C "$PEER_DIR"
+    fi
+    # The pinned build number is only right for the pinned commit.
+    if command -v git >/dev/null; then
+        local head
+        head=$(git -C "$SRC" rev-parse HEAD)
+        [[ $head == "$LLAMA_COMMIT"* ]] || { log "vendored llama.cpp is $head, expected $LLAMA_COMMIT"; exit 1; }
+    fi
+}
+
+build() {
+    rm -rf "$BUILD"  # a stale cache would keep the old flags
+    log "configuring: ${CMAKE_FLAGS[*]}"
+    cmake -S "$SRC" -B "$BUILD" "${CMAKE_FLAGS[@]}" >&2
+    log "building ${TARGETS[*]} with ${JOBS:-$(nproc)} jobs"
+    cmake --build "$BUILD" --target "${TARGETS[@]}" --parallel "${JOBS:-$(nproc)}" >&2
+    build_info >"$INFO"
+}
+
+main() {
+    mkdir -p "$PEER_DIR"
+    if up_to_date; then
+        log "up to date"
+    else
+        fetch_source
+        local t0=$SECONDS
+        build
+        log "built in $((SECONDS - t0)) s"
+    fi
+    "$BIN/llama-bench" --version >&2
+    echo "$BIN"
+}
+
+main "$@"
