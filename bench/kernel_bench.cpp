@@ -37,11 +37,11 @@
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "core/dtype.h"
 #include "cpu/matmul.h"
 #include "cpu/onednn_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
-#include "core/dtype.h"
 
 using namespace strata;
 using cpu::fp32_to_bf16;

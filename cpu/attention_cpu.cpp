@@ -8,12 +8,12 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "cpu/cpu_features.h"
-#include "cpu/kv_format.h"
 #include "cpu/gemm_x86.h"
+#include "cpu/kv_format.h"
 #include "cpu/quant_ref.h"
 #include "cpu/thread_pool.h"
-#include "core/error.h"
 
 namespace strata::cpu {
 

@@ -21,9 +21,9 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/log.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/pack_avx512.h"
-#include "core/log.h"
 
 namespace strata::cpu {
 namespace {

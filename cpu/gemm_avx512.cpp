@@ -29,11 +29,11 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/error.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/pack_avx512.h"
 #include "cpu/quant_ref.h"
 #include "cpu/thread_pool.h"
-#include "core/error.h"
 
 namespace strata::cpu {
 namespace {

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/error.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/onednn_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
-#include "core/error.h"
 
 namespace strata::cpu {
 

@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "core/error.h"
+#include "core/log.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
-#include "core/error.h"
-#include "core/log.h"
 
 namespace strata::cpu {
 namespace {

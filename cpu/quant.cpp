@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/quant_ref.h"
-#include "core/error.h"
 
 namespace strata::cpu {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cpu/quant_ref.h"
 #include "core/dtype.h"
+#include "cpu/quant_ref.h"
 
 namespace strata::cpu {
 

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "gpu/cuda_kernels.h"
 #include "core/error.h"
+#include "gpu/cuda_kernels.h"
 
 namespace strata::gpu {
 namespace {

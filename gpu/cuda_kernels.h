@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gpu/cuda_stream.h"
 #include "core/dtype.h"
+#include "gpu/cuda_stream.h"
 
 namespace strata::gpu {
 

@@ -1,11 +1,11 @@
 // The GPU entry points of a build without CUDA: no devices, and every call that needs one throws.
+#include "core/error.h"
 #include "gpu/copy_rates.h"
 #include "gpu/cuda_devices.h"
 #include "gpu/cuda_host.h"
 #include "gpu/cuda_kernels.h"
 #include "gpu/cuda_stream.h"
 #include "gpu/device_pool.h"
-#include "core/error.h"
 
 namespace strata::gpu {
 namespace {

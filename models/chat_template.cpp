@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "models/gguf_file.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "models/gguf_file.h"
 
 namespace strata::models {
 

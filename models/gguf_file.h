@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "models/gguf_value.h"
 #include "core/dtype.h"
+#include "models/gguf_value.h"
 
 namespace strata::models {
 

@@ -1,8 +1,8 @@
 // Typed access to GGUF metadata keys.
 #include <fmt/format.h>
 
-#include "models/gguf_file.h"
 #include "core/error.h"
+#include "models/gguf_file.h"
 
 namespace strata::models {
 

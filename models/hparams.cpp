@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "models/gguf_file.h"
 #include "core/error.h"
+#include "models/gguf_file.h"
 
 namespace strata::models {
 

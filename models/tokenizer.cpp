@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <array>
 
-#include "models/gguf_file.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "models/gguf_file.h"
 
 namespace strata::models {
 

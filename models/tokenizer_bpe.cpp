@@ -8,12 +8,12 @@
 #include <cstdlib>
 #include <optional>
 
+#include "core/error.h"
+#include "core/log.h"
 #include "models/gguf_file.h"
 #include "models/pair_merge.h"
 #include "models/tokenizer.h"
 #include "models/unicode.h"
-#include "core/error.h"
-#include "core/log.h"
 
 namespace strata::models {
 

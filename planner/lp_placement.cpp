@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "planner/units.h"
 #include "core/error.h"
+#include "planner/units.h"
 
 namespace strata::planner {
 

@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "models/gguf_file.h"
 #include "models/hparams.h"
 #include "planner/catalog.h"
-#include "core/error.h"
 
 namespace strata::planner {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "planner/workload.h"
 #include "core/dtype.h"
+#include "planner/workload.h"
 
 namespace strata::planner {
 

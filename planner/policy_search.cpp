@@ -7,12 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+#include "core/log.h"
 #include "planner/cost_model.h"
 #include "planner/lp_placement.h"
 #include "planner/rounding.h"
 #include "planner/units.h"
-#include "core/error.h"
-#include "core/log.h"
 
 namespace strata::planner {
 

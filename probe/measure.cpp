@@ -17,10 +17,10 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "cpu/matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
-#include "core/error.h"
 
 namespace strata::probe {
 

@@ -10,16 +10,16 @@
 
 #include <fmt/format.h>
 
+#include "core/cache_dir.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "gpu/copy_rates.h"
 #include "gpu/cuda_devices.h"
 #include "planner/catalog.h"
-#include "probe/measure.h"
 #include "planner/units.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "storage/budget.h"
 #include "probe/io_rates.h"
-#include "core/cache_dir.h"
+#include "probe/measure.h"
+#include "storage/budget.h"
 
 namespace strata::probe {
 

@@ -4,10 +4,11 @@
 
 #include <fmt/format.h>
 
-#include "cpu/onednn_matmul.h"
-#include "cpu/thread_pool.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
+#include "cpu/onednn_matmul.h"
+#include "cpu/thread_pool.h"
 #include "gpu/cuda_host.h"
 #include "runtime/exec/cuda_backend.h"
 #include "runtime/exec/forward.h"
@@ -15,7 +16,6 @@
 #include "runtime/model_paths.h"
 #include "runtime/place/placement.h"
 #include "runtime/text_stream.h"
-#include "core/trace.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 

@@ -23,7 +23,7 @@ BUILD_DIR=${STRATA_BUILD_DIR:-build}
 [ -f "$BUILD_DIR/build.ninja" ] || cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 
-# The official OpenAI client drives `strata serve` in tests/integration/test_serve*.py.
-python3 -c "import openai" 2>/dev/null || python3 -m pip install --quiet openai
+# What the tests import from PyPI (scripts/requirements.txt), so that every non-slow test runs.
+python3 -c "import openai, jinja2, gguf, numpy" 2>/dev/null || python3 -m pip install --quiet -r scripts/requirements.txt
 
 scripts/fetch_model.sh

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "storage/budget.h"
-#include "storage/reader.h"
 #include "storage/read_plan.h"
+#include "storage/reader.h"
 
 namespace strata::storage {
 

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "cpu/kv_format.h"
 #include "planner/plan_report.h"
-#include "core/error.h"
 #include "runtime/place/placement.h"
 #include "storage/budget.h"
 #include "tools/cli_options.h"

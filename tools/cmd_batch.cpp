@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "models/chat_template.h"
 #include "core/error.h"
+#include "models/chat_template.h"
 #include "runtime/model_paths.h"
 #include "runtime/place/placement.h"
 #include "runtime/scheduler.h"

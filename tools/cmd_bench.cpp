@@ -23,8 +23,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cpu/cpu_features.h"
 #include "core/error.h"
+#include "cpu/cpu_features.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"
 #include "runtime/weights/weight_store.h"

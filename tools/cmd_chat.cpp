@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <optional>
 
-#include "models/gguf_file.h"
 #include "core/cache_dir.h"
 #include "core/error.h"
+#include "models/gguf_file.h"
 #include "runtime/model_paths.h"
 #include "runtime/scheduler.h"
 #include "tools/chat/chat_commands.h"

@@ -10,10 +10,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "planner/plan_report.h"
 #include "core/error.h"
-#include "runtime/place/placement.h"
+#include "planner/plan_report.h"
 #include "runtime/kv/kv_cache.h"
+#include "runtime/place/placement.h"
 #include "runtime/weights/weight_store.h"
 #include "tools/cli_options.h"
 

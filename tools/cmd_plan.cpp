@@ -7,13 +7,13 @@
 
 #include <fmt/format.h>
 
-#include "planner/catalog.h"
-#include "planner/policy_search.h"
-#include "planner/plan_report.h"
-#include "probe/probe.h"
-#include "planner/units.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "planner/catalog.h"
+#include "planner/plan_report.h"
+#include "planner/policy_search.h"
+#include "planner/units.h"
+#include "probe/probe.h"
 #include "runtime/model_paths.h"
 #include "tools/cli_options.h"
 

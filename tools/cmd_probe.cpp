@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "probe/probe.h"
 #include "planner/units.h"
+#include "probe/probe.h"
 #include "runtime/model_paths.h"
 #include "tools/cli_options.h"
 

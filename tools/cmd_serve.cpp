@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
-#include "models/chat_template.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "models/chat_template.h"
 #include "runtime/model_paths.h"
 #include "runtime/scheduler.h"
 #include "storage/budget.h"

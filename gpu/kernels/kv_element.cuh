@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "gpu/cuda_check.h"
 #include "core/dtype.h"
+#include "gpu/cuda_check.h"
 
 namespace strata::gpu {
 

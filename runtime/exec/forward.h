@@ -14,8 +14,8 @@
 #include "cpu/matmul.h"
 #include "models/hparams.h"
 #include "runtime/exec/backend.h"
-#include "runtime/kv/kv_cache.h"
 #include "runtime/exec/kv_rebuild.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/weights/model_weights.h"
 
 namespace strata::runtime {

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "cpu/kv_format.h"
 #include "core/error.h"
+#include "cpu/kv_format.h"
 #include "runtime/kv/kv_spill.h"
 #include "storage/file_io.h"
 

@@ -4,13 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+#include "core/log.h"
 #include "gpu/cuda_devices.h"
 #include "gpu/cuda_kernels.h"
 #include "models/gguf_file.h"
 #include "planner/policy_search.h"
 #include "probe/probe.h"
-#include "core/error.h"
-#include "core/log.h"
 #include "runtime/weights/model_weights.h"
 #include "storage/budget.h"
 

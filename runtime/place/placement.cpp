@@ -6,12 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+#include "core/log.h"
 #include "models/gguf_file.h"
 #include "planner/catalog.h"
 #include "planner/policy_search.h"
 #include "probe/probe.h"
-#include "core/error.h"
-#include "core/log.h"
 #include "storage/budget.h"
 
 namespace strata::runtime {

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "cpu/quant.h"
 #include "models/gguf_file.h"
-#include "core/error.h"
 
 namespace strata::runtime {
 

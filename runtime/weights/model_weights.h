@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/dtype.h"
 #include "cpu/matmul.h"
 #include "models/hparams.h"
-#include "core/dtype.h"
 
 namespace strata::models { class GgufFile; struct TensorInfo; }
 

@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "planner/plan.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "planner/plan.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
 #include "storage/pinned_pool.h"

@@ -11,13 +11,13 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+#include "core/log.h"
+#include "core/trace.h"
 #include "cpu/quant.h"
 #include "gpu/cuda_host.h"
 #include "models/gguf_file.h"
-#include "core/error.h"
-#include "core/log.h"
 #include "runtime/weights/stream_ring.h"
-#include "core/trace.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
 #include "storage/pinned_pool.h"

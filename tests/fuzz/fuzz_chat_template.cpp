@@ -10,17 +10,17 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "models/chat_prompt.h"
 #include "models/chat_template.h"
 #include "models/gguf_file.h"
 #include "models/tokenizer.h"
-#include "core/error.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/support/gguf_writer.h"
 
 namespace {
 
-std::unique_ptr<strata::Tokenizer> g_tok;
+std::unique_ptr<strata::models::Tokenizer> g_tok;
 
 std::vector<std::string> split_nul(std::string_view s) {
     std::vector<std::string> out;
@@ -37,7 +37,7 @@ std::vector<std::string> split_nul(std::string_view s) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
     strata::fuzz::quiet_logging();
     if (auto p = strata::fuzz::bpe_model_path())
-        g_tok = strata::Tokenizer::from_gguf(strata::GgufFile::open(*p, /*map_data=*/false));
+        g_tok = strata::models::Tokenizer::from_gguf(strata::models::GgufFile::open(*p, /*map_data=*/false));
     return 0;
 }
 
@@ -50,14 +50,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto fields = split_nul(std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
 
     const auto bytes = test::GgufWriter().kv_string("tokenizer.chat_template", fields[0]).bytes();
-    const models::GgufFile f = models::GgufFile::open(fuzz::write_scratch(bytes.data(), bytes.size()), /*map_data=*/false);
-    std::vector<models::ChatMessage> messages;
+    const strata::models::GgufFile f = strata::models::GgufFile::open(fuzz::write_scratch(bytes.data(), bytes.size()), /*map_data=*/false);
+    std::vector<strata::models::ChatMessage> messages;
     for (size_t i = 1; i + 1 < fields.size(); i += 2) messages.push_back({fields[i], fields[i + 1]});
     try {
-        const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(f, kOverrides[override_index]);
+        const strata::models::ChatTemplate tmpl = strata::models::ChatTemplate::from_gguf(f, kOverrides[override_index]);
         const std::string text = tmpl.render(messages, add_generation_prompt);
         (void)tmpl.end_of_turn();
-        if (g_tok) (void)models::tokenize_chat(*g_tok, tmpl, messages, add_generation_prompt);
+        if (g_tok) (void)strata::models::tokenize_chat(*g_tok, tmpl, messages, add_generation_prompt);
     } catch (const UsageError&) {
         if (override_index != 6) throw;  // only the unknown name may be refused
     }

@@ -20,8 +20,8 @@
 namespace {
 
 constexpr int kCtx = 2048;
-std::unique_ptr<strata::Tokenizer> g_tok;
-std::optional<strata::ChatTemplate> g_tmpl;
+std::unique_ptr<strata::models::Tokenizer> g_tok;
+std::optional<strata::models::ChatTemplate> g_tmpl;
 
 }  // namespace
 
@@ -32,9 +32,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
         std::fprintf(stderr, "fuzz_openai_request: the default model is missing (set STRATA_FUZZ_MODEL)\n");
         std::exit(1);
     }
-    const auto f = strata::GgufFile::open(*path, /*map_data=*/false);
-    g_tok = strata::Tokenizer::from_gguf(f);
-    g_tmpl = strata::ChatTemplate::from_gguf(f);
+    const auto f = strata::models::GgufFile::open(*path, /*map_data=*/false);
+    g_tok = strata::models::Tokenizer::from_gguf(f);
+    g_tmpl = strata::models::ChatTemplate::from_gguf(f);
     return 0;
 }
 

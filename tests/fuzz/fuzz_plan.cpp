@@ -9,12 +9,12 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "planner/catalog.h"
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
 #include "planner/plan.h"
 #include "planner/policy_search.h"
-#include "core/error.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

@@ -20,14 +20,14 @@
 
 namespace {
 
-using strata::Tokenizer;
+using strata::models::Tokenizer;
 
-std::unique_ptr<models::Tokenizer> load(const std::optional<std::filesystem::path>& path) {
+std::unique_ptr<strata::models::Tokenizer> load(const std::optional<std::filesystem::path>& path) {
     if (!path) return nullptr;
-    return models::Tokenizer::from_gguf(strata::GgufFile::open(*path, /*map_data=*/false));
+    return strata::models::Tokenizer::from_gguf(strata::models::GgufFile::open(*path, /*map_data=*/false));
 }
 
-std::unique_ptr<models::Tokenizer> g_bpe, g_spm;
+std::unique_ptr<strata::models::Tokenizer> g_bpe, g_spm;
 
 [[noreturn]] void fail(const char* what, std::string_view text, std::string_view got) {
     std::fprintf(stderr, "tokenizer property violated: %s\n  input (%zu bytes) decoded as (%zu bytes): '%.*s'\n", what,
@@ -35,9 +35,9 @@ std::unique_ptr<models::Tokenizer> g_bpe, g_spm;
     std::abort();
 }
 
-bool bpe_covers(const models::Tokenizer& tok, std::string_view text) {
+bool bpe_covers(const strata::models::Tokenizer& tok, std::string_view text) {
     for (char c : text)
-        if (!tok.find_token(strata::unicode::byte_to_bpe_char(static_cast<uint8_t>(c)))) return false;
+        if (!tok.find_token(strata::models::unicode::byte_to_bpe_char(static_cast<uint8_t>(c)))) return false;
     return true;
 }
 
@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool spm = (flags & 1) != 0;
     const bool parse_special = (flags & 2) != 0;
     const bool add_bos = (flags & 4) != 0;
-    const models::Tokenizer* tok = spm ? (g_spm ? g_spm.get() : g_bpe.get()) : (g_bpe ? g_bpe.get() : g_spm.get());
+    const strata::models::Tokenizer* tok = spm ? (g_spm ? g_spm.get() : g_bpe.get()) : (g_bpe ? g_bpe.get() : g_spm.get());
     const bool is_spm = tok == g_spm.get();
     const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
 
@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string plain = tok->decode(ids);
     const std::string with_special = tok->decode(ids, /*special=*/true);
 
-    if (strata::unicode::is_valid_utf8(text)) {
+    if (strata::models::unicode::is_valid_utf8(text)) {
         const bool covered = is_spm ? text.find("\xE2\x96\x81") == std::string_view::npos : bpe_covers(*tok, text);
         if (covered && !parse_special && plain != text) fail("decode(encode(s)) != s", text, plain);
         // Byte-level BPE keeps special tokens' text, so the round trip holds with them too.

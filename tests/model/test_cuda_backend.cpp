@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "runtime/exec/cuda_backend.h"
 #include "planner/plan.h"
 #include "runtime/engine.h"
+#include "runtime/exec/cuda_backend.h"
 #include "runtime/place/placement.h"
 #include "runtime/weights/weight_store.h"
 #include "tests/support/greedy.h"

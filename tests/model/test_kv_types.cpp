@@ -9,8 +9,8 @@
 
 #include "runtime/engine.h"
 #include "runtime/kv/kv_cache.h"
-#include "tests/support/greedy.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;

@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "models/chat_prompt.h"
 #include "planner/plan_report.h"
-#include "core/error.h"
 #include "runtime/place/placement.h"
 #include "runtime/scheduler.h"
 #include "tools/chat/chat_file.h"

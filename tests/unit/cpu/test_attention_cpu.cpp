@@ -10,11 +10,11 @@
 #include <random>
 #include <vector>
 
-#include "cpu/attention_cpu.h"
-#include "cpu/kv_format.h"
-#include "cpu/cpu_features.h"
-#include "cpu/thread_pool.h"
 #include "core/error.h"
+#include "cpu/attention_cpu.h"
+#include "cpu/cpu_features.h"
+#include "cpu/kv_format.h"
+#include "cpu/thread_pool.h"
 #include "tests/support/kv_values.h"
 #include "tests/support/random_values.h"
 #include "tests/support/reference_attention.h"

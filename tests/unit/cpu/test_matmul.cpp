@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/matmul.h"
@@ -15,7 +16,6 @@
 #include "cpu/quant.h"
 #include "cpu/quant_ref.h"
 #include "cpu/thread_pool.h"
-#include "core/error.h"
 #include "tests/support/skip.h"
 
 using namespace strata;

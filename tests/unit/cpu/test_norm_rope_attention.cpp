@@ -9,8 +9,8 @@
 
 #include "cpu/attention_cpu.h"
 #include "cpu/cpu_features.h"
-#include "cpu/thread_pool.h"
 #include "cpu/norm_rope_act.h"
+#include "cpu/thread_pool.h"
 #include "tests/support/random_values.h"
 #include "tests/support/reference_attention.h"
 

@@ -2,8 +2,8 @@
 // fallback without a device.
 #include <catch2/catch.hpp>
 
-#include "gpu/copy_rates.h"
 #include "core/error.h"
+#include "gpu/copy_rates.h"
 #include "tests/unit/gpu/cuda_test_support.h"
 
 using namespace strata;

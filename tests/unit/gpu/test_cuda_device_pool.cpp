@@ -3,9 +3,9 @@
 #include <numeric>
 #include <vector>
 
+#include "core/error.h"
 #include "gpu/cuda_kernels.h"
 #include "gpu/device_arena.h"
-#include "core/error.h"
 #include "tests/unit/gpu/cuda_test_support.h"
 
 using namespace strata;

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include "core/error.h"
 #include "models/chat_template.h"
 #include "models/gguf_file.h"
-#include "core/error.h"
 #include "tests/support/gguf_writer.h"
 
 using namespace strata;

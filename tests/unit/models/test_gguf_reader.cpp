@@ -3,9 +3,9 @@
 #include <cstring>
 #include <fstream>
 
+#include "core/error.h"
 #include "models/gguf_file.h"
 #include "models/hparams.h"
-#include "core/error.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
 

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <map>
 
+#include "core/error.h"
 #include "models/gguf_file.h"
 #include "models/tokenizer.h"
 #include "models/unicode.h"
-#include "core/error.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
 

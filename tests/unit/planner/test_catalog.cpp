@@ -2,11 +2,11 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "models/gguf_file.h"
 #include "planner/catalog.h"
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
-#include "core/error.h"
 #include "tests/support/dry_run_specs.h"
 #include "tests/support/model_paths.h"
 

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/error.h"
 #include "planner/json_util.h"
 #include "planner/plan.h"
-#include "core/error.h"
 
 using namespace strata;
 using namespace strata::planner;

@@ -2,12 +2,12 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "planner/catalog.h"
 #include "planner/cost_model.h"
 #include "planner/lp_placement.h"
 #include "planner/policy_search.h"
 #include "planner/rounding.h"
-#include "core/error.h"
 
 using namespace strata;
 using namespace strata::planner;

@@ -1,10 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include "core/error.h"
 #include "planner/catalog.h"
 #include "planner/plan_report.h"
 #include "planner/policy_search.h"
 #include "planner/workload.h"
-#include "core/error.h"
 #include "tests/support/dry_run_specs.h"
 
 using namespace strata;

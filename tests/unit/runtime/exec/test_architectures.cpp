@@ -12,9 +12,9 @@
 #include "runtime/kv/kv_cache.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/planned.h"
-#include "tests/support/fixtures.h"
 #include "tests/support/tiny_model.h"
 
 using namespace strata;

@@ -7,10 +7,10 @@
 #include <random>
 #include <vector>
 
+#include "core/dtype.h"
 #include "cpu/matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
-#include "core/dtype.h"
 
 using namespace strata;
 

@@ -7,9 +7,9 @@
 #include "core/error.h"
 #include "runtime/kv/kv_cache.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/skip.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
-#include "tests/support/skip.h"
 
 using namespace strata;
 using namespace strata::runtime;

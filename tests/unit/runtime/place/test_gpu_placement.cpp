@@ -3,15 +3,15 @@
 // where --attention puts it; without a device the engine runs on the CPU and says why.
 #include <catch2/catch.hpp>
 
+#include "gpu/cuda_devices.h"
 #include "models/gguf_file.h"
 #include "planner/catalog.h"
 #include "runtime/engine.h"
 #include "runtime/place/gpu_placement.h"
-#include "gpu/cuda_devices.h"
 #include "tests/support/model_paths.h"
+#include "tests/support/skip.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
-#include "tests/support/skip.h"
 
 using namespace strata;
 using namespace strata::models;

@@ -5,10 +5,10 @@
 
 #include <optional>
 
+#include "core/error.h"
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
 #include "planner/plan.h"
-#include "core/error.h"
 #include "runtime/exec/forward.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"

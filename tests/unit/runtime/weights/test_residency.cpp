@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "planner/plan.h"
 #include "core/error.h"
+#include "planner/plan.h"
 #include "runtime/weights/residency.h"
 
 using namespace strata;

@@ -10,12 +10,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "core/trace.h"
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
-#include "core/error.h"
 #include "runtime/exec/forward.h"
 #include "runtime/kv/kv_cache.h"
-#include "core/trace.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 #include "tests/support/gguf_writer.h"
