@@ -39,7 +39,7 @@ namespace {
 int64_t rows_per_task(int64_t n_rows, int64_t w_row_bytes, int64_t n_tokens) {
     const int64_t n_threads = parallel_threads();
     auto round16 = [](int64_t r) { return std::max<int64_t>(kRowTile, (r + kRowTile - 1) / kRowTile * kRowTile); };
-    if (n_tokens > 4) return n_rows >= 64 * 2 * n_threads ? 64 : kRowTile;
+    if (n_tokens > kDecodeTokens) return n_rows >= 64 * 2 * n_threads ? 64 : kRowTile;
     const int64_t even = (n_rows + n_threads * 4 - 1) / (n_threads * 4);
     const int64_t min_work = (16 << 10) / std::max<int64_t>(1, w_row_bytes);
     return round16(std::max(even, min_work));
@@ -100,7 +100,7 @@ void matmul_many(std::span<const MatmulOut> outs, int64_t n_cols, const float* x
 
     // F32 activations for a batch: also in groups of 16 tokens, column-major (MatmulJob::xt).
     float* xt = nullptr;
-    if (need_f32 && n_tokens > 4) {
+    if (need_f32 && n_tokens > kDecodeTokens) {
         const int64_t n_groups = (n_tokens + 15) / 16;
         xt = reinterpret_cast<float*>(thread_scratch(4, sizeof(float) * 16 * n_cols * n_groups));
         parallel_for(n_groups, [&](int64_t g) {

@@ -7,6 +7,10 @@
 
 namespace strata::cpu {
 
+// Up to this many tokens a matmul takes the decode strategy (one pass over the weights, each
+// token row with the bits it gets alone); more take the prefill strategy.
+inline constexpr int64_t kDecodeTokens = 4;
+
 // weights: n_rows rows (output features) of n_cols values each (input features), in `wtype`,
 //          rows row_bytes(wtype, n_cols) apart; n_cols is a multiple of wtype's block size.
 // x:       n_tokens x n_cols floats, row-major.
@@ -14,7 +18,7 @@ namespace strata::cpu {
 // Each x row is converted once to act_format_for(wtype) (quant.h) into a per-thread buffer
 // that is reused across calls. Rows are split across the threads of the current
 // cpu::ThreadPool (thread_pool.h; oneTBB's when none is current) in multiples of 16, the SIMD
-// kernels' row tile; the kernels pick the decode (<= 4 tokens: one pass over the weights) or
+// kernels' row tile; the kernels pick the decode (<= kDecodeTokens: one pass over the weights) or
 // prefill (packed tiles, AMX where available) strategy themselves. Throws BackendError for a
 // type without CPU kernels.
 // int8 = true (opt-in, never the default): block-quantized weights get single-level int8

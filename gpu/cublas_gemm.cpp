@@ -64,7 +64,7 @@ Cublas::Cublas() {
 Cublas::~Cublas() { CublasApi::get().destroy(handle_of(handle_)); }
 
 void Cublas::gemm_f16(const uint16_t* w, const uint16_t* x, float* y, int64_t n_rows, int64_t n_cols, int64_t n_tok,
-                      Stream& s) {
+                      CudaStream& s) {
     STRATA_ASSERT(n_rows <= INT32_MAX && n_cols <= INT32_MAX && n_tok <= INT32_MAX);
     const CublasApi& api = CublasApi::get();
     cublas_check(api.set_stream(handle_of(handle_), s.get()), "cublasSetStream");

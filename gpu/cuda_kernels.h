@@ -1,8 +1,9 @@
 #pragma once
 // The CUDA kernels of one llama block, as plain C++ calls on device pointers (from DevicePool),
-// queued on a Stream and returning at once. No CUDA headers needed. Activations are float32;
-// weights stay in their GGUF type, the KV cache in its own (F32, F16 or BF16). Each call throws BackendError on a launch error
-// or an unsupported weight type; errors inside a kernel surface at Stream::synchronize().
+// queued on a CudaStream and returning at once; the CUDA device (cuda_device.cpp) calls them. No
+// CUDA headers needed. Activations are float32; weights stay in their GGUF type, the KV cache in
+// its own (F32, F16 or BF16). Each call throws BackendError on a launch error or an unsupported
+// weight type; errors inside a kernel surface at CudaStream::synchronize().
 #include <cstddef>
 #include <cstdint>
 
@@ -17,12 +18,12 @@ bool gpu_weight_type(DType t);
 
 // Decode matmul: y[r] = dot(weight row r, x) for r < n_rows. Weight rows are row_bytes(type,
 // n_cols) apart, x holds n_cols floats; the weight values are decoded on the fly.
-void gemv(DType type, const void* w, const float* x, float* y, int64_t n_rows, int64_t n_cols, Stream& s);
+void gemv(DType type, const void* w, const float* x, float* y, int64_t n_rows, int64_t n_cols, CudaStream& s);
 
 // The weight matrix in half precision, row-major n_rows x n_cols (for gemm_f16).
-void dequantize_f16(DType type, const void* w, uint16_t* out, int64_t n_rows, int64_t n_cols, Stream& s);
+void dequantize_f16(DType type, const void* w, uint16_t* out, int64_t n_rows, int64_t n_cols, CudaStream& s);
 // n floats to half precision (round to nearest even).
-void convert_f32_to_f16(const float* x, uint16_t* out, int64_t n, Stream& s);
+void convert_f32_to_f16(const float* x, uint16_t* out, int64_t n, CudaStream& s);
 
 // cuBLAS for the prefill matmul. One handle per stream that uses it.
 class Cublas {
@@ -35,7 +36,7 @@ public:
     // y[t][r] = sum_k w[r][k] * x[t][k]: w is n_rows x n_cols and x is n_tok x n_cols, both half
     // precision row-major; y is n_tok x n_rows float32 row-major. Float accumulation.
     void gemm_f16(const uint16_t* w, const uint16_t* x, float* y, int64_t n_rows, int64_t n_cols, int64_t n_tok,
-                  Stream& s);
+                  CudaStream& s);
 
 private:
     void* handle_ = nullptr;  // cublasHandle_t
@@ -43,29 +44,19 @@ private:
 
 // ---- per-row and element-wise ----
 // y = x / rms(x) * w for n_rows rows of n values (x and y may alias).
-void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s);
+void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, CudaStream& s);
 
-struct RopeArgs {
-    int32_t n_heads = 0;
-    int32_t head_dim = 0;
-    int32_t n_rot = 0;          // rotated dimensions at the start of each head
-    float freq_base = 10000.0f;
-    float freq_scale = 1.0f;
-    bool neox = false;          // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
-    const float* freq_factors = nullptr;  // device, n_rot/2 divisors, or null
-};
 // Rotates, in place, n_tokens rows of n_heads heads; token t is at position pos[t] (device).
-void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s);
+void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, CudaStream& s);
 
 // gate = silu(gate) * up
-void swiglu(float* gate, const float* up, int64_t n, Stream& s);
+void swiglu(float* gate, const float* up, int64_t n, CudaStream& s);
 // y += x
-void add(float* y, const float* x, int64_t n, Stream& s);
+void add(float* y, const float* x, int64_t n, CudaStream& s);
 // y[t] += b for n_rows rows of n values (a bias)
-void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s);
+void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, CudaStream& s);
 
 // ---- the paged KV cache and attention over it ----
-inline constexpr int32_t kKvBlockSize = 16;  // positions per KV block (runtime/kv/kv_blocks.h)
 
 // KV element types the kernels read and write: F32, F16, BF16.
 bool gpu_kv_type(DType t);
@@ -73,13 +64,14 @@ bool gpu_kv_type(DType t);
 // to row row[t] of block block[t] (device arrays), at cache + block * block_stride + row *
 // kv_stride elements.
 void kv_store(const float* src, void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok,
-              int64_t n, int64_t kv_stride, int64_t block_stride, Stream& s);
+              int64_t n, int64_t kv_stride, int64_t block_stride, CudaStream& s);
 
 // The inverse: n_tok rows of n floats (dst, row-major) read from row row[t] of block block[t].
 void kv_gather(const void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok, int64_t n,
-               int64_t kv_stride, int64_t block_stride, float* dst, Stream& s);
+               int64_t kv_stride, int64_t block_stride, float* dst, CudaStream& s);
 
-struct DecodeAttentionArgs {
+// The attention kernel's arguments (strides in elements of the cache's type).
+struct CudaAttentionArgs {
     const float* q = nullptr;    // n_seq x (n_head * head_dim): one new token per sequence
     float* out = nullptr;        // n_seq x (n_head * head_dim)
     const void* k = nullptr;     // KV cache: position p of a sequence is row p % 16 of block
@@ -105,6 +97,6 @@ inline size_t decode_attention_scratch_floats(int32_t n_seq, int32_t n_head, int
 // softmax(q k^T / sqrt(head_dim)) v per sequence and head over its n_kv keys. A prompt's causal
 // attention is the same call with one "sequence" per query token, each with the prompt's block
 // table and its own key count (position + 1).
-void decode_attention(const DecodeAttentionArgs& a, Stream& s);
+void decode_attention(const CudaAttentionArgs& a, CudaStream& s);
 
 }  // namespace strata::gpu

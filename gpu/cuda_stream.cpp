@@ -1,34 +1,56 @@
 #include "gpu/cuda_stream.h"
 
+#include <fmt/format.h>
+
+#include "core/bytes.h"
 #include "gpu/cuda_check.h"
 
 namespace strata::gpu {
 
-Stream::Stream() { cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
-Stream::~Stream() { cudaStreamDestroy(stream_); }
-void Stream::synchronize() { cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+CudaStream::CudaStream() { cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+CudaStream::~CudaStream() { cudaStreamDestroy(stream_); }
+void CudaStream::synchronize() { cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
-Event::Event() { cuda_check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate"); }
-Event::~Event() { cudaEventDestroy(event_); }
-void Event::record(Stream& s) { cuda_check(cudaEventRecord(event_, s.get()), "cudaEventRecord"); }
-void Event::wait_on(Stream& s) { cuda_check(cudaStreamWaitEvent(s.get(), event_, 0), "cudaStreamWaitEvent"); }
-void Event::synchronize() { cuda_check(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
-bool Event::done() const {
+CudaEvent::CudaEvent() { cuda_check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate"); }
+CudaEvent::~CudaEvent() { cudaEventDestroy(event_); }
+void CudaEvent::record(Stream& s) { cuda_check(cudaEventRecord(event_, cuda(s).get()), "cudaEventRecord"); }
+void CudaEvent::wait_on(Stream& s) { cuda_check(cudaStreamWaitEvent(cuda(s).get(), event_, 0), "cudaStreamWaitEvent"); }
+void CudaEvent::synchronize() { cuda_check(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
+bool CudaEvent::done() const {
     const cudaError_t err = cudaEventQuery(event_);
     if (err == cudaErrorNotReady) return false;
     cuda_check(err, "cudaEventQuery");
     return true;
 }
 
-void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s) {
+void copy_h2d(void* dst, const void* src, size_t bytes, CudaStream& s) {
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.get()), "cudaMemcpyAsync (host to device)");
 }
-void copy_d2h(void* dst, const void* src, size_t bytes, Stream& s) {
+void copy_d2h(void* dst, const void* src, size_t bytes, CudaStream& s) {
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s.get()), "cudaMemcpyAsync (device to host)");
 }
-void copy_d2d(void* dst, const void* src, size_t bytes, Stream& s) {
+void copy_d2d(void* dst, const void* src, size_t bytes, CudaStream& s) {
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s.get()), "cudaMemcpyAsync (device to device)");
 }
-void fill_zero(void* dst, size_t bytes, Stream& s) { cuda_check(cudaMemsetAsync(dst, 0, bytes, s.get()), "cudaMemsetAsync"); }
+void fill_zero(void* dst, size_t bytes, CudaStream& s) { cuda_check(cudaMemsetAsync(dst, 0, bytes, s.get()), "cudaMemsetAsync"); }
+
+void* cuda_malloc_pool(int device, uint64_t bytes) {
+    cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    if (bytes == 0) return nullptr;
+    void* base = nullptr;
+    const cudaError_t err = cudaMalloc(&base, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+        size_t free_bytes = 0, total = 0;
+        cudaGetLastError();  // clear the sticky allocation error before asking
+        cudaMemGetInfo(&free_bytes, &total);
+        throw BackendError(fmt::format("GPU {}: cannot allocate the --gpu-mem budget of {}: {} of {} free", device,
+                                       format_bytes(bytes), format_bytes(free_bytes), format_bytes(total)),
+                           "lower --gpu-mem, or stop the other processes using the GPU");
+    }
+    cuda_check(err, "cudaMalloc of the GPU pool");
+    return base;
+}
+
+void cuda_free_pool(void* p) { cudaFree(p); }
 
 }  // namespace strata::gpu

@@ -1,9 +1,10 @@
 #pragma once
-// CUDA streams and events behind plain C++ types, so code outside gpu/ orders GPU work without
-// CUDA headers. The decode loop uses three streams: weights and inputs come in on `h2d`, kernels
-// run on `compute`, results go out on `d2h`; an Event recorded on one and waited on by another
-// is the only dependency between them (no device-wide synchronisation).
+// CUDA streams and events behind the device interface's Stream and Event (gpu/device.h), so
+// code outside gpu/ orders GPU work without CUDA headers. An Event recorded on one stream and
+// waited on by another is the only dependency between them (no device-wide synchronisation).
 #include <cstddef>
+
+#include "gpu/device.h"
 
 // The CUDA runtime's own opaque handle types (cudaStream_t is CUstream_st*).
 struct CUstream_st;
@@ -11,47 +12,49 @@ struct CUevent_st;
 
 namespace strata::gpu {
 
-class Stream {
+class CudaStream final : public Stream {
 public:
-    Stream();  // a non-blocking stream on the current device; throws BackendError
-    ~Stream();
-    Stream(const Stream&) = delete;
-    Stream& operator=(const Stream&) = delete;
+    CudaStream();  // a non-blocking stream on the current device; throws BackendError
+    ~CudaStream() override;
+    CudaStream(const CudaStream&) = delete;
+    CudaStream& operator=(const CudaStream&) = delete;
 
     CUstream_st* get() const { return stream_; }
-    void synchronize();  // waits for everything queued so far; throws BackendError on a failed kernel
+    void synchronize() override;  // throws BackendError on a failed kernel
 
 private:
     CUstream_st* stream_ = nullptr;
 };
 
-class Event {
-public:
-    Event();  // timing disabled: cheapest to record and wait on
-    ~Event();
-    Event(const Event&) = delete;
-    Event& operator=(const Event&) = delete;
+// The CUDA stream behind a Stream of the CUDA device.
+inline CudaStream& cuda(Stream& s) { return static_cast<CudaStream&>(s); }
 
-    void record(Stream& s);         // marks the work queued on `s` so far
-    void wait_on(Stream& s);        // work queued on `s` after this waits for the recorded work
-    void synchronize();             // the host waits for the recorded work
-    bool done() const;              // the recorded work has finished (never blocks)
+class CudaEvent final : public Event {
+public:
+    CudaEvent();  // timing disabled: cheapest to record and wait on
+    ~CudaEvent() override;
+    CudaEvent(const CudaEvent&) = delete;
+    CudaEvent& operator=(const CudaEvent&) = delete;
+
+    void record(Stream& s) override;
+    void wait_on(Stream& s) override;
+    void synchronize() override;
+    bool done() const;  // the recorded work has finished (never blocks)
 
 private:
     CUevent_st* event_ = nullptr;
 };
 
-struct Streams {
-    Stream compute;
-    Stream h2d;
-    Stream d2h;
-};
-
 // Asynchronous copies, ordered on `s`. Host memory must stay valid until the stream reaches
 // them; it copies at full speed only when page-locked (see cuda_host.h).
-void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s);
-void copy_d2h(void* dst, const void* src, size_t bytes, Stream& s);
-void copy_d2d(void* dst, const void* src, size_t bytes, Stream& s);
-void fill_zero(void* dst, size_t bytes, Stream& s);
+void copy_h2d(void* dst, const void* src, size_t bytes, CudaStream& s);
+void copy_d2h(void* dst, const void* src, size_t bytes, CudaStream& s);
+void copy_d2d(void* dst, const void* src, size_t bytes, CudaStream& s);
+void fill_zero(void* dst, size_t bytes, CudaStream& s);
+
+// Device memory for a DevicePool: cudaMalloc of `bytes` on `device` (made current). Throws
+// BackendError, saying how much is free when the budget does not fit.
+void* cuda_malloc_pool(int device, uint64_t bytes);
+void cuda_free_pool(void* p);
 
 }  // namespace strata::gpu

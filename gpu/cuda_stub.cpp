@@ -5,7 +5,6 @@
 #include "gpu/cuda_host.h"
 #include "gpu/cuda_kernels.h"
 #include "gpu/cuda_stream.h"
-#include "gpu/device_pool.h"
 
 namespace strata::gpu {
 namespace {
@@ -17,47 +16,43 @@ bool install_cuda_host_pinner() { return false; }
 
 DeviceList list_devices() { return {{}, kNoCuda}; }
 
-Stream::Stream() { no_cuda(); }
-Stream::~Stream() = default;
-void Stream::synchronize() { no_cuda(); }
-Event::Event() { no_cuda(); }
-Event::~Event() = default;
-void Event::record(Stream&) { no_cuda(); }
-void Event::wait_on(Stream&) { no_cuda(); }
-void Event::synchronize() { no_cuda(); }
-bool Event::done() const { no_cuda(); }
-void copy_h2d(void*, const void*, size_t, Stream&) { no_cuda(); }
-void copy_d2h(void*, const void*, size_t, Stream&) { no_cuda(); }
-void copy_d2d(void*, const void*, size_t, Stream&) { no_cuda(); }
-void fill_zero(void*, size_t, Stream&) { no_cuda(); }
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept {}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept { return *this; }
-void DeviceBuffer::reset() {}
-DevicePool::DevicePool(uint64_t budget_bytes, int) : arena_(budget_bytes) { no_cuda(); }
-DevicePool::~DevicePool() = default;
-DeviceBuffer DevicePool::allocate(uint64_t, std::string_view) { no_cuda(); }
+CudaStream::CudaStream() { no_cuda(); }
+CudaStream::~CudaStream() = default;
+void CudaStream::synchronize() { no_cuda(); }
+CudaEvent::CudaEvent() { no_cuda(); }
+CudaEvent::~CudaEvent() = default;
+void CudaEvent::record(Stream&) { no_cuda(); }
+void CudaEvent::wait_on(Stream&) { no_cuda(); }
+void CudaEvent::synchronize() { no_cuda(); }
+bool CudaEvent::done() const { no_cuda(); }
+void copy_h2d(void*, const void*, size_t, CudaStream&) { no_cuda(); }
+void copy_d2h(void*, const void*, size_t, CudaStream&) { no_cuda(); }
+void copy_d2d(void*, const void*, size_t, CudaStream&) { no_cuda(); }
+void fill_zero(void*, size_t, CudaStream&) { no_cuda(); }
+void* cuda_malloc_pool(int, uint64_t) { no_cuda(); }
+void cuda_free_pool(void*) {}
+std::unique_ptr<Device> make_cuda_device(int, uint64_t) { no_cuda(); }
 
 bool gpu_weight_type(DType) { return false; }
-void gemv(DType, const void*, const float*, float*, int64_t, int64_t, Stream&) { no_cuda(); }
-void dequantize_f16(DType, const void*, uint16_t*, int64_t, int64_t, Stream&) { no_cuda(); }
-void convert_f32_to_f16(const float*, uint16_t*, int64_t, Stream&) { no_cuda(); }
+void gemv(DType, const void*, const float*, float*, int64_t, int64_t, CudaStream&) { no_cuda(); }
+void dequantize_f16(DType, const void*, uint16_t*, int64_t, int64_t, CudaStream&) { no_cuda(); }
+void convert_f32_to_f16(const float*, uint16_t*, int64_t, CudaStream&) { no_cuda(); }
 Cublas::Cublas() { no_cuda(); }
 Cublas::~Cublas() = default;
-void Cublas::gemm_f16(const uint16_t*, const uint16_t*, float*, int64_t, int64_t, int64_t, Stream&) { no_cuda(); }
-void rms_norm(const float*, const float*, float*, int64_t, int64_t, float, Stream&) { no_cuda(); }
-void rope(float*, const int32_t*, int64_t, const RopeArgs&, Stream&) { no_cuda(); }
-void swiglu(float*, const float*, int64_t, Stream&) { no_cuda(); }
-void add(float*, const float*, int64_t, Stream&) { no_cuda(); }
-void add_rows(float*, const float*, int64_t, int64_t, Stream&) { no_cuda(); }
+void Cublas::gemm_f16(const uint16_t*, const uint16_t*, float*, int64_t, int64_t, int64_t, CudaStream&) { no_cuda(); }
+void rms_norm(const float*, const float*, float*, int64_t, int64_t, float, CudaStream&) { no_cuda(); }
+void rope(float*, const int32_t*, int64_t, const RopeArgs&, CudaStream&) { no_cuda(); }
+void swiglu(float*, const float*, int64_t, CudaStream&) { no_cuda(); }
+void add(float*, const float*, int64_t, CudaStream&) { no_cuda(); }
+void add_rows(float*, const float*, int64_t, int64_t, CudaStream&) { no_cuda(); }
 bool gpu_kv_type(DType) { return false; }
-void kv_store(const float*, void*, DType, const int32_t*, const int32_t*, int64_t, int64_t, int64_t, int64_t, Stream&) {
+void kv_store(const float*, void*, DType, const int32_t*, const int32_t*, int64_t, int64_t, int64_t, int64_t, CudaStream&) {
     no_cuda();
 }
-void kv_gather(const void*, DType, const int32_t*, const int32_t*, int64_t, int64_t, int64_t, int64_t, float*, Stream&) {
+void kv_gather(const void*, DType, const int32_t*, const int32_t*, int64_t, int64_t, int64_t, int64_t, float*, CudaStream&) {
     no_cuda();
 }
-void decode_attention(const DecodeAttentionArgs&, Stream&) { no_cuda(); }
+void decode_attention(const CudaAttentionArgs&, CudaStream&) { no_cuda(); }
 CopyRates measure_copy_rates(int, size_t) { no_cuda(); }
 
 }  // namespace strata::gpu

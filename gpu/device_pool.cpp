@@ -1,9 +1,5 @@
 #include "gpu/device_pool.h"
 
-#include <fmt/format.h>
-
-#include "gpu/cuda_check.h"
-
 namespace strata::gpu {
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
@@ -30,24 +26,11 @@ void DeviceBuffer::reset() {
     bytes_ = 0;
 }
 
-DevicePool::DevicePool(uint64_t budget_bytes, int device) : arena_(budget_bytes) {
-    cuda_check(cudaSetDevice(device), "cudaSetDevice");
-    if (arena_.capacity() == 0) return;
-    const cudaError_t err = cudaMalloc(&base_, arena_.capacity());
-    if (err == cudaErrorMemoryAllocation) {
-        size_t free_bytes = 0, total = 0;
-        cudaGetLastError();  // clear the sticky allocation error before asking
-        cudaMemGetInfo(&free_bytes, &total);
-        throw BackendError(fmt::format("GPU {}: cannot allocate the --gpu-mem budget of {}: {} of {} free",
-                                       device, format_bytes(arena_.capacity()),
-                                       format_bytes(free_bytes), format_bytes(total)),
-                           "lower --gpu-mem, or stop the other processes using the GPU");
-    }
-    cuda_check(err, "cudaMalloc of the GPU pool");
-}
+DevicePool::DevicePool(uint64_t budget_bytes, void* base, Release release)
+    : arena_(budget_bytes), base_(base), release_(std::move(release)) {}
 
 DevicePool::~DevicePool() {
-    if (base_) cudaFree(base_);
+    if (base_ && release_) release_(base_);
 }
 
 DeviceBuffer DevicePool::allocate(uint64_t bytes, std::string_view what) {

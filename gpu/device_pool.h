@@ -1,8 +1,10 @@
 #pragma once
-// GPU memory within the --gpu-mem budget: one cudaMalloc of the whole budget at start-up,
-// carved into aligned buffers (DeviceArena), so the engine never allocates on the device
-// mid-decode and can never take more than the user allowed.
+// Device memory within the --gpu-mem budget: one allocation of the whole budget at start-up
+// (made by the device: cudaMalloc, or host memory for the simulated device), carved into
+// aligned buffers (DeviceArena), so the engine never allocates on the device mid-decode and can
+// never take more than the user allowed.
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 #include "gpu/device_arena.h"
@@ -39,9 +41,9 @@ private:
 
 class DevicePool {
 public:
-    // Allocates `budget_bytes` on `device` (made the current device). Throws BackendError when
-    // there is no device or the device has less free memory than the budget.
-    DevicePool(uint64_t budget_bytes, int device = 0);
+    using Release = std::function<void(void*)>;
+    // Carves `budget_bytes` of device memory at `base`; `release(base)` frees it at the end.
+    DevicePool(uint64_t budget_bytes, void* base, Release release);
     ~DevicePool();
     DevicePool(const DevicePool&) = delete;
     DevicePool& operator=(const DevicePool&) = delete;
@@ -54,6 +56,7 @@ private:
     friend class DeviceBuffer;
     DeviceArena arena_;
     void* base_ = nullptr;
+    Release release_;
 };
 
 }  // namespace strata::gpu

@@ -10,7 +10,8 @@
 #include "cpu/onednn_matmul.h"
 #include "cpu/thread_pool.h"
 #include "gpu/cuda_host.h"
-#include "runtime/exec/cuda_backend.h"
+#include "gpu/device.h"
+#include "runtime/exec/device_backend.h"
 #include "runtime/exec/forward.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/model_paths.h"
@@ -63,16 +64,17 @@ struct Layout {
     KvPlacement kv_on = KvPlacement::HostCpuAttention;
 };
 
-// With a GPU: device bytes for layers and KV are the budget less the backend's working set
+// With a device: its bytes for layers and KV are the budget less the backend's working set
 // (sized for the largest layer as a streaming buffer, plus the K/V layer that recomputed
 // layers share); KV on the device takes no DRAM, so the host cache is then never written.
 Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
-                       const PlacementOptions& po, const GpuTarget& gpu, const EngineOptions& opts, const KvSize& kv) {
+                       const PlacementOptions& po, const GpuTarget& gpu, const gpu::Device& device,
+                       const EngineOptions& opts, const KvSize& kv) {
     const ModelWeights w = ModelWeights::bind(file, hp);
     const uint64_t head = row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
     const uint64_t largest = *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
     const uint64_t working =
-        CudaBackend::working_bytes(hp, head, largest, 2, po.n_ctx) + (kv.n_rebuilt > 0 ? kv.layer_bytes : 0);
+        DeviceBackend::working_bytes(device, hp, head, largest, 2, po.n_ctx) + (kv.n_rebuilt > 0 ? kv.layer_bytes : 0);
     if (working >= gpu.gpu_mem)
         throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
                                       "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
@@ -84,7 +86,7 @@ Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, 
         spill.rebuilt = kv.rebuilt;
         spill.n_embd_hidden = hp.n_embd;
     } else if (kv.n_rebuilt > 0) {
-        STRATA_LOG_WARN("gpu: the plan recomputes KV, which the CUDA backend does with the KV cache on the "
+        STRATA_LOG_WARN("gpu: the plan recomputes KV, which the device backend does with the KV cache on the "
                         "device only; this run keeps K and V ({})", kv_placement_name(g.kv));
     }
     Layout out;
@@ -146,11 +148,13 @@ Engine::Engine(const EngineOptions& opts)
     const KvSize kv = kv_size(hp_, opts, n_ctx);
     // The GPU, when there is one to use: the planner places layers and KV on it.
     const GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type);
-    if (!gpu.use && (opts.gpu.gpu_mem || opts.gpu.attention != AttentionChoice::Auto))
+    const bool asked = opts.gpu.device == DeviceKind::Sim || opts.gpu.device == DeviceKind::Cuda ||
+                       (opts.gpu.device == DeviceKind::Auto && (opts.gpu.gpu_mem || opts.gpu.attention != AttentionChoice::Auto));
+    if (!gpu.use && asked)
         STRATA_LOG_WARN("gpu: not used ({}); running on the CPU", gpu.why_not);
     else if (!gpu.use)
         STRATA_LOG_INFO("gpu: none ({}); running on the CPU", gpu.why_not);
-    if (gpu.use) gpu::install_cuda_host_pinner();
+    if (gpu.use && gpu.kind == DeviceKind::Cuda) gpu::install_cuda_host_pinner();
     PlacementOptions po;
     po.given = opts.plan ? &*opts.plan : nullptr;
     po.n_ctx = n_ctx;
@@ -161,20 +165,26 @@ Engine::Engine(const EngineOptions& opts)
     // weights (the planner's); then the weights, held as placed.
     const ResidencyInput in =
         WeightStore::residency_input(file_, hp_, *dram_, kv.all_bytes + activations, opts.prefetch_depth);
-    Layout layout = gpu.use ? layout_with_gpu(file_, hp_, in, po, gpu, opts, kv)
+    std::unique_ptr<gpu::Device> device = gpu.use ? open_device(gpu, opts.gpu, opts.int8_activations) : nullptr;
+    Layout layout = gpu.use ? layout_with_gpu(file_, hp_, in, po, gpu, *device, opts, kv)
                             : layout_on_cpu(file_, hp_, in, po, opts, kv, *dram_);
     kv_ = std::move(layout.kv);
     placement_ = std::move(layout.placement);
     const KvPlacement kv_on = layout.kv_on;
     weights_ = std::make_unique<WeightStore>(file_, hp_, *dram_, placement_->residency);
+    // KV on the device takes no DRAM but for the layers the plan runs on the CPU, which also
+    // hold a second set of activations.
+    const auto& on_cpu = placement_->residency.on_cpu;
+    const auto n_cpu = static_cast<uint64_t>(std::count(on_cpu.begin(), on_cpu.end(), true));
     const bool kv_on_device = gpu.use && kv_on == KvPlacement::Device;
-    const uint64_t working = (kv_on_device ? 0 : kv_->bytes()) + activations;
+    const uint64_t working = (kv_on_device ? kv_->bytes() * n_cpu / uint64_t(hp_.n_layer) : kv_->bytes()) + activations +
+                             (n_cpu > 0 ? Forward::activation_bytes(hp_) : 0);
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
     if (gpu.use) {
-        CudaBackendOptions co;
-        co.gpu_mem = gpu.gpu_mem;
+        DeviceBackendOptions co;
         co.kv = kv_on;
-        fwd_ = std::make_unique<CudaBackend>(hp_, *weights_, *kv_, *dram_, co);
+        co.int8_activations = opts.int8_activations;
+        fwd_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
     } else {
         if (opts.tile_weights) {
             const auto t0 = Clock::now();

@@ -35,6 +35,12 @@ runtime::EngineOptions ModelOptions::engine() const {
     const auto where = runtime::parse_attention(attention);
     if (!where) throw UsageError(fmt::format("--attention '{}' is not a choice", attention), "use auto, cpu or gpu");
     e.gpu.attention = *where;
+    const auto device = runtime::parse_device(this->device);
+    if (!device) throw UsageError(fmt::format("--device '{}' is not a choice", this->device), "use auto, cpu, sim or cuda");
+    e.gpu.device = *device;
+    if (!(sim_link > 0)) throw UsageError(fmt::format("--sim-link {} must be above 0 GB/s", sim_link));
+    e.gpu.sim_link_gbps = sim_link;
+    e.gpu.sim_threads = sim_threads;
     std::string budget = dram;
     if (budget.empty())
         if (const char* env = std::getenv("STRATA_DRAM")) budget = env;

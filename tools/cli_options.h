@@ -26,6 +26,9 @@ struct ModelOptions {
     std::string kv_type = "f16";  // KV cache element type: f32, f16, bf16, q8_0
     std::string gpu_mem;    // GPU memory budget ("20G", "0" = CPU only); empty: the device's default
     std::string attention = "auto";  // where attention runs with a GPU: auto, cpu, gpu
+    std::string device = "auto";     // what runs the layers: auto, cpu, sim, cuda
+    double sim_link = 8;             // the simulated device's link, GB/s each way
+    int sim_threads = 0;             // the simulated device's CPU threads; 0: half the cores
     int verbosity = 0;
     runtime::EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
 };

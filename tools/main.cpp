@@ -42,6 +42,15 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "where attention runs with a GPU: gpu (KV cache on the device, or copied in when it does not fit), "
                    "cpu (KV cache in DRAM, attention on the CPU cores), auto (the planner picks the faster)")
         ->capture_default_str();
+    cmd.add_option("--device", m.device,
+                   "what runs the layers: cuda (a GPU), sim (the simulated device: the same plans as a GPU, its "
+                   "memory --gpu-mem of host memory, copies throttled to --sim-link, ops on CPU threads of its own), "
+                   "cpu, auto (cuda when a GPU is usable, else cpu)")
+        ->capture_default_str();
+    cmd.add_option("--sim-link", m.sim_link, "the simulated device's host <-> device rate in GB/s, each way")
+        ->capture_default_str();
+    cmd.add_option("--sim-threads", m.sim_threads, "CPU threads the simulated device's ops run on (default: half the cores)")
+        ->check(CLI::NonNegativeNumber);
     cmd.add_flag("--int8-acts", m.int8_acts,
                  "quantize activations to one int8 level, as llama.cpp does: faster prefill, slightly less exact");
     cmd.add_flag("--bf16-prefill", m.bf16_prefill,

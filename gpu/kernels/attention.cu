@@ -16,14 +16,14 @@ constexpr int kThreads = kSplitKeys;  // one thread per key of a split for the s
 constexpr int kWarps = kThreads / 32;
 
 // Scratch per (sequence, head, split): head_dim partial outputs, then the max and the sum.
-__device__ __forceinline__ float* partial_at(const DecodeAttentionArgs& a, int n_splits, int seq, int head, int split) {
+__device__ __forceinline__ float* partial_at(const CudaAttentionArgs& a, int n_splits, int seq, int head, int split) {
     return a.scratch + ((static_cast<int64_t>(seq) * a.n_head + head) * n_splits + split) * (a.head_dim + 2);
 }
 
 // grid = (n_splits, n_head, n_seq), block = 128 threads; dynamic shared memory holds the scaled
 // query (head_dim floats) and the split's 128 scores.
 template <class T>
-__global__ void attention_split_kernel(DecodeAttentionArgs a, int n_splits) {
+__global__ void attention_split_kernel(CudaAttentionArgs a, int n_splits) {
     extern __shared__ float smem[];
     float* q = smem;
     float* p = smem + a.head_dim;
@@ -84,7 +84,7 @@ __global__ void attention_split_kernel(DecodeAttentionArgs a, int n_splits) {
 
 // grid = (n_head, n_seq), block = 128 threads over head_dim: rescales every split to the global
 // max and divides by the global sum.
-__global__ void attention_reduce_kernel(DecodeAttentionArgs a, int n_splits) {
+__global__ void attention_reduce_kernel(CudaAttentionArgs a, int n_splits) {
     const int head = blockIdx.x, seq = blockIdx.y;
     float mx = -INFINITY;
     for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, partial_at(a, n_splits, seq, head, s)[a.head_dim]);
@@ -126,7 +126,7 @@ __global__ void kv_gather_kernel(const T* cache, const int32_t* block, const int
 bool gpu_kv_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 void kv_store(const float* src, void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok,
-              int64_t n, int64_t kv_stride, int64_t block_stride, Stream& s) {
+              int64_t n, int64_t kv_stride, int64_t block_stride, CudaStream& s) {
     if (n_tok == 0) return;
     with_kv_element(type, [&](auto element) {
         using T = decltype(element);
@@ -137,7 +137,7 @@ void kv_store(const float* src, void* cache, DType type, const int32_t* block, c
 }
 
 void kv_gather(const void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok, int64_t n,
-               int64_t kv_stride, int64_t block_stride, float* dst, Stream& s) {
+               int64_t kv_stride, int64_t block_stride, float* dst, CudaStream& s) {
     if (n_tok == 0) return;
     with_kv_element(type, [&](auto element) {
         using T = decltype(element);
@@ -147,7 +147,7 @@ void kv_gather(const void* cache, DType type, const int32_t* block, const int32_
     });
 }
 
-void decode_attention(const DecodeAttentionArgs& a, Stream& s) {
+void decode_attention(const CudaAttentionArgs& a, CudaStream& s) {
     STRATA_ASSERT(a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0 && a.head_dim > 0 && a.max_blocks > 0);
     if (a.n_seq == 0) return;
     const int n_splits = (a.max_blocks + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;

@@ -67,32 +67,32 @@ unsigned elementwise_blocks(int64_t n) { return static_cast<unsigned>((n + 255) 
 
 }  // namespace
 
-void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) {
+void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, CudaStream& s) {
     if (n_rows == 0) return;
     rms_norm_kernel<<<static_cast<unsigned>(n_rows), kRowThreads, 0, s.get()>>>(x, w, y, n, eps);
     cuda_check_launch("rms_norm");
 }
 
-void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) {
+void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, CudaStream& s) {
     STRATA_ASSERT(a.n_rot % 2 == 0 && a.n_rot <= a.head_dim);
     if (n_tokens == 0) return;
     rope_kernel<<<static_cast<unsigned>(n_tokens), 64, 0, s.get()>>>(x, pos, a);
     cuda_check_launch("rope");
 }
 
-void swiglu(float* gate, const float* up, int64_t n, Stream& s) {
+void swiglu(float* gate, const float* up, int64_t n, CudaStream& s) {
     if (n == 0) return;
     swiglu_kernel<<<elementwise_blocks(n), 256, 0, s.get()>>>(gate, up, n);
     cuda_check_launch("swiglu");
 }
 
-void add(float* y, const float* x, int64_t n, Stream& s) {
+void add(float* y, const float* x, int64_t n, CudaStream& s) {
     if (n == 0) return;
     add_kernel<<<elementwise_blocks(n), 256, 0, s.get()>>>(y, x, n);
     cuda_check_launch("add");
 }
 
-void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) {
+void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, CudaStream& s) {
     if (n_rows * n == 0) return;
     add_rows_kernel<<<elementwise_blocks(n_rows * n), 256, 0, s.get()>>>(y, b, n_rows, n);
     cuda_check_launch("add_rows");

@@ -162,7 +162,7 @@ bool gpu_weight_type(DType t) {
            t == DType::Q6_K;
 }
 
-void gemv(DType type, const void* w, const float* x, float* y, int64_t n_rows, int64_t n_cols, Stream& s) {
+void gemv(DType type, const void* w, const float* x, float* y, int64_t n_rows, int64_t n_cols, CudaStream& s) {
     with_decoder(type, [&](auto decoder) {
         using D = decltype(decoder);
         STRATA_ASSERT(n_cols % traits(type).block_elems == 0);
@@ -173,7 +173,7 @@ void gemv(DType type, const void* w, const float* x, float* y, int64_t n_rows, i
     });
 }
 
-void dequantize_f16(DType type, const void* w, uint16_t* out, int64_t n_rows, int64_t n_cols, Stream& s) {
+void dequantize_f16(DType type, const void* w, uint16_t* out, int64_t n_rows, int64_t n_cols, CudaStream& s) {
     with_decoder(type, [&](auto decoder) {
         using D = decltype(decoder);
         STRATA_ASSERT(n_cols % traits(type).block_elems == 0);
@@ -185,7 +185,7 @@ void dequantize_f16(DType type, const void* w, uint16_t* out, int64_t n_rows, in
     });
 }
 
-void convert_f32_to_f16(const float* x, uint16_t* out, int64_t n, Stream& s) {
+void convert_f32_to_f16(const float* x, uint16_t* out, int64_t n, CudaStream& s) {
     if (n == 0) return;
     f32_to_f16_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s.get()>>>(x, reinterpret_cast<__half*>(out), n);
     cuda_check_launch("convert_f32_to_f16");

@@ -1,6 +1,6 @@
 #pragma once
-// What computes the llama forward pass: the CPU (runtime/exec/forward.h) or a CUDA device
-// (runtime/exec/cuda_backend.h). This base turns eval and eval_batch requests into passes of up to
+// What computes the llama forward pass: the CPU (runtime/exec/forward.h) or a device, CUDA or
+// simulated (runtime/exec/device_backend.h). This base turns eval and eval_batch requests into passes of up to
 // kMaxUbatch tokens of several sequences laid out in the paged KV cache (PassLayout); a backend
 // computes each pass and the logits of the rows asked for.
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cpu/matmul.h"
 #include "models/hparams.h"
 #include "runtime/kv/kv_cache.h"
 
@@ -60,7 +61,7 @@ public:
     static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
     // Segments of at most this many tokens are decode steps: the CPU runs their matmuls as
     // GEMVs, a few rows at a time (runtime/exec/forward.cpp).
-    static constexpr int64_t kDecodeRows = 4;
+    static constexpr int64_t kDecodeRows = cpu::kDecodeTokens;
 
 protected:
     explicit Backend(const models::Hparams& hp) : hp_(hp) {}

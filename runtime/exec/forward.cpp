@@ -113,9 +113,13 @@ void Forward::reserve(int64_t ub) {
     out_.resize(ub * hp_.n_embd);
 }
 
+void Forward::begin_pass(const PassLayout& p, KvCache& kv) {
+    if (kv.n_rebuilt() > 0) rows_to_rebuild(kv, p.segments, rebuild_rows_);
+}
+
 void Forward::compute(const PassLayout& p, KvCache& kv) {
     embed(p.tokens);
-    if (kv.n_rebuilt() > 0) rows_to_rebuild(kv, p.segments, rebuild_rows_);
+    begin_pass(p, kv);
     for (int il = 0; il < hp_.n_layer; ++il) layer(il, kv, p);
 }
 

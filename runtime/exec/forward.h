@@ -32,6 +32,13 @@ public:
     // Bytes of activations a pass of up to kMaxUbatch tokens holds (logits not included).
     static uint64_t activation_bytes(const models::Hparams& hp);
 
+    // For a device backend that runs some of its layers here (the plan's CPU layers): the
+    // pass's hidden states are in hidden(), n_embd floats per token, before and after run_layer.
+    void prepare(int64_t n_tokens) { reserve(n_tokens); }
+    void begin_pass(const PassLayout& p, KvCache& kv);
+    void run_layer(int il, KvCache& kv, const PassLayout& p) { layer(il, kv, p); }
+    float* hidden() { return x_.data(); }
+
 private:
     void reserve(int64_t n_tokens) override;
     void compute(const PassLayout& pass, KvCache& kv) override;

@@ -1,25 +1,40 @@
 #pragma once
-// The order in which a GPU pass issues its work when some layers' weights stay on the device
-// and the others come in from host memory each pass through a ring of device slots (a double
-// buffer with two). A Copy puts a layer's weights into a slot once the Compute that last used
-// the slot has finished; a Compute waits for its layer's Copy. Issued in this order on the
-// copy and compute streams, with one event per dependency, the copy of a layer overlaps the
-// compute of the layers before it; the copies of the first streamed layers overlap the
+// The order in which a device pass issues its work when some layers' weights stay on the
+// device, others come in from host memory each pass through a ring of device slots (a double
+// buffer with two), and others run their matmuls on the CPU. A Copy puts a layer's weights into
+// a slot once the Compute that last used the slot has finished; a Compute waits for its layer's
+// Copy; a CpuCompute takes the hidden states down to the host and back. Issued in this order on
+// the copy and compute streams, with one event per dependency, the copy of a layer overlaps the
+// compute of the layers before it; the copies of the first copied layers overlap the
 // device-resident layers' compute.
+#include <span>
 #include <vector>
 
 namespace strata::runtime {
 
+// Where a layer runs in a device pass.
+enum class LayerSite {
+    Device,    // weights kept on the device
+    CopiedIn,  // weights copied into a device slot each pass (from DRAM, or streamed from NVMe)
+    Cpu,       // matmuls on the CPU, weights in DRAM or streamed from NVMe
+};
+struct LayerWork {
+    LayerSite site = LayerSite::Device;
+    // Its weights come from the host's weight stream, which hands streamed layers out in layer
+    // order, one at a time: a Copy or CpuCompute of a streamed layer never comes before one of
+    // a streamed layer below it.
+    bool streamed = false;
+};
+
 struct PipelineStep {
-    enum Kind { Copy, Compute };
+    enum Kind { Copy, Compute, CpuCompute };
     Kind kind = Compute;
     int layer = 0;
-    int slot = -1;  // the device slot holding the layer's weights; -1: resident on the device
+    int slot = -1;  // the device slot holding the layer's weights; -1: on the device, or a CPU layer
     bool operator==(const PipelineStep&) const = default;
 };
 
-// on_device[l]: layer l's weights stay on the device. Layers are computed in order, streamed
-// ones copied in that order too (the host's weight stream hands them out in order). n_slots >= 1.
-std::vector<PipelineStep> layer_schedule(const std::vector<bool>& on_device, int n_slots);
+// Layers are computed in order, copied ones copied in that order too. n_slots >= 1.
+std::vector<PipelineStep> layer_schedule(std::span<const LayerWork> layers, int n_slots);
 
 }  // namespace strata::runtime

@@ -7,7 +7,11 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "gpu/cuda_devices.h"
+#include "cpu/kv_format.h"
+#include "cpu/quant.h"
+#include "cpu/thread_pool.h"
 #include "gpu/cuda_kernels.h"
+#include "gpu/device.h"
 #include "models/gguf_file.h"
 #include "planner/policy_search.h"
 #include "probe/probe.h"
@@ -25,20 +29,71 @@ std::optional<AttentionChoice> parse_attention(std::string_view s) {
     return std::nullopt;
 }
 
+std::optional<DeviceKind> parse_device(std::string_view s) {
+    if (s == "auto") return DeviceKind::Auto;
+    if (s == "cpu") return DeviceKind::Cpu;
+    if (s == "sim") return DeviceKind::Sim;
+    if (s == "cuda") return DeviceKind::Cuda;
+    return std::nullopt;
+}
+
 namespace {
 
-// Why the kernels cannot run this model, or empty.
-std::string unsupported_types(const models::GgufFile& file, const models::Hparams& hp, DType kv_type, AttentionChoice attention) {
+// What a device's kernels read.
+struct DeviceTypes {
+    bool (*weight)(DType);
+    bool (*kv)(DType);
+};
+const DeviceTypes kCudaTypes{gpu::gpu_weight_type, gpu::gpu_kv_type};
+const DeviceTypes kSimTypes{cpu::has_kernels, cpu::is_kv_type};
+
+// Why the device's kernels cannot run this model, or empty.
+std::string unsupported_types(const DeviceTypes& can, const models::GgufFile& file, const models::Hparams& hp, DType kv_type,
+                              AttentionChoice attention) {
     const ModelWeights w = ModelWeights::bind(file, hp);
-    if (!gpu::gpu_weight_type(w.output.type)) return fmt::format("the output head is {}", dtype_name(w.output.type));
+    if (!can.weight(w.output.type)) return fmt::format("the output head is {}", dtype_name(w.output.type));
     for (size_t il = 0; il < w.layers.size(); ++il) {
         const LayerWeights& l = w.layers[il];
         for (const WeightRef* r : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-            if (!gpu::gpu_weight_type(r->type)) return fmt::format("layer {} has {} weights", il, dtype_name(r->type));
+            if (!can.weight(r->type)) return fmt::format("layer {} has {} weights", il, dtype_name(r->type));
     }
-    if (attention != AttentionChoice::Cpu && !gpu::gpu_kv_type(kv_type))
-        return fmt::format("the GPU attention kernels do not read a {} KV cache (use --attention cpu)", dtype_name(kv_type));
+    if (attention != AttentionChoice::Cpu && !can.kv(kv_type))
+        return fmt::format("its attention kernels do not read a {} KV cache (use --attention cpu)", dtype_name(kv_type));
     return {};
+}
+
+int sim_threads(const GpuRequest& req) { return req.sim_threads > 0 ? req.sim_threads : std::max(1, cpu::default_thread_count() / 2); }
+
+// The simulated device as the planner sees it: its memory is the budget, its link the throttled
+// copies, its compute the CPU's matmul rates for the share of the cores it runs on.
+planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DType weight_type) {
+    std::string source;
+    planner::HardwareProfile hw = runtime_profile(source);
+    const double share = std::min(1.0, double(sim_threads(req)) / std::max(1, hw.cpu.n_threads));
+    planner::GpuProfile g;
+    g.name = "simulated device";
+    g.memory_bytes = budget;
+    g.h2d_gbps = g.d2h_gbps = req.sim_link_gbps;
+    g.pcie = fmt::format("simulated, {} GB/s", req.sim_link_gbps);
+    g.mem_gbps = hw.cpu.gemv_gbps_for(weight_type) * share;
+    g.fp16_tflops = hw.cpu.gemm_gflops_for(weight_type) * share / 1000;
+    g.launch_overhead_us = hw.cpu.layer_overhead_us;
+    hw.gpu = g;
+    hw.notes.push_back("gpu: the simulated device, its rates derived from the CPU's for its threads");
+    return hw;
+}
+
+GpuTarget sim_target(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type) {
+    GpuTarget t;
+    if (std::string why = unsupported_types(kSimTypes, file, hp, kv_type, req.attention); !why.empty()) {
+        t.why_not = "the simulated device cannot run this model: " + why;
+        return t;
+    }
+    t.kind = DeviceKind::Sim;
+    t.gpu_mem = req.gpu_mem ? *req.gpu_mem : system_ram_bytes() / 4;
+    t.hw = sim_profile(req, t.gpu_mem, ModelWeights::bind(file, hp).layers.front().ffn_up.type);
+    t.use = true;
+    return t;
 }
 
 // The cached probe when it saw this GPU, else the GPU from the driver and the catalog.
@@ -55,10 +110,15 @@ planner::HardwareProfile gpu_profile() {
 
 GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type) {
     GpuTarget t;
+    if (req.device == DeviceKind::Cpu) {
+        t.why_not = "--device cpu";
+        return t;
+    }
     if (req.gpu_mem && *req.gpu_mem == 0) {
         t.why_not = "--gpu-mem 0";
         return t;
     }
+    if (req.device == DeviceKind::Sim) return sim_target(req, file, hp, kv_type);
     const gpu::DeviceList devices = gpu::list_devices();
     if (devices.devices.empty()) {
         t.why_not = devices.why_none;
@@ -69,7 +129,7 @@ GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const mo
         t.why_not = fmt::format("{} is compute capability {}.{}; the kernels are built for 8.0 and 9.0", d.name, d.sm_major, d.sm_minor);
         return t;
     }
-    if (std::string why = unsupported_types(file, hp, kv_type, req.attention); !why.empty()) {
+    if (std::string why = unsupported_types(kCudaTypes, file, hp, kv_type, req.attention); !why.empty()) {
         t.why_not = "the GPU kernels cannot run this model: " + why;
         return t;
     }
@@ -81,8 +141,20 @@ GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const mo
                          "give at most what the device has, or leave --gpu-mem out for the default");
     t.gpu_mem = budget;
     t.hw.gpu->memory_bytes = budget;
+    t.kind = DeviceKind::Cuda;
     t.use = true;
     return t;
+}
+
+std::unique_ptr<gpu::Device> open_device(const GpuTarget& target, const GpuRequest& req, bool int8_activations) {
+    STRATA_ASSERT(target.use);
+    if (target.kind == DeviceKind::Cuda) return gpu::make_cuda_device(0, target.gpu_mem);
+    gpu::SimOptions o;
+    o.budget_bytes = target.gpu_mem;
+    o.link_gbps = req.sim_link_gbps;
+    o.n_threads = sim_threads(req);
+    o.int8_activations = int8_activations;
+    return gpu::make_sim_device(o);
 }
 
 KvPlacement kv_placement_of(const planner::Plan& plan) {

@@ -1,9 +1,11 @@
 #pragma once
-// Whether the CUDA backend runs, and the plan it runs by: the planner with the GPU in the
-// hardware profile and --gpu-mem as its budget, every layer's matmuls on the GPU (its weights
-// kept there, or copied in each pass from DRAM or NVMe), and the KV cache where --attention
-// lets the planner put it.
+// Whether a device runs the layers (--device: a CUDA GPU, or the simulated device that runs the
+// same plans on the CPU), and the plan it runs by: the planner with the device in the hardware
+// profile and --gpu-mem as its budget, every layer's matmuls on the device (its weights kept
+// there, or copied in each pass from DRAM or NVMe), and the KV cache where --attention lets the
+// planner put it.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +14,7 @@
 #include "runtime/place/kv_placement.h"
 #include "runtime/place/placement.h"
 
+namespace strata::gpu { class Device; }
 namespace strata::models { class GgufFile; struct Hparams; }
 
 namespace strata::runtime {
@@ -20,20 +23,31 @@ enum class AttentionChoice { Auto, Cpu, Gpu };
 // "auto", "cpu", "gpu"; nullopt for anything else.
 std::optional<AttentionChoice> parse_attention(std::string_view s);
 
+// Auto: a CUDA GPU when one is usable, else the CPU.
+enum class DeviceKind { Auto, Cpu, Sim, Cuda };
+// "auto", "cpu", "sim", "cuda"; nullopt for anything else.
+std::optional<DeviceKind> parse_device(std::string_view s);
+
 struct GpuRequest {
+    DeviceKind device = DeviceKind::Auto;  // --device
     std::optional<uint64_t> gpu_mem;  // --gpu-mem: nullopt = the planner's default for the device; 0 = CPU only
     AttentionChoice attention = AttentionChoice::Auto;
+    double sim_link_gbps = 8;  // --sim-link: the simulated device's host <-> device rate, each way
+    int sim_threads = 0;       // --sim-threads: CPU threads of the simulated device; 0: half the cores
 };
 
 struct GpuTarget {
     bool use = false;
+    DeviceKind kind = DeviceKind::Cpu;  // Sim or Cuda when used
     std::string why_not;          // when not used: one line for the log
-    planner::HardwareProfile hw;  // this machine with the GPU; its memory is the budget
+    planner::HardwareProfile hw;  // this machine with the device; its memory is the budget
     uint64_t gpu_mem = 0;
 };
-// The device and its budget, or why the engine runs on the CPU: --gpu-mem 0, no CUDA in this
-// build, no device or driver, a weight or KV type the kernels lack.
+// The device and its budget, or why the engine runs on the CPU: --device cpu, --gpu-mem 0, no
+// CUDA in this build, no device or driver, a weight or KV type the kernels lack.
 GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type);
+// The device a target names, with its memory (throws BackendError when it cannot be opened).
+std::unique_ptr<gpu::Device> open_device(const GpuTarget& target, const GpuRequest& req, bool int8_activations);
 
 // The KV placement a plan implies: every layer's KV on the GPU, else on the host with
 // attention where the plan runs it.

@@ -74,6 +74,7 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
     Residency r;
     r.resident.assign(static_cast<size_t>(n), true);
     r.on_device.assign(static_cast<size_t>(n), false);
+    r.on_cpu.assign(static_cast<size_t>(n), false);
     r.resident_bytes = in.fixed_bytes;
     for (int il = 0; il < n; ++il) {
         const size_t l = static_cast<size_t>(il);
@@ -82,10 +83,7 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
             throw UsageError(fmt::format("the plan sends layer {}'s weights to a GPU ({}), but this runtime runs on the CPU only",
                                          il, planner::option_name(w)),
                              "make the plan for this machine: `strata plan -m MODEL` without --gpu, --system or --hw");
-        if (gpu && planner::device_of(w) == planner::Device::Cpu)
-            throw UsageError(fmt::format("the plan runs layer {}'s matmuls on the CPU ({}); the CUDA backend runs every "
-                                         "layer on the GPU", il, planner::option_name(w)),
-                             "make the plan with the GPU runtime's choices (the default), or run with --gpu-mem 0");
+        if (gpu) r.on_cpu[l] = planner::device_of(w) == planner::Device::Cpu;
         if (w == WeightOption::Gpu) {
             r.resident[l] = false;
             r.on_device[l] = true;

@@ -22,6 +22,7 @@ struct ResidencyInput {
 struct Residency {
     std::vector<bool> resident;  // per layer
     std::vector<bool> on_device; // per layer: weights on the GPU, read once at load (not resident, not streamed)
+    std::vector<bool> on_cpu;    // per layer, in a device plan: matmuls on the CPU (weights resident or streamed)
     int n_slots = 0;             // streaming buffers in the ring (0 when all resident)
     uint64_t slot_bytes = 0;     // each holds the largest streamed layer
     uint64_t resident_bytes = 0; // fixed + resident layers
@@ -30,6 +31,7 @@ struct Residency {
     int n_streamed() const;
     bool device(int il) const { return static_cast<size_t>(il) < on_device.size() && on_device[il]; }
     bool streamed(int il) const { return !resident[il] && !device(il); }
+    bool cpu(int il) const { return static_cast<size_t>(il) < on_cpu.size() && on_cpu[il]; }
 };
 
 // Bytes a ring of `n_slots` buffers of `slot_bytes` takes in DRAM (alignment included).
@@ -46,11 +48,11 @@ void check_min_budget(const ResidencyInput& in, uint64_t need);
 
 // Layers whose weights the plan keeps in DRAM are resident; those it reads from NVMe are
 // streamed through min(depth + 1, streamed) buffers of the largest streamed layer. With
-// `gpu` (the CUDA backend runs the plan), layers on the GPU are on_device, and layers
-// copied to it each pass are resident or streamed by where the plan keeps them. Throws
-// UsageError for a plan this runtime cannot run (another layer count; weights on a GPU
-// without `gpu`; with it, matmuls on the CPU) and OutOfBudget when what it keeps does not
-// fit in.budget.
+// `gpu` (a device backend runs the plan), layers on the GPU are on_device, layers copied to it
+// each pass are resident or streamed by where the plan keeps them, and layers whose matmuls the
+// plan puts on the CPU are on_cpu (resident or streamed likewise). Throws UsageError for a plan
+// this runtime cannot run (another layer count; weights on a GPU without `gpu`) and
+// OutOfBudget when what it keeps does not fit in.budget.
 Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in, bool gpu = false);
 
 }  // namespace strata::runtime

@@ -21,8 +21,9 @@ inline std::string why_no_cuda_gpu() {
 
 // A pool and a stream for a test, with copies that finish before they return.
 struct TestGpu {
-    DevicePool pool{uint64_t{256} << 20};
-    Stream stream;
+    static constexpr uint64_t kBytes = uint64_t{256} << 20;
+    DevicePool pool{kBytes, cuda_malloc_pool(0, kBytes), cuda_free_pool};
+    CudaStream stream;
 
     template <class T>
     DeviceBuffer upload(const std::vector<T>& host) {

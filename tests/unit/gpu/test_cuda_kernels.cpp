@@ -15,49 +15,17 @@
 #include "cpu/quant_ref.h"
 #include "gpu/cuda_kernels.h"
 #include "tests/support/random_values.h"
+#include "tests/unit/gpu/random_weights.h"
 #include "tests/unit/gpu/cuda_test_support.h"
 
 using namespace strata;
 using namespace strata::gpu;
 using strata::gpu::test::TestGpu;
 using strata::test::normal_floats;
+using strata::gpu::test::dequantize_ref;
+using strata::gpu::test::random_weights;
 
 namespace {
-
-void put_half(uint8_t* p, float f) {
-    const cpu::f16_bits h = cpu::fp32_to_fp16(f);
-    std::memcpy(p, &h, 2);
-}
-
-// n_rows random rows of `type`: random quant bytes, with every f16 scale set to a sane value
-// (random bits would give infinities and NaNs).
-std::vector<uint8_t> random_weights(DType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
-    const size_t rb = row_bytes(type, n_cols);
-    std::vector<uint8_t> w(rb * n_rows);
-    std::mt19937 rng(seed);
-    for (auto& b : w) b = static_cast<uint8_t>(rng());
-    std::uniform_real_distribution<float> scale(0.002f, 0.02f), sym(-0.05f, 0.05f);
-    const auto& t = traits(type);
-    for (size_t blk = 0; blk < w.size() / t.block_bytes; ++blk) {
-        uint8_t* b = w.data() + blk * t.block_bytes;
-        switch (type) {
-            case DType::F16: put_half(b, sym(rng) * 20.0f); break;
-            case DType::Q4_0: case DType::Q8_0: put_half(b, scale(rng)); break;
-            case DType::Q4_1: put_half(b, scale(rng)); put_half(b + 2, sym(rng)); break;
-            case DType::Q4_K: put_half(b, scale(rng)); put_half(b + 2, scale(rng)); break;
-            case DType::Q6_K: put_half(b + 208, scale(rng)); break;
-            default: FAIL("no generator for this type");
-        }
-    }
-    return w;
-}
-
-std::vector<float> dequantize_ref(DType type, const std::vector<uint8_t>& w, int64_t n_rows, int64_t n_cols) {
-    std::vector<float> out(n_rows * n_cols);
-    for (int64_t r = 0; r < n_rows; ++r)
-        cpu::dequantize_row_ref(type, w.data() + r * row_bytes(type, n_cols), out.data() + r * n_cols, n_cols);
-    return out;
-}
 
 struct Case {
     DType type;
@@ -239,7 +207,7 @@ TEST_CASE("gpu decode attention over a paged KV cache matches cpu::attention", "
     DeviceBuffer dk = g.upload(k), dv = g.upload(v), dq = g.upload(q), dt = g.upload(tables), dn = g.upload(n_kv);
     DeviceBuffer dout = g.zeros(q.size() * 4);
     DeviceBuffer scratch = g.zeros(decode_attention_scratch_floats(n_seq, n_head, head_dim, max_blocks) * 4);
-    DecodeAttentionArgs a;
+    CudaAttentionArgs a;
     a.q = dq.as<float>();
     a.out = dout.as<float>();
     a.k = dk.as<float>();

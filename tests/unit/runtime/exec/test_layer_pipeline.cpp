@@ -1,7 +1,8 @@
-// The GPU layer schedule run on a model of two in-order streams (copies, compute) with events:
-// it must be valid (a slot is never overwritten before the compute that reads it, every layer
-// computed once and in order after its copy) and overlap copies with compute as a double buffer
-// does: the pass takes the larger of the two streams' work, not their sum.
+// The device layer schedule run on a model of two in-order streams (copies, compute) with events
+// and a host that runs the CPU layers: it must be valid (a slot is never overwritten before the
+// compute that reads it, every layer computed once and in order after its copy, streamed layers
+// taken from the weight stream in layer order) and overlap copies with compute as a double
+// buffer does: the pass takes the larger of the two streams' work, not their sum.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -20,60 +21,76 @@ struct Timing {
 };
 
 // Plays the schedule and returns when the last compute ends; fails the test on an invalid step.
-double simulate(const std::vector<PipelineStep>& steps, const std::vector<bool>& on_device, int n_slots, Timing t) {
+// A CPU layer runs on the host between the device computes before and after it.
+double simulate(const std::vector<PipelineStep>& steps, const std::vector<LayerWork>& layers, int n_slots, Timing t) {
     double copy_free = 0, compute_free = 0;
     std::map<int, double> copied_at;          // layer -> its copy's end
     std::vector<int> holds(n_slots, -1);      // slot -> layer in it
     std::vector<double> slot_read_until(n_slots, 0);  // slot -> end of the last compute that read it
-    std::vector<bool> computed_issued(on_device.size(), false);
-    int next_compute = 0;
+    std::vector<bool> computed_issued(layers.size(), false);
+    int next_compute = 0, last_streamed = -1;
+    auto take_streamed = [&](int l) {  // the weight stream's order
+        if (!layers[l].streamed) return;
+        REQUIRE(l > last_streamed);
+        last_streamed = l;
+    };
     for (const PipelineStep& s : steps) {
+        const LayerWork& w = layers.at(s.layer);
         if (s.kind == PipelineStep::Copy) {
-            REQUIRE(!on_device.at(s.layer));
+            REQUIRE(w.site == LayerSite::CopiedIn);
             REQUIRE(copied_at.count(s.layer) == 0);
             REQUIRE(s.slot >= 0);
             REQUIRE(s.slot < n_slots);
             // The slot's previous layer must have had its compute issued: that is the event waited on.
             if (holds[s.slot] >= 0) REQUIRE(computed_issued[holds[s.slot]]);
+            take_streamed(s.layer);
             const double start = std::max(copy_free, slot_read_until[s.slot]);
             copy_free = start + t.copy;
             copied_at[s.layer] = copy_free;
             holds[s.slot] = s.layer;
-        } else {
-            REQUIRE(s.layer == next_compute++);
-            double start = compute_free;
-            if (on_device[s.layer]) {
-                REQUIRE(s.slot == -1);
-            } else {
-                REQUIRE(s.slot >= 0);
-                REQUIRE(holds[s.slot] == s.layer);
-                start = std::max(start, copied_at.at(s.layer));
-            }
-            compute_free = start + t.compute;
-            if (s.slot >= 0) slot_read_until[s.slot] = compute_free;
-            computed_issued[s.layer] = true;
+            continue;
         }
+        REQUIRE(s.layer == next_compute++);
+        double start = compute_free;
+        if (s.kind == PipelineStep::CpuCompute) {
+            REQUIRE(w.site == LayerSite::Cpu);
+            REQUIRE(s.slot == -1);
+            take_streamed(s.layer);
+        } else if (w.site == LayerSite::Device) {
+            REQUIRE(s.slot == -1);
+        } else {
+            REQUIRE(w.site == LayerSite::CopiedIn);
+            REQUIRE(s.slot >= 0);
+            REQUIRE(holds[s.slot] == s.layer);
+            start = std::max(start, copied_at.at(s.layer));
+        }
+        compute_free = start + t.compute;
+        if (s.slot >= 0) slot_read_until[s.slot] = compute_free;
+        computed_issued[s.layer] = true;
     }
-    REQUIRE(next_compute == static_cast<int>(on_device.size()));
-    REQUIRE(copied_at.size() == static_cast<size_t>(std::count(on_device.begin(), on_device.end(), false)));
+    REQUIRE(next_compute == static_cast<int>(layers.size()));
+    const auto n_copied = std::count_if(layers.begin(), layers.end(), [](const LayerWork& w) { return w.site == LayerSite::CopiedIn; });
+    REQUIRE(copied_at.size() == static_cast<size_t>(n_copied));
     return compute_free;
 }
 
-std::vector<bool> first_resident(int n_layer, int n_resident) {
-    std::vector<bool> v(n_layer, false);
-    for (int l = 0; l < n_resident; ++l) v[l] = true;
+std::vector<LayerWork> first_resident(int n_layer, int n_resident) {
+    std::vector<LayerWork> v(n_layer, {LayerSite::CopiedIn, false});
+    for (int l = 0; l < n_resident; ++l) v[l].site = LayerSite::Device;
     return v;
 }
 
 }  // namespace
 
-TEST_CASE("layer schedule: valid for every mix of resident and streamed layers", "[layer_pipeline]") {
-    for (int n_layer : {1, 2, 5, 12})
+TEST_CASE("layer schedule: valid for every mix of device, copied, streamed and CPU layers", "[layer_pipeline]") {
+    const LayerWork kinds[] = {{LayerSite::Device, false}, {LayerSite::CopiedIn, false}, {LayerSite::CopiedIn, true},
+                               {LayerSite::Cpu, false}, {LayerSite::Cpu, true}};
+    for (int n_layer : {1, 2, 5, 9})
         for (int n_slots : {1, 2, 3})
-            for (uint32_t mask = 0; mask < (1u << std::min(n_layer, 5)); ++mask) {
-                std::vector<bool> on_device(n_layer, true);
-                for (int l = 0; l < n_layer; ++l) on_device[l] = (mask >> (l % 5)) & 1;
-                simulate(layer_schedule(on_device, n_slots), on_device, n_slots, {1.0, 1.0});
+            for (int code = 0; code < 3125; code += n_layer < 5 ? 1 : 7) {
+                std::vector<LayerWork> layers(n_layer);
+                for (int l = 0, c = code; l < n_layer; ++l, c /= 5) layers[l] = kinds[(c + l) % 5];
+                simulate(layer_schedule(layers, n_slots), layers, n_slots, {1.0, 1.0});
             }
 }
 

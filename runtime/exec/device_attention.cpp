@@ -1,6 +1,6 @@
 // Attention on the device (KV cache there, or copied in per layer from the host cache) or on
 // the host CPU (FastDecode/NEO), and KV recomputed on the device from saved hidden states.
-#include "runtime/exec/cuda_impl.h"
+#include "runtime/exec/device_impl.h"
 
 #include <algorithm>
 
@@ -13,8 +13,8 @@ using gpu::Stream;
 // KVPR/HCache on the device: the positions the pass attends to but does not compute get K and
 // V again from their saved hidden states (runtime/exec/kv_rebuild.h), kMaxUbatch rows at a time,
 // in buffers the layer does not use until its attention is done (gate, up, out).
-void CudaBackend::Impl::rebuild_kv(int il, const DevLayer& l) {
-    Stream& s = streams.compute;
+void DeviceBackend::Impl::rebuild_kv(int il, const DevLayer& l) {
+    Stream& s = *compute;
     const int64_t E = hp.n_embd, KV = hp.n_embd_kv();
     const int32_t* list = rebuild_list.as<int32_t>();
     const gpu::RopeArgs rope = rope_args(hp.n_head_kv);
@@ -23,20 +23,21 @@ void CudaBackend::Impl::rebuild_kv(int il, const DevLayer& l) {
         const int32_t* block = list + r0;
         const int32_t* row = list + n_rebuild + r0;
         const int32_t* pos = list + 2 * n_rebuild + r0;
-        gpu::kv_gather(hidden[hidden_slot[il]].data(), kv_type, block, row, n, E, E, KvCache::kBlockSize * E,
+        const int64_t hidden_block = KvCache::kBlockSize * hidden_row_bytes;
+        dev->kv_gather({hidden[hidden_slot[il]].data(), kv_type, block, row, n, E, hidden_row_bytes, hidden_block},
                        gate.as<float>(), s);
-        matmul(l.wk, gate.as<float>(), up.as<float>(), n);
-        matmul(l.wv, gate.as<float>(), out.as<float>(), n);
-        if (l.bk) gpu::add_rows(up.as<float>(), l.bk.f32(), n, KV, s);
-        if (l.bv) gpu::add_rows(out.as<float>(), l.bv.f32(), n, KV, s);
-        gpu::rope(up.as<float>(), pos, n, rope, s);
-        gpu::kv_store(up.as<float>(), kv_k[kv_slot[il]].data(), kv_type, block, row, n, KV, KV, kv_block_elems, s);
-        gpu::kv_store(out.as<float>(), kv_v[kv_slot[il]].data(), kv_type, block, row, n, KV, KV, kv_block_elems, s);
+        project(l.wk, gate.as<float>(), up.as<float>(), n, n);
+        project(l.wv, gate.as<float>(), out.as<float>(), n, n);
+        if (l.bk) dev->add_rows(up.as<float>(), l.bk.f32(), n, KV, s);
+        if (l.bv) dev->add_rows(out.as<float>(), l.bv.f32(), n, KV, s);
+        dev->rope(up.as<float>(), pos, n, rope, s);
+        dev->kv_store(up.as<float>(), {kv_k[kv_slot[il]].data(), kv_type, block, row, n, KV, kv_row_bytes, kv_block_bytes}, s);
+        dev->kv_store(out.as<float>(), {kv_v[kv_slot[il]].data(), kv_type, block, row, n, KV, kv_row_bytes, kv_block_bytes}, s);
     }
 }
 
-void CudaBackend::Impl::attention_on_device(int il, const DevLayer& l, const PassLayout& p, KvCache& kv) {
-    Stream& s = streams.compute;
+void DeviceBackend::Impl::attention_on_device(int il, const DevLayer& l, const PassLayout& p, KvCache& kv) {
+    Stream& s = *compute;
     const int64_t n = p.n(), KV = hp.n_embd_kv(), E = hp.n_embd;
     const int32_t* block = ints.as<int32_t>() + n;
     const int32_t* row = ints.as<int32_t>() + 2 * n;
@@ -45,23 +46,23 @@ void CudaBackend::Impl::attention_on_device(int il, const DevLayer& l, const Pas
     if (opts.kv == KvPlacement::Device) {
         if (hidden_slot[il] >= 0) {
             rebuild_kv(il, l);
-            gpu::kv_store(xn.as<float>(), hidden[hidden_slot[il]].data(), kv_type, block, row, n, E, E,
-                          KvCache::kBlockSize * E, s);
+            dev->kv_store(xn.as<float>(), {hidden[hidden_slot[il]].data(), kv_type, block, row, n, E, hidden_row_bytes,
+                                           KvCache::kBlockSize * hidden_row_bytes}, s);
         }
         const int32_t slot = kv_slot[il];
-        gpu::kv_store(k.as<float>(), kv_k[slot].data(), kv_type, block, row, n, KV, KV, kv_block_elems, s);
-        gpu::kv_store(v.as<float>(), kv_v[slot].data(), kv_type, block, row, n, KV, KV, kv_block_elems, s);
+        dev->kv_store(k.as<float>(), {kv_k[slot].data(), kv_type, block, row, n, KV, kv_row_bytes, kv_block_bytes}, s);
+        dev->kv_store(v.as<float>(), {kv_v[slot].data(), kv_type, block, row, n, KV, kv_row_bytes, kv_block_bytes}, s);
         kc = kv_k[slot].data();
         vc = kv_v[slot].data();
     } else {
         // The host cache is the master copy: the new rows go down into it, then every block the
         // pass reads comes up, at the same block ids, into the staging layer.
-        ev_qkv.record(s);
-        ev_qkv.wait_on(streams.d2h);
-        gpu::copy_d2h(host->k, k.data(), size_t(n * KV) * 4, streams.d2h);
-        gpu::copy_d2h(host->v, v.data(), size_t(n * KV) * 4, streams.d2h);
-        ev_down[0].record(streams.d2h);
-        ev_down[0].synchronize();
+        ev_qkv->record(s);
+        ev_qkv->wait_on(*d2h);
+        dev->copy_d2h(host->k, k.data(), size_t(n * KV) * 4, *d2h);
+        dev->copy_d2h(host->v, v.data(), size_t(n * KV) * 4, *d2h);
+        ev_down[0]->record(*d2h);
+        ev_down[0]->synchronize();
         kv.begin_layer(il);
         for (int64_t t = 0; t < n; ++t)
             kv.store(il, p.block[t], p.row[t], host->k + t * KV, host->v + t * KV);
@@ -73,14 +74,13 @@ void CudaBackend::Impl::attention_on_device(int il, const DevLayer& l, const Pas
         std::sort(blocks.begin(), blocks.end());
         blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
         const size_t bytes = size_t(KvCache::kBlockSize) * size_t(kv.row_bytes());
-        const size_t dev_block = size_t(kv_block_elems * kv_elem);
         for (int32_t b : blocks) {
-            gpu::copy_h2d(kv_k[0].as<std::byte>() + b * dev_block, kv.k(il, b), bytes, streams.h2d);
-            gpu::copy_h2d(kv_v[0].as<std::byte>() + b * dev_block, kv.v(il, b), bytes, streams.h2d);
+            dev->copy_h2d(kv_k[0].as<std::byte>() + b * kv_block_bytes, kv.k(il, b), bytes, *h2d);
+            dev->copy_h2d(kv_v[0].as<std::byte>() + b * kv_block_bytes, kv.v(il, b), bytes, *h2d);
         }
-        ev_up[0].record(streams.h2d);
-        ev_up[0].wait_on(s);
-        ev_up[0].synchronize();  // a spilled layer's host buffer is reused after end_layer
+        ev_up[0]->record(*h2d);
+        ev_up[0]->wait_on(s);
+        ev_up[0]->synchronize();  // a spilled layer's host buffer is reused after end_layer
         kv.end_layer(il, p.dirty);
         kc = kv_k[0].data();
         vc = kv_v[0].data();
@@ -98,18 +98,18 @@ void CudaBackend::Impl::attention_on_device(int il, const DevLayer& l, const Pas
     a.n_head = hp.n_head;
     a.n_head_kv = hp.n_head_kv;
     a.head_dim = hp.head_dim;
-    a.kv_stride = KV;
-    a.block_stride = kv_block_elems;
+    a.row_stride = kv_row_bytes;
+    a.block_stride = kv_block_bytes;
     a.scratch = scratch.as<float>();
-    gpu::decode_attention(a, s);
+    dev->decode_attention(a, s);
 }
 
 // FastDecode/NEO: q, k and v go down to the host, the CPU stores k and v in the host cache and
 // attends, the result comes back up. The pass is cut in two micro-batches at a segment
 // boundary: while the CPU attends for the second, the first's result goes up and its output
 // projection runs on the GPU.
-void CudaBackend::Impl::attention_on_host(int il, const DevLayer& l, const PassLayout& p, KvCache& kv) {
-    Stream& s = streams.compute;
+void DeviceBackend::Impl::attention_on_host(int il, const DevLayer& l, const PassLayout& p, KvCache& kv) {
+    Stream& s = *compute;
     const int64_t n = p.n(), Q = hp.n_embd_q(), KV = hp.n_embd_kv(), E = hp.n_embd;
     size_t cut = p.segments.size();
     for (size_t i = 1; i < p.segments.size(); ++i)
@@ -127,34 +127,34 @@ void CudaBackend::Impl::attention_on_host(int il, const DevLayer& l, const PassL
     float* hk = host->k;
     float* hv = host->v;
     float* ha = host->attn;
-    ev_qkv.record(s);
-    ev_qkv.wait_on(streams.d2h);
+    ev_qkv->record(s);
+    ev_qkv->wait_on(*d2h);
     for (int i = 0; i < 2; ++i) {
         const Part& m = parts[i];
         if (m.r0 == m.r1) continue;
-        gpu::copy_d2h(hq + m.r0 * Q, dev_f(q, m.r0, Q), size_t((m.r1 - m.r0) * Q) * 4, streams.d2h);
-        gpu::copy_d2h(hk + m.r0 * KV, dev_f(k, m.r0, KV), size_t((m.r1 - m.r0) * KV) * 4, streams.d2h);
-        gpu::copy_d2h(hv + m.r0 * KV, dev_f(v, m.r0, KV), size_t((m.r1 - m.r0) * KV) * 4, streams.d2h);
-        ev_down[i].record(streams.d2h);
+        dev->copy_d2h(hq + m.r0 * Q, dev_f(q, m.r0, Q), size_t((m.r1 - m.r0) * Q) * 4, *d2h);
+        dev->copy_d2h(hk + m.r0 * KV, dev_f(k, m.r0, KV), size_t((m.r1 - m.r0) * KV) * 4, *d2h);
+        dev->copy_d2h(hv + m.r0 * KV, dev_f(v, m.r0, KV), size_t((m.r1 - m.r0) * KV) * 4, *d2h);
+        ev_down[i]->record(*d2h);
     }
     kv.begin_layer(il);
     for (int i = 0; i < 2; ++i) {
         const Part& m = parts[i];
         if (m.r0 == m.r1) continue;
-        ev_down[i].synchronize();
+        ev_down[i]->synchronize();
         for (int64_t t = m.r0; t < m.r1; ++t) kv.store(il, p.block[t], p.row[t], hk + t * KV, hv + t * KV);
         attend_on_cpu(hp, kv, il, m.segs, hq, ha);
-        gpu::copy_h2d(dev_f(attn, m.r0, Q), ha + m.r0 * Q, size_t((m.r1 - m.r0) * Q) * 4, streams.h2d);
-        ev_up[i].record(streams.h2d);
-        ev_up[i].wait_on(s);
+        dev->copy_h2d(dev_f(attn, m.r0, Q), ha + m.r0 * Q, size_t((m.r1 - m.r0) * Q) * 4, *h2d);
+        ev_up[i]->record(*h2d);
+        ev_up[i]->wait_on(s);
         // The output projection of this micro-batch, on the GPU while the CPU takes the next.
         const int64_t n_long = std::clamp<int64_t>(p.n_long - m.r0, 0, m.r1 - m.r0);
         project(l.wo, dev_f(attn, m.r0, Q), dev_f(out, m.r0, E), m.r1 - m.r0, n_long);
     }
     kv.end_layer(il, p.dirty);
     // The staging buffers are reused by the next layer.
-    ev_up[1].synchronize();
-    ev_up[0].synchronize();
+    ev_up[1]->synchronize();
+    ev_up[0]->synchronize();
 }
 
 }  // namespace strata::runtime

@@ -1,6 +1,6 @@
 // One pass on the device: its inputs uploaded (embeddings looked up on the host, positions,
 // KV rows, block tables) and each layer's norms, matmuls, RoPE and SwiGLU on the compute stream.
-#include "runtime/exec/cuda_impl.h"
+#include "runtime/exec/device_impl.h"
 
 #include <algorithm>
 
@@ -8,26 +8,17 @@ namespace strata::runtime {
 
 using gpu::Stream;
 
-void CudaBackend::Impl::matmul(const DevWeight& w, const float* x_rows, float* y_rows, int64_t n) {
-    Stream& s = streams.compute;
-    if (n <= kGemvRows) {
-        for (int64_t t = 0; t < n; ++t)
-            gpu::gemv(w.type, w.data, x_rows + t * w.n_cols, y_rows + t * w.n_rows, w.n_rows, w.n_cols, s);
-        return;
-    }
-    gpu::dequantize_f16(w.type, w.data, w16.as<uint16_t>(), w.n_rows, w.n_cols, s);
-    gpu::convert_f32_to_f16(x_rows, x16.as<uint16_t>(), n * w.n_cols, s);
-    cublas.gemm_f16(w16.as<uint16_t>(), x16.as<uint16_t>(), y_rows, w.n_rows, w.n_cols, n, s);
-}
-
-void CudaBackend::Impl::project(const DevWeight& w, const float* x_all, float* y_all, int64_t n, int64_t n_long) {
-    if (n_long > 0) matmul(w, x_all, y_all, n_long);
-    for (int64_t t = n_long; t < n; ++t) matmul(w, x_all + t * w.n_cols, y_all + t * w.n_rows, 1);
+void DeviceBackend::Impl::project(const DevWeight& w, const float* x_all, float* y_all, int64_t n, int64_t n_long) {
+    auto product = [&](int64_t r0, int64_t r1) {
+        dev->matmul({w.type, w.data, x_all + r0 * w.n_cols, y_all + r0 * w.n_rows, w.n_rows, w.n_cols, r1 - r0}, *compute);
+    };
+    if (n_long > 0) product(0, n_long);
+    for (int64_t r = n_long; r < n; r += gpu::Device::kRowWiseRows) product(r, std::min(n, r + gpu::Device::kRowWiseRows));
 }
 
 // Embeddings (looked up on the host), positions, KV rows and, for GPU attention, one block
 // table row and key count per token: one copy each on the H2D stream.
-void CudaBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
+void DeviceBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
     const int64_t n = p.n(), E = hp.n_embd;
     const ModelWeights& w = store.weights();
     float* emb = host->embd;
@@ -48,7 +39,10 @@ void CudaBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
             std::copy_n(table.begin(), std::min<size_t>(table.size(), size_t(max_blocks)), dst);
         }
     }
-    Stream& h2d = streams.h2d;
+    Stream& up_link = *h2d;
+    // The previous pass may still be computing on the device buffers these copies overwrite.
+    ev_computed->record(*compute);
+    ev_computed->wait_on(up_link);
     if (!hidden.empty()) {
         rows_to_rebuild(kv, p.segments, rebuild_rows);
         n_rebuild = static_cast<int64_t>(rebuild_rows.size());
@@ -58,18 +52,18 @@ void CudaBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
             list[n_rebuild + i] = rebuild_rows[i].row;
             list[2 * n_rebuild + i] = static_cast<int32_t>(rebuild_rows[i].pos);
         }
-        if (n_rebuild > 0) gpu::copy_h2d(rebuild_list.data(), list, size_t(3 * n_rebuild) * 4, h2d);
+        if (n_rebuild > 0) dev->copy_h2d(rebuild_list.data(), list, size_t(3 * n_rebuild) * 4, up_link);
     }
-    gpu::copy_h2d(x.data(), emb, size_t(n * E) * 4, h2d);
-    gpu::copy_h2d(ints.data(), in, size_t(4 * n) * 4, h2d);
-    gpu::copy_h2d(tables.data(), tab, size_t(n * max_blocks) * 4, h2d);
-    ev_inputs.record(h2d);
-    ev_inputs.wait_on(streams.compute);
+    dev->copy_h2d(x.data(), emb, size_t(n * E) * 4, up_link);
+    dev->copy_h2d(ints.data(), in, size_t(4 * n) * 4, up_link);
+    dev->copy_h2d(tables.data(), tab, size_t(n * max_blocks) * 4, up_link);
+    ev_inputs->record(up_link);
+    ev_inputs->wait_on(*compute);
     // The host buffers are rewritten by the next pass: wait for the copies before returning.
-    ev_inputs.synchronize();
+    ev_inputs->synchronize();
 }
 
-gpu::RopeArgs CudaBackend::Impl::rope_args(int32_t n_heads) const {
+gpu::RopeArgs DeviceBackend::Impl::rope_args(int32_t n_heads) const {
     gpu::RopeArgs rope;
     rope.n_heads = n_heads;
     rope.head_dim = hp.head_dim;
@@ -81,31 +75,48 @@ gpu::RopeArgs CudaBackend::Impl::rope_args(int32_t n_heads) const {
     return rope;
 }
 
-void CudaBackend::Impl::layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv) {
-    Stream& s = streams.compute;
+void DeviceBackend::Impl::layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv) {
+    Stream& s = *compute;
     const int64_t n = p.n(), E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff;
-    gpu::rms_norm(x.as<float>(), l.attn_norm.f32(), xn.as<float>(), n, E, hp.rms_eps, s);
+    dev->rms_norm(x.as<float>(), l.attn_norm.f32(), xn.as<float>(), n, E, hp.rms_eps, s);
     project(l.wq, xn.as<float>(), q.as<float>(), n, p.n_long);
     project(l.wk, xn.as<float>(), k.as<float>(), n, p.n_long);
     project(l.wv, xn.as<float>(), v.as<float>(), n, p.n_long);
-    if (l.bq) gpu::add_rows(q.as<float>(), l.bq.f32(), n, Q, s);
-    if (l.bk) gpu::add_rows(k.as<float>(), l.bk.f32(), n, KV, s);
-    if (l.bv) gpu::add_rows(v.as<float>(), l.bv.f32(), n, KV, s);
-    gpu::rope(q.as<float>(), ints.as<int32_t>(), n, rope_args(hp.n_head), s);
-    gpu::rope(k.as<float>(), ints.as<int32_t>(), n, rope_args(hp.n_head_kv), s);
+    if (l.bq) dev->add_rows(q.as<float>(), l.bq.f32(), n, Q, s);
+    if (l.bk) dev->add_rows(k.as<float>(), l.bk.f32(), n, KV, s);
+    if (l.bv) dev->add_rows(v.as<float>(), l.bv.f32(), n, KV, s);
+    dev->rope(q.as<float>(), ints.as<int32_t>(), n, rope_args(hp.n_head), s);
+    dev->rope(k.as<float>(), ints.as<int32_t>(), n, rope_args(hp.n_head_kv), s);
     if (opts.kv == KvPlacement::HostCpuAttention) {
         attention_on_host(il, l, p, kv);
     } else {
         attention_on_device(il, l, p, kv);
         project(l.wo, attn.as<float>(), out.as<float>(), n, p.n_long);
     }
-    gpu::add(x.as<float>(), out.as<float>(), n * E, s);
-    gpu::rms_norm(x.as<float>(), l.ffn_norm.f32(), xn.as<float>(), n, E, hp.rms_eps, s);
+    dev->add(x.as<float>(), out.as<float>(), n * E, s);
+    dev->rms_norm(x.as<float>(), l.ffn_norm.f32(), xn.as<float>(), n, E, hp.rms_eps, s);
     project(l.gate, xn.as<float>(), gate.as<float>(), n, p.n_long);
     project(l.up, xn.as<float>(), up.as<float>(), n, p.n_long);
-    gpu::swiglu(gate.as<float>(), up.as<float>(), n * F, s);
+    dev->swiglu(gate.as<float>(), up.as<float>(), n, F, s);
     project(l.down, gate.as<float>(), out.as<float>(), n, p.n_long);
-    gpu::add(x.as<float>(), out.as<float>(), n * E, s);
+    dev->add(x.as<float>(), out.as<float>(), n * E, s);
+}
+
+// A layer whose matmuls the plan puts on the CPU: the pass's hidden states come down, the CPU
+// runs the layer on them (its KV cache in DRAM, attention on the CPU) and they go back up. The
+// copy up needs no wait: the next copy down is ordered after it by the compute stream.
+void DeviceBackend::Impl::layer_on_cpu(int il, const PassLayout& p, KvCache& kv) {
+    const size_t bytes = size_t(p.n() * hp.n_embd) * 4;
+    float* host_x = host_layers->hidden();
+    ev_qkv->record(*compute);
+    ev_qkv->wait_on(*d2h);
+    dev->copy_d2h(host_x, x.data(), bytes, *d2h);
+    ev_down[0]->record(*d2h);
+    ev_down[0]->synchronize();
+    host_layers->run_layer(il, kv, p);
+    dev->copy_h2d(x.data(), host_x, bytes, *h2d);
+    ev_up[0]->record(*h2d);
+    ev_up[0]->wait_on(*compute);
 }
 
 }  // namespace strata::runtime

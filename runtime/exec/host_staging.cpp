@@ -1,4 +1,4 @@
-#include "runtime/exec/cuda_staging.h"
+#include "runtime/exec/host_staging.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -32,7 +32,7 @@ HostStaging::HostStaging(storage::MemoryBudget& dram, const Sizes& b) {
     storage::PinnedPoolOptions po;
     po.slot_bytes = layout(nullptr);
     po.n_slots = 1;
-    po.what = "GPU staging buffers";
+    po.what = "device staging buffers";
     pool_ = std::make_unique<storage::PinnedPool>(dram, po);
     slot_ = std::move(*pool_->try_acquire());
     layout(slot_.data());

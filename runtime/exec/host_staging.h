@@ -1,6 +1,6 @@
 #pragma once
 // Page-locked host memory for what a pass copies between host and device, one part each,
-// carved from one pinned slot (cudaHostRegister'ed by the pool's pinner) and charged to DRAM.
+// carved from one pinned slot (cudaHostRegister'ed by the pool's pinner on CUDA) and charged to DRAM.
 #include <cstdint>
 #include <memory>
 

@@ -1,6 +1,6 @@
 // Weights on the device: the output head, the layers the plan keeps there (read once at load
 // through a pinned buffer), and the rebasing of a streamed layer's tensors into its slot.
-#include "runtime/exec/cuda_impl.h"
+#include "runtime/exec/device_impl.h"
 
 #include <algorithm>
 
@@ -24,33 +24,35 @@ DevLayer rebase(const WeightStore& store, int il, const LayerWeights& l, const s
 
 namespace {
 
-void check_types(const LayerWeights& l, int il) {
+void check_types(const gpu::Device& dev, const LayerWeights& l, int il) {
     for (const WeightRef* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-        if (!gpu::gpu_weight_type(w->type))
-            throw BackendError(fmt::format("layer {} has {} weights, which the GPU kernels do not read", il, dtype_name(w->type)),
-                               "GPU weight types: f16, q4_0, q4_1, q8_0, q4_k, q6_k; run this model with --gpu-mem 0");
+        if (!dev.supports_weight(w->type))
+            throw BackendError(fmt::format("layer {} has {} weights, which {}'s kernels do not read", il, dtype_name(w->type),
+                                           dev.name()),
+                               "run this model on the CPU (--device cpu)");
     for (const WeightRef* w : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv})
         if (*w && w->type != DType::F32)
-            throw BackendError(fmt::format("layer {} has a {} norm or bias; the GPU path expects f32", il, dtype_name(w->type)),
-                               "run this model with --gpu-mem 0");
+            throw BackendError(fmt::format("layer {} has a {} norm or bias; the device path expects f32", il, dtype_name(w->type)),
+                               "run this model on the CPU (--device cpu)");
 }
 
 }  // namespace
 
-void CudaBackend::Impl::load_weights(storage::MemoryBudget& dram) {
+void DeviceBackend::Impl::load_weights(storage::MemoryBudget& dram) {
     const ModelWeights& w = store.weights();
-    if (!gpu::gpu_weight_type(w.output.type))
-        throw BackendError(fmt::format("the output head is {}, which the GPU kernels do not read", dtype_name(w.output.type)),
-                           "run this model with --gpu-mem 0");
+    if (!dev->supports_weight(w.output.type))
+        throw BackendError(fmt::format("the output head is {}, which {}'s kernels do not read", dtype_name(w.output.type),
+                                       dev->name()),
+                           "run this model on the CPU (--device cpu)");
     // The head: output norm, output matrix and rope factors in one buffer.
     const uint64_t norm_bytes = storage::align_up(w.output_norm.info->nbytes, 256);
     const uint64_t out_bytes = storage::align_up(w.output.info->nbytes, 256);
     const uint64_t rope_bytes = w.rope_freqs ? w.rope_freqs.info->nbytes : 0;
-    head_buf = pool.allocate(norm_bytes + out_bytes + rope_bytes, "the output head");
+    head_buf = dev->memory().allocate(norm_bytes + out_bytes + rope_bytes, "the output head");
     auto* base = head_buf.as<std::byte>();
-    gpu::copy_h2d(base, w.output_norm.data, w.output_norm.info->nbytes, streams.h2d);
-    gpu::copy_h2d(base + norm_bytes, w.output.data, w.output.info->nbytes, streams.h2d);
-    if (w.rope_freqs) gpu::copy_h2d(base + norm_bytes + out_bytes, w.rope_freqs.data, rope_bytes, streams.h2d);
+    dev->copy_h2d(base, w.output_norm.data, w.output_norm.info->nbytes, *h2d);
+    dev->copy_h2d(base + norm_bytes, w.output.data, w.output.info->nbytes, *h2d);
+    if (w.rope_freqs) dev->copy_h2d(base + norm_bytes + out_bytes, w.rope_freqs.data, rope_bytes, *h2d);
     output_norm = {DType::F32, base, 1, hp.n_embd};
     output = {w.output.type, base + norm_bytes, w.output.n_rows, w.output.n_cols};
     if (w.rope_freqs) rope_freqs = {DType::F32, base + norm_bytes + out_bytes, 1, w.rope_freqs.n_cols};
@@ -61,27 +63,27 @@ void CudaBackend::Impl::load_weights(storage::MemoryBudget& dram) {
     layer_bufs.resize(hp.n_layer);
     uint64_t largest = 0;
     for (int il = 0; il < hp.n_layer; ++il) {
-        check_types(w.layers[il], il);
+        if (!r.cpu(il)) check_types(*dev, w.layers[il], il);
         if (r.device(il)) largest = std::max(largest, store.layer_range(il).length);
     }
     if (largest > 0) {
         storage::PinnedPoolOptions po;
         po.slot_bytes = largest;
         po.n_slots = 1;
-        po.what = "GPU load buffer";
+        po.what = "device load buffer";
         storage::PinnedPool staging(dram, po);
         storage::PinnedSlot buf = std::move(*staging.try_acquire());
         for (int il = 0; il < hp.n_layer; ++il) {
             if (!r.device(il)) continue;
             const uint64_t bytes = store.layer_range(il).length;
-            layer_bufs[il] = pool.allocate(bytes, fmt::format("layer {}'s weights", il));
+            layer_bufs[il] = dev->memory().allocate(bytes, fmt::format("layer {}'s weights", il));
             store.read_layer(il, buf.data());
-            gpu::copy_h2d(layer_bufs[il].data(), buf.data(), bytes, streams.h2d);
-            streams.h2d.synchronize();  // the buffer is reused for the next layer
+            dev->copy_h2d(layer_bufs[il].data(), buf.data(), bytes, *h2d);
+            h2d->synchronize();  // the buffer is reused for the next layer
             layers[il] = rebase(store, il, w.layers[il], layer_bufs[il].as<std::byte>());
         }
     }
-    streams.h2d.synchronize();
+    h2d->synchronize();
 }
 
 }  // namespace strata::runtime

@@ -1,17 +1,17 @@
 #pragma once
-// The CUDA backend's state, shared by the files that implement it: cuda_backend.cpp (the
-// pass loop and the head), cuda_memory.cpp (device buffers), cuda_weights.cpp (weights on the
-// device), cuda_layer.cpp (one layer's compute) and cuda_attention.cpp (attention on the
-// device or the host, KV rebuilt on the device).
+// The device backend's state, shared by the files that implement it: device_backend.cpp (the
+// pass loop and the head), device_memory.cpp (device buffers), device_weights.cpp (weights on
+// the device), device_layer.cpp (one layer's compute) and device_attention.cpp (attention on the
+// device or the host, KV rebuilt on the device). Every device op goes through gpu::Device, so
+// the same code drives the CUDA device and the simulated one.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "gpu/cuda_kernels.h"
-#include "gpu/cuda_stream.h"
-#include "gpu/device_pool.h"
-#include "runtime/exec/cuda_backend.h"
-#include "runtime/exec/cuda_staging.h"
+#include "gpu/device.h"
+#include "runtime/exec/device_backend.h"
+#include "runtime/exec/forward.h"
+#include "runtime/exec/host_staging.h"
 #include "runtime/exec/kv_rebuild.h"
 #include "runtime/exec/layer_pipeline.h"
 #include "runtime/weights/weight_store.h"
@@ -33,24 +33,20 @@ struct DevLayer {
 // The layer's tensors at their offsets inside its range, which starts at `base` on the device.
 DevLayer rebase(const WeightStore& store, int il, const LayerWeights& l, const std::byte* base);
 
-struct CudaBackend::Impl {
-    // Rows of one pass up to which a matmul runs as one GEMV per row: each row then gets the
-    // same bits whatever else the pass holds (decode steps of a batch match a sequence alone).
-    // Longer prompt segments go through dequantize + cuBLAS.
-    static constexpr int64_t kGemvRows = 8;
+struct DeviceBackend::Impl {
     // Rows of logits computed per round trip in head().
     static constexpr int64_t kHeadRows = 16;
 
     const models::Hparams& hp;
     WeightStore& store;
-    CudaBackendOptions opts;
-    gpu::DevicePool pool;
-    gpu::Streams streams;
-    gpu::Cublas cublas;
-    int32_t max_blocks;  // block table length of a sequence of n_ctx positions
-    int64_t kv_elem;     // bytes of one KV element
-    int64_t kv_block_elems;  // device KV: elements from one block to the next
+    DeviceBackendOptions opts;
+    std::unique_ptr<gpu::Device> dev;  // first in, last out: the buffers and streams below are its
+    std::unique_ptr<gpu::Stream> compute, h2d, d2h;
+    int32_t max_blocks;       // block table length of a sequence of n_ctx positions
     DType kv_type;
+    int64_t kv_row_bytes;     // one position's keys (or values) in the cache's type
+    int64_t kv_block_bytes;   // device KV: bytes from one block to the next
+    int64_t hidden_row_bytes; // one position's saved hidden state (KV recomputed)
 
     // Weights.
     gpu::DeviceBuffer head_buf;  // output norm, output matrix, rope frequency factors
@@ -60,6 +56,7 @@ struct CudaBackend::Impl {
     std::vector<gpu::DeviceBuffer> slots;
     std::vector<std::unique_ptr<gpu::Event>> copied, computed;  // per slot
     std::vector<PipelineStep> schedule;
+    std::unique_ptr<Forward> host_layers;  // the plan's CPU layers, when it has some
 
     // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention);
     // kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their
@@ -72,18 +69,19 @@ struct CudaBackend::Impl {
     int64_t n_rebuild = 0;
 
     // Activations for passes of kMaxUbatch tokens, token-major, and scratch.
-    gpu::DeviceBuffer x, xn, q, k, v, attn, gate, up, out, x16, w16, logits, ints, tables, scratch;
+    gpu::DeviceBuffer x, xn, q, k, v, attn, gate, up, out, logits, ints, tables, scratch;
     std::unique_ptr<HostStaging> host;
-    gpu::Event ev_inputs, ev_qkv, ev_down[2], ev_up[2], ev_logits;
+    std::unique_ptr<gpu::Event> ev_computed, ev_inputs, ev_qkv, ev_down[2], ev_up[2], ev_logits;
 
-    Impl(const models::Hparams& h, WeightStore& s, const KvCache& kv, storage::MemoryBudget& dram, const CudaBackendOptions& o);
+    Impl(std::unique_ptr<gpu::Device> device, const models::Hparams& h, WeightStore& s, const KvCache& kv,
+         storage::MemoryBudget& dram, const DeviceBackendOptions& o);
+    ~Impl();  // waits for the device's queued work before its buffers go
     void load_weights(storage::MemoryBudget& dram);
     void allocate(const KvCache& kv);
     float* dev_f(const gpu::DeviceBuffer& b, int64_t row, int64_t width) const { return b.as<float>() + row * width; }
 
-    // y rows [r0, r1) = x rows W^T (GEMV per row up to kGemvRows rows, else cuBLAS).
-    void matmul(const DevWeight& w, const float* x_rows, float* y_rows, int64_t n);
-    // Rows [0, n_long) as one product, the rest a row at a time (see kGemvRows).
+    // y = x W^T over n rows: rows [0, n_long) as one product, the rest (decode steps) in groups
+    // of gpu::Device::kRowWiseRows, so each gets the bits it would get alone.
     void project(const DevWeight& w, const float* x_all, float* y_all, int64_t n, int64_t n_long);
     void upload_pass(const PassLayout& p, const KvCache& kv);
     void layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
@@ -91,6 +89,7 @@ struct CudaBackend::Impl {
     void rebuild_kv(int il, const DevLayer& l);
     void attention_on_device(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
     void attention_on_host(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
+    void layer_on_cpu(int il, const PassLayout& p, KvCache& kv);
 };
 
 }  // namespace strata::runtime

@@ -1,0 +1,160 @@
+#pragma once
+// The device interface: what the runtime's device backend (runtime/exec/device_backend.h) needs
+// of an accelerator, in the shape of ggml-backend's device / buffer / event split. Memory with a
+// hard budget (DevicePool), streams that run work in order, events between streams and the host,
+// host <-> device copies, and the handful of ops a llama block needs. Two implementations: the
+// CUDA device (cuda_device.cpp) and the simulated device (sim_device.cpp), which runs the CPU
+// kernels on threads of its own and throttles its copies, so every plan runs in CI without a GPU.
+// Calls queue work and return at once; errors inside queued work surface at synchronize().
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/dtype.h"
+#include "gpu/device_pool.h"
+
+namespace strata::gpu {
+
+// A queue of device work, run in the order it was queued.
+class Stream {
+public:
+    virtual ~Stream() = default;
+    // Waits for everything queued so far; throws BackendError when queued work failed.
+    virtual void synchronize() = 0;
+};
+
+// A point in a stream's work that other streams and the host can wait for.
+class Event {
+public:
+    virtual ~Event() = default;
+    virtual void record(Stream& s) = 0;   // marks the work queued on `s` so far
+    virtual void wait_on(Stream& s) = 0;  // work queued on `s` after this waits for the recorded work
+    virtual void synchronize() = 0;       // the host waits for the recorded work
+};
+
+// y rows = x rows W^T: `w` is n_rows x n_cols in its GGUF type, as laid out in the file; x holds
+// n_tok rows of n_cols floats, y n_tok rows of n_rows floats.
+struct MatmulArgs {
+    DType type = DType::F32;
+    const void* w = nullptr;
+    const float* x = nullptr;
+    float* y = nullptr;
+    int64_t n_rows = 0, n_cols = 0, n_tok = 0;
+};
+
+struct RopeArgs {
+    int32_t n_heads = 0;
+    int32_t head_dim = 0;
+    int32_t n_rot = 0;          // rotated dimensions at the start of each head
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;
+    bool neox = false;          // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+    const float* freq_factors = nullptr;  // device, n_rot/2 divisors, or null
+};
+
+// Rows of a paged KV cache: row t of an op is row row[t] of block block[t] (device arrays), at
+// cache + block * block_stride + row * row_stride bytes.
+struct KvRows {
+    void* cache = nullptr;
+    DType type = DType::F32;
+    const int32_t* block = nullptr;
+    const int32_t* row = nullptr;
+    int64_t n_tok = 0;
+    int64_t n = 0;               // values per row
+    int64_t row_stride = 0;      // bytes between consecutive positions of a block
+    int64_t block_stride = 0;    // bytes between blocks
+};
+
+inline constexpr int32_t kKvBlockSize = 16;  // positions per KV block (runtime/kv/kv_blocks.h)
+
+struct DecodeAttentionArgs {
+    const float* q = nullptr;    // n_seq x (n_head * head_dim): one query token per "sequence"
+    float* out = nullptr;        // n_seq x (n_head * head_dim)
+    const void* k = nullptr;     // KV cache: position p of a sequence is row p % 16 of block
+    const void* v = nullptr;     //   block_table[p / 16], block b at k + b * block_stride bytes
+    DType kv_type = DType::F32;
+    const int32_t* block_tables = nullptr;  // n_seq x max_blocks (device)
+    const int32_t* n_kv = nullptr;          // n_seq key counts (device): the query's position + 1
+    int32_t n_seq = 0;
+    int32_t max_blocks = 0;      // block table row length; every n_kv <= 16 * max_blocks
+    int32_t n_head = 0;
+    int32_t n_head_kv = 0;       // divides n_head (grouped-query attention)
+    int32_t head_dim = 0;
+    int64_t row_stride = 0;      // bytes between consecutive positions of a block
+    int64_t block_stride = 0;    // bytes between blocks
+    float* scratch = nullptr;    // attention_scratch_floats(...) floats (device)
+};
+
+class Device {
+public:
+    virtual ~Device() = default;
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    virtual std::string_view name() const = 0;  // "cuda:0", "sim"
+    DevicePool& memory() { return pool_; }       // the --gpu-mem budget, carved
+    const DevicePool& memory() const { return pool_; }
+
+    virtual std::unique_ptr<Stream> make_stream() = 0;
+    virtual std::unique_ptr<Event> make_event() = 0;
+
+    // What the ops read: weight and KV cache element types.
+    virtual bool supports_weight(DType t) const = 0;
+    virtual bool supports_kv(DType t) const = 0;
+    // Floats of scratch decode_attention needs for these sizes.
+    virtual size_t attention_scratch_floats(int32_t n_seq, int32_t n_head, int32_t head_dim, int32_t max_blocks) const = 0;
+    // Sets aside what matmul needs for products of up to `weight_elems` weight values and
+    // `act_elems` activation values (the CUDA device's half-precision copies for cuBLAS).
+    virtual void reserve_matmul(int64_t weight_elems, int64_t act_elems) = 0;
+    // Device bytes reserve_matmul takes for those sizes (for budgeting before the device exists).
+    virtual uint64_t matmul_scratch_bytes(int64_t weight_elems, int64_t act_elems) const = 0;
+
+    // Copies, ordered on `s`. Host memory must stay valid until the stream reaches them.
+    virtual void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s) = 0;
+    virtual void copy_d2h(void* dst, const void* src, size_t bytes, Stream& s) = 0;
+    virtual void copy_d2d(void* dst, const void* src, size_t bytes, Stream& s) = 0;
+
+    // ---- the ops of a llama block (device pointers; x and y may alias where noted) ----
+    // Each row of y as a product of that row alone would give it, for n_tok up to kRowWiseRows.
+    static constexpr int64_t kRowWiseRows = 8;
+    virtual void matmul(const MatmulArgs& a, Stream& s) = 0;
+    // y = x / rms(x) * w for n_rows rows of n values (x and y may alias).
+    virtual void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) = 0;
+    // Rotates, in place, n_tokens rows of n_heads heads; token t is at position pos[t] (device).
+    virtual void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) = 0;
+    // gate = silu(gate) * up, n_rows rows of n values.
+    virtual void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) = 0;
+    virtual void add(float* y, const float* x, int64_t n, Stream& s) = 0;                              // y += x
+    virtual void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) = 0;       // y[t] += b
+    // n_tok rows of n floats (src, row-major) into the cache, converted to its type.
+    virtual void kv_store(const float* src, const KvRows& dst, Stream& s) = 0;
+    // The inverse: n_tok rows of n floats read from the cache into dst.
+    virtual void kv_gather(const KvRows& src, float* dst, Stream& s) = 0;
+    // softmax(q k^T / sqrt(head_dim)) v per "sequence" and head over its n_kv keys. A prompt's
+    // causal attention is the same call with one sequence per query token.
+    virtual void decode_attention(const DecodeAttentionArgs& a, Stream& s) = 0;
+
+protected:
+    // The device's memory: `budget_bytes` at `base`, freed by `release` when the device goes.
+    Device(uint64_t budget_bytes, void* base, DevicePool::Release release) : pool_(budget_bytes, base, std::move(release)) {}
+
+private:
+    DevicePool pool_;
+};
+
+// The CUDA device `index` with a pool of `budget_bytes`. Throws BackendError when there is none
+// (or this build has no CUDA) and OutOfBudget-style BackendError when the budget cannot be had.
+std::unique_ptr<Device> make_cuda_device(int index, uint64_t budget_bytes);
+
+struct SimOptions {
+    uint64_t budget_bytes = 0;  // its memory: host memory counted against --gpu-mem
+    double link_gbps = 8;       // each direction of the host <-> device link
+    int n_threads = 1;          // CPU threads the device's ops run on
+    bool int8_activations = false;  // cpu::matmul's single-level int8 activations (--int8-acts)
+};
+std::unique_ptr<Device> make_sim_device(const SimOptions& opts);
+
+}  // namespace strata::gpu

@@ -1,0 +1,187 @@
+// The simulated device: the device interface on the CPU, so that every plan the runtime runs on
+// a GPU runs in CI. Its memory is host memory counted against --gpu-mem; copies are real copies
+// throttled to the link's rate on the streams' own threads; ops run the CPU kernels (the same
+// ones, in the same row groups, as the CPU engine, so results are identical) on a thread pool of
+// the device's own, one op at a time, so CPU-side work really overlaps with device work.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/bytes.h"
+#include "core/error.h"
+#include "cpu/attention_cpu.h"
+#include "cpu/kv_format.h"
+#include "cpu/matmul.h"
+#include "cpu/norm_rope_act.h"
+#include "cpu/quant.h"
+#include "cpu/thread_pool.h"
+#include "gpu/device.h"
+#include "gpu/sim_stream.h"
+
+namespace strata::gpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One direction of the host <-> device link: transfers take their turn at `gbps`.
+class Link {
+public:
+    explicit Link(double gbps) : seconds_per_byte_(1.0 / (gbps * 1e9)) {}
+    void transfer(void* dst, const void* src, size_t bytes) {
+        Clock::time_point end;
+        {
+            std::lock_guard lock(mutex_);
+            const Clock::time_point start = std::max(Clock::now(), free_at_);
+            end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bytes * seconds_per_byte_));
+            free_at_ = end;
+        }
+        std::memcpy(dst, src, bytes);
+        std::this_thread::sleep_until(end);
+    }
+
+private:
+    double seconds_per_byte_;
+    std::mutex mutex_;
+    Clock::time_point free_at_{};
+};
+
+void* allocate_host(uint64_t bytes) {
+    if (bytes == 0) return nullptr;
+    void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (!p)
+        throw OutOfBudget(fmt::format("cannot allocate {} of host memory for the simulated device", format_bytes(bytes)),
+                          "give the simulated device less with --gpu-mem");
+    return p;
+}
+
+class SimDevice final : public Device {
+public:
+    explicit SimDevice(const SimOptions& o)
+        : Device(o.budget_bytes, allocate_host(o.budget_bytes), [](void* p) { std::free(p); }),
+          opts_(o), h2d_(o.link_gbps), d2h_(o.link_gbps), pool_(std::max(1, o.n_threads)) {
+        if (!(o.link_gbps > 0)) throw UsageError(fmt::format("--sim-link {} must be above 0 GB/s", o.link_gbps));
+    }
+
+    std::string_view name() const override { return "sim"; }
+    std::unique_ptr<Stream> make_stream() override { return std::make_unique<SimStream>(); }
+    std::unique_ptr<Event> make_event() override { return std::make_unique<SimEvent>(); }
+    bool supports_weight(DType t) const override { return cpu::has_kernels(t); }
+    bool supports_kv(DType t) const override { return cpu::is_kv_type(t); }
+    size_t attention_scratch_floats(int32_t, int32_t, int32_t, int32_t) const override { return 0; }
+    void reserve_matmul(int64_t, int64_t) override {}
+    uint64_t matmul_scratch_bytes(int64_t, int64_t) const override { return 0; }
+
+    void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s) override {
+        sim(s).enqueue([=, this] { h2d_.transfer(dst, src, bytes); });
+    }
+    void copy_d2h(void* dst, const void* src, size_t bytes, Stream& s) override {
+        sim(s).enqueue([=, this] { d2h_.transfer(dst, src, bytes); });
+    }
+    void copy_d2d(void* dst, const void* src, size_t bytes, Stream& s) override {
+        sim(s).enqueue([=] { std::memcpy(dst, src, bytes); });
+    }
+
+    void matmul(const MatmulArgs& a, Stream& s) override {
+        compute(s, [=, int8 = opts_.int8_activations] {
+            // Rows that get the bits they get alone: any number for block-quantized weights
+            // (integer dot products), up to cpu::kDecodeTokens at a time for float weights.
+            const bool any_rows = cpu::act_format_for(a.type) != cpu::ActFormat::F32;
+            const int64_t step = any_rows || a.n_tok > kRowWiseRows ? a.n_tok : cpu::kDecodeTokens;
+            for (int64_t t = 0; t < a.n_tok; t += step)
+                cpu::matmul(a.type, a.w, a.n_rows, a.n_cols, a.x + t * a.n_cols, std::min(step, a.n_tok - t),
+                            a.y + t * a.n_rows, int8);
+        });
+    }
+    void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) override {
+        compute(s, [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::rms_norm(x + r * n, w, y + r * n, n, eps); }); });
+    }
+    void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) override {
+        compute(s, [=] {
+            const cpu::RopeParams p{a.head_dim, a.n_rot, a.freq_base, a.freq_scale, a.neox, a.freq_factors};
+            const int64_t width = int64_t(a.n_heads) * a.head_dim;
+            cpu::parallel_for(n_tokens, [&](int64_t t) { cpu::rope(x + t * width, a.n_heads, pos[t], p); });
+        });
+    }
+    void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) override {
+        compute(s, [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::swiglu(gate + r * n, up + r * n, n); }); });
+    }
+    void add(float* y, const float* x, int64_t n, Stream& s) override {
+        compute(s, [=] { cpu::add(y, x, n); });
+    }
+    void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) override {
+        compute(s, [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::add(y + r * n, b, n); }); });
+    }
+    void kv_store(const float* src, const KvRows& r, Stream& s) override {
+        compute(s, [=] {
+            cpu::parallel_for(r.n_tok, [&](int64_t t) { cpu::store_kv_row(r.type, src + t * r.n, row_at(r, t), r.n); });
+        });
+    }
+    void kv_gather(const KvRows& r, float* dst, Stream& s) override {
+        compute(s, [=] {
+            cpu::parallel_for(r.n_tok, [&](int64_t t) { cpu::load_kv_values(r.type, row_at(r, t), 0, dst + t * r.n, r.n); });
+        });
+    }
+    // Consecutive query rows of one sequence (the same block table, positions one apart) go to
+    // cpu::attention together, as the CPU engine runs a sequence's rows.
+    void decode_attention(const DecodeAttentionArgs& a, Stream& s) override {
+        compute(s, [=] {
+            const int64_t Q = int64_t(a.n_head) * a.head_dim;
+            for (int32_t first = 0; first < a.n_seq;) {
+                const int32_t* table = a.block_tables + int64_t(first) * a.max_blocks;
+                int32_t end = first + 1;
+                while (end < a.n_seq && a.n_kv[end] == a.n_kv[end - 1] + 1 &&
+                       std::equal(table, table + a.max_blocks, a.block_tables + int64_t(end) * a.max_blocks))
+                    ++end;
+                cpu::AttentionArgs c;
+                c.q = a.q + first * Q;
+                c.k = a.k;
+                c.v = a.v;
+                c.out = a.out + first * Q;
+                c.n_tokens = end - first;
+                c.pos0 = a.n_kv[first] - 1;
+                c.n_head = a.n_head;
+                c.n_head_kv = a.n_head_kv;
+                c.head_dim = a.head_dim;
+                c.kv_stride = a.row_stride;
+                c.kv_type = a.kv_type;
+                c.block_table = table;
+                c.block_size = kKvBlockSize;
+                c.block_stride = a.block_stride;
+                cpu::attention(c);
+                first = end;
+            }
+        });
+    }
+
+private:
+    static void* row_at(const KvRows& r, int64_t t) {
+        return static_cast<std::byte*>(r.cache) + r.block[t] * r.block_stride + r.row[t] * r.row_stride;
+    }
+    // Queues `op` on `s`: it runs on the device's own threads, one op at a time, as a GPU's
+    // streams share its multiprocessors.
+    template <class Op>
+    void compute(Stream& s, Op op) {
+        sim(s).enqueue([this, op = std::move(op)] {
+            std::lock_guard lock(compute_mutex_);
+            pool_.run(op);
+        });
+    }
+
+    SimOptions opts_;
+    Link h2d_, d2h_;
+    std::mutex compute_mutex_;
+    cpu::ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_sim_device(const SimOptions& opts) { return std::make_unique<SimDevice>(opts); }
+
+}  // namespace strata::gpu

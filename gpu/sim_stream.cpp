@@ -1,0 +1,96 @@
+#include "gpu/sim_stream.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace strata::gpu {
+
+SimStream::SimStream() : worker_([this] { run(); }) {}
+
+SimStream::~SimStream() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    changed_.notify_all();
+    worker_.join();
+}
+
+void SimStream::enqueue(std::function<void()> work) {
+    {
+        std::lock_guard lock(mutex_);
+        queue_.push_back(std::move(work));
+        ++queued_;
+    }
+    changed_.notify_all();
+}
+
+void SimStream::synchronize() {
+    std::unique_lock lock(mutex_);
+    const uint64_t target = queued_;
+    changed_.wait(lock, [&] { return finished_ >= target; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void SimStream::run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and everything queued has run
+        std::function<void()> work = std::move(queue_.front());
+        queue_.pop_front();
+        lock.unlock();
+        std::exception_ptr failed;
+        try {
+            work();
+        } catch (...) {
+            failed = std::current_exception();
+        }
+        lock.lock();
+        if (failed && !error_) error_ = failed;
+        ++finished_;
+        changed_.notify_all();
+    }
+}
+
+SimEvent::SimEvent() : state_(std::make_shared<State>()) {}
+
+void SimEvent::State::wait_for(uint64_t generation) {
+    std::unique_lock lock(mutex);
+    reached_changed.wait(lock, [&] { return reached >= generation; });
+}
+
+void SimEvent::record(Stream& s) {
+    uint64_t generation;
+    {
+        std::lock_guard lock(state_->mutex);
+        generation = ++state_->recorded;
+    }
+    sim(s).enqueue([state = state_, generation] {
+        {
+            std::lock_guard lock(state->mutex);
+            state->reached = std::max(state->reached, generation);
+        }
+        state->reached_changed.notify_all();
+    });
+}
+
+void SimEvent::wait_on(Stream& s) {
+    uint64_t generation;
+    {
+        std::lock_guard lock(state_->mutex);
+        generation = state_->recorded;
+    }
+    sim(s).enqueue([state = state_, generation] { state->wait_for(generation); });
+}
+
+void SimEvent::synchronize() {
+    uint64_t generation;
+    {
+        std::lock_guard lock(state_->mutex);
+        generation = state_->recorded;
+    }
+    state_->wait_for(generation);
+}
+
+}  // namespace strata::gpu

@@ -1,0 +1,67 @@
+#include "runtime/exec/device_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/exec/device_impl.h"
+
+namespace strata::runtime {
+
+DeviceBackend::DeviceBackend(std::unique_ptr<gpu::Device> device, const models::Hparams& hp, WeightStore& weights,
+                             const KvCache& kv, storage::MemoryBudget& dram, const DeviceBackendOptions& opts)
+    : Backend(hp), impl_(std::make_unique<Impl>(std::move(device), hp, weights, kv, dram, opts)) {}
+
+DeviceBackend::~DeviceBackend() = default;
+
+std::string_view DeviceBackend::name() const { return impl_->dev->name(); }
+
+void DeviceBackend::reserve(int64_t) {}  // everything is sized for kMaxUbatch tokens at construction
+
+void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
+    Impl& m = *impl_;
+    m.upload_pass(p, kv);
+    if (m.host_layers) m.host_layers->begin_pass(p, kv);
+    for (const PipelineStep& step : m.schedule) {
+        if (step.kind == PipelineStep::CpuCompute) {
+            m.layer_on_cpu(step.layer, p, kv);
+            continue;
+        }
+        if (step.kind == PipelineStep::Copy) {
+            // The slot's previous layer must be done before its weights are overwritten.
+            m.computed[step.slot]->wait_on(*m.h2d);
+            m.store.acquire(step.layer);
+            const WeightStore::HostRange r = m.store.layer_range(step.layer);
+            m.dev->copy_h2d(m.slots[step.slot].data(), r.data, r.length, *m.h2d);
+            m.copied[step.slot]->record(*m.h2d);
+            // A layer streamed from NVMe sits in a ring buffer the store reuses once released.
+            if (m.store.residency().streamed(step.layer)) m.copied[step.slot]->synchronize();
+            m.store.release(step.layer);
+            m.layers[step.layer] = rebase(m.store, step.layer, m.store.weights().layers[step.layer],
+                                          m.slots[step.slot].as<std::byte>());
+            continue;
+        }
+        if (step.slot >= 0) m.copied[step.slot]->wait_on(*m.compute);
+        m.layer(step.layer, m.layers[step.layer], p, kv);
+        if (step.slot >= 0) m.computed[step.slot]->record(*m.compute);
+    }
+}
+
+void DeviceBackend::head(std::span<const int64_t> rows, float* logits, bool) {
+    Impl& m = *impl_;
+    gpu::Stream& s = *m.compute;
+    const int64_t E = hp_.n_embd, V = hp_.n_vocab;
+    for (size_t r0 = 0; r0 < rows.size(); r0 += Impl::kHeadRows) {
+        const int64_t nr = std::min<int64_t>(Impl::kHeadRows, int64_t(rows.size() - r0));
+        for (int64_t i = 0; i < nr; ++i)
+            m.dev->copy_d2d(m.dev_f(m.xn, i, E), m.dev_f(m.x, rows[r0 + i], E), size_t(E) * 4, s);
+        m.dev->rms_norm(m.xn.as<float>(), m.output_norm.f32(), m.xn.as<float>(), nr, E, hp_.rms_eps, s);
+        // A row's logits do not depend on the others: each as a product of that row alone.
+        m.project(m.output, m.xn.as<float>(), m.logits.as<float>(), nr, 0);
+        m.dev->copy_d2h(m.host->logits, m.logits.data(), size_t(nr * V) * 4, s);
+        m.ev_logits->record(s);
+        m.ev_logits->synchronize();
+        std::memcpy(logits + r0 * V, m.host->logits, size_t(nr * V) * 4);
+    }
+}
+
+}  // namespace strata::runtime

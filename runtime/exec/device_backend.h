@@ -1,0 +1,58 @@
+#pragma once
+// The llama forward pass on a device (gpu/device.h: CUDA, or the simulated device), behind the
+// same Backend interface as the CPU. Weights: the layers the plan keeps on the device are read
+// there once at load; the others come in each pass from host memory (resident in DRAM, or
+// streamed from NVMe by the weight store) into a ring of device slots, in the order
+// layer_schedule gives, so their copies overlap compute. The output head and norms live on the
+// device; embeddings are looked up on the host. The KV cache is in one of three places
+// (runtime/place/kv_placement.h). Layers the plan runs on the CPU get the pass's hidden states
+// down and send them back up; their KV cache is the host's. Three streams (compute, H2D, D2H) with an event for every
+// dependency; the host waits only for data it needs (logits, q/k/v for CPU attention, a
+// streamed layer's copy before its host buffer is handed back). The implementation:
+// device_impl.h and the device_*.cpp beside it.
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "runtime/exec/backend.h"
+#include "runtime/place/kv_placement.h"
+
+namespace strata::gpu { class Device; }
+namespace strata::storage { class MemoryBudget; }
+
+namespace strata::runtime {
+
+class WeightStore;
+
+struct DeviceBackendOptions {
+    KvPlacement kv = KvPlacement::Device;  // for the layers the device computes
+    int n_slots = 2;  // device buffers for the layers streamed in each pass
+    bool int8_activations = false;  // the CPU layers' matmuls (Forward::set_int8_activations)
+};
+
+class DeviceBackend : public Backend {
+public:
+    // Runs on `device` (its memory is the --gpu-mem budget). The weight store's residency says
+    // which layers are on the device (read once here). Staging buffers in pinned host memory are
+    // charged to `dram`. Throws BackendError (a weight or KV type the device cannot read) and
+    // OutOfBudget (what the device's memory cannot hold).
+    DeviceBackend(std::unique_ptr<gpu::Device> device, const models::Hparams& hp, WeightStore& weights, const KvCache& kv,
+                  storage::MemoryBudget& dram, const DeviceBackendOptions& opts);
+    ~DeviceBackend() override;
+    std::string_view name() const override;  // the device's: "cuda:0", "sim"
+
+    // Device bytes besides the layers kept there and the KV cache: activations and scratch for
+    // passes of kMaxUbatch tokens, the output head and norms, `n_slots` buffers of `slot_bytes`.
+    static uint64_t working_bytes(const gpu::Device& device, const models::Hparams& hp, uint64_t head_bytes,
+                                  uint64_t slot_bytes, int n_slots, int n_ctx);
+
+private:
+    void reserve(int64_t n_tokens) override;
+    void compute(const PassLayout& pass, KvCache& kv) override;
+    void head(std::span<const int64_t> rows, float* logits, bool one_per_entry) override;
+
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::runtime

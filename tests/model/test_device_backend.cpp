@@ -1,0 +1,169 @@
+// The device backend on the real SmolLM2 model, in every mode a device plan can take: every
+// layer on the device, layers copied in each pass from DRAM or streamed from NVMe, layers whose
+// matmuls run on the CPU (from DRAM or streamed from NVMe), attention on
+// the CPU over a KV cache in DRAM (FastDecode/NEO), KV copied in per layer, KV recomputed from
+// saved hidden states (KVPR/HCache). On the simulated device (always) a run gives exactly the
+// CPU engine's tokens, since its ops are the CPU kernels in the same row groups; on a CUDA GPU
+// (label `gpu`, skipped without one) every mode gives the tokens of its all-on-device run, and
+// teacher-forced top-1 agrees with the CPU on 99% of positions.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+
+#include "planner/plan.h"
+#include "runtime/engine.h"
+#include "runtime/place/placement.h"
+#include "runtime/weights/weight_store.h"
+#include "tests/support/greedy.h"
+#include "tests/support/model_paths.h"
+#include "tests/unit/gpu/cuda_test_support.h"
+
+using namespace strata;
+using namespace strata::runtime;
+using planner::KvOption;
+using planner::WeightOption;
+
+namespace {
+
+const char* const kText =
+    "The history of the river town begins with a ferry crossing, a mill and a road that followed the water "
+    "north. Over two centuries the mill became a factory, the ferry a bridge, and the road a railway line "
+    "that carried grain, timber and later machines to the cities on the coast.";
+
+EngineOptions options(const std::filesystem::path& model, DeviceKind device, AttentionChoice attention = AttentionChoice::Auto) {
+    EngineOptions eo;
+    eo.model = model;
+    eo.n_ctx = 512;
+    eo.gpu.device = device;
+    eo.gpu.attention = attention;
+    eo.gpu.gpu_mem = uint64_t{1} << 30;
+    eo.gpu.sim_link_gbps = 50;  // the modes, not the link, are under test
+    return eo;
+}
+
+int argmax(std::span<const float> row) { return int(std::max_element(row.begin(), row.end()) - row.begin()); }
+
+// The plan the engine made for `o`, so that a test can change it and run the change.
+planner::Plan plan_of(EngineOptions o) {
+    std::optional<planner::Plan> made;
+    o.on_plan = [&](const Placement& p) { made = p.plan; };
+    Engine e(o);
+    REQUIRE(made);
+    return *made;
+}
+
+std::vector<int32_t> greedy_tokens(Engine& e, int n) {
+    return e.generate(e.tokenizer().encode(kText, true, false), test::greedy(n, true)).tokens;
+}
+
+// Of every eight layers: two on the device, two copied in from DRAM each pass, two streamed
+// from NVMe to the device, one computed by the CPU from DRAM and one streamed from NVMe to the
+// CPU; KV in DRAM with attention where `cpu_attention` says.
+planner::Plan heterogeneous(planner::Plan p, bool cpu_attention) {
+    const WeightOption cycle[] = {WeightOption::Gpu,       WeightOption::DramToGpu, WeightOption::NvmeToGpu,
+                                  WeightOption::DramCpu,   WeightOption::Gpu,       WeightOption::DramToGpu,
+                                  WeightOption::NvmeToGpu, WeightOption::NvmeCpu};
+    for (auto& l : p.layers) {
+        l.weights = cycle[l.layer % 8];
+        l.kv = KvOption::Dram;
+        l.attention = cpu_attention ? planner::Device::Cpu : planner::Device::Gpu;
+    }
+    p.policy.cpu_attention = cpu_attention;
+    return p;
+}
+
+void modes_give_the_same_tokens(DeviceKind device) {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    const int n = 24;
+    Engine resident(options(*path, device, AttentionChoice::Gpu));
+    REQUIRE(resident.backend_name() != "cpu");
+    const auto on_device = resident.placement().residency.on_device;
+    REQUIRE(std::all_of(on_device.begin(), on_device.end(), [](bool b) { return b; }));
+    const auto expected = greedy_tokens(resident, n);
+    if (device == DeviceKind::Sim) {
+        Engine cpu(options(*path, DeviceKind::Cpu));
+        CHECK(greedy_tokens(cpu, n) == expected);
+    }
+    Engine cpu_attention(options(*path, device, AttentionChoice::Cpu));
+    CHECK(cpu_attention.kv_cache().n_layer() > 0);
+    CHECK(greedy_tokens(cpu_attention, n) == expected);
+
+    const planner::Plan made = plan_of(options(*path, device, AttentionChoice::Gpu));
+    for (bool cpu_attention : {false, true}) {
+        INFO("layers copied in and streamed, " << (cpu_attention ? "CPU" : "GPU") << " attention over KV in DRAM");
+        EngineOptions o = options(*path, device, cpu_attention ? AttentionChoice::Cpu : AttentionChoice::Gpu);
+        o.plan = heterogeneous(made, cpu_attention);
+        Engine e(o);
+        CHECK(e.placement().residency.n_streamed() > 0);
+        CHECK(greedy_tokens(e, n) == expected);
+    }
+}
+
+void recompute_gives_the_same_tokens(DeviceKind device) {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions o = options(*path, device, AttentionChoice::Gpu);
+    o.kv_type = DType::F32;  // hidden states and K/V kept exactly: only the matmuls' rounding differs
+    planner::Plan recompute = plan_of(o);
+    Engine stored(o);
+    // Longer than one pass, so that the second pass attends to rebuilt positions too.
+    std::vector<int32_t> prompt;
+    while (prompt.size() < 300) {
+        const auto more = stored.tokenizer().encode(kText, prompt.empty(), false);
+        prompt.insert(prompt.end(), more.begin(), more.end());
+    }
+    const auto expected = stored.generate(prompt, test::greedy(24, true)).tokens;
+    recompute.policy.recompute = true;
+    for (auto& l : recompute.layers)
+        if (l.layer % 2 == 1) l.kv = KvOption::ActGpu;
+    o.plan = recompute;
+    Engine rebuilt(o);
+    REQUIRE(rebuilt.kv_cache().n_rebuilt() == rebuilt.hparams().n_layer / 2);
+    CHECK(rebuilt.generate(prompt, test::greedy(24, true)).tokens == expected);
+}
+
+// Teacher-forced logits of a prompt: equal to the CPU engine's on the simulated device, the same
+// top-1 on 99% of positions on CUDA.
+void logits_match_the_cpu(DeviceKind device) {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    Engine cpu(options(*path, DeviceKind::Cpu));
+    Engine dev(options(*path, device, AttentionChoice::Gpu));
+    const auto tokens = cpu.tokenizer().encode(kText, true, false);
+    const int64_t V = cpu.hparams().n_vocab;
+    const auto cpu_logits = cpu.eval(tokens, true);
+    const std::vector<float> ref(cpu_logits.begin(), cpu_logits.end());
+    const auto got = dev.eval(tokens, true);
+    int agree = 0;
+    for (size_t t = 0; t < tokens.size(); ++t)
+        agree += argmax(std::span(ref).subspan(t * V, V)) == argmax(got.subspan(t * V, V));
+    INFO(agree << " of " << tokens.size() << " positions agree");
+    CHECK(agree >= 0.99 * double(tokens.size()));
+    if (device == DeviceKind::Sim) CHECK(std::equal(ref.begin(), ref.end(), got.begin()));
+}
+
+}  // namespace
+
+TEST_CASE("sim device: every mode gives the CPU engine's greedy tokens", "[model][device]") {
+    modes_give_the_same_tokens(DeviceKind::Sim);
+}
+TEST_CASE("sim device: KV recomputed from saved hidden states gives the same tokens", "[model][device]") {
+    recompute_gives_the_same_tokens(DeviceKind::Sim);
+}
+TEST_CASE("sim device: teacher-forced logits equal the CPU engine's", "[model][device]") {
+    logits_match_the_cpu(DeviceKind::Sim);
+}
+TEST_CASE("cuda device: every mode gives the tokens of the all-on-device run", "[gpu][model]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    modes_give_the_same_tokens(DeviceKind::Cuda);
+}
+TEST_CASE("cuda device: KV recomputed on the device from saved hidden states gives the same tokens", "[gpu][model]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    recompute_gives_the_same_tokens(DeviceKind::Cuda);
+}
+TEST_CASE("cuda device: teacher-forced top-1 agrees with the CPU on 99% of positions", "[gpu][model]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    logits_match_the_cpu(DeviceKind::Cuda);
+}
