@@ -38,9 +38,8 @@ Cost Cost::scaled(double f) const {
 }
 
 CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy,
-                     bool layers_only_on_nvme, bool gpu_layers_only)
-    : shape_(shape), hw_(hw), wl_(wl), policy_(policy), has_gpu_(hw.has_gpu()), layers_only_on_nvme_(layers_only_on_nvme),
-      gpu_layers_only_(gpu_layers_only && hw.has_gpu()) {
+                     const RuntimeLimits& limits)
+    : shape_(shape), hw_(hw), wl_(wl), policy_(policy), has_gpu_(hw.has_gpu()), limits_(limits) {
     if (has_gpu_) {
         gpu_bw_ = hw.gpu->mem_gbps * 1e9;
         gpu_flops_ = hw.gpu->fp16_tflops * 1e12;
@@ -67,13 +66,14 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
 }
 
 bool CostModel::allowed(WeightOption o) const {
-    return device_of(o) == Device::Cpu ? !gpu_layers_only_ : has_gpu_;
+    return device_of(o) == Device::Cpu ? !(limits_.gpu_layers_only && has_gpu_) : has_gpu_;
 }
 
 bool CostModel::allowed(KvOption o) const {
     if (!has_gpu_ && tier_of(o) == Tier::Gpu) return false;
-    if (layers_only_on_nvme_ && tier_of(o) == Tier::Nvme) return false;
-    return policy_.recompute || !is_recompute(o);
+    if (limits_.layers_only_on_nvme && tier_of(o) == Tier::Nvme) return false;
+    if (!is_recompute(o)) return true;
+    return policy_.recompute && !(limits_.recompute_on_gpu_only && tier_of(o) != Tier::Gpu);
 }
 
 Device CostModel::attention_device(KvOption o) const {

@@ -32,14 +32,22 @@ struct Cost {
     Cost scaled(double f) const;
 };
 
+// What the runtime that will run a plan cannot do, so the planner never chooses it.
+struct RuntimeLimits {
+    // The output layer, the embedding table and KV stay off NVMe (the CPU runtime streams only
+    // layers' weights).
+    bool layers_only_on_nvme = false;
+    // Every layer's matmuls on the GPU; the embedding table may still be looked up on the host.
+    bool gpu_layers_only = false;
+    // KV is recomputed only from hidden states kept on the GPU (the device runtime's KVPR).
+    bool recompute_on_gpu_only = false;
+};
+
 class CostModel {
 public:
-    // `shape.kv_type` is ignored: the policy's KV type is used. `layers_only_on_nvme` keeps the
-    // output layer, the embedding table and KV off NVMe (the CPU runtime streams layers only).
-    // `gpu_layers_only` keeps every layer's matmuls on the GPU (the CUDA runtime runs no layer
-    // on the CPU); the embedding table may still be looked up on the host.
+    // `shape.kv_type` is ignored: the policy's KV type is used.
     CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy,
-              bool layers_only_on_nvme = false, bool gpu_layers_only = false);
+              const RuntimeLimits& limits = {});
 
     const Policy& policy() const { return policy_; }
     const ModelShape& shape() const { return shape_; }
@@ -50,7 +58,7 @@ public:
     bool allowed(HiddenOption o) const { return has_gpu_ || o == HiddenOption::Dram; }
     // For the output layer and the embedding table.
     bool allowed_head(WeightOption o) const {
-        return (has_gpu_ || device_of(o) == Device::Cpu) && !(layers_only_on_nvme_ && tier_of(o) == Tier::Nvme);
+        return (has_gpu_ || device_of(o) == Device::Cpu) && !(limits_.layers_only_on_nvme && tier_of(o) == Tier::Nvme);
     }
     Device attention_device(KvOption o) const;
 
@@ -82,8 +90,7 @@ private:
     Workload wl_;
     Policy policy_;
     bool has_gpu_;
-    bool layers_only_on_nvme_;
-    bool gpu_layers_only_;
+    RuntimeLimits limits_;
     // Rates in bytes/s and flops/s.
     double gpu_bw_ = 0, gpu_flops_ = 0, h2d_ = 0, d2h_ = 0;
     double cpu_gemv_ = 0, cpu_gemm_ = 0, cpu_attn_bw_ = 0, cpu_attn_flops_ = 0;

@@ -120,7 +120,7 @@ SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, co
                     for (bool rc : recompute) {
                         const Policy pol{batch, m, ca, rc, kv};
                         ++r.n_policies;
-                        const CostModel cm(shape, hw, wl, pol, opts.layers_only_on_nvme, opts.gpu_layers_only);
+                        const CostModel cm(shape, hw, wl, pol, opts.limits);
                         std::optional<Plan> p = plan_policy(cm, opts.budgets, groups, plan_header(shape, hw, wl, opts, pol));
                         if (p) r.candidates.push_back(std::move(*p));
                     }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/cost_model.h"
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
 #include "planner/plan.h"
@@ -18,12 +19,9 @@ struct PlannerOptions {
     std::vector<DType> kv_types = {DType::F16};  // more than one: searched (lossy types only when asked)
     bool allow_cpu_attention = true;
     bool require_cpu_attention = false;  // with a GPU: only plans that attend on the CPU
-    bool gpu_layers_only = false;        // with a GPU: every layer's matmuls on it (the CUDA runtime)
     bool allow_recompute = true;
     int max_micro = 16;
-    // Only layers' weights may live on NVMe, not the output layer, the embedding table or KV:
-    // what the CPU runtime can stream today.
-    bool layers_only_on_nvme = false;
+    RuntimeLimits limits;  // what the runtime that runs the plan cannot do
 };
 
 // What a plan may use when the user sets no budget: the GPU's memory less room for the CUDA

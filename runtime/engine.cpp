@@ -73,19 +73,22 @@ Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, 
     const ModelWeights w = ModelWeights::bind(file, hp);
     const uint64_t head = row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
     const uint64_t largest = *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
-    const uint64_t working =
-        DeviceBackend::working_bytes(device, hp, head, largest, 2, po.n_ctx) + (kv.n_rebuilt > 0 ? kv.layer_bytes : 0);
+    // The K/V layer that recomputed layers share: the plan may choose recompute.
+    const uint64_t working = DeviceBackend::working_bytes(device, hp, head, largest, 2, po.n_ctx) + kv.layer_bytes;
     if (working >= gpu.gpu_mem)
         throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
                                       "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
                           "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
     GpuPlacement g = place_on_gpu(file, in, po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.gpu.attention);
+    // The plan (given or made) says which layers recompute their KV.
+    const std::vector<bool> rebuilt = rebuilt_layers(g.placement.plan);
+    const bool recompute = std::find(rebuilt.begin(), rebuilt.end(), true) != rebuilt.end();
     KvSpillOptions spill;
     spill.n_resident_layers = hp.n_layer;
-    if (kv.n_rebuilt > 0 && g.kv == KvPlacement::Device) {
-        spill.rebuilt = kv.rebuilt;
+    if (recompute && g.kv == KvPlacement::Device) {
+        spill.rebuilt = rebuilt;
         spill.n_embd_hidden = hp.n_embd;
-    } else if (kv.n_rebuilt > 0) {
+    } else if (recompute) {
         STRATA_LOG_WARN("gpu: the plan recomputes KV, which the device backend does with the KV cache on the "
                         "device only; this run keeps K and V ({})", kv_placement_name(g.kv));
     }

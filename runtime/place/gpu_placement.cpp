@@ -176,7 +176,9 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape&) {
         po.budgets.gpu = static_cast<double>(device_bytes);
         if (in.budget) po.budgets.dram = static_cast<double>(in.budget - std::min(in.budget, in.other_bytes));
-        po.gpu_layers_only = true;
+        // The device runtime runs CPU layers too, and recomputes KV from hidden states on the device.
+        po.allow_recompute = true;
+        po.limits.recompute_on_gpu_only = true;
         po.allow_cpu_attention = attention != AttentionChoice::Gpu;
         po.require_cpu_attention = attention == AttentionChoice::Cpu;
     });

@@ -145,7 +145,7 @@ void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload
     po.budgets = planner::default_budgets(p.hw);
     po.kv_types = {p.shape.kv_type};
     po.allow_recompute = false;
-    po.layers_only_on_nvme = true;
+    po.limits.layers_only_on_nvme = true;
     tune(po, as_read);
     const planner::SearchResult r = planner::search_plans(as_read, p.hw, wl, po);
     p.plan = r.best;

@@ -73,11 +73,25 @@ planner::Plan heterogeneous(planner::Plan p, bool cpu_attention) {
     return p;
 }
 
+// Every layer's weights and KV on the device (the planner may prefer the CPU for some).
+planner::Plan all_on_device(planner::Plan p) {
+    for (auto& l : p.layers) {
+        l.weights = WeightOption::Gpu;
+        l.kv = KvOption::Gpu;
+        l.attention = planner::Device::Gpu;
+    }
+    p.policy.cpu_attention = false;
+    return p;
+}
+
 void modes_give_the_same_tokens(DeviceKind device) {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
     const int n = 24;
-    Engine resident(options(*path, device, AttentionChoice::Gpu));
+    const planner::Plan made = plan_of(options(*path, device, AttentionChoice::Gpu));
+    EngineOptions all = options(*path, device, AttentionChoice::Gpu);
+    all.plan = all_on_device(made);
+    Engine resident(all);
     REQUIRE(resident.backend_name() != "cpu");
     const auto on_device = resident.placement().residency.on_device;
     REQUIRE(std::all_of(on_device.begin(), on_device.end(), [](bool b) { return b; }));
@@ -86,11 +100,11 @@ void modes_give_the_same_tokens(DeviceKind device) {
         Engine cpu(options(*path, DeviceKind::Cpu));
         CHECK(greedy_tokens(cpu, n) == expected);
     }
-    Engine cpu_attention(options(*path, device, AttentionChoice::Cpu));
-    CHECK(cpu_attention.kv_cache().n_layer() > 0);
-    CHECK(greedy_tokens(cpu_attention, n) == expected);
+    EngineOptions cpu_attention = options(*path, device, AttentionChoice::Cpu);
+    cpu_attention.plan = all_on_device(made);
+    Engine e(cpu_attention);
+    CHECK(greedy_tokens(e, n) == expected);
 
-    const planner::Plan made = plan_of(options(*path, device, AttentionChoice::Gpu));
     for (bool cpu_attention : {false, true}) {
         INFO("layers copied in and streamed, " << (cpu_attention ? "CPU" : "GPU") << " attention over KV in DRAM");
         EngineOptions o = options(*path, device, cpu_attention ? AttentionChoice::Cpu : AttentionChoice::Gpu);
@@ -106,7 +120,8 @@ void recompute_gives_the_same_tokens(DeviceKind device) {
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
     EngineOptions o = options(*path, device, AttentionChoice::Gpu);
     o.kv_type = DType::F32;  // hidden states and K/V kept exactly: only the matmuls' rounding differs
-    planner::Plan recompute = plan_of(o);
+    planner::Plan recompute = all_on_device(plan_of(o));
+    o.plan = recompute;
     Engine stored(o);
     // Longer than one pass, so that the second pass attends to rebuilt positions too.
     std::vector<int32_t> prompt;
@@ -130,7 +145,9 @@ void logits_match_the_cpu(DeviceKind device) {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
     Engine cpu(options(*path, DeviceKind::Cpu));
-    Engine dev(options(*path, device, AttentionChoice::Gpu));
+    EngineOptions o = options(*path, device, AttentionChoice::Gpu);
+    o.plan = all_on_device(plan_of(o));
+    Engine dev(o);
     const auto tokens = cpu.tokenizer().encode(kText, true, false);
     const int64_t V = cpu.hparams().n_vocab;
     const auto cpu_logits = cpu.eval(tokens, true);
@@ -144,7 +161,45 @@ void logits_match_the_cpu(DeviceKind device) {
     if (device == DeviceKind::Sim) CHECK(std::equal(ref.begin(), ref.end(), got.begin()));
 }
 
+// Random valid plans: each layer's weights anywhere a device plan may put them, KV on the device
+// (some layers recomputed from saved hidden states) or in DRAM with attention on either side.
+planner::Plan random_plan(planner::Plan p, std::mt19937& rng) {
+    const WeightOption weights[] = {WeightOption::Gpu, WeightOption::DramToGpu, WeightOption::NvmeToGpu, WeightOption::DramCpu,
+                                    WeightOption::NvmeCpu};
+    const bool kv_on_device = rng() % 2;
+    const bool cpu_attention = !kv_on_device && rng() % 2;
+    p.policy.cpu_attention = cpu_attention;
+    p.policy.recompute = false;
+    for (auto& l : p.layers) {
+        l.weights = weights[rng() % 5];
+        const bool recompute = kv_on_device && planner::device_of(l.weights) == planner::Device::Gpu && rng() % 3 == 0;
+        p.policy.recompute |= recompute;
+        l.kv = kv_on_device ? (recompute ? KvOption::ActGpu : KvOption::Gpu) : KvOption::Dram;
+        l.attention = cpu_attention ? planner::Device::Cpu : planner::Device::Gpu;
+    }
+    return p;
+}
+
 }  // namespace
+
+TEST_CASE("sim device: random valid plans give the CPU engine's greedy tokens", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions o = options(*path, DeviceKind::Sim);
+    o.kv_type = DType::F32;  // recomputed layers then give their K/V exactly
+    const planner::Plan made = plan_of(o);
+    EngineOptions cpu_options = options(*path, DeviceKind::Cpu);
+    cpu_options.kv_type = DType::F32;
+    Engine cpu(cpu_options);
+    const auto expected = greedy_tokens(cpu, 8);
+    std::mt19937 rng(2026);
+    for (int i = 0; i < 6; ++i) {
+        o.plan = random_plan(made, rng);
+        INFO("plan " << i << ": " << o.plan->to_json());
+        Engine e(o);
+        CHECK(greedy_tokens(e, 8) == expected);
+    }
+}
 
 TEST_CASE("sim device: every mode gives the CPU engine's greedy tokens", "[model][device]") {
     modes_give_the_same_tokens(DeviceKind::Sim);
