@@ -1,6 +1,7 @@
 // AVX-512 attention tile (attention_cpu.h). Built with -mavx512f for this file only; called only
 // when the active path is avx512. Keys and values are read in the cache's type and converted
-// 16 at a time: F16 with vcvtph2ps, BF16 by a 16-bit shift, Q8_0 as int8 times its block scale.
+// 16 at a time: F16 with vcvtph2ps, BF16 by a 16-bit shift, Q8_0 as int8 times its block scale,
+// Q4_0 as a block's low or high nibbles less 8 times its scale.
 #include <immintrin.h>
 
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -41,6 +42,19 @@ struct LoadQ8_0 {
         std::memcpy(&d, b, sizeof d);
         const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(BlockQ8_0, qs) + col % kQK));
         return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(_cvtsh_ss(d)));
+    }
+};
+
+// The first or second half of a block's 32 values: its low or high nibbles.
+struct LoadQ4_0 {
+    static __m512 load16(const std::byte* row, int64_t col) {
+        const std::byte* b = row + (col / kQK) * sizeof(BlockQ4_0);
+        f16_bits d;
+        std::memcpy(&d, b, sizeof d);
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(BlockQ4_0, qs)));
+        const __m128i nibbles = _mm_and_si128(col % kQK == 0 ? q : _mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
+        const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(nibbles), _mm512_set1_epi32(8));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(_cvtsh_ss(d)));
     }
 };
 
@@ -172,6 +186,7 @@ void attention_tile_avx512(const AttentionTile& t) {
         case DType::F16: return tile<LoadF16>(t);
         case DType::BF16: return tile<LoadBF16>(t);
         case DType::Q8_0: return tile<LoadQ8_0>(t);
+        case DType::Q4_0: return tile<LoadQ4_0>(t);
         default: return tile<LoadF32>(t);
     }
 }

@@ -75,7 +75,7 @@ void attention(const AttentionArgs& a) {
     const int64_t n_tiles_t = (a.n_tokens + tok - 1) / tok;
     const bool simd = active_path() == CpuPath::Avx512 && a.head_dim % 16 == 0 && a.head_dim <= 512 && group <= 512;
     STRATA_ASSERT(!a.block_table || (a.block_size > 0 && a.block_size % 16 == 0));
-    STRATA_ASSERT(a.kv_type != DType::Q8_0 || (static_cast<int64_t>(a.n_head_kv) * a.head_dim) % kQK == 0);
+    STRATA_ASSERT(traits(a.kv_type).block_elems == 1 || (static_cast<int64_t>(a.n_head_kv) * a.head_dim) % kQK == 0);
 
     parallel_for(a.n_head_kv * n_tiles_t, [&](int64_t task) {
         const int32_t hk = static_cast<int32_t>(task % a.n_head_kv);

@@ -1,6 +1,6 @@
 #pragma once
 // Causal multi-head attention with grouped KV heads over a KV cache whose rows are float32,
-// float16, bfloat16 or Q8_0 (ggml's blocks of 32 int8 values and one f16 scale): contiguous
+// float16, bfloat16, Q8_0 or Q4_0 (ggml's blocks of 32 values and one f16 scale): contiguous
 // rows, or pages of block_size rows found through a block table (a paged KV cache), read in
 // place and converted to float as the kernels go, never copied out whole.
 #include <cstddef>

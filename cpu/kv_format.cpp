@@ -23,7 +23,7 @@ inline float half_to_float(f16_bits h) {
 }  // namespace
 
 bool is_kv_type(DType type) {
-    return type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0;
+    return type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 || type == DType::Q4_0;
 }
 
 void store_kv_row(DType type, const float* x, void* row, int64_t n) {
@@ -51,6 +51,25 @@ void store_kv_row(DType type, const float* x, void* row, int64_t n) {
             }
             return;
         }
+        case DType::Q4_0: {
+            // ggml's quantize_row_q4_0_ref: the value of largest magnitude maps to -8.
+            STRATA_ASSERT(n % kQK == 0);
+            auto* b = static_cast<BlockQ4_0*>(row);
+            for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+                float amax = 0, max = 0;
+                for (int j = 0; j < kQK; ++j)
+                    if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
+                const float d = max / -8, id = d != 0 ? 1 / d : 0;
+                b[i].d = fp32_to_fp16(d);
+                for (int j = 0; j < kQK / 2; ++j) {
+                    const auto lo = static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f))));
+                    const auto hi =
+                        static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(x[j + kQK / 2] * id + 8.5f))));
+                    b[i].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+                }
+            }
+            return;
+        }
         default: STRATA_ASSERT(is_kv_type(type));
     }
 }
@@ -73,6 +92,16 @@ void load_kv_values(DType type, const void* row, int64_t i0, float* dst, int64_t
                 float* out = dst + (i - i0);
                 for (int64_t j = 0; j < len; ++j) out[j] = d * static_cast<float>(blk.qs[j0 + j]);
                 i += len;
+            }
+            return;
+        }
+        case DType::Q4_0: {
+            const auto* b = static_cast<const BlockQ4_0*>(row);
+            for (int64_t i = i0; i < i0 + n; ++i) {
+                const BlockQ4_0& blk = b[i / kQK];
+                const int64_t j = i % kQK;
+                const int q = j < kQK / 2 ? blk.qs[j] & 0x0F : blk.qs[j - kQK / 2] >> 4;
+                dst[i - i0] = half_to_float(blk.d) * static_cast<float>(q - 8);
             }
             return;
         }

@@ -60,11 +60,11 @@ TEST_CASE("SmolLM2: an F16 KV cache gives the greedy tokens of an F32 one on the
     }
 }
 
-TEST_CASE("SmolLM2: BF16 and Q8_0 KV caches keep the reference's teacher-forced top-1", "[model][kv]") {
+TEST_CASE("SmolLM2: BF16, Q8_0 and Q4_0 KV caches keep the reference's teacher-forced top-1", "[model][kv]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
     const json f = test::model_fixture("smollm2_teacher_forced.json");
-    for (const DType type : {DType::F16, DType::BF16, DType::Q8_0}) {
+    for (const DType type : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
         Engine engine(options(*path, 512, type));
         const int n_vocab = engine.hparams().n_vocab;
         int agree = 0, total = 0;
@@ -81,7 +81,8 @@ TEST_CASE("SmolLM2: BF16 and Q8_0 KV caches keep the reference's teacher-forced 
         INFO(dtype_name(type) << ": " << agree << " of " << total << " positions agree");
         CHECK(total == 384);
         // F32 keeps >= 99% (test_smollm2_reference.cpp); the lossy caches may lose a little more.
-        CHECK(agree >= (type == DType::F16 ? 0.99 : 0.97) * total);
+        // Q4_0 (16 levels a block) is coarse for a 135M model: 312 of 384 agree; garbage would be near 0.
+        CHECK(agree >= (type == DType::F16 ? 0.99 : type == DType::Q4_0 ? 0.75 : 0.97) * total);
     }
 }
 

@@ -15,6 +15,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/kv_format.h"
 #include "cpu/thread_pool.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/kv_values.h"
 #include "tests/support/random_values.h"
 #include "tests/support/reference_attention.h"
@@ -27,18 +28,20 @@ using strata::test::normal_floats;
 
 namespace {
 
-constexpr DType kKvTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
+constexpr DType kKvTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
 
 // What converting to `type` may cost attention outputs of order 1 (values N(0, 1), softmax
 // rows peaked by queries of sd 3 as well as flat ones), about twice the worst seen: F16
 // rounds to 2^-11 relative (outputs off by < 2e-3), BF16 to 2^-8 (8x that), Q8_0 to half a
-// step of amax / 127, about 0.01 for 32 normal values (< 0.06 over 128 dimensions).
+// step of amax / 127, about 0.01 for 32 normal values (< 0.06 over 128 dimensions), Q4_0 to
+// half a step of amax / 8, 16 times coarser.
 double conversion_tolerance(DType type) {
     switch (type) {
         case DType::F32: return 1e-5;
         case DType::F16: return 4e-3;
         case DType::BF16: return 4e-2;
-        default: return 0.12;
+        case DType::Q8_0: return 0.12;
+        default: return 1.5;
     }
 }
 
@@ -110,12 +113,12 @@ TEST_CASE("attention: every KV type on every kernel matches attention in double 
 TEST_CASE("attention: a type the KV cache cannot hold is refused", "[unit][cpu]") {
     std::vector<float> q(16), out(16);
     std::vector<std::byte> kv(1024);
-    AttentionArgs a{q.data(), kv.data(), kv.data(), out.data(), 1, 0, 1, 1, 16, 18, DType::Q4_0};
-    CHECK_FALSE(is_kv_type(DType::Q4_0));
+    AttentionArgs a{q.data(), kv.data(), kv.data(), out.data(), 1, 0, 1, 1, 16, 18, DType::Q4_K};
+    CHECK_FALSE(is_kv_type(DType::Q4_K));
     CHECK_THROWS_AS(attention(a), UsageError);
 }
 
-TEST_CASE("KV rows: F16 and BF16 round to nearest even, Q8_0 to ggml's blocks", "[unit][cpu]") {
+TEST_CASE("KV rows: F16 and BF16 round to nearest even, Q8_0 and Q4_0 to ggml's blocks", "[unit][cpu]") {
     auto x = normal_floats(256, 41, 3.0f);
     x[0] = 0;
     x[1] = 65504;                 // the largest half
@@ -144,6 +147,20 @@ TEST_CASE("KV rows: F16 and BF16 round to nearest even, Q8_0 to ggml's blocks", 
                     std::memcpy(&u, &x[i], 4);
                     const double lo = test::bf16_value(uint16_t(u >> 16)), hi = test::bf16_value(uint16_t((u >> 16) + 1));
                     CHECK(std::abs(got - x[i]) <= std::min(std::abs(lo - x[i]), std::abs(hi - x[i])));
+                    break;
+                }
+                case DType::Q4_0: {
+                    // The block's scale is its largest-magnitude value / -8 (as a half); each value
+                    // within a step of it (half a step but at the clipped opposite extreme).
+                    const int b = i / 32;
+                    float max = 0;
+                    for (int j = 0; j < 32; ++j)
+                        if (std::abs(x[b * 32 + j]) > std::abs(max)) max = x[b * 32 + j];
+                    uint16_t h;
+                    std::memcpy(&h, row.data() + b * 18, 2);
+                    const double d = test::half_value(h);
+                    CHECK(d == static_cast<double>(static_cast<_Float16>(max / -8)));
+                    CHECK(std::abs(got - x[i]) <= std::abs(d) + 8 * std::abs(d - max / -8.0) + 1e-9);
                     break;
                 }
                 default: {
@@ -178,4 +195,22 @@ TEST_CASE("KV rows: every F16 bit pattern reads back as its value", "[unit][cpu]
         wrong += !ok;
     }
     CHECK(wrong == 0);
+}
+
+TEST_CASE("KV rows: Q8_0 and Q4_0 blocks are the bytes gguf-py's quantizer writes", "[unit][cpu]") {
+    for (const DType type : {DType::Q8_0, DType::Q4_0}) {
+        INFO(dtype_name(type));
+        const std::string name = type == DType::Q8_0 ? "q8_0" : "q4_0";
+        const auto in = test::read_fixture_bytes("kv/" + name + ".in.f32");
+        const auto want = test::read_fixture_bytes("kv/" + name + ".bin");
+        constexpr int64_t kRow = 256;
+        const size_t n_rows = in.size() / (kRow * sizeof(float));
+        REQUIRE(want.size() == n_rows * strata::row_bytes(type, kRow));
+        std::vector<float> x(in.size() / sizeof(float));
+        std::memcpy(x.data(), in.data(), in.size());
+        std::vector<uint8_t> got(want.size());
+        for (size_t r = 0; r < n_rows; ++r)
+            store_kv_row(type, &x[r * kRow], &got[r * strata::row_bytes(type, kRow)], kRow);
+        CHECK(got == want);
+    }
 }

@@ -14,6 +14,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/quant.h"
 #include "cpu/quant_ref.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/skip.h"
 
 using namespace strata;
@@ -21,11 +22,6 @@ using namespace strata::cpu;
 
 namespace {
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    REQUIRE(f.good());
-    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 std::vector<float> as_floats(const std::vector<uint8_t>& b) {
     std::vector<float> v(b.size() / 4);
     std::memcpy(v.data(), b.data(), v.size() * 4);
@@ -128,11 +124,11 @@ TEST_CASE("fp16 conversions match F16C", "[unit]") {
 }
 
 TEST_CASE("scalar dequantize matches gguf-py fixtures", "[unit]") {
-    const std::string dir = std::string(STRATA_SOURCE_DIR) + "/tests/fixtures/quant/";
+    const std::string dir = "quant/";
     for (const auto& [name, type] : kStoredTypes) {
         INFO("type " << name);
-        const auto raw = read_bytes(dir + name + ".bin");
-        const auto want = as_floats(read_bytes(dir + name + ".f32"));
+        const auto raw = test::read_fixture_bytes(dir + name + ".bin");
+        const auto want = as_floats(test::read_fixture_bytes(dir + name + ".f32"));
         const auto n = static_cast<int64_t>(want.size());
         REQUIRE(raw.size() == row_bytes(type, n));
         std::vector<float> got(n);
@@ -147,13 +143,13 @@ TEST_CASE("scalar dequantize matches gguf-py fixtures", "[unit]") {
 
 TEST_CASE("every path dequantizes exactly like the reference", "[unit]") {
     RestorePath restore;
-    const std::string dir = std::string(STRATA_SOURCE_DIR) + "/tests/fixtures/quant/";
+    const std::string dir = "quant/";
     std::mt19937 rng(11);
     for (CpuPath path : supported_paths()) {
         set_active_path(path);
         for (const auto& [name, type] : kStoredTypes) {
             INFO("path " << path_name(path) << " type " << name);
-            const auto raw = read_bytes(dir + name + ".bin");
+            const auto raw = test::read_fixture_bytes(dir + name + ".bin");
             const int64_t n = static_cast<int64_t>(raw.size() / traits(type).block_bytes * traits(type).block_elems);
             std::vector<float> want(n), got(n);
             dequantize_row_ref(type, raw.data(), want.data(), n);
