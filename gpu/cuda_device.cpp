@@ -21,7 +21,7 @@ public:
         : Device(budget, cuda_malloc_pool(index, budget), cuda_free_pool), name_(fmt::format("cuda:{}", index)) {}
 
     std::string_view name() const override { return name_; }
-    std::unique_ptr<Stream> make_stream() override { return std::make_unique<CudaStream>(); }
+    std::unique_ptr<Stream> make_stream(std::string_view) override { return std::make_unique<CudaStream>(); }
     std::unique_ptr<Event> make_event() override { return std::make_unique<CudaEvent>(); }
     bool supports_weight(DType t) const override { return gpu_weight_type(t); }
     bool supports_kv(DType t) const override { return gpu_kv_type(t); }

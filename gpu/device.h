@@ -16,6 +16,8 @@
 #include "core/dtype.h"
 #include "gpu/device_pool.h"
 
+namespace strata { class Trace; }
+
 namespace strata::gpu {
 
 // A queue of device work, run in the order it was queued.
@@ -98,8 +100,12 @@ public:
     DevicePool& memory() { return pool_; }       // the --gpu-mem budget, carved
     const DevicePool& memory() const { return pool_; }
 
-    virtual std::unique_ptr<Stream> make_stream() = 0;
+    // `name` labels the stream's track in a trace ("compute", "h2d").
+    virtual std::unique_ptr<Stream> make_stream(std::string_view name) = 0;
     virtual std::unique_ptr<Event> make_event() = 0;
+    // Records the device's work as slices into `trace` (may be null), a track per stream, where
+    // the device can time it (the simulated device does; CUDA records nothing yet).
+    virtual void set_trace(Trace* trace) {}
 
     // What the ops read: weight and KV cache element types.
     virtual bool supports_weight(DType t) const = 0;

@@ -4,6 +4,7 @@
 // ones, in the same row groups, as the CPU engine, so results are identical) on a thread pool of
 // the device's own, one op at a time, so CPU-side work really overlaps with device work.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "cpu/attention_cpu.h"
 #include "cpu/kv_format.h"
 #include "cpu/matmul.h"
@@ -70,7 +72,8 @@ public:
     }
 
     std::string_view name() const override { return "sim"; }
-    std::unique_ptr<Stream> make_stream() override { return std::make_unique<SimStream>(); }
+    std::unique_ptr<Stream> make_stream(std::string_view name) override { return std::make_unique<SimStream>(std::string(name)); }
+    void set_trace(Trace* trace) override { trace_ = trace; }
     std::unique_ptr<Event> make_event() override { return std::make_unique<SimEvent>(); }
     bool supports_weight(DType t) const override { return cpu::has_kernels(t); }
     bool supports_kv(DType t) const override { return cpu::is_kv_type(t); }
@@ -79,17 +82,17 @@ public:
     uint64_t matmul_scratch_bytes(int64_t, int64_t) const override { return 0; }
 
     void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s) override {
-        sim(s).enqueue([=, this] { h2d_.transfer(dst, src, bytes); });
+        run(s, "copy to device", [=, this] { h2d_.transfer(dst, src, bytes); });
     }
     void copy_d2h(void* dst, const void* src, size_t bytes, Stream& s) override {
-        sim(s).enqueue([=, this] { d2h_.transfer(dst, src, bytes); });
+        run(s, "copy to host", [=, this] { d2h_.transfer(dst, src, bytes); });
     }
     void copy_d2d(void* dst, const void* src, size_t bytes, Stream& s) override {
-        sim(s).enqueue([=] { std::memcpy(dst, src, bytes); });
+        run(s, "copy on device", [=] { std::memcpy(dst, src, bytes); });
     }
 
     void matmul(const MatmulArgs& a, Stream& s) override {
-        compute(s, [=, int8 = opts_.int8_activations] {
+        compute(s, "matmul", [=, int8 = opts_.int8_activations] {
             // Rows that get the bits they get alone: any number for block-quantized weights
             // (integer dot products), up to cpu::kDecodeTokens at a time for float weights.
             const bool any_rows = cpu::act_format_for(a.type) != cpu::ActFormat::F32;
@@ -100,38 +103,38 @@ public:
         });
     }
     void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) override {
-        compute(s, [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::rms_norm(x + r * n, w, y + r * n, n, eps); }); });
+        compute(s, "rms_norm", [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::rms_norm(x + r * n, w, y + r * n, n, eps); }); });
     }
     void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) override {
-        compute(s, [=] {
+        compute(s, "rope", [=] {
             const cpu::RopeParams p{a.head_dim, a.n_rot, a.freq_base, a.freq_scale, a.neox, a.freq_factors};
             const int64_t width = int64_t(a.n_heads) * a.head_dim;
             cpu::parallel_for(n_tokens, [&](int64_t t) { cpu::rope(x + t * width, a.n_heads, pos[t], p); });
         });
     }
     void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) override {
-        compute(s, [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::swiglu(gate + r * n, up + r * n, n); }); });
+        compute(s, "swiglu", [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::swiglu(gate + r * n, up + r * n, n); }); });
     }
     void add(float* y, const float* x, int64_t n, Stream& s) override {
-        compute(s, [=] { cpu::add(y, x, n); });
+        compute(s, "add", [=] { cpu::add(y, x, n); });
     }
     void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) override {
-        compute(s, [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::add(y + r * n, b, n); }); });
+        compute(s, "add_rows", [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::add(y + r * n, b, n); }); });
     }
     void kv_store(const float* src, const KvRows& r, Stream& s) override {
-        compute(s, [=] {
+        compute(s, "kv_store", [=] {
             cpu::parallel_for(r.n_tok, [&](int64_t t) { cpu::store_kv_row(r.type, src + t * r.n, row_at(r, t), r.n); });
         });
     }
     void kv_gather(const KvRows& r, float* dst, Stream& s) override {
-        compute(s, [=] {
+        compute(s, "kv_gather", [=] {
             cpu::parallel_for(r.n_tok, [&](int64_t t) { cpu::load_kv_values(r.type, row_at(r, t), 0, dst + t * r.n, r.n); });
         });
     }
     // Consecutive query rows of one sequence (the same block table, positions one apart) go to
     // cpu::attention together, as the CPU engine runs a sequence's rows.
     void decode_attention(const DecodeAttentionArgs& a, Stream& s) override {
-        compute(s, [=] {
+        compute(s, "decode_attention", [=] {
             const int64_t Q = int64_t(a.n_head) * a.head_dim;
             for (int32_t first = 0; first < a.n_seq;) {
                 const int32_t* table = a.block_tables + int64_t(first) * a.max_blocks;
@@ -164,17 +167,28 @@ private:
     static void* row_at(const KvRows& r, int64_t t) {
         return static_cast<std::byte*>(r.cache) + r.block[t] * r.block_stride + r.row[t] * r.row_stride;
     }
-    // Queues `op` on `s`: it runs on the device's own threads, one op at a time, as a GPU's
-    // streams share its multiprocessors.
+    // Queues `work` on `s`, recorded as a slice named `what` on the stream's track when tracing.
+    template <class Work>
+    void run(Stream& s, const char* what, Work work) {
+        SimStream& stream = sim(s);
+        stream.enqueue([this, &stream, what, work = std::move(work)] {
+            const auto begin = Trace::Clock::now();
+            work();
+            if (Trace* t = trace_) t->slice(t->track("sim: " + stream.name()), what, begin, Trace::Clock::now());
+        });
+    }
+    // An op: it runs on the device's own threads, one op at a time, as a GPU's streams share
+    // its multiprocessors.
     template <class Op>
-    void compute(Stream& s, Op op) {
-        sim(s).enqueue([this, op = std::move(op)] {
+    void compute(Stream& s, const char* what, Op op) {
+        run(s, what, [this, op = std::move(op)] {
             std::lock_guard lock(compute_mutex_);
             pool_.run(op);
         });
     }
 
     SimOptions opts_;
+    std::atomic<Trace*> trace_{nullptr};
     Link h2d_, d2h_;
     std::mutex compute_mutex_;
     cpu::ThreadPool pool_;

@@ -5,7 +5,7 @@
 
 namespace strata::gpu {
 
-SimStream::SimStream() : worker_([this] { run(); }) {}
+SimStream::SimStream(std::string name) : name_(std::move(name)), worker_([this] { run(); }) {}
 
 SimStream::~SimStream() {
     {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "gpu/device.h"
@@ -18,17 +19,19 @@ namespace strata::gpu {
 
 class SimStream final : public Stream {
 public:
-    SimStream();
+    explicit SimStream(std::string name);
     ~SimStream() override;  // runs what is queued, then stops
     SimStream(const SimStream&) = delete;
     SimStream& operator=(const SimStream&) = delete;
 
     void enqueue(std::function<void()> work);
     void synchronize() override;
+    const std::string& name() const { return name_; }
 
 private:
     void run();
 
+    std::string name_;
     std::mutex mutex_;
     std::condition_variable changed_;
     std::deque<std::function<void()>> queue_;

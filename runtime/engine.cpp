@@ -203,6 +203,7 @@ Engine::Engine(const EngineOptions& opts)
     }
     weights_->set_trace(trace_.get());
     kv_->set_trace(trace_.get());
+    fwd_->set_trace(trace_.get());
     STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, KV cache {} blocks of {} "
                     "positions ({}), {} threads; {}",
                     models::arch_name(hp_.arch), hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv,

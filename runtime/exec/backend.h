@@ -12,6 +12,8 @@
 #include "models/hparams.h"
 #include "runtime/kv/kv_cache.h"
 
+namespace strata { class Trace; }
+
 namespace strata::runtime {
 
 // One sequence's share of a pass: `tokens` appended after its last position.
@@ -46,7 +48,9 @@ public:
     Backend(const Backend&) = delete;
     Backend& operator=(const Backend&) = delete;
 
-    virtual std::string_view name() const = 0;  // "cpu", "cuda"
+    virtual std::string_view name() const = 0;  // "cpu", "cuda:0", "sim"
+    // Records the backend's own work into `trace` (may be null) where it has any of its own.
+    virtual void set_trace(Trace* trace) {}
 
     // Runs `tokens` at positions kv.n_past()... of sequence 0 and appends their keys and
     // values. Writes n_vocab logits of the last token, or of every token when `all_logits`

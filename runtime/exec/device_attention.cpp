@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "core/trace.h"
 #include "runtime/exec/attention_pass.h"
 
 namespace strata::runtime {
@@ -142,8 +145,11 @@ void DeviceBackend::Impl::attention_on_host(int il, const DevLayer& l, const Pas
         const Part& m = parts[i];
         if (m.r0 == m.r1) continue;
         ev_down[i]->synchronize();
-        for (int64_t t = m.r0; t < m.r1; ++t) kv.store(il, p.block[t], p.row[t], hk + t * KV, hv + t * KV);
-        attend_on_cpu(hp, kv, il, m.segs, hq, ha);
+        {
+            const TraceScope traced(trace, attention_track, fmt::format("layer {}", il));
+            for (int64_t t = m.r0; t < m.r1; ++t) kv.store(il, p.block[t], p.row[t], hk + t * KV, hv + t * KV);
+            attend_on_cpu(hp, kv, il, m.segs, hq, ha);
+        }
         dev->copy_h2d(dev_f(attn, m.r0, Q), ha + m.r0 * Q, size_t((m.r1 - m.r0) * Q) * 4, *h2d);
         ev_up[i]->record(*h2d);
         ev_up[i]->wait_on(s);

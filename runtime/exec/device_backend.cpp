@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/trace.h"
 #include "runtime/exec/device_impl.h"
 
 namespace strata::runtime {
@@ -14,6 +15,12 @@ DeviceBackend::DeviceBackend(std::unique_ptr<gpu::Device> device, const models::
 DeviceBackend::~DeviceBackend() = default;
 
 std::string_view DeviceBackend::name() const { return impl_->dev->name(); }
+
+void DeviceBackend::set_trace(Trace* trace) {
+    impl_->dev->set_trace(trace);
+    impl_->trace = trace;
+    if (trace) impl_->attention_track = trace->track("cpu: attention");
+}
 
 void DeviceBackend::reserve(int64_t) {}  // everything is sized for kMaxUbatch tokens at construction
 

@@ -40,6 +40,8 @@ public:
                   storage::MemoryBudget& dram, const DeviceBackendOptions& opts);
     ~DeviceBackend() override;
     std::string_view name() const override;  // the device's: "cuda:0", "sim"
+    // The device's streams, and on the host the CPU's attention for the device's layers.
+    void set_trace(Trace* trace) override;
 
     // Device bytes besides the layers kept there and the KV cache: activations and scratch for
     // passes of kMaxUbatch tokens, the output head and norms, `n_slots` buffers of `slot_bytes`.

@@ -57,6 +57,8 @@ struct DeviceBackend::Impl {
     std::vector<std::unique_ptr<gpu::Event>> copied, computed;  // per slot
     std::vector<PipelineStep> schedule;
     std::unique_ptr<Forward> host_layers;  // the plan's CPU layers, when it has some
+    Trace* trace = nullptr;                 // the CPU's attention for the device's layers
+    int attention_track = 0;
 
     // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention);
     // kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their

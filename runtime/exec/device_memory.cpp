@@ -36,8 +36,8 @@ uint64_t DeviceBackend::working_bytes(const gpu::Device& device, const models::H
 
 DeviceBackend::Impl::Impl(std::unique_ptr<gpu::Device> device, const models::Hparams& h, WeightStore& s, const KvCache& kv,
                           storage::MemoryBudget& dram, const DeviceBackendOptions& o)
-    : hp(h), store(s), opts(o), dev(std::move(device)), compute(dev->make_stream()), h2d(dev->make_stream()),
-      d2h(dev->make_stream()), max_blocks(KvCache::blocks_for(kv.n_ctx())), kv_type(kv.type()),
+    : hp(h), store(s), opts(o), dev(std::move(device)), compute(dev->make_stream("compute")), h2d(dev->make_stream("h2d")),
+      d2h(dev->make_stream("d2h")), max_blocks(KvCache::blocks_for(kv.n_ctx())), kv_type(kv.type()),
       kv_row_bytes(int64_t(row_bytes(kv.type(), h.n_embd_kv()))), kv_block_bytes(KvCache::kBlockSize * kv_row_bytes),
       hidden_row_bytes(int64_t(row_bytes(kv.type(), h.n_embd))) {
     if (opts.kv != KvPlacement::HostCpuAttention && !dev->supports_kv(kv_type))

@@ -16,7 +16,7 @@ namespace strata::gpu::test {
 // A device with one stream, and copies that finish before they return.
 struct TestDevice {
     std::unique_ptr<Device> dev;
-    std::unique_ptr<Stream> stream = dev->make_stream();
+    std::unique_ptr<Stream> stream = dev->make_stream("test");
 
     template <class T>
     DeviceBuffer upload(const std::vector<T>& host) {

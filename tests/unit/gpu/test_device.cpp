@@ -221,7 +221,7 @@ void paged_attention(TestDevice& d) {
 
 // A copy in on one stream, an op on another, a copy out on a third: events are the only order.
 void streams_and_events(TestDevice& d) {
-    auto compute = d.dev->make_stream(), h2d = d.dev->make_stream(), d2h = d.dev->make_stream();
+    auto compute = d.dev->make_stream("compute"), h2d = d.dev->make_stream("h2d"), d2h = d.dev->make_stream("d2h");
     auto copied = d.dev->make_event(), added = d.dev->make_event();
     const int64_t n = 1 << 20;
     std::vector<float> x(n), y(n);
