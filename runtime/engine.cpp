@@ -57,6 +57,16 @@ KvSize kv_size(const models::Hparams& hp, const EngineOptions& opts, int n_ctx) 
     return kv;
 }
 
+// A KV cache kept in DRAM whose layers from `n_resident` on spill to disk through a ring.
+KvSpillOptions host_kv_spill(int n_resident, const EngineOptions& opts, storage::MemoryBudget& dram) {
+    KvSpillOptions spill;
+    spill.n_resident_layers = n_resident;
+    spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
+    spill.prefetch_depth = opts.prefetch_depth;
+    spill.budget = &dram;
+    return spill;
+}
+
 // What the engine holds where: the KV cache and the placement of the weights.
 struct Layout {
     std::unique_ptr<KvCache> kv;
@@ -66,10 +76,11 @@ struct Layout {
 
 // With a device: its bytes for layers and KV are the budget less the backend's working set
 // (sized for the largest layer as a streaming buffer, plus the K/V layer that recomputed
-// layers share); KV on the device takes no DRAM, so the host cache is then never written.
+// layers share); KV on the device takes no DRAM, so the host cache is then never written. KV
+// the plan keeps in DRAM spills its last layers to disk when DRAM cannot hold it all.
 Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
                        const PlacementOptions& po, const GpuTarget& gpu, const gpu::Device& device,
-                       const EngineOptions& opts, const KvSize& kv) {
+                       const EngineOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
     const ModelWeights w = ModelWeights::bind(file, hp);
     const uint64_t head = row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
     const uint64_t largest = *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
@@ -79,12 +90,20 @@ Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, 
         throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
                                       "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
                           "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
-    GpuPlacement g = place_on_gpu(file, in, po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.gpu.attention);
+    const int n_kv_dram = kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes);
+    ResidencyInput host_kv = in;  // DRAM as it is with the KV cache on the host
+    if (n_kv_dram < hp.n_layer) {
+        host_kv.other_bytes -= uint64_t(hp.n_layer - n_kv_dram) * kv.layer_bytes;
+        if (host_kv.budget)
+            host_kv.budget -= ring_bytes(kv.layer_bytes, std::min(hp.n_layer - n_kv_dram, opts.prefetch_depth + 1));
+    }
+    PlacementOptions host_po = po;
+    host_po.n_kv_layers_in_dram = n_kv_dram;
+    GpuPlacement g = place_on_gpu(file, host_kv, host_po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.gpu.attention);
     // The plan (given or made) says which layers recompute their KV.
     const std::vector<bool> rebuilt = rebuilt_layers(g.placement.plan);
     const bool recompute = std::find(rebuilt.begin(), rebuilt.end(), true) != rebuilt.end();
-    KvSpillOptions spill;
-    spill.n_resident_layers = hp.n_layer;
+    KvSpillOptions spill = host_kv_spill(g.kv == KvPlacement::Device ? hp.n_layer : n_kv_dram, opts, dram);
     if (recompute && g.kv == KvPlacement::Device) {
         spill.rebuilt = rebuilt;
         spill.n_embd_hidden = hp.n_embd;
@@ -107,8 +126,7 @@ Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, 
 // weight leaves too little room; then the planner decides which weight layers stay resident.
 Layout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
                      const EngineOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
-    KvSpillOptions spill;
-    spill.n_resident_layers = kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes);
+    KvSpillOptions spill = host_kv_spill(kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes), opts, dram);
     if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
         throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
                                       "DRAM, but the KV cache does not fit --dram {}",
@@ -116,9 +134,6 @@ Layout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, Re
                           "give more --dram, or use a plan without recompute (strata plan --no-recompute)");
     spill.rebuilt = kv.rebuilt;
     spill.n_embd_hidden = hp.n_embd;
-    spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
-    spill.prefetch_depth = opts.prefetch_depth;
-    spill.budget = &dram;
     Layout out;
     out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
     // The spill ring is charged to the budget by its pool; only resident KV stays in other_bytes.
@@ -169,7 +184,7 @@ Engine::Engine(const EngineOptions& opts)
     const ResidencyInput in =
         WeightStore::residency_input(file_, hp_, *dram_, kv.all_bytes + activations, opts.prefetch_depth);
     std::unique_ptr<gpu::Device> device = gpu.use ? open_device(gpu, opts.gpu, opts.int8_activations) : nullptr;
-    Layout layout = gpu.use ? layout_with_gpu(file_, hp_, in, po, gpu, *device, opts, kv)
+    Layout layout = gpu.use ? layout_with_gpu(file_, hp_, in, po, gpu, *device, opts, kv, *dram_)
                             : layout_on_cpu(file_, hp_, in, po, opts, kv, *dram_);
     kv_ = std::move(layout.kv);
     placement_ = std::move(layout.placement);

@@ -175,7 +175,12 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
     choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape&) {
         po.budgets.gpu = static_cast<double>(device_bytes);
-        if (in.budget) po.budgets.dram = static_cast<double>(in.budget - std::min(in.budget, in.other_bytes));
+        // DRAM left for the layers it keeps there: the runtime also holds the head and embeddings,
+        // the KV cache and activations, and a ring for layers streamed from NVMe (the planner's
+        // own staging is counted again inside: conservative).
+        if (in.budget)
+            po.budgets.dram = static_cast<double>(
+                in.budget - std::min(in.budget, in.fixed_bytes + in.other_bytes + full_ring_bytes(in)));
         // The device runtime runs CPU layers too, and recomputes KV from hidden states on the device.
         po.allow_recompute = true;
         po.limits.recompute_on_gpu_only = true;
@@ -190,7 +195,7 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     STRATA_LOG_INFO("{}{}; KV cache: {}", planner::plan_summary(p.plan), opts.given ? " (given)" : "", kv_placement_name(g.kv));
     if (opts.on_plan) opts.on_plan(p);
     p.residency = residency_from_plan(p.plan, in, true);
-    p.n_kv_layers_in_dram = g.kv == KvPlacement::Device ? 0 : p.shape.n_layer;
+    p.n_kv_layers_in_dram = g.kv == KvPlacement::Device ? 0 : std::min(opts.n_kv_layers_in_dram, p.shape.n_layer);
     return g;
 }
 

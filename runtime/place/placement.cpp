@@ -168,7 +168,14 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     p.residency = residency_from_plan(p.plan, unbounded);  // refuses what this runtime cannot run
     p.n_kv_layers_in_dram = std::min(opts.n_kv_layers_in_dram, p.shape.n_layer);
     const planner::Plan run = as_run(p.plan, opts.kv_type, p.n_kv_layers_in_dram);
-    if (run.output != p.plan.output || run.embedding != p.plan.embedding || run.layers != as_run(p.plan, opts.kv_type).layers)
+    // What the plan puts elsewhere than this runtime holds it (KV the runtime spills for its
+    // budget is its own choice, logged by the cache).
+    bool moved = run.output != p.plan.output || run.embedding != p.plan.embedding;
+    for (size_t il = 0; il < run.layers.size(); ++il) {
+        const planner::Tier planned = planner::tier_of(p.plan.layers[il].kv);
+        moved |= planned != planner::Tier::Dram && planned != planner::tier_of(run.layers[il].kv);
+    }
+    if (moved)
         STRATA_LOG_WARN("placement: the plan puts the output layer, embeddings or KV cache on NVMe or on the GPU; "
                         "this runtime keeps them in DRAM");
     // Priced on this machine for this run as the runtime runs it, given or made alike.

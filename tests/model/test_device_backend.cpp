@@ -201,6 +201,32 @@ TEST_CASE("sim device: random valid plans give the CPU engine's greedy tokens", 
     }
 }
 
+TEST_CASE("sim device: a KV cache spilled to disk gives the CPU engine's greedy tokens", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    std::vector<int32_t> prompt;
+    EngineOptions o = options(*path, DeviceKind::Cpu);
+    o.n_ctx = 4096;  // 120 MiB of f16 KV: half of it spills under the budget below
+    Engine cpu(o);
+    while (prompt.size() < 600) {
+        const auto more = cpu.tokenizer().encode(kText, prompt.empty(), false);
+        prompt.insert(prompt.end(), more.begin(), more.end());
+    }
+    const auto expected = cpu.generate(prompt, test::greedy(8, true)).tokens;
+    for (AttentionChoice attention : {AttentionChoice::Cpu, AttentionChoice::Gpu}) {
+        INFO((attention == AttentionChoice::Cpu ? "CPU" : "device") << " attention");
+        EngineOptions spilled = options(*path, DeviceKind::Sim, attention);
+        spilled.n_ctx = 4096;
+        spilled.plan = all_on_device(plan_of(spilled));
+        for (auto& l : spilled.plan->layers) l.kv = KvOption::Dram;
+        spilled.plan->policy.cpu_attention = attention == AttentionChoice::Cpu;
+        spilled.dram_budget = uint64_t{120} << 20;
+        Engine e(spilled);
+        CHECK(e.kv_cache().n_spilled() > 0);
+        CHECK(e.generate(prompt, test::greedy(8, true)).tokens == expected);
+    }
+}
+
 TEST_CASE("sim device: every mode gives the CPU engine's greedy tokens", "[model][device]") {
     modes_give_the_same_tokens(DeviceKind::Sim);
 }
