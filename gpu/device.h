@@ -155,6 +155,9 @@ private:
 // (or this build has no CUDA) and OutOfBudget-style BackendError when the budget cannot be had.
 std::unique_ptr<Device> make_cuda_device(int index, uint64_t budget_bytes);
 
+// CPU threads the simulated device's ops run on unless told: half the cores.
+int default_sim_threads();
+
 struct SimOptions {
     uint64_t budget_bytes = 0;  // its memory: host memory counted against --gpu-mem
     double link_gbps = 8;       // each direction of the host <-> device link

@@ -196,6 +196,8 @@ private:
 
 }  // namespace
 
+int default_sim_threads() { return std::max(1, cpu::default_thread_count() / 2); }
+
 std::unique_ptr<Device> make_sim_device(const SimOptions& opts) { return std::make_unique<SimDevice>(opts); }
 
 }  // namespace strata::gpu

@@ -11,16 +11,20 @@ using json_util::get;
 using json_util::get_or;
 using json_util::json;
 
-double CpuProfile::gemv_gbps_for(DType t) const {
+const KernelRate* rate_for(const std::vector<KernelRate>& rates, DType t) {
     for (const auto& r : rates)
-        if (r.type == t && r.gemv_gbps > 0) return r.gemv_gbps;
-    return gemv_gbps;
+        if (r.type == t && r.gemv_gbps > 0 && r.gemm_gflops > 0) return &r;
+    return nullptr;
+}
+
+double CpuProfile::gemv_gbps_for(DType t) const {
+    const KernelRate* r = rate_for(rates, t);
+    return r ? r->gemv_gbps : gemv_gbps;
 }
 
 double CpuProfile::gemm_gflops_for(DType t) const {
-    for (const auto& r : rates)
-        if (r.type == t && r.gemm_gflops > 0) return r.gemm_gflops;
-    return gemm_gflops;
+    const KernelRate* r = rate_for(rates, t);
+    return r ? r->gemm_gflops : gemm_gflops;
 }
 
 void HardwareProfile::validate() const {
@@ -58,10 +62,30 @@ std::string HardwareProfile::summary() const {
     return s;
 }
 
+namespace {
+
+json rates_json(const std::vector<KernelRate>& rates) {
+    json out = json::array();
+    for (const auto& r : rates)
+        out.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops}});
+    return out;
+}
+
+std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
+    std::vector<KernelRate> rates;
+    for (const auto& r : j) {
+        const auto tname = get<std::string>(r, where, "type");
+        const auto t = dtype_from_name(tname);
+        if (!t) throw UsageError(fmt::format("hardware profile: {} type '{}' is unknown", where, tname));
+        rates.push_back({*t, get<double>(r, where, "gemv_gbps"), get<double>(r, where, "gemm_gflops")});
+    }
+    return rates;
+}
+
+}  // namespace
+
 std::string HardwareProfile::to_json() const {
-    json rates = json::array();
-    for (const auto& r : cpu.rates)
-        rates.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops}});
+    const json rates = rates_json(cpu.rates);
     json j = {
         {"strata_hardware_profile", 1},
         {"name", name},
@@ -78,8 +102,11 @@ std::string HardwareProfile::to_json() const {
          {{"name", nvme.name}, {"path", nvme.path}, {"capacity_bytes", nvme.capacity_bytes},
           {"read_gbps", nvme.read_gbps}, {"write_gbps", nvme.write_gbps}}},
         {"gpu", nullptr},
+        {"sim", nullptr},
         {"notes", notes},
     };
+    if (sim)
+        j["sim"] = {{"n_threads", sim->n_threads}, {"op_overhead_us", sim->op_overhead_us}, {"rates", rates_json(sim->rates)}};
     if (gpu)
         j["gpu"] = {{"name", gpu->name}, {"memory_bytes", gpu->memory_bytes}, {"mem_gbps", gpu->mem_gbps},
                     {"fp16_tflops", gpu->fp16_tflops}, {"h2d_gbps", gpu->h2d_gbps}, {"d2h_gbps", gpu->d2h_gbps},
@@ -108,13 +135,15 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
     p.cpu.attention_gbps = get<double>(c, "cpu", "attention_gbps");
     p.cpu.attention_gflops = get<double>(c, "cpu", "attention_gflops");
     p.cpu.layer_overhead_us = get_or<double>(c, "cpu", "layer_overhead_us", 15);
-    if (c.contains("rates"))
-        for (const auto& r : c.at("rates")) {
-            const auto tname = get<std::string>(r, "cpu.rates[]", "type");
-            const auto t = dtype_from_name(tname);
-            if (!t) throw UsageError(fmt::format("hardware profile: cpu.rates type '{}' is unknown", tname));
-            p.cpu.rates.push_back({*t, get<double>(r, "cpu.rates[]", "gemv_gbps"), get<double>(r, "cpu.rates[]", "gemm_gflops")});
-        }
+    if (c.contains("rates")) p.cpu.rates = rates_from_json(c.at("rates"), "cpu.rates[]");
+    if (j.contains("sim") && !j.at("sim").is_null()) {
+        const json& m = j.at("sim");
+        SimProfile sp;
+        sp.n_threads = get<int>(m, "sim", "n_threads");
+        sp.op_overhead_us = get<double>(m, "sim", "op_overhead_us");
+        if (m.contains("rates")) sp.rates = rates_from_json(m.at("rates"), "sim.rates[]");
+        p.sim = sp;
+    }
     const json& d = json_util::object(j, "profile", "dram");
     p.dram.kind = get_or<std::string>(d, "dram", "kind", "");
     p.dram.capacity_bytes = get<uint64_t>(d, "dram", "capacity_bytes");

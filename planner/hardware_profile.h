@@ -20,6 +20,9 @@ struct KernelRate {
     bool operator==(const KernelRate&) const = default;
 };
 
+// The measured rate for `t`, or null when there is none (or it is not positive).
+const KernelRate* rate_for(const std::vector<KernelRate>& rates, DType t);
+
 struct CpuProfile {
     std::string name;
     int n_cores = 1;
@@ -58,6 +61,15 @@ struct GpuProfile {
     bool operator==(const GpuProfile&) const = default;
 };
 
+// The simulated device (gpu/device.h) as `strata probe` measured it: the CPU's matmul rates on
+// the threads its ops run on, and what handing one op to them costs.
+struct SimProfile {
+    int n_threads = 1;
+    std::vector<KernelRate> rates;
+    double op_overhead_us = 0;
+    bool operator==(const SimProfile&) const = default;
+};
+
 struct DiskProfile {
     std::string name;
     std::string path;  // where the probe measured, if it did
@@ -73,6 +85,7 @@ struct HardwareProfile {
     CpuProfile cpu;
     DramProfile dram;
     std::optional<GpuProfile> gpu;
+    std::optional<SimProfile> sim;  // measured by `strata probe`; absent in catalog profiles
     DiskProfile nvme;
     std::vector<std::string> notes;  // how numbers were obtained, what was assumed
 

@@ -15,10 +15,12 @@
 #include "core/log.h"
 #include "gpu/copy_rates.h"
 #include "gpu/cuda_devices.h"
+#include "gpu/device.h"
 #include "planner/catalog.h"
 #include "planner/units.h"
 #include "probe/io_rates.h"
 #include "probe/measure.h"
+#include "probe/sim_rates.h"
 #include "storage/budget.h"
 
 namespace strata::probe {
@@ -127,6 +129,10 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
     p.cpu.attention_gbps = std::min(p.dram.read_gbps, p.cpu.gemv_gbps_for(DType::F16));
     p.cpu.attention_gflops = p.cpu.gemm_gflops_for(DType::F16);
     p.notes.push_back("cpu: GEMV/GEMM through cpu::matmul; attention rates derived from the F16 GEMV/GEMM and DRAM read (not measured separately)");
+
+    p.sim = measure_sim_device(o.types, gpu::default_sim_threads(), o.quick, topo.l3 ? topo.l3 : topo.l2);
+    p.notes.push_back(fmt::format("sim: the simulated device's matmul rates on its {} threads and its per-op hand-off, measured",
+                                  p.sim->n_threads));
 
     probe_disk(o, p);
     probe_gpu(p, true);

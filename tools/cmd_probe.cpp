@@ -45,6 +45,12 @@ int run_probe(const ProbeOptions& o) {
                    p.gpu->mem_gbps, p.gpu->fp16_tflops, p.gpu->pcie, p.gpu->h2d_gbps, p.gpu->d2h_gbps);
     else
         fmt::print("gpu       none\n");
+    if (p.sim) {
+        fmt::print("sim       simulated device on {} threads: {:.1f} us per op hand-off\n", p.sim->n_threads, p.sim->op_overhead_us);
+        for (const auto& r : p.sim->rates)
+            fmt::print("sim       {:<5} decode GEMV {:6.1f} GB/s of weights, prefill GEMM {:7.1f} GFLOPS\n", dtype_name(r.type),
+                       r.gemv_gbps, r.gemm_gflops);
+    }
     for (const auto& n : p.notes) fmt::print("note      {}\n", n);
     if (!o.no_cache) fmt::print("saved     {} (used by `strata plan`)\n", probe::profile_cache_path().string());
     return 0;

@@ -62,24 +62,39 @@ std::string unsupported_types(const DeviceTypes& can, const models::GgufFile& fi
     return {};
 }
 
-int sim_threads(const GpuRequest& req) { return req.sim_threads > 0 ? req.sim_threads : std::max(1, cpu::default_thread_count() / 2); }
+int sim_threads(const GpuRequest& req) { return req.sim_threads > 0 ? req.sim_threads : gpu::default_sim_threads(); }
+
+// Device ops a llama layer issues per pass (norms, matmuls, RoPE, KV stores, attention, adds):
+// the simulated device's per-op hand-off, paid per layer.
+constexpr double kOpsPerLayer = 16;
 
 // The simulated device as the planner sees it: its memory is the budget, its link the throttled
-// copies, its compute the CPU's matmul rates for the share of the cores it runs on.
+// copies, its compute the CPU's matmul rates on its threads (as `strata probe` measured them for
+// that thread count, else the CPU's scaled by its share of the cores).
 planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DType weight_type) {
     std::string source;
     planner::HardwareProfile hw = runtime_profile(source);
-    const double share = std::min(1.0, double(sim_threads(req)) / std::max(1, hw.cpu.n_threads));
+    const int threads = sim_threads(req);
     planner::GpuProfile g;
     g.name = "simulated device";
     g.memory_bytes = budget;
     g.h2d_gbps = g.d2h_gbps = req.sim_link_gbps;
     g.pcie = fmt::format("simulated, {} GB/s", req.sim_link_gbps);
-    g.mem_gbps = hw.cpu.gemv_gbps_for(weight_type) * share;
-    g.fp16_tflops = hw.cpu.gemm_gflops_for(weight_type) * share / 1000;
-    g.launch_overhead_us = hw.cpu.layer_overhead_us;
+    const planner::KernelRate* measured = hw.sim && hw.sim->n_threads == threads ? planner::rate_for(hw.sim->rates, weight_type) : nullptr;
+    if (measured) {
+        g.mem_gbps = measured->gemv_gbps;
+        g.fp16_tflops = measured->gemm_gflops / 1000;
+        g.launch_overhead_us = hw.sim->op_overhead_us * kOpsPerLayer;
+        hw.notes.push_back(fmt::format("gpu: the simulated device on {} threads, as `strata probe` measured it", threads));
+    } else {
+        const double share = std::min(1.0, double(threads) / std::max(1, hw.cpu.n_threads));
+        g.mem_gbps = hw.cpu.gemv_gbps_for(weight_type) * share;
+        g.fp16_tflops = hw.cpu.gemm_gflops_for(weight_type) * share / 1000;
+        g.launch_overhead_us = hw.cpu.layer_overhead_us;
+        hw.notes.push_back(fmt::format("gpu: the simulated device on {} threads, its rates the CPU's scaled to them "
+                                       "(`strata probe` measures them)", threads));
+    }
     hw.gpu = g;
-    hw.notes.push_back("gpu: the simulated device, its rates derived from the CPU's for its threads");
     return hw;
 }
 

@@ -80,11 +80,11 @@ TEST_CASE("CLI: --kv-type takes the KV cache types only", "[unit][cli]") {
     auto path = stories260k_path();
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
     const std::string m = "-m " + path->string() + " -p hi -n 2 --temp 0";
-    auto r = run_strata("generate " + m + " --kv-type q4_0");
-    check_clean_failure(r, "--kv-type 'q4_0' is not a KV cache type");
-    CHECK_THAT(r.err, Catch::Contains("f32, f16, bf16, q8_0"));
+    auto r = run_strata("generate " + m + " --kv-type q4_k");
+    check_clean_failure(r, "--kv-type 'q4_k' is not a KV cache type");
+    CHECK_THAT(r.err, Catch::Contains("f32, f16, bf16, q8_0, q4_0"));
     check_clean_failure(run_strata("generate " + m + " --kv-type half"), "--kv-type 'half'");
-    for (const char* type : {"f32", "F16", "bf16", "q8_0"}) {
+    for (const char* type : {"f32", "F16", "bf16", "q8_0", "q4_0"}) {
         INFO(type);
         CHECK(run_strata(std::string("generate ") + m + " --kv-type " + type).exit_code == 0);
     }

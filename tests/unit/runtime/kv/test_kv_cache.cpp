@@ -162,6 +162,7 @@ TEST_CASE("kv cache: a layer's bytes follow the type, blocks padded for O_DIRECT
 
 TEST_CASE("kv cache: a type it cannot hold is a clear error", "[unit][kv]") {
     CHECK_THROWS_WITH(KvCache(1, 32, 48, 0, DType::Q8_0), Catch::Contains("blocks of 32 values") && Catch::Contains("48"));
-    CHECK_THROWS_WITH(KvCache(1, 32, 64, 0, DType::Q4_0), Catch::Contains("Q4_0 is not a KV cache type"));
+    CHECK_THROWS_WITH(KvCache(1, 32, 64, 0, DType::Q4_K), Catch::Contains("Q4_K is not a KV cache type"));
+    CHECK_THROWS_WITH(KvCache(1, 32, 48, 0, DType::Q4_0), Catch::Contains("blocks of 32 values") && Catch::Contains("48"));
     CHECK_THROWS_AS(KvCache::layer_bytes(4, 48, DType::Q8_0), UsageError);
 }
