@@ -131,7 +131,7 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
     p.notes.push_back("cpu: GEMV/GEMM through cpu::matmul; attention rates derived from the F16 GEMV/GEMM and DRAM read (not measured separately)");
 
     p.sim = measure_sim_device(o.types, gpu::default_sim_threads(), o.quick, topo.l3 ? topo.l3 : topo.l2);
-    p.notes.push_back(fmt::format("sim: the simulated device's matmul rates on its {} threads and its per-op hand-off, measured",
+    p.notes.push_back(fmt::format("sim: the simulated device's matmul rates on its {} threads and its cost per op, measured",
                                   p.sim->n_threads));
 
     probe_disk(o, p);

@@ -1,8 +1,10 @@
 #include "probe/sim_rates.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
+#include "core/dtype.h"
 #include "gpu/device.h"
 #include "probe/measure.h"
 
@@ -10,23 +12,37 @@ namespace strata::probe {
 
 namespace {
 
-// Microseconds from queueing a tiny op on a stream of the simulated device to its completion,
-// over many ops in a row (the queue, the thread hand-off, the pool's run).
-double op_overhead_us(int threads, int n_ops) {
+// Microseconds a device op costs beyond its bytes and flops, on average over a layer's mix:
+// queueing it on a stream, handing it to the device's threads, and the fixed cost of a small
+// kernel call (activation conversion, scratch, the parallel loop). Measured on decode-sized
+// ops of a tiny layer (matmuls of 8 KiB of weights, vectors of 256 floats), whose bytes take
+// well under a microsecond, over many layers in a row.
+double op_overhead_us(int threads, int n_layers) {
+    constexpr int64_t kRows = 64, kCols = 256;
     gpu::SimOptions o;
-    o.budget_bytes = uint64_t{1} << 20;
+    o.budget_bytes = uint64_t{4} << 20;
     o.n_threads = threads;
     auto dev = gpu::make_sim_device(o);
     auto stream = dev->make_stream("probe");
-    gpu::DeviceBuffer x = dev->memory().allocate(64, "probe"), y = dev->memory().allocate(64, "probe");
-    const std::vector<float> zeros(16, 0.0f);
-    dev->copy_h2d(x.data(), zeros.data(), 64, *stream);
-    dev->copy_h2d(y.data(), zeros.data(), 64, *stream);
+    const size_t w_bytes = row_bytes(DType::Q4_0, kCols) * kRows;
+    gpu::DeviceBuffer w = dev->memory().allocate(w_bytes, "probe weights");
+    gpu::DeviceBuffer x = dev->memory().allocate(kCols * 4, "probe"), y = dev->memory().allocate(kRows * 4, "probe");
+    gpu::DeviceBuffer norm = dev->memory().allocate(kCols * 4, "probe");
+    const std::vector<uint8_t> zeros(std::max<size_t>(w_bytes, kCols * 4), 0);  // zero Q4_0 blocks are valid
+    for (const gpu::DeviceBuffer* b : {&w, &x, &y, &norm}) dev->copy_h2d(b->data(), zeros.data(), b->bytes(), *stream);
+    stream->synchronize();
+    // A layer's mix: 7 matmuls and 9 small vector ops.
+    auto layer = [&] {
+        for (int i = 0; i < 7; ++i) dev->matmul({DType::Q4_0, w.data(), x.as<float>(), y.as<float>(), kRows, kCols, 1}, *stream);
+        for (int i = 0; i < 3; ++i) dev->rms_norm(x.as<float>(), norm.as<float>(), x.as<float>(), 1, kCols, 1e-5f, *stream);
+        for (int i = 0; i < 6; ++i) dev->add(x.as<float>(), norm.as<float>(), kCols, *stream);
+    };
+    layer();  // warm the kernels' scratch
     stream->synchronize();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < n_ops; ++i) dev->add(y.as<float>(), x.as<float>(), 16, *stream);
+    for (int l = 0; l < n_layers; ++l) layer();
     stream->synchronize();
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n_ops;
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / (16.0 * n_layers);
 }
 
 }  // namespace
@@ -38,7 +54,7 @@ planner::SimProfile measure_sim_device(const std::vector<DType>& types, int thre
         const planner::KernelRate r = measure_matmul(t, threads, quick, llc_bytes);
         if (r.gemv_gbps > 0) s.rates.push_back(r);
     }
-    s.op_overhead_us = op_overhead_us(threads, quick ? 200 : 2000);
+    s.op_overhead_us = op_overhead_us(threads, quick ? 50 : 500);
     return s;
 }
 

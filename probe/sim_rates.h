@@ -1,6 +1,6 @@
 #pragma once
 // The simulated device's rates for `strata probe`: the CPU's matmuls on the threads its ops run
-// on, and the cost of handing one op to them and getting it back.
+// on, and what an op costs beyond its bytes and flops (its hand-off, a small kernel's fixed cost).
 #include <cstdint>
 #include <vector>
 

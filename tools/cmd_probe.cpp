@@ -46,7 +46,8 @@ int run_probe(const ProbeOptions& o) {
     else
         fmt::print("gpu       none\n");
     if (p.sim) {
-        fmt::print("sim       simulated device on {} threads: {:.1f} us per op hand-off\n", p.sim->n_threads, p.sim->op_overhead_us);
+        fmt::print("sim       simulated device on {} threads: {:.1f} us per op beyond its bytes\n", p.sim->n_threads,
+                   p.sim->op_overhead_us);
         for (const auto& r : p.sim->rates)
             fmt::print("sim       {:<5} decode GEMV {:6.1f} GB/s of weights, prefill GEMM {:7.1f} GFLOPS\n", dtype_name(r.type),
                        r.gemv_gbps, r.gemm_gflops);
