@@ -108,7 +108,10 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
     p.dram.capacity_bytes = system_ram_bytes();
     p.dram.kind = "measured";
     const size_t dram_bytes = o.quick ? std::min<uint64_t>(o.dram_bytes, 128u << 20) : o.dram_bytes;
-    const size_t read_bytes = o.quick ? dram_bytes : dram_read_probe_bytes(p.dram.capacity_bytes);
+    // Quick or not, the read covers four last-level caches at least, so it measures DRAM.
+    const uint64_t llc = topo.l3 ? topo.l3 : topo.l2;
+    const size_t full = dram_read_probe_bytes(p.dram.capacity_bytes);
+    const size_t read_bytes = o.quick ? std::min<size_t>(full, std::max<size_t>(dram_bytes, 4 * llc)) : full;
     p.dram.read_gbps = measure_dram_read_gbps(read_bytes, static_cast<unsigned>(threads));
     p.dram.copy_gbps = measure_dram_copy_gbps(dram_bytes, static_cast<unsigned>(threads));
     p.notes.push_back(fmt::format("dram: capacity from sysconf (not hwloc NUMA); read = {}-thread prefetched streams over {}, "
@@ -116,7 +119,7 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
                                   planner::format_size(static_cast<double>(dram_bytes))));
 
     for (DType t : o.types) {
-        const planner::KernelRate r = measure_matmul(t, threads, o.quick, topo.l3 ? topo.l3 : topo.l2);
+        const planner::KernelRate r = measure_matmul(t, threads, o.quick, llc);
         if (r.gemv_gbps > 0) p.cpu.rates.push_back(r);
     }
     // Fallbacks for types not measured: the best rates seen.
@@ -130,7 +133,7 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
     p.cpu.attention_gflops = p.cpu.gemm_gflops_for(DType::F16);
     p.notes.push_back("cpu: GEMV/GEMM through cpu::matmul; attention rates derived from the F16 GEMV/GEMM and DRAM read (not measured separately)");
 
-    p.sim = measure_sim_device(o.types, gpu::default_sim_threads(), o.quick, topo.l3 ? topo.l3 : topo.l2);
+    p.sim = measure_sim_device(o.types, gpu::default_sim_threads(), o.quick, llc);
     p.notes.push_back(fmt::format("sim: the simulated device's matmul rates on its {} threads and its cost per op, measured",
                                   p.sim->n_threads));
 

@@ -30,7 +30,9 @@ uint64_t peak_rss_bytes() {
 nlohmann::json plan_json(const runtime::Placement& p, const runtime::GenerateResult& r) {
     const int n_streamed = p.residency.n_streamed();
     const planner::Prediction pred = p.predict(static_cast<int>(r.prompt_tokens.size()), static_cast<int>(r.tokens.size()));
-    return {{"summary", planner::plan_summary(p.plan)},
+    planner::Plan priced = p.plan;  // its summary priced for this run too, not for the planning workload
+    priced.prediction = pred;
+    return {{"summary", planner::plan_summary(priced)},
             {"given", p.search.n_policies == 0},
             {"hardware", p.hw_source},
             {"layers_resident", static_cast<int>(p.residency.resident.size()) - n_streamed},
