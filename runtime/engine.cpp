@@ -57,13 +57,15 @@ KvSize kv_size(const models::Hparams& hp, const EngineOptions& opts, int n_ctx) 
     return kv;
 }
 
-// A KV cache kept in DRAM whose layers from `n_resident` on spill to disk through a ring.
-KvSpillOptions host_kv_spill(int n_resident, const EngineOptions& opts, storage::MemoryBudget& dram) {
+// A KV cache kept in DRAM whose layers from `n_resident` on spill to disk through a ring, and
+// whose evicted prefix-cache blocks go to disk too when every layer is resident.
+KvSpillOptions host_kv_spill(int n_resident, const EngineOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
     KvSpillOptions spill;
     spill.n_resident_layers = n_resident;
     spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
     spill.prefetch_depth = opts.prefetch_depth;
     spill.budget = &dram;
+    spill.prefix_spill_bytes = opts.prefix_spill_bytes.value_or(4 * kv.all_bytes);
     return spill;
 }
 
@@ -103,7 +105,8 @@ Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, 
     // The plan (given or made) says which layers recompute their KV.
     const std::vector<bool> rebuilt = rebuilt_layers(g.placement.plan);
     const bool recompute = std::find(rebuilt.begin(), rebuilt.end(), true) != rebuilt.end();
-    KvSpillOptions spill = host_kv_spill(g.kv == KvPlacement::Device ? hp.n_layer : n_kv_dram, opts, dram);
+    KvSpillOptions spill = host_kv_spill(g.kv == KvPlacement::Device ? hp.n_layer : n_kv_dram, opts, kv, dram);
+    if (g.kv == KvPlacement::Device) spill.prefix_spill_bytes = 0;  // the host cache is not the master copy
     if (recompute && g.kv == KvPlacement::Device) {
         spill.rebuilt = rebuilt;
         spill.n_embd_hidden = hp.n_embd;
@@ -126,7 +129,7 @@ Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, 
 // weight leaves too little room; then the planner decides which weight layers stay resident.
 Layout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
                      const EngineOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
-    KvSpillOptions spill = host_kv_spill(kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes), opts, dram);
+    KvSpillOptions spill = host_kv_spill(kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes), opts, kv, dram);
     if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
         throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
                                       "DRAM, but the KV cache does not fit --dram {}",

@@ -41,6 +41,9 @@ struct EngineOptions {
     std::optional<planner::Plan> plan;  // --plan FILE: run by this plan instead of making one
     std::function<void(const Placement&)> on_plan;  // sees the plan before weights load (--show-plan)
     std::filesystem::path kv_spill_dir;  // where KV layers that do not fit go; empty: the cache folder
+    // Disk there for prefix-cache blocks evicted from DRAM (runtime/kv/prefix_spill.h); nullopt:
+    // four times the KV cache; 0: none (evicted prefixes are recomputed).
+    std::optional<uint64_t> prefix_spill_bytes;
     std::filesystem::path trace_path;    // write a Chrome/Perfetto trace here; empty: none
     // Single-level int8 activations for block-quantized weights (llama.cpp's precision): faster
     // prefill; off by default because the float reference's tokens are then not always kept.

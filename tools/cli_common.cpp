@@ -21,6 +21,7 @@ runtime::EngineOptions ModelOptions::engine() const {
     e.n_ctx = ctx;
     e.prefetch_depth = prefetch;
     e.kv_spill_dir = kv_spill;
+    if (!prefix_spill.empty()) e.prefix_spill_bytes = prefix_spill == "0" ? 0 : parse_memory_size(prefix_spill);
     e.trace_path = trace;
     e.int8_activations = int8_acts;
     e.bf16_prefill = bf16_prefill;

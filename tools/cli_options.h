@@ -19,6 +19,7 @@ struct ModelOptions {
     std::string plan_file;  // --plan: a plan JSON from `strata plan -o FILE` instead of planning
     bool show_plan = false; // print the plan table to stderr before running
     std::string kv_spill;   // directory for KV layers that do not fit --dram
+    std::string prefix_spill;  // disk for evicted prefix-cache blocks ("4G", "0" = none); empty: 4x the KV cache
     std::string trace;      // Chrome/Perfetto trace file
     bool int8_acts = false; // single-level int8 activations (faster prefill, llama.cpp precision)
     bool bf16_prefill = false;  // prompt matmuls through oneDNN bf16 on AMX

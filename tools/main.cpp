@@ -27,6 +27,10 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--kv-spill", m.kv_spill,
                    "directory for KV cache layers that do not fit --dram (default: the cache folder; "
                    "the file is removed on exit)");
+    cmd.add_option("--prefix-spill", m.prefix_spill,
+                   "disk in the --kv-spill directory for prefix-cache blocks evicted from DRAM, so a prompt that "
+                   "starts like an earlier one gets its KV back instead of computing it again, e.g. 4G; 0: none "
+                   "(default: four times the KV cache)");
     cmd.add_option("--trace", m.trace, "write a Chrome/Perfetto trace of layer reads and compute to FILE.json");
     cmd.add_option("--plan", m.plan_file,
                    "place layers by this plan (JSON from `strata plan -m MODEL -o FILE`) instead of planning from --dram");

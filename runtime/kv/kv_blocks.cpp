@@ -33,10 +33,11 @@ void KvBlockPool::unlink(int32_t b) {
     --n_free_;
 }
 
-int32_t KvBlockPool::allocate() {
+int32_t KvBlockPool::allocate(std::optional<BlockKey>* evicted) {
     const int32_t b = head_;
     if (b < 0) return -1;
     unlink(b);
+    if (evicted) *evicted = key_[b];
     unpublish(b);  // evicted: the least recently used cached block, when no uncached one was free
     ref_[b] = 1;
     return b;

@@ -23,8 +23,9 @@ public:
 
     // A block with reference count 1, or -1 when every block is referenced (an expected
     // outcome: the caller waits or refuses). Evicts the least recently used cached block
-    // when no uncached block is free.
-    int32_t allocate();
+    // when no uncached block is free; its key goes to `evicted` when given (its content is
+    // still in the block until the caller writes it).
+    int32_t allocate(std::optional<BlockKey>* evicted = nullptr);
     void retain(int32_t block);
     // Drops one reference; at 0 the block is free again (its cached content kept, if any).
     void release(int32_t block);

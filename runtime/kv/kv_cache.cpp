@@ -1,6 +1,7 @@
 #include "runtime/kv/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -72,6 +73,10 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpil
     h_.reset(new std::byte[size_t(hidden_block_bytes_) * pool_.n_blocks() * n_rebuilt_]);
     if (n_resident_ < n_layer_)
         spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, pool_.n_blocks(), spill_block_bytes_, spill);
+    else if (spill.prefix_spill_bytes > 0)
+        prefix_spill_ = std::make_unique<PrefixSpill>(
+            spill.dir, spill.prefix_spill_bytes,
+            uint64_t(2 * resident_block_bytes_) * (n_kv_slots_ - (n_rebuilt_ > 0)) + uint64_t(hidden_block_bytes_) * n_rebuilt_);
     create_seq();  // sequence 0
 }
 
@@ -144,10 +149,44 @@ std::span<const int32_t> KvCache::block_table(SeqId id) const { return seq(id).b
 std::span<const int32_t> KvCache::seq_tokens(SeqId id) const { return seq(id).tokens; }
 
 int32_t KvCache::allocate_block() {
-    const int32_t b = pool_.allocate();
+    std::optional<BlockKey> evicted;
+    const int32_t b = pool_.allocate(prefix_spill_ ? &evicted : nullptr);
     if (b >= 0 && spill_) spill_->forget(b);  // fresh, or evicted from the prefix cache
+    if (b >= 0 && evicted) {  // its content is still there: onto disk before it is overwritten
+        copy_block(b, true);
+        prefix_spill_->put(*evicted);
+    }
     return b;
 }
+
+void KvCache::copy_block(int32_t block, bool to_staging) {
+    std::byte* at = prefix_spill_->staging().data();
+    auto copy = [&](std::byte* p, int64_t bytes) {
+        to_staging ? std::memcpy(at, p, size_t(bytes)) : std::memcpy(p, at, size_t(bytes));
+        at += bytes;
+    };
+    for (int32_t il = 0; il < n_layer_; ++il) {
+        if (rebuilt(il)) {
+            copy(hidden(il, block), hidden_block_bytes_);
+            continue;
+        }
+        copy(k(il, block), resident_block_bytes_);
+        copy(v(il, block), resident_block_bytes_);
+    }
+}
+
+int32_t KvCache::restore_block(const BlockKey& key) {
+    if (!prefix_spill_ || !prefix_spill_->contains(key)) return -1;
+    const int32_t b = allocate_block();  // may itself evict (and spill) another cached block
+    if (b < 0) return -1;
+    prefix_spill_->take(key);
+    copy_block(b, false);
+    pool_.publish(b, key);
+    ++n_prefix_restored_;
+    return b;
+}
+
+int32_t KvCache::n_prefix_spilled() const { return prefix_spill_ ? prefix_spill_->n_held() : 0; }
 
 void KvCache::release_block(int32_t block) {
     pool_.release(block);
@@ -161,7 +200,8 @@ int32_t KvCache::attach_prefix(SeqId id, std::span<const int32_t> tokens) {
     uint64_t parent = 0;
     for (size_t i = 0; i < n_full; ++i) {
         const BlockKey key = block_key(parent, tokens.subspan(i * kBlockSize, kBlockSize));
-        const int32_t b = pool_.find(key);
+        int32_t b = pool_.find(key);
+        if (b < 0) b = restore_block(key);
         if (b < 0) break;
         s.blocks.push_back(b);
         s.hashes.push_back(key.hash);

@@ -24,6 +24,7 @@
 #include "core/dtype.h"
 #include "runtime/kv/kv_blocks.h"
 #include "runtime/kv/kv_spill.h"
+#include "runtime/kv/prefix_spill.h"
 
 namespace strata::storage { class MemoryBudget; }
 
@@ -102,6 +103,10 @@ public:
     int32_t truncate_seq(SeqId seq, int32_t n);
 
     const KvBlockPool& pool() const { return pool_; }
+    // Prefix-cache blocks kept on disk after their eviction from DRAM (0 without a prefix spill),
+    // and how many came back since the start.
+    int32_t n_prefix_spilled() const;
+    int64_t n_prefix_restored() const { return n_prefix_restored_; }
 
     // The single-sequence API, on sequence 0.
     int32_t n_past() const { return seq_len(0); }
@@ -131,6 +136,11 @@ private:
     const Seq& seq(SeqId id) const;
     int32_t allocate_block();
     void release_block(int32_t block);
+    // A block's bytes in every layer (K and V, or a rebuilt layer's saved rows), to or from
+    // the prefix spill's staging.
+    void copy_block(int32_t block, bool to_staging);
+    // A block holding the KV of `key` read back from the prefix spill, or -1.
+    int32_t restore_block(const BlockKey& key);
 
     int32_t n_layer_;
     int32_t n_ctx_;
@@ -152,6 +162,8 @@ private:
     // Left uninitialised so that untouched blocks cost no resident memory.
     std::unique_ptr<std::byte[]> k_, v_, h_;
     std::unique_ptr<KvSpill> spill_;
+    std::unique_ptr<PrefixSpill> prefix_spill_;
+    int64_t n_prefix_restored_ = 0;
 };
 
 }  // namespace strata::runtime

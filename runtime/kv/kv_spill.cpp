@@ -1,16 +1,10 @@
 #include "runtime/kv/kv_spill.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "runtime/kv/scratch_file.h"
 #include "runtime/weights/stream_ring.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
@@ -21,12 +15,6 @@ namespace strata::runtime {
 
 namespace {
 constexpr uint64_t kAlign = storage::kDefaultDioAlign;
-
-[[noreturn]] void spill_error(const std::filesystem::path& dir, const std::string& what, int err) {
-    throw IoError(fmt::format("KV spill file in '{}': {}: {}", dir.string(), what, std::strerror(err)),
-                  err == ENOSPC ? "free disk space there, point --kv-spill at another directory, or use a smaller --ctx"
-                                : "point --kv-spill at a writable directory");
-}
 }  // namespace
 
 KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const KvSpillOptions& opts)
@@ -36,23 +24,8 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
       region_bytes_(uint64_t(n_blocks) * block_bytes),
       written_(n_layers, std::vector<uint8_t>(n_blocks, 0)) {
     STRATA_ASSERT(block_bytes % kAlign == 0);
-    std::error_code ec;
-    std::filesystem::create_directories(opts.dir, ec);
-    std::string path = (opts.dir / "strata-kv-XXXXXX").string();
-    fd_ = ::mkstemp(path.data());
-    if (fd_ < 0) spill_error(opts.dir, "cannot create it", errno);
-    // O_DIRECT keeps spilled KV out of the page cache (it would count against nobody's
-    // budget and hide the disk's speed); filesystems without it (tmpfs) work buffered.
-    if (::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_DIRECT) != 0)
-        STRATA_LOG_WARN("kv: O_DIRECT refused for the spill file in {}; using buffered I/O", opts.dir.string());
     const uint64_t total = layer_bytes(n_blocks, block_bytes) * n_layers;
-    if (int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(total)); err != 0) {
-        ::close(fd_);
-        ::unlink(path.c_str());
-        spill_error(opts.dir, fmt::format("cannot reserve {}", format_bytes(total)), err);
-    }
-    auto file = storage::File::open_read(path, storage::OpenMode::DirectOrBuffered);
-    ::unlink(path.c_str());  // gone at exit, also on Ctrl-C or a crash
+    file_ = std::make_unique<ScratchFile>(opts.dir, "KV spill file", "--kv-spill", total);
 
     storage::PinnedPoolOptions po;
     po.slot_bytes = layer_bytes(n_blocks, block_bytes);
@@ -60,7 +33,7 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
     po.what = "KV spill buffers";
     if (!opts.budget) own_budget_ = std::make_unique<storage::MemoryBudget>("DRAM", UINT64_MAX);
     pool_ = std::make_unique<storage::PinnedPool>(opts.budget ? *opts.budget : *own_budget_, po);
-    reader_ = storage::open_reader(file);
+    reader_ = storage::open_reader(file_->file());
     reader_->register_region(pool_->data(), pool_->bytes());
     std::vector<int> layers(n_layers);
     for (int i = 0; i < n_layers; ++i) layers[i] = i;
@@ -93,7 +66,6 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
 KvSpill::~KvSpill() {
     ring_.reset();
     if (reader_ && pool_) reader_->unregister_region(pool_->data());
-    if (fd_ >= 0) ::close(fd_);
 }
 
 void KvSpill::begin(int32_t layer) {
@@ -108,16 +80,7 @@ std::pair<std::byte*, std::byte*> KvSpill::current(int32_t layer) const {
 
 void KvSpill::write_run(uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1) {
     const uint64_t off = uint64_t(b0) * block_bytes_, len = uint64_t(b1 - b0) * block_bytes_;
-    const std::byte* src = current_ + slot_offset + off;
-    for (uint64_t done = 0; done < len;) {
-        const ssize_t w = ::pwrite(fd_, src + done, len - done, static_cast<off_t>(region + off + done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            throw IoError(fmt::format("writing {} of spilled KV cache at offset {}: {}", format_bytes(len),
-                                      region + off, w < 0 ? std::strerror(errno) : "no progress"),
-                          "check the disk that holds the spill directory (--kv-spill)");
-        done += static_cast<uint64_t>(w);
-    }
+    file_->write(region + off, {current_ + slot_offset + off, len});
 }
 
 void KvSpill::end(int32_t layer, std::span<const int32_t> blocks) {

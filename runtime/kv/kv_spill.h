@@ -22,6 +22,7 @@ namespace strata { class Trace; }
 
 namespace strata::runtime {
 
+class ScratchFile;
 class StreamRing;
 
 struct KvSpillOptions {
@@ -31,6 +32,9 @@ struct KvSpillOptions {
     storage::MemoryBudget* budget = nullptr;  // the ring's buffers are charged here
     std::vector<bool> rebuilt;                // per layer (or empty: none); only resident layers
     int32_t n_embd_hidden = 0;                // values of a rebuilt layer's saved rows
+    // Disk for prefix-cache blocks evicted from DRAM (runtime/kv/prefix_spill.h), in `dir`;
+    // 0: none. Only a cache whose layers are all resident keeps them.
+    uint64_t prefix_spill_bytes = 0;
 };
 
 class KvSpill {
@@ -58,7 +62,7 @@ private:
     int32_t n_blocks_;
     uint64_t block_bytes_;
     uint64_t region_bytes_;  // one side (K or V) of one layer
-    int fd_ = -1;
+    std::unique_ptr<ScratchFile> file_;
     // Per layer and block: whether the file holds data for it. Set when a pass writes the
     // block; the read for a layer's next pass is issued after that layer's end, so it sees it.
     std::vector<std::vector<uint8_t>> written_;

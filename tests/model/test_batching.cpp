@@ -122,3 +122,42 @@ TEST_CASE("SmolLM2: 16 greedy requests batched 8 at a time give the tokens of ea
         CHECK(engine.kv().pool().n_used() == used_before);
     }
 }
+
+TEST_CASE("SmolLM2: a prompt whose cached prefix was evicted from DRAM gets it back from disk", "[model][scheduler]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions eo;
+    eo.model = *path;
+    eo.n_ctx = 512;
+    eo.kv_positions = 128;  // 8 blocks: the second request's blocks evict the first's
+    Engine engine(eo);
+    const std::string preface =
+        "You are a careful assistant. Answer in plain words, without lists, and keep to the point. Here is the "
+        "story so far: a ferry crossed the river each morning, a mill turned by the weir, and the road north ";
+    const auto first = chat_prompt(engine, preface + "carried grain to the city. What did the mill grind?");
+    const auto other = chat_prompt(engine, std::string("Write three sentences about ") + kTopics[3] + " and why " +
+                                               kTopics[4] + " erupt, with an example of each from history.");
+    const auto again = chat_prompt(engine, preface + "carried grain to the city. Who used the ferry?");
+    engine.reset();
+    const auto want = engine.generate(again, test::greedy(16)).tokens;
+    engine.reset();
+
+    Scheduler sched(engine, {1, 8});
+    auto run = [&](const std::vector<int32_t>& prompt) {
+        GenerateResult out;
+        Request r;
+        r.prompt = prompt;
+        r.params = test::greedy(16);
+        r.on_done = [&](const GenerateResult& g) { out = g; };
+        sched.submit(std::move(r));
+        sched.wait_idle();
+        return out;
+    };
+    run(first);
+    run(other);  // takes the blocks the first left cached: they go to disk
+    REQUIRE(engine.kv().n_prefix_spilled() > 0);
+    const GenerateResult back = run(again);
+    CHECK(engine.kv().n_prefix_restored() > 0);
+    CHECK(back.cached_tokens >= 64);
+    CHECK(back.tokens == want);
+}

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "runtime/kv/kv_cache.h"
 #include "tests/support/kv_values.h"
+#include "tests/support/gguf_writer.h"
 
 using namespace strata;
 using namespace strata::runtime;
@@ -70,6 +71,50 @@ TEST_CASE("kv cache: a later sequence attaches the cached blocks of a shared pre
     CHECK(kv.attach_prefix(d, other) == 0);
     CHECK(kv.block_table(b)[0] == kv.block_table(c)[0]);
     CHECK(kv.pool().ref_count(kv.block_table(b)[0]) == 2);
+}
+
+TEST_CASE("kv cache: prefix blocks evicted from DRAM come back from disk with their KV", "[unit][kv]") {
+    KvSpillOptions opts;
+    opts.n_resident_layers = 2;
+    opts.dir = test::temp_path("prefix_spill");
+    opts.prefix_spill_bytes = uint64_t{1} << 20;
+    KvCache kv(2, 256, 64, opts, 4, DType::F16);  // 4 blocks: a second prompt evicts the first's
+    // Rows that name their position, layer and side, so a wrong block shows.
+    auto store_rows = [&](SeqId s, int n, float salt) {
+        std::vector<float> k(64), v(64);
+        const auto table = kv.block_table(s);
+        for (int l = 0; l < 2; ++l)
+            for (int p = 0; p < n; ++p) {
+                for (int i = 0; i < 64; ++i) k[i] = salt + 100.0f * l + p + i / 64.0f, v[i] = -k[i];
+                kv.store(l, table[p / KvCache::kBlockSize], p % KvCache::kBlockSize, k.data(), v.data());
+            }
+    };
+    const auto first = tokens(48, 1), second = tokens(48, 2);
+    const SeqId a = kv.create_seq();
+    REQUIRE(kv.reserve(a, 48));
+    store_rows(a, 48, 1000.0f);
+    kv.commit(a, first);
+    kv.free_seq(a);
+    const SeqId b = kv.create_seq();  // takes blocks, evicting (and spilling) the first's
+    REQUIRE(kv.reserve(b, 48));
+    store_rows(b, 48, 2000.0f);
+    kv.commit(b, second);
+    kv.free_seq(b);
+    CHECK(kv.n_prefix_spilled() >= 2);
+
+    const SeqId c = kv.create_seq();
+    CHECK(kv.attach_prefix(c, first) == 32);  // two whole blocks: 48 tokens, never all of them
+    CHECK(kv.n_prefix_restored() == 2);
+    const auto table = kv.block_table(c);
+    for (int l = 0; l < 2; ++l)
+        for (int p = 0; p < 32; ++p) {
+            INFO("layer " << l << " position " << p);
+            const auto* krow = kv.k(l, table[p / KvCache::kBlockSize]) + (p % KvCache::kBlockSize) * kv.row_bytes();
+            const auto* vrow = kv.v(l, table[p / KvCache::kBlockSize]) + (p % KvCache::kBlockSize) * kv.row_bytes();
+            CHECK(test::kv_value(DType::F16, krow, 5) == Approx(1000.0f + 100.0f * l + p + 5 / 64.0f).epsilon(1e-3));
+            CHECK(test::kv_value(DType::F16, vrow, 5) == Approx(-(1000.0f + 100.0f * l + p + 5 / 64.0f)).epsilon(1e-3));
+        }
+    CHECK(std::filesystem::is_empty(test::temp_path("prefix_spill")));  // the file is unlinked at once
 }
 
 TEST_CASE("kv cache: truncating into a shared block gives it up instead of writing it", "[unit][kv]") {
