@@ -9,6 +9,7 @@
 #include "runtime/engine.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/scheduler.h"
+#include "tests/support/engine_options.h"
 #include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
 
@@ -126,9 +127,7 @@ TEST_CASE("SmolLM2: 16 greedy requests batched 8 at a time give the tokens of ea
 TEST_CASE("SmolLM2: a prompt whose cached prefix was evicted from DRAM gets it back from disk", "[model][scheduler]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
-    EngineOptions eo;
-    eo.model = *path;
-    eo.n_ctx = 512;
+    EngineOptions eo = test::engine_options(*path, 512);
     eo.kv_positions = 128;  // 8 blocks: the second request's blocks evict the first's
     Engine engine(eo);
     const std::string preface =

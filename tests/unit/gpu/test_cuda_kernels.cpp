@@ -1,17 +1,15 @@
-// Every CUDA kernel against the CPU scalar reference, on random inputs with odd sizes (row counts
-// that are not a multiple of the warps per block, more blocks per row than lanes per warp).
+// The CUDA weight kernels against the CPU scalar reference at their own precision, on random
+// inputs with odd sizes (row counts that are not a multiple of the warps per block, more blocks
+// per row than lanes per warp). The other kernels are checked through the device interface,
+// with the same bodies as the simulated device (test_device.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 #include <random>
 #include <vector>
 
-#include "cpu/attention_cpu.h"
-#include "cpu/kv_format.h"
-#include "cpu/norm_rope_act.h"
 #include "cpu/quant_ref.h"
 #include "gpu/cuda_kernels.h"
 #include "tests/support/random_values.h"
@@ -126,154 +124,4 @@ TEST_CASE("gpu f16 GEMM through cuBLAS matches a double reference on the rounded
             INFO("token " << t << ", row " << r);
             CHECK(std::abs(y[t * n_rows + r] - ref) <= 2e-4 * mag + 1e-6);
         }
-}
-
-TEST_CASE("gpu rms_norm, swiglu and add match cpu::rms_norm, cpu::swiglu and cpu::add", "[gpu]") {
-    STRATA_REQUIRE_CUDA_GPU();
-    TestGpu g;
-    const int64_t rows = 3, n = 1001;
-    const auto x = normal_floats(rows * n, 41), w = normal_floats(n, 42), up = normal_floats(rows * n, 43);
-    DeviceBuffer dx = g.upload(x), dw = g.upload(w), dup = g.upload(up), dy = g.zeros(rows * n * 4);
-
-    rms_norm(dx.as<float>(), dw.as<float>(), dy.as<float>(), rows, n, 1e-5f, g.stream);
-    auto y = g.download<float>(dy, rows * n);
-    std::vector<float> ref(rows * n);
-    for (int64_t r = 0; r < rows; ++r) cpu::rms_norm(x.data() + r * n, w.data(), ref.data() + r * n, n, 1e-5f);
-    for (size_t i = 0; i < ref.size(); ++i) CHECK(y[i] == Approx(ref[i]).epsilon(1e-5).margin(1e-6));
-
-    swiglu(dx.as<float>(), dup.as<float>(), rows * n, g.stream);
-    y = g.download<float>(dx, rows * n);
-    ref = x;
-    cpu::swiglu(ref.data(), up.data(), rows * n);
-    for (size_t i = 0; i < ref.size(); ++i) CHECK(y[i] == Approx(ref[i]).epsilon(1e-5).margin(1e-6));
-
-    add(dx.as<float>(), dup.as<float>(), rows * n, g.stream);  // on the swiglu output
-    const auto sum = g.download<float>(dx, rows * n);
-    int64_t bad = 0;
-    for (size_t i = 0; i < sum.size(); ++i) bad += sum[i] != y[i] + up[i];  // one float add: exact
-    CHECK(bad == 0);
-}
-
-TEST_CASE("gpu rope matches cpu::rope (normal and NeoX, partial rotation, freq factors)", "[gpu]") {
-    STRATA_REQUIRE_CUDA_GPU();
-    TestGpu g;
-    const int32_t n_heads = 5, head_dim = 48, n_rot = 32;
-    const std::vector<int32_t> pos = {0, 7, 4099};
-    const auto factors = [] {
-        std::vector<float> f(16);
-        for (int i = 0; i < 16; ++i) f[i] = 1.0f + 0.25f * i;
-        return f;
-    }();
-    DeviceBuffer dpos = g.upload(pos), dfac = g.upload(factors);
-    for (bool neox : {false, true})
-        for (bool with_factors : {false, true}) {
-            INFO("neox " << neox << ", freq factors " << with_factors);
-            const auto x = normal_floats(pos.size() * n_heads * head_dim, 51);
-            DeviceBuffer dx = g.upload(x);
-            RopeArgs a{n_heads, head_dim, n_rot, 500000.0f, 0.5f, neox, with_factors ? dfac.as<float>() : nullptr};
-            rope(dx.as<float>(), dpos.as<int32_t>(), static_cast<int64_t>(pos.size()), a, g.stream);
-            const auto y = g.download<float>(dx, x.size());
-            auto ref = x;
-            const cpu::RopeParams p{head_dim, n_rot, 500000.0f, 0.5f, neox, with_factors ? factors.data() : nullptr};
-            for (size_t t = 0; t < pos.size(); ++t) cpu::rope(ref.data() + t * n_heads * head_dim, n_heads, pos[t], p);
-            for (size_t i = 0; i < ref.size(); ++i) CHECK(y[i] == Approx(ref[i]).margin(1e-5));
-        }
-}
-
-TEST_CASE("gpu decode attention over a paged KV cache matches cpu::attention", "[gpu]") {
-    STRATA_REQUIRE_CUDA_GPU();
-    TestGpu g;
-    // 3 sequences: 1 key, 37 keys (3 blocks, one split) and 300 keys (19 blocks, 3 splits, the
-    // last partial); GQA with 3 query heads per KV head; head_dim not a multiple of 32.
-    const std::vector<int32_t> n_kv = {1, 37, 300};
-    const int32_t n_seq = 3, n_head = 6, n_head_kv = 2, head_dim = 40, bs = kKvBlockSize;
-    const int32_t max_blocks = (300 + bs - 1) / bs;
-    const int64_t kv_stride = int64_t{n_head_kv} * head_dim, block_stride = bs * kv_stride;
-    // Blocks handed out in a shuffled order, as a block pool would after some churn.
-    int32_t n_blocks = 0;
-    for (int32_t n : n_kv) n_blocks += (n + bs - 1) / bs;
-    n_blocks += 4;  // unused blocks in between
-    std::vector<int32_t> order(n_blocks);
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), std::mt19937(61));
-    std::vector<int32_t> tables(n_seq * max_blocks, -1);
-    int32_t next = 0;
-    for (int32_t s = 0; s < n_seq; ++s)
-        for (int32_t b = 0; b < (n_kv[s] + bs - 1) / bs; ++b) tables[s * max_blocks + b] = order[next++];
-    std::replace(tables.begin(), tables.end(), -1, 0);  // unused entries: any valid block
-
-    const auto k = normal_floats(n_blocks * block_stride, 62), v = normal_floats(n_blocks * block_stride, 63);
-    const auto q = normal_floats(n_seq * n_head * head_dim, 64, 2.0f);  // peaky softmax
-    DeviceBuffer dk = g.upload(k), dv = g.upload(v), dq = g.upload(q), dt = g.upload(tables), dn = g.upload(n_kv);
-    DeviceBuffer dout = g.zeros(q.size() * 4);
-    DeviceBuffer scratch = g.zeros(decode_attention_scratch_floats(n_seq, n_head, head_dim, max_blocks) * 4);
-    CudaAttentionArgs a;
-    a.q = dq.as<float>();
-    a.out = dout.as<float>();
-    a.k = dk.as<float>();
-    a.v = dv.as<float>();
-    a.block_tables = dt.as<int32_t>();
-    a.n_kv = dn.as<int32_t>();
-    a.n_seq = n_seq;
-    a.max_blocks = max_blocks;
-    a.n_head = n_head;
-    a.n_head_kv = n_head_kv;
-    a.head_dim = head_dim;
-    a.kv_stride = kv_stride;
-    a.block_stride = block_stride;
-    a.scratch = scratch.as<float>();
-    decode_attention(a, g.stream);
-    const auto out = g.download<float>(dout, q.size());
-
-    std::vector<float> ref(q.size());
-    for (int32_t s = 0; s < n_seq; ++s) {
-        cpu::AttentionArgs c;
-        c.q = q.data() + s * n_head * head_dim;
-        c.out = ref.data() + s * n_head * head_dim;
-        c.k = k.data();
-        c.v = v.data();
-        c.n_tokens = 1;
-        c.pos0 = n_kv[s] - 1;
-        c.n_head = n_head;
-        c.n_head_kv = n_head_kv;
-        c.head_dim = head_dim;
-        c.kv_stride = kv_stride * sizeof(float);  // bytes
-        c.block_table = tables.data() + s * max_blocks;
-        c.block_size = bs;
-        c.block_stride = block_stride * sizeof(float);
-        cpu::attention(c);
-    }
-    for (size_t i = 0; i < ref.size(); ++i) {
-        INFO("sequence " << i / (n_head * head_dim) << ", head " << i / head_dim % n_head);
-        CHECK(out[i] == Approx(ref[i]).epsilon(1e-4).margin(1e-5));
-    }
-}
-
-TEST_CASE("gpu kv_store then kv_gather gives each row as the CPU cache rounds it", "[gpu]") {
-    STRATA_REQUIRE_CUDA_GPU();
-    TestGpu g;
-    const int64_t n = 72, n_tok = 19, kv_stride = n, block_stride = kKvBlockSize * n, n_blocks = 3;
-    const auto src = normal_floats(size_t(n_tok * n), 21);
-    std::vector<int32_t> block(n_tok), row(n_tok);
-    for (int64_t t = 0; t < n_tok; ++t) {  // distinct rows of blocks 1 and 0, out of order
-        block[t] = int32_t((2 * (t / kKvBlockSize) + 1) % n_blocks);
-        row[t] = int32_t((7 * t) % kKvBlockSize);
-    }
-    for (const DType type : {DType::F32, DType::F16, DType::BF16}) {
-        INFO(dtype_name(type));
-        DeviceBuffer cache = g.zeros(size_t(n_blocks * block_stride) * 4);
-        DeviceBuffer dsrc = g.upload(src), db = g.upload(block), dr = g.upload(row), out = g.zeros(src.size() * 4);
-        kv_store(dsrc.as<float>(), cache.data(), type, db.as<int32_t>(), dr.as<int32_t>(), n_tok, n, kv_stride, block_stride,
-                 g.stream);
-        kv_gather(cache.data(), type, db.as<int32_t>(), dr.as<int32_t>(), n_tok, n, kv_stride, block_stride,
-                  out.as<float>(), g.stream);
-        const auto got = g.download<float>(out, src.size());
-        std::vector<uint8_t> bytes(row_bytes(type, n));
-        std::vector<float> want(n);
-        for (int64_t t = 0; t < n_tok; ++t) {
-            cpu::store_kv_row(type, &src[t * n], bytes.data(), n);
-            cpu::load_kv_values(type, bytes.data(), 0, want.data(), n);
-            for (int64_t i = 0; i < n; ++i) CHECK(got[t * n + i] == want[i]);
-        }
-    }
 }
