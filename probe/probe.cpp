@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -167,10 +168,27 @@ std::optional<planner::HardwareProfile> load_cached_profile() {
     }
 }
 
+planner::HardwareProfile measured_profile(std::string& source, const std::filesystem::path& disk_dir) {
+    if (auto cached = load_cached_profile()) {
+        source = "the cached probe " + profile_cache_path().string();
+        return *cached;
+    }
+    std::fprintf(stderr, "strata: measuring this machine once for the planner (a quick probe: a second or two; "
+                         "`strata probe` measures it more closely)...\n");
+    ProbeOptions po;
+    po.quick = true;
+    std::error_code ec;
+    if (!disk_dir.empty() && std::filesystem::is_directory(disk_dir, ec)) po.disk_dir = disk_dir;
+    planner::HardwareProfile hw = probe_machine(po);
+    save_profile(hw, profile_cache_path());
+    source = "a quick probe of this machine, now cached in " + profile_cache_path().string();
+    return hw;
+}
+
 void save_profile(const planner::HardwareProfile& p, const std::filesystem::path& path) {
     std::error_code ec;
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-    const auto tmp = path.string() + ".tmp";
+    const auto tmp = fmt::format("{}.{}.tmp", path.string(), ::getpid());  // several processes may write at once
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         out << p.to_json() << "\n";

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "planner/hardware_profile.h"
@@ -32,6 +33,10 @@ void probe_gpu(planner::HardwareProfile& p, bool measure_copies);
 std::filesystem::path profile_cache_path();
 // The cached profile, or nullopt when absent or unreadable (a WARN says why).
 std::optional<planner::HardwareProfile> load_cached_profile();
+// The cached profile, or, the first time, a quick probe of this machine (a line on stderr says
+// so; the disk measured where `disk_dir` is, when it exists), cached for the next commands.
+// `source` says which.
+planner::HardwareProfile measured_profile(std::string& source, const std::filesystem::path& disk_dir = {});
 // Throws IoError / UsageError.
 planner::HardwareProfile load_profile(const std::filesystem::path& path);
 void save_profile(const planner::HardwareProfile& p, const std::filesystem::path& path);

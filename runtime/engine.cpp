@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/model_paths.h"
 #include "core/trace.h"
 #include "cpu/onednn_matmul.h"
 #include "cpu/thread_pool.h"
@@ -14,7 +15,6 @@
 #include "runtime/exec/device_backend.h"
 #include "runtime/exec/forward.h"
 #include "runtime/kv/kv_cache.h"
-#include "runtime/model_paths.h"
 #include "runtime/place/placement.h"
 #include "runtime/text_stream.h"
 #include "runtime/weights/weight_store.h"

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model_paths.h"
 #include "models/chat_template.h"
-#include "runtime/model_paths.h"
 #include "runtime/place/placement.h"
 #include "runtime/scheduler.h"
 #include "tools/cli_options.h"
@@ -60,7 +60,7 @@ int run_batch(const BatchOptions& o) {
                    out.truncated_bytes(), o.output);
 
     runtime::EngineOptions eo = o.m.engine();
-    const std::string model_id = runtime::resolve_model_path(eo.model).stem().string();
+    const std::string model_id = resolve_model_path(eo.model).stem().string();
     runtime::Engine engine(eo);
     const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(engine.file(), o.chat_template);
     const openai::ModelContext model{engine.tokenizer(), tmpl, engine.n_ctx(), model_id};

@@ -8,8 +8,8 @@
 
 #include "core/cache_dir.h"
 #include "core/error.h"
+#include "core/model_paths.h"
 #include "models/gguf_file.h"
-#include "runtime/model_paths.h"
 #include "runtime/scheduler.h"
 #include "tools/chat/chat_commands.h"
 #include "tools/chat/chat_file.h"
@@ -34,7 +34,7 @@ std::string stdin_message() {
 int print_prompt(const ChatOptions& o) {
     const std::string msg = stdin_message();
     SavedChat chat = o.load.empty() ? SavedChat{{}, o.system, {}} : load_chat(o.load);
-    const models::GgufFile file = models::GgufFile::open(runtime::resolve_model_path(o.m.model), /*map_data=*/false);
+    const models::GgufFile file = models::GgufFile::open(resolve_model_path(o.m.model), /*map_data=*/false);
     const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(file, o.chat_template);
     chat.messages.push_back({"user", msg});
     const std::string prompt = tmpl.render(with_system(chat.system, chat.messages));

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/model_paths.h"
 #include "models/gguf_file.h"
-#include "runtime/model_paths.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
@@ -20,7 +20,7 @@ std::string shape_of(const models::TensorInfo& t) {
 }  // namespace
 
 int run_inspect(const InspectOptions& o) {
-    const auto f = models::GgufFile::open(runtime::resolve_model_path(o.model), /*map_data=*/false);
+    const auto f = models::GgufFile::open(resolve_model_path(o.model), /*map_data=*/false);
     uint64_t total = 0, params = 0;
     for (const auto& t : f.tensors()) total += t.nbytes, params += static_cast<uint64_t>(t.nelements());
 

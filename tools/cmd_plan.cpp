@@ -9,12 +9,12 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/model_paths.h"
 #include "planner/catalog.h"
 #include "planner/plan_report.h"
 #include "planner/policy_search.h"
 #include "planner/units.h"
 #include "probe/probe.h"
-#include "runtime/model_paths.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
@@ -29,7 +29,7 @@ ModelShape load_shape(const PlanOptions& o, DType kv) {
     if (is_file) {
         if (!o.weight_type.empty())
             throw UsageError("--weight-type applies to catalog shapes; a GGUF file has its own types");
-        ModelShape s = ModelShape::from_gguf(runtime::resolve_model_path(name));
+        ModelShape s = ModelShape::from_gguf(resolve_model_path(name));
         s.kv_type = kv;
         return s;
     }
@@ -75,17 +75,10 @@ HardwareProfile load_hardware(const PlanOptions& o) {
         if (!o.nvme_size.empty()) spec.nvme_capacity = capacity(o.nvme_size, "--nvme-size");
         if (o.nvme_bw > 0) spec.nvme_read_gbps = o.nvme_bw;
         return profile_from_catalog(spec);
-    } else if (auto cached = probe::load_cached_profile()) {
-        STRATA_LOG_INFO("planner: using the cached profile {}", probe::profile_cache_path().string());
-        hw = *cached;
     } else {
-        fmt::print(stderr, "strata: measuring this machine (once; `strata probe` re-measures)...\n");
-        probe::ProbeOptions po;
-        po.quick = true;
-        std::error_code ec;
-        if (std::filesystem::is_directory(runtime::models_dir(), ec)) po.disk_dir = runtime::models_dir();
-        hw = probe::probe_machine(po);
-        probe::save_profile(hw, probe::profile_cache_path());
+        std::string source;
+        hw = probe::measured_profile(source, models_dir());
+        STRATA_LOG_INFO("planner: hardware profile from {}", source);
     }
     // Capacities given on the command line override the profile's.
     if (!o.gpu_mem.empty()) {

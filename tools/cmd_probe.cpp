@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "core/model_paths.h"
 #include "planner/units.h"
 #include "probe/probe.h"
-#include "runtime/model_paths.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
@@ -19,7 +19,7 @@ int run_probe(const ProbeOptions& o) {
     po.threads = o.threads;
     std::error_code ec;
     if (!o.disk_dir.empty()) po.disk_dir = o.disk_dir;
-    else if (std::filesystem::is_directory(runtime::models_dir(), ec)) po.disk_dir = runtime::models_dir();
+    else if (std::filesystem::is_directory(models_dir(), ec)) po.disk_dir = models_dir();
     if (!o.disk_size.empty()) po.disk_bytes = parse_size(o.disk_size, "--disk-size", system_ram_bytes());
     fmt::print(stderr, "strata: measuring DRAM, CPU matmul rates and the disk at {}...\n",
                po.disk_dir.empty() ? std::filesystem::temp_directory_path().string() : po.disk_dir.string());

@@ -14,8 +14,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/model_paths.h"
 #include "models/chat_template.h"
-#include "runtime/model_paths.h"
 #include "runtime/scheduler.h"
 #include "storage/budget.h"
 #include "tools/cli_options.h"
@@ -58,7 +58,7 @@ int run_serve(const ServeOptions& o) {
     config.timeout_s = o.timeout_s;
 
     runtime::EngineOptions eo = o.m.engine();
-    const std::filesystem::path model_path = runtime::resolve_model_path(eo.model);
+    const std::filesystem::path model_path = resolve_model_path(eo.model);
     runtime::Engine engine(eo);
     const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(engine.file(), o.chat_template);
     const std::string model_id = o.alias.empty() ? model_path.stem().string() : o.alias;

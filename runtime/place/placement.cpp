@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/model_paths.h"
 #include "models/gguf_file.h"
 #include "planner/catalog.h"
 #include "planner/policy_search.h"
@@ -103,17 +104,7 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch)
 }
 
 planner::HardwareProfile runtime_profile(std::string& source) {
-    planner::HardwareProfile hw;
-    if (auto cached = probe::load_cached_profile()) {
-        hw = std::move(*cached);
-        source = "the cached probe " + probe::profile_cache_path().string();
-    } else {
-        planner::DryRunSpec spec;
-        spec.gpu = "none";
-        spec.dram = system_ram_bytes();
-        hw = planner::profile_from_catalog(spec);
-        source = "the catalog's generic desktop (no cached probe: `strata probe` measures this machine once)";
-    }
+    planner::HardwareProfile hw = probe::measured_profile(source, models_dir());
     if (hw.gpu) {
         hw.gpu.reset();
         source += ", its GPU left out as the runtime computes on the CPU";

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "runtime/model_paths.h"
+#include "core/model_paths.h"
 
 namespace strata::fuzz {
 
@@ -22,7 +22,7 @@ std::optional<std::filesystem::path> existing(const char* env, const std::filesy
 
 void quiet_logging() { spdlog::set_level(spdlog::level::off); }
 
-std::optional<std::filesystem::path> bpe_model_path() { return existing("STRATA_FUZZ_MODEL", strata::runtime::default_model_path()); }
+std::optional<std::filesystem::path> bpe_model_path() { return existing("STRATA_FUZZ_MODEL", strata::default_model_path()); }
 
 std::optional<std::filesystem::path> spm_model_path() {
     return existing("STRATA_FUZZ_SPM_MODEL",

@@ -1,11 +1,11 @@
 #include "tests/support/model_paths.h"
 
-#include "runtime/model_paths.h"
+#include "core/model_paths.h"
 
 namespace strata::test {
 
 std::optional<std::filesystem::path> default_model_path() {
-    auto p = runtime::default_model_path();
+    auto p = strata::default_model_path();
     return std::filesystem::exists(p) ? std::optional(p) : std::nullopt;
 }
 

@@ -5,7 +5,7 @@
 
 #include "core/cache_dir.h"
 
-namespace strata::runtime {
+namespace strata {
 
 inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -15,4 +15,4 @@ std::filesystem::path default_model_path();
 // fetch command when the default model is absent.
 std::filesystem::path resolve_model_path(const std::filesystem::path& given);
 
-}  // namespace strata::runtime
+}  // namespace strata

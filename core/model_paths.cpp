@@ -1,4 +1,4 @@
-#include "runtime/model_paths.h"
+#include "core/model_paths.h"
 
 #include <cstdlib>
 
@@ -7,7 +7,7 @@
 #include "core/cache_dir.h"
 #include "core/error.h"
 
-namespace strata::runtime {
+namespace strata {
 
 namespace {
 const char* env(const char* name) {
@@ -32,4 +32,4 @@ std::filesystem::path resolve_model_path(const std::filesystem::path& given) {
     return p;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata
