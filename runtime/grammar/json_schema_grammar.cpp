@@ -214,7 +214,7 @@ std::string JsonSchemaGrammar::visit(const ordered_json& s, const std::string& n
     }
     if (!s.is_object()) refuse(fmt::format("a schema must be an object or a boolean, not {}", s.dump()), path);
     for (const auto& [key, v] : s.items())
-        if (!is_supported(key) && !is_annotation(key)) refuse(fmt::format("the keyword '{}' is not supported", key), path);
+        if (!is_supported(key) && !is_annotation(key) && !lenient_) refuse(fmt::format("the keyword '{}' is not supported", key), path);
     if (auto it = s.find("$ref"); it != s.end()) {
         if (!it->is_string()) refuse("'$ref' must be a string", path);
         return ref_rule(it->get<std::string>(), path);

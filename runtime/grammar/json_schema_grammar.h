@@ -5,7 +5,8 @@
 // additionalProperties, items, prefixItems, minItems, maxItems, minLength, maxLength, enum,
 // const, anyOf, oneOf, $ref into $defs or definitions); annotations (title, description,
 // default, format, ...) are ignored; any other keyword is refused with an error naming it, so
-// that every output the grammar allows validates. Properties come out in the schema's order,
+// that every output the grammar allows validates, unless lenient (then such keywords are
+// ignored, as llama.cpp does: the output has the schema's shape, its other limits unchecked). Properties come out in the schema's order,
 // required ones first; absent additionalProperties means none (as llama.cpp).
 #include <map>
 #include <set>
@@ -19,6 +20,7 @@ namespace strata::runtime {
 
 class JsonSchemaGrammar {
 public:
+    explicit JsonSchemaGrammar(bool lenient = false) : lenient_(lenient) {}
     // Adds the rules for JSON text matching `schema` and returns the name of its rule, derived
     // from `name`. Throws UsageError for a keyword it cannot enforce or a malformed schema.
     std::string add_schema(const nlohmann::ordered_json& schema, const std::string& name);
@@ -37,6 +39,7 @@ private:
     // A rule of the fixed set (space, string, number, value, ...) with the rules it uses.
     std::string primitive(const std::string& name);
 
+    bool lenient_;
     std::vector<std::pair<std::string, std::string>> rules_;  // name, body, in the order added
     std::map<std::string, std::string> bodies_;
     const nlohmann::ordered_json* root_ = nullptr;  // the schema being added: what $ref resolves in
