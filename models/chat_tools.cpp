@@ -26,6 +26,9 @@ ordered_json parse_tools(std::string_view tools_json) {
     if (tools_json.empty()) return ordered_json::array();
     ordered_json tools = ordered_json::parse(tools_json, nullptr, false);
     if (!tools.is_array()) throw UsageError("the tools must be a JSON list of tool objects");
+    for (const auto& t : tools)
+        if (!t.is_object() || !t.contains("function") || !t["function"].is_object())
+            throw UsageError("each tool must be {\"type\": \"function\", \"function\": {...}}");
     return tools;
 }
 
@@ -133,7 +136,7 @@ std::string render_mistral(const std::vector<ChatMessage>& all, const ordered_js
                 for (size_t t = 0; t < tools.size(); ++t) {
                     out += "{\"type\": \"function\", \"function\": {";
                     bool first = true;
-                    for (const auto& [key, val] : tools[t].value("function", ordered_json::object()).items()) {
+                    for (const auto& [key, val] : tools[t]["function"].items()) {
                         if (key == "return") continue;
                         out += (first ? "" : ", ") + ("\"" + key + "\": ") + (val.is_string() ? "\"" + val.get<std::string>() + "\"" : py_json(val));
                         first = false;

@@ -74,3 +74,9 @@ TEST_CASE("tool calls: conversations a family's template refuses are errors", "[
     CHECK(uses_tools({{"user", "hi"}}, "[]") == false);
     CHECK(uses_tools({{"user", "hi"}, {"tool", "22 C", {}, "call_1"}}, ""));
 }
+
+TEST_CASE("tool calls: tools that are not tool objects are refused, not rendered", "[unit][chat]") {
+    for (ChatFamily f : {ChatFamily::ChatML, ChatFamily::Llama3, ChatFamily::Llama2})
+        for (const char* tools : {R"(["get_weather"])", R"([{"type": "function"}])", R"([{"function": 5}])"})
+            CHECK_THROWS_AS(render_with_tools(f, "", {{"user", "hi"}}, tools, true), UsageError);
+}
