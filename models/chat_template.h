@@ -22,8 +22,8 @@ struct ChatToolCall {
 struct ChatMessage {
     std::string role;  // "system", "user", "assistant", "tool"
     std::string content;
-    std::vector<ChatToolCall> tool_calls;  // an assistant's calls
-    std::string tool_call_id;              // a tool message: the call it answers
+    std::vector<ChatToolCall> tool_calls = {};  // an assistant's calls
+    std::string tool_call_id = {};              // a tool message: the call it answers
 };
 
 enum class ChatFamily { ChatML, Llama3, Llama2, Zephyr, Gemma };
