@@ -1,9 +1,13 @@
 #include "runtime/grammar/json_schema_grammar.h"
 
+#include <cmath>
+#include <optional>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "runtime/grammar/integer_range.h"
 
 namespace strata::runtime {
 
@@ -54,8 +58,9 @@ bool is_annotation(const std::string& key) {
 }
 
 bool is_supported(const std::string& key) {
-    static const std::set<std::string> k = {"type", "properties", "required", "additionalProperties", "items", "prefixItems",
-                                            "minItems", "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref"};
+    static const std::set<std::string> k = {"type",     "properties", "required", "additionalProperties", "items", "prefixItems",
+                                            "minItems", "maxItems",   "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref",
+                                            "minimum",  "maximum",    "exclusiveMinimum", "exclusiveMaximum"};
     return k.count(key) > 0;
 }
 
@@ -100,7 +105,8 @@ std::string sanitized(const std::string& name) {
 [[noreturn]] void refuse(const std::string& what, const std::string& path) {
     throw UsageError(fmt::format("JSON schema at {}: {}", path.empty() ? "the top" : path, what),
                      "keywords a grammar enforces: type, properties, required, additionalProperties, items, prefixItems, "
-                     "minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf, $ref");
+                     "minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf, $ref, and minimum/maximum "
+                     "(exclusive too) on integers");
 }
 
 uint64_t count(const ordered_json& s, const char* key, uint64_t fallback, const std::string& path) {
@@ -250,9 +256,41 @@ std::string JsonSchemaGrammar::visit(const ordered_json& s, const std::string& n
         return object_rule(s, name, path);
     if (t == "array" || (t.empty() && (s.contains("items") || s.contains("prefixItems")))) return array_rule(s, name, path);
     if (t == "string" || (t.empty() && (s.contains("minLength") || s.contains("maxLength")))) return string_rule(s, name);
-    if (t == "integer" || t == "number" || t == "boolean" || t == "null") return primitive(t);
+    if (t == "integer" || t == "number") return number_rule(s, t, name, path);
+    if (t == "boolean" || t == "null") return primitive(t);
     if (t.empty()) return primitive("value");
     refuse(fmt::format("unknown type {}", type->dump()), path);
+}
+
+std::string JsonSchemaGrammar::number_rule(const ordered_json& s, const std::string& type, const std::string& name,
+                                           const std::string& path) {
+    std::optional<int64_t> lo, hi;
+    auto bound = [&](const char* key) -> std::optional<double> {
+        auto it = s.find(key);
+        if (it == s.end()) return std::nullopt;
+        if (!it->is_number()) refuse(fmt::format("'{}' must be a number", key), path);
+        return it->get<double>();
+    };
+    const auto min = bound("minimum"), max = bound("maximum"), xmin = bound("exclusiveMinimum"), xmax = bound("exclusiveMaximum");
+    if (!min && !max && !xmin && !xmax) return primitive(type);
+    if (type == "number") {
+        // Non-negative numbers are those without a sign; other bounds on fractions are not enforced.
+        if (min && *min == 0 && !max && !xmin && !xmax)
+            return add_rule(name, primitive("integral-part") + " (\".\" " + primitive("decimal-part") + ")? ([eE] [-+]? [0-9]{1,2})? " +
+                                      primitive("space"));
+        if (lenient_) return primitive(type);
+        refuse("bounds on a number are supported as \"minimum\": 0 only; use \"integer\" for other ranges", path);
+    }
+    constexpr double kLimit = 9.2e18;  // within int64 either way
+    if (min) lo = static_cast<int64_t>(std::ceil(std::max(*min, -kLimit)));
+    if (xmin) lo = std::max(lo.value_or(INT64_MIN), static_cast<int64_t>(std::floor(std::max(*xmin, -kLimit))) + 1);
+    if (max) hi = static_cast<int64_t>(std::floor(std::min(*max, kLimit)));
+    if (xmax) hi = std::min(hi.value_or(INT64_MAX), static_cast<int64_t>(std::ceil(std::min(*xmax, kLimit))) - 1);
+    try {
+        return add_rule(name, integer_range_gbnf(lo, hi) + " " + primitive("space"));
+    } catch (const UsageError& e) {
+        refuse(e.what(), path);
+    }
 }
 
 std::string JsonSchemaGrammar::string_rule(const ordered_json& s, const std::string& name) {

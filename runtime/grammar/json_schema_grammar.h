@@ -3,7 +3,7 @@
 // JSON text whose value validates against the schema, with a little optional whitespace. The
 // keywords a grammar can enforce are supported (type, properties, required,
 // additionalProperties, items, prefixItems, minItems, maxItems, minLength, maxLength, enum,
-// const, anyOf, oneOf, $ref into $defs or definitions); annotations (title, description,
+// const, anyOf, oneOf, $ref into $defs or definitions, integer bounds, a number's minimum 0); annotations (title, description,
 // default, format, ...) are ignored; any other keyword is refused with an error naming it, so
 // that every output the grammar allows validates, unless lenient (then such keywords are
 // ignored, as llama.cpp does: the output has the schema's shape, its other limits unchecked). Properties come out in the schema's order,
@@ -35,6 +35,8 @@ private:
     std::string object_rule(const nlohmann::ordered_json& schema, const std::string& name, const std::string& path);
     std::string array_rule(const nlohmann::ordered_json& schema, const std::string& name, const std::string& path);
     std::string string_rule(const nlohmann::ordered_json& schema, const std::string& name);
+    // integer or number, with its bounds (minimum, maximum, exclusive ones) when it has some.
+    std::string number_rule(const nlohmann::ordered_json& schema, const std::string& type, const std::string& name, const std::string& path);
     std::string ref_rule(const std::string& ref, const std::string& path);
     // A rule of the fixed set (space, string, number, value, ...) with the rules it uses.
     std::string primitive(const std::string& name);

@@ -40,6 +40,11 @@ def random_schema(rng: random.Random, depth: int = 0) -> dict:
         if rng.random() < 0.5:
             s["minItems"] = 1
         return s
+    if kind == "integer" and rng.random() < 0.6:
+        lo = rng.randint(-50, 50)
+        return {"type": "integer", "minimum": lo, "maximum": lo + rng.randint(0, 200)}
+    if kind == "number" and rng.random() < 0.4:
+        return {"type": "number", "minimum": 0}
     if kind == "union":
         return {"anyOf": [random_schema(rng, depth + 1), random_schema(rng, depth + 1)]}
     if kind == "object":

@@ -50,7 +50,7 @@ std::shared_ptr<const runtime::Grammar> output_grammar(const Json& body) {
         const Json* schema = js && js->is_object() ? field(*js, "schema") : nullptr;
         if (!schema) throw invalid_request("'response_format.json_schema' must be {\"name\", \"schema\", \"strict\"}", "response_format");
         // Strict: every keyword enforced or the schema refused; otherwise the ones a grammar
-        // cannot hold (minimum, pattern, ...) are left to the model.
+        // cannot hold (pattern, bounds on fractions, ...) are left to the model.
         const bool strict = js->contains("strict") && (*js)["strict"].is_boolean() && (*js)["strict"].get<bool>();
         return compile(schema_grammar(*schema, strict, "response_format"), "response_format");
     }

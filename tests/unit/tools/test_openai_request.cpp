@@ -127,7 +127,7 @@ TEST_CASE("openai requests: malformed bodies and wrong types are 400s naming the
         {Endpoint::Chat, with(kChat, "response_format", {{"type", "json_schema"}}), "response_format"},
         {Endpoint::Chat,
          with(kChat, "response_format",
-              {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"strict", true}, {"schema", {{"type", "integer"}, {"minimum", 1}}}}}}),
+              {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"strict", true}, {"schema", {{"type", "string"}, {"pattern", "^a"}}}}}}),
          "response_format"},
         {Endpoint::Chat, with(kChat, "grammar", "root ::= undefined-rule"), "grammar"},
         {Endpoint::Chat, with(kChat, "messages", {{{"role", "tool"}, {"content", "72F"}}}), "messages[0].tool_call_id"},

@@ -44,6 +44,13 @@ bool valid(const ordered_json& v, const ordered_json& s, const ordered_json& roo
         });
         if (!ok) return false;
     }
+    if (v.is_number()) {
+        const double x = v.get<double>();
+        if (s.contains("minimum") && x < s["minimum"].get<double>()) return false;
+        if (s.contains("maximum") && x > s["maximum"].get<double>()) return false;
+        if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) return false;
+        if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()) return false;
+    }
     if (v.is_string()) {
         const size_t n = code_points(v.get<std::string>());
         if (s.contains("minLength") && n < s["minLength"].get<size_t>()) return false;
@@ -122,6 +129,8 @@ TEST_CASE("every text a schema's grammar allows is JSON that validates against t
         ordered_json::parse(R"({"oneOf": [{"type": "null"}, {"type": "object", "properties": {"x": {}}, "additionalProperties": false}],
             "description": "annotations are ignored", "title": "t"})"),
         ordered_json::parse(R"({"type": "object"})"),
+        ordered_json::parse(R"({"type": "array", "items": {"anyOf": [{"type": "integer", "minimum": -3, "exclusiveMaximum": 120},
+            {"type": "integer", "exclusiveMinimum": 1000}, {"type": "number", "minimum": 0}]}})"),
         ordered_json::parse(R"({})"),
     };
     std::mt19937 rng(11);
@@ -167,7 +176,8 @@ TEST_CASE("keywords a grammar cannot enforce are refused by name", "[unit][gramm
         }
         return std::string();
     };
-    CHECK_THAT(error(R"({"type": "integer", "minimum": 0})"), Catch::Contains("'minimum'"));
+    CHECK_THAT(error(R"({"type": "number", "maximum": 2.5})"), Catch::Contains("bounds on a number"));
+    CHECK_THAT(error(R"({"type": "integer", "minimum": 3, "exclusiveMaximum": 3})"), Catch::Contains("is empty"));
     CHECK_THAT(error(R"({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}})"),
                Catch::Contains("'pattern'") && Catch::Contains("/properties/s"));
     CHECK_THAT(error(R"({"$ref": "#/$defs/missing"})"), Catch::Contains("names no definition"));
