@@ -7,7 +7,7 @@
 #include "models/chat_prompt.h"
 #include "models/gguf_file.h"
 #include "tests/support/model_paths.h"
-#include "runtime/grammar/grammar_matcher.h"
+#include "tests/support/grammar_text.h"
 #include "tools/openai/api_error.h"
 #include "tools/openai/request.h"
 
@@ -45,10 +45,7 @@ const json kTools = json::array(
      {{"type", "function"}, {"function", {{"name", "get_time"}}}}});
 
 // Whether `text` is a whole sentence of the request's grammar.
-bool grammar_takes(const CompletionRequest& r, const std::string& text) {
-    runtime::GrammarMatcher g(r.params.grammar);
-    return g.accept(text) && g.complete();
-}
+bool grammar_takes(const CompletionRequest& r, const std::string& text) { return test::grammar_accepts(r.params.grammar, text); }
 
 json with(json base, const std::string& key, json value) {
     base[key] = std::move(value);

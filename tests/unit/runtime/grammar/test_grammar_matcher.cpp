@@ -5,15 +5,10 @@
 
 #include "runtime/grammar/gbnf.h"
 #include "runtime/grammar/grammar_matcher.h"
+#include "tests/support/grammar_text.h"
 
 using namespace strata::runtime;
-
-namespace {
-bool in_language(const std::shared_ptr<const Grammar>& g, const std::string& s) {
-    GrammarMatcher m(g);
-    return m.accept(s) && m.complete();
-}
-}  // namespace
+using strata::test::grammar_accepts;
 
 TEST_CASE("the matcher accepts exactly the strings an equivalent regular expression matches", "[unit][grammar]") {
     // Grammar, the same language as an ECMAScript regex (std::regex is the reference).
@@ -40,7 +35,7 @@ TEST_CASE("the matcher accepts exactly the strings an equivalent regular express
             if (trial % 2) s = std::regex_replace(s, std::regex("[x,()019]"), "b");
             const bool want = std::regex_match(s, re);
             INFO(gbnf << "  on  '" << s << "'");
-            CHECK(in_language(g, s) == want);
+            CHECK(grammar_accepts(g, s) == want);
             n_in += want;
         }
         CHECK(n_in > 10);  // the comparison saw both outcomes
@@ -49,10 +44,10 @@ TEST_CASE("the matcher accepts exactly the strings an equivalent regular express
 
 TEST_CASE("the matcher recognises nested structures no regular expression can", "[unit][grammar]") {
     const auto g = std::make_shared<const Grammar>(parse_gbnf(R"g(root ::= "(" root ")" root | )g"));
-    CHECK(in_language(g, ""));
-    CHECK(in_language(g, "(()())()"));
-    CHECK_FALSE(in_language(g, "(()"));
-    CHECK_FALSE(in_language(g, "())"));
+    CHECK(grammar_accepts(g, ""));
+    CHECK(grammar_accepts(g, "(()())()"));
+    CHECK_FALSE(grammar_accepts(g, "(()"));
+    CHECK_FALSE(grammar_accepts(g, "())"));
     GrammarMatcher m(g);
     CHECK(m.accept("(("));
     CHECK_FALSE(m.complete());

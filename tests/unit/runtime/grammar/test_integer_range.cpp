@@ -6,16 +6,11 @@
 #include "runtime/grammar/gbnf.h"
 #include "runtime/grammar/grammar_matcher.h"
 #include "runtime/grammar/integer_range.h"
+#include "tests/support/grammar_text.h"
 
 using namespace strata;
 using namespace strata::runtime;
-
-namespace {
-bool takes(const std::shared_ptr<const Grammar>& g, const std::string& text) {
-    GrammarMatcher m(g);
-    return m.accept(text) && m.complete();
-}
-}  // namespace
+using test::grammar_accepts;
 
 TEST_CASE("integer ranges accept exactly the integers in them, written as JSON writes them", "[unit][grammar]") {
     using R = std::pair<std::optional<int64_t>, std::optional<int64_t>>;
@@ -33,14 +28,14 @@ TEST_CASE("integer ranges accept exactly the integers in them, written as JSON w
         const auto g = std::make_shared<const Grammar>(parse_gbnf(gbnf));
         for (int64_t n = -1600; n <= 1600; ++n) {
             INFO(n);
-            REQUIRE(takes(g, std::to_string(n)) == ((!lo || n >= *lo) && (!hi || n <= *hi)));
+            REQUIRE(grammar_accepts(g, std::to_string(n)) == ((!lo || n >= *lo) && (!hi || n <= *hi)));
         }
         // Numbers far outside the window, and what JSON never writes.
-        CHECK(takes(g, "123456789012") == (!hi || *hi >= 123456789012LL));
-        CHECK(takes(g, "-123456789012") == (!lo || *lo <= -123456789012LL));
-        CHECK_FALSE(takes(g, "-0"));
-        CHECK_FALSE(takes(g, "007"));
-        CHECK_FALSE(takes(g, ""));
+        CHECK(grammar_accepts(g, "123456789012") == (!hi || *hi >= 123456789012LL));
+        CHECK(grammar_accepts(g, "-123456789012") == (!lo || *lo <= -123456789012LL));
+        CHECK_FALSE(grammar_accepts(g, "-0"));
+        CHECK_FALSE(grammar_accepts(g, "007"));
+        CHECK_FALSE(grammar_accepts(g, ""));
     }
     CHECK_THROWS_AS(integer_range_gbnf(5, 4), UsageError);
 }

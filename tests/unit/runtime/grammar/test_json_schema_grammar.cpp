@@ -8,10 +8,12 @@
 #include "runtime/grammar/gbnf.h"
 #include "runtime/grammar/grammar_matcher.h"
 #include "runtime/grammar/json_schema_grammar.h"
+#include "tests/support/grammar_text.h"
 
 using namespace strata;
 using namespace strata::runtime;
 using nlohmann::ordered_json;
+using test::grammar_accepts;
 
 namespace {
 
@@ -105,11 +107,6 @@ std::string random_sentence(const std::shared_ptr<const Grammar>& g, std::mt1993
     }
     FAIL("no end in 5000 bytes: " << out);
     return out;
-}
-
-bool grammar_accepts(const std::string& gbnf, const std::string& text) {
-    GrammarMatcher m(std::make_shared<const Grammar>(parse_gbnf(gbnf)));
-    return m.accept(text) && m.complete();
 }
 
 }  // namespace
