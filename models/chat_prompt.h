@@ -10,6 +10,6 @@
 namespace strata::models {
 
 std::vector<int32_t> tokenize_chat(const Tokenizer& tok, const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
-                                   bool add_generation_prompt = true);
+                                   bool add_generation_prompt = true, std::string_view tools_json = {});
 
 }  // namespace strata::models

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "models/chat_tools.h"
 #include "models/gguf_file.h"
 
 namespace strata::models {
@@ -22,16 +23,23 @@ constexpr std::array<std::pair<std::string_view, ChatFamily>, 5> kFamilies = {{
 
 // The default system prompt a ChatML template hard-codes, e.g. SmolLM2's
 // "{{ '<|im_start|>system\nYou are a helpful AI assistant ...<|im_end|>\n' }}".
+// The newline may be written as Jinja's escape ("system\\n" in the template's text, as Qwen's).
 std::string embedded_system_prompt(const std::string& tmpl) {
-    const std::string open = "<|im_start|>system\n";
-    auto a = tmpl.find(open);
-    if (a == std::string::npos) return {};
-    a += open.size();
-    auto b = tmpl.find("<|im_end|>", a);
-    if (b == std::string::npos) return {};
-    std::string s = tmpl.substr(a, b - a);
-    // A Jinja expression there means the system text comes from the messages, not the template.
-    return s.find("{{") == std::string::npos && s.find("{%") == std::string::npos ? s : std::string{};
+    for (const std::string open : {"<|im_start|>system\n", "<|im_start|>system\\n"}) {
+        for (auto a = tmpl.find(open); a != std::string::npos; a = tmpl.find(open, a + 1)) {
+            const auto b = tmpl.find("<|im_end|>", a + open.size());
+            if (b == std::string::npos) break;
+            std::string s = tmpl.substr(a + open.size(), b - a - open.size());
+            // Only text inside one Jinja string literal is a default: an expression or the
+            // string's own quote there means it comes from the messages (Qwen's template writes
+            // that one first and its default further on).
+            const char quote = a > 0 ? tmpl[a - 1] : '\'';
+            if (s.find("{{") != std::string::npos || s.find("{%") != std::string::npos || s.find(quote) != std::string::npos) continue;
+            for (size_t at; (at = s.find("\\n")) != std::string::npos;) s.replace(at, 2, "\n");
+            return s;
+        }
+    }
+    return {};
 }
 }  // namespace
 
@@ -72,7 +80,9 @@ ChatTemplate ChatTemplate::from_gguf(const GgufFile& f, std::string_view overrid
     return ChatTemplate(ChatFamily::ChatML);
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                 std::string_view tools_json) const {
+    if (uses_tools(messages, tools_json)) return render_with_tools(family_, default_system_, messages, tools_json, add_generation_prompt);
     std::vector<ChatMessage> msgs = messages;
     if (!default_system_.empty() && (msgs.empty() || msgs.front().role != "system"))
         msgs.insert(msgs.begin(), {"system", default_system_});

@@ -1,6 +1,8 @@
 #pragma once
 // Chat templates: the prompt format an instruct model was trained on. The family is
 // detected from the GGUF `tokenizer.chat_template` text; rendering is native C++ (no Jinja).
+// A conversation with tools (offered, called or answered) is rendered in its family's tool
+// format (models/chat_tools.cpp).
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,9 +12,18 @@ namespace strata::models {
 
 class GgufFile;
 
+// A call an assistant message made.
+struct ChatToolCall {
+    std::string id;
+    std::string name;
+    std::string arguments;  // JSON text
+};
+
 struct ChatMessage {
-    std::string role;  // "system", "user", "assistant"
+    std::string role;  // "system", "user", "assistant", "tool"
     std::string content;
+    std::vector<ChatToolCall> tool_calls = {};  // an assistant's calls
+    std::string tool_call_id = {};              // a tool message: the call it answers
 };
 
 enum class ChatFamily { ChatML, Llama3, Llama2, Zephyr, Gemma };
@@ -30,7 +41,13 @@ public:
 
     ChatFamily family() const { return family_; }
     // The prompt for `messages`, ending with the assistant's turn opened when add_generation_prompt.
-    std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+    // `tools_json`: the tools offered, a JSON array of OpenAI tool objects (empty: none).
+    // Throws UsageError for tools in a family without a tool format, or a conversation its
+    // template refuses.
+    std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true,
+                       std::string_view tools_json = {}) const;
+    // The model's own system prompt, used when a conversation has none (empty: none).
+    const std::string& default_system() const { return default_system_; }
     // Text that ends an assistant turn (used as a stop string next to EOS).
     std::string end_of_turn() const;
 

@@ -14,6 +14,8 @@
 #include "gpu/device.h"
 #include "runtime/exec/device_backend.h"
 #include "runtime/exec/forward.h"
+#include "runtime/grammar/grammar_constraint.h"
+#include "runtime/grammar/token_trie.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"
 #include "runtime/text_stream.h"
@@ -149,6 +151,17 @@ Layout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, Re
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// llama.cpp's enum llama_pooling_type: 1 mean, 2 cls (the first token), 3 last; a decoder LM
+// names none and pools its last token.
+Pooling pooling_from_gguf(const models::GgufFile& f) {
+    const std::string arch = f.get_string("general.architecture");
+    switch (f.get_int_opt(arch + ".pooling_type").value_or(3)) {
+        case 1: return Pooling::Mean;
+        case 2: return Pooling::First;
+        default: return Pooling::Last;
+    }
+}
 }  // namespace
 
 Engine::Engine(const EngineOptions& opts)
@@ -159,6 +172,7 @@ Engine::Engine(const EngineOptions& opts)
       dram_(std::make_unique<storage::MemoryBudget>("DRAM", opts.dram_budget ? opts.dram_budget : UINT64_MAX,
                                                     "--dram")) {
     if (opts.n_ctx < 0) throw UsageError(fmt::format("context size {} is negative", opts.n_ctx));
+    pooling_ = pooling_from_gguf(file_);
     if (opts.bf16_prefill) cpu::set_bf16_prefill(true);
     if (opts.prefetch_depth < 1) throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth));
     const int n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min(hp_.n_ctx_train, 4096);
@@ -236,6 +250,17 @@ Engine::Engine(const EngineOptions& opts)
 Engine::~Engine() = default;
 
 int Engine::n_ctx() const { return kv_->n_ctx(); }
+
+const TokenTrie& Engine::token_trie() const {
+    std::call_once(trie_once_, [this] { trie_ = std::make_unique<TokenTrie>(*tok_); });
+    return *trie_;
+}
+
+std::unique_ptr<Sampler> Engine::make_sampler(const GenerateParams& params) const {
+    if (!params.grammar) return std::make_unique<Sampler>(params.sampler);
+    return std::make_unique<Sampler>(params.sampler,
+                                     std::make_unique<GrammarConstraint>(params.grammar, token_trie(), params.grammar_triggers));
+}
 int Engine::n_past() const { return kv_->n_past(); }
 int Engine::n_threads() const { return pool_->n_threads(); }
 void Engine::reset() { kv_->truncate(0); }
@@ -275,7 +300,7 @@ std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
             warned_logits_ = true;
         }
     }
-    pool_->run([&] { fwd_->eval_batch(batch, *kv_, logits_); });
+    pool_->run([&] { fwd_->eval_batch(batch, *kv_, logits_, hidden_); });
     return logits_;
 }
 
@@ -291,8 +316,8 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateP
                                      prompt.size(), n_ctx(), n_past()),
                          "shorten the prompt or raise --ctx");
 
-    Sampler sampler(params.sampler);
-    for (int32_t t : prompt) sampler.accept(t);
+    const std::unique_ptr<Sampler> sampler = make_sampler(params);
+    for (int32_t t : prompt) sampler->accept(t);
     TextStream stream(params.stop);
     auto emit = [&](const std::string& s) { return s.empty() || !on_text || on_text(s); };
 
@@ -303,13 +328,19 @@ GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateP
     r.stop_reason = "length";
     t0 = Clock::now();
     for (int i = 0; i < params.n_predict; ++i) {
-        const int32_t tok = sampler.sample(logits.subspan(0, hp_.n_vocab));
-        if (!params.ignore_eos && tok_->is_eog(tok)) {
+        const int32_t tok = sampler->sample(logits.subspan(0, hp_.n_vocab));
+        if (tok < 0) {
+            r.stop_reason = "error";
+            r.error = kGrammarDeadEnd;
+            break;
+        }
+        // A grammar's end is the end: its output is whole.
+        if ((!params.ignore_eos || params.grammar) && tok_->is_eog(tok)) {
             r.stop_reason = "eos";
             break;
         }
         r.tokens.push_back(tok);
-        sampler.accept(tok);
+        sampler->accept_generated(tok);
         const bool keep_going = emit(stream.push(tok_->piece(tok)));
         if (stream.stopped()) {
             r.stop_reason = "stop";

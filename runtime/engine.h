@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,6 +18,8 @@
 #include "models/tokenizer.h"
 #include "planner/plan.h"
 #include "runtime/exec/forward.h"
+#include "runtime/grammar/gbnf.h"
+#include "runtime/logprobs.h"
 #include "runtime/place/gpu_placement.h"
 #include "runtime/sampler.h"
 #include "storage/budget.h"
@@ -28,8 +31,12 @@ namespace strata { class Trace; }
 namespace strata::runtime {
 
 class KvCache;
+class TokenTrie;
 class WeightStore;
 struct Placement;
+
+// How the hidden states of a text's tokens become one embedding (GGUF `<arch>.pooling_type`).
+enum class Pooling { Last, Mean, First };
 
 struct EngineOptions {
     std::filesystem::path model;  // empty: the default model
@@ -70,6 +77,11 @@ struct GenerateParams {
     SamplerParams sampler;
     std::vector<std::string> stop;
     bool ignore_eos = false;
+    // The output is held to this grammar (runtime/grammar/): from its first token, or when
+    // triggers are given from where the output first writes one of them.
+    std::shared_ptr<const Grammar> grammar;
+    std::vector<std::string> grammar_triggers;
+    int n_logprobs = -1;  // >= 0: each generated token's log-probability and this many alternatives
 };
 
 struct GenerateResult {
@@ -83,6 +95,8 @@ struct GenerateResult {
     double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt_tokens.size() / prefill_seconds : 0; }
     int n_decode_evals = 0;       // single-token passes (the first token comes from the prefill)
     double decode_tokens_per_s() const { return decode_seconds > 0 ? n_decode_evals / decode_seconds : 0; }
+    std::vector<SampledLogprobs> logprobs;  // one per generated token, when asked for
+    std::vector<float> embedding;           // an embedding request's unit vector
 };
 
 class Engine {
@@ -99,6 +113,12 @@ public:
     // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
     std::string_view backend_name() const { return fwd_->name(); }
+    // The pooling the model's metadata names (`<arch>.pooling_type`); Last when it names none.
+    Pooling pooling() const { return pooling_; }
+    // The vocabulary as a trie for grammars, built on first use. Thread-safe.
+    const TokenTrie& token_trie() const;
+    // A sampler for `params`, held to its grammar when it has one.
+    std::unique_ptr<Sampler> make_sampler(const GenerateParams& params) const;
     int n_ctx() const;
     int n_past() const;
     int n_threads() const;
@@ -119,6 +139,8 @@ public:
     // Forward::kMaxUbatch tokens) and returns n_vocab logits of each entry's last token, one
     // row per entry. Throws OutOfBudget when the KV pool cannot hold the new positions.
     std::span<const float> eval_batch(std::span<const SeqTokens> batch);
+    // The last eval_batch's hidden-state outputs: n_embd floats per entry (PassOutput).
+    std::span<const float> batch_hidden() const { return hidden_; }
     KvCache& kv() { return *kv_; }
 
     // Prefills `prompt` (appended to the current sequence) and samples up to n_predict
@@ -141,7 +163,10 @@ private:
     storage::Reservation working_;
     storage::Reservation batch_logits_;  // grows with the largest batch eval_batch has run
     bool warned_logits_ = false;
-    std::vector<float> logits_;
+    std::vector<float> logits_, hidden_;
+    Pooling pooling_ = Pooling::Last;
+    mutable std::once_flag trie_once_;
+    mutable std::unique_ptr<TokenTrie> trie_;
 };
 
 }  // namespace strata::runtime

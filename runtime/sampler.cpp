@@ -4,6 +4,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "runtime/grammar/grammar_constraint.h"
+
 namespace strata::runtime {
 
 namespace sampling {
@@ -67,12 +69,22 @@ void min_p(std::vector<Candidate>& c, float p) {
 
 }  // namespace sampling
 
-Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
+Sampler::Sampler(const SamplerParams& params) : Sampler(params, nullptr) {}
+
+Sampler::Sampler(const SamplerParams& params, std::unique_ptr<GrammarConstraint> grammar)
+    : params_(params), grammar_(std::move(grammar)), rng_(params.seed) {}
+
+Sampler::~Sampler() = default;
 
 void Sampler::accept(int32_t token) {
     if (params_.penalty_last_n <= 0) return;
     recent_.push_back(token);
     while (recent_.size() > static_cast<size_t>(params_.penalty_last_n)) recent_.pop_front();
+}
+
+void Sampler::accept_generated(int32_t token) {
+    accept(token);
+    if (grammar_) grammar_->accept(token);
 }
 
 void Sampler::reset() {
@@ -81,9 +93,18 @@ void Sampler::reset() {
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
+    const int32_t t = draw(logits, false);
+    if (!grammar_ || grammar_->allows(t)) return t;
+    masked_.assign(logits.begin(), logits.end());
+    if (!grammar_->mask(masked_)) return -1;
+    return draw(masked_, true);
+}
+
+int32_t Sampler::draw(std::span<const float> logits, bool masked) {
     cand_.resize(logits.size());
     for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
     sampling::apply_penalties(cand_, recent_, params_);
+    if (masked) std::erase_if(cand_, [](const Candidate& c) { return std::isinf(c.logit); });
     if (params_.temperature <= 0.0f) {
         auto best = std::max_element(cand_.begin(), cand_.end(), [](const Candidate& a, const Candidate& b) {
             return a.logit < b.logit || (a.logit == b.logit && a.id > b.id);

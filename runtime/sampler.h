@@ -1,9 +1,12 @@
 #pragma once
 // Token sampling from logits: penalties, then top-k, top-p, min-p and temperature, then a
 // seeded draw; greedy (argmax) when the temperature is 0. The order follows llama.cpp's
-// default chain so that the same flags mean the same thing to users of both.
+// default chain so that the same flags mean the same thing to users of both. With a grammar
+// (runtime/grammar/grammar_constraint.h) a drawn token it refuses is drawn again from the
+// tokens it allows.
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
@@ -28,21 +31,36 @@ struct Candidate {
     float p = 0.0f;
 };
 
+class GrammarConstraint;
+
+// Why a sequence ends when sample() finds no token its grammar allows.
+inline constexpr const char* kGrammarDeadEnd = "the grammar allows no token of the vocabulary here";
+
 class Sampler {
 public:
     explicit Sampler(const SamplerParams& params);
-    // Picks the next token from a row of n_vocab logits (not modified).
+    Sampler(const SamplerParams& params, std::unique_ptr<GrammarConstraint> grammar);
+    ~Sampler();
+    // Picks the next token from a row of n_vocab logits (not modified); -1 when the grammar
+    // allows no token.
     int32_t sample(std::span<const float> logits);
-    // Records a token of the context (prompt or generated) for the penalties.
+    // Records a token of the prompt for the penalties.
     void accept(int32_t token);
+    // Records a generated token: the penalties and the grammar.
+    void accept_generated(int32_t token);
     void reset();
     const SamplerParams& params() const { return params_; }
 
 private:
+    // The sampling chain over `logits`; when `masked`, tokens at -infinity are never drawn.
+    int32_t draw(std::span<const float> logits, bool masked);
+
     SamplerParams params_;
+    std::unique_ptr<GrammarConstraint> grammar_;
     std::mt19937_64 rng_;
     std::deque<int32_t> recent_;
     std::vector<Candidate> cand_;
+    std::vector<float> masked_;
 };
 
 // The stages, exposed for tests. Each keeps the candidates sorted by logit, descending.

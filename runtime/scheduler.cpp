@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -33,12 +34,19 @@ struct Scheduler::Job {
     int32_t next = -1;    // the last sampled token, evaluated in the next step
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<TextStream> stream;
+    std::vector<float> pooled;  // an embedding job's hidden states pooled so far
     GenerateResult result;
     Clock::time_point started, first_token;
     bool finished = false;
 
     const std::vector<int32_t>& context() const { return replay.empty() ? request.prompt : replay; }
     bool prefilling() const { return fed < context().size(); }
+    // What its next prompt chunk asks the pass for.
+    PassOutput output() const {
+        if (!request.embed) return PassOutput::Logits;
+        if (*request.embed == Pooling::Mean) return PassOutput::SumHidden;
+        return *request.embed == Pooling::First && fed == 0 ? PassOutput::FirstHidden : PassOutput::LastHidden;
+    }
 };
 
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts) : engine_(engine), opts_(opts) {
@@ -161,6 +169,7 @@ void Scheduler::preempt(Job& j) {
     }
     j.fed = 0;
     j.chunk = 0;
+    j.pooled.clear();
     STRATA_LOG_INFO("scheduler: KV cache full, request {} waits again ({} positions to restore; {} preemptions so far)", j.id,
                     j.context().size(), ++preemptions_);
 }
@@ -169,9 +178,12 @@ void Scheduler::admit() {
     KvCache& kv = engine_.kv();
     while (!queue_.empty() && static_cast<int>(running_.size()) < opts_.max_batch) {
         Job& j = *queue_.front();
+        if (j.request.after_prefill_of && prefilling(j.request.after_prefill_of)) return;
         const auto& prompt = j.context();
         const SeqId seq = engine_.create_seq();
-        const int cached = engine_.attach_prefix(seq, prompt);
+        // Pooling over every token needs every token's hidden state: nothing is attached.
+        const bool attach = !j.request.embed || *j.request.embed == Pooling::Last;
+        const int cached = attach ? engine_.attach_prefix(seq, prompt) : 0;
         // Admitted when its context and first token fit beside what the running sequences
         // need for their next token; when they grow past the pool, the youngest is preempted.
         if (kv.pool().n_free() - outstanding_blocks() < kv.blocks_needed(seq, static_cast<int32_t>(prompt.size()) + 1)) {
@@ -189,16 +201,26 @@ void Scheduler::admit() {
         ++n_running_;
         running_.push_back(std::move(queue_.front()));
         queue_.pop_front();
-        if (j.sampler) continue;  // resumed after a preemption
-        j.sampler = std::make_unique<Sampler>(j.request.params.sampler);
-        for (int32_t t : prompt) j.sampler->accept(t);
-        j.stream = std::make_unique<TextStream>(j.request.params.stop);
+        if (j.started != Clock::time_point{}) continue;  // resumed after a preemption
+        if (!j.request.embed) {
+            j.sampler = engine_.make_sampler(j.request.params);
+            for (int32_t t : prompt) j.sampler->accept(t);
+            j.stream = std::make_unique<TextStream>(j.request.params.stop);
+        }
         j.result.prompt_tokens = prompt;
         j.result.cached_tokens = cached;
         j.result.stop_reason = "length";
         j.started = Clock::now();
         stats_.cached_tokens += static_cast<uint64_t>(cached);
     }
+}
+
+bool Scheduler::prefilling(uint64_t id) const {
+    for (const auto& j : queue_)
+        if (j->id == id) return true;
+    for (const auto& j : running_)
+        if (j->id == id) return j->prefilling();
+    return false;
 }
 
 void Scheduler::loop() {
@@ -269,7 +291,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         const int64_t take = std::min(left, budget);
         if (take <= 0 || (take < left && take < kMinPromptChunk && !batch.empty())) continue;
         j->chunk = static_cast<size_t>(take);
-        batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk)});
+        batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk), j->output()});
         owners.push_back(j.get());
         budget -= take;
     }
@@ -290,12 +312,16 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
     }
     const double busy = seconds_since(t0);
     uint64_t prompt_tokens = 0;
-    const int64_t V = engine_.hparams().n_vocab;
+    const int64_t V = engine_.hparams().n_vocab, E = engine_.hparams().n_embd;
     for (size_t i = 0; i < owners.size() && !logits.empty(); ++i) {
         Job& j = *owners[i];
         if (j.chunk > 0) {
             j.fed += j.chunk;
             prompt_tokens += j.chunk;
+            if (j.request.embed) {
+                pool(j, engine_.batch_hidden().subspan(i * E, E));
+                continue;
+            }
             if (j.prefilling()) continue;  // more to come
             if (!j.replay.empty()) {  // resumed: its pending token is next
                 j.replay.clear();
@@ -319,18 +345,47 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
     std::erase(running_, nullptr);
 }
 
+void Scheduler::pool(Job& j, std::span<const float> hidden) {
+    const Pooling how = *j.request.embed;
+    // The pass gave the chunk's sum (Mean), its last row (Last) or, for the first chunk, its first row.
+    if (j.pooled.empty()) j.pooled.assign(hidden.size(), 0.0f);
+    if (how == Pooling::Mean)
+        for (size_t c = 0; c < hidden.size(); ++c) j.pooled[c] += hidden[c];
+    else if (how == Pooling::Last || j.fed == j.chunk)
+        j.pooled.assign(hidden.begin(), hidden.end());
+    if (j.prefilling()) return;
+    double norm = 0;
+    for (float v : j.pooled) norm += double(v) * v;
+    const double scale = norm > 0 ? 1.0 / std::sqrt(norm) : 0.0;  // the mean's division cancels in the normalisation
+    j.result.embedding.resize(j.pooled.size());
+    for (size_t c = 0; c < j.pooled.size(); ++c) j.result.embedding[c] = static_cast<float>(j.pooled[c] * scale);
+    j.result.stop_reason = "stop";
+    j.result.prefill_seconds = seconds_since(j.started);
+    j.finished = true;
+}
+
 bool Scheduler::feed(Job& j, std::span<const float> logits) {
     GenerateResult& r = j.result;
     const GenerateParams& p = j.request.params;
     const models::Tokenizer& tok = engine_.tokenizer();
     if (static_cast<int32_t>(r.tokens.size()) >= p.n_predict) return false;  // n_predict 0: the prompt only
     const int32_t t = j.sampler->sample(logits);
-    if (!p.ignore_eos && tok.is_eog(t)) {
+    if (t < 0) {
+        r.stop_reason = "error";
+        r.error = kGrammarDeadEnd;
+        return false;
+    }
+    // A grammar's end is the end: its output is whole.
+    if ((!p.ignore_eos || p.grammar) && tok.is_eog(t)) {
         r.stop_reason = "eos";
         return false;
     }
+    if (p.n_logprobs >= 0) {
+        r.logprobs.push_back(token_logprobs(logits, t, p.n_logprobs));
+        if (j.request.on_logprobs) j.request.on_logprobs(r.logprobs.back());
+    }
     r.tokens.push_back(t);
-    j.sampler->accept(t);
+    j.sampler->accept_generated(t);
     const std::string text = j.stream->push(tok.piece(t));
     const bool keep_going = text.empty() || !j.request.on_text || j.request.on_text(text);
     if (j.stream->stopped()) {

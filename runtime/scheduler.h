@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -23,9 +24,17 @@ namespace strata::runtime {
 struct Request {
     std::vector<int32_t> prompt;  // already templated and tokenized
     GenerateParams params;
+    // An embedding request: the prompt's final hidden states pooled this way and normalised
+    // (GenerateResult::embedding) instead of generated tokens.
+    std::optional<Pooling> embed;
+    // Admitted only once that request (submitted before) has its prompt in the KV cache, so
+    // that this one attaches its blocks instead of computing them again (n choices of a prompt).
+    uint64_t after_prefill_of = 0;
     // Each piece of text as soon as it is ready (stop strings held back), on the scheduler's
     // thread: keep it short. Returning false cancels the request.
     std::function<bool(std::string_view)> on_text;
+    // With params.n_logprobs >= 0: each generated token's log-probabilities, before its text.
+    std::function<void(const SampledLogprobs&)> on_logprobs;
     // Exactly once per accepted request, on the scheduler's thread: finished, cancelled
     // (stop_reason "cancelled") or failed (stop_reason "error", GenerateResult::error says why).
     std::function<void(const GenerateResult&)> on_done;
@@ -80,6 +89,10 @@ private:
     void take_cancellations(std::vector<std::unique_ptr<Job>>& done);
     // Under mu_: admits queued requests while the batch and the KV pool have room.
     void admit();
+    // Under mu_: request `id` waits in the queue or is still reading its prompt.
+    bool prefilling(uint64_t id) const;
+    // An embedding job's share of a pass's hidden states; its result once the prompt is read.
+    void pool(Job& job, std::span<const float> hidden);
     // One forward pass over every running sequence; finished jobs move to `done`.
     void step(std::vector<std::unique_ptr<Job>>& done);
     bool feed(Job& job, std::span<const float> logits);  // false: the job is finished

@@ -4,9 +4,11 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "cpu/kv_format.h"
+#include "runtime/grammar/json_schema_grammar.h"
 #include "planner/plan_report.h"
 #include "runtime/place/placement.h"
 #include "storage/budget.h"
@@ -47,12 +49,9 @@ runtime::EngineOptions ModelOptions::engine() const {
         if (const char* env = std::getenv("STRATA_DRAM")) budget = env;
     if (!budget.empty()) e.dram_budget = parse_memory_size(budget);
     if (!plan_file.empty()) {
-        std::ifstream in(plan_file, std::ios::binary);
-        if (!in) throw IoError(fmt::format("cannot read the plan '{}'", plan_file), "make one with `strata plan -m MODEL -o FILE`");
-        std::stringstream ss;
-        ss << in.rdbuf();
+        const std::string text = read_file(plan_file, "the plan", "make one with `strata plan -m MODEL -o FILE`");
         try {
-            e.plan = planner::Plan::from_json(ss.str());
+            e.plan = planner::Plan::from_json(text);
         } catch (const UsageError& err) {
             throw UsageError(fmt::format("--plan {}: {}", plan_file, err.what()), err.hint());
         }
@@ -62,6 +61,48 @@ runtime::EngineOptions ModelOptions::engine() const {
             fmt::print(stderr, "profile   {}\n{}\n", p.hw_source, planner::format_plan(p.plan, p.shape, p.hw, p.search));
         };
     return e;
+}
+
+std::string read_file(const std::string& path, const std::string& what, const std::string& hint) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw IoError(fmt::format("cannot read {} '{}'", what, path), hint);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::shared_ptr<const runtime::Grammar> load_grammar(const std::string& gbnf_file, const std::string& schema_file) {
+    if (!gbnf_file.empty() && !schema_file.empty())
+        throw UsageError("--grammar and --json-schema both constrain the output", "give one of them");
+    std::string gbnf;
+    const std::string& file = gbnf_file.empty() ? schema_file : gbnf_file;
+    try {
+        if (!gbnf_file.empty()) {
+            gbnf = read_file(gbnf_file, "the grammar", "give a GBNF file, as llama.cpp's --grammar-file reads");
+        } else if (!schema_file.empty()) {
+            const std::string text = read_file(schema_file, "the JSON schema", "give a file holding one JSON schema");
+            nlohmann::ordered_json schema;
+            try {
+                schema = nlohmann::ordered_json::parse(text);
+            } catch (const nlohmann::json::exception& err) {
+                throw UsageError(fmt::format("it is not JSON: {}", err.what()), "give a file holding one JSON schema");
+            }
+            gbnf = runtime::json_schema_to_gbnf(schema);
+        } else {
+            return nullptr;
+        }
+        return std::make_shared<const runtime::Grammar>(runtime::parse_gbnf(gbnf));
+    } catch (const UsageError& err) {
+        throw UsageError(fmt::format("{}: {}", file, err.what()), err.hint());
+    }
+}
+
+runtime::Pooling pooling_or(const std::string& name, runtime::Pooling model_default) {
+    if (name.empty()) return model_default;
+    if (name == "mean") return runtime::Pooling::Mean;
+    if (name == "last") return runtime::Pooling::Last;
+    if (name == "cls" || name == "first") return runtime::Pooling::First;
+    throw UsageError(fmt::format("--pooling '{}' is not a pooling", name), "use mean, last or cls");
 }
 
 std::string read_stdin() {

@@ -2,6 +2,7 @@
 // Plain option structs filled by the CLI11 parser in main.cpp (the one TU that includes
 // CLI11) and consumed by the cmd_*.cpp commands.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,8 @@ struct GenerateOptions {
     bool ignore_eos = false;
     bool json = false;
     bool no_bos = false;
+    std::string grammar_file;  // GBNF the output is held to
+    std::string schema_file;   // a JSON schema the output is held to
 };
 
 struct ChatOptions {
@@ -125,6 +128,16 @@ struct ServeOptions {
     int http_threads = 0;       // 0: max_batch + max_queue + 4, so that every admitted client has one
     int timeout_s = 30;         // reading a request, writing to a slow client
     int shutdown_timeout_s = 30;  // how long SIGTERM waits for requests in flight before cancelling them
+    std::string pooling;        // of /v1/embeddings: mean, last or cls; empty: the model's
+};
+
+// `strata embed`: texts to embedding vectors, printed as /v1/embeddings answers (tools/cmd_embed.cpp).
+struct EmbedOptions {
+    ModelOptions m;
+    std::vector<std::string> texts;  // -p, repeatable
+    std::string file;                // one text a line (also standard input)
+    std::string pooling;             // mean, last or cls; empty: the model's
+    bool base64 = false;
 };
 
 // `strata batch`: OpenAI batch files through the scheduler (tools/cmd_batch.cpp).
@@ -137,6 +150,10 @@ struct BatchOptions {
 
 // All of standard input, without trailing newlines.
 std::string read_stdin();
+// A file's bytes; IoError naming `what` and the path, with `hint`, when it cannot be read.
+std::string read_file(const std::string& path, const std::string& what, const std::string& hint);
+// The grammar of --grammar FILE (GBNF) or --json-schema FILE; nullptr for neither. Errors name the file.
+std::shared_ptr<const runtime::Grammar> load_grammar(const std::string& gbnf_file, const std::string& schema_file);
 
 int run_generate(const GenerateOptions& o);
 int run_chat(const ChatOptions& o);
@@ -147,5 +164,8 @@ int run_probe(const ProbeOptions& o);
 int run_bench(const BenchOptions& o);
 int run_serve(const ServeOptions& o);
 int run_batch(const BatchOptions& o);
+int run_embed(const EmbedOptions& o);
+// The pooling named by --pooling, or the model's own when `name` is empty.
+runtime::Pooling pooling_or(const std::string& name, runtime::Pooling model_default);
 
 }  // namespace strata::cli

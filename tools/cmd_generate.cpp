@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -45,11 +43,7 @@ nlohmann::json plan_json(const runtime::Placement& p, const runtime::GenerateRes
 
 std::string read_prompt(const GenerateOptions& o) {
     if (!o.prompt.empty()) return o.prompt;
-    if (!o.prompt_file.empty()) {
-        std::ifstream in(o.prompt_file, std::ios::binary);
-        if (!in) throw UsageError(fmt::format("cannot read prompt file '{}'", o.prompt_file));
-        return {std::istreambuf_iterator<char>(in), {}};
-    }
+    if (!o.prompt_file.empty()) return read_file(o.prompt_file, "the prompt file", "give a readable file with -f");
     if (isatty(STDIN_FILENO)) throw UsageError("no prompt given", "pass -p TEXT, -f FILE, or pipe text on stdin");
     return read_stdin();
 }
@@ -58,6 +52,7 @@ std::string read_prompt(const GenerateOptions& o) {
 int run_generate(const GenerateOptions& o) {
     const std::string prompt = read_prompt(o);
     if (prompt.empty()) throw UsageError("the prompt is empty", "give some text with -p, -f or on standard input");
+    const auto grammar = load_grammar(o.grammar_file, o.schema_file);
     runtime::EngineOptions eo = o.m.engine();
     eo.n_predict = o.n_predict;  // the plan's workload
     runtime::Engine engine(eo);
@@ -69,6 +64,7 @@ int run_generate(const GenerateOptions& o) {
     gp.sampler = o.sampler;
     gp.stop = o.stop;
     gp.ignore_eos = o.ignore_eos;
+    gp.grammar = grammar;
 
     if (o.json) {
         auto r = engine.generate(ids, gp);

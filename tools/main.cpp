@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
     g->add_flag("--ignore-eos", gen.ignore_eos, "keep generating past end-of-sequence tokens");
     g->add_flag("--no-bos", gen.no_bos, "do not add the beginning-of-sequence token");
     g->add_flag("--json", gen.json, "print one JSON object: prompt_tokens, tokens, text, timings");
+    g->add_option("--grammar", gen.grammar_file, "hold the output to the GBNF grammar in FILE (llama.cpp's notation)");
+    g->add_option("--json-schema", gen.schema_file, "hold the output to JSON that validates against the schema in FILE");
 
     cli::ChatOptions chat;
     auto* c = app.add_subcommand("chat", "talk with the model (plain generation when stdin is not a terminal)");
@@ -199,6 +201,15 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     sv->add_option("--shutdown-timeout", serve.shutdown_timeout_s, "seconds SIGTERM waits for requests in flight")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
+    sv->add_option("--pooling", serve.pooling, "how /v1/embeddings pools a text's hidden states: mean, last or cls (default: the model's)");
+
+    cli::EmbedOptions embed;
+    auto* em = app.add_subcommand("embed", "embedding vectors of texts, printed as JSON (the /v1/embeddings answer)");
+    add_model_options(*em, embed.m);
+    em->add_option("-p,--prompt", embed.texts, "a text to embed (repeatable)");
+    em->add_option("-f,--file", embed.file, "embed each line of FILE (default: each line of standard input)");
+    em->add_option("--pooling", embed.pooling, "mean, last or cls (default: the model's, last for a decoder)");
+    em->add_flag("--base64", embed.base64, "vectors as base64 of little-endian float32, as encoding_format base64");
 
     cli::BatchOptions batch;
     auto* ba = app.add_subcommand("batch", "run an OpenAI batch file (JSONL) through the scheduler; resumable");
@@ -224,6 +235,7 @@ int main(int argc, char** argv) {
         if (*be) return init_logging(bench.m.verbosity), cli::run_bench(bench);
         if (*sv) return init_logging(serve.m.verbosity), cli::run_serve(serve);
         if (*ba) return init_logging(batch.m.verbosity), cli::run_batch(batch);
+        if (*em) return init_logging(embed.m.verbosity), cli::run_embed(embed);
     } catch (const Error& e) {
         std::fprintf(stderr, "strata: error: %s\n", e.what());
         if (!e.hint().empty()) std::fprintf(stderr, "  hint: %s\n", e.hint().c_str());

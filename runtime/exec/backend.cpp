@@ -71,7 +71,7 @@ void Backend::eval(std::span<const int32_t> tokens, KvCache& kv, std::vector<flo
     }
 }
 
-void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits) {
+void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits, std::vector<float>& states) {
     int64_t total = 0;
     std::vector<SeqId> seqs;
     for (const SeqTokens& e : batch) {
@@ -82,8 +82,9 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
     std::sort(seqs.begin(), seqs.end());
     if (std::adjacent_find(seqs.begin(), seqs.end()) != seqs.end())
         throw UsageError("a batch names the same sequence twice", "give each sequence's tokens as one entry");
-    const int64_t V = hp_.n_vocab;
-    logits.resize(batch.size() * V);
+    const int64_t V = hp_.n_vocab, E = hp_.n_embd;
+    logits.assign(batch.size() * V, 0.0f);
+    states.assign(batch.size() * E, 0.0f);
     reserve(std::min(kMaxUbatch, total));
     // Passes of up to kMaxUbatch tokens; an entry may be split across passes. Entries of more
     // than kDecodeRows tokens first (PassLayout::n_long).
@@ -92,32 +93,57 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
     std::stable_partition(order.begin(), order.end(), [&](size_t i) { return int64_t(batch[i].tokens.size()) > kDecodeRows; });
     std::vector<int32_t> tokens;
     std::vector<PassLayout::Segment> segments;
-    std::vector<int64_t> rows, owners;  // rows of entries whose last token is in the pass
+    std::vector<int64_t> rows, owners;    // Logits entries whose last token is in the pass
+    std::vector<int64_t> hrows, howners;  // rows whose hidden state an entry takes
+    std::vector<float> out;
     size_t entry = 0, done = 0;  // the next token: batch[order[entry]].tokens[done]
     while (entry < batch.size()) {
         tokens.clear();
         segments.clear();
         rows.clear();
         owners.clear();
+        hrows.clear();
+        howners.clear();
         while (entry < batch.size() && static_cast<int64_t>(tokens.size()) < kMaxUbatch) {
             const SeqTokens& e = batch[order[entry]];
             const size_t take = std::min(e.tokens.size() - done, size_t(kMaxUbatch) - tokens.size());
+            const auto first = static_cast<int64_t>(tokens.size());
+            const auto owner = static_cast<int64_t>(order[entry]);
             // Earlier passes committed this entry's first `done` tokens already.
-            segments.push_back({e.seq, kv.seq_len(e.seq), static_cast<int64_t>(tokens.size()), static_cast<int64_t>(take)});
+            segments.push_back({e.seq, kv.seq_len(e.seq), first, static_cast<int64_t>(take)});
             tokens.insert(tokens.end(), e.tokens.begin() + done, e.tokens.begin() + done + take);
+            const bool ends = done + take == e.tokens.size();
+            const int64_t last = static_cast<int64_t>(tokens.size()) - 1;
+            if (e.output == PassOutput::Logits && ends) {
+                rows.push_back(last);
+                owners.push_back(owner);
+            } else if ((e.output == PassOutput::LastHidden && ends) || (e.output == PassOutput::FirstHidden && done == 0)) {
+                hrows.push_back(e.output == PassOutput::LastHidden ? last : first);
+                howners.push_back(owner);
+            } else if (e.output == PassOutput::SumHidden) {
+                for (int64_t r = first; r <= last; ++r) {
+                    hrows.push_back(r);
+                    howners.push_back(owner);
+                }
+            }
             done += take;
-            if (done == e.tokens.size()) {
-                rows.push_back(static_cast<int64_t>(tokens.size()) - 1);
-                owners.push_back(static_cast<int64_t>(order[entry]));
+            if (ends) {
                 ++entry;
                 done = 0;
             }
         }
         pass(tokens, segments, kv);
-        if (rows.empty()) continue;
-        std::vector<float> out(rows.size() * V);
-        head(rows, out.data(), true);
-        for (size_t i = 0; i < rows.size(); ++i) std::copy_n(&out[i * V], V, &logits[owners[i] * V]);
+        if (!rows.empty()) {
+            out.resize(rows.size() * V);
+            head(rows, out.data(), true);
+            for (size_t i = 0; i < rows.size(); ++i) std::copy_n(&out[i * V], V, &logits[owners[i] * V]);
+        }
+        if (!hrows.empty()) {
+            out.resize(hrows.size() * E);
+            hidden(hrows, out.data());
+            for (size_t i = 0; i < hrows.size(); ++i)
+                for (int64_t c = 0; c < E; ++c) states[howners[i] * E + c] += out[i * E + c];
+        }
     }
 }
 

@@ -16,10 +16,20 @@ namespace strata { class Trace; }
 
 namespace strata::runtime {
 
+// What a batch entry wants back from its pass: its last token's logits, or final hidden
+// states (after the output norm, before the head) to pool into an embedding.
+enum class PassOutput : uint8_t {
+    Logits,       // n_vocab logits of its last token
+    LastHidden,   // the hidden state of its last token
+    FirstHidden,  // of its first token
+    SumHidden,    // the sum over all its tokens
+};
+
 // One sequence's share of a pass: `tokens` appended after its last position.
 struct SeqTokens {
     SeqId seq = 0;
     std::span<const int32_t> tokens;
+    PassOutput output = PassOutput::Logits;
 };
 
 // One pass: tokens of several sequences, each at its own positions, and where their keys and
@@ -57,10 +67,16 @@ public:
     // (row-major). The caller runs it inside the thread pool's arena.
     void eval(std::span<const int32_t> tokens, KvCache& kv, std::vector<float>& logits, bool all_logits);
     // Runs every entry's tokens (entries name distinct sequences) in passes of up to
-    // kMaxUbatch tokens and writes n_vocab logits of each entry's last token, one row per
-    // entry. The blocks must be reserved (KvCache::reserve): throws UsageError otherwise.
-    // A token's logits do not depend on the other tokens of its pass (see the backends).
-    void eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits);
+    // kMaxUbatch tokens and writes, one row per entry, n_vocab logits of a Logits entry's last
+    // token and n_embd floats of hidden state for the others (the rows of the other kind are
+    // zero). The blocks must be reserved (KvCache::reserve): throws UsageError otherwise.
+    // A token's outputs do not depend on the other tokens of its pass (see the backends).
+    void eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits, std::vector<float>& states);
+    // The same when every entry asks for logits.
+    void eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits) {
+        std::vector<float> states;
+        eval_batch(batch, kv, logits, states);
+    }
 
     static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
     // Segments of at most this many tokens are decode steps: the CPU runs their matmuls as
@@ -77,6 +93,8 @@ protected:
     // logits rows = output head of the hidden states of the last pass's `rows`. one_per_entry:
     // each row as its sequence alone would compute it (a single row).
     virtual void head(std::span<const int64_t> rows, float* logits, bool one_per_entry) = 0;
+    // out rows = the final hidden states (output norm applied) of the last pass's `rows`.
+    virtual void hidden(std::span<const int64_t> rows, float* out) = 0;
 
     const models::Hparams& hp_;
 

@@ -52,6 +52,9 @@ private:
     void reserve(int64_t n_tokens) override;
     void compute(const PassLayout& pass, KvCache& kv) override;
     void head(std::span<const int64_t> rows, float* logits, bool one_per_entry) override;
+    void hidden(std::span<const int64_t> rows, float* out) override;
+    // Copies `rows` of the pass's hidden states into xn (from row 0) and applies the output norm.
+    void norm_rows(std::span<const int64_t> rows);
 
     struct Impl;
     std::unique_ptr<Impl> impl_;

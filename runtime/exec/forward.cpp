@@ -123,10 +123,13 @@ void Forward::compute(const PassLayout& p, KvCache& kv) {
     for (int il = 0; il < hp_.n_layer; ++il) layer(il, kv, p);
 }
 
-void Forward::head(std::span<const int64_t> rows, float* logits, bool one_per_entry) {
+void Forward::hidden(std::span<const int64_t> rows, float* out) {
     const int64_t E = hp_.n_embd;
-    for (size_t i = 0; i < rows.size(); ++i)
-        cpu::rms_norm(&x_[rows[i] * E], w_.output_norm.f32(), &xn_[i * E], E, hp_.rms_eps);
+    for (size_t i = 0; i < rows.size(); ++i) cpu::rms_norm(&x_[rows[i] * E], w_.output_norm.f32(), &out[i * E], E, hp_.rms_eps);
+}
+
+void Forward::head(std::span<const int64_t> rows, float* logits, bool one_per_entry) {
+    hidden(rows, xn_.data());
     const int64_t n = static_cast<int64_t>(rows.size());
     // One row per batch entry: each as its sequence alone would compute it (a single row).
     project(w_.output, xn_.data(), n, logits, one_per_entry ? 0 : n);

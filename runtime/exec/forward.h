@@ -43,6 +43,7 @@ private:
     void reserve(int64_t n_tokens) override;
     void compute(const PassLayout& pass, KvCache& kv) override;
     void head(std::span<const int64_t> rows, float* logits, bool one_per_entry) override;
+    void hidden(std::span<const int64_t> rows, float* out) override;
     void embed(std::span<const int32_t> tokens);
     void layer(int il, KvCache& kv, const PassLayout& p);
     // y = x W^T over n rows of the pass, of which the first n_long belong to segments of

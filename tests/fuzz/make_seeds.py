@@ -159,6 +159,21 @@ OPENAI_BODIES = {
     "completion_text": (1, {"model": "smollm2", "prompt": "Once upon a time", "max_tokens": 8, "stop": "\n", "echo": False}),
     "completion_ids": (1, {"prompt": [1, 2, 3, 49151], "max_tokens": 4, "temperature": 0, "best_of": 1, "suffix": None}),
     "completion_list": (1, {"prompt": ["a", "b"], "stream": False, "top_logprobs": 0}),
+    "chat_tools": (0, {"messages": [{"role": "user", "content": "Weather?"},
+                                    {"role": "assistant", "content": None, "tool_calls": [
+                                        {"id": "call_1", "type": "function",
+                                         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+                                    {"role": "tool", "tool_call_id": "call_1", "content": "22 C"}],
+                       "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+                           "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+                       "tool_choice": "required", "parallel_tool_calls": False, "n": 2, "logprobs": True, "top_logprobs": 3}),
+    "chat_schema": (0, {"messages": [{"role": "user", "content": "JSON"}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "s", "strict": True, "schema": {
+            "$defs": {"n": {"type": "object", "properties": {"k": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}},
+            "type": "object", "properties": {"a": {"enum": [1, "x", None]}, "b": {"anyOf": [{"type": "string", "maxLength": 3},
+                                                                                          {"$ref": "#/$defs/n"}]}},
+            "additionalProperties": {"type": "integer"}}}}}),
+    "completion_grammar": (1, {"prompt": "x", "grammar": "root ::= [a-z]{1,3} (\" \" root)?", "logprobs": 2}),
 }
 
 

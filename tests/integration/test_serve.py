@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`strata serve` driven by the official `openai` client and by raw HTTP: chat and completions,
 streamed and not, /v1/models; greedy answers equal `strata generate --temp 0` and each other;
-every documented error (400, 401, 413, 429) in OpenAI's shape; a client that leaves cancels its
-sequence; SIGTERM lets a streamed answer finish and exits 0."""
+n choices and log-probabilities, whole and streamed; every documented error (400, 401, 413, 429)
+in OpenAI's shape; a client that leaves cancels its sequence; SIGTERM lets a streamed answer
+finish and exits 0."""
 from __future__ import annotations
 
 import json
@@ -76,10 +77,69 @@ def check_openai_client(server: Server) -> None:
     b = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=12, temperature=1.0, seed=42)
     assert a.choices[0].text == b.choices[0].text
     try:
-        client.chat.completions.create(model=MODEL_ID, messages=CHAT, n=2)
-        raise AssertionError("n=2 was accepted")
+        client.chat.completions.create(model=MODEL_ID, messages=CHAT, n=17)
+        raise AssertionError("n=17 was accepted")
     except openai.BadRequestError as e:
         assert e.status_code == 400 and e.body["param"] == "n", e.body
+    check_choices(client)
+    check_logprobs(client)
+
+
+def check_choices(client) -> None:
+    """n choices: seeded ones repeat and differ from each other; greedy ones all equal the greedy
+    answer; streamed, each choice's chunks add up to the whole answer's choice."""
+    kw = dict(model=MODEL_ID, messages=CHAT, max_tokens=16, temperature=1.0, seed=7, n=3)
+    first, again = client.chat.completions.create(**kw), client.chat.completions.create(**kw)
+    texts = [c.message.content for c in first.choices]
+    assert [c.index for c in first.choices] == [0, 1, 2], first
+    assert texts == [c.message.content for c in again.choices], (texts, again)
+    assert len(set(texts)) > 1, texts
+    # Choice i is the request with seed + i on its own; the prompt is counted once.
+    alone = [client.chat.completions.create(**{**kw, "n": 1, "seed": 7 + i}) for i in range(3)]
+    assert [a.choices[0].message.content for a in alone] == texts, (alone, texts)
+    assert first.usage.prompt_tokens == alone[0].usage.prompt_tokens, first.usage
+    assert first.usage.completion_tokens == sum(a.usage.completion_tokens for a in alone), first.usage
+    greedy = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=12, temperature=0, n=2)
+    assert greedy.choices[0].text == greedy.choices[1].text == generate_greedy(PROMPT, 12)
+    streamed: dict[int, str] = {}
+    finals: dict[int, str] = {}
+    for chunk in client.chat.completions.create(**kw, stream=True):
+        for c in chunk.choices:
+            streamed[c.index] = streamed.get(c.index, "") + (c.delta.content or "")
+            if c.finish_reason:
+                finals[c.index] = c.finish_reason
+    assert [streamed[i] for i in range(3)] == texts, (streamed, texts)
+    assert sorted(finals) == [0, 1, 2], finals
+
+
+def check_logprobs(client) -> None:
+    """Log-probabilities: one entry per generated token whose texts make up the answer, the
+    chosen token the most likely one when greedy, top_logprobs as many as asked; the same
+    streamed; the completions shape with text offsets."""
+    whole = client.chat.completions.create(model=MODEL_ID, messages=CHAT, max_tokens=12, temperature=0, logprobs=True,
+                                           top_logprobs=4)
+    content = whole.choices[0].logprobs.content
+    assert len(content) == whole.usage.completion_tokens, (len(content), whole.usage)
+    assert "".join(t.token for t in content).startswith(whole.choices[0].message.content), whole
+    for t in content:
+        assert len(t.top_logprobs) == 4 and t.logprob <= 0
+        assert t.top_logprobs[0].token == t.token and abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6, t
+        assert t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob >= t.top_logprobs[3].logprob
+        try:
+            assert bytes(t.bytes).decode() == t.token, t
+        except UnicodeDecodeError:
+            pass  # part of a character: its text is replaced, its bytes are exact
+    streamed = []
+    for chunk in client.chat.completions.create(model=MODEL_ID, messages=CHAT, max_tokens=12, temperature=0, logprobs=True,
+                                                top_logprobs=4, stream=True):
+        if chunk.choices and chunk.choices[0].logprobs and chunk.choices[0].logprobs.content:
+            streamed += chunk.choices[0].logprobs.content
+    assert [(t.token, round(t.logprob, 5)) for t in streamed] == [(t.token, round(t.logprob, 5)) for t in content]
+    text = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=8, temperature=0, logprobs=2)
+    lp = text.choices[0].logprobs
+    assert "".join(lp.tokens) == text.choices[0].text, (lp.tokens, text.choices[0].text)
+    assert lp.text_offset == [sum(len(t.encode()) for t in lp.tokens[:i]) for i in range(len(lp.tokens))], lp.text_offset
+    assert all(len(top) == 2 and max(top.values()) == top[tok] for top, tok in zip(lp.top_logprobs, lp.tokens)), lp
 
 
 def check_raw_errors(server: Server) -> None:
@@ -91,8 +151,11 @@ def check_raw_errors(server: Server) -> None:
     check_error_shape(body, 400, status, param="prompt")
     status, _, body = server.request("POST", "/v1/completions", {"prompt": "x" * (2 << 20)})  # over the 1 MiB default
     check_error_shape(body, 413, status, code="request_too_large")
-    status, _, body = server.request("GET", "/v1/embeddings")
+    status, _, body = server.request("GET", "/v1/nothing")
     check_error_shape(body, 404, status)
+    status, headers, body = server.request("GET", "/v1/embeddings")
+    check_error_shape(body, 405, status)
+    assert headers.get("Allow") == "POST", headers
     status, _, body = server.request("GET", "/health")
     assert status == 200 and body["status"] == "ok", body
     status, _, text = server.request("GET", "/metrics")

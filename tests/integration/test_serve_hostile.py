@@ -295,7 +295,7 @@ def check_vanishing_clients(server: Server) -> None:
 def check_methods_and_paths(server: Server) -> None:
     for method, path, status in [("GET", "/v1/chat/completions", 405), ("DELETE", "/v1/models", 405),
                                  ("POST", "/health", 405), ("PUT", "/v1/completions", 405),
-                                 ("GET", "/v1/embeddings", 404), ("POST", "/v1/files", 404),
+                                 ("GET", "/v1/embeddings", 405), ("GET", "/tokenize", 405), ("POST", "/v1/files", 404),
                                  ("GET", "/../../etc/passwd", 404), ("GET", "/v1/models/../../etc/passwd", 404)]:
         got, headers, reply = server.request(method, path, b"{}" if method in ("POST", "PUT", "DELETE") else None)
         check_error_shape(reply, status, got)

@@ -29,6 +29,7 @@ Usage as a library:
     from reference_forward import RefModel
     m = RefModel(path)
     logits = m.forward(ids)                 # (len(ids), n_vocab), positions 0..
+    states = m.hidden(ids)                  # (len(ids), n_embd): after the output norm
     cache = m.new_cache(); m.forward(ids[:5], cache); m.forward(ids[5:], cache)
     out = m.greedy(prompt_ids, n=64)        # list of generated ids
 
@@ -204,6 +205,11 @@ class RefModel:
 
         Returns float64 logits, (len(ids), n_vocab), or (1, n_vocab) if last_only.
         """
+        return (self.hidden(ids, cache, last_only) @ self.output.T).astype(np.float64)
+
+    def hidden(self, ids, cache: KVCache | None = None, last_only: bool = False) -> np.ndarray:
+        """The final hidden states of `ids` after the output norm (what llama.cpp pools into
+        embeddings): (len(ids), n_embd), or (1, n_embd) if last_only."""
         hp = self.hp
         ids = np.asarray(ids, dtype=np.int64)
         n = len(ids)
@@ -250,8 +256,7 @@ class RefModel:
         cache.n = T
         if last_only:
             x = x[-1:]
-        x = self._rms(x, self.out_norm)
-        return (x @ self.output.T).astype(np.float64)
+        return self._rms(x, self.out_norm)
 
     def greedy(self, prompt_ids, n: int, stop_at_eos: bool = False, margins: list | None = None):
         """Greedy continuation of n tokens (KV-cached). Appends top-2 margins to `margins`."""

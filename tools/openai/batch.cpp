@@ -18,13 +18,13 @@ std::string random_id(std::string_view prefix) {
 }
 
 void parse_into(BatchLine& out, std::string_view text, const ModelContext& model) {
-    const json line = parse_json_limited(text, "the line", "invalid_json_line");
+    const Json line = parse_json_limited(text, "the line", "invalid_json_line");
     if (!line.is_object()) throw invalid_request("the line is not a JSON object", {}, "invalid_json_line");
     const auto id = line.find("custom_id");
     if (id == line.end() || !id->is_string() || id->get<std::string>().empty())
         throw invalid_request("'custom_id' is missing or not a non-empty string", "custom_id", "missing_custom_id");
     out.custom_id = id->get<std::string>();
-    if (line.value("method", json()) != "POST")
+    if (line.value("method", Json()) != "POST")
         throw invalid_request("'method' must be \"POST\"", "method", "invalid_method");
     const auto url = line.find("url");
     const auto endpoint = url != line.end() && url->is_string() ? endpoint_from_url(url->get<std::string>()) : std::nullopt;
@@ -33,6 +33,7 @@ void parse_into(BatchLine& out, std::string_view text, const ModelContext& model
     if (body == line.end() || !body->is_object()) throw invalid_request("'body' must be an object", "body", "invalid_body");
     CompletionRequest req = parse_completion_request(*endpoint, *body, model);
     if (req.stream) throw invalid_request("'stream' is not available in a batch", "body.stream");
+    if (req.n != 1) throw invalid_request("'n' above 1 is not available in a batch: write a line per choice", "body.n");
     out.request = std::move(req);
 }
 }  // namespace
@@ -49,11 +50,14 @@ BatchLine parse_batch_line(std::string_view text, size_t line_no, const ModelCon
     return out;
 }
 
-json batch_success_record(const std::string& custom_id, const CompletionRequest& request, const runtime::GenerateResult& r) {
+json batch_success_record(const std::string& custom_id, const CompletionRequest& request, const runtime::GenerateResult& r,
+                          const models::Tokenizer& tok) {
     const auto meta = CompletionMeta::make(request.endpoint, request.model);
+    const Choice choice = make_choice(0, r, request);
+    const json body = completion_json(meta, {&choice, 1}, usage_json({&r, 1}), tok);
     return {{"id", random_id("batch_req")},
             {"custom_id", custom_id},
-            {"response", {{"status_code", 200}, {"request_id", random_id("req")}, {"body", completion_json(meta, r)}}},
+            {"response", {{"status_code", 200}, {"request_id", random_id("req")}, {"body", body}}},
             {"error", nullptr}};
 }
 

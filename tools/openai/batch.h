@@ -27,7 +27,8 @@ struct BatchLine {
 BatchLine parse_batch_line(std::string_view text, size_t line_no, const ModelContext& model);
 
 // The output record of a finished request.
-nlohmann::json batch_success_record(const std::string& custom_id, const CompletionRequest& request, const runtime::GenerateResult& r);
+nlohmann::json batch_success_record(const std::string& custom_id, const CompletionRequest& request, const runtime::GenerateResult& r,
+                                    const models::Tokenizer& tok);
 // The output record of a line that could not run. `line` lets a rerun recognise records
 // without a custom_id.
 nlohmann::json batch_error_record(const std::optional<std::string>& custom_id, size_t line_no, const ApiError& e);

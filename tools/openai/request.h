@@ -9,11 +9,11 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "models/chat_template.h"
+#include "models/chat_tools.h"
 #include "models/tokenizer.h"
 #include "runtime/engine.h"
+#include "tools/openai/json_fields.h"
 
 namespace strata::openai {
 
@@ -29,15 +29,19 @@ struct ModelContext {
     const models::ChatTemplate& chat_template;
     int n_ctx;
     std::string model_id;  // echoed when a request names no model
+    runtime::Pooling pooling = runtime::Pooling::Last;  // of /v1/embeddings
+    int n_embd = 0;
 };
 
 struct CompletionRequest {
     Endpoint endpoint = Endpoint::Chat;
     std::string model;             // as the request named it (one model per server)
     std::vector<int32_t> prompt;   // templated and tokenized
-    runtime::GenerateParams params;
+    runtime::GenerateParams params;  // n_logprobs >= 0 when `logprobs` was asked for
     bool stream = false;
     bool include_usage = false;    // stream_options.include_usage: a last chunk with usage
+    int n = 1;                     // choices, each its own sequence sharing the prompt's KV
+    std::optional<models::ToolCallSyntax> tools;  // the reply is read for calls in this syntax
 };
 
 // /v1/completions without max_tokens generates this many, as OpenAI's API does; chat
@@ -45,19 +49,12 @@ struct CompletionRequest {
 inline constexpr int kDefaultCompletionTokens = 16;
 // More stop strings than this are refused (OpenAI allows 4).
 inline constexpr size_t kMaxStopStrings = 16;
-
-// Deeper JSON is refused: serialising, comparing or destroying a value recurses once per
-// level, and a 1 MiB body can nest half a million of them.
-inline constexpr int kMaxJsonDepth = 64;
-
-// Parses `text` (a request body, a batch line), which `what` names in the error, without
-// ever recursing into it. Throws ApiError 400 with `code` for malformed JSON (including
-// ill-formed UTF-8, which RFC 8259 forbids) and for nesting deeper than kMaxJsonDepth.
-nlohmann::json parse_json_limited(std::string_view text, const std::string& what, const std::string& code);
+// More choices than this (`n`) are refused.
+inline constexpr int kMaxChoices = 16;
 
 // Throws ApiError (400) for a body that is not an object, a missing, mistyped, out-of-range or
-// unsupported field (n != 1, logprobs, tools, ...), and a prompt that does not fit the context.
-CompletionRequest parse_completion_request(Endpoint endpoint, const nlohmann::json& body, const ModelContext& model);
+// unsupported field (best_of, echo, ...), and a prompt that does not fit the context.
+CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, const ModelContext& model);
 // The same from the body's text; malformed or too deeply nested JSON is a 400 too.
 CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view body, const ModelContext& model);
 

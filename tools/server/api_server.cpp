@@ -59,8 +59,9 @@ struct ApiServer::Impl {
         const char* path;
         const char* method;
     };
-    static constexpr Route kRoutes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
-                                        {"/health", "GET"}, {"/metrics", "GET"}};
+    static constexpr Route kRoutes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/embeddings", "POST"},
+                                        {"/v1/models", "GET"},           {"/tokenize", "POST"},       {"/detokenize", "POST"},
+                                        {"/apply-template", "POST"},     {"/health", "GET"},          {"/metrics", "GET"}};
 
     static const Route* find_route(const std::string& path) {
         for (const Route& r : kRoutes)
@@ -74,7 +75,8 @@ struct ApiServer::Impl {
         return r ? r->path : "other";
     }
 
-    static bool needs_key(const std::string& path) { return path.rfind("/v1/", 0) == 0 || path == "/metrics"; }
+    // Everything but the health check, which load balancers and orchestrators probe without a key.
+    static bool needs_key(const std::string& path) { return path != "/health"; }
 
     // Methods for which httplib reads a body before routing.
     static bool reads_body(const std::string& method) {
@@ -168,10 +170,14 @@ struct ApiServer::Impl {
         http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
             handle_completion(state, openai::Endpoint::Completions, req, res);
         });
+        http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(state, req, res); });
+        http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(state, req, res); });
+        http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_detokenize(state, req, res); });
+        http.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) { handle_apply_template(state, req, res); });
         http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-            nlohmann::json model = {{"id", state.model.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "strata"},
-                                    {"meta", {{"n_ctx", state.model.n_ctx}}}};
-            res.set_content(openai::dump({{"object", "list"}, {"data", nlohmann::json::array({model})}}), "application/json");
+            openai::Json model = {{"id", state.model.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "strata"},
+                                  {"meta", {{"n_ctx", state.model.n_ctx}, {"n_embd", state.model.n_embd}}}};
+            res.set_content(openai::dump({{"object", "list"}, {"data", openai::Json::array({model})}}), "application/json");
         });
         http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
             const runtime::SchedulerStats s = state.scheduler.stats();

@@ -1,17 +1,21 @@
-// POST /v1/chat/completions and /v1/completions. The request is read and submitted before
-// anything is sent, so every refusal (400, 429) is a plain JSON error; then the answer is
-// either awaited whole or streamed as server-sent events while it is generated. A client
-// that goes away cancels its sequence.
+// POST /v1/chat/completions and /v1/completions. The request is read and submitted (one
+// scheduler request per choice, the later ones admitted once the first has the prompt in the
+// KV cache) before anything is sent, so every refusal (400, 429) is a plain JSON error; then the
+// answer is either awaited whole or streamed as server-sent events while it is generated. A
+// client that goes away cancels its sequences.
 #include <httplib.h>
 
 #include <chrono>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "tools/openai/response.h"
+#include "tools/openai/tool_stream.h"
 #include "tools/server/generation.h"
+#include "tools/server/in_flight.h"
 #include "tools/server/peer_socket.h"
 #include "tools/server/server_state.h"
 
@@ -20,34 +24,6 @@ namespace strata::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// How often a waiting connection looks for its client having gone.
-constexpr std::chrono::milliseconds kPoll{100};
-
-// A submitted request: untracked and, unless it finished, cancelled when this goes away
-// (the client left, a write failed, the handler threw).
-class InFlight {
-public:
-    InFlight(ServerState& state, uint64_t id, int fd) : state_(state), id_(id), fd_(fd) { state_.track(id_); }
-    ~InFlight() {
-        if (!finished_) state_.scheduler.cancel(id_);
-        state_.untrack(id_);
-    }
-    InFlight(const InFlight&) = delete;
-    InFlight& operator=(const InFlight&) = delete;
-
-    bool client_gone() const { return peer_closed(fd_); }
-    void cancel() {
-        state_.scheduler.cancel(id_);
-        state_.metrics.count_cancelled();
-    }
-    void finished() { finished_ = true; }
-
-private:
-    ServerState& state_;
-    uint64_t id_;
-    int fd_;
-    bool finished_ = false;
-};
 
 openai::ApiError result_error(const runtime::GenerateResult& r) {
     if (r.stop_reason == "cancelled")
@@ -55,75 +31,135 @@ openai::ApiError result_error(const runtime::GenerateResult& r) {
     return openai::ApiError(500, "generation failed: " + r.error, "server_error", {}, "generation_failed");
 }
 
-std::string sse(const nlohmann::json& j) { return "data: " + openai::dump(j) + "\n\n"; }
-
-void respond_whole(ServerState& state, const openai::CompletionRequest& creq, const std::shared_ptr<Generation>& gen,
-                   std::shared_ptr<InFlight> flight, httplib::Response& res) {
-    const auto meta = openai::CompletionMeta::make(creq.endpoint, creq.model);
-    for (;;) {
-        if (gen->wait(kPoll).done) break;
-        if (flight->client_gone()) {
-            flight->cancel();
-            res.status = 499;  // nobody reads it; counted as such in the metrics
-            return;
-        }
-    }
-    flight->finished();
-    const runtime::GenerateResult& r = gen->result();
-    if (r.stop_reason == "cancelled" || r.stop_reason == "error") return set_error(res, result_error(r));
-    res.set_content(openai::dump(openai::completion_json(meta, r)), "application/json");
+// The first result that ended badly, if any.
+const runtime::GenerateResult* failed(const std::vector<runtime::GenerateResult>& results) {
+    for (const auto& r : results)
+        if (r.stop_reason == "cancelled" || r.stop_reason == "error") return &r;
+    return nullptr;
 }
 
+std::string sse(const openai::Json& j) { return "data: " + openai::dump(j) + "\n\n"; }
+
+void respond_whole(ServerState& state, const openai::CompletionRequest& creq, const std::shared_ptr<Generation>& gen,
+                   const std::shared_ptr<InFlight>& flight, httplib::Response& res) {
+    const auto meta = openai::CompletionMeta::make(creq.endpoint, creq.model);
+    if (!flight->await([&] {
+            gen->wait(kPoll);
+            return gen->all_done();
+        })) {
+        res.status = 499;  // nobody reads it; counted as such in the metrics
+        return;
+    }
+    flight->finished();
+    const std::vector<runtime::GenerateResult> results = gen->results();
+    if (const runtime::GenerateResult* bad = failed(results)) return set_error(res, result_error(*bad));
+    std::vector<openai::Choice> choices;
+    for (size_t i = 0; i < results.size(); ++i)
+        choices.push_back(openai::make_choice(static_cast<int>(i), results[i], creq));
+    res.set_content(openai::dump(openai::completion_json(meta, choices, openai::usage_json(results), state.model.tokenizer)),
+                    "application/json");
+}
+
+// What one choice of a streamed answer has sent.
+struct ChoiceStream {
+    bool first = true;
+    size_t text_offset = 0;  // completions' logprobs count offsets into the choice's text
+    std::optional<openai::ToolCallStream> tools;
+};
+
 void respond_stream(ServerState& state, const openai::CompletionRequest& creq, const std::shared_ptr<Generation>& gen,
-                    std::shared_ptr<InFlight> flight, Clock::time_point arrived, httplib::Response& res) {
+                    const std::shared_ptr<InFlight>& flight, Clock::time_point arrived, httplib::Response& res) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     const auto meta = openai::CompletionMeta::make(creq.endpoint, creq.model);
-    const bool include_usage = creq.include_usage;
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [&state, gen, flight, meta, include_usage, arrived](size_t, httplib::DataSink& sink) {
-            const auto send = [&](const std::string& event) { return sink.write(event.data(), event.size()); };
-            bool first = true;
-            for (;;) {
-                Generation::Update u = gen->wait(kPoll);
-                if (!u.text.empty()) {
-                    if (first) state.metrics.observe_first_token(std::chrono::duration<double>(Clock::now() - arrived).count());
-                    if (!send(sse(openai::text_chunk_json(meta, u.text, first)))) {
-                        flight->cancel();
-                        return false;
-                    }
-                    first = false;
+    res.set_chunked_content_provider("text/event-stream", [&state, creq, gen, flight, meta, arrived](size_t, httplib::DataSink& sink) {
+        const auto send = [&](const openai::Json& event) {
+            const std::string text = sse(event);
+            return sink.write(text.data(), text.size());
+        };
+        const models::Tokenizer& tok = state.model.tokenizer;
+        std::vector<ChoiceStream> choices(static_cast<size_t>(creq.n));
+        if (creq.tools)
+            for (auto& c : choices) c.tools.emplace(*creq.tools);
+        bool any_text = false, ok = true;
+        // One choice's news as chunks: text (with its tokens' log-probabilities), then calls.
+        const auto forward = [&](const Generation::Update& u) {
+            ChoiceStream& c = choices[static_cast<size_t>(u.index)];
+            openai::Json lp = nullptr;
+            if (creq.params.n_logprobs >= 0 && !u.logprobs.empty()) {
+                lp = openai::logprobs_json(creq.endpoint, u.logprobs, tok, c.text_offset);
+                for (const auto& t : u.logprobs) c.text_offset += tok.piece(t.chosen.token).size();
+            }
+            openai::ToolCallStream::Delta d;
+            if (c.tools) {
+                d = c.tools->push(u.text);
+                if (u.done) {
+                    openai::ToolCallStream::Delta rest = c.tools->finish();
+                    d.content += rest.content;
+                    if (d.calls.empty()) d.first = rest.first;
+                    d.calls.insert(d.calls.end(), rest.calls.begin(), rest.calls.end());
                 }
-                if (u.done) break;
-                if (flight->client_gone()) {
-                    flight->cancel();
-                    return false;
+            } else {
+                d.content = u.text;
+            }
+            if (!d.content.empty() || !lp.is_null()) {
+                if (!any_text) state.metrics.observe_first_token(std::chrono::duration<double>(Clock::now() - arrived).count());
+                any_text = true;
+                if (!send(openai::text_chunk_json(meta, u.index, d.content, c.first, lp))) return false;
+                c.first = false;
+            }
+            if (!d.calls.empty()) {
+                if (!send(openai::tool_calls_chunk_json(meta, u.index, d.calls, d.first, c.first))) return false;
+                c.first = false;
+            }
+            return true;
+        };
+        // Each choice's news as it comes; a choice that ends badly ends the stream.
+        const bool answered = flight->await([&] {
+            for (const Generation::Update& u : gen->wait(kPoll)) {
+                if (!forward(u)) {
+                    ok = false;
+                    return true;
+                }
+                if (!u.done) continue;
+                const runtime::GenerateResult r = gen->results()[static_cast<size_t>(u.index)];
+                if (r.stop_reason == "cancelled" || r.stop_reason == "error") return true;
+                const ChoiceStream& c = choices[static_cast<size_t>(u.index)];
+                std::string reason = openai::finish_reason(r.stop_reason);
+                if (c.tools && c.tools->called() && reason == "stop") reason = "tool_calls";
+                if (!send(openai::final_chunk_json(meta, u.index, reason))) {
+                    ok = false;
+                    return true;
                 }
             }
-            flight->finished();
-            const runtime::GenerateResult& r = gen->result();
-            if (r.stop_reason == "cancelled") {  // shutdown: the stream just ends
+            return gen->all_done();
+        });
+        if (!answered || !ok) {
+            if (answered) flight->cancel();  // a write failed: the client is gone
+            return false;
+        }
+        if (gen->all_done()) flight->finished();
+        const std::vector<runtime::GenerateResult> results = gen->results();
+        if (const runtime::GenerateResult* bad = failed(results)) {
+            if (bad->stop_reason == "cancelled") {  // shutdown: the stream just ends
                 sink.done();
                 return true;
             }
-            bool ok = true;
-            if (r.stop_reason == "error") {
-                ok = send(sse(result_error(r).to_json()));
-            } else {
-                ok = send(sse(openai::final_chunk_json(meta, openai::finish_reason(r.stop_reason))));
-                if (ok && include_usage) ok = send(sse(openai::usage_chunk_json(meta, r)));
-            }
-            if (ok) ok = send("data: [DONE]\n\n");
-            if (ok) sink.done();
-            return ok;
-        });
+            ok = send(result_error(*bad).to_json());
+        } else if (creq.include_usage) {
+            ok = send(openai::usage_chunk_json(meta, openai::usage_json(results)));
+        }
+        if (ok) ok = sink.write("data: [DONE]\n\n", 14);
+        if (ok) sink.done();
+        return ok;
+    });
 }
 
 }  // namespace
 
 void set_error(httplib::Response& res, const openai::ApiError& e) {
     res.status = e.status();
+    if (e.status() == 429) res.set_header("Retry-After", "1");
     res.set_content(openai::dump(e.to_json()), "application/json");
 }
 
@@ -135,22 +171,23 @@ void handle_completion(ServerState& state, openai::Endpoint endpoint, const http
     } catch (const openai::ApiError& e) {
         return set_error(res, e);
     }
-    auto gen = std::make_shared<Generation>();
-    uint64_t id = 0;
-    try {
-        id = state.scheduler.submit(Generation::request(gen, std::move(creq.prompt), creq.params));
-    } catch (const runtime::QueueFull& e) {
-        res.set_header("Retry-After", "1");
-        return set_error(res, openai::ApiError(429, std::string("the server is busy: ") + e.what() + "; retry later",
-                                               "rate_limit_error", {}, "queue_full"));
-    } catch (const UsageError& e) {
-        return set_error(res, openai::invalid_request(e.what(), {}, "context_length_exceeded"));
+    auto gen = std::make_shared<Generation>(creq.n);
+    std::vector<runtime::Request> requests;
+    for (int i = 0; i < creq.n; ++i) {
+        runtime::GenerateParams params = creq.params;
+        params.sampler.seed += static_cast<uint64_t>(i);  // seeded choices differ, and repeat
+        requests.push_back(Generation::request(gen, i, creq.prompt, std::move(params)));
     }
-    auto flight = std::make_shared<InFlight>(state, id, current_connection_socket());
+    std::shared_ptr<InFlight> flight;
+    try {
+        flight = submit_all(state, std::move(requests), /*share_prompt=*/true);
+    } catch (const openai::ApiError& e) {
+        return set_error(res, e);
+    }
     if (creq.stream)
-        respond_stream(state, creq, gen, std::move(flight), arrived, res);
+        respond_stream(state, creq, gen, flight, arrived, res);
     else
-        respond_whole(state, creq, gen, std::move(flight), res);
+        respond_whole(state, creq, gen, flight, res);
 }
 
 }  // namespace strata::server

@@ -38,7 +38,13 @@ private:
 
 // POST /v1/chat/completions and /v1/completions, streamed (SSE) or not.
 void handle_completion(ServerState& state, openai::Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
-// Sets the response to an error in OpenAI's shape.
+// POST /v1/embeddings.
+void handle_embeddings(ServerState& state, const httplib::Request& req, httplib::Response& res);
+// POST /tokenize, /detokenize and /apply-template (llama.cpp's server).
+void handle_tokenize(ServerState& state, const httplib::Request& req, httplib::Response& res);
+void handle_detokenize(ServerState& state, const httplib::Request& req, httplib::Response& res);
+void handle_apply_template(ServerState& state, const httplib::Request& req, httplib::Response& res);
+// Sets the response to an error in OpenAI's shape (a 429 with Retry-After).
 void set_error(httplib::Response& res, const openai::ApiError& e);
 
 }  // namespace strata::server

@@ -257,3 +257,77 @@ TEST_CASE("scheduler: admission, queue limit and cancellation", "[unit][schedule
         CHECK(engine.kv().pool().n_used() == used_before);
     }
 }
+
+TEST_CASE("scheduler: choices of one prompt share its KV blocks; seeded ones repeat", "[unit][scheduler]") {
+    auto path = test::stories260k_path();
+    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
+    Engine engine(test::engine_options(*path, 256));
+    const auto prompt = encode(engine, "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog.");
+    REQUIRE(prompt.size() > 32);
+    auto sampled = [&](uint64_t seed) {
+        Request r = request(prompt, 12, nullptr, 0);
+        r.params.sampler = SamplerParams{};
+        r.params.sampler.temperature = 1.0f;
+        r.params.sampler.seed = seed;
+        return r;
+    };
+    auto run = [&] {
+        Outcome out;
+        Scheduler sched(engine, {4, 16});
+        uint64_t first = 0;
+        for (uint64_t i = 0; i < 3; ++i) {
+            Request r = sampled(100 + i);
+            r.on_done = [&out, i](const GenerateResult& g) {
+                std::lock_guard lock(out.mu);
+                out.results.push_back(g);
+                out.order.push_back(i);
+            };
+            r.after_prefill_of = first;
+            const uint64_t id = sched.submit(std::move(r));
+            if (i == 0) first = id;
+        }
+        sched.wait_idle();
+        std::vector<GenerateResult> by_choice(3);
+        for (size_t k = 0; k < 3; ++k) by_choice[out.order[k]] = out.results[k];
+        return by_choice;
+    };
+    const std::vector<GenerateResult> a = run();
+    // The later choices found every whole block of the prompt cached by the first.
+    const int whole_blocks = static_cast<int>((prompt.size() - 1) / KvCache::kBlockSize * KvCache::kBlockSize);
+    CHECK(a[1].cached_tokens == whole_blocks);
+    CHECK(a[2].cached_tokens == whole_blocks);
+    CHECK(a[0].tokens != a[1].tokens);  // different seeds
+    // Again, with the prompt's blocks still cached: the same seeds give the same tokens.
+    const std::vector<GenerateResult> b = run();
+    for (size_t i = 0; i < 3; ++i) CHECK(a[i].tokens == b[i].tokens);
+    CHECK(engine.kv().pool().n_used() == 0);
+}
+
+TEST_CASE("scheduler: log-probabilities of each generated token come before its text", "[unit][scheduler]") {
+    auto path = test::stories260k_path();
+    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
+    Engine engine(test::engine_options(*path, 256));
+    const auto prompt = encode(engine, "Once upon a time");
+    Outcome out;
+    std::vector<SampledLogprobs> streamed;
+    {
+        Scheduler sched(engine, {2, 4});
+        Request r = request(prompt, 10, &out, 0);
+        r.params.n_logprobs = 3;
+        r.on_logprobs = [&](const SampledLogprobs& lp) { streamed.push_back(lp); };
+        sched.submit(std::move(r));
+        sched.wait_idle();
+    }
+    const GenerateResult& g = out.results.at(0);
+    REQUIRE(g.logprobs.size() == g.tokens.size());
+    REQUIRE(streamed.size() == g.tokens.size());
+    for (size_t i = 0; i < g.tokens.size(); ++i) {
+        CHECK(g.logprobs[i].chosen.token == g.tokens[i]);
+        CHECK(streamed[i].chosen.logprob == g.logprobs[i].chosen.logprob);
+        REQUIRE(g.logprobs[i].top.size() == 3);
+        // Greedy: the chosen token is the most likely one, its log-probability at most 0.
+        CHECK(g.logprobs[i].top[0].token == g.tokens[i]);
+        CHECK(g.logprobs[i].chosen.logprob <= 0.0f);
+        CHECK(g.logprobs[i].top[1].logprob <= g.logprobs[i].top[0].logprob);
+    }
+}

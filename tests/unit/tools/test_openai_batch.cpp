@@ -86,7 +86,7 @@ TEST_CASE("openai batch: lines", "[unit][openai]") {
     r.tokens = {5, 6};
     r.text = "upon";
     r.stop_reason = "length";
-    const json rec = batch_success_record("a1", *ok.request, r);
+    const json rec = batch_success_record("a1", *ok.request, r, *tok);
     CHECK(rec["custom_id"] == "a1");
     CHECK(rec["error"].is_null());
     CHECK(rec["id"].get<std::string>().rfind("batch_req_", 0) == 0);

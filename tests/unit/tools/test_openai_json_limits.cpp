@@ -38,7 +38,7 @@ ApiError error_of(const std::string& text) {
 TEST_CASE("openai json: nesting up to the limit parses as nlohmann does, one level more is a 400", "[unit][openai]") {
     for (const std::string& text : {nested_arrays(kMaxJsonDepth), nested_objects(kMaxJsonDepth),
                                     std::string(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]})")}) {
-        CHECK(parse_json_limited(text, "the body", "invalid_json") == json::parse(text));
+        CHECK(parse_json_limited(text, "the body", "invalid_json") == Json::parse(text));
     }
     for (const std::string& text : {nested_arrays(kMaxJsonDepth + 1), nested_objects(kMaxJsonDepth + 1)}) {
         const ApiError e = error_of(text);

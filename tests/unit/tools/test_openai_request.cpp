@@ -7,6 +7,7 @@
 #include "models/chat_prompt.h"
 #include "models/gguf_file.h"
 #include "tests/support/model_paths.h"
+#include "tests/support/grammar_text.h"
 #include "tools/openai/api_error.h"
 #include "tools/openai/request.h"
 
@@ -38,6 +39,13 @@ ApiError error_of(Endpoint e, const json& body, const ModelContext& m) {
 
 const json kChat = {{"model", "x"}, {"messages", {{{"role", "user"}, {"content", "Hello"}}}}};
 const json kCompletion = {{"model", "x"}, {"prompt", "Once upon a time"}};
+const json kTools = json::array(
+    {{{"type", "function"},
+      {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}, {"required", {"city"}}}}}}},
+     {{"type", "function"}, {"function", {{"name", "get_time"}}}}});
+
+// Whether `text` is a whole sentence of the request's grammar.
+bool grammar_takes(const CompletionRequest& r, const std::string& text) { return test::grammar_accepts(r.params.grammar, text); }
 
 json with(json base, const std::string& key, json value) {
     base[key] = std::move(value);
@@ -88,7 +96,7 @@ TEST_CASE("openai requests: malformed bodies and wrong types are 400s naming the
         {Endpoint::Chat, with(kChat, "max_tokens", "5"), "max_tokens"},
         {Endpoint::Chat, with(kChat, "max_tokens", 1.5), "max_tokens"},
         {Endpoint::Chat, with(kChat, "max_completion_tokens", -1), "max_completion_tokens"},
-        {Endpoint::Chat, with(kChat, "n", 2), "n"},
+        {Endpoint::Chat, with(kChat, "n", kMaxChoices + 1), "n"},
         {Endpoint::Chat, with(kChat, "stop", 5), "stop"},
         {Endpoint::Chat, with(kChat, "stop", {"a", 1}), "stop"},
         {Endpoint::Chat, with(kChat, "stop", ""), "stop"},
@@ -98,9 +106,32 @@ TEST_CASE("openai requests: malformed bodies and wrong types are 400s naming the
         {Endpoint::Chat, with(kChat, "stream", "yes"), "stream"},
         {Endpoint::Chat, with(kChat, "stream_options", {{"include_usage", true}}), "stream_options"},
         {Endpoint::Chat, with(kChat, "presence_penalty", 3), "presence_penalty"},
-        {Endpoint::Chat, with(kChat, "logprobs", true), "logprobs"},
-        {Endpoint::Chat, with(kChat, "tools", {{{"type", "function"}}}), "tools"},
-        {Endpoint::Chat, with(kChat, "response_format", {{"type", "json_object"}}), "response_format"},
+        {Endpoint::Chat, with(kChat, "logprobs", "yes"), "logprobs"},
+        {Endpoint::Chat, with(kChat, "top_logprobs", 3), "top_logprobs"},  // without logprobs: true
+        {Endpoint::Chat, with(with(kChat, "logprobs", true), "top_logprobs", 21), "top_logprobs"},
+        {Endpoint::Chat, with(kChat, "tools", {{{"type", "function"}}}), "tools[0]"},
+        {Endpoint::Chat, with(kChat, "tools", "get_weather"), "tools"},
+        {Endpoint::Chat, with(with(kChat, "tools", kTools), "tool_choice", "sometimes"), "tool_choice"},
+        {Endpoint::Chat, with(with(kChat, "tools", kTools), "tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}),
+         "tool_choice"},
+        {Endpoint::Chat, with(kChat, "tool_choice", "required"), "tool_choice"},  // no tools to call
+        {Endpoint::Chat, with(with(kChat, "tools", kTools), "response_format", {{"type", "json_object"}}), "tools"},
+        {Endpoint::Chat,
+         with(with(kChat, "tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "string"}, {"pattern", "x"}}}}}}}),
+              "tool_choice", "required"),
+         "tools[0].function.parameters"},
+        {Endpoint::Chat, with(kChat, "response_format", {{"type", "xml"}}), "response_format"},
+        {Endpoint::Chat, with(kChat, "response_format", {{"type", "json_schema"}}), "response_format"},
+        {Endpoint::Chat,
+         with(kChat, "response_format",
+              {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"strict", true}, {"schema", {{"type", "string"}, {"pattern", "^a"}}}}}}),
+         "response_format"},
+        {Endpoint::Chat, with(kChat, "grammar", "root ::= undefined-rule"), "grammar"},
+        {Endpoint::Chat, with(kChat, "messages", {{{"role", "tool"}, {"content", "72F"}}}), "messages[0].tool_call_id"},
+        {Endpoint::Chat,
+         with(kChat, "messages",
+              {{{"role", "assistant"}, {"tool_calls", {{{"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{oops"}}}}}}}}),
+         "messages[0].tool_calls[0].function.arguments"},
         // A type that is not a string (found by fuzz_openai_request: it escaped as nlohmann's type_error).
         {Endpoint::Chat, with(kChat, "response_format", {{"type", true}}), "response_format"},
         {Endpoint::Chat, with(kChat, "messages", {{{"role", "user"}, {"content", {{{"type", 5}, {"text", "x"}}}}}}),
@@ -112,7 +143,8 @@ TEST_CASE("openai requests: malformed bodies and wrong types are 400s naming the
         {Endpoint::Completions, with(kCompletion, "prompt", {1, -3}), "prompt"},
         {Endpoint::Completions, with(kCompletion, "echo", true), "echo"},
         {Endpoint::Completions, with(kCompletion, "best_of", 3), "best_of"},
-        {Endpoint::Completions, with(kCompletion, "logprobs", 2), "logprobs"},
+        {Endpoint::Completions, with(kCompletion, "logprobs", 21), "logprobs"},
+        {Endpoint::Completions, with(kCompletion, "tools", kTools), "tools"},
         {Endpoint::Completions, with(kCompletion, "n", 0), "n"},
     };
     for (const Case& c : cases) {
@@ -204,6 +236,60 @@ TEST_CASE("openai requests: valid bodies give the templated prompt and the param
         const CompletionRequest stops =
             parse_completion_request(Endpoint::Completions, with(kCompletion, "stop", {"a", "b"}), m);
         CHECK(stops.params.stop == std::vector<std::string>{"a", "b"});
+    }
+    SECTION("choices, log-probabilities and output formats") {
+        const CompletionRequest r = parse_completion_request(
+            Endpoint::Chat, with(with(with(kChat, "n", 3), "logprobs", true), "response_format", {{"type", "json_object"}}), m);
+        CHECK(r.n == 3);
+        CHECK(r.params.n_logprobs == 0);
+        REQUIRE(r.params.grammar);
+        CHECK(grammar_takes(r, R"({"a": [1, "x"]})"));
+        CHECK_FALSE(grammar_takes(r, R"([1])"));
+        CHECK(parse_completion_request(Endpoint::Chat, with(with(kChat, "logprobs", true), "top_logprobs", 5), m).params.n_logprobs == 5);
+        CHECK(parse_completion_request(Endpoint::Completions, with(kCompletion, "logprobs", 3), m).params.n_logprobs == 3);
+        CHECK(parse_completion_request(Endpoint::Completions, kCompletion, m).params.n_logprobs == -1);
+        const json schema = {{"type", "json_schema"},
+                             {"json_schema", {{"name", "p"}, {"strict", true}, {"schema", {{"type", "array"}, {"items", {{"type", "boolean"}}}}}}}};
+        const CompletionRequest js = parse_completion_request(Endpoint::Completions, with(kCompletion, "response_format", schema), m);
+        CHECK(grammar_takes(js, "[true, false]"));
+        CHECK_FALSE(grammar_takes(js, "[1]"));
+        const CompletionRequest gbnf = parse_completion_request(Endpoint::Completions, with(kCompletion, "grammar", R"(root ::= "yes" | "no")"), m);
+        CHECK(grammar_takes(gbnf, "no"));
+        CHECK(parse_completion_request(Endpoint::Chat, with(kChat, "response_format", {{"type", "text"}}), m).params.grammar == nullptr);
+    }
+    SECTION("tools: offered in the prompt, calls held to their grammar, lazily unless a call is required") {
+        const ModelContext m = tiny.context(2048);  // stories260K spells the tools' text nearly a byte a token
+        const CompletionRequest plain = parse_completion_request(Endpoint::Chat, kChat, m);
+        const CompletionRequest aut = parse_completion_request(Endpoint::Chat, with(kChat, "tools", kTools), m);
+        REQUIRE(aut.tools);
+        CHECK(aut.params.grammar_triggers == std::vector<std::string>{"<tool_call>"});
+        // (The test's bodies are nlohmann::json, whose keys sort; a body read from text keeps its order.)
+        CHECK(tiny.tok->decode(aut.prompt).find("<tools>\n{\"function\": {\"name\": \"get_weather\"") != std::string::npos);
+        CHECK(aut.prompt.size() > plain.prompt.size());
+        const std::string weather = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+        const std::string time = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+        CHECK(grammar_takes(aut, weather));
+        CHECK(grammar_takes(aut, weather + "\n" + time));  // parallel calls
+        CHECK_FALSE(grammar_takes(aut, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"town\": \"Paris\"}}\n</tool_call>"));
+        const CompletionRequest required = parse_completion_request(Endpoint::Chat, with(with(kChat, "tools", kTools), "tool_choice", "required"), m);
+        CHECK(required.params.grammar_triggers.empty());
+        const CompletionRequest single = parse_completion_request(
+            Endpoint::Chat, with(with(with(kChat, "tools", kTools), "tool_choice", "required"), "parallel_tool_calls", false), m);
+        CHECK_FALSE(grammar_takes(single, weather + "\n" + time));
+        const json named_choice = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
+        const CompletionRequest named = parse_completion_request(Endpoint::Chat, with(with(kChat, "tools", kTools), "tool_choice", named_choice), m);
+        CHECK(grammar_takes(named, time));
+        CHECK_FALSE(grammar_takes(named, weather));
+        const CompletionRequest none = parse_completion_request(Endpoint::Chat, with(with(kChat, "tools", kTools), "tool_choice", "none"), m);
+        CHECK_FALSE(none.tools);
+        CHECK(none.prompt == plain.prompt);
+        // A conversation that called a tool and got its result.
+        const json history = {{{"role", "user"}, {"content", "Weather?"}},
+                              {{"role", "assistant"}, {"content", nullptr},
+                               {"tool_calls", {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Paris"})"}}}}}}},
+                              {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "22 C"}}};
+        const CompletionRequest answered = parse_completion_request(Endpoint::Chat, with(with(kChat, "tools", kTools), "messages", history), m);
+        CHECK(tiny.tok->decode(answered.prompt).find("<tool_response>\n22 C\n</tool_response>") != std::string::npos);
     }
     SECTION("endpoints by URL") {
         CHECK(endpoint_from_url("/v1/chat/completions") == Endpoint::Chat);

@@ -1,0 +1,282 @@
+#include "models/chat_tools.h"
+
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "models/py_json.h"
+
+namespace strata::models {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+// Python's str.strip(), as Jinja's trim filter (ASCII whitespace).
+std::string trim(std::string_view s) {
+    const char* ws = " \t\n\r\f\v";
+    const size_t a = s.find_first_not_of(ws);
+    if (a == std::string_view::npos) return {};
+    return std::string(s.substr(a, s.find_last_not_of(ws) - a + 1));
+}
+
+ordered_json parse_tools(std::string_view tools_json) {
+    if (tools_json.empty()) return ordered_json::array();
+    ordered_json tools = ordered_json::parse(tools_json, nullptr, false);
+    if (!tools.is_array()) throw UsageError("the tools must be a JSON list of tool objects");
+    for (const auto& t : tools)
+        if (!t.is_object() || !t.contains("function") || !t["function"].is_object())
+            throw UsageError("each tool must be {\"type\": \"function\", \"function\": {...}}");
+    return tools;
+}
+
+// A call's arguments as the templates' `tojson` writes them.
+std::string arguments_json(const ChatToolCall& c) {
+    const ordered_json args = ordered_json::parse(c.arguments, nullptr, false);
+    if (args.is_discarded())
+        throw UsageError(fmt::format("the arguments of the call to '{}' are not JSON", c.name), "send them as a JSON object in a string");
+    return py_json(args);
+}
+
+// Qwen2.5-Instruct's template.
+std::string render_hermes(const std::string& default_system, const std::vector<ChatMessage>& msgs, const ordered_json& tools,
+                          bool add_generation_prompt) {
+    std::string out;
+    const bool first_system = !msgs.empty() && msgs[0].role == "system";
+    const std::string system = first_system ? msgs[0].content : default_system;
+    if (!tools.empty()) {
+        out += "<|im_start|>system\n" + system +
+               "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+               "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+        for (const auto& t : tools) out += "\n" + py_json(t);
+        out += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+               "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+               "</tool_call><|im_end|>\n";
+    } else if (!system.empty()) {
+        out += "<|im_start|>system\n" + system + "<|im_end|>\n";
+    }
+    for (size_t i = 0; i < msgs.size(); ++i) {
+        const ChatMessage& m = msgs[i];
+        if (m.role == "user" || (m.role == "system" && i > 0) || (m.role == "assistant" && m.tool_calls.empty())) {
+            out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+        } else if (m.role == "assistant") {
+            out += "<|im_start|>assistant";
+            if (!m.content.empty()) out += "\n" + m.content;
+            for (const ChatToolCall& c : m.tool_calls)
+                out += "\n<tool_call>\n{\"name\": \"" + c.name + "\", \"arguments\": " + arguments_json(c) + "}\n</tool_call>";
+            out += "<|im_end|>\n";
+        } else if (m.role == "tool") {
+            if (i == 0 || msgs[i - 1].role != "tool") out += "<|im_start|>user";
+            out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+            if (i + 1 == msgs.size() || msgs[i + 1].role != "tool") out += "<|im_end|>\n";
+        }
+    }
+    if (add_generation_prompt) out += "<|im_start|>assistant\n";
+    return out;
+}
+
+// Meta-Llama-3.1-Instruct's template, with its default date and the tools in the first user turn.
+std::string render_llama31(const std::vector<ChatMessage>& all, const ordered_json& tools, bool add_generation_prompt) {
+    std::vector<ChatMessage> msgs = all;
+    std::string system;
+    if (!msgs.empty() && msgs[0].role == "system") {
+        system = trim(msgs[0].content);
+        msgs.erase(msgs.begin());
+    }
+    std::string out = "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n";
+    if (!tools.empty()) out += "Environment: ipython\n";
+    out += "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" + system + "<|eot_id|>";
+    if (!tools.empty()) {
+        if (msgs.empty()) throw UsageError("Llama 3.1's template puts the tools in the first user message, and there is none");
+        out += "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a "
+               "function call with its proper arguments that best answers the given prompt.\n\nRespond in the format "
+               "{\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n";
+        for (const auto& t : tools) out += py_json(t, 4) + "\n\n";
+        out += trim(msgs[0].content) + "<|eot_id|>";
+        msgs.erase(msgs.begin());
+    }
+    for (const ChatMessage& m : msgs) {
+        if (m.role == "tool") {
+            out += "<|start_header_id|>ipython<|end_header_id|>\n\n" + py_json(ordered_json(m.content)) + "<|eot_id|>";
+        } else if (!m.tool_calls.empty()) {
+            if (m.tool_calls.size() != 1)
+                throw UsageError("Llama 3.1's template takes one tool call per assistant message", "send the calls in messages of their own");
+            const ChatToolCall& c = m.tool_calls[0];
+            out += "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"" + c.name + "\", \"parameters\": " +
+                   arguments_json(c) + "}<|eot_id|>";
+        } else {
+            out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+        }
+    }
+    if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    return out;
+}
+
+// Mistral-Nemo-Instruct's template: the tools just before the last user turn, the system
+// prompt in front of the last message when that is a user turn.
+std::string render_mistral(const std::vector<ChatMessage>& all, const ordered_json& tools) {
+    std::vector<ChatMessage> msgs = all;
+    std::optional<std::string> system;
+    if (!msgs.empty() && msgs[0].role == "system") {
+        system = msgs[0].content;
+        msgs.erase(msgs.begin());
+    }
+    const ChatMessage* last_user = nullptr;
+    for (const ChatMessage& m : msgs)
+        if (m.role == "user") last_user = &m;
+    std::string out = "<s>";
+    for (size_t i = 0; i < msgs.size(); ++i) {
+        const ChatMessage& m = msgs[i];
+        if (m.role == "user") {
+            // The template compares messages as values: a user turn equal to the last one gets the tools too.
+            if (!tools.empty() && m.content == last_user->content && m.tool_calls.empty()) {
+                out += "[AVAILABLE_TOOLS][";
+                for (size_t t = 0; t < tools.size(); ++t) {
+                    out += "{\"type\": \"function\", \"function\": {";
+                    bool first = true;
+                    for (const auto& [key, val] : tools[t]["function"].items()) {
+                        if (key == "return") continue;
+                        out += (first ? "" : ", ") + ("\"" + key + "\": ") + (val.is_string() ? "\"" + val.get<std::string>() + "\"" : py_json(val));
+                        first = false;
+                    }
+                    out += t + 1 < tools.size() ? "}}, " : "}}]";
+                }
+                out += "[/AVAILABLE_TOOLS]";
+            }
+            out += "[INST]" + (i + 1 == msgs.size() && system ? *system + "\n\n" : "") + m.content + "[/INST]";
+        } else if (!m.tool_calls.empty()) {
+            out += "[TOOL_CALLS][";
+            for (size_t c = 0; c < m.tool_calls.size(); ++c) {
+                const ChatToolCall& call = m.tool_calls[c];
+                if (call.id.size() != 9) throw UsageError("Mistral's template takes tool call ids of 9 letters and digits");
+                out += "{\"name\": " + py_json(ordered_json(call.name)) + ", \"arguments\": " + arguments_json(call) + ", \"id\": \"" +
+                       call.id + "\"}" + (c + 1 < m.tool_calls.size() ? ", " : "]</s>");
+            }
+        } else if (m.role == "assistant") {
+            out += m.content + "</s>";
+        } else if (m.role == "tool") {
+            if (m.tool_call_id.size() != 9) throw UsageError("Mistral's template takes tool call ids of 9 letters and digits");
+            out += "[TOOL_RESULTS]{\"content\": " + m.content + ", \"call_id\": \"" + m.tool_call_id + "\"}[/TOOL_RESULTS]";
+        } else {
+            throw UsageError("Mistral's template takes one system message, first, then user and assistant turns");
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+bool uses_tools(const std::vector<ChatMessage>& messages, std::string_view tools_json) {
+    if (!tools_json.empty() && tools_json != "[]") return true;
+    for (const ChatMessage& m : messages)
+        if (m.role == "tool" || !m.tool_calls.empty()) return true;
+    return false;
+}
+
+std::string render_with_tools(ChatFamily family, const std::string& default_system, const std::vector<ChatMessage>& messages,
+                              std::string_view tools_json, bool add_generation_prompt) {
+    const ordered_json tools = parse_tools(tools_json);
+    switch (family) {
+        case ChatFamily::ChatML: return render_hermes(default_system, messages, tools, add_generation_prompt);
+        case ChatFamily::Llama3: return render_llama31(messages, tools, add_generation_prompt);
+        case ChatFamily::Llama2: return render_mistral(messages, tools);
+        default: break;
+    }
+    tool_call_syntax(family);  // throws
+    return {};
+}
+
+ToolCallSyntax tool_call_syntax(ChatFamily family) {
+    ToolCallSyntax s;
+    switch (family) {
+        case ChatFamily::ChatML:
+            s.trigger = s.call_open = "<tool_call>";
+            s.call_open += "\n";
+            s.call_close = "\n</tool_call>";
+            s.separator = "\n";
+            s.args_key = "arguments";
+            return s;
+        case ChatFamily::Llama3:
+            s.trigger = "{\"name\"";
+            s.args_key = "parameters";
+            s.parallel = false;
+            return s;
+        case ChatFamily::Llama2:
+            s.trigger = "[TOOL_CALLS]";
+            s.open = "[TOOL_CALLS][";
+            s.close = "]";
+            s.separator = ", ";
+            s.args_key = "arguments";
+            s.with_id = true;
+            return s;
+        default:
+            throw UsageError(fmt::format("the {} chat template has no format for tool calls", chat_family_name(family)),
+                             "serve a model whose template is ChatML (Qwen, Hermes), Llama 3.1 or Mistral, or choose one with --chat-template");
+    }
+}
+
+namespace {
+// The end of the JSON object starting at text[at] ('{'), or npos while it is not closed.
+size_t object_end(std::string_view text, size_t at) {
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = at; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            ++depth;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return std::string_view::npos;
+}
+}  // namespace
+
+ParsedReply parse_reply(std::string_view text, const ToolCallSyntax& syntax) {
+    ParsedReply r;
+    const size_t start = text.find(syntax.trigger);
+    if (start == std::string_view::npos) {
+        r.content = text;
+        return r;
+    }
+    r.calling = true;
+    size_t at = start;
+    while ((at = text.find('{', at)) != std::string_view::npos) {
+        const size_t end = object_end(text, at);
+        if (end == std::string_view::npos) break;
+        const ordered_json call = ordered_json::parse(text.substr(at, end - at), nullptr, false);
+        at = end;
+        if (!call.is_object() || !call.contains("name") || !call["name"].is_string() || !call.contains(syntax.args_key)) continue;
+        ChatToolCall c;
+        c.name = call["name"];
+        c.arguments = call[syntax.args_key].dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+        if (call.contains("id") && call["id"].is_string()) c.id = call["id"];
+        r.calls.push_back(std::move(c));
+    }
+    if (r.calls.empty()) {
+        r.content = text;  // the trigger, but no call that parses: it was text after all
+        return r;
+    }
+    // The text before the calls, without the line break or space that separates them.
+    r.content = text.substr(0, start);
+    while (!r.content.empty() && (r.content.back() == '\n' || r.content.back() == ' ')) r.content.pop_back();
+    return r;
+}
+
+size_t content_end(std::string_view text, const ToolCallSyntax& syntax) {
+    const size_t at = text.find(syntax.trigger);
+    if (at != std::string_view::npos) return at;
+    // The longest end of the text that begins the trigger is held back.
+    for (size_t n = std::min(text.size(), syntax.trigger.size() - 1); n > 0; --n)
+        if (syntax.trigger.compare(0, n, text.substr(text.size() - n)) == 0) return text.size() - n;
+    return text.size();
+}
+
+}  // namespace strata::models

@@ -1,0 +1,54 @@
+#pragma once
+// Conversations with tools, rendered as each family's own template renders them (checked
+// against the templates by jinja2 in tests/integration/test_chat_tools_prompt.py):
+//   ChatML    Qwen2.5's (Hermes): the tools in the system turn, calls in <tool_call> tags,
+//             results in <tool_response> tags inside a user turn
+//   Llama 3   Llama 3.1's: the tools and the date lines, calls as {"name", "parameters"},
+//             results in ipython turns
+//   Llama 2   Mistral's (Nemo): [AVAILABLE_TOOLS] before the last user turn, [TOOL_CALLS],
+//             [TOOL_RESULTS]
+// and what the model writes back: the text that opens its calls, how each is written, and
+// the reply split into content and calls.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/chat_template.h"
+
+namespace strata::models {
+
+// Whether the conversation needs the tool format: tools offered, or a message that calls or
+// answers one.
+bool uses_tools(const std::vector<ChatMessage>& messages, std::string_view tools_json);
+
+// Throws UsageError for a family without a tool format, tools that are not a JSON list, or a
+// conversation the family's template refuses.
+std::string render_with_tools(ChatFamily family, const std::string& default_system, const std::vector<ChatMessage>& messages,
+                              std::string_view tools_json, bool add_generation_prompt);
+
+// How a family's model writes its calls: open, then each call (call_open, the call's JSON
+// object, call_close) with `separator` between them, then close. `trigger` starts the calls.
+struct ToolCallSyntax {
+    std::string trigger;
+    std::string open, close;
+    std::string call_open, call_close, separator;
+    std::string args_key;   // "arguments", or "parameters" (Llama 3.1)
+    bool parallel = true;   // the format has room for several calls
+    bool with_id = false;   // each call carries an "id" of 9 letters and digits (Mistral)
+};
+// Throws UsageError for a family without a tool format.
+ToolCallSyntax tool_call_syntax(ChatFamily family);
+
+struct ParsedReply {
+    std::string content;  // the text before the calls
+    std::vector<ChatToolCall> calls;
+    bool calling = false;  // the reply wrote the trigger
+};
+// Splits a reply into content and the complete calls after the trigger (each a JSON object
+// with a string "name" and an object args_key). A reply whose calls do not parse is content.
+ParsedReply parse_reply(std::string_view text, const ToolCallSyntax& syntax);
+// How much of a reply being written is surely content: up to the trigger, or up to where the
+// text might be starting one.
+size_t content_end(std::string_view text, const ToolCallSyntax& syntax);
+
+}  // namespace strata::models

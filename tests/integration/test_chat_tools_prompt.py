@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Conversations with tools render as each model's own template renders them: the Qwen2.5
+(Hermes), Llama 3.1 and Mistral Nemo templates in tests/fixtures/chat_templates/, rendered by
+jinja2 as Hugging Face's apply_chat_template does, against `strata serve`'s /apply-template on
+a copy of stories260K carrying that template (the vocabulary does not matter to the text)."""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from serve_support import Server
+from strata_support import SOURCE_DIR, skip
+
+try:
+    import jinja2
+    import jinja2.ext
+    import jinja2.sandbox
+except ImportError as e:
+    skip(f"{e.name} is missing (pip install jinja2)")
+
+STORIES = SOURCE_DIR.parent / "shared" / "models" / "stories260K.gguf"
+if not STORIES.exists():
+    STORIES = Path("/work/shared/models/stories260K.gguf")
+if not STORIES.exists():
+    skip("stories260K.gguf is not beside the repository (../shared/models)")
+TEMPLATES = SOURCE_DIR / "tests" / "fixtures" / "chat_templates"
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather \"now\" in a city, in °C",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "e.g. Zürich"},
+                                                    "days": {"type": "integer"}}, "required": ["city"]}}}
+CLOCK = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+
+
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    """transformers' tojson filter (chat_template_utils): json.dumps without ASCII escapes or sorting."""
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def render(template: str, messages: list[dict], tools: list[dict] | None, bos: str, eos: str) -> str:
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                       extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    kwargs = {"messages": messages, "add_generation_prompt": True, "bos_token": bos, "eos_token": eos}
+    if tools:
+        kwargs["tools"] = tools
+    return env.from_string(template).render(**kwargs)
+
+
+def hf_messages(messages: list[dict]) -> list[dict]:
+    """OpenAI messages as Hugging Face templates take them: a call's arguments as a dict."""
+    out = copy.deepcopy(messages)
+    for m in out:
+        for call in m.get("tool_calls", []):
+            call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+        if m.get("content") is None:
+            m["content"] = ""
+    return out
+
+
+def call(call_id: str, name: str, args: dict) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def conversations(ids: tuple[str, str], parallel: bool) -> list[tuple[str, list[dict], list[dict] | None]]:
+    a, b = ids
+    asked = [{"role": "user", "content": "What's the weather in Zürich and Paris?"}]
+    calls = [call(a, "get_weather", {"city": "Zürich", "days": 2})]
+    if parallel:
+        calls.append(call(b, "get_weather", {"city": "Paris"}))
+    answered = asked + [{"role": "assistant", "content": None, "tool_calls": calls},
+                        {"role": "tool", "tool_call_id": a, "content": "{\"temp\": 21}"}]
+    if parallel:
+        answered.append({"role": "tool", "tool_call_id": b, "content": "sunny"})
+    answered += [{"role": "assistant", "content": "Warm in both."}, {"role": "user", "content": "And tomorrow?"}]
+    system = [{"role": "system", "content": "Be brief.\nUse tools."}]
+    return [
+        ("tools offered", asked, [WEATHER, CLOCK]),
+        ("tools offered, a system prompt", system + asked, [WEATHER]),
+        ("calls and their results", answered, [WEATHER, CLOCK]),
+        ("calls and results, a system prompt", system + answered, [WEATHER]),
+        ("results without tools offered", answered, None),
+    ]
+
+
+def check(family: str, template_file: str, bos: str, eos: str, ids: tuple[str, str], parallel: bool) -> None:
+    template = (TEMPLATES / template_file).read_text()
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp) / f"{family}.gguf"
+        subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(STORIES), str(model),
+                        "--chat-template-file", str(TEMPLATES / template_file), "--force"],
+                       check=True, capture_output=True)
+        with Server(model) as server:
+            for name, messages, tools in conversations(ids, parallel):
+                body = {"messages": messages}
+                if tools:
+                    body["tools"] = tools
+                status, _, got = server.request("POST", "/apply-template", body)
+                assert status == 200, (family, name, got)
+                want = render(template, hf_messages(messages), tools, bos, eos)
+                if got["prompt"] != want:
+                    sys.exit(f"{family}, {name}: strata rendered\n{got['prompt']!r}\nthe template renders\n{want!r}")
+                print(f"ok: {family}: {name}")
+
+
+def main() -> None:
+    check("qwen2.5", "qwen2.5-instruct.jinja", "<s>", "</s>", ("call_1", "call_2"), parallel=True)
+    check("llama3.1", "llama-3.1-instruct.jinja", "<|begin_of_text|>", "<|eot_id|>", ("call_1", "call_2"), parallel=False)
+    check("mistral-nemo", "mistral-nemo-instruct.jinja", "<s>", "</s>", ("A1b2C3d4E", "f5G6h7I8j"), parallel=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "runtime/grammar/gbnf.h"
+#include "runtime/grammar/grammar_matcher.h"
+#include "runtime/grammar/json_schema_grammar.h"
+#include "tests/support/grammar_text.h"
+
+using namespace strata;
+using namespace strata::runtime;
+using nlohmann::ordered_json;
+using test::grammar_accepts;
+
+namespace {
+
+size_t code_points(const std::string& s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xc0) != 0x80;
+    return n;
+}
+
+// A validator written from the JSON Schema text for the keywords the compiler supports: the
+// reference the generated sentences are checked against.
+bool valid(const ordered_json& v, const ordered_json& s, const ordered_json& root) {
+    if (s.is_boolean()) return s.get<bool>();
+    if (s.contains("$ref")) {
+        const std::string ref = s["$ref"];
+        return valid(v, root["$defs"][ref.substr(std::string("#/$defs/").size())], root);
+    }
+    if (s.contains("const") && v != s["const"]) return false;
+    if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end()) return false;
+    if (s.contains("anyOf") && std::none_of(s["anyOf"].begin(), s["anyOf"].end(), [&](const auto& sub) { return valid(v, sub, root); }))
+        return false;
+    if (s.contains("oneOf") && std::count_if(s["oneOf"].begin(), s["oneOf"].end(), [&](const auto& sub) { return valid(v, sub, root); }) != 1)
+        return false;
+    if (s.contains("type")) {
+        const auto types = s["type"].is_array() ? s["type"] : ordered_json::array({s["type"]});
+        const bool ok = std::any_of(types.begin(), types.end(), [&](const ordered_json& t) {
+            return (t == "object" && v.is_object()) || (t == "array" && v.is_array()) || (t == "string" && v.is_string()) ||
+                   (t == "integer" && (v.is_number_integer() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>())))) ||
+                   (t == "number" && v.is_number()) || (t == "boolean" && v.is_boolean()) || (t == "null" && v.is_null());
+        });
+        if (!ok) return false;
+    }
+    if (v.is_number()) {
+        const double x = v.get<double>();
+        if (s.contains("minimum") && x < s["minimum"].get<double>()) return false;
+        if (s.contains("maximum") && x > s["maximum"].get<double>()) return false;
+        if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) return false;
+        if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()) return false;
+    }
+    if (v.is_string()) {
+        const size_t n = code_points(v.get<std::string>());
+        if (s.contains("minLength") && n < s["minLength"].get<size_t>()) return false;
+        if (s.contains("maxLength") && n > s["maxLength"].get<size_t>()) return false;
+    }
+    if (v.is_array()) {
+        if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) return false;
+        if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return false;
+        for (size_t i = 0; i < v.size(); ++i) {
+            if (s.contains("prefixItems") && i < s["prefixItems"].size()) {
+                if (!valid(v[i], s["prefixItems"][i], root)) return false;
+            } else if (s.contains("items") && !valid(v[i], s["items"], root)) {
+                return false;
+            }
+        }
+    }
+    if (v.is_object()) {
+        for (const auto& r : s.value("required", ordered_json::array()))
+            if (!v.contains(r.get<std::string>())) return false;
+        for (const auto& [key, val] : v.items()) {
+            if (s.contains("properties") && s["properties"].contains(key)) {
+                if (!valid(val, s["properties"][key], root)) return false;
+            } else if (s.contains("additionalProperties") && !valid(val, s["additionalProperties"], root)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+// A random text of the grammar: random bytes among those it allows, ending once it may.
+std::string random_sentence(const std::shared_ptr<const Grammar>& g, std::mt19937& rng) {
+    GrammarMatcher m(g);
+    std::string out;
+    std::vector<std::string> alphabet;
+    for (int b = 0x09; b < 0x7f; ++b) alphabet.emplace_back(1, static_cast<char>(b));
+    for (const char* u : {"é", "中", "\n"}) alphabet.emplace_back(u);
+    while (out.size() < 5000) {
+        if (m.complete() && (rng() % 3 == 0 || out.size() > 200)) return out;
+        std::vector<std::string> options, closing;
+        for (const auto& a : alphabet)
+            if (m.allows(a)) (a == "\"" || a == "]" || a == "}" ? closing : options).push_back(a);
+        // Long enough: close what is open.
+        if (out.size() > 200 && !closing.empty()) options = closing;
+        options.insert(options.end(), closing.begin(), closing.end());
+        if (options.empty() && m.complete()) return out;  // nothing may follow
+        INFO("so far: " << out);
+        REQUIRE_FALSE(options.empty());
+        const std::string& pick = options[std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng)];
+        REQUIRE(m.accept(pick));
+        out += pick;
+    }
+    FAIL("no end in 5000 bytes: " << out);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("every text a schema's grammar allows is JSON that validates against the schema", "[unit][grammar]") {
+    const std::vector<ordered_json> schemas = {
+        ordered_json::parse(R"({"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 6},
+            "age": {"type": "integer"}, "email": {"type": ["string", "null"]}}, "required": ["name", "age"]})"),
+        ordered_json::parse(R"({"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "number"},
+            "c": {"enum": ["x", 1, null, [2]]}}, "additionalProperties": {"type": "integer"}})"),
+        ordered_json::parse(R"({"type": "array", "items": {"anyOf": [{"type": "string"}, {"const": {"k": [true]}}]},
+            "minItems": 2, "maxItems": 4})"),
+        ordered_json::parse(R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string", "maxLength": 0}]})"),
+        ordered_json::parse(R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}}, "required": ["v"]}},
+            "$ref": "#/$defs/node"})"),
+        ordered_json::parse(R"({"oneOf": [{"type": "null"}, {"type": "object", "properties": {"x": {}}, "additionalProperties": false}],
+            "description": "annotations are ignored", "title": "t"})"),
+        ordered_json::parse(R"({"type": "object"})"),
+        ordered_json::parse(R"({"type": "array", "items": {"anyOf": [{"type": "integer", "minimum": -3, "exclusiveMaximum": 120},
+            {"type": "integer", "exclusiveMinimum": 1000}, {"type": "number", "minimum": 0}]}})"),
+        ordered_json::parse(R"({})"),
+    };
+    std::mt19937 rng(11);
+    for (const auto& schema : schemas) {
+        const std::string gbnf = json_schema_to_gbnf(schema);
+        INFO(schema.dump() << "\n" << gbnf);
+        const auto g = std::make_shared<const Grammar>(parse_gbnf(gbnf));
+        for (int i = 0; i < 40; ++i) {
+            const std::string text = random_sentence(g, rng);
+            INFO(text);
+            const ordered_json value = ordered_json::parse(text);  // throws if it is not JSON
+            CHECK(valid(value, schema, schema));
+        }
+    }
+}
+
+TEST_CASE("a schema's grammar refuses what the schema forbids", "[unit][grammar]") {
+    const std::string g = json_schema_to_gbnf(ordered_json::parse(
+        R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 2}}, "required": ["a"]})"));
+    CHECK(grammar_accepts(g, R"({"a": 1})"));
+    CHECK(grammar_accepts(g, R"({ "a":-20 , "b": "\u00e9\n" })"));
+    CHECK_FALSE(grammar_accepts(g, R"({"a": "1"})"));
+    CHECK_FALSE(grammar_accepts(g, R"({})"));
+    CHECK_FALSE(grammar_accepts(g, R"({"b": "x", "a": 1})"));  // properties in the schema's order
+    CHECK_FALSE(grammar_accepts(g, R"({"a": 1, "b": "xyz"})"));
+    CHECK_FALSE(grammar_accepts(g, R"({"a": 1, "c": 2})"));
+    CHECK_FALSE(grammar_accepts(g, R"({"a": 01})"));
+    CHECK_FALSE(grammar_accepts(g, R"({"a": 1, "b": "\ud800"})"));  // a lone surrogate
+    // Additional properties never reuse a listed name (whose value has its own schema).
+    const std::string extra = json_schema_to_gbnf(ordered_json::parse(
+        R"({"type": "object", "properties": {"ab": {"type": "string"}}, "additionalProperties": {"type": "integer"}})"));
+    CHECK(grammar_accepts(extra, R"({"ab": "x", "a": 1, "abc": 2, "b": 3})"));
+    CHECK_FALSE(grammar_accepts(extra, R"({"ab": 5})"));
+    CHECK_FALSE(grammar_accepts(extra, R"({"ab": "x", "ab": 1})"));
+}
+
+TEST_CASE("keywords a grammar cannot enforce are refused by name", "[unit][grammar]") {
+    auto error = [](const char* schema) {
+        try {
+            json_schema_to_gbnf(ordered_json::parse(schema));
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    CHECK_THAT(error(R"({"type": "number", "maximum": 2.5})"), Catch::Contains("bounds on a number"));
+    CHECK_THAT(error(R"({"type": "integer", "minimum": 3, "exclusiveMaximum": 3})"), Catch::Contains("is empty"));
+    CHECK_THAT(error(R"({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}})"),
+               Catch::Contains("'pattern'") && Catch::Contains("/properties/s"));
+    CHECK_THAT(error(R"({"$ref": "#/$defs/missing"})"), Catch::Contains("names no definition"));
+    CHECK_THAT(error(R"({"$ref": "http://example.com/s.json"})"), Catch::Contains("not supported"));
+    CHECK_THAT(error(R"({"type": "date"})"), Catch::Contains("unknown type"));
+    CHECK_THAT(error(R"(false)"), Catch::Contains("matches no value"));
+    CHECK_THAT(error(R"({"type": "array", "minItems": -1})"), Catch::Contains("non-negative"));
+}
+
+TEST_CASE("rules of the caller's own join a schema's rules under unique names", "[unit][grammar]") {
+    JsonSchemaGrammar g;
+    const std::string args = g.add_schema(ordered_json::parse(R"({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})"), "search-args");
+    const std::string again = g.add_schema(ordered_json::parse(R"({"type": "integer"})"), "search-args");
+    CHECK(args != again);
+    CHECK(g.add_rule("string", "[a-z]") != "string");  // a fixed rule's name is kept for it
+    g.add_rule("root", gbnf_literal("call \"x\"\n") + " " + args);
+    const std::string text = g.gbnf();
+    CHECK(grammar_accepts(text, "call \"x\"\n{\"q\": \"hi\"}"));
+    CHECK_FALSE(grammar_accepts(text, "call \"x\"\n{\"q\": 1}"));
+}

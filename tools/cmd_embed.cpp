@@ -1,0 +1,76 @@
+// `strata embed`: texts in, embedding vectors out, through the same scheduler and pooling as
+// `strata serve`'s /v1/embeddings, printed as its answer ({"data": [{"index", "embedding"}]}).
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/model_paths.h"
+#include "runtime/scheduler.h"
+#include "tools/cli_options.h"
+#include "tools/openai/embeddings.h"
+
+namespace strata::cli {
+
+namespace {
+std::vector<std::string> input_texts(const EmbedOptions& o) {
+    if (!o.texts.empty()) return o.texts;
+    if (o.file.empty() && isatty(STDIN_FILENO)) throw UsageError("no text given", "pass -p TEXT, -f FILE, or pipe lines on stdin");
+    std::istringstream in(o.file.empty() ? read_stdin() : read_file(o.file, "the input file", "give a readable file with -f"));
+    std::vector<std::string> texts;
+    for (std::string line; std::getline(in, line);)
+        if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
+    if (texts.empty()) throw UsageError("there is no text to embed", "give one text a line");
+    return texts;
+}
+}  // namespace
+
+int run_embed(const EmbedOptions& o) {
+    const std::vector<std::string> texts = input_texts(o);
+    runtime::EngineOptions eo = o.m.engine();
+    openai::EmbeddingRequest req;
+    req.model = resolve_model_path(eo.model).stem().string();
+    req.base64 = o.base64;
+    runtime::Engine engine(eo);
+    const runtime::Pooling pooling = pooling_or(o.pooling, engine.pooling());
+    for (const std::string& t : texts) {
+        req.inputs.push_back(openai::embedding_tokens(t, engine.tokenizer()));
+        if (static_cast<int64_t>(req.inputs.back().size()) >= engine.n_ctx())
+            throw UsageError(fmt::format("a text has {} tokens; the context holds {}", req.inputs.back().size(), engine.n_ctx()),
+                             "split the text, or raise --ctx");
+    }
+    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{8, static_cast<int>(req.inputs.size())});
+    std::vector<runtime::GenerateResult> results(req.inputs.size());
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t n_done = 0;
+    for (size_t i = 0; i < req.inputs.size(); ++i) {
+        runtime::Request r;
+        r.prompt = req.inputs[i];
+        r.params.n_predict = 0;
+        r.embed = pooling;
+        r.on_done = [&, i](const runtime::GenerateResult& result) {
+            std::lock_guard lock(mu);
+            results[i] = result;
+            ++n_done;
+            cv.notify_one();
+        };
+        scheduler.submit(std::move(r));
+    }
+    {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return n_done == results.size(); });
+    }
+    for (const auto& r : results)
+        if (r.stop_reason != "stop") throw Error(fmt::format("an embedding failed: {}", r.error.empty() ? r.stop_reason : r.error));
+    std::puts(openai::dump(openai::embedding_json(req, results)).c_str());
+    return 0;
+}
+
+}  // namespace strata::cli

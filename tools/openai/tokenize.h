@@ -1,0 +1,19 @@
+#pragma once
+// The bodies of llama.cpp's server endpoints for clients that count or inspect tokens:
+//   POST /tokenize       {"content", "add_special": false, "parse_special": true, "with_pieces": false}
+//                        -> {"tokens": [ids]} or, with pieces, [{"id", "piece"}] (bytes when not UTF-8)
+//   POST /detokenize     {"tokens": [ids]} -> {"content"}
+//   POST /apply-template a chat request's messages and tools -> {"prompt"}: the text the model reads
+// Every malformed body is a 400 naming the field.
+#include <string_view>
+
+#include "tools/openai/json_fields.h"
+#include "tools/openai/request.h"
+
+namespace strata::openai {
+
+Json tokenize_json(std::string_view body, const ModelContext& model);
+Json detokenize_json(std::string_view body, const ModelContext& model);
+Json apply_template_json(std::string_view body, const ModelContext& model);
+
+}  // namespace strata::openai

@@ -1,0 +1,38 @@
+#include "tools/openai/tool_stream.h"
+
+#include "tools/openai/response.h"
+
+namespace strata::openai {
+
+ToolCallStream::Delta ToolCallStream::push(std::string_view text) {
+    text_ += text;
+    return take(false);
+}
+
+ToolCallStream::Delta ToolCallStream::finish() { return take(true); }
+
+ToolCallStream::Delta ToolCallStream::take(bool final) {
+    Delta d;
+    const models::ParsedReply reply = models::parse_reply(text_, syntax_);
+    size_t end = 0;
+    if (!reply.calls.empty()) {
+        end = reply.content.size();  // the content before the calls, without its trailing spaces
+        d.first = calls_sent_;
+        d.calls.assign(reply.calls.begin() + static_cast<std::ptrdiff_t>(calls_sent_), reply.calls.end());
+        for (auto& c : d.calls)
+            if (c.id.empty()) c.id = tool_call_id(syntax_);
+        calls_sent_ = reply.calls.size();
+    } else if (final) {
+        end = text_.size();  // no call came of it: all of it was content
+    } else {
+        end = models::content_end(text_, syntax_);
+        while (end > content_sent_ && (text_[end - 1] == ' ' || text_[end - 1] == '\n')) --end;
+    }
+    if (end > content_sent_) {
+        d.content = text_.substr(content_sent_, end - content_sent_);
+        content_sent_ = end;
+    }
+    return d;
+}
+
+}  // namespace strata::openai
