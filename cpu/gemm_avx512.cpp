@@ -51,8 +51,9 @@ struct ActPtrs {
 };
 
 // Packed block ab of NS tiles (16 rows each) for NT tokens, accumulated into acc[s][t]: each
-// activation broadcast serves the NS tiles. kSplit16 types (Q6_K) keep the integer dots of
-// values 0-15 and 16-31 apart: they have separate scales.
+// activation broadcast serves the NS tiles. kSplit16 types (Q6_K, Q3_K, Q2_K) keep the integer
+// dots of values 0-15 and 16-31 apart: they have separate scales (Q2_K separate minimums too,
+// applied through each half's activation sum s16).
 template <class P, int NT, int NS = 1>
 inline void block_step(const PackedOf<P>* const* pk, int64_t ab, const ActPtrs* a, __m512 (*acc)[NT]) {
     constexpr int kParts = P::kSplit16 ? 2 : 1;

@@ -177,7 +177,8 @@ inline __m512i iq4_codebook(__m512i q) {
 // handing each to sink(j, block) as soon as it is made, so that decode can use it while it is
 // still in registers (prefill stores them: pack_tiles).
 //   kOff: the weight is q - kOff (I = I_unsigned - kOff * activation sum, exact)
-//   kMin: a float minimum per block (term min * dcs)
+//   kMin: a float minimum per block (term min * dcs; per half with kSplit16)
+//   kSplit16: each half of 16 values has its own scale (and minimum): PackedHalves
 #define STRATA_PACK_INLINE __attribute__((always_inline)) inline
 
 // Q4_0 (d, qs), Q4_1 (d, m, qs) and, with kCodebook, IQ4_NL (d, qs of codebook indices).
@@ -312,8 +313,8 @@ struct PackQ8K {
 };
 
 // Q6_K: 6-bit q (value q - 32) in groups of 16 with int8 scales, so each packed block of 32 has
-// two scales: `scale` for values 0-15 and `min` (re-used, kSplit16) for values 16-31; the kernel
-// keeps the two halves' integer dots apart. Block j (h = j/4, s = j%4) takes the low (s < 2) or
+// two scales (kSplit16): scale[0] for values 0-15, scale[1] for values 16-31; the kernel keeps
+// the two halves' integer dots apart. Block j (h = j/4, s = j%4) takes the low (s < 2) or
 // high nibbles of ql[64h + 32(s&1) ..] and bits 2s, 2s+1 of qh[32h ..].
 struct PackQ6K {
     static constexpr int kBlock = 32, kPerCall = 8, kOff = 32, kBlockBytes = sizeof(BlockQ6_K);
