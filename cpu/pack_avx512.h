@@ -102,7 +102,11 @@ struct GgufRows {
     void t16x4(size_t off, __m512i y[4]) { load_t16x4(p + off, stride, y); }
     void t16x8(size_t off, __m512i y[8]) { load_t16x8(p + off, stride, y); }
     __m512i dwords(size_t off) { return _mm512_i32gather_epi32(idx, p + off, 1); }  // lane r: row r's dword
-    __m256i halves(size_t off) { return _mm512_cvtepi32_epi16(dwords(off)); }        // lane r: row r's f16
+    // lane r: row r's f16 at off, gathered as the 4 bytes ending there (from the start for off
+    // 0), so a field at the end of a block (Q6_K's d, Q3_K's) is not read past the last row
+    __m256i halves(size_t off) {
+        return _mm512_cvtepi32_epi16(off >= 2 ? _mm512_srli_epi32(dwords(off - 2), 16) : dwords(off));
+    }
 };
 struct TiledRows {
     const uint8_t* p;  // the next stored load

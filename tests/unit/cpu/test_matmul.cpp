@@ -1,6 +1,8 @@
 // cpu::matmul against a naive float matmul of the dequantized weights, and against the
 // reference vec_dot, for several token counts, odd row counts, every path and thread count.
+#include <sys/mman.h>
 #include <tbb/task_arena.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -198,6 +200,36 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results and rows
         CHECK_FALSE(tile_weights(DType::Q4_0, w.data(), 32, 64));
         CHECK_THROWS_AS(matmul(DType::Q4_0, w.data(), 32, 64, x.data(), 1, y.data(), false, true), BackendError);
         CHECK_THROWS_AS(dequantize_tiled_rows(DType::Q4_0, w.data(), 32, 64, 3, 1, x.data()), BackendError);
+    }
+    set_active_path(saved);
+}
+
+TEST_CASE("matmul reads no byte past the weights: their last row ends where no page may be read", "[unit]") {
+    const CpuPath saved = active_path();
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    std::mt19937 rng(53);
+    const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,  DType::Q3_K,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
+    const int64_t n_rows = 32, n_cols = 512;
+    for (DType type : types) {
+        const size_t bytes = row_bytes(type, n_cols) * n_rows, span = (bytes + page - 1) / page * page;
+        auto* map = static_cast<uint8_t*>(mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        REQUIRE(map != MAP_FAILED);
+        REQUIRE(mprotect(map + span, page, PROT_NONE) == 0);  // a read past the weights faults
+        uint8_t* w = map + span - bytes;
+        const auto values = random_weights(type, n_rows, n_cols, rng);
+        std::memcpy(w, values.data(), bytes);
+        std::vector<float> x(5 * n_cols, 0.5f), y(5 * n_rows);
+        for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
+            if (!path_supported(path)) continue;
+            set_active_path(path);
+            INFO(dtype_name(type) << " path " << path_name(path));
+            for (int64_t n_tok : {1, 5}) {  // decode and prefill, weights as laid out in the file
+                matmul(type, w, n_rows, n_cols, x.data(), n_tok, y.data());
+                CHECK(std::isfinite(y[0]));
+            }
+        }
+        munmap(map, span + page);
     }
     set_active_path(saved);
 }
