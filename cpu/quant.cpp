@@ -72,7 +72,10 @@ const QuantKernels& kernels(DType t) {
 }
 }  // namespace
 
-bool has_kernels(DType weight_type) { return traits(weight_type).computable; }
+bool has_kernels(DType weight_type) {
+    const auto tr = dtype_traits(static_cast<uint32_t>(weight_type));
+    return tr && tr->computable;
+}
 
 ActFormat act_format_for(DType weight_type) {
     if (!has_kernels(weight_type)) no_kernel(weight_type, "matmul");
