@@ -111,11 +111,11 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, std::mt
     }
     for (auto& b : w) b = static_cast<uint8_t>(rng());
     const size_t bb = traits(t).block_bytes;
-    const int n_scales = t == DType::Q4_K ? 2 : 1;  // Q4_0/Q8_0: d; Q4_K: d, dmin
+    const cpu::F16ScaleFields fields = cpu::f16_scale_fields(t);
     for (size_t blk = 0; blk < w.size() / bb; ++blk)
-        for (int s = 0; s < n_scales; ++s) {
+        for (int s = 0; s < fields.n; ++s) {
             const uint16_t h = fp32_to_fp16(u(rng) * 1e-3f);
-            std::memcpy(w.data() + blk * bb + 2 * s, &h, 2);
+            std::memcpy(w.data() + blk * bb + fields.at[s], &h, 2);
         }
     return w;
 }

@@ -6,10 +6,11 @@
                                          [--tokenizer-from GGUF] [--list]
 
   --shape   tiny | smollm2-135m | tinyllama-1.1b | llama2-7b | llama3-8b | llama3-70b  (--list shows them)
-  --type    F32 | F16 | Q8_0 | Q4_0 | Q4_K   for every 2-D weight, token_embd and output included;
-            norms are F32 (all ones).  Q4_K needs rows (ne0) that are multiples of 256; where a
-            tensor's rows are not (smollm2-135m: n_embd 576), that tensor falls back to Q5_0,
-            the same fallback llama.cpp's quantizer uses for Q4_K.
+  --type    F32 | F16 | Q8_0 | Q4_0 | Q4_K | Q2_K | Q3_K | IQ4_NL | IQ4_XS   for every 2-D weight,
+            token_embd and output included; norms are F32 (all ones).  The 256-value types need
+            rows (ne0) that are multiples of 256; where a tensor's rows are not (smollm2-135m:
+            n_embd 576), that tensor falls back as llama.cpp's quantizer does: Q4_K to Q5_0,
+            Q2_K and Q3_K to Q4_0, IQ4_XS to IQ4_NL.
   --n-layer override the shape's layer count (e.g. a 2-layer llama3-70b slice for quick tests)
   --seed    RNG seed (default 0); the same arguments give a byte-identical file.
 
@@ -73,9 +74,16 @@ SHAPES = {
     "llama3-70b":     Shape(80, 8192, 64,  8, 28672, 8192, 500000.0,  False, "Llama-3-70B"),
 }
 
-TYPES = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_0": QT.Q4_0, "Q4_K": QT.Q4_K}
+TYPES = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_0": QT.Q4_0, "Q4_K": QT.Q4_K, "Q2_K": QT.Q2_K,
+         "Q3_K": QT.Q3_K, "IQ4_NL": QT.IQ4_NL, "IQ4_XS": QT.IQ4_XS}
 FILE_TYPE = {"F32": LlamaFileType.ALL_F32, "F16": LlamaFileType.MOSTLY_F16, "Q8_0": LlamaFileType.MOSTLY_Q8_0,
-             "Q4_0": LlamaFileType.MOSTLY_Q4_0, "Q4_K": LlamaFileType.MOSTLY_Q4_K_S}
+             "Q4_0": LlamaFileType.MOSTLY_Q4_0, "Q4_K": LlamaFileType.MOSTLY_Q4_K_S,
+             "Q2_K": LlamaFileType.MOSTLY_Q2_K, "Q3_K": LlamaFileType.MOSTLY_Q3_K_S,
+             "IQ4_NL": LlamaFileType.MOSTLY_IQ4_NL, "IQ4_XS": LlamaFileType.MOSTLY_IQ4_XS}
+# llama.cpp's fallback for rows that are not a multiple of a 256-value type's block
+FALLBACK = {QT.Q4_K: QT.Q5_0, QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.IQ4_XS: QT.IQ4_NL}
+# IQ4_NL / IQ4_XS: q indexes this codebook (ggml's kvalues_iq4nl)
+IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,6 +128,33 @@ def make_pool(qtype: QT, rng: np.random.Generator) -> np.ndarray:
         payload[:, 4:8] = 8
         payload[:, 8:12] = 15
         payload[:, 12:16] = 8 | (15 << 4)
+    elif qtype == QT.Q2_K:
+        # scales u8[16], qs u8[64], d f16, dmin f16: w = d*sc*q - dmin*m per group of 16 values.
+        # Every group sc = 8, m = 12 (scales byte 8 | 12 << 4); q uniform 0..3 (mean 1.5, std
+        # 1.118): mean 0 needs dmin*12 = d*8*1.5 -> dmin = d.
+        d = STD / (8 * 1.118) * jitter
+        payload[:, 0:16] = 8 | (12 << 4)
+        payload[:, 80:82] = _f16(d)
+        payload[:, 82:84] = _f16(d)
+    elif qtype == QT.Q3_K:
+        # hmask u8[32], qs u8[64], scales u8[12], d f16: w = d*(sc-32)*(q-4) per group of 16, q
+        # uniform 0..7 (rms of q-4: 2.345). Every sc - 32 = 8 (6 bits 40: low nibbles 8 in bytes
+        # 0-7, high bits 2 in each 2-bit field of bytes 8-11); d of random sign makes the mean 0.
+        d = STD / (8 * 2.345) * jitter * rng.choice([-1.0, 1.0], n)
+        payload[:, 96:104] = 8 | (8 << 4)
+        payload[:, 104:108] = 0b10101010
+        payload[:, 108:110] = _f16(d)
+    elif qtype == QT.IQ4_NL:
+        # d f16, qs u8[16]: w = d*IQ4_VALUES[q], q uniform 0..15; d of random sign: mean 0.
+        d = STD / np.sqrt(np.mean(IQ4_VALUES ** 2)) * jitter * rng.choice([-1.0, 1.0], n)
+        payload[:, 0:2] = _f16(d)
+    elif qtype == QT.IQ4_XS:
+        # d f16, scales_h u16, scales_l u8[4], qs u8[128]: w = d*(ls-32)*IQ4_VALUES[q] per 32
+        # values. Every ls - 32 = 8 (ls 40: low nibbles 8, high bit pairs 2); d of random sign.
+        d = STD / (8 * np.sqrt(np.mean(IQ4_VALUES ** 2))) * jitter * rng.choice([-1.0, 1.0], n)
+        payload[:, 0:2] = _f16(d)
+        payload[:, 2:4] = 0b10101010
+        payload[:, 4:8] = 8 | (8 << 4)
     else:
         raise ValueError(f"no random block generator for {qtype.name}")
     return payload.reshape(-1)
@@ -148,8 +183,9 @@ def tensor_specs(sh: Shape, n_vocab: int, qtype: QT, tied: bool) -> list[TensorS
         bs, _ = GGML_QUANT_SIZES[qtype]
         if ne0 % bs == 0:
             return qtype
-        if qtype == QT.Q4_K and ne0 % 32 == 0:
-            return QT.Q5_0  # llama.cpp's fallback for Q4_K
+        fallback = FALLBACK.get(qtype)
+        if fallback is not None and ne0 % GGML_QUANT_SIZES[fallback][0] == 0:
+            return fallback
         raise SystemExit(f"row length {ne0} is not a multiple of {bs} ({qtype.name} block size)")
 
     head_dim = sh.n_embd // sh.n_head

@@ -23,7 +23,7 @@
 
 #include "core/log.h"
 #include "cpu/gemm_x86.h"
-#include "cpu/pack_avx512.h"
+#include "cpu/packers_avx512.h"
 
 namespace strata::cpu {
 namespace {
@@ -124,7 +124,7 @@ void amx_tile(const Packed* pk, int64_t nb, const uint8_t* acts, size_t a_stride
     for (int m = 0; m < 16; ++m) acc[m] = _mm512_setzero_ps();
     const ActQ8x2 v0 = act_q8x2(acts, n_cols);  // token m's planes are m * a_stride further on
     auto finish = [&](int64_t b) {
-        const __m512 sc = pk[b].scale;
+        const __m512 sc = pk[b].scale[0];
         const float* dc = ts.dc + 16 * b;
         const float* dcs = ts.dcs + 16 * b;
         const int32_t* off = ts.off + 16 * b;
@@ -134,7 +134,7 @@ void amx_tile(const Packed* pk, int64_t nb, const uint8_t* acts, size_t a_stride
             if constexpr (P::kLo) i = _mm512_add_epi32(i, _mm512_load_si512(c_lo[m]));
             if constexpr (P::kOff != 0) i = _mm512_sub_epi32(i, _mm512_set1_epi32(off[m]));
             acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(sc, _mm512_set1_ps(dc[m])), acc[m]);
-            if constexpr (P::kMin) acc[m] = _mm512_fmadd_ps(pk[b].min, _mm512_set1_ps(dcs[m]), acc[m]);
+            if constexpr (P::kMin) acc[m] = _mm512_fmadd_ps(pk[b].min[0], _mm512_set1_ps(dcs[m]), acc[m]);
         }
     };
     // Software pipeline: the tile multiplies of block b+1 are issued before block b's results
@@ -161,6 +161,7 @@ void amx_tile(const Packed* pk, int64_t nb, const uint8_t* acts, size_t a_stride
 
 template <class P>
 void amx_matmul_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
+    static_assert(!P::kSplit16, "one scale per block of 32");
     configure_tiles();
     const int64_t nb = job.n_cols / P::kBlock;
     auto* pk = reinterpret_cast<Packed*>(thread_scratch(0, sizeof(Packed) * nb * kTilesPerPack));
@@ -226,8 +227,10 @@ bool amx_enabled() { return amx_usable() && g_amx_enabled.load(std::memory_order
 void set_amx_enabled(bool on) { g_amx_enabled.store(on); }
 
 MatmulRowsFn amx_matmul(DType type) {
-    if (type == DType::Q6_K) return nullptr;  // two scales per block of 32: VNNI only
-    return with_packer<MatmulRowsFn>(type, []<class P, DType kType>() -> MatmulRowsFn { return amx_matmul_rows<P, kType>; });
+    return with_packer<MatmulRowsFn>(type, []<class P, DType kType>() -> MatmulRowsFn {
+        if constexpr (P::kSplit16) return nullptr;  // two scales per block of 32 (Q6_K, Q3_K, Q2_K): VNNI only
+        else return amx_matmul_rows<P, kType>;
+    });
 }
 
 }  // namespace strata::cpu

@@ -31,7 +31,7 @@
 
 #include "core/error.h"
 #include "cpu/gemm_x86.h"
-#include "cpu/pack_avx512.h"
+#include "cpu/packers_avx512.h"
 #include "cpu/quant_ref.h"
 #include "cpu/thread_pool.h"
 
@@ -51,10 +51,11 @@ struct ActPtrs {
 };
 
 // Packed block ab of NS tiles (16 rows each) for NT tokens, accumulated into acc[s][t]: each
-// activation broadcast serves the NS tiles. kSplit16 types (Q6_K) keep the integer dots of
-// values 0-15 and 16-31 apart: they have separate scales.
+// activation broadcast serves the NS tiles. kSplit16 types (Q6_K, Q3_K, Q2_K) keep the integer
+// dots of values 0-15 and 16-31 apart: they have separate scales (Q2_K separate minimums too,
+// applied through each half's activation sum s16).
 template <class P, int NT, int NS = 1>
-inline void block_step(const Packed* const* pk, int64_t ab, const ActPtrs* a, __m512 (*acc)[NT]) {
+inline void block_step(const PackedOf<P>* const* pk, int64_t ab, const ActPtrs* a, __m512 (*acc)[NT]) {
     constexpr int kParts = P::kSplit16 ? 2 : 1;
     __m512i ih[NS][kParts][NT], il[NS][kParts][NT];
 #pragma GCC unroll 2
@@ -89,10 +90,12 @@ inline void block_step(const Packed* const* pk, int64_t ab, const ActPtrs* a, __
                 if constexpr (P::kLo) i = _mm512_add_epi32(i, il[s][h][t]);
                 if constexpr (P::kSplit16) i = _mm512_sub_epi32(i, _mm512_set1_epi32(P::kOff * a[t].s16[2 * ab + h]));
                 else if constexpr (P::kOff != 0) i = _mm512_sub_epi32(i, _mm512_set1_epi32(P::kOff * a[t].s32[ab]));
-                const __m512 sc = h == 0 ? pk[s]->scale : pk[s]->min;
-                acc[s][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(sc, dc), acc[s][t]);
+                acc[s][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(pk[s]->scale[h], dc), acc[s][t]);
+                if constexpr (P::kMin) {  // min * dc * (sum of the activations it applies to)
+                    const float dcs = P::kSplit16 ? a[t].dc[ab] * float(a[t].s16[2 * ab + h]) : a[t].dcs[ab];
+                    acc[s][t] = _mm512_fmadd_ps(pk[s]->min[h], _mm512_set1_ps(dcs), acc[s][t]);
+                }
             }
-            if constexpr (P::kMin) acc[s][t] = _mm512_fmadd_ps(pk[s]->min, _mm512_set1_ps(a[t].dcs[ab]), acc[s][t]);
         }
     }
 }
@@ -160,22 +163,22 @@ void tile_fused(const DecodeTile* tiles, size_t stride, const MatmulJob& job) {
     };
     for (int64_t c = 0; c < nb / P::kPerCall; ++c) {
         if constexpr (NS == 1) {
-            pack_call<P>(tiles[0].tile, stride, idx, c, [&](int j, const Packed& pk) __attribute__((always_inline)) {
+            pack_call<P>(tiles[0].tile, stride, idx, c, [&](int j, const PackedOf<P>& pk) __attribute__((always_inline)) {
                 const int64_t b = c * P::kPerCall + j;
                 prefetch(0, b);
-                const Packed* one = &pk;
+                const PackedOf<P>* one = &pk;
                 block_step<P, NT>(&one, b, a, acc);
             });
         } else {
             // The second tile's blocks of this call go through L1, the first's straight to use.
-            Packed second[P::kPerCall];
+            PackedOf<P> second[P::kPerCall];
             pack_call<P>(tiles[1].tile, stride, idx, c,
-                         [&](int j, const Packed& p) __attribute__((always_inline)) { second[j] = p; });
-            pack_call<P>(tiles[0].tile, stride, idx, c, [&](int j, const Packed& pk) __attribute__((always_inline)) {
+                         [&](int j, const PackedOf<P>& p) __attribute__((always_inline)) { second[j] = p; });
+            pack_call<P>(tiles[0].tile, stride, idx, c, [&](int j, const PackedOf<P>& pk) __attribute__((always_inline)) {
                 const int64_t b = c * P::kPerCall + j;
                 prefetch(0, b);
                 prefetch(1, b);
-                const Packed* ptrs[2] = {&pk, &second[j]};
+                const PackedOf<P>* ptrs[2] = {&pk, &second[j]};
                 block_step<P, NT, 2>(ptrs, b, a, acc);
             });
         }
@@ -188,7 +191,7 @@ void tile_fused(const DecodeTile* tiles, size_t stride, const MatmulJob& job) {
 
 // Prefill: NT tokens over a packed tile of nb blocks.
 template <class P, int NT>
-void tile_packed(const Packed* pk, int64_t nb, const MatmulJob& job, int64_t t0, float* y, int n_valid) {
+void tile_packed(const PackedOf<P>* pk, int64_t nb, const MatmulJob& job, int64_t t0, float* y, int n_valid) {
     ActPtrs a[NT];
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) a[t] = act_ptrs(job, t0 + t);
@@ -196,7 +199,7 @@ void tile_packed(const Packed* pk, int64_t nb, const MatmulJob& job, int64_t t0,
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-        const Packed* one = &pk[b];
+        const PackedOf<P>* one = &pk[b];
         block_step<P, NT>(&one, b, a, &acc);
     }
     #pragma GCC unroll 16
@@ -234,7 +237,7 @@ struct Fused {
 };
 template <class P, int NT>
 struct OnPacked {
-    static void run(const Packed* pk, int64_t nb, const MatmulJob& job, int64_t t0, float* y, int n_valid) {
+    static void run(const PackedOf<P>* pk, int64_t nb, const MatmulJob& job, int64_t t0, float* y, int n_valid) {
         tile_packed<P, NT>(pk, nb, job, t0, y, n_valid);
     }
 };
@@ -264,7 +267,7 @@ void matmul_rows_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
         }
         return;
     }
-    auto* pk = reinterpret_cast<Packed*>(thread_scratch(0, sizeof(Packed) * nb * kTilesPerPack));
+    auto* pk = reinterpret_cast<PackedOf<P>*>(thread_scratch(0, sizeof(PackedOf<P>) * nb * kTilesPerPack));
     int n_valid[kTilesPerPack];
     for (int64_t rc = r0; rc < r1; rc += kRowTile * kTilesPerPack) {
         const int64_t n_tiles = pack_tiles<P>(job, rc, r1, kTilesPerPack, pk, n_valid);
@@ -296,37 +299,40 @@ void tile_weights_impl(uint8_t* w, size_t stride, int64_t n_rows) {
         std::memcpy(copy, tile, kRowTile * stride);
         for (int64_t c = 0; c < n_calls; ++c) {
             RecordingRows src{{copy + c * P::kBlockBytes, stride, idx}, tile + c * kCallBytes};
-            P::pack(src, [](int, const Packed&) {});
+            P::pack(src, [](int, const PackedOf<P>&) {});
             STRATA_ASSERT(src.out <= tile + (c + 1) * kCallBytes);
         }
     });
 }
 
 // The 16 rows of a tiled tile, value by value as dequantize_row computes them from the file's
-// layout: scale * (q - kOff) [+ min] (Q6_K: the scale of each half of the block), multiplied,
-// then added, never fused. Row r goes to dst + r * ld.
+// layout: scale * (q - kOff) [+ min] (kSplit16: the scale and min of each half of the block),
+// multiplied, then added, never fused. Row r goes to dst + r * ld.
 template <class P>
 void tiled_rows_impl(const uint8_t* tile, size_t stride, int64_t n_cols, float* dst, size_t ld) {
+    constexpr int kHalves = P::kSplit16 ? 2 : 1;
     const RowTile t{tile, static_cast<int>(kRowTile), true};
     const __m512i unused = _mm512_setzero_si512(), off = _mm512_set1_epi32(P::kOff);
     const __m256i row_dwords = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);  // w[k] dword r, k < 8
     for (int64_t c = 0; c < n_cols / (P::kBlock * P::kPerCall); ++c)
-        pack_call<P>(t, stride, unused, c, [&](int j, const Packed& pk) {
+        pack_call<P>(t, stride, unused, c, [&](int j, const PackedOf<P>& pk) {
             alignas(64) int32_t w[8 * 16];
-            alignas(64) float scale[16], min[16];
+            alignas(64) float scale[kHalves][16], min[kHalves][16];
             for (int k = 0; k < 8; ++k) _mm512_store_si512(w + 16 * k, pk.w[k]);
-            _mm512_store_ps(scale, pk.scale);
-            _mm512_store_ps(min, pk.min);
+            for (int h = 0; h < kHalves; ++h) {
+                _mm512_store_ps(scale[h], pk.scale[h]);
+                if constexpr (P::kMin) _mm512_store_ps(min[h], pk.min[h]);
+            }
             const int64_t v0 = (c * P::kPerCall + j) * P::kBlock;
             for (int r = 0; r < kRowTile; ++r) {
                 const __m256i bytes = _mm256_i32gather_epi32(w + r, row_dwords, 4);  // row r's 32 values
                 float* y = dst + r * ld + v0;
                 for (int g = 0; g < 2; ++g) {
+                    const int h = kHalves == 2 ? g : 0;
                     const __m128i part = g == 0 ? _mm256_castsi256_si128(bytes) : _mm256_extracti128_si256(bytes, 1);
                     const __m512 q = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(part), off));
-                    const float s = P::kSplit16 && g == 1 ? min[r] : scale[r];
-                    __m512 f = _mm512_mul_ps(_mm512_set1_ps(s), q);
-                    if constexpr (P::kMin) f = _mm512_add_ps(f, _mm512_set1_ps(min[r]));
+                    __m512 f = _mm512_mul_ps(_mm512_set1_ps(scale[h][r]), q);
+                    if constexpr (P::kMin) f = _mm512_add_ps(f, _mm512_set1_ps(min[h][r]));
                     _mm512_storeu_ps(y + 16 * g, f);
                 }
             }

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -17,11 +18,18 @@
 namespace strata::cpu::pack {
 
 
-struct alignas(64) Packed {
-    __m512i w[8];  // w[k] lane r: row r's unsigned weight bytes at values 4k..4k+3 of the block
-    __m512 scale;  // lane r: row r's block scale
-    __m512 min;    // lane r: row r's block minimum (types with kMin)
+// One packed block. kHalves = 2 for the types whose two halves of 16 values have their own
+// scale (and minimum): the packers with kSplit16 (Q6_K, Q3_K, Q2_K).
+template <int kHalves>
+struct alignas(64) PackedBlock {
+    __m512i w[8];           // w[k] lane r: row r's unsigned weight bytes at values 4k..4k+3 of the block
+    __m512 scale[kHalves];  // lane r: row r's scale (of values 16h..16h+15 with two halves)
+    __m512 min[kHalves];    // lane r: row r's minimum, likewise (types with kMin)
 };
+using Packed = PackedBlock<1>;
+using PackedHalves = PackedBlock<2>;
+template <class P>
+using PackedOf = PackedBlock<P::kSplit16 ? 2 : 1>;
 
 inline __m512i bcast4(const int8_t* p) {
     int32_t v;
@@ -94,7 +102,11 @@ struct GgufRows {
     void t16x4(size_t off, __m512i y[4]) { load_t16x4(p + off, stride, y); }
     void t16x8(size_t off, __m512i y[8]) { load_t16x8(p + off, stride, y); }
     __m512i dwords(size_t off) { return _mm512_i32gather_epi32(idx, p + off, 1); }  // lane r: row r's dword
-    __m256i halves(size_t off) { return _mm512_cvtepi32_epi16(dwords(off)); }        // lane r: row r's f16
+    // lane r: row r's f16 at off, gathered as the 4 bytes ending there (from the start for off
+    // 0), so a field at the end of a block (Q6_K's d, Q3_K's) is not read past the last row
+    __m256i halves(size_t off) {
+        return _mm512_cvtepi32_epi16(off >= 2 ? _mm512_srli_epi32(dwords(off - 2), 16) : dwords(off));
+    }
 };
 struct TiledRows {
     const uint8_t* p;  // the next stored load
@@ -144,27 +156,39 @@ template <bool kHasMin, class Src>
 inline void scale_and_min(Src& src, Packed* out) {
     if constexpr (kHasMin) {
         const __m512i dm = src.dwords(0);
-        out->scale = f16_lo(dm);
-        out->min = f16_hi(dm);
+        out->scale[0] = f16_lo(dm);
+        out->min[0] = f16_hi(dm);
     } else {
-        out->scale = _mm512_cvtph_ps(src.halves(0));
+        out->scale[0] = _mm512_cvtph_ps(src.halves(0));
     }
 }
 inline __m512i lo_nib(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
 inline __m512i hi_nib(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
 // Signed int8 q -> unsigned q + 128 (flip the sign bit), for the packers with kOff = 128.
 inline __m512i offset_128(__m512i v) { return _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80))); }
+// Codebook indices (bytes 0..15) -> kIq4Values[q] + 128, unsigned, for the IQ4 packers (kOff = 128).
+inline __m512i iq4_codebook(__m512i q) {
+    alignas(16) static constexpr auto kTable = [] {
+        std::array<uint8_t, 16> t{};
+        for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kIq4Values[i] + 128);
+        return t;
+    }();
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable.data()))), q);
+}
 
 // ---------------------------------------------------------------- packers
 // Each packer makes kPerCall consecutive packed blocks (of kBlock values) of 16 rows per call,
 // handing each to sink(j, block) as soon as it is made, so that decode can use it while it is
 // still in registers (prefill stores them: pack_tiles).
 //   kOff: the weight is q - kOff (I = I_unsigned - kOff * activation sum, exact)
-//   kMin: a float minimum per block (term min * dcs)
+//   kMin: a float minimum per block (term min * dcs; per half with kSplit16)
+//   kSplit16: each half of 16 values has its own scale (and minimum): PackedHalves
 #define STRATA_PACK_INLINE __attribute__((always_inline)) inline
 
-template <class Block, int kOffset, bool kHasMin>
-struct PackQ4 {  // Q4_0 (d, qs) and Q4_1 (d, m, qs)
+// Q4_0 (d, qs), Q4_1 (d, m, qs) and, with kCodebook, IQ4_NL (d, qs of codebook indices).
+template <class Block, int kOffset, bool kHasMin, bool kCodebook = false>
+struct PackQ4 {
+    static_assert(!kCodebook || kOffset == 128);
     static constexpr int kBlock = 32, kPerCall = 1, kOff = kOffset, kBlockBytes = sizeof(Block);
     static constexpr bool kMin = kHasMin, kSplit16 = false;
     template <class Src, class Sink>
@@ -172,9 +196,10 @@ struct PackQ4 {  // Q4_0 (d, qs) and Q4_1 (d, m, qs)
         Packed pk;
         __m512i y[4];
         src.t16x4(offsetof(Block, qs), y);
+        auto value = [](__m512i q) { return kCodebook ? iq4_codebook(q) : q; };
         for (int j = 0; j < 4; ++j) {
-            pk.w[j] = lo_nib(y[j]);       // values 4j..4j+3
-            pk.w[4 + j] = hi_nib(y[j]);   // values 16+4j..
+            pk.w[j] = value(lo_nib(y[j]));       // values 4j..4j+3
+            pk.w[4 + j] = value(hi_nib(y[j]));   // values 16+4j..
         }
         scale_and_min<kHasMin>(src, &pk);
         sink(0, pk);
@@ -190,7 +215,7 @@ struct PackQ8_0 {
         __m512i y[8];
         src.t16x8(offsetof(BlockQ8_0, qs), y);
         for (int j = 0; j < 8; ++j) pk.w[j] = offset_128(y[j]);  // the kernel takes 128 * s back off
-        pk.scale = _mm512_cvtph_ps(src.halves(0));
+        pk.scale[0] = _mm512_cvtph_ps(src.halves(0));
         sink(0, pk);
     }
 };
@@ -237,9 +262,9 @@ struct PackQ45K {
                 const int sh = 8 * (j % 4);
                 const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc_lo : sc_hi, sh), _mm512_set1_epi32(0xFF));
                 const __m512i mn = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? mn_lo : mn_hi, sh), _mm512_set1_epi32(0xFF));
-                pk.scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+                pk.scale[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
                 // -(dmin * m), as the reference
-                pk.min = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
+                pk.min[0] = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
                 sink(j, pk);
             }
         }
@@ -285,15 +310,15 @@ struct PackQ8K {
             __m512i y[8];
             src.t16x8(offsetof(BlockQ8_K, qs) + 32 * j, y);
             for (int k = 0; k < 8; ++k) pk.w[k] = offset_128(y[k]);
-            pk.scale = d;
+            pk.scale[0] = d;
             sink(j, pk);
         }
     }
 };
 
 // Q6_K: 6-bit q (value q - 32) in groups of 16 with int8 scales, so each packed block of 32 has
-// two scales: `scale` for values 0-15 and `min` (re-used, kSplit16) for values 16-31; the kernel
-// keeps the two halves' integer dots apart. Block j (h = j/4, s = j%4) takes the low (s < 2) or
+// two scales (kSplit16): scale[0] for values 0-15, scale[1] for values 16-31; the kernel keeps
+// the two halves' integer dots apart. Block j (h = j/4, s = j%4) takes the low (s < 2) or
 // high nibbles of ql[64h + 32(s&1) ..] and bits 2s, 2s+1 of qh[32h ..].
 struct PackQ6K {
     static constexpr int kBlock = 32, kPerCall = 8, kOff = 32, kBlockBytes = sizeof(BlockQ6_K);
@@ -313,38 +338,19 @@ struct PackQ6K {
             src.t16x8(offsetof(BlockQ6_K, ql) + 64 * h + 32, ql[1]);
             src.t16x8(offsetof(BlockQ6_K, qh) + 32 * h, qh);
             for (int s = 0; s < 4; ++s) {
-                Packed pk;
+                PackedHalves pk;
                 for (int k = 0; k < 8; ++k) {
                     const __m512i lo = (s >> 1) ? hi_nib(ql[s & 1][k]) : lo_nib(ql[s & 1][k]);
                     const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi16(qh[k], 2 * s), _mm512_set1_epi8(3));
                     pk.w[k] = _mm512_or_si512(lo, _mm512_slli_epi16(hi2, 4));  // hi2 < 4: no carry across bytes
                 }
-                pk.scale = scale(2 * (4 * h + s));
-                pk.min = scale(2 * (4 * h + s) + 1);
+                pk.scale[0] = scale(2 * (4 * h + s));
+                pk.scale[1] = scale(2 * (4 * h + s) + 1);
                 sink(4 * h + s, pk);
             }
         }
     }
 };
-#undef STRATA_PACK_INLINE
-
-// f.template operator()<P, type>() for the packer P of a block-quantized `type`; R{} for a type
-// without one.
-template <class R, class F>
-R with_packer(DType type, F&& f) {
-    switch (type) {
-        case DType::Q4_0: return f.template operator()<PackQ4<BlockQ4_0, 8, false>, DType::Q4_0>();
-        case DType::Q4_1: return f.template operator()<PackQ4<BlockQ4_1, 0, true>, DType::Q4_1>();
-        case DType::Q8_0: return f.template operator()<PackQ8_0, DType::Q8_0>();
-        case DType::Q4_K: return f.template operator()<PackQ45K<false>, DType::Q4_K>();
-        case DType::Q5_K: return f.template operator()<PackQ45K<true>, DType::Q5_K>();
-        case DType::Q5_0: return f.template operator()<PackQ5<BlockQ5_0, 16, false>, DType::Q5_0>();
-        case DType::Q5_1: return f.template operator()<PackQ5<BlockQ5_1, 0, true>, DType::Q5_1>();
-        case DType::Q6_K: return f.template operator()<PackQ6K, DType::Q6_K>();
-        case DType::Q8_K: return f.template operator()<PackQ8K, DType::Q8_K>();
-        default: return R{};
-    }
-}
 
 // A packer with the kernels' lo switch: kLo = false when the activations are ActFormat::Q8 (lo
 // all zero), so the kernels skip the lo dot products.
@@ -386,16 +392,16 @@ __attribute__((always_inline)) inline void pack_call(const RowTile& t, size_t st
 // Packs the 16-row tiles starting at rc (up to n_tiles of them, ending at r1) into pk: tile i
 // occupies pk[i * nb .. (i + 1) * nb). Returns the number of tiles; n_valid[i] its valid rows.
 template <class P>
-int64_t pack_tiles(const MatmulJob& job, int64_t rc, int64_t r1, int64_t n_tiles, Packed* pk, int* n_valid) {
+int64_t pack_tiles(const MatmulJob& job, int64_t rc, int64_t r1, int64_t n_tiles, PackedOf<P>* pk, int* n_valid) {
     const int64_t nb = job.n_cols / P::kBlock;
     const __m512i idx = row_offsets(job.w_stride);
     n_tiles = std::min<int64_t>(n_tiles, (r1 - rc + kRowTile - 1) / kRowTile);
     for (int64_t i = 0; i < n_tiles; ++i) {
         const RowTile t = tile_rows(job, rc + i * kRowTile, r1);
         n_valid[i] = t.n_valid;
-        Packed* dst = pk + i * nb;
+        PackedOf<P>* dst = pk + i * nb;
         for (int64_t c = 0; c < nb / P::kPerCall; ++c)
-            pack_call<P>(t, job.w_stride, idx, c, [&](int j, const Packed& pk) { dst[c * P::kPerCall + j] = pk; });
+            pack_call<P>(t, job.w_stride, idx, c, [&](int j, const PackedOf<P>& pk) { dst[c * P::kPerCall + j] = pk; });
     }
     return n_tiles;
 }

@@ -73,24 +73,14 @@ const QuantKernels& kernels(DType t) {
 }  // namespace
 
 bool has_kernels(DType weight_type) {
-    switch (weight_type) {
-        case DType::F32: case DType::F16: case DType::BF16:
-        case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
-        case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::Q8_K:
-            return true;
-        default:
-            return false;
-    }
+    const auto tr = dtype_traits(static_cast<uint32_t>(weight_type));
+    return tr && tr->computable;
 }
 
 ActFormat act_format_for(DType weight_type) {
-    switch (weight_type) {
-        case DType::F32: case DType::F16: case DType::BF16: return ActFormat::F32;
-        case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
-        case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::Q8_K:
-            return ActFormat::Q8x2;
-        default: no_kernel(weight_type, "matmul");
-    }
+    if (!has_kernels(weight_type)) no_kernel(weight_type, "matmul");
+    const bool is_float = weight_type == DType::F32 || weight_type == DType::F16 || weight_type == DType::BF16;
+    return is_float ? ActFormat::F32 : ActFormat::Q8x2;
 }
 
 size_t act_row_bytes(DType weight_type, int64_t n) {

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "cpu/quant_ref_low_bit.h"
 
 // Written plainly from the block layouts in quant_ref.h; speed is quant_avx*.cpp's job.
 namespace strata::cpu {
@@ -207,9 +208,6 @@ float dot_bf16(const void* w, const void* a, int64_t n) {
     for (int64_t i = 0; i < n; ++i) sum += bf16_to_fp32(x[i]) * y[i];
     return sum;
 }
-// c of activation value i
-inline int32_t c_at(const ActQ8x2& v, int64_t i) { return 256 * int32_t(v.hi[i]) + int32_t(v.lo[i]); }
-
 // 32-block weights: w = d * (q - offset) [+ m]. Block term (d * dc) * I [+ m * dcs].
 template <class Block, int kOffset, bool kHasMin, bool kFive>
 float dot_q32(const void* w, const void* a, int64_t n) {
@@ -226,7 +224,7 @@ float dot_q32(const void* w, const void* a, int64_t n) {
                 lo |= int((qh >> j) & 1) << 4;
                 hi |= int((qh >> (j + 16)) & 1) << 4;
             }
-            dot += (lo - kOffset) * c_at(v, i * kQK + j) + (hi - kOffset) * c_at(v, i * kQK + j + 16);
+            dot += (lo - kOffset) * act_c(v, i * kQK + j) + (hi - kOffset) * act_c(v, i * kQK + j + 16);
         }
         sum += h2f(b[i].d) * v.dc[i] * float(dot);
         if constexpr (kHasMin) sum += h2f(b[i].m) * v.dcs[i];
@@ -239,7 +237,7 @@ float dot_q8_0(const void* w, const void* a, int64_t n) {
     float sum = 0.0f;
     for (int64_t i = 0; i < n / kQK; ++i) {
         int32_t dot = 0;
-        for (int j = 0; j < kQK; ++j) dot += b[i].qs[j] * c_at(v, i * kQK + j);
+        for (int j = 0; j < kQK; ++j) dot += b[i].qs[j] * act_c(v, i * kQK + j);
         sum += h2f(b[i].d) * v.dc[i] * float(dot);
     }
     return sum;
@@ -261,7 +259,7 @@ float dot_q45_k(const void* w, const void* a, int64_t n) {
             for (int l = 0; l < 32; ++l) {
                 int val = (j & 1) ? q[l] >> 4 : q[l] & 0xF;
                 if constexpr (kFive) val |= ((b[i].qh[l] >> j) & 1) << 4;
-                dot += val * c_at(v, i * kQKK + 32 * j + l);
+                dot += val * act_c(v, i * kQKK + 32 * j + l);
             }
             const int64_t ab = i * 8 + j;
             sum += d * float(sc) * v.dc[ab] * float(dot);
@@ -279,7 +277,7 @@ float dot_q6_k(const void* w, const void* a, int64_t n) {
         const float d = h2f(b[i].d);
         for (int g = 0; g < 16; ++g) {
             int32_t dot = 0;
-            for (int l = 0; l < 16; ++l) dot += q6_value(b[i], 16 * g + l) * c_at(v, i * kQKK + 16 * g + l);
+            for (int l = 0; l < 16; ++l) dot += q6_value(b[i], 16 * g + l) * act_c(v, i * kQKK + 16 * g + l);
             sum += d * float(b[i].scales[g]) * v.dc[i * 8 + g / 2] * float(dot);
         }
     }
@@ -293,7 +291,7 @@ float dot_q8_k(const void* w, const void* a, int64_t n) {
     for (int64_t i = 0; i < n / kQKK; ++i) {
         for (int j = 0; j < 8; ++j) {
             int32_t dot = 0;
-            for (int l = 0; l < 32; ++l) dot += b[i].qs[32 * j + l] * c_at(v, i * kQKK + 32 * j + l);
+            for (int l = 0; l < 32; ++l) dot += b[i].qs[32 * j + l] * act_c(v, i * kQKK + 32 * j + l);
             sum += b[i].d * v.dc[i * 8 + j] * float(dot);
         }
     }
@@ -328,6 +326,10 @@ const RefEntry kRef[] = {
     {DType::Q5_K, deq_q5_k, STRATA_DOT(dot_q45_k<true>)},
     {DType::Q6_K, deq_q6_k, STRATA_DOT(dot_q6_k)},
     {DType::Q8_K, deq_q8_k, STRATA_DOT(dot_q8_k)},
+    {DType::Q2_K, dequantize_q2_k_ref, STRATA_DOT(dot_q2_k_ref)},
+    {DType::Q3_K, dequantize_q3_k_ref, STRATA_DOT(dot_q3_k_ref)},
+    {DType::IQ4_NL, dequantize_iq4_nl_ref, STRATA_DOT(dot_iq4_nl_ref)},
+    {DType::IQ4_XS, dequantize_iq4_xs_ref, STRATA_DOT(dot_iq4_xs_ref)},
 };
 #undef STRATA_DOT
 
@@ -338,6 +340,17 @@ const RefEntry* find_ref(DType t) {
 }
 
 }  // namespace
+
+F16ScaleFields f16_scale_fields(DType type) {
+    switch (type) {
+        case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: case DType::IQ4_NL: case DType::IQ4_XS: return {1, {0}};
+        case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {2, {0, 2}};
+        case DType::Q6_K: return {1, {offsetof(BlockQ6_K, d)}};
+        case DType::Q2_K: return {2, {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)}};
+        case DType::Q3_K: return {1, {offsetof(BlockQ3_K, d)}};
+        default: return {};
+    }
+}
 
 float fp16_to_fp32(f16_bits h) {
     const uint32_t sign = uint32_t(h & 0x8000) << 16;
@@ -397,7 +410,7 @@ void quantize_act_ref(ActFormat fmt, const float* x, void* dst, int64_t n) {
 void dequantize_act_ref(ActFormat fmt, const void* src, float* dst, int64_t n) {
     if (fmt == ActFormat::F32) return deq_f32(src, dst, n);
     const ActQ8x2 v = act_q8x2(src, n);
-    for (int64_t i = 0; i < n; ++i) dst[i] = v.dc[i / kActBlock] * float(c_at(v, i));
+    for (int64_t i = 0; i < n; ++i) dst[i] = v.dc[i / kActBlock] * float(act_c(v, i));
 }
 
 float vec_dot_ref(DType weight_type, const void* weight_row, const void* act_row, int64_t n) {

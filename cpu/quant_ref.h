@@ -28,10 +28,32 @@ struct BlockQ5_K { f16_bits d, dmin; uint8_t scales[kKScaleBytes]; uint8_t qh[kQ
 struct BlockQ6_K { uint8_t ql[kQKK / 2]; uint8_t qh[kQKK / 4]; int8_t scales[kQKK / 16]; f16_bits d; };
 // ggml's activation type for the K-quants (float scale, 16-value sums); here only a weight type.
 struct BlockQ8_K { float d; int8_t qs[kQKK]; int16_t bsums[kQKK / 16]; };
+// The 2- and 3-bit K-quants: 16 groups of 16 values, each with its own scale.
+//   Q2_K: x = d * sc * q - dmin * m, q 2 bits; scales[g] = sc | m << 4 of group g.
+//   Q3_K: x = d * (sc - 32) * (q - 4), q 3 bits (2 in qs, the third in hmask); sc 6 bits,
+//         packed in 12 bytes (quant_ref_low_bit.cpp).
+struct BlockQ2_K { uint8_t scales[kQKK / 16]; uint8_t qs[kQKK / 4]; f16_bits d, dmin; };
+struct BlockQ3_K { uint8_t hmask[kQKK / 8]; uint8_t qs[kQKK / 4]; uint8_t scales[kKScaleBytes]; f16_bits d; };
+// The 4-bit codebook types: x = scale * kIq4Values[q]. IQ4_NL has Q4_0's layout (scale d);
+// IQ4_XS 8 sub-blocks of 32, scale d * (ls - 32) with ls 6 bits: 4 in scales_l, 2 in scales_h.
+struct BlockIQ4_NL { f16_bits d; uint8_t qs[kQK / 2]; };
+struct BlockIQ4_XS { f16_bits d; uint16_t scales_h; uint8_t scales_l[kQKK / 64]; uint8_t qs[kQKK / 2]; };
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
+
+// Byte offsets of the f16 scale fields (d, dmin, m) in one block of `type`, for the tests and
+// benchmarks that write random blocks (a random f16 may be inf or NaN); n = 0 for types
+// without them (float types; Q8_K's scale is an f32 at offset 0).
+struct F16ScaleFields {
+    int n = 0;
+    size_t at[2] = {};
+};
+F16ScaleFields f16_scale_fields(DType type);
 
 // ---- scalar conversions (bit manipulation: valid on any x86-64, and exact) ----
 float fp16_to_fp32(f16_bits h);
@@ -114,6 +136,8 @@ inline ActQ8x2 act_q8x2(void* row, int64_t n) {
     return v;
 }
 inline ActQ8x2 act_q8x2(const void* row, int64_t n) { return act_q8x2(const_cast<void*>(row), n); }
+// c = 256 * hi + lo of activation value i.
+inline int32_t act_c(const ActQ8x2& v, int64_t i) { return 256 * int32_t(v.hi[i]) + int32_t(v.lo[i]); }
 
 // ---- scalar reference ----
 // n must be a multiple of the type's block size; types without a kernel throw BackendError.

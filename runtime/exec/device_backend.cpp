@@ -79,7 +79,7 @@ void DeviceBackend::hidden(std::span<const int64_t> rows, float* out) {
 void DeviceBackend::head(std::span<const int64_t> rows, float* logits, bool) {
     Impl& m = *impl_;
     gpu::Stream& s = *m.compute;
-    const int64_t E = hp_.n_embd, V = hp_.n_vocab;
+    const int64_t V = hp_.n_vocab;
     for (size_t r0 = 0; r0 < rows.size(); r0 += Impl::kHeadRows) {
         const int64_t nr = std::min<int64_t>(Impl::kHeadRows, int64_t(rows.size() - r0));
         norm_rows(rows.subspan(r0, size_t(nr)));

@@ -10,7 +10,14 @@ of a short token sequence in tests/fixtures/model/tiny_arch_logits.json.
 Covered: llama (tied output, llama3 rope_freqs factors), mistral (GQA 4:1, linear rope
 scaling, separate output), qwen2 (QKV biases, NeoX rope, partial rotary dims).
 
-Regenerate:  python3 tests/reference/make_arch_fixtures.py
+It also writes tests/fixtures/model/tiny_quant_logits.json: a llama whose matrices (embeddings
+and output head included) are random valid blocks of one quantized type each (Q2_K, Q3_K,
+IQ4_NL, IQ4_XS), from the same generator: each byte is the top byte of a splitmix64 draw, then
+every f16 scale field becomes (8 + k) / 8 * 2^e with k the field's low 3 random bits, the sign
+its bit 3, and e a per-type exponent (QUANT_SCALES) that keeps the weights near +-0.2. The
+reference dequantizes them with gguf-py.
+
+Regenerate (both files):  python3 tests/reference/make_arch_fixtures.py
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from reference_forward import RefModel  # noqa: E402
 
 MASK = (1 << 64) - 1
 OUT = os.path.join(os.path.dirname(__file__), "..", "fixtures", "model", "tiny_arch_logits.json")
+OUT_QUANT = os.path.join(os.path.dirname(__file__), "..", "fixtures", "model", "tiny_quant_logits.json")
 
 CONFIGS = [
     dict(arch="llama", n_vocab=96, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96, n_rot=16,
@@ -36,6 +44,15 @@ CONFIGS = [
     dict(arch="qwen2", n_vocab=96, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96, n_rot=8,
          rope_base=1000000.0, rope_freqs=False, tied=False, qkv_bias=True, linear_scale=0.0),
 ]
+QUANT_CONFIG = dict(arch="llama", n_vocab=96, n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=256, n_rot=64,
+                    rope_base=10000.0, rope_freqs=False, tied=True, qkv_bias=False, linear_scale=0.0)
+# type -> (byte offset in a block, exponent e) of each f16 scale field
+QUANT_SCALES = {
+    "Q2_K": [(80, -7), (82, -7)],
+    "Q3_K": [(108, -9)],
+    "IQ4_NL": [(0, -9)],
+    "IQ4_XS": [(0, -13)],
+}
 SEED = 20261122
 IDS = [1, 17, 42, 5, 88, 42, 3, 60, 61, 9]
 RMS_EPS = 1e-5
@@ -48,8 +65,8 @@ def fnv1a64(s: str) -> int:
     return h
 
 
-def values(name: str, n: int, scale: float, offset: float) -> np.ndarray:
-    """offset + scale * u, u uniform in [-1, 1) from splitmix64(key + i * golden)."""
+def draws(name: str, n: int) -> np.ndarray:
+    """splitmix64(key + (i + 1) * golden) for i < n, key = FNV-1a(name) ^ SEED."""
     key = (fnv1a64(name) ^ SEED) & MASK
     i = np.arange(n, dtype=np.uint64)
     with np.errstate(over="ignore"):
@@ -57,8 +74,25 @@ def values(name: str, n: int, scale: float, offset: float) -> np.ndarray:
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
-    u = (z >> np.uint64(11)).astype(np.float64) * (2.0 ** -53) * 2.0 - 1.0
+    return z
+
+
+def values(name: str, n: int, scale: float, offset: float) -> np.ndarray:
+    """offset + scale * u, u uniform in [-1, 1) from splitmix64(key + i * golden)."""
+    u = (draws(name, n) >> np.uint64(11)).astype(np.float64) * (2.0 ** -53) * 2.0 - 1.0
     return (offset + scale * u).astype(np.float32)
+
+
+def quant_blocks(name: str, qtype: str, rows: int, cols: int) -> np.ndarray:
+    """rows x (row bytes) of random valid blocks of qtype (see the module docstring)."""
+    block_elems, block_bytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[qtype]]
+    n_blocks = rows * cols // block_elems
+    raw = (draws(name, n_blocks * block_bytes) >> np.uint64(56)).astype(np.uint8).reshape(n_blocks, block_bytes)
+    for off, e in QUANT_SCALES[qtype]:
+        r = raw[:, off].astype(np.uint16)
+        bits = ((r & 8) << 12) | np.uint16((e + 15) << 10) | ((r & 7) << 7)
+        raw[:, off:off + 2] = bits.astype("<u2").view(np.uint8).reshape(n_blocks, 2)
+    return raw.reshape(rows, -1)
 
 
 def tensors(c: dict):
@@ -98,7 +132,11 @@ def write_model(c: dict, path: str):
     if c["linear_scale"]:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(c["linear_scale"])
+    qtype = c.get("weight_type", "F32")
     for name, shape, scale, offset in tensors(c):
+        if qtype != "F32" and len(shape) == 2:
+            w.add_tensor(name, quant_blocks(name, qtype, *shape), raw_dtype=gguf.GGMLQuantizationType[qtype])
+            continue
         n = int(np.prod(shape))
         w.add_tensor(name, values(name, n, scale, offset).reshape(shape))
     w.write_header_to_file()
@@ -107,19 +145,25 @@ def write_model(c: dict, path: str):
     w.close()
 
 
-def main():
+def record(configs: list, out: str):
     fixtures = []
     with tempfile.TemporaryDirectory() as d:
-        for c in CONFIGS:
-            path = os.path.join(d, c["arch"] + ".gguf")
+        for c in configs:
+            name = c["arch"] + "_" + c.get("weight_type", "F32")
+            path = os.path.join(d, name + ".gguf")
             write_model(c, path)
             logits = RefModel(path).forward(IDS)
             fixtures.append({"config": c, "logits": [[round(float(x), 6) for x in row] for row in logits]})
-            print(f"{c['arch']}: logits {logits.shape}, top-1 {logits.argmax(-1).tolist()}", file=sys.stderr)
-    with open(OUT, "w") as f:
+            print(f"{name}: logits {logits.shape}, top-1 {logits.argmax(-1).tolist()}", file=sys.stderr)
+    with open(out, "w") as f:
         json.dump({"generator": "tests/reference/make_arch_fixtures.py", "seed": SEED, "ids": IDS,
                    "rms_eps": RMS_EPS, "models": fixtures}, f)
         f.write("\n")
+
+
+def main():
+    record(CONFIGS, OUT)
+    record([dict(QUANT_CONFIG, weight_type=t) for t in QUANT_SCALES], OUT_QUANT)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ For each type it writes, under tests/fixtures/quant/:
 Q8_K is ggml-internal and gguf-py cannot dequantize it, so its output is computed here with numpy
 from the documented layout (float d, int8 qs[256], int16 bsums[16]; x = d * q).
 
-Deterministic (fixed seed); about 130 KB in all. Regenerate with:
+Covers F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K, Q2_K, Q3_K, IQ4_NL
+and IQ4_XS. Deterministic (fixed seed); about 160 KB in all. Regenerate with:
     pip install gguf numpy
     python3 tests/reference/make_quant_fixtures.py
 """
@@ -28,6 +29,8 @@ F16_SCALES = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
     T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
 }
+# drawn after Q8_K, so the fixtures above stay as they were
+F16_SCALES_LOW_BIT = {T.Q2_K: [80, 82], T.Q3_K: [108], T.IQ4_NL: [0], T.IQ4_XS: [0]}
 N_VALUES = 2048  # per type: 64 blocks of 32, or 8 super-blocks of 256
 
 
@@ -44,6 +47,17 @@ def write(name: str, raw: np.ndarray, values: np.ndarray) -> None:
     print(f"{name:5s} {raw.size:6d} bytes -> {values.size} floats")
 
 
+def write_blocks(types: dict) -> None:
+    """Random blocks of each type, its f16 scale fields (byte offsets) set to sane values."""
+    for qtype, offsets in types.items():
+        block_elems, block_bytes = GGML_QUANT_SIZES[qtype]
+        n_blocks = N_VALUES // block_elems
+        raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
+        for off in offsets:
+            raw[:, off:off + 2] = scales(n_blocks).astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
+        write(qtype.name.lower(), raw, dequantize(raw, qtype))
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
 
@@ -55,13 +69,7 @@ def main() -> None:
     b = quantize(x, T.BF16).reshape(-1)
     write("bf16", b, dequantize(b, T.BF16))
 
-    for qtype, offsets in F16_SCALES.items():
-        block_elems, block_bytes = GGML_QUANT_SIZES[qtype]
-        n_blocks = N_VALUES // block_elems
-        raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
-        for off in offsets:
-            raw[:, off:off + 2] = scales(n_blocks).astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
-        write(qtype.name.lower(), raw, dequantize(raw, qtype))
+    write_blocks(F16_SCALES)
 
     # Q8_K by hand (see above): 4-byte float d, 256 int8, 16 int16 sums of each 16 values.
     n_blocks = N_VALUES // 256
@@ -72,6 +80,8 @@ def main() -> None:
                           bsums.astype("<i2").view(np.uint8).reshape(n_blocks, 32)], axis=1)
     assert raw.shape[1] == 292
     write("q8_k", raw, d[:, None] * qs.astype(np.float32))
+
+    write_blocks(F16_SCALES_LOW_BIT)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 #include "tests/support/tiny_model.h"
 
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "tests/support/gguf_writer.h"
 
 namespace strata::test {
@@ -16,19 +18,49 @@ uint64_t fnv1a64(const std::string& s) {
     return h;
 }
 
+// Draw i of the tensor `name`: splitmix64(key + (i + 1) * golden), as draws() in the Python script.
+uint64_t draw(uint64_t key, size_t i) {
+    uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 // offset + scale * u, u uniform in [-1, 1) from splitmix64, as values() in the Python script.
 std::vector<uint8_t> values(const std::string& name, uint64_t seed, size_t n, double scale, double offset) {
     const uint64_t key = fnv1a64(name) ^ seed;
     std::vector<uint8_t> bytes(n * 4);
     for (size_t i = 0; i < n; ++i) {
-        uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        const double u = static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+        const double u = static_cast<double>(draw(key, i) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
         const float v = static_cast<float>(offset + scale * u);
         std::memcpy(&bytes[i * 4], &v, 4);
     }
+    return bytes;
+}
+
+// Random valid blocks of `type` for n values, as quant_blocks() in the Python script: each byte
+// the top byte of a draw, then each f16 scale field (8 + k) / 8 * 2^e, k and the sign from the
+// field's first random byte, e per type (QUANT_SCALES there).
+std::vector<uint8_t> quant_blocks(const std::string& name, uint64_t seed, DType type, size_t n) {
+    struct Field { size_t offset; int exponent; };
+    std::vector<Field> fields;
+    switch (type) {
+        case DType::Q2_K: fields = {{80, -7}, {82, -7}}; break;
+        case DType::Q3_K: fields = {{108, -9}}; break;
+        case DType::IQ4_NL: fields = {{0, -9}}; break;
+        case DType::IQ4_XS: fields = {{0, -13}}; break;
+        default: throw std::invalid_argument("tiny models have no random blocks of " + std::string(dtype_name(type)));
+    }
+    const uint64_t key = fnv1a64(name) ^ seed;
+    std::vector<uint8_t> bytes(row_bytes(type, static_cast<int64_t>(n)));
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(draw(key, i) >> 56);
+    const size_t block_bytes = traits(type).block_bytes;
+    for (size_t b = 0; b < bytes.size(); b += block_bytes)
+        for (const Field& f : fields) {
+            const uint16_t r = bytes[b + f.offset];
+            const uint16_t bits = static_cast<uint16_t>((r & 8) << 12 | (f.exponent + 15) << 10 | (r & 7) << 7);
+            std::memcpy(&bytes[b + f.offset], &bits, 2);
+        }
     return bytes;
 }
 
@@ -56,11 +88,16 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
     if (c["linear_scale"].get<double>() != 0)
         w.kv_string(arch + ".rope.scaling.type", "linear").kv_f32(arch + ".rope.scaling.factor", c["linear_scale"]);
 
-    // GGUF dims are innermost first: a (rows, cols) matrix is ne = {cols, rows}.
+    // GGUF dims are innermost first: a (rows, cols) matrix is ne = {cols, rows}. Matrices take
+    // the config's weight_type (F32 when absent), vectors stay F32.
+    const DType wtype = *dtype_from_name(c.value("weight_type", std::string("F32")));
     auto add = [&](const std::string& name, std::vector<uint64_t> ne, double scale, double offset) {
         size_t n = 1;
         for (auto d : ne) n *= d;
-        w.tensor(name, 0, ne, values(name, seed, n, scale, offset));
+        if (ne.size() == 2 && wtype != DType::F32)
+            w.tensor(name, static_cast<uint32_t>(wtype), ne, quant_blocks(name, seed, wtype, n));
+        else
+            w.tensor(name, 0, ne, values(name, seed, n, scale, offset));
     };
     add("token_embd.weight", {E, V}, 0.5, 0.0);
     add("output_norm.weight", {E}, 0.1, 1.0);

@@ -1,6 +1,8 @@
 // cpu::matmul against a naive float matmul of the dequantized weights, and against the
 // reference vec_dot, for several token counts, odd row counts, every path and thread count.
+#include <sys/mman.h>
 #include <tbb/task_arena.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -16,54 +18,16 @@
 #include "cpu/quant.h"
 #include "cpu/quant_ref.h"
 #include "cpu/thread_pool.h"
+#include "tests/support/random_weights.h"
 #include "tests/support/skip.h"
 
 using namespace strata;
 using namespace strata::cpu;
 
+using test::random_weights;
+
 namespace {
-
-// Random weights with finite scales (random bytes, scale fields overwritten), as in test_quant.
-std::vector<uint8_t> random_matrix(DType t, int64_t n_rows, int64_t n_cols, std::mt19937& rng) {
-    const size_t rb = row_bytes(t, n_cols);
-    std::vector<uint8_t> m(rb * n_rows);
-    std::normal_distribution<float> normal;
-    std::uniform_real_distribution<float> expo(-3.0f, 0.0f);
-    auto scale = [&] { return std::pow(10.0f, expo(rng)) * (rng() & 1 ? 1.0f : -1.0f); };
-    if (traits(t).block_elems == 1) {
-        for (int64_t i = 0; i < n_rows * n_cols; ++i) {
-            const float x = normal(rng);
-            if (t == DType::F32) std::memcpy(m.data() + 4 * i, &x, 4);
-            const uint16_t h = t == DType::F16 ? fp32_to_fp16(x) : fp32_to_bf16(x);
-            if (t != DType::F32) std::memcpy(m.data() + 2 * i, &h, 2);
-        }
-        return m;
-    }
-    for (auto& b : m) b = static_cast<uint8_t>(rng());
-    int offs[2] = {-1, -1};
-    switch (t) {
-        case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: offs[0] = 0; break;
-        case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: offs[0] = 0, offs[1] = 2; break;
-        case DType::Q6_K: offs[0] = 208; break;
-        default: break;
-    }
-    const size_t bb = traits(t).block_bytes;
-    for (size_t blk = 0; blk < m.size() / bb; ++blk) {
-        for (int off : offs)
-            if (off >= 0) {
-                const f16_bits h = fp32_to_fp16(scale());
-                std::memcpy(m.data() + blk * bb + off, &h, 2);
-            }
-        if (t == DType::Q8_K) {  // a float scale
-            const float d = scale();
-            std::memcpy(m.data() + blk * bb, &d, 4);
-        }
-    }
-    return m;
-}
-
 struct Case { DType type; int64_t n_cols; };
-
 }  // namespace
 
 TEST_CASE("matmul matches naive float matmul and the reference dot", "[unit]") {
@@ -71,13 +35,14 @@ TEST_CASE("matmul matches naive float matmul and the reference dot", "[unit]") {
         {DType::F32, 45},    {DType::F16, 64},    {DType::BF16, 77},   {DType::Q4_0, 96},
         {DType::Q4_1, 64},   {DType::Q5_0, 160},  {DType::Q5_1, 32},   {DType::Q8_0, 224},
         {DType::Q4_K, 512},  {DType::Q5_K, 256},  {DType::Q6_K, 768},  {DType::Q8_K, 256},
+        {DType::Q2_K, 512},  {DType::Q3_K, 768},  {DType::IQ4_NL, 160}, {DType::IQ4_XS, 512},
     };
     std::mt19937 rng(99);
     for (const auto& [type, n_cols] : cases) {
         for (int64_t n_rows : {1, 7, 33}) {
             for (int64_t n_tok : {1, 3, 17}) {
                 INFO(dtype_name(type) << " rows " << n_rows << " cols " << n_cols << " tokens " << n_tok);
-                const auto w = random_matrix(type, n_rows, n_cols, rng);
+                const auto w = random_weights(type, n_rows, n_cols, rng);
                 std::vector<float> x(n_tok * n_cols);
                 std::normal_distribution<float> normal;
                 for (auto& v : x) v = normal(rng);
@@ -127,12 +92,13 @@ TEST_CASE("matmul: same result on 1 and 2 threads and on every path", "[unit]") 
     struct Shape { DType type; int64_t n_cols; };
     const Shape shapes[] = {{DType::Q4_0, 544}, {DType::Q4_1, 480}, {DType::Q8_0, 352}, {DType::Q5_0, 96},
                             {DType::Q5_1, 160}, {DType::Q4_K, 512}, {DType::Q5_K, 768}, {DType::Q6_K, 512},
-                            {DType::Q8_K, 256}, {DType::F16, 200},  {DType::BF16, 130}, {DType::F32, 67}};
+                            {DType::Q8_K, 256}, {DType::F16, 200},  {DType::BF16, 130}, {DType::F32, 67},
+                            {DType::Q2_K, 768}, {DType::Q3_K, 512}, {DType::IQ4_NL, 416}, {DType::IQ4_XS, 256}};
     for (const auto& [type, n_cols] : shapes) {
         for (int64_t n_tok : {1, 4, 5, 19}) {
             const int64_t n_rows = 301;
             INFO(dtype_name(type) << " tokens " << n_tok);
-            const auto w = random_matrix(type, n_rows, n_cols, rng);
+            const auto w = random_weights(type, n_rows, n_cols, rng);
             std::vector<float> x(n_tok * n_cols);
             std::normal_distribution<float> normal;
             for (auto& v : x) v = normal(rng);
@@ -179,10 +145,11 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results and rows
     struct Shape { DType type; int64_t n_cols; };
     const Shape shapes[] = {{DType::Q4_0, 544}, {DType::Q4_1, 480}, {DType::Q8_0, 352}, {DType::Q5_0, 96},
                             {DType::Q5_1, 160}, {DType::Q4_K, 512}, {DType::Q5_K, 768}, {DType::Q6_K, 512},
-                            {DType::Q8_K, 256}};
+                            {DType::Q8_K, 256}, {DType::Q2_K, 512}, {DType::Q3_K, 768}, {DType::IQ4_NL, 96},
+                            {DType::IQ4_XS, 512}};
     for (const auto& [type, n_cols] : shapes) {
         for (int64_t n_rows : {16, 53}) {  // full tiles only; three and a partial one
-            const auto w = random_matrix(type, n_rows, n_cols, rng);
+            const auto w = random_weights(type, n_rows, n_cols, rng);
             auto tiled = w;
             REQUIRE(tile_weights(type, tiled.data(), n_rows, n_cols));
             const size_t full_bytes = n_rows / 16 * 16 * row_bytes(type, n_cols);
@@ -225,7 +192,7 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results and rows
     // Float weights have no tiled layout; other paths neither tile nor take tiled weights.
     std::vector<uint8_t> f16(row_bytes(DType::F16, 64) * 32);
     CHECK_FALSE(tile_weights(DType::F16, f16.data(), 32, 64));
-    auto w = random_matrix(DType::Q4_0, 32, 64, rng);
+    auto w = random_weights(DType::Q4_0, 32, 64, rng);
     REQUIRE(tile_weights(DType::Q4_0, w.data(), 32, 64));
     std::vector<float> x(64, 1.0f), y(32);
     if (path_supported(CpuPath::Avx2)) {
@@ -237,10 +204,40 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results and rows
     set_active_path(saved);
 }
 
+TEST_CASE("matmul reads no byte past the weights: their last row ends where no page may be read", "[unit]") {
+    const CpuPath saved = active_path();
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    std::mt19937 rng(53);
+    const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,  DType::Q3_K,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
+    const int64_t n_rows = 32, n_cols = 512;
+    for (DType type : types) {
+        const size_t bytes = row_bytes(type, n_cols) * n_rows, span = (bytes + page - 1) / page * page;
+        auto* map = static_cast<uint8_t*>(mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        REQUIRE(map != MAP_FAILED);
+        REQUIRE(mprotect(map + span, page, PROT_NONE) == 0);  // a read past the weights faults
+        uint8_t* w = map + span - bytes;
+        const auto values = random_weights(type, n_rows, n_cols, rng);
+        std::memcpy(w, values.data(), bytes);
+        std::vector<float> x(5 * n_cols, 0.5f), y(5 * n_rows);
+        for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
+            if (!path_supported(path)) continue;
+            set_active_path(path);
+            INFO(dtype_name(type) << " path " << path_name(path));
+            for (int64_t n_tok : {1, 5}) {  // decode and prefill, weights as laid out in the file
+                matmul(type, w, n_rows, n_cols, x.data(), n_tok, y.data());
+                CHECK(std::isfinite(y[0]));
+            }
+        }
+        munmap(map, span + page);
+    }
+    set_active_path(saved);
+}
+
 TEST_CASE("matmul rejects types without CPU kernels", "[unit]") {
-    std::vector<uint8_t> w(row_bytes(DType::Q2_K, 256));
+    std::vector<uint8_t> w(row_bytes(DType::Q8_1, 256));
     std::vector<float> x(256), y(1);
-    CHECK_THROWS(matmul(DType::Q2_K, w.data(), 1, 256, x.data(), 1, y.data()));
+    CHECK_THROWS_AS(matmul(DType::Q8_1, w.data(), 1, 256, x.data(), 1, y.data()), BackendError);
 }
 
 TEST_CASE("matmul: AMX prefill gives the VNNI kernel's results", "[unit]") {
@@ -252,10 +249,11 @@ TEST_CASE("matmul: AMX prefill gives the VNNI kernel's results", "[unit]") {
     // Rows and tokens not multiples of 16; odd and even block counts (the pipeline's tail).
     const Shape shapes[] = {{DType::Q4_0, 67, 2048, 37}, {DType::Q4_1, 160, 576, 16}, {DType::Q8_0, 33, 96, 50},
                             {DType::Q4_K, 48, 768, 21},  {DType::Q5_K, 17, 512, 40}, {DType::Q4_0, 16, 32, 17},
-                            {DType::Q5_0, 40, 160, 33},  {DType::Q5_1, 16, 96, 16},  {DType::Q8_K, 20, 512, 18}};
+                            {DType::Q5_0, 40, 160, 33},  {DType::Q5_1, 16, 96, 16},  {DType::Q8_K, 20, 512, 18},
+                            {DType::IQ4_NL, 35, 224, 19}, {DType::IQ4_XS, 48, 512, 33}};
     for (const auto& [type, n_rows, n_cols, n_tok] : shapes) {
         INFO(dtype_name(type) << " " << n_rows << "x" << n_cols << " tokens " << n_tok);
-        const auto w = random_matrix(type, n_rows, n_cols, rng);
+        const auto w = random_weights(type, n_rows, n_cols, rng);
         std::vector<float> x(n_tok * n_cols);
         std::normal_distribution<float> normal;
         for (auto& v : x) v = normal(rng);
@@ -285,11 +283,13 @@ TEST_CASE("matmul int8 (opt-in): single-level activations, the same on every pat
     std::mt19937 rng(31);
     struct Shape { DType type; int64_t n_rows, n_cols; };
     const Shape shapes[] = {{DType::Q4_0, 37, 256}, {DType::Q4_1, 16, 96}, {DType::Q8_0, 20, 64},
-                            {DType::Q4_K, 33, 512}, {DType::Q6_K, 17, 256}, {DType::F16, 9, 48}};
+                            {DType::Q4_K, 33, 512}, {DType::Q6_K, 17, 256}, {DType::F16, 9, 48},
+                            {DType::Q2_K, 20, 512}, {DType::Q3_K, 18, 256}, {DType::IQ4_NL, 16, 64},
+                            {DType::IQ4_XS, 33, 256}};
     for (const auto& [type, n_rows, n_cols] : shapes) {
         for (int64_t n_tok : {1, 5, 19}) {
             INFO(dtype_name(type) << " tokens " << n_tok);
-            const auto w = random_matrix(type, n_rows, n_cols, rng);
+            const auto w = random_weights(type, n_rows, n_cols, rng);
             std::vector<float> x(n_tok * n_cols);
             std::normal_distribution<float> normal;
             for (auto& v : x) v = normal(rng);
@@ -343,12 +343,12 @@ TEST_CASE("matmul bf16 prefill (opt-in, oneDNN): the bf16-rounded product, then 
     ThreadPool pool(2);
     // 32 tokens: below the bf16 threshold, the int8 AMX kernels, which configure each thread's
     // tiles; oneDNN then releases the tiles of the threads it runs on (the caller's too).
-    const auto wq = random_matrix(DType::Q4_0, 512, 256, rng);
+    const auto wq = random_weights(DType::Q4_0, 512, 256, rng);
     std::vector<float> xq(32 * 256, 0.5f), amx_before(32 * 512, NAN), amx_after(32 * 512, NAN);
     pool.run([&] { matmul(DType::Q4_0, wq.data(), 512, 256, xq.data(), 32, amx_before.data()); });
     for (const auto& [type, n_rows, n_cols] : shapes) {
         INFO(dtype_name(type) << " " << n_rows << "x" << n_cols);
-        const auto w = random_matrix(type, n_rows, n_cols, rng);
+        const auto w = random_weights(type, n_rows, n_cols, rng);
         std::vector<float> x(n_tok * n_cols);
         std::normal_distribution<float> normal;
         for (auto& v : x) v = normal(rng);

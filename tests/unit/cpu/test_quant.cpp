@@ -15,6 +15,7 @@
 #include "cpu/quant.h"
 #include "cpu/quant_ref.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/random_weights.h"
 #include "tests/support/skip.h"
 
 using namespace strata;
@@ -33,6 +34,7 @@ const Named kStoredTypes[] = {
     {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q4_0", DType::Q4_0},
     {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}, {"q8_0", DType::Q8_0},
     {"q4_k", DType::Q4_K}, {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}, {"q8_k", DType::Q8_K},
+    {"q2_k", DType::Q2_K}, {"q3_k", DType::Q3_K}, {"iq4_nl", DType::IQ4_NL}, {"iq4_xs", DType::IQ4_XS},
 };
 
 std::vector<CpuPath> supported_paths() {
@@ -46,43 +48,7 @@ struct RestorePath {  // tests switch paths; leave the one STRATA_CPU chose for 
     ~RestorePath() { set_active_path(saved); }
 };
 
-// Random weights: random bytes, then every scale field set to a finite value of random sign and
-// magnitude in [1e-3, 1], as the fixture script does.
-std::vector<uint8_t> random_row(DType t, int64_t n, std::mt19937& rng) {
-    std::vector<uint8_t> row(row_bytes(t, n));
-    std::normal_distribution<float> normal;
-    std::uniform_real_distribution<float> expo(-3.0f, 0.0f);
-    auto scale = [&] { return std::pow(10.0f, expo(rng)) * (rng() & 1 ? 1.0f : -1.0f); };
-    if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
-        for (int64_t i = 0; i < n; ++i) {
-            const float x = normal(rng);
-            if (t == DType::F32) std::memcpy(row.data() + 4 * i, &x, 4);
-            const uint16_t h = t == DType::F16 ? fp32_to_fp16(x) : fp32_to_bf16(x);
-            if (t != DType::F32) std::memcpy(row.data() + 2 * i, &h, 2);
-        }
-        return row;
-    }
-    for (auto& b : row) b = static_cast<uint8_t>(rng());
-    std::vector<int> f16_at;
-    switch (t) {
-        case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: f16_at = {0}; break;
-        case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: f16_at = {0, 2}; break;
-        case DType::Q6_K: f16_at = {208}; break;
-        default: break;
-    }
-    const size_t bb = traits(t).block_bytes;
-    for (size_t blk = 0; blk < row.size() / bb; ++blk) {
-        for (int off : f16_at) {
-            const f16_bits h = fp32_to_fp16(scale());
-            std::memcpy(row.data() + blk * bb + off, &h, 2);
-        }
-        if (t == DType::Q8_K) {
-            const float d = scale();
-            std::memcpy(row.data() + blk * bb, &d, 4);
-        }
-    }
-    return row;
-}
+std::vector<uint8_t> random_row(DType t, int64_t n, std::mt19937& rng) { return test::random_weights(t, 1, n, rng); }
 
 std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
     std::normal_distribution<float> normal;
@@ -218,7 +184,8 @@ TEST_CASE("vec_dot: reference and every path against the exact dot of what they 
     RestorePath restore;
     std::mt19937 rng(5);
     const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                           DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+                           DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
+                           DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS};
     for (DType wt : types) {
         const ActFormat fmt = act_format_for(wt);
         const int64_t be = traits(wt).block_elems;
@@ -281,6 +248,8 @@ TEST_CASE("STRATA_CPU selects a path and rejects bad names", "[unit]") {
     CHECK(act_format_for(DType::Q4_K) == ActFormat::Q8x2);
     CHECK(act_format_for(DType::Q5_1) == ActFormat::Q8x2);
     CHECK(act_format_for(DType::BF16) == ActFormat::F32);
-    CHECK_THROWS(act_format_for(DType::Q2_K));
-    CHECK(!has_kernels(DType::Q3_K));
+    CHECK(act_format_for(DType::IQ4_XS) == ActFormat::Q8x2);
+    CHECK(has_kernels(DType::Q2_K));
+    CHECK_THROWS(act_format_for(DType::Q8_1));
+    CHECK(!has_kernels(DType::I32));
 }

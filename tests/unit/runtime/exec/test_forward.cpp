@@ -11,31 +11,9 @@
 #include "cpu/matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
+#include "tests/support/random_weights.h"
 
 using namespace strata;
-
-namespace {
-// Random blocks of `type` whose fp16 scales are sane (a random fp16 may be inf or NaN).
-std::vector<uint8_t> random_weights(DType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
-    struct Scales { DType type; std::vector<size_t> fp16_at; };
-    const Scales table[] = {{DType::Q4_0, {0}},      {DType::Q4_1, {0, 2}},   {DType::Q5_0, {0}},
-                            {DType::Q5_1, {0, 2}},   {DType::Q8_0, {0}},      {DType::Q4_K, {0, 2}},
-                            {DType::Q5_K, {0, 2}},   {DType::Q6_K, {208}}};
-    const auto& tr = traits(type);
-    std::vector<uint8_t> w(row_bytes(type, n_cols) * n_rows);
-    std::mt19937 rng(seed);
-    for (auto& b : w) b = static_cast<uint8_t>(rng());
-    for (const auto& s : table) {
-        if (s.type != type) continue;
-        for (size_t blk = 0; blk < w.size() / tr.block_bytes; ++blk)
-            for (size_t off : s.fp16_at) {
-                const uint16_t h = 0x2000 | (rng() & 0x03FF);  // about 0.008 .. 0.016
-                std::memcpy(&w[blk * tr.block_bytes + off], &h, 2);
-            }
-    }
-    return w;
-}
-}  // namespace
 
 TEST_CASE("matmul: a token's row has the same bits alone and inside any batch (quantized weights)", "[unit][forward]") {
     cpu::ThreadPool pool(2);
@@ -44,9 +22,10 @@ TEST_CASE("matmul: a token's row has the same bits alone and inside any batch (q
     std::normal_distribution<float> nd;
     std::vector<float> x(N * C);
     for (auto& v : x) v = nd(rng);
-    for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-        if (!cpu::has_kernels(type)) continue;
-        const auto w = random_weights(type, R, C, 7);
+    for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
+                       DType::Q6_K, DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS}) {
+        std::mt19937 wrng(7);
+        const auto w = test::random_weights(type, R, C, wrng);
         for (bool int8 : {false, true}) {
             std::vector<float> alone(N * R);
             pool.run([&] {
