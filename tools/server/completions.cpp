@@ -114,7 +114,10 @@ void respond_stream(ServerState& state, const openai::CompletionRequest& creq, c
             }
             return true;
         };
-        // Each choice's news as it comes; a choice that ends badly ends the stream.
+        // Each choice's news as it comes; a choice that ends badly ends the stream. The stream ends
+        // once every choice's end has been forwarded: a choice can finish between two waits, and its
+        // last text is news still to send.
+        size_t ended = 0;
         const bool answered = flight->await([&] {
             for (const Generation::Update& u : gen->wait(kPoll)) {
                 if (!forward(u)) {
@@ -122,6 +125,7 @@ void respond_stream(ServerState& state, const openai::CompletionRequest& creq, c
                     return true;
                 }
                 if (!u.done) continue;
+                ++ended;
                 const runtime::GenerateResult r = gen->results()[static_cast<size_t>(u.index)];
                 if (r.stop_reason == "cancelled" || r.stop_reason == "error") return true;
                 const ChoiceStream& c = choices[static_cast<size_t>(u.index)];
@@ -132,7 +136,7 @@ void respond_stream(ServerState& state, const openai::CompletionRequest& creq, c
                     return true;
                 }
             }
-            return gen->all_done();
+            return ended == choices.size();
         });
         if (!answered || !ok) {
             if (answered) flight->cancel();  // a write failed: the client is gone
