@@ -96,6 +96,8 @@ public:
     // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
     std::string_view backend_name() const { return fwd_->name(); }
+    // How often each expert of each layer was chosen (mixture-of-experts models on the CPU), or null.
+    const RoutingStats* routing_stats() const { return fwd_->routing_stats(); }
     int n_ctx() const;
     int n_past() const;
     int n_threads() const;

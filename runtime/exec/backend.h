@@ -13,6 +13,8 @@
 
 namespace strata::runtime {
 
+class RoutingStats;
+
 // One sequence's share of a pass: `tokens` appended after its last position.
 struct SeqTokens {
     SeqId seq = 0;
@@ -46,6 +48,8 @@ public:
     Backend& operator=(const Backend&) = delete;
 
     virtual std::string_view name() const = 0;  // "cpu", "cuda"
+    // How often each expert was chosen, for a mixture-of-experts model on a backend that counts it.
+    virtual const RoutingStats* routing_stats() const { return nullptr; }
 
     // Runs `tokens` at positions kv.n_past()... of sequence 0 and appends their keys and
     // values. Writes n_vocab logits of the last token, or of every token when `all_logits`

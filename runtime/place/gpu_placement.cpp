@@ -27,6 +27,16 @@ std::optional<AttentionChoice> parse_attention(std::string_view s) {
 
 namespace {
 
+// Why the CUDA backend cannot run this architecture, or empty: it runs the llama block alone.
+std::string unsupported_arch(const models::Hparams& hp) {
+    using models::Arch;
+    if (hp.arch != Arch::Llama && hp.arch != Arch::Mistral && hp.arch != Arch::Qwen2)
+        return fmt::format("the CUDA backend runs llama, mistral and qwen2 models; this one is {}", models::arch_name(hp.arch));
+    if (hp.moe.enabled())
+        return fmt::format("the CUDA backend has no mixture-of-experts layers; this model has {} experts", hp.moe.n_expert);
+    return {};
+}
+
 // Why the kernels cannot run this model, or empty.
 std::string unsupported_types(const models::GgufFile& file, const models::Hparams& hp, DType kv_type, AttentionChoice attention) {
     const ModelWeights w = ModelWeights::bind(file, hp);
@@ -57,6 +67,10 @@ GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const mo
     GpuTarget t;
     if (req.gpu_mem && *req.gpu_mem == 0) {
         t.why_not = "--gpu-mem 0";
+        return t;
+    }
+    if (std::string why = unsupported_arch(hp); !why.empty()) {
+        t.why_not = why;
         return t;
     }
     const gpu::DeviceList devices = gpu::list_devices();

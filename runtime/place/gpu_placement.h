@@ -31,8 +31,9 @@ struct GpuTarget {
     planner::HardwareProfile hw;  // this machine with the GPU; its memory is the budget
     uint64_t gpu_mem = 0;
 };
-// The device and its budget, or why the engine runs on the CPU: --gpu-mem 0, no CUDA in this
-// build, no device or driver, a weight or KV type the kernels lack.
+// The device and its budget, or why the engine runs on the CPU: --gpu-mem 0, an architecture
+// the CUDA backend does not run (it has the llama block: llama, mistral, qwen2, no experts),
+// no CUDA in this build, no device or driver, a weight or KV type the kernels lack.
 GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type);
 
 // The KV placement a plan implies: every layer's KV on the GPU, else on the host with
