@@ -17,7 +17,7 @@ struct ArchTraits {
     RopeMode rope_mode = RopeMode::Normal;
     bool qkv_bias = false;      // attn_{q,k,v}.bias (qwen2)
     bool qk_norm = false;       // attn_{q,k}_norm: RMSNorm of each head of q and k before RoPE
-    bool post_norms = false;    // attn_post_norm, ffn_post_norm on each block's output (gemma)
+    bool post_norms = false;    // post_attention_norm, post_ffw_norm on each block's output (gemma)
     FfnAct ffn_act = FfnAct::Silu;
     bool embd_scaled = false;   // token embeddings times sqrt(n_embd) (gemma)
     int swa_period = 0;         // default sliding-window layer pattern: of every `period` layers

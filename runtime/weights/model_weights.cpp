@@ -59,13 +59,13 @@ void bind_attention(const Binder& b, const models::Hparams& hp, const std::strin
         l.q_norm = b.vec(p + "attn_q_norm.weight", hp.head_dim);
         l.k_norm = b.vec(p + "attn_k_norm.weight", hp.head_dim);
     }
-    if (hp.post_norms) l.attn_post_norm = b.vec(p + "attn_post_norm.weight", E);
+    if (hp.post_norms) l.attn_post_norm = b.vec(p + "post_attention_norm.weight", E);
 }
 
 void bind_ffn(const Binder& b, const models::Hparams& hp, const std::string& p, LayerWeights& l) {
     const int64_t E = hp.n_embd;
     l.ffn_norm = b.vec(p + "ffn_norm.weight", E);
-    if (hp.post_norms) l.ffn_post_norm = b.vec(p + "ffn_post_norm.weight", E);
+    if (hp.post_norms) l.ffn_post_norm = b.vec(p + "post_ffw_norm.weight", E);
     if (const models::MoeParams& m = hp.moe; m.enabled()) {
         l.ffn_gate_inp = b.get(p + "ffn_gate_inp.weight", E, m.n_expert);
         l.ffn_gate_exps = b.get(p + "ffn_gate_exps.weight", E, m.n_ff_exp, true, true, m.n_expert);

@@ -109,7 +109,7 @@ def tensors(c: dict):
         if c.get("qk_norm"):
             out += [(p + "attn_q_norm.weight", (hd,), *norm), (p + "attn_k_norm.weight", (hd,), *norm)]
         if c.get("post_norms"):
-            out += [(p + "attn_post_norm.weight", (E,), *norm), (p + "ffn_post_norm.weight", (E,), *norm)]
+            out += [(p + "post_attention_norm.weight", (E,), *norm), (p + "post_ffw_norm.weight", (E,), *norm)]
         out.append((p + "ffn_norm.weight", (E,), *norm))
         if n_exp:
             Fe = c.get("n_ff_exp", F)

@@ -29,7 +29,7 @@ Conventions (llama.cpp's, which GGUF files follow):
   * qwen2: Q/K/V biases (`attn_{q,k,v}.bias`).  qwen3, qwen3moe, gemma3: RMSNorm of each
     head of q and k (`attn_{q,k}_norm`) before RoPE.
   * gemma2 / gemma3: embeddings times sqrt(n_embd); attention output and FFN output each
-    normed again (`attn_post_norm`, `ffn_post_norm`) before the residual add; GeGLU FFN
+    normed again (`post_attention_norm`, `post_ffw_norm`) before the residual add; GeGLU FFN
     (GELU, tanh approximation); queries scaled by query_pre_attn_scalar^-1/2, which GGUF does
     not record: head_dim, or n_embd / n_head for the 27B models (46 / 62 layers), as
     llama.cpp; sliding-window layers (`attention.sliding_window`: a query at p sees keys
@@ -211,7 +211,7 @@ class RefModel:
                 L["attn_q"], L["attn_k"], L["attn_v"] = qkv[:q], qkv[q:q + kv], qkv[q + kv:]
             else:
                 L.update({k: W(p + k + ".weight") for k in ("attn_q", "attn_k", "attn_v")})
-            for opt in ("attn_q_norm", "attn_k_norm", "attn_post_norm", "ffn_post_norm", "ffn_gate_inp",
+            for opt in ("attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm", "ffn_gate_inp",
                         "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_shexp", "ffn_up_shexp",
                         "ffn_down_shexp", "ffn_gate", "ffn_up", "ffn_down"):
                 if p + opt + ".weight" in self.tensors:
@@ -359,16 +359,16 @@ class RefModel:
             o = o @ L["attn_output"].T
             if "attn_output_b" in L:
                 o = o + L["attn_output_b"]
-            if "attn_post_norm" in L:
-                o = self._rms(o, L["attn_post_norm"])
+            if "post_attention_norm" in L:
+                o = self._rms(o, L["post_attention_norm"])
             x = x + o
             h = self._rms(x, L["ffn_norm"])
             if "ffn_gate_inp" in L:
                 f = self._moe(h, L)
             else:
                 f = self._glu(h, L["ffn_gate"], L["ffn_up"], L["ffn_down"])
-            if "ffn_post_norm" in L:
-                f = self._rms(f, L["ffn_post_norm"])
+            if "post_ffw_norm" in L:
+                f = self._rms(f, L["post_ffw_norm"])
             x = x + f
         cache.n = T
         if last_only:

@@ -97,7 +97,7 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
         }
         add(p + "attn_output.weight", {q, E}, 0.2, 0.0);
         if (flag("qk_norm")) norm(p + "attn_q_norm.weight", hd), norm(p + "attn_k_norm.weight", hd);
-        if (flag("post_norms")) norm(p + "attn_post_norm.weight", E), norm(p + "ffn_post_norm.weight", E);
+        if (flag("post_norms")) norm(p + "post_attention_norm.weight", E), norm(p + "post_ffw_norm.weight", E);
         norm(p + "ffn_norm.weight", E);
         if (n_exp) {
             const uint32_t Fe = c.value("n_ff_exp", F);
