@@ -216,8 +216,8 @@ def write_model(args) -> None:
 
     rng = np.random.default_rng(args.seed)
     pools = {}
-    for qt in sorted({s.qtype for s in specs if s.fixed is None}):
-        pools[qt] = make_pool(qt, rng, args.std)
+    for qt, scale in sorted({(s.qtype, s.std_scale) for s in specs if s.fixed is None}):
+        pools[qt, scale] = make_pool(qt, rng, args.std * scale)
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -233,10 +233,11 @@ def write_model(args) -> None:
             fout.write(s.fixed.astype(np.float32).tobytes())
             left = 0
         else:
-            pool = pools[s.qtype]
+            pool = pools[s.qtype, s.std_scale]
             n_pool_blocks = len(pool) // ts
         while left:
-            n = min(left, CHUNK_BYTES)
+            n = min(left, CHUNK_BYTES // ts * ts)  # whole blocks: a block split across chunks would
+                                                   # start the next chunk mid-block (random scales)
             while n:  # a random block-aligned slice of the pool, wrapping
                 off = int(rng.integers(0, n_pool_blocks)) * ts
                 k = min(n, len(pool) - off)

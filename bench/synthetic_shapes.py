@@ -69,6 +69,7 @@ class TensorSpec:
     ne: tuple[int, ...]   # ggml order: ne[0] = row length
     qtype: QT
     fixed: np.ndarray | None = None  # F32 values written as they are (norms: ones), not random
+    std_scale: float = 1.0           # random values of this times the weights' std
 
     @property
     def nbytes(self) -> int:
@@ -126,6 +127,12 @@ def tensor_specs(sh: Shape, n_vocab: int, qtype: QT, tied: bool) -> list[TensorS
     q, kv = sh.n_head * hd, sh.n_head_kv * hd
     qk_norm = sh.arch in ("qwen3", "qwen3moe", "gemma3")
     post_norms = sh.arch in ("gemma2", "gemma3")
+    # With random weights attention averages the values of every position, so the hidden states
+    # of a pass grow alike layer after layer and a router ends up sending every token to the
+    # same few experts. Attention outputs 10x smaller leave each token its own direction, and
+    # the tokens spread over the experts as in a trained model (pp256 of the Qwen3-30B-A3B
+    # shape: all 128 experts of every layer, the busiest chosen by 15-35% of the tokens).
+    wo_scale = 0.1 if sh.n_expert else 1.0
     specs = [TensorSpec("token_embd.weight", (E, n_vocab), wt(E)),
              norm("output_norm.weight", E)]
     if not tied:
@@ -138,7 +145,7 @@ def tensor_specs(sh: Shape, n_vocab: int, qtype: QT, tied: bool) -> list[TensorS
         else:
             specs += [TensorSpec(p + "attn_q.weight", (E, q), wt(E)), TensorSpec(p + "attn_k.weight", (E, kv), wt(E)),
                       TensorSpec(p + "attn_v.weight", (E, kv), wt(E))]
-        specs.append(TensorSpec(p + "attn_output.weight", (q, E), wt(q)))
+        specs.append(TensorSpec(p + "attn_output.weight", (q, E), wt(q), std_scale=wo_scale))
         if qk_norm:
             specs += [norm(p + "attn_q_norm.weight", hd),
                       norm(p + "attn_k_norm.weight", hd)]

@@ -40,6 +40,9 @@ void MoeFfn::route(const LayerWeights& l, const PassMatmul& mm, const PassLayout
         if (m.gating == models::ExpertGating::Softmax) cpu::softmax(prob, N);
         else
             for (int64_t e = 0; e < N; ++e) prob[e] = 1.0f / (1.0f + std::exp(-prob[e]));
+        // A NaN (weights that overflowed) ranks last instead of breaking the sort's ordering.
+        for (int64_t e = 0; e < N; ++e)
+            if (std::isnan(prob[e])) prob[e] = -INFINITY;
         // The K most probable experts; ties go to the lower index.
         int32_t* sel = &chosen_[t * K];
         thread_local std::vector<int32_t> idx;
