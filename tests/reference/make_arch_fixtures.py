@@ -137,6 +137,23 @@ def tensors(c: dict):
     return out
 
 
+# Config entries written only when present, in the C++ writer's order: (entry, how to write it).
+OPTIONAL_KEYS = [
+    ("n_ff_exp", gguf.GGUFWriter.add_expert_feed_forward_length),
+    ("n_ff_shexp", gguf.GGUFWriter.add_expert_shared_feed_forward_length),
+    ("gating", lambda w, v: w.add_expert_gating_func(gguf.ExpertGatingFuncType(v))),
+    ("norm_weights", gguf.GGUFWriter.add_expert_weights_norm),
+    ("weights_scale", gguf.GGUFWriter.add_expert_weights_scale),
+    ("swa", gguf.GGUFWriter.add_sliding_window),
+    ("swa_pattern", gguf.GGUFWriter.add_sliding_window_pattern),
+    ("rope_base_swa", gguf.GGUFWriter.add_rope_freq_base_swa),
+    ("attn_softcap", gguf.GGUFWriter.add_attn_logit_softcapping),
+    ("final_softcap", gguf.GGUFWriter.add_final_logit_softcapping),
+    ("orig_ctx", gguf.GGUFWriter.add_rope_scaling_orig_ctx_len),
+    ("attn_factor", gguf.GGUFWriter.add_rope_scaling_attn_factors),
+]
+
+
 def write_model(c: dict, path: str):
     w = gguf.GGUFWriter(path, c["arch"])
     w.add_context_length(256)
@@ -157,30 +174,9 @@ def write_model(c: dict, path: str):
     if c.get("n_expert"):
         w.add_expert_count(c["n_expert"])
         w.add_expert_used_count(c["n_expert_used"])
-        if "n_ff_exp" in c:
-            w.add_expert_feed_forward_length(c["n_ff_exp"])
-        if "n_ff_shexp" in c:
-            w.add_expert_shared_feed_forward_length(c["n_ff_shexp"])
-        if "gating" in c:
-            w.add_expert_gating_func(gguf.ExpertGatingFuncType(c["gating"]))
-        if "norm_weights" in c:
-            w.add_expert_weights_norm(c["norm_weights"])
-        if "weights_scale" in c:
-            w.add_expert_weights_scale(c["weights_scale"])
-    if "swa" in c:
-        w.add_sliding_window(c["swa"])
-    if "swa_pattern" in c:
-        w.add_sliding_window_pattern(c["swa_pattern"])
-    if "rope_base_swa" in c:
-        w.add_rope_freq_base_swa(c["rope_base_swa"])
-    if "attn_softcap" in c:
-        w.add_attn_logit_softcapping(c["attn_softcap"])
-    if "final_softcap" in c:
-        w.add_final_logit_softcapping(c["final_softcap"])
-    if "orig_ctx" in c:
-        w.add_rope_scaling_orig_ctx_len(c["orig_ctx"])
-    if "attn_factor" in c:
-        w.add_rope_scaling_attn_factors(c["attn_factor"])
+    for key, add in OPTIONAL_KEYS:
+        if key in c:
+            add(w, c[key])
     for name, shape, scale, offset in tensors(c):
         n = int(np.prod(shape))
         w.add_tensor(name, values(name, n, scale, offset).reshape(shape))

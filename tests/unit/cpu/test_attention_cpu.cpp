@@ -42,10 +42,28 @@ double conversion_tolerance(DType type) {
     }
 }
 
+// Runs `a` on each kernel this CPU has (the plain C++ reference, AVX-512) and hands each
+// output to check(path, out); the active path is restored after.
+template <class Check>
+void on_each_kernel(ThreadPool& pool, AttentionArgs a, size_t n_out, Check check) {
+    const CpuPath saved = active_path();
+    for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx512}) {
+        if (!path_supported(path)) {
+            WARN("skipped: this CPU has no " << path_name(path));
+            continue;
+        }
+        set_active_path(path);
+        std::vector<float> out(n_out, NAN);
+        a.out = out.data();
+        pool.run([&] { attention(a); });
+        check(path, out);
+    }
+    set_active_path(saved);
+}
+
 }  // namespace
 
 TEST_CASE("attention: every KV type on every kernel matches attention in double over a paged cache", "[unit][cpu]") {
-    const CpuPath saved = active_path();
     ThreadPool pool(2);
     struct Shape { int n_head, n_head_kv, hd, n_tokens, pos0; };
     // Odd head counts and lengths; head_dim 16 puts every other KV head mid-way through a Q8_0
@@ -80,19 +98,12 @@ TEST_CASE("attention: every KV type on every kernel matches attention in double 
             const auto exact = attention_f64(
                 q, sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, [&](int j, int i) { return k[size_t(j) * n_embd_kv + i]; },
                 [&](int j, int i) { return v[size_t(j) * n_embd_kv + i]; });
-            for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx512}) {
-                if (!path_supported(path)) {
-                    WARN("skipped: this CPU has no " << path_name(path));
-                    continue;
-                }
-                set_active_path(path);
-                std::vector<float> out(q.size(), NAN);
-                AttentionArgs a{q.data(), kpool.data(), vpool.data(), out.data(), sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd,
-                                row_bytes, type};
-                a.block_table = table.data();
-                a.block_size = bs;
-                a.block_stride = block_stride;
-                pool.run([&] { attention(a); });
+            AttentionArgs a{q.data(), kpool.data(), vpool.data(), nullptr, sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd,
+                            row_bytes, type};
+            a.block_table = table.data();
+            a.block_size = bs;
+            a.block_stride = block_stride;
+            on_each_kernel(pool, a, q.size(), [&](CpuPath path, const std::vector<float>& out) {
                 INFO("type " << dtype_name(type) << " path " << path_name(path) << " heads " << sh.n_head << "/" << sh.n_head_kv
                              << " hd " << sh.hd << " tokens " << sh.n_tokens << " pos0 " << sh.pos0);
                 double worst_held = 0, worst_exact = 0;
@@ -102,13 +113,11 @@ TEST_CASE("attention: every KV type on every kernel matches attention in double 
                 }
                 CHECK(worst_held <= 1e-5);  // the kernels add no error of their own beyond float sums
                 CHECK(worst_exact <= conversion_tolerance(type));
-            }
+            });
         }
-    set_active_path(saved);
 }
 
 TEST_CASE("attention: sliding windows, score scales and soft caps match attention in double", "[unit][cpu]") {
-    const CpuPath saved = active_path();
     ThreadPool pool(2);
     struct Case { int n_head, n_head_kv, hd, n_tokens, pos0; test::AttentionVariant var; };
     // Windows inside one 16-key block, across blocks and pages, longer than the context; a
@@ -130,30 +139,22 @@ TEST_CASE("attention: sliding windows, score scales and soft caps match attentio
         const auto want = attention_f64(
             q, c.n_tokens, c.pos0, c.n_head, c.n_head_kv, c.hd, [&](int j, int i) { return row(k, j)[i]; },
             [&](int j, int i) { return row(v, j)[i]; }, c.var);
-        for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx512}) {
-            if (!path_supported(path)) {
-                WARN("skipped: this CPU has no " << path_name(path));
-                continue;
-            }
-            set_active_path(path);
-            std::vector<float> out(q.size(), NAN);
-            AttentionArgs a{q.data(), k.data(), v.data(), out.data(), c.n_tokens, c.pos0, c.n_head, c.n_head_kv, c.hd, row_bytes,
-                            DType::F32};
-            a.block_table = table.data();
-            a.block_size = bs;
-            a.block_stride = block_stride;
-            a.window = c.var.window;
-            a.scale = static_cast<float>(c.var.scale);
-            a.softcap = static_cast<float>(c.var.softcap);
-            pool.run([&] { attention(a); });
+        AttentionArgs a{q.data(), k.data(), v.data(), nullptr, c.n_tokens, c.pos0, c.n_head, c.n_head_kv, c.hd, row_bytes,
+                        DType::F32};
+        a.block_table = table.data();
+        a.block_size = bs;
+        a.block_stride = block_stride;
+        a.window = c.var.window;
+        a.scale = static_cast<float>(c.var.scale);
+        a.softcap = static_cast<float>(c.var.softcap);
+        on_each_kernel(pool, a, q.size(), [&](CpuPath path, const std::vector<float>& out) {
             INFO("path " << path_name(path) << " hd " << c.hd << " tokens " << c.n_tokens << " pos0 " << c.pos0 << " window "
                          << c.var.window << " scale " << c.var.scale << " cap " << c.var.softcap);
             double worst = 0;
             for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - want[i]));
             CHECK(worst <= 1e-5);
-        }
+        });
     }
-    set_active_path(saved);
 }
 
 TEST_CASE("attention: a type the KV cache cannot hold is refused", "[unit][cpu]") {

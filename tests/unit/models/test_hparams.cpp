@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 
 #include "core/error.h"
 #include "models/gguf_file.h"
@@ -126,27 +127,33 @@ TEST_CASE("hparams: experts, their width and their router", "[unit][hparams]") {
 }
 
 TEST_CASE("hparams: what Strata cannot run is refused with the reason", "[unit][hparams]") {
-    SECTION("qwen3moe without its expert count") {
-        CHECK_THAT(parse_error(header("qwen3moe"), "hp_noexp.gguf"), Catch::Contains("qwen3moe.expert_count' is missing"));
-    }
-    SECTION("more experts used than there are") {
-        auto w = header("qwen3moe");
-        w.kv_u32("qwen3moe.expert_count", 4).kv_u32("qwen3moe.expert_used_count", 6);
-        CHECK_THAT(parse_error(w, "hp_toomany.gguf"), Catch::Contains("expert_used_count 6 is more than expert_count 4"));
-    }
-    SECTION("a router Strata does not have") {
-        auto w = header("qwen3moe");
-        w.kv_u32("qwen3moe.expert_count", 4).kv_u32("qwen3moe.expert_used_count", 2).kv_u32("qwen3moe.expert_gating_func", 4);
-        CHECK_THAT(parse_error(w, "hp_gating.gguf"), Catch::Contains("softmax (1) or sigmoid (2)"));
-    }
-    SECTION("value heads of another size than key heads") {
-        auto w = header("qwen3");
-        w.kv_u32("qwen3.attention.key_length", 32).kv_u32("qwen3.attention.value_length", 16);
-        CHECK_THAT(parse_error(w, "hp_vlen.gguf"), Catch::Contains("value heads of 16"));
-    }
-    SECTION("yarn rope scaling") {
-        auto w = header("qwen3");
-        w.kv_string("qwen3.rope.scaling.type", "yarn").kv_f32("qwen3.rope.scaling.factor", 4.0f);
-        CHECK_THAT(parse_error(w, "hp_yarn.gguf"), Catch::Contains("'yarn' is not supported"));
+    struct Refusal {
+        const char* what;
+        const char* arch;
+        std::function<void(GgufWriter&)> keys;
+        const char* says;
+    };
+    const Refusal cases[] = {
+        {"qwen3moe without its expert count", "qwen3moe", [](GgufWriter&) {}, "qwen3moe.expert_count' is missing"},
+        {"more experts used than there are", "qwen3moe",
+         [](GgufWriter& w) { w.kv_u32("qwen3moe.expert_count", 4).kv_u32("qwen3moe.expert_used_count", 6); },
+         "expert_used_count 6 is more than expert_count 4"},
+        {"a router Strata does not have", "qwen3moe",
+         [](GgufWriter& w) {
+             w.kv_u32("qwen3moe.expert_count", 4).kv_u32("qwen3moe.expert_used_count", 2).kv_u32("qwen3moe.expert_gating_func", 4);
+         },
+         "softmax (1) or sigmoid (2)"},
+        {"value heads of another size than key heads", "qwen3",
+         [](GgufWriter& w) { w.kv_u32("qwen3.attention.key_length", 32).kv_u32("qwen3.attention.value_length", 16); },
+         "value heads of 16"},
+        {"yarn rope scaling", "qwen3",
+         [](GgufWriter& w) { w.kv_string("qwen3.rope.scaling.type", "yarn").kv_f32("qwen3.rope.scaling.factor", 4.0f); },
+         "'yarn' is not supported"},
+    };
+    for (const Refusal& r : cases) {
+        INFO(r.what);
+        auto w = header(r.arch);
+        r.keys(w);
+        CHECK_THAT(parse_error(w, "hp_refused.gguf"), Catch::Contains(r.says));
     }
 }
