@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+#include "cpu/kv_format.h"
 #include "tests/support/gguf_writer.h"
 
 namespace strata::test {
@@ -75,11 +77,20 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
     if (c.contains("orig_ctx")) w.kv_u32(arch + ".rope.scaling.original_context_length", c["orig_ctx"]);
     if (c.contains("attn_factor")) w.kv_f32(arch + ".rope.scaling.attn_factor", c["attn_factor"]);
 
-    // GGUF dims are innermost first: a (rows, cols) matrix is ne = {cols, rows}.
+    // GGUF dims are innermost first: a (rows, cols) matrix is ne = {cols, rows}. Matrices are
+    // F32, or Q8_0 (rounded as ggml's quantizer) where the config says "weight_type": "Q8_0".
+    const bool q8 = c.value("weight_type", std::string("F32")) == "Q8_0";
     auto add = [&](const std::string& name, std::vector<uint64_t> ne, double scale, double offset) {
         size_t n = 1;
         for (auto d : ne) n *= d;
-        w.tensor(name, 0, ne, values(name, seed, n, scale, offset));
+        std::vector<uint8_t> f32 = values(name, seed, n, scale, offset);
+        if (!q8 || ne.size() < 2) return void(w.tensor(name, 0, ne, std::move(f32)));
+        const size_t row_q8 = row_bytes(DType::Q8_0, static_cast<int64_t>(ne[0]));
+        std::vector<uint8_t> q(n / ne[0] * row_q8);
+        for (size_t r = 0; r < n / ne[0]; ++r)
+            cpu::store_kv_row(DType::Q8_0, reinterpret_cast<const float*>(&f32[r * ne[0] * 4]), &q[r * row_q8],
+                              static_cast<int64_t>(ne[0]));
+        w.tensor(name, 8, ne, std::move(q));
     };
     auto norm = [&](const std::string& name, uint64_t n) { add(name, {n}, 0.1, 1.0); };
     add("token_embd.weight", {E, V}, 0.5, 0.0);

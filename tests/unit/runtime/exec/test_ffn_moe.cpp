@@ -6,7 +6,13 @@
 #include <cstring>
 #include <numeric>
 
+#include "cpu/thread_pool.h"
+#include "runtime/exec/forward.h"
 #include "runtime/exec/routing_stats.h"
+#include "runtime/weights/weight_store.h"
+#include "storage/budget.h"
+#include "tests/support/planned.h"
+#include "tests/support/skip.h"
 #include "runtime/kv/kv_cache.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
@@ -15,20 +21,31 @@ using namespace strata;
 using namespace strata::runtime;
 
 namespace {
-nlohmann::json moe_config(const std::string& arch) {
+nlohmann::json moe_config(const std::string& arch, const std::string& type = "F32") {
     auto c = test::tiny_config(arch, 64, 2, 96);
     c["n_expert"] = 8;
     c["n_expert_used"] = 3;
     c["n_ff_exp"] = 32;
     c["qk_norm"] = arch == "qwen3moe";
+    c["weight_type"] = type;
     return c;
+}
+
+std::vector<float> logits_of(test::TinyModelFile& m, runtime::WeightStore& store, std::span<const int32_t> ids) {
+    runtime::Forward fwd(m.hp, store);
+    KvCache kv(m.hp.n_layer, 64, m.hp.n_embd_kv());
+    cpu::ThreadPool pool(2);
+    std::vector<float> logits;
+    pool.run([&] { fwd.eval(ids, kv, logits, true); });
+    return logits;
 }
 }  // namespace
 
 TEST_CASE("moe: a batch of prompts and decode steps gives each sequence its logits alone", "[unit][moe]") {
-    for (const std::string arch : {"qwen3moe", "llama"}) {
-        SECTION(arch) {
-            test::TinyForward t("moe_batch_" + arch + ".gguf", moe_config(arch), 17);
+    // Float weights run long segments apart; Q8_0 ones share every expert's call.
+    for (const auto& [arch, type] : {std::pair{"qwen3moe", "F32"}, {"llama", "F32"}, {"qwen3moe", "Q8_0"}}) {
+        SECTION(std::string(arch) + " " + type) {
+            test::TinyForward t(std::string("moe_batch_") + arch + type + ".gguf", moe_config(arch, type), 17);
             REQUIRE(t.hp.moe.enabled());
             const int64_t V = t.hp.n_vocab;
             // Two long prompts (their float rows run apart), a short one and a decode step.
@@ -76,6 +93,20 @@ TEST_CASE("moe: the routing counts add up to the tokens run times the experts us
         // Each token picks distinct experts: no expert is chosen more often than there are tokens.
         for (uint64_t c : layer) CHECK(c <= ids.size());
     }
+}
+
+TEST_CASE("moe: experts tiled at load, one matrix at a time, give the file layout's logits bit for bit", "[unit][moe]") {
+    test::TinyModelFile m("moe_tiled.gguf", moe_config("qwen3moe", "Q8_0"), 23);
+    const std::vector<int32_t> ids{5, 9, 33, 2, 71, 8, 8, 40};
+    storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
+    runtime::WeightStore file_layout(m.file, m.hp, unlimited, test::planned(m.file, m.hp, unlimited));
+    runtime::WeightStore tiled(m.file, m.hp, unlimited, test::planned(m.file, m.hp, unlimited));
+    cpu::ThreadPool pool(2);
+    uint64_t bytes = 0;
+    pool.run([&] { bytes = tiled.tile_for_cpu(); });
+    if (bytes == 0) STRATA_SKIP("the active kernels have no tiled layout (no AVX-512)");
+    REQUIRE(tiled.weights().layers[0].ffn_up_exps.tiled);
+    CHECK(logits_of(m, tiled, ids) == logits_of(m, file_layout, ids));
 }
 
 TEST_CASE("moe: a dense model has no routing counts", "[unit][moe]") {
