@@ -121,6 +121,11 @@ ModelWeights ModelWeights::bind(const models::GgufFile& f, const models::Hparams
     w.rope_freqs = b.vec("rope_freqs.weight", hp.n_rot / 2, false);
     w.rope_long = b.vec("rope_factors_long.weight", hp.n_rot / 2, false);
     w.rope_short = b.vec("rope_factors_short.weight", hp.n_rot / 2, false);
+    if (hp.moe.enabled() && f.find_tensor("blk.0.ffn_gate.0.weight"))
+        throw FormatError("model tensor 'blk.0.ffn_gate.0.weight' holds one expert: the file stores experts in the layout "
+                          "of early Mixtral conversions",
+                          "convert the model again with a current llama.cpp (convert_hf_to_gguf.py), which writes each "
+                          "layer's experts as one ffn_*_exps tensor");
     w.n_expert = hp.moe.n_expert;
     w.n_expert_used = hp.moe.n_expert_used;
     for (int il = 0; il < hp.n_layer; ++il) {
