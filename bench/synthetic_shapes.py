@@ -131,7 +131,7 @@ def tensor_specs(sh: Shape, n_vocab: int, qtype: QT, tied: bool) -> list[TensorS
     # of a pass grow alike layer after layer and a router ends up sending every token to the
     # same few experts. Attention outputs 10x smaller leave each token its own direction, and
     # the tokens spread over the experts as in a trained model (pp256 of the Qwen3-30B-A3B
-    # shape: all 128 experts of every layer, the busiest chosen by 15-35% of the tokens).
+    # shape: all 128 experts of every layer, the busiest chosen by 14-34% of the tokens).
     wo_scale = 0.1 if sh.n_expert else 1.0
     specs = [TensorSpec("token_embd.weight", (E, n_vocab), wt(E)),
              norm("output_norm.weight", E)]
