@@ -84,18 +84,20 @@ void Forward::reserve(int64_t ub) {
     else gate_.resize(ub * hp_.n_ff), up_.resize(ub * hp_.n_ff);
 }
 
+void Forward::layer(int il, KvCache& kv, const PassLayout& p) {
+    const LayerWeights& l = store_.acquire(il);
+    kv.begin_layer(il);
+    attention(il, l, kv, p);
+    kv.end_layer(il, p.dirty);
+    feed_forward(il, l, p);
+    store_.release(il);
+    cpu::add(x_.data(), out_.data(), p.n() * hp_.n_embd);
+}
+
 void Forward::compute(const PassLayout& p, KvCache& kv) {
     embed(p.tokens);
     if (kv.n_rebuilt() > 0) rows_to_rebuild(kv, p.segments, rebuild_rows_);
-    for (int il = 0; il < hp_.n_layer; ++il) {
-        const LayerWeights& l = store_.acquire(il);
-        kv.begin_layer(il);
-        attention(il, l, kv, p);
-        kv.end_layer(il, p.dirty);
-        feed_forward(il, l, p);
-        store_.release(il);
-        cpu::add(x_.data(), out_.data(), p.n() * hp_.n_embd);
-    }
+    for (int il = 0; il < hp_.n_layer; ++il) layer(il, kv, p);
 }
 
 void Forward::head(std::span<const int64_t> rows, float* logits, bool one_per_entry) {

@@ -42,6 +42,8 @@ private:
     void compute(const PassLayout& pass, KvCache& kv) override;
     void head(std::span<const int64_t> rows, float* logits, bool one_per_entry) override;
     void embed(std::span<const int32_t> tokens);
+    // x += attention block, x += feed-forward block, with layer il's weights held meanwhile.
+    void layer(int il, KvCache& kv, const PassLayout& p);
     void attention(int il, const LayerWeights& l, KvCache& kv, const PassLayout& p);
     void feed_forward(int il, const LayerWeights& l, const PassLayout& p);
     // dst = rms_norm(src) * w for n token rows of n_embd, in parallel for a batch.
