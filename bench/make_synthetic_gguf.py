@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Write a llama-architecture GGUF with random weights and a real tokenizer, for benchmarks.
+"""Write a GGUF with random weights and a real tokenizer, for benchmarks and checks against llama.cpp.
 
-    python3 bench/make_synthetic_gguf.py --shape NAME --type TYPE -o FILE [--seed S]
+    python3 bench/make_synthetic_gguf.py --shape NAME --type TYPE -o FILE [--seed S] [--std X]
                                          [--n-layer N] [--tied | --untied]
                                          [--tokenizer-from GGUF] [--list]
 
-  --shape   tiny | smollm2-135m | tinyllama-1.1b | llama2-7b | llama3-8b | llama3-70b  (--list shows them)
+  --shape   llama: tiny | smollm2-135m | tinyllama-1.1b | llama2-7b | llama3-8b | llama3-70b;
+            other architectures at test size: qwen3-tiny | qwen3moe-tiny | mixtral-tiny | gemma2-tiny |
+            gemma3-tiny | phi3-tiny; real mixture-of-experts dimensions: qwen3-30b-a3b | mixtral-8x7b
+            (bench/synthetic_shapes.py; --list shows them)
   --type    F32 | F16 | Q8_0 | Q4_0 | Q4_K | Q2_K | Q3_K | IQ4_NL | IQ4_XS   for every 2-D weight,
             token_embd and output included; norms are F32 (all ones).  The 256-value types need
             rows (ne0) that are multiples of 256; where a tensor's rows are not (smollm2-135m:
@@ -13,10 +16,14 @@
             Q2_K and Q3_K to Q4_0, IQ4_XS to IQ4_NL.
   --n-layer override the shape's layer count (e.g. a 2-layer llama3-70b slice for quick tests)
   --seed    RNG seed (default 0); the same arguments give a byte-identical file.
+  --std     the weights' standard deviation (default 0.02). Larger weights (0.1-0.3) make
+            predictions far from uniform, so a perplexity compared with llama.cpp's depends on
+            every part of the forward pass (BENCHMARKS.md, section Architectures).
 
 Examples:
     python3 bench/make_synthetic_gguf.py --shape tiny --type Q4_K -o /tmp/tiny-q4k.gguf
     python3 bench/make_synthetic_gguf.py --shape llama3-70b --type Q4_0 -o /nvme/l70.gguf
+    python3 bench/make_synthetic_gguf.py --shape qwen3-30b-a3b --type Q4_K -o /tmp/qwen3-30b-a3b-q4k.gguf
 
 The tokenizer (gpt2 BPE, vocab 49152, ChatML template) is copied from the SmolLM2-135M GGUF's
 tokenizer.* keys (--tokenizer-from; default: the default model in the model cache, where
@@ -38,13 +45,13 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
 from gguf import GGMLQuantizationType as QT
 
 from common import default_model
+from synthetic_shapes import SHAPES, Shape, TensorSpec, tensor_specs, write_metadata
 
 DEFAULT_TOKENIZER = default_model()
 STD = 0.02
@@ -52,36 +59,12 @@ POOL_BYTES = 32 << 20
 CHUNK_BYTES = 64 << 20
 
 
-@dataclass(frozen=True)
-class Shape:
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    n_ff: int
-    n_ctx: int
-    rope_base: float
-    tied: bool
-    note: str
-
-
-SHAPES = {
-    "tiny":           Shape(2,   256,  4,  2,   512, 2048, 10000.0,   False, "test model, 2 layers"),
-    "smollm2-135m":   Shape(30,  576,  9,  3,  1536, 8192, 100000.0,  True,  "HuggingFaceTB/SmolLM2-135M"),
-    "tinyllama-1.1b": Shape(22, 2048, 32,  4,  5632, 2048, 10000.0,   False, "TinyLlama-1.1B"),
-    "llama2-7b":      Shape(32, 4096, 32, 32, 11008, 4096, 10000.0,   False, "Llama-2-7B (MHA)"),
-    "llama3-8b":      Shape(32, 4096, 32,  8, 14336, 8192, 500000.0,  False, "Llama-3-8B"),
-    "llama3-70b":     Shape(80, 8192, 64,  8, 28672, 8192, 500000.0,  False, "Llama-3-70B"),
-}
-
 TYPES = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_0": QT.Q4_0, "Q4_K": QT.Q4_K, "Q2_K": QT.Q2_K,
          "Q3_K": QT.Q3_K, "IQ4_NL": QT.IQ4_NL, "IQ4_XS": QT.IQ4_XS}
 FILE_TYPE = {"F32": LlamaFileType.ALL_F32, "F16": LlamaFileType.MOSTLY_F16, "Q8_0": LlamaFileType.MOSTLY_Q8_0,
              "Q4_0": LlamaFileType.MOSTLY_Q4_0, "Q4_K": LlamaFileType.MOSTLY_Q4_K_S,
              "Q2_K": LlamaFileType.MOSTLY_Q2_K, "Q3_K": LlamaFileType.MOSTLY_Q3_K_S,
              "IQ4_NL": LlamaFileType.MOSTLY_IQ4_NL, "IQ4_XS": LlamaFileType.MOSTLY_IQ4_XS}
-# llama.cpp's fallback for rows that are not a multiple of a 256-value type's block
-FALLBACK = {QT.Q4_K: QT.Q5_0, QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.IQ4_XS: QT.IQ4_NL}
 # IQ4_NL / IQ4_XS: q indexes this codebook (ggml's kvalues_iq4nl)
 IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float64)
 
@@ -93,26 +76,26 @@ def _f16(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float16).reshape(-1, 1).view(np.uint8)
 
 
-def make_pool(qtype: QT, rng: np.random.Generator) -> np.ndarray:
+def make_pool(qtype: QT, rng: np.random.Generator, std: float = STD) -> np.ndarray:
     """POOL_BYTES worth of random valid blocks of qtype as a flat uint8 array (whole blocks)."""
     bs, ts = GGML_QUANT_SIZES[qtype]
     n = POOL_BYTES // ts
     if qtype in (QT.F32, QT.F16):
-        vals = rng.standard_normal(n, dtype=np.float32) * STD
+        vals = rng.standard_normal(n, dtype=np.float32) * std
         return vals.astype(np.float32 if qtype == QT.F32 else np.float16).view(np.uint8)
     # per-block scale jitter so blocks are not all alike: d * U(0.75, 1.25)
     jitter = rng.uniform(0.75, 1.25, n).astype(np.float32)
     payload = rng.integers(0, 256, size=(n, ts), dtype=np.uint8)  # every quant pattern is valid
     # Symmetric formats (w = d*(q - offset)) get q drawn from 1..2*offset-1, so the mean is 0.
     if qtype == QT.Q8_0:        # d f16, qs int8[32]: w = d*q, q in -127..127 (std ~73.3)
-        payload[:, 0:2] = _f16(STD / 73.3 * jitter)
+        payload[:, 0:2] = _f16(std / 73.3 * jitter)
         payload[:, 2:][payload[:, 2:] == 0x80] = 0  # -128 -> 0 keeps the distribution symmetric
     elif qtype == QT.Q4_0:      # d f16, qs u8[16]: w = d*(q-8), q in 1..15 (std 4.32)
-        payload[:, 0:2] = _f16(STD / 4.32 * jitter)
+        payload[:, 0:2] = _f16(std / 4.32 * jitter)
         q = rng.integers(1, 16, size=(n, 2, 16), dtype=np.uint8)  # [j] low nibble, [j+16] high
         payload[:, 2:] = q[:, 0] | (q[:, 1] << 4)
     elif qtype == QT.Q5_0:      # d f16, qh u8[4], qs u8[16]: w = d*(q-16), q in 1..31 (std 8.94)
-        payload[:, 0:2] = _f16(STD / 8.94 * jitter)
+        payload[:, 0:2] = _f16(std / 8.94 * jitter)
         q = rng.integers(1, 32, size=(n, 32), dtype=np.uint8)
         payload[:, 6:] = (q[:, :16] & 15) | ((q[:, 16:] & 15) << 4)
         qh = ((q >> 4).astype(np.uint32) << np.arange(32, dtype=np.uint32)).sum(axis=1, dtype=np.uint32)
@@ -122,7 +105,7 @@ def make_pool(qtype: QT, rng: np.random.Generator) -> np.ndarray:
         # All 8 sub-blocks use sc = 8, m = 15 (6-bit packed; both < 16 so the high bits are 0):
         #   scales[0:4] = sc, scales[4:8] = m, scales[8:12] = (sc & 15) | (m & 15) << 4.
         # q uniform 0..15 (mean 7.5, std 4.61): mean 0 needs dmin*15 = d*8*7.5 -> dmin = 4d.
-        d = STD / (8 * 4.61) * jitter
+        d = std / (8 * 4.61) * jitter
         payload[:, 0:2] = _f16(d)
         payload[:, 2:4] = _f16(4 * d)
         payload[:, 4:8] = 8
@@ -161,56 +144,8 @@ def make_pool(qtype: QT, rng: np.random.Generator) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# model layout
+# model layout: bench/synthetic_shapes.py
 # ---------------------------------------------------------------------------------------------
-@dataclass
-class TensorSpec:
-    name: str
-    ne: tuple[int, ...]   # ggml order: ne[0] = row length
-    qtype: QT
-    norm: bool = False    # RMSNorm weight: F32 ones
-
-    @property
-    def nbytes(self) -> int:
-        bs, ts = GGML_QUANT_SIZES[self.qtype]
-        n = int(np.prod(self.ne))
-        assert self.ne[0] % bs == 0, (self.name, self.ne, self.qtype.name)
-        return n // bs * ts
-
-
-def tensor_specs(sh: Shape, n_vocab: int, qtype: QT, tied: bool) -> list[TensorSpec]:
-    def wt(ne0: int) -> QT:
-        bs, _ = GGML_QUANT_SIZES[qtype]
-        if ne0 % bs == 0:
-            return qtype
-        fallback = FALLBACK.get(qtype)
-        if fallback is not None and ne0 % GGML_QUANT_SIZES[fallback][0] == 0:
-            return fallback
-        raise SystemExit(f"row length {ne0} is not a multiple of {bs} ({qtype.name} block size)")
-
-    head_dim = sh.n_embd // sh.n_head
-    n_kv = head_dim * sh.n_head_kv
-    E, F = sh.n_embd, sh.n_ff
-    specs = [TensorSpec("token_embd.weight", (E, n_vocab), wt(E)),
-             TensorSpec("output_norm.weight", (E,), QT.F32, norm=True)]
-    if not tied:
-        specs.append(TensorSpec("output.weight", (E, n_vocab), wt(E)))
-    for il in range(sh.n_layer):
-        p = f"blk.{il}."
-        specs += [
-            TensorSpec(p + "attn_norm.weight", (E,), QT.F32, norm=True),
-            TensorSpec(p + "attn_q.weight", (E, E), wt(E)),
-            TensorSpec(p + "attn_k.weight", (E, n_kv), wt(E)),
-            TensorSpec(p + "attn_v.weight", (E, n_kv), wt(E)),
-            TensorSpec(p + "attn_output.weight", (E, E), wt(E)),
-            TensorSpec(p + "ffn_norm.weight", (E,), QT.F32, norm=True),
-            TensorSpec(p + "ffn_gate.weight", (E, F), wt(E)),
-            TensorSpec(p + "ffn_up.weight", (E, F), wt(E)),
-            TensorSpec(p + "ffn_down.weight", (F, E), wt(F)),
-        ]
-    return specs
-
-
 def copy_tokenizer(w: GGUFWriter, src: str) -> int:
     if not os.path.exists(src):
         fetch = "run scripts/fetch_model.sh, or " if src == DEFAULT_TOKENIZER else ""
@@ -270,25 +205,17 @@ def write_model(args) -> None:
     out = os.path.abspath(args.output)
     if sh.n_embd % sh.n_head or sh.n_head % sh.n_head_kv:
         raise SystemExit(f"bad shape {sh}")
-    head_dim = sh.n_embd // sh.n_head
 
-    w = GGUFWriter(out, "llama")
-    w.add_name(f"synthetic {args.shape} {args.type}")
-    w.add_description(f"Strata synthetic benchmark model: random weights (std {STD}), shape {args.shape} "
+    w = GGUFWriter(out, sh.arch)
+    # llama.cpp gives tokens of models named "phi3" Phi-3's attributes, which this tokenizer lacks.
+    w.add_name(f"synthetic {args.shape} {args.type}".replace("phi3", "Phi 3"))
+    w.add_description(f"Strata synthetic benchmark model: random weights (std {args.std}), shape {args.shape} "
                       f"({sh.note}), seed {args.seed}; tokenizer from SmolLM2-135M. Not a trained model.")
     w.add_file_type(int(FILE_TYPE[args.type]))
     w.add_quantization_version(2)
-    w.add_uint32("llama.block_count", sh.n_layer)
-    w.add_uint32("llama.context_length", sh.n_ctx)
-    w.add_uint32("llama.embedding_length", sh.n_embd)
-    w.add_uint32("llama.feed_forward_length", sh.n_ff)
-    w.add_uint32("llama.attention.head_count", sh.n_head)
-    w.add_uint32("llama.attention.head_count_kv", sh.n_head_kv)
-    w.add_uint32("llama.rope.dimension_count", head_dim)
-    w.add_float32("llama.rope.freq_base", sh.rope_base)
-    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    write_metadata(w, sh)
     n_vocab = copy_tokenizer(w, args.tokenizer_from)
-    w.add_uint32("llama.vocab_size", n_vocab)
+    w.add_uint32(f"{sh.arch}.vocab_size", n_vocab)
 
     specs = tensor_specs(sh, n_vocab, qtype, tied)
     for s in specs:
@@ -314,15 +241,16 @@ def write_model(args) -> None:
         raise SystemExit(f"not enough disk space in {d}: need {need / 2**30:.2f} GiB, "
                          f"{free / 2**30:.2f} GiB free")
     types = sorted({s.qtype.name for s in specs})
-    print(f"[synthetic] {args.shape} ({sh.note}) {args.type}: {sh.n_layer} layers, n_embd {sh.n_embd}, "
-          f"heads {sh.n_head}/{sh.n_head_kv}, ffn {sh.n_ff}, vocab {n_vocab}, "
+    experts = f", {sh.n_expert} experts ({sh.n_expert_used} used)" if sh.n_expert else ""
+    print(f"[synthetic] {args.shape} ({sh.note}) {args.type}: {sh.arch}, {sh.n_layer} layers, n_embd {sh.n_embd}, "
+          f"heads {sh.n_head}/{sh.n_head_kv} of {sh.hd}, ffn {sh.n_ff}{experts}, vocab {n_vocab}, "
           f"{'tied' if tied else 'untied'} output, {n_params / 1e9:.3f} B params, tensor types {types}, "
           f"{data_bytes / 2**30:.2f} GiB -> {out}", file=sys.stderr)
 
     rng = np.random.default_rng(args.seed)
     pools = {}
-    for qt in sorted({s.qtype for s in specs if not s.norm}):
-        pools[qt] = make_pool(qt, rng)
+    for qt, scale in sorted({(s.qtype, s.std_scale) for s in specs if s.fixed is None}):
+        pools[qt, scale] = make_pool(qt, rng, args.std * scale)
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -334,14 +262,15 @@ def write_model(args) -> None:
     for s in specs:
         _, ts = GGML_QUANT_SIZES[s.qtype]
         left = s.nbytes
-        if s.norm:  # all ones
-            fout.write(np.ones(s.nbytes // 4, np.float32).tobytes())
+        if s.fixed is not None:
+            fout.write(s.fixed.astype(np.float32).tobytes())
             left = 0
         else:
-            pool = pools[s.qtype]
+            pool = pools[s.qtype, s.std_scale]
             n_pool_blocks = len(pool) // ts
         while left:
-            n = min(left, CHUNK_BYTES)
+            n = min(left, CHUNK_BYTES // ts * ts)  # whole blocks: a block split across chunks would
+                                                   # start the next chunk mid-block (random scales)
             while n:  # a random block-aligned slice of the pool, wrapping
                 off = int(rng.integers(0, n_pool_blocks)) * ts
                 k = min(n, len(pool) - off)
@@ -351,7 +280,7 @@ def write_model(args) -> None:
                 prog.add(k)
         pad = GGUFWriter.ggml_pad(s.nbytes, align) - s.nbytes
         fout.write(b"\0" * pad)
-        prog.add(pad + (s.nbytes if s.norm else 0))
+        prog.add(pad + (s.nbytes if s.fixed is not None else 0))
     prog.add(0, final=True)
     w.close()
     dt = time.time() - t0
@@ -364,6 +293,7 @@ def main():
     ap.add_argument("--type", choices=list(TYPES), default="Q4_K")
     ap.add_argument("-o", "--output")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--std", type=float, default=STD, help="standard deviation of the weights (default %(default)s)")
     ap.add_argument("--n-layer", type=int, default=0, help="override the shape's layer count")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--tied", dest="tied", action="store_true", default=None, help="no output.weight")
@@ -374,7 +304,7 @@ def main():
     args = ap.parse_args()
     if args.list:
         for k, s in SHAPES.items():
-            print(f"{k:16s} layers {s.n_layer:3d}  embd {s.n_embd:5d}  heads {s.n_head:3d}/{s.n_head_kv:<3d} "
+            print(f"{k:16s} {s.arch:9s} layers {s.n_layer:3d}  embd {s.n_embd:5d}  heads {s.n_head:3d}/{s.n_head_kv:<3d} "
                   f"ffn {s.n_ff:6d}  ctx {s.n_ctx:5d}  rope {s.rope_base:g}  {'tied' if s.tied else 'untied'}"
                   f"  ({s.note})")
         return

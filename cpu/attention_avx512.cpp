@@ -73,17 +73,17 @@ inline void score_rows(const AttentionTile& t, const float* kt, int m0, int64_t 
     for (int i = 0; i < R; ++i) _mm512_storeu_ps(t.scores + (m0 + i) * ld + j0, acc[i]);
 }
 
-// out rows m0..m0+R = P V over keys [0, n): V row loaded once for R rows.
+// out rows m0..m0+R = P V over keys [lo, n): V row loaded once for R rows.
 template <class L, int NC, int R>
-inline void pv_rows(const AttentionTile& t, int m0, int64_t n, int64_t ld, const float* inv) {
+inline void pv_rows(const AttentionTile& t, int m0, int64_t lo, int64_t n, int64_t ld, const float* inv) {
     __m512 acc[R][NC];
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8
         for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_setzero_ps();
-    for (int64_t j0 = 0; j0 < n; j0 += t.block_size) {  // one page at a time: rows kv_stride apart
+    for (int64_t j0 = lo; j0 < n;) {  // one page at a time: rows kv_stride apart
         const std::byte* v = t.row(t.v, j0);
-        const int64_t j1 = std::min(n, j0 + t.block_size);
+        const int64_t j1 = std::min(n, (j0 / t.block_size + 1) * t.block_size);
         for (int64_t j = j0; j < j1; ++j, v += t.kv_stride) {
             __m512 vv[NC];
 #pragma GCC unroll 8
@@ -95,6 +95,7 @@ inline void pv_rows(const AttentionTile& t, int m0, int64_t n, int64_t ld, const
                 for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_fmadd_ps(p, vv[c], acc[i][c]);
             }
         }
+        j0 = j1;
     }
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
@@ -104,16 +105,25 @@ inline void pv_rows(const AttentionTile& t, int m0, int64_t n, int64_t ld, const
     }
 }
 
+// Scores of a row outside its keys are 0 (softmax below), so a group of rows runs over the
+// union of their keys.
 template <class L, int NC>
 void pv_all(const AttentionTile& t, int64_t ld, const float* inv) {
     constexpr int R = NC <= 4 ? 24 / NC : 2;  // R * NC accumulators stay in registers
     int m0 = 0;
     for (; m0 + R <= t.m; m0 += R) {
-        int64_t n = 0;
-        for (int i = 0; i < R; ++i) n = std::max(n, t.n_kv[m0 + i]);
-        pv_rows<L, NC, R>(t, m0, n, ld, inv);
+        int64_t lo = t.kv_first[m0], n = 0;
+        for (int i = 0; i < R; ++i) lo = std::min(lo, t.kv_first[m0 + i]), n = std::max(n, t.n_kv[m0 + i]);
+        pv_rows<L, NC, R>(t, m0, lo, n, ld, inv);
     }
-    for (; m0 < t.m; ++m0) pv_rows<L, NC, 1>(t, m0, t.n_kv[m0], ld, inv);
+    for (; m0 < t.m; ++m0) pv_rows<L, NC, 1>(t, m0, t.kv_first[m0], t.n_kv[m0], ld, inv);
+}
+
+// Lanes of keys [j, j + 16) inside [lo, n).
+inline __mmask16 key_lanes(int64_t j, int64_t lo, int64_t n) {
+    uint32_t k = n - j >= 16 ? 0xFFFFu : (1u << (n - j)) - 1;
+    if (lo > j) k &= ~((1u << std::min<int64_t>(16, lo - j)) - 1);
+    return static_cast<__mmask16>(k);
 }
 
 template <class L>
@@ -124,7 +134,7 @@ void tile(const AttentionTile& t) {
     // 1. Scores, 16 keys at a time: the key block is converted to float and transposed so that
     // each head dimension is a vector over the 16 keys, and each query row needs one broadcast
     // FMA per dimension.
-    for (int64_t j0 = 0; j0 < t.n_kv_max; j0 += 16) {
+    for (int64_t j0 = t.j_begin; j0 < t.n_kv_max; j0 += 16) {
         const int nb = static_cast<int>(std::min<int64_t>(16, t.n_kv_max - j0));
         const std::byte* kb = t.row(t.k, j0);  // 16 keys never cross a page
         for (int32_t c = 0; c < hd / 16; ++c) {
@@ -138,25 +148,23 @@ void tile(const AttentionTile& t) {
         for (; m0 + 4 <= t.m; m0 += 4) score_rows<4>(t, kt, m0, j0, ld);
         for (; m0 < t.m; ++m0) score_rows<1>(t, kt, m0, j0, ld);
     }
-    // 2. Softmax of each row over its own keys; keys past them get weight 0.
+    // 2. Softmax of each row over its own keys; the keys outside them get weight 0.
     float inv[512];
     float* invp = t.m <= 512 ? inv : nullptr;
     for (int m = 0; m < t.m; ++m) {
         float* s = t.scores + m * ld;
-        const int64_t n = t.n_kv[m];
+        const int64_t lo = t.kv_first[m], n = t.n_kv[m];
+        if (t.softcap > 0) softcap_scores(s + lo, n - lo, t.softcap);
         __m512 mx = _mm512_set1_ps(-INFINITY);
-        int64_t j = 0;
-        for (; j + 16 <= n; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
-        if (j < n) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, __mmask16((1u << (n - j)) - 1), s + j));
+        for (int64_t j = t.j_begin; j < n; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, key_lanes(j, lo, n), s + j));
         const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
         __m512 sum = _mm512_setzero_ps();
-        for (j = 0; j < n; j += 16) {
-            const __mmask16 k = n - j >= 16 ? 0xFFFF : __mmask16((1u << (n - j)) - 1);
-            const __m512 e = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmax)));
+        for (int64_t j = t.j_begin; j < n; j += 16) {
+            const __m512 e = _mm512_maskz_mov_ps(key_lanes(j, lo, n), exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmax)));
             _mm512_storeu_ps(s + j, e);
             sum = _mm512_add_ps(sum, e);
         }
-        for (j = (n + 15) / 16 * 16; j < t.n_kv_max; j += 16) _mm512_storeu_ps(s + j, _mm512_setzero_ps());
+        for (int64_t j = (n + 15) / 16 * 16; j < t.n_kv_max; j += 16) _mm512_storeu_ps(s + j, _mm512_setzero_ps());
         const float inv_sum = 1.0f / _mm512_reduce_add_ps(sum);
         if (invp) invp[m] = inv_sum;
     }
@@ -171,7 +179,7 @@ void tile(const AttentionTile& t) {
             for (int m = 0; m < t.m; ++m) {  // other sizes: one 16-wide column block at a time
                 for (int32_t c = 0; c < hd / 16; ++c) {
                     __m512 acc = _mm512_setzero_ps();
-                    for (int64_t j = 0; j < t.n_kv[m]; ++j)
+                    for (int64_t j = t.kv_first[m]; j < t.n_kv[m]; ++j)
                         acc = _mm512_fmadd_ps(_mm512_set1_ps(t.scores[m * ld + j]), L::load16(t.row(t.v, j), t.col0 + 16 * c), acc);
                     _mm512_storeu_ps(t.out[m] + 16 * c, _mm512_mul_ps(acc, _mm512_set1_ps(invp[m])));
                 }

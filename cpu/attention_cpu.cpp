@@ -33,10 +33,11 @@ void attention_tile_ref(const AttentionTile& t) {
     const int64_t ld = t.n_kv_max + 16;
     std::vector<float> buf(t.kv_type == DType::F32 ? 0 : t.head_dim), inv(t.m);
     const int64_t n_max = *std::max_element(t.n_kv, t.n_kv + t.m);
-    for (int64_t j = 0; j < n_max; ++j) {
+    auto sees = [&](int m, int64_t j) { return j >= t.kv_first[m] && j < t.n_kv[m]; };
+    for (int64_t j = t.j_begin; j < n_max; ++j) {
         const float* k = head_values(t, t.k, j, buf.data());
         for (int m = 0; m < t.m; ++m) {
-            if (j >= t.n_kv[m]) continue;
+            if (!sees(m, j)) continue;
             float dot = 0;
             for (int32_t d = 0; d < t.head_dim; ++d) dot += t.q[m][d] * k[d];
             t.scores[m * ld + j] = dot;
@@ -44,17 +45,18 @@ void attention_tile_ref(const AttentionTile& t) {
     }
     for (int m = 0; m < t.m; ++m) {
         float* s = t.scores + m * ld;
-        const int64_t n = t.n_kv[m];
+        const int64_t lo = t.kv_first[m], n = t.n_kv[m];
+        if (t.softcap > 0) softcap_scores(s + lo, n - lo, t.softcap);
         float mx = -INFINITY, sum = 0;
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
-        for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+        for (int64_t j = lo; j < n; ++j) mx = std::max(mx, s[j]);
+        for (int64_t j = lo; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
         inv[m] = 1.0f / sum;
         std::fill_n(t.out[m], t.head_dim, 0.0f);
     }
-    for (int64_t j = 0; j < n_max; ++j) {
+    for (int64_t j = t.j_begin; j < n_max; ++j) {
         const float* v = head_values(t, t.v, j, buf.data());
         for (int m = 0; m < t.m; ++m) {
-            if (j >= t.n_kv[m]) continue;
+            if (!sees(m, j)) continue;
             const float w = t.scores[m * ld + j] * inv[m];
             float* o = t.out[m];
             for (int32_t d = 0; d < t.head_dim; ++d) o[d] += w * v[d];
@@ -62,12 +64,17 @@ void attention_tile_ref(const AttentionTile& t) {
     }
 }
 
+void softcap_scores(float* s, int64_t n, float cap) {
+    const float inv = 1.0f / cap;
+    for (int64_t j = 0; j < n; ++j) s[j] = cap * std::tanh(s[j] * inv);
+}
+
 void attention(const AttentionArgs& a) {
     if (!is_kv_type(a.kv_type))
         throw UsageError(fmt::format("{} is not a KV cache type", dtype_name(a.kv_type)),
                          fmt::format("use one of {}", kKvTypeList));
     const int32_t group = a.n_head / a.n_head_kv;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+    const float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
     const int64_t q_stride = static_cast<int64_t>(a.n_head) * a.head_dim;
     // Query rows per tile: all `group` heads of a KV head for `tok` tokens, at most 32 rows.
     constexpr int kMaxRows = 32;
@@ -86,12 +93,13 @@ void attention(const AttentionArgs& a) {
         auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
         const size_t q_bytes = align(sizeof(float) * m * a.head_dim), p_bytes = align(sizeof(void*) * m),
                      n_bytes = align(sizeof(int64_t) * m);
-        uint8_t* buf = thread_scratch(3, q_bytes + 2 * p_bytes + n_bytes + sizeof(float) * m * (n_kv_max + 16));
+        uint8_t* buf = thread_scratch(3, q_bytes + 2 * p_bytes + 2 * n_bytes + sizeof(float) * m * (n_kv_max + 16));
         auto* qs = reinterpret_cast<float*>(buf);
         auto** qrows = reinterpret_cast<const float**>(buf + q_bytes);
         auto** orows = reinterpret_cast<float**>(buf + q_bytes + p_bytes);
         auto* nrows = reinterpret_cast<int64_t*>(buf + q_bytes + 2 * p_bytes);
-        auto* scores = reinterpret_cast<float*>(buf + q_bytes + 2 * p_bytes + n_bytes);
+        auto* firsts = reinterpret_cast<int64_t*>(buf + q_bytes + 2 * p_bytes + n_bytes);
+        auto* scores = reinterpret_cast<float*>(buf + q_bytes + 2 * p_bytes + 2 * n_bytes);
         int r = 0;
         for (int64_t t = t0; t < t1; ++t)
             for (int32_t g = 0; g < group; ++g, ++r) {
@@ -102,8 +110,9 @@ void attention(const AttentionArgs& a) {
                 qrows[r] = dst;
                 orows[r] = a.out + t * q_stride + static_cast<int64_t>(h) * a.head_dim;
                 nrows[r] = a.pos0 + t + 1;
+                firsts[r] = a.window > 0 ? std::max<int64_t>(0, nrows[r] - a.window) : 0;
             }
-        AttentionTile tile{qrows, orows, nrows, m, n_kv_max};
+        AttentionTile tile{qrows, orows, nrows, firsts, m, n_kv_max};
         tile.k = static_cast<const std::byte*>(a.k);
         tile.v = static_cast<const std::byte*>(a.v);
         tile.col0 = static_cast<int64_t>(hk) * a.head_dim;
@@ -111,6 +120,8 @@ void attention(const AttentionArgs& a) {
         tile.kv_type = a.kv_type;
         tile.head_dim = a.head_dim;
         tile.scores = scores;
+        tile.j_begin = firsts[0] / 16 * 16;  // rows come in position order: the first sees the earliest key
+        tile.softcap = a.softcap;
         tile.blocks = a.block_table;
         tile.block_size = a.block_table ? a.block_size : (n_kv_max + 15) / 16 * 16;
         tile.block_stride = a.block_stride;

@@ -28,6 +28,12 @@ struct AttentionArgs {
     const int32_t* block_table = nullptr;
     int64_t block_size = 0;
     int64_t block_stride = 0;
+    // Variants (gemma): a sliding window (token at position p sees keys p - window + 1 .. p;
+    // 0: every earlier key), the score scale (0: 1/sqrt(head_dim)) and a soft cap of the
+    // scaled scores, s -> softcap * tanh(s / softcap) (0: none).
+    int64_t window = 0;
+    float scale = 0.0f;
+    float softcap = 0.0f;
 };
 
 // Parallel (cpu::parallel_for) over tiles of (KV head, up to 32 query rows: every query head
@@ -42,7 +48,8 @@ void attention(const AttentionArgs& a);
 struct AttentionTile {
     const float* const* q;   // m query rows (head_dim values each), already scaled by 1/sqrt(d)
     float* const* out;       // m output rows
-    const int64_t* n_kv;     // keys each row sees (a causal prefix), all <= n_kv_max
+    const int64_t* n_kv;     // keys each row sees end there (causal), all <= n_kv_max
+    const int64_t* kv_first; // and start there (a sliding window; 0 without), all >= j_begin
     int m = 0;
     int64_t n_kv_max = 0;
     const std::byte* k = nullptr;  // block 0's first key row; rows kv_stride bytes apart
@@ -52,6 +59,8 @@ struct AttentionTile {
     DType kv_type = DType::F32;
     int32_t head_dim = 0;
     float* scores = nullptr;   // scratch: m x n_kv_max (+16) floats
+    int64_t j_begin = 0;       // the first key any row sees, rounded down to a multiple of 16
+    float softcap = 0.0f;      // AttentionArgs::softcap
     // Keys in pages (AttentionArgs): contiguous when blocks is null and block_size >= n_kv_max.
     const int32_t* blocks = nullptr;
     int64_t block_size = 0;  // a multiple of 16
@@ -64,5 +73,7 @@ struct AttentionTile {
 };
 void attention_tile_ref(const AttentionTile& t);
 void attention_tile_avx512(const AttentionTile& t);  // head_dim % 16 == 0
+// s[j] = cap * tanh(s[j] / cap) for n scores (both kernels).
+void softcap_scores(float* s, int64_t n, float cap);
 
 }  // namespace strata::cpu

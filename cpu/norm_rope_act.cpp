@@ -21,7 +21,7 @@ void rope(float* x, int32_t n_heads, int64_t pos, const RopeParams& p) {
         // theta_i = pos * base^(-2i/n_rot), computed in double so long contexts keep precision.
         double theta = static_cast<double>(pos) * p.freq_scale * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
         if (p.freq_factors) theta /= p.freq_factors[i];
-        const float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
+        const float c = static_cast<float>(std::cos(theta) * p.attn_factor), s = static_cast<float>(std::sin(theta) * p.attn_factor);
         for (int32_t h = 0; h < n_heads; ++h) {
             float* head = x + static_cast<int64_t>(h) * p.head_dim;
             const int32_t a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
@@ -35,6 +35,14 @@ void rope(float* x, int32_t n_heads, int64_t pos, const RopeParams& p) {
 void swiglu(float* gate, const float* up, int64_t n) {
     if (active_path() == CpuPath::Avx512) return swiglu_avx512(gate, up, n);
     for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void geglu(float* gate, const float* up, int64_t n) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = gate[i];
+        gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x))) * up[i];
+    }
 }
 
 void add(float* y, const float* x, int64_t n) {

@@ -13,12 +13,10 @@
 namespace strata::models {
 
 namespace {
-constexpr std::array<std::pair<std::string_view, ChatFamily>, 5> kFamilies = {{
-    {"chatml", ChatFamily::ChatML},
-    {"llama3", ChatFamily::Llama3},
-    {"llama2", ChatFamily::Llama2},
-    {"zephyr", ChatFamily::Zephyr},
-    {"gemma", ChatFamily::Gemma},
+constexpr std::array<std::pair<std::string_view, ChatFamily>, 7> kFamilies = {{
+    {"chatml", ChatFamily::ChatML}, {"qwen3", ChatFamily::Qwen3}, {"llama3", ChatFamily::Llama3},
+    {"llama2", ChatFamily::Llama2}, {"zephyr", ChatFamily::Zephyr}, {"gemma", ChatFamily::Gemma},
+    {"phi3", ChatFamily::Phi3},
 }};
 
 // The default system prompt a ChatML template hard-codes, e.g. SmolLM2's
@@ -55,7 +53,7 @@ std::optional<ChatFamily> chat_family_from_name(std::string_view name) {
     return std::nullopt;
 }
 
-std::string_view chat_family_list() { return "chatml, llama3, llama2, zephyr, gemma"; }
+std::string_view chat_family_list() { return "chatml, qwen3, llama3, llama2, zephyr, gemma, phi3"; }
 
 ChatTemplate::ChatTemplate(ChatFamily family, std::string default_system)
     : family_(family), default_system_(std::move(default_system)) {}
@@ -70,15 +68,100 @@ ChatTemplate ChatTemplate::from_gguf(const GgufFile& f, std::string_view overrid
         return ChatTemplate(*fam, *fam == ChatFamily::ChatML ? embedded_system_prompt(tmpl) : "");
     }
     auto has = [&](std::string_view s) { return tmpl.find(s) != std::string::npos; };
+    if (has("<|im_start|>") && has("</think>")) return ChatTemplate(ChatFamily::Qwen3);
     if (has("<|im_start|>")) return ChatTemplate(ChatFamily::ChatML, embedded_system_prompt(tmpl));
     if (has("<|start_header_id|>")) return ChatTemplate(ChatFamily::Llama3);
     if (has("<start_of_turn>")) return ChatTemplate(ChatFamily::Gemma);
+    if (has("<|user|>") && has("<|end|>")) return ChatTemplate(ChatFamily::Phi3);
     if (has("<|user|>")) return ChatTemplate(ChatFamily::Zephyr);
     if (has("[INST]")) return ChatTemplate(ChatFamily::Llama2);
     STRATA_LOG_WARN("{}; using chatml (choose another with --chat-template)",
                     tmpl.empty() ? "the model has no chat template" : "the model's chat template is not recognised");
     return ChatTemplate(ChatFamily::ChatML);
 }
+
+namespace {
+
+// Python's str.strip(chars) family, for the templates that call them.
+std::string_view lstrip(std::string_view s, std::string_view chars) {
+    const size_t a = s.find_first_not_of(chars);
+    return a == std::string_view::npos ? std::string_view() : s.substr(a);
+}
+std::string_view rstrip(std::string_view s, std::string_view chars) {
+    const size_t b = s.find_last_not_of(chars);
+    return b == std::string_view::npos ? std::string_view() : s.substr(0, b + 1);
+}
+std::string_view strip(std::string_view s, std::string_view chars) { return lstrip(rstrip(s, chars), chars); }
+
+// Qwen3's template: ChatML; an assistant turn's <think>...</think> reasoning is dropped from the
+// turns before the last user message and kept, in a block of its own, after it.
+std::string render_qwen3(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) {
+    std::string out;
+    size_t last_query = msgs.size() - 1;
+    for (size_t i = msgs.size(); i-- > 0;)
+        if (msgs[i].role == "user") {
+            last_query = i;
+            break;
+        }
+    for (size_t i = 0; i < msgs.size(); ++i) {
+        const ChatMessage& m = msgs[i];
+        if (m.role != "assistant") {
+            out += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content);
+            continue;
+        }
+        std::string_view content = m.content, reasoning;
+        if (const size_t end = content.rfind("</think>"); end != std::string_view::npos) {
+            // reasoning: the text before the first </think>, after its last <think>; content: after the last </think>.
+            std::string_view before = rstrip(content.substr(0, content.find("</think>")), "\n");
+            if (const size_t open = before.rfind("<think>"); open != std::string_view::npos) before = before.substr(open + 7);
+            reasoning = lstrip(before, "\n");
+            content = lstrip(content.substr(end + 8), "\n");
+        }
+        if (i > last_query && (i + 1 == msgs.size() || !reasoning.empty()))
+            out += fmt::format("<|im_start|>assistant\n<think>\n{}\n</think>\n\n{}", strip(reasoning, "\n"), lstrip(content, "\n"));
+        else
+            out += fmt::format("<|im_start|>assistant\n{}", content);
+        out += "<|im_end|>\n";
+    }
+    if (add_generation_prompt) out += "<|im_start|>assistant\n";
+    return out;
+}
+
+// Gemma 2 and 3: no system role (its text leads the first turn), "model" for the assistant,
+// every turn's text trimmed.
+std::string render_gemma(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) {
+    std::string out, prefix;
+    for (size_t i = 0; i < msgs.size(); ++i) {
+        const ChatMessage& m = msgs[i];
+        if (i == 0 && m.role == "system") {
+            prefix = m.content + "\n\n";
+            continue;
+        }
+        out += fmt::format("<start_of_turn>{}\n{}{}<end_of_turn>\n", m.role == "assistant" ? "model" : m.role, prefix,
+                           strip(m.content, " \t\n\r\f\v"));
+        prefix.clear();
+    }
+    if (add_generation_prompt) out += "<start_of_turn>model\n";
+    return out;
+}
+
+// Llama 2 / Mistral: <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>
+std::string render_llama2(const std::vector<ChatMessage>& msgs) {
+    std::string out, system;
+    for (const auto& m : msgs) {
+        if (m.role == "system") system = m.content;
+        else if (m.role == "user") {
+            std::string sys = system.empty() ? "" : fmt::format("<<SYS>>\n{}\n<</SYS>>\n\n", system);
+            out += fmt::format("<s>[INST] {}{} [/INST]", sys, m.content);
+            system.clear();
+        } else {
+            out += fmt::format(" {} </s>", m.content);
+        }
+    }
+    return out;
+}
+
+}  // namespace
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                  std::string_view tools_json) const {
@@ -92,6 +175,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
             for (const auto& m : msgs) out += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content);
             if (add_generation_prompt) out += "<|im_start|>assistant\n";
             break;
+        case ChatFamily::Qwen3: return msgs.empty() ? std::string() : render_qwen3(msgs, add_generation_prompt);
         case ChatFamily::Llama3:
             out += "<|begin_of_text|>";
             for (const auto& m : msgs)
@@ -102,42 +186,26 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
             for (const auto& m : msgs) out += fmt::format("<|{}|>\n{}</s>\n", m.role, m.content);
             if (add_generation_prompt) out += "<|assistant|>\n";
             break;
-        case ChatFamily::Gemma:
-            // Gemma has no system role: the system text leads the first user turn.
-            for (size_t i = 0; i < msgs.size(); ++i) {
-                const auto& m = msgs[i];
-                if (m.role == "system") continue;
-                std::string content = m.content;
-                if (i > 0 && msgs[i - 1].role == "system") content = msgs[i - 1].content + "\n\n" + content;
-                out += fmt::format("<start_of_turn>{}\n{}<end_of_turn>\n", m.role == "assistant" ? "model" : "user", content);
-            }
-            if (add_generation_prompt) out += "<start_of_turn>model\n";
+        case ChatFamily::Phi3:
+            // An empty system message is left out.
+            for (const auto& m : msgs)
+                if (m.role != "system" || !m.content.empty()) out += fmt::format("<|{}|>\n{}<|end|>\n", m.role, m.content);
+            if (add_generation_prompt) out += "<|assistant|>\n";
             break;
-        case ChatFamily::Llama2: {
-            // <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>
-            std::string system;
-            for (const auto& m : msgs) {
-                if (m.role == "system") system = m.content;
-                else if (m.role == "user") {
-                    std::string sys = system.empty() ? "" : fmt::format("<<SYS>>\n{}\n<</SYS>>\n\n", system);
-                    out += fmt::format("<s>[INST] {}{} [/INST]", sys, m.content);
-                    system.clear();
-                } else {
-                    out += fmt::format(" {} </s>", m.content);
-                }
-            }
-            break;
-        }
+        case ChatFamily::Gemma: return render_gemma(msgs, add_generation_prompt);
+        case ChatFamily::Llama2: return render_llama2(msgs);
     }
     return out;
 }
 
 std::string ChatTemplate::end_of_turn() const {
     switch (family_) {
-        case ChatFamily::ChatML: return "<|im_end|>";
+        case ChatFamily::ChatML:
+        case ChatFamily::Qwen3: return "<|im_end|>";
         case ChatFamily::Llama3: return "<|eot_id|>";
         case ChatFamily::Zephyr: return "</s>";
         case ChatFamily::Gemma: return "<end_of_turn>";
+        case ChatFamily::Phi3: return "<|end|>";
         case ChatFamily::Llama2: return "</s>";
     }
     return {};

@@ -26,7 +26,9 @@ struct ChatMessage {
     std::string tool_call_id = {};              // a tool message: the call it answers
 };
 
-enum class ChatFamily { ChatML, Llama3, Llama2, Zephyr, Gemma };
+// ChatML (SmolLM2, Qwen2), Qwen3 (ChatML whose assistant turns carry <think> reasoning),
+// Llama 3, Llama 2 / Mistral, Zephyr, Gemma (2 and 3), Phi-3.
+enum class ChatFamily { ChatML, Qwen3, Llama3, Llama2, Zephyr, Gemma, Phi3 };
 
 std::string_view chat_family_name(ChatFamily f);
 std::optional<ChatFamily> chat_family_from_name(std::string_view name);

@@ -81,8 +81,9 @@ Device CostModel::attention_device(KvOption o) const {
     return !has_gpu_ || policy_.cpu_attention ? Device::Cpu : Device::Gpu;
 }
 
-Cost CostModel::weights_cost(double W, double params, double tok_d, double tok_p, WeightOption o, bool is_layer) const {
-    const double F = 2.0 * params;  // flops per token
+Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, WeightOption o, bool is_layer) const {
+    const double W = w.stored, Wd = w.decode_read, Wp = w.prefill_read;
+    const double F = 2.0 * w.params;  // flops per token
     Cost c;
     c.bytes[tier_index(tier_of(o))] = W;
     // Streaming to the GPU: the bytes cross DRAM and PCIe once per pass (FlexGen's zig-zag
@@ -94,8 +95,8 @@ Cost CostModel::weights_cost(double W, double params, double tok_d, double tok_p
     };
     const bool from_nvme = tier_of(o) == Tier::Nvme;
     if (device_of(o) == Device::Gpu) {
-        c.decode[G] = m_ * std::max(tok_d / m_ * F / gpu_flops_, W / gpu_bw_);
-        c.prefill[G] = std::max(tok_p * F / gpu_flops_, m_ * W / gpu_bw_);
+        c.decode[G] = m_ * std::max(tok_d / m_ * F / gpu_flops_, Wd / gpu_bw_);
+        c.prefill[G] = std::max(tok_p * F / gpu_flops_, m_ * Wp / gpu_bw_);
         c.decode_overhead = c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
         if (o != WeightOption::Gpu) {
             stream_in(c.decode, from_nvme);
@@ -108,9 +109,9 @@ Cost CostModel::weights_cost(double W, double params, double tok_d, double tok_p
         // GEMM kernels, and the same cores that read the weights do the arithmetic, so the two
         // add up instead of overlapping (measured: BENCHMARKS.md, a batch of 8).
         const double tok_mb = tok_d / m_;
-        c.decode[C] = m_ * (tok_mb <= kCpuGemvTokens ? std::max(tok_mb * F / cpu_gemm_, W / cpu_gemv_)
-                                                     : tok_mb * F / cpu_gemm_ + W / cpu_gemv_);
-        c.decode[R] = m_ * W / dram_bw_;
+        c.decode[C] = m_ * (tok_mb <= kCpuGemvTokens ? std::max(tok_mb * F / cpu_gemm_, Wd / cpu_gemv_)
+                                                     : tok_mb * F / cpu_gemm_ + Wd / cpu_gemv_);
+        c.decode[R] = m_ * Wd / dram_bw_;
         c.decode_overhead = is_layer ? m_ * cpu_sync_s_ : 0;
         if (from_nvme) c.decode[N] += W / nvme_r_, c.decode[R] += W / dram_bw_;
         if (has_gpu_) {
@@ -119,13 +120,13 @@ Cost CostModel::weights_cost(double W, double params, double tok_d, double tok_p
             c.decode[H] += hop / h2d_;
             c.decode[D] += hop / d2h_;
             // Prefill is compute-bound: the GPU does it, the weights stream in once.
-            c.prefill[G] = std::max(tok_p * F / gpu_flops_, m_ * W / gpu_bw_);
+            c.prefill[G] = std::max(tok_p * F / gpu_flops_, m_ * Wp / gpu_bw_);
             stream_in(c.prefill, from_nvme);
             c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
             c.gpu_staging = 2 * W;
         } else {
-            c.prefill[C] = std::max(tok_p * F / cpu_gemm_, m_ * W / cpu_gemv_);
-            c.prefill[R] = m_ * W / dram_bw_;
+            c.prefill[C] = std::max(tok_p * F / cpu_gemm_, m_ * Wp / cpu_gemv_);
+            c.prefill[R] = m_ * Wp / dram_bw_;
             if (from_nvme) c.prefill[N] += W / nvme_r_, c.prefill[R] += W / dram_bw_;
             c.prefill_overhead = is_layer ? m_ * cpu_sync_s_ : 0;
         }
@@ -136,12 +137,15 @@ Cost CostModel::weights_cost(double W, double params, double tok_d, double tok_p
 
 Cost CostModel::layer_weights(int layer, WeightOption o) const {
     const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
-    return weights_cost(static_cast<double>(l.weight_bytes), static_cast<double>(l.n_matmul_params), B_, B_ * P_, o, true);
+    const WeightsRead w{static_cast<double>(l.weight_bytes), shape_.read_bytes(l, B_ / m_), shape_.read_bytes(l, B_ * P_ / m_),
+                        shape_.active_matmul_params(l)};
+    return weights_cost(w, B_, B_ * P_, o, true);
 }
 
 Cost CostModel::output(WeightOption o) const {
     // Logits are needed for the last prompt position only.
-    return weights_cost(static_cast<double>(shape_.output_bytes), static_cast<double>(shape_.output_matmul_params), B_, B_, o, false);
+    const double W = static_cast<double>(shape_.output_bytes);
+    return weights_cost({W, W, W, static_cast<double>(shape_.output_matmul_params)}, B_, B_, o, false);
 }
 
 Cost CostModel::layer_kv(int, KvOption o) const {

@@ -82,8 +82,12 @@ public:
     MemoryUse memory(const Cost& total) const;
 
 private:
-    Cost weights_cost(double w_bytes, double matmul_params, double tokens_decode, double tokens_prefill,
-                      WeightOption o, bool is_layer) const;
+    // Weights of `stored` bytes, of which a micro-batch reads decode_read (prefill_read) bytes
+    // and each token multiplies `params` parameters (experts: the share they choose).
+    struct WeightsRead {
+        double stored, decode_read, prefill_read, params;
+    };
+    Cost weights_cost(const WeightsRead& w, double tokens_decode, double tokens_prefill, WeightOption o, bool is_layer) const;
 
     const ModelShape& shape_;
     HardwareProfile hw_;

@@ -1,5 +1,7 @@
 #include "planner/model_shape.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -43,6 +45,8 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     m.n_ff = hp.n_ff;
     m.n_vocab = hp.n_vocab;
     m.n_ctx_train = hp.n_ctx_train;
+    m.n_expert = hp.moe.n_expert;
+    m.n_expert_used = hp.moe.n_expert_used;
     m.layers.resize(static_cast<size_t>(hp.n_layer));
 
     std::map<DType, uint64_t> matmul_bytes_by_type;
@@ -58,6 +62,7 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
             l.weight_bytes += t.nbytes;
             l.n_params += t.nelements();
             if (t.n_dims >= 2) l.n_matmul_params += t.nelements(), matmul_bytes_by_type[t.type] += t.nbytes;
+            if (t.n_dims == 3) l.n_expert_params += t.nelements(), l.expert_bytes += t.nbytes;
         } else if (t.name == "token_embd.weight") {
             token_embd = &t;
         } else if (t.name == "output.weight") {
@@ -79,6 +84,18 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     for (auto [t, b] : matmul_bytes_by_type)
         if (b > best) best = b, m.weight_type = t;
     return m;
+}
+
+double ModelShape::read_bytes(const LayerShape& l, double tokens) const {
+    if (n_expert == 0) return static_cast<double>(l.weight_bytes);
+    // Each of n_expert experts is chosen by a token with probability used / n_expert.
+    const double untouched = std::pow(1.0 - double(n_expert_used) / n_expert, std::max(1.0, tokens));
+    return static_cast<double>(l.weight_bytes - l.expert_bytes) + static_cast<double>(l.expert_bytes) * (1.0 - untouched);
+}
+
+double ModelShape::active_matmul_params(const LayerShape& l) const {
+    if (n_expert == 0) return static_cast<double>(l.n_matmul_params);
+    return static_cast<double>(l.n_matmul_params - l.n_expert_params) + double(l.n_expert_params) * n_expert_used / n_expert;
 }
 
 namespace {

@@ -19,6 +19,8 @@ struct LayerShape {
     uint64_t weight_bytes = 0;     // every tensor of the block (norms and biases included)
     int64_t n_params = 0;
     int64_t n_matmul_params = 0;   // elements of the 2-D weights: 2 flops each per token
+    uint64_t expert_bytes = 0;     // of weight_bytes: the routed experts' matrices (3-D tensors)
+    int64_t n_expert_params = 0;   // of n_matmul_params: theirs
     bool operator==(const LayerShape&) const = default;
 };
 
@@ -36,6 +38,7 @@ struct ModelShape {
     bool tied_output = false;   // the output matrix is the embedding table
     uint64_t other_bytes = 0;   // anything else (rope factors, positional embeddings)
     int64_t n_params = 0;
+    int32_t n_expert = 0, n_expert_used = 0;  // a mixture of experts: each token uses n_expert_used of n_expert
 
     int32_t n_embd_kv() const { return n_head_kv * head_dim; }
     uint64_t total_weight_bytes() const;
@@ -47,6 +50,12 @@ struct ModelShape {
     double recompute_flops_per_token() const { return 2.0 * n_embd * 2.0 * n_embd_kv(); }
     // Attention flops for one query token against one cached position (QK^T and AV).
     double attention_flops_per_position() const { return 4.0 * n_head * head_dim; }
+
+    // Of a layer, the bytes a pass of `tokens` tokens reads (every dense tensor, and the expected
+    // share of the experts they choose, routing taken as uniform) and the matmul parameters one
+    // token multiplies.
+    double read_bytes(const LayerShape& l, double tokens) const;
+    double active_matmul_params(const LayerShape& l) const;
 
     // Reads the header and tensor table only. Throws FormatError/IoError.
     static ModelShape from_gguf(const std::filesystem::path& path);

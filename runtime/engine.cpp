@@ -236,9 +236,10 @@ Engine::Engine(const EngineOptions& opts)
     weights_->set_trace(trace_.get());
     kv_->set_trace(trace_.get());
     fwd_->set_trace(trace_.get());
-    STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv), {} of weights, context {}, KV cache {} blocks of {} "
+    const std::string experts = hp_.moe.enabled() ? fmt::format(", {} experts ({} per token)", hp_.moe.n_expert, hp_.moe.n_expert_used) : "";
+    STRATA_LOG_INFO("model {}: {} layers, {} embd, {} heads ({} kv){}, {} of weights, context {}, KV cache {} blocks of {} "
                     "positions ({}), {} threads; {}",
-                    models::arch_name(hp_.arch), hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv,
+                    models::arch_name(hp_.arch), hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, experts,
                     format_bytes(weights_->weights().total_bytes()), n_ctx, kv.n_blocks, KvCache::kBlockSize,
                     format_bytes(kv.all_bytes), pool_->n_threads(),
                     opts.dram_budget ? dram_->describe() : std::string("no DRAM limit"));

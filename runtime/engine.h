@@ -119,6 +119,8 @@ public:
     const TokenTrie& token_trie() const;
     // A sampler for `params`, held to its grammar when it has one.
     std::unique_ptr<Sampler> make_sampler(const GenerateParams& params) const;
+    // How often each expert of each layer was chosen (mixture-of-experts models on the CPU), or null.
+    const RoutingStats* routing_stats() const { return fwd_->routing_stats(); }
     int n_ctx() const;
     int n_past() const;
     int n_threads() const;

@@ -11,6 +11,9 @@
 // the profile's DRAM read rate, and, when layers stream from disk (--dram below the model),
 // the bytes read per second against the profile's disk read rate (run `strata probe` first
 // for this machine's figures).
+// For a mixture-of-experts model it also says how the router spread each test's tokens over the
+// experts (runtime/exec/routing_stats.h): the least and most chosen expert's share of its
+// layer's choices against the even share; --json gives the counts per layer and expert.
 // One untimed warm-up of each test runs first; the table shows mean ± sample stddev over -r reps.
 #include <cctype>
 #include <chrono>
@@ -25,6 +28,7 @@
 
 #include "core/error.h"
 #include "cpu/cpu_features.h"
+#include "runtime/exec/routing_stats.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"
 #include "runtime/weights/weight_store.h"
@@ -41,7 +45,35 @@ struct Row {
     int n_tokens = 0;  // per sequence
     std::vector<double> ts;  // tokens/s of each rep
     std::vector<double> streamed_gbps;  // tg: bytes read from disk per second, each rep
+    std::vector<std::vector<uint64_t>> expert_counts;  // tokens routed to each [layer][expert] in the reps
 };
+
+using Counts = std::vector<std::vector<uint64_t>>;
+Counts routing_counts(const runtime::Engine& e) {
+    const runtime::RoutingStats* s = e.routing_stats();
+    return s ? s->snapshot() : Counts{};
+}
+Counts minus(Counts a, const Counts& b) {
+    for (size_t il = 0; il < a.size(); ++il)
+        for (size_t x = 0; x < a[il].size(); ++x) a[il][x] -= b[il][x];
+    return a;
+}
+
+// "8 of 128 experts per token; an expert's share of its layer's choices 0.10%..2.93% (even 0.78%)".
+std::string routing_line(const Counts& c, int n_used) {
+    double lo = 1, hi = 0;
+    for (const auto& layer : c) {
+        uint64_t total = 0;
+        for (uint64_t n : layer) total += n;
+        for (uint64_t n : layer) {
+            const double share = total ? double(n) / total : 0;
+            lo = std::min(lo, share), hi = std::max(hi, share);
+        }
+    }
+    const size_t n_expert = c.empty() ? 0 : c[0].size();
+    return fmt::format("{} of {} experts per token; an expert's share of its layer's choices {:.2f}%..{:.2f}% (even {:.2f}%)",
+                       n_used, n_expert, 100 * lo, 100 * hi, n_expert ? 100.0 / n_expert : 0.0);
+}
 
 double mean(const std::vector<double>& v) {
     double s = 0;
@@ -146,14 +178,17 @@ int run_bench(const BenchOptions& o) {
     for (Row& r : rows) {
         const bool pp = r.test[0] == 'p';
         pp ? run_pp(r.n_tokens) : run_tg(std::min(r.n_tokens, 32));  // warm-up
+        const Counts before = routing_counts(engine);
         for (int i = 0; i < o.reps; ++i) {
             const double seconds = pp ? run_pp(r.n_tokens) : run_tg(r.n_tokens);
             r.ts.push_back(double(r.n_tokens) * o.batch / seconds);
             if (!pp) r.streamed_gbps.push_back(streamed / seconds / 1e9);
         }
+        r.expert_counts = minus(routing_counts(engine), before);
     }
     // Decode's memory speed against the profile the engine planned with.
     const planner::HardwareProfile& hw = engine.placement().hw;
+    // Of a mixture of experts, the share one token uses.
     const uint64_t token_bytes = engine.weights().weights().decode_bytes();
     // One step reads the weights once for the whole batch.
     auto weights_gbps = [&](const Row& r) { return token_bytes * mean(r.ts) / o.batch / 1e9; };
@@ -203,6 +238,7 @@ int run_bench(const BenchOptions& o) {
                 j["disk_read_gbps"] = hw.nvme.read_gbps;
                 j["profile"] = engine.placement().hw_source;
             }
+            if (!r.expert_counts.empty()) j["expert_counts"] = r.expert_counts;
             std::printf("%s\n", j.dump().c_str());
         }
         return 0;
@@ -224,13 +260,18 @@ int run_bench(const BenchOptions& o) {
     std::printf("\nplan's prediction for these runs:");
     for (const Row& r : rows) std::printf(" %s %.2f t/s;", r.test.c_str(), predicted_ts(r));
     std::printf("\n");
+    // A mixture of experts reads the experts one token chooses: the active weights.
+    const char* weights_what = engine.hparams().moe.enabled() ? "active weights" : "weights";
+    for (const Row& r : rows)
+        if (!r.expert_counts.empty())
+            std::printf("%s: %s\n", r.test.c_str(), routing_line(r.expert_counts, engine.hparams().moe.n_expert_used).c_str());
     for (const Row& r : rows) {
         if (r.streamed_gbps.empty()) continue;
         if (on_gpu)
-            std::printf("%s: weights %.1f MiB per step -> %.2f GB/s\n", r.test.c_str(), token_bytes / 1048576.0,
+            std::printf("%s: %s %.1f MiB per step -> %.2f GB/s\n", r.test.c_str(), weights_what, token_bytes / 1048576.0,
                         weights_gbps(r));
         else
-            std::printf("%s: weights %.1f MiB per step -> %.2f GB/s = %.2f x DRAM read %.2f GB/s\n", r.test.c_str(),
+            std::printf("%s: %s %.1f MiB per step -> %.2f GB/s = %.2f x DRAM read %.2f GB/s\n", r.test.c_str(), weights_what,
                         token_bytes / 1048576.0, weights_gbps(r), weights_gbps(r) / hw.dram.read_gbps, hw.dram.read_gbps);
         if (mean(r.streamed_gbps) > 0)
             std::printf("%s: streamed from disk %.2f ± %.2f GB/s = %.2f x disk read %.2f GB/s\n", r.test.c_str(),

@@ -27,6 +27,9 @@ void attend_on_cpu(const models::Hparams& hp, KvCache& kv, int il, std::span<con
         a.block_table = kv.block_table(s.seq).data();
         a.block_size = KvCache::kBlockSize;
         a.block_stride = kv.block_stride(il);
+        a.window = hp.is_swa(il) ? hp.n_swa : 0;
+        a.scale = hp.attn_scale;
+        a.softcap = hp.attn_softcap;
         cpu::attention(a);
     };
     // Segments with many query rows spread over the threads themselves; the short ones (decode

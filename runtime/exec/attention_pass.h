@@ -1,7 +1,8 @@
 #pragma once
 // One layer's attention for a pass, on the CPU over the paged KV cache (the CPU backend, and
 // the CUDA backend's CPU-attention mode): every segment's query rows against its sequence's
-// keys and values, which the pass has already stored.
+// keys and values, which the pass has already stored; in the layer's sliding window where it
+// has one, with the architecture's score scale and soft cap.
 #include <span>
 
 #include "models/hparams.h"

@@ -24,6 +24,7 @@ enum class PassOutput : uint8_t {
     FirstHidden,  // of its first token
     SumHidden,    // the sum over all its tokens
 };
+class RoutingStats;
 
 // One sequence's share of a pass: `tokens` appended after its last position.
 struct SeqTokens {
@@ -61,6 +62,8 @@ public:
     virtual std::string_view name() const = 0;  // "cpu", "cuda:0", "sim"
     // Records the backend's own work into `trace` (may be null) where it has any of its own.
     virtual void set_trace(Trace* trace) {}
+    // How often each expert was chosen, for a mixture-of-experts model on a backend that counts it.
+    virtual const RoutingStats* routing_stats() const { return nullptr; }
 
     // Runs `tokens` at positions kv.n_past()... of sequence 0 and appends their keys and
     // values. Writes n_vocab logits of the last token, or of every token when `all_logits`

@@ -61,34 +61,24 @@ void DeviceBackend::norm_rows(std::span<const int64_t> rows) {
     m.dev->rms_norm(m.xn.as<float>(), m.output_norm.f32(), m.xn.as<float>(), int64_t(rows.size()), E, hp_.rms_eps, s);
 }
 
-void DeviceBackend::hidden(std::span<const int64_t> rows, float* out) {
-    Impl& m = *impl_;
-    gpu::Stream& s = *m.compute;
-    const int64_t E = hp_.n_embd;
-    for (size_t r0 = 0; r0 < rows.size(); r0 += Impl::kHeadRows) {
-        const int64_t nr = std::min<int64_t>(Impl::kHeadRows, int64_t(rows.size() - r0));
-        norm_rows(rows.subspan(r0, size_t(nr)));
-        // Staged through the logits' host buffer, which holds kHeadRows rows of n_vocab >= n_embd floats.
-        m.dev->copy_d2h(m.host->logits, m.xn.data(), size_t(nr * E) * 4, s);
-        m.ev_logits->record(s);
-        m.ev_logits->synchronize();
-        std::memcpy(out + r0 * E, m.host->logits, size_t(nr * E) * 4);
-    }
-}
+void DeviceBackend::hidden(std::span<const int64_t> rows, float* out) { final_rows(rows, /*project=*/false, out); }
 
-void DeviceBackend::head(std::span<const int64_t> rows, float* logits, bool) {
+void DeviceBackend::head(std::span<const int64_t> rows, float* logits, bool) { final_rows(rows, /*project=*/true, logits); }
+
+void DeviceBackend::final_rows(std::span<const int64_t> rows, bool project, float* out) {
     Impl& m = *impl_;
     gpu::Stream& s = *m.compute;
-    const int64_t V = hp_.n_vocab;
+    const int64_t width = project ? hp_.n_vocab : hp_.n_embd;
     for (size_t r0 = 0; r0 < rows.size(); r0 += Impl::kHeadRows) {
         const int64_t nr = std::min<int64_t>(Impl::kHeadRows, int64_t(rows.size() - r0));
         norm_rows(rows.subspan(r0, size_t(nr)));
         // A row's logits do not depend on the others: each as a product of that row alone.
-        m.project(m.output, m.xn.as<float>(), m.logits.as<float>(), nr, 0);
-        m.dev->copy_d2h(m.host->logits, m.logits.data(), size_t(nr * V) * 4, s);
+        if (project) m.project(m.output, m.xn.as<float>(), m.logits.as<float>(), nr, 0);
+        // Hidden states are staged through the logits' host buffer too: kHeadRows rows of n_vocab >= n_embd floats.
+        m.dev->copy_d2h(m.host->logits, project ? m.logits.data() : m.xn.data(), size_t(nr * width) * 4, s);
         m.ev_logits->record(s);
         m.ev_logits->synchronize();
-        std::memcpy(logits + r0 * V, m.host->logits, size_t(nr * V) * 4);
+        std::memcpy(out + r0 * width, m.host->logits, size_t(nr * width) * 4);
     }
 }
 

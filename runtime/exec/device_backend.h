@@ -55,6 +55,8 @@ private:
     void hidden(std::span<const int64_t> rows, float* out) override;
     // Copies `rows` of the pass's hidden states into xn (from row 0) and applies the output norm.
     void norm_rows(std::span<const int64_t> rows);
+    // The normed final hidden states of `rows` into `out`, or their logits when `project`.
+    void final_rows(std::span<const int64_t> rows, bool project, float* out);
 
     struct Impl;
     std::unique_ptr<Impl> impl_;

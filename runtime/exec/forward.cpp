@@ -1,104 +1,75 @@
 #include "runtime/exec/forward.h"
 
 #include <algorithm>
+#include <cmath>
 
-#include "cpu/matmul.h"
 #include "cpu/norm_rope_act.h"
-#include "cpu/onednn_matmul.h"
-#include "cpu/quant.h"
 #include "cpu/thread_pool.h"
 #include "runtime/exec/attention_pass.h"
+#include "runtime/exec/ffn_dense.h"
+#include "runtime/exec/qk_prep.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/weights/weight_store.h"
 
 namespace strata::runtime {
 
 Forward::Forward(const models::Hparams& hp, WeightStore& weights)
-    : Backend(hp), store_(weights), w_(weights.weights()), rebuilder_(hp) {}
+    : Backend(hp), store_(weights), w_(weights.weights()), rebuilder_(hp) {
+    if (hp.moe.enabled()) {
+        moe_ = std::make_unique<MoeFfn>(hp);
+        stats_ = std::make_unique<RoutingStats>(hp.n_layer, hp.moe.n_expert);
+    }
+}
 
 uint64_t Forward::activation_bytes(const models::Hparams& hp) {
-    const uint64_t per_token = 3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv() + 2ull * hp.n_ff;
-    return per_token * kMaxUbatch * sizeof(float);
-}
-
-namespace {
-// cpu::matmul gives a token row the same bits whatever the other rows of the call for
-// block-quantized weights (int8 activations, integer dot products: tests/unit/runtime/
-// test_forward.cpp); with float activations its decode (<= 4 rows) and prefill strategies
-// round differently, each giving the same bits for a row whatever the others of its kind.
-bool batch_invariant(DType w) { return cpu::act_format_for(w) == cpu::ActFormat::Q8x2; }
-}  // namespace
-
-void Forward::matmul(std::span<const cpu::MatmulOut> outs, int64_t n_cols, const float* x, int64_t n, int64_t n_long) {
-    // bf16 prompt matmuls (opt-in) would round a pass's decode rows with its prompt rows.
-    bool invariant = !cpu::bf16_prefill_enabled();
-    for (const auto& o : outs) invariant &= batch_invariant(o.wtype);
-    if (invariant || n <= kDecodeRows) return cpu::matmul_many(outs, n_cols, x, n, int8_acts_);
-    // Rows [0, n_long) belong to segments of more than kDecodeRows tokens, as a pass of that
-    // sequence alone would run them; the rest to short segments: kDecodeRows at a time.
-    cpu::MatmulOut part[8];
-    auto run = [&](int64_t r0, int64_t r1) {
-        for (size_t i = 0; i < outs.size(); ++i) {
-            part[i] = outs[i];
-            part[i].y = outs[i].y + r0 * outs[i].n_rows;
-        }
-        cpu::matmul_many({part, outs.size()}, n_cols, x + r0 * n_cols, r1 - r0, int8_acts_);
-    };
-    if (n_long > 0) run(0, n_long);
-    for (int64_t r = n_long; r < n; r += kDecodeRows) run(r, std::min(n, r + kDecodeRows));
-}
-
-void Forward::project(const WeightRef& w, const float* x, int64_t n, float* y, int64_t n_long) {
-    const cpu::MatmulOut out = matmul_out(w, y);
-    matmul({&out, 1}, w.n_cols, x, n, n_long);
+    const uint64_t per_token = 3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv();
+    const uint64_t ffn = hp.moe.enabled() ? MoeFfn::scratch_floats(hp, kMaxUbatch) : 2ull * hp.n_ff * kMaxUbatch;
+    return (per_token * kMaxUbatch + ffn) * sizeof(float);
 }
 
 void Forward::embed(std::span<const int32_t> tokens) {
-    for (size_t t = 0; t < tokens.size(); ++t) dequantize_weight_row(w_.tok_embd, tokens[t], &x_[t * hp_.n_embd]);
-}
-
-// xn = rms_norm(x) * w for n token rows, in parallel for a batch.
-void Forward::norm_rows(const WeightRef& w, int64_t n) {
     const int64_t E = hp_.n_embd;
-    cpu::parallel_for(n, [&](int64_t t) { cpu::rms_norm(&x_[t * E], w.f32(), &xn_[t * E], E, hp_.rms_eps); });
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        float* x = &x_[t * E];
+        dequantize_weight_row(w_.tok_embd, tokens[t], x);
+        if (hp_.embd_scale != 1.0f)
+            for (int64_t i = 0; i < E; ++i) x[i] *= hp_.embd_scale;
+    }
 }
 
-void Forward::layer(int il, KvCache& kv, const PassLayout& p) {
-    const int64_t n = p.n(), n_long = p.n_long;
-    const LayerWeights& l = store_.acquire(il);
-    kv.begin_layer(il);
-    const int64_t E = hp_.n_embd, Q = hp_.n_embd_q(), KV = hp_.n_embd_kv(), F = hp_.n_ff;
-    const cpu::RopeParams rope{hp_.head_dim, hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale,
-                               hp_.rope_mode == models::RopeMode::NeoX, w_.rope_freqs ? w_.rope_freqs.f32() : nullptr};
+void Forward::norm_rows(const WeightRef& w, const float* src, float* dst, int64_t n) {
+    const int64_t E = hp_.n_embd;
+    cpu::parallel_for(n, [&](int64_t t) { cpu::rms_norm(&src[t * E], w.f32(), &dst[t * E], E, hp_.rms_eps); });
+}
 
-    norm_rows(l.attn_norm, n);
+void Forward::attention(int il, const LayerWeights& l, KvCache& kv, const PassLayout& p) {
+    const int64_t n = p.n(), E = hp_.n_embd, Q = hp_.n_embd_q(), KV = hp_.n_embd_kv();
+    const cpu::RopeParams rope = layer_rope(hp_, w_, il, kv.n_ctx());
+    norm_rows(l.attn_norm, x_.data(), xn_.data(), n);
     // q, k and v from one conversion of xn and one parallel loop (cpu::matmul_many).
     const cpu::MatmulOut qkv[] = {matmul_out(l.wq, q_.data()), matmul_out(l.wk, k_.data()), matmul_out(l.wv, v_.data())};
-    matmul(qkv, E, xn_.data(), n, n_long);
+    mm_.run(qkv, E, xn_.data(), n, p.n_long);
     const bool rebuilt = kv.rebuilt(il);
-    if (rebuilt) rebuilder_.rebuild(rebuild_rows_, l, rope, kv, il, int8_acts_);
+    if (rebuilt) rebuilder_.rebuild(rebuild_rows_, l, rope, kv, il, mm_.int8_activations());
     cpu::parallel_for(n, [&](int64_t t) {
-        if (l.bq) cpu::add(&q_[t * Q], l.bq.f32(), Q);
-        if (l.bk) cpu::add(&k_[t * KV], l.bk.f32(), KV);
+        prepare_queries(hp_, l, rope, &q_[t * Q], p.pos[t]);
+        prepare_keys(hp_, l, rope, &k_[t * KV], p.pos[t]);
         if (l.bv) cpu::add(&v_[t * KV], l.bv.f32(), KV);
-        cpu::rope(&q_[t * Q], hp_.n_head, p.pos[t], rope);
-        cpu::rope(&k_[t * KV], hp_.n_head_kv, p.pos[t], rope);
         kv.store(il, p.block[t], p.row[t], &k_[t * KV], &v_[t * KV]);
         if (rebuilt) kv.store_hidden(il, p.block[t], p.row[t], &xn_[t * E]);
     });
     attend_on_cpu(hp_, kv, il, p.segments, q_.data(), attn_.data());
-    kv.end_layer(il, p.dirty);
-
-    project(l.wo, attn_.data(), n, out_.data(), n_long);
+    mm_.project(l.wo, attn_.data(), n, out_.data(), p.n_long);
+    if (l.attn_post_norm) norm_rows(l.attn_post_norm, out_.data(), out_.data(), n);
     cpu::add(x_.data(), out_.data(), n * E);
+}
 
-    norm_rows(l.ffn_norm, n);
-    const cpu::MatmulOut gate_up[] = {matmul_out(l.ffn_gate, gate_.data()), matmul_out(l.ffn_up, up_.data())};
-    matmul(gate_up, E, xn_.data(), n, n_long);
-    cpu::parallel_for(n, [&](int64_t t) { cpu::swiglu(&gate_[t * F], &up_[t * F], F); });
-    project(l.ffn_down, gate_.data(), n, out_.data(), n_long);
-    store_.release(il);
-    cpu::add(x_.data(), out_.data(), n * E);
+void Forward::feed_forward(int il, const LayerWeights& l, const PassLayout& p) {
+    const int64_t n = p.n();
+    norm_rows(l.ffn_norm, x_.data(), xn_.data(), n);
+    if (moe_) moe_->run(il, l, mm_, p, xn_.data(), out_.data(), *stats_);
+    else gated_ffn(mm_, hp_.ffn_act, {l.ffn_gate, l.ffn_up, l.ffn_down}, xn_.data(), n, p.n_long, gate_.data(), up_.data(), out_.data());
+    if (l.ffn_post_norm) norm_rows(l.ffn_post_norm, out_.data(), out_.data(), n);
 }
 
 void Forward::reserve(int64_t ub) {
@@ -108,9 +79,19 @@ void Forward::reserve(int64_t ub) {
     attn_.resize(ub * hp_.n_embd_q());
     k_.resize(ub * hp_.n_embd_kv());
     v_.resize(ub * hp_.n_embd_kv());
-    gate_.resize(ub * hp_.n_ff);
-    up_.resize(ub * hp_.n_ff);
     out_.resize(ub * hp_.n_embd);
+    if (moe_) moe_->reserve(ub);
+    else gate_.resize(ub * hp_.n_ff), up_.resize(ub * hp_.n_ff);
+}
+
+void Forward::layer(int il, KvCache& kv, const PassLayout& p) {
+    const LayerWeights& l = store_.acquire(il);
+    kv.begin_layer(il);
+    attention(il, l, kv, p);
+    kv.end_layer(il, p.dirty);
+    feed_forward(il, l, p);
+    store_.release(il);
+    cpu::add(x_.data(), out_.data(), p.n() * hp_.n_embd);
 }
 
 void Forward::begin_pass(const PassLayout& p, KvCache& kv) {
@@ -129,10 +110,13 @@ void Forward::hidden(std::span<const int64_t> rows, float* out) {
 }
 
 void Forward::head(std::span<const int64_t> rows, float* logits, bool one_per_entry) {
+    const int64_t V = hp_.n_vocab;
     hidden(rows, xn_.data());
     const int64_t n = static_cast<int64_t>(rows.size());
     // One row per batch entry: each as its sequence alone would compute it (a single row).
-    project(w_.output, xn_.data(), n, logits, one_per_entry ? 0 : n);
+    mm_.project(w_.output, xn_.data(), n, logits, one_per_entry ? 0 : n);
+    if (const float cap = hp_.final_softcap; cap > 0)
+        for (int64_t i = 0; i < n * V; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
 }
 
 }  // namespace strata::runtime

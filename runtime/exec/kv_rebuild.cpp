@@ -6,6 +6,7 @@
 #include "cpu/matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
+#include "runtime/exec/qk_prep.h"
 
 namespace strata::runtime {
 
@@ -48,9 +49,8 @@ void KvRebuilder::run(std::span<const RebuildRow> rows, const LayerWeights& l, c
     cpu::matmul_many(kv_out, E, x_.data(), n, int8_acts);
     cpu::parallel_for(n, [&](int64_t i) {
         const RebuildRow& r = rows[i];
-        if (l.bk) cpu::add(&k_[i * KV], l.bk.f32(), KV);
+        prepare_keys(hp_, l, rope, &k_[i * KV], r.pos);
         if (l.bv) cpu::add(&v_[i * KV], l.bv.f32(), KV);
-        cpu::rope(&k_[i * KV], hp_.n_head_kv, r.pos, rope);
         kv.store(il, r.block, r.row, &k_[i * KV], &v_[i * KV]);
     });
 }

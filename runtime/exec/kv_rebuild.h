@@ -2,8 +2,9 @@
 // Recomputation of keys and values from saved hidden states (KVPR, HCache): for a layer whose
 // KV cache keeps each position's attention input (KvCache::rebuilt), the positions a pass
 // attends to but does not compute are rebuilt before its attention (here on the CPU; the CUDA
-// backend does the same on the device from rows_to_rebuild): K = x Wk^T (+ bk)
-// rotated at its position, V = x Wv^T (+ bv), into the cache's rebuild slot. The pass's own
+// backend does the same on the device from rows_to_rebuild): K = x Wk^T prepared as the
+// forward pass prepares keys (qk_prep: bias, QK-norm, RoPE at its position), V = x Wv^T (+ bv),
+// into the cache's rebuild slot. The pass's own
 // tokens store their K and V there as usual, and their inputs as the layer's saved rows.
 // For block-quantized weights cpu::matmul gives a row the bits it had when first computed, so
 // with an F32 cache a rebuilt run is bit-identical to one that keeps K and V; float weights

@@ -6,10 +6,10 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "gpu/cuda_devices.h"
 #include "cpu/kv_format.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
+#include "gpu/cuda_devices.h"
 #include "gpu/cuda_kernels.h"
 #include "gpu/device.h"
 #include "models/gguf_file.h"
@@ -38,6 +38,18 @@ std::optional<DeviceKind> parse_device(std::string_view s) {
 }
 
 namespace {
+
+// Why the device backends cannot run this architecture, or empty: they run the llama block alone.
+std::string unsupported_arch(const models::Hparams& hp) {
+    using models::Arch;
+    if (hp.arch != Arch::Llama && hp.arch != Arch::Mistral && hp.arch != Arch::Qwen2)
+        return fmt::format("the device backends (CUDA, sim) run llama, mistral and qwen2 models; this one is {}",
+                           models::arch_name(hp.arch));
+    if (hp.moe.enabled())
+        return fmt::format("the device backends (CUDA, sim) have no mixture-of-experts layers; this model has {} experts",
+                           hp.moe.n_expert);
+    return {};
+}
 
 // What a device's kernels read.
 struct DeviceTypes {
@@ -131,6 +143,10 @@ GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const mo
     }
     if (req.gpu_mem && *req.gpu_mem == 0) {
         t.why_not = "--gpu-mem 0";
+        return t;
+    }
+    if (std::string why = unsupported_arch(hp); !why.empty()) {
+        t.why_not = why;
         return t;
     }
     if (req.device == DeviceKind::Sim) return sim_target(req, file, hp, kv_type);

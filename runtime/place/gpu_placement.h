@@ -43,8 +43,9 @@ struct GpuTarget {
     planner::HardwareProfile hw;  // this machine with the device; its memory is the budget
     uint64_t gpu_mem = 0;
 };
-// The device and its budget, or why the engine runs on the CPU: --device cpu, --gpu-mem 0, no
-// CUDA in this build, no device or driver, a weight or KV type the kernels lack.
+// The device and its budget, or why the engine runs on the CPU: --device cpu, --gpu-mem 0, an
+// architecture the device backend does not run (it has the llama block: llama, mistral, qwen2, no
+// experts), no CUDA in this build, no device or driver, a weight or KV type the kernels lack.
 GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type);
 // The device a target names, with its memory (throws BackendError when it cannot be opened).
 std::unique_ptr<gpu::Device> open_device(const GpuTarget& target, const GpuRequest& req, bool int8_activations);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -28,25 +29,27 @@ namespace strata::runtime {
 namespace {
 
 std::vector<WeightRef*> refs(LayerWeights& l) {
-    return {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv,
-            &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down};
+    std::vector<WeightRef*> out;
+    for (auto m : LayerWeights::kAll)
+        if (l.*m) out.push_back(&(l.*m));
+    return out;
 }
 
 // The aligned file range covering every tensor of a layer.
 storage::AlignedRange layer_extent(const models::GgufFile& file, LayerWeights& layer) {
     uint64_t lo = UINT64_MAX, hi = 0;
-    for (WeightRef* r : refs(layer))
-        if (*r) {
-            lo = std::min(lo, file.file_offset(*r->info));
-            hi = std::max(hi, file.file_offset(*r->info) + r->info->nbytes);
-        }
+    for (WeightRef* r : refs(layer)) {
+        lo = std::min(lo, file_offset(file, *r));
+        hi = std::max(hi, file_offset(file, *r) + r->bytes());
+    }
     return storage::aligned_superset(lo, hi - lo, storage::kDefaultDioAlign);
 }
 
 uint64_t fixed_bytes(const ModelWeights& w) {
-    uint64_t b = w.tok_embd.info->nbytes + w.output_norm.info->nbytes;
-    if (w.output.info != w.tok_embd.info) b += w.output.info->nbytes;
-    if (w.rope_freqs) b += w.rope_freqs.info->nbytes;
+    std::set<const models::TensorInfo*> seen;
+    uint64_t b = 0;
+    for (const WeightRef* r : w.fixed())
+        if (*r && seen.insert(r->info).second) b += r->info->nbytes;
     return b;
 }
 
@@ -169,7 +172,7 @@ void WeightStore::load_resident() {
     };
     std::vector<Piece> pieces;
     std::map<const models::TensorInfo*, size_t> fixed;
-    for (WeightRef* r : {&weights_.tok_embd, &weights_.output, &weights_.output_norm, &weights_.rope_freqs}) {
+    for (WeightRef* r : weights_.fixed()) {
         if (!*r) continue;
         if (auto it = fixed.find(r->info); it != fixed.end()) {
             pieces[it->second].refs.push_back(r);
@@ -197,7 +200,7 @@ void WeightStore::load_resident() {
     reader_->wait_all();
     for (const Piece& p : pieces)
         for (WeightRef* r : p.refs)
-            if (*r) r->data = resident_memory_->base + p.at + (file_.file_offset(*r->info) - p.offset);
+            if (*r) r->data = resident_memory_->base + p.at + (file_offset(file_, *r) - p.offset);
     resident_base_.assign(weights_.layers.size(), nullptr);
     size_t piece = first_layer_piece;
     for (size_t il = 0; il < weights_.layers.size(); ++il)
@@ -206,15 +209,20 @@ void WeightStore::load_resident() {
 
 uint64_t WeightStore::tile_for_cpu() {
     uint64_t bytes = 0;
+    // Each matrix of a view on its own: an expert's, or a fused tensor's rows.
     auto tile = [&](WeightRef& w) {
-        if (w.tiled || !cpu::tile_weights(w.type, const_cast<void*>(w.data), w.n_rows, w.n_cols)) return;
+        if (!w || w.tiled || w.n_rows == 1) return;
+        bool tiled = true;
+        for (int64_t e = 0; e < w.n_mats && tiled; ++e)
+            tiled = cpu::tile_weights(w.type, const_cast<void*>(w.mat(e).data), w.n_rows, w.n_cols);
+        if (!tiled) return;  // the first matrix refused: none was rewritten
         w.tiled = true;
-        bytes += w.info->nbytes;
+        bytes += w.bytes();
     };
     for (size_t il = 0; il < weights_.layers.size(); ++il) {
         if (!residency_.resident[il]) continue;
         LayerWeights& l = weights_.layers[il];
-        for (WeightRef* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) tile(*w);
+        for (auto m : LayerWeights::kMatrices) tile(l.*m);
     }
     tile(weights_.output);
     // Tied embeddings are the same bytes: looked up by row from the tiles (dequantize_weight_row).
@@ -281,7 +289,7 @@ const LayerWeights& WeightStore::acquire(int il) {
     // The layer's tensors, rebased from the file into the slot.
     view_ = weights_.layers[il];
     for (WeightRef* r : refs(view_))
-        if (*r) r->data = base + (file_.file_offset(*r->info) - ranges_[il].offset);
+        r->data = base + (file_offset(file_, *r) - ranges_[il].offset);
     return view_;
 }
 
@@ -299,7 +307,7 @@ void WeightStore::read_layer(int il, std::byte* dst) {
 }
 
 uint64_t WeightStore::offset_in_layer(int il, const WeightRef& w) const {
-    return file_.file_offset(*w.info) - ranges_[il].offset;
+    return file_offset(file_, w) - ranges_[il].offset;
 }
 
 }  // namespace strata::runtime

@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
-"""Tiny random-weight models of each supported architecture, and their reference logits.
+"""Tiny random-weight models of each supported architecture, and their reference outputs.
 
 The weights come from a counter-based generator (splitmix64 of an FNV-1a hash of the tensor
 name and the value index) that tests/support/tiny_model.cpp reimplements, so the C++ tests
-build byte-identical GGUF files without committing any. This script writes each model with
-the `gguf` package, runs reference_forward.py on it and records the logits of every position
-of a short token sequence in tests/fixtures/model/tiny_arch_logits.json.
+build the same GGUF files (same keys, values and tensors, in the same order) without
+committing any. This script writes each model with the `gguf` package, runs
+reference_forward.py on it and records in tests/fixtures/model/tiny_arch_logits.json:
+  * the logits of every position of a short token sequence,
+  * a greedy continuation of it (ids and the reference's top-1/top-2 margins),
+  * the teacher-forced top-1 of every position of a longer sequence (and its margins).
 
 Covered: llama (tied output, llama3 rope_freqs factors), mistral (GQA 4:1, linear rope
-scaling, separate output), qwen2 (QKV biases, NeoX rope, partial rotary dims).
+scaling, separate output), qwen2 (QKV biases, NeoX rope, partial rotary dims), qwen3 (QK-norm,
+head size other than n_embd / n_head), qwen3moe (8 experts, 2 used, softmax, normalised),
+llama with experts (mixtral's layout, 4 experts) and a variant with shared experts and a
+sigmoid router whose weights are scaled and not normalised, gemma2 (sliding window on every
+other layer, attention and final soft-capping, GeGLU, post-norms, scaled embeddings), gemma3
+(QK-norm, sliding window with its own RoPE base, linear scaling on the global layer), phi3
+(fused qkv and gate/up, LongRoPE long factors with an attention factor).
 
 It also writes tests/fixtures/model/tiny_quant_logits.json: a llama whose matrices (embeddings
 and output head included) are random valid blocks of one quantized type each (Q2_K, Q3_K,
@@ -30,19 +39,34 @@ import numpy as np
 import gguf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_forward import RefModel  # noqa: E402
+from reference_forward import RefModel, top2_margin  # noqa: E402
 
 MASK = (1 << 64) - 1
 OUT = os.path.join(os.path.dirname(__file__), "..", "fixtures", "model", "tiny_arch_logits.json")
 OUT_QUANT = os.path.join(os.path.dirname(__file__), "..", "fixtures", "model", "tiny_quant_logits.json")
 
+BASE = dict(n_vocab=96, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96, n_rot=16, rope_base=10000.0,
+            rope_freqs=False, tied=True, qkv_bias=False, linear_scale=0.0)
+
+
+def config(name: str, arch: str, **kw) -> dict:
+    return {**BASE, "name": name, "arch": arch, **kw}
+
+
 CONFIGS = [
-    dict(arch="llama", n_vocab=96, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96, n_rot=16,
-         rope_base=10000.0, rope_freqs=True, tied=True, qkv_bias=False, linear_scale=0.0),
-    dict(arch="mistral", n_vocab=96, n_embd=64, n_layer=2, n_head=4, n_head_kv=1, n_ff=96, n_rot=16,
-         rope_base=1000000.0, rope_freqs=False, tied=False, qkv_bias=False, linear_scale=2.0),
-    dict(arch="qwen2", n_vocab=96, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=96, n_rot=8,
-         rope_base=1000000.0, rope_freqs=False, tied=False, qkv_bias=True, linear_scale=0.0),
+    config("llama", "llama", rope_freqs=True),
+    config("mistral", "mistral", n_head_kv=1, rope_base=1000000.0, tied=False, linear_scale=2.0),
+    config("qwen2", "qwen2", n_rot=8, rope_base=1000000.0, tied=False, qkv_bias=True),
+    config("qwen3", "qwen3", head_dim=32, n_rot=32, rope_base=1000000.0, qk_norm=True),
+    config("qwen3moe", "qwen3moe", n_rot=16, rope_base=1000000.0, qk_norm=True, n_expert=8, n_expert_used=2,
+           n_ff_exp=32),
+    config("mixtral", "llama", n_expert=4, n_expert_used=2, n_ff=48, tied=False),
+    config("llama-moe-shared", "llama", n_expert=6, n_expert_used=3, n_ff=32, n_ff_shexp=40, gating=2,
+           norm_weights=False, weights_scale=1.5),
+    config("gemma2", "gemma2", n_layer=3, tied=False, n_rot=16, post_norms=True, swa=4, attn_softcap=2.0, final_softcap=3.0),
+    config("gemma3", "gemma3", n_layer=3, tied=False, n_head_kv=1, head_dim=32, n_rot=32, rope_base=1000000.0, qk_norm=True,
+           post_norms=True, swa=4, swa_pattern=3, rope_base_swa=10000.0, linear_scale=4.0),
+    config("phi3", "phi3", n_rot=16, tied=False, fused=True, orig_ctx=32, attn_factor=1.19, rope_factors=True),
 ]
 QUANT_CONFIG = dict(arch="llama", n_vocab=96, n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=256, n_rot=64,
                     rope_base=10000.0, rope_freqs=False, tied=True, qkv_bias=False, linear_scale=0.0)
@@ -55,6 +79,9 @@ QUANT_SCALES = {
 }
 SEED = 20261122
 IDS = [1, 17, 42, 5, 88, 42, 3, 60, 61, 9]
+N_GREEDY = 24
+N_TEACHER = 48
+N_CTX = 64  # the context the C++ test runs with (phi3's long factors: more than orig_ctx)
 RMS_EPS = 1e-5
 
 
@@ -96,30 +123,73 @@ def quant_blocks(name: str, qtype: str, rows: int, cols: int) -> np.ndarray:
 
 
 def tensors(c: dict):
-    """(name, shape as (rows, cols), scale, offset) in the order the C++ side writes them."""
-    hd = c["n_embd"] // c["n_head"]
+    """(name, shape in numpy order, scale, offset) in the order the C++ side writes them."""
+    hd = c.get("head_dim", c["n_embd"] // c["n_head"])
     q, kv, E, F = c["n_head"] * hd, c["n_head_kv"] * hd, c["n_embd"], c["n_ff"]
-    out = [("token_embd.weight", (c["n_vocab"], E), 0.5, 0.0), ("output_norm.weight", (E,), 0.1, 1.0)]
+    norm = (0.1, 1.0)
+    out = [("token_embd.weight", (c["n_vocab"], E), 0.5, 0.0), ("output_norm.weight", (E,), *norm)]
     if not c["tied"]:
         out.append(("output.weight", (c["n_vocab"], E), 0.2, 0.0))
+    n_exp = c.get("n_expert", 0)
     for il in range(c["n_layer"]):
         p = f"blk.{il}."
-        out += [(p + "attn_norm.weight", (E,), 0.1, 1.0), (p + "attn_q.weight", (q, E), 0.2, 0.0),
-                (p + "attn_k.weight", (kv, E), 0.2, 0.0), (p + "attn_v.weight", (kv, E), 0.2, 0.0),
-                (p + "attn_output.weight", (E, q), 0.2, 0.0), (p + "ffn_norm.weight", (E,), 0.1, 1.0),
-                (p + "ffn_gate.weight", (F, E), 0.2, 0.0), (p + "ffn_up.weight", (F, E), 0.2, 0.0),
-                (p + "ffn_down.weight", (E, F), 0.2, 0.0)]
+        out.append((p + "attn_norm.weight", (E,), *norm))
+        if c.get("fused"):
+            out.append((p + "attn_qkv.weight", (q + 2 * kv, E), 0.2, 0.0))
+        else:
+            out += [(p + "attn_q.weight", (q, E), 0.2, 0.0), (p + "attn_k.weight", (kv, E), 0.2, 0.0),
+                    (p + "attn_v.weight", (kv, E), 0.2, 0.0)]
+        out.append((p + "attn_output.weight", (E, q), 0.2, 0.0))
+        if c.get("qk_norm"):
+            out += [(p + "attn_q_norm.weight", (hd,), *norm), (p + "attn_k_norm.weight", (hd,), *norm)]
+        if c.get("post_norms"):
+            out += [(p + "post_attention_norm.weight", (E,), *norm), (p + "post_ffw_norm.weight", (E,), *norm)]
+        out.append((p + "ffn_norm.weight", (E,), *norm))
+        if n_exp:
+            Fe = c.get("n_ff_exp", F)
+            out += [(p + "ffn_gate_inp.weight", (n_exp, E), 0.5, 0.0),
+                    (p + "ffn_gate_exps.weight", (n_exp, Fe, E), 0.2, 0.0),
+                    (p + "ffn_up_exps.weight", (n_exp, Fe, E), 0.2, 0.0),
+                    (p + "ffn_down_exps.weight", (n_exp, E, Fe), 0.2, 0.0)]
+            if c.get("n_ff_shexp"):
+                S = c["n_ff_shexp"]
+                out += [(p + "ffn_gate_shexp.weight", (S, E), 0.2, 0.0), (p + "ffn_up_shexp.weight", (S, E), 0.2, 0.0),
+                        (p + "ffn_down_shexp.weight", (E, S), 0.2, 0.0)]
+        elif c.get("fused"):
+            out += [(p + "ffn_up.weight", (2 * F, E), 0.2, 0.0), (p + "ffn_down.weight", (E, F), 0.2, 0.0)]
+        else:
+            out += [(p + "ffn_gate.weight", (F, E), 0.2, 0.0), (p + "ffn_up.weight", (F, E), 0.2, 0.0),
+                    (p + "ffn_down.weight", (E, F), 0.2, 0.0)]
         if c["qkv_bias"]:
             out += [(p + "attn_q.bias", (q,), 0.1, 0.0), (p + "attn_k.bias", (kv,), 0.1, 0.0),
                     (p + "attn_v.bias", (kv,), 0.1, 0.0)]
     if c["rope_freqs"]:
         out.append(("rope_freqs.weight", (c["n_rot"] // 2,), 0.5, 1.5))
+    if c.get("rope_factors"):
+        out += [("rope_factors_long.weight", (c["n_rot"] // 2,), 0.5, 2.0),
+                ("rope_factors_short.weight", (c["n_rot"] // 2,), 0.2, 1.0)]
     return out
 
 
+# Config entries written only when present, in the C++ writer's order: (entry, how to write it).
+OPTIONAL_KEYS = [
+    ("n_ff_exp", gguf.GGUFWriter.add_expert_feed_forward_length),
+    ("n_ff_shexp", gguf.GGUFWriter.add_expert_shared_feed_forward_length),
+    ("gating", lambda w, v: w.add_expert_gating_func(gguf.ExpertGatingFuncType(v))),
+    ("norm_weights", gguf.GGUFWriter.add_expert_weights_norm),
+    ("weights_scale", gguf.GGUFWriter.add_expert_weights_scale),
+    ("swa", gguf.GGUFWriter.add_sliding_window),
+    ("swa_pattern", gguf.GGUFWriter.add_sliding_window_pattern),
+    ("rope_base_swa", gguf.GGUFWriter.add_rope_freq_base_swa),
+    ("attn_softcap", gguf.GGUFWriter.add_attn_logit_softcapping),
+    ("final_softcap", gguf.GGUFWriter.add_final_logit_softcapping),
+    ("orig_ctx", gguf.GGUFWriter.add_rope_scaling_orig_ctx_len),
+    ("attn_factor", gguf.GGUFWriter.add_rope_scaling_attn_factors),
+]
+
+
 def write_model(c: dict, path: str):
-    a = c["arch"]
-    w = gguf.GGUFWriter(path, a)
+    w = gguf.GGUFWriter(path, c["arch"])
     w.add_context_length(256)
     w.add_embedding_length(c["n_embd"])
     w.add_block_count(c["n_layer"])
@@ -133,6 +203,15 @@ def write_model(c: dict, path: str):
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(c["linear_scale"])
     qtype = c.get("weight_type", "F32")
+    if "head_dim" in c:
+        w.add_key_length(c["head_dim"])
+        w.add_value_length(c["head_dim"])
+    if c.get("n_expert"):
+        w.add_expert_count(c["n_expert"])
+        w.add_expert_used_count(c["n_expert_used"])
+    for key, add in OPTIONAL_KEYS:
+        if key in c:
+            add(w, c[key])
     for name, shape, scale, offset in tensors(c):
         if qtype != "F32" and len(shape) == 2:
             w.add_tensor(name, quant_blocks(name, qtype, *shape), raw_dtype=gguf.GGMLQuantizationType[qtype])
@@ -145,11 +224,48 @@ def write_model(c: dict, path: str):
     w.close()
 
 
-def record(configs: list, out: str):
+def teacher_ids(c: dict) -> list[int]:
+    """A fixed pseudo-random sequence of N_TEACHER ids."""
+    v = values("teacher:" + c["name"], N_TEACHER, 0.5, 0.5)
+    return [int(x * (c["n_vocab"] - 1)) for x in v]
+
+
+def record_archs():
+    """Each architecture: logits, a greedy continuation and teacher-forced top-1, with margins."""
+    fixtures = []
+    with tempfile.TemporaryDirectory() as d:
+        for c in CONFIGS:
+            path = os.path.join(d, c["name"] + ".gguf")
+            write_model(c, path)
+            model = RefModel(path, n_ctx=N_CTX)
+            logits = model.forward(IDS)
+            margins: list[float] = []
+            greedy = model.greedy(IDS, N_GREEDY, margins=margins)
+            tf = teacher_ids(c)
+            tf_logits = model.forward(tf)
+            gaps = getattr(model, "router_gaps", [])
+            fixtures.append({
+                "config": c,
+                "logits": [[round(float(x), 6) for x in row] for row in logits],
+                "greedy": greedy, "greedy_margins": [round(m, 6) for m in margins],
+                "teacher_ids": tf, "teacher_top1": [int(x) for x in tf_logits.argmax(-1)],
+                "teacher_margins": [round(float(m), 6) for m in top2_margin(tf_logits)],
+            })
+            print(f"{c['name']}: logits {logits.shape}, top-1 {logits.argmax(-1).tolist()}, greedy {greedy[:8]}..., "
+                  f"min greedy margin {min(margins):.2e}"
+                  + (f", min router gap {min(gaps):.2e}" if gaps else ""), file=sys.stderr)
+    with open(OUT, "w") as f:
+        json.dump({"generator": "tests/reference/make_arch_fixtures.py", "seed": SEED, "ids": IDS, "n_ctx": N_CTX,
+                   "rms_eps": RMS_EPS, "models": fixtures}, f)
+        f.write("\n")
+
+
+def record_quant(configs: list, out: str):
+    """Each low-bit weight type in one llama model: the prompt's logits."""
     fixtures = []
     with tempfile.TemporaryDirectory() as d:
         for c in configs:
-            name = c["arch"] + "_" + c.get("weight_type", "F32")
+            name = c["arch"] + "_" + c["weight_type"]
             path = os.path.join(d, name + ".gguf")
             write_model(c, path)
             logits = RefModel(path).forward(IDS)
@@ -162,8 +278,8 @@ def record(configs: list, out: str):
 
 
 def main():
-    record(CONFIGS, OUT)
-    record([dict(QUANT_CONFIG, weight_type=t) for t in QUANT_SCALES], OUT_QUANT)
+    record_archs()
+    record_quant([dict(QUANT_CONFIG, weight_type=t) for t in QUANT_SCALES], OUT_QUANT)
 
 
 if __name__ == "__main__":

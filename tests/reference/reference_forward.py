@@ -1,27 +1,50 @@
 #!/usr/bin/env python3
-"""Independent numpy reference forward pass for GGUF llama / qwen2 models.
+"""Independent numpy reference forward pass for GGUF models of the architectures Strata runs.
 
-This is a test oracle, written from the model definitions rather than from
-Strata's C++ code: it reads a GGUF with `gguf.GGUFReader`, dequantizes every
-weight with `gguf.quants.dequantize` and runs a plain dense forward pass in
-float64 (the default; `dtype=np.float32` is available for speed).  It is slow
-and simple on purpose.
+This is a test oracle, written from the model definitions (Hugging Face's modeling files and
+the GGUF conventions llama.cpp's converter writes) rather than from Strata's C++ code: it
+reads a GGUF with `gguf.GGUFReader`, dequantizes every weight with `gguf.quants.dequantize`
+and runs a plain dense forward pass in float64 (the default; `dtype=np.float32` is available
+for speed).  It is slow and simple on purpose.
 
 Conventions (llama.cpp's, which GGUF files follow):
   * A GGUF tensor with ne = [ne0, ne1] is a row-major numpy array of shape
-    (ne1, ne0); a linear layer is y = x @ W.T  (ne0 = input features).
-  * arch `llama`: RoPE in llama.cpp's "normal" mode: adjacent pairs
-    (x[2i], x[2i+1]) rotate by pos * base^(-2i/n_rot).  The HF->GGUF
-    converter permutes Q/K rows so this is right for HF-trained llamas too.
-  * arch `qwen2`: RoPE in NeoX mode: pairs (x[i], x[i + n_rot/2]); Q/K/V have
-    biases (`attn_{q,k,v}.bias`).
-  * Only the first n_rot (`<arch>.rope.dimension_count`, default head_dim)
-    dims of each head rotate.  Base `<arch>.rope.freq_base` (default 10000).
-    Linear rope scaling (`<arch>.rope.scaling.type == "linear"`) and llama-3
-    style `rope_freqs.weight` frequency factors are honoured.
-  * GQA: query head h uses kv head h // (n_head / n_head_kv).
+    (ne1, ne0); a linear layer is y = x @ W.T  (ne0 = input features).  A 3-D expert
+    tensor [ne0, ne1, n_expert] is (n_expert, ne1, ne0): expert e's matrix is W[e].
+  * RoPE in llama.cpp's "normal" mode (llama, mistral): adjacent pairs (x[2i], x[2i+1])
+    rotate by pos * base^(-2i/n_rot) (the HF->GGUF converter permutes Q/K rows so this is
+    right for HF-trained llamas too); NeoX mode (qwen2, qwen3, qwen3moe, gemma2, gemma3,
+    phi3): pairs (x[i], x[i + n_rot/2]).
+  * Only the first n_rot (`<arch>.rope.dimension_count`, default head_dim) dims of each head
+    rotate.  Base `<arch>.rope.freq_base` (default 10000).  Linear rope scaling
+    (`<arch>.rope.scaling.factor`) and llama-3 style `rope_freqs.weight` frequency factors
+    are honoured; phi3's LongRoPE divides the frequencies by `rope_factors_long.weight` when
+    the context is longer than `rope.scaling.original_context_length`, else by
+    `rope_factors_short.weight`, and multiplies cos and sin by `rope.scaling.attn_factor`.
+  * GQA: query head h uses kv head h // (n_head / n_head_kv).  Head size
+    `<arch>.attention.key_length` (default n_embd / n_head).
   * RMSNorm: x / sqrt(mean(x^2) + eps) * w, eps from
-    `<arch>.attention.layer_norm_rms_epsilon`.
+    `<arch>.attention.layer_norm_rms_epsilon`.  Gemma's RMSNorm multiplies by (1 + w):
+    the converter stores 1 + w, so the same formula holds for GGUF files.
+  * qwen2: Q/K/V biases (`attn_{q,k,v}.bias`).  qwen3, qwen3moe, gemma3: RMSNorm of each
+    head of q and k (`attn_{q,k}_norm`) before RoPE.
+  * gemma2 / gemma3: embeddings times sqrt(n_embd); attention output and FFN output each
+    normed again (`post_attention_norm`, `post_ffw_norm`) before the residual add; GeGLU FFN
+    (GELU, tanh approximation); queries scaled by query_pre_attn_scalar^-1/2, which GGUF does
+    not record: head_dim, or n_embd / n_head for the 27B models (46 / 62 layers), as
+    llama.cpp; sliding-window layers (`attention.sliding_window`: a query at p sees keys
+    p - window + 1 .. p) where `attention.sliding_window_pattern` (default 2 for gemma2,
+    6 for gemma3) says: of every `pattern` layers all but the last slide; their RoPE base is
+    `rope.freq_base_swa` (gemma3 default 10000, unscaled; gemma2: the global base);
+    gemma2 soft-caps scores (`attn_logit_softcapping`: s -> c tanh(s / c)) and both cap the
+    logits when `final_logit_softcapping` is given.
+  * phi3: `attn_qkv` holds the q, k and v rows; `ffn_up` holds the gate rows then the up rows.
+  * Mixture of experts (qwen3moe, llama with `expert_count`): router logits x @ ffn_gate_inp.T,
+    probabilities by softmax (`expert_gating_func` 1, default) or sigmoid (2), the
+    `expert_used_count` most probable experts, their probabilities divided by their sum
+    (`expert_weights_norm`, default true) and times `expert_weights_scale`; the output is the
+    weighted sum of the chosen experts' SwiGLU FFNs (`ffn_{gate,up,down}_exps`), plus the
+    shared experts' FFN (`ffn_*_shexp`) when the model has them.
   * FFN: down(silu(gate(x)) * up(x)).
   * Output head `output.weight`, or tied to `token_embd.weight` when absent.
 
@@ -40,7 +63,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from gguf import GGUFReader
@@ -53,6 +76,13 @@ def _field(reader: GGUFReader, key: str, default=None):
         return default
     v = f.contents()
     return v
+
+
+NEOX = {"llama": False, "mistral": False, "qwen2": True, "qwen3": True, "qwen3moe": True,
+        "gemma2": True, "gemma3": True, "phi3": True}  # arch -> RoPE in NeoX mode
+QK_NORM = {"qwen3", "qwen3moe", "gemma3"}
+GEMMA = {"gemma2", "gemma3"}
+SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
 
 
 @dataclass
@@ -71,9 +101,20 @@ class Hparams:
     rope_neox: bool
     rms_eps: float
     n_ctx_train: int
-
-
-SUPPORTED_ARCHS = {"llama": False, "mistral": False, "qwen2": True}  # arch -> rope neox
+    kq_scale: float = 0.0
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
+    window: int = 0                     # sliding window of the layers in `swa`
+    swa: list = field(default_factory=list)
+    rope_base_swa: float = 10000.0
+    rope_scale_swa: float = 1.0
+    attn_factor: float = 1.0
+    n_ctx_orig: int = 0
+    n_expert: int = 0
+    n_expert_used: int = 0
+    gating: int = 1                     # 1 softmax, 2 sigmoid
+    norm_weights: bool = True
+    weights_scale: float = 1.0
 
 
 class KVCache:
@@ -94,13 +135,15 @@ class KVCache:
 
 
 class RefModel:
-    def __init__(self, path: str, dtype=np.float64, verbose: bool = False):
+    def __init__(self, path: str, dtype=np.float64, verbose: bool = False, n_ctx: int = 0):
+        """n_ctx: the context the model runs with (phi3 picks its RoPE factors by it);
+        0: the training context."""
         self.path = path
         self.dtype = dtype
         r = GGUFReader(path)
         arch = _field(r, "general.architecture")
-        if arch not in SUPPORTED_ARCHS:
-            raise ValueError(f"unsupported architecture {arch!r} (supported: {sorted(SUPPORTED_ARCHS)})")
+        if arch not in NEOX:
+            raise ValueError(f"unsupported architecture {arch!r} (supported: {sorted(NEOX)})")
         self.tensors = {t.name: t for t in r.tensors}
 
         def a(key, default=None):
@@ -110,27 +153,44 @@ class RefModel:
         n_head = int(a("attention.head_count"))
         n_head_kv = int(a("attention.head_count_kv", n_head))
         head_dim = int(a("attention.key_length", n_embd // n_head))
+        n_layer = int(a("block_count"))
         tok = self.tensors["token_embd.weight"]
         n_vocab = int(tok.shape[1])  # ne1
-        scale = 1.0
-        if a("rope.scaling.type") == "linear" and a("rope.scaling.factor"):
-            scale = 1.0 / float(a("rope.scaling.factor"))
-        self.hp = Hparams(
-            arch=arch,
-            n_layer=int(a("block_count")),
-            n_embd=n_embd,
-            n_head=n_head,
-            n_head_kv=n_head_kv,
-            head_dim=head_dim,
-            n_ff=int(a("feed_forward_length")),
-            n_vocab=n_vocab,
+        factor = float(a("rope.scaling.factor", 0.0) or 0.0)
+        scale = 1.0 / factor if factor else 1.0
+        hp = self.hp = Hparams(
+            arch=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+            head_dim=head_dim, n_ff=int(a("feed_forward_length")), n_vocab=n_vocab,
             n_rot=int(a("rope.dimension_count", head_dim)),
-            rope_base=float(a("rope.freq_base", 10000.0)),
-            rope_scale=scale,
-            rope_neox=SUPPORTED_ARCHS[arch],
+            rope_base=float(a("rope.freq_base", 10000.0)), rope_scale=scale, rope_neox=NEOX[arch],
             rms_eps=float(a("attention.layer_norm_rms_epsilon", 1e-5)),
-            n_ctx_train=int(a("context_length", 0)),
-        )
+            n_ctx_train=int(a("context_length", 0)))
+        hp.kq_scale = 1.0 / np.sqrt(head_dim)
+        hp.swa = [False] * n_layer
+        if arch in GEMMA:
+            big = (arch == "gemma2" and n_layer == 46) or (arch == "gemma3" and n_layer == 62)
+            if big:
+                hp.kq_scale = 1.0 / np.sqrt(n_embd // n_head)
+            hp.final_softcap = float(a("final_logit_softcapping", 0.0))
+            if arch == "gemma2":
+                hp.attn_softcap = float(a("attn_logit_softcapping", 0.0))
+            hp.window = int(a("attention.sliding_window", 4096 if arch == "gemma2" else 0))
+            pattern = a("attention.sliding_window_pattern", SWA_PATTERN[arch])
+            if isinstance(pattern, list):
+                hp.swa = [bool(x) for x in pattern]
+            else:
+                p = int(pattern)
+                hp.swa = [p == 0 or il % p < p - 1 for il in range(n_layer)] if hp.window else hp.swa
+            hp.rope_base_swa = float(a("rope.freq_base_swa", hp.rope_base if arch == "gemma2" else 10000.0))
+            hp.rope_scale_swa = hp.rope_scale if arch == "gemma2" else 1.0
+        hp.attn_factor = float(a("rope.scaling.attn_factor", 1.0))
+        hp.n_ctx_orig = int(a("rope.scaling.original_context_length", hp.n_ctx_train))
+        hp.n_expert = int(a("expert_count", 0))
+        if hp.n_expert:
+            hp.n_expert_used = int(a("expert_used_count"))
+            hp.gating = int(a("expert_gating_func", 1))
+            hp.norm_weights = bool(a("expert_weights_norm", True))
+            hp.weights_scale = float(a("expert_weights_scale", 1.0) or 1.0)
         self.add_bos = bool(_field(r, "tokenizer.ggml.add_bos_token",
                                    _field(r, "tokenizer.ggml.model") == "llama"))
         self.bos_id = _field(r, "tokenizer.ggml.bos_token_id")
@@ -142,22 +202,38 @@ class RefModel:
         self.tok_embd = W("token_embd.weight")
         self.out_norm = W("output_norm.weight")
         self.output = W("output.weight") if "output.weight" in self.tensors else self.tok_embd
+        q, kv = n_head * head_dim, n_head_kv * head_dim
         self.layers = []
-        for il in range(self.hp.n_layer):
+        for il in range(n_layer):
             p = f"blk.{il}."
-            L = {k: W(p + k + ".weight") for k in
-                 ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                  "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")}
+            L = {k: W(p + k + ".weight") for k in ("attn_norm", "attn_output", "ffn_norm") }
+            if p + "attn_qkv.weight" in self.tensors:
+                qkv = W(p + "attn_qkv.weight")
+                L["attn_q"], L["attn_k"], L["attn_v"] = qkv[:q], qkv[q:q + kv], qkv[q + kv:]
+            else:
+                L.update({k: W(p + k + ".weight") for k in ("attn_q", "attn_k", "attn_v")})
+            for opt in ("attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm", "ffn_gate_inp",
+                        "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_shexp", "ffn_up_shexp",
+                        "ffn_down_shexp", "ffn_gate", "ffn_up", "ffn_down"):
+                if p + opt + ".weight" in self.tensors:
+                    L[opt] = W(p + opt + ".weight")
+            if "ffn_up" in L and "ffn_gate" not in L and "ffn_gate_inp" not in L:  # phi3: gate rows, then up
+                L["ffn_gate"], L["ffn_up"] = np.split(L["ffn_up"], 2)
             for b in ("attn_q", "attn_k", "attn_v", "attn_output"):
                 if p + b + ".bias" in self.tensors:
                     L[b + "_b"] = W(p + b + ".bias")
             self.layers.append(L)
-        # RoPE inverse frequencies, float64
-        i = np.arange(0, self.hp.n_rot, 2, dtype=np.float64)
-        inv = self.hp.rope_base ** (-i / self.hp.n_rot)
+        # RoPE inverse frequencies per layer kind, float64
+        n_ctx = n_ctx or hp.n_ctx_train
+        i = np.arange(0, hp.n_rot, 2, dtype=np.float64)
+        factors = np.ones(hp.n_rot // 2)
         if "rope_freqs.weight" in self.tensors:
-            inv = inv / W("rope_freqs.weight").astype(np.float64)
-        self.inv_freq = inv
+            factors = W("rope_freqs.weight").astype(np.float64)
+        elif "rope_factors_long.weight" in self.tensors:
+            which = "long" if n_ctx > hp.n_ctx_orig else "short"
+            factors = W(f"rope_factors_{which}.weight").astype(np.float64)
+        self.inv_freq = hp.rope_base ** (-i / hp.n_rot) / factors
+        self.inv_freq_swa = hp.rope_base_swa ** (-i / hp.n_rot) / factors
 
     # -- weights ---------------------------------------------------------------
     def _w(self, name: str) -> np.ndarray:
@@ -172,12 +248,13 @@ class RefModel:
         r = 1.0 / np.sqrt(np.mean(x64 * x64, axis=-1, keepdims=True) + self.hp.rms_eps)
         return (x64 * r).astype(self.dtype, copy=False) * w
 
-    def _rope(self, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    def _rope(self, x: np.ndarray, pos: np.ndarray, swa: bool) -> np.ndarray:
         """x: (n, heads, head_dim); pos: (n,) int positions."""
         hp = self.hp
-        ang = (pos.astype(np.float64) * hp.rope_scale)[:, None] * self.inv_freq[None, :]  # (n, n_rot/2)
-        cos = np.cos(ang)[:, None, :].astype(self.dtype)
-        sin = np.sin(ang)[:, None, :].astype(self.dtype)
+        inv, scale = (self.inv_freq_swa, hp.rope_scale_swa) if swa else (self.inv_freq, hp.rope_scale)
+        ang = (pos.astype(np.float64) * scale)[:, None] * inv[None, :]  # (n, n_rot/2)
+        cos = (np.cos(ang) * hp.attn_factor)[:, None, :].astype(self.dtype)
+        sin = (np.sin(ang) * hp.attn_factor)[:, None, :].astype(self.dtype)
         out = x.copy()
         if hp.rope_neox:
             h = hp.n_rot // 2
@@ -196,6 +273,35 @@ class RefModel:
         e = np.exp(x - m)
         return e / np.sum(e, axis=axis, keepdims=True)
 
+    def _glu(self, h, gate, up, down):
+        gt = h @ gate.T
+        if self.hp.arch in GEMMA:  # GELU, tanh approximation
+            act = 0.5 * gt * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (gt + 0.044715 * gt ** 3)))
+        else:
+            act = gt / (1.0 + np.exp(-gt))
+        return (act * (h @ up.T)) @ down.T
+
+    def _moe(self, h, L):
+        hp = self.hp
+        logits = h @ L["ffn_gate_inp"].T                                   # (n, n_expert)
+        probs = self._softmax(logits) if hp.gating == 1 else 1.0 / (1.0 + np.exp(-logits))
+        out = np.zeros_like(h)
+        self.router_gaps = getattr(self, "router_gaps", [])
+        for t in range(h.shape[0]):
+            order = np.argsort(-probs[t], kind="stable")
+            chosen = order[:hp.n_expert_used]
+            if hp.n_expert_used < hp.n_expert:  # how close the choice came to another expert
+                self.router_gaps.append(float(probs[t, order[hp.n_expert_used - 1]] - probs[t, order[hp.n_expert_used]]))
+            w = probs[t, chosen]
+            if hp.norm_weights:
+                w = w / w.sum()
+            w = w * hp.weights_scale
+            for e, we in zip(chosen, w):
+                out[t] += we * self._glu(h[t:t + 1], L["ffn_gate_exps"][e], L["ffn_up_exps"][e], L["ffn_down_exps"][e])[0]
+        if "ffn_up_shexp" in L:
+            out = out + self._glu(h, L["ffn_gate_shexp"], L["ffn_up_shexp"], L["ffn_down_shexp"])
+        return out
+
     # -- forward ---------------------------------------------------------------
     def new_cache(self) -> KVCache:
         return KVCache(self.hp.n_layer)
@@ -205,7 +311,10 @@ class RefModel:
 
         Returns float64 logits, (len(ids), n_vocab), or (1, n_vocab) if last_only.
         """
-        return (self.hidden(ids, cache, last_only) @ self.output.T).astype(np.float64)
+        logits = (self.hidden(ids, cache, last_only) @ self.output.T).astype(np.float64)
+        if self.hp.final_softcap:
+            logits = self.hp.final_softcap * np.tanh(logits / self.hp.final_softcap)
+        return logits
 
     def hidden(self, ids, cache: KVCache | None = None, last_only: bool = False) -> np.ndarray:
         """The final hidden states of `ids` after the output norm (what llama.cpp pools into
@@ -220,12 +329,17 @@ class RefModel:
         T = p0 + n
         g = hp.n_head // hp.n_head_kv
         hd = hp.head_dim
-        kq_scale = 1.0 / np.sqrt(hd)
-        # causal mask (n, T): query i (abs pos p0+i) sees keys 0..p0+i
-        mask = np.where(np.arange(T)[None, :] <= pos[:, None], 0.0, -np.inf).astype(self.dtype)
+        # causal mask (n, T): query i (abs pos p0+i) sees keys 0..p0+i; in a window, the last `window`
+        keys = np.arange(T)[None, :]
+        causal = keys <= pos[:, None]
+        mask = np.where(causal, 0.0, -np.inf).astype(self.dtype)
+        mask_swa = np.where(causal & (pos[:, None] - keys < max(hp.window, 1)), 0.0, -np.inf).astype(self.dtype)
 
         x = self.tok_embd[ids]  # (n, n_embd)
+        if hp.arch in GEMMA:
+            x = x * np.sqrt(hp.n_embd)
         for il, L in enumerate(self.layers):
+            swa = hp.swa[il] and hp.window > 0
             h = self._rms(x, L["attn_norm"])
             q = h @ L["attn_q"].T
             k = h @ L["attn_k"].T
@@ -234,25 +348,37 @@ class RefModel:
                 q = q + L["attn_q_b"]
                 k = k + L["attn_k_b"]
                 v = v + L["attn_v_b"]
-            q = self._rope(q.reshape(n, hp.n_head, hd), pos)
-            k = self._rope(k.reshape(n, hp.n_head_kv, hd), pos)
+            q = q.reshape(n, hp.n_head, hd)
+            k = k.reshape(n, hp.n_head_kv, hd)
+            if "attn_q_norm" in L:
+                q = self._rms(q, L["attn_q_norm"])
+                k = self._rms(k, L["attn_k_norm"])
+            q = self._rope(q, pos, swa)
+            k = self._rope(k, pos, swa)
             v = v.reshape(n, hp.n_head_kv, hd)
             K, V = cache.append(il, k, v)  # (T, n_kv, hd)
             qh = q.reshape(n, hp.n_head_kv, g, hd).transpose(1, 2, 0, 3)   # (kv, g, n, hd)
             kh = K.transpose(1, 2, 0)[:, None]                              # (kv, 1, hd, T)
             vh = V.transpose(1, 0, 2)[:, None]                              # (kv, 1, T, hd)
-            s = (qh @ kh) * kq_scale + mask                                 # (kv, g, n, T)
-            o = self._softmax(s) @ vh                                       # (kv, g, n, hd)
+            s = (qh @ kh) * hp.kq_scale                                     # (kv, g, n, T)
+            if hp.attn_softcap:
+                s = hp.attn_softcap * np.tanh(s / hp.attn_softcap)
+            o = self._softmax(s + (mask_swa if swa else mask)) @ vh         # (kv, g, n, hd)
             o = o.transpose(2, 0, 1, 3).reshape(n, hp.n_head * hd)
             o = o @ L["attn_output"].T
             if "attn_output_b" in L:
                 o = o + L["attn_output_b"]
+            if "post_attention_norm" in L:
+                o = self._rms(o, L["post_attention_norm"])
             x = x + o
             h = self._rms(x, L["ffn_norm"])
-            gt = h @ L["ffn_gate"].T
-            up = h @ L["ffn_up"].T
-            act = gt / (1.0 + np.exp(-gt)) * up
-            x = x + act @ L["ffn_down"].T
+            if "ffn_gate_inp" in L:
+                f = self._moe(h, L)
+            else:
+                f = self._glu(h, L["ffn_gate"], L["ffn_up"], L["ffn_down"])
+            if "post_ffw_norm" in L:
+                f = self._rms(f, L["post_ffw_norm"])
+            x = x + f
         cache.n = T
         if last_only:
             x = x[-1:]

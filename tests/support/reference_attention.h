@@ -1,7 +1,9 @@
 #pragma once
 // Causal grouped-query attention in double, the reference the attention kernels are checked
 // against: query rows q (n_tokens x n_head x hd) at positions pos0..., each against positions
-// 0..its own; key(j, i) and value(j, i) give value i of position j's K and V rows (n_head_kv x hd).
+// 0..its own (or the last `window` of them); key(j, i) and value(j, i) give value i of position
+// j's K and V rows (n_head_kv x hd). Scores are scaled by 1/sqrt(hd) (or `scale`) and, with a
+// soft cap c, mapped to c tanh(s / c).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -9,25 +11,34 @@
 
 namespace strata::test {
 
+struct AttentionVariant {
+    int window = 0;
+    double scale = 0;
+    double softcap = 0;
+};
+
 template <class Key, class Value>
 std::vector<double> attention_f64(const std::vector<float>& q, int n_tokens, int pos0, int n_head, int n_head_kv, int hd,
-                                  Key key, Value value) {
+                                  Key key, Value value, AttentionVariant var = {}) {
     std::vector<double> out(q.size());
     for (int t = 0; t < n_tokens; ++t)
         for (int h = 0; h < n_head; ++h) {
             const int c0 = h / (n_head / n_head_kv) * hd;
             const float* qr = &q[(size_t(t) * n_head + h) * hd];
-            std::vector<double> w(pos0 + t + 1);
+            const int n = pos0 + t + 1, lo = var.window > 0 ? std::max(0, n - var.window) : 0;
+            std::vector<double> w(n, 0.0);
             double mx = -INFINITY, sum = 0;
-            for (size_t j = 0; j < w.size(); ++j) {
+            for (int j = lo; j < n; ++j) {
                 double s = 0;
-                for (int d = 0; d < hd; ++d) s += double(qr[d]) * key(int(j), c0 + d);
-                mx = std::max(mx, w[j] = s / std::sqrt(double(hd)));
+                for (int d = 0; d < hd; ++d) s += double(qr[d]) * key(j, c0 + d);
+                s *= var.scale > 0 ? var.scale : 1.0 / std::sqrt(double(hd));
+                if (var.softcap > 0) s = var.softcap * std::tanh(s / var.softcap);
+                mx = std::max(mx, w[j] = s);
             }
-            for (auto& x : w) sum += (x = std::exp(x - mx));
+            for (int j = lo; j < n; ++j) sum += (w[j] = std::exp(w[j] - mx));
             for (int d = 0; d < hd; ++d) {
                 double o = 0;
-                for (size_t j = 0; j < w.size(); ++j) o += w[j] / sum * value(int(j), c0 + d);
+                for (int j = lo; j < n; ++j) o += w[j] / sum * value(j, c0 + d);
                 out[(size_t(t) * n_head + h) * hd + d] = o;
             }
         }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "cpu/kv_format.h"
 #include "tests/support/gguf_writer.h"
 
 namespace strata::test {
@@ -67,7 +68,7 @@ std::vector<uint8_t> quant_blocks(const std::string& name, uint64_t seed, DType 
 }  // namespace
 
 nlohmann::json tiny_config(const std::string& arch, int n_embd, int n_layer, int n_ff) {
-    return {{"arch", arch}, {"n_vocab", 96},         {"n_embd", n_embd},        {"n_layer", n_layer},
+    return {{"name", arch}, {"arch", arch}, {"n_vocab", 96}, {"n_embd", n_embd}, {"n_layer", n_layer},
             {"n_head", 4},  {"n_head_kv", 2},        {"n_ff", n_ff},            {"n_rot", n_embd / 4},
             {"rope_base", 10000.0}, {"rope_freqs", false}, {"tied", true}, {"qkv_bias", arch == "qwen2"},
             {"linear_scale", 0.0}};
@@ -76,9 +77,12 @@ nlohmann::json tiny_config(const std::string& arch, int n_embd, int n_layer, int
 void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, const std::filesystem::path& path) {
     const std::string arch = c["arch"];
     const uint32_t E = c["n_embd"], F = c["n_ff"], V = c["n_vocab"], L = c["n_layer"];
-    const uint32_t hd = E / c["n_head"].get<uint32_t>();
+    const uint32_t hd = c.value("head_dim", E / c["n_head"].get<uint32_t>());
     const uint32_t q = c["n_head"].get<uint32_t>() * hd, kv = c["n_head_kv"].get<uint32_t>() * hd;
+    const uint32_t n_exp = c.value("n_expert", 0u);
+    auto flag = [&](const char* k) { return c.value(k, false); };
 
+    // The keys in make_arch_fixtures.py's order (the gguf package's writer).
     GgufWriter w;
     w.kv_string("general.architecture", arch);
     w.kv_u32(arch + ".context_length", 256).kv_u32(arch + ".embedding_length", E).kv_u32(arch + ".block_count", L);
@@ -87,39 +91,90 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
     w.kv_f32(arch + ".rope.freq_base", c["rope_base"]).kv_f32(arch + ".attention.layer_norm_rms_epsilon", rms_eps);
     if (c["linear_scale"].get<double>() != 0)
         w.kv_string(arch + ".rope.scaling.type", "linear").kv_f32(arch + ".rope.scaling.factor", c["linear_scale"]);
+    if (c.contains("head_dim")) w.kv_u32(arch + ".attention.key_length", hd).kv_u32(arch + ".attention.value_length", hd);
+    if (n_exp) {
+        w.kv_u32(arch + ".expert_count", n_exp).kv_u32(arch + ".expert_used_count", c["n_expert_used"]);
+        if (c.contains("n_ff_exp")) w.kv_u32(arch + ".expert_feed_forward_length", c["n_ff_exp"]);
+        if (c.contains("n_ff_shexp")) w.kv_u32(arch + ".expert_shared_feed_forward_length", c["n_ff_shexp"]);
+        if (c.contains("gating")) w.kv_u32(arch + ".expert_gating_func", c["gating"]);
+        if (c.contains("norm_weights")) w.kv_raw(arch + ".expert_weights_norm", 7, {uint8_t(c["norm_weights"].get<bool>())});
+        if (c.contains("weights_scale")) w.kv_f32(arch + ".expert_weights_scale", c["weights_scale"]);
+    }
+    if (c.contains("swa")) w.kv_u32(arch + ".attention.sliding_window", c["swa"]);
+    if (c.contains("swa_pattern")) w.kv_u32(arch + ".attention.sliding_window_pattern", c["swa_pattern"]);
+    if (c.contains("rope_base_swa")) w.kv_f32(arch + ".rope.freq_base_swa", c["rope_base_swa"]);
+    if (c.contains("attn_softcap")) w.kv_f32(arch + ".attn_logit_softcapping", c["attn_softcap"]);
+    if (c.contains("final_softcap")) w.kv_f32(arch + ".final_logit_softcapping", c["final_softcap"]);
+    if (c.contains("orig_ctx")) w.kv_u32(arch + ".rope.scaling.original_context_length", c["orig_ctx"]);
+    if (c.contains("attn_factor")) w.kv_f32(arch + ".rope.scaling.attn_factor", c["attn_factor"]);
 
     // GGUF dims are innermost first: a (rows, cols) matrix is ne = {cols, rows}. Matrices take
-    // the config's weight_type (F32 when absent), vectors stay F32.
+    // the config's weight_type (F32 when absent): Q8_0 rounds the F32 values as ggml's quantizer
+    // does, the low-bit types are random valid blocks; vectors stay F32.
     const DType wtype = *dtype_from_name(c.value("weight_type", std::string("F32")));
     auto add = [&](const std::string& name, std::vector<uint64_t> ne, double scale, double offset) {
         size_t n = 1;
         for (auto d : ne) n *= d;
-        if (ne.size() == 2 && wtype != DType::F32)
-            w.tensor(name, static_cast<uint32_t>(wtype), ne, quant_blocks(name, seed, wtype, n));
-        else
-            w.tensor(name, 0, ne, values(name, seed, n, scale, offset));
+        if (ne.size() < 2 || wtype == DType::F32) return void(w.tensor(name, 0, ne, values(name, seed, n, scale, offset)));
+        if (wtype != DType::Q8_0)
+            return void(w.tensor(name, static_cast<uint32_t>(wtype), ne, quant_blocks(name, seed, wtype, n)));
+        std::vector<uint8_t> f32 = values(name, seed, n, scale, offset);
+        const size_t row_q8 = row_bytes(DType::Q8_0, static_cast<int64_t>(ne[0]));
+        std::vector<uint8_t> q(n / ne[0] * row_q8);
+        for (size_t r = 0; r < n / ne[0]; ++r)
+            cpu::store_kv_row(DType::Q8_0, reinterpret_cast<const float*>(&f32[r * ne[0] * 4]), &q[r * row_q8],
+                              static_cast<int64_t>(ne[0]));
+        w.tensor(name, static_cast<uint32_t>(DType::Q8_0), ne, std::move(q));
     };
+    auto norm = [&](const std::string& name, uint64_t n) { add(name, {n}, 0.1, 1.0); };
     add("token_embd.weight", {E, V}, 0.5, 0.0);
-    add("output_norm.weight", {E}, 0.1, 1.0);
+    norm("output_norm.weight", E);
     if (!c["tied"].get<bool>()) add("output.weight", {E, V}, 0.2, 0.0);
     for (uint32_t il = 0; il < L; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
-        add(p + "attn_norm.weight", {E}, 0.1, 1.0);
-        add(p + "attn_q.weight", {E, q}, 0.2, 0.0);
-        add(p + "attn_k.weight", {E, kv}, 0.2, 0.0);
-        add(p + "attn_v.weight", {E, kv}, 0.2, 0.0);
+        norm(p + "attn_norm.weight", E);
+        if (flag("fused")) {
+            add(p + "attn_qkv.weight", {E, q + 2 * kv}, 0.2, 0.0);
+        } else {
+            add(p + "attn_q.weight", {E, q}, 0.2, 0.0);
+            add(p + "attn_k.weight", {E, kv}, 0.2, 0.0);
+            add(p + "attn_v.weight", {E, kv}, 0.2, 0.0);
+        }
         add(p + "attn_output.weight", {q, E}, 0.2, 0.0);
-        add(p + "ffn_norm.weight", {E}, 0.1, 1.0);
-        add(p + "ffn_gate.weight", {E, F}, 0.2, 0.0);
-        add(p + "ffn_up.weight", {E, F}, 0.2, 0.0);
-        add(p + "ffn_down.weight", {F, E}, 0.2, 0.0);
+        if (flag("qk_norm")) norm(p + "attn_q_norm.weight", hd), norm(p + "attn_k_norm.weight", hd);
+        if (flag("post_norms")) norm(p + "post_attention_norm.weight", E), norm(p + "post_ffw_norm.weight", E);
+        norm(p + "ffn_norm.weight", E);
+        if (n_exp) {
+            const uint32_t Fe = c.value("n_ff_exp", F);
+            add(p + "ffn_gate_inp.weight", {E, n_exp}, 0.5, 0.0);
+            add(p + "ffn_gate_exps.weight", {E, Fe, n_exp}, 0.2, 0.0);
+            add(p + "ffn_up_exps.weight", {E, Fe, n_exp}, 0.2, 0.0);
+            add(p + "ffn_down_exps.weight", {Fe, E, n_exp}, 0.2, 0.0);
+            if (const uint32_t S = c.value("n_ff_shexp", 0u)) {
+                add(p + "ffn_gate_shexp.weight", {E, S}, 0.2, 0.0);
+                add(p + "ffn_up_shexp.weight", {E, S}, 0.2, 0.0);
+                add(p + "ffn_down_shexp.weight", {S, E}, 0.2, 0.0);
+            }
+        } else if (flag("fused")) {
+            add(p + "ffn_up.weight", {E, 2 * F}, 0.2, 0.0);
+            add(p + "ffn_down.weight", {F, E}, 0.2, 0.0);
+        } else {
+            add(p + "ffn_gate.weight", {E, F}, 0.2, 0.0);
+            add(p + "ffn_up.weight", {E, F}, 0.2, 0.0);
+            add(p + "ffn_down.weight", {F, E}, 0.2, 0.0);
+        }
         if (c["qkv_bias"].get<bool>()) {
             add(p + "attn_q.bias", {q}, 0.1, 0.0);
             add(p + "attn_k.bias", {kv}, 0.1, 0.0);
             add(p + "attn_v.bias", {kv}, 0.1, 0.0);
         }
     }
-    if (c["rope_freqs"].get<bool>()) add("rope_freqs.weight", {c["n_rot"].get<uint64_t>() / 2}, 0.5, 1.5);
+    const uint64_t half_rot = c["n_rot"].get<uint64_t>() / 2;
+    if (c["rope_freqs"].get<bool>()) add("rope_freqs.weight", {half_rot}, 0.5, 1.5);
+    if (flag("rope_factors")) {
+        add("rope_factors_long.weight", {half_rot}, 0.5, 2.0);
+        add("rope_factors_short.weight", {half_rot}, 0.2, 1.0);
+    }
     w.write(path);
 }
 

@@ -45,10 +45,28 @@ double conversion_tolerance(DType type) {
     }
 }
 
+// Runs `a` on each kernel this CPU has (the plain C++ reference, AVX-512) and hands each
+// output to check(path, out); the active path is restored after.
+template <class Check>
+void on_each_kernel(ThreadPool& pool, AttentionArgs a, size_t n_out, Check check) {
+    const CpuPath saved = active_path();
+    for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx512}) {
+        if (!path_supported(path)) {
+            WARN("skipped: this CPU has no " << path_name(path));
+            continue;
+        }
+        set_active_path(path);
+        std::vector<float> out(n_out, NAN);
+        a.out = out.data();
+        pool.run([&] { attention(a); });
+        check(path, out);
+    }
+    set_active_path(saved);
+}
+
 }  // namespace
 
 TEST_CASE("attention: every KV type on every kernel matches attention in double over a paged cache", "[unit][cpu]") {
-    const CpuPath saved = active_path();
     ThreadPool pool(2);
     struct Shape { int n_head, n_head_kv, hd, n_tokens, pos0; };
     // Odd head counts and lengths; head_dim 16 puts every other KV head mid-way through a Q8_0
@@ -83,19 +101,12 @@ TEST_CASE("attention: every KV type on every kernel matches attention in double 
             const auto exact = attention_f64(
                 q, sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, [&](int j, int i) { return k[size_t(j) * n_embd_kv + i]; },
                 [&](int j, int i) { return v[size_t(j) * n_embd_kv + i]; });
-            for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx512}) {
-                if (!path_supported(path)) {
-                    WARN("skipped: this CPU has no " << path_name(path));
-                    continue;
-                }
-                set_active_path(path);
-                std::vector<float> out(q.size(), NAN);
-                AttentionArgs a{q.data(), kpool.data(), vpool.data(), out.data(), sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd,
-                                row_bytes, type};
-                a.block_table = table.data();
-                a.block_size = bs;
-                a.block_stride = block_stride;
-                pool.run([&] { attention(a); });
+            AttentionArgs a{q.data(), kpool.data(), vpool.data(), nullptr, sh.n_tokens, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd,
+                            row_bytes, type};
+            a.block_table = table.data();
+            a.block_size = bs;
+            a.block_stride = block_stride;
+            on_each_kernel(pool, a, q.size(), [&](CpuPath path, const std::vector<float>& out) {
                 INFO("type " << dtype_name(type) << " path " << path_name(path) << " heads " << sh.n_head << "/" << sh.n_head_kv
                              << " hd " << sh.hd << " tokens " << sh.n_tokens << " pos0 " << sh.pos0);
                 double worst_held = 0, worst_exact = 0;
@@ -105,9 +116,48 @@ TEST_CASE("attention: every KV type on every kernel matches attention in double 
                 }
                 CHECK(worst_held <= 1e-5);  // the kernels add no error of their own beyond float sums
                 CHECK(worst_exact <= conversion_tolerance(type));
-            }
+            });
         }
-    set_active_path(saved);
+}
+
+TEST_CASE("attention: sliding windows, score scales and soft caps match attention in double", "[unit][cpu]") {
+    ThreadPool pool(2);
+    struct Case { int n_head, n_head_kv, hd, n_tokens, pos0; test::AttentionVariant var; };
+    // Windows inside one 16-key block, across blocks and pages, longer than the context; a
+    // prompt whose rows start at different keys in one tile; gemma's scale and caps.
+    const Case cases[] = {{8, 2, 32, 37, 5, {5, 0, 0}},      {4, 1, 64, 1, 300, {40, 0, 0}},  {6, 3, 16, 20, 30, {17, 0, 0}},
+                          {4, 4, 32, 9, 3, {1, 0, 0}},       {8, 4, 32, 12, 7, {64, 0.11, 0}}, {4, 2, 32, 25, 10, {0, 0.25, 2.0}},
+                          {8, 1, 256, 3, 40, {8, 1.0 / 16, 5.0}}};
+    constexpr int bs = 16;
+    for (const auto& c : cases) {
+        const int n_embd_kv = c.n_head_kv * c.hd, n_kv = c.pos0 + c.n_tokens;
+        const int64_t row_bytes = static_cast<int64_t>(strata::row_bytes(DType::F32, n_embd_kv)), block_stride = bs * row_bytes;
+        const int n_blocks = (n_kv + bs - 1) / bs;
+        std::vector<int32_t> table(n_blocks);
+        std::iota(table.rbegin(), table.rend(), 0);  // pages in reverse order
+        const auto k = normal_floats(size_t(n_blocks) * bs * n_embd_kv, 41 + c.hd), v = normal_floats(k.size(), 42 + c.hd);
+        auto row = [&](const std::vector<float>& p, int j) { return &p[(size_t(table[j / bs]) * bs + j % bs) * n_embd_kv]; };
+        auto q = normal_floats(size_t(c.n_tokens) * c.n_head * c.hd, 43 + c.n_tokens);
+        for (auto& x : q) x *= 2.0f;
+        const auto want = attention_f64(
+            q, c.n_tokens, c.pos0, c.n_head, c.n_head_kv, c.hd, [&](int j, int i) { return row(k, j)[i]; },
+            [&](int j, int i) { return row(v, j)[i]; }, c.var);
+        AttentionArgs a{q.data(), k.data(), v.data(), nullptr, c.n_tokens, c.pos0, c.n_head, c.n_head_kv, c.hd, row_bytes,
+                        DType::F32};
+        a.block_table = table.data();
+        a.block_size = bs;
+        a.block_stride = block_stride;
+        a.window = c.var.window;
+        a.scale = static_cast<float>(c.var.scale);
+        a.softcap = static_cast<float>(c.var.softcap);
+        on_each_kernel(pool, a, q.size(), [&](CpuPath path, const std::vector<float>& out) {
+            INFO("path " << path_name(path) << " hd " << c.hd << " tokens " << c.n_tokens << " pos0 " << c.pos0 << " window "
+                         << c.var.window << " scale " << c.var.scale << " cap " << c.var.softcap);
+            double worst = 0;
+            for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - want[i]));
+            CHECK(worst <= 1e-5);
+        });
+    }
 }
 
 TEST_CASE("attention: a type the KV cache cannot hold is refused", "[unit][cpu]") {

@@ -24,6 +24,8 @@ TEST_CASE("chat template families are detected from the GGUF template text", "[u
     CHECK(detect("{{ bos_token + '[INST] ' + content + ' [/INST]' }}").family() == ChatFamily::Llama2);
     CHECK(detect("<|user|>\n{{ content }}</s>").family() == ChatFamily::Zephyr);
     CHECK(detect("<start_of_turn>user").family() == ChatFamily::Gemma);
+    CHECK(detect("<|im_start|>assistant\n<think>\n' + reasoning + '\n</think>").family() == ChatFamily::Qwen3);
+    CHECK(detect("{{'<|user|>\n' + message['content'] + '<|end|>\n'}}").family() == ChatFamily::Phi3);
     CHECK(detect("something else entirely").family() == ChatFamily::ChatML);  // fallback, with a warning
 }
 
@@ -42,6 +44,20 @@ TEST_CASE("llama2 and llama3 render the documented formats", "[unit][chat]") {
     ChatTemplate l3(ChatFamily::Llama3);
     CHECK(l3.render({{"user", "Hi"}}) ==
           "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST_CASE("qwen3 keeps an answer's reasoning only after the last user message (its template, rendered by jinja2)", "[unit][chat]") {
+    ChatTemplate q(ChatFamily::Qwen3);
+    const std::string thought = "<think>\nR\n</think>\n\nA";
+    CHECK(q.render({{"user", "Q"}, {"assistant", thought}}, false) ==
+          "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nR\n</think>\n\nA<|im_end|>\n");
+    CHECK(q.render({{"user", "Q"}, {"assistant", "A"}}, false) ==
+          "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nA<|im_end|>\n");
+    CHECK(q.render({{"user", "Q"}, {"assistant", thought}, {"user", "Q2"}}) ==
+          "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n"
+          "<|im_start|>assistant\n");
+    CHECK(q.end_of_turn() == "<|im_end|>");
+    CHECK(ChatTemplate(ChatFamily::Phi3).end_of_turn() == "<|end|>");
 }
 
 TEST_CASE("an unknown --chat-template name is a usage error listing the choices", "[unit][chat]") {

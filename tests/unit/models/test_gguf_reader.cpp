@@ -224,7 +224,7 @@ TEST_CASE("an unsupported architecture is refused with the supported list", "[un
         FAIL("no error");
     } catch (const FormatError& e) {
         CHECK_THAT(e.what(), Catch::Contains("'mamba' is not supported"));
-        CHECK_THAT(e.hint(), Catch::Contains("llama, mistral, qwen2"));
+        CHECK_THAT(e.hint(), Catch::Contains("llama, mistral, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3"));
     }
 }
 

@@ -73,6 +73,26 @@ TEST_CASE("cost model: hand-computed decode and prefill for a CPU-only toy", "[u
     CHECK(pred.objective_s == Approx(pred.total_s / 11));
 }
 
+
+TEST_CASE("cost model: a mixture of experts reads the experts its tokens choose", "[unit][planner]") {
+    // The toy's layers with 0.8 GB of experts (0.4 G of its 0.5 G matmul parameters), 8 of 32 used.
+    ModelShape s = toy_shape();
+    for (auto& l : s.layers) l.expert_bytes = 800'000'000, l.n_expert_params = 400'000'000;
+    s.n_expert = 32, s.n_expert_used = 8;
+    const HardwareProfile hw = toy_cpu();
+    const CostModel cm(s, hw, Workload{100, 11, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16});
+    const Cost w = cm.layer_weights(0, WeightOption::DramCpu);
+    // Decode of one token: 0.2 GB dense + 8/32 of 0.8 GB = 0.4 GB at 10 GB/s.
+    CHECK(w.decode[static_cast<int>(Stream::CpuCompute)] == Approx(0.04));
+    CHECK(w.decode[static_cast<int>(Stream::Dram)] == Approx(0.4e9 / 20e9));
+    // Prefill of 100 tokens: 0.1 + 0.1 G active parameters a token, 2 flops each: 100 x 0.4 GFLOP / 100 GFLOPS.
+    CHECK(w.prefill[static_cast<int>(Stream::CpuCompute)] == Approx(0.4));
+    // 100 tokens touch nearly every expert: 1 - (3/4)^100 of them.
+    CHECK(s.read_bytes(s.layers[0], 100) == Approx(0.2e9 + 0.8e9 * (1 - std::pow(0.75, 100))));
+    // The layer takes all its bytes wherever it lies, and streams all of them from disk.
+    CHECK(w.bytes[1] == Approx(1e9));
+    CHECK(cm.layer_weights(0, WeightOption::NvmeCpu).decode[static_cast<int>(Stream::Nvme)] == Approx(0.5));
+}
 TEST_CASE("cost model: phase time overlaps streams, and compute across micro-batches only", "[unit][planner]") {
     const ModelShape s = toy_shape();
     const HardwareProfile hw = toy_cpu();

@@ -118,3 +118,24 @@ TEST_CASE("forward: KV rebuilt from saved hidden states gives the logits of stor
         }
     }
 }
+
+TEST_CASE("forward: rebuilt keys of QK-normed, sliding-window layers give the logits of stored K/V", "[unit][kv]") {
+    // The rebuild prepares keys as the forward pass does (qk_prep): per-head norms, each
+    // layer's RoPE base; gemma3's local layers and qwen3 with a head size apart from n_embd.
+    auto qwen3 = test::tiny_config("qwen3", 128, 2, 256);
+    qwen3["qk_norm"] = true, qwen3["head_dim"] = 64;
+    auto gemma3 = test::tiny_config("gemma3", 128, 3, 256);
+    gemma3["qk_norm"] = true, gemma3["post_norms"] = true, gemma3["swa"] = 5, gemma3["swa_pattern"] = 3;
+    gemma3["rope_base_swa"] = 500.0;
+    for (const auto& config : {qwen3, gemma3}) {
+        const std::string arch = config["arch"];
+        SECTION(arch) {
+            test::TinyForward m("kv_rebuild_" + arch + ".gguf", config, 13);
+            const std::vector<int32_t> ids{7, 1, 2, 80, 44, 3, 9, 12, 70, 31, 5, 17};
+            KvCache plain(m.hp.n_layer, 64, m.hp.n_embd_kv(), 0, DType::F32);
+            const auto want = m.prompt_then_steps(ids, 6, plain);
+            KvCache kv = rebuilt_cache(m.hp, std::vector<bool>(m.hp.n_layer, true), DType::F32);
+            CHECK(relative_gap(m.prompt_then_steps(ids, 6, kv), want) < 1e-5);
+        }
+    }
+}

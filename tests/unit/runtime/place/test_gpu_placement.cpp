@@ -97,3 +97,26 @@ TEST_CASE("gpu: without a device the engine runs on the CPU and says why", "[gpu
     CHECK_FALSE(t.use);
     CHECK_FALSE(t.why_not.empty());
 }
+
+TEST_CASE("gpu: an architecture the device backends do not run stays on the CPU, named", "[gpu_placement]") {
+    GpuRequest req;
+    req.gpu_mem = 1ull << 30;
+    req.device = GENERATE(DeviceKind::Auto, DeviceKind::Sim);
+    SECTION("qwen3") {
+        auto c = test::tiny_config("qwen3", 64, 2, 128);
+        c["qk_norm"] = true;
+        test::TinyModelFile m("gpu_qwen3.gguf", c, 2);
+        const GpuTarget t = find_gpu(req, m.file, m.hp, DType::F16);
+        CHECK_FALSE(t.use);
+        CHECK_THAT(t.why_not, Catch::Contains("run llama, mistral and qwen2") && Catch::Contains("this one is qwen3"));
+    }
+    SECTION("llama with experts") {
+        auto c = test::tiny_config("llama", 64, 2, 128);
+        c["n_expert"] = 4;
+        c["n_expert_used"] = 2;
+        test::TinyModelFile m("gpu_mixtral.gguf", c, 2);
+        const GpuTarget t = find_gpu(req, m.file, m.hp, DType::F16);
+        CHECK_FALSE(t.use);
+        CHECK_THAT(t.why_not, Catch::Contains("no mixture-of-experts layers") && Catch::Contains("4 experts"));
+    }
+}

@@ -42,6 +42,32 @@ struct FiveStreamed {
         REQUIRE(store.residency().n_streamed() == 5);
     }
 };
+// Logits with every layer resident and with most streamed: bit for bit the same (same kernels, same order).
+void check_streamed_forward(const test::TinyModelFile& m) {
+    const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 89, 79};
+    cpu::ThreadPool pool(2);
+
+    auto logits_with = [&](uint64_t budget_bytes) {
+        storage::MemoryBudget budget("DRAM", budget_bytes, "--dram");
+        WeightStore store(m.file, m.hp, budget, test::planned(m.file, m.hp, budget, 0, 1));
+        Forward fwd(m.hp, store);
+        KvCache kv(m.hp.n_layer, 32, m.hp.n_embd_kv());
+        std::vector<float> prefill, step, all;
+        pool.run([&] { fwd.eval(std::span(ids).first(5), kv, prefill, true); });
+        all = prefill;
+        for (size_t i = 5; i < ids.size(); ++i) {
+            pool.run([&] { fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
+            all.insert(all.end(), step.begin(), step.end());
+        }
+        return std::make_pair(all, store.residency().n_streamed());
+    };
+    const auto [resident, none] = logits_with(UINT64_MAX);
+    const auto [streamed, n_streamed] = logits_with(14 << 20);
+    CHECK(none == 0);
+    CHECK(n_streamed >= 4);
+    CHECK(streamed == resident);  // bit for bit: same kernels, same order
+}
+
 }  // namespace
 
 TEST_CASE("streamed layers arrive with the same bytes as the mapped file, pass after pass", "[unit][stream]") {
@@ -70,29 +96,16 @@ TEST_CASE("streamed layers arrive with the same bytes as the mapped file, pass a
 }
 
 TEST_CASE("a forward pass with streamed layers gives the same logits as with all resident", "[unit][stream]") {
-    const test::TinyModelFile m("stream_model_fwd.gguf", test::tiny_config("qwen2", 256, 6, 1024), 11);
-    const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 89, 79};
-    cpu::ThreadPool pool(2);
-
-    auto logits_with = [&](uint64_t budget_bytes) {
-        storage::MemoryBudget budget("DRAM", budget_bytes, "--dram");
-        WeightStore store(m.file, m.hp, budget, test::planned(m.file, m.hp, budget, 0, 1));
-        Forward fwd(m.hp, store);
-        KvCache kv(m.hp.n_layer, 32, m.hp.n_embd_kv());
-        std::vector<float> prefill, step, all;
-        pool.run([&] { fwd.eval(std::span(ids).first(5), kv, prefill, true); });
-        all = prefill;
-        for (size_t i = 5; i < ids.size(); ++i) {
-            pool.run([&] { fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
-            all.insert(all.end(), step.begin(), step.end());
-        }
-        return std::make_pair(all, store.residency().n_streamed());
-    };
-    const auto [resident, none] = logits_with(UINT64_MAX);
-    const auto [streamed, n_streamed] = logits_with(14 << 20);
-    CHECK(none == 0);
-    CHECK(n_streamed >= 4);
-    CHECK(streamed == resident);  // bit for bit: same kernels, same order
+    // qwen2; qwen3moe's 3-D expert tensors; phi3's fused tensors (views of their rows) and
+    // LongRoPE factors (outside the layers).
+    auto moe = test::tiny_config("qwen3moe", 256, 6, 1024);
+    moe["qk_norm"] = true, moe["n_expert"] = 4, moe["n_expert_used"] = 2, moe["n_ff_exp"] = 256;
+    auto phi3 = test::tiny_config("phi3", 256, 6, 1024);
+    phi3["fused"] = true, phi3["rope_factors"] = true, phi3["orig_ctx"] = 16;
+    for (const auto& config : {test::tiny_config("qwen2", 256, 6, 1024), moe, phi3}) {
+        const std::string arch = config["arch"];
+        SECTION(arch) { check_streamed_forward(test::TinyModelFile("stream_" + arch + "_fwd.gguf", config, 11)); }
+    }
 }
 
 TEST_CASE("the trace shows every layer read, wait and compute slice", "[unit][stream][trace]") {

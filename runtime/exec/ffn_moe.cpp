@@ -1,0 +1,121 @@
+#include "runtime/exec/ffn_moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "cpu/norm_rope_act.h"
+#include "cpu/thread_pool.h"
+#include "runtime/exec/ffn_dense.h"
+
+namespace strata::runtime {
+
+uint64_t MoeFfn::scratch_floats(const models::Hparams& hp, int64_t n) {
+    const models::MoeParams& m = hp.moe;
+    const uint64_t per_row = 2ull * m.n_expert + 2ull * m.n_expert_used + 2ull * hp.n_embd + 2ull * hp.n_ff_max();
+    return per_row * n + m.n_expert + 1;
+}
+
+void MoeFfn::reserve(int64_t n) {
+    const models::MoeParams& m = hp_.moe;
+    logits_.resize(n * m.n_expert);
+    chosen_.resize(n * m.n_expert_used);
+    weight_.resize(n * m.n_expert_used);
+    start_.resize(m.n_expert + 1);
+    rows_.resize(n * m.n_expert_used);
+    row_weight_.resize(n * m.n_expert_used);
+    x_.resize(n * hp_.n_embd);
+    y_.resize(n * hp_.n_embd);
+    gate_.resize(n * hp_.n_ff_max());
+    up_.resize(n * hp_.n_ff_max());
+}
+
+void MoeFfn::route(const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn) {
+    const models::MoeParams& m = hp_.moe;
+    const int64_t n = p.n(), N = m.n_expert, K = m.n_expert_used;
+    mm.project(l.ffn_gate_inp, xn, n, logits_.data(), p.n_long);
+    cpu::parallel_for(n, [&](int64_t t) {
+        float* prob = &logits_[t * N];
+        if (m.gating == models::ExpertGating::Softmax) cpu::softmax(prob, N);
+        else
+            for (int64_t e = 0; e < N; ++e) prob[e] = 1.0f / (1.0f + std::exp(-prob[e]));
+        // A NaN (weights that overflowed) ranks last instead of breaking the sort's ordering.
+        for (int64_t e = 0; e < N; ++e)
+            if (std::isnan(prob[e])) prob[e] = -INFINITY;
+        // The K most probable experts; ties go to the lower index.
+        int32_t* sel = &chosen_[t * K];
+        thread_local std::vector<int32_t> idx;
+        idx.resize(N);
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(),
+                          [&](int32_t a, int32_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
+        float sum = 0;
+        for (int64_t k = 0; k < K; ++k) sum += prob[sel[k] = idx[k]];
+        // As llama.cpp: the sum is kept from 0 (the smallest normal f16).
+        const float norm = m.norm_weights ? 1.0f / std::max(sum, 6.103515625e-5f) : 1.0f;
+        for (int64_t k = 0; k < K; ++k) weight_[t * K + k] = prob[sel[k]] * norm * m.weights_scale;
+    });
+    // Group the rows by expert, each group in row order.
+    std::fill(start_.begin(), start_.end(), 0);
+    for (int64_t i = 0; i < n * K; ++i) ++start_[chosen_[i] + 1];
+    std::partial_sum(start_.begin(), start_.end(), start_.begin());
+    std::vector<int64_t> at(start_.begin(), start_.end() - 1);
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t k = 0; k < K; ++k) {
+            const int64_t i = at[chosen_[t * K + k]]++;
+            rows_[i] = t;
+            row_weight_[i] = weight_[t * K + k];
+        }
+}
+
+void MoeFfn::run_expert(int e, const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn, float* out) {
+    const int64_t E = hp_.n_embd, r0 = start_[e], n = start_[e + 1] - r0;
+    const int64_t* rows = &rows_[r0];
+    cpu::parallel_for(n, [&](int64_t i) { std::memcpy(&x_[i * E], &xn[rows[i] * E], E * sizeof(float)); });
+    const GatedFfn w{l.ffn_gate_exps.mat(e), l.ffn_up_exps.mat(e), l.ffn_down_exps.mat(e)};
+    const int64_t n_long = std::lower_bound(rows, rows + n, p.n_long) - rows;
+    const cpu::MatmulOut probe[] = {matmul_out(w.gate, nullptr), matmul_out(w.down, nullptr)};
+    auto ffn = [&](int64_t i0, int64_t i1, int64_t long_rows) {
+        const int64_t F = w.gate.n_rows;
+        gated_ffn(mm, hp_.ffn_act, w, &x_[i0 * E], i1 - i0, long_rows, &gate_[i0 * F], &up_[i0 * F], &y_[i0 * E]);
+    };
+    if (PassMatmul::batch_invariant(probe) || n_long == 0) {
+        ffn(0, n, n_long);
+    } else {
+        // Float weights: each long segment's rows as that sequence alone would run them.
+        int64_t i = 0;
+        for (const PassLayout::Segment& s : p.segments) {
+            if (s.first >= p.n_long) break;
+            const int64_t j = std::lower_bound(rows + i, rows + n_long, s.first + s.n) - rows;
+            if (j > i) ffn(i, j, j - i);
+            i = j;
+        }
+        if (n > n_long) ffn(n_long, n, 0);
+    }
+    cpu::parallel_for(n, [&](int64_t i) {
+        float* o = &out[rows[i] * E];
+        const float wt = row_weight_[r0 + i];
+        for (int64_t c = 0; c < E; ++c) o[c] += wt * y_[i * E + c];
+    });
+}
+
+void MoeFfn::run(int il, const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn, float* out,
+                 RoutingStats& stats) {
+    const int64_t n = p.n(), E = hp_.n_embd;
+    route(l, mm, p, xn);
+    std::fill_n(out, n * E, 0.0f);
+    // Experts in index order: a row's sum is taken in the same order in any pass.
+    for (int e = 0; e < hp_.moe.n_expert; ++e) {
+        if (start_[e + 1] == start_[e]) continue;
+        stats.add(il, e, static_cast<uint64_t>(start_[e + 1] - start_[e]));
+        run_expert(e, l, mm, p, xn, out);
+    }
+    if (l.ffn_up_shexp) {
+        gated_ffn(mm, hp_.ffn_act, {l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp}, xn, n, p.n_long, gate_.data(),
+                  up_.data(), y_.data());
+        cpu::add(out, y_.data(), n * E);
+    }
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,50 @@
+#pragma once
+// A mixture-of-experts feed-forward on the CPU (qwen3moe, mixtral): the router's logits for
+// every row of the pass, its top n_expert_used experts per row (softmax or sigmoid
+// probabilities, normalised and scaled as the model says), then the rows grouped by expert so
+// that each chosen expert's matrices are read once per pass for all the rows routed to it
+// (a prompt and a batch of decode steps alike), through the same matmul kernels as a dense
+// layer; shared experts, where the model has them, see every row. A row's result does not
+// depend on the other rows of the pass: each expert adds its share to a row in expert order,
+// and float weights run a long segment's rows apart from the others' (PassMatmul).
+#include <cstdint>
+#include <vector>
+
+#include "models/hparams.h"
+#include "runtime/exec/backend.h"
+#include "runtime/exec/pass_matmul.h"
+#include "runtime/exec/routing_stats.h"
+#include "runtime/weights/model_weights.h"
+
+namespace strata::runtime {
+
+class MoeFfn {
+public:
+    explicit MoeFfn(const models::Hparams& hp) : hp_(hp) {}
+
+    // Sizes the scratch for passes of up to n rows.
+    void reserve(int64_t n);
+    // Floats of scratch a pass of n rows holds.
+    static uint64_t scratch_floats(const models::Hparams& hp, int64_t n);
+    // out (the pass's n rows of n_embd) = layer il's experts applied to xn; counts the routing
+    // in `stats`. Runs on the thread pool (call inside its arena).
+    void run(int il, const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn, float* out,
+             RoutingStats& stats);
+
+private:
+    // chosen_ and weight_: each row's experts, best first, and their weights.
+    void route(const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn);
+    // rows_ of expert e's group (ascending, so long segments' rows come first) times its FFN, added to out.
+    void run_expert(int e, const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn, float* out);
+
+    const models::Hparams& hp_;
+    std::vector<float> logits_;      // n x n_expert router logits, then probabilities
+    std::vector<int32_t> chosen_;    // n x n_expert_used
+    std::vector<float> weight_;      // n x n_expert_used
+    std::vector<int64_t> start_;     // n_expert + 1: where each expert's rows start in rows_
+    std::vector<int64_t> rows_;      // pass rows grouped by expert
+    std::vector<float> row_weight_;  // their weights for that expert
+    std::vector<float> x_, gate_, up_, y_;  // one group's inputs, hidden values and outputs
+};
+
+}  // namespace strata::runtime

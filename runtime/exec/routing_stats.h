@@ -1,0 +1,36 @@
+#pragma once
+// How often the router of each mixture-of-experts layer chose each expert, counted by the
+// CPU forward pass since the engine started: printed by `strata bench`, for /metrics too.
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace strata::runtime {
+
+class RoutingStats {
+public:
+    RoutingStats(int n_layer, int n_expert) : n_expert_(n_expert), counts_(static_cast<size_t>(n_layer) * n_expert, 0) {}
+
+    int n_layer() const { return n_expert_ ? static_cast<int>(counts_.size() / n_expert_) : 0; }
+    int n_expert() const { return n_expert_; }
+    // Adds `n` tokens routed to expert e of layer il.
+    void add(int il, int e, uint64_t n) {
+        std::lock_guard lock(mu_);
+        counts_[static_cast<size_t>(il) * n_expert_ + e] += n;
+    }
+    // The counts so far, [layer][expert].
+    std::vector<std::vector<uint64_t>> snapshot() const {
+        std::lock_guard lock(mu_);
+        std::vector<std::vector<uint64_t>> out(static_cast<size_t>(n_layer()));
+        for (size_t il = 0; il < out.size(); ++il)
+            out[il].assign(counts_.begin() + il * n_expert_, counts_.begin() + (il + 1) * n_expert_);
+        return out;
+    }
+
+private:
+    int n_expert_;
+    mutable std::mutex mu_;
+    std::vector<uint64_t> counts_;
+};
+
+}  // namespace strata::runtime

@@ -1,0 +1,79 @@
+"""`strata chat --print-prompt --chat-template NAME` for the families whose models Strata runs
+besides the default model's ChatML: each renders as the family's own Jinja template does when
+jinja2 renders it (as Hugging Face's apply_chat_template), on conversations with and without a
+system prompt and with earlier turns (Qwen3's with <think> reasoning, which its template drops
+from turns before the last user message). The templates are tests/fixtures/chat_templates/.
+The BOS token is rendered empty: Strata adds it as a token when it tokenizes the prompt
+(models/chat_prompt), not as text."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from strata_support import SOURCE_DIR, STRATA_BIN, default_model, skip
+
+MODEL = default_model()
+try:
+    import jinja2
+    import jinja2.sandbox
+except ImportError as e:
+    skip(f"{e.name} is missing (pip install jinja2)")
+
+ENV = dict(os.environ, STRATA_MODELS=str(MODEL.parent))
+TEMPLATES = SOURCE_DIR / "tests" / "fixtures" / "chat_templates"
+FAMILIES = {"qwen3": "qwen3.jinja", "gemma": "gemma3.jinja", "phi3": "phi3.jinja"}
+SYSTEM = "You are terse.\nAnswer in one line."
+HISTORY = [
+    {"role": "user", "content": "Name a colour. "},
+    {"role": "assistant", "content": "<think>\nThe user wants one colour.\n</think>\n\nBlue."},
+    {"role": "user", "content": "  Another?\n"},
+    {"role": "assistant", "content": "Green."},
+]
+
+
+def render(template: str, messages: list[dict]) -> str:
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                       extensions=["jinja2.ext.loopcontrols"])
+
+    def raise_exception(msg: str):
+        raise ValueError(msg)
+
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token="",
+                                            eos_token="</s>")
+
+
+def strata(*args: str, stdin: str) -> str:
+    r = subprocess.run([STRATA_BIN, "chat", "--print-prompt", *args], input=stdin.encode(), env=ENV,
+                       capture_output=True, timeout=60)
+    if r.returncode != 0:
+        sys.exit(f"strata chat {' '.join(args)} failed ({r.returncode}):\n{r.stderr.decode()}")
+    return r.stdout.decode()
+
+
+def main() -> None:
+    message = "What is 2+2? Use {braces} and <tags>.\nTwo lines."
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = os.path.join(tmp, "conversation.json")
+        with open(saved, "w") as f:
+            json.dump({"template": "chatml", "system": SYSTEM, "messages": HISTORY}, f)
+        for name, file in FAMILIES.items():
+            template = (TEMPLATES / file).read_text()
+            cases = [
+                ("one message", [], []),
+                ("a system prompt", ["--system", SYSTEM], [{"role": "system", "content": SYSTEM}]),
+                ("earlier turns", ["--load", saved], [{"role": "system", "content": SYSTEM}] + HISTORY),
+            ]
+            for what, args, messages in cases:
+                got = strata("--chat-template", name, *args, stdin=message + "\n")
+                want = render(template, messages + [{"role": "user", "content": message}])
+                if got != want:
+                    sys.exit(f"{name}, {what}: strata rendered\n{got!r}\nthe template renders\n{want!r}")
+                print(f"ok: {name}, {what}: renders as {file} does")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+// The mixture-of-experts feed-forward beyond the reference's logits (test_architectures.cpp):
+// rows grouped by expert give every sequence of a batch the bits it gets alone, and the
+// routing counts add up to the tokens run times the experts each uses.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <numeric>
+
+#include "cpu/thread_pool.h"
+#include "runtime/exec/forward.h"
+#include "runtime/exec/routing_stats.h"
+#include "runtime/weights/weight_store.h"
+#include "storage/budget.h"
+#include "tests/support/planned.h"
+#include "tests/support/skip.h"
+#include "runtime/kv/kv_cache.h"
+#include "tests/support/tiny_engine.h"
+#include "tests/support/tiny_model.h"
+
+using namespace strata;
+using namespace strata::runtime;
+
+namespace {
+nlohmann::json moe_config(const std::string& arch, const std::string& type = "F32") {
+    auto c = test::tiny_config(arch, 64, 2, 96);
+    c["n_expert"] = 8;
+    c["n_expert_used"] = 3;
+    c["n_ff_exp"] = 32;
+    c["qk_norm"] = arch == "qwen3moe";
+    c["weight_type"] = type;
+    return c;
+}
+
+std::vector<float> logits_of(test::TinyModelFile& m, runtime::WeightStore& store, std::span<const int32_t> ids) {
+    runtime::Forward fwd(m.hp, store);
+    KvCache kv(m.hp.n_layer, 64, m.hp.n_embd_kv());
+    cpu::ThreadPool pool(2);
+    std::vector<float> logits;
+    pool.run([&] { fwd.eval(ids, kv, logits, true); });
+    return logits;
+}
+}  // namespace
+
+TEST_CASE("moe: a batch of prompts and decode steps gives each sequence its logits alone", "[unit][moe]") {
+    // Float weights run long segments apart; Q8_0 ones share every expert's call.
+    for (const auto& [arch, type] : {std::pair{"qwen3moe", "F32"}, {"llama", "F32"}, {"qwen3moe", "Q8_0"}}) {
+        SECTION(std::string(arch) + " " + type) {
+            test::TinyForward t(std::string("moe_batch_") + arch + type + ".gguf", moe_config(arch, type), 17);
+            REQUIRE(t.hp.moe.enabled());
+            const int64_t V = t.hp.n_vocab;
+            // Two long prompts (their float rows run apart), a short one and a decode step.
+            const std::vector<std::vector<int32_t>> prompts = {
+                {3, 14, 15, 92, 65, 35, 89}, {27, 18, 28, 18, 28, 45}, {16, 18}, {33}};
+
+            std::vector<std::vector<float>> alone;
+            for (const auto& p : prompts) {
+                KvCache kv(t.hp.n_layer, 64, t.hp.n_embd_kv());
+                std::vector<float> logits;
+                t.pool.run([&] { t.fwd.eval(p, kv, logits, false); });
+                alone.push_back(logits);
+            }
+
+            KvCache kv(t.hp.n_layer, 64, t.hp.n_embd_kv(), 16);
+            std::vector<SeqTokens> batch;
+            for (size_t i = 0; i < prompts.size(); ++i) {
+                const SeqId s = i == 0 ? 0 : kv.create_seq();
+                REQUIRE(kv.reserve(s, static_cast<int32_t>(prompts[i].size())));
+                batch.push_back({s, prompts[i]});
+            }
+            std::vector<float> logits;
+            t.pool.run([&] { t.fwd.eval_batch(batch, kv, logits); });
+            REQUIRE(logits.size() == prompts.size() * V);
+            for (size_t i = 0; i < prompts.size(); ++i) {
+                INFO("sequence " << i << " of " << prompts[i].size() << " tokens");
+                CHECK(std::memcmp(&logits[i * V], alone[i].data(), V * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("moe: the routing counts add up to the tokens run times the experts used", "[unit][moe]") {
+    test::TinyForward t("moe_stats.gguf", moe_config("qwen3moe"), 5);
+    KvCache kv(t.hp.n_layer, 64, t.hp.n_embd_kv());
+    const std::vector<int32_t> ids = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    t.prompt_then_steps(ids, 5, kv);
+    const RoutingStats* stats = t.fwd.routing_stats();
+    REQUIRE(stats);
+    const auto counts = stats->snapshot();
+    REQUIRE(counts.size() == static_cast<size_t>(t.hp.n_layer));
+    for (const auto& layer : counts) {
+        REQUIRE(layer.size() == static_cast<size_t>(t.hp.moe.n_expert));
+        CHECK(std::accumulate(layer.begin(), layer.end(), uint64_t{0}) == ids.size() * t.hp.moe.n_expert_used);
+        // Each token picks distinct experts: no expert is chosen more often than there are tokens.
+        for (uint64_t c : layer) CHECK(c <= ids.size());
+    }
+}
+
+TEST_CASE("moe: experts tiled at load, one matrix at a time, give the file layout's logits bit for bit", "[unit][moe]") {
+    test::TinyModelFile m("moe_tiled.gguf", moe_config("qwen3moe", "Q8_0"), 23);
+    const std::vector<int32_t> ids{5, 9, 33, 2, 71, 8, 8, 40};
+    storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
+    runtime::WeightStore file_layout(m.file, m.hp, unlimited, test::planned(m.file, m.hp, unlimited));
+    runtime::WeightStore tiled(m.file, m.hp, unlimited, test::planned(m.file, m.hp, unlimited));
+    cpu::ThreadPool pool(2);
+    uint64_t bytes = 0;
+    pool.run([&] { bytes = tiled.tile_for_cpu(); });
+    if (bytes == 0) STRATA_SKIP("the active kernels have no tiled layout (no AVX-512)");
+    REQUIRE(tiled.weights().layers[0].ffn_up_exps.tiled);
+    CHECK(logits_of(m, tiled, ids) == logits_of(m, file_layout, ids));
+}
+
+TEST_CASE("moe: a dense model has no routing counts", "[unit][moe]") {
+    test::TinyForward t("dense_stats.gguf", test::tiny_config("llama", 64, 2, 96), 5);
+    CHECK(t.fwd.routing_stats() == nullptr);
+}
