@@ -176,10 +176,13 @@ private:
         }
         if (c == '(') {
             const size_t open = pos_++;
+            // The parser recurses per group: a bound keeps hostile text from exhausting the stack.
+            if (++depth_ > kMaxGroupDepth) fail(fmt::format("groups nest deeper than {} levels", kMaxGroupDepth), open);
             skip_space(true);
             Alternatives body = parse_alternatives(true);
             if (peek() != ')') fail("a '(' is not closed", open);
             ++pos_;
+            --depth_;
             return {{GrammarSymbol::Rule, new_rule(current_, std::move(body))}};
         }
         if (is_name_char(c)) {
@@ -385,8 +388,10 @@ private:
             if (state[id] == 0) visit(id);
     }
 
+    static constexpr int kMaxGroupDepth = 64;
     std::string_view text_;
     size_t pos_ = 0;
+    int depth_ = 0;  // groups open at pos_
     std::string current_;  // the rule being parsed, for the names of the rules it generates
     int n_generated_ = 0;
     std::vector<Alternatives> bodies_;

@@ -351,8 +351,14 @@ std::string JsonSchemaGrammar::object_rule(const ordered_json& s, const std::str
     if (auto ap = s.find("additionalProperties"); ap != s.end() && !(ap->is_boolean() && !ap->get<bool>())) {
         const std::string value = ap->is_boolean() ? primitive("value") : visit(*ap, name + "-additional", path + "/additionalProperties");
         // Its key is none of the listed ones (their values have schemas of their own).
+        // The other keys' rule nests a group per character of the listed names (and the GBNF
+        // parser bounds nesting): long names beside additionalProperties are refused.
+        constexpr size_t kMaxListedName = 48;
         NameTrie names;
         for (const std::string& key : listed) {
+            if (code_points(key).size() > kMaxListedName)
+                refuse(fmt::format("a property name longer than {} characters beside 'additionalProperties'", kMaxListedName),
+                       path + "/properties");
             NameTrie* n = &names;
             for (uint32_t cp : code_points(key)) n = &n->next[cp];
             n->ends = true;

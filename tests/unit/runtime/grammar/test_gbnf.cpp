@@ -73,6 +73,9 @@ TEST_CASE("GBNF: errors name the line, the column and the problem", "[unit][gram
     CHECK_THAT(error_of("root ::= \"a\"{3,1}"), Catch::Contains("reversed"));
     CHECK_THAT(error_of("root ::= \"a\"{99999}"), Catch::Contains("above"));
     CHECK_THAT(error_of("root ::= \"\\q\""), Catch::Contains("unknown escape"));
+    // Nesting is bounded (the parser recurses per group): deep enough for any grammar written by hand.
+    CHECK(error_of("root ::= " + std::string(64, '(') + "\"a\"" + std::string(64, ')')).empty());
+    CHECK_THAT(error_of("root ::= " + std::string(100000, '(') + "\"a\""), Catch::Contains("nest deeper than 64"));
     // Left recursion, direct and through a rule that can match nothing.
     CHECK_THAT(error_of("root ::= root \"a\" | \"b\""), Catch::Contains("left-recursive"));
     CHECK_THAT(error_of("root ::= e x\ne ::= \"\" | \"c\"\nx ::= root | \"d\""), Catch::Contains("left-recursive"));

@@ -182,6 +182,12 @@ TEST_CASE("keywords a grammar cannot enforce are refused by name", "[unit][gramm
     CHECK_THAT(error(R"({"type": "date"})"), Catch::Contains("unknown type"));
     CHECK_THAT(error(R"(false)"), Catch::Contains("matches no value"));
     CHECK_THAT(error(R"({"type": "array", "minItems": -1})"), Catch::Contains("non-negative"));
+    // The other keys' rule nests a group per character of the listed names.
+    const std::string long_name = R"({"type": "object", "additionalProperties": true, "properties": {")" +
+                                  std::string(100000, 'v') + R"(": {"type": "integer"}}})";
+    CHECK_THAT(error(long_name.c_str()), Catch::Contains("longer than 48 characters") && Catch::Contains("/properties"));
+    CHECK(error(R"({"type": "object", "additionalProperties": true, "properties": {"a_name_of_forty_eight_characters_xxxxxxxxxxxxxxx": {"type": "integer"}}})")
+              .empty());
 }
 
 TEST_CASE("rules of the caller's own join a schema's rules under unique names", "[unit][grammar]") {
