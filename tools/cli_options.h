@@ -89,6 +89,9 @@ struct PlanOptions {
     bool no_cpu_attention = false, no_recompute = false, frontier = false, json = false;
     std::string out;          // write the plan JSON here
     std::string svg;          // write the decode-step timeline here
+    bool ui = false;          // serve the planner page instead (tools/server/plan_ui)
+    std::string ui_host = "127.0.0.1";
+    int ui_port = 8090;
     int verbosity = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "tools/openai/response.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -102,10 +103,20 @@ Json usage_json(std::span<const runtime::GenerateResult> results) {
     size_t n_gen = 0;
     for (const auto& r : results) n_gen += r.tokens.size();
     const int cached = results.empty() ? 0 : results[0].cached_tokens;
+    // The choices decode together: their passes over the longest one's time.
+    const double prefill_s = results.empty() ? 0 : results[0].prefill_seconds;
+    double decode_s = 0;
+    int decode_evals = 0;
+    for (const auto& r : results) decode_s = std::max(decode_s, r.decode_seconds), decode_evals += r.n_decode_evals;
+    const size_t evaluated = n_prompt - std::min(n_prompt, static_cast<size_t>(cached));
     return {{"prompt_tokens", n_prompt},
             {"completion_tokens", n_gen},
             {"total_tokens", n_prompt + n_gen},
-            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+            {"prompt_tokens_details", {{"cached_tokens", cached}}},
+            // Strata's extension (llama.cpp's server has its own `timings`): what the chat page shows per reply.
+            {"timings", {{"prefill_seconds", prefill_s}, {"decode_seconds", decode_s},
+                         {"prompt_tokens_per_s", prefill_s > 0 ? static_cast<double>(evaluated) / prefill_s : 0.0},
+                         {"decode_tokens_per_s", decode_s > 0 ? decode_evals / decode_s : 0.0}}}};
 }
 
 Json completion_json(const CompletionMeta& m, std::span<const Choice> choices, const Json& usage, const models::Tokenizer& tok) {

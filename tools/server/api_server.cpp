@@ -14,6 +14,7 @@
 #include "tools/server/auth.h"
 #include "tools/server/peer_socket.h"
 #include "tools/server/server_state.h"
+#include "tools/server/web_routes.h"
 
 namespace strata::server {
 
@@ -61,7 +62,11 @@ struct ApiServer::Impl {
     };
     static constexpr Route kRoutes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/embeddings", "POST"},
                                         {"/v1/models", "GET"},           {"/tokenize", "POST"},       {"/detokenize", "POST"},
-                                        {"/apply-template", "POST"},     {"/health", "GET"},          {"/metrics", "GET"}};
+                                        {"/apply-template", "POST"},     {"/health", "GET"},          {"/metrics", "GET"},
+                                        {"/v1/plan", "POST"},            {"/v1/plan/options", "GET"},  {"/", "GET"},
+                                        {"/plan", "GET"},                {"/static/strata.css", "GET"}, {"/static/vendor.css", "GET"},
+                                        {"/static/vendor.js", "GET"},    {"/static/common.js", "GET"}, {"/static/chat.js", "GET"},
+                                        {"/static/plan.js", "GET"},      {"/static/engine.js", "GET"}};
 
     static const Route* find_route(const std::string& path) {
         for (const Route& r : kRoutes)
@@ -76,7 +81,8 @@ struct ApiServer::Impl {
     }
 
     // Everything but the health check, which load balancers and orchestrators probe without a key.
-    static bool needs_key(const std::string& path) { return path != "/health"; }
+    // The web page's files hold no data: the page asks for the key and sends it with its requests.
+    static bool needs_key(const std::string& path) { return path != "/health" && !is_web_path(path); }
 
     // Methods for which httplib reads a body before routing.
     static bool reads_body(const std::string& method) {
@@ -186,6 +192,17 @@ struct ApiServer::Impl {
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(state.metrics.render(state.scheduler.stats(), state.dram), "text/plain; version=0.0.4");
         });
+        http.Post("/v1/plan", [this](const httplib::Request& req, httplib::Response& res) { handle_plan(cli::list_local_models(state.model.model_path), req, res); });
+        http.Get("/v1/plan/options", [this](const httplib::Request&, httplib::Response& res) { handle_plan_options(cli::list_local_models(state.model.model_path), true, res); });
+        http.Get("/", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/chat.html", res); });
+        http.Get("/plan", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/plan.html", res); });
+        http.Get("/static/strata.css", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
+        http.Get("/static/vendor.css", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
+        http.Get("/static/vendor.js", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
+        http.Get("/static/common.js", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
+        http.Get("/static/chat.js", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
+        http.Get("/static/plan.js", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
+        http.Get("/static/engine.js", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
     }
 };
 

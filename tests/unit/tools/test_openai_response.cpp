@@ -24,6 +24,9 @@ GenerateResult result(std::string stop_reason) {
     r.text = "Hi!";
     r.stop_reason = std::move(stop_reason);
     r.cached_tokens = 3;
+    r.prefill_seconds = 0.5;
+    r.decode_seconds = 0.25;
+    r.n_decode_evals = 1;
     return r;
 }
 
@@ -77,6 +80,9 @@ TEST_CASE("openai answers: whole completions, one choice or several", "[unit][op
     CHECK(j["usage"]["completion_tokens"] == 2);
     CHECK(j["usage"]["total_tokens"] == 6);
     CHECK(j["usage"]["prompt_tokens_details"]["cached_tokens"] == 3);
+    // Strata's timings: 1 evaluated prompt token (4 less 3 cached) in 0.5 s, 1 decode pass in 0.25 s.
+    CHECK(j["usage"]["timings"]["prompt_tokens_per_s"] == 2.0);
+    CHECK(j["usage"]["timings"]["decode_tokens_per_s"] == 4.0);
 
     const auto text = CompletionMeta::make(Endpoint::Completions, "m");
     CHECK(text.id.rfind("cmpl-", 0) == 0);

@@ -1,0 +1,86 @@
+#include "tools/plan/plan_request.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/model_paths.h"
+#include "planner/catalog.h"
+#include "tools/openai/api_error.h"
+#include "tools/openai/json_fields.h"
+
+namespace strata::cli {
+
+using openai::invalid_request;
+using openai::Json;
+
+LocalModels list_local_models(const std::string& served) {
+    LocalModels out;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(models_dir(), ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().extension() == ".gguf" && it->is_regular_file(ec)) out[it->path().filename().string()] = it->path().string();
+    if (!served.empty()) out[std::filesystem::path(served).filename().string()] = served;
+    return out;
+}
+
+namespace {
+
+// Names, sizes ("24G") and types: anything longer is not one of them.
+constexpr size_t kMaxText = 64;
+
+std::string text(const Json& body, const char* key) {
+    std::string s = openai::string_field(body, key, {});
+    if (s.size() > kMaxText) throw invalid_request(fmt::format("'{}' is longer than {} characters", key, kMaxText), key);
+    return s;
+}
+
+int count(const Json& body, const char* key, int64_t hi) { return static_cast<int>(openai::integer_in(body, key, 1, hi, 0)); }
+
+// Every field the request may carry; another is a typo the client should hear about.
+constexpr const char* kFields[] = {"model", "weight_type", "kv_type", "system", "gpu", "gpu_mem", "pcie", "cpu", "dram",
+                                   "dram_kind", "nvme", "nvme_bw", "nvme_size", "gpu_budget", "dram_budget", "nvme_budget",
+                                   "batch", "prompt_len", "gen_len", "objective", "no_cpu_attention", "no_recompute"};
+
+}  // namespace
+
+PlanOptions parse_plan_request(std::string_view body_text, const LocalModels& local) {
+    const Json body = openai::parse_json_limited(body_text, "the plan request", "invalid_json");
+    if (!body.is_object()) throw invalid_request("the plan request must be a JSON object");
+    for (const auto& [key, value] : body.items())
+        if (std::find_if(std::begin(kFields), std::end(kFields), [&](const char* f) { return key == f; }) == std::end(kFields))
+            throw invalid_request(fmt::format("unknown field '{}' (fields: the flags of `strata plan`, e.g. gpu, dram, batch)",
+                                              openai::shown(Json(key))), key);
+    PlanOptions o;
+    const std::string model = text(body, "model");
+    if (model.empty()) throw invalid_request("'model' is required: a catalog shape or a GGUF file the server lists", "model");
+    if (const auto it = local.find(model); it != local.end())
+        o.model = it->second;
+    else if (planner::Catalog::builtin().find_model(model))
+        o.shape = model;
+    else
+        throw invalid_request(fmt::format("model '{}' is neither a catalog shape nor a GGUF file this server lists", openai::shown(Json(model))),
+                              "model", "model_not_found");
+    o.gpu = text(body, "gpu");
+    o.system = text(body, "system");
+    if (o.gpu.empty() && o.system.empty())
+        throw invalid_request("name the hardware: 'gpu' (a catalog GPU or \"none\") or 'system'", "gpu");
+    o.weight_type = text(body, "weight_type");
+    if (const std::string kv = text(body, "kv_type"); !kv.empty()) o.kv_type = kv;
+    o.gpu_mem = text(body, "gpu_mem"), o.pcie = text(body, "pcie"), o.cpu = text(body, "cpu");
+    o.dram = text(body, "dram"), o.dram_kind = text(body, "dram_kind");
+    o.nvme = text(body, "nvme"), o.nvme_size = text(body, "nvme_size");
+    o.nvme_bw = openai::number_in(body, "nvme_bw", 0.01, 1000, 0);
+    o.gpu_budget = text(body, "gpu_budget"), o.dram_budget = text(body, "dram_budget"), o.nvme_budget = text(body, "nvme_budget");
+    o.batch = count(body, "batch", 4096);
+    o.prompt_len = count(body, "prompt_len", 1 << 20);
+    o.gen_len = count(body, "gen_len", 1 << 20);
+    o.objective = text(body, "objective");
+    o.no_cpu_attention = openai::boolean(body, "no_cpu_attention");
+    o.no_recompute = openai::boolean(body, "no_recompute");
+    return o;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,27 @@
+#pragma once
+// The web page: chat at `/`, the planner at `/plan`, their compiled-in files under /static/,
+// and the planner's endpoints `POST /v1/plan` (the plan JSON of `strata plan --json`) and
+// `GET /v1/plan/options` (what the page may choose from). Shared by `strata serve` and
+// `strata plan --ui`.
+#include <string>
+
+#include "tools/plan/plan_request.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace strata::server {
+
+// The pages and their files hold no data, so they need no API key (the page asks for it).
+bool is_web_path(const std::string& path);
+// A page by its file ("/static/chat.html"), or a file by the request's path.
+void serve_web_file(const std::string& file, httplib::Response& res);
+// POST /v1/plan: the body's plan options -> the plan JSON; a 400 naming what is wrong.
+void handle_plan(const cli::LocalModels& local, const httplib::Request& req, httplib::Response& res);
+// GET /v1/plan/options: catalog GPUs, CPUs, drives, DRAM kinds and model shapes, the local
+// GGUF files, and whether a model is served (the chat page is there).
+void handle_plan_options(const cli::LocalModels& local, bool chat, httplib::Response& res);
+
+}  // namespace strata::server

@@ -1,0 +1,113 @@
+// Shared by the chat and planner pages: the API key, requests to this server, and rendering
+// model output, which is untrusted: Markdown through marked, then DOMPurify, then highlight.js
+// on code blocks. Built without those libraries, replies are shown as plain text.
+"use strict";
+
+const Strata = (() => {
+  const KEY_STORE = "strata.apiKey";
+
+  function apiKey() {
+    return localStorage.getItem(KEY_STORE) || "";
+  }
+
+  let asking = null; // the open dialog's answer: requests refused together ask once
+
+  // The key dialog (a <dialog id="key-dialog"> on each page), answered once and remembered.
+  function askKey(message) {
+    if (!asking) asking = showKeyDialog(message).finally(() => (asking = null));
+    return asking;
+  }
+
+  function showKeyDialog(message) {
+    const dialog = document.getElementById("key-dialog");
+    const input = dialog.querySelector("input");
+    dialog.querySelector(".key-message").textContent = message;
+    input.value = "";
+    return new Promise((resolve) => {
+      dialog.onclose = () => {
+        if (dialog.returnValue === "ok" && input.value) localStorage.setItem(KEY_STORE, input.value.trim());
+        resolve(dialog.returnValue === "ok");
+      };
+      dialog.showModal();
+      input.focus();
+    });
+  }
+
+  // fetch() on this server with the key; on 401 asks for the key once and retries.
+  async function api(path, options = {}) {
+    for (let attempt = 0; ; ++attempt) {
+      const headers = Object.assign({}, options.headers || {});
+      if (apiKey()) headers["Authorization"] = "Bearer " + apiKey();
+      if (options.body !== undefined) headers["Content-Type"] = "application/json";
+      const res = await fetch(path, Object.assign({}, options, { headers }));
+      if (res.status !== 401 || attempt > 0) return res;
+      const msg = apiKey() ? "The server refused the saved API key." : "This server needs an API key (strata serve --api-key).";
+      if (!(await askKey(msg))) return res;
+    }
+  }
+
+  // The message of an OpenAI-shaped error body, or the status line.
+  async function errorText(res) {
+    try {
+      const body = await res.json();
+      if (body && body.error && body.error.message) return body.error.message;
+    } catch (e) {
+      // not JSON: fall through to the status
+    }
+    return `HTTP ${res.status} ${res.statusText}`;
+  }
+
+  const rich = typeof marked !== "undefined" && typeof DOMPurify !== "undefined";
+  // Nothing in a reply may load anything or take input: only text-level Markdown survives.
+  const PURIFY = {
+    FORBID_TAGS: ["img", "style", "svg", "math", "form", "input", "button", "textarea", "select", "iframe", "object",
+                  "embed", "video", "audio", "source", "picture", "link", "meta", "base", "dialog"],
+    FORBID_ATTR: ["style", "srcset", "action", "formaction"],
+    ALLOW_DATA_ATTR: false,
+  };
+  if (rich) {
+    DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+      if (node.tagName === "A") {
+        node.setAttribute("target", "_blank");
+        node.setAttribute("rel", "noopener noreferrer");
+      }
+    });
+  }
+
+  // Renders untrusted Markdown into `el`.
+  function renderMarkdown(el, text) {
+    if (!rich) {
+      el.textContent = text;
+      el.classList.add("plain");
+      return;
+    }
+    el.innerHTML = DOMPurify.sanitize(marked.parse(text, { headerIds: false, mangle: false }), PURIFY);
+    if (typeof hljs !== "undefined") el.querySelectorAll("pre code").forEach((block) => hljs.highlightBlock(block));
+  }
+
+  // Elements without innerHTML: el("div", {class: "x"}, "text", child, ...).
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else if (v !== undefined && v !== null && v !== false) node.setAttribute(k, v === true ? "" : v);
+    }
+    for (const c of children) if (c !== undefined && c !== null) node.append(c);
+    return node;
+  }
+
+  function formatBytes(n) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) (n /= 1024), ++i;
+    return `${n < 10 && i > 0 ? n.toFixed(1) : Math.round(n)} ${units[i]}`;
+  }
+
+  function formatSeconds(s) {
+    if (s < 1e-3) return `${(s * 1e6).toFixed(0)} µs`;
+    if (s < 1) return `${(s * 1e3).toFixed(s < 0.01 ? 2 : 1)} ms`;
+    return `${s.toFixed(s < 10 ? 2 : 1)} s`;
+  }
+
+  return { api, errorText, renderMarkdown, rich, el, formatBytes, formatSeconds, askKey };
+})();

@@ -1,0 +1,56 @@
+# Writes the web page's files into one C++ source: each file of FILES under /static/<name>,
+# and the Debian JavaScript libraries of VENDOR_JS (Markdown, sanitiser, highlighter) joined
+# into /static/vendor.js and VENDOR_CSS into /static/vendor.css. Without them (VENDOR_JS
+# empty) vendor.js says so and the page shows replies as escaped plain text.
+function(_strata_literal out_var text)
+  # A raw string literal cannot hold its closing delimiter; none of these files do.
+  string(FIND "${text}" ")strata_web\"" _clash)
+  if(NOT _clash EQUAL -1)
+    message(FATAL_ERROR "embed_web.cmake: a file holds the raw string delimiter")
+  endif()
+  set(${out_var} "R\"strata_web(${text})strata_web\"" PARENT_SCOPE)
+endfunction()
+
+function(_strata_read_stripped out_var path)
+  file(READ ${path} _text)
+  # Source maps are not embedded: a reference to one would be a request that fails.
+  string(REGEX REPLACE "//# sourceMappingURL=[^\n]*" "" _text "${_text}")
+  set(${out_var} "${_text}" PARENT_SCOPE)
+endfunction()
+
+set(_entries "")
+foreach(_in IN LISTS FILES)
+  get_filename_component(_name ${_in} NAME)
+  file(READ ${_in} _text)
+  _strata_literal(_lit "${_text}")
+  string(APPEND _entries "    {\"/static/${_name}\", ${_lit}},\n")
+endforeach()
+
+set(_js "")
+foreach(_in IN LISTS VENDOR_JS)
+  _strata_read_stripped(_text ${_in})
+  string(APPEND _js "${_text}\n;\n")
+endforeach()
+if(_js STREQUAL "")
+  set(_js "// Built without libjs-marked, node-dompurify and libjs-highlight.js: replies are shown as plain text.\n")
+endif()
+set(_css "")
+foreach(_in IN LISTS VENDOR_CSS)
+  _strata_read_stripped(_text ${_in})
+  string(APPEND _css "${_text}\n")
+endforeach()
+foreach(_pair "vendor.js;_js" "vendor.css;_css")
+  list(GET _pair 0 _name)
+  list(GET _pair 1 _var)
+  _strata_literal(_lit "${${_var}}")
+  string(APPEND _entries "    {\"/static/${_name}\", ${_lit}},\n")
+endforeach()
+
+file(WRITE ${OUT} "// Generated from tools/web/ and the Debian JavaScript libraries by embed_web.cmake. Do not edit.
+#include \"tools/server/web_assets.h\"
+namespace strata::server {
+const WebFile kWebFiles[] = {
+${_entries}};
+std::span<const WebFile> web_files() { return kWebFiles; }
+}  // namespace strata::server
+")
