@@ -15,6 +15,12 @@ function(_strata_read_stripped out_var path)
   file(READ ${path} _text)
   # Source maps are not embedded: a reference to one would be a request that fails.
   string(REGEX REPLACE "//# sourceMappingURL=[^\n]*" "" _text "${_text}")
+  # bookworm's DOMPurify 2.4.1+dfsg+deb12u1 backported the nesting-depth fix with one check in
+  # sanitize() that names `shadowNode`, a variable of _sanitizeShadowDOM: every sanitize() call
+  # throws a ReferenceError. Upstream (2.5.4) has no such check there; the per-node depth check
+  # the update added to sanitize()'s loop stays.
+  string(REPLACE "if (shadowNode.__depth >= MAX_NESTING_DEPTH || numberIsNaN(shadowNode.__depth)) {"
+                 "if (false) { // stray check removed by tools/web/embed_web.cmake" _text "${_text}")
   set(${out_var} "${_text}" PARENT_SCOPE)
 endfunction()
 

@@ -145,6 +145,7 @@
         show(await res.json(), performance.now() - t0);
       }
       document.body.dataset.planned = ++planned;
+      document.body.dataset.plannedFor = $("command").textContent; // what the figures shown answer
     } catch (e) {
       if (e.name !== "AbortError") ($("status").textContent = e.message), ($("status").className = "error");
     }
