@@ -65,7 +65,14 @@ const Strata = (() => {
     FORBID_ATTR: ["style", "srcset", "action", "formaction"],
     ALLOW_DATA_ATTR: false,
   };
+  function escapeHtml(text) {
+    return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  }
+
   if (rich) {
+    // HTML a reply writes is shown as text, never parsed: only Markdown makes elements. (Even
+    // DOMPurify's inert parse of `<img onerror>` trips the page's Content-Security-Policy.)
+    marked.use({ renderer: { html: (html) => escapeHtml(html) } });
     DOMPurify.addHook("afterSanitizeAttributes", (node) => {
       if (node.tagName === "A") {
         node.setAttribute("target", "_blank");

@@ -1,0 +1,99 @@
+"""The chat page of `strata serve` in a real browser, with the default model (skipped when it
+has not been fetched): a message gets a reply that arrives in pieces (streamed) with its
+tokens/s; Escape stops a long reply, which then grows no more and the server cancels it;
+nothing reaches the console's error log."""
+import json
+import sys
+import time
+import urllib.request
+
+from browser_support import Process, browser, console_errors, screenshot, wait_for  # first: finds Selenium
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from strata_support import default_model
+
+
+def last(driver, selector: str) -> str:
+    """The text of the last element matching `selector`, read in one step (the page redraws)."""
+    return driver.execute_script("const e = document.querySelectorAll(arguments[0]); return e.length ? e[e.length - 1].innerText : '';",
+                                 selector)
+
+
+def reply_text(driver) -> str:
+    return last(driver, ".message.assistant .content")
+
+
+def streaming(driver) -> bool:
+    return driver.execute_script("return document.body.classList.contains('streaming');")
+
+
+def send(driver, text: str, max_tokens: int) -> None:
+    field = driver.find_element(By.ID, "max-tokens")
+    field.clear()
+    field.send_keys(str(max_tokens))
+    prompt = driver.find_element(By.ID, "prompt")
+    prompt.send_keys(text)
+    prompt.send_keys(Keys.ENTER)
+
+
+def metric(server: Process, name: str) -> float:
+    with urllib.request.urlopen(server.url("/metrics"), timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} is not in /metrics")
+
+
+def main() -> int:
+    model = default_model()
+    with Process("serve", "-m", str(model), ready_path="/health") as server:
+        driver = browser()
+        try:
+            driver.get(server.url("/"))
+            wait_for(driver, lambda d: d.find_element(By.ID, "model-name").text, 30, "the model's name")
+
+            # A reply arrives in pieces: the page shows it growing while the stream is open.
+            send(driver, "Write a long story about a lighthouse keeper.", 200)
+            seen = set()
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                text, live = reply_text(driver), streaming(driver)
+                if live and text:
+                    seen.add(len(text))
+                if not live and text:
+                    break
+                time.sleep(0.02)
+            assert len(seen) >= 2, f"the reply did not arrive in pieces: lengths seen while streaming {sorted(seen)}"
+            stats = last(driver, ".message.assistant .stats")
+            assert "tokens/s" in stats and "cached" in stats, stats
+            assert driver.find_element(By.ID, "stop").get_attribute("hidden") is not None
+            screenshot(driver, "web-chat.png")
+
+            # Escape stops a reply that would run for thousands of tokens.
+            cancelled = metric(server, "strata_requests_cancelled_total")
+            send(driver, "Tell me everything you know about the sea, at great length.", 3000)
+            wait_for(driver, lambda d: streaming(d) and len(reply_text(d)) > 20, 60, "the long reply to start")
+            driver.find_element(By.ID, "prompt").send_keys(Keys.ESCAPE)
+            wait_for(driver, lambda d: not streaming(d), 10, "the reply to stop")
+            stopped_at = reply_text(driver)
+            assert "stopped" in last(driver, ".message.assistant .stats")
+            wait_for(driver, lambda d: metric(server, "strata_requests_cancelled_total") > cancelled, 30,
+                     "the server to cancel the request")
+            assert metric(server, "strata_requests_running") == 0
+            time.sleep(0.5)
+            assert reply_text(driver) == stopped_at, "the reply grew after Stop"
+
+            # The conversation is kept in the browser's storage.
+            saved = json.loads(driver.execute_script("return localStorage.getItem('strata.conversations')"))
+            assert [m["role"] for m in saved[0]["messages"]] == ["user", "assistant", "user", "assistant"], saved
+            errors = console_errors(driver)
+            assert not errors, f"console errors: {errors}"
+        finally:
+            driver.quit()
+    print("ok: a streamed reply, stopped by Escape, with no console error")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
