@@ -31,7 +31,7 @@ struct ModelContext {
     std::string model_id;  // echoed when a request names no model
     runtime::Pooling pooling = runtime::Pooling::Last;  // of /v1/embeddings
     int n_embd = 0;
-    std::string model_path;  // the GGUF file, which the planner page offers
+    std::string model_path = {};  // the GGUF file, which the planner page offers
 };
 
 struct CompletionRequest {

@@ -51,8 +51,8 @@ PlanOptions parse_plan_request(std::string_view body_text, const LocalModels& lo
     if (!body.is_object()) throw invalid_request("the plan request must be a JSON object");
     for (const auto& [key, value] : body.items())
         if (std::find_if(std::begin(kFields), std::end(kFields), [&](const char* f) { return key == f; }) == std::end(kFields))
-            throw invalid_request(fmt::format("unknown field '{}' (fields: the flags of `strata plan`, e.g. gpu, dram, batch)",
-                                              openai::shown(Json(key))), key);
+            throw invalid_request(fmt::format("unknown field {} (fields: the flags of `strata plan`, e.g. gpu, dram, batch)",
+                                              openai::shown(Json(key))));
     PlanOptions o;
     const std::string model = text(body, "model");
     if (model.empty()) throw invalid_request("'model' is required: a catalog shape or a GGUF file the server lists", "model");

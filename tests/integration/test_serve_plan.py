@@ -1,0 +1,105 @@
+"""POST /v1/plan answers with the very bytes `strata plan --json` prints for the same choices
+(`strata plan --ui`, no model; and `strata serve`, where the page is public but the endpoint
+needs the API key); a bad body is a 400 naming the field, a plan that cannot fit a 422."""
+import http.client
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from strata_support import STRATA_BIN, free_port
+
+STORIES = Path("/work/shared/models/stories260K.gguf")
+
+CASES = [
+    ({"model": "llama3-70b", "weight_type": "Q4_K", "gpu": "rtx4090", "gpu_mem": "16G", "dram": "64G", "nvme": "gen4"},
+     ["--shape", "llama3-70b", "--weight-type", "Q4_K", "--gpu", "rtx4090", "--gpu-mem", "16G", "--dram", "64G", "--nvme", "gen4"]),
+    ({"model": "opt-30b", "gpu": "t4", "dram": "200G", "nvme": "gen3", "batch": 32, "prompt_len": 1024, "gen_len": 32,
+      "objective": "throughput", "kv_type": "auto"},
+     ["--shape", "opt-30b", "--gpu", "t4", "--dram", "200G", "--nvme", "gen3", "-b", "32", "--prompt-len", "1024",
+      "--gen-len", "32", "--objective", "throughput", "--kv-type", "auto"]),
+    ({"model": "llama3-8b", "gpu": "none", "dram": "32G", "cpu": "ryzen9-7950x", "no_cpu_attention": True},
+     ["--shape", "llama3-8b", "--gpu", "none", "--dram", "32G", "--cpu", "ryzen9-7950x", "--no-cpu-attention"]),
+]
+
+
+def start(args, ready):
+    port = free_port()
+    proc = subprocess.Popen([STRATA_BIN, *args, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(proc.stderr.read())
+        try:
+            if post_or_get(port, "GET", ready)[0] == 200:
+                return proc, port
+        except OSError:
+            pass
+        if time.time() > deadline:
+            raise RuntimeError(f"{args} did not start")
+        time.sleep(0.1)
+
+
+def post_or_get(port, method, path, body=None, key=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+    r = conn.getresponse()
+    data = r.read().decode()
+    conn.close()
+    return r.status, data
+
+
+def cli(flags):
+    return subprocess.run([STRATA_BIN, "plan", *flags, "--json"], check=True, capture_output=True, text=True).stdout
+
+
+def check_same(port, key=None):
+    for body, flags in CASES:
+        status, text = post_or_get(port, "POST", "/v1/plan", body, key)
+        assert status == 200, (status, text)
+        assert text == cli(flags), f"/v1/plan differs from `strata plan {' '.join(flags)} --json`"
+
+
+def main() -> int:
+    proc, port = start(["plan", "--ui"], "/v1/plan/options")
+    try:
+        check_same(port)
+        status, text = post_or_get(port, "POST", "/v1/plan", {"model": "llama3-8b", "gpu": "none", "batch": 0})
+        assert status == 400 and json.loads(text)["error"]["param"] == "batch", text
+        status, text = post_or_get(port, "POST", "/v1/plan", {"model": "llama3-405b", "gpu": "rtx4090", "dram": "8G", "nvme_size": "10G"})
+        assert status == 422, (status, text)
+        assert json.loads(text)["error"]["code"] == "no_plan_fits"
+        options = json.loads(post_or_get(port, "GET", "/v1/plan/options")[1])
+        assert not options["chat"] and {g["name"] for g in options["gpus"]} >= {"rtx4090", "h100-80g"}
+        status, page = post_or_get(port, "GET", "/")
+        assert status == 200 and "plan.js" in page
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+    if not STORIES.exists():
+        print(f"ok (the served model's part skipped: {STORIES} is absent)")
+        return 0
+    proc, port = start(["serve", "-m", str(STORIES), "--api-key", "sesame"], "/health")
+    try:
+        assert post_or_get(port, "GET", "/")[0] == 200, "the page needs no key"
+        assert post_or_get(port, "POST", "/v1/plan", CASES[0][0])[0] == 401
+        check_same(port, key="sesame")
+        # The served file is offered by name, and planned as `strata plan -m FILE` plans it.
+        options = json.loads(post_or_get(port, "GET", "/v1/plan/options", key="sesame")[1])
+        assert options["chat"] and STORIES.name in [m["name"] for m in options["local_models"]]
+        status, text = post_or_get(port, "POST", "/v1/plan", {"model": STORIES.name, "gpu": "rtx4090"}, "sesame")
+        assert status == 200 and text == cli(["-m", str(STORIES), "--gpu", "rtx4090"]), text
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    print("ok: /v1/plan answers as `strata plan --json` does")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
