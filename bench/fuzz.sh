@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz, clang + ASan + UBSan) and runs them.
 #   bench/fuzz.sh TARGET|all SECONDS [libFuzzer flags...]
-# TARGET is gguf, tokenizer, chat_template, plan or openai_request (the fuzz_<name>
+# TARGET is gguf, tokenizer, chat_template, plan, openai_request or plan_request (the fuzz_<name>
 # executables). Each run starts from a scratch copy of tests/fuzz/corpus/<target>/ plus
 # tests/fuzz/regressions/<target>/, so the committed seeds stay small; new inputs and crash
 # files land in $STRATA_FUZZ_BUILD/runs/<target>/. Prints executions, coverage and any crash

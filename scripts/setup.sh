@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build pkg-config g++ python3 python3-pip unzip
   libdnnl-dev libtbb-dev liburing-dev libhwloc-dev hwloc libcpp-httplib-dev nlohmann-json3-dev
-  libglpk-dev libcli11-dev libfmt-dev libspdlog-dev libedit-dev catch2)
+  libglpk-dev libcli11-dev libfmt-dev libspdlog-dev libedit-dev catch2
+  libjs-marked node-dompurify libjs-highlight.js  # embedded in the web page (Markdown, sanitiser, highlighter)
+  chromium chromium-driver python3-selenium)     # the web page's browser tests
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -8,6 +8,7 @@ tokenizer:     strings from tests/fixtures/tokenizer_corpus.jsonl behind each fl
 chat_template: SmolLM2's template and one template of each other family, with messages.
 plan:          plans written by `strata plan -o` (pass --strata BIN).
 openai_request: OpenAI chat and completion bodies using each field the reader knows.
+plan_request:  `POST /v1/plan` bodies (catalog shapes, the local model, each field).
 
 Needs the `gguf` and `numpy` packages and the two models (default locations, or --bpe / --spm).
 """
@@ -184,6 +185,27 @@ def openai_seeds():
         (d / name).write_bytes(bytes([endpoint]) + json.dumps(body).encode())
 
 
+PLAN_BODIES = {
+    "shape_gpu": {"model": "llama3-70b", "weight_type": "Q4_K", "gpu": "rtx4090", "gpu_mem": "16G", "dram": "64G", "nvme": "gen4"},
+    "throughput": {"model": "opt-30b", "gpu": "t4", "dram": "200G", "nvme": "gen3", "batch": 32, "prompt_len": 1024,
+                   "gen_len": 32, "objective": "throughput", "kv_type": "auto"},
+    "cpu_only": {"model": "llama3-8b", "gpu": "none", "dram": "32G", "cpu": "ryzen9-7950x", "no_cpu_attention": True},
+    "local_model": {"model": "model.gguf", "gpu": "h100-80g", "pcie": "gen5", "no_recompute": True},
+    "every_field": {"model": "qwen2.5-7b", "weight_type": "Q8_0", "kv_type": "Q8_0", "gpu": "l40s", "gpu_mem": "40G",
+                    "pcie": "gen4", "cpu": "epyc-9654", "dram": "256G", "dram_kind": "ddr5-4800", "nvme": "gen5",
+                    "nvme_bw": 10.5, "nvme_size": "4T", "gpu_budget": "90%", "dram_budget": "128G",
+                    "nvme_budget": "1T", "batch": 8, "prompt_len": 2048, "gen_len": 256, "objective": "latency"},
+    "system": {"model": "opt-175b", "system": "flexgen-t4", "batch": 64, "objective": "throughput"},
+}
+
+
+def plan_request_seeds():
+    d = OUT / "plan_request"
+    d.mkdir(parents=True, exist_ok=True)
+    for name, body in PLAN_BODIES.items():
+        (d / f"{name}.json").write_bytes(json.dumps(body).encode())
+
+
 def main():
     cache = Path(os.environ.get("STRATA_MODELS", Path.home() / ".cache" / "strata" / "models"))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -194,6 +216,7 @@ def main():
     gguf_seeds(a.bpe, a.spm)
     tokenizer_seeds()
     openai_seeds()
+    plan_request_seeds()
     chat_template_seeds(a.bpe)
     plan_seeds(a.strata, a.bpe, a.spm)
 
