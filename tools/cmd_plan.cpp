@@ -10,6 +10,7 @@
 #include "planner/plan_report.h"
 #include "planner/units.h"
 #include "tools/cli_options.h"
+#include "tools/plan/plan_hardware.h"
 #include "tools/plan/plan_inputs.h"
 #include "tools/server/plan_ui.h"
 
@@ -29,7 +30,7 @@ void write_file(const std::string& path, const std::string& text, const char* wh
 
 int run_plan(const PlanOptions& o) {
     if (o.ui) return server::run_plan_ui(o.ui_host, o.ui_port);
-    const PlanRun run = run_planner(o);
+    const PlanRun run = run_planner(o, load_hardware(o));
     const SearchResult& r = run.result;
     const ModelShape& shape = run.shape;
     const HardwareProfile& hw = run.hw;

@@ -6,6 +6,7 @@ interpreter without it, the test re-runs itself there.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -50,6 +51,18 @@ def browser() -> webdriver.Chrome:
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(driver), options=opts)
+
+
+@contextlib.contextmanager
+def session():
+    """A browser for one test; when the test's steps pass, the console must hold no error."""
+    driver = browser()
+    try:
+        yield driver
+        errors = console_errors(driver)
+        assert not errors, f"console errors: {errors}"
+    finally:
+        driver.quit()
 
 
 def console_errors(driver) -> list[str]:
@@ -106,4 +119,4 @@ class Process:
             self.proc.wait()
 
 
-__all__ = ["SOURCE_DIR", "STRATA_BIN", "Process", "browser", "console_errors", "screenshot", "skip", "wait_for"]
+__all__ = ["SOURCE_DIR", "STRATA_BIN", "Process", "browser", "console_errors", "screenshot", "session", "skip", "wait_for"]

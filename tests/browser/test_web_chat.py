@@ -7,7 +7,7 @@ import sys
 import time
 import urllib.request
 
-from browser_support import Process, browser, console_errors, screenshot, wait_for  # first: finds Selenium
+from browser_support import Process, screenshot, session, wait_for  # first: finds Selenium
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
@@ -48,8 +48,7 @@ def metric(server: Process, name: str) -> float:
 def main() -> int:
     model = default_model()
     with Process("serve", "-m", str(model), ready_path="/health") as server:
-        driver = browser()
-        try:
+        with session() as driver:
             driver.get(server.url("/"))
             wait_for(driver, lambda d: d.find_element(By.ID, "model-name").text, 30, "the model's name")
 
@@ -87,10 +86,6 @@ def main() -> int:
             # The conversation is kept in the browser's storage.
             saved = json.loads(driver.execute_script("return localStorage.getItem('strata.conversations')"))
             assert [m["role"] for m in saved[0]["messages"]] == ["user", "assistant", "user", "assistant"], saved
-            errors = console_errors(driver)
-            assert not errors, f"console errors: {errors}"
-        finally:
-            driver.quit()
     print("ok: a streamed reply, stopped by Escape, with no console error")
     return 0
 

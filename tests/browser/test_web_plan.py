@@ -7,7 +7,7 @@ import shlex
 import subprocess
 import sys
 
-from browser_support import STRATA_BIN, Process, browser, console_errors, screenshot, wait_for  # first: finds Selenium
+from browser_support import STRATA_BIN, Process, console_errors, screenshot, session, wait_for  # first: finds Selenium
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
@@ -32,8 +32,7 @@ def move_slider(driver, slider_id: str, *keys: str, expect: str) -> None:
 
 def main() -> int:
     with Process("plan", "--ui", ready_path="/v1/plan/options") as ui:
-        driver = browser()
-        try:
+        with session() as driver:
             driver.get(ui.url("/plan"))
             wait_for(driver, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-planned"), 30, "the first plan")
             Select(driver.find_element(By.ID, "model")).select_by_value("shape:llama3-70b")
@@ -74,10 +73,6 @@ def main() -> int:
             assert len(layers) == 3 * 80, f"llama3-70b has 80 layers, each drawn three times; got {len(layers)} bars"
             assert driver.find_element(By.ID, "bottleneck").text not in ("", "–")
             screenshot(driver, "web-plan.png")
-            errors = console_errors(driver)
-            assert not errors, f"console errors: {errors}"
-        finally:
-            driver.quit()
     print("ok: the planner page re-plans with the GPU memory and shows the CLI's prediction")
     return 0
 

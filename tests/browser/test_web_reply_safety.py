@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 
-from browser_support import Process, browser, console_errors, wait_for  # first: finds Selenium
+from browser_support import Process, session, wait_for  # first: finds Selenium
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -82,42 +82,39 @@ def main() -> int:
     model = default_model()
     with Process("serve", "-m", str(model), ready_path="/health") as real:
         front = stub(real.url("").rstrip("/"))
-        driver = browser()
         try:
-            driver.get(f"http://127.0.0.1:{front.server_address[1]}/")
-            wait_for(driver, lambda d: d.find_element(By.ID, "model-name").text, 30, "the page")
-            prompt = driver.find_element(By.ID, "prompt")
-            prompt.send_keys("Say something hostile.")
-            prompt.send_keys(Keys.ENTER)
-            wait_for(driver, lambda d: not d.execute_script("return document.body.classList.contains('streaming')")
-                     and d.find_elements(By.CSS_SELECTOR, ".message.assistant .stats"), 30, "the reply")
-            # Give anything that was inserted a chance to run, and hover/click what could carry a handler.
-            for target in driver.find_elements(By.CSS_SELECTOR, "#hostile-div, #hostile-link, .message.assistant a"):
+            with session() as driver:
+                driver.get(f"http://127.0.0.1:{front.server_address[1]}/")
+                wait_for(driver, lambda d: d.find_element(By.ID, "model-name").text, 30, "the page")
+                prompt = driver.find_element(By.ID, "prompt")
+                prompt.send_keys("Say something hostile.")
+                prompt.send_keys(Keys.ENTER)
+                wait_for(driver, lambda d: not d.execute_script("return document.body.classList.contains('streaming')")
+                         and d.find_elements(By.CSS_SELECTOR, ".message.assistant .stats"), 30, "the reply")
+                # Give anything that was inserted a chance to run, and click what could carry a handler.
+                for target in driver.find_elements(By.CSS_SELECTOR, "#hostile-div, #hostile-link, .message.assistant a"):
+                    try:
+                        target.click()
+                    except Exception:
+                        pass
+                time.sleep(0.5)
+                assert driver.execute_script("return window.__pwned === undefined"), driver.execute_script("return window.__pwned")
                 try:
-                    target.click()
-                except Exception:
+                    driver.switch_to.alert
+                    raise AssertionError("an alert opened")
+                except NoAlertPresentException:
                     pass
-            time.sleep(0.5)
-            assert driver.execute_script("return window.__pwned === undefined"), driver.execute_script("return window.__pwned")
-            try:
-                driver.switch_to.alert
-                raise AssertionError("an alert opened")
-            except NoAlertPresentException:
-                pass
-            reply = driver.find_element(By.CSS_SELECTOR, ".message.assistant .content")
-            for selector in ("script", "img", "svg", "iframe", "[onerror]", "[onload]", "[onclick]", "a[href^='javascript']"):
-                assert not reply.find_elements(By.CSS_SELECTOR, selector), f"the reply holds {selector}"
-            rich = driver.execute_script("return Strata.rich")
-            if rich:
-                assert reply.find_element(By.CSS_SELECTOR, "strong").text == "Bold"
-                code = reply.find_element(By.CSS_SELECTOR, "pre code")
-                assert "<script>alert(1)</script>" in code.text and "hljs" in code.get_attribute("class")
-            # What the model wrote stays readable, as text.
-            assert "<script>window.__pwned = 'script'</script>" in reply.text, reply.text
-            errors = console_errors(driver)
-            assert not errors, f"console errors: {errors}"
+                reply = driver.find_element(By.CSS_SELECTOR, ".message.assistant .content")
+                for selector in ("script", "img", "svg", "iframe", "[onerror]", "[onload]", "[onclick]", "a[href^='javascript']"):
+                    assert not reply.find_elements(By.CSS_SELECTOR, selector), f"the reply holds {selector}"
+                rich = driver.execute_script("return Strata.rich")
+                if rich:
+                    assert reply.find_element(By.CSS_SELECTOR, "strong").text == "Bold"
+                    code = reply.find_element(By.CSS_SELECTOR, "pre code")
+                    assert "<script>alert(1)</script>" in code.text and "hljs" in code.get_attribute("class")
+                # What the model wrote stays readable, as text.
+                assert "<script>window.__pwned = 'script'</script>" in reply.text, reply.text
         finally:
-            driver.quit()
             front.shutdown()
     print(f"ok: a hostile reply rendered inert ({'Markdown' if rich else 'plain text'})")
     return 0

@@ -1,15 +1,14 @@
 #include "tools/plan/plan_inputs.h"
 
 #include <filesystem>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/log.h"
 #include "core/model_paths.h"
 #include "planner/catalog.h"
 #include "planner/units.h"
-#include "probe/probe.h"
 
 namespace strata::cli {
 
@@ -47,44 +46,6 @@ std::vector<DType> kv_types(const std::string& s) {
     return {*t};
 }
 
-// An installed capacity (--dram, --gpu-mem, --nvme-size) is a size: a share of it would be circular.
-uint64_t capacity(const std::string& text, const char* flag) {
-    if (text.find('%') != std::string::npos)
-        throw UsageError(fmt::format("{} '{}' is a share, but a capacity must be a size", flag, text), "write e.g. 64G");
-    return parse_size(text, flag, 0);
-}
-
-HardwareProfile load_hardware(const PlanOptions& o) {
-    const bool dry_run = !o.system.empty() || !o.gpu.empty() || !o.cpu.empty() || !o.pcie.empty() || !o.nvme.empty() ||
-                         !o.dram_kind.empty();
-    if (!o.hw.empty() && dry_run) throw UsageError("--hw and catalog parts (--gpu, --system, ...) cannot be combined");
-    HardwareProfile hw;
-    if (!o.hw.empty()) {
-        hw = probe::load_profile(o.hw);
-    } else if (dry_run) {
-        DryRunSpec spec;
-        spec.system = o.system, spec.gpu = o.gpu, spec.pcie = o.pcie, spec.cpu = o.cpu, spec.dram_kind = o.dram_kind, spec.nvme = o.nvme;
-        if (!o.gpu_mem.empty()) spec.gpu_memory = capacity(o.gpu_mem, "--gpu-mem");
-        if (!o.dram.empty()) spec.dram = capacity(o.dram, "--dram");
-        if (!o.nvme_size.empty()) spec.nvme_capacity = capacity(o.nvme_size, "--nvme-size");
-        if (o.nvme_bw > 0) spec.nvme_read_gbps = o.nvme_bw;
-        return profile_from_catalog(spec);
-    } else {
-        std::string source;
-        hw = probe::measured_profile(source, models_dir());
-        STRATA_LOG_INFO("planner: hardware profile from {}", source);
-    }
-    // Capacities given on the command line override the profile's.
-    if (!o.gpu_mem.empty()) {
-        if (!hw.gpu) throw UsageError("--gpu-mem given but the profile has no GPU", "name one with --gpu");
-        hw.gpu->memory_bytes = capacity(o.gpu_mem, "--gpu-mem");
-    }
-    if (!o.dram.empty()) hw.dram.capacity_bytes = capacity(o.dram, "--dram");
-    if (!o.nvme_size.empty()) hw.nvme.capacity_bytes = capacity(o.nvme_size, "--nvme-size");
-    if (o.nvme_bw > 0) hw.nvme.write_gbps *= o.nvme_bw / hw.nvme.read_gbps, hw.nvme.read_gbps = o.nvme_bw;
-    return hw;
-}
-
 Workload load_workload(const PlanOptions& o) {
     Workload wl;
     if (!o.workload.empty()) wl.apply(o.workload);
@@ -102,12 +63,33 @@ Workload load_workload(const PlanOptions& o) {
 
 }  // namespace
 
-PlanRun run_planner(const PlanOptions& o) {
+// An installed capacity (--dram, --gpu-mem, --nvme-size) is a size: a share of it would be circular.
+uint64_t capacity(const std::string& text, const char* flag) {
+    if (text.find('%') != std::string::npos)
+        throw UsageError(fmt::format("{} '{}' is a share, but a capacity must be a size", flag, text), "write e.g. 64G");
+    return parse_size(text, flag, 0);
+}
+
+bool names_catalog_parts(const PlanOptions& o) {
+    return !o.system.empty() || !o.gpu.empty() || !o.cpu.empty() || !o.pcie.empty() || !o.nvme.empty() || !o.dram_kind.empty();
+}
+
+HardwareProfile catalog_hardware(const PlanOptions& o) {
+    DryRunSpec spec;
+    spec.system = o.system, spec.gpu = o.gpu, spec.pcie = o.pcie, spec.cpu = o.cpu, spec.dram_kind = o.dram_kind, spec.nvme = o.nvme;
+    if (!o.gpu_mem.empty()) spec.gpu_memory = capacity(o.gpu_mem, "--gpu-mem");
+    if (!o.dram.empty()) spec.dram = capacity(o.dram, "--dram");
+    if (!o.nvme_size.empty()) spec.nvme_capacity = capacity(o.nvme_size, "--nvme-size");
+    if (o.nvme_bw > 0) spec.nvme_read_gbps = o.nvme_bw;
+    return profile_from_catalog(spec);
+}
+
+PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     PlannerOptions opts;
     opts.kv_types = kv_types(o.kv_type);
     opts.allow_cpu_attention = !o.no_cpu_attention;
     opts.allow_recompute = !o.no_recompute;
-    PlanRun run{load_shape(o, opts.kv_types.front()), load_hardware(o), {}};
+    PlanRun run{load_shape(o, opts.kv_types.front()), std::move(hardware), {}};
     const HardwareProfile& hw = run.hw;
     const Workload wl = load_workload(o);
     opts.budgets = default_budgets(hw);

@@ -1,7 +1,11 @@
 #pragma once
 // What `strata plan` and `POST /v1/plan` share: the plan options (flags, or a request body)
-// turned into the model shape, the hardware profile and the workload, and the policy search
-// over them. Both print the chosen plan with Plan::to_json, so they answer alike.
+// turned into the model shape, the catalog hardware and the workload, and the policy search
+// over them. Both print the chosen plan with Plan::to_json, so they answer alike. (The
+// command's other hardware sources, a profile file or a probe, are in plan_hardware.h.)
+#include <cstdint>
+#include <string>
+
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
 #include "planner/policy_search.h"
@@ -15,8 +19,15 @@ struct PlanRun {
     planner::SearchResult result;
 };
 
-// Throws UsageError naming the bad option (an unknown catalog name, a share given for a
-// capacity, ...) and OutOfBudget when no policy fits.
-PlanRun run_planner(const PlanOptions& o);
+// An installed capacity (--dram, --gpu-mem, --nvme-size) in bytes; a share ("50%") is a UsageError.
+uint64_t capacity(const std::string& text, const char* flag);
+// Whether the options name catalog parts (--gpu, --system, --cpu, --pcie, --nvme, --dram-kind).
+bool names_catalog_parts(const PlanOptions& o);
+// The machine those catalog parts make, with the capacities given (a dry run).
+planner::HardwareProfile catalog_hardware(const PlanOptions& o);
+// The plan for the options' model and workload on `hw`. Throws UsageError naming the bad
+// option (an unknown catalog name, a share given for a capacity, ...) and OutOfBudget when
+// no policy fits.
+PlanRun run_planner(const PlanOptions& o, planner::HardwareProfile hw);
 
 }  // namespace strata::cli

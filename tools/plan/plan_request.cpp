@@ -49,10 +49,10 @@ constexpr const char* kFields[] = {"model", "weight_type", "kv_type", "system", 
 PlanOptions parse_plan_request(std::string_view body_text, const LocalModels& local) {
     const Json body = openai::parse_json_limited(body_text, "the plan request", "invalid_json");
     if (!body.is_object()) throw invalid_request("the plan request must be a JSON object");
-    for (const auto& [key, value] : body.items())
-        if (std::find_if(std::begin(kFields), std::end(kFields), [&](const char* f) { return key == f; }) == std::end(kFields))
+    for (const auto& item : body.items())
+        if (std::none_of(std::begin(kFields), std::end(kFields), [&](const char* f) { return item.key() == f; }))
             throw invalid_request(fmt::format("unknown field {} (fields: the flags of `strata plan`, e.g. gpu, dram, batch)",
-                                              openai::shown(Json(key))));
+                                              openai::shown(Json(item.key()))));
     PlanOptions o;
     const std::string model = text(body, "model");
     if (model.empty()) throw invalid_request("'model' is required: a catalog shape or a GGUF file the server lists", "model");

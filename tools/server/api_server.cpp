@@ -192,8 +192,12 @@ struct ApiServer::Impl {
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(state.metrics.render(state.scheduler.stats(), state.dram), "text/plain; version=0.0.4");
         });
-        http.Post("/v1/plan", [this](const httplib::Request& req, httplib::Response& res) { handle_plan(cli::list_local_models(state.model.model_path), req, res); });
-        http.Get("/v1/plan/options", [this](const httplib::Request&, httplib::Response& res) { handle_plan_options(cli::list_local_models(state.model.model_path), true, res); });
+        http.Post("/v1/plan", [this](const httplib::Request& req, httplib::Response& res) {
+            handle_plan(cli::list_local_models(state.model.model_path), req, res);
+        });
+        http.Get("/v1/plan/options", [this](const httplib::Request&, httplib::Response& res) {
+            handle_plan_options(cli::list_local_models(state.model.model_path), true, res);
+        });
         http.Get("/", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/chat.html", res); });
         http.Get("/plan", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/plan.html", res); });
         http.Get("/static/strata.css", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });

@@ -56,7 +56,8 @@ void serve_web_file(const std::string& file, httplib::Response& res) {
 
 void handle_plan(const cli::LocalModels& local, const httplib::Request& req, httplib::Response& res) {
     try {
-        const cli::PlanRun run = cli::run_planner(cli::parse_plan_request(req.body, local));
+        const cli::PlanOptions options = cli::parse_plan_request(req.body, local);
+        const cli::PlanRun run = cli::run_planner(options, cli::catalog_hardware(options));
         res.set_content(run.result.best.to_json() + "\n", "application/json");  // as `strata plan --json` prints it
     } catch (const openai::ApiError& e) {
         send_error(res, e);

@@ -12,14 +12,27 @@ const Strata = (() => {
 
   let asking = null; // the open dialog's answer: requests refused together ask once
 
-  // The key dialog (a <dialog id="key-dialog"> on each page), answered once and remembered.
+  // The API key, asked for once and remembered.
   function askKey(message) {
     if (!asking) asking = showKeyDialog(message).finally(() => (asking = null));
     return asking;
   }
 
+  // The dialog, made on first use: <dialog><form method=dialog> key field, Save, Cancel.
+  function keyDialog() {
+    let dialog = document.getElementById("key-dialog");
+    if (dialog) return dialog;
+    dialog = el("dialog", { id: "key-dialog" },
+      el("form", { method: "dialog" },
+        el("p", { class: "key-message" }),
+        el("label", {}, "API key ", el("input", { type: "password", autocomplete: "off" })),
+        el("button", { value: "ok" }, "Save"), " ", el("button", { value: "cancel" }, "Cancel")));
+    document.body.append(dialog);
+    return dialog;
+  }
+
   function showKeyDialog(message) {
-    const dialog = document.getElementById("key-dialog");
+    const dialog = keyDialog();
     const input = dialog.querySelector("input");
     dialog.querySelector(".key-message").textContent = message;
     input.value = "";
