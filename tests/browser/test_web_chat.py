@@ -1,8 +1,9 @@
 """The chat page of `strata serve` in a real browser, with the default model (skipped when it
 has not been fetched): a message gets a reply that arrives in pieces (streamed) with its
-tokens/s; Escape stops a long reply, which then grows no more and the server cancels it;
+tokens/s, and the engine view counts its tokens; Escape stops a long reply, which then grows no more and the server cancels it;
 nothing reaches the console's error log."""
 import json
+import re
 import sys
 import time
 import urllib.request
@@ -67,6 +68,9 @@ def main() -> int:
             stats = last(driver, ".message.assistant .stats")
             assert "tokens/s" in stats and "cached" in stats, stats
             assert driver.find_element(By.ID, "stop").get_attribute("hidden") is not None
+            # The engine view follows /metrics: the reply's tokens show up there.
+            n_reply = re.search(r"(\d+) tokens ·", stats).group(1)
+            wait_for(driver, lambda d: f"{n_reply} tokens" in d.find_element(By.ID, "engine-stats").text, 10, "the engine view")
             screenshot(driver, "web-chat.png")
 
             # Escape stops a reply that would run for thousands of tokens.
