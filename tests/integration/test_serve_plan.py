@@ -75,8 +75,15 @@ def main() -> int:
         assert json.loads(text)["error"]["code"] == "no_plan_fits"
         options = json.loads(post_or_get(port, "GET", "/v1/plan/options")[1])
         assert not options["chat"] and {g["name"] for g in options["gpus"]} >= {"rtx4090", "h100-80g"}
-        status, page = post_or_get(port, "GET", "/")
-        assert status == 200 and "plan.js" in page
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("GET", "/")
+        r = conn.getresponse()
+        page = r.read().decode()
+        conn.close()
+        assert r.status == 200 and "plan.js" in page
+        # Only the page's own scripts run, and it talks only to this server.
+        csp = r.getheader("Content-Security-Policy")
+        assert "script-src 'self'" in csp and "connect-src 'self'" in csp and "unsafe" not in csp, csp
     finally:
         proc.terminate()
         proc.wait(30)
