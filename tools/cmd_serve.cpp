@@ -63,7 +63,8 @@ int run_serve(const ServeOptions& o) {
     const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(engine.file(), o.chat_template);
     const std::string model_id = o.alias.empty() ? model_path.stem().string() : o.alias;
     const openai::ModelContext model{engine.tokenizer(), tmpl, engine.n_ctx(), model_id, pooling_or(o.pooling, engine.pooling()),
-                                     engine.hparams().n_embd, model_path.string()};
+                                     engine.hparams().n_embd, model_path.string(),
+                                     engine.placement().plan.to_json()};
 
     runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{o.max_batch, o.max_queue});
     server::ApiServer api(config, scheduler, model, engine.dram());

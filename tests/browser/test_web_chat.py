@@ -71,6 +71,9 @@ def main() -> int:
             # The engine view follows /metrics: the reply's tokens show up there.
             n_reply = re.search(r"(\d+) tokens ·", stats).group(1)
             wait_for(driver, lambda d: f"{n_reply} tokens" in d.find_element(By.ID, "engine-stats").text, 10, "the engine view")
+            # Where the engine placed the model: SmolLM2-135M's 30 layers, each as weights, KV and attention.
+            bars = driver.find_elements(By.CSS_SELECTOR, "#engine-placement rect[data-layer]")
+            assert len(bars) == 3 * 30, f"{len(bars)} bars for the served model's placement"
             screenshot(driver, "web-chat.png")
 
             # Escape stops a reply that would run for thousands of tokens.

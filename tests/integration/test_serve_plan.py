@@ -74,7 +74,7 @@ def main() -> int:
         assert status == 422, (status, text)
         assert json.loads(text)["error"]["code"] == "no_plan_fits"
         options = json.loads(post_or_get(port, "GET", "/v1/plan/options")[1])
-        assert not options["chat"] and {g["name"] for g in options["gpus"]} >= {"rtx4090", "h100-80g"}
+        assert not options["chat"] and options["served_plan"] is None and {g["name"] for g in options["gpus"]} >= {"rtx4090", "h100-80g"}
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         conn.request("GET", "/")
         r = conn.getresponse()
@@ -99,6 +99,8 @@ def main() -> int:
         # The served file is offered by name, and planned as `strata plan -m FILE` plans it.
         options = json.loads(post_or_get(port, "GET", "/v1/plan/options", key="sesame")[1])
         assert options["chat"] and STORIES.name in [m["name"] for m in options["local_models"]]
+        # The plan the server runs by: stories260K's 5 layers, as Karpathy's llama2.c config has them.
+        assert [l["layer"] for l in options["served_plan"]["layers"]] == list(range(5))
         status, text = post_or_get(port, "POST", "/v1/plan", {"model": STORIES.name, "gpu": "rtx4090"}, "sesame")
         assert status == 200 and text == cli(["-m", str(STORIES), "--gpu", "rtx4090"]), text
     finally:

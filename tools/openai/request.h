@@ -32,6 +32,7 @@ struct ModelContext {
     runtime::Pooling pooling = runtime::Pooling::Last;  // of /v1/embeddings
     int n_embd = 0;
     std::string model_path = {};  // the GGUF file, which the planner page offers
+    std::string placement = {};   // the running engine's plan (Plan::to_json), which the page's engine view draws
 };
 
 struct CompletionRequest {

@@ -196,7 +196,7 @@ struct ApiServer::Impl {
             handle_plan(cli::list_local_models(state.model.model_path), req, res);
         });
         http.Get("/v1/plan/options", [this](const httplib::Request&, httplib::Response& res) {
-            handle_plan_options(cli::list_local_models(state.model.model_path), true, res);
+            handle_plan_options(cli::list_local_models(state.model.model_path), state.model.placement, res);
         });
         http.Get("/", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/chat.html", res); });
         http.Get("/plan", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/plan.html", res); });

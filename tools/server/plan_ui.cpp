@@ -27,7 +27,7 @@ int run_plan_ui(const std::string& host, int port) {
     http.Get("/plan", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/plan.html", res); });
     http.Get("/static/.*", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
     http.Post("/v1/plan", [&](const httplib::Request& req, httplib::Response& res) { handle_plan(local, req, res); });
-    http.Get("/v1/plan/options", [&](const httplib::Request&, httplib::Response& res) { handle_plan_options(local, false, res); });
+    http.Get("/v1/plan/options", [&](const httplib::Request&, httplib::Response& res) { handle_plan_options(local, {}, res); });
     const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
     if (bound <= 0)
         throw IoError(fmt::format("cannot listen on {}:{}", host, port), "the port may be in use: choose another with --port");

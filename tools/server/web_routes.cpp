@@ -69,7 +69,7 @@ void handle_plan(const cli::LocalModels& local, const httplib::Request& req, htt
     }
 }
 
-void handle_plan_options(const cli::LocalModels& local, bool chat, httplib::Response& res) {
+void handle_plan_options(const cli::LocalModels& local, const std::string& served_plan, httplib::Response& res) {
     const planner::Catalog& c = planner::Catalog::builtin();
     openai::Json gpus = openai::Json::array(), cpus = openai::Json::array(), shapes = openai::Json::array();
     openai::Json nvme = openai::Json::array(), dram = openai::Json::array(), files = openai::Json::array();
@@ -80,7 +80,8 @@ void handle_plan_options(const cli::LocalModels& local, bool chat, httplib::Resp
     for (const auto& d : c.dram) dram.push_back(d.name);
     for (const auto& [name, path] : local) files.push_back({{"name", name}, {"path", path}});
     res.set_content(openai::dump({{"gpus", gpus}, {"cpus", cpus}, {"nvme", nvme}, {"dram_kinds", dram}, {"shapes", shapes},
-                                  {"local_models", files}, {"chat", chat}}),
+                                  {"local_models", files}, {"chat", !served_plan.empty()},
+                                  {"served_plan", served_plan.empty() ? openai::Json() : openai::Json::parse(served_plan)}}),
                     "application/json");
 }
 

@@ -21,7 +21,7 @@ void serve_web_file(const std::string& file, httplib::Response& res);
 // POST /v1/plan: the body's plan options -> the plan JSON; a 400 naming what is wrong.
 void handle_plan(const cli::LocalModels& local, const httplib::Request& req, httplib::Response& res);
 // GET /v1/plan/options: catalog GPUs, CPUs, drives, DRAM kinds and model shapes, the local
-// GGUF files, and whether a model is served (the chat page is there).
-void handle_plan_options(const cli::LocalModels& local, bool chat, httplib::Response& res);
+// GGUF files, and the served model's plan (Plan::to_json; empty: no model, no chat page).
+void handle_plan_options(const cli::LocalModels& local, const std::string& served_plan, httplib::Response& res);
 
 }  // namespace strata::server

@@ -254,6 +254,6 @@
     draw();
     $("prompt").focus();
     loadModel();
-    StrataEngine.start($("engine-stats"));
+    StrataEngine.start($("engine-stats"), $("engine-placement"));
   });
 })();

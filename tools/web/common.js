@@ -1,5 +1,5 @@
-// Shared by the chat and planner pages: the API key, requests to this server, and rendering
-// model output, which is untrusted: Markdown through marked, then DOMPurify, then highlight.js
+// Shared by the chat and planner pages: the API key, requests to this server, a plan's
+// placement per layer, and rendering model output, which is untrusted: Markdown through marked, then DOMPurify, then highlight.js
 // on code blocks. Built without those libraries, replies are shown as plain text.
 "use strict";
 
@@ -129,5 +129,50 @@ const Strata = (() => {
     return `${s.toFixed(s < 10 ? 2 : 1)} s`;
   }
 
-  return { api, errorText, renderMarkdown, rich, el, formatBytes, formatSeconds, askKey };
+  function svg(tag, attrs = {}, ...children) {
+    const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    for (const c of children) node.append(c);
+    return node;
+  }
+
+  // Where a layer's bytes live, coloured as the plan SVG's lanes (planner/plan_svg.cpp).
+  const PLACE_COLORS = {
+    gpu: "#3182bd", "dram->gpu": "#fdae6b", "dram(cpu)": "#74c476", "nvme->gpu": "#8c6bb1", "nvme(cpu)": "#bcbddc",
+    dram: "#9ecae1", nvme: "#8c6bb1", "act:gpu": "#6baed6", "act:dram": "#c6dbef", "act:nvme": "#dadaeb", cpu: "#74c476",
+  };
+  const PLACE_LEGEND = [["gpu", "GPU memory"], ["dram->gpu", "DRAM, copied to the GPU"], ["dram(cpu)", "DRAM, CPU computes"],
+    ["nvme->gpu", "NVMe, streamed to the GPU"], ["nvme(cpu)", "NVMe, CPU computes"], ["dram", "KV in DRAM"],
+    ["act:gpu", "KV recomputed from activations"]];
+
+  function placementLegend() {
+    return PLACE_LEGEND.map(([k, label]) =>
+      el("span", {}, svg("svg", { width: 12, height: 12 }, svg("rect", { width: 12, height: 12, fill: PLACE_COLORS[k] })), ` ${label}`));
+  }
+
+  // A plan's layers (Plan::to_json) as three strips, weights, KV cache and attention, one bar
+  // per layer, within `width` pixels.
+  function drawPlacement(plan, width) {
+    const n = plan.layers.length;
+    const left = 80, h = 22;
+    const w = Math.max(2, Math.min(24, (width - left - 10) / Math.max(n, 1)));
+    const rows = [["weights", (l) => l.weights], ["KV cache", (l) => l.kv], ["attention", (l) => l.attention]];
+    const box = svg("svg", { width: left + n * w + 10, height: rows.length * (h + 4) + 24, role: "img",
+      "aria-label": `placement of ${n} layers` });
+    rows.forEach(([name, pick], row) => {
+      const y = row * (h + 4);
+      box.append(svg("text", { x: 0, y: y + h * 0.7 }, name));
+      plan.layers.forEach((l, i) => {
+        const where = pick(l);
+        box.append(svg("rect", { x: left + i * w, y, width: Math.max(w - 0.5, 1), height: h, fill: PLACE_COLORS[where] || "#ccc",
+          "data-layer": l.layer, "data-where": where }, svg("title", {}, `layer ${l.layer} ${name}: ${where}`)));
+      });
+    });
+    const y = rows.length * (h + 4) + 14;
+    for (let i = 0; i < n; i += Math.max(1, Math.ceil(n / (width / 90))))
+      box.append(svg("text", { x: left + i * w, y, "font-size": 10 }, String(i)));
+    return box;
+  }
+
+  return { api, errorText, renderMarkdown, rich, el, svg, formatBytes, formatSeconds, askKey, drawPlacement, placementLegend };
 })();

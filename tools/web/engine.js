@@ -1,5 +1,6 @@
 // The live engine view beside the chat: the numbers /metrics exports (Prometheus text),
-// read every two seconds while the page is visible.
+// read every two seconds while the page is visible, and where the served model's layers and
+// KV cache live (the plan the engine placed them by, from /v1/plan/options).
 "use strict";
 
 const StrataEngine = (() => {
@@ -35,7 +36,29 @@ const StrataEngine = (() => {
     return r;
   }
 
-  function start(target) {
+  // "30 in DRAM, 2 on the GPU" for the tiers a plan's layers use, by `pick` (weights or KV).
+  function tierCounts(layers, pick) {
+    const counts = {};
+    for (const l of layers) {
+      const tier = pick(l).replace(/^act:/, "").split(/[-(]/)[0];
+      counts[tier] = (counts[tier] || 0) + 1;
+    }
+    return Object.entries(counts).map(([t, n]) => `${n} in ${t.toUpperCase()}`).join(", ");
+  }
+
+  async function showPlacement(target) {
+    const res = await Strata.api("/v1/plan/options");
+    if (!res.ok) return;
+    const plan = (await res.json()).served_plan;
+    if (!plan) return;
+    target.replaceChildren(
+      Strata.el("p", { class: "muted" }, `Layers' weights: ${tierCounts(plan.layers, (l) => l.weights)}; KV cache: ` +
+        `${tierCounts(plan.layers, (l) => l.kv)}.`),
+      Strata.drawPlacement(plan, 270));
+  }
+
+  function start(target, placementTarget) {
+    showPlacement(placementTarget);
     const tick = async () => {
       if (document.hidden) return;
       try {

@@ -5,26 +5,9 @@
 
 (() => {
   const $ = (id) => document.getElementById(id);
-  const SVG = "http://www.w3.org/2000/svg";
   const DEBOUNCE_MS = 60;
-  // The plan SVG's lane colours (planner/plan_svg.cpp), by where the bytes live.
-  const COLORS = {
-    gpu: "#3182bd", "dram->gpu": "#fdae6b", "dram(cpu)": "#74c476", "nvme->gpu": "#8c6bb1", "nvme(cpu)": "#bcbddc",
-    dram: "#9ecae1", nvme: "#8c6bb1", "act:gpu": "#6baed6", "act:dram": "#c6dbef", "act:nvme": "#dadaeb", cpu: "#74c476",
-  };
-  const LEGEND = [["gpu", "GPU memory"], ["dram->gpu", "DRAM, copied to the GPU"], ["dram(cpu)", "DRAM, CPU computes"],
-    ["nvme->gpu", "NVMe, streamed to the GPU"], ["nvme(cpu)", "NVMe, CPU computes"], ["dram", "KV in DRAM"],
-    ["act:gpu", "KV recomputed from activations"]];
-
   let options = null;
   let timer = 0, inflight = null, planned = 0;
-
-  function svg(tag, attrs, ...children) {
-    const node = document.createElementNS(SVG, tag);
-    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-    for (const c of children) node.append(c);
-    return node;
-  }
 
   function fill(select, items, chosen) {
     select.replaceChildren(...items.map(([value, label]) => Strata.el("option", { value, selected: value === chosen }, label)));
@@ -73,40 +56,18 @@
     return args.map(shellQuote).join(" ");
   }
 
-  function drawLayers(plan) {
-    const n = plan.layers.length;
-    const w = Math.max(3, Math.min(24, 900 / Math.max(n, 1)));
-    const rows = [["weights", (l) => l.weights], ["KV cache", (l) => l.kv], ["attention", (l) => l.attention]];
-    const left = 80, h = 22;
-    const box = svg("svg", { width: left + n * w + 10, height: rows.length * (h + 4) + 24, role: "img",
-      "aria-label": `placement of ${n} layers` });
-    rows.forEach(([name, pick], row) => {
-      const y = row * (h + 4);
-      box.append(svg("text", { x: 0, y: y + h * 0.7 }, name));
-      plan.layers.forEach((l, i) => {
-        const where = pick(l);
-        box.append(svg("rect", { x: left + i * w, y, width: Math.max(w - 0.5, 1), height: h, fill: COLORS[where] || "#ccc",
-          "data-layer": l.layer, "data-where": where }, svg("title", {}, `layer ${l.layer} ${name}: ${where}`)));
-      });
-    });
-    const y = rows.length * (h + 4) + 14;
-    for (let i = 0; i < n; i += Math.max(1, Math.ceil(n / 10)))
-      box.append(svg("text", { x: left + i * w, y, "font-size": 10 }, String(i)));
-    $("layers").replaceChildren(box);
-  }
-
   function drawStreams(plan) {
     const d = plan.prediction.decode;
     const entries = Object.entries(d.streams_s);
     const max = Math.max(...entries.map(([, s]) => s), 1e-12);
     const left = 110, width = 600, h = 18;
-    const box = svg("svg", { width: left + width + 90, height: entries.length * (h + 4), role: "img", "aria-label": "decode step per stream" });
+    const box = Strata.svg("svg", { width: left + width + 90, height: entries.length * (h + 4), role: "img", "aria-label": "decode step per stream" });
     entries.forEach(([name, s], i) => {
       const y = i * (h + 4);
-      box.append(svg("text", { x: 0, y: y + h * 0.75 }, name));
-      box.append(svg("rect", { x: left, y, width: Math.max(1, (width * s) / max), height: h,
+      box.append(Strata.svg("text", { x: 0, y: y + h * 0.75 }, name));
+      box.append(Strata.svg("rect", { x: left, y, width: Math.max(1, (width * s) / max), height: h,
         fill: name === d.bottleneck ? "#e6550d" : "#9ecae1" }));
-      box.append(svg("text", { x: left + (width * s) / max + 6, y: y + h * 0.75 }, s > 0 ? Strata.formatSeconds(s) : "–"));
+      box.append(Strata.svg("text", { x: left + (width * s) / max + 6, y: y + h * 0.75 }, s > 0 ? Strata.formatSeconds(s) : "–"));
     });
     $("streams").replaceChildren(box);
   }
@@ -122,7 +83,7 @@
     $("memory").textContent = `Uses GPU ${Strata.formatBytes(used.gpu)} of ${Strata.formatBytes(b.gpu)}, DRAM ${Strata.formatBytes(used.dram)} of ` +
       `${Strata.formatBytes(b.dram)}, NVMe ${Strata.formatBytes(used.nvme)}; batch ${plan.policy.batch} in ${plan.policy.n_micro} ` +
       `micro-batch(es), KV ${plan.policy.kv_type}, CPU attention ${plan.policy.cpu_attention ? "on" : "off"}.`;
-    drawLayers(plan);
+    $("layers").replaceChildren(Strata.drawPlacement(plan, 900));
     drawStreams(plan);
     $("status").textContent = `planned in ${ms.toFixed(0)} ms`;
     $("status").className = "";
@@ -214,8 +175,7 @@
         $("status").textContent = "command selected: copy it with Ctrl+C";
       }
     });
-    $("legend").replaceChildren(...LEGEND.map(([k, label]) =>
-      Strata.el("span", {}, svg("svg", { width: 12, height: 12 }, svg("rect", { width: 12, height: 12, fill: COLORS[k] })), ` ${label}`)));
+    $("legend").replaceChildren(...Strata.placementLegend());
     replan();
   }
 
