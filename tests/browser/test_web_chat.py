@@ -1,7 +1,9 @@
 """The chat page of `strata serve` in a real browser, with the default model (skipped when it
 has not been fetched): a message gets a reply that arrives in pieces (streamed) with its
-tokens/s, and the engine view counts its tokens; Escape stops a long reply, which then grows no more and the server cancels it;
-nothing reaches the console's error log."""
+tokens/s, and the engine view counts its tokens and draws the model's placement; Escape stops
+a long reply, which then grows no more and the server cancels it; Alt+R regenerates and the
+Stop button stops; editing a turn drops what followed and asks again; the conversation is in
+the browser's storage; nothing reaches the console's error log."""
 import json
 import re
 import sys
@@ -91,9 +93,28 @@ def main() -> int:
             assert reply_text(driver) == stopped_at, "the reply grew after Stop"
 
             # The conversation is kept in the browser's storage.
-            saved = json.loads(driver.execute_script("return localStorage.getItem('strata.conversations')"))
-            assert [m["role"] for m in saved[0]["messages"]] == ["user", "assistant", "user", "assistant"], saved
-    print("ok: a streamed reply, stopped by Escape, with no console error")
+            def saved_messages():
+                return json.loads(driver.execute_script("return localStorage.getItem('strata.conversations')"))[0]["messages"]
+            assert [m["role"] for m in saved_messages()] == ["user", "assistant", "user", "assistant"]
+
+            # Alt+R regenerates the last reply (a new request), and the Stop button ends it.
+            driver.find_element(By.ID, "prompt").send_keys(Keys.ALT, "r")
+            wait_for(driver, lambda d: streaming(d) and reply_text(d), 60, "the regenerated reply")
+            driver.find_element(By.ID, "stop").click()
+            wait_for(driver, lambda d: not streaming(d), 10, "the regenerated reply to stop")
+            assert [m["role"] for m in saved_messages()] == ["user", "assistant", "user", "assistant"]
+
+            # Editing the first turn drops what followed it and asks again.
+            driver.find_element(By.CSS_SELECTOR, ".message.user .edit").click()
+            area = driver.find_element(By.CSS_SELECTOR, ".message.user textarea")
+            area.clear()
+            area.send_keys("Name three colours.", Keys.ENTER)
+            wait_for(driver, lambda d: not streaming(d) and len(d.find_elements(By.CSS_SELECTOR, ".message")) == 2, 120,
+                     "the reply to the edited turn")
+            messages = saved_messages()
+            assert [m["role"] for m in messages] == ["user", "assistant"] and messages[0]["content"] == "Name three colours."
+            assert messages[1]["content"], "no reply to the edited turn"
+    print("ok: a streamed reply, stop, regenerate and edit, with no console error")
     return 0
 
 
