@@ -274,7 +274,8 @@ Cost CostModel::total_cost(const Plan& plan) const {
         dram_staging = std::max(dram_staging, c.dram_staging);
     };
     for (const auto& l : plan.layers) {
-        Cost c = layer_weights(l.layer, l.weights);
+        const bool offloaded = plan.experts.enabled && l.weights == WeightOption::NvmeCpu;
+        Cost c = offloaded ? offloaded_layer(l.layer, plan.experts) : layer_weights(l.layer, l.weights);
         c += layer_kv(l.layer, l.kv);
         add(c);
     }
