@@ -30,4 +30,9 @@ Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
     return c;
 }
 
+Cost CostModel::placed_weights(const Plan& plan, const LayerPlacement& l) const {
+    if (plan.experts.enabled && l.weights == WeightOption::NvmeCpu) return offloaded_layer(l.layer, plan.experts);
+    return layer_weights(l.layer, l.weights);
+}
+
 }  // namespace strata::planner

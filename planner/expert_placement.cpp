@@ -5,6 +5,7 @@
 
 #include "planner/json_util.h"
 #include "planner/policy_search.h"
+#include "planner/units.h"
 
 namespace strata::planner {
 
@@ -103,6 +104,45 @@ Plan expert_offload_plan(const ModelShape& s, const HardwareProfile& hw, const W
     p.experts = experts;
     p.prediction = evaluate_plan(s, hw, wl, p);
     return p;
+}
+
+std::optional<Plan> offload_if_better(const ModelShape& s, const HardwareProfile& hw, const Workload& wl,
+                                      const Budgets& budgets, DType kv_type, const RoutingProfile* routing,
+                                      const std::string& routing_note, const Plan* best) {
+    if (s.n_expert == 0 || hw.has_gpu()) return std::nullopt;
+    const uint64_t slot = expert_bytes(s);
+    const int32_t slots = expert_slots_for(s, wl, kv_type, budgets.dram, slot);
+    if (slots < s.n_expert) return std::nullopt;  // a pass may choose every expert of a layer
+    Plan p = expert_offload_plan(s, hw, wl, budgets, kv_type, place_experts(s, routing, routing_note, slots, slot));
+    if (best && best->prediction.objective_s <= p.prediction.objective_s) return std::nullopt;
+    return p;
+}
+
+std::string expert_line(const ExpertPlan& e) {
+    return fmt::format("experts: DRAM cache of {} ({} each), expected hit rate {:.1f}%; a token reads {} of weights, {} of "
+                       "them from NVMe; routing {}",
+                       e.cache_slots, format_size(static_cast<double>(e.slot_bytes)), 100 * e.hit_rate,
+                       format_size(e.active_bytes_per_token), format_size(e.nvme_bytes_per_token), e.routing);
+}
+
+std::string format_expert_plan(const ExpertPlan& e, const ModelShape& shape) {
+    std::string s = expert_line(e) + "\n";
+    s += fmt::format("{:<11} {:<24} {}\n", "layers", "routed experts", "in DRAM (most chosen first)");
+    auto ids = [](const std::vector<int32_t>& v) {
+        std::string out;
+        for (size_t i = 0; i < v.size() && i < 12; ++i) out += (i ? "," : "") + std::to_string(v[i]);
+        return v.size() > 12 ? out + fmt::format(",... ({} more)", v.size() - 12) : out;
+    };
+    for (size_t il = 0; il < e.dram.size();) {
+        size_t j = il + 1;
+        while (j < e.dram.size() && e.dram[j] == e.dram[il]) ++j;
+        const std::string range = j - il == 1 ? std::to_string(il) : fmt::format("{}-{}", il, j - 1);
+        const size_t n = e.dram[il].size();
+        s += fmt::format("{:<11} {:<24} {}\n", range, fmt::format("{} dram, {} nvme", n, shape.n_expert - static_cast<int>(n)),
+                         ids(e.dram[il]));
+        il = j;
+    }
+    return s;
 }
 
 json expert_plan_json(const ExpertPlan& e) {

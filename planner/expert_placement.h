@@ -8,6 +8,7 @@
 // token reads and the misses read from NVMe (CostModel::offloaded_layer, expert_cost.cpp),
 // not from the whole layers' bytes.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -40,6 +41,17 @@ int32_t expert_slots_for(const ModelShape& shape, const Workload& wl, DType kv_t
 // (those layers nvme(cpu), the others dram(cpu); KV in DRAM, CPU attention), priced on `hw` for `wl`.
 Plan expert_offload_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Budgets& budgets,
                          DType kv_type, const ExpertPlan& experts, const std::vector<bool>& offloaded = {});
+
+// For a mixture of experts planned without a GPU: the expert-offload plan for budgets.dram
+// when it predicts less time per token than `best` (null: no plan fits otherwise) or nullopt.
+std::optional<Plan> offload_if_better(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl,
+                                      const Budgets& budgets, DType kv_type, const RoutingProfile* routing,
+                                      const std::string& routing_note, const Plan* best);
+
+// One line: the cache, its expected hit rate, the bytes per token, the routing assumed.
+std::string expert_line(const ExpertPlan& e);
+// The report's table of where each layer's experts are (groups of layers alike in one row).
+std::string format_expert_plan(const ExpertPlan& e, const ModelShape& shape);
 
 // The plan's "experts" object and back (plan.cpp). Throws UsageError naming a bad field.
 nlohmann::json expert_plan_json(const ExpertPlan& e);

@@ -1,0 +1,135 @@
+// Expert offload in the planner: the expected cache content and hit rate from routing
+// statistics (or uniform routing), the pricing of offloaded layers, the plan's JSON, and the
+// routing statistics saved beside a model.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/cost_model.h"
+#include "planner/expert_placement.h"
+#include "planner/routing_profile.h"
+#include "tests/support/gguf_writer.h"
+
+using namespace strata;
+using namespace strata::planner;
+
+namespace {
+
+// 2 layers of 4 experts (2 chosen per token), each expert 100 MB; 10 MB of other weights per layer.
+ModelShape moe_shape() {
+    ModelShape s;
+    s.name = "toy-moe";
+    s.family = "qwen3moe";
+    s.n_layer = 2, s.n_embd = 1024, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 4096, s.n_vocab = 1000;
+    s.n_expert = 4, s.n_expert_used = 2;
+    LayerShape l;
+    l.weight_bytes = 410'000'000, l.expert_bytes = 400'000'000;
+    l.n_matmul_params = 410'000'000, l.n_expert_params = 400'000'000;
+    s.layers.assign(2, l);
+    s.output_bytes = 1'000'000, s.output_matmul_params = 1'000'000;
+    s.tied_output = true;
+    return s;
+}
+
+HardwareProfile toy_cpu() {
+    HardwareProfile h;
+    h.name = "toy";
+    h.cpu.gemv_gbps = 10, h.cpu.gemm_gflops = 100, h.cpu.attention_gbps = 10, h.cpu.attention_gflops = 100;
+    h.dram = {"toy", 64ull << 30, 20, 10};
+    h.nvme = {"toy", "", 1ull << 40, 2, 1};
+    return h;
+}
+
+}  // namespace
+
+TEST_CASE("expert placement: uniform routing expects the cache's share of the experts", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const ExpertPlan x = place_experts(s, nullptr, "none saved", 3, 100'000'000);
+    CHECK(x.enabled);
+    CHECK(x.routing == "uniform (none saved)");
+    // 3 of the 8 (layer, expert) pairs: each is chosen with probability 2/4.
+    CHECK(x.hit_rate == Approx(3.0 / 8));
+    // Ties spread over the layers: expert 0 of both layers, then expert 1 of layer 0.
+    CHECK(x.dram == std::vector<std::vector<int32_t>>{{0, 1}, {0}});
+    // A token reads every other weight and 2 experts per layer; the misses come from NVMe.
+    CHECK(x.active_bytes_per_token == Approx(1e6 + 2 * (10e6 + 200e6)));
+    CHECK(x.nvme_bytes_per_token == Approx(2 * 200e6 * (1 - 3.0 / 8)));
+}
+
+TEST_CASE("expert placement: measured routing keeps the most chosen experts", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    RoutingProfile r;
+    r.tokens = 100;
+    r.counts = {{90, 10, 60, 40}, {5, 5, 95, 95}};  // 200 choices per layer
+    r.path = "/models/m.routing.json";
+    const ExpertPlan x = place_experts(s, &r, "", 3, 100'000'000);
+    CHECK(x.routing == "measured: /models/m.routing.json (100 tokens)");
+    // Layer 1's experts 2 and 3 (0.95 each) and layer 0's expert 0 (0.9).
+    CHECK(x.dram == std::vector<std::vector<int32_t>>{{0}, {2, 3}});
+    CHECK(x.hit_rate == Approx((0.9 + 0.95 + 0.95) / 4));
+    // A layer kept whole is not in the cache's count.
+    const ExpertPlan only1 = place_experts(s, &r, "", 2, 100'000'000, {false, true});
+    CHECK(only1.dram == std::vector<std::vector<int32_t>>{{}, {2, 3}});
+    CHECK(only1.hit_rate == Approx(0.95));
+}
+
+TEST_CASE("expert placement: offloaded layers are priced from active bytes and the misses", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const HardwareProfile hw = toy_cpu();
+    const Workload wl{8, 4, 1, Objective::Latency};
+    constexpr int N = static_cast<int>(Stream::Nvme), C = static_cast<int>(Stream::CpuCompute);
+    for (double hit : {0.0, 0.5, 1.0}) {
+        ExpertPlan x = place_experts(s, nullptr, "", 4, 100'000'000);
+        x.hit_rate = hit;
+        const Plan p = expert_offload_plan(s, hw, wl, Budgets{0, 1e9, 1e12}, DType::F16, x);
+        const CostModel cm(s, hw, wl, p.policy);
+        const Cost c = cm.offloaded_layer(0, x);
+        INFO("hit rate " << hit);
+        // Decode reads 2 of 4 experts (200 MB); the misses cross a 2 GB/s disk.
+        CHECK(c.decode[N] == Approx((1 - hit) * 200e6 / 2e9).margin(1e-12));
+        // The CPU reads the other weights and the chosen experts once: 210 MB at 10 GB/s.
+        CHECK(c.decode[C] == Approx(210e6 / 10e9));
+        // Stored: the experts on NVMe, the other weights and the layer's half of the cache in DRAM.
+        CHECK(c.bytes[2] == Approx(400e6));
+        CHECK(c.bytes[1] == Approx(10e6 + 2 * 100e6));
+        CHECK(p.layers[0].weights == WeightOption::NvmeCpu);
+    }
+}
+
+TEST_CASE("expert placement: a plan with offloaded experts round-trips through JSON", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const Plan p = expert_offload_plan(s, toy_cpu(), Workload{8, 4, 1, Objective::Latency}, Budgets{0, 1e9, 1e12},
+                                       DType::F16, place_experts(s, nullptr, "none", 3, 100'000'000), {true, false});
+    CHECK(p.layers[1].weights == WeightOption::DramCpu);
+    const Plan back = Plan::from_json(p.to_json());
+    CHECK(back == p);
+    auto broken = nlohmann::json::parse(p.to_json());
+    broken["experts"]["hit_rate"] = 1.5;
+    CHECK_THROWS_WITH(Plan::from_json(broken.dump()), Catch::Contains("hit_rate"));
+}
+
+TEST_CASE("routing statistics: saved beside the model, added to, and refused for another file", "[unit][planner][experts]") {
+    const auto dir = test::temp_path("routing_profile");
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const auto model = dir / "m.gguf";
+    std::ofstream(model) << "x";
+    RoutingProfile run;
+    run.model = "m.gguf";
+    run.model_bytes = 1234;
+    run.tokens = 3;
+    run.counts = {{1, 2, 3}, {4, 5, 6}};
+    CHECK(save_routing_profile(model, run) == dir / "m.routing.json");
+    save_routing_profile(model, run);
+    auto loaded = load_routing_profile(model, 1234, 2, 3);
+    REQUIRE(loaded);
+    CHECK(loaded->tokens == 6);
+    CHECK(loaded->counts == std::vector<std::vector<uint64_t>>{{2, 4, 6}, {8, 10, 12}});
+    std::string why;
+    CHECK_FALSE(load_routing_profile(model, 999, 2, 3, &why));
+    CHECK_THAT(why, Catch::Contains("another model file"));
+    CHECK_FALSE(load_routing_profile(model, 1234, 2, 4, &why));
+}

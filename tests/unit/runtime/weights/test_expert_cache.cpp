@@ -1,0 +1,154 @@
+// Offloaded experts: the cache's policies (frequency-weighted against LRU on skewed routing,
+// slots in use never given away), and the forward pass with every routed expert read through a
+// small cache giving the logits of the all-resident model bit for bit, from only the chosen
+// experts' bytes.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "cpu/thread_pool.h"
+#include "runtime/exec/forward.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/place/placement.h"
+#include "runtime/weights/expert_cache.h"
+#include "runtime/weights/expert_slots.h"
+#include "runtime/weights/weight_store.h"
+#include "storage/budget.h"
+#include "tests/support/tiny_engine.h"
+#include "tests/support/tiny_model.h"
+
+using namespace strata;
+using namespace strata::runtime;
+
+namespace {
+
+// Hits of a cache of `slots` over `tokens` tokens, each choosing `k` distinct experts per layer
+// with Zipf-like probabilities (expert e's weight 1 / (e + 1)), the same draws for either policy.
+int hits_on_skewed_routing(ExpertPolicy policy, int n_layer, int n_expert, int k, int slots, int tokens) {
+    ExpertSlots cache(n_layer, n_expert, slots, policy);
+    std::mt19937 rng(7);
+    std::vector<double> w(n_expert);
+    for (int e = 0; e < n_expert; ++e) w[e] = 1.0 / (e + 1);
+    int hits = 0;
+    for (int t = 0; t < tokens; ++t)
+        for (int il = 0; il < n_layer; ++il) {
+            std::vector<double> left = w;
+            for (int c = 0; c < k; ++c) {
+                std::discrete_distribution<int> pick(left.begin(), left.end());
+                const int e = pick(rng);
+                left[e] = 0;
+                cache.touch(il, e);
+                int s = cache.find(il, e);
+                if (s >= 0) {
+                    ++hits;
+                    cache.pin(s);
+                } else {
+                    s = cache.assign(il, e);
+                    REQUIRE(s >= 0);
+                }
+            }
+            cache.unpin_all();
+        }
+    return hits;
+}
+
+nlohmann::json moe_config(const std::string& arch, const std::string& type, int n_ff_shexp = 0) {
+    auto c = test::tiny_config(arch, 64, 3, 96);
+    c["n_expert"] = 8;
+    c["n_expert_used"] = 3;
+    c["n_ff_exp"] = 256;  // experts of several O_DIRECT blocks, as real ones are
+    c["qk_norm"] = arch == "qwen3moe";
+    c["weight_type"] = type;
+    if (n_ff_shexp) c["n_ff_shexp"] = n_ff_shexp;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("expert slots: frequency-weighted eviction beats LRU on skewed routing", "[unit][experts]") {
+    const int lru = hits_on_skewed_routing(ExpertPolicy::Lru, 4, 32, 4, 48, 400);
+    const int freq = hits_on_skewed_routing(ExpertPolicy::Frequency, 4, 32, 4, 48, 400);
+    INFO("hits of 6400 choices: LRU " << lru << ", frequency " << freq);
+    CHECK(freq > lru);
+}
+
+TEST_CASE("expert slots: saved counts keep the hot experts; slots in use are never given away", "[unit][experts]") {
+    ExpertSlots cache(1, 4, 2, ExpertPolicy::Frequency);
+    cache.seed({{100, 1, 50, 1}});
+    const int a = cache.assign(0, 0), b = cache.assign(0, 2);
+    REQUIRE((a >= 0 && b >= 0 && a != b));
+    CHECK(cache.assign(0, 1) == -1);  // both pinned
+    cache.unpin_all();
+    // Expert 1 (seeded 1) takes expert 2's slot (50), not expert 0's (100).
+    CHECK(cache.assign(0, 1) == b);
+    CHECK(cache.find(0, 2) == -1);
+    CHECK(cache.find(0, 0) == a);
+    cache.drop(a);
+    CHECK(cache.find(0, 0) == -1);
+    CHECK_THROWS_WITH(parse_expert_policy("lfu"), Catch::Contains("unknown expert cache policy 'lfu'"));
+}
+
+TEST_CASE("offloaded experts: the same logits as resident ones, reading only the chosen experts", "[unit][experts]") {
+    for (const auto& [arch, type, shexp] : {std::tuple{"qwen3moe", "Q8_0", 0}, {"qwen3moe", "F32", 0}, {"llama", "Q8_0", 64}}) {
+        SECTION(std::string(arch) + " " + type + (shexp ? " shared" : "")) {
+            test::TinyForward all(std::string("offload_") + arch + type + ".gguf", moe_config(arch, type, shexp), 23);
+            const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26};
+            KvCache kv_all(all.hp.n_layer, 64, all.hp.n_embd_kv());
+            const std::vector<float> want = all.prompt_then_steps(ids, 5, kv_all);
+
+            // Every layer's experts through a cache of as few slots as the budget allows: one
+            // layer's worth (8), so most choices evict.
+            storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
+            ResidencyInput in = WeightStore::residency_input(all.file, all.hp, unlimited, 0, 2);
+            in.budget = in.fixed_bytes + in.other_bytes + ring_bytes(in.expert_slot_bytes, 8) + 4096;
+            for (uint64_t d : in.dense_bytes) in.budget += d;
+            PlacementOptions o;
+            o.n_ctx = 64;
+            o.overrides = {parse_tensor_override("exps=nvme")};
+            Placement p = place(all.file, in, o);
+            REQUIRE(p.plan.experts.enabled);
+            REQUIRE(p.residency.experts.n_slots == 8);
+            storage::MemoryBudget budget("DRAM", in.budget, "--dram");
+            WeightStore store(all.file, all.hp, budget, p.residency);
+            REQUIRE(store.expert_cache());
+            Forward fwd(all.hp, store);
+            KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
+            std::vector<float> got, step;
+            cpu::ThreadPool pool(2);
+            pool.run([&] { fwd.eval(std::span(ids).first(5), kv, got, true); });
+            const ExpertCacheStats after_prompt = store.expert_cache()->stats();
+            for (size_t i = 5; i < ids.size(); ++i) {
+                pool.run([&] { fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
+                got.insert(got.end(), step.begin(), step.end());
+            }
+            REQUIRE(got.size() == want.size());
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+
+            const ExpertCacheStats s = store.expert_cache()->stats();
+            CHECK(s.misses > 0);
+            // A decode step reads at most its 3 chosen experts per layer (each in its aligned
+            // file ranges, at most a slot), below what streaming the layers' 8 would read.
+            const uint64_t steps = ids.size() - 5, layers = all.hp.n_layer;
+            const uint64_t decode_misses = s.misses - after_prompt.misses;
+            CHECK(decode_misses <= steps * layers * 3);
+            CHECK(s.bytes_read - after_prompt.bytes_read <= decode_misses * in.expert_slot_bytes);
+            const uint64_t layer_expert_bytes = all.store.weights().layers[0].ffn_up_exps.bytes() * 3;
+            CHECK(s.bytes_read - after_prompt.bytes_read < steps * layers * layer_expert_bytes);
+        }
+    }
+}
+
+TEST_CASE("offloaded experts: a budget below one layer's experts is refused with the minimum", "[unit][experts]") {
+    test::TinyModelFile m("offload_small.gguf", moe_config("qwen3moe", "Q8_0"), 5);
+    storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
+    ResidencyInput in = WeightStore::residency_input(m.file, m.hp, unlimited, 0, 2);
+    in.budget = in.fixed_bytes + in.other_bytes;
+    for (uint64_t d : in.dense_bytes) in.budget += d;
+    PlacementOptions o;
+    o.n_ctx = 64;
+    o.overrides = {parse_tensor_override("exps=nvme")};
+    CHECK_THROWS_WITH(place(m.file, in, o), Catch::Contains("too small to offload the experts") &&
+                                                Catch::Contains("a cache of one layer's 8 experts"));
+}
