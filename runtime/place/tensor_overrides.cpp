@@ -87,6 +87,7 @@ OverrideRequest resolve_overrides(const std::vector<TensorOverride>& overrides, 
             throw UsageError(fmt::format("{}: layer {}'s expert tensors are given different tiers", spec, il),
                              "a layer's ffn_gate_exps, ffn_up_exps and ffn_down_exps go to one tier together");
         at = tier;
+        if (tier == planner::Tier::Dram) r.resident[il].push_back(t.name);  // its layer must not stream
     }
     for (size_t i = 0; i < overrides.size(); ++i)
         if (!matched[i])

@@ -1,17 +1,12 @@
 // Expert offload in the planner: the expected cache content and hit rate from routing
-// statistics (or uniform routing), the pricing of offloaded layers, the plan's JSON, and the
-// routing statistics saved beside a model.
+// statistics (or uniform routing), the pricing of offloaded layers and the plan's JSON.
 #include <catch2/catch.hpp>
-
-#include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "planner/cost_model.h"
 #include "planner/expert_placement.h"
 #include "planner/routing_profile.h"
-#include "tests/support/gguf_writer.h"
 
 using namespace strata;
 using namespace strata::planner;
@@ -111,25 +106,3 @@ TEST_CASE("expert placement: a plan with offloaded experts round-trips through J
     CHECK_THROWS_WITH(Plan::from_json(broken.dump()), Catch::Contains("hit_rate"));
 }
 
-TEST_CASE("routing statistics: saved beside the model, added to, and refused for another file", "[unit][planner][experts]") {
-    const auto dir = test::temp_path("routing_profile");
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    const auto model = dir / "m.gguf";
-    std::ofstream(model) << "x";
-    RoutingProfile run;
-    run.model = "m.gguf";
-    run.model_bytes = 1234;
-    run.tokens = 3;
-    run.counts = {{1, 2, 3}, {4, 5, 6}};
-    CHECK(save_routing_profile(model, run) == dir / "m.routing.json");
-    save_routing_profile(model, run);
-    auto loaded = load_routing_profile(model, 1234, 2, 3);
-    REQUIRE(loaded);
-    CHECK(loaded->tokens == 6);
-    CHECK(loaded->counts == std::vector<std::vector<uint64_t>>{{2, 4, 6}, {8, 10, 12}});
-    std::string why;
-    CHECK_FALSE(load_routing_profile(model, 999, 2, 3, &why));
-    CHECK_THAT(why, Catch::Contains("another model file"));
-    CHECK_FALSE(load_routing_profile(model, 1234, 2, 4, &why));
-}

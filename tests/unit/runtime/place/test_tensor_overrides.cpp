@@ -43,6 +43,7 @@ TEST_CASE("tensor overrides: resolved against the model's tensor names", "[unit]
     CHECK(r.experts[0] == Tier::Nvme);
     CHECK(r.experts[1] == Tier::Dram);
     CHECK(r.resident[0] == std::vector<std::string>{"blk.0.attn_q.weight"});
+    CHECK(r.resident[1].size() == 4);  // its attn_q and its three expert tensors must stay resident
     CHECK_NOTHROW(check_resident_overrides(r, {false, false}, 0));
     CHECK_THROWS_WITH(check_resident_overrides(r, {true, false}, 1 << 20), Catch::Contains("keeps 'blk.0.attn_q.weight' in DRAM"));
 
