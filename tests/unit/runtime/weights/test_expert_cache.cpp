@@ -56,6 +56,9 @@ TEST_CASE("offloaded experts: the same logits as resident ones, reading only the
             storage::MemoryBudget budget("DRAM", in.budget, "--dram");
             WeightStore store(all.file, all.hp, budget, p.residency);
             REQUIRE(store.expert_cache());
+            // The weights a token reads are the model's, wherever its experts are.
+            CHECK(store.weights().total_bytes() == all.store.weights().total_bytes());
+            CHECK(store.weights().decode_bytes() == all.store.weights().decode_bytes());
             Forward fwd(all.hp, store);
             KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
             std::vector<float> got, step;
