@@ -84,15 +84,9 @@ int32_t expert_slots_for(const ModelShape& s, const Workload& wl, DType kv_type,
 
 Plan expert_offload_plan(const ModelShape& s, const HardwareProfile& hw, const Workload& wl, const Budgets& budgets,
                          DType kv_type, const ExpertPlan& experts, const std::vector<bool>& offloaded) {
-    Plan p;
-    p.model_name = s.name;
-    p.n_layer = s.n_layer;
-    p.model_weight_bytes = s.total_weight_bytes();
-    p.weight_type = s.weight_type;
-    p.hardware = hw.summary();
-    p.budgets = budgets;
-    p.workload = wl;
-    p.policy.batch = wl.batch;
+    Policy policy;
+    policy.batch = wl.batch;
+    Plan p = plan_header(s, hw, wl, budgets, policy);
     p.policy.cpu_attention = true;
     p.policy.kv_type = kv_type;
     p.output = p.embedding = WeightOption::DramCpu;
