@@ -4,8 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+
 #include "planner/cost_model.h"
 #include "planner/expert_placement.h"
+#include "planner/policy_search.h"
 #include "planner/routing_profile.h"
 
 using namespace strata;
@@ -106,3 +109,21 @@ TEST_CASE("expert placement: a plan with offloaded experts round-trips through J
     CHECK_THROWS_WITH(Plan::from_json(broken.dump()), Catch::Contains("hit_rate"));
 }
 
+
+TEST_CASE("expert placement: offload plans a budget too small to stream whole layers", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const HardwareProfile hw = toy_cpu();
+    const Workload wl{8, 4, 1, Objective::Latency};
+    PlannerOptions opts;
+    opts.budgets = {0, 600e6, 1e12};
+    // 600 MB cannot stage two 410 MB layers read from NVMe...
+    CHECK_THROWS_AS(search_plans(s, hw, wl, opts), OutOfBudget);
+    // ...but holds the layers' other weights and 5 of the 8 experts: a token reads 3/8 of its
+    // 2 x 200 MB of chosen experts from the 2 GB/s disk.
+    const auto off = offload_if_better(s, hw, wl, opts.budgets, DType::F16, nullptr, "none", nullptr);
+    REQUIRE(off);
+    CHECK(off->experts.cache_slots == 5);
+    CHECK(off->prediction.decode.stream_s[static_cast<int>(Stream::Nvme)] == Approx(2 * 200e6 * 3 / 8 / 2e9));
+    // Too little for one layer's 4 experts: no plan.
+    CHECK_FALSE(offload_if_better(s, hw, wl, Budgets{0, 300e6, 1e12}, DType::F16, nullptr, "none", nullptr));
+}
