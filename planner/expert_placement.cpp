@@ -1,10 +1,10 @@
 #include "planner/expert_placement.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 
 #include "planner/json_util.h"
-#include "planner/policy_search.h"
 #include "planner/units.h"
 
 namespace strata::planner {
@@ -110,6 +110,30 @@ std::optional<Plan> offload_if_better(const ModelShape& s, const HardwareProfile
     Plan p = expert_offload_plan(s, hw, wl, budgets, kv_type, place_experts(s, routing, routing_note, slots, slot));
     if (best && best->prediction.objective_s <= p.prediction.objective_s) return std::nullopt;
     return p;
+}
+
+SearchResult search_with_expert_offload(const ModelShape& s, const HardwareProfile& hw, const Workload& wl,
+                                        const PlannerOptions& opts) {
+    SearchResult r;
+    std::optional<OutOfBudget> no_fit;
+    try {
+        r = search_plans(s, hw, wl, opts);
+    } catch (const OutOfBudget& e) {
+        if (s.n_expert == 0) throw;
+        no_fit = e;
+    }
+    if (s.n_expert == 0) return r;
+    std::string note = "no model file to keep routing statistics beside";
+    std::optional<RoutingProfile> routing;
+    std::error_code ec;
+    if (s.source != "catalog" && std::filesystem::is_regular_file(s.source, ec))
+        routing = load_routing_profile(s.source, std::filesystem::file_size(s.source), s.n_layer, s.n_expert, &note);
+    if (auto p = offload_if_better(s, hw, wl, opts.budgets, opts.kv_types.front(), routing ? &*routing : nullptr, note,
+                                   no_fit ? nullptr : &r.best))
+        r.best = std::move(*p);
+    else if (no_fit)
+        throw *no_fit;
+    return r;
 }
 
 std::string expert_line(const ExpertPlan& e) {

@@ -17,6 +17,7 @@
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
 #include "planner/plan.h"
+#include "planner/policy_search.h"
 #include "planner/routing_profile.h"
 #include "planner/workload.h"
 
@@ -47,6 +48,13 @@ Plan expert_offload_plan(const ModelShape& shape, const HardwareProfile& hw, con
 std::optional<Plan> offload_if_better(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl,
                                       const Budgets& budgets, DType kv_type, const RoutingProfile* routing,
                                       const std::string& routing_note, const Plan* best);
+
+// search_plans, then, for a mixture of experts, the expert-offload plan in its place when it
+// predicts less time per token or when no whole-layer plan fits, by the routing statistics
+// saved beside the model file (shape.source; uniform for a catalog shape, the plan says so).
+// Throws search_plans' OutOfBudget when neither fits.
+SearchResult search_with_expert_offload(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl,
+                                        const PlannerOptions& opts);
 
 // One line: the cache, its expected hit rate, the bytes per token, the routing assumed.
 std::string expert_line(const ExpertPlan& e);

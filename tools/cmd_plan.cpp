@@ -128,28 +128,8 @@ int run_plan(const PlanOptions& o) {
     if (!o.dram_budget.empty()) opts.budgets.dram = static_cast<double>(parse_size(o.dram_budget, "--dram-budget", hw.dram.capacity_bytes));
     if (!o.nvme_budget.empty()) opts.budgets.nvme = static_cast<double>(parse_size(o.nvme_budget, "--nvme-budget", hw.nvme.capacity_bytes));
 
-    SearchResult r;
-    std::optional<OutOfBudget> no_fit;
-    try {
-        r = search_plans(shape, hw, wl, opts);
-    } catch (const OutOfBudget& e) {
-        if (shape.n_expert == 0) throw;
-        no_fit = e;
-    }
-    // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h),
-    // by the routing statistics saved beside the model file when there are some.
-    if (shape.n_expert > 0) {
-        std::string note = "a catalog shape has no routing statistics";
-        std::optional<RoutingProfile> routing;
-        if (shape.source != "catalog")
-            routing = load_routing_profile(shape.source, std::filesystem::file_size(shape.source), shape.n_layer,
-                                           shape.n_expert, &note);
-        if (auto p = offload_if_better(shape, hw, wl, opts.budgets, opts.kv_types.front(), routing ? &*routing : nullptr,
-                                       note, no_fit ? nullptr : &r.best))
-            r.best = std::move(*p);
-        else if (no_fit)
-            throw *no_fit;
-    }
+    // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
+    const SearchResult r = search_with_expert_offload(shape, hw, wl, opts);
     const std::string json = r.best.to_json();
     if (!o.out.empty()) write_file(o.out, json + "\n", "plan");
     if (!o.svg.empty()) write_file(o.svg, plan_svg(r.best, shape, hw), "timeline SVG");

@@ -124,6 +124,10 @@ TEST_CASE("expert placement: offload plans a budget too small to stream whole la
     REQUIRE(off);
     CHECK(off->experts.cache_slots == 5);
     CHECK(off->prediction.decode.stream_s[static_cast<int>(Stream::Nvme)] == Approx(2 * 200e6 * 3 / 8 / 2e9));
+    // strata plan's search falls back on it, saying which routing it assumed.
+    const SearchResult r = search_with_expert_offload(s, hw, wl, opts);
+    CHECK(r.best.experts.enabled);
+    CHECK_THAT(r.best.experts.routing, Catch::StartsWith("uniform"));
     // Too little for one layer's 4 experts: no plan.
     CHECK_FALSE(offload_if_better(s, hw, wl, Budgets{0, 300e6, 1e12}, DType::F16, nullptr, "none", nullptr));
 }
