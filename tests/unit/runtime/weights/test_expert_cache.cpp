@@ -4,7 +4,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
+#include <memory>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "cpu/thread_pool.h"
 #include "runtime/exec/forward.h"
 #include "runtime/kv/kv_cache.h"
@@ -31,6 +36,27 @@ nlohmann::json moe_config(const std::string& arch, const std::string& type, int 
     return c;
 }
 
+// A budget and residency that send every layer's routed experts through a cache of as few slots
+// as allowed: one layer's experts, so most choices evict.
+struct SmallCache {
+    ResidencyInput in;
+    Residency residency;
+    planner::ExpertPlan plan;
+
+    explicit SmallCache(const test::TinyModelFile& m) {
+        storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
+        in = WeightStore::residency_input(m.file, m.hp, unlimited, 0, 2);
+        in.budget = in.fixed_bytes + in.other_bytes + ring_bytes(in.expert_slot_bytes, m.hp.moe.n_expert) + 4096;
+        for (uint64_t d : in.dense_bytes) in.budget += d;
+        PlacementOptions o;
+        o.n_ctx = 64;
+        o.overrides = {parse_tensor_override("exps=nvme")};
+        Placement p = place(m.file, in, o);
+        residency = p.residency;
+        plan = p.plan.experts;
+    }
+};
+
 }  // namespace
 
 TEST_CASE("offloaded experts: the same logits as resident ones, reading only the chosen experts", "[unit][experts]") {
@@ -41,20 +67,12 @@ TEST_CASE("offloaded experts: the same logits as resident ones, reading only the
             KvCache kv_all(all.hp.n_layer, 64, all.hp.n_embd_kv());
             const std::vector<float> want = all.prompt_then_steps(ids, 5, kv_all);
 
-            // Every layer's experts through a cache of as few slots as the budget allows: one
-            // layer's worth (8), so most choices evict.
-            storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
-            ResidencyInput in = WeightStore::residency_input(all.file, all.hp, unlimited, 0, 2);
-            in.budget = in.fixed_bytes + in.other_bytes + ring_bytes(in.expert_slot_bytes, 8) + 4096;
-            for (uint64_t d : in.dense_bytes) in.budget += d;
-            PlacementOptions o;
-            o.n_ctx = 64;
-            o.overrides = {parse_tensor_override("exps=nvme")};
-            Placement p = place(all.file, in, o);
-            REQUIRE(p.plan.experts.enabled);
-            REQUIRE(p.residency.experts.n_slots == 8);
+            const SmallCache small(all);
+            const ResidencyInput& in = small.in;
+            REQUIRE(small.plan.enabled);
+            REQUIRE(small.residency.experts.n_slots == 8);
             storage::MemoryBudget budget("DRAM", in.budget, "--dram");
-            WeightStore store(all.file, all.hp, budget, p.residency);
+            WeightStore store(all.file, all.hp, budget, small.residency);
             REQUIRE(store.expert_cache());
             // The weights a token reads are the model's, wherever its experts are.
             CHECK(store.weights().total_bytes() == all.store.weights().total_bytes());
@@ -97,4 +115,49 @@ TEST_CASE("offloaded experts: a budget below one layer's experts is refused with
     o.overrides = {parse_tensor_override("exps=nvme")};
     CHECK_THROWS_WITH(place(m.file, in, o), Catch::Contains("too small to offload the experts") &&
                                                 Catch::Contains("a cache of one layer's 8 experts"));
+}
+
+TEST_CASE("offloaded experts: a failed read fails its pass, and the next pass is exact", "[unit][experts]") {
+    test::TinyForward all("offload_eio.gguf", moe_config("qwen3moe", "Q8_0"), 29);
+    const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35};
+    std::vector<float> want;
+    {
+        KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
+        all.pool.run([&] { all.fwd.eval(ids, kv, want, true); });
+    }
+    const SmallCache small(all);
+    // The Nth read fails: past the reads at load, it hits an expert's read in the first pass.
+    int hit_in_pass = 0;
+    for (int nth = 1; nth < 400 && hit_in_pass < 3; ++nth) {
+        INFO("eio:" << nth);
+        setenv("STRATA_FAULT_IO", fmt::format("eio:{}", nth).c_str(), 1);
+        storage::MemoryBudget budget("DRAM", small.in.budget, "--dram");
+        std::unique_ptr<WeightStore> store;
+        try {
+            store = std::make_unique<WeightStore>(all.file, all.hp, budget, small.residency);
+        } catch (const IoError&) {
+            unsetenv("STRATA_FAULT_IO");
+            continue;  // the fault hit the load
+        }
+        unsetenv("STRATA_FAULT_IO");
+        Forward fwd(all.hp, *store);
+        std::vector<float> got;
+        bool failed = false;
+        {
+            KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
+            try {
+                all.pool.run([&] { fwd.eval(ids, kv, got, true); });
+            } catch (const IoError& e) {
+                failed = true;
+                CHECK_THAT(e.what(), Catch::Contains("I/O error") || Catch::Contains("EIO") || Catch::Contains("read"));
+            }
+        }
+        if (!failed) break;  // the fault is past the first pass: every later nth is too
+        ++hit_in_pass;
+        KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
+        all.pool.run([&] { fwd.eval(ids, kv, got, true); });
+        REQUIRE(got.size() == want.size());
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
+    CHECK(hit_in_pass == 3);
 }
