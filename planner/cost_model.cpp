@@ -274,7 +274,7 @@ Cost CostModel::total_cost(const Plan& plan) const {
         dram_staging = std::max(dram_staging, c.dram_staging);
     };
     for (const auto& l : plan.layers) {
-        Cost c = layer_weights(l.layer, l.weights);
+        Cost c = placed_weights(plan, l);
         c += layer_kv(l.layer, l.kv);
         add(c);
     }

@@ -63,6 +63,11 @@ public:
     Device attention_device(KvOption o) const;
 
     Cost layer_weights(int layer, WeightOption o) const;
+    // A layer whose routed experts are offloaded (expert_cost.cpp): the rest resident, the
+    // experts read through the DRAM cache at its expected hit rate.
+    Cost offloaded_layer(int layer, const ExpertPlan& experts) const;
+    // A layer's weights as the plan places them: offloaded_layer or layer_weights.
+    Cost placed_weights(const Plan& plan, const LayerPlacement& l) const;
     Cost layer_kv(int layer, KvOption o) const;
     Cost output(WeightOption o) const;     // the logits matmul
     Cost embedding(WeightOption o) const;  // lookup only: Gpu, DramCpu or NvmeCpu

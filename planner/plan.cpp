@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "planner/expert_placement.h"
 #include "planner/json_util.h"
 #include "planner/model_shape.h"
 
@@ -110,6 +111,7 @@ std::string Plan::to_json() const {
                         {"memory_bytes", {{"gpu", p.used.gpu}, {"dram", p.used.dram}, {"nvme", p.used.nvme}}}}},
         {"lp", {{"bound_s", lp_bound_s}, {"objective_s", lp_objective_s}, {"rounding_loss", rounding_loss}, {"groups", groups}}},
     };
+    if (experts.enabled) j["experts"] = expert_plan_json(experts);
     return j.dump(2);
 }
 
@@ -166,6 +168,11 @@ Plan Plan::from_json(std::string_view text) {
     if (static_cast<int32_t>(p.layers.size()) != p.n_layer)
         throw UsageError(fmt::format("plan: {} layer placements for a {}-layer model", p.layers.size(), p.n_layer));
 
+    if (j.contains("experts")) {
+        p.experts = expert_plan_from_json(j.at("experts"));
+        if (p.experts.dram.size() != p.layers.size())
+            throw UsageError(fmt::format("plan.experts: {} layers of experts for a {}-layer model", p.experts.dram.size(), p.n_layer));
+    }
     const json& pr = json_util::object(j, "plan", "prediction");
     Prediction& q = p.prediction;
     q.prefill = phase_from(json_util::object(pr, "plan.prediction", "prefill"), "plan.prediction.prefill");

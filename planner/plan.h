@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "planner/expert_plan.h"
 #include "planner/workload.h"
 
 namespace strata::planner {
@@ -117,6 +118,10 @@ struct Plan {
     WeightOption embedding = WeightOption::DramCpu;  // looked up only: Gpu, DramCpu or NvmeCpu
     HiddenOption hidden = HiddenOption::Gpu;
     std::vector<LayerPlacement> layers;
+    // A mixture of experts whose routed experts are placed apart from their layers: then a
+    // layer at nvme(cpu) keeps its other tensors in DRAM and its experts on NVMe behind the
+    // DRAM expert cache; a layer at dram(cpu) is resident whole.
+    ExpertPlan experts;
     Prediction prediction;
 
     // The LP: its plain relaxation (a lower bound for any plan under this policy), the LP

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "planner/expert_placement.h"
 #include "planner/units.h"
 
 namespace strata::planner {
@@ -46,8 +47,13 @@ std::string plan_summary(const Plan& plan) {
         const Tier t = tier_of(l.weights);
         (t == Tier::Gpu ? gpu_layers : t == Tier::Dram ? dram_layers : nvme_layers)++;
     }
-    return fmt::format("plan: {} layers on GPU / {} DRAM / {} NVMe, batch {}x{}, {} attention, {}; predicted TTFT {}, {:.3g} tok/s",
-                       gpu_layers, dram_layers, nvme_layers, plan.policy.batch, plan.policy.n_micro,
+    const std::string experts = plan.experts.enabled
+        ? fmt::format(" ({} with routed experts offloaded: cache of {}, {:.0f}% hits expected, routing {})", nvme_layers,
+                      plan.experts.cache_slots, 100 * plan.experts.hit_rate,
+                      plan.experts.routing.substr(0, plan.experts.routing.find(' ')))
+        : std::string();
+    return fmt::format("plan: {} layers on GPU / {} DRAM / {} NVMe{}, batch {}x{}, {} attention, {}; predicted TTFT {}, {:.3g} tok/s",
+                       gpu_layers, dram_layers, nvme_layers, experts, plan.policy.batch, plan.policy.n_micro,
                        plan.policy.cpu_attention ? "CPU" : "GPU", plan.policy.recompute ? "recompute" : "no recompute",
                        format_seconds(plan.prediction.ttft_s), plan.prediction.decode_tps_aggregate);
 }
@@ -81,6 +87,8 @@ std::string format_plan(const Plan& plan, const ModelShape& shape, const Hardwar
     if (shape.embd_bytes > 0) append(s, "{:<11} {:<9} {:<8}", "embedding", tier_name(tier_of(plan.embedding)), "lookup");
     append(s, "{:<11} {:<9}", "hidden", plan.hidden == HiddenOption::Gpu ? "gpu" : "dram");
     append(s, "");
+    // Layers at nvme(cpu) keep all but their routed experts in DRAM; where those are:
+    if (plan.experts.enabled) s += format_expert_plan(plan.experts, shape) + "\n";
     append(s, "{:<13} {:>12} {:>12}", "stream", "prefill", "decode step");
     for (int i = 0; i < kNumStreams; ++i)
         append(s, "{:<13} {:>12} {:>12}", stream_name(static_cast<Stream>(i)), format_seconds(p.prefill.stream_s[i]),
@@ -92,6 +100,7 @@ std::string format_plan(const Plan& plan, const ModelShape& shape, const Hardwar
     append(s, "predicted {}", rate_line(p, plan));
     append(s, "memory    GPU {} of {}, DRAM {} of {}, NVMe {} of {}", format_size(p.used.gpu), format_size(plan.budgets.gpu),
          format_size(p.used.dram), format_size(plan.budgets.dram), format_size(p.used.nvme), format_size(plan.budgets.nvme));
+    if (plan.experts.enabled) return s;  // not an LP's answer
     append(s, "LP        bound {} per token; rounded to whole layers {} (rounding loss {:.2f}%; the LP re-solved with "
               "whole-layer staging buffers: {})",
          format_seconds(plan.lp_bound_s), format_seconds(p.objective_s), 100 * plan.rounding_loss,

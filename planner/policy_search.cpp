@@ -37,20 +37,6 @@ std::vector<int32_t> batch_candidates(const Workload& wl) {
     return v;
 }
 
-Plan plan_header(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const PlannerOptions& opts, const Policy& pol) {
-    Plan p;
-    p.model_name = shape.name;
-    p.n_layer = shape.n_layer;
-    p.model_weight_bytes = shape.total_weight_bytes();
-    p.weight_type = shape.weight_type;
-    p.hardware = hw.summary();
-    p.budgets = opts.budgets;
-    p.workload = wl;
-    p.policy = pol;
-    p.has_gpu = hw.has_gpu();
-    return p;
-}
-
 // The best whole-layer plan for one policy, or nullopt when none fits. The LP is solved per
 // case (lp_cases); the least relaxed objective is the policy's lower bound. Each case's
 // answer is then re-solved with its single units (output, embedding, hidden states) fixed to
@@ -102,6 +88,21 @@ std::optional<Plan> plan_policy(const CostModel& cm, const Budgets& budgets, con
 
 }  // namespace
 
+Plan plan_header(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Budgets& budgets,
+                 const Policy& pol) {
+    Plan p;
+    p.model_name = shape.name;
+    p.n_layer = shape.n_layer;
+    p.model_weight_bytes = shape.total_weight_bytes();
+    p.weight_type = shape.weight_type;
+    p.hardware = hw.summary();
+    p.budgets = budgets;
+    p.workload = wl;
+    p.policy = pol;
+    p.has_gpu = hw.has_gpu();
+    return p;
+}
+
 SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const PlannerOptions& opts) {
     wl.validate();
     hw.validate();
@@ -121,7 +122,7 @@ SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, co
                         const Policy pol{batch, m, ca, rc, kv};
                         ++r.n_policies;
                         const CostModel cm(shape, hw, wl, pol, opts.limits);
-                        std::optional<Plan> p = plan_policy(cm, opts.budgets, groups, plan_header(shape, hw, wl, opts, pol));
+                        std::optional<Plan> p = plan_policy(cm, opts.budgets, groups, plan_header(shape, hw, wl, opts.budgets, pol));
                         if (p) r.candidates.push_back(std::move(*p));
                     }
             }

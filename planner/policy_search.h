@@ -40,6 +40,9 @@ SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, co
 inline Plan make_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const PlannerOptions& opts) {
     return search_plans(shape, hw, wl, opts).best;
 }
+// A plan's identity, budgets, workload and policy, with no placements yet.
+Plan plan_header(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Budgets& budgets,
+                 const Policy& policy);
 // Prices a given plan (e.g. loaded from JSON) on this hardware and workload.
 Prediction evaluate_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Plan& plan);
 // The plans no other plan beats on both per-sequence decode speed and aggregate throughput.

@@ -17,6 +17,7 @@
 #include "runtime/grammar/grammar_constraint.h"
 #include "runtime/grammar/token_trie.h"
 #include "runtime/kv/kv_cache.h"
+#include "planner/routing_profile.h"
 #include "runtime/place/placement.h"
 #include "runtime/text_stream.h"
 #include "runtime/weights/weight_store.h"
@@ -196,6 +197,8 @@ Engine::Engine(const EngineOptions& opts)
     po.n_predict = opts.n_predict;
     po.kv_type = opts.kv_type;
     po.on_plan = opts.on_plan;
+    po.overrides = opts.overrides;
+    po.expert_policy = opts.expert_policy;
     // The layers' sizes as the store reads them; then the KV cache and the placement of the
     // weights (the planner's); then the weights, held as placed.
     const ResidencyInput in =
@@ -249,6 +252,27 @@ Engine::Engine(const EngineOptions& opts)
 }
 
 Engine::~Engine() = default;
+
+std::filesystem::path Engine::save_routing_stats() const {
+    const RoutingStats* s = routing_stats();
+    if (!s || hp_.moe.n_expert_used <= 0) return {};
+    planner::RoutingProfile run;
+    run.model = file_.path().filename().string();
+    run.model_bytes = file_.file_size();
+    run.counts = s->snapshot();
+    uint64_t choices = 0;
+    for (uint64_t c : run.counts.at(0)) choices += c;
+    run.tokens = choices / static_cast<uint64_t>(hp_.moe.n_expert_used);
+    if (run.tokens == 0) return {};
+    try {
+        const auto path = planner::save_routing_profile(file_.path(), std::move(run));
+        STRATA_LOG_INFO("experts: routing statistics of {} tokens added to {}", choices / hp_.moe.n_expert_used, path.string());
+        return path;
+    } catch (const IoError& e) {
+        STRATA_LOG_WARN("experts: {} ({})", e.what(), e.hint());
+        return {};
+    }
+}
 
 int Engine::n_ctx() const { return kv_->n_ctx(); }
 

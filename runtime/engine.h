@@ -21,6 +21,8 @@
 #include "runtime/grammar/gbnf.h"
 #include "runtime/logprobs.h"
 #include "runtime/place/gpu_placement.h"
+#include "runtime/place/tensor_overrides.h"
+#include "runtime/weights/expert_slots.h"
 #include "runtime/sampler.h"
 #include "storage/budget.h"
 
@@ -70,6 +72,10 @@ struct EngineOptions {
     // The CUDA backend: --gpu-mem (unset: the device's default budget when there is one; 0: the
     // CPU only) and where attention runs (--attention). Without a device the CPU runs, with one line saying why.
     GpuRequest gpu;
+    // --override-tensor REGEX=TIER, in order (runtime/place/tensor_overrides.h).
+    std::vector<TensorOverride> overrides;
+    // How the expert cache of offloaded experts chooses what leaves (--expert-policy).
+    ExpertPolicy expert_policy = ExpertPolicy::Frequency;
 };
 
 struct GenerateParams {
@@ -121,6 +127,10 @@ public:
     std::unique_ptr<Sampler> make_sampler(const GenerateParams& params) const;
     // How often each expert of each layer was chosen (mixture-of-experts models on the CPU), or null.
     const RoutingStats* routing_stats() const { return fwd_->routing_stats(); }
+    // Adds the routing counts so far to the statistics saved for this model
+    // (planner/routing_profile.h), for the next plan; returns where, or empty when there was
+    // nothing to save (a dense model, no token run) or it could not be written (logged).
+    std::filesystem::path save_routing_stats() const;
     int n_ctx() const;
     int n_past() const;
     int n_threads() const;

@@ -28,6 +28,8 @@ runtime::EngineOptions ModelOptions::engine() const {
     e.int8_activations = int8_acts;
     e.bf16_prefill = bf16_prefill;
     e.tile_weights = !no_tile;
+    for (const std::string& spec : override_tensor) e.overrides.push_back(runtime::parse_tensor_override(spec));
+    e.expert_policy = runtime::parse_expert_policy(expert_policy);
     const auto kv = dtype_from_name(kv_type);
     if (!kv || !cpu::is_kv_type(*kv))
         throw UsageError(fmt::format("--kv-type '{}' is not a KV cache type", kv_type), fmt::format("use one of {}", cpu::kKvTypeList));

@@ -167,6 +167,7 @@ int run_batch(const BatchOptions& o) {
         }
     }
     progress.finish();
+    engine.save_routing_stats();  // for the next plan of a mixture of experts
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     fmt::print(stderr, "batch: {} answered, {} bad lines, {} failed, {} skipped; {} tokens generated, {:.1f} tokens/s\n",
                n_ok, n_bad, n_failed, n_skipped, tokens, secs > 0 ? tokens / secs : 0.0);

@@ -31,6 +31,7 @@
 #include "runtime/exec/routing_stats.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"
+#include "runtime/weights/expert_cache.h"
 #include "runtime/weights/weight_store.h"
 #include "tools/cli_options.h"
 
@@ -46,6 +47,7 @@ struct Row {
     std::vector<double> ts;  // tokens/s of each rep
     std::vector<double> streamed_gbps;  // tg: bytes read from disk per second, each rep
     std::vector<std::vector<uint64_t>> expert_counts;  // tokens routed to each [layer][expert] in the reps
+    runtime::ExpertCacheStats experts;  // tg: the expert cache over the reps, when experts are offloaded
 };
 
 using Counts = std::vector<std::vector<uint64_t>>;
@@ -179,13 +181,26 @@ int run_bench(const BenchOptions& o) {
         const bool pp = r.test[0] == 'p';
         pp ? run_pp(r.n_tokens) : run_tg(std::min(r.n_tokens, 32));  // warm-up
         const Counts before = routing_counts(engine);
+        const runtime::ExpertCache* cache = engine.weights().expert_cache();
+        const runtime::ExpertCacheStats cache0 = cache ? cache->stats() : runtime::ExpertCacheStats{};
         for (int i = 0; i < o.reps; ++i) {
             const double seconds = pp ? run_pp(r.n_tokens) : run_tg(r.n_tokens);
             r.ts.push_back(double(r.n_tokens) * o.batch / seconds);
             if (!pp) r.streamed_gbps.push_back(streamed / seconds / 1e9);
         }
         r.expert_counts = minus(routing_counts(engine), before);
+        if (cache && !pp) {
+            const runtime::ExpertCacheStats now = cache->stats();
+            r.experts = {now.hits - cache0.hits, now.misses - cache0.misses, now.bytes_read - cache0.bytes_read,
+                         now.wait_seconds - cache0.wait_seconds};
+        }
     }
+    engine.save_routing_stats();  // for the next plan of a mixture of experts
+    const planner::ExpertPlan& expert_plan = engine.placement().plan.experts;
+    // Bytes the expert cache read from disk per generated token.
+    auto expert_disk_per_token = [&](const Row& r) {
+        return double(r.experts.bytes_read) / (double(r.n_tokens) * o.batch * o.reps);
+    };
     // Decode's memory speed against the profile the engine planned with.
     const planner::HardwareProfile& hw = engine.placement().hw;
     // Of a mixture of experts, the share one token uses.
@@ -239,6 +254,13 @@ int run_bench(const BenchOptions& o) {
                 j["profile"] = engine.placement().hw_source;
             }
             if (!r.expert_counts.empty()) j["expert_counts"] = r.expert_counts;
+            if (r.experts.hits + r.experts.misses > 0) {
+                j["expert_hit_rate"] = r.experts.hit_rate();
+                j["predicted_expert_hit_rate"] = expert_plan.hit_rate;
+                j["expert_disk_bytes_per_token"] = expert_disk_per_token(r);
+                j["predicted_expert_disk_bytes_per_token"] = expert_plan.nvme_bytes_per_token;
+                j["expert_routing"] = expert_plan.routing;
+            }
             std::printf("%s\n", j.dump().c_str());
         }
         return 0;
@@ -265,6 +287,12 @@ int run_bench(const BenchOptions& o) {
     for (const Row& r : rows)
         if (!r.expert_counts.empty())
             std::printf("%s: %s\n", r.test.c_str(), routing_line(r.expert_counts, engine.hparams().moe.n_expert_used).c_str());
+    for (const Row& r : rows)
+        if (r.experts.hits + r.experts.misses > 0)
+            std::printf("%s: expert cache hit rate %.1f%% (plan %.1f%%, routing %s); %.2f MiB of experts from disk per "
+                        "token (plan %.2f MiB)\n",
+                        r.test.c_str(), 100 * r.experts.hit_rate(), 100 * expert_plan.hit_rate, expert_plan.routing.c_str(),
+                        expert_disk_per_token(r) / 1048576.0, expert_plan.nvme_bytes_per_token / 1048576.0);
     for (const Row& r : rows) {
         if (r.streamed_gbps.empty()) continue;
         if (on_gpu)

@@ -41,6 +41,18 @@ nlohmann::json plan_json(const runtime::Placement& p, const runtime::GenerateRes
               {"decode_bottleneck", planner::stream_name(pred.decode.bottleneck)}}}};
 }
 
+// The expert cache of offloaded experts (null when there is none).
+nlohmann::json experts_json(const runtime::Engine& engine) {
+    const runtime::ExpertCache* c = engine.weights().expert_cache();
+    if (!c) return nullptr;
+    const runtime::ExpertCacheStats s = c->stats();
+    const planner::ExpertPlan& plan = engine.placement().plan.experts;
+    return {{"cache_slots", c->n_slots()},     {"hits", s.hits},
+            {"misses", s.misses},              {"hit_rate", s.hit_rate()},
+            {"bytes_read", s.bytes_read},      {"predicted_hit_rate", plan.hit_rate},
+            {"routing", plan.routing},         {"policy", runtime::expert_policy_name(engine.placement().residency.experts.policy)}};
+}
+
 std::string read_prompt(const GenerateOptions& o) {
     if (!o.prompt.empty()) return o.prompt;
     if (!o.prompt_file.empty()) return read_file(o.prompt_file, "the prompt file", "give a readable file with -f");
@@ -77,7 +89,8 @@ int run_generate(const GenerateOptions& o) {
              {{"prefill_tokens_per_s", r.prefill_tokens_per_s()}, {"decode_tokens_per_s", r.decode_tokens_per_s()}}},
             {"memory", {{"peak_rss_bytes", peak_rss_bytes()}, {"layers_streamed", engine.weights().residency().n_streamed()},
                         {"kv_layers_spilled", engine.kv_cache().n_spilled()},
-                        {"bytes_streamed", engine.weights().stats().bytes_read}}},
+                        {"bytes_streamed", engine.weights().stats().bytes_read},
+                        {"experts", experts_json(engine)}}},
             {"plan", plan_json(engine.placement(), r)},
         };
         std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

@@ -97,6 +97,7 @@ int run_serve(const ServeOptions& o) {
         }
     }
     http.join();
+    engine.save_routing_stats();  // for the next plan of a mixture of experts
     fmt::print(stderr, "strata: stopped\n");
     return 0;
 }

@@ -63,6 +63,12 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_flag("--no-tile", m.no_tile,
                  "keep resident quantized weights as laid out in the file instead of rewriting them at load into "
                  "the order the AVX-512 kernels read them (same results; decode is slower)");
+    cmd.add_option("--override-tensor,--ot", m.override_tensor,
+                   "REGEX=TIER (device, dram, nvme), as llama.cpp: tensors whose GGUF name the pattern matches go to "
+                   "that tier, e.g. exps=nvme puts the routed experts on NVMe behind the expert cache (repeatable)");
+    cmd.add_option("--expert-policy", m.expert_policy,
+                   "what the expert cache keeps when experts are offloaded: frequency (the most chosen) or lru")
+        ->capture_default_str();
     cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running");
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
 }

@@ -13,7 +13,7 @@ namespace strata::runtime {
 
 uint64_t MoeFfn::scratch_floats(const models::Hparams& hp, int64_t n) {
     const models::MoeParams& m = hp.moe;
-    const uint64_t per_row = 2ull * m.n_expert + 2ull * m.n_expert_used + 2ull * hp.n_embd + 2ull * hp.n_ff_max();
+    const uint64_t per_row = 2ull * m.n_expert + 2ull * m.n_expert_used + 3ull * hp.n_embd + 2ull * hp.n_ff_max();
     return per_row * n + m.n_expert + 1;
 }
 
@@ -27,6 +27,7 @@ void MoeFfn::reserve(int64_t n) {
     row_weight_.resize(n * m.n_expert_used);
     x_.resize(n * hp_.n_embd);
     y_.resize(n * hp_.n_embd);
+    if (hp_.moe.n_ff_shexp > 0) shared_.resize(n * hp_.n_embd);
     gate_.resize(n * hp_.n_ff_max());
     up_.resize(n * hp_.n_ff_max());
 }
@@ -69,11 +70,10 @@ void MoeFfn::route(const LayerWeights& l, const PassMatmul& mm, const PassLayout
         }
 }
 
-void MoeFfn::run_expert(int e, const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn, float* out) {
+void MoeFfn::run_expert(int e, const GatedFfn& w, const PassMatmul& mm, const PassLayout& p, const float* xn, float* out) {
     const int64_t E = hp_.n_embd, r0 = start_[e], n = start_[e + 1] - r0;
     const int64_t* rows = &rows_[r0];
     cpu::parallel_for(n, [&](int64_t i) { std::memcpy(&x_[i * E], &xn[rows[i] * E], E * sizeof(float)); });
-    const GatedFfn w{l.ffn_gate_exps.mat(e), l.ffn_up_exps.mat(e), l.ffn_down_exps.mat(e)};
     const int64_t n_long = std::lower_bound(rows, rows + n, p.n_long) - rows;
     const cpu::MatmulOut probe[] = {matmul_out(w.gate, nullptr), matmul_out(w.down, nullptr)};
     auto ffn = [&](int64_t i0, int64_t i1, int64_t long_rows) {
@@ -104,18 +104,38 @@ void MoeFfn::run(int il, const LayerWeights& l, const PassMatmul& mm, const Pass
                  RoutingStats& stats) {
     const int64_t n = p.n(), E = hp_.n_embd;
     route(l, mm, p, xn);
+    // Offloaded experts: the reads of those not held start now, and the pass gives its slots
+    // back however it ends.
+    ExpertCache* cache = cache_ && cache_->holds(il) ? cache_ : nullptr;
+    struct Release {
+        ExpertCache* c;
+        ~Release() {
+            if (c) c->release();
+        }
+    } release{cache};
+    if (cache) {
+        used_.clear();
+        for (int e = 0; e < hp_.moe.n_expert; ++e)
+            if (start_[e + 1] > start_[e]) used_.push_back(e);
+        cache->fetch(il, used_);
+    }
+    // The shared experts first, while those reads land; added last, as they always were.
+    if (l.ffn_up_shexp)
+        gated_ffn(mm, hp_.ffn_act, {l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp}, xn, n, p.n_long, gate_.data(),
+                  up_.data(), shared_.data());
     std::fill_n(out, n * E, 0.0f);
     // Experts in index order: a row's sum is taken in the same order in any pass.
     for (int e = 0; e < hp_.moe.n_expert; ++e) {
         if (start_[e + 1] == start_[e]) continue;
         stats.add(il, e, static_cast<uint64_t>(start_[e + 1] - start_[e]));
-        run_expert(e, l, mm, p, xn, out);
+        GatedFfn w{l.ffn_gate_exps.mat(e), l.ffn_up_exps.mat(e), l.ffn_down_exps.mat(e)};
+        if (cache) {
+            const ExpertMats m = cache->get(il, e);
+            w = {m.gate, m.up, m.down};
+        }
+        run_expert(e, w, mm, p, xn, out);
     }
-    if (l.ffn_up_shexp) {
-        gated_ffn(mm, hp_.ffn_act, {l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp}, xn, n, p.n_long, gate_.data(),
-                  up_.data(), y_.data());
-        cpu::add(out, y_.data(), n * E);
-    }
+    if (l.ffn_up_shexp) cpu::add(out, shared_.data(), n * E);
 }
 
 }  // namespace strata::runtime

@@ -6,14 +6,18 @@
 // (a prompt and a batch of decode steps alike), through the same matmul kernels as a dense
 // layer; shared experts, where the model has them, see every row. A row's result does not
 // depend on the other rows of the pass: each expert adds its share to a row in expert order,
-// and float weights run a long segment's rows apart from the others' (PassMatmul).
+// and float weights run a long segment's rows apart from the others' (PassMatmul). Layers
+// whose experts are offloaded take them from the expert cache (runtime/weights/expert_cache.h),
+// whose reads start once the router has chosen and overlap the shared experts and the held ones.
 #include <cstdint>
 #include <vector>
 
 #include "models/hparams.h"
 #include "runtime/exec/backend.h"
 #include "runtime/exec/pass_matmul.h"
+#include "runtime/exec/ffn_dense.h"
 #include "runtime/exec/routing_stats.h"
+#include "runtime/weights/expert_cache.h"
 #include "runtime/weights/model_weights.h"
 
 namespace strata::runtime {
@@ -21,6 +25,8 @@ namespace strata::runtime {
 class MoeFfn {
 public:
     explicit MoeFfn(const models::Hparams& hp) : hp_(hp) {}
+    // Where the experts of offloaded layers come from (null: none are).
+    void set_expert_cache(ExpertCache* cache) { cache_ = cache; }
 
     // Sizes the scratch for passes of up to n rows.
     void reserve(int64_t n);
@@ -35,7 +41,7 @@ private:
     // chosen_ and weight_: each row's experts, best first, and their weights.
     void route(const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn);
     // rows_ of expert e's group (ascending, so long segments' rows come first) times its FFN, added to out.
-    void run_expert(int e, const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn, float* out);
+    void run_expert(int e, const GatedFfn& w, const PassMatmul& mm, const PassLayout& p, const float* xn, float* out);
 
     const models::Hparams& hp_;
     std::vector<float> logits_;      // n x n_expert router logits, then probabilities
@@ -45,6 +51,9 @@ private:
     std::vector<int64_t> rows_;      // pass rows grouped by expert
     std::vector<float> row_weight_;  // their weights for that expert
     std::vector<float> x_, gate_, up_, y_;  // one group's inputs, hidden values and outputs
+    std::vector<float> shared_;             // the shared experts' outputs
+    std::vector<int32_t> used_;             // the experts chosen in this pass
+    ExpertCache* cache_ = nullptr;
 };
 
 }  // namespace strata::runtime

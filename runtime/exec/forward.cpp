@@ -17,6 +17,7 @@ Forward::Forward(const models::Hparams& hp, WeightStore& weights)
     : Backend(hp), store_(weights), w_(weights.weights()), rebuilder_(hp) {
     if (hp.moe.enabled()) {
         moe_ = std::make_unique<MoeFfn>(hp);
+        moe_->set_expert_cache(weights.expert_cache());
         stats_ = std::make_unique<RoutingStats>(hp.n_layer, hp.moe.n_expert);
     }
 }

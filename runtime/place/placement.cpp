@@ -13,6 +13,7 @@
 #include "planner/catalog.h"
 #include "planner/policy_search.h"
 #include "probe/probe.h"
+#include "runtime/place/expert_offload.h"
 #include "storage/budget.h"
 
 namespace strata::runtime {
@@ -150,9 +151,18 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     p.shape.kv_type = opts.kv_type;
     p.hw = runtime_profile(p.hw_source);
     const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
-    choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {
-        po.budgets.dram = planner_budget(in, as_read, p.hw, wl);
-    });
+    const OverrideRequest overrides = resolve_overrides(opts.overrides, file);
+    std::string routing_note;
+    std::optional<planner::RoutingProfile> routing;
+    if (p.shape.n_expert > 0)
+        routing = planner::load_routing_profile(file.path(), file.file_size(), p.shape.n_layer, p.shape.n_expert, &routing_note);
+    const std::vector<bool> offloaded = offloaded_layers(in, overrides);
+    if (!opts.given && std::find(offloaded.begin(), offloaded.end(), true) != offloaded.end())
+        plan_expert_offload(p, in, wl, offloaded, routing ? &*routing : nullptr, routing_note);
+    else
+        choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {
+            po.budgets.dram = planner_budget(in, as_read, p.hw, wl);
+        });
     p.plan.policy.kv_type = opts.kv_type;  // a given plan may name another; the cache's type is what runs
     ResidencyInput unbounded = in;
     unbounded.budget = 0;
@@ -178,6 +188,11 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     STRATA_LOG_INFO("{}{}", planner::plan_summary(p.plan), opts.given ? " (given)" : "");
     if (opts.on_plan) opts.on_plan(p);
     p.residency = residency_from_plan(p.plan, in);
+    p.residency.experts.policy = opts.expert_policy;
+    if (routing) p.residency.experts.seed_counts = routing->counts;
+    std::vector<bool> streamed(p.residency.resident.size());
+    for (size_t il = 0; il < streamed.size(); ++il) streamed[il] = p.residency.streamed(static_cast<int>(il));
+    check_resident_overrides(overrides, streamed, in.budget);
     return p;
 }
 

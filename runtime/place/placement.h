@@ -14,6 +14,7 @@
 #include "planner/plan.h"
 #include "planner/plan_report.h"
 #include "planner/policy_search.h"
+#include "runtime/place/tensor_overrides.h"
 #include "runtime/weights/residency.h"
 
 namespace strata::models { class GgufFile; }
@@ -41,6 +42,8 @@ struct PlacementOptions {
     int n_kv_layers_in_dram = INT_MAX;     // KV layers kept in DRAM (runtime/kv/kv_cache.h); the rest spill
     DType kv_type = DType::F32;            // the KV cache's element type
     std::function<void(const Placement&)> on_plan;  // before the budget is checked (--show-plan)
+    std::vector<TensorOverride> overrides;         // --override-tensor
+    ExpertPolicy expert_policy = ExpertPolicy::Frequency;  // the expert cache's, when experts are offloaded
 };
 
 // Per layer: whether the plan recomputes its KV from saved hidden states (the CPU backend keeps
@@ -54,6 +57,9 @@ planner::HardwareProfile runtime_profile(std::string& source);
 planner::Workload runtime_workload(int n_ctx, int n_predict);
 // Throws UsageError for a given plan made for another model or for a GPU, OutOfBudget when
 // the budget cannot hold the head, KV cache and ring, or what a given plan keeps resident.
+// A mixture of experts that does not fit (or whose experts the overrides send to NVMe) is
+// planned with expert offload (runtime/place/expert_offload.h) from the routing statistics
+// saved beside the model (planner/routing_profile.h), or uniform routing without them.
 Placement place(const models::GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts);
 // Sets p.plan (and p.search): the given plan, checked against p.shape, or the planner's best for
 // p.hw and `wl` with the layers as the runtime reads them, the KV type p.shape.kv_type,

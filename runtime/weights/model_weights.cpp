@@ -151,8 +151,9 @@ uint64_t ModelWeights::total_bytes() const {
     // Views of one tensor (tied output, fused rows) count it once.
     std::set<const models::TensorInfo*> seen;
     uint64_t sum = 0;
+    // By tensor, not by data: offloaded experts have no data here (runtime/weights/expert_cache.h).
     auto count = [&](const WeightRef& r) {
-        if (r && seen.insert(r.info).second) sum += r.info->nbytes;
+        if (r.info && seen.insert(r.info).second) sum += r.info->nbytes;
     };
     for (const WeightRef* r : fixed()) count(*r);
     for (const auto& l : layers)

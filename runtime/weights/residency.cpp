@@ -50,6 +50,74 @@ void check_min_budget(const ResidencyInput& in, uint64_t need) {
                                   format_bytes(need)));
 }
 
+namespace {
+
+// The layers' resident bytes: of those whose experts are cached, all but the experts.
+uint64_t layers_resident(const ResidencyInput& in, const std::vector<bool>& cached) {
+    uint64_t b = 0;
+    for (size_t il = 0; il < in.layer_bytes.size(); ++il) b += cached[il] ? in.dense_bytes[il] : in.layer_bytes[il];
+    return b;
+}
+
+// Every layer's resident part and the expert cache of plan.experts.
+Residency expert_residency(const planner::Plan& plan, const ResidencyInput& in) {
+    const size_t n = in.layer_bytes.size();
+    if (in.dense_bytes.size() != n || in.expert_slot_bytes == 0)
+        throw UsageError("the plan offloads routed experts, but this model has none",
+                         "make a plan for this model with `strata plan -m MODEL`");
+    Residency r;
+    r.resident.assign(n, true);
+    r.on_device.assign(n, false);
+    r.on_cpu.assign(n, false);
+    r.experts_cached.assign(n, false);
+    r.expert_slot_bytes = in.expert_slot_bytes;
+    r.experts.n_slots = plan.experts.cache_slots;
+    r.experts.preload = plan.experts.dram;
+    r.resident_bytes = in.fixed_bytes;
+    for (size_t il = 0; il < n; ++il) {
+        r.experts_cached[il] = plan.layers[il].weights == WeightOption::NvmeCpu;
+        r.resident_bytes += r.experts_cached[il] ? in.dense_bytes[il] : in.layer_bytes[il];
+    }
+    r.total_bytes = r.resident_bytes + in.other_bytes + ring_bytes(in.expert_slot_bytes, r.experts.n_slots);
+    if (r.experts.n_slots < in.n_expert)
+        throw UsageError(fmt::format("the plan's expert cache holds {} experts, fewer than the {} one layer may choose",
+                                     r.experts.n_slots, in.n_expert),
+                         "make a new plan with more DRAM (`strata plan --dram SIZE -o FILE`)");
+    if (in.budget != 0 && r.total_bytes > in.budget)
+        throw OutOfBudget(fmt::format("the plan's expert cache of {} experts ({}) with the layers' resident weights ({}), "
+                                      "the output head and embeddings ({}) and the KV cache and activations ({}) is {}, "
+                                      "over the DRAM budget of {}",
+                                      r.experts.n_slots, format_bytes(ring_bytes(in.expert_slot_bytes, r.experts.n_slots)),
+                                      format_bytes(r.resident_bytes - in.fixed_bytes), format_bytes(in.fixed_bytes),
+                                      format_bytes(in.other_bytes), format_bytes(r.total_bytes), format_bytes(in.budget)),
+                          fmt::format("use --dram {} or more, or let Strata plan for this budget (no --plan)",
+                                      format_bytes(r.total_bytes)));
+    return r;
+}
+
+}  // namespace
+
+int expert_cache_slots(const ResidencyInput& in, const std::vector<bool>& cached) {
+    const int most = static_cast<int>(std::count(cached.begin(), cached.end(), true)) * in.n_expert;
+    if (in.budget == 0 || in.expert_slot_bytes == 0) return most;
+    const uint64_t dense = layers_resident(in, cached);
+    const uint64_t held = in.fixed_bytes + in.other_bytes + dense;
+    // The least: one layer's experts, which one pass may choose.
+    const uint64_t need = held + ring_bytes(in.expert_slot_bytes, in.n_expert);
+    if (in.budget < need)
+        throw OutOfBudget(fmt::format("the DRAM budget of {} is too small to offload the experts: the output head and "
+                                      "embeddings take {}, the layers' attention, norms, routers and shared experts (and experts kept whole) {}, the "
+                                      "KV cache and activations {}, and a cache of one layer's {} experts {}",
+                                      format_bytes(in.budget), format_bytes(in.fixed_bytes), format_bytes(dense),
+                                      format_bytes(in.other_bytes), in.n_expert,
+                                      format_bytes(ring_bytes(in.expert_slot_bytes, in.n_expert))),
+                          fmt::format("use --dram {} or more, or a smaller context (--ctx)", format_bytes(need)));
+    // The pool rounds its mapping up to a huge page: keep that much aside.
+    const uint64_t room = in.budget - held - storage::kHugePageBytes;
+    const uint64_t stride = storage::align_up(in.expert_slot_bytes, storage::kDefaultDioAlign);
+    return static_cast<int>(std::min<uint64_t>(most, std::max<uint64_t>(in.n_expert, room / stride)));
+}
+
 Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in, bool gpu) {
     const int n = static_cast<int>(in.layer_bytes.size());
     if (static_cast<int>(plan.layers.size()) != n)
@@ -70,6 +138,12 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
     if (!held.empty())
         STRATA_LOG_WARN("placement: the plan keeps the {} on NVMe; this runtime holds it in DRAM",
                         fmt::join(held, ", "));
+    if (plan.experts.enabled) {
+        if (gpu)
+            throw UsageError("the plan offloads routed experts, which the device backends do not run yet",
+                             "run it on the CPU (--device cpu)");
+        return expert_residency(plan, in);
+    }
 
     Residency r;
     r.resident.assign(static_cast<size_t>(n), true);

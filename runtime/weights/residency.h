@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/weights/expert_cache.h"
+
 namespace strata::planner { struct Plan; }
 
 namespace strata::runtime {
@@ -17,6 +19,12 @@ struct ResidencyInput {
     uint64_t other_bytes = 0;            // KV cache, activations, scratch
     std::vector<uint64_t> layer_bytes;   // weight bytes each layer reads when streamed
     int prefetch_depth = 2;              // layers read ahead of compute
+    // A mixture of experts: per layer, the bytes that stay resident when its routed experts
+    // are cached instead (every other tensor, each in its aligned range), and one cached
+    // expert's slot (ExpertCache::slot_bytes). Empty and 0 for a dense model.
+    std::vector<uint64_t> dense_bytes;
+    uint64_t expert_slot_bytes = 0;
+    int n_expert = 0;
 };
 
 struct Residency {
@@ -27,11 +35,17 @@ struct Residency {
     uint64_t slot_bytes = 0;     // each holds the largest streamed layer
     uint64_t resident_bytes = 0; // fixed + resident layers
     uint64_t total_bytes = 0;    // everything charged to the budget
+    // Per layer: its routed experts are read on demand into the expert cache, the rest of the
+    // layer is resident (a plan with expert offload; runtime/weights/expert_cache.h).
+    std::vector<bool> experts_cached;
+    ExpertCacheConfig experts;    // the cache (n_slots 0: none)
+    uint64_t expert_slot_bytes = 0;
 
     int n_streamed() const;
     bool device(int il) const { return static_cast<size_t>(il) < on_device.size() && on_device[il]; }
     bool streamed(int il) const { return !resident[il] && !device(il); }
     bool cpu(int il) const { return static_cast<size_t>(il) < on_cpu.size() && on_cpu[il]; }
+    bool cached_experts(int il) const { return static_cast<size_t>(il) < experts_cached.size() && experts_cached[il]; }
 };
 
 // Bytes a ring of `n_slots` buffers of `slot_bytes` takes in DRAM (alignment included).
@@ -46,13 +60,21 @@ uint64_t full_ring_bytes(const ResidencyInput& in);
 // when in.budget (not 0) is below `need`.
 void check_min_budget(const ResidencyInput& in, uint64_t need);
 
+// The most expert slots that fit in.budget beside the fixed weights, other_bytes and the
+// layers (of those `cached`, all but the routed experts; the others whole); no budget: every
+// cached layer's experts. Throws OutOfBudget, naming the smallest budget, when fewer than one
+// layer's experts fit: a pass may choose them all.
+int expert_cache_slots(const ResidencyInput& in, const std::vector<bool>& cached);
+
 // Layers whose weights the plan keeps in DRAM are resident; those it reads from NVMe are
 // streamed through min(depth + 1, streamed) buffers of the largest streamed layer. With
 // `gpu` (a device backend runs the plan), layers on the GPU are on_device, layers copied to it
 // each pass are resident or streamed by where the plan keeps them, and layers whose matmuls the
 // plan puts on the CPU are on_cpu (resident or streamed likewise). Throws UsageError for a plan
 // this runtime cannot run (another layer count; weights on a GPU without `gpu`) and
-// OutOfBudget when what it keeps does not fit in.budget.
+// OutOfBudget when what it keeps does not fit in.budget. With expert offload in the plan
+// (plan.experts), every layer's resident part stays in DRAM and its routed experts go through
+// a cache of plan.experts.cache_slots slots.
 Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in, bool gpu = false);
 
 }  // namespace strata::runtime

@@ -18,6 +18,7 @@
 #include "cpu/quant.h"
 #include "gpu/cuda_host.h"
 #include "models/gguf_file.h"
+#include "runtime/weights/expert_cache.h"
 #include "runtime/weights/stream_ring.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
@@ -43,6 +44,27 @@ storage::AlignedRange layer_extent(const models::GgufFile& file, LayerWeights& l
         hi = std::max(hi, file_offset(file, *r) + r->bytes());
     }
     return storage::aligned_superset(lo, hi - lo, storage::kDefaultDioAlign);
+}
+
+bool is_expert(const LayerWeights& l, const WeightRef* r) {
+    return r == &l.ffn_gate_exps || r == &l.ffn_up_exps || r == &l.ffn_down_exps;
+}
+
+// A layer's tensors but its routed experts, each in its own aligned file range (what stays
+// resident when the experts are cached), one range per tensor.
+std::map<const models::TensorInfo*, std::vector<WeightRef*>> dense_tensors(LayerWeights& layer) {
+    std::map<const models::TensorInfo*, std::vector<WeightRef*>> out;
+    for (auto m : LayerWeights::kAll)
+        if (WeightRef& r = layer.*m; r && !is_expert(layer, &r)) out[r.info].push_back(&r);
+    return out;
+}
+
+uint64_t dense_bytes(const models::GgufFile& file, LayerWeights& layer) {
+    uint64_t b = 0;
+    for (const auto& [info, views] : dense_tensors(layer))
+        b += storage::align_up(storage::aligned_superset(file.file_offset(*info), info->nbytes, storage::kDefaultDioAlign).length,
+                               storage::kDefaultDioAlign);
+    return b;
 }
 
 uint64_t fixed_bytes(const ModelWeights& w) {
@@ -119,6 +141,11 @@ ResidencyInput WeightStore::residency_input(const models::GgufFile& file, const 
     in.other_bytes = other_bytes + kStagingBytes;
     in.prefetch_depth = prefetch_depth;
     for (LayerWeights& layer : w.layers) in.layer_bytes.push_back(layer_extent(file, layer).length);
+    if (hp.moe.enabled()) {
+        for (LayerWeights& layer : w.layers) in.dense_bytes.push_back(dense_bytes(file, layer));
+        in.expert_slot_bytes = ExpertCache::slot_bytes(file, w.layers);
+        in.n_expert = hp.moe.n_expert;
+    }
     return in;
 }
 
@@ -143,7 +170,11 @@ WeightStore::WeightStore(const models::GgufFile& file, const models::Hparams& hp
     ro.staging_slots = 1;  // only the file's unaligned tail goes through staging
     ro.staging_budget = &budget;
     reader_ = storage::open_reader(f, ro);
+    const std::vector<LayerWeights> file_views = weights_.layers;
     load_resident();
+    if (residency_.experts.n_slots > 0)
+        experts_ = std::make_unique<ExpertCache>(file, *reader_, budget, file_views, residency_.experts_cached,
+                                                 residency_.experts, [this] { check_file_unchanged(); });
 
     if (streamed_.empty()) return;
     // With a GPU, the ring is also registered with CUDA so layers can go on to the device.
@@ -184,7 +215,18 @@ void WeightStore::load_resident() {
     }
     const size_t first_layer_piece = pieces.size();
     for (size_t il = 0; il < weights_.layers.size(); ++il)
-        if (residency_.resident[il]) pieces.push_back({ranges_[il].offset, ranges_[il].length, 0, refs(weights_.layers[il])});
+        if (residency_.resident[il] && !residency_.cached_experts(static_cast<int>(il)))
+            pieces.push_back({ranges_[il].offset, ranges_[il].length, 0, refs(weights_.layers[il])});
+    // Layers whose experts are cached: each other tensor on its own; the experts are not held here.
+    for (size_t il = 0; il < weights_.layers.size(); ++il) {
+        if (!residency_.cached_experts(static_cast<int>(il))) continue;
+        LayerWeights& l = weights_.layers[il];
+        for (auto& [info, views] : dense_tensors(l)) {
+            const auto a = storage::aligned_superset(file_.file_offset(*info), info->nbytes, kAlign);
+            pieces.push_back({a.offset, std::min(a.length, file_.file_size() - a.offset), 0, views});
+        }
+        for (WeightRef* e : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps}) e->data = nullptr;
+    }
     uint64_t total = 0;
     for (Piece& p : pieces) {
         p.at = total;
@@ -204,7 +246,8 @@ void WeightStore::load_resident() {
     resident_base_.assign(weights_.layers.size(), nullptr);
     size_t piece = first_layer_piece;
     for (size_t il = 0; il < weights_.layers.size(); ++il)
-        if (residency_.resident[il]) resident_base_[il] = resident_memory_->base + pieces[piece++].at;
+        if (residency_.resident[il] && !residency_.cached_experts(static_cast<int>(il)))
+            resident_base_[il] = resident_memory_->base + pieces[piece++].at;
 }
 
 uint64_t WeightStore::tile_for_cpu() {
@@ -252,6 +295,7 @@ void WeightStore::check_file_unchanged() const {
 }
 
 WeightStore::~WeightStore() {
+    experts_.reset();  // waits for reads into the cache
     stream_.reset();  // waits for reads into the ring
     if (reader_ && ring_) reader_->unregister_region(ring_->data());
 }
@@ -265,6 +309,10 @@ void WeightStore::set_trace(Trace* trace) {
 StreamStats WeightStore::stats() const {
     StreamStats s = stats_;
     if (stream_) s.wait_seconds = stream_->wait_seconds();
+    if (experts_) {
+        s.bytes_read += experts_->stats().bytes_read;
+        s.wait_seconds += experts_->stats().wait_seconds;
+    }
     return s;
 }
 

@@ -6,7 +6,9 @@
 // O_DIRECT into a ring of pinned buffers, `prefetch_depth` layers ahead of compute,
 // cyclically across passes so the next token's first layers load while this token's last
 // layers compute; a failed read, or a model file changed on disk, fails that pass with an
-// IoError and the ring starts afresh on the next one.
+// IoError and the ring starts afresh on the next one. A mixture of experts whose experts
+// are offloaded (residency.experts_cached) keeps the rest of those layers resident and reads
+// the routed experts a pass chooses through the expert cache (runtime/weights/expert_cache.h).
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -29,9 +31,10 @@ namespace strata { class Trace; }
 namespace strata::runtime {
 
 class StreamRing;
+class ExpertCache;
 
 struct StreamStats {
-    uint64_t bytes_read = 0;    // layer bytes read from the file
+    uint64_t bytes_read = 0;    // layer (and offloaded expert) bytes read from the file
     uint64_t layers_read = 0;
     double wait_seconds = 0;    // compute blocked on a read
 };
@@ -81,6 +84,9 @@ public:
     // computes (the GPU copies layers as laid out in the file). Returns the bytes rewritten.
     uint64_t tile_for_cpu();
 
+    // The cache the routed experts of offloaded layers are read through, or null (residency.experts).
+    ExpertCache* expert_cache() const { return experts_.get(); }
+
     StreamStats stats() const;
     // Records each layer read and each wait for one (StreamRing) and each layer's compute
     // from acquire to release ("compute: layers") into `trace` (may be null).
@@ -108,6 +114,7 @@ private:
     std::unique_ptr<storage::Reader> reader_;
     std::unique_ptr<storage::PinnedPool> ring_;
     std::unique_ptr<StreamRing> stream_;
+    std::unique_ptr<ExpertCache> experts_;
     LayerWeights view_;  // the acquired streamed layer, rebased into its slot
     const std::byte* view_base_ = nullptr;  // its slot
     std::vector<const std::byte*> resident_base_;  // per resident layer: its file range in memory

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/model_paths.h"
 #include "planner/catalog.h"
+#include "planner/expert_placement.h"
 #include "planner/units.h"
 
 namespace strata::cli {
@@ -97,7 +98,8 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     if (!o.dram_budget.empty()) opts.budgets.dram = static_cast<double>(parse_size(o.dram_budget, "--dram-budget", hw.dram.capacity_bytes));
     if (!o.nvme_budget.empty()) opts.budgets.nvme = static_cast<double>(parse_size(o.nvme_budget, "--nvme-budget", hw.nvme.capacity_bytes));
 
-    run.result = search_plans(run.shape, hw, wl, opts);
+    // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
+    run.result = search_with_expert_offload(run.shape, hw, wl, opts);
     return run;
 }
 

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -59,12 +60,14 @@ void check_streamed_forward(const test::TinyModelFile& m) {
             pool.run([&] { fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
             all.insert(all.end(), step.begin(), step.end());
         }
-        return std::make_pair(all, store.residency().n_streamed());
+        // A mixture of experts offloads its routed experts instead of streaming whole layers.
+        const auto& cached = store.residency().experts_cached;
+        return std::make_pair(all, store.residency().n_streamed() + static_cast<int>(std::count(cached.begin(), cached.end(), true)));
     };
     const auto [resident, none] = logits_with(UINT64_MAX);
     const auto [streamed, n_streamed] = logits_with(14 << 20);
     CHECK(none == 0);
-    CHECK(n_streamed >= 4);
+    CHECK(n_streamed >= 4);  // layers streamed, or with their experts offloaded
     CHECK(streamed == resident);  // bit for bit: same kernels, same order
 }
 

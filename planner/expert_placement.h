@@ -1,0 +1,68 @@
+#pragma once
+// Expert offload for a mixture of experts that does not fit DRAM: every layer's attention,
+// norms, router and shared experts stay resident, and the routed experts live on NVMe with a
+// DRAM cache of `cache_slots` of them. The cache is expected to hold the most chosen experts
+// (its policy is frequency-weighted: runtime/weights/expert_slots.h), so the expected hit rate
+// is their share of the choices: measured routing statistics (routing_profile.h) where saved,
+// uniform routing otherwise (and the plan says so). Decode is priced from the active bytes a
+// token reads and the misses read from NVMe (CostModel::offloaded_layer, expert_cost.cpp),
+// not from the whole layers' bytes.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "planner/expert_plan.h"
+#include "planner/hardware_profile.h"
+#include "planner/model_shape.h"
+#include "planner/plan.h"
+#include "planner/policy_search.h"
+#include "planner/routing_profile.h"
+#include "planner/workload.h"
+
+namespace strata::planner {
+
+// The experts a cache of `cache_slots` slots of `slot_bytes` is expected to hold (the most
+// chosen of the `offloaded` layers together; empty: every layer) and what a decode token then
+// reads. `routing` null: uniform, `routing_note` saying why. The hit rate is over the
+// offloaded layers' choices (the other layers' experts are resident).
+ExpertPlan place_experts(const ModelShape& shape, const RoutingProfile* routing, const std::string& routing_note,
+                         int32_t cache_slots, uint64_t slot_bytes, const std::vector<bool>& offloaded = {});
+
+// One routed expert's bytes (its three matrices) in the largest layer, as the shape counts them.
+uint64_t expert_bytes(const ModelShape& shape);
+
+// The expert slots that fit `dram` bytes beside the output head, embeddings, every layer's
+// resident part, the KV cache of the workload and the prefill working set (as the cost model
+// counts them); 0 when not even that fits.
+int32_t expert_slots_for(const ModelShape& shape, const Workload& wl, DType kv_type, double dram, uint64_t slot_bytes);
+
+// A plan that offloads the experts of the `offloaded` layers (empty: all) as `experts` says
+// (those layers nvme(cpu), the others dram(cpu); KV in DRAM, CPU attention), priced on `hw` for `wl`.
+Plan expert_offload_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Budgets& budgets,
+                         DType kv_type, const ExpertPlan& experts, const std::vector<bool>& offloaded = {});
+
+// For a mixture of experts planned without a GPU: the expert-offload plan for budgets.dram
+// when it predicts less time per token than `best` (null: no plan fits otherwise) or nullopt.
+std::optional<Plan> offload_if_better(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl,
+                                      const Budgets& budgets, DType kv_type, const RoutingProfile* routing,
+                                      const std::string& routing_note, const Plan* best);
+
+// search_plans, then, for a mixture of experts, the expert-offload plan in its place when it
+// predicts less time per token or when no whole-layer plan fits, by the routing statistics
+// saved beside the model file (shape.source; uniform for a catalog shape, the plan says so).
+// Throws search_plans' OutOfBudget when neither fits.
+SearchResult search_with_expert_offload(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl,
+                                        const PlannerOptions& opts);
+
+// One line: the cache, its expected hit rate, the bytes per token, the routing assumed.
+std::string expert_line(const ExpertPlan& e);
+// The report's table of where each layer's experts are (groups of layers alike in one row).
+std::string format_expert_plan(const ExpertPlan& e, const ModelShape& shape);
+
+// The plan's "experts" object and back (plan.cpp). Throws UsageError naming a bad field.
+nlohmann::json expert_plan_json(const ExpertPlan& e);
+ExpertPlan expert_plan_from_json(const nlohmann::json& j);
+
+}  // namespace strata::planner

@@ -1,0 +1,26 @@
+#pragma once
+// Where the routed experts of a mixture of experts go when they are placed apart from their
+// layers (expert offload): the rest of each layer (attention, norms, router, shared experts)
+// stays resident, and the routed experts live on NVMe with a bounded cache of them in DRAM
+// that keeps the most chosen. Part of a Plan (plan.h); made by expert_placement.h.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::planner {
+
+struct ExpertPlan {
+    bool enabled = false;
+    // The routing the prediction assumes: "measured: FILE (N tokens)", or "uniform (...)" saying why.
+    std::string routing;
+    int32_t cache_slots = 0;             // experts the DRAM cache holds
+    uint64_t slot_bytes = 0;             // one expert's three matrices as read
+    double hit_rate = 0;                 // expected share of a decode token's chosen experts found in DRAM
+    double active_bytes_per_token = 0;   // weights one decode token reads (every dense tensor, its experts)
+    double nvme_bytes_per_token = 0;     // of them, the expected misses read from NVMe
+    // Per layer: the experts expected in the DRAM cache, most chosen first; the others stay on NVMe.
+    std::vector<std::vector<int32_t>> dram;
+    bool operator==(const ExpertPlan&) const = default;
+};
+
+}  // namespace strata::planner

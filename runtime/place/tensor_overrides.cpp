@@ -1,0 +1,109 @@
+#include "runtime/place/tensor_overrides.h"
+
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "core/bytes.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "models/gguf_file.h"
+
+namespace strata::runtime {
+
+namespace {
+
+std::optional<planner::Tier> tier_named(std::string_view s) {
+    if (s == "device" || s == "gpu" || s == "cuda" || s == "CUDA0") return planner::Tier::Gpu;
+    if (s == "dram" || s == "cpu" || s == "CPU") return planner::Tier::Dram;
+    if (s == "nvme" || s == "disk") return planner::Tier::Nvme;
+    return std::nullopt;
+}
+
+// "blk.12.ffn_up_exps.weight" -> 12 and whether it is a routed expert tensor; -1 outside layers.
+int layer_of(const std::string& name, bool& expert) {
+    expert = name.find("_exps.") != std::string::npos;
+    if (name.rfind("blk.", 0) != 0) return -1;
+    return std::atoi(name.c_str() + 4);
+}
+
+}  // namespace
+
+TensorOverride parse_tensor_override(std::string_view spec) {
+    const size_t eq = spec.rfind('=');
+    const std::string pattern(spec.substr(0, eq == std::string_view::npos ? 0 : eq));
+    if (eq == std::string_view::npos || pattern.empty())
+        throw UsageError(fmt::format("--override-tensor '{}' is not REGEX=TIER", spec),
+                         "write a pattern and a tier, e.g. --override-tensor exps=nvme");
+    const auto tier = tier_named(spec.substr(eq + 1));
+    if (!tier)
+        throw UsageError(fmt::format("--override-tensor '{}': unknown tier '{}'", spec, spec.substr(eq + 1)),
+                         "use device, dram or nvme (gpu and cpu are accepted as llama.cpp names them)");
+    try {
+        std::regex check(pattern);
+    } catch (const std::regex_error& e) {
+        throw UsageError(fmt::format("--override-tensor '{}': '{}' is not a regular expression ({})", spec, pattern, e.what()),
+                         "escape the dots and brackets: blk\\.[0-9]+\\.ffn_.*_exps=nvme");
+    }
+    return {pattern, *tier};
+}
+
+OverrideRequest resolve_overrides(const std::vector<TensorOverride>& overrides, const models::GgufFile& file) {
+    OverrideRequest r;
+    int n_layer = 0;
+    for (const models::TensorInfo& t : file.tensors()) {
+        bool expert = false;
+        n_layer = std::max(n_layer, layer_of(t.name, expert) + 1);
+    }
+    r.experts.resize(static_cast<size_t>(n_layer));
+    r.resident.resize(static_cast<size_t>(n_layer));
+    if (overrides.empty()) return r;
+    std::vector<std::regex> res;
+    for (const TensorOverride& o : overrides) res.emplace_back(o.pattern);
+    std::vector<int> matched(overrides.size(), 0);
+    for (const models::TensorInfo& t : file.tensors()) {
+        size_t i = 0;
+        while (i < res.size() && !std::regex_search(t.name, res[i])) ++i;
+        if (i == res.size()) continue;  // placed by the plan
+        ++matched[i];
+        const planner::Tier tier = overrides[i].tier;
+        const std::string spec = fmt::format("--override-tensor {}={}", overrides[i].pattern, planner::tier_name(tier));
+        if (tier == planner::Tier::Gpu)
+            throw UsageError(fmt::format("{}: matches '{}', but tensors are not placed on the device by name yet", spec, t.name),
+                             "the device's share is set by --gpu-mem; keep routed experts with exps=dram or exps=nvme");
+        bool expert = false;
+        const int il = layer_of(t.name, expert);
+        if (tier == planner::Tier::Nvme && !expert)
+            throw UsageError(fmt::format("{}: matches '{}', which is not a routed expert tensor", spec, t.name),
+                             "only routed experts (ffn_*_exps) are placed on NVMe by name; whole layers stream "
+                             "from the model file when --dram is too small for them");
+        if (il < 0) continue;  // output head, embeddings, norms: always in DRAM here
+        if (!expert) {
+            r.resident[il].push_back(t.name);
+            continue;
+        }
+        auto& at = r.experts[il];
+        if (at && *at != tier)
+            throw UsageError(fmt::format("{}: layer {}'s expert tensors are given different tiers", spec, il),
+                             "a layer's ffn_gate_exps, ffn_up_exps and ffn_down_exps go to one tier together");
+        at = tier;
+        if (tier == planner::Tier::Dram) r.resident[il].push_back(t.name);  // its layer must not stream
+    }
+    for (size_t i = 0; i < overrides.size(); ++i)
+        if (!matched[i])
+            STRATA_LOG_WARN("--override-tensor {}: matches no tensor of {} (patterns are searched in the GGUF tensor "
+                            "names: `strata inspect MODEL` lists them)",
+                            overrides[i].pattern, file.path().filename().string());
+    return r;
+}
+
+void check_resident_overrides(const OverrideRequest& request, const std::vector<bool>& streamed, uint64_t budget) {
+    for (size_t il = 0; il < request.resident.size() && il < streamed.size(); ++il)
+        if (streamed[il] && !request.resident[il].empty())
+            throw OutOfBudget(fmt::format("--override-tensor keeps '{}' in DRAM, but with --dram {} the plan streams layer {} "
+                                          "from the model file",
+                                          request.resident[il][0], format_bytes(budget), il),
+                              "give more --dram, or drop that override");
+}
+
+}  // namespace strata::runtime

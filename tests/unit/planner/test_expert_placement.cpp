@@ -1,0 +1,133 @@
+// Expert offload in the planner: the expected cache content and hit rate from routing
+// statistics (or uniform routing), the pricing of offloaded layers and the plan's JSON.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+#include "planner/cost_model.h"
+#include "planner/expert_placement.h"
+#include "planner/policy_search.h"
+#include "planner/routing_profile.h"
+
+using namespace strata;
+using namespace strata::planner;
+
+namespace {
+
+// 2 layers of 4 experts (2 chosen per token), each expert 100 MB; 10 MB of other weights per layer.
+ModelShape moe_shape() {
+    ModelShape s;
+    s.name = "toy-moe";
+    s.family = "qwen3moe";
+    s.n_layer = 2, s.n_embd = 1024, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 4096, s.n_vocab = 1000;
+    s.n_expert = 4, s.n_expert_used = 2;
+    LayerShape l;
+    l.weight_bytes = 410'000'000, l.expert_bytes = 400'000'000;
+    l.n_matmul_params = 410'000'000, l.n_expert_params = 400'000'000;
+    s.layers.assign(2, l);
+    s.output_bytes = 1'000'000, s.output_matmul_params = 1'000'000;
+    s.tied_output = true;
+    return s;
+}
+
+HardwareProfile toy_cpu() {
+    HardwareProfile h;
+    h.name = "toy";
+    h.cpu.gemv_gbps = 10, h.cpu.gemm_gflops = 100, h.cpu.attention_gbps = 10, h.cpu.attention_gflops = 100;
+    h.dram = {"toy", 64ull << 30, 20, 10};
+    h.nvme = {"toy", "", 1ull << 40, 2, 1};
+    return h;
+}
+
+}  // namespace
+
+TEST_CASE("expert placement: uniform routing expects the cache's share of the experts", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const ExpertPlan x = place_experts(s, nullptr, "none saved", 3, 100'000'000);
+    CHECK(x.enabled);
+    CHECK(x.routing == "uniform (none saved)");
+    // 3 of the 8 (layer, expert) pairs: each is chosen with probability 2/4.
+    CHECK(x.hit_rate == Approx(3.0 / 8));
+    // Ties spread over the layers: expert 0 of both layers, then expert 1 of layer 0.
+    CHECK(x.dram == std::vector<std::vector<int32_t>>{{0, 1}, {0}});
+    // A token reads every other weight and 2 experts per layer; the misses come from NVMe.
+    CHECK(x.active_bytes_per_token == Approx(1e6 + 2 * (10e6 + 200e6)));
+    CHECK(x.nvme_bytes_per_token == Approx(2 * 200e6 * (1 - 3.0 / 8)));
+}
+
+TEST_CASE("expert placement: measured routing keeps the most chosen experts", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    RoutingProfile r;
+    r.tokens = 100;
+    r.counts = {{90, 10, 60, 40}, {5, 5, 95, 95}};  // 200 choices per layer
+    r.path = "/models/m.routing.json";
+    const ExpertPlan x = place_experts(s, &r, "", 3, 100'000'000);
+    CHECK(x.routing == "measured: /models/m.routing.json (100 tokens)");
+    // Layer 1's experts 2 and 3 (0.95 each) and layer 0's expert 0 (0.9).
+    CHECK(x.dram == std::vector<std::vector<int32_t>>{{0}, {2, 3}});
+    CHECK(x.hit_rate == Approx((0.9 + 0.95 + 0.95) / 4));
+    // A layer kept whole is not in the cache's count.
+    const ExpertPlan only1 = place_experts(s, &r, "", 2, 100'000'000, {false, true});
+    CHECK(only1.dram == std::vector<std::vector<int32_t>>{{}, {2, 3}});
+    CHECK(only1.hit_rate == Approx(0.95));
+}
+
+TEST_CASE("expert placement: offloaded layers are priced from active bytes and the misses", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const HardwareProfile hw = toy_cpu();
+    const Workload wl{8, 4, 1, Objective::Latency};
+    constexpr int N = static_cast<int>(Stream::Nvme), C = static_cast<int>(Stream::CpuCompute);
+    for (double hit : {0.0, 0.5, 1.0}) {
+        ExpertPlan x = place_experts(s, nullptr, "", 4, 100'000'000);
+        x.hit_rate = hit;
+        const Plan p = expert_offload_plan(s, hw, wl, Budgets{0, 1e9, 1e12}, DType::F16, x);
+        const CostModel cm(s, hw, wl, p.policy);
+        const Cost c = cm.offloaded_layer(0, x);
+        INFO("hit rate " << hit);
+        // Decode reads 2 of 4 experts (200 MB); the misses cross a 2 GB/s disk.
+        CHECK(c.decode[N] == Approx((1 - hit) * 200e6 / 2e9).margin(1e-12));
+        // The CPU reads the other weights and the chosen experts once: 210 MB at 10 GB/s.
+        CHECK(c.decode[C] == Approx(210e6 / 10e9));
+        // Stored: the experts on NVMe, the other weights and the layer's half of the cache in DRAM.
+        CHECK(c.bytes[2] == Approx(400e6));
+        CHECK(c.bytes[1] == Approx(10e6 + 2 * 100e6));
+        CHECK(p.layers[0].weights == WeightOption::NvmeCpu);
+    }
+}
+
+TEST_CASE("expert placement: a plan with offloaded experts round-trips through JSON", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const Plan p = expert_offload_plan(s, toy_cpu(), Workload{8, 4, 1, Objective::Latency}, Budgets{0, 1e9, 1e12},
+                                       DType::F16, place_experts(s, nullptr, "none", 3, 100'000'000), {true, false});
+    CHECK(p.layers[1].weights == WeightOption::DramCpu);
+    const Plan back = Plan::from_json(p.to_json());
+    CHECK(back == p);
+    auto broken = nlohmann::json::parse(p.to_json());
+    broken["experts"]["hit_rate"] = 1.5;
+    CHECK_THROWS_WITH(Plan::from_json(broken.dump()), Catch::Contains("hit_rate"));
+}
+
+
+TEST_CASE("expert placement: offload plans a budget too small to stream whole layers", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const HardwareProfile hw = toy_cpu();
+    const Workload wl{8, 4, 1, Objective::Latency};
+    PlannerOptions opts;
+    opts.budgets = {0, 600e6, 1e12};
+    // 600 MB cannot stage two 410 MB layers read from NVMe...
+    CHECK_THROWS_AS(search_plans(s, hw, wl, opts), OutOfBudget);
+    // ...but holds the layers' other weights and 5 of the 8 experts: a token reads 3/8 of its
+    // 2 x 200 MB of chosen experts from the 2 GB/s disk.
+    const auto off = offload_if_better(s, hw, wl, opts.budgets, DType::F16, nullptr, "none", nullptr);
+    REQUIRE(off);
+    CHECK(off->experts.cache_slots == 5);
+    CHECK(off->prediction.decode.stream_s[static_cast<int>(Stream::Nvme)] == Approx(2 * 200e6 * 3 / 8 / 2e9));
+    // strata plan's search falls back on it, saying which routing it assumed.
+    const SearchResult r = search_with_expert_offload(s, hw, wl, opts);
+    CHECK(r.best.experts.enabled);
+    CHECK_THAT(r.best.experts.routing, Catch::StartsWith("uniform"));
+    // Too little for one layer's 4 experts: no plan.
+    CHECK_FALSE(offload_if_better(s, hw, wl, Budgets{0, 300e6, 1e12}, DType::F16, nullptr, "none", nullptr));
+}
