@@ -130,7 +130,7 @@ struct ServeOptions {
     int header_timeout_s = 10;  // reading a request's line and headers
     int max_connections = 1024;
     int max_connections_per_client = 128;
-    int max_requests_per_client = 0;  // 0: max_batch (one address can fill the batch, not the queue too)
+    int max_requests_per_client = 0;  // 0: no limit per address (the queue's bounds all)
     int shutdown_timeout_s = 30;  // how long SIGTERM waits for requests in flight before cancelling them
     std::string pooling;        // of /v1/embeddings: mean, last or cls; empty: the model's
 };

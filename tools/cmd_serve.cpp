@@ -75,7 +75,7 @@ int run_serve(const ServeOptions& o) {
     config.header_timeout_s = o.header_timeout_s;
     config.max_connections = static_cast<size_t>(o.max_connections);
     config.max_connections_per_client = static_cast<size_t>(o.max_connections_per_client);
-    config.max_requests_per_client = static_cast<size_t>(o.max_requests_per_client > 0 ? o.max_requests_per_client : o.max_batch);
+    config.max_requests_per_client = o.max_requests_per_client > 0 ? static_cast<size_t>(o.max_requests_per_client) : SIZE_MAX;
     raise_descriptor_limit(config.max_connections);
 
     runtime::EngineOptions eo = o.m.engine();

@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
     sv->add_option("--max-connections-per-client", serve.max_connections_per_client,
                    "connections open at once from one address; more get 429")->capture_default_str()->check(CLI::PositiveNumber);
     sv->add_option("--max-requests-per-client", serve.max_requests_per_client,
-                   "requests answered at once for one address; more get 429 (default: max-batch)")->check(CLI::NonNegativeNumber);
+                   "requests answered at once for one address; more get 429 (default 0: no limit)")->check(CLI::NonNegativeNumber);
     sv->add_option("--shutdown-timeout", serve.shutdown_timeout_s, "seconds SIGTERM waits for requests in flight")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     sv->add_option("--pooling", serve.pooling, "how /v1/embeddings pools a text's hidden states: mean, last or cls (default: the model's)");

@@ -3,6 +3,7 @@
 // loop holds the connections and bounded worker threads answer whole requests over one
 // Scheduler. cpp-httplib stays inside the .cpp files.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -21,7 +22,7 @@ struct ServerConfig {
     int header_timeout_s = 10;  // reading a request's line and headers
     size_t max_connections = 1024;            // open at once; more get 503
     size_t max_connections_per_client = 128;  // open at once from one address; more get 429
-    size_t max_requests_per_client = 8;       // answered at once for one address; more get 429
+    size_t max_requests_per_client = SIZE_MAX;  // answered at once for one address; more get 429
 };
 
 class ApiServer {

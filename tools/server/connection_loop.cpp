@@ -37,6 +37,8 @@ constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr auto kLinger = std::chrono::milliseconds(1000);
 // Refused connections kept open to linger; past this many, a refused one is closed at once.
 constexpr size_t kMaxLingering = 512;
+// Probes waiting for a reserved worker: they take microseconds each, so a deep queue drains fast.
+constexpr size_t kMaxWaitingProbes = 1024;
 
 bool is_probe(const RequestFrame& f) {
     return (f.method == "GET" || f.method == "HEAD") && (f.path == "/health" || f.path == "/metrics" || f.path == "/v1/models");
@@ -111,8 +113,8 @@ struct ConnectionLoop::Impl {
     WorkerLane<ConnectionJob> general, probes;
 
     Impl(const LoopLimits& l, Metrics& m, Serve s)
-        : limits(l), metrics(m), serve(std::move(s)), general(l.workers, [this](ConnectionJob&& j) { work(std::move(j)); }),
-          probes(l.probe_workers, [this](ConnectionJob&& j) { work(std::move(j)); }) {
+        : limits(l), metrics(m), serve(std::move(s)), general(l.workers, l.workers, [this](ConnectionJob&& j) { work(std::move(j)); }),
+          probes(l.probe_workers, kMaxWaitingProbes, [this](ConnectionJob&& j) { work(std::move(j)); }) {
         epfd = ::epoll_create1(EPOLL_CLOEXEC);
         wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (epfd < 0 || wake < 0) throw IoError(fmt::format("cannot create the server's event loop: {}", std::strerror(errno)));

@@ -8,6 +8,7 @@
 // answered by the loop itself at once, with Retry-After where trying again can help.
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,7 +20,7 @@ namespace strata::server {
 struct LoopLimits {
     size_t max_connections = 1024;          // open at once, in all
     size_t max_connections_per_client = 128;  // open at once from one address
-    size_t max_requests_per_client = 8;     // with a worker at once from one address (probes aside)
+    size_t max_requests_per_client = SIZE_MAX;  // with a worker at once from one address (probes aside)
     std::chrono::milliseconds header_timeout{10'000};   // request line and headers, from their first byte
     std::chrono::milliseconds request_timeout{30'000};  // the whole request, from its first byte
     std::chrono::milliseconds keep_alive{5'000};        // idle between requests

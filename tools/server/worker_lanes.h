@@ -1,8 +1,8 @@
 #pragma once
 // The threads that run requests the event loop has read whole: a general lane (completions,
 // embeddings, token routes) and a small reserved lane for the cheap probes (/health, /metrics,
-// /v1/models), so those answer while every general worker is busy. Each lane queues at most
-// as many requests as it has threads; beyond that `submit` says no and the loop answers 503.
+// /v1/models), so those answer while every general worker is busy. Each lane queues a bounded
+// number of requests; beyond that `submit` says no and the loop answers 503.
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -16,27 +16,22 @@ namespace strata::server {
 template <typename Job>
 class WorkerLane {
 public:
-    WorkerLane(size_t threads, std::function<void(Job&&)> run) : run_(std::move(run)) {
+    WorkerLane(size_t threads, size_t max_waiting, std::function<void(Job&&)> run) : run_(std::move(run)), max_waiting_(max_waiting) {
         for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
     }
     ~WorkerLane() { join(); }
     WorkerLane(const WorkerLane&) = delete;
     WorkerLane& operator=(const WorkerLane&) = delete;
 
-    // Queues `job` unless as many jobs wait as there are threads (then `job` is left untouched).
+    // Queues `job` unless every thread is busy and max_waiting jobs wait (then `job` is left untouched).
     bool submit(Job& job) {
         {
             std::lock_guard lock(mu_);
-            if (stopping_ || queue_.size() + busy_ >= 2 * threads_.size()) return false;
+            if (stopping_ || queue_.size() + busy_ >= threads_.size() + max_waiting_) return false;
             queue_.push_back(std::move(job));
         }
         cv_.notify_one();
         return true;
-    }
-    // Requests waiting for a thread.
-    size_t waiting() const {
-        std::lock_guard lock(mu_);
-        return queue_.size();
     }
     // Runs what is queued, then ends the threads.
     void join() {
@@ -68,6 +63,7 @@ private:
     }
 
     std::function<void(Job&&)> run_;
+    size_t max_waiting_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::deque<Job> queue_;
