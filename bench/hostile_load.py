@@ -16,7 +16,7 @@ the idle server, then again while, at the same time,
   second event;
 - --flooders threads (127.0.0.6) send tiny requests back to back: /health, /v1/models,
   /tokenize and 1-token completions (429 and 503 are fair answers to them);
-- --oversized threads (127.0.0.7) send 4 MiB bodies and bodies announcing 100 GB (413 expected).
+- --oversized threads (127.0.0.7) send 2 MiB bodies and bodies announcing 100 GB (413 expected).
 
 The report gives the well-behaved client's p50/p99 latency idle and under attack, its failures
 (any exception or non-200 is one), what the attackers got, and the server's RSS and open
@@ -59,7 +59,7 @@ class Attack:
         with self.lock:
             self.got[(who, str(what))] += 1
 
-    def connect(self, source: str, timeout: float = 30) -> socket.socket:
+    def connect(self, source: str, timeout: float = 10) -> socket.socket:
         s = socket.socket()
         s.settimeout(timeout)
         s.bind((source, 0))
@@ -151,7 +151,7 @@ class Attack:
             self.exchange("flooder", "127.0.0.6", req)
 
     def oversized(self) -> None:
-        big = b'{"prompt": "' + b"x" * (4 << 20) + b'"}'
+        big = b'{"prompt": "' + b"x" * (2 << 20) + b'"}'
         while not self.stop.is_set():
             self.exchange("oversized", "127.0.0.7",
                           b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(big) + big)
@@ -219,8 +219,9 @@ def main() -> int:
         fds_attack = target.fds()
         loaded, loaded_fail = well_behaved(base_url, args.requests, 0)
         attack.stop.set()
+        until = time.time() + 15
         for t in attack.threads:
-            t.join(timeout=30)
+            t.join(timeout=max(0.1, until - time.time()))
         time.sleep(2)
         _, metrics = target.get("/metrics")
         report = {
