@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import selectors
 import socket
-import struct
 import sys
 import threading
 import time
@@ -42,7 +40,7 @@ from collections import Counter
 import openai
 
 from serve_bench import add_server_args, parse_args, percentile, server
-from soak import Target, pid_listening_on
+from soak import Target, pid_listening_on, start_then_reset
 
 TOPICS = ["the sea", "a cat", "winter", "bread", "a robot", "the moon", "trains", "a garden", "music", "rain"]
 
@@ -121,17 +119,7 @@ class Attack:
         body = json.dumps(req).encode()
         while not self.stop.is_set():
             try:
-                s = self.connect("127.0.0.5")
-                s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-                got = b""
-                while got.count(b"data: ") < 2:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    got += chunk
-                self.count("vanisher", got.split(b" ", 2)[1].decode() if got.startswith(b"HTTP/1.1 ") else "closed")
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset
-                s.close()
+                self.count("vanisher", start_then_reset(self.connect("127.0.0.5"), "/v1/completions", body) or "closed")
             except OSError as e:
                 self.count("vanisher", type(e).__name__)
                 time.sleep(0.1)
@@ -242,7 +230,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(report, indent=1))
     else:
-        print(f"| well-behaved client | p50 (s) | p99 (s) | failures |\n|---|---|---|---|")
+        print("| well-behaved client | p50 (s) | p99 (s) | failures |\n|---|---|---|---|")
         for phase in ("idle", "loaded"):
             r = report[phase]
             print(f"| {phase} | {r['p50_s']:.3f} | {r['p99_s']:.3f} | {len(r['failures'])} |")

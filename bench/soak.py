@@ -115,6 +115,22 @@ def pid_listening_on(port: int) -> int | None:
     return None
 
 
+def start_then_reset(s: socket.socket, path: str, body: bytes) -> int | None:
+    """Sends a streamed request on `s`, reads up to its second event, then closes `s` with a reset
+    (a client vanishing mid-stream); the answer's status, None without one."""
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    got = b""
+    while got.count(b"data: ") < 2:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    return int(got.split(b" ", 2)[1]) if got.startswith(b"HTTP/1.1 ") else None
+
+
 class Load:
     """The mixed requests and what came of them."""
 
@@ -188,18 +204,7 @@ class Load:
         data = json.dumps(body).encode()
         try:
             s = socket.create_connection((self.t.host, self.t.port), timeout=300)
-            s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
-            got = b""
-            while got.count(b"data: ") < 2:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
-            status = int(got.split(b" ", 2)[1]) if got.startswith(b"HTTP/1.1 ") else "no answer"
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            s.close()
-            self.record(kind, status)
+            self.record(kind, start_then_reset(s, path, data) or "no answer")
         except OSError as e:
             self.connection_error(kind, e)
 
