@@ -9,10 +9,12 @@ Without --url it starts `build/strata serve` on a free loopback port (flags afte
 it, e.g. `-- -t 4 --max-batch 8`) and stops it at the end, checking it exits 0. With --url
 the server's process is found from its listening port (same machine), or given with --pid.
 
---clients threads loop over a mix of requests: chat and completions, streamed and not (greedy
-and sampled, 8 to 48 tokens), streams the client abandons after two events (the server must
+--clients threads loop over a mix of requests on every route the server has: chat and
+completions, streamed and not (greedy and sampled, 8 to 48 tokens); tool calls and JSON-schema
+output (streamed or not); log-probabilities (chat and completions); /v1/embeddings; /tokenize,
+/detokenize and /apply-template; streams the client abandons after two events (the server must
 cancel them), and invalid requests (malformed JSON, out-of-range fields, unknown URLs) that
-must get a 4xx. Every --burst-every seconds, --burst requests arrive at once (a 429 is an
+must get a 4xx. (The server has no Ollama routes, so none are exercised.) Every --burst-every seconds, --burst requests arrive at once (a 429 is an
 acceptable answer to those). Every 10 s the server's RSS (VmRSS) and open descriptors are
 sampled with /health's running and queued counts.
 
@@ -41,6 +43,10 @@ from serve_bench import add_server_args, parse_args, percentile, server
 
 TOPICS = ["the sea", "a cat", "winter", "bread", "a robot", "the moon", "trains", "a garden", "music", "rain"]
 SAMPLE_EVERY_S = 10
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+PERSON_SCHEMA = {"type": "json_schema", "json_schema": {"name": "person", "strict": True, "schema": {
+    "type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}}}
 
 
 def slope_per_hour(points: list[tuple[float, float]]) -> float:
@@ -109,6 +115,22 @@ def pid_listening_on(port: int) -> int | None:
     return None
 
 
+def start_then_reset(s: socket.socket, path: str, body: bytes) -> int | None:
+    """Sends a streamed request on `s`, reads up to its second event, then closes `s` with a reset
+    (a client vanishing mid-stream); the answer's status, None without one."""
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    got = b""
+    while got.count(b"data: ") < 2:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    return int(got.split(b" ", 2)[1]) if got.startswith(b"HTTP/1.1 ") else None
+
+
 class Load:
     """The mixed requests and what came of them."""
 
@@ -148,12 +170,15 @@ class Load:
             b["prompt"] = f"A short story about {topic}:"
         return b
 
-    def complete(self, kind: str, chat: bool, stream: bool, rng: random.Random) -> None:
-        path = "/v1/chat/completions" if chat else "/v1/completions"
+    def complete(self, kind: str, chat: bool, stream: bool, rng: random.Random, extra: dict | None = None,
+                 path: str | None = None, body: dict | None = None) -> None:
+        path = path or ("/v1/chat/completions" if chat else "/v1/completions")
+        if body is None:
+            body = {**self.body(chat, stream, rng), **(extra or {})}
         c = self.t.conn()
         t0 = time.perf_counter()
         try:
-            c.request("POST", path, body=json.dumps(self.body(chat, stream, rng)),
+            c.request("POST", path, body=json.dumps(body),
                       headers={"Content-Type": "application/json"})
             r = c.getresponse()
             data = r.read()
@@ -179,18 +204,7 @@ class Load:
         data = json.dumps(body).encode()
         try:
             s = socket.create_connection((self.t.host, self.t.port), timeout=300)
-            s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
-            got = b""
-            while got.count(b"data: ") < 2:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
-            status = int(got.split(b" ", 2)[1]) if got.startswith(b"HTTP/1.1 ") else "no answer"
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            s.close()
-            self.record(kind, status)
+            self.record(kind, start_then_reset(s, path, data) or "no answer")
         except OSError as e:
             self.connection_error(kind, e)
 
@@ -222,15 +236,34 @@ class Load:
 
     def one(self, rng: random.Random) -> None:
         x = rng.random()
-        if x < 0.25:
+        stream = rng.random() < 0.5
+        if x < 0.18:
             self.complete("chat", True, False, rng)
-        elif x < 0.45:
+        elif x < 0.32:
             self.complete("chat stream", True, True, rng)
-        elif x < 0.65:
+        elif x < 0.42:
             self.complete("completion", False, False, rng)
-        elif x < 0.80:
+        elif x < 0.50:
             self.complete("completion stream", False, True, rng)
-        elif x < 0.90:
+        elif x < 0.57:
+            self.complete("tools" + " stream" * stream, True, stream, rng, {"tools": [WEATHER_TOOL], "max_tokens": 48,
+                                                                          "tool_choice": rng.choice(["auto", "required"])})
+        elif x < 0.64:
+            self.complete("json schema" + " stream" * stream, True, stream, rng, {"response_format": PERSON_SCHEMA, "max_tokens": 48})
+        elif x < 0.70:
+            chat = rng.random() < 0.5
+            self.complete("logprobs" + " stream" * stream, chat, stream, rng,
+                          {"logprobs": True, "top_logprobs": 3} if chat else {"logprobs": 3})
+        elif x < 0.77:
+            texts = [f"{rng.choice(TOPICS)} {i}" for i in range(rng.randint(1, 4))]
+            self.complete("embeddings", False, False, rng, path="/v1/embeddings", body={"input": texts})
+        elif x < 0.83:
+            route = rng.choice(["/tokenize", "/detokenize", "/apply-template"])
+            body = {"/tokenize": {"content": f"Hello {rng.choice(TOPICS)}", "with_pieces": True},
+                    "/detokenize": {"tokens": [rng.randrange(1, 1000) for _ in range(8)]},
+                    "/apply-template": {"messages": [{"role": "user", "content": "hi"}]}}[route]
+            self.complete("token routes", False, False, rng, path=route, body=body)
+        elif x < 0.91:
             self.abandon(rng)
         else:
             self.invalid(rng)

@@ -131,7 +131,11 @@ struct ServeOptions {
     int max_queue = 64;         // requests waiting beyond those; more get 429
     std::string max_body = "1M";
     int http_threads = 0;       // 0: max_batch + max_queue + 4, so that every admitted client has one
-    int timeout_s = 30;         // reading a request, writing to a slow client
+    int timeout_s = 30;         // reading a whole request, writing to a slow client
+    int header_timeout_s = 10;  // reading a request's line and headers
+    int max_connections = 1024;
+    int max_connections_per_client = 128;
+    int max_requests_per_client = 0;  // 0: no limit per address (the queue's bounds all)
     int shutdown_timeout_s = 30;  // how long SIGTERM waits for requests in flight before cancelling them
     std::string pooling;        // of /v1/embeddings: mean, last or cls; empty: the model's
 };

@@ -3,7 +3,9 @@
 // signal or --shutdown-timeout cancels them) and exits 0.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +37,20 @@ bool wait_signal(const sigset_t& set, std::chrono::milliseconds timeout) {
     return sigtimedwait(&set, nullptr, &ts) > 0;
 }
 
+// Each connection is a descriptor: lift the soft limit toward the hard one so that
+// --max-connections, not EMFILE, is what refuses clients.
+void raise_descriptor_limit(size_t connections) {
+    rlimit r{};
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0) return;
+    const rlim_t want = std::min<rlim_t>(r.rlim_max, static_cast<rlim_t>(connections) + 1024);
+    if (r.rlim_cur < want) {
+        r.rlim_cur = want;
+        setrlimit(RLIMIT_NOFILE, &r);
+    }
+    if (r.rlim_cur < connections + 64)
+        STRATA_LOG_WARN("serve: the descriptor limit ({}) is below --max-connections ({}); raise it with ulimit -n", r.rlim_cur, connections);
+}
+
 }  // namespace
 
 int run_serve(const ServeOptions& o) {
@@ -56,6 +72,11 @@ int run_serve(const ServeOptions& o) {
     config.max_body = parse_memory_size(o.max_body);
     config.threads = o.http_threads > 0 ? o.http_threads : o.max_batch + o.max_queue + 4;
     config.timeout_s = o.timeout_s;
+    config.header_timeout_s = o.header_timeout_s;
+    config.max_connections = static_cast<size_t>(o.max_connections);
+    config.max_connections_per_client = static_cast<size_t>(o.max_connections_per_client);
+    config.max_requests_per_client = o.max_requests_per_client > 0 ? static_cast<size_t>(o.max_requests_per_client) : SIZE_MAX;
+    raise_descriptor_limit(config.max_connections);
 
     runtime::EngineOptions eo = o.m.engine();
     const std::filesystem::path model_path = resolve_model_path(eo.model);

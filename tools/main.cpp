@@ -204,10 +204,18 @@ int main(int argc, char** argv) {
     sv->add_option("--max-queue", serve.max_queue, "requests waiting beyond those; more get 429")->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     sv->add_option("--max-body", serve.max_body, "largest request body; larger ones get 413")->capture_default_str();
-    sv->add_option("--http-threads", serve.http_threads, "connection threads (default: max-batch + max-queue + 4)")
+    sv->add_option("--http-threads", serve.http_threads, "worker threads answering requests (default: max-batch + max-queue + 4)")
         ->check(CLI::NonNegativeNumber);
-    sv->add_option("--timeout", serve.timeout_s, "seconds to read a request or write to a client")->capture_default_str()
+    sv->add_option("--timeout", serve.timeout_s, "seconds to read a whole request, or to write to a client")->capture_default_str()
         ->check(CLI::PositiveNumber);
+    sv->add_option("--header-timeout", serve.header_timeout_s, "seconds to read a request's line and headers")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sv->add_option("--max-connections", serve.max_connections, "connections open at once; more get 503")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sv->add_option("--max-connections-per-client", serve.max_connections_per_client,
+                   "connections open at once from one address; more get 429")->capture_default_str()->check(CLI::PositiveNumber);
+    sv->add_option("--max-requests-per-client", serve.max_requests_per_client,
+                   "requests answered at once for one address; more get 429 (default 0: no limit)")->check(CLI::NonNegativeNumber);
     sv->add_option("--shutdown-timeout", serve.shutdown_timeout_s, "seconds SIGTERM waits for requests in flight")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     sv->add_option("--pooling", serve.pooling, "how /v1/embeddings pools a text's hidden states: mean, last or cls (default: the model's)");

@@ -18,6 +18,9 @@
 
 namespace strata::server {
 
+// How long a connection may idle between requests.
+constexpr int kKeepAliveS = 5;
+
 void ServerState::track(uint64_t id) {
     std::lock_guard lock(mu_);
     in_flight_.insert(id);
@@ -38,19 +41,28 @@ void ServerState::cancel_all() {
     for (uint64_t id : in_flight_) scheduler.cancel(id);
 }
 
-// Connections a burst may open before the accept loop takes them (the kernel caps it at
-// net.core.somaxconn).
-constexpr int kAcceptBacklog = 1024;
+static LoopLimits loop_limits(const ServerConfig& c) {
+    LoopLimits l;
+    l.max_connections = c.max_connections;
+    l.max_connections_per_client = c.max_connections_per_client;
+    l.max_requests_per_client = c.max_requests_per_client;
+    l.header_timeout = std::chrono::seconds(c.header_timeout_s);
+    l.request_timeout = std::chrono::seconds(c.timeout_s);
+    l.keep_alive = std::chrono::seconds(kKeepAliveS);
+    l.max_body = c.max_body;
+    l.workers = static_cast<size_t>(c.threads);
+    return l;
+}
 
 struct ApiServer::Impl {
     ServerConfig config;
     ServerState state;
     ConnectionServer http;
-    int port = -1;
+    ConnectionLoop loop;
     int64_t started = 0;
 
     Impl(const ServerConfig& c, runtime::Scheduler& s, const openai::ModelContext& m, const storage::MemoryBudget& dram)
-        : config(c), state(s, m, dram) {
+        : config(c), state(s, m, dram), loop(loop_limits(c), state.metrics, [this](ConnectionJob& job, bool last) { http.serve(job, last); }) {
         started = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
         configure();
         routes();
@@ -125,13 +137,11 @@ struct ApiServer::Impl {
     }
 
     void configure() {
-        const int threads = config.threads;
-        http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
         http.set_payload_max_length(config.max_body);
         http.set_read_timeout(config.timeout_s, 0);
         http.set_write_timeout(config.timeout_s, 0);
         http.set_keep_alive_max_count(1000);
-        http.set_keep_alive_timeout(5);
+        http.set_keep_alive_timeout(kKeepAliveS);
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return check_headers(req, res); });
         // Errors httplib answers itself (body too large, malformed or late request) get OpenAI's shape too.
         http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
@@ -216,24 +226,13 @@ ApiServer::ApiServer(const ServerConfig& config, runtime::Scheduler& scheduler, 
 
 ApiServer::~ApiServer() = default;
 
-void ApiServer::bind() {
-    const ServerConfig& c = impl_->config;
-    if (c.port == 0) {
-        impl_->port = impl_->http.bind_to_any_port(c.host);
-    } else {
-        impl_->port = impl_->http.bind_to_port(c.host, c.port) ? c.port : -1;
-    }
-    if (impl_->port > 0) impl_->http.set_accept_backlog(kAcceptBacklog);
-    if (impl_->port <= 0)
-        throw IoError(fmt::format("cannot listen on {}:{}", c.host, c.port),
-                      "the port may be in use or the address not on this machine: choose another with --port or --host");
-}
+void ApiServer::bind() { impl_->loop.bind(impl_->config.host, impl_->config.port); }
 
-int ApiServer::port() const { return impl_->port; }
+int ApiServer::port() const { return impl_->loop.port(); }
 
-void ApiServer::run() { impl_->http.listen_after_bind(); }
+void ApiServer::run() { impl_->loop.run(); }
 
-void ApiServer::stop_accepting() { impl_->http.stop(); }
+void ApiServer::stop_accepting() { impl_->loop.stop(); }
 
 size_t ApiServer::in_flight() const { return impl_->state.in_flight(); }
 

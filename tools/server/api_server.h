@@ -1,7 +1,9 @@
 #pragma once
-// The OpenAI-compatible HTTP server behind `strata serve`: routes, API key, limits, and a
-// bounded pool of connection threads over one Scheduler. cpp-httplib stays inside the .cpp.
+// The OpenAI-compatible HTTP server behind `strata serve`: routes, API key, limits; an event
+// loop holds the connections and bounded worker threads answer whole requests over one
+// Scheduler. cpp-httplib stays inside the .cpp files.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -15,8 +17,12 @@ struct ServerConfig {
     int port = 8080;            // 0: any free port
     std::string api_key;        // empty: no authentication
     size_t max_body = 1 << 20;  // larger request bodies get 413
-    int threads = 16;           // connection threads (each streaming client holds one)
-    int timeout_s = 30;         // reading a request, writing to a client that does not read
+    int threads = 16;           // worker threads: requests answered at once (each streaming client holds one)
+    int timeout_s = 30;         // reading a whole request, writing to a client that does not read
+    int header_timeout_s = 10;  // reading a request's line and headers
+    size_t max_connections = 1024;            // open at once; more get 503
+    size_t max_connections_per_client = 128;  // open at once from one address; more get 429
+    size_t max_requests_per_client = SIZE_MAX;  // answered at once for one address; more get 429
 };
 
 class ApiServer {
@@ -28,9 +34,9 @@ public:
     // Binds the listening socket; throws IoError when the address is taken or invalid.
     void bind();
     int port() const;
-    // Serves until stop_accepting(); returns once every connection thread is done.
+    // Serves until stop_accepting(); returns once every connection is closed.
     void run();
-    // Closes the listening socket; requests in flight go on.
+    // Closes the listening socket and idle connections; requests in flight go on. Any thread.
     void stop_accepting();
     // Requests submitted and not yet finished.
     size_t in_flight() const;

@@ -27,7 +27,8 @@ using Clock = std::chrono::steady_clock;
 
 openai::ApiError result_error(const runtime::GenerateResult& r) {
     if (r.stop_reason == "cancelled")
-        return openai::ApiError(503, "the request was cancelled: the server is shutting down", "server_error", {}, "cancelled");
+        return openai::ApiError(503, "the request was cancelled: the server is shutting down (--shutdown-timeout)", "server_error", {},
+                                "server_shutting_down");
     return openai::ApiError(500, "generation failed: " + r.error, "server_error", {}, "generation_failed");
 }
 
@@ -145,11 +146,7 @@ void respond_stream(ServerState& state, const openai::CompletionRequest& creq, c
         if (gen->all_done()) flight->finished();
         const std::vector<runtime::GenerateResult> results = gen->results();
         if (const runtime::GenerateResult* bad = failed(results)) {
-            if (bad->stop_reason == "cancelled") {  // shutdown: the stream just ends
-                sink.done();
-                return true;
-            }
-            ok = send(result_error(*bad).to_json());
+            ok = send(result_error(*bad).to_json());  // cancelled by shutdown or failed: said, then [DONE]
         } else if (creq.include_usage) {
             ok = send(openai::usage_chunk_json(meta, openai::usage_json(results)));
         }

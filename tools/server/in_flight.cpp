@@ -41,6 +41,7 @@ std::shared_ptr<InFlight> submit_all(ServerState& state, std::vector<runtime::Re
         }
     } catch (const runtime::QueueFull& e) {
         for (uint64_t id : ids) state.scheduler.cancel(id);
+        state.metrics.count_rejected("queue_full");
         throw openai::ApiError(429, std::string("the server is busy: ") + e.what() + "; retry later", "rate_limit_error", {},
                                "queue_full");
     } catch (const UsageError& e) {

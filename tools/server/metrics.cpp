@@ -14,6 +14,21 @@ void Metrics::count_cancelled() {
     ++cancelled_;
 }
 
+void Metrics::count_rejected(const std::string& reason) {
+    std::lock_guard lock(mu_);
+    ++rejected_[reason];
+}
+
+void Metrics::count_timed_out() {
+    std::lock_guard lock(mu_);
+    ++timed_out_;
+}
+
+void Metrics::set_open_connections(size_t n) {
+    std::lock_guard lock(mu_);
+    open_connections_ = n;
+}
+
 void Metrics::observe_first_token(double seconds) {
     std::lock_guard lock(mu_);
     ttft_sum_ += seconds;
@@ -35,6 +50,12 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const storage::Mem
         for (const auto& [key, n] : responses_)
             out += fmt::format("strata_http_responses_total{{route=\"{}\",code=\"{}\"}} {}\n", key.first, key.second, n);
         metric(out, "strata_requests_cancelled_total", "counter", "Requests cancelled because the client went away.", cancelled_);
+        metric(out, "strata_requests_timed_out_total", "counter", "Requests that did not arrive whole within their deadline (408).",
+               timed_out_);
+        out += "# HELP strata_requests_rejected_total Requests and connections refused before a handler ran, by reason.\n"
+               "# TYPE strata_requests_rejected_total counter\n";
+        for (const auto& [reason, n] : rejected_) out += fmt::format("strata_requests_rejected_total{{reason=\"{}\"}} {}\n", reason, n);
+        metric(out, "strata_connections_open", "gauge", "Client connections open now.", static_cast<double>(open_connections_));
         out += fmt::format("# HELP strata_time_to_first_token_seconds Time from arrival to the first streamed text.\n"
                            "# TYPE strata_time_to_first_token_seconds summary\n"
                            "strata_time_to_first_token_seconds_sum {}\nstrata_time_to_first_token_seconds_count {}\n",

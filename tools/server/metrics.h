@@ -1,6 +1,6 @@
 #pragma once
 // GET /metrics: Prometheus text exposition of what the server has done (responses by route
-// and status, cancellations, time to first token) beside the scheduler's counters (requests,
+// and status, refusals by reason, timeouts, cancellations, open connections, time to first token) beside the scheduler's counters (requests,
 // tokens, queue depth, throughput) and the memory tiers' budgets.
 #include <cstdint>
 #include <map>
@@ -18,6 +18,10 @@ public:
     // `route` is a known route or "other", so that clients cannot grow the label set.
     void count_response(const std::string& route, int status);
     void count_cancelled();
+    // A request or connection refused before a handler ran it; `reason` is one of a fixed few.
+    void count_rejected(const std::string& reason);
+    void count_timed_out();
+    void set_open_connections(size_t n);
     void observe_first_token(double seconds);
 
     std::string render(const runtime::SchedulerStats& s, const storage::MemoryBudget& dram) const;
@@ -25,7 +29,9 @@ public:
 private:
     mutable std::mutex mu_;
     std::map<std::pair<std::string, int>, uint64_t> responses_;
-    uint64_t cancelled_ = 0;
+    uint64_t cancelled_ = 0, timed_out_ = 0;
+    std::map<std::string, uint64_t> rejected_;
+    size_t open_connections_ = 0;
     double ttft_sum_ = 0;
     uint64_t ttft_count_ = 0;
 };

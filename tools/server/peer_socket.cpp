@@ -50,39 +50,38 @@ void address_of(int fd, bool peer, std::string& ip, int& port) {
     ip = text;
 }
 
-// One connection's socket, buffered (httplib reads request lines a byte at a time), for all
-// the requests a keep-alive client sends on it. Each request must have been read whole by
-// its deadline; writes wait at most the write timeout for the client to take more.
+// One request's bytes as the event loop read them, then the socket. Reading the socket must
+// end by the request's deadline; writes wait at most the write timeout for the client to take more.
 class ConnectionStream final : public httplib::Stream {
 public:
-    ConnectionStream(int fd, time_t read_timeout_s, time_t write_timeout_s)
-        : fd_(fd), read_timeout_(std::chrono::seconds(read_timeout_s)),
+    ConnectionStream(int fd, std::string bytes, time_t read_timeout_s, time_t write_timeout_s)
+        : fd_(fd), bytes_(std::move(bytes)), deadline_(Clock::now() + std::chrono::seconds(read_timeout_s)),
           write_timeout_ms_(static_cast<int>(std::min<time_t>(write_timeout_s, 24 * 3600) * 1000)) {}
 
-    void begin_request() {
-        deadline_ = Clock::now() + read_timeout_;
-        t_timed_out = false;
-    }
-    // Bytes of a next request already read (a client that pipelines).
-    bool has_buffered() const { return pos_ < end_; }
+    // What was read and not consumed: the start of a next request (a client that pipelines).
+    std::string unread() { return bytes_.substr(pos_); }
 
-    bool is_readable() const override { return has_buffered() || wait_for(fd_, POLLIN, remaining_ms()); }
+    bool is_readable() const override { return pos_ < bytes_.size() || wait_for(fd_, POLLIN, remaining_ms()); }
     bool is_writable() const override { return wait_for(fd_, POLLOUT, write_timeout_ms_) && !peer_closed(fd_); }
 
     ssize_t read(char* ptr, size_t size) override {
-        if (!has_buffered()) {
-            if (Clock::now() >= deadline_ || !wait_for(fd_, POLLIN, remaining_ms())) {
-                t_timed_out = true;
-                return -1;
-            }
-            if (size >= sizeof buf_) return receive(ptr, size);  // large body reads skip the copy
-            const ssize_t n = receive(buf_, sizeof buf_);
-            if (n <= 0) return n;
+        if (pos_ == bytes_.size()) {
+            bytes_.clear();
             pos_ = 0;
-            end_ = static_cast<size_t>(n);
+            char buf[16384];
+            ssize_t n;
+            do {
+                if (Clock::now() >= deadline_ || !wait_for(fd_, POLLIN, remaining_ms())) {
+                    t_timed_out = true;
+                    return -1;
+                }
+                n = ::recv(fd_, buf, sizeof buf, 0);
+            } while (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK));
+            if (n <= 0) return n;
+            bytes_.assign(buf, static_cast<size_t>(n));
         }
-        const size_t k = std::min(size, end_ - pos_);
-        std::memcpy(ptr, buf_ + pos_, k);
+        const size_t k = std::min(size, bytes_.size() - pos_);
+        std::memcpy(ptr, bytes_.data() + pos_, k);
         pos_ += k;
         return static_cast<ssize_t>(k);
     }
@@ -107,73 +106,32 @@ private:
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
         return static_cast<int>(std::clamp<int64_t>(left, 0, 24 * 3600 * 1000));
     }
-    ssize_t receive(char* dst, size_t size) {
-        ssize_t n;
-        do {
-            n = ::recv(fd_, dst, size, 0);
-        } while (n < 0 && errno == EINTR);
-        return n;
-    }
 
     int fd_;
-    std::chrono::seconds read_timeout_;
+    std::string bytes_;
+    size_t pos_ = 0;
+    Clock::time_point deadline_;
     int write_timeout_ms_;
-    Clock::time_point deadline_ = Clock::now();
-    char buf_[4096];
-    size_t pos_ = 0, end_ = 0;
 };
-
-// After an answer sent with the request's body unread: closing at once would reset the
-// connection (unread data) and could destroy the answer before the client reads it. Stop
-// writing, then read and drop what the client still sends, for a moment.
-void drain_before_close(int fd) {
-    ::shutdown(fd, SHUT_WR);
-    constexpr auto kLinger = std::chrono::seconds(1);
-    constexpr size_t kMaxBytes = size_t{64} << 20;
-    const auto until = Clock::now() + kLinger;
-    char sink[65536];
-    for (size_t drained = 0; drained < kMaxBytes && Clock::now() < until;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-        if (!wait_for(fd, POLLIN, static_cast<int>(std::max<int64_t>(left, 1)))) break;
-        const ssize_t n = ::recv(fd, sink, sizeof sink, 0);
-        if (n <= 0) break;
-        drained += static_cast<size_t>(n);
-    }
-}
 
 }  // namespace
 
-bool ConnectionServer::process_and_close_socket(socket_t sock) {
-    ConnectionStream stream(sock, read_timeout_sec_, write_timeout_sec_);
-    t_connection_socket = sock;
-    // Between requests the connection may idle for the keep-alive timeout; the server
-    // stopping ends the wait within a poll step.
-    const auto next_request = [&] {
-        constexpr int kStepMs = 100;
-        for (time_t waited = 0; waited < keep_alive_timeout_sec_ * 1000; waited += kStepMs) {
-            if (svr_sock_ == INVALID_SOCKET) return false;
-            if (wait_for(sock, POLLIN, kStepMs)) return true;
-        }
-        return false;
-    };
-    bool ok = false;
-    for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
-        if (!stream.has_buffered() && !next_request()) break;
-        stream.begin_request();
-        t_close = false;
-        bool closed = false;
-        ok = process_request(stream, left == 1, closed, nullptr);
-        if (!ok || closed || t_close) break;
-    }
-    if (t_close) drain_before_close(sock);
-    t_connection_socket = -1;
-    ::shutdown(sock, SHUT_RDWR);
-    ::close(sock);
-    return ok;
-}
+// httplib ends a streamed answer once its own listening socket is gone, and it has none: the
+// event loop listens. Mark it present (httplib never closes it: its listen() and stop() are
+// not used).
+ConnectionServer::ConnectionServer() { svr_sock_ = 0; }
 
-void ConnectionServer::set_accept_backlog(int n) {
-    if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, n);  // on a listening socket, only the backlog changes
+void ConnectionServer::serve(ConnectionJob& job, bool last) {
+    ConnectionStream stream(job.fd, std::move(job.bytes), read_timeout_sec_, write_timeout_sec_);
+    t_connection_socket = job.fd;
+    t_timed_out = false;
+    t_close = false;
+    bool closed = false;
+    const bool ok = process_request(stream, last, closed, nullptr);
+    t_connection_socket = -1;
+    job.bytes = stream.unread();
+    using After = ConnectionJob::After;
+    job.after = t_close ? After::Drain : (!ok || closed || last) ? After::Close : After::KeepAlive;
 }
 
 int current_connection_socket() { return t_connection_socket; }

@@ -1,21 +1,21 @@
 #pragma once
-// The connections of the API server: cpp-httplib's server with each connection's socket read
-// through a stream of our own, so that (1) a request must arrive whole within the read
-// timeout, not only byte by byte (a client sending a byte a second would otherwise hold a
-// connection thread for hours), and (2) a handler knows its connection's socket and can
-// notice the client going away while its answer is generated.
+// A request the event loop has read whole, answered by cpp-httplib on a worker thread through
+// a stream of our own: it replays the bytes the loop read, then reads the socket (a body the
+// handler asks for itself) within the request's deadline, and writes with a timeout for a
+// client that does not read. A handler knows its connection's socket, so it can notice the
+// client going away while its answer is generated.
 #include <httplib.h>
+
+#include "tools/server/connection_loop.h"
 
 namespace strata::server {
 
 class ConnectionServer : public httplib::Server {
 public:
-    // Lengthens the queue of connections waiting to be accepted, once bound: httplib's is 5,
-    // and a burst of clients overflowing it sees connections reset.
-    void set_accept_backlog(int n);
-
-private:
-    bool process_and_close_socket(socket_t sock) override;
+    ConnectionServer();
+    // Answers the request at the start of job.bytes on job.fd and says what becomes of the
+    // connection (job.after) and what was read beyond the request (job.bytes).
+    void serve(ConnectionJob& job, bool last);
 };
 
 // The socket of the connection this thread is serving; -1 outside a request handler.
