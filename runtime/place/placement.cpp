@@ -40,6 +40,13 @@ planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX)
     return p;
 }
 
+// How this runtime streams layers: through a ring of residency.n_slots buffers.
+planner::RuntimeLimits run_limits(const Residency& residency) {
+    planner::RuntimeLimits limits;
+    limits.stream_slots = residency.n_slots;
+    return limits;
+}
+
 // Every layer in DRAM, or every layer on NVMe: the two ends of what the planner may choose.
 double planner_dram(const planner::ModelShape& s, const planner::HardwareProfile& hw, const planner::Workload& wl,
                     WeightOption w) {
@@ -100,7 +107,7 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch)
     planner::Plan run = plan.has_gpu ? plan : as_run(plan, shape.kv_type, n_kv_layers_in_dram);
     run.policy.batch = wl.batch;  // the scheduler runs them all in one pass
     run.policy.n_micro = 1;
-    return planner::evaluate_plan(shape, hw, wl, run);
+    return planner::evaluate_plan(shape, hw, wl, run, run_limits(residency));
 }
 
 planner::HardwareProfile runtime_profile(std::string& source) {
@@ -171,7 +178,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
                         "this runtime keeps them in DRAM");
     // Priced on this machine for this run as the runtime runs it, given or made alike.
     p.plan.workload = wl;
-    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run);
+    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run, run_limits(p.residency));
     // Memory as the runtime counts it, not as the cost model estimates it.
     p.plan.budgets.dram = static_cast<double>(in.budget ? in.budget : std::max(p.hw.dram.capacity_bytes, p.residency.total_bytes));
     p.plan.prediction.used.dram = static_cast<double>(p.residency.total_bytes);
