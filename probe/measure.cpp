@@ -171,7 +171,7 @@ double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& 
     return static_cast<double>((bytes + kChunk - 1) / kChunk * kChunk) / s / 1e9;
 }
 
-planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes) {
+planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes, bool tile) {
     planner::KernelRate r{type, 0, 0, 0, 0};
     const int64_t cols = 4096;
     const size_t rb = row_bytes(type, cols);
@@ -184,7 +184,7 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
     try {
         // Laid out as the engine keeps resident weights (runtime/weights/weight_store: tile_for_cpu).
         bool tiled = false;
-        pool.run([&] { tiled = cpu::tile_weights(type, w.data(), rows, cols); });
+        if (tile) pool.run([&] { tiled = cpu::tile_weights(type, w.data(), rows, cols); });
         double best = 0;
         for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
             const auto t0 = std::chrono::steady_clock::now();
