@@ -355,7 +355,8 @@ double CostModel::ring_bound_s(const Plan& plan, Phase ph) const {
         Cost c = layer_weights(l.layer, l.weights);
         c += layer_kv(l.layer, l.kv);
         layer_compute.push_back(compute(c));
-        layer_read.push_back(tier_of(l.weights) == Tier::Nvme ? (ph == Phase::Prefill ? c.prefill[N] : c.decode[N]) : 0);
+        // Streamed weights and spilled KV alike: each comes through a ring, and the disk serves both.
+        layer_read.push_back(ph == Phase::Prefill ? c.prefill[N] : c.decode[N]);
     }
     Cost tail = fixed();
     tail += output(plan.output);

@@ -41,8 +41,8 @@ struct RuntimeLimits {
     bool gpu_layers_only = false;
     // KV is recomputed only from hidden states kept on the GPU (the device runtime's KVPR).
     bool recompute_on_gpu_only = false;
-    // Buffers of the ring streamed layers come through (planner/ring_pipeline.h) on a CPU-only
-    // plan; 0: as many as the pipeline needs.
+    // Buffers of the rings streamed layers and spilled KV layers come through
+    // (planner/ring_pipeline.h) on a CPU-only plan; 0: as many as the pipeline needs.
     int stream_slots = 0;
 };
 
