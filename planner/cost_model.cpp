@@ -1,6 +1,10 @@
 #include "planner/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "planner/ring_pipeline.h"
 
 namespace strata::planner {
 
@@ -14,6 +18,13 @@ int tier_index(Tier t) { return t == Tier::Gpu ? kGpuTier : t == Tier::Dram ? kD
 constexpr double kStepOverheadS = 50e-6;
 // Tokens per matmul up to which the CPU kernels take the one-pass GEMV path (cpu/matmul.h).
 constexpr double kCpuGemvTokens = 4;
+// Parallel loops of one CPU layer (runtime/exec/forward.cpp) beyond a decode step's matmul
+// calls (q/k/v together, output, gate/up together, down: each pays the profile's call_us,
+// its hand-off included): a decode step's attention; a pass of several tokens adds its four
+// matmuls, the two norms, RoPE, SwiGLU and each matmul's activation quantization.
+constexpr double kCpuLoopsDecode = 1, kCpuLoopsPass = 12, kCpuMatmulCallsDecode = 4;
+// Query rows of one CPU attention tile (cpu/attention_cpu.cpp: kMaxRows).
+constexpr double kTileRows = 32;
 }  // namespace
 
 Cost& Cost::operator+=(const Cost& o) {
@@ -49,9 +60,16 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     }
     cpu_gemv_ = hw.cpu.gemv_gbps_for(shape.weight_type) * 1e9;
     cpu_gemm_ = hw.cpu.gemm_gflops_for(shape.weight_type) * 1e9;
+    // A matmul of many tokens passes over the weights once (packing tiles) at the slower of the
+    // packing rate and the rate they stream from memory.
+    const double pack = hw.cpu.pack_gbps_for(shape.weight_type) * 1e9;
+    pack_measured_ = pack > 0;
+    cpu_call_s_ = hw.cpu.call_us_for(shape.weight_type) * 1e-6;
+    cpu_weight_pass_ = pack_measured_ ? std::min(pack, cpu_gemv_) : cpu_gemv_;
     cpu_attn_bw_ = hw.cpu.attention_gbps * 1e9;
     cpu_attn_flops_ = hw.cpu.attention_gflops * 1e9;
     cpu_sync_s_ = hw.cpu.layer_overhead_us * 1e-6;
+    threads_ = std::max(1, hw.cpu.n_threads);
     dram_bw_ = hw.dram.read_gbps * 1e9;
     nvme_r_ = hw.nvme.read_gbps * 1e9;
     nvme_w_ = hw.nvme.write_gbps * 1e9;
@@ -110,9 +128,10 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
         // add up instead of overlapping (measured: BENCHMARKS.md, a batch of 8).
         const double tok_mb = tok_d / m_;
         c.decode[C] = m_ * (tok_mb <= kCpuGemvTokens ? std::max(tok_mb * F / cpu_gemm_, Wd / cpu_gemv_)
-                                                     : tok_mb * F / cpu_gemm_ + Wd / cpu_gemv_);
+                                                     : tok_mb * F / cpu_gemm_ + Wd / cpu_weight_pass_);
+        if (tok_mb <= kCpuGemvTokens) c.decode[C] += m_ * (is_layer ? kCpuMatmulCallsDecode : 1) * cpu_call_s_;
         c.decode[R] = m_ * Wd / dram_bw_;
-        c.decode_overhead = is_layer ? m_ * cpu_sync_s_ : 0;
+        if (is_layer) c.decode[C] += m_ * cpu_vector_s(tok_mb), c.decode_overhead = m_ * cpu_loops_s(tok_mb);
         if (from_nvme) c.decode[N] += W / nvme_r_, c.decode[R] += W / dram_bw_;
         if (has_gpu_) {
             // Hidden states hop to the CPU and back around this layer's matmuls.
@@ -125,14 +144,49 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
             c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
             c.gpu_staging = 2 * W;
         } else {
-            c.prefill[C] = std::max(tok_p * F / cpu_gemm_, m_ * Wp / cpu_gemv_);
+            c.prefill[C] = pack_measured_ ? tok_p * F / cpu_gemm_ + m_ * Wp / cpu_weight_pass_
+                                          : std::max(tok_p * F / cpu_gemm_, m_ * Wp / cpu_gemv_);
             c.prefill[R] = m_ * Wp / dram_bw_;
             if (from_nvme) c.prefill[N] += W / nvme_r_, c.prefill[R] += W / dram_bw_;
-            c.prefill_overhead = is_layer ? m_ * cpu_sync_s_ : 0;
+            if (is_layer) c.prefill[C] += m_ * cpu_vector_s(tok_p / m_), c.prefill_overhead = m_ * cpu_loops_s(tok_p / m_);
         }
     }
     if (from_nvme) c.dram_staging = 2 * W;
     return c;
+}
+
+double CostModel::cpu_vector_s(double tokens) const {
+    const VectorCost& v = hw_.cpu.vector;
+    const double values = VectorCost::values(shape_.n_embd, shape_.n_head * shape_.head_dim, shape_.n_embd_kv(), shape_.n_ff);
+    return tokens * (v.ns_per_token + v.ns_per_value * values) * 1e-9 / threads_;
+}
+
+double CostModel::cpu_loops_s(double tokens) const {
+    if (hw_.cpu.loop_us <= 0) return cpu_sync_s_;  // a catalog profile's per-layer figure
+    return (tokens > 1 ? kCpuLoopsPass : kCpuLoopsDecode) * hw_.cpu.loop_us * 1e-6;
+}
+
+double CostModel::cpu_decode_attention_s() const {
+    const AttentionTileCost& t = *hw_.cpu.attention_tile;
+    const double n_kv = shape_.n_head_kv, group = static_cast<double>(shape_.n_head) / shape_.n_head_kv;
+    // The whole cache is read once per step: from DRAM when it is larger than the last-level cache.
+    const double cache_bytes = B_ * ctx_avg_ * kvb_ * shape_.n_layer;
+    const bool cold = cache_bytes > static_cast<double>(hw_.cpu.l3_bytes ? hw_.cpu.l3_bytes : hw_.cpu.l2_bytes);
+    const double tile = t.tile_s(policy_.kv_type, ctx_avg_, group, shape_.head_dim, cold, kvb_ / n_kv);
+    // One sequence spreads its KV heads' tiles over the threads; several share one loop, a
+    // sequence (all its KV heads) per task (runtime/exec/attention_pass.cpp).
+    if (mb_ <= 1) return std::ceil(n_kv / threads_) * tile;
+    return std::ceil(mb_ / threads_) * n_kv * tile;
+}
+
+double CostModel::cpu_prefill_attention_s() const {
+    const AttentionTileCost& t = *hw_.cpu.attention_tile;
+    const double group = static_cast<double>(shape_.n_head) / shape_.n_head_kv;
+    // Tiles of `tok` tokens (all their query heads); tile i sees the keys up to its last token.
+    const double tok = std::max(1.0, std::floor(kTileRows / group)), n_tiles = std::ceil(P_ / tok);
+    const double keys = tok * (n_tiles + 1) / 2;  // on average over the tiles
+    const double per_seq_layer = shape_.n_head_kv * n_tiles * t.tile_s(policy_.kv_type, keys, tok * group, shape_.head_dim);
+    return B_ * shape_.n_layer * per_seq_layer / threads_;
 }
 
 Cost CostModel::layer_weights(int layer, WeightOption o) const {
@@ -171,7 +225,8 @@ Cost CostModel::layer_kv(int, KvOption o) const {
         }
     } else {
         // CPU attention reads the cache where it lies; only q, the output and new entries cross PCIe.
-        c.decode[C] = std::max(kv_read / cpu_attn_bw_, attn_flops / cpu_attn_flops_);
+        c.decode[C] = hw_.cpu.attention_tile ? m_ * cpu_decode_attention_s()
+                                             : std::max(kv_read / cpu_attn_bw_, attn_flops / cpu_attn_flops_);
         if (act) c.decode[C] += std::max(recompute_flops / cpu_gemm_, read / cpu_attn_bw_);
         c.decode[R] += (read + fresh) / dram_bw_;
         if (has_gpu_) {
@@ -238,7 +293,7 @@ Cost CostModel::fixed() const {
         c.decode[D] = B_ * shape_.n_vocab * 4.0 / d2h_;
         c.bytes[kGpuTier] = ws;
     } else {
-        c.prefill[C] = attn / cpu_attn_flops_;
+        c.prefill[C] = hw_.cpu.attention_tile ? cpu_prefill_attention_s() : attn / cpu_attn_flops_;
         c.bytes[kDramTier] = ws;
     }
     c.decode_overhead = kStepOverheadS;
@@ -291,11 +346,35 @@ MemoryUse CostModel::memory(const Cost& t) const {
     return {t.bytes[kGpuTier] + t.gpu_staging, t.bytes[kDramTier] + t.dram_staging, t.bytes[kNvmeTier]};
 }
 
+double CostModel::ring_bound_s(const Plan& plan, Phase ph) const {
+    auto compute = [&](const Cost& c) {
+        return ph == Phase::Prefill ? c.prefill[C] + c.prefill_overhead : c.decode[C] + c.decode_overhead;
+    };
+    std::vector<double> layer_compute, layer_read;
+    for (const auto& l : plan.layers) {
+        Cost c = placed_weights(plan, l);
+        c += layer_kv(l.layer, l.kv);
+        layer_compute.push_back(compute(c));
+        // Streamed weights and spilled KV alike: each comes through a ring, and the disk serves both.
+        layer_read.push_back(ph == Phase::Prefill ? c.prefill[N] : c.decode[N]);
+    }
+    Cost tail = fixed();
+    tail += output(plan.output);
+    if (shape_.embd_bytes > 0) tail += embedding(plan.embedding);
+    tail += hidden(plan.hidden);
+    return ring_pipeline_s(layer_compute, layer_read, compute(tail), limits_.stream_slots);
+}
+
 Prediction CostModel::predict(const Plan& plan) const {
     const Cost total = total_cost(plan);
     Prediction p;
     p.prefill = phase_time(Phase::Prefill, total);
     p.decode = phase_time(Phase::Decode, total);
+    if (limits_.stream_slots > 0 && !has_gpu_) {
+        // Streamed layers overlap compute only as far as the ring lets them read ahead.
+        p.prefill.time_s = std::max(p.prefill.time_s, ring_bound_s(plan, Phase::Prefill));
+        p.decode.time_s = std::max(p.decode.time_s, ring_bound_s(plan, Phase::Decode));
+    }
     p.ttft_s = p.prefill.time_s;
     p.decode_tps_per_seq = 1.0 / p.decode.time_s;
     p.decode_tps_aggregate = B_ / p.decode.time_s;

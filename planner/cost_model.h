@@ -41,6 +41,9 @@ struct RuntimeLimits {
     bool gpu_layers_only = false;
     // KV is recomputed only from hidden states kept on the GPU (the device runtime's KVPR).
     bool recompute_on_gpu_only = false;
+    // Buffers of the rings streamed layers and spilled KV layers come through
+    // (planner/ring_pipeline.h) on a CPU-only plan; 0: as many as the pipeline needs.
+    int stream_slots = 0;
 };
 
 class CostModel {
@@ -93,6 +96,17 @@ private:
         double stored, decode_read, prefill_read, params;
     };
     Cost weights_cost(const WeightsRead& w, double tokens_decode, double tokens_prefill, WeightOption o, bool is_layer) const;
+    // A CPU-only plan's phase through the ring of limits_.stream_slots buffers, layer by layer.
+    double ring_bound_s(const Plan& plan, Phase ph) const;
+    // A CPU layer's work besides matmuls and attention for a pass of `tokens` tokens (one
+    // micro-batch): its vector ops (compute stream), and
+    // its parallel loops' hand-offs (overhead).
+    double cpu_vector_s(double tokens) const;
+    double cpu_loops_s(double tokens) const;
+    // Decode attention of one layer and micro-batch on the CPU at the average context.
+    double cpu_decode_attention_s() const;
+    // Causal prefill attention of all layers and sequences on the CPU.
+    double cpu_prefill_attention_s() const;
 
     const ModelShape& shape_;
     HardwareProfile hw_;
@@ -105,6 +119,10 @@ private:
     double cpu_gemv_ = 0, cpu_gemm_ = 0, cpu_attn_bw_ = 0, cpu_attn_flops_ = 0;
     double dram_bw_ = 0, nvme_r_ = 0, nvme_w_ = 0;
     double gpu_launch_s_ = 0, cpu_sync_s_ = 0;
+    double threads_ = 1;
+    double cpu_weight_pass_ = 0;  // bytes/s of a many-token matmul's pass over its weights
+    bool pack_measured_ = false;
+    double cpu_call_s_ = 0;  // a decode matmul call's cost beyond its bytes
     // Workload in tokens.
     double B_ = 1, m_ = 1, mb_ = 1, P_ = 1, ctx_avg_ = 1, ctx_max_ = 1;
     double kvb_ = 0;  // KV bytes per token per layer in the policy's type

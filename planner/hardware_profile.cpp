@@ -1,5 +1,6 @@
 #include "planner/hardware_profile.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "planner/json_util.h"
@@ -25,6 +26,33 @@ double CpuProfile::gemv_gbps_for(DType t) const {
 double CpuProfile::gemm_gflops_for(DType t) const {
     const KernelRate* r = rate_for(rates, t);
     return r ? r->gemm_gflops : gemm_gflops;
+}
+
+double CpuProfile::pack_gbps_for(DType t) const {
+    const KernelRate* r = rate_for(rates, t);
+    return r ? r->pack_gbps : 0;
+}
+
+double CpuProfile::call_us_for(DType t) const {
+    const KernelRate* r = rate_for(rates, t);
+    return r ? r->call_us : 0;
+}
+
+double AttentionTileCost::kv_ns_for(DType t) const {
+    double f16 = -1, most = 0;
+    for (const auto& k : kv_ns) {
+        if (k.type == t) return k.ns;
+        if (k.type == DType::F16) f16 = k.ns;
+        most = std::max(most, k.ns);
+    }
+    return f16 >= 0 ? f16 : most;
+}
+
+double AttentionTileCost::tile_s(DType kv_type, double keys, double rows, double head_dim, bool cold,
+                                 double kv_bytes_per_key) const {
+    const double compute = (tile_ns + keys * (kv_ns_for(kv_type) * head_dim + rows * (row_ns * head_dim + score_ns))) * 1e-9;
+    if (!cold || kv_gbps_per_thread <= 0) return compute;
+    return std::max(compute, keys * kv_bytes_per_key / (kv_gbps_per_thread * 1e9));
 }
 
 void HardwareProfile::validate() const {
@@ -67,7 +95,8 @@ namespace {
 json rates_json(const std::vector<KernelRate>& rates) {
     json out = json::array();
     for (const auto& r : rates)
-        out.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops}});
+        out.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops},
+                       {"pack_gbps", r.pack_gbps}, {"call_us", r.call_us}});
     return out;
 }
 
@@ -77,7 +106,8 @@ std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
         const auto tname = get<std::string>(r, where, "type");
         const auto t = dtype_from_name(tname);
         if (!t) throw UsageError(fmt::format("hardware profile: {} type '{}' is unknown", where, tname));
-        rates.push_back({*t, get<double>(r, where, "gemv_gbps"), get<double>(r, where, "gemm_gflops")});
+        rates.push_back({*t, get<double>(r, where, "gemv_gbps"), get<double>(r, where, "gemm_gflops"),
+                         get_or<double>(r, where, "pack_gbps", 0), get_or<double>(r, where, "call_us", 0)});
     }
     return rates;
 }
@@ -94,7 +124,9 @@ std::string HardwareProfile::to_json() const {
          {{"name", cpu.name}, {"n_cores", cpu.n_cores}, {"n_threads", cpu.n_threads}, {"n_numa", cpu.n_numa},
           {"l1d_bytes", cpu.l1d_bytes}, {"l2_bytes", cpu.l2_bytes}, {"l3_bytes", cpu.l3_bytes},
           {"gemm_gflops", cpu.gemm_gflops}, {"gemv_gbps", cpu.gemv_gbps}, {"attention_gbps", cpu.attention_gbps},
-          {"attention_gflops", cpu.attention_gflops}, {"layer_overhead_us", cpu.layer_overhead_us}, {"rates", rates}}},
+          {"attention_gflops", cpu.attention_gflops}, {"layer_overhead_us", cpu.layer_overhead_us},
+          {"vector_ns_per_value", cpu.vector.ns_per_value},
+          {"vector_ns_per_token", cpu.vector.ns_per_token}, {"loop_us", cpu.loop_us}, {"attention_tile", nullptr}, {"rates", rates}}},
         {"dram",
          {{"kind", dram.kind}, {"capacity_bytes", dram.capacity_bytes}, {"read_gbps", dram.read_gbps},
           {"copy_gbps", dram.copy_gbps}}},
@@ -105,6 +137,12 @@ std::string HardwareProfile::to_json() const {
         {"sim", nullptr},
         {"notes", notes},
     };
+    if (const auto& a = cpu.attention_tile) {
+        json kv = json::object();
+        for (const auto& k : a->kv_ns) kv[std::string(dtype_name(k.type))] = k.ns;
+        j["cpu"]["attention_tile"] = {{"kv_ns", kv}, {"row_ns", a->row_ns}, {"score_ns", a->score_ns},
+                                       {"kv_gbps_per_thread", a->kv_gbps_per_thread}, {"tile_ns", a->tile_ns}};
+    }
     if (sim)
         j["sim"] = {{"n_threads", sim->n_threads}, {"op_overhead_us", sim->op_overhead_us}, {"rates", rates_json(sim->rates)}};
     if (gpu)
@@ -135,6 +173,25 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
     p.cpu.attention_gbps = get<double>(c, "cpu", "attention_gbps");
     p.cpu.attention_gflops = get<double>(c, "cpu", "attention_gflops");
     p.cpu.layer_overhead_us = get_or<double>(c, "cpu", "layer_overhead_us", 15);
+    p.cpu.vector.ns_per_value = get_or<double>(c, "cpu", "vector_ns_per_value", 0);
+    p.cpu.vector.ns_per_token = get_or<double>(c, "cpu", "vector_ns_per_token", 0);
+    p.cpu.loop_us = get_or<double>(c, "cpu", "loop_us", 0);
+    if (c.contains("attention_tile") && !c.at("attention_tile").is_null()) {
+        const json& a = c.at("attention_tile");
+        AttentionTileCost t;
+        t.row_ns = get<double>(a, "cpu.attention_tile", "row_ns");
+        t.score_ns = get<double>(a, "cpu.attention_tile", "score_ns");
+        t.kv_gbps_per_thread = get_or<double>(a, "cpu.attention_tile", "kv_gbps_per_thread", 0);
+        t.tile_ns = get_or<double>(a, "cpu.attention_tile", "tile_ns", 0);
+        for (const auto& [name, ns] : json_util::object(a, "cpu.attention_tile", "kv_ns").items()) {
+            const auto type = dtype_from_name(name);
+            if (!type || !ns.is_number())
+                throw UsageError(fmt::format("cpu.attention_tile.kv_ns: '{}' is not a type with a number", name),
+                                 "make the profile again with `strata probe`");
+            t.kv_ns.push_back({*type, ns.get<double>()});
+        }
+        p.cpu.attention_tile = t;
+    }
     if (c.contains("rates")) p.cpu.rates = rates_from_json(c.at("rates"), "cpu.rates[]");
     if (j.contains("sim") && !j.at("sim").is_null()) {
         const json& m = j.at("sim");

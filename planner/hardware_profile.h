@@ -17,11 +17,56 @@ struct KernelRate {
     DType type = DType::F32;
     double gemv_gbps = 0;    // weight bytes per second in decode (one token)
     double gemm_gflops = 0;  // flops per second in prefill (many tokens)
+    // With it, a matmul of more than 4 tokens takes weight bytes / pack_gbps (packing the
+    // weights into tiles, once a call) + flops / gemm_gflops; 0: flops / gemm_gflops alone.
+    double pack_gbps = 0;
+    double call_us = 0;  // a decode matmul's cost beyond its bytes; 0: not measured
     bool operator==(const KernelRate&) const = default;
 };
 
 // The measured rate for `t`, or null when there is none (or it is not positive).
 const KernelRate* rate_for(const std::vector<KernelRate>& rates, DType t);
+
+// CPU attention as `strata probe` measured it (probe/cpu_costs), one thread's tile: `rows`
+// query rows (the query heads sharing one KV head, times the tokens of a prefill tile) against
+// `keys` cached positions of head_dim values take
+//   tile_ns + keys x (kv_ns[type] x head_dim + rows x (row_ns x head_dim + score_ns))  ns:
+// each K/V value converted once per tile, two dot products per row and value, a softmax term
+// per row and key — or, when the cache is not in the CPU's caches, its K/V bytes at the rate one
+// thread reads a KV head's slices (strided: every row holds all heads) from DRAM, if slower.
+struct AttentionTileCost {
+    struct KvNs {
+        DType type = DType::F16;
+        double ns = 0;
+        bool operator==(const KvNs&) const = default;
+    };
+    std::vector<KvNs> kv_ns;
+    double row_ns = 0;
+    double score_ns = 0;
+    double kv_gbps_per_thread = 0;  // 0: not measured
+    double tile_ns = 0;             // a tile's fixed cost, whatever its keys
+
+    // kv_ns for `t`, else the F16 figure (else the largest).
+    double kv_ns_for(DType t) const;
+    // One tile's seconds; `cold`: its K/V come from DRAM (kv_bytes_per_key of them per key).
+    double tile_s(DType kv_type, double keys, double rows, double head_dim, bool cold = false,
+                  double kv_bytes_per_key = 0) const;
+    bool operator==(const AttentionTileCost&) const = default;
+};
+
+// A token's vector work in one CPU layer, one thread: its norms, RoPE, SwiGLU, residual adds
+// and the matmuls' activation quantization — ns_per_token + ns_per_value x values(shape).
+struct VectorCost {
+    double ns_per_value = 0;
+    double ns_per_token = 0;
+    // Values one token's vector ops touch: two norms, RoPE on q and k and two adds (about 6
+    // n_embd for q as wide as the embedding), SwiGLU, and the quantized inputs of the q/k/v,
+    // output, gate/up and down matmuls.
+    static double values(double n_embd, double n_q, double n_kv, double n_ff) {
+        return 4 * n_embd + n_q + n_kv + n_ff + 2 * n_embd + n_q + n_ff;
+    }
+    bool operator==(const VectorCost&) const = default;
+};
 
 struct CpuProfile {
     std::string name;
@@ -34,10 +79,17 @@ struct CpuProfile {
     double attention_gbps = 10;    // KV bytes per second read by decode attention
     double attention_gflops = 20;  // attention arithmetic (scores, softmax, weighted sum)
     double layer_overhead_us = 15; // per layer and micro-batch: thread wake-up and sync
+    // Measured by `strata probe` (absent or 0 in catalog profiles, which price attention from
+    // attention_gbps/gflops and leave the vector ops out):
+    std::optional<AttentionTileCost> attention_tile;
+    VectorCost vector;     // 0s: not measured
+    double loop_us = 0;    // one parallel loop's hand-off to the threads (then it replaces layer_overhead_us)
     std::vector<KernelRate> rates;
 
     double gemv_gbps_for(DType t) const;
     double gemm_gflops_for(DType t) const;
+    double pack_gbps_for(DType t) const;  // 0 where not measured
+    double call_us_for(DType t) const;    // 0 where not measured
     bool operator==(const CpuProfile&) const = default;
 };
 

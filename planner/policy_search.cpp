@@ -144,11 +144,12 @@ SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, co
     return r;
 }
 
-Prediction evaluate_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Plan& plan) {
+Prediction evaluate_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Plan& plan,
+                         const RuntimeLimits& limits) {
     plan.check_matches(shape);
     if (plan.has_gpu && !hw.has_gpu())
         throw UsageError("the plan uses a GPU but this hardware profile has none", "make a new plan with `strata plan`");
-    const CostModel cm(shape, hw, wl, plan.policy);
+    const CostModel cm(shape, hw, wl, plan.policy, limits);
     return cm.predict(plan);
 }
 

@@ -44,7 +44,8 @@ inline Plan make_plan(const ModelShape& shape, const HardwareProfile& hw, const 
 Plan plan_header(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Budgets& budgets,
                  const Policy& policy);
 // Prices a given plan (e.g. loaded from JSON) on this hardware and workload.
-Prediction evaluate_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Plan& plan);
+Prediction evaluate_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Plan& plan,
+                         const RuntimeLimits& limits = {});
 // The plans no other plan beats on both per-sequence decode speed and aggregate throughput.
 std::vector<Plan> frontier(const SearchResult& r);
 

@@ -171,8 +171,8 @@ double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& 
     return static_cast<double>((bytes + kChunk - 1) / kChunk * kChunk) / s / 1e9;
 }
 
-planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes) {
-    planner::KernelRate r{type, 0, 0};
+planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes, bool tile) {
+    planner::KernelRate r{type, 0, 0, 0, 0};
     const int64_t cols = 4096;
     const size_t rb = row_bytes(type, cols);
     // GEMV: about 3x the last-level cache, so DRAM is what is measured.
@@ -184,7 +184,7 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
     try {
         // Laid out as the engine keeps resident weights (runtime/weights/weight_store: tile_for_cpu).
         bool tiled = false;
-        pool.run([&] { tiled = cpu::tile_weights(type, w.data(), rows, cols); });
+        if (tile) pool.run([&] { tiled = cpu::tile_weights(type, w.data(), rows, cols); });
         double best = 0;
         for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
             const auto t0 = std::chrono::steady_clock::now();
@@ -192,15 +192,41 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
             best = std::max(best, static_cast<double>(w.size()) / seconds_since(t0) / 1e9);
         }
         r.gemv_gbps = best;
-        // GEMM: 64 tokens against 4096 rows (cache-resident weights: compute is what is measured).
-        const int64_t g_rows = std::min<int64_t>(rows, 4096), tokens = 64;
-        best = 0;
+        // A decode matmul's cost beyond its bytes (hand-off, the DRAM stream starting, the tasks'
+        // uneven ends), which small matrices pay in full: 64-row slices of the same weights in
+        // turn (each from DRAM), less their bytes at the rate above.
+        constexpr int64_t kSliceRows = 64;
+        const int64_t n_slices = rows / kSliceRows;
+        double slice_s = 1e30;
         for (int rep = 0; rep < (quick ? 2 : 3); ++rep) {
             const auto t0 = std::chrono::steady_clock::now();
-            pool.run([&] { cpu::matmul(type, w.data(), g_rows, cols, x.data(), tokens, y.data(), false, tiled); });
-            best = std::max(best, 2.0 * g_rows * cols * tokens / seconds_since(t0) / 1e9);
+            pool.run([&] {
+                for (int64_t i = 0; i < n_slices; ++i)
+                    cpu::matmul(type, w.data() + i * kSliceRows * rb, kSliceRows, cols, x.data(), 1, y.data(), false, tiled);
+            });
+            slice_s = std::min(slice_s, seconds_since(t0) / static_cast<double>(n_slices));
         }
-        r.gemm_gflops = best;
+        r.call_us = std::max(0.0, slice_s - static_cast<double>(kSliceRows * rb) / (best * 1e9)) * 1e6;
+        // GEMM: 64 and 16 tokens against 4096 rows (cache-resident weights: compute is what is
+        // measured); the difference gives the rate per token, the rest the pass over the weights.
+        const int64_t g_rows = std::min<int64_t>(rows, 4096);
+        auto gemm_s = [&](int64_t tokens) {
+            double s = 1e30;
+            for (int rep = 0; rep < (quick ? 2 : 4); ++rep) {
+                const auto t0 = std::chrono::steady_clock::now();
+                pool.run([&] { cpu::matmul(type, w.data(), g_rows, cols, x.data(), tokens, y.data(), false, tiled); });
+                s = std::min(s, seconds_since(t0));
+            }
+            return s;
+        };
+        const double t64 = gemm_s(64), t16 = gemm_s(16), flops_per_token = 2.0 * g_rows * cols;
+        const double per_token = (t64 - t16) / 48;
+        if (per_token > 0 && t16 > 16 * per_token) {
+            r.gemm_gflops = flops_per_token / per_token / 1e9;
+            r.pack_gbps = static_cast<double>(rb) * g_rows / (t16 - 16 * per_token) / 1e9;
+        } else {
+            r.gemm_gflops = flops_per_token * 64 / t64 / 1e9;  // too noisy to split: the 64-token rate alone
+        }
     } catch (const BackendError&) {
         r.gemv_gbps = r.gemm_gflops = 0;  // no kernels for this type
     }

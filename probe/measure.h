@@ -30,8 +30,11 @@ size_t dram_read_probe_bytes(uint64_t ram_bytes);
 double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& direct);
 
 // Decode GEMV (weight bytes/s, on a matrix about 3x the last-level cache `llc_bytes`, within
-// 96..512 MiB) and prefill GEMM (flops/s, 64 tokens) through cpu::matmul. Returns rates of 0
-// for a type without kernels.
-planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes);
+// 96..512 MiB) and prefill GEMM through cpu::matmul at 64 and 16 tokens, split into flops/s per
+// token and the rate of the per-call pass over the weights (pack_gbps). Returns rates of 0 for
+// a type without kernels.
+// `tiled`: the weights rewritten as the engine keeps resident CPU weights; false: as laid out in
+// the file (the simulated device's copies).
+planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes, bool tiled = true);
 
 }  // namespace strata::probe

@@ -51,7 +51,7 @@ planner::SimProfile measure_sim_device(const std::vector<DType>& types, int thre
     planner::SimProfile s;
     s.n_threads = threads;
     for (DType t : types) {
-        const planner::KernelRate r = measure_matmul(t, threads, quick, llc_bytes);
+        const planner::KernelRate r = measure_matmul(t, threads, quick, llc_bytes, false);  // device copies keep the file's layout
         if (r.gemv_gbps > 0) s.rates.push_back(r);
     }
     s.op_overhead_us = op_overhead_us(threads, quick ? 50 : 500);

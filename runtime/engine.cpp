@@ -18,6 +18,7 @@
 #include "runtime/grammar/token_trie.h"
 #include "runtime/kv/kv_cache.h"
 #include "planner/routing_profile.h"
+#include "runtime/place/gpu_placement.h"
 #include "runtime/place/placement.h"
 #include "runtime/text_stream.h"
 #include "runtime/weights/weight_store.h"
@@ -163,13 +164,19 @@ Pooling pooling_from_gguf(const models::GgufFile& f) {
         default: return Pooling::Last;
     }
 }
+// The host's threads: as asked, else every core, or with the simulated device the cores its
+// own threads leave (the host's waiting threads would otherwise take turns with the device's).
+int host_threads(const EngineOptions& o) {
+    if (o.n_threads > 0 || o.gpu.device != DeviceKind::Sim) return o.n_threads;
+    return std::max(1, cpu::default_thread_count() - sim_thread_count(o.gpu));
+}
 }  // namespace
 
 Engine::Engine(const EngineOptions& opts)
     : file_(models::GgufFile::open(resolve_model_path(opts.model))),
       hp_(models::Hparams::from_gguf(file_)),
       tok_(models::Tokenizer::from_gguf(file_)),
-      pool_(std::make_unique<cpu::ThreadPool>(opts.n_threads)),
+      pool_(std::make_unique<cpu::ThreadPool>(host_threads(opts))),
       dram_(std::make_unique<storage::MemoryBudget>("DRAM", opts.dram_budget ? opts.dram_budget : UINT64_MAX,
                                                     "--dram")) {
     if (opts.n_ctx < 0) throw UsageError(fmt::format("context size {} is negative", opts.n_ctx));

@@ -243,7 +243,8 @@ int run_bench(const BenchOptions& o) {
                                 {"reps", o.reps},
                                 {"avg_ts", mean(r.ts)},
                                 {"stddev_ts", stddev(r.ts)},
-                                {"samples_ts", r.ts}};
+                                {"samples_ts", r.ts},
+                                {"profile", engine.placement().hw_source}};
             if (!r.streamed_gbps.empty()) {
                 j["weight_bytes_per_token"] = token_bytes;
                 j["weights_gbps"] = weights_gbps(r);
@@ -251,7 +252,6 @@ int run_bench(const BenchOptions& o) {
                 j["streamed_gbps"] = mean(r.streamed_gbps);
                 j["samples_streamed_gbps"] = r.streamed_gbps;
                 j["disk_read_gbps"] = hw.nvme.read_gbps;
-                j["profile"] = engine.placement().hw_source;
             }
             if (!r.expert_counts.empty()) j["expert_counts"] = r.expert_counts;
             if (r.experts.hits + r.experts.misses > 0) {

@@ -74,8 +74,6 @@ std::string unsupported_types(const DeviceTypes& can, const models::GgufFile& fi
     return {};
 }
 
-int sim_threads(const GpuRequest& req) { return req.sim_threads > 0 ? req.sim_threads : gpu::default_sim_threads(); }
-
 // Device ops a llama layer issues per pass (norms, matmuls, RoPE, KV stores, attention, adds):
 // the simulated device's per-op hand-off, paid per layer.
 constexpr double kOpsPerLayer = 16;
@@ -86,7 +84,7 @@ constexpr double kOpsPerLayer = 16;
 planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DType weight_type) {
     std::string source;
     planner::HardwareProfile hw = runtime_profile(source);
-    const int threads = sim_threads(req);
+    const int threads = sim_thread_count(req);
     planner::GpuProfile g;
     g.name = "simulated device";
     g.memory_bytes = budget;
@@ -183,7 +181,7 @@ std::unique_ptr<gpu::Device> open_device(const GpuTarget& target, const GpuReque
     gpu::SimOptions o;
     o.budget_bytes = target.gpu_mem;
     o.link_gbps = req.sim_link_gbps;
-    o.n_threads = sim_threads(req);
+    o.n_threads = sim_thread_count(req);
     o.int8_activations = int8_activations;
     return gpu::make_sim_device(o);
 }
@@ -229,5 +227,7 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     p.n_kv_layers_in_dram = g.kv == KvPlacement::Device ? 0 : std::min(opts.n_kv_layers_in_dram, p.shape.n_layer);
     return g;
 }
+
+int sim_thread_count(const GpuRequest& req) { return req.sim_threads > 0 ? req.sim_threads : gpu::default_sim_threads(); }
 
 }  // namespace strata::runtime

@@ -63,4 +63,7 @@ struct GpuPlacement {
 GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts, const GpuTarget& gpu,
                           uint64_t device_bytes, DType kv_type, AttentionChoice attention);
 
+// The simulated device's CPU threads: --sim-threads, else half the cores.
+int sim_thread_count(const GpuRequest& req);
+
 }  // namespace strata::runtime

@@ -41,6 +41,14 @@ planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX)
     return p;
 }
 
+// How this runtime streams layers and spilled KV: through rings of prefetch depth + 1 buffers
+// (runtime/weights/stream_ring.h, runtime/kv/kv_spill.h).
+planner::RuntimeLimits run_limits(int prefetch_depth) {
+    planner::RuntimeLimits limits;
+    limits.stream_slots = std::max(1, prefetch_depth + 1);
+    return limits;
+}
+
 // Every layer in DRAM, or every layer on NVMe: the two ends of what the planner may choose.
 double planner_dram(const planner::ModelShape& s, const planner::HardwareProfile& hw, const planner::Workload& wl,
                     WeightOption w) {
@@ -101,7 +109,7 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch)
     planner::Plan run = plan.has_gpu ? plan : as_run(plan, shape.kv_type, n_kv_layers_in_dram);
     run.policy.batch = wl.batch;  // the scheduler runs them all in one pass
     run.policy.n_micro = 1;
-    return planner::evaluate_plan(shape, hw, wl, run);
+    return planner::evaluate_plan(shape, hw, wl, run, run_limits(prefetch_depth));
 }
 
 planner::HardwareProfile runtime_profile(std::string& source) {
@@ -168,6 +176,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     unbounded.budget = 0;
     p.residency = residency_from_plan(p.plan, unbounded);  // refuses what this runtime cannot run
     p.n_kv_layers_in_dram = std::min(opts.n_kv_layers_in_dram, p.shape.n_layer);
+    p.prefetch_depth = in.prefetch_depth;
     const planner::Plan run = as_run(p.plan, opts.kv_type, p.n_kv_layers_in_dram);
     // What the plan puts elsewhere than this runtime holds it (KV the runtime spills for its
     // budget is its own choice, logged by the cache).
@@ -181,7 +190,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
                         "this runtime keeps them in DRAM");
     // Priced on this machine for this run as the runtime runs it, given or made alike.
     p.plan.workload = wl;
-    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run);
+    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run, run_limits(in.prefetch_depth));
     // Memory as the runtime counts it, not as the cost model estimates it.
     p.plan.budgets.dram = static_cast<double>(in.budget ? in.budget : std::max(p.hw.dram.capacity_bytes, p.residency.total_bytes));
     p.plan.prediction.used.dram = static_cast<double>(p.residency.total_bytes);

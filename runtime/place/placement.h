@@ -29,6 +29,7 @@ struct Placement {
     planner::SearchStats search;  // n_policies 0: the plan was given
     Residency residency;
     int n_kv_layers_in_dram = 0;  // the KV cache's first layers; the rest spill to disk
+    int prefetch_depth = 2;       // layers (and spilled KV layers) read ahead of compute
 
     // The plan priced on this machine for `batch` requests of these lengths decoded together,
     // as this runtime runs it (the plan's own prediction is for the workload it was made for).

@@ -145,3 +145,23 @@ TEST_CASE("predicted time is monotone in every bandwidth", "[unit][planner]") {
     SECTION("GPU memory bandwidth") { sweep([](HardwareProfile& h, double f) { h.gpu->mem_gbps *= f; }); }
     SECTION("CPU") { sweep([](HardwareProfile& h, double f) { h.cpu.gemv_gbps *= f, h.cpu.gemm_gflops *= f, h.cpu.attention_gbps *= f; }); }
 }
+
+TEST_CASE("cost model: CPU decode attention priced by the probe's tile model, tiles spread over the threads",
+          "[unit][planner]") {
+    const ModelShape s = toy_shape();  // 8 KV heads of 128, one query head each
+    HardwareProfile hw = toy_cpu();
+    // 1 ns per K/V value of a tile, nothing else: a tile of n keys takes n x 128 ns.
+    hw.cpu.attention_tile = AttentionTileCost{{{DType::F16, 1.0}}, 0, 0, 0, 0};
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const double tile = 105.5 * 128 * 1e-9;  // the average context of the decode steps
+    auto attention = [&](int threads, int batch) {
+        hw.cpu.n_threads = threads;
+        const CostModel cm(s, hw, wl, Policy{batch, 1, true, false, DType::F16});
+        return cm.layer_kv(0, KvOption::Dram).decode[static_cast<int>(Stream::CpuCompute)];
+    };
+    // One sequence: its 8 tiles go to the threads one at a time (cpu/attention_cpu.cpp).
+    CHECK(attention(2, 1) == Approx(4 * tile));
+    CHECK(attention(3, 1) == Approx(3 * tile));
+    // Several sequences share one loop, a whole sequence per task (runtime/exec/attention_pass.cpp).
+    CHECK(attention(2, 5) == Approx(3 * 8 * tile));
+}
