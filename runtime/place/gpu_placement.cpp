@@ -105,6 +105,13 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
                                        "(`strata probe` measures them)", threads));
     }
     hw.gpu = g;
+    // The host keeps the cores the device's threads leave (runtime/engine.cpp): its CPU work
+    // runs on those, at their share of the measured rates.
+    const int host = std::max(1, hw.cpu.n_threads - threads);
+    const double host_share = double(host) / std::max(1, hw.cpu.n_threads);
+    for (auto& r : hw.cpu.rates) r.gemv_gbps *= host_share, r.gemm_gflops *= host_share, r.pack_gbps *= host_share;
+    hw.cpu.gemv_gbps *= host_share, hw.cpu.gemm_gflops *= host_share;
+    hw.cpu.n_threads = host;
     return hw;
 }
 
