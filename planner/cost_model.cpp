@@ -166,7 +166,7 @@ double CostModel::cpu_loops_s(double tokens) const {
     return (tokens > 1 ? kCpuLoopsPass : kCpuLoopsDecode) * hw_.cpu.loop_us * 1e-6;
 }
 
-double CostModel::cpu_decode_attention_s() const {
+double CostModel::cpu_decode_attention_s(double threads) const {
     const AttentionTileCost& t = *hw_.cpu.attention_tile;
     const double n_kv = shape_.n_head_kv, group = static_cast<double>(shape_.n_head) / shape_.n_head_kv;
     // The whole cache is read once per step: from DRAM when it is larger than the last-level cache.
@@ -175,18 +175,18 @@ double CostModel::cpu_decode_attention_s() const {
     const double tile = t.tile_s(policy_.kv_type, ctx_avg_, group, shape_.head_dim, cold, kvb_ / n_kv);
     // One sequence spreads its KV heads' tiles over the threads; several share one loop, a
     // sequence (all its KV heads) per task (runtime/exec/attention_pass.cpp).
-    if (mb_ <= 1) return std::ceil(n_kv / threads_) * tile;
-    return std::ceil(mb_ / threads_) * n_kv * tile;
+    if (mb_ <= 1) return std::ceil(n_kv / threads) * tile;
+    return std::ceil(mb_ / threads) * n_kv * tile;
 }
 
-double CostModel::cpu_prefill_attention_s() const {
+double CostModel::cpu_prefill_attention_s(double threads) const {
     const AttentionTileCost& t = *hw_.cpu.attention_tile;
     const double group = static_cast<double>(shape_.n_head) / shape_.n_head_kv;
     // Tiles of `tok` tokens (all their query heads); tile i sees the keys up to its last token.
     const double tok = std::max(1.0, std::floor(kTileRows / group)), n_tiles = std::ceil(P_ / tok);
     const double keys = tok * (n_tiles + 1) / 2;  // on average over the tiles
     const double per_seq_layer = shape_.n_head_kv * n_tiles * t.tile_s(policy_.kv_type, keys, tok * group, shape_.head_dim);
-    return B_ * shape_.n_layer * per_seq_layer / threads_;
+    return B_ * shape_.n_layer * per_seq_layer / threads;
 }
 
 Cost CostModel::layer_weights(int layer, WeightOption o) const {
@@ -214,7 +214,9 @@ Cost CostModel::layer_kv(int, KvOption o) const {
     c.bytes[tier_index(tier)] = cap;
 
     if (attention_device(o) == Device::Gpu) {
-        c.decode[G] = std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
+        // The simulated device runs the CPU's attention kernel on its own threads.
+        c.decode[G] = sim_attention() ? m_ * cpu_decode_attention_s(hw_.gpu->sim_threads)
+                                      : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
         if (act) c.decode[G] += std::max(recompute_flops / gpu_flops_, read / gpu_bw_), c.gpu_staging += mb_ * ctx_max_ * kvb_;
         if (tier != Tier::Gpu) {
             // Streamed to the GPU each step, one micro-batch at a time; new entries go back.
@@ -225,7 +227,7 @@ Cost CostModel::layer_kv(int, KvOption o) const {
         }
     } else {
         // CPU attention reads the cache where it lies; only q, the output and new entries cross PCIe.
-        c.decode[C] = hw_.cpu.attention_tile ? m_ * cpu_decode_attention_s()
+        c.decode[C] = hw_.cpu.attention_tile ? m_ * cpu_decode_attention_s(threads_)
                                              : std::max(kv_read / cpu_attn_bw_, attn_flops / cpu_attn_flops_);
         if (act) c.decode[C] += std::max(recompute_flops / cpu_gemm_, read / cpu_attn_bw_);
         c.decode[R] += (read + fresh) / dram_bw_;
@@ -288,12 +290,12 @@ Cost CostModel::fixed() const {
     // The largest working set of one micro-batch's prefill: residual, q/k/v, FFN intermediates, logits.
     const double ws = mb_ * P_ * (4.0 * shape_.n_embd + 3.0 * shape_.n_ff) * 2.0 + mb_ * shape_.n_vocab * 4.0;
     if (has_gpu_) {
-        c.prefill[G] = attn / gpu_flops_;
+        c.prefill[G] = sim_attention() ? cpu_prefill_attention_s(hw_.gpu->sim_threads) : attn / gpu_flops_;
         c.prefill[D] = B_ * shape_.n_vocab * 4.0 / d2h_;
         c.decode[D] = B_ * shape_.n_vocab * 4.0 / d2h_;
         c.bytes[kGpuTier] = ws;
     } else {
-        c.prefill[C] = hw_.cpu.attention_tile ? cpu_prefill_attention_s() : attn / cpu_attn_flops_;
+        c.prefill[C] = hw_.cpu.attention_tile ? cpu_prefill_attention_s(threads_) : attn / cpu_attn_flops_;
         c.bytes[kDramTier] = ws;
     }
     c.decode_overhead = kStepOverheadS;

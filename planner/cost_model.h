@@ -103,10 +103,13 @@ private:
     // its parallel loops' hand-offs (overhead).
     double cpu_vector_s(double tokens) const;
     double cpu_loops_s(double tokens) const;
-    // Decode attention of one layer and micro-batch on the CPU at the average context.
-    double cpu_decode_attention_s() const;
-    // Causal prefill attention of all layers and sequences on the CPU.
-    double cpu_prefill_attention_s() const;
+    // Decode attention of one layer and micro-batch on the CPU's kernels at the average context,
+    // on `threads` threads (the host's, or the simulated device's).
+    double cpu_decode_attention_s(double threads) const;
+    // Causal prefill attention of all layers and sequences on the CPU's kernels.
+    double cpu_prefill_attention_s(double threads) const;
+    // Whether the device is the simulated one and the probe measured the kernels it runs.
+    bool sim_attention() const { return has_gpu_ && hw_.gpu->sim_threads > 0 && hw_.cpu.attention_tile.has_value(); }
 
     const ModelShape& shape_;
     HardwareProfile hw_;

@@ -148,7 +148,7 @@ std::string HardwareProfile::to_json() const {
     if (gpu)
         j["gpu"] = {{"name", gpu->name}, {"memory_bytes", gpu->memory_bytes}, {"mem_gbps", gpu->mem_gbps},
                     {"fp16_tflops", gpu->fp16_tflops}, {"h2d_gbps", gpu->h2d_gbps}, {"d2h_gbps", gpu->d2h_gbps},
-                    {"pcie", gpu->pcie}, {"launch_overhead_us", gpu->launch_overhead_us}};
+                    {"pcie", gpu->pcie}, {"launch_overhead_us", gpu->launch_overhead_us}, {"sim_threads", gpu->sim_threads}};
     return j.dump(2);
 }
 
@@ -223,6 +223,7 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
         gp.d2h_gbps = get<double>(g, "gpu", "d2h_gbps");
         gp.pcie = get_or<std::string>(g, "gpu", "pcie", "");
         gp.launch_overhead_us = get_or<double>(g, "gpu", "launch_overhead_us", 30);
+        gp.sim_threads = get_or<int>(g, "gpu", "sim_threads", 0);
         p.gpu = gp;
     }
     p.notes = get_or<std::vector<std::string>>(j, "profile", "notes", {});

@@ -110,6 +110,7 @@ struct GpuProfile {
     double d2h_gbps = 10;       // device → pinned host
     std::string pcie;           // "gen4 x16"
     double launch_overhead_us = 30;  // per layer and micro-batch: kernel launches and syncs
+    int sim_threads = 0;  // the simulated device (gpu/sim_device): its threads, running the CPU's kernels; 0: a GPU
     bool operator==(const GpuProfile&) const = default;
 };
 

@@ -90,6 +90,7 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
     g.memory_bytes = budget;
     g.h2d_gbps = g.d2h_gbps = req.sim_link_gbps;
     g.pcie = fmt::format("simulated, {} GB/s", req.sim_link_gbps);
+    g.sim_threads = threads;
     const planner::KernelRate* measured = hw.sim && hw.sim->n_threads == threads ? planner::rate_for(hw.sim->rates, weight_type) : nullptr;
     if (measured) {
         g.mem_gbps = measured->gemv_gbps;
