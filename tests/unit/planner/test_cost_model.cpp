@@ -7,9 +7,11 @@
 #include "planner/cost_model.h"
 #include "planner/model_shape.h"
 #include "planner/policy_search.h"
+#include "tests/support/toy_hardware.h"
 
 using namespace strata;
 using namespace strata::planner;
+using strata::test::toy_cpu;
 
 namespace {
 
@@ -23,16 +25,6 @@ ModelShape toy_shape() {
     s.output_bytes = 2'000'000, s.output_matmul_params = 1'000'000;
     s.tied_output = true;
     return s;
-}
-
-HardwareProfile toy_cpu() {
-    HardwareProfile h;
-    h.name = "toy";
-    h.cpu.gemv_gbps = 10, h.cpu.gemm_gflops = 100, h.cpu.attention_gbps = 10, h.cpu.attention_gflops = 100;
-    h.cpu.layer_overhead_us = 0;
-    h.dram = {"toy", 64ull << 30, 20, 10};
-    h.nvme = {"toy", "", 1ull << 40, 2, 1};
-    return h;
 }
 
 }  // namespace

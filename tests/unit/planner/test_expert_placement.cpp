@@ -10,9 +10,11 @@
 #include "planner/expert_placement.h"
 #include "planner/policy_search.h"
 #include "planner/routing_profile.h"
+#include "tests/support/toy_hardware.h"
 
 using namespace strata;
 using namespace strata::planner;
+using strata::test::toy_cpu;
 
 namespace {
 
@@ -30,15 +32,6 @@ ModelShape moe_shape() {
     s.output_bytes = 1'000'000, s.output_matmul_params = 1'000'000;
     s.tied_output = true;
     return s;
-}
-
-HardwareProfile toy_cpu() {
-    HardwareProfile h;
-    h.name = "toy";
-    h.cpu.gemv_gbps = 10, h.cpu.gemm_gflops = 100, h.cpu.attention_gbps = 10, h.cpu.attention_gflops = 100;
-    h.dram = {"toy", 64ull << 30, 20, 10};
-    h.nvme = {"toy", "", 1ull << 40, 2, 1};
-    return h;
 }
 
 }  // namespace
