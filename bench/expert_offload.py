@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from common import Cgroup, drop_caches, log, parse_size
@@ -91,6 +92,7 @@ def main() -> None:
         stats.rename(aside)
     cg = Cgroup(limit)
     results: dict[str, dict] = {}
+    peer_failure = ""
     try:
         bench = [strata, "bench", "-m", str(model), "-p", "0", "-n", str(a.n_gen), "-r", str(a.reps), "-t", str(a.threads),
                  "--json", "--dram", str(limit - slack)]
@@ -107,10 +109,17 @@ def main() -> None:
         results["strata, routing statistics"] = in_cgroup(cg, bench, env)[0]
         if not a.skip_peer:
             log("llama.cpp mmap")
-            peer = in_cgroup(cg, [a.llama_bench, "-m", str(model), "-p", "0", "-n", str(a.n_gen), "-r", str(a.reps),
-                                  "-t", str(a.threads), "-lm", "mmap", "-o", "jsonl"], env)
-            results["llama.cpp mmap"] = peer[0]
-            results["llama.cpp mmap"]["peer_note"] = peer_note(a.llama_bench, peer)
+            t0 = time.time()
+            try:
+                peer = in_cgroup(cg, [a.llama_bench, "-m", str(model), "-p", "0", "-n", str(a.n_gen), "-r", str(a.reps),
+                                      "-t", str(a.threads), "-lm", "mmap", "-o", "jsonl"], env)
+                results["llama.cpp mmap"] = peer[0]
+                results["llama.cpp mmap"]["peer_note"] = peer_note(a.llama_bench, peer)
+            except subprocess.CalledProcessError as e:
+                # A peer the memory limit kills is a result too: say so instead of losing the run.
+                how = f"signal {-e.returncode}" if e.returncode < 0 else f"exit {e.returncode}"
+                peer_failure = (f"llama.cpp mmap: ended by {how} after {time.time() - t0:.0f} s under the "
+                                f"{limit / 2**30:.2f} GiB limit, no figure (cgroup failcnt {cg.failcnt()})")
     finally:
         cg.remove()
         stats.unlink(missing_ok=True)
@@ -140,6 +149,8 @@ def main() -> None:
                      f"(failcnt {r['cgroup_failcnt']}) | {r['load1']:.2f} |")
     if "llama.cpp mmap" in results:
         lines += ["", results["llama.cpp mmap"]["peer_note"]]
+    if peer_failure:
+        lines += ["", peer_failure]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.markdown:
