@@ -239,7 +239,7 @@ Cost CostModel::layer_kv(int, KvOption o) const {
         }
     }
     if (tier == Tier::Nvme) {
-        c.decode[N] += read / nvme_r_ + fresh / nvme_w_;
+        c.decode[N] += read * limits_.kv_spill_bytes_factor / nvme_r_ + fresh / nvme_w_;
         c.decode[R] += read / dram_bw_;  // staged into DRAM
         c.dram_staging = 2 * mb_ * ctx_max_ * per_tok;
     }

@@ -44,6 +44,9 @@ struct RuntimeLimits {
     // Buffers of the rings streamed layers and spilled KV layers come through
     // (planner/ring_pipeline.h) on a CPU-only plan; 0: as many as the pipeline needs.
     int stream_slots = 0;
+    // Bytes a spilled KV layer moves on the disk per byte of its entries (its blocks padded to
+    // the disk's alignment).
+    double kv_spill_bytes_factor = 1;
 };
 
 class CostModel {

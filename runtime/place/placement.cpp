@@ -13,8 +13,10 @@
 #include "planner/catalog.h"
 #include "planner/policy_search.h"
 #include "probe/probe.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/place/expert_offload.h"
 #include "storage/budget.h"
+#include "storage/file_io.h"
 
 namespace strata::runtime {
 
@@ -42,10 +44,14 @@ planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX)
 }
 
 // How this runtime streams layers and spilled KV: through rings of prefetch depth + 1 buffers
-// (runtime/weights/stream_ring.h, runtime/kv/kv_spill.h).
-planner::RuntimeLimits run_limits(int prefetch_depth) {
+// (runtime/weights/stream_ring.h, runtime/kv/kv_spill.h), a spilled layer's blocks of
+// KvCache::kBlockSize positions each padded to the O_DIRECT alignment.
+planner::RuntimeLimits run_limits(int prefetch_depth, const planner::ModelShape& shape, DType kv_type) {
     planner::RuntimeLimits limits;
     limits.stream_slots = std::max(1, prefetch_depth + 1);
+    const double block = double(KvCache::kBlockSize) * row_bytes(kv_type, shape.n_embd_kv());
+    const double padded = std::ceil(block / storage::kDefaultDioAlign) * storage::kDefaultDioAlign;
+    limits.kv_spill_bytes_factor = block > 0 ? padded / block : 1;
     return limits;
 }
 
@@ -109,7 +115,7 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch)
     planner::Plan run = plan.has_gpu ? plan : as_run(plan, shape.kv_type, n_kv_layers_in_dram);
     run.policy.batch = wl.batch;  // the scheduler runs them all in one pass
     run.policy.n_micro = 1;
-    return planner::evaluate_plan(shape, hw, wl, run, run_limits(prefetch_depth));
+    return planner::evaluate_plan(shape, hw, wl, run, run_limits(prefetch_depth, shape, run.policy.kv_type));
 }
 
 planner::HardwareProfile runtime_profile(std::string& source) {
@@ -190,7 +196,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
                         "this runtime keeps them in DRAM");
     // Priced on this machine for this run as the runtime runs it, given or made alike.
     p.plan.workload = wl;
-    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run, run_limits(in.prefetch_depth));
+    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run, run_limits(in.prefetch_depth, p.shape, run.policy.kv_type));
     // Memory as the runtime counts it, not as the cost model estimates it.
     p.plan.budgets.dram = static_cast<double>(in.budget ? in.budget : std::max(p.hw.dram.capacity_bytes, p.residency.total_bytes));
     p.plan.prediction.used.dram = static_cast<double>(p.residency.total_bytes);
