@@ -15,7 +15,8 @@ engine that maps the model keeps at most that much of it):
      (--slack, default 256M, under the limit for the binary, libraries and allocator slack the
      budget does not count); the statistics file beside the model (MODEL.routing.json) is moved aside for the
      run and put back at the end, and XDG_CACHE_HOME points at a fresh folder.
-  2. the same with --expert-policy lru (the cache's policy against LRU, same routing).
+  2. the same with --expert-policy frequency and with --expert-policy lru (the default adaptive
+     policy against each of the rules it chooses between, same routing).
   3. a warm-up that records routing statistics: `strata bench -p 512 -n 128 -r 1` with the same
      budget (bench writes MODEL.routing.json), then 1. again: the plan now preloads the experts
      those statistics say are hot and seeds the cache's frequencies.
@@ -97,10 +98,11 @@ def main() -> None:
         bench = [strata, "bench", "-m", str(model), "-p", "0", "-n", str(a.n_gen), "-r", str(a.reps), "-t", str(a.threads),
                  "--json", "--dram", str(limit - slack)]
         log(f"strata, uniform routing (load {load1():.2f})")
-        results["strata, no routing statistics"] = in_cgroup(cg, bench, env)[0]
-        stats.unlink(missing_ok=True)  # that run saved some: the LRU run starts without them too
-        log("strata, LRU")
-        results["strata, no statistics, LRU"] = in_cgroup(cg, bench + ["--expert-policy", "lru"], env)[0]
+        results["strata, no routing statistics (adaptive policy)"] = in_cgroup(cg, bench, env)[0]
+        for policy in ("frequency", "lru"):
+            stats.unlink(missing_ok=True)  # the last run saved some: each policy starts without them
+            log(f"strata, {policy}")
+            results[f"strata, no statistics, {policy}"] = in_cgroup(cg, bench + ["--expert-policy", policy], env)[0]
         stats.unlink(missing_ok=True)
         log("strata warm-up: routing statistics")
         in_cgroup(cg, [strata, "bench", "-m", str(model), "-p", "512", "-n", "128", "-r", "1", "-t", str(a.threads), "--json",

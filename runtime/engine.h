@@ -75,7 +75,7 @@ struct EngineOptions {
     // --override-tensor REGEX=TIER, in order (runtime/place/tensor_overrides.h).
     std::vector<TensorOverride> overrides;
     // How the expert cache of offloaded experts chooses what leaves (--expert-policy).
-    ExpertPolicy expert_policy = ExpertPolicy::Frequency;
+    ExpertPolicy expert_policy = ExpertPolicy::Adaptive;
 };
 
 struct GenerateParams {

@@ -32,7 +32,7 @@ struct ModelOptions {
     double sim_link = 8;             // the simulated device's link, GB/s each way
     int sim_threads = 0;             // the simulated device's CPU threads; 0: half the cores
     std::vector<std::string> override_tensor;  // --override-tensor REGEX=TIER
-    std::string expert_policy = "frequency";   // the expert cache's policy
+    std::string expert_policy = "adaptive";    // the expert cache's policy
     int verbosity = 0;
     runtime::EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
 };

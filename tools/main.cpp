@@ -67,7 +67,8 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "REGEX=TIER (device, dram, nvme), as llama.cpp: tensors whose GGUF name the pattern matches go to "
                    "that tier, e.g. exps=nvme puts the routed experts on NVMe behind the expert cache (repeatable)");
     cmd.add_option("--expert-policy", m.expert_policy,
-                   "what the expert cache keeps when experts are offloaded: frequency (the most chosen) or lru")
+                   "what the expert cache keeps when experts are offloaded: adaptive (follows whichever of frequency and "
+                   "lru this run's routing rewards), frequency (the most chosen) or lru (the most recent)")
         ->capture_default_str();
     cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running");
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");

@@ -44,7 +44,7 @@ struct PlacementOptions {
     DType kv_type = DType::F32;            // the KV cache's element type
     std::function<void(const Placement&)> on_plan;  // before the budget is checked (--show-plan)
     std::vector<TensorOverride> overrides;         // --override-tensor
-    ExpertPolicy expert_policy = ExpertPolicy::Frequency;  // the expert cache's, when experts are offloaded
+    ExpertPolicy expert_policy = ExpertPolicy::Adaptive;  // the expert cache's, when experts are offloaded
 };
 
 // Per layer: whether the plan recomputes its KV from saved hidden states (the CPU backend keeps

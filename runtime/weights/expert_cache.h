@@ -41,7 +41,7 @@ struct ExpertMats {
 
 struct ExpertCacheConfig {
     int n_slots = 0;
-    ExpertPolicy policy = ExpertPolicy::Frequency;
+    ExpertPolicy policy = ExpertPolicy::Adaptive;
     std::vector<std::vector<uint64_t>> seed_counts;  // saved routing counts [layer][expert]; empty: none
     std::vector<std::vector<int32_t>> preload;       // per layer: experts read at load (the plan's hot ones)
 };

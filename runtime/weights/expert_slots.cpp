@@ -11,19 +11,68 @@ namespace strata::runtime {
 namespace {
 // Frequencies are halved when one reaches this: old choices fade, counters never overflow.
 constexpr uint32_t kAgingBound = 1u << 16;
+constexpr ExpertPolicy kShadowRules[2] = {ExpertPolicy::Lru, ExpertPolicy::Frequency};
 }  // namespace
 
-std::string_view expert_policy_name(ExpertPolicy p) { return p == ExpertPolicy::Lru ? "lru" : "frequency"; }
+std::string_view expert_policy_name(ExpertPolicy p) {
+    switch (p) {
+        case ExpertPolicy::Adaptive: return "adaptive";
+        case ExpertPolicy::Frequency: return "frequency";
+        case ExpertPolicy::Lru: return "lru";
+    }
+    return "?";
+}
 
 ExpertPolicy parse_expert_policy(std::string_view name) {
-    if (name == "frequency") return ExpertPolicy::Frequency;
-    if (name == "lru") return ExpertPolicy::Lru;
-    throw UsageError(fmt::format("unknown expert cache policy '{}'", name), "use --expert-policy frequency or lru");
+    for (ExpertPolicy p : {ExpertPolicy::Adaptive, ExpertPolicy::Frequency, ExpertPolicy::Lru})
+        if (name == expert_policy_name(p)) return p;
+    throw UsageError(fmt::format("unknown expert cache policy '{}'", name),
+                     "use --expert-policy adaptive, frequency or lru");
+}
+
+ExpertSlots::Table::Table(size_t n_slots, size_t n_keys)
+    : key(n_slots, -1), last_use(n_slots, 0), pinned(n_slots, 0), where(n_keys, -1) {}
+
+int ExpertSlots::Table::victim(ExpertPolicy rule, const std::vector<uint32_t>& freq) const {
+    auto colder = [&](int a, int b) {
+        if (key[a] < 0 || key[b] < 0) return key[a] < 0 && key[b] >= 0;  // a free slot first
+        if (rule == ExpertPolicy::Frequency && freq[key[a]] != freq[key[b]]) return freq[key[a]] < freq[key[b]];
+        return last_use[a] < last_use[b];
+    };
+    int v = -1;
+    for (int s = 0; s < static_cast<int>(key.size()); ++s)
+        if (!pinned[s] && (v < 0 || colder(s, v))) v = s;
+    return v;
+}
+
+void ExpertSlots::Table::place(int s, int64_t k, uint64_t clock) {
+    if (key[s] >= 0) where[key[s]] = -1;
+    key[s] = k;
+    where[k] = s;
+    last_use[s] = clock;
+    pinned[s] = 1;
+}
+
+bool ExpertSlots::Table::access(int64_t k, ExpertPolicy rule, const std::vector<uint32_t>& freq, uint64_t clock) {
+    if (const int s = where[k]; s >= 0) {
+        last_use[s] = clock;
+        pinned[s] = 1;
+        return true;
+    }
+    if (const int s = victim(rule, freq); s >= 0) place(s, k, clock);
+    return false;
+}
+
+void ExpertSlots::Table::empty(int s) {
+    if (key[s] >= 0) where[key[s]] = -1;
+    key[s] = -1;
+    pinned[s] = 0;
 }
 
 ExpertSlots::ExpertSlots(int n_layer, int n_expert, int n_slots, ExpertPolicy policy)
-    : n_expert_(n_expert), policy_(policy), key_(n_slots, -1), last_use_(n_slots, 0), pinned_(n_slots, 0),
-      where_(static_cast<size_t>(n_layer) * n_expert, -1), freq_(where_.size(), 0) {}
+    : n_expert_(n_expert), policy_(policy), held_(n_slots, size_t(n_layer) * n_expert), freq_(held_.where.size(), 0) {
+    if (policy == ExpertPolicy::Adaptive) shadows_.assign(2, held_);
+}
 
 void ExpertSlots::seed(const std::vector<std::vector<uint64_t>>& counts) {
     uint64_t top = 0;
@@ -36,45 +85,37 @@ void ExpertSlots::seed(const std::vector<std::vector<uint64_t>>& counts) {
             freq_[il * n_expert_ + e] = static_cast<uint32_t>(counts[il][e] >> shift);
 }
 
-int ExpertSlots::find(int il, int e) const { return where_[static_cast<size_t>(il) * n_expert_ + e]; }
-
 void ExpertSlots::touch(int il, int e) {
-    const size_t k = static_cast<size_t>(il) * n_expert_ + e;
+    const int64_t k = key_of(il, e);
     ++clock_;
     if (++freq_[k] >= kAgingBound) age();
-    if (where_[k] >= 0) last_use_[where_[k]] = clock_;
+    if (const int s = held_.where[k]; s >= 0) held_.last_use[s] = clock_;
+    // A shadow's hit weighs 1 now and fades by e after a cache's worth of choices.
+    const double fade = 1.0 - 1.0 / std::max(1, n_slots());
+    for (size_t r = 0; r < shadows_.size(); ++r)
+        recent_hits_[r] = recent_hits_[r] * fade + (shadows_[r].access(k, kShadowRules[r], freq_, clock_) ? 1 : 0);
 }
 
 void ExpertSlots::age() {
     for (uint32_t& f : freq_) f /= 2;
 }
 
-bool ExpertSlots::colder(int a, int b) const {
-    if (key_[a] < 0 || key_[b] < 0) return key_[a] < 0 && key_[b] >= 0;  // a free slot first
-    if (policy_ == ExpertPolicy::Frequency && freq_[key_[a]] != freq_[key_[b]]) return freq_[key_[a]] < freq_[key_[b]];
-    return last_use_[a] < last_use_[b];
+ExpertPolicy ExpertSlots::rule() const {
+    if (policy_ != ExpertPolicy::Adaptive) return policy_;
+    return recent_hits_[1] > recent_hits_[0] ? ExpertPolicy::Frequency : ExpertPolicy::Lru;
 }
 
 int ExpertSlots::assign(int il, int e) {
-    int victim = -1;
-    for (int s = 0; s < n_slots(); ++s)
-        if (!pinned_[s] && (victim < 0 || colder(s, victim))) victim = s;
-    if (victim < 0) return -1;
-    if (key_[victim] >= 0) where_[key_[victim]] = -1;
-    const int64_t k = static_cast<int64_t>(il) * n_expert_ + e;
-    key_[victim] = k;
-    where_[k] = victim;
-    last_use_[victim] = clock_;
-    pinned_[victim] = 1;
-    return victim;
+    const int v = held_.victim(rule(), freq_);
+    if (v >= 0) held_.place(v, key_of(il, e), clock_);
+    return v;
 }
 
-void ExpertSlots::drop(int slot) {
-    if (key_[slot] >= 0) where_[key_[slot]] = -1;
-    key_[slot] = -1;
-    pinned_[slot] = 0;
-}
+void ExpertSlots::drop(int slot) { held_.empty(slot); }
 
-void ExpertSlots::unpin_all() { std::fill(pinned_.begin(), pinned_.end(), 0); }
+void ExpertSlots::unpin_all() {
+    std::fill(held_.pinned.begin(), held_.pinned.end(), 0);
+    for (Table& t : shadows_) std::fill(t.pinned.begin(), t.pinned.end(), 0);
+}
 
 }  // namespace strata::runtime

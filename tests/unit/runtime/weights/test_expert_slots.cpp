@@ -1,7 +1,9 @@
-// The expert cache's policies: frequency-weighted eviction against LRU on skewed routing,
-// saved counts keeping the hot experts, slots in use never given away.
+// The expert cache's policies: frequency-weighted eviction against LRU on skewed routing and on
+// routing with locality, the adaptive policy following the better of the two on each, saved
+// counts keeping the hot experts, slots in use never given away.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -12,21 +14,15 @@ using namespace strata::runtime;
 
 namespace {
 
-// Hits of a cache of `slots` over `tokens` tokens, each choosing `k` distinct experts per layer
-// with Zipf-like probabilities (expert e's weight 1 / (e + 1)), the same draws for either policy.
-int hits_on_skewed_routing(ExpertPolicy policy, int n_layer, int n_expert, int k, int slots, int tokens) {
+// Plays `tokens` tokens through a cache of `slots`: each token, for each layer, `choose(il)`
+// gives the chosen experts (distinct). Returns the hits.
+template <class Choose>
+int hits_of(ExpertPolicy policy, int n_layer, int n_expert, int slots, int tokens, Choose choose) {
     ExpertSlots cache(n_layer, n_expert, slots, policy);
-    std::mt19937 rng(7);
-    std::vector<double> w(n_expert);
-    for (int e = 0; e < n_expert; ++e) w[e] = 1.0 / (e + 1);
     int hits = 0;
     for (int t = 0; t < tokens; ++t)
         for (int il = 0; il < n_layer; ++il) {
-            std::vector<double> left = w;
-            for (int c = 0; c < k; ++c) {
-                std::discrete_distribution<int> pick(left.begin(), left.end());
-                const int e = pick(rng);
-                left[e] = 0;
+            for (int e : choose(il)) {
                 cache.touch(il, e);
                 int s = cache.find(il, e);
                 if (s >= 0) {
@@ -42,13 +38,61 @@ int hits_on_skewed_routing(ExpertPolicy policy, int n_layer, int n_expert, int k
     return hits;
 }
 
+// k distinct experts per layer with Zipf-like probabilities (expert e's weight 1 / (e + 1)),
+// the same draws for every policy: a few hot experts, no locality.
+int hits_on_skewed_routing(ExpertPolicy policy, int n_layer, int n_expert, int k, int slots, int tokens) {
+    std::mt19937 rng(7);
+    std::vector<double> w(n_expert);
+    for (int e = 0; e < n_expert; ++e) w[e] = 1.0 / (e + 1);
+    return hits_of(policy, n_layer, n_expert, slots, tokens, [&](int) {
+        std::vector<double> left = w;
+        std::vector<int> chosen;
+        for (int c = 0; c < k; ++c) {
+            std::discrete_distribution<int> pick(left.begin(), left.end());
+            chosen.push_back(pick(rng));
+            left[chosen.back()] = 0;
+        }
+        return chosen;
+    });
+}
+
+// k distinct experts per layer drawn uniformly from a window of 3k neighbours that moves on by
+// one expert every other token: every expert as often as any other over the run, but what a
+// token chooses is near what the last ones chose (the locality of hidden states from token to
+// token).
+int hits_on_drifting_routing(ExpertPolicy policy, int n_layer, int n_expert, int k, int slots, int tokens) {
+    std::mt19937 rng(11);
+    int calls = 0;
+    return hits_of(policy, n_layer, n_expert, slots, tokens, [&](int) {
+        const int start = calls++ / (2 * n_layer);
+        std::vector<int> window(3 * k);
+        for (int i = 0; i < 3 * k; ++i) window[i] = (start + i) % n_expert;
+        std::shuffle(window.begin(), window.end(), rng);
+        return std::vector<int>(window.begin(), window.begin() + k);
+    });
+}
+
 }  // namespace
 
-TEST_CASE("expert slots: frequency-weighted eviction beats LRU on skewed routing", "[unit][experts]") {
+TEST_CASE("expert slots: frequency-weighted eviction beats LRU on skewed routing; adaptive follows it", "[unit][experts]") {
     const int lru = hits_on_skewed_routing(ExpertPolicy::Lru, 4, 32, 4, 48, 400);
     const int freq = hits_on_skewed_routing(ExpertPolicy::Frequency, 4, 32, 4, 48, 400);
-    INFO("hits of 6400 choices: LRU " << lru << ", frequency " << freq);
+    const int adaptive = hits_on_skewed_routing(ExpertPolicy::Adaptive, 4, 32, 4, 48, 400);
+    INFO("hits of 6400 choices: LRU " << lru << ", frequency " << freq << ", adaptive " << adaptive);
     CHECK(freq > lru);
+    // The shadows need a few cache turns to tell the rules apart: within 5% of the better one.
+    CHECK(adaptive > lru);
+    CHECK(adaptive >= 0.95 * freq);
+}
+
+TEST_CASE("expert slots: LRU beats frequency-weighted eviction on drifting routing; adaptive follows it", "[unit][experts]") {
+    const int lru = hits_on_drifting_routing(ExpertPolicy::Lru, 4, 32, 4, 48, 400);
+    const int freq = hits_on_drifting_routing(ExpertPolicy::Frequency, 4, 32, 4, 48, 400);
+    const int adaptive = hits_on_drifting_routing(ExpertPolicy::Adaptive, 4, 32, 4, 48, 400);
+    INFO("hits of 6400 choices: LRU " << lru << ", frequency " << freq << ", adaptive " << adaptive);
+    CHECK(lru > freq);
+    CHECK(adaptive > freq);
+    CHECK(adaptive >= 0.95 * lru);
 }
 
 TEST_CASE("expert slots: saved counts keep the hot experts; slots in use are never given away", "[unit][experts]") {
@@ -65,5 +109,7 @@ TEST_CASE("expert slots: saved counts keep the hot experts; slots in use are nev
     cache.drop(a);
     CHECK(cache.find(0, 0) == -1);
     CHECK_THROWS_WITH(parse_expert_policy("lfu"), Catch::Contains("unknown expert cache policy 'lfu'"));
+    for (ExpertPolicy p : {ExpertPolicy::Adaptive, ExpertPolicy::Frequency, ExpertPolicy::Lru})
+        CHECK(parse_expert_policy(expert_policy_name(p)) == p);
 }
 
