@@ -2,7 +2,9 @@
 // with a DRAM cache (expert_placement.h). Its other tensors are priced as resident weights
 // the CPU reads in place; its experts as weights of which a pass reads the chosen share (the
 // active bytes, ModelShape::read_bytes), and of those the expected misses also cross NVMe and
-// land in DRAM first. The layer's share of the cache is what it keeps in DRAM.
+// land in DRAM first. The layer's share of the cache is what it keeps in DRAM. The reads start
+// when the layer's router has chosen and the layer's output needs every chosen expert, so
+// they overlap only the compute of the experts already held: the CPU waits out the rest.
 #include "planner/cost_model.h"
 
 namespace strata::planner {
@@ -22,10 +24,15 @@ Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
     e.bytes[kNvme] = stored;
     // Every micro-batch reads its chosen experts; the ones not held come from NVMe.
     const double miss = 1.0 - x.hit_rate;
-    e.decode[N] += m_ * miss * decode / nvme_r_;
-    e.decode[R] += m_ * miss * decode / dram_bw_;
-    e.prefill[N] += m_ * miss * prefill / nvme_r_;
-    e.prefill[R] += m_ * miss * prefill / dram_bw_;
+    constexpr int C = static_cast<int>(Stream::CpuCompute);
+    auto misses = [&](std::array<double, kNumStreams>& t, double bytes) {
+        const double read = m_ * miss * bytes / nvme_r_;
+        t[C] += std::max(0.0, read - x.hit_rate * t[C]);
+        t[N] += read;
+        t[R] += m_ * miss * bytes / dram_bw_;
+    };
+    misses(e.decode, decode);
+    misses(e.prefill, prefill);
     c += e;
     return c;
 }

@@ -55,6 +55,13 @@ ExpertPlan place_experts(const ModelShape& s, const RoutingProfile* routing, con
         x.dram[all[i].layer].push_back(all[i].expert);
     }
     x.hit_rate = n_offloaded && K ? held / (n_offloaded * K) : 1;
+    // A cache of this size seen before: its decode hit rate counts the routing's locality from
+    // token to token, which the counts above cannot.
+    const double share = n_offloaded && N ? double(std::max(0, cache_slots)) / (double(n_offloaded) * N) : 1;
+    if (const auto seen = routing ? routing->observed_hit_rate(share) : std::nullopt; seen && n_offloaded) {
+        x.hit_rate = *seen;
+        x.routing += fmt::format("; hit rate observed at a cache of {:.1f}% of the experts", 100 * share);
+    }
     double active = static_cast<double>(s.output_bytes), experts = 0, offloaded_experts = 0;
     for (int il = 0; il < L; ++il) {
         const LayerShape& l = s.layers[static_cast<size_t>(il)];

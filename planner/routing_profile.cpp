@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -16,8 +17,16 @@ namespace strata::planner {
 using json_util::get;
 using json_util::json;
 
+namespace {
+// Caches whose shares differ by less than this are one size.
+constexpr double kSameShare = 0.005;
+}  // namespace
+
 std::string RoutingProfile::to_json() const {
-    return json{{"strata_routing", 1}, {"model", model}, {"model_bytes", model_bytes}, {"tokens", tokens}, {"counts", counts}}
+    json seen = json::array();
+    for (const CacheObservation& o : cache) seen.push_back({{"share", o.share}, {"hits", o.hits}, {"choices", o.choices}});
+    return json{{"strata_routing", 1}, {"model", model}, {"model_bytes", model_bytes}, {"tokens", tokens},
+                {"counts", counts}, {"cache", seen}}
         .dump();
 }
 
@@ -30,11 +39,44 @@ RoutingProfile RoutingProfile::from_json(const std::string& text) {
     r.model_bytes = get<uint64_t>(j, "routing", "model_bytes");
     r.tokens = get<uint64_t>(j, "routing", "tokens");
     r.counts = get<std::vector<std::vector<uint64_t>>>(j, "routing", "counts");
+    if (j.contains("cache"))
+        for (const json& o : get<std::vector<json>>(j, "routing", "cache")) {
+            const CacheObservation c{get<double>(o, "routing.cache", "share"), get<uint64_t>(o, "routing.cache", "hits"),
+                                     get<uint64_t>(o, "routing.cache", "choices")};
+            if (!(c.share > 0 && c.share <= 1) || c.hits > c.choices)
+                throw UsageError(fmt::format("routing.cache: share {} or hits {} of {} out of range", c.share, c.hits, c.choices));
+            r.observe(c);
+        }
     return r;
+}
+
+void RoutingProfile::observe(const CacheObservation& o) {
+    if (o.choices == 0) return;
+    auto at = std::find_if(cache.begin(), cache.end(), [&](const CacheObservation& c) { return c.share > o.share - kSameShare; });
+    if (at != cache.end() && at->share < o.share + kSameShare) {
+        at->hits += o.hits;
+        at->choices += o.choices;
+    } else {
+        cache.insert(at, o);
+    }
+}
+
+std::optional<double> RoutingProfile::observed_hit_rate(double share) const {
+    if (cache.empty()) return std::nullopt;
+    double s0 = 0, h0 = 0;  // an empty cache hits nothing; one holding every expert, everything
+    for (size_t i = 0; i <= cache.size(); ++i) {
+        const double s1 = i < cache.size() ? cache[i].share : 1.0;
+        const double h1 = i < cache.size() ? double(cache[i].hits) / double(cache[i].choices) : 1.0;
+        if (share <= s1) return s1 > s0 ? h0 + (h1 - h0) * (share - s0) / (s1 - s0) : h1;
+        s0 = s1;
+        h0 = h1;
+    }
+    return 1.0;
 }
 
 void RoutingProfile::add(const RoutingProfile& o) {
     tokens += o.tokens;
+    for (const CacheObservation& c : o.cache) observe(c);
     if (counts.empty()) counts.assign(o.counts.size(), std::vector<uint64_t>(o.counts.empty() ? 0 : o.counts[0].size(), 0));
     for (size_t il = 0; il < counts.size() && il < o.counts.size(); ++il)
         for (size_t e = 0; e < counts[il].size() && e < o.counts[il].size(); ++e) counts[il][e] += o.counts[il][e];

@@ -12,13 +12,27 @@
 
 namespace strata::planner {
 
+// What an expert cache holding `share` of the offloaded experts found in decode steps: the
+// hit rate routing gives a cache of that size, locality from token to token included, which
+// counts alone cannot tell.
+struct CacheObservation {
+    double share = 0;  // slots / offloaded experts
+    uint64_t hits = 0, choices = 0;
+};
+
 struct RoutingProfile {
     std::string model;     // the model file's name
     uint64_t model_bytes = 0;  // its size: a file of another model's statistics is not used
     uint64_t tokens = 0;   // tokens routed (each layer chose n_expert_used experts for each)
     std::vector<std::vector<uint64_t>> counts;  // [layer][expert]
+    std::vector<CacheObservation> cache;  // by share, ascending; caches of one share merged
     std::filesystem::path path;  // where it was read from or written to
 
+    // The decode hit rate of a cache holding `share` of the experts, interpolated between the
+    // observed shares (and 0 at share 0, 1 at share 1); nullopt without observations.
+    std::optional<double> observed_hit_rate(double share) const;
+    // Merges an observation into `cache`.
+    void observe(const CacheObservation& o);
     std::string to_json() const;
     // Throws UsageError naming what is malformed.
     static RoutingProfile from_json(const std::string& text);

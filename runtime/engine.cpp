@@ -21,6 +21,7 @@
 #include "runtime/place/gpu_placement.h"
 #include "runtime/place/placement.h"
 #include "runtime/text_stream.h"
+#include "runtime/weights/expert_cache.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 
@@ -32,7 +33,7 @@ namespace {
 // footprint (head, embeddings, the streaming ring); otherwise the last layers spill to disk
 // through a ring of their own.
 int kv_layers_in_dram(const ResidencyInput& in, uint64_t kv_layer, int n_layer, uint64_t kv_all) {
-    const uint64_t weights_floor = in.fixed_bytes + full_ring_bytes(in) + (in.other_bytes - kv_all);
+    const uint64_t weights_floor = least_weight_bytes(in) + (in.other_bytes - kv_all);
     if (in.budget == 0 || weights_floor + kv_all <= in.budget) return n_layer;
     const uint64_t kv_ring = ring_bytes(kv_layer, std::min(n_layer, std::max(1, in.prefetch_depth + 1)));
     check_min_budget(in, weights_floor + kv_ring);
@@ -271,6 +272,10 @@ std::filesystem::path Engine::save_routing_stats() const {
     for (uint64_t c : run.counts.at(0)) choices += c;
     run.tokens = choices / static_cast<uint64_t>(hp_.moe.n_expert_used);
     if (run.tokens == 0) return {};
+    if (const ExpertCache* cache = weights().expert_cache()) {
+        const ExpertCacheStats st = cache->stats();
+        run.observe({cache->held_share(), st.decode_hits, st.decode_hits + st.decode_misses});
+    }
     try {
         const auto path = planner::save_routing_profile(file_.path(), std::move(run));
         STRATA_LOG_INFO("experts: routing statistics of {} tokens added to {}", choices / hp_.moe.n_expert_used, path.string());

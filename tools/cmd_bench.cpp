@@ -201,6 +201,10 @@ int run_bench(const BenchOptions& o) {
     auto expert_disk_per_token = [&](const Row& r) {
         return double(r.experts.bytes_read) / (double(r.n_tokens) * o.batch * o.reps);
     };
+    // What compute spent blocked on those reads, per generated token.
+    auto expert_wait_ms_per_token = [&](const Row& r) {
+        return 1e3 * r.experts.wait_seconds / (double(r.n_tokens) * o.batch * o.reps);
+    };
     // Decode's memory speed against the profile the engine planned with.
     const planner::HardwareProfile& hw = engine.placement().hw;
     // Of a mixture of experts, the share one token uses.
@@ -259,6 +263,7 @@ int run_bench(const BenchOptions& o) {
                 j["predicted_expert_hit_rate"] = expert_plan.hit_rate;
                 j["expert_disk_bytes_per_token"] = expert_disk_per_token(r);
                 j["predicted_expert_disk_bytes_per_token"] = expert_plan.nvme_bytes_per_token;
+                j["expert_wait_ms_per_token"] = expert_wait_ms_per_token(r);
                 j["expert_routing"] = expert_plan.routing;
             }
             std::printf("%s\n", j.dump().c_str());
@@ -290,9 +295,10 @@ int run_bench(const BenchOptions& o) {
     for (const Row& r : rows)
         if (r.experts.hits + r.experts.misses > 0)
             std::printf("%s: expert cache hit rate %.1f%% (plan %.1f%%, routing %s); %.2f MiB of experts from disk per "
-                        "token (plan %.2f MiB)\n",
+                        "token (plan %.2f MiB), compute waiting %.2f ms per token for them\n",
                         r.test.c_str(), 100 * r.experts.hit_rate(), 100 * expert_plan.hit_rate, expert_plan.routing.c_str(),
-                        expert_disk_per_token(r) / 1048576.0, expert_plan.nvme_bytes_per_token / 1048576.0);
+                        expert_disk_per_token(r) / 1048576.0, expert_plan.nvme_bytes_per_token / 1048576.0,
+                        expert_wait_ms_per_token(r));
     for (const Row& r : rows) {
         if (r.streamed_gbps.empty()) continue;
         if (on_gpu)

@@ -13,7 +13,9 @@ namespace strata::runtime {
 
 uint64_t MoeFfn::scratch_floats(const models::Hparams& hp, int64_t n) {
     const models::MoeParams& m = hp.moe;
-    const uint64_t per_row = 2ull * m.n_expert + 2ull * m.n_expert_used + 3ull * hp.n_embd + 2ull * hp.n_ff_max();
+    // y_ holds every chosen expert's output rows (n_expert_used per row) until they are added.
+    const uint64_t per_row =
+        2ull * m.n_expert + 2ull * m.n_expert_used + (2ull + m.n_expert_used) * hp.n_embd + 2ull * hp.n_ff_max();
     return per_row * n + m.n_expert + 1;
 }
 
@@ -26,7 +28,7 @@ void MoeFfn::reserve(int64_t n) {
     rows_.resize(n * m.n_expert_used);
     row_weight_.resize(n * m.n_expert_used);
     x_.resize(n * hp_.n_embd);
-    y_.resize(n * hp_.n_embd);
+    y_.resize(n * m.n_expert_used * hp_.n_embd);
     if (hp_.moe.n_ff_shexp > 0) shared_.resize(n * hp_.n_embd);
     gate_.resize(n * hp_.n_ff_max());
     up_.resize(n * hp_.n_ff_max());
@@ -70,15 +72,16 @@ void MoeFfn::route(const LayerWeights& l, const PassMatmul& mm, const PassLayout
         }
 }
 
-void MoeFfn::run_expert(int e, const GatedFfn& w, const PassMatmul& mm, const PassLayout& p, const float* xn, float* out) {
+void MoeFfn::run_expert(int e, const GatedFfn& w, const PassMatmul& mm, const PassLayout& p, const float* xn) {
     const int64_t E = hp_.n_embd, r0 = start_[e], n = start_[e + 1] - r0;
     const int64_t* rows = &rows_[r0];
+    float* y = &y_[r0 * E];
     cpu::parallel_for(n, [&](int64_t i) { std::memcpy(&x_[i * E], &xn[rows[i] * E], E * sizeof(float)); });
     const int64_t n_long = std::lower_bound(rows, rows + n, p.n_long) - rows;
     const cpu::MatmulOut probe[] = {matmul_out(w.gate, nullptr), matmul_out(w.down, nullptr)};
     auto ffn = [&](int64_t i0, int64_t i1, int64_t long_rows) {
         const int64_t F = w.gate.n_rows;
-        gated_ffn(mm, hp_.ffn_act, w, &x_[i0 * E], i1 - i0, long_rows, &gate_[i0 * F], &up_[i0 * F], &y_[i0 * E]);
+        gated_ffn(mm, hp_.ffn_act, w, &x_[i0 * E], i1 - i0, long_rows, &gate_[i0 * F], &up_[i0 * F], &y[i0 * E]);
     };
     if (PassMatmul::batch_invariant(probe) || n_long == 0) {
         ffn(0, n, n_long);
@@ -93,10 +96,15 @@ void MoeFfn::run_expert(int e, const GatedFfn& w, const PassMatmul& mm, const Pa
         }
         if (n > n_long) ffn(n_long, n, 0);
     }
+}
+
+void MoeFfn::add_expert(int e, float* out) {
+    const int64_t E = hp_.n_embd, r0 = start_[e], n = start_[e + 1] - r0;
     cpu::parallel_for(n, [&](int64_t i) {
-        float* o = &out[rows[i] * E];
+        float* o = &out[rows_[r0 + i] * E];
         const float wt = row_weight_[r0 + i];
-        for (int64_t c = 0; c < E; ++c) o[c] += wt * y_[i * E + c];
+        const float* y = &y_[(r0 + i) * E];
+        for (int64_t c = 0; c < E; ++c) o[c] += wt * y[c];
     });
 }
 
@@ -113,28 +121,33 @@ void MoeFfn::run(int il, const LayerWeights& l, const PassMatmul& mm, const Pass
             if (c) c->release();
         }
     } release{cache};
-    if (cache) {
-        used_.clear();
-        for (int e = 0; e < hp_.moe.n_expert; ++e)
-            if (start_[e + 1] > start_[e]) used_.push_back(e);
-        cache->fetch(il, used_);
-    }
+    used_.clear();
+    for (int e = 0; e < hp_.moe.n_expert; ++e)
+        if (start_[e + 1] > start_[e]) used_.push_back(e);
+    if (cache) cache->fetch(il, used_, p.n_long == 0);
     // The shared experts first, while those reads land; added last, as they always were.
     if (l.ffn_up_shexp)
         gated_ffn(mm, hp_.ffn_act, {l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp}, xn, n, p.n_long, gate_.data(),
                   up_.data(), shared_.data());
-    std::fill_n(out, n * E, 0.0f);
-    // Experts in index order: a row's sum is taken in the same order in any pass.
-    for (int e = 0; e < hp_.moe.n_expert; ++e) {
-        if (start_[e + 1] == start_[e]) continue;
+    auto compute = [&](int e) {
         stats.add(il, e, static_cast<uint64_t>(start_[e + 1] - start_[e]));
         GatedFfn w{l.ffn_gate_exps.mat(e), l.ffn_up_exps.mat(e), l.ffn_down_exps.mat(e)};
         if (cache) {
             const ExpertMats m = cache->get(il, e);
             w = {m.gate, m.up, m.down};
         }
-        run_expert(e, w, mm, p, xn, out);
+        run_expert(e, w, mm, p, xn);
+    };
+    // The experts already held first, while the others' reads land; then those, as they do.
+    waiting_.clear();
+    for (int e : used_) {
+        if (!cache || cache->ready(il, e)) compute(e);
+        else waiting_.push_back(e);
     }
+    for (int e : waiting_) compute(e);
+    // Added in index order: a row's sum is taken in the same order in any pass.
+    std::fill_n(out, n * E, 0.0f);
+    for (int e : used_) add_expert(e, out);
     if (l.ffn_up_shexp) cpu::add(out, shared_.data(), n * E);
 }
 

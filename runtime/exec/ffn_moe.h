@@ -40,8 +40,11 @@ public:
 private:
     // chosen_ and weight_: each row's experts, best first, and their weights.
     void route(const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn);
-    // rows_ of expert e's group (ascending, so long segments' rows come first) times its FFN, added to out.
-    void run_expert(int e, const GatedFfn& w, const PassMatmul& mm, const PassLayout& p, const float* xn, float* out);
+    // rows_ of expert e's group (ascending, so long segments' rows come first) times its FFN, into
+    // the group's rows of y_.
+    void run_expert(int e, const GatedFfn& w, const PassMatmul& mm, const PassLayout& p, const float* xn);
+    // Expert e's rows of y_, times their weights, added to their rows of out.
+    void add_expert(int e, float* out);
 
     const models::Hparams& hp_;
     std::vector<float> logits_;      // n x n_expert router logits, then probabilities
@@ -50,9 +53,11 @@ private:
     std::vector<int64_t> start_;     // n_expert + 1: where each expert's rows start in rows_
     std::vector<int64_t> rows_;      // pass rows grouped by expert
     std::vector<float> row_weight_;  // their weights for that expert
-    std::vector<float> x_, gate_, up_, y_;  // one group's inputs, hidden values and outputs
+    std::vector<float> x_, gate_, up_;      // one group's inputs and hidden values
+    std::vector<float> y_;                  // every group's outputs, by their place in rows_
     std::vector<float> shared_;             // the shared experts' outputs
     std::vector<int32_t> used_;             // the experts chosen in this pass
+    std::vector<int32_t> waiting_;          // of those, the ones still being read
     ExpertCache* cache_ = nullptr;
 };
 

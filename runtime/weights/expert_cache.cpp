@@ -94,6 +94,13 @@ ExpertCache::~ExpertCache() {
 
 int ExpertCache::n_slots() const { return slots_.n_slots(); }
 
+double ExpertCache::held_share() const {
+    int64_t experts = 0;
+    for (size_t il = 0; il < cached_.size(); ++il)
+        if (cached_[il]) experts += layers_[il].ffn_gate_exps.n_mats;
+    return experts ? double(n_slots()) / double(experts) : 0;
+}
+
 std::byte* ExpertCache::part(int slot, int p) const {
     return pool_->slot_data(static_cast<size_t>(slot)) + static_cast<uint64_t>(p) * part_bytes_;
 }
@@ -122,13 +129,14 @@ void ExpertCache::wait_slot(int slot) {
     if (failed) throw *failed;
 }
 
-void ExpertCache::fetch(int il, std::span<const int32_t> experts) {
+void ExpertCache::fetch(int il, std::span<const int32_t> experts, bool decode) {
     for (int32_t e : experts) {
         slots_.touch(il, e);
         int s = slots_.find(il, e);
         if (s >= 0) {
             slots_.pin(s);
             ++stats_.hits;
+            stats_.decode_hits += decode;
             continue;
         }
         s = slots_.assign(il, e);
@@ -137,8 +145,15 @@ void ExpertCache::fetch(int il, std::span<const int32_t> experts) {
                                           slots_.n_slots(), experts.size(), il),
                               "give more --dram");
         ++stats_.misses;
+        stats_.decode_misses += decode;
         issue(s, il, e);
     }
+}
+
+bool ExpertCache::ready(int il, int e) {
+    const int s = slots_.find(il, e);
+    if (s < 0) return false;
+    return !pending_[s] || (reader_.poll(tickets_[s][0]) && reader_.poll(tickets_[s][1]) && reader_.poll(tickets_[s][2]));
 }
 
 ExpertMats ExpertCache::get(int il, int e) {

@@ -31,6 +31,7 @@ struct ExpertCacheStats {
     uint64_t misses = 0;      // chosen experts read from the file
     uint64_t bytes_read = 0;  // bytes those reads took from the file
     double wait_seconds = 0;  // compute blocked on an expert's read
+    uint64_t decode_hits = 0, decode_misses = 0;  // of those, in passes of decode steps only
     double hit_rate() const { return hits + misses ? double(hits) / double(hits + misses) : 0; }
 };
 
@@ -65,8 +66,13 @@ public:
     bool holds(int il) const { return static_cast<size_t>(il) < cached_.size() && cached_[il]; }
     int n_slots() const;
     // Counts layer il's chosen experts (distinct) for the policy, keeps the held ones and
-    // issues the reads of the others. The slots stay the pass's until release().
-    void fetch(int il, std::span<const int32_t> experts);
+    // issues the reads of the others. The slots stay the pass's until release(). `decode`:
+    // the pass has decode steps only (counted apart: what a plan's decode prediction uses).
+    void fetch(int il, std::span<const int32_t> experts, bool decode);
+    // The share of the offloaded layers' experts the cache can hold.
+    double held_share() const;
+    // Whether expert e of layer il, fetched before, is in memory (its read, if any, is done).
+    bool ready(int il, int e);
     // Expert e of layer il, fetched before: waits for its read. Throws IoError.
     ExpertMats get(int il, int e);
     // The pass is done with the experts it fetched.

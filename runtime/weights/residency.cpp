@@ -39,13 +39,37 @@ uint64_t full_ring_bytes(const ResidencyInput& in) {
     return ring_bytes(largest, ring_slots(in));
 }
 
+namespace {
+
+// A mixture of experts' least weights beside the head: every layer's other tensors and a
+// cache of one layer's experts (0 for a dense model).
+uint64_t least_expert_offload_bytes(const ResidencyInput& in) {
+    if (in.expert_slot_bytes == 0) return 0;
+    uint64_t dense = 0;
+    for (uint64_t b : in.dense_bytes) dense += b;
+    return dense + ring_bytes(in.expert_slot_bytes, in.n_expert);
+}
+
+bool experts_least(const ResidencyInput& in) {
+    return in.expert_slot_bytes != 0 && least_expert_offload_bytes(in) < full_ring_bytes(in);
+}
+
+}  // namespace
+
+uint64_t least_weight_bytes(const ResidencyInput& in) {
+    return in.fixed_bytes + (experts_least(in) ? least_expert_offload_bytes(in) : full_ring_bytes(in));
+}
+
 void check_min_budget(const ResidencyInput& in, uint64_t need) {
     if (in.budget == 0 || in.budget >= need) return;
+    const std::string weights =
+        experts_least(in) ? fmt::format("the layers' other tensors with a cache of one layer's {} experts {}", in.n_expert,
+                                        format_bytes(least_expert_offload_bytes(in)))
+                          : fmt::format("{} streaming buffers {}", ring_slots(in), format_bytes(full_ring_bytes(in)));
     throw OutOfBudget(fmt::format("the DRAM budget of {} is too small: the output head and embeddings take {}, "
-                                  "the KV cache and activations {}, and {} streaming buffers {}",
+                                  "the KV cache and activations {}, and {}",
                                   format_bytes(in.budget), format_bytes(in.fixed_bytes),
-                                  format_bytes(in.other_bytes), ring_slots(in),
-                                  format_bytes(full_ring_bytes(in))),
+                                  format_bytes(in.other_bytes), weights),
                       fmt::format("use --dram {} or more, a smaller context (--ctx), or less read-ahead (--prefetch)",
                                   format_bytes(need)));
 }

@@ -56,6 +56,11 @@ uint64_t ring_bytes(uint64_t slot_bytes, int n_slots);
 int ring_slots(const ResidencyInput& in);
 uint64_t full_ring_bytes(const ResidencyInput& in);
 
+// The least DRAM the weights can run in, beside the KV cache and activations: the output head
+// and embeddings with the streaming ring or, for a mixture of experts when that is less, with
+// every layer's other tensors and a cache of one layer's experts.
+uint64_t least_weight_bytes(const ResidencyInput& in);
+
 // Throws OutOfBudget naming what must fit and `need` as the smallest budget that would do,
 // when in.budget (not 0) is below `need`.
 void check_min_budget(const ResidencyInput& in, uint64_t need);

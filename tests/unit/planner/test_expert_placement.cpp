@@ -2,6 +2,8 @@
 // statistics (or uniform routing), the pricing of offloaded layers and the plan's JSON.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -67,6 +69,21 @@ TEST_CASE("expert placement: measured routing keeps the most chosen experts", "[
     CHECK(only1.hit_rate == Approx(0.95));
 }
 
+TEST_CASE("expert placement: a cache size seen before gives its observed hit rate", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    RoutingProfile r;
+    r.tokens = 100;
+    r.counts = {{50, 50, 50, 50}, {50, 50, 50, 50}};
+    r.path = "/models/m.routing.json";
+    r.observe({0.375, 70, 100});  // 3 slots of 8 experts hit 70%: locality uniform counts cannot show
+    const ExpertPlan x = place_experts(s, &r, "", 3, 100'000'000);
+    CHECK(x.hit_rate == Approx(0.7));
+    CHECK_THAT(x.routing, Catch::Contains("hit rate observed at a cache of 37.5% of the experts"));
+    CHECK(x.nvme_bytes_per_token == Approx(2 * 200e6 * 0.3));
+    // Half the experts: between the observation and a cache holding every expert.
+    CHECK(place_experts(s, &r, "", 4, 100'000'000).hit_rate == Approx(0.7 + 0.3 * (0.5 - 0.375) / 0.625));
+}
+
 TEST_CASE("expert placement: offloaded layers are priced from active bytes and the misses", "[unit][planner][experts]") {
     const ModelShape s = moe_shape();
     const HardwareProfile hw = toy_cpu();
@@ -81,8 +98,11 @@ TEST_CASE("expert placement: offloaded layers are priced from active bytes and t
         INFO("hit rate " << hit);
         // Decode reads 2 of 4 experts (200 MB); the misses cross a 2 GB/s disk.
         CHECK(c.decode[N] == Approx((1 - hit) * 200e6 / 2e9).margin(1e-12));
-        // The CPU reads the other weights and the chosen experts once: 210 MB at 10 GB/s.
-        CHECK(c.decode[C] == Approx(210e6 / 10e9));
+        // The CPU reads the other weights and the chosen experts once: 210 MB at 10 GB/s; and
+        // waits for the misses' reads beyond what computing the held experts (the hit share of
+        // 200 MB) covers.
+        const double wait = std::max(0.0, (1 - hit) * 200e6 / 2e9 - hit * 200e6 / 10e9);
+        CHECK(c.decode[C] == Approx(210e6 / 10e9 + wait));
         // Stored: the experts on NVMe, the other weights and the layer's half of the cache in DRAM.
         CHECK(c.bytes[2] == Approx(400e6));
         CHECK(c.bytes[1] == Approx(10e6 + 2 * 100e6));

@@ -33,3 +33,26 @@ TEST_CASE("routing statistics: saved beside the model, added to, and refused for
     CHECK_THAT(why, Catch::Contains("another model file"));
     CHECK_FALSE(load_routing_profile(model, 1234, 2, 4, &why));
 }
+
+TEST_CASE("routing statistics: a cache's observed hit rates are merged by size, kept and interpolated", "[unit][planner][experts]") {
+    RoutingProfile r;
+    CHECK_FALSE(r.observed_hit_rate(0.3));
+    r.observe({0.25, 40, 100});
+    r.observe({0.5, 140, 200});
+    r.observe({0.252, 60, 100});  // the same size: merged (100 hits of 200)
+    REQUIRE(r.cache.size() == 2);
+    CHECK(r.cache[0].choices == 200);
+    // Between the observed points and the ends (nothing at share 0, everything at share 1).
+    CHECK(*r.observed_hit_rate(0.25) == Approx(0.5));
+    CHECK(*r.observed_hit_rate(0.125) == Approx(0.25));
+    CHECK(*r.observed_hit_rate(0.375) == Approx(0.6));
+    CHECK(*r.observed_hit_rate(0.75) == Approx(0.85));
+    // Through the file format, and refused when out of range.
+    r.counts = {{1, 2}};
+    const RoutingProfile back = RoutingProfile::from_json(r.to_json());
+    REQUIRE(back.cache.size() == 2);
+    CHECK(*back.observed_hit_rate(0.375) == Approx(0.6));
+    std::string bad = r.to_json();
+    bad.replace(bad.find("\"hits\":140"), 10, "\"hits\":999");
+    CHECK_THROWS_WITH(RoutingProfile::from_json(bad), Catch::Contains("out of range"));
+}
