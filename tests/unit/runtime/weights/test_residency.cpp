@@ -82,3 +82,24 @@ TEST_CASE("residency: the smallest budget names what it must hold", "[unit][resi
         CHECK_THAT(e.hint(), Catch::Contains("--dram 270 MiB"));
     }
 }
+
+TEST_CASE("residency: a mixture of experts needs no more than its other tensors and one layer's experts", "[unit][residency][experts]") {
+    ResidencyInput in = input(0);
+    in.dense_bytes.assign(5, 4 * kMiB);  // each 40 MiB layer: 4 MiB of attention and router, 8 experts
+    in.n_expert = 8;
+    in.expert_slot_bytes = 4 * kMiB + 512 * 1024;  // aligned: 8 slots of 4.5 MiB round up to a huge page
+    // Ring of 3 layers: 120 MiB. Experts: 20 MiB of other tensors + 8 slots (36 MiB) = 56 MiB.
+    CHECK(least_weight_bytes(in) == 100 * kMiB + 20 * kMiB + ring_bytes(in.expert_slot_bytes, 8));
+    CHECK(ring_bytes(in.expert_slot_bytes, 8) == 36 * kMiB);
+    in.budget = 150 * kMiB;
+    try {
+        check_min_budget(in, least_weight_bytes(in) + in.other_bytes);
+        FAIL("no OutOfBudget");
+    } catch (const OutOfBudget& e) {
+        CHECK_THAT(e.what(), Catch::Contains("a cache of one layer's 8 experts 56 MiB"));
+        CHECK_THAT(e.hint(), Catch::Contains("--dram 206 MiB"));
+    }
+    // A dense model, or experts larger than the ring, keep the ring's floor.
+    in.expert_slot_bytes = 20 * kMiB;
+    CHECK(least_weight_bytes(in) == 100 * kMiB + full_ring_bytes(in));
+}
