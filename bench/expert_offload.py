@@ -28,7 +28,8 @@ disk read rate; the cgroup's peak usage and failcnt. Load average is recorded be
 A synthetic model's random router spreads tokens almost evenly over the experts, so routing
 statistics help less there than on a trained model's skewed routing.
 
-Options: --model FILE (required), --dram SIZE, --slack 256M, -n 64, -r 3, -t THREADS, --skip-peer, --json-out FILE,
+Options: --model FILE (required), --dram SIZE, --slack 256M, -n 64, -r 3, -t THREADS, --skip-peer, --skip-strata,
+--peer-timeout SECONDS (the peer counts as not finishing after it), --json-out FILE,
 --markdown FILE.
 """
 from __future__ import annotations
@@ -53,10 +54,10 @@ def load1() -> float:
     return os.getloadavg()[0]
 
 
-def in_cgroup(cg: Cgroup, cmd: list[str], env: dict) -> list[dict]:
+def in_cgroup(cg: Cgroup, cmd: list[str], env: dict, timeout: float | None = None) -> list[dict]:
     drop_caches()
     cg.reset()
-    out = subprocess.run(cg.wrap(cmd), check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
+    out = subprocess.run(cg.wrap(cmd), check=True, stdout=subprocess.PIPE, text=True, env=env, timeout=timeout).stdout
     records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     for r in records:
         r["cgroup_peak_bytes"], r["cgroup_failcnt"], r["load1"] = cg.peak(), cg.failcnt(), load1()
@@ -74,6 +75,8 @@ def main() -> None:
     ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--skip-peer", action="store_true")
+    ap.add_argument("--skip-strata", action="store_true", help="the peer alone (a second run under a lock of its own)")
+    ap.add_argument("--peer-timeout", type=float, help="seconds after which the peer counts as not finishing")
     ap.add_argument("--json-out")
     ap.add_argument("--markdown")
     a = ap.parse_args()
@@ -97,26 +100,30 @@ def main() -> None:
     try:
         bench = [strata, "bench", "-m", str(model), "-p", "0", "-n", str(a.n_gen), "-r", str(a.reps), "-t", str(a.threads),
                  "--json", "--dram", str(limit - slack)]
-        log(f"strata, uniform routing (load {load1():.2f})")
-        results["strata, no routing statistics (adaptive policy)"] = in_cgroup(cg, bench, env)[0]
-        for policy in ("frequency", "lru"):
-            stats.unlink(missing_ok=True)  # the last run saved some: each policy starts without them
-            log(f"strata, {policy}")
-            results[f"strata, no statistics, {policy}"] = in_cgroup(cg, bench + ["--expert-policy", policy], env)[0]
-        stats.unlink(missing_ok=True)
-        log("strata warm-up: routing statistics")
-        in_cgroup(cg, [strata, "bench", "-m", str(model), "-p", "512", "-n", "128", "-r", "1", "-t", str(a.threads), "--json",
-                       "--dram", str(limit - slack)], env)
-        log("strata with routing statistics")
-        results["strata, routing statistics"] = in_cgroup(cg, bench, env)[0]
+        if not a.skip_strata:
+            log(f"strata, uniform routing (load {load1():.2f})")
+            results["strata, no routing statistics (adaptive policy)"] = in_cgroup(cg, bench, env)[0]
+            for policy in ("frequency", "lru"):
+                stats.unlink(missing_ok=True)  # the last run saved some: each policy starts without them
+                log(f"strata, {policy}")
+                results[f"strata, no statistics, {policy}"] = in_cgroup(cg, bench + ["--expert-policy", policy], env)[0]
+            stats.unlink(missing_ok=True)
+            log("strata warm-up: routing statistics")
+            in_cgroup(cg, [strata, "bench", "-m", str(model), "-p", "512", "-n", "128", "-r", "1", "-t", str(a.threads), "--json",
+                           "--dram", str(limit - slack)], env)
+            log("strata with routing statistics")
+            results["strata, routing statistics"] = in_cgroup(cg, bench, env)[0]
         if not a.skip_peer:
             log("llama.cpp mmap")
             t0 = time.time()
             try:
                 peer = in_cgroup(cg, [a.llama_bench, "-m", str(model), "-p", "0", "-n", str(a.n_gen), "-r", str(a.reps),
-                                      "-t", str(a.threads), "-lm", "mmap", "-o", "jsonl"], env)
+                                      "-t", str(a.threads), "-lm", "mmap", "-o", "jsonl"], env, a.peer_timeout)
                 results["llama.cpp mmap"] = peer[0]
                 results["llama.cpp mmap"]["peer_note"] = peer_note(a.llama_bench, peer)
+            except subprocess.TimeoutExpired:
+                peer_failure = (f"llama.cpp mmap: no result after {a.peer_timeout:.0f} s (--peer-timeout) under the "
+                                f"{limit / 2**30:.2f} GiB limit (cgroup failcnt {cg.failcnt()})")
             except subprocess.CalledProcessError as e:
                 # A peer the memory limit kills is a result too: say so instead of losing the run.
                 how = f"signal {-e.returncode}" if e.returncode < 0 else f"exit {e.returncode}"
@@ -135,8 +142,9 @@ def main() -> None:
     lines = [f"{model.name} ({model.stat().st_size / 2**30:.1f} GiB), memory limit {limit / 2**30:.2f} GiB "
              f"(strata --dram {(limit - slack) / 2**30:.2f} GiB), tg{a.n_gen}, {a.reps} reps, {a.threads} threads",
              "",
-             "| run | tg t/s | vs llama.cpp | expert hit rate (plan) | experts from disk per token (plan) | disk GB/s / probed | cgroup peak | load |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| run | tg t/s | plan's t/s | vs llama.cpp | expert hit rate (plan) | experts from disk per token (plan) | "
+             "waiting for reads per token | disk GB/s / probed | cgroup peak | load |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in results.items():
         ts = f"{r['avg_ts']:.2f} ± {r['stddev_ts']:.2f}"
         vs = f"{r['avg_ts'] / peer_ts:.2f}x" if peer_ts and name.startswith("strata") else "-"
@@ -145,9 +153,11 @@ def main() -> None:
             disk = (f"{r['expert_disk_bytes_per_token'] / 2**20:.1f} MiB "
                     f"({r['predicted_expert_disk_bytes_per_token'] / 2**20:.1f} MiB)")
             gbps = f"{r['streamed_gbps']:.2f} / {r['disk_read_gbps']:.2f}"
+            wait = f"{r['expert_wait_ms_per_token']:.1f} ms"
         else:
-            hit = disk = gbps = "-"
-        lines.append(f"| {name} | {ts} | {vs} | {hit} | {disk} | {gbps} | {r['cgroup_peak_bytes'] / 2**30:.2f} GiB "
+            hit = disk = gbps = wait = "-"
+        plan = f"{r['predicted_ts']:.2f}" if "predicted_ts" in r else "-"
+        lines.append(f"| {name} | {ts} | {plan} | {vs} | {hit} | {disk} | {wait} | {gbps} | {r['cgroup_peak_bytes'] / 2**30:.2f} GiB "
                      f"(failcnt {r['cgroup_failcnt']}) | {r['load1']:.2f} |")
     if "llama.cpp mmap" in results:
         lines += ["", results["llama.cpp mmap"]["peer_note"]]
