@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -52,6 +53,8 @@ struct Scheduler::Job {
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts) : engine_(engine), opts_(opts) {
     if (opts_.max_batch < 1) throw UsageError(fmt::format("--max-batch {} must be at least 1", opts_.max_batch));
     if (opts_.max_queue < 0) throw UsageError(fmt::format("queue size {} is negative", opts_.max_queue));
+    if (opts_.max_batch_per_client < 0 || opts_.max_queue_per_client < 0)
+        throw UsageError("a client's share of the batch or the queue is negative", "give 0 for the default share");
     STRATA_LOG_INFO("scheduler: up to {} sequences at once, {} queued; KV cache {} blocks of {} positions",
                     opts_.max_batch, opts_.max_queue, engine_.kv().pool().n_blocks(), KvCache::kBlockSize);
     thread_ = std::thread([this] { loop(); });
@@ -87,6 +90,14 @@ uint64_t Scheduler::submit(Request request) {
     // Running ones and max_queue beyond them; a new request waits in queue_ until admitted.
     if (static_cast<int>(queue_.size()) + n_running_ >= opts_.max_queue + opts_.max_batch)
         throw QueueFull(fmt::format("{} requests are running and {} waiting", n_running_, queue_.size()));
+    const std::string& client = job->request.client;
+    if (active_clients(&client) > 0) {
+        const int share = opts_.max_queue_per_client > 0 ? opts_.max_queue_per_client : std::max(1, opts_.max_queue / 4);
+        const auto waiting = std::count_if(queue_.begin(), queue_.end(), [&](const auto& j) { return j->request.client == client; });
+        if (waiting >= share)
+            throw ClientQueueFull(fmt::format("this client has {} requests waiting, its share of the queue while others have work", waiting));
+    }
+    ++outstanding_[client];
     job->id = next_id_++;
     const uint64_t id = job->id;
     queue_.push_back(std::move(job));
@@ -174,11 +185,46 @@ void Scheduler::preempt(Job& j) {
                     j.context().size(), ++preemptions_);
 }
 
+size_t Scheduler::active_clients(const std::string* besides) const {
+    size_t n = 0;
+    for (const auto& [client, count] : outstanding_) n += !besides || client != *besides;
+    for (const auto& [client, service] : shares_.recent()) n += !outstanding_.contains(client) && (!besides || client != *besides);
+    return n;
+}
+
+int Scheduler::batch_share(size_t clients) const {
+    if (clients <= 1) return opts_.max_batch;
+    if (opts_.max_batch_per_client > 0) return std::min(opts_.max_batch_per_client, opts_.max_batch);
+    return std::max(1, opts_.max_batch / static_cast<int>(clients));
+}
+
+std::deque<std::unique_ptr<Scheduler::Job>>::iterator Scheduler::next_admission() {
+    std::unordered_map<std::string_view, int> running;
+    for (const auto& j : running_) ++running[j->request.client];
+    const int share = batch_share(active_clients());
+    auto best = queue_.end();
+    double best_service = 0;
+    std::unordered_set<std::string_view> seen;
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+        const Request& r = (*it)->request;
+        if (!seen.insert(r.client).second) continue;  // each client's requests in their order
+        if (r.after_prefill_of && prefilling(r.after_prefill_of)) continue;
+        if (running[r.client] >= share) continue;
+        const double service = shares_.service(r.client);
+        if (best == queue_.end() || service < best_service) {
+            best = it;
+            best_service = service;
+        }
+    }
+    return best;
+}
+
 void Scheduler::admit() {
     KvCache& kv = engine_.kv();
-    while (!queue_.empty() && static_cast<int>(running_.size()) < opts_.max_batch) {
-        Job& j = *queue_.front();
-        if (j.request.after_prefill_of && prefilling(j.request.after_prefill_of)) return;
+    while (static_cast<int>(running_.size()) < opts_.max_batch) {
+        const auto next = next_admission();
+        if (next == queue_.end()) return;
+        Job& j = **next;
         const auto& prompt = j.context();
         const SeqId seq = engine_.create_seq();
         // Pooling over every token needs every token's hidden state: nothing is attached.
@@ -199,8 +245,8 @@ void Scheduler::admit() {
         j.seq = seq;
         j.fed = static_cast<size_t>(cached);
         ++n_running_;
-        running_.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+        running_.push_back(std::move(*next));
+        queue_.erase(next);
         if (j.started != Clock::time_point{}) continue;  // resumed after a preemption
         if (!j.request.embed) {
             j.sampler = engine_.make_sampler(j.request.params);
@@ -228,6 +274,7 @@ void Scheduler::loop() {
         std::vector<std::unique_ptr<Job>> done;
         {
             std::unique_lock lock(mu_);
+            if (queue_.empty() && running_.empty()) shares_.forget();
             wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty() || !cancelled_.empty(); });
             take_cancellations(done);
             if (stopping_ && queue_.empty() && running_.empty() && done.empty()) return;
@@ -271,28 +318,37 @@ void Scheduler::make_room() {
 }
 
 void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
-    // One decode token per generating sequence, then prompt chunks in admission order, up to
-    // Forward::kMaxUbatch tokens in all.
+    // One decode token per generating sequence, then prompt chunks least-served client first,
+    // up to Forward::kMaxUbatch tokens in all; while clients share, no chunk takes more than
+    // an equal part of that, so a light client's step does not carry a long prompt of another.
     make_room();
     std::vector<SeqTokens> batch;
     std::vector<Job*> owners;
-    int64_t budget = Forward::kMaxUbatch;
-    for (auto& j : running_)
-        if (!j->prefilling()) {
-            batch.push_back({j->seq, {&j->next, 1}});
-            owners.push_back(j.get());
-            --budget;
-        }
+    int64_t budget = Forward::kMaxUbatch, chunk_limit = Forward::kMaxUbatch;
+    std::vector<std::pair<double, Job*>> prompts;  // by the client's service
+    {
+        std::lock_guard lock(mu_);
+        for (auto& j : running_)
+            if (j->prefilling()) prompts.emplace_back(shares_.service(j->request.client), j.get());
+        if (const size_t clients = active_clients(); clients > 1)
+            chunk_limit = std::max<int64_t>(kMinPromptChunk, Forward::kMaxUbatch / static_cast<int64_t>(clients));
+    }
+    std::stable_sort(prompts.begin(), prompts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& j : running_) {
         j->chunk = 0;
+        if (j->prefilling()) continue;
+        batch.push_back({j->seq, {&j->next, 1}});
+        owners.push_back(j.get());
+        --budget;
+    }
+    for (auto& [service, j] : prompts) {
         const auto& prompt = j->context();
-        if (!j->prefilling()) continue;
         const int64_t left = static_cast<int64_t>(prompt.size() - j->fed);
-        const int64_t take = std::min(left, budget);
+        const int64_t take = std::min({left, budget, chunk_limit});
         if (take <= 0 || (take < left && take < kMinPromptChunk && !batch.empty())) continue;
         j->chunk = static_cast<size_t>(take);
         batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk), j->output()});
-        owners.push_back(j.get());
+        owners.push_back(j);
         budget -= take;
     }
     if (batch.empty()) return;
@@ -339,6 +395,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         std::lock_guard lock(mu_);
         stats_.busy_seconds += busy;
         stats_.prompt_tokens += prompt_tokens;
+        for (const Job* j : owners) shares_.served(j->request.client, j->chunk > 0 ? static_cast<int64_t>(j->chunk) : 1);
+        shares_.end_step();
     }
     for (auto& j : running_)
         if (j->finished) done.push_back(std::move(j));
@@ -428,6 +486,7 @@ void Scheduler::finish(std::vector<std::unique_ptr<Job>>& done) {
         {
             std::lock_guard lock(mu_);
             --n_running_;
+            if (--outstanding_[j->request.client] == 0) outstanding_.erase(j->request.client);
         }
         idle_.notify_all();
     }
