@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -91,13 +92,13 @@ uint64_t Scheduler::submit(Request request) {
     if (static_cast<int>(queue_.size()) + n_running_ >= opts_.max_queue + opts_.max_batch)
         throw QueueFull(fmt::format("{} requests are running and {} waiting", n_running_, queue_.size()));
     const std::string& client = job->request.client;
-    if (active_clients(&client) > 0) {
+    if (shares_.active(&client) > 0) {
         const int share = opts_.max_queue_per_client > 0 ? opts_.max_queue_per_client : std::max(1, opts_.max_queue / 4);
         const auto waiting = std::count_if(queue_.begin(), queue_.end(), [&](const auto& j) { return j->request.client == client; });
         if (waiting >= share)
             throw ClientQueueFull(fmt::format("this client has {} requests waiting, its share of the queue while others have work", waiting));
     }
-    ++outstanding_[client];
+    shares_.accepted(client);
     job->id = next_id_++;
     const uint64_t id = job->id;
     queue_.push_back(std::move(job));
@@ -185,23 +186,10 @@ void Scheduler::preempt(Job& j) {
                     j.context().size(), ++preemptions_);
 }
 
-size_t Scheduler::active_clients(const std::string* besides) const {
-    size_t n = 0;
-    for (const auto& [client, count] : outstanding_) n += !besides || client != *besides;
-    for (const auto& [client, service] : shares_.recent()) n += !outstanding_.contains(client) && (!besides || client != *besides);
-    return n;
-}
-
-int Scheduler::batch_share(size_t clients) const {
-    if (clients <= 1) return opts_.max_batch;
-    if (opts_.max_batch_per_client > 0) return std::min(opts_.max_batch_per_client, opts_.max_batch);
-    return std::max(1, opts_.max_batch / static_cast<int>(clients));
-}
-
 std::deque<std::unique_ptr<Scheduler::Job>>::iterator Scheduler::next_admission() {
     std::unordered_map<std::string_view, int> running;
     for (const auto& j : running_) ++running[j->request.client];
-    const int share = batch_share(active_clients());
+    const int share = ClientShares::batch_share(opts_.max_batch, opts_.max_batch_per_client, shares_.active());
     auto best = queue_.end();
     double best_service = 0;
     std::unordered_set<std::string_view> seen;
@@ -253,6 +241,7 @@ void Scheduler::admit() {
             for (int32_t t : prompt) j.sampler->accept(t);
             j.stream = std::make_unique<TextStream>(j.request.params.stop);
         }
+        shares_.admitted(j.request.client);
         j.result.prompt_tokens = prompt;
         j.result.cached_tokens = cached;
         j.result.stop_reason = "length";
@@ -319,19 +308,25 @@ void Scheduler::make_room() {
 
 void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
     // One decode token per generating sequence, then prompt chunks least-served client first,
-    // up to Forward::kMaxUbatch tokens in all; while clients share, no chunk takes more than
-    // an equal part of that, so a light client's step does not carry a long prompt of another.
+    // up to Forward::kMaxUbatch tokens in all. While clients share, no chunk takes more than an
+    // equal part of a step, and a light client's decode steps stay cheap (ClientShares::may_join).
     make_room();
     std::vector<SeqTokens> batch;
     std::vector<Job*> owners;
     int64_t budget = Forward::kMaxUbatch, chunk_limit = Forward::kMaxUbatch;
-    std::vector<std::pair<double, Job*>> prompts;  // by the client's service
+    bool shared = false;
+    std::vector<std::pair<double, Job*>> prompts;  // with their client's service
+    double lightest_decoder = std::numeric_limits<double>::infinity();
     {
         std::lock_guard lock(mu_);
-        for (auto& j : running_)
-            if (j->prefilling()) prompts.emplace_back(shares_.service(j->request.client), j.get());
-        if (const size_t clients = active_clients(); clients > 1)
-            chunk_limit = std::max<int64_t>(kMinPromptChunk, Forward::kMaxUbatch / static_cast<int64_t>(clients));
+        for (auto& j : running_) {
+            const double service = shares_.service(j->request.client);
+            if (j->prefilling()) prompts.emplace_back(service, j.get());
+            else lightest_decoder = std::min(lightest_decoder, service);
+        }
+        const size_t clients = shares_.active();
+        shared = clients > 1;
+        if (shared) chunk_limit = std::max<int64_t>(kMinPromptChunk, Forward::kMaxUbatch / static_cast<int64_t>(clients));
     }
     std::stable_sort(prompts.begin(), prompts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& j : running_) {
@@ -346,6 +341,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         const int64_t left = static_cast<int64_t>(prompt.size() - j->fed);
         const int64_t take = std::min({left, budget, chunk_limit});
         if (take <= 0 || (take < left && take < kMinPromptChunk && !batch.empty())) continue;
+        if (shared && !ClientShares::may_join(Forward::kMaxUbatch - budget, take, service, lightest_decoder)) continue;
         j->chunk = static_cast<size_t>(take);
         batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk), j->output()});
         owners.push_back(j);
@@ -486,7 +482,7 @@ void Scheduler::finish(std::vector<std::unique_ptr<Job>>& done) {
         {
             std::lock_guard lock(mu_);
             --n_running_;
-            if (--outstanding_[j->request.client] == 0) outstanding_.erase(j->request.client);
+            shares_.done(j->request.client);
         }
         idle_.notify_all();
     }

@@ -18,7 +18,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "runtime/client_shares.h"
@@ -54,8 +53,9 @@ struct SchedulerOptions {
     // While another client has work or was served lately: the sequences one client may run
     // (0: an equal share, max_batch / clients, at least 1) and the requests it may have waiting
     // (0: a quarter of max_queue, at least 1; more are refused with ClientQueueFull). A client
-    // alone may use the whole batch and queue.
-    int max_batch_per_client = 0;
+    // alone may use the whole batch and queue. One sequence each keeps the steps a light client
+    // shares small: on a CPU a pass of up to cpu::kDecodeTokens tokens costs little more than one.
+    int max_batch_per_client = 1;
     int max_queue_per_client = 0;
 };
 
@@ -110,11 +110,6 @@ private:
     void take_cancellations(std::vector<std::unique_ptr<Job>>& done);
     // Under mu_: admits queued requests while the batch and the KV pool have room.
     void admit();
-    // Under mu_: the clients with requests accepted and not done, or served lately; with
-    // `besides`, only those other than it.
-    size_t active_clients(const std::string* besides = nullptr) const;
-    // The sequences one client may run while `clients` clients are active.
-    int batch_share(size_t clients) const;
     // Under mu_: the queued job to admit next: the first waiting request of the least-served
     // client still under its share of the batch; queue_.end() when none may start.
     std::deque<std::unique_ptr<Job>>::iterator next_admission();
@@ -143,7 +138,6 @@ private:
     int n_running_ = 0;  // admitted or ending, until their on_done has returned
     SchedulerStats stats_;
     ClientShares shares_;  // under mu_
-    std::unordered_map<std::string, int> outstanding_;  // under mu_: requests accepted and not done, by client
     uint64_t preemptions_ = 0;  // scheduler thread only
     std::thread thread_;
 };

@@ -131,7 +131,7 @@ struct ServeOptions {
     int max_queue = 64;         // requests waiting beyond those; more get 503
     // While other addresses have work: sequences one address runs (0: an equal share of
     // max_batch) and requests it has waiting (0: a quarter of max_queue; more get 429).
-    int max_batch_per_client = 0;
+    int max_batch_per_client = 1;
     int max_queue_per_client = 0;
     std::string max_body = "1M";
     int http_threads = 0;       // 0: max_batch + max_queue + 4, so that every admitted client has one

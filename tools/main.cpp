@@ -204,8 +204,8 @@ int main(int argc, char** argv) {
     sv->add_option("--max-queue", serve.max_queue, "requests waiting beyond those; more get 503")->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     sv->add_option("--max-batch-per-client", serve.max_batch_per_client,
-                   "sequences one address runs at once while other addresses have work (default 0: max-batch / addresses, at least 1)")
-        ->check(CLI::NonNegativeNumber);
+                   "sequences one address runs at once while other addresses have work (0: max-batch / addresses, at least 1)")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
     sv->add_option("--max-queue-per-client", serve.max_queue_per_client,
                    "requests one address has waiting while other addresses have work; more get 429 (default 0: max-queue / 4, at least 1)")
         ->check(CLI::NonNegativeNumber);

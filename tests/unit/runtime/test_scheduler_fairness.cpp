@@ -1,16 +1,19 @@
 // The scheduler shares its batch and queue between clients: a light client's request runs
 // within a bounded number of steps while a heavy client floods it, the heavy one holds at most
 // its share of the batch meanwhile, each client waits at most its share of the queue, and a
-// client alone uses the whole batch as before.
+// client alone uses the whole batch as before; and the rules of ClientShares behind that.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "cpu/matmul.h"
+#include "runtime/client_shares.h"
 #include "runtime/scheduler.h"
 #include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
@@ -201,4 +204,43 @@ TEST_CASE("scheduler fairness: each client waits at most its share of the queue 
         sched.wait_idle();
     }
     CHECK(log.done == 5);
+}
+
+TEST_CASE("client shares: a step shared with a lighter client's decode stays within the decode strategy's size", "[unit][scheduler]") {
+    constexpr int64_t kSmall = cpu::kDecodeTokens;
+    // A heavier client's chunk would take a small step past it: it waits.
+    CHECK_FALSE(ClientShares::may_join(2, kSmall, 50.0, 10.0));
+    // Within it, or into a step already past it, it joins.
+    CHECK(ClientShares::may_join(2, kSmall - 2, 50.0, 10.0));
+    CHECK(ClientShares::may_join(kSmall + 1, 100, 50.0, 10.0));
+    // A client lighter than every decoding one takes the step past it (its prompt does not wait).
+    CHECK(ClientShares::may_join(2, 100, 5.0, 10.0));
+    // Nobody decoding: nothing to keep small.
+    CHECK(ClientShares::may_join(0, 100, 50.0, std::numeric_limits<double>::infinity()));
+
+    // A client alone has the whole batch; sharing, the given share or an equal one (at least 1).
+    CHECK(ClientShares::batch_share(8, 1, 1) == 8);
+    CHECK(ClientShares::batch_share(8, 1, 3) == 1);
+    CHECK(ClientShares::batch_share(8, 20, 2) == 8);
+    CHECK(ClientShares::batch_share(8, 0, 3) == 2);
+    CHECK(ClientShares::batch_share(8, 0, 20) == 1);
+}
+
+TEST_CASE("client shares: service decays, a request counts beyond its tokens, clients with work stay active", "[unit][scheduler]") {
+    ClientShares shares;
+    shares.accepted("a");
+    shares.admitted("a");
+    shares.served("b", 4);
+    CHECK(shares.service("a") == Approx(static_cast<double>(ClientShares::kRequestTokens)));
+    CHECK(shares.active() == 2);
+    const std::string a = "a";
+    CHECK(shares.active(&a) == 1);
+    for (int i = 0; i < ClientShares::kHalfLifeSteps; ++i) shares.end_step();
+    CHECK(shares.service("a") == Approx(ClientShares::kRequestTokens / 2.0));
+    for (int i = 0; i < 4 * ClientShares::kHalfLifeSteps; ++i) shares.end_step();
+    CHECK(shares.service("b") == 0.0);  // forgotten: b no longer counts as sharing
+    CHECK(shares.active() == 1);        // a still has a request
+    shares.done("a");
+    shares.forget();
+    CHECK(shares.active() == 0);
 }
