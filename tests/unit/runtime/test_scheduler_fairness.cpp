@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <future>
 #include <limits>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "cpu/matmul.h"
 #include "runtime/client_shares.h"
 #include "runtime/scheduler.h"
+#include "tests/support/engine_options.h"
 #include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
 
@@ -70,6 +72,13 @@ struct Gate {
     }
 };
 
+// stories260K with KV room for every sequence the tests run at once.
+EngineOptions roomy_options(const std::filesystem::path& model) {
+    EngineOptions eo = test::engine_options(model, 256);
+    eo.kv_positions = 1024;
+    return eo;
+}
+
 std::vector<int32_t> prompt_of(Engine& e, const std::string& text) {
     return e.tokenizer().encode(text, e.tokenizer().add_bos_default(), false);
 }
@@ -90,11 +99,7 @@ size_t widest_batch(const std::vector<TokenLog::Token>& tokens, size_t width) {
 TEST_CASE("scheduler fairness: a light client is served within bounded steps while a heavy one floods", "[unit][scheduler]") {
     auto path = test::stories260k_path();
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    EngineOptions eo;
-    eo.model = *path;
-    eo.n_ctx = 256;
-    eo.kv_positions = 1024;
-    Engine engine(eo);
+    Engine engine(roomy_options(*path));
     const auto prompt = prompt_of(engine, "Tom had a red ball");
     constexpr int kHeavy = 40, kHeavyTokens = 3, kLightTokens = 10, kBatch = 4;
     const int per_client = GENERATE(0, 1);  // the equal share (kBatch / 2), or one sequence
@@ -144,11 +149,7 @@ TEST_CASE("scheduler fairness: a light client is served within bounded steps whi
 TEST_CASE("scheduler fairness: a client alone uses the whole batch and queue", "[unit][scheduler]") {
     auto path = test::stories260k_path();
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    EngineOptions eo;
-    eo.model = *path;
-    eo.n_ctx = 256;
-    eo.kv_positions = 1024;
-    Engine engine(eo);
+    Engine engine(roomy_options(*path));
     const auto prompt = prompt_of(engine, "Tom had a red ball");
     constexpr int kBatch = 4, kQueue = 8;
     TokenLog log;
@@ -179,10 +180,7 @@ TEST_CASE("scheduler fairness: a client alone uses the whole batch and queue", "
 TEST_CASE("scheduler fairness: each client waits at most its share of the queue while others have work", "[unit][scheduler]") {
     auto path = test::stories260k_path();
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    EngineOptions eo;
-    eo.model = *path;
-    eo.n_ctx = 256;
-    Engine engine(eo);
+    Engine engine(roomy_options(*path));
     const auto prompt = prompt_of(engine, "Tom had a red ball");
     TokenLog log;
     Gate gate;
