@@ -43,7 +43,9 @@ public:
     // `lightest_decoder`. Up to cpu::kDecodeTokens tokens a pass reads the weights once for
     // all of them; past that it costs several times more. So a chunk takes a cheap step past
     // that only for a client lighter than every client decoding in it; others join a step
-    // already past it or one they keep within it, and wait meanwhile (their service decays).
+    // already past it or one they keep within it, and wait meanwhile (their service decays),
+    // at most kMaxDeferredSteps steps in a row.
+    static constexpr int kMaxDeferredSteps = 8;
     static bool may_join(int64_t tokens, int64_t take, double service, double lightest_decoder);
 
 private:

@@ -33,6 +33,7 @@ struct Scheduler::Job {
     std::vector<int32_t> replay;
     size_t fed = 0;       // tokens of context() in the KV cache (attached or evaluated)
     size_t chunk = 0;     // tokens of context() in this step's pass
+    int deferred = 0;     // steps its prompt chunk waited for a lighter client's cheap step
     int32_t next = -1;    // the last sampled token, evaluated in the next step
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<TextStream> stream;
@@ -341,7 +342,12 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         const int64_t left = static_cast<int64_t>(prompt.size() - j->fed);
         const int64_t take = std::min({left, budget, chunk_limit});
         if (take <= 0 || (take < left && take < kMinPromptChunk && !batch.empty())) continue;
-        if (shared && !ClientShares::may_join(Forward::kMaxUbatch - budget, take, service, lightest_decoder)) continue;
+        if (shared && j->deferred < ClientShares::kMaxDeferredSteps &&
+            !ClientShares::may_join(Forward::kMaxUbatch - budget, take, service, lightest_decoder)) {
+            ++j->deferred;
+            continue;
+        }
+        j->deferred = 0;
         j->chunk = static_cast<size_t>(take);
         batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk), j->output()});
         owners.push_back(j);
