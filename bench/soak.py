@@ -14,14 +14,15 @@ completions, streamed and not (greedy and sampled, 8 to 48 tokens); tool calls a
 output (streamed or not); log-probabilities (chat and completions); /v1/embeddings; /tokenize,
 /detokenize and /apply-template; streams the client abandons after two events (the server must
 cancel them), and invalid requests (malformed JSON, out-of-range fields, unknown URLs) that
-must get a 4xx. (The server has no Ollama routes, so none are exercised.) Every --burst-every seconds, --burst requests arrive at once (a 429 is an
-acceptable answer to those). Every 10 s the server's RSS (VmRSS) and open descriptors are
+must get a 4xx. (The server has no Ollama routes, so none are exercised.) Every --burst-every seconds, --burst requests arrive at once (a 429, or a 503
+`queue_full` when the scheduler's queue is full, is an acceptable answer to those: both are
+overload answers with Retry-After, not failures). Every 10 s the server's RSS (VmRSS) and open descriptors are
 sampled with /health's running and queued counts.
 
 The report (Markdown, or one JSON object with --json) gives requests by kind and status,
 client errors, p50/p99 latency per kind, and RSS and descriptors over time: first, last, max
 and growth per hour (a least-squares slope over the second half of the samples: RSS rises at
-first as the KV cache's pages are first touched, then levels off). The exit code is 1 when the server died, answered 5xx, or a client
+first as the KV cache's pages are first touched, then levels off). The exit code is 1 when the server died, answered 5xx (other than a 503 `queue_full`), or a client
 saw a broken connection it did not cause.
 """
 from __future__ import annotations
@@ -115,9 +116,20 @@ def pid_listening_on(port: int) -> int | None:
     return None
 
 
-def start_then_reset(s: socket.socket, path: str, body: bytes) -> int | None:
+# A 503 whose error code says the scheduler's queue was full: an overload answer, not a failure.
+QUEUE_FULL = "503 queue_full"
+
+
+def error_code(body: bytes) -> str | None:
+    try:
+        return json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def start_then_reset(s: socket.socket, path: str, body: bytes) -> int | str | None:
     """Sends a streamed request on `s`, reads up to its second event, then closes `s` with a reset
-    (a client vanishing mid-stream); the answer's status, None without one."""
+    (a client vanishing mid-stream); the answer's status (QUEUE_FULL for that 503), None without one."""
     s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
     got = b""
@@ -128,7 +140,10 @@ def start_then_reset(s: socket.socket, path: str, body: bytes) -> int | None:
         got += chunk
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
-    return int(got.split(b" ", 2)[1]) if got.startswith(b"HTTP/1.1 ") else None
+    if not got.startswith(b"HTTP/1.1 "):
+        return None
+    status = int(got.split(b" ", 2)[1])
+    return QUEUE_FULL if status == 503 and b'"queue_full"' in got else status
 
 
 class Load:
@@ -187,6 +202,9 @@ class Load:
                 return
             if r.status == 200 and stream and b'"error"' in data:
                 self.record(kind, "error event", note=data[-300:].decode(errors="replace"))
+                return
+            if r.status == 503 and error_code(data) == "queue_full":
+                self.record(kind, QUEUE_FULL)
                 return
             self.record(kind, r.status, time.perf_counter() - t0,
                         note="" if r.status < 500 else data[:300].decode(errors="replace"))
@@ -397,7 +415,7 @@ def main() -> int:
     elif target.pid and not os.path.exists(f"/proc/{target.pid}"):
         died = "the process is gone"
     summary = report(load, samples, seconds, died, args.json)
-    server_errors = sum(n for (_, s), n in load.status.items() if not (isinstance(s, int) and s < 500))
+    server_errors = sum(n for (_, s), n in load.status.items() if not (isinstance(s, int) and s < 500) and s != QUEUE_FULL)
     unexpected = sum(n for (k, _), n in load.errors.items())
     return 1 if died or server_errors or unexpected else 0
 

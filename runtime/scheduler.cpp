@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -31,6 +33,7 @@ struct Scheduler::Job {
     std::vector<int32_t> replay;
     size_t fed = 0;       // tokens of context() in the KV cache (attached or evaluated)
     size_t chunk = 0;     // tokens of context() in this step's pass
+    int deferred = 0;     // steps its prompt chunk waited for a lighter client's cheap step
     int32_t next = -1;    // the last sampled token, evaluated in the next step
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<TextStream> stream;
@@ -52,6 +55,8 @@ struct Scheduler::Job {
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts) : engine_(engine), opts_(opts) {
     if (opts_.max_batch < 1) throw UsageError(fmt::format("--max-batch {} must be at least 1", opts_.max_batch));
     if (opts_.max_queue < 0) throw UsageError(fmt::format("queue size {} is negative", opts_.max_queue));
+    if (opts_.max_batch_per_client < 0 || opts_.max_queue_per_client < 0)
+        throw UsageError("a client's share of the batch or the queue is negative", "give 0 for the default share");
     STRATA_LOG_INFO("scheduler: up to {} sequences at once, {} queued; KV cache {} blocks of {} positions",
                     opts_.max_batch, opts_.max_queue, engine_.kv().pool().n_blocks(), KvCache::kBlockSize);
     thread_ = std::thread([this] { loop(); });
@@ -87,6 +92,14 @@ uint64_t Scheduler::submit(Request request) {
     // Running ones and max_queue beyond them; a new request waits in queue_ until admitted.
     if (static_cast<int>(queue_.size()) + n_running_ >= opts_.max_queue + opts_.max_batch)
         throw QueueFull(fmt::format("{} requests are running and {} waiting", n_running_, queue_.size()));
+    const std::string& client = job->request.client;
+    if (shares_.active(&client) > 0) {
+        const int share = opts_.max_queue_per_client > 0 ? opts_.max_queue_per_client : std::max(1, opts_.max_queue / 4);
+        const auto waiting = std::count_if(queue_.begin(), queue_.end(), [&](const auto& j) { return j->request.client == client; });
+        if (waiting >= share)
+            throw ClientQueueFull(fmt::format("this client has {} requests waiting, its share of the queue while others have work", waiting));
+    }
+    shares_.accepted(client);
     job->id = next_id_++;
     const uint64_t id = job->id;
     queue_.push_back(std::move(job));
@@ -174,11 +187,33 @@ void Scheduler::preempt(Job& j) {
                     j.context().size(), ++preemptions_);
 }
 
+std::deque<std::unique_ptr<Scheduler::Job>>::iterator Scheduler::next_admission() {
+    std::unordered_map<std::string_view, int> running;
+    for (const auto& j : running_) ++running[j->request.client];
+    const int share = ClientShares::batch_share(opts_.max_batch, opts_.max_batch_per_client, shares_.active());
+    auto best = queue_.end();
+    double best_service = 0;
+    std::unordered_set<std::string_view> seen;
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+        const Request& r = (*it)->request;
+        if (!seen.insert(r.client).second) continue;  // each client's requests in their order
+        if (r.after_prefill_of && prefilling(r.after_prefill_of)) continue;
+        if (running[r.client] >= share) continue;
+        const double service = shares_.service(r.client);
+        if (best == queue_.end() || service < best_service) {
+            best = it;
+            best_service = service;
+        }
+    }
+    return best;
+}
+
 void Scheduler::admit() {
     KvCache& kv = engine_.kv();
-    while (!queue_.empty() && static_cast<int>(running_.size()) < opts_.max_batch) {
-        Job& j = *queue_.front();
-        if (j.request.after_prefill_of && prefilling(j.request.after_prefill_of)) return;
+    while (static_cast<int>(running_.size()) < opts_.max_batch) {
+        const auto next = next_admission();
+        if (next == queue_.end()) return;
+        Job& j = **next;
         const auto& prompt = j.context();
         const SeqId seq = engine_.create_seq();
         // Pooling over every token needs every token's hidden state: nothing is attached.
@@ -199,14 +234,15 @@ void Scheduler::admit() {
         j.seq = seq;
         j.fed = static_cast<size_t>(cached);
         ++n_running_;
-        running_.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+        running_.push_back(std::move(*next));
+        queue_.erase(next);
         if (j.started != Clock::time_point{}) continue;  // resumed after a preemption
         if (!j.request.embed) {
             j.sampler = engine_.make_sampler(j.request.params);
             for (int32_t t : prompt) j.sampler->accept(t);
             j.stream = std::make_unique<TextStream>(j.request.params.stop);
         }
+        shares_.admitted(j.request.client);
         j.result.prompt_tokens = prompt;
         j.result.cached_tokens = cached;
         j.result.stop_reason = "length";
@@ -228,6 +264,7 @@ void Scheduler::loop() {
         std::vector<std::unique_ptr<Job>> done;
         {
             std::unique_lock lock(mu_);
+            if (queue_.empty() && running_.empty()) shares_.forget();
             wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty() || !cancelled_.empty(); });
             take_cancellations(done);
             if (stopping_ && queue_.empty() && running_.empty() && done.empty()) return;
@@ -271,28 +308,49 @@ void Scheduler::make_room() {
 }
 
 void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
-    // One decode token per generating sequence, then prompt chunks in admission order, up to
-    // Forward::kMaxUbatch tokens in all.
+    // One decode token per generating sequence, then prompt chunks least-served client first,
+    // up to Forward::kMaxUbatch tokens in all. While clients share, no chunk takes more than an
+    // equal part of a step, and a light client's decode steps stay cheap (ClientShares::may_join).
     make_room();
     std::vector<SeqTokens> batch;
     std::vector<Job*> owners;
-    int64_t budget = Forward::kMaxUbatch;
-    for (auto& j : running_)
-        if (!j->prefilling()) {
-            batch.push_back({j->seq, {&j->next, 1}});
-            owners.push_back(j.get());
-            --budget;
+    int64_t budget = Forward::kMaxUbatch, chunk_limit = Forward::kMaxUbatch;
+    bool shared = false;
+    std::vector<std::pair<double, Job*>> prompts;  // with their client's service
+    double lightest_decoder = std::numeric_limits<double>::infinity();
+    {
+        std::lock_guard lock(mu_);
+        for (auto& j : running_) {
+            const double service = shares_.service(j->request.client);
+            if (j->prefilling()) prompts.emplace_back(service, j.get());
+            else lightest_decoder = std::min(lightest_decoder, service);
         }
+        const size_t clients = shares_.active();
+        shared = clients > 1;
+        if (shared) chunk_limit = std::max<int64_t>(kMinPromptChunk, Forward::kMaxUbatch / static_cast<int64_t>(clients));
+    }
+    std::stable_sort(prompts.begin(), prompts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& j : running_) {
         j->chunk = 0;
+        if (j->prefilling()) continue;
+        batch.push_back({j->seq, {&j->next, 1}});
+        owners.push_back(j.get());
+        --budget;
+    }
+    for (auto& [service, j] : prompts) {
         const auto& prompt = j->context();
-        if (!j->prefilling()) continue;
         const int64_t left = static_cast<int64_t>(prompt.size() - j->fed);
-        const int64_t take = std::min(left, budget);
+        const int64_t take = std::min({left, budget, chunk_limit});
         if (take <= 0 || (take < left && take < kMinPromptChunk && !batch.empty())) continue;
+        if (shared && j->deferred < ClientShares::kMaxDeferredSteps &&
+            !ClientShares::may_join(Forward::kMaxUbatch - budget, take, service, lightest_decoder)) {
+            ++j->deferred;
+            continue;
+        }
+        j->deferred = 0;
         j->chunk = static_cast<size_t>(take);
         batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk), j->output()});
-        owners.push_back(j.get());
+        owners.push_back(j);
         budget -= take;
     }
     if (batch.empty()) return;
@@ -339,6 +397,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         std::lock_guard lock(mu_);
         stats_.busy_seconds += busy;
         stats_.prompt_tokens += prompt_tokens;
+        for (const Job* j : owners) shares_.served(j->request.client, j->chunk > 0 ? static_cast<int64_t>(j->chunk) : 1);
+        shares_.end_step();
     }
     for (auto& j : running_)
         if (j->finished) done.push_back(std::move(j));
@@ -428,6 +488,7 @@ void Scheduler::finish(std::vector<std::unique_ptr<Job>>& done) {
         {
             std::lock_guard lock(mu_);
             --n_running_;
+            shares_.done(j->request.client);
         }
         idle_.notify_all();
     }

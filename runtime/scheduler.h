@@ -4,6 +4,9 @@
 // one forward pass over the weights for every running sequence (prompt chunks and next
 // tokens together), so streamed weights are read once per step for the whole batch.
 // Finished or cancelled sequences leave at once and waiting ones take their place.
+// Requests carry a client key: when several clients have work, each runs at most its share
+// of the batch, waits at most its share of the queue, and the least-served client's requests
+// are admitted and get their prompt chunks first (runtime/client_shares.h).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -17,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/client_shares.h"
 #include "runtime/engine.h"
 
 namespace strata::runtime {
@@ -24,6 +28,9 @@ namespace strata::runtime {
 struct Request {
     std::vector<int32_t> prompt;  // already templated and tokenized
     GenerateParams params;
+    // Who asked (the server: the peer's address); requests with the same key share one
+    // client's share of the batch and the queue.
+    std::string client;
     // An embedding request: the prompt's final hidden states pooled this way and normalised
     // (GenerateResult::embedding) instead of generated tokens.
     std::optional<Pooling> embed;
@@ -43,6 +50,13 @@ struct Request {
 struct SchedulerOptions {
     int max_batch = 8;    // sequences running at once
     int max_queue = 256;  // requests waiting beyond those; more are refused (QueueFull)
+    // While another client has work or was served lately: the sequences one client may run
+    // (0: an equal share, max_batch / clients, at least 1) and the requests it may have waiting
+    // (0: a quarter of max_queue, at least 1; more are refused with ClientQueueFull). A client
+    // alone may use the whole batch and queue. One sequence each keeps the steps a light client
+    // shares small: on a CPU a pass of up to cpu::kDecodeTokens tokens costs little more than one.
+    int max_batch_per_client = 1;
+    int max_queue_per_client = 0;
 };
 
 struct SchedulerStats {
@@ -60,6 +74,13 @@ struct SchedulerStats {
 class QueueFull : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
+};
+
+// Thrown by submit when the request's client already has its share of the queue waiting
+// while other clients have work; the caller may retry later.
+class ClientQueueFull : public QueueFull {
+public:
+    using QueueFull::QueueFull;
 };
 
 class Scheduler {
@@ -89,6 +110,9 @@ private:
     void take_cancellations(std::vector<std::unique_ptr<Job>>& done);
     // Under mu_: admits queued requests while the batch and the KV pool have room.
     void admit();
+    // Under mu_: the queued job to admit next: the first waiting request of the least-served
+    // client still under its share of the batch; queue_.end() when none may start.
+    std::deque<std::unique_ptr<Job>>::iterator next_admission();
     // Under mu_: request `id` waits in the queue or is still reading its prompt.
     bool prefilling(uint64_t id) const;
     // An embedding job's share of a pass's hidden states; its result once the prompt is read.
@@ -113,6 +137,7 @@ private:
     bool stopping_ = false, draining_ = false;
     int n_running_ = 0;  // admitted or ending, until their on_done has returned
     SchedulerStats stats_;
+    ClientShares shares_;  // under mu_
     uint64_t preemptions_ = 0;  // scheduler thread only
     std::thread thread_;
 };

@@ -128,7 +128,11 @@ struct ServeOptions {
     std::string alias;          // the model id in /v1/models and answers; default: the file name's stem
     std::string chat_template;  // override of the detected family
     int max_batch = 8;          // sequences generating at once
-    int max_queue = 64;         // requests waiting beyond those; more get 429
+    int max_queue = 64;         // requests waiting beyond those; more get 503
+    // While other addresses have work: sequences one address runs (0: an equal share of
+    // max_batch) and requests it has waiting (0: a quarter of max_queue; more get 429).
+    int max_batch_per_client = 1;
+    int max_queue_per_client = 0;
     std::string max_body = "1M";
     int http_threads = 0;       // 0: max_batch + max_queue + 4, so that every admitted client has one
     int timeout_s = 30;         // reading a whole request, writing to a slow client

@@ -87,7 +87,7 @@ int run_serve(const ServeOptions& o) {
                                      engine.hparams().n_embd, model_path.string(),
                                      engine.placement().plan.to_json()};
 
-    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{o.max_batch, o.max_queue});
+    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{o.max_batch, o.max_queue, o.max_batch_per_client, o.max_queue_per_client});
     server::ApiServer api(config, scheduler, model, engine.dram());
     api.bind();
     if (!is_loopback(config.host) && config.api_key.empty())

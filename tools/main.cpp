@@ -202,7 +202,13 @@ int main(int argc, char** argv) {
     sv->add_option("--alias", serve.alias, "model id in /v1/models and answers (default: the file name)");
     add_chat_template_option(*sv, serve.chat_template);
     sv->add_option("--max-batch", serve.max_batch, "sequences generating at once")->capture_default_str()->check(CLI::PositiveNumber);
-    sv->add_option("--max-queue", serve.max_queue, "requests waiting beyond those; more get 429")->capture_default_str()
+    sv->add_option("--max-queue", serve.max_queue, "requests waiting beyond those; more get 503")->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    sv->add_option("--max-batch-per-client", serve.max_batch_per_client,
+                   "sequences one address runs at once while other addresses have work (0: max-batch / addresses, at least 1)")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
+    sv->add_option("--max-queue-per-client", serve.max_queue_per_client,
+                   "requests one address has waiting while other addresses have work; more get 429 (default 0: max-queue / 4, at least 1)")
         ->check(CLI::NonNegativeNumber);
     sv->add_option("--max-body", serve.max_body, "largest request body; larger ones get 413")->capture_default_str();
     sv->add_option("--http-threads", serve.http_threads, "worker threads answering requests (default: max-batch + max-queue + 4)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`strata serve` driven by the official `openai` client and by raw HTTP: chat and completions,
 streamed and not, /v1/models; greedy answers equal `strata generate --temp 0` and each other;
-n choices and log-probabilities, whole and streamed; every documented error (400, 401, 413, 429)
+n choices and log-probabilities, whole and streamed; every documented error (400, 401, 413, 503)
 in OpenAI's shape; a client that leaves cancels its sequence; SIGTERM lets a streamed answer
 finish and exits 0."""
 from __future__ import annotations
@@ -204,7 +204,7 @@ def check_limits_server() -> None:
         status, _, body = server.request("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 300}, auth)
         check_error_shape(body, 400, status, param="max_tokens", code="context_length_exceeded")
 
-        # A long generation holds the only place: the next request gets 429 with Retry-After.
+        # A long generation holds the only place: the next request gets 503 with Retry-After.
         conn = server.connection()
         conn.request("POST", "/v1/completions", body=json.dumps(
             {"prompt": PROMPT, "max_tokens": 200, "temperature": 0, "ignore_eos": True, "stream": True}),
@@ -213,7 +213,7 @@ def check_limits_server() -> None:
         events = sse_events(resp)
         next(events)  # generating
         status, headers, body = server.request("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 4}, auth)
-        check_error_shape(body, 429, status, code="queue_full")
+        check_error_shape(body, 503, status, code="queue_full")
         assert int(headers.get("Retry-After", "0")) >= 1, headers
 
         # Hanging up cancels it: the place frees long before 200 tokens could be generated.

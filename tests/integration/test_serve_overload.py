@@ -4,7 +4,8 @@ of a request and go quiet (a well-behaved client is still answered while they ho
 connections, and they get 408 at their deadline), the connection limits in all and per
 address (503 and 429 with Retry-After, answered at once), every worker busy (probes still
 answered, extra requests refused with 503), one address holding too many requests (429), and
-SIGTERM with a stream running past --shutdown-timeout (it ends with a clear error event and
+the scheduler's queue shared between addresses (one over its share gets 429, everyone once the
+queue is full 503), and SIGTERM with a stream running past --shutdown-timeout (it ends with a clear error event and
 [DONE]). Slow clients bind other loopback addresses (127.0.0.x) so that per-address limits
 apply to them and not to the well-behaved client on 127.0.0.1."""
 from __future__ import annotations
@@ -167,14 +168,56 @@ def check_busy_workers() -> None:
         assert len(refused) >= 3, results
         for r in refused:
             check_refusal(r, 503, "server_busy")
-        holder.close()  # cancels the long request: the waiting one is answered (200, or 429 while the place frees)
+        holder.close()  # cancels the long request: the waiting one is answered (200, or 503 while the place frees)
         for t in threads:
             t.join()
-        assert all(status_of(r) in (200, 429, 503) for r in results.values()), results  # 429: the cancelled one still held its place
+        assert all(status_of(r) in (200, 503) for r in results.values()), results  # 503: the cancelled one still held its place
         assert metric(server, 'strata_requests_rejected_total{reason="workers"}') >= 3
         assert metric(server, 'strata_requests_rejected_total{reason="client_requests"}') >= 1
         assert server.stop() == 0, server.stderr()
     print("busy workers: ok")
+
+
+def check_queue_shares() -> None:
+    """One place, held by a long request; a queue of 8 (2 per address while others have work):
+    an address's third waiting request gets 429, a request once 8 wait gets 503 queue_full."""
+    with Server(MODEL, "--max-batch", "1", "--max-queue", "8", threads=2) as server:
+        holder = connect_from(server, "127.0.0.1")
+        holder.sendall(post_head(json.dumps(LONG).encode()) + json.dumps(LONG).encode())
+        waiting: list[socket.socket] = []
+
+        def send_from(address: str) -> socket.socket:
+            s = connect_from(server, address, timeout=30)
+            head = post_head(json.dumps(ORDINARY).encode()).replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+            s.sendall(head + json.dumps(ORDINARY).encode())
+            return s
+
+        def wait_queued(n: int) -> None:
+            deadline = time.time() + 30
+            while server.request("GET", "/health")[2]["queued"] < n:
+                assert time.time() < deadline, f"never {n} queued"
+                time.sleep(0.02)
+
+        deadline = time.time() + 30
+        while server.request("GET", "/health")[2]["running"] == 0:
+            assert time.time() < deadline, "the long request never started"
+            time.sleep(0.05)
+        for i, address in enumerate(["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3", "127.0.0.4", "127.0.0.4"]):
+            waiting.append(send_from(address))
+            wait_queued(i + 1)
+        over = send_from("127.0.0.2")
+        check_refusal(read_answer(over), 429, "too_many_requests_from_client")
+        for i, address in enumerate(["127.0.0.5", "127.0.0.5"]):
+            waiting.append(send_from(address))
+            wait_queued(7 + i)
+        full = send_from("127.0.0.6")
+        check_refusal(read_answer(full), 503, "queue_full")
+        assert metric(server, 'strata_requests_rejected_total{reason="client_queue"}') >= 1
+        assert metric(server, 'strata_requests_rejected_total{reason="queue_full"}') >= 1
+        for s in [holder, *waiting]:
+            s.close()
+        assert server.stop() == 0, server.stderr()
+    print("queue shares: ok")
 
 
 def check_sigterm_deadline() -> None:
@@ -200,6 +243,7 @@ def check_sigterm_deadline() -> None:
 def main() -> None:
     check_connection_limits()
     check_busy_workers()
+    check_queue_shares()
     check_sigterm_deadline()
     check_slow_clients()
     print("ok")

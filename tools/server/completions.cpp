@@ -1,6 +1,6 @@
 // POST /v1/chat/completions and /v1/completions. The request is read and submitted (one
 // scheduler request per choice, the later ones admitted once the first has the prompt in the
-// KV cache) before anything is sent, so every refusal (400, 429) is a plain JSON error; then the
+// KV cache) before anything is sent, so every refusal (400, 429, 503) is a plain JSON error; then the
 // answer is either awaited whole or streamed as server-sent events while it is generated. A
 // client that goes away cancels its sequences.
 #include <httplib.h>
@@ -160,7 +160,7 @@ void respond_stream(ServerState& state, const openai::CompletionRequest& creq, c
 
 void set_error(httplib::Response& res, const openai::ApiError& e) {
     res.status = e.status();
-    if (e.status() == 429) res.set_header("Retry-After", "1");
+    if (e.status() == 429 || e.status() == 503) res.set_header("Retry-After", "1");
     res.set_content(openai::dump(e.to_json()), "application/json");
 }
 
@@ -181,7 +181,7 @@ void handle_completion(ServerState& state, openai::Endpoint endpoint, const http
     }
     std::shared_ptr<InFlight> flight;
     try {
-        flight = submit_all(state, std::move(requests), /*share_prompt=*/true);
+        flight = submit_all(state, std::move(requests), /*share_prompt=*/true, req.remote_addr);
     } catch (const openai::ApiError& e) {
         return set_error(res, e);
     }

@@ -38,7 +38,7 @@ void handle_embeddings(ServerState& state, const httplib::Request& req, httplib:
         }
         std::shared_ptr<InFlight> flight;
         try {
-            flight = submit_all(state, std::move(requests), /*share_prompt=*/false);
+            flight = submit_all(state, std::move(requests), /*share_prompt=*/false, req.remote_addr);
         } catch (const openai::ApiError& e) {
             return set_error(res, e);
         }

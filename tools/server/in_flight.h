@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/scheduler.h"
@@ -39,9 +40,12 @@ private:
     bool finished_ = false;
 };
 
-// Submits `requests` in order; with share_prompt (choices of one prompt) each after the first
-// is admitted once the first has the prompt in the KV cache. Throws ApiError 429 when the
-// queue is full and 400 for a request that can never run; none stays submitted then.
-std::shared_ptr<InFlight> submit_all(ServerState& state, std::vector<runtime::Request> requests, bool share_prompt);
+// Submits `requests` in order as `client`'s (the peer's address: the scheduler shares the batch
+// and the queue between clients); with share_prompt (choices of one prompt) each after the
+// first is admitted once the first has the prompt in the KV cache. Throws ApiError 503 when
+// the queue is full, 429 when the client has its share of it waiting while others have work,
+// and 400 for a request that can never run; none stays submitted then.
+std::shared_ptr<InFlight> submit_all(ServerState& state, std::vector<runtime::Request> requests, bool share_prompt,
+                                     const std::string& client);
 
 }  // namespace strata::server

@@ -44,7 +44,7 @@ void handle_embeddings(ServerState& state, const httplib::Request& req, httplib:
 void handle_tokenize(ServerState& state, const httplib::Request& req, httplib::Response& res);
 void handle_detokenize(ServerState& state, const httplib::Request& req, httplib::Response& res);
 void handle_apply_template(ServerState& state, const httplib::Request& req, httplib::Response& res);
-// Sets the response to an error in OpenAI's shape (a 429 with Retry-After).
+// Sets the response to an error in OpenAI's shape (a 429 or 503 with Retry-After).
 void set_error(httplib::Response& res, const openai::ApiError& e);
 
 }  // namespace strata::server

@@ -185,8 +185,8 @@ TEST_CASE("openai answers: streamed chunks", "[unit][openai]") {
 }
 
 TEST_CASE("openai answers: errors and invalid UTF-8", "[unit][openai]") {
-    const json e = ApiError(429, "busy", "rate_limit_error", {}, "queue_full").to_json();
-    CHECK(e == json({{"error", {{"message", "busy"}, {"type", "rate_limit_error"}, {"param", nullptr}, {"code", "queue_full"}}}}));
+    const json e = ApiError(503, "busy", "server_error", {}, "queue_full").to_json();
+    CHECK(e == json({{"error", {{"message", "busy"}, {"type", "server_error"}, {"param", nullptr}, {"code", "queue_full"}}}}));
     const ApiError bad = invalid_request("no", "stop");
     CHECK(bad.status() == 400);
     CHECK(bad.to_json()["error"]["param"] == "stop");
