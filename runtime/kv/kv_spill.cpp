@@ -45,9 +45,7 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
     ring_ = std::make_unique<StreamRing>(
         *reader_, *pool_, layers,
         [this](int layer) {
-            // Only the blocks that hold data, in runs of consecutive blocks, K then V, once the
-            // layer's last write-back is on disk.
-            writer_->wait(last_write_[layer]);
+            // Only the blocks that hold data, in runs of consecutive blocks, K then V.
             std::vector<RingRead> reads;
             const auto& w = written_[layer];
             const uint64_t k = uint64_t(layer) * 2 * region_bytes_;
@@ -65,7 +63,14 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
             }
             return reads;
         },
-        "kv");
+        "kv",
+        // A layer is read once its last write-back is on disk; until then the reads after it wait
+        // too, and compute only when it needs the layer (poll() issues them meanwhile).
+        [this](int layer, bool block) {
+            if (!block) return writer_->done(last_write_[layer]);
+            writer_->wait(last_write_[layer]);
+            return true;
+        });
     STRATA_LOG_INFO("kv: {} layers spill to {} ({}), through {} x {} buffers", n_layers, opts.dir.string(),
                     format_bytes(total), pool_->n_slots(), format_bytes(po.slot_bytes));
 }
@@ -105,6 +110,8 @@ void KvSpill::end(int32_t layer, std::span<const int32_t> blocks) {
     current_layer_ = -1;
     ring_->release();
 }
+
+void KvSpill::poll() { ring_->poll(); }
 
 void KvSpill::forget(int32_t block) {
     for (auto& w : written_) w[block] = 0;

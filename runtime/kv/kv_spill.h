@@ -5,7 +5,7 @@
 // of the same layout ahead of its turn, and the blocks a pass changed are written back when
 // the layer is done: copied out and written in the background (runtime/kv/staged_writer.h),
 // so the slot goes back to the ring and the next layer runs without waiting for the disk; a
-// layer's next read waits for its own writes. The file is unlinked as soon as it is open, so it disappears when the
+// layer's next read is issued once its own writes have landed. The file is unlinked as soon as it is open, so it disappears when the
 // process ends, however it ends.
 #include <cstdint>
 #include <filesystem>
@@ -50,6 +50,8 @@ public:
     void begin(int32_t layer);
     // Writes `blocks` (ascending, distinct) of the begun layer back to the file.
     void end(int32_t layer, std::span<const int32_t> blocks);
+    // Issues the reads whose layers' write-backs have landed since; called between layers.
+    void poll();
     std::pair<std::byte*, std::byte*> current(int32_t layer) const;  // K and V of the begun layer
     // The block's content no longer matters (freed or evicted): it is not read back again.
     void forget(int32_t block);

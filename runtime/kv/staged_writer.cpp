@@ -72,6 +72,11 @@ void StagedWriter::wait(uint64_t ticket) {
     rethrow_failure();
 }
 
+bool StagedWriter::done(uint64_t ticket) {
+    std::lock_guard lock(mutex_);
+    return done_ >= ticket || error_;
+}
+
 void StagedWriter::run() {
     std::unique_lock lock(mutex_);
     for (;;) {

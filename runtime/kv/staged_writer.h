@@ -36,6 +36,8 @@ public:
     uint64_t write(uint64_t offset, std::span<const std::byte> src);
     // Blocks until the write of `ticket` and every earlier one are on disk; throws the first failure.
     void wait(uint64_t ticket);
+    // Whether wait(ticket) would return at once (a failure included); never blocks.
+    bool done(uint64_t ticket);
     uint64_t staging_bytes() const { return capacity_; }
 
 private:
