@@ -1,9 +1,27 @@
 #include "gpu/sim_stream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace strata::gpu {
+
+namespace {
+// How long a waiter spins before it sleeps: a layer's hand-offs come tens of microseconds apart.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// True once `ready()` holds, false when kSpin passed first; yields the core between checks so a
+// thread with work on it runs.
+template <class Ready>
+bool spin_until(Ready ready) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    while (!ready()) {
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::yield();
+    }
+    return true;
+}
+}  // namespace
 
 SimStream::SimStream(std::string name) : name_(std::move(name)), worker_([this] { run(); }) {}
 
@@ -26,8 +44,9 @@ void SimStream::enqueue(std::function<void()> work) {
 }
 
 void SimStream::synchronize() {
+    const uint64_t target = queued_.load();
+    spin_until([&] { return finished_.load() >= target; });
     std::unique_lock lock(mutex_);
-    const uint64_t target = queued_;
     changed_.wait(lock, [&] { return finished_ >= target; });
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
@@ -35,6 +54,11 @@ void SimStream::synchronize() {
 void SimStream::run() {
     std::unique_lock lock(mutex_);
     for (;;) {
+        if (queue_.empty() && !stopping_) {
+            lock.unlock();
+            spin_until([&] { return queued_.load() > finished_.load(); });  // all taken work is finished here
+            lock.lock();
+        }
         changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;  // stopping, and everything queued has run
         std::function<void()> work = std::move(queue_.front());
@@ -56,6 +80,7 @@ void SimStream::run() {
 SimEvent::SimEvent() : state_(std::make_shared<State>()) {}
 
 void SimEvent::State::wait_for(uint64_t generation) {
+    if (spin_until([&] { return reached.load() >= generation; })) return;
     std::unique_lock lock(mutex);
     reached_changed.wait(lock, [&] { return reached >= generation; });
 }
@@ -69,7 +94,7 @@ void SimEvent::record(Stream& s) {
     sim(s).enqueue([state = state_, generation] {
         {
             std::lock_guard lock(state->mutex);
-            state->reached = std::max(state->reached, generation);
+            state->reached = std::max(state->reached.load(), generation);
         }
         state->reached_changed.notify_all();
     });

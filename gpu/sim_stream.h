@@ -2,7 +2,11 @@
 // Streams and events of the simulated device (sim_device.cpp): each stream is a thread running
 // its queue of work in order, an event a counter that streams and the host wait on, with CUDA's
 // semantics (waiting on an event never recorded returns at once; work after a failure still
-// runs, and the first error surfaces at synchronize()).
+// runs, and the first error surfaces at synchronize()). A thread that waits (a stream for work or
+// an event, the host for a stream) spins a little before it sleeps, as CUDA's host threads do:
+// a decode step hands work between the host and the device's threads several times a layer,
+// and a futex sleep and wake-up costs tens of microseconds on a virtual machine.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -35,7 +39,7 @@ private:
     std::mutex mutex_;
     std::condition_variable changed_;
     std::deque<std::function<void()>> queue_;
-    uint64_t queued_ = 0, finished_ = 0;
+    std::atomic<uint64_t> queued_{0}, finished_{0};  // written under mutex_, read by spinning waiters
     bool stopping_ = false;
     std::exception_ptr error_;
     std::thread worker_;  // last: starts once the rest exists
@@ -55,8 +59,8 @@ private:
     struct State {
         std::mutex mutex;
         std::condition_variable reached_changed;
-        uint64_t recorded = 0;  // records issued
-        uint64_t reached = 0;   // records their streams have passed
+        uint64_t recorded = 0;               // records issued
+        std::atomic<uint64_t> reached{0};    // records their streams have passed (written under mutex)
         void wait_for(uint64_t generation);
     };
     std::shared_ptr<State> state_;  // shared with the queued work, which may outlive the event

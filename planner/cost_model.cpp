@@ -57,6 +57,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
         h2d_ = hw.gpu->h2d_gbps * 1e9;
         d2h_ = hw.gpu->d2h_gbps * 1e9;
         gpu_launch_s_ = hw.gpu->launch_overhead_us * 1e-6;
+        hop_s_ = hw.gpu->handoff_us * 1e-6;
     }
     cpu_gemv_ = hw.cpu.gemv_gbps_for(shape.weight_type) * 1e9;
     cpu_gemm_ = hw.cpu.gemm_gflops_for(shape.weight_type) * 1e9;
@@ -143,6 +144,8 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
             stream_in(c.prefill, from_nvme);
             c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
             c.gpu_staging = 2 * W;
+            // The hop to the host and back; with CPU attention, layer_kv prices it.
+            if (is_layer && !policy_.cpu_attention) c.decode_overhead += m_ * hop_s_;
         } else {
             c.prefill[C] = pack_measured_ ? tok_p * F / cpu_gemm_ + m_ * Wp / cpu_weight_pass_
                                           : std::max(tok_p * F / cpu_gemm_, m_ * Wp / cpu_gemv_);
@@ -235,7 +238,7 @@ Cost CostModel::layer_kv(int, KvOption o) const {
             const double q = B_ * shape_.n_head * shape_.head_dim * 4.0;
             c.decode[D] += (q + fresh) / d2h_;
             c.decode[H] += q / h2d_;
-            c.decode_overhead += m_ * (cpu_sync_s_ + gpu_launch_s_);
+            c.decode_overhead += m_ * ((hop_s_ > 0 ? hop_s_ : cpu_sync_s_) + gpu_launch_s_);
         }
     }
     if (tier == Tier::Nvme) {
@@ -298,7 +301,8 @@ Cost CostModel::fixed() const {
         c.prefill[C] = hw_.cpu.attention_tile ? cpu_prefill_attention_s(threads_) : attn / cpu_attn_flops_;
         c.bytes[kDramTier] = ws;
     }
-    c.decode_overhead = kStepOverheadS;
+    // A step's inputs go up and its logits come down: the host waits for the device twice.
+    c.decode_overhead = kStepOverheadS + hop_s_;
     return c;
 }
 

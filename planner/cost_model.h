@@ -125,6 +125,7 @@ private:
     double cpu_gemv_ = 0, cpu_gemm_ = 0, cpu_attn_bw_ = 0, cpu_attn_flops_ = 0;
     double dram_bw_ = 0, nvme_r_ = 0, nvme_w_ = 0;
     double gpu_launch_s_ = 0, cpu_sync_s_ = 0;
+    double hop_s_ = 0;  // a pass's data to the host and back (GpuProfile::handoff_us); 0: not measured
     double threads_ = 1;
     double cpu_weight_pass_ = 0;  // bytes/s of a many-token matmul's pass over its weights
     bool pack_measured_ = false;

@@ -144,11 +144,13 @@ std::string HardwareProfile::to_json() const {
                                        {"kv_gbps_per_thread", a->kv_gbps_per_thread}, {"tile_ns", a->tile_ns}};
     }
     if (sim)
-        j["sim"] = {{"n_threads", sim->n_threads}, {"op_overhead_us", sim->op_overhead_us}, {"rates", rates_json(sim->rates)}};
+        j["sim"] = {{"n_threads", sim->n_threads}, {"op_overhead_us", sim->op_overhead_us},
+                    {"handoff_us", sim->handoff_us}, {"rates", rates_json(sim->rates)}};
     if (gpu)
         j["gpu"] = {{"name", gpu->name}, {"memory_bytes", gpu->memory_bytes}, {"mem_gbps", gpu->mem_gbps},
                     {"fp16_tflops", gpu->fp16_tflops}, {"h2d_gbps", gpu->h2d_gbps}, {"d2h_gbps", gpu->d2h_gbps},
-                    {"pcie", gpu->pcie}, {"launch_overhead_us", gpu->launch_overhead_us}, {"sim_threads", gpu->sim_threads}};
+                    {"pcie", gpu->pcie}, {"launch_overhead_us", gpu->launch_overhead_us}, {"sim_threads", gpu->sim_threads},
+                    {"handoff_us", gpu->handoff_us}};
     return j.dump(2);
 }
 
@@ -198,6 +200,7 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
         SimProfile sp;
         sp.n_threads = get<int>(m, "sim", "n_threads");
         sp.op_overhead_us = get<double>(m, "sim", "op_overhead_us");
+        sp.handoff_us = get_or<double>(m, "sim", "handoff_us", 0);
         if (m.contains("rates")) sp.rates = rates_from_json(m.at("rates"), "sim.rates[]");
         p.sim = sp;
     }
@@ -224,6 +227,7 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
         gp.pcie = get_or<std::string>(g, "gpu", "pcie", "");
         gp.launch_overhead_us = get_or<double>(g, "gpu", "launch_overhead_us", 30);
         gp.sim_threads = get_or<int>(g, "gpu", "sim_threads", 0);
+        gp.handoff_us = get_or<double>(g, "gpu", "handoff_us", 0);
         p.gpu = gp;
     }
     p.notes = get_or<std::vector<std::string>>(j, "profile", "notes", {});

@@ -111,6 +111,9 @@ struct GpuProfile {
     std::string pcie;           // "gen4 x16"
     double launch_overhead_us = 30;  // per layer and micro-batch: kernel launches and syncs
     int sim_threads = 0;  // the simulated device (gpu/sim_device): its threads, running the CPU's kernels; 0: a GPU
+    // One hop of a pass's data to the host and back (device work, the host's turn, device work
+    // again), beyond the copies' bytes; 0: the CPU's layer_overhead_us stands for it.
+    double handoff_us = 0;
     bool operator==(const GpuProfile&) const = default;
 };
 
@@ -120,6 +123,7 @@ struct SimProfile {
     int n_threads = 1;
     std::vector<KernelRate> rates;
     double op_overhead_us = 0;
+    double handoff_us = 0;  // GpuProfile::handoff_us as measured on it
     bool operator==(const SimProfile&) const = default;
 };
 

@@ -1,6 +1,7 @@
 #pragma once
 // The simulated device's rates for `strata probe`: the CPU's matmuls on the threads its ops run
-// on, and what an op costs beyond its bytes and flops (its hand-off, a small kernel's fixed cost).
+// on, what an op costs beyond its bytes and flops (its hand-off, a small kernel's fixed cost), and
+// a hop of a pass's data to the host and back.
 #include <cstdint>
 #include <vector>
 

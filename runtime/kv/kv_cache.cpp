@@ -116,6 +116,7 @@ void KvCache::store(int32_t layer, int32_t block, int32_t row, const float* k, c
 
 void KvCache::begin_layer(int32_t layer) {
     if (layer >= n_resident_) spill_->begin(layer - n_resident_);
+    else if (spill_) spill_->poll();  // spilled layers' reads held back by their write-back
 }
 
 void KvCache::end_layer(int32_t layer, std::span<const int32_t> blocks) {

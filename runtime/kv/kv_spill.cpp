@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "runtime/kv/scratch_file.h"
+#include "runtime/kv/staged_writer.h"
 #include "runtime/weights/stream_ring.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
@@ -22,7 +23,8 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
       n_blocks_(n_blocks),
       block_bytes_(block_bytes),
       region_bytes_(uint64_t(n_blocks) * block_bytes),
-      written_(n_layers, std::vector<uint8_t>(n_blocks, 0)) {
+      written_(n_layers, std::vector<uint8_t>(n_blocks, 0)),
+      last_write_(n_layers, 0) {
     STRATA_ASSERT(block_bytes % kAlign == 0);
     const uint64_t total = layer_bytes(n_blocks, block_bytes) * n_layers;
     file_ = std::make_unique<ScratchFile>(opts.dir, "KV spill file", "--kv-spill", total);
@@ -32,7 +34,10 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
     po.n_slots = static_cast<size_t>(std::min(n_layers, std::max(1, opts.prefetch_depth + 1)));
     po.what = "KV spill buffers";
     if (!opts.budget) own_budget_ = std::make_unique<storage::MemoryBudget>("DRAM", UINT64_MAX);
-    pool_ = std::make_unique<storage::PinnedPool>(opts.budget ? *opts.budget : *own_budget_, po);
+    storage::MemoryBudget& budget = opts.budget ? *opts.budget : *own_budget_;
+    pool_ = std::make_unique<storage::PinnedPool>(budget, po);
+    writer_ = std::make_unique<StagedWriter>(*file_, budget, 2 * uint64_t(std::min(n_blocks, kStagedBlocks)) * block_bytes,
+                                             kAlign);
     reader_ = storage::open_reader(file_->file());
     reader_->register_region(pool_->data(), pool_->bytes());
     std::vector<int> layers(n_layers);
@@ -58,12 +63,20 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
             }
             return reads;
         },
-        "kv");
+        "kv",
+        // A layer is read once its last write-back is on disk; until then the reads after it wait
+        // too, and compute only when it needs the layer (poll() issues them meanwhile).
+        [this](int layer, bool block) {
+            if (!block) return writer_->done(last_write_[layer]);
+            writer_->wait(last_write_[layer]);
+            return true;
+        });
     STRATA_LOG_INFO("kv: {} layers spill to {} ({}), through {} x {} buffers", n_layers, opts.dir.string(),
                     format_bytes(total), pool_->n_slots(), format_bytes(po.slot_bytes));
 }
 
 KvSpill::~KvSpill() {
+    writer_.reset();  // its queued writes read the staging, not the ring's buffers
     ring_.reset();
     if (reader_ && pool_) reader_->unregister_region(pool_->data());
 }
@@ -78,9 +91,9 @@ std::pair<std::byte*, std::byte*> KvSpill::current(int32_t layer) const {
     return {current_, current_ + region_bytes_};
 }
 
-void KvSpill::write_run(uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1) {
+void KvSpill::write_run(int32_t layer, uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1) {
     const uint64_t off = uint64_t(b0) * block_bytes_, len = uint64_t(b1 - b0) * block_bytes_;
-    file_->write(region + off, {current_ + slot_offset + off, len});
+    last_write_[layer] = writer_->write(region + off, {current_ + slot_offset + off, len});
 }
 
 void KvSpill::end(int32_t layer, std::span<const int32_t> blocks) {
@@ -89,8 +102,8 @@ void KvSpill::end(int32_t layer, std::span<const int32_t> blocks) {
     for (size_t i = 0; i < blocks.size();) {  // runs of consecutive blocks, one write each
         size_t j = i + 1;
         while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1) ++j;
-        write_run(k, 0, blocks[i], blocks[j - 1] + 1);
-        write_run(k + region_bytes_, region_bytes_, blocks[i], blocks[j - 1] + 1);
+        write_run(layer, k, 0, blocks[i], blocks[j - 1] + 1);
+        write_run(layer, k + region_bytes_, region_bytes_, blocks[i], blocks[j - 1] + 1);
         for (size_t x = i; x < j; ++x) written_[layer][blocks[x]] = 1;
         i = j;
     }
@@ -98,12 +111,14 @@ void KvSpill::end(int32_t layer, std::span<const int32_t> blocks) {
     ring_->release();
 }
 
+void KvSpill::poll() { ring_->poll(); }
+
 void KvSpill::forget(int32_t block) {
     for (auto& w : written_) w[block] = 0;
 }
 
 void KvSpill::set_trace(Trace* trace) { ring_->set_trace(trace); }
 
-uint64_t KvSpill::buffer_bytes() const { return pool_->bytes(); }
+uint64_t KvSpill::buffer_bytes() const { return pool_->bytes() + writer_->staging_bytes(); }
 
 }  // namespace strata::runtime

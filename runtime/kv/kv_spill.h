@@ -3,7 +3,9 @@
 // K region and a V region laid out like the block pool (block b at b * block_bytes, each
 // block padded for O_DIRECT); a layer's blocks that hold data are read back into a ring slot
 // of the same layout ahead of its turn, and the blocks a pass changed are written back when
-// the layer is done. The file is unlinked as soon as it is open, so it disappears when the
+// the layer is done: copied out and written in the background (runtime/kv/staged_writer.h),
+// so the slot goes back to the ring and the next layer runs without waiting for the disk; a
+// layer's next read is issued once its own writes have landed. The file is unlinked as soon as it is open, so it disappears when the
 // process ends, however it ends.
 #include <cstdint>
 #include <filesystem>
@@ -23,6 +25,7 @@ namespace strata { class Trace; }
 namespace strata::runtime {
 
 class ScratchFile;
+class StagedWriter;
 class StreamRing;
 
 struct KvSpillOptions {
@@ -47,16 +50,22 @@ public:
     void begin(int32_t layer);
     // Writes `blocks` (ascending, distinct) of the begun layer back to the file.
     void end(int32_t layer, std::span<const int32_t> blocks);
+    // Issues the reads whose layers' write-backs have landed since; called between layers.
+    void poll();
     std::pair<std::byte*, std::byte*> current(int32_t layer) const;  // K and V of the begun layer
     // The block's content no longer matters (freed or evicted): it is not read back again.
     void forget(int32_t block);
     void set_trace(Trace* trace);
-    uint64_t buffer_bytes() const;
+    uint64_t buffer_bytes() const;  // the ring's and the write staging's
+
+    // Staging for the writes of up to this many blocks (K and V) a layer at once: a decode step
+    // of as many sequences.
+    static constexpr int32_t kStagedBlocks = 64;
 
     static uint64_t layer_bytes(int32_t n_blocks, uint64_t block_bytes) { return 2 * uint64_t(n_blocks) * block_bytes; }
 
 private:
-    void write_run(uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1);
+    void write_run(int32_t layer, uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1);
 
     int32_t n_layers_;
     int32_t n_blocks_;
@@ -70,6 +79,8 @@ private:
     std::unique_ptr<storage::PinnedPool> pool_;
     std::unique_ptr<storage::Reader> reader_;
     std::unique_ptr<StreamRing> ring_;
+    std::unique_ptr<StagedWriter> writer_;
+    std::vector<uint64_t> last_write_;  // per layer: the ticket of its latest write
     int32_t current_layer_ = -1;
     std::byte* current_ = nullptr;
 };

@@ -96,6 +96,7 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
         g.mem_gbps = measured->gemv_gbps;
         g.fp16_tflops = measured->gemm_gflops / 1000;
         g.launch_overhead_us = hw.sim->op_overhead_us * kOpsPerLayer;
+        g.handoff_us = hw.sim->handoff_us;
         hw.notes.push_back(fmt::format("gpu: the simulated device on {} threads, as `strata probe` measured it", threads));
     } else {
         const double share = std::min(1.0, double(threads) / std::max(1, hw.cpu.n_threads));

@@ -12,11 +12,12 @@
 namespace strata::runtime {
 
 StreamRing::StreamRing(storage::Reader& reader, storage::PinnedPool& pool, std::vector<int> items, ReadsFor reads_for,
-                       std::string what)
+                       std::string what, ReadyFor ready_for)
     : reader_(reader),
       pool_(pool),
       items_(std::move(items)),
       reads_for_(std::move(reads_for)),
+      ready_for_(std::move(ready_for)),
       what_(std::move(what)),
       n_slots_(std::min(pool.n_slots(), items_.size())),
       tickets_(n_slots_),
@@ -47,6 +48,7 @@ void StreamRing::set_trace(Trace* trace) {
 void StreamRing::issue_until(uint64_t limit) {
     for (; issued_ < limit; ++issued_) {
         const int item = items_[issued_ % items_.size()];
+        if (ready_for_ && !ready_for_(item, false)) return;
         const size_t slot = issued_ % n_slots_;
         std::byte* base = pool_.slot_data(slot);
         tickets_[slot].clear();
@@ -66,8 +68,12 @@ std::byte* StreamRing::acquire(int item) {
         cur_ = issued_ = (issued_ / items_.size() + 1) * items_.size() + index;
     }
     issue_until(cur_ + n_slots_);
-    const size_t slot = cur_ % n_slots_;
     const auto t0 = std::chrono::steady_clock::now();
+    if (issued_ <= cur_) {  // not ready until now: wait for it, then read it
+        ready_for_(item, true);
+        issue_until(cur_ + n_slots_);
+    }
+    const size_t slot = cur_ % n_slots_;
     for (uint64_t t : tickets_[slot]) reader_.wait(t);
     const auto t1 = std::chrono::steady_clock::now();
     wait_seconds_ += std::chrono::duration<double>(t1 - t0).count();
@@ -86,5 +92,7 @@ void StreamRing::release() {
     ++cur_;
     issue_until(cur_ + n_slots_);  // the slot just freed takes the read n_slots ahead
 }
+
+void StreamRing::poll() { issue_until(cur_ + n_slots_); }
 
 }  // namespace strata::runtime

@@ -30,11 +30,14 @@ class StreamRing {
 public:
     // The reads that bring `item` into a slot, asked for when its reads are issued.
     using ReadsFor = std::function<std::vector<RingRead>(int item)>;
+    // Whether `item`'s reads may be issued now (its file range is up to date); with `block`, waits
+    // until they may. Reads are issued in order: one not ready holds back the ones after it.
+    using ReadyFor = std::function<bool(int item, bool block)>;
 
     // `items` in the order they are used, each once per cycle; at most `items.size()` slots
     // are used so an item's next read is never issued before its last use ends.
     StreamRing(storage::Reader& reader, storage::PinnedPool& pool, std::vector<int> items, ReadsFor reads_for,
-               std::string what);
+               std::string what, ReadyFor ready_for = {});
     ~StreamRing();  // waits for reads in flight: they land in the pool
     StreamRing(const StreamRing&) = delete;
     StreamRing& operator=(const StreamRing&) = delete;
@@ -43,6 +46,8 @@ public:
     // each released before the next; a pass that stopped part-way is resynchronised.
     std::byte* acquire(int item);
     void release();
+    // Issues the reads that have become ready since (acquire and release do it too); never blocks.
+    void poll();
 
     double wait_seconds() const { return wait_seconds_; }
     void set_trace(Trace* trace);
@@ -55,6 +60,7 @@ private:
     std::vector<int> items_;
     std::vector<int> position_;  // item -> index in items_ (or -1)
     ReadsFor reads_for_;
+    ReadyFor ready_for_;
     std::string what_;
     size_t n_slots_;
     std::vector<std::vector<uint64_t>> tickets_;  // per slot

@@ -26,7 +26,9 @@ TEST_CASE("spilled KV layers give the same logits as an all-DRAM cache", "[unit]
         all.insert(all.end(), step.begin(), step.end());
         return all;
     };
-    // Every KV type: spilled blocks are padded for O_DIRECT, resident ones are not.
+    // Every KV type: spilled blocks are padded for O_DIRECT, resident ones are not. With 5
+    // resident layers the one spilled layer's ring has one slot: its next read is issued as soon
+    // as its write-back is queued (runtime/kv/staged_writer.h) and must see the written rows.
     for (const DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
         KvCache resident(m.hp.n_layer, 64, m.hp.n_embd_kv(), 0, type);
         const auto want = run(resident);
