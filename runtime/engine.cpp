@@ -80,6 +80,10 @@ struct Layout {
     KvPlacement kv_on = KvPlacement::HostCpuAttention;
 };
 
+uint64_t head_bytes(const ModelWeights& w, const models::Hparams& hp) {
+    return row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
+}
+
 // With a device: its bytes for layers and KV are the budget less the backend's working set
 // (sized for the largest layer as a streaming buffer, plus the K/V layer that recomputed
 // layers share); KV on the device takes no DRAM, so the host cache is then never written. KV
@@ -87,8 +91,7 @@ struct Layout {
 Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
                        const PlacementOptions& po, const GpuTarget& gpu, const gpu::Device& device,
                        const EngineOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
-    const ModelWeights w = ModelWeights::bind(file, hp);
-    const uint64_t head = row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
+    const uint64_t head = head_bytes(ModelWeights::bind(file, hp), hp);
     const uint64_t largest = *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
     // The K/V layer that recomputed layers share: the plan may choose recompute.
     const uint64_t working = DeviceBackend::working_bytes(device, hp, head, largest, 2, po.n_ctx) + kv.layer_bytes;
@@ -148,6 +151,43 @@ Layout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, Re
     if (in.budget) in.budget -= out.kv->spill_buffer_bytes();
     po.n_kv_layers_in_dram = spill.n_resident_layers;  // the prediction prices the spilled KV reads
     out.placement = std::make_unique<Placement>(place(file, in, po));
+    return out;
+}
+
+// A mixture of experts with a device: every layer's attention on the device, its feed-forward
+// on the host (runtime/exec/device_moe.cpp), the weights held as the CPU holds them (experts
+// resident, or read through the expert cache when DRAM is short). The KV cache goes on the
+// device when it fits beside the attention weights and the backend's working set, else it
+// stays in DRAM and the CPU attends (not with --attention gpu).
+Layout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
+                           const PlacementOptions& po, const GpuTarget& gpu, const gpu::Device& device,
+                           const EngineOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+    const ModelWeights w = ModelWeights::bind(file, hp);
+    const uint64_t fixed = DeviceBackend::working_bytes(device, hp, head_bytes(w, hp), 0, 0, po.n_ctx) +
+                           DeviceBackend::attention_bytes(w);
+    if (fixed >= gpu.gpu_mem)
+        throw OutOfBudget(fmt::format("--gpu-mem {} is too small: the attention weights, the output head and "
+                                      "activations take {}", format_bytes(gpu.gpu_mem), format_bytes(fixed)),
+                          "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
+    const bool kv_fits = fixed + kv.all_bytes <= gpu.gpu_mem;
+    if (!kv_fits && opts.gpu.attention == AttentionChoice::Gpu)
+        throw OutOfBudget(fmt::format("--gpu-mem {} holds the attention weights and activations ({}) but not the KV "
+                                      "cache ({}) beside them", format_bytes(gpu.gpu_mem), format_bytes(fixed),
+                                      format_bytes(kv.all_bytes)),
+                          "give more with --gpu-mem or a shorter --ctx, or leave --attention out to attend on the CPU");
+    Layout out;
+    in.other_bytes += DeviceBackend::staging_bytes(hp, po.n_ctx);
+    if (!kv_fits || opts.gpu.attention == AttentionChoice::Cpu) {
+        out = layout_on_cpu(file, hp, in, po, opts, kv, dram);
+        out.kv_on = KvPlacement::HostCpuAttention;
+        return out;
+    }
+    KvSpillOptions spill = host_kv_spill(hp.n_layer, opts, kv, dram);
+    spill.prefix_spill_bytes = 0;  // the host cache is not the master copy
+    out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
+    in.other_bytes -= kv.all_bytes;
+    out.placement = std::make_unique<Placement>(place(file, in, po));
+    out.kv_on = KvPlacement::Device;
     return out;
 }
 
@@ -211,8 +251,9 @@ Engine::Engine(const EngineOptions& opts)
     const ResidencyInput in =
         WeightStore::residency_input(file_, hp_, *dram_, kv.all_bytes + activations, opts.prefetch_depth);
     std::unique_ptr<gpu::Device> device = gpu.use ? open_device(gpu, opts.gpu, opts.int8_activations) : nullptr;
-    Layout layout = gpu.use ? layout_with_gpu(file_, hp_, in, po, gpu, *device, opts, kv, *dram_)
-                            : layout_on_cpu(file_, hp_, in, po, opts, kv, *dram_);
+    Layout layout = !gpu.use          ? layout_on_cpu(file_, hp_, in, po, opts, kv, *dram_)
+                    : hp_.moe.enabled() ? layout_moe_with_gpu(file_, hp_, in, po, gpu, *device, opts, kv, *dram_)
+                                        : layout_with_gpu(file_, hp_, in, po, gpu, *device, opts, kv, *dram_);
     kv_ = std::move(layout.kv);
     placement_ = std::move(layout.placement);
     const KvPlacement kv_on = layout.kv_on;
