@@ -3,12 +3,27 @@
 // the CPU reads in place; its experts as weights of which a pass reads the chosen share (the
 // active bytes, ModelShape::read_bytes), and of those the expected misses also cross NVMe and
 // land in DRAM first. The layer's share of the cache is what it keeps in DRAM.
+// CostModel::hybrid_layer: the same layer with its attention on the GPU (ExpertPlan::attention_on_gpu).
 #include "planner/cost_model.h"
+
+#include <algorithm>
 
 namespace strata::planner {
 
-Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
+namespace {
+// The expected misses of a pass's chosen experts (`decode`, `prefill` bytes per micro-batch)
+// cross NVMe and land in DRAM first.
+void add_misses(Cost& e, const ExpertPlan& x, double decode, double prefill, double m, double nvme_r, double dram_bw) {
     constexpr int N = static_cast<int>(Stream::Nvme), R = static_cast<int>(Stream::Dram);
+    const double miss = 1.0 - x.hit_rate;
+    e.decode[N] += m * miss * decode / nvme_r;
+    e.decode[R] += m * miss * decode / dram_bw;
+    e.prefill[N] += m * miss * prefill / nvme_r;
+    e.prefill[R] += m * miss * prefill / dram_bw;
+}
+}  // namespace
+
+Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
     constexpr int kDram = 1, kNvme = 2;  // Cost::bytes by tier: GPU, DRAM, NVMe
     const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
     const double dense = static_cast<double>(l.weight_bytes - l.expert_bytes);
@@ -21,17 +36,47 @@ Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
     e.bytes[kDram] = static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
     e.bytes[kNvme] = stored;
     // Every micro-batch reads its chosen experts; the ones not held come from NVMe.
-    const double miss = 1.0 - x.hit_rate;
-    e.decode[N] += m_ * miss * decode / nvme_r_;
-    e.decode[R] += m_ * miss * decode / dram_bw_;
-    e.prefill[N] += m_ * miss * prefill / nvme_r_;
-    e.prefill[R] += m_ * miss * prefill / dram_bw_;
+    add_misses(e, x, decode, prefill, m_, nvme_r_, dram_bw_);
     c += e;
     return c;
 }
 
+Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) const {
+    constexpr int kDram = 1, kNvme = 2;
+    const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
+    const double dense = static_cast<double>(l.weight_bytes - l.expert_bytes);
+    const double dense_params = static_cast<double>(l.n_matmul_params - l.n_expert_params);
+    // Attention's matrices (q, k, v, o) of the layer's dense parameters; its bytes in proportion.
+    const double attn_params = double(shape_.n_embd) * 2.0 * (double(shape_.n_head) * shape_.head_dim + shape_.n_embd_kv());
+    const double attn = dense_params > 0 ? dense * std::min(1.0, attn_params / dense_params) : dense;
+    Cost c = weights_cost({attn, attn, attn, attn_params}, B_, B_ * P_, WeightOption::Gpu, true);
+    // The feed-forward on the CPU, prompts too (a CPU-only plan's pricing): norm, router and
+    // shared experts read whole, the routed experts' chosen share; and the hidden states' hop
+    // down and back up around it.
+    const double ffn = dense - attn, stored = static_cast<double>(l.expert_bytes);
+    const double decode = shape_.read_bytes(l, B_ / m_) - dense, prefill = shape_.read_bytes(l, B_ * P_ / m_) - dense;
+    CostModel on_cpu(*this);
+    on_cpu.has_gpu_ = false;
+    Cost f = on_cpu.weights_cost({ffn + stored, ffn + decode, ffn + prefill, shape_.active_matmul_params(l) - attn_params},
+                                 B_, B_ * P_, WeightOption::DramCpu, true);
+    const double hop = 4.0 * shape_.n_embd;  // one token's hidden state, f32
+    f.decode[static_cast<int>(Stream::PcieD2H)] += B_ * hop / d2h_;
+    f.decode[static_cast<int>(Stream::PcieH2D)] += B_ * hop / h2d_;
+    f.prefill[static_cast<int>(Stream::PcieD2H)] += B_ * P_ * hop / d2h_;
+    f.prefill[static_cast<int>(Stream::PcieH2D)] += B_ * P_ * hop / h2d_;
+    if (offloaded) {
+        f.bytes[kDram] = ffn + static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
+        f.bytes[kNvme] = stored;
+        add_misses(f, x, decode, prefill, m_, nvme_r_, dram_bw_);
+    }
+    c += f;
+    return c;
+}
+
 Cost CostModel::placed_weights(const Plan& plan, const LayerPlacement& l) const {
-    if (plan.experts.enabled && l.weights == WeightOption::NvmeCpu) return offloaded_layer(l.layer, plan.experts);
+    const bool offloaded = plan.experts.enabled && l.weights == WeightOption::NvmeCpu;
+    if (plan.experts.attention_on_gpu) return hybrid_layer(l.layer, plan.experts, offloaded);
+    if (offloaded) return offloaded_layer(l.layer, plan.experts);
     return layer_weights(l.layer, l.weights);
 }
 

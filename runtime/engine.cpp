@@ -17,6 +17,7 @@
 #include "runtime/grammar/grammar_constraint.h"
 #include "runtime/grammar/token_trie.h"
 #include "runtime/kv/kv_cache.h"
+#include "planner/expert_placement.h"
 #include "planner/routing_profile.h"
 #include "runtime/place/gpu_placement.h"
 #include "runtime/place/placement.h"
@@ -177,17 +178,27 @@ Layout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparams& 
                           "give more with --gpu-mem or a shorter --ctx, or leave --attention out to attend on the CPU");
     Layout out;
     in.other_bytes += DeviceBackend::staging_bytes(hp, po.n_ctx);
-    if (!kv_fits || opts.gpu.attention == AttentionChoice::Cpu) {
-        out = layout_on_cpu(file, hp, in, po, opts, kv, dram);
-        out.kv_on = KvPlacement::HostCpuAttention;
-        return out;
+    PlacementOptions host_po = po;
+    host_po.on_plan = nullptr;  // shown below, once the plan has the device in it
+    const bool kv_on_device = kv_fits && opts.gpu.attention != AttentionChoice::Cpu;
+    if (kv_on_device) {
+        KvSpillOptions spill = host_kv_spill(hp.n_layer, opts, kv, dram);
+        spill.prefix_spill_bytes = 0;  // the host cache is not the master copy
+        out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
+        in.other_bytes -= kv.all_bytes;
+        out.placement = std::make_unique<Placement>(place(file, in, host_po));
+    } else {
+        out = layout_on_cpu(file, hp, in, host_po, opts, kv, dram);
     }
-    KvSpillOptions spill = host_kv_spill(hp.n_layer, opts, kv, dram);
-    spill.prefix_spill_bytes = 0;  // the host cache is not the master copy
-    out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
-    in.other_bytes -= kv.all_bytes;
-    out.placement = std::make_unique<Placement>(place(file, in, po));
-    out.kv_on = KvPlacement::Device;
+    out.kv_on = kv_on_device ? KvPlacement::Device : KvPlacement::HostCpuAttention;
+    // The plan as the device runs it, priced on the device's profile.
+    Placement& p = *out.placement;
+    p.hw = gpu.hw;
+    p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
+    p.plan.budgets.gpu = static_cast<double>(gpu.gpu_mem);
+    p.plan = planner::with_attention_on_gpu(std::move(p.plan), p.shape, p.hw, kv_on_device);
+    STRATA_LOG_INFO("{}; KV cache: {}", planner::plan_summary(p.plan), kv_placement_name(out.kv_on));
+    if (po.on_plan) po.on_plan(p);
     return out;
 }
 

@@ -56,6 +56,7 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
         CHECK_THAT(r.err, Catch::Contains("sim: every layer's attention on the device"));
         const json got = json::parse(r.out);
         CHECK(got["tokens"] == all["tokens"]);
+        CHECK_THAT(got["plan"]["summary"].get<std::string>(), Catch::Contains("attention on the GPU and feed-forward on the CPU"));
         if (std::string(sim).find("--dram") != std::string::npos && std::string(sim).find("cpu") == std::string::npos)
             CHECK(got["memory"]["experts"]["misses"].get<uint64_t>() > 0);
     }
