@@ -21,14 +21,18 @@ engine that maps the model keeps at most that much of it):
      those statistics say are hot and seeds the cache's frequencies.
   4. llama.cpp: `llama-bench -m MODEL -p 0 -n N -r R -t THREADS -lm mmap -o jsonl` (bench/compare.py's
      binary, from bench/build_llamacpp.sh).
-For each strata run: decode tokens/s, the expert cache's hit rate (and the plan's expected one),
+  5. with --sim-device GPU_MEM, strata on the simulated device (`--device sim --gpu-mem GPU_MEM`, its
+     default thread split, no -t): every layer's attention and the KV cache on the device, each
+     layer's feed-forward on the host with the experts read through the cache under the same --dram;
+     its row sets the measured rate beside the plan's prediction for that device.
+For each strata run: decode tokens/s (and the plan's prediction), the expert cache's hit rate (and the plan's expected one),
 expert bytes read from disk per token (and the plan's), those bytes per second against the probed
 disk read rate; the cgroup's peak usage and failcnt. Load average is recorded before each run.
 A synthetic model's random router spreads tokens almost evenly over the experts, so routing
 statistics help less there than on a trained model's skewed routing.
 
-Options: --model FILE (required), --dram SIZE, --slack 256M, -n 64, -r 3, -t THREADS, --skip-peer, --json-out FILE,
---markdown FILE.
+Options: --model FILE (required), --dram SIZE, --slack 256M, -n 64, -r 3, -t THREADS, --skip-peer,
+--sim-device GPU_MEM, --only-sim (the simulated device's row alone), --json-out FILE, --markdown FILE.
 """
 from __future__ import annotations
 
@@ -73,12 +77,16 @@ def main() -> None:
     ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--skip-peer", action="store_true")
+    ap.add_argument("--sim-device", metavar="GPU_MEM", help="also run strata on the simulated device with this --gpu-mem")
+    ap.add_argument("--only-sim", action="store_true", help="run the simulated device's row alone (needs --sim-device)")
     ap.add_argument("--json-out")
     ap.add_argument("--markdown")
     a = ap.parse_args()
     model = Path(a.model).resolve()
     limit = parse_size(a.dram) if a.dram else model.stat().st_size // 4
     slack = parse_size(a.slack)
+    if a.only_sim and not a.sim_device:
+        sys.exit("expert_offload: --only-sim needs --sim-device GPU_MEM")
     if slack >= limit:
         sys.exit(f"expert_offload: --slack {a.slack} leaves nothing of the {limit} byte limit")
     stats = model.with_suffix(".routing.json")
@@ -96,18 +104,24 @@ def main() -> None:
     try:
         bench = [strata, "bench", "-m", str(model), "-p", "0", "-n", str(a.n_gen), "-r", str(a.reps), "-t", str(a.threads),
                  "--json", "--dram", str(limit - slack)]
-        log(f"strata, uniform routing (load {load1():.2f})")
-        results["strata, no routing statistics"] = in_cgroup(cg, bench, env)[0]
-        stats.unlink(missing_ok=True)  # that run saved some: the LRU run starts without them too
-        log("strata, LRU")
-        results["strata, no statistics, LRU"] = in_cgroup(cg, bench + ["--expert-policy", "lru"], env)[0]
-        stats.unlink(missing_ok=True)
-        log("strata warm-up: routing statistics")
-        in_cgroup(cg, [strata, "bench", "-m", str(model), "-p", "512", "-n", "128", "-r", "1", "-t", str(a.threads), "--json",
-                       "--dram", str(limit - slack)], env)
-        log("strata with routing statistics")
-        results["strata, routing statistics"] = in_cgroup(cg, bench, env)[0]
-        if not a.skip_peer:
+        if a.sim_device:
+            log(f"strata, simulated device --gpu-mem {a.sim_device} (load {load1():.2f})")
+            sim = [x for x in bench if x not in ("-t", str(a.threads))] + ["--device", "sim", "--gpu-mem", a.sim_device]
+            results[f"strata, sim device {a.sim_device}: attention there, experts on the host"] = in_cgroup(cg, sim, env)[0]
+            stats.unlink(missing_ok=True)
+        if not a.only_sim:
+            log(f"strata, uniform routing (load {load1():.2f})")
+            results["strata, no routing statistics"] = in_cgroup(cg, bench, env)[0]
+            stats.unlink(missing_ok=True)  # that run saved some: the LRU run starts without them too
+            log("strata, LRU")
+            results["strata, no statistics, LRU"] = in_cgroup(cg, bench + ["--expert-policy", "lru"], env)[0]
+            stats.unlink(missing_ok=True)
+            log("strata warm-up: routing statistics")
+            in_cgroup(cg, [strata, "bench", "-m", str(model), "-p", "512", "-n", "128", "-r", "1", "-t", str(a.threads),
+                           "--json", "--dram", str(limit - slack)], env)
+            log("strata with routing statistics")
+            results["strata, routing statistics"] = in_cgroup(cg, bench, env)[0]
+        if not a.skip_peer and not a.only_sim:
             log("llama.cpp mmap")
             t0 = time.time()
             try:
@@ -133,8 +147,8 @@ def main() -> None:
     lines = [f"{model.name} ({model.stat().st_size / 2**30:.1f} GiB), memory limit {limit / 2**30:.2f} GiB "
              f"(strata --dram {(limit - slack) / 2**30:.2f} GiB), tg{a.n_gen}, {a.reps} reps, {a.threads} threads",
              "",
-             "| run | tg t/s | vs llama.cpp | expert hit rate (plan) | experts from disk per token (plan) | disk GB/s / probed | cgroup peak | load |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| run | tg t/s | plan t/s | vs llama.cpp | expert hit rate (plan) | experts from disk per token (plan) | disk GB/s / probed | cgroup peak | load |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in results.items():
         ts = f"{r['avg_ts']:.2f} ± {r['stddev_ts']:.2f}"
         vs = f"{r['avg_ts'] / peer_ts:.2f}x" if peer_ts and name.startswith("strata") else "-"
@@ -145,7 +159,8 @@ def main() -> None:
             gbps = f"{r['streamed_gbps']:.2f} / {r['disk_read_gbps']:.2f}"
         else:
             hit = disk = gbps = "-"
-        lines.append(f"| {name} | {ts} | {vs} | {hit} | {disk} | {gbps} | {r['cgroup_peak_bytes'] / 2**30:.2f} GiB "
+        plan = f"{r['predicted_ts']:.2f} ({r['avg_ts'] / r['predicted_ts']:.2f}x)" if r.get("predicted_ts") else "-"
+        lines.append(f"| {name} | {ts} | {plan} | {vs} | {hit} | {disk} | {gbps} | {r['cgroup_peak_bytes'] / 2**30:.2f} GiB "
                      f"(failcnt {r['cgroup_failcnt']}) | {r['load1']:.2f} |")
     if "llama.cpp mmap" in results:
         lines += ["", results["llama.cpp mmap"]["peer_note"]]
