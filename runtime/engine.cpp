@@ -163,6 +163,10 @@ Layout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, Re
 Layout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
                            const PlacementOptions& po, const GpuTarget& gpu, const gpu::Device& device,
                            const EngineOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+    if (po.given && po.given->has_gpu)
+        throw UsageError("--plan: a mixture of experts on the device runs by the CPU's plan for its experts (the "
+                         "device takes every layer's attention); this plan places layers on a GPU",
+                         "leave --plan out, or give a plan made without a GPU (`strata plan -m MODEL --dram ...`)");
     const ModelWeights w = ModelWeights::bind(file, hp);
     const uint64_t fixed = DeviceBackend::working_bytes(device, hp, head_bytes(w, hp), 0, 0, po.n_ctx) +
                            DeviceBackend::attention_bytes(w);
