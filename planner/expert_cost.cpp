@@ -64,6 +64,9 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     f.decode[static_cast<int>(Stream::PcieH2D)] += B_ * hop / h2d_;
     f.prefill[static_cast<int>(Stream::PcieD2H)] += B_ * P_ * hop / d2h_;
     f.prefill[static_cast<int>(Stream::PcieH2D)] += B_ * P_ * hop / h2d_;
+    // The host waits for the copy down once per layer and micro-batch, as around CPU attention.
+    f.decode_overhead += m_ * cpu_sync_s_;
+    f.prefill_overhead += m_ * cpu_sync_s_;
     if (offloaded) {
         f.bytes[kDram] = ffn + static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
         f.bytes[kNvme] = stored;
