@@ -38,15 +38,17 @@ nlohmann::json config(const std::string& arch, int n_expert, int n_ff_shexp) {
 constexpr int kCtx = 64;
 
 // Logits of `ids` (the first n_prompt as one pass, then one token a pass) on the simulated
-// device over `store`, KV cache on the device.
+// device over `store`, the KV cache where `kv_at` says.
 std::vector<float> on_sim_device(const test::TinyModelFile& m, WeightStore& store, std::span<const int32_t> ids,
-                                 size_t n_prompt) {
+                                 size_t n_prompt, KvPlacement kv_at = KvPlacement::Device) {
     storage::MemoryBudget dram("DRAM", UINT64_MAX);
     gpu::SimOptions o;
     o.budget_bytes = uint64_t{256} << 20;
     o.link_gbps = 50;
     KvCache kv(m.hp.n_layer, kCtx, m.hp.n_embd_kv());
-    DeviceBackend dev(gpu::make_sim_device(o), m.hp, store, kv, dram, {});
+    DeviceBackendOptions opts;
+    opts.kv = kv_at;
+    DeviceBackend dev(gpu::make_sim_device(o), m.hp, store, kv, dram, opts);
     cpu::ThreadPool pool(1);
     return test::prompt_then_steps(dev, pool, ids, n_prompt, kv);
 }
@@ -65,8 +67,9 @@ TEST_CASE("sim device: a mixture of experts gives the CPU's logits, experts resi
             KvCache kv_cpu(all.hp.n_layer, kCtx, all.hp.n_embd_kv());
             const std::vector<float> want = all.prompt_then_steps(ids, 5, kv_cpu);
 
-            // Every expert resident in DRAM.
+            // Every expert resident in DRAM; the KV cache on the device, or in DRAM with the CPU attending.
             CHECK(same_bits(on_sim_device(all, all.store, ids, 5), want));
+            CHECK(same_bits(on_sim_device(all, all.store, ids, 5, KvPlacement::HostCpuAttention), want));
 
             // Every layer's experts read from the file through a cache of one layer's experts.
             const test::SmallExpertCache small(all);
