@@ -22,15 +22,19 @@ engine that maps the model keeps at most that much of it):
      those statistics say are hot and seeds the cache's frequencies.
   4. llama.cpp: `llama-bench -m MODEL -p 0 -n N -r R -t THREADS -lm mmap -o jsonl` (bench/compare.py's
      binary, from bench/build_llamacpp.sh).
-For each strata run: decode tokens/s, the expert cache's hit rate (and the plan's expected one),
+  5. with --sim-device GPU_MEM, strata on the simulated device (`--device sim --gpu-mem GPU_MEM`, its
+     default thread split, no -t): every layer's attention and the KV cache on the device, each
+     layer's feed-forward on the host with the experts read through the cache under the same --dram;
+     its row sets the measured rate beside the plan's prediction for that device.
+For each strata run: decode tokens/s (and the plan's prediction), the expert cache's hit rate (and the plan's expected one),
 expert bytes read from disk per token (and the plan's), those bytes per second against the probed
 disk read rate; the cgroup's peak usage and failcnt. Load average is recorded before each run.
 A synthetic model's random router spreads tokens almost evenly over the experts, so routing
 statistics help less there than on a trained model's skewed routing.
 
 Options: --model FILE (required), --dram SIZE, --slack 256M, -n 64, -r 3, -t THREADS, --skip-peer, --skip-strata,
---peer-timeout SECONDS (the peer counts as not finishing after it), --json-out FILE,
---markdown FILE.
+--peer-timeout SECONDS (the peer counts as not finishing after it), --sim-device GPU_MEM, --only-sim (the simulated
+device's row alone), --json-out FILE, --markdown FILE.
 """
 from __future__ import annotations
 
@@ -77,12 +81,16 @@ def main() -> None:
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--skip-strata", action="store_true", help="the peer alone (a second run under a lock of its own)")
     ap.add_argument("--peer-timeout", type=float, help="seconds after which the peer counts as not finishing")
+    ap.add_argument("--sim-device", metavar="GPU_MEM", help="also run strata on the simulated device with this --gpu-mem")
+    ap.add_argument("--only-sim", action="store_true", help="run the simulated device's row alone (needs --sim-device)")
     ap.add_argument("--json-out")
     ap.add_argument("--markdown")
     a = ap.parse_args()
     model = Path(a.model).resolve()
     limit = parse_size(a.dram) if a.dram else model.stat().st_size // 4
     slack = parse_size(a.slack)
+    if a.only_sim and not a.sim_device:
+        sys.exit("expert_offload: --only-sim needs --sim-device GPU_MEM")
     if slack >= limit:
         sys.exit(f"expert_offload: --slack {a.slack} leaves nothing of the {limit} byte limit")
     stats = model.with_suffix(".routing.json")
@@ -100,7 +108,12 @@ def main() -> None:
     try:
         bench = [strata, "bench", "-m", str(model), "-p", "0", "-n", str(a.n_gen), "-r", str(a.reps), "-t", str(a.threads),
                  "--json", "--dram", str(limit - slack)]
-        if not a.skip_strata:
+        if a.sim_device and not a.skip_strata:
+            log(f"strata, simulated device --gpu-mem {a.sim_device} (load {load1():.2f})")
+            sim = [x for x in bench if x not in ("-t", str(a.threads))] + ["--device", "sim", "--gpu-mem", a.sim_device]
+            results[f"strata, sim device {a.sim_device}: attention there, experts on the host"] = in_cgroup(cg, sim, env)[0]
+            stats.unlink(missing_ok=True)
+        if not a.skip_strata and not a.only_sim:
             log(f"strata, uniform routing (load {load1():.2f})")
             results["strata, no routing statistics (adaptive policy)"] = in_cgroup(cg, bench, env)[0]
             for policy in ("frequency", "lru"):
@@ -113,7 +126,7 @@ def main() -> None:
                            "--dram", str(limit - slack)], env)
             log("strata with routing statistics")
             results["strata, routing statistics"] = in_cgroup(cg, bench, env)[0]
-        if not a.skip_peer:
+        if not a.skip_peer and not a.only_sim:
             log("llama.cpp mmap")
             t0 = time.time()
             try:
@@ -156,7 +169,7 @@ def main() -> None:
             wait = f"{r['expert_wait_ms_per_token']:.1f} ms"
         else:
             hit = disk = gbps = wait = "-"
-        plan = f"{r['predicted_ts']:.2f}" if "predicted_ts" in r else "-"
+        plan = f"{r['predicted_ts']:.2f} ({r['avg_ts'] / r['predicted_ts']:.2f}x)" if r.get("predicted_ts") else "-"
         lines.append(f"| {name} | {ts} | {plan} | {vs} | {hit} | {disk} | {wait} | {gbps} | {r['cgroup_peak_bytes'] / 2**30:.2f} GiB "
                      f"(failcnt {r['cgroup_failcnt']}) | {r['load1']:.2f} |")
     if "llama.cpp mmap" in results:

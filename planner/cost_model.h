@@ -72,7 +72,10 @@ public:
     // A layer whose routed experts are offloaded (expert_cost.cpp): the rest resident, the
     // experts read through the DRAM cache at its expected hit rate.
     Cost offloaded_layer(int layer, const ExpertPlan& experts) const;
-    // A layer's weights as the plan places them: offloaded_layer or layer_weights.
+    // A mixture-of-experts layer whose attention runs on the GPU and whose feed-forward (router,
+    // shared and routed experts: resident, or `offloaded` behind the DRAM cache) runs on the CPU.
+    Cost hybrid_layer(int layer, const ExpertPlan& experts, bool offloaded) const;
+    // A layer's weights as the plan places them: hybrid_layer, offloaded_layer or layer_weights.
     Cost placed_weights(const Plan& plan, const LayerPlacement& l) const;
     Cost layer_kv(int layer, KvOption o) const;
     Cost output(WeightOption o) const;     // the logits matmul

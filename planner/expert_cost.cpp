@@ -5,12 +5,32 @@
 // land in DRAM first. The layer's share of the cache is what it keeps in DRAM. The reads start
 // when the layer's router has chosen and the layer's output needs every chosen expert, so
 // they overlap only the compute of the experts already held: the CPU waits out the rest.
+// CostModel::hybrid_layer: the same layer with its attention on the GPU (ExpertPlan::attention_on_gpu).
 #include "planner/cost_model.h"
+
+#include <algorithm>
 
 namespace strata::planner {
 
+namespace {
+// The expected misses of a pass's chosen experts (`decode`, `prefill` bytes per micro-batch)
+// cross NVMe and land in DRAM first; the CPU (whose time in `e` is the layer's feed-forward)
+// waits for them beyond the held experts' share of that time.
+void add_misses(Cost& e, const ExpertPlan& x, double decode, double prefill, double m, double nvme_r, double dram_bw) {
+    constexpr int N = static_cast<int>(Stream::Nvme), R = static_cast<int>(Stream::Dram), C = static_cast<int>(Stream::CpuCompute);
+    const double miss = 1.0 - x.hit_rate;
+    auto misses = [&](std::array<double, kNumStreams>& t, double bytes) {
+        const double read = m * miss * bytes / nvme_r;
+        t[C] += std::max(0.0, read - x.hit_rate * t[C]);
+        t[N] += read;
+        t[R] += m * miss * bytes / dram_bw;
+    };
+    misses(e.decode, decode);
+    misses(e.prefill, prefill);
+}
+}  // namespace
+
 Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
-    constexpr int N = static_cast<int>(Stream::Nvme), R = static_cast<int>(Stream::Dram);
     constexpr int kDram = 1, kNvme = 2;  // Cost::bytes by tier: GPU, DRAM, NVMe
     const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
     const double dense = static_cast<double>(l.weight_bytes - l.expert_bytes);
@@ -23,22 +43,50 @@ Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
     e.bytes[kDram] = static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
     e.bytes[kNvme] = stored;
     // Every micro-batch reads its chosen experts; the ones not held come from NVMe.
-    const double miss = 1.0 - x.hit_rate;
-    constexpr int C = static_cast<int>(Stream::CpuCompute);
-    auto misses = [&](std::array<double, kNumStreams>& t, double bytes) {
-        const double read = m_ * miss * bytes / nvme_r_;
-        t[C] += std::max(0.0, read - x.hit_rate * t[C]);
-        t[N] += read;
-        t[R] += m_ * miss * bytes / dram_bw_;
-    };
-    misses(e.decode, decode);
-    misses(e.prefill, prefill);
+    add_misses(e, x, decode, prefill, m_, nvme_r_, dram_bw_);
     c += e;
     return c;
 }
 
+Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) const {
+    constexpr int kDram = 1, kNvme = 2;
+    const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
+    const double dense = static_cast<double>(l.weight_bytes - l.expert_bytes);
+    const double dense_params = static_cast<double>(l.n_matmul_params - l.n_expert_params);
+    // Attention's matrices (q, k, v, o) of the layer's dense parameters; its bytes in proportion.
+    const double attn_params = double(shape_.n_embd) * 2.0 * (double(shape_.n_head) * shape_.head_dim + shape_.n_embd_kv());
+    const double attn = dense_params > 0 ? dense * std::min(1.0, attn_params / dense_params) : dense;
+    Cost c = weights_cost({attn, attn, attn, attn_params}, B_, B_ * P_, WeightOption::Gpu, true);
+    // The feed-forward on the CPU, prompts too (a CPU-only plan's pricing): norm, router and
+    // shared experts read whole, the routed experts' chosen share; and the hidden states' hop
+    // down and back up around it.
+    const double ffn = dense - attn, stored = static_cast<double>(l.expert_bytes);
+    const double decode = shape_.read_bytes(l, B_ / m_) - dense, prefill = shape_.read_bytes(l, B_ * P_ / m_) - dense;
+    CostModel on_cpu(*this);
+    on_cpu.has_gpu_ = false;
+    Cost f = on_cpu.weights_cost({ffn + stored, ffn + decode, ffn + prefill, shape_.active_matmul_params(l) - attn_params},
+                                 B_, B_ * P_, WeightOption::DramCpu, true);
+    const double hop = 4.0 * shape_.n_embd;  // one token's hidden state, f32
+    f.decode[static_cast<int>(Stream::PcieD2H)] += B_ * hop / d2h_;
+    f.decode[static_cast<int>(Stream::PcieH2D)] += B_ * hop / h2d_;
+    f.prefill[static_cast<int>(Stream::PcieD2H)] += B_ * P_ * hop / d2h_;
+    f.prefill[static_cast<int>(Stream::PcieH2D)] += B_ * P_ * hop / h2d_;
+    // The host waits for the copy down once per layer and micro-batch, as around CPU attention.
+    f.decode_overhead += m_ * cpu_sync_s_;
+    f.prefill_overhead += m_ * cpu_sync_s_;
+    if (offloaded) {
+        f.bytes[kDram] = ffn + static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
+        f.bytes[kNvme] = stored;
+        add_misses(f, x, decode, prefill, m_, nvme_r_, dram_bw_);
+    }
+    c += f;
+    return c;
+}
+
 Cost CostModel::placed_weights(const Plan& plan, const LayerPlacement& l) const {
-    if (plan.experts.enabled && l.weights == WeightOption::NvmeCpu) return offloaded_layer(l.layer, plan.experts);
+    const bool offloaded = plan.experts.enabled && l.weights == WeightOption::NvmeCpu;
+    if (plan.experts.attention_on_gpu) return hybrid_layer(l.layer, plan.experts, offloaded);
+    if (offloaded) return offloaded_layer(l.layer, plan.experts);
     return layer_weights(l.layer, l.weights);
 }
 

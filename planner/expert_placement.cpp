@@ -110,11 +110,16 @@ Plan expert_offload_plan(const ModelShape& s, const HardwareProfile& hw, const W
 std::optional<Plan> offload_if_better(const ModelShape& s, const HardwareProfile& hw, const Workload& wl,
                                       const Budgets& budgets, DType kv_type, const RoutingProfile* routing,
                                       const std::string& routing_note, const Plan* best) {
-    if (s.n_expert == 0 || hw.has_gpu()) return std::nullopt;
+    if (s.n_expert == 0) return std::nullopt;
     const uint64_t slot = expert_bytes(s);
     const int32_t slots = expert_slots_for(s, wl, kv_type, budgets.dram, slot);
     if (slots < s.n_expert) return std::nullopt;  // a pass may choose every expert of a layer
     Plan p = expert_offload_plan(s, hw, wl, budgets, kv_type, place_experts(s, routing, routing_note, slots, slot));
+    if (hw.has_gpu()) {
+        std::optional<Plan> on_gpu = attention_on_gpu_if_fits(p, s, hw);
+        if (!on_gpu) return std::nullopt;
+        p = std::move(*on_gpu);
+    }
     if (best && best->prediction.objective_s <= p.prediction.objective_s) return std::nullopt;
     return p;
 }
@@ -144,10 +149,14 @@ SearchResult search_with_expert_offload(const ModelShape& s, const HardwareProfi
 }
 
 std::string expert_line(const ExpertPlan& e) {
-    return fmt::format("experts: DRAM cache of {} ({} each), expected hit rate {:.1f}%; a token reads {} of weights, {} of "
-                       "them from NVMe; routing {}",
-                       e.cache_slots, format_size(static_cast<double>(e.slot_bytes)), 100 * e.hit_rate,
-                       format_size(e.active_bytes_per_token), format_size(e.nvme_bytes_per_token), e.routing);
+    const std::string where = e.attention_on_gpu
+        ? "experts: attention, norms and KV on the GPU, each layer's feed-forward on the CPU (hidden state down and back up); "
+        : "experts: ";
+    if (!e.enabled) return where + "every routed expert resident in DRAM";
+    return where + fmt::format("DRAM cache of {} ({} each), expected hit rate {:.1f}%; a token reads {} of weights, {} of "
+                               "them from NVMe; routing {}",
+                               e.cache_slots, format_size(static_cast<double>(e.slot_bytes)), 100 * e.hit_rate,
+                               format_size(e.active_bytes_per_token), format_size(e.nvme_bytes_per_token), e.routing);
 }
 
 std::string format_expert_plan(const ExpertPlan& e, const ModelShape& shape) {
@@ -178,7 +187,8 @@ json expert_plan_json(const ExpertPlan& e) {
             {"hit_rate", e.hit_rate},
             {"active_bytes_per_token", e.active_bytes_per_token},
             {"nvme_bytes_per_token", e.nvme_bytes_per_token},
-            {"dram", e.dram}};
+            {"dram", e.dram},
+            {"attention_on_gpu", e.attention_on_gpu}};
 }
 
 ExpertPlan expert_plan_from_json(const json& j) {
@@ -192,6 +202,7 @@ ExpertPlan expert_plan_from_json(const json& j) {
     e.active_bytes_per_token = get<double>(j, path, "active_bytes_per_token");
     e.nvme_bytes_per_token = get<double>(j, path, "nvme_bytes_per_token");
     e.dram = get<std::vector<std::vector<int32_t>>>(j, path, "dram");
+    e.attention_on_gpu = j.value("attention_on_gpu", false);  // absent in plans saved before it
     if (e.cache_slots < 0 || e.hit_rate < 0 || e.hit_rate > 1)
         throw UsageError(fmt::format("{}: cache_slots {} or hit_rate {} out of range", path, e.cache_slots, e.hit_rate));
     return e;

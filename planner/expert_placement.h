@@ -43,8 +43,9 @@ int32_t expert_slots_for(const ModelShape& shape, const Workload& wl, DType kv_t
 Plan expert_offload_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Budgets& budgets,
                          DType kv_type, const ExpertPlan& experts, const std::vector<bool>& offloaded = {});
 
-// For a mixture of experts planned without a GPU: the expert-offload plan for budgets.dram
-// when it predicts less time per token than `best` (null: no plan fits otherwise) or nullopt.
+// For a mixture of experts: the expert-offload plan for budgets.dram (with a GPU, its attention
+// there: attention_on_gpu_if_fits) when it predicts less time per token than `best` (null: no
+// plan fits otherwise) or nullopt.
 std::optional<Plan> offload_if_better(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl,
                                       const Budgets& budgets, DType kv_type, const RoutingProfile* routing,
                                       const std::string& routing_note, const Plan* best);
@@ -55,6 +56,15 @@ std::optional<Plan> offload_if_better(const ModelShape& shape, const HardwarePro
 // Throws search_plans' OutOfBudget when neither fits.
 SearchResult search_with_expert_offload(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl,
                                         const PlannerOptions& opts);
+
+// `p` (an expert-offload plan, or a mixture of experts held whole in DRAM) with every layer's
+// attention on hw's GPU, the KV cache there too (`kv_on_gpu`) or in DRAM with the CPU
+// attending, and the output head there; the feed-forward stays on the CPU where p put its
+// weights (expert_device.cpp). Repriced on `hw`.
+Plan with_attention_on_gpu(Plan p, const ModelShape& shape, const HardwareProfile& hw, bool kv_on_gpu);
+// That plan with the KV cache on the GPU when it fits p.budgets.gpu, else in DRAM; nullopt when
+// not even the attention weights and head fit.
+std::optional<Plan> attention_on_gpu_if_fits(const Plan& p, const ModelShape& shape, const HardwareProfile& hw);
 
 // One line: the cache, its expected hit rate, the bytes per token, the routing assumed.
 std::string expert_line(const ExpertPlan& e);

@@ -20,6 +20,10 @@ struct ExpertPlan {
     double nvme_bytes_per_token = 0;     // of them, the expected misses read from NVMe
     // Per layer: the experts expected in the DRAM cache, most chosen first; the others stay on NVMe.
     std::vector<std::vector<int32_t>> dram;
+    // A device runs every layer's attention (its norms and KV cache too); the CPU runs each
+    // layer's feed-forward on the hidden states copied down and back up (expert_device.cpp).
+    // Set with or without offloaded experts (`enabled`).
+    bool attention_on_gpu = false;
     bool operator==(const ExpertPlan&) const = default;
 };
 

@@ -111,7 +111,7 @@ std::string Plan::to_json() const {
                         {"memory_bytes", {{"gpu", p.used.gpu}, {"dram", p.used.dram}, {"nvme", p.used.nvme}}}}},
         {"lp", {{"bound_s", lp_bound_s}, {"objective_s", lp_objective_s}, {"rounding_loss", rounding_loss}, {"groups", groups}}},
     };
-    if (experts.enabled) j["experts"] = expert_plan_json(experts);
+    if (experts.enabled || experts.attention_on_gpu) j["experts"] = expert_plan_json(experts);
     return j.dump(2);
 }
 
@@ -170,7 +170,7 @@ Plan Plan::from_json(std::string_view text) {
 
     if (j.contains("experts")) {
         p.experts = expert_plan_from_json(j.at("experts"));
-        if (p.experts.dram.size() != p.layers.size())
+        if (p.experts.enabled && p.experts.dram.size() != p.layers.size())
             throw UsageError(fmt::format("plan.experts: {} layers of experts for a {}-layer model", p.experts.dram.size(), p.n_layer));
     }
     const json& pr = json_util::object(j, "plan", "prediction");

@@ -52,8 +52,9 @@ std::string plan_summary(const Plan& plan) {
                       plan.experts.cache_slots, 100 * plan.experts.hit_rate,
                       plan.experts.routing.substr(0, plan.experts.routing.find(' ')))
         : std::string();
-    return fmt::format("plan: {} layers on GPU / {} DRAM / {} NVMe{}, batch {}x{}, {} attention, {}; predicted TTFT {}, {:.3g} tok/s",
-                       gpu_layers, dram_layers, nvme_layers, experts, plan.policy.batch, plan.policy.n_micro,
+    const std::string hybrid = plan.experts.attention_on_gpu ? ", attention on the GPU and feed-forward on the CPU" : "";
+    return fmt::format("plan: {} layers on GPU / {} DRAM / {} NVMe{}{}, batch {}x{}, {} attention, {}; predicted TTFT {}, {:.3g} tok/s",
+                       gpu_layers, dram_layers, nvme_layers, experts, hybrid, plan.policy.batch, plan.policy.n_micro,
                        plan.policy.cpu_attention ? "CPU" : "GPU", plan.policy.recompute ? "recompute" : "no recompute",
                        format_seconds(plan.prediction.ttft_s), plan.prediction.decode_tps_aggregate);
 }
@@ -89,6 +90,7 @@ std::string format_plan(const Plan& plan, const ModelShape& shape, const Hardwar
     append(s, "");
     // Layers at nvme(cpu) keep all but their routed experts in DRAM; where those are:
     if (plan.experts.enabled) s += format_expert_plan(plan.experts, shape) + "\n";
+    else if (plan.experts.attention_on_gpu) s += expert_line(plan.experts) + "\n\n";
     append(s, "{:<13} {:>12} {:>12}", "stream", "prefill", "decode step");
     for (int i = 0; i < kNumStreams; ++i)
         append(s, "{:<13} {:>12} {:>12}", stream_name(static_cast<Stream>(i)), format_seconds(p.prefill.stream_s[i]),
@@ -100,7 +102,7 @@ std::string format_plan(const Plan& plan, const ModelShape& shape, const Hardwar
     append(s, "predicted {}", rate_line(p, plan));
     append(s, "memory    GPU {} of {}, DRAM {} of {}, NVMe {} of {}", format_size(p.used.gpu), format_size(plan.budgets.gpu),
          format_size(p.used.dram), format_size(plan.budgets.dram), format_size(p.used.nvme), format_size(plan.budgets.nvme));
-    if (plan.experts.enabled) return s;  // not an LP's answer
+    if (plan.experts.enabled || plan.experts.attention_on_gpu) return s;  // not an LP's answer
     append(s, "LP        bound {} per token; rounded to whole layers {} (rounding loss {:.2f}%; the LP re-solved with "
               "whole-layer staging buffers: {})",
          format_seconds(plan.lp_bound_s), format_seconds(p.objective_s), 100 * plan.rounding_loss,

@@ -51,14 +51,14 @@ std::string plan_svg(const Plan& plan, const ModelShape& shape, const HardwarePr
     for (const auto& b : bars) end = std::max(end, b.t1);
     end = std::max(end, 1e-9);
 
-    const double left = 90, width = 900, lane_h = 34, top = plan.experts.enabled ? 56 : 40;
+    const double left = 90, width = 900, lane_h = 34, top = plan.experts.enabled || plan.experts.attention_on_gpu ? 56 : 40;
     const double height = top + kLanes * lane_h + 40;
     std::string svg = fmt::format(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" font-family=\"sans-serif\" font-size=\"12\">\n",
         left + width + 20, height);
     svg += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"14\">{}: one decode step from cold, {} (steady state with prefetch across steps: {})</text>\n", left,
                        shape.name, format_seconds(end), format_seconds(plan.prediction.decode.time_s));
-    if (plan.experts.enabled)
+    if (plan.experts.enabled || plan.experts.attention_on_gpu)
         svg += fmt::format("<text x=\"{}\" y=\"38\">{}</text>\n", left, expert_line(plan.experts));
     for (int lane = 0; lane < kLanes; ++lane) {
         const double y = top + lane * lane_h;

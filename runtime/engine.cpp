@@ -17,6 +17,7 @@
 #include "runtime/grammar/grammar_constraint.h"
 #include "runtime/grammar/token_trie.h"
 #include "runtime/kv/kv_cache.h"
+#include "planner/expert_placement.h"
 #include "planner/routing_profile.h"
 #include "runtime/place/gpu_placement.h"
 #include "runtime/place/placement.h"
@@ -81,6 +82,10 @@ struct Layout {
     KvPlacement kv_on = KvPlacement::HostCpuAttention;
 };
 
+uint64_t head_bytes(const ModelWeights& w, const models::Hparams& hp) {
+    return row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
+}
+
 // With a device: its bytes for layers and KV are the budget less the backend's working set
 // (sized for the largest layer as a streaming buffer, plus the K/V layer that recomputed
 // layers share); KV on the device takes no DRAM, so the host cache is then never written. KV
@@ -88,8 +93,7 @@ struct Layout {
 Layout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
                        const PlacementOptions& po, const GpuTarget& gpu, const gpu::Device& device,
                        const EngineOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
-    const ModelWeights w = ModelWeights::bind(file, hp);
-    const uint64_t head = row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
+    const uint64_t head = head_bytes(ModelWeights::bind(file, hp), hp);
     const uint64_t largest = *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end());
     // The K/V layer that recomputed layers share: the plan may choose recompute.
     const uint64_t working = DeviceBackend::working_bytes(device, hp, head, largest, 2, po.n_ctx) + kv.layer_bytes;
@@ -149,6 +153,57 @@ Layout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, Re
     if (in.budget) in.budget -= out.kv->spill_buffer_bytes();
     po.n_kv_layers_in_dram = spill.n_resident_layers;  // the prediction prices the spilled KV reads
     out.placement = std::make_unique<Placement>(place(file, in, po));
+    return out;
+}
+
+// A mixture of experts with a device: every layer's attention on the device, its feed-forward
+// on the host (runtime/exec/device_moe.cpp), the weights held as the CPU holds them (experts
+// resident, or read through the expert cache when DRAM is short). The KV cache goes on the
+// device when it fits beside the attention weights and the backend's working set, else it
+// stays in DRAM and the CPU attends (not with --attention gpu).
+Layout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
+                           const PlacementOptions& po, const GpuTarget& gpu, const gpu::Device& device,
+                           const EngineOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+    if (po.given && po.given->has_gpu)
+        throw UsageError("--plan: a mixture of experts on the device runs by the CPU's plan for its experts (the "
+                         "device takes every layer's attention); this plan places layers on a GPU",
+                         "leave --plan out, or give a plan made without a GPU (`strata plan -m MODEL --dram ...`)");
+    const ModelWeights w = ModelWeights::bind(file, hp);
+    const uint64_t fixed = DeviceBackend::working_bytes(device, hp, head_bytes(w, hp), 0, 0, po.n_ctx) +
+                           DeviceBackend::attention_bytes(w);
+    if (fixed >= gpu.gpu_mem)
+        throw OutOfBudget(fmt::format("--gpu-mem {} is too small: the attention weights, the output head and "
+                                      "activations take {}", format_bytes(gpu.gpu_mem), format_bytes(fixed)),
+                          "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
+    const bool kv_fits = fixed + kv.all_bytes <= gpu.gpu_mem;
+    if (!kv_fits && opts.gpu.attention == AttentionChoice::Gpu)
+        throw OutOfBudget(fmt::format("--gpu-mem {} holds the attention weights and activations ({}) but not the KV "
+                                      "cache ({}) beside them", format_bytes(gpu.gpu_mem), format_bytes(fixed),
+                                      format_bytes(kv.all_bytes)),
+                          "give more with --gpu-mem or a shorter --ctx, or leave --attention out to attend on the CPU");
+    Layout out;
+    in.other_bytes += DeviceBackend::staging_bytes(hp, po.n_ctx);
+    PlacementOptions host_po = po;
+    host_po.on_plan = nullptr;  // shown below, once the plan has the device in it
+    const bool kv_on_device = kv_fits && opts.gpu.attention != AttentionChoice::Cpu;
+    if (kv_on_device) {
+        KvSpillOptions spill = host_kv_spill(hp.n_layer, opts, kv, dram);
+        spill.prefix_spill_bytes = 0;  // the host cache is not the master copy
+        out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
+        in.other_bytes -= kv.all_bytes;
+        out.placement = std::make_unique<Placement>(place(file, in, host_po));
+    } else {
+        out = layout_on_cpu(file, hp, in, host_po, opts, kv, dram);
+    }
+    out.kv_on = kv_on_device ? KvPlacement::Device : KvPlacement::HostCpuAttention;
+    // The plan as the device runs it, priced on the device's profile.
+    Placement& p = *out.placement;
+    p.hw = gpu.hw;
+    p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
+    p.plan.budgets.gpu = static_cast<double>(gpu.gpu_mem);
+    p.plan = planner::with_attention_on_gpu(std::move(p.plan), p.shape, p.hw, kv_on_device);
+    STRATA_LOG_INFO("{}; KV cache: {}", planner::plan_summary(p.plan), kv_placement_name(out.kv_on));
+    if (po.on_plan) po.on_plan(p);
     return out;
 }
 
@@ -212,8 +267,9 @@ Engine::Engine(const EngineOptions& opts)
     const ResidencyInput in =
         WeightStore::residency_input(file_, hp_, *dram_, kv.all_bytes + activations, opts.prefetch_depth);
     std::unique_ptr<gpu::Device> device = gpu.use ? open_device(gpu, opts.gpu, opts.int8_activations) : nullptr;
-    Layout layout = gpu.use ? layout_with_gpu(file_, hp_, in, po, gpu, *device, opts, kv, *dram_)
-                            : layout_on_cpu(file_, hp_, in, po, opts, kv, *dram_);
+    Layout layout = !gpu.use          ? layout_on_cpu(file_, hp_, in, po, opts, kv, *dram_)
+                    : hp_.moe.enabled() ? layout_moe_with_gpu(file_, hp_, in, po, gpu, *device, opts, kv, *dram_)
+                                        : layout_with_gpu(file_, hp_, in, po, gpu, *device, opts, kv, *dram_);
     kv_ = std::move(layout.kv);
     placement_ = std::move(layout.placement);
     const KvPlacement kv_on = layout.kv_on;
@@ -226,20 +282,25 @@ Engine::Engine(const EngineOptions& opts)
     const uint64_t working = (kv_on_device ? kv_->bytes() * n_cpu / uint64_t(hp_.n_layer) : kv_->bytes()) + activations +
                              (n_cpu > 0 ? Forward::activation_bytes(hp_) : 0);
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
+    auto tile_for_cpu = [&] {
+        if (!opts.tile_weights) return;
+        const auto t0 = Clock::now();
+        uint64_t tiled = 0;
+        pool_->run([&] { tiled = weights_->tile_for_cpu(); });
+        if (tiled)
+            STRATA_LOG_INFO("weights: {} rewritten into the AVX-512 kernels' tile order in {:.0f} ms",
+                            format_bytes(tiled), 1000 * seconds_since(t0));
+    };
     if (gpu.use) {
         DeviceBackendOptions co;
         co.kv = kv_on;
         co.int8_activations = opts.int8_activations;
         fwd_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
+        // A mixture of experts' feed-forward runs on the host: its weights in the CPU's tile
+        // order, once the device has its copies of the attention tensors and the head.
+        if (hp_.moe.enabled()) tile_for_cpu();
     } else {
-        if (opts.tile_weights) {
-            const auto t0 = Clock::now();
-            uint64_t tiled = 0;
-            pool_->run([&] { tiled = weights_->tile_for_cpu(); });
-            if (tiled)
-                STRATA_LOG_INFO("weights: {} rewritten into the AVX-512 kernels' tile order in {:.0f} ms",
-                                format_bytes(tiled), 1000 * seconds_since(t0));
-        }
+        tile_for_cpu();
         auto cpu = std::make_unique<Forward>(hp_, *weights_);
         cpu->set_int8_activations(opts.int8_activations);
         fwd_ = std::move(cpu);

@@ -33,6 +33,7 @@ void DeviceBackend::Impl::rebuild_kv(int il, const DevLayer& l) {
         project(l.wv, gate.as<float>(), out.as<float>(), n, n);
         if (l.bk) dev->add_rows(up.as<float>(), l.bk.f32(), n, KV, s);
         if (l.bv) dev->add_rows(out.as<float>(), l.bv.f32(), n, KV, s);
+        norm_heads(up.as<float>(), l.k_norm, n, hp.n_head_kv);
         dev->rope(up.as<float>(), pos, n, rope, s);
         dev->kv_store(up.as<float>(), {kv_k[kv_slot[il]].data(), kv_type, block, row, n, KV, kv_row_bytes, kv_block_bytes}, s);
         dev->kv_store(out.as<float>(), {kv_v[kv_slot[il]].data(), kv_type, block, row, n, KV, kv_row_bytes, kv_block_bytes}, s);

@@ -22,6 +22,10 @@ void DeviceBackend::set_trace(Trace* trace) {
     if (trace) impl_->attention_track = trace->track("cpu: attention");
 }
 
+const RoutingStats* DeviceBackend::routing_stats() const {
+    return impl_->host_layers ? impl_->host_layers->routing_stats() : nullptr;
+}
+
 void DeviceBackend::reserve(int64_t) {}  // everything is sized for kMaxUbatch tokens at construction
 
 void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {

@@ -8,7 +8,8 @@
 // (runtime/place/kv_placement.h). Layers the plan runs on the CPU get the pass's hidden states
 // down and send them back up; their KV cache is the host's. Three streams (compute, H2D, D2H) with an event for every
 // dependency; the host waits only for data it needs (logits, q/k/v for CPU attention, a
-// streamed layer's copy before its host buffer is handed back). The implementation:
+// streamed layer's copy before its host buffer is handed back). A mixture of experts keeps
+// every layer's attention on the device and runs its feed-forward on the host. The implementation:
 // device_impl.h and the device_*.cpp beside it.
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,7 @@ namespace strata::storage { class MemoryBudget; }
 namespace strata::runtime {
 
 class WeightStore;
+struct ModelWeights;
 
 struct DeviceBackendOptions {
     KvPlacement kv = KvPlacement::Device;  // for the layers the device computes
@@ -47,6 +49,13 @@ public:
     // passes of kMaxUbatch tokens, the output head and norms, `n_slots` buffers of `slot_bytes`.
     static uint64_t working_bytes(const gpu::Device& device, const models::Hparams& hp, uint64_t head_bytes,
                                   uint64_t slot_bytes, int n_slots, int n_ctx);
+    // DRAM the backend's pinned staging takes for a context of n_ctx (KV not recomputed).
+    static uint64_t staging_bytes(const models::Hparams& hp, int n_ctx);
+    // A mixture of experts: the device bytes of every layer's attention tensors (the rest of the
+    // model stays on the host, whose CPU runs the feed-forward: device_moe.cpp).
+    static uint64_t attention_bytes(const ModelWeights& w);
+    // The routing of a mixture of experts, which the host's feed-forward counts.
+    const RoutingStats* routing_stats() const override;
 
 private:
     void reserve(int64_t n_tokens) override;

@@ -1,10 +1,12 @@
 #pragma once
 // The device backend's state, shared by the files that implement it: device_backend.cpp (the
 // pass loop and the head), device_memory.cpp (device buffers), device_weights.cpp (weights on
-// the device), device_layer.cpp (one layer's compute) and device_attention.cpp (attention on the
-// device or the host, KV rebuilt on the device). Every device op goes through gpu::Device, so
+// the device), device_layer.cpp (one layer's compute), device_attention.cpp (attention on the
+// device or the host, KV rebuilt on the device) and device_moe.cpp (a mixture of experts: attention
+// on the device, the feed-forward on the host). Every device op goes through gpu::Device, so
 // the same code drives the CUDA device and the simulated one.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -28,6 +30,7 @@ struct DevWeight {
 };
 struct DevLayer {
     DevWeight attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, gate, up, down;
+    DevWeight q_norm, k_norm;  // qwen3: RMSNorm weights of one head (QK-norm)
 };
 
 // The layer's tensors at their offsets inside its range, which starts at `base` on the device.
@@ -78,7 +81,12 @@ struct DeviceBackend::Impl {
     Impl(std::unique_ptr<gpu::Device> device, const models::Hparams& h, WeightStore& s, const KvCache& kv,
          storage::MemoryBudget& dram, const DeviceBackendOptions& o);
     ~Impl();  // waits for the device's queued work before its buffers go
+    // The host staging for passes of kMaxUbatch tokens, and a list of `rebuild_rows` positions to recompute.
+    static HostStaging::Sizes staging_sizes(const models::Hparams& h, int32_t max_blocks, uint64_t rebuild_rows);
     void load_weights(storage::MemoryBudget& dram);
+    // A mixture of experts: each layer's attention tensors copied from the host's resident
+    // weights into a buffer of its own (the experts and the router stay on the host).
+    void load_attention_weights();
     void allocate(const KvCache& kv);
     float* dev_f(const gpu::DeviceBuffer& b, int64_t row, int64_t width) const { return b.as<float>() + row * width; }
 
@@ -88,10 +96,16 @@ struct DeviceBackend::Impl {
     void upload_pass(const PassLayout& p, const KvCache& kv);
     void layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
     gpu::RopeArgs rope_args(int32_t n_heads) const;
+    // RMSNorm of each of n tokens' n_heads heads of x, in place, when the layer has QK-norm (`w`).
+    void norm_heads(float* x, const DevWeight& w, int64_t n, int32_t n_heads);
     void rebuild_kv(int il, const DevLayer& l);
     void attention_on_device(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
     void attention_on_host(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
     void layer_on_cpu(int il, const PassLayout& p, KvCache& kv);
+    // A mixture of experts: layer il's feed-forward (norm, router, experts, residual) on the host.
+    void ffn_on_host(int il, const PassLayout& p);
+    // The pass's hidden states down to host_layers, `run` on them there, and back up.
+    void on_host(const PassLayout& p, const std::function<void()>& run);
 };
 
 }  // namespace strata::runtime

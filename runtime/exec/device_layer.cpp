@@ -75,6 +75,10 @@ gpu::RopeArgs DeviceBackend::Impl::rope_args(int32_t n_heads) const {
     return rope;
 }
 
+void DeviceBackend::Impl::norm_heads(float* x, const DevWeight& w, int64_t n, int32_t n_heads) {
+    if (w) dev->rms_norm(x, w.f32(), x, n * n_heads, hp.head_dim, hp.rms_eps, *compute);
+}
+
 void DeviceBackend::Impl::layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv) {
     Stream& s = *compute;
     const int64_t n = p.n(), E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff;
@@ -85,6 +89,8 @@ void DeviceBackend::Impl::layer(int il, const DevLayer& l, const PassLayout& p, 
     if (l.bq) dev->add_rows(q.as<float>(), l.bq.f32(), n, Q, s);
     if (l.bk) dev->add_rows(k.as<float>(), l.bk.f32(), n, KV, s);
     if (l.bv) dev->add_rows(v.as<float>(), l.bv.f32(), n, KV, s);
+    norm_heads(q.as<float>(), l.q_norm, n, hp.n_head);
+    norm_heads(k.as<float>(), l.k_norm, n, hp.n_head_kv);
     dev->rope(q.as<float>(), ints.as<int32_t>(), n, rope_args(hp.n_head), s);
     dev->rope(k.as<float>(), ints.as<int32_t>(), n, rope_args(hp.n_head_kv), s);
     if (opts.kv == KvPlacement::HostCpuAttention) {
@@ -94,6 +100,7 @@ void DeviceBackend::Impl::layer(int il, const DevLayer& l, const PassLayout& p, 
         project(l.wo, attn.as<float>(), out.as<float>(), n, p.n_long);
     }
     dev->add(x.as<float>(), out.as<float>(), n * E, s);
+    if (hp.moe.enabled()) return ffn_on_host(il, p);
     dev->rms_norm(x.as<float>(), l.ffn_norm.f32(), xn.as<float>(), n, E, hp.rms_eps, s);
     project(l.gate, xn.as<float>(), gate.as<float>(), n, p.n_long);
     project(l.up, xn.as<float>(), up.as<float>(), n, p.n_long);
@@ -102,10 +109,14 @@ void DeviceBackend::Impl::layer(int il, const DevLayer& l, const PassLayout& p, 
     dev->add(x.as<float>(), out.as<float>(), n * E, s);
 }
 
-// A layer whose matmuls the plan puts on the CPU: the pass's hidden states come down, the CPU
-// runs the layer on them (its KV cache in DRAM, attention on the CPU) and they go back up. The
-// copy up needs no wait: the next copy down is ordered after it by the compute stream.
+// A layer whose matmuls the plan puts on the CPU: the CPU runs the layer on the pass's hidden
+// states (its KV cache in DRAM, attention on the CPU).
 void DeviceBackend::Impl::layer_on_cpu(int il, const PassLayout& p, KvCache& kv) {
+    on_host(p, [&] { host_layers->run_layer(il, kv, p); });
+}
+
+// The copy up needs no wait: the next copy down is ordered after it by the compute stream.
+void DeviceBackend::Impl::on_host(const PassLayout& p, const std::function<void()>& run) {
     const size_t bytes = size_t(p.n() * hp.n_embd) * 4;
     float* host_x = host_layers->hidden();
     ev_qkv->record(*compute);
@@ -113,7 +124,7 @@ void DeviceBackend::Impl::layer_on_cpu(int il, const PassLayout& p, KvCache& kv)
     dev->copy_d2h(host_x, x.data(), bytes, *d2h);
     ev_down[0]->record(*d2h);
     ev_down[0]->synchronize();
-    host_layers->run_layer(il, kv, p);
+    run();
     dev->copy_h2d(x.data(), host_x, bytes, *h2d);
     ev_up[0]->record(*h2d);
     ev_up[0]->wait_on(*compute);

@@ -21,6 +21,23 @@ std::pair<int64_t, int64_t> matmul_sizes(const models::Hparams& hp) {
 }
 }  // namespace
 
+HostStaging::Sizes DeviceBackend::Impl::staging_sizes(const models::Hparams& h, int32_t max_blocks, uint64_t rebuild_rows) {
+    const int64_t ub = Backend::kMaxUbatch, E = h.n_embd, Q = h.n_embd_q(), KV = h.n_embd_kv();
+    HostStaging::Sizes sizes;
+    sizes.embd = uint64_t(ub * E * 4);
+    sizes.ints = uint64_t(4 * ub * 4);
+    sizes.tables = uint64_t(ub * max_blocks * 4);
+    sizes.q = sizes.attn = uint64_t(ub * Q * 4);
+    sizes.k = sizes.v = uint64_t(ub * KV * 4);
+    sizes.logits = uint64_t(kHeadRows * h.n_vocab * 4);
+    sizes.rebuild = 3 * rebuild_rows * 4;
+    return sizes;
+}
+
+uint64_t DeviceBackend::staging_bytes(const models::Hparams& hp, int n_ctx) {
+    return ring_bytes(HostStaging::slot_bytes(Impl::staging_sizes(hp, KvCache::blocks_for(n_ctx), 0)), 1);
+}
+
 uint64_t DeviceBackend::working_bytes(const gpu::Device& device, const models::Hparams& hp, uint64_t head_bytes,
                                      uint64_t slot_bytes, int n_slots, int n_ctx) {
     const uint64_t ub = kMaxUbatch;
@@ -48,16 +65,7 @@ DeviceBackend::Impl::Impl(std::unique_ptr<gpu::Device> device, const models::Hpa
                            "use a plan without recompute (strata plan --no-recompute)");
     for (auto* e : {&ev_computed, &ev_inputs, &ev_qkv, &ev_down[0], &ev_down[1], &ev_up[0], &ev_up[1], &ev_logits}) *e = dev->make_event();
     const uint64_t max_rows = uint64_t(kv.pool().n_blocks()) * KvCache::kBlockSize;
-    const int64_t ub = kMaxUbatch, E = h.n_embd, Q = h.n_embd_q(), KV = h.n_embd_kv();
-    HostStaging::Sizes sizes;
-    sizes.embd = uint64_t(ub * E * 4);
-    sizes.ints = uint64_t(4 * ub * 4);
-    sizes.tables = uint64_t(ub * max_blocks * 4);
-    sizes.q = sizes.attn = uint64_t(ub * Q * 4);
-    sizes.k = sizes.v = uint64_t(ub * KV * 4);
-    sizes.logits = uint64_t(kHeadRows * h.n_vocab * 4);
-    sizes.rebuild = kv.n_rebuilt() > 0 ? 3 * max_rows * 4 : 0;
-    host = std::make_unique<HostStaging>(dram, sizes);
+    host = std::make_unique<HostStaging>(dram, staging_sizes(h, max_blocks, kv.n_rebuilt() > 0 ? max_rows : 0));
     load_weights(dram);
     allocate(kv);
 }
@@ -77,6 +85,8 @@ void DeviceBackend::Impl::allocate(const KvCache& kv) {
     std::vector<LayerWork> work(hp.n_layer);
     uint64_t slot_bytes = 0;
     for (int il = 0; il < hp.n_layer; ++il) {
+        // A mixture of experts keeps every layer's attention on the device (device_moe.cpp).
+        if (hp.moe.enabled()) continue;
         work[il] = {r.device(il) ? LayerSite::Device : r.cpu(il) ? LayerSite::Cpu : LayerSite::CopiedIn, r.streamed(il)};
         if (work[il].site == LayerSite::CopiedIn) slot_bytes = std::max(slot_bytes, store.layer_range(il).length);
     }
@@ -91,7 +101,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv) {
     const auto count = [&](LayerSite site) {
         return std::count_if(work.begin(), work.end(), [&](const LayerWork& w) { return w.site == site; });
     };
-    if (count(LayerSite::Cpu) > 0) {
+    if (count(LayerSite::Cpu) > 0 || hp.moe.enabled()) {
         host_layers = std::make_unique<Forward>(hp, store);
         host_layers->set_int8_activations(opts.int8_activations);
         host_layers->prepare(kMaxUbatch);

@@ -18,19 +18,20 @@ DevLayer rebase(const WeightStore& store, int il, const LayerWeights& l, const s
         if (!w) return {};
         return {w.type, base + store.offset_in_layer(il, w), w.n_rows, w.n_cols};
     };
-    return {at(l.attn_norm), at(l.wq), at(l.wk), at(l.wv), at(l.wo), at(l.bq), at(l.bk),
-            at(l.bv), at(l.ffn_norm), at(l.ffn_gate), at(l.ffn_up), at(l.ffn_down)};
+    return {at(l.attn_norm), at(l.wq), at(l.wk), at(l.wv), at(l.wo),       at(l.bq),       at(l.bk),
+            at(l.bv),        at(l.ffn_norm), at(l.ffn_gate), at(l.ffn_up), at(l.ffn_down), at(l.q_norm), at(l.k_norm)};
 }
 
 namespace {
 
 void check_types(const gpu::Device& dev, const LayerWeights& l, int il) {
+    // A mixture of experts has no dense feed-forward: its experts run on the host.
     for (const WeightRef* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-        if (!dev.supports_weight(w->type))
+        if (*w && !dev.supports_weight(w->type))
             throw BackendError(fmt::format("layer {} has {} weights, which {}'s kernels do not read", il, dtype_name(w->type),
                                            dev.name()),
                                "run this model on the CPU (--device cpu)");
-    for (const WeightRef* w : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv})
+    for (const WeightRef* w : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm})
         if (*w && w->type != DType::F32)
             throw BackendError(fmt::format("layer {} has a {} norm or bias; the device path expects f32", il, dtype_name(w->type)),
                                "run this model on the CPU (--device cpu)");
@@ -61,11 +62,12 @@ void DeviceBackend::Impl::load_weights(storage::MemoryBudget& dram) {
     const Residency& r = store.residency();
     layers.resize(hp.n_layer);
     layer_bufs.resize(hp.n_layer);
-    uint64_t largest = 0;
-    for (int il = 0; il < hp.n_layer; ++il) {
+    for (int il = 0; il < hp.n_layer; ++il)
         if (!r.cpu(il)) check_types(*dev, w.layers[il], il);
+    if (hp.moe.enabled()) return load_attention_weights();
+    uint64_t largest = 0;
+    for (int il = 0; il < hp.n_layer; ++il)
         if (r.device(il)) largest = std::max(largest, store.layer_range(il).length);
-    }
     if (largest > 0) {
         storage::PinnedPoolOptions po;
         po.slot_bytes = largest;

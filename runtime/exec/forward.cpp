@@ -95,6 +95,12 @@ void Forward::layer(int il, KvCache& kv, const PassLayout& p) {
     cpu::add(x_.data(), out_.data(), p.n() * hp_.n_embd);
 }
 
+void Forward::run_feed_forward(int il, const PassLayout& p) {
+    feed_forward(il, store_.acquire(il), p);
+    store_.release(il);
+    cpu::add(x_.data(), out_.data(), p.n() * hp_.n_embd);
+}
+
 void Forward::begin_pass(const PassLayout& p, KvCache& kv) {
     if (kv.n_rebuilt() > 0) rows_to_rebuild(kv, p.segments, rebuild_rows_);
 }

@@ -42,6 +42,8 @@ public:
     void prepare(int64_t n_tokens) { reserve(n_tokens); }
     void begin_pass(const PassLayout& p, KvCache& kv);
     void run_layer(int il, KvCache& kv, const PassLayout& p) { layer(il, kv, p); }
+    // Layer il's feed-forward block alone, added to hidden() (the device ran its attention).
+    void run_feed_forward(int il, const PassLayout& p);
     float* hidden() { return x_.data(); }
 
 private:

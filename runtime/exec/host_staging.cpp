@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <initializer_list>
 #include <utility>
 
 #include "storage/budget.h"
@@ -9,33 +10,39 @@
 
 namespace strata::runtime {
 
+namespace {
+uint64_t part_bytes(uint64_t bytes) { return storage::align_up(std::max<uint64_t>(bytes, 1), 64); }
+}  // namespace
+
+uint64_t HostStaging::slot_bytes(const Sizes& b) {
+    uint64_t total = 0;
+    for (uint64_t part : {b.embd, b.ints, b.tables, b.q, b.k, b.v, b.attn, b.logits, b.rebuild}) total += part_bytes(part);
+    return total;
+}
+
 HostStaging::HostStaging(storage::MemoryBudget& dram, const Sizes& b) {
-    // Lays the parts out from `base` (none yet: only sizes them) and returns the total.
-    auto layout = [&](std::byte* base) {
-        uint64_t offset = 0;
-        auto take = [&](auto*& part, uint64_t bytes) {
-            using T = std::remove_reference_t<decltype(*part)>;
-            part = base ? reinterpret_cast<T*>(base + offset) : nullptr;
-            offset += storage::align_up(std::max<uint64_t>(bytes, 1), 64);
-        };
-        take(embd, b.embd);
-        take(ints, b.ints);
-        take(tables, b.tables);
-        take(q, b.q);
-        take(k, b.k);
-        take(v, b.v);
-        take(attn, b.attn);
-        take(logits, b.logits);
-        take(rebuild, b.rebuild);
-        return offset;
-    };
     storage::PinnedPoolOptions po;
-    po.slot_bytes = layout(nullptr);
+    po.slot_bytes = slot_bytes(b);
     po.n_slots = 1;
     po.what = "device staging buffers";
     pool_ = std::make_unique<storage::PinnedPool>(dram, po);
     slot_ = std::move(*pool_->try_acquire());
-    layout(slot_.data());
+    // The parts in slot_bytes' order.
+    std::byte* at = slot_.data();
+    auto take = [&](auto*& part, uint64_t bytes) {
+        using T = std::remove_reference_t<decltype(*part)>;
+        part = reinterpret_cast<T*>(at);
+        at += part_bytes(bytes);
+    };
+    take(embd, b.embd);
+    take(ints, b.ints);
+    take(tables, b.tables);
+    take(q, b.q);
+    take(k, b.k);
+    take(v, b.v);
+    take(attn, b.attn);
+    take(logits, b.logits);
+    take(rebuild, b.rebuild);
 }
 
 }  // namespace strata::runtime

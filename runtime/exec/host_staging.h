@@ -17,6 +17,8 @@ public:
         uint64_t embd = 0, ints = 0, tables = 0, q = 0, k = 0, v = 0, attn = 0, logits = 0, rebuild = 0;
     };
     HostStaging(storage::MemoryBudget& dram, const Sizes& bytes);
+    // The bytes of the one pinned slot the parts are carved from.
+    static uint64_t slot_bytes(const Sizes& bytes);
 
     float* embd = nullptr;       // the pass's embeddings, looked up on the host
     int32_t* ints = nullptr;     // positions, KV blocks, KV rows, key counts: one per token each

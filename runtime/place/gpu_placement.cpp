@@ -39,15 +39,15 @@ std::optional<DeviceKind> parse_device(std::string_view s) {
 
 namespace {
 
-// Why the device backends cannot run this architecture, or empty: they run the llama block alone.
+// Why the device backends cannot run this architecture, or empty: they run the llama block
+// (with qwen2's biases and qwen3's QK-norm); a mixture of experts runs its attention on the
+// device and its feed-forward on the host (runtime/exec/device_moe.cpp).
 std::string unsupported_arch(const models::Hparams& hp) {
     using models::Arch;
-    if (hp.arch != Arch::Llama && hp.arch != Arch::Mistral && hp.arch != Arch::Qwen2)
-        return fmt::format("the device backends (CUDA, sim) run llama, mistral and qwen2 models; this one is {}",
+    if (hp.arch != Arch::Llama && hp.arch != Arch::Mistral && hp.arch != Arch::Qwen2 && hp.arch != Arch::Qwen3 &&
+        hp.arch != Arch::Qwen3Moe)
+        return fmt::format("the device backends (CUDA, sim) run llama, mistral, qwen2, qwen3 and qwen3moe models; this one is {}",
                            models::arch_name(hp.arch));
-    if (hp.moe.enabled())
-        return fmt::format("the device backends (CUDA, sim) have no mixture-of-experts layers; this model has {} experts",
-                           hp.moe.n_expert);
     return {};
 }
 
@@ -67,7 +67,7 @@ std::string unsupported_types(const DeviceTypes& can, const models::GgufFile& fi
     for (size_t il = 0; il < w.layers.size(); ++il) {
         const LayerWeights& l = w.layers[il];
         for (const WeightRef* r : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-            if (!can.weight(r->type)) return fmt::format("layer {} has {} weights", il, dtype_name(r->type));
+            if (*r && !can.weight(r->type)) return fmt::format("layer {} has {} weights", il, dtype_name(r->type));
     }
     if (attention != AttentionChoice::Cpu && !can.kv(kv_type))
         return fmt::format("its attention kernels do not read a {} KV cache (use --attention cpu)", dtype_name(kv_type));
@@ -125,7 +125,9 @@ GpuTarget sim_target(const GpuRequest& req, const models::GgufFile& file, const 
     }
     t.kind = DeviceKind::Sim;
     t.gpu_mem = req.gpu_mem ? *req.gpu_mem : system_ram_bytes() / 4;
-    t.hw = sim_profile(req, t.gpu_mem, ModelWeights::bind(file, hp).layers.front().ffn_up.type);
+    // Its matmuls' type: the feed-forward's, or the attention's when experts run on the host.
+    const LayerWeights& first = ModelWeights::bind(file, hp).layers.front();
+    t.hw = sim_profile(req, t.gpu_mem, first.ffn_up ? first.ffn_up.type : first.wq.type);
     t.use = true;
     return t;
 }

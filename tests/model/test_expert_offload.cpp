@@ -1,6 +1,7 @@
 // Expert offload end to end: a synthetic Qwen3-MoE-shaped model (bench/make_synthetic_gguf.py,
 // the default model's tokenizer) generates the same tokens with its experts resident, read
-// through the expert cache under a small --dram, or sent to NVMe by --override-tensor; bench
+// through the expert cache under a small --dram, or sent to NVMe by --override-tensor, on the
+// CPU and with attention on the simulated device; bench
 // saves routing statistics beside the model and the next plan uses them.
 #include <catch2/catch.hpp>
 
@@ -44,6 +45,21 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
     CHECK(e["misses"].get<uint64_t>() > 0);
     CHECK(e["routing"].get<std::string>().rfind("uniform", 0) == 0);
     CHECK(run("--dram 26M --expert-policy lru")["tokens"] == all["tokens"]);
+    // On the simulated device: attention there, each layer's feed-forward on the host, its
+    // experts resident, then read through the cache under --dram (which also holds the device's
+    // staging), then with the KV cache in DRAM and the CPU attending.
+    for (const char* sim : {"--gpu-mem 64M", "--gpu-mem 64M --dram 31M", "--gpu-mem 64M --dram 33M --attention cpu"}) {
+        auto r = test::run_strata("generate -v --json --temp 0 -n 24 --ctx 256 -p 'The lighthouse keeper' --device sim -m " +
+                                  model.string() + " " + sim);
+        INFO(sim << "\n" << r.err);
+        REQUIRE(r.exit_code == 0);
+        CHECK_THAT(r.err, Catch::Contains("sim: every layer's attention on the device"));
+        const json got = json::parse(r.out);
+        CHECK(got["tokens"] == all["tokens"]);
+        CHECK_THAT(got["plan"]["summary"].get<std::string>(), Catch::Contains("attention on the GPU and feed-forward on the CPU"));
+        if (std::string(sim).find("--dram") != std::string::npos && std::string(sim).find("cpu") == std::string::npos)
+            CHECK(got["memory"]["experts"]["misses"].get<uint64_t>() > 0);
+    }
     const json nvme = run("--override-tensor 'ffn_.*_exps=nvme'");
     CHECK(nvme["tokens"] == all["tokens"]);
     CHECK(nvme["memory"]["experts"].is_object());

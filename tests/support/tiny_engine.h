@@ -13,6 +13,7 @@
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
 #include "models/hparams.h"
+#include "planner/expert_plan.h"
 #include "runtime/exec/forward.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
@@ -42,5 +43,19 @@ struct TinyForward : TinyModelFile {
     // each later token evaluated alone, in order.
     std::vector<float> prompt_then_steps(std::span<const int32_t> ids, size_t n_prompt, runtime::KvCache& kv);
 };
+
+// A mixture of experts' budget and residency that send every layer's routed experts through a
+// cache of as few slots as allowed: one layer's experts, so most choices evict.
+struct SmallExpertCache {
+    runtime::ResidencyInput in;
+    runtime::Residency residency;
+    planner::ExpertPlan plan;
+
+    explicit SmallExpertCache(const TinyModelFile& m);
+};
+
+// The same on any backend, run on `pool`.
+std::vector<float> prompt_then_steps(runtime::Backend& backend, cpu::ThreadPool& pool, std::span<const int32_t> ids,
+                                     size_t n_prompt, runtime::KvCache& kv);
 
 }  // namespace strata::test

@@ -1,5 +1,6 @@
 // Expert offload in the planner: the expected cache content and hit rate from routing
-// statistics (or uniform routing), the pricing of offloaded layers and the plan's JSON.
+// statistics (or uniform routing), the pricing of offloaded layers (with their attention on a
+// GPU too) and the plan's JSON.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/expert_placement.h"
+#include "planner/plan_report.h"
 #include "planner/policy_search.h"
 #include "planner/routing_profile.h"
 #include "tests/support/toy_hardware.h"
@@ -143,4 +145,68 @@ TEST_CASE("expert placement: offload plans a budget too small to stream whole la
     CHECK_THAT(r.best.experts.routing, Catch::StartsWith("uniform"));
     // Too little for one layer's 4 experts: no plan.
     CHECK_FALSE(offload_if_better(s, hw, wl, Budgets{0, 300e6, 1e12}, DType::F16, nullptr, "none", nullptr));
+}
+
+namespace {
+// toy_cpu with a GPU of round numbers: 100 GB/s, 10 TFLOPS, 10 GB/s each way, no launch cost.
+HardwareProfile toy_with_gpu(uint64_t memory) {
+    HardwareProfile hw = toy_cpu();
+    GpuProfile g;
+    g.name = "toy gpu";
+    g.memory_bytes = memory;
+    g.mem_gbps = 100, g.fp16_tflops = 10, g.h2d_gbps = g.d2h_gbps = 10, g.launch_overhead_us = 0;
+    hw.gpu = g;
+    return hw;
+}
+}  // namespace
+
+TEST_CASE("expert placement: attention on the GPU, the feed-forward on the CPU, priced with the hop between",
+          "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const HardwareProfile hw = toy_with_gpu(1'000'000'000);
+    const Workload wl{8, 4, 1, Objective::Latency};
+    ExpertPlan x = place_experts(s, nullptr, "", 4, 100'000'000);
+    x.hit_rate = 0.5;
+    const Plan p = with_attention_on_gpu(expert_offload_plan(s, hw, wl, Budgets{1e9, 1e9, 1e12}, DType::F16, x), s, hw, true);
+    CHECK(p.experts.attention_on_gpu);
+    CHECK(p.has_gpu);
+    for (const LayerPlacement& l : p.layers) {
+        CHECK(l.weights == WeightOption::NvmeCpu);
+        CHECK(l.kv == KvOption::Gpu);
+        CHECK(l.attention == Device::Gpu);
+    }
+    const CostModel cm(s, hw, wl, p.policy);
+    const Cost c = cm.hybrid_layer(0, p.experts, true);
+    constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
+                  H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H), N = static_cast<int>(Stream::Nvme);
+    // q, k, v and o: 1024 x (8 + 8 + 8 + 8) x 128 parameters of the layer's 10 MB of 10 M dense ones.
+    const double attn = 10e6 * (1024.0 * 4 * 8 * 128) / 10e6;
+    CHECK(c.decode[G] == Approx(attn / 100e9));                       // read once at 100 GB/s
+    CHECK(c.decode[D] == Approx(1024 * 4 / 10e9));                    // one token's hidden state down...
+    CHECK(c.decode[H] == Approx(1024 * 4 / 10e9));                    // ...and back up
+    CHECK(c.decode[C] == Approx((10e6 - attn + 200e6) / 10e9));       // the rest and 2 of 4 experts at 10 GB/s
+    CHECK(c.decode[N] == Approx(0.5 * 200e6 / 2e9).margin(1e-12));    // half the chosen experts from the disk
+    CHECK(c.bytes[0] == Approx(attn));
+    CHECK(c.bytes[1] == Approx(10e6 - attn + 2 * 100e6));  // the rest and the layer's half of the cache
+    CHECK(c.bytes[2] == Approx(400e6));
+    // The hybrid plan round-trips through JSON.
+    CHECK(Plan::from_json(p.to_json()) == p);
+}
+
+TEST_CASE("expert placement: a GPU too small for the experts gets the attention, the CPU the experts",
+          "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const HardwareProfile hw = toy_with_gpu(60'000'000);
+    const Workload wl{8, 4, 1, Objective::Latency};
+    PlannerOptions opts;
+    opts.budgets = {60e6, 600e6, 1e12};
+    const SearchResult r = search_with_expert_offload(s, hw, wl, opts);
+    CHECK(r.best.experts.attention_on_gpu);
+    CHECK(r.best.experts.enabled);
+    CHECK(r.best.prediction.used.gpu <= 60e6);
+    for (const LayerPlacement& l : r.best.layers) {
+        CHECK(l.attention == Device::Gpu);
+        CHECK(tier_of(l.weights) != Tier::Gpu);
+    }
+    CHECK_THAT(format_plan(r.best, s, hw, SearchStats{}), Catch::Contains("attention, norms and KV on the GPU"));
 }

@@ -102,21 +102,24 @@ TEST_CASE("gpu: an architecture the device backends do not run stays on the CPU,
     GpuRequest req;
     req.gpu_mem = 1ull << 30;
     req.device = GENERATE(DeviceKind::Auto, DeviceKind::Sim);
-    SECTION("qwen3") {
-        auto c = test::tiny_config("qwen3", 64, 2, 128);
-        c["qk_norm"] = true;
-        test::TinyModelFile m("gpu_qwen3.gguf", c, 2);
+    for (const char* arch : {"gemma2", "phi3"}) {
+        test::TinyModelFile m(std::string("gpu_") + arch + ".gguf", test::tiny_config(arch, 64, 2, 128), 2);
         const GpuTarget t = find_gpu(req, m.file, m.hp, DType::F16);
         CHECK_FALSE(t.use);
-        CHECK_THAT(t.why_not, Catch::Contains("run llama, mistral and qwen2") && Catch::Contains("this one is qwen3"));
+        CHECK_THAT(t.why_not, Catch::Contains("run llama, mistral, qwen2, qwen3 and qwen3moe") &&
+                                  Catch::Contains(std::string("this one is ") + arch));
     }
-    SECTION("llama with experts") {
-        auto c = test::tiny_config("llama", 64, 2, 128);
-        c["n_expert"] = 4;
-        c["n_expert_used"] = 2;
-        test::TinyModelFile m("gpu_mixtral.gguf", c, 2);
-        const GpuTarget t = find_gpu(req, m.file, m.hp, DType::F16);
-        CHECK_FALSE(t.use);
-        CHECK_THAT(t.why_not, Catch::Contains("no mixture-of-experts layers") && Catch::Contains("4 experts"));
-    }
+}
+
+TEST_CASE("gpu: qwen3's QK-norm and a mixture of experts run on the simulated device", "[gpu_placement]") {
+    GpuRequest req;
+    req.gpu_mem = 1ull << 30;
+    req.device = DeviceKind::Sim;
+    auto c = test::tiny_config(GENERATE(std::string("qwen3"), std::string("llama")), 64, 2, 128);
+    c["qk_norm"] = c["arch"] == "qwen3";
+    if (c["arch"] == "llama") c["n_expert"] = 4, c["n_expert_used"] = 2;
+    test::TinyModelFile m("gpu_accepted.gguf", c, 2);
+    const GpuTarget t = find_gpu(req, m.file, m.hp, DType::F16);
+    INFO(t.why_not);
+    CHECK(t.use);
 }

@@ -36,27 +36,6 @@ nlohmann::json moe_config(const std::string& arch, const std::string& type, int 
     return c;
 }
 
-// A budget and residency that send every layer's routed experts through a cache of as few slots
-// as allowed: one layer's experts, so most choices evict.
-struct SmallCache {
-    ResidencyInput in;
-    Residency residency;
-    planner::ExpertPlan plan;
-
-    explicit SmallCache(const test::TinyModelFile& m) {
-        storage::MemoryBudget unlimited("DRAM", UINT64_MAX);
-        in = WeightStore::residency_input(m.file, m.hp, unlimited, 0, 2);
-        in.budget = in.fixed_bytes + in.other_bytes + ring_bytes(in.expert_slot_bytes, m.hp.moe.n_expert) + 4096;
-        for (uint64_t d : in.dense_bytes) in.budget += d;
-        PlacementOptions o;
-        o.n_ctx = 64;
-        o.overrides = {parse_tensor_override("exps=nvme")};
-        Placement p = place(m.file, in, o);
-        residency = p.residency;
-        plan = p.plan.experts;
-    }
-};
-
 }  // namespace
 
 TEST_CASE("offloaded experts: the same logits as resident ones, reading only the chosen experts", "[unit][experts]") {
@@ -67,7 +46,7 @@ TEST_CASE("offloaded experts: the same logits as resident ones, reading only the
             KvCache kv_all(all.hp.n_layer, 64, all.hp.n_embd_kv());
             const std::vector<float> want = all.prompt_then_steps(ids, 5, kv_all);
 
-            const SmallCache small(all);
+            const test::SmallExpertCache small(all);
             const ResidencyInput& in = small.in;
             REQUIRE(small.plan.enabled);
             REQUIRE(small.residency.experts.n_slots == 8);
@@ -125,7 +104,7 @@ TEST_CASE("offloaded experts: a failed read fails its pass, and the next pass is
         KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
         all.pool.run([&] { all.fwd.eval(ids, kv, want, true); });
     }
-    const SmallCache small(all);
+    const test::SmallExpertCache small(all);
     // The Nth read fails: past the reads at load, it hits an expert's read in the first pass.
     int hit_in_pass = 0;
     for (int nth = 1; nth < 400 && hit_in_pass < 3; ++nth) {
