@@ -5,8 +5,11 @@
 // requests and orders prompt chunks least-served client first, and counts a client served
 // lately as one to share with, so that a client between two requests keeps its place.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace strata::runtime {
 
@@ -47,6 +50,13 @@ public:
     // at most kMaxDeferredSteps steps in a row.
     static constexpr int kMaxDeferredSteps = 8;
     static bool may_join(int64_t tokens, int64_t take, double service, double lightest_decoder);
+    // While clients share: of the clients with a sequence running, the one served less than
+    // kLightShare of each other one's service, if any. While it has a sequence, steps carry
+    // only its sequences, as cheap as when it is alone; the others' sequences sit out (they keep
+    // their KV and their service decays meanwhile), each at most kMaxPausedSteps steps in a row.
+    static constexpr double kLightShare = 0.5;
+    static constexpr int kMaxPausedSteps = 8;
+    std::optional<std::string> light(const std::vector<std::string_view>& running) const;
 
 private:
     std::unordered_map<std::string, int> outstanding_;
