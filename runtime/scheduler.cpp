@@ -33,8 +33,7 @@ struct Scheduler::Job {
     std::vector<int32_t> replay;
     size_t fed = 0;       // tokens of context() in the KV cache (attached or evaluated)
     size_t chunk = 0;     // tokens of context() in this step's pass
-    int deferred = 0;     // steps its prompt chunk waited for a lighter client's cheap step
-    int paused = 0;       // steps in a row it sat out for a light client (ClientShares::light)
+    int waited = 0;       // steps in a row it was left out while clients share (ClientShares)
     int32_t next = -1;    // the last sampled token, evaluated in the next step
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<TextStream> stream;
@@ -330,14 +329,16 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         const auto light = shared ? shares_.light(running) : std::nullopt;
         for (auto& j : running_) {
             j->chunk = 0;
-            const bool sits_out = light && j->request.client != *light && j->paused < ClientShares::kMaxPausedSteps;
-            j->paused = sits_out ? j->paused + 1 : 0;
             const double service = shares_.service(j->request.client);
-            if (sits_out) continue;
+            if (light && j->request.client != *light && j->waited < ClientShares::kMaxWaitSteps) {
+                ++j->waited;  // it sits out this step
+                continue;
+            }
             if (j->prefilling()) {
                 prompts.emplace_back(service, j.get());
                 continue;
             }
+            j->waited = 0;
             lightest_decoder = std::min(lightest_decoder, service);
             batch.push_back({j->seq, {&j->next, 1}});
             owners.push_back(j.get());
@@ -350,12 +351,12 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         const int64_t left = static_cast<int64_t>(prompt.size() - j->fed);
         const int64_t take = std::min({left, budget, chunk_limit});
         if (take <= 0 || (take < left && take < kMinPromptChunk && !batch.empty())) continue;
-        if (shared && j->deferred < ClientShares::kMaxDeferredSteps &&
+        if (shared && j->waited < ClientShares::kMaxWaitSteps &&
             !ClientShares::may_join(Forward::kMaxUbatch - budget, take, service, lightest_decoder)) {
-            ++j->deferred;
+            ++j->waited;
             continue;
         }
-        j->deferred = 0;
+        j->waited = 0;
         j->chunk = static_cast<size_t>(take);
         batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk), j->output()});
         owners.push_back(j);
