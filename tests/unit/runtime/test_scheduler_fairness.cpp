@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cpu/matmul.h"
@@ -98,6 +99,42 @@ size_t widest_batch(const std::vector<TokenLog::Token>& tokens, size_t width) {
     return widest;
 }
 
+struct Requests {
+    std::vector<int32_t> prompt;
+    int count, n_predict;
+};
+
+// The "heavy" client's requests, back to back; once the first runs (it waits for the submission
+// at its first token), the "light" client's. Returns the tokens logged before the light ones came.
+size_t heavy_then_light(Engine& engine, const SchedulerOptions& opts, TokenLog& log, const Requests& heavy, const Requests& light) {
+    Gate gate;
+    size_t light_submitted_at = 0;
+    Scheduler sched(engine, opts);
+    for (int i = 0; i < heavy.count; ++i) {
+        Request r = log.request(heavy.prompt, heavy.n_predict, "heavy", i);
+        if (i == 0) gate.hold(r);
+        sched.submit(std::move(r));
+    }
+    gate.running.get_future().wait();  // the heavy client runs; the rest of its requests wait
+    {
+        std::lock_guard lock(log.mu);
+        light_submitted_at = log.tokens.size();
+    }
+    for (int i = 0; i < light.count; ++i) sched.submit(log.request(light.prompt, light.n_predict, "light", 1000 + i));
+    gate.open.set_value();
+    sched.wait_idle();
+    return light_submitted_at;
+}
+
+bool is_light(const TokenLog::Token& k) { return k.client == "light"; }
+
+// Where the "light" client's first and last tokens are in the log (it has some).
+std::pair<size_t, size_t> light_span(const std::vector<TokenLog::Token>& tokens) {
+    const size_t first = std::find_if(tokens.begin(), tokens.end(), is_light) - tokens.begin();
+    const size_t last = tokens.size() - 1 - (std::find_if(tokens.rbegin(), tokens.rend(), is_light) - tokens.rbegin());
+    return {first, last};
+}
+
 }  // namespace
 
 TEST_CASE("scheduler fairness: a light client is served within bounded steps while a heavy one floods", "[unit][scheduler]") {
@@ -111,31 +148,12 @@ TEST_CASE("scheduler fairness: a light client is served within bounded steps whi
     INFO("--max-batch-per-client " << per_client);
 
     TokenLog log;
-    Gate gate;
-    size_t light_submitted_at = 0;
-    {
-        Scheduler sched(engine, {kBatch, 64, per_client});
-        // The heavy client floods the queue with short requests, back to back.
-        for (int i = 0; i < kHeavy; ++i) {
-            Request r = log.request(prompt, kHeavyTokens, "heavy", i);
-            if (i == 0) gate.hold(r);
-            sched.submit(std::move(r));
-        }
-        gate.running.get_future().wait();  // the heavy client runs; the rest of its requests wait
-        {
-            std::lock_guard lock(log.mu);
-            light_submitted_at = log.tokens.size();
-        }
-        sched.submit(log.request(prompt, kLightTokens, "light", 1000));
-        gate.open.set_value();
-        sched.wait_idle();
-    }
+    const size_t light_submitted_at =
+        heavy_then_light(engine, {kBatch, 64, per_client}, log, {prompt, kHeavy, kHeavyTokens}, {prompt, 1, kLightTokens});
     REQUIRE(log.done == kHeavy + 1);
     const auto& t = log.tokens;
-    const auto is_light = [](const TokenLog::Token& k) { return k.client == "light"; };
-    const size_t first_light = std::find_if(t.begin(), t.end(), is_light) - t.begin();
-    const size_t last_light = t.size() - 1 - (std::find_if(t.rbegin(), t.rend(), is_light) - t.rbegin());
     REQUIRE(std::count_if(t.begin(), t.end(), is_light) == kLightTokens);
+    const auto [first_light, last_light] = light_span(t);
     // In arrival order it would wait for the 39 queued heavy requests, about (39 x 3) / 4 steps.
     // Here it starts once one of the at most kBatch running heavy requests ends (<= 3 steps)
     // and then shares each step with at most `share` heavy sequences, after the few admitted
@@ -167,25 +185,11 @@ TEST_CASE("scheduler fairness: a much lighter client's steps carry its sequences
     INFO("--max-batch-per-client " << per_client);
 
     TokenLog log;
-    Gate gate;
-    {
-        Scheduler sched(engine, {kBatch, 64, per_client});
-        for (int i = 0; i < kHeavy; ++i) {
-            Request r = log.request(long_prompt, kHeavyTokens, "heavy", i);
-            if (i == 0) gate.hold(r);
-            sched.submit(std::move(r));
-        }
-        gate.running.get_future().wait();
-        sched.submit(log.request(short_prompt, kLightTokens, "light", 1000));
-        gate.open.set_value();
-        sched.wait_idle();
-    }
+    heavy_then_light(engine, {kBatch, 64, per_client}, log, {long_prompt, kHeavy, kHeavyTokens}, {short_prompt, 1, kLightTokens});
     REQUIRE(log.done == kHeavy + 1);
     const auto& t = log.tokens;
-    const auto is_light = [](const TokenLog::Token& k) { return k.client == "light"; };
-    const size_t first_light = std::find_if(t.begin(), t.end(), is_light) - t.begin();
-    const size_t last_light = t.size() - 1 - (std::find_if(t.rbegin(), t.rend(), is_light) - t.rbegin());
     REQUIRE(std::count_if(t.begin(), t.end(), is_light) == kLightTokens);
+    const auto [first_light, last_light] = light_span(t);
     // The light client has one sequence: one light token per step while it runs.
     size_t heavy_while_running = 0, light_in_a_row = 0, longest_light_run = 0;
     for (size_t k = first_light; k <= last_light; ++k) {
