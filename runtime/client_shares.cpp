@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 
 #include "cpu/matmul.h"
 
@@ -42,6 +43,24 @@ int ClientShares::batch_share(int max_batch, int per_client, size_t clients) {
 
 bool ClientShares::may_join(int64_t tokens, int64_t take, double service, double lightest_decoder) {
     return tokens + take <= cpu::kDecodeTokens || tokens > cpu::kDecodeTokens || service < lightest_decoder;
+}
+
+std::optional<std::string> ClientShares::light(const std::vector<std::string_view>& running) const {
+    std::optional<std::string> lightest;
+    double least = 0, next = std::numeric_limits<double>::infinity();  // the two least services
+    for (const std::string_view client : running) {
+        if (lightest && client == *lightest) continue;
+        const double s = service(std::string(client));
+        if (!lightest || s < least) {
+            if (lightest) next = least;
+            lightest = std::string(client);
+            least = s;
+        } else {
+            next = std::min(next, s);
+        }
+    }
+    if (!lightest || std::isinf(next) || least >= kLightShare * next) return std::nullopt;
+    return lightest;
 }
 
 }  // namespace strata::runtime

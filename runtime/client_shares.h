@@ -5,8 +5,11 @@
 // requests and orders prompt chunks least-served client first, and counts a client served
 // lately as one to share with, so that a client between two requests keeps its place.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace strata::runtime {
 
@@ -43,10 +46,17 @@ public:
     // `lightest_decoder`. Up to cpu::kDecodeTokens tokens a pass reads the weights once for
     // all of them; past that it costs several times more. So a chunk takes a cheap step past
     // that only for a client lighter than every client decoding in it; others join a step
-    // already past it or one they keep within it, and wait meanwhile (their service decays),
-    // at most kMaxDeferredSteps steps in a row.
-    static constexpr int kMaxDeferredSteps = 8;
+    // already past it or one they keep within it, and wait meanwhile (their service decays).
     static bool may_join(int64_t tokens, int64_t take, double service, double lightest_decoder);
+    // While clients share: of the clients with a sequence running, the one served less than
+    // kLightShare of each other one's service, if any. While it has a sequence, steps carry
+    // only its sequences, as cheap as when it is alone; the others' sequences sit out (they keep
+    // their KV and their service decays meanwhile).
+    static constexpr double kLightShare = 0.5;
+    std::optional<std::string> light(const std::vector<std::string_view>& running) const;
+    // A sequence left out of a step (sitting out for a light client, or its prompt chunk
+    // waiting to join) is left out at most this many steps in a row: nobody starves.
+    static constexpr int kMaxWaitSteps = 8;
 
 private:
     std::unordered_map<std::string, int> outstanding_;

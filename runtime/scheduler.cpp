@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <limits>
 #include <unordered_set>
 
@@ -10,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "runtime/embedding_pool.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/text_stream.h"
 
@@ -33,7 +33,7 @@ struct Scheduler::Job {
     std::vector<int32_t> replay;
     size_t fed = 0;       // tokens of context() in the KV cache (attached or evaluated)
     size_t chunk = 0;     // tokens of context() in this step's pass
-    int deferred = 0;     // steps its prompt chunk waited for a lighter client's cheap step
+    int waited = 0;       // steps in a row it was left out while clients share (ClientShares)
     int32_t next = -1;    // the last sampled token, evaluated in the next step
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<TextStream> stream;
@@ -310,7 +310,8 @@ void Scheduler::make_room() {
 void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
     // One decode token per generating sequence, then prompt chunks least-served client first,
     // up to Forward::kMaxUbatch tokens in all. While clients share, no chunk takes more than an
-    // equal part of a step, and a light client's decode steps stay cheap (ClientShares::may_join).
+    // equal part of a step, a light client's decode steps stay cheap (ClientShares::may_join),
+    // and a much lighter client's sequences run alone (ClientShares::light).
     make_room();
     std::vector<SeqTokens> batch;
     std::vector<Job*> owners;
@@ -320,34 +321,42 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
     double lightest_decoder = std::numeric_limits<double>::infinity();
     {
         std::lock_guard lock(mu_);
-        for (auto& j : running_) {
-            const double service = shares_.service(j->request.client);
-            if (j->prefilling()) prompts.emplace_back(service, j.get());
-            else lightest_decoder = std::min(lightest_decoder, service);
-        }
         const size_t clients = shares_.active();
         shared = clients > 1;
         if (shared) chunk_limit = std::max<int64_t>(kMinPromptChunk, Forward::kMaxUbatch / static_cast<int64_t>(clients));
+        std::vector<std::string_view> running;
+        for (const auto& j : running_) running.push_back(j->request.client);
+        const auto light = shared ? shares_.light(running) : std::nullopt;
+        for (auto& j : running_) {
+            j->chunk = 0;
+            const double service = shares_.service(j->request.client);
+            if (light && j->request.client != *light && j->waited < ClientShares::kMaxWaitSteps) {
+                ++j->waited;  // it sits out this step
+                continue;
+            }
+            if (j->prefilling()) {
+                prompts.emplace_back(service, j.get());
+                continue;
+            }
+            j->waited = 0;
+            lightest_decoder = std::min(lightest_decoder, service);
+            batch.push_back({j->seq, {&j->next, 1}});
+            owners.push_back(j.get());
+            --budget;
+        }
     }
     std::stable_sort(prompts.begin(), prompts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (auto& j : running_) {
-        j->chunk = 0;
-        if (j->prefilling()) continue;
-        batch.push_back({j->seq, {&j->next, 1}});
-        owners.push_back(j.get());
-        --budget;
-    }
     for (auto& [service, j] : prompts) {
         const auto& prompt = j->context();
         const int64_t left = static_cast<int64_t>(prompt.size() - j->fed);
         const int64_t take = std::min({left, budget, chunk_limit});
         if (take <= 0 || (take < left && take < kMinPromptChunk && !batch.empty())) continue;
-        if (shared && j->deferred < ClientShares::kMaxDeferredSteps &&
+        if (shared && j->waited < ClientShares::kMaxWaitSteps &&
             !ClientShares::may_join(Forward::kMaxUbatch - budget, take, service, lightest_decoder)) {
-            ++j->deferred;
+            ++j->waited;
             continue;
         }
-        j->deferred = 0;
+        j->waited = 0;
         j->chunk = static_cast<size_t>(take);
         batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk), j->output()});
         owners.push_back(j);
@@ -406,19 +415,9 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
 }
 
 void Scheduler::pool(Job& j, std::span<const float> hidden) {
-    const Pooling how = *j.request.embed;
-    // The pass gave the chunk's sum (Mean), its last row (Last) or, for the first chunk, its first row.
-    if (j.pooled.empty()) j.pooled.assign(hidden.size(), 0.0f);
-    if (how == Pooling::Mean)
-        for (size_t c = 0; c < hidden.size(); ++c) j.pooled[c] += hidden[c];
-    else if (how == Pooling::Last || j.fed == j.chunk)
-        j.pooled.assign(hidden.begin(), hidden.end());
+    pool_chunk(j.pooled, *j.request.embed, j.fed == j.chunk, hidden);
     if (j.prefilling()) return;
-    double norm = 0;
-    for (float v : j.pooled) norm += double(v) * v;
-    const double scale = norm > 0 ? 1.0 / std::sqrt(norm) : 0.0;  // the mean's division cancels in the normalisation
-    j.result.embedding.resize(j.pooled.size());
-    for (size_t c = 0; c < j.pooled.size(); ++c) j.result.embedding[c] = static_cast<float>(j.pooled[c] * scale);
+    j.result.embedding = unit_length(j.pooled);
     j.result.stop_reason = "stop";
     j.result.prefill_seconds = seconds_since(j.started);
     j.finished = true;

@@ -6,7 +6,8 @@
 // Finished or cancelled sequences leave at once and waiting ones take their place.
 // Requests carry a client key: when several clients have work, each runs at most its share
 // of the batch, waits at most its share of the queue, and the least-served client's requests
-// are admitted and get their prompt chunks first (runtime/client_shares.h).
+// are admitted and get their prompt chunks first, and a much lighter client's sequences have
+// steps of their own while the others sit out a few steps (runtime/client_shares.h).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>

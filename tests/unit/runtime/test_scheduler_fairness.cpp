@@ -1,7 +1,9 @@
 // The scheduler shares its batch and queue between clients: a light client's request runs
 // within a bounded number of steps while a heavy client floods it, the heavy one holds at most
-// its share of the batch meanwhile, each client waits at most its share of the queue, and a
-// client alone uses the whole batch as before; and the rules of ClientShares behind that.
+// its share of the batch meanwhile, a much lighter client's steps carry its sequences alone
+// while the others' sit out at most a bounded number of steps, each client waits at most its
+// share of the queue, and a client alone uses the whole batch as before; and the rules of
+// ClientShares behind that.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,8 +11,11 @@
 #include <future>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cpu/matmul.h"
@@ -94,6 +99,42 @@ size_t widest_batch(const std::vector<TokenLog::Token>& tokens, size_t width) {
     return widest;
 }
 
+struct Requests {
+    std::vector<int32_t> prompt;
+    int count, n_predict;
+};
+
+// The "heavy" client's requests, back to back; once the first runs (it waits for the submission
+// at its first token), the "light" client's. Returns the tokens logged before the light ones came.
+size_t heavy_then_light(Engine& engine, const SchedulerOptions& opts, TokenLog& log, const Requests& heavy, const Requests& light) {
+    Gate gate;
+    size_t light_submitted_at = 0;
+    Scheduler sched(engine, opts);
+    for (int i = 0; i < heavy.count; ++i) {
+        Request r = log.request(heavy.prompt, heavy.n_predict, "heavy", i);
+        if (i == 0) gate.hold(r);
+        sched.submit(std::move(r));
+    }
+    gate.running.get_future().wait();  // the heavy client runs; the rest of its requests wait
+    {
+        std::lock_guard lock(log.mu);
+        light_submitted_at = log.tokens.size();
+    }
+    for (int i = 0; i < light.count; ++i) sched.submit(log.request(light.prompt, light.n_predict, "light", 1000 + i));
+    gate.open.set_value();
+    sched.wait_idle();
+    return light_submitted_at;
+}
+
+bool is_light(const TokenLog::Token& k) { return k.client == "light"; }
+
+// Where the "light" client's first and last tokens are in the log (it has some).
+std::pair<size_t, size_t> light_span(const std::vector<TokenLog::Token>& tokens) {
+    const size_t first = std::find_if(tokens.begin(), tokens.end(), is_light) - tokens.begin();
+    const size_t last = tokens.size() - 1 - (std::find_if(tokens.rbegin(), tokens.rend(), is_light) - tokens.rbegin());
+    return {first, last};
+}
+
 }  // namespace
 
 TEST_CASE("scheduler fairness: a light client is served within bounded steps while a heavy one floods", "[unit][scheduler]") {
@@ -107,31 +148,12 @@ TEST_CASE("scheduler fairness: a light client is served within bounded steps whi
     INFO("--max-batch-per-client " << per_client);
 
     TokenLog log;
-    Gate gate;
-    size_t light_submitted_at = 0;
-    {
-        Scheduler sched(engine, {kBatch, 64, per_client});
-        // The heavy client floods the queue with short requests, back to back.
-        for (int i = 0; i < kHeavy; ++i) {
-            Request r = log.request(prompt, kHeavyTokens, "heavy", i);
-            if (i == 0) gate.hold(r);
-            sched.submit(std::move(r));
-        }
-        gate.running.get_future().wait();  // the heavy client runs; the rest of its requests wait
-        {
-            std::lock_guard lock(log.mu);
-            light_submitted_at = log.tokens.size();
-        }
-        sched.submit(log.request(prompt, kLightTokens, "light", 1000));
-        gate.open.set_value();
-        sched.wait_idle();
-    }
+    const size_t light_submitted_at =
+        heavy_then_light(engine, {kBatch, 64, per_client}, log, {prompt, kHeavy, kHeavyTokens}, {prompt, 1, kLightTokens});
     REQUIRE(log.done == kHeavy + 1);
     const auto& t = log.tokens;
-    const auto is_light = [](const TokenLog::Token& k) { return k.client == "light"; };
-    const size_t first_light = std::find_if(t.begin(), t.end(), is_light) - t.begin();
-    const size_t last_light = t.size() - 1 - (std::find_if(t.rbegin(), t.rend(), is_light) - t.rbegin());
     REQUIRE(std::count_if(t.begin(), t.end(), is_light) == kLightTokens);
+    const auto [first_light, last_light] = light_span(t);
     // In arrival order it would wait for the 39 queued heavy requests, about (39 x 3) / 4 steps.
     // Here it starts once one of the at most kBatch running heavy requests ends (<= 3 steps)
     // and then shares each step with at most `share` heavy sequences, after the few admitted
@@ -144,6 +166,51 @@ TEST_CASE("scheduler fairness: a light client is served within bounded steps whi
     // Fewer than in arrival order, where the light request would see none of its own steps
     // before all but the last batch of heavy requests had ended.
     CHECK(first_light < t.size() - kLightTokens - kBatch * kHeavyTokens);
+}
+
+TEST_CASE("scheduler fairness: a much lighter client's steps carry its sequences alone, and nobody starves", "[unit][scheduler]") {
+    auto path = test::stories260k_path();
+    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
+    Engine engine(roomy_options(*path));
+    // The heavy client's long prompts (each request charged its ~100 tokens) keep its service
+    // far above the light client's short one for the whole light request.
+    std::string story;
+    for (int i = 0; i < 12; ++i) story += "Tom had a red ball and a big dog. ";
+    const auto long_prompt = prompt_of(engine, story), short_prompt = prompt_of(engine, "Tom had a red ball");
+    REQUIRE(long_prompt.size() >= 100);
+    REQUIRE(long_prompt.size() + 8 < 256);
+    constexpr int kHeavy = 8, kHeavyTokens = 16, kLightTokens = 30, kBatch = 4;
+    constexpr int kWait = ClientShares::kMaxWaitSteps;
+    const int per_client = GENERATE(0, 1);
+    INFO("--max-batch-per-client " << per_client);
+
+    TokenLog log;
+    heavy_then_light(engine, {kBatch, 64, per_client}, log, {long_prompt, kHeavy, kHeavyTokens}, {short_prompt, 1, kLightTokens});
+    REQUIRE(log.done == kHeavy + 1);
+    const auto& t = log.tokens;
+    REQUIRE(std::count_if(t.begin(), t.end(), is_light) == kLightTokens);
+    const auto [first_light, last_light] = light_span(t);
+    // The light client has one sequence: one light token per step while it runs.
+    size_t heavy_while_running = 0, light_in_a_row = 0, longest_light_run = 0;
+    for (size_t k = first_light; k <= last_light; ++k) {
+        if (is_light(t[k])) {
+            longest_light_run = std::max(longest_light_run, ++light_in_a_row);
+        } else {
+            ++heavy_while_running;
+            light_in_a_row = 0;
+        }
+    }
+    // The light bound: the heavy client runs at most kBatch - 1 sequences beside it (those
+    // admitted before it came, while the heavy client was alone, end in their time), and each
+    // of their places joins at most one step in kWait + 1 (a request admitted meanwhile waits
+    // as well): over kLightTokens steps at most kLightTokens / (kWait + 1) + 1 tokens a place.
+    // Sharing every step, the heavy client would have at least one token a step.
+    CHECK(heavy_while_running <= static_cast<size_t>((kBatch - 1) * (kLightTokens / (kWait + 1) + 1)));
+    // No starvation: the heavy client still runs meanwhile, never left out more than kWait
+    // steps in a row; the light tokens of the step its last request ended and of the step
+    // its next one joined may come before its own token in those steps.
+    CHECK(heavy_while_running > 0);
+    CHECK(longest_light_run <= static_cast<size_t>(kWait + 2));
 }
 
 TEST_CASE("scheduler fairness: a client alone uses the whole batch and queue", "[unit][scheduler]") {
@@ -222,6 +289,28 @@ TEST_CASE("client shares: a step shared with a lighter client's decode stays wit
     CHECK(ClientShares::batch_share(8, 20, 2) == 8);
     CHECK(ClientShares::batch_share(8, 0, 3) == 2);
     CHECK(ClientShares::batch_share(8, 0, 20) == 1);
+}
+
+TEST_CASE("client shares: the light client is the one served under a share of every other running client", "[unit][scheduler]") {
+    ClientShares shares;
+    shares.served("light", 10);
+    shares.served("heavy", 100);
+    shares.served("heavier", 400);
+    using V = std::vector<std::string_view>;
+    CHECK(shares.light(V{"heavy", "light", "heavier", "light"}) == std::optional<std::string>("light"));
+    // Below the share of one other client but not of every other one: nobody is light.
+    shares.served("middle", 15);
+    CHECK_FALSE(shares.light(V{"heavy", "light", "middle"}).has_value());
+    CHECK(shares.light(V{"heavy", "middle"}) == std::optional<std::string>("middle"));
+    // Alone, or the only client running (with several sequences): nothing to sit out for.
+    CHECK_FALSE(shares.light(V{"light"}).has_value());
+    CHECK_FALSE(shares.light(V{"heavy", "heavy"}).has_value());
+    CHECK_FALSE(shares.light(V{}).has_value());
+    // Just under the share makes it light; at the share it is not.
+    shares.served("twice", 20);
+    CHECK_FALSE(shares.light(V{"light", "twice"}).has_value());
+    shares.served("twice", 1);
+    CHECK(shares.light(V{"light", "twice"}) == std::optional<std::string>("light"));
 }
 
 TEST_CASE("client shares: service decays, a request counts beyond its tokens, clients with work stay active", "[unit][scheduler]") {
