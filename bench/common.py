@@ -64,6 +64,9 @@ class Cgroup:
     def __init__(self, limit: int):
         self.path = self.ROOT / f"strata-offload-{os.getpid()}"
         self.path.mkdir()
+        self.set_limit(limit)
+
+    def set_limit(self, limit: int) -> None:
         (self.path / "memory.limit_in_bytes").write_text(f"{limit}\n")
         self.limit = int((self.path / "memory.limit_in_bytes").read_text())  # rounded to pages
 

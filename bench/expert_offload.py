@@ -23,9 +23,13 @@ engine that maps the model keeps at most that much of it):
   4. llama.cpp: `llama-bench -m MODEL -p 0 -n N -r R -t THREADS -lm mmap -o jsonl` (bench/compare.py's
      binary, from bench/build_llamacpp.sh).
   5. with --sim-device GPU_MEM, strata on the simulated device (`--device sim --gpu-mem GPU_MEM`, its
-     default thread split, no -t): every layer's attention and the KV cache on the device, each
-     layer's feed-forward on the host with the experts read through the cache under the same --dram;
-     its row sets the measured rate beside the plan's prediction for that device.
+     default thread split, no -t), twice: every layer's attention and the KV cache on the device,
+     each layer's feed-forward on the host with the experts read through the cache under the same
+     --dram (`--override-tensor exps=nvme`: none on the device); then as the planner decides, the
+     most chosen experts held in the device memory left when that predicts faster (experts on
+     all three tiers). The simulated device's memory is the host's, so the cgroup's limit grows by
+     GPU_MEM for these runs. Each row sets the measured rate beside the plan's prediction for
+     that device, and the share of the chosen experts the device computed beside the plan's.
 For each strata run: decode tokens/s (and the plan's prediction), the expert cache's hit rate (and the plan's expected one),
 expert bytes read from disk per token (and the plan's), those bytes per second against the probed
 disk read rate; the cgroup's peak usage and failcnt. Load average is recorded before each run.
@@ -109,10 +113,14 @@ def main() -> None:
         bench = [strata, "bench", "-m", str(model), "-p", "0", "-n", str(a.n_gen), "-r", str(a.reps), "-t", str(a.threads),
                  "--json", "--dram", str(limit - slack)]
         if a.sim_device and not a.skip_strata:
-            log(f"strata, simulated device --gpu-mem {a.sim_device} (load {load1():.2f})")
+            cg.set_limit(limit + parse_size(a.sim_device))  # the simulated device's memory is the host's
             sim = [x for x in bench if x not in ("-t", str(a.threads))] + ["--device", "sim", "--gpu-mem", a.sim_device]
-            results[f"strata, sim device {a.sim_device}: attention there, experts on the host"] = in_cgroup(cg, sim, env)[0]
-            stats.unlink(missing_ok=True)
+            for what, extra in (("attention there, experts on the host", ["--override-tensor", "exps=nvme"]),
+                                ("attention and the hottest experts there, as planned", [])):
+                log(f"strata, simulated device --gpu-mem {a.sim_device}: {what} (load {load1():.2f})")
+                results[f"strata, sim device {a.sim_device}: {what}"] = in_cgroup(cg, sim + extra, env)[0]
+                stats.unlink(missing_ok=True)
+            cg.set_limit(limit)
         if not a.skip_strata and not a.only_sim:
             log(f"strata, uniform routing (load {load1():.2f})")
             results["strata, no routing statistics (adaptive policy)"] = in_cgroup(cg, bench, env)[0]
@@ -156,8 +164,8 @@ def main() -> None:
              f"(strata --dram {(limit - slack) / 2**30:.2f} GiB), tg{a.n_gen}, {a.reps} reps, {a.threads} threads",
              "",
              "| run | tg t/s | plan's t/s | vs llama.cpp | expert hit rate (plan) | experts from disk per token (plan) | "
-             "waiting for reads per token | disk GB/s / probed | cgroup peak | load |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "waiting for reads per token | disk GB/s / probed | chosen experts on the device (plan) | cgroup peak | load |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in results.items():
         ts = f"{r['avg_ts']:.2f} ± {r['stddev_ts']:.2f}"
         vs = f"{r['avg_ts'] / peer_ts:.2f}x" if peer_ts and name.startswith("strata") else "-"
@@ -170,7 +178,9 @@ def main() -> None:
         else:
             hit = disk = gbps = wait = "-"
         plan = f"{r['predicted_ts']:.2f} ({r['avg_ts'] / r['predicted_ts']:.2f}x)" if r.get("predicted_ts") else "-"
-        lines.append(f"| {name} | {ts} | {plan} | {vs} | {hit} | {disk} | {wait} | {gbps} | {r['cgroup_peak_bytes'] / 2**30:.2f} GiB "
+        device = (f"{100 * r['expert_device_share']:.1f}% ({100 * r['predicted_expert_device_share']:.1f}%)"
+                  if "expert_device_share" in r else "-")
+        lines.append(f"| {name} | {ts} | {plan} | {vs} | {hit} | {disk} | {wait} | {gbps} | {device} | {r['cgroup_peak_bytes'] / 2**30:.2f} GiB "
                      f"(failcnt {r['cgroup_failcnt']}) | {r['load1']:.2f} |")
     if "llama.cpp mmap" in results:
         lines += ["", results["llama.cpp mmap"]["peer_note"]]

@@ -5,7 +5,9 @@
 // land in DRAM first. The layer's share of the cache is what it keeps in DRAM. The reads start
 // when the layer's router has chosen and the layer's output needs every chosen expert, so
 // they overlap only the compute of the experts already held: the CPU waits out the rest.
-// CostModel::hybrid_layer: the same layer with its attention on the GPU (ExpertPlan::attention_on_gpu).
+// CostModel::hybrid_layer: the same layer with its attention on the GPU (ExpertPlan::attention_on_gpu)
+// and the most chosen experts, where the plan holds some there (ExpertPlan::device), computed
+// on the GPU beside the CPU's share.
 #include "planner/cost_model.h"
 
 #include <algorithm>
@@ -49,7 +51,8 @@ Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
 }
 
 Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) const {
-    constexpr int kDram = 1, kNvme = 2;
+    constexpr int kGpu = 0, kDram = 1, kNvme = 2;
+    constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute);
     const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
     const double dense = static_cast<double>(l.weight_bytes - l.expert_bytes);
     const double dense_params = static_cast<double>(l.n_matmul_params - l.n_expert_params);
@@ -58,13 +61,18 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     const double attn = dense_params > 0 ? dense * std::min(1.0, attn_params / dense_params) : dense;
     Cost c = weights_cost({attn, attn, attn, attn_params}, B_, B_ * P_, WeightOption::Gpu, true);
     // The feed-forward on the CPU, prompts too (a CPU-only plan's pricing): norm, router and
-    // shared experts read whole, the routed experts' chosen share; and the hidden states' hop
-    // down and back up around it.
+    // shared experts read whole, the routed experts' chosen share less the device's; and the
+    // hidden states' hop down and back up around it.
     const double ffn = dense - attn, stored = static_cast<double>(l.expert_bytes);
     const double decode = shape_.read_bytes(l, B_ / m_) - dense, prefill = shape_.read_bytes(l, B_ * P_ / m_) - dense;
+    const double routed_params = shape_.active_matmul_params(l) - dense_params;
+    const double on_dev = x.device_share_of(layer), on_host = 1 - on_dev;
+    const double n_dev = static_cast<double>(static_cast<size_t>(layer) < x.device.size() ? x.device[layer].size() : 0);
+    const double dev_stored = shape_.n_expert ? stored * n_dev / shape_.n_expert : 0;
     CostModel on_cpu(*this);
     on_cpu.has_gpu_ = false;
-    Cost f = on_cpu.weights_cost({ffn + stored, ffn + decode, ffn + prefill, shape_.active_matmul_params(l) - attn_params},
+    Cost f = on_cpu.weights_cost({ffn + stored, ffn + on_host * decode, ffn + on_host * prefill,
+                                  dense_params - attn_params + on_host * routed_params},
                                  B_, B_ * P_, WeightOption::DramCpu, true);
     const double hop = 4.0 * shape_.n_embd;  // one token's hidden state, f32
     f.decode[static_cast<int>(Stream::PcieD2H)] += B_ * hop / d2h_;
@@ -77,7 +85,25 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     if (offloaded) {
         f.bytes[kDram] = ffn + static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
         f.bytes[kNvme] = stored;
-        add_misses(f, x, decode, prefill, m_, nvme_r_, dram_bw_);
+        add_misses(f, x, on_host * decode, on_host * prefill, m_, nvme_r_, dram_bw_);
+    }
+    if (n_dev > 0) {
+        // The device's experts: their rows go up and come back down (n_expert_used of a token's
+        // rows at the device's share), computed while the CPU runs its own share of the layer's
+        // feed-forward; the host waits for them once more per layer.
+        Cost d = weights_cost({dev_stored, on_dev * decode, on_dev * prefill, on_dev * routed_params}, B_, B_ * P_,
+                              WeightOption::Gpu, false);
+        const double rows = shape_.n_expert_used * on_dev;
+        d.decode[static_cast<int>(Stream::PcieH2D)] += B_ * rows * hop / h2d_;
+        d.decode[static_cast<int>(Stream::PcieD2H)] += B_ * rows * hop / d2h_;
+        d.prefill[static_cast<int>(Stream::PcieH2D)] += B_ * P_ * rows * hop / h2d_;
+        d.prefill[static_cast<int>(Stream::PcieD2H)] += B_ * P_ * rows * hop / d2h_;
+        d.decode[G] = std::max(0.0, d.decode[G] - f.decode[C]);
+        d.prefill[G] = std::max(0.0, d.prefill[G] - f.prefill[C]);
+        d.decode_overhead += m_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
+        d.prefill_overhead += m_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
+        d.bytes[kGpu] = dev_stored;
+        f += d;
     }
     c += f;
     return c;

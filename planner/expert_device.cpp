@@ -4,8 +4,13 @@
 // the CPU, its routed experts resident in DRAM or behind the DRAM expert cache on NVMe. Decode is
 // priced per layer as the GPU's attention, the hidden state's hop down and back up, the CPU's
 // feed-forward on the bytes a token reads, and the expected misses read from NVMe
-// (CostModel::hybrid_layer).
+// (CostModel::hybrid_layer). The GPU memory left beside attention may hold the most chosen
+// experts too, computed there beside the CPU's share.
 #include "planner/expert_placement.h"
+
+#include <algorithm>
+
+#include "core/log.h"
 
 namespace strata::planner {
 
@@ -30,6 +35,33 @@ std::optional<Plan> attention_on_gpu_if_fits(const Plan& cpu_plan, const ModelSh
         if (p.prediction.used.gpu <= p.budgets.gpu) return p;
     }
     return std::nullopt;
+}
+
+Plan with_experts_on_gpu(const Plan& p, const ModelShape& s, const HardwareProfile& hw, const RoutingProfile* routing,
+                         const std::string& routing_note, const DeviceExperts& want) {
+    std::vector<bool> offloaded(static_cast<size_t>(s.n_layer), false);
+    for (const LayerPlacement& l : p.layers)
+        if (p.experts.enabled && l.weights == WeightOption::NvmeCpu) offloaded[static_cast<size_t>(l.layer)] = true;
+    auto holding = [&](int32_t slots) {
+        DeviceExperts w = want;
+        w.slots = slots;
+        Plan with = p;
+        with.experts = place_experts(s, routing, routing_note, p.experts.cache_slots, p.experts.slot_bytes, offloaded, w);
+        with.experts.attention_on_gpu = true;
+        with.prediction = evaluate_plan(s, hw, with.workload, with);
+        return with;
+    };
+    // The layers the overrides give the device go there whatever the prediction; the most
+    // chosen of the rest only when they make a token faster.
+    const bool forced = std::find(want.layers.begin(), want.layers.end(), true) != want.layers.end();
+    const Plan base = forced ? holding(0) : p;
+    if (want.slots <= 0) return base;
+    Plan more = holding(want.slots);
+    if (more.prediction.objective_s < base.prediction.objective_s) return more;
+    STRATA_LOG_INFO("experts: {} more on the GPU would not pay (the plan predicts {:.2f} ms a token with them, {:.2f} "
+                    "without)", more.experts.n_device() - base.experts.n_device(), 1e3 * more.prediction.objective_s,
+                    1e3 * base.prediction.objective_s);
+    return base;
 }
 
 }  // namespace strata::planner

@@ -23,12 +23,23 @@
 
 namespace strata::planner {
 
-// The experts a cache of `cache_slots` slots of `slot_bytes` is expected to hold (the most
-// chosen of the `offloaded` layers together; empty: every layer) and what a decode token then
-// reads. `routing` null: uniform, `routing_note` saying why. The hit rate is over the
-// offloaded layers' choices (the other layers' experts are resident).
+// Routed experts held in device memory: every expert of the layers marked in `layers`
+// (`--override-tensor ...exps=device`), then the `slots` most chosen of the others but those
+// of the layers marked in `host_only` (`...exps=dram` or `nvme`).
+struct DeviceExperts {
+    int32_t slots = 0;
+    std::vector<bool> layers;
+    std::vector<bool> host_only;
+};
+
+// The experts the device holds (`on_device`), those a DRAM cache of `cache_slots` slots of
+// `slot_bytes` is expected to hold (the most chosen of the `offloaded` layers' others together;
+// `offloaded` empty: every layer) and what a decode token then reads. `routing` null: uniform,
+// `routing_note` saying why. The hit rate is over the offloaded layers' choices that are not on
+// the device (the other layers' experts are resident).
 ExpertPlan place_experts(const ModelShape& shape, const RoutingProfile* routing, const std::string& routing_note,
-                         int32_t cache_slots, uint64_t slot_bytes, const std::vector<bool>& offloaded = {});
+                         int32_t cache_slots, uint64_t slot_bytes, const std::vector<bool>& offloaded = {},
+                         const DeviceExperts& on_device = {});
 
 // One routed expert's bytes (its three matrices) in the largest layer, as the shape counts them.
 uint64_t expert_bytes(const ModelShape& shape);
@@ -65,6 +76,12 @@ Plan with_attention_on_gpu(Plan p, const ModelShape& shape, const HardwareProfil
 // That plan with the KV cache on the GPU when it fits p.budgets.gpu, else in DRAM; nullopt when
 // not even the attention weights and head fit.
 std::optional<Plan> attention_on_gpu_if_fits(const Plan& p, const ModelShape& shape, const HardwareProfile& hw);
+
+// `p` (attention on the GPU: with_attention_on_gpu) with `want`'s experts held in GPU memory
+// and computed there too (the others stay as p put them): the whole layers it names always,
+// its `slots` most chosen others when that predicts less time per token. Repriced on `hw`.
+Plan with_experts_on_gpu(const Plan& p, const ModelShape& shape, const HardwareProfile& hw, const RoutingProfile* routing,
+                         const std::string& routing_note, const DeviceExperts& want);
 
 // One line: the cache, its expected hit rate, the bytes per token, the routing assumed.
 std::string expert_line(const ExpertPlan& e);

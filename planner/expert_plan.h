@@ -1,8 +1,9 @@
 #pragma once
 // Where the routed experts of a mixture of experts go when they are placed apart from their
-// layers (expert offload): the rest of each layer (attention, norms, router, shared experts)
-// stays resident, and the routed experts live on NVMe with a bounded cache of them in DRAM
-// that keeps the most chosen. Part of a Plan (plan.h); made by expert_placement.h.
+// layers: the rest of each layer (attention, norms, router, shared experts) stays resident;
+// with expert offload the routed experts live on NVMe with a bounded cache of them in DRAM
+// that keeps the most chosen; with a device, the most chosen of all may be held in device
+// memory and computed there. Part of a Plan (plan.h); made by expert_placement.h.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,19 @@ struct ExpertPlan {
     // layer's feed-forward on the hidden states copied down and back up (expert_device.cpp).
     // Set with or without offloaded experts (`enabled`).
     bool attention_on_gpu = false;
+    // Per layer (empty: none): the routed experts held in device memory and computed there on
+    // the rows routed to them, and the expected share of the layer's choices they take. They
+    // are not read through the DRAM cache (`dram` and `hit_rate` are over the other experts).
+    std::vector<std::vector<int32_t>> device;
+    std::vector<double> device_share;
+    double device_bytes_per_token = 0;  // of active_bytes_per_token: read by the device
+
+    bool has_device() const;
+    int32_t n_device() const;  // experts held on the device, every layer together
+    double device_share_of(int il) const;
+    double device_share_mean() const;  // over the layers: the share of a token's choices
+    // The share of the choices counted in `counts` ([layer][expert]) that fell on the device's experts.
+    double device_share_in(const std::vector<std::vector<uint64_t>>& counts) const;
     bool operator==(const ExpertPlan&) const = default;
 };
 

@@ -172,6 +172,9 @@ Plan Plan::from_json(std::string_view text) {
         p.experts = expert_plan_from_json(j.at("experts"));
         if (p.experts.enabled && p.experts.dram.size() != p.layers.size())
             throw UsageError(fmt::format("plan.experts: {} layers of experts for a {}-layer model", p.experts.dram.size(), p.n_layer));
+        if (p.experts.has_device() && p.experts.device.size() != p.layers.size())
+            throw UsageError(fmt::format("plan.experts.device: {} layers of experts for a {}-layer model",
+                                         p.experts.device.size(), p.n_layer));
     }
     const json& pr = json_util::object(j, "plan", "prediction");
     Prediction& q = p.prediction;

@@ -52,7 +52,10 @@ std::string plan_summary(const Plan& plan) {
                       plan.experts.cache_slots, 100 * plan.experts.hit_rate,
                       plan.experts.routing.substr(0, plan.experts.routing.find(' ')))
         : std::string();
-    const std::string hybrid = plan.experts.attention_on_gpu ? ", attention on the GPU and feed-forward on the CPU" : "";
+    const std::string hybrid = !plan.experts.attention_on_gpu ? ""
+        : plan.experts.has_device()
+            ? fmt::format(", attention and {} routed experts on the GPU, the other experts on the CPU", plan.experts.n_device())
+            : ", attention on the GPU and feed-forward on the CPU";
     return fmt::format("plan: {} layers on GPU / {} DRAM / {} NVMe{}{}, batch {}x{}, {} attention, {}; predicted TTFT {}, {:.3g} tok/s",
                        gpu_layers, dram_layers, nvme_layers, experts, hybrid, plan.policy.batch, plan.policy.n_micro,
                        plan.policy.cpu_attention ? "CPU" : "GPU", plan.policy.recompute ? "recompute" : "no recompute",
@@ -88,8 +91,9 @@ std::string format_plan(const Plan& plan, const ModelShape& shape, const Hardwar
     if (shape.embd_bytes > 0) append(s, "{:<11} {:<9} {:<8}", "embedding", tier_name(tier_of(plan.embedding)), "lookup");
     append(s, "{:<11} {:<9}", "hidden", plan.hidden == HiddenOption::Gpu ? "gpu" : "dram");
     append(s, "");
-    // Layers at nvme(cpu) keep all but their routed experts in DRAM; where those are:
-    if (plan.experts.enabled) s += format_expert_plan(plan.experts, shape) + "\n";
+    // Layers at nvme(cpu) keep all but their routed experts in DRAM; where those are (and the
+    // ones held on the device):
+    if (plan.experts.enabled || plan.experts.has_device()) s += format_expert_plan(plan.experts, shape) + "\n";
     else if (plan.experts.attention_on_gpu) s += expert_line(plan.experts) + "\n\n";
     append(s, "{:<13} {:>12} {:>12}", "stream", "prefill", "decode step");
     for (int i = 0; i < kNumStreams; ++i)

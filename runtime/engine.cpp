@@ -13,12 +13,14 @@
 #include "gpu/cuda_host.h"
 #include "gpu/device.h"
 #include "runtime/exec/device_backend.h"
+#include "runtime/exec/device_experts.h"
 #include "runtime/exec/forward.h"
 #include "runtime/grammar/grammar_constraint.h"
 #include "runtime/grammar/token_trie.h"
 #include "runtime/kv/kv_cache.h"
 #include "planner/expert_placement.h"
 #include "planner/routing_profile.h"
+#include "runtime/place/expert_offload.h"
 #include "runtime/place/gpu_placement.h"
 #include "runtime/place/placement.h"
 #include "runtime/text_stream.h"
@@ -181,8 +183,15 @@ Layout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparams& 
                                       "cache ({}) beside them", format_bytes(gpu.gpu_mem), format_bytes(fixed),
                                       format_bytes(kv.all_bytes)),
                           "give more with --gpu-mem or a shorter --ctx, or leave --attention out to attend on the CPU");
+    // Routed experts the device may hold: SwiGLU experts in a type its kernels read.
+    const bool experts_fit_device = hp.ffn_act == models::FfnAct::Silu && device.supports_weight(w.layers[0].ffn_up_exps.type);
+    const OverrideRequest overrides = resolve_overrides(po.overrides, file);
+    if (asks_device(overrides) && !experts_fit_device)
+        throw UsageError(fmt::format("--override-tensor gives routed experts to {}, whose kernels do not run these {} "
+                                     "experts", device.name(), dtype_name(w.layers[0].ffn_up_exps.type)),
+                         "keep them on the host: --override-tensor exps=dram");
     Layout out;
-    in.other_bytes += DeviceBackend::staging_bytes(hp, po.n_ctx);
+    in.other_bytes += DeviceBackend::staging_bytes(hp, po.n_ctx) + (experts_fit_device ? DeviceExperts::staging_bytes(hp) : 0);
     PlacementOptions host_po = po;
     host_po.on_plan = nullptr;  // shown below, once the plan has the device in it
     const bool kv_on_device = kv_fits && opts.gpu.attention != AttentionChoice::Cpu;
@@ -202,6 +211,17 @@ Layout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparams& 
     p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
     p.plan.budgets.gpu = static_cast<double>(gpu.gpu_mem);
     p.plan = planner::with_attention_on_gpu(std::move(p.plan), p.shape, p.hw, kv_on_device);
+    // The device memory left beside the attention, the KV cache and activations holds experts.
+    const uint64_t taken = fixed + (kv_on_device ? kv.all_bytes : 0) + DeviceExperts::scratch_bytes(hp);
+    if (experts_fit_device && taken < gpu.gpu_mem) {
+        uint64_t each = 0;
+        for (const LayerWeights& l : w.layers) each = std::max(each, DeviceExperts::expert_bytes(l));
+        place_experts_on_device(p, file, overrides, gpu.gpu_mem - taken, each);
+    } else if (asks_device(overrides)) {
+        throw OutOfBudget(fmt::format("--gpu-mem {} leaves no room for routed experts beside the attention weights, the "
+                                      "KV cache and activations ({})", format_bytes(gpu.gpu_mem), format_bytes(taken)),
+                          "give more with --gpu-mem, or leave the experts on the host");
+    }
     STRATA_LOG_INFO("{}; KV cache: {}", planner::plan_summary(p.plan), kv_placement_name(out.kv_on));
     if (po.on_plan) po.on_plan(p);
     return out;
@@ -254,6 +274,10 @@ Engine::Engine(const EngineOptions& opts)
     else if (!gpu.use)
         STRATA_LOG_INFO("gpu: none ({}); running on the CPU", gpu.why_not);
     if (gpu.use && gpu.kind == DeviceKind::Cuda) gpu::install_cuda_host_pinner();
+    if (!gpu.use && asks_device(resolve_overrides(opts.overrides, file_)))
+        throw UsageError(fmt::format("--override-tensor gives routed experts to the device, but none is in use ({})",
+                                     gpu.why_not),
+                         "run on a device (--device cuda, or --device sim to try it), or place them in dram or nvme");
     PlacementOptions po;
     po.given = opts.plan ? &*opts.plan : nullptr;
     po.n_ctx = n_ctx;
@@ -295,6 +319,7 @@ Engine::Engine(const EngineOptions& opts)
         DeviceBackendOptions co;
         co.kv = kv_on;
         co.int8_activations = opts.int8_activations;
+        co.experts = placement_->plan.experts.device;
         fwd_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
         // A mixture of experts' feed-forward runs on the host: its weights in the CPU's tile
         // order, once the device has its copies of the attention tensors and the head.

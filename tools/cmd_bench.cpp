@@ -258,6 +258,10 @@ int run_bench(const BenchOptions& o) {
                 j["disk_read_gbps"] = hw.nvme.read_gbps;
             }
             if (!r.expert_counts.empty()) j["expert_counts"] = r.expert_counts;
+            if (expert_plan.has_device() && !r.expert_counts.empty()) {
+                j["expert_device_share"] = expert_plan.device_share_in(r.expert_counts);
+                j["predicted_expert_device_share"] = expert_plan.device_share_mean();
+            }
             if (r.experts.hits + r.experts.misses > 0) {
                 j["expert_hit_rate"] = r.experts.hit_rate();
                 j["predicted_expert_hit_rate"] = expert_plan.hit_rate;
@@ -292,6 +296,11 @@ int run_bench(const BenchOptions& o) {
     for (const Row& r : rows)
         if (!r.expert_counts.empty())
             std::printf("%s: %s\n", r.test.c_str(), routing_line(r.expert_counts, engine.hparams().moe.n_expert_used).c_str());
+    for (const Row& r : rows)
+        if (expert_plan.has_device() && !r.expert_counts.empty())
+            std::printf("%s: %.1f%% of the chosen experts computed on the device's %d (plan %.1f%%)\n", r.test.c_str(),
+                        100 * expert_plan.device_share_in(r.expert_counts), expert_plan.n_device(),
+                        100 * expert_plan.device_share_mean());
     for (const Row& r : rows)
         if (r.experts.hits + r.experts.misses > 0)
             std::printf("%s: expert cache hit rate %.1f%% (plan %.1f%%, routing %s); %.2f MiB of experts from disk per "

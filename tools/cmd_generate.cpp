@@ -41,16 +41,27 @@ nlohmann::json plan_json(const runtime::Placement& p, const runtime::GenerateRes
               {"decode_bottleneck", planner::stream_name(pred.decode.bottleneck)}}}};
 }
 
-// The expert cache of offloaded experts (null when there is none).
+// The expert cache of offloaded experts and the experts held on a device (null when neither).
 nlohmann::json experts_json(const runtime::Engine& engine) {
     const runtime::ExpertCache* c = engine.weights().expert_cache();
-    if (!c) return nullptr;
-    const runtime::ExpertCacheStats s = c->stats();
     const planner::ExpertPlan& plan = engine.placement().plan.experts;
-    return {{"cache_slots", c->n_slots()},     {"hits", s.hits},
-            {"misses", s.misses},              {"hit_rate", s.hit_rate()},
-            {"bytes_read", s.bytes_read},      {"predicted_hit_rate", plan.hit_rate},
-            {"routing", plan.routing},         {"policy", runtime::expert_policy_name(engine.placement().residency.experts.policy)}};
+    if (!c && !plan.has_device()) return nullptr;
+    nlohmann::json j = {{"routing", plan.routing}};
+    if (c) {
+        const runtime::ExpertCacheStats s = c->stats();
+        j.update({{"cache_slots", c->n_slots()},     {"hits", s.hits},
+                  {"misses", s.misses},              {"hit_rate", s.hit_rate()},
+                  {"bytes_read", s.bytes_read},      {"predicted_hit_rate", plan.hit_rate},
+                  {"policy", runtime::expert_policy_name(engine.placement().residency.experts.policy)}});
+    }
+    if (plan.has_device()) {
+        // What share of this run's choices the device's experts took.
+        const runtime::RoutingStats* stats = engine.routing_stats();
+        j.update({{"on_device", plan.n_device()},
+                  {"device_share", stats ? plan.device_share_in(stats->snapshot()) : 0.0},
+                  {"predicted_device_share", plan.device_share_mean()}});
+    }
+    return j;
 }
 
 std::string read_prompt(const GenerateOptions& o) {

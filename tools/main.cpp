@@ -65,7 +65,9 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
                  "the order the AVX-512 kernels read them (same results; decode is slower)");
     cmd.add_option("--override-tensor,--ot", m.override_tensor,
                    "REGEX=TIER (device, dram, nvme), as llama.cpp: tensors whose GGUF name the pattern matches go to "
-                   "that tier, e.g. exps=nvme puts the routed experts on NVMe behind the expert cache (repeatable)");
+                   "that tier, the first matching pattern deciding (repeatable): exps=nvme puts the routed experts on NVMe "
+                   "behind the expert cache, exps=dram keeps them in DRAM for the CPU, 'blk\\.[0-3]\\.ffn_.*_exps=device' "
+                   "holds those layers' experts on the device; by default the plan decides");
     cmd.add_option("--expert-policy", m.expert_policy,
                    "what the expert cache keeps when experts are offloaded: adaptive (follows whichever of frequency and "
                    "lru this run's routing rewards), frequency (the most chosen) or lru (the most recent)")

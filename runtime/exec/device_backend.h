@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "runtime/exec/backend.h"
 #include "runtime/place/kv_placement.h"
@@ -30,6 +31,9 @@ struct DeviceBackendOptions {
     KvPlacement kv = KvPlacement::Device;  // for the layers the device computes
     int n_slots = 2;  // device buffers for the layers streamed in each pass
     bool int8_activations = false;  // the CPU layers' matmuls (Forward::set_int8_activations)
+    // A mixture of experts: per layer, the routed experts held in device memory and computed
+    // there (runtime/exec/device_experts.h); the host computes the others.
+    std::vector<std::vector<int32_t>> experts;
 };
 
 class DeviceBackend : public Backend {

@@ -12,6 +12,8 @@
 
 #include "gpu/device.h"
 #include "runtime/exec/device_backend.h"
+#include "runtime/exec/device_experts.h"
+#include "runtime/exec/device_weight.h"
 #include "runtime/exec/forward.h"
 #include "runtime/exec/host_staging.h"
 #include "runtime/exec/kv_rebuild.h"
@@ -20,14 +22,6 @@
 
 namespace strata::runtime {
 
-// A tensor on the device.
-struct DevWeight {
-    DType type = DType::F32;
-    const void* data = nullptr;
-    int64_t n_rows = 0, n_cols = 0;
-    explicit operator bool() const { return data != nullptr; }
-    const float* f32() const { return static_cast<const float*>(data); }
-};
 struct DevLayer {
     DevWeight attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, gate, up, down;
     DevWeight q_norm, k_norm;  // qwen3: RMSNorm weights of one head (QK-norm)
@@ -60,6 +54,7 @@ struct DeviceBackend::Impl {
     std::vector<std::unique_ptr<gpu::Event>> copied, computed;  // per slot
     std::vector<PipelineStep> schedule;
     std::unique_ptr<Forward> host_layers;  // the plan's CPU layers, when it has some
+    std::unique_ptr<DeviceExperts> experts;  // a mixture of experts' routed experts held here
     Trace* trace = nullptr;                 // the CPU's attention for the device's layers
     int attention_track = 0;
 
@@ -87,12 +82,14 @@ struct DeviceBackend::Impl {
     // A mixture of experts: each layer's attention tensors copied from the host's resident
     // weights into a buffer of its own (the experts and the router stay on the host).
     void load_attention_weights();
-    void allocate(const KvCache& kv);
+    // Device buffers for the KV cache and activations; the routed experts opts.experts names.
+    void allocate(const KvCache& kv, storage::MemoryBudget& dram);
     float* dev_f(const gpu::DeviceBuffer& b, int64_t row, int64_t width) const { return b.as<float>() + row * width; }
 
-    // y = x W^T over n rows: rows [0, n_long) as one product, the rest (decode steps) in groups
-    // of gpu::Device::kRowWiseRows, so each gets the bits it would get alone.
-    void project(const DevWeight& w, const float* x_all, float* y_all, int64_t n, int64_t n_long);
+    // runtime::project on the compute stream.
+    void project(const DevWeight& w, const float* x_all, float* y_all, int64_t n, int64_t n_long) {
+        runtime::project(*dev, *compute, w, x_all, y_all, n, n_long);
+    }
     void upload_pass(const PassLayout& p, const KvCache& kv);
     void layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
     gpu::RopeArgs rope_args(int32_t n_heads) const;

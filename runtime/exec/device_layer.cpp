@@ -8,9 +8,9 @@ namespace strata::runtime {
 
 using gpu::Stream;
 
-void DeviceBackend::Impl::project(const DevWeight& w, const float* x_all, float* y_all, int64_t n, int64_t n_long) {
+void project(gpu::Device& dev, gpu::Stream& s, const DevWeight& w, const float* x, float* y, int64_t n, int64_t n_long) {
     auto product = [&](int64_t r0, int64_t r1) {
-        dev->matmul({w.type, w.data, x_all + r0 * w.n_cols, y_all + r0 * w.n_rows, w.n_rows, w.n_cols, r1 - r0}, *compute);
+        dev.matmul({w.type, w.data, x + r0 * w.n_cols, y + r0 * w.n_rows, w.n_rows, w.n_cols, r1 - r0}, s);
     };
     if (n_long > 0) product(0, n_long);
     for (int64_t r = n_long; r < n; r += gpu::Device::kRowWiseRows) product(r, std::min(n, r + gpu::Device::kRowWiseRows));

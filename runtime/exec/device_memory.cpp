@@ -67,7 +67,7 @@ DeviceBackend::Impl::Impl(std::unique_ptr<gpu::Device> device, const models::Hpa
     const uint64_t max_rows = uint64_t(kv.pool().n_blocks()) * KvCache::kBlockSize;
     host = std::make_unique<HostStaging>(dram, staging_sizes(h, max_blocks, kv.n_rebuilt() > 0 ? max_rows : 0));
     load_weights(dram);
-    allocate(kv);
+    allocate(kv, dram);
 }
 
 DeviceBackend::Impl::~Impl() {
@@ -80,7 +80,7 @@ DeviceBackend::Impl::~Impl() {
     }
 }
 
-void DeviceBackend::Impl::allocate(const KvCache& kv) {
+void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dram) {
     const Residency& r = store.residency();
     std::vector<LayerWork> work(hp.n_layer);
     uint64_t slot_bytes = 0;
@@ -155,6 +155,11 @@ void DeviceBackend::Impl::allocate(const KvCache& kv) {
     tables = dev->memory().allocate(uint64_t(ub) * max_blocks * 4, "positions and block tables");
     scratch = floats(int64_t(dev->attention_scratch_floats(int32_t(ub), hp.n_head, hp.head_dim, max_blocks)),
                      "attention scratch");
+    if (std::any_of(opts.experts.begin(), opts.experts.end(), [](const auto& l) { return !l.empty(); })) {
+        experts = std::make_unique<DeviceExperts>(*dev, *compute, *h2d, *d2h, hp, store.file(), store.weights().layers,
+                                                  opts.experts, dram);
+        host_layers->set_remote_experts(experts.get());
+    }
     STRATA_LOG_INFO("{}: {} of {} layers on the device, {} copied in per pass through {} buffers of {}, {} on the CPU; "
                     "KV cache {}; {} of device memory in use",
                     dev->name(), count(LayerSite::Device), hp.n_layer, count(LayerSite::CopiedIn), slots.size(),

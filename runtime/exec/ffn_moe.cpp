@@ -72,30 +72,25 @@ void MoeFfn::route(const LayerWeights& l, const PassMatmul& mm, const PassLayout
         }
 }
 
-void MoeFfn::run_expert(int e, const GatedFfn& w, const PassMatmul& mm, const PassLayout& p, const float* xn) {
+template <class Ffn>
+void MoeFfn::for_group(int e, std::span<const cpu::MatmulOut> probe, const PassLayout& p, const float* xn, Ffn&& ffn) {
     const int64_t E = hp_.n_embd, r0 = start_[e], n = start_[e + 1] - r0;
     const int64_t* rows = &rows_[r0];
-    float* y = &y_[r0 * E];
     cpu::parallel_for(n, [&](int64_t i) { std::memcpy(&x_[i * E], &xn[rows[i] * E], E * sizeof(float)); });
     const int64_t n_long = std::lower_bound(rows, rows + n, p.n_long) - rows;
-    const cpu::MatmulOut probe[] = {matmul_out(w.gate, nullptr), matmul_out(w.down, nullptr)};
-    auto ffn = [&](int64_t i0, int64_t i1, int64_t long_rows) {
-        const int64_t F = w.gate.n_rows;
-        gated_ffn(mm, hp_.ffn_act, w, &x_[i0 * E], i1 - i0, long_rows, &gate_[i0 * F], &up_[i0 * F], &y[i0 * E]);
-    };
     if (PassMatmul::batch_invariant(probe) || n_long == 0) {
         ffn(0, n, n_long);
-    } else {
-        // Float weights: each long segment's rows as that sequence alone would run them.
-        int64_t i = 0;
-        for (const PassLayout::Segment& s : p.segments) {
-            if (s.first >= p.n_long) break;
-            const int64_t j = std::lower_bound(rows + i, rows + n_long, s.first + s.n) - rows;
-            if (j > i) ffn(i, j, j - i);
-            i = j;
-        }
-        if (n > n_long) ffn(n_long, n, 0);
+        return;
     }
+    // Float weights: each long segment's rows as that sequence alone would run them.
+    int64_t i = 0;
+    for (const PassLayout::Segment& s : p.segments) {
+        if (s.first >= p.n_long) break;
+        const int64_t j = std::lower_bound(rows + i, rows + n_long, s.first + s.n) - rows;
+        if (j > i) ffn(i, j, j - i);
+        i = j;
+    }
+    if (n > n_long) ffn(n_long, n, 0);
 }
 
 void MoeFfn::add_expert(int e, float* out) {
@@ -115,36 +110,62 @@ void MoeFfn::run(int il, const LayerWeights& l, const PassMatmul& mm, const Pass
     // Offloaded experts: the reads of those not held start now, and the pass gives its slots
     // back however it ends.
     ExpertCache* cache = cache_ && cache_->holds(il) ? cache_ : nullptr;
+    // A pass that fails still waits for the experts it sent to the device: their outputs land in y_.
     struct Release {
         ExpertCache* c;
+        RemoteExperts* r;
         ~Release() {
             if (c) c->release();
+            if (r) try {
+                    r->collect();
+                } catch (const std::exception&) {  // the pass's own error is the one reported
+                }
         }
-    } release{cache};
+    } release{cache, remote_};
     used_.clear();
-    for (int e = 0; e < hp_.moe.n_expert; ++e)
-        if (start_[e + 1] > start_[e]) used_.push_back(e);
-    if (cache) cache->fetch(il, used_, p.n_long == 0);
-    // The shared experts first, while those reads land; added last, as they always were.
+    waiting_.clear();
+    for (int e = 0; e < hp_.moe.n_expert; ++e) {
+        if (start_[e + 1] == start_[e]) continue;
+        used_.push_back(e);
+        stats.add(il, e, static_cast<uint64_t>(start_[e + 1] - start_[e]));
+        if (!remote_ || !remote_->holds(il, e)) waiting_.push_back(e);  // computed here
+    }
+    if (cache) cache->fetch(il, waiting_, p.n_long == 0);
+    // The device's experts first: they run there while the host computes the rest.
+    for (int e : used_) {
+        if (!remote_ || !remote_->holds(il, e)) continue;
+        const cpu::MatmulOut probe[] = {matmul_out(l.ffn_gate_exps, nullptr), matmul_out(l.ffn_down_exps, nullptr)};
+        float* y = &y_[start_[e] * E];
+        for_group(e, probe, p, xn, [&](int64_t i0, int64_t i1, int64_t n_long) {
+            remote_->start(il, e, &x_[i0 * E], i1 - i0, n_long, &y[i0 * E]);
+        });
+    }
+    // The shared experts next, while those run and the cache's reads land; added last, as they always were.
     if (l.ffn_up_shexp)
         gated_ffn(mm, hp_.ffn_act, {l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp}, xn, n, p.n_long, gate_.data(),
                   up_.data(), shared_.data());
     auto compute = [&](int e) {
-        stats.add(il, e, static_cast<uint64_t>(start_[e + 1] - start_[e]));
         GatedFfn w{l.ffn_gate_exps.mat(e), l.ffn_up_exps.mat(e), l.ffn_down_exps.mat(e)};
         if (cache) {
             const ExpertMats m = cache->get(il, e);
             w = {m.gate, m.up, m.down};
         }
-        run_expert(e, w, mm, p, xn);
+        const cpu::MatmulOut probe[] = {matmul_out(w.gate, nullptr), matmul_out(w.down, nullptr)};
+        float* y = &y_[start_[e] * E];
+        for_group(e, probe, p, xn, [&](int64_t i0, int64_t i1, int64_t n_long) {
+            const int64_t F = w.gate.n_rows;
+            gated_ffn(mm, hp_.ffn_act, w, &x_[i0 * E], i1 - i0, n_long, &gate_[i0 * F], &up_[i0 * F], &y[i0 * E]);
+        });
     };
     // The experts already held first, while the others' reads land; then those, as they do.
-    waiting_.clear();
-    for (int e : used_) {
+    std::vector<int32_t>& later = later_;
+    later.clear();
+    for (int e : waiting_) {
         if (!cache || cache->ready(il, e)) compute(e);
-        else waiting_.push_back(e);
+        else later.push_back(e);
     }
-    for (int e : waiting_) compute(e);
+    for (int e : later) compute(e);
+    if (remote_) remote_->collect();  // a second collect() in `release` finds nothing to wait for
     // Added in index order: a row's sum is taken in the same order in any pass.
     std::fill_n(out, n * E, 0.0f);
     for (int e : used_) add_expert(e, out);

@@ -45,6 +45,10 @@ public:
     // Layer il's feed-forward block alone, added to hidden() (the device ran its attention).
     void run_feed_forward(int il, const PassLayout& p);
     float* hidden() { return x_.data(); }
+    // A mixture of experts: the experts held on a device are computed there (null: none are).
+    void set_remote_experts(RemoteExperts* remote) {
+        if (moe_) moe_->set_remote_experts(remote);
+    }
 
 private:
     void reserve(int64_t n_tokens) override;

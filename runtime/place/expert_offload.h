@@ -12,6 +12,8 @@
 #include "runtime/place/tensor_overrides.h"
 #include "runtime/weights/residency.h"
 
+namespace strata::models { class GgufFile; }
+
 namespace strata::runtime {
 
 struct Placement;
@@ -25,5 +27,14 @@ std::vector<bool> offloaded_layers(const ResidencyInput& in, const OverrideReque
 // saying why).
 void plan_expert_offload(Placement& p, const ResidencyInput& in, const planner::Workload& wl,
                          const std::vector<bool>& offloaded, const planner::RoutingProfile* routing, const std::string& note);
+
+// With a device running every layer's attention (p.plan.experts.attention_on_gpu): the routed
+// experts it holds as well. Every expert of the layers the overrides give the device, then the
+// most chosen of the layers they do not keep on the host (by the routing statistics saved
+// beside the model, else uniform) that `device_bytes` holds at `expert_bytes` each, when the
+// plan predicts that faster. Sets p.plan.experts (repriced) and the expert cache's preload
+// (p.residency). Throws OutOfBudget when the layers the overrides give the device do not fit.
+void place_experts_on_device(Placement& p, const models::GgufFile& file, const OverrideRequest& overrides,
+                             uint64_t device_bytes, uint64_t expert_bytes);
 
 }  // namespace strata::runtime

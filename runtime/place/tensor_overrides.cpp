@@ -1,5 +1,6 @@
 #include "runtime/place/tensor_overrides.h"
 
+#include <algorithm>
 #include <regex>
 
 #include <fmt/format.h>
@@ -68,11 +69,13 @@ OverrideRequest resolve_overrides(const std::vector<TensorOverride>& overrides, 
         ++matched[i];
         const planner::Tier tier = overrides[i].tier;
         const std::string spec = fmt::format("--override-tensor {}={}", overrides[i].pattern, planner::tier_name(tier));
-        if (tier == planner::Tier::Gpu)
-            throw UsageError(fmt::format("{}: matches '{}', but tensors are not placed on the device by name yet", spec, t.name),
-                             "the device's share is set by --gpu-mem; keep routed experts with exps=dram or exps=nvme");
         bool expert = false;
         const int il = layer_of(t.name, expert);
+        if (tier == planner::Tier::Gpu && (!expert || il < 0))
+            throw UsageError(fmt::format("{}: matches '{}'; of the tensors, only routed experts are placed on the device by "
+                                         "name", spec, t.name),
+                             "a mixture of experts keeps every layer's attention, norms and router on the device; give "
+                             "it experts with e.g. --override-tensor 'blk\\.[0-3]\\.ffn_.*_exps=device'");
         if (tier == planner::Tier::Nvme && !expert)
             throw UsageError(fmt::format("{}: matches '{}', which is not a routed expert tensor", spec, t.name),
                              "only routed experts (ffn_*_exps) are placed on NVMe by name; whole layers stream "
@@ -104,6 +107,11 @@ void check_resident_overrides(const OverrideRequest& request, const std::vector<
                                           "from the model file",
                                           request.resident[il][0], format_bytes(budget), il),
                               "give more --dram, or drop that override");
+}
+
+bool asks_device(const OverrideRequest& request) {
+    return std::any_of(request.experts.begin(), request.experts.end(),
+                       [](const auto& t) { return t == planner::Tier::Gpu; });
 }
 
 }  // namespace strata::runtime

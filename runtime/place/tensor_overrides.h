@@ -4,8 +4,9 @@
 // a tensor decides its tier, and a tensor no pattern matches is placed as the plan says.
 // Tiers: `device` (gpu, cuda), `dram` (cpu) and `nvme` (disk). This runtime places whole
 // layers and, in a mixture of experts, each layer's routed experts (ffn_*_exps) apart from
-// the rest, so the overrides it can honour are: routed experts on NVMe (read through the
-// expert cache) or in DRAM (resident), and any tensor in DRAM (its layer then must stay
+// the rest, so the overrides it can honour are: routed experts on the device (every expert of
+// the layer held in device memory and computed there), on NVMe (read through the expert cache)
+// or in DRAM (resident, computed by the CPU), and any tensor in DRAM (its layer then must stay
 // resident, which is checked against the plan). The rest is refused with the reason.
 #include <optional>
 #include <string>
@@ -33,9 +34,12 @@ struct OverrideRequest {
 };
 
 // Resolves the overrides against the model's tensor names. Throws UsageError for what this
-// runtime cannot do (the device tier; NVMe for a tensor other than a routed expert; one
-// layer's expert tensors on different tiers).
+// runtime cannot do (the device or NVMe for a tensor other than a routed expert; one layer's
+// expert tensors on different tiers).
 OverrideRequest resolve_overrides(const std::vector<TensorOverride>& overrides, const models::GgufFile& file);
+
+// Whether the overrides give any layer's experts to the device.
+bool asks_device(const OverrideRequest& request);
 
 // Throws OutOfBudget when a layer the overrides keep in DRAM is streamed (`streamed` per layer).
 void check_resident_overrides(const OverrideRequest& request, const std::vector<bool>& streamed, uint64_t budget);

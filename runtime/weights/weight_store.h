@@ -56,6 +56,7 @@ public:
     WeightStore& operator=(const WeightStore&) = delete;
 
     const ModelWeights& weights() const { return weights_; }  // output head, embeddings, norms
+    const models::GgufFile& file() const { return file_; }
     const Residency& residency() const { return residency_; }
 
     // Layer `il`'s weights, ready; blocks while a streamed layer is still being read. Layers

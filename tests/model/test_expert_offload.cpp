@@ -47,19 +47,44 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
     CHECK(run("--dram 26M --expert-policy lru")["tokens"] == all["tokens"]);
     // On the simulated device: attention there, each layer's feed-forward on the host, its
     // experts resident, then read through the cache under --dram (which also holds the device's
-    // staging), then with the KV cache in DRAM and the CPU attending.
-    for (const char* sim : {"--gpu-mem 64M", "--gpu-mem 64M --dram 31M", "--gpu-mem 64M --dram 33M --attention cpu"}) {
+    // staging), then with the KV cache in DRAM and the CPU attending; the overrides keep the
+    // experts on the host or give the device four layers' worth, and without them the planner
+    // decides. Every run gives the CPU's tokens.
+    struct SimRun {
+        const char* flags;
+        const char* summary;  // what the plan's summary says of the experts
+    };
+    for (const SimRun& sim : {SimRun{"--gpu-mem 64M --override-tensor exps=dram", "attention on the GPU and feed-forward on the CPU"},
+                              SimRun{"--gpu-mem 64M --dram 31M --override-tensor exps=nvme", "attention on the GPU and feed-forward on the CPU"},
+                              SimRun{"--gpu-mem 64M --dram 33M --attention cpu", ""},
+                              SimRun{"--gpu-mem 64M", ""},
+                              SimRun{"--gpu-mem 64M --ot 'blk\\.[0-3]\\.ffn_.*_exps=device' --ot exps=dram",
+                                     "attention and 64 routed experts on the GPU"},
+                              SimRun{"--gpu-mem 64M --dram 31M --ot 'blk\\.[0-3]\\.ffn_.*_exps=device' --ot exps=nvme",
+                                     "attention and 64 routed experts on the GPU"}}) {
         auto r = test::run_strata("generate -v --json --temp 0 -n 24 --ctx 256 -p 'The lighthouse keeper' --device sim -m " +
-                                  model.string() + " " + sim);
-        INFO(sim << "\n" << r.err);
+                                  model.string() + " " + sim.flags);
+        INFO(sim.flags << "\n" << r.err);
         REQUIRE(r.exit_code == 0);
         CHECK_THAT(r.err, Catch::Contains("sim: every layer's attention on the device"));
         const json got = json::parse(r.out);
         CHECK(got["tokens"] == all["tokens"]);
-        CHECK_THAT(got["plan"]["summary"].get<std::string>(), Catch::Contains("attention on the GPU and feed-forward on the CPU"));
-        if (std::string(sim).find("--dram") != std::string::npos && std::string(sim).find("cpu") == std::string::npos)
+        CHECK_THAT(got["plan"]["summary"].get<std::string>(), Catch::Contains(sim.summary));
+        const std::string flags = sim.flags;
+        if (flags.find("exps=device") != std::string::npos) {
+            // Layers 0-3 whole: 4 x 16 experts.
+            CHECK_THAT(r.err, Catch::Contains("64 routed experts held on the device"));
+            // Half the layers' experts, all of them: half of the choices.
+            CHECK(got["memory"]["experts"]["on_device"] == 64);
+            CHECK(got["memory"]["experts"]["device_share"].get<double>() == Approx(0.5));
+            CHECK(got["memory"]["experts"]["predicted_device_share"].get<double>() == Approx(0.5));
+        }
+        if (flags.find("--dram 31M") != std::string::npos && flags.find("device") == std::string::npos)
             CHECK(got["memory"]["experts"]["misses"].get<uint64_t>() > 0);
     }
+    auto no_device = test::run_strata("generate -p hi -n 1 --device cpu -m " + model.string() + " --override-tensor exps=device");
+    CHECK(no_device.exit_code == 1);
+    CHECK_THAT(no_device.err, Catch::Contains("gives routed experts to the device, but none is in use"));
     const json nvme = run("--override-tensor 'ffn_.*_exps=nvme'");
     CHECK(nvme["tokens"] == all["tokens"]);
     CHECK(nvme["memory"]["experts"].is_object());

@@ -213,3 +213,72 @@ TEST_CASE("expert placement: a GPU too small for the experts gets the attention,
     }
     CHECK_THAT(format_plan(r.best, s, hw, SearchStats{}), Catch::Contains("attention, norms and KV on the GPU"));
 }
+
+TEST_CASE("expert placement: the device takes the most chosen experts, the DRAM cache the next", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    RoutingProfile r;
+    r.tokens = 100;
+    // Layer 0 chooses expert 3 most, then 2; layer 1 expert 1, then 0.
+    r.counts = {{10, 20, 70, 100}, {60, 90, 30, 20}};
+    DeviceExperts dev;
+    dev.slots = 2;
+    const ExpertPlan x = place_experts(s, &r, "", 2, 100'000'000, {}, dev);
+    CHECK(x.device == std::vector<std::vector<int32_t>>{{3}, {1}});
+    CHECK(x.dram == std::vector<std::vector<int32_t>>{{2}, {0}});
+    CHECK(x.device_share == std::vector<double>{0.5, 0.45});
+    // The cache's hits over the choices the device does not take: (0.35 + 0.3) / (0.5 + 0.55).
+    CHECK(x.hit_rate == Approx(0.65 / 1.05));
+    CHECK(x.device_bytes_per_token == Approx(200e6 * 0.5 + 200e6 * 0.45));
+    CHECK(x.nvme_bytes_per_token == Approx(200e6 * (0.5 + 0.55) * (1 - 0.65 / 1.05)));
+
+    // A layer given whole goes first; a layer kept on the host gives none.
+    DeviceExperts forced;
+    forced.slots = 1;
+    forced.layers = {false, true};
+    forced.host_only = {true, false};
+    const ExpertPlan y = place_experts(s, &r, "", 2, 100'000'000, {}, forced);
+    CHECK(y.device == std::vector<std::vector<int32_t>>{{}, {1, 0, 2, 3}});
+    CHECK(y.device_share[1] == Approx(1.0));
+    CHECK(y.dram == std::vector<std::vector<int32_t>>{{3, 2}, {}});
+    CHECK(y.hit_rate == Approx(1.0 * 0.85 / 1.0));
+
+    // Without offloaded layers the experts are resident; the device still takes the hottest.
+    const ExpertPlan z = place_experts(s, &r, "", 0, 0, {false, false}, dev);
+    CHECK_FALSE(z.enabled);
+    CHECK(z.n_device() == 2);
+    CHECK(z.nvme_bytes_per_token == 0);
+}
+
+TEST_CASE("expert placement: experts on a fast GPU shorten decode, and the plan shows them", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const HardwareProfile hw = toy_with_gpu(2'000'000'000);
+    const Workload wl{8, 4, 1, Objective::Latency};
+    const Plan base = with_attention_on_gpu(
+        expert_offload_plan(s, hw, wl, Budgets{2e9, 1e9, 1e12}, DType::F16, place_experts(s, nullptr, "", 8, 100'000'000)),
+        s, hw, true);
+    DeviceExperts dev;
+    dev.slots = 4;
+    const Plan with = with_experts_on_gpu(base, s, hw, nullptr, "none saved", dev);
+    REQUIRE(with.experts.n_device() == 4);
+    CHECK(with.experts.device_share == std::vector<double>{0.5, 0.5});
+    // Half of each layer's chosen experts read at the GPU's 100 GB/s instead of the CPU's 10.
+    CHECK(with.prediction.decode.time_s < base.prediction.decode.time_s);
+    const CostModel cm(s, hw, wl, with.policy);
+    constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute);
+    const Cost on = cm.hybrid_layer(0, with.experts, true), off = cm.hybrid_layer(0, base.experts, true);
+    CHECK(on.decode[C] < off.decode[C]);
+    CHECK(on.bytes[0] == Approx(off.bytes[0] + 2 * 100e6));  // two experts of the layer on the GPU
+    // The device's work overlaps the CPU's: it adds to the GPU stream only beyond it.
+    CHECK(on.decode[G] == Approx(off.decode[G]));
+    CHECK(Plan::from_json(with.to_json()) == with);
+    const std::string text = format_plan(with, s, hw, SearchStats{});
+    CHECK_THAT(text, Catch::Contains("4 experts held on the device"));
+    CHECK_THAT(text, Catch::Contains("2 device, "));
+    CHECK_THAT(plan_summary(with), Catch::Contains("attention and 4 routed experts on the GPU"));
+
+    // A GPU slower than the CPU gets none.
+    HardwareProfile slow = hw;
+    slow.gpu->mem_gbps = 1, slow.gpu->h2d_gbps = slow.gpu->d2h_gbps = 0.01;
+    const Plan slow_base = with_attention_on_gpu(base, s, slow, true);
+    CHECK_FALSE(with_experts_on_gpu(slow_base, s, slow, nullptr, "", dev).experts.has_device());
+}

@@ -38,9 +38,10 @@ nlohmann::json config(const std::string& arch, int n_expert, int n_ff_shexp) {
 constexpr int kCtx = 64;
 
 // Logits of `ids` (the first n_prompt as one pass, then one token a pass) on the simulated
-// device over `store`, the KV cache where `kv_at` says.
+// device over `store`, the KV cache where `kv_at` says, `experts` (per layer) held there.
 std::vector<float> on_sim_device(const test::TinyModelFile& m, WeightStore& store, std::span<const int32_t> ids,
-                                 size_t n_prompt, KvPlacement kv_at = KvPlacement::Device) {
+                                 size_t n_prompt, KvPlacement kv_at = KvPlacement::Device,
+                                 const std::vector<std::vector<int32_t>>& experts = {}) {
     storage::MemoryBudget dram("DRAM", UINT64_MAX);
     gpu::SimOptions o;
     o.budget_bytes = uint64_t{256} << 20;
@@ -48,6 +49,7 @@ std::vector<float> on_sim_device(const test::TinyModelFile& m, WeightStore& stor
     KvCache kv(m.hp.n_layer, kCtx, m.hp.n_embd_kv());
     DeviceBackendOptions opts;
     opts.kv = kv_at;
+    opts.experts = experts;
     DeviceBackend dev(gpu::make_sim_device(o), m.hp, store, kv, dram, opts);
     cpu::ThreadPool pool(1);
     return test::prompt_then_steps(dev, pool, ids, n_prompt, kv);
@@ -91,4 +93,29 @@ TEST_CASE("sim device: qwen3's per-head QK-norm gives the CPU's logits", "[unit]
     KvCache kv_cpu(all.hp.n_layer, kCtx, all.hp.n_embd_kv());
     const std::vector<float> want = all.prompt_then_steps(ids, 4, kv_cpu);
     CHECK(same_bits(on_sim_device(all, all.store, ids, 4), want));
+}
+
+TEST_CASE("sim device: experts held on the device give the CPU's logits", "[unit][device][experts]") {
+    for (const char* type : {"Q8_0", "IQ4_NL"}) {
+        SECTION(type) {
+            auto c = config("qwen3moe", 8, 0);
+            c["weight_type"] = type;
+            test::TinyForward all(std::string("device_experts_") + type + ".gguf", c, 41);
+            const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26};
+            KvCache kv_cpu(all.hp.n_layer, kCtx, all.hp.n_embd_kv());
+            const std::vector<float> want = all.prompt_then_steps(ids, 5, kv_cpu);
+            // Some experts of each layer on the device (every one of the last layer), the rest on the host.
+            const std::vector<std::vector<int32_t>> held{{0, 2, 5}, {7}, {0, 1, 2, 3, 4, 5, 6, 7}};
+            REQUIRE(static_cast<int>(held.size()) == all.hp.n_layer);
+            CHECK(same_bits(on_sim_device(all, all.store, ids, 5, KvPlacement::Device, held), want));
+            CHECK(same_bits(on_sim_device(all, all.store, ids, 5, KvPlacement::HostCpuAttention, held), want));
+            // The host's experts read through a small cache meanwhile: the device's are never read into it.
+            const test::SmallExpertCache small(all);
+            storage::MemoryBudget budget("DRAM", small.in.budget, "--dram");
+            WeightStore cached(all.file, all.hp, budget, small.residency);
+            REQUIRE(cached.expert_cache());
+            CHECK(same_bits(on_sim_device(all, cached, ids, 5, KvPlacement::Device, held), want));
+            CHECK(cached.expert_cache()->stats().hits + cached.expert_cache()->stats().misses > 0);
+        }
+    }
 }

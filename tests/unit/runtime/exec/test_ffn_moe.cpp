@@ -113,3 +113,60 @@ TEST_CASE("moe: a dense model has no routing counts", "[unit][moe]") {
     test::TinyForward t("dense_stats.gguf", test::tiny_config("llama", 64, 2, 96), 5);
     CHECK(t.fwd.routing_stats() == nullptr);
 }
+
+namespace {
+// Experts "held elsewhere": computed on the host with the same kernels, their outputs written only
+// when collected, so a sum taken before collect() would differ.
+class DeferredExperts final : public RemoteExperts {
+public:
+    DeferredExperts(const models::Hparams& hp, const WeightStore& store, std::vector<int> held)
+        : hp_(hp), store_(store), held_(std::move(held)) {}
+    bool holds(int, int e) const override { return std::find(held_.begin(), held_.end(), e) != held_.end(); }
+    void start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) override {
+        REQUIRE(holds(il, e));
+        const LayerWeights& l = store_.weights().layers[static_cast<size_t>(il)];
+        const int64_t E = hp_.n_embd, F = hp_.moe.n_ff_exp;
+        Job j{y, std::vector<float>(size_t(n * E))};
+        std::vector<float> gate(size_t(n * F)), up(size_t(n * F));
+        gated_ffn(mm_, hp_.ffn_act, {l.ffn_gate_exps.mat(e), l.ffn_up_exps.mat(e), l.ffn_down_exps.mat(e)}, x, n, n_long,
+                  gate.data(), up.data(), j.out.data());
+        jobs_.push_back(std::move(j));
+        rows += n;
+    }
+    void collect() override {
+        for (const Job& j : jobs_) std::copy(j.out.begin(), j.out.end(), j.y);
+        jobs_.clear();
+    }
+    int64_t rows = 0;
+
+private:
+    struct Job {
+        float* y;
+        std::vector<float> out;
+    };
+    const models::Hparams& hp_;
+    const WeightStore& store_;
+    std::vector<int> held_;
+    PassMatmul mm_;
+    std::vector<Job> jobs_;
+};
+}  // namespace
+
+TEST_CASE("moe: experts computed elsewhere are summed as the host's own would be", "[unit][moe][experts]") {
+    for (const char* type : {"F32", "Q8_0"}) {
+        SECTION(type) {
+            test::TinyForward t(std::string("moe_remote_") + type + ".gguf", moe_config("qwen3moe", type), 23);
+            const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 89, 79, 32};
+            KvCache kv_all(t.hp.n_layer, 64, t.hp.n_embd_kv());
+            const std::vector<float> want = t.prompt_then_steps(ids, 6, kv_all);
+            DeferredExperts remote(t.hp, t.store, {1, 4, 6});
+            t.fwd.set_remote_experts(&remote);
+            KvCache kv(t.hp.n_layer, 64, t.hp.n_embd_kv());
+            const std::vector<float> got = t.prompt_then_steps(ids, 6, kv);
+            t.fwd.set_remote_experts(nullptr);
+            CHECK(remote.rows > 0);
+            REQUIRE(got.size() == want.size());
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        }
+    }
+}

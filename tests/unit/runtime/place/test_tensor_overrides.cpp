@@ -49,8 +49,14 @@ TEST_CASE("tensor overrides: resolved against the model's tensor names", "[unit]
 
     CHECK_THROWS_WITH(resolve_overrides({parse_tensor_override("attn_q=nvme")}, m.file),
                       Catch::Contains("not a routed expert tensor"));
-    CHECK_THROWS_WITH(resolve_overrides({parse_tensor_override("exps=device")}, m.file),
-                      Catch::Contains("not placed on the device by name"));
+    // Routed experts go to the device by name; no other tensor does.
+    const OverrideRequest dev = resolve_overrides({parse_tensor_override("blk\\.1\\.ffn_.*_exps=device")}, m.file);
+    CHECK_FALSE(dev.experts[0]);
+    CHECK(dev.experts[1] == Tier::Gpu);
+    CHECK(asks_device(dev));
+    CHECK_FALSE(asks_device(r));
+    CHECK_THROWS_WITH(resolve_overrides({parse_tensor_override("attn_q=device")}, m.file),
+                      Catch::Contains("only routed experts are placed on the device by name"));
     CHECK_THROWS_WITH(resolve_overrides({parse_tensor_override("blk\\.0\\.ffn_up_exps=dram"), parse_tensor_override("exps=nvme")},
                                         m.file),
                       Catch::Contains("layer 0's expert tensors are given different tiers"));
