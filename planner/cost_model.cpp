@@ -172,9 +172,10 @@ double CostModel::cpu_loops_s(double tokens) const {
 double CostModel::cpu_decode_attention_s(double threads) const {
     const AttentionTileCost& t = *hw_.cpu.attention_tile;
     const double n_kv = shape_.n_head_kv, group = static_cast<double>(shape_.n_head) / shape_.n_head_kv;
-    // The whole cache is read once per step: from DRAM when it is larger than the last-level cache.
-    const double cache_bytes = B_ * ctx_avg_ * kvb_ * shape_.n_layer;
-    const bool cold = cache_bytes > static_cast<double>(hw_.cpu.l3_bytes ? hw_.cpu.l3_bytes : hw_.cpu.l2_bytes);
+    // The whole cache is read once per step, and the weights between two reads of a layer's
+    // K/V: from DRAM when together they are larger than the last-level cache.
+    const double step_bytes = B_ * ctx_avg_ * kvb_ * shape_.n_layer + static_cast<double>(shape_.total_weight_bytes());
+    const bool cold = step_bytes > static_cast<double>(hw_.cpu.llc_bytes());
     const double tile = t.tile_s(policy_.kv_type, ctx_avg_, group, shape_.head_dim, cold, kvb_ / n_kv);
     // One sequence spreads its KV heads' tiles over the threads; several share one loop, a
     // sequence (all its KV heads) per task (runtime/exec/attention_pass.cpp).

@@ -123,6 +123,7 @@ std::string HardwareProfile::to_json() const {
         {"cpu",
          {{"name", cpu.name}, {"n_cores", cpu.n_cores}, {"n_threads", cpu.n_threads}, {"n_numa", cpu.n_numa},
           {"l1d_bytes", cpu.l1d_bytes}, {"l2_bytes", cpu.l2_bytes}, {"l3_bytes", cpu.l3_bytes},
+          {"cache_bytes", cpu.cache_bytes},
           {"gemm_gflops", cpu.gemm_gflops}, {"gemv_gbps", cpu.gemv_gbps}, {"attention_gbps", cpu.attention_gbps},
           {"attention_gflops", cpu.attention_gflops}, {"layer_overhead_us", cpu.layer_overhead_us},
           {"vector_ns_per_value", cpu.vector.ns_per_value},
@@ -170,6 +171,7 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
     p.cpu.l1d_bytes = get_or<uint64_t>(c, "cpu", "l1d_bytes", 0);
     p.cpu.l2_bytes = get_or<uint64_t>(c, "cpu", "l2_bytes", 0);
     p.cpu.l3_bytes = get_or<uint64_t>(c, "cpu", "l3_bytes", 0);
+    p.cpu.cache_bytes = get_or<uint64_t>(c, "cpu", "cache_bytes", 0);
     p.cpu.gemm_gflops = get<double>(c, "cpu", "gemm_gflops");
     p.cpu.gemv_gbps = get<double>(c, "cpu", "gemv_gbps");
     p.cpu.attention_gbps = get<double>(c, "cpu", "attention_gbps");

@@ -74,6 +74,9 @@ struct CpuProfile {
     int n_threads = 1;
     int n_numa = 1;
     uint64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
+    // The last-level cache as a program here gets it (`strata probe` reads buffers of growing
+    // size): on a VM far less than the host's L3 the topology reports; 0: not measured.
+    uint64_t cache_bytes = 0;
     double gemm_gflops = 50;       // prefill matmul rate when `rates` has no entry for the type
     double gemv_gbps = 10;         // decode matmul weight-streaming rate, same fallback
     double attention_gbps = 10;    // KV bytes per second read by decode attention
@@ -86,6 +89,8 @@ struct CpuProfile {
     double loop_us = 0;    // one parallel loop's hand-off to the threads (then it replaces layer_overhead_us)
     std::vector<KernelRate> rates;
 
+    // What a working set must exceed to come from DRAM: cache_bytes, else L3, else L2.
+    uint64_t llc_bytes() const { return cache_bytes ? cache_bytes : l3_bytes ? l3_bytes : l2_bytes; }
     double gemv_gbps_for(DType t) const;
     double gemm_gflops_for(DType t) const;
     double pack_gbps_for(DType t) const;  // 0 where not measured

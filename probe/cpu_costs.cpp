@@ -4,12 +4,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "core/dtype.h"
 #include "cpu/attention_cpu.h"
 #include "cpu/norm_rope_act.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
+#include "probe/typical.h"
 
 namespace strata::probe {
 
@@ -17,16 +20,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The fastest of `reps` runs of fn, in seconds: other processes only ever slow a run down.
+// The typical of `reps` runs of fn, in seconds (probe/typical.h).
 template <class F>
-double best_of(int reps, F&& fn) {
-    double best = 1e30;
+double typical_of(int reps, F&& fn) {
+    std::vector<double> s;
     for (int i = 0; i < reps; ++i) {
         const auto t0 = Clock::now();
         fn();
-        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+        s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    return best;
+    return median(std::move(s));
 }
 
 constexpr int64_t kKeys = 2048;
@@ -43,8 +46,13 @@ double decode_attention_s(cpu::ThreadPool& pool, DType kv_type, int n_kv, int he
     const size_t block_bytes = (2 * kBlock * stride + 63) / 64 * 64, layer_bytes = block_bytes * (keys / kBlock);
     // Small values in every type (zero bytes are valid blocks of the quantized ones).
     std::vector<uint8_t> kv(layer_bytes * static_cast<size_t>(layers), 0);
-    if (kv_type == DType::F32 || kv_type == DType::F16 || kv_type == DType::BF16)
-        for (size_t i = 0; i < kv.size(); ++i) kv[i] = static_cast<uint8_t>(i * 7 % 61);
+    if (kv_type == DType::F32 || kv_type == DType::F16 || kv_type == DType::BF16) {
+        // Byte i is i * 7 % 61: a period of 61 bytes, copied in chunks of 64 periods.
+        std::vector<uint8_t> chunk(61 * 64);
+        for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<uint8_t>(i * 7 % 61);
+        for (size_t at = 0; at < kv.size(); at += chunk.size())
+            std::memcpy(kv.data() + at, chunk.data(), std::min(chunk.size(), kv.size() - at));
+    }
     std::vector<int32_t> blocks(keys / kBlock);
     for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
     std::vector<float> q(static_cast<size_t>(n_kv) * rows * head_dim, 0.01f), out(q.size());
@@ -63,7 +71,7 @@ double decode_attention_s(cpu::ThreadPool& pool, DType kv_type, int n_kv, int he
     double s = 0;
     pool.run([&] {
         all_layers();  // warm: scratch allocated, pages touched
-        s = best_of(reps, all_layers);
+        s = typical_of(reps, all_layers);
     });
     return s / layers;
 }
@@ -96,10 +104,10 @@ planner::AttentionTileCost measure_attention_tile(int threads, const std::vector
     for (DType type : kv_types)
         if (type != DType::F16) t.kv_ns.push_back({type, std::max(0.0, tile_ns(type, 128, 1) - per_row128) / 128});
     // From DRAM: layers of K and V (4 KV heads of 64 per thread: 128-byte slices of each row)
-    // twice the last-level cache, for the rate one thread reads its heads' slices.
+    // four times the last-level cache, for the rate one thread reads its heads' slices.
     const int n_kv = 4 * T;
     const uint64_t layer_bytes = 2ull * kKeys * n_kv * 64 * 2;
-    const int layers = static_cast<int>(std::clamp<uint64_t>(2 * std::max<uint64_t>(llc_bytes, 8u << 20) / layer_bytes, 2, 512));
+    const int layers = static_cast<int>(std::clamp<uint64_t>(4 * std::max<uint64_t>(llc_bytes, 8u << 20) / layer_bytes, 2, 512));
     const double cold = decode_attention_s(pool, DType::F16, n_kv, 64, 1, quick ? 2 : 5, layers);
     t.kv_gbps_per_thread = static_cast<double>(layer_bytes) / T / cold / 1e9;
     return t;
@@ -146,7 +154,7 @@ double vector_pass_s(cpu::ThreadPool& pool, int64_t E, int reps) {
     double s = 0;
     pool.run([&] {
         pass();
-        s = best_of(reps, pass);
+        s = typical_of(reps, pass);
     });
     return s / kTokens;
 }

@@ -12,7 +12,7 @@ namespace strata::probe {
 // Fits the tile model of planner::AttentionTileCost from timed decode tiles (one per thread)
 // of 2048 keys: head_dim 128 with 1 and 8 query rows, head_dim 64 with 8 rows, on F16, and
 // each other KV type in `kv_types` at head_dim 128, 1 row; then F16 tiles of 1 row over layers
-// of K and V twice `llc_bytes`, for the rate one thread reads a KV head's slices from DRAM.
+// of K and V four times `llc_bytes`, for the rate one thread reads a KV head's slices from DRAM.
 planner::AttentionTileCost measure_attention_tile(int threads, const std::vector<DType>& kv_types, bool quick,
                                                   uint64_t llc_bytes);
 

@@ -21,6 +21,7 @@
 #include "cpu/matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
+#include "probe/typical.h"
 
 namespace strata::probe {
 
@@ -81,6 +82,14 @@ __attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t
     return sum;
 }
 
+// One stream of 8-byte loads, left to the hardware prefetcher.
+uint64_t read_plain(const uint8_t* p, size_t bytes) {
+    const auto* q = reinterpret_cast<const uint64_t*>(p);
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t w = 0; w + 4 <= bytes / 8; w += 4) a ^= q[w], b ^= q[w + 1], c ^= q[w + 2], d ^= q[w + 3];
+    return a ^ b ^ c ^ d;
+}
+
 // Without AVX-512: the same streams with 8-byte loads.
 uint64_t read_scalar(const uint8_t* p, size_t bytes) {
     const size_t per = bytes / kStreams / kStep * kStep;
@@ -99,42 +108,84 @@ size_t dram_read_probe_bytes(uint64_t ram_bytes) {
     return static_cast<size_t>(std::clamp<uint64_t>(ram_bytes / 8, 256ull << 20, 2ull << 30));
 }
 
-double measure_dram_read_gbps(size_t bytes, unsigned threads) {
-    const unsigned n = std::max(1u, threads);
-    // Whole 2 MiB pages per thread, huge-page backed as the weights are (runtime/weights/weight_store).
-    constexpr size_t kPage = size_t{2} << 20;
-    const size_t per = std::max<size_t>(1, bytes / n / kPage) * kPage;
-    void* raw = std::aligned_alloc(kPage, per * n);
-    if (!raw) throw IoError(fmt::format("out of memory for the {}-byte DRAM probe buffer", per * n),
-                            "free some memory or run `strata probe --quick`");
-    std::unique_ptr<void, decltype(&std::free)> buf(raw, &std::free);
-    auto* data = static_cast<uint8_t*>(raw);
-    ::madvise(data, per * n, MADV_HUGEPAGE);
-    const bool avx512 = __builtin_cpu_supports("avx512f");
-    std::vector<uint64_t> sums(n);
-    auto pass = [&](bool timed) {
+namespace {
+
+constexpr size_t kPage = size_t{2} << 20;
+
+// A buffer of whole 2 MiB pages per thread, huge-page backed as the weights are
+// (runtime/weights/weight_store), each thread's part touched by that thread.
+struct ReadBuffer {
+    std::unique_ptr<void, decltype(&std::free)> mem{nullptr, &std::free};
+    uint8_t* data = nullptr;
+    size_t per = 0;  // bytes of each thread's part
+    unsigned n = 1;
+
+    ReadBuffer(size_t bytes, unsigned threads) : n(std::max(1u, threads)) {
+        per = std::max<size_t>(1, bytes / n / kPage) * kPage;
+        mem.reset(std::aligned_alloc(kPage, per * n));
+        if (!mem) throw IoError(fmt::format("out of memory for the {}-byte DRAM probe buffer", per * n),
+                                "free some memory or run `strata probe --quick`");
+        data = static_cast<uint8_t*>(mem.get());
+        ::madvise(data, per * n, MADV_HUGEPAGE);
         std::vector<std::thread> ts;
-        for (unsigned k = 0; k < n; ++k)
-            ts.emplace_back([&, k] {
-                uint8_t* p = data + k * per;
-                if (!timed) {  // each thread touches its own part: no page faults timed, no shared zero page
-                    std::memset(p, static_cast<int>(k + 1), per);
-                    return;
-                }
-                sums[k] = avx512 ? read_avx512(p, per) : read_scalar(p, per);
-            });
+        for (unsigned k = 0; k < n; ++k) ts.emplace_back([this, k] { std::memset(data + k * per, static_cast<int>(k + 1), per); });
         for (auto& th : ts) th.join();
-    };
-    pass(false);
-    double best = 0;  // the best pass: other processes' traffic only ever lowers a pass's rate
-    for (int rep = 0; rep < 5; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        pass(true);
-        best = std::max(best, static_cast<double>(per * n) / seconds_since(t0) / 1e9);
     }
-    volatile uint64_t sink = 0;
-    for (auto s : sums) sink = sink + s;
-    return best;
+
+    // The typical rate (probe/typical.h) of `reps` passes in which every thread reads the first
+    // `bytes_each` of its part, after an untimed one.
+    // `prefetch` false: one stream of loads with no software prefetch.
+    double read_gbps(size_t bytes_each, int reps, bool prefetch = true) const {
+        const bool avx512 = __builtin_cpu_supports("avx512f");
+        std::vector<uint64_t> sums(n);
+        auto pass = [&] {
+            std::vector<std::thread> ts;
+            for (unsigned k = 0; k < n; ++k)
+                ts.emplace_back([&, k] {
+                    const uint8_t* p = data + k * per;
+                    sums[k] = !prefetch ? read_plain(p, bytes_each) : avx512 ? read_avx512(p, bytes_each) : read_scalar(p, bytes_each);
+                });
+            for (auto& th : ts) th.join();
+        };
+        pass();
+        std::vector<double> rates;
+        for (int rep = 0; rep < reps; ++rep) {
+            const auto t0 = std::chrono::steady_clock::now();
+            pass();
+            rates.push_back(static_cast<double>(bytes_each * n) / seconds_since(t0) / 1e9);
+        }
+        volatile uint64_t sink = 0;
+        for (auto s : sums) sink = sink + s;
+        return median(std::move(rates));
+    }
+};
+
+}  // namespace
+
+double measure_dram_read_gbps(size_t bytes, unsigned threads) {
+    const ReadBuffer buf(bytes, threads);
+    return buf.read_gbps(buf.per, 5);
+}
+
+uint64_t measure_cache_bytes(uint64_t reported, bool quick) {
+    // One thread, plain loads without software prefetch: the rate falls off clearly once the
+    // buffer leaves the cache (with every thread and prefetched streams the two rates are close).
+    const size_t most = quick ? 128ull << 20 : std::clamp<uint64_t>(2 * reported, 128ull << 20, 512ull << 20);
+    const ReadBuffer buf(most, 1);
+    std::vector<std::pair<size_t, double>> rates;
+    for (size_t bytes = 4ull << 20; bytes <= buf.per; bytes *= 2) {
+        const int reps = static_cast<int>(std::clamp<size_t>((256ull << 20) / bytes, 3, 32));
+        rates.emplace_back(bytes, buf.read_gbps(bytes, reps, /*prefetch=*/false));
+    }
+    // The largest size read within a quarter of the way from the smallest's rate to the
+    // largest's: the rate falls gradually where a shared cache holds part of the buffer.
+    const double threshold = rates.front().second - (rates.front().second - rates.back().second) / 4;
+    uint64_t fits = 0;
+    for (const auto& [bytes, gbps] : rates) {
+        if (gbps < threshold) break;
+        fits = bytes;
+    }
+    return fits;
 }
 
 double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& direct) {
@@ -175,8 +226,8 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
     planner::KernelRate r{type, 0, 0, 0, 0};
     const int64_t cols = 4096;
     const size_t rb = row_bytes(type, cols);
-    // GEMV: about 3x the last-level cache, so DRAM is what is measured.
-    const uint64_t target = quick ? 48ull << 20 : std::clamp<uint64_t>(3 * llc_bytes, 96ull << 20, 512ull << 20);
+    // GEMV: about 4x the last-level cache, so DRAM is what is measured.
+    const uint64_t target = quick ? 48ull << 20 : std::clamp<uint64_t>(4 * llc_bytes, 128ull << 20, 512ull << 20);
     const int64_t rows = std::max<int64_t>(256, static_cast<int64_t>(target / rb));
     std::vector<uint8_t> w(rb * static_cast<size_t>(rows), 0x11);  // 0x11: small finite scales and values
     std::vector<float> x(static_cast<size_t>(cols) * 64, 0.01f), y(static_cast<size_t>(rows) * 64);
@@ -185,46 +236,58 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         // Laid out as the engine keeps resident weights (runtime/weights/weight_store: tile_for_cpu).
         bool tiled = false;
         if (tile) pool.run([&] { tiled = cpu::tile_weights(type, w.data(), rows, cols); });
-        double best = 0;
+        std::vector<double> gemv;
         for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
             const auto t0 = std::chrono::steady_clock::now();
             pool.run([&] { cpu::matmul(type, w.data(), rows, cols, x.data(), 1, y.data(), false, tiled); });
-            best = std::max(best, static_cast<double>(w.size()) / seconds_since(t0) / 1e9);
+            gemv.push_back(static_cast<double>(w.size()) / seconds_since(t0) / 1e9);
         }
-        r.gemv_gbps = best;
+        r.gemv_gbps = median(std::move(gemv));
         // A decode matmul's cost beyond its bytes (hand-off, the DRAM stream starting, the tasks'
-        // uneven ends), which small matrices pay in full: 64-row slices of the same weights in
-        // turn (each from DRAM), less their bytes at the rate above.
-        constexpr int64_t kSliceRows = 64;
-        const int64_t n_slices = rows / kSliceRows;
-        double slice_s = 1e30;
-        for (int rep = 0; rep < (quick ? 2 : 3); ++rep) {
+        // uneven ends), which small matrices pay in full: the same weights swept in 64-row calls
+        // and in 1024-row calls, one sweep right after the other so that both see the machine
+        // alike; the difference per extra call, the median over the pairs (a busy moment skews
+        // one pair, not the median).
+        auto sweep_s = [&](int64_t call_rows) {
+            const int64_t n_calls = rows / call_rows;
             const auto t0 = std::chrono::steady_clock::now();
             pool.run([&] {
-                for (int64_t i = 0; i < n_slices; ++i)
-                    cpu::matmul(type, w.data() + i * kSliceRows * rb, kSliceRows, cols, x.data(), 1, y.data(), false, tiled);
+                for (int64_t i = 0; i < n_calls; ++i)
+                    cpu::matmul(type, w.data() + i * call_rows * rb, call_rows, cols, x.data(), 1, y.data(), false, tiled);
             });
-            slice_s = std::min(slice_s, seconds_since(t0) / static_cast<double>(n_slices));
+            return seconds_since(t0);
+        };
+        constexpr int64_t kSmall = 64, kLarge = 1024;
+        std::vector<double> per_call;
+        // Each sweep is n calls of `call_rows` rows: n * call + n * call_rows * row; the two give call.
+        const double n_s = static_cast<double>(rows / kSmall), n_l = static_cast<double>(rows / kLarge);
+        const double rows_s = n_s * kSmall, rows_l = n_l * kLarge;
+        for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
+            const double small = sweep_s(kSmall), large = sweep_s(kLarge);
+            per_call.push_back((small * rows_l - large * rows_s) / (n_s * rows_l - n_l * rows_s));
         }
-        r.call_us = std::max(0.0, slice_s - static_cast<double>(kSliceRows * rb) / (best * 1e9)) * 1e6;
+        r.call_us = std::max(0.0, median(std::move(per_call))) * 1e6;
         // GEMM: 64 and 16 tokens against 4096 rows (cache-resident weights: compute is what is
         // measured); the difference gives the rate per token. The pass over the weights (packing
         // tiles) is what 16 tokens over all the rows take beyond that: the engine's weights come
         // from DRAM, and packing them from there ran at half the cache-resident rate here.
         const int64_t g_rows = std::min<int64_t>(rows, 4096);
         auto gemm_s = [&](int64_t tokens, int64_t n_rows) {
-            double s = 1e30;
-            for (int rep = 0; rep < (quick ? 2 : 4); ++rep) {
+            std::vector<double> s;
+            for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
                 const auto t0 = std::chrono::steady_clock::now();
                 pool.run([&] { cpu::matmul(type, w.data(), n_rows, cols, x.data(), tokens, y.data(), false, tiled); });
-                s = std::min(s, seconds_since(t0));
+                s.push_back(seconds_since(t0));
             }
-            return s;
+            return median(std::move(s));
         };
         const double t64 = gemm_s(64, g_rows), t16 = gemm_s(16, g_rows), flops_per_token = 2.0 * g_rows * cols;
         const double per_token = (t64 - t16) / 48;
-        const double t16_all = gemm_s(16, rows), compute_all = 16 * per_token * static_cast<double>(rows) / g_rows;
-        if (per_token > 0 && t16 > 16 * per_token && t16_all > compute_all) {
+        // A quick probe leaves the pass over the weights out (pack_gbps 0: priced at the GEMV rate).
+        const double t16_all = quick ? 0 : gemm_s(16, rows), compute_all = 16 * per_token * static_cast<double>(rows) / g_rows;
+        if (quick && per_token > 0 && t16 > 16 * per_token) {
+            r.gemm_gflops = flops_per_token / per_token / 1e9;
+        } else if (per_token > 0 && t16 > 16 * per_token && t16_all > compute_all) {
             r.gemm_gflops = flops_per_token / per_token / 1e9;
             r.pack_gbps = static_cast<double>(w.size()) / (t16_all - compute_all) / 1e9;
         } else {

@@ -21,6 +21,12 @@ Topology read_topology();
 // decode kernels can reach. The best of five passes, GB/s. Throws IoError when the buffer
 // cannot be allocated.
 double measure_dram_read_gbps(size_t bytes, unsigned threads);
+// The last-level cache as this program gets it: the largest buffer (from 4 MiB, doubling, up
+// to twice `reported`, the size the topology gives, within 128..512 MiB; 128 MiB `quick`) that one thread reads
+// again and again within a quarter of the way from the smallest buffer's rate to the largest's;
+// 0 when none is. On a VM sharing its host's cache this is far less than the host's L3 the
+// topology reports (300 MiB reported, 32 MiB measured).
+uint64_t measure_cache_bytes(uint64_t reported, bool quick);
 // The buffer for measure_dram_read_gbps: RAM / 8 within 256 MiB .. 2 GiB, so it is far larger
 // than the last-level caches VMs report (480 MiB on some) without crowding a small machine.
 size_t dram_read_probe_bytes(uint64_t ram_bytes);
@@ -29,8 +35,8 @@ size_t dram_read_probe_bytes(uint64_t ram_bytes);
 // system refuses O_DIRECT; `direct` says which), returning GB/s. Throws IoError.
 double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& direct);
 
-// Decode GEMV (weight bytes/s, on a matrix about 3x the last-level cache `llc_bytes`, within
-// 96..512 MiB) and prefill GEMM through cpu::matmul at 64 and 16 tokens, split into flops/s per
+// Decode GEMV (weight bytes/s, on a matrix about 4x the last-level cache `llc_bytes`, within
+// 128..512 MiB) and prefill GEMM through cpu::matmul at 64 and 16 tokens, split into flops/s per
 // token and the rate of the per-call pass over the weights (pack_gbps). Returns rates of 0 for
 // a type without kernels.
 // `tiled`: the weights rewritten as the engine keeps resident CPU weights; false: as laid out in

@@ -35,7 +35,7 @@ void probe_disk(const ProbeOptions& o, planner::HardwareProfile& p) {
     if (::statvfs(dir.c_str(), &vfs) == 0) p.nvme.capacity_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
     p.nvme.name = "disk at " + dir.string();
     p.nvme.path = dir.string();
-    const uint64_t bytes = o.quick ? std::min<uint64_t>(o.disk_bytes, 128u << 20) : o.disk_bytes;
+    const uint64_t bytes = o.quick ? std::min<uint64_t>(o.disk_bytes, 64u << 20) : o.disk_bytes;
     const auto file = dir / fmt::format(".strata-probe-{}.bin", ::getpid());
     bool direct = false;
     try {
@@ -114,8 +114,10 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
     p.dram.capacity_bytes = system_ram_bytes();
     p.dram.kind = "measured";
     const size_t dram_bytes = o.quick ? std::min<uint64_t>(o.dram_bytes, 128u << 20) : o.dram_bytes;
+    // The cache as this program gets it; the sizes below that must pass the caches go by it.
+    p.cpu.cache_bytes = measure_cache_bytes(topo.l3 ? topo.l3 : topo.l2, o.quick);
+    const uint64_t llc = p.cpu.llc_bytes();
     // Quick or not, the read covers four last-level caches at least, so it measures DRAM.
-    const uint64_t llc = topo.l3 ? topo.l3 : topo.l2;
     const size_t full = dram_read_probe_bytes(p.dram.capacity_bytes);
     const size_t read_bytes = o.quick ? std::min<size_t>(full, std::max<size_t>(dram_bytes, 4 * llc)) : full;
     p.dram.read_gbps = measure_dram_read_gbps(read_bytes, static_cast<unsigned>(threads));

@@ -31,9 +31,11 @@ int run_probe(const ProbeOptions& o) {
         return 0;
     }
     fmt::print("machine   {}\n", p.name);
-    fmt::print("cpu       {} ({} cores, {} threads, {} NUMA node{}; L1d {}, L2 {}, L3 {})\n", p.cpu.name.empty() ? "?" : p.cpu.name,
+    fmt::print("cpu       {} ({} cores, {} threads, {} NUMA node{}; L1d {}, L2 {}, L3 {}{})\n", p.cpu.name.empty() ? "?" : p.cpu.name,
                p.cpu.n_cores, p.cpu.n_threads, p.cpu.n_numa, p.cpu.n_numa == 1 ? "" : "s", format_size(p.cpu.l1d_bytes),
-               format_size(p.cpu.l2_bytes), format_size(p.cpu.l3_bytes));
+               format_size(p.cpu.l2_bytes), format_size(p.cpu.l3_bytes),
+               p.cpu.cache_bytes ? fmt::format(", of which this program holds {} (measured)", format_size(p.cpu.cache_bytes))
+                                 : std::string());
     fmt::print("dram      {}: read {:.1f} GB/s, copy {:.1f} GB/s\n", format_size(p.dram.capacity_bytes), p.dram.read_gbps, p.dram.copy_gbps);
     fmt::print("disk      {}: {} free, read {:.2f} GB/s, write {:.2f} GB/s\n", p.nvme.name, format_size(p.nvme.capacity_bytes),
                p.nvme.read_gbps, p.nvme.write_gbps);
