@@ -50,9 +50,12 @@ double AttentionTileCost::kv_ns_for(DType t) const {
 
 double AttentionTileCost::tile_s(DType kv_type, double keys, double rows, double head_dim, bool cold,
                                  double kv_bytes_per_key) const {
-    const double compute = (tile_ns + keys * (kv_ns_for(kv_type) * head_dim + rows * (row_ns * head_dim + score_ns))) * 1e-9;
-    if (!cold || kv_gbps_per_thread <= 0) return compute;
-    return std::max(compute, keys * kv_bytes_per_key / (kv_gbps_per_thread * 1e9));
+    const double convert = keys * kv_ns_for(kv_type) * head_dim * 1e-9;  // each K/V value, as it is read
+    const double per_rows = (tile_ns + keys * rows * (row_ns * head_dim + score_ns)) * 1e-9;
+    if (!cold || kv_gbps_per_thread <= 0) return convert + per_rows;
+    // From DRAM the conversion overlaps the read, the query rows' products follow it (measured
+    // over 1 to 8 rows a tile: BENCHMARKS.md, Planner fidelity).
+    return std::max(convert, keys * kv_bytes_per_key / (kv_gbps_per_thread * 1e9)) + per_rows;
 }
 
 void HardwareProfile::validate() const {

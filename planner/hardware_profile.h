@@ -32,8 +32,9 @@ const KernelRate* rate_for(const std::vector<KernelRate>& rates, DType t);
 // `keys` cached positions of head_dim values take
 //   tile_ns + keys x (kv_ns[type] x head_dim + rows x (row_ns x head_dim + score_ns))  ns:
 // each K/V value converted once per tile, two dot products per row and value, a softmax term
-// per row and key — or, when the cache is not in the CPU's caches, its K/V bytes at the rate one
-// thread reads a KV head's slices (strided: every row holds all heads) from DRAM, if slower.
+// per row and key — or, when the cache is not in the CPU's caches, the K/V bytes at the rate one
+// thread reads a KV head's slices (strided: every row holds all heads) from DRAM in place of the
+// conversion if slower, the rows' products and the tile's fixed cost still added.
 struct AttentionTileCost {
     struct KvNs {
         DType type = DType::F16;

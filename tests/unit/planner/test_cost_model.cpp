@@ -157,3 +157,14 @@ TEST_CASE("cost model: CPU decode attention priced by the probe's tile model, ti
     // Several sequences share one loop, a whole sequence per task (runtime/exec/attention_pass.cpp).
     CHECK(attention(2, 5) == Approx(3 * 8 * tile));
 }
+
+TEST_CASE("cost model: an attention tile from DRAM reads in place of converting, its rows' products on top",
+          "[unit][planner]") {
+    // 0.3 ns per K/V value converted, 0.1 ns per query row and value, 500 ns a tile, 4 GB/s a thread from DRAM.
+    const AttentionTileCost t{{{DType::F16, 0.3}}, 0.1, 0, 4, 500};
+    const double convert = 1000 * 0.3 * 64e-9, rows = 500e-9 + 1000 * 3 * 0.1 * 64e-9, read = 1000 * 256 / 4e9;
+    CHECK(t.tile_s(DType::F16, 1000, 3, 64) == Approx(convert + rows));
+    CHECK(t.tile_s(DType::F16, 1000, 3, 64, true, 256) == Approx(read + rows));
+    // A read faster than the conversion leaves the conversion's time.
+    CHECK(t.tile_s(DType::F16, 1000, 3, 64, true, 1) == Approx(convert + rows));
+}
