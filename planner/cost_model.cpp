@@ -19,10 +19,10 @@ constexpr double kStepOverheadS = 50e-6;
 // Tokens per matmul up to which the CPU kernels take the one-pass GEMV path (cpu/matmul.h).
 constexpr double kCpuGemvTokens = 4;
 // Parallel loops of one CPU layer (runtime/exec/forward.cpp) beyond a decode step's matmul
-// calls (q/k/v together, output, gate/up together, down: each pays the profile's call_us,
-// its hand-off included): a decode step's attention; a pass of several tokens adds its four
-// matmuls, the two norms, RoPE, SwiGLU and each matmul's activation quantization.
-constexpr double kCpuLoopsDecode = 1, kCpuLoopsPass = 12, kCpuMatmulCallsDecode = 4;
+// calls (q/k/v together, output, gate/up together, down: each pays the profile's call cost for
+// its rows' width, its hand-off included): a decode step's attention; a pass of several tokens
+// adds its four matmuls, the two norms, RoPE, SwiGLU and each matmul's activation quantization.
+constexpr double kCpuLoopsDecode = 1, kCpuLoopsPass = 12;
 // Query rows of one CPU attention tile (cpu/attention_cpu.cpp: kMaxRows).
 constexpr double kTileRows = 32;
 }  // namespace
@@ -65,7 +65,12 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     // packing rate and the rate they stream from memory.
     const double pack = hw.cpu.pack_gbps_for(shape.weight_type) * 1e9;
     pack_measured_ = pack > 0;
-    cpu_call_s_ = hw.cpu.call_us_for(shape.weight_type) * 1e-6;
+    // q/k/v, gate/up and the output (as wide as the queries) read rows of the embedding's
+    // width, down rows of the feed-forward's; the output head's rows are the embedding's.
+    const double e = shape.n_embd, q = double(shape.n_head) * shape.head_dim;
+    cpu_layer_calls_s_ = 2 * hw.cpu.call_s_for(shape.weight_type, e) + hw.cpu.call_s_for(shape.weight_type, q) +
+                         hw.cpu.call_s_for(shape.weight_type, shape.n_ff);
+    cpu_call_s_ = hw.cpu.call_s_for(shape.weight_type, e);
     cpu_weight_pass_ = pack_measured_ ? std::min(pack, cpu_gemv_) : cpu_gemv_;
     cpu_attn_bw_ = hw.cpu.attention_gbps * 1e9;
     cpu_attn_flops_ = hw.cpu.attention_gflops * 1e9;
@@ -130,7 +135,7 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
         const double tok_mb = tok_d / m_;
         c.decode[C] = m_ * (tok_mb <= kCpuGemvTokens ? std::max(tok_mb * F / cpu_gemm_, Wd / cpu_gemv_)
                                                      : tok_mb * F / cpu_gemm_ + Wd / cpu_weight_pass_);
-        if (tok_mb <= kCpuGemvTokens) c.decode[C] += m_ * (is_layer ? kCpuMatmulCallsDecode : 1) * cpu_call_s_;
+        if (tok_mb <= kCpuGemvTokens) c.decode[C] += m_ * (is_layer ? cpu_layer_calls_s_ : cpu_call_s_);
         c.decode[R] = m_ * Wd / dram_bw_;
         if (is_layer) c.decode[C] += m_ * cpu_vector_s(tok_mb), c.decode_overhead = m_ * cpu_loops_s(tok_mb);
         if (from_nvme) c.decode[N] += W / nvme_r_, c.decode[R] += W / dram_bw_;

@@ -132,7 +132,8 @@ private:
     double threads_ = 1;
     double cpu_weight_pass_ = 0;  // bytes/s of a many-token matmul's pass over its weights
     bool pack_measured_ = false;
-    double cpu_call_s_ = 0;  // a decode matmul call's cost beyond its bytes
+    double cpu_call_s_ = 0;         // a decode matmul call's cost beyond its bytes (rows of the embedding's width)
+    double cpu_layer_calls_s_ = 0;  // a layer's four decode matmul calls' (q/k/v, output, gate/up, down)
     // Workload in tokens.
     double B_ = 1, m_ = 1, mb_ = 1, P_ = 1, ctx_avg_ = 1, ctx_max_ = 1;
     double kvb_ = 0;  // KV bytes per token per layer in the policy's type

@@ -33,9 +33,9 @@ double CpuProfile::pack_gbps_for(DType t) const {
     return r ? r->pack_gbps : 0;
 }
 
-double CpuProfile::call_us_for(DType t) const {
+double CpuProfile::call_s_for(DType t, double cols) const {
     const KernelRate* r = rate_for(rates, t);
-    return r ? r->call_us : 0;
+    return r ? r->call_s(static_cast<double>(row_bytes(t, static_cast<int64_t>(cols)))) : 0;
 }
 
 double AttentionTileCost::kv_ns_for(DType t) const {
@@ -99,7 +99,7 @@ json rates_json(const std::vector<KernelRate>& rates) {
     json out = json::array();
     for (const auto& r : rates)
         out.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops},
-                       {"pack_gbps", r.pack_gbps}, {"call_us", r.call_us}});
+                       {"pack_gbps", r.pack_gbps}, {"call_us", r.call_us}, {"call_ns_per_row_byte", r.call_ns_per_row_byte}});
     return out;
 }
 
@@ -110,7 +110,8 @@ std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
         const auto t = dtype_from_name(tname);
         if (!t) throw UsageError(fmt::format("hardware profile: {} type '{}' is unknown", where, tname));
         rates.push_back({*t, get<double>(r, where, "gemv_gbps"), get<double>(r, where, "gemm_gflops"),
-                         get_or<double>(r, where, "pack_gbps", 0), get_or<double>(r, where, "call_us", 0)});
+                         get_or<double>(r, where, "pack_gbps", 0), get_or<double>(r, where, "call_us", 0),
+                         get_or<double>(r, where, "call_ns_per_row_byte", 0)});
     }
     return rates;
 }

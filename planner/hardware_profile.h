@@ -20,7 +20,13 @@ struct KernelRate {
     // With it, a matmul of more than 4 tokens takes weight bytes / pack_gbps (packing the
     // weights into tiles, once a call) + flops / gemm_gflops; 0: flops / gemm_gflops alone.
     double pack_gbps = 0;
-    double call_us = 0;  // a decode matmul's cost beyond its bytes; 0: not measured
+    // A decode matmul's cost beyond its bytes: call_us + call_ns_per_row_byte x the bytes of one
+    // row (its first rows per thread wait for DRAM before the streams are under way, so wide
+    // rows cost more); 0s: not measured.
+    double call_us = 0;
+    double call_ns_per_row_byte = 0;
+    // That cost for rows of `row_bytes`, in seconds.
+    double call_s(double row_bytes) const { return (call_us * 1e3 + call_ns_per_row_byte * row_bytes) * 1e-9; }
     bool operator==(const KernelRate&) const = default;
 };
 
@@ -95,7 +101,8 @@ struct CpuProfile {
     double gemv_gbps_for(DType t) const;
     double gemm_gflops_for(DType t) const;
     double pack_gbps_for(DType t) const;  // 0 where not measured
-    double call_us_for(DType t) const;    // 0 where not measured
+    // A decode matmul call's cost beyond its bytes for rows of `cols` values of `t` (0 where not measured).
+    double call_s_for(DType t, double cols) const;
     bool operator==(const CpuProfile&) const = default;
 };
 

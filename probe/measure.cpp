@@ -247,26 +247,41 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         // uneven ends), which small matrices pay in full: the same weights swept in 64-row calls
         // and in 1024-row calls, one sweep right after the other so that both see the machine
         // alike; the difference per extra call, the median over the pairs (a busy moment skews
-        // one pair, not the median).
-        auto sweep_s = [&](int64_t call_rows) {
-            const int64_t n_calls = rows / call_rows;
-            const auto t0 = std::chrono::steady_clock::now();
-            pool.run([&] {
-                for (int64_t i = 0; i < n_calls; ++i)
-                    cpu::matmul(type, w.data() + i * call_rows * rb, call_rows, cols, x.data(), 1, y.data(), false, tiled);
-            });
-            return seconds_since(t0);
+        // one pair, not the median). Rows of 4096 and of 512 values: the part that grows with a
+        // row's bytes (each thread's first rows wait for DRAM) and the part that does not.
+        auto call_s = [&](const uint8_t* weights, int64_t n_rows, int64_t n_cols, bool as_tiled) {
+            const size_t row_b = row_bytes(type, n_cols);
+            auto sweep_s = [&](int64_t call_rows) {
+                const int64_t n_calls = n_rows / call_rows;
+                const auto t0 = std::chrono::steady_clock::now();
+                pool.run([&] {
+                    for (int64_t i = 0; i < n_calls; ++i)
+                        cpu::matmul(type, weights + i * call_rows * row_b, call_rows, n_cols, x.data(), 1, y.data(), false,
+                                    as_tiled);
+                });
+                return seconds_since(t0);
+            };
+            constexpr int64_t kSmall = 64, kLarge = 1024;
+            // Each sweep is n calls of `call_rows` rows: n * call + n * call_rows * row; the two give call.
+            const double n_s = static_cast<double>(n_rows / kSmall), n_l = static_cast<double>(n_rows / kLarge);
+            const double rows_s = n_s * kSmall, rows_l = n_l * kLarge;
+            std::vector<double> per_call;
+            for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
+                const double small = sweep_s(kSmall), large = sweep_s(kLarge);
+                per_call.push_back((small * rows_l - large * rows_s) / (n_s * rows_l - n_l * rows_s));
+            }
+            return std::max(0.0, median(std::move(per_call)));
         };
-        constexpr int64_t kSmall = 64, kLarge = 1024;
-        std::vector<double> per_call;
-        // Each sweep is n calls of `call_rows` rows: n * call + n * call_rows * row; the two give call.
-        const double n_s = static_cast<double>(rows / kSmall), n_l = static_cast<double>(rows / kLarge);
-        const double rows_s = n_s * kSmall, rows_l = n_l * kLarge;
-        for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
-            const double small = sweep_s(kSmall), large = sweep_s(kLarge);
-            per_call.push_back((small * rows_l - large * rows_s) / (n_s * rows_l - n_l * rows_s));
-        }
-        r.call_us = std::max(0.0, median(std::move(per_call))) * 1e6;
+        constexpr int64_t kNarrow = 512;
+        const size_t narrow_rb = row_bytes(type, kNarrow);
+        const int64_t narrow_rows = static_cast<int64_t>(w.size() / 2 / narrow_rb);  // still past the caches
+        std::vector<uint8_t> narrow(narrow_rb * static_cast<size_t>(narrow_rows), 0x11);
+        bool narrow_tiled = false;
+        if (tile) pool.run([&] { narrow_tiled = cpu::tile_weights(type, narrow.data(), narrow_rows, kNarrow); });
+        const double wide_s = call_s(w.data(), rows, cols, tiled), narrow_s = call_s(narrow.data(), narrow_rows, kNarrow, narrow_tiled);
+        const double per_byte = std::max(0.0, (wide_s - narrow_s) / static_cast<double>(rb - narrow_rb));
+        r.call_ns_per_row_byte = per_byte * 1e9;
+        r.call_us = std::max(0.0, narrow_s - per_byte * static_cast<double>(narrow_rb)) * 1e6;
         // GEMM: 64 and 16 tokens against 4096 rows (cache-resident weights: compute is what is
         // measured); the difference gives the rate per token. The pass over the weights (packing
         // tiles) is what 16 tokens over all the rows take beyond that: the engine's weights come

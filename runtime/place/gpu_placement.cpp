@@ -78,10 +78,20 @@ std::string unsupported_types(const DeviceTypes& can, const models::GgufFile& fi
 // the simulated device's per-op hand-off, paid per layer.
 constexpr double kOpsPerLayer = 16;
 
+// A layer's matmul calls on the device beyond their bytes, in microseconds: q, k and v apart, the
+// output, and for a dense model gate, up and down (a mixture of experts runs its feed-forward on
+// the host), each at the measured cost for its rows' width.
+double device_calls_us(const planner::KernelRate& r, const models::Hparams& hp, DType t) {
+    auto call = [&](int64_t cols) { return r.call_s(static_cast<double>(row_bytes(t, cols))) * 1e6; };
+    double us = 3 * call(hp.n_embd) + call(hp.n_embd_q());
+    if (!hp.moe.enabled()) us += 2 * call(hp.n_embd) + call(hp.n_ff);
+    return us;
+}
+
 // The simulated device as the planner sees it: its memory is the budget, its link the throttled
 // copies, its compute the CPU's matmul rates on its threads (as `strata probe` measured them for
 // that thread count, else the CPU's scaled by its share of the cores).
-planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DType weight_type) {
+planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DType weight_type, const models::Hparams& hp) {
     std::string source;
     planner::HardwareProfile hw = runtime_profile(source);
     const int threads = sim_thread_count(req);
@@ -95,7 +105,7 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
     if (measured) {
         g.mem_gbps = measured->gemv_gbps;
         g.fp16_tflops = measured->gemm_gflops / 1000;
-        g.launch_overhead_us = hw.sim->op_overhead_us * kOpsPerLayer;
+        g.launch_overhead_us = hw.sim->op_overhead_us * kOpsPerLayer + device_calls_us(*measured, hp, weight_type);
         g.handoff_us = hw.sim->handoff_us;
         hw.notes.push_back(fmt::format("gpu: the simulated device on {} threads, as `strata probe` measured it", threads));
     } else {
@@ -127,7 +137,7 @@ GpuTarget sim_target(const GpuRequest& req, const models::GgufFile& file, const 
     t.gpu_mem = req.gpu_mem ? *req.gpu_mem : system_ram_bytes() / 4;
     // Its matmuls' type: the feed-forward's, or the attention's when experts run on the host.
     const LayerWeights& first = ModelWeights::bind(file, hp).layers.front();
-    t.hw = sim_profile(req, t.gpu_mem, first.ffn_up ? first.ffn_up.type : first.wq.type);
+    t.hw = sim_profile(req, t.gpu_mem, first.ffn_up ? first.ffn_up.type : first.wq.type, hp);
     t.use = true;
     return t;
 }

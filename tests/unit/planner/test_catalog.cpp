@@ -102,8 +102,9 @@ TEST_CASE("hardware profiles round-trip through JSON", "[unit][planner]") {
     spec.gpu = "rtx4090";
     spec.dram = 64ull << 30;
     HardwareProfile p = profile_from_catalog(spec);
-    p.cpu.rates = {{DType::Q4_0, 12.5, 310.25, 40.5, 2.25}, {DType::F16, 9.75, 120.125}};
+    p.cpu.rates = {{DType::Q4_0, 12.5, 310.25, 40.5, 2.25, 3.5}, {DType::F16, 9.75, 120.125}};
     p.cpu.l3_bytes = 32u << 20;
+    p.cpu.cache_bytes = 16u << 20;
     CHECK(HardwareProfile::from_json(p.to_json()) == p);
     // The probe's measured costs beyond matmuls.
     p.cpu.attention_tile = AttentionTileCost{{{DType::F16, 0.125}, {DType::Q8_0, 0.25}}, 0.0625, 0.5, 7.5, 600};

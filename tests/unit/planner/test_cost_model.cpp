@@ -168,3 +168,25 @@ TEST_CASE("cost model: an attention tile from DRAM reads in place of converting,
     // A read faster than the conversion leaves the conversion's time.
     CHECK(t.tile_s(DType::F16, 1000, 3, 64, true, 1) == Approx(convert + rows));
 }
+
+TEST_CASE("cost model: a decode matmul call costs a fixed part and a part per byte of its rows", "[unit][planner]") {
+    const ModelShape s = toy_shape();  // n_embd 1024, queries 8 x 128, n_ff 4096
+    HardwareProfile hw = toy_cpu();
+    // Q8_0: 34 bytes per 32 values. 2 us a call and 1 ns per row byte.
+    hw.cpu.rates = {{DType::Q8_0, 10, 100, 0, 2, 1}};
+    ModelShape q8 = s;
+    q8.weight_type = DType::Q8_0;
+    const double row = 1024 / 32 * 34, ff_row = 4096 / 32 * 34;
+    CHECK(hw.cpu.call_s_for(DType::Q8_0, 1024) == Approx((2000 + row) * 1e-9));
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const CostModel with(q8, hw, wl, Policy{1, 1, true, false, DType::F16});
+    hw.cpu.rates[0].call_us = hw.cpu.rates[0].call_ns_per_row_byte = 0;
+    const CostModel without(q8, hw, wl, Policy{1, 1, true, false, DType::F16});
+    constexpr int C = static_cast<int>(Stream::CpuCompute);
+    // q/k/v, output and gate/up on 1024-value rows, down on 4096-value ones.
+    const double calls = (4 * 2000 + 3 * row + ff_row) * 1e-9;
+    CHECK(with.layer_weights(0, WeightOption::DramCpu).decode[C] - without.layer_weights(0, WeightOption::DramCpu).decode[C] ==
+          Approx(calls));
+    CHECK(with.output(WeightOption::DramCpu).decode[C] - without.output(WeightOption::DramCpu).decode[C] ==
+          Approx((2000 + row) * 1e-9));
+}
