@@ -23,6 +23,7 @@
 #include "probe/io_rates.h"
 #include "probe/measure.h"
 #include "probe/sim_rates.h"
+#include "probe/typical.h"
 #include "storage/budget.h"
 
 namespace strata::probe {
@@ -40,17 +41,17 @@ void probe_disk(const ProbeOptions& o, planner::HardwareProfile& p) {
     bool direct = false;
     try {
         p.nvme.write_gbps = write_test_file(file, bytes, direct);
-        // The best of three passes: a virtual or shared drive's rate swings by 2-3x from pass
-        // to pass, and what a run streaming for seconds gets is its best sustained rate.
-        p.nvme.read_gbps = 0;
-        for (int pass = 0; pass < 3; ++pass)
-            p.nvme.read_gbps = std::max(p.nvme.read_gbps, measure_sequential_read_gbps(file, bytes, 32));
+        // The typical of three passes (probe/typical.h): a virtual or shared drive's rate swings
+        // by 2-3x from pass to pass, and a run streaming for seconds sees it swing too.
+        std::vector<double> reads;
+        for (int pass = 0; pass < 3; ++pass) reads.push_back(measure_sequential_read_gbps(file, bytes, 32));
+        p.nvme.read_gbps = median(std::move(reads));
     } catch (...) {
         std::filesystem::remove(file);
         throw;
     }
     std::filesystem::remove(file);
-    p.notes.push_back(fmt::format("disk: {} written {} and read back (best of 3) with {} (depth 32, 1 MiB requests) in {}", planner::format_size(bytes),
+    p.notes.push_back(fmt::format("disk: {} written {} and read back (median of 3) with {} (depth 32, 1 MiB requests) in {}", planner::format_size(bytes),
                                   direct ? "with O_DIRECT" : "buffered + fsync (no O_DIRECT here)",
                                   "measure_sequential_read_gbps", dir.string()));
 }
