@@ -72,6 +72,14 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
                          hw.cpu.call_s_for(shape.weight_type, shape.n_ff);
     cpu_call_s_ = hw.cpu.call_s_for(shape.weight_type, e);
     cpu_weight_pass_ = pack_measured_ ? std::min(pack, cpu_gemv_) : cpu_gemv_;
+    // A decode step reads every weight and the whole KV cache; when that is not much more than
+    // the cache holds, part of it is still there from the step before (CpuProfile::reuse).
+    const double step_bytes = static_cast<double>(shape.total_weight_bytes()) +
+                              policy.batch * (wl.prompt_len + wl.gen_len / 2.0) * 2.0 *
+                                  type_bytes(policy.kv_type, shape.n_embd_kv()) * shape.n_layer;
+    const double reuse = hw.cpu.reuse(step_bytes);
+    cpu_gemv_ *= reuse;
+    cpu_weight_pass_ *= reuse;
     cpu_attn_bw_ = hw.cpu.attention_gbps * 1e9;
     cpu_attn_flops_ = hw.cpu.attention_gflops * 1e9;
     cpu_sync_s_ = hw.cpu.layer_overhead_us * 1e-6;

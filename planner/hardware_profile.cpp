@@ -33,6 +33,24 @@ double CpuProfile::pack_gbps_for(DType t) const {
     return r ? r->pack_gbps : 0;
 }
 
+double CpuProfile::reuse(double bytes) const {
+    if (cache_curve.size() < 2 || cache_curve.back().second <= 0) return 1;
+    const auto& c = cache_curve;
+    double rate = c.front().second;
+    if (bytes >= c.back().first) {
+        rate = c.back().second;
+    } else {
+        for (size_t i = 1; i < c.size(); ++i) {
+            if (bytes > c[i].first) continue;
+            const double lo = std::log2(c[i - 1].first), hi = std::log2(c[i].first);
+            const double f = std::clamp((std::log2(std::max(bytes, 1.0)) - lo) / (hi - lo), 0.0, 1.0);
+            rate = c[i - 1].second + f * (c[i].second - c[i - 1].second);
+            break;
+        }
+    }
+    return std::max(1.0, rate / c.back().second);
+}
+
 double CpuProfile::call_s_for(DType t, double cols) const {
     const KernelRate* r = rate_for(rates, t);
     return r ? r->call_s(static_cast<double>(row_bytes(t, static_cast<int64_t>(cols)))) : 0;
@@ -127,7 +145,7 @@ std::string HardwareProfile::to_json() const {
         {"cpu",
          {{"name", cpu.name}, {"n_cores", cpu.n_cores}, {"n_threads", cpu.n_threads}, {"n_numa", cpu.n_numa},
           {"l1d_bytes", cpu.l1d_bytes}, {"l2_bytes", cpu.l2_bytes}, {"l3_bytes", cpu.l3_bytes},
-          {"cache_bytes", cpu.cache_bytes},
+          {"cache_bytes", cpu.cache_bytes}, {"cache_curve", cpu.cache_curve},
           {"gemm_gflops", cpu.gemm_gflops}, {"gemv_gbps", cpu.gemv_gbps}, {"attention_gbps", cpu.attention_gbps},
           {"attention_gflops", cpu.attention_gflops}, {"layer_overhead_us", cpu.layer_overhead_us},
           {"vector_ns_per_value", cpu.vector.ns_per_value},
@@ -176,6 +194,7 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
     p.cpu.l2_bytes = get_or<uint64_t>(c, "cpu", "l2_bytes", 0);
     p.cpu.l3_bytes = get_or<uint64_t>(c, "cpu", "l3_bytes", 0);
     p.cpu.cache_bytes = get_or<uint64_t>(c, "cpu", "cache_bytes", 0);
+    p.cpu.cache_curve = get_or<std::vector<std::pair<double, double>>>(c, "cpu", "cache_curve", {});
     p.cpu.gemm_gflops = get<double>(c, "cpu", "gemm_gflops");
     p.cpu.gemv_gbps = get<double>(c, "cpu", "gemv_gbps");
     p.cpu.attention_gbps = get<double>(c, "cpu", "attention_gbps");

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -84,6 +85,9 @@ struct CpuProfile {
     // The last-level cache as a program here gets it (`strata probe` reads buffers of growing
     // size): on a VM far less than the host's L3 the topology reports; 0: not measured.
     uint64_t cache_bytes = 0;
+    // The rate one thread reads a buffer again and again at, by its size (bytes, GB/s; the sizes
+    // ascending), from which cache_bytes is read off; empty: not measured.
+    std::vector<std::pair<double, double>> cache_curve;
     double gemm_gflops = 50;       // prefill matmul rate when `rates` has no entry for the type
     double gemv_gbps = 10;         // decode matmul weight-streaming rate, same fallback
     double attention_gbps = 10;    // KV bytes per second read by decode attention
@@ -98,6 +102,11 @@ struct CpuProfile {
 
     // What a working set must exceed to come from DRAM: cache_bytes, else L3, else L2.
     uint64_t llc_bytes() const { return cache_bytes ? cache_bytes : l3_bytes ? l3_bytes : l2_bytes; }
+    // How much faster than from DRAM a working set of `bytes` read over and over comes back: the
+    // cache curve's rate at that size (interpolated on a log scale) over its rate at its largest
+    // size; 1 without a curve. A decode step whose weights are not much larger than the cache
+    // finds part of them still there from the step before.
+    double reuse(double bytes) const;
     double gemv_gbps_for(DType t) const;
     double gemm_gflops_for(DType t) const;
     double pack_gbps_for(DType t) const;  // 0 where not measured

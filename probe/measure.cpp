@@ -167,25 +167,24 @@ double measure_dram_read_gbps(size_t bytes, unsigned threads) {
     return buf.read_gbps(buf.per, 5);
 }
 
-uint64_t measure_cache_bytes(uint64_t reported, bool quick) {
+CacheCurve measure_cache(uint64_t reported, bool quick) {
     // One thread, plain loads without software prefetch: the rate falls off clearly once the
     // buffer leaves the cache (with every thread and prefetched streams the two rates are close).
     const size_t most = quick ? 128ull << 20 : std::clamp<uint64_t>(2 * reported, 128ull << 20, 512ull << 20);
     const ReadBuffer buf(most, 1);
-    std::vector<std::pair<size_t, double>> rates;
+    CacheCurve c;
     for (size_t bytes = 4ull << 20; bytes <= buf.per; bytes *= 2) {
         const int reps = static_cast<int>(std::clamp<size_t>((256ull << 20) / bytes, 3, 32));
-        rates.emplace_back(bytes, buf.read_gbps(bytes, reps, /*prefetch=*/false));
+        c.rates.emplace_back(static_cast<double>(bytes), buf.read_gbps(bytes, reps, /*prefetch=*/false));
     }
     // The largest size read within a quarter of the way from the smallest's rate to the
     // largest's: the rate falls gradually where a shared cache holds part of the buffer.
-    const double threshold = rates.front().second - (rates.front().second - rates.back().second) / 4;
-    uint64_t fits = 0;
-    for (const auto& [bytes, gbps] : rates) {
+    const double threshold = c.rates.front().second - (c.rates.front().second - c.rates.back().second) / 4;
+    for (const auto& [bytes, gbps] : c.rates) {
         if (gbps < threshold) break;
-        fits = bytes;
+        c.fits = static_cast<uint64_t>(bytes);
     }
-    return fits;
+    return c;
 }
 
 double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& direct) {

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "planner/hardware_profile.h"
 
@@ -21,12 +23,16 @@ Topology read_topology();
 // decode kernels can reach. The best of five passes, GB/s. Throws IoError when the buffer
 // cannot be allocated.
 double measure_dram_read_gbps(size_t bytes, unsigned threads);
-// The last-level cache as this program gets it: the largest buffer (from 4 MiB, doubling, up
+// The last-level cache as this program gets it, and the read rates it is read off: the largest buffer (from 4 MiB, doubling, up
 // to twice `reported`, the size the topology gives, within 128..512 MiB; 128 MiB `quick`) that one thread reads
 // again and again within a quarter of the way from the smallest buffer's rate to the largest's;
 // 0 when none is. On a VM sharing its host's cache this is far less than the host's L3 the
 // topology reports (300 MiB reported, 32 MiB measured).
-uint64_t measure_cache_bytes(uint64_t reported, bool quick);
+struct CacheCurve {
+    uint64_t fits = 0;                               // the cache as measured (0: none)
+    std::vector<std::pair<double, double>> rates;  // (bytes, GB/s), sizes ascending
+};
+CacheCurve measure_cache(uint64_t reported, bool quick);
 // The buffer for measure_dram_read_gbps: RAM / 8 within 256 MiB .. 2 GiB, so it is far larger
 // than the last-level caches VMs report (480 MiB on some) without crowding a small machine.
 size_t dram_read_probe_bytes(uint64_t ram_bytes);

@@ -116,7 +116,9 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
     p.dram.kind = "measured";
     const size_t dram_bytes = o.quick ? std::min<uint64_t>(o.dram_bytes, 128u << 20) : o.dram_bytes;
     // The cache as this program gets it; the sizes below that must pass the caches go by it.
-    p.cpu.cache_bytes = measure_cache_bytes(topo.l3 ? topo.l3 : topo.l2, o.quick);
+    const CacheCurve cache = measure_cache(topo.l3 ? topo.l3 : topo.l2, o.quick);
+    p.cpu.cache_bytes = cache.fits;
+    p.cpu.cache_curve = cache.rates;
     const uint64_t llc = p.cpu.llc_bytes();
     // Quick or not, the read covers four last-level caches at least, so it measures DRAM.
     const size_t full = dram_read_probe_bytes(p.dram.capacity_bytes);

@@ -105,6 +105,7 @@ TEST_CASE("hardware profiles round-trip through JSON", "[unit][planner]") {
     p.cpu.rates = {{DType::Q4_0, 12.5, 310.25, 40.5, 2.25, 3.5}, {DType::F16, 9.75, 120.125}};
     p.cpu.l3_bytes = 32u << 20;
     p.cpu.cache_bytes = 16u << 20;
+    p.cpu.cache_curve = {{4u << 20, 30.5}, {64u << 20, 20.25}, {256u << 20, 15.0}};
     CHECK(HardwareProfile::from_json(p.to_json()) == p);
     // The probe's measured costs beyond matmuls.
     p.cpu.attention_tile = AttentionTileCost{{{DType::F16, 0.125}, {DType::Q8_0, 0.25}}, 0.0625, 0.5, 7.5, 600};

@@ -190,3 +190,34 @@ TEST_CASE("cost model: a decode matmul call costs a fixed part and a part per by
     CHECK(with.output(WeightOption::DramCpu).decode[C] - without.output(WeightOption::DramCpu).decode[C] ==
           Approx((2000 + row) * 1e-9));
 }
+
+TEST_CASE("cost model: a decode step's working set near the cache's size reads part of its weights from it",
+          "[unit][planner]") {
+    CpuProfile cpu;
+    CHECK(cpu.reuse(1e9) == 1);  // no curve measured
+    cpu.cache_curve = {{8e6, 30}, {32e6, 30}, {128e6, 20}, {512e6, 15}};
+    CHECK(cpu.reuse(4e6) == Approx(2));     // below the curve: its first rate
+    CHECK(cpu.reuse(32e6) == Approx(2));
+    CHECK(cpu.reuse(64e6) == Approx(25.0 / 15));  // halfway on a log scale between 32 and 128 MB
+    CHECK(cpu.reuse(1e9) == 1);             // past the curve: DRAM
+    // The decode weights of the toy (4 GB) are far past it: no change; a model of 64 MB is read
+    // at 25/15 of the GEMV rate.
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();
+    const Workload wl{1, 2, 1, Objective::Latency};
+    constexpr int C = static_cast<int>(Stream::CpuCompute);
+    const double plain = CostModel(s, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
+    hw.cpu.cache_curve = cpu.cache_curve;
+    CHECK(CostModel(s, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C] ==
+          Approx(plain));
+    ModelShape small = s;
+    small.layers.assign(4, LayerShape{16'000'000, 8'000'000, 8'000'000});
+    small.output_bytes = 0;
+    hw.cpu.cache_curve.clear();
+    const double small_plain =
+        CostModel(small, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
+    hw.cpu.cache_curve = cpu.cache_curve;
+    const double small_reused =
+        CostModel(small, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
+    CHECK(small_reused == Approx(small_plain * 15 / 25).epsilon(0.02));
+}
