@@ -158,4 +158,13 @@ bool PinnedPool::contains(const void* p, size_t n) const {
     return b >= lo && n <= bytes_ && b - lo <= bytes_ - n;
 }
 
+PinnedBuffer::PinnedBuffer(MemoryBudget& budget, size_t bytes, std::string what) {
+    PinnedPoolOptions po;
+    po.slot_bytes = bytes;
+    po.n_slots = 1;
+    po.what = std::move(what);
+    pool_ = std::make_unique<PinnedPool>(budget, po);
+    slot_ = std::move(*pool_->try_acquire());
+}
+
 }  // namespace strata::storage

@@ -117,4 +117,17 @@ private:
     std::vector<size_t> free_;
 };
 
+// One page-locked buffer of `bytes`, charged to `budget` as `what`: a pool of one slot, held
+// for the buffer's life (staging for a device's copies).
+class PinnedBuffer {
+public:
+    PinnedBuffer(MemoryBudget& budget, size_t bytes, std::string what);
+    std::byte* data() const { return slot_.data(); }
+    size_t size() const { return slot_.size(); }
+
+private:
+    std::unique_ptr<PinnedPool> pool_;
+    PinnedSlot slot_;  // returned before the pool goes
+};
+
 }  // namespace strata::storage

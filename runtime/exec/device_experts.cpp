@@ -79,12 +79,7 @@ DeviceExperts::DeviceExperts(gpu::Device& dev, gpu::Stream& compute, gpu::Stream
     y_ = floats(kRows * n_embd_);
     gate_ = floats(kRows * n_ff_);
     up_ = floats(kRows * n_ff_);
-    storage::PinnedPoolOptions po;
-    po.slot_bytes = staging_slot_bytes(hp);
-    po.n_slots = 1;
-    po.what = "device experts' staging";
-    pool_ = std::make_unique<storage::PinnedPool>(dram, po);
-    staging_ = std::move(*pool_->try_acquire());
+    staging_ = std::make_unique<storage::PinnedBuffer>(dram, staging_slot_bytes(hp), "device experts' staging");
     uploaded_ = dev.make_event();
     computed_ = dev.make_event();
     downloaded_ = dev.make_event();
@@ -109,8 +104,8 @@ void DeviceExperts::start(int il, int e, const float* x, int64_t n, int64_t n_lo
     const Expert& w = experts_[static_cast<size_t>(index_[il][static_cast<size_t>(e)])];
     const int64_t E = n_embd_, F = n_ff_;
     const size_t bytes = size_t(n * E) * 4;
-    auto* up_staging = reinterpret_cast<float*>(staging_.data()) + used_ * E;
-    auto* down_staging = reinterpret_cast<float*>(staging_.data()) + (kRows + used_) * E;
+    auto* up_staging = reinterpret_cast<float*>(staging_->data()) + used_ * E;
+    auto* down_staging = reinterpret_cast<float*>(staging_->data()) + (kRows + used_) * E;
     float* dx = x_.as<float>() + used_ * E;
     float* dy = y_.as<float>() + used_ * E;
     float* dg = gate_.as<float>() + used_ * F;
@@ -137,7 +132,7 @@ void DeviceExperts::collect() {
     used_ = 0;
     downloaded_->record(d2h_);
     downloaded_->synchronize();
-    const auto* down_staging = reinterpret_cast<const float*>(staging_.data()) + kRows * n_embd_;
+    const auto* down_staging = reinterpret_cast<const float*>(staging_->data()) + kRows * n_embd_;
     for (const Pending& p : landing) std::memcpy(p.y, down_staging + p.at * n_embd_, size_t(p.n * n_embd_) * 4);
 }
 

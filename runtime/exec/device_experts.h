@@ -62,8 +62,7 @@ private:
     std::vector<Expert> experts_;
     std::vector<gpu::DeviceBuffer> weights_;   // one per layer holding experts
     gpu::DeviceBuffer x_, gate_, up_, y_;      // kRows rows each
-    std::unique_ptr<storage::PinnedPool> pool_;
-    storage::PinnedSlot staging_;              // kRows rows going up, then kRows coming down
+    std::unique_ptr<storage::PinnedBuffer> staging_;  // kRows rows going up, then kRows coming down
     std::unique_ptr<gpu::Event> uploaded_, computed_, downloaded_;
     std::vector<Pending> pending_;
     int64_t used_ = 0;                         // rows of the scratch taken since the last collect()

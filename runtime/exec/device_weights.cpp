@@ -69,12 +69,7 @@ void DeviceBackend::Impl::load_weights(storage::MemoryBudget& dram) {
     for (int il = 0; il < hp.n_layer; ++il)
         if (r.device(il)) largest = std::max(largest, store.layer_range(il).length);
     if (largest > 0) {
-        storage::PinnedPoolOptions po;
-        po.slot_bytes = largest;
-        po.n_slots = 1;
-        po.what = "device load buffer";
-        storage::PinnedPool staging(dram, po);
-        storage::PinnedSlot buf = std::move(*staging.try_acquire());
+        storage::PinnedBuffer buf(dram, largest, "device load buffer");
         for (int il = 0; il < hp.n_layer; ++il) {
             if (!r.device(il)) continue;
             const uint64_t bytes = store.layer_range(il).length;

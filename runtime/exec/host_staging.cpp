@@ -20,15 +20,9 @@ uint64_t HostStaging::slot_bytes(const Sizes& b) {
     return total;
 }
 
-HostStaging::HostStaging(storage::MemoryBudget& dram, const Sizes& b) {
-    storage::PinnedPoolOptions po;
-    po.slot_bytes = slot_bytes(b);
-    po.n_slots = 1;
-    po.what = "device staging buffers";
-    pool_ = std::make_unique<storage::PinnedPool>(dram, po);
-    slot_ = std::move(*pool_->try_acquire());
+HostStaging::HostStaging(storage::MemoryBudget& dram, const Sizes& b) : buffer_(dram, slot_bytes(b), "device staging buffers") {
     // The parts in slot_bytes' order.
-    std::byte* at = slot_.data();
+    std::byte* at = buffer_.data();
     auto take = [&](auto*& part, uint64_t bytes) {
         using T = std::remove_reference_t<decltype(*part)>;
         part = reinterpret_cast<T*>(at);

@@ -31,8 +31,7 @@ public:
     int32_t* rebuild = nullptr;  // blocks, rows and positions of the KV to recompute
 
 private:
-    std::unique_ptr<storage::PinnedPool> pool_;
-    storage::PinnedSlot slot_;
+    storage::PinnedBuffer buffer_;
 };
 
 }  // namespace strata::runtime
