@@ -219,7 +219,7 @@ Layout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparams& 
         STRATA_LOG_INFO("experts: {} of device memory left beside attention, the KV cache and activations: room for {} "
                         "routed experts of {}", format_bytes(gpu.gpu_mem - taken), (gpu.gpu_mem - taken) / each,
                         format_bytes(each));
-        place_experts_on_device(p, file, overrides, gpu.gpu_mem - taken, each);
+        place_experts_on_device(p, overrides, gpu.gpu_mem - taken, each);
     } else if (asks_device(overrides)) {
         throw OutOfBudget(fmt::format("--gpu-mem {} leaves no room for routed experts beside the attention weights, the "
                                       "KV cache and activations ({})", format_bytes(gpu.gpu_mem), format_bytes(taken)),

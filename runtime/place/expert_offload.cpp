@@ -7,7 +7,6 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "models/gguf_file.h"
 
 #include "planner/expert_placement.h"
 #include "runtime/place/placement.h"
@@ -30,16 +29,17 @@ std::vector<bool> offloaded_layers(const ResidencyInput& in, const OverrideReque
 }
 
 void plan_expert_offload(Placement& p, const ResidencyInput& in, const planner::Workload& wl,
-                         const std::vector<bool>& offloaded, const planner::RoutingProfile* routing, const std::string& note) {
+                         const std::vector<bool>& offloaded) {
     const int slots = expert_cache_slots(in, offloaded);
-    const planner::ExpertPlan x = planner::place_experts(p.shape, routing, note, slots, in.expert_slot_bytes, offloaded);
+    const planner::ExpertPlan x = planner::place_experts(p.shape, p.routing ? &*p.routing : nullptr, p.routing_note, slots,
+                                                         in.expert_slot_bytes, offloaded);
     planner::Budgets b = planner::default_budgets(p.hw);
     if (in.budget) b.dram = static_cast<double>(in.budget);
     p.plan = planner::expert_offload_plan(p.shape, p.hw, wl, b, p.shape.kv_type, x, offloaded);
     p.plan.model_weight_bytes = p.shape.total_weight_bytes();
 }
 
-void place_experts_on_device(Placement& p, const models::GgufFile& file, const OverrideRequest& overrides,
+void place_experts_on_device(Placement& p, const OverrideRequest& overrides,
                              uint64_t device_bytes, uint64_t expert_bytes) {
     const int n_layer = p.shape.n_layer;
     planner::DeviceExperts want;
@@ -58,9 +58,7 @@ void place_experts_on_device(Placement& p, const models::GgufFile& file, const O
                                       n_whole, format_bytes(whole_bytes), format_bytes(device_bytes)),
                           "give more with --gpu-mem, or fewer layers' experts to the device");
     want.slots = expert_bytes ? static_cast<int32_t>((device_bytes - whole_bytes) / expert_bytes) : 0;
-    std::string note;
-    const auto routing = planner::load_routing_profile(file.path(), file.file_size(), n_layer, p.shape.n_expert, &note);
-    p.plan = planner::with_experts_on_gpu(p.plan, p.shape, p.hw, routing ? &*routing : nullptr, note, want);
+    p.plan = planner::with_experts_on_gpu(p.plan, p.shape, p.hw, p.routing ? &*p.routing : nullptr, p.routing_note, want);
     p.residency.experts.preload = p.plan.experts.dram;
 }
 

@@ -5,14 +5,11 @@
 // routed experts through the cache (planner/expert_placement.h) instead of streaming whole
 // layers; `--override-tensor` may put a layer's experts on NVMe (cached) or in DRAM (resident)
 // whatever the budget.
-#include <string>
 #include <vector>
 
-#include "planner/routing_profile.h"
+#include "planner/workload.h"
 #include "runtime/place/tensor_overrides.h"
 #include "runtime/weights/residency.h"
-
-namespace strata::models { class GgufFile; }
 
 namespace strata::runtime {
 
@@ -23,18 +20,17 @@ struct Placement;
 std::vector<bool> offloaded_layers(const ResidencyInput& in, const OverrideRequest& overrides);
 
 // Sets p.plan: the offloaded layers at nvme(cpu) with the largest expert cache the budget
-// holds, the others at dram(cpu), priced by p.hw for `wl` with `routing` (null: uniform, `note`
-// saying why).
+// holds, the others at dram(cpu), priced by p.hw for `wl` with p.routing (none: uniform,
+// p.routing_note saying why).
 void plan_expert_offload(Placement& p, const ResidencyInput& in, const planner::Workload& wl,
-                         const std::vector<bool>& offloaded, const planner::RoutingProfile* routing, const std::string& note);
+                         const std::vector<bool>& offloaded);
 
 // With a device running every layer's attention (p.plan.experts.attention_on_gpu): the routed
 // experts it holds as well. Every expert of the layers the overrides give the device, then the
-// most chosen of the layers they do not keep on the host (by the routing statistics saved
-// beside the model, else uniform) that `device_bytes` holds at `expert_bytes` each, when the
-// plan predicts that faster. Sets p.plan.experts (repriced) and the expert cache's preload
+// most chosen of the layers they do not keep on the host (by p.routing, else uniform) that
+// `device_bytes` holds at `expert_bytes` each, when the plan predicts that faster. Sets p.plan.experts (repriced) and the expert cache's preload
 // (p.residency). Throws OutOfBudget when the layers the overrides give the device do not fit.
-void place_experts_on_device(Placement& p, const models::GgufFile& file, const OverrideRequest& overrides,
+void place_experts_on_device(Placement& p, const OverrideRequest& overrides,
                              uint64_t device_bytes, uint64_t expert_bytes);
 
 }  // namespace strata::runtime

@@ -166,13 +166,12 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     p.hw = runtime_profile(p.hw_source);
     const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
     const OverrideRequest overrides = resolve_overrides(opts.overrides, file);
-    std::string routing_note;
-    std::optional<planner::RoutingProfile> routing;
     if (p.shape.n_expert > 0)
-        routing = planner::load_routing_profile(file.path(), file.file_size(), p.shape.n_layer, p.shape.n_expert, &routing_note);
+        p.routing = planner::load_routing_profile(file.path(), file.file_size(), p.shape.n_layer, p.shape.n_expert,
+                                                  &p.routing_note);
     const std::vector<bool> offloaded = offloaded_layers(in, overrides);
     if (!opts.given && std::find(offloaded.begin(), offloaded.end(), true) != offloaded.end())
-        plan_expert_offload(p, in, wl, offloaded, routing ? &*routing : nullptr, routing_note);
+        plan_expert_offload(p, in, wl, offloaded);
     else
         choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {
             po.budgets.dram = planner_budget(in, as_read, p.hw, wl);
@@ -204,7 +203,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     if (opts.on_plan) opts.on_plan(p);
     p.residency = residency_from_plan(p.plan, in);
     p.residency.experts.policy = opts.expert_policy;
-    if (routing) p.residency.experts.seed_counts = routing->counts;
+    if (p.routing) p.residency.experts.seed_counts = p.routing->counts;
     std::vector<bool> streamed(p.residency.resident.size());
     for (size_t il = 0; il < streamed.size(); ++il) streamed[il] = p.residency.streamed(static_cast<int>(il));
     check_resident_overrides(overrides, streamed, in.budget);

@@ -6,6 +6,7 @@
 // the weight store's residency: layers in DRAM are resident, layers on NVMe are streamed.
 #include <climits>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "planner/plan.h"
 #include "planner/plan_report.h"
 #include "planner/policy_search.h"
+#include "planner/routing_profile.h"
 #include "runtime/place/tensor_overrides.h"
 #include "runtime/weights/residency.h"
 
@@ -30,6 +32,9 @@ struct Placement {
     Residency residency;
     int n_kv_layers_in_dram = 0;  // the KV cache's first layers; the rest spill to disk
     int prefetch_depth = 2;       // layers (and spilled KV layers) read ahead of compute
+    // A mixture of experts: the routing statistics saved beside the model, or why there are none.
+    std::optional<planner::RoutingProfile> routing;
+    std::string routing_note;
 
     // The plan priced on this machine for `batch` requests of these lengths decoded together,
     // as this runtime runs it (the plan's own prediction is for the workload it was made for).
