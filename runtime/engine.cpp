@@ -309,11 +309,11 @@ Engine::Engine(const EngineOptions& opts)
     const uint64_t working = (kv_on_device ? kv_->bytes() * n_cpu / uint64_t(hp_.n_layer) : kv_->bytes()) + activations +
                              (n_cpu > 0 ? Forward::activation_bytes(hp_) : 0);
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
-    auto tile_for_cpu = [&] {
+    auto tile_for_cpu = [&](const std::vector<bool>* only_layers) {
         if (!opts.tile_weights) return;
         const auto t0 = Clock::now();
         uint64_t tiled = 0;
-        pool_->run([&] { tiled = weights_->tile_for_cpu(); });
+        pool_->run([&] { tiled = weights_->tile_for_cpu(only_layers); });
         if (tiled)
             STRATA_LOG_INFO("weights: {} rewritten into the AVX-512 kernels' tile order in {:.0f} ms",
                             format_bytes(tiled), 1000 * seconds_since(t0));
@@ -324,11 +324,11 @@ Engine::Engine(const EngineOptions& opts)
         co.int8_activations = opts.int8_activations;
         co.experts = placement_->plan.experts.device;
         fwd_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
-        // A mixture of experts' feed-forward runs on the host: its weights in the CPU's tile
-        // order, once the device has its copies of the attention tensors and the head.
-        if (hp_.moe.enabled()) tile_for_cpu();
+        // What runs on the host in the CPU's tile order, once the device has its copies: a
+        // mixture of experts' feed-forward (every resident layer), else the plan's CPU layers.
+        tile_for_cpu(hp_.moe.enabled() ? nullptr : &on_cpu);
     } else {
-        tile_for_cpu();
+        tile_for_cpu(nullptr);
         auto cpu = std::make_unique<Forward>(hp_, *weights_);
         cpu->set_int8_activations(opts.int8_activations);
         fwd_ = std::move(cpu);

@@ -250,7 +250,7 @@ void WeightStore::load_resident() {
             resident_base_[il] = resident_memory_->base + pieces[piece++].at;
 }
 
-uint64_t WeightStore::tile_for_cpu() {
+uint64_t WeightStore::tile_for_cpu(const std::vector<bool>* only_layers) {
     uint64_t bytes = 0;
     // Each matrix of a view on its own: an expert's, or a fused tensor's rows.
     auto tile = [&](WeightRef& w) {
@@ -263,10 +263,11 @@ uint64_t WeightStore::tile_for_cpu() {
         bytes += w.bytes();
     };
     for (size_t il = 0; il < weights_.layers.size(); ++il) {
-        if (!residency_.resident[il]) continue;
+        if (!residency_.resident[il] || (only_layers && !(*only_layers)[il])) continue;
         LayerWeights& l = weights_.layers[il];
         for (auto m : LayerWeights::kMatrices) tile(l.*m);
     }
+    if (only_layers) return bytes;
     tile(weights_.output);
     // Tied embeddings are the same bytes: looked up by row from the tiles (dequantize_weight_row).
     if (weights_.tok_embd.info == weights_.output.info) weights_.tok_embd.tiled = weights_.output.tiled;

@@ -81,9 +81,10 @@ public:
 
     // Rewrites the resident layers' matrices and the output head (with the embeddings, when
     // they are the same tensor) in place into the CPU kernels' tiled layout (cpu::tile_weights)
-    // where the active path has one; streamed layers stay as read. Only for a store whose layers the CPU
-    // computes (the GPU copies layers as laid out in the file). Returns the bytes rewritten.
-    uint64_t tile_for_cpu();
+    // where the active path has one; streamed layers stay as read. Only what the CPU computes:
+    // a device copies layers and the head as laid out in the file, so with one, `only_layers`
+    // names the layers the CPU runs and the head stays as read. Returns the bytes rewritten.
+    uint64_t tile_for_cpu(const std::vector<bool>* only_layers = nullptr);
 
     // The cache the routed experts of offloaded layers are read through, or null (residency.experts).
     ExpertCache* expert_cache() const { return experts_.get(); }

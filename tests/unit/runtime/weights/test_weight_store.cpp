@@ -216,3 +216,42 @@ TEST_CASE("after a failed read the next passes bring every streamed layer whole"
         CHECK(exact_passes_after >= 3);
     }
 }
+
+TEST_CASE("with a device, only the layers the CPU runs are rewritten into the CPU's tiles; the rest and the head stay "
+          "as the device copies them",
+          "[unit][tile]") {
+    nlohmann::json config = test::tiny_config("llama", 256, 4, 512);
+    config["weight_type"] = "Q8_0";
+    const test::TinyModelFile m("tile_some_layers.gguf", config, 5);
+    const auto file = ModelWeights::bind(m.file, m.hp);
+    storage::MemoryBudget budget("DRAM", UINT64_MAX, "--dram");
+    WeightStore store(m.file, m.hp, budget, test::planned(m.file, m.hp, budget));
+    const std::vector<bool> cpu_layers{true, false, false, true};
+    cpu::ThreadPool pool(2);
+    uint64_t bytes = 0;
+    pool.run([&] { bytes = store.tile_for_cpu(&cpu_layers); });
+    uint64_t cpu_matrix_bytes = 0;
+    for (int il = 0; il < m.hp.n_layer; ++il) {
+        const LayerWeights& got = store.acquire(il);
+        for (auto mat : LayerWeights::kMatrices) {
+            const WeightRef& w = got.*mat;
+            const WeightRef& in_file = file.layers[il].*mat;
+            if (!w || w.n_rows == 1) continue;
+            INFO("layer " << il);
+            const bool same = std::memcmp(w.data, in_file.data, w.info->nbytes) == 0;
+            if (cpu_layers[il]) {
+                cpu_matrix_bytes += w.bytes();
+                CHECK(w.tiled == (bytes > 0));  // no tiles where the CPU has no AVX-512 path
+                CHECK(same == !w.tiled);
+            } else {
+                CHECK_FALSE(w.tiled);
+                CHECK(same);
+            }
+        }
+        store.release(il);
+    }
+    CHECK((bytes == 0 || bytes == cpu_matrix_bytes));
+    const WeightRef& head = store.weights().output;
+    CHECK_FALSE(head.tiled);
+    CHECK(std::memcmp(head.data, file.output.data, head.info->nbytes) == 0);
+}
