@@ -169,6 +169,12 @@ struct HardwareProfile {
     std::vector<std::string> notes;  // how numbers were obtained, what was assumed
 
     bool has_gpu() const { return gpu.has_value() && gpu->memory_bytes > 0; }
+    // This machine as a pool of `threads` CPU threads sees it, fewer than it has (`-t`, or the
+    // cores a simulated device's threads leave): each matmul rate its share of what all of them
+    // measured, and at most `threads` times what the simulated device measured per thread where
+    // the probe measured it (one thread alone does not get its share of the memory bandwidth:
+    // about 10 GB/s of Q4_0 on one thread here, 25-35 on two). `threads` >= n_threads: unchanged.
+    HardwareProfile on_cpu_threads(int threads) const;
     // Throws UsageError naming the first rate or size that is not positive.
     void validate() const;
     // One line: "RTX 4090 24 GiB (PCIe gen4 x16, 25 GB/s) + DRAM 64 GiB (60 GB/s) + NVMe 7 GB/s".

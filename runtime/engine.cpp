@@ -269,7 +269,7 @@ Engine::Engine(const EngineOptions& opts)
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
     const KvSize kv = kv_size(hp_, opts, n_ctx);
     // The GPU, when there is one to use: the planner places layers and KV on it.
-    const GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type);
+    const GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type, pool_->n_threads());
     const bool asked = opts.gpu.device == DeviceKind::Sim || opts.gpu.device == DeviceKind::Cuda ||
                        (opts.gpu.device == DeviceKind::Auto && (opts.gpu.gpu_mem || opts.gpu.attention != AttentionChoice::Auto));
     if (!gpu.use && asked)
@@ -285,6 +285,7 @@ Engine::Engine(const EngineOptions& opts)
     po.given = opts.plan ? &*opts.plan : nullptr;
     po.n_ctx = n_ctx;
     po.n_predict = opts.n_predict;
+    po.n_threads = pool_->n_threads();
     po.kv_type = opts.kv_type;
     po.on_plan = opts.on_plan;
     po.overrides = opts.overrides;

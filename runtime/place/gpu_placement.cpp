@@ -91,7 +91,8 @@ double device_calls_us(const planner::KernelRate& r, const models::Hparams& hp, 
 // The simulated device as the planner sees it: its memory is the budget, its link the throttled
 // copies, its compute the CPU's matmul rates on its threads (as `strata probe` measured them for
 // that thread count, else the CPU's scaled by its share of the cores).
-planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DType weight_type, const models::Hparams& hp) {
+planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DType weight_type, const models::Hparams& hp,
+                                     int host_threads) {
     std::string source;
     planner::HardwareProfile hw = runtime_profile(source);
     const int threads = sim_thread_count(req);
@@ -117,26 +118,12 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
                                        "(`strata probe` measures them)", threads));
     }
     hw.gpu = g;
-    // The host keeps the cores the device's threads leave (runtime/engine.cpp): its CPU work
-    // runs on those, at their share of the measured rates — or at what the probe measured on
-    // the device's threads, per thread, when that is less: a thread alone does not get its share
-    // of what all of them read together (about 10 GB/s of Q4_0 here on one thread, 25-35 on two).
-    const int host = std::max(1, hw.cpu.n_threads - threads);
-    const double host_share = double(host) / std::max(1, hw.cpu.n_threads);
-    for (auto& r : hw.cpu.rates) {
-        r.gemv_gbps *= host_share, r.gemm_gflops *= host_share, r.pack_gbps *= host_share;
-        const planner::KernelRate* alone = hw.sim ? planner::rate_for(hw.sim->rates, r.type) : nullptr;
-        if (!alone) continue;
-        const double per_thread = double(host) / std::max(1, hw.sim->n_threads);
-        r.gemv_gbps = std::min(r.gemv_gbps, alone->gemv_gbps * per_thread);
-        r.gemm_gflops = std::min(r.gemm_gflops, alone->gemm_gflops * per_thread);
-    }
-    hw.cpu.gemv_gbps *= host_share, hw.cpu.gemm_gflops *= host_share;
-    hw.cpu.n_threads = host;
-    return hw;
+    // The host keeps the cores the device's threads leave (runtime/engine.cpp), or what -t gives it.
+    return hw.on_cpu_threads(host_threads > 0 ? host_threads : std::max(1, hw.cpu.n_threads - threads));
 }
 
-GpuTarget sim_target(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type) {
+GpuTarget sim_target(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type,
+                     int host_threads) {
     GpuTarget t;
     if (std::string why = unsupported_types(kSimTypes, file, hp, kv_type, req.attention); !why.empty()) {
         t.why_not = "the simulated device cannot run this model: " + why;
@@ -146,7 +133,7 @@ GpuTarget sim_target(const GpuRequest& req, const models::GgufFile& file, const 
     t.gpu_mem = req.gpu_mem ? *req.gpu_mem : system_ram_bytes() / 4;
     // Its matmuls' type: the feed-forward's, or the attention's when experts run on the host.
     const LayerWeights& first = ModelWeights::bind(file, hp).layers.front();
-    t.hw = sim_profile(req, t.gpu_mem, first.ffn_up ? first.ffn_up.type : first.wq.type, hp);
+    t.hw = sim_profile(req, t.gpu_mem, first.ffn_up ? first.ffn_up.type : first.wq.type, hp, host_threads);
     t.use = true;
     return t;
 }
@@ -163,7 +150,8 @@ planner::HardwareProfile gpu_profile() {
 
 }  // namespace
 
-GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type) {
+GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type,
+                   int host_threads) {
     GpuTarget t;
     if (req.device == DeviceKind::Cpu) {
         t.why_not = "--device cpu";
@@ -177,7 +165,7 @@ GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const mo
         t.why_not = why;
         return t;
     }
-    if (req.device == DeviceKind::Sim) return sim_target(req, file, hp, kv_type);
+    if (req.device == DeviceKind::Sim) return sim_target(req, file, hp, kv_type, host_threads);
     const gpu::DeviceList devices = gpu::list_devices();
     if (devices.devices.empty()) {
         t.why_not = devices.why_none;
@@ -192,7 +180,7 @@ GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const mo
         t.why_not = "the GPU kernels cannot run this model: " + why;
         return t;
     }
-    t.hw = gpu_profile();
+    t.hw = gpu_profile().on_cpu_threads(host_threads);
     const uint64_t budget = req.gpu_mem ? *req.gpu_mem : static_cast<uint64_t>(planner::default_budgets(t.hw).gpu);
     if (budget > d.total_bytes)
         throw UsageError(fmt::format("--gpu-mem {} is more than {}'s {}", format_bytes(budget), d.name,

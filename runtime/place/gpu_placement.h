@@ -46,7 +46,10 @@ struct GpuTarget {
 // The device and its budget, or why the engine runs on the CPU: --device cpu, --gpu-mem 0, an
 // architecture the device backend does not run (it has the llama block: llama, mistral, qwen2, no
 // experts), no CUDA in this build, no device or driver, a weight or KV type the kernels lack.
-GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type);
+// The host computes on `host_threads` (0: every core, or with the simulated device the cores its
+// threads leave), which the target's profile prices.
+GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type,
+                   int host_threads = 0);
 // The device a target names, with its memory (throws BackendError when it cannot be opened).
 std::unique_ptr<gpu::Device> open_device(const GpuTarget& target, const GpuRequest& req, bool int8_activations);
 

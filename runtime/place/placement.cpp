@@ -118,8 +118,12 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch)
     return planner::evaluate_plan(shape, hw, wl, run, run_limits(prefetch_depth, shape, run.policy.kv_type));
 }
 
-planner::HardwareProfile runtime_profile(std::string& source) {
+planner::HardwareProfile runtime_profile(std::string& source, int n_threads) {
     planner::HardwareProfile hw = probe::measured_profile(source, models_dir());
+    if (n_threads > 0 && n_threads < hw.cpu.n_threads) {
+        source += fmt::format(" on {} of its {} CPU threads", n_threads, hw.cpu.n_threads);
+        hw = hw.on_cpu_threads(n_threads);
+    }
     if (hw.gpu) {
         hw.gpu.reset();
         source += ", its GPU left out as the runtime computes on the CPU";
@@ -163,7 +167,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     Placement p;
     p.shape = planner::ModelShape::from_gguf(file);
     p.shape.kv_type = opts.kv_type;
-    p.hw = runtime_profile(p.hw_source);
+    p.hw = runtime_profile(p.hw_source, opts.n_threads);
     const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
     const OverrideRequest overrides = resolve_overrides(opts.overrides, file);
     if (p.shape.n_expert > 0)

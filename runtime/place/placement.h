@@ -45,6 +45,7 @@ struct PlacementOptions {
     const planner::Plan* given = nullptr;  // --plan FILE
     int n_ctx = 1;                         // the context the KV cache holds
     int n_predict = 0;                     // tokens generated per request, when known
+    int n_threads = 0;                     // the CPU threads the runtime computes on (0: every core)
     int n_kv_layers_in_dram = INT_MAX;     // KV layers kept in DRAM (runtime/kv/kv_cache.h); the rest spill
     DType kv_type = DType::F32;            // the KV cache's element type
     std::function<void(const Placement&)> on_plan;  // before the budget is checked (--show-plan)
@@ -55,9 +56,10 @@ struct PlacementOptions {
 // Per layer: whether the plan recomputes its KV from saved hidden states (the CPU backend keeps
 // them in DRAM, wherever the plan put them: KvCache's rebuilt layers).
 std::vector<bool> rebuilt_layers(const planner::Plan& plan);
-// The cached probe, else the catalog's generic desktop with this machine's RAM; any GPU is
-// left out (the runtime computes on the CPU). Logs one line saying which.
-planner::HardwareProfile runtime_profile(std::string& source);
+// The cached probe, else the catalog's generic desktop with this machine's RAM, on `n_threads`
+// CPU threads (0: all); any GPU is left out (the runtime computes on the CPU). Logs one line
+// saying which.
+planner::HardwareProfile runtime_profile(std::string& source, int n_threads = 0);
 // A prompt and generation that fill n_ctx (what the KV cache is sized for), batch 1;
 // the generation is n_predict when known.
 planner::Workload runtime_workload(int n_ctx, int n_predict);

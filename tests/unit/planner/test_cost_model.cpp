@@ -221,3 +221,35 @@ TEST_CASE("cost model: a decode step's working set near the cache's size reads p
         CostModel(small, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
     CHECK(small_reused == Approx(small_plain * 15 / 25).epsilon(0.02));
 }
+
+TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of the matmul rates, at most what one "
+          "thread measured alone per thread",
+          "[unit][planner]") {
+    HardwareProfile hw = toy_cpu();
+    hw.cpu.n_threads = 4;
+    hw.cpu.rates = {{DType::Q4_0, 40, 400, 20}, {DType::Q8_0, 40, 400, 20}};
+    hw.sim = SimProfile{};
+    hw.sim->n_threads = 1;
+    hw.sim->rates = {{DType::Q4_0, 6, 150}};  // one thread alone: less than a quarter of the four's Q4_0
+    CHECK(hw.on_cpu_threads(4) == hw);
+    CHECK(hw.on_cpu_threads(0) == hw);
+    const HardwareProfile two = hw.on_cpu_threads(2);
+    CHECK(two.cpu.n_threads == 2);
+    const KernelRate* q4 = rate_for(two.cpu.rates, DType::Q4_0);
+    const KernelRate* q8 = rate_for(two.cpu.rates, DType::Q8_0);
+    CHECK(q4->gemv_gbps == Approx(12));    // 2 x 6, below half of 40
+    CHECK(q4->gemm_gflops == Approx(200)); // half of 400, below 2 x 150
+    CHECK(q4->pack_gbps == Approx(10));
+    CHECK(q8->gemv_gbps == Approx(20));    // no one-thread figure: the share
+    // Decode on the two threads takes longer by the rates' ratio.
+    ModelShape s;
+    s.name = "toy", s.family = "llama", s.weight_type = DType::Q8_0;
+    s.n_layer = 1, s.n_embd = 1024, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 4096, s.n_vocab = 1000;
+    s.layers.assign(1, LayerShape{1'000'000'000, 500'000'000, 500'000'000});
+    const Workload wl{1, 2, 1, Objective::Latency};
+    constexpr int C = static_cast<int>(Stream::CpuCompute);
+    auto decode_s = [&](const HardwareProfile& h) {
+        return CostModel(s, h, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
+    };
+    CHECK(decode_s(two) == Approx(2 * decode_s(hw)).epsilon(0.01));
+}
