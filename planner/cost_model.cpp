@@ -25,6 +25,9 @@ constexpr double kCpuGemvTokens = 4;
 constexpr double kCpuLoopsDecode = 1, kCpuLoopsPass = 12;
 // Query rows of one CPU attention tile (cpu/attention_cpu.cpp: kMaxRows).
 constexpr double kTileRows = 32;
+// Decode rows per device matmul call (gpu/device.h: Device::kRowWiseRows, each row's bits as
+// alone): a batch's step reads the device's weights once per this many sequences.
+constexpr double kGpuDecodeRows = 8;
 }  // namespace
 
 Cost& Cost::operator+=(const Cost& o) {
@@ -57,6 +60,10 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
         h2d_ = hw.gpu->h2d_gbps * 1e9;
         d2h_ = hw.gpu->d2h_gbps * 1e9;
         gpu_launch_s_ = hw.gpu->launch_overhead_us * 1e-6;
+        // The simulated device runs the CPU's kernels: a call of many rows passes over its
+        // weights (packing tiles) before the arithmetic, at the rate the probe measured on it.
+        const KernelRate* sim = hw.gpu->sim_threads > 0 && hw.sim ? rate_for(hw.sim->rates, shape.weight_type) : nullptr;
+        if (sim) sim_weight_pass_ = sim->pack_gbps > 0 ? std::min(sim->pack_gbps, hw.gpu->mem_gbps) * 1e9 : gpu_bw_;
         hop_s_ = hw.gpu->handoff_us * 1e-6;
     }
     cpu_gemv_ = hw.cpu.gemv_gbps_for(shape.weight_type) * 1e9;
@@ -127,9 +134,14 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
     };
     const bool from_nvme = tier_of(o) == Tier::Nvme;
     if (device_of(o) == Device::Gpu) {
-        c.decode[G] = m_ * std::max(tok_d / m_ * F / gpu_flops_, Wd / gpu_bw_);
-        c.prefill[G] = std::max(tok_p * F / gpu_flops_, m_ * Wp / gpu_bw_);
+        c.decode[G] = m_ * gpu_matmul_s(tok_d / m_, Wd, F, true);
+        c.prefill[G] = m_ * gpu_matmul_s(tok_p / m_, Wp, F, false);
         c.decode_overhead = c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
+        // The simulated device's norms, RoPE, SwiGLU and adds are the CPU's, on its threads.
+        if (is_layer && sim_weight_pass_ > 0) {
+            c.decode[G] += m_ * cpu_vector_s(tok_d / m_, hw_.gpu->sim_threads);
+            c.prefill[G] += m_ * cpu_vector_s(tok_p / m_, hw_.gpu->sim_threads);
+        }
         if (o != WeightOption::Gpu) {
             stream_in(c.decode, from_nvme);
             stream_in(c.prefill, from_nvme);
@@ -145,36 +157,41 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
                                                      : tok_mb * F / cpu_gemm_ + Wd / cpu_weight_pass_);
         if (tok_mb <= kCpuGemvTokens) c.decode[C] += m_ * (is_layer ? cpu_layer_calls_s_ : cpu_call_s_);
         c.decode[R] = m_ * Wd / dram_bw_;
-        if (is_layer) c.decode[C] += m_ * cpu_vector_s(tok_mb), c.decode_overhead = m_ * cpu_loops_s(tok_mb);
+        if (is_layer) c.decode[C] += m_ * cpu_vector_s(tok_mb, threads_), c.decode_overhead = m_ * cpu_loops_s(tok_mb);
         if (from_nvme) c.decode[N] += W / nvme_r_, c.decode[R] += W / dram_bw_;
+        // Prefill too runs on the CPU, where the plan put the matmuls (with a device as well:
+        // the runtime's layer schedule does not depend on the pass).
+        c.prefill[C] = pack_measured_ ? tok_p * F / cpu_gemm_ + m_ * Wp / cpu_weight_pass_
+                                      : std::max(tok_p * F / cpu_gemm_, m_ * Wp / cpu_gemv_);
+        c.prefill[R] = m_ * Wp / dram_bw_;
+        if (from_nvme) c.prefill[N] += W / nvme_r_, c.prefill[R] += W / dram_bw_;
+        if (is_layer) c.prefill[C] += m_ * cpu_vector_s(tok_p / m_, threads_), c.prefill_overhead = m_ * cpu_loops_s(tok_p / m_);
         if (has_gpu_) {
             // Hidden states hop to the CPU and back around this layer's matmuls.
-            const double hop = tok_d * shape_.n_embd * 4.0;
-            c.decode[H] += hop / h2d_;
-            c.decode[D] += hop / d2h_;
-            // Prefill is compute-bound: the GPU does it, the weights stream in once.
-            c.prefill[G] = std::max(tok_p * F / gpu_flops_, m_ * Wp / gpu_bw_);
-            stream_in(c.prefill, from_nvme);
-            c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
-            c.gpu_staging = 2 * W;
+            const double hop_d = tok_d * shape_.n_embd * 4.0, hop_p = tok_p * shape_.n_embd * 4.0;
+            c.decode[H] += hop_d / h2d_;
+            c.decode[D] += hop_d / d2h_;
+            c.prefill[H] += hop_p / h2d_;
+            c.prefill[D] += hop_p / d2h_;
             // The hop to the host and back; with CPU attention, layer_kv prices it.
-            if (is_layer && !policy_.cpu_attention) c.decode_overhead += m_ * hop_s_;
-        } else {
-            c.prefill[C] = pack_measured_ ? tok_p * F / cpu_gemm_ + m_ * Wp / cpu_weight_pass_
-                                          : std::max(tok_p * F / cpu_gemm_, m_ * Wp / cpu_gemv_);
-            c.prefill[R] = m_ * Wp / dram_bw_;
-            if (from_nvme) c.prefill[N] += W / nvme_r_, c.prefill[R] += W / dram_bw_;
-            if (is_layer) c.prefill[C] += m_ * cpu_vector_s(tok_p / m_), c.prefill_overhead = m_ * cpu_loops_s(tok_p / m_);
+            if (is_layer && !policy_.cpu_attention) c.decode_overhead += m_ * hop_s_, c.prefill_overhead += m_ * hop_s_;
         }
     }
     if (from_nvme) c.dram_staging = 2 * W;
     return c;
 }
 
-double CostModel::cpu_vector_s(double tokens) const {
+double CostModel::gpu_matmul_s(double tokens, double bytes, double flops_per_token, bool decode) const {
+    const double calls = decode ? std::ceil(tokens / kGpuDecodeRows) : 1;
+    if (sim_weight_pass_ > 0 && tokens / calls > kCpuGemvTokens)
+        return tokens * flops_per_token / gpu_flops_ + calls * bytes / sim_weight_pass_;
+    return std::max(tokens * flops_per_token / gpu_flops_, calls * bytes / gpu_bw_);
+}
+
+double CostModel::cpu_vector_s(double tokens, double threads) const {
     const VectorCost& v = hw_.cpu.vector;
     const double values = VectorCost::values(shape_.n_embd, shape_.n_head * shape_.head_dim, shape_.n_embd_kv(), shape_.n_ff);
-    return tokens * (v.ns_per_token + v.ns_per_value * values) * 1e-9 / threads_;
+    return tokens * (v.ns_per_token + v.ns_per_value * values) * 1e-9 / threads;
 }
 
 double CostModel::cpu_loops_s(double tokens) const {

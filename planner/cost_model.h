@@ -102,12 +102,17 @@ private:
         double stored, decode_read, prefill_read, params;
     };
     Cost weights_cost(const WeightsRead& w, double tokens_decode, double tokens_prefill, WeightOption o, bool is_layer) const;
+    // A device matmul of `tokens` rows over `bytes` of weights: a GPU reads them once a call,
+    // overlapping the arithmetic; decode rows go kGpuDecodeRows to a call. The simulated device
+    // runs the CPU's kernels, which beyond kCpuGemvTokens rows pass over the weights and then
+    // compute (the two add up).
+    double gpu_matmul_s(double tokens, double bytes, double flops_per_token, bool decode) const;
     // A CPU-only plan's phase through the ring of limits_.stream_slots buffers, layer by layer.
     double ring_bound_s(const Plan& plan, Phase ph) const;
     // A CPU layer's work besides matmuls and attention for a pass of `tokens` tokens (one
-    // micro-batch): its vector ops (compute stream), and
-    // its parallel loops' hand-offs (overhead).
-    double cpu_vector_s(double tokens) const;
+    // micro-batch): its vector ops on `threads` threads (compute stream), and its parallel
+    // loops' hand-offs (overhead).
+    double cpu_vector_s(double tokens, double threads) const;
     double cpu_loops_s(double tokens) const;
     // Decode attention of one layer and micro-batch on the CPU's kernels at the average context,
     // on `threads` threads (the host's, or the simulated device's).
@@ -131,6 +136,7 @@ private:
     double hop_s_ = 0;  // a pass's data to the host and back (GpuProfile::handoff_us); 0: not measured
     double threads_ = 1;
     double cpu_weight_pass_ = 0;  // bytes/s of a many-token matmul's pass over its weights
+    double sim_weight_pass_ = 0;  // the same on the simulated device; 0: a GPU
     bool pack_measured_ = false;
     double cpu_call_s_ = 0;         // a decode matmul call's cost beyond its bytes (rows of the embedding's width)
     double cpu_layer_calls_s_ = 0;  // a layer's four decode matmul calls' (q/k/v, output, gate/up, down)

@@ -253,3 +253,49 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
     };
     CHECK(decode_s(two) == Approx(2 * decode_s(hw)).epsilon(0.01));
 }
+
+TEST_CASE("cost model with a device: a CPU layer's prefill runs on the CPU, its hidden states hopping down and back",
+          "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Cost alone = CostModel(s, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu);
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    const Cost with = CostModel(s, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu);
+    constexpr int C = static_cast<int>(Stream::CpuCompute), G = static_cast<int>(Stream::GpuCompute),
+                  H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
+    CHECK(with.prefill[C] == Approx(alone.prefill[C]));  // 100 tokens x 1e9 flops at 100 GFLOPS
+    CHECK(with.prefill[G] == 0);
+    CHECK(with.gpu_staging == 0);  // nothing of it is copied to the device
+    // 100 tokens of 1024 floats each way at 10 GB/s; decode one token's.
+    CHECK(with.prefill[H] == Approx(100 * 1024 * 4 / 10e9));
+    CHECK(with.prefill[D] == Approx(100 * 1024 * 4 / 10e9));
+    CHECK(with.decode[H] == Approx(1024 * 4 / 10e9));
+}
+
+TEST_CASE("cost model: a device's decode step reads its weights once per 8 sequences; the simulated device's "
+          "calls of many rows pass over the weights, then compute",
+          "[unit][planner]") {
+    ModelShape s = toy_shape();
+    s.weight_type = DType::Q8_0;
+    HardwareProfile hw = toy_cpu();
+    // 1000 GB/s, 100 TFLOPS: a 1 GB layer's decode is bound by its read, 1 ms per call.
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    constexpr int G = static_cast<int>(Stream::GpuCompute);
+    auto decode_s = [&](const HardwareProfile& h, double batch) {
+        const Workload wl{1, 2, static_cast<int>(batch), Objective::Throughput};
+        return CostModel(s, h, wl, Policy{static_cast<int>(batch), 1, false, false, DType::F16})
+            .layer_weights(0, WeightOption::Gpu)
+            .decode[G];
+    };
+    CHECK(decode_s(hw, 8) == Approx(1e-3));
+    CHECK(decode_s(hw, 16) == Approx(2e-3));  // two calls of 8 rows
+    CHECK(decode_s(hw, 17) == Approx(3e-3));
+    // The simulated device at 10 GB/s, 100 GFLOPS, passing over the weights at 5 GB/s: 8 rows
+    // of 1e9 flops take 80 ms of arithmetic plus 200 ms over the weights, added up; 4 rows (the
+    // one-pass GEMV path) the larger of 40 ms of arithmetic and the 100 ms read.
+    hw.gpu->mem_gbps = 10, hw.gpu->fp16_tflops = 0.1, hw.gpu->sim_threads = 1;
+    hw.sim = SimProfile{1, {{DType::Q8_0, 10, 100, 5}}, 0, 0};
+    CHECK(decode_s(hw, 8) == Approx(0.08 + 0.2));
+    CHECK(decode_s(hw, 4) == Approx(0.1));
+}
