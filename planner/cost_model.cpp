@@ -236,7 +236,21 @@ Cost CostModel::output(WeightOption o) const {
     return weights_cost({W, W, W, static_cast<double>(shape_.output_matmul_params)}, B_, B_, o, false);
 }
 
-Cost CostModel::layer_kv(int, KvOption o) const {
+Cost CostModel::layer_kv(int, KvOption o) const { return kv_cost(o, attention_device(o), has_gpu_); }
+
+Cost CostModel::placed_layer(const Plan& plan, const LayerPlacement& l) const {
+    Cost c = placed_weights(plan, l);
+    // A layer whose matmuls run on the CPU beside a device runs whole there (the device
+    // runtime's layer_on_cpu): it attends on the CPU to K and V in DRAM, whatever tier the plan
+    // gave them, and its hidden state's hop is the weights'.
+    if (has_gpu_ && !plan.experts.attention_on_gpu && device_of(l.weights) == Device::Cpu && !is_recompute(l.kv))
+        c += kv_cost(tier_of(l.kv) == Tier::Gpu ? KvOption::Dram : l.kv, Device::Cpu, false);
+    else
+        c += layer_kv(l.layer, l.kv);
+    return c;
+}
+
+Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
     Cost c;
     const bool act = is_recompute(o);
     const double per_tok = act ? shape_.act_bytes_per_token() : kvb_;  // bytes stored per token
@@ -247,7 +261,7 @@ Cost CostModel::layer_kv(int, KvOption o) const {
     const Tier tier = tier_of(o);
     c.bytes[tier_index(tier)] = cap;
 
-    if (attention_device(o) == Device::Gpu) {
+    if (attention == Device::Gpu) {
         // The simulated device runs the CPU's attention kernel on its own threads.
         c.decode[G] = sim_attention() ? m_ * cpu_decode_attention_s(hw_.gpu->sim_threads)
                                       : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
@@ -265,7 +279,7 @@ Cost CostModel::layer_kv(int, KvOption o) const {
                                              : std::max(kv_read / cpu_attn_bw_, attn_flops / cpu_attn_flops_);
         if (act) c.decode[C] += std::max(recompute_flops / cpu_gemm_, read / cpu_attn_bw_);
         c.decode[R] += (read + fresh) / dram_bw_;
-        if (has_gpu_) {
+        if (q_crosses) {
             const double q = B_ * shape_.n_head * shape_.head_dim * 4.0;
             c.decode[D] += (q + fresh) / d2h_;
             c.decode[H] += q / h2d_;
@@ -279,7 +293,7 @@ Cost CostModel::layer_kv(int, KvOption o) const {
     }
     // Prefill writes the prompt's entries to their tier.
     if (tier != Tier::Gpu) {
-        if (has_gpu_) c.prefill[D] += pre / d2h_;
+        if (q_crosses) c.prefill[D] += pre / d2h_;
         c.prefill[R] += pre / dram_bw_;
         if (tier == Tier::Nvme) c.prefill[N] += pre / nvme_w_;
     }
@@ -366,9 +380,7 @@ Cost CostModel::total_cost(const Plan& plan) const {
         dram_staging = std::max(dram_staging, c.dram_staging);
     };
     for (const auto& l : plan.layers) {
-        Cost c = placed_weights(plan, l);
-        c += layer_kv(l.layer, l.kv);
-        add(c);
+        add(placed_layer(plan, l));
     }
     add(output(plan.output));
     if (shape_.embd_bytes > 0) add(embedding(plan.embedding));
@@ -389,8 +401,7 @@ double CostModel::ring_bound_s(const Plan& plan, Phase ph) const {
     };
     std::vector<double> layer_compute, layer_read;
     for (const auto& l : plan.layers) {
-        Cost c = placed_weights(plan, l);
-        c += layer_kv(l.layer, l.kv);
+        const Cost c = placed_layer(plan, l);
         layer_compute.push_back(compute(c));
         // Streamed weights and spilled KV alike: each comes through a ring, and the disk serves both.
         layer_read.push_back(ph == Phase::Prefill ? c.prefill[N] : c.decode[N]);

@@ -78,6 +78,9 @@ public:
     // A layer's weights as the plan places them: hybrid_layer, offloaded_layer or layer_weights.
     Cost placed_weights(const Plan& plan, const LayerPlacement& l) const;
     Cost layer_kv(int layer, KvOption o) const;
+    // A layer as placed, weights and KV, as the runtime runs it (a CPU layer beside a device
+    // attends on the CPU to its KV in DRAM).
+    Cost placed_layer(const Plan& plan, const LayerPlacement& l) const;
     Cost output(WeightOption o) const;     // the logits matmul
     Cost embedding(WeightOption o) const;  // lookup only: Gpu, DramCpu or NvmeCpu
     Cost hidden(HiddenOption o) const;     // for all layers together
@@ -101,6 +104,9 @@ private:
     struct WeightsRead {
         double stored, decode_read, prefill_read, params;
     };
+    // KV stored at `o`'s tier, attended on `attention`; `q_crosses`: the layer's queries, new
+    // entries and prompt cross the link (a device layer's KV on the host, or the reverse).
+    Cost kv_cost(KvOption o, Device attention, bool q_crosses) const;
     Cost weights_cost(const WeightsRead& w, double tokens_decode, double tokens_prefill, WeightOption o, bool is_layer) const;
     // A device matmul of `tokens` rows over `bytes` of weights: a GPU reads them once a call,
     // overlapping the arithmetic; decode rows go kGpuDecodeRows to a call. The simulated device

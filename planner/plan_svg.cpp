@@ -36,8 +36,7 @@ std::string plan_svg(const Plan& plan, const ModelShape& shape, const HardwarePr
         return t0 + len;
     };
     for (const auto& l : plan.layers) {
-        Cost c = cm.placed_weights(plan, l);
-        c += cm.layer_kv(l.layer, l.kv);
+        const Cost c = cm.placed_layer(plan, l);
         const auto& s = c.decode;
         const double nvme_done = put(0, 0, s[static_cast<int>(Stream::Nvme)], l.layer);
         put(1, 0, s[static_cast<int>(Stream::Dram)], l.layer);

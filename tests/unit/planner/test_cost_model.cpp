@@ -299,3 +299,27 @@ TEST_CASE("cost model: a device's decode step reads its weights once per 8 seque
     CHECK(decode_s(hw, 8) == Approx(0.08 + 0.2));
     CHECK(decode_s(hw, 4) == Approx(0.1));
 }
+
+TEST_CASE("cost model with a device: a CPU layer attends on the CPU to its KV in DRAM, whatever tier the plan gave it",
+          "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Policy gpu_attention{1, 1, false, false, DType::F16};
+    const CostModel cpu_only(s, toy_cpu(), wl, gpu_attention);
+    HardwareProfile hw = toy_cpu();
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    const CostModel cm(s, hw, wl, gpu_attention);
+    Plan plan;
+    plan.n_layer = 4;
+    const LayerPlacement l{0, WeightOption::DramCpu, KvOption::Gpu, Device::Cpu};
+    const Cost c = cm.placed_layer(plan, l);
+    constexpr int C = static_cast<int>(Stream::CpuCompute), G = static_cast<int>(Stream::GpuCompute);
+    CHECK(c.decode[G] == 0);
+    CHECK(c.bytes[0] == 0);  // nothing on the device
+    CHECK(c.bytes[1] == Approx(cm.layer_weights(0, WeightOption::DramCpu).bytes[1] + cpu_only.layer_kv(0, KvOption::Dram).bytes[1]));
+    CHECK(c.decode[C] == Approx(cm.layer_weights(0, WeightOption::DramCpu).decode[C] + cpu_only.layer_kv(0, KvOption::Dram).decode[C]));
+    // A device layer's KV stays where the plan put it.
+    const LayerPlacement on_gpu{0, WeightOption::Gpu, KvOption::Gpu, Device::Gpu};
+    CHECK(cm.placed_layer(plan, on_gpu).decode[G] ==
+          Approx(cm.layer_weights(0, WeightOption::Gpu).decode[G] + cm.layer_kv(0, KvOption::Gpu).decode[G]));
+}
