@@ -211,6 +211,15 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
     convex(out_cols);
     if (has_embd) convex(embd_cols);
     convex(hid_cols);
+    // K and V on the device only for layers computed there: a layer whose matmuls run on the
+    // CPU runs whole there, attending to its KV in DRAM (CostModel::placed_layer).
+    if (cm.has_gpu())
+        for (const auto& gc : gcols) {
+            const int r = b.add_row(GLP_UP, 0);
+            for (KvOption o : {KvOption::Gpu, KvOption::ActGpu}) b.set(r, gc.k[static_cast<int>(o)], 1);
+            for (int o = 0; o < kNumWeightOptions; ++o)
+                if (device_of(static_cast<WeightOption>(o)) == Device::Gpu) b.set(r, gc.w[o], -1);
+        }
 
     // Phase time bounds: T >= each I/O stream; T >= the compute chain + what cannot overlap.
     const double m = cm.policy().n_micro;

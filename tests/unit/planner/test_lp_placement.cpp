@@ -161,7 +161,12 @@ TEST_CASE("rounding to whole layers loses little and stays feasible", "[unit][pl
         const Plan p = make_plan(s, hw, c.wl, o);
         check_plan_sound(p, o.budgets);
         CHECK(p.rounding_loss >= -1e-6);
-        CHECK(p.rounding_loss < 0.05);
+        // Whole layers against the LP they were rounded from (staging reserved for whole
+        // layers), and against the plain relaxation, whose staging is a share of a layer's
+        // (FlexGen's 2·W·(1 - w_gpu)): with 70B layers on a 24 GB card one layer's staging
+        // is a few percent of the step.
+        CHECK(p.prediction.objective_s < 1.05 * p.lp_objective_s);
+        CHECK(p.rounding_loss < 0.08);
         // The stored prediction is the cost model's price of the rounded plan.
         CHECK(evaluate_plan(s, hw, c.wl, p).objective_s == Approx(p.prediction.objective_s));
     }
