@@ -67,7 +67,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
         hop_s_ = hw.gpu->handoff_us * 1e-6;
     }
     cpu_gemv_ = hw.cpu.gemv_gbps_for(shape.weight_type) * 1e9;
-    cpu_gemm_ = hw.cpu.gemm_gflops_for(shape.weight_type) * 1e9;
+    cpu_gemm_ = hw.cpu.gemm_gflops_for(shape.weight_type, shape.n_embd) * 1e9;
     // A matmul of many tokens passes over the weights once (packing tiles) at the slower of the
     // packing rate and the rate they stream from memory.
     const double pack = hw.cpu.pack_gbps_for(shape.weight_type) * 1e9;

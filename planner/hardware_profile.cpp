@@ -23,9 +23,15 @@ double CpuProfile::gemv_gbps_for(DType t) const {
     return r ? r->gemv_gbps : gemv_gbps;
 }
 
-double CpuProfile::gemm_gflops_for(DType t) const {
+double KernelRate::gemm_at(double width) const {
+    if (gemm_narrow_gflops <= 0 || width <= 0) return gemm_gflops;
+    const double f = std::clamp(std::log2(width / kNarrowCols) / std::log2(kWideCols / kNarrowCols), 0.0, 1.0);
+    return gemm_narrow_gflops + f * (gemm_gflops - gemm_narrow_gflops);
+}
+
+double CpuProfile::gemm_gflops_for(DType t, double width) const {
     const KernelRate* r = rate_for(rates, t);
-    return r ? r->gemm_gflops : gemm_gflops;
+    return r ? r->gemm_at(width) : gemm_gflops;
 }
 
 double CpuProfile::pack_gbps_for(DType t) const {
@@ -135,7 +141,8 @@ json rates_json(const std::vector<KernelRate>& rates) {
     json out = json::array();
     for (const auto& r : rates)
         out.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops},
-                       {"pack_gbps", r.pack_gbps}, {"call_us", r.call_us}, {"call_ns_per_row_byte", r.call_ns_per_row_byte}});
+                       {"pack_gbps", r.pack_gbps}, {"call_us", r.call_us}, {"call_ns_per_row_byte", r.call_ns_per_row_byte},
+                       {"gemm_narrow_gflops", r.gemm_narrow_gflops}});
     return out;
 }
 
@@ -147,7 +154,7 @@ std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
         if (!t) throw UsageError(fmt::format("hardware profile: {} type '{}' is unknown", where, tname));
         rates.push_back({*t, get<double>(r, where, "gemv_gbps"), get<double>(r, where, "gemm_gflops"),
                          get_or<double>(r, where, "pack_gbps", 0), get_or<double>(r, where, "call_us", 0),
-                         get_or<double>(r, where, "call_ns_per_row_byte", 0)});
+                         get_or<double>(r, where, "call_ns_per_row_byte", 0), get_or<double>(r, where, "gemm_narrow_gflops", 0)});
     }
     return rates;
 }

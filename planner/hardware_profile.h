@@ -26,8 +26,15 @@ struct KernelRate {
     // rows cost more); 0s: not measured.
     double call_us = 0;
     double call_ns_per_row_byte = 0;
+    // The GEMM rate on the matrices of a layer kNarrowCols wide (q, k, v, the output, gate, up,
+    // down at 256 tokens): small matrices give each thread few tiles; 0: not measured.
+    double gemm_narrow_gflops = 0;
+    static constexpr double kWideCols = 4096, kNarrowCols = 512;  // the widths gemm_gflops and it are measured at
     // That cost for rows of `row_bytes`, in seconds.
     double call_s(double row_bytes) const { return (call_us * 1e3 + call_ns_per_row_byte * row_bytes) * 1e-9; }
+    // The GEMM rate for a model `width` values wide: between the narrow and the wide rate on a
+    // log scale, each beyond its end; gemm_gflops where the narrow one is not measured.
+    double gemm_at(double width) const;
     bool operator==(const KernelRate&) const = default;
 };
 
@@ -108,7 +115,8 @@ struct CpuProfile {
     // finds part of them still there from the step before.
     double reuse(double bytes) const;
     double gemv_gbps_for(DType t) const;
-    double gemm_gflops_for(DType t) const;
+    // `width`: the model's embedding width, for the rate on matrices of its size (0: the wide rate).
+    double gemm_gflops_for(DType t, double width = 0) const;
     double pack_gbps_for(DType t) const;  // 0 where not measured
     // A decode matmul call's cost beyond its bytes for rows of `cols` values of `t` (0 where not measured).
     double call_s_for(DType t, double cols) const;

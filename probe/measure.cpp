@@ -221,6 +221,48 @@ double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& 
     return static_cast<double>((bytes + kChunk - 1) / kChunk * kChunk) / s / 1e9;
 }
 
+namespace {
+// A narrow layer's GEMM rate over the wide one's: the layer's matrices (kNarrowCols wide: the
+// queries as wide, K and V a quarter, the feed-forward three times) each given a call of 256
+// tokens (a prompt pass), then 64 tokens over 4096 rows of `wide` (kWideCols wide), back to
+// back, the median ratio of the pairs (a busy moment skews one pair, not the median). Small matrices give each thread few
+// tiles, which the wide rate does not see (SmolLM2's ran at 139-294 GFLOPS where 4096 x 4096
+// ran at 334). Like the engine, each call quantizes its tokens.
+double narrow_over_wide(DType type, cpu::ThreadPool& pool, bool tile, const uint8_t* wide, bool wide_tiled) {
+    constexpr int64_t E = static_cast<int64_t>(planner::KernelRate::kNarrowCols), kTokens = 256;
+    constexpr int64_t W = static_cast<int64_t>(planner::KernelRate::kWideCols), kWideTokens = 64;
+    struct Matrix {
+        std::vector<uint8_t> w;
+        int64_t rows, cols;
+        bool tiled = false;
+    };
+    std::vector<Matrix> layer;
+    double narrow_flops = 0;
+    for (auto [rows, cols] : {std::pair{E, E}, {E / 4, E}, {E / 4, E}, {E, E}, {3 * E, E}, {3 * E, E}, {E, 3 * E}}) {
+        Matrix m{std::vector<uint8_t>(row_bytes(type, cols) * static_cast<size_t>(rows), 0x11), rows, cols};
+        if (tile) pool.run([&] { m.tiled = cpu::tile_weights(type, m.w.data(), rows, cols); });
+        narrow_flops += 2.0 * static_cast<double>(rows * cols * kTokens);
+        layer.push_back(std::move(m));
+    }
+    const double wide_flops = 2.0 * static_cast<double>(W * W * kWideTokens);
+    std::vector<float> x(static_cast<size_t>(3 * E * kTokens), 0.01f), y(static_cast<size_t>(3 * E * kTokens));
+    std::vector<double> ratios;
+    for (int rep = 0; rep < 7; ++rep) {
+        auto t0 = std::chrono::steady_clock::now();
+        pool.run([&] {
+            for (const Matrix& m : layer)
+                cpu::matmul(type, m.w.data(), m.rows, m.cols, x.data(), kTokens, y.data(), false, m.tiled);
+        });
+        const double narrow_s = seconds_since(t0);
+        t0 = std::chrono::steady_clock::now();
+        pool.run([&] { cpu::matmul(type, wide, W, W, x.data(), kWideTokens, y.data(), false, wide_tiled); });
+        const double wide_s = seconds_since(t0);
+        ratios.push_back((narrow_flops / narrow_s) / (wide_flops / wide_s));
+    }
+    return median(std::move(ratios));
+}
+}  // namespace
+
 planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes, bool tile) {
     planner::KernelRate r{type, 0, 0, 0, 0};
     const int64_t cols = 4096;
@@ -307,6 +349,9 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         } else {
             r.gemm_gflops = flops_per_token * 64 / t64 / 1e9;  // too noisy to split: the 64-token rate alone
         }
+        // A quick probe leaves the narrow layer out (priced at the wide rate).
+        if (!quick && cols == static_cast<int64_t>(planner::KernelRate::kWideCols) && rows >= cols)
+            r.gemm_narrow_gflops = r.gemm_gflops * narrow_over_wide(type, pool, tile, w.data(), tiled);
     } catch (const BackendError&) {
         r.gemv_gbps = r.gemm_gflops = 0;  // no kernels for this type
     }

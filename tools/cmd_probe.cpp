@@ -13,6 +13,13 @@ namespace strata::cli {
 
 using namespace strata::planner;
 
+namespace {
+std::string narrow_note(const KernelRate& r) {
+    if (r.gemm_narrow_gflops <= 0) return "";
+    return fmt::format(" ({:.1f} on a {:.0f}-wide layer)", r.gemm_narrow_gflops, KernelRate::kNarrowCols);
+}
+}  // namespace
+
 int run_probe(const ProbeOptions& o) {
     probe::ProbeOptions po;
     po.quick = o.quick;
@@ -40,8 +47,8 @@ int run_probe(const ProbeOptions& o) {
     fmt::print("disk      {}: {} free, read {:.2f} GB/s, write {:.2f} GB/s\n", p.nvme.name, format_size(p.nvme.capacity_bytes),
                p.nvme.read_gbps, p.nvme.write_gbps);
     for (const auto& r : p.cpu.rates)
-        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights, prefill GEMM {:7.1f} GFLOPS\n", dtype_name(r.type), r.gemv_gbps,
-                   r.gemm_gflops);
+        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights, prefill GEMM {:7.1f} GFLOPS{}\n", dtype_name(r.type),
+                   r.gemv_gbps, r.gemm_gflops, narrow_note(r));
     if (p.gpu)
         fmt::print("gpu       {} {}: {:.0f} GB/s, {:.0f} TFLOPS, PCIe {} {:.1f}/{:.1f} GB/s\n", p.gpu->name, format_size(p.gpu->memory_bytes),
                    p.gpu->mem_gbps, p.gpu->fp16_tflops, p.gpu->pcie, p.gpu->h2d_gbps, p.gpu->d2h_gbps);
@@ -51,8 +58,8 @@ int run_probe(const ProbeOptions& o) {
         fmt::print("sim       simulated device on {} threads: {:.1f} us per op beyond its bytes\n", p.sim->n_threads,
                    p.sim->op_overhead_us);
         for (const auto& r : p.sim->rates)
-            fmt::print("sim       {:<5} decode GEMV {:6.1f} GB/s of weights, prefill GEMM {:7.1f} GFLOPS\n", dtype_name(r.type),
-                       r.gemv_gbps, r.gemm_gflops);
+            fmt::print("sim       {:<5} decode GEMV {:6.1f} GB/s of weights, prefill GEMM {:7.1f} GFLOPS{}\n", dtype_name(r.type),
+                       r.gemv_gbps, r.gemm_gflops, narrow_note(r));
     }
     for (const auto& n : p.notes) fmt::print("note      {}\n", n);
     if (!o.no_cache) fmt::print("saved     {} (used by `strata plan`)\n", probe::profile_cache_path().string());

@@ -105,14 +105,14 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
     const planner::KernelRate* measured = hw.sim && hw.sim->n_threads == threads ? planner::rate_for(hw.sim->rates, weight_type) : nullptr;
     if (measured) {
         g.mem_gbps = measured->gemv_gbps;
-        g.fp16_tflops = measured->gemm_gflops / 1000;
+        g.fp16_tflops = measured->gemm_at(hp.n_embd) / 1000;
         g.launch_overhead_us = hw.sim->op_overhead_us * kOpsPerLayer + device_calls_us(*measured, hp, weight_type);
         g.handoff_us = hw.sim->handoff_us;
         hw.notes.push_back(fmt::format("gpu: the simulated device on {} threads, as `strata probe` measured it", threads));
     } else {
         const double share = std::min(1.0, double(threads) / std::max(1, hw.cpu.n_threads));
         g.mem_gbps = hw.cpu.gemv_gbps_for(weight_type) * share;
-        g.fp16_tflops = hw.cpu.gemm_gflops_for(weight_type) * share / 1000;
+        g.fp16_tflops = hw.cpu.gemm_gflops_for(weight_type, hp.n_embd) * share / 1000;
         g.launch_overhead_us = hw.cpu.layer_overhead_us;
         hw.notes.push_back(fmt::format("gpu: the simulated device on {} threads, its rates the CPU's scaled to them "
                                        "(`strata probe` measures them)", threads));

@@ -323,3 +323,23 @@ TEST_CASE("cost model with a device: a CPU layer attends on the CPU to its KV in
     CHECK(cm.placed_layer(plan, on_gpu).decode[G] ==
           Approx(cm.layer_weights(0, WeightOption::Gpu).decode[G] + cm.layer_kv(0, KvOption::Gpu).decode[G]));
 }
+
+TEST_CASE("a model's GEMM rate lies between the narrow layer's and the wide one's by its width", "[unit][planner]") {
+    KernelRate r{DType::Q8_0, 10, 400};
+    CHECK(r.gemm_at(576) == 400);  // no narrow rate measured: the wide one
+    r.gemm_narrow_gflops = 100;
+    CHECK(r.gemm_at(256) == Approx(100));   // narrower than measured: the narrow rate
+    CHECK(r.gemm_at(512) == Approx(100));
+    CHECK(r.gemm_at(1448.15) == Approx(250).epsilon(0.001));  // halfway between 512 and 4096 on a log scale
+    CHECK(r.gemm_at(4096) == Approx(400));
+    CHECK(r.gemm_at(8192) == Approx(400));
+    // A prompt pass of a 1024-wide toy prices its matmuls at that width's rate.
+    ModelShape s = toy_shape();
+    s.weight_type = DType::Q8_0;
+    HardwareProfile hw = toy_cpu();
+    hw.cpu.rates = {r};
+    const Workload wl{100, 11, 1, Objective::Latency};
+    constexpr int C = static_cast<int>(Stream::CpuCompute);
+    const double at_width = CostModel(s, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).prefill[C];
+    CHECK(at_width == Approx(100 * 1e9 / (r.gemm_at(1024) * 1e9)));  // 100 tokens x 1e9 flops
+}

@@ -1,0 +1,21 @@
+// probe/measure: the matmul probe gives every rate the cost model prices (never timed here).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "probe/measure.h"
+
+using namespace strata;
+
+TEST_CASE("the matmul probe measures the narrow layer's GEMM rate beside the wide one, the quick probe leaves it out",
+          "[unit][probe]") {
+    const planner::KernelRate full = probe::measure_matmul(DType::Q8_0, 2, false, 8u << 20);
+    CHECK(full.gemv_gbps > 0);
+    CHECK(full.gemm_gflops > 0);
+    CHECK(std::isfinite(full.gemm_narrow_gflops));
+    CHECK(full.gemm_narrow_gflops > 0);
+    const planner::KernelRate quick = probe::measure_matmul(DType::Q8_0, 2, true, 8u << 20);
+    CHECK(quick.gemm_gflops > 0);
+    CHECK(quick.gemm_narrow_gflops == 0);
+    CHECK(quick.gemm_at(576) == quick.gemm_gflops);
+}
