@@ -122,12 +122,14 @@ HardwareProfile HardwareProfile::on_cpu_threads(int threads) const {
     if (threads <= 0 || threads >= cpu.n_threads) return hw;
     const double share = double(threads) / cpu.n_threads;
     for (KernelRate& r : hw.cpu.rates) {
-        r.gemv_gbps *= share, r.gemm_gflops *= share, r.pack_gbps *= share;
+        r.gemv_gbps *= share, r.gemm_gflops *= share, r.pack_gbps *= share, r.gemm_narrow_gflops *= share;
         const KernelRate* alone = sim ? rate_for(sim->rates, r.type) : nullptr;
         if (!alone) continue;
         const double per_thread = double(threads) / std::max(1, sim->n_threads);
         r.gemv_gbps = std::min(r.gemv_gbps, alone->gemv_gbps * per_thread);
         r.gemm_gflops = std::min(r.gemm_gflops, alone->gemm_gflops * per_thread);
+        if (alone->gemm_narrow_gflops > 0)
+            r.gemm_narrow_gflops = std::min(r.gemm_narrow_gflops, alone->gemm_narrow_gflops * per_thread);
     }
     hw.cpu.gemv_gbps *= share, hw.cpu.gemm_gflops *= share;
     hw.cpu.n_threads = threads;

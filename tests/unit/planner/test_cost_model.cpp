@@ -227,10 +227,10 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
           "[unit][planner]") {
     HardwareProfile hw = toy_cpu();
     hw.cpu.n_threads = 4;
-    hw.cpu.rates = {{DType::Q4_0, 40, 400, 20}, {DType::Q8_0, 40, 400, 20}};
+    hw.cpu.rates = {{DType::Q4_0, 40, 400, 20, 0, 0, 300}, {DType::Q8_0, 40, 400, 20, 0, 0, 300}};
     hw.sim = SimProfile{};
     hw.sim->n_threads = 1;
-    hw.sim->rates = {{DType::Q4_0, 6, 150}};  // one thread alone: less than a quarter of the four's Q4_0
+    hw.sim->rates = {{DType::Q4_0, 6, 150, 0, 0, 0, 60}};  // one thread alone: less than a quarter of the four's Q4_0
     CHECK(hw.on_cpu_threads(4) == hw);
     CHECK(hw.on_cpu_threads(0) == hw);
     const HardwareProfile two = hw.on_cpu_threads(2);
@@ -240,7 +240,9 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
     CHECK(q4->gemv_gbps == Approx(12));    // 2 x 6, below half of 40
     CHECK(q4->gemm_gflops == Approx(200)); // half of 400, below 2 x 150
     CHECK(q4->pack_gbps == Approx(10));
+    CHECK(q4->gemm_narrow_gflops == Approx(120));  // 2 x 60, below half of 300
     CHECK(q8->gemv_gbps == Approx(20));    // no one-thread figure: the share
+    CHECK(q8->gemm_narrow_gflops == Approx(150));
     // Decode on the two threads takes longer by the rates' ratio.
     ModelShape s;
     s.name = "toy", s.family = "llama", s.weight_type = DType::Q8_0;
