@@ -172,6 +172,9 @@ bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& s
         apply(plan, cm, *best);
         pred = cm.predict(plan);
     }
+    // A layer whose matmuls run on the CPU beside a device attends there (CostModel::placed_layer).
+    for (auto& l : plan.layers)
+        if (cm.has_gpu() && device_of(l.weights) == Device::Cpu) l.attention = Device::Cpu;
     plan.prediction = pred;
     return true;
 }
