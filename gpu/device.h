@@ -88,6 +88,12 @@ struct DecodeAttentionArgs {
     int64_t row_stride = 0;      // bytes between consecutive positions of a block
     int64_t block_stride = 0;    // bytes between blocks
     float* scratch = nullptr;    // attention_scratch_floats(...) floats (device)
+    // Variants, as cpu::AttentionArgs has them (gemma): a sliding window (the query at position
+    // p sees keys p - window + 1 .. p; 0: every earlier key), the score scale (0: 1/sqrt(head_dim))
+    // and a soft cap of the scaled scores, s -> softcap * tanh(s / softcap) (0: none).
+    int32_t window = 0;
+    float scale = 0.0f;
+    float softcap = 0.0f;
 };
 
 class Device {
@@ -139,8 +145,8 @@ public:
     virtual void kv_store(const float* src, const KvRows& dst, Stream& s) = 0;
     // The inverse: n_tok rows of n floats read from the cache into dst.
     virtual void kv_gather(const KvRows& src, float* dst, Stream& s) = 0;
-    // softmax(q k^T / sqrt(head_dim)) v per "sequence" and head over its n_kv keys. A prompt's
-    // causal attention is the same call with one sequence per query token.
+    // softmax(q k^T * scale) v per "sequence" and head over its n_kv keys (its window of them). A
+    // prompt's causal attention is the same call with one sequence per query token.
     virtual void decode_attention(const DecodeAttentionArgs& a, Stream& s) = 0;
 
 protected:

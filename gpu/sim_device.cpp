@@ -161,6 +161,9 @@ public:
                 c.block_table = table;
                 c.block_size = kKvBlockSize;
                 c.block_stride = a.block_stride;
+                c.window = a.window;
+                c.scale = a.scale;
+                c.softcap = a.softcap;
                 cpu::attention(c);
                 first = end;
             }
