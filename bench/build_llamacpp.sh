@@ -4,6 +4,9 @@
 # the reference fixtures in tests/ were made with).
 #
 #   bench/build_llamacpp.sh        # progress on stderr; the binaries' directory on stdout
+#   bench/build_llamacpp.sh --cuda # the CUDA build (sm_90 unless CUDA_ARCHS says), for a GPU
+#                                  # machine: portable CPU code (AVX-512, no -march=native),
+#                                  # built ahead (about 25 minutes on two cores) into build-cuda/
 #
 # Everything lives under STRATA_PEER_DIR (default ~/.cache/strata/peer), nothing in the repo;
 # JOBS sets the build's parallelism (default: every core). A second run with the binaries in
@@ -14,10 +17,14 @@ VERSION=0.3.36               # llama-cpp-python
 LLAMA_COMMIT=0c1e57098bba    # the llama.cpp commit that sdist vendors
 LLAMA_BUILD=11312            # its upstream release tag, b11312
 
+CUDA=0
+[[ ${1:-} == --cuda ]] && CUDA=1
+
 PEER_DIR=${STRATA_PEER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/peer}
 SDIST=$PEER_DIR/llama_cpp_python-$VERSION.tar.gz
 SRC=$PEER_DIR/llama_cpp_python-$VERSION/vendor/llama.cpp
 BUILD=$PEER_DIR/build
+((CUDA)) && BUILD=$PEER_DIR/build-cuda
 BIN=$BUILD/bin
 INFO=$BIN/build-info.txt
 
@@ -25,11 +32,15 @@ INFO=$BIN/build-info.txt
 # GGML_AMX_* say, so the macros ggml's AMX path is compiled under are undefined as well: its
 # tile kernels crash on the VMs this runs on. The sdist's git history is a one-commit shallow
 # clone, so the build number llama.cpp would count from it is wrong; it is given here instead.
+# The CUDA build runs on another machine: its CPU code is not tuned to this one but built for
+# any AVX-512 host (the GPU machines' Sapphire Rapids among them).
 NO_AMX="-U__AMX_TILE__ -U__AMX_INT8__ -U__AMX_BF16__"
+NATIVE=ON
+((CUDA)) && NATIVE=OFF
 CMAKE_FLAGS=(
     -DCMAKE_BUILD_TYPE=Release
     -DBUILD_SHARED_LIBS=OFF
-    -DGGML_NATIVE=ON
+    -DGGML_NATIVE=$NATIVE
     -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
     "-DCMAKE_C_FLAGS=$NO_AMX" "-DCMAKE_CXX_FLAGS=$NO_AMX"
     -DLLAMA_OPENSSL=OFF
@@ -37,6 +48,11 @@ CMAKE_FLAGS=(
     -DLLAMA_BUILD_TOOLS=ON
     "-DLLAMA_BUILD_NUMBER=$LLAMA_BUILD" "-DLLAMA_BUILD_COMMIT=${LLAMA_COMMIT:0:9}"
 )
+if ((CUDA)); then
+    CMAKE_FLAGS+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90}" -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON
+                  -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON)
+    [[ -x /usr/local/cuda/bin/nvcc ]] && CMAKE_FLAGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
 TARGETS=(llama-bench llama-perplexity)
 
 log() { echo "build_llamacpp: $*" >&2; }

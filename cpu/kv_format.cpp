@@ -52,7 +52,9 @@ void store_kv_row(DType type, const float* x, void* row, int64_t n) {
             return;
         }
         case DType::Q4_0: {
-            // ggml's quantize_row_q4_0_ref: the value of largest magnitude maps to -8.
+            // ggml's quantize_row_q4_0_ref: the value of largest magnitude maps to -8. x * id + 8.5
+            // is a multiply, then an add (this file is built without fused multiply-adds: the
+            // GPU's KV store and gguf-py round it so).
             STRATA_ASSERT(n % kQK == 0);
             auto* b = static_cast<BlockQ4_0*>(row);
             for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {

@@ -63,18 +63,19 @@ Cublas::Cublas() {
 
 Cublas::~Cublas() { CublasApi::get().destroy(handle_of(handle_)); }
 
-void Cublas::gemm_f16(const uint16_t* w, const uint16_t* x, float* y, int64_t n_rows, int64_t n_cols, int64_t n_tok,
-                      CudaStream& s) {
-    STRATA_ASSERT(n_rows <= INT32_MAX && n_cols <= INT32_MAX && n_tok <= INT32_MAX);
+void Cublas::gemm(DType type, const void* w, const void* x, float* y, int64_t ldy, int64_t n_rows, int64_t n_cols,
+                  int64_t n_tok, bool accumulate, CudaStream& s) {
+    if (n_rows > INT32_MAX || n_cols > INT32_MAX || n_tok > INT32_MAX || ldy > INT32_MAX)
+        throw BackendError("cuBLAS: a matmul dimension is over 2^31", "an internal error; please report it");
+    const cudaDataType in = type == DType::F16 ? CUDA_R_16F : type == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
     const CublasApi& api = CublasApi::get();
     cublas_check(api.set_stream(handle_of(handle_), s.get()), "cublasSetStream");
     // cuBLAS is column-major: row-major w (n_rows x n_cols) is column-major n_cols x n_rows, so
-    // y^T (n_rows x n_tok, column-major = y row-major) = op_T(w) * x^T with every leading
-    // dimension the row length.
-    const float one = 1.0f, zero = 0.0f;
+    // y^T (n_rows x n_tok, column-major = y row-major with rows ldy apart) = op_T(w) * x^T.
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     const int m = static_cast<int>(n_rows), n = static_cast<int>(n_tok), k = static_cast<int>(n_cols);
-    cublas_check(api.gemm_ex(handle_of(handle_), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w, CUDA_R_16F, k, x,
-                              CUDA_R_16F, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    cublas_check(api.gemm_ex(handle_of(handle_), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w, in, k, x, in, k, &beta, y,
+                              CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
 }
 

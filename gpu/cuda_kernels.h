@@ -1,11 +1,12 @@
 #pragma once
-// The CUDA kernels of one llama block, as plain C++ calls on device pointers (from DevicePool),
-// queued on a CudaStream and returning at once; the CUDA device (cuda_device.cpp) calls them. No
-// CUDA headers needed. Activations are float32; weights stay in their GGUF type, the KV cache in
-// its own (F32, F16 or BF16). Each call throws BackendError on a launch error or an unsupported
-// weight type; errors inside a kernel surface at CudaStream::synchronize().
+// The CUDA kernels of one transformer block, as plain C++ calls on device pointers (from
+// DevicePool), queued on a CudaStream and returning at once; the CUDA device (cuda_device.cpp)
+// calls them. No CUDA headers needed. Activations are float32; weights stay in their GGUF type,
+// the KV cache in its own. Each call throws BackendError on a launch error or an unsupported
+// type; errors inside a kernel surface at CudaStream::synchronize().
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "core/dtype.h"
 #include "gpu/cuda_stream.h"
@@ -13,19 +14,53 @@
 namespace strata::gpu {
 
 // ---- weights ----
-// Weight types the GEMV and the dequantizer read: F16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K.
+// Weight types the matmul kernels read: F32, F16, BF16 and every block type the CPU has (Q4_0,
+// Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS).
 bool gpu_weight_type(DType t);
 
-// Decode matmul: y[r] = dot(weight row r, x) for r < n_rows. Weight rows are row_bytes(type,
-// n_cols) apart, x holds n_cols floats; the weight values are decoded on the fly.
-void gemv(DType type, const void* w, const float* x, float* y, int64_t n_rows, int64_t n_cols, CudaStream& s);
+// y[t * ldy + r] = dot(weight row r, f(x row t)) (added to y with `accumulate`) for t < n_tok,
+// r < n_rows, f the input's transform. Weight rows are row_bytes(type, n_cols) apart, x rows
+// n_cols floats.
+struct WeightMatmul {
+    DType type = DType::F32;
+    const void* w = nullptr;
+    const float* x = nullptr;
+    float* y = nullptr;
+    int64_t n_rows = 0, n_cols = 0, n_tok = 0;
+    int64_t ldy = 0;
+    bool accumulate = false;
+    bool two_level_acts = true;  // Q8x2 activations; false: single-level int8 (--int8-acts)
+    InputTransform in;
+};
+// Rows a decode matmul (matvec) takes at most; longer products go through matmul_tiles or cuBLAS.
+inline constexpr int64_t kMatvecRows = 8;
 
-// The weight matrix in half precision, row-major n_rows x n_cols (for gemm_f16).
-void dequantize_f16(DType type, const void* w, uint16_t* out, int64_t n_rows, int64_t n_cols, CudaStream& s);
-// n floats to half precision (round to nearest even).
+class Cublas;
+// The product's kernel by type and row count: matvec for up to kMatvecRows rows, matmul_tiles
+// for longer products of block types, cuBLAS for longer products of float weights; and the
+// input form that kernel reads.
+InputFormat input_format(const WeightMatmul& m);
+uint64_t input_bytes(InputFormat format, int64_t n_tok, int64_t n_cols);
+// x's rows transformed and written in `format` to `out` (input_bytes of them).
+void prepare_input(const float* x, const InputTransform& tf, int64_t n_tok, int64_t n_cols, InputFormat format, void* out,
+                   CudaStream& s);
+// The product from an input prepare_input wrote in input_format(m) (ignored when Direct);
+// `blas` is asked for the cuBLAS handle only when the product goes through cuBLAS.
+void matmul(const WeightMatmul& m, const void* prepared, const std::function<Cublas&()>& blas, CudaStream& s);
+
+// The pieces, for the tests. Activations in the CPU's Q8x2 layout (cpu/quant_ref.h), rows
+// quantized_acts_bytes(1, n_cols) apart: byte for byte what cpu::quantize_act_ref writes.
+uint64_t quantized_acts_bytes(int64_t n_tok, int64_t n_cols);
+void quantize_acts(const float* x, int64_t n_tok, int64_t n_cols, bool two_level, void* out, CudaStream& s);
+// m.n_tok <= kMatvecRows; `acts` from quantize_acts (float weights read m.x and ignore it).
+void matvec(const WeightMatmul& m, const void* acts, CudaStream& s);
+// Block types, any row count; `x16` holds m.x in half precision (convert_f32_to_f16).
+void matmul_tiles(const WeightMatmul& m, const void* x16, CudaStream& s);
+// n floats to half precision or bfloat16 (round to nearest even).
 void convert_f32_to_f16(const float* x, uint16_t* out, int64_t n, CudaStream& s);
+void convert_f32_to_bf16(const float* x, uint16_t* out, int64_t n, CudaStream& s);
 
-// cuBLAS for the prefill matmul. One handle per stream that uses it.
+// cuBLAS for the long products of float weights. One handle per device.
 class Cublas {
 public:
     Cublas();  // throws BackendError
@@ -33,10 +68,10 @@ public:
     Cublas(const Cublas&) = delete;
     Cublas& operator=(const Cublas&) = delete;
 
-    // y[t][r] = sum_k w[r][k] * x[t][k]: w is n_rows x n_cols and x is n_tok x n_cols, both half
-    // precision row-major; y is n_tok x n_rows float32 row-major. Float accumulation.
-    void gemm_f16(const uint16_t* w, const uint16_t* x, float* y, int64_t n_rows, int64_t n_cols, int64_t n_tok,
-                  CudaStream& s);
+    // y[t * ldy + r] (+)= sum_k w[r][k] * x[t][k]: w is n_rows x n_cols and x n_tok x n_cols,
+    // row-major, both of `type` (F32, F16 or BF16); y float32. Float accumulation.
+    void gemm(DType type, const void* w, const void* x, float* y, int64_t ldy, int64_t n_rows, int64_t n_cols,
+              int64_t n_tok, bool accumulate, CudaStream& s);
 
 private:
     void* handle_ = nullptr;  // cublasHandle_t
@@ -57,46 +92,21 @@ void add(float* y, const float* x, int64_t n, CudaStream& s);
 void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, CudaStream& s);
 
 // ---- the paged KV cache and attention over it ----
-
-// KV element types the kernels read and write: F32, F16, BF16.
+// KV element types the kernels read and write: F32, F16, BF16, Q8_0, Q4_0 (cpu/kv_format.h).
 bool gpu_kv_type(DType t);
-// Writes n_tok rows of n floats (src, row-major) into the cache, converted to `type`: row t goes
-// to row row[t] of block block[t] (device arrays), at cache + block * block_stride + row *
-// kv_stride elements.
-void kv_store(const float* src, void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok,
-              int64_t n, int64_t kv_stride, int64_t block_stride, CudaStream& s);
+// Writes n_tok rows of n floats (src, row-major) into the cache in its type (cpu::store_kv_row's
+// bytes): row t goes to row r.row[t] of block r.block[t].
+void kv_store(const float* src, const KvRows& r, CudaStream& s);
+// The inverse: n_tok rows of n floats read from the cache into dst.
+void kv_gather(const KvRows& r, float* dst, CudaStream& s);
 
-// The inverse: n_tok rows of n floats (dst, row-major) read from row row[t] of block block[t].
-void kv_gather(const void* cache, DType type, const int32_t* block, const int32_t* row, int64_t n_tok, int64_t n,
-               int64_t kv_stride, int64_t block_stride, float* dst, CudaStream& s);
-
-// The attention kernel's arguments (strides in elements of the cache's type).
-struct CudaAttentionArgs {
-    const float* q = nullptr;    // n_seq x (n_head * head_dim): one new token per sequence
-    float* out = nullptr;        // n_seq x (n_head * head_dim)
-    const void* k = nullptr;     // KV cache: position p of a sequence is row p % 16 of block
-    const void* v = nullptr;     //   block_table[p / 16], block b at k + b * block_stride elements
-    DType kv_type = DType::F32;  // gpu_kv_type
-    const int32_t* block_tables = nullptr;  // n_seq x max_blocks (device)
-    const int32_t* n_kv = nullptr;          // n_seq key counts (device): the new token's position + 1
-    int32_t n_seq = 0;
-    int32_t max_blocks = 0;      // block table row length; every n_kv <= 16 * max_blocks
-    int32_t n_head = 0;
-    int32_t n_head_kv = 0;       // divides n_head (grouped-query attention)
-    int32_t head_dim = 0;
-    int64_t kv_stride = 0;       // elements between consecutive positions of a block
-    int64_t block_stride = 0;    // elements between blocks
-    float* scratch = nullptr;    // decode_attention_scratch_floats(...) floats (device)
-};
-// KV blocks one split of the attention handles; the splits are reduced at the end.
+// KV blocks one split of the decode kernel takes; the splits are combined at the end.
 inline constexpr int32_t kAttentionSplitBlocks = 8;
-inline size_t decode_attention_scratch_floats(int32_t n_seq, int32_t n_head, int32_t head_dim, int32_t max_blocks) {
-    const size_t splits = (static_cast<size_t>(max_blocks) + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;
-    return static_cast<size_t>(n_seq) * n_head * splits * (head_dim + 2);
-}
-// softmax(q k^T / sqrt(head_dim)) v per sequence and head over its n_kv keys. A prompt's causal
-// attention is the same call with one "sequence" per query token, each with the prompt's block
-// table and its own key count (position + 1).
-void decode_attention(const CudaAttentionArgs& a, CudaStream& s);
+// Floats of scratch attention needs for these sizes.
+size_t attention_scratch_floats(int32_t n_seq, int32_t n_head, int32_t head_dim, int32_t max_blocks);
+// softmax(q k^T * scale) v per query row and head over its n_kv keys (Device::decode_attention):
+// rows in a.runs run as tiled prefill on the tensor cores where the head size allows, every other
+// row as flash-decoding split over KV blocks, all query heads of a KV head in one thread block.
+void attention(const DecodeAttentionArgs& a, CudaStream& s);
 
 }  // namespace strata::gpu

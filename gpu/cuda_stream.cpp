@@ -10,6 +10,24 @@ namespace strata::gpu {
 CudaStream::CudaStream() { cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
 CudaStream::~CudaStream() { cudaStreamDestroy(stream_); }
 void CudaStream::synchronize() { cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+bool CudaStream::capturing() const {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cuda_check(cudaStreamIsCapturing(stream_, &status), "cudaStreamIsCapturing");
+    return status != cudaStreamCaptureStatusNone;
+}
+
+void* CudaStream::scratch(DevicePool& pool, uint64_t bytes) {
+    if (scratch_.bytes() >= bytes) return scratch_.data();
+    if (capturing())
+        throw BackendError(fmt::format("GPU scratch of {} needed while a graph is captured ({} held)", format_bytes(bytes),
+                                       format_bytes(scratch_.bytes())),
+                           "an internal error (the step was not run once before its capture); please report it");
+    synchronize();
+    prepared_ = {};
+    scratch_.reset();
+    scratch_ = pool.allocate(bytes, "matmul scratch (activations)");
+    return scratch_.data();
+}
 
 CudaEvent::CudaEvent() { cuda_check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate"); }
 CudaEvent::~CudaEvent() { cudaEventDestroy(event_); }

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "gpu/device.h"
+#include "gpu/matmul_input.h"
 
 // The CUDA runtime's own opaque handle types (cudaStream_t is CUstream_st*).
 struct CUstream_st;
@@ -21,9 +22,19 @@ public:
 
     CUstream_st* get() const { return stream_; }
     void synchronize() override;  // throws BackendError on a failed kernel
+    bool capturing() const;       // work queued now is being recorded into a graph
+
+    // At least `bytes` of device scratch from `pool` for the kernels queued on this stream (the
+    // matmuls' activation copies), kept between calls. Growing it waits for the stream's queued
+    // work, which may still read the old scratch; it cannot grow while the stream is captured.
+    void* scratch(DevicePool& pool, uint64_t bytes);
+    const PreparedInput& prepared() const { return prepared_; }
+    void set_prepared(const PreparedInput& p) { prepared_ = p; }
 
 private:
     CUstream_st* stream_ = nullptr;
+    DeviceBuffer scratch_;
+    PreparedInput prepared_;  // what scratch_ holds
 };
 
 // The CUDA stream behind a Stream of the CUDA device.

@@ -31,28 +31,34 @@ void copy_d2d(void*, const void*, size_t, CudaStream&) { no_cuda(); }
 void fill_zero(void*, size_t, CudaStream&) { no_cuda(); }
 void* cuda_malloc_pool(int, uint64_t) { no_cuda(); }
 void cuda_free_pool(void*) {}
-std::unique_ptr<Device> make_cuda_device(int, uint64_t) { no_cuda(); }
+bool CudaStream::capturing() const { no_cuda(); }
+void* CudaStream::scratch(DevicePool&, uint64_t) { no_cuda(); }
+std::unique_ptr<Device> make_cuda_device(int, uint64_t, bool) { no_cuda(); }
 
 bool gpu_weight_type(DType) { return false; }
-void gemv(DType, const void*, const float*, float*, int64_t, int64_t, CudaStream&) { no_cuda(); }
-void dequantize_f16(DType, const void*, uint16_t*, int64_t, int64_t, CudaStream&) { no_cuda(); }
+InputFormat input_format(const WeightMatmul&) { no_cuda(); }
+uint64_t input_bytes(InputFormat, int64_t, int64_t) { no_cuda(); }
+void prepare_input(const float*, const InputTransform&, int64_t, int64_t, InputFormat, void*, CudaStream&) { no_cuda(); }
+void matmul(const WeightMatmul&, const void*, const std::function<Cublas&()>&, CudaStream&) { no_cuda(); }
+uint64_t quantized_acts_bytes(int64_t, int64_t) { no_cuda(); }
+void quantize_acts(const float*, int64_t, int64_t, bool, void*, CudaStream&) { no_cuda(); }
+void matvec(const WeightMatmul&, const void*, CudaStream&) { no_cuda(); }
+void matmul_tiles(const WeightMatmul&, const void*, CudaStream&) { no_cuda(); }
 void convert_f32_to_f16(const float*, uint16_t*, int64_t, CudaStream&) { no_cuda(); }
+void convert_f32_to_bf16(const float*, uint16_t*, int64_t, CudaStream&) { no_cuda(); }
 Cublas::Cublas() { no_cuda(); }
 Cublas::~Cublas() = default;
-void Cublas::gemm_f16(const uint16_t*, const uint16_t*, float*, int64_t, int64_t, int64_t, CudaStream&) { no_cuda(); }
+void Cublas::gemm(DType, const void*, const void*, float*, int64_t, int64_t, int64_t, int64_t, bool, CudaStream&) { no_cuda(); }
 void rms_norm(const float*, const float*, float*, int64_t, int64_t, float, CudaStream&) { no_cuda(); }
 void rope(float*, const int32_t*, int64_t, const RopeArgs&, CudaStream&) { no_cuda(); }
 void swiglu(float*, const float*, int64_t, CudaStream&) { no_cuda(); }
 void add(float*, const float*, int64_t, CudaStream&) { no_cuda(); }
 void add_rows(float*, const float*, int64_t, int64_t, CudaStream&) { no_cuda(); }
 bool gpu_kv_type(DType) { return false; }
-void kv_store(const float*, void*, DType, const int32_t*, const int32_t*, int64_t, int64_t, int64_t, int64_t, CudaStream&) {
-    no_cuda();
-}
-void kv_gather(const void*, DType, const int32_t*, const int32_t*, int64_t, int64_t, int64_t, int64_t, float*, CudaStream&) {
-    no_cuda();
-}
-void decode_attention(const CudaAttentionArgs&, CudaStream&) { no_cuda(); }
+void kv_store(const float*, const KvRows&, CudaStream&) { no_cuda(); }
+void kv_gather(const KvRows&, float*, CudaStream&) { no_cuda(); }
+size_t attention_scratch_floats(int32_t, int32_t, int32_t, int32_t) { no_cuda(); }
+void attention(const DecodeAttentionArgs&, CudaStream&) { no_cuda(); }
 CopyRates measure_copy_rates(int, size_t) { no_cuda(); }
 
 }  // namespace strata::gpu

@@ -8,6 +8,7 @@
 // Calls queue work and return at once; errors inside queued work surface at synchronize().
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,14 +38,36 @@ public:
     virtual void synchronize() = 0;       // the host waits for the recorded work
 };
 
-// y rows = x rows W^T: `w` is n_rows x n_cols in its GGUF type, as laid out in the file; x holds
-// n_tok rows of n_cols floats, y n_tok rows of n_rows floats.
+// Device work recorded once and run again: a CUDA graph, or the simulated device's list of
+// queued ops. Each op runs with the arguments it was queued with; what it reads from device
+// memory is read when the graph runs, so a step's changing inputs (positions, block tables, key
+// counts) belong in device buffers written before each launch.
+class Graph {
+public:
+    virtual ~Graph() = default;
+    virtual void launch(Stream& s) = 0;
+};
+
+// y rows = f(x rows) W^T (added to y with `accumulate`): `w` is n_rows x n_cols in its GGUF
+// type, as laid out in the file; x holds n_tok rows of n_cols floats, y n_tok rows of n_rows
+// floats. f is the input's transform, applied on the way into the product so that it needs no
+// pass (and no buffer) of its own: none; RMSNorm, x / sqrt(mean(x^2) + norm_eps) * norm_w; or
+// SwiGLU, silu(x) * swiglu_up.
 struct MatmulArgs {
     DType type = DType::F32;
     const void* w = nullptr;
     const float* x = nullptr;
     float* y = nullptr;
     int64_t n_rows = 0, n_cols = 0, n_tok = 0;
+    bool accumulate = false;
+    const float* norm_w = nullptr;
+    float norm_eps = 0.0f;
+    const float* swiglu_up = nullptr;
+    // The caller's promise that this input (x, its transform and shape) is the previous matmul's
+    // on the same stream and unchanged since: the device may reuse its prepared copy (the CUDA
+    // device's quantized activations: several weights, one quantization). The simulated device
+    // refuses a call whose input differs from the previous one's.
+    bool same_input = false;
 };
 
 struct RopeArgs {
@@ -72,6 +95,11 @@ struct KvRows {
 
 inline constexpr int32_t kKvBlockSize = 16;  // positions per KV block (runtime/kv/kv_blocks.h)
 
+// Rows [first, first + n) of an attention call that are one sequence's consecutive positions.
+struct QueryRun {
+    int32_t first = 0, n = 0;
+};
+
 struct DecodeAttentionArgs {
     const float* q = nullptr;    // n_seq x (n_head * head_dim): one query token per "sequence"
     float* out = nullptr;        // n_seq x (n_head * head_dim)
@@ -94,6 +122,11 @@ struct DecodeAttentionArgs {
     int32_t window = 0;
     float scale = 0.0f;
     float softcap = 0.0f;
+    // Runs of rows that are a prompt chunk of one sequence: row first + i attends to
+    // n_kv[first] + i keys through row first's block table. Host memory (may be null); the
+    // device may compute a run as one tiled prefill instead of row by row. Same results either way.
+    const QueryRun* runs = nullptr;
+    int32_t n_runs = 0;
 };
 
 class Device {
@@ -109,6 +142,10 @@ public:
     // `name` labels the stream's track in a trace ("compute", "h2d").
     virtual std::unique_ptr<Stream> make_stream(std::string_view name) = 0;
     virtual std::unique_ptr<Event> make_event() = 0;
+    // Records, without running it, the device work `work` queues on `s`: ops and copies on `s`
+    // only (no events, no other stream, no waiting for the device). Throws BackendError when
+    // the work breaks that rule or cannot be captured.
+    virtual std::unique_ptr<Graph> capture(Stream& s, const std::function<void()>& work) = 0;
     // Records the device's work as slices into `trace` (may be null), a track per stream, where
     // the device can time it (the simulated device does; CUDA records nothing yet).
     virtual void set_trace(Trace* trace) {}
@@ -118,11 +155,12 @@ public:
     virtual bool supports_kv(DType t) const = 0;
     // Floats of scratch decode_attention needs for these sizes.
     virtual size_t attention_scratch_floats(int32_t n_seq, int32_t n_head, int32_t head_dim, int32_t max_blocks) const = 0;
-    // Sets aside what matmul needs for products of up to `weight_elems` weight values and
-    // `act_elems` activation values (the CUDA device's half-precision copies for cuBLAS).
-    virtual void reserve_matmul(int64_t weight_elems, int64_t act_elems) = 0;
+    // Sets aside the scratch matmul needs for products of up to `max_rows` rows of `max_cols`
+    // values (the CUDA device's quantized or half-precision activations), so that no matmul
+    // allocates mid-pass; a larger product still works, growing the scratch first.
+    virtual void reserve_matmul(int64_t max_rows, int64_t max_cols) = 0;
     // Device bytes reserve_matmul takes for those sizes (for budgeting before the device exists).
-    virtual uint64_t matmul_scratch_bytes(int64_t weight_elems, int64_t act_elems) const = 0;
+    virtual uint64_t matmul_scratch_bytes(int64_t max_rows, int64_t max_cols) const = 0;
 
     // Copies, ordered on `s`. Host memory must stay valid until the stream reaches them.
     virtual void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s) = 0;
@@ -159,7 +197,9 @@ private:
 
 // The CUDA device `index` with a pool of `budget_bytes`. Throws BackendError when there is none
 // (or this build has no CUDA) and OutOfBudget-style BackendError when the budget cannot be had.
-std::unique_ptr<Device> make_cuda_device(int index, uint64_t budget_bytes);
+// `int8_activations`: block-quantized weights meet single-level int8 activations (--int8-acts),
+// else the CPU's two-level Q8x2.
+std::unique_ptr<Device> make_cuda_device(int index, uint64_t budget_bytes, bool int8_activations = false);
 
 // CPU threads the simulated device's ops run on unless told: half the cores.
 int default_sim_threads();

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -67,6 +68,18 @@ void* allocate_host(uint64_t bytes) {
     return p;
 }
 
+// A captured graph: the ops as they were queued, queued again on each launch.
+class SimGraph final : public Graph {
+public:
+    explicit SimGraph(std::vector<std::function<void()>> ops) : ops_(std::move(ops)) {}
+    void launch(Stream& s) override {
+        for (const auto& op : ops_) sim(s).enqueue(op);
+    }
+
+private:
+    std::vector<std::function<void()>> ops_;
+};
+
 class SimDevice final : public Device {
 public:
     explicit SimDevice(const SimOptions& o)
@@ -79,10 +92,21 @@ public:
     std::unique_ptr<Stream> make_stream(std::string_view name) override { return std::make_unique<SimStream>(std::string(name)); }
     void set_trace(Trace* trace) override { trace_ = trace; }
     std::unique_ptr<Event> make_event() override { return std::make_unique<SimEvent>(); }
+    std::unique_ptr<Graph> capture(Stream& s, const std::function<void()>& work) override {
+        SimStream& stream = sim(s);
+        stream.begin_capture();
+        try {
+            work();
+        } catch (...) {
+            stream.end_capture();
+            throw;
+        }
+        return std::make_unique<SimGraph>(stream.end_capture());
+    }
     bool supports_weight(DType t) const override { return cpu::has_kernels(t); }
     bool supports_kv(DType t) const override { return cpu::is_kv_type(t); }
     size_t attention_scratch_floats(int32_t, int32_t, int32_t, int32_t) const override { return 0; }
-    void reserve_matmul(int64_t, int64_t) override {}
+    void reserve_matmul(int64_t, int64_t) override {}  // the CPU kernels' scratch is their own
     uint64_t matmul_scratch_bytes(int64_t, int64_t) const override { return 0; }
 
     void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s) override {
@@ -96,14 +120,36 @@ public:
     }
 
     void matmul(const MatmulArgs& a, Stream& s) override {
+        // The promise of same_input is checked, as far as the arguments tell, when queued.
+        SimStream& stream = sim(s);
+        const SimStream::Input input{a.x, a.norm_w, a.norm_eps, a.swiglu_up, a.n_tok, a.n_cols};
+        if (a.same_input && !(stream.last_input == input))
+            throw BackendError("a matmul said its input was the previous matmul's, and it is not",
+                               "an internal error (same_input on a different input); please report it");
+        stream.last_input = input;
         compute(s, "matmul", [=, int8 = opts_.int8_activations] {
+            std::vector<float> transformed(a.norm_w || a.swiglu_up ? size_t(a.n_tok * a.n_cols) : 0);
+            const float* x = a.x;
+            if (!transformed.empty()) {
+                float* t = transformed.data();
+                const int64_t n = a.n_cols;
+                cpu::parallel_for(a.n_tok, [&](int64_t r) {
+                    if (a.norm_w) return cpu::rms_norm(a.x + r * n, a.norm_w, t + r * n, n, a.norm_eps);
+                    std::copy_n(a.x + r * n, n, t + r * n);
+                    cpu::swiglu(t + r * n, a.swiglu_up + r * n, n);
+                });
+                x = t;
+            }
             // Rows that get the bits they get alone: any number for block-quantized weights
             // (integer dot products), up to cpu::kDecodeTokens at a time for float weights.
             const bool any_rows = cpu::act_format_for(a.type) != cpu::ActFormat::F32;
             const int64_t step = any_rows || a.n_tok > kRowWiseRows ? a.n_tok : cpu::kDecodeTokens;
+            std::vector<float> product(a.accumulate ? size_t(a.n_tok * a.n_rows) : 0);
+            float* y = a.accumulate ? product.data() : a.y;
             for (int64_t t = 0; t < a.n_tok; t += step)
-                cpu::matmul(a.type, a.w, a.n_rows, a.n_cols, a.x + t * a.n_cols, std::min(step, a.n_tok - t),
-                            a.y + t * a.n_rows, int8);
+                cpu::matmul(a.type, a.w, a.n_rows, a.n_cols, x + t * a.n_cols, std::min(step, a.n_tok - t),
+                            y + t * a.n_rows, int8);
+            if (a.accumulate) cpu::add(a.y, y, a.n_tok * a.n_rows);
         });
     }
     void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) override {

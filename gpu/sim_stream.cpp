@@ -4,6 +4,8 @@
 #include <chrono>
 #include <utility>
 
+#include "core/error.h"
+
 namespace strata::gpu {
 
 namespace {
@@ -35,6 +37,10 @@ SimStream::~SimStream() {
 }
 
 void SimStream::enqueue(std::function<void()> work) {
+    if (capturing_) {
+        captured_.push_back(std::move(work));
+        return;
+    }
     {
         std::lock_guard lock(mutex_);
         queue_.push_back(std::move(work));
@@ -44,11 +50,24 @@ void SimStream::enqueue(std::function<void()> work) {
 }
 
 void SimStream::synchronize() {
+    if (capturing_)
+        throw BackendError("the host waited for a stream that is being captured into a graph",
+                           "an internal error (a captured step may not wait for the device); please report it");
     const uint64_t target = queued_.load();
     spin_until([&] { return finished_.load() >= target; });
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return finished_ >= target; });
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void SimStream::begin_capture() {
+    captured_.clear();
+    capturing_ = true;
+}
+
+std::vector<std::function<void()>> SimStream::end_capture() {
+    capturing_ = false;
+    return std::exchange(captured_, {});
 }
 
 void SimStream::run() {
@@ -85,7 +104,17 @@ void SimEvent::State::wait_for(uint64_t generation) {
     reached_changed.wait(lock, [&] { return reached >= generation; });
 }
 
+namespace {
+// Events join streams; a captured graph holds one stream's work only (Device::capture).
+void refuse_in_capture(Stream& s) {
+    if (sim(s).capturing())
+        throw BackendError("an event was recorded or waited on inside a captured graph",
+                           "an internal error (a captured step uses one stream); please report it");
+}
+}  // namespace
+
 void SimEvent::record(Stream& s) {
+    refuse_in_capture(s);
     uint64_t generation;
     {
         std::lock_guard lock(state_->mutex);
@@ -101,6 +130,7 @@ void SimEvent::record(Stream& s) {
 }
 
 void SimEvent::wait_on(Stream& s) {
+    refuse_in_capture(s);
     uint64_t generation;
     {
         std::lock_guard lock(state_->mutex);

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gpu/device.h"
 
@@ -29,8 +30,24 @@ public:
     SimStream& operator=(const SimStream&) = delete;
 
     void enqueue(std::function<void()> work);
-    void synchronize() override;
+    void synchronize() override;  // throws BackendError while capturing, as CUDA refuses it
     const std::string& name() const { return name_; }
+
+    // Device::capture: between these, enqueued work is recorded instead of run.
+    void begin_capture();
+    std::vector<std::function<void()>> end_capture();
+    bool capturing() const { return capturing_; }
+
+    // The last matmul input queued here, to check MatmulArgs::same_input (queueing threads only).
+    struct Input {
+        const float* x = nullptr;
+        const float* norm_w = nullptr;
+        float norm_eps = 0.0f;
+        const float* swiglu_up = nullptr;
+        int64_t n_tok = 0, n_cols = 0;
+        bool operator==(const Input&) const = default;
+    };
+    Input last_input;
 
 private:
     void run();
@@ -41,6 +58,8 @@ private:
     std::deque<std::function<void()>> queue_;
     std::atomic<uint64_t> queued_{0}, finished_{0};  // written under mutex_, read by spinning waiters
     bool stopping_ = false;
+    std::atomic<bool> capturing_{false};
+    std::vector<std::function<void()>> captured_;
     std::exception_ptr error_;
     std::thread worker_;  // last: starts once the rest exists
 };

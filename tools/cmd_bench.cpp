@@ -223,8 +223,13 @@ int run_bench(const BenchOptions& o) {
 
     uint64_t bytes = 0, params = 0;
     const std::string label = model_label(engine, bytes, params);
-    const bool on_gpu = engine.backend_name() == "cuda";
-    const std::string backend = on_gpu ? std::string("CUDA") : fmt::format("CPU {}", cpu::path_name(cpu::active_path()));
+    // The device's name is "cuda:0" or "sim"; the CPU's "cpu".
+    const std::string_view device = engine.backend_name();
+    const bool on_gpu = device.starts_with("cuda");
+    const bool on_sim = device == "sim";
+    const std::string backend = on_gpu   ? std::string("CUDA")
+                                : on_sim ? std::string("sim")
+                                         : fmt::format("CPU {}", cpu::path_name(cpu::active_path()));
     // The KV cache's type under llama-bench's names (type_k, type_v: lower case).
     std::string kv_type(dtype_name(engine.kv_cache().type()));
     for (char& ch : kv_type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -253,6 +258,7 @@ int run_bench(const BenchOptions& o) {
                 j["weight_bytes_per_token"] = token_bytes;
                 j["weights_gbps"] = weights_gbps(r);
                 j["dram_read_gbps"] = hw.dram.read_gbps;
+                if (on_gpu && hw.gpu) j["device_read_gbps"] = hw.gpu->mem_gbps;
                 j["streamed_gbps"] = mean(r.streamed_gbps);
                 j["samples_streamed_gbps"] = r.streamed_gbps;
                 j["disk_read_gbps"] = hw.nvme.read_gbps;
@@ -310,9 +316,10 @@ int run_bench(const BenchOptions& o) {
                         expert_wait_ms_per_token(r));
     for (const Row& r : rows) {
         if (r.streamed_gbps.empty()) continue;
-        if (on_gpu)
-            std::printf("%s: %s %.1f MiB per step -> %.2f GB/s\n", r.test.c_str(), weights_what, token_bytes / 1048576.0,
-                        weights_gbps(r));
+        if (on_gpu && hw.gpu)
+            std::printf("%s: %s %.1f MiB per step -> %.2f GB/s = %.2f x device memory read %.0f GB/s\n", r.test.c_str(),
+                        weights_what, token_bytes / 1048576.0, weights_gbps(r), weights_gbps(r) / hw.gpu->mem_gbps,
+                        hw.gpu->mem_gbps);
         else
             std::printf("%s: %s %.1f MiB per step -> %.2f GB/s = %.2f x DRAM read %.2f GB/s\n", r.test.c_str(), weights_what,
                         token_bytes / 1048576.0, weights_gbps(r), weights_gbps(r) / hw.dram.read_gbps, hw.dram.read_gbps);

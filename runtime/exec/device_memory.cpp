@@ -15,9 +15,9 @@ namespace strata::runtime {
 
 namespace {
 // The largest weight matrix and activation block a prompt-sized matmul of a pass takes.
+// The largest matmul input: a pass's rows of the widest activation a weight reads.
 std::pair<int64_t, int64_t> matmul_sizes(const models::Hparams& hp) {
-    const int64_t widest = std::max({int64_t(hp.n_embd), int64_t(hp.n_ff), int64_t(hp.n_embd_q())});
-    return {int64_t(hp.n_ff) * std::max(hp.n_embd, hp.n_embd_q()), Backend::kMaxUbatch * widest};
+    return {Backend::kMaxUbatch, std::max({int64_t(hp.n_embd), int64_t(hp.n_ff), int64_t(hp.n_embd_q())})};
 }
 }  // namespace
 
@@ -46,8 +46,8 @@ uint64_t DeviceBackend::working_bytes(const gpu::Device& device, const models::H
     const uint64_t blocks = KvCache::blocks_for(n_ctx);
     const uint64_t ints = 4 * ub + ub * blocks + 3 * KvCache::kBlockSize * blocks;  // + the rebuild list
     const uint64_t scratch = device.attention_scratch_floats(int32_t(ub), hp.n_head, hp.head_dim, int32_t(blocks));
-    const auto [weight_elems, act_elems] = matmul_sizes(hp);
-    return 4 * floats + 4 * ints + 4 * scratch + device.matmul_scratch_bytes(weight_elems, act_elems) + head_bytes +
+    const auto [max_rows, max_cols] = matmul_sizes(hp);
+    return 4 * floats + 4 * ints + 4 * scratch + device.matmul_scratch_bytes(max_rows, max_cols) + head_bytes +
            uint64_t(n_slots) * slot_bytes + (16u << 20);
 }
 
@@ -139,8 +139,8 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
 
     const int64_t ub = kMaxUbatch, E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff;
     auto floats = [&](int64_t n, const char* what) { return dev->memory().allocate(uint64_t(n) * 4, what); };
-    const auto [weight_elems, act_elems] = matmul_sizes(hp);
-    dev->reserve_matmul(weight_elems, act_elems);
+    const auto [max_rows, max_cols] = matmul_sizes(hp);
+    dev->reserve_matmul(max_rows, max_cols);
     x = floats(ub * E, "activations");
     xn = floats(ub * E, "activations");
     out = floats(ub * E, "activations");

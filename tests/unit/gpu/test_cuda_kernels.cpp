@@ -1,127 +1,151 @@
-// The CUDA weight kernels against the CPU scalar reference at their own precision, on random
-// inputs with odd sizes (row counts that are not a multiple of the warps per block, more blocks
-// per row than lanes per warp). The other kernels are checked through the device interface,
-// with the same bodies as the simulated device (test_device.cpp).
+// The CUDA weight and KV kernels piece by piece against the CPU references, on random inputs
+// with odd sizes and poisoned outputs (every value must be written): the activation quantizer
+// and the KV writers byte for byte, the decode matmul per weight type within float summation
+// order of cpu::vec_dot_ref, the tensor-core matmul against a double product of the
+// half-rounded inputs. The device interface's ops as a whole are checked in test_device.cpp.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "cpu/kv_format.h"
 #include "cpu/quant_ref.h"
 #include "gpu/cuda_kernels.h"
 #include "tests/support/random_values.h"
-#include "tests/unit/gpu/random_weights.h"
+#include "tests/support/random_weights.h"
 #include "tests/unit/gpu/cuda_test_support.h"
+#include "tests/unit/gpu/reference_weights.h"
 
 using namespace strata;
 using namespace strata::gpu;
 using strata::gpu::test::TestGpu;
 using strata::test::normal_floats;
-using strata::gpu::test::dequantize_ref;
-using strata::gpu::test::random_weights;
 
 namespace {
 
-struct Case {
-    DType type;
-    int64_t n_cols;
-};
-// Column counts: 37 blocks of 32, or 5 super-blocks of 256 (40 or 80 items per row), and 333
-// F16 values: more items than the 32 lanes of a warp, and not a multiple of them.
-const Case kCases[] = {{DType::F16, 333}, {DType::Q4_0, 37 * 32}, {DType::Q4_1, 37 * 32},
-                       {DType::Q8_0, 37 * 32}, {DType::Q4_K, 5 * 256}, {DType::Q6_K, 5 * 256}};
-constexpr int64_t kRows = 37;  // not a multiple of the 4 rows per thread block
+const DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
+                             DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_XS};
+constexpr int64_t kRows = 37;  // not a multiple of any row tile
+
+std::vector<float> nans(size_t n) { return std::vector<float>(n, std::nanf("")); }
 
 }  // namespace
 
-TEST_CASE("gpu gemv matches the CPU references for every GPU weight type", "[gpu]") {
+TEST_CASE("gpu quantize_acts writes cpu::quantize_act_ref's bytes", "[gpu]") {
     STRATA_REQUIRE_CUDA_GPU();
     TestGpu g;
-    for (const Case& c : kCases) {
-        INFO("type " << dtype_name(c.type) << ", " << kRows << " x " << c.n_cols);
-        REQUIRE(gpu_weight_type(c.type));
-        const auto w = random_weights(c.type, kRows, c.n_cols, 11);
-        const auto x = normal_floats(c.n_cols, 12);
-        DeviceBuffer dw = g.upload(w), dx = g.upload(x), dy = g.zeros(kRows * sizeof(float));
-        gemv(c.type, dw.data(), dx.as<float>(), dy.as<float>(), kRows, c.n_cols, g.stream);
-        const auto y = g.download<float>(dy, kRows);
-
-        // Reference 1: dequantize_row_ref, then a double dot product.
-        const auto wf = dequantize_ref(c.type, w, kRows, c.n_cols);
-        // Reference 2: vec_dot_ref on the activations in the CPU's format for this type (Q8x2:
-        // each value within amax/65024 of x, so a looser bound).
-        const cpu::ActFormat fmt = c.type == DType::F16 ? cpu::ActFormat::F32 : cpu::ActFormat::Q8x2;
-        std::vector<uint8_t> act(fmt == cpu::ActFormat::F32 ? c.n_cols * sizeof(float) : cpu::act_q8x2_bytes(c.n_cols));
-        cpu::quantize_act_ref(fmt, x.data(), act.data(), c.n_cols);
-        const float x_amax = std::abs(*std::max_element(x.begin(), x.end(), [](float a, float b) { return std::abs(a) < std::abs(b); }));
-        for (int64_t r = 0; r < kRows; ++r) {
-            double ref = 0, mag = 0, wabs = 0;
-            for (int64_t k = 0; k < c.n_cols; ++k) {
-                ref += double(wf[r * c.n_cols + k]) * x[k];
-                mag += std::abs(double(wf[r * c.n_cols + k]) * x[k]);
-                wabs += std::abs(wf[r * c.n_cols + k]);
-            }
-            INFO("row " << r);
-            CHECK(std::abs(y[r] - ref) <= 2e-4 * mag + 1e-6);
-            const float vref = cpu::vec_dot_ref(c.type, w.data() + r * row_bytes(c.type, c.n_cols), act.data(), c.n_cols);
-            const double act_err = fmt == cpu::ActFormat::F32 ? 0.0 : wabs * x_amax / 30000.0;
-            CHECK(std::abs(y[r] - vref) <= act_err + 4e-4 * mag + 1e-6);
+    const int64_t n_tok = 3, n_cols = 40 * 32;
+    auto x = normal_floats(n_tok * n_cols, 1);
+    for (int j = 64; j < 96; ++j) x[j] = 0.0f;  // a zero block
+    DeviceBuffer dx = g.upload(x), dq = g.upload(std::vector<uint8_t>(quantized_acts_bytes(n_tok, n_cols), 0xAB));
+    for (const bool two_level : {true, false}) {
+        quantize_acts(dx.as<float>(), n_tok, n_cols, two_level, dq.data(), g.stream);
+        const auto got = g.download<uint8_t>(dq, quantized_acts_bytes(n_tok, n_cols));
+        const size_t row = cpu::act_q8x2_bytes(n_cols);
+        REQUIRE(row * n_tok == got.size());
+        for (int64_t t = 0; t < n_tok; ++t) {
+            std::vector<uint8_t> ref(row, 0);
+            cpu::quantize_act_ref(two_level ? cpu::ActFormat::Q8x2 : cpu::ActFormat::Q8, x.data() + t * n_cols, ref.data(), n_cols);
+            // The padding after a row's sums is not written: compare what the format defines.
+            const size_t used = size_t(n_cols) * 2 + size_t(n_cols / 32) * 20;
+            CHECK(std::memcmp(got.data() + t * row, ref.data(), used) == 0);
         }
     }
 }
 
-TEST_CASE("gpu dequantize_f16 matches dequantize_row_ref to half precision", "[gpu]") {
+TEST_CASE("gpu matvec per weight type matches vec_dot_ref on the same activations", "[gpu]") {
     STRATA_REQUIRE_CUDA_GPU();
     TestGpu g;
-    for (const Case& c : kCases) {
-        INFO("type " << dtype_name(c.type));
-        const auto w = random_weights(c.type, kRows, c.n_cols, 21);
-        DeviceBuffer dw = g.upload(w), dh = g.zeros(kRows * c.n_cols * 2);
-        dequantize_f16(c.type, dw.data(), dh.as<uint16_t>(), kRows, c.n_cols, g.stream);
-        const auto h = g.download<uint16_t>(dh, kRows * c.n_cols);
-        const auto ref = dequantize_ref(c.type, w, kRows, c.n_cols);
-        int64_t bad = 0;
-        for (size_t i = 0; i < ref.size(); ++i) {
-            // One half-precision step: the GPU may fuse the scale multiply-add before rounding.
-            const float got = cpu::fp16_to_fp32(h[i]);
-            bad += !(std::abs(got - ref[i]) <= std::abs(ref[i]) * 0x1p-10f + 0x1p-24f);
+    std::mt19937 rng(3);
+    for (const DType type : kBlockTypes) {
+        for (const int64_t n_cols : {int64_t{5 * 256}, int64_t{4096}, int64_t{14336}}) {
+            INFO(dtype_name(type) << ", " << n_cols << " columns");
+            REQUIRE(gpu_weight_type(type));
+            const int64_t n_tok = 5;
+            const auto w = strata::test::random_weights(type, kRows, n_cols, rng);
+            const auto x = normal_floats(n_tok * n_cols, 4);
+            DeviceBuffer dw = g.upload(w), dx = g.upload(x), dy = g.upload(nans(n_tok * kRows));
+            DeviceBuffer dq = g.zeros(quantized_acts_bytes(n_tok, n_cols));
+            WeightMatmul m{type, dw.data(), dx.as<float>(), dy.as<float>(), kRows, n_cols, n_tok, kRows};
+            quantize_acts(m.x, n_tok, n_cols, true, dq.data(), g.stream);
+            matvec(m, dq.data(), g.stream);
+            const auto y = g.download<float>(dy, n_tok * kRows);
+            const auto acts = g.download<uint8_t>(dq, quantized_acts_bytes(n_tok, n_cols));
+            int64_t bad = 0;
+            for (int64_t t = 0; t < n_tok; ++t)
+                for (int64_t r = 0; r < kRows; ++r) {
+                    const uint8_t* row = w.data() + r * row_bytes(type, n_cols);
+                    const uint8_t* act = acts.data() + t * cpu::act_q8x2_bytes(n_cols);
+                    const float ref = cpu::vec_dot_ref(type, row, act, n_cols);
+                    // Same block terms; only the order of their float sum differs.
+                    std::vector<float> wf(n_cols), af(n_cols);
+                    cpu::dequantize_row_ref(type, row, wf.data(), n_cols);
+                    cpu::dequantize_act_ref(cpu::ActFormat::Q8x2, act, af.data(), n_cols);
+                    double mag = 0;
+                    for (int64_t k = 0; k < n_cols; ++k) mag += std::abs(double(wf[k]) * af[k]);
+                    bad += !(std::abs(y[t * kRows + r] - ref) <= 1e-5 * mag + 1e-6);
+                }
+            CHECK(bad == 0);
         }
-        CHECK(bad == 0);
     }
 }
 
-TEST_CASE("gpu f16 GEMM through cuBLAS matches a double reference on the rounded inputs", "[gpu]") {
+TEST_CASE("gpu matmul_tiles per weight type matches a double product of the half-rounded inputs", "[gpu]") {
     STRATA_REQUIRE_CUDA_GPU();
     TestGpu g;
-    Cublas blas;
-    const int64_t n_rows = kRows, n_cols = 5 * 256, n_tok = 7;
-    const auto w = random_weights(DType::Q4_K, n_rows, n_cols, 31);
-    const auto x = normal_floats(n_tok * n_cols, 32);
-    DeviceBuffer dw = g.upload(w), dx = g.upload(x);
-    DeviceBuffer wh = g.zeros(n_rows * n_cols * 2), xh = g.zeros(n_tok * n_cols * 2), dy = g.zeros(n_tok * n_rows * 4);
-    dequantize_f16(DType::Q4_K, dw.data(), wh.as<uint16_t>(), n_rows, n_cols, g.stream);
-    convert_f32_to_f16(dx.as<float>(), xh.as<uint16_t>(), n_tok * n_cols, g.stream);
-    blas.gemm_f16(wh.as<uint16_t>(), xh.as<uint16_t>(), dy.as<float>(), n_rows, n_cols, n_tok, g.stream);
-    const auto y = g.download<float>(dy, n_tok * n_rows);
-    // convert_f32_to_f16 rounds like the CPU's fp32_to_fp16 (nearest even): exact equality.
-    const auto xh_host = g.download<uint16_t>(xh, n_tok * n_cols);
-    int64_t bad_convert = 0;
-    for (size_t i = 0; i < x.size(); ++i) bad_convert += xh_host[i] != cpu::fp32_to_fp16(x[i]);
-    CHECK(bad_convert == 0);
-
-    const auto wh_host = g.download<uint16_t>(wh, n_rows * n_cols);
-    for (int64_t t = 0; t < n_tok; ++t)
-        for (int64_t r = 0; r < n_rows; ++r) {
-            double ref = 0, mag = 0;
-            for (int64_t k = 0; k < n_cols; ++k) {
-                const double p = double(cpu::fp16_to_fp32(wh_host[r * n_cols + k])) * cpu::fp16_to_fp32(xh_host[t * n_cols + k]);
-                ref += p;
-                mag += std::abs(p);
-            }
-            INFO("token " << t << ", row " << r);
-            CHECK(std::abs(y[t * n_rows + r] - ref) <= 2e-4 * mag + 1e-6);
+    std::mt19937 rng(5);
+    for (const DType type : kBlockTypes) {
+        for (const int64_t n_tok : {int64_t{9}, int64_t{70}, int64_t{133}}) {
+            INFO(dtype_name(type) << ", " << n_tok << " rows");
+            const int64_t n_cols = 3 * 256;
+            const auto w = strata::test::random_weights(type, kRows, n_cols, rng);
+            const auto x = normal_floats(n_tok * n_cols, 6);
+            DeviceBuffer dw = g.upload(w), dx = g.upload(x), dy = g.upload(nans(n_tok * kRows)), dh = g.zeros(n_tok * n_cols * 2);
+            convert_f32_to_f16(dx.as<float>(), dh.as<uint16_t>(), n_tok * n_cols, g.stream);
+            matmul_tiles({type, dw.data(), dx.as<float>(), dy.as<float>(), kRows, n_cols, n_tok, kRows}, dh.data(), g.stream);
+            const auto y = g.download<float>(dy, n_tok * kRows);
+            const auto wf = gpu::test::dequantize_ref(type, w, kRows, n_cols);
+            int64_t bad = 0;
+            for (int64_t t = 0; t < n_tok; ++t)
+                for (int64_t r = 0; r < kRows; ++r) {
+                    double ref = 0, mag = 0;
+                    for (int64_t k = 0; k < n_cols; ++k) {
+                        const double p = double(cpu::fp16_to_fp32(cpu::fp32_to_fp16(wf[r * n_cols + k]))) *
+                                         cpu::fp16_to_fp32(cpu::fp32_to_fp16(x[t * n_cols + k]));
+                        ref += p;
+                        mag += std::abs(p);
+                    }
+                    // A dequantized value may round to the neighbouring half when the device fuses its
+                    // multiply-add: a few elements off by one half step.
+                    bad += !(std::abs(y[t * kRows + r] - ref) <= 2e-4 * mag + 1e-6);
+                }
+            CHECK(bad == 0);
         }
+    }
+}
+
+TEST_CASE("gpu kv_store writes cpu::store_kv_row's bytes for every KV type", "[gpu]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    TestGpu g;
+    const int64_t n = 4 * 32, n_tok = 5;
+    auto src = normal_floats(n_tok * n, 8);
+    for (int j = 0; j < 32; ++j) src[j] = 0.0f;   // a zero block
+    src[40] = 3.0f, src[41] = -3.0f;              // ties for Q4_0's largest magnitude
+    for (const DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+        INFO(dtype_name(type));
+        const int64_t stride = int64_t(row_bytes(type, n)) + 32;  // padded rows
+        std::vector<int32_t> block(n_tok, 0), row(n_tok);
+        for (int64_t t = 0; t < n_tok; ++t) row[t] = int32_t(n_tok - 1 - t);
+        DeviceBuffer cache = g.zeros(kKvBlockSize * stride), dsrc = g.upload(src), db = g.upload(block), dr = g.upload(row);
+        kv_store(dsrc.as<float>(), {cache.data(), type, db.as<int32_t>(), dr.as<int32_t>(), n_tok, n, stride, kKvBlockSize * stride},
+                 g.stream);
+        const auto got = g.download<uint8_t>(cache, kKvBlockSize * stride);
+        std::vector<uint8_t> want(row_bytes(type, n));
+        for (int64_t t = 0; t < n_tok; ++t) {
+            cpu::store_kv_row(type, src.data() + t * n, want.data(), n);
+            CHECK(std::memcmp(got.data() + row[t] * stride, want.data(), want.size()) == 0);
+        }
+    }
 }

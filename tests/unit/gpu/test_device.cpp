@@ -16,8 +16,9 @@
 #include "cpu/norm_rope_act.h"
 #include "gpu/device.h"
 #include "tests/support/random_values.h"
+#include "tests/support/random_weights.h"
 #include "tests/unit/gpu/device_test_support.h"
-#include "tests/unit/gpu/random_weights.h"
+#include "tests/unit/gpu/reference_weights.h"
 
 using namespace strata;
 using namespace strata::gpu;
@@ -40,35 +41,108 @@ RowRef row_ref(const std::vector<float>& w, const float* x, int64_t r, int64_t n
     return ref;
 }
 
+// Every weight type the device takes, at decode sizes (1 to kRowWiseRows rows: each row as it
+// is alone) and longer (the tiled and cuBLAS kernels), written and accumulated, against double
+// products of the reference dequantization. The device was never asked to reserve matmul
+// scratch: products of any size must work regardless.
 void matmul_rows(TestDevice& d) {
-    const int64_t n_rows = 37;
-    for (DType type : {DType::F16, DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    const int64_t n_rows = 37;  // not a multiple of any kernel's row tile
+    const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                           DType::Q8_0, DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                           DType::Q8_K, DType::IQ4_XS};
+    std::mt19937 rng(11);
+    for (DType type : types) {
         if (!d.dev->supports_weight(type)) continue;
-        const int64_t n_cols = type == DType::F16 ? 320 : 5 * 256;
-        INFO(d.dev->name() << ", " << dtype_name(type));
-        const auto w = gpu::test::random_weights(type, n_rows, n_cols, 11);
-        const auto wf = gpu::test::dequantize_ref(type, w, n_rows, n_cols);
-        for (int64_t n_tok : {int64_t{1}, int64_t{3}, Device::kRowWiseRows + 3}) {
-            INFO(n_tok << " rows");
-            const auto x = normal_floats(n_tok * n_cols, 12);
-            DeviceBuffer dw = d.upload(w), dx = d.upload(x), dy = d.zeros(n_tok * n_rows * 4);
-            d.dev->matmul({type, dw.data(), dx.as<float>(), dy.as<float>(), n_rows, n_cols, n_tok}, *d.stream);
-            const auto y = d.download<float>(dy, n_tok * n_rows);
-            // Decode rows within the activation quantization of the CPU's format (or exact
-            // floats); prompt-sized products may round weights and activations to half.
-            const double rel = n_tok > Device::kRowWiseRows ? 2e-3 : 4e-4;
-            for (int64_t t = 0; t < n_tok; ++t)
-                for (int64_t r = 0; r < n_rows; ++r) {
-                    const RowRef ref = row_ref(wf, x.data() + t * n_cols, r, n_cols);
-                    CHECK(std::abs(y[t * n_rows + r] - ref.value) <= rel * ref.magnitude + 1e-5);
+        const int64_t block = traits(type).block_elems;
+        // Odd float widths (no 16-byte loads), 40 chunks of 32 (one warp a row) and 4096 (four).
+        for (const int64_t n_cols : {block == 1 ? int64_t{333} : 5 * 256, int64_t{4096}}) {
+            INFO(d.dev->name() << ", " << dtype_name(type) << ", " << n_cols << " columns");
+            const auto w = strata::test::random_weights(type, n_rows, n_cols, rng);
+            const auto wf = gpu::test::dequantize_ref(type, w, n_rows, n_cols);
+            DeviceBuffer dw = d.upload(w);
+            for (int64_t n_tok : {int64_t{1}, int64_t{3}, Device::kRowWiseRows, Device::kRowWiseRows + 3, int64_t{70}}) {
+                INFO(n_tok << " rows");
+                const auto x = normal_floats(n_tok * n_cols, 12);
+                const auto y0 = normal_floats(n_tok * n_rows, 13);
+                DeviceBuffer dx = d.upload(x), dy = d.zeros(n_tok * n_rows * 4), dacc = d.upload(y0);
+                d.dev->matmul({type, dw.data(), dx.as<float>(), dy.as<float>(), n_rows, n_cols, n_tok}, *d.stream);
+                d.dev->matmul({type, dw.data(), dx.as<float>(), dacc.as<float>(), n_rows, n_cols, n_tok, true}, *d.stream);
+                const auto y = d.download<float>(dy, n_tok * n_rows), acc = d.download<float>(dacc, n_tok * n_rows);
+                // Decode rows within the activation quantization (Q8x2: about 2^-16 of a block's
+                // largest value); longer products may round weights and activations to half.
+                const double rel = n_tok > Device::kRowWiseRows ? 2e-3 : 4e-4;
+                int64_t bad = 0;
+                for (int64_t t = 0; t < n_tok; ++t)
+                    for (int64_t r = 0; r < n_rows; ++r) {
+                        const RowRef ref = row_ref(wf, x.data() + t * n_cols, r, n_cols);
+                        const double tol = rel * ref.magnitude + 1e-5;
+                        bad += !(std::abs(y[t * n_rows + r] - ref.value) <= tol);
+                        bad += !(std::abs(acc[t * n_rows + r] - (ref.value + y0[t * n_rows + r])) <= tol + 1e-5);
+                    }
+                CHECK(bad == 0);
+                if (n_tok == 1 || n_tok > Device::kRowWiseRows) continue;
+                // Row-wise: each row as a product of that row alone gives it.
+                for (int64_t t = 0; t < n_tok; ++t) {
+                    DeviceBuffer one = d.zeros(n_rows * 4);
+                    d.dev->matmul({type, dw.data(), dx.as<float>() + t * n_cols, one.as<float>(), n_rows, n_cols, 1}, *d.stream);
+                    const auto alone = d.download<float>(one, n_rows);
+                    CHECK(std::equal(alone.begin(), alone.end(), y.begin() + t * n_rows));
                 }
-            if (n_tok == 1 || n_tok > Device::kRowWiseRows) continue;
-            // Row-wise: each row as a product of that row alone gives it.
-            for (int64_t t = 0; t < n_tok; ++t) {
-                DeviceBuffer one = d.zeros(n_rows * 4);
-                d.dev->matmul({type, dw.data(), dx.as<float>() + t * n_cols, one.as<float>(), n_rows, n_cols, 1}, *d.stream);
-                const auto alone = d.download<float>(one, n_rows);
-                CHECK(std::equal(alone.begin(), alone.end(), y.begin() + t * n_rows));
+            }
+        }
+    }
+}
+
+// A matmul's input transformed on the way in (RMSNorm, SwiGLU) gives the product of the
+// transformed rows, and a second weight on the same input (same_input) gives what a call of its
+// own gives, bit for bit.
+void fused_inputs(TestDevice& d) {
+    const int64_t n_rows = 37, n_cols = 512;
+    std::mt19937 rng(81);
+    const auto nw = normal_floats(n_cols, 82);
+    DeviceBuffer dnw = d.upload(nw);
+    for (const DType type : {DType::Q4_K, DType::Q8_0, DType::F16}) {
+        const auto w1 = strata::test::random_weights(type, n_rows, n_cols, rng);
+        const auto w2 = strata::test::random_weights(type, n_rows, n_cols, rng);
+        const auto wf = gpu::test::dequantize_ref(type, w1, n_rows, n_cols);
+        DeviceBuffer dw1 = d.upload(w1), dw2 = d.upload(w2);
+        for (const int64_t n_tok : {int64_t{1}, int64_t{5}, int64_t{11}}) {
+            INFO(d.dev->name() << ", " << dtype_name(type) << ", " << n_tok << " rows");
+            const auto x = normal_floats(n_tok * n_cols, 83), up = normal_floats(n_tok * n_cols, 84);
+            DeviceBuffer dx = d.upload(x), dup = d.upload(up), dy1 = d.zeros(n_tok * n_rows * 4), dy2 = d.zeros(n_tok * n_rows * 4),
+                         dalone = d.zeros(n_tok * n_rows * 4);
+            for (const bool norm : {true, false}) {
+                INFO((norm ? "RMSNorm" : "SwiGLU"));
+                MatmulArgs a{type, dw1.data(), dx.as<float>(), dy1.as<float>(), n_rows, n_cols, n_tok};
+                if (norm) a.norm_w = dnw.as<float>(), a.norm_eps = 1e-5f;
+                else a.swiglu_up = dup.as<float>();
+                d.dev->matmul(a, *d.stream);
+                MatmulArgs second = a;
+                second.w = dw2.data(), second.y = dy2.as<float>(), second.same_input = true;
+                d.dev->matmul(second, *d.stream);
+                MatmulArgs alone = second;
+                alone.y = dalone.as<float>(), alone.same_input = false;
+                d.dev->matmul(alone, *d.stream);
+                CHECK(d.download<float>(dy2, n_tok * n_rows) == d.download<float>(dalone, n_tok * n_rows));
+
+                std::vector<float> fx(x.size());
+                for (int64_t t = 0; t < n_tok; ++t) {
+                    if (norm) {
+                        cpu::rms_norm(&x[t * n_cols], nw.data(), &fx[t * n_cols], n_cols, 1e-5f);
+                    } else {
+                        std::copy_n(&x[t * n_cols], n_cols, &fx[t * n_cols]);
+                        cpu::swiglu(&fx[t * n_cols], &up[t * n_cols], n_cols);
+                    }
+                }
+                const auto y = d.download<float>(dy1, n_tok * n_rows);
+                const double rel = n_tok > Device::kRowWiseRows ? 2e-3 : 4e-4;
+                int64_t bad = 0;
+                for (int64_t t = 0; t < n_tok; ++t)
+                    for (int64_t r = 0; r < n_rows; ++r) {
+                        const RowRef ref = row_ref(wf, fx.data() + t * n_cols, r, n_cols);
+                        bad += !(std::abs(y[t * n_rows + r] - ref.value) <= rel * ref.magnitude + 1e-4);
+                    }
+                CHECK(bad == 0);
             }
         }
     }
@@ -153,14 +227,22 @@ void kv_rows(TestDevice& d) {
     }
 }
 
-// Three decode sequences (1, 37 and 300 keys: partial blocks and splits) and a prompt of four
-// rows of one sequence (consecutive positions, one block table), over blocks handed out in a
-// shuffled order, GQA with 3 query heads per KV head.
-void paged_attention(TestDevice& d) {
+// Attention over a paged cache in every KV type the device reads: three decode rows (1, 37 and
+// 300 keys: partial blocks and several splits) and a prompt chunk of four rows of one sequence
+// (consecutive positions, one block table, given as a run), over blocks handed out in a shuffled
+// order, 3 query heads per KV head; plain, and with gemma's window, scale and soft cap; head
+// sizes of 40 (values one at a time) and 64 (eight at a time, the tiled prompt kernel).
+struct AttentionCase {
+    int32_t head_dim;
+    int32_t window;
+    float scale, softcap;
+};
+void paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac) {
     const std::vector<int32_t> n_kv = {1, 37, 300, 45, 46, 47, 48};
-    const int32_t n_seq = 7, n_head = 6, n_head_kv = 2, head_dim = 40, bs = kKvBlockSize;
+    const int32_t n_seq = 7, n_head = 6, n_head_kv = 2, head_dim = ac.head_dim, bs = kKvBlockSize;
     const int32_t max_blocks = (300 + bs - 1) / bs;
-    const int64_t row_floats = int64_t{n_head_kv} * head_dim, block_floats = bs * row_floats;
+    const int64_t row_values = int64_t{n_head_kv} * head_dim;
+    const int64_t row_stride = int64_t(row_bytes(kv_type, row_values)), block_stride = bs * row_stride;
     int32_t n_blocks = 4;  // unused blocks in between
     for (int32_t s = 0; s < 4; ++s) n_blocks += (n_kv[s] + bs - 1) / bs;
     std::vector<int32_t> order(n_blocks);
@@ -172,16 +254,24 @@ void paged_attention(TestDevice& d) {
         for (int32_t b = 0; b < (n_kv[s] + bs - 1) / bs; ++b) tables[s * max_blocks + b] = order[next++];
     for (int32_t s = 4; s < n_seq; ++s) std::copy_n(&tables[3 * max_blocks], max_blocks, &tables[s * max_blocks]);
 
-    const auto k = normal_floats(n_blocks * block_floats, 62), v = normal_floats(n_blocks * block_floats, 63);
+    // The cache's rows in its type, written as the CPU writes them.
+    const auto kf = normal_floats(n_blocks * bs * row_values, 62), vf = normal_floats(n_blocks * bs * row_values, 63);
+    std::vector<uint8_t> k(n_blocks * block_stride), v(k.size());
+    for (int64_t r = 0; r < n_blocks * bs; ++r) {
+        cpu::store_kv_row(kv_type, &kf[r * row_values], &k[r * row_stride], row_values);
+        cpu::store_kv_row(kv_type, &vf[r * row_values], &v[r * row_stride], row_values);
+    }
     const auto q = normal_floats(n_seq * n_head * head_dim, 64, 2.0f);  // peaky softmax
     DeviceBuffer dk = d.upload(k), dv = d.upload(v), dq = d.upload(q), dt = d.upload(tables), dn = d.upload(n_kv);
-    DeviceBuffer dout = d.zeros(q.size() * 4);
+    DeviceBuffer dout = d.upload(std::vector<float>(q.size(), std::nanf("")));  // poisoned: every value must be written
     DeviceBuffer scratch = d.zeros(std::max<size_t>(1, d.dev->attention_scratch_floats(n_seq, n_head, head_dim, max_blocks)) * 4);
+    const QueryRun prompt{3, 4};
     DecodeAttentionArgs a;
     a.q = dq.as<float>();
     a.out = dout.as<float>();
     a.k = dk.data();
     a.v = dv.data();
+    a.kv_type = kv_type;
     a.block_tables = dt.as<int32_t>();
     a.n_kv = dn.as<int32_t>();
     a.n_seq = n_seq;
@@ -189,9 +279,14 @@ void paged_attention(TestDevice& d) {
     a.n_head = n_head;
     a.n_head_kv = n_head_kv;
     a.head_dim = head_dim;
-    a.row_stride = row_floats * 4;
-    a.block_stride = block_floats * 4;
+    a.row_stride = row_stride;
+    a.block_stride = block_stride;
     a.scratch = scratch.as<float>();
+    a.window = ac.window;
+    a.scale = ac.scale;
+    a.softcap = ac.softcap;
+    a.runs = &prompt;
+    a.n_runs = 1;
     d.dev->decode_attention(a, *d.stream);
     const auto out = d.download<float>(dout, q.size());
 
@@ -207,16 +302,75 @@ void paged_attention(TestDevice& d) {
         c.n_head = n_head;
         c.n_head_kv = n_head_kv;
         c.head_dim = head_dim;
-        c.kv_stride = row_floats * 4;
+        c.kv_stride = row_stride;
+        c.kv_type = kv_type;
         c.block_table = tables.data() + s * max_blocks;
         c.block_size = bs;
-        c.block_stride = block_floats * 4;
+        c.block_stride = block_stride;
+        c.window = ac.window;
+        c.scale = ac.scale;
+        c.softcap = ac.softcap;
         cpu::attention(c);
     }
+    // The prompt rows may go through half-precision tensor-core tiles on a GPU.
+    const bool sim = d.dev->name() == "sim";
+    int64_t bad = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
-        INFO("query " << i / (n_head * head_dim) << ", head " << i / head_dim % n_head);
-        CHECK(out[i] == Approx(ref[i]).epsilon(1e-4).margin(1e-5));
+        const bool prompt_row = int64_t(i) / (n_head * head_dim) >= prompt.first;
+        const double tol = sim ? 1e-4 * std::abs(ref[i]) + 1e-5 : (prompt_row ? 4e-3 : 1e-4) * (std::abs(ref[i]) + 1.0);
+        bad += !(std::abs(out[i] - ref[i]) <= tol);
     }
+    CHECK(bad == 0);
+}
+void paged_attention(TestDevice& d) {
+    const AttentionCase cases[] = {{40, 0, 0.0f, 0.0f}, {64, 0, 0.0f, 0.0f}, {64, 20, 0.09f, 5.0f}};
+    for (const DType kv_type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+        if (!d.dev->supports_kv(kv_type)) continue;
+        for (const AttentionCase& ac : cases) {
+            if ((kv_type == DType::Q8_0 || kv_type == DType::Q4_0) && ac.head_dim % 32 != 0) continue;  // whole blocks a row
+            INFO(d.dev->name() << ", KV " << dtype_name(kv_type) << ", head size " << ac.head_dim << ", window "
+                               << ac.window << ", scale " << ac.scale << ", soft cap " << ac.softcap);
+            paged_attention_case(d, kv_type, ac);
+        }
+    }
+}
+
+// A captured graph runs its ops with the inputs its buffers hold at launch, as often as it is
+// launched; a capture that waits for the device or joins another stream is refused.
+void graph_capture(TestDevice& d) {
+    const int64_t n_rows = 37, n_cols = 256, n = 4;
+    std::mt19937 rng(71);
+    const auto w = strata::test::random_weights(DType::Q4_0, n_rows, n_cols, rng);
+    const auto nw = normal_floats(n_cols, 72);
+    DeviceBuffer dw = d.upload(w), dnw = d.upload(nw), dx = d.zeros(n * n_cols * 4), dxn = d.zeros(n * n_cols * 4),
+                 dy = d.zeros(n * n_rows * 4);
+    Stream& s = *d.stream;
+    auto step = [&] {
+        d.dev->rms_norm(dx.as<float>(), dnw.as<float>(), dxn.as<float>(), n, n_cols, 1e-5f, s);
+        d.dev->matmul({DType::Q4_0, dw.data(), dxn.as<float>(), dy.as<float>(), n_rows, n_cols, n}, s);
+    };
+    // Once directly (which also sizes the matmul's scratch), then as a graph with other inputs.
+    std::vector<std::vector<float>> inputs = {normal_floats(n * n_cols, 73), normal_floats(n * n_cols, 74)};
+    std::vector<std::vector<float>> direct;
+    for (const auto& x : inputs) {
+        d.dev->copy_h2d(dx.data(), x.data(), x.size() * 4, s);
+        step();
+        direct.push_back(d.download<float>(dy, n * n_rows));
+    }
+    std::unique_ptr<Graph> graph = d.dev->capture(s, step);
+    for (int round = 0; round < 2; ++round)
+        for (size_t i = 0; i < inputs.size(); ++i) {
+            d.dev->copy_h2d(dx.data(), inputs[i].data(), inputs[i].size() * 4, s);
+            graph->launch(s);
+            CHECK(d.download<float>(dy, n * n_rows) == direct[i]);
+        }
+    auto event = d.dev->make_event();
+    CHECK_THROWS_AS(d.dev->capture(s, [&] { event->record(s); }), BackendError);
+    CHECK_THROWS_AS(d.dev->capture(s, [&] { s.synchronize(); }), BackendError);
+    // The stream works normally after a refused capture.
+    d.dev->copy_h2d(dx.data(), inputs[0].data(), inputs[0].size() * 4, s);
+    step();
+    CHECK(d.download<float>(dy, n * n_rows) == direct[0]);
 }
 
 // A copy in on one stream, an op on another, a copy out on a third: events are the only order.
@@ -255,10 +409,14 @@ void memory_budget(TestDevice& d) {
 }  // namespace
 
 STRATA_DEVICE_TEST("matmul rows match the double reference, decode rows as each alone", matmul_rows)
+STRATA_DEVICE_TEST("a matmul's input RMSNormed or SwiGLUed on the way in; a second weight reuses it exactly", fused_inputs)
 STRATA_DEVICE_TEST("rms_norm, swiglu, add and add_rows match the CPU functions", elementwise_ops)
 STRATA_DEVICE_TEST("rope matches cpu::rope (normal and NeoX, partial rotation, freq factors)", rope_op)
 STRATA_DEVICE_TEST("kv_store then kv_gather give each row as the CPU cache rounds it, strides in bytes", kv_rows)
-STRATA_DEVICE_TEST("decode attention over a paged KV cache matches cpu::attention", paged_attention)
+STRATA_DEVICE_TEST("attention over a paged KV cache matches cpu::attention for every KV type, variants and prompt runs",
+                   paged_attention)
+STRATA_DEVICE_TEST("a captured graph replays its ops on the inputs of each launch; captures that wait are refused",
+                   graph_capture)
 STRATA_DEVICE_TEST("an event orders a copy, an op and a copy back on three streams", streams_and_events)
 STRATA_DEVICE_TEST("memory beyond the budget is refused, naming what asked", memory_budget)
 
@@ -284,4 +442,15 @@ TEST_CASE("sim device: a failed op surfaces at synchronize, and later work still
     CHECK_THROWS_AS(d.stream->synchronize(), BackendError);
     event->synchronize();  // recorded after the failure: still reached
     d.stream->synchronize();  // the error was reported once
+}
+
+TEST_CASE("sim device: a matmul that claims the previous input but has another is refused", "[unit][device]") {
+    auto d = gpu::test::sim_device();
+    std::mt19937 rng(91);
+    const auto w = strata::test::random_weights(DType::Q8_0, 8, 64, rng);
+    DeviceBuffer dw = d.upload(w), x1 = d.zeros(64 * 4), x2 = d.zeros(64 * 4), y = d.zeros(8 * 4);
+    d.dev->matmul({DType::Q8_0, dw.data(), x1.as<float>(), y.as<float>(), 8, 64, 1}, *d.stream);
+    MatmulArgs other{DType::Q8_0, dw.data(), x2.as<float>(), y.as<float>(), 8, 64, 1};
+    other.same_input = true;
+    CHECK_THROWS_AS(d.dev->matmul(other, *d.stream), BackendError);
 }

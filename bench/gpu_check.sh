@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# The GPU machine's check, one command from binaries built elsewhere (bench/gpu_bundle.sh), in
+# under 8 minutes, leaving one Markdown report (GPU_CHECK_REPORT, default $OUT/gpu_check.md or
+# ./gpu_check.md):
+#   1. nvidia-smi
+#   2. every [gpu] test (unit and model), and the unit cases under compute-sanitizer's memcheck
+#      and racecheck when it is there
+#   3. greedy tokens on the GPU against the CPU: SmolLM2 (when shared/models/ or the model cache
+#      has it) and a synthetic llama3-8b (Q4_0, weights of std 0.2 so that tokens are decided)
+#   4. strata bench with every layer on the GPU, with half and with a quarter of the weights'
+#      bytes (--gpu-mem), beside llama.cpp's CUDA llama-bench with -ngl 99, 16 and 8 on the same
+#      files: the synthetic llama3-8b Q4_0, and 8-layer Q4_K and Q8_0 slices of it
+#   5. the decode kernels' times under Nsight Compute (ncu), when it is there
+#
+#   bench/gpu_check.sh [BUNDLE]     BUNDLE: gpu-bundle (or gpu-bundle.tar.xz, unpacked here)
+#
+# Without a GPU it says so and exits 77. GPU_CHECK_DEVICE=sim runs every step on the simulated
+# device instead, from build/ (a rehearsal of the script on any machine; the numbers mean nothing).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+device=${GPU_CHECK_DEVICE:-cuda}
+bundle=${1:-gpu-bundle}
+bundle=${bundle%.tar.xz}
+report=${GPU_CHECK_REPORT:-${OUT:-.}/gpu_check.md}
+work=${GPU_CHECK_WORK:-/tmp/strata-gpu-check}
+started=$SECONDS
+
+if [[ $device == cuda ]] && ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu_check: no GPU here (nvidia-smi finds none); nothing was checked"
+    exit 77
+fi
+[[ -f $bundle.tar.xz && ! -d $bundle ]] && tar -xJf "$bundle.tar.xz"
+if [[ -d $bundle/bin ]]; then
+    bin=$bundle/bin
+    unit=$bin/strata_unit_tests model=$bin/strata_model_tests
+    export LD_LIBRARY_PATH=$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export PYTHONPATH=$PWD/$bundle/py${PYTHONPATH:+:$PYTHONPATH}
+    tokenizer=$bundle/models/tokenizer.gguf
+    # The test binaries read fixtures below the path they were built at.
+    src=$(cat "$bundle/source_dir")
+    [[ -e $src ]] || { mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; }
+else
+    bin=build unit=build/tests/strata_unit_tests model=build/tests/strata_model_tests tokenizer=
+fi
+strata=$bin/strata
+llama_bench=$bin/llama-bench
+[[ -x $llama_bench ]] || llama_bench=${STRATA_PEER_DIR:-$HOME/.cache/strata/peer}/build-cuda/bin/llama-bench
+mkdir -p "$work" "$(dirname "$report")"
+
+smollm2=
+for f in shared/models/SmolLM2-135M-Instruct.Q4_1.gguf ../shared/models/SmolLM2-135M-Instruct.Q4_1.gguf \
+    "${XDG_CACHE_HOME:-$HOME/.cache}/strata/models/SmolLM2-135M-Instruct.Q4_1.gguf"; do
+    [[ -f $f ]] && { smollm2=$f; break; }
+done
+
+# ---- the report ----
+echo "# GPU check, $(date -u '+%Y-%m-%d %H:%M UTC')" >"$report"
+echo >>"$report"
+echo "Device \`$device\`, binaries from \`$bin\`, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)." >>"$report"
+section() { printf '\n## %s\n\n' "$1" >>"$report"; echo "gpu_check: $1 ($((SECONDS - started)) s)" >&2; }
+note() { echo "$*" >>"$report"; }
+# run LIMIT CMD...: the command and its output (the last 60 lines) in a block, its exit status after.
+run() {
+    local limit=$1 rc
+    shift
+    local log=$work/last.log
+    timeout "$limit" "$@" >"$log" 2>&1
+    rc=$?
+    {
+        echo '```'
+        echo "\$ $*"
+        tail -n 60 "$log"
+        echo '```'
+        if ((rc == 124)); then echo "**timed out after ${limit} s**"; elif ((rc == 77)); then echo "(skipped)"; elif ((rc != 0)); then echo "**exit $rc**"; fi
+    } >>"$report"
+    return $rc
+}
+
+section "1. The card"
+if [[ $device == cuda ]]; then
+    run 20 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.max.memory,driver_version --format=csv
+    run 20 nvidia-smi
+else
+    note "(simulated device: no card)"
+fi
+
+section "2. Tests"
+tag="[gpu]"
+[[ $device == sim ]] && tag="[device]"
+run 120 "$unit" "$tag" -r compact
+run 150 "$model" "$tag" -r compact
+if [[ $device == cuda ]] && command -v compute-sanitizer >/dev/null; then
+    run 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$unit" "[gpu]" -r compact
+    run 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$unit" "cuda device: attention*" "cuda device: matmul*" -r compact
+else
+    note "compute-sanitizer: not run ($([[ $device == cuda ]] && echo 'not installed' || echo 'simulated device'))."
+fi
+
+section "3. Greedy tokens on the device against the CPU"
+synth=$work/llama3-8b-Q4_0-std0.2.gguf
+make_synth() {  # make_synth OUT ARGS...: a synthetic model unless it is there
+    local out=$1
+    shift
+    [[ -f $out ]] || run 240 python3 bench/make_synthetic_gguf.py "$@" ${tokenizer:+--tokenizer-from "$tokenizer"} -o "$out"
+}
+if [[ $device == sim ]]; then
+    make_synth "$synth" --shape llama3-8b --type Q4_0 --std 0.2 --n-layer 2
+else
+    make_synth "$synth" --shape llama3-8b --type Q4_0 --std 0.2
+fi
+same_tokens() {  # same_tokens MODEL: 32 greedy tokens on the device and on the CPU
+    local m=$1 a=$work/device.json b=$work/cpu.json args
+    args=(generate -m "$m" -p "The capital of France is" -n 32 --temp 0 --json)
+    note "### $(basename "$m")"
+    if ! timeout 180 "$strata" "${args[@]}" --device "$device" >"$a" 2>"$work/device.err"; then
+        note '```'; tail -n 20 "$work/device.err" >>"$report"; note '```'; note "**the device run failed**"
+        return
+    fi
+    timeout 180 "$strata" "${args[@]}" --device cpu >"$b" 2>/dev/null || { note "**the CPU run failed**"; return; }
+    python3 - "$a" "$b" >>"$report" <<'EOF'
+import json, sys
+dev, cpu = (json.load(open(p))["tokens"] for p in sys.argv[1:3])
+same = next((i for i, (x, y) in enumerate(zip(dev, cpu)) if x != y), min(len(dev), len(cpu)))
+print(f"**{same} of {len(cpu)} tokens equal** (device {dev[:8]}..., CPU {cpu[:8]}...)")
+EOF
+}
+if [[ -n $smollm2 ]]; then same_tokens "$smollm2"; else note "SmolLM2: not on this machine (put it in shared/models/)."; fi
+[[ -f $synth ]] && same_tokens "$synth"
+
+section "4. Speed beside llama.cpp"
+weights_bytes() { stat -c %s "$1"; }
+bench_pair() {  # bench_pair MODEL NGL SHARE: llama-bench -ngl NGL, strata with SHARE% of the weights' bytes
+    local m=$1 ngl=$2 share=$3 mem
+    mem=$(($(weights_bytes "$m") * share / 100 + (256 << 20)))
+    if [[ -x $llama_bench && $device == cuda ]]; then
+        run 120 "$llama_bench" -m "$m" -ngl "$ngl" -p 512 -n 128 -r 3 -t "$(nproc)"
+    else
+        note "llama-bench (CUDA): not here (bench/build_llamacpp.sh --cuda, then bench/gpu_bundle.sh)."
+    fi
+    if ((share >= 100)); then
+        run 150 "$strata" bench -m "$m" -p 512 -n 128 -r 3 --device "$device"
+    else
+        run 150 "$strata" bench -m "$m" -p 512 -n 128 -r 3 --device "$device" --gpu-mem "$mem" --show-plan
+    fi
+}
+if [[ -f $synth ]]; then
+    note "### llama3-8b Q4_0 (synthetic, std 0.2)"
+    bench_pair "$synth" 99 100
+    bench_pair "$synth" 16 50
+    bench_pair "$synth" 8 25
+    note "### tg64 at depth 4096, every layer on the GPU"
+    [[ -x $llama_bench && $device == cuda ]] && run 120 "$llama_bench" -m "$synth" -ngl 99 -p 0 -n 64 -d 4096 -r 2
+    run 150 "$strata" bench -m "$synth" -p 0 -n 64 -d 4096 -c 4352 -r 2 --device "$device"
+fi
+[[ -n $smollm2 ]] && { note "### SmolLM2-135M Q4_1"; bench_pair "$smollm2" 99 100; }
+for t in Q4_K Q8_0; do
+    slice=$work/llama3-8b-$t-8layers.gguf
+    make_synth "$slice" --shape llama3-8b --type "$t" --n-layer 8
+    [[ -f $slice ]] && { note "### llama3-8b $t, 8 layers (synthetic)"; bench_pair "$slice" 99 100; }
+done
+
+section "5. Decode kernels under Nsight Compute"
+if [[ $device == cuda ]] && command -v ncu >/dev/null && [[ -f $synth ]]; then
+    run 180 ncu --kernel-name regex:'matvec|attention|prepare_input|rms_norm|rope' --launch-skip 200 --launch-count 40 \
+        --section SpeedOfLight --csv "$strata" generate -m "$synth" -p "Hello" -n 4 --temp 0 --device cuda
+else
+    note "ncu: not run ($([[ $device == cuda ]] && echo 'not installed, or no model' || echo 'simulated device'))."
+fi
+
+note ""
+note "Finished in $((SECONDS - started)) s."
+echo "gpu_check: report in $report ($((SECONDS - started)) s)" >&2

@@ -1,0 +1,190 @@
+// Attention of query rows over a paged KV cache, flash-decoding style: the keys are split into
+// runs of 8 KV blocks (128 keys); one thread block takes one split for every query head that
+// shares a KV head (grouped-query attention reads each key and value once for the group), and
+// writes each head's unnormalised partial output with its running max and sum; a second
+// kernel rescales and combines the splits. Keys are read eight values at a time (16-byte loads
+// where the cache's type allows), each by a group of lanes that split the head between them.
+// Same maths as cpu::attention (scale, soft cap, sliding window included).
+#include <cmath>
+
+#include "gpu/cuda_check.h"
+#include "gpu/cuda_kernels.h"
+#include "gpu/kernels/attention_common.cuh"
+
+namespace strata::gpu {
+namespace {
+
+using blocks::KvElem;
+using blocks::KvKind;
+
+constexpr int kThreads = 128;
+constexpr int kSplitKeys = kAttentionSplitBlocks * kKvBlockSize;  // 128 keys per split
+constexpr int kMaxGroup = 16;  // query heads one thread block handles; larger groups take several
+
+__device__ __forceinline__ float* partial_at(const DecodeAttentionArgs& a, int n_splits, int64_t row, int head, int split) {
+    return a.scratch + ((row * a.n_head + head) * n_splits + split) * (a.head_dim + 2);
+}
+
+// grid = (n_splits, n_head_kv x head passes, rows), 128 threads. Dynamic shared memory: the
+// pass's scaled queries (group x head_dim floats), then their scores (group x 128).
+template <KvKind kKind, bool kEight>
+__global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionArgs a, int64_t row0, int n_splits,
+                                                                int passes, float scale) {
+    extern __shared__ float smem[];
+    using E = KvElem<kKind>;
+    const int split = blockIdx.x, hk = blockIdx.y / passes, pass = blockIdx.y % passes;
+    const int64_t row = row0 + blockIdx.z;
+    const int group = a.n_head / a.n_head_kv;
+    const int h0 = hk * group + pass * kMaxGroup;
+    const int heads = min(kMaxGroup, group - pass * kMaxGroup);
+    const int hd = a.head_dim;
+    float* q = smem;
+    float* p = smem + heads * hd;
+
+    const int64_t n_kv = a.n_kv[row];
+    const int64_t j0 = int64_t(split) * kSplitKeys;
+    const int n = static_cast<int>(min(n_kv - j0, int64_t(kSplitKeys)));  // keys of this split (may be <= 0)
+    const int64_t first_key = a.window > 0 ? max(int64_t(0), n_kv - a.window) : 0;
+    if (n <= 0 || j0 + n <= first_key) {  // past the sequence's end or before its window
+        for (int g = 0; g < heads; ++g) {
+            float* part = partial_at(a, n_splits, row, h0 + g, split);
+            for (int d = threadIdx.x; d < hd; d += kThreads) part[d] = 0.0f;
+            if (threadIdx.x == 0) part[hd] = -INFINITY, part[hd + 1] = 0.0f;
+        }
+        return;
+    }
+    for (int i = threadIdx.x; i < heads * hd; i += kThreads) q[i] = a.q[(row * a.n_head + h0) * hd + i] * scale;
+    __syncthreads();
+
+    const int32_t* table = a.block_tables + row * a.max_blocks;
+    const int64_t head_at = int64_t(hk) * hd;  // the KV head's first value in a row
+    // Scores: `lanes` lanes per key split the head eight values each.
+    const int lanes = attention_key_lanes(hd), per_pass = kThreads / lanes;
+    const int lane_in_key = threadIdx.x % lanes;
+    for (int jb = 0; jb < n; jb += per_pass) {  // uniform over the block: every lane shuffles
+        const int jj = jb + threadIdx.x / lanes;
+        const bool valid = jj < n;
+        float acc[kMaxGroup];
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0.0f;
+        if (valid) {
+            const uint8_t* k = kv_row_at(a.k, table, j0 + jj, a.row_stride, a.block_stride);
+            for (int d = 8 * lane_in_key; d < hd; d += 8 * lanes) {
+                float kv[8];
+                if constexpr (kEight) {
+                    E::eight(k, head_at + d, kv);
+                } else {
+                    for (int i = 0; i < 8; ++i) kv[i] = d + i < hd ? E::one(k, head_at + d + i) : 0.0f;
+                }
+#pragma unroll
+                for (int g = 0; g < kMaxGroup; ++g)
+                    if (g < heads)
+#pragma unroll
+                        for (int i = 0; i < 8; ++i)
+                            if (kEight || d + i < hd) acc[g] += q[g * hd + d + i] * kv[i];
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g) {
+            if (g >= heads) break;
+            const float s = group_sum(acc[g], lanes);
+            if (valid && lane_in_key == 0) p[g * kSplitKeys + jj] = j0 + jj < first_key ? -INFINITY : capped(s, a.softcap);
+        }
+    }
+    __syncthreads();
+    // Softmax numerators per head: warp w takes heads w, w + 4, ...
+    __shared__ float head_max[kMaxGroup], head_sum[kMaxGroup];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int g = warp; g < heads; g += kThreads / 32) {
+        float* ps = p + g * kSplitKeys;
+        float mx = -INFINITY;
+        for (int jj = lane; jj < n; jj += 32) mx = fmaxf(mx, ps[jj]);
+        mx = warp_max(mx);
+        float sum = 0.0f;
+        for (int jj = lane; jj < n; jj += 32) {
+            const float e = mx == -INFINITY ? 0.0f : expf(ps[jj] - mx);
+            ps[jj] = e;
+            sum += e;
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) head_max[g] = mx, head_sum[g] = sum;
+    }
+    __syncthreads();
+    // Partial outputs: thread d accumulates column d over the split's value rows for every head.
+    for (int d = threadIdx.x; d < hd; d += kThreads) {
+        float o[kMaxGroup];
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g) o[g] = 0.0f;
+        for (int jj = 0; jj < n; ++jj) {
+            const float v = E::one(kv_row_at(a.v, table, j0 + jj, a.row_stride, a.block_stride), head_at + d);
+#pragma unroll
+            for (int g = 0; g < kMaxGroup; ++g)
+                if (g < heads) o[g] += p[g * kSplitKeys + jj] * v;
+        }
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g)
+            if (g < heads) partial_at(a, n_splits, row, h0 + g, split)[d] = o[g];
+    }
+    if (threadIdx.x < heads) {
+        float* part = partial_at(a, n_splits, row, h0 + threadIdx.x, split);
+        part[hd] = head_max[threadIdx.x];
+        part[hd + 1] = head_sum[threadIdx.x];
+    }
+}
+
+// grid = (n_head, rows), 128 threads over head_dim: every split rescaled to the global max,
+// divided by the global sum.
+__global__ void decode_reduce_kernel(DecodeAttentionArgs a, int64_t row0, int n_splits) {
+    const int head = blockIdx.x;
+    const int64_t row = row0 + blockIdx.y;
+    float mx = -INFINITY;
+    for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, partial_at(a, n_splits, row, head, s)[a.head_dim]);
+    float sum = 0.0f;
+    for (int s = 0; s < n_splits; ++s) {
+        const float* part = partial_at(a, n_splits, row, head, s);
+        if (part[a.head_dim] != -INFINITY) sum += part[a.head_dim + 1] * expf(part[a.head_dim] - mx);
+    }
+    float* out = a.out + (row * a.n_head + head) * a.head_dim;
+    for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
+        float o = 0.0f;
+        for (int s = 0; s < n_splits; ++s) {
+            const float* part = partial_at(a, n_splits, row, head, s);
+            if (part[a.head_dim] != -INFINITY) o += part[d] * expf(part[a.head_dim] - mx);
+        }
+        out[d] = o / sum;
+    }
+}
+
+}  // namespace
+
+size_t attention_scratch_floats(int32_t n_seq, int32_t n_head, int32_t head_dim, int32_t max_blocks) {
+    const size_t splits = (static_cast<size_t>(max_blocks) + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;
+    return static_cast<size_t>(n_seq) * n_head * splits * (head_dim + 2);
+}
+
+void decode_attention_rows(const DecodeAttentionArgs& a, int64_t row0, int64_t n_rows, CudaStream& s) {
+    if (n_rows == 0) return;
+    const int n_splits = (a.max_blocks + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;
+    const int group = a.n_head / a.n_head_kv, passes = (group + kMaxGroup - 1) / kMaxGroup;
+    const int heads = group < kMaxGroup ? group : kMaxGroup;
+    const size_t smem = sizeof(float) * size_t(heads) * (a.head_dim + kSplitKeys);
+    const float scale = attention_scale(a);
+    const bool eight = kv_eight_ok(a);
+    const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(a.n_head_kv * passes),
+                    static_cast<unsigned>(n_rows));
+    with_kv_kind(a.kv_type, [&](auto kind) {
+        constexpr KvKind K = decltype(kind)::value;
+        if (eight) {
+            allow_smem(decode_split_kernel<K, true>, smem);
+            decode_split_kernel<K, true><<<grid, kThreads, smem, s.get()>>>(a, row0, n_splits, passes, scale);
+        } else {
+            allow_smem(decode_split_kernel<K, false>, smem);
+            decode_split_kernel<K, false><<<grid, kThreads, smem, s.get()>>>(a, row0, n_splits, passes, scale);
+        }
+    });
+    cuda_check_launch("attention (decode splits)");
+    decode_reduce_kernel<<<dim3(a.n_head, static_cast<unsigned>(n_rows)), 128, 0, s.get()>>>(a, row0, n_splits);
+    cuda_check_launch("attention (decode reduce)");
+}
+
+}  // namespace strata::gpu

@@ -1,0 +1,196 @@
+// Decode matmuls of 1 to 8 rows, the design of llama.cpp's mmvq: activations quantized once
+// (prepare_input.cu: the CPU's two-level Q8x2 format, byte for byte), then every weight row
+// read once for all the rows, its quants meeting the activations in dp4a instructions on
+// words of four values (block_dot_32.h, block_dot_k.h), partial sums reduced across the warps
+// of a row in a fixed order. A row's arithmetic does not depend on how many rows the call has,
+// so each row gets the bits it would get alone (Device::kRowWiseRows).
+#include <type_traits>
+
+#include "gpu/cuda_check.h"
+#include "gpu/kernels/block_types.h"
+#include "gpu/cuda_kernels.h"
+#include "gpu/kernels/reduce.cuh"
+
+namespace strata::gpu {
+namespace {
+
+using namespace blocks;
+
+constexpr int kThreads = 128;  // 4 warps per thread block
+
+// One weight row per kWarpsPerRow warps (4 / kWarpsPerRow rows per thread block); thread i
+// of a row takes chunks i, i + 32 kWarpsPerRow, ... for every one of the kCols rows of x.
+template <int kWarpsPerRow, int kCols>
+__device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, int64_t n_rows, float* y, int64_t ldy,
+                                           bool accumulate) {
+    __shared__ float partial[kThreads / 32][kCols];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int t = 0; t < kCols; ++t) acc[t] = warp_sum(acc[t]);
+    if (lane == 0)
+#pragma unroll
+        for (int t = 0; t < kCols; ++t) partial[warp][t] = acc[t];
+    __syncthreads();
+    if (warp % kWarpsPerRow != 0 || lane >= kCols || r >= n_rows) return;
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kWarpsPerRow; ++i) s += partial[warp + i][lane];
+    float* dst = y + int64_t(lane) * ldy + r;
+    *dst = accumulate ? *dst + s : s;
+}
+
+template <class B, int kWarpsPerRow, int kCols>
+__global__ void __launch_bounds__(kThreads)
+    matvec_block_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, const uint8_t* __restrict__ act,
+                        uint64_t act_stride, int64_t n_cols, float* y, int64_t ldy, int64_t n_rows, bool lo,
+                        bool accumulate) {
+    constexpr int kRowsPerBlock = kThreads / 32 / kWarpsPerRow, kRowThreads = 32 * kWarpsPerRow;
+    const int warp = threadIdx.x / 32;
+    const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + warp / kWarpsPerRow;
+    const int sub = (warp % kWarpsPerRow) * 32 + threadIdx.x % 32;
+    float acc[kCols];
+#pragma unroll
+    for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
+    if (r < n_rows) {
+        ActRow a[kCols];
+#pragma unroll
+        for (int t = 0; t < kCols; ++t) a[t] = act_row(act + t * act_stride, n_cols);
+        const uint8_t* row = w + r * row_bytes;
+        for (int64_t c = sub; c < n_cols / kActBlock; c += kRowThreads) B::template dot_chunk<kCols>(row, c, a, lo, acc);
+    }
+    store_rows<kWarpsPerRow, kCols>(acc, r, n_rows, y, ldy, accumulate);
+}
+
+// Float weights (F32, F16, BF16) meet float activations: 8 values a step with 16-byte loads
+// when rows allow it (kVec), else one.
+__device__ __forceinline__ float weight_value(const float* p) { return *p; }
+__device__ __forceinline__ float weight_value(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float weight_value(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+template <class T>
+__device__ __forceinline__ void weight_values8(const T* p, float out[8]) {
+    if constexpr (sizeof(T) == 4) {
+        const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+        out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    } else {
+        uint32_t u[4];
+        load_u32x4_a16(reinterpret_cast<const uint8_t*>(p), u);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const uint16_t lo = u[i] & 0xFFFF, hi = u[i] >> 16;
+            if constexpr (std::is_same_v<T, __half>) {
+                out[2 * i] = half_to_f32(lo), out[2 * i + 1] = half_to_f32(hi);
+            } else {
+                out[2 * i] = bf16_to_f32(lo), out[2 * i + 1] = bf16_to_f32(hi);
+            }
+        }
+    }
+}
+
+template <class T, bool kVec, int kWarpsPerRow, int kCols>
+__global__ void __launch_bounds__(kThreads)
+    matvec_float_kernel(const T* __restrict__ w, const float* __restrict__ x, int64_t n_cols, float* y, int64_t ldy,
+                        int64_t n_rows, bool accumulate) {
+    constexpr int kRowsPerBlock = kThreads / 32 / kWarpsPerRow, kRowThreads = 32 * kWarpsPerRow;
+    const int warp = threadIdx.x / 32;
+    const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + warp / kWarpsPerRow;
+    const int sub = (warp % kWarpsPerRow) * 32 + threadIdx.x % 32;
+    float acc[kCols];
+#pragma unroll
+    for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
+    if (r < n_rows) {
+        const T* row = w + r * n_cols;
+        if constexpr (kVec) {
+            for (int64_t k = 8 * int64_t(sub); k < n_cols; k += 8 * kRowThreads) {
+                float wv[8];
+                weight_values8(row + k, wv);
+#pragma unroll
+                for (int t = 0; t < kCols; ++t) {
+                    const float4 a = *reinterpret_cast<const float4*>(x + t * n_cols + k);
+                    const float4 b = *reinterpret_cast<const float4*>(x + t * n_cols + k + 4);
+                    acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y +
+                              wv[6] * b.z + wv[7] * b.w;
+                }
+            }
+        } else {
+            for (int64_t k = sub; k < n_cols; k += kRowThreads) {
+                const float wv = weight_value(row + k);
+#pragma unroll
+                for (int t = 0; t < kCols; ++t) acc[t] += wv * x[t * n_cols + k];
+            }
+        }
+    }
+    store_rows<kWarpsPerRow, kCols>(acc, r, n_rows, y, ldy, accumulate);
+}
+
+// Warps per weight row from the row's width alone (never from the row count, so that a row's
+// sum is reduced the same way in every call): 4 for rows of at least 128 chunks of 32 values.
+int warps_per_row(int64_t n_cols) { return n_cols >= 4096 ? 4 : n_cols >= 2048 ? 2 : 1; }
+
+// Calls fn(integral_constant<kWarpsPerRow>, integral_constant<kCols>) for the runtime values.
+template <class Fn>
+void with_shape(int64_t n_cols, int64_t n_tok, Fn&& fn) {
+    auto cols = [&](auto warps) {
+        switch (n_tok) {
+            case 1: return fn(warps, std::integral_constant<int, 1>{});
+            case 2: return fn(warps, std::integral_constant<int, 2>{});
+            case 3: return fn(warps, std::integral_constant<int, 3>{});
+            case 4: return fn(warps, std::integral_constant<int, 4>{});
+            case 5: return fn(warps, std::integral_constant<int, 5>{});
+            case 6: return fn(warps, std::integral_constant<int, 6>{});
+            case 7: return fn(warps, std::integral_constant<int, 7>{});
+            case 8: return fn(warps, std::integral_constant<int, 8>{});
+            default: throw BackendError("gpu: a decode matmul takes 1 to 8 rows", "an internal error; please report it");
+        }
+    };
+    switch (warps_per_row(n_cols)) {
+        case 4: return cols(std::integral_constant<int, 4>{});
+        case 2: return cols(std::integral_constant<int, 2>{});
+        default: return cols(std::integral_constant<int, 1>{});
+    }
+}
+
+unsigned row_blocks(int64_t n_rows, int warps) {
+    const int64_t rows_per_block = kThreads / 32 / warps;
+    return static_cast<unsigned>((n_rows + rows_per_block - 1) / rows_per_block);
+}
+
+template <class T>
+void matvec_float(const WeightMatmul& m, CudaStream& s) {
+    const bool vec = m.n_cols % 8 == 0 && reinterpret_cast<uintptr_t>(m.w) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(m.x) % 16 == 0;
+    with_shape(m.n_cols, m.n_tok, [&](auto warps, auto cols) {
+        constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
+        const auto* w = static_cast<const T*>(m.w);
+        if (vec)
+            matvec_float_kernel<T, true, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
+                w, m.x, m.n_cols, m.y, m.ldy, m.n_rows, m.accumulate);
+        else
+            matvec_float_kernel<T, false, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
+                w, m.x, m.n_cols, m.y, m.ldy, m.n_rows, m.accumulate);
+    });
+    cuda_check_launch("matvec (float weights)");
+}
+
+}  // namespace
+
+void matvec(const WeightMatmul& m, const void* acts, CudaStream& s) {
+    if (m.n_rows == 0 || m.n_tok == 0) return;
+    switch (m.type) {
+        case DType::F32: return matvec_float<float>(m, s);
+        case DType::F16: return matvec_float<__half>(m, s);
+        case DType::BF16: return matvec_float<__nv_bfloat16>(m, s);
+        default: break;
+    }
+    with_block(m.type, [&](auto block) {
+        using B = decltype(block);
+        with_shape(m.n_cols, m.n_tok, [&](auto warps, auto cols) {
+            constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
+            matvec_block_kernel<B, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
+                static_cast<const uint8_t*>(m.w), row_bytes(m.type, m.n_cols), static_cast<const uint8_t*>(acts),
+                act_row_bytes(m.n_cols), m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
+        });
+    });
+    cuda_check_launch("matvec");
+}
+
+}  // namespace strata::gpu
