@@ -69,6 +69,7 @@ struct SchedulerStats {
     uint64_t cached_tokens = 0;     // prompt tokens whose KV was reused
     uint64_t generated_tokens = 0;
     double busy_seconds = 0;        // time spent in forward passes
+    TierGauges tiers;               // as the last step left them
 };
 
 // Thrown by submit when max_queue requests already wait; the caller may retry later.
