@@ -87,7 +87,9 @@ def main() -> int:
         # A reply running is "Generating 1" while it runs.
         send_message(driver, "Tell me a very long story about the sea.", 400)
         wait_for(driver, lambda d: streaming(d) and running(d) == "1", 30, "the view to show the reply generating")
-        screenshots(driver, "web-engine")
+        # Narrow, the engine view is in the drawer: open there.
+        screenshots(driver, "web-engine", lambda d: d.execute_script(
+            "document.body.classList.toggle('sidebar-open', innerWidth < 700); document.getElementById('engine').scrollIntoView()"))
         driver.find_element(By.ID, "prompt").send_keys(Keys.ESCAPE)
         wait_for(driver, lambda d: not streaming(d), 10, "the reply to stop")
         wait_for(driver, lambda d: running(d) == "0", 5, "the view to say nothing is generating")
