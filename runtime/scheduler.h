@@ -127,6 +127,12 @@ private:
     // Preempts the youngest sequences until the next step's KV fits the pool.
     void make_room();
     void preempt(Job& job);
+    // The engine's tier gauges for stats(), read on the thread that runs the passes (their counters are its).
+    void publish_tiers() {
+        const TierGauges tiers = engine_.gauges();
+        std::lock_guard lock(mu_);
+        stats_.tiers = tiers;
+    }
 
     Engine& engine_;
     SchedulerOptions opts_;

@@ -297,7 +297,7 @@
     bindSlider("temperature");
     bindSlider("top-p");
     countTokens = StrataComposer.tokenCounter($("prompt"), $("token-count"), () => ({
-      messages: chatMessages(current), n_ctx: contextSize(), max_tokens: Number($("max-tokens").value) || 512 }));
+      messages: chatMessages(current), n_ctx: contextSize(), max_tokens: Number($("max-tokens").value) || 512, model: modelId() || undefined }));
     draw();
     $("prompt").focus();
     loadModels();

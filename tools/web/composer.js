@@ -66,25 +66,26 @@ const StrataComposer = (() => {
     return (await res.json()).tokens.length;
   }
 
-  // `context()` -> {messages (the conversation so far, with the system prompt), n_ctx, max_tokens}.
+  // `context()` -> {messages (the conversation so far, with the system prompt), n_ctx, max_tokens,
+  // model (whose tokenizer counts, where the server serves several)}.
   function tokenCounter(prompt, out, context) {
     let timer = 0, asked = 0;
     const refresh = async () => {
       const ask = ++asked;
-      const { messages, n_ctx, max_tokens } = context();
+      const { messages, n_ctx, max_tokens, model } = context();
       const draft = prompt.value;
       if (!draft && !messages.length) {
         out.textContent = "";
         return;
       }
       try {
-        const own = draft ? await count({ content: draft }) : 0;
+        const own = draft ? await count({ model, content: draft }) : 0;
         const all = [...messages, ...(draft ? [{ role: "user", content: draft }] : [])];
         let total = 0;
         if (all.length) {
-          const res = await Strata.api("/apply-template", { method: "POST", body: JSON.stringify({ messages: all }) });
+          const res = await Strata.api("/apply-template", { method: "POST", body: JSON.stringify({ model, messages: all }) });
           if (!res.ok) throw new Error(await Strata.errorText(res));
-          total = await count({ content: (await res.json()).prompt, parse_special: true });
+          total = await count({ model, content: (await res.json()).prompt, parse_special: true });
         }
         if (ask !== asked) return;  // a later count is on its way
         const fits = !n_ctx || total + max_tokens <= n_ctx;
