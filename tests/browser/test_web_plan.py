@@ -4,7 +4,8 @@ choices (so the speed moves the way the cost model says); the command it offers 
 plan, and so do the flags only "More flags" shows; its plan JSON and decode-step SVG are the
 bytes `--json` and `--svg` write, its frontier the command's rows. A mixture of experts
 (catalog Mixtral 8x7B on a CPU with 16 GB) draws each layer's experts per tier as the plan
-places them. Compare pins a plan and draws the next beside it. Nothing reaches the console's
+places them. Compare pins a plan and draws the next beside it. A catalog system plans as
+`--system` does. Nothing reaches the console's
 error log but the one 422 provoked. Screenshots for docs/web.md."""
 import atexit
 import json
@@ -170,6 +171,13 @@ def main() -> int:
         assert ratio and abs(float(ratio.group(1)) / (gpu_tps / cpu_tps) - 1) < 0.01, driver.find_element(By.ID, "comparison").text
         assert len(driver.find_elements(By.CSS_SELECTOR, "#plans .plan-view")) == 2
         screenshots(driver, "web-plan-compare")
+
+        # One plan again; a catalog system (the parts changed above still override its own).
+        driver.find_element(By.ID, "compare").click()
+        assert driver.find_element(By.ID, "plan-pinned").get_attribute("hidden") is not None
+        choose(driver, "hardware", "system:flexgen-t4")
+        wait_for(driver, lambda d: "--system flexgen-t4" in planned_for(d), 30, "the plan for a catalog system")
+        assert cli_plan(*command(driver))["prediction"]["decode_tps_per_seq"] == figure(driver, "tps")
     print("ok: the planner page: every flag, the CLI's prediction, experts per tier, compare")
     return 0
 
