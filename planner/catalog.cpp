@@ -117,10 +117,14 @@ Catalog Catalog::parse(std::string_view hardware_json, std::string_view models_j
         me.n_ff = get<int32_t>(e, me.name, "n_ff");
         me.n_vocab = get<int32_t>(e, me.name, "n_vocab");
         me.n_ctx_train = get<int32_t>(e, me.name, "n_ctx_train");
+        me.n_expert = get_or<int32_t>(e, me.name, "n_expert", 0);
+        me.n_expert_used = get_or<int32_t>(e, me.name, "n_expert_used", 0);
         me.tied = get<bool>(e, me.name, "tied");
         me.source = get<std::string>(e, me.name, "source");
         if (me.n_embd <= 0 || me.n_layer <= 0 || me.n_head <= 0 || me.n_head_kv <= 0 || me.n_embd % me.n_head != 0)
             throw UsageError(fmt::format("catalog model {}: inconsistent sizes", me.name));
+        if (me.n_expert < 0 || me.n_expert_used < 0 || me.n_expert_used > me.n_expert || (me.n_expert > 0) != (me.n_expert_used > 0))
+            throw UsageError(fmt::format("catalog model {}: n_expert_used {} of n_expert {}", me.name, me.n_expert_used, me.n_expert));
         c.models.push_back(std::move(me));
     }
     return c;

@@ -40,8 +40,11 @@ struct SystemEntry {
     std::string source;
 };
 struct ModelEntry {
-    std::string name, family;  // family: llama, qwen2, opt
+    std::string name, family;  // family: llama, qwen2, opt, olmoe
     int32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0, n_ctx_train = 0;
+    // A mixture of experts: n_expert routed experts of n_ff each in every layer's feed-forward,
+    // n_expert_used of them chosen per token (0: a dense model).
+    int32_t n_expert = 0, n_expert_used = 0;
     bool tied = false;
     std::string source;
 };

@@ -25,6 +25,7 @@ Plan with_attention_on_gpu(Plan p, const ModelShape& s, const HardwareProfile& h
         l.attention = kv_on_gpu ? Device::Gpu : Device::Cpu;
     }
     p.experts.attention_on_gpu = true;
+    p.experts.n_expert = s.n_expert;
     p.prediction = evaluate_plan(s, hw, p.workload, p);
     return p;
 }

@@ -53,6 +53,7 @@ ExpertPlan place_experts(const ModelShape& s, const RoutingProfile* routing, con
     auto is_offloaded = [&](int il) { return offloaded.empty() || offloaded[static_cast<size_t>(il)]; };
     auto marked = [](const std::vector<bool>& v, int il) { return static_cast<size_t>(il) < v.size() && v[static_cast<size_t>(il)]; };
     ExpertPlan x;
+    x.n_expert = s.n_expert;
     x.cache_slots = cache_slots;
     x.slot_bytes = slot_bytes;
     x.routing = routing ? fmt::format("measured: {} ({} tokens)", routing->path.string(), routing->tokens)
@@ -254,6 +255,7 @@ std::string format_expert_plan(const ExpertPlan& e, const ModelShape& shape) {
 
 json expert_plan_json(const ExpertPlan& e) {
     return {{"enabled", e.enabled},
+            {"n_expert", e.n_expert},
             {"routing", e.routing},
             {"cache_slots", e.cache_slots},
             {"slot_bytes", e.slot_bytes},
@@ -279,6 +281,7 @@ ExpertPlan expert_plan_from_json(const json& j) {
     e.nvme_bytes_per_token = get<double>(j, path, "nvme_bytes_per_token");
     e.dram = get<std::vector<std::vector<int32_t>>>(j, path, "dram");
     // Absent in plans saved before them.
+    e.n_expert = j.value("n_expert", 0);
     e.attention_on_gpu = j.value("attention_on_gpu", false);
     e.device = j.value("device", std::vector<std::vector<int32_t>>{});
     e.device_share = j.value("device_share", std::vector<double>{});

@@ -12,6 +12,7 @@ namespace strata::planner {
 
 struct ExpertPlan {
     bool enabled = false;
+    int32_t n_expert = 0;  // routed experts per layer (what `dram` and `device` choose among)
     // The routing the prediction assumes: "measured: FILE (N tokens)", or "uniform (...)" saying why.
     std::string routing;
     int32_t cache_slots = 0;             // experts the DRAM cache holds

@@ -108,10 +108,28 @@ void add(LayerShape& l, DType t, int64_t rows, int64_t cols) {
     if (rows > 1 && cols > 1) l.n_matmul_params += n;
 }
 
+// The routed experts' three matrices (gate, up, down), one 3-D tensor each: n experts of ff x d.
+void add_experts(LayerShape& l, DType t, int64_t n, int64_t ff, int64_t d) {
+    for (int i = 0; i < 3; ++i) {
+        const int64_t elems = n * ff * d;
+        const auto bytes = static_cast<uint64_t>(type_bytes(t, static_cast<double>(elems)) + 0.5);
+        l.weight_bytes += bytes, l.expert_bytes += bytes;
+        l.n_params += elems, l.n_matmul_params += elems, l.n_expert_params += elems;
+    }
+}
+
 LayerShape layer_of(const ModelEntry& e, DType wt) {
     const int64_t d = e.n_embd, hd = e.n_embd / e.n_head, q = e.n_head * hd, kv = e.n_head_kv * hd, ff = e.n_ff;
     LayerShape l;
-    if (e.family == "opt") {
+    if (e.n_expert > 0) {
+        // llama-style attention, then a router (F32, as converted GGUFs keep it) over the experts;
+        // OLMoE adds RMSNorms on q and k.
+        add(l, DType::F32, 1, 2 * d);
+        add(l, wt, q, d), add(l, wt, kv, d), add(l, wt, kv, d), add(l, wt, d, q);
+        if (e.family == "olmoe") add(l, DType::F32, 1, q + kv);
+        add(l, DType::F32, e.n_expert, d);
+        add_experts(l, wt, e.n_expert, ff, d);
+    } else if (e.family == "opt") {
         // Pre-LayerNorm with biases everywhere: q, k, v, out_proj, fc1, fc2.
         add(l, DType::F32, 1, 4 * d);  // two LayerNorms, weight + bias
         for (int i = 0; i < 4; ++i) add(l, wt, d, d), add(l, DType::F32, 1, d);
@@ -143,6 +161,8 @@ ModelShape ModelShape::from_catalog(std::string_view name, DType wt, DType kv_ty
     m.n_head_kv = e->n_head_kv;
     m.head_dim = e->n_embd / e->n_head;
     m.n_ff = e->n_ff;
+    m.n_expert = e->n_expert;
+    m.n_expert_used = e->n_expert_used;
     m.n_vocab = e->n_vocab;
     m.n_ctx_train = e->n_ctx_train;
     m.weight_type = wt;

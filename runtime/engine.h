@@ -105,6 +105,18 @@ struct GenerateResult {
     std::vector<float> embedding;           // an embedding request's unit vector
 };
 
+// What each memory tier holds now and what the disk has served: the live view of `strata
+// serve`'s page. The budgets are 0 where there is no limit (DRAM) or no tier (GPU).
+struct TierGauges {
+    uint64_t gpu_used = 0, gpu_budget = 0;
+    uint64_t dram_used = 0, dram_budget = 0;
+    uint64_t nvme_used = 0;  // weights and KV the plan reads from disk instead of holding
+    uint64_t nvme_read = 0;  // bytes read from disk since the start (streamed layers, experts missed)
+    int32_t kv_blocks_used = 0, kv_blocks = 0;  // the paged KV cache's blocks held by sequences
+    bool has_expert_cache = false;
+    uint64_t expert_hits = 0, expert_misses = 0;  // offloaded experts chosen and found in DRAM, or read
+};
+
 class Engine {
 public:
     explicit Engine(const EngineOptions& opts);
@@ -134,6 +146,9 @@ public:
     int n_ctx() const;
     int n_past() const;
     int n_threads() const;
+    // The tiers now (runtime/engine_gauges.cpp). On the thread that runs passes: the weight
+    // store's and expert cache's counters are that thread's.
+    TierGauges gauges() const;
 
     // Appends tokens to the sequence; returns the last token's logits (or all rows).
     std::span<const float> eval(std::span<const int32_t> tokens, bool all_logits = false);

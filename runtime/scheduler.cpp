@@ -59,6 +59,7 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts) : engine_(eng
         throw UsageError("a client's share of the batch or the queue is negative", "give 0 for the default share");
     STRATA_LOG_INFO("scheduler: up to {} sequences at once, {} queued; KV cache {} blocks of {} positions",
                     opts_.max_batch, opts_.max_queue, engine_.kv().pool().n_blocks(), KvCache::kBlockSize);
+    publish_tiers();
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -279,6 +280,7 @@ void Scheduler::loop() {
         std::erase(running_, nullptr);
         if (!running_.empty()) step(done);
         finish(done);
+        publish_tiers();
     }
 }
 

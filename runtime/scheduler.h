@@ -69,6 +69,7 @@ struct SchedulerStats {
     uint64_t cached_tokens = 0;     // prompt tokens whose KV was reused
     uint64_t generated_tokens = 0;
     double busy_seconds = 0;        // time spent in forward passes
+    TierGauges tiers;               // as the last step left them
 };
 
 // Thrown by submit when max_queue requests already wait; the caller may retry later.
@@ -126,6 +127,12 @@ private:
     // Preempts the youngest sequences until the next step's KV fits the pool.
     void make_room();
     void preempt(Job& job);
+    // The engine's tier gauges for stats(), read on the thread that runs the passes (their counters are its).
+    void publish_tiers() {
+        const TierGauges tiers = engine_.gauges();
+        std::lock_guard lock(mu_);
+        stats_.tiers = tiers;
+    }
 
     Engine& engine_;
     SchedulerOptions opts_;

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(cmake ninja-build pkg-config g++ python3 python3-pip unzip
   libdnnl-dev libtbb-dev liburing-dev libhwloc-dev hwloc libcpp-httplib-dev nlohmann-json3-dev
   libglpk-dev libcli11-dev libfmt-dev libspdlog-dev libedit-dev catch2
-  libjs-marked node-dompurify libjs-highlight.js  # embedded in the web page (Markdown, sanitiser, highlighter)
+  libjs-marked node-dompurify libjs-highlight.js libjs-katex  # embedded in the web page (Markdown, sanitiser, highlighter, math)
   chromium chromium-driver python3-selenium)     # the web page's browser tests
 
 missing=()

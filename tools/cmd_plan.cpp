@@ -29,7 +29,7 @@ void write_file(const std::string& path, const std::string& text, const char* wh
 }  // namespace
 
 int run_plan(const PlanOptions& o) {
-    if (o.ui) return server::run_plan_ui(o.ui_host, o.ui_port);
+    if (o.ui) return server::run_plan_ui(o);
     const PlanRun run = run_planner(o, load_hardware(o));
     const SearchResult& r = run.result;
     const ModelShape& shape = run.shape;

@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
     pl->add_flag("--json", plan.json, "print the plan as JSON (the form `--plan FILE` loads)");
     pl->add_option("-o,--output", plan.out, "also write the plan JSON to FILE");
     pl->add_option("--svg", plan.svg, "draw one pipelined decode step to FILE");
-    pl->add_flag("--ui", plan.ui, "serve the planner page (sliders for GPU, DRAM, NVMe, context, batch) on --host:--port; no model needed");
+    pl->add_flag("--ui", plan.ui, "serve the planner page (every flag of this command, experts per tier, compare) on --host:--port, "
+                                  "starting from the other flags given; no model needed");
     pl->add_option("--host", plan.ui_host, "address the planner page listens on (with --ui)")->capture_default_str();
     pl->add_option("--port", plan.ui_port, "port of the planner page (with --ui; 0: any free port)")->capture_default_str();
     pl->add_flag("-v,--verbose", plan.verbosity, "log more (-vv for debug)");

@@ -64,6 +64,11 @@ public:
     virtual void set_trace(Trace* trace) {}
     // How often each expert was chosen, for a mixture-of-experts model on a backend that counts it.
     virtual const RoutingStats* routing_stats() const { return nullptr; }
+    // Device memory in use and its budget (--gpu-mem); zeros on the CPU.
+    struct DeviceMemory {
+        uint64_t used = 0, budget = 0;
+    };
+    virtual DeviceMemory device_memory() const { return {}; }
 
     // Runs `tokens` at positions kv.n_past()... of sequence 0 and appends their keys and
     // values. Writes n_vocab logits of the last token, or of every token when `all_logits`

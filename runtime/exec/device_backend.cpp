@@ -26,6 +26,11 @@ const RoutingStats* DeviceBackend::routing_stats() const {
     return impl_->host_layers ? impl_->host_layers->routing_stats() : nullptr;
 }
 
+Backend::DeviceMemory DeviceBackend::device_memory() const {
+    const gpu::DeviceArena& arena = impl_->dev->memory().arena();
+    return {arena.used(), arena.capacity()};
+}
+
 void DeviceBackend::reserve(int64_t) {}  // everything is sized for kMaxUbatch tokens at construction
 
 void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {

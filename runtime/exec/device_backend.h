@@ -60,6 +60,7 @@ public:
     static uint64_t attention_bytes(const ModelWeights& w);
     // The routing of a mixture of experts, which the host's feed-forward counts.
     const RoutingStats* routing_stats() const override;
+    DeviceMemory device_memory() const override;
 
 private:
     void reserve(int64_t n_tokens) override;

@@ -1,16 +1,17 @@
 """The chat page of `strata serve` in a real browser, with the default model (skipped when it
 has not been fetched): a message gets a reply that arrives in pieces (streamed) with its
-tokens/s, and the engine view counts its tokens and draws the model's placement; Escape stops
-a long reply, which then grows no more and the server cancels it; Alt+R regenerates and the
-Stop button stops; editing a turn drops what followed and asks again; the conversation is in
-the browser's storage; nothing reaches the console's error log."""
+tokens/s, and the engine view (the server's metrics stream) counts its tokens, says within a
+second that nothing is generating any more, and draws the model's placement; Escape stops a
+long reply, which then grows no more and the server cancels it; Alt+R regenerates and the
+Stop button stops; editing a turn drops what followed and asks again; the conversation and the
+settings survive a reload; one model shows no model picker; nothing reaches the console's
+error log."""
 import json
 import re
 import sys
 import time
-import urllib.request
 
-from browser_support import Process, screenshot, session, wait_for  # first: finds Selenium
+from browser_support import Process, metrics, send_message, session, streaming, wait_for  # first: finds Selenium
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
@@ -27,27 +28,6 @@ def reply_text(driver) -> str:
     return last(driver, ".message.assistant .content")
 
 
-def streaming(driver) -> bool:
-    return driver.execute_script("return document.body.classList.contains('streaming');")
-
-
-def send(driver, text: str, max_tokens: int) -> None:
-    field = driver.find_element(By.ID, "max-tokens")
-    field.clear()
-    field.send_keys(str(max_tokens))
-    prompt = driver.find_element(By.ID, "prompt")
-    prompt.send_keys(text)
-    prompt.send_keys(Keys.ENTER)
-
-
-def metric(server: Process, name: str) -> float:
-    with urllib.request.urlopen(server.url("/metrics"), timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise AssertionError(f"{name} is not in /metrics")
-
-
 def main() -> int:
     model = default_model()
     with Process("serve", "-m", str(model), ready_path="/health") as server:
@@ -56,7 +36,7 @@ def main() -> int:
             wait_for(driver, lambda d: d.find_element(By.ID, "model-name").text, 30, "the model's name")
 
             # A reply arrives in pieces: the page shows it growing while the stream is open.
-            send(driver, "Write a long story about a lighthouse keeper.", 200)
+            send_message(driver, "Write a long story about a lighthouse keeper.", 200)
             seen = set()
             deadline = time.time() + 120
             while time.time() < deadline:
@@ -67,8 +47,16 @@ def main() -> int:
                     break
                 time.sleep(0.02)
             assert len(seen) >= 2, f"the reply did not arrive in pieces: lengths seen while streaming {sorted(seen)}"
+            ended = time.time()
             stats = last(driver, ".message.assistant .stats")
             assert "tokens/s" in stats and "cached" in stats, stats
+            # The engine view is the server's stream, current within a second: not "Generating 1"
+            # after the reply ended.
+            wait_for(driver, lambda d: d.find_element(By.ID, "engine-stats").get_attribute("data-running") == "0", 5,
+                     "the engine view to say nothing is generating")
+            assert time.time() - ended < 1.0, f"the engine view said so {time.time() - ended:.2f} s after the reply ended"
+            # (the stream, not a poll of /metrics: an open stream has no resource entry until it ends)
+            assert not driver.execute_script("return performance.getEntriesByType('resource').some((e) => e.name.endsWith('/metrics'))")
             assert driver.find_element(By.ID, "stop").get_attribute("hidden") is not None
             # The engine view follows /metrics: the reply's tokens show up there.
             n_reply = re.search(r"(\d+) tokens ·", stats).group(1)
@@ -76,20 +64,20 @@ def main() -> int:
             # Where the engine placed the model: SmolLM2-135M's 30 layers, each as weights, KV and attention.
             bars = driver.find_elements(By.CSS_SELECTOR, "#engine-placement rect[data-layer]")
             assert len(bars) == 3 * 30, f"{len(bars)} bars for the served model's placement"
-            screenshot(driver, "web-chat.png")
+            assert driver.find_element(By.ID, "model-choice").get_attribute("hidden") is not None, "a picker for one model"
 
             # Escape stops a reply that would run for thousands of tokens.
-            cancelled = metric(server, "strata_requests_cancelled_total")
-            send(driver, "Tell me everything you know about the sea, at great length.", 3000)
+            cancelled = metrics(server)["strata_requests_cancelled_total"]
+            send_message(driver, "Tell me everything you know about the sea, at great length.", 3000)
             wait_for(driver, lambda d: streaming(d) and len(reply_text(d)) > 20, 60, "the long reply to start")
             driver.find_element(By.ID, "prompt").send_keys(Keys.ESCAPE)
             wait_for(driver, lambda d: not streaming(d), 10, "the reply to stop")
             stopped_at = reply_text(driver)
             assert "stopped" in last(driver, ".message.assistant .stats")
-            wait_for(driver, lambda d: metric(server, "strata_requests_cancelled_total") > cancelled, 30,
+            wait_for(driver, lambda d: metrics(server)["strata_requests_cancelled_total"] > cancelled, 30,
                      "the server to cancel the request")
             # The running gauge drops as the cancelled request is retired, just after the count.
-            wait_for(driver, lambda d: metric(server, "strata_requests_running") == 0, 10, "the cancelled request to end")
+            wait_for(driver, lambda d: metrics(server)["strata_requests_running"] == 0, 10, "the cancelled request to end")
             time.sleep(0.5)
             assert reply_text(driver) == stopped_at, "the reply grew after Stop"
 
@@ -115,6 +103,16 @@ def main() -> int:
             messages = saved_messages()
             assert [m["role"] for m in messages] == ["user", "assistant"] and messages[0]["content"] == "Name three colours."
             assert messages[1]["content"], "no reply to the edited turn"
+
+            # Settings and the conversation survive a reload.
+            driver.find_element(By.ID, "temperature").send_keys(Keys.RIGHT)
+            temperature = driver.find_element(By.ID, "temperature").get_attribute("value")
+            shown = reply_text(driver)
+            driver.refresh()
+            wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".message.assistant"), 30, "the conversation after a reload")
+            assert driver.find_element(By.ID, "max-tokens").get_attribute("value") == "3000"
+            assert driver.find_element(By.ID, "temperature").get_attribute("value") == temperature != "0.7"
+            assert reply_text(driver) == shown
     print("ok: a streamed reply, stop, regenerate and edit, with no console error")
     return 0
 

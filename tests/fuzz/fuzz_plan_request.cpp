@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view body(reinterpret_cast<const char*>(data), size);
     try {
-        const strata::cli::PlanOptions options = strata::cli::parse_plan_request(body, g_local);
+        const strata::cli::PlanOptions options = strata::cli::parse_plan_request(body, g_local).options;
         const strata::cli::PlanRun run = strata::cli::run_planner(options, strata::cli::catalog_hardware(options));
         const auto& p = run.result.best.prediction;
         if (!std::isfinite(p.ttft_s) || !(p.ttft_s > 0) || !std::isfinite(p.decode_tps_per_seq) || !(p.decode_tps_per_seq > 0)) {

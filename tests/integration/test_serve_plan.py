@@ -3,8 +3,10 @@
 needs the API key); a bad body is a 400 naming the field, a plan that cannot fit a 422."""
 import http.client
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -75,6 +77,19 @@ def main() -> int:
         assert json.loads(text)["error"]["code"] == "no_plan_fits"
         options = json.loads(post_or_get(port, "GET", "/v1/plan/options")[1])
         assert not options["chat"] and options["served_plan"] is None and {g["name"] for g in options["gpus"]} >= {"rtx4090", "h100-80g"}
+        # The frontier and the decode step's drawing are `--frontier`'s and `--svg`'s.
+        body, flags = CASES[1]
+        status, text = post_or_get(port, "POST", "/v1/plan", {**body, "output": "frontier"})
+        rows = json.loads(text)
+        table = subprocess.run([STRATA_BIN, "plan", *flags, "--frontier"], check=True, capture_output=True, text=True).stdout
+        listed = table[table.index("\nfrontier ("):].strip().splitlines()[2:]
+        assert status == 200 and len(rows) == len(listed) > 0, (rows, listed)
+        assert [str(r["batch"]) for r in rows] == [line.split()[0] for line in listed]
+        svg = Path(tempfile.mkdtemp(prefix="strata-plan-svg-")) / "step.svg"
+        subprocess.run([STRATA_BIN, "plan", *flags, "--svg", str(svg)], check=True, capture_output=True)
+        status, text = post_or_get(port, "POST", "/v1/plan", {**body, "output": "svg"})
+        assert status == 200 and text == svg.read_text()
+        shutil.rmtree(svg.parent)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         conn.request("GET", "/")
         r = conn.getresponse()
@@ -103,6 +118,10 @@ def main() -> int:
         assert [l["layer"] for l in options["served_plan"]["layers"]] == list(range(5))
         status, text = post_or_get(port, "POST", "/v1/plan", {"model": STORIES.name, "gpu": "rtx4090"}, "sesame")
         assert status == 200 and text == cli(["-m", str(STORIES), "--gpu", "rtx4090"]), text
+        # The server plans for catalog hardware only: never for itself, whatever the request asks.
+        status, text = post_or_get(port, "POST", "/v1/plan", {"model": "llama3-8b", "hw": "machine"}, "sesame")
+        assert status == 400 and json.loads(text)["error"]["param"] == "hw", text
+        assert options["machine"] is None and options["defaults"] is None
     finally:
         proc.terminate()
         proc.wait(30)

@@ -11,6 +11,7 @@
 #include "planner/catalog.h"
 #include "tools/openai/api_error.h"
 #include "tools/openai/json_fields.h"
+#include "tools/plan/plan_inputs.h"
 
 namespace strata::cli {
 
@@ -42,18 +43,35 @@ int count(const Json& body, const char* key, int64_t hi) { return static_cast<in
 // Every field the request may carry; another is a typo the client should hear about.
 constexpr const char* kFields[] = {"model", "weight_type", "kv_type", "system", "gpu", "gpu_mem", "pcie", "cpu", "dram",
                                    "dram_kind", "nvme", "nvme_bw", "nvme_size", "gpu_budget", "dram_budget", "nvme_budget",
-                                   "batch", "prompt_len", "gen_len", "objective", "no_cpu_attention", "no_recompute"};
+                                   "batch", "prompt_len", "gen_len", "objective", "no_cpu_attention", "no_recompute",
+                                   "hw", "output"};
+
+PlanOutput output_of(const Json& body) {
+    const std::string s = text(body, "output");
+    if (s.empty() || s == "plan") return PlanOutput::Plan;
+    if (s == "frontier") return PlanOutput::Frontier;
+    if (s == "svg") return PlanOutput::Svg;
+    throw invalid_request(fmt::format("'output' is {}; expected \"plan\", \"frontier\" or \"svg\"", openai::shown(Json(s))), "output");
+}
 
 }  // namespace
 
-PlanOptions parse_plan_request(std::string_view body_text, const LocalModels& local) {
+PlanRequest parse_plan_request(std::string_view body_text, const LocalModels& local) {
     const Json body = openai::parse_json_limited(body_text, "the plan request", "invalid_json");
     if (!body.is_object()) throw invalid_request("the plan request must be a JSON object");
     for (const auto& item : body.items())
         if (std::none_of(std::begin(kFields), std::end(kFields), [&](const char* f) { return item.key() == f; }))
             throw invalid_request(fmt::format("unknown field {} (fields: the flags of `strata plan`, e.g. gpu, dram, batch)",
                                               openai::shown(Json(item.key()))));
-    PlanOptions o;
+    PlanRequest request;
+    PlanOptions& o = request.options;
+    request.output = output_of(body);
+    if (const std::string hw = text(body, "hw"); !hw.empty()) {
+        if (hw != "machine")
+            throw invalid_request(fmt::format("'hw' is {}; the one value is \"machine\" (the hardware `strata plan --ui` plans for)",
+                                              openai::shown(Json(hw))), "hw");
+        request.machine = true;
+    }
     const std::string model = text(body, "model");
     if (model.empty()) throw invalid_request("'model' is required: a catalog shape or a GGUF file the server lists", "model");
     if (const auto it = local.find(model); it != local.end())
@@ -65,8 +83,8 @@ PlanOptions parse_plan_request(std::string_view body_text, const LocalModels& lo
                               "model", "model_not_found");
     o.gpu = text(body, "gpu");
     o.system = text(body, "system");
-    if (o.gpu.empty() && o.system.empty())
-        throw invalid_request("name the hardware: 'gpu' (a catalog GPU or \"none\") or 'system'", "gpu");
+    if (o.gpu.empty() && o.system.empty() && !request.machine)
+        throw invalid_request("name the hardware: 'gpu' (a catalog GPU or \"none\"), 'system', or 'hw': \"machine\"", "gpu");
     o.weight_type = text(body, "weight_type");
     if (const std::string kv = text(body, "kv_type"); !kv.empty()) o.kv_type = kv;
     o.gpu_mem = text(body, "gpu_mem"), o.pcie = text(body, "pcie"), o.cpu = text(body, "cpu");
@@ -80,7 +98,10 @@ PlanOptions parse_plan_request(std::string_view body_text, const LocalModels& lo
     o.objective = text(body, "objective");
     o.no_cpu_attention = openai::boolean(body, "no_cpu_attention");
     o.no_recompute = openai::boolean(body, "no_recompute");
-    return o;
+    if (request.machine && names_catalog_parts(o))
+        throw invalid_request("'hw': \"machine\" plans for this machine's own parts: leave out gpu, system, cpu, pcie, nvme "
+                              "and dram_kind (capacities and budgets may still be given)", "hw");
+    return request;
 }
 
 }  // namespace strata::cli

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "tools/openai/response.h"
 #include "tools/server/auth.h"
+#include "tools/server/metrics_stream.h"
 #include "tools/server/peer_socket.h"
 #include "tools/server/server_state.h"
 #include "tools/server/web_routes.h"
@@ -75,14 +76,15 @@ struct ApiServer::Impl {
     static constexpr Route kRoutes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/embeddings", "POST"},
                                         {"/v1/models", "GET"},           {"/tokenize", "POST"},       {"/detokenize", "POST"},
                                         {"/apply-template", "POST"},     {"/health", "GET"},          {"/metrics", "GET"},
-                                        {"/v1/plan", "POST"},            {"/v1/plan/options", "GET"},  {"/", "GET"},
-                                        {"/plan", "GET"},                {"/static/strata.css", "GET"}, {"/static/vendor.css", "GET"},
-                                        {"/static/vendor.js", "GET"},    {"/static/common.js", "GET"}, {"/static/chat.js", "GET"},
-                                        {"/static/plan.js", "GET"},      {"/static/engine.js", "GET"}};
+                                        {"/v1/metrics/stream", "GET"},   {"/v1/plan", "POST"},        {"/v1/plan/options", "GET"},
+                                        {"/", "GET"},                    {"/plan", "GET"}};
+    // Every file of the page, under one name for the metrics.
+    static constexpr Route kStaticRoute = {"/static/*", "GET"};
 
     static const Route* find_route(const std::string& path) {
         for (const Route& r : kRoutes)
             if (path == r.path) return &r;
+        if (path.starts_with("/static/") && is_web_path(path)) return &kStaticRoute;
         return nullptr;
     }
 
@@ -202,21 +204,16 @@ struct ApiServer::Impl {
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(state.metrics.render(state.scheduler.stats(), state.dram), "text/plain; version=0.0.4");
         });
+        http.Get("/v1/metrics/stream", [this](const httplib::Request&, httplib::Response& res) { handle_metrics_stream(state, res); });
         http.Post("/v1/plan", [this](const httplib::Request& req, httplib::Response& res) {
-            handle_plan(cli::list_local_models(state.model.model_path), req, res);
+            handle_plan(cli::list_local_models(state.model.model_path), PlanPage{}, req, res);
         });
         http.Get("/v1/plan/options", [this](const httplib::Request&, httplib::Response& res) {
-            handle_plan_options(cli::list_local_models(state.model.model_path), state.model.placement, res);
+            handle_plan_options(cli::list_local_models(state.model.model_path), state.model.placement, PlanPage{}, res);
         });
         http.Get("/", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/chat.html", res); });
         http.Get("/plan", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/plan.html", res); });
-        http.Get("/static/strata.css", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
-        http.Get("/static/vendor.css", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
-        http.Get("/static/vendor.js", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
-        http.Get("/static/common.js", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
-        http.Get("/static/chat.js", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
-        http.Get("/static/plan.js", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
-        http.Get("/static/engine.js", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
+        http.Get("/static/.*", [](const httplib::Request& req, httplib::Response& res) { serve_web_file(req.path, res); });
     }
 };
 
@@ -232,7 +229,10 @@ int ApiServer::port() const { return impl_->loop.port(); }
 
 void ApiServer::run() { impl_->loop.run(); }
 
-void ApiServer::stop_accepting() { impl_->loop.stop(); }
+void ApiServer::stop_accepting() {
+    impl_->state.stopping = true;  // ends the metrics streams, which would otherwise hold their connections
+    impl_->loop.stop();
+}
 
 size_t ApiServer::in_flight() const { return impl_->state.in_flight(); }
 

@@ -1,6 +1,7 @@
 #pragma once
 // What every route of the API server shares: the scheduler, the model, the metrics and the
 // ids of the requests in flight (so that shutdown can cancel them).
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -25,6 +26,7 @@ struct ServerState {
     openai::ModelContext model;
     const storage::MemoryBudget& dram;
     Metrics metrics;
+    std::atomic<bool> stopping{false};  // set when the server stops accepting: long streams end
 
     void track(uint64_t id);
     void untrack(uint64_t id);

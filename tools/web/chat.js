@@ -1,21 +1,22 @@
-// The chat page: conversations kept in localStorage, replies streamed from
-// /v1/chat/completions (server-sent events) and rendered as they arrive; stop, regenerate,
-// edit a turn; tokens/s and prompt-cache hits per reply.
+// The chat page: conversations, settings and the chosen model kept in the browser's storage
+// (chat_store.js), replies streamed from /v1/chat/completions (server-sent events) and rendered
+// as they arrive; stop, regenerate, edit a turn, copy a message; tokens/s and prompt-cache hits
+// per reply; a model picker when the server serves several; export and import as `strata
+// chat`'s /save files; attachments and a token counter (composer.js).
 "use strict";
 
 (() => {
-  const STORE = "strata.conversations";
   const $ = (id) => document.getElementById(id);
   const { el } = Strata;
 
-  let conversations = JSON.parse(localStorage.getItem(STORE) || "[]");
+  let conversations = StrataStore.conversations();
   let current = conversations[0] || null;
-  let modelId = "";
+  let models = [];   // /v1/models' data
   let running = null; // {controller} while a reply streams
+  let countTokens = () => {};
 
-  function save() {
-    localStorage.setItem(STORE, JSON.stringify(conversations));
-  }
+  const save = () => StrataStore.saveConversations(conversations);
+  const modelId = () => $("model-picker").value || (models[0] ? models[0].id : "");
 
   function newConversation() {
     current = { id: Date.now().toString(36), title: "New conversation", messages: [] };
@@ -30,7 +31,7 @@
     list.replaceChildren();
     for (const c of conversations) {
       const open = el("button", { class: "link", "aria-current": c === current ? "true" : null,
-        onclick: () => { if (!running) { current = c; draw(); } } }, c.title);
+        onclick: () => { if (!running) { current = c; draw(); Strata.closeSidebar(); } } }, c.title);
       const del = el("button", { class: "link muted", title: "Delete", "aria-label": `Delete ${c.title}`,
         onclick: () => {
           if (running) return;
@@ -56,10 +57,11 @@
 
   function drawMessage(m, index) {
     const body = el("div", { class: "content" });
-    if (m.role === "assistant") Strata.renderMarkdown(body, m.content);
+    if (m.role === "assistant") StrataMarkdown.render(body, m.content);
     else body.textContent = m.content;
-    const box = el("div", { class: `message ${m.role}`, "data-index": index }, el("div", { class: "role" }, m.role), body);
-    if (m.role === "user") box.append(el("button", { class: "link edit", onclick: () => editTurn(index, box) }, "Edit"));
+    const actions = el("span", { class: "actions" }, Strata.copyButton(() => m.content));
+    if (m.role === "user") actions.append(el("button", { type: "button", class: "link edit", onclick: () => editTurn(index, box) }, "Edit"));
+    const box = el("div", { class: `message ${m.role}`, "data-index": index }, el("div", { class: "role" }, m.role, actions), body);
     if (m.error) box.append(el("div", { class: "error" }, m.error));
     if (m.stats) box.append(el("div", { class: "stats" }, statsText(m.stats)));
     return box;
@@ -69,10 +71,10 @@
     drawList();
     const box = $("messages");
     box.replaceChildren();
-    if (!current) return;
-    $("system").value = current.system || "";
-    current.messages.forEach((m, i) => box.append(drawMessage(m, i)));
+    $("system").value = current ? current.system || "" : "";
+    if (current) current.messages.forEach((m, i) => box.append(drawMessage(m, i)));
     box.scrollTop = box.scrollHeight;
+    countTokens();
   }
 
   function editTurn(index, box) {
@@ -91,17 +93,20 @@
       if (e.key === "Escape") draw();
     });
     box.querySelector(".content").replaceWith(area);
-    box.querySelector(".edit").replaceWith(el("button", { class: "link", onclick: commit }, "Save and resend"));
+    box.querySelector(".edit").replaceWith(el("button", { type: "button", class: "link", onclick: commit }, "Save and resend"));
     area.focus();
   }
 
+  // The conversation as the model reads it: the system prompt, then the turns.
+  function chatMessages(conv) {
+    return [...(conv && conv.system ? [{ role: "system", content: conv.system }] : []),
+      ...(conv ? conv.messages.map((m) => ({ role: m.role, content: m.content })) : [])];
+  }
+
   function requestBody() {
-    const messages = [];
-    if (current.system) messages.push({ role: "system", content: current.system });
-    for (const m of current.messages) messages.push({ role: m.role, content: m.content });
     const body = {
-      model: modelId || undefined,
-      messages,
+      model: modelId() || undefined,
+      messages: chatMessages(current),
       stream: true,
       stream_options: { include_usage: true },
       temperature: Number($("temperature").value),
@@ -110,29 +115,6 @@
     };
     if ($("seed").value !== "") body.seed = Number($("seed").value);
     return body;
-  }
-
-  // Calls onEvent with each parsed `data:` object of a server-sent event stream.
-  async function readEvents(res, onEvent) {
-    const reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        const event = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        for (const line of event.split("\n")) {
-          if (!line.startsWith("data:")) continue;
-          const data = line.slice(5).trim();
-          if (data === "[DONE]") return;
-          onEvent(JSON.parse(data));
-        }
-      }
-    }
   }
 
   function setRunning(r) {
@@ -159,13 +141,13 @@
     let firstAt = 0, chunks = 0, pending = false;
     const redraw = () => {
       pending = false;
-      Strata.renderMarkdown(content, msg.content);
+      if (running) StrataMarkdown.render(content, msg.content, { streaming: true });
       $("messages").scrollTop = $("messages").scrollHeight;
     };
     try {
       const res = await Strata.api("/v1/chat/completions", { method: "POST", body: JSON.stringify(body), signal: controller.signal });
       if (!res.ok) throw new Error(await Strata.errorText(res));
-      await readEvents(res, (ev) => {
+      await Strata.readEvents(res, (ev) => {
         if (ev.error) throw new Error(ev.error.message || "the server reported an error");
         const choice = ev.choices && ev.choices[0];
         if (choice && choice.delta && choice.delta.content) {
@@ -218,6 +200,48 @@
     if (running) running.controller.abort();
   }
 
+  function status(text, isError) {
+    $("store-status").textContent = text;
+    $("store-status").className = isError ? "error" : "muted";
+  }
+
+  function exportConversation() {
+    if (!current || !current.messages.length) return status("Nothing to export: this conversation is empty.", true);
+    const blob = new Blob([JSON.stringify(StrataStore.toSaved(current), null, 2) + "\n"], { type: "application/json" });
+    const link = el("a", { href: URL.createObjectURL(blob), download: StrataStore.fileName(current) });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+    status(`Exported as ${link.download}: open it with strata chat --load FILE.`, false);
+  }
+
+  async function importConversation(file) {
+    try {
+      const conv = StrataStore.fromSaved(await file.text(), file.name);
+      conversations.unshift(conv);
+      current = conv;
+      save();
+      draw();
+      status(`Imported ${file.name}: ${conv.messages.length} messages.`, false);
+    } catch (e) {
+      status(e.message, true);
+    }
+  }
+
+  // Settings survive a reload: each control's value, saved as it changes.
+  const SETTINGS = { temperature: "temperature", top_p: "top-p", max_tokens: "max-tokens", seed: "seed" };
+  function keepSettings() {
+    const saved = StrataStore.settings();
+    for (const [key, id] of Object.entries(SETTINGS)) {
+      if (saved[key] !== undefined) $(id).value = saved[key];
+      $(id).addEventListener("input", () => {
+        StrataStore.saveSettings(Object.fromEntries(Object.entries(SETTINGS).map(([k, i]) => [k, $(i).value])));
+        countTokens();
+      });
+    }
+  }
+
   function bindSlider(id) {
     const input = $(id), out = $(`${id}-out`);
     const show = () => (out.textContent = input.value);
@@ -225,21 +249,41 @@
     show();
   }
 
-  async function loadModel() {
+  // One model: its name. Several: a picker, the choice kept for the next visit.
+  async function loadModels() {
     const res = await Strata.api("/v1/models");
     if (!res.ok) return;
-    const body = await res.json();
-    modelId = body.data && body.data[0] ? body.data[0].id : "";
-    $("model-name").textContent = modelId;
+    models = (await res.json()).data || [];
+    const picker = $("model-picker");
+    const kept = StrataStore.model();
+    picker.replaceChildren(...models.map((m) => el("option", { value: m.id, selected: m.id === kept }, m.id)));
+    $("model-choice").hidden = models.length < 2;
+    $("model-name").textContent = models.length === 1 ? models[0].id : "";
+    countTokens();
+  }
+
+  function contextSize() {
+    const m = models.find((x) => x.id === modelId());
+    return m && m.meta ? m.meta.n_ctx : 0;
   }
 
   document.addEventListener("DOMContentLoaded", () => {
     $("composer").addEventListener("submit", (e) => (e.preventDefault(), send()));
     $("stop").addEventListener("click", stop);
     $("regenerate").addEventListener("click", regenerate);
-    $("new-chat").addEventListener("click", () => !running && newConversation());
+    $("new-chat").addEventListener("click", () => !running && (newConversation(), Strata.closeSidebar()));
+    $("export").addEventListener("click", exportConversation);
+    $("import").addEventListener("change", (e) => e.target.files[0] && importConversation(e.target.files[0]).then(() => (e.target.value = "")));
+    $("attach").addEventListener("change", (e) => StrataComposer.attach([...e.target.files], $("prompt"), $("composer-status")).then(() => (e.target.value = "")));
+    $("composer").addEventListener("dragover", (e) => e.preventDefault());
+    $("composer").addEventListener("drop", (e) => {
+      e.preventDefault();
+      StrataComposer.attach([...e.dataTransfer.files], $("prompt"), $("composer-status"));
+    });
+    $("model-picker").addEventListener("change", () => (StrataStore.saveModel($("model-picker").value), countTokens()));
     $("system").addEventListener("change", () => {
       if (current) (current.system = $("system").value), save();
+      countTokens();
     });
     $("prompt").addEventListener("keydown", (e) => {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) (e.preventDefault(), send());
@@ -249,11 +293,14 @@
       else if (e.altKey && e.key.toLowerCase() === "n") (e.preventDefault(), !running && newConversation());
       else if (e.altKey && e.key.toLowerCase() === "r") (e.preventDefault(), regenerate());
     });
+    keepSettings();
     bindSlider("temperature");
     bindSlider("top-p");
+    countTokens = StrataComposer.tokenCounter($("prompt"), $("token-count"), () => ({
+      messages: chatMessages(current), n_ctx: contextSize(), max_tokens: Number($("max-tokens").value) || 512, model: modelId() || undefined }));
     draw();
     $("prompt").focus();
-    loadModel();
+    loadModels();
     StrataEngine.start($("engine-stats"), $("engine-placement"));
   });
 })();

@@ -1,6 +1,6 @@
-// Shared by the chat and planner pages: the API key, requests to this server, a plan's
-// placement per layer, and rendering model output, which is untrusted: Markdown through marked, then DOMPurify, then highlight.js
-// on code blocks. Built without those libraries, replies are shown as plain text.
+// Shared by the chat and planner pages: the API key, requests to this server and the
+// server-sent events they answer with, elements made without innerHTML, copying to the
+// clipboard, and a plan's placement per layer.
 "use strict";
 
 const Strata = (() => {
@@ -70,39 +70,58 @@ const Strata = (() => {
     return `HTTP ${res.status} ${res.statusText}`;
   }
 
-  const rich = typeof marked !== "undefined" && typeof DOMPurify !== "undefined";
-  // Nothing in a reply may load anything or take input: only text-level Markdown survives.
-  const PURIFY = {
-    FORBID_TAGS: ["img", "style", "svg", "math", "form", "input", "button", "textarea", "select", "iframe", "object",
-                  "embed", "video", "audio", "source", "picture", "link", "meta", "base", "dialog"],
-    FORBID_ATTR: ["style", "srcset", "action", "formaction"],
-    ALLOW_DATA_ATTR: false,
-  };
-  function escapeHtml(text) {
-    return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-  }
-
-  if (rich) {
-    // HTML a reply writes is shown as text, never parsed: only Markdown makes elements. (Even
-    // DOMPurify's inert parse of `<img onerror>` trips the page's Content-Security-Policy.)
-    marked.use({ renderer: { html: (html) => escapeHtml(html) } });
-    DOMPurify.addHook("afterSanitizeAttributes", (node) => {
-      if (node.tagName === "A") {
-        node.setAttribute("target", "_blank");
-        node.setAttribute("rel", "noopener noreferrer");
+  // Calls onEvent with each parsed `data:` object of a server-sent event stream (a fetch
+  // Response: EventSource cannot send the API key); returns at its end or at "[DONE]".
+  async function readEvents(res, onEvent) {
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const event = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        for (const line of event.split("\n")) {
+          if (!line.startsWith("data:")) continue;
+          const data = line.slice(5).trim();
+          if (data === "[DONE]") return;
+          onEvent(JSON.parse(data));
+        }
       }
-    });
+    }
   }
 
-  // Renders untrusted Markdown into `el`.
-  function renderMarkdown(el, text) {
-    if (!rich) {
-      el.textContent = text;
-      el.classList.add("plain");
-      return;
+  // Puts `text` on the clipboard: the Clipboard API, else (no permission, not a secure
+  // context) a hidden text area and the copy command. Resolves to whether it worked.
+  async function copyText(text) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch (e) {
+      const area = el("textarea", { class: "offscreen", "aria-hidden": "true" });
+      area.value = text;
+      document.body.append(area);
+      area.select();
+      const ok = document.execCommand("copy");
+      area.remove();
+      return ok;
     }
-    el.innerHTML = DOMPurify.sanitize(marked.parse(text, { headerIds: false, mangle: false }), PURIFY);
-    if (typeof hljs !== "undefined") el.querySelectorAll("pre code").forEach((block) => hljs.highlightBlock(block));
+  }
+
+  // A button that copies what `text()` returns and says so for a moment.
+  function copyButton(text, label = "Copy") {
+    const button = el("button", { type: "button", class: "link copy", title: label });
+    button.textContent = label;
+    button.addEventListener("click", async () => {
+      const ok = await copyText(text());
+      button.textContent = ok ? "Copied" : "Copy failed";
+      button.dataset.copied = ok ? "yes" : "no";
+      setTimeout(() => (button.textContent = label), 1500);
+    });
+    return button;
   }
 
   // Elements without innerHTML: el("div", {class: "x"}, "text", child, ...).
@@ -174,5 +193,19 @@ const Strata = (() => {
     return box;
   }
 
-  return { api, errorText, renderMarkdown, rich, el, svg, formatBytes, formatSeconds, askKey, drawPlacement, placementLegend };
+  // Below 700 px the side column is a drawer (strata.css): the header's menu button opens it.
+  function closeSidebar() {
+    document.body.classList.remove("sidebar-open");
+    document.getElementById("menu")?.setAttribute("aria-expanded", "false");
+  }
+  document.addEventListener("DOMContentLoaded", () => {
+    const menu = document.getElementById("menu");
+    if (!menu) return;
+    menu.addEventListener("click", () => menu.setAttribute("aria-expanded", String(document.body.classList.toggle("sidebar-open"))));
+    document.querySelector("main")?.addEventListener("click", closeSidebar);
+    document.addEventListener("keydown", (e) => e.key === "Escape" && closeSidebar());
+  });
+
+  return { api, errorText, closeSidebar, readEvents, copyText, copyButton, el, svg, formatBytes, formatSeconds, askKey, drawPlacement,
+           placementLegend, PLACE_COLORS };
 })();

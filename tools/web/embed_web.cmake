@@ -1,7 +1,9 @@
 # Writes the web page's files into one C++ source: each file of FILES under /static/<name>,
 # and the Debian JavaScript libraries of VENDOR_JS (Markdown, sanitiser, highlighter) joined
 # into /static/vendor.js and VENDOR_CSS into /static/vendor.css. Without them (VENDOR_JS
-# empty) vendor.js says so and the page shows replies as escaped plain text.
+# empty) vendor.js says so and the page shows replies as escaped plain text. KATEX_JS (math,
+# loaded by the page when a reply has some) becomes /static/katex.js and each of FONTS (its
+# fonts, binary) /static/fonts/<name>; without them katex.js says so and math stays TeX.
 function(_strata_literal out_var text)
   # A raw string literal cannot hold its closing delimiter; none of these files do.
   string(FIND "${text}" ")strata_web\"" _clash)
@@ -21,6 +23,9 @@ function(_strata_read_stripped out_var path)
   # the update added to sanitize()'s loop stays.
   string(REPLACE "if (shadowNode.__depth >= MAX_NESTING_DEPTH || numberIsNaN(shadowNode.__depth)) {"
                  "if (false) { // stray check removed by tools/web/embed_web.cmake" _text "${_text}")
+  # KaTeX's fonts are embedded as WOFF2 only, which every browser the page supports reads:
+  # the WOFF and TrueType alternatives would name files that are not there.
+  string(REGEX REPLACE ",url\\(fonts/[^)]*\\.(woff|ttf)\\) format\\('[a-z]+'\\)" "" _text "${_text}")
   set(${out_var} "${_text}" PARENT_SCOPE)
 endfunction()
 
@@ -50,6 +55,23 @@ foreach(_pair "vendor.js;_js" "vendor.css;_css")
   list(GET _pair 1 _var)
   _strata_literal(_lit "${${_var}}")
   string(APPEND _entries "    {\"/static/${_name}\", ${_lit}},\n")
+endforeach()
+
+if(KATEX_JS)
+  _strata_read_stripped(_text ${KATEX_JS})
+else()
+  set(_text "// Built without libjs-katex: math in replies is shown as TeX.\n")
+endif()
+_strata_literal(_lit "${_text}")
+string(APPEND _entries "    {\"/static/katex.js\", ${_lit}},\n")
+
+# Binary files as escaped bytes with their length (they may hold NULs).
+foreach(_in IN LISTS FONTS)
+  get_filename_component(_name ${_in} NAME)
+  file(READ ${_in} _hex HEX)
+  file(SIZE ${_in} _size)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "\\\\x\\1" _bytes "${_hex}")
+  string(APPEND _entries "    {\"/static/fonts/${_name}\", std::string_view(\"${_bytes}\", ${_size})},\n")
 endforeach()
 
 file(WRITE ${OUT} "// Generated from tools/web/ and the Debian JavaScript libraries by embed_web.cmake. Do not edit.

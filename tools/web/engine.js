@@ -1,39 +1,46 @@
-// The live engine view beside the chat: the numbers /metrics exports (Prometheus text),
-// read every two seconds while the page is visible, and where the served model's layers and
-// KV cache live (the plan the engine placed them by, from /v1/plan/options).
+// The live engine view beside the chat, driven by the server's metrics stream
+// (/v1/metrics/stream, server-sent events within a fraction of a second of a change): each
+// memory tier's bytes (GPU, DRAM, NVMe and what the disk serves per second), the KV cache's
+// blocks, the expert cache's hit rate, what is generating and queued; and where the served
+// model's layers and KV cache live (the plan the engine placed them by, from /v1/plan/options).
+// The stream reconnects when it ends and pauses while the page is hidden.
 "use strict";
 
 const StrataEngine = (() => {
-  // {name: value} for unlabelled samples, {"name{tier=\"dram\"}": value} for labelled ones.
-  function parseMetrics(text) {
-    const out = {};
-    for (const line of text.split("\n")) {
-      if (!line || line.startsWith("#")) continue;
-      const cut = line.lastIndexOf(" ");
-      out[line.slice(0, cut)] = Number(line.slice(cut + 1));
+  const RETRY_MS = 2000;
+  const RATE_WINDOW_S = 1;
+
+  // [label, text, meter fraction or null] per row of the view.
+  function rows(f, nvmeRate) {
+    const fmt = Strata.formatBytes;
+    const r = [];
+    const { gpu, dram, nvme } = f.tiers;
+    if (gpu.budget) r.push(["GPU", `${fmt(gpu.used)} of ${fmt(gpu.budget)}`, gpu.used / gpu.budget]);
+    r.push(["DRAM", dram.budget ? `${fmt(dram.used)} of ${fmt(dram.budget)}` : `${fmt(dram.used)} (no limit)`,
+      dram.budget ? dram.used / dram.budget : null]);
+    if (nvme.used || nvme.read)
+      r.push(["NVMe", `${fmt(nvme.used)} read as needed${nvmeRate !== null ? `, ${fmt(nvmeRate)}/s now` : ""}`, null]);
+    r.push(["KV cache", `${f.kv_blocks.used} of ${f.kv_blocks.total} blocks`, f.kv_blocks.total ? f.kv_blocks.used / f.kv_blocks.total : null]);
+    if (f.experts) {
+      const chosen = f.experts.hits + f.experts.misses;
+      r.push(["Expert cache", chosen ? `${(100 * f.experts.hit_rate).toFixed(1)} % hits (${f.experts.hits} of ${chosen})` : "no expert chosen yet",
+        chosen ? f.experts.hit_rate : null]);
     }
-    return out;
+    r.push(["Generating", String(f.running), null]);
+    r.push(["Queued", String(f.queued), null]);
+    r.push(["Tokens/s (busy)", f.tokens_per_s.toFixed(1), null]);
+    r.push(["Prompt cache", `${f.cached_tokens} of ${f.cached_tokens + f.prompt_tokens} tokens reused`, null]);
+    r.push(["Generated", `${f.generated_tokens} tokens`, null]);
+    return r;
   }
 
-  function rows(m) {
-    const r = [];
-    const tiers = new Set();
-    for (const key of Object.keys(m)) {
-      const t = /^strata_memory_used_bytes\{tier="([^"]+)"\}$/.exec(key);
-      if (t) tiers.add(t[1]);
-    }
-    for (const tier of tiers) {
-      const used = m[`strata_memory_used_bytes{tier="${tier}"}`];
-      const budget = m[`strata_memory_budget_bytes{tier="${tier}"}`];
-      r.push([`${tier.toUpperCase()} (weights + KV)`, `${Strata.formatBytes(used)}${budget ? " of " + Strata.formatBytes(budget) : ""}`]);
-    }
-    r.push(["Generating", String(m.strata_requests_running ?? 0)]);
-    r.push(["Queued", String(m.strata_requests_queued ?? 0)]);
-    r.push(["Tokens/s (busy)", (m.strata_generated_tokens_per_second ?? 0).toFixed(1)]);
-    const cached = m.strata_cached_prompt_tokens_total ?? 0, evaluated = m.strata_prompt_tokens_total ?? 0;
-    r.push(["Prompt cache", `${cached} of ${cached + evaluated} tokens reused`]);
-    r.push(["Generated", `${m.strata_generated_tokens_total ?? 0} tokens`]);
-    return r;
+  function draw(target, f, nvmeRate) {
+    const { el } = Strata;
+    target.replaceChildren(...rows(f, nvmeRate).flatMap(([k, v, share]) => [
+      el("dt", {}, k),
+      el("dd", { "data-row": k }, v, share === null ? null : el("meter", { min: 0, max: 1, value: Math.min(1, share), "aria-label": `${k} in use` })),
+    ]));
+    target.dataset.running = f.running;
   }
 
   // "30 in DRAM, 2 on the GPU" for the tiers a plan's layers use, by `pick` (weights or KV).
@@ -59,20 +66,34 @@ const StrataEngine = (() => {
 
   function start(target, placementTarget) {
     showPlacement(placementTarget);
-    const tick = async () => {
-      if (document.hidden) return;
+    let controller = null;
+    const connect = async () => {
+      if (controller || document.hidden) return;
+      const mine = (controller = new AbortController());
+      const seen = [];  // [t, nvme bytes read] of the last second's events
       try {
-        const res = await Strata.api("/metrics");
-        if (!res.ok) return;
-        const stats = rows(parseMetrics(await res.text()));
-        target.replaceChildren(...stats.flatMap(([k, v]) => [Strata.el("dt", {}, k), Strata.el("dd", {}, v)]));
+        const res = await Strata.api("/v1/metrics/stream", { signal: mine.signal });
+        if (!res.ok) throw new Error(await Strata.errorText(res));
+        await Strata.readEvents(res, (f) => {
+          seen.push([f.t, f.tiers.nvme.read]);
+          while (seen.length > 2 && f.t - seen[1][0] >= RATE_WINDOW_S) seen.shift();
+          const [t0, read0] = seen[0];
+          draw(target, f, f.t > t0 ? (f.tiers.nvme.read - read0) / (f.t - t0) : null);
+        });
       } catch (e) {
-        target.replaceChildren(Strata.el("dd", { class: "error" }, "the server does not answer"));
+        if (e.name === "AbortError") return;
+        target.replaceChildren(Strata.el("dd", { class: "error" }, `the server does not answer (${e.message})`));
+      } finally {
+        if (controller === mine) controller = null;
       }
+      setTimeout(connect, RETRY_MS);  // the stream ended (the server closes it now and then) or failed
     };
-    tick();
-    setInterval(tick, 2000);
+    document.addEventListener("visibilitychange", () => {
+      if (document.hidden && controller) controller.abort(), (controller = null);
+      else connect();
+    });
+    connect();
   }
 
-  return { start, parseMetrics };
+  return { start, rows };
 })();

@@ -81,6 +81,27 @@ TEST_CASE("catalog model shapes: every name builds, llama3-8b has 8.03 B paramet
     CHECK_THROWS_AS(ModelShape::from_catalog("gpt-9", DType::F16), UsageError);
 }
 
+// Mistral's and AI2's announced sizes: Mixtral 8x7B has 46.7 B parameters and uses 12.9 B per
+// token; OLMoE-1B-7B 6.9 B and 1.3 B.
+TEST_CASE("catalog mixtures of experts: their parameters, all and active, as announced", "[unit][planner]") {
+    const auto active = [](const ModelShape& s) {
+        double n = static_cast<double>(s.n_params);
+        for (const auto& l : s.layers) n -= static_cast<double>(l.n_expert_params) * (1.0 - double(s.n_expert_used) / s.n_expert);
+        return n;
+    };
+    const ModelShape mixtral = ModelShape::from_catalog("mixtral-8x7b", DType::F16);
+    CHECK(mixtral.n_expert == 8);
+    CHECK(mixtral.n_expert_used == 2);
+    CHECK(std::fabs(mixtral.n_params / 46.7e9 - 1) < 0.01);
+    CHECK(std::fabs(active(mixtral) / 12.9e9 - 1) < 0.01);
+    const ModelShape olmoe = ModelShape::from_catalog("olmoe-1b-7b", DType::F16);
+    CHECK(olmoe.n_expert == 64);
+    CHECK(std::fabs(olmoe.n_params / 6.9e9 - 1) < 0.02);
+    CHECK(std::fabs(active(olmoe) / 1.3e9 - 1) < 0.03);
+    // The experts are each layer's 3-D tensors: all but the attention, norms and router.
+    for (const auto& l : mixtral.layers) CHECK(l.expert_bytes > l.weight_bytes * 9 / 10);
+}
+
 TEST_CASE("the SmolLM2 header gives a shape whose bytes are its tensors' bytes", "[unit][planner]") {
     const auto path = strata::test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2 model");

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "planner/catalog.h"
+#include "planner/expert_placement.h"
 #include "planner/plan_report.h"
 #include "planner/policy_search.h"
 #include "planner/workload.h"
@@ -33,6 +34,21 @@ TEST_CASE("plans round-trip through JSON exactly", "[unit][planner]") {
     CHECK_NOTHROW(back.check_matches(shape));
     CHECK(layer_runs(p).size() >= 1);
     CHECK(format_plan(p, shape, profile_from_catalog(gpu_spec("rtx4090")), {1, 0.1}).find("bottleneck") != std::string::npos);
+}
+
+TEST_CASE("a mixture of experts' plan keeps where its experts go, and how many a layer has", "[unit][planner]") {
+    // Mixtral 8x7B at Q4_K (26 GB) on a CPU with 16 GB of DRAM: the experts are offloaded to NVMe.
+    const ModelShape shape = ModelShape::from_catalog("mixtral-8x7b", DType::Q4_K);
+    const HardwareProfile hw = profile_from_catalog(gpu_spec("none", 16ull << 30));
+    PlannerOptions o;
+    o.budgets = default_budgets(hw);
+    const Plan p = search_with_expert_offload(shape, hw, Workload{512, 128, 1, Objective::Latency}, o).best;
+    REQUIRE(p.experts.enabled);
+    CHECK(p.experts.n_expert == 8);
+    CHECK(p.experts.dram.size() == static_cast<size_t>(shape.n_layer));
+    const Plan back = Plan::from_json(p.to_json());
+    CHECK(back == p);
+    CHECK(back.experts.n_expert == 8);
 }
 
 TEST_CASE("malformed or mismatched plans are rejected with a clear error", "[unit][planner]") {

@@ -34,7 +34,7 @@ TEST_CASE("plan request: every field lands where its flag would", "[unit][plan_r
                        {"gpu_budget", "90%"},   {"dram_budget", "64G"},  {"nvme_budget", "1T"}, {"batch", 8},
                        {"prompt_len", 2048},    {"gen_len", 64},         {"objective", "throughput"},
                        {"no_cpu_attention", true}, {"no_recompute", true}};
-    const PlanOptions o = parse_plan_request(body.dump(), kLocal);
+    const PlanOptions o = parse_plan_request(body.dump(), kLocal).options;
     CHECK(o.shape == "llama3-70b");
     CHECK(o.model.empty());
     CHECK(o.weight_type == "Q4_K");
@@ -61,7 +61,7 @@ TEST_CASE("plan request: every field lands where its flag would", "[unit][plan_r
 }
 
 TEST_CASE("plan request: absent fields keep the command's defaults", "[unit][plan_request]") {
-    const PlanOptions o = parse_plan_request(R"({"model": "llama3-8b", "gpu": "none"})", kLocal);
+    const PlanOptions o = parse_plan_request(R"({"model": "llama3-8b", "gpu": "none"})", kLocal).options;
     const PlanOptions defaults;
     CHECK(o.kv_type == defaults.kv_type);
     CHECK(o.batch == defaults.batch);
@@ -71,7 +71,7 @@ TEST_CASE("plan request: absent fields keep the command's defaults", "[unit][pla
 }
 
 TEST_CASE("plan request: a GGUF model is one the server lists, by name", "[unit][plan_request]") {
-    const PlanOptions o = parse_plan_request(R"({"model": "tiny.gguf", "gpu": "none"})", kLocal);
+    const PlanOptions o = parse_plan_request(R"({"model": "tiny.gguf", "gpu": "none"})", kLocal).options;
     CHECK(o.model == "/models/tiny.gguf");
     CHECK(o.shape.empty());
     for (const char* path : {"/models/tiny.gguf", "../tiny.gguf", "/etc/passwd"}) {
@@ -100,7 +100,32 @@ TEST_CASE("plan request: malformed bodies are 400s naming the field", "[unit][pl
         CHECK(e.status() == 400);
         CHECK(e.param() == param);
     }
-    CHECK(std::string(error_of(R"({"model": "llama3-8b", "gpu": "none", "hw": "/etc/passwd"})").what()).find("unknown field \"hw\"") != std::string::npos);
+    // A request never names a profile file: "hw" says only "machine" (the --ui server's own).
+    const auto file = error_of(R"({"model": "llama3-8b", "gpu": "none", "hw": "/etc/passwd"})");
+    CHECK(file.param() == "hw");
+    CHECK(std::string(file.what()).find("\"machine\"") != std::string::npos);
+    CHECK(error_of(R"({"model": "llama3-8b", "gpu": "none", "output": "pdf"})").param() == "output");
+    CHECK(error_of(R"({"model": "llama3-8b", "gpu": "none", "frontier": true})").param().empty());  // unknown field
     CHECK(error_of("[1, 2]").status() == 400);
     CHECK(error_of("{").status() == 400);
+}
+
+TEST_CASE("plan request: what to answer, the plan by default", "[unit][plan_request]") {
+    CHECK(parse_plan_request(R"({"model": "llama3-8b", "gpu": "none"})", kLocal).output == PlanOutput::Plan);
+    CHECK(parse_plan_request(R"({"model": "llama3-8b", "gpu": "none", "output": "plan"})", kLocal).output == PlanOutput::Plan);
+    CHECK(parse_plan_request(R"({"model": "llama3-8b", "gpu": "none", "output": "frontier"})", kLocal).output == PlanOutput::Frontier);
+    CHECK(parse_plan_request(R"({"model": "llama3-8b", "gpu": "none", "output": "svg"})", kLocal).output == PlanOutput::Svg);
+}
+
+TEST_CASE("plan request: \"hw\": \"machine\" plans for the server's own hardware, without catalog parts", "[unit][plan_request]") {
+    const PlanRequest r = parse_plan_request(R"({"model": "llama3-8b", "hw": "machine", "dram": "32G", "dram_budget": "50%"})", kLocal);
+    CHECK(r.machine);
+    CHECK(r.options.hw.empty());  // the server supplies it (strata plan --ui --hw FILE), never the request
+    CHECK(r.options.dram == "32G");
+    CHECK_FALSE(parse_plan_request(R"({"model": "llama3-8b", "gpu": "none"})", kLocal).machine);
+    for (const char* part : {"gpu", "system", "cpu", "pcie", "nvme", "dram_kind"}) {
+        INFO(part);
+        const auto e = error_of(json({{"model", "llama3-8b"}, {"hw", "machine"}, {part, "x"}}).dump());
+        CHECK(e.param() == "hw");
+    }
 }

@@ -1,0 +1,31 @@
+// Engine::gauges: what each memory tier holds and what the disk has served, read from the
+// budgets, the KV pool, the weight store and the backend (the page's live engine view).
+#include "runtime/engine.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/place/placement.h"
+#include "runtime/weights/expert_cache.h"
+#include "runtime/weights/weight_store.h"
+
+namespace strata::runtime {
+
+TierGauges Engine::gauges() const {
+    TierGauges g;
+    const Backend::DeviceMemory device = fwd_->device_memory();
+    g.gpu_used = device.used;
+    g.gpu_budget = device.budget;
+    g.dram_used = dram_->used();
+    g.dram_budget = dram_->limit() == UINT64_MAX ? 0 : dram_->limit();
+    g.nvme_used = static_cast<uint64_t>(placement_->plan.prediction.used.nvme);
+    g.nvme_read = weights_->stats().bytes_read;
+    g.kv_blocks_used = kv_->pool().n_used();
+    g.kv_blocks = kv_->pool().n_blocks();
+    if (const ExpertCache* cache = weights_->expert_cache()) {
+        const ExpertCacheStats s = cache->stats();
+        g.has_expert_cache = true;
+        g.expert_hits = s.hits;
+        g.expert_misses = s.misses;
+    }
+    return g;
+}
+
+}  // namespace strata::runtime
