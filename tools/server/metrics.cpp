@@ -41,7 +41,7 @@ void metric(std::string& out, const char* name, const char* type, const char* he
 }
 }  // namespace
 
-std::string Metrics::render(const runtime::SchedulerStats& s, const storage::MemoryBudget& dram) const {
+std::string Metrics::render(const runtime::SchedulerStats& s, const MemoryUse& dram) const {
     std::string out;
     {
         std::lock_guard lock(mu_);
@@ -72,14 +72,14 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const storage::Mem
     metric(out, "strata_generated_tokens_per_second", "gauge", "Tokens generated per busy second, since start.",
            s.busy_seconds > 0 ? s.generated_tokens / s.busy_seconds : 0.0);
     // A budget of "no limit" is reported as 0, as Prometheus has no infinity convention for sizes.
-    const uint64_t limit = dram.limit() == UINT64_MAX ? 0 : dram.limit();
+    const uint64_t limit = dram.limit == UINT64_MAX ? 0 : dram.limit;
     out += "# HELP strata_memory_budget_bytes Memory budget per tier (0: no limit).\n"
            "# TYPE strata_memory_budget_bytes gauge\n";
     out += fmt::format("strata_memory_budget_bytes{{tier=\"dram\"}} {}\n", limit);
     out += "# HELP strata_memory_used_bytes Memory reserved per tier now.\n# TYPE strata_memory_used_bytes gauge\n";
-    out += fmt::format("strata_memory_used_bytes{{tier=\"dram\"}} {}\n", dram.used());
+    out += fmt::format("strata_memory_used_bytes{{tier=\"dram\"}} {}\n", dram.used);
     out += "# HELP strata_memory_peak_bytes Most memory reserved per tier.\n# TYPE strata_memory_peak_bytes gauge\n";
-    out += fmt::format("strata_memory_peak_bytes{{tier=\"dram\"}} {}\n", dram.peak());
+    out += fmt::format("strata_memory_peak_bytes{{tier=\"dram\"}} {}\n", dram.peak);
     return out;
 }
 
