@@ -84,7 +84,7 @@ def main() -> None:
         assert set(counts) == expect, (engine, counts)
         assert subprocess.run(["sh", "-n"], input=script, text=True).returncode == 0, script  # valid shell
         if engine == "vllm":
-            # 754 GiB of BF16 weights and 63 GiB of KV: 16 H100s, a node's 8 in tensor parallel, 2 stages.
+            # 756 GiB of BF16 weights and 39.4 GiB of KV: 16 H100s, a node's 8 in tensor parallel, 2 stages.
             assert value(script, "--tensor-parallel-size") == "8" and value(script, "--pipeline-parallel-size") == "2", script
             assert value(script, "--max-model-len") == "5120" and value(script, "--max-num-seqs") == "16", script
             assert value(script, "--distributed-executor-backend") == "ray"

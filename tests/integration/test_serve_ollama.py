@@ -37,6 +37,8 @@ def check_models(client: ollama.Client, server: Server) -> None:
     assert smol.size == SMOL.stat().st_size and smol.details.format == "gguf", smol
     assert smol.details.family == "llama" and smol.details.quantization_level == "Q4_1", smol.details
     assert smol.details.parameter_size.endswith("M") and len(smol.digest) == 64, smol
+    status, _, raw = server.request("GET", "/api/tags")
+    assert status == 200 and all(m["context_length"] > 0 for m in raw["models"]), raw
 
     shown = client.show(SMOL.stem)
     assert shown.modelinfo["general.architecture"] == "llama", shown.modelinfo

@@ -115,7 +115,8 @@ Json tags_json(std::span<const models::LocalModel> models) {
                         {"modified_at", timestamp(m.modified)},
                         {"size", m.size_bytes},
                         {"digest", digest(m)},
-                        {"details", details_json(m)}});
+                        {"details", details_json(m)},
+                        {"context_length", m.context_length}});  // Strata's: the context it was trained for
     return {{"models", std::move(list)}};
 }
 

@@ -48,7 +48,7 @@ Json load_json(Api api, const std::string& model, bool unloading);
 std::string digest(const models::LocalModel& m);
 // {"parent_model", "format", "family", "families", "parameter_size", "quantization_level"}
 Json details_json(const models::LocalModel& m);
-// /api/tags: every model served.
+// /api/tags: every model served, with the context each was trained for beside Ollama's fields.
 Json tags_json(std::span<const models::LocalModel> models);
 // /api/show: the model's details, its header's metadata (scalars; arrays such as the vocabulary
 // left out), its chat template family and the sampling defaults, and what it can do.

@@ -36,7 +36,7 @@ TEST_CASE("cluster sizing: the smallest group of GPUs whose memory holds weights
         const ModelShape s = ModelShape::from_catalog("llama3-70b", DType::F16);
         const ClusterSizing c = size_cluster(s, h100s(4096, 8));
         CHECK(c.weight_bytes > 130ull << 30);  // about 141 GB
-        CHECK(c.tensor_parallel == 4);         // 2 x 72 GiB cannot hold 131 GiB + 10 GiB; 4 can
+        CHECK(c.tensor_parallel == 4);         // 2 x 70 GiB cannot hold 131 GiB + 10 GiB; 4 can
         CHECK(c.pipeline_parallel == 1);
         CHECK(c.nodes == 1);
         CHECK(c.gpus_per_node == 4);
