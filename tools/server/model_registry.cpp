@@ -24,9 +24,8 @@ LoadedModel::LoadedModel(const models::LocalModel& m, const runtime::EngineOptio
     : info(m),
       engine(std::make_unique<runtime::Engine>(eo)),
       chat_template(models::ChatTemplate::from_gguf(engine->file(), tmpl)),
-      context{engine->tokenizer(),   chat_template, engine->n_ctx(),
-              m.id,                  pooling.value_or(engine->pooling()),
-              engine->hparams().n_embd, m.path.string(), engine->placement().plan.to_json()},
+      context{engine->tokenizer(), chat_template, engine->n_ctx(), m.id, pooling.value_or(engine->pooling()),
+              engine->hparams().n_embd, engine->placement().plan.to_json()},
       scheduler(std::make_unique<runtime::Scheduler>(*engine, so)) {}
 
 ModelRegistry::ModelRegistry(RegistryOptions options) : options_(std::move(options)) {
