@@ -102,6 +102,20 @@ def main() -> None:
                 by_alias = client.completions.create(model=alias, prompt=PROMPT, max_tokens=16, temperature=0)
                 assert by_alias.choices[0].text == smol.choices[0].text
             assert server.stop() == 0, server.stderr()
+
+    # The memory budget decides too: two copies of SmolLM2 (about 200 MB each with their KV caches)
+    # do not fit 300 MB together, so loading the second unloads the first.
+    with tempfile.TemporaryDirectory() as d:
+        for name in ("smol-a", "smol-b"):
+            (Path(d) / f"{name}.gguf").symlink_to(SMOL)
+        with Server(None, "--models-dir", d, "--dram", "300M") as server:
+            assert loaded(server) == {"smol-a"}
+            status, _, body = server.request("POST", "/v1/completions", {"model": "smol-b", "prompt": PROMPT, "max_tokens": 4})
+            assert status == 200, body
+            assert loaded(server) == {"smol-b"}, "the idle model was not unloaded for the one asked for"
+            _, _, metrics = server.request("GET", "/metrics")
+            assert f'strata_memory_budget_bytes{{tier="dram"}} {300 << 20}' in metrics, metrics
+            assert server.stop() == 0, server.stderr()
     print(f"ok ({time.time() - start:.1f} s)")
 
 
