@@ -162,11 +162,12 @@ class Attack:
 def well_behaved(base_url: str, n: int, offset: int) -> tuple[list[float], list[str]]:
     client = openai.OpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=120)
     latencies, failures = [], []
+    model = client.models.list().data[0].id  # the server's default model, by its name
     for i in range(n):
         t0 = time.perf_counter()
         try:
             r = client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": f"Write about {TOPICS[(i + offset) % len(TOPICS)]}. ({i})"}],
+                model=model, messages=[{"role": "user", "content": f"Write about {TOPICS[(i + offset) % len(TOPICS)]}. ({i})"}],
                 max_tokens=16, temperature=0)
             if not r.choices[0].message.content and r.choices[0].finish_reason != "length":
                 failures.append(f"request {i}: empty answer")

@@ -53,7 +53,14 @@ std::optional<ChatFamily> chat_family_from_name(std::string_view name) {
     return std::nullopt;
 }
 
-std::string_view chat_family_list() { return "chatml, qwen3, llama3, llama2, zephyr, gemma, phi3"; }
+std::string_view chat_family_list() {
+    static const std::string list = [] {
+        std::string out;
+        for (auto [name, fam] : kFamilies) out += (out.empty() ? "" : ", ") + std::string(name);
+        return out;
+    }();
+    return list;
+}
 
 ChatTemplate::ChatTemplate(ChatFamily family, std::string default_system)
     : family_(family), default_system_(std::move(default_system)) {}

@@ -1,5 +1,6 @@
 #include "models/chat_tools.h"
 
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -258,6 +259,13 @@ ParsedReply parse_reply(std::string_view text, const ToolCallSyntax& syntax) {
         c.name = call["name"];
         c.arguments = call[syntax.args_key].dump(-1, ' ', false, ordered_json::error_handler_t::replace);
         if (call.contains("id") && call["id"].is_string()) c.id = call["id"];
+        // The same call again (a model looping on it, as small ones do when made to call) ends the reply.
+        if (std::any_of(r.calls.begin(), r.calls.end(), [&](const ChatToolCall& e) {
+                return e.name == c.name && (syntax.function_once || e.arguments == c.arguments);
+            })) {
+            r.repeated = true;
+            break;
+        }
         r.calls.push_back(std::move(c));
     }
     if (r.calls.empty()) {

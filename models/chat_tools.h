@@ -35,6 +35,10 @@ struct ToolCallSyntax {
     std::string args_key;   // "arguments", or "parameters" (Llama 3.1)
     bool parallel = true;   // the format has room for several calls
     bool with_id = false;   // each call carries an "id" of 9 letters and digits (Mistral)
+    // How the reply is read, not written: a call to a function already called ends it (a model
+    // made to call, tool_choice "required", goes on calling with new arguments); otherwise only
+    // a call that repeats an earlier one, name and arguments alike, does.
+    bool function_once = false;
 };
 // Throws UsageError for a family without a tool format.
 ToolCallSyntax tool_call_syntax(ChatFamily family);
@@ -42,10 +46,13 @@ ToolCallSyntax tool_call_syntax(ChatFamily family);
 struct ParsedReply {
     std::string content;  // the text before the calls
     std::vector<ChatToolCall> calls;
-    bool calling = false;  // the reply wrote the trigger
+    bool calling = false;   // the reply wrote the trigger
+    bool repeated = false;  // a call repeated an earlier one (see function_once): the reply ends before it
 };
 // Splits a reply into content and the complete calls after the trigger (each a JSON object
 // with a string "name" and an object args_key). A reply whose calls do not parse is content.
+// A call that repeats an earlier one (syntax.function_once: its function), and whatever
+// follows it, is left out.
 ParsedReply parse_reply(std::string_view text, const ToolCallSyntax& syntax);
 // How much of a reply being written is surely content: up to the trigger, or up to where the
 // text might be starting one.

@@ -262,7 +262,7 @@ Engine::Engine(const EngineOptions& opts)
     pooling_ = pooling_from_gguf(file_);
     if (opts.bf16_prefill) cpu::set_bf16_prefill(true);
     if (opts.prefetch_depth < 1) throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth));
-    const int n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min(hp_.n_ctx_train, 4096);
+    const int n_ctx = context_size(opts.n_ctx, hp_.n_ctx_train);
     if (!opts.trace_path.empty()) trace_ = std::make_unique<Trace>(opts.trace_path);
     // What the forward pass holds besides weights: the KV cache, activations and one row of logits.
     const uint64_t activations = Forward::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float);

@@ -3,6 +3,7 @@
 // CPU threads. The single-sequence API (eval, generate, truncate, reset) appends to sequence
 // 0 of the paged KV cache; the batch API (create_seq, attach_prefix, eval_batch) runs several
 // sequences in one forward pass for the Scheduler (runtime/scheduler.h).
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -37,13 +38,20 @@ class TokenTrie;
 class WeightStore;
 struct Placement;
 
+// The context an engine runs: `requested` when above 0, else the model's training context, at
+// most this many positions (a long-context model's full window would take its KV cache's memory).
+inline constexpr int kMaxDefaultContext = 4096;
+inline int context_size(int requested, int n_ctx_train) {
+    return requested > 0 ? requested : std::min(n_ctx_train, kMaxDefaultContext);
+}
+
 // How the hidden states of a text's tokens become one embedding (GGUF `<arch>.pooling_type`).
 enum class Pooling { Last, Mean, First };
 
 struct EngineOptions {
     std::filesystem::path model;  // empty: the default model
     int n_threads = 0;            // 0: every core
-    int n_ctx = 0;                // 0: the model's training context, at most 4096
+    int n_ctx = 0;                // 0: the model's training context, at most kMaxDefaultContext
     uint64_t dram_budget = 0;     // bytes of DRAM for weights, KV cache and buffers; 0: no limit
     int prefetch_depth = 2;       // streamed layers read ahead of compute
     int n_predict = 0;            // tokens generated per request, when known: the plan's workload
@@ -88,6 +96,9 @@ struct GenerateParams {
     std::shared_ptr<const Grammar> grammar;
     std::vector<std::string> grammar_triggers;
     int n_logprobs = -1;  // >= 0: each generated token's log-probability and this many alternatives
+    // Ends the output (stop_reason "stop") once this is true of the text released so far, as a
+    // stop string would: a reply with tools ends at a call that repeats an earlier one.
+    std::function<bool(std::string_view text)> ends_output;
 };
 
 struct GenerateResult {
@@ -115,6 +126,15 @@ struct TierGauges {
     int32_t kv_blocks_used = 0, kv_blocks = 0;  // the paged KV cache's blocks held by sequences
     bool has_expert_cache = false;
     uint64_t expert_hits = 0, expert_misses = 0;  // offloaded experts chosen and found in DRAM, or read
+    // Another engine's, added (a server's models together).
+    TierGauges& operator+=(const TierGauges& o) {
+        gpu_used += o.gpu_used, gpu_budget += o.gpu_budget, dram_used += o.dram_used, dram_budget += o.dram_budget;
+        nvme_used += o.nvme_used, nvme_read += o.nvme_read;
+        kv_blocks_used += o.kv_blocks_used, kv_blocks += o.kv_blocks;
+        has_expert_cache = has_expert_cache || o.has_expert_cache;
+        expert_hits += o.expert_hits, expert_misses += o.expert_misses;
+        return *this;
+    }
 };
 
 class Engine {

@@ -449,7 +449,7 @@ bool Scheduler::feed(Job& j, std::span<const float> logits) {
     j.sampler->accept_generated(t);
     const std::string text = j.stream->push(tok.piece(t));
     const bool keep_going = text.empty() || !j.request.on_text || j.request.on_text(text);
-    if (j.stream->stopped()) {
+    if (j.stream->stopped() || (p.ends_output && !text.empty() && p.ends_output(j.stream->text()))) {
         r.stop_reason = "stop";
         return false;
     }

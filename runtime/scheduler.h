@@ -70,6 +70,15 @@ struct SchedulerStats {
     uint64_t generated_tokens = 0;
     double busy_seconds = 0;        // time spent in forward passes
     TierGauges tiers;               // as the last step left them
+    // Another scheduler's, added (a server's models together).
+    SchedulerStats& operator+=(const SchedulerStats& o) {
+        running += o.running, queued += o.queued;
+        requests_done += o.requests_done, requests_failed += o.requests_failed;
+        prompt_tokens += o.prompt_tokens, cached_tokens += o.cached_tokens, generated_tokens += o.generated_tokens;
+        busy_seconds += o.busy_seconds;
+        tiers += o.tiers;
+        return *this;
+    }
 };
 
 // Thrown by submit when max_queue requests already wait; the caller may retry later.

@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -97,6 +98,11 @@ std::shared_ptr<const runtime::Grammar> load_grammar(const std::string& gbnf_fil
     } catch (const UsageError& err) {
         throw UsageError(fmt::format("{}: {}", file, err.what()), err.hint());
     }
+}
+
+uint64_t fresh_seed() {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
 runtime::Pooling pooling_or(const std::string& name, runtime::Pooling model_default) {

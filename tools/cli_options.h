@@ -73,7 +73,7 @@ struct InspectOptions {
     bool json = false;
 };
 
-// `strata plan`: the hardware is a profile file (--hw), catalog parts (--gpu, --system, ...),
+// `strata plan`: the hardware is a profile file (--hw), catalog parts (--gpu, --machine, ...),
 // or this machine (cached probe); the model a GGUF file or a catalog shape.
 struct PlanOptions {
     std::string model;        // GGUF file, or a catalog shape name
@@ -81,7 +81,7 @@ struct PlanOptions {
     std::string weight_type;  // catalog shapes only (default F16)
     std::string kv_type = "F16";  // or "auto": also search Q8_0 and Q4_0 (lossy)
     std::string hw;           // hardware profile JSON
-    std::string system, gpu, pcie, cpu, dram_kind, nvme;  // catalog names
+    std::string machine, gpu, pcie, cpu, dram_kind, nvme;  // catalog names (a whole machine, or its parts)
     std::string gpu_mem, dram, nvme_size;                 // capacities ("24G")
     double nvme_bw = 0;                                   // GB/s, overrides the drive's read rate
     std::string gpu_budget, dram_budget, nvme_budget;     // what the plan may use
@@ -91,6 +91,13 @@ struct PlanOptions {
     bool no_cpu_attention = false, no_recompute = false, frontier = false, json = false;
     std::string out;          // write the plan JSON here
     std::string svg;          // write the decode-step timeline here
+    // Targets the workload must meet; 0: none. Missed ones are reported (and --export sized for them).
+    double target_tps = 0;         // decode tokens/s each sequence sees
+    double target_ttft = 0;        // seconds to the first token
+    double target_throughput = 0;  // generated tokens/s in all
+    std::string export_engine;     // vllm, sglang or llama-rpc: write that engine's launch (tools/plan/launch_export.h)
+    std::string cluster_gpu;       // the cluster's catalog GPU; empty: h100-80g
+    int gpus_per_node = 8;
     bool ui = false;          // serve the planner page instead (tools/server/plan_ui)
     std::string ui_host = "127.0.0.1";
     int ui_port = 8090;
@@ -142,6 +149,16 @@ struct ServeOptions {
     int max_requests_per_client = 0;  // 0: no limit per address (the queue's bounds all)
     int shutdown_timeout_s = 30;  // how long SIGTERM waits for requests in flight before cancelling them
     std::string pooling;        // of /v1/embeddings: mean, last or cls; empty: the model's
+    std::string models_dir;     // every GGUF here, by name; empty: the model cache (unless -m names one file)
+    int max_models = 0;         // loaded at once; 0: as many as the memory budget holds
+    std::string keep_alive;     // how long a model stays loaded after its last request; empty: until memory is needed
+    std::vector<std::string> cors_origins;  // pages elsewhere that may call the API from a browser
+};
+
+// `strata list`: the models `strata serve` would serve (tools/cmd_list.cpp).
+struct ListOptions {
+    std::string models_dir;  // empty: the model cache
+    bool json = false;       // as GET /v1/models answers
 };
 
 // `strata embed`: texts to embedding vectors, printed as /v1/embeddings answers (tools/cmd_embed.cpp).
@@ -178,6 +195,9 @@ int run_bench(const BenchOptions& o);
 int run_serve(const ServeOptions& o);
 int run_batch(const BatchOptions& o);
 int run_embed(const EmbedOptions& o);
+int run_list(const ListOptions& o);
+// A seed for a run that names none: each run samples differently.
+uint64_t fresh_seed();
 // The pooling named by --pooling, or the model's own when `name` is empty.
 runtime::Pooling pooling_or(const std::string& name, runtime::Pooling model_default);
 

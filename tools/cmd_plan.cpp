@@ -1,16 +1,20 @@
 // `strata plan`: a dry run of the planner. Builds the hardware profile (file, catalog parts or
 // this machine), the model shape (GGUF header or catalog) and the workload, searches the
 // policies, and prints the chosen placement with its predicted speed, or the plan as JSON.
+// It says when the workload cannot run there (it does not fit, even with NVMe) or misses its
+// targets, and --export writes the launch of a distributed engine sized for it instead.
 #include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "planner/catalog.h"
 #include "planner/plan_report.h"
 #include "planner/units.h"
 #include "tools/cli_options.h"
 #include "tools/plan/plan_hardware.h"
+#include "tools/plan/launch_export.h"
 #include "tools/plan/plan_inputs.h"
 #include "tools/server/plan_ui.h"
 
@@ -26,22 +30,77 @@ void write_file(const std::string& path, const std::string& text, const char* wh
     if (!out) throw IoError(fmt::format("cannot write the {} to '{}'", what, path));
 }
 
+// The targets the plan's prediction misses, as one sentence; empty when it meets them all.
+std::string missed_targets(const PlanOptions& o, const Prediction& p) {
+    std::string out;
+    const auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
+    if (o.target_tps > 0 && p.decode_tps_per_seq < o.target_tps)
+        add(fmt::format("decode at {:.3g} tokens/s a sequence misses --target-tps {}", p.decode_tps_per_seq, o.target_tps));
+    if (o.target_ttft > 0 && p.ttft_s > o.target_ttft)
+        add(fmt::format("the first token after {} misses --target-ttft {} s", format_seconds(p.ttft_s), o.target_ttft));
+    if (o.target_throughput > 0 && p.throughput_tps < o.target_throughput)
+        add(fmt::format("{:.3g} tokens/s in all misses --target-throughput {}", p.throughput_tps, o.target_throughput));
+    return out;
+}
+
+// The cluster --export sizes for: nodes of --cluster-gpu (data-center GPUs unless told), not of
+// this machine's GPU, which is what ran out.
+ClusterRequest cluster_request(const PlanOptions& o) {
+    const Catalog& catalog = Catalog::builtin();
+    const std::string name = o.cluster_gpu.empty() ? "h100-80g" : o.cluster_gpu;
+    const GpuEntry* gpu = catalog.find_gpu(name);
+    if (!gpu) throw UsageError(fmt::format("--cluster-gpu '{}' is not a catalog GPU", name), fmt::format("use one of {}", catalog.gpu_names()));
+    if (o.gpus_per_node < 1) throw UsageError(fmt::format("--gpus-per-node {} must be at least 1", o.gpus_per_node));
+    ClusterRequest r;
+    r.gpu = *gpu;
+    r.gpus_per_node = o.gpus_per_node;
+    r.target_tps = o.target_tps;
+    r.efficiency = catalog.efficiency;
+    return r;
+}
+
+int export_launch(const PlanOptions& o, const std::string& verdict) {
+    const auto engine = launch_engine(o.export_engine);
+    const LaunchInput in{plan_shape(o, plan_kv_type(o)), plan_workload(o), verdict};
+    std::cout << launch_script(*engine, in, cluster_request(o));
+    fmt::print(stderr, "strata: {}; the {} launch above is sized for a cluster\n", verdict, o.export_engine);
+    return 0;
+}
+
 }  // namespace
 
 int run_plan(const PlanOptions& o) {
     if (o.ui) return server::run_plan_ui(o);
-    const PlanRun run = run_planner(o, load_hardware(o));
+    if (!o.export_engine.empty() && !launch_engine(o.export_engine))
+        throw UsageError(fmt::format("--export '{}' is not an engine Strata writes launches for", o.export_engine),
+                         fmt::format("use {}", kLaunchEngines));
+    PlanRun run;
+    try {
+        run = run_planner(o, load_hardware(o));
+    } catch (const OutOfBudget& e) {
+        const std::string verdict = fmt::format("the workload does not fit this machine, even with its NVMe ({})", e.what());
+        if (!o.export_engine.empty()) return export_launch(o, verdict);
+        throw OutOfBudget(verdict, fmt::format("{}{}--export vllm|sglang|llama-rpc writes the launch of a distributed engine sized for it",
+                                               e.hint(), e.hint().empty() ? "" : "; or "));
+    }
+    const std::string missed = missed_targets(o, run.result.best.prediction);
+    if (!o.export_engine.empty())
+        return export_launch(o, missed.empty() ? "it fits this machine and meets its targets; the launch was asked for"
+                                               : fmt::format("on this machine, {}", missed));
     const SearchResult& r = run.result;
     const ModelShape& shape = run.shape;
     const HardwareProfile& hw = run.hw;
     const std::string json = r.best.to_json();
     if (!o.out.empty()) write_file(o.out, json + "\n", "plan");
     if (!o.svg.empty()) write_file(o.svg, plan_svg(r.best, shape, hw), "timeline SVG");
+    const std::string way_out = "`--export vllm|sglang|llama-rpc` writes the launch of a distributed engine sized for it";
     if (o.json) {
         std::cout << json << "\n";
+        if (!missed.empty()) fmt::print(stderr, "strata: this machine misses the workload's targets: {}; {}\n", missed, way_out);
         return 0;
     }
     std::cout << format_plan(r.best, shape, hw, {r.n_policies, r.seconds});
+    if (!missed.empty()) fmt::print("\nThis machine misses the workload's targets: {}.\n{}.\n", missed, way_out);
     if (o.frontier) {
         fmt::print("\nfrontier (no other policy is faster per sequence and in aggregate):\n");
         fmt::print("{:>6} {:>6} {:>5} {:>9} {:>5} {:>10} {:>14} {:>12}\n", "batch", "micro", "KV", "cpu attn", "rc", "TTFT",

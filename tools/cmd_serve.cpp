@@ -1,6 +1,7 @@
-// `strata serve`: the OpenAI-compatible HTTP server. One model, one Scheduler shared by every
-// connection; SIGTERM or Ctrl-C stops accepting, lets requests in flight finish (a second
-// signal or --shutdown-timeout cancels them) and exits 0.
+// `strata serve`: the HTTP server (OpenAI's and Ollama's APIs). The models of a folder (or one
+// file, -m), each by name, loaded on demand within the memory budget, each with one Scheduler
+// shared by every connection; SIGTERM or Ctrl-C stops accepting, lets requests in flight
+// finish (a second signal or --shutdown-timeout cancels them) and exits 0.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -14,13 +15,13 @@
 
 #include <fmt/format.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/model_paths.h"
-#include "models/chat_template.h"
-#include "runtime/scheduler.h"
-#include "storage/budget.h"
+#include "models/model_dir.h"
 #include "tools/cli_options.h"
+#include "tools/ollama/duration.h"
 #include "tools/server/api_server.h"
 
 namespace strata::cli {
@@ -51,6 +52,37 @@ void raise_descriptor_limit(size_t connections) {
         STRATA_LOG_WARN("serve: the descriptor limit ({}) is below --max-connections ({}); raise it with ulimit -n", r.rlim_cur, connections);
 }
 
+// Without a budget the loaded models may hold this share of the machine's memory together.
+constexpr double kDefaultMemoryShare = 0.9;
+
+// The models served: the folder's (by default the model cache), with -m FILE first; -m alone
+// serves that file only. The first is the default one (-m's, else the default model's when the
+// folder has it).
+std::vector<models::LocalModel> served_models(const ServeOptions& o) {
+    std::vector<std::filesystem::path> files;
+    if (!o.m.model.empty()) files.push_back(o.m.model);
+    if (o.m.model.empty() || !o.models_dir.empty()) {
+        const std::filesystem::path dir = o.models_dir.empty() ? models_dir() : std::filesystem::path(o.models_dir);
+        for (const auto& f : models::gguf_files(dir)) files.push_back(f);
+        if (o.m.model.empty()) {
+            const auto preferred = std::find(files.begin(), files.end(), dir / kDefaultModelFile);
+            if (preferred != files.end()) std::rotate(files.begin(), preferred, preferred + 1);
+        }
+    }
+    if (files.empty())
+        throw UsageError(fmt::format("there is no GGUF model in '{}'", o.models_dir.empty() ? models_dir().string() : o.models_dir),
+                         "run scripts/fetch_model.sh for the default model, or serve a file with -m MODEL.gguf");
+    if (!o.m.model.empty()) models::describe_model(o.m.model);  // a bad -m file is an error, not a skipped one
+    std::vector<models::LocalModel> list = models::describe_models(files);
+    if (list.empty()) throw UsageError("none of the GGUF files found is a model this server can read", "see the warnings above");
+    if (!o.alias.empty()) {
+        if (models::find_model(list, o.alias))
+            throw UsageError(fmt::format("--alias '{}' is already the name of a model served", o.alias), "choose another alias");
+        list.front().id = o.alias;
+    }
+    return list;
+}
+
 }  // namespace
 
 int run_serve(const ServeOptions& o) {
@@ -78,24 +110,39 @@ int run_serve(const ServeOptions& o) {
     config.max_requests_per_client = o.max_requests_per_client > 0 ? static_cast<size_t>(o.max_requests_per_client) : SIZE_MAX;
     raise_descriptor_limit(config.max_connections);
 
-    runtime::EngineOptions eo = o.m.engine();
-    const std::filesystem::path model_path = resolve_model_path(eo.model);
-    runtime::Engine engine(eo);
-    const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(engine.file(), o.chat_template);
-    const std::string model_id = o.alias.empty() ? model_path.stem().string() : o.alias;
-    const openai::ModelContext model{engine.tokenizer(), tmpl, engine.n_ctx(), model_id, pooling_or(o.pooling, engine.pooling()),
-                                     engine.hparams().n_embd, model_path.string(),
-                                     engine.placement().plan.to_json()};
-
-    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{o.max_batch, o.max_queue, o.max_batch_per_client, o.max_queue_per_client});
-    server::ApiServer api(config, scheduler, model, engine.dram());
+    server::RegistryOptions ro;
+    ro.engine = o.m.engine();
+    ro.models = served_models(o);
+    ro.default_model = ro.models.front().id;
+    ro.scheduler = runtime::SchedulerOptions{o.max_batch, o.max_queue, o.max_batch_per_client, o.max_queue_per_client};
+    ro.chat_template = o.chat_template;
+    if (!o.pooling.empty()) ro.pooling = pooling_or(o.pooling, runtime::Pooling::Last);
+    ro.budget_per_engine = ro.engine.dram_budget > 0;
+    ro.memory_budget = ro.budget_per_engine ? ro.engine.dram_budget : static_cast<uint64_t>(system_ram_bytes() * kDefaultMemoryShare);
+    ro.max_loaded = static_cast<size_t>(o.max_models);
+    if (!o.keep_alive.empty()) {
+        const auto k = ollama::parse_duration(o.keep_alive);
+        if (k.count() >= 0) ro.keep_alive = k;
+    }
+    config.cors_origins = o.cors_origins;
+    server::ModelRegistry registry(std::move(ro));
+    std::string first_id;
+    int first_ctx = 0;
+    {
+        const auto first = registry.preload_default();  // dropped at once: the default model may be unloaded like any other
+        first_id = first->info.id;
+        first_ctx = first->engine->n_ctx();
+    }
+    server::ApiServer api(config, registry);
     api.bind();
     if (!is_loopback(config.host) && config.api_key.empty())
         STRATA_LOG_WARN("serve: listening on {} without an API key: anyone who can reach this address can use the model "
                         "(set --api-key or STRATA_API_KEY)", config.host);
     const std::string host = config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host;
-    fmt::print("strata: serving {} at http://{}:{}/v1 (context {}, batch {}, queue {})\n", model_id, host, api.port(),
-               engine.n_ctx(), o.max_batch, o.max_queue);
+    const size_t others = registry.available().size() - 1;
+    fmt::print("strata: serving {} at http://{}:{}/v1 (context {}, batch {}, queue {}){}\n", first_id, host, api.port(),
+               first_ctx, o.max_batch, o.max_queue,
+               others ? fmt::format("; {} more model{} by name, loaded on demand", others, others == 1 ? "" : "s") : "");
     std::fflush(stdout);
 
     const pthread_t main_thread = pthread_self();
@@ -118,7 +165,7 @@ int run_serve(const ServeOptions& o) {
         }
     }
     http.join();
-    engine.save_routing_stats();  // for the next plan of a mixture of experts
+    registry.save_routing_stats();  // for the next plan of a mixture of experts
     fmt::print(stderr, "strata: stopped\n");
     return 0;
 }

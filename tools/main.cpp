@@ -4,19 +4,35 @@
 
 #include <cstdio>
 #include <exception>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/log.h"
+#include "models/chat_template.h"
 #include "tools/cli_options.h"
+#include "tools/version.h"
 
 using namespace strata;
 
 namespace {
 
-void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
+// The help of a command lists its own flags first, then these groups.
+constexpr const char* kSampling = "Sampling";
+constexpr const char* kEngine = "Engine and memory";
+constexpr const char* kDevice = "Devices and the simulated device";
+
+void add_model_option(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("-m,--model", m.model, "GGUF model file (default: SmolLM2-135M-Instruct from the model cache)");
+    cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
+}
+
+// Added after a command's own flags, so that its help lists them first.
+void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
+    cmd.option_defaults()->group(kEngine);
     cmd.add_option("-t,--threads", m.threads, "CPU threads (default: every core)")->check(CLI::NonNegativeNumber);
     cmd.add_option("-c,--ctx", m.ctx, "context size in tokens (default: the model's, at most 4096)")
         ->check(CLI::NonNegativeNumber);
@@ -39,6 +55,7 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "for a tiny rounding; bf16 the same with less precision; q8_0 about a quarter of f32 "
                    "(8.5 bits a value), lossy; q4_0 about an eighth (4.5 bits a value), lossier; f32 exact")
         ->capture_default_str();
+    cmd.option_defaults()->group(kDevice);
     cmd.add_option("--gpu-mem", m.gpu_mem,
                    "GPU memory the engine may use, e.g. 20G; 0 runs on the CPU only (default: the GPU's memory less "
                    "room for the CUDA context, when there is a GPU); layers that do not fit are copied in each pass");
@@ -72,12 +89,13 @@ void add_model_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "what the expert cache keeps when experts are offloaded: adaptive (follows whichever of frequency and "
                    "lru this run's routing rewards), frequency (the most chosen) or lru (the most recent)")
         ->capture_default_str();
-    cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running");
-    cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
+    cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running")->group(kEngine);
+    cmd.option_defaults()->group("Options");
 }
 
-void add_sampler_options(CLI::App& cmd, runtime::SamplerParams& s) {
-    cmd.add_option("--temp", s.temperature, "temperature; 0 = greedy")->capture_default_str();
+void add_sampler_options(CLI::App& cmd, runtime::SamplerParams& s, std::optional<uint64_t>& seed) {
+    cmd.option_defaults()->group(kSampling);
+    cmd.add_option("--temp", s.temperature, "temperature; 0 = greedy (the server's and the web page's default too)")->capture_default_str();
     cmd.add_option("--top-k", s.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
     cmd.add_option("--top-p", s.top_p, "nucleus sampling threshold; 1 = off")->capture_default_str();
     cmd.add_option("--min-p", s.min_p, "drop tokens below min-p x the top probability; 0 = off")->capture_default_str();
@@ -85,11 +103,13 @@ void add_sampler_options(CLI::App& cmd, runtime::SamplerParams& s) {
     cmd.add_option("--presence-penalty", s.presence_penalty, "subtract from recent tokens' logits")->capture_default_str();
     cmd.add_option("--frequency-penalty", s.frequency_penalty, "subtract per occurrence")->capture_default_str();
     cmd.add_option("--repeat-last-n", s.penalty_last_n, "how many recent tokens the penalties see")->capture_default_str();
-    cmd.add_option("-s,--seed", s.seed, "random seed")->capture_default_str();
+    cmd.add_option("-s,--seed", seed, "random seed, for the same text again (default: a new one each run)");
+    cmd.option_defaults()->group("Options");
 }
 
 void add_chat_template_option(CLI::App& cmd, std::string& family) {
-    cmd.add_option("--chat-template", family, "template family: chatml, llama3, llama2, zephyr, gemma");
+    cmd.add_option("--chat-template", family,
+                   fmt::format("template family: {} (default: detected from the model)", models::chat_family_list()));
 }
 
 }  // namespace
@@ -97,38 +117,42 @@ void add_chat_template_option(CLI::App& cmd, std::string& family) {
 int main(int argc, char** argv) {
     CLI::App app{"Strata: run large language models on one workstation, across GPU, DRAM and NVMe"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", "strata 0.1.0");
+    app.set_version_flag("--version", fmt::format("strata {}", kVersion));
 
     cli::GenerateOptions gen;
+    std::optional<uint64_t> gen_seed, chat_seed;
     auto* g = app.add_subcommand("generate", "complete a prompt and stream the text");
-    add_model_options(*g, gen.m);
+    add_model_option(*g, gen.m);
     g->add_option("-p,--prompt", gen.prompt, "prompt text (default: read standard input)");
     g->add_option("-f,--file", gen.prompt_file, "read the prompt from a file");
     g->add_option("-n,--n-predict", gen.n_predict, "tokens to generate")->capture_default_str();
-    add_sampler_options(*g, gen.sampler);
     g->add_option("--stop", gen.stop, "stop when this text is generated (repeatable)");
     g->add_flag("--ignore-eos", gen.ignore_eos, "keep generating past end-of-sequence tokens");
     g->add_flag("--no-bos", gen.no_bos, "do not add the beginning-of-sequence token");
     g->add_flag("--json", gen.json, "print one JSON object: prompt_tokens, tokens, text, timings");
     g->add_option("--grammar", gen.grammar_file, "hold the output to the GBNF grammar in FILE (llama.cpp's notation)");
     g->add_option("--json-schema", gen.schema_file, "hold the output to JSON that validates against the schema in FILE");
+    add_sampler_options(*g, gen.sampler, gen_seed);
+    add_engine_options(*g, gen.m);
 
     cli::ChatOptions chat;
     auto* c = app.add_subcommand("chat", "talk with the model (plain generation when stdin is not a terminal)");
-    add_model_options(*c, chat.m);
+    add_model_option(*c, chat.m);
     c->add_option("--system", chat.system, "system prompt");
     add_chat_template_option(*c, chat.chat_template);
     c->add_option("--load", chat.load, "start from a conversation saved with /save FILE");
     c->add_flag("--print-prompt", chat.print_prompt, "print the prompt rendered for stdin's message and exit")->group("");
     c->add_option("-n,--n-predict", chat.n_predict, "most tokens per reply")->capture_default_str();
-    add_sampler_options(*c, chat.sampler);
+    add_sampler_options(*c, chat.sampler, chat_seed);
+    add_engine_options(*c, chat.m);
 
     cli::PerplexityOptions ppl;
     auto* p = app.add_subcommand("perplexity", "measure perplexity on a text file (llama.cpp's method)");
-    add_model_options(*p, ppl.m);
+    add_model_option(*p, ppl.m);
     p->add_option("-f,--file", ppl.file, "text file")->required();
     p->add_option("--chunk", ppl.ctx, "tokens per chunk; the second half of each is scored")->capture_default_str();
     p->add_option("--max-tokens", ppl.max_tokens, "use only the first N tokens of the file (0 = all)");
+    add_engine_options(*p, ppl.m);
 
     cli::InspectOptions insp;
     auto* i = app.add_subcommand("inspect", "print a GGUF file's metadata and tensor table");
@@ -142,7 +166,9 @@ int main(int argc, char** argv) {
     pl->add_option("--weight-type", plan.weight_type, "weight type of a catalog shape: F16, Q8_0, Q4_K, Q4_0, ... (default F16)");
     pl->add_option("--kv-type", plan.kv_type, "KV cache type: F16, Q8_0, Q4_0, or auto to search them (lossy)")->capture_default_str();
     pl->add_option("--hw", plan.hw, "hardware profile JSON from `strata probe -o FILE` (default: probe this machine, cached)");
-    pl->add_option("--system", plan.system, "catalog system, e.g. flexgen-t4 (FlexGen's T4 box)");
+    pl->add_option("--machine", plan.machine, "catalog machine, e.g. flexgen-t4 (FlexGen's T4 box)");
+    std::string old_system;  // the flag's old name, which chat uses for the system prompt
+    pl->add_option("--system", old_system, "the old name of --machine")->group("");
     pl->add_option("--gpu", plan.gpu, "catalog GPU (rtx3090, rtx4090, rtx5090, l40s, a100-40g, a100-80g, h100-80g, h200, t4) or none");
     pl->add_option("--gpu-mem", plan.gpu_mem, "GPU memory, e.g. 24G (default: the GPU's)");
     pl->add_option("--pcie", plan.pcie, "PCIe generation of the GPU link: gen3, gen4, gen5 (default: the GPU's)");
@@ -166,6 +192,14 @@ int main(int argc, char** argv) {
     pl->add_flag("--json", plan.json, "print the plan as JSON (the form `--plan FILE` loads)");
     pl->add_option("-o,--output", plan.out, "also write the plan JSON to FILE");
     pl->add_option("--svg", plan.svg, "draw one pipelined decode step to FILE");
+    pl->add_option("--target-tps", plan.target_tps, "decode tokens/s each sequence must see; the plan says when this machine misses it");
+    pl->add_option("--target-ttft", plan.target_ttft, "seconds to the first token the workload must meet");
+    pl->add_option("--target-throughput", plan.target_throughput, "generated tokens/s in all the workload must meet");
+    pl->add_option("--export", plan.export_engine,
+                   "write the launch of a distributed engine for this model and workload to stdout instead: vllm, sglang or "
+                   "llama-rpc (tensor/pipeline parallel sizes, nodes, context, KV budget, sized from the catalog)");
+    pl->add_option("--cluster-gpu", plan.cluster_gpu, "the cluster's catalog GPU for --export (default: h100-80g)");
+    pl->add_option("--gpus-per-node", plan.gpus_per_node, "GPUs in each node of the cluster for --export")->capture_default_str();
     pl->add_flag("--ui", plan.ui, "serve the planner page (every flag of this command, experts per tier, compare) on --host:--port, "
                                   "starting from the other flags given; no model needed");
     pl->add_option("--host", plan.ui_host, "address the planner page listens on (with --ui)")->capture_default_str();
@@ -185,7 +219,7 @@ int main(int argc, char** argv) {
 
     cli::BenchOptions bench;
     auto* be = app.add_subcommand("bench", "measure prompt processing (pp) and generation (tg) speed, as llama-bench does");
-    add_model_options(*be, bench.m);
+    add_model_option(*be, bench.m);
     be->add_option("-p,--n-prompt", bench.n_prompt, "prompt tokens evaluated in one batch (pp test; 0 = skip)")->capture_default_str();
     be->add_option("-n,--n-gen", bench.n_gen, "tokens generated one at a time (tg test; 0 = skip)")->capture_default_str();
     be->add_option("-r,--repetitions", bench.reps, "repetitions of each test")->capture_default_str();
@@ -195,10 +229,21 @@ int main(int argc, char** argv) {
     be->add_option("-d,--n-depth", bench.depth, "positions each sequence already holds when a test starts (untimed)")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     be->add_flag("--json", bench.json, "print one JSON object per test");
+    add_engine_options(*be, bench.m);
 
     cli::ServeOptions serve;
-    auto* sv = app.add_subcommand("serve", "serve the model over an OpenAI-compatible HTTP API");
-    add_model_options(*sv, serve.m);
+    auto* sv = app.add_subcommand("serve", "serve models by name over OpenAI's and Ollama's HTTP APIs");
+    add_model_option(*sv, serve.m);
+    sv->add_option("--models-dir", serve.models_dir,
+                   "serve every GGUF file in DIR by name, each loaded when first asked for (default: the model cache, "
+                   "unless -m names one file)");
+    sv->add_option("--max-models", serve.max_models, "models loaded at once; the least recently used idle one makes room (0: as "
+                                                     "many as the memory budget holds)")->check(CLI::NonNegativeNumber);
+    sv->add_option("--keep-alive", serve.keep_alive, "how long a model stays loaded after its last request: 5m, 1h, 0 (unload "
+                                                     "once answered), -1 (default: until memory is needed); Ollama requests may set their own");
+    sv->add_option("--cors-origin", serve.cors_origins,
+                   "let web pages from ORIGIN (scheme://host:port) call the API from a browser (repeatable); '*' for any page, "
+                   "only with --api-key");
     sv->add_option("--host", serve.host, "address to listen on (loopback unless told)")->capture_default_str();
     sv->add_option("--port", serve.port, "port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
     sv->add_option("--api-key", serve.api_key, "require 'Authorization: Bearer KEY' (default: $STRATA_API_KEY, else none)");
@@ -229,28 +274,48 @@ int main(int argc, char** argv) {
     sv->add_option("--shutdown-timeout", serve.shutdown_timeout_s, "seconds SIGTERM waits for requests in flight")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     sv->add_option("--pooling", serve.pooling, "how /v1/embeddings pools a text's hidden states: mean, last or cls (default: the model's)");
+    add_engine_options(*sv, serve.m);
+
+    cli::ListOptions list;
+    auto* ls = app.add_subcommand("list", "list the models `strata serve` would serve: name, alias, size, architecture, quantization, context");
+    ls->add_option("--models-dir", list.models_dir, "the folder to list (default: the model cache)");
+    ls->add_flag("--json", list.json, "print the list as GET /v1/models answers it");
 
     cli::EmbedOptions embed;
     auto* em = app.add_subcommand("embed", "embedding vectors of texts, printed as JSON (the /v1/embeddings answer)");
-    add_model_options(*em, embed.m);
+    add_model_option(*em, embed.m);
     em->add_option("-p,--prompt", embed.texts, "a text to embed (repeatable)");
     em->add_option("-f,--file", embed.file, "embed each line of FILE (default: each line of standard input)");
     em->add_option("--pooling", embed.pooling, "mean, last or cls (default: the model's, last for a decoder)");
     em->add_flag("--base64", embed.base64, "vectors as base64 of little-endian float32, as encoding_format base64");
+    add_engine_options(*em, embed.m);
 
     cli::BatchOptions batch;
     auto* ba = app.add_subcommand("batch", "run an OpenAI batch file (JSONL) through the scheduler; resumable");
-    add_model_options(*ba, batch.m);
+    add_model_option(*ba, batch.m);
     ba->add_option("-i,--input", batch.input, "requests, one JSON object a line")->required();
     ba->add_option("-o,--output", batch.output, "answers, one a line; a rerun skips those it holds")->required();
     add_chat_template_option(*ba, batch.chat_template);
     ba->add_option("--max-batch", batch.max_batch, "sequences generating at once")->capture_default_str()->check(CLI::PositiveNumber);
+    add_engine_options(*ba, batch.m);
 
     try {
         app.parse(argc, argv);
+    } catch (const CLI::RequiredError& e) {
+        if (!app.get_subcommands().empty()) return app.exit(e);
+        // No command: what there is to run, and a non-zero exit for scripts.
+        std::fprintf(stderr, "%s\nstrata: error: name a command, e.g. `strata chat`; `strata COMMAND --help` lists its flags\n",
+                     app.help().c_str());
+        return 2;
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     }
+    if (!old_system.empty()) {
+        std::fprintf(stderr, "strata: warning: `plan --system` is now `plan --machine` (chat's --system is the system prompt)\n");
+        if (plan.machine.empty()) plan.machine = old_system;
+    }
+    gen.sampler.seed = gen_seed.value_or(cli::fresh_seed());
+    chat.sampler.seed = chat_seed.value_or(cli::fresh_seed());
 
     try {
         if (*g) return init_logging(gen.m.verbosity), cli::run_generate(gen);
@@ -263,6 +328,7 @@ int main(int argc, char** argv) {
         if (*sv) return init_logging(serve.m.verbosity), cli::run_serve(serve);
         if (*ba) return init_logging(batch.m.verbosity), cli::run_batch(batch);
         if (*em) return init_logging(embed.m.verbosity), cli::run_embed(embed);
+        if (*ls) return init_logging(0), cli::run_list(list);
     } catch (const Error& e) {
         std::fprintf(stderr, "strata: error: %s\n", e.what());
         if (!e.hint().empty()) std::fprintf(stderr, "  hint: %s\n", e.hint().c_str());

@@ -150,7 +150,7 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
     if (plan.has_gpu && !gpu)
         throw UsageError(fmt::format("the plan is for a machine with a GPU ({}), but this runtime runs on the CPU only",
                                      plan.hardware),
-                         "make the plan for this machine: `strata plan -m MODEL` without --gpu, --system or --hw");
+                         "make the plan for this machine: `strata plan -m MODEL` without --gpu, --machine or --hw");
     // The runtime streams layers only; a plan that put anything else on NVMe still runs, with
     // that part held in DRAM and counted against the budget.
     std::vector<std::string> held;
@@ -180,7 +180,7 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
         if (!gpu && planner::device_of(w) == planner::Device::Gpu)
             throw UsageError(fmt::format("the plan sends layer {}'s weights to a GPU ({}), but this runtime runs on the CPU only",
                                          il, planner::option_name(w)),
-                             "make the plan for this machine: `strata plan -m MODEL` without --gpu, --system or --hw");
+                             "make the plan for this machine: `strata plan -m MODEL` without --gpu, --machine or --hw");
         if (gpu) r.on_cpu[l] = planner::device_of(w) == planner::Device::Cpu;
         if (w == WeightOption::Gpu) {
             r.resident[l] = false;

@@ -12,12 +12,13 @@ from strata_support import STRATA_BIN, free_port
 
 
 class Server:
-    """A `strata serve` process on a free loopback port, ready once /health answers."""
+    """A `strata serve` process on a free loopback port, ready once /health answers; `model`
+    None serves a models folder (give --models-dir in `args`)."""
 
     def __init__(self, model, *args: str, threads: int | None = None):
         self.port = free_port()
         self.log = tempfile.TemporaryFile()
-        cmd = [STRATA_BIN, "serve", "-m", str(model), "--port", str(self.port), *args]
+        cmd = [STRATA_BIN, "serve", *(["-m", str(model)] if model else []), "--port", str(self.port), *args]
         if threads:
             cmd += ["-t", str(threads)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)

@@ -32,6 +32,14 @@ def default_model() -> Path:
     return path
 
 
+def stories_model() -> Path:
+    """The tiny stories260K Llama beside the repository (../shared/models); skips the test without it."""
+    for path in (SOURCE_DIR.parent / "shared" / "models" / "stories260K.gguf", Path("/work/shared/models/stories260K.gguf")):
+        if path.exists():
+            return path
+    skip("stories260K.gguf is not beside the repository (../shared/models)")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

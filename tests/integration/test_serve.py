@@ -39,8 +39,8 @@ def check_openai_client(server: Server) -> None:
     assert [m.id for m in models.data] == [MODEL_ID], models
 
     # Chat, whole and streamed: the same greedy reply, usage adding up.
-    whole = client.chat.completions.create(model="anything", messages=CHAT, max_tokens=24, temperature=0)
-    assert whole.object == "chat.completion" and whole.model == "anything"  # echoed
+    whole = client.chat.completions.create(model=MODEL_ID, messages=CHAT, max_tokens=24, temperature=0)
+    assert whole.object == "chat.completion" and whole.model == MODEL_ID
     choice = whole.choices[0]
     assert choice.message.role == "assistant" and choice.message.content, whole
     assert choice.finish_reason in ("stop", "length"), whole
@@ -48,7 +48,7 @@ def check_openai_client(server: Server) -> None:
     assert u.total_tokens == u.prompt_tokens + u.completion_tokens and 0 < u.completion_tokens <= 24, u
     assert (choice.finish_reason == "length") == (u.completion_tokens == 24), whole
 
-    chunks = list(client.chat.completions.create(model="anything", messages=CHAT, max_tokens=24, temperature=0,
+    chunks = list(client.chat.completions.create(model=MODEL_ID, messages=CHAT, max_tokens=24, temperature=0,
                                                  stream=True, stream_options={"include_usage": True}))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == choice.message.content, (text, choice.message.content)
@@ -56,6 +56,14 @@ def check_openai_client(server: Server) -> None:
     finals = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
     assert finals == [choice.finish_reason], finals
     assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == u.total_tokens, chunks[-1]
+
+    # A model the server does not have is not answered by another one.
+    try:
+        client.chat.completions.create(model="gpt-9-ultra", messages=CHAT, max_tokens=4)
+        raise AssertionError("an unknown model was answered")
+    except openai.NotFoundError as e:
+        assert e.body["code"] == "model_not_found" and e.body["param"] == "model", e.body
+    assert client.models.retrieve(MODEL_ID).id == MODEL_ID
 
     # Completions equal `strata generate --temp 0`, streamed or not, with and without stop strings.
     reference = generate_greedy(PROMPT, 20)
@@ -151,6 +159,15 @@ def check_raw_errors(server: Server) -> None:
     check_error_shape(body, 400, status, param="prompt")
     status, _, body = server.request("POST", "/v1/completions", {"prompt": "x" * (2 << 20)})  # over the 1 MiB default
     check_error_shape(body, 413, status, code="request_too_large")
+    # curl -d sends application/x-www-form-urlencoded: a body of any such type up to --max-body is read.
+    long_prompt = json.dumps({"prompt": "The cat sat on the mat. " * 400, "max_tokens": 1, "temperature": 0})
+    assert len(long_prompt) > 8192  # past what the HTTP library reads of a form by itself
+    for content_type in ("application/x-www-form-urlencoded", "text/plain", "application/octet-stream"):
+        status, _, body = server.request("POST", "/v1/completions", long_prompt, {"Content-Type": content_type})
+        assert status == 200 and body["usage"]["completion_tokens"] == 1, (content_type, status, body)
+    status, _, body = server.request("POST", "/v1/completions", json.dumps({"prompt": "x" * (2 << 20)}),
+                                     {"Content-Type": "application/x-www-form-urlencoded"})
+    check_error_shape(body, 413, status, code="request_too_large")
     status, _, body = server.request("GET", "/v1/nothing")
     check_error_shape(body, 404, status)
     status, headers, body = server.request("GET", "/v1/embeddings")
@@ -161,6 +178,8 @@ def check_raw_errors(server: Server) -> None:
     status, _, text = server.request("GET", "/metrics")
     assert status == 200 and "strata_generated_tokens_total" in text and 'strata_memory_used_bytes{tier="dram"}' in text
     assert 'strata_http_responses_total{route="/v1/chat/completions",code="400"}' in text, text
+    too_large = [l for l in text.splitlines() if l.startswith('strata_requests_rejected_total{reason="too_large"}')]
+    assert too_large and float(too_large[0].split()[1]) >= 2, too_large  # both 413s above
 
 
 def check_sigterm_finishes_stream(server: Server) -> None:

@@ -33,10 +33,10 @@ def main() -> None:
 
         def ask(i: int, stream: bool) -> str:
             if not stream:
-                r = client.chat.completions.create(model="m", messages=messages(i), max_tokens=MAX_TOKENS, temperature=0)
+                r = client.chat.completions.create(model=MODEL.stem, messages=messages(i), max_tokens=MAX_TOKENS, temperature=0)
                 return r.choices[0].message.content
             parts = []
-            for chunk in client.chat.completions.create(model="m", messages=messages(i), max_tokens=MAX_TOKENS,
+            for chunk in client.chat.completions.create(model=MODEL.stem, messages=messages(i), max_tokens=MAX_TOKENS,
                                                         temperature=0, stream=True):
                 if chunk.choices and chunk.choices[0].delta.content:
                     parts.append(chunk.choices[0].delta.content)

@@ -32,7 +32,7 @@ def cosine(a: list[float], b: list[float]) -> float:
 
 def check_reference(client, pooling: str) -> None:
     ids = [case["ids"] for case in FIXTURE["cases"]]
-    got = client.embeddings.create(model="m", input=ids)
+    got = client.embeddings.create(model=MODEL.stem, input=ids)
     assert [d.index for d in got.data] == list(range(len(ids))), got
     assert got.usage.prompt_tokens == sum(len(i) for i in ids), got.usage
     for case, d in zip(FIXTURE["cases"], got.data):
@@ -47,20 +47,20 @@ def check_default_server(server: Server) -> None:
     check_reference(client, "last")
 
     texts = ["The cat sat on the mat.", "Stock prices fell sharply.", "A kitten rested on a rug."]
-    many = client.embeddings.create(model="m", input=texts)
-    one = [client.embeddings.create(model="m", input=t).data[0].embedding for t in texts]
+    many = client.embeddings.create(model=MODEL.stem, input=texts)
+    one = [client.embeddings.create(model=MODEL.stem, input=t).data[0].embedding for t in texts]
     assert [d.embedding for d in many.data] == one, "a batch gives each input the vector it gets alone"
     assert len(one[0]) == 576
     # The text's tokens (BOS/EOS by the model's rule, as /tokenize add_special) give the same vector.
     status, _, tok = server.request("POST", "/tokenize", {"content": texts[0], "add_special": True})
     assert status == 200, tok
-    assert client.embeddings.create(model="m", input=tok["tokens"]).data[0].embedding == one[0]
+    assert client.embeddings.create(model=MODEL.stem, input=tok["tokens"]).data[0].embedding == one[0]
     status, _, back = server.request("POST", "/detokenize", {"tokens": tok["tokens"]})
     assert status == 200 and back["content"].endswith(texts[0]), back
     status, _, pieces = server.request("POST", "/tokenize", {"content": "hello world", "with_pieces": True})
     assert "".join(p["piece"] for p in pieces["tokens"]) == "hello world", pieces
 
-    b64 = client.embeddings.create(model="m", input=texts[0], encoding_format="base64")
+    b64 = client.embeddings.create(model=MODEL.stem, input=texts[0], encoding_format="base64")
     raw = base64.b64decode(b64.data[0].embedding) if isinstance(b64.data[0].embedding, str) else None
     vec = list(struct.unpack(f"<{len(raw) // 4}f", raw)) if raw else b64.data[0].embedding  # the client may decode it
     assert [round(v, 6) for v in vec] == [round(v, 6) for v in one[0]], "base64 holds the same floats"

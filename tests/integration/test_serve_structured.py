@@ -64,12 +64,12 @@ def check_response_formats(client) -> None:
     for i in range(10):
         schema = random_object(rng)
         reply = client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "Describe a thing as JSON."}], temperature=0.8, seed=i,
+            model=MODEL.stem, messages=[{"role": "user", "content": "Describe a thing as JSON."}], temperature=0.8, seed=i,
             max_tokens=1500, response_format={"type": "json_schema", "json_schema": {"name": "thing", "schema": schema, "strict": True}})
         choice = reply.choices[0]
         assert choice.finish_reason == "stop", (schema, choice)
         jsonschema.validate(json.loads(choice.message.content), schema)
-    reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "A JSON object, please."}],
+    reply = client.chat.completions.create(model=MODEL.stem, messages=[{"role": "user", "content": "A JSON object, please."}],
                                            temperature=0.8, seed=1, max_tokens=1500, response_format={"type": "json_object"})
     assert isinstance(json.loads(reply.choices[0].message.content), dict), reply
     print("ok: 10 random schemas and json_object: every reply validates")
@@ -83,8 +83,8 @@ def tools_for(rng: random.Random) -> list[dict]:
 
 def check_calls(reply, tools: list[dict], only: str | None = None, whole: bool = True) -> list:
     """The calls of a reply, each of an offered function (`only`, when named) with arguments
-    that validate. A reply allowed parallel calls may run on calling till max_tokens (a small
-    model repeats itself); the calls before the cut are whole all the same."""
+    that validate. A reply that repeats a call ends there ("tool_calls"); one sampled freely may
+    still write new calls till max_tokens (`whole` False), and the calls before the cut are whole."""
     params = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls" or (not whole and choice.finish_reason == "length"), choice
@@ -102,16 +102,27 @@ def check_tools(client) -> None:
     ask = [{"role": "system", "content": "You can call tools."}, {"role": "user", "content": "Plan my trip to Paris."}]
     for i in range(6):
         tools = tools_for(rng)
-        check_calls(client.chat.completions.create(model="m", messages=ask, tools=tools, tool_choice="required",
+        check_calls(client.chat.completions.create(model=MODEL.stem, messages=ask, tools=tools, tool_choice="required",
                                                    temperature=0.8, seed=i, max_tokens=300), tools, whole=False)
+        # Greedy, a model made to call repeats its call: the repeat ends the reply, not max_tokens.
+        check_calls(client.chat.completions.create(model=MODEL.stem, messages=ask, tools=tools, tool_choice="required",
+                                                   temperature=0, max_tokens=600), tools)
         named = tools[i % 3]["function"]["name"]
-        check_calls(client.chat.completions.create(model="m", messages=ask, tools=tools, temperature=0.8, seed=i, max_tokens=600,
-                                                   tool_choice={"type": "function", "function": {"name": named}},
-                                                   parallel_tool_calls=False), tools, named)
-        single = client.chat.completions.create(model="m", messages=ask, tools=tools, tool_choice="required", temperature=0.8,
+        once = check_calls(client.chat.completions.create(model=MODEL.stem, messages=ask, tools=tools, temperature=0.8, seed=i,
+                                                          max_tokens=600, tool_choice={"type": "function", "function": {"name": named}}),
+                           tools, named)
+        assert len(once) == 1, once  # a named function is called once
+        single = client.chat.completions.create(model=MODEL.stem, messages=ask, tools=tools, tool_choice="required", temperature=0.8,
                                                 seed=i, max_tokens=600, parallel_tool_calls=False)
         assert len(check_calls(single, tools)) == 1
-    print("ok: required and named calls parse and validate against their parameters")
+    print("ok: required and named calls parse, validate against their parameters and end with the calls")
+
+    # Two tools of one name: refused, since a call could not say which it means.
+    try:
+        client.chat.completions.create(model=MODEL.stem, messages=ask, tools=[tools[0], tools[0]], max_tokens=8)
+        raise AssertionError("duplicate tool names were accepted")
+    except openai.BadRequestError as e:
+        assert e.body["param"] == "tools[1].function.name", e.body
 
     # auto: whatever the model writes, a call it starts is well formed.
     tools = tools_for(rng)
@@ -119,7 +130,7 @@ def check_tools(client) -> None:
               {"role": "user", "content": "What is the weather in Paris? Use get_weather."}]
     n_calls = 0
     for i in range(8):
-        reply = client.chat.completions.create(model="m", messages=hermes, tools=tools, temperature=1.0, seed=i, max_tokens=400)
+        reply = client.chat.completions.create(model=MODEL.stem, messages=hermes, tools=tools, temperature=1.0, seed=i, max_tokens=400)
         choice = reply.choices[0]
         if choice.message.tool_calls:
             n_calls += 1
@@ -129,7 +140,7 @@ def check_tools(client) -> None:
     print(f"ok: auto: {n_calls} of 8 replies called, every call well formed")
 
     # Streamed: the deltas add up to the whole reply's calls.
-    kw = dict(model="m", messages=ask, tools=tools, tool_choice="required", temperature=0, max_tokens=600, parallel_tool_calls=False)
+    kw = dict(model=MODEL.stem, messages=ask, tools=tools, tool_choice="required", temperature=0, max_tokens=600, parallel_tool_calls=False)
     whole = check_calls(client.chat.completions.create(**kw), tools)
     calls: dict[int, dict] = {}
     finish = None
@@ -146,7 +157,7 @@ def check_tools(client) -> None:
     # The conversation goes on with the call and its result.
     follow = ask + [{"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in whole]}] + \
         [{"role": "tool", "tool_call_id": c.id, "content": "{\"ok\": true}"} for c in whole]
-    reply = client.chat.completions.create(model="m", messages=follow, tools=tools, temperature=0, max_tokens=24)
+    reply = client.chat.completions.create(model=MODEL.stem, messages=follow, tools=tools, temperature=0, max_tokens=24)
     assert reply.choices[0].finish_reason in ("stop", "length", "tool_calls"), reply
     print("ok: streamed calls equal the whole reply's; tool results are taken back")
 

@@ -26,7 +26,10 @@ std::vector<int32_t> embedding_tokens(std::string_view text, const models::Token
 }
 
 EmbeddingRequest parse_embedding_request(std::string_view text, const ModelContext& model) {
-    const Json body = parse_json_limited(text, "the request body", "invalid_json");
+    return embedding_request(parse_json_limited(text, "the request body", "invalid_json"), model);
+}
+
+EmbeddingRequest embedding_request(const Json& body, const ModelContext& model) {
     if (!body.is_object()) throw invalid_request(fmt::format("the request body must be a JSON object, not {}", shown(body)));
     EmbeddingRequest req;
     req.model = string_field(body, "model", model.model_id);

@@ -28,6 +28,8 @@ struct EmbeddingRequest {
 std::vector<int32_t> embedding_tokens(std::string_view text, const models::Tokenizer& tok);
 // Throws ApiError 400 naming the field for a malformed body, an empty input or one past the context.
 EmbeddingRequest parse_embedding_request(std::string_view body, const ModelContext& model);
+// The same from a body already parsed (the server's, or one translated from Ollama's).
+EmbeddingRequest embedding_request(const Json& body, const ModelContext& model);
 // {"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model", "usage"}
 Json embedding_json(const EmbeddingRequest& req, std::span<const runtime::GenerateResult> results);
 // `bytes` in base64 (RFC 4648, padded).

@@ -74,9 +74,9 @@ std::vector<std::string> stop_strings(const Json& body) {
 }
 
 runtime::SamplerParams sampler_params(const Json& body) {
-    // OpenAI's defaults (temperature 1, no truncation), not the CLI's.
+    // The CLI's temperature (one default everywhere), OpenAI's other defaults: no truncation.
     runtime::SamplerParams s;
-    s.temperature = static_cast<float>(number_in(body, "temperature", 0, 2, 1.0));
+    s.temperature = static_cast<float>(number_in(body, "temperature", 0, 2, runtime::SamplerParams{}.temperature));
     s.top_p = static_cast<float>(number_in(body, "top_p", 0, 1, 1.0));
     // llama.cpp's extension; anything past the vocabulary keeps every token, as INT32_MAX does.
     s.top_k = static_cast<int32_t>(std::min<int64_t>(integer_at_least(body, "top_k", 0).value_or(0), INT32_MAX));
@@ -84,6 +84,9 @@ runtime::SamplerParams sampler_params(const Json& body) {
     s.presence_penalty = static_cast<float>(number_in(body, "presence_penalty", -2, 2, 0.0));
     s.frequency_penalty = static_cast<float>(number_in(body, "frequency_penalty", -2, 2, 0.0));
     s.repeat_penalty = static_cast<float>(number_in(body, "repeat_penalty", 0.01, 10, 1.0));
+    // llama.cpp's and Ollama's extension; -1: every token so far.
+    const int64_t last_n = integer_in(body, "repeat_last_n", -1, INT32_MAX, s.penalty_last_n);
+    s.penalty_last_n = last_n < 0 ? INT32_MAX : static_cast<int32_t>(last_n);
     if (const Json* v = field(body, "seed")) {
         if (!v->is_number_integer()) throw invalid_request(fmt::format("'seed' must be an integer, not {}", shown(*v)), "seed");
         s.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
@@ -149,6 +152,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, 
             req.tools = tools->syntax;
             req.params.grammar = tools->grammar;
             req.params.grammar_triggers = tools->triggers;
+            req.params.ends_output = [syntax = tools->syntax](std::string_view text) { return models::parse_reply(text, syntax).repeated; };
         }
         const std::vector<models::ChatMessage> messages = chat_messages(body);
         try {

@@ -31,13 +31,12 @@ struct ModelContext {
     std::string model_id;  // echoed when a request names no model
     runtime::Pooling pooling = runtime::Pooling::Last;  // of /v1/embeddings
     int n_embd = 0;
-    std::string model_path = {};  // the GGUF file, which the planner page offers
     std::string placement = {};   // the running engine's plan (Plan::to_json), which the page's engine view draws
 };
 
 struct CompletionRequest {
     Endpoint endpoint = Endpoint::Chat;
-    std::string model;             // as the request named it (one model per server)
+    std::string model;             // as the request named it (the server has already found the model it names)
     std::vector<int32_t> prompt;   // templated and tokenized
     runtime::GenerateParams params;  // n_logprobs >= 0 when `logprobs` was asked for
     bool stream = false;

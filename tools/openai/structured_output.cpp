@@ -1,5 +1,7 @@
 #include "tools/openai/structured_output.h"
 
+#include <set>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -86,11 +88,13 @@ std::optional<ToolUse> tool_use(const Json& body, models::ChatFamily family) {
     } catch (const UsageError& e) {
         throw invalid_request(fmt::format("{}; {}", e.what(), e.hint()), "tools");
     }
-    const bool parallel = use.syntax.parallel && (!field(body, "parallel_tool_calls") || boolean(body, "parallel_tool_calls"));
+    // A named function is called once: a model made to call it would otherwise call it on and on.
+    const bool parallel = use.syntax.parallel && mode != "named" && (!field(body, "parallel_tool_calls") || boolean(body, "parallel_tool_calls"));
     // In auto mode a schema keyword the grammar cannot hold is left to the model; when the
     // reply must call, its arguments must validate, so such a schema is refused.
     runtime::JsonSchemaGrammar g(mode == "auto");
     std::string calls;
+    std::set<std::string> names;
     bool found = mode != "named";
     for (size_t i = 0; i < tools->size(); ++i) {
         const Json& t = (*tools)[i];
@@ -99,6 +103,9 @@ std::optional<ToolUse> tool_use(const Json& body, models::ChatFamily family) {
         if (!fn || !fn->is_object() || !field(*fn, "name") || !(*fn)["name"].is_string() || (*fn)["name"].get<std::string>().empty())
             throw invalid_request(fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{\"name\", \"parameters\"}}}}", where), where);
         const std::string name = (*fn)["name"].get<std::string>();
+        if (!names.insert(name).second)
+            throw invalid_request(fmt::format("'{}.function.name': '{}' is offered twice; each tool needs a name of its own", where, name),
+                                  where + ".function.name");
         if (mode == "named" && name != named) continue;
         found = true;
         const Json* params = field(*fn, "parameters");
@@ -119,6 +126,7 @@ std::optional<ToolUse> tool_use(const Json& body, models::ChatFamily family) {
     g.add_rule("root", runtime::gbnf_literal(use.syntax.open) + " " + one + more + " " + runtime::gbnf_literal(use.syntax.close));
     use.grammar = compile(g.gbnf(), "tools");
     if (mode == "auto") use.triggers = {use.syntax.trigger};
+    use.syntax.function_once = mode == "required";
     use.tools_json = offered_tools(body);
     return use;
 }

@@ -2,7 +2,7 @@
 // What a request asks of the shape of its output, turned into a grammar for the sampler
 // (runtime/grammar/): `response_format` json_object or json_schema, llama.cpp's `grammar`
 // (GBNF), and `tools` with `tool_choice`. Tools are offered in the chat family's own format;
-// with tool_choice "required" or a named function the whole reply is held to the calls'
+// with tool_choice "required" or a named function (called once) the whole reply is held to the calls'
 // grammar, with "auto" the grammar takes over once the reply writes the family's trigger
 // (llama.cpp's lazy grammar), so a call is never malformed.
 #include <memory>

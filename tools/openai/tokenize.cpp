@@ -12,15 +12,13 @@
 namespace strata::openai {
 
 namespace {
-Json object_body(std::string_view text) {
-    Json body = parse_json_limited(text, "the request body", "invalid_json");
+void require_object(const Json& body) {
     if (!body.is_object()) throw invalid_request(fmt::format("the request body must be a JSON object, not {}", shown(body)));
-    return body;
 }
 }  // namespace
 
-Json tokenize_json(std::string_view text, const ModelContext& model) {
-    const Json body = object_body(text);
+Json tokenize_json(const Json& body, const ModelContext& model) {
+    require_object(body);
     const Json* content = field(body, "content");
     if (!content || !content->is_string()) throw invalid_request("'content' must be the text to tokenize", "content");
     const models::Tokenizer& tok = model.tokenizer;
@@ -42,8 +40,8 @@ Json tokenize_json(std::string_view text, const ModelContext& model) {
     return {{"tokens", std::move(tokens)}};
 }
 
-Json detokenize_json(std::string_view text, const ModelContext& model) {
-    const Json body = object_body(text);
+Json detokenize_json(const Json& body, const ModelContext& model) {
+    require_object(body);
     const Json* tokens = field(body, "tokens");
     if (!tokens || !tokens->is_array()) throw invalid_request("'tokens' must be a list of token ids", "tokens");
     std::vector<int32_t> ids;
@@ -55,8 +53,8 @@ Json detokenize_json(std::string_view text, const ModelContext& model) {
     return {{"content", model.tokenizer.decode(ids, /*special=*/true)}};
 }
 
-Json apply_template_json(std::string_view text, const ModelContext& model) {
-    const Json body = object_body(text);
+Json apply_template_json(const Json& body, const ModelContext& model) {
+    require_object(body);
     const std::vector<models::ChatMessage> messages = chat_messages(body);
     try {
         return {{"prompt", model.chat_template.render(messages, true, offered_tools(body))}};

@@ -5,15 +5,13 @@
 //   POST /detokenize     {"tokens": [ids]} -> {"content"}
 //   POST /apply-template a chat request's messages and tools -> {"prompt"}: the text the model reads
 // Every malformed body is a 400 naming the field.
-#include <string_view>
-
 #include "tools/openai/json_fields.h"
 #include "tools/openai/request.h"
 
 namespace strata::openai {
 
-Json tokenize_json(std::string_view body, const ModelContext& model);
-Json detokenize_json(std::string_view body, const ModelContext& model);
-Json apply_template_json(std::string_view body, const ModelContext& model);
+Json tokenize_json(const Json& body, const ModelContext& model);
+Json detokenize_json(const Json& body, const ModelContext& model);
+Json apply_template_json(const Json& body, const ModelContext& model);
 
 }  // namespace strata::openai

@@ -3,6 +3,7 @@
 // the start of a call (text that may begin the family's trigger, and spaces before it, wait),
 // and each call once its JSON is complete. What the stream sends adds up to what
 // make_choice reads from the whole reply.
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,5 +34,9 @@ private:
     std::string text_;
     size_t content_sent_ = 0, calls_sent_ = 0;
 };
+
+// A choice's next text as it may be sent: with tools offered (`tools` set) the content that
+// cannot begin a call and each call once whole, the rest at its end (`done`); without, the text as it is.
+ToolCallStream::Delta next_delta(std::optional<ToolCallStream>& tools, std::string_view text, bool done);
 
 }  // namespace strata::openai

@@ -10,7 +10,7 @@ namespace strata::cli {
 
 planner::HardwareProfile load_hardware(const PlanOptions& o) {
     const bool dry_run = names_catalog_parts(o);
-    if (!o.hw.empty() && dry_run) throw UsageError("--hw and catalog parts (--gpu, --system, ...) cannot be combined");
+    if (!o.hw.empty() && dry_run) throw UsageError("--hw and catalog parts (--gpu, --machine, ...) cannot be combined");
     if (dry_run) return catalog_hardware(o);
     planner::HardwareProfile hw;
     if (!o.hw.empty()) {

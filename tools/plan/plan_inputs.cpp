@@ -15,9 +15,7 @@ namespace strata::cli {
 
 using namespace strata::planner;
 
-namespace {
-
-ModelShape load_shape(const PlanOptions& o, DType kv) {
+ModelShape plan_shape(const PlanOptions& o, DType kv) {
     const std::string name = !o.shape.empty() ? o.shape : o.model;
     const bool is_file = o.shape.empty() && (name.empty() || std::filesystem::exists(name));
     if (is_file) {
@@ -39,6 +37,8 @@ ModelShape load_shape(const PlanOptions& o, DType kv) {
     return ModelShape::from_catalog(name, wt, kv);
 }
 
+namespace {
+
 std::vector<DType> kv_types(const std::string& s) {
     if (s == "auto") return {DType::F16, DType::Q8_0, DType::Q4_0};
     const auto t = dtype_from_name(s);
@@ -47,7 +47,9 @@ std::vector<DType> kv_types(const std::string& s) {
     return {*t};
 }
 
-Workload load_workload(const PlanOptions& o) {
+}  // namespace
+
+Workload plan_workload(const PlanOptions& o) {
     Workload wl;
     if (!o.workload.empty()) wl.apply(o.workload);
     if (o.batch > 0) wl.batch = o.batch;
@@ -62,7 +64,7 @@ Workload load_workload(const PlanOptions& o) {
     return wl;
 }
 
-}  // namespace
+DType plan_kv_type(const PlanOptions& o) { return kv_types(o.kv_type).front(); }
 
 // An installed capacity (--dram, --gpu-mem, --nvme-size) is a size: a share of it would be circular.
 uint64_t capacity(const std::string& text, const char* flag) {
@@ -72,12 +74,12 @@ uint64_t capacity(const std::string& text, const char* flag) {
 }
 
 bool names_catalog_parts(const PlanOptions& o) {
-    return !o.system.empty() || !o.gpu.empty() || !o.cpu.empty() || !o.pcie.empty() || !o.nvme.empty() || !o.dram_kind.empty();
+    return !o.machine.empty() || !o.gpu.empty() || !o.cpu.empty() || !o.pcie.empty() || !o.nvme.empty() || !o.dram_kind.empty();
 }
 
 HardwareProfile catalog_hardware(const PlanOptions& o) {
     DryRunSpec spec;
-    spec.system = o.system, spec.gpu = o.gpu, spec.pcie = o.pcie, spec.cpu = o.cpu, spec.dram_kind = o.dram_kind, spec.nvme = o.nvme;
+    spec.system = o.machine, spec.gpu = o.gpu, spec.pcie = o.pcie, spec.cpu = o.cpu, spec.dram_kind = o.dram_kind, spec.nvme = o.nvme;
     if (!o.gpu_mem.empty()) spec.gpu_memory = capacity(o.gpu_mem, "--gpu-mem");
     if (!o.dram.empty()) spec.dram = capacity(o.dram, "--dram");
     if (!o.nvme_size.empty()) spec.nvme_capacity = capacity(o.nvme_size, "--nvme-size");
@@ -90,9 +92,9 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     opts.kv_types = kv_types(o.kv_type);
     opts.allow_cpu_attention = !o.no_cpu_attention;
     opts.allow_recompute = !o.no_recompute;
-    PlanRun run{load_shape(o, opts.kv_types.front()), std::move(hardware), {}};
+    PlanRun run{plan_shape(o, opts.kv_types.front()), std::move(hardware), {}};
     const HardwareProfile& hw = run.hw;
-    const Workload wl = load_workload(o);
+    const Workload wl = plan_workload(o);
     opts.budgets = default_budgets(hw);
     if (!o.gpu_budget.empty()) opts.budgets.gpu = static_cast<double>(parse_size(o.gpu_budget, "--gpu-budget", hw.gpu ? hw.gpu->memory_bytes : 0));
     if (!o.dram_budget.empty()) opts.budgets.dram = static_cast<double>(parse_size(o.dram_budget, "--dram-budget", hw.dram.capacity_bytes));

@@ -9,6 +9,7 @@
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
 #include "planner/policy_search.h"
+#include "planner/workload.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
@@ -19,6 +20,11 @@ struct PlanRun {
     planner::SearchResult result;
 };
 
+// The model (a GGUF header or a catalog shape, its KV cache in `kv`), the workload, and the
+// first KV type the options name ("auto": F16 first), each throwing UsageError naming a bad option.
+planner::ModelShape plan_shape(const PlanOptions& o, DType kv);
+planner::Workload plan_workload(const PlanOptions& o);
+DType plan_kv_type(const PlanOptions& o);
 // An installed capacity (--dram, --gpu-mem, --nvme-size) in bytes; a share ("50%") is a UsageError.
 uint64_t capacity(const std::string& text, const char* flag);
 // Whether the options name catalog parts (--gpu, --system, --cpu, --pcie, --nvme, --dram-kind).

@@ -1,13 +1,13 @@
 #include "tools/plan/plan_request.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <system_error>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/model_paths.h"
+#include "models/model_dir.h"
 #include "planner/catalog.h"
 #include "tools/openai/api_error.h"
 #include "tools/openai/json_fields.h"
@@ -18,12 +18,13 @@ namespace strata::cli {
 using openai::invalid_request;
 using openai::Json;
 
-LocalModels list_local_models(const std::string& served) {
+LocalModels list_local_models() {
     LocalModels out;
-    std::error_code ec;
-    for (std::filesystem::directory_iterator it(models_dir(), ec), end; !ec && it != end; it.increment(ec))
-        if (it->path().extension() == ".gguf" && it->is_regular_file(ec)) out[it->path().filename().string()] = it->path().string();
-    if (!served.empty()) out[std::filesystem::path(served).filename().string()] = served;
+    try {
+        for (const auto& f : models::gguf_files(models_dir())) out[f.filename().string()] = f.string();
+    } catch (const UsageError&) {
+        // no models folder yet: catalog shapes only
+    }
     return out;
 }
 
@@ -41,7 +42,7 @@ std::string text(const Json& body, const char* key) {
 int count(const Json& body, const char* key, int64_t hi) { return static_cast<int>(openai::integer_in(body, key, 1, hi, 0)); }
 
 // Every field the request may carry; another is a typo the client should hear about.
-constexpr const char* kFields[] = {"model", "weight_type", "kv_type", "system", "gpu", "gpu_mem", "pcie", "cpu", "dram",
+constexpr const char* kFields[] = {"model", "weight_type", "kv_type", "machine", "system", "gpu", "gpu_mem", "pcie", "cpu", "dram",
                                    "dram_kind", "nvme", "nvme_bw", "nvme_size", "gpu_budget", "dram_budget", "nvme_budget",
                                    "batch", "prompt_len", "gen_len", "objective", "no_cpu_attention", "no_recompute",
                                    "hw", "output"};
@@ -82,9 +83,12 @@ PlanRequest parse_plan_request(std::string_view body_text, const LocalModels& lo
         throw invalid_request(fmt::format("model '{}' is neither a catalog shape nor a GGUF file this server lists", openai::shown(Json(model))),
                               "model", "model_not_found");
     o.gpu = text(body, "gpu");
-    o.system = text(body, "system");
-    if (o.gpu.empty() && o.system.empty() && !request.machine)
-        throw invalid_request("name the hardware: 'gpu' (a catalog GPU or \"none\"), 'system', or 'hw': \"machine\"", "gpu");
+    o.machine = text(body, "machine");
+    if (o.machine.empty()) o.machine = text(body, "system");  // the field's old name, as the flag's
+    if (o.gpu.empty() && o.machine.empty() && !request.machine)
+        throw invalid_request("name the hardware: 'gpu' (a catalog GPU or \"none\"), 'machine' (a catalog system), or 'hw': "
+                              "\"machine\" (this machine)",
+                              "gpu");
     o.weight_type = text(body, "weight_type");
     if (const std::string kv = text(body, "kv_type"); !kv.empty()) o.kv_type = kv;
     o.gpu_mem = text(body, "gpu_mem"), o.pcie = text(body, "pcie"), o.cpu = text(body, "cpu");

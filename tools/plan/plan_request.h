@@ -17,8 +17,8 @@ namespace strata::cli {
 // Local GGUF files a request may name: the name shown to clients -> the path.
 using LocalModels = std::map<std::string, std::string>;
 
-// The *.gguf files in the models directory, plus `served` (the model `strata serve` runs) when given.
-LocalModels list_local_models(const std::string& served = {});
+// The *.gguf files in the models directory (`strata plan --ui`; `strata serve` offers the models it serves).
+LocalModels list_local_models();
 
 // What `strata plan` prints: the plan (--json), the policies no other beats (--frontier), one
 // pipelined decode step drawn (--svg).

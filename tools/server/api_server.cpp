@@ -13,6 +13,7 @@
 #include "tools/openai/response.h"
 #include "tools/server/auth.h"
 #include "tools/server/metrics_stream.h"
+#include "tools/server/cors.h"
 #include "tools/server/peer_socket.h"
 #include "tools/server/server_state.h"
 #include "tools/server/web_routes.h"
@@ -22,14 +23,14 @@ namespace strata::server {
 // How long a connection may idle between requests.
 constexpr int kKeepAliveS = 5;
 
-void ServerState::track(uint64_t id) {
+void ServerState::track(runtime::Scheduler& s, uint64_t id) {
     std::lock_guard lock(mu_);
-    in_flight_.insert(id);
+    in_flight_.insert({&s, id});
 }
 
-void ServerState::untrack(uint64_t id) {
+void ServerState::untrack(runtime::Scheduler& s, uint64_t id) {
     std::lock_guard lock(mu_);
-    in_flight_.erase(id);
+    in_flight_.erase({&s, id});
 }
 
 size_t ServerState::in_flight() const {
@@ -39,7 +40,37 @@ size_t ServerState::in_flight() const {
 
 void ServerState::cancel_all() {
     std::lock_guard lock(mu_);
-    for (uint64_t id : in_flight_) scheduler.cancel(id);
+    for (const auto& [scheduler, id] : in_flight_) scheduler->cancel(id);
+}
+
+std::shared_ptr<LoadedModel> requested_model(ServerState& state, const openai::Json& body, std::optional<std::chrono::seconds> keep_alive) {
+    const openai::Json* m = body.is_object() ? openai::field(body, "model") : nullptr;
+    if (m && !m->is_string()) throw openai::invalid_request(fmt::format("'model' must be a string, not {}", openai::shown(*m)), "model");
+    return state.models.acquire(m ? m->get<std::string>() : std::string(), keep_alive);
+}
+
+void post_route(httplib::Server& http, const std::string& pattern, std::function<void(const httplib::Request&, httplib::Response&)> handler) {
+    http.Post(pattern, [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                                      const httplib::ContentReader& read) {
+        if (req.is_multipart_form_data()) {
+            close_after_response();  // its body stays unread
+            return set_route_error(req.path, res,
+                                   openai::invalid_request("the request body must be JSON, not multipart/form-data", {}, "invalid_json"));
+        }
+        std::string body;
+        if (!read([&](const char* data, size_t n) {
+                body.append(data, n);
+                return true;
+            })) {
+            close_after_response();
+            res.status = 400;  // the error handler says why (408 when it was late)
+            return;
+        }
+        // httplib built this request for this handler and hands it over as const: the body is
+        // put where every handler reads it.
+        const_cast<httplib::Request&>(req).body = std::move(body);
+        handler(req, res);
+    });
 }
 
 static LoopLimits loop_limits(const ServerConfig& c) {
@@ -55,35 +86,41 @@ static LoopLimits loop_limits(const ServerConfig& c) {
     return l;
 }
 
+namespace {
+struct Route {
+    const char* path;
+    const char* method;
+    const char* label = nullptr;  // a path that ends in a name: matched by prefix, labelled so in the metrics
+};
+}  // namespace
+
 struct ApiServer::Impl {
     ServerConfig config;
+    CorsPolicy cors;
     ServerState state;
     ConnectionServer http;
     ConnectionLoop loop;
-    int64_t started = 0;
 
-    Impl(const ServerConfig& c, runtime::Scheduler& s, const openai::ModelContext& m, const storage::MemoryBudget& dram)
-        : config(c), state(s, m, dram), loop(loop_limits(c), state.metrics, [this](ConnectionJob& job, bool last) { http.serve(job, last); }) {
-        started = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    Impl(const ServerConfig& c, ModelRegistry& models)
+        : config(c), cors(c.cors_origins, !c.api_key.empty()), state(models),
+          loop(loop_limits(c), state.metrics, [this](ConnectionJob& job, bool last) { http.serve(job, last); }) {
         configure();
         routes();
     }
 
-    struct Route {
-        const char* path;
-        const char* method;
-    };
-    static constexpr Route kRoutes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/embeddings", "POST"},
-                                        {"/v1/models", "GET"},           {"/tokenize", "POST"},       {"/detokenize", "POST"},
-                                        {"/apply-template", "POST"},     {"/health", "GET"},          {"/metrics", "GET"},
-                                        {"/v1/metrics/stream", "GET"},   {"/v1/plan", "POST"},        {"/v1/plan/options", "GET"},
-                                        {"/", "GET"},                    {"/plan", "GET"}};
+    static constexpr Route kRoutes[] = {
+        {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/v1/embeddings", "POST"},  {"/v1/models", "GET"},
+        {"/v1/models/", "GET", "/v1/models/{id}"},                       {"/tokenize", "POST"},       {"/detokenize", "POST"},
+        {"/apply-template", "POST"},      {"/health", "GET"},            {"/metrics", "GET"},         {"/v1/metrics/stream", "GET"}, {"/v1/plan", "POST"},
+        {"/v1/plan/options", "GET"},      {"/api/tags", "GET"},          {"/api/show", "POST"},       {"/api/ps", "GET"},
+        {"/api/version", "GET"},          {"/api/chat", "POST"},         {"/api/generate", "POST"},   {"/api/embed", "POST"},
+        {"/api/embeddings", "POST"},      {"/", "GET"},                  {"/plan", "GET"}};
     // Every file of the page, under one name for the metrics.
     static constexpr Route kStaticRoute = {"/static/*", "GET"};
 
     static const Route* find_route(const std::string& path) {
         for (const Route& r : kRoutes)
-            if (path == r.path) return &r;
+            if (r.label ? path.size() > std::string_view(r.path).size() && path.starts_with(r.path) : path == r.path) return &r;
         if (path.starts_with("/static/") && is_web_path(path)) return &kStaticRoute;
         return nullptr;
     }
@@ -91,12 +128,34 @@ struct ApiServer::Impl {
     // Paths a request may name, for the metrics' labels; anything else is "other".
     static std::string route_of(const std::string& path) {
         const Route* r = find_route(path);
-        return r ? r->path : "other";
+        return !r ? "other" : r->label ? r->label : r->path;
     }
 
     // Everything but the health check, which load balancers and orchestrators probe without a key.
     // The web page's files hold no data: the page asks for the key and sends it with its requests.
     static bool needs_key(const std::string& path) { return path != "/health" && !is_web_path(path); }
+
+    // Answers a CORS preflight: the route's method with the headers the API reads, or 403 naming
+    // the flag that would allow the page's origin.
+    httplib::Server::HandlerResponse preflight(const httplib::Request& req, httplib::Response& res, const Route* route) const {
+        const std::string origin = req.get_header_value("Origin");
+        if (!route) return refuse(req, res, openai::ApiError(404, fmt::format("unknown request URL: OPTIONS {}", req.path),
+                                                            "invalid_request_error", {}, "unknown_url"));
+        res.set_header("Allow", fmt::format("{}, OPTIONS", route->method));
+        if (!req.has_header("Access-Control-Request-Method")) {
+            res.status = 204;  // a plain OPTIONS: what the path takes
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        if (cors.allow_origin(origin).empty())
+            return refuse(req, res, openai::ApiError(403, fmt::format("this server does not take requests from pages at '{}'; "
+                                                                      "start it with --cors-origin {} to allow them", origin, origin),
+                                                     "invalid_request_error", {}, "origin_not_allowed"));
+        res.set_header("Access-Control-Allow-Methods", fmt::format("{}, OPTIONS", route->method));
+        res.set_header("Access-Control-Allow-Headers", kCorsAllowHeaders);
+        res.set_header("Access-Control-Max-Age", std::to_string(kCorsMaxAgeS));
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+    }
 
     // Methods for which httplib reads a body before routing.
     static bool reads_body(const std::string& method) {
@@ -106,7 +165,7 @@ struct ApiServer::Impl {
     // Refusals decided from the headers alone, before httplib reads any body: the body stays
     // unread on the socket, so the connection cannot carry another request.
     static httplib::Server::HandlerResponse refuse(const httplib::Request& req, httplib::Response& res, const openai::ApiError& e) {
-        set_error(res, e);
+        set_route_error(req.path, res, e);
         if (reads_body(req.method) || req.has_header("Transfer-Encoding")) {
             res.set_header("Connection", "close");
             close_after_response();
@@ -117,6 +176,12 @@ struct ApiServer::Impl {
     httplib::Server::HandlerResponse check_headers(const httplib::Request& req, httplib::Response& res) const {
         using openai::ApiError;
         const Route* route = find_route(req.path);
+        // Every answer to an allowed page carries its origin, refusals too, so that the page can read them.
+        if (const std::string allowed = cors.allow_origin(req.get_header_value("Origin")); !allowed.empty()) {
+            res.set_header("Access-Control-Allow-Origin", allowed);
+            if (allowed != "*") res.set_header("Vary", "Origin");
+        }
+        if (req.method == "OPTIONS") return preflight(req, res, route);
         if (!route)
             return refuse(req, res, ApiError(404, fmt::format("unknown request URL: {} {}", req.method, req.path),
                                              "invalid_request_error", {}, "unknown_url"));
@@ -146,24 +211,27 @@ struct ApiServer::Impl {
         http.set_keep_alive_timeout(kKeepAliveS);
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return check_headers(req, res); });
         // Errors httplib answers itself (body too large, malformed or late request) get OpenAI's shape too.
-        http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
+        http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
             if (!res.body.empty() || res.status == 499) return httplib::Server::HandlerResponse::Unhandled;
             close_after_response();  // where the next request would start on this connection is unknown
-            if (res.status == 413)
-                set_error(res, openai::ApiError(413, "the request body is larger than the server's --max-body",
-                                                "invalid_request_error", {}, "request_too_large"));
+            const auto set_error = [&](const openai::ApiError& e) { set_route_error(req.path, res, e); };
+            if (res.status == 413) {
+                state.metrics.count_rejected("too_large");
+                set_error(openai::ApiError(413, "the request body is larger than the server's --max-body",
+                                           "invalid_request_error", {}, "request_too_large"));
+            }
             else if (res.status == 400 && request_timed_out())
-                set_error(res, openai::ApiError(408, fmt::format("the request did not arrive within {} s (--timeout)", config.timeout_s),
+                set_error(openai::ApiError(408, fmt::format("the request did not arrive within {} s (--timeout)", config.timeout_s),
                                                 "invalid_request_error", {}, "request_timeout"));
             else if (res.status == 414)
-                set_error(res, openai::ApiError(414, "the request URL is too long", "invalid_request_error", {}, "uri_too_long"));
+                set_error(openai::ApiError(414, "the request URL is too long", "invalid_request_error", {}, "uri_too_long"));
             else if (res.status == 400)
-                set_error(res, openai::ApiError(400, "malformed HTTP request", "invalid_request_error", {}, "bad_http_request"));
+                set_error(openai::ApiError(400, "malformed HTTP request", "invalid_request_error", {}, "bad_http_request"));
             else
-                set_error(res, openai::ApiError(res.status, fmt::format("HTTP {}", res.status), "invalid_request_error"));
+                set_error(openai::ApiError(res.status, fmt::format("HTTP {}", res.status), "invalid_request_error"));
             return httplib::Server::HandlerResponse::Handled;
         }));
-        http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        http.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
             std::string what = "unknown error";
             try {
                 std::rethrow_exception(ep);
@@ -172,7 +240,7 @@ struct ApiServer::Impl {
             } catch (...) {
             }
             STRATA_LOG_ERROR("serve: {}", what);
-            set_error(res, openai::ApiError(500, "internal error: " + what, "server_error"));
+            set_route_error(req.path, res, openai::ApiError(500, "internal error: " + what, "server_error"));
         });
         // Never the prompt: method, path, status and the peer only.
         http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
@@ -181,35 +249,42 @@ struct ApiServer::Impl {
         });
     }
 
+    // The GGUF files the planner may name: the models served.
+    cli::LocalModels served_files() const {
+        cli::LocalModels files;
+        for (const models::LocalModel& m : state.models.available()) files[m.path.filename().string()] = m.path.string();
+        return files;
+    }
+
     void routes() {
-        http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+        post_route(http, "/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
             handle_completion(state, openai::Endpoint::Chat, req, res);
         });
-        http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+        post_route(http, "/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
             handle_completion(state, openai::Endpoint::Completions, req, res);
         });
-        http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(state, req, res); });
-        http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(state, req, res); });
-        http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_detokenize(state, req, res); });
-        http.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) { handle_apply_template(state, req, res); });
-        http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-            openai::Json model = {{"id", state.model.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "strata"},
-                                  {"meta", {{"n_ctx", state.model.n_ctx}, {"n_embd", state.model.n_embd}}}};
-            res.set_content(openai::dump({{"object", "list"}, {"data", openai::Json::array({model})}}), "application/json");
+        post_route(http, "/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(state, req, res); });
+        post_route(http, "/tokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(state, req, res); });
+        post_route(http, "/detokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_detokenize(state, req, res); });
+        post_route(http, "/apply-template", [this](const httplib::Request& req, httplib::Response& res) { handle_apply_template(state, req, res); });
+        http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { handle_models(state, res); });
+        http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+            handle_model(state, req.matches[1].str(), res);
         });
         http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-            const runtime::SchedulerStats s = state.scheduler.stats();
+            const runtime::SchedulerStats s = state.models.stats();
             res.set_content(openai::dump({{"status", "ok"}, {"running", s.running}, {"queued", s.queued}}), "application/json");
         });
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(state.metrics.render(state.scheduler.stats(), state.dram), "text/plain; version=0.0.4");
+            const MemoryUse dram{state.models.memory_budget(), state.models.memory_used(), state.models.memory_peak()};
+            res.set_content(state.metrics.render(state.models.stats(), dram), "text/plain; version=0.0.4");
         });
         http.Get("/v1/metrics/stream", [this](const httplib::Request&, httplib::Response& res) { handle_metrics_stream(state, res); });
-        http.Post("/v1/plan", [this](const httplib::Request& req, httplib::Response& res) {
-            handle_plan(cli::list_local_models(state.model.model_path), PlanPage{}, req, res);
-        });
+        add_ollama_routes(http, state);
+        post_route(http, "/v1/plan", [this](const httplib::Request& req, httplib::Response& res) { handle_plan(served_files(), PlanPage{}, req, res); });
         http.Get("/v1/plan/options", [this](const httplib::Request&, httplib::Response& res) {
-            handle_plan_options(cli::list_local_models(state.model.model_path), state.model.placement, PlanPage{}, res);
+            const auto served = state.models.default_if_loaded();
+            handle_plan_options(served_files(), served ? served->context.placement : std::string(), PlanPage{}, res);
         });
         http.Get("/", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/chat.html", res); });
         http.Get("/plan", [](const httplib::Request&, httplib::Response& res) { serve_web_file("/static/plan.html", res); });
@@ -217,9 +292,7 @@ struct ApiServer::Impl {
     }
 };
 
-ApiServer::ApiServer(const ServerConfig& config, runtime::Scheduler& scheduler, const openai::ModelContext& model,
-                     const storage::MemoryBudget& dram)
-    : impl_(std::make_unique<Impl>(config, scheduler, model, dram)) {}
+ApiServer::ApiServer(const ServerConfig& config, ModelRegistry& models) : impl_(std::make_unique<Impl>(config, models)) {}
 
 ApiServer::~ApiServer() = default;
 

@@ -1,14 +1,15 @@
 #pragma once
-// The OpenAI-compatible HTTP server behind `strata serve`: routes, API key, limits; an event
-// loop holds the connections and bounded worker threads answer whole requests over one
-// Scheduler. cpp-httplib stays inside the .cpp files.
+// The HTTP server behind `strata serve`: OpenAI's API and Ollama's over the models of a
+// ModelRegistry (each loaded model its own Scheduler), routes, API key, CORS, limits; an event
+// loop holds the connections and bounded worker threads answer whole requests. cpp-httplib
+// stays inside the .cpp files.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "runtime/scheduler.h"
-#include "tools/openai/request.h"
+#include "tools/server/model_registry.h"
 
 namespace strata::server {
 
@@ -23,12 +24,13 @@ struct ServerConfig {
     size_t max_connections = 1024;            // open at once; more get 503
     size_t max_connections_per_client = 128;  // open at once from one address; more get 429
     size_t max_requests_per_client = SIZE_MAX;  // answered at once for one address; more get 429
+    std::vector<std::string> cors_origins;    // pages elsewhere that may call the server (tools/server/cors.h)
 };
 
 class ApiServer {
 public:
-    ApiServer(const ServerConfig& config, runtime::Scheduler& scheduler, const openai::ModelContext& model,
-              const storage::MemoryBudget& dram);
+    // Throws UsageError for a --cors-origin that is not allowed.
+    ApiServer(const ServerConfig& config, ModelRegistry& models);
     ~ApiServer();
 
     // Binds the listening socket; throws IoError when the address is taken or invalid.

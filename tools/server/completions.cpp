@@ -25,39 +25,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-openai::ApiError result_error(const runtime::GenerateResult& r) {
-    if (r.stop_reason == "cancelled")
-        return openai::ApiError(503, "the request was cancelled: the server is shutting down (--shutdown-timeout)", "server_error", {},
-                                "server_shutting_down");
-    return openai::ApiError(500, "generation failed: " + r.error, "server_error", {}, "generation_failed");
-}
-
-// The first result that ended badly, if any.
-const runtime::GenerateResult* failed(const std::vector<runtime::GenerateResult>& results) {
-    for (const auto& r : results)
-        if (r.stop_reason == "cancelled" || r.stop_reason == "error") return &r;
-    return nullptr;
-}
-
 std::string sse(const openai::Json& j) { return "data: " + openai::dump(j) + "\n\n"; }
 
-void respond_whole(ServerState& state, const openai::CompletionRequest& creq, const std::shared_ptr<Generation>& gen,
+void respond_whole(const LoadedModel& model, const openai::CompletionRequest& creq, const std::shared_ptr<Generation>& gen,
                    const std::shared_ptr<InFlight>& flight, httplib::Response& res) {
     const auto meta = openai::CompletionMeta::make(creq.endpoint, creq.model);
-    if (!flight->await([&] {
-            gen->wait(kPoll);
-            return gen->all_done();
-        })) {
+    if (!flight->await_all(*gen)) {
         res.status = 499;  // nobody reads it; counted as such in the metrics
         return;
     }
-    flight->finished();
     const std::vector<runtime::GenerateResult> results = gen->results();
     if (const runtime::GenerateResult* bad = failed(results)) return set_error(res, result_error(*bad));
     std::vector<openai::Choice> choices;
     for (size_t i = 0; i < results.size(); ++i)
         choices.push_back(openai::make_choice(static_cast<int>(i), results[i], creq));
-    res.set_content(openai::dump(openai::completion_json(meta, choices, openai::usage_json(results), state.model.tokenizer)),
+    res.set_content(openai::dump(openai::completion_json(meta, choices, openai::usage_json(results), model.context.tokenizer)),
                     "application/json");
 }
 
@@ -68,17 +50,18 @@ struct ChoiceStream {
     std::optional<openai::ToolCallStream> tools;
 };
 
-void respond_stream(ServerState& state, const openai::CompletionRequest& creq, const std::shared_ptr<Generation>& gen,
-                    const std::shared_ptr<InFlight>& flight, Clock::time_point arrived, httplib::Response& res) {
+void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& model, const openai::CompletionRequest& creq,
+                    const std::shared_ptr<Generation>& gen, const std::shared_ptr<InFlight>& flight, Clock::time_point arrived,
+                    httplib::Response& res) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     const auto meta = openai::CompletionMeta::make(creq.endpoint, creq.model);
-    res.set_chunked_content_provider("text/event-stream", [&state, creq, gen, flight, meta, arrived](size_t, httplib::DataSink& sink) {
+    res.set_chunked_content_provider("text/event-stream", [&state, model, creq, gen, flight, meta, arrived](size_t, httplib::DataSink& sink) {
         const auto send = [&](const openai::Json& event) {
             const std::string text = sse(event);
             return sink.write(text.data(), text.size());
         };
-        const models::Tokenizer& tok = state.model.tokenizer;
+        const models::Tokenizer& tok = model->context.tokenizer;
         std::vector<ChoiceStream> choices(static_cast<size_t>(creq.n));
         if (creq.tools)
             for (auto& c : choices) c.tools.emplace(*creq.tools);
@@ -91,18 +74,7 @@ void respond_stream(ServerState& state, const openai::CompletionRequest& creq, c
                 lp = openai::logprobs_json(creq.endpoint, u.logprobs, tok, c.text_offset);
                 for (const auto& t : u.logprobs) c.text_offset += tok.piece(t.chosen.token).size();
             }
-            openai::ToolCallStream::Delta d;
-            if (c.tools) {
-                d = c.tools->push(u.text);
-                if (u.done) {
-                    openai::ToolCallStream::Delta rest = c.tools->finish();
-                    d.content += rest.content;
-                    if (d.calls.empty()) d.first = rest.first;
-                    d.calls.insert(d.calls.end(), rest.calls.begin(), rest.calls.end());
-                }
-            } else {
-                d.content = u.text;
-            }
+            const openai::ToolCallStream::Delta d = openai::next_delta(c.tools, u.text, u.done);
             if (!d.content.empty() || !lp.is_null()) {
                 if (!any_text) state.metrics.observe_first_token(std::chrono::duration<double>(Clock::now() - arrived).count());
                 any_text = true;
@@ -164,31 +136,32 @@ void set_error(httplib::Response& res, const openai::ApiError& e) {
     res.set_content(openai::dump(e.to_json()), "application/json");
 }
 
+void set_route_error(const std::string& path, httplib::Response& res, const openai::ApiError& e) {
+    set_error(res, e);
+    if (path.starts_with("/api/")) res.set_content(openai::dump({{"error", e.what()}}), "application/json");
+}
+
 void handle_completion(ServerState& state, openai::Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
     const auto arrived = Clock::now();
     openai::CompletionRequest creq;
+    std::shared_ptr<LoadedModel> model;
     try {
-        creq = openai::parse_completion_request(endpoint, std::string_view(req.body), state.model);
+        const openai::Json body = openai::parse_json_limited(req.body, "the request body", "invalid_json");
+        model = requested_model(state, body);
+        creq = openai::parse_completion_request(endpoint, body, model->context);
     } catch (const openai::ApiError& e) {
         return set_error(res, e);
     }
-    auto gen = std::make_shared<Generation>(creq.n);
-    std::vector<runtime::Request> requests;
-    for (int i = 0; i < creq.n; ++i) {
-        runtime::GenerateParams params = creq.params;
-        params.sampler.seed += static_cast<uint64_t>(i);  // seeded choices differ, and repeat
-        requests.push_back(Generation::request(gen, i, creq.prompt, std::move(params)));
-    }
-    std::shared_ptr<InFlight> flight;
+    Submitted s;
     try {
-        flight = submit_all(state, std::move(requests), /*share_prompt=*/true, req.remote_addr);
+        s = submit_completion(state, model, creq, req.remote_addr);
     } catch (const openai::ApiError& e) {
         return set_error(res, e);
     }
     if (creq.stream)
-        respond_stream(state, creq, gen, flight, arrived, res);
+        respond_stream(state, model, creq, s.gen, s.flight, arrived, res);
     else
-        respond_whole(state, creq, gen, flight, res);
+        respond_whole(*model, creq, s.gen, s.flight, res);
 }
 
 }  // namespace strata::server

@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -15,16 +16,11 @@
 
 namespace strata::server {
 
-void handle_embeddings(ServerState& state, const httplib::Request& req, httplib::Response& res) {
-    openai::EmbeddingRequest ereq;
-    try {
-        ereq = openai::parse_embedding_request(req.body, state.model);
-    } catch (const openai::ApiError& e) {
-        return set_error(res, e);
-    }
+std::optional<std::vector<runtime::GenerateResult>> run_embeddings(ServerState& state, const std::shared_ptr<LoadedModel>& model,
+                                                                  const openai::EmbeddingRequest& ereq, const std::string& client) {
     const size_t n = ereq.inputs.size();
     std::vector<runtime::GenerateResult> results(n);
-    const size_t window = static_cast<size_t>(std::max(1, state.scheduler.options().max_batch));
+    const size_t window = static_cast<size_t>(std::max(1, model->scheduler->options().max_batch));
     for (size_t first = 0; first < n; first += window) {
         const size_t count = std::min(window, n - first);
         auto gen = std::make_shared<Generation>(static_cast<int>(count));
@@ -33,41 +29,46 @@ void handle_embeddings(ServerState& state, const httplib::Request& req, httplib:
             runtime::GenerateParams params;
             params.n_predict = 0;
             runtime::Request r = Generation::request(gen, static_cast<int>(i), ereq.inputs[first + i], params);
-            r.embed = state.model.pooling;
+            r.embed = model->context.pooling;
             requests.push_back(std::move(r));
         }
-        std::shared_ptr<InFlight> flight;
-        try {
-            flight = submit_all(state, std::move(requests), /*share_prompt=*/false, req.remote_addr);
-        } catch (const openai::ApiError& e) {
-            return set_error(res, e);
-        }
-        if (!flight->await([&] {
-                gen->wait(kPoll);
-                return gen->all_done();
-            })) {
-            res.status = 499;
-            return;
-        }
-        flight->finished();
+        const std::shared_ptr<InFlight> flight = submit_all(state, model, std::move(requests), /*share_prompt=*/false, client);
+        if (!flight->await_all(*gen)) return std::nullopt;
         const std::vector<runtime::GenerateResult> done = gen->results();
         for (size_t i = 0; i < count; ++i) {
             if (done[i].stop_reason != "stop")
-                return set_error(res, openai::ApiError(done[i].stop_reason == "cancelled" ? 503 : 500,
-                                                       "the embedding failed: " + (done[i].error.empty() ? done[i].stop_reason : done[i].error),
-                                                       "server_error"));
+                throw openai::ApiError(done[i].stop_reason == "cancelled" ? 503 : 500,
+                                       "the embedding failed: " + (done[i].error.empty() ? done[i].stop_reason : done[i].error),
+                                       "server_error");
             results[first + i] = done[i];
         }
     }
-    res.set_content(openai::dump(openai::embedding_json(ereq, results)), "application/json");
+    return results;
+}
+
+void handle_embeddings(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+    try {
+        const openai::Json body = openai::parse_json_limited(req.body, "the request body", "invalid_json");
+        const std::shared_ptr<LoadedModel> model = requested_model(state, body);
+        const openai::EmbeddingRequest ereq = openai::embedding_request(body, model->context);
+        const auto results = run_embeddings(state, model, ereq, req.remote_addr);
+        if (!results) {
+            res.status = 499;  // the client left
+            return;
+        }
+        res.set_content(openai::dump(openai::embedding_json(ereq, *results)), "application/json");
+    } catch (const openai::ApiError& e) {
+        set_error(res, e);
+    }
 }
 
 namespace {
-// A route whose answer is a function of the body alone.
+// A route whose answer is a function of the body and the model it names (the default one when it names none).
 template <class Answer>
 void answer(ServerState& state, const httplib::Request& req, httplib::Response& res, Answer f) {
     try {
-        res.set_content(openai::dump(f(req.body, state.model)), "application/json");
+        const openai::Json body = openai::parse_json_limited(req.body, "the request body", "invalid_json");
+        res.set_content(openai::dump(f(body, requested_model(state, body)->context)), "application/json");
     } catch (const openai::ApiError& e) {
         set_error(res, e);
     }

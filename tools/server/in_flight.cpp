@@ -6,14 +6,15 @@
 
 namespace strata::server {
 
-InFlight::InFlight(ServerState& state, std::vector<uint64_t> ids, int fd) : state_(state), ids_(std::move(ids)), fd_(fd) {
-    for (uint64_t id : ids_) state_.track(id);
+InFlight::InFlight(ServerState& state, std::shared_ptr<LoadedModel> model, std::vector<uint64_t> ids, int fd)
+    : state_(state), model_(std::move(model)), ids_(std::move(ids)), fd_(fd) {
+    for (uint64_t id : ids_) state_.track(*model_->scheduler, id);
 }
 
 InFlight::~InFlight() {
     for (uint64_t id : ids_) {
-        if (!finished_) state_.scheduler.cancel(id);
-        state_.untrack(id);
+        if (!finished_) model_->scheduler->cancel(id);
+        state_.untrack(*model_->scheduler, id);
     }
 }
 
@@ -27,34 +28,70 @@ bool InFlight::await(const std::function<bool()>& step) {
     }
 }
 
+bool InFlight::await_all(Generation& gen) {
+    if (!await([&] {
+            gen.wait(kPoll);
+            return gen.all_done();
+        }))
+        return false;
+    finished();
+    return true;
+}
+
 void InFlight::cancel() {
-    for (uint64_t id : ids_) state_.scheduler.cancel(id);
+    for (uint64_t id : ids_) model_->scheduler->cancel(id);
     state_.metrics.count_cancelled();
 }
 
-std::shared_ptr<InFlight> submit_all(ServerState& state, std::vector<runtime::Request> requests, bool share_prompt,
-                                     const std::string& client) {
+std::shared_ptr<InFlight> submit_all(ServerState& state, const std::shared_ptr<LoadedModel>& model,
+                                     std::vector<runtime::Request> requests, bool share_prompt, const std::string& client) {
+    runtime::Scheduler& scheduler = *model->scheduler;
     std::vector<uint64_t> ids;
     try {
         for (runtime::Request& r : requests) {
             if (share_prompt && !ids.empty()) r.after_prefill_of = ids.front();
             r.client = client;
-            ids.push_back(state.scheduler.submit(std::move(r)));
+            ids.push_back(scheduler.submit(std::move(r)));
         }
     } catch (const runtime::ClientQueueFull& e) {
-        for (uint64_t id : ids) state.scheduler.cancel(id);
+        for (uint64_t id : ids) scheduler.cancel(id);
         state.metrics.count_rejected("client_queue");
         throw openai::ApiError(429, std::string("too many requests from this address: ") + e.what() + "; retry later",
                                "rate_limit_error", {}, "too_many_requests_from_client");
     } catch (const runtime::QueueFull& e) {
-        for (uint64_t id : ids) state.scheduler.cancel(id);
+        for (uint64_t id : ids) scheduler.cancel(id);
         state.metrics.count_rejected("queue_full");
         throw openai::ApiError(503, std::string("the server is busy: ") + e.what() + "; retry later", "server_error", {}, "queue_full");
     } catch (const UsageError& e) {
-        for (uint64_t id : ids) state.scheduler.cancel(id);
+        for (uint64_t id : ids) scheduler.cancel(id);
         throw openai::invalid_request(e.what(), {}, "context_length_exceeded");
     }
-    return std::make_shared<InFlight>(state, std::move(ids), current_connection_socket());
+    return std::make_shared<InFlight>(state, model, std::move(ids), current_connection_socket());
+}
+
+Submitted submit_completion(ServerState& state, const std::shared_ptr<LoadedModel>& model, const openai::CompletionRequest& creq,
+                            const std::string& client) {
+    auto gen = std::make_shared<Generation>(creq.n);
+    std::vector<runtime::Request> requests;
+    for (int i = 0; i < creq.n; ++i) {
+        runtime::GenerateParams params = creq.params;
+        params.sampler.seed += static_cast<uint64_t>(i);  // seeded choices differ, and repeat
+        requests.push_back(Generation::request(gen, i, creq.prompt, std::move(params)));
+    }
+    return {gen, submit_all(state, model, std::move(requests), /*share_prompt=*/true, client)};
+}
+
+const runtime::GenerateResult* failed(const std::vector<runtime::GenerateResult>& results) {
+    for (const auto& r : results)
+        if (r.stop_reason == "cancelled" || r.stop_reason == "error") return &r;
+    return nullptr;
+}
+
+openai::ApiError result_error(const runtime::GenerateResult& r) {
+    if (r.stop_reason == "cancelled")
+        return openai::ApiError(503, "the request was cancelled: the server is shutting down (--shutdown-timeout)", "server_error", {},
+                                "server_shutting_down");
+    return openai::ApiError(500, "generation failed: " + r.error, "server_error", {}, "generation_failed");
 }
 
 }  // namespace strata::server

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "runtime/scheduler.h"
+#include "tools/openai/api_error.h"
+#include "tools/openai/request.h"
+#include "tools/server/generation.h"
 #include "tools/server/server_state.h"
 
 namespace strata::server {
@@ -19,7 +22,7 @@ inline constexpr std::chrono::milliseconds kPoll{100};
 
 class InFlight {
 public:
-    InFlight(ServerState& state, std::vector<uint64_t> ids, int fd);
+    InFlight(ServerState& state, std::shared_ptr<LoadedModel> model, std::vector<uint64_t> ids, int fd);
     ~InFlight();
     InFlight(const InFlight&) = delete;
     InFlight& operator=(const InFlight&) = delete;
@@ -31,21 +34,36 @@ public:
     void cancel();
     // Every request has its result: nothing to cancel.
     void finished() { finished_ = true; }
+    // Waits for every choice of `gen`; false, with the requests cancelled, when the client goes away first.
+    bool await_all(Generation& gen);
     const std::vector<uint64_t>& ids() const { return ids_; }
 
 private:
     ServerState& state_;
+    std::shared_ptr<LoadedModel> model_;  // held until the requests are answered: never unloaded under them
     std::vector<uint64_t> ids_;
     int fd_;
     bool finished_ = false;
 };
 
-// Submits `requests` in order as `client`'s (the peer's address: the scheduler shares the batch
+// Submits `requests` to `model`'s scheduler in order as `client`'s (the peer's address: the scheduler shares the batch
 // and the queue between clients); with share_prompt (choices of one prompt) each after the
 // first is admitted once the first has the prompt in the KV cache. Throws ApiError 503 when
 // the queue is full, 429 when the client has its share of it waiting while others have work,
 // and 400 for a request that can never run; none stays submitted then.
-std::shared_ptr<InFlight> submit_all(ServerState& state, std::vector<runtime::Request> requests, bool share_prompt,
-                                     const std::string& client);
+std::shared_ptr<InFlight> submit_all(ServerState& state, const std::shared_ptr<LoadedModel>& model,
+                                     std::vector<runtime::Request> requests, bool share_prompt, const std::string& client);
+
+// A completion request's choices submitted (one scheduler request each, sharing the prompt's KV),
+// with what hands their text over. Throws ApiError as submit_all.
+struct Submitted {
+    std::shared_ptr<Generation> gen;
+    std::shared_ptr<InFlight> flight;
+};
+Submitted submit_completion(ServerState& state, const std::shared_ptr<LoadedModel>& model, const openai::CompletionRequest& creq,
+                            const std::string& client);
+// The first result that ended badly (cancelled by shutdown, or failed), if any; and its error.
+const runtime::GenerateResult* failed(const std::vector<runtime::GenerateResult>& results);
+openai::ApiError result_error(const runtime::GenerateResult& r);
 
 }  // namespace strata::server

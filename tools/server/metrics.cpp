@@ -41,7 +41,7 @@ void metric(std::string& out, const char* name, const char* type, const char* he
 }
 }  // namespace
 
-std::string Metrics::render(const runtime::SchedulerStats& s, const storage::MemoryBudget& dram) const {
+std::string Metrics::render(const runtime::SchedulerStats& s, const MemoryUse& dram) const {
     std::string out;
     {
         std::lock_guard lock(mu_);
@@ -72,7 +72,7 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const storage::Mem
     metric(out, "strata_generated_tokens_per_second", "gauge", "Tokens generated per busy second, since start.",
            s.busy_seconds > 0 ? s.generated_tokens / s.busy_seconds : 0.0);
     // A budget of "no limit" is reported as 0, as Prometheus has no infinity convention for sizes.
-    const uint64_t limit = dram.limit() == UINT64_MAX ? 0 : dram.limit();
+    const uint64_t limit = dram.limit == UINT64_MAX ? 0 : dram.limit;
     const runtime::TierGauges& g = s.tiers;
     out += "# HELP strata_memory_budget_bytes Memory budget per tier (0: no limit).\n"
            "# TYPE strata_memory_budget_bytes gauge\n";
@@ -80,11 +80,11 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const storage::Mem
     if (g.gpu_budget) out += fmt::format("strata_memory_budget_bytes{{tier=\"gpu\"}} {}\n", g.gpu_budget);
     out += "# HELP strata_memory_used_bytes Memory reserved per tier now (nvme: what the plan reads from disk).\n"
            "# TYPE strata_memory_used_bytes gauge\n";
-    out += fmt::format("strata_memory_used_bytes{{tier=\"dram\"}} {}\n", dram.used());
+    out += fmt::format("strata_memory_used_bytes{{tier=\"dram\"}} {}\n", dram.used);
     if (g.gpu_budget) out += fmt::format("strata_memory_used_bytes{{tier=\"gpu\"}} {}\n", g.gpu_used);
     if (g.nvme_used) out += fmt::format("strata_memory_used_bytes{{tier=\"nvme\"}} {}\n", g.nvme_used);
     out += "# HELP strata_memory_peak_bytes Most memory reserved per tier.\n# TYPE strata_memory_peak_bytes gauge\n";
-    out += fmt::format("strata_memory_peak_bytes{{tier=\"dram\"}} {}\n", dram.peak());
+    out += fmt::format("strata_memory_peak_bytes{{tier=\"dram\"}} {}\n", dram.peak);
     metric(out, "strata_nvme_read_bytes_total", "counter", "Weight bytes read from disk (streamed layers, offloaded experts).",
            static_cast<double>(g.nvme_read));
     metric(out, "strata_kv_blocks_used", "gauge", "KV cache blocks held by sequences.", g.kv_blocks_used);

@@ -9,9 +9,13 @@
 #include <utility>
 
 #include "runtime/scheduler.h"
-#include "storage/budget.h"
 
 namespace strata::server {
+
+// The DRAM the loaded models hold together, against the server's budget (0: no limit).
+struct MemoryUse {
+    uint64_t limit = 0, used = 0, peak = 0;
+};
 
 class Metrics {
 public:
@@ -24,7 +28,7 @@ public:
     void set_open_connections(size_t n);
     void observe_first_token(double seconds);
 
-    std::string render(const runtime::SchedulerStats& s, const storage::MemoryBudget& dram) const;
+    std::string render(const runtime::SchedulerStats& s, const MemoryUse& dram) const;
 
 private:
     mutable std::mutex mu_;

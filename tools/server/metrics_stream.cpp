@@ -58,7 +58,7 @@ void handle_metrics_stream(ServerState& state, httplib::Response& res) {
         Clock::time_point sent{};
         while (!state.stopping.load() && Clock::now() - opened < kMaxStream && !peer_closed(fd)) {
             const Clock::time_point now = Clock::now();
-            std::string figures = live_figures(state.scheduler.stats());
+            std::string figures = live_figures(state.models.stats());
             if (figures != last || now - sent >= kHeartbeat) {
                 // The time stamp (seconds since the stream opened) lets the page turn counters into rates.
                 const double t = std::chrono::duration<double>(now - opened).count();

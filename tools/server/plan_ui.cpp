@@ -36,7 +36,7 @@ std::string page_defaults(const cli::PlanOptions& o) {
     d["model"] = std::filesystem::exists(model) ? std::filesystem::path(model).filename().string() : model;
     if (!cli::names_catalog_parts(o)) d["hw"] = "machine";
     const std::pair<const char*, const std::string*> texts[] = {
-        {"weight_type", &o.weight_type}, {"system", &o.system}, {"gpu", &o.gpu}, {"gpu_mem", &o.gpu_mem}, {"pcie", &o.pcie},
+        {"weight_type", &o.weight_type}, {"machine", &o.machine}, {"gpu", &o.gpu}, {"gpu_mem", &o.gpu_mem}, {"pcie", &o.pcie},
         {"cpu", &o.cpu}, {"dram", &o.dram}, {"dram_kind", &o.dram_kind}, {"nvme", &o.nvme}, {"nvme_size", &o.nvme_size},
         {"gpu_budget", &o.gpu_budget}, {"dram_budget", &o.dram_budget}, {"nvme_budget", &o.nvme_budget}, {"objective", &o.objective}};
     for (const auto& [field, value] : texts)

@@ -52,7 +52,7 @@ const StrataPlanControls = (() => {
   function request() {
     const r = { model: $("model").value.replace(/^(file|shape):/, "") };
     const mode = hardware();
-    if (mode.startsWith("system:")) r.system = mode.slice(7);
+    if (mode.startsWith("system:")) r.machine = mode.slice(7);
     if (mode === "machine") r.hw = "machine";
     for (const field of Object.keys(FLAGS)) {
       if (!sent(field)) continue;
@@ -70,7 +70,7 @@ const StrataPlanControls = (() => {
   function command(r) {
     const file = options.local_models.find((m) => m.name === r.model);
     const args = ["strata", "plan", ...(file ? ["-m", file.path] : ["--shape", r.model])];
-    if (r.system) args.push("--system", r.system);
+    if (r.machine) args.push("--machine", r.machine);
     if (r.hw && options.machine && options.machine.file) args.push("--hw", options.machine.file);
     for (const [field, [, flag, kind]] of Object.entries(FLAGS)) {
       if (r[field] === undefined) continue;
@@ -126,7 +126,7 @@ const StrataPlanControls = (() => {
       else c.value = String(value);
     };
     if (d.model) $("model").value = [...$("model").options].some((o) => o.value === `file:${d.model}`) ? `file:${d.model}` : `shape:${d.model}`;
-    $("hardware").value = d.hw ? "machine" : d.system ? `system:${d.system}` : "parts";
+    $("hardware").value = d.hw ? "machine" : d.machine ? `system:${d.machine}` : "parts";
     if (d.gpu) set("gpu", d.gpu);
     onGpuChange();
     for (const [field, [id]] of Object.entries(FLAGS)) {

@@ -47,6 +47,31 @@ TEST_CASE("tool calls: replies split into content and calls in each family's for
     CHECK_THROWS_AS(tool_call_syntax(ChatFamily::Gemma), UsageError);
 }
 
+TEST_CASE("tool calls: a call that repeats an earlier one ends the reply", "[unit][chat]") {
+    const ToolCallSyntax hermes = tool_call_syntax(ChatFamily::ChatML);
+    const std::string a = "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>";
+    const std::string b = "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 2}}\n</tool_call>";
+    ParsedReply r = parse_reply(a + "\n" + b, hermes);  // the same function, other arguments: two calls
+    CHECK(r.calls.size() == 2);
+    CHECK_FALSE(r.repeated);
+    r = parse_reply(a + "\n" + b + "\n" + a + "\n" + b, hermes);  // a model looping on its calls
+    REQUIRE(r.calls.size() == 2);
+    CHECK(r.calls[1].arguments == "{\"x\":2}");
+    CHECK(r.repeated);
+    // Made to call (tool_choice required), a model goes on calling with new arguments: a second
+    // call to a function ends the reply.
+    ToolCallSyntax forced = hermes;
+    forced.function_once = true;
+    r = parse_reply(a + "\n" + b, forced);
+    REQUIRE(r.calls.size() == 1);
+    CHECK(r.calls[0].arguments == "{\"x\":1}");
+    CHECK(r.repeated);
+    const ToolCallSyntax mistral = tool_call_syntax(ChatFamily::Llama2);
+    r = parse_reply(R"([TOOL_CALLS][{"name": "f", "arguments": {}}, {"name": "f", "arguments": {}}])", mistral);
+    CHECK(r.calls.size() == 1);
+    CHECK(r.repeated);
+}
+
 TEST_CASE("tool calls: a streamed reply is content up to where a trigger may begin", "[unit][chat]") {
     const ToolCallSyntax hermes = tool_call_syntax(ChatFamily::ChatML);
     CHECK(content_end("Hello there", hermes) == 11);

@@ -12,7 +12,7 @@ TEST_CASE("strata plan: a catalog dry run prints a table, and JSON that loads as
     CHECK(table.out.find("bottleneck") != std::string::npos);
     CHECK(table.out.find("rounding loss") != std::string::npos);
 
-    const auto json = run_strata("plan --shape opt-30b --system flexgen-t4 --workload prompt=512,gen=32,batch=64,objective=throughput --json");
+    const auto json = run_strata("plan --shape opt-30b --machine flexgen-t4 --workload prompt=512,gen=32,batch=64,objective=throughput --json");
     REQUIRE(json.exit_code == 0);
     const planner::Plan p = planner::Plan::from_json(json.out);
     CHECK(p.n_layer == 48);

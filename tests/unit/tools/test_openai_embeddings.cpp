@@ -8,9 +8,12 @@
 #include "tools/openai/api_error.h"
 #include "tools/openai/embeddings.h"
 #include "tools/openai/tokenize.h"
+#include "tests/support/api_errors.h"
 
 using namespace strata;
 using namespace strata::openai;
+
+using strata::test::param_of;
 
 namespace {
 struct Vocab {
@@ -21,16 +24,6 @@ struct Vocab {
     ModelContext context() const { return {*tok, tmpl, 64, "tiny", runtime::Pooling::Last, 64}; }
 };
 
-std::string param_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const ApiError& e) {
-        CHECK(e.status() == 400);
-        return e.param();
-    }
-    FAIL("no error");
-    return {};
-}
 }  // namespace
 
 TEST_CASE("openai embeddings: base64 as RFC 4648", "[unit][openai]") {
@@ -85,19 +78,19 @@ TEST_CASE("openai token endpoints: tokenize, detokenize and the rendered prompt"
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
     const Vocab v(*path);
     const ModelContext m = v.context();
-    const Json t = tokenize_json(R"({"content": "Once upon"})", m);
+    const Json t = tokenize_json(Json::parse(R"({"content": "Once upon"})"), m);
     CHECK(t["tokens"].get<std::vector<int32_t>>() == v.tok->encode("Once upon", false, true));
-    const Json special = tokenize_json(R"({"content": "Once upon", "add_special": true})", m);
+    const Json special = tokenize_json(Json::parse(R"({"content": "Once upon", "add_special": true})"), m);
     CHECK(special["tokens"][0] == v.tok->bos());
-    const Json pieces = tokenize_json(R"({"content": "Once", "with_pieces": true})", m);
+    const Json pieces = tokenize_json(Json::parse(R"({"content": "Once", "with_pieces": true})"), m);
     CHECK(pieces["tokens"][0] == Json({{"id", *v.tok->find_token("▁Once")}, {"piece", " Once"}}));
-    const Json bytes = tokenize_json(R"({"content": "中", "with_pieces": true})", m);  // byte tokens: not UTF-8 alone
+    const Json bytes = tokenize_json(Json::parse(R"({"content": "中", "with_pieces": true})"), m);  // byte tokens: not UTF-8 alone
     CHECK(bytes["tokens"][1]["piece"].is_array());
-    const Json back = detokenize_json(Json({{"tokens", t["tokens"]}}).dump(), m);
+    const Json back = detokenize_json(Json({{"tokens", t["tokens"]}}), m);
     CHECK(back["content"] == "Once upon");
-    CHECK(apply_template_json(R"({"messages": [{"role": "user", "content": "hi"}]})", m)["prompt"] ==
+    CHECK(apply_template_json(Json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})"), m)["prompt"] ==
           "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
-    CHECK(param_of([&] { tokenize_json(R"({"text": "x"})", m); }) == "content");
-    CHECK(param_of([&] { detokenize_json(R"({"tokens": [1, -1]})", m); }) == "tokens");
-    CHECK(param_of([&] { apply_template_json(R"({"messages": []})", m); }) == "messages");
+    CHECK(param_of([&] { tokenize_json(Json::parse(R"({"text": "x"})"), m); }) == "content");
+    CHECK(param_of([&] { detokenize_json(Json::parse(R"({"tokens": [1, -1]})"), m); }) == "tokens");
+    CHECK(param_of([&] { apply_template_json(Json::parse(R"({"messages": []})"), m); }) == "messages");
 }

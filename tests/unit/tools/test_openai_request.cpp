@@ -6,6 +6,7 @@
 
 #include "models/chat_prompt.h"
 #include "models/gguf_file.h"
+#include "runtime/sampler.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/grammar_text.h"
 #include "tools/openai/api_error.h"
@@ -111,6 +112,8 @@ TEST_CASE("openai requests: malformed bodies and wrong types are 400s naming the
         {Endpoint::Chat, with(with(kChat, "logprobs", true), "top_logprobs", 21), "top_logprobs"},
         {Endpoint::Chat, with(kChat, "tools", {{{"type", "function"}}}), "tools[0]"},
         {Endpoint::Chat, with(kChat, "tools", "get_weather"), "tools"},
+        // Two tools of one name: which one a call means could not be told.
+        {Endpoint::Chat, with(kChat, "tools", {kTools[0], kTools[1], kTools[0]}), "tools[2].function.name"},
         {Endpoint::Chat, with(with(kChat, "tools", kTools), "tool_choice", "sometimes"), "tool_choice"},
         {Endpoint::Chat, with(with(kChat, "tools", kTools), "tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}),
          "tool_choice"},
@@ -203,7 +206,7 @@ TEST_CASE("openai requests: valid bodies give the templated prompt and the param
         CHECK(r.prompt == tokenize_chat(*tiny.tok, tiny.tmpl, expected));
         CHECK(r.model == "tiny");  // none named: the server's
         CHECK(r.params.n_predict == static_cast<int>(256 - r.prompt.size()));
-        CHECK(r.params.sampler.temperature == 1.0f);
+        CHECK(r.params.sampler.temperature == runtime::SamplerParams{}.temperature);  // the CLI's, not OpenAI's 1
         CHECK(r.params.sampler.top_p == 1.0f);
         CHECK(r.params.sampler.top_k == 0);
         CHECK(r.params.sampler.min_p == 0.0f);
@@ -273,6 +276,13 @@ TEST_CASE("openai requests: valid bodies give the templated prompt and the param
         CHECK_FALSE(grammar_takes(aut, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"town\": \"Paris\"}}\n</tool_call>"));
         const CompletionRequest required = parse_completion_request(Endpoint::Chat, with(with(kChat, "tools", kTools), "tool_choice", "required"), m);
         CHECK(required.params.grammar_triggers.empty());
+        // A model made to call may repeat its call until max_tokens: the repeat ends the reply.
+        REQUIRE(required.params.ends_output);
+        CHECK_FALSE(required.params.ends_output(weather + "\n" + time));
+        CHECK(required.params.ends_output(weather + "\n" + time + "\n" + weather));
+        const std::string london = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"London\"}}\n</tool_call>";
+        CHECK(required.params.ends_output(weather + "\n" + london));  // made to call: once per function
+        CHECK_FALSE(aut.params.ends_output(weather + "\n" + london));  // free to call: Paris, then London
         const CompletionRequest single = parse_completion_request(
             Endpoint::Chat, with(with(with(kChat, "tools", kTools), "tool_choice", "required"), "parallel_tool_calls", false), m);
         CHECK_FALSE(grammar_takes(single, weather + "\n" + time));

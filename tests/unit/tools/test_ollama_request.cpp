@@ -1,0 +1,137 @@
+// Ollama's requests read as the OpenAI requests they amount to: options, format, tools,
+// keep_alive and stream mapped; what cannot be honoured is a 400 naming the field.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "runtime/sampler.h"
+#include "tools/ollama/duration.h"
+#include "tools/ollama/request.h"
+#include "tools/openai/api_error.h"
+#include "tests/support/api_errors.h"
+
+using namespace strata;
+using namespace strata::ollama;
+using openai::Json;
+
+using strata::test::param_of;
+
+namespace {
+Json chat(Json extra = Json::object()) {
+    Json j = {{"model", "m"}, {"messages", Json::array({{{"role", "user"}, {"content", "Hi"}}})}};
+    for (auto& [k, v] : extra.items()) j[k] = v;
+    return j;
+}
+
+}  // namespace
+
+TEST_CASE("ollama requests: durations", "[unit][ollama]") {
+    using std::chrono::seconds;
+    CHECK(parse_duration("300") == seconds(300));
+    CHECK(parse_duration("5m") == seconds(300));
+    CHECK(parse_duration("1h30m") == seconds(5400));
+    CHECK(parse_duration("1.5s") == seconds(2));
+    CHECK(parse_duration("-1") < seconds(0));
+    CHECK(parse_duration("-1m") < seconds(0));
+    CHECK(parse_duration("0") == seconds(0));
+    for (const char* bad : {"", "5 minutes", "m", "5x", "--1"}) CHECK_THROWS_AS(parse_duration(bad), UsageError);
+}
+
+TEST_CASE("ollama requests: chat as an OpenAI chat request", "[unit][ollama]") {
+    const runtime::SamplerParams cli;
+    SECTION("defaults: streamed, the CLI's sampling") {
+        const Translated t = translate_chat(chat());
+        CHECK(t.model == "m");
+        CHECK(t.endpoint == openai::Endpoint::Chat);
+        CHECK(t.stream);
+        CHECK_FALSE(t.keep_alive);
+        CHECK_FALSE(t.load_only);
+        CHECK(t.body["temperature"] == cli.temperature);
+        CHECK(t.body["top_k"] == cli.top_k);
+        CHECK(t.body["top_p"] == cli.top_p);
+        CHECK(t.body["min_p"] == cli.min_p);
+        CHECK(t.body["messages"][0]["content"] == "Hi");
+        CHECK_FALSE(t.body.contains("max_tokens"));
+    }
+    SECTION("options, format, keep_alive, stream") {
+        const Translated t = translate_chat(chat({{"stream", false}, {"keep_alive", "10m"},
+                                                  {"options", {{"temperature", 0}, {"seed", 7}, {"num_predict", 20}, {"stop", {"x"}},
+                                                               {"num_ctx", 8192}, {"num_gpu", 99}, {"repeat_last_n", -1}, {"mirostat", 0}}},
+                                                  {"format", "json"}}));
+        CHECK_FALSE(t.stream);
+        CHECK(t.keep_alive == std::chrono::seconds(600));
+        CHECK(t.body["temperature"] == 0);
+        CHECK(t.body["seed"] == 7);
+        CHECK(t.body["max_tokens"] == 20);
+        CHECK(t.body["stop"] == Json::array({"x"}));
+        CHECK(t.body["repeat_last_n"] == -1);
+        CHECK_FALSE(t.body.contains("num_ctx"));  // a load option: the server sizes loads
+        CHECK(t.body["response_format"] == Json{{"type", "json_object"}});
+        CHECK_FALSE(translate_chat(chat({{"options", {{"num_predict", -1}}}})).body.contains("max_tokens"));
+    }
+    SECTION("a JSON schema as format, strictly") {
+        const Json schema = {{"type", "object"}, {"properties", {{"age", {{"type", "integer"}}}}}};
+        const Translated t = translate_chat(chat({{"format", schema}}));
+        CHECK(t.body["response_format"]["type"] == "json_schema");
+        CHECK(t.body["response_format"]["json_schema"]["schema"] == schema);
+        CHECK(t.body["response_format"]["json_schema"]["strict"] == true);
+    }
+    SECTION("tools and tool messages") {
+        const Json tools = Json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}});
+        Json body = chat({{"tools", tools}});
+        body["messages"].push_back({{"role", "assistant"}, {"content", ""},
+                                    {"tool_calls", Json::array({{{"function", {{"name", "f"}, {"arguments", {{"a", 1}}}}}}})}});
+        body["messages"].push_back({{"role", "tool"}, {"content", "42"}, {"tool_name", "f"}});
+        const Translated t = translate_chat(body);
+        CHECK(t.body["tools"] == tools);
+        CHECK(t.body["messages"][1]["tool_calls"][0]["function"]["arguments"] == Json{{"a", 1}});
+        CHECK(t.body["messages"][2]["tool_call_id"] == "f");
+    }
+    SECTION("no messages: load the model (or unload it with keep_alive 0)") {
+        const Translated t = translate_chat({{"model", "m"}, {"keep_alive", 0}});
+        CHECK(t.load_only);
+        CHECK(t.keep_alive == std::chrono::seconds(0));
+    }
+}
+
+TEST_CASE("ollama requests: generate, templated or raw", "[unit][ollama]") {
+    const Translated t = translate_generate({{"model", "m"}, {"prompt", "Why?"}, {"system", "Be brief."}});
+    CHECK(t.endpoint == openai::Endpoint::Chat);
+    CHECK(t.body["messages"] == Json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Why?"}}}));
+    const Translated raw = translate_generate({{"model", "m"}, {"prompt", "Once upon"}, {"raw", true}});
+    CHECK(raw.endpoint == openai::Endpoint::Completions);
+    CHECK(raw.body["prompt"] == "Once upon");
+    CHECK(raw.to_context_end);
+    CHECK_FALSE(translate_generate({{"model", "m"}, {"prompt", "x"}, {"raw", true}, {"options", {{"num_predict", 5}}}}).to_context_end);
+    CHECK(translate_generate({{"model", "m"}}).load_only);
+}
+
+TEST_CASE("ollama requests: what cannot be honoured is a 400 naming it", "[unit][ollama]") {
+    CHECK(param_of([] { translate_chat({{"messages", Json::array()}}); }) == "model");
+    CHECK(param_of([] { translate_chat(chat({{"options", {{"mirostat", 2}}}})); }) == "options.mirostat");
+    CHECK(param_of([] { translate_chat(chat({{"options", {{"temprature", 0.5}}}})); }) == "options.temprature");
+    CHECK(param_of([] { translate_chat(chat({{"options", 5}})); }) == "options");
+    CHECK(param_of([] { translate_chat(chat({{"format", "yaml"}})); }) == "format");
+    CHECK(param_of([] { translate_chat(chat({{"think", true}})); }) == "think");
+    CHECK(param_of([] { translate_chat(chat({{"keep_alive", "soon"}})); }) == "keep_alive");
+    CHECK(param_of([] { translate_chat(chat({{"stream", "yes"}})); }) == "stream");
+    CHECK(param_of([] {
+              translate_chat({{"model", "m"}, {"messages", Json::array({{{"role", "user"}, {"content", "x"}, {"images", {"aGk="}}}})}});
+          }) == "images");
+    CHECK(param_of([] { translate_generate({{"model", "m"}, {"prompt", "x"}, {"suffix", "y"}}); }) == "suffix");
+    CHECK(param_of([] { translate_generate({{"model", "m"}, {"prompt", "x"}, {"context", {1, 2}}}); }) == "context");
+    CHECK(param_of([] { translate_generate({{"model", "m"}, {"prompt", "x"}, {"template", "{{ .Prompt }}"}}); }) == "template");
+    CHECK(param_of([] { translate_embed({{"model", "m"}}); }) == "input");
+    CHECK(param_of([] { translate_embeddings({{"model", "m"}, {"prompt", 3}}); }) == "prompt");
+    // Accepted and harmless: false and empty values of what is refused when set.
+    CHECK_NOTHROW(translate_chat(chat({{"think", false}, {"format", ""}})));
+}
+
+TEST_CASE("ollama requests: embeddings as /v1/embeddings bodies", "[unit][ollama]") {
+    const EmbedRequest e = translate_embed({{"model", "m"}, {"input", {"a", "b"}}, {"keep_alive", -1}});
+    CHECK(e.model == "m");
+    CHECK(e.body["input"] == Json::array({"a", "b"}));
+    CHECK(e.keep_alive->count() < 0);
+    CHECK(translate_embeddings({{"model", "m"}, {"prompt", "a"}}).body["input"] == "a");
+}
