@@ -64,6 +64,13 @@ void dequantize_iq4_nl_ref(const void* src, float* y, int64_t n) {
         for (int j = 0; j < kQK; ++j) *y++ = d * float(kIq4Values[nibble(b[i].qs, j)]);
     }
 }
+void dequantize_mxfp4_ref(const void* src, float* y, int64_t n) {
+    const auto* b = static_cast<const BlockMXFP4*>(src);
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        const float d = e8m0_to_fp32_half(b[i].e);
+        for (int j = 0; j < kQK; ++j) *y++ = float(kMxfp4Values[nibble(b[i].qs, j)]) * d;
+    }
+}
 void dequantize_iq4_xs_ref(const void* src, float* y, int64_t n) {
     const auto* b = static_cast<const BlockIQ4_XS*>(src);
     for (int64_t i = 0; i < n / kQKK; ++i) {
@@ -116,6 +123,18 @@ float dot_iq4_nl_ref(const void* w, const void* a, int64_t n) {
         int32_t dot = 0;
         for (int j = 0; j < kQK; ++j) dot += kIq4Values[nibble(b[i].qs, j)] * act_c(v, i * kQK + j);
         sum += fp16_to_fp32(b[i].d) * v.dc[i] * float(dot);
+    }
+    return sum;
+}
+// As IQ4_NL: (scale * dc) * I, I = sum kMxfp4Values[q] c; the scale a power of two.
+float dot_mxfp4_ref(const void* w, const void* a, int64_t n) {
+    const auto* b = static_cast<const BlockMXFP4*>(w);
+    const ActQ8x2 v = act_q8x2(a, n);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        int32_t dot = 0;
+        for (int j = 0; j < kQK; ++j) dot += kMxfp4Values[nibble(b[i].qs, j)] * act_c(v, i * kQK + j);
+        sum += e8m0_to_fp32_half(b[i].e) * v.dc[i] * float(dot);
     }
     return sum;
 }
