@@ -2,8 +2,8 @@
 """YaRN RoPE fixtures for tests/unit/cpu/test_norm_rope_attention.cpp: rotated vectors computed with
 numpy from the YaRN paper's formulation as Hugging Face transformers implements it
 (`_compute_yarn_parameters`: inverse frequencies blended between interpolation and extrapolation
-by a linear ramp over the correction range, cos and sin times the attention factor), sharing no
-code with cpu/norm_rope_act.cpp.
+by a linear ramp over the correction range, cos and sin times the attention factor; the numpy
+reference's reference_blocks.py), sharing no code with cpu/norm_rope_act.cpp.
 
 Writes tests/fixtures/rope/yarn.json: per case the rope settings, the ramp's ends, one input head
 and the head rotated at each position. Cases: DeepSeek-V2-Lite's rope part (64 dims, adjacent
@@ -17,26 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from reference_blocks import yarn_inv_freq, yarn_ramp_ends
+
 OUT = Path(__file__).resolve().parent.parent / "fixtures" / "rope" / "yarn.json"
 POSITIONS = [0, 1, 7, 100, 4095, 4096, 60000, 131071]
-
-
-def correction_range(n_rot: int, base: float, n_ctx_orig: int, beta_fast: float, beta_slow: float):
-    """Pair indices whose wavelength turns beta_fast (low) and beta_slow (high) times over n_ctx_orig."""
-    def dim(n_turns):
-        return n_rot * math.log(n_ctx_orig / (n_turns * 2 * math.pi)) / (2 * math.log(base))
-    return max(math.floor(dim(beta_fast)), 0), min(math.ceil(dim(beta_slow)), n_rot - 1)
-
-
-def yarn_inv_freq(n_rot, base, factor, n_ctx_orig, beta_fast, beta_slow):
-    pos_freqs = base ** (np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
-    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
-    low, high = correction_range(n_rot, base, n_ctx_orig, beta_fast, beta_slow)
-    if low == high:
-        high += 0.001
-    ramp = np.clip((np.arange(n_rot // 2, dtype=np.float64) - low) / (high - low), 0, 1)
-    keep = 1.0 - ramp  # the share of each pair's original frequency
-    return interpolation * (1 - keep) + extrapolation * keep, (low, high)
 
 
 def rotate(x, pos, inv_freq, n_rot, neox, magnitude):
@@ -64,8 +48,8 @@ def main() -> None:
              beta_fast=16.0, beta_slow=2.0, magnitude=1.25),
     ]
     for c in cases:
-        inv_freq, (low, high) = yarn_inv_freq(c["n_rot"], c["base"], c["factor"], c["n_ctx_orig"], c["beta_fast"],
-                                              c["beta_slow"])
+        inv_freq = yarn_inv_freq(c["n_rot"], c["base"], c["factor"], c["n_ctx_orig"], c["beta_fast"], c["beta_slow"])
+        low, high = yarn_ramp_ends(c["n_rot"], c["base"], c["n_ctx_orig"], c["beta_fast"], c["beta_slow"])
         x = rng.standard_normal(c["head_dim"]).astype(np.float32)
         c.update(low=low, high=high, positions=POSITIONS, x=x.tolist(),
                  want=[rotate(x, p, inv_freq, c["n_rot"], c["neox"], c["magnitude"]).tolist() for p in POSITIONS])
