@@ -7,7 +7,7 @@
 
   --shape   llama: tiny | smollm2-135m | tinyllama-1.1b | llama2-7b | llama3-8b | llama3-70b;
             other architectures at test size: qwen3-tiny | qwen3moe-tiny | mixtral-tiny | gemma2-tiny |
-            gemma3-tiny | phi3-tiny | deepseek2-tiny | gpt-oss-tiny; real mixture-of-experts
+            gemma3-tiny | phi3-tiny | deepseek2-tiny | deepseek2-lite-tiny | gpt-oss-tiny; real mixture-of-experts
             dimensions: qwen3-30b-a3b | mixtral-8x7b | deepseek-v2-lite | deepseek-v3 | gpt-oss-20b |
             gpt-oss-120b (bench/synthetic_shapes.py; --list shows them)
   --type    F32 | F16 | Q8_0 | Q4_0 | Q4_K | Q2_K | Q3_K | IQ4_NL | IQ4_XS | MXFP4   for every 2-D

@@ -4,12 +4,13 @@
 gpt-oss): the same tokens, chunks and scored positions, perplexity within 0.5%. That is what
 shows the reference right before the engine is compared with it.
 
-    python3 bench/reference_perplexity.py [--shapes deepseek2-tiny,gpt-oss-tiny] [--type F32]
+    python3 bench/reference_perplexity.py [--shapes deepseek2-tiny,deepseek2-lite-tiny,gpt-oss-tiny] [--type F32]
                                           [--expert-type MXFP4] [--std 0.1] [--chunks 4]
                                           [--workdir /tmp/strata-arch] [-t THREADS] [--max-diff 0.5]
 
-llama-perplexity runs with an F32 KV cache at context 512 over /usr/share/common-licenses/GPL-3
-and writes its tokens (--kl-divergence-base); the reference runs each chunk in float64 from the
+llama-perplexity runs with an F32 KV cache and flash attention off (its CPU kernel rounds to F16
+inside: 0.1% on gpt-oss-tiny) at context 512 over /usr/share/common-licenses/GPL-3 and writes
+its tokens (--kl-divergence-base); the reference runs each chunk in float64 from the
 first position (the chunk's first token replaced by BOS where the tokenizer adds one, as
 llama-perplexity does) and scores positions 256..510 of each. Prints a table and exits 1 when a
 difference is over --max-diff percent. Needs llama-perplexity (bench/build_llamacpp.sh).
@@ -68,7 +69,7 @@ def reference_ppl(model: RefModel, chunks: np.ndarray) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", default="deepseek2-tiny,gpt-oss-tiny")
+    ap.add_argument("--shapes", default="deepseek2-tiny,deepseek2-lite-tiny,gpt-oss-tiny")
     ap.add_argument("--type", default="F32")
     ap.add_argument("--expert-type", default="", help="the routed experts' type (default: --type)")
     ap.add_argument("--std", type=float, default=0.1)
@@ -89,7 +90,7 @@ def main() -> None:
         log(f"{shape}: llama-perplexity")
         kld = path + ".tokens"
         out = run([a.llama_perplexity, "-m", path, "-f", TEXT, "-c", str(N_CTX), "--chunks", str(a.chunks),
-                   "-t", str(a.threads), "-ctk", "f32", "-ctv", "f32", "--kl-divergence-base", kld])
+                   "-t", str(a.threads), "-ctk", "f32", "-ctv", "f32", "-fa", "off", "--kl-divergence-base", kld])
         peer = float(re.search(r"Final estimate: PPL = ([\d.]+)", out).group(1))
         log(f"{shape}: numpy reference")
         ours = reference_ppl(RefModel(path), peer_tokens(kld))

@@ -80,13 +80,19 @@ SHAPES = {
     "mixtral-8x7b":   Shape(32, 4096, 32,  8, 14336, 32768, 1000000.0, False, "Mixtral-8x7B (8 experts, 2 used)",
                             n_expert=8, n_expert_used=2),
     # deepseek2 at test size as DeepSeek-V3 is made: low-rank queries, the latent cache, a dense
-    # first layer, 16 experts in 4 groups (2 used) by sigmoid with a selection bias, a shared
-    # expert, normalised weights times 2.5, YaRN with its log multiplier.
+    # first layer, 16 experts (4 used) in 4 groups of which 2 are searched, by sigmoid with a
+    # selection bias, a shared expert, normalised weights times 2.5, YaRN with its log multiplier.
     "deepseek2-tiny": Shape(3,   256,  4,  1,   512, 4096, 10000.0,   False, "deepseek2 test model (MLA, 16 experts)",
                             arch="deepseek2", n_expert=16, n_expert_used=4, n_ff_exp=128, q_lora_rank=96,
                             kv_lora_rank=64, qk_nope=32, qk_rope=32, v_head_dim=32, n_expert_shared=1,
                             n_dense_lead=1, gating=2, n_group=4, n_group_used=2, expert_norm=True,
                             expert_scale=2.5, yarn=(40.0, 4096, 0.1)),
+    # deepseek2 as DeepSeek-V2-Lite is made (llama.cpp reads queries without a low rank only at
+    # its 27 layers): queries straight from the hidden state, softmax routing, weights not
+    # normalised, two shared experts, V2's YaRN log multiplier.
+    "deepseek2-lite-tiny": Shape(27, 128, 2, 1, 256, 4096, 10000.0, False, "deepseek2 test model as V2-Lite (27 layers)",
+                            arch="deepseek2", n_expert=8, n_expert_used=2, n_ff_exp=64, kv_lora_rank=32, qk_nope=32,
+                            qk_rope=32, v_head_dim=32, n_expert_shared=2, n_dense_lead=1, yarn=(40.0, 4096, 0.0707)),
     # gpt-oss at test size: 4 layers, the even ones sliding over 128 positions, sinks, biases,
     # 8 experts (2 used), YaRN factor 32.
     "gpt-oss-tiny":   Shape(4,   256,  4,  2,   256, 4096, 150000.0,  False, "gpt-oss test model (window 128, sinks)",
@@ -266,6 +272,15 @@ def moe_tensor_specs(sh: Shape, n_vocab: int, wt, expert_wt, tied: bool) -> list
         return TensorSpec(name, tuple(ne), QT.F32, std_scale=scale)
 
     E, H, X, Fe = sh.n_embd, sh.n_head, sh.n_expert, sh.n_ff_exp
+
+    def experts(p: str, biases: bool) -> list[TensorSpec]:  # the router and the experts' matrices
+        out = [TensorSpec(p + "ffn_gate_inp.weight", (E, X), QT.F32)]
+        for name, ne, ne0 in (("gate", (E, Fe, X), E), ("up", (E, Fe, X), E), ("down", (Fe, E, X), Fe)):
+            out.append(TensorSpec(p + f"ffn_{name}_exps.weight", ne, expert_wt(ne0)))
+            if biases:
+                out.append(vec(p + f"ffn_{name}_exps.bias", ne[1], X))
+        return out
+
     specs = [TensorSpec("token_embd.weight", (E, n_vocab), wt(E)), norm("output_norm.weight", E)]
     if not tied:
         specs.append(TensorSpec("output.weight", (E, n_vocab), wt(E)))
@@ -292,10 +307,7 @@ def moe_tensor_specs(sh: Shape, n_vocab: int, wt, expert_wt, tied: bool) -> list
                           TensorSpec(p + "ffn_down.weight", (sh.n_ff, E), wt(sh.n_ff))]
                 continue
             Fs = Fe * sh.n_expert_shared
-            specs += [TensorSpec(p + "ffn_gate_inp.weight", (E, X), QT.F32),
-                      TensorSpec(p + "ffn_gate_exps.weight", (E, Fe, X), expert_wt(E)),
-                      TensorSpec(p + "ffn_up_exps.weight", (E, Fe, X), expert_wt(E)),
-                      TensorSpec(p + "ffn_down_exps.weight", (Fe, E, X), expert_wt(Fe)),
+            specs += experts(p, False) + [
                       TensorSpec(p + "ffn_gate_shexp.weight", (E, Fs), wt(E)),
                       TensorSpec(p + "ffn_up_shexp.weight", (E, Fs), wt(E)),
                       TensorSpec(p + "ffn_down_shexp.weight", (Fs, E), wt(Fs))]
@@ -308,9 +320,5 @@ def moe_tensor_specs(sh: Shape, n_vocab: int, wt, expert_wt, tied: bool) -> list
                       TensorSpec(p + "attn_v.weight", (E, kv), wt(E)), vec(p + "attn_v.bias", kv),
                       TensorSpec(p + "attn_output.weight", (q, E), wt(q), std_scale=0.1), vec(p + "attn_output.bias", E),
                       vec(p + "attn_sinks.weight", H, scale=10.0),  # logits of order 1
-                      norm(p + "post_attention_norm.weight", E),
-                      TensorSpec(p + "ffn_gate_inp.weight", (E, X), QT.F32), vec(p + "ffn_gate_inp.bias", X),
-                      TensorSpec(p + "ffn_gate_exps.weight", (E, Fe, X), expert_wt(E)), vec(p + "ffn_gate_exps.bias", Fe, X),
-                      TensorSpec(p + "ffn_up_exps.weight", (E, Fe, X), expert_wt(E)), vec(p + "ffn_up_exps.bias", Fe, X),
-                      TensorSpec(p + "ffn_down_exps.weight", (Fe, E, X), expert_wt(Fe)), vec(p + "ffn_down_exps.bias", E, X)]
+                      norm(p + "post_attention_norm.weight", E), vec(p + "ffn_gate_inp.bias", X)] + experts(p, True)
     return specs
