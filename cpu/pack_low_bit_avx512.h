@@ -1,5 +1,5 @@
 #pragma once
-// Packers (pack_avx512.h) for the 2- and 3-bit K-quants, IQ4_XS and MXFP4: the same packed blocks of
+// Packers (pack_avx512.h) for the 2- and 3-bit K-quants and IQ4_XS: the same packed blocks of
 // 32 values of 16 rows, so decode, prefill and tile_weights take them as they take Q4_K's.
 // Each loads exactly its block's bytes (tile_weights stores the loads over the tile in place).
 // Include only from files built with the AVX-512 flags.
@@ -114,30 +114,6 @@ struct PackIQ4XS {
                 sink(ib, pk);
             }
         }
-    }
-};
-
-// MXFP4: IQ4_NL's nibbles with the e2m1 codebook, the scale 2^(e - 128) from the block's
-// exponent byte (subnormal for e < 2, as e8m0_to_fp32_half). The 16 rows' exponents come as one
-// 16-byte load, so a tiled call stores 4 x 64 + 16 bytes: exactly the tile's 16 blocks of 17.
-struct PackMXFP4 {
-    static constexpr int kBlock = 32, kPerCall = 1, kOff = 128, kBlockBytes = sizeof(BlockMXFP4);
-    static constexpr bool kMin = false, kSplit16 = false;
-    template <class Src, class Sink>
-    STRATA_PACK_INLINE static void pack(Src& src, Sink&& sink) {
-        Packed pk;
-        __m512i y[4];
-        src.t16x4(offsetof(BlockMXFP4, qs), y);
-        for (int j = 0; j < 4; ++j) {
-            pk.w[j] = codebook<kMxfp4Values>(lo_nib(y[j]));      // values 4j..4j+3
-            pk.w[4 + j] = codebook<kMxfp4Values>(hi_nib(y[j]));  // values 16+4j..
-        }
-        const __m512i e = _mm512_cvtepu8_epi32(src.bytes(offsetof(BlockMXFP4, e)));
-        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-        const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-        const __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
-        pk.scale[0] = _mm512_castsi512_ps(_mm512_mask_blend_epi32(tiny, normal, subnormal));
-        sink(0, pk);
     }
 };
 

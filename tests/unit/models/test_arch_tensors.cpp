@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "models/arch_tensors.h"
 #include "models/gguf_file.h"
+#include "tests/support/arch_files.h"
 #include "tests/support/gguf_writer.h"
 
 using namespace strata;
@@ -16,57 +17,13 @@ using strata::test::GgufWriter;
 
 namespace {
 
-constexpr uint32_t kF32 = 0, kF16 = 1;
+using test::deepseek2_keys;
+using test::gpt_oss_keys;
+using test::TensorEdit;
+constexpr uint32_t kF16 = 1;
 
-void common_keys(GgufWriter& w, const std::string& arch, uint32_t n_layer) {
-    w.kv_string("general.architecture", arch);
-    w.kv_u32(arch + ".context_length", 4096).kv_u32(arch + ".embedding_length", 32).kv_u32(arch + ".block_count", n_layer);
-    w.kv_u32(arch + ".feed_forward_length", 64).kv_u32(arch + ".attention.head_count", 4);
-    w.kv_u32(arch + ".expert_count", 4).kv_u32(arch + ".expert_used_count", 2);
-    w.kv_u32(arch + ".expert_feed_forward_length", 16);
-}
-void deepseek2_keys(GgufWriter& w) {
-    common_keys(w, "deepseek2", 2);
-    w.kv_u32("deepseek2.attention.head_count_kv", 1).kv_u32("deepseek2.attention.kv_lora_rank", 16);
-    w.kv_u32("deepseek2.attention.q_lora_rank", 24);
-    w.kv_u32("deepseek2.attention.key_length", 24).kv_u32("deepseek2.attention.value_length", 16);
-    w.kv_u32("deepseek2.attention.key_length_mla", 24).kv_u32("deepseek2.attention.value_length_mla", 8);
-    w.kv_u32("deepseek2.rope.dimension_count", 8).kv_u32("deepseek2.leading_dense_block_count", 1);
-    w.kv_u32("deepseek2.expert_shared_count", 1);
-}
-void gpt_oss_keys(GgufWriter& w) {
-    common_keys(w, "gpt-oss", 2);
-    w.kv_u32("gpt-oss.attention.head_count_kv", 2).kv_u32("gpt-oss.attention.key_length", 8);
-    w.kv_u32("gpt-oss.attention.value_length", 8).kv_u32("gpt-oss.attention.sliding_window", 16);
-}
-
-// A file with `keys` and every listed tensor (zeros, F32), after `edit` may change the list.
-using Edit = std::function<void(std::vector<TensorSpec>&, std::vector<uint32_t>&)>;
-GgufFile file_with(const std::function<void(GgufWriter&)>& keys, const std::string& name, const Edit& edit = {}) {
-    GgufWriter header;
-    keys(header);
-    header.tensor("token_embd.weight", kF32, {32, 10}, std::vector<uint8_t>(32 * 10 * 4));
-    const auto hp_path = test::temp_path(name + "_header.gguf");
-    header.write(hp_path);
-    const Hparams hp = Hparams::from_gguf(GgufFile::open(hp_path));
-    std::vector<TensorSpec> specs = global_tensors(hp);
-    for (int il = 0; il < hp.n_layer; ++il)
-        for (auto& s : layer_tensors(hp, il)) specs.push_back(s);
-    std::vector<uint32_t> types(specs.size(), kF32);
-    if (edit) edit(specs, types);
-    GgufWriter w;
-    keys(w);
-    for (size_t i = 0; i < specs.size(); ++i) {
-        const auto& s = specs[i];
-        const uint64_t n = uint64_t(s.ne[0]) * s.ne[1] * s.ne[2];
-        std::vector<uint64_t> ne{uint64_t(s.ne[0])};
-        if (s.ne[1] > 1 || s.ne[2] > 1) ne.push_back(uint64_t(s.ne[1]));
-        if (s.ne[2] > 1) ne.push_back(uint64_t(s.ne[2]));
-        w.tensor(s.name, types[i], ne, std::vector<uint8_t>(n * (types[i] == kF16 ? 2 : 4)));
-    }
-    const auto path = test::temp_path(name + ".gguf");
-    w.write(path);
-    return GgufFile::open(path);
+GgufFile file_with(const std::function<void(GgufWriter&)>& keys, const std::string& name, const TensorEdit& edit = {}) {
+    return GgufFile::open(test::write_arch_file(keys, name, 0, edit));
 }
 
 std::string check_error(const GgufFile& f) {
@@ -120,7 +77,7 @@ TEST_CASE("arch tensors: a missing, misshapen or mistyped tensor is named", "[un
     struct Broken {
         const char* what;
         std::function<void(GgufWriter&)> keys;
-        Edit edit;
+        TensorEdit edit;
         const char* says;
     };
     const Broken cases[] = {
