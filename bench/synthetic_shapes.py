@@ -206,6 +206,15 @@ def type_for_rows(qtype: QT, ne0: int) -> QT:
     raise SystemExit(f"row length {ne0} is not a multiple of {bs} ({qtype.name} block size)")
 
 
+def model_ends(n_embd: int, n_vocab: int, qtype: QT, tied: bool) -> list[TensorSpec]:
+    """The embedding, the output norm (ones) and, unless tied, the output matrix."""
+    specs = [TensorSpec("token_embd.weight", (n_embd, n_vocab), qtype),
+             TensorSpec("output_norm.weight", (n_embd,), QT.F32, np.ones(n_embd, np.float32))]
+    if not tied:
+        specs.append(TensorSpec("output.weight", (n_embd, n_vocab), qtype))
+    return specs
+
+
 def tensor_specs(sh: Shape, n_vocab: int, qtype: QT, tied: bool) -> list[TensorSpec]:
     def wt(ne0: int) -> QT:
         return type_for_rows(qtype, ne0)
@@ -223,10 +232,7 @@ def tensor_specs(sh: Shape, n_vocab: int, qtype: QT, tied: bool) -> list[TensorS
     # the tokens spread over the experts as in a trained model (pp256 of the Qwen3-30B-A3B
     # shape: all 128 experts of every layer, the busiest chosen by 14-34% of the tokens).
     wo_scale = 0.1 if sh.n_expert else 1.0
-    specs = [TensorSpec("token_embd.weight", (E, n_vocab), wt(E)),
-             norm("output_norm.weight", E)]
-    if not tied:
-        specs.append(TensorSpec("output.weight", (E, n_vocab), wt(E)))
+    specs = model_ends(E, n_vocab, wt(E), tied)
     for il in range(sh.n_layer):
         p = f"blk.{il}."
         specs.append(norm(p + "attn_norm.weight", E))
@@ -281,9 +287,7 @@ def moe_tensor_specs(sh: Shape, n_vocab: int, wt, expert_wt, tied: bool) -> list
                 out.append(vec(p + f"ffn_{name}_exps.bias", ne[1], X))
         return out
 
-    specs = [TensorSpec("token_embd.weight", (E, n_vocab), wt(E)), norm("output_norm.weight", E)]
-    if not tied:
-        specs.append(TensorSpec("output.weight", (E, n_vocab), wt(E)))
+    specs = model_ends(E, n_vocab, wt(E), tied)
     for il in range(sh.n_layer):
         p = f"blk.{il}."
         specs.append(norm(p + "attn_norm.weight", E))
