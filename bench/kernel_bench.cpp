@@ -21,7 +21,7 @@
 // --types picks its columns.
 //
 //   strata_kernel_bench [--model tinyllama-1.1b|smollm2-135m|all] [--tokens 512] [--reps 5] [--threads 2]
-//                       [--decode [--types Q4_0,Q8_0,Q4_K,F16]]
+//                       [--decode [--types Q4_0,Q8_0,Q4_K,F16]]   (--types takes any type with kernels: MXFP4 ...)
 #include <omp.h>
 
 #include <algorithm>
@@ -112,11 +112,13 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, std::mt
     for (auto& b : w) b = static_cast<uint8_t>(rng());
     const size_t bb = traits(t).block_bytes;
     const cpu::F16ScaleFields fields = cpu::f16_scale_fields(t);
-    for (size_t blk = 0; blk < w.size() / bb; ++blk)
+    for (size_t blk = 0; blk < w.size() / bb; ++blk) {
         for (int s = 0; s < fields.n; ++s) {
             const uint16_t h = fp32_to_fp16(u(rng) * 1e-3f);
             std::memcpy(w.data() + blk * bb + fields.at[s], &h, 2);
         }
+        if (t == DType::MXFP4) w[blk * bb] = 118;  // its e8m0 exponent: a scale of 2^-10
+    }
     return w;
 }
 

@@ -2,18 +2,25 @@
 """Write a GGUF with random weights and a real tokenizer, for benchmarks and checks against llama.cpp.
 
     python3 bench/make_synthetic_gguf.py --shape NAME --type TYPE -o FILE [--seed S] [--std X]
-                                         [--n-layer N] [--tied | --untied]
-                                         [--tokenizer-from GGUF] [--list]
+                                         [--expert-type TYPE] [--n-layer N] [--tied | --untied]
+                                         [--tokenizer-from GGUF] [--header-only] [--list]
 
   --shape   llama: tiny | smollm2-135m | tinyllama-1.1b | llama2-7b | llama3-8b | llama3-70b;
             other architectures at test size: qwen3-tiny | qwen3moe-tiny | mixtral-tiny | gemma2-tiny |
-            gemma3-tiny | phi3-tiny; real mixture-of-experts dimensions: qwen3-30b-a3b | mixtral-8x7b
-            (bench/synthetic_shapes.py; --list shows them)
-  --type    F32 | F16 | Q8_0 | Q4_0 | Q4_K | Q2_K | Q3_K | IQ4_NL | IQ4_XS   for every 2-D weight,
-            token_embd and output included; norms are F32 (all ones).  The 256-value types need
+            gemma3-tiny | phi3-tiny | deepseek2-tiny | deepseek2-lite-tiny | gpt-oss-tiny; real mixture-of-experts
+            dimensions: qwen3-30b-a3b | mixtral-8x7b | deepseek-v2-lite | deepseek-v3 | gpt-oss-20b |
+            gpt-oss-120b (bench/synthetic_shapes.py; --list shows them)
+  --type    F32 | F16 | Q8_0 | Q4_0 | Q4_K | Q2_K | Q3_K | IQ4_NL | IQ4_XS | MXFP4   for every 2-D
+            weight, token_embd and output included; norms are F32 (all ones), and deepseek2's and
+            gpt-oss's routers, biases and sinks F32 (random).  The 256-value types need
             rows (ne0) that are multiples of 256; where a tensor's rows are not (smollm2-135m:
             n_embd 576), that tensor falls back as llama.cpp's quantizer does: Q4_K to Q5_0,
             Q2_K and Q3_K to Q4_0, IQ4_XS to IQ4_NL.
+  --expert-type  the routed experts' type (default: --type); gpt-oss ships its experts in MXFP4.
+  --header-only  write the header and tensor table and extend the file to its full size without
+            writing the weights (a sparse file whose data reads as zeros): `strata plan FILE` dry
+            runs of the real shapes (deepseek-v3: 400 GB at Q4_K) on a small disk. Such a file
+            keeps the shape's own vocabulary size and does not load in llama.cpp.
   --n-layer override the shape's layer count (e.g. a 2-layer llama3-70b slice for quick tests)
   --seed    RNG seed (default 0); the same arguments give a byte-identical file.
   --std     the weights' standard deviation (default 0.02). Larger weights (0.1-0.3) make
@@ -51,7 +58,7 @@ from gguf import GGML_QUANT_SIZES, GGUFReader, GGUFValueType, GGUFWriter, LlamaF
 from gguf import GGMLQuantizationType as QT
 
 from common import default_model
-from synthetic_shapes import SHAPES, Shape, TensorSpec, tensor_specs, write_metadata
+from synthetic_shapes import SHAPES, Shape, TensorSpec, moe_tensor_specs, tensor_specs, type_for_rows, write_metadata
 
 DEFAULT_TOKENIZER = default_model()
 STD = 0.02
@@ -60,13 +67,16 @@ CHUNK_BYTES = 64 << 20
 
 
 TYPES = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_0": QT.Q4_0, "Q4_K": QT.Q4_K, "Q2_K": QT.Q2_K,
-         "Q3_K": QT.Q3_K, "IQ4_NL": QT.IQ4_NL, "IQ4_XS": QT.IQ4_XS}
+         "Q3_K": QT.Q3_K, "IQ4_NL": QT.IQ4_NL, "IQ4_XS": QT.IQ4_XS, "MXFP4": QT.MXFP4}
 FILE_TYPE = {"F32": LlamaFileType.ALL_F32, "F16": LlamaFileType.MOSTLY_F16, "Q8_0": LlamaFileType.MOSTLY_Q8_0,
              "Q4_0": LlamaFileType.MOSTLY_Q4_0, "Q4_K": LlamaFileType.MOSTLY_Q4_K_S,
              "Q2_K": LlamaFileType.MOSTLY_Q2_K, "Q3_K": LlamaFileType.MOSTLY_Q3_K_S,
-             "IQ4_NL": LlamaFileType.MOSTLY_IQ4_NL, "IQ4_XS": LlamaFileType.MOSTLY_IQ4_XS}
+             "IQ4_NL": LlamaFileType.MOSTLY_IQ4_NL, "IQ4_XS": LlamaFileType.MOSTLY_IQ4_XS,
+             "MXFP4": LlamaFileType.MOSTLY_MXFP4_MOE}
 # IQ4_NL / IQ4_XS: q indexes this codebook (ggml's kvalues_iq4nl)
 IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float64)
+# MXFP4: q indexes the e2m1 values doubled (ggml's kvalues_mxfp4); the scale is 2^(e - 128)
+MXFP4_VALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,6 +148,11 @@ def make_pool(qtype: QT, rng: np.random.Generator, std: float = STD) -> np.ndarr
         payload[:, 0:2] = _f16(d)
         payload[:, 2:4] = 0b10101010
         payload[:, 4:8] = 8 | (8 << 4)
+    elif qtype == QT.MXFP4:
+        # e u8, qs u8[16]: w = 2^(e-128) * MXFP4_VALUES[q], q uniform (mean 0); the scale a power of
+        # two, so the jitter is the exponent's: one step either way.
+        e = np.round(128 + np.log2(std / np.sqrt(np.mean(MXFP4_VALUES ** 2)))) + rng.integers(-1, 2, n)
+        payload[:, 0] = np.clip(e, 2, 254).astype(np.uint8)
     else:
         raise ValueError(f"no random block generator for {qtype.name}")
     return payload.reshape(-1)
@@ -146,6 +161,7 @@ def make_pool(qtype: QT, rng: np.random.Generator, std: float = STD) -> np.ndarr
 # ---------------------------------------------------------------------------------------------
 # model layout: bench/synthetic_shapes.py
 # ---------------------------------------------------------------------------------------------
+
 def copy_tokenizer(w: GGUFWriter, src: str) -> int:
     if not os.path.exists(src):
         fetch = "run scripts/fetch_model.sh, or " if src == DEFAULT_TOKENIZER else ""
@@ -202,9 +218,12 @@ def write_model(args) -> None:
         sh = Shape(**{**sh.__dict__, "n_layer": args.n_layer})
     tied = sh.tied if args.tied is None else args.tied
     qtype = TYPES[args.type]
+    expert_qtype = TYPES[args.expert_type or args.type]
     out = os.path.abspath(args.output)
-    if sh.n_embd % sh.n_head or sh.n_head % sh.n_head_kv:
+    if (not sh.head_dim and sh.n_embd % sh.n_head) or sh.n_head % sh.n_head_kv:
         raise SystemExit(f"bad shape {sh}")
+    if sh.n_vocab and not args.header_only:
+        raise SystemExit(f"{args.shape} keeps its own vocabulary ({sh.n_vocab}): write it with --header-only")
 
     w = GGUFWriter(out, sh.arch)
     # llama.cpp gives tokens of models named "phi3" Phi-3's attributes, which this tokenizer lacks.
@@ -215,9 +234,14 @@ def write_model(args) -> None:
     w.add_quantization_version(2)
     write_metadata(w, sh)
     n_vocab = copy_tokenizer(w, args.tokenizer_from)
+    n_vocab = sh.n_vocab or n_vocab
     w.add_uint32(f"{sh.arch}.vocab_size", n_vocab)
 
-    specs = tensor_specs(sh, n_vocab, qtype, tied)
+    if sh.arch in ("deepseek2", "gpt-oss"):
+        specs = moe_tensor_specs(sh, n_vocab, lambda ne0: type_for_rows(qtype, ne0),
+                                 lambda ne0: type_for_rows(expert_qtype, ne0), tied)
+    else:
+        specs = tensor_specs(sh, n_vocab, qtype, tied)
     for s in specs:
         bs, ts = GGML_QUANT_SIZES[s.qtype]
         shape_np = tuple(reversed(s.ne))  # numpy order
@@ -232,7 +256,7 @@ def write_model(args) -> None:
     align = w.data_alignment
     data_bytes = sum(GGUFWriter.ggml_pad(s.nbytes, align) for s in specs)
     n_params = sum(int(np.prod(s.ne)) for s in specs)
-    need = data_bytes + (16 << 20)  # + header / metadata allowance
+    need = (0 if args.header_only else data_bytes) + (16 << 20)  # + header / metadata allowance
     d = os.path.dirname(out) or "."
     if not os.path.isdir(d):
         raise SystemExit(f"output directory {d} does not exist")
@@ -246,6 +270,17 @@ def write_model(args) -> None:
           f"heads {sh.n_head}/{sh.n_head_kv} of {sh.hd}, ffn {sh.n_ff}{experts}, vocab {n_vocab}, "
           f"{'tied' if tied else 'untied'} output, {n_params / 1e9:.3f} B params, tensor types {types}, "
           f"{data_bytes / 2**30:.2f} GiB -> {out}", file=sys.stderr)
+
+    if args.header_only:  # the data stays a hole: sizes and offsets are what a dry run reads
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        fout = w.fout[0]
+        fout.truncate(GGUFWriter.ggml_pad(fout.tell(), align) + data_bytes)
+        w.close()
+        print(f"[synthetic] wrote the header; the file reads as {os.path.getsize(out) / 2**30:.2f} GiB "
+              f"(sparse)", file=sys.stderr)
+        return
 
     rng = np.random.default_rng(args.seed)
     pools = {}
@@ -294,6 +329,8 @@ def main():
     ap.add_argument("-o", "--output")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--std", type=float, default=STD, help="standard deviation of the weights (default %(default)s)")
+    ap.add_argument("--expert-type", choices=list(TYPES), help="the routed experts' type (default: --type)")
+    ap.add_argument("--header-only", action="store_true", help="header and tensor table only, data a sparse hole")
     ap.add_argument("--n-layer", type=int, default=0, help="override the shape's layer count")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--tied", dest="tied", action="store_true", default=None, help="no output.weight")

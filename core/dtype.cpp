@@ -33,6 +33,7 @@ constexpr std::array kTypes = {
     DTypeTraits{DType::I64, "I64", 1, 8, false},
     DTypeTraits{DType::F64, "F64", 1, 8, false},
     DTypeTraits{DType::BF16, "BF16", 1, 2, true},
+    DTypeTraits{DType::MXFP4, "MXFP4", 32, 17, true},  // e8m0 scale + 16 bytes of e2m1 pairs
 };
 
 }  // namespace

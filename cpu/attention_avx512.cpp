@@ -73,9 +73,10 @@ inline void score_rows(const AttentionTile& t, const float* kt, int m0, int64_t 
     for (int i = 0; i < R; ++i) _mm512_storeu_ps(t.scores + (m0 + i) * ld + j0, acc[i]);
 }
 
-// out rows m0..m0+R = P V over keys [lo, n): V row loaded once for R rows.
+// Output columns [16 c0, 16 (c0 + NC)) of rows m0..m0+R = P V over keys [lo, n): V row loaded
+// once for R rows.
 template <class L, int NC, int R>
-inline void pv_rows(const AttentionTile& t, int m0, int64_t lo, int64_t n, int64_t ld, const float* inv) {
+inline void pv_rows(const AttentionTile& t, int m0, int64_t lo, int64_t n, int64_t ld, const float* inv, int c0) {
     __m512 acc[R][NC];
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i)
@@ -87,7 +88,7 @@ inline void pv_rows(const AttentionTile& t, int m0, int64_t lo, int64_t n, int64
         for (int64_t j = j0; j < j1; ++j, v += t.kv_stride) {
             __m512 vv[NC];
 #pragma GCC unroll 8
-            for (int c = 0; c < NC; ++c) vv[c] = L::load16(v, t.col0 + 16 * c);
+            for (int c = 0; c < NC; ++c) vv[c] = L::load16(v, t.v_col0 + 16 * (c0 + c));
 #pragma GCC unroll 8
             for (int i = 0; i < R; ++i) {
                 const __m512 p = _mm512_set1_ps(t.scores[(m0 + i) * ld + j]);
@@ -101,22 +102,22 @@ inline void pv_rows(const AttentionTile& t, int m0, int64_t lo, int64_t n, int64
     for (int i = 0; i < R; ++i) {
         const __m512 s = _mm512_set1_ps(inv[m0 + i]);
 #pragma GCC unroll 8
-        for (int c = 0; c < NC; ++c) _mm512_storeu_ps(t.out[m0 + i] + 16 * c, _mm512_mul_ps(acc[i][c], s));
+        for (int c = 0; c < NC; ++c) _mm512_storeu_ps(t.out[m0 + i] + 16 * (c0 + c), _mm512_mul_ps(acc[i][c], s));
     }
 }
 
 // Scores of a row outside its keys are 0 (softmax below), so a group of rows runs over the
 // union of their keys.
 template <class L, int NC>
-void pv_all(const AttentionTile& t, int64_t ld, const float* inv) {
+void pv_all(const AttentionTile& t, int64_t ld, const float* inv, int c0 = 0) {
     constexpr int R = NC <= 4 ? 24 / NC : 2;  // R * NC accumulators stay in registers
     int m0 = 0;
     for (; m0 + R <= t.m; m0 += R) {
         int64_t lo = t.kv_first[m0], n = 0;
         for (int i = 0; i < R; ++i) lo = std::min(lo, t.kv_first[m0 + i]), n = std::max(n, t.n_kv[m0 + i]);
-        pv_rows<L, NC, R>(t, m0, lo, n, ld, inv);
+        pv_rows<L, NC, R>(t, m0, lo, n, ld, inv, c0);
     }
-    for (; m0 < t.m; ++m0) pv_rows<L, NC, 1>(t, m0, t.kv_first[m0], t.n_kv[m0], ld, inv);
+    for (; m0 < t.m; ++m0) pv_rows<L, NC, 1>(t, m0, t.kv_first[m0], t.n_kv[m0], ld, inv, c0);
 }
 
 // Lanes of keys [j, j + 16) inside [lo, n).
@@ -130,7 +131,7 @@ template <class L>
 void tile(const AttentionTile& t) {
     const int32_t hd = t.head_dim;
     const int64_t ld = t.n_kv_max + 16;
-    alignas(64) float kt[512 * 16];  // head_dim <= 512
+    alignas(64) float kt[kMaxSimdHeadDim * 16];
     // 1. Scores, 16 keys at a time: the key block is converted to float and transposed so that
     // each head dimension is a vector over the 16 keys, and each query row needs one broadcast
     // FMA per dimension.
@@ -155,9 +156,10 @@ void tile(const AttentionTile& t) {
         float* s = t.scores + m * ld;
         const int64_t lo = t.kv_first[m], n = t.n_kv[m];
         if (t.softcap > 0) softcap_scores(s + lo, n - lo, t.softcap);
-        __m512 mx = _mm512_set1_ps(-INFINITY);
+        __m512 mx = _mm512_set1_ps(t.sinks ? t.sinks[m] : -INFINITY);  // a sink is one more score
         for (int64_t j = t.j_begin; j < n; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, key_lanes(j, lo, n), s + j));
-        const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+        const float row_max = _mm512_reduce_max_ps(mx);
+        const __m512 vmax = _mm512_set1_ps(row_max);
         __m512 sum = _mm512_setzero_ps();
         for (int64_t j = t.j_begin; j < n; j += 16) {
             const __m512 e = _mm512_maskz_mov_ps(key_lanes(j, lo, n), exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmax)));
@@ -165,25 +167,24 @@ void tile(const AttentionTile& t) {
             sum = _mm512_add_ps(sum, e);
         }
         for (int64_t j = (n + 15) / 16 * 16; j < t.n_kv_max; j += 16) _mm512_storeu_ps(s + j, _mm512_setzero_ps());
-        const float inv_sum = 1.0f / _mm512_reduce_add_ps(sum);
+        const float sink = t.sinks ? std::exp(t.sinks[m] - row_max) : 0.0f;
+        const float inv_sum = 1.0f / (_mm512_reduce_add_ps(sum) + sink);
         if (invp) invp[m] = inv_sum;
     }
-    // 3. Outputs.
+    // 3. Outputs: the common widths in one pass over V, others (MLA's 512) in passes of 128 values.
     if (!invp) return;  // not reached: tiles have at most max(32, group) rows
-    switch (hd / 16) {
+    const int nc = t.v_dim / 16;
+    switch (nc) {
         case 4: pv_all<L, 4>(t, ld, invp); break;
         case 8: pv_all<L, 8>(t, ld, invp); break;
         case 2: pv_all<L, 2>(t, ld, invp); break;
         case 6: pv_all<L, 6>(t, ld, invp); break;
-        default:
-            for (int m = 0; m < t.m; ++m) {  // other sizes: one 16-wide column block at a time
-                for (int32_t c = 0; c < hd / 16; ++c) {
-                    __m512 acc = _mm512_setzero_ps();
-                    for (int64_t j = t.kv_first[m]; j < t.n_kv[m]; ++j)
-                        acc = _mm512_fmadd_ps(_mm512_set1_ps(t.scores[m * ld + j]), L::load16(t.row(t.v, j), t.col0 + 16 * c), acc);
-                    _mm512_storeu_ps(t.out[m] + 16 * c, _mm512_mul_ps(acc, _mm512_set1_ps(invp[m])));
-                }
-            }
+        default: {
+            int c0 = 0;
+            for (; c0 + 8 <= nc; c0 += 8) pv_all<L, 8>(t, ld, invp, c0);
+            for (; c0 + 4 <= nc; c0 += 4) pv_all<L, 4>(t, ld, invp, c0);
+            for (; c0 < nc; ++c0) pv_all<L, 1>(t, ld, invp, c0);
+        }
     }
 }
 

@@ -18,11 +18,11 @@
 namespace strata::cpu {
 
 namespace {
-// This head's values of row j of k (v) as floats: in place for F32, else converted into buf.
-const float* head_values(const AttentionTile& t, const std::byte* base, int64_t j, float* buf) {
+// n values of row j of k (v) from column col0, as floats: in place for F32, else converted into buf.
+const float* head_values(const AttentionTile& t, const std::byte* base, int64_t j, int64_t col0, int32_t n, float* buf) {
     const std::byte* r = t.row(base, j);
-    if (t.kv_type == DType::F32) return reinterpret_cast<const float*>(r) + t.col0;
-    load_kv_values(t.kv_type, r, t.col0, buf, t.head_dim);
+    if (t.kv_type == DType::F32) return reinterpret_cast<const float*>(r) + col0;
+    load_kv_values(t.kv_type, r, col0, buf, n);
     return buf;
 }
 }  // namespace
@@ -35,7 +35,7 @@ void attention_tile_ref(const AttentionTile& t) {
     const int64_t n_max = *std::max_element(t.n_kv, t.n_kv + t.m);
     auto sees = [&](int m, int64_t j) { return j >= t.kv_first[m] && j < t.n_kv[m]; };
     for (int64_t j = t.j_begin; j < n_max; ++j) {
-        const float* k = head_values(t, t.k, j, buf.data());
+        const float* k = head_values(t, t.k, j, t.col0, t.head_dim, buf.data());
         for (int m = 0; m < t.m; ++m) {
             if (!sees(m, j)) continue;
             float dot = 0;
@@ -47,19 +47,20 @@ void attention_tile_ref(const AttentionTile& t) {
         float* s = t.scores + m * ld;
         const int64_t lo = t.kv_first[m], n = t.n_kv[m];
         if (t.softcap > 0) softcap_scores(s + lo, n - lo, t.softcap);
-        float mx = -INFINITY, sum = 0;
+        float mx = t.sinks ? t.sinks[m] : -INFINITY, sum = 0;
         for (int64_t j = lo; j < n; ++j) mx = std::max(mx, s[j]);
         for (int64_t j = lo; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+        if (t.sinks) sum += std::exp(t.sinks[m] - mx);
         inv[m] = 1.0f / sum;
-        std::fill_n(t.out[m], t.head_dim, 0.0f);
+        std::fill_n(t.out[m], t.v_dim, 0.0f);
     }
     for (int64_t j = t.j_begin; j < n_max; ++j) {
-        const float* v = head_values(t, t.v, j, buf.data());
+        const float* v = head_values(t, t.v, j, t.v_col0, t.v_dim, buf.data());
         for (int m = 0; m < t.m; ++m) {
             if (!sees(m, j)) continue;
             const float w = t.scores[m * ld + j] * inv[m];
             float* o = t.out[m];
-            for (int32_t d = 0; d < t.head_dim; ++d) o[d] += w * v[d];
+            for (int32_t d = 0; d < t.v_dim; ++d) o[d] += w * v[d];
         }
     }
 }
@@ -73,14 +74,19 @@ void attention(const AttentionArgs& a) {
     if (!is_kv_type(a.kv_type))
         throw UsageError(fmt::format("{} is not a KV cache type", dtype_name(a.kv_type)),
                          fmt::format("use one of {}", kKvTypeList));
+    const int32_t v_dim = a.v_dim();
+    if (v_dim > a.head_dim)
+        throw UsageError(fmt::format("value heads of {} values are wider than key heads of {}", v_dim, a.head_dim),
+                         "only narrower value heads are supported (MLA: the latent part of the key rows)");
     const int32_t group = a.n_head / a.n_head_kv;
     const float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
-    const int64_t q_stride = static_cast<int64_t>(a.n_head) * a.head_dim;
+    const int64_t q_stride = static_cast<int64_t>(a.n_head) * a.head_dim, o_stride = static_cast<int64_t>(a.n_head) * v_dim;
     // Query rows per tile: all `group` heads of a KV head for `tok` tokens, at most 32 rows.
     constexpr int kMaxRows = 32;
     const int64_t tok = std::max<int64_t>(1, kMaxRows / group);
     const int64_t n_tiles_t = (a.n_tokens + tok - 1) / tok;
-    const bool simd = active_path() == CpuPath::Avx512 && a.head_dim % 16 == 0 && a.head_dim <= 512 && group <= 512;
+    const bool simd = active_path() == CpuPath::Avx512 && a.head_dim % 16 == 0 && v_dim % 16 == 0 &&
+                      a.head_dim <= kMaxSimdHeadDim && group <= 512;
     STRATA_ASSERT(!a.block_table || (a.block_size > 0 && a.block_size % 16 == 0));
     STRATA_ASSERT(traits(a.kv_type).block_elems == 1 || (static_cast<int64_t>(a.n_head_kv) * a.head_dim) % kQK == 0);
 
@@ -92,14 +98,15 @@ void attention(const AttentionArgs& a) {
         // Scratch: the scaled query rows, row pointers and key counts, then the scores.
         auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
         const size_t q_bytes = align(sizeof(float) * m * a.head_dim), p_bytes = align(sizeof(void*) * m),
-                     n_bytes = align(sizeof(int64_t) * m);
-        uint8_t* buf = thread_scratch(3, q_bytes + 2 * p_bytes + 2 * n_bytes + sizeof(float) * m * (n_kv_max + 16));
+                     n_bytes = align(sizeof(int64_t) * m), s_bytes = align(sizeof(float) * m);
+        uint8_t* buf = thread_scratch(3, q_bytes + 2 * p_bytes + 2 * n_bytes + s_bytes + sizeof(float) * m * (n_kv_max + 16));
         auto* qs = reinterpret_cast<float*>(buf);
         auto** qrows = reinterpret_cast<const float**>(buf + q_bytes);
         auto** orows = reinterpret_cast<float**>(buf + q_bytes + p_bytes);
         auto* nrows = reinterpret_cast<int64_t*>(buf + q_bytes + 2 * p_bytes);
         auto* firsts = reinterpret_cast<int64_t*>(buf + q_bytes + 2 * p_bytes + n_bytes);
-        auto* scores = reinterpret_cast<float*>(buf + q_bytes + 2 * p_bytes + 2 * n_bytes);
+        auto* sinks = reinterpret_cast<float*>(buf + q_bytes + 2 * p_bytes + 2 * n_bytes);
+        auto* scores = reinterpret_cast<float*>(buf + q_bytes + 2 * p_bytes + 2 * n_bytes + s_bytes);
         int r = 0;
         for (int64_t t = t0; t < t1; ++t)
             for (int32_t g = 0; g < group; ++g, ++r) {
@@ -108,17 +115,21 @@ void attention(const AttentionArgs& a) {
                 float* dst = qs + static_cast<int64_t>(r) * a.head_dim;
                 for (int32_t d = 0; d < a.head_dim; ++d) dst[d] = src[d] * scale;
                 qrows[r] = dst;
-                orows[r] = a.out + t * q_stride + static_cast<int64_t>(h) * a.head_dim;
+                orows[r] = a.out + t * o_stride + static_cast<int64_t>(h) * v_dim;
                 nrows[r] = a.pos0 + t + 1;
                 firsts[r] = a.window > 0 ? std::max<int64_t>(0, nrows[r] - a.window) : 0;
+                if (a.sinks) sinks[r] = a.sinks[h];
             }
         AttentionTile tile{qrows, orows, nrows, firsts, m, n_kv_max};
         tile.k = static_cast<const std::byte*>(a.k);
         tile.v = static_cast<const std::byte*>(a.v);
         tile.col0 = static_cast<int64_t>(hk) * a.head_dim;
+        tile.v_col0 = static_cast<int64_t>(hk) * v_dim;
         tile.kv_stride = a.kv_stride;
         tile.kv_type = a.kv_type;
         tile.head_dim = a.head_dim;
+        tile.v_dim = v_dim;
+        tile.sinks = a.sinks ? sinks : nullptr;
         tile.scores = scores;
         tile.j_begin = firsts[0] / 16 * 16;  // rows come in position order: the first sees the earliest key
         tile.softcap = a.softcap;

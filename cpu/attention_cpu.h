@@ -14,7 +14,7 @@ struct AttentionArgs {
     const float* q = nullptr;   // n_tokens x (n_head * head_dim)
     const void* k = nullptr;    // KV cache rows of kv_type: position-major, kv_stride bytes apart;
     const void* v = nullptr;    // paged: block 0's first row
-    float* out = nullptr;       // n_tokens x (n_head * head_dim)
+    float* out = nullptr;       // n_tokens x (n_head * v_dim())
     int64_t n_tokens = 0;
     int64_t pos0 = 0;           // position of the first query token; token t sees keys 0..pos0+t
     int32_t n_head = 0;
@@ -34,15 +34,29 @@ struct AttentionArgs {
     int64_t window = 0;
     float scale = 0.0f;
     float softcap = 0.0f;
+    // Attention sinks (gpt-oss): n_head logits, head h's joining its softmax's denominator as one
+    // more score (unscaled, seeing no value); null: none.
+    const float* sinks = nullptr;
+    // Value heads narrower than key heads (0: head_dim): head h's values are v_head_dim values
+    // from column (h's KV head) * v_head_dim of a V row, V rows kv_stride bytes apart like K's.
+    // MLA's absorbed attention: one KV head whose K row is the latent (kv_lora_rank values) then
+    // its RoPE part, V the latent alone (v = k, v_head_dim = kv_lora_rank).
+    int32_t v_head_dim = 0;
+
+    int32_t v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
 
 // Parallel (cpu::parallel_for) over tiles of (KV head, up to 32 query rows: every query head
 // that shares the KV head, for several tokens), so each K and V row is read once per tile.
 // Per tile: scores for 16 keys at a time (K block converted to float and transposed in L1, one
 // broadcast FMA per 16 products), an exact softmax per row, then P V with the V row loaded once
-// for 6 query rows. AVX-512 when the active path has it and head_dim is a multiple of 16, else
-// plain C++. Throws UsageError for a kv_type that is not a KV cache type.
+// for several query rows. AVX-512 when the active path has it and head_dim and the value width
+// are multiples of 16 (head_dim at most 1024), else plain C++. Throws UsageError for a kv_type
+// that is not a KV cache type or value heads wider than key heads.
 void attention(const AttentionArgs& a);
+
+// The widest key head the AVX-512 tile takes (MLA's absorbed heads are 576 values).
+inline constexpr int32_t kMaxSimdHeadDim = 1024;
 
 // One tile, for the kernels (attention_cpu.cpp, attention_avx512.cpp).
 struct AttentionTile {
@@ -54,13 +68,16 @@ struct AttentionTile {
     int64_t n_kv_max = 0;
     const std::byte* k = nullptr;  // block 0's first key row; rows kv_stride bytes apart
     const std::byte* v = nullptr;
-    int64_t col0 = 0;        // this KV head's first value in a row
+    int64_t col0 = 0;        // this KV head's first value in a K row
+    int64_t v_col0 = 0;      // and in a V row
     int64_t kv_stride = 0;
     DType kv_type = DType::F32;
-    int32_t head_dim = 0;
+    int32_t head_dim = 0;    // values of a query and key row
+    int32_t v_dim = 0;       // of a value and output row
     float* scores = nullptr;   // scratch: m x n_kv_max (+16) floats
     int64_t j_begin = 0;       // the first key any row sees, rounded down to a multiple of 16
     float softcap = 0.0f;      // AttentionArgs::softcap
+    const float* sinks = nullptr;  // m sink logits (AttentionArgs::sinks of each row's head), or null
     // Keys in pages (AttentionArgs): contiguous when blocks is null and block_size >= n_kv_max.
     const int32_t* blocks = nullptr;
     int64_t block_size = 0;  // a multiple of 16
@@ -72,7 +89,7 @@ struct AttentionTile {
     }
 };
 void attention_tile_ref(const AttentionTile& t);
-void attention_tile_avx512(const AttentionTile& t);  // head_dim % 16 == 0
+void attention_tile_avx512(const AttentionTile& t);  // head_dim, v_dim % 16 == 0; head_dim <= kMaxSimdHeadDim
 // s[j] = cap * tanh(s[j] / cap) for n scores (both kernels).
 void softcap_scores(float* s, int64_t n, float cap);
 

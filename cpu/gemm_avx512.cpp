@@ -54,8 +54,11 @@ struct ActPtrs {
 // activation broadcast serves the NS tiles. kSplit16 types (Q6_K, Q3_K, Q2_K) keep the integer
 // dots of values 0-15 and 16-31 apart: they have separate scales (Q2_K separate minimums too,
 // applied through each half's activation sum s16).
+// Always inlined: left to the compiler, the codebook types' larger packers (IQ4_NL, MXFP4) made it
+// call this per block, spilling the packed block and the accumulators (half their decode rate).
 template <class P, int NT, int NS = 1>
-inline void block_step(const PackedOf<P>* const* pk, int64_t ab, const ActPtrs* a, __m512 (*acc)[NT]) {
+__attribute__((always_inline)) inline void block_step(const PackedOf<P>* const* pk, int64_t ab, const ActPtrs* a,
+                                                      __m512 (*acc)[NT]) {
     constexpr int kParts = P::kSplit16 ? 2 : 1;
     __m512i ih[NS][kParts][NT], il[NS][kParts][NT];
 #pragma GCC unroll 2

@@ -19,8 +19,16 @@ void rope(float* x, int32_t n_heads, int64_t pos, const RopeParams& p) {
     const int32_t half = p.n_rot / 2;
     for (int32_t i = 0; i < half; ++i) {
         // theta_i = pos * base^(-2i/n_rot), computed in double so long contexts keep precision.
-        double theta = static_cast<double>(pos) * p.freq_scale * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
+        double theta = static_cast<double>(pos) * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
         if (p.freq_factors) theta /= p.freq_factors[i];
+        const double interpolated = theta * p.freq_scale;
+        if (p.ext_factor > 0) {
+            const double y = (i - p.yarn_low) / std::max(0.001, static_cast<double>(p.yarn_high - p.yarn_low));
+            const double mix = (1.0 - std::clamp(y, 0.0, 1.0)) * p.ext_factor;
+            theta = interpolated * (1.0 - mix) + theta * mix;
+        } else {
+            theta = interpolated;
+        }
         const float c = static_cast<float>(std::cos(theta) * p.attn_factor), s = static_cast<float>(std::sin(theta) * p.attn_factor);
         for (int32_t h = 0; h < n_heads; ++h) {
             float* head = x + static_cast<int64_t>(h) * p.head_dim;
@@ -30,6 +38,15 @@ void rope(float* x, int32_t n_heads, int64_t pos, const RopeParams& p) {
             head[b] = x0 * s + x1 * c;
         }
     }
+}
+
+YarnRamp yarn_ramp(int32_t n_rot, int32_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow) {
+    // The pair index whose wavelength 2 pi base^(2i/n_rot) fits n_ctx_orig / beta times.
+    auto pair_for = [&](float beta) {
+        return n_rot * std::log(n_ctx_orig / (beta * 2.0 * M_PI)) / (2.0 * std::log(static_cast<double>(freq_base)));
+    };
+    return {static_cast<float>(std::max(0.0, std::floor(pair_for(beta_fast)))),
+            static_cast<float>(std::min(n_rot - 1.0, std::ceil(pair_for(beta_slow))))};
 }
 
 void swiglu(float* gate, const float* up, int64_t n) {
@@ -42,6 +59,13 @@ void geglu(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const float x = gate[i];
         gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x))) * up[i];
+    }
+}
+
+void swiglu_clamped(float* gate, const float* up, int64_t n, float alpha, float limit) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
+        gate[i] = g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
     }
 }
 

@@ -107,6 +107,8 @@ struct GgufRows {
     __m256i halves(size_t off) {
         return _mm512_cvtepi32_epi16(off >= 2 ? _mm512_srli_epi32(dwords(off - 2), 16) : dwords(off));
     }
+    // lane r: row r's byte at off (gathered as the dword starting there: off + 4 <= block size)
+    __m128i bytes(size_t off) { return _mm512_cvtepi32_epi8(dwords(off)); }
 };
 struct TiledRows {
     const uint8_t* p;  // the next stored load
@@ -120,6 +122,11 @@ struct TiledRows {
     __m256i halves(size_t) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
         p += 32;
+        return v;
+    }
+    __m128i bytes(size_t) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        p += 16;
         return v;
     }
     void vectors(__m512i* y, int n) {
@@ -141,6 +148,12 @@ struct RecordingRows {
         const __m256i v = in.halves(off);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), v);
         out += 32;
+        return v;
+    }
+    __m128i bytes(size_t off) {
+        const __m128i v = in.bytes(off);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), v);
+        out += 16;
         return v;
     }
     void store(const __m512i* y, int n) {
@@ -166,11 +179,13 @@ inline __m512i lo_nib(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0
 inline __m512i hi_nib(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
 // Signed int8 q -> unsigned q + 128 (flip the sign bit), for the packers with kOff = 128.
 inline __m512i offset_128(__m512i v) { return _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80))); }
-// Codebook indices (bytes 0..15) -> kIq4Values[q] + 128, unsigned, for the IQ4 packers (kOff = 128).
-inline __m512i iq4_codebook(__m512i q) {
+// Codebook indices (bytes 0..15) -> kValues[q] + 128, unsigned, for the packers of the codebook
+// types (kIq4Values: IQ4_NL, IQ4_XS; kMxfp4Values: MXFP4), whose kOff is 128.
+template <const int8_t* kValues>
+inline __m512i codebook(__m512i q) {
     alignas(16) static constexpr auto kTable = [] {
         std::array<uint8_t, 16> t{};
-        for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kIq4Values[i] + 128);
+        for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kValues[i] + 128);
         return t;
     }();
     return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable.data()))), q);
@@ -185,10 +200,21 @@ inline __m512i iq4_codebook(__m512i q) {
 //   kSplit16: each half of 16 values has its own scale (and minimum): PackedHalves
 #define STRATA_PACK_INLINE __attribute__((always_inline)) inline
 
-// Q4_0 (d, qs), Q4_1 (d, m, qs) and, with kCodebook, IQ4_NL (d, qs of codebook indices).
-template <class Block, int kOffset, bool kHasMin, bool kCodebook = false>
+// MXFP4's scales 2^(e - 128) from the 16 rows' exponent bytes (subnormal for e < 2, as
+// e8m0_to_fp32_half).
+inline __m512 e8m0_half(__m128i bytes) {
+    const __m512i e = _mm512_cvtepu8_epi32(bytes);
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, subnormal));
+}
+
+// Q4_0 (d, qs), Q4_1 (d, m, qs) and the codebook types (kValues): IQ4_NL (d, qs of indices) and
+// MXFP4 (its exponent e, qs). MXFP4's 16 exponents come as one 16-byte load, so a tiled call
+// stores 4 x 64 + 16 bytes: exactly the tile's 16 blocks of 17.
+template <class Block, int kOffset, bool kHasMin, const int8_t* kValues = nullptr>
 struct PackQ4 {
-    static_assert(!kCodebook || kOffset == 128);
+    static_assert(!kValues || kOffset == 128);
     static constexpr int kBlock = 32, kPerCall = 1, kOff = kOffset, kBlockBytes = sizeof(Block);
     static constexpr bool kMin = kHasMin, kSplit16 = false;
     template <class Src, class Sink>
@@ -196,12 +222,16 @@ struct PackQ4 {
         Packed pk;
         __m512i y[4];
         src.t16x4(offsetof(Block, qs), y);
-        auto value = [](__m512i q) { return kCodebook ? iq4_codebook(q) : q; };
+        auto value = [](__m512i q) {
+            if constexpr (kValues != nullptr) return codebook<kValues>(q);
+            else return q;
+        };
         for (int j = 0; j < 4; ++j) {
             pk.w[j] = value(lo_nib(y[j]));       // values 4j..4j+3
             pk.w[4 + j] = value(hi_nib(y[j]));   // values 16+4j..
         }
-        scale_and_min<kHasMin>(src, &pk);
+        if constexpr (std::is_same_v<Block, BlockMXFP4>) pk.scale[0] = e8m0_half(src.bytes(offsetof(BlockMXFP4, e)));
+        else scale_and_min<kHasMin>(src, &pk);
         sink(0, pk);
     }
 };

@@ -104,8 +104,8 @@ struct PackIQ4XS {
                 const int ib = 2 * c + half;
                 Packed pk;
                 for (int k = 0; k < 4; ++k) {
-                    pk.w[k] = iq4_codebook(lo_nib(y[4 * half + k]));
-                    pk.w[4 + k] = iq4_codebook(hi_nib(y[4 * half + k]));
+                    pk.w[k] = codebook<kIq4Values>(lo_nib(y[4 * half + k]));
+                    pk.w[4 + k] = codebook<kIq4Values>(hi_nib(y[4 * half + k]));
                 }
                 const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 4 * ib), _mm512_set1_epi32(0xF));
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(dh, 16 + 2 * ib), _mm512_set1_epi32(3));

@@ -24,8 +24,9 @@ R with_packer(DType type, F&& f) {
         case DType::Q8_K: return f.template operator()<PackQ8K, DType::Q8_K>();
         case DType::Q2_K: return f.template operator()<PackQ2K, DType::Q2_K>();
         case DType::Q3_K: return f.template operator()<PackQ3K, DType::Q3_K>();
-        case DType::IQ4_NL: return f.template operator()<PackQ4<BlockIQ4_NL, 128, false, true>, DType::IQ4_NL>();
+        case DType::IQ4_NL: return f.template operator()<PackQ4<BlockIQ4_NL, 128, false, kIq4Values>, DType::IQ4_NL>();
         case DType::IQ4_XS: return f.template operator()<PackIQ4XS, DType::IQ4_XS>();
+        case DType::MXFP4: return f.template operator()<PackQ4<BlockMXFP4, 128, false, kMxfp4Values>, DType::MXFP4>();
         default: return R{};
     }
 }

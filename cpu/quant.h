@@ -15,7 +15,7 @@
 namespace strata::cpu {
 
 // Whether the CPU kernels handle `weight_type` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS: the types core/dtype marks computable).
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4: the types core/dtype marks computable).
 bool has_kernels(DType weight_type);
 
 // F32 for float weights (F32, F16, BF16), Q8x2 for the block-quantized types; the same on

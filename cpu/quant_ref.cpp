@@ -330,6 +330,7 @@ const RefEntry kRef[] = {
     {DType::Q3_K, dequantize_q3_k_ref, STRATA_DOT(dot_q3_k_ref)},
     {DType::IQ4_NL, dequantize_iq4_nl_ref, STRATA_DOT(dot_iq4_nl_ref)},
     {DType::IQ4_XS, dequantize_iq4_xs_ref, STRATA_DOT(dot_iq4_xs_ref)},
+    {DType::MXFP4, dequantize_mxfp4_ref, STRATA_DOT(dot_mxfp4_ref)},
 };
 #undef STRATA_DOT
 

@@ -39,12 +39,17 @@ struct BlockQ3_K { uint8_t hmask[kQKK / 8]; uint8_t qs[kQKK / 4]; uint8_t scales
 struct BlockIQ4_NL { f16_bits d; uint8_t qs[kQK / 2]; };
 struct BlockIQ4_XS { f16_bits d; uint16_t scales_h; uint8_t scales_l[kQKK / 64]; uint8_t qs[kQKK / 2]; };
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// MXFP4 (OCP microscaling, gpt-oss's experts): 32 4-bit e2m1 values sharing one e8m0 exponent e,
+// laid out as IQ4_NL (low nibbles values 0-15, high nibbles 16-31). As ggml stores it, the
+// codebook holds the e2m1 values doubled (integers) and the scale is halved: x = 2^(e-128) * v[q].
+struct BlockMXFP4 { uint8_t e; uint8_t qs[kQK / 2]; };
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockIQ4_NL) == 18);
-static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockIQ4_XS) == 136 && sizeof(BlockMXFP4) == 17);
 
 // Byte offsets of the f16 scale fields (d, dmin, m) in one block of `type`, for the tests and
 // benchmarks that write random blocks (a random f16 may be inf or NaN); n = 0 for types
@@ -65,6 +70,13 @@ inline float bf16_to_fp32(uint16_t h) {
     return f;
 }
 uint16_t fp32_to_bf16(float f);  // round to nearest even; NaN stays a quiet NaN
+// An MXFP4 block's scale 2^(e - 128) (ggml's GGML_E8M0_TO_FP32_HALF): subnormal for e < 2.
+inline float e8m0_to_fp32_half(uint8_t e) {
+    const uint32_t u = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the packed 12 bytes.
 inline void k4_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {

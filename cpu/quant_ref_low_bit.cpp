@@ -34,6 +34,9 @@ int iq4_xs_scale(const BlockIQ4_XS& b, int ib) {
 }
 // The codebook index of value j (0..31) of a 16-byte nibble block: low nibbles, then high.
 int nibble(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
+// A codebook block's scale: IQ4_NL's f16, MXFP4's power of two.
+float block_scale(const BlockIQ4_NL& b) { return fp16_to_fp32(b.d); }
+float block_scale(const BlockMXFP4& b) { return e8m0_to_fp32_half(b.e); }
 
 }  // namespace
 
@@ -57,13 +60,23 @@ void dequantize_q3_k_ref(const void* src, float* y, int64_t n) {
         }
     }
 }
-void dequantize_iq4_nl_ref(const void* src, float* y, int64_t n) {
-    const auto* b = static_cast<const BlockIQ4_NL*>(src);
+
+namespace {
+
+// The 32-value codebook types: x = scale * kValues[q] (a product of two floats, exact either way round).
+template <class Block, const int8_t* kValues>
+void dequantize_codebook(const void* src, float* y, int64_t n) {
+    const auto* b = static_cast<const Block*>(src);
     for (int64_t i = 0; i < n / kQK; ++i) {
-        const float d = fp16_to_fp32(b[i].d);
-        for (int j = 0; j < kQK; ++j) *y++ = d * float(kIq4Values[nibble(b[i].qs, j)]);
+        const float d = block_scale(b[i]);
+        for (int j = 0; j < kQK; ++j) *y++ = d * float(kValues[nibble(b[i].qs, j)]);
     }
 }
+
+}  // namespace
+
+void dequantize_iq4_nl_ref(const void* src, float* y, int64_t n) { dequantize_codebook<BlockIQ4_NL, kIq4Values>(src, y, n); }
+void dequantize_mxfp4_ref(const void* src, float* y, int64_t n) { dequantize_codebook<BlockMXFP4, kMxfp4Values>(src, y, n); }
 void dequantize_iq4_xs_ref(const void* src, float* y, int64_t n) {
     const auto* b = static_cast<const BlockIQ4_XS*>(src);
     for (int64_t i = 0; i < n / kQKK; ++i) {
@@ -107,18 +120,27 @@ float dot_q3_k_ref(const void* w, const void* a, int64_t n) {
     }
     return sum;
 }
-// Blocks of 32: (scale * dc) * I, I = sum kIq4Values[q] c.
-float dot_iq4_nl_ref(const void* w, const void* a, int64_t n) {
-    const auto* b = static_cast<const BlockIQ4_NL*>(w);
+
+namespace {
+
+// Blocks of 32 of a codebook type: (scale * dc) * I, I = sum kValues[q] c.
+template <class Block, const int8_t* kValues>
+float dot_codebook(const void* w, const void* a, int64_t n) {
+    const auto* b = static_cast<const Block*>(w);
     const ActQ8x2 v = act_q8x2(a, n);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / kQK; ++i) {
         int32_t dot = 0;
-        for (int j = 0; j < kQK; ++j) dot += kIq4Values[nibble(b[i].qs, j)] * act_c(v, i * kQK + j);
-        sum += fp16_to_fp32(b[i].d) * v.dc[i] * float(dot);
+        for (int j = 0; j < kQK; ++j) dot += kValues[nibble(b[i].qs, j)] * act_c(v, i * kQK + j);
+        sum += block_scale(b[i]) * v.dc[i] * float(dot);
     }
     return sum;
 }
+
+}  // namespace
+
+float dot_iq4_nl_ref(const void* w, const void* a, int64_t n) { return dot_codebook<BlockIQ4_NL, kIq4Values>(w, a, n); }
+float dot_mxfp4_ref(const void* w, const void* a, int64_t n) { return dot_codebook<BlockMXFP4, kMxfp4Values>(w, a, n); }
 float dot_iq4_xs_ref(const void* w, const void* a, int64_t n) {
     const auto* b = static_cast<const BlockIQ4_XS*>(w);
     const ActQ8x2 v = act_q8x2(a, n);

@@ -7,9 +7,15 @@
 
 namespace strata::models {
 
-enum class Arch { Llama, Mistral, Qwen2, Qwen3, Qwen3Moe, Gemma2, Gemma3, Phi3 };
+enum class Arch { Llama, Mistral, Qwen2, Qwen3, Qwen3Moe, Gemma2, Gemma3, Phi3, DeepSeek2, GptOss };
 enum class RopeMode { Normal, NeoX };  // adjacent pairs (GPT-J) or split halves (GPT-NeoX)
-enum class FfnAct { Silu, GeluTanh };  // the gate's activation: SwiGLU or GeGLU (tanh approximation)
+// The gate's activation: SwiGLU, GeGLU (tanh approximation), or gpt-oss's SwiGLU with the gate
+// capped and the up projection clamped (Hparams::swiglu_alpha, swiglu_limit).
+enum class FfnAct { Silu, GeluTanh, SiluClamped };
+// The router's expert weights (expert_gating_func): a softmax or sigmoids over every expert's
+// logit (the top ones chosen from those), or a softmax over the chosen experts' logits alone
+// (gpt-oss).
+enum class ExpertGating { Softmax, Sigmoid, SoftmaxChosen };
 
 struct ArchTraits {
     std::string_view name;
@@ -22,8 +28,18 @@ struct ArchTraits {
     bool embd_scaled = false;   // token embeddings times sqrt(n_embd) (gemma)
     int swa_period = 0;         // default sliding-window layer pattern: of every `period` layers
                                 // all but the last use the window (0: no window by default)
+    bool swa_local_rope = false;  // window layers rotate by their own base (10000 unless
+                                  // rope.freq_base_swa), unscaled (gemma3); else as the others
     bool attn_softcap = false;  // attention scores soft-capped when the metadata gives a cap (gemma2)
     bool needs_experts = false; // a mixture-of-experts architecture (expert_count required)
+    bool mla = false;           // multi-head latent attention, leading dense layers, shared experts (deepseek2)
+    bool attn_sinks = false;    // attn_sinks: a logit per head in each softmax's denominator (gpt-oss)
+    bool attn_out_bias = false; // attn_output.bias (gpt-oss)
+    bool expert_biases = false; // the router's and each expert's biases (gpt-oss)
+    bool yarn = false;          // YaRN rope scaling (rope.scaling.type yarn) is applied
+    ExpertGating gating = ExpertGating::Softmax;  // without expert_gating_func
+    bool gating_from_file = true;                 // expert_gating_func read (gpt-oss's is fixed)
+    bool expert_norm = true;    // the chosen experts' weights normalised without expert_weights_norm
 };
 
 // The row of `name`, or nullopt for an architecture Strata does not run.

@@ -7,17 +7,23 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "models/chat_harmony.h"
 #include "models/chat_tools.h"
 #include "models/gguf_file.h"
 
 namespace strata::models {
 
 namespace {
-constexpr std::array<std::pair<std::string_view, ChatFamily>, 7> kFamilies = {{
-    {"chatml", ChatFamily::ChatML}, {"qwen3", ChatFamily::Qwen3}, {"llama3", ChatFamily::Llama3},
-    {"llama2", ChatFamily::Llama2}, {"zephyr", ChatFamily::Zephyr}, {"gemma", ChatFamily::Gemma},
-    {"phi3", ChatFamily::Phi3},
+constexpr std::array<std::pair<std::string_view, ChatFamily>, 11> kFamilies = {{
+    {"chatml", ChatFamily::ChatML},       {"qwen3", ChatFamily::Qwen3},         {"llama3", ChatFamily::Llama3},
+    {"llama2", ChatFamily::Llama2},       {"zephyr", ChatFamily::Zephyr},       {"gemma", ChatFamily::Gemma},
+    {"phi3", ChatFamily::Phi3},           {"deepseek2", ChatFamily::DeepSeek2}, {"deepseek3", ChatFamily::DeepSeek3},
+    {"deepseek-r1", ChatFamily::DeepSeekR1}, {"harmony", ChatFamily::Harmony},
 }};
+// DeepSeek's special tokens: fullwidth bars (U+FF5C) and U+2581 for spaces.
+constexpr std::string_view kDsUser = "<\xef\xbd\x9cUser\xef\xbd\x9c>";
+constexpr std::string_view kDsAssistant = "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>";
+constexpr std::string_view kDsEnd = "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
 
 // The default system prompt a ChatML template hard-codes, e.g. SmolLM2's
 // "{{ '<|im_start|>system\nYou are a helpful AI assistant ...<|im_end|>\n' }}".
@@ -79,6 +85,9 @@ ChatTemplate ChatTemplate::from_gguf(const GgufFile& f, std::string_view overrid
     if (has("<|im_start|>")) return ChatTemplate(ChatFamily::ChatML, embedded_system_prompt(tmpl));
     if (has("<|start_header_id|>")) return ChatTemplate(ChatFamily::Llama3);
     if (has("<start_of_turn>")) return ChatTemplate(ChatFamily::Gemma);
+    if (has("<|start|>") && has("<|channel|>")) return ChatTemplate(ChatFamily::Harmony);
+    if (has(kDsAssistant) && has(kDsUser)) return ChatTemplate(has("<think>") ? ChatFamily::DeepSeekR1 : ChatFamily::DeepSeek3);
+    if (has("'Assistant: ' + message['content'] + eos_token")) return ChatTemplate(ChatFamily::DeepSeek2);
     if (has("<|user|>") && has("<|end|>")) return ChatTemplate(ChatFamily::Phi3);
     if (has("<|user|>")) return ChatTemplate(ChatFamily::Zephyr);
     if (has("[INST]")) return ChatTemplate(ChatFamily::Llama2);
@@ -152,6 +161,25 @@ std::string render_gemma(const std::vector<ChatMessage>& msgs, bool add_generati
     return out;
 }
 
+// DeepSeek-V3 and R1: the system prompts first (joined by blank lines), then <｜User｜>... and
+// <｜Assistant｜>...<｜end▁of▁sentence｜>, an answer's reasoning (up to its last </think>) left out.
+std::string render_deepseek3(const std::vector<ChatMessage>& msgs, bool add_generation_prompt, bool opens_think) {
+    std::string out, turns;
+    for (const ChatMessage& m : msgs) {
+        if (m.role == "system") {
+            out += (out.empty() ? "" : "\n\n") + m.content;
+        } else if (m.role == "user") {
+            turns += fmt::format("{}{}", kDsUser, m.content);
+        } else if (m.role == "assistant") {
+            const size_t think = m.content.rfind("</think>");
+            turns += fmt::format("{}{}{}", kDsAssistant, think == std::string::npos ? m.content : m.content.substr(think + 8), kDsEnd);
+        }
+    }
+    out += turns;
+    if (add_generation_prompt) out += fmt::format("{}{}", kDsAssistant, opens_think ? "<think>\n" : "");
+    return out;
+}
+
 // Llama 2 / Mistral: <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>
 std::string render_llama2(const std::vector<ChatMessage>& msgs) {
     std::string out, system;
@@ -201,6 +229,17 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
             break;
         case ChatFamily::Gemma: return render_gemma(msgs, add_generation_prompt);
         case ChatFamily::Llama2: return render_llama2(msgs);
+        case ChatFamily::DeepSeek2:
+            for (const auto& m : msgs) {
+                if (m.role == "system") out += m.content + "\n\n";
+                else if (m.role == "user") out += fmt::format("User: {}\n\n", m.content);
+                else if (m.role == "assistant") out += fmt::format("Assistant: {}{}", m.content, kDsEnd);
+            }
+            if (add_generation_prompt) out += "Assistant:";
+            break;
+        case ChatFamily::DeepSeek3:
+        case ChatFamily::DeepSeekR1: return render_deepseek3(msgs, add_generation_prompt, family_ == ChatFamily::DeepSeekR1);
+        case ChatFamily::Harmony: return render_harmony(msgs, add_generation_prompt);
     }
     return out;
 }
@@ -214,6 +253,10 @@ std::string ChatTemplate::end_of_turn() const {
         case ChatFamily::Gemma: return "<end_of_turn>";
         case ChatFamily::Phi3: return "<|end|>";
         case ChatFamily::Llama2: return "</s>";
+        case ChatFamily::DeepSeek2:
+        case ChatFamily::DeepSeek3:
+        case ChatFamily::DeepSeekR1: return std::string(kDsEnd);
+        case ChatFamily::Harmony: return "<|return|>";  // <|end|> closes the reasoning too
     }
     return {};
 }

@@ -27,8 +27,10 @@ struct ChatMessage {
 };
 
 // ChatML (SmolLM2, Qwen2), Qwen3 (ChatML whose assistant turns carry <think> reasoning),
-// Llama 3, Llama 2 / Mistral, Zephyr, Gemma (2 and 3), Phi-3.
-enum class ChatFamily { ChatML, Qwen3, Llama3, Llama2, Zephyr, Gemma, Phi3 };
+// Llama 3, Llama 2 / Mistral, Zephyr, Gemma (2 and 3), Phi-3, DeepSeek-V2 ("User: ... Assistant:"),
+// DeepSeek-V3 and R1 (<｜User｜>, <｜Assistant｜>; R1's generation prompt opens its reasoning), and
+// gpt-oss's harmony (<|start|>role<|message|>...<|end|>, the assistant's answer in the final channel).
+enum class ChatFamily { ChatML, Qwen3, Llama3, Llama2, Zephyr, Gemma, Phi3, DeepSeek2, DeepSeek3, DeepSeekR1, Harmony };
 
 std::string_view chat_family_name(ChatFamily f);
 std::optional<ChatFamily> chat_family_from_name(std::string_view name);

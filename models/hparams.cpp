@@ -31,17 +31,29 @@ struct Keys {
     float number_or(std::string_view k, double dflt) const { return static_cast<float>(f.get_float_opt(key(k)).value_or(dflt)); }
 };
 
-void read_rope_scaling(const Keys& k, Hparams& h) {
+// YaRN's magnitude for a context `factor` times the trained one: 0.1 * m * ln(factor) + 1.
+double yarn_mscale(double factor, double m) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
+
+void read_rope_scaling(const Keys& k, const ArchTraits& t, Hparams& h) {
     // As llama.cpp: the factor scales positions linearly unless the type names another method.
     const std::string scaling = k.f.get_string_opt(k.key("rope.scaling.type")).value_or("linear");
     const double factor = k.f.get_float_opt(k.key("rope.scaling.factor")).value_or(k.number_or("rope.scale_linear", 1.0));
-    if (scaling != "linear" && scaling != "none")
-        throw FormatError(fmt::format("rope scaling type '{}' is not supported", scaling),
-                          "supported: none, linear (and llama3 rope_freqs and phi3 long/short rope factors)");
+    const bool yarn = scaling == "yarn" && t.yarn;
+    if (scaling != "linear" && scaling != "none" && !yarn)
+        throw FormatError(fmt::format("rope scaling type '{}' is not supported for {}", scaling, t.name),
+                          "supported: none, linear (and llama3 rope_freqs, phi3 long/short rope factors, YaRN for "
+                          "deepseek2 and gpt-oss)");
     if (factor < 0) throw FormatError(fmt::format("rope scaling factor {} is negative", factor));
     if (factor > 0) h.rope_freq_scale = static_cast<float>(1.0 / factor);
     h.rope_attn_factor = k.number_or("rope.scaling.attn_factor", 1.0);
     h.n_ctx_orig = k.count_or("rope.scaling.original_context_length", h.n_ctx_train);
+    if (!yarn) return;
+    h.yarn_ext_factor = k.number_or("rope.scaling.yarn_ext_factor", 1.0);
+    h.yarn_beta_fast = k.number_or("rope.scaling.yarn_beta_fast", 32.0);
+    h.yarn_beta_slow = k.number_or("rope.scaling.yarn_beta_slow", 1.0);
+    // DeepSeek's YaRN moves its magnitude into the attention scale (read_mla); the others rotate
+    // by it.
+    if (!t.mla || !k.has("rope.scaling.yarn_log_multiplier")) h.rope_attn_factor *= static_cast<float>(yarn_mscale(1.0 / h.rope_freq_scale, 1.0));
 }
 
 // Sliding-window layers: a period (every period-th layer is global) or one flag per layer.
@@ -65,9 +77,9 @@ void read_sliding_window(const Keys& k, const ArchTraits& t, Hparams& h) {
         if (v) period = v->as_int(k.key("attention.sliding_window_pattern"));
         for (int il = 0; il < h.n_layer; ++il) h.swa_layers[il] = period == 0 || il % period < period - 1;
     }
-    h.rope_freq_base_swa = k.number_or("rope.freq_base_swa", h.arch == Arch::Gemma2 ? h.rope_freq_base : 10000.0);
-    // Gemma 3's local layers keep unscaled positions; Gemma 2 scales both kinds alike.
-    h.rope_freq_scale_swa = h.arch == Arch::Gemma2 ? h.rope_freq_scale : 1.0f;
+    h.rope_freq_base_swa = k.number_or("rope.freq_base_swa", t.swa_local_rope ? 10000.0 : h.rope_freq_base);
+    // Gemma 3's local layers keep unscaled positions; Gemma 2 and gpt-oss scale both kinds alike.
+    h.rope_freq_scale_swa = t.swa_local_rope ? 1.0f : h.rope_freq_scale;
 }
 
 void read_gemma(const Keys& k, const ArchTraits& t, Hparams& h) {
@@ -94,23 +106,64 @@ void read_experts(const Keys& k, const ArchTraits& t, Hparams& h) {
         throw FormatError(fmt::format("expert_used_count {} is more than expert_count {}", m.n_expert_used, m.n_expert));
     // qwen3moe names each expert's width; mixtral's experts are feed_forward_length wide.
     m.n_ff_exp = k.count_or("expert_feed_forward_length", h.arch == Arch::Llama ? h.n_ff : h.n_ff / m.n_expert_used);
-    m.n_ff_shexp = k.count_or("expert_shared_feed_forward_length", 0);
-    const int64_t gating = k.f.get_int_opt(k.key("expert_gating_func")).value_or(1);
-    if (gating != 1 && gating != 2)
-        throw FormatError(fmt::format("{} is {}; Strata routes experts by softmax (1) or sigmoid (2)",
-                                      k.key("expert_gating_func"), gating),
-                          "this mixture-of-experts model's router is not supported");
-    m.gating = gating == 2 ? ExpertGating::Sigmoid : ExpertGating::Softmax;
-    m.norm_weights = k.f.get_bool_opt(k.key("expert_weights_norm")).value_or(true);
+    // deepseek2 counts its shared experts, each as wide as a routed one (one ffn_*_shexp of them all).
+    m.n_ff_shexp = k.has("expert_shared_count") ? m.n_ff_exp * k.count("expert_shared_count")
+                                                 : k.count_or("expert_shared_feed_forward_length", 0);
+    m.gating = t.gating;
+    if (t.gating_from_file) {
+        const int64_t gating = k.f.get_int_opt(k.key("expert_gating_func")).value_or(t.gating == ExpertGating::Sigmoid ? 2 : 1);
+        if (gating != 1 && gating != 2)
+            throw FormatError(fmt::format("{} is {}; Strata routes experts by softmax (1) or sigmoid (2)",
+                                          k.key("expert_gating_func"), gating),
+                              "this mixture-of-experts model's router is not supported");
+        m.gating = gating == 2 ? ExpertGating::Sigmoid : ExpertGating::Softmax;
+    }
+    m.norm_weights = k.f.get_bool_opt(k.key("expert_weights_norm")).value_or(t.expert_norm);
     const float scale = k.number_or("expert_weights_scale", 1.0);
     m.weights_scale = scale == 0.0f ? 1.0f : scale;
+    m.n_dense_lead = k.has("leading_dense_block_count") ? static_cast<int32_t>(k.f.get_int(k.key("leading_dense_block_count"))) : 0;
+    if (m.n_dense_lead < 0 || m.n_dense_lead > h.n_layer)
+        throw FormatError(fmt::format("leading_dense_block_count {} does not fit {} layers", m.n_dense_lead, h.n_layer));
+    m.n_group = k.count_or("expert_group_count", 0);
+    m.n_group_used = k.count_or("expert_group_used_count", 0);
+    if (m.n_group > 1 && (m.n_expert % m.n_group != 0 || m.n_group_used < 1 || m.n_group_used >= m.n_group))
+        throw FormatError(fmt::format("{} experts in {} groups, {} of them used, do not make equal groups", m.n_expert,
+                                      m.n_group, m.n_group_used),
+                          "the model file is corrupt");
+}
+
+// deepseek2's latent attention: sizes from the MLA keys (read_mla's MlaParams); its YaRN
+// magnitude becomes part of the attention scale, as llama.cpp's deepseek2 graph computes it.
+void read_mla(const Keys& k, Hparams& h) {
+    MlaParams& m = h.mla;
+    m.kv_lora_rank = k.count("attention.kv_lora_rank");
+    m.q_lora_rank = k.count_or("attention.q_lora_rank", 0);
+    m.qk_rope = h.n_rot;
+    // Files converted for the absorbed decode name the per-head sizes *_mla and give the cached
+    // row as key_length / value_length; older files give the per-head sizes there.
+    m.split_kv_b = k.has("attention.key_length_mla");
+    const int32_t k_head = m.split_kv_b ? k.count("attention.key_length_mla") : h.head_dim;
+    m.v_head_dim = m.split_kv_b ? k.count("attention.value_length_mla") : k.count_or("attention.value_length", k_head);
+    if (k_head <= m.qk_rope)
+        throw FormatError(fmt::format("key heads of {} values leave nothing beside {} RoPE dimensions", k_head, m.qk_rope));
+    m.qk_nope = k_head - m.qk_rope;
+    if (m.split_kv_b && (h.head_dim != m.cache_width() || k.count_or("attention.value_length", m.kv_lora_rank) != m.kv_lora_rank))
+        throw FormatError(fmt::format("key_length {} is not kv_lora_rank {} + RoPE dimensions {}", h.head_dim, m.kv_lora_rank,
+                                      m.qk_rope),
+                          "the model file is corrupt");
+    h.head_dim = k_head;
+    h.n_head_kv = 1;
+    // llama.cpp's converter writes 0.1 x mscale_all_dim (DeepSeek's config) as the log multiplier.
+    const double log_mul = k.number_or("rope.scaling.yarn_log_multiplier", 0.0) / 0.1;
+    const double mscale = h.rope_attn_factor * (1.0 + 0.1 * log_mul * std::log(1.0 / h.rope_freq_scale));
+    h.attn_scale = static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(k_head)));
 }
 
 }  // namespace
 
 int32_t Hparams::n_ff_max() const {
     if (!moe.enabled()) return n_ff;
-    return std::max(moe.n_ff_exp, moe.n_ff_shexp);
+    return std::max({moe.n_ff_exp, moe.n_ff_shexp, moe.n_dense_lead > 0 ? n_ff : 0});
 }
 
 Hparams Hparams::from_gguf(const GgufFile& f) {
@@ -133,16 +186,19 @@ Hparams Hparams::from_gguf(const GgufFile& f) {
     h.n_rot = k.count_or("rope.dimension_count", h.head_dim);
     h.rope_freq_base = k.number_or("rope.freq_base", 10000.0);
     h.rms_eps = k.number_or("attention.layer_norm_rms_epsilon", 1e-5);
-    read_rope_scaling(k, h);
+    read_rope_scaling(k, *t, h);
 
     h.rope_mode = t->rope_mode;
     h.qkv_bias = t->qkv_bias;
     h.qk_norm = t->qk_norm;
     h.post_norms = t->post_norms;
     h.ffn_act = t->ffn_act;
+    h.attn_sinks = t->attn_sinks;
+    h.attn_out_bias = t->attn_out_bias;
     read_sliding_window(k, *t, h);
     read_gemma(k, *t, h);
     read_experts(k, *t, h);
+    if (t->mla) read_mla(k, h);
 
     // The embedding table is what the forward pass indexes, so its rows define the vocabulary.
     if (const TensorInfo* embd = f.find_tensor("token_embd.weight"))
@@ -154,7 +210,7 @@ Hparams Hparams::from_gguf(const GgufFile& f) {
         throw FormatError(fmt::format("head_count {} is not a multiple of head_count_kv {}", h.n_head, h.n_head_kv));
     if (h.n_rot > h.head_dim || h.n_rot % 2 != 0)
         throw FormatError(fmt::format("rope.dimension_count {} does not fit head size {}", h.n_rot, h.head_dim));
-    if (k.has("attention.value_length") && k.count("attention.value_length") != h.head_dim)
+    if (!h.mla.enabled() && k.has("attention.value_length") && k.count("attention.value_length") != h.head_dim)
         throw FormatError(fmt::format("value heads of {} and key heads of {} values differ",
                                       k.count("attention.value_length"), h.head_dim),
                           "Strata runs models whose keys and values have the same head size");

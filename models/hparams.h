@@ -11,8 +11,6 @@ namespace strata::models {
 
 class GgufFile;
 
-enum class ExpertGating { Softmax, Sigmoid };  // the router's probabilities (expert_gating_func)
-
 // Mixture-of-experts feed-forward: a router picks n_expert_used of n_expert experts per token.
 struct MoeParams {
     int32_t n_expert = 0;
@@ -22,8 +20,36 @@ struct MoeParams {
     ExpertGating gating = ExpertGating::Softmax;
     bool norm_weights = true;  // the chosen experts' weights divided by their sum
     float weights_scale = 1.0f;
+    // Grouped routing (DeepSeek-V3): experts in n_group equal groups; a token picks from the
+    // n_group_used groups whose two best scores sum highest. 0: no groups.
+    int32_t n_group = 0;
+    int32_t n_group_used = 0;
+    // The first n_dense_lead layers have a dense feed-forward of n_ff instead (deepseek2).
+    int32_t n_dense_lead = 0;
 
     bool enabled() const { return n_expert > 0; }
+    bool in_layer(int il) const { return enabled() && il >= n_dense_lead; }
+};
+
+// Multi-head latent attention (deepseek2). Each head's query is qk_nope values without RoPE then
+// qk_rope with (from q_lora_rank through attn_q_a/attn_q_b, or straight from the hidden state
+// with attn_q when q_lora_rank is 0); keys and values come from one shared latent of kv_lora_rank
+// values per token (attn_kv_a_mqa, which also gives the shared RoPE part of every key), expanded
+// per head: k_nope through attn_k_b (qk_nope values), v through attn_v_b (v_head_dim values).
+// The cache keeps the latent and the RoPE part: kv_lora_rank + qk_rope values per token and
+// layer. Files from older conversions hold attn_kv_b (k_b and v_b's rows interleaved per head)
+// instead of the two split tensors (`split_kv_b` false).
+struct MlaParams {
+    int32_t q_lora_rank = 0;
+    int32_t kv_lora_rank = 0;
+    int32_t qk_nope = 0;
+    int32_t qk_rope = 0;
+    int32_t v_head_dim = 0;
+    bool split_kv_b = true;
+
+    bool enabled() const { return kv_lora_rank > 0; }
+    int32_t k_head_dim() const { return qk_nope + qk_rope; }
+    int32_t cache_width() const { return kv_lora_rank + qk_rope; }
 };
 
 struct Hparams {
@@ -33,8 +59,8 @@ struct Hparams {
     int32_t n_embd = 0;
     int32_t n_layer = 0;
     int32_t n_head = 0;
-    int32_t n_head_kv = 0;
-    int32_t head_dim = 0;
+    int32_t n_head_kv = 0;       // MLA: 1, the shared latent
+    int32_t head_dim = 0;        // of a query and key head (MLA: qk_nope + qk_rope)
     int32_t n_ff = 0;
     int32_t n_rot = 0;           // rotated dimensions per head
     float rope_freq_base = 10000.0f;
@@ -60,9 +86,25 @@ struct Hparams {
     // rope_factors_short; rotated values scaled by rope_attn_factor.
     int32_t n_ctx_orig = 0;
     float rope_attn_factor = 1.0f;
+    // YaRN (rope.scaling.type yarn, deepseek2 and gpt-oss): frequencies blended between the
+    // original and the interpolated ones (rope_freq_scale) over a ramp set by the betas and
+    // n_ctx_orig (cpu::yarn_ramp); yarn_ext_factor 0: none. rope_attn_factor then holds the
+    // rotation's magnitude: 0.1 ln(factor) + 1 (1 for deepseek2, whose attention scale carries it).
+    float yarn_ext_factor = 0.0f;
+    float yarn_beta_fast = 32.0f;
+    float yarn_beta_slow = 1.0f;
+    bool attn_sinks = false;     // attn_sinks per layer (gpt-oss)
+    bool attn_out_bias = false;  // attn_output.bias per layer (gpt-oss)
+    // gpt-oss's clamped SwiGLU (FfnAct::SiluClamped): min(g, limit) * sigmoid(alpha * min(g, limit))
+    // * (clamp(u, -limit, limit) + 1); llama.cpp's constants, which its files do not record.
+    float swiglu_alpha = 1.702f;
+    float swiglu_limit = 7.0f;
     MoeParams moe;
+    MlaParams mla;
 
-    int32_t n_embd_kv() const { return n_head_kv * head_dim; }
+    // Values of one token's K row in the cache: n_head_kv * head_dim, or MLA's latent + RoPE part
+    // (its V is the latent inside the same row).
+    int32_t n_embd_kv() const { return mla.enabled() ? mla.cache_width() : n_head_kv * head_dim; }
     int32_t n_embd_q() const { return n_head * head_dim; }
     bool is_swa(int il) const { return n_swa > 0 && swa_layers[static_cast<size_t>(il)]; }
     // The widest feed-forward hidden layer a token goes through (dense, expert or shared).

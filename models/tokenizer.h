@@ -16,6 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "models/unicode.h"
+
 namespace strata::models {
 
 class GgufFile;
@@ -123,6 +125,9 @@ struct VocabDefaults {
 // Reads tokens, scores, types, special ids and flags, then derives EOT/EOG and the specials.
 TokenizerVocab load_vocab(const GgufFile& file, const VocabDefaults& defaults);
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile& file);  // tokenizer_bpe.cpp
+// The splitting rules of a BPE pre-tokenizer (tokenizer.ggml.pre); throws FormatError naming the
+// supported ones for another name (tokenizer_bpe.cpp).
+std::span<const unicode::SplitRule> bpe_pre_rules(std::string_view pre);
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile& file);  // tokenizer_spm.cpp
 }  // namespace tokenizer_detail
 

@@ -48,6 +48,11 @@ const std::vector<PreFamily>& pre_families() {
         {{"dbrx", "smaug-bpe"}, {{SplitRule::Llama3}}},
         {{"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open"},
          {{SplitRule::Qwen2}}},
+        {{"deepseek-llm"},
+         {{SplitRule::Newline, SplitRule::DeepseekLetters, SplitRule::DeepseekPunctuation, SplitRule::TrailingSpace,
+           SplitRule::DeepseekCjk, SplitRule::NumberRuns}}},
+        {{"deepseek-v3"}, {{SplitRule::Numbers3, SplitRule::CjkKana, SplitRule::DeepseekV3}}},
+        {{"gpt-4o", "llama4", "kanana2", "talkie"}, {{SplitRule::Gpt4o}}},
     };
     return families;
 }
@@ -62,6 +67,12 @@ const PreTokenizer& find_pre(std::string_view name) {
     throw FormatError(fmt::format("unsupported BPE pre-tokenizer tokenizer.ggml.pre = '{}'", name),
                       "supported: " + supported);
 }
+
+}  // namespace
+
+std::span<const SplitRule> tokenizer_detail::bpe_pre_rules(std::string_view pre) { return find_pre(pre).rules; }
+
+namespace {
 
 class BpeTokenizer final : public Tokenizer {
 public:

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 
+#include "models/split_rules.h"
+
 namespace strata::models::unicode {
 
 namespace {
@@ -19,7 +21,6 @@ struct CptRange {
 
 constexpr uint32_t kMaxCodepoint = 0x10FFFF;
 constexpr uint32_t kReplacement = 0xFFFD;
-constexpr uint32_t kOutOfRange = 0xFFFFFFFF;  // "no codepoint here": past the end of a chunk
 
 bool is_continuation(uint8_t b) { return (b & 0xC0) == 0x80; }
 
@@ -147,54 +148,39 @@ const std::string& byte_to_bpe_char(uint8_t byte) { return byte_map().to_char[by
 
 int bpe_char_to_byte(uint32_t cpt) { return cpt < 512 ? byte_map().to_byte[cpt] : -1; }
 
-namespace {
-
-// One chunk of codepoints being split: positions outside [ini, end) read as "nothing".
-struct Chunk {
-    const std::vector<uint32_t>& cpts;
-    size_t ini, end;
-    std::vector<size_t>& out;  // lengths of the pieces produced
-    size_t prev_end;
-
-    uint32_t cpt(size_t pos) const { return pos >= ini && pos < end ? cpts[pos] : kOutOfRange; }
-    uint16_t flags(size_t pos) const { return pos >= ini && pos < end ? cpt_flags(cpts[pos]) : 0; }
-    // Ends the current piece at `pos`; returns its length (0: nothing emitted).
-    size_t cut(size_t pos) {
-        const size_t len = pos - prev_end;
-        if (len > 0) out.push_back(len);
-        prev_end = pos;
-        return len;
-    }
-};
-
-bool is_l(uint16_t f) { return f & kLetter; }
-bool is_n(uint16_t f) { return f & kNumber; }
-bool is_ws(uint16_t f) { return f & kWhitespace; }
-// [^\s\p{L}\p{N}] for a codepoint that exists (flags 0 means past the chunk end).
-bool is_other(uint16_t f) { return f != 0 && !(f & (kWhitespace | kLetter | kNumber)); }
-uint32_t ascii_lower(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
-
-// \s+(?!\S) then \s+, shared by all the GPT-style rules; returns false when pos is not whitespace.
-bool cut_whitespace(Chunk& c, size_t& pos, bool newline_rule) {
+size_t whitespace_length(const Chunk& c, size_t pos, bool newline_rule) {
     size_t n_ws = 0;
     size_t last_newline_end = 0;
     while (is_ws(c.flags(pos + n_ws))) {
         const uint32_t x = c.cpt(pos + n_ws);
-        if (newline_rule && (x == '\r' || x == '\n')) last_newline_end = pos + n_ws + 1;
+        if (newline_rule && (x == '\r' || x == '\n')) last_newline_end = n_ws + 1;
         ++n_ws;
     }
-    if (last_newline_end > 0) {  // \s*[\r\n]+
-        pos = last_newline_end;
-    } else if (n_ws > 1 && c.cpt(pos + n_ws) != kOutOfRange) {  // \s+(?!\S): leave one for the next word
-        pos += n_ws - 1;
-    } else if (n_ws > 0) {  // \s+
-        pos += n_ws;
-    } else {
-        return false;
-    }
+    if (last_newline_end > 0) return last_newline_end;                 // \s*[\r\n]+
+    if (n_ws > 1 && c.cpt(pos + n_ws) != kOutOfRange) return n_ws - 1;  // \s+(?!\S): leave one for the next word
+    return n_ws;                                                       // \s+
+}
+
+bool cut_whitespace(Chunk& c, size_t& pos, bool newline_rule) {
+    const size_t n = whitespace_length(c, pos, newline_rule);
+    if (n == 0) return false;
+    pos += n;
     c.cut(pos);
     return true;
 }
+
+size_t contraction_at(const Chunk& c, size_t pos) {
+    // Only ASCII letters lower-case to these (checked by the table generator), so ASCII
+    // lower-casing is exact.
+    if (c.cpt(pos) != '\'' || pos + 1 >= c.end) return 0;
+    const uint32_t n1 = ascii_lower(c.cpt(pos + 1));
+    if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') return 2;
+    if (pos + 2 >= c.end) return 0;
+    const uint32_t n2 = ascii_lower(c.cpt(pos + 2));
+    return (n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l') ? 3 : 0;
+}
+
+namespace {
 
 void split_gpt2(Chunk& c) {
     for (size_t pos = c.ini; pos < c.end;) {
@@ -233,21 +219,10 @@ void split_llama3(Chunk& c, size_t max_digits) {
     for (size_t pos = c.ini; pos < c.end;) {
         const uint32_t cpt = c.cpt(pos);
         const uint16_t flags = c.flags(pos);
-        // (?i:'s|'t|'re|'ve|'m|'ll|'d): only ASCII letters lower-case to these (checked by the
-        // table generator), so ASCII lower-casing is exact.
-        if (cpt == '\'' && pos + 1 < c.end) {
-            const uint32_t n1 = ascii_lower(c.cpt(pos + 1));
-            if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') {
-                pos += c.cut(pos + 2);
-                continue;
-            }
-            if (pos + 2 < c.end) {
-                const uint32_t n2 = ascii_lower(c.cpt(pos + 2));
-                if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) {
-                    pos += c.cut(pos + 3);
-                    continue;
-                }
-            }
+        // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+        if (const size_t n = contraction_at(c, pos)) {
+            pos += c.cut(pos + n);
+            continue;
         }
         // [^\r\n\p{L}\p{N}]?\p{L}+
         if (!(cpt == '\r' || cpt == '\n' || is_n(flags)) && (is_l(flags) || is_l(c.flags(pos + 1)))) {
@@ -333,7 +308,8 @@ std::vector<size_t> apply(SplitRule rule, const std::vector<uint32_t>& cpts, con
             case SplitRule::Gpt2: split_gpt2(c); break;
             case SplitRule::Llama3: split_llama3(c, 3); break;
             case SplitRule::Qwen2: split_llama3(c, 1); break;
-            default: split_class(c, rule); break;
+            default:
+                if (!split_wide(c, rule)) split_class(c, rule);
         }
         start += len;
     }

@@ -70,6 +70,30 @@ enum class SplitRule {
     AsciiDigits3,
     // [\p{P}\$\+<=>\^~\|]+
     PunctuationRuns,
+    // The rules below run as llama.cpp runs them: those without \p{..} through std::wregex over
+    // the codepoints with non-ASCII whitespace read as U+000B (so \s is White_Space and such
+    // whitespace is in no other class), the others over its collapsed text (split_rules_wide.cpp).
+    // "deepseek-llm" (DeepSeek-V2): [\r\n]
+    Newline,
+    // \s?[A-Za-zµÀ-ÖØ-ö...]+: Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee ... letters
+    DeepseekLetters,
+    // \s?[!-/:-~！-／：-～‘-‟　-。]+
+    DeepseekPunctuation,
+    // \s+$
+    TrailingSpace,
+    // [一-龥ࠀ-一가-퟿]+
+    DeepseekCjk,
+    // "deepseek-v3": \p{N}{1,3}
+    Numbers3,
+    // [一-龥぀-ゟ゠-ヿ]+
+    CjkKana,
+    // [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    DeepseekV3,
+    // "gpt-4o" (o200k): llama.cpp's form of the o200k regex, whose case classes are ASCII's:
+    // [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|
+    // [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|...)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|
+    // \s*[\r\n]+|\s+(?!\S)|\s+
+    Gpt4o,
 };
 
 // Splits `text` with `rules` applied in order; returns the pieces as UTF-8 re-encoded from the

@@ -121,7 +121,18 @@ Catalog Catalog::parse(std::string_view hardware_json, std::string_view models_j
         me.n_expert_used = get_or<int32_t>(e, me.name, "n_expert_used", 0);
         me.tied = get<bool>(e, me.name, "tied");
         me.source = get<std::string>(e, me.name, "source");
-        if (me.n_embd <= 0 || me.n_layer <= 0 || me.n_head <= 0 || me.n_head_kv <= 0 || me.n_embd % me.n_head != 0)
+        me.head_dim = get_or<int32_t>(e, me.name, "head_dim", 0);
+        for (auto [key, field] : {std::pair{"n_expert", &me.n_expert}, {"n_expert_used", &me.n_expert_used},
+                                  {"n_ff_exp", &me.n_ff_exp}, {"n_expert_shared", &me.n_expert_shared},
+                                  {"n_dense_lead", &me.n_dense_lead}, {"q_lora_rank", &me.q_lora_rank},
+                                  {"kv_lora_rank", &me.kv_lora_rank}, {"qk_nope", &me.qk_nope}, {"qk_rope", &me.qk_rope},
+                                  {"v_head_dim", &me.v_head_dim}, {"n_swa", &me.n_swa}})
+            *field = get_or<int32_t>(e, me.name, key, 0);
+        me.weight_type = get_or<std::string>(e, me.name, "weight_type", "");
+        me.expert_type = get_or<std::string>(e, me.name, "expert_type", "");
+        if (me.n_embd <= 0 || me.n_layer <= 0 || me.n_head <= 0 || me.n_head_kv <= 0 ||
+            (me.head_dim == 0 && me.n_embd % me.n_head != 0) || (me.n_expert > 0 && me.n_expert_used <= 0) ||
+            me.n_expert_used > me.n_expert || me.n_dense_lead > me.n_layer)
             throw UsageError(fmt::format("catalog model {}: inconsistent sizes", me.name));
         if (me.n_expert < 0 || me.n_expert_used < 0 || me.n_expert_used > me.n_expert || (me.n_expert > 0) != (me.n_expert_used > 0))
             throw UsageError(fmt::format("catalog model {}: n_expert_used {} of n_expert {}", me.name, me.n_expert_used, me.n_expert));

@@ -40,12 +40,18 @@ struct SystemEntry {
     std::string source;
 };
 struct ModelEntry {
-    std::string name, family;  // family: llama, qwen2, opt, olmoe
+    std::string name, family;  // family: llama, qwen2, opt, olmoe, deepseek2, gpt-oss
     int32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0, n_ctx_train = 0;
-    // A mixture of experts: n_expert routed experts of n_ff each in every layer's feed-forward,
-    // n_expert_used of them chosen per token (0: a dense model).
-    int32_t n_expert = 0, n_expert_used = 0;
+    int32_t head_dim = 0;  // 0: n_embd / n_head
     bool tied = false;
+    // Experts (0: dense): the layers from n_dense_lead on route each token to n_expert_used of
+    // n_expert experts n_ff_exp wide, beside n_expert_shared always-used ones as wide.
+    int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_expert_shared = 0, n_dense_lead = 0;
+    // deepseek2's latent attention (models/hparams.h MlaParams; kv_lora_rank 0: none).
+    int32_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope = 0, qk_rope = 0, v_head_dim = 0;
+    int32_t n_swa = 0;          // gpt-oss: every other layer attends to the last n_swa positions
+    std::string weight_type;    // the types of the shape when none is asked for ("Q4_K_M": llama.cpp's mix)
+    std::string expert_type;    // the routed experts' own type whatever is asked for (gpt-oss: MXFP4)
     std::string source;
 };
 struct Efficiency { double gpu_gemm = 0.6, gpu_mem = 0.85, pcie = 0.8, dram_read = 0.7, nvme = 0.9, cpu_gemm = 0.4; };

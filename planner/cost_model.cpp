@@ -82,8 +82,8 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     // A decode step reads every weight and the whole KV cache; when that is not much more than
     // the cache holds, part of it is still there from the step before (CpuProfile::reuse).
     const double step_bytes = static_cast<double>(shape.total_weight_bytes()) +
-                              policy.batch * (wl.prompt_len + wl.gen_len / 2.0) * 2.0 *
-                                  type_bytes(policy.kv_type, shape.n_embd_kv()) * shape.n_layer;
+                              policy.batch * shape.cached_positions(wl.prompt_len + wl.gen_len / 2.0) *
+                                  shape.kv_bytes_per_token(policy.kv_type) * shape.n_layer;
     const double reuse = hw.cpu.reuse(step_bytes);
     cpu_gemv_ *= reuse;
     cpu_weight_pass_ *= reuse;
@@ -98,10 +98,11 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     m_ = policy.n_micro;
     mb_ = B_ / m_;
     P_ = wl.prompt_len;
-    // Decode step t (1 .. gen_len-1) attends to prompt_len + t positions.
-    ctx_avg_ = wl.prompt_len + wl.gen_len / 2.0;
-    ctx_max_ = wl.prompt_len + wl.gen_len;
-    kvb_ = 2.0 * type_bytes(policy.kv_type, shape.n_embd_kv());
+    // Decode step t (1 .. gen_len-1) attends to prompt_len + t positions (a window layer to its
+    // window's: averaged over the layers).
+    ctx_avg_ = shape.cached_positions(wl.prompt_len + wl.gen_len / 2.0);
+    ctx_max_ = shape.cached_positions(wl.prompt_len + wl.gen_len);
+    kvb_ = shape.kv_bytes_per_token(policy.kv_type);
 }
 
 bool CostModel::allowed(WeightOption o) const {

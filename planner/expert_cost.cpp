@@ -56,8 +56,10 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
     const double dense = static_cast<double>(l.weight_bytes - l.expert_bytes);
     const double dense_params = static_cast<double>(l.n_matmul_params - l.n_expert_params);
-    // Attention's matrices (q, k, v, o) of the layer's dense parameters; its bytes in proportion.
-    const double attn_params = double(shape_.n_embd) * 2.0 * (double(shape_.n_head) * shape_.head_dim + shape_.n_embd_kv());
+    // Attention's matrices of the layer's dense parameters (as counted, else q, k, v, o by the
+    // heads); its bytes in proportion.
+    const double attn_params = l.n_attn_params > 0 ? static_cast<double>(l.n_attn_params)
+                                                   : double(shape_.n_embd) * 2.0 * (double(shape_.n_head) * shape_.head_dim + shape_.n_embd_kv());
     const double attn = dense_params > 0 ? dense * std::min(1.0, attn_params / dense_params) : dense;
     Cost c = weights_cost({attn, attn, attn, attn_params}, B_, B_ * P_, WeightOption::Gpu, true);
     // The feed-forward on the CPU, prompts too (a CPU-only plan's pricing): norm, router and

@@ -25,7 +25,15 @@ uint64_t ModelShape::total_weight_bytes() const {
     return s;
 }
 
-double ModelShape::kv_bytes_per_token() const { return 2.0 * type_bytes(kv_type, n_embd_kv()); }
+double ModelShape::kv_bytes_per_token(DType type) const {
+    return kv_latent > 0 ? type_bytes(type, kv_latent) : 2.0 * type_bytes(type, n_embd_kv());
+}
+
+double ModelShape::cached_positions(double context) const {
+    if (n_layer_swa == 0 || n_swa <= 0) return context;
+    const double windowed = std::min(context, static_cast<double>(n_swa));
+    return ((n_layer - n_layer_swa) * context + n_layer_swa * windowed) / n_layer;
+}
 
 ModelShape ModelShape::from_gguf(const std::filesystem::path& path) {
     return from_gguf(models::GgufFile::open(path, /*map_data=*/false));
@@ -47,6 +55,13 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     m.n_ctx_train = hp.n_ctx_train;
     m.n_expert = hp.moe.n_expert;
     m.n_expert_used = hp.moe.n_expert_used;
+    if (hp.mla.enabled()) m.kv_latent = m.head_dim = hp.mla.cache_width();
+    // gpt-oss's window layers keep only their window's positions (gemma's caches, as the runtime
+    // keeps them today, hold every position).
+    if (hp.arch == models::Arch::GptOss) {
+        m.n_swa = hp.n_swa;
+        m.n_layer_swa = static_cast<int32_t>(std::count(hp.swa_layers.begin(), hp.swa_layers.end(), true));
+    }
     m.layers.resize(static_cast<size_t>(hp.n_layer));
 
     std::map<DType, uint64_t> matmul_bytes_by_type;
@@ -61,8 +76,13 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
             auto& l = m.layers[static_cast<size_t>(layer)];
             l.weight_bytes += t.nbytes;
             l.n_params += t.nelements();
-            if (t.n_dims >= 2) l.n_matmul_params += t.nelements(), matmul_bytes_by_type[t.type] += t.nbytes;
-            if (t.n_dims == 3) l.n_expert_params += t.nelements(), l.expert_bytes += t.nbytes;
+            const std::string_view rest = std::string_view(t.name).substr(static_cast<size_t>(used));
+            // Matrices (2-D and 3-D weights; gpt-oss's 2-D expert biases are none). Routed experts
+            // are the ffn_*_exps matrices (MLA's per-head k_b / v_b are 3-D too).
+            if (t.n_dims < 2 || !rest.ends_with(".weight")) continue;
+            l.n_matmul_params += t.nelements(), matmul_bytes_by_type[t.type] += t.nbytes;
+            if (rest.find("_exps.") != std::string_view::npos) l.n_expert_params += t.nelements(), l.expert_bytes += t.nbytes;
+            if (rest.rfind("attn_", 0) == 0) l.n_attn_params += t.nelements();
         } else if (t.name == "token_embd.weight") {
             token_embd = &t;
         } else if (t.name == "output.weight") {
@@ -96,95 +116,6 @@ double ModelShape::read_bytes(const LayerShape& l, double tokens) const {
 double ModelShape::active_matmul_params(const LayerShape& l) const {
     if (n_expert == 0) return static_cast<double>(l.n_matmul_params);
     return static_cast<double>(l.n_matmul_params - l.n_expert_params) + double(l.n_expert_params) * n_expert_used / n_expert;
-}
-
-namespace {
-
-// Adds one tensor of n elements to a layer.
-void add(LayerShape& l, DType t, int64_t rows, int64_t cols) {
-    const int64_t n = rows * cols;
-    l.weight_bytes += static_cast<uint64_t>(type_bytes(t, static_cast<double>(n)) + 0.5);
-    l.n_params += n;
-    if (rows > 1 && cols > 1) l.n_matmul_params += n;
-}
-
-// The routed experts' three matrices (gate, up, down), one 3-D tensor each: n experts of ff x d.
-void add_experts(LayerShape& l, DType t, int64_t n, int64_t ff, int64_t d) {
-    for (int i = 0; i < 3; ++i) {
-        const int64_t elems = n * ff * d;
-        const auto bytes = static_cast<uint64_t>(type_bytes(t, static_cast<double>(elems)) + 0.5);
-        l.weight_bytes += bytes, l.expert_bytes += bytes;
-        l.n_params += elems, l.n_matmul_params += elems, l.n_expert_params += elems;
-    }
-}
-
-LayerShape layer_of(const ModelEntry& e, DType wt) {
-    const int64_t d = e.n_embd, hd = e.n_embd / e.n_head, q = e.n_head * hd, kv = e.n_head_kv * hd, ff = e.n_ff;
-    LayerShape l;
-    if (e.n_expert > 0) {
-        // llama-style attention, then a router (F32, as converted GGUFs keep it) over the experts;
-        // OLMoE adds RMSNorms on q and k.
-        add(l, DType::F32, 1, 2 * d);
-        add(l, wt, q, d), add(l, wt, kv, d), add(l, wt, kv, d), add(l, wt, d, q);
-        if (e.family == "olmoe") add(l, DType::F32, 1, q + kv);
-        add(l, DType::F32, e.n_expert, d);
-        add_experts(l, wt, e.n_expert, ff, d);
-    } else if (e.family == "opt") {
-        // Pre-LayerNorm with biases everywhere: q, k, v, out_proj, fc1, fc2.
-        add(l, DType::F32, 1, 4 * d);  // two LayerNorms, weight + bias
-        for (int i = 0; i < 4; ++i) add(l, wt, d, d), add(l, DType::F32, 1, d);
-        add(l, wt, ff, d), add(l, DType::F32, 1, ff);
-        add(l, wt, d, ff), add(l, DType::F32, 1, d);
-    } else {
-        // llama-style: RMSNorms, q/k/v/o, gated FFN (gate, up, down); qwen2 adds q/k/v biases.
-        add(l, DType::F32, 1, 2 * d);
-        add(l, wt, q, d), add(l, wt, kv, d), add(l, wt, kv, d), add(l, wt, d, q);
-        add(l, wt, ff, d), add(l, wt, ff, d), add(l, wt, d, ff);
-        if (e.family == "qwen2") add(l, DType::F32, 1, q + 2 * kv);
-    }
-    return l;
-}
-
-}  // namespace
-
-ModelShape ModelShape::from_catalog(std::string_view name, DType wt, DType kv_type) {
-    const Catalog& cat = Catalog::builtin();
-    const ModelEntry* e = cat.find_model(name);
-    if (!e) throw UsageError(fmt::format("unknown model shape '{}'", name), fmt::format("known: {}", cat.model_names()));
-    ModelShape m;
-    m.name = e->name;
-    m.family = e->family;
-    m.source = "catalog";
-    m.n_layer = e->n_layer;
-    m.n_embd = e->n_embd;
-    m.n_head = e->n_head;
-    m.n_head_kv = e->n_head_kv;
-    m.head_dim = e->n_embd / e->n_head;
-    m.n_ff = e->n_ff;
-    m.n_expert = e->n_expert;
-    m.n_expert_used = e->n_expert_used;
-    m.n_vocab = e->n_vocab;
-    m.n_ctx_train = e->n_ctx_train;
-    m.weight_type = wt;
-    m.kv_type = kv_type;
-    m.layers.assign(static_cast<size_t>(e->n_layer), layer_of(*e, wt));
-    for (const auto& l : m.layers) m.n_params += l.n_params;
-
-    const int64_t vocab_elems = int64_t{e->n_vocab} * e->n_embd;
-    const auto table_bytes = static_cast<uint64_t>(type_bytes(wt, static_cast<double>(vocab_elems)) + 0.5);
-    const int64_t norm_elems = e->family == "opt" ? 2 * e->n_embd : e->n_embd;  // OPT's final LayerNorm has a bias
-    m.tied_output = e->tied;
-    m.output_matmul_params = vocab_elems;
-    m.output_bytes = static_cast<uint64_t>(type_bytes(DType::F32, static_cast<double>(norm_elems))) + table_bytes;
-    m.embd_bytes = e->tied ? 0 : table_bytes;
-    m.n_params += norm_elems + vocab_elems * (e->tied ? 1 : 2);
-    if (e->family == "opt") {
-        // Learned positions: n_ctx_train + 2 rows (OPT's offset of 2).
-        const int64_t pos = (int64_t{e->n_ctx_train} + 2) * e->n_embd;
-        m.other_bytes = static_cast<uint64_t>(type_bytes(DType::F16, static_cast<double>(pos)));
-        m.n_params += pos;
-    }
-    return m;
 }
 
 }  // namespace strata::planner

@@ -19,8 +19,9 @@ struct LayerShape {
     uint64_t weight_bytes = 0;     // every tensor of the block (norms and biases included)
     int64_t n_params = 0;
     int64_t n_matmul_params = 0;   // elements of the 2-D weights: 2 flops each per token
-    uint64_t expert_bytes = 0;     // of weight_bytes: the routed experts' matrices (3-D tensors)
+    uint64_t expert_bytes = 0;     // of weight_bytes: the routed experts' matrices (ffn_*_exps)
     int64_t n_expert_params = 0;   // of n_matmul_params: theirs
+    int64_t n_attn_params = 0;     // of n_matmul_params: attention's matrices (attn_*)
     bool operator==(const LayerShape&) const = default;
 };
 
@@ -39,15 +40,25 @@ struct ModelShape {
     uint64_t other_bytes = 0;   // anything else (rope factors, positional embeddings)
     int64_t n_params = 0;
     int32_t n_expert = 0, n_expert_used = 0;  // a mixture of experts: each token uses n_expert_used of n_expert
+    // Multi-head latent attention (deepseek2): a token's K and V in a layer are one cached row of
+    // kv_latent values (the latent and the RoPE part), attended by every query head as one KV head
+    // (n_head_kv 1, head_dim kv_latent: the absorbed form); 0: K and V of n_head_kv heads.
+    int32_t kv_latent = 0;
+    // Sliding windows (gpt-oss): n_layer_swa of the layers cache at most the last n_swa positions.
+    int32_t n_swa = 0, n_layer_swa = 0;
 
     int32_t n_embd_kv() const { return n_head_kv * head_dim; }
     uint64_t total_weight_bytes() const;
-    // K and V of one token in one layer, in kv_type.
-    double kv_bytes_per_token() const;
+    // K and V of one token in one layer, in kv_type (MLA: its one latent row).
+    double kv_bytes_per_token() const { return kv_bytes_per_token(kv_type); }
+    double kv_bytes_per_token(DType type) const;
+    // The positions a layer's cache holds for `context` positions, averaged over the layers
+    // (window layers hold at most their window).
+    double cached_positions(double context) const;
     // The saved hidden state of one token in one layer (F16), from which K and V can be recomputed.
     double act_bytes_per_token() const { return 2.0 * n_embd; }
-    // Flops to recompute one token's K and V in one layer from its hidden state.
-    double recompute_flops_per_token() const { return 2.0 * n_embd * 2.0 * n_embd_kv(); }
+    // Flops to recompute one token's K and V (MLA: its latent row) in one layer from its hidden state.
+    double recompute_flops_per_token() const { return 2.0 * n_embd * (kv_latent > 0 ? kv_latent : 2.0 * n_embd_kv()); }
     // Attention flops for one query token against one cached position (QK^T and AV).
     double attention_flops_per_position() const { return 4.0 * n_head * head_dim; }
 
@@ -61,9 +72,15 @@ struct ModelShape {
     static ModelShape from_gguf(const std::filesystem::path& path);
     // The same from a file already open (the runtime's).
     static ModelShape from_gguf(const models::GgufFile& f);
-    // A catalog model with every matrix in `weight_type`, norms and biases in F32.
+    // A catalog model with every matrix in `weight_type` (the routed experts in the model's own
+    // type where it has one: gpt-oss's MXFP4), norms and biases in F32.
     // Throws UsageError (listing the known names) for an unknown name.
     static ModelShape from_catalog(std::string_view name, DType weight_type, DType kv_type = DType::F16);
+    // The same with the weight type by name: a GGUF type, "Q4_K_M" (llama.cpp's mix: Q4_K, with
+    // ffn_down in Q6_K on the layers its recipe gives more bits and the output in Q6_K), or empty
+    // for the model's usual types (the catalog's weight_type, else F16). Throws UsageError for
+    // another name.
+    static ModelShape from_catalog(std::string_view name, std::string_view weight_type, DType kv_type = DType::F16);
     bool operator==(const ModelShape&) const = default;
 };
 

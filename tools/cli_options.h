@@ -78,7 +78,7 @@ struct InspectOptions {
 struct PlanOptions {
     std::string model;        // GGUF file, or a catalog shape name
     std::string shape;        // catalog shape name
-    std::string weight_type;  // catalog shapes only (default F16)
+    std::string weight_type;  // catalog shapes only (default: the shape's usual types, else F16)
     std::string kv_type = "F16";  // or "auto": also search Q8_0 and Q4_0 (lossy)
     std::string hw;           // hardware profile JSON
     std::string machine, gpu, pcie, cpu, dram_kind, nvme;  // catalog names (a whole machine, or its parts)

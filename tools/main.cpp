@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
     auto* pl = app.add_subcommand("plan", "plan where weights and KV live and predict speed (a dry run: nothing is loaded)");
     pl->add_option("-m,--model", plan.model, "GGUF file (header only is read) or a catalog shape name (default: the default model)");
     pl->add_option("--shape", plan.shape, "catalog model shape: llama3-8b, llama3-70b, llama3-405b, qwen2.5-7b, opt-175b, ...");
-    pl->add_option("--weight-type", plan.weight_type, "weight type of a catalog shape: F16, Q8_0, Q4_K, Q4_0, ... (default F16)");
+    pl->add_option("--weight-type", plan.weight_type, "weight type of a catalog shape: F16, Q8_0, Q4_K, Q4_K_M, Q4_0, ... (default: the shape's usual types, else F16)");
     pl->add_option("--kv-type", plan.kv_type, "KV cache type: F16, Q8_0, Q4_0, or auto to search them (lossy)")->capture_default_str();
     pl->add_option("--hw", plan.hw, "hardware profile JSON from `strata probe -o FILE` (default: probe this machine, cached)");
     pl->add_option("--machine", plan.machine, "catalog machine, e.g. flexgen-t4 (FlexGen's T4 box)");

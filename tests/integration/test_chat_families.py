@@ -2,11 +2,13 @@
 besides the default model's ChatML: each renders as the family's own Jinja template does when
 jinja2 renders it (as Hugging Face's apply_chat_template), on conversations with and without a
 system prompt and with earlier turns (Qwen3's with <think> reasoning, which its template drops
-from turns before the last user message). The templates are tests/fixtures/chat_templates/.
-The BOS token is rendered empty: Strata adds it as a token when it tokenizes the prompt
-(models/chat_prompt), not as text."""
+from turns before the last user message; DeepSeek-R1's, which drops every turn's). The templates
+are tests/fixtures/chat_templates/. The BOS token is rendered empty: Strata adds it as a token when
+it tokenizes the prompt (models/chat_prompt), not as text. Harmony's system message carries today's
+date, which both sides take from the clock (a run across midnight can disagree once)."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -24,7 +26,11 @@ except ImportError as e:
 
 ENV = dict(os.environ, STRATA_MODELS=str(MODEL.parent))
 TEMPLATES = SOURCE_DIR / "tests" / "fixtures" / "chat_templates"
-FAMILIES = {"qwen3": "qwen3.jinja", "gemma": "gemma3.jinja", "phi3": "phi3.jinja"}
+DS_EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"
+# family -> (template, the eos_token it is rendered with)
+FAMILIES = {"qwen3": ("qwen3.jinja", "</s>"), "gemma": ("gemma3.jinja", "</s>"), "phi3": ("phi3.jinja", "</s>"),
+            "deepseek2": ("deepseek-v2-chat.jinja", DS_EOS), "deepseek-r1": ("deepseek-r1.jinja", DS_EOS),
+            "harmony": ("openai-gpt-oss.jinja", "<|return|>")}
 SYSTEM = "You are terse.\nAnswer in one line."
 HISTORY = [
     {"role": "user", "content": "Name a colour. "},
@@ -34,7 +40,7 @@ HISTORY = [
 ]
 
 
-def render(template: str, messages: list[dict]) -> str:
+def render(template: str, messages: list[dict], eos_token: str) -> str:
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                                        extensions=["jinja2.ext.loopcontrols"])
 
@@ -42,8 +48,9 @@ def render(template: str, messages: list[dict]) -> str:
         raise ValueError(msg)
 
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
     return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token="",
-                                            eos_token="</s>")
+                                            eos_token=eos_token)
 
 
 def strata(*args: str, stdin: str) -> str:
@@ -60,7 +67,7 @@ def main() -> None:
         saved = os.path.join(tmp, "conversation.json")
         with open(saved, "w") as f:
             json.dump({"template": "chatml", "system": SYSTEM, "messages": HISTORY}, f)
-        for name, file in FAMILIES.items():
+        for name, (file, eos) in FAMILIES.items():
             template = (TEMPLATES / file).read_text()
             cases = [
                 ("one message", [], []),
@@ -69,7 +76,7 @@ def main() -> None:
             ]
             for what, args, messages in cases:
                 got = strata("--chat-template", name, *args, stdin=message + "\n")
-                want = render(template, messages + [{"role": "user", "content": message}])
+                want = render(template, messages + [{"role": "user", "content": message}], eos)
                 if got != want:
                     sys.exit(f"{name}, {what}: strata rendered\n{got!r}\nthe template renders\n{want!r}")
                 print(f"ok: {name}, {what}: renders as {file} does")

@@ -10,8 +10,9 @@ For each type it writes, under tests/fixtures/quant/:
 Q8_K is ggml-internal and gguf-py cannot dequantize it, so its output is computed here with numpy
 from the documented layout (float d, int8 qs[256], int16 bsums[16]; x = d * q).
 
-Covers F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K, Q2_K, Q3_K, IQ4_NL
-and IQ4_XS. Deterministic (fixed seed); about 160 KB in all. Regenerate with:
+Covers F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K, Q2_K, Q3_K, IQ4_NL,
+IQ4_XS and MXFP4 (its e8m0 exponent byte drawn from 100..140, scales 2^-28..2^12, plus the
+subnormal exponents 0 and 1 and a large one, 250, in three blocks). Deterministic (fixed seed); about 160 KB in all. Regenerate with:
     pip install gguf numpy
     python3 tests/reference/make_quant_fixtures.py
 """
@@ -82,6 +83,15 @@ def main() -> None:
     write("q8_k", raw, d[:, None] * qs.astype(np.float32))
 
     write_blocks(F16_SCALES_LOW_BIT)
+
+    # MXFP4: random nibbles; the exponent byte (offset 0) in a range whose values stay finite,
+    # and the edge cases of ggml's e8m0 half-scale: subnormal (e < 2) and a large one (2^122).
+    block_elems, block_bytes = GGML_QUANT_SIZES[T.MXFP4]
+    n_blocks = N_VALUES // block_elems
+    raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
+    raw[:, 0] = rng.integers(100, 141, size=n_blocks, dtype=np.uint8)
+    raw[:3, 0] = [0, 1, 250]
+    write("mxfp4", raw, dequantize(raw, T.MXFP4))
 
 
 if __name__ == "__main__":

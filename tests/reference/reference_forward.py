@@ -46,6 +46,10 @@ Conventions (llama.cpp's, which GGUF files follow):
     weighted sum of the chosen experts' SwiGLU FFNs (`ffn_{gate,up,down}_exps`), plus the
     shared experts' FFN (`ffn_*_shexp`) when the model has them.
   * FFN: down(silu(gate(x)) * up(x)).
+  * deepseek2 and gpt-oss: YaRN, latent attention, their routing and gpt-oss's experts as
+    reference_blocks.py describes; gpt-oss's attention adds biases and a sink logit per head to
+    each softmax's denominator, its even layers slide over `attention.sliding_window` positions,
+    and its `post_attention_norm` is the feed-forward's input norm.
   * Output head `output.weight`, or tied to `token_embd.weight` when absent.
 
 Usage as a library:
@@ -69,6 +73,8 @@ import numpy as np
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
+from reference_blocks import mla_attention, oss_expert, route, sink_softmax, yarn_inv_freq, yarn_mscale
+
 
 def _field(reader: GGUFReader, key: str, default=None):
     f = reader.fields.get(key)
@@ -79,7 +85,8 @@ def _field(reader: GGUFReader, key: str, default=None):
 
 
 NEOX = {"llama": False, "mistral": False, "qwen2": True, "qwen3": True, "qwen3moe": True,
-        "gemma2": True, "gemma3": True, "phi3": True}  # arch -> RoPE in NeoX mode
+        "gemma2": True, "gemma3": True, "phi3": True, "deepseek2": False, "gpt-oss": True}  # arch -> RoPE in NeoX mode
+LAYER_LISTED = {"deepseek2", "gpt-oss"}  # every tensor of a layer loaded under its name (biases: name_b)
 QK_NORM = {"qwen3", "qwen3moe", "gemma3"}
 GEMMA = {"gemma2", "gemma3"}
 SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
@@ -115,6 +122,13 @@ class Hparams:
     gating: int = 1                     # 1 softmax, 2 sigmoid
     norm_weights: bool = True
     weights_scale: float = 1.0
+    n_group: int = 0                    # deepseek2's expert groups, and how many are used
+    n_group_used: int = 0
+    n_dense_lead: int = 0               # deepseek2's leading dense layers
+    qk_nope: int = 0                    # deepseek2's latent attention
+    qk_rope: int = 0
+    kv_lora_rank: int = 0
+    v_head_dim: int = 0
 
 
 class KVCache:
@@ -189,14 +203,39 @@ class RefModel:
         if hp.n_expert:
             hp.n_expert_used = int(a("expert_used_count"))
             hp.gating = int(a("expert_gating_func", 1))
-            hp.norm_weights = bool(a("expert_weights_norm", True))
+            hp.norm_weights = bool(a("expert_weights_norm", arch not in LAYER_LISTED))
             hp.weights_scale = float(a("expert_weights_scale", 1.0) or 1.0)
+            hp.n_group, hp.n_group_used = int(a("expert_group_count", 0)), int(a("expert_group_used_count", 0))
+            hp.n_dense_lead = int(a("leading_dense_block_count", 0))
+        if arch == "deepseek2":  # the heads' sizes: *_mla keys (key/value_length: the cached row)
+            hp.kv_lora_rank, hp.qk_rope = int(a("attention.kv_lora_rank")), hp.n_rot
+            hp.qk_nope = int(a("attention.key_length_mla", head_dim)) - hp.qk_rope
+            hp.v_head_dim = int(a("attention.value_length_mla", a("attention.value_length")))
+        if arch == "gpt-oss":
+            hp.window = int(a("attention.sliding_window"))
+            hp.swa = [il % 2 == 0 for il in range(n_layer)]
         self.add_bos = bool(_field(r, "tokenizer.ggml.add_bos_token",
                                    _field(r, "tokenizer.ggml.model") == "llama"))
         self.bos_id = _field(r, "tokenizer.ggml.bos_token_id")
         self.eos_id = _field(r, "tokenizer.ggml.eos_token_id")
         if verbose:
             print(f"[ref] {path}: {self.hp}", file=sys.stderr)
+
+        if a("rope.scaling.type") == "yarn":
+            yarn_factor = factor
+            hp.rope_scale = hp.rope_scale_swa = 1.0  # the interpolation is in the frequencies
+            log_mul = float(a("rope.scaling.yarn_log_multiplier", 0.0)) / 0.1  # DeepSeek's mscale_all_dim
+            if arch == "deepseek2" and log_mul:
+                m = hp.attn_factor * yarn_mscale(factor, log_mul)
+                hp.kq_scale = m * m / np.sqrt(hp.qk_nope + hp.qk_rope)
+            else:
+                hp.attn_factor *= yarn_mscale(factor)
+                if arch == "deepseek2":
+                    hp.kq_scale = hp.attn_factor ** 2 / np.sqrt(hp.qk_nope + hp.qk_rope)
+        else:
+            yarn_factor = 0.0
+            if arch == "deepseek2":
+                hp.kq_scale = 1.0 / np.sqrt(hp.qk_nope + hp.qk_rope)
 
         W = self._w
         self.tok_embd = W("token_embd.weight")
@@ -206,6 +245,13 @@ class RefModel:
         self.layers = []
         for il in range(n_layer):
             p = f"blk.{il}."
+            if arch in LAYER_LISTED:
+                L = {name[len(p):].replace(".weight", "").replace(".bias", "_b"): W(name)
+                     for name in self.tensors if name.startswith(p)}
+                if "post_attention_norm" in L:  # gpt-oss's norm before the feed-forward
+                    L["ffn_norm"] = L.pop("post_attention_norm")
+                self.layers.append(L)
+                continue
             L = {k: W(p + k + ".weight") for k in ("attn_norm", "attn_output", "ffn_norm") }
             if p + "attn_qkv.weight" in self.tensors:
                 qkv = W(p + "attn_qkv.weight")
@@ -234,6 +280,10 @@ class RefModel:
             factors = W(f"rope_factors_{which}.weight").astype(np.float64)
         self.inv_freq = hp.rope_base ** (-i / hp.n_rot) / factors
         self.inv_freq_swa = hp.rope_base_swa ** (-i / hp.n_rot) / factors
+        if yarn_factor:
+            self.inv_freq = self.inv_freq_swa = yarn_inv_freq(hp.n_rot, hp.rope_base, yarn_factor, hp.n_ctx_orig,
+                                                              float(a("rope.scaling.yarn_beta_fast", 32.0)),
+                                                              float(a("rope.scaling.yarn_beta_slow", 1.0)))
 
     # -- weights ---------------------------------------------------------------
     def _w(self, name: str) -> np.ndarray:
@@ -282,22 +332,15 @@ class RefModel:
         return (act * (h @ up.T)) @ down.T
 
     def _moe(self, h, L):
-        hp = self.hp
-        logits = h @ L["ffn_gate_inp"].T                                   # (n, n_expert)
-        probs = self._softmax(logits) if hp.gating == 1 else 1.0 / (1.0 + np.exp(-logits))
+        chosen, weights, gaps = route(self, L, h)
         out = np.zeros_like(h)
-        self.router_gaps = getattr(self, "router_gaps", [])
+        self.router_gaps = getattr(self, "router_gaps", []) + [float(g) for g in gaps]
         for t in range(h.shape[0]):
-            order = np.argsort(-probs[t], kind="stable")
-            chosen = order[:hp.n_expert_used]
-            if hp.n_expert_used < hp.n_expert:  # how close the choice came to another expert
-                self.router_gaps.append(float(probs[t, order[hp.n_expert_used - 1]] - probs[t, order[hp.n_expert_used]]))
-            w = probs[t, chosen]
-            if hp.norm_weights:
-                w = w / w.sum()
-            w = w * hp.weights_scale
-            for e, we in zip(chosen, w):
-                out[t] += we * self._glu(h[t:t + 1], L["ffn_gate_exps"][e], L["ffn_up_exps"][e], L["ffn_down_exps"][e])[0]
+            for e, we in zip(chosen[t], weights[t]):
+                if self.hp.arch == "gpt-oss":
+                    out[t] += we * oss_expert(L, e, h[t:t + 1])[0]
+                else:
+                    out[t] += we * self._glu(h[t:t + 1], L["ffn_gate_exps"][e], L["ffn_up_exps"][e], L["ffn_down_exps"][e])[0]
         if "ffn_up_shexp" in L:
             out = out + self._glu(h, L["ffn_gate_shexp"], L["ffn_up_shexp"], L["ffn_down_shexp"])
         return out
@@ -341,6 +384,11 @@ class RefModel:
         for il, L in enumerate(self.layers):
             swa = hp.swa[il] and hp.window > 0
             h = self._rms(x, L["attn_norm"])
+            if hp.arch == "deepseek2":
+                x = x + mla_attention(self, L, h, pos, cache, il, mask)
+                h = self._rms(x, L["ffn_norm"])
+                x = x + (self._moe(h, L) if il >= hp.n_dense_lead else self._glu(h, L["ffn_gate"], L["ffn_up"], L["ffn_down"]))
+                continue
             q = h @ L["attn_q"].T
             k = h @ L["attn_k"].T
             v = h @ L["attn_v"].T
@@ -363,7 +411,8 @@ class RefModel:
             s = (qh @ kh) * hp.kq_scale                                     # (kv, g, n, T)
             if hp.attn_softcap:
                 s = hp.attn_softcap * np.tanh(s / hp.attn_softcap)
-            o = self._softmax(s + (mask_swa if swa else mask)) @ vh         # (kv, g, n, hd)
+            s = s + (mask_swa if swa else mask)
+            o = (sink_softmax(s, L["attn_sinks"]) if "attn_sinks" in L else self._softmax(s)) @ vh  # (kv, g, n, hd)
             o = o.transpose(2, 0, 1, 3).reshape(n, hp.n_head * hd)
             o = o @ L["attn_output"].T
             if "attn_output_b" in L:

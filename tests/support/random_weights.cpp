@@ -33,6 +33,8 @@ std::vector<uint8_t> random_weights(DType type, int64_t n_rows, int64_t n_cols, 
             const float d = scale();
             std::memcpy(m.data() + blk * bb, &d, 4);
         }
+        if (type == DType::MXFP4)  // an e8m0 exponent byte: scales 2^-10 .. 2^0
+            m[blk * bb] = static_cast<uint8_t>(118 + rng() % 11);
     }
     return m;
 }

@@ -28,13 +28,7 @@ ModelShape plan_shape(const PlanOptions& o, DType kv) {
     if (!Catalog::builtin().find_model(name))
         throw UsageError(fmt::format("'{}' is neither a file nor a catalog model shape", name),
                          fmt::format("catalog shapes: {}", Catalog::builtin().model_names()));
-    DType wt = DType::F16;
-    if (!o.weight_type.empty()) {
-        const auto t = dtype_from_name(o.weight_type);
-        if (!t) throw UsageError(fmt::format("--weight-type '{}' is not a GGUF type", o.weight_type));
-        wt = *t;
-    }
-    return ModelShape::from_catalog(name, wt, kv);
+    return ModelShape::from_catalog(name, o.weight_type, kv);
 }
 
 namespace {

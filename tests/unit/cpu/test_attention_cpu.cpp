@@ -160,6 +160,67 @@ TEST_CASE("attention: sliding windows, score scales and soft caps match attentio
     }
 }
 
+TEST_CASE("attention: sinks and narrower value heads (MLA's latent) match attention in double", "[unit][cpu]") {
+    ThreadPool pool(2);
+    constexpr int bs = 16;
+    struct Case { int n_head, n_head_kv, hd, v_dim, n_tokens, pos0, window; bool sinks; DType type; };
+    // gpt-oss: sinks, with and without a window; MLA decode and prefill: one KV head of 576 (512
+    // latent + 64 RoPE) values whose first 512 are V, in float and in the quantized cache types;
+    // a narrower V with several KV heads; a value width the AVX-512 tile takes in pieces.
+    const Case cases[] = {{8, 2, 64, 64, 5, 30, 0, true, DType::F32},    {8, 4, 32, 32, 19, 7, 8, true, DType::F16},
+                          {16, 1, 576, 512, 1, 70, 0, false, DType::F32}, {16, 1, 576, 512, 9, 20, 0, false, DType::BF16},
+                          {4, 1, 576, 512, 3, 40, 0, true, DType::Q8_0},  {6, 2, 96, 64, 4, 33, 0, false, DType::F32},
+                          {4, 1, 208, 160, 2, 17, 0, true, DType::F32}};
+    for (const auto& c : cases) {
+        const int n_embd_kv = c.n_head_kv * c.hd, n_kv = c.pos0 + c.n_tokens, n_blocks = (n_kv + bs - 1) / bs;
+        const int64_t row_bytes = static_cast<int64_t>(strata::row_bytes(c.type, n_embd_kv)), block_stride = bs * row_bytes;
+        std::vector<int32_t> table(n_blocks);
+        std::iota(table.rbegin(), table.rend(), 0);
+        // V inside K's rows when there is one KV head (MLA), else a cache of its own.
+        const bool v_in_k = c.n_head_kv == 1;
+        const int v_row = v_in_k ? n_embd_kv : c.n_head_kv * c.v_dim;
+        std::vector<std::byte> kpool(size_t(n_blocks) * block_stride), vpool(v_in_k ? 0 : kpool.size());
+        const auto k = normal_floats(size_t(n_kv) * n_embd_kv, 51 + c.hd), v = normal_floats(size_t(n_kv) * v_row, 52 + c.hd);
+        auto at = [&](std::vector<std::byte>& p, int j) { return &p[table[j / bs] * block_stride + (j % bs) * row_bytes]; };
+        for (int j = 0; j < n_kv; ++j) {
+            store_kv_row(c.type, &k[size_t(j) * n_embd_kv], at(kpool, j), n_embd_kv);
+            if (!v_in_k) store_kv_row(c.type, &v[size_t(j) * v_row], at(vpool, j), v_row);
+        }
+        std::vector<std::byte>& vsrc = v_in_k ? kpool : vpool;
+        // A separate V cache's rows are K's stride apart (AttentionArgs), narrower rows padded.
+        auto q = normal_floats(size_t(c.n_tokens) * c.n_head * c.hd, 53 + c.n_tokens);
+        for (auto& x : q) x *= 0.3f;
+        const auto sinks = normal_floats(c.n_head, 54);
+        test::AttentionVariant var{c.window, 0, 0, c.sinks ? sinks.data() : nullptr, c.v_dim};
+        const auto want = attention_f64(
+            q, c.n_tokens, c.pos0, c.n_head, c.n_head_kv, c.hd, [&](int j, int i) { return kv_value(c.type, at(kpool, j), i); },
+            [&](int j, int i) { return kv_value(c.type, at(vsrc, j), i); }, var);
+        AttentionArgs a{q.data(), kpool.data(), vsrc.data(), nullptr, c.n_tokens, c.pos0, c.n_head, c.n_head_kv, c.hd,
+                        row_bytes, c.type};
+        a.block_table = table.data();
+        a.block_size = bs;
+        a.block_stride = block_stride;
+        a.window = c.window;
+        a.sinks = var.sinks;
+        a.v_head_dim = c.v_dim;
+        on_each_kernel(pool, a, want.size(), [&](CpuPath path, const std::vector<float>& out) {
+            INFO("path " << path_name(path) << " heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.hd << " v " << c.v_dim
+                         << " tokens " << c.n_tokens << " sinks " << c.sinks << " type " << dtype_name(c.type));
+            double worst = 0;
+            for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - want[i]));
+            CHECK(worst <= 1e-5);
+        });
+    }
+    // A sink takes weight from the keys: one key whose score equals the sink gets half.
+    std::vector<float> q1(16, 0.0f), k1(16, 0.0f), v1(16, 2.0f), out(16), sink = {0.0f};
+    AttentionArgs one{q1.data(), k1.data(), v1.data(), out.data(), 1, 0, 1, 1, 16, 64, DType::F32};
+    one.sinks = sink.data();
+    pool.run([&] { attention(one); });
+    CHECK(out[3] == Approx(1.0f));
+    one.v_head_dim = 32;
+    CHECK_THROWS_AS(attention(one), UsageError);  // values wider than keys
+}
+
 TEST_CASE("attention: a type the KV cache cannot hold is refused", "[unit][cpu]") {
     std::vector<float> q(16), out(16);
     std::vector<std::byte> kv(1024);

@@ -36,6 +36,7 @@ TEST_CASE("matmul matches naive float matmul and the reference dot", "[unit]") {
         {DType::Q4_1, 64},   {DType::Q5_0, 160},  {DType::Q5_1, 32},   {DType::Q8_0, 224},
         {DType::Q4_K, 512},  {DType::Q5_K, 256},  {DType::Q6_K, 768},  {DType::Q8_K, 256},
         {DType::Q2_K, 512},  {DType::Q3_K, 768},  {DType::IQ4_NL, 160}, {DType::IQ4_XS, 512},
+        {DType::MXFP4, 96},
     };
     std::mt19937 rng(99);
     for (const auto& [type, n_cols] : cases) {
@@ -93,7 +94,8 @@ TEST_CASE("matmul: same result on 1 and 2 threads and on every path", "[unit]") 
     const Shape shapes[] = {{DType::Q4_0, 544}, {DType::Q4_1, 480}, {DType::Q8_0, 352}, {DType::Q5_0, 96},
                             {DType::Q5_1, 160}, {DType::Q4_K, 512}, {DType::Q5_K, 768}, {DType::Q6_K, 512},
                             {DType::Q8_K, 256}, {DType::F16, 200},  {DType::BF16, 130}, {DType::F32, 67},
-                            {DType::Q2_K, 768}, {DType::Q3_K, 512}, {DType::IQ4_NL, 416}, {DType::IQ4_XS, 256}};
+                            {DType::Q2_K, 768}, {DType::Q3_K, 512}, {DType::IQ4_NL, 416}, {DType::IQ4_XS, 256},
+                            {DType::MXFP4, 352}};
     for (const auto& [type, n_cols] : shapes) {
         for (int64_t n_tok : {1, 4, 5, 19}) {
             const int64_t n_rows = 301;
@@ -146,7 +148,7 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results and rows
     const Shape shapes[] = {{DType::Q4_0, 544}, {DType::Q4_1, 480}, {DType::Q8_0, 352}, {DType::Q5_0, 96},
                             {DType::Q5_1, 160}, {DType::Q4_K, 512}, {DType::Q5_K, 768}, {DType::Q6_K, 512},
                             {DType::Q8_K, 256}, {DType::Q2_K, 512}, {DType::Q3_K, 768}, {DType::IQ4_NL, 96},
-                            {DType::IQ4_XS, 512}};
+                            {DType::IQ4_XS, 512}, {DType::MXFP4, 160}};
     for (const auto& [type, n_cols] : shapes) {
         for (int64_t n_rows : {16, 53}) {  // full tiles only; three and a partial one
             const auto w = random_weights(type, n_rows, n_cols, rng);
@@ -209,7 +211,8 @@ TEST_CASE("matmul reads no byte past the weights: their last row ends where no p
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     std::mt19937 rng(53);
     const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,  DType::Q3_K,
-                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS,
+                           DType::MXFP4};
     const int64_t n_rows = 32, n_cols = 512;
     for (DType type : types) {
         const size_t bytes = row_bytes(type, n_cols) * n_rows, span = (bytes + page - 1) / page * page;
@@ -250,7 +253,8 @@ TEST_CASE("matmul: AMX prefill gives the VNNI kernel's results", "[unit]") {
     const Shape shapes[] = {{DType::Q4_0, 67, 2048, 37}, {DType::Q4_1, 160, 576, 16}, {DType::Q8_0, 33, 96, 50},
                             {DType::Q4_K, 48, 768, 21},  {DType::Q5_K, 17, 512, 40}, {DType::Q4_0, 16, 32, 17},
                             {DType::Q5_0, 40, 160, 33},  {DType::Q5_1, 16, 96, 16},  {DType::Q8_K, 20, 512, 18},
-                            {DType::IQ4_NL, 35, 224, 19}, {DType::IQ4_XS, 48, 512, 33}};
+                            {DType::IQ4_NL, 35, 224, 19}, {DType::IQ4_XS, 48, 512, 33},
+                            {DType::MXFP4, 37, 288, 21}};
     for (const auto& [type, n_rows, n_cols, n_tok] : shapes) {
         INFO(dtype_name(type) << " " << n_rows << "x" << n_cols << " tokens " << n_tok);
         const auto w = random_weights(type, n_rows, n_cols, rng);
@@ -285,7 +289,7 @@ TEST_CASE("matmul int8 (opt-in): single-level activations, the same on every pat
     const Shape shapes[] = {{DType::Q4_0, 37, 256}, {DType::Q4_1, 16, 96}, {DType::Q8_0, 20, 64},
                             {DType::Q4_K, 33, 512}, {DType::Q6_K, 17, 256}, {DType::F16, 9, 48},
                             {DType::Q2_K, 20, 512}, {DType::Q3_K, 18, 256}, {DType::IQ4_NL, 16, 64},
-                            {DType::IQ4_XS, 33, 256}};
+                            {DType::IQ4_XS, 33, 256}, {DType::MXFP4, 19, 128}};
     for (const auto& [type, n_rows, n_cols] : shapes) {
         for (int64_t n_tok : {1, 5, 19}) {
             INFO(dtype_name(type) << " tokens " << n_tok);

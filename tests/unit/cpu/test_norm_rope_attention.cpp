@@ -11,6 +11,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/norm_rope_act.h"
 #include "cpu/thread_pool.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/random_values.h"
 #include "tests/support/reference_attention.h"
 
@@ -69,6 +70,59 @@ TEST_CASE("rope normal mode rotates adjacent pairs by pos * base^(-2i/n)", "[uni
     CHECK(x[1] == Approx(std::sin(3.0)));
     CHECK(x[2] == Approx(std::cos(3.0 / 10)));  // 100^(-2/4) = 1/10
     CHECK(x[3] == Approx(std::sin(3.0 / 10)));
+}
+
+TEST_CASE("rope: YaRN matches numpy's rotation by blended frequencies (tests/fixtures/rope/yarn.json)", "[unit][cpu]") {
+    const auto bytes = strata::test::read_fixture_bytes("rope/yarn.json");
+    const auto fixture = nlohmann::json::parse(bytes.begin(), bytes.end());
+    for (const auto& c : fixture["cases"]) {
+        const int head_dim = c["head_dim"], n_rot = c["n_rot"];
+        INFO("case " << c["name"].get<std::string>());
+        const float base = c["base"], factor = c["factor"], magnitude = c["magnitude"];
+        const YarnRamp ramp = yarn_ramp(n_rot, c["n_ctx_orig"].get<int>(), base, c["beta_fast"].get<float>(),
+                                        c["beta_slow"].get<float>());
+        CHECK(ramp.low == c["low"].get<float>());
+        CHECK(ramp.high == c["high"].get<float>());
+        RopeParams p{head_dim, n_rot, base, 1.0f / factor, c["neox"].get<bool>(), nullptr, magnitude};
+        p.ext_factor = 1.0f;
+        p.yarn_low = ramp.low;
+        p.yarn_high = ramp.high;
+        const std::vector<float> x0 = c["x"];
+        for (size_t i = 0; i < c["positions"].size(); ++i) {
+            const int64_t pos = c["positions"][i];
+            const std::vector<double> want = c["want"][i];
+            // Two heads: every head turns alike.
+            std::vector<float> x(x0);
+            x.insert(x.end(), x0.begin(), x0.end());
+            rope(x.data(), 2, pos, p);
+            for (int d = 0; d < 2 * head_dim; ++d) {
+                INFO("position " << pos << " value " << d);
+                REQUIRE(x[d] == Approx(want[d % head_dim]).margin(2e-5));
+            }
+        }
+    }
+    // Without ext_factor the frequencies are all interpolated: plain linear scaling.
+    RopeParams linear{4, 4, 100.0f, 0.5f, false, nullptr};
+    linear.yarn_low = 0, linear.yarn_high = 1;
+    std::vector<float> x{1, 0, 1, 0};
+    rope(x.data(), 1, 6, linear);
+    CHECK(x[0] == Approx(std::cos(3.0)));
+    CHECK(x[3] == Approx(std::sin(0.3)));
+}
+
+TEST_CASE("swiglu_clamped: gpt-oss's SwiGLU, gate capped above and up clamped both ways", "[unit][cpu]") {
+    auto g = normal_floats(257, 13), u = normal_floats(257, 14);
+    for (size_t i = 0; i < g.size(); ++i) g[i] *= 6.0f, u[i] *= 6.0f;  // many past the limit
+    g[0] = 7.0f, g[1] = 7.5f, u[2] = -9.0f, g[3] = -30.0f;
+    const float alpha = 1.702f, limit = 7.0f;
+    auto y = g;
+    swiglu_clamped(y.data(), u.data(), int64_t(y.size()), alpha, limit);
+    for (size_t i = 0; i < y.size(); ++i) {
+        const double gc = std::min<double>(g[i], limit), uc = std::max<double>(-limit, std::min<double>(u[i], limit));
+        const double want = gc / (1.0 + std::exp(-alpha * gc)) * (uc + 1.0);
+        INFO("g " << g[i] << " u " << u[i]);
+        REQUIRE(y[i] == Approx(want).epsilon(1e-5).margin(1e-6));
+    }
 }
 
 TEST_CASE("attention matches a naive causal GQA implementation", "[unit][cpu]") {

@@ -35,6 +35,7 @@ const Named kStoredTypes[] = {
     {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}, {"q8_0", DType::Q8_0},
     {"q4_k", DType::Q4_K}, {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}, {"q8_k", DType::Q8_K},
     {"q2_k", DType::Q2_K}, {"q3_k", DType::Q3_K}, {"iq4_nl", DType::IQ4_NL}, {"iq4_xs", DType::IQ4_XS},
+    {"mxfp4", DType::MXFP4},
 };
 
 std::vector<CpuPath> supported_paths() {
@@ -185,7 +186,7 @@ TEST_CASE("vec_dot: reference and every path against the exact dot of what they 
     std::mt19937 rng(5);
     const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                            DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
-                           DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS};
+                           DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
     for (DType wt : types) {
         const ActFormat fmt = act_format_for(wt);
         const int64_t be = traits(wt).block_elems;
@@ -249,6 +250,7 @@ TEST_CASE("STRATA_CPU selects a path and rejects bad names", "[unit]") {
     CHECK(act_format_for(DType::Q5_1) == ActFormat::Q8x2);
     CHECK(act_format_for(DType::BF16) == ActFormat::F32);
     CHECK(act_format_for(DType::IQ4_XS) == ActFormat::Q8x2);
+    CHECK(act_format_for(DType::MXFP4) == ActFormat::Q8x2);
     CHECK(has_kernels(DType::Q2_K));
     CHECK_THROWS(act_format_for(DType::Q8_1));
     CHECK(!has_kernels(DType::I32));

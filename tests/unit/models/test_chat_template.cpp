@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
+#include "models/chat_harmony.h"
 #include "models/chat_template.h"
 #include "models/gguf_file.h"
 #include "tests/support/gguf_writer.h"
@@ -26,7 +27,42 @@ TEST_CASE("chat template families are detected from the GGUF template text", "[u
     CHECK(detect("<start_of_turn>user").family() == ChatFamily::Gemma);
     CHECK(detect("<|im_start|>assistant\n<think>\n' + reasoning + '\n</think>").family() == ChatFamily::Qwen3);
     CHECK(detect("{{'<|user|>\n' + message['content'] + '<|end|>\n'}}").family() == ChatFamily::Phi3);
+    CHECK(detect("{{ 'Assistant: ' + message['content'] + eos_token }}").family() == ChatFamily::DeepSeek2);
+    CHECK(detect("{{'<\xef\xbd\x9cUser\xef\xbd\x9c>' + c}}{{'<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>'}}").family() ==
+          ChatFamily::DeepSeek3);
+    CHECK(detect("<\xef\xbd\x9cUser\xef\xbd\x9c><\xef\xbd\x9c" "Assistant\xef\xbd\x9c><think>\\n").family() == ChatFamily::DeepSeekR1);
+    CHECK(detect("{{- \"<|start|>user<|message|>\" + message.content + \"<|end|>\" }}<|channel|>").family() == ChatFamily::Harmony);
     CHECK(detect("something else entirely").family() == ChatFamily::ChatML);  // fallback, with a warning
+}
+
+TEST_CASE("deepseek families render DeepSeek's formats (V2's template as llama.cpp's test keeps it)", "[unit][chat]") {
+    const std::string user = "<\xef\xbd\x9cUser\xef\xbd\x9c>", assistant = "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>",
+                      end = "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
+    const std::vector<ChatMessage> chat = {{"system", "You are a helpful assistant"}, {"user", "Hello"}, {"assistant", "Hi there"},
+                                           {"user", "Who are you"}, {"assistant", "   I am an assistant   "}, {"user", "Another question"}};
+    CHECK(ChatTemplate(ChatFamily::DeepSeek2).render(chat) ==
+          "You are a helpful assistant\n\nUser: Hello\n\nAssistant: Hi there" + end +
+              "User: Who are you\n\nAssistant:    I am an assistant   " + end + "User: Another question\n\nAssistant:");
+    CHECK(ChatTemplate(ChatFamily::DeepSeek3).render({{"system", "S1"}, {"user", "Q"}, {"assistant", "<think>R</think>A"}, {"system", "S2"}, {"user", "Q2"}}) ==
+          "S1\n\nS2" + user + "Q" + assistant + "A" + end + user + "Q2" + assistant);
+    CHECK(ChatTemplate(ChatFamily::DeepSeekR1).render({{"user", "Q"}}) == user + "Q" + assistant + "<think>\n");
+    CHECK(ChatTemplate(ChatFamily::DeepSeek3).end_of_turn() == end);
+}
+
+TEST_CASE("harmony: system, developer instructions, final-channel answers, the assistant's turn opened", "[unit][chat]") {
+    const std::string system =
+        "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n"
+        "Current date: 2026-01-02\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be "
+        "included for every message.<|end|>";
+    CHECK(render_harmony({{"user", "Hi"}}, true, "2026-01-02") == system + "<|start|>user<|message|>Hi<|end|><|start|>assistant");
+    // An answer written with its channels keeps only the final one; the last turn of a training
+    // conversation ends in <|return|>.
+    const std::string answer = "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>Hello<|return|>";
+    CHECK(render_harmony({{"system", "Be brief"}, {"user", "Hi"}, {"assistant", answer}}, false, "2026-01-02") ==
+          system + "<|start|>developer<|message|># Instructions\n\nBe brief\n\n<|end|><|start|>user<|message|>Hi<|end|>"
+                   "<|start|>assistant<|channel|>final<|message|>Hello<|return|>");
+    CHECK(ChatTemplate(ChatFamily::Harmony).end_of_turn() == "<|return|>");
+    CHECK(chat_family_from_name("harmony") == ChatFamily::Harmony);
 }
 
 TEST_CASE("ChatML keeps the default system prompt a template hard-codes (SmolLM2)", "[unit][chat]") {

@@ -126,6 +126,115 @@ TEST_CASE("hparams: experts, their width and their router", "[unit][hparams]") {
     SECTION("a dense llama has none") { CHECK_FALSE(parse(header("llama"), "hp_dense.gguf").moe.enabled()); }
 }
 
+namespace {
+
+// DeepSeek-V2-Lite's keys as llama.cpp's converter writes them, scaled down: MLA with the split
+// k_b / v_b (the *_mla keys), a leading dense layer, shared experts, YaRN with the log multiplier.
+GgufWriter deepseek2_lite(uint32_t n_layer = 3) {
+    auto w = header("deepseek2", n_layer);
+    w.kv_u32("deepseek2.attention.head_count_kv", 1).kv_u32("deepseek2.attention.kv_lora_rank", 32);
+    w.kv_u32("deepseek2.attention.key_length", 48).kv_u32("deepseek2.attention.value_length", 32);
+    w.kv_u32("deepseek2.attention.key_length_mla", 40).kv_u32("deepseek2.attention.value_length_mla", 24);
+    w.kv_u32("deepseek2.rope.dimension_count", 16).kv_u32("deepseek2.leading_dense_block_count", 1);
+    w.kv_u32("deepseek2.expert_count", 8).kv_u32("deepseek2.expert_used_count", 2);
+    w.kv_u32("deepseek2.expert_shared_count", 2).kv_u32("deepseek2.expert_feed_forward_length", 24);
+    w.kv_string("deepseek2.rope.scaling.type", "yarn").kv_f32("deepseek2.rope.scaling.factor", 40.0f);
+    w.kv_u32("deepseek2.rope.scaling.original_context_length", 4096);
+    w.kv_f32("deepseek2.rope.scaling.yarn_log_multiplier", 0.0707f);
+    return w;
+}
+
+}  // namespace
+
+TEST_CASE("hparams: deepseek2's latent attention, its experts and its YaRN attention scale", "[unit][hparams]") {
+    SECTION("V2-Lite: queries straight from the hidden state, softmax routing, not normalised") {
+        const Hparams h = parse(deepseek2_lite(), "hp_ds2.gguf");
+        CHECK(h.mla.enabled());
+        CHECK(h.mla.q_lora_rank == 0);
+        CHECK(h.mla.kv_lora_rank == 32);
+        CHECK(h.mla.qk_rope == 16);
+        CHECK(h.mla.qk_nope == 24);
+        CHECK(h.mla.v_head_dim == 24);
+        CHECK(h.mla.split_kv_b);
+        CHECK(h.head_dim == 40);
+        CHECK(h.n_head_kv == 1);
+        CHECK(h.n_embd_kv() == 48);  // the cached latent and RoPE part
+        CHECK(h.n_embd_q() == 4 * 40);
+        CHECK(h.rope_mode == RopeMode::Normal);
+        CHECK_FALSE(h.moe.in_layer(0));
+        CHECK(h.moe.in_layer(2));
+        CHECK(h.moe.n_ff_shexp == 48);
+        CHECK(h.n_ff_max() == 128);
+        CHECK(h.moe.gating == ExpertGating::Softmax);
+        CHECK_FALSE(h.moe.norm_weights);
+        CHECK(h.yarn_ext_factor == 1.0f);
+        CHECK(h.rope_freq_scale == Approx(1.0 / 40));
+        CHECK(h.n_ctx_orig == 4096);
+        // The rotation keeps its length; the scale carries (0.1 * 0.707 * ln 40 + 1)^2 / sqrt(40).
+        CHECK(h.rope_attn_factor == 1.0f);
+        const double m = 0.1 * 0.707 * std::log(40.0) + 1.0;
+        CHECK(h.attn_scale == Approx(m * m / std::sqrt(40.0)).epsilon(1e-5));
+    }
+    SECTION("V3: low-rank queries, sigmoid routing in groups, normalised and scaled") {
+        auto w = deepseek2_lite(4);
+        w.kv_u32("deepseek2.attention.q_lora_rank", 20).kv_u32("deepseek2.expert_gating_func", 2);
+        w.kv_u32("deepseek2.expert_group_count", 4).kv_u32("deepseek2.expert_group_used_count", 2);
+        w.kv_raw("deepseek2.expert_weights_norm", 7, {1}).kv_f32("deepseek2.expert_weights_scale", 2.5f);
+        const Hparams h = parse(w, "hp_ds3.gguf");
+        CHECK(h.mla.q_lora_rank == 20);
+        CHECK(h.moe.gating == ExpertGating::Sigmoid);
+        CHECK(h.moe.n_group == 4);
+        CHECK(h.moe.n_group_used == 2);
+        CHECK(h.moe.norm_weights);
+        CHECK(h.moe.weights_scale == 2.5f);
+    }
+    SECTION("an older conversion: per-head sizes as key/value length, one attn_kv_b") {
+        auto w = header("deepseek2", 2);
+        w.kv_u32("deepseek2.attention.head_count_kv", 4).kv_u32("deepseek2.attention.kv_lora_rank", 32);
+        w.kv_u32("deepseek2.attention.key_length", 40).kv_u32("deepseek2.attention.value_length", 24);
+        w.kv_u32("deepseek2.rope.dimension_count", 16).kv_u32("deepseek2.expert_count", 4);
+        w.kv_u32("deepseek2.expert_used_count", 2).kv_u32("deepseek2.expert_feed_forward_length", 24);
+        const Hparams h = parse(w, "hp_ds2_legacy.gguf");
+        CHECK_FALSE(h.mla.split_kv_b);
+        CHECK(h.head_dim == 40);
+        CHECK(h.mla.v_head_dim == 24);
+        CHECK(h.n_head_kv == 1);
+        CHECK(h.moe.n_ff_shexp == 0);
+        CHECK(h.attn_scale == Approx(1.0 / std::sqrt(40.0)));  // no YaRN: 1/sqrt(key head)
+    }
+}
+
+TEST_CASE("hparams: gpt-oss slides on every other layer, rotates by YaRN's magnitude, routes by the chosen logits", "[unit][hparams]") {
+    auto w = header("gpt-oss", 4);
+    w.kv_u32("gpt-oss.attention.head_count_kv", 2).kv_u32("gpt-oss.attention.key_length", 16);
+    w.kv_u32("gpt-oss.attention.value_length", 16).kv_u32("gpt-oss.attention.sliding_window", 128);
+    w.kv_f32("gpt-oss.rope.freq_base", 150000.0f).kv_u32("gpt-oss.expert_count", 8).kv_u32("gpt-oss.expert_used_count", 2);
+    w.kv_u32("gpt-oss.expert_feed_forward_length", 96);
+    w.kv_string("gpt-oss.rope.scaling.type", "yarn").kv_f32("gpt-oss.rope.scaling.factor", 32.0f);
+    w.kv_u32("gpt-oss.rope.scaling.original_context_length", 4096);
+    const Hparams h = parse(w, "hp_gptoss.gguf");
+    CHECK(h.n_swa == 128);
+    for (int il = 0; il < 4; ++il) CHECK(h.is_swa(il) == (il % 2 == 0));
+    CHECK(h.rope_freq_base_swa == 150000.0f);  // window layers rotate as the others
+    CHECK(h.rope_freq_scale_swa == h.rope_freq_scale);
+    CHECK(h.rope_mode == RopeMode::NeoX);
+    CHECK(h.yarn_ext_factor == 1.0f);
+    CHECK(h.yarn_beta_fast == 32.0f);
+    CHECK(h.yarn_beta_slow == 1.0f);
+    CHECK(h.rope_attn_factor == Approx(0.1 * std::log(32.0) + 1.0));
+    CHECK(h.attn_scale == 0.0f);
+    CHECK(h.attn_sinks);
+    CHECK(h.attn_out_bias);
+    CHECK(h.qkv_bias);
+    CHECK(h.ffn_act == FfnAct::SiluClamped);
+    CHECK(h.swiglu_alpha == 1.702f);
+    CHECK(h.swiglu_limit == 7.0f);
+    CHECK(h.moe.gating == ExpertGating::SoftmaxChosen);
+    CHECK_FALSE(h.moe.norm_weights);
+    CHECK(h.moe.n_ff_exp == 96);
+    CHECK_FALSE(h.mla.enabled());
+}
+
 TEST_CASE("hparams: what Strata cannot run is refused with the reason", "[unit][hparams]") {
     struct Refusal {
         const char* what;
@@ -146,6 +255,21 @@ TEST_CASE("hparams: what Strata cannot run is refused with the reason", "[unit][
         {"value heads of another size than key heads", "qwen3",
          [](GgufWriter& w) { w.kv_u32("qwen3.attention.key_length", 32).kv_u32("qwen3.attention.value_length", 16); },
          "value heads of 16"},
+        {"deepseek2 whose cached row is not the latent and the RoPE part", "deepseek2",
+         [](GgufWriter& w) {
+             w.kv_u32("deepseek2.attention.kv_lora_rank", 32).kv_u32("deepseek2.attention.key_length", 50);
+             w.kv_u32("deepseek2.attention.key_length_mla", 40).kv_u32("deepseek2.attention.value_length_mla", 24);
+             w.kv_u32("deepseek2.rope.dimension_count", 16).kv_u32("deepseek2.expert_count", 4);
+             w.kv_u32("deepseek2.expert_used_count", 2);
+         },
+         "key_length 50 is not kv_lora_rank 32 + RoPE dimensions 16"},
+        {"experts that do not split into equal groups", "deepseek2",
+         [](GgufWriter& w) {
+             w.kv_u32("deepseek2.attention.kv_lora_rank", 32).kv_u32("deepseek2.rope.dimension_count", 8);
+             w.kv_u32("deepseek2.expert_count", 6).kv_u32("deepseek2.expert_used_count", 2);
+             w.kv_u32("deepseek2.expert_group_count", 4).kv_u32("deepseek2.expert_group_used_count", 2);
+         },
+         "6 experts in 4 groups"},
         {"yarn rope scaling", "qwen3",
          [](GgufWriter& w) { w.kv_string("qwen3.rope.scaling.type", "yarn").kv_f32("qwen3.rope.scaling.factor", 4.0f); },
          "'yarn' is not supported"},

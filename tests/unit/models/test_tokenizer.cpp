@@ -334,6 +334,31 @@ TEST_CASE("Codepoint categories", "[unit][tokenizer]") {
     CHECK(cpt_flags(0x110000) == kUndefined);
 }
 
+TEST_CASE("deepseek-llm, deepseek-v3 and gpt-4o pre-tokenizers split as their regexes do (regex package)", "[unit][tokenizer]") {
+    // tests/reference/make_pretokenizer_fixtures.py: llama.cpp's regex lists for these names run
+    // by another engine over the corpus and strings of Latin, Greek, Cyrillic, CJK, kana, Hangul,
+    // fullwidth forms, marks, odd whitespace and mixed case.
+    const auto rows = read_jsonl(kFixtures / "tokenizer_pre_splits.jsonl");
+    REQUIRE(rows.size() > 900);
+    std::map<std::string, int> checked;
+    for (const json& r : rows) {
+        const std::string pre = r["pre"], text = from_hex(r["hex"]);
+        std::vector<std::string> want;
+        for (const auto& p : r["pieces"]) want.push_back(from_hex(p));
+        INFO("pre " << pre << " id " << r["id"].dump() << " text " << text);
+        const auto rules = tokenizer_detail::bpe_pre_rules(pre);
+        CHECK(unicode::split(text, rules) == want);
+        ++checked[pre];
+    }
+    CHECK(checked.size() == 3);
+    try {
+        tokenizer_detail::bpe_pre_rules("o200k-unknown");
+        FAIL("an unknown pre-tokenizer was accepted");
+    } catch (const FormatError& e) {
+        CHECK_THAT(e.hint(), Catch::Contains("deepseek-llm") && Catch::Contains("deepseek-v3") && Catch::Contains("gpt-4o"));
+    }
+}
+
 TEST_CASE("Pre-tokenizer splits", "[unit][tokenizer]") {
     using R = unicode::SplitRule;
     using S = std::vector<std::string>;
