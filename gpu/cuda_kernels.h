@@ -15,7 +15,7 @@ namespace strata::gpu {
 
 // ---- weights ----
 // Weight types the matmul kernels read: F32, F16, BF16 and every block type the CPU has (Q4_0,
-// Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS).
+// Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS).
 bool gpu_weight_type(DType t);
 
 // y[t * ldy + r] = dot(weight row r, f(x row t)) (added to y with `accumulate`) for t < n_tok,

@@ -13,27 +13,38 @@
 
 namespace strata::gpu::blocks {
 
-// ---- the IQ4 codebook ----
-// cpu::kIq4Values as four little-endian words (checked against the table by the host tests), so
-// device code holds the codebook in registers.
-inline constexpr uint32_t kIq4Words[4] = {0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u};
-// Four codebook indices (0..15, one per byte) -> their four int8 values.
-STRATA_HD uint32_t iq4_lookup4(uint32_t idx) {
+// ---- 16-entry codebooks (IQ4_NL / IQ4_XS, MXFP4) ----
+// The codebook as four little-endian words of int8 entries, so device code holds it in registers
+// (the host tests check the words against cpu::kIq4Values and cpu::kMxfp4Values).
+struct Codebook {
+    uint32_t w[4];
+};
+inline constexpr Codebook kIq4Codebook = {{0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u}};
+// MXFP4's e2m1 values doubled (as ggml stores them; the block's scale is halved to match).
+inline constexpr Codebook kMxfp4Codebook = {{0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu}};
+
+// Four codebook indices (0..15, one per byte) -> their four int8 entries.
+STRATA_HD uint32_t lookup4(const Codebook& cb, uint32_t idx) {
 #if defined(__CUDA_ARCH__)
-    // Two byte permutes pick each index's value among entries 0-7 and 8-15; bit 3 chooses.
+    // Two byte permutes pick each index's entry among 0-7 and 8-15; bit 3 chooses.
     const uint32_t y = idx & 0x07070707u, z = y | (y >> 4);
     const uint32_t sel = (z & 0xFFu) | ((z >> 8) & 0xFF00u);
-    const uint32_t v0 = __byte_perm(0xBFAD9881u, 0xF6EADDCFu, sel);
-    const uint32_t v1 = __byte_perm(0x26190D01u, 0x71594535u, sel);
+    const uint32_t v0 = __byte_perm(cb.w[0], cb.w[1], sel);
+    const uint32_t v1 = __byte_perm(cb.w[2], cb.w[3], sel);
     const uint32_t mask = ((idx >> 3) & 0x01010101u) * 0xFFu;
     return (v1 & mask) | (v0 & ~mask);
 #else
     uint32_t out = 0;
-    for (int i = 0; i < 4; ++i) out |= ((kIq4Words[((idx >> 8 * i) & 0xF) / 4] >> 8 * (((idx >> 8 * i) & 0xF) % 4)) & 0xFFu) << 8 * i;
+    for (int i = 0; i < 4; ++i) {
+        const uint32_t q = (idx >> 8 * i) & 0xF;
+        out |= ((cb.w[q / 4] >> 8 * (q % 4)) & 0xFFu) << 8 * i;
+    }
     return out;
 #endif
 }
-STRATA_HD int iq4_value(int idx) { return int8_t(iq4_lookup4(uint32_t(idx)) & 0xFFu); }
+STRATA_HD int codebook_value(const Codebook& cb, int idx) { return int8_t(lookup4(cb, uint32_t(idx)) & 0xFFu); }
+STRATA_HD uint32_t iq4_lookup4(uint32_t idx) { return lookup4(kIq4Codebook, idx); }
+STRATA_HD int iq4_value(int idx) { return codebook_value(kIq4Codebook, idx); }
 
 // The fifth bits of four consecutive values (bits 0-3 of t) moved to bit 4 of each byte.
 STRATA_HD uint32_t spread_bit4(uint32_t t) {
@@ -171,6 +182,29 @@ struct BlockIQ4_NL {  // 18 bytes: d, qs[16] codebook indices; x = d * codebook[
         const uint8_t* b = row + kBytes * c;
         const float d = half_at(b);
         for (int t = 0; t < 8; ++t) out[t] = d * float(iq4_value(nibble_at(b + 2, 8 * part + t)));
+    }
+};
+
+// MXFP4, 17 bytes: e (an e8m0 exponent), qs[16] codebook indices laid out as IQ4_NL's;
+// x = 2^(e - 128) * doubled e2m1 value. Blocks are byte-aligned: their bytes are read one by one.
+STRATA_HD float e8m0_half(uint8_t e) { return bits_to_f32(e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23); }
+struct BlockMXFP4 {
+    static constexpr int kValues = 32, kBytes = 17;
+    template <int kCols>
+    STRATA_HD static void dot_chunk(const uint8_t* row, int64_t c, const ActRow* act, bool lo, float* acc) {
+        const uint8_t* b = row + kBytes * c;
+        uint32_t q[4], w[8];
+        for (int k = 0; k < 4; ++k)
+            q[k] = uint32_t(b[1 + 4 * k]) | uint32_t(b[2 + 4 * k]) << 8 | uint32_t(b[3 + 4 * k]) << 16 | uint32_t(b[4 + 4 * k]) << 24;
+        nibble_words(q, w);
+        for (int k = 0; k < 8; ++k) w[k] = lookup4(kMxfp4Codebook, w[k]);
+        const float d = e8m0_half(b[0]);
+        for (int t = 0; t < kCols; ++t) acc[t] += d * act[t].dc[c] * float(act_dot32(w, act[t], c, lo));
+    }
+    STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
+        const uint8_t* b = row + kBytes * c;
+        const float d = e8m0_half(b[0]);
+        for (int t = 0; t < 8; ++t) out[t] = d * float(codebook_value(kMxfp4Codebook, nibble_at(b + 1, 8 * part + t)));
     }
 };
 

@@ -19,6 +19,7 @@ decltype(auto) with_block(DType type, Fn&& fn) {
         case DType::Q5_1: return fn(BlockQ5_1{});
         case DType::Q8_0: return fn(BlockQ8_0{});
         case DType::IQ4_NL: return fn(BlockIQ4_NL{});
+        case DType::MXFP4: return fn(BlockMXFP4{});
         case DType::Q2_K: return fn(BlockQ2_K{});
         case DType::Q3_K: return fn(BlockQ3_K{});
         case DType::Q4_K: return fn(BlockQ4_K{});
@@ -36,7 +37,7 @@ decltype(auto) with_block(DType type, Fn&& fn) {
 // of their own).
 inline bool gpu_block_type(DType type) {
     switch (type) {
-        case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::IQ4_NL:
+        case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::IQ4_NL: case DType::MXFP4:
         case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::Q8_K:
         case DType::IQ4_XS:
             return true;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cpu/quant_ref.h"
@@ -97,6 +98,7 @@ TEST_CASE("gpu block decoders on the host equal dequantize_row_ref and vec_dot_r
     check_type<blocks::BlockQ5_1>(DType::Q5_1);
     check_type<blocks::BlockQ8_0>(DType::Q8_0);
     check_type<blocks::BlockIQ4_NL>(DType::IQ4_NL);
+    check_type<blocks::BlockMXFP4>(DType::MXFP4);
     check_type<blocks::BlockQ2_K>(DType::Q2_K);
     check_type<blocks::BlockQ3_K>(DType::Q3_K);
     check_type<blocks::BlockQ4_K>(DType::Q4_K);
@@ -115,16 +117,19 @@ TEST_CASE("gpu block types on the host: every quantized CPU weight type has a GP
     }
 }
 
-TEST_CASE("gpu IQ4 codebook words on the host spell cpu::kIq4Values", "[unit][gpu_blocks]") {
-    for (int i = 0; i < 16; ++i) {
-        INFO("index " << i);
-        CHECK(blocks::iq4_value(i) == cpu::kIq4Values[i]);
-        // Four indices at once, in every byte position.
-        const uint32_t idx = uint32_t(i) | uint32_t((i + 5) % 16) << 8 | uint32_t((i + 9) % 16) << 16 | uint32_t(15 - i) << 24;
-        const uint32_t v = blocks::iq4_lookup4(idx);
-        CHECK(int8_t(v >> 8) == cpu::kIq4Values[(i + 5) % 16]);
-        CHECK(int8_t(v >> 24) == cpu::kIq4Values[15 - i]);
-    }
+TEST_CASE("gpu codebook words on the host spell cpu::kIq4Values and cpu::kMxfp4Values", "[unit][gpu_blocks]") {
+    const std::pair<const blocks::Codebook*, const int8_t*> books[] = {{&blocks::kIq4Codebook, cpu::kIq4Values},
+                                                                       {&blocks::kMxfp4Codebook, cpu::kMxfp4Values}};
+    for (const auto& [book, values] : books)
+        for (int i = 0; i < 16; ++i) {
+            INFO("index " << i);
+            CHECK(blocks::codebook_value(*book, i) == values[i]);
+            // Four indices at once, in every byte position.
+            const uint32_t idx = uint32_t(i) | uint32_t((i + 5) % 16) << 8 | uint32_t((i + 9) % 16) << 16 | uint32_t(15 - i) << 24;
+            const uint32_t v = blocks::lookup4(*book, idx);
+            CHECK(int8_t(v >> 8) == values[(i + 5) % 16]);
+            CHECK(int8_t(v >> 24) == values[15 - i]);
+        }
 }
 
 TEST_CASE("gpu activation quantizer on the host writes quantize_act_ref's bytes", "[unit][gpu_blocks]") {

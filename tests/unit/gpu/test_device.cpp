@@ -48,8 +48,8 @@ RowRef row_ref(const std::vector<float>& w, const float* x, int64_t r, int64_t n
 void matmul_rows(TestDevice& d) {
     const int64_t n_rows = 37;  // not a multiple of any kernel's row tile
     const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                           DType::Q8_0, DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                           DType::Q8_K, DType::IQ4_XS};
+                           DType::Q8_0, DType::IQ4_NL, DType::MXFP4, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                           DType::Q6_K, DType::Q8_K, DType::IQ4_XS};
     std::mt19937 rng(11);
     for (DType type : types) {
         if (!d.dev->supports_weight(type)) continue;
