@@ -1,5 +1,5 @@
 #pragma once
-// The device interface: what the runtime's device backend (runtime/exec/device_backend.h) needs
+// The device interface: what the runtime's device backend (runtime/exec/device/device_backend.h) needs
 // of an accelerator, in the shape of ggml-backend's device / buffer / event split. Memory with a
 // hard budget (DevicePool), streams that run work in order, events between streams and the host,
 // host <-> device copies, and the handful of ops a llama block needs. Two implementations: the
@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/dtype.h"
+#include "core/kernel_shapes.h"
 #include "gpu/device_pool.h"
 
 namespace strata { class Trace; }
@@ -70,18 +71,16 @@ struct KvRows {
     int64_t block_stride = 0;    // bytes between blocks
 };
 
-inline constexpr int32_t kKvBlockSize = 16;  // positions per KV block (runtime/kv/kv_blocks.h)
-
 struct DecodeAttentionArgs {
     const float* q = nullptr;    // n_seq x (n_head * head_dim): one query token per "sequence"
     float* out = nullptr;        // n_seq x (n_head * head_dim)
-    const void* k = nullptr;     // KV cache: position p of a sequence is row p % 16 of block
-    const void* v = nullptr;     //   block_table[p / 16], block b at k + b * block_stride bytes
+    const void* k = nullptr;     // KV cache: position p of a sequence is row p % kKvBlockSize of
+    const void* v = nullptr;     //   block block_table[p / kKvBlockSize] (core/kernel_shapes.h), block b at k + b * block_stride bytes
     DType kv_type = DType::F32;
     const int32_t* block_tables = nullptr;  // n_seq x max_blocks (device)
     const int32_t* n_kv = nullptr;          // n_seq key counts (device): the query's position + 1
     int32_t n_seq = 0;
-    int32_t max_blocks = 0;      // block table row length; every n_kv <= 16 * max_blocks
+    int32_t max_blocks = 0;      // block table row length; every n_kv <= kKvBlockSize * max_blocks
     int32_t n_head = 0;
     int32_t n_head_kv = 0;       // divides n_head (grouped-query attention)
     int32_t head_dim = 0;
@@ -131,7 +130,7 @@ public:
 
     // ---- the ops of a llama block (device pointers; x and y may alias where noted) ----
     // Each row of y as a product of that row alone would give it, for n_tok up to kRowWiseRows.
-    static constexpr int64_t kRowWiseRows = 8;
+    static constexpr int64_t kRowWiseRows = kDeviceRowWiseRows;
     virtual void matmul(const MatmulArgs& a, Stream& s) = 0;
     // y = x / rms(x) * w for n_rows rows of n values (x and y may alias).
     virtual void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) = 0;

@@ -12,7 +12,7 @@
 // back through a ring of pinned buffers, prefetched ahead of the layer that needs them.
 // Rebuilt layers (KVPR/HCache: the plan's "recompute" KV) keep each position's attention input
 // (the normed hidden state, n_embd_hidden values) instead of its keys and values; the backend
-// recomputes K and V from them into one slot that all rebuilt layers share (runtime/exec/kv_rebuild.h).
+// recomputes K and V from them into one slot that all rebuilt layers share (runtime/exec/cpu/kv_rebuild.h).
 // That pays where n_embd_hidden < 2 n_embd_kv (multi-head attention): less memory per position.
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/kernel_shapes.h"
 #include "runtime/kv/kv_blocks.h"
 #include "runtime/kv/kv_spill.h"
 #include "runtime/kv/prefix_spill.h"
@@ -36,7 +37,7 @@ using SeqId = int32_t;
 
 class KvCache {
 public:
-    static constexpr int32_t kBlockSize = 16;  // positions per block: the attention kernel's key tile
+    static constexpr int32_t kBlockSize = kKvBlockSize;  // positions per block: the attention kernels' key tile
 
     // A pool of n_blocks (0: enough for one sequence of n_ctx positions); n_ctx bounds each
     // sequence. Sequence 0 exists from the start: the single-sequence API below uses it.
