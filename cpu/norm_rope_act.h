@@ -25,6 +25,8 @@ void swiglu(float* gate, const float* up, int64_t n);
 void geglu(float* gate, const float* up, int64_t n);
 // y += x
 void add(float* y, const float* x, int64_t n);
+// x = cap * tanh(x / cap), n values: a soft cap (gemma's final logits).
+void softcap(float* x, int64_t n, float cap);
 // In-place softmax of n values; returns nothing, normalises to sum 1.
 void softmax(float* x, int64_t n);
 

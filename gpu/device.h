@@ -2,7 +2,7 @@
 // The device interface: what the runtime's device backend (runtime/exec/device/device_backend.h) needs
 // of an accelerator, in the shape of ggml-backend's device / buffer / event split. Memory with a
 // hard budget (DevicePool), streams that run work in order, events between streams and the host,
-// host <-> device copies, and the handful of ops a llama block needs. Two implementations: the
+// host <-> device copies, and the ops a layer program's steps need (runtime/exec/layer_program.h). Two implementations: the
 // CUDA device (cuda_device.cpp) and the simulated device (sim_device.cpp), which runs the CPU
 // kernels on threads of its own and throttles its copies, so every plan runs in CI without a GPU.
 // Calls queue work and return at once; errors inside queued work surface at synchronize().
@@ -56,6 +56,7 @@ struct RopeArgs {
     float freq_scale = 1.0f;
     bool neox = false;          // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
     const float* freq_factors = nullptr;  // device, n_rot/2 divisors, or null
+    float attn_factor = 1.0f;   // cos and sin scaled by it (phi3 LongRoPE)
 };
 
 // Rows of a paged KV cache: row t of an op is row row[t] of block block[t] (device arrays), at
@@ -138,6 +139,10 @@ public:
     virtual void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) = 0;
     // gate = silu(gate) * up, n_rows rows of n values.
     virtual void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) = 0;
+    // gate = gelu(gate) * up (GELU's tanh approximation: gemma's GeGLU), n_rows rows of n values.
+    virtual void geglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) = 0;
+    // x = cap * tanh(x / cap), n values: a soft cap of logits (gemma 2).
+    virtual void softcap(float* x, int64_t n, float cap, Stream& s) = 0;
     virtual void add(float* y, const float* x, int64_t n, Stream& s) = 0;                              // y += x
     virtual void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) = 0;       // y[t] += b
     // n_tok rows of n floats (src, row-major) into the cache, converted to its type.

@@ -40,7 +40,7 @@ public:
     static constexpr int32_t kBlockSize = kKvBlockSize;  // positions per block: the attention kernels' key tile
 
     // A pool of n_blocks (0: enough for one sequence of n_ctx positions); n_ctx bounds each
-    // sequence. Sequence 0 exists from the start: the single-sequence API below uses it.
+    // sequence. It starts with no sequence (create_seq).
     // Throws UsageError for a type that is not a KV type, or Q8_0 with n_embd_kv not a
     // multiple of its 32-value blocks.
     KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks = 0, DType type = DType::F32);
@@ -108,10 +108,6 @@ public:
     // and how many came back since the start.
     int32_t n_prefix_spilled() const;
     int64_t n_prefix_restored() const { return n_prefix_restored_; }
-
-    // The single-sequence API, on sequence 0.
-    int32_t n_past() const { return seq_len(0); }
-    void truncate(int32_t n) { truncate_seq(0, n); }
 
     uint64_t bytes() const;  // DRAM held by resident layers
     uint64_t spill_buffer_bytes() const;  // DRAM of the spill ring (charged to its budget)
