@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/kernel_shapes.h"
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/kv_format.h"
@@ -81,9 +82,8 @@ void attention(const AttentionArgs& a) {
     const int32_t group = a.n_head / a.n_head_kv;
     const float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
     const int64_t q_stride = static_cast<int64_t>(a.n_head) * a.head_dim, o_stride = static_cast<int64_t>(a.n_head) * v_dim;
-    // Query rows per tile: all `group` heads of a KV head for `tok` tokens, at most 32 rows.
-    constexpr int kMaxRows = 32;
-    const int64_t tok = std::max<int64_t>(1, kMaxRows / group);
+    // Query rows per tile: all `group` heads of a KV head for `tok` tokens, at most kAttentionTileRows.
+    const int64_t tok = std::max<int64_t>(1, kAttentionTileRows / group);
     const int64_t n_tiles_t = (a.n_tokens + tok - 1) / tok;
     const bool simd = active_path() == CpuPath::Avx512 && a.head_dim % 16 == 0 && v_dim % 16 == 0 &&
                       a.head_dim <= kMaxSimdHeadDim && group <= 512;

@@ -4,12 +4,13 @@
 #include <span>
 
 #include "core/dtype.h"
+#include "core/kernel_shapes.h"
 
 namespace strata::cpu {
 
 // Up to this many tokens a matmul takes the decode strategy (one pass over the weights, each
 // token row with the bits it gets alone); more take the prefill strategy.
-inline constexpr int64_t kDecodeTokens = 4;
+inline constexpr int64_t kDecodeTokens = kCpuGemvTokens;
 
 // weights: n_rows rows (output features) of n_cols values each (input features), in `wtype`,
 //          rows row_bytes(wtype, n_cols) apart; n_cols is a multiple of wtype's block size.

@@ -73,6 +73,10 @@ void add(float* y, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void softcap(float* x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void softmax(float* x, int64_t n) {
     const float m = *std::max_element(x, x + n);
     float sum = 0;

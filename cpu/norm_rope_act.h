@@ -44,6 +44,8 @@ void geglu(float* gate, const float* up, int64_t n);
 void swiglu_clamped(float* gate, const float* up, int64_t n, float alpha, float limit);
 // y += x
 void add(float* y, const float* x, int64_t n);
+// x = cap * tanh(x / cap), n values: a soft cap (gemma's final logits).
+void softcap(float* x, int64_t n, float cap);
 // In-place softmax of n values; returns nothing, normalises to sum 1.
 void softmax(float* x, int64_t n);
 

@@ -78,6 +78,10 @@ public:
     void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) override {
         gpu::swiglu(gate, up, n_rows * n, cuda(s));
     }
+    void geglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) override {
+        gpu::geglu(gate, up, n_rows * n, cuda(s));
+    }
+    void softcap(float* x, int64_t n, float cap, Stream& s) override { gpu::softcap(x, n, cap, cuda(s)); }
     void add(float* y, const float* x, int64_t n, Stream& s) override { gpu::add(y, x, n, cuda(s)); }
     void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) override {
         gpu::add_rows(y, b, n_rows, n, cuda(s));

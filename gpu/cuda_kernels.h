@@ -88,6 +88,10 @@ void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Cud
 void swiglu(float* gate, const float* up, int64_t n, CudaStream& s);
 // y += x
 void add(float* y, const float* x, int64_t n, CudaStream& s);
+// gate = gelu(gate) * up, GELU in its tanh approximation (kernels/glu_softcap.cu)
+void geglu(float* gate, const float* up, int64_t n, CudaStream& s);
+// x = cap * tanh(x / cap) (kernels/glu_softcap.cu)
+void softcap(float* x, int64_t n, float cap, CudaStream& s);
 // y[t] += b for n_rows rows of n values (a bias)
 void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, CudaStream& s);
 

@@ -53,6 +53,8 @@ void rms_norm(const float*, const float*, float*, int64_t, int64_t, float, CudaS
 void rope(float*, const int32_t*, int64_t, const RopeArgs&, CudaStream&) { no_cuda(); }
 void swiglu(float*, const float*, int64_t, CudaStream&) { no_cuda(); }
 void add(float*, const float*, int64_t, CudaStream&) { no_cuda(); }
+void geglu(float*, const float*, int64_t, CudaStream&) { no_cuda(); }
+void softcap(float*, int64_t, float, CudaStream&) { no_cuda(); }
 void add_rows(float*, const float*, int64_t, int64_t, CudaStream&) { no_cuda(); }
 bool gpu_kv_type(DType) { return false; }
 void kv_store(const float*, const KvRows&, CudaStream&) { no_cuda(); }

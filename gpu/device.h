@@ -1,8 +1,8 @@
 #pragma once
-// The device interface: what the runtime's device backend (runtime/exec/device_backend.h) needs
+// The device interface: what the runtime's device backend (runtime/exec/device/device_backend.h) needs
 // of an accelerator, in the shape of ggml-backend's device / buffer / event split. Memory with a
 // hard budget (DevicePool), streams that run work in order, events between streams and the host,
-// host <-> device copies, and the handful of ops a llama block needs. Two implementations: the
+// host <-> device copies, and the ops a layer program's steps need (runtime/exec/layer_program.h). Two implementations: the
 // CUDA device (cuda_device.cpp) and the simulated device (sim_device.cpp), which runs the CPU
 // kernels on threads of its own and throttles its copies, so every plan runs in CI without a GPU.
 // Calls queue work and return at once; errors inside queued work surface at synchronize().
@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/dtype.h"
+#include "core/kernel_shapes.h"
 #include "gpu/device_pool.h"
 
 namespace strata { class Trace; }
@@ -78,6 +79,7 @@ struct RopeArgs {
     float freq_scale = 1.0f;
     bool neox = false;          // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
     const float* freq_factors = nullptr;  // device, n_rot/2 divisors, or null
+    float attn_factor = 1.0f;   // cos and sin scaled by it (phi3 LongRoPE)
 };
 
 // Rows of a paged KV cache: row t of an op is row row[t] of block block[t] (device arrays), at
@@ -93,8 +95,6 @@ struct KvRows {
     int64_t block_stride = 0;    // bytes between blocks
 };
 
-inline constexpr int32_t kKvBlockSize = 16;  // positions per KV block (runtime/kv/kv_blocks.h)
-
 // Rows [first, first + n) of an attention call that are one sequence's consecutive positions.
 struct QueryRun {
     int32_t first = 0, n = 0;
@@ -103,13 +103,13 @@ struct QueryRun {
 struct DecodeAttentionArgs {
     const float* q = nullptr;    // n_seq x (n_head * head_dim): one query token per "sequence"
     float* out = nullptr;        // n_seq x (n_head * head_dim)
-    const void* k = nullptr;     // KV cache: position p of a sequence is row p % 16 of block
-    const void* v = nullptr;     //   block_table[p / 16], block b at k + b * block_stride bytes
+    const void* k = nullptr;     // KV cache: position p of a sequence is row p % kKvBlockSize of
+    const void* v = nullptr;     //   block block_table[p / kKvBlockSize] (core/kernel_shapes.h), block b at k + b * block_stride bytes
     DType kv_type = DType::F32;
     const int32_t* block_tables = nullptr;  // n_seq x max_blocks (device)
     const int32_t* n_kv = nullptr;          // n_seq key counts (device): the query's position + 1
     int32_t n_seq = 0;
-    int32_t max_blocks = 0;      // block table row length; every n_kv <= 16 * max_blocks
+    int32_t max_blocks = 0;      // block table row length; every n_kv <= kKvBlockSize * max_blocks
     int32_t n_head = 0;
     int32_t n_head_kv = 0;       // divides n_head (grouped-query attention)
     int32_t head_dim = 0;
@@ -169,7 +169,7 @@ public:
 
     // ---- the ops of a llama block (device pointers; x and y may alias where noted) ----
     // Each row of y as a product of that row alone would give it, for n_tok up to kRowWiseRows.
-    static constexpr int64_t kRowWiseRows = 8;
+    static constexpr int64_t kRowWiseRows = kDeviceRowWiseRows;
     virtual void matmul(const MatmulArgs& a, Stream& s) = 0;
     // y = x / rms(x) * w for n_rows rows of n values (x and y may alias).
     virtual void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) = 0;
@@ -177,6 +177,10 @@ public:
     virtual void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) = 0;
     // gate = silu(gate) * up, n_rows rows of n values.
     virtual void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) = 0;
+    // gate = gelu(gate) * up (GELU's tanh approximation: gemma's GeGLU), n_rows rows of n values.
+    virtual void geglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) = 0;
+    // x = cap * tanh(x / cap), n values: a soft cap of logits (gemma 2).
+    virtual void softcap(float* x, int64_t n, float cap, Stream& s) = 0;
     virtual void add(float* y, const float* x, int64_t n, Stream& s) = 0;                              // y += x
     virtual void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) = 0;       // y[t] += b
     // n_tok rows of n floats (src, row-major) into the cache, converted to its type.

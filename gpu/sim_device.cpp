@@ -157,13 +157,19 @@ public:
     }
     void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) override {
         compute(s, "rope", [=] {
-            const cpu::RopeParams p{a.head_dim, a.n_rot, a.freq_base, a.freq_scale, a.neox, a.freq_factors};
+            const cpu::RopeParams p{a.head_dim, a.n_rot, a.freq_base, a.freq_scale, a.neox, a.freq_factors, a.attn_factor};
             const int64_t width = int64_t(a.n_heads) * a.head_dim;
             cpu::parallel_for(n_tokens, [&](int64_t t) { cpu::rope(x + t * width, a.n_heads, pos[t], p); });
         });
     }
     void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) override {
         compute(s, "swiglu", [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::swiglu(gate + r * n, up + r * n, n); }); });
+    }
+    void geglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) override {
+        compute(s, "geglu", [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::geglu(gate + r * n, up + r * n, n); }); });
+    }
+    void softcap(float* x, int64_t n, float cap, Stream& s) override {
+        compute(s, "softcap", [=] { cpu::softcap(x, n, cap); });
     }
     void add(float* y, const float* x, int64_t n, Stream& s) override {
         compute(s, "add", [=] { cpu::add(y, x, n); });

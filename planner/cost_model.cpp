@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/kernel_shapes.h"
 #include "planner/ring_pipeline.h"
 
 namespace strata::planner {
@@ -16,18 +17,18 @@ constexpr int kGpuTier = 0, kDramTier = 1, kNvmeTier = 2;
 int tier_index(Tier t) { return t == Tier::Gpu ? kGpuTier : t == Tier::Dram ? kDramTier : kNvmeTier; }
 // Per decode step outside the layers: sampling and the host's turn-around.
 constexpr double kStepOverheadS = 50e-6;
-// Tokens per matmul up to which the CPU kernels take the one-pass GEMV path (cpu/matmul.h).
-constexpr double kCpuGemvTokens = 4;
-// Parallel loops of one CPU layer (runtime/exec/forward.cpp) beyond a decode step's matmul
+// Tokens per matmul up to which the CPU kernels take the one-pass GEMV path.
+constexpr double kCpuGemvTokens = static_cast<double>(strata::kCpuGemvTokens);
+// Parallel loops of one CPU layer (runtime/exec/cpu/cpu_backend.cpp) beyond a decode step's matmul
 // calls (q/k/v together, output, gate/up together, down: each pays the profile's call cost for
 // its rows' width, its hand-off included): a decode step's attention; a pass of several tokens
 // adds its four matmuls, the two norms, RoPE, SwiGLU and each matmul's activation quantization.
 constexpr double kCpuLoopsDecode = 1, kCpuLoopsPass = 12;
-// Query rows of one CPU attention tile (cpu/attention_cpu.cpp: kMaxRows).
-constexpr double kTileRows = 32;
-// Decode rows per device matmul call (gpu/device.h: Device::kRowWiseRows, each row's bits as
-// alone): a batch's step reads the device's weights once per this many sequences.
-constexpr double kGpuDecodeRows = 8;
+// Query rows of one CPU attention tile.
+constexpr double kTileRows = static_cast<double>(kAttentionTileRows);
+// Decode rows per device matmul call (each row's bits as alone): a batch's step reads the
+// device's weights once per this many sequences.
+constexpr double kGpuDecodeRows = static_cast<double>(kDeviceRowWiseRows);
 }  // namespace
 
 Cost& Cost::operator+=(const Cost& o) {
@@ -209,7 +210,7 @@ double CostModel::cpu_decode_attention_s(double threads) const {
     const bool cold = step_bytes > static_cast<double>(hw_.cpu.llc_bytes());
     const double tile = t.tile_s(policy_.kv_type, ctx_avg_, group, shape_.head_dim, cold, kvb_ / n_kv);
     // One sequence spreads its KV heads' tiles over the threads; several share one loop, a
-    // sequence (all its KV heads) per task (runtime/exec/attention_pass.cpp).
+    // sequence (all its KV heads) per task (runtime/exec/cpu/attention_pass.cpp).
     if (mb_ <= 1) return std::ceil(n_kv / threads) * tile;
     return std::ceil(mb_ / threads) * n_kv * tile;
 }

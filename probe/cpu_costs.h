@@ -1,6 +1,6 @@
 #pragma once
 // What a CPU layer costs besides its matmuls, measured through the very kernels the forward pass
-// runs (runtime/exec/forward): attention tiles (cpu::attention) and the per-token vector ops
+// runs (runtime/exec/cpu/cpu_backend): attention tiles (cpu::attention) and the per-token vector ops
 // (norms, RoPE, SwiGLU, residual adds), and one parallel loop's hand-off to the pool's threads.
 #include <vector>
 

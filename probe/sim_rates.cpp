@@ -53,7 +53,7 @@ double op_overhead_us(int threads, int n_layers) {
 }
 
 // Microseconds of one hop of a pass's data to the host and back, as a CPU layer or CPU attention
-// beside the device makes it (runtime/exec/device_layer.cpp, device_attention.cpp): the compute
+// beside the device makes it (runtime/exec/device/device_layer.cpp, device_attention.cpp): the compute
 // stream's result goes down on the D2H stream, the host waits for it, sends it up on the H2D
 // stream, and the compute stream waits for that. Each step wakes a waiting thread; the copies
 // are 1 KiB and the ops tiny, so what is measured is the waking, less one op's overhead.

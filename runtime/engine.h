@@ -1,9 +1,8 @@
 #pragma once
-// One loaded model ready to generate: the GGUF file, its weights, tokenizer, KV cache and
-// CPU threads. The single-sequence API (eval, generate, truncate, reset) appends to sequence
-// 0 of the paged KV cache; the batch API (create_seq, attach_prefix, eval_batch) runs several
-// sequences in one forward pass for the Scheduler (runtime/scheduler.h).
-#include <algorithm>
+// One loaded model ready to run: the GGUF file, its tokenizer, the KV cache, the weights and the
+// backend that computes, as the run's layout placed them (runtime/place/run_layout.h), and the
+// CPU threads. A facade: the scheduler (runtime/scheduler.h), the one generation loop of every
+// command, runs its sequences through create_seq, attach_prefix and eval_batch.
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -18,16 +17,16 @@
 #include "models/hparams.h"
 #include "models/tokenizer.h"
 #include "planner/plan.h"
-#include "runtime/exec/forward.h"
-#include "runtime/grammar/gbnf.h"
-#include "runtime/logprobs.h"
+#include "runtime/exec/cpu/cpu_backend.h"
 #include "runtime/place/gpu_placement.h"
 #include "runtime/place/tensor_overrides.h"
 #include "runtime/weights/expert_slots.h"
+#include "runtime/generation.h"
 #include "runtime/sampler.h"
 #include "storage/budget.h"
 
 namespace strata::cpu { class ThreadPool; }
+namespace strata::gpu { class Device; }
 
 namespace strata { class Trace; }
 
@@ -86,36 +85,6 @@ struct EngineOptions {
     ExpertPolicy expert_policy = ExpertPolicy::Adaptive;
 };
 
-struct GenerateParams {
-    int32_t n_predict = 128;
-    SamplerParams sampler;
-    std::vector<std::string> stop;
-    bool ignore_eos = false;
-    // The output is held to this grammar (runtime/grammar/): from its first token, or when
-    // triggers are given from where the output first writes one of them.
-    std::shared_ptr<const Grammar> grammar;
-    std::vector<std::string> grammar_triggers;
-    int n_logprobs = -1;  // >= 0: each generated token's log-probability and this many alternatives
-    // Ends the output (stop_reason "stop") once this is true of the text released so far, as a
-    // stop string would: a reply with tools ends at a call that repeats an earlier one.
-    std::function<bool(std::string_view text)> ends_output;
-};
-
-struct GenerateResult {
-    std::vector<int32_t> prompt_tokens;
-    std::vector<int32_t> tokens;  // generated ids
-    std::string text;             // generated text, ending before any stop string
-    std::string stop_reason;      // "eos", "stop", "length", "context", "cancelled", "error"
-    std::string error;            // what went wrong, when stop_reason is "error"
-    int cached_tokens = 0;        // prompt tokens whose KV was reused instead of evaluated
-    double prefill_seconds = 0, decode_seconds = 0;
-    double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt_tokens.size() / prefill_seconds : 0; }
-    int n_decode_evals = 0;       // single-token passes (the first token comes from the prefill)
-    double decode_tokens_per_s() const { return decode_seconds > 0 ? n_decode_evals / decode_seconds : 0; }
-    std::vector<SampledLogprobs> logprobs;  // one per generated token, when asked for
-    std::vector<float> embedding;           // an embedding request's unit vector
-};
-
 // What each memory tier holds now and what the disk has served: the live view of `strata
 // serve`'s page. The budgets are 0 where there is no limit (DRAM) or no tier (GPU).
 struct TierGauges {
@@ -150,7 +119,7 @@ public:
     const storage::MemoryBudget& dram() const { return *dram_; }
     // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
-    std::string_view backend_name() const { return fwd_->name(); }
+    std::string_view backend_name() const { return backend_->name(); }
     // The pooling the model's metadata names (`<arch>.pooling_type`); Last when it names none.
     Pooling pooling() const { return pooling_; }
     // The vocabulary as a trie for grammars, built on first use. Thread-safe.
@@ -158,45 +127,36 @@ public:
     // A sampler for `params`, held to its grammar when it has one.
     std::unique_ptr<Sampler> make_sampler(const GenerateParams& params) const;
     // How often each expert of each layer was chosen (mixture-of-experts models on the CPU), or null.
-    const RoutingStats* routing_stats() const { return fwd_->routing_stats(); }
+    const RoutingStats* routing_stats() const { return backend_->routing_stats(); }
     // Adds the routing counts so far to the statistics saved for this model
     // (planner/routing_profile.h), for the next plan; returns where, or empty when there was
     // nothing to save (a dense model, no token run) or it could not be written (logged).
     std::filesystem::path save_routing_stats() const;
     int n_ctx() const;
-    int n_past() const;
     int n_threads() const;
     // The tiers now (runtime/engine_gauges.cpp). On the thread that runs passes: the weight
     // store's and expert cache's counters are that thread's.
     TierGauges gauges() const;
 
-    // Appends tokens to the sequence; returns the last token's logits (or all rows).
-    std::span<const float> eval(std::span<const int32_t> tokens, bool all_logits = false);
-    void reset();
-    // Forgets the sequence past its first n tokens, to reuse a shared prefix.
-    void truncate(int n);
-
-    // Sequences beside sequence 0, for batching. A new sequence is empty; attach_prefix gives
-    // it the cached KV of the longest prefix of `tokens` it can (whole blocks, never all of
-    // `tokens`) and returns the positions attached.
+    // Sequences of the paged KV cache, for the scheduler. A new sequence is empty;
+    // attach_prefix gives it the cached KV of the longest prefix of `tokens` it can (whole
+    // blocks, never all of `tokens`) and returns the positions attached.
     SeqId create_seq();
     void free_seq(SeqId seq);
     int attach_prefix(SeqId seq, std::span<const int32_t> tokens);
-    // Runs every entry's tokens (distinct sequences) in one forward pass (several past
-    // Forward::kMaxUbatch tokens) and returns n_vocab logits of each entry's last token, one
-    // row per entry. Throws OutOfBudget when the KV pool cannot hold the new positions.
+    // Runs every entry's tokens (distinct sequences) after their sequences' last positions, in
+    // passes of up to Backend::kMaxUbatch tokens, and returns the logits Backend::eval_batch
+    // writes (a Logits entry's last token, every token of an AllLogits entry, in entry order).
+    // Throws OutOfBudget when the KV pool cannot hold the new positions.
     std::span<const float> eval_batch(std::span<const SeqTokens> batch);
     // The last eval_batch's hidden-state outputs: n_embd floats per entry (PassOutput).
     std::span<const float> batch_hidden() const { return hidden_; }
     KvCache& kv() { return *kv_; }
 
-    // Prefills `prompt` (appended to the current sequence) and samples up to n_predict
-    // tokens, calling on_text with each piece of text that is ready to show. Returning false
-    // from on_text stops generation.
-    GenerateResult generate(std::span<const int32_t> prompt, const GenerateParams& params,
-                            const std::function<bool(std::string_view)>& on_text = {});
-
 private:
+    // The CPU backend, or the device backend on `device` with its KV cache where `kv_on` says.
+    void make_backend(const EngineOptions& opts, KvPlacement kv_on, std::unique_ptr<gpu::Device> device);
+
     std::unique_ptr<Trace> trace_;  // first in, last out: everything below may record into it
     models::GgufFile file_;
     models::Hparams hp_;
@@ -206,7 +166,7 @@ private:
     std::unique_ptr<KvCache> kv_;
     std::unique_ptr<Placement> placement_;
     std::unique_ptr<WeightStore> weights_;
-    std::unique_ptr<Backend> fwd_;
+    std::unique_ptr<Backend> backend_;
     storage::Reservation working_;
     storage::Reservation batch_logits_;  // grows with the largest batch eval_batch has run
     bool warned_logits_ = false;

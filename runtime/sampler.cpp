@@ -101,6 +101,11 @@ int32_t Sampler::sample(std::span<const float> logits) {
 }
 
 int32_t Sampler::draw(std::span<const float> logits, bool masked) {
+    const bool penalties = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+    // Greedy without penalties: the first largest logit, as the candidates below would give it
+    // (a masked token's -infinity is never the largest while the grammar allows any).
+    if (params_.temperature <= 0.0f && !penalties)
+        return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     cand_.resize(logits.size());
     for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
     sampling::apply_penalties(cand_, recent_, params_);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <limits>
 #include <unordered_set>
 
@@ -11,7 +12,6 @@
 #include "core/log.h"
 #include "runtime/embedding_pool.h"
 #include "runtime/kv/kv_cache.h"
-#include "runtime/text_stream.h"
 
 namespace strata::runtime {
 
@@ -35,8 +35,7 @@ struct Scheduler::Job {
     size_t chunk = 0;     // tokens of context() in this step's pass
     int waited = 0;       // steps in a row it was left out while clients share (ClientShares)
     int32_t next = -1;    // the last sampled token, evaluated in the next step
-    std::unique_ptr<Sampler> sampler;
-    std::unique_ptr<TextStream> stream;
+    std::unique_ptr<Generation> generation;  // null for an embedding
     std::vector<float> pooled;  // an embedding job's hidden states pooled so far
     GenerateResult result;
     Clock::time_point started, first_token;
@@ -46,6 +45,7 @@ struct Scheduler::Job {
     bool prefilling() const { return fed < context().size(); }
     // What its next prompt chunk asks the pass for.
     PassOutput output() const {
+        if (request.on_prompt_logits) return PassOutput::AllLogits;
         if (!request.embed) return PassOutput::Logits;
         if (*request.embed == Pooling::Mean) return PassOutput::SumHidden;
         return *request.embed == Pooling::First && fed == 0 ? PassOutput::FirstHidden : PassOutput::LastHidden;
@@ -106,6 +106,17 @@ uint64_t Scheduler::submit(Request request) {
     queue_.push_back(std::move(job));
     wake_.notify_all();
     return id;
+}
+
+GenerateResult Scheduler::run(Request request) {
+    std::promise<GenerateResult> done;
+    std::future<GenerateResult> result = done.get_future();
+    request.on_done = [&done, own = std::move(request.on_done)](const GenerateResult& r) {
+        if (own) own(r);
+        done.set_value(r);
+    };
+    submit(std::move(request));
+    return result.get();
 }
 
 void Scheduler::cancel(uint64_t id) {
@@ -217,20 +228,15 @@ void Scheduler::admit() {
         Job& j = **next;
         const auto& prompt = j.context();
         const SeqId seq = engine_.create_seq();
-        // Pooling over every token needs every token's hidden state: nothing is attached.
-        const bool attach = !j.request.embed || *j.request.embed == Pooling::Last;
+        // Pooling over every token, or scoring it, needs every token's outputs: nothing is attached.
+        const bool attach = (!j.request.embed || *j.request.embed == Pooling::Last) && !j.request.on_prompt_logits;
         const int cached = attach ? engine_.attach_prefix(seq, prompt) : 0;
         // Admitted when its context and first token fit beside what the running sequences
         // need for their next token; when they grow past the pool, the youngest is preempted.
         if (kv.pool().n_free() - outstanding_blocks() < kv.blocks_needed(seq, static_cast<int32_t>(prompt.size()) + 1)) {
             engine_.free_seq(seq);
-            if (!running_.empty()) return;
-            // Nothing runs: only the single-sequence API's sequence can hold blocks.
-            if (kv.seq_len(0) > 0) {
-                engine_.reset();
-                continue;
-            }
-            STRATA_ASSERT(!"a request the pool can hold did not fit an empty pool");
+            STRATA_ASSERT(!running_.empty() && "a request the pool can hold did not fit an empty pool");
+            return;
         }
         j.seq = seq;
         j.fed = static_cast<size_t>(cached);
@@ -238,15 +244,13 @@ void Scheduler::admit() {
         running_.push_back(std::move(*next));
         queue_.erase(next);
         if (j.started != Clock::time_point{}) continue;  // resumed after a preemption
-        if (!j.request.embed) {
-            j.sampler = engine_.make_sampler(j.request.params);
-            for (int32_t t : prompt) j.sampler->accept(t);
-            j.stream = std::make_unique<TextStream>(j.request.params.stop);
-        }
-        shares_.admitted(j.request.client);
         j.result.prompt_tokens = prompt;
         j.result.cached_tokens = cached;
         j.result.stop_reason = "length";
+        if (!j.request.embed)
+            j.generation = std::make_unique<Generation>(j.request.params, engine_.tokenizer(), engine_.make_sampler(j.request.params),
+                                                        prompt, j.result, j.request.on_text, j.request.on_logprobs);
+        shares_.admitted(j.request.client);
         j.started = Clock::now();
         stats_.cached_tokens += static_cast<uint64_t>(cached);
     }
@@ -295,11 +299,7 @@ void Scheduler::make_room() {
             need += kv.blocks_needed(j->seq, static_cast<int32_t>(upto));
         }
         if (need <= kv.pool().n_free()) return;
-        if (running_.size() == 1) {  // alone it fits the pool: only sequence 0 can be in the way
-            STRATA_ASSERT(kv.seq_len(0) > 0);
-            engine_.reset();
-            continue;
-        }
+        STRATA_ASSERT(running_.size() > 1 && "a request the pool can hold did not fit it alone");
         std::unique_ptr<Job> victim = std::move(running_.back());
         running_.pop_back();
         preempt(*victim);
@@ -311,13 +311,13 @@ void Scheduler::make_room() {
 
 void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
     // One decode token per generating sequence, then prompt chunks least-served client first,
-    // up to Forward::kMaxUbatch tokens in all. While clients share, no chunk takes more than an
+    // up to Backend::kMaxUbatch tokens in all. While clients share, no chunk takes more than an
     // equal part of a step, a light client's decode steps stay cheap (ClientShares::may_join),
     // and a much lighter client's sequences run alone (ClientShares::light).
     make_room();
     std::vector<SeqTokens> batch;
     std::vector<Job*> owners;
-    int64_t budget = Forward::kMaxUbatch, chunk_limit = Forward::kMaxUbatch;
+    int64_t budget = Backend::kMaxUbatch, chunk_limit = Backend::kMaxUbatch;
     bool shared = false;
     std::vector<std::pair<double, Job*>> prompts;  // with their client's service
     double lightest_decoder = std::numeric_limits<double>::infinity();
@@ -325,7 +325,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         std::lock_guard lock(mu_);
         const size_t clients = shares_.active();
         shared = clients > 1;
-        if (shared) chunk_limit = std::max<int64_t>(kMinPromptChunk, Forward::kMaxUbatch / static_cast<int64_t>(clients));
+        if (shared) chunk_limit = std::max<int64_t>(kMinPromptChunk, Backend::kMaxUbatch / static_cast<int64_t>(clients));
         std::vector<std::string_view> running;
         for (const auto& j : running_) running.push_back(j->request.client);
         const auto light = shared ? shares_.light(running) : std::nullopt;
@@ -354,7 +354,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         const int64_t take = std::min({left, budget, chunk_limit});
         if (take <= 0 || (take < left && take < kMinPromptChunk && !batch.empty())) continue;
         if (shared && j->waited < ClientShares::kMaxWaitSteps &&
-            !ClientShares::may_join(Forward::kMaxUbatch - budget, take, service, lightest_decoder)) {
+            !ClientShares::may_join(Backend::kMaxUbatch - budget, take, service, lightest_decoder)) {
             ++j->waited;
             continue;
         }
@@ -372,9 +372,12 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         logits = engine_.eval_batch(batch);
     } catch (const std::exception& e) {
         STRATA_LOG_ERROR("scheduler: a forward pass over {} sequences failed: {}", batch.size(), e.what());
+        // Strata's errors carry a way out: it goes with the message.
+        const auto* error = dynamic_cast<const Error*>(&e);
+        const std::string why = error && !error->hint().empty() ? fmt::format("{} ({})", e.what(), error->hint()) : e.what();
         for (Job* j : owners) {
             j->result.stop_reason = "error";
-            j->result.error = e.what();
+            j->result.error = why;
             j->finished = true;
         }
         logits = {};
@@ -382,9 +385,13 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
     const double busy = seconds_since(t0);
     uint64_t prompt_tokens = 0;
     const int64_t V = engine_.hparams().n_vocab, E = engine_.hparams().n_embd;
-    for (size_t i = 0; i < owners.size() && !logits.empty(); ++i) {
+    int64_t row = 0;  // the entry's first row of logits (Backend::eval_batch)
+    for (size_t i = 0; i < owners.size() && !logits.empty(); row += Backend::logit_rows(batch[i]), ++i) {
         Job& j = *owners[i];
+        // Its last token's logits: what the next token is drawn from.
+        const std::span<const float> last = logits.subspan((row + Backend::logit_rows(batch[i]) - 1) * V, V);
         if (j.chunk > 0) {
+            if (j.request.on_prompt_logits) j.request.on_prompt_logits(j.fed, logits.subspan(row * V, j.chunk * V));
             j.fed += j.chunk;
             prompt_tokens += j.chunk;
             if (j.request.embed) {
@@ -402,7 +409,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         } else {
             ++j.result.n_decode_evals;
         }
-        j.finished = !feed(j, logits.subspan(i * V, V));
+        j.finished = !feed(j, last);
     }
     {
         std::lock_guard lock(mu_);
@@ -426,56 +433,17 @@ void Scheduler::pool(Job& j, std::span<const float> hidden) {
 }
 
 bool Scheduler::feed(Job& j, std::span<const float> logits) {
-    GenerateResult& r = j.result;
-    const GenerateParams& p = j.request.params;
-    const models::Tokenizer& tok = engine_.tokenizer();
-    if (static_cast<int32_t>(r.tokens.size()) >= p.n_predict) return false;  // n_predict 0: the prompt only
-    const int32_t t = j.sampler->sample(logits);
-    if (t < 0) {
-        r.stop_reason = "error";
-        r.error = kGrammarDeadEnd;
-        return false;
-    }
-    // A grammar's end is the end: its output is whole.
-    if ((!p.ignore_eos || p.grammar) && tok.is_eog(t)) {
-        r.stop_reason = "eos";
-        return false;
-    }
-    if (p.n_logprobs >= 0) {
-        r.logprobs.push_back(token_logprobs(logits, t, p.n_logprobs));
-        if (j.request.on_logprobs) j.request.on_logprobs(r.logprobs.back());
-    }
-    r.tokens.push_back(t);
-    j.sampler->accept_generated(t);
-    const std::string text = j.stream->push(tok.piece(t));
-    const bool keep_going = text.empty() || !j.request.on_text || j.request.on_text(text);
-    if (j.stream->stopped() || (p.ends_output && !text.empty() && p.ends_output(j.stream->text()))) {
-        r.stop_reason = "stop";
-        return false;
-    }
-    if (!keep_going) {
-        r.stop_reason = "cancelled";
-        return false;
-    }
-    if (static_cast<int32_t>(r.tokens.size()) == p.n_predict) return false;  // "length"
-    if (engine_.kv().seq_len(j.seq) >= engine_.n_ctx()) {
-        r.stop_reason = "context";
-        return false;
-    }
-    j.next = t;
-    return true;
+    const std::optional<int32_t> next = j.generation->accept(logits, engine_.kv().seq_len(j.seq), engine_.n_ctx());
+    if (next) j.next = *next;
+    return next.has_value();
 }
 
 void Scheduler::finish(std::vector<std::unique_ptr<Job>>& done) {
     for (auto& j : done) {
         GenerateResult& r = j->result;
         if (j->seq >= 0) engine_.free_seq(j->seq);
-        if (j->stream) {  // it has run (it may wait again after a preemption)
-            if (r.stop_reason != "error" && !j->stream->stopped() && r.stop_reason != "cancelled") {
-                const std::string rest = j->stream->flush();
-                if (!rest.empty() && j->request.on_text) j->request.on_text(rest);
-            }
-            r.text = j->stream->text();
+        if (j->generation) {  // it has run (it may wait again after a preemption)
+            j->generation->finish();
             if (j->first_token != Clock::time_point{}) r.decode_seconds = seconds_since(j->first_token);
         } else {
             r.prompt_tokens = j->request.prompt;

@@ -1,8 +1,10 @@
 #pragma once
-// Continuous batching: requests from any thread (server connections, the batch runner) join
-// a queue; one scheduler thread admits them while the KV budget allows, and each step runs
-// one forward pass over the weights for every running sequence (prompt chunks and next
-// tokens together), so streamed weights are read once per step for the whole batch.
+// Continuous batching, the one generation loop of every command (generate, chat, serve, batch,
+// embed, perplexity, bench): requests from any thread join a queue; one scheduler thread
+// admits them while the KV budget allows, and each step runs one forward pass over the weights
+// for every running sequence (prompt chunks and next tokens together), so streamed weights are
+// read once per step for the whole batch. Each sequence's tokens are drawn and its end decided
+// by its Generation (runtime/generation.h).
 // Finished or cancelled sequences leave at once and waiting ones take their place.
 // Requests carry a client key: when several clients have work, each runs at most its share
 // of the batch, waits at most its share of the queue, and the least-served client's requests
@@ -23,6 +25,7 @@
 
 #include "runtime/client_shares.h"
 #include "runtime/engine.h"
+#include "runtime/generation.h"
 
 namespace strata::runtime {
 
@@ -43,6 +46,11 @@ struct Request {
     std::function<bool(std::string_view)> on_text;
     // With params.n_logprobs >= 0: each generated token's log-probabilities, before its text.
     std::function<void(const SampledLogprobs&)> on_logprobs;
+    // Scoring a text (perplexity): every prompt token's n_vocab logits, handed over chunk by
+    // chunk as the passes compute them (`first`: the chunk's first prompt position; `rows`:
+    // n_vocab floats per token), on the scheduler's thread. Such a prompt is always computed
+    // (no cached prefix is attached).
+    std::function<void(size_t first, std::span<const float> rows)> on_prompt_logits;
     // Exactly once per accepted request, on the scheduler's thread: finished, cancelled
     // (stop_reason "cancelled") or failed (stop_reason "error", GenerateResult::error says why).
     std::function<void(const GenerateResult&)> on_done;
@@ -105,6 +113,9 @@ public:
     // run (empty prompt, prompt + max tokens past the context, a KV need above the whole
     // budget) and QueueFull when the queue is full; on_done is not called then.
     uint64_t submit(Request request);
+    // Submits `request` and waits for its end (its own on_done runs first): its result. Throws
+    // as submit does.
+    GenerateResult run(Request request);
     // Thread-safe; unknown or finished ids are ignored. The request ends "cancelled".
     void cancel(uint64_t id);
     // Blocks until nothing is queued or running.
@@ -130,7 +141,8 @@ private:
     void pool(Job& job, std::span<const float> hidden);
     // One forward pass over every running sequence; finished jobs move to `done`.
     void step(std::vector<std::unique_ptr<Job>>& done);
-    bool feed(Job& job, std::span<const float> logits);  // false: the job is finished
+    // The job's next token from its row of logits; false: the job is finished.
+    bool feed(Job& job, std::span<const float> logits);
     void finish(std::vector<std::unique_ptr<Job>>& done);
     int32_t outstanding_blocks() const;
     // Preempts the youngest sequences until the next step's KV fits the pool.

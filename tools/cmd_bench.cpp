@@ -1,11 +1,14 @@
 // `strata bench`: prompt processing and generation speed in llama-bench's shape, so the numbers
-// compare directly with llama.cpp's (bench/peer_llamacpp.py runs llama.cpp the same way).
-//   pp<P>  evaluate P random tokens from an empty KV cache in one call (only the last token's
-//          logits are computed); t/s = P / seconds.
-//   tg<N>  from an empty KV cache, N single-token evaluations; t/s = N / seconds.
-// With -b B, B sequences run together (pp: each one's P tokens in one eval_batch; tg: one token
-// of each per step) and t/s is the aggregate, B x P (or N) / seconds; with -d D each sequence
-// first holds D random positions (untimed), as llama-bench's -d. Below the table: the plan's
+// compare directly with llama.cpp's (bench/peer_llamacpp.py runs llama.cpp the same way). Every
+// test's requests run through the scheduler, the generation loop of every command.
+//   pp<P>  a request of P random tokens from an empty KV cache (passes of up to 256 tokens,
+//          only the last token's logits computed); t/s = P / seconds.
+//   tg<N>  a request of one random token generating N + 1 greedy tokens: N single-token
+//          passes after the first; t/s = N / their seconds.
+// With -b B, B requests run together (pp: their prompts in the same passes; tg: one token of
+// each per step) and t/s is the aggregate, B x P (or N) / seconds; with -d D each sequence
+// first holds D random positions (computed untimed, attached from the prefix cache), as
+// llama-bench's -d. Below the table: the plan's
 // prediction for the same run (runtime/place/placement.h).
 // For tg it also reports the memory speed decode reached: weight bytes per token x t/s against
 // the profile's DRAM read rate, and, when layers stream from disk (--dram below the model),
@@ -31,6 +34,7 @@
 #include "runtime/exec/routing_stats.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"
+#include "runtime/scheduler.h"
 #include "runtime/weights/expert_cache.h"
 #include "runtime/weights/weight_store.h"
 #include "tools/cli_options.h"
@@ -115,11 +119,14 @@ int run_bench(const BenchOptions& o) {
     if (o.reps < 1) throw UsageError(fmt::format("-r {} is not a positive number of repetitions", o.reps));
     if (o.n_prompt == 0 && o.n_gen == 0) throw UsageError("nothing to measure: -p and -n are both 0");
     runtime::EngineOptions eo = o.m.engine();
-    if (eo.n_ctx == 0) eo.n_ctx = std::max(16, o.depth + std::max(o.n_prompt, o.n_gen));
+    // A request holds its depth and its prompt (pp: n_prompt tokens; tg: one, and n_gen + 1
+    // generated), and the scheduler keeps room for one more position.
+    const int n_held = o.depth + std::max(o.n_prompt + 1, o.n_gen + 2);
+    if (eo.n_ctx == 0) eo.n_ctx = std::max(16, n_held);
     eo.n_predict = o.n_gen;
     eo.kv_positions = o.batch * eo.n_ctx;  // every sequence its whole context
     runtime::Engine engine(eo);
-    if (o.depth + std::max(o.n_prompt, o.n_gen) > engine.n_ctx())
+    if (n_held > engine.n_ctx())
         throw UsageError(fmt::format("-d {} + -p {} / -n {} do not fit the context of {}", o.depth, o.n_prompt, o.n_gen,
                                      engine.n_ctx()),
                          "raise --ctx");
@@ -132,37 +139,50 @@ int run_bench(const BenchOptions& o) {
         for (auto& t : toks) t = token(rng);
         return toks;
     };
-    // Sequence 0 and batch - 1 more, emptied before each test and filled to the depth.
-    std::vector<runtime::SeqId> seqs{0};
-    for (int i = 1; i < o.batch; ++i) seqs.push_back(engine.create_seq());
-    // Each sequence's next `n` tokens (fresh random ones) in one eval_batch.
-    auto eval_all = [&](int n) {
-        std::vector<std::vector<int32_t>> toks;
-        std::vector<runtime::SeqTokens> batch;
-        for (size_t i = 0; i < seqs.size(); ++i) toks.push_back(random_tokens(n));
-        for (size_t i = 0; i < seqs.size(); ++i) batch.push_back({seqs[i], toks[i]});
-        const auto t0 = Clock::now();
-        engine.eval_batch(batch);
-        return std::chrono::duration<double>(Clock::now() - t0).count();
+    // Every test runs through the scheduler, `batch` requests at once. A sequence at depth D
+    // starts with D random positions that an untimed request computed first, attached from the
+    // prefix cache (whole blocks: a depth's last partial block is computed again in the test).
+    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{o.batch, o.batch});
+    std::vector<std::vector<int32_t>> depth(o.batch);
+    // Runs one request per sequence (its depth, then `fresh` new random tokens, generating
+    // n_predict more) and returns each one's result.
+    auto run_all = [&](int fresh, int n_predict) {
+        std::vector<runtime::GenerateResult> results(o.batch);
+        for (int i = 0; i < o.batch; ++i) {
+            runtime::Request r;
+            r.prompt = depth[i];
+            const auto more = random_tokens(fresh);
+            r.prompt.insert(r.prompt.end(), more.begin(), more.end());
+            r.params.n_predict = n_predict;
+            r.params.ignore_eos = true;
+            r.params.sampler.temperature = 0;
+            r.on_done = [&results, i](const runtime::GenerateResult& res) { results[i] = res; };
+            scheduler.submit(std::move(r));
+        }
+        scheduler.wait_idle();
+        for (const auto& r : results)
+            if (r.stop_reason == "error") throw Error(fmt::format("bench: a request failed: {}", r.error));
+        return results;
     };
     auto start_test = [&] {
-        engine.reset();
-        for (size_t i = 1; i < seqs.size(); ++i) {
-            engine.free_seq(seqs[i]);
-            seqs[i] = engine.create_seq();
-        }
-        if (o.depth > 0) eval_all(o.depth);
+        for (auto& d : depth) d = random_tokens(o.depth);
+        if (o.depth > 0) run_all(0, 0);
     };
+    // pp: each sequence's n prompt tokens, from submission to the last request's end.
     auto run_pp = [&](int n) {
         start_test();
-        return eval_all(n);
+        const auto t0 = Clock::now();
+        run_all(n, 0);
+        return std::chrono::duration<double>(Clock::now() - t0).count();
     };
     uint64_t streamed = 0;  // bytes the last tg run read from disk
+    // tg: n single-token passes after the first token (which one prompt token's pass gives):
+    // the decode of the slowest sequence.
     auto run_tg = [&](int n) {
         start_test();
         const uint64_t read0 = engine.weights().stats().bytes_read;
         double seconds = 0;
-        for (int i = 0; i < n; ++i) seconds += eval_all(1);
+        for (const auto& r : run_all(1, n + 1)) seconds = std::max(seconds, r.decode_seconds * n / std::max(1, r.n_decode_evals));
         streamed = engine.weights().stats().bytes_read - read0;
         return seconds;
     };

@@ -1,4 +1,5 @@
-// `strata generate`: complete a prompt, streaming text to stdout, or print one JSON object.
+// `strata generate`: complete a prompt, streaming text to stdout, or print one JSON object; the
+// request runs through the scheduler like every other command's.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "planner/plan_report.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"
+#include "runtime/scheduler.h"
 #include "runtime/weights/weight_store.h"
 #include "tools/cli_options.h"
 
@@ -64,6 +66,12 @@ nlohmann::json experts_json(const runtime::Engine& engine) {
     return j;
 }
 
+// A run whose pass failed ends the command with its error; a grammar's dead end is an outcome.
+runtime::GenerateResult finished(runtime::GenerateResult r) {
+    if (r.stop_reason == "error" && r.error != runtime::kGrammarDeadEnd) throw Error(r.error);
+    return r;
+}
+
 std::string read_prompt(const GenerateOptions& o) {
     if (!o.prompt.empty()) return o.prompt;
     if (!o.prompt_file.empty()) return read_file(o.prompt_file, "the prompt file", "give a readable file with -f");
@@ -82,15 +90,17 @@ int run_generate(const GenerateOptions& o) {
     const models::Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(prompt, tok.add_bos_default() && !o.no_bos, true);
 
-    runtime::GenerateParams gp;
-    gp.n_predict = o.n_predict;
-    gp.sampler = o.sampler;
-    gp.stop = o.stop;
-    gp.ignore_eos = o.ignore_eos;
-    gp.grammar = grammar;
+    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{1, 1});
+    runtime::Request request;
+    request.prompt = std::move(ids);
+    request.params.n_predict = o.n_predict;
+    request.params.sampler = o.sampler;
+    request.params.stop = o.stop;
+    request.params.ignore_eos = o.ignore_eos;
+    request.params.grammar = grammar;
 
     if (o.json) {
-        auto r = engine.generate(ids, gp);
+        auto r = finished(scheduler.run(std::move(request)));
         nlohmann::json j = {
             {"prompt_tokens", r.prompt_tokens},
             {"tokens", r.tokens},
@@ -109,11 +119,12 @@ int run_generate(const GenerateOptions& o) {
     }
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fflush(stdout);
-    auto r = engine.generate(ids, gp, [](std::string_view s) {
+    request.on_text = [](std::string_view s) {
         std::fwrite(s.data(), 1, s.size(), stdout);
         std::fflush(stdout);
         return true;
-    });
+    };
+    auto r = finished(scheduler.run(std::move(request)));
     std::fputc('\n', stdout);
     std::fprintf(stderr, "\nprompt: %zu tokens, %.1f tokens/s | generated: %zu tokens, %.1f tokens/s (%s)\n",
                  r.prompt_tokens.size(), r.prefill_tokens_per_s(), r.tokens.size(), r.decode_tokens_per_s(),

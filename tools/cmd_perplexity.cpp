@@ -1,18 +1,32 @@
 // `strata perplexity`: llama.cpp's method. The text is split into chunks of --chunk tokens;
 // each chunk is evaluated from an empty cache and only its second half is scored, so every
-// scored token sees at least half a chunk of context.
+// scored token sees at least half a chunk of context. Each chunk is a scoring request of the
+// scheduler, whose passes hand over every position's logits.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "runtime/scheduler.h"
 #include "tools/cli_options.h"
 #include "tools/progress.h"
 
 namespace strata::cli {
+
+namespace {
+// -log p(target) under a row of logits.
+double nll_of(std::span<const float> row, int32_t target) {
+    double max_l = row[0];
+    for (float l : row) max_l = std::max<double>(max_l, l);
+    double sum = 0;
+    for (float l : row) sum += std::exp(l - max_l);
+    return std::log(sum) + max_l - row[target];
+}
+}  // namespace
 
 int run_perplexity(const PerplexityOptions& o) {
     std::ifstream in(o.file, std::ios::binary);
@@ -20,7 +34,7 @@ int run_perplexity(const PerplexityOptions& o) {
     const std::string text{std::istreambuf_iterator<char>(in), {}};
 
     ModelOptions mo = o.m;
-    mo.ctx = std::max(mo.ctx, o.ctx);
+    mo.ctx = std::max(mo.ctx, o.ctx + 1);  // a chunk, and the one more position a request may take
     runtime::Engine engine(mo.engine());
     const models::Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(text, tok.add_bos_default(), false);
@@ -33,28 +47,40 @@ int run_perplexity(const PerplexityOptions& o) {
 
     const int n_vocab = engine.hparams().n_vocab;
     const int first = o.ctx / 2;
-    double nll = 0;
-    size_t count = 0;
+    // Each scored position's -log p of the next token, kept by position: a chunk preempted and
+    // computed again hands the same positions over again.
+    std::vector<double> nll(n_chunks * size_t(o.ctx), 0.0);
+    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{1, static_cast<int>(n_chunks)});
     Progress progress("perplexity", n_chunks);
+    std::mutex mu;
+    std::string failed;
+    size_t n_done = 0;
+    double sum = 0;
     for (size_t c = 0; c < n_chunks; ++c) {
-        std::vector<int32_t> chunk(ids.begin() + c * o.ctx, ids.begin() + (c + 1) * o.ctx);
-        if (tok.add_bos_default()) chunk[0] = tok.bos();
-        engine.reset();
-        auto logits = engine.eval(chunk, /*all_logits=*/true);
-        for (int i = first; i < o.ctx - 1; ++i) {
-            const float* row = &logits[static_cast<size_t>(i) * n_vocab];
-            double max_l = row[0];
-            for (int v = 1; v < n_vocab; ++v) max_l = std::max<double>(max_l, row[v]);
-            double sum = 0;
-            for (int v = 0; v < n_vocab; ++v) sum += std::exp(row[v] - max_l);
-            nll += std::log(sum) + max_l - row[ids[c * o.ctx + i + 1]];
-            ++count;
-        }
-        progress.update(c + 1, fmt::format("PPL so far {:.4f}", std::exp(nll / count)));
+        runtime::Request r;
+        r.prompt.assign(ids.begin() + c * o.ctx, ids.begin() + (c + 1) * o.ctx);
+        if (tok.add_bos_default()) r.prompt[0] = tok.bos();
+        r.params.n_predict = 0;
+        r.on_prompt_logits = [&, c](size_t pos0, std::span<const float> rows) {
+            for (size_t k = 0; k < rows.size() / size_t(n_vocab); ++k)
+                if (const size_t i = pos0 + k; i >= size_t(first) && i + 1 < size_t(o.ctx))
+                    nll[c * o.ctx + i] = nll_of(rows.subspan(k * n_vocab, n_vocab), ids[c * o.ctx + i + 1]);
+        };
+        r.on_done = [&, c](const runtime::GenerateResult& result) {
+            std::lock_guard lock(mu);
+            if (result.stop_reason == "error" && failed.empty()) failed = result.error;
+            for (int i = first; i < o.ctx - 1; ++i) sum += nll[c * o.ctx + i];
+            ++n_done;
+            progress.update(n_done, fmt::format("PPL so far {:.4f}", std::exp(sum / double(n_done * (o.ctx - 1 - first)))));
+        };
+        scheduler.submit(std::move(r));
     }
+    scheduler.wait_idle();
     progress.finish();
+    if (!failed.empty()) throw Error(fmt::format("perplexity: a chunk failed: {}", failed));
+    const size_t count = n_chunks * size_t(o.ctx - 1 - first);
     std::printf("chunks: %zu x %d tokens, scored: %zu tokens\n", n_chunks, o.ctx, count);
-    std::printf("PPL = %.4f\n", std::exp(nll / count));
+    std::printf("PPL = %.4f\n", std::exp(sum / double(count)));
     return 0;
 }
 

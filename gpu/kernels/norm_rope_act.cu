@@ -39,7 +39,7 @@ __global__ void rope_kernel(float* x, const int32_t* pos, RopeArgs a) {
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         double theta = static_cast<double>(pos[t]) * a.freq_scale * pow(static_cast<double>(a.freq_base), -2.0 * i / a.n_rot);
         if (a.freq_factors) theta /= a.freq_factors[i];
-        const float c = static_cast<float>(cos(theta)), s = static_cast<float>(sin(theta));
+        const float c = static_cast<float>(cos(theta) * a.attn_factor), s = static_cast<float>(sin(theta) * a.attn_factor);
         const int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
         for (int h = 0; h < a.n_heads; ++h) {
             float* head = tok + static_cast<int64_t>(h) * a.head_dim;

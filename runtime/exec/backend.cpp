@@ -48,42 +48,23 @@ void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::
     for (const auto& s : segments) kv.commit(s.seq, tokens.subspan(s.first, s.n));
 }
 
-void Backend::eval(std::span<const int32_t> tokens, KvCache& kv, std::vector<float>& logits, bool all_logits) {
-    check(tokens);
-    if (!kv.reserve(0, static_cast<int32_t>(tokens.size())))
-        throw OutOfBudget(fmt::format("KV cache full: {} of {} blocks in use, {} more needed", kv.pool().n_used(),
-                                      kv.pool().n_blocks(), kv.blocks_needed(0, kv.n_past() + static_cast<int32_t>(tokens.size()))),
-                          "free sequences, or give the cache more room (--ctx, --dram)");
-    const int64_t V = hp_.n_vocab;
-    const int64_t ub = std::min<int64_t>(kMaxUbatch, static_cast<int64_t>(tokens.size()));
-    reserve(ub);
-    logits.resize((all_logits ? tokens.size() : 1) * V);
-    std::vector<int64_t> rows;
-    for (size_t start = 0; start < tokens.size(); start += ub) {
-        const int64_t n = std::min<int64_t>(ub, static_cast<int64_t>(tokens.size() - start));
-        const PassLayout::Segment seg{0, kv.n_past(), 0, n};
-        pass(tokens.subspan(start, n), {&seg, 1}, kv);
-        // Only the rows whose logits are wanted go through the output head.
-        if (!all_logits && start + n < tokens.size()) continue;
-        rows.clear();
-        for (int64_t t = all_logits ? 0 : n - 1; t < n; ++t) rows.push_back(t);
-        head(rows, all_logits ? &logits[start * V] : logits.data(), false);
-    }
-}
-
 void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits, std::vector<float>& states) {
     int64_t total = 0;
     std::vector<SeqId> seqs;
+    std::vector<int64_t> row0;  // each entry's first row of logits
+    int64_t n_rows = 0;
     for (const SeqTokens& e : batch) {
         check(e.tokens);
         total += static_cast<int64_t>(e.tokens.size());
         seqs.push_back(e.seq);
+        row0.push_back(n_rows);
+        n_rows += logit_rows(e);
     }
     std::sort(seqs.begin(), seqs.end());
     if (std::adjacent_find(seqs.begin(), seqs.end()) != seqs.end())
         throw UsageError("a batch names the same sequence twice", "give each sequence's tokens as one entry");
     const int64_t V = hp_.n_vocab, E = hp_.n_embd;
-    logits.assign(batch.size() * V, 0.0f);
+    logits.assign(n_rows * V, 0.0f);
     states.assign(batch.size() * E, 0.0f);
     reserve(std::min(kMaxUbatch, total));
     // Passes of up to kMaxUbatch tokens; an entry may be split across passes. Entries of more
@@ -93,7 +74,7 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
     std::stable_partition(order.begin(), order.end(), [&](size_t i) { return int64_t(batch[i].tokens.size()) > kDecodeRows; });
     std::vector<int32_t> tokens;
     std::vector<PassLayout::Segment> segments;
-    std::vector<int64_t> rows, owners;    // Logits entries whose last token is in the pass
+    std::vector<int64_t> rows, dest;      // pass rows that go through the head, and their row of logits
     std::vector<int64_t> hrows, howners;  // rows whose hidden state an entry takes
     std::vector<float> out;
     size_t entry = 0, done = 0;  // the next token: batch[order[entry]].tokens[done]
@@ -101,9 +82,10 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
         tokens.clear();
         segments.clear();
         rows.clear();
-        owners.clear();
+        dest.clear();
         hrows.clear();
         howners.clear();
+        int64_t n_scored = 0;  // rows of AllLogits entries, which come first in `rows`
         while (entry < batch.size() && static_cast<int64_t>(tokens.size()) < kMaxUbatch) {
             const SeqTokens& e = batch[order[entry]];
             const size_t take = std::min(e.tokens.size() - done, size_t(kMaxUbatch) - tokens.size());
@@ -114,9 +96,15 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
             tokens.insert(tokens.end(), e.tokens.begin() + done, e.tokens.begin() + done + take);
             const bool ends = done + take == e.tokens.size();
             const int64_t last = static_cast<int64_t>(tokens.size()) - 1;
-            if (e.output == PassOutput::Logits && ends) {
+            if (e.output == PassOutput::AllLogits) {
+                for (int64_t r = first; r <= last; ++r) {
+                    rows.insert(rows.begin() + n_scored, r);
+                    dest.insert(dest.begin() + n_scored, row0[owner] + int64_t(done) + (r - first));
+                    ++n_scored;
+                }
+            } else if (e.output == PassOutput::Logits && ends) {
                 rows.push_back(last);
-                owners.push_back(owner);
+                dest.push_back(row0[owner]);
             } else if ((e.output == PassOutput::LastHidden && ends) || (e.output == PassOutput::FirstHidden && done == 0)) {
                 hrows.push_back(e.output == PassOutput::LastHidden ? last : first);
                 howners.push_back(owner);
@@ -135,8 +123,8 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
         pass(tokens, segments, kv);
         if (!rows.empty()) {
             out.resize(rows.size() * V);
-            head(rows, out.data(), true);
-            for (size_t i = 0; i < rows.size(); ++i) std::copy_n(&out[i * V], V, &logits[owners[i] * V]);
+            head(rows, out.data(), n_scored);
+            for (size_t i = 0; i < rows.size(); ++i) std::copy_n(&out[i * V], V, &logits[dest[i] * V]);
         }
         if (!hrows.empty()) {
             out.resize(hrows.size() * E);

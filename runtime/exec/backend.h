@@ -1,6 +1,7 @@
 #pragma once
-// What computes the llama forward pass: the CPU (runtime/exec/forward.h) or a device, CUDA or
-// simulated (runtime/exec/device_backend.h). This base turns eval and eval_batch requests into passes of up to
+// What computes the forward pass: the CPU (runtime/exec/cpu/cpu_backend.h) or a device, CUDA
+// or simulated (runtime/exec/device/device_backend.h), each running the layer program
+// (runtime/exec/layer_program.h). This base turns eval_batch requests into passes of up to
 // kMaxUbatch tokens of several sequences laid out in the paged KV cache (PassLayout); a backend
 // computes each pass and the logits of the rows asked for.
 #include <cstdint>
@@ -20,6 +21,7 @@ namespace strata::runtime {
 // states (after the output norm, before the head) to pool into an embedding.
 enum class PassOutput : uint8_t {
     Logits,       // n_vocab logits of its last token
+    AllLogits,    // n_vocab logits of each of its tokens (scoring a text: perplexity)
     LastHidden,   // the hidden state of its last token
     FirstHidden,  // of its first token
     SumHidden,    // the sum over all its tokens
@@ -70,15 +72,13 @@ public:
     };
     virtual DeviceMemory device_memory() const { return {}; }
 
-    // Runs `tokens` at positions kv.n_past()... of sequence 0 and appends their keys and
-    // values. Writes n_vocab logits of the last token, or of every token when `all_logits`
-    // (row-major). The caller runs it inside the thread pool's arena.
-    void eval(std::span<const int32_t> tokens, KvCache& kv, std::vector<float>& logits, bool all_logits);
     // Runs every entry's tokens (entries name distinct sequences) in passes of up to
-    // kMaxUbatch tokens and writes, one row per entry, n_vocab logits of a Logits entry's last
-    // token and n_embd floats of hidden state for the others (the rows of the other kind are
-    // zero). The blocks must be reserved (KvCache::reserve): throws UsageError otherwise.
-    // A token's outputs do not depend on the other tokens of its pass (see the backends).
+    // kMaxUbatch tokens, each after its sequence's last position, and writes n_vocab logits
+    // (logit_rows of them per entry, in entry order: a Logits entry's last token, each token of
+    // an AllLogits entry) and one row of n_embd floats of hidden state per entry (the rows of
+    // the other kind are zero). The blocks must be reserved (KvCache::reserve): throws
+    // UsageError otherwise. A token's outputs do not depend on the other tokens of its pass
+    // (see the backends). The caller runs it inside the thread pool's arena.
     void eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits, std::vector<float>& states);
     // The same when every entry asks for logits.
     void eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits) {
@@ -86,9 +86,14 @@ public:
         eval_batch(batch, kv, logits, states);
     }
 
+    // Rows of logits eval_batch writes for `e`.
+    static int64_t logit_rows(const SeqTokens& e) {
+        return e.output == PassOutput::AllLogits ? static_cast<int64_t>(e.tokens.size()) : 1;
+    }
+
     static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
     // Segments of at most this many tokens are decode steps: the CPU runs their matmuls as
-    // GEMVs, a few rows at a time (runtime/exec/forward.cpp).
+    // GEMVs, a few rows at a time (runtime/exec/cpu/pass_matmul.h).
     static constexpr int64_t kDecodeRows = cpu::kDecodeTokens;
 
 protected:
@@ -98,9 +103,10 @@ protected:
     // Computes one pass and writes its keys and values; the final hidden states of its tokens
     // stay for head().
     virtual void compute(const PassLayout& pass, KvCache& kv) = 0;
-    // logits rows = output head of the hidden states of the last pass's `rows`. one_per_entry:
-    // each row as its sequence alone would compute it (a single row).
-    virtual void head(std::span<const int64_t> rows, float* logits, bool one_per_entry) = 0;
+    // logits rows = output head of the hidden states of the last pass's `rows`: the first
+    // n_long as one product (a prompt's rows), each of the others as its sequence alone would
+    // compute it (a single row).
+    virtual void head(std::span<const int64_t> rows, float* logits, int64_t n_long) = 0;
     // out rows = the final hidden states (output norm applied) of the last pass's `rows`.
     virtual void hidden(std::span<const int64_t> rows, float* out) = 0;
 

@@ -1,6 +1,6 @@
 #pragma once
 // Routed experts a mixture-of-experts layer computes elsewhere than on the host's CPU: the
-// device backend holds the most chosen ones in device memory (runtime/exec/device_experts.h).
+// device backend holds the most chosen ones in device memory (runtime/exec/device/device_experts.h).
 // MoeFfn hands each such expert its rows as soon as the router has chosen, computes its own
 // experts meanwhile, and collects the outputs before it sums every expert's in index order, so
 // a row's result has the same bits wherever its experts ran (on the simulated device, whose

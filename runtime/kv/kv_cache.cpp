@@ -77,7 +77,6 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpil
         prefix_spill_ = std::make_unique<PrefixSpill>(
             spill.dir, spill.prefix_spill_bytes,
             uint64_t(2 * resident_block_bytes_) * (n_kv_slots_ - (n_rebuilt_ > 0)) + uint64_t(hidden_block_bytes_) * n_rebuilt_);
-    create_seq();  // sequence 0
 }
 
 KvCache::~KvCache() = default;
@@ -142,7 +141,7 @@ SeqId KvCache::create_seq() {
 
 void KvCache::free_seq(SeqId id) {
     truncate_seq(id, 0);
-    if (id != 0) seq(id).live = false;  // sequence 0 always exists
+    seq(id).live = false;
 }
 
 int32_t KvCache::seq_len(SeqId id) const { return static_cast<int32_t>(seq(id).tokens.size()); }

@@ -12,7 +12,7 @@
 // back through a ring of pinned buffers, prefetched ahead of the layer that needs them.
 // Rebuilt layers (KVPR/HCache: the plan's "recompute" KV) keep each position's attention input
 // (the normed hidden state, n_embd_hidden values) instead of its keys and values; the backend
-// recomputes K and V from them into one slot that all rebuilt layers share (runtime/exec/kv_rebuild.h).
+// recomputes K and V from them into one slot that all rebuilt layers share (runtime/exec/cpu/kv_rebuild.h).
 // That pays where n_embd_hidden < 2 n_embd_kv (multi-head attention): less memory per position.
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/kernel_shapes.h"
 #include "runtime/kv/kv_blocks.h"
 #include "runtime/kv/kv_spill.h"
 #include "runtime/kv/prefix_spill.h"
@@ -36,10 +37,10 @@ using SeqId = int32_t;
 
 class KvCache {
 public:
-    static constexpr int32_t kBlockSize = 16;  // positions per block: the attention kernel's key tile
+    static constexpr int32_t kBlockSize = kKvBlockSize;  // positions per block: the attention kernels' key tile
 
     // A pool of n_blocks (0: enough for one sequence of n_ctx positions); n_ctx bounds each
-    // sequence. Sequence 0 exists from the start: the single-sequence API below uses it.
+    // sequence. It starts with no sequence (create_seq).
     // Throws UsageError for a type that is not a KV type, or Q8_0 with n_embd_kv not a
     // multiple of its 32-value blocks.
     KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, int32_t n_blocks = 0, DType type = DType::F32);
@@ -107,10 +108,6 @@ public:
     // and how many came back since the start.
     int32_t n_prefix_spilled() const;
     int64_t n_prefix_restored() const { return n_prefix_restored_; }
-
-    // The single-sequence API, on sequence 0.
-    int32_t n_past() const { return seq_len(0); }
-    void truncate(int32_t n) { truncate_seq(0, n); }
 
     uint64_t bytes() const;  // DRAM held by resident layers
     uint64_t spill_buffer_bytes() const;  // DRAM of the spill ring (charged to its budget)

@@ -39,18 +39,6 @@ std::optional<DeviceKind> parse_device(std::string_view s) {
 
 namespace {
 
-// Why the device backends cannot run this architecture, or empty: they run the llama block
-// (with qwen2's biases and qwen3's QK-norm); a mixture of experts runs its attention on the
-// device and its feed-forward on the host (runtime/exec/device_moe.cpp).
-std::string unsupported_arch(const models::Hparams& hp) {
-    using models::Arch;
-    if (hp.arch != Arch::Llama && hp.arch != Arch::Mistral && hp.arch != Arch::Qwen2 && hp.arch != Arch::Qwen3 &&
-        hp.arch != Arch::Qwen3Moe)
-        return fmt::format("the device backends (CUDA, sim) run llama, mistral, qwen2, qwen3 and qwen3moe models; this one is {}",
-                           models::arch_name(hp.arch));
-    return {};
-}
-
 // What a device's kernels read.
 struct DeviceTypes {
     bool (*weight)(DType);
@@ -161,10 +149,6 @@ GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const mo
         t.why_not = "--gpu-mem 0";
         return t;
     }
-    if (std::string why = unsupported_arch(hp); !why.empty()) {
-        t.why_not = why;
-        return t;
-    }
     if (req.device == DeviceKind::Sim) return sim_target(req, file, hp, kv_type, host_threads);
     const gpu::DeviceList devices = gpu::list_devices();
     if (devices.devices.empty()) {
@@ -247,5 +231,10 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
 }
 
 int sim_thread_count(const GpuRequest& req) { return req.sim_threads > 0 ? req.sim_threads : gpu::default_sim_threads(); }
+
+int host_thread_count(const GpuRequest& req, int n_threads) {
+    if (n_threads > 0 || req.device != DeviceKind::Sim) return n_threads;
+    return std::max(1, cpu::default_thread_count() - sim_thread_count(req));
+}
 
 }  // namespace strata::runtime

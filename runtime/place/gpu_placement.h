@@ -43,9 +43,10 @@ struct GpuTarget {
     planner::HardwareProfile hw;  // this machine with the device; its memory is the budget
     uint64_t gpu_mem = 0;
 };
-// The device and its budget, or why the engine runs on the CPU: --device cpu, --gpu-mem 0, an
-// architecture the device backend does not run (it has the llama block: llama, mistral, qwen2, no
-// experts), no CUDA in this build, no device or driver, a weight or KV type the kernels lack.
+// The device and its budget, or why the engine runs on the CPU: --device cpu, --gpu-mem 0, no
+// CUDA in this build, no device or driver, a weight or KV type the kernels lack. Every
+// architecture runs on a device (the layer program: runtime/exec/layer_program.h); a mixture of
+// experts there keeps its experts on the host unless the plan holds some on the device.
 // The host computes on `host_threads` (0: every core, or with the simulated device the cores its
 // threads leave), which the target's profile prices.
 GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type,
@@ -68,5 +69,9 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
 
 // The simulated device's CPU threads: --sim-threads, else half the cores.
 int sim_thread_count(const GpuRequest& req);
+// The host's threads: `n_threads` when given, else every core, or with the simulated device the
+// cores its own threads leave (the host's waiting threads would otherwise take turns with the
+// device's). 0: every core.
+int host_thread_count(const GpuRequest& req, int n_threads);
 
 }  // namespace strata::runtime

@@ -4,6 +4,7 @@
 // attn_qkv and gate+up ffn_up) are bound as views of their rows, so the forward pass sees the
 // same q, k, v, gate and up matrices for every architecture.
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "core/dtype.h"
@@ -66,6 +67,13 @@ struct LayerWeights {
         &LayerWeights::ffn_down,       &LayerWeights::ffn_gate_inp,  &LayerWeights::ffn_gate_exps,
         &LayerWeights::ffn_up_exps,    &LayerWeights::ffn_down_exps, &LayerWeights::ffn_gate_shexp,
         &LayerWeights::ffn_up_shexp,   &LayerWeights::ffn_down_shexp};
+    static constexpr size_t kCount = std::size(kAll);
+    // m's place in kAll, for tables of the views kept elsewhere (a device's copies).
+    static constexpr size_t index_of(Member m) {
+        for (size_t i = 0; i < kCount; ++i)
+            if (kAll[i] == m) return i;
+        return kCount;
+    }
     // The matrices matmuls read (tiled at load for the CPU, typed for the GPU's kernels).
     static constexpr Member kMatrices[] = {
         &LayerWeights::wq,            &LayerWeights::wk,            &LayerWeights::wv,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from browser_support import Process, console_errors, session, wait_for  # first: finds Selenium
 
-from strata_support import free_port, stories_model
+from strata_support import free_port, tiny_llama
 
 KEY = "cors-test-key"
 PAGE = """<!doctype html><meta charset="utf-8"><title>elsewhere</title><link rel="icon" href="data:,"><script>
@@ -62,7 +62,7 @@ def preflight(server_port: int, origin: str) -> tuple[int, dict]:
 
 def main() -> None:
     start = time.time()
-    model = stories_model()
+    model = tiny_llama()
     with tempfile.TemporaryDirectory() as d:
         page_server, page_port = serve_page(Path(d))
         other_server, other_port = serve_page(Path(d))

@@ -1,9 +1,11 @@
 """Shared helpers for the integration tests (run by ctest, see tests/CMakeLists.txt)."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
@@ -32,12 +34,31 @@ def default_model() -> Path:
     return path
 
 
-def stories_model() -> Path:
-    """The tiny stories260K Llama beside the repository (../shared/models); skips the test without it."""
-    for path in (SOURCE_DIR.parent / "shared" / "models" / "stories260K.gguf", Path("/work/shared/models/stories260K.gguf")):
-        if path.exists():
-            return path
-    skip("stories260K.gguf is not beside the repository (../shared/models)")
+def shared_dir() -> Path:
+    """The shared folder beside the repository: $STRATA_SHARED, else ../shared."""
+    return Path(os.environ["STRATA_SHARED"]) if os.environ.get("STRATA_SHARED") else SOURCE_DIR.parent / "shared"
+
+
+def tiny_llama() -> Path:
+    """stories260K when the shared folder has it, else a stand-in written once into a temporary
+    folder (as tests/support/model_paths.h writes it): stories260K's shape, header and
+    SentencePiece vocabulary with random weights, for tests that need a small llama with a
+    tokenizer, not its trained text."""
+    real = shared_dir() / "models" / "stories260K.gguf"
+    if real.exists():
+        return real
+    sys.path.insert(0, str(SOURCE_DIR / "tests" / "reference"))
+    import make_arch_fixtures as arch  # noqa: E402 (numpy and gguf, as the reference needs)
+    vocab = json.loads((SOURCE_DIR / "tests" / "fixtures" / "tokenizer_vocab_stories260k.json").read_text())
+    h = vocab["header"]
+    config = arch.config("stories260K", "llama", n_vocab=len(vocab["tokens"]), n_embd=h["llama.embedding_length"],
+                         n_layer=h["llama.block_count"], n_head=h["llama.attention.head_count"],
+                         n_head_kv=h["llama.attention.head_count_kv"], n_ff=h["llama.feed_forward_length"],
+                         n_rot=h["llama.rope.dimension_count"], n_ctx_train=h["llama.context_length"], tied=False,
+                         vocab=vocab)
+    path = Path(tempfile.mkdtemp(prefix="strata-test-")) / "stories260K-standin.gguf"
+    arch.write_model(config, str(path))
+    return path
 
 
 def free_port() -> int:

@@ -2,7 +2,8 @@
 """Conversations with tools render as each model's own template renders them: the Qwen2.5
 (Hermes), Llama 3.1 and Mistral Nemo templates in tests/fixtures/chat_templates/, rendered by
 jinja2 as Hugging Face's apply_chat_template does, against `strata serve`'s /apply-template on
-a copy of stories260K carrying that template (the vocabulary does not matter to the text)."""
+a copy of stories260K (or its stand-in) carrying that template (the vocabulary does not matter to
+the text)."""
 from __future__ import annotations
 
 import copy
@@ -13,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from serve_support import Server
-from strata_support import SOURCE_DIR, skip
+from strata_support import SOURCE_DIR, skip, tiny_llama
 
 try:
     import jinja2
@@ -22,11 +23,7 @@ try:
 except ImportError as e:
     skip(f"{e.name} is missing (pip install jinja2)")
 
-STORIES = SOURCE_DIR.parent / "shared" / "models" / "stories260K.gguf"
-if not STORIES.exists():
-    STORIES = Path("/work/shared/models/stories260K.gguf")
-if not STORIES.exists():
-    skip("stories260K.gguf is not beside the repository (../shared/models)")
+STORIES = tiny_llama()
 TEMPLATES = SOURCE_DIR / "tests" / "fixtures" / "chat_templates"
 
 WEATHER = {"type": "function", "function": {

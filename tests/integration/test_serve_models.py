@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from serve_support import Server, check_error_shape
-from strata_support import STRATA_BIN, default_model, skip, stories_model
+from strata_support import STRATA_BIN, default_model, skip, tiny_llama
 
 try:
     import openai
@@ -21,7 +21,7 @@ except ImportError:
     skip("the openai package is missing (pip install openai)")
 
 SMOL = default_model()
-STORIES = stories_model()
+STORIES = tiny_llama()
 PROMPT = "Once upon a time"
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from serve_support import Server
-from strata_support import STRATA_BIN, default_model, skip, stories_model
+from strata_support import STRATA_BIN, default_model, skip, tiny_llama
 
 try:
     import jsonschema
@@ -24,7 +24,7 @@ except ImportError as e:
     skip(f"a Python package is missing ({e.name}): pip install -r scripts/requirements.txt")
 
 SMOL = default_model()
-STORIES = stories_model()
+STORIES = tiny_llama()
 ASK = [{"role": "user", "content": "Name three colours of the rainbow."}]
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
           "required": ["name", "age"], "additionalProperties": False}

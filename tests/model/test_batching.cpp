@@ -10,6 +10,7 @@
 #include "runtime/kv/kv_cache.h"
 #include "runtime/scheduler.h"
 #include "tests/support/engine_options.h"
+#include "tests/support/generate.h"
 #include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
 
@@ -46,16 +47,10 @@ TEST_CASE("SmolLM2: 16 greedy requests batched 8 at a time give the tokens of ea
     const auto sharing = chat_prompt(engine, long_question + "and why are clouds white?");
 
     std::vector<std::vector<int32_t>> want;
-    for (const auto& p : prompts) {
-        engine.reset();
-        want.push_back(engine.generate(p, test::greedy(kTokens)).tokens);
-    }
-    engine.reset();
-    const auto want_base = engine.generate(base, test::greedy(kTokens)).tokens;
-    engine.reset();
-    const auto want_sharing = engine.generate(sharing, test::greedy(kTokens)).tokens;
-    engine.reset();
-    // Blocks the single-sequence runs left cached are evicted as needed; none is in use.
+    for (const auto& p : prompts) want.push_back(test::generate(engine, p, test::greedy(kTokens)).tokens);
+    const auto want_base = test::generate(engine, base, test::greedy(kTokens)).tokens;
+    const auto want_sharing = test::generate(engine, sharing, test::greedy(kTokens)).tokens;
+    // Blocks the runs alone left cached are evicted as needed; none is in use.
     REQUIRE(engine.kv().pool().n_used() == 0);
 
     std::vector<GenerateResult> results(prompts.size());
@@ -137,9 +132,7 @@ TEST_CASE("SmolLM2: a prompt whose cached prefix was evicted from DRAM gets it b
     const auto other = chat_prompt(engine, std::string("Write three sentences about ") + kTopics[3] + " and why " +
                                                kTopics[4] + " erupt, with an example of each from history.");
     const auto again = chat_prompt(engine, preface + "carried grain to the city. Who used the ferry?");
-    engine.reset();
-    const auto want = engine.generate(again, test::greedy(16)).tokens;
-    engine.reset();
+    const auto want = test::generate(engine, again, test::greedy(16)).tokens;
 
     Scheduler sched(engine, {1, 8});
     auto run = [&](const std::vector<int32_t>& prompt) {

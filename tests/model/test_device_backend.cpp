@@ -5,7 +5,8 @@
 // saved hidden states (KVPR/HCache). On the simulated device (always) a run gives exactly the
 // CPU engine's tokens, since its ops are the CPU kernels in the same row groups; on a CUDA GPU
 // (label `gpu`, skipped without one) every mode gives the tokens of its all-on-device run, and
-// teacher-forced top-1 agrees with the CPU on 99% of positions.
+// teacher-forced top-1 agrees with the CPU on 99% of positions. Every architecture's tiny model
+// runs through the engine on the device too.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,8 +16,12 @@
 #include "runtime/engine.h"
 #include "runtime/place/placement.h"
 #include "runtime/weights/weight_store.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/generate.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
+#include "tests/support/tiny_model.h"
 #include "tests/unit/gpu/cuda_test_support.h"
 
 using namespace strata;
@@ -54,7 +59,7 @@ planner::Plan plan_of(EngineOptions o) {
 }
 
 std::vector<int32_t> greedy_tokens(Engine& e, int n) {
-    return e.generate(e.tokenizer().encode(kText, true, false), test::greedy(n, true)).tokens;
+    return test::generate(e, e.tokenizer().encode(kText, true, false), test::greedy(n, true)).tokens;
 }
 
 // Of every eight layers: two on the device, two copied in from DRAM each pass, two streamed
@@ -129,14 +134,14 @@ void recompute_gives_the_same_tokens(DeviceKind device) {
         const auto more = stored.tokenizer().encode(kText, prompt.empty(), false);
         prompt.insert(prompt.end(), more.begin(), more.end());
     }
-    const auto expected = stored.generate(prompt, test::greedy(24, true)).tokens;
+    const auto expected = test::generate(stored, prompt, test::greedy(24, true)).tokens;
     recompute.policy.recompute = true;
     for (auto& l : recompute.layers)
         if (l.layer % 2 == 1) l.kv = KvOption::ActGpu;
     o.plan = recompute;
     Engine rebuilt(o);
     REQUIRE(rebuilt.kv_cache().n_rebuilt() == rebuilt.hparams().n_layer / 2);
-    CHECK(rebuilt.generate(prompt, test::greedy(24, true)).tokens == expected);
+    CHECK(test::generate(rebuilt, prompt, test::greedy(24, true)).tokens == expected);
 }
 
 // Teacher-forced logits of a prompt: equal to the CPU engine's on the simulated device, the same
@@ -150,9 +155,9 @@ void logits_match_the_cpu(DeviceKind device) {
     Engine dev(o);
     const auto tokens = cpu.tokenizer().encode(kText, true, false);
     const int64_t V = cpu.hparams().n_vocab;
-    const auto cpu_logits = cpu.eval(tokens, true);
-    const std::vector<float> ref(cpu_logits.begin(), cpu_logits.end());
-    const auto got = dev.eval(tokens, true);
+    const std::vector<float> ref = test::prompt_logits(cpu, tokens);
+    const std::vector<float> got_all = test::prompt_logits(dev, tokens);
+    const std::span<const float> got = got_all;
     int agree = 0;
     for (size_t t = 0; t < tokens.size(); ++t)
         agree += argmax(std::span(ref).subspan(t * V, V)) == argmax(got.subspan(t * V, V));
@@ -212,7 +217,7 @@ TEST_CASE("sim device: a KV cache spilled to disk gives the CPU engine's greedy 
         const auto more = cpu.tokenizer().encode(kText, prompt.empty(), false);
         prompt.insert(prompt.end(), more.begin(), more.end());
     }
-    const auto expected = cpu.generate(prompt, test::greedy(8, true)).tokens;
+    const auto expected = test::generate(cpu, prompt, test::greedy(8, true)).tokens;
     for (AttentionChoice attention : {AttentionChoice::Cpu, AttentionChoice::Gpu}) {
         INFO((attention == AttentionChoice::Cpu ? "CPU" : "device") << " attention");
         EngineOptions spilled = options(*path, DeviceKind::Sim, attention);
@@ -223,7 +228,7 @@ TEST_CASE("sim device: a KV cache spilled to disk gives the CPU engine's greedy 
         spilled.dram_budget = uint64_t{120} << 20;
         Engine e(spilled);
         CHECK(e.kv_cache().n_spilled() > 0);
-        CHECK(e.generate(prompt, test::greedy(8, true)).tokens == expected);
+        CHECK(test::generate(e, prompt, test::greedy(8, true)).tokens == expected);
     }
 }
 
@@ -247,4 +252,62 @@ TEST_CASE("cuda device: KV recomputed on the device from saved hidden states giv
 TEST_CASE("cuda device: teacher-forced top-1 agrees with the CPU on 99% of positions", "[gpu][model]") {
     STRATA_REQUIRE_CUDA_GPU();
     logits_match_the_cpu(DeviceKind::Cuda);
+}
+
+namespace {
+
+// Each architecture's tiny model (tests/fixtures/model/tiny_arch_logits.json) with Q8_0 matrices
+// and stories260K's vocabulary, so that an engine runs it.
+std::vector<std::pair<std::string, std::filesystem::path>> tiny_models_with_vocabulary() {
+    const auto fx = test::model_fixture("tiny_arch_logits.json");
+    std::vector<std::pair<std::string, std::filesystem::path>> out;
+    for (const auto& m : fx["models"]) {
+        const auto config = test::with_vocabulary(test::with_q8_0(m["config"]));
+        const std::string name = config["name"];
+        const auto path = test::temp_path("engine_arch_" + name + ".gguf");
+        test::write_tiny_model(config, fx["seed"], 1e-5f, path);
+        out.emplace_back(name, path);
+    }
+    return out;
+}
+
+EngineOptions tiny_options(const std::filesystem::path& model, DeviceKind device) {
+    EngineOptions eo = options(model, device);
+    eo.n_ctx = 128;
+    return eo;
+}
+
+const std::vector<int32_t> kTinyPrompt{1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338};
+
+}  // namespace
+
+TEST_CASE("sim device: every architecture gives the CPU engine's greedy tokens", "[model][device][arch]") {
+    for (const auto& [name, path] : tiny_models_with_vocabulary()) {
+        INFO(name);
+        Engine cpu(tiny_options(path, DeviceKind::Cpu));
+        Engine sim(tiny_options(path, DeviceKind::Sim));
+        REQUIRE(sim.backend_name() == "sim");
+        const auto want = test::generate(cpu, kTinyPrompt, test::greedy(16, true)).tokens;
+        CHECK(test::generate(sim, kTinyPrompt, test::greedy(16, true)).tokens == want);
+        CHECK(test::prompt_logits(sim, kTinyPrompt) == test::prompt_logits(cpu, kTinyPrompt));
+    }
+}
+
+TEST_CASE("cuda device: every architecture's teacher-forced top-1 agrees with the CPU where it is clear", "[gpu][model][arch]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    for (const auto& [name, path] : tiny_models_with_vocabulary()) {
+        INFO(name);
+        Engine cpu(tiny_options(path, DeviceKind::Cpu));
+        Engine cuda(tiny_options(path, DeviceKind::Cuda));
+        REQUIRE(cuda.backend_name() != "cpu");
+        const auto ref = test::prompt_logits(cpu, kTinyPrompt), got = test::prompt_logits(cuda, kTinyPrompt);
+        const int64_t V = cpu.hparams().n_vocab;
+        for (size_t t = 0; t < kTinyPrompt.size(); ++t) {
+            std::vector<float> row(ref.begin() + t * V, ref.begin() + (t + 1) * V);
+            std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
+            if (row[0] - row[1] < 0.05f) continue;  // a near-tie: half-precision products may flip it
+            INFO("position " << t);
+            CHECK(argmax(std::span(ref).subspan(t * V, V)) == argmax(std::span(got).subspan(t * V, V)));
+        }
+    }
 }

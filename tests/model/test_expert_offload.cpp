@@ -66,7 +66,7 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
                                   model.string() + " " + sim.flags);
         INFO(sim.flags << "\n" << r.err);
         REQUIRE(r.exit_code == 0);
-        CHECK_THAT(r.err, Catch::Contains("sim: every layer's attention on the device"));
+        CHECK_THAT(r.err, Catch::Contains("sim: every layer on the device but its experts"));
         const json got = json::parse(r.out);
         CHECK(got["tokens"] == all["tokens"]);
         CHECK_THAT(got["plan"]["summary"].get<std::string>(), Catch::Contains(sim.summary));

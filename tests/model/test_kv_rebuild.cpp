@@ -16,16 +16,20 @@ using namespace strata;
 using namespace strata::runtime;
 
 namespace {
-// Logits of a prompt's last token, then of 24 greedy steps.
+// Logits of a prompt's last token, then of 24 greedy steps, in a sequence of the engine's.
 std::vector<float> prompt_and_decode(Engine& engine, const std::vector<int32_t>& prompt) {
     const int64_t V = engine.hparams().n_vocab;
-    auto logits = engine.eval(prompt);
+    const SeqId seq = engine.create_seq();
+    const SeqTokens first{seq, prompt};
+    auto logits = engine.eval_batch({&first, 1});
     std::vector<float> all(logits.begin(), logits.begin() + V);
     for (int i = 0; i < 24; ++i) {
         const auto tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + V) - logits.begin());
-        logits = engine.eval({&tok, 1});
+        const SeqTokens step{seq, {&tok, 1}};
+        logits = engine.eval_batch({&step, 1});
         all.insert(all.end(), logits.begin(), logits.begin() + V);
     }
+    engine.free_seq(seq);
     return all;
 }
 }  // namespace

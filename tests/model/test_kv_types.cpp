@@ -10,6 +10,7 @@
 #include "runtime/engine.h"
 #include "runtime/kv/kv_cache.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/generate.h"
 #include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
 
@@ -31,10 +32,7 @@ std::vector<std::vector<int32_t>> greedy_runs(const EngineOptions& o, const std:
     Engine engine(o);
     REQUIRE(engine.kv_cache().type() == o.kv_type);
     std::vector<std::vector<int32_t>> out;
-    for (const auto& p : prompts) {
-        engine.reset();
-        out.push_back(engine.generate(p, test::greedy(n, true)).tokens);
-    }
+    for (const auto& p : prompts) out.push_back(test::generate(engine, p, test::greedy(n, true)).tokens);
     return out;
 }
 }  // namespace
@@ -71,8 +69,7 @@ TEST_CASE("SmolLM2: BF16, Q8_0 and Q4_0 KV caches keep the reference's teacher-f
         for (const auto& p : f["prompts"]) {
             const auto ids = p["ids"].get<std::vector<int32_t>>();
             const auto argmax = p["argmax"].get<std::vector<int32_t>>();
-            engine.reset();
-            const auto logits = engine.eval(ids, /*all_logits=*/true);
+            const auto logits = test::prompt_logits(engine, ids);
             for (size_t i = 0; i < ids.size(); ++i, ++total) {
                 const float* row = &logits[i * n_vocab];
                 agree += static_cast<int32_t>(std::max_element(row, row + n_vocab) - row) == argmax[i];

@@ -10,6 +10,7 @@
 #include "runtime/engine.h"
 #include "tests/support/engine_options.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/generate.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
 #include "tests/support/skip.h"
@@ -35,8 +36,7 @@ static std::pair<int, int> teacher_forced_agreement(const EngineOptions& opts) {
     for (const auto& p : f["prompts"]) {
         const auto ids = p["ids"].get<std::vector<int32_t>>();
         const auto argmax = p["argmax"].get<std::vector<int32_t>>();
-        engine.reset();
-        auto logits = engine.eval(ids, /*all_logits=*/true);
+        const auto logits = test::prompt_logits(engine, ids);
         for (size_t i = 0; i < ids.size(); ++i) {
             const float* row = &logits[i * n_vocab];
             const int32_t top = static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
@@ -89,11 +89,8 @@ TEST_CASE("SmolLM2: weights tiled at load give the file layout's logits bit for 
         EngineOptions opts = test::engine_options(*path, 512);
         opts.tile_weights = tile;
         Engine engine(opts);
-        std::vector<float> prompt = [&] {
-            auto l = engine.eval(ids, /*all_logits=*/true);
-            return std::vector<float>(l.begin(), l.end());
-        }();
-        auto step = engine.eval(std::vector<int32_t>{ids[0]});  // a decode step on the tiles
+        std::vector<float> prompt = test::prompt_logits(engine, ids);
+        const auto step = test::prompt_logits(engine, std::span(ids).first(1));  // a one-row pass: the decode kernels
         prompt.insert(prompt.end(), step.begin(), step.end());
         return prompt;
     };

@@ -188,9 +188,21 @@ OPTIONAL_KEYS = [
 ]
 
 
+def write_vocab(w: gguf.GGUFWriter, v: dict):
+    """A SentencePiece vocabulary as the tokenizer_vocab_*.json fixtures hold it."""
+    h = v["header"]
+    w.add_tokenizer_model(h["tokenizer.ggml.model"])
+    w.add_token_list(v["tokens"])
+    w.add_token_scores(v["scores"])
+    w.add_token_types(v["token_type"])
+    for key in ("unknown_token_id", "bos_token_id", "eos_token_id", "seperator_token_id", "padding_token_id"):
+        if "tokenizer.ggml." + key in h:
+            w.add_uint32("tokenizer.ggml." + key, h["tokenizer.ggml." + key])
+
+
 def write_model(c: dict, path: str):
     w = gguf.GGUFWriter(path, c["arch"])
-    w.add_context_length(256)
+    w.add_context_length(c.get("n_ctx_train", 256))
     w.add_embedding_length(c["n_embd"])
     w.add_block_count(c["n_layer"])
     w.add_feed_forward_length(c["n_ff"])
@@ -212,6 +224,8 @@ def write_model(c: dict, path: str):
     for key, add in OPTIONAL_KEYS:
         if key in c:
             add(w, c[key])
+    if "vocab" in c:
+        write_vocab(w, c["vocab"])
     for name, shape, scale, offset in tensors(c):
         if qtype != "F32" and len(shape) == 2:
             w.add_tensor(name, quant_blocks(name, qtype, *shape), raw_dtype=gguf.GGMLQuantizationType[qtype])

@@ -14,7 +14,8 @@
 #include "models/gguf_file.h"
 #include "models/hparams.h"
 #include "planner/expert_plan.h"
-#include "runtime/exec/forward.h"
+#include "runtime/exec/cpu/cpu_backend.h"
+#include "runtime/place/kv_placement.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
 
@@ -30,18 +31,19 @@ struct TinyModelFile {
 };
 
 // That model with every weight resident (an unlimited DRAM budget, residency as planned), a
-// Forward over it and two threads to run it.
-struct TinyForward : TinyModelFile {
+// CpuBackend over it and two threads to run it.
+struct TinyCpuModel : TinyModelFile {
     storage::MemoryBudget unlimited{"DRAM", UINT64_MAX};
     runtime::WeightStore store;
-    runtime::Forward fwd;
+    runtime::CpuBackend backend;
     cpu::ThreadPool pool{2};
 
-    TinyForward(const std::string& name, const nlohmann::json& config, uint64_t seed);
+    TinyCpuModel(const std::string& name, const nlohmann::json& config, uint64_t seed);
 
-    // Logits of every one of ids' first n_prompt tokens evaluated together into kv, then of
-    // each later token evaluated alone, in order.
-    std::vector<float> prompt_then_steps(std::span<const int32_t> ids, size_t n_prompt, runtime::KvCache& kv);
+    // Logits of every one of ids' first n_prompt tokens evaluated together into sequence `seq`
+    // of kv (-1: a new one), then of each later token evaluated alone, in order.
+    std::vector<float> prompt_then_steps(std::span<const int32_t> ids, size_t n_prompt, runtime::KvCache& kv,
+                                         runtime::SeqId seq = -1);
 };
 
 // A mixture of experts' budget and residency that send every layer's routed experts through a
@@ -54,8 +56,17 @@ struct SmallExpertCache {
     explicit SmallExpertCache(const TinyModelFile& m);
 };
 
-// The same on any backend, run on `pool`.
+// `tokens` appended to sequence `seq` of `kv` on `backend` (its blocks reserved first), run on
+// `pool`: the logits of every token, or of the last one.
+std::vector<float> eval_seq(runtime::Backend& backend, cpu::ThreadPool& pool, runtime::KvCache& kv, runtime::SeqId seq,
+                            std::span<const int32_t> tokens, bool all_logits);
+// The logits of prompt_then_steps on the simulated device (256 MiB, a 50 GB/s link) over `store`
+// in a cache of n_ctx positions: the KV cache where `kv_at` says, `experts` (per layer) held there.
+std::vector<float> sim_device_logits(const TinyModelFile& m, runtime::WeightStore& store, std::span<const int32_t> ids,
+                                     size_t n_prompt, int n_ctx, runtime::KvPlacement kv_at = runtime::KvPlacement::Device,
+                                     const std::vector<std::vector<int32_t>>& experts = {});
+// The same as TinyCpuModel::prompt_then_steps on any backend, run on `pool`.
 std::vector<float> prompt_then_steps(runtime::Backend& backend, cpu::ThreadPool& pool, std::span<const int32_t> ids,
-                                     size_t n_prompt, runtime::KvCache& kv);
+                                     size_t n_prompt, runtime::KvCache& kv, runtime::SeqId seq = -1);
 
 }  // namespace strata::test

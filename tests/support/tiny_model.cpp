@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "cpu/kv_format.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/gguf_writer.h"
 
 namespace strata::test {
@@ -65,7 +66,41 @@ std::vector<uint8_t> quant_blocks(const std::string& name, uint64_t seed, DType 
     return bytes;
 }
 
+// A SentencePiece vocabulary as tokenizer_vocab_*.json fixtures hold it: tokens, scores, types
+// and the tokenizer's header keys.
+void write_vocab(GgufWriter& w, const nlohmann::json& v) {
+    w.kv_string("tokenizer.ggml.model", v["header"]["tokenizer.ggml.model"]);
+    w.kv_string_array("tokenizer.ggml.tokens", v["tokens"].get<std::vector<std::string>>());
+    auto array = [&](const std::string& key, uint32_t elem_type, const auto& values) {
+        std::vector<uint8_t> payload(12 + 4 * values.size());
+        const uint64_t n = values.size();
+        std::memcpy(payload.data(), &elem_type, 4);
+        std::memcpy(payload.data() + 4, &n, 8);
+        std::memcpy(payload.data() + 12, values.data(), 4 * values.size());
+        w.kv_raw(key, 9, payload);
+    };
+    array("tokenizer.ggml.scores", 6, v["scores"].get<std::vector<float>>());         // f32
+    array("tokenizer.ggml.token_type", 5, v["token_type"].get<std::vector<int32_t>>());  // i32
+    for (const char* id : {"tokenizer.ggml.unknown_token_id", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                           "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id"})
+        if (v["header"].contains(id)) w.kv_u32(id, v["header"][id]);
+}
+
 }  // namespace
+
+nlohmann::json with_q8_0(nlohmann::json config) {
+    for (const char* width : {"n_ff", "n_ff_exp", "n_ff_shexp"})
+        if (config.contains(width)) config[width] = (config[width].get<int>() + 31) / 32 * 32;
+    config["weight_type"] = "Q8_0";
+    return config;
+}
+
+nlohmann::json with_vocabulary(nlohmann::json config) {
+    nlohmann::json vocab = nlohmann::json::parse(read_fixture_bytes("tokenizer_vocab_stories260k.json"));
+    config["n_vocab"] = vocab["tokens"].size();
+    config["vocab"] = std::move(vocab);
+    return config;
+}
 
 nlohmann::json tiny_config(const std::string& arch, int n_embd, int n_layer, int n_ff) {
     return {{"name", arch}, {"arch", arch}, {"n_vocab", 96}, {"n_embd", n_embd}, {"n_layer", n_layer},
@@ -85,7 +120,8 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
     // The keys in make_arch_fixtures.py's order (the gguf package's writer).
     GgufWriter w;
     w.kv_string("general.architecture", arch);
-    w.kv_u32(arch + ".context_length", 256).kv_u32(arch + ".embedding_length", E).kv_u32(arch + ".block_count", L);
+    w.kv_u32(arch + ".context_length", c.value("n_ctx_train", 256u)).kv_u32(arch + ".embedding_length", E);
+    w.kv_u32(arch + ".block_count", L);
     w.kv_u32(arch + ".feed_forward_length", F).kv_u32(arch + ".attention.head_count", c["n_head"]);
     w.kv_u32(arch + ".attention.head_count_kv", c["n_head_kv"]).kv_u32(arch + ".rope.dimension_count", c["n_rot"]);
     w.kv_f32(arch + ".rope.freq_base", c["rope_base"]).kv_f32(arch + ".attention.layer_norm_rms_epsilon", rms_eps);
@@ -107,6 +143,7 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
     if (c.contains("final_softcap")) w.kv_f32(arch + ".final_logit_softcapping", c["final_softcap"]);
     if (c.contains("orig_ctx")) w.kv_u32(arch + ".rope.scaling.original_context_length", c["orig_ctx"]);
     if (c.contains("attn_factor")) w.kv_f32(arch + ".rope.scaling.attn_factor", c["attn_factor"]);
+    if (c.contains("vocab")) write_vocab(w, c["vocab"]);
 
     // GGUF dims are innermost first: a (rows, cols) matrix is ne = {cols, rows}. Matrices take
     // the config's weight_type (F32 when absent): Q8_0 rounds the F32 values as ggml's quantizer

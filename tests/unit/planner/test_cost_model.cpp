@@ -154,7 +154,7 @@ TEST_CASE("cost model: CPU decode attention priced by the probe's tile model, ti
     // One sequence: its 8 tiles go to the threads one at a time (cpu/attention_cpu.cpp).
     CHECK(attention(2, 1) == Approx(4 * tile));
     CHECK(attention(3, 1) == Approx(3 * tile));
-    // Several sequences share one loop, a whole sequence per task (runtime/exec/attention_pass.cpp).
+    // Several sequences share one loop, a whole sequence per task (runtime/exec/cpu/attention_pass.cpp).
     CHECK(attention(2, 5) == Approx(3 * 8 * tile));
 }
 

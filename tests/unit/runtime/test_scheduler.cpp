@@ -12,6 +12,7 @@
 #include "runtime/scheduler.h"
 #include "tests/support/engine_options.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/generate.h"
 #include "tests/support/greedy.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/tiny_engine.h"
@@ -29,7 +30,7 @@ std::vector<int32_t> ids(int n, int salt) {
 }  // namespace
 
 TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for bit", "[unit][scheduler]") {
-    test::TinyForward m("batch_model.gguf", test::tiny_config("llama", 128, 3, 256), 9);
+    test::TinyCpuModel m("batch_model.gguf", test::tiny_config("llama", 128, 3, 256), 9);
     // Prompts long and short (3 tokens: the decode strategy), then 6 tokens each, one at a time.
     const std::vector<std::vector<int32_t>> prompts{ids(21, 1), ids(3, 2), ids(40, 3), ids(9, 4)};
     const std::vector<int32_t> follow = ids(6, 5);
@@ -38,11 +39,10 @@ TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for
     std::vector<std::vector<float>> alone(prompts.size());
     for (size_t s = 0; s < prompts.size(); ++s) {
         KvCache kv(m.hp.n_layer, 128, m.hp.n_embd_kv());
-        std::vector<float> logits;
-        m.pool.run([&] { m.fwd.eval(prompts[s], kv, logits, false); });
-        alone[s] = logits;
-        for (int32_t t : follow) {
-            m.pool.run([&] { m.fwd.eval({&t, 1}, kv, logits, false); });
+        const SeqId seq = kv.create_seq();
+        alone[s] = test::eval_seq(m.backend, m.pool, kv, seq, prompts[s], false);
+        for (const int32_t& t : follow) {
+            const auto logits = test::eval_seq(m.backend, m.pool, kv, seq, {&t, 1}, false);
             alone[s].insert(alone[s].end(), logits.begin(), logits.end());
         }
     }
@@ -64,7 +64,7 @@ TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for
                 who.push_back(s);
             }
             std::vector<float> logits;
-            m.pool.run([&] { m.fwd.eval_batch(batch, kv, logits); });
+            m.pool.run([&] { m.backend.eval_batch(batch, kv, logits); });
             REQUIRE(logits.size() == who.size() * m.hp.n_vocab);
             for (size_t i = 0; i < who.size(); ++i)
                 out[who[i]].insert(out[who[i]].end(), logits.begin() + i * m.hp.n_vocab, logits.begin() + (i + 1) * m.hp.n_vocab);
@@ -80,7 +80,7 @@ TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for
         const SeqTokens rest{seq, std::span(prompts[2]).subspan(attached)};
         REQUIRE(kv.reserve(seq, static_cast<int32_t>(rest.tokens.size())));
         std::vector<float> logits;
-        m.pool.run([&] { m.fwd.eval_batch({&rest, 1}, kv, logits); });
+        m.pool.run([&] { m.backend.eval_batch({&rest, 1}, kv, logits); });
         return logits == std::vector<float>(alone[2].begin(), alone[2].begin() + m.hp.n_vocab);
     };
     KvCache kv(m.hp.n_layer, 128, m.hp.n_embd_kv(), 64);
@@ -98,7 +98,7 @@ TEST_CASE("a batched pass gives every sequence the logits it gets alone, bit for
     std::vector<float> logits;
     const std::vector<int32_t> one{5};
     const SeqTokens unreserved{extra, one};
-    CHECK_THROWS_AS(m.pool.run([&] { m.fwd.eval_batch({&unreserved, 1}, kv, logits); }), UsageError);
+    CHECK_THROWS_AS(m.pool.run([&] { m.backend.eval_batch({&unreserved, 1}, kv, logits); }), UsageError);
 }
 
 namespace {
@@ -126,20 +126,16 @@ std::vector<int32_t> encode(Engine& e, const std::string& text) {
 }  // namespace
 
 TEST_CASE("scheduler: greedy requests batched give the tokens of each alone, prefixes reused", "[unit][scheduler]") {
-    auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
+    const std::filesystem::path path = test::tiny_llama_path();
     const std::string shared = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her";
     const std::vector<std::string> texts{shared + " dog.",  "Tom had a red ball",         "The sun",
                                          shared + " friends, Ben and Sue, every day.", "One day, a big bird flew", "Mia"};
     std::vector<std::vector<int32_t>> want;
     {
-        Engine alone(test::engine_options(*path, 256));
-        for (const auto& t : texts) {
-            alone.reset();
-            want.push_back(alone.generate(encode(alone, t), test::greedy(20, true)).tokens);
-        }
+        Engine alone(test::engine_options(path, 256));
+        for (const auto& t : texts) want.push_back(test::generate(alone, encode(alone, t), test::greedy(20, true)).tokens);
     }
-    Engine engine(test::engine_options(*path, 256));
+    Engine engine(test::engine_options(path, 256));
     Outcome out;
     {
         Scheduler sched(engine, {3, 16});
@@ -168,10 +164,9 @@ TEST_CASE("scheduler: greedy requests batched give the tokens of each alone, pre
 }
 
 TEST_CASE("scheduler: admission, queue limit and cancellation", "[unit][scheduler]") {
-    auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
+    const std::filesystem::path path = test::tiny_llama_path();
     EngineOptions eo;
-    eo.model = *path;
+    eo.model = path;
     eo.n_ctx = 256;
     eo.kv_positions = 64;  // 4 blocks
     Engine engine(eo);
@@ -202,8 +197,7 @@ TEST_CASE("scheduler: admission, queue limit and cancellation", "[unit][schedule
         CHECK(out.results[1].cached_tokens == 0);
     }
     SECTION("sequences that outgrow the cache: the youngest waits again and resumes with the same tokens") {
-        const auto want = engine.generate(prompt, test::greedy(50, true)).tokens;
-        engine.reset();
+        const auto want = test::generate(engine, prompt, test::greedy(50, true)).tokens;
         Scheduler sched(engine, {2, 4});
         Outcome out;
         sched.submit(request(prompt, 50, &out, 0));  // 4 blocks each at the end, 4 in all
@@ -259,9 +253,8 @@ TEST_CASE("scheduler: admission, queue limit and cancellation", "[unit][schedule
 }
 
 TEST_CASE("scheduler: choices of one prompt share its KV blocks; seeded ones repeat", "[unit][scheduler]") {
-    auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    Engine engine(test::engine_options(*path, 256));
+    const std::filesystem::path path = test::tiny_llama_path();
+    Engine engine(test::engine_options(path, 256));
     const auto prompt = encode(engine, "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog.");
     REQUIRE(prompt.size() > 32);
     auto sampled = [&](uint64_t seed) {
@@ -304,9 +297,8 @@ TEST_CASE("scheduler: choices of one prompt share its KV blocks; seeded ones rep
 }
 
 TEST_CASE("scheduler: log-probabilities of each generated token come before its text", "[unit][scheduler]") {
-    auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    Engine engine(test::engine_options(*path, 256));
+    const std::filesystem::path path = test::tiny_llama_path();
+    Engine engine(test::engine_options(path, 256));
     const auto prompt = encode(engine, "Once upon a time");
     Outcome out;
     std::vector<SampledLogprobs> streamed;

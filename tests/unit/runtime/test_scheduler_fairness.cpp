@@ -138,9 +138,8 @@ std::pair<size_t, size_t> light_span(const std::vector<TokenLog::Token>& tokens)
 }  // namespace
 
 TEST_CASE("scheduler fairness: a light client is served within bounded steps while a heavy one floods", "[unit][scheduler]") {
-    auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    Engine engine(roomy_options(*path));
+    const std::filesystem::path path = test::tiny_llama_path();
+    Engine engine(roomy_options(path));
     const auto prompt = prompt_of(engine, "Tom had a red ball");
     constexpr int kHeavy = 40, kHeavyTokens = 3, kLightTokens = 10, kBatch = 4;
     const int per_client = GENERATE(0, 1);  // the equal share (kBatch / 2), or one sequence
@@ -169,9 +168,8 @@ TEST_CASE("scheduler fairness: a light client is served within bounded steps whi
 }
 
 TEST_CASE("scheduler fairness: a much lighter client's steps carry its sequences alone, and nobody starves", "[unit][scheduler]") {
-    auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    Engine engine(roomy_options(*path));
+    const std::filesystem::path path = test::tiny_llama_path();
+    Engine engine(roomy_options(path));
     // The heavy client's long prompts (each request charged its ~100 tokens) keep its service
     // far above the light client's short one for the whole light request.
     std::string story;
@@ -214,9 +212,8 @@ TEST_CASE("scheduler fairness: a much lighter client's steps carry its sequences
 }
 
 TEST_CASE("scheduler fairness: a client alone uses the whole batch and queue", "[unit][scheduler]") {
-    auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    Engine engine(roomy_options(*path));
+    const std::filesystem::path path = test::tiny_llama_path();
+    Engine engine(roomy_options(path));
     const auto prompt = prompt_of(engine, "Tom had a red ball");
     constexpr int kBatch = 4, kQueue = 8;
     TokenLog log;
@@ -245,9 +242,8 @@ TEST_CASE("scheduler fairness: a client alone uses the whole batch and queue", "
 }
 
 TEST_CASE("scheduler fairness: each client waits at most its share of the queue while others have work", "[unit][scheduler]") {
-    auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    Engine engine(roomy_options(*path));
+    const std::filesystem::path path = test::tiny_llama_path();
+    Engine engine(roomy_options(path));
     const auto prompt = prompt_of(engine, "Tom had a red ball");
     TokenLog log;
     Gate gate;

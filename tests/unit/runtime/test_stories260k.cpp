@@ -2,12 +2,12 @@
 // output, as recorded by the numpy reference in tests/fixtures/model/stories260k_greedy.json.
 #include <catch2/catch.hpp>
 
-
 #include <nlohmann/json.hpp>
 
 #include "runtime/engine.h"
 #include "tests/support/engine_options.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/generate.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
@@ -25,7 +25,7 @@ TEST_CASE("stories260K: greedy text equals the published llama2.c output", "[uni
     gp.n_predict = 64;
     gp.sampler.temperature = 0;
     gp.ignore_eos = true;
-    auto r = engine.generate(ids, gp);
+    auto r = test::generate(engine, ids, gp);
     CHECK(json(r.tokens) == f["generated_ids"]);
     CHECK_THAT(f["prompt"].get<std::string>() + r.text, Catch::StartsWith(f["text"].get<std::string>().substr(0, 120)));
 }

@@ -25,10 +25,9 @@ void check_clean_failure(const CommandResult& r, const std::string& expected) {
 }  // namespace
 
 TEST_CASE("chat: a model without a chat template falls back to ChatML with a warning", "[unit][cli][chat]") {
-    auto model = stories260k_path();
-    STRATA_REQUIRE_MODEL(model, "stories260K.gguf");
+    const std::filesystem::path model = tiny_llama_path();
     const std::string msg = write_file("chat_msg.txt", "Hello there\n");
-    auto r = run_strata("chat -m " + model->string() + " --print-prompt < " + msg);
+    auto r = run_strata("chat -m " + model.string() + " --print-prompt < " + msg);
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
     // ChatML as OpenAI specified it; the trailing newline of the input is not part of the message.
@@ -37,24 +36,22 @@ TEST_CASE("chat: a model without a chat template falls back to ChatML with a war
 }
 
 TEST_CASE("chat: --chat-template and --system choose the prompt", "[unit][cli][chat]") {
-    auto model = stories260k_path();
-    STRATA_REQUIRE_MODEL(model, "stories260K.gguf");
+    const std::filesystem::path model = tiny_llama_path();
     const std::string msg = write_file("chat_msg2.txt", "Hi");
-    auto r = run_strata("chat -m " + model->string() + " --chat-template llama3 --system 'Be brief.' --print-prompt < " + msg);
+    auto r = run_strata("chat -m " + model.string() + " --chat-template llama3 --system 'Be brief.' --print-prompt < " + msg);
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
     // Meta's published Llama 3 prompt format.
     CHECK(r.out ==
           "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
           "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-    check_clean_failure(run_strata("chat -m " + model->string() + " --chat-template bogus --print-prompt < " + msg),
+    check_clean_failure(run_strata("chat -m " + model.string() + " --chat-template bogus --print-prompt < " + msg),
                         "unknown chat template 'bogus'");
 }
 
 TEST_CASE("chat: piped input is one message, answered as generate completes its prompt", "[unit][cli][chat]") {
-    auto model = stories260k_path();
-    STRATA_REQUIRE_MODEL(model, "stories260K.gguf");
-    const std::string m = " -m " + model->string();
+    const std::filesystem::path model = tiny_llama_path();
+    const std::string m = " -m " + model.string();
     const std::string msg = write_file("chat_msg3.txt", "Once upon a time\n");
     auto rendered = run_strata("chat" + m + " --print-prompt < " + msg);
     REQUIRE(rendered.exit_code == 0);
@@ -72,9 +69,8 @@ TEST_CASE("chat: piped input is one message, answered as generate completes its 
 }
 
 TEST_CASE("chat: bad input ends with a clear error", "[unit][cli][chat]") {
-    auto model = stories260k_path();
-    STRATA_REQUIRE_MODEL(model, "stories260K.gguf");
-    const std::string m = " -m " + model->string();
+    const std::filesystem::path model = tiny_llama_path();
+    const std::string m = " -m " + model.string();
     check_clean_failure(run_strata("chat" + m + " < /dev/null"), "standard input is empty");
     const std::string msg = write_file("chat_msg4.txt", "hi");
     check_clean_failure(run_strata("chat" + m + " --load /nonexistent/c.json < " + msg), "cannot read '/nonexistent/c.json'");

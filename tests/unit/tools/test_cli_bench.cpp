@@ -12,9 +12,8 @@
 using namespace strata::test;
 
 TEST_CASE("CLI: strata bench -b -d runs batched tests at a depth and prints the plan's prediction", "[unit][cli]") {
-    auto model = stories260k_path();
-    STRATA_REQUIRE_MODEL(model, "stories260K.gguf");
-    const std::string m = "bench -m " + model->string() + " -t 2 -r 1 -p 32 -n 8 -b 3 -d 16";
+    const std::filesystem::path model = tiny_llama_path();
+    const std::string m = "bench -m " + model.string() + " -t 2 -r 1 -p 32 -n 8 -b 3 -d 16";
     const auto r = run_strata(m + " --json");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
@@ -35,7 +34,7 @@ TEST_CASE("CLI: strata bench -b -d runs batched tests at a depth and prints the 
     REQUIRE(table.exit_code == 0);
     CHECK_THAT(table.out, Catch::Contains(" tg8 x3 @ d16 |") && Catch::Contains("plan's prediction for these runs:"));
 
-    const auto too_deep = run_strata("bench -m " + model->string() + " -r 1 -p 32 -n 8 -d 100 -c 64");
+    const auto too_deep = run_strata("bench -m " + model.string() + " -r 1 -p 32 -n 8 -d 100 -c 64");
     CHECK(too_deep.exit_code != 0);
     CHECK_THAT(too_deep.err, Catch::Contains("-d 100 + -p 32 / -n 8 do not fit the context of 64") &&
                                  Catch::Contains("raise --ctx"));

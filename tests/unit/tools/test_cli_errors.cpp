@@ -36,10 +36,9 @@ TEST_CASE("CLI: files that are not GGUF or are broken", "[unit][cli]") {
         check_clean_failure(run_strata("inspect " + p.string()), "not a GGUF file");
     }
     SECTION("truncated") {
-        auto path = stories260k_path();
-        STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
+        const std::filesystem::path path = tiny_llama_path();
         auto p = temp_path("truncated.gguf");
-        std::filesystem::copy_file(*path, p, std::filesystem::copy_options::overwrite_existing);
+        std::filesystem::copy_file(path, p, std::filesystem::copy_options::overwrite_existing);
         std::filesystem::resize_file(p, std::filesystem::file_size(p) / 2);
         check_clean_failure(run_strata("generate -m " + p.string() + " -p hi"), "past the end of the file");
     }
@@ -63,9 +62,8 @@ TEST_CASE("CLI: files that are not GGUF or are broken", "[unit][cli]") {
 }
 
 TEST_CASE("CLI: prompts that cannot run", "[unit][cli]") {
-    auto path = stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const std::string m = "-m " + path->string();
+    const std::filesystem::path path = tiny_llama_path();
+    const std::string m = "-m " + path.string();
     SECTION("empty prompt") { check_clean_failure(run_strata("generate " + m + " -p ''"), "the prompt is empty"); }
     SECTION("prompt longer than the context") {
         std::string long_prompt;
@@ -77,9 +75,8 @@ TEST_CASE("CLI: prompts that cannot run", "[unit][cli]") {
 }
 
 TEST_CASE("CLI: --kv-type takes the KV cache types only", "[unit][cli]") {
-    auto path = stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const std::string m = "-m " + path->string() + " -p hi -n 2 --temp 0";
+    const std::filesystem::path path = tiny_llama_path();
+    const std::string m = "-m " + path.string() + " -p hi -n 2 --temp 0";
     auto r = run_strata("generate " + m + " --kv-type q4_k");
     check_clean_failure(r, "--kv-type 'q4_k' is not a KV cache type");
     CHECK_THAT(r.err, Catch::Contains("f32, f16, bf16, q8_0, q4_0"));

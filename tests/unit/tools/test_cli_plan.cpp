@@ -21,9 +21,8 @@ void write_json(const std::filesystem::path& p, const nlohmann::json& j) { std::
 }  // namespace
 
 TEST_CASE("CLI: a plan that streams layers runs from --plan with the same tokens, and --show-plan prints it", "[unit][cli][placement]") {
-    auto model = stories260k_path();
-    STRATA_REQUIRE_MODEL(model, "stories260K.gguf");
-    const std::string m = "-m " + model->string();
+    const std::filesystem::path model = tiny_llama_path();
+    const std::string m = "-m " + model.string();
     // A catalog machine without a GPU: no probe, a plan this runtime can run.
     const auto plan_path = temp_path("stories_plan.json");
     REQUIRE(run_strata("plan " + m + " --gpu none --dram 16G -o " + plan_path.string()).exit_code == 0);
@@ -59,23 +58,21 @@ TEST_CASE("CLI: a plan that streams layers runs from --plan with the same tokens
 }
 
 TEST_CASE("CLI: --show-plan on perplexity and chat", "[unit][cli][placement]") {
-    auto model = stories260k_path();
-    STRATA_REQUIRE_MODEL(model, "stories260K.gguf");
+    const std::filesystem::path model = tiny_llama_path();
     const auto text = temp_path("ppl_text.txt");
     std::ofstream(text) << "Once upon a time there was a little girl who liked to play in the park with her dog.";
-    const auto ppl = run_strata("perplexity -m " + model->string() + " -f " + text.string() + " --chunk 16 --show-plan");
+    const auto ppl = run_strata("perplexity -m " + model.string() + " -f " + text.string() + " --chunk 16 --show-plan");
     INFO("stderr: " << ppl.err);
     CHECK(ppl.exit_code == 0);
     CHECK_THAT(ppl.err, Catch::Contains("layers      weights") && Catch::Contains("workload  prompt"));
-    const auto chat = run_command("echo hello | " + strata_binary().string() + " chat -m " + model->string() + " --show-plan -n 4");
+    const auto chat = run_command("echo hello | " + strata_binary().string() + " chat -m " + model.string() + " --show-plan -n 4");
     CHECK(chat.exit_code == 0);
     CHECK_THAT(chat.err, Catch::Contains("layers      weights"));
 }
 
 TEST_CASE("CLI: --plan for another model, for a GPU, or not a plan is refused clearly", "[unit][cli][placement]") {
-    auto model = stories260k_path();
-    STRATA_REQUIRE_MODEL(model, "stories260K.gguf");
-    const std::string gen = "generate -m " + model->string() + " -p hi -n 2 --plan ";
+    const std::filesystem::path model = tiny_llama_path();
+    const std::string gen = "generate -m " + model.string() + " -p hi -n 2 --plan ";
 
     const auto tiny = temp_path("cli_plan_other.gguf");
     write_tiny_model(tiny_config("llama", 64, 3, 128), 1, 1e-5f, tiny);
@@ -86,7 +83,7 @@ TEST_CASE("CLI: --plan for another model, for a GPU, or not a plan is refused cl
     CHECK_THAT(r.err, Catch::StartsWith("strata: error: the plan was made for") && Catch::Contains("hint: make a new plan"));
 
     const auto gpu = temp_path("gpu_plan.json");
-    REQUIRE(run_strata("plan -m " + model->string() + " --gpu rtx4090 -o " + gpu.string()).exit_code == 0);
+    REQUIRE(run_strata("plan -m " + model.string() + " --gpu rtx4090 -o " + gpu.string()).exit_code == 0);
     r = run_strata(gen + gpu.string());
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains("this runtime runs on the CPU only"));

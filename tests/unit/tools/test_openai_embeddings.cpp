@@ -36,9 +36,8 @@ TEST_CASE("openai embeddings: base64 as RFC 4648", "[unit][openai]") {
 }
 
 TEST_CASE("openai embeddings: every input form, and the answer's shape", "[unit][openai]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const Vocab v(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const Vocab v(path);
     const ModelContext m = v.context();
     const EmbeddingRequest one = parse_embedding_request(R"({"input": "Once upon", "model": "x"})", m);
     REQUIRE(one.inputs.size() == 1);
@@ -74,9 +73,8 @@ TEST_CASE("openai embeddings: every input form, and the answer's shape", "[unit]
 }
 
 TEST_CASE("openai token endpoints: tokenize, detokenize and the rendered prompt", "[unit][openai]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const Vocab v(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const Vocab v(path);
     const ModelContext m = v.context();
     const Json t = tokenize_json(Json::parse(R"({"content": "Once upon"})"), m);
     CHECK(t["tokens"].get<std::vector<int32_t>>() == v.tok->encode("Once upon", false, true));

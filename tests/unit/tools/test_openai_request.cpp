@@ -56,9 +56,8 @@ json with(json base, const std::string& key, json value) {
 }  // namespace
 
 TEST_CASE("openai requests: malformed bodies and wrong types are 400s naming the field", "[unit][openai]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const TinyModel tiny(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const TinyModel tiny(path);
     const ModelContext m = tiny.context();
 
     SECTION("not JSON") {
@@ -163,9 +162,8 @@ TEST_CASE("openai requests: malformed bodies and wrong types are 400s naming the
 }
 
 TEST_CASE("openai requests: prompts past the context are refused", "[unit][openai]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const TinyModel tiny(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const TinyModel tiny(path);
     const ModelContext m = tiny.context(32);
     std::string long_text;
     for (int i = 0; i < 40; ++i) long_text += "the cat sat. ";
@@ -189,9 +187,8 @@ TEST_CASE("openai requests: prompts past the context are refused", "[unit][opena
 }
 
 TEST_CASE("openai requests: valid bodies give the templated prompt and the parameters", "[unit][openai]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const TinyModel tiny(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const TinyModel tiny(path);
     const ModelContext m = tiny.context(256);
 
     SECTION("chat: the chat template's tokens, OpenAI's defaults, the end of turn as a stop string") {

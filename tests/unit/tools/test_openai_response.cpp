@@ -58,9 +58,8 @@ TEST_CASE("openai answers: finish reasons", "[unit][openai]") {
 }
 
 TEST_CASE("openai answers: whole completions, one choice or several", "[unit][openai]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const Vocab v(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const Vocab v(path);
     const auto chat = CompletionMeta::make(Endpoint::Chat, "my-model");
     CHECK(chat.id.rfind("chatcmpl-", 0) == 0);
     CHECK(chat.created > 1700000000);
@@ -105,9 +104,8 @@ TEST_CASE("openai answers: whole completions, one choice or several", "[unit][op
 }
 
 TEST_CASE("openai answers: log-probabilities in the chat and the completions shapes", "[unit][openai]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const Vocab v(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const Vocab v(path);
     const int32_t once = *v.tok->find_token("▁Once"), upon = *v.tok->find_token("▁upon"), a = *v.tok->find_token("▁a");
     const std::vector<SampledLogprobs> lps = {{{once, -0.5f}, {{once, -0.5f}, {a, -1.5f}}}, {{upon, -0.25f}, {{upon, -0.25f}, {a, -3.0f}}}};
     const json c = logprobs_json(Endpoint::Chat, lps, *v.tok, 0);
@@ -132,9 +130,8 @@ TEST_CASE("openai answers: log-probabilities in the chat and the completions sha
 }
 
 TEST_CASE("openai answers: a reply that calls tools", "[unit][openai]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const Vocab v(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const Vocab v(path);
     CompletionRequest req = request(Endpoint::Chat);
     req.tools = models::tool_call_syntax(models::ChatFamily::ChatML);
     GenerateResult r = result("eos");
@@ -195,9 +192,8 @@ TEST_CASE("openai answers: errors and invalid UTF-8", "[unit][openai]") {
     // A model may end on half a UTF-8 character; the wire text stays valid JSON.
     GenerateResult r = result("length");
     r.text = "ok \xE2\x82";
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const Vocab v(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const Vocab v(path);
     const std::string wire = dump(whole(CompletionMeta::make(Endpoint::Completions, "m"), r, request(Endpoint::Completions), v.tok.get()));
     const json back = json::parse(wire);
     CHECK(back["choices"][0]["text"] == "ok \xEF\xBF\xBD");

@@ -29,7 +29,7 @@ int32_t argmax(std::span<const float> row) {
     return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-// The fixture's models as TinyForward writes them (its rms_eps is TinyModelFile's).
+// The fixture's models as TinyCpuModel writes them (its rms_eps is TinyModelFile's).
 nlohmann::json tiny_fixture(const std::string& name) {
     auto fx = test::model_fixture(name);
     REQUIRE(fx["rms_eps"].get<double>() == Approx(1e-5));
@@ -38,7 +38,7 @@ nlohmann::json tiny_fixture(const std::string& name) {
 
 // Logits of every position: the first half prefilled as a batch, the rest one token at a
 // time, so both matmul strategies are checked.
-std::vector<float> logits_of(test::TinyForward& m, const std::vector<int32_t>& ids) {
+std::vector<float> logits_of(test::TinyCpuModel& m, const std::vector<int32_t>& ids) {
     KvCache kv(m.hp.n_layer, 64, m.hp.n_embd_kv());
     auto all = m.prompt_then_steps(ids, ids.size() / 2, kv);
     REQUIRE(all.size() == ids.size() * m.hp.n_vocab);
@@ -60,13 +60,18 @@ TEST_CASE("every architecture's forward pass matches the reference", "[unit][arc
     for (const auto& m : fx["models"]) {
         const std::string name = m["config"]["name"];
         SECTION(name) {
-            test::TinyForward t("tiny_" + name + ".gguf", m["config"], fx["seed"]);
+            test::TinyCpuModel t("tiny_" + name + ".gguf", m["config"], fx["seed"]);
             CHECK(arch_name(t.hp.arch) == m["config"]["arch"].get<std::string>());
             const int64_t V = t.hp.n_vocab;
 
             // Prefill half as a batch, then the rest one token at a time: both paths are checked.
             KvCache kv(t.hp.n_layer, n_ctx, t.hp.n_embd_kv());
-            const std::vector<float> all = t.prompt_then_steps(ids, ids.size() / 2, kv);
+            const SeqId seq = kv.create_seq();
+            std::vector<float> all = test::eval_seq(t.backend, t.pool, kv, seq, std::span(ids).first(ids.size() / 2), true);
+            for (size_t i = ids.size() / 2; i < ids.size(); ++i) {
+                const auto step = test::eval_seq(t.backend, t.pool, kv, seq, std::span(ids).subspan(i, 1), false);
+                all.insert(all.end(), step.begin(), step.end());
+            }
             const auto& ref = m["logits"];
             REQUIRE(all.size() == ids.size() * V);
             double max_diff = 0;
@@ -82,7 +87,7 @@ TEST_CASE("every architecture's forward pass matches the reference", "[unit][arc
             std::vector<float> logits(all.end() - V, all.end());
             for (size_t i = 0; i < want.size() && margins[i] >= kTie; ++i) {
                 got.push_back(argmax(logits));
-                t.pool.run([&] { t.fwd.eval({&got.back(), 1}, kv, logits, false); });
+                logits = test::eval_seq(t.backend, t.pool, kv, seq, {&got.back(), 1}, false);
             }
             CHECK(got == std::vector<int32_t>(want.begin(), want.begin() + got.size()));
             CHECK(got.size() >= want.size() / 2);
@@ -92,8 +97,7 @@ TEST_CASE("every architecture's forward pass matches the reference", "[unit][arc
             const auto top1 = m["teacher_top1"].get<std::vector<int32_t>>();
             const auto tf_margins = m["teacher_margins"].get<std::vector<double>>();
             KvCache kv_tf(t.hp.n_layer, n_ctx, t.hp.n_embd_kv());
-            std::vector<float> tf_logits;
-            t.pool.run([&] { t.fwd.eval(tf, kv_tf, tf_logits, true); });
+            const std::vector<float> tf_logits = test::eval_seq(t.backend, t.pool, kv_tf, kv_tf.create_seq(), tf, true);
             size_t agree = 0;
             for (size_t i = 0; i < tf.size(); ++i) {
                 const int32_t a = argmax(std::span(tf_logits).subspan(i * V, V));
@@ -112,7 +116,7 @@ TEST_CASE("Q2_K, Q3_K, IQ4_NL and IQ4_XS models match the reference logits, in t
     for (const auto& m : fx["models"]) {
         const std::string type = m["config"]["weight_type"];
         SECTION(type) {
-            test::TinyForward model("tiny_" + type + ".gguf", m["config"], fx["seed"]);
+            test::TinyCpuModel model("tiny_" + type + ".gguf", m["config"], fx["seed"]);
             REQUIRE(dtype_name(model.file.find_tensor("blk.0.ffn_down.weight")->type) == type);
             // The reference computes in float64 from the dequantized weights; the kernels round
             // the activations to Q8x2 (cpu/quant_ref.h: 2^-16 of each block's largest value).

@@ -24,9 +24,8 @@ std::shared_ptr<const Grammar> grammar(const char* gbnf) { return std::make_shar
 }  // namespace
 
 TEST_CASE("a grammar constraint masks the logits of every token its grammar refuses", "[unit][grammar]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const Vocab v(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const Vocab v(path);
     GrammarConstraint c(grammar(R"(root ::= "Once" " upon"?)"), v.trie);
     CHECK(c.active());
     std::vector<float> logits(v.tok->n_vocab(), 1.0f);
@@ -49,9 +48,8 @@ TEST_CASE("a grammar constraint masks the logits of every token its grammar refu
 }
 
 TEST_CASE("a lazy constraint lets the output run free until it writes a trigger", "[unit][grammar]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const Vocab v(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const Vocab v(path);
     GrammarConstraint c(grammar(R"(root ::= "<" "x"+ ">")"), v.trie, {"<"});
     CHECK_FALSE(c.active());
     CHECK(c.allows(v.id("▁upon")));
@@ -70,9 +68,8 @@ TEST_CASE("a lazy constraint lets the output run free until it writes a trigger"
 }
 
 TEST_CASE("a sampler with a grammar draws again among the tokens the grammar allows", "[unit][grammar][sampler]") {
-    const auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
-    const Vocab v(*path);
+    const std::filesystem::path path = test::tiny_llama_path();
+    const Vocab v(path);
     SamplerParams p;
     p.temperature = 0;
     std::vector<float> logits(v.tok->n_vocab(), 0.0f);

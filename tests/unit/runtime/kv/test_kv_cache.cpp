@@ -27,7 +27,6 @@ TEST_CASE("kv cache: a sequence gets a block per 16 positions and gives them bac
     KvCache kv(2, 256, 64, 8);
     CHECK(kv.pool().n_blocks() == 8);
     const SeqId s = kv.create_seq();
-    CHECK(s != 0);  // sequence 0 is the single-sequence API's
     const auto t = tokens(40);
     REQUIRE(kv.reserve(s, 40));
     CHECK(kv.block_table(s).size() == 3);
@@ -120,28 +119,29 @@ TEST_CASE("kv cache: prefix blocks evicted from DRAM come back from disk with th
 TEST_CASE("kv cache: truncating into a shared block gives it up instead of writing it", "[unit][kv]") {
     KvCache kv(2, 256, 64, 16);
     const auto t = tokens(40);
-    REQUIRE(kv.reserve(0, 40));
-    kv.commit(0, t);
+    const SeqId a = kv.create_seq();
+    REQUIRE(kv.reserve(a, 40));
+    kv.commit(a, t);
     const SeqId b = kv.create_seq();
     REQUIRE(kv.attach_prefix(b, t) == 32);
-    const int32_t shared = kv.block_table(0)[1];
+    const int32_t shared = kv.block_table(a)[1];
     CHECK(kv.pool().ref_count(shared) == 2);
-    // Position 20 is in block 1, which b also holds: sequence 0 keeps only block 0.
-    CHECK(kv.truncate_seq(0, 20) == 16);
-    CHECK(kv.n_past() == 16);
+    // Position 20 is in block 1, which b also holds: a keeps only block 0.
+    CHECK(kv.truncate_seq(a, 20) == 16);
+    CHECK(kv.seq_len(a) == 16);
     CHECK(kv.pool().ref_count(shared) == 1);
     CHECK(kv.pool().is_cached(shared));
     // Into a block only it holds: kept, and no longer cached under its old tokens.
     CHECK(kv.truncate_seq(b, 20) == 20);
     CHECK_FALSE(kv.pool().is_cached(shared));
     kv.free_seq(b);
-    kv.truncate(0);
+    kv.free_seq(a);
     CHECK(kv.pool().n_used() == 0);
 }
 
 TEST_CASE("kv cache: reserving past the context is a clear error", "[unit][kv]") {
     KvCache kv(1, 32, 64, 8);
-    CHECK_THROWS_WITH(kv.reserve(0, 33), Catch::Contains("context is full"));
+    CHECK_THROWS_WITH(kv.reserve(kv.create_seq(), 33), Catch::Contains("context is full"));
 }
 
 TEST_CASE("kv cache: store converts rows to the cache's type where its block table says", "[unit][kv]") {

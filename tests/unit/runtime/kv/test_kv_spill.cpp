@@ -15,14 +15,15 @@ using namespace strata;
 using namespace strata::runtime;
 
 TEST_CASE("spilled KV layers give the same logits as an all-DRAM cache", "[unit][kv]") {
-    test::TinyForward m("kv_model.gguf", test::tiny_config("llama", 128, 6, 256), 5);
+    test::TinyCpuModel m("kv_model.gguf", test::tiny_config("llama", 128, 6, 256), 5);
     const std::vector<int32_t> ids{7, 1, 2, 80, 44, 3, 9, 12, 70, 31, 5};
 
     auto run = [&](KvCache& kv) {
-        std::vector<float> all = m.prompt_then_steps(ids, 6, kv), step;
+        const SeqId seq = kv.create_seq();
+        std::vector<float> all = m.prompt_then_steps(ids, 6, kv, seq);
         // A shared prefix is kept and the rest recomputed: the spill file must follow.
-        kv.truncate(4);
-        m.pool.run([&] { m.fwd.eval(std::span(ids).subspan(4, 3), kv, step, true); });
+        REQUIRE(kv.truncate_seq(seq, 4) == 4);
+        const auto step = test::eval_seq(m.backend, m.pool, kv, seq, std::span(ids).subspan(4, 3), true);
         all.insert(all.end(), step.begin(), step.end());
         return all;
     };

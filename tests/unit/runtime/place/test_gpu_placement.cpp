@@ -85,10 +85,9 @@ TEST_CASE("gpu placement: --attention cpu keeps the KV cache on the host", "[gpu
 
 TEST_CASE("gpu: without a device the engine runs on the CPU and says why", "[gpu_placement]") {
     if (!gpu::list_devices().devices.empty()) STRATA_SKIP("this machine has a GPU");
-    auto path = test::stories260k_path();
-    STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
+    const std::filesystem::path path = test::tiny_llama_path();
     EngineOptions eo;
-    eo.model = *path;
+    eo.model = path;
     eo.n_ctx = 64;
     eo.gpu.gpu_mem = 1ull << 30;
     Engine e(eo);
@@ -98,28 +97,18 @@ TEST_CASE("gpu: without a device the engine runs on the CPU and says why", "[gpu
     CHECK_FALSE(t.why_not.empty());
 }
 
-TEST_CASE("gpu: an architecture the device backends do not run stays on the CPU, named", "[gpu_placement]") {
-    GpuRequest req;
-    req.gpu_mem = 1ull << 30;
-    req.device = GENERATE(DeviceKind::Auto, DeviceKind::Sim);
-    for (const char* arch : {"gemma2", "phi3"}) {
-        test::TinyModelFile m(std::string("gpu_") + arch + ".gguf", test::tiny_config(arch, 64, 2, 128), 2);
-        const GpuTarget t = find_gpu(req, m.file, m.hp, DType::F16);
-        CHECK_FALSE(t.use);
-        CHECK_THAT(t.why_not, Catch::Contains("run llama, mistral, qwen2, qwen3 and qwen3moe") &&
-                                  Catch::Contains(std::string("this one is ") + arch));
-    }
-}
-
-TEST_CASE("gpu: qwen3's QK-norm and a mixture of experts run on the simulated device", "[gpu_placement]") {
+TEST_CASE("gpu: every architecture runs on the simulated device", "[gpu_placement]") {
     GpuRequest req;
     req.gpu_mem = 1ull << 30;
     req.device = DeviceKind::Sim;
-    auto c = test::tiny_config(GENERATE(std::string("qwen3"), std::string("llama")), 64, 2, 128);
-    c["qk_norm"] = c["arch"] == "qwen3";
-    if (c["arch"] == "llama") c["n_expert"] = 4, c["n_expert_used"] = 2;
-    test::TinyModelFile m("gpu_accepted.gguf", c, 2);
-    const GpuTarget t = find_gpu(req, m.file, m.hp, DType::F16);
-    INFO(t.why_not);
-    CHECK(t.use);
+    for (const char* arch : {"llama", "mistral", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3"}) {
+        auto c = test::tiny_config(arch, 64, 2, 128);
+        c["qk_norm"] = c["arch"] == "qwen3" || c["arch"] == "qwen3moe" || c["arch"] == "gemma3";
+        c["post_norms"] = c["arch"] == "gemma2" || c["arch"] == "gemma3";
+        if (c["arch"] == "qwen3moe") c["n_expert"] = 4, c["n_expert_used"] = 2, c["n_ff_exp"] = 64;
+        test::TinyModelFile m(std::string("gpu_") + arch + ".gguf", c, 2);
+        const GpuTarget t = find_gpu(req, m.file, m.hp, DType::F16);
+        INFO(arch << ": " << t.why_not);
+        CHECK(t.use);
+    }
 }

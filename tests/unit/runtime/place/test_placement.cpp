@@ -9,7 +9,7 @@
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
 #include "planner/plan.h"
-#include "runtime/exec/forward.h"
+#include "runtime/exec/cpu/cpu_backend.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"
 #include "runtime/weights/weight_store.h"
@@ -64,15 +64,9 @@ TEST_CASE("placement: a budget-driven plan streams layers, with the same logits 
         const auto& plan = placed.placement->plan;
         for (size_t il = 0; il < plan.layers.size(); ++il)
             CHECK(placed.store->residency().resident[il] == (plan.layers[il].weights == WeightOption::DramCpu));
-        Forward fwd(m.hp, *placed.store);
+        CpuBackend backend(m.hp, *placed.store);
         KvCache kv(m.hp.n_layer, kCtx, m.hp.n_embd_kv());
-        std::vector<float> all, step;
-        pool.run([&] { fwd.eval(std::span(ids).first(4), kv, all, true); });
-        for (size_t i = 4; i < ids.size(); ++i) {
-            pool.run([&] { fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
-            all.insert(all.end(), step.begin(), step.end());
-        }
-        return std::make_pair(all, n_streamed_by_plan(plan));
+        return std::make_pair(test::prompt_then_steps(backend, pool, ids, 4, kv), n_streamed_by_plan(plan));
     };
     const auto [resident, none] = run(UINT64_MAX);
     const auto [streamed, n_streamed] = run(16 << 20);

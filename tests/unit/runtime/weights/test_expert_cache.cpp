@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "cpu/thread_pool.h"
-#include "runtime/exec/forward.h"
+#include "runtime/exec/cpu/cpu_backend.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"
 #include "runtime/weights/expert_cache.h"
@@ -41,7 +41,7 @@ nlohmann::json moe_config(const std::string& arch, const std::string& type, int 
 TEST_CASE("offloaded experts: the same logits as resident ones, reading only the chosen experts", "[unit][experts]") {
     for (const auto& [arch, type, shexp] : {std::tuple{"qwen3moe", "Q8_0", 0}, {"qwen3moe", "F32", 0}, {"llama", "Q8_0", 64}}) {
         SECTION(std::string(arch) + " " + type + (shexp ? " shared" : "")) {
-            test::TinyForward all(std::string("offload_") + arch + type + ".gguf", moe_config(arch, type, shexp), 23);
+            test::TinyCpuModel all(std::string("offload_") + arch + type + ".gguf", moe_config(arch, type, shexp), 23);
             const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26};
             KvCache kv_all(all.hp.n_layer, 64, all.hp.n_embd_kv());
             const std::vector<float> want = all.prompt_then_steps(ids, 5, kv_all);
@@ -56,14 +56,14 @@ TEST_CASE("offloaded experts: the same logits as resident ones, reading only the
             // The weights a token reads are the model's, wherever its experts are.
             CHECK(store.weights().total_bytes() == all.store.weights().total_bytes());
             CHECK(store.weights().decode_bytes() == all.store.weights().decode_bytes());
-            Forward fwd(all.hp, store);
+            CpuBackend backend(all.hp, store);
             KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
-            std::vector<float> got, step;
+            const SeqId seq = kv.create_seq();
             cpu::ThreadPool pool(2);
-            pool.run([&] { fwd.eval(std::span(ids).first(5), kv, got, true); });
+            std::vector<float> got = test::eval_seq(backend, pool, kv, seq, std::span(ids).first(5), true);
             const ExpertCacheStats after_prompt = store.expert_cache()->stats();
             for (size_t i = 5; i < ids.size(); ++i) {
-                pool.run([&] { fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
+                const auto step = test::eval_seq(backend, pool, kv, seq, std::span(ids).subspan(i, 1), false);
                 got.insert(got.end(), step.begin(), step.end());
             }
             REQUIRE(got.size() == want.size());
@@ -97,12 +97,12 @@ TEST_CASE("offloaded experts: a budget below one layer's experts is refused with
 }
 
 TEST_CASE("offloaded experts: a failed read fails its pass, and the next pass is exact", "[unit][experts]") {
-    test::TinyForward all("offload_eio.gguf", moe_config("qwen3moe", "Q8_0"), 29);
+    test::TinyCpuModel all("offload_eio.gguf", moe_config("qwen3moe", "Q8_0"), 29);
     const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35};
     std::vector<float> want;
     {
         KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
-        all.pool.run([&] { all.fwd.eval(ids, kv, want, true); });
+        want = test::eval_seq(all.backend, all.pool, kv, kv.create_seq(), ids, true);
     }
     const test::SmallExpertCache small(all);
     // The Nth read fails: past the reads at load, it hits an expert's read in the first pass.
@@ -119,13 +119,13 @@ TEST_CASE("offloaded experts: a failed read fails its pass, and the next pass is
             continue;  // the fault hit the load
         }
         unsetenv("STRATA_FAULT_IO");
-        Forward fwd(all.hp, *store);
+        CpuBackend backend(all.hp, *store);
         std::vector<float> got;
         bool failed = false;
         {
             KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
             try {
-                all.pool.run([&] { fwd.eval(ids, kv, got, true); });
+                got = test::eval_seq(backend, all.pool, kv, kv.create_seq(), ids, true);
             } catch (const IoError& e) {
                 failed = true;
                 CHECK_THAT(e.what(), Catch::Contains("I/O error") || Catch::Contains("EIO") || Catch::Contains("read"));
@@ -134,7 +134,7 @@ TEST_CASE("offloaded experts: a failed read fails its pass, and the next pass is
         if (!failed) break;  // the fault is past the first pass: every later nth is too
         ++hit_in_pass;
         KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
-        all.pool.run([&] { fwd.eval(ids, kv, got, true); });
+        got = test::eval_seq(backend, all.pool, kv, kv.create_seq(), ids, true);
         REQUIRE(got.size() == want.size());
         CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
     }

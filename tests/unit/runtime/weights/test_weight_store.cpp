@@ -15,7 +15,7 @@
 #include "core/trace.h"
 #include "cpu/thread_pool.h"
 #include "models/gguf_file.h"
-#include "runtime/exec/forward.h"
+#include "runtime/exec/cpu/cpu_backend.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
@@ -51,15 +51,9 @@ void check_streamed_forward(const test::TinyModelFile& m) {
     auto logits_with = [&](uint64_t budget_bytes) {
         storage::MemoryBudget budget("DRAM", budget_bytes, "--dram");
         WeightStore store(m.file, m.hp, budget, test::planned(m.file, m.hp, budget, 0, 1));
-        Forward fwd(m.hp, store);
+        CpuBackend backend(m.hp, store);
         KvCache kv(m.hp.n_layer, 32, m.hp.n_embd_kv());
-        std::vector<float> prefill, step, all;
-        pool.run([&] { fwd.eval(std::span(ids).first(5), kv, prefill, true); });
-        all = prefill;
-        for (size_t i = 5; i < ids.size(); ++i) {
-            pool.run([&] { fwd.eval(std::span(ids).subspan(i, 1), kv, step, false); });
-            all.insert(all.end(), step.begin(), step.end());
-        }
+        const std::vector<float> all = test::prompt_then_steps(backend, pool, ids, 5, kv);
         // A mixture of experts offloads its routed experts instead of streaming whole layers.
         const auto& cached = store.residency().experts_cached;
         return std::make_pair(all, store.residency().n_streamed() + static_cast<int>(std::count(cached.begin(), cached.end(), true)));

@@ -1,0 +1,25 @@
+#pragma once
+// The shapes the kernels work in, which the runtime lays its passes out by and the planner
+// prices: one definition each, read by cpu/, gpu/, runtime/ and planner/ alike, so that a
+// change to a kernel's shape reaches the cost model too.
+#include <cstdint>
+
+namespace strata {
+
+// Up to this many token rows a CPU matmul takes the decode strategy (one pass over the weights,
+// each row with the bits it gets alone); more take the prefill strategy (cpu/matmul.h).
+inline constexpr int64_t kCpuGemvTokens = 4;
+
+// Query rows of one CPU attention tile: all the query heads of a KV head for as many tokens as
+// fit (cpu/attention_cpu.cpp).
+inline constexpr int64_t kAttentionTileRows = 32;
+
+// Decode rows a device matmul computes each as that row alone would give it (gpu/device.h): a
+// batch's step reads the device's weights once per this many sequences.
+inline constexpr int64_t kDeviceRowWiseRows = 8;
+
+// Positions per block of the paged KV cache (runtime/kv/kv_cache.h), which every attention
+// kernel (cpu/attention_cpu.h, gpu/device.h) reads as its key tile.
+inline constexpr int32_t kKvBlockSize = 16;
+
+}  // namespace strata

@@ -1,0 +1,48 @@
+#include "runtime/exec/cpu/attention_pass.h"
+
+#include <vector>
+
+#include "cpu/attention_cpu.h"
+#include "cpu/thread_pool.h"
+
+namespace strata::runtime {
+
+void attend_on_cpu(const AttentionSpec& spec, KvCache& kv, int il, std::span<const PassLayout::Segment> segments,
+                   const float* q, float* out) {
+    using Segment = PassLayout::Segment;
+    const int64_t Q = int64_t(spec.n_head) * spec.head_dim;
+    auto run = [&](const Segment& s) {
+        cpu::AttentionArgs a;
+        a.q = q + s.first * Q;
+        a.k = kv.k(il, 0);
+        a.v = kv.v(il, 0);
+        a.out = out + s.first * Q;
+        a.n_tokens = s.n;
+        a.pos0 = s.pos0;
+        a.n_head = spec.n_head;
+        a.n_head_kv = spec.n_head_kv;
+        a.head_dim = spec.head_dim;
+        a.kv_stride = kv.row_bytes();
+        a.kv_type = kv.type();
+        a.block_table = kv.block_table(s.seq).data();
+        a.block_size = KvCache::kBlockSize;
+        a.block_stride = kv.block_stride(il);
+        a.window = spec.window;
+        a.scale = spec.scale;
+        a.softcap = spec.softcap;
+        cpu::attention(a);
+    };
+    // Segments with many query rows spread over the threads themselves; the short ones (decode
+    // steps) share one parallel loop, each inline in its task. Each row's result is the same
+    // either way.
+    constexpr int64_t kOwnLoop = 16;
+    std::vector<const Segment*> small;
+    for (const Segment& s : segments) {
+        if (s.n >= kOwnLoop) run(s);
+        else small.push_back(&s);
+    }
+    if (small.size() == 1) run(*small[0]);
+    else if (!small.empty()) cpu::parallel_for(static_cast<int64_t>(small.size()), [&](int64_t i) { run(*small[i]); });
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,165 @@
+// Attention on the device (KV cache there, or copied in per layer from the host cache) or on
+// the host CPU (FastDecode/NEO), and KV recomputed on the device from saved hidden states.
+#include "runtime/exec/device/device_impl.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/trace.h"
+#include "runtime/exec/cpu/attention_pass.h"
+
+namespace strata::runtime {
+
+using gpu::Stream;
+
+// KVPR/HCache on the device: the positions the pass attends to but does not compute get K and
+// V again from their saved hidden states (runtime/exec/cpu/kv_rebuild.h): the layer program's
+// key_value steps, kMaxUbatch rows at a time, in buffers the layer does not use until its
+// attention is done (gate for the inputs, up and out for K and V).
+void DeviceBackend::Impl::rebuild_kv(const LayerProgram& prog, const DevLayer& l, KvCache& kv) {
+    const int il = prog.il;
+    const int64_t E = hp.n_embd;
+    const int32_t* list = rebuild_list.as<int32_t>();
+    Rows r;
+    r.act[size_t(Act::XN)] = gate.as<float>();
+    r.act[size_t(Act::K)] = up.as<float>();
+    r.act[size_t(Act::V)] = out.as<float>();
+    r.save_inputs = false;
+    for (int64_t r0 = 0; r0 < n_rebuild; r0 += kMaxUbatch) {
+        // Every row of a chunk in one matmul, as when they were first computed in a prompt.
+        r.n = r.n_long = std::min<int64_t>(kMaxUbatch, n_rebuild - r0);
+        r.block = list + r0;
+        r.row = list + n_rebuild + r0;
+        r.pos = list + 2 * n_rebuild + r0;
+        const int64_t hidden_block = KvCache::kBlockSize * hidden_row_bytes;
+        dev->kv_gather({hidden[hidden_slot[il]].data(), kv_type, r.block, r.row, r.n, E, hidden_row_bytes, hidden_block},
+                       gate.as<float>(), *compute);
+        run(prog.key_value, prog, l, r, nullptr, kv);
+    }
+}
+
+// Attention into `attn`: the KV cache on the device (its rows stored by the program's StoreKv,
+// rebuilt ones recomputed first), or the host cache's blocks the pass reads copied in.
+void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const DevLayer& l, const PassLayout& p, KvCache& kv) {
+    Stream& s = *compute;
+    const int il = prog.il;
+    const int64_t n = p.n(), KV = hp.n_embd_kv();
+    const void* kc = nullptr;
+    const void* vc = nullptr;
+    if (opts.kv == KvPlacement::Device) {
+        if (hidden_slot[il] >= 0) rebuild_kv(prog, l, kv);
+        kc = kv_k[kv_slot[il]].data();
+        vc = kv_v[kv_slot[il]].data();
+    } else {
+        // The host cache is the master copy: the new rows go down into it, then every block the
+        // pass reads comes up, at the same block ids, into the staging layer.
+        ev_qkv->record(s);
+        ev_qkv->wait_on(*d2h);
+        dev->copy_d2h(host->k, k.data(), size_t(n * KV) * 4, *d2h);
+        dev->copy_d2h(host->v, v.data(), size_t(n * KV) * 4, *d2h);
+        ev_down[0]->record(*d2h);
+        ev_down[0]->synchronize();
+        kv.begin_layer(il);
+        for (int64_t t = 0; t < n; ++t)
+            kv.store(il, p.block[t], p.row[t], host->k + t * KV, host->v + t * KV);
+        std::vector<int32_t> blocks;
+        for (const auto& seg : p.segments) {
+            const auto table = kv.block_table(seg.seq);
+            blocks.insert(blocks.end(), table.begin(), table.begin() + KvCache::blocks_for(seg.pos0 + seg.n));
+        }
+        std::sort(blocks.begin(), blocks.end());
+        blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+        const size_t bytes = size_t(KvCache::kBlockSize) * size_t(kv.row_bytes());
+        for (int32_t b : blocks) {
+            dev->copy_h2d(kv_k[0].as<std::byte>() + b * kv_block_bytes, kv.k(il, b), bytes, *h2d);
+            dev->copy_h2d(kv_v[0].as<std::byte>() + b * kv_block_bytes, kv.v(il, b), bytes, *h2d);
+        }
+        ev_up[0]->record(*h2d);
+        ev_up[0]->wait_on(s);
+        ev_up[0]->synchronize();  // a spilled layer's host buffer is reused after end_layer
+        kv.end_layer(il, p.dirty);
+        kc = kv_k[0].data();
+        vc = kv_v[0].data();
+    }
+    gpu::DecodeAttentionArgs a;
+    a.q = q.as<float>();
+    a.out = attn.as<float>();
+    a.k = kc;
+    a.v = vc;
+    a.kv_type = kv_type;
+    a.block_tables = tables.as<int32_t>();
+    a.n_kv = ints.as<int32_t>() + 3 * n;
+    a.n_seq = static_cast<int32_t>(n);
+    a.max_blocks = max_blocks;
+    a.n_head = prog.attention_spec.n_head;
+    a.n_head_kv = prog.attention_spec.n_head_kv;
+    a.head_dim = prog.attention_spec.head_dim;
+    a.row_stride = kv_row_bytes;
+    a.block_stride = kv_block_bytes;
+    a.scratch = scratch.as<float>();
+    a.window = prog.attention_spec.window;
+    a.scale = prog.attention_spec.scale;
+    a.softcap = prog.attention_spec.softcap;
+    dev->decode_attention(a, s);
+}
+
+// FastDecode/NEO: q, k and v go down to the host, the CPU stores k and v in the host cache and
+// attends, the result comes back up. The pass is cut in two micro-batches at a segment
+// boundary: while the CPU attends for the second, the first's result goes up and its output
+// projection runs on the GPU.
+void DeviceBackend::Impl::attention_on_host(const LayerProgram& prog, const DevWeight& wo, const PassLayout& p, KvCache& kv,
+                                            float* out_rows) {
+    Stream& s = *compute;
+    const int il = prog.il;
+    const int64_t n = p.n(), Q = hp.n_embd_q(), KV = hp.n_embd_kv(), E = hp.n_embd;
+    size_t cut = p.segments.size();
+    for (size_t i = 1; i < p.segments.size(); ++i)
+        if (p.segments[i].first >= n / 2) {
+            cut = i;
+            break;
+        }
+    struct Part {
+        std::span<const PassLayout::Segment> segs;
+        int64_t r0, r1;
+    };
+    const int64_t mid = cut < p.segments.size() ? p.segments[cut].first : n;
+    const Part parts[2] = {{std::span(p.segments).first(cut), 0, mid}, {std::span(p.segments).subspan(cut), mid, n}};
+    float* hq = host->q;
+    float* hk = host->k;
+    float* hv = host->v;
+    float* ha = host->attn;
+    ev_qkv->record(s);
+    ev_qkv->wait_on(*d2h);
+    for (int i = 0; i < 2; ++i) {
+        const Part& m = parts[i];
+        if (m.r0 == m.r1) continue;
+        dev->copy_d2h(hq + m.r0 * Q, dev_f(q, m.r0, Q), size_t((m.r1 - m.r0) * Q) * 4, *d2h);
+        dev->copy_d2h(hk + m.r0 * KV, dev_f(k, m.r0, KV), size_t((m.r1 - m.r0) * KV) * 4, *d2h);
+        dev->copy_d2h(hv + m.r0 * KV, dev_f(v, m.r0, KV), size_t((m.r1 - m.r0) * KV) * 4, *d2h);
+        ev_down[i]->record(*d2h);
+    }
+    kv.begin_layer(il);
+    for (int i = 0; i < 2; ++i) {
+        const Part& m = parts[i];
+        if (m.r0 == m.r1) continue;
+        ev_down[i]->synchronize();
+        {
+            const TraceScope traced(trace, attention_track, fmt::format("layer {}", il));
+            for (int64_t t = m.r0; t < m.r1; ++t) kv.store(il, p.block[t], p.row[t], hk + t * KV, hv + t * KV);
+            attend_on_cpu(prog.attention_spec, kv, il, m.segs, hq, ha);
+        }
+        dev->copy_h2d(dev_f(attn, m.r0, Q), ha + m.r0 * Q, size_t((m.r1 - m.r0) * Q) * 4, *h2d);
+        ev_up[i]->record(*h2d);
+        ev_up[i]->wait_on(s);
+        // The output projection of this micro-batch, on the GPU while the CPU takes the next.
+        const int64_t n_long = std::clamp<int64_t>(p.n_long - m.r0, 0, m.r1 - m.r0);
+        project(wo, dev_f(attn, m.r0, Q), out_rows + m.r0 * E, m.r1 - m.r0, n_long);
+    }
+    kv.end_layer(il, p.dirty);
+    // The staging buffers are reused by the next layer.
+    ev_up[1]->synchronize();
+    ev_up[0]->synchronize();
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,72 @@
+#pragma once
+// Routed experts held in device memory (the plan's most chosen ones, or every expert of the
+// layers `--override-tensor ...exps=device` names) and computed there on the rows the router
+// sends them, beside the host's CPU computing the others (runtime/exec/remote_experts.h). Each
+// expert's three matrices are copied once at load from the model file as laid out there; a
+// pass's rows go up and its outputs come back through page-locked staging, every expert of a
+// layer queued before the host starts its own, and one wait per layer.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gpu/device.h"
+#include "models/hparams.h"
+#include "runtime/exec/backend.h"
+#include "runtime/exec/device/device_weight.h"
+#include "runtime/exec/remote_experts.h"
+#include "runtime/weights/model_weights.h"
+#include "storage/pinned_pool.h"
+
+namespace strata::models { class GgufFile; }
+namespace strata::storage { class MemoryBudget; }
+
+namespace strata::runtime {
+
+class DeviceExperts final : public RemoteExperts {
+public:
+    // Rows sent at once before the host waits for them: a pass's tokens, the most one expert of
+    // a layer can be given.
+    static constexpr int64_t kRows = Backend::kMaxUbatch;
+
+    // Copies `held[il]`'s experts of each layer from `file` (`layers`: the file's views) to the
+    // device. Throws OutOfBudget when the device's memory cannot hold them, BackendError when
+    // its kernels do not read their type.
+    DeviceExperts(gpu::Device& dev, gpu::Stream& compute, gpu::Stream& h2d, gpu::Stream& d2h, const models::Hparams& hp,
+                  const models::GgufFile& file, const std::vector<LayerWeights>& layers,
+                  const std::vector<std::vector<int32_t>>& held, storage::MemoryBudget& dram);
+    ~DeviceExperts() override;
+
+    // Device bytes of one expert of `l` (its three matrices, each aligned), and of the scratch.
+    static uint64_t expert_bytes(const LayerWeights& l);
+    static uint64_t scratch_bytes(const models::Hparams& hp);
+    // DRAM the page-locked staging takes (its mapping rounded up as the pool rounds it).
+    static uint64_t staging_bytes(const models::Hparams& hp);
+    int n_held() const { return n_held_; }
+
+    bool holds(int il, int e) const override;
+    void start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) override;
+    void collect() override;
+
+private:
+    struct Expert {
+        DevWeight gate, up, down;
+    };
+    struct Pending {
+        float* y;
+        int64_t at, n;
+    };
+    gpu::Device& dev_;
+    gpu::Stream &compute_, &h2d_, &d2h_;
+    int64_t n_embd_, n_ff_;
+    std::vector<std::vector<int32_t>> index_;  // [layer][expert]: into experts_, or -1
+    std::vector<Expert> experts_;
+    std::vector<gpu::DeviceBuffer> weights_;   // one per layer holding experts
+    gpu::DeviceBuffer x_, gate_, up_, y_;      // kRows rows each
+    std::unique_ptr<storage::PinnedBuffer> staging_;  // kRows rows going up, then kRows coming down
+    std::unique_ptr<gpu::Event> uploaded_, computed_, downloaded_;
+    std::vector<Pending> pending_;
+    int64_t used_ = 0;                         // rows of the scratch taken since the last collect()
+    int n_held_ = 0;
+};
+
+}  // namespace strata::runtime

@@ -1,0 +1,139 @@
+#pragma once
+// The device backend's state, shared by the files that implement it: device_backend.cpp (the
+// pass loop and the head), device_memory.cpp (device buffers), device_weights.cpp (weights on
+// the device), device_layer.cpp (a pass's upload, a layer on the device or the host),
+// device_steps.cpp (a layer program's steps as device ops), device_attention.cpp (attention on
+// the device or the host, KV rebuilt on the device) and device_moe.cpp (a mixture of experts:
+// the experts on the host). Every device op goes through gpu::Device, so the same code drives
+// the CUDA device and the simulated one.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "gpu/device.h"
+#include "runtime/exec/device/device_backend.h"
+#include "runtime/exec/device/device_experts.h"
+#include "runtime/exec/device/device_weight.h"
+#include "runtime/exec/cpu/cpu_backend.h"
+#include "runtime/exec/device/host_staging.h"
+#include "runtime/exec/cpu/kv_rebuild.h"
+#include "runtime/exec/layer_program.h"
+#include "runtime/exec/device/layer_pipeline.h"
+#include "runtime/weights/weight_store.h"
+
+namespace strata::runtime {
+
+// A layer's tensors on the device, by their LayerWeights member.
+struct DevLayer {
+    std::array<DevWeight, LayerWeights::kCount> w;
+    const DevWeight& operator[](LayerWeights::Member m) const { return w[LayerWeights::index_of(m)]; }
+    DevWeight& operator[](LayerWeights::Member m) { return w[LayerWeights::index_of(m)]; }
+};
+
+// A mixture of experts' tensors that its host computes with: the router, the routed and the
+// shared experts (device_moe.cpp).
+bool expert_tensor(LayerWeights::Member m);
+
+// The layer's tensors at their offsets inside its range, which starts at `base` on the device.
+DevLayer rebase(const WeightStore& store, int il, const LayerWeights& l, const std::byte* base);
+
+struct DeviceBackend::Impl {
+    // Rows of logits computed per round trip in head().
+    static constexpr int64_t kHeadRows = 16;
+
+    const models::Hparams& hp;
+    WeightStore& store;
+    DeviceBackendOptions opts;
+    std::unique_ptr<gpu::Device> dev;  // first in, last out: the buffers and streams below are its
+    std::unique_ptr<gpu::Stream> compute, h2d, d2h;
+    int32_t max_blocks;       // block table length of a sequence of n_ctx positions
+    DType kv_type;
+    int64_t kv_row_bytes;     // one position's keys (or values) in the cache's type
+    int64_t kv_block_bytes;   // device KV: bytes from one block to the next
+    int64_t hidden_row_bytes; // one position's saved hidden state (KV recomputed)
+
+    // Weights.
+    gpu::DeviceBuffer head_buf;  // output norm, output matrix, RoPE's frequency factors
+    DevWeight output_norm, output;
+    std::array<DevWeight, 4> rope_factors;  // by RopeFactors: none, llama3's, phi3's long and short
+    std::vector<LayerProgram> programs;  // every layer's, for the KV cache's context
+    std::vector<gpu::DeviceBuffer> layer_bufs;  // layers kept on the device
+    std::vector<DevLayer> layers;          // their tensors (the streamed ones' are rebased per pass)
+    std::vector<gpu::DeviceBuffer> slots;
+    std::vector<std::unique_ptr<gpu::Event>> copied, computed;  // per slot
+    std::vector<PipelineStep> schedule;
+    std::unique_ptr<CpuBackend> host_layers;  // the plan's CPU layers, when it has some
+    std::unique_ptr<DeviceExperts> experts;  // a mixture of experts' routed experts held here
+    Trace* trace = nullptr;                 // the CPU's attention for the device's layers
+    int attention_track = 0;
+
+    // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention);
+    // kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their
+    // saved hidden states in hidden[hidden_slot[il]] and share one more K/V pair, rebuilt
+    // before each use from rebuild_list (blocks, rows, positions: n_rebuild each).
+    std::vector<gpu::DeviceBuffer> kv_k, kv_v, hidden;
+    std::vector<int32_t> kv_slot, hidden_slot;
+    gpu::DeviceBuffer rebuild_list;
+    std::vector<RebuildRow> rebuild_rows;
+    int64_t n_rebuild = 0;
+
+    // Activations for passes of kMaxUbatch tokens, token-major, and scratch.
+    gpu::DeviceBuffer x, xn, q, k, v, attn, gate, up, out, logits, ints, tables, scratch;
+    std::unique_ptr<HostStaging> host;
+    std::unique_ptr<gpu::Event> ev_computed, ev_inputs, ev_qkv, ev_down[2], ev_up[2], ev_logits;
+
+    Impl(std::unique_ptr<gpu::Device> device, const models::Hparams& h, WeightStore& s, const KvCache& kv,
+         storage::MemoryBudget& dram, const DeviceBackendOptions& o);
+    ~Impl();  // waits for the device's queued work before its buffers go
+    // Device bytes besides the layers kept there and the KV cache: activations and scratch for
+    // passes of kMaxUbatch tokens, the output head and norms, `n_slots` buffers of `slot_bytes`.
+    static uint64_t working_bytes(const gpu::Device& device, const models::Hparams& hp, uint64_t head_bytes,
+                                  uint64_t slot_bytes, int n_slots, int n_ctx);
+    // The host staging for passes of kMaxUbatch tokens, and a list of `rebuild_rows` positions to recompute.
+    static HostStaging::Sizes staging_sizes(const models::Hparams& h, int32_t max_blocks, uint64_t rebuild_rows);
+    // A mixture of experts: the device bytes of every layer's tensors but its router and
+    // experts (which stay on the host, whose CPU runs them: device_moe.cpp).
+    static uint64_t non_expert_bytes(const ModelWeights& w);
+    void load_weights(storage::MemoryBudget& dram);
+    // A mixture of experts: each layer's tensors but its router and experts copied from the
+    // host's resident weights into a buffer of its own.
+    void load_non_expert_weights();
+    // Device buffers for the KV cache and activations; the routed experts opts.experts names.
+    void allocate(const KvCache& kv, storage::MemoryBudget& dram);
+    float* dev_f(const gpu::DeviceBuffer& b, int64_t row, int64_t width) const { return b.as<float>() + row * width; }
+
+    // runtime::project on the compute stream.
+    void project(const DevWeight& w, const float* x_all, float* y_all, int64_t n, int64_t n_long) {
+        runtime::project(*dev, *compute, w, x_all, y_all, n, n_long);
+    }
+    float* act(Act a) const;
+    void upload_pass(const PassLayout& p, const KvCache& kv);
+    void layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
+    void layer_on_cpu(int il, const PassLayout& p, KvCache& kv);
+
+    // device_steps.cpp: the steps of a program over device arrays.
+    using Rows = StepRows<int32_t>;
+    Rows pass_rows(const PassLayout& p) const;
+    void run(std::span<const Step> steps, const LayerProgram& prog, const DevLayer& l, const Rows& r, const PassLayout* p,
+             KvCache& kv);
+    void step(const Step& s, const LayerProgram& prog, const DevLayer& l, const Rows& r, const PassLayout* p, KvCache& kv);
+    gpu::RopeArgs rope_args(const RopeSpec& spec, int32_t n_heads) const;
+    // K and V rows into the layer's device cache (and the rows' inputs, where it rebuilds its KV).
+    void store_kv(int il, const Rows& r);
+
+    // device_attention.cpp: layer il's attention into `attn` (its output projection is the caller's).
+    void rebuild_kv(const LayerProgram& prog, const DevLayer& l, KvCache& kv);
+    void attention_on_device(const LayerProgram& prog, const DevLayer& l, const PassLayout& p, KvCache& kv);
+    // The CPU attends and the device projects by `wo` into `out`, in two micro-batches.
+    void attention_on_host(const LayerProgram& prog, const DevWeight& wo, const PassLayout& p, KvCache& kv, float* out_rows);
+    // device_moe.cpp: a mixture of experts' experts on the host: `out` = the experts of `in`.
+    void experts_on_host(int il, const PassLayout& p, const float* in, float* out);
+    // `n_embd`-wide rows of the pass: `down` copied to the host's `host_down`, `run` there, the
+    // host's `host_up` copied back up to `up`.
+    void on_host(const PassLayout& p, const float* down, float* host_down, const std::function<void()>& run,
+                 const float* host_up, float* up);
+};
+
+}  // namespace strata::runtime

@@ -1,0 +1,100 @@
+// One pass on the device: its inputs uploaded (embeddings looked up on the host, positions,
+// KV rows, block tables), each layer's program on the compute stream, and the layers (or
+// steps) the host computes, their rows copied down and back up.
+#include "runtime/exec/device/device_impl.h"
+
+#include <algorithm>
+
+namespace strata::runtime {
+
+using gpu::Stream;
+
+void project(gpu::Device& dev, gpu::Stream& s, const DevWeight& w, const float* x, float* y, int64_t n, int64_t n_long) {
+    auto product = [&](int64_t r0, int64_t r1) {
+        dev.matmul({w.type, w.data, x + r0 * w.n_cols, y + r0 * w.n_rows, w.n_rows, w.n_cols, r1 - r0}, s);
+    };
+    if (n_long > 0) product(0, n_long);
+    for (int64_t r = n_long; r < n; r += gpu::Device::kRowWiseRows) product(r, std::min(n, r + gpu::Device::kRowWiseRows));
+}
+
+float* DeviceBackend::Impl::act(Act a) const {
+    const gpu::DeviceBuffer* bufs[kNumActs] = {&x, &xn, &q, &k, &v, &attn, &gate, &up, &out};
+    return bufs[static_cast<size_t>(a)]->as<float>();
+}
+
+// Embeddings (looked up on the host), positions, KV rows and, for GPU attention, one block
+// table row and key count per token: one copy each on the H2D stream.
+void DeviceBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
+    const int64_t n = p.n(), E = hp.n_embd;
+    float* emb = host->embd;
+    embed_rows(hp, store.weights(), p.tokens, emb);
+    int32_t* in = host->ints;  // pos, block, row, n_kv: n each
+    int32_t* tab = host->tables;
+    for (int64_t t = 0; t < n; ++t) {
+        in[t] = static_cast<int32_t>(p.pos[t]);
+        in[n + t] = p.block[t];
+        in[2 * n + t] = p.row[t];
+        in[3 * n + t] = static_cast<int32_t>(p.pos[t] + 1);
+    }
+    for (const auto& seg : p.segments) {
+        const auto table = kv.block_table(seg.seq);
+        for (int64_t i = 0; i < seg.n; ++i) {
+            int32_t* dst = tab + (seg.first + i) * max_blocks;
+            std::fill_n(dst, max_blocks, 0);
+            std::copy_n(table.begin(), std::min<size_t>(table.size(), size_t(max_blocks)), dst);
+        }
+    }
+    Stream& up_link = *h2d;
+    // The previous pass may still be computing on the device buffers these copies overwrite.
+    ev_computed->record(*compute);
+    ev_computed->wait_on(up_link);
+    if (!hidden.empty()) {
+        rows_to_rebuild(kv, p.segments, rebuild_rows);
+        n_rebuild = static_cast<int64_t>(rebuild_rows.size());
+        int32_t* list = host->rebuild;
+        for (int64_t i = 0; i < n_rebuild; ++i) {
+            list[i] = rebuild_rows[i].block;
+            list[n_rebuild + i] = rebuild_rows[i].row;
+            list[2 * n_rebuild + i] = static_cast<int32_t>(rebuild_rows[i].pos);
+        }
+        if (n_rebuild > 0) dev->copy_h2d(rebuild_list.data(), list, size_t(3 * n_rebuild) * 4, up_link);
+    }
+    dev->copy_h2d(x.data(), emb, size_t(n * E) * 4, up_link);
+    dev->copy_h2d(ints.data(), in, size_t(4 * n) * 4, up_link);
+    dev->copy_h2d(tables.data(), tab, size_t(n * max_blocks) * 4, up_link);
+    ev_inputs->record(up_link);
+    ev_inputs->wait_on(*compute);
+    // The host buffers are rewritten by the next pass: wait for the copies before returning.
+    ev_inputs->synchronize();
+}
+
+void DeviceBackend::Impl::layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv) {
+    const LayerProgram& prog = programs[static_cast<size_t>(il)];
+    const Rows r = pass_rows(p);
+    run(prog.attention, prog, l, r, &p, kv);
+    run(prog.feed_forward, prog, l, r, &p, kv);
+}
+
+// A layer whose matmuls the plan puts on the CPU: the CPU runs the layer on the pass's hidden
+// states (its KV cache in DRAM, attention on the CPU).
+void DeviceBackend::Impl::layer_on_cpu(int il, const PassLayout& p, KvCache& kv) {
+    float* host_x = host_layers->act(Act::X);
+    on_host(p, x.as<float>(), host_x, [&] { host_layers->run_layer(il, kv, p); }, host_x, x.as<float>());
+}
+
+// The copy up needs no wait: the next copy down is ordered after it by the compute stream.
+void DeviceBackend::Impl::on_host(const PassLayout& p, const float* down, float* host_down, const std::function<void()>& run,
+                                  const float* host_up, float* up) {
+    const size_t bytes = size_t(p.n() * hp.n_embd) * 4;
+    ev_qkv->record(*compute);
+    ev_qkv->wait_on(*d2h);
+    dev->copy_d2h(host_down, down, bytes, *d2h);
+    ev_down[0]->record(*d2h);
+    ev_down[0]->synchronize();
+    run();
+    dev->copy_h2d(up, host_up, bytes, *h2d);
+    ev_up[0]->record(*h2d);
+    ev_up[0]->wait_on(*compute);
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,183 @@
+// What the device backend holds on the device besides weights: the streaming slots, the KV
+// cache (or its staging layer), saved hidden states, activations and scratch; and the host
+// staging it copies through.
+#include "runtime/exec/device/device_impl.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "storage/budget.h"
+
+namespace strata::runtime {
+
+namespace {
+// The largest weight matrix and activation block a prompt-sized matmul of a pass takes.
+// The largest matmul input: a pass's rows of the widest activation a weight reads.
+std::pair<int64_t, int64_t> matmul_sizes(const models::Hparams& hp) {
+    return {Backend::kMaxUbatch, std::max({int64_t(hp.n_embd), int64_t(hp.n_ff), int64_t(hp.n_embd_q())})};
+}
+}  // namespace
+
+HostStaging::Sizes DeviceBackend::Impl::staging_sizes(const models::Hparams& h, int32_t max_blocks, uint64_t rebuild_rows) {
+    const int64_t ub = Backend::kMaxUbatch, E = h.n_embd, Q = h.n_embd_q(), KV = h.n_embd_kv();
+    HostStaging::Sizes sizes;
+    sizes.embd = uint64_t(ub * E * 4);
+    sizes.ints = uint64_t(4 * ub * 4);
+    sizes.tables = uint64_t(ub * max_blocks * 4);
+    sizes.q = sizes.attn = uint64_t(ub * Q * 4);
+    sizes.k = sizes.v = uint64_t(ub * KV * 4);
+    sizes.logits = uint64_t(kHeadRows * h.n_vocab * 4);
+    sizes.rebuild = 3 * rebuild_rows * 4;
+    return sizes;
+}
+
+uint64_t DeviceBackend::Impl::working_bytes(const gpu::Device& device, const models::Hparams& hp, uint64_t head_bytes,
+                                           uint64_t slot_bytes, int n_slots, int n_ctx) {
+    const uint64_t ub = Backend::kMaxUbatch;
+    const uint64_t floats = ub * (3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv() + 2ull * hp.n_ff) +
+                            kHeadRows * uint64_t(hp.n_vocab);
+    const uint64_t blocks = KvCache::blocks_for(n_ctx);
+    const uint64_t ints = 4 * ub + ub * blocks + 3 * KvCache::kBlockSize * blocks;  // + the rebuild list
+    const uint64_t scratch = device.attention_scratch_floats(int32_t(ub), hp.n_head, hp.head_dim, int32_t(blocks));
+    const auto [max_rows, max_cols] = matmul_sizes(hp);
+    return 4 * floats + 4 * ints + 4 * scratch + device.matmul_scratch_bytes(max_rows, max_cols) + head_bytes +
+           uint64_t(n_slots) * slot_bytes + (16u << 20);
+}
+
+DeviceFootprint DeviceBackend::footprint(const gpu::Device& device, const models::Hparams& hp, const ModelWeights& w,
+                                         int n_ctx, uint64_t largest_layer_bytes) {
+    const uint64_t head = row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
+    DeviceFootprint f;
+    f.working_streamed = Impl::working_bytes(device, hp, head, largest_layer_bytes, 2, n_ctx);
+    f.working_resident = Impl::working_bytes(device, hp, head, 0, 0, n_ctx);
+    f.staging = ring_bytes(HostStaging::slot_bytes(Impl::staging_sizes(hp, KvCache::blocks_for(n_ctx), 0)), 1);
+    if (!hp.moe.enabled()) return f;
+    f.attention_weights = Impl::non_expert_bytes(w);
+    // Routed experts the device may hold: SwiGLU experts in a type its kernels read.
+    f.experts_fit = hp.ffn_act == models::FfnAct::Silu && device.supports_weight(w.layers[0].ffn_up_exps.type);
+    for (const LayerWeights& l : w.layers) f.expert_bytes = std::max(f.expert_bytes, DeviceExperts::expert_bytes(l));
+    f.expert_staging = DeviceExperts::staging_bytes(hp);
+    f.expert_scratch = DeviceExperts::scratch_bytes(hp);
+    return f;
+}
+
+DeviceBackend::Impl::Impl(std::unique_ptr<gpu::Device> device, const models::Hparams& h, WeightStore& s, const KvCache& kv,
+                          storage::MemoryBudget& dram, const DeviceBackendOptions& o)
+    : hp(h), store(s), opts(o), dev(std::move(device)), compute(dev->make_stream("compute")), h2d(dev->make_stream("h2d")),
+      d2h(dev->make_stream("d2h")), max_blocks(KvCache::blocks_for(kv.n_ctx())), kv_type(kv.type()),
+      kv_row_bytes(int64_t(row_bytes(kv.type(), h.n_embd_kv()))), kv_block_bytes(KvCache::kBlockSize * kv_row_bytes),
+      hidden_row_bytes(int64_t(row_bytes(kv.type(), h.n_embd))), programs(layer_programs(h, s.weights(), kv.n_ctx())) {
+    if (opts.kv != KvPlacement::HostCpuAttention && !dev->supports_kv(kv_type))
+        throw BackendError(fmt::format("{}'s attention does not read a {} KV cache", dev->name(), dtype_name(kv_type)),
+                           "use --kv-type f16, bf16 or f32, or --attention cpu");
+    if (kv.n_rebuilt() > 0 && (opts.kv != KvPlacement::Device || h.n_ff < h.n_embd))
+        throw BackendError("the device backend recomputes KV from hidden states only with the KV cache on the device",
+                           "use a plan without recompute (strata plan --no-recompute)");
+    for (auto* e : {&ev_computed, &ev_inputs, &ev_qkv, &ev_down[0], &ev_down[1], &ev_up[0], &ev_up[1], &ev_logits}) *e = dev->make_event();
+    const uint64_t max_rows = uint64_t(kv.pool().n_blocks()) * KvCache::kBlockSize;
+    host = std::make_unique<HostStaging>(dram, staging_sizes(h, max_blocks, kv.n_rebuilt() > 0 ? max_rows : 0));
+    load_weights(dram);
+    allocate(kv, dram);
+}
+
+DeviceBackend::Impl::~Impl() {
+    for (gpu::Stream* s : {compute.get(), h2d.get(), d2h.get()}) {
+        try {
+            s->synchronize();
+        } catch (const std::exception& e) {
+            STRATA_LOG_WARN("{}: queued work failed while shutting down: {}", dev->name(), e.what());
+        }
+    }
+}
+
+void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dram) {
+    const Residency& r = store.residency();
+    std::vector<LayerWork> work(hp.n_layer);
+    uint64_t slot_bytes = 0;
+    for (int il = 0; il < hp.n_layer; ++il) {
+        // A mixture of experts keeps every layer's attention on the device (device_moe.cpp).
+        if (hp.moe.enabled()) continue;
+        work[il] = {r.device(il) ? LayerSite::Device : r.cpu(il) ? LayerSite::Cpu : LayerSite::CopiedIn, r.streamed(il)};
+        if (work[il].site == LayerSite::CopiedIn) slot_bytes = std::max(slot_bytes, store.layer_range(il).length);
+    }
+    if (slot_bytes > 0) {
+        for (int i = 0; i < opts.n_slots; ++i) {
+            slots.push_back(dev->memory().allocate(slot_bytes, "buffers for the layers copied in each pass"));
+            copied.push_back(dev->make_event());
+            computed.push_back(dev->make_event());
+        }
+    }
+    schedule = layer_schedule(work, std::max(1, opts.n_slots));
+    const auto count = [&](LayerSite site) {
+        return std::count_if(work.begin(), work.end(), [&](const LayerWork& w) { return w.site == site; });
+    };
+    if (count(LayerSite::Cpu) > 0 || hp.moe.enabled()) {
+        host_layers = std::make_unique<CpuBackend>(hp, store);
+        host_layers->set_int8_activations(opts.int8_activations);
+        host_layers->prepare(kMaxUbatch);
+    }
+
+    const uint64_t n_blocks = kv.pool().n_blocks();
+    const uint64_t layer_kv = n_blocks * uint64_t(kv_block_bytes);
+    auto add_kv_pair = [&] {
+        kv_k.push_back(dev->memory().allocate(layer_kv, "the KV cache (keys)"));
+        kv_v.push_back(dev->memory().allocate(layer_kv, "the KV cache (values)"));
+        return static_cast<int32_t>(kv_k.size()) - 1;
+    };
+    kv_slot.assign(hp.n_layer, 0);
+    hidden_slot.assign(hp.n_layer, -1);
+    if (opts.kv == KvPlacement::Device) {
+        for (int il = 0; il < hp.n_layer; ++il) {
+            if (r.cpu(il)) continue;  // its KV cache is the host's
+            if (!kv.rebuilt(il)) {
+                kv_slot[il] = add_kv_pair();
+                continue;
+            }
+            hidden_slot[il] = static_cast<int32_t>(hidden.size());
+            hidden.push_back(dev->memory().allocate(n_blocks * KvCache::kBlockSize * uint64_t(hidden_row_bytes),
+                                                    "saved hidden states (KV recomputed)"));
+        }
+        if (!hidden.empty()) {
+            const int32_t shared = add_kv_pair();
+            for (int il = 0; il < hp.n_layer; ++il)
+                if (kv.rebuilt(il) && !r.cpu(il)) kv_slot[il] = shared;
+            rebuild_list = dev->memory().allocate(3 * n_blocks * KvCache::kBlockSize * 4, "positions to recompute");
+        }
+    } else if (opts.kv == KvPlacement::HostGpuAttention) {
+        add_kv_pair();
+    }
+
+    const int64_t ub = kMaxUbatch, E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff;
+    auto floats = [&](int64_t n, const char* what) { return dev->memory().allocate(uint64_t(n) * 4, what); };
+    const auto [max_rows, max_cols] = matmul_sizes(hp);
+    dev->reserve_matmul(max_rows, max_cols);
+    x = floats(ub * E, "activations");
+    xn = floats(ub * E, "activations");
+    out = floats(ub * E, "activations");
+    q = floats(ub * Q, "activations");
+    attn = floats(ub * Q, "activations");
+    k = floats(ub * KV, "activations");
+    v = floats(ub * KV, "activations");
+    gate = floats(ub * F, "activations");
+    up = floats(ub * F, "activations");
+    logits = floats(kHeadRows * hp.n_vocab, "logits");
+    ints = dev->memory().allocate(uint64_t(4 * ub) * 4, "positions and block tables");
+    tables = dev->memory().allocate(uint64_t(ub) * max_blocks * 4, "positions and block tables");
+    scratch = floats(int64_t(dev->attention_scratch_floats(int32_t(ub), hp.n_head, hp.head_dim, max_blocks)),
+                     "attention scratch");
+    if (std::any_of(opts.experts.begin(), opts.experts.end(), [](const auto& l) { return !l.empty(); })) {
+        experts = std::make_unique<DeviceExperts>(*dev, *compute, *h2d, *d2h, hp, store.file(), store.weights().layers,
+                                                  opts.experts, dram);
+        host_layers->set_remote_experts(experts.get());
+    }
+    STRATA_LOG_INFO("{}: {} of {} layers on the device, {} copied in per pass through {} buffers of {}, {} on the CPU; "
+                    "KV cache {}; {} of device memory in use",
+                    dev->name(), count(LayerSite::Device), hp.n_layer, count(LayerSite::CopiedIn), slots.size(),
+                    format_bytes(slot_bytes), count(LayerSite::Cpu), kv_placement_name(opts.kv),
+                    format_bytes(dev->memory().arena().used()));
+}
+
+}  // namespace strata::runtime

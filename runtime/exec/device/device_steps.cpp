@@ -1,0 +1,90 @@
+// The steps of a layer program (runtime/exec/layer_program.h) as gpu::Device ops on the
+// compute stream, one step at a time; attention where the KV placement says, a mixture of
+// experts' experts on the host.
+#include "runtime/exec/device/device_impl.h"
+
+#include "core/error.h"
+
+namespace strata::runtime {
+
+DeviceBackend::Impl::Rows DeviceBackend::Impl::pass_rows(const PassLayout& p) const {
+    Rows r;
+    for (size_t a = 0; a < kNumActs; ++a) r.act[a] = act(static_cast<Act>(a));
+    r.n = p.n();
+    r.n_long = p.n_long;
+    const int32_t* in = ints.as<int32_t>();  // pos, block, row, n_kv: n each (upload_pass)
+    r.pos = in;
+    r.block = in + r.n;
+    r.row = in + 2 * r.n;
+    return r;
+}
+
+gpu::RopeArgs DeviceBackend::Impl::rope_args(const RopeSpec& spec, int32_t n_heads) const {
+    gpu::RopeArgs rope;
+    rope.n_heads = n_heads;
+    rope.head_dim = spec.params.head_dim;
+    rope.n_rot = spec.params.n_rot;
+    rope.freq_base = spec.params.freq_base;
+    rope.freq_scale = spec.params.freq_scale;
+    rope.neox = spec.params.neox;
+    const DevWeight& factors = rope_factors[static_cast<size_t>(spec.factors)];
+    rope.freq_factors = factors ? factors.f32() : nullptr;
+    rope.attn_factor = spec.params.attn_factor;
+    return rope;
+}
+
+void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& prog, const DevLayer& l, const Rows& r,
+                              const PassLayout* p, KvCache& kv) {
+    for (const Step& s : steps) step(s, prog, l, r, p, kv);
+}
+
+void DeviceBackend::Impl::store_kv(int il, const Rows& r) {
+    gpu::Stream& s = *compute;
+    const int64_t E = hp.n_embd, KV = hp.n_embd_kv();
+    const float* k_rows = r.act[size_t(Act::K)];
+    const float* v_rows = r.act[size_t(Act::V)];
+    if (r.save_inputs && hidden_slot[il] >= 0)
+        dev->kv_store(r.act[size_t(Act::XN)], {hidden[hidden_slot[il]].data(), kv_type, r.block, r.row, r.n, E,
+                                               hidden_row_bytes, KvCache::kBlockSize * hidden_row_bytes}, s);
+    const int32_t slot = kv_slot[il];
+    dev->kv_store(k_rows, {kv_k[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes}, s);
+    dev->kv_store(v_rows, {kv_v[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes}, s);
+}
+
+void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const DevLayer& l, const Rows& r, const PassLayout* p,
+                               KvCache& kv) {
+    gpu::Stream& s = *compute;
+    auto at = [&](Act a) { return r.act[static_cast<size_t>(a)]; };
+    const int64_t n = r.n, width = act_width(hp, st.dst);
+    float* dst = at(st.dst);
+    switch (st.op) {
+        case Op::Norm: dev->rms_norm(at(st.src), l[st.w].f32(), dst, n, width, hp.rms_eps, s); return;
+        case Op::HeadNorm: dev->rms_norm(dst, l[st.w].f32(), dst, n * st.n_heads, width / st.n_heads, hp.rms_eps, s); return;
+        case Op::Bias: dev->add_rows(dst, l[st.w].f32(), n, width, s); return;
+        case Op::Rope: dev->rope(dst, r.pos, n, rope_args(prog.rope, st.n_heads), s); return;
+        // With the KV cache on the host, attention stores the rows there (device_attention.cpp).
+        case Op::StoreKv:
+            if (opts.kv == KvPlacement::Device) store_kv(prog.il, r);
+            return;
+        case Op::Glu:
+            if (st.act == models::FfnAct::GeluTanh) dev->geglu(dst, at(st.src), n, width, s);
+            else dev->swiglu(dst, at(st.src), n, width, s);
+            return;
+        case Op::Add: dev->add(dst, at(st.src), n * width, s); return;
+        case Op::Matmul:
+            for (const Product& m : st.matmul()) project(l[m.w], at(st.src), at(m.dst), n, r.n_long);
+            return;
+        case Op::Attend:
+            STRATA_ASSERT(p);
+            if (opts.kv == KvPlacement::HostCpuAttention) return attention_on_host(prog, l[st.w], *p, kv, dst);
+            attention_on_device(prog, l, *p, kv);
+            project(l[st.w], attn.as<float>(), dst, n, r.n_long);
+            return;
+        case Op::Experts:
+            STRATA_ASSERT(p);
+            experts_on_host(prog.il, *p, at(st.src), dst);
+            return;
+    }
+}
+
+}  // namespace strata::runtime

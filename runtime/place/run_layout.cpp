@@ -1,0 +1,219 @@
+#include "runtime/place/run_layout.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/cache_dir.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "models/hparams.h"
+#include "planner/expert_placement.h"
+#include "runtime/place/expert_offload.h"
+#include "runtime/place/tensor_overrides.h"
+#include "storage/budget.h"
+
+namespace strata::runtime {
+
+namespace {
+
+// KV layers that stay in DRAM: all of them when they fit next to the smallest weight
+// footprint (head, embeddings, the streaming ring); otherwise the last layers spill to disk
+// through a ring of their own.
+int kv_layers_in_dram(const ResidencyInput& in, uint64_t kv_layer, int n_layer, uint64_t kv_all) {
+    const uint64_t weights_floor = least_weight_bytes(in) + (in.other_bytes - kv_all);
+    if (in.budget == 0 || weights_floor + kv_all <= in.budget) return n_layer;
+    const uint64_t kv_ring = ring_bytes(kv_layer, std::min(n_layer, std::max(1, in.prefetch_depth + 1)));
+    check_min_budget(in, weights_floor + kv_ring);
+    return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - kv_ring) / kv_layer));
+}
+
+
+
+// A KV cache kept in DRAM whose layers from `n_resident` on spill to disk through a ring, and
+// whose evicted prefix-cache blocks go to disk too when every layer is resident.
+KvSpillOptions host_kv_spill(int n_resident, const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+    KvSpillOptions spill;
+    spill.n_resident_layers = n_resident;
+    spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
+    spill.prefetch_depth = opts.prefetch_depth;
+    spill.budget = &dram;
+    spill.prefix_spill_bytes = opts.prefix_spill_bytes.value_or(4 * kv.all_bytes);
+    return spill;
+}
+
+// With a device: its bytes for layers and KV are the budget less the backend's working set
+// (sized for the largest layer as a streaming buffer, plus the K/V layer that recomputed
+// layers share); KV on the device takes no DRAM, so the host cache is then never written. KV
+// the plan keeps in DRAM spills its last layers to disk when DRAM cannot hold it all.
+RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
+                          const PlacementOptions& po, const GpuTarget& gpu, const DeviceFootprint& device,
+                          const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+    // The K/V layer that recomputed layers share: the plan may choose recompute.
+    const uint64_t working = device.working_streamed + kv.layer_bytes;
+    if (working >= gpu.gpu_mem)
+        throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
+                                      "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
+                          "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
+    const int n_kv_dram = kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes);
+    ResidencyInput host_kv = in;  // DRAM as it is with the KV cache on the host
+    if (n_kv_dram < hp.n_layer) {
+        host_kv.other_bytes -= uint64_t(hp.n_layer - n_kv_dram) * kv.layer_bytes;
+        if (host_kv.budget)
+            host_kv.budget -= ring_bytes(kv.layer_bytes, std::min(hp.n_layer - n_kv_dram, opts.prefetch_depth + 1));
+    }
+    PlacementOptions host_po = po;
+    host_po.n_kv_layers_in_dram = n_kv_dram;
+    GpuPlacement g = place_on_gpu(file, host_kv, host_po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.attention);
+    // The plan (given or made) says which layers recompute their KV.
+    const std::vector<bool> rebuilt = rebuilt_layers(g.placement.plan);
+    const bool recompute = std::find(rebuilt.begin(), rebuilt.end(), true) != rebuilt.end();
+    KvSpillOptions spill = host_kv_spill(g.kv == KvPlacement::Device ? hp.n_layer : n_kv_dram, opts, kv, dram);
+    if (g.kv == KvPlacement::Device) spill.prefix_spill_bytes = 0;  // the host cache is not the master copy
+    if (recompute && g.kv == KvPlacement::Device) {
+        spill.rebuilt = rebuilt;
+        spill.n_embd_hidden = hp.n_embd;
+    } else if (recompute) {
+        STRATA_LOG_WARN("gpu: the plan recomputes KV, which the device backend does with the KV cache on the "
+                        "device only; this run keeps K and V ({})", kv_placement_name(g.kv));
+    }
+    RunLayout out;
+    out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
+    out.placement = std::make_unique<Placement>(std::move(g.placement));
+    out.kv_on = g.kv;
+    if (g.kv == KvPlacement::Device) {
+        in.other_bytes -= kv.all_bytes;
+        out.placement->residency = residency_from_plan(out.placement->plan, in, true);
+    }
+    return out;
+}
+
+// On the CPU: the KV cache in DRAM, or its last layers spilled when even streaming every
+// weight leaves too little room; then the planner decides which weight layers stay resident.
+RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
+                        const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+    KvSpillOptions spill = host_kv_spill(kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes), opts, kv, dram);
+    if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
+        throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
+                                      "DRAM, but the KV cache does not fit --dram {}",
+                                      kv.n_rebuilt, format_bytes(in.budget)),
+                          "give more --dram, or use a plan without recompute (strata plan --no-recompute)");
+    spill.rebuilt = kv.rebuilt;
+    spill.n_embd_hidden = hp.n_embd;
+    RunLayout out;
+    out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
+    // The spill ring is charged to the budget by its pool; only resident KV stays in other_bytes.
+    in.other_bytes = in.other_bytes - kv.all_bytes + out.kv->bytes();
+    if (in.budget) in.budget -= out.kv->spill_buffer_bytes();
+    po.n_kv_layers_in_dram = spill.n_resident_layers;  // the prediction prices the spilled KV reads
+    out.placement = std::make_unique<Placement>(place(file, in, po));
+    return out;
+}
+
+// A mixture of experts with a device: every layer's attention on the device, its feed-forward
+// on the host (runtime/exec/device/device_moe.cpp), the weights held as the CPU holds them (experts
+// resident, or read through the expert cache when DRAM is short). The KV cache goes on the
+// device when it fits beside the attention weights and the backend's working set, else it
+// stays in DRAM and the CPU attends (not with --attention gpu).
+RunLayout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
+                              const PlacementOptions& po, const GpuTarget& gpu, const DeviceFootprint& device,
+                              const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+    if (po.given && po.given->has_gpu)
+        throw UsageError("--plan: a mixture of experts on the device runs by the CPU's plan for its experts (the "
+                         "device takes every layer's attention); this plan places layers on a GPU",
+                         "leave --plan out, or give a plan made without a GPU (`strata plan -m MODEL --dram ...`)");
+    const uint64_t fixed = device.working_resident + device.attention_weights;
+    if (fixed >= gpu.gpu_mem)
+        throw OutOfBudget(fmt::format("--gpu-mem {} is too small: the attention weights, the output head and "
+                                      "activations take {}", format_bytes(gpu.gpu_mem), format_bytes(fixed)),
+                          "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
+    const bool kv_fits = fixed + kv.all_bytes <= gpu.gpu_mem;
+    if (!kv_fits && opts.attention == AttentionChoice::Gpu)
+        throw OutOfBudget(fmt::format("--gpu-mem {} holds the attention weights and activations ({}) but not the KV "
+                                      "cache ({}) beside them", format_bytes(gpu.gpu_mem), format_bytes(fixed),
+                                      format_bytes(kv.all_bytes)),
+                          "give more with --gpu-mem or a shorter --ctx, or leave --attention out to attend on the CPU");
+    const OverrideRequest overrides = resolve_overrides(po.overrides, file);
+    if (asks_device(overrides) && !device.experts_fit)
+        throw UsageError(fmt::format("--override-tensor gives routed experts to the device, whose kernels do not run "
+                                     "these experts"),
+                         "keep them on the host: --override-tensor exps=dram");
+    RunLayout out;
+    in.other_bytes += device.staging + (device.experts_fit ? device.expert_staging : 0);
+    PlacementOptions host_po = po;
+    host_po.on_plan = nullptr;  // shown below, once the plan has the device in it
+    const bool kv_on_device = kv_fits && opts.attention != AttentionChoice::Cpu;
+    if (kv_on_device) {
+        KvSpillOptions spill = host_kv_spill(hp.n_layer, opts, kv, dram);
+        spill.prefix_spill_bytes = 0;  // the host cache is not the master copy
+        out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
+        in.other_bytes -= kv.all_bytes;
+        out.placement = std::make_unique<Placement>(place(file, in, host_po));
+    } else {
+        out = layout_on_cpu(file, hp, in, host_po, opts, kv, dram);
+    }
+    out.kv_on = kv_on_device ? KvPlacement::Device : KvPlacement::HostCpuAttention;
+    // The plan as the device runs it, priced on the device's profile.
+    Placement& p = *out.placement;
+    p.hw = gpu.hw;
+    p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
+    p.plan.budgets.gpu = static_cast<double>(gpu.gpu_mem);
+    p.plan = planner::with_attention_on_gpu(std::move(p.plan), p.shape, p.hw, kv_on_device);
+    // The device memory left beside the attention, the KV cache and activations holds experts.
+    const uint64_t taken = fixed + (kv_on_device ? kv.all_bytes : 0) + device.expert_scratch;
+    if (device.experts_fit && taken < gpu.gpu_mem) {
+        const uint64_t each = device.expert_bytes;
+        STRATA_LOG_INFO("experts: {} of device memory left beside attention, the KV cache and activations: room for {} "
+                        "routed experts of {}", format_bytes(gpu.gpu_mem - taken), (gpu.gpu_mem - taken) / each,
+                        format_bytes(each));
+        place_experts_on_device(p, overrides, gpu.gpu_mem - taken, each);
+    } else if (asks_device(overrides)) {
+        throw OutOfBudget(fmt::format("--gpu-mem {} leaves no room for routed experts beside the attention weights, the "
+                                      "KV cache and activations ({})", format_bytes(gpu.gpu_mem), format_bytes(taken)),
+                          "give more with --gpu-mem, or leave the experts on the host");
+    }
+    STRATA_LOG_INFO("{}; KV cache: {}", planner::plan_summary(p.plan), kv_placement_name(out.kv_on));
+    if (po.on_plan) po.on_plan(p);
+    return out;
+}
+
+}  // namespace
+
+KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_type, const planner::Plan* given) {
+    KvSize kv;
+    kv.n_blocks = KvCache::blocks_for(kv_positions > 0 ? kv_positions : n_ctx);
+    kv.layer_bytes = KvCache::layer_bytes(kv.n_blocks, hp.n_embd_kv(), kv_type);
+    // Layers whose KV a given plan recomputes keep hidden states (on the CPU) and share one
+    // K/V slot; their saved rows and the slot stay in DRAM.
+    if (given) kv.rebuilt = rebuilt_layers(*given);
+    kv.n_rebuilt = static_cast<int>(std::count(kv.rebuilt.begin(), kv.rebuilt.end(), true));
+    kv.all_bytes = kv.layer_bytes * (hp.n_layer - kv.n_rebuilt + (kv.n_rebuilt > 0)) +
+                   kv.n_rebuilt * KvCache::hidden_layer_bytes(kv.n_blocks, hp.n_embd, kv_type);
+    return kv;
+}
+
+RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const ResidencyInput& in,
+                  const PlacementOptions& po, const LayoutOptions& lo, const KvSize& kv, storage::MemoryBudget& dram,
+                  const GpuTarget& gpu, const DeviceFootprint* device) {
+    if (!gpu.use && asks_device(resolve_overrides(po.overrides, file)))
+        throw UsageError(fmt::format("--override-tensor gives routed experts to the device, but none is in use ({})",
+                                     gpu.why_not),
+                         "run on a device (--device cuda, or --device sim to try it), or place them in dram or nvme");
+    if (!gpu.use) return layout_on_cpu(file, hp, in, po, lo, kv, dram);
+    STRATA_ASSERT(device);
+    if (hp.moe.enabled()) return layout_moe_with_gpu(file, hp, in, po, gpu, *device, lo, kv, dram);
+    return layout_with_gpu(file, hp, in, po, gpu, *device, lo, kv, dram);
+}
+
+uint64_t host_working_bytes(const RunLayout& layout, bool on_device, int n_layer, uint64_t activations,
+                            uint64_t cpu_activations) {
+    // KV on the device takes no DRAM but for the layers the plan runs on the CPU, which also
+    // hold a second set of activations.
+    const auto& on_cpu = layout.placement->residency.on_cpu;
+    const auto n_cpu = static_cast<uint64_t>(std::count(on_cpu.begin(), on_cpu.end(), true));
+    const bool kv_on_device = on_device && layout.kv_on == KvPlacement::Device;
+    const uint64_t kv = layout.kv->bytes();
+    return (kv_on_device ? kv * n_cpu / uint64_t(n_layer) : kv) + activations + (n_cpu > 0 ? cpu_activations : 0);
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,119 @@
+// The device layer schedule run on a model of two in-order streams (copies, compute) with events
+// and a host that runs the CPU layers: it must be valid (a slot is never overwritten before the
+// compute that reads it, every layer computed once and in order after its copy, streamed layers
+// taken from the weight stream in layer order) and overlap copies with compute as a double
+// buffer does: the pass takes the larger of the two streams' work, not their sum.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "runtime/exec/device/layer_pipeline.h"
+
+using namespace strata;
+using namespace strata::runtime;
+
+namespace {
+
+struct Timing {
+    double copy = 0, compute = 0;  // per layer
+};
+
+// Plays the schedule and returns when the last compute ends; fails the test on an invalid step.
+// A CPU layer runs on the host between the device computes before and after it.
+double simulate(const std::vector<PipelineStep>& steps, const std::vector<LayerWork>& layers, int n_slots, Timing t) {
+    double copy_free = 0, compute_free = 0;
+    std::map<int, double> copied_at;          // layer -> its copy's end
+    std::vector<int> holds(n_slots, -1);      // slot -> layer in it
+    std::vector<double> slot_read_until(n_slots, 0);  // slot -> end of the last compute that read it
+    std::vector<bool> computed_issued(layers.size(), false);
+    int next_compute = 0, last_streamed = -1;
+    auto take_streamed = [&](int l) {  // the weight stream's order
+        if (!layers[l].streamed) return;
+        REQUIRE(l > last_streamed);
+        last_streamed = l;
+    };
+    for (const PipelineStep& s : steps) {
+        const LayerWork& w = layers.at(s.layer);
+        if (s.kind == PipelineStep::Copy) {
+            REQUIRE(w.site == LayerSite::CopiedIn);
+            REQUIRE(copied_at.count(s.layer) == 0);
+            REQUIRE(s.slot >= 0);
+            REQUIRE(s.slot < n_slots);
+            // The slot's previous layer must have had its compute issued: that is the event waited on.
+            if (holds[s.slot] >= 0) REQUIRE(computed_issued[holds[s.slot]]);
+            take_streamed(s.layer);
+            const double start = std::max(copy_free, slot_read_until[s.slot]);
+            copy_free = start + t.copy;
+            copied_at[s.layer] = copy_free;
+            holds[s.slot] = s.layer;
+            continue;
+        }
+        REQUIRE(s.layer == next_compute++);
+        double start = compute_free;
+        if (s.kind == PipelineStep::CpuCompute) {
+            REQUIRE(w.site == LayerSite::Cpu);
+            REQUIRE(s.slot == -1);
+            take_streamed(s.layer);
+        } else if (w.site == LayerSite::Device) {
+            REQUIRE(s.slot == -1);
+        } else {
+            REQUIRE(w.site == LayerSite::CopiedIn);
+            REQUIRE(s.slot >= 0);
+            REQUIRE(holds[s.slot] == s.layer);
+            start = std::max(start, copied_at.at(s.layer));
+        }
+        compute_free = start + t.compute;
+        if (s.slot >= 0) slot_read_until[s.slot] = compute_free;
+        computed_issued[s.layer] = true;
+    }
+    REQUIRE(next_compute == static_cast<int>(layers.size()));
+    const auto n_copied = std::count_if(layers.begin(), layers.end(), [](const LayerWork& w) { return w.site == LayerSite::CopiedIn; });
+    REQUIRE(copied_at.size() == static_cast<size_t>(n_copied));
+    return compute_free;
+}
+
+std::vector<LayerWork> first_resident(int n_layer, int n_resident) {
+    std::vector<LayerWork> v(n_layer, {LayerSite::CopiedIn, false});
+    for (int l = 0; l < n_resident; ++l) v[l].site = LayerSite::Device;
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("layer schedule: valid for every mix of device, copied, streamed and CPU layers", "[layer_pipeline]") {
+    const LayerWork kinds[] = {{LayerSite::Device, false}, {LayerSite::CopiedIn, false}, {LayerSite::CopiedIn, true},
+                               {LayerSite::Cpu, false}, {LayerSite::Cpu, true}};
+    for (int n_layer : {1, 2, 5, 9})
+        for (int n_slots : {1, 2, 3})
+            for (int code = 0; code < 3125; code += n_layer < 5 ? 1 : 7) {
+                std::vector<LayerWork> layers(n_layer);
+                for (int l = 0, c = code; l < n_layer; ++l, c /= 5) layers[l] = kinds[(c + l) % 5];
+                simulate(layer_schedule(layers, n_slots), layers, n_slots, {1.0, 1.0});
+            }
+}
+
+TEST_CASE("layer schedule: one slot cannot overlap, two hide the copies behind compute", "[layer_pipeline]") {
+    const int L = 10;
+    const auto streamed = first_resident(L, 0);
+    // One slot: every copy waits for the previous layer's compute, and every compute for its copy.
+    CHECK(simulate(layer_schedule(streamed, 1), streamed, 1, {2.0, 3.0}) == Approx(L * (2.0 + 3.0)));
+    // Two slots, copies faster than compute: only the first copy shows.
+    CHECK(simulate(layer_schedule(streamed, 2), streamed, 2, {2.0, 3.0}) == Approx(2.0 + L * 3.0));
+    // Two slots, copies slower: the copy stream is the bottleneck, the last compute follows it.
+    CHECK(simulate(layer_schedule(streamed, 2), streamed, 2, {3.0, 2.0}) == Approx(L * 3.0 + 2.0));
+}
+
+TEST_CASE("layer schedule: the first streamed layers load while the resident ones compute", "[layer_pipeline]") {
+    // 4 resident layers compute in [0, 4] while layers 4 and 5 copy in [0, 2] and [2, 4]. Then
+    // compute 4 [4, 5] frees slot 0: copy 6 [5, 7]; compute 5 [5, 6] frees slot 1: copy 7
+    // [7, 9]; compute 6 [7, 8], compute 7 [9, 10].
+    const auto on_device = first_resident(8, 4);
+    CHECK(simulate(layer_schedule(on_device, 2), on_device, 2, {2.0, 1.0}) == Approx(10.0));
+    // All resident: no copies at all, compute back to back.
+    const auto all = first_resident(6, 6);
+    const auto steps = layer_schedule(all, 2);
+    CHECK(std::none_of(steps.begin(), steps.end(), [](const PipelineStep& s) { return s.kind == PipelineStep::Copy; }));
+    CHECK(simulate(steps, all, 2, {5.0, 1.0}) == Approx(6.0));
+}
