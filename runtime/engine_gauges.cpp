@@ -10,7 +10,7 @@ namespace strata::runtime {
 
 TierGauges Engine::gauges() const {
     TierGauges g;
-    const Backend::DeviceMemory device = fwd_->device_memory();
+    const Backend::DeviceMemory device = backend_->device_memory();
     g.gpu_used = device.used;
     g.gpu_budget = device.budget;
     g.dram_used = dram_->used();

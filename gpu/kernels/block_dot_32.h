@@ -19,12 +19,12 @@ namespace strata::gpu::blocks {
 struct Codebook {
     uint32_t w[4];
 };
-inline constexpr Codebook kIq4Codebook = {{0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u}};
+STRATA_HD constexpr Codebook iq4_codebook() { return {{0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u}}; }
 // MXFP4's e2m1 values doubled (as ggml stores them; the block's scale is halved to match).
-inline constexpr Codebook kMxfp4Codebook = {{0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu}};
+STRATA_HD constexpr Codebook mxfp4_codebook() { return {{0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu}}; }
 
 // Four codebook indices (0..15, one per byte) -> their four int8 entries.
-STRATA_HD uint32_t lookup4(const Codebook& cb, uint32_t idx) {
+STRATA_HD uint32_t lookup4(Codebook cb, uint32_t idx) {
 #if defined(__CUDA_ARCH__)
     // Two byte permutes pick each index's entry among 0-7 and 8-15; bit 3 chooses.
     const uint32_t y = idx & 0x07070707u, z = y | (y >> 4);
@@ -42,9 +42,9 @@ STRATA_HD uint32_t lookup4(const Codebook& cb, uint32_t idx) {
     return out;
 #endif
 }
-STRATA_HD int codebook_value(const Codebook& cb, int idx) { return int8_t(lookup4(cb, uint32_t(idx)) & 0xFFu); }
-STRATA_HD uint32_t iq4_lookup4(uint32_t idx) { return lookup4(kIq4Codebook, idx); }
-STRATA_HD int iq4_value(int idx) { return codebook_value(kIq4Codebook, idx); }
+STRATA_HD int codebook_value(Codebook cb, int idx) { return int8_t(lookup4(cb, uint32_t(idx)) & 0xFFu); }
+STRATA_HD uint32_t iq4_lookup4(uint32_t idx) { return lookup4(iq4_codebook(), idx); }
+STRATA_HD int iq4_value(int idx) { return codebook_value(iq4_codebook(), idx); }
 
 // The fifth bits of four consecutive values (bits 0-3 of t) moved to bit 4 of each byte.
 STRATA_HD uint32_t spread_bit4(uint32_t t) {
@@ -197,14 +197,14 @@ struct BlockMXFP4 {
         for (int k = 0; k < 4; ++k)
             q[k] = uint32_t(b[1 + 4 * k]) | uint32_t(b[2 + 4 * k]) << 8 | uint32_t(b[3 + 4 * k]) << 16 | uint32_t(b[4 + 4 * k]) << 24;
         nibble_words(q, w);
-        for (int k = 0; k < 8; ++k) w[k] = lookup4(kMxfp4Codebook, w[k]);
+        for (int k = 0; k < 8; ++k) w[k] = lookup4(mxfp4_codebook(), w[k]);
         const float d = e8m0_half(b[0]);
         for (int t = 0; t < kCols; ++t) acc[t] += d * act[t].dc[c] * float(act_dot32(w, act[t], c, lo));
     }
     STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
         const uint8_t* b = row + kBytes * c;
         const float d = e8m0_half(b[0]);
-        for (int t = 0; t < 8; ++t) out[t] = d * float(codebook_value(kMxfp4Codebook, nibble_at(b + 1, 8 * part + t)));
+        for (int t = 0; t < 8; ++t) out[t] = d * float(codebook_value(mxfp4_codebook(), nibble_at(b + 1, 8 * part + t)));
     }
 };
 

@@ -32,7 +32,7 @@ std::vector<float> TinyCpuModel::prompt_then_steps(std::span<const int32_t> ids,
 
 std::vector<float> sim_device_logits(const TinyModelFile& m, runtime::WeightStore& store, std::span<const int32_t> ids,
                                      size_t n_prompt, int n_ctx, runtime::KvPlacement kv_at,
-                                     const std::vector<std::vector<int32_t>>& experts) {
+                                     const std::vector<std::vector<int32_t>>& experts, bool graphs, uint64_t* launches) {
     storage::MemoryBudget dram("DRAM", UINT64_MAX);
     gpu::SimOptions o;
     o.budget_bytes = uint64_t{256} << 20;
@@ -41,9 +41,12 @@ std::vector<float> sim_device_logits(const TinyModelFile& m, runtime::WeightStor
     runtime::DeviceBackendOptions opts;
     opts.kv = kv_at;
     opts.experts = experts;
+    opts.graphs = graphs;
     runtime::DeviceBackend dev(gpu::make_sim_device(o), m.hp, store, kv, dram, opts);
     cpu::ThreadPool pool(1);
-    return prompt_then_steps(dev, pool, ids, n_prompt, kv);
+    std::vector<float> logits = prompt_then_steps(dev, pool, ids, n_prompt, kv);
+    if (launches) *launches = dev.graph_launches();
+    return logits;
 }
 
 SmallExpertCache::SmallExpertCache(const TinyModelFile& m) {

@@ -61,10 +61,12 @@ struct SmallExpertCache {
 std::vector<float> eval_seq(runtime::Backend& backend, cpu::ThreadPool& pool, runtime::KvCache& kv, runtime::SeqId seq,
                             std::span<const int32_t> tokens, bool all_logits);
 // The logits of prompt_then_steps on the simulated device (256 MiB, a 50 GB/s link) over `store`
-// in a cache of n_ctx positions: the KV cache where `kv_at` says, `experts` (per layer) held there.
+// in a cache of n_ctx positions: the KV cache where `kv_at` says, `experts` (per layer) held there;
+// decode steps as captured graphs unless `graphs` is false, the number launched in `launches`.
 std::vector<float> sim_device_logits(const TinyModelFile& m, runtime::WeightStore& store, std::span<const int32_t> ids,
                                      size_t n_prompt, int n_ctx, runtime::KvPlacement kv_at = runtime::KvPlacement::Device,
-                                     const std::vector<std::vector<int32_t>>& experts = {});
+                                     const std::vector<std::vector<int32_t>>& experts = {}, bool graphs = true,
+                                     uint64_t* launches = nullptr);
 // The same as TinyCpuModel::prompt_then_steps on any backend, run on `pool`.
 std::vector<float> prompt_then_steps(runtime::Backend& backend, cpu::ThreadPool& pool, std::span<const int32_t> ids,
                                      size_t n_prompt, runtime::KvCache& kv, runtime::SeqId seq = -1);

@@ -64,7 +64,8 @@ std::string page_defaults(const cli::PlanOptions& o) {
 
 int run_plan_ui(const cli::PlanOptions& o) {
     // Read once: the GGUF files in the models directory (and the file given) when the page is served.
-    const cli::LocalModels local = cli::list_local_models(std::filesystem::exists(o.model) ? o.model : std::string());
+    cli::LocalModels local = cli::list_local_models();
+    if (std::filesystem::exists(o.model)) local[std::filesystem::path(o.model).filename().string()] = o.model;
     const PlanPage page{page_defaults(o), o.hw};
     if (!page.defaults.empty()) {
         nlohmann::json request = nlohmann::json::parse(page.defaults);

@@ -101,6 +101,12 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
     a.window = prog.attention_spec.window;
     a.scale = prog.attention_spec.scale;
     a.softcap = prog.attention_spec.softcap;
+    // A prompt chunk's rows go to the device as a run: its tiled prefill kernel where it has one.
+    runs.clear();
+    for (const auto& seg : p.segments)
+        if (seg.n > 1) runs.push_back({static_cast<int32_t>(seg.first), static_cast<int32_t>(seg.n)});
+    a.runs = runs.data();
+    a.n_runs = static_cast<int32_t>(runs.size());
     dev->decode_attention(a, s);
 }
 

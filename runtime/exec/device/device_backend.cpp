@@ -15,6 +15,7 @@ DeviceBackend::DeviceBackend(std::unique_ptr<gpu::Device> device, const models::
 DeviceBackend::~DeviceBackend() = default;
 
 std::string_view DeviceBackend::name() const { return impl_->dev->name(); }
+uint64_t DeviceBackend::graph_launches() const { return impl_->graph_launches; }
 
 void DeviceBackend::set_trace(Trace* trace) {
     impl_->dev->set_trace(trace);
@@ -37,29 +38,56 @@ void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
     Impl& m = *impl_;
     m.upload_pass(p, kv);
     if (m.host_layers) m.host_layers->begin_pass(p, kv);
-    for (const PipelineStep& step : m.schedule) {
+    if (gpu::Graph* g = m.step_graph(p, kv)) {
+        g->launch(*m.compute);
+        ++m.graph_launches;
+        return;
+    }
+    m.run_schedule(p, kv);
+}
+
+void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
+    for (const PipelineStep& step : schedule) {
         if (step.kind == PipelineStep::CpuCompute) {
-            m.layer_on_cpu(step.layer, p, kv);
+            layer_on_cpu(step.layer, p, kv);
             continue;
         }
         if (step.kind == PipelineStep::Copy) {
             // The slot's previous layer must be done before its weights are overwritten.
-            m.computed[step.slot]->wait_on(*m.h2d);
-            m.store.acquire(step.layer);
-            const WeightStore::HostRange r = m.store.layer_range(step.layer);
-            m.dev->copy_h2d(m.slots[step.slot].data(), r.data, r.length, *m.h2d);
-            m.copied[step.slot]->record(*m.h2d);
+            computed[step.slot]->wait_on(*h2d);
+            store.acquire(step.layer);
+            const WeightStore::HostRange r = store.layer_range(step.layer);
+            dev->copy_h2d(slots[step.slot].data(), r.data, r.length, *h2d);
+            copied[step.slot]->record(*h2d);
             // A layer streamed from NVMe sits in a ring buffer the store reuses once released.
-            if (m.store.residency().streamed(step.layer)) m.copied[step.slot]->synchronize();
-            m.store.release(step.layer);
-            m.layers[step.layer] = rebase(m.store, step.layer, m.store.weights().layers[step.layer],
-                                          m.slots[step.slot].as<std::byte>());
+            if (store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
+            store.release(step.layer);
+            layers[step.layer] = rebase(store, step.layer, store.weights().layers[step.layer], slots[step.slot].as<std::byte>());
             continue;
         }
-        if (step.slot >= 0) m.copied[step.slot]->wait_on(*m.compute);
-        m.layer(step.layer, m.layers[step.layer], p, kv);
-        if (step.slot >= 0) m.computed[step.slot]->record(*m.compute);
+        if (step.slot >= 0) copied[step.slot]->wait_on(*compute);
+        layer(step.layer, layers[step.layer], p, kv);
+        if (step.slot >= 0) computed[step.slot]->record(*compute);
     }
+}
+
+// A decode step whose every layer is held on the device, with its KV cache there and nothing
+// for the host to do mid-pass, runs as one graph: recorded the second time a step of its row
+// count comes (the first sized every scratch buffer), launched from then on. Its inputs
+// (positions, KV rows, block tables, key counts) are in device buffers upload_pass rewrites.
+gpu::Graph* DeviceBackend::Impl::step_graph(const PassLayout& p, KvCache& kv) {
+    // One row a sequence: what the attention call is told of its rows (no prompt runs) is the
+    // same for every step of this row count.
+    const bool decode_rows = std::all_of(p.segments.begin(), p.segments.end(), [](const auto& seg) { return seg.n == 1; });
+    const bool graphable = opts.graphs && decode_rows && opts.kv == KvPlacement::Device && hidden.empty() && !host_layers &&
+                           !hp.moe.enabled() &&
+                           std::all_of(schedule.begin(), schedule.end(), [](const PipelineStep& s) {
+                               return s.kind == PipelineStep::Compute && s.slot < 0;
+                           });
+    if (!graphable) return nullptr;
+    StepGraph& g = graphs[p.n()];
+    if (!g.graph && ++g.seen >= 2) g.graph = dev->capture(*compute, [&] { run_schedule(p, kv); });
+    return g.graph.get();
 }
 
 void DeviceBackend::norm_rows(std::span<const int64_t> rows) {

@@ -35,6 +35,8 @@ struct DeviceBackendOptions {
     // A mixture of experts: per layer, the routed experts held in device memory and computed
     // there (runtime/exec/device/device_experts.h); the host computes the others.
     std::vector<std::vector<int32_t>> experts;
+    // Decode steps held wholly on the device run as one captured graph (Device::capture).
+    bool graphs = true;
 };
 
 class DeviceBackend : public Backend {
@@ -47,6 +49,8 @@ public:
                   storage::MemoryBudget& dram, const DeviceBackendOptions& opts);
     ~DeviceBackend() override;
     std::string_view name() const override;  // the device's: "cuda:0", "sim"
+    // Passes run as one captured graph so far (DeviceBackendOptions::graphs).
+    uint64_t graph_launches() const;
     // The device's streams, and on the host the CPU's attention for the device's layers.
     void set_trace(Trace* trace) override;
 

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -110,6 +111,17 @@ struct DeviceBackend::Impl {
     }
     float* act(Act a) const;
     void upload_pass(const PassLayout& p, const KvCache& kv);
+    // device_backend.cpp: the pass's layers as the schedule says (copies, device and CPU layers),
+    // or the graph of a decode step that has one (null where the pass cannot be one).
+    void run_schedule(const PassLayout& p, KvCache& kv);
+    gpu::Graph* step_graph(const PassLayout& p, KvCache& kv);
+    struct StepGraph {
+        int seen = 0;
+        std::unique_ptr<gpu::Graph> graph;
+    };
+    std::map<int64_t, StepGraph> graphs;  // by the step's row count
+    uint64_t graph_launches = 0;
+    std::vector<gpu::QueryRun> runs;      // the pass's prompt chunks, for the attention kernels
     void layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
     void layer_on_cpu(int il, const PassLayout& p, KvCache& kv);
 
@@ -119,6 +131,8 @@ struct DeviceBackend::Impl {
     void run(std::span<const Step> steps, const LayerProgram& prog, const DevLayer& l, const Rows& r, const PassLayout* p,
              KvCache& kv);
     void step(const Step& s, const LayerProgram& prog, const DevLayer& l, const Rows& r, const PassLayout* p, KvCache& kv);
+    size_t fused(std::span<const Step> steps, const LayerProgram& prog, const DevLayer& l, const Rows& r, const PassLayout* p,
+                 KvCache& kv, bool saves_inputs);
     gpu::RopeArgs rope_args(const RopeSpec& spec, int32_t n_heads) const;
     // K and V rows into the layer's device cache (and the rows' inputs, where it rebuilds its KV).
     void store_kv(int il, const Rows& r);

@@ -9,12 +9,27 @@ namespace strata::runtime {
 
 using gpu::Stream;
 
-void project(gpu::Device& dev, gpu::Stream& s, const DevWeight& w, const float* x, float* y, int64_t n, int64_t n_long) {
-    auto product = [&](int64_t r0, int64_t r1) {
-        dev.matmul({w.type, w.data, x + r0 * w.n_cols, y + r0 * w.n_rows, w.n_rows, w.n_cols, r1 - r0}, s);
+void project(gpu::Device& dev, gpu::Stream& s, const MatmulInput& in, std::span<const MatmulOutput> outs, int64_t n,
+             int64_t n_long) {
+    auto rows = [&](int64_t r0, int64_t r1) {
+        for (size_t i = 0; i < outs.size(); ++i) {
+            const MatmulOutput& o = outs[i];
+            const int64_t k = o.w.n_cols;
+            gpu::MatmulArgs a{o.w.type, o.w.data, in.x + r0 * k, o.y + r0 * o.w.n_rows, o.w.n_rows, k, r1 - r0, o.accumulate};
+            a.norm_w = in.norm_w;
+            a.norm_eps = in.norm_eps;
+            a.swiglu_up = in.swiglu_up ? in.swiglu_up + r0 * k : nullptr;
+            a.same_input = i > 0;
+            dev.matmul(a, s);
+        }
     };
-    if (n_long > 0) product(0, n_long);
-    for (int64_t r = n_long; r < n; r += gpu::Device::kRowWiseRows) product(r, std::min(n, r + gpu::Device::kRowWiseRows));
+    if (n_long > 0) rows(0, n_long);
+    for (int64_t r = n_long; r < n; r += gpu::Device::kRowWiseRows) rows(r, std::min(n, r + gpu::Device::kRowWiseRows));
+}
+
+void project(gpu::Device& dev, gpu::Stream& s, const DevWeight& w, const float* x, float* y, int64_t n, int64_t n_long) {
+    const MatmulOutput out{w, y};
+    project(dev, s, MatmulInput{x}, std::span(&out, 1), n, n_long);
 }
 
 float* DeviceBackend::Impl::act(Act a) const {

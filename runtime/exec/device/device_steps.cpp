@@ -3,6 +3,9 @@
 // experts' experts on the host.
 #include "runtime/exec/device/device_impl.h"
 
+#include <algorithm>
+#include <array>
+
 #include "core/error.h"
 
 namespace strata::runtime {
@@ -33,9 +36,72 @@ gpu::RopeArgs DeviceBackend::Impl::rope_args(const RopeSpec& spec, int32_t n_hea
     return rope;
 }
 
+namespace {
+
+// Whether step `s` reads activation `a`: its source, the destination it works on in place, or
+// what it uses besides (the KV store its keys, values and, saving inputs, XN; attention its queries).
+bool reads(const Step& s, Act a, bool saves_inputs) {
+    switch (s.op) {
+        case Op::Norm: case Op::Matmul: case Op::Experts: return s.src == a;
+        case Op::HeadNorm: case Op::Bias: case Op::Rope: return s.dst == a;
+        case Op::Glu: case Op::Add: return s.dst == a || s.src == a;
+        case Op::StoreKv: return a == Act::K || a == Act::V || (saves_inputs && a == Act::XN);
+        case Op::Attend: return a == Act::Q || a == Act::K || a == Act::V || a == Act::Attn;
+    }
+    return true;
+}
+bool read_later(std::span<const Step> steps, Act a, bool saves_inputs) {
+    return std::any_of(steps.begin(), steps.end(), [&](const Step& s) { return reads(s, a, saves_inputs); });
+}
+
+}  // namespace
+
+// A run of steps the device does as one: a norm or SwiGLU that only the next matmul reads is
+// applied on the way into it, and a residual add of a lone product (or of attention's output
+// projection) accumulates it into the stream. Returns the steps it took, 0 where none fuse. The
+// simulated device computes fused and unfused alike, so the CPU's bits are kept there.
+size_t DeviceBackend::Impl::fused(std::span<const Step> s, const LayerProgram& prog, const DevLayer& l, const Rows& r,
+                                  const PassLayout* p, KvCache& kv, bool saves_inputs) {
+    auto at = [&](Act a) { return r.act[static_cast<size_t>(a)]; };
+    const bool transform_in = s.size() >= 2 && s[1].op == Op::Matmul && s[1].src == s[0].dst &&
+                              (s[0].op == Op::Norm || (s[0].op == Op::Glu && s[0].act == models::FfnAct::Silu)) &&
+                              !read_later(s.subspan(2), s[0].dst, saves_inputs);
+    const size_t i = transform_in ? 1 : 0;
+    const Step& m = s[i];
+    const bool attend = m.op == Op::Attend && !transform_in && opts.kv != KvPlacement::HostCpuAttention;
+    if (m.op != Op::Matmul && !attend) return 0;
+    const Act out = attend ? m.dst : m.products[0].dst;
+    const bool add = (attend || m.n_products == 1) && i + 1 < s.size() && s[i + 1].op == Op::Add && s[i + 1].src == out &&
+                     s[i + 1].dst != out && !read_later(s.subspan(i + 2), out, saves_inputs);
+    if (!transform_in && !add) return 0;
+
+    MatmulInput in{attend ? attn.as<float>() : at(m.src)};
+    if (transform_in && s[0].op == Op::Norm) in.norm_w = l[s[0].w].f32(), in.norm_eps = hp.rms_eps, in.x = at(s[0].src);
+    if (transform_in && s[0].op == Op::Glu) in.swiglu_up = at(s[0].src);
+    std::array<MatmulOutput, 3> outs;
+    size_t n_outs = 0;
+    if (attend) {
+        STRATA_ASSERT(p);
+        attention_on_device(prog, l, *p, kv);
+        outs[n_outs++] = {l[m.w], add ? at(s[i + 1].dst) : at(m.dst), add};
+    } else {
+        for (const Product& pr : m.matmul()) outs[n_outs++] = {l[pr.w], add ? at(s[i + 1].dst) : at(pr.dst), add};
+    }
+    runtime::project(*dev, *compute, in, std::span<const MatmulOutput>(outs.data(), n_outs), r.n, r.n_long);
+    return i + 1 + (add ? 1 : 0);
+}
+
 void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& prog, const DevLayer& l, const Rows& r,
                               const PassLayout* p, KvCache& kv) {
-    for (const Step& s : steps) step(s, prog, l, r, p, kv);
+    const bool saves_inputs = r.save_inputs && hidden_slot[prog.il] >= 0;
+    for (size_t i = 0; i < steps.size();) {
+        if (const size_t taken = fused(steps.subspan(i), prog, l, r, p, kv, saves_inputs)) {
+            i += taken;
+            continue;
+        }
+        step(steps[i], prog, l, r, p, kv);
+        ++i;
+    }
 }
 
 void DeviceBackend::Impl::store_kv(int il, const Rows& r) {

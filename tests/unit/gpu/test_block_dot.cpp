@@ -118,15 +118,15 @@ TEST_CASE("gpu block types on the host: every quantized CPU weight type has a GP
 }
 
 TEST_CASE("gpu codebook words on the host spell cpu::kIq4Values and cpu::kMxfp4Values", "[unit][gpu_blocks]") {
-    const std::pair<const blocks::Codebook*, const int8_t*> books[] = {{&blocks::kIq4Codebook, cpu::kIq4Values},
-                                                                       {&blocks::kMxfp4Codebook, cpu::kMxfp4Values}};
+    const std::pair<blocks::Codebook, const int8_t*> books[] = {{blocks::iq4_codebook(), cpu::kIq4Values},
+                                                                {blocks::mxfp4_codebook(), cpu::kMxfp4Values}};
     for (const auto& [book, values] : books)
         for (int i = 0; i < 16; ++i) {
             INFO("index " << i);
-            CHECK(blocks::codebook_value(*book, i) == values[i]);
+            CHECK(blocks::codebook_value(book, i) == values[i]);
             // Four indices at once, in every byte position.
             const uint32_t idx = uint32_t(i) | uint32_t((i + 5) % 16) << 8 | uint32_t((i + 9) % 16) << 16 | uint32_t(15 - i) << 24;
-            const uint32_t v = blocks::lookup4(*book, idx);
+            const uint32_t v = blocks::lookup4(book, idx);
             CHECK(int8_t(v >> 8) == values[(i + 5) % 16]);
             CHECK(int8_t(v >> 24) == values[15 - i]);
         }
