@@ -87,6 +87,9 @@ public:
         gpu::add_rows(y, b, n_rows, n, cuda(s));
     }
     void kv_store(const float* src, const KvRows& r, Stream& s) override { gpu::kv_store(src, r, cuda(s)); }
+    void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& r, Stream& s) override {
+        gpu::rope_kv_store(src, pos, a, r, cuda(s));
+    }
     void kv_gather(const KvRows& r, float* dst, Stream& s) override { gpu::kv_gather(r, dst, cuda(s)); }
     void decode_attention(const DecodeAttentionArgs& a, Stream& s) override { gpu::attention(a, cuda(s)); }
 
