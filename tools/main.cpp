@@ -66,7 +66,8 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--device", m.device,
                    "what runs the layers: cuda (a GPU), sim (the simulated device: the same plans as a GPU, its "
                    "memory --gpu-mem of host memory, copies throttled to --sim-link, ops on CPU threads of its own), "
-                   "cpu, auto (cuda when a GPU is usable, else cpu)")
+                   "cpu, auto (cuda when a GPU is usable and the plan with it is predicted faster than the CPU alone's, "
+                   "else cpu; sim and cuda use the device even where the CPU alone is predicted faster)")
         ->capture_default_str();
     cmd.add_option("--sim-link", m.sim_link, "the simulated device's host <-> device rate in GB/s, each way")
         ->capture_default_str();

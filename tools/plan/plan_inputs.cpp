@@ -96,6 +96,22 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
 
     // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
     run.result = search_with_expert_offload(run.shape, hw, wl, opts);
+    if (!hw.gpu || !run.result.best.has_gpu) return run;
+    // A device placement only where it beats the CPU alone.
+    HardwareProfile alone = hw;
+    alone.gpu.reset();
+    PlannerOptions cpu_opts = opts;
+    cpu_opts.budgets.gpu = 0;
+    try {
+        SearchResult cpu = search_with_expert_offload(run.shape, alone, wl, cpu_opts);
+        run.cpu_alone = cpu.best.prediction;
+        if (!device_beats_cpu(run.result.best.prediction, cpu.best.prediction)) {
+            run.device_prediction = run.result.best.prediction;
+            run.result = std::move(cpu);
+        }
+    } catch (const OutOfBudget&) {
+        // the CPU alone cannot hold it
+    }
     return run;
 }
 
