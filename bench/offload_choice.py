@@ -22,10 +22,14 @@ import subprocess
 from common import default_model, log
 
 
-def bench(strata: str, model: str, extra: list[str], n_gen: int, reps: int) -> dict:
+def bench(strata: str, model: str, extra: list[str], n_gen: int, reps: int) -> dict | None:
+    """The tg row, or None where the engine refused the layout (its error logged)."""
     cmd = [strata, "bench", "-m", model, "-p", "0", "-n", str(n_gen), "-r", str(reps), "--json", *extra]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        log(f"refused: {run.stderr.strip().splitlines()[-2:]}")
+        return None
+    rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     return next(r for r in rows if r["test"].startswith("tg"))
 
 
@@ -52,14 +56,18 @@ def main() -> None:
                 dev.append(bench(a.strata, model, ["--device", "sim", "--gpu-mem", gpu_mem, "--sim-link", a.link],
                                  a.n_gen, a.reps))
                 cpu.append(bench(a.strata, model, ["--device", "cpu"], a.n_gen, a.reps))
-            d_ts = statistics.median(r["avg_ts"] for r in dev)
-            d_pred = statistics.median(r["predicted_ts"] for r in dev)
             c_ts = statistics.median(r["avg_ts"] for r in cpu)
             c_pred = statistics.median(r["predicted_ts"] for r in cpu)
+            name = os.path.basename(model)
+            if None in dev:  # the device cannot hold the run: --device auto runs on the CPU alone
+                print(f"| {name} | {share}% | refused | | | {c_ts:.1f} | {c_pred:.1f} | CPU alone | 1.00 |", flush=True)
+                continue
+            d_ts = statistics.median(r["avg_ts"] for r in dev)
+            d_pred = statistics.median(r["predicted_ts"] for r in dev)
             weighed = dev[-1].get("weighed", {})
             device_wins = weighed and weighed["this_decode_ts"] > weighed["decode_ts"]
             choice, chosen_ts = ("device", d_ts) if device_wins else ("CPU alone", c_ts)
-            print(f"| {os.path.basename(model)} | {share}% | {d_ts:.1f} | {d_pred:.1f} | {d_ts / d_pred:.2f} | {c_ts:.1f} "
+            print(f"| {name} | {share}% | {d_ts:.1f} | {d_pred:.1f} | {d_ts / d_pred:.2f} | {c_ts:.1f} "
                   f"| {c_pred:.1f} | {choice} | {chosen_ts / c_ts:.2f} |", flush=True)
 
 

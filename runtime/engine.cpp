@@ -103,7 +103,7 @@ Engine::Engine(const EngineOptions& opts)
     RunLayout layout = lay_out(file_, hp_, in, po, lo, kv, *dram_, gpu, footprint ? &*footprint : nullptr);
     if (layout.cpu_alone_wins) {
         // The CPU alone, on every thread the device's would have left it, is predicted faster.
-        po.alternative = PlanAlternative{"the device", *layout.device_prediction};
+        if (layout.device_prediction) po.alternative = PlanAlternative{"the device", *layout.device_prediction};
         layout = RunLayout{};
         device.reset();
         gpu = GpuTarget{};

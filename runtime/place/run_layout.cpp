@@ -223,8 +223,18 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
     beside.on_plan = nullptr;
     if (!po.given && !asks_device(resolve_overrides(po.overrides, file)))
         if (auto alone = cpu_alone_prediction(file, hp, in, po, kv)) beside.alternative = PlanAlternative{"the CPU alone", *alone};
-    RunLayout out = hp.moe.enabled() ? layout_moe_with_gpu(file, hp, in, beside, gpu, *device, lo, kv, dram)
-                                     : layout_with_gpu(file, hp, in, beside, gpu, *device, lo, kv, dram);
+    RunLayout out;
+    try {
+        out = hp.moe.enabled() ? layout_moe_with_gpu(file, hp, in, beside, gpu, *device, lo, kv, dram)
+                               : layout_with_gpu(file, hp, in, beside, gpu, *device, lo, kv, dram);
+    } catch (const OutOfBudget& e) {
+        // A device the command did not name that cannot hold the run leaves it to the CPU alone.
+        if (gpu.chosen || !beside.alternative) throw;
+        STRATA_LOG_INFO("gpu: not used: {}", e.what());
+        out = RunLayout{};
+        out.cpu_alone_wins = true;
+        return out;
+    }
     const planner::Prediction& with_device = out.placement->plan.prediction;
     if (beside.alternative && !planner::device_beats_cpu(with_device, beside.alternative->prediction)) {
         const double cpu_tps = beside.alternative->prediction.decode_tps_per_seq;

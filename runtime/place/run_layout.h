@@ -57,8 +57,9 @@ struct RunLayout {
     std::unique_ptr<KvCache> kv;
     std::unique_ptr<Placement> placement;
     KvPlacement kv_on = KvPlacement::HostCpuAttention;  // for the layers a device computes
-    // The plan made beside the device is predicted no faster than the CPU alone's: the caller
-    // lays the run out again without the device (device_prediction: what the device plan said).
+    // The plan made beside the device is predicted no faster than the CPU alone's, or the device
+    // cannot hold the run: the caller lays the run out again without the device
+    // (device_prediction: what the device's plan said, where there was one).
     bool cpu_alone_wins = false;
     std::optional<planner::Prediction> device_prediction;
 };
