@@ -90,6 +90,8 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     const HardwareProfile& hw = run.hw;
     const Workload wl = plan_workload(o);
     opts.budgets = default_budgets(hw);
+    // --dram is what the run may hold in DRAM, as the runtime's --dram is: all of it is the budget.
+    if (!o.dram.empty()) opts.budgets.dram = static_cast<double>(hw.dram.capacity_bytes);
     if (!o.gpu_budget.empty()) opts.budgets.gpu = static_cast<double>(parse_size(o.gpu_budget, "--gpu-budget", hw.gpu ? hw.gpu->memory_bytes : 0));
     if (!o.dram_budget.empty()) opts.budgets.dram = static_cast<double>(parse_size(o.dram_budget, "--dram-budget", hw.dram.capacity_bytes));
     if (!o.nvme_budget.empty()) opts.budgets.nvme = static_cast<double>(parse_size(o.nvme_budget, "--nvme-budget", hw.nvme.capacity_bytes));
