@@ -61,11 +61,19 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
         h2d_ = hw.gpu->h2d_gbps * 1e9;
         d2h_ = hw.gpu->d2h_gbps * 1e9;
         gpu_launch_s_ = hw.gpu->launch_overhead_us * 1e-6;
-        // The simulated device runs the CPU's kernels: a call of many rows passes over its
-        // weights (packing tiles) before the arithmetic, at the rate the probe measured on it.
-        const KernelRate* sim = hw.gpu->sim_threads > 0 && hw.sim ? rate_for(hw.sim->rates, shape.weight_type) : nullptr;
-        if (sim) sim_weight_pass_ = sim->pack_gbps > 0 ? std::min(sim->pack_gbps, hw.gpu->mem_gbps) * 1e9 : gpu_bw_;
         hop_s_ = hw.gpu->handoff_us * 1e-6;
+        // A device whose ops the probe measured (the simulated one, or a probed GPU) is priced
+        // from them: its matmuls by weight type and rows a call, a layer's launches as its ops
+        // and calls cost, its attention from the measured depths.
+        const DeviceOps* o = ops();
+        if (const KernelRate* r = o ? rate_for(o->rates, shape.weight_type) : nullptr) {
+            dev_rate_ = *r;
+            gpu_bw_ = dev_rate_->gemv_gbps * 1e9;
+            gpu_flops_ = dev_rate_->gemm_at(shape.n_embd) * 1e9;
+            dev_weight_pass_ = (dev_rate_->pack_gbps > 0 ? std::min(dev_rate_->pack_gbps, dev_rate_->gemv_gbps)
+                                                         : dev_rate_->gemv_gbps) * 1e9;
+            gpu_launch_s_ = device_layer_launch_s(o->op_overhead_us);
+        }
     }
     cpu_gemv_ = hw.cpu.gemv_gbps_for(shape.weight_type) * 1e9;
     cpu_gemm_ = hw.cpu.gemm_gflops_for(shape.weight_type, shape.n_embd) * 1e9;
@@ -102,7 +110,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     // Decode step t (1 .. gen_len-1) attends to prompt_len + t positions (a window layer to its
     // window's: averaged over the layers).
     ctx_avg_ = shape.cached_positions(wl.prompt_len + wl.gen_len / 2.0);
-    ctx_max_ = shape.cached_positions(wl.prompt_len + wl.gen_len);
+    ctx_max_ = shape.cached_positions(wl.kv_positions());
     kvb_ = shape.kv_bytes_per_token(policy.kv_type);
 }
 
@@ -140,7 +148,7 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
         c.prefill[G] = m_ * gpu_matmul_s(tok_p / m_, Wp, F, false);
         c.decode_overhead = c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
         // The simulated device's norms, RoPE, SwiGLU and adds are the CPU's, on its threads.
-        if (is_layer && sim_weight_pass_ > 0) {
+        if (is_layer && hw_.gpu->sim_threads > 0) {
             c.decode[G] += m_ * cpu_vector_s(tok_d / m_, hw_.gpu->sim_threads);
             c.prefill[G] += m_ * cpu_vector_s(tok_p / m_, hw_.gpu->sim_threads);
         }
@@ -185,8 +193,15 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
 
 double CostModel::gpu_matmul_s(double tokens, double bytes, double flops_per_token, bool decode) const {
     const double calls = decode ? std::ceil(tokens / kGpuDecodeRows) : 1;
-    if (sim_weight_pass_ > 0 && tokens / calls > kCpuGemvTokens)
-        return tokens * flops_per_token / gpu_flops_ + calls * bytes / sim_weight_pass_;
+    if (!dev_rate_) return std::max(tokens * flops_per_token / gpu_flops_, calls * bytes / gpu_bw_);
+    const double rows = tokens / calls;
+    // Measured: one row a call and eight; between them the time of a call grows linearly.
+    if (decode && rows <= kGpuDecodeRows && dev_rate_->rows8_gbps > 0) {
+        const double one = bytes / gpu_bw_, eight = bytes / (dev_rate_->rows8_gbps * 1e9);
+        return calls * (one + (rows - 1) / (kGpuDecodeRows - 1) * (eight - one));
+    }
+    // A call of many rows passes over its weights, then computes: the two add up.
+    if (rows > kCpuGemvTokens) return tokens * flops_per_token / gpu_flops_ + calls * bytes / dev_weight_pass_;
     return std::max(tokens * flops_per_token / gpu_flops_, calls * bytes / gpu_bw_);
 }
 
@@ -264,9 +279,12 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
     c.bytes[tier_index(tier)] = cap;
 
     if (attention == Device::Gpu) {
-        // The simulated device runs the CPU's attention kernel on its own threads.
-        c.decode[G] = sim_attention() ? m_ * cpu_decode_attention_s(hw_.gpu->sim_threads)
-                                      : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
+        // As measured at a few depths; else the simulated device runs the CPU's attention kernel
+        // on its own threads; else a catalog GPU's bandwidth and FLOPS.
+        const DeviceOps* o = ops();
+        c.decode[G] = o && !o->attention.empty() ? m_ * o->attention_s(mb_ * ctx_avg_ * kvb_)
+                      : sim_attention()          ? m_ * cpu_decode_attention_s(hw_.gpu->sim_threads)
+                                                 : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
         if (act) c.decode[G] += std::max(recompute_flops / gpu_flops_, read / gpu_bw_), c.gpu_staging += mb_ * ctx_max_ * kvb_;
         if (tier != Tier::Gpu) {
             // Streamed to the GPU each step, one micro-batch at a time; new entries go back.
@@ -381,8 +399,11 @@ Cost CostModel::total_cost(const Plan& plan) const {
         gpu_staging = std::max(gpu_staging, c.gpu_staging);
         dram_staging = std::max(dram_staging, c.dram_staging);
     };
+    const LayerPlacement* prev = nullptr;
     for (const auto& l : plan.layers) {
         add(placed_layer(plan, l));
+        if (prev && on_cpu_beside_device(*prev) && on_cpu_beside_device(l)) drop_hop(total);
+        prev = &l;
     }
     add(output(plan.output));
     if (shape_.embd_bytes > 0) add(embedding(plan.embedding));
@@ -390,6 +411,7 @@ Cost CostModel::total_cost(const Plan& plan) const {
     total += h;  // its staging is per layer in flight, beside the layer's own
     total.gpu_staging = gpu_staging + h.gpu_staging;
     total.dram_staging = dram_staging;
+    total.decode_overhead -= graph_saving_s(plan);
     return total;
 }
 

@@ -10,6 +10,7 @@
 // pipeline), so with m micro-batches compute takes gpu + cpu/m or cpu + gpu/m, whichever is
 // longer — plus what cannot overlap (kernel launches and CPU/GPU hand-offs per layer).
 #include <array>
+#include <optional>
 
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
@@ -108,11 +109,23 @@ private:
     // entries and prompt cross the link (a device layer's KV on the host, or the reverse).
     Cost kv_cost(KvOption o, Device attention, bool q_crosses) const;
     Cost weights_cost(const WeightsRead& w, double tokens_decode, double tokens_prefill, WeightOption o, bool is_layer) const;
-    // A device matmul of `tokens` rows over `bytes` of weights: a GPU reads them once a call,
-    // overlapping the arithmetic; decode rows go kGpuDecodeRows to a call. The simulated device
-    // runs the CPU's kernels, which beyond kCpuGemvTokens rows pass over the weights and then
-    // compute (the two add up).
+    // A device matmul of `tokens` rows over `bytes` of weights; decode rows go kGpuDecodeRows to a
+    // call. Measured (DeviceOps): a decode call between its one-row and eight-row times by its
+    // rows, a call of many rows its pass over the weights plus its arithmetic. A catalog GPU
+    // reads them once a call, overlapping the arithmetic.
     double gpu_matmul_s(double tokens, double bytes, double flops_per_token, bool decode) const;
+    // A layer's device launches beyond its work, from the measured call costs and `op_us` per other op.
+    double device_layer_launch_s(double op_us) const;
+    // What a decode step of `plan` saves when it runs as one captured graph (each op then costs
+    // DeviceOps::graph_op_us instead of op_overhead_us); 0 where it cannot.
+    double graph_saving_s(const Plan& plan) const;
+    // A layer whose matmuls run on the CPU beside the device, its hidden states hopping around it
+    // (with CPU attention, layer_kv prices the hops).
+    bool on_cpu_beside_device(const LayerPlacement& l) const;
+    // Takes one such layer's hop out of `total`: it follows another CPU layer.
+    void drop_hop(Cost& total) const;
+    // The device's measured ops, or null (a catalog GPU, or none).
+    const DeviceOps* ops() const { return has_gpu_ && hw_.gpu->ops ? &*hw_.gpu->ops : nullptr; }
     // A CPU-only plan's phase through the ring of limits_.stream_slots buffers, layer by layer.
     double ring_bound_s(const Plan& plan, Phase ph) const;
     // A CPU layer's work besides matmuls and attention for a pass of `tokens` tokens (one
@@ -142,7 +155,8 @@ private:
     double hop_s_ = 0;  // a pass's data to the host and back (GpuProfile::handoff_us); 0: not measured
     double threads_ = 1;
     double cpu_weight_pass_ = 0;  // bytes/s of a many-token matmul's pass over its weights
-    double sim_weight_pass_ = 0;  // the same on the simulated device; 0: a GPU
+    std::optional<KernelRate> dev_rate_;  // the measured device's matmuls of the weight type
+    double dev_weight_pass_ = 0;  // bytes/s of its many-row call's pass over the weights
     bool pack_measured_ = false;
     double cpu_call_s_ = 0;         // a decode matmul call's cost beyond its bytes (rows of the embedding's width)
     double cpu_layer_calls_s_ = 0;  // a layer's four decode matmul calls' (q/k/v, output, gate/up, down)

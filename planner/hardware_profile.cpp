@@ -144,7 +144,7 @@ json rates_json(const std::vector<KernelRate>& rates) {
     for (const auto& r : rates)
         out.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops},
                        {"pack_gbps", r.pack_gbps}, {"call_us", r.call_us}, {"call_ns_per_row_byte", r.call_ns_per_row_byte},
-                       {"gemm_narrow_gflops", r.gemm_narrow_gflops}});
+                       {"gemm_narrow_gflops", r.gemm_narrow_gflops}, {"rows8_gbps", r.rows8_gbps}});
     return out;
 }
 
@@ -156,12 +156,50 @@ std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
         if (!t) throw UsageError(fmt::format("hardware profile: {} type '{}' is unknown", where, tname));
         rates.push_back({*t, get<double>(r, where, "gemv_gbps"), get<double>(r, where, "gemm_gflops"),
                          get_or<double>(r, where, "pack_gbps", 0), get_or<double>(r, where, "call_us", 0),
-                         get_or<double>(r, where, "call_ns_per_row_byte", 0), get_or<double>(r, where, "gemm_narrow_gflops", 0)});
+                         get_or<double>(r, where, "call_ns_per_row_byte", 0), get_or<double>(r, where, "gemm_narrow_gflops", 0),
+                         get_or<double>(r, where, "rows8_gbps", 0)});
     }
     return rates;
 }
 
+json ops_json(const DeviceOps& o) {
+    json points = json::array();
+    for (const AttentionPoint& a : o.attention) points.push_back({a.keys, a.us});
+    // op_overhead_us keeps the name profiles before the device's own measurements used.
+    return {{"n_threads", o.n_threads}, {"op_overhead_us", o.op_overhead_us}, {"graph_op_us", o.graph_op_us},
+            {"handoff_us", o.handoff_us}, {"h2d_gbps", o.h2d_gbps},    {"d2h_gbps", o.d2h_gbps},
+            {"attention", points},        {"rates", rates_json(o.rates)}};
+}
+
+DeviceOps ops_from_json(const json& m, std::string_view where) {
+    DeviceOps o;
+    o.n_threads = get_or<int>(m, where, "n_threads", 0);
+    o.op_overhead_us = get<double>(m, where, "op_overhead_us");
+    o.graph_op_us = get_or<double>(m, where, "graph_op_us", 0);
+    o.handoff_us = get_or<double>(m, where, "handoff_us", 0);
+    o.h2d_gbps = get_or<double>(m, where, "h2d_gbps", 0);
+    o.d2h_gbps = get_or<double>(m, where, "d2h_gbps", 0);
+    for (const auto& [keys, us] : get_or<std::vector<std::pair<double, double>>>(m, where, "attention", {}))
+        o.attention.push_back({keys, us});
+    if (m.contains("rates")) o.rates = rates_from_json(m.at("rates"), fmt::format("{}.rates[]", where));
+    return o;
+}
+
 }  // namespace
+
+double DeviceOps::attention_s(double kv_bytes) const {
+    if (attention.empty()) return 0;
+    // Between two points the time is linear in the bytes read; below the first, its time per
+    // byte; beyond the last, the last two points' slope.
+    auto bytes = [](const AttentionPoint& a) { return a.keys * kAttentionKvBytesPerKey; };
+    const AttentionPoint* lo = &attention.front();
+    if (attention.size() == 1 || kv_bytes <= bytes(*lo)) return lo->us * 1e-6 * kv_bytes / std::max(1.0, bytes(*lo));
+    size_t i = 1;
+    while (i + 1 < attention.size() && kv_bytes > bytes(attention[i])) ++i;
+    const AttentionPoint &a = attention[i - 1], &b = attention[i];
+    const double f = (kv_bytes - bytes(a)) / std::max(1.0, bytes(b) - bytes(a));
+    return std::max(0.0, a.us + f * (b.us - a.us)) * 1e-6;
+}
 
 std::string HardwareProfile::to_json() const {
     const json rates = rates_json(cpu.rates);
@@ -193,14 +231,12 @@ std::string HardwareProfile::to_json() const {
         j["cpu"]["attention_tile"] = {{"kv_ns", kv}, {"row_ns", a->row_ns}, {"score_ns", a->score_ns},
                                        {"kv_gbps_per_thread", a->kv_gbps_per_thread}, {"tile_ns", a->tile_ns}};
     }
-    if (sim)
-        j["sim"] = {{"n_threads", sim->n_threads}, {"op_overhead_us", sim->op_overhead_us},
-                    {"handoff_us", sim->handoff_us}, {"rates", rates_json(sim->rates)}};
+    if (sim) j["sim"] = ops_json(*sim);
     if (gpu)
         j["gpu"] = {{"name", gpu->name}, {"memory_bytes", gpu->memory_bytes}, {"mem_gbps", gpu->mem_gbps},
                     {"fp16_tflops", gpu->fp16_tflops}, {"h2d_gbps", gpu->h2d_gbps}, {"d2h_gbps", gpu->d2h_gbps},
                     {"pcie", gpu->pcie}, {"launch_overhead_us", gpu->launch_overhead_us}, {"sim_threads", gpu->sim_threads},
-                    {"handoff_us", gpu->handoff_us}};
+                    {"handoff_us", gpu->handoff_us}, {"ops", gpu->ops ? ops_json(*gpu->ops) : json(nullptr)}};
     return j.dump(2);
 }
 
@@ -247,15 +283,7 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
         p.cpu.attention_tile = t;
     }
     if (c.contains("rates")) p.cpu.rates = rates_from_json(c.at("rates"), "cpu.rates[]");
-    if (j.contains("sim") && !j.at("sim").is_null()) {
-        const json& m = j.at("sim");
-        SimProfile sp;
-        sp.n_threads = get<int>(m, "sim", "n_threads");
-        sp.op_overhead_us = get<double>(m, "sim", "op_overhead_us");
-        sp.handoff_us = get_or<double>(m, "sim", "handoff_us", 0);
-        if (m.contains("rates")) sp.rates = rates_from_json(m.at("rates"), "sim.rates[]");
-        p.sim = sp;
-    }
+    if (j.contains("sim") && !j.at("sim").is_null()) p.sim = ops_from_json(j.at("sim"), "sim");
     const json& d = json_util::object(j, "profile", "dram");
     p.dram.kind = get_or<std::string>(d, "dram", "kind", "");
     p.dram.capacity_bytes = get<uint64_t>(d, "dram", "capacity_bytes");
@@ -280,6 +308,7 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
         gp.launch_overhead_us = get_or<double>(g, "gpu", "launch_overhead_us", 30);
         gp.sim_threads = get_or<int>(g, "gpu", "sim_threads", 0);
         gp.handoff_us = get_or<double>(g, "gpu", "handoff_us", 0);
+        if (g.contains("ops") && !g.at("ops").is_null()) gp.ops = ops_from_json(g.at("ops"), "gpu.ops");
         p.gpu = gp;
     }
     p.notes = get_or<std::vector<std::string>>(j, "profile", "notes", {});

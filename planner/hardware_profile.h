@@ -30,6 +30,9 @@ struct KernelRate {
     // down at 256 tokens): small matrices give each thread few tiles; 0: not measured.
     double gemm_narrow_gflops = 0;
     static constexpr double kWideCols = 4096, kNarrowCols = 512;  // the widths gemm_gflops and it are measured at
+    // A device's decode call of eight rows (Device::kRowWiseRows), weight bytes per second over
+    // the matrix; 0: not measured (the CPU's rates, and profiles made before it).
+    double rows8_gbps = 0;
     // That cost for rows of `row_bytes`, in seconds.
     double call_s(double row_bytes) const { return (call_us * 1e3 + call_ns_per_row_byte * row_bytes) * 1e-9; }
     // The GEMM rate for a model `width` values wide: between the narrow and the wide rate on a
@@ -131,6 +134,39 @@ struct DramProfile {
     bool operator==(const DramProfile&) const = default;
 };
 
+// Decode attention of one sequence on a device: a call over `keys` positions of the reference
+// layer (DeviceOps), in microseconds.
+struct AttentionPoint {
+    double keys = 0, us = 0;
+    bool operator==(const AttentionPoint&) const = default;
+};
+
+// A device's own ops as `strata probe` measured them through gpu::Device with Strata's kernels
+// (probe/device_ops.cpp), the simulated device and a CUDA GPU alike: the cost model prices every
+// device placement from these where a profile has them, and from a catalog GPU's peaks where not.
+struct DeviceOps {
+    int n_threads = 0;  // the simulated device's CPU threads; 0: a GPU
+    // Matmuls per weight type, weights in device memory: gemv_gbps a call of one row, rows8_gbps
+    // of eight; a call of many rows takes weight bytes / pack_gbps + flops / gemm_gflops (from
+    // 64 and 512 rows; gemm_narrow_gflops on a 512-wide layer's matrices); call_us +
+    // call_ns_per_row_byte x a row's bytes is a call's cost beyond its bytes.
+    std::vector<KernelRate> rates{};
+    // Decode attention of one sequence on the reference layer (32 query heads, 8 KV heads of 128
+    // values, an F16 cache) at a few depths, keys ascending.
+    std::vector<AttentionPoint> attention{};
+    static constexpr double kAttentionKvBytesPerKey = 2.0 * 8 * 128 * 2;  // its K and V, F16
+    double op_overhead_us = 0;  // an op queued on a stream, beyond its work (its launch and hand-off)
+    double graph_op_us = 0;     // an op of a captured graph as it runs, beyond its work; 0: not measured
+    // Copies from and to page-locked host memory while the CPU streams DRAM (the simulated device:
+    // its copies' own rate, unthrottled); 0: not measured.
+    double h2d_gbps = 0, d2h_gbps = 0;
+    double handoff_us = 0;  // GpuProfile::handoff_us as measured on it
+    // Seconds of a decode attention call that reads `kv_bytes` of keys and values: the points
+    // scaled by bytes, interpolated between them and extended beyond the last; 0 without points.
+    double attention_s(double kv_bytes) const;
+    bool operator==(const DeviceOps&) const = default;
+};
+
 struct GpuProfile {
     std::string name;
     uint64_t memory_bytes = 0;
@@ -144,17 +180,10 @@ struct GpuProfile {
     // One hop of a pass's data to the host and back (device work, the host's turn, device work
     // again), beyond the copies' bytes; 0: the CPU's layer_overhead_us stands for it.
     double handoff_us = 0;
+    // Its ops as `strata probe` measured them (the simulated device's: HardwareProfile::sim);
+    // absent: a catalog GPU, priced from the rates above.
+    std::optional<DeviceOps> ops{};
     bool operator==(const GpuProfile&) const = default;
-};
-
-// The simulated device (gpu/device.h) as `strata probe` measured it: the CPU's matmul rates on
-// the threads its ops run on, and what handing one op to them costs.
-struct SimProfile {
-    int n_threads = 1;
-    std::vector<KernelRate> rates;
-    double op_overhead_us = 0;
-    double handoff_us = 0;  // GpuProfile::handoff_us as measured on it
-    bool operator==(const SimProfile&) const = default;
 };
 
 struct DiskProfile {
@@ -172,7 +201,7 @@ struct HardwareProfile {
     CpuProfile cpu;
     DramProfile dram;
     std::optional<GpuProfile> gpu;
-    std::optional<SimProfile> sim;  // measured by `strata probe`; absent in catalog profiles
+    std::optional<DeviceOps> sim;  // the simulated device, measured by `strata probe`; absent in catalog profiles
     DiskProfile nvme;
     std::vector<std::string> notes;  // how numbers were obtained, what was assumed
 

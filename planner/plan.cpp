@@ -97,7 +97,7 @@ std::string Plan::to_json() const {
         {"hardware", hardware},
         {"budgets", {{"gpu", budgets.gpu}, {"dram", budgets.dram}, {"nvme", budgets.nvme}}},
         {"workload", {{"prompt_len", workload.prompt_len}, {"gen_len", workload.gen_len}, {"batch", workload.batch},
-                      {"objective", objective_name(workload.objective)}}},
+                      {"kv_len", workload.kv_len}, {"objective", objective_name(workload.objective)}}},
         {"policy", {{"batch", policy.batch}, {"n_micro", policy.n_micro}, {"cpu_attention", policy.cpu_attention},
                     {"recompute", policy.recompute}, {"kv_type", dtype_name(policy.kv_type)}}},
         {"has_gpu", has_gpu},
@@ -132,6 +132,7 @@ Plan Plan::from_json(std::string_view text) {
     p.workload.prompt_len = get<int32_t>(w, "plan.workload", "prompt_len");
     p.workload.gen_len = get<int32_t>(w, "plan.workload", "gen_len");
     p.workload.batch = get<int32_t>(w, "plan.workload", "batch");
+    p.workload.kv_len = get_or<int32_t>(w, "plan.workload", "kv_len", 0);
     const auto obj = objective_from_name(get<std::string>(w, "plan.workload", "objective"));
     if (!obj) throw UsageError("plan.workload: objective must be latency or throughput");
     p.workload.objective = *obj;

@@ -128,9 +128,7 @@ SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, co
             }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r.candidates.empty())
-        throw OutOfBudget(explain_infeasible(shape, hw, wl, opts),
-                          "raise a budget (--gpu-budget, --dram-budget, --nvme-budget) or a capacity (--gpu-mem, --dram, --nvme-size), "
-                          "shorten the prompt, or lower --batch");
+        throw OutOfBudget(explain_infeasible(shape, hw, wl, opts), opts.infeasible_hint);
     // Best first; among equals, fewer sequences and micro-batches (simpler to run).
     std::stable_sort(r.candidates.begin(), r.candidates.end(), [](const Plan& a, const Plan& b) {
         return a.prediction.objective_s < b.prediction.objective_s * (1 - 1e-9);
@@ -177,7 +175,7 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
     ModelShape s = shape;
     s.kv_type = smallest_kv;
     const double weights = static_cast<double>(shape.total_weight_bytes());
-    const double kv = static_cast<double>(min_batch) * s.cached_positions(wl.context_len()) * s.kv_bytes_per_token() * shape.n_layer;
+    const double kv = static_cast<double>(min_batch) * s.cached_positions(wl.kv_positions()) * s.kv_bytes_per_token() * shape.n_layer;
     const double total = b.gpu + b.dram + b.nvme;
     if (weights + kv > total)
         return fmt::format("{} needs {} of weights plus {} of KV cache ({} x {} tokens), but the budgets total {} "
@@ -198,6 +196,10 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
                            format_size(fixed.bytes[1] + 2 * max_layer));
     return fmt::format("no placement of {} fits GPU {}, DRAM {}, NVMe {} for batch {} x {} tokens", shape.name,
                        format_size(b.gpu), format_size(b.dram), format_size(b.nvme), min_batch, wl.context_len());
+}
+
+bool device_beats_cpu(const Prediction& with_device, const Prediction& cpu_alone) {
+    return with_device.decode_tps_per_seq > cpu_alone.decode_tps_per_seq;
 }
 
 }  // namespace strata::planner

@@ -22,6 +22,10 @@ struct PlannerOptions {
     bool allow_recompute = true;
     int max_micro = 16;
     RuntimeLimits limits;  // what the runtime that runs the plan cannot do
+    // The way out when nothing fits, naming the flags of the command that plans (`strata plan`'s
+    // here; a runtime command names its own).
+    std::string infeasible_hint = "raise a budget (--gpu-budget, --dram-budget, --nvme-budget) or a capacity (--gpu-mem, "
+                                  "--dram, --nvme-size), shorten the prompt, or lower --batch";
 };
 
 // What a plan may use when the user sets no budget: the GPU's memory less room for the CUDA
@@ -46,6 +50,9 @@ Plan plan_header(const ModelShape& shape, const HardwareProfile& hw, const Workl
 // Prices a given plan (e.g. loaded from JSON) on this hardware and workload.
 Prediction evaluate_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Plan& plan,
                          const RuntimeLimits& limits = {});
+// Whether a plan with a device is predicted to decode faster than the CPU alone's: a device
+// placement is chosen only then (never slower than the CPU alone).
+bool device_beats_cpu(const Prediction& with_device, const Prediction& cpu_alone);
 // The plans no other plan beats on both per-sequence decode speed and aggregate throughput.
 std::vector<Plan> frontier(const SearchResult& r);
 

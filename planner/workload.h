@@ -1,6 +1,7 @@
 #pragma once
 // The request the plan is for: how long the prompts are, how many tokens to generate, how
 // many sequences there are, and whether to optimise one user's latency or batch throughput.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -20,7 +21,12 @@ struct Workload {
     int32_t batch = 1;
     Objective objective = Objective::Latency;
 
+    // Positions the KV cache holds when more than a request's (a runtime's whole context, while
+    // it plans for the prompt it has); 0: prompt and generation.
+    int32_t kv_len = 0;
+
     int32_t context_len() const { return prompt_len + gen_len; }
+    int32_t kv_positions() const { return std::max(kv_len, context_len()); }
     // Throws UsageError for non-positive or absurd values.
     void validate() const;
     // Applies "prompt=512,gen=128,batch=8,objective=throughput" (any subset) to *this.

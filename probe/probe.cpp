@@ -16,13 +16,14 @@
 #include "core/log.h"
 #include "gpu/copy_rates.h"
 #include "gpu/cuda_devices.h"
+#include "gpu/cuda_host.h"
 #include "gpu/device.h"
 #include "planner/catalog.h"
 #include "planner/units.h"
 #include "probe/cpu_costs.h"
 #include "probe/io_rates.h"
 #include "probe/measure.h"
-#include "probe/sim_rates.h"
+#include "probe/device_ops.h"
 #include "probe/typical.h"
 #include "storage/budget.h"
 
@@ -56,9 +57,28 @@ void probe_disk(const ProbeOptions& o, planner::HardwareProfile& p) {
                                   "measure_sequential_read_gbps", dir.string()));
 }
 
+// The GPU's own ops through the device interface, with its copies measured from page-locked
+// memory while the CPU streams DRAM: what the cost model prices its placements from.
+void measure_gpu_ops(planner::GpuProfile& g, int index, const ProbeOptions& o, uint64_t llc_bytes,
+                     std::vector<std::string>& notes) {
+    try {
+        gpu::install_cuda_host_pinner();
+        const uint64_t bytes = std::min<uint64_t>(device_ops_bytes(o.quick, llc_bytes), g.memory_bytes / 2);
+        auto dev = gpu::make_cuda_device(index, bytes);
+        g.ops = measure_device_ops(*dev, o.types, o.quick, llc_bytes);
+        if (g.ops->h2d_gbps > 0) g.h2d_gbps = g.ops->h2d_gbps;
+        if (g.ops->d2h_gbps > 0) g.d2h_gbps = g.ops->d2h_gbps;
+        g.handoff_us = g.ops->handoff_us;
+        notes.push_back(fmt::format("gpu: its matmuls, attention, launches ({:.1f} us an op, {:.1f} in a graph) and copies "
+                                    "measured through the device interface", g.ops->op_overhead_us, g.ops->graph_op_us));
+    } catch (const Error& e) {
+        notes.push_back(fmt::format("gpu: its ops not measured ({}); it is priced from the catalog", e.what()));
+    }
+}
+
 }  // namespace
 
-void probe_gpu(planner::HardwareProfile& p, bool measure_copies) {
+void probe_gpu(planner::HardwareProfile& p, bool measure_copies, const ProbeOptions* measure_ops) {
     const gpu::DeviceList list = gpu::list_devices();
     if (list.devices.empty()) {
         p.notes.push_back("gpu: none (" + list.why_none + ")");
@@ -93,6 +113,7 @@ void probe_gpu(planner::HardwareProfile& p, bool measure_copies) {
     } else {
         p.notes.push_back("gpu: bandwidths from the catalog (`strata probe` measures them)");
     }
+    if (measure_ops) measure_gpu_ops(g, d.index, *measure_ops, p.cpu.llc_bytes(), p.notes);
     if (list.devices.size() > 1) p.notes.push_back(fmt::format("gpu: {} devices found; the planner uses device 0", list.devices.size()));
     p.gpu = g;
 }
@@ -152,11 +173,11 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
                                   p.cpu.vector.ns_per_token, p.cpu.vector.ns_per_value, p.cpu.loop_us));
 
     p.sim = measure_sim_device(o.types, gpu::default_sim_threads(), o.quick, llc);
-    p.notes.push_back(fmt::format("sim: the simulated device's matmul rates on its {} threads and its cost per op, measured",
-                                  p.sim->n_threads));
+    p.notes.push_back(fmt::format("sim: the simulated device on {} threads, its matmuls, attention, launches and copies "
+                                  "measured through the device interface", p.sim->n_threads));
 
     probe_disk(o, p);
-    probe_gpu(p, true);
+    probe_gpu(p, true, &o);
     p.validate();
     return p;
 }
@@ -187,13 +208,15 @@ std::optional<planner::HardwareProfile> load_cached_profile() {
 
 planner::HardwareProfile measured_profile(std::string& source, const std::filesystem::path& disk_dir) {
     auto cached = load_cached_profile();
-    if (cached && cached->cpu.attention_tile) {
+    // Measured before the planner's attention and per-layer terms, or before the simulated
+    // device's ops were measured through the device interface: measured again.
+    if (cached && cached->cpu.attention_tile && (!cached->sim || !cached->sim->attention.empty())) {
         source = "the cached probe " + profile_cache_path().string();
         return *cached;
     }
     if (cached)
-        std::fprintf(stderr, "strata: the cached hardware profile predates the planner's attention and per-layer "
-                             "measurements; measuring this machine again (a quick probe: a second or two; "
+        std::fprintf(stderr, "strata: the cached hardware profile predates the planner's attention, per-layer and "
+                             "device measurements; measuring this machine again (a quick probe: a second or two; "
                              "`strata probe` measures it more closely)...\n");
     else
         std::fprintf(stderr, "strata: measuring this machine once for the planner (a quick probe: a second or two; "

@@ -25,9 +25,10 @@ struct ProbeOptions {
 
 planner::HardwareProfile probe_machine(const ProbeOptions& opts);
 // Sets p.gpu from the first device the CUDA runtime lists, or notes why there is none. Its
-// compute rate comes from the catalog entry; its H2D, D2H and memory bandwidths are measured
-// when `measure_copies` (gpu/copy_rates.h: under a second), else the catalog's too.
-void probe_gpu(planner::HardwareProfile& p, bool measure_copies);
+// rates come from the catalog entry; its H2D, D2H and memory bandwidths are measured when
+// `measure_copies` (gpu/copy_rates.h: under a second), and its own ops through the device
+// interface (probe/device_ops.h: GpuProfile::ops) when `measure_ops` is given.
+void probe_gpu(planner::HardwareProfile& p, bool measure_copies, const ProbeOptions* measure_ops = nullptr);
 
 // $XDG_CACHE_HOME/strata/hardware.json, else ~/.cache/strata/hardware.json.
 std::filesystem::path profile_cache_path();

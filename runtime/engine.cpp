@@ -71,14 +71,16 @@ Engine::Engine(const EngineOptions& opts)
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
     const KvSize kv = kv_size(hp_, opts.kv_positions, n_ctx, opts.kv_type, opts.plan ? &*opts.plan : nullptr);
     // The GPU, when there is one to use: the planner places layers and KV on it.
-    const GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type, pool_->n_threads());
+    GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type, pool_->n_threads());
     if (!gpu.use) log_no_device(opts.gpu, gpu);
     if (gpu.use && gpu.kind == DeviceKind::Cuda) gpu::install_cuda_host_pinner();
     PlacementOptions po;
     po.given = opts.plan ? &*opts.plan : nullptr;
     po.n_ctx = n_ctx;
     po.n_predict = opts.n_predict;
+    if (!opts.prompt.empty()) po.n_prompt = static_cast<int>(tok_->encode(opts.prompt, tok_->add_bos_default(), true).size());
     po.n_threads = pool_->n_threads();
+    po.n_threads_alone = opts.n_threads;
     po.kv_type = opts.kv_type;
     po.on_plan = opts.on_plan;
     po.overrides = opts.overrides;
@@ -99,6 +101,18 @@ Engine::Engine(const EngineOptions& opts)
         footprint = DeviceBackend::footprint(*device, hp_, ModelWeights::bind(file_, hp_), n_ctx,
                                              *std::max_element(in.layer_bytes.begin(), in.layer_bytes.end()));
     RunLayout layout = lay_out(file_, hp_, in, po, lo, kv, *dram_, gpu, footprint ? &*footprint : nullptr);
+    if (layout.cpu_alone_wins) {
+        // The CPU alone, on every thread the device's would have left it, is predicted faster.
+        if (layout.device_prediction) po.alternative = PlanAlternative{"the device", *layout.device_prediction};
+        layout = RunLayout{};
+        device.reset();
+        gpu = GpuTarget{};
+        gpu.why_not = "the CPU alone is predicted faster";
+        const int alone = opts.n_threads > 0 ? opts.n_threads : cpu::default_thread_count();
+        if (pool_->n_threads() != alone) pool_ = std::make_unique<cpu::ThreadPool>(alone);
+        po.n_threads = pool_->n_threads();
+        layout = lay_out(file_, hp_, in, po, lo, kv, *dram_, gpu, nullptr);
+    }
     const uint64_t working =
         host_working_bytes(layout, gpu.use, hp_.n_layer, activations, CpuBackend::activation_bytes(hp_));
     kv_ = std::move(layout.kv);

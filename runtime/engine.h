@@ -54,6 +54,7 @@ struct EngineOptions {
     uint64_t dram_budget = 0;     // bytes of DRAM for weights, KV cache and buffers; 0: no limit
     int prefetch_depth = 2;       // streamed layers read ahead of compute
     int n_predict = 0;            // tokens generated per request, when known: the plan's workload
+    std::string prompt;           // the prompt the run is for, when known: the plan is made for its tokens
     std::optional<planner::Plan> plan;  // --plan FILE: run by this plan instead of making one
     std::function<void(const Placement&)> on_plan;  // sees the plan before weights load (--show-plan)
     std::filesystem::path kv_spill_dir;  // where KV layers that do not fit go; empty: the cache folder

@@ -11,6 +11,7 @@
 #include "cpu/kv_format.h"
 #include "runtime/grammar/json_schema_grammar.h"
 #include "planner/plan_report.h"
+#include "planner/units.h"
 #include "runtime/place/placement.h"
 #include "storage/budget.h"
 #include "tools/cli_options.h"
@@ -62,6 +63,10 @@ runtime::EngineOptions ModelOptions::engine() const {
     if (show_plan)
         e.on_plan = [](const runtime::Placement& p) {
             fmt::print(stderr, "profile   {}\n{}\n", p.hw_source, planner::format_plan(p.plan, p.shape, p.hw, p.search));
+            if (p.alternative)
+                fmt::print(stderr, "weighed   against {}: {:.3g} tokens/s decode, TTFT {} (this plan: {:.3g} tokens/s)\n",
+                           p.alternative->what, p.alternative->prediction.decode_tps_per_seq,
+                           planner::format_seconds(p.alternative->prediction.ttft_s), p.plan.prediction.decode_tps_per_seq);
         };
     return e;
 }

@@ -283,6 +283,10 @@ int run_bench(const BenchOptions& o) {
                 j["samples_streamed_gbps"] = r.streamed_gbps;
                 j["disk_read_gbps"] = hw.nvme.read_gbps;
             }
+            // The placement the planner weighed this one against (the CPU alone beside a device plan).
+            if (const auto& alt = engine.placement().alternative)
+                j["weighed"] = {{"against", alt->what}, {"decode_ts", alt->prediction.decode_tps_per_seq},
+                                {"this_decode_ts", engine.placement().plan.prediction.decode_tps_per_seq}};
             if (!r.expert_counts.empty()) j["expert_counts"] = r.expert_counts;
             if (expert_plan.has_device() && !r.expert_counts.empty()) {
                 j["expert_device_share"] = expert_plan.device_share_in(r.expert_counts);

@@ -85,7 +85,8 @@ int run_generate(const GenerateOptions& o) {
     if (prompt.empty()) throw UsageError("the prompt is empty", "give some text with -p, -f or on standard input");
     const auto grammar = load_grammar(o.grammar_file, o.schema_file);
     runtime::EngineOptions eo = o.m.engine();
-    eo.n_predict = o.n_predict;  // the plan's workload
+    eo.n_predict = o.n_predict;  // the plan's workload: this request
+    eo.prompt = prompt;
     runtime::Engine engine(eo);
     const models::Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(prompt, tok.add_bos_default() && !o.no_bos, true);

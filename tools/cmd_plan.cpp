@@ -100,6 +100,12 @@ int run_plan(const PlanOptions& o) {
         return 0;
     }
     std::cout << format_plan(r.best, shape, hw, {r.n_policies, r.seconds});
+    if (run.device_prediction)
+        fmt::print("\nThe plan above is the CPU alone's: the best plan with the GPU decodes at {:.3g} tokens/s, no faster "
+                   "than its {:.3g}.\n", run.device_prediction->decode_tps_per_seq, r.best.prediction.decode_tps_per_seq);
+    else if (run.cpu_alone)
+        fmt::print("\nThe CPU alone: {:.3g} tokens/s decode, TTFT {} (this plan: {:.3g} tokens/s).\n",
+                   run.cpu_alone->decode_tps_per_seq, format_seconds(run.cpu_alone->ttft_s), r.best.prediction.decode_tps_per_seq);
     if (!missed.empty()) fmt::print("\nThis machine misses the workload's targets: {}.\n{}.\n", missed, way_out);
     if (o.frontier) {
         fmt::print("\nfrontier (no other policy is faster per sequence and in aggregate):\n");

@@ -18,6 +18,16 @@ std::string narrow_note(const KernelRate& r) {
     if (r.gemm_narrow_gflops <= 0) return "";
     return fmt::format(" ({:.1f} on a {:.0f}-wide layer)", r.gemm_narrow_gflops, KernelRate::kNarrowCols);
 }
+// A device's own ops, as the cost model prices its placements.
+void print_ops(const std::string& who, const DeviceOps& o) {
+    fmt::print("{}: {:.1f} us an op ({:.1f} in a graph), a hop to the host and back {:.1f} us, copies {:.1f}/{:.1f} GB/s\n", who,
+               o.op_overhead_us, o.graph_op_us, o.handoff_us, o.h2d_gbps, o.d2h_gbps);
+    for (const auto& r : o.rates)
+        fmt::print("  matmul {:<5} 1 row {:6.1f} GB/s, 8 rows {:6.1f} GB/s, many rows {:7.1f} GFLOPS{}\n", dtype_name(r.type),
+                   r.gemv_gbps, r.rows8_gbps, r.gemm_gflops, narrow_note(r));
+    for (const auto& a : o.attention)
+        fmt::print("  decode attention at {:.0f} positions (32 heads, 8 KV heads of 128, F16): {:.1f} us\n", a.keys, a.us);
+}
 }  // namespace
 
 int run_probe(const ProbeOptions& o) {
@@ -54,13 +64,8 @@ int run_probe(const ProbeOptions& o) {
                    p.gpu->mem_gbps, p.gpu->fp16_tflops, p.gpu->pcie, p.gpu->h2d_gbps, p.gpu->d2h_gbps);
     else
         fmt::print("gpu       none\n");
-    if (p.sim) {
-        fmt::print("sim       simulated device on {} threads: {:.1f} us per op beyond its bytes\n", p.sim->n_threads,
-                   p.sim->op_overhead_us);
-        for (const auto& r : p.sim->rates)
-            fmt::print("sim       {:<5} decode GEMV {:6.1f} GB/s of weights, prefill GEMM {:7.1f} GFLOPS{}\n", dtype_name(r.type),
-                       r.gemv_gbps, r.gemm_gflops, narrow_note(r));
-    }
+    if (p.gpu && p.gpu->ops) print_ops("gpu", *p.gpu->ops);
+    if (p.sim) print_ops(fmt::format("sim ({} thread{})", p.sim->n_threads, p.sim->n_threads == 1 ? "" : "s"), *p.sim);
     for (const auto& n : p.notes) fmt::print("note      {}\n", n);
     if (!o.no_cache) fmt::print("saved     {} (used by `strata plan`)\n", probe::profile_cache_path().string());
     return 0;

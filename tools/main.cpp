@@ -66,7 +66,8 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--device", m.device,
                    "what runs the layers: cuda (a GPU), sim (the simulated device: the same plans as a GPU, its "
                    "memory --gpu-mem of host memory, copies throttled to --sim-link, ops on CPU threads of its own), "
-                   "cpu, auto (cuda when a GPU is usable, else cpu)")
+                   "cpu, auto (cuda when a GPU is usable and the plan with it is predicted faster than the CPU alone's, "
+                   "else cpu; sim and cuda use the device even where the CPU alone is predicted faster)")
         ->capture_default_str();
     cmd.add_option("--sim-link", m.sim_link, "the simulated device's host <-> device rate in GB/s, each way")
         ->capture_default_str();
@@ -173,7 +174,9 @@ int main(int argc, char** argv) {
     pl->add_option("--gpu-mem", plan.gpu_mem, "GPU memory, e.g. 24G (default: the GPU's)");
     pl->add_option("--pcie", plan.pcie, "PCIe generation of the GPU link: gen3, gen4, gen5 (default: the GPU's)");
     pl->add_option("--cpu", plan.cpu, "catalog CPU: ryzen9-7950x, core-i9-14900k, epyc-9654, xeon-gcp-n1");
-    pl->add_option("--dram", plan.dram, "installed DRAM, e.g. 64G");
+    pl->add_option("--dram", plan.dram,
+                   "DRAM the run may use, e.g. 64G, all of it the plan's budget as generate's --dram is (default: this "
+                   "machine's, 90% of it the budget)");
     pl->add_option("--dram-kind", plan.dram_kind, "DRAM kind: ddr4-3200, ddr5-4800, ddr5-5600, ddr5-6400 (default: the CPU's)");
     pl->add_option("--nvme", plan.nvme, "NVMe generation: gen3, gen4, gen5 (default gen4)");
     pl->add_option("--nvme-bw", plan.nvme_bw, "NVMe sequential read in GB/s (overrides the drive's)");

@@ -62,20 +62,6 @@ std::string unsupported_types(const DeviceTypes& can, const models::GgufFile& fi
     return {};
 }
 
-// Device ops a llama layer issues per pass (norms, matmuls, RoPE, KV stores, attention, adds):
-// the simulated device's per-op hand-off, paid per layer.
-constexpr double kOpsPerLayer = 16;
-
-// A layer's matmul calls on the device beyond their bytes, in microseconds: q, k and v apart, the
-// output, and for a dense model gate, up and down (a mixture of experts runs its feed-forward on
-// the host), each at the measured cost for its rows' width.
-double device_calls_us(const planner::KernelRate& r, const models::Hparams& hp, DType t) {
-    auto call = [&](int64_t cols) { return r.call_s(static_cast<double>(row_bytes(t, cols))) * 1e6; };
-    double us = 3 * call(hp.n_embd) + call(hp.n_embd_q());
-    if (!hp.moe.enabled()) us += 2 * call(hp.n_embd) + call(hp.n_ff);
-    return us;
-}
-
 // The simulated device as the planner sees it: its memory is the budget, its link the throttled
 // copies, its compute the CPU's matmul rates on its threads (as `strata probe` measured them for
 // that thread count, else the CPU's scaled by its share of the cores).
@@ -90,20 +76,26 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
     g.h2d_gbps = g.d2h_gbps = req.sim_link_gbps;
     g.pcie = fmt::format("simulated, {} GB/s", req.sim_link_gbps);
     g.sim_threads = threads;
-    const planner::KernelRate* measured = hw.sim && hw.sim->n_threads == threads ? planner::rate_for(hw.sim->rates, weight_type) : nullptr;
-    if (measured) {
-        g.mem_gbps = measured->gemv_gbps;
-        g.fp16_tflops = measured->gemm_at(hp.n_embd) / 1000;
-        g.launch_overhead_us = hw.sim->op_overhead_us * kOpsPerLayer + device_calls_us(*measured, hp, weight_type);
-        g.handoff_us = hw.sim->handoff_us;
-        hw.notes.push_back(fmt::format("gpu: the simulated device on {} threads, as `strata probe` measured it", threads));
+    if (hw.sim && hw.sim->n_threads == threads) {
+        // Priced from its ops as the probe measured them through the device interface; its copies
+        // at the link's rate, or at the rate its memory copies reach when that is lower.
+        const planner::DeviceOps& ops = *hw.sim;
+        g.ops = ops;
+        if (ops.h2d_gbps > 0) g.h2d_gbps = std::min(g.h2d_gbps, ops.h2d_gbps);
+        if (ops.d2h_gbps > 0) g.d2h_gbps = std::min(g.d2h_gbps, ops.d2h_gbps);
+        g.handoff_us = ops.handoff_us;
+        if (const planner::KernelRate* r = planner::rate_for(ops.rates, weight_type)) {
+            g.mem_gbps = r->gemv_gbps;
+            g.fp16_tflops = r->gemm_at(hp.n_embd) / 1000;
+        }
+        hw.notes.push_back(fmt::format("gpu: the simulated device on {} threads, its ops as `strata probe` measured them", threads));
     } else {
         const double share = std::min(1.0, double(threads) / std::max(1, hw.cpu.n_threads));
         g.mem_gbps = hw.cpu.gemv_gbps_for(weight_type) * share;
         g.fp16_tflops = hw.cpu.gemm_gflops_for(weight_type, hp.n_embd) * share / 1000;
         g.launch_overhead_us = hw.cpu.layer_overhead_us;
         hw.notes.push_back(fmt::format("gpu: the simulated device on {} threads, its rates the CPU's scaled to them "
-                                       "(`strata probe` measures them)", threads));
+                                       "(`strata probe` measures its ops)", threads));
     }
     hw.gpu = g;
     // The host keeps the cores the device's threads leave (runtime/engine.cpp), or what -t gives it.
@@ -149,7 +141,11 @@ GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const mo
         t.why_not = "--gpu-mem 0";
         return t;
     }
-    if (req.device == DeviceKind::Sim) return sim_target(req, file, hp, kv_type, host_threads);
+    if (req.device == DeviceKind::Sim) {
+        t = sim_target(req, file, hp, kv_type, host_threads);
+        t.chosen = true;
+        return t;
+    }
     const gpu::DeviceList devices = gpu::list_devices();
     if (devices.devices.empty()) {
         t.why_not = devices.why_none;
@@ -174,6 +170,7 @@ GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const mo
     t.hw.gpu->memory_bytes = budget;
     t.kind = DeviceKind::Cuda;
     t.use = true;
+    t.chosen = req.device == DeviceKind::Cuda;
     return t;
 }
 
@@ -203,9 +200,10 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     p.shape.kv_type = kv_type;
     p.hw = gpu.hw;
     p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
-    const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
+    const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict, opts.n_prompt);
     choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape&) {
         po.budgets.gpu = static_cast<double>(device_bytes);
+        po.infeasible_hint = "give more --gpu-mem or --dram, a shorter --ctx, or run on the CPU with --gpu-mem 0";
         // DRAM left for the layers it keeps there: the runtime also holds the head and embeddings,
         // the KV cache and activations, and a ring for layers streamed from NVMe (the planner's
         // own staging is counted again inside: conservative).
@@ -224,6 +222,7 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     if (attention == AttentionChoice::Cpu) g.kv = KvPlacement::HostCpuAttention;
     if (attention == AttentionChoice::Gpu && g.kv == KvPlacement::HostCpuAttention) g.kv = KvPlacement::HostGpuAttention;
     STRATA_LOG_INFO("{}{}; KV cache: {}", planner::plan_summary(p.plan), opts.given ? " (given)" : "", kv_placement_name(g.kv));
+    p.alternative = opts.alternative;
     if (opts.on_plan) opts.on_plan(p);
     p.residency = residency_from_plan(p.plan, in, true);
     p.n_kv_layers_in_dram = g.kv == KvPlacement::Device ? 0 : std::min(opts.n_kv_layers_in_dram, p.shape.n_layer);

@@ -42,6 +42,9 @@ struct GpuTarget {
     std::string why_not;          // when not used: one line for the log
     planner::HardwareProfile hw;  // this machine with the device; its memory is the budget
     uint64_t gpu_mem = 0;
+    // Named by --device (sim, cuda): used even where the CPU alone is predicted faster. Else
+    // (auto) only where the device's plan beats the CPU alone's (runtime/place/run_layout.h).
+    bool chosen = false;
 };
 // The device and its budget, or why the engine runs on the CPU: --device cpu, --gpu-mem 0, no
 // CUDA in this build, no device or driver, a weight or KV type the kernels lack. Every

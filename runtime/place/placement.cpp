@@ -132,11 +132,12 @@ planner::HardwareProfile runtime_profile(std::string& source, int n_threads) {
     return hw;
 }
 
-planner::Workload runtime_workload(int n_ctx, int n_predict) {
+planner::Workload runtime_workload(int n_ctx, int n_predict, int n_prompt) {
     planner::Workload wl;
     const int ctx = std::max(2, n_ctx);
     wl.gen_len = n_predict > 0 ? std::min(n_predict, ctx - 1) : std::min(128, ctx / 2);
-    wl.prompt_len = ctx - wl.gen_len;
+    wl.prompt_len = n_prompt > 0 ? std::min(n_prompt, ctx - wl.gen_len) : ctx - wl.gen_len;
+    wl.kv_len = ctx;  // the KV cache holds the whole context whatever the prompt
     return wl;
 }
 
@@ -156,6 +157,7 @@ void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload
     po.kv_types = {p.shape.kv_type};
     po.allow_recompute = false;
     po.limits.layers_only_on_nvme = true;
+    po.infeasible_hint = "give more --dram, or a shorter --ctx";
     tune(po, as_read);
     const planner::SearchResult r = planner::search_plans(as_read, p.hw, wl, po);
     p.plan = r.best;
@@ -168,7 +170,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     p.shape = planner::ModelShape::from_gguf(file);
     p.shape.kv_type = opts.kv_type;
     p.hw = runtime_profile(p.hw_source, opts.n_threads);
-    const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict);
+    const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict, opts.n_prompt);
     const OverrideRequest overrides = resolve_overrides(opts.overrides, file);
     if (p.shape.n_expert > 0)
         p.routing = planner::load_routing_profile(file.path(), file.file_size(), p.shape.n_layer, p.shape.n_expert,
@@ -204,6 +206,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     p.plan.budgets.dram = static_cast<double>(in.budget ? in.budget : std::max(p.hw.dram.capacity_bytes, p.residency.total_bytes));
     p.plan.prediction.used.dram = static_cast<double>(p.residency.total_bytes);
     STRATA_LOG_INFO("{}{}", planner::plan_summary(p.plan), opts.given ? " (given)" : "");
+    p.alternative = opts.alternative;
     if (opts.on_plan) opts.on_plan(p);
     p.residency = residency_from_plan(p.plan, in);
     p.residency.experts.policy = opts.expert_policy;

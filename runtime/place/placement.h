@@ -23,6 +23,12 @@ namespace strata::models { class GgufFile; }
 
 namespace strata::runtime {
 
+// A placement weighed against the one that runs: what it is and its prediction for the run.
+struct PlanAlternative {
+    std::string what;  // "the CPU alone", "the device"
+    planner::Prediction prediction;
+};
+
 struct Placement {
     planner::Plan plan;  // its DRAM budget and use are the runtime's (ResidencyInput) figures
     planner::ModelShape shape;
@@ -35,6 +41,9 @@ struct Placement {
     // A mixture of experts: the routing statistics saved beside the model, or why there are none.
     std::optional<planner::RoutingProfile> routing;
     std::string routing_note;
+    // The placement it was weighed against: the CPU alone beside a device plan, or the device
+    // plan the CPU alone beat (PlacementOptions::alternative); `--show-plan` prints it.
+    std::optional<PlanAlternative> alternative;
 
     // The plan priced on this machine for `batch` requests of these lengths decoded together,
     // as this runtime runs it (the plan's own prediction is for the workload it was made for).
@@ -45,7 +54,10 @@ struct PlacementOptions {
     const planner::Plan* given = nullptr;  // --plan FILE
     int n_ctx = 1;                         // the context the KV cache holds
     int n_predict = 0;                     // tokens generated per request, when known
+    int n_prompt = 0;                      // the prompt's tokens, when known (generate's)
     int n_threads = 0;                     // the CPU threads the runtime computes on (0: every core)
+    int n_threads_alone = 0;               // those it would compute on without the device (0: every core)
+    std::optional<PlanAlternative> alternative;  // set on the placement made (Placement::alternative)
     int n_kv_layers_in_dram = INT_MAX;     // KV layers kept in DRAM (runtime/kv/kv_cache.h); the rest spill
     DType kv_type = DType::F32;            // the KV cache's element type
     std::function<void(const Placement&)> on_plan;  // before the budget is checked (--show-plan)
@@ -60,9 +72,10 @@ std::vector<bool> rebuilt_layers(const planner::Plan& plan);
 // CPU threads (0: all); any GPU is left out (the runtime computes on the CPU). Logs one line
 // saying which.
 planner::HardwareProfile runtime_profile(std::string& source, int n_threads = 0);
-// A prompt and generation that fill n_ctx (what the KV cache is sized for), batch 1;
-// the generation is n_predict when known.
-planner::Workload runtime_workload(int n_ctx, int n_predict);
+// The request a run is planned for, batch 1: the prompt of n_prompt tokens when known, else one
+// that fills n_ctx with the generation; the generation n_predict when known; the KV cache
+// sized for n_ctx either way.
+planner::Workload runtime_workload(int n_ctx, int n_predict, int n_prompt = 0);
 // Throws UsageError for a given plan made for another model or for a GPU, OutOfBudget when
 // the budget cannot hold the head, KV cache and ring, or what a given plan keeps resident.
 // A mixture of experts that does not fit (or whose experts the overrides send to NVMe) is

@@ -42,6 +42,23 @@ KvSpillOptions host_kv_spill(int n_resident, const LayoutOptions& opts, const Kv
     return spill;
 }
 
+// The CPU alone's plan for this run, on the threads it would have without the device and with
+// the KV cache in DRAM (spilling as layout_on_cpu would); nullopt where it cannot hold the run.
+std::optional<planner::Prediction> cpu_alone_prediction(const models::GgufFile& file, const models::Hparams& hp,
+                                                        const ResidencyInput& in, const PlacementOptions& po, const KvSize& kv) {
+    PlacementOptions alone = po;
+    alone.on_plan = nullptr;
+    alone.n_threads = po.n_threads_alone;
+    try {
+        alone.n_kv_layers_in_dram = kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes);
+        return place(file, in, alone).plan.prediction;
+    } catch (const OutOfBudget&) {
+        return std::nullopt;
+    } catch (const UsageError&) {
+        return std::nullopt;
+    }
+}
+
 // With a device: its bytes for layers and KV are the budget less the backend's working set
 // (sized for the largest layer as a streaming buffer, plus the K/V layer that recomputed
 // layers share); KV on the device takes no DRAM, so the host cache is then never written. KV
@@ -201,8 +218,40 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
                          "run on a device (--device cuda, or --device sim to try it), or place them in dram or nvme");
     if (!gpu.use) return layout_on_cpu(file, hp, in, po, lo, kv, dram);
     STRATA_ASSERT(device);
-    if (hp.moe.enabled()) return layout_moe_with_gpu(file, hp, in, po, gpu, *device, lo, kv, dram);
-    return layout_with_gpu(file, hp, in, po, gpu, *device, lo, kv, dram);
+    // A plan made beside the device runs only where it beats the CPU alone's; shown once weighed.
+    PlacementOptions beside = po;
+    beside.on_plan = nullptr;
+    if (!po.given && !asks_device(resolve_overrides(po.overrides, file)))
+        if (auto alone = cpu_alone_prediction(file, hp, in, po, kv)) beside.alternative = PlanAlternative{"the CPU alone", *alone};
+    RunLayout out;
+    try {
+        out = hp.moe.enabled() ? layout_moe_with_gpu(file, hp, in, beside, gpu, *device, lo, kv, dram)
+                               : layout_with_gpu(file, hp, in, beside, gpu, *device, lo, kv, dram);
+    } catch (const OutOfBudget& e) {
+        // A device the command did not name that cannot hold the run leaves it to the CPU alone.
+        if (gpu.chosen || !beside.alternative) throw;
+        STRATA_LOG_INFO("gpu: not used: {}", e.what());
+        out = RunLayout{};
+        out.cpu_alone_wins = true;
+        return out;
+    }
+    const planner::Prediction& with_device = out.placement->plan.prediction;
+    if (beside.alternative && !planner::device_beats_cpu(with_device, beside.alternative->prediction)) {
+        const double cpu_tps = beside.alternative->prediction.decode_tps_per_seq;
+        if (gpu.chosen) {
+            STRATA_LOG_WARN("gpu: the CPU alone is predicted at {:.1f} tokens/s, the device's plan at {:.1f}; running on the "
+                            "device as --device asks (leave --device out to let the planner choose)",
+                            cpu_tps, with_device.decode_tps_per_seq);
+        } else {
+            STRATA_LOG_INFO("gpu: not used: the CPU alone is predicted at {:.1f} tokens/s, the device's plan at {:.1f}",
+                            cpu_tps, with_device.decode_tps_per_seq);
+            out.cpu_alone_wins = true;
+            out.device_prediction = with_device;
+            return out;
+        }
+    }
+    if (po.on_plan) po.on_plan(*out.placement);
+    return out;
 }
 
 uint64_t host_working_bytes(const RunLayout& layout, bool on_device, int n_layer, uint64_t activations,

@@ -57,9 +57,17 @@ struct RunLayout {
     std::unique_ptr<KvCache> kv;
     std::unique_ptr<Placement> placement;
     KvPlacement kv_on = KvPlacement::HostCpuAttention;  // for the layers a device computes
+    // The plan made beside the device is predicted no faster than the CPU alone's, or the device
+    // cannot hold the run: the caller lays the run out again without the device
+    // (device_prediction: what the device's plan said, where there was one).
+    bool cpu_alone_wins = false;
+    std::optional<planner::Prediction> device_prediction;
 };
 
-// The layout on the CPU alone (`device` null) or beside the device `gpu` names. `in`: the
+
+// The layout on the CPU alone (`device` null) or beside the device `gpu` names; a plan the
+// planner makes beside a device --device did not name (not a given one) only where it beats
+// the CPU alone (else cpu_alone_wins). `in`: the
 // layers as the weight store reads them, the KV cache and activations among other_bytes.
 // Throws OutOfBudget (what DRAM or the device cannot hold) and UsageError (a given plan or
 // --override-tensor this run cannot honour).

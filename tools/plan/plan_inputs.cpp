@@ -90,12 +90,30 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     const HardwareProfile& hw = run.hw;
     const Workload wl = plan_workload(o);
     opts.budgets = default_budgets(hw);
+    // --dram is what the run may hold in DRAM, as the runtime's --dram is: all of it is the budget.
+    if (!o.dram.empty()) opts.budgets.dram = static_cast<double>(hw.dram.capacity_bytes);
     if (!o.gpu_budget.empty()) opts.budgets.gpu = static_cast<double>(parse_size(o.gpu_budget, "--gpu-budget", hw.gpu ? hw.gpu->memory_bytes : 0));
     if (!o.dram_budget.empty()) opts.budgets.dram = static_cast<double>(parse_size(o.dram_budget, "--dram-budget", hw.dram.capacity_bytes));
     if (!o.nvme_budget.empty()) opts.budgets.nvme = static_cast<double>(parse_size(o.nvme_budget, "--nvme-budget", hw.nvme.capacity_bytes));
 
     // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
     run.result = search_with_expert_offload(run.shape, hw, wl, opts);
+    if (!hw.gpu || !run.result.best.has_gpu) return run;
+    // A device placement only where it beats the CPU alone.
+    HardwareProfile alone = hw;
+    alone.gpu.reset();
+    PlannerOptions cpu_opts = opts;
+    cpu_opts.budgets.gpu = 0;
+    try {
+        SearchResult cpu = search_with_expert_offload(run.shape, alone, wl, cpu_opts);
+        run.cpu_alone = cpu.best.prediction;
+        if (!device_beats_cpu(run.result.best.prediction, cpu.best.prediction)) {
+            run.device_prediction = run.result.best.prediction;
+            run.result = std::move(cpu);
+        }
+    } catch (const OutOfBudget&) {
+        // the CPU alone cannot hold it
+    }
     return run;
 }
 

@@ -1,4 +1,5 @@
 #pragma once
+#include <optional>
 // What `strata plan` and `POST /v1/plan` share: the plan options (flags, or a request body)
 // turned into the model shape, the catalog hardware and the workload, and the policy search
 // over them. Both print the chosen plan with Plan::to_json, so they answer alike. (The
@@ -18,6 +19,9 @@ struct PlanRun {
     planner::ModelShape shape;
     planner::HardwareProfile hw;
     planner::SearchResult result;
+    // With a GPU: the CPU alone's best plan, weighed against the device's; `result` is the
+    // CPU alone's when the device's does not beat it (device_prediction: what the device's said).
+    std::optional<planner::Prediction> cpu_alone, device_prediction;
 };
 
 // The model (a GGUF header or a catalog shape, its KV cache in `kv`), the workload, and the

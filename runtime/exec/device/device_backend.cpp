@@ -20,7 +20,9 @@ uint64_t DeviceBackend::graph_launches() const { return impl_->graph_launches; }
 void DeviceBackend::set_trace(Trace* trace) {
     impl_->dev->set_trace(trace);
     impl_->trace = trace;
-    if (trace) impl_->attention_track = trace->track("cpu: attention");
+    if (!trace) return;
+    impl_->attention_track = trace->track("cpu: attention");
+    impl_->cpu_layer_track = trace->track("cpu: layers");
 }
 
 const RoutingStats* DeviceBackend::routing_stats() const {
@@ -47,28 +49,33 @@ void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
 }
 
 void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
-    for (const PipelineStep& step : schedule) {
+    for (size_t i = 0; i < schedule.size(); ++i) {
+        const PipelineStep& step = schedule[i];
         if (step.kind == PipelineStep::CpuCompute) {
-            layer_on_cpu(step.layer, p, kv);
+            i = layers_on_cpu(i, p, kv) - 1;
             continue;
         }
         if (step.kind == PipelineStep::Copy) {
-            // The slot's previous layer must be done before its weights are overwritten.
-            computed[step.slot]->wait_on(*h2d);
-            store.acquire(step.layer);
-            const WeightStore::HostRange r = store.layer_range(step.layer);
-            dev->copy_h2d(slots[step.slot].data(), r.data, r.length, *h2d);
-            copied[step.slot]->record(*h2d);
-            // A layer streamed from NVMe sits in a ring buffer the store reuses once released.
-            if (store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
-            store.release(step.layer);
-            layers[step.layer] = rebase(store, step.layer, store.weights().layers[step.layer], slots[step.slot].as<std::byte>());
+            copy_in(step);
             continue;
         }
         if (step.slot >= 0) copied[step.slot]->wait_on(*compute);
         layer(step.layer, layers[step.layer], p, kv);
         if (step.slot >= 0) computed[step.slot]->record(*compute);
     }
+}
+
+void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
+    // The slot's previous layer must be done before its weights are overwritten.
+    computed[step.slot]->wait_on(*h2d);
+    store.acquire(step.layer);
+    const WeightStore::HostRange r = store.layer_range(step.layer);
+    dev->copy_h2d(slots[step.slot].data(), r.data, r.length, *h2d);
+    copied[step.slot]->record(*h2d);
+    // A layer streamed from NVMe sits in a ring buffer the store reuses once released.
+    if (store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
+    store.release(step.layer);
+    layers[step.layer] = rebase(store, step.layer, store.weights().layers[step.layer], slots[step.slot].as<std::byte>());
 }
 
 // A decode step whose every layer is held on the device, with its KV cache there and nothing

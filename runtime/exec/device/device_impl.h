@@ -69,6 +69,7 @@ struct DeviceBackend::Impl {
     std::unique_ptr<DeviceExperts> experts;  // a mixture of experts' routed experts held here
     Trace* trace = nullptr;                 // the CPU's attention for the device's layers
     int attention_track = 0;
+    int cpu_layer_track = 0;  // the CPU's layers beside the device
 
     // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention);
     // kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their
@@ -123,7 +124,11 @@ struct DeviceBackend::Impl {
     uint64_t graph_launches = 0;
     std::vector<gpu::QueryRun> runs;      // the pass's prompt chunks, for the attention kernels
     void layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
-    void layer_on_cpu(int il, const PassLayout& p, KvCache& kv);
+    // The run of CPU layers (and copies between them) from schedule[first]; returns the index
+    // past it.
+    size_t layers_on_cpu(size_t first, const PassLayout& p, KvCache& kv);
+    // A Copy step: the layer's weights into its slot on the H2D stream.
+    void copy_in(const PipelineStep& step);
 
     // device_steps.cpp: the steps of a program over device arrays.
     using Rows = StepRows<int32_t>;

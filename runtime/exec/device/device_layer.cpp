@@ -5,6 +5,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "core/trace.h"
+
 namespace strata::runtime {
 
 using gpu::Stream;
@@ -90,14 +94,30 @@ void DeviceBackend::Impl::layer(int il, const DevLayer& l, const PassLayout& p, 
     run(prog.feed_forward, prog, l, r, &p, kv);
 }
 
-// A layer whose matmuls the plan puts on the CPU: the CPU runs the layer on the pass's hidden
-// states (its KV cache in DRAM, attention on the CPU).
-void DeviceBackend::Impl::layer_on_cpu(int il, const PassLayout& p, KvCache& kv) {
+// A run of layers whose matmuls the plan puts on the CPU: the pass's hidden states go down once,
+// the CPU runs the layers on them (their KV cache in DRAM, attention on the CPU) while the copy
+// stream brings in the device's next layers, and they come back up once. Copies the schedule
+// puts between them (streamed layers, which wait for the CPU's turn in the stream) are issued
+// in their place.
+size_t DeviceBackend::Impl::layers_on_cpu(size_t first, const PassLayout& p, KvCache& kv) {
     float* host_x = host_layers->act(Act::X);
-    on_host(p, x.as<float>(), host_x, [&] { host_layers->run_layer(il, kv, p); }, host_x, x.as<float>());
+    size_t end = first;
+    on_host(p, x.as<float>(), host_x, [&] {
+        for (; end < schedule.size() && schedule[end].kind != PipelineStep::Compute; ++end) {
+            const PipelineStep& step = schedule[end];
+            if (step.kind == PipelineStep::Copy) {
+                copy_in(step);
+                continue;
+            }
+            const TraceScope traced(trace, cpu_layer_track, fmt::format("layer {}", step.layer));
+            host_layers->run_layer(step.layer, kv, p);
+        }
+    }, host_x, x.as<float>());
+    return end;
 }
 
-// The copy up needs no wait: the next copy down is ordered after it by the compute stream.
+// The copy up goes on the D2H stream, after the copy down, not behind the weights queued on the
+// H2D stream; the next copy down is ordered after it.
 void DeviceBackend::Impl::on_host(const PassLayout& p, const float* down, float* host_down, const std::function<void()>& run,
                                   const float* host_up, float* up) {
     const size_t bytes = size_t(p.n() * hp.n_embd) * 4;
@@ -107,8 +127,8 @@ void DeviceBackend::Impl::on_host(const PassLayout& p, const float* down, float*
     ev_down[0]->record(*d2h);
     ev_down[0]->synchronize();
     run();
-    dev->copy_h2d(up, host_up, bytes, *h2d);
-    ev_up[0]->record(*h2d);
+    dev->copy_h2d(up, host_up, bytes, *d2h);
+    ev_up[0]->record(*d2h);
     ev_up[0]->wait_on(*compute);
 }
 

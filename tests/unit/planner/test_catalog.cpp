@@ -133,6 +133,15 @@ TEST_CASE("hardware profiles round-trip through JSON", "[unit][planner]") {
     p.cpu.vector = {0.375, 4000};
     p.cpu.loop_us = 0.25;
     CHECK(HardwareProfile::from_json(p.to_json()) == p);
+    // A device's own ops as the probe measures them, the simulated device's and a GPU's.
+    DeviceOps ops;
+    ops.n_threads = 1;
+    ops.rates = {{DType::Q4_0, 12.5, 310.25, 40.5, 2.25, 3.5, 0, 50.5}};
+    ops.attention = {{512, 20.5}, {4096, 90.25}};
+    ops.op_overhead_us = 3.5, ops.graph_op_us = 0.75, ops.h2d_gbps = 12.25, ops.d2h_gbps = 11.5, ops.handoff_us = 9;
+    p.sim = ops;
+    p.gpu->ops = ops;
+    CHECK(HardwareProfile::from_json(p.to_json()) == p);
 
     HardwareProfile cpu_only = profile_from_catalog(gpu_spec("none"));
     const HardwareProfile back = HardwareProfile::from_json(cpu_only.to_json());

@@ -228,7 +228,7 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
     HardwareProfile hw = toy_cpu();
     hw.cpu.n_threads = 4;
     hw.cpu.rates = {{DType::Q4_0, 40, 400, 20, 0, 0, 300}, {DType::Q8_0, 40, 400, 20, 0, 0, 300}};
-    hw.sim = SimProfile{};
+    hw.sim = DeviceOps{};
     hw.sim->n_threads = 1;
     hw.sim->rates = {{DType::Q4_0, 6, 150, 0, 0, 0, 60}};  // one thread alone: less than a quarter of the four's Q4_0
     CHECK(hw.on_cpu_threads(4) == hw);
@@ -275,6 +275,29 @@ TEST_CASE("cost model with a device: a CPU layer's prefill runs on the CPU, its 
     CHECK(with.decode[H] == Approx(1024 * 4 / 10e9));
 }
 
+TEST_CASE("cost model with a device: a run of CPU layers hops down and back once", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    hw.gpu->handoff_us = 10;
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const CostModel cm(s, hw, wl, Policy{1, 1, false, false, DType::F16});
+    auto plan_of = [&](std::initializer_list<WeightOption> w) {
+        Plan p;
+        p.policy = Policy{1, 1, false, false, DType::F16};
+        int il = 0;
+        for (WeightOption o : w) p.layers.push_back({il++, o, KvOption::Dram, Device::Gpu});
+        return p;
+    };
+    // The same layers, their two CPU layers together (one run) or apart (two).
+    const Cost together = cm.total_cost(plan_of({WeightOption::Gpu, WeightOption::DramCpu, WeightOption::DramCpu, WeightOption::Gpu}));
+    const Cost apart = cm.total_cost(plan_of({WeightOption::DramCpu, WeightOption::Gpu, WeightOption::DramCpu, WeightOption::Gpu}));
+    constexpr int H = static_cast<int>(Stream::PcieH2D);
+    CHECK(apart.decode_overhead - together.decode_overhead == Approx(10e-6));
+    CHECK(apart.prefill_overhead - together.prefill_overhead == Approx(10e-6));
+    CHECK(apart.decode[H] - together.decode[H] == Approx(1024 * 4 / 10e9));
+}
+
 TEST_CASE("cost model: a device's decode step reads its weights once per 8 sequences; the simulated device's "
           "calls of many rows pass over the weights, then compute",
           "[unit][planner]") {
@@ -297,9 +320,29 @@ TEST_CASE("cost model: a device's decode step reads its weights once per 8 seque
     // of 1e9 flops take 80 ms of arithmetic plus 200 ms over the weights, added up; 4 rows (the
     // one-pass GEMV path) the larger of 40 ms of arithmetic and the 100 ms read.
     hw.gpu->mem_gbps = 10, hw.gpu->fp16_tflops = 0.1, hw.gpu->sim_threads = 1;
-    hw.sim = SimProfile{1, {{DType::Q8_0, 10, 100, 5}}, 0, 0};
+    hw.gpu->ops = DeviceOps{1, {{DType::Q8_0, 10, 100, 5}}};
     CHECK(decode_s(hw, 8) == Approx(0.08 + 0.2));
     CHECK(decode_s(hw, 4) == Approx(0.1));
+    // Measured at one row a call (10 GB/s) and at eight (4 GB/s): a call of n rows lies between
+    // them by its rows; the catalog's rates no longer enter.
+    hw.gpu->ops->rates[0].rows8_gbps = 4;
+    hw.gpu->mem_gbps = 1000;
+    CHECK(decode_s(hw, 1) == Approx(0.1));
+    CHECK(decode_s(hw, 8) == Approx(0.25));
+    CHECK(decode_s(hw, 4) == Approx(0.1 + 3.0 / 7 * 0.15));
+    CHECK(decode_s(hw, 16) == Approx(0.5));  // two calls of eight
+}
+
+TEST_CASE("cost model: a measured device's decode attention from its points, linear in the K/V bytes read",
+          "[unit][planner]") {
+    DeviceOps o;
+    constexpr double kPerKey = DeviceOps::kAttentionKvBytesPerKey;
+    CHECK(o.attention_s(1e6) == 0);
+    o.attention = {{512, 10}, {4096, 50}};
+    CHECK(o.attention_s(256 * kPerKey) == Approx(5e-6));      // below the first point: its time per byte
+    CHECK(o.attention_s(512 * kPerKey) == Approx(10e-6));
+    CHECK(o.attention_s(2304 * kPerKey) == Approx(30e-6));    // halfway between the two
+    CHECK(o.attention_s(7680 * kPerKey) == Approx(90e-6));    // beyond the last: the last two points' slope
 }
 
 TEST_CASE("cost model with a device: a CPU layer attends on the CPU to its KV in DRAM, whatever tier the plan gave it",

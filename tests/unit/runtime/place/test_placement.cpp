@@ -120,3 +120,31 @@ TEST_CASE("placement: for every budget the plan fits and keeps as many whole lay
     CHECK(last_resident == m.hp.n_layer);
     CHECK_THROWS_AS([&] { Placed too_small(m.file, m.hp, floor - 1); }(), OutOfBudget);
 }
+
+TEST_CASE("placement: a run is planned for the prompt it has, its KV cache for the whole context", "[unit][placement]") {
+    const planner::Workload known = runtime_workload(4096, 16, 7);
+    CHECK(known.prompt_len == 7);
+    CHECK(known.gen_len == 16);
+    CHECK(known.kv_positions() == 4096);
+    // Unknown: a prompt that fills the context beside the generation.
+    const planner::Workload unknown = runtime_workload(4096, 16);
+    CHECK(unknown.prompt_len == 4080);
+    CHECK(unknown.kv_positions() == 4096);
+    // A prompt longer than the context leaves room for the generation.
+    CHECK(runtime_workload(256, 16, 1000).prompt_len == 240);
+}
+
+TEST_CASE("placement: when nothing fits, the way out names the runtime's flags, not strata plan's", "[unit][placement]") {
+    const test::TinyModelFile m("placement_hint.gguf", test::tiny_config("llama", 256, 4, 512), 11);
+    // A KV cache of 1 GiB beside the weights, in 64 MiB of DRAM.
+    storage::MemoryBudget budget("DRAM", 64ull << 20, "--dram");
+    const ResidencyInput in = WeightStore::residency_input(m.file, m.hp, budget, 1ull << 30, 2);
+    PlacementOptions po;
+    po.n_ctx = kCtx;
+    try {
+        place(m.file, in, po);
+        FAIL("placed a million-token KV cache in 64 MiB");
+    } catch (const OutOfBudget& e) {
+        CHECK_THAT(e.hint(), !Catch::Contains("--gpu-budget") && !Catch::Contains("--dram-budget"));
+    }
+}

@@ -1,0 +1,52 @@
+// CostModel's terms for a device whose ops the probe measured (DeviceOps): a layer's launches
+// beyond its work, what a captured graph saves a decode step, and the one hop of the hidden
+// states that a run of CPU layers beside the device makes.
+#include "planner/cost_model.h"
+
+namespace strata::planner {
+
+namespace {
+constexpr int H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
+// A layer's device ops besides its matmuls, its norms and SwiGLU going into the matmuls and its
+// residual adds accumulated by them (runtime/exec/device/device_steps.cpp): RoPE of q and k, the
+// K and V stores, attention.
+constexpr double kDeviceOtherOpsPerLayer = 5;
+}  // namespace
+
+double CostModel::device_layer_launch_s(double op_us) const {
+    // Its matmul calls, each at the measured cost for its rows' width (q, k and v, the output,
+    // and for a dense layer gate, up and down: a mixture of experts runs its feed-forward on the
+    // host), and its other ops (RoPE of q and k, the K and V stores, attention).
+    auto call = [&](double cols) { return dev_rate_->call_s(static_cast<double>(row_bytes(shape_.weight_type, static_cast<int64_t>(cols)))); };
+    const double e = shape_.n_embd, q = double(shape_.n_head) * shape_.head_dim;
+    double s = 3 * call(e) + call(q);
+    if (shape_.n_expert == 0) s += 2 * call(e) + call(shape_.n_ff);
+    return s + kDeviceOtherOpsPerLayer * op_us * 1e-6;
+}
+
+double CostModel::graph_saving_s(const Plan& plan) const {
+    const DeviceOps* o = ops();
+    if (!dev_rate_ || o->graph_op_us <= 0 || o->graph_op_us >= o->op_overhead_us || shape_.n_expert > 0 || plan.policy.recompute)
+        return 0;
+    // A decode step held wholly on the device runs as one captured graph (DeviceBackend's
+    // step_graph): every layer's weights and K/V there.
+    for (const LayerPlacement& l : plan.layers)
+        if (l.weights != WeightOption::Gpu || l.kv != KvOption::Gpu) return 0;
+    const double ops_per_layer = kDeviceOtherOpsPerLayer + 7;  // and q, k, v, the output, gate, up, down
+    return shape_.n_layer * m_ * ops_per_layer * (o->op_overhead_us - o->graph_op_us) * 1e-6;
+}
+
+bool CostModel::on_cpu_beside_device(const LayerPlacement& l) const {
+    return has_gpu_ && !policy_.cpu_attention && device_of(l.weights) == Device::Cpu;
+}
+
+void CostModel::drop_hop(Cost& total) const {
+    // The runtime takes a run of CPU layers' hidden states down once and back once
+    // (DeviceBackend's layers_on_cpu): a layer after another CPU layer makes no hop of its own.
+    const double hop_d = B_ * shape_.n_embd * 4.0, hop_p = B_ * P_ * shape_.n_embd * 4.0;
+    total.decode[H] -= hop_d / h2d_, total.decode[D] -= hop_d / d2h_;
+    total.prefill[H] -= hop_p / h2d_, total.prefill[D] -= hop_p / d2h_;
+    total.decode_overhead -= m_ * hop_s_, total.prefill_overhead -= m_ * hop_s_;
+}
+
+}  // namespace strata::planner

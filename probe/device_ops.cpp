@@ -1,0 +1,176 @@
+// A device's matmuls measured through gpu::Device (the same calls the device backend makes),
+// and the whole of measure_device_ops; its attention, launches, copies and hand-offs are in
+// device_costs.cpp.
+#include "probe/device_ops.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "gpu/device.h"
+#include "probe/device_costs.h"
+#include "probe/typical.h"
+
+namespace strata::probe {
+
+namespace {
+
+constexpr int64_t kCols = static_cast<int64_t>(planner::KernelRate::kWideCols);
+constexpr int64_t kNarrowCols = static_cast<int64_t>(planner::KernelRate::kNarrowCols);
+constexpr int64_t kManyRows = 512;  // a prompt pass's rows (llama-bench's pp512)
+
+// The weights a decode call streams: about 4x the host's last-level cache, so that the simulated
+// device reads them from DRAM as it reads a model's.
+uint64_t gemv_bytes(bool quick, uint64_t llc_bytes) {
+    return quick ? 48ull << 20 : std::clamp<uint64_t>(4 * llc_bytes, 128ull << 20, 512ull << 20);
+}
+
+// Device buffers for one weight type's measurements.
+struct MatmulBench {
+    gpu::Device& dev;
+    gpu::Stream& s;
+    DType type;
+    const gpu::DeviceBuffer& w;  // the weights: n_rows() x kCols of `type` (narrower rows sweep its first half)
+    const gpu::DeviceBuffer& x;  // kManyRows x 3 kNarrowCols floats at least
+    const gpu::DeviceBuffer& y;
+    int reps;
+
+    size_t row_b(int64_t cols) const { return row_bytes(type, cols); }
+    int64_t n_rows() const { return static_cast<int64_t>(w.bytes() / row_b(kCols)); }
+    // One call of `tokens` rows over `rows` weight rows of `cols` values starting `offset` bytes in.
+    void call(int64_t rows, int64_t cols, int64_t tokens, size_t offset = 0) const {
+        gpu::MatmulArgs a{type, w.as<std::byte>() + offset, x.as<float>(), y.as<float>(), rows, cols, tokens};
+        dev.matmul(a, s);
+    }
+    template <class Work>
+    double seconds(Work work) const {
+        s.synchronize();
+        const auto t0 = std::chrono::steady_clock::now();
+        work();
+        s.synchronize();
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    double typical_s(auto work) const {
+        std::vector<double> t;
+        for (int i = 0; i < reps; ++i) t.push_back(seconds(work));
+        return median(std::move(t));
+    }
+    // A call's cost beyond its bytes for rows of `cols` values: the same weights swept in calls
+    // of 64 and of 1024 rows, back to back, the difference per extra call (the median of pairs).
+    double call_s(int64_t cols) const {
+        const int64_t rows = static_cast<int64_t>(w.bytes() / 2 / row_b(cols));
+        auto sweep = [&](int64_t call_rows) {
+            return seconds([&] {
+                for (int64_t r = 0; r + call_rows <= rows; r += call_rows) call(call_rows, cols, 1, size_t(r) * row_b(cols));
+            });
+        };
+        constexpr int64_t kSmall = 64, kLarge = 1024;
+        const double n_s = double(rows / kSmall), n_l = double(rows / kLarge), rows_s = n_s * kSmall, rows_l = n_l * kLarge;
+        std::vector<double> per_call;
+        for (int i = 0; i < reps; ++i) {
+            const double small = sweep(kSmall), large = sweep(kLarge);
+            per_call.push_back((small * rows_l - large * rows_s) / (n_s * rows_l - n_l * rows_s));
+        }
+        return std::max(0.0, median(std::move(per_call)));
+    }
+};
+
+// The seven matrices of a kNarrowCols-wide layer (queries as wide, K and V a quarter, the
+// feed-forward three times) at 256 rows each: flops per second, small matrices giving a device
+// few tiles each (SmolLM2's are about this wide).
+double narrow_layer_gflops(const MatmulBench& b) {
+    constexpr int64_t E = kNarrowCols, kTokens = 256;
+    const std::pair<int64_t, int64_t> shapes[] = {{E, E}, {E / 4, E}, {E / 4, E}, {E, E}, {3 * E, E}, {3 * E, E}, {E, 3 * E}};
+    double flops = 0;
+    for (auto [rows, cols] : shapes) flops += 2.0 * double(rows * cols * kTokens);
+    const double s = b.typical_s([&] {
+        size_t off = 0;
+        for (auto [rows, cols] : shapes) b.call(rows, cols, kTokens, off), off += size_t(rows) * b.row_b(cols);
+    });
+    return flops / s / 1e9;
+}
+
+planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
+    planner::KernelRate r{b.type, 0, 0};
+    const int64_t rows = b.n_rows();
+    const double bytes = double(rows) * double(b.row_b(kCols));
+    r.gemv_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, 1); }) / 1e9;
+    r.rows8_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, gpu::Device::kRowWiseRows); }) / 1e9;
+    // Split into a fixed part and a part per row byte by two widths, as the CPU's decode calls.
+    const double wide = b.call_s(kCols), narrow = b.call_s(kNarrowCols);
+    const double per_byte = std::max(0.0, (wide - narrow) / double(b.row_b(kCols) - b.row_b(kNarrowCols)));
+    r.call_ns_per_row_byte = per_byte * 1e9;
+    r.call_us = std::max(0.0, narrow - per_byte * double(b.row_b(kNarrowCols))) * 1e6;
+    // Many rows: 64 and kManyRows rows against square weights give the arithmetic per row; what
+    // 64 rows take beyond it is the call's pass over its weights (from DRAM, over all the rows,
+    // unless quick).
+    const int64_t g_rows = std::min<int64_t>(rows, quick ? 1024 : kCols), many = quick ? 256 : kManyRows;
+    const double flops_per_row = 2.0 * double(g_rows) * kCols;
+    const double t_many = b.typical_s([&] { b.call(g_rows, kCols, many); });
+    const double t64 = b.typical_s([&] { b.call(g_rows, kCols, 64); });
+    const double per_row = (t_many - t64) / double(many - 64);
+    if (per_row <= 0) {
+        r.gemm_gflops = flops_per_row * double(many) / t_many / 1e9;  // too noisy to split
+        return r;
+    }
+    r.gemm_gflops = flops_per_row / per_row / 1e9;
+    if (quick) return r;
+    const double t64_all = b.typical_s([&] { b.call(rows, kCols, 64); });
+    const double pass_s = t64_all - 64 * per_row * double(rows) / double(g_rows);
+    if (pass_s > 0) r.pack_gbps = bytes / pass_s / 1e9;
+    r.gemm_narrow_gflops = narrow_layer_gflops(b);
+    return r;
+}
+
+// Floats of output for every call: 64 rows over the whole matrix of the type with the shortest rows.
+uint64_t output_floats(uint64_t w_bytes) {
+    return std::max<uint64_t>((w_bytes / row_bytes(DType::Q4_0, kCols) + 1) * 64, uint64_t(kManyRows) * kCols);
+}
+constexpr uint64_t kInputBytes = uint64_t(kManyRows) * 3 * kNarrowCols * 4;
+
+}  // namespace
+
+uint64_t device_ops_bytes(bool quick, uint64_t llc_bytes) {
+    const uint64_t w = gemv_bytes(quick, llc_bytes);
+    return w + kInputBytes + 4 * output_floats(w) + device_costs_bytes(quick) + (16ull << 20);  // alignment's slack
+}
+
+planner::DeviceOps measure_device_ops(gpu::Device& dev, const std::vector<DType>& types, bool quick, uint64_t llc_bytes) {
+    planner::DeviceOps ops;
+    auto s = dev.make_stream("probe");
+    {
+        const uint64_t w_bytes = gemv_bytes(quick, llc_bytes);
+        const gpu::DeviceBuffer w = dev.memory().allocate(w_bytes, "probe weights");
+        // 0x11: small finite scales and values in every type, as the CPU's probe uses.
+        fill(dev, *s, w, 0x11);
+        const gpu::DeviceBuffer x = dev.memory().allocate(kInputBytes, "probe inputs");
+        const gpu::DeviceBuffer y = dev.memory().allocate(4 * output_floats(w_bytes), "probe outputs");
+        fill(dev, *s, x, 0x3c);  // floats of about 0.01
+        for (DType t : types) {
+            if (!dev.supports_weight(t)) continue;
+            try {
+                planner::KernelRate r = measure_matmuls({dev, *s, t, w, x, y, quick ? 3 : 5}, quick);
+                if (r.gemv_gbps > 0 && r.gemm_gflops > 0) ops.rates.push_back(r);
+            } catch (const BackendError&) {
+                // no kernels for this type here
+            }
+        }
+    }
+    measure_device_costs(dev, *s, quick, ops);
+    return ops;
+}
+
+planner::DeviceOps measure_sim_device(const std::vector<DType>& types, int threads, bool quick, uint64_t llc_bytes) {
+    gpu::SimOptions o;
+    o.budget_bytes = device_ops_bytes(quick, llc_bytes);
+    o.n_threads = threads;
+    o.link_gbps = 1000;  // unthrottled: its copies' own rate is what is measured
+    auto dev = gpu::make_sim_device(o);
+    planner::DeviceOps ops = measure_device_ops(*dev, types, quick, llc_bytes);
+    ops.n_threads = threads;
+    return ops;
+}
+
+}  // namespace strata::probe

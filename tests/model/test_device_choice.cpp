@@ -1,0 +1,72 @@
+// A device the command did not name (--device auto) is used only where the plan made beside it
+// is predicted to decode faster than the CPU alone's; a device --device names is used anyway.
+// Priced on this machine's cached profile (never timed here): the simulated device on one of two
+// threads against the CPU alone, then the same layout with a device far faster than the CPU.
+#include <catch2/catch.hpp>
+
+#include "models/gguf_file.h"
+#include "models/hparams.h"
+#include "runtime/place/run_layout.h"
+#include "runtime/weights/weight_store.h"
+#include "storage/budget.h"
+#include "tests/support/model_paths.h"
+
+using namespace strata;
+using namespace strata::runtime;
+
+TEST_CASE("a device the command did not name runs only where its plan beats the CPU alone's", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    const auto file = models::GgufFile::open(*path);
+    const auto hp = models::Hparams::from_gguf(file);
+    storage::MemoryBudget dram("DRAM", UINT64_MAX, "--dram");
+    const KvSize kv = kv_size(hp, 0, 512, DType::F16, nullptr);
+    const ResidencyInput in = WeightStore::residency_input(file, hp, dram, kv.all_bytes, 2);
+    PlacementOptions po;
+    po.n_ctx = 512;
+    po.n_predict = 16;
+    po.kv_type = DType::F16;
+    po.n_threads = 1;
+    LayoutOptions lo;
+    DeviceFootprint device;
+    device.working_streamed = 64ull << 20;
+    GpuRequest req;
+    req.device = DeviceKind::Sim;
+    req.gpu_mem = 1ull << 30;
+    req.sim_threads = 1;
+    GpuTarget sim = find_gpu(req, file, hp, DType::F16, 1);
+    REQUIRE(sim.use);
+    CHECK(sim.chosen);
+
+    // Whichever wins, the layout says so and carries the other's figure.
+    auto weigh = [&](const GpuTarget& t) {
+        RunLayout out = lay_out(file, hp, in, po, lo, kv, dram, t, &device);
+        REQUIRE(out.placement);
+        return out;
+    };
+    GpuTarget unnamed = sim;
+    unnamed.chosen = false;
+    const RunLayout named_run = weigh(sim);
+    CHECK_FALSE(named_run.cpu_alone_wins);  // named: used whatever the prediction
+    REQUIRE(named_run.placement->alternative);
+    CHECK(named_run.placement->alternative->what == "the CPU alone");
+    const double cpu_tps = named_run.placement->alternative->prediction.decode_tps_per_seq;
+    const double sim_tps = named_run.placement->plan.prediction.decode_tps_per_seq;
+    CHECK(cpu_tps > 0);
+    const RunLayout auto_run = weigh(unnamed);
+    CHECK(auto_run.cpu_alone_wins == (sim_tps <= cpu_tps));
+    if (auto_run.cpu_alone_wins) CHECK(auto_run.device_prediction->decode_tps_per_seq == Approx(sim_tps));
+
+    // A device a hundred times the CPU's bandwidth, launching for nothing: its plan wins.
+    GpuTarget fast = unnamed;
+    fast.hw.gpu->ops.reset();
+    fast.hw.gpu->sim_threads = 0;
+    fast.hw.gpu->mem_gbps = 100 * fast.hw.cpu.gemv_gbps_for(DType::Q4_1);
+    fast.hw.gpu->fp16_tflops = 1000;
+    fast.hw.gpu->h2d_gbps = fast.hw.gpu->d2h_gbps = 1000;
+    fast.hw.gpu->launch_overhead_us = fast.hw.gpu->handoff_us = 0;
+    const RunLayout fast_run = weigh(fast);
+    CHECK_FALSE(fast_run.cpu_alone_wins);
+    REQUIRE(fast_run.placement->alternative);
+    CHECK(fast_run.placement->plan.prediction.decode_tps_per_seq > fast_run.placement->alternative->prediction.decode_tps_per_seq);
+}
