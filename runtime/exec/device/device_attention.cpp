@@ -153,7 +153,7 @@ void DeviceBackend::Impl::attention_on_host(const LayerProgram& prog, const DevW
         {
             const TraceScope traced(trace, attention_track, fmt::format("layer {}", il));
             for (int64_t t = m.r0; t < m.r1; ++t) kv.store(il, p.block[t], p.row[t], hk + t * KV, hv + t * KV);
-            attend_on_cpu(prog.attention_spec, kv, il, m.segs, hq, ha);
+            attend_on_cpu(prog.attention_spec, kv, il, m.segs, hq, ha, nullptr);
         }
         dev->copy_h2d(dev_f(attn, m.r0, Q), ha + m.r0 * Q, size_t((m.r1 - m.r0) * Q) * 4, *h2d);
         ev_up[i]->record(*h2d);

@@ -3,14 +3,25 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "core/trace.h"
 #include "runtime/exec/device/device_impl.h"
 
 namespace strata::runtime {
 
+namespace {
+void refuse_unported(const models::Hparams& hp) {
+    if (hp.arch == models::Arch::DeepSeek2 || hp.arch == models::Arch::GptOss)
+        throw UsageError(fmt::format("{} does not run on a device yet", models::arch_name(hp.arch)),
+                         "run it on the CPU (--device cpu)");
+}
+}  // namespace
+
 DeviceBackend::DeviceBackend(std::unique_ptr<gpu::Device> device, const models::Hparams& hp, WeightStore& weights,
                              const KvCache& kv, storage::MemoryBudget& dram, const DeviceBackendOptions& opts)
-    : Backend(hp), impl_(std::make_unique<Impl>(std::move(device), hp, weights, kv, dram, opts)) {}
+    : Backend(hp), impl_((refuse_unported(hp), std::make_unique<Impl>(std::move(device), hp, weights, kv, dram, opts))) {}
 
 DeviceBackend::~DeviceBackend() = default;
 

@@ -42,7 +42,7 @@ namespace {
 // what it uses besides (the KV store its keys, values and, saving inputs, XN; attention its queries).
 bool reads(const Step& s, Act a, bool saves_inputs) {
     switch (s.op) {
-        case Op::Norm: case Op::Matmul: case Op::Experts: return s.src == a;
+        case Op::Norm: case Op::Matmul: case Op::HeadMatmul: case Op::Experts: return s.src == a;
         case Op::HeadNorm: case Op::Bias: case Op::Rope: return s.dst == a;
         case Op::Glu: case Op::Add: return s.dst == a || s.src == a;
         case Op::StoreKv: return a == Act::K || a == Act::V || (saves_inputs && a == Act::XN);
@@ -150,6 +150,7 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
             STRATA_ASSERT(p);
             experts_on_host(prog.il, *p, at(st.src), dst);
             return;
+        case Op::HeadMatmul: STRATA_ASSERT(!"latent attention on a device");
     }
 }
 
