@@ -72,6 +72,16 @@ std::vector<uint8_t> quant_blocks(const std::string& name, uint64_t seed, DType 
     return bytes;
 }
 
+// F32 values (rows of n_cols) rounded to Q8_0 as ggml's quantizer does.
+std::vector<uint8_t> q8_0_rows(const std::vector<uint8_t>& f32, uint64_t n_cols) {
+    const size_t n = f32.size() / 4, row_q8 = row_bytes(DType::Q8_0, static_cast<int64_t>(n_cols));
+    std::vector<uint8_t> q(n / n_cols * row_q8);
+    for (size_t r = 0; r < n / n_cols; ++r)
+        cpu::store_kv_row(DType::Q8_0, reinterpret_cast<const float*>(&f32[r * n_cols * 4]), &q[r * row_q8],
+                          static_cast<int64_t>(n_cols));
+    return q;
+}
+
 // A SentencePiece vocabulary as tokenizer_vocab_*.json fixtures hold it: tokens, scores, types
 // and the tokenizer's header keys.
 void write_vocab(GgufWriter& w, const nlohmann::json& v) {
@@ -103,7 +113,8 @@ std::pair<double, double> listed_scale(const std::string& name) {
 }
 
 // Every tensor of models/arch_tensors' lists for the hyperparameters the keys in `w` give
-// (the optional ones where the config asks): F32 values, experts of its expert_type.
+// (the optional ones where the config asks): F32 values or Q8_0 matrices (its weight_type),
+// experts of its expert_type.
 void write_listed_tensors(GgufWriter& w, const nlohmann::json& c, uint64_t seed, const std::filesystem::path& path) {
     GgufWriter header = w;
     header.tensor("token_embd.weight", 0, {c["n_embd"].get<uint64_t>(), c["n_vocab"].get<uint64_t>()},
@@ -116,6 +127,7 @@ void write_listed_tensors(GgufWriter& w, const nlohmann::json& c, uint64_t seed,
     for (int il = 0; il < hp.n_layer; ++il)
         for (auto& spec : models::layer_tensors(hp, il)) specs.push_back(spec);
     const std::string expert_type = c.value("expert_type", std::string());
+    const bool q8_0 = c.value("weight_type", std::string()) == "Q8_0";
     for (const models::TensorSpec& spec : specs) {
         if (!spec.required && !c.value("optional_tensors", false) && spec.name != "output.weight") continue;
         const size_t n = size_t(spec.ne[0] * spec.ne[1] * spec.ne[2]);
@@ -129,7 +141,12 @@ void write_listed_tensors(GgufWriter& w, const nlohmann::json& c, uint64_t seed,
             continue;
         }
         const auto [scale, offset] = listed_scale(spec.name);
-        w.tensor(spec.name, 0, ne, values(spec.name, seed, n, scale, offset));
+        std::vector<uint8_t> f32 = values(spec.name, seed, n, scale, offset);
+        // Q8_0 where the config asks and the rows are whole blocks (MLA's attn_k_b of 16 values is not).
+        if (q8_0 && spec.matrix && spec.ne[0] % 32 == 0)
+            w.tensor(spec.name, static_cast<uint32_t>(DType::Q8_0), ne, q8_0_rows(f32, ne[0]));
+        else
+            w.tensor(spec.name, 0, ne, std::move(f32));
     }
 }
 
@@ -213,13 +230,7 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
         if (ne.size() < 2 || wtype == DType::F32) return void(w.tensor(name, 0, ne, values(name, seed, n, scale, offset)));
         if (wtype != DType::Q8_0)
             return void(w.tensor(name, static_cast<uint32_t>(wtype), ne, quant_blocks(name, seed, wtype, n)));
-        std::vector<uint8_t> f32 = values(name, seed, n, scale, offset);
-        const size_t row_q8 = row_bytes(DType::Q8_0, static_cast<int64_t>(ne[0]));
-        std::vector<uint8_t> q(n / ne[0] * row_q8);
-        for (size_t r = 0; r < n / ne[0]; ++r)
-            cpu::store_kv_row(DType::Q8_0, reinterpret_cast<const float*>(&f32[r * ne[0] * 4]), &q[r * row_q8],
-                              static_cast<int64_t>(ne[0]));
-        w.tensor(name, static_cast<uint32_t>(DType::Q8_0), ne, std::move(q));
+        w.tensor(name, static_cast<uint32_t>(DType::Q8_0), ne, q8_0_rows(values(name, seed, n, scale, offset), ne[0]));
     };
     auto norm = [&](const std::string& name, uint64_t n) { add(name, {n}, 0.1, 1.0); };
     add("token_embd.weight", {E, V}, 0.5, 0.0);
