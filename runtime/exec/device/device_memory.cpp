@@ -59,8 +59,9 @@ DeviceFootprint DeviceBackend::footprint(const gpu::Device& device, const models
     f.staging = ring_bytes(HostStaging::slot_bytes(Impl::staging_sizes(hp, KvCache::blocks_for(n_ctx), 0)), 1);
     if (!hp.moe.enabled()) return f;
     f.attention_weights = Impl::non_expert_bytes(w);
-    // Routed experts the device may hold: SwiGLU experts in a type its kernels read.
-    f.experts_fit = hp.ffn_act == models::FfnAct::Silu && device.supports_weight(w.layers[0].ffn_up_exps.type);
+    // Routed experts the device may hold: SwiGLU experts (gpt-oss's clamped and biased too) in a type its kernels read.
+    // (The last layer has experts: deepseek2's dense layers come first.)
+    f.experts_fit = hp.ffn_act != models::FfnAct::GeluTanh && device.supports_weight(w.layers.back().ffn_up_exps.type);
     for (const LayerWeights& l : w.layers) f.expert_bytes = std::max(f.expert_bytes, DeviceExperts::expert_bytes(l));
     f.expert_staging = DeviceExperts::staging_bytes(hp);
     f.expert_scratch = DeviceExperts::scratch_bytes(hp);
