@@ -79,7 +79,14 @@ struct RopeArgs {
     float freq_scale = 1.0f;
     bool neox = false;          // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
     const float* freq_factors = nullptr;  // device, n_rot/2 divisors, or null
-    float attn_factor = 1.0f;   // cos and sin scaled by it (phi3 LongRoPE)
+    float attn_factor = 1.0f;   // cos and sin scaled by it (phi3 LongRoPE, YaRN's magnitude)
+    // YaRN (deepseek2, gpt-oss), as cpu::RopeParams has it: ext_factor 0 is none.
+    float ext_factor = 0.0f;
+    float yarn_low = 0.0f;
+    float yarn_high = 0.0f;
+    // Values per token row (0: n_heads * head_dim), for heads that start inside a wider row
+    // (MLA rotates the RoPE part at the end of each head, x pointing at head 0's).
+    int64_t row_width = 0;
 };
 
 // Rows of a paged KV cache: row t of an op is row row[t] of block block[t] (device arrays), at
@@ -102,7 +109,7 @@ struct QueryRun {
 
 struct DecodeAttentionArgs {
     const float* q = nullptr;    // n_seq x (n_head * head_dim): one query token per "sequence"
-    float* out = nullptr;        // n_seq x (n_head * head_dim)
+    float* out = nullptr;        // n_seq x (n_head * v_head_dim), v_head_dim 0: head_dim
     const void* k = nullptr;     // KV cache: position p of a sequence is row p % kKvBlockSize of
     const void* v = nullptr;     //   block block_table[p / kKvBlockSize] (core/kernel_shapes.h), block b at k + b * block_stride bytes
     DType kv_type = DType::F32;
@@ -122,6 +129,10 @@ struct DecodeAttentionArgs {
     int32_t window = 0;
     float scale = 0.0f;
     float softcap = 0.0f;
+    // As cpu::AttentionArgs has them: attention sinks (gpt-oss; device, n_head logits, or null)
+    // and value heads narrower than key heads (MLA: its latent, v = k; 0: head_dim).
+    const float* sinks = nullptr;
+    int32_t v_head_dim = 0;
     // Runs of rows that are a prompt chunk of one sequence: row first + i attends to
     // n_kv[first] + i keys through row first's block table. Host memory (may be null); the
     // device may compute a run as one tiled prefill instead of row by row. Same results either way.
@@ -179,6 +190,12 @@ public:
     virtual void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) = 0;
     // gate = gelu(gate) * up (GELU's tanh approximation: gemma's GeGLU), n_rows rows of n values.
     virtual void geglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) = 0;
+    // gpt-oss's clamped SwiGLU, as cpu::swiglu_clamped.
+    virtual void swiglu_clamped(float* gate, const float* up, int64_t n_rows, int64_t n, float alpha, float limit,
+                                Stream& s) = 0;
+    // n_rows rows of n floats from src (rows src_stride floats apart) to dst (dst_stride apart).
+    virtual void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t n_rows, int64_t n,
+                           Stream& s) = 0;
     // x = cap * tanh(x / cap), n values: a soft cap of logits (gemma 2).
     virtual void softcap(float* x, int64_t n, float cap, Stream& s) = 0;
     virtual void add(float* y, const float* x, int64_t n, Stream& s) = 0;                              // y += x

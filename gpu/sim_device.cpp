@@ -158,7 +158,7 @@ public:
     void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) override {
         compute(s, "rope", [=] {
             const cpu::RopeParams p = rope_params(a);
-            const int64_t width = int64_t(a.n_heads) * a.head_dim;
+            const int64_t width = a.row_width > 0 ? a.row_width : int64_t(a.n_heads) * a.head_dim;
             cpu::parallel_for(n_tokens, [&](int64_t t) { cpu::rope(x + t * width, a.n_heads, pos[t], p); });
         });
     }
@@ -167,6 +167,18 @@ public:
     }
     void geglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) override {
         compute(s, "geglu", [=] { cpu::parallel_for(n_rows, [&](int64_t r) { cpu::geglu(gate + r * n, up + r * n, n); }); });
+    }
+    void swiglu_clamped(float* gate, const float* up, int64_t n_rows, int64_t n, float alpha, float limit,
+                        Stream& s) override {
+        compute(s, "swiglu_clamped", [=] {
+            cpu::parallel_for(n_rows, [&](int64_t r) { cpu::swiglu_clamped(gate + r * n, up + r * n, n, alpha, limit); });
+        });
+    }
+    void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t n_rows, int64_t n,
+                   Stream& s) override {
+        compute(s, "copy_rows", [=] {
+            cpu::parallel_for(n_rows, [&](int64_t r) { std::copy_n(src + r * src_stride, n, dst + r * dst_stride); });
+        });
     }
     void softcap(float* x, int64_t n, float cap, Stream& s) override {
         compute(s, "softcap", [=] { cpu::softcap(x, n, cap); });
@@ -202,6 +214,7 @@ public:
     void decode_attention(const DecodeAttentionArgs& a, Stream& s) override {
         compute(s, "decode_attention", [=] {
             const int64_t Q = int64_t(a.n_head) * a.head_dim;
+            const int64_t O = int64_t(a.n_head) * (a.v_head_dim > 0 ? a.v_head_dim : a.head_dim);
             for (int32_t first = 0; first < a.n_seq;) {
                 const int32_t* table = a.block_tables + int64_t(first) * a.max_blocks;
                 int32_t end = first + 1;
@@ -212,7 +225,7 @@ public:
                 c.q = a.q + first * Q;
                 c.k = a.k;
                 c.v = a.v;
-                c.out = a.out + first * Q;
+                c.out = a.out + first * O;
                 c.n_tokens = end - first;
                 c.pos0 = a.n_kv[first] - 1;
                 c.n_head = a.n_head;
@@ -226,6 +239,8 @@ public:
                 c.window = a.window;
                 c.scale = a.scale;
                 c.softcap = a.softcap;
+                c.sinks = a.sinks;
+                c.v_head_dim = a.v_head_dim;
                 cpu::attention(c);
                 first = end;
             }
@@ -234,7 +249,8 @@ public:
 
 private:
     static cpu::RopeParams rope_params(const RopeArgs& a) {
-        return {a.head_dim, a.n_rot, a.freq_base, a.freq_scale, a.neox, a.freq_factors, a.attn_factor};
+        return {a.head_dim,    a.n_rot,       a.freq_base, a.freq_scale, a.neox,
+                a.freq_factors, a.attn_factor, a.ext_factor, a.yarn_low,  a.yarn_high};
     }
     static void* row_at(const KvRows& r, int64_t t) {
         return static_cast<std::byte*>(r.cache) + r.block[t] * r.block_stride + r.row[t] * r.row_stride;

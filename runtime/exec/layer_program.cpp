@@ -7,18 +7,22 @@ namespace strata::runtime {
 using LW = LayerWeights;
 
 int64_t act_width(const models::Hparams& hp, Act a) {
+    const models::MlaParams& m = hp.mla;
     switch (a) {
-        case Act::Q:
-        case Act::Attn: return hp.n_embd_q();
-        case Act::K:
-        case Act::V: return hp.n_embd_kv();
+        case Act::Q: return hp.n_embd_q();
+        case Act::Attn: return m.enabled() ? int64_t(hp.n_head) * m.v_head_dim : hp.n_embd_q();
+        case Act::K: return hp.n_embd_kv();
+        case Act::V: return m.enabled() ? 0 : hp.n_embd_kv();
         case Act::Gate:
         case Act::Up: return hp.n_ff;
+        case Act::QLowRank: return m.q_lora_rank;
+        case Act::QLatent: return int64_t(hp.n_head) * m.cache_width();
+        case Act::AttnLatent: return int64_t(hp.n_head) * m.kv_lora_rank;
         default: return hp.n_embd;
     }
 }
 
-bool row_wise(Op op) { return op != Op::Matmul && op != Op::Attend && op != Op::Experts; }
+bool row_wise(Op op) { return op != Op::Matmul && op != Op::HeadMatmul && op != Op::Attend && op != Op::Experts; }
 
 namespace {
 
@@ -34,7 +38,12 @@ public:
     Builder& head_norm_if(Act dst, LW::Member w, int32_t n_heads) {
         return l_.*w ? add({.op = Op::HeadNorm, .dst = dst, .w = w, .n_heads = n_heads}) : *this;
     }
-    Builder& rope(Act dst, int32_t n_heads) { return add({.op = Op::Rope, .dst = dst, .n_heads = n_heads}); }
+    Builder& rope(Act dst, int32_t n_heads, int32_t offset = 0) {
+        return add({.op = Op::Rope, .dst = dst, .n_heads = n_heads, .offset = offset});
+    }
+    Builder& head_matmul(Act dst, Act src, LW::Member w, int32_t n_heads) {
+        return add({.op = Op::HeadMatmul, .dst = dst, .src = src, .w = w, .n_heads = n_heads});
+    }
     Builder& matmul(Act src, std::initializer_list<Product> products) {
         Step s{.op = Op::Matmul, .src = src};
         for (const Product& p : products) s.products[s.n_products++] = p;
@@ -56,8 +65,8 @@ private:
 };
 
 // Queries, keys and values from the normed input, each prepared as the architecture does
-// (biases, QK-norm, RoPE), the keys and values stored, attention and its output projection,
-// gemma's post-norm, the residual.
+// (biases, QK-norm, RoPE), the keys and values stored, attention and its output projection
+// (gpt-oss: its bias), gemma's post-norm, the residual.
 std::vector<Step> attention_steps(const models::Hparams& hp, const LayerWeights& l) {
     Builder b(l);
     b.norm(Act::XN, Act::X, &LW::attn_norm)
@@ -71,16 +80,45 @@ std::vector<Step> attention_steps(const models::Hparams& hp, const LayerWeights&
         .bias_if(Act::V, &LW::bv)
         .op(Op::StoreKv)
         .op(Op::Attend, Act::Out, Act::Q, &LW::wo)
+        .bias_if(Act::Out, &LW::bo)
         .norm_if(Act::Out, Act::Out, &LW::attn_post_norm)
         .op(Op::Add, Act::X, Act::Out);
     return b.take();
 }
 
+// Multi-head latent attention in its absorbed form (deepseek2): the queries (through a low rank
+// where the model has one) and the cache row (the normed latent, then the RoPE part every head
+// shares) from the normed input; each head's query without RoPE taken into the latent space
+// (attn_k_b), so that attention reads the cached latent itself as keys and values; each head's
+// output taken out of it (attn_v_b), the output projection, the residual.
+std::vector<Step> latent_attention_steps(const models::Hparams& hp, const LayerWeights& l) {
+    const models::MlaParams& m = hp.mla;
+    Builder b(l);
+    b.norm(Act::XN, Act::X, &LW::attn_norm);
+    if (l.wq_a) {
+        b.matmul(Act::XN, {{&LW::wq_a, Act::QLowRank}, {&LW::wkv_a, Act::K}})
+            .norm(Act::QLowRank, Act::QLowRank, &LW::q_a_norm)
+            .matmul(Act::QLowRank, {{&LW::wq, Act::Q}});
+    } else {
+        b.matmul(Act::XN, {{&LW::wq, Act::Q}, {&LW::wkv_a, Act::K}});
+    }
+    b.rope(Act::Q, hp.n_head, m.qk_nope)
+        .norm(Act::K, Act::K, &LW::kv_a_norm)
+        .rope(Act::K, 1, m.kv_lora_rank)
+        .op(Op::StoreKv)
+        .head_matmul(Act::QLatent, Act::Q, &LW::wk_b, hp.n_head)
+        .op(Op::Attend, Act::AttnLatent, Act::QLatent)
+        .head_matmul(Act::Attn, Act::AttnLatent, &LW::wv_b, hp.n_head)
+        .matmul(Act::Attn, {{&LW::wo, Act::Out}})
+        .op(Op::Add, Act::X, Act::Out);
+    return b.take();
+}
+
 // The gated feed-forward (SwiGLU or GeGLU) or the mixture of experts, gemma's post-norm, the residual.
-std::vector<Step> feed_forward_steps(const models::Hparams& hp, const LayerWeights& l) {
+std::vector<Step> feed_forward_steps(const models::Hparams& hp, const LayerWeights& l, int il) {
     Builder b(l);
     b.norm(Act::XN, Act::X, &LW::ffn_norm);
-    if (hp.moe.enabled()) {
+    if (hp.moe.in_layer(il)) {
         b.op(Op::Experts, Act::Out, Act::XN);
     } else {
         b.matmul(Act::XN, {{&LW::ffn_gate, Act::Gate}, {&LW::ffn_up, Act::Up}})
@@ -115,13 +153,18 @@ std::vector<Step> key_value_steps(std::span<const Step> attention) {
 RopeSpec rope_spec(const models::Hparams& hp, const ModelWeights& w, int il, int64_t n_ctx) {
     RopeSpec r;
     cpu::RopeParams& p = r.params;
-    p.head_dim = hp.head_dim;
     p.n_rot = hp.n_rot;
     const bool swa = hp.is_swa(il);
     p.freq_base = swa ? hp.rope_freq_base_swa : hp.rope_freq_base;
     p.freq_scale = swa ? hp.rope_freq_scale_swa : hp.rope_freq_scale;
     p.neox = hp.rope_mode == models::RopeMode::NeoX;
     p.attn_factor = hp.rope_attn_factor;
+    if (hp.yarn_ext_factor != 0.0f) {
+        p.ext_factor = hp.yarn_ext_factor;
+        const cpu::YarnRamp ramp = cpu::yarn_ramp(p.n_rot, hp.n_ctx_orig, p.freq_base, hp.yarn_beta_fast, hp.yarn_beta_slow);
+        p.yarn_low = ramp.low;
+        p.yarn_high = ramp.high;
+    }
     if (w.rope_freqs) r.factors = RopeFactors::Freqs;
     else if (n_ctx > hp.n_ctx_orig && w.rope_long) r.factors = RopeFactors::Long;
     else if (n_ctx <= hp.n_ctx_orig && w.rope_short) r.factors = RopeFactors::Short;
@@ -137,9 +180,17 @@ std::vector<LayerProgram> layer_programs(const models::Hparams& hp, const ModelW
         const LayerWeights& l = w.layers[static_cast<size_t>(il)];
         p.il = il;
         p.rope = rope_spec(hp, w, il, n_ctx);
-        p.attention_spec = {hp.n_head, hp.n_head_kv, hp.head_dim, hp.is_swa(il) ? hp.n_swa : 0, hp.attn_scale, hp.attn_softcap};
-        p.attention = attention_steps(hp, l);
-        p.feed_forward = feed_forward_steps(hp, l);
+        p.attention_spec = {.n_head = hp.n_head,
+                            .n_head_kv = hp.n_head_kv,
+                            .head_dim = hp.mla.enabled() ? hp.mla.cache_width() : hp.head_dim,
+                            .v_head_dim = hp.mla.kv_lora_rank,
+                            .values_in_keys = hp.mla.enabled(),
+                            .window = hp.is_swa(il) ? hp.n_swa : 0,
+                            .scale = hp.attn_scale,
+                            .softcap = hp.attn_softcap,
+                            .sinks = l.attn_sinks ? &LW::attn_sinks : nullptr};
+        p.attention = hp.mla.enabled() ? latent_attention_steps(hp, l) : attention_steps(hp, l);
+        p.feed_forward = feed_forward_steps(hp, l, il);
         p.key_value = key_value_steps(p.attention);
     }
     return programs;

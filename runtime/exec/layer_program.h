@@ -18,25 +18,35 @@
 namespace strata::runtime {
 
 // A pass's activations: one row per token of the pass, of act_width floats.
-enum class Act : uint8_t { X, XN, Q, K, V, Attn, Gate, Up, Out };
-inline constexpr size_t kNumActs = 9;
-// Floats per row of `a`: the residual stream (X, XN, Out), queries and their attention (Q,
-// Attn), keys and values (K, V), the feed-forward's hidden layer (Gate, Up).
+enum class Act : uint8_t { X, XN, Q, K, V, Attn, Gate, Up, Out, QLowRank, QLatent, AttnLatent };
+inline constexpr size_t kNumActs = 12;
+// Floats per row of `a`: the residual stream (X, XN, Out), the query heads (Q), keys and values
+// (K, V; MLA: K is the cache row, latent then RoPE part, and V is unused), attention's output
+// heads (Attn), the feed-forward's hidden layer (Gate, Up); MLA's low-rank query (QLowRank), its
+// query heads absorbed into the latent space (QLatent: each head's latent query then its RoPE
+// part) and attention's output in the latent space (AttnLatent); 0 where the model has none.
 int64_t act_width(const models::Hparams& hp, Act a);
 
 enum class Op : uint8_t {
     // Row-wise: row t of what a step writes depends on row t of what it reads alone.
-    Norm,      // dst = rms_norm(src) * w
+    Norm,      // dst = rms_norm(src) * w over the first w.n_cols values of a row (the whole row but
+               // for MLA's latent, normed inside its cache row)
     HeadNorm,  // each of dst's n_heads heads: rms_norm(head) * w (QK-norm)
     Bias,      // dst += w
-    Rope,      // dst's n_heads heads rotated at the row's position (LayerProgram::rope)
-    StoreKv,   // K and V rows into the layer's KV cache (and XN, where the layer rebuilds its KV)
-    Glu,       // dst (the gate) = act(dst) * src (the up projection)
+    Rope,      // dst's n_heads heads rotated at the row's position (LayerProgram::rope), each from
+               // its value `offset` on (MLA rotates the last qk_rope values of a head)
+    StoreKv,   // K and V rows into the layer's KV cache (and XN, where the layer rebuilds its KV);
+               // MLA: the K row alone, its latent the values too
+    Glu,       // dst (the gate) = act(dst) * src (the up projection; SiluClamped: Hparams' swiglu_*)
     Add,       // dst += src (the residual)
     // Over the whole pass.
-    Matmul,    // products[i].dst = src W_i^T, each product from the same input
-    Attend,    // dst = (attention of Q over the layer's KV cache) w^T, w the output projection
-    Experts,   // dst = the layer's mixture of experts of src
+    Matmul,      // products[i].dst = src W_i^T, each product from the same input
+    HeadMatmul,  // each of n_heads heads: dst's head = src's head's first w.n_cols values times the
+                 // head's own matrix of w (n_mats = n_heads), then the src head's other values as
+                 // they are (MLA's absorbed query and its values out of the latent space)
+    Attend,      // dst = attention of the queries in src over the layer's KV cache, times w^T (the
+                 // output projection) where w is set
+    Experts,     // dst = the layer's mixture of experts of src
 };
 bool row_wise(Op op);
 
@@ -49,10 +59,11 @@ struct Product {
 struct Step {
     Op op = Op::Add;
     Act dst = Act::X, src = Act::X;
-    LayerWeights::Member w = nullptr;  // Norm, HeadNorm, Bias: the weight; Attend: the output projection
+    LayerWeights::Member w = nullptr;  // Norm, HeadNorm, Bias, HeadMatmul: the weight; Attend: the output projection
     std::array<Product, 3> products{};  // Matmul
     int32_t n_products = 0;
-    int32_t n_heads = 0;               // HeadNorm, Rope
+    int32_t n_heads = 0;               // HeadNorm, Rope, HeadMatmul
+    int32_t offset = 0;                // Rope: where head 0's rotated values start in a row
     models::FfnAct act = models::FfnAct::Silu;  // Glu
 
     std::span<const Product> matmul() const { return {products.data(), static_cast<size_t>(n_products)}; }
@@ -63,17 +74,25 @@ struct Step {
 enum class RopeFactors : uint8_t { None, Freqs, Long, Short };
 
 // A layer's RoPE: the CPU kernel's parameters but for its frequency factors, which each backend
-// takes from its own copy of the tensor `factors` names.
+// takes from its own copy of the tensor `factors` names, and its head size, which is each Rope
+// step's (its activation's width over its heads).
 struct RopeSpec {
-    cpu::RopeParams params;  // freq_factors unset
+    cpu::RopeParams params;  // freq_factors and head_dim unset
     RopeFactors factors = RopeFactors::None;
 };
 
 struct AttentionSpec {
     int32_t n_head = 0, n_head_kv = 0, head_dim = 0;
+    int32_t v_head_dim = 0;  // of a value head, when narrower than a key head (MLA: the latent; 0: head_dim)
+    bool values_in_keys = false;  // MLA: a head's values are the first v_head_dim values of its key row
     int32_t window = 0;    // a sliding window: the query at p sees keys p - window + 1 .. p (0: all)
     float scale = 0.0f;    // of the scores; 0: 1/sqrt(head_dim)
     float softcap = 0.0f;  // scores s -> softcap * tanh(s / softcap) when > 0
+    // Attention sinks (gpt-oss): the layer's tensor of one logit per head, which each backend
+    // takes from its own copy of the layer; null: none.
+    LayerWeights::Member sinks = nullptr;
+
+    int32_t v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
 
 // What a program's steps run over: the activations' rows and, per row, its position and KV

@@ -49,7 +49,8 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpil
       row_bytes_(kv_row_bytes(type, n_embd_kv)),
       resident_block_bytes_(block_bytes(type, n_embd_kv, kCacheLine)),
       spill_block_bytes_(block_bytes(type, n_embd_kv, storage::kDefaultDioAlign)),
-      pool_(n_blocks > 0 ? n_blocks : blocks_for(n_ctx)) {
+      pool_(n_blocks > 0 ? n_blocks : blocks_for(n_ctx)),
+      keys_only_(spill.keys_only) {
     hidden_slot_.assign(n_layer_, -1);
     for (int32_t il = 0; il < n_layer_ && il < static_cast<int32_t>(spill.rebuilt.size()); ++il) {
         if (!spill.rebuilt[il]) continue;
@@ -69,7 +70,7 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpil
     n_kv_slots_ = n_kept + (n_rebuilt_ > 0 ? 1 : 0);
     const size_t kv_bytes = size_t(resident_block_bytes_) * pool_.n_blocks() * n_kv_slots_;
     k_.reset(new std::byte[kv_bytes]);
-    v_.reset(new std::byte[kv_bytes]);
+    if (!keys_only_) v_.reset(new std::byte[kv_bytes]);
     h_.reset(new std::byte[size_t(hidden_block_bytes_) * pool_.n_blocks() * n_rebuilt_]);
     if (n_resident_ < n_layer_)
         spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, pool_.n_blocks(), spill_block_bytes_, spill);
@@ -95,6 +96,7 @@ std::byte* KvCache::k(int32_t layer, int32_t block) {
 }
 
 std::byte* KvCache::v(int32_t layer, int32_t block) {
+    if (keys_only_) return k(layer, block);
     if (layer < n_resident_) return &v_[(size_t(kv_slot_[layer]) * pool_.n_blocks() + block) * resident_block_bytes_];
     return spill_->current(layer - n_resident_).second + block * spill_block_bytes_;
 }
@@ -110,7 +112,7 @@ void KvCache::store_hidden(int32_t layer, int32_t block, int32_t row, const floa
 
 void KvCache::store(int32_t layer, int32_t block, int32_t row, const float* k, const float* v) {
     cpu::store_kv_row(type_, k, this->k(layer, block) + row * row_bytes_, n_embd_kv_);
-    cpu::store_kv_row(type_, v, this->v(layer, block) + row * row_bytes_, n_embd_kv_);
+    if (!keys_only_) cpu::store_kv_row(type_, v, this->v(layer, block) + row * row_bytes_, n_embd_kv_);
 }
 
 void KvCache::begin_layer(int32_t layer) {
@@ -263,7 +265,8 @@ int32_t KvCache::truncate_seq(SeqId id, int32_t n) {
 }
 
 uint64_t KvCache::bytes() const {
-    return (2 * uint64_t(resident_block_bytes_) * n_kv_slots_ + uint64_t(hidden_block_bytes_) * n_rebuilt_) * pool_.n_blocks();
+    const uint64_t rows = keys_only_ ? 1 : 2;
+    return (rows * resident_block_bytes_ * n_kv_slots_ + uint64_t(hidden_block_bytes_) * n_rebuilt_) * pool_.n_blocks();
 }
 
 uint64_t KvCache::spill_buffer_bytes() const { return spill_ ? spill_->buffer_bytes() : 0; }

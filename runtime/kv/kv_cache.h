@@ -60,7 +60,7 @@ public:
     // written in place.
     int64_t block_stride(int32_t layer) const { return layer < n_resident_ ? resident_block_bytes_ : spill_block_bytes_; }
     // The first K (V) row of `block` in `layer`: valid for resident layers, and for a spilled
-    // layer between begin_layer and end_layer.
+    // layer between begin_layer and end_layer. Keys only (MLA): v is k.
     std::byte* k(int32_t layer, int32_t block);
     std::byte* v(int32_t layer, int32_t block);
     // Writes one position's new keys and values (n_embd_kv floats each), converted to the
@@ -157,6 +157,7 @@ private:
     KvBlockPool pool_;
     std::vector<Seq> seqs_;
     // Left uninitialised so that untouched blocks cost no resident memory.
+    bool keys_only_ = false;  // KvSpillOptions::keys_only
     std::unique_ptr<std::byte[]> k_, v_, h_;
     std::unique_ptr<KvSpill> spill_;
     std::unique_ptr<PrefixSpill> prefix_spill_;

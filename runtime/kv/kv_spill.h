@@ -38,6 +38,9 @@ struct KvSpillOptions {
     // Disk for prefix-cache blocks evicted from DRAM (runtime/kv/prefix_spill.h), in `dir`;
     // 0: none. Only a cache whose layers are all resident keeps them.
     uint64_t prefix_spill_bytes = 0;
+    // MLA (deepseek2): a position's one row is its keys and its values both; resident layers
+    // keep no value rows (KvCache::v is then KvCache::k).
+    bool keys_only = false;
 };
 
 class KvSpill {

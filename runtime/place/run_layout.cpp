@@ -31,9 +31,12 @@ int kv_layers_in_dram(const ResidencyInput& in, uint64_t kv_layer, int n_layer, 
 
 
 // A KV cache kept in DRAM whose layers from `n_resident` on spill to disk through a ring, and
-// whose evicted prefix-cache blocks go to disk too when every layer is resident.
-KvSpillOptions host_kv_spill(int n_resident, const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+// whose evicted prefix-cache blocks go to disk too when every layer is resident; MLA's rows
+// are its keys and values both.
+KvSpillOptions host_kv_spill(const models::Hparams& hp, int n_resident, const LayoutOptions& opts, const KvSize& kv,
+                             storage::MemoryBudget& dram) {
     KvSpillOptions spill;
+    spill.keys_only = hp.mla.enabled();
     spill.n_resident_layers = n_resident;
     spill.dir = opts.kv_spill_dir.empty() ? cache_dir() / "kv-spill" : opts.kv_spill_dir;
     spill.prefetch_depth = opts.prefetch_depth;
@@ -85,7 +88,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
     // The plan (given or made) says which layers recompute their KV.
     const std::vector<bool> rebuilt = rebuilt_layers(g.placement.plan);
     const bool recompute = std::find(rebuilt.begin(), rebuilt.end(), true) != rebuilt.end();
-    KvSpillOptions spill = host_kv_spill(g.kv == KvPlacement::Device ? hp.n_layer : n_kv_dram, opts, kv, dram);
+    KvSpillOptions spill = host_kv_spill(hp, g.kv == KvPlacement::Device ? hp.n_layer : n_kv_dram, opts, kv, dram);
     if (g.kv == KvPlacement::Device) spill.prefix_spill_bytes = 0;  // the host cache is not the master copy
     if (recompute && g.kv == KvPlacement::Device) {
         spill.rebuilt = rebuilt;
@@ -109,7 +112,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
 // weight leaves too little room; then the planner decides which weight layers stay resident.
 RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
                         const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
-    KvSpillOptions spill = host_kv_spill(kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes), opts, kv, dram);
+    KvSpillOptions spill = host_kv_spill(hp, kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes), opts, kv, dram);
     if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
         throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
                                       "DRAM, but the KV cache does not fit --dram {}",
@@ -161,7 +164,7 @@ RunLayout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparam
     host_po.on_plan = nullptr;  // shown below, once the plan has the device in it
     const bool kv_on_device = kv_fits && opts.attention != AttentionChoice::Cpu;
     if (kv_on_device) {
-        KvSpillOptions spill = host_kv_spill(hp.n_layer, opts, kv, dram);
+        KvSpillOptions spill = host_kv_spill(hp, hp.n_layer, opts, kv, dram);
         spill.prefix_spill_bytes = 0;  // the host cache is not the master copy
         out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
         in.other_bytes -= kv.all_bytes;

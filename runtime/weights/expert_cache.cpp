@@ -41,6 +41,19 @@ uint64_t part_bytes(const models::GgufFile& file, const std::vector<LayerWeights
     return storage::align_up(most, kAlign);
 }
 
+// The cached layers that have routed experts (deepseek2's first layers are dense), and how many
+// experts a layer has.
+std::vector<bool> with_experts(std::vector<bool> cached, const std::vector<LayerWeights>& layers) {
+    for (size_t il = 0; il < cached.size() && il < layers.size(); ++il) cached[il] = cached[il] && layers[il].ffn_gate_exps;
+    return cached;
+}
+int experts_per_layer(const std::vector<LayerWeights>& layers) {
+    int64_t n = 0;
+    for (const LayerWeights& l : layers)
+        if (l.ffn_gate_exps) n = std::max(n, l.ffn_gate_exps.n_mats);
+    return static_cast<int>(n);
+}
+
 }  // namespace
 
 uint64_t ExpertCache::slot_bytes(const models::GgufFile& file, const std::vector<LayerWeights>& layers) {
@@ -50,10 +63,9 @@ uint64_t ExpertCache::slot_bytes(const models::GgufFile& file, const std::vector
 ExpertCache::ExpertCache(const models::GgufFile& file, storage::Reader& reader, storage::MemoryBudget& budget,
                          std::vector<LayerWeights> layers, const std::vector<bool>& cached, const ExpertCacheConfig& config,
                          std::function<void()> check_file)
-    : file_(file), reader_(reader), layers_(std::move(layers)), cached_(cached), check_file_(std::move(check_file)),
-      part_bytes_(part_bytes(file, layers_)),
-      slots_(static_cast<int>(layers_.size()), layers_.empty() ? 0 : static_cast<int>(layers_[0].ffn_gate_exps.n_mats),
-             config.n_slots, config.policy),
+    : file_(file), reader_(reader), layers_(std::move(layers)), cached_(with_experts(cached, layers_)),
+      check_file_(std::move(check_file)), part_bytes_(part_bytes(file, layers_)),
+      slots_(static_cast<int>(layers_.size()), experts_per_layer(layers_), config.n_slots, config.policy),
       tickets_(static_cast<size_t>(config.n_slots)), pending_(static_cast<size_t>(config.n_slots), 0),
       at_(static_cast<size_t>(config.n_slots)) {
     storage::PinnedPoolOptions po;

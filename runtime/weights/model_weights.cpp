@@ -6,7 +6,9 @@
 
 #include "core/error.h"
 #include "cpu/quant.h"
+#include "models/arch_tensors.h"
 #include "models/gguf_file.h"
+#include "runtime/weights/listed_layers.h"
 
 namespace strata::runtime {
 
@@ -112,6 +114,7 @@ WeightRef WeightRef::rows(int64_t r0, int64_t n) const {
 uint64_t file_offset(const models::GgufFile& f, const WeightRef& w) { return f.file_offset(*w.info) + w.offset; }
 
 ModelWeights ModelWeights::bind(const models::GgufFile& f, const models::Hparams& hp) {
+    if (models::has_tensor_list(hp.arch)) models::check_tensors(f, hp);
     Binder b{f};
     ModelWeights w;
     w.tok_embd = b.get("token_embd.weight", hp.n_embd, hp.n_vocab);
@@ -128,6 +131,10 @@ ModelWeights ModelWeights::bind(const models::GgufFile& f, const models::Hparams
                           "layer's experts as one ffn_*_exps tensor");
     w.n_expert = hp.moe.n_expert;
     w.n_expert_used = hp.moe.n_expert_used;
+    if (models::has_tensor_list(hp.arch)) {
+        bind_listed_layers(f, hp, w.layers);
+        return w;
+    }
     for (int il = 0; il < hp.n_layer; ++il) {
         const std::string p = fmt::format("blk.{}.", il);
         LayerWeights l;

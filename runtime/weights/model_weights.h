@@ -48,25 +48,38 @@ uint64_t file_offset(const models::GgufFile& f, const WeightRef& w);
 
 struct LayerWeights {
     WeightRef attn_norm, wq, wk, wv, wo;
-    WeightRef bq, bk, bv;                    // qwen2
+    WeightRef bq, bk, bv;                    // qwen2, gpt-oss
+    WeightRef bo;                            // gpt-oss: attn_output's bias
     WeightRef q_norm, k_norm;                // qwen3, gemma3: RMSNorm weights of one head
     WeightRef attn_post_norm, ffn_post_norm; // gemma
+    WeightRef attn_sinks;                    // gpt-oss: one logit per head in each softmax's denominator
+    // Multi-head latent attention (deepseek2): the low-rank query (attn_q_a and its norm; wq is
+    // then attn_q_b), the latent and shared RoPE part (attn_kv_a_mqa) and the latent's norm, and
+    // per head (n_mats = n_head) the latent's key and value expansions attn_k_b, attn_v_b.
+    WeightRef wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b;
     WeightRef ffn_norm, ffn_gate, ffn_up, ffn_down;  // the dense feed-forward
     // Mixture of experts: the router, every expert's matrices (n_mats = n_expert) and the shared experts.
     WeightRef ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps;
     WeightRef ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+    // The router's bias on its logits (gpt-oss), its bias for the choice alone (DeepSeek-V3's
+    // exp_probs_b), and each expert's biases (gpt-oss: one row per expert).
+    WeightRef ffn_gate_inp_b, exp_probs_b, ffn_gate_exps_b, ffn_up_exps_b, ffn_down_exps_b;
 
     using Member = WeightRef LayerWeights::*;
     // Every view, present or not, for the loops that treat them alike.
     static constexpr Member kAll[] = {
-        &LayerWeights::attn_norm,      &LayerWeights::wq,            &LayerWeights::wk,
-        &LayerWeights::wv,             &LayerWeights::wo,            &LayerWeights::bq,
-        &LayerWeights::bk,             &LayerWeights::bv,            &LayerWeights::q_norm,
-        &LayerWeights::k_norm,         &LayerWeights::attn_post_norm, &LayerWeights::ffn_post_norm,
-        &LayerWeights::ffn_norm,       &LayerWeights::ffn_gate,      &LayerWeights::ffn_up,
-        &LayerWeights::ffn_down,       &LayerWeights::ffn_gate_inp,  &LayerWeights::ffn_gate_exps,
-        &LayerWeights::ffn_up_exps,    &LayerWeights::ffn_down_exps, &LayerWeights::ffn_gate_shexp,
-        &LayerWeights::ffn_up_shexp,   &LayerWeights::ffn_down_shexp};
+        &LayerWeights::attn_norm,      &LayerWeights::wq,             &LayerWeights::wk,
+        &LayerWeights::wv,             &LayerWeights::wo,             &LayerWeights::bq,
+        &LayerWeights::bk,             &LayerWeights::bv,             &LayerWeights::bo,
+        &LayerWeights::q_norm,         &LayerWeights::k_norm,         &LayerWeights::attn_post_norm,
+        &LayerWeights::ffn_post_norm,  &LayerWeights::attn_sinks,     &LayerWeights::wq_a,
+        &LayerWeights::q_a_norm,       &LayerWeights::wkv_a,          &LayerWeights::kv_a_norm,
+        &LayerWeights::wk_b,           &LayerWeights::wv_b,           &LayerWeights::ffn_norm,
+        &LayerWeights::ffn_gate,       &LayerWeights::ffn_up,         &LayerWeights::ffn_down,
+        &LayerWeights::ffn_gate_inp,   &LayerWeights::ffn_gate_exps,  &LayerWeights::ffn_up_exps,
+        &LayerWeights::ffn_down_exps,  &LayerWeights::ffn_gate_shexp, &LayerWeights::ffn_up_shexp,
+        &LayerWeights::ffn_down_shexp, &LayerWeights::ffn_gate_inp_b, &LayerWeights::exp_probs_b,
+        &LayerWeights::ffn_gate_exps_b, &LayerWeights::ffn_up_exps_b, &LayerWeights::ffn_down_exps_b};
     static constexpr size_t kCount = std::size(kAll);
     // m's place in kAll, for tables of the views kept elsewhere (a device's copies).
     static constexpr size_t index_of(Member m) {
@@ -77,10 +90,11 @@ struct LayerWeights {
     // The matrices matmuls read (tiled at load for the CPU, typed for the GPU's kernels).
     static constexpr Member kMatrices[] = {
         &LayerWeights::wq,            &LayerWeights::wk,            &LayerWeights::wv,
-        &LayerWeights::wo,            &LayerWeights::ffn_gate,      &LayerWeights::ffn_up,
-        &LayerWeights::ffn_down,      &LayerWeights::ffn_gate_inp,  &LayerWeights::ffn_gate_exps,
-        &LayerWeights::ffn_up_exps,   &LayerWeights::ffn_down_exps, &LayerWeights::ffn_gate_shexp,
-        &LayerWeights::ffn_up_shexp,  &LayerWeights::ffn_down_shexp};
+        &LayerWeights::wo,            &LayerWeights::wq_a,          &LayerWeights::wkv_a,
+        &LayerWeights::wk_b,          &LayerWeights::wv_b,          &LayerWeights::ffn_gate,
+        &LayerWeights::ffn_up,        &LayerWeights::ffn_down,      &LayerWeights::ffn_gate_inp,
+        &LayerWeights::ffn_gate_exps, &LayerWeights::ffn_up_exps,   &LayerWeights::ffn_down_exps,
+        &LayerWeights::ffn_gate_shexp, &LayerWeights::ffn_up_shexp, &LayerWeights::ffn_down_shexp};
 };
 
 struct ModelWeights {

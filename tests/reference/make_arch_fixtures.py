@@ -17,7 +17,11 @@ llama with experts (mixtral's layout, 4 experts) and a variant with shared exper
 sigmoid router whose weights are scaled and not normalised, gemma2 (sliding window on every
 other layer, attention and final soft-capping, GeGLU, post-norms, scaled embeddings), gemma3
 (QK-norm, sliding window with its own RoPE base, linear scaling on the global layer), phi3
-(fused qkv and gate/up, LongRoPE long factors with an attention factor).
+(fused qkv and gate/up, LongRoPE long factors with an attention factor), gpt-oss (biases, sinks,
+a window on every other layer, YaRN, MXFP4 experts with biases, its router and clamped SwiGLU),
+deepseek2 (latent attention with a low-rank query, YaRN with its attention scale, a dense first
+layer, sigmoid routing over groups with a selection bias, a shared expert) and deepseek2-lite
+(no low-rank query, softmax routing, two shared experts).
 
 It also writes tests/fixtures/model/tiny_quant_logits.json: a llama whose matrices (embeddings
 and output head included) are random valid blocks of one quantized type each (Q2_K, Q3_K,
@@ -67,6 +71,21 @@ CONFIGS = [
     config("gemma3", "gemma3", n_layer=3, tied=False, n_head_kv=1, head_dim=32, n_rot=32, rope_base=1000000.0, qk_norm=True,
            post_norms=True, swa=4, swa_pattern=3, rope_base_swa=10000.0, linear_scale=4.0),
     config("phi3", "phi3", n_rot=16, tied=False, fused=True, orig_ctx=32, attn_factor=1.19, rope_factors=True),
+    config("gpt-oss", "gpt-oss", head_dim=16, n_ff=32, tied=False, n_expert=4, n_expert_used=2, n_ff_exp=32, swa=4,
+           expert_type="MXFP4", extra_str={"rope.scaling.type": "yarn"}, extra_f32={"rope.scaling.factor": 4.0},
+           extra_u32={"rope.scaling.original_context_length": 16}),
+    config("deepseek2", "deepseek2", n_layer=3, n_head_kv=1, head_dim=40, n_rot=8, tied=False, n_expert=8,
+           n_expert_used=2, n_ff_exp=32, value_length=32, gating=2, norm_weights=True, weights_scale=2.5, optional_tensors=True,
+           extra_str={"rope.scaling.type": "yarn"},
+           extra_f32={"rope.scaling.factor": 4.0, "rope.scaling.yarn_log_multiplier": 0.1},
+           extra_u32={"rope.scaling.original_context_length": 16, "attention.q_lora_rank": 32,
+                      "attention.kv_lora_rank": 32, "attention.key_length_mla": 40,
+                      "attention.value_length_mla": 16, "leading_dense_block_count": 1, "expert_shared_count": 1,
+                      "expert_group_count": 4, "expert_group_used_count": 2}),
+    config("deepseek2-lite", "deepseek2", n_layer=2, n_head_kv=1, head_dim=40, n_rot=8, tied=False, n_expert=4,
+           n_expert_used=2, n_ff_exp=32, value_length=32, gating=1, norm_weights=False, weights_scale=1.0,
+           extra_u32={"attention.kv_lora_rank": 32, "attention.key_length_mla": 40,
+                      "attention.value_length_mla": 16, "leading_dense_block_count": 1, "expert_shared_count": 2}),
 ]
 QUANT_CONFIG = dict(arch="llama", n_vocab=96, n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=256, n_rot=64,
                     rope_base=10000.0, rope_freqs=False, tied=True, qkv_bias=False, linear_scale=0.0)
@@ -115,6 +134,9 @@ def quant_blocks(name: str, qtype: str, rows: int, cols: int) -> np.ndarray:
     block_elems, block_bytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[qtype]]
     n_blocks = rows * cols // block_elems
     raw = (draws(name, n_blocks * block_bytes) >> np.uint64(56)).astype(np.uint8).reshape(n_blocks, block_bytes)
+    if qtype == "MXFP4":  # the e8m0 exponent byte: a scale of 2^-7 or 2^-6 (ggml's half scale)
+        raw[:, 0] = 121 + (raw[:, 0] & 1)
+        return raw.reshape(rows, -1)
     for off, e in QUANT_SCALES[qtype]:
         r = raw[:, off].astype(np.uint16)
         bits = ((r & 8) << 12) | np.uint16((e + 15) << 10) | ((r & 7) << 7)
@@ -122,8 +144,68 @@ def quant_blocks(name: str, qtype: str, rows: int, cols: int) -> np.ndarray:
     return raw.reshape(rows, -1)
 
 
+def listed_scale(name: str) -> tuple[float, float]:
+    """The values of a deepseek2 or gpt-oss tensor, by its name: norms near 1, embeddings and
+    routers 0.5, biases 0.1, sinks 0.5, other matrices 0.2."""
+    if name.endswith("norm.weight"):
+        return 0.1, 1.0
+    if name.endswith(".bias"):
+        return 0.1, 0.0
+    if "token_embd" in name or "ffn_gate_inp" in name or "attn_sinks" in name:
+        return 0.5, 0.0
+    return 0.2, 0.0
+
+
+def listed_tensors(c: dict):
+    """deepseek2's and gpt-oss's tensors, (name, shape in numpy order), as llama.cpp's converter
+    names and shapes them (the C++ side writes models/arch_tensors' list)."""
+    E, V, H, X, Fe = c["n_embd"], c["n_vocab"], c["n_head"], c.get("n_expert", 0), c.get("n_ff_exp", 0)
+    u = c.get("extra_u32", {})
+    out = [("token_embd.weight", (V, E)), ("output_norm.weight", (E,)), ("output.weight", (V, E))]
+    for il in range(c["n_layer"]):
+        p = f"blk.{il}."
+        out.append((p + "attn_norm.weight", (E,)))
+        if c["arch"] == "gpt-oss":
+            hd = c["head_dim"]
+            q, kv = H * hd, c["n_head_kv"] * hd
+            out += [(p + "attn_q.weight", (q, E)), (p + "attn_q.bias", (q,)), (p + "attn_k.weight", (kv, E)),
+                    (p + "attn_k.bias", (kv,)), (p + "attn_v.weight", (kv, E)), (p + "attn_v.bias", (kv,)),
+                    (p + "attn_output.weight", (E, q)), (p + "attn_output.bias", (E,)), (p + "attn_sinks.weight", (H,)),
+                    (p + "post_attention_norm.weight", (E,)), (p + "ffn_gate_inp.weight", (X, E)),
+                    (p + "ffn_gate_inp.bias", (X,))]
+            for m, shape in (("gate", (X, Fe, E)), ("up", (X, Fe, E)), ("down", (X, E, Fe))):
+                out += [(p + f"ffn_{m}_exps.weight", shape), (p + f"ffn_{m}_exps.bias", shape[:2])]
+            continue
+        rope, kvl, qa = c["n_rot"], u["attention.kv_lora_rank"], u.get("attention.q_lora_rank", 0)
+        nope, vh = u["attention.key_length_mla"] - rope, u["attention.value_length_mla"]
+        if qa:
+            out += [(p + "attn_q_a_norm.weight", (qa,)), (p + "attn_q_a.weight", (qa, E)),
+                    (p + "attn_q_b.weight", (H * (nope + rope), qa))]
+        else:
+            out.append((p + "attn_q.weight", (H * (nope + rope), E)))
+        out += [(p + "attn_kv_a_norm.weight", (kvl,)), (p + "attn_kv_a_mqa.weight", (kvl + rope, E)),
+                (p + "attn_k_b.weight", (H, kvl, nope)), (p + "attn_v_b.weight", (H, vh, kvl)),
+                (p + "attn_output.weight", (E, H * vh)), (p + "ffn_norm.weight", (E,))]
+        if il < u.get("leading_dense_block_count", 0):
+            F = c["n_ff"]
+            out += [(p + "ffn_gate.weight", (F, E)), (p + "ffn_up.weight", (F, E)), (p + "ffn_down.weight", (E, F))]
+            continue
+        out.append((p + "ffn_gate_inp.weight", (X, E)))
+        if c.get("optional_tensors"):
+            out.append((p + "exp_probs_b.bias", (X,)))
+        out += [(p + "ffn_gate_exps.weight", (X, Fe, E)), (p + "ffn_up_exps.weight", (X, Fe, E)),
+                (p + "ffn_down_exps.weight", (X, E, Fe))]
+        S = Fe * u.get("expert_shared_count", 0)
+        if S:
+            out += [(p + "ffn_gate_shexp.weight", (S, E)), (p + "ffn_up_shexp.weight", (S, E)),
+                    (p + "ffn_down_shexp.weight", (E, S))]
+    return [(name, shape, *listed_scale(name)) for name, shape in out]
+
+
 def tensors(c: dict):
     """(name, shape in numpy order, scale, offset) in the order the C++ side writes them."""
+    if c["arch"] in ("deepseek2", "gpt-oss"):
+        return listed_tensors(c)
     hd = c.get("head_dim", c["n_embd"] // c["n_head"])
     q, kv, E, F = c["n_head"] * hd, c["n_head_kv"] * hd, c["n_embd"], c["n_ff"]
     norm = (0.1, 1.0)
@@ -217,16 +299,26 @@ def write_model(c: dict, path: str):
     qtype = c.get("weight_type", "F32")
     if "head_dim" in c:
         w.add_key_length(c["head_dim"])
-        w.add_value_length(c["head_dim"])
+        w.add_value_length(c.get("value_length", c["head_dim"]))
     if c.get("n_expert"):
         w.add_expert_count(c["n_expert"])
         w.add_expert_used_count(c["n_expert_used"])
     for key, add in OPTIONAL_KEYS:
         if key in c:
             add(w, c[key])
+    for k, v in c.get("extra_u32", {}).items():
+        w.add_uint32(f"{c['arch']}.{k}", v)
+    for k, v in c.get("extra_f32", {}).items():
+        w.add_float32(f"{c['arch']}.{k}", v)
+    for k, v in c.get("extra_str", {}).items():
+        w.add_string(f"{c['arch']}.{k}", v)
     if "vocab" in c:
         write_vocab(w, c["vocab"])
     for name, shape, scale, offset in tensors(c):
+        if c.get("expert_type") and name.endswith("_exps.weight"):
+            raw = quant_blocks(name, c["expert_type"], int(np.prod(shape[:-1])), shape[-1])
+            w.add_tensor(name, raw.reshape(*shape[:-1], -1), raw_dtype=gguf.GGMLQuantizationType[c["expert_type"]])
+            continue
         if qtype != "F32" and len(shape) == 2:
             w.add_tensor(name, quant_blocks(name, qtype, *shape), raw_dtype=gguf.GGMLQuantizationType[qtype])
             continue

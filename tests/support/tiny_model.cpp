@@ -7,6 +7,9 @@
 
 #include "core/dtype.h"
 #include "cpu/kv_format.h"
+#include "models/arch_tensors.h"
+#include "models/gguf_file.h"
+#include "models/hparams.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/gguf_writer.h"
 
@@ -51,12 +54,15 @@ std::vector<uint8_t> quant_blocks(const std::string& name, uint64_t seed, DType 
         case DType::Q3_K: fields = {{108, -9}}; break;
         case DType::IQ4_NL: fields = {{0, -9}}; break;
         case DType::IQ4_XS: fields = {{0, -13}}; break;
+        case DType::MXFP4: break;  // its e8m0 exponent byte, below
         default: throw std::invalid_argument("tiny models have no random blocks of " + std::string(dtype_name(type)));
     }
     const uint64_t key = fnv1a64(name) ^ seed;
     std::vector<uint8_t> bytes(row_bytes(type, static_cast<int64_t>(n)));
     for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(draw(key, i) >> 56);
     const size_t block_bytes = traits(type).block_bytes;
+    if (type == DType::MXFP4)  // a scale of 2^-7 or 2^-6 (ggml's half scale of e8m0)
+        for (size_t b = 0; b < bytes.size(); b += block_bytes) bytes[b] = static_cast<uint8_t>(121 + (bytes[b] & 1));
     for (size_t b = 0; b < bytes.size(); b += block_bytes)
         for (const Field& f : fields) {
             const uint16_t r = bytes[b + f.offset];
@@ -64,6 +70,16 @@ std::vector<uint8_t> quant_blocks(const std::string& name, uint64_t seed, DType 
             std::memcpy(&bytes[b + f.offset], &bits, 2);
         }
     return bytes;
+}
+
+// F32 values (rows of n_cols) rounded to Q8_0 as ggml's quantizer does.
+std::vector<uint8_t> q8_0_rows(const std::vector<uint8_t>& f32, uint64_t n_cols) {
+    const size_t n = f32.size() / 4, row_q8 = row_bytes(DType::Q8_0, static_cast<int64_t>(n_cols));
+    std::vector<uint8_t> q(n / n_cols * row_q8);
+    for (size_t r = 0; r < n / n_cols; ++r)
+        cpu::store_kv_row(DType::Q8_0, reinterpret_cast<const float*>(&f32[r * n_cols * 4]), &q[r * row_q8],
+                          static_cast<int64_t>(n_cols));
+    return q;
 }
 
 // A SentencePiece vocabulary as tokenizer_vocab_*.json fixtures hold it: tokens, scores, types
@@ -84,6 +100,54 @@ void write_vocab(GgufWriter& w, const nlohmann::json& v) {
     for (const char* id : {"tokenizer.ggml.unknown_token_id", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
                            "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id"})
         if (v["header"].contains(id)) w.kv_u32(id, v["header"][id]);
+}
+
+// The values of a deepseek2 or gpt-oss tensor by its name, as listed_scale() in the Python script.
+std::pair<double, double> listed_scale(const std::string& name) {
+    auto ends = [&](std::string_view e) { return name.size() >= e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0; };
+    if (ends("norm.weight")) return {0.1, 1.0};
+    if (ends(".bias")) return {0.1, 0.0};
+    for (const char* big : {"token_embd", "ffn_gate_inp", "attn_sinks"})
+        if (name.find(big) != std::string::npos) return {0.5, 0.0};
+    return {0.2, 0.0};
+}
+
+// Every tensor of models/arch_tensors' lists for the hyperparameters the keys in `w` give
+// (the optional ones where the config asks): F32 values or Q8_0 matrices (its weight_type),
+// experts of its expert_type.
+void write_listed_tensors(GgufWriter& w, const nlohmann::json& c, uint64_t seed, const std::filesystem::path& path) {
+    GgufWriter header = w;
+    header.tensor("token_embd.weight", 0, {c["n_embd"].get<uint64_t>(), c["n_vocab"].get<uint64_t>()},
+                  std::vector<uint8_t>(c["n_embd"].get<size_t>() * c["n_vocab"].get<size_t>() * 4));
+    const std::filesystem::path header_path = path.string() + ".header";
+    header.write(header_path);
+    const models::Hparams hp = models::Hparams::from_gguf(models::GgufFile::open(header_path));
+    std::filesystem::remove(header_path);
+    std::vector<models::TensorSpec> specs = models::global_tensors(hp);
+    for (int il = 0; il < hp.n_layer; ++il)
+        for (auto& spec : models::layer_tensors(hp, il)) specs.push_back(spec);
+    const std::string expert_type = c.value("expert_type", std::string());
+    const bool q8_0 = c.value("weight_type", std::string()) == "Q8_0";
+    for (const models::TensorSpec& spec : specs) {
+        if (!spec.required && !c.value("optional_tensors", false) && spec.name != "output.weight") continue;
+        const size_t n = size_t(spec.ne[0] * spec.ne[1] * spec.ne[2]);
+        std::vector<uint64_t> ne{uint64_t(spec.ne[0])};
+        if (spec.ne[1] > 1 || spec.ne[2] > 1) ne.push_back(uint64_t(spec.ne[1]));
+        if (spec.ne[2] > 1) ne.push_back(uint64_t(spec.ne[2]));
+        const bool quantized = !expert_type.empty() && spec.name.ends_with("_exps.weight");
+        if (quantized) {
+            const DType t = *dtype_from_name(expert_type);
+            w.tensor(spec.name, static_cast<uint32_t>(t), ne, quant_blocks(spec.name, seed, t, n));
+            continue;
+        }
+        const auto [scale, offset] = listed_scale(spec.name);
+        std::vector<uint8_t> f32 = values(spec.name, seed, n, scale, offset);
+        // Q8_0 where the config asks and the rows are whole blocks (MLA's attn_k_b of 16 values is not).
+        if (q8_0 && spec.matrix && spec.ne[0] % 32 == 0)
+            w.tensor(spec.name, static_cast<uint32_t>(DType::Q8_0), ne, q8_0_rows(f32, ne[0]));
+        else
+            w.tensor(spec.name, 0, ne, std::move(f32));
+    }
 }
 
 }  // namespace
@@ -127,7 +191,8 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
     w.kv_f32(arch + ".rope.freq_base", c["rope_base"]).kv_f32(arch + ".attention.layer_norm_rms_epsilon", rms_eps);
     if (c["linear_scale"].get<double>() != 0)
         w.kv_string(arch + ".rope.scaling.type", "linear").kv_f32(arch + ".rope.scaling.factor", c["linear_scale"]);
-    if (c.contains("head_dim")) w.kv_u32(arch + ".attention.key_length", hd).kv_u32(arch + ".attention.value_length", hd);
+    if (c.contains("head_dim"))
+        w.kv_u32(arch + ".attention.key_length", hd).kv_u32(arch + ".attention.value_length", c.value("value_length", hd));
     if (n_exp) {
         w.kv_u32(arch + ".expert_count", n_exp).kv_u32(arch + ".expert_used_count", c["n_expert_used"]);
         if (c.contains("n_ff_exp")) w.kv_u32(arch + ".expert_feed_forward_length", c["n_ff_exp"]);
@@ -143,7 +208,17 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
     if (c.contains("final_softcap")) w.kv_f32(arch + ".final_logit_softcapping", c["final_softcap"]);
     if (c.contains("orig_ctx")) w.kv_u32(arch + ".rope.scaling.original_context_length", c["orig_ctx"]);
     if (c.contains("attn_factor")) w.kv_f32(arch + ".rope.scaling.attn_factor", c["attn_factor"]);
+    // Keys beyond those above (deepseek2's and gpt-oss's), by their name after the architecture's.
+    const auto extra = [&](const char* kind) { return c.value(kind, nlohmann::json::object()); };
+    const nlohmann::json u32 = extra("extra_u32"), f32 = extra("extra_f32"), str = extra("extra_str");
+    for (const auto& [k, v] : u32.items()) w.kv_u32(arch + "." + k, v);
+    for (const auto& [k, v] : f32.items()) w.kv_f32(arch + "." + k, v);
+    for (const auto& [k, v] : str.items()) w.kv_string(arch + "." + k, v);
     if (c.contains("vocab")) write_vocab(w, c["vocab"]);
+    if (const auto t = models::find_arch(arch); t && models::has_tensor_list(t->arch)) {
+        write_listed_tensors(w, c, seed, path);
+        return w.write(path);
+    }
 
     // GGUF dims are innermost first: a (rows, cols) matrix is ne = {cols, rows}. Matrices take
     // the config's weight_type (F32 when absent): Q8_0 rounds the F32 values as ggml's quantizer
@@ -155,13 +230,7 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
         if (ne.size() < 2 || wtype == DType::F32) return void(w.tensor(name, 0, ne, values(name, seed, n, scale, offset)));
         if (wtype != DType::Q8_0)
             return void(w.tensor(name, static_cast<uint32_t>(wtype), ne, quant_blocks(name, seed, wtype, n)));
-        std::vector<uint8_t> f32 = values(name, seed, n, scale, offset);
-        const size_t row_q8 = row_bytes(DType::Q8_0, static_cast<int64_t>(ne[0]));
-        std::vector<uint8_t> q(n / ne[0] * row_q8);
-        for (size_t r = 0; r < n / ne[0]; ++r)
-            cpu::store_kv_row(DType::Q8_0, reinterpret_cast<const float*>(&f32[r * ne[0] * 4]), &q[r * row_q8],
-                              static_cast<int64_t>(ne[0]));
-        w.tensor(name, static_cast<uint32_t>(DType::Q8_0), ne, std::move(q));
+        w.tensor(name, static_cast<uint32_t>(DType::Q8_0), ne, q8_0_rows(values(name, seed, n, scale, offset), ne[0]));
     };
     auto norm = [&](const std::string& name, uint64_t n) { add(name, {n}, 0.1, 1.0); };
     add("token_embd.weight", {E, V}, 0.5, 0.0);

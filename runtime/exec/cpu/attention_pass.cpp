@@ -8,15 +8,15 @@
 namespace strata::runtime {
 
 void attend_on_cpu(const AttentionSpec& spec, KvCache& kv, int il, std::span<const PassLayout::Segment> segments,
-                   const float* q, float* out) {
+                   const float* q, float* out, const float* sinks) {
     using Segment = PassLayout::Segment;
-    const int64_t Q = int64_t(spec.n_head) * spec.head_dim;
+    const int64_t Q = int64_t(spec.n_head) * spec.head_dim, O = int64_t(spec.n_head) * spec.v_dim();
     auto run = [&](const Segment& s) {
         cpu::AttentionArgs a;
         a.q = q + s.first * Q;
         a.k = kv.k(il, 0);
-        a.v = kv.v(il, 0);
-        a.out = out + s.first * Q;
+        a.v = spec.values_in_keys ? a.k : kv.v(il, 0);
+        a.out = out + s.first * O;
         a.n_tokens = s.n;
         a.pos0 = s.pos0;
         a.n_head = spec.n_head;
@@ -30,6 +30,8 @@ void attend_on_cpu(const AttentionSpec& spec, KvCache& kv, int il, std::span<con
         a.window = spec.window;
         a.scale = spec.scale;
         a.softcap = spec.softcap;
+        a.sinks = sinks;
+        a.v_head_dim = spec.v_head_dim;
         cpu::attention(a);
     };
     // Segments with many query rows spread over the threads themselves; the short ones (decode

@@ -2,7 +2,7 @@
 // One layer's attention for a pass, on the CPU over the paged KV cache (the CPU backend, and
 // the CUDA backend's CPU-attention mode): every segment's query rows against its sequence's
 // keys and values, which the pass has already stored; in the layer's sliding window where it
-// has one, with the architecture's score scale and soft cap (the layer program's AttentionSpec).
+// has one, with the architecture's score scale, soft cap and sinks (the layer program's AttentionSpec).
 #include <span>
 
 #include "runtime/exec/backend.h"
@@ -11,8 +11,9 @@
 
 namespace strata::runtime {
 
-// q and out: the pass's rows of n_embd_q floats. The caller runs it inside the thread pool.
+// q and out: the pass's rows of n_head query heads and as many value heads; sinks: the layer's
+// AttentionSpec::sinks, or null. The caller runs it inside the thread pool.
 void attend_on_cpu(const AttentionSpec& spec, KvCache& kv, int il, std::span<const PassLayout::Segment> segments,
-                   const float* q, float* out);
+                   const float* q, float* out, const float* sinks);
 
 }  // namespace strata::runtime

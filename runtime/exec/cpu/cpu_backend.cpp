@@ -7,6 +7,12 @@
 
 namespace strata::runtime {
 
+namespace {
+bool hidden_layer(Act a) { return a == Act::Gate || a == Act::Up; }
+// Whether any layer has a dense feed-forward (deepseek2's first layers, or every layer).
+bool dense_layers(const models::Hparams& hp) { return !hp.moe.enabled() || hp.moe.n_dense_lead > 0; }
+}  // namespace
+
 CpuBackend::CpuBackend(const models::Hparams& hp, WeightStore& weights)
     : Backend(hp), store_(weights), w_(weights.weights()) {
     for (size_t a = 0; a < kNumActs; ++a) width_[a] = act_width(hp, static_cast<Act>(a));
@@ -18,8 +24,11 @@ CpuBackend::CpuBackend(const models::Hparams& hp, WeightStore& weights)
 }
 
 uint64_t CpuBackend::activation_bytes(const models::Hparams& hp) {
-    const uint64_t per_token = 3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv();
-    const uint64_t ffn = hp.moe.enabled() ? MoeFfn::scratch_floats(hp, kMaxUbatch) : 2ull * hp.n_ff * kMaxUbatch;
+    uint64_t per_token = 0;
+    for (size_t a = 0; a < kNumActs; ++a)
+        if (!hidden_layer(static_cast<Act>(a))) per_token += uint64_t(act_width(hp, static_cast<Act>(a)));
+    const uint64_t dense = dense_layers(hp) ? 2ull * hp.n_ff * kMaxUbatch : 0;
+    const uint64_t ffn = dense + (hp.moe.enabled() ? MoeFfn::scratch_floats(hp, kMaxUbatch) : 0);
     return (per_token * kMaxUbatch + ffn) * sizeof(float);
 }
 
@@ -27,7 +36,7 @@ void CpuBackend::reserve(int64_t ub) {
     for (size_t a = 0; a < kNumActs; ++a) {
         const Act act = static_cast<Act>(a);
         // A mixture of experts keeps its hidden layer in its own scratch.
-        const bool unused = moe_ && (act == Act::Gate || act == Act::Up);
+        const bool unused = hidden_layer(act) && !dense_layers(hp_);
         acts_[a].resize(unused ? 0 : size_t(ub * width_[a]));
     }
     if (moe_) moe_->reserve(ub);

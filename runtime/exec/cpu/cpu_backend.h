@@ -75,6 +75,8 @@ private:
     void row_step(const Step& s, const LayerProgram& prog, const LayerWeights& l, const Rows& r, KvCache& kv,
                   const cpu::RopeParams& rope, int64_t t) const;
     cpu::RopeParams rope_params(const RopeSpec& spec) const;
+    // A HeadMatmul step: each head through its own matrix.
+    void head_matmul(const Step& s, const LayerWeights& l, const Rows& r);
     // K and V of the positions the pass attends to but does not compute, from their saved
     // inputs (a layer the plan recomputes): the program's key_value steps again.
     void rebuild(const LayerProgram& prog, const LayerWeights& l, KvCache& kv);
@@ -91,6 +93,7 @@ private:
     // Activations for one ubatch, token-major; a rebuild's inputs, outputs and rows.
     std::array<std::vector<float>, kNumActs> acts_;
     std::vector<float> rebuild_x_, rebuild_k_, rebuild_v_;
+    std::vector<float> head_in_, head_out_;  // one head's rows of a HeadMatmul, in and out
     std::vector<int64_t> rebuild_pos_;
     std::vector<int32_t> rebuild_block_, rebuild_row_;
 };

@@ -50,12 +50,17 @@ void CpuBackend::pass_step(const Step& s, const LayerProgram& prog, const LayerW
             mm_.run({outs.data(), size_t(s.n_products)}, width_[size_t(s.src)], at(s.src), r.n, r.n_long);
             return;
         }
-        case Op::Attend:
+        case Op::HeadMatmul: head_matmul(s, l, r); return;
+        case Op::Attend: {
             STRATA_ASSERT(p);
             if (kv.rebuilt(prog.il)) rebuild(prog, l, kv);
-            attend_on_cpu(prog.attention_spec, kv, prog.il, p->segments, at(Act::Q), at(Act::Attn));
-            mm_.project(l.*s.w, at(Act::Attn), r.n, at(s.dst), r.n_long);
+            const AttentionSpec& spec = prog.attention_spec;
+            const float* sinks = spec.sinks ? (l.*spec.sinks).f32() : nullptr;
+            float* out = s.w ? at(Act::Attn) : at(s.dst);
+            attend_on_cpu(spec, kv, prog.il, p->segments, at(s.src), out, sinks);
+            if (s.w) mm_.project(l.*s.w, out, r.n, at(s.dst), r.n_long);
             return;
+        }
         case Op::Experts:
             STRATA_ASSERT(p && moe_);
             moe_->run(prog.il, l, mm_, *p, at(s.src), at(s.dst), *stats_);
@@ -70,24 +75,54 @@ void CpuBackend::row_step(const Step& s, const LayerProgram& prog, const LayerWe
     const int64_t n = width_[static_cast<size_t>(s.dst)];
     float* dst = row(s.dst);
     switch (s.op) {
-        case Op::Norm: cpu::rms_norm(row(s.src), (l.*s.w).f32(), dst, n, hp_.rms_eps); return;
+        case Op::Norm: cpu::rms_norm(row(s.src), (l.*s.w).f32(), dst, (l.*s.w).n_cols, hp_.rms_eps); return;
         case Op::HeadNorm: {
             const int64_t d = n / s.n_heads;
             for (int32_t h = 0; h < s.n_heads; ++h) cpu::rms_norm(dst + h * d, (l.*s.w).f32(), dst + h * d, d, hp_.rms_eps);
             return;
         }
         case Op::Bias: cpu::add(dst, (l.*s.w).f32(), n); return;
-        case Op::Rope: cpu::rope(dst, s.n_heads, r.pos[t], rope); return;
+        case Op::Rope: {
+            cpu::RopeParams head = rope;
+            head.head_dim = static_cast<int32_t>(n / s.n_heads);
+            cpu::rope(dst + s.offset, s.n_heads, r.pos[t], head);
+            return;
+        }
         case Op::StoreKv:
-            kv.store(prog.il, r.block[t], r.row[t], row(Act::K), row(Act::V));
+            kv.store(prog.il, r.block[t], r.row[t], row(Act::K), prog.attention_spec.values_in_keys ? row(Act::K) : row(Act::V));
             if (r.save_inputs && kv.rebuilt(prog.il)) kv.store_hidden(prog.il, r.block[t], r.row[t], row(Act::XN));
             return;
         case Op::Glu:
             if (s.act == models::FfnAct::GeluTanh) cpu::geglu(dst, row(s.src), n);
+            else if (s.act == models::FfnAct::SiluClamped) cpu::swiglu_clamped(dst, row(s.src), n, hp_.swiglu_alpha, hp_.swiglu_limit);
             else cpu::swiglu(dst, row(s.src), n);
             return;
         case Op::Add: cpu::add(dst, row(s.src), n); return;
         default: STRATA_ASSERT(!"a pass step run as a row-wise step");
+    }
+}
+
+void CpuBackend::head_matmul(const Step& s, const LayerWeights& l, const Rows& r) {
+    const WeightRef& w = l.*s.w;
+    const int64_t n = r.n, in_w = width_[size_t(s.src)] / s.n_heads, out_w = width_[size_t(s.dst)] / s.n_heads;
+    const int64_t cols = w.n_cols, rows = w.n_rows, rest = in_w - cols;
+    STRATA_ASSERT(out_w == rows + rest);
+    const float* src = r.act[size_t(s.src)];
+    float* dst = r.act[size_t(s.dst)];
+    head_in_.resize(size_t(n * cols));
+    head_out_.resize(size_t(n * rows));
+    for (int32_t h = 0; h < s.n_heads; ++h) {
+        // The head's rows gathered, multiplied by its own matrix, scattered back with the values it keeps.
+        cpu::parallel_for(n, [&](int64_t t) {
+            std::copy_n(src + t * s.n_heads * in_w + h * in_w, cols, &head_in_[size_t(t * cols)]);
+        });
+        mm_.project(w.mat(h), head_in_.data(), n, head_out_.data(), r.n_long);
+        cpu::parallel_for(n, [&](int64_t t) {
+            const float* in = src + t * s.n_heads * in_w + h * in_w;
+            float* out = dst + t * s.n_heads * out_w + h * out_w;
+            std::copy_n(&head_out_[size_t(t * rows)], rows, out);
+            std::copy_n(in + cols, rest, out + rows);
+        });
     }
 }
 

@@ -34,31 +34,77 @@ void MoeFfn::reserve(int64_t n) {
     up_.resize(n * hp_.n_ff_max());
 }
 
+GatedFfn expert_ffn(const LayerWeights& l, int e) {
+    GatedFfn w{l.ffn_gate_exps.mat(e), l.ffn_up_exps.mat(e), l.ffn_down_exps.mat(e)};
+    auto bias = [e](const WeightRef& b) { return b ? b.f32() + e * b.n_cols : nullptr; };
+    w.gate_b = bias(l.ffn_gate_exps_b);
+    w.up_b = bias(l.ffn_up_exps_b);
+    w.down_b = bias(l.ffn_down_exps_b);
+    return w;
+}
+
+void MoeFfn::choose(const LayerWeights& l, float* logit, int32_t* sel, float* weight) const {
+    const models::MoeParams& m = hp_.moe;
+    const int64_t N = m.n_expert, K = m.n_expert_used;
+    if (l.ffn_gate_inp_b) cpu::add(logit, l.ffn_gate_inp_b.f32(), N);
+    // The scores the weights come from; gpt-oss weighs its choice by a softmax over the chosen logits.
+    float* score = logit;
+    if (m.gating == models::ExpertGating::Softmax) cpu::softmax(score, N);
+    else if (m.gating == models::ExpertGating::Sigmoid)
+        for (int64_t e = 0; e < N; ++e) score[e] = 1.0f / (1.0f + std::exp(-score[e]));
+    // The choice ranks by the score plus the selection bias (DeepSeek-V3's exp_probs_b). A NaN
+    // (weights that overflowed) ranks last instead of breaking the sort's ordering.
+    thread_local std::vector<float> rank;
+    rank.assign(score, score + N);
+    if (l.exp_probs_b) cpu::add(rank.data(), l.exp_probs_b.f32(), N);
+    for (int64_t e = 0; e < N; ++e)
+        if (std::isnan(rank[e])) rank[e] = -INFINITY;
+    if (m.n_group > 1) keep_best_groups(rank.data());
+    // The K best experts; ties go to the lower index.
+    thread_local std::vector<int32_t> idx;
+    idx.resize(N);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + K, idx.end(),
+                      [&](int32_t a, int32_t b) { return rank[a] > rank[b] || (rank[a] == rank[b] && a < b); });
+    for (int64_t k = 0; k < K; ++k) weight[k] = score[sel[k] = idx[k]];
+    if (m.gating == models::ExpertGating::SoftmaxChosen) {
+        cpu::softmax(weight, K);
+        return;
+    }
+    float sum = 0;
+    for (int64_t k = 0; k < K; ++k) sum += weight[k];
+    // As llama.cpp: the sum is kept from 0 (the smallest normal f16).
+    const float norm = m.norm_weights ? 1.0f / std::max(sum, 6.103515625e-5f) : 1.0f;
+    for (int64_t k = 0; k < K; ++k) weight[k] *= norm * m.weights_scale;
+}
+
+void MoeFfn::keep_best_groups(float* rank) const {
+    const models::MoeParams& m = hp_.moe;
+    const int64_t per = m.n_expert / m.n_group;
+    // Each group's two best scores summed; the n_group_used best groups kept (ties: the lower index).
+    thread_local std::vector<float> group_score;
+    thread_local std::vector<int32_t> order;
+    group_score.resize(size_t(m.n_group));
+    for (int32_t g = 0; g < m.n_group; ++g) {
+        float best = -INFINITY, second = -INFINITY;
+        for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+            if (rank[e] > best) second = best, best = rank[e];
+            else if (rank[e] > second) second = rank[e];
+        }
+        group_score[size_t(g)] = best + second;
+    }
+    order.resize(size_t(m.n_group));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return group_score[a] > group_score[b]; });
+    for (int32_t i = m.n_group_used; i < m.n_group; ++i)
+        std::fill_n(rank + order[size_t(i)] * per, per, -INFINITY);
+}
+
 void MoeFfn::route(const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn) {
     const models::MoeParams& m = hp_.moe;
     const int64_t n = p.n(), N = m.n_expert, K = m.n_expert_used;
     mm.project(l.ffn_gate_inp, xn, n, logits_.data(), p.n_long);
-    cpu::parallel_for(n, [&](int64_t t) {
-        float* prob = &logits_[t * N];
-        if (m.gating == models::ExpertGating::Softmax) cpu::softmax(prob, N);
-        else
-            for (int64_t e = 0; e < N; ++e) prob[e] = 1.0f / (1.0f + std::exp(-prob[e]));
-        // A NaN (weights that overflowed) ranks last instead of breaking the sort's ordering.
-        for (int64_t e = 0; e < N; ++e)
-            if (std::isnan(prob[e])) prob[e] = -INFINITY;
-        // The K most probable experts; ties go to the lower index.
-        int32_t* sel = &chosen_[t * K];
-        thread_local std::vector<int32_t> idx;
-        idx.resize(N);
-        std::iota(idx.begin(), idx.end(), 0);
-        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(),
-                          [&](int32_t a, int32_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
-        float sum = 0;
-        for (int64_t k = 0; k < K; ++k) sum += prob[sel[k] = idx[k]];
-        // As llama.cpp: the sum is kept from 0 (the smallest normal f16).
-        const float norm = m.norm_weights ? 1.0f / std::max(sum, 6.103515625e-5f) : 1.0f;
-        for (int64_t k = 0; k < K; ++k) weight_[t * K + k] = prob[sel[k]] * norm * m.weights_scale;
-    });
+    cpu::parallel_for(n, [&](int64_t t) { choose(l, &logits_[t * N], &chosen_[t * K], &weight_[t * K]); });
     // Group the rows by expert, each group in row order.
     std::fill(start_.begin(), start_.end(), 0);
     for (int64_t i = 0; i < n * K; ++i) ++start_[chosen_[i] + 1];
@@ -142,19 +188,19 @@ void MoeFfn::run(int il, const LayerWeights& l, const PassMatmul& mm, const Pass
     }
     // The shared experts next, while those run and the cache's reads land; added last, as they always were.
     if (l.ffn_up_shexp)
-        gated_ffn(mm, hp_.ffn_act, {l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp}, xn, n, p.n_long, gate_.data(),
+        gated_ffn(mm, hp_, {l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp}, xn, n, p.n_long, gate_.data(),
                   up_.data(), shared_.data());
     auto compute = [&](int e) {
-        GatedFfn w{l.ffn_gate_exps.mat(e), l.ffn_up_exps.mat(e), l.ffn_down_exps.mat(e)};
+        GatedFfn w = expert_ffn(l, e);
         if (cache) {
             const ExpertMats m = cache->get(il, e);
-            w = {m.gate, m.up, m.down};
+            w.gate = m.gate, w.up = m.up, w.down = m.down;
         }
         const cpu::MatmulOut probe[] = {matmul_out(w.gate, nullptr), matmul_out(w.down, nullptr)};
         float* y = &y_[start_[e] * E];
         for_group(e, probe, p, xn, [&](int64_t i0, int64_t i1, int64_t n_long) {
             const int64_t F = w.gate.n_rows;
-            gated_ffn(mm, hp_.ffn_act, w, &x_[i0 * E], i1 - i0, n_long, &gate_[i0 * F], &up_[i0 * F], &y[i0 * E]);
+            gated_ffn(mm, hp_, w, &x_[i0 * E], i1 - i0, n_long, &gate_[i0 * F], &up_[i0 * F], &y[i0 * E]);
         });
     };
     // The experts already held first, while the others' reads land; then those, as they do.

@@ -25,6 +25,9 @@
 
 namespace strata::runtime {
 
+// Expert e of a layer's mixture as a gated feed-forward, with its biases (gpt-oss).
+GatedFfn expert_ffn(const LayerWeights& l, int e);
+
 class MoeFfn {
 public:
     explicit MoeFfn(const models::Hparams& hp) : hp_(hp) {}
@@ -43,6 +46,14 @@ public:
              RoutingStats& stats);
 
 private:
+    // One row's router logits (biased where the model has a bias) -> its experts, best first,
+    // and their weights: softmax or sigmoid scores, ranked with the selection bias and within
+    // the best groups where the model has them, normalised and scaled as it says; or (gpt-oss)
+    // the best logits, weighted by their softmax.
+    void choose(const LayerWeights& l, float* logit, int32_t* sel, float* weight) const;
+    // Grouped routing: every expert outside the n_group_used groups whose two best ranks sum
+    // highest ranked last.
+    void keep_best_groups(float* rank) const;
     // chosen_ and weight_: each row's experts, best first, and their weights.
     void route(const LayerWeights& l, const PassMatmul& mm, const PassLayout& p, const float* xn);
     // rows_ of expert e's group (ascending, so long segments' rows come first) gathered into x_,

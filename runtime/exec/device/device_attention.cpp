@@ -41,10 +41,13 @@ void DeviceBackend::Impl::rebuild_kv(const LayerProgram& prog, const DevLayer& l
 
 // Attention into `attn`: the KV cache on the device (its rows stored by the program's StoreKv,
 // rebuilt ones recomputed first), or the host cache's blocks the pass reads copied in.
-void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const DevLayer& l, const PassLayout& p, KvCache& kv) {
+void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const DevLayer& l, const PassLayout& p, KvCache& kv,
+                                              const float* queries, float* into) {
     Stream& s = *compute;
     const int il = prog.il;
     const int64_t n = p.n(), KV = hp.n_embd_kv();
+    const AttentionSpec& spec = prog.attention_spec;
+    const bool values_in_keys = spec.values_in_keys;
     const void* kc = nullptr;
     const void* vc = nullptr;
     if (opts.kv == KvPlacement::Device) {
@@ -57,7 +60,7 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
         ev_qkv->record(s);
         ev_qkv->wait_on(*d2h);
         dev->copy_d2h(host->k, k.data(), size_t(n * KV) * 4, *d2h);
-        dev->copy_d2h(host->v, v.data(), size_t(n * KV) * 4, *d2h);
+        dev->copy_d2h(host->v, values_in_keys ? k.data() : v.data(), size_t(n * KV) * 4, *d2h);
         ev_down[0]->record(*d2h);
         ev_down[0]->synchronize();
         kv.begin_layer(il);
@@ -83,10 +86,10 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
         vc = kv_v[0].data();
     }
     gpu::DecodeAttentionArgs a;
-    a.q = q.as<float>();
-    a.out = attn.as<float>();
+    a.q = queries;
+    a.out = into;
     a.k = kc;
-    a.v = vc;
+    a.v = values_in_keys ? kc : vc;
     a.kv_type = kv_type;
     a.block_tables = tables.as<int32_t>();
     a.n_kv = ints.as<int32_t>() + 3 * n;
@@ -101,6 +104,8 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
     a.window = prog.attention_spec.window;
     a.scale = prog.attention_spec.scale;
     a.softcap = prog.attention_spec.softcap;
+    a.sinks = spec.sinks ? l[spec.sinks].f32() : nullptr;
+    a.v_head_dim = spec.v_head_dim;
     // A prompt chunk's rows go to the device as a run: its tiled prefill kernel where it has one.
     runs.clear();
     for (const auto& seg : p.segments)
@@ -131,6 +136,9 @@ void DeviceBackend::Impl::attention_on_host(const LayerProgram& prog, const DevW
     };
     const int64_t mid = cut < p.segments.size() ? p.segments[cut].first : n;
     const Part parts[2] = {{std::span(p.segments).first(cut), 0, mid}, {std::span(p.segments).subspan(cut), mid, n}};
+    // The host's copy of the sinks (the file's, always mapped).
+    const AttentionSpec& spec = prog.attention_spec;
+    const float* sinks = spec.sinks ? (store.weights().layers[size_t(il)].*spec.sinks).f32() : nullptr;
     float* hq = host->q;
     float* hk = host->k;
     float* hv = host->v;
@@ -153,7 +161,7 @@ void DeviceBackend::Impl::attention_on_host(const LayerProgram& prog, const DevW
         {
             const TraceScope traced(trace, attention_track, fmt::format("layer {}", il));
             for (int64_t t = m.r0; t < m.r1; ++t) kv.store(il, p.block[t], p.row[t], hk + t * KV, hv + t * KV);
-            attend_on_cpu(prog.attention_spec, kv, il, m.segs, hq, ha);
+            attend_on_cpu(spec, kv, il, m.segs, hq, ha, sinks);
         }
         dev->copy_h2d(dev_f(attn, m.r0, Q), ha + m.r0 * Q, size_t((m.r1 - m.r0) * Q) * 4, *h2d);
         ev_up[i]->record(*h2d);

@@ -3,14 +3,34 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "core/trace.h"
 #include "runtime/exec/device/device_impl.h"
 
 namespace strata::runtime {
 
+namespace {
+// What the devices do not run yet: YaRN RoPE, attention sinks and latent attention have no CUDA
+// kernels (the simulated device runs them), and latent attention does not run on the host CPU
+// for a device (--kv-cache host-cpu-attention).
+const gpu::Device& refuse_unported(const gpu::Device& dev, const models::Hparams& hp, const DeviceBackendOptions& opts) {
+    const bool yarn_or_sinks = hp.yarn_ext_factor != 0.0f || hp.attn_sinks || hp.mla.enabled();
+    if (yarn_or_sinks && dev.name() != "sim")
+        throw UsageError(fmt::format("{} needs YaRN RoPE, attention sinks or latent attention, which {} has no kernels for yet",
+                                     models::arch_name(hp.arch), dev.name()),
+                         "run it on the CPU (--device cpu)");
+    if (hp.mla.enabled() && opts.kv == KvPlacement::HostCpuAttention)
+        throw UsageError("latent attention (deepseek2) does not run with the host CPU attending for the device",
+                         "keep the KV cache on the device, or in DRAM with the device attending");
+    return dev;
+}
+}  // namespace
+
 DeviceBackend::DeviceBackend(std::unique_ptr<gpu::Device> device, const models::Hparams& hp, WeightStore& weights,
                              const KvCache& kv, storage::MemoryBudget& dram, const DeviceBackendOptions& opts)
-    : Backend(hp), impl_(std::make_unique<Impl>(std::move(device), hp, weights, kv, dram, opts)) {}
+    : Backend(hp), impl_((refuse_unported(*device, hp, opts), std::make_unique<Impl>(std::move(device), hp, weights, kv, dram, opts))) {}
 
 DeviceBackend::~DeviceBackend() = default;
 

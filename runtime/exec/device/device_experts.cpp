@@ -17,6 +17,9 @@ namespace {
 constexpr uint64_t kAlign = 256;
 constexpr LayerWeights::Member kParts[] = {&LayerWeights::ffn_gate_exps, &LayerWeights::ffn_up_exps,
                                            &LayerWeights::ffn_down_exps};
+// Each part's bias, one row per expert (gpt-oss).
+constexpr LayerWeights::Member kBiases[] = {&LayerWeights::ffn_gate_exps_b, &LayerWeights::ffn_up_exps_b,
+                                            &LayerWeights::ffn_down_exps_b};
 
 // Expert e's matrix of `w` as laid out in the mapped file.
 const std::byte* file_bytes(const models::GgufFile& file, const WeightRef& w, int e) {
@@ -28,6 +31,8 @@ const std::byte* file_bytes(const models::GgufFile& file, const WeightRef& w, in
 uint64_t DeviceExperts::expert_bytes(const LayerWeights& l) {
     uint64_t b = 0;
     for (auto m : kParts) b += storage::align_up((l.*m).mat_bytes(), kAlign);
+    for (auto m : kBiases)
+        if (l.*m) b += storage::align_up(uint64_t((l.*m).n_cols) * 4, kAlign);
     return b;
 }
 
@@ -45,7 +50,8 @@ DeviceExperts::DeviceExperts(gpu::Device& dev, gpu::Stream& compute, gpu::Stream
                              const models::Hparams& hp, const models::GgufFile& file,
                              const std::vector<LayerWeights>& layers, const std::vector<std::vector<int32_t>>& held,
                              storage::MemoryBudget& dram)
-    : dev_(dev), compute_(compute), h2d_(h2d), d2h_(d2h), n_embd_(hp.n_embd), n_ff_(hp.moe.n_ff_exp) {
+    : dev_(dev), compute_(compute), h2d_(h2d), d2h_(d2h), n_embd_(hp.n_embd), n_ff_(hp.moe.n_ff_exp), act_(hp.ffn_act),
+      alpha_(hp.swiglu_alpha), limit_(hp.swiglu_limit) {
     index_.assign(layers.size(), std::vector<int32_t>(static_cast<size_t>(hp.moe.n_expert), -1));
     weights_.resize(layers.size());
     for (size_t il = 0; il < layers.size() && il < held.size(); ++il) {
@@ -67,6 +73,11 @@ DeviceExperts::DeviceExperts(gpu::Device& dev, gpu::Stream& compute, gpu::Stream
                 dev.copy_h2d(at, file_bytes(file, w, e), w.mat_bytes(), h2d);
                 *parts[p] = {w.type, at, w.n_rows, w.n_cols};
                 at += storage::align_up(w.mat_bytes(), kAlign);
+                if (const WeightRef& b = l.*kBiases[p]; b) {
+                    dev.copy_h2d(at, b.f32() + e * b.n_cols, size_t(b.n_cols) * 4, h2d);
+                    x.bias[p] = reinterpret_cast<const float*>(at);
+                    at += storage::align_up(uint64_t(b.n_cols) * 4, kAlign);
+                }
             }
             index_[il][static_cast<size_t>(e)] = static_cast<int32_t>(experts_.size());
             experts_.push_back(x);
@@ -116,8 +127,12 @@ void DeviceExperts::start(int il, int e, const float* x, int64_t n, int64_t n_lo
     uploaded_->wait_on(compute_);
     project(dev_, compute_, w.gate, dx, dg, n, n_long);
     project(dev_, compute_, w.up, dx, du, n, n_long);
-    dev_.swiglu(dg, du, n, F, compute_);
+    if (w.bias[0]) dev_.add_rows(dg, w.bias[0], n, F, compute_);
+    if (w.bias[1]) dev_.add_rows(du, w.bias[1], n, F, compute_);
+    if (act_ == models::FfnAct::SiluClamped) dev_.swiglu_clamped(dg, du, n, F, alpha_, limit_, compute_);
+    else dev_.swiglu(dg, du, n, F, compute_);
     project(dev_, compute_, w.down, dg, dy, n, n_long);
+    if (w.bias[2]) dev_.add_rows(dy, w.bias[2], n, E, compute_);
     computed_->record(compute_);
     computed_->wait_on(d2h_);
     dev_.copy_d2h(down_staging, dy, bytes, d2h_);

@@ -50,6 +50,7 @@ public:
 private:
     struct Expert {
         DevWeight gate, up, down;
+        const float* bias[3] = {};  // gate's, up's and down's (gpt-oss), or null
     };
     struct Pending {
         float* y;
@@ -58,6 +59,8 @@ private:
     gpu::Device& dev_;
     gpu::Stream &compute_, &h2d_, &d2h_;
     int64_t n_embd_, n_ff_;
+    models::FfnAct act_;  // the experts' activation (SwiGLU, or gpt-oss's clamped one with these)
+    float alpha_, limit_;
     std::vector<std::vector<int32_t>> index_;  // [layer][expert]: into experts_, or -1
     std::vector<Expert> experts_;
     std::vector<gpu::DeviceBuffer> weights_;   // one per layer holding experts

@@ -83,6 +83,7 @@ struct DeviceBackend::Impl {
 
     // Activations for passes of kMaxUbatch tokens, token-major, and scratch.
     gpu::DeviceBuffer x, xn, q, k, v, attn, gate, up, out, logits, ints, tables, scratch;
+    gpu::DeviceBuffer q_low_rank, q_latent, attn_latent;  // MLA's (layer_program.h's Act)
     std::unique_ptr<HostStaging> host;
     std::unique_ptr<gpu::Event> ev_computed, ev_inputs, ev_qkv, ev_down[2], ev_up[2], ev_logits;
 
@@ -140,14 +141,19 @@ struct DeviceBackend::Impl {
                  KvCache& kv, bool saves_inputs);
     size_t keys_rotated_in_store(std::span<const Step> steps, const LayerProgram& prog, const DevLayer& l, const Rows& r,
                                  const PassLayout* p, KvCache& kv, bool saves_inputs);
-    gpu::RopeArgs rope_args(const RopeSpec& spec, int32_t n_heads) const;
+    // A Rope step's arguments: its heads in rows of `width` values.
+    gpu::RopeArgs rope_args(const RopeSpec& spec, int32_t n_heads, int64_t width) const;
+    // A HeadMatmul step: each head's values gathered, through its own matrix, scattered back.
+    void head_matmul(const Step& st, const DevLayer& l, const Rows& r);
     // K and V rows into the layer's device cache (and the rows' inputs, where it rebuilds its KV),
     // the keys rotated on the way where `key_rope` is given.
     void store_kv(int il, const Rows& r, const gpu::RopeArgs* key_rope = nullptr);
 
-    // device_attention.cpp: layer il's attention into `attn` (its output projection is the caller's).
+    // device_attention.cpp: layer il's attention of the queries in `queries` into `into` (its
+    // output projection is the caller's).
     void rebuild_kv(const LayerProgram& prog, const DevLayer& l, KvCache& kv);
-    void attention_on_device(const LayerProgram& prog, const DevLayer& l, const PassLayout& p, KvCache& kv);
+    void attention_on_device(const LayerProgram& prog, const DevLayer& l, const PassLayout& p, KvCache& kv,
+                             const float* queries, float* into);
     // The CPU attends and the device projects by `wo` into `out`, in two micro-batches.
     void attention_on_host(const LayerProgram& prog, const DevWeight& wo, const PassLayout& p, KvCache& kv, float* out_rows);
     // device_moe.cpp: a mixture of experts' experts on the host: `out` = the experts of `in`.

@@ -37,7 +37,7 @@ void project(gpu::Device& dev, gpu::Stream& s, const DevWeight& w, const float* 
 }
 
 float* DeviceBackend::Impl::act(Act a) const {
-    const gpu::DeviceBuffer* bufs[kNumActs] = {&x, &xn, &q, &k, &v, &attn, &gate, &up, &out};
+    const gpu::DeviceBuffer* bufs[kNumActs] = {&x, &xn, &q, &k, &v, &attn, &gate, &up, &out, &q_low_rank, &q_latent, &attn_latent};
     return bufs[static_cast<size_t>(a)]->as<float>();
 }
 

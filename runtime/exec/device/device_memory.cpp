@@ -19,6 +19,8 @@ namespace {
 std::pair<int64_t, int64_t> matmul_sizes(const models::Hparams& hp) {
     return {Backend::kMaxUbatch, std::max({int64_t(hp.n_embd), int64_t(hp.n_ff), int64_t(hp.n_embd_q())})};
 }
+// The key heads attention reads: MLA's are its cache rows.
+int32_t attention_head_dim(const models::Hparams& hp) { return hp.mla.enabled() ? hp.n_embd_kv() : hp.head_dim; }
 }  // namespace
 
 HostStaging::Sizes DeviceBackend::Impl::staging_sizes(const models::Hparams& h, int32_t max_blocks, uint64_t rebuild_rows) {
@@ -37,11 +39,12 @@ HostStaging::Sizes DeviceBackend::Impl::staging_sizes(const models::Hparams& h, 
 uint64_t DeviceBackend::Impl::working_bytes(const gpu::Device& device, const models::Hparams& hp, uint64_t head_bytes,
                                            uint64_t slot_bytes, int n_slots, int n_ctx) {
     const uint64_t ub = Backend::kMaxUbatch;
-    const uint64_t floats = ub * (3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv() + 2ull * hp.n_ff) +
+    const uint64_t mla = uint64_t(act_width(hp, Act::QLowRank) + act_width(hp, Act::QLatent) + act_width(hp, Act::AttnLatent));
+    const uint64_t floats = ub * (3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv() + 2ull * hp.n_ff + mla) +
                             kHeadRows * uint64_t(hp.n_vocab);
     const uint64_t blocks = KvCache::blocks_for(n_ctx);
     const uint64_t ints = 4 * ub + ub * blocks + 3 * KvCache::kBlockSize * blocks;  // + the rebuild list
-    const uint64_t scratch = device.attention_scratch_floats(int32_t(ub), hp.n_head, hp.head_dim, int32_t(blocks));
+    const uint64_t scratch = device.attention_scratch_floats(int32_t(ub), hp.n_head, attention_head_dim(hp), int32_t(blocks));
     const auto [max_rows, max_cols] = matmul_sizes(hp);
     return 4 * floats + 4 * ints + 4 * scratch + device.matmul_scratch_bytes(max_rows, max_cols) + head_bytes +
            uint64_t(n_slots) * slot_bytes + (16u << 20);
@@ -56,8 +59,9 @@ DeviceFootprint DeviceBackend::footprint(const gpu::Device& device, const models
     f.staging = ring_bytes(HostStaging::slot_bytes(Impl::staging_sizes(hp, KvCache::blocks_for(n_ctx), 0)), 1);
     if (!hp.moe.enabled()) return f;
     f.attention_weights = Impl::non_expert_bytes(w);
-    // Routed experts the device may hold: SwiGLU experts in a type its kernels read.
-    f.experts_fit = hp.ffn_act == models::FfnAct::Silu && device.supports_weight(w.layers[0].ffn_up_exps.type);
+    // Routed experts the device may hold: SwiGLU experts (gpt-oss's clamped and biased too) in a type its kernels read.
+    // (The last layer has experts: deepseek2's dense layers come first.)
+    f.experts_fit = hp.ffn_act != models::FfnAct::GeluTanh && device.supports_weight(w.layers.back().ffn_up_exps.type);
     for (const LayerWeights& l : w.layers) f.expert_bytes = std::max(f.expert_bytes, DeviceExperts::expert_bytes(l));
     f.expert_staging = DeviceExperts::staging_bytes(hp);
     f.expert_scratch = DeviceExperts::scratch_bytes(hp);
@@ -158,15 +162,23 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     xn = floats(ub * E, "activations");
     out = floats(ub * E, "activations");
     q = floats(ub * Q, "activations");
-    attn = floats(ub * Q, "activations");
+    attn = floats(ub * std::max(Q, act_width(hp, Act::Attn)), "activations");
+    // MLA's low-rank queries, queries in the latent space and attention's output there.
+    if (hp.mla.enabled()) {
+        q_low_rank = floats(ub * std::max<int64_t>(1, act_width(hp, Act::QLowRank)), "activations");
+        q_latent = floats(ub * act_width(hp, Act::QLatent), "activations");
+        attn_latent = floats(ub * act_width(hp, Act::AttnLatent), "activations");
+    }
     k = floats(ub * KV, "activations");
     v = floats(ub * KV, "activations");
-    gate = floats(ub * F, "activations");
-    up = floats(ub * F, "activations");
+    // The hidden layer, or one head of MLA's per-head products (device_steps.cpp: head_matmul).
+    const int64_t hidden_w = std::max({F, int64_t(hp.mla.kv_lora_rank), int64_t(hp.mla.qk_nope), int64_t(hp.mla.v_head_dim)});
+    gate = floats(ub * hidden_w, "activations");
+    up = floats(ub * hidden_w, "activations");
     logits = floats(kHeadRows * hp.n_vocab, "logits");
     ints = dev->memory().allocate(uint64_t(4 * ub) * 4, "positions and block tables");
     tables = dev->memory().allocate(uint64_t(ub) * max_blocks * 4, "positions and block tables");
-    scratch = floats(int64_t(dev->attention_scratch_floats(int32_t(ub), hp.n_head, hp.head_dim, max_blocks)),
+    scratch = floats(int64_t(dev->attention_scratch_floats(int32_t(ub), hp.n_head, attention_head_dim(hp), max_blocks)),
                      "attention scratch");
     if (std::any_of(opts.experts.begin(), opts.experts.end(), [](const auto& l) { return !l.empty(); })) {
         experts = std::make_unique<DeviceExperts>(*dev, *compute, *h2d, *d2h, hp, store.file(), store.weights().layers,

@@ -22,10 +22,10 @@ DeviceBackend::Impl::Rows DeviceBackend::Impl::pass_rows(const PassLayout& p) co
     return r;
 }
 
-gpu::RopeArgs DeviceBackend::Impl::rope_args(const RopeSpec& spec, int32_t n_heads) const {
+gpu::RopeArgs DeviceBackend::Impl::rope_args(const RopeSpec& spec, int32_t n_heads, int64_t width) const {
     gpu::RopeArgs rope;
     rope.n_heads = n_heads;
-    rope.head_dim = spec.params.head_dim;
+    rope.head_dim = static_cast<int32_t>(width / n_heads);
     rope.n_rot = spec.params.n_rot;
     rope.freq_base = spec.params.freq_base;
     rope.freq_scale = spec.params.freq_scale;
@@ -33,6 +33,9 @@ gpu::RopeArgs DeviceBackend::Impl::rope_args(const RopeSpec& spec, int32_t n_hea
     const DevWeight& factors = rope_factors[static_cast<size_t>(spec.factors)];
     rope.freq_factors = factors ? factors.f32() : nullptr;
     rope.attn_factor = spec.params.attn_factor;
+    rope.ext_factor = spec.params.ext_factor;
+    rope.yarn_low = spec.params.yarn_low;
+    rope.yarn_high = spec.params.yarn_high;
     return rope;
 }
 
@@ -42,11 +45,11 @@ namespace {
 // what it uses besides (the KV store its keys, values and, saving inputs, XN; attention its queries).
 bool reads(const Step& s, Act a, bool saves_inputs) {
     switch (s.op) {
-        case Op::Norm: case Op::Matmul: case Op::Experts: return s.src == a;
+        case Op::Norm: case Op::Matmul: case Op::HeadMatmul: case Op::Experts: return s.src == a;
         case Op::HeadNorm: case Op::Bias: case Op::Rope: return s.dst == a;
         case Op::Glu: case Op::Add: return s.dst == a || s.src == a;
         case Op::StoreKv: return a == Act::K || a == Act::V || (saves_inputs && a == Act::XN);
-        case Op::Attend: return a == Act::Q || a == Act::K || a == Act::V || a == Act::Attn;
+        case Op::Attend: return a == s.src || a == Act::K || a == Act::V || a == Act::Attn;
     }
     return true;
 }
@@ -68,7 +71,7 @@ size_t DeviceBackend::Impl::fused(std::span<const Step> s, const LayerProgram& p
                               !read_later(s.subspan(2), s[0].dst, saves_inputs);
     const size_t i = transform_in ? 1 : 0;
     const Step& m = s[i];
-    const bool attend = m.op == Op::Attend && !transform_in && opts.kv != KvPlacement::HostCpuAttention;
+    const bool attend = m.op == Op::Attend && m.w && !transform_in && opts.kv != KvPlacement::HostCpuAttention;
     if (m.op != Op::Matmul && !attend) return 0;
     const Act out = attend ? m.dst : m.products[0].dst;
     const bool add = (attend || m.n_products == 1) && i + 1 < s.size() && s[i + 1].op == Op::Add && s[i + 1].src == out &&
@@ -82,7 +85,7 @@ size_t DeviceBackend::Impl::fused(std::span<const Step> s, const LayerProgram& p
     size_t n_outs = 0;
     if (attend) {
         STRATA_ASSERT(p);
-        attention_on_device(prog, l, *p, kv);
+        attention_on_device(prog, l, *p, kv, at(m.src), attn.as<float>());
         outs[n_outs++] = {l[m.w], add ? at(s[i + 1].dst) : at(m.dst), add};
     } else {
         for (const Product& pr : m.matmul()) outs[n_outs++] = {l[pr.w], add ? at(s[i + 1].dst) : at(pr.dst), add};
@@ -112,12 +115,13 @@ void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& p
 // rows instead of two. The steps between run as they are. Returns the steps taken, 0 where none.
 size_t DeviceBackend::Impl::keys_rotated_in_store(std::span<const Step> s, const LayerProgram& prog, const DevLayer& l,
                                                   const Rows& r, const PassLayout* p, KvCache& kv, bool saves_inputs) {
-    if (opts.kv != KvPlacement::Device || s.empty() || s[0].op != Op::Rope || s[0].dst != Act::K) return 0;
+    // MLA rotates the RoPE part at the end of its cache row (an offset), which the store's RoPE does not.
+    if (opts.kv != KvPlacement::Device || s.empty() || s[0].op != Op::Rope || s[0].dst != Act::K || s[0].offset != 0) return 0;
     const auto store = std::find_if(s.begin() + 1, s.end(), [](const Step& st) { return st.op == Op::StoreKv; });
     auto reads_keys = [&](const Step& st) { return st.op != Op::Attend && st.op != Op::StoreKv && reads(st, Act::K, saves_inputs); };
     if (store == s.end() || std::any_of(s.begin() + 1, s.end(), reads_keys)) return 0;
     for (auto it = s.begin() + 1; it != store; ++it) step(*it, prog, l, r, p, kv);
-    const gpu::RopeArgs rope = rope_args(prog.rope, s[0].n_heads);
+    const gpu::RopeArgs rope = rope_args(prog.rope, s[0].n_heads, act_width(hp, Act::K));
     store_kv(prog.il, r, &rope);
     return size_t(store - s.begin()) + 1;
 }
@@ -126,7 +130,7 @@ void DeviceBackend::Impl::store_kv(int il, const Rows& r, const gpu::RopeArgs* k
     gpu::Stream& s = *compute;
     const int64_t E = hp.n_embd, KV = hp.n_embd_kv();
     const float* k_rows = r.act[size_t(Act::K)];
-    const float* v_rows = r.act[size_t(Act::V)];
+    const float* v_rows = hp.mla.enabled() ? k_rows : r.act[size_t(Act::V)];  // MLA: the latent is both
     if (r.save_inputs && hidden_slot[il] >= 0)
         dev->kv_store(r.act[size_t(Act::XN)], {hidden[hidden_slot[il]].data(), kv_type, r.block, r.row, r.n, E,
                                                hidden_row_bytes, KvCache::kBlockSize * hidden_row_bytes}, s);
@@ -144,16 +148,34 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
     const int64_t n = r.n, width = act_width(hp, st.dst);
     float* dst = at(st.dst);
     switch (st.op) {
-        case Op::Norm: dev->rms_norm(at(st.src), l[st.w].f32(), dst, n, width, hp.rms_eps, s); return;
+        case Op::Norm: {
+            const int64_t cols = l[st.w].n_cols;
+            if (cols == width) return dev->rms_norm(at(st.src), l[st.w].f32(), dst, n, width, hp.rms_eps, s);
+            // MLA's latent, normed in place at the start of its cache row: through attn_latent,
+            // which is free until attention (and a KV rebuild runs before it).
+            STRATA_ASSERT(st.src == st.dst && cols < width);
+            float* part = attn_latent.as<float>();
+            dev->copy_rows(part, cols, dst, width, n, cols, s);
+            dev->rms_norm(part, l[st.w].f32(), part, n, cols, hp.rms_eps, s);
+            dev->copy_rows(dst, width, part, cols, n, cols, s);
+            return;
+        }
         case Op::HeadNorm: dev->rms_norm(dst, l[st.w].f32(), dst, n * st.n_heads, width / st.n_heads, hp.rms_eps, s); return;
         case Op::Bias: dev->add_rows(dst, l[st.w].f32(), n, width, s); return;
-        case Op::Rope: dev->rope(dst, r.pos, n, rope_args(prog.rope, st.n_heads), s); return;
+        case Op::Rope: {
+            gpu::RopeArgs rope = rope_args(prog.rope, st.n_heads, width);
+            if (st.offset > 0) rope.row_width = width;
+            dev->rope(dst + st.offset, r.pos, n, rope, s);
+            return;
+        }
         // With the KV cache on the host, attention stores the rows there (device_attention.cpp).
         case Op::StoreKv:
             if (opts.kv == KvPlacement::Device) store_kv(prog.il, r);
             return;
         case Op::Glu:
             if (st.act == models::FfnAct::GeluTanh) dev->geglu(dst, at(st.src), n, width, s);
+            else if (st.act == models::FfnAct::SiluClamped)
+                dev->swiglu_clamped(dst, at(st.src), n, width, hp.swiglu_alpha, hp.swiglu_limit, s);
             else dev->swiglu(dst, at(st.src), n, width, s);
             return;
         case Op::Add: dev->add(dst, at(st.src), n * width, s); return;
@@ -163,13 +185,36 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
         case Op::Attend:
             STRATA_ASSERT(p);
             if (opts.kv == KvPlacement::HostCpuAttention) return attention_on_host(prog, l[st.w], *p, kv, dst);
-            attention_on_device(prog, l, *p, kv);
+            if (!st.w) return attention_on_device(prog, l, *p, kv, at(st.src), dst);
+            attention_on_device(prog, l, *p, kv, at(st.src), attn.as<float>());
             project(l[st.w], attn.as<float>(), dst, n, r.n_long);
             return;
         case Op::Experts:
             STRATA_ASSERT(p);
             experts_on_host(prog.il, *p, at(st.src), dst);
             return;
+        case Op::HeadMatmul: head_matmul(st, l, r); return;
+    }
+}
+
+void DeviceBackend::Impl::head_matmul(const Step& st, const DevLayer& l, const Rows& r) {
+    gpu::Stream& s = *compute;
+    const DevWeight& w = l[st.w];
+    const int64_t H = st.n_heads, in_w = act_width(hp, st.src) / H, out_w = act_width(hp, st.dst) / H;
+    const int64_t cols = w.n_cols, rows = w.n_rows, rest = in_w - cols;
+    const float* src = r.act[size_t(st.src)];
+    float* dst = r.act[size_t(st.dst)];
+    // The head's values gathered into `gate` and its products into `up` (free between a layer's
+    // attention and its feed-forward).
+    float* in = gate.as<float>();
+    float* prod = up.as<float>();
+    for (int64_t h = 0; h < H; ++h) {
+        DevWeight head = w;
+        head.data = static_cast<const std::byte*>(w.data) + h * int64_t(row_bytes(w.type, cols)) * rows;
+        dev->copy_rows(in, cols, src + h * in_w, H * in_w, r.n, cols, s);
+        project(head, in, prod, r.n, r.n_long);
+        dev->copy_rows(dst + h * out_w, H * out_w, prod, rows, r.n, rows, s);
+        if (rest > 0) dev->copy_rows(dst + h * out_w + rows, H * out_w, src + h * in_w + cols, H * in_w, r.n, rest, s);
     }
 }
 

@@ -175,6 +175,31 @@ void elementwise_ops(TestDevice& d) {
     CHECK(bad == 0);
 }
 
+// gpt-oss's clamped SwiGLU against the CPU's, and rows copied between strided layouts (MLA's
+// per-head products) against a plain loop.
+void clamped_glu_rows(TestDevice& d) {
+    const int64_t rows = 3, n = 1001;
+    auto x = normal_floats(rows * n, 61), up = normal_floats(rows * n, 62);
+    for (float& v : x) v *= 6.0f;  // past the clamp of 7 either way
+    for (float& v : up) v *= 6.0f;
+    DeviceBuffer dx = d.upload(x), dup = d.upload(up);
+    d.dev->swiglu_clamped(dx.as<float>(), dup.as<float>(), rows, n, 1.702f, 7.0f, *d.stream);
+    const auto y = d.download<float>(dx, rows * n);
+    std::vector<float> ref = x;
+    for (int64_t r = 0; r < rows; ++r) cpu::swiglu_clamped(ref.data() + r * n, up.data() + r * n, n, 1.702f, 7.0f);
+    for (size_t i = 0; i < ref.size(); ++i) CHECK(y[i] == Approx(ref[i]).epsilon(1e-5).margin(1e-6));
+
+    // Columns [5, 5 + 40) of rows of 100 into rows of 64 at column 7.
+    const auto src = normal_floats(rows * 100, 63);
+    DeviceBuffer dsrc = d.upload(src), ddst = d.zeros(rows * 64 * 4);
+    d.dev->copy_rows(ddst.as<float>() + 7, 64, dsrc.as<float>() + 5, 100, rows, 40, *d.stream);
+    const auto got = d.download<float>(ddst, rows * 64);
+    std::vector<float> want(rows * 64, 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < 40; ++c) want[r * 64 + 7 + c] = src[r * 100 + 5 + c];
+    CHECK(got == want);
+}
+
 void rope_op(TestDevice& d) {
     const int32_t n_heads = 5, head_dim = 48, n_rot = 32;
     const std::vector<int32_t> pos = {0, 7, 4099};
@@ -442,6 +467,7 @@ void memory_budget(TestDevice& d) {
 STRATA_DEVICE_TEST("matmul rows match the double reference, decode rows as each alone", matmul_rows)
 STRATA_DEVICE_TEST("a matmul's input RMSNormed or SwiGLUed on the way in; a second weight reuses it exactly", fused_inputs)
 STRATA_DEVICE_TEST("rms_norm, swiglu, add and add_rows match the CPU functions", elementwise_ops)
+STRATA_DEVICE_TEST("swiglu_clamped matches cpu::swiglu_clamped, copy_rows moves strided rows", clamped_glu_rows)
 STRATA_DEVICE_TEST("rope matches cpu::rope (normal and NeoX, partial rotation, freq factors)", rope_op)
 STRATA_DEVICE_TEST("kv_store then kv_gather give each row as the CPU cache rounds it, strides in bytes", kv_rows)
 STRATA_DEVICE_TEST("rope_kv_store writes the bytes of rope then kv_store, the source rows unrotated", rope_kv_rows)

@@ -65,7 +65,11 @@ TEST_CASE("every architecture's forward pass matches the reference", "[unit][arc
             const int64_t V = t.hp.n_vocab;
 
             // Prefill half as a batch, then the rest one token at a time: both paths are checked.
-            KvCache kv(t.hp.n_layer, n_ctx, t.hp.n_embd_kv());
+            // MLA's cache keeps its one row per position, as the engine's does.
+            KvSpillOptions resident;
+            resident.n_resident_layers = t.hp.n_layer;
+            resident.keys_only = t.hp.mla.enabled();
+            KvCache kv(t.hp.n_layer, n_ctx, t.hp.n_embd_kv(), resident);
             const SeqId seq = kv.create_seq();
             std::vector<float> all = test::eval_seq(t.backend, t.pool, kv, seq, std::span(ids).first(ids.size() / 2), true);
             for (size_t i = ids.size() / 2; i < ids.size(); ++i) {

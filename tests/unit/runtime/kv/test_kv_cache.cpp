@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -210,4 +211,22 @@ TEST_CASE("kv cache: a type it cannot hold is a clear error", "[unit][kv]") {
     CHECK_THROWS_WITH(KvCache(1, 32, 64, 0, DType::Q4_K), Catch::Contains("Q4_K is not a KV cache type"));
     CHECK_THROWS_WITH(KvCache(1, 32, 48, 0, DType::Q4_0), Catch::Contains("blocks of 32 values") && Catch::Contains("48"));
     CHECK_THROWS_AS(KvCache::layer_bytes(4, 48, DType::Q8_0), UsageError);
+}
+
+TEST_CASE("kv cache: keys only (MLA) keeps one row per position, read as keys and values, in half the memory",
+          "[unit][kv]") {
+    KvSpillOptions both, keys;
+    both.n_resident_layers = keys.n_resident_layers = 2;
+    keys.keys_only = true;
+    KvCache kv_both(2, 64, 40, both), kv_keys(2, 64, 40, keys);
+    CHECK(kv_keys.bytes() * 2 == kv_both.bytes());
+    const SeqId seq = kv_keys.create_seq();
+    kv_keys.reserve(seq, 1);
+    const int32_t block = kv_keys.block_table(seq)[0];
+    std::vector<float> row(40), ignored(40, -1.0f), back(40);
+    for (size_t i = 0; i < row.size(); ++i) row[i] = 0.25f * float(i);
+    kv_keys.store(1, block, 3, row.data(), ignored.data());
+    CHECK(kv_keys.v(1, block) == kv_keys.k(1, block));
+    std::memcpy(back.data(), kv_keys.k(1, block) + 3 * kv_keys.row_bytes(), 40 * sizeof(float));
+    CHECK(back == row);
 }

@@ -17,6 +17,7 @@
 #include "runtime/weights/expert_cache.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
@@ -139,4 +140,30 @@ TEST_CASE("offloaded experts: a failed read fails its pass, and the next pass is
         CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
     }
     CHECK(hit_in_pass == 3);
+}
+
+TEST_CASE("offloaded experts: deepseek2 (a dense first layer) and gpt-oss (MXFP4, biased experts) give the resident logits",
+          "[unit][experts]") {
+    const auto fx = test::model_fixture("tiny_arch_logits.json");
+    for (const auto& model : fx["models"]) {
+        const std::string name = model["config"]["name"];
+        if (name != "deepseek2" && name != "gpt-oss") continue;
+        SECTION(name) {
+            test::TinyCpuModel all("offload_" + name + ".gguf", model["config"], fx["seed"]);
+            const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26};
+            KvCache kv_all(all.hp.n_layer, 64, all.hp.n_embd_kv());
+            const std::vector<float> want = all.prompt_then_steps(ids, 5, kv_all);
+            const test::SmallExpertCache small(all);
+            storage::MemoryBudget budget("DRAM", small.in.budget, "--dram");
+            WeightStore store(all.file, all.hp, budget, small.residency);
+            REQUIRE(store.expert_cache());
+            CpuBackend backend(all.hp, store);
+            KvCache kv(all.hp.n_layer, 64, all.hp.n_embd_kv());
+            cpu::ThreadPool pool(2);
+            const std::vector<float> got = test::prompt_then_steps(backend, pool, ids, 5, kv);
+            REQUIRE(got.size() == want.size());
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+            CHECK(store.expert_cache()->stats().misses > 0);
+        }
+    }
 }

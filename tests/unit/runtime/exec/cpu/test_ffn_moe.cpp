@@ -124,7 +124,7 @@ public:
         const int64_t E = hp_.n_embd, F = hp_.moe.n_ff_exp;
         Job j{y, std::vector<float>(size_t(n * E))};
         std::vector<float> gate(size_t(n * F)), up(size_t(n * F));
-        gated_ffn(mm_, hp_.ffn_act, {l.ffn_gate_exps.mat(e), l.ffn_up_exps.mat(e), l.ffn_down_exps.mat(e)}, x, n, n_long,
+        gated_ffn(mm_, hp_, {l.ffn_gate_exps.mat(e), l.ffn_up_exps.mat(e), l.ffn_down_exps.mat(e)}, x, n, n_long,
                   gate.data(), up.data(), j.out.data());
         jobs_.push_back(std::move(j));
         rows += n;

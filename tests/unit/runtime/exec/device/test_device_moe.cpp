@@ -14,6 +14,7 @@
 #include "runtime/weights/expert_cache.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
@@ -106,6 +107,27 @@ TEST_CASE("sim device: experts held on the device give the CPU's logits", "[unit
             REQUIRE(cached.expert_cache());
             CHECK(same_bits(on_sim_device(all, cached, ids, 5, KvPlacement::Device, held), want));
             CHECK(cached.expert_cache()->stats().hits + cached.expert_cache()->stats().misses > 0);
+        }
+    }
+}
+
+TEST_CASE("sim device: gpt-oss's biased MXFP4 experts and deepseek2's held on the device give the CPU's logits",
+          "[unit][device][experts]") {
+    const auto fx = test::model_fixture("tiny_arch_logits.json");
+    for (const auto& model : fx["models"]) {
+        const std::string name = model["config"]["name"];
+        if (name != "gpt-oss" && name != "deepseek2") continue;
+        SECTION(name) {
+            test::TinyCpuModel all("device_experts_" + name + ".gguf", test::with_q8_0(model["config"]), fx["seed"]);
+            const std::vector<int32_t> ids{3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26};
+            KvCache kv_cpu(all.hp.n_layer, kCtx, all.hp.n_embd_kv());
+            const std::vector<float> want = all.prompt_then_steps(ids, 5, kv_cpu);
+            // Half of each expert layer's experts held on the device (none of deepseek2's dense first layer's).
+            std::vector<std::vector<int32_t>> held(size_t(all.hp.n_layer));
+            for (int il = 0; il < all.hp.n_layer; ++il)
+                if (all.hp.moe.in_layer(il))
+                    for (int e = 0; e < all.hp.moe.n_expert; e += 2) held[size_t(il)].push_back(e);
+            CHECK(same_bits(on_sim_device(all, all.store, ids, 5, KvPlacement::Device, held), want));
         }
     }
 }
