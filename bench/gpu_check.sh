@@ -47,6 +47,9 @@ strata=$bin/strata
 llama_bench=$bin/llama-bench
 [[ -x $llama_bench ]] || llama_bench=${STRATA_PEER_DIR:-$HOME/.cache/strata/peer}/build-cuda/bin/llama-bench
 mkdir -p "$work" "$(dirname "$report")"
+# The rehearsal on the simulated device checks the steps, not the speed: small models, short runs.
+layers=() slice_layers=8 reps=3 n_gen=128 n_prompt=512
+[[ $device == sim ]] && layers=(--n-layer 2) slice_layers=2 reps=1 n_gen=16 n_prompt=64
 
 smollm2=
 for f in shared/models/SmolLM2-135M-Instruct.Q4_1.gguf ../shared/models/SmolLM2-135M-Instruct.Q4_1.gguf \
@@ -70,7 +73,8 @@ run() {
     {
         echo '```'
         echo "\$ $*"
-        tail -n 60 "$log"
+        # Progress meters and info lines say nothing a reader of the report needs.
+        grep -v -e '^\[20[0-9-]* [0-9:.]*\] \[info\]' -e 'ETA ' "$log" | tail -n 60
         echo '```'
         if ((rc == 124)); then echo "**timed out after ${limit} s**"; elif ((rc == 77)); then echo "(skipped)"; elif ((rc != 0)); then echo "**exit $rc**"; fi
     } >>"$report"
@@ -104,11 +108,7 @@ make_synth() {  # make_synth OUT ARGS...: a synthetic model unless it is there
     shift
     [[ -f $out ]] || run 240 python3 bench/make_synthetic_gguf.py "$@" ${tokenizer:+--tokenizer-from "$tokenizer"} -o "$out"
 }
-if [[ $device == sim ]]; then
-    make_synth "$synth" --shape llama3-8b --type Q4_0 --std 0.2 --n-layer 2
-else
-    make_synth "$synth" --shape llama3-8b --type Q4_0 --std 0.2
-fi
+make_synth "$synth" --shape llama3-8b --type Q4_0 --std 0.2 "${layers[@]}"
 same_tokens() {  # same_tokens MODEL: 32 greedy tokens on the device and on the CPU
     local m=$1 a=$work/device.json b=$work/cpu.json args
     args=(generate -m "$m" -p "The capital of France is" -n 32 --temp 0 --json)
@@ -134,14 +134,14 @@ bench_pair() {  # bench_pair MODEL NGL SHARE: llama-bench -ngl NGL, strata with 
     local m=$1 ngl=$2 share=$3 mem
     mem=$(($(weights_bytes "$m") * share / 100 + (256 << 20)))
     if [[ -x $llama_bench && $device == cuda ]]; then
-        run 120 "$llama_bench" -m "$m" -ngl "$ngl" -p 512 -n 128 -r 3 -t "$(nproc)"
+        run 120 "$llama_bench" -m "$m" -ngl "$ngl" -p "$n_prompt" -n "$n_gen" -r "$reps" -t "$(nproc)"
     else
         note "llama-bench (CUDA): not here (bench/build_llamacpp.sh --cuda, then bench/gpu_bundle.sh)."
     fi
     if ((share >= 100)); then
-        run 150 "$strata" bench -m "$m" -p 512 -n 128 -r 3 --device "$device"
+        run 150 "$strata" bench -m "$m" -p "$n_prompt" -n "$n_gen" -r "$reps" --device "$device"
     else
-        run 150 "$strata" bench -m "$m" -p 512 -n 128 -r 3 --device "$device" --gpu-mem "$mem" --show-plan
+        run 150 "$strata" bench -m "$m" -p "$n_prompt" -n "$n_gen" -r "$reps" --device "$device" --gpu-mem "$mem" --show-plan
     fi
 }
 if [[ -f $synth ]]; then
@@ -151,13 +151,13 @@ if [[ -f $synth ]]; then
     bench_pair "$synth" 8 25
     note "### tg64 at depth 4096, every layer on the GPU"
     [[ -x $llama_bench && $device == cuda ]] && run 120 "$llama_bench" -m "$synth" -ngl 99 -p 0 -n 64 -d 4096 -r 2
-    run 150 "$strata" bench -m "$synth" -p 0 -n 64 -d 4096 -c 4352 -r 2 --device "$device"
+    run 150 "$strata" bench -m "$synth" -p 0 -n 64 -d 4096 -c 4352 -r "$reps" --device "$device"
 fi
 [[ -n $smollm2 ]] && { note "### SmolLM2-135M Q4_1"; bench_pair "$smollm2" 99 100; }
 for t in Q4_K Q8_0; do
-    slice=$work/llama3-8b-$t-8layers.gguf
-    make_synth "$slice" --shape llama3-8b --type "$t" --n-layer 8
-    [[ -f $slice ]] && { note "### llama3-8b $t, 8 layers (synthetic)"; bench_pair "$slice" 99 100; }
+    slice=$work/llama3-8b-$t-${slice_layers}layers.gguf
+    make_synth "$slice" --shape llama3-8b --type "$t" --n-layer "$slice_layers"
+    [[ -f $slice ]] && { note "### llama3-8b $t, $slice_layers layers (synthetic)"; bench_pair "$slice" 99 100; }
 done
 
 section "5. Decode kernels under Nsight Compute"

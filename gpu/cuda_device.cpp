@@ -89,6 +89,9 @@ public:
         gpu::add_rows(y, b, n_rows, n, cuda(s));
     }
     void kv_store(const float* src, const KvRows& r, Stream& s) override { gpu::kv_store(src, r, cuda(s)); }
+    void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& r, Stream& s) override {
+        gpu::rope_kv_store(src, pos, a, r, cuda(s));
+    }
     void kv_gather(const KvRows& r, float* dst, Stream& s) override { gpu::kv_gather(r, dst, cuda(s)); }
     void swiglu_clamped(float* gate, const float* up, int64_t n_rows, int64_t n, float alpha, float limit,
                         Stream& s) override {

@@ -58,6 +58,7 @@ void softcap(float*, int64_t, float, CudaStream&) { no_cuda(); }
 void add_rows(float*, const float*, int64_t, int64_t, CudaStream&) { no_cuda(); }
 bool gpu_kv_type(DType) { return false; }
 void kv_store(const float*, const KvRows&, CudaStream&) { no_cuda(); }
+void rope_kv_store(const float*, const int32_t*, const RopeArgs&, const KvRows&, CudaStream&) { no_cuda(); }
 void kv_gather(const KvRows&, float*, CudaStream&) { no_cuda(); }
 size_t attention_scratch_floats(int32_t, int32_t, int32_t, int32_t) { no_cuda(); }
 void attention(const DecodeAttentionArgs&, CudaStream&) { no_cuda(); }

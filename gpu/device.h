@@ -202,6 +202,9 @@ public:
     virtual void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) = 0;       // y[t] += b
     // n_tok rows of n floats (src, row-major) into the cache, converted to its type.
     virtual void kv_store(const float* src, const KvRows& dst, Stream& s) = 0;
+    // kv_store of the rows rope(src, pos, ...) would give, src left as it is: the keys rotated on
+    // their way into the cache, one pass where the rotated rows are read by nothing else.
+    virtual void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& dst, Stream& s) = 0;
     // The inverse: n_tok rows of n floats read from the cache into dst.
     virtual void kv_gather(const KvRows& src, float* dst, Stream& s) = 0;
     // softmax(q k^T * scale) v per "sequence" and head over its n_kv keys (its window of them). A

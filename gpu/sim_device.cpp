@@ -157,8 +157,7 @@ public:
     }
     void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) override {
         compute(s, "rope", [=] {
-            const cpu::RopeParams p{a.head_dim,    a.n_rot,       a.freq_base, a.freq_scale, a.neox,
-                                    a.freq_factors, a.attn_factor, a.ext_factor, a.yarn_low,  a.yarn_high};
+            const cpu::RopeParams p = rope_params(a);
             const int64_t width = a.row_width > 0 ? a.row_width : int64_t(a.n_heads) * a.head_dim;
             cpu::parallel_for(n_tokens, [&](int64_t t) { cpu::rope(x + t * width, a.n_heads, pos[t], p); });
         });
@@ -193,6 +192,16 @@ public:
     void kv_store(const float* src, const KvRows& r, Stream& s) override {
         compute(s, "kv_store", [=] {
             cpu::parallel_for(r.n_tok, [&](int64_t t) { cpu::store_kv_row(r.type, src + t * r.n, row_at(r, t), r.n); });
+        });
+    }
+    void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& r, Stream& s) override {
+        compute(s, "rope_kv_store", [=] {
+            const cpu::RopeParams p = rope_params(a);
+            cpu::parallel_for(r.n_tok, [&](int64_t t) {
+                std::vector<float> row(src + t * r.n, src + (t + 1) * r.n);
+                cpu::rope(row.data(), a.n_heads, pos[t], p);
+                cpu::store_kv_row(r.type, row.data(), row_at(r, t), r.n);
+            });
         });
     }
     void kv_gather(const KvRows& r, float* dst, Stream& s) override {
@@ -239,6 +248,9 @@ public:
     }
 
 private:
+    static cpu::RopeParams rope_params(const RopeArgs& a) {
+        return {a.head_dim, a.n_rot, a.freq_base, a.freq_scale, a.neox, a.freq_factors, a.attn_factor};
+    }
     static void* row_at(const KvRows& r, int64_t t) {
         return static_cast<std::byte*>(r.cache) + r.block[t] * r.block_stride + r.row[t] * r.row_stride;
     }

@@ -1,9 +1,11 @@
 // Rows of the paged KV cache written from floats and read back, in every KV type: F32, F16 and
 // BF16 value by value; Q8_0 and Q4_0 one warp per block of 32, with cpu::store_kv_row's
-// operations (kv_blocks.h), so the device writes the same bytes as the CPU.
+// operations (kv_blocks.h), so the device writes the same bytes as the CPU. Keys may be rotated
+// (RoPE) as they are read, which saves the rope kernel's launch and its pass over the rows.
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_kernels.h"
 #include "gpu/kernels/attention_common.cuh"
+#include "gpu/kernels/rope_angle.cuh"
 
 namespace strata::gpu {
 namespace {
@@ -15,13 +17,24 @@ __device__ __forceinline__ uint8_t* row_of(const KvRows& r, int64_t t) {
     return static_cast<uint8_t*>(r.cache) + int64_t(r.block[t]) * r.block_stride + int64_t(r.row[t]) * r.row_stride;
 }
 
+// The rotation a store applies to its rows: none where pos is null.
+struct KeyRope {
+    const int32_t* pos = nullptr;
+    RopeArgs args;
+};
+
+// Value i of row t of the source, rotated where the store says so.
+__device__ __forceinline__ float source_value(const float* src, int64_t t, int64_t i, int64_t n, const KeyRope& rope) {
+    return rope.pos ? rope_value(src + t * n, i, rope.pos[t], rope.args) : src[t * n + i];
+}
+
 // grid = n_tok, 128 threads over the row's values.
 template <KvKind kKind>
-__global__ void store_float_kernel(const float* src, KvRows r) {
+__global__ void store_float_kernel(const float* src, KvRows r, KeyRope rope) {
     const int64_t t = blockIdx.x;
     uint8_t* dst = row_of(r, t);
     for (int64_t i = threadIdx.x; i < r.n; i += blockDim.x) {
-        const float x = src[t * r.n + i];
+        const float x = source_value(src, t, i, r.n, rope);
         if constexpr (kKind == KvKind::F32) {
             reinterpret_cast<float*>(dst)[i] = x;
         } else if constexpr (kKind == KvKind::F16) {
@@ -35,11 +48,11 @@ __global__ void store_float_kernel(const float* src, KvRows r) {
 // grid = (n_tok, blocks of 4 value blocks), 4 warps: warp w quantizes value block
 // 4 blockIdx.y + w of row blockIdx.x, lane j its value j.
 template <KvKind kKind>
-__global__ void store_block_kernel(const float* src, KvRows r) {
+__global__ void store_block_kernel(const float* src, KvRows r, KeyRope rope) {
     const int64_t t = blockIdx.x, b = int64_t(blockIdx.y) * 4 + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (b >= r.n / 32) return;  // a whole warp leaves together
-    const float x = src[t * r.n + 32 * b + lane];
+    const float x = source_value(src, t, 32 * b + lane, r.n, rope);
     uint8_t* dst = row_of(r, t);
     if constexpr (kKind == KvKind::Q8_0) {
         const blocks::KvQ8_0Scale s = blocks::kv_q8_0_scale(warp_max(fabsf(x)));
@@ -72,25 +85,32 @@ __global__ void gather_kernel(KvRows r, float* dst) {
     for (int64_t i = threadIdx.x; i < r.n; i += blockDim.x) dst[t * r.n + i] = KvElem<kKind>::one(src, i);
 }
 
-}  // namespace
-
-bool gpu_kv_type(DType t) {
-    return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
-}
-
-void kv_store(const float* src, const KvRows& r, CudaStream& s) {
+void store_rows(const float* src, const KvRows& r, const KeyRope& rope, CudaStream& s) {
     if (r.n_tok == 0) return;
     with_kv_kind(r.type, [&](auto kind) {
         constexpr KvKind K = decltype(kind)::value;
         if constexpr (K == KvKind::Q8_0 || K == KvKind::Q4_0) {
             if (r.n % 32 != 0) throw BackendError("gpu: a quantized KV row must hold whole blocks of 32", "use --kv-type f16");
             const dim3 grid(static_cast<unsigned>(r.n_tok), static_cast<unsigned>((r.n / 32 + 3) / 4));
-            store_block_kernel<K><<<grid, 128, 0, s.get()>>>(src, r);
+            store_block_kernel<K><<<grid, 128, 0, s.get()>>>(src, r, rope);
         } else {
-            store_float_kernel<K><<<static_cast<unsigned>(r.n_tok), 128, 0, s.get()>>>(src, r);
+            store_float_kernel<K><<<static_cast<unsigned>(r.n_tok), 128, 0, s.get()>>>(src, r, rope);
         }
     });
-    cuda_check_launch("kv_store");
+    cuda_check_launch(rope.pos ? "rope_kv_store" : "kv_store");
+}
+
+}  // namespace
+
+bool gpu_kv_type(DType t) {
+    return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+}
+
+void kv_store(const float* src, const KvRows& r, CudaStream& s) { store_rows(src, r, {}, s); }
+
+void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& r, CudaStream& s) {
+    STRATA_ASSERT(a.n_rot % 2 == 0 && a.n_rot <= a.head_dim && int64_t(a.n_heads) * a.head_dim == r.n);
+    store_rows(src, r, {pos, a}, s);
 }
 
 void kv_gather(const KvRows& r, float* dst, CudaStream& s) {

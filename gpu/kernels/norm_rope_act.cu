@@ -3,6 +3,7 @@
 
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_kernels.h"
+#include "gpu/kernels/rope_angle.cuh"
 
 namespace strata::gpu {
 namespace {
@@ -31,21 +32,19 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
 }
 
 // grid = n_tokens, block = 64 threads striding over the n_rot/2 rotation pairs; each thread
-// rotates its pair in every head. theta in double, like the CPU, so long positions stay exact.
+// rotates its pair in every head.
 __global__ void rope_kernel(float* x, const int32_t* pos, RopeArgs a) {
     const int64_t t = blockIdx.x;
     float* tok = x + t * a.n_heads * static_cast<int64_t>(a.head_dim);
     const int half = a.n_rot / 2;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        double theta = static_cast<double>(pos[t]) * a.freq_scale * pow(static_cast<double>(a.freq_base), -2.0 * i / a.n_rot);
-        if (a.freq_factors) theta /= a.freq_factors[i];
-        const float c = static_cast<float>(cos(theta) * a.attn_factor), s = static_cast<float>(sin(theta) * a.attn_factor);
+        const float2 cs = rope_cos_sin(a, pos[t], i);
         const int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
         for (int h = 0; h < a.n_heads; ++h) {
             float* head = tok + static_cast<int64_t>(h) * a.head_dim;
-            const float x0 = head[ia], x1 = head[ib];
-            head[ia] = x0 * c - x1 * s;
-            head[ib] = x0 * s + x1 * c;
+            const float2 r = rope_rotate(head[ia], head[ib], cs);
+            head[ia] = r.x;
+            head[ib] = r.y;
         }
     }
 }

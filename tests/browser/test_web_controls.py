@@ -22,7 +22,6 @@ from selenium.webdriver.common.keys import Keys
 from chat_terminal import Terminal
 from strata_support import default_model
 
-MODELS = ["smollm2-small", "smollm2-other"]
 
 
 def post(url: str, body: dict) -> dict:
@@ -41,10 +40,10 @@ def terminal_save(model: Path, load: Path | None, message: str | None, path: Pat
     assert chat.leave(b"/exit\r") == 0, out
 
 
-def two_models(real_models: dict):
+def two_models(real_models: dict, names: list):
     def answer(handler, body):
         meta = real_models["data"][0]["meta"]
-        send_json(handler, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "strata", "meta": meta} for m in MODELS]})
+        send_json(handler, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "strata", "meta": meta} for m in names]})
     return answer
 
 
@@ -56,7 +55,9 @@ def main() -> int:
     downloads.mkdir()
     with Process("serve", "-m", str(model), ready_path="/health") as real:
         real_models = json.loads(urllib.request.urlopen(real.url("/v1/models"), timeout=10).read())
-        routes = {("GET", "/v1/models"): two_models(real_models),
+        # A second name beside the real model's; the one chosen is the real one, whose tokenizer counts.
+        MODELS = ["smollm2-other", real_models["data"][0]["id"]]
+        routes = {("GET", "/v1/models"): two_models(real_models, MODELS),
                   ("POST", "/v1/chat/completions"): lambda h, body: stream_chat(h, ["Hello ", "from the stub."])}
         with Front(real.url("").rstrip("/"), routes) as front, session(downloads) as driver:
             driver.get(front.url("/"))

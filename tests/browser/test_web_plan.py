@@ -5,7 +5,7 @@ plan, and so do the flags only "More flags" shows; its plan JSON and decode-step
 bytes `--json` and `--svg` write, its frontier the command's rows. A mixture of experts
 (catalog Mixtral 8x7B on a CPU with 16 GB) draws each layer's experts per tier as the plan
 places them. Compare pins a plan and draws the next beside it. A catalog system plans as
-`--system` does. Nothing reaches the console's
+`--machine` does. Nothing reaches the console's
 error log but the one 422 provoked. Screenshots for docs/web.md."""
 import atexit
 import json
@@ -176,7 +176,7 @@ def main() -> int:
         driver.find_element(By.ID, "compare").click()
         assert driver.find_element(By.ID, "plan-pinned").get_attribute("hidden") is not None
         choose(driver, "hardware", "system:flexgen-t4")
-        wait_for(driver, lambda d: "--system flexgen-t4" in planned_for(d), 30, "the plan for a catalog system")
+        wait_for(driver, lambda d: "--machine flexgen-t4" in planned_for(d), 30, "the plan for a catalog system")
         assert cli_plan(*command(driver))["prediction"]["decode_tps_per_seq"] == figure(driver, "tps")
     print("ok: the planner page: every flag, the CLI's prediction, experts per tier, compare")
     return 0

@@ -2,7 +2,7 @@
 each, with the queue, tokens and each tier's bytes. A stream shows a request generating and,
 within a second of its answer, no longer; its counts agree with /metrics; it needs the API key
 like /metrics; and a server asked to stop ends its open streams and exits instead of waiting
-for their clients. The default model, whose replies take long enough to be seen running."""
+for their clients. The default model, with a reply long enough to be seen running."""
 import json
 import queue
 import sys
@@ -65,11 +65,12 @@ def main() -> int:
 
         # A request generating, then within a second of its answer, not.
         answer = {}
-        body = {"prompt": "Once upon a time", "max_tokens": 48, "temperature": 0, "ignore_eos": True}
+        # Long enough (seconds on two cores) for the stream's 200 ms ticks to see it running.
+        body = {"prompt": "Once upon a time", "max_tokens": 1024, "temperature": 0, "ignore_eos": True}
         worker = threading.Thread(target=lambda: answer.update(reply=server.request("POST", "/v1/completions", body)))
         worker.start()
         wait_event(events, lambda e: e["running"] == 1, 30)
-        worker.join(60)
+        worker.join(120)
         answered = time.time()
         status, _, reply = answer["reply"]
         assert status == 200, reply

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from strata_support import STRATA_BIN, free_port, tiny_llama
 

@@ -98,7 +98,10 @@ void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& p
                               const PassLayout* p, KvCache& kv) {
     const bool saves_inputs = r.save_inputs && hidden_slot[prog.il] >= 0;
     for (size_t i = 0; i < steps.size();) {
-        if (const size_t taken = fused(steps.subspan(i), prog, l, r, p, kv, saves_inputs)) {
+        const std::span<const Step> rest = steps.subspan(i);
+        size_t taken = keys_rotated_in_store(rest, prog, l, r, p, kv, saves_inputs);
+        if (!taken) taken = fused(rest, prog, l, r, p, kv, saves_inputs);
+        if (taken) {
             i += taken;
             continue;
         }
@@ -107,7 +110,23 @@ void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& p
     }
 }
 
-void DeviceBackend::Impl::store_kv(int il, const Rows& r) {
+// RoPE on the keys goes into their store where the KV cache is on the device and nothing but
+// the store reads the rotated keys (attention reads them back from the cache): one pass over the
+// rows instead of two. The steps between run as they are. Returns the steps taken, 0 where none.
+size_t DeviceBackend::Impl::keys_rotated_in_store(std::span<const Step> s, const LayerProgram& prog, const DevLayer& l,
+                                                  const Rows& r, const PassLayout* p, KvCache& kv, bool saves_inputs) {
+    // (Keys rotated inside a wider row, MLA's, keep the rope step.)
+    if (opts.kv != KvPlacement::Device || s.empty() || s[0].op != Op::Rope || s[0].dst != Act::K || s[0].offset != 0) return 0;
+    const auto store = std::find_if(s.begin() + 1, s.end(), [](const Step& st) { return st.op == Op::StoreKv; });
+    auto reads_keys = [&](const Step& st) { return st.op != Op::Attend && st.op != Op::StoreKv && reads(st, Act::K, saves_inputs); };
+    if (store == s.end() || std::any_of(s.begin() + 1, s.end(), reads_keys)) return 0;
+    for (auto it = s.begin() + 1; it != store; ++it) step(*it, prog, l, r, p, kv);
+    const gpu::RopeArgs rope = rope_args(prog.rope, s[0].n_heads, act_width(hp, Act::K));
+    store_kv(prog.il, r, &rope);
+    return size_t(store - s.begin()) + 1;
+}
+
+void DeviceBackend::Impl::store_kv(int il, const Rows& r, const gpu::RopeArgs* key_rope) {
     gpu::Stream& s = *compute;
     const int64_t E = hp.n_embd, KV = hp.n_embd_kv();
     const float* k_rows = r.act[size_t(Act::K)];
@@ -116,7 +135,9 @@ void DeviceBackend::Impl::store_kv(int il, const Rows& r) {
         dev->kv_store(r.act[size_t(Act::XN)], {hidden[hidden_slot[il]].data(), kv_type, r.block, r.row, r.n, E,
                                                hidden_row_bytes, KvCache::kBlockSize * hidden_row_bytes}, s);
     const int32_t slot = kv_slot[il];
-    dev->kv_store(k_rows, {kv_k[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes}, s);
+    const gpu::KvRows k_dst{kv_k[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes};
+    if (key_rope) dev->rope_kv_store(k_rows, r.pos, *key_rope, k_dst, s);
+    else dev->kv_store(k_rows, k_dst, s);
     dev->kv_store(v_rows, {kv_v[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes}, s);
 }
 

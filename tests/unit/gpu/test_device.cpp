@@ -227,6 +227,37 @@ void kv_rows(TestDevice& d) {
     }
 }
 
+// Keys rotated on their way into the cache: the bytes rope then kv_store write, the source rows
+// left unrotated, for every KV type and both pairings (rope_op and kv_rows check those two
+// against the CPU).
+void rope_kv_rows(TestDevice& d) {
+    const int32_t n_heads = 2, head_dim = 64, n_rot = 32;
+    const int64_t n = n_heads * head_dim;
+    const std::vector<int32_t> pos = {3, 0, 4099, 17, 18};
+    const auto n_tok = static_cast<int64_t>(pos.size());
+    std::vector<int32_t> block(pos.size(), 0), row(pos.size());
+    for (int64_t t = 0; t < n_tok; ++t) row[t] = int32_t(n_tok - 1 - t);
+    const auto src = normal_floats(size_t(n_tok * n), 33);
+    DeviceBuffer dpos = d.upload(pos), db = d.upload(block), dr = d.upload(row);
+    for (const DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+        for (bool neox : {false, true}) {
+            if (!d.dev->supports_kv(type)) continue;
+            INFO(dtype_name(type) << ", neox " << neox);
+            const RopeArgs a{n_heads, head_dim, n_rot, 10000.0f, 1.0f, neox};
+            const int64_t stride = int64_t(row_bytes(type, n));
+            DeviceBuffer rotated = d.upload(src), dsrc = d.upload(src);
+            DeviceBuffer two_ops = d.zeros(size_t(kKvBlockSize * stride)), one_op = d.zeros(size_t(kKvBlockSize * stride));
+            auto rows = [&](DeviceBuffer& cache) {
+                return KvRows{cache.data(), type, db.as<int32_t>(), dr.as<int32_t>(), n_tok, n, stride, kKvBlockSize * stride};
+            };
+            d.dev->rope(rotated.as<float>(), dpos.as<int32_t>(), n_tok, a, *d.stream);
+            d.dev->kv_store(rotated.as<float>(), rows(two_ops), *d.stream);
+            d.dev->rope_kv_store(dsrc.as<float>(), dpos.as<int32_t>(), a, rows(one_op), *d.stream);
+            CHECK(d.download<uint8_t>(one_op, size_t(kKvBlockSize * stride)) == d.download<uint8_t>(two_ops, size_t(kKvBlockSize * stride)));
+            CHECK(d.download<float>(dsrc, src.size()) == src);
+        }
+}
+
 // Attention over a paged cache in every KV type the device reads: three decode rows (1, 37 and
 // 300 keys: partial blocks and several splits) and a prompt chunk of four rows of one sequence
 // (consecutive positions, one block table, given as a run), over blocks handed out in a shuffled
@@ -413,6 +444,7 @@ STRATA_DEVICE_TEST("a matmul's input RMSNormed or SwiGLUed on the way in; a seco
 STRATA_DEVICE_TEST("rms_norm, swiglu, add and add_rows match the CPU functions", elementwise_ops)
 STRATA_DEVICE_TEST("rope matches cpu::rope (normal and NeoX, partial rotation, freq factors)", rope_op)
 STRATA_DEVICE_TEST("kv_store then kv_gather give each row as the CPU cache rounds it, strides in bytes", kv_rows)
+STRATA_DEVICE_TEST("rope_kv_store writes the bytes of rope then kv_store, the source rows unrotated", rope_kv_rows)
 STRATA_DEVICE_TEST("attention over a paged KV cache matches cpu::attention for every KV type, variants and prompt runs",
                    paged_attention)
 STRATA_DEVICE_TEST("a captured graph replays its ops on the inputs of each launch; captures that wait are refused",
