@@ -249,7 +249,8 @@ public:
 
 private:
     static cpu::RopeParams rope_params(const RopeArgs& a) {
-        return {a.head_dim, a.n_rot, a.freq_base, a.freq_scale, a.neox, a.freq_factors, a.attn_factor};
+        return {a.head_dim,    a.n_rot,       a.freq_base,  a.freq_scale, a.neox,
+                a.freq_factors, a.attn_factor, a.ext_factor, a.yarn_low,  a.yarn_high};
     }
     static void* row_at(const KvRows& r, int64_t t) {
         return static_cast<std::byte*>(r.cache) + r.block[t] * r.block_stride + r.row[t] * r.row_stride;
