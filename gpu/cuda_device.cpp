@@ -74,7 +74,6 @@ public:
         gpu::rms_norm(x, w, y, n_rows, n, eps, cuda(s));
     }
     void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) override {
-        if (a.ext_factor != 0.0f || a.row_width != 0) refuse("YaRN RoPE and RoPE inside wider rows (deepseek2, gpt-oss)");
         gpu::rope(x, pos, n_tokens, a, cuda(s));
     }
     void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) override {
@@ -90,7 +89,6 @@ public:
     }
     void kv_store(const float* src, const KvRows& r, Stream& s) override { gpu::kv_store(src, r, cuda(s)); }
     void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& r, Stream& s) override {
-        if (a.ext_factor != 0.0f || a.row_width != 0) refuse("YaRN RoPE and RoPE inside wider rows (deepseek2, gpt-oss)");
         gpu::rope_kv_store(src, pos, a, r, cuda(s));
     }
     void kv_gather(const KvRows& r, float* dst, Stream& s) override { gpu::kv_gather(r, dst, cuda(s)); }
@@ -103,14 +101,10 @@ public:
         gpu::copy_rows(dst, dst_stride, src, src_stride, n_rows, n, cuda(s));
     }
     void decode_attention(const DecodeAttentionArgs& a, Stream& s) override {
-        if (a.sinks || a.v_head_dim != 0) refuse("attention sinks and latent attention (gpt-oss, deepseek2)");
         gpu::attention(a, cuda(s));
     }
 
 private:
-    [[noreturn]] static void refuse(const char* what) {
-        throw UsageError(fmt::format("the CUDA device has no kernels for {} yet", what), "run the model with --device cpu");
-    }
     // Made on first use (never inside a graph capture: decode products do not use it), so a
     // process that only copies or decodes never loads cuBLAS.
     Cublas& cublas() {

@@ -18,6 +18,8 @@ __host__ __device__ inline int attention_key_lanes(int head_dim) {
     while (lanes < 32 && 8 * lanes * 2 <= head_dim) lanes *= 2;
     return lanes;
 }
+// Values per value head: the key head's unless narrower (MLA).
+__host__ __device__ inline int value_dim(const DecodeAttentionArgs& a) { return a.v_head_dim > 0 ? a.v_head_dim : a.head_dim; }
 inline float attention_scale(const DecodeAttentionArgs& a) {
     return a.scale > 0.0f ? a.scale : 1.0f / std::sqrt(float(a.head_dim));
 }

@@ -4,7 +4,8 @@
 // writes each head's unnormalised partial output with its running max and sum; a second
 // kernel rescales and combines the splits. Keys are read eight values at a time (16-byte loads
 // where the cache's type allows), each by a group of lanes that split the head between them.
-// Same maths as cpu::attention (scale, soft cap, sliding window included).
+// Same maths as cpu::attention (scale, soft cap, sliding window, sinks and value heads narrower
+// than key heads included: MLA's latent, whose values are the first v_head_dim of a key row).
 #include <cmath>
 
 #include "gpu/cuda_check.h"
@@ -37,7 +38,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     const int group = a.n_head / a.n_head_kv;
     const int h0 = hk * group + pass * kMaxGroup;
     const int heads = min(kMaxGroup, group - pass * kMaxGroup);
-    const int hd = a.head_dim;
+    const int hd = a.head_dim, vd = value_dim(a);
     float* q = smem;
     float* p = smem + heads * hd;
 
@@ -111,12 +112,13 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     }
     __syncthreads();
     // Partial outputs: thread d accumulates column d over the split's value rows for every head.
-    for (int d = threadIdx.x; d < hd; d += kThreads) {
+    const int64_t value_at = int64_t(hk) * vd;
+    for (int d = threadIdx.x; d < vd; d += kThreads) {
         float o[kMaxGroup];
 #pragma unroll
         for (int g = 0; g < kMaxGroup; ++g) o[g] = 0.0f;
         for (int jj = 0; jj < n; ++jj) {
-            const float v = E::one(kv_row_at(a.v, table, j0 + jj, a.row_stride, a.block_stride), head_at + d);
+            const float v = E::one(kv_row_at(a.v, table, j0 + jj, a.row_stride, a.block_stride), value_at + d);
 #pragma unroll
             for (int g = 0; g < kMaxGroup; ++g)
                 if (g < heads) o[g] += p[g * kSplitKeys + jj] * v;
@@ -132,20 +134,20 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     }
 }
 
-// grid = (n_head, rows), 128 threads over head_dim: every split rescaled to the global max,
-// divided by the global sum.
+// grid = (n_head, rows), 128 threads over the value head: every split rescaled to the global
+// max, divided by the global sum (a sink is one more score, with no value).
 __global__ void decode_reduce_kernel(DecodeAttentionArgs a, int64_t row0, int n_splits) {
-    const int head = blockIdx.x;
+    const int head = blockIdx.x, vd = value_dim(a);
     const int64_t row = row0 + blockIdx.y;
-    float mx = -INFINITY;
+    float mx = a.sinks ? a.sinks[head] : -INFINITY;
     for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, partial_at(a, n_splits, row, head, s)[a.head_dim]);
-    float sum = 0.0f;
+    float sum = a.sinks ? expf(a.sinks[head] - mx) : 0.0f;
     for (int s = 0; s < n_splits; ++s) {
         const float* part = partial_at(a, n_splits, row, head, s);
         if (part[a.head_dim] != -INFINITY) sum += part[a.head_dim + 1] * expf(part[a.head_dim] - mx);
     }
-    float* out = a.out + (row * a.n_head + head) * a.head_dim;
-    for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
+    float* out = a.out + (row * a.n_head + head) * vd;
+    for (int d = threadIdx.x; d < vd; d += blockDim.x) {
         float o = 0.0f;
         for (int s = 0; s < n_splits; ++s) {
             const float* part = partial_at(a, n_splits, row, head, s);

@@ -3,7 +3,7 @@
 // rows of one head (16 per warp); it walks the keys in tiles, converting each tile of keys and
 // values to half precision in shared memory, computes the scores with WMMA, keeps each row's
 // running max and sum (online softmax, in float), and adds P V into float outputs held in
-// shared memory. Scale, soft cap and sliding window as cpu::attention.
+// shared memory. Scale, soft cap, sliding window and sinks as cpu::attention.
 #include <mma.h>
 
 #include <algorithm>
@@ -175,9 +175,13 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(DecodeAttentionArgs a
         }
     }
     __syncthreads();
+    // A sink is one more score with no value: it joins each row's max and sum.
+    const float sink = a.sinks ? a.sinks[h] : -INFINITY;
     for (int i = threadIdx.x; i < n_q * kHd; i += kThreads) {
         const int r = i / kHd, d = i % kHd;
-        a.out[((run.first + qt0 + r) * a.n_head + h) * int64_t(kHd) + d] = os[r * kHd + d] / row_l[r];
+        const float m = fmaxf(row_m[r], sink), keep = row_m[r] == -INFINITY ? 0.0f : expf(row_m[r] - m);
+        const float l = row_l[r] * keep + (a.sinks ? expf(sink - m) : 0.0f);
+        a.out[((run.first + qt0 + r) * a.n_head + h) * int64_t(kHd) + d] = os[r * kHd + d] * keep / l;
     }
 }
 
@@ -225,7 +229,7 @@ void attention(const DecodeAttentionArgs& a, CudaStream& s) {
     for (const QueryRun& run : runs) {
         if (run.first < next || run.n < 0 || int64_t(run.first) + run.n > a.n_seq)
             throw BackendError("gpu attention: query runs overlap or leave the call's rows", "an internal error; please report it");
-        if (run.n == 0 || !prefill_head_dim(a.head_dim)) continue;  // left to the decode kernel
+        if (run.n == 0 || !prefill_head_dim(a.head_dim) || value_dim(a) != a.head_dim) continue;  // left to the decode kernel
         decode_attention_rows(a, next, run.first - next, s);
         prefill_run(a, run, s);
         next = int64_t(run.first) + run.n;

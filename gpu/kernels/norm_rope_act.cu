@@ -32,10 +32,10 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
 }
 
 // grid = n_tokens, block = 64 threads striding over the n_rot/2 rotation pairs; each thread
-// rotates its pair in every head.
+// rotates its pair in every head. A token's heads start at x + t * row_width (0: the heads alone).
 __global__ void rope_kernel(float* x, const int32_t* pos, RopeArgs a) {
     const int64_t t = blockIdx.x;
-    float* tok = x + t * a.n_heads * static_cast<int64_t>(a.head_dim);
+    float* tok = x + t * (a.row_width > 0 ? a.row_width : a.n_heads * static_cast<int64_t>(a.head_dim));
     const int half = a.n_rot / 2;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         const float2 cs = rope_cos_sin(a, pos[t], i);

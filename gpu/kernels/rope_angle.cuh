@@ -7,10 +7,19 @@
 
 namespace strata::gpu {
 
-// cos and sin of pair i's angle at position `pos`, scaled by attn_factor.
+// cos and sin of pair i's angle at position `pos`, scaled by attn_factor; with YaRN, the angle
+// between the interpolated and the extrapolated one by the pair's place on the ramp.
 __device__ __forceinline__ float2 rope_cos_sin(const RopeArgs& a, int32_t pos, int i) {
-    double theta = static_cast<double>(pos) * a.freq_scale * pow(static_cast<double>(a.freq_base), -2.0 * i / a.n_rot);
+    double theta = static_cast<double>(pos) * pow(static_cast<double>(a.freq_base), -2.0 * i / a.n_rot);
     if (a.freq_factors) theta /= a.freq_factors[i];
+    const double interpolated = theta * a.freq_scale;
+    if (a.ext_factor > 0.0f) {
+        const double y = (i - a.yarn_low) / fmax(0.001, static_cast<double>(a.yarn_high - a.yarn_low));
+        const double mix = (1.0 - fmin(fmax(y, 0.0), 1.0)) * a.ext_factor;
+        theta = interpolated * (1.0 - mix) + theta * mix;
+    } else {
+        theta = interpolated;
+    }
     return make_float2(static_cast<float>(cos(theta) * a.attn_factor), static_cast<float>(sin(theta) * a.attn_factor));
 }
 

@@ -297,11 +297,6 @@ TEST_CASE("cuda device: every architecture's teacher-forced top-1 agrees with th
     STRATA_REQUIRE_CUDA_GPU();
     for (const auto& [name, path] : tiny_models_with_vocabulary()) {
         INFO(name);
-        // YaRN RoPE, attention sinks and latent attention have no CUDA kernels yet: refused, saying so.
-        if (name == "gpt-oss" || name.starts_with("deepseek2")) {
-            CHECK_THROWS_WITH(Engine(tiny_options(path, DeviceKind::Cuda)), Catch::Contains("has no kernels for yet"));
-            continue;
-        }
         Engine cpu(tiny_options(path, DeviceKind::Cpu));
         Engine cuda(tiny_options(path, DeviceKind::Cuda));
         REQUIRE(cuda.backend_name() != "cpu");

@@ -12,15 +12,9 @@
 namespace strata::runtime {
 
 namespace {
-// What the devices do not run yet: YaRN RoPE, attention sinks and latent attention have no CUDA
-// kernels (the simulated device runs them), and latent attention does not run on the host CPU
-// for a device (--kv-cache host-cpu-attention).
+// What the devices do not run yet: latent attention on the host CPU for a device
+// (--kv-cache host-cpu-attention).
 const gpu::Device& refuse_unported(const gpu::Device& dev, const models::Hparams& hp, const DeviceBackendOptions& opts) {
-    const bool yarn_or_sinks = hp.yarn_ext_factor != 0.0f || hp.attn_sinks || hp.mla.enabled();
-    if (yarn_or_sinks && dev.name() != "sim")
-        throw UsageError(fmt::format("{} needs YaRN RoPE, attention sinks or latent attention, which {} has no kernels for yet",
-                                     models::arch_name(hp.arch), dev.name()),
-                         "run it on the CPU (--device cpu)");
     if (hp.mla.enabled() && opts.kv == KvPlacement::HostCpuAttention)
         throw UsageError("latent attention (deepseek2) does not run with the host CPU attending for the device",
                          "keep the KV cache on the device, or in DRAM with the device attending");

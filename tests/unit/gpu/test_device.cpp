@@ -200,25 +200,42 @@ void clamped_glu_rows(TestDevice& d) {
     CHECK(got == want);
 }
 
+// Plain, with frequency factors, with YaRN (deepseek2, gpt-oss), and heads that start 8 values
+// into rows of 248 (MLA rotates the RoPE part at the end of its rows): the values outside the
+// heads stay as they were.
 void rope_op(TestDevice& d) {
     const int32_t n_heads = 5, head_dim = 48, n_rot = 32;
+    const int64_t offset = 8, row_width = n_heads * head_dim + offset;
     const std::vector<int32_t> pos = {0, 7, 4099};
     std::vector<float> factors(16);
     for (int i = 0; i < 16; ++i) factors[i] = 1.0f + 0.25f * i;
     DeviceBuffer dpos = d.upload(pos), dfac = d.upload(factors);
+    const cpu::YarnRamp ramp = cpu::yarn_ramp(n_rot, 4096, 150000.0f, 32.0f, 1.0f);
     for (bool neox : {false, true})
-        for (bool with_factors : {false, true}) {
-            INFO("neox " << neox << ", freq factors " << with_factors);
-            const auto x = normal_floats(pos.size() * n_heads * head_dim, 51);
-            DeviceBuffer dx = d.upload(x);
-            const RopeArgs a{n_heads, head_dim, n_rot, 500000.0f, 0.5f, neox, with_factors ? dfac.as<float>() : nullptr};
-            d.dev->rope(dx.as<float>(), dpos.as<int32_t>(), static_cast<int64_t>(pos.size()), a, *d.stream);
-            const auto y = d.download<float>(dx, x.size());
-            auto ref = x;
-            const cpu::RopeParams p{head_dim, n_rot, 500000.0f, 0.5f, neox, with_factors ? factors.data() : nullptr};
-            for (size_t t = 0; t < pos.size(); ++t) cpu::rope(ref.data() + t * n_heads * head_dim, n_heads, pos[t], p);
-            for (size_t i = 0; i < ref.size(); ++i) CHECK(y[i] == Approx(ref[i]).margin(1e-5));
-        }
+        for (bool with_factors : {false, true})
+            for (bool yarn : {false, true})
+                for (bool wide : {false, true}) {
+                    INFO("neox " << neox << ", freq factors " << with_factors << ", YaRN " << yarn << ", wider rows " << wide);
+                    const int64_t width = wide ? row_width : n_heads * head_dim, at = wide ? offset : 0;
+                    const auto x = normal_floats(pos.size() * width, 51);
+                    DeviceBuffer dx = d.upload(x);
+                    RopeArgs a{n_heads, head_dim, n_rot, 500000.0f, 0.5f, neox, with_factors ? dfac.as<float>() : nullptr};
+                    cpu::RopeParams p{head_dim, n_rot, 500000.0f, 0.5f, neox, with_factors ? factors.data() : nullptr};
+                    if (yarn) {
+                        a.freq_base = p.freq_base = 150000.0f;
+                        a.freq_scale = p.freq_scale = 1.0f / 32;
+                        a.attn_factor = p.attn_factor = 1.3466f;
+                        a.ext_factor = p.ext_factor = 1.0f;
+                        a.yarn_low = p.yarn_low = ramp.low;
+                        a.yarn_high = p.yarn_high = ramp.high;
+                    }
+                    if (wide) a.row_width = row_width;
+                    d.dev->rope(dx.as<float>() + at, dpos.as<int32_t>(), static_cast<int64_t>(pos.size()), a, *d.stream);
+                    const auto y = d.download<float>(dx, x.size());
+                    auto ref = x;
+                    for (size_t t = 0; t < pos.size(); ++t) cpu::rope(ref.data() + t * width + at, n_heads, pos[t], p);
+                    for (size_t i = 0; i < ref.size(); ++i) CHECK(y[i] == Approx(ref[i]).margin(1e-5));
+                }
 }
 
 void kv_rows(TestDevice& d) {
@@ -286,12 +303,16 @@ void rope_kv_rows(TestDevice& d) {
 // Attention over a paged cache in every KV type the device reads: three decode rows (1, 37 and
 // 300 keys: partial blocks and several splits) and a prompt chunk of four rows of one sequence
 // (consecutive positions, one block table, given as a run), over blocks handed out in a shuffled
-// order, 3 query heads per KV head; plain, and with gemma's window, scale and soft cap; head
-// sizes of 40 (values one at a time) and 64 (eight at a time, the tiled prompt kernel).
+// order, 3 query heads per KV head; plain, with gemma's window, scale and soft cap, with
+// gpt-oss's sinks, and with value heads narrower than the keys' (MLA's latent: values are the
+// first v_head_dim of each KV head's keys, v = k); head sizes of 40 (values one at a time) and 64
+// (eight at a time, the tiled prompt kernel).
 struct AttentionCase {
     int32_t head_dim;
     int32_t window;
     float scale, softcap;
+    bool sinks = false;
+    int32_t v_head_dim = 0;
 };
 void paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac) {
     const std::vector<int32_t> n_kv = {1, 37, 300, 45, 46, 47, 48};
@@ -318,15 +339,19 @@ void paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac)
         cpu::store_kv_row(kv_type, &vf[r * row_values], &v[r * row_stride], row_values);
     }
     const auto q = normal_floats(n_seq * n_head * head_dim, 64, 2.0f);  // peaky softmax
+    const auto sinks = normal_floats(n_head, 65, 2.0f);
+    const int32_t vd = ac.v_head_dim > 0 ? ac.v_head_dim : head_dim;
+    const size_t out_values = size_t(n_seq) * n_head * vd;
     DeviceBuffer dk = d.upload(k), dv = d.upload(v), dq = d.upload(q), dt = d.upload(tables), dn = d.upload(n_kv);
-    DeviceBuffer dout = d.upload(std::vector<float>(q.size(), std::nanf("")));  // poisoned: every value must be written
+    DeviceBuffer dsinks = d.upload(sinks);
+    DeviceBuffer dout = d.upload(std::vector<float>(out_values, std::nanf("")));  // poisoned: every value must be written
     DeviceBuffer scratch = d.zeros(std::max<size_t>(1, d.dev->attention_scratch_floats(n_seq, n_head, head_dim, max_blocks)) * 4);
     const QueryRun prompt{3, 4};
     DecodeAttentionArgs a;
     a.q = dq.as<float>();
     a.out = dout.as<float>();
     a.k = dk.data();
-    a.v = dv.data();
+    a.v = ac.v_head_dim > 0 ? dk.data() : dv.data();
     a.kv_type = kv_type;
     a.block_tables = dt.as<int32_t>();
     a.n_kv = dn.as<int32_t>();
@@ -341,18 +366,22 @@ void paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac)
     a.window = ac.window;
     a.scale = ac.scale;
     a.softcap = ac.softcap;
+    a.sinks = ac.sinks ? dsinks.as<float>() : nullptr;
+    a.v_head_dim = ac.v_head_dim;
     a.runs = &prompt;
     a.n_runs = 1;
     d.dev->decode_attention(a, *d.stream);
-    const auto out = d.download<float>(dout, q.size());
+    const auto out = d.download<float>(dout, out_values);
 
-    std::vector<float> ref(q.size());
+    std::vector<float> ref(out_values);
     for (int32_t s = 0; s < n_seq; ++s) {
         cpu::AttentionArgs c;
         c.q = q.data() + s * n_head * head_dim;
-        c.out = ref.data() + s * n_head * head_dim;
+        c.out = ref.data() + s * n_head * vd;
         c.k = k.data();
-        c.v = v.data();
+        c.v = ac.v_head_dim > 0 ? k.data() : v.data();
+        c.sinks = ac.sinks ? sinks.data() : nullptr;
+        c.v_head_dim = ac.v_head_dim;
         c.n_tokens = 1;
         c.pos0 = n_kv[s] - 1;
         c.n_head = n_head;
@@ -372,20 +401,23 @@ void paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac)
     const bool sim = d.dev->name() == "sim";
     int64_t bad = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
-        const bool prompt_row = int64_t(i) / (n_head * head_dim) >= prompt.first;
+        const bool prompt_row = int64_t(i) / (n_head * vd) >= prompt.first;
         const double tol = sim ? 1e-4 * std::abs(ref[i]) + 1e-5 : (prompt_row ? 4e-3 : 1e-4) * (std::abs(ref[i]) + 1.0);
         bad += !(std::abs(out[i] - ref[i]) <= tol);
     }
     CHECK(bad == 0);
 }
 void paged_attention(TestDevice& d) {
-    const AttentionCase cases[] = {{40, 0, 0.0f, 0.0f}, {64, 0, 0.0f, 0.0f}, {64, 20, 0.09f, 5.0f}};
+    const AttentionCase cases[] = {{40, 0, 0.0f, 0.0f},          {64, 0, 0.0f, 0.0f},        {64, 20, 0.09f, 5.0f},
+                                   {64, 20, 0.0f, 0.0f, true},   {40, 0, 0.0f, 0.0f, true},  {64, 0, 0.0f, 0.0f, false, 48},
+                                   {40, 0, 0.0f, 0.0f, false, 24}};
     for (const DType kv_type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
         if (!d.dev->supports_kv(kv_type)) continue;
         for (const AttentionCase& ac : cases) {
             if ((kv_type == DType::Q8_0 || kv_type == DType::Q4_0) && ac.head_dim % 32 != 0) continue;  // whole blocks a row
             INFO(d.dev->name() << ", KV " << dtype_name(kv_type) << ", head size " << ac.head_dim << ", window "
-                               << ac.window << ", scale " << ac.scale << ", soft cap " << ac.softcap);
+                               << ac.window << ", scale " << ac.scale << ", soft cap " << ac.softcap << ", sinks "
+                               << ac.sinks << ", value head " << ac.v_head_dim);
             paged_attention_case(d, kv_type, ac);
         }
     }
@@ -468,7 +500,7 @@ STRATA_DEVICE_TEST("matmul rows match the double reference, decode rows as each 
 STRATA_DEVICE_TEST("a matmul's input RMSNormed or SwiGLUed on the way in; a second weight reuses it exactly", fused_inputs)
 STRATA_DEVICE_TEST("rms_norm, swiglu, add and add_rows match the CPU functions", elementwise_ops)
 STRATA_DEVICE_TEST("swiglu_clamped matches cpu::swiglu_clamped, copy_rows moves strided rows", clamped_glu_rows)
-STRATA_DEVICE_TEST("rope matches cpu::rope (normal and NeoX, partial rotation, freq factors)", rope_op)
+STRATA_DEVICE_TEST("rope matches cpu::rope (normal and NeoX, partial rotation, freq factors, YaRN, heads inside wider rows)", rope_op)
 STRATA_DEVICE_TEST("kv_store then kv_gather give each row as the CPU cache rounds it, strides in bytes", kv_rows)
 STRATA_DEVICE_TEST("rope_kv_store writes the bytes of rope then kv_store, the source rows unrotated", rope_kv_rows)
 STRATA_DEVICE_TEST("attention over a paged KV cache matches cpu::attention for every KV type, variants and prompt runs",
