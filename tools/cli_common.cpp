@@ -66,6 +66,16 @@ runtime::EngineOptions ModelOptions::engine() const {
     return e;
 }
 
+runtime::SpecOptions ModelOptions::spec_options() const {
+    runtime::SpecOptions o;
+    o.mode = runtime::parse_spec_mode(spec);
+    if (spec_depth < 1 || spec_depth > runtime::PassPrices::kMaxRows - 1)
+        throw UsageError(fmt::format("--spec-depth {} is out of range", spec_depth),
+                         fmt::format("give 1 to {} draft tokens a pass", runtime::PassPrices::kMaxRows - 1));
+    o.max_depth = spec_depth;
+    return o;
+}
+
 std::string read_file(const std::string& path, const std::string& what, const std::string& hint) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw IoError(fmt::format("cannot read {} '{}'", what, path), hint);

@@ -8,6 +8,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
+#include "runtime/spec/speculation.h"
 
 namespace strata::cli {
 
@@ -34,7 +35,10 @@ struct ModelOptions {
     std::vector<std::string> override_tensor;  // --override-tensor REGEX=TIER
     std::string expert_policy = "adaptive";    // the expert cache's policy
     int verbosity = 0;
+    std::string spec = "auto";  // speculative decoding's drafter: auto, off, lookup
+    int spec_depth = 16;        // draft tokens one pass verifies at most
     runtime::EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
+    runtime::SpecOptions spec_options() const;  // throws UsageError for an unknown drafter
 };
 
 struct GenerateOptions {

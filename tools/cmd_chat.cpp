@@ -91,6 +91,7 @@ int run_chat(const ChatOptions& o) {
     runtime::Engine engine(eo);
     runtime::SchedulerOptions so;
     so.max_batch = 1;  // one conversation
+    so.spec = o.m.spec_options();
     runtime::Scheduler scheduler(engine, so);
     runtime::GenerateParams gp;
     gp.n_predict = o.n_predict;

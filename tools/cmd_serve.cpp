@@ -115,6 +115,7 @@ int run_serve(const ServeOptions& o) {
     ro.models = served_models(o);
     ro.default_model = ro.models.front().id;
     ro.scheduler = runtime::SchedulerOptions{o.max_batch, o.max_queue, o.max_batch_per_client, o.max_queue_per_client};
+    ro.scheduler.spec = o.m.spec_options();
     ro.chat_template = o.chat_template;
     if (!o.pooling.empty()) ro.pooling = pooling_or(o.pooling, runtime::Pooling::Last);
     ro.budget_per_engine = ro.engine.dram_budget > 0;

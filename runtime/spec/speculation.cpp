@@ -1,0 +1,86 @@
+#include "runtime/spec/speculation.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace strata::runtime {
+
+namespace {
+// Weight of the past in the acceptance counts, per verified draft: recent text decides.
+constexpr double kDecay = 0.9;
+}  // namespace
+
+SpecMode parse_spec_mode(std::string_view name) {
+    for (SpecMode m : {SpecMode::Auto, SpecMode::Off, SpecMode::Lookup})
+        if (spec_mode_name(m) == name) return m;
+    throw UsageError(fmt::format("--spec {}: unknown drafter", name), "give auto, off or lookup");
+}
+
+std::string_view spec_mode_name(SpecMode mode) {
+    switch (mode) {
+        case SpecMode::Auto: return "auto";
+        case SpecMode::Off: return "off";
+        case SpecMode::Lookup: return "lookup";
+    }
+    return "?";
+}
+
+void PassPrices::record(int64_t rows, double seconds) {
+    if (rows < 1 || rows > kMaxRows) return;
+    double& s = seconds_[size_t(rows)];
+    s = s > 0 ? 0.8 * s + 0.2 * seconds : seconds;
+}
+
+double PassPrices::price(int64_t rows) const {
+    for (int64_t r = std::min(rows, kMaxRows); r >= 1; --r)
+        if (seconds_[size_t(r)] > 0) return seconds_[size_t(r)];
+    return 0;
+}
+
+Speculation::Speculation(std::unique_ptr<Drafter> drafter, const PassPrices& prices, int32_t max_depth, bool priced)
+    : drafter_(std::move(drafter)), prices_(prices), max_depth_(max_depth), priced_(priced) {}
+
+int32_t Speculation::depth(int64_t others, int32_t proposed) const {
+    if (!priced_) return proposed;
+    const double base = prices_.price(others + 1);
+    if (base <= 0) return 0;  // nothing measured yet: a plain step first
+    const double alpha = acceptance();
+    // Tokens a second of the whole pass: the other sequences' one each, this one's 1 + the
+    // expected kept drafts.
+    double best = (double(others) + 1) / base, expected = 0, p = 1;
+    int32_t best_k = 0;
+    for (int32_t k = 1; k <= proposed; ++k) {
+        expected += (p *= alpha);
+        const double speed = (double(others) + 1 + expected) / prices_.price(others + 1 + k);
+        if (speed > best) best = speed, best_k = k;
+    }
+    return best_k;
+}
+
+std::span<const int32_t> Speculation::draft(std::span<const int32_t> context, int64_t others, int32_t limit) {
+    drafter_->draft(context, std::min(limit, max_depth_), guess_);
+    if (others + 1 + int64_t(guess_.size()) > PassPrices::kMaxRows)
+        guess_.resize(size_t(std::max<int64_t>(0, PassPrices::kMaxRows - others - 1)));
+    verifying_ = size_t(depth(others, static_cast<int32_t>(guess_.size())));
+    return std::span(guess_).first(verifying_);
+}
+
+void Speculation::observe(int32_t kept, bool missed) {
+    kept_ = kDecay * kept_ + kept;
+    missed_ = kDecay * missed_ + (missed ? 1 : 0);
+}
+
+void Speculation::verified(int32_t accepted, int32_t next) {
+    if (verifying_ > 0) {
+        drafter_->accepted(accepted);
+        // A miss is counted where the target drew another token than the draft's next.
+        observe(accepted, size_t(accepted) < verifying_);
+    } else if (!guess_.empty() && next >= 0) {
+        observe(guess_[0] == next ? 1 : 0, guess_[0] != next);  // the shadow guess
+    }
+    guess_.clear();
+    verifying_ = 0;
+}
+
+}  // namespace strata::runtime
