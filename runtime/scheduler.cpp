@@ -25,6 +25,8 @@ constexpr int64_t kMinPromptChunk = 16;
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts) : engine_(engine), opts_(opts) {
     if (opts_.max_batch < 1) throw UsageError(fmt::format("--max-batch {} must be at least 1", opts_.max_batch));
     if (opts_.max_queue < 0) throw UsageError(fmt::format("queue size {} is negative", opts_.max_queue));
+    if (opts_.spec.mode == SpecMode::Draft && !opts_.spec.draft_model)
+        throw UsageError("--spec draft needs a draft model", "give --draft-model FILE, or use --spec lookup");
     if (opts_.max_batch_per_client < 0 || opts_.max_queue_per_client < 0)
         throw UsageError("a client's share of the batch or the queue is negative", "give 0 for the default share");
     STRATA_LOG_INFO("scheduler: up to {} sequences at once, {} queued; KV cache {} blocks of {} positions",

@@ -9,13 +9,18 @@
 #include "runtime/kv/kv_cache.h"
 #include "runtime/scheduler_job.h"
 #include "runtime/spec/lookup_drafter.h"
+#include "runtime/spec/model_drafter.h"
 
 namespace strata::runtime {
 
 void Scheduler::start_speculation(Job& j) {
-    const SpecMode mode = opts_.spec.mode;
-    if (mode == SpecMode::Off || !j.generation || j.request.on_prompt_logits) return;
-    j.spec = std::make_unique<Speculation>(std::make_unique<LookupDrafter>(), prices_, opts_.spec.max_depth, mode == SpecMode::Auto);
+    const SpecOptions& o = opts_.spec;
+    if (o.mode == SpecMode::Off || !j.generation || j.request.on_prompt_logits) return;
+    if (o.draft_model && (o.mode == SpecMode::Draft || o.mode == SpecMode::Auto)) {
+        j.spec = std::make_unique<Speculation>(std::make_unique<ModelDrafter>(*o.draft_model), prices_, o.max_depth);
+        return;
+    }
+    j.spec = std::make_unique<Speculation>(std::make_unique<LookupDrafter>(), prices_, o.max_depth, o.mode == SpecMode::Auto);
 }
 
 int64_t Scheduler::add_drafts(std::vector<SeqTokens>& batch, const std::vector<Job*>& owners, int32_t spare, int64_t budget) {

@@ -12,6 +12,7 @@
 #include "runtime/grammar/json_schema_grammar.h"
 #include "planner/plan_report.h"
 #include "runtime/place/placement.h"
+#include "runtime/spec/model_drafter.h"
 #include "storage/budget.h"
 #include "tools/cli_options.h"
 
@@ -66,14 +67,32 @@ runtime::EngineOptions ModelOptions::engine() const {
     return e;
 }
 
-runtime::SpecOptions ModelOptions::spec_options() const {
+runtime::SpecOptions ModelOptions::spec_options(runtime::Engine* draft) const {
     runtime::SpecOptions o;
     o.mode = runtime::parse_spec_mode(spec);
+    o.draft_model = draft;
     if (spec_depth < 1 || spec_depth > runtime::PassPrices::kMaxRows - 1)
         throw UsageError(fmt::format("--spec-depth {} is out of range", spec_depth),
                          fmt::format("give 1 to {} draft tokens a pass", runtime::PassPrices::kMaxRows - 1));
     o.max_depth = spec_depth;
     return o;
+}
+
+std::unique_ptr<runtime::Engine> ModelOptions::load_draft_model(const runtime::Engine& target) const {
+    if (draft_model.empty()) return nullptr;
+    // Its own small engine: the file held in memory, a context as long as the target's.
+    runtime::EngineOptions e;
+    e.model = draft_model;
+    e.n_threads = threads;
+    e.n_ctx = target.n_ctx();
+    e.gpu.device = runtime::DeviceKind::Cpu;
+    auto engine = std::make_unique<runtime::Engine>(e);
+    try {
+        runtime::check_same_vocabulary(target.tokenizer(), engine->tokenizer());
+    } catch (const UsageError& err) {
+        throw UsageError(fmt::format("--draft-model {}: {}", draft_model, err.what()), err.hint());
+    }
+    return engine;
 }
 
 std::string read_file(const std::string& path, const std::string& what, const std::string& hint) {

@@ -96,7 +96,8 @@ int run_batch(const BatchOptions& o) {
     // A small queue beyond the running batch keeps the next sequences ready without holding
     // many requests that an interruption would lose.
     runtime::SchedulerOptions so{o.max_batch, o.max_batch};
-    so.spec = o.m.spec_options();
+    const auto draft = o.m.load_draft_model(engine);
+    so.spec = o.m.spec_options(draft.get());
     runtime::Scheduler scheduler(engine, so);
     Completions done;
     Progress progress("batch", work.size());

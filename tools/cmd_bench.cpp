@@ -145,7 +145,8 @@ int run_bench(const BenchOptions& o) {
     // starts with D random positions that an untimed request computed first, attached from the
     // prefix cache (whole blocks: a depth's last partial block is computed again in the test).
     runtime::SchedulerOptions so{o.batch, o.batch};
-    so.spec = o.m.spec_options();
+    const auto draft = o.m.load_draft_model(engine);
+    so.spec = o.m.spec_options(draft.get());
     runtime::Scheduler scheduler(engine, so);
     std::vector<std::vector<int32_t>> depth(o.batch);
     // Runs one request per sequence (its depth, then `fresh` new random tokens, generating

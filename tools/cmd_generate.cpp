@@ -91,7 +91,8 @@ int run_generate(const GenerateOptions& o) {
     auto ids = tok.encode(prompt, tok.add_bos_default() && !o.no_bos, true);
 
     runtime::SchedulerOptions so{1, 1};
-    so.spec = o.m.spec_options();
+    const auto draft = o.m.load_draft_model(engine);
+    so.spec = o.m.spec_options(draft.get());
     runtime::Scheduler scheduler(engine, so);
     runtime::Request request;
     request.prompt = std::move(ids);

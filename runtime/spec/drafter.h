@@ -18,6 +18,9 @@ public:
     // The target kept the first `accepted` tokens of the last draft (the sequence's KV and the
     // drafter's own state roll back to them).
     virtual void accepted(int32_t /*accepted*/) {}
+    // Whether guessing costs a pass of its own (a draft model): such a drafter guesses only the
+    // tokens that will be verified, and its time counts in the price of a draft.
+    virtual bool costly() const { return false; }
 };
 
 }  // namespace strata::runtime

@@ -1,5 +1,8 @@
 #include "runtime/spec/speculation.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -12,9 +15,9 @@ constexpr double kDecay = 0.9;
 }  // namespace
 
 SpecMode parse_spec_mode(std::string_view name) {
-    for (SpecMode m : {SpecMode::Auto, SpecMode::Off, SpecMode::Lookup})
+    for (SpecMode m : {SpecMode::Auto, SpecMode::Off, SpecMode::Lookup, SpecMode::Draft})
         if (spec_mode_name(m) == name) return m;
-    throw UsageError(fmt::format("--spec {}: unknown drafter", name), "give auto, off or lookup");
+    throw UsageError(fmt::format("--spec {}: unknown drafter", name), "give auto, off, lookup or draft (with --draft-model)");
 }
 
 std::string_view spec_mode_name(SpecMode mode) {
@@ -22,6 +25,7 @@ std::string_view spec_mode_name(SpecMode mode) {
         case SpecMode::Auto: return "auto";
         case SpecMode::Off: return "off";
         case SpecMode::Lookup: return "lookup";
+        case SpecMode::Draft: return "draft";
     }
     return "?";
 }
@@ -52,18 +56,33 @@ int32_t Speculation::depth(int64_t others, int32_t proposed) const {
     int32_t best_k = 0;
     for (int32_t k = 1; k <= proposed; ++k) {
         expected += (p *= alpha);
-        const double speed = (double(others) + 1 + expected) / prices_.price(others + 1 + k);
+        const double speed = (double(others) + 1 + expected) / (prices_.price(others + 1 + k) + k * draft_price());
         if (speed > best) best = speed, best_k = k;
     }
     return best_k;
 }
 
 std::span<const int32_t> Speculation::draft(std::span<const int32_t> context, int64_t others, int32_t limit) {
-    drafter_->draft(context, std::min(limit, max_depth_), guess_);
-    if (others + 1 + int64_t(guess_.size()) > PassPrices::kMaxRows)
-        guess_.resize(size_t(std::max<int64_t>(0, PassPrices::kMaxRows - others - 1)));
-    verifying_ = size_t(depth(others, static_cast<int32_t>(guess_.size())));
-    return std::span(guess_).first(verifying_);
+    limit = static_cast<int32_t>(std::min<int64_t>({int64_t(limit), int64_t(max_depth_), PassPrices::kMaxRows - others - 1}));
+    guess_.clear();
+    verifying_ = 0;
+    if (limit <= 0) return {};
+    if (!drafter_->costly()) {
+        drafter_->draft(context, limit, guess_);
+        verifying_ = size_t(depth(others, static_cast<int32_t>(guess_.size())));
+        return std::span(guess_).first(verifying_);
+    }
+    // A costly drafter guesses only the tokens to verify: as many as would pay if it guessed them.
+    const int32_t want = depth(others, limit);
+    if (want == 0) return {};
+    const auto t0 = std::chrono::steady_clock::now();
+    drafter_->draft(context, want, guess_);
+    if (!guess_.empty()) {
+        const double per_token = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(guess_.size());
+        draft_seconds_ = draft_seconds_ > 0 ? 0.8 * draft_seconds_ + 0.2 * per_token : per_token;
+    }
+    verifying_ = guess_.size();
+    return guess_;
 }
 
 void Speculation::observe(int32_t kept, bool missed) {

@@ -6,7 +6,9 @@
 // measured price of a pass of that many more rows (PassPrices). Where rows are nearly free
 // beside the weights' reading (streamed weights) that is a deep draft; where a row costs as
 // much as a pass it is none: the drafter then only guesses in the shadow of each plain step,
-// against the token the step draws, to keep its rate current, at no cost.
+// against the token the step draws, to keep its rate current, at no cost. A drafter whose
+// guesses cost passes of their own (a draft model) adds its time per token to the price and
+// guesses only what will be verified.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -22,14 +24,20 @@ enum class SpecMode : uint8_t {
     Auto,    // lookup, each draft as deep as pays (none where it does not)
     Off,
     Lookup,  // prompt lookup (n-grams of the sequence itself), every guess verified whatever it costs
+    Draft,   // a small draft model (--draft-model), each draft as deep as pays
 };
-// "auto", "off", "lookup"; throws UsageError naming the choices.
+// "auto", "off", "lookup", "draft"; throws UsageError naming the choices.
 SpecMode parse_spec_mode(std::string_view name);
 std::string_view spec_mode_name(SpecMode mode);
+
+class Engine;
 
 struct SpecOptions {
     SpecMode mode = SpecMode::Auto;
     int32_t max_depth = 16;  // draft tokens one pass verifies at most
+    // The draft model (--draft-model), loaded and checked (check_same_vocabulary): Draft's
+    // drafter, and Auto's where it is given.
+    Engine* draft_model = nullptr;
 };
 
 // Seconds of a decoding pass (no prompt in it) by its rows, as measured: a moving average.
@@ -62,6 +70,8 @@ public:
 
 private:
     int32_t depth(int64_t others, int32_t proposed) const;
+    // The drafter's seconds per guessed token (a costly drafter's; 0 for a free one).
+    double draft_price() const { return drafter_->costly() ? draft_seconds_ : 0; }
     void observe(int32_t kept, bool missed);
 
     std::unique_ptr<Drafter> drafter_;
@@ -71,6 +81,7 @@ private:
     std::vector<int32_t> guess_;  // the drafter's last proposal
     size_t verifying_ = 0;        // of which the pass verifies this many (0: a shadow guess)
     double kept_ = 1, missed_ = 1;  // decayed counts of draft tokens kept and of first misses
+    double draft_seconds_ = 0;      // a costly drafter's time per guessed token, a moving average
 };
 
 }  // namespace strata::runtime

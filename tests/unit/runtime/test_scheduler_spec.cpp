@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/error.h"
 #include "runtime/scheduler.h"
 #include "runtime/spec/lookup_drafter.h"
 #include "tests/support/engine_options.h"
@@ -70,6 +71,36 @@ TEST_CASE("speculation: greedy tokens identical to plain decoding on every task,
         CHECK(accepted > 20);  // the drafts were verified and kept, not just skipped
         CHECK(engine.kv().pool().n_used() == 0);
     }
+}
+
+TEST_CASE("speculation: a draft model's guesses keep the plain greedy tokens, alone and batched", "[unit][spec]") {
+    Engine engine(test::engine_options(test::tiny_llama_path(), 512));
+    // The model drafting for itself: its guesses are the tokens, so nearly every one is kept.
+    Engine draft(test::engine_options(test::tiny_llama_path(), 512));
+    SpecOptions so = spec(SpecMode::Draft);
+    so.draft_model = &draft;
+    std::vector<std::vector<int32_t>> want;
+    for (size_t t = 0; t < tasks().size(); ++t) {
+        const auto prompt = encode(engine, tasks()[t]);
+        want.push_back(test::generate(engine, prompt, test::greedy(40, true), spec(SpecMode::Off)).tokens);
+        const GenerateResult fast = test::generate(engine, prompt, test::greedy(40, true), so);
+        CHECK(fast.tokens == want.back());
+        CHECK(fast.n_accepted > 0);
+    }
+    SchedulerOptions batched{3, 8};
+    batched.spec = so;
+    Scheduler sched(engine, batched);
+    std::vector<GenerateResult> got(tasks().size());
+    for (size_t i = 0; i < tasks().size(); ++i) {
+        Request r;
+        r.prompt = encode(engine, tasks()[i]);
+        r.params = test::greedy(40, true);
+        r.on_done = [&got, i](const GenerateResult& res) { got[i] = res; };
+        sched.submit(std::move(r));
+    }
+    sched.wait_idle();
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
+    CHECK_THROWS_AS(Scheduler(engine, SchedulerOptions{1, 1, 1, 0, spec(SpecMode::Draft)}), UsageError);
 }
 
 TEST_CASE("speculation: batched requests each keep their plain greedy tokens", "[unit][spec]") {
