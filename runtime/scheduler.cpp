@@ -32,6 +32,7 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts) : engine_(eng
     STRATA_LOG_INFO("scheduler: up to {} sequences at once, {} queued; KV cache {} blocks of {} positions",
                     opts_.max_batch, opts_.max_queue, engine_.kv().pool().n_blocks(), KvCache::kBlockSize);
     publish_tiers();
+    plan_prices();
     thread_ = std::thread([this] { loop(); });
 }
 

@@ -152,6 +152,8 @@ private:
     // drafts: those the target keeps, then its own); false: the job is finished
     // (runtime/scheduler_spec.cpp, as the three below).
     bool feed(Job& job, std::span<const float> rows);
+    // The plan's price of a decoding pass at each row count, until passes are measured.
+    void plan_prices();
     // A generating job's drafter, when the options and the request let it speculate.
     void start_speculation(Job& job);
     // Draft tokens for the decoding entries of `batch` (owned by `owners`), within `spare` KV

@@ -13,6 +13,20 @@
 
 namespace strata::runtime {
 
+namespace {
+constexpr int kPricedContext = 256;  // prompt and output tokens of the sequences a planned price assumes
+}  // namespace
+
+void Scheduler::plan_prices() {
+    if (opts_.spec.mode == SpecMode::Off) return;
+    // A pass of r rows priced as a decoding step of r sequences at a typical context.
+    const int64_t most = std::min<int64_t>(PassPrices::kMaxRows, int64_t(opts_.max_batch) * (opts_.spec.max_depth + 1));
+    for (int64_t rows = 1; rows <= most; ++rows) {
+        const double tps = engine_.placement().predict(kPricedContext, kPricedContext, static_cast<int>(rows)).decode_tps_aggregate;
+        if (tps > 0) prices_.plan(rows, double(rows) / tps);
+    }
+}
+
 void Scheduler::start_speculation(Job& j) {
     const SpecOptions& o = opts_.spec;
     if (o.mode == SpecMode::Off || !j.generation || j.request.on_prompt_logits) return;

@@ -11,6 +11,7 @@
 #include "cpu/kv_format.h"
 #include "runtime/grammar/json_schema_grammar.h"
 #include "planner/plan_report.h"
+#include "planner/speculation.h"
 #include "runtime/place/placement.h"
 #include "runtime/spec/model_drafter.h"
 #include "storage/budget.h"
@@ -61,8 +62,11 @@ runtime::EngineOptions ModelOptions::engine() const {
         }
     }
     if (show_plan)
-        e.on_plan = [](const runtime::Placement& p) {
+        e.on_plan = [depth = spec == "off" ? 0 : spec_depth](const runtime::Placement& p) {
             fmt::print(stderr, "profile   {}\n{}\n", p.hw_source, planner::format_plan(p.plan, p.shape, p.hw, p.search));
+            if (depth > 0)
+                fmt::print(stderr, "speculation: at acceptance 0.5 {}; at 0.8 {}; at 0.95 {}\n", speculation_forecast(p, 0.5, depth),
+                           speculation_forecast(p, 0.8, depth), speculation_forecast(p, 0.95, depth));
         };
     return e;
 }
@@ -93,6 +97,17 @@ std::unique_ptr<runtime::Engine> ModelOptions::load_draft_model(const runtime::E
         throw UsageError(fmt::format("--draft-model {}: {}", draft_model, err.what()), err.hint());
     }
     return engine;
+}
+
+std::string speculation_forecast(const runtime::Placement& p, double acceptance, int max_depth) {
+    // A verifying pass of r rows as the plan prices a decoding step of r sequences.
+    auto pass_seconds = [&](int64_t rows) {
+        const double tps = p.predict(256, 256, static_cast<int>(rows)).decode_tps_aggregate;
+        return tps > 0 ? double(rows) / tps : 0.0;
+    };
+    const planner::SpecForecast f = planner::forecast_speculation(pass_seconds, acceptance, max_depth);
+    return fmt::format("{} drafts a pass, {:.2f} tokens a pass, {:.1f} t/s (plain {:.1f})", f.depth, f.tokens_per_pass,
+                       f.tokens_per_s, f.plain_tokens_per_s);
 }
 
 std::string read_file(const std::string& path, const std::string& what, const std::string& hint) {

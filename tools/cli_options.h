@@ -190,6 +190,9 @@ struct BatchOptions {
 std::string read_stdin();
 // A file's bytes; IoError naming `what` and the path, with `hint`, when it cannot be read.
 std::string read_file(const std::string& path, const std::string& what, const std::string& hint);
+// The plan's forecast for speculative decoding of one sequence at this acceptance rate: the
+// drafts a pass verifies, tokens a pass, and tokens/s against plain decoding, as one phrase.
+std::string speculation_forecast(const runtime::Placement& p, double acceptance, int max_depth);
 // The grammar of --grammar FILE (GBNF) or --json-schema FILE; nullptr for neither. Errors name the file.
 std::shared_ptr<const runtime::Grammar> load_grammar(const std::string& gbnf_file, const std::string& schema_file);
 

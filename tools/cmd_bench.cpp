@@ -53,6 +53,7 @@ struct Row {
     std::vector<std::vector<uint64_t>> expert_counts;  // tokens routed to each [layer][expert] in the reps
     runtime::ExpertCacheStats experts;  // tg: the expert cache over the reps, when experts are offloaded
     int64_t decoded = 0, passes = 0;    // tg: tokens after the first and the passes that decoded them
+    int64_t drafted = 0, accepted = 0;  // tg: draft tokens verified, and kept
     double tokens_per_pass() const { return passes > 0 ? double(decoded) / double(passes) : 0; }
 };
 
@@ -181,7 +182,7 @@ int run_bench(const BenchOptions& o) {
         return std::chrono::duration<double>(Clock::now() - t0).count();
     };
     uint64_t streamed = 0;  // bytes the last tg run read from disk
-    int64_t decoded = 0, passes = 0;  // by the tg runs: tokens after the first, and their passes
+    int64_t decoded = 0, passes = 0, drafted = 0, accepted = 0;  // by the tg runs: tokens after the first, their passes, drafts
     // tg: n tokens after the first (which one prompt token's pass gives), one a pass or more
     // where drafts are kept (--spec): the decode of the slowest sequence.
     auto run_tg = [&](int n) {
@@ -190,7 +191,7 @@ int run_bench(const BenchOptions& o) {
         double seconds = 0;
         for (const auto& r : run_all(1, n + 1)) {
             seconds = std::max(seconds, r.decode_seconds * n / std::max(1, r.decode_tokens()));
-            decoded += r.decode_tokens(), passes += r.n_decode_evals;
+            decoded += r.decode_tokens(), passes += r.n_decode_evals, drafted += r.n_drafted, accepted += r.n_accepted;
         }
         streamed = engine.weights().stats().bytes_read - read0;
         return seconds;
@@ -212,13 +213,13 @@ int run_bench(const BenchOptions& o) {
         const Counts before = routing_counts(engine);
         const runtime::ExpertCache* cache = engine.weights().expert_cache();
         const runtime::ExpertCacheStats cache0 = cache ? cache->stats() : runtime::ExpertCacheStats{};
-        decoded = passes = 0;
+        decoded = passes = drafted = accepted = 0;
         for (int i = 0; i < o.reps; ++i) {
             const double seconds = pp ? run_pp(r.n_tokens) : run_tg(r.n_tokens);
             r.ts.push_back(double(r.n_tokens) * o.batch / seconds);
             if (!pp) r.streamed_gbps.push_back(streamed / seconds / 1e9);
         }
-        r.decoded = decoded, r.passes = passes;
+        r.decoded = decoded, r.passes = passes, r.drafted = drafted, r.accepted = accepted;
         r.expert_counts = minus(routing_counts(engine), before);
         if (cache && !pp) {
             const runtime::ExpertCacheStats now = cache->stats();
@@ -329,8 +330,16 @@ int run_bench(const BenchOptions& o) {
     std::printf("\nplan's prediction for these runs:");
     for (const Row& r : rows) std::printf(" %s %.2f t/s;", r.test.c_str(), predicted_ts(r));
     std::printf("\n");
-    for (const Row& r : rows)
-        if (r.passes > 0) std::printf("%s: %.2f tokens a pass (--spec %s)\n", r.test.c_str(), r.tokens_per_pass(), o.m.spec.c_str());
+    for (const Row& r : rows) {
+        if (r.passes == 0) continue;
+        std::printf("%s: %.2f tokens a pass (--spec %s)", r.test.c_str(), r.tokens_per_pass(), o.m.spec.c_str());
+        // The plan's speed with speculation at the share of drafts kept here.
+        if (r.drafted > 0) {
+            const double kept = double(r.accepted) / double(r.drafted);
+            std::printf("; the plan at acceptance %.2f: %s", kept, speculation_forecast(engine.placement(), kept, o.m.spec_depth).c_str());
+        }
+        std::printf("\n");
+    }
     // A mixture of experts reads the experts one token chooses: the active weights.
     const char* weights_what = engine.hparams().moe.enabled() ? "active weights" : "weights";
     for (const Row& r : rows)

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "planner/speculation.h"
 
 namespace strata::runtime {
 
@@ -36,7 +37,12 @@ void PassPrices::record(int64_t rows, double seconds) {
     s = s > 0 ? 0.8 * s + 0.2 * seconds : seconds;
 }
 
+void PassPrices::plan(int64_t rows, double seconds) {
+    if (rows >= 1 && rows <= kMaxRows) planned_[size_t(rows)] = seconds;
+}
+
 double PassPrices::price(int64_t rows) const {
+    if (rows >= 1 && rows <= kMaxRows && seconds_[size_t(rows)] <= 0 && planned_[size_t(rows)] > 0) return planned_[size_t(rows)];
     for (int64_t r = std::min(rows, kMaxRows); r >= 1; --r)
         if (seconds_[size_t(r)] > 0) return seconds_[size_t(r)];
     return 0;
@@ -47,19 +53,10 @@ Speculation::Speculation(std::unique_ptr<Drafter> drafter, const PassPrices& pri
 
 int32_t Speculation::depth(int64_t others, int32_t proposed) const {
     if (!priced_) return proposed;
-    const double base = prices_.price(others + 1);
-    if (base <= 0) return 0;  // nothing measured yet: a plain step first
-    const double alpha = acceptance();
-    // Tokens a second of the whole pass: the other sequences' one each, this one's 1 + the
-    // expected kept drafts.
-    double best = (double(others) + 1) / base, expected = 0, p = 1;
-    int32_t best_k = 0;
-    for (int32_t k = 1; k <= proposed; ++k) {
-        expected += (p *= alpha);
-        const double speed = (double(others) + 1 + expected) / (prices_.price(others + 1 + k) + k * draft_price());
-        if (speed > best) best = speed, best_k = k;
-    }
-    return best_k;
+    // Nothing priced yet: a plain step first.
+    return planner::forecast_speculation([&](int64_t rows) { return prices_.price(rows); }, acceptance(), proposed, others,
+                                         draft_price())
+        .depth;
 }
 
 std::span<const int32_t> Speculation::draft(std::span<const int32_t> context, int64_t others, int32_t limit) {

@@ -40,18 +40,19 @@ struct SpecOptions {
     Engine* draft_model = nullptr;
 };
 
-// Seconds of a decoding pass (no prompt in it) by its rows, as measured: a moving average.
+// Seconds of a decoding pass (no prompt in it) by its rows: as measured (a moving average),
+// else as the plan predicts it.
 class PassPrices {
 public:
     static constexpr int64_t kMaxRows = 64;
     void record(int64_t rows, double seconds);
-    // The price of a pass of `rows` rows; where that count was never measured, the nearest
-    // measured one below it (an unmeasured count is tried before it is judged); 0 when no
-    // smaller count was measured either.
+    void plan(int64_t rows, double seconds);
+    // The price of a pass of `rows` rows: measured, else planned; where neither, the nearest
+    // measured count below it (an unpriced count is tried before it is judged); 0 when none.
     double price(int64_t rows) const;
 
 private:
-    std::array<double, kMaxRows + 1> seconds_{};
+    std::array<double, kMaxRows + 1> seconds_{}, planned_{};
 };
 
 class Speculation {
