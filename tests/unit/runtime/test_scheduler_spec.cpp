@@ -43,6 +43,20 @@ SpecOptions spec(SpecMode mode) {
     return o;
 }
 
+// Every task's 40 greedy tokens, submitted together to `sched`.
+std::vector<GenerateResult> all_tasks_at_once(Engine& engine, Scheduler& sched) {
+    std::vector<GenerateResult> got(tasks().size());
+    for (size_t i = 0; i < tasks().size(); ++i) {
+        Request r;
+        r.prompt = encode(engine, tasks()[i]);
+        r.params = test::greedy(40, true);
+        r.on_done = [&got, i](const GenerateResult& res) { got[i] = res; };
+        sched.submit(std::move(r));
+    }
+    sched.wait_idle();
+    return got;
+}
+
 EngineOptions sim_options() {
     EngineOptions o = test::engine_options(test::tiny_llama_path(), 512);
     o.gpu.device = DeviceKind::Sim;
@@ -90,15 +104,7 @@ TEST_CASE("speculation: a draft model's guesses keep the plain greedy tokens, al
     SchedulerOptions batched{3, 8};
     batched.spec = so;
     Scheduler sched(engine, batched);
-    std::vector<GenerateResult> got(tasks().size());
-    for (size_t i = 0; i < tasks().size(); ++i) {
-        Request r;
-        r.prompt = encode(engine, tasks()[i]);
-        r.params = test::greedy(40, true);
-        r.on_done = [&got, i](const GenerateResult& res) { got[i] = res; };
-        sched.submit(std::move(r));
-    }
-    sched.wait_idle();
+    const auto got = all_tasks_at_once(engine, sched);
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
     CHECK_THROWS_AS(Scheduler(engine, SchedulerOptions{1, 1, 1, 0, spec(SpecMode::Draft)}), UsageError);
 }
@@ -110,15 +116,7 @@ TEST_CASE("speculation: batched requests each keep their plain greedy tokens", "
     SchedulerOptions so{3, 8};
     so.spec = spec(SpecMode::Lookup);
     Scheduler sched(engine, so);
-    std::vector<GenerateResult> got(tasks().size());
-    for (size_t i = 0; i < tasks().size(); ++i) {
-        Request r;
-        r.prompt = encode(engine, tasks()[i]);
-        r.params = test::greedy(40, true);
-        r.on_done = [&got, i](const GenerateResult& res) { got[i] = res; };
-        sched.submit(std::move(r));
-    }
-    sched.wait_idle();
+    const auto got = all_tasks_at_once(engine, sched);
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
     const SchedulerStats st = sched.stats();
     CHECK(st.accepted_tokens > 0);
