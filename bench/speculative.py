@@ -8,6 +8,7 @@ are read each pass). With --peer, llama.cpp's llama-lookup (bench/build_llamacpp
 the same prompts: its decode speed and accepted drafts, in the same run.
 
   bench/speculative.py [-m MODEL] [--dram 60M] [-n 256] [-r 3] [--modes off,auto,lookup] [--peer]
+                       [--tasks rewrite,document,story] [--raw (no chat template)]
 """
 from __future__ import annotations
 
@@ -57,14 +58,17 @@ def main() -> None:
     ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("--modes", default="off,auto,lookup")
     ap.add_argument("--peer", action="store_true", help="also run llama.cpp's llama-lookup")
+    ap.add_argument("--tasks", default="rewrite,document,story")
+    ap.add_argument("--raw", action="store_true", help="the task's text as a plain completion prompt, without the chat template")
     args = ap.parse_args()
     modes = args.modes.split(",")
     peer = Path(os.environ.get("STRATA_PEER_DIR", os.path.expanduser("~/.cache/strata/peer"))) / "build-spec" / "bin"
     tmp = Path(os.environ.get("TMPDIR", "/tmp"))
     rows = []
-    for task in ("rewrite", "document", "story"):
+    for task in args.tasks.split(","):
         prompt_file = tmp / f"spec_task_{task}.txt"
-        prompt_file.write_text(CHATML.format((TASKS / f"{task}.txt").read_text().strip()))
+        text = (TASKS / f"{task}.txt").read_text().strip()
+        prompt_file.write_text(text + "\n\n" if args.raw else CHATML.format(text))
         runs = {m: [] for m in modes}
         peer_runs = []
         plain = None

@@ -133,29 +133,36 @@ void Sampler::distribution(std::span<const float> logits, bool masked) {
     sampling::softmax(cand_);
 }
 
-int32_t Sampler::pick(double r, int32_t skip) const {
+int32_t Sampler::pick(double r) const {
     double cum = 0;
-    int32_t last = -1;
     for (const auto& x : cand_) {
-        if (x.id == skip) continue;
         cum += x.p;
-        last = x.id;
         if (r < cum) return x.id;
     }
-    return last;
+    return cand_.back().id;
 }
 
 int32_t Sampler::verify(std::span<const float> logits, int32_t draft) {
     // Against a certain guess a plain draw is as exact: a grammar's tokens are drawn so.
     if (params_.temperature <= 0.0f || grammar_) return sample(logits);
     distribution(logits, false);
-    double p_draft = 0;
-    for (const auto& x : cand_)
-        if (x.id == draft) p_draft = x.p;
+    // One uniform draw r against the candidates' cumulative probabilities, where the draft's
+    // interval is [lo, lo + p(draft)): accepted with probability p(draft); else r is uniform
+    // over the other intervals, which picks from the residual max(0, p - q), q the point mass
+    // on the draft: p without it, renormalised. The token is the one sample() would draw from
+    // the same generator state, so a seeded run repeats with or without drafts.
     std::uniform_real_distribution<double> u(0.0, 1.0);
-    if (u(rng_) < p_draft) return draft;
-    // The residual max(0, p - q) with q the point mass on the draft: p without it.
-    return pick(u(rng_) * (1.0 - p_draft), draft);
+    const double r = u(rng_);
+    double lo = 0, p_draft = 0;
+    for (const auto& x : cand_) {
+        if (x.id == draft) {
+            p_draft = x.p;
+            break;
+        }
+        lo += x.p;
+    }
+    if (r >= lo && r < lo + p_draft) return draft;
+    return pick(r);
 }
 
 }  // namespace strata::runtime

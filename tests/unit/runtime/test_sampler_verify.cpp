@@ -41,3 +41,11 @@ TEST_CASE("sampler: verifying greedily gives the argmax whatever the draft", "[u
     CHECK(s.verify(logits, 1) == 1);
     CHECK(s.verify(logits, 2) == 1);
 }
+
+TEST_CASE("sampler: a verified draw is the token a plain draw gives from the same seed", "[unit][sampler][spec]") {
+    const std::vector<float> logits{1.0f, 2.5f, 0.2f, 2.0f, -1.0f, 1.5f};
+    SamplerParams sp;
+    sp.temperature = 0.9f;
+    Sampler plain(sp), verifying(sp);
+    for (int i = 0; i < 500; ++i) CHECK(verifying.verify(logits, i % 6) == plain.sample(logits));
+}

@@ -175,6 +175,8 @@ TEST_CASE("speculation: sampled tokens keep plain sampling's distribution (chi-s
         expected_hits[0] += p_draft, expected_hits[1] += 1 - p_draft;
     }
     CHECK(drafted > n / 2);
+    // Drawn with plain decoding's uniforms: the same seed gives the same tokens without drafts.
+    CHECK(test::generate(engine, prompt, gp, spec(SpecMode::Off)).tokens == test::generate(engine, prompt, gp, spec(SpecMode::Lookup)).tokens);
     const auto h = test::chi_square(hits, expected_hits);
     INFO("the draft drawn " << hits[0] << " times where " << expected_hits[0] << " were expected: chi-square " << h.stat);
     CHECK(h.stat < h.bound());
