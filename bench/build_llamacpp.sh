@@ -4,6 +4,8 @@
 # the reference fixtures in tests/ were made with).
 #
 #   bench/build_llamacpp.sh        # progress on stderr; the binaries' directory on stdout
+#   bench/build_llamacpp.sh --spec # llama-lookup and llama-speculative (its examples) into build-spec/,
+#                                  # the speculative-decoding peers (docs/speculative.md)
 #   bench/build_llamacpp.sh --cuda # the CUDA build (sm_90 unless CUDA_ARCHS says), for a GPU
 #                                  # machine: portable CPU code (AVX-512, no -march=native),
 #                                  # built ahead (about 25 minutes on two cores) into build-cuda/
@@ -19,12 +21,15 @@ LLAMA_BUILD=11312            # its upstream release tag, b11312
 
 CUDA=0
 [[ ${1:-} == --cuda ]] && CUDA=1
+SPEC=0
+[[ ${1:-} == --spec ]] && SPEC=1
 
 PEER_DIR=${STRATA_PEER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/peer}
 SDIST=$PEER_DIR/llama_cpp_python-$VERSION.tar.gz
 SRC=$PEER_DIR/llama_cpp_python-$VERSION/vendor/llama.cpp
 BUILD=$PEER_DIR/build
 ((CUDA)) && BUILD=$PEER_DIR/build-cuda
+((SPEC)) && BUILD=$PEER_DIR/build-spec
 BIN=$BUILD/bin
 INFO=$BIN/build-info.txt
 
@@ -54,6 +59,10 @@ if ((CUDA)); then
     [[ -x /usr/local/cuda/bin/nvcc ]] && CMAKE_FLAGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi
 TARGETS=(llama-bench llama-perplexity)
+if ((SPEC)); then
+    CMAKE_FLAGS+=(-DLLAMA_BUILD_EXAMPLES=ON)
+    TARGETS=(llama-lookup llama-speculative)
+fi
 
 log() { echo "build_llamacpp: $*" >&2; }
 
@@ -109,7 +118,7 @@ main() {
         build
         log "built in $((SECONDS - t0)) s"
     fi
-    "$BIN/llama-bench" --version >&2
+    "$BIN/${TARGETS[0]}" --version >&2 || true
     echo "$BIN"
 }
 

@@ -3,8 +3,9 @@
 // to its grammar) and where it ends, for every command (the scheduler drives it). Each step
 // hands it a row of logits; it draws the next token and decides whether the sequence goes on:
 // end of generation, a stop string, a grammar's dead end, the caller's cancellation, n_predict
-// and the context limit all end it here. A speculative step would hand it the rows of its
-// verified draft tokens one at a time, and stop at the first whose draw differs from the draft.
+// and the context limit all end it here. A speculative step hands it the rows of its verified
+// draft tokens one at a time, each with its draft token, and stops at the first whose draw
+// differs from the draft (runtime/scheduler_spec.cpp).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,8 +48,12 @@ struct GenerateResult {
     int cached_tokens = 0;        // prompt tokens whose KV was reused instead of evaluated
     double prefill_seconds = 0, decode_seconds = 0;
     double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt_tokens.size() / prefill_seconds : 0; }
-    int n_decode_evals = 0;       // single-token passes (the first token comes from the prefill)
-    double decode_tokens_per_s() const { return decode_seconds > 0 ? n_decode_evals / decode_seconds : 0; }
+    int n_decode_evals = 0;       // decoding passes (the first token comes from the prefill)
+    int n_drafted = 0;            // draft tokens those passes verified (speculative decoding)
+    int n_accepted = 0;           // of which the target kept these: each a token without a pass of its own
+    int decode_tokens() const { return n_decode_evals + n_accepted; }
+    double decode_tokens_per_s() const { return decode_seconds > 0 ? decode_tokens() / decode_seconds : 0; }
+    double tokens_per_pass() const { return n_decode_evals > 0 ? double(decode_tokens()) / n_decode_evals : 0; }
     std::vector<SampledLogprobs> logprobs;  // one per generated token, when asked for
     std::vector<float> embedding;           // an embedding request's unit vector
 };
@@ -66,7 +71,9 @@ public:
     // The sequence's next token from its row of n_vocab logits, with `held` positions in its
     // KV cache of n_ctx: the token to evaluate next, or nullopt when the generation has ended
     // (the result's stop_reason says why; "length" unless another reason came first).
-    std::optional<int32_t> accept(std::span<const float> logits, int64_t held, int64_t n_ctx);
+    // With `draft` (>= 0), the token a drafter guessed here: drawn by the sampler's rejection
+    // step (Sampler::verify), which keeps the draw's distribution.
+    std::optional<int32_t> accept(std::span<const float> logits, int64_t held, int64_t n_ctx, int32_t draft = -1);
     // At the end: the text still held back is shown (unless it stopped, failed or was
     // cancelled) and the result's text completed.
     void finish();

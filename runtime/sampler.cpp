@@ -106,28 +106,63 @@ int32_t Sampler::draw(std::span<const float> logits, bool masked) {
     // (a masked token's -infinity is never the largest while the grammar allows any).
     if (params_.temperature <= 0.0f && !penalties)
         return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    cand_.resize(logits.size());
-    for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
-    sampling::apply_penalties(cand_, recent_, params_);
-    if (masked) std::erase_if(cand_, [](const Candidate& c) { return std::isinf(c.logit); });
     if (params_.temperature <= 0.0f) {
+        cand_.resize(logits.size());
+        for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
+        sampling::apply_penalties(cand_, recent_, params_);
+        if (masked) std::erase_if(cand_, [](const Candidate& c) { return std::isinf(c.logit); });
         auto best = std::max_element(cand_.begin(), cand_.end(), [](const Candidate& a, const Candidate& b) {
             return a.logit < b.logit || (a.logit == b.logit && a.id > b.id);
         });
         return best->id;
     }
+    distribution(logits, masked);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    return pick(u(rng_));
+}
+
+void Sampler::distribution(std::span<const float> logits, bool masked) {
+    cand_.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
+    sampling::apply_penalties(cand_, recent_, params_);
+    if (masked) std::erase_if(cand_, [](const Candidate& c) { return std::isinf(c.logit); });
     sampling::sort_and_top_k(cand_, params_.top_k);
     sampling::top_p(cand_, params_.top_p);
     sampling::min_p(cand_, params_.min_p);
     for (auto& x : cand_) x.logit /= params_.temperature;
     sampling::softmax(cand_);
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    double r = u(rng_), cum = 0;
+}
+
+int32_t Sampler::pick(double r) const {
+    double cum = 0;
     for (const auto& x : cand_) {
         cum += x.p;
         if (r < cum) return x.id;
     }
     return cand_.back().id;
+}
+
+int32_t Sampler::verify(std::span<const float> logits, int32_t draft) {
+    // Against a certain guess a plain draw is as exact: a grammar's tokens are drawn so.
+    if (params_.temperature <= 0.0f || grammar_) return sample(logits);
+    distribution(logits, false);
+    // One uniform draw r against the candidates' cumulative probabilities, where the draft's
+    // interval is [lo, lo + p(draft)): accepted with probability p(draft); else r is uniform
+    // over the other intervals, which picks from the residual max(0, p - q), q the point mass
+    // on the draft: p without it, renormalised. The token is the one sample() would draw from
+    // the same generator state, so a seeded run repeats with or without drafts.
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    const double r = u(rng_);
+    double lo = 0, p_draft = 0;
+    for (const auto& x : cand_) {
+        if (x.id == draft) {
+            p_draft = x.p;
+            break;
+        }
+        lo += x.p;
+    }
+    if (r >= lo && r < lo + p_draft) return draft;
+    return pick(r);
 }
 
 }  // namespace strata::runtime

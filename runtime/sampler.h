@@ -44,6 +44,12 @@ public:
     // Picks the next token from a row of n_vocab logits (not modified); -1 when the grammar
     // allows no token.
     int32_t sample(std::span<const float> logits);
+    // Speculative decoding's rejection step for a drafter's certain guess `draft`: the draft
+    // with its probability p(draft) under the sampling chain, else a token of the residual
+    // distribution (p without the draft, renormalised), so that the token returned has exactly
+    // sample()'s distribution; drawn with sample()'s one uniform, it is the very token sample()
+    // would give (seeded runs repeat with or without drafts). Greedy, or with a grammar: sample().
+    int32_t verify(std::span<const float> logits, int32_t draft);
     // Records a token of the prompt for the penalties.
     void accept(int32_t token);
     // Records a generated token: the penalties and the grammar.
@@ -54,6 +60,10 @@ public:
 private:
     // The sampling chain over `logits`; when `masked`, tokens at -infinity are never drawn.
     int32_t draw(std::span<const float> logits, bool masked);
+    // The chain up to the final probabilities, in cand_ (temperature > 0).
+    void distribution(std::span<const float> logits, bool masked);
+    // The candidate of cand_ whose cumulative interval holds a uniform draw r in [0, 1).
+    int32_t pick(double r) const;
 
     SamplerParams params_;
     std::unique_ptr<GrammarConstraint> grammar_;

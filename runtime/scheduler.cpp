@@ -12,54 +12,27 @@
 #include "core/log.h"
 #include "runtime/embedding_pool.h"
 #include "runtime/kv/kv_cache.h"
+#include "runtime/scheduler_job.h"
 
 namespace strata::runtime {
 
 namespace {
-using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 // A prompt is not cut into pieces shorter than this when other work fills the step.
 constexpr int64_t kMinPromptChunk = 16;
 }  // namespace
 
-struct Scheduler::Job {
-    uint64_t id = 0;
-    Request request;
-    bool cancelled = false;
-    SeqId seq = -1;
-    int32_t max_len = 0;  // KV positions the request may come to hold
-    // What its sequence must hold before it decodes: the prompt, or after a preemption the
-    // prompt and the tokens generated so far but the last (recomputed, mostly from cache).
-    std::vector<int32_t> replay;
-    size_t fed = 0;       // tokens of context() in the KV cache (attached or evaluated)
-    size_t chunk = 0;     // tokens of context() in this step's pass
-    int waited = 0;       // steps in a row it was left out while clients share (ClientShares)
-    int32_t next = -1;    // the last sampled token, evaluated in the next step
-    std::unique_ptr<Generation> generation;  // null for an embedding
-    std::vector<float> pooled;  // an embedding job's hidden states pooled so far
-    GenerateResult result;
-    Clock::time_point started, first_token;
-    bool finished = false;
-
-    const std::vector<int32_t>& context() const { return replay.empty() ? request.prompt : replay; }
-    bool prefilling() const { return fed < context().size(); }
-    // What its next prompt chunk asks the pass for.
-    PassOutput output() const {
-        if (request.on_prompt_logits) return PassOutput::AllLogits;
-        if (!request.embed) return PassOutput::Logits;
-        if (*request.embed == Pooling::Mean) return PassOutput::SumHidden;
-        return *request.embed == Pooling::First && fed == 0 ? PassOutput::FirstHidden : PassOutput::LastHidden;
-    }
-};
-
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts) : engine_(engine), opts_(opts) {
     if (opts_.max_batch < 1) throw UsageError(fmt::format("--max-batch {} must be at least 1", opts_.max_batch));
     if (opts_.max_queue < 0) throw UsageError(fmt::format("queue size {} is negative", opts_.max_queue));
+    if (opts_.spec.mode == SpecMode::Draft && !opts_.spec.draft_model)
+        throw UsageError("--spec draft needs a draft model", "give --draft-model FILE, or use --spec lookup");
     if (opts_.max_batch_per_client < 0 || opts_.max_queue_per_client < 0)
         throw UsageError("a client's share of the batch or the queue is negative", "give 0 for the default share");
     STRATA_LOG_INFO("scheduler: up to {} sequences at once, {} queued; KV cache {} blocks of {} positions",
                     opts_.max_batch, opts_.max_queue, engine_.kv().pool().n_blocks(), KvCache::kBlockSize);
     publish_tiers();
+    plan_prices();
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -250,6 +223,7 @@ void Scheduler::admit() {
         if (!j.request.embed)
             j.generation = std::make_unique<Generation>(j.request.params, engine_.tokenizer(), engine_.make_sampler(j.request.params),
                                                         prompt, j.result, j.request.on_text, j.request.on_logprobs);
+        start_speculation(j);
         shares_.admitted(j.request.client);
         j.started = Clock::now();
         stats_.cached_tokens += static_cast<uint64_t>(cached);
@@ -288,7 +262,7 @@ void Scheduler::loop() {
     }
 }
 
-void Scheduler::make_room() {
+int32_t Scheduler::make_room() {
     // Blocks this step needs at most: each prefilling sequence's whole context, one more
     // position for each decoding one.
     KvCache& kv = engine_.kv();
@@ -298,7 +272,7 @@ void Scheduler::make_room() {
             const size_t upto = j->prefilling() ? j->context().size() : kv.seq_len(j->seq) + 1;
             need += kv.blocks_needed(j->seq, static_cast<int32_t>(upto));
         }
-        if (need <= kv.pool().n_free()) return;
+        if (need <= kv.pool().n_free()) return kv.pool().n_free() - need;
         STRATA_ASSERT(running_.size() > 1 && "a request the pool can hold did not fit it alone");
         std::unique_ptr<Job> victim = std::move(running_.back());
         running_.pop_back();
@@ -314,7 +288,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
     // up to Backend::kMaxUbatch tokens in all. While clients share, no chunk takes more than an
     // equal part of a step, a light client's decode steps stay cheap (ClientShares::may_join),
     // and a much lighter client's sequences run alone (ClientShares::light).
-    make_room();
+    const int32_t spare = make_room();
     std::vector<SeqTokens> batch;
     std::vector<Job*> owners;
     int64_t budget = Backend::kMaxUbatch, chunk_limit = Backend::kMaxUbatch;
@@ -347,6 +321,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
             --budget;
         }
     }
+    budget -= add_drafts(batch, owners, spare, budget);
     std::stable_sort(prompts.begin(), prompts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [service, j] : prompts) {
         const auto& prompt = j->context();
@@ -406,11 +381,13 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
             }
             j.result.prefill_seconds = seconds_since(j.started);
             j.first_token = Clock::now();
-        } else {
-            ++j.result.n_decode_evals;
+            j.finished = !feed(j, last);
+            continue;
         }
-        j.finished = !feed(j, last);
+        ++j.result.n_decode_evals;
+        j.finished = !feed(j, logits.subspan(row * V, Backend::logit_rows(batch[i]) * V));
     }
+    price_pass(batch, owners, busy, !logits.empty());
     {
         std::lock_guard lock(mu_);
         stats_.busy_seconds += busy;
@@ -432,12 +409,6 @@ void Scheduler::pool(Job& j, std::span<const float> hidden) {
     j.finished = true;
 }
 
-bool Scheduler::feed(Job& j, std::span<const float> logits) {
-    const std::optional<int32_t> next = j.generation->accept(logits, engine_.kv().seq_len(j.seq), engine_.n_ctx());
-    if (next) j.next = *next;
-    return next.has_value();
-}
-
 void Scheduler::finish(std::vector<std::unique_ptr<Job>>& done) {
     for (auto& j : done) {
         GenerateResult& r = j->result;
@@ -452,6 +423,9 @@ void Scheduler::finish(std::vector<std::unique_ptr<Job>>& done) {
             std::lock_guard lock(mu_);
             ++(r.stop_reason == "error" ? stats_.requests_failed : stats_.requests_done);
             stats_.generated_tokens += r.tokens.size();
+            stats_.decode_passes += uint64_t(r.n_decode_evals);
+            stats_.drafted_tokens += uint64_t(r.n_drafted);
+            stats_.accepted_tokens += uint64_t(r.n_accepted);
         }
         if (j->request.on_done) j->request.on_done(r);
         {

@@ -26,6 +26,7 @@
 #include "runtime/client_shares.h"
 #include "runtime/engine.h"
 #include "runtime/generation.h"
+#include "runtime/spec/speculation.h"
 
 namespace strata::runtime {
 
@@ -66,6 +67,8 @@ struct SchedulerOptions {
     // shares small: on a CPU a pass of up to cpu::kDecodeTokens tokens costs little more than one.
     int max_batch_per_client = 1;
     int max_queue_per_client = 0;
+    // Speculative decoding of each generating request (runtime/spec/speculation.h).
+    SpecOptions spec;
 };
 
 struct SchedulerStats {
@@ -76,6 +79,9 @@ struct SchedulerStats {
     uint64_t prompt_tokens = 0;     // evaluated (cached prefix tokens not included)
     uint64_t cached_tokens = 0;     // prompt tokens whose KV was reused
     uint64_t generated_tokens = 0;
+    uint64_t decode_passes = 0;     // decoding passes of finished requests (a pass of a batch counts once per sequence)
+    uint64_t drafted_tokens = 0;    // draft tokens those passes verified
+    uint64_t accepted_tokens = 0;   // of which the target kept these
     double busy_seconds = 0;        // time spent in forward passes
     TierGauges tiers;               // as the last step left them
     // Another scheduler's, added (a server's models together).
@@ -83,6 +89,7 @@ struct SchedulerStats {
         running += o.running, queued += o.queued;
         requests_done += o.requests_done, requests_failed += o.requests_failed;
         prompt_tokens += o.prompt_tokens, cached_tokens += o.cached_tokens, generated_tokens += o.generated_tokens;
+        decode_passes += o.decode_passes, drafted_tokens += o.drafted_tokens, accepted_tokens += o.accepted_tokens;
         busy_seconds += o.busy_seconds;
         tiers += o.tiers;
         return *this;
@@ -141,12 +148,24 @@ private:
     void pool(Job& job, std::span<const float> hidden);
     // One forward pass over every running sequence; finished jobs move to `done`.
     void step(std::vector<std::unique_ptr<Job>>& done);
-    // The job's next token from its row of logits; false: the job is finished.
-    bool feed(Job& job, std::span<const float> logits);
+    // The job's next tokens from its rows of logits (one, or one per token of its pass with
+    // drafts: those the target keeps, then its own); false: the job is finished
+    // (runtime/scheduler_spec.cpp, as the three below).
+    bool feed(Job& job, std::span<const float> rows);
+    // The plan's price of a decoding pass at each row count, until passes are measured.
+    void plan_prices();
+    // A generating job's drafter, when the options and the request let it speculate.
+    void start_speculation(Job& job);
+    // Draft tokens for the decoding entries of `batch` (owned by `owners`), within `spare` KV
+    // blocks and `budget` tokens: each entry that drafts becomes a Verify entry of its job's
+    // tokens. Returns the tokens added.
+    int64_t add_drafts(std::vector<SeqTokens>& batch, const std::vector<Job*>& owners, int32_t spare, int64_t budget);
+    // Records what a decoding pass (no prompt in it) of these rows took, for the drafts' depths.
+    void price_pass(const std::vector<SeqTokens>& batch, const std::vector<Job*>& owners, double seconds, bool ok);
     void finish(std::vector<std::unique_ptr<Job>>& done);
     int32_t outstanding_blocks() const;
-    // Preempts the youngest sequences until the next step's KV fits the pool.
-    void make_room();
+    // Preempts the youngest sequences until the next step's KV fits the pool; the blocks to spare.
+    int32_t make_room();
     void preempt(Job& job);
     // The engine's tier gauges for stats(), read on the thread that runs the passes (their counters are its).
     void publish_tiers() {
@@ -168,6 +187,7 @@ private:
     SchedulerStats stats_;
     ClientShares shares_;  // under mu_
     uint64_t preemptions_ = 0;  // scheduler thread only
+    PassPrices prices_;         // scheduler thread only
     std::thread thread_;
 };
 

@@ -11,8 +11,10 @@
 #include "cpu/kv_format.h"
 #include "runtime/grammar/json_schema_grammar.h"
 #include "planner/plan_report.h"
+#include "planner/speculation.h"
 #include "planner/units.h"
 #include "runtime/place/placement.h"
+#include "runtime/spec/model_drafter.h"
 #include "storage/budget.h"
 #include "tools/cli_options.h"
 
@@ -61,14 +63,56 @@ runtime::EngineOptions ModelOptions::engine() const {
         }
     }
     if (show_plan)
-        e.on_plan = [](const runtime::Placement& p) {
+        e.on_plan = [depth = spec == "off" ? 0 : spec_depth](const runtime::Placement& p) {
             fmt::print(stderr, "profile   {}\n{}\n", p.hw_source, planner::format_plan(p.plan, p.shape, p.hw, p.search));
             if (p.alternative)
                 fmt::print(stderr, "weighed   against {}: {:.3g} tokens/s decode, TTFT {} (this plan: {:.3g} tokens/s)\n",
                            p.alternative->what, p.alternative->prediction.decode_tps_per_seq,
                            planner::format_seconds(p.alternative->prediction.ttft_s), p.plan.prediction.decode_tps_per_seq);
+            if (depth > 0)
+                fmt::print(stderr, "speculation: at acceptance 0.5 {}; at 0.8 {}; at 0.95 {}\n", speculation_forecast(p, 0.5, depth),
+                           speculation_forecast(p, 0.8, depth), speculation_forecast(p, 0.95, depth));
         };
     return e;
+}
+
+runtime::SpecOptions ModelOptions::spec_options(runtime::Engine* draft) const {
+    runtime::SpecOptions o;
+    o.mode = runtime::parse_spec_mode(spec);
+    o.draft_model = draft;
+    if (spec_depth < 1 || spec_depth > runtime::PassPrices::kMaxRows - 1)
+        throw UsageError(fmt::format("--spec-depth {} is out of range", spec_depth),
+                         fmt::format("give 1 to {} draft tokens a pass", runtime::PassPrices::kMaxRows - 1));
+    o.max_depth = spec_depth;
+    return o;
+}
+
+std::unique_ptr<runtime::Engine> ModelOptions::load_draft_model(const runtime::Engine& target) const {
+    if (draft_model.empty()) return nullptr;
+    // Its own small engine: the file held in memory, a context as long as the target's.
+    runtime::EngineOptions e;
+    e.model = draft_model;
+    e.n_threads = threads;
+    e.n_ctx = target.n_ctx();
+    e.gpu.device = runtime::DeviceKind::Cpu;
+    auto engine = std::make_unique<runtime::Engine>(e);
+    try {
+        runtime::check_same_vocabulary(target.tokenizer(), engine->tokenizer());
+    } catch (const UsageError& err) {
+        throw UsageError(fmt::format("--draft-model {}: {}", draft_model, err.what()), err.hint());
+    }
+    return engine;
+}
+
+std::string speculation_forecast(const runtime::Placement& p, double acceptance, int max_depth) {
+    // A verifying pass of r rows as the plan prices a decoding step of r sequences.
+    auto pass_seconds = [&](int64_t rows) {
+        const double tps = p.predict(256, 256, static_cast<int>(rows)).decode_tps_aggregate;
+        return tps > 0 ? double(rows) / tps : 0.0;
+    };
+    const planner::SpecForecast f = planner::forecast_speculation(pass_seconds, acceptance, max_depth);
+    return fmt::format("{} drafts a pass, {:.2f} tokens a pass, {:.1f} t/s (plain {:.1f})", f.depth, f.tokens_per_pass,
+                       f.tokens_per_s, f.plain_tokens_per_s);
 }
 
 std::string read_file(const std::string& path, const std::string& what, const std::string& hint) {

@@ -8,6 +8,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
+#include "runtime/spec/speculation.h"
 
 namespace strata::cli {
 
@@ -34,7 +35,14 @@ struct ModelOptions {
     std::vector<std::string> override_tensor;  // --override-tensor REGEX=TIER
     std::string expert_policy = "adaptive";    // the expert cache's policy
     int verbosity = 0;
+    std::string spec = "auto";  // speculative decoding's drafter: auto, off, lookup, draft
+    int spec_depth = 16;        // draft tokens one pass verifies at most
+    std::string draft_model;    // a small model of the same vocabulary that drafts
     runtime::EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
+    // With the draft model load_draft_model gave, if any. Throws UsageError for an unknown drafter.
+    runtime::SpecOptions spec_options(runtime::Engine* draft = nullptr) const;
+    // The --draft-model, resident beside `target` (its vocabulary checked against the target's); null without one.
+    std::unique_ptr<runtime::Engine> load_draft_model(const runtime::Engine& target) const;
 };
 
 struct GenerateOptions {
@@ -182,6 +190,9 @@ struct BatchOptions {
 std::string read_stdin();
 // A file's bytes; IoError naming `what` and the path, with `hint`, when it cannot be read.
 std::string read_file(const std::string& path, const std::string& what, const std::string& hint);
+// The plan's forecast for speculative decoding of one sequence at this acceptance rate: the
+// drafts a pass verifies, tokens a pass, and tokens/s against plain decoding, as one phrase.
+std::string speculation_forecast(const runtime::Placement& p, double acceptance, int max_depth);
 // The grammar of --grammar FILE (GBNF) or --json-schema FILE; nullptr for neither. Errors name the file.
 std::shared_ptr<const runtime::Grammar> load_grammar(const std::string& gbnf_file, const std::string& schema_file);
 

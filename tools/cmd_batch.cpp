@@ -95,7 +95,10 @@ int run_batch(const BatchOptions& o) {
     std::signal(SIGTERM, on_stop_signal);
     // A small queue beyond the running batch keeps the next sequences ready without holding
     // many requests that an interruption would lose.
-    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{o.max_batch, o.max_batch});
+    runtime::SchedulerOptions so{o.max_batch, o.max_batch};
+    const auto draft = o.m.load_draft_model(engine);
+    so.spec = o.m.spec_options(draft.get());
+    runtime::Scheduler scheduler(engine, so);
     Completions done;
     Progress progress("batch", work.size());
     const auto start = std::chrono::steady_clock::now();

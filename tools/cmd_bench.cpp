@@ -52,6 +52,9 @@ struct Row {
     std::vector<double> streamed_gbps;  // tg: bytes read from disk per second, each rep
     std::vector<std::vector<uint64_t>> expert_counts;  // tokens routed to each [layer][expert] in the reps
     runtime::ExpertCacheStats experts;  // tg: the expert cache over the reps, when experts are offloaded
+    int64_t decoded = 0, passes = 0;    // tg: tokens after the first and the passes that decoded them
+    int64_t drafted = 0, accepted = 0;  // tg: draft tokens verified, and kept
+    double tokens_per_pass() const { return passes > 0 ? double(decoded) / double(passes) : 0; }
 };
 
 using Counts = std::vector<std::vector<uint64_t>>;
@@ -142,7 +145,10 @@ int run_bench(const BenchOptions& o) {
     // Every test runs through the scheduler, `batch` requests at once. A sequence at depth D
     // starts with D random positions that an untimed request computed first, attached from the
     // prefix cache (whole blocks: a depth's last partial block is computed again in the test).
-    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{o.batch, o.batch});
+    runtime::SchedulerOptions so{o.batch, o.batch};
+    const auto draft = o.m.load_draft_model(engine);
+    so.spec = o.m.spec_options(draft.get());
+    runtime::Scheduler scheduler(engine, so);
     std::vector<std::vector<int32_t>> depth(o.batch);
     // Runs one request per sequence (its depth, then `fresh` new random tokens, generating
     // n_predict more) and returns each one's result.
@@ -176,13 +182,17 @@ int run_bench(const BenchOptions& o) {
         return std::chrono::duration<double>(Clock::now() - t0).count();
     };
     uint64_t streamed = 0;  // bytes the last tg run read from disk
-    // tg: n single-token passes after the first token (which one prompt token's pass gives):
-    // the decode of the slowest sequence.
+    int64_t decoded = 0, passes = 0, drafted = 0, accepted = 0;  // by the tg runs: tokens after the first, their passes, drafts
+    // tg: n tokens after the first (which one prompt token's pass gives), one a pass or more
+    // where drafts are kept (--spec): the decode of the slowest sequence.
     auto run_tg = [&](int n) {
         start_test();
         const uint64_t read0 = engine.weights().stats().bytes_read;
         double seconds = 0;
-        for (const auto& r : run_all(1, n + 1)) seconds = std::max(seconds, r.decode_seconds * n / std::max(1, r.n_decode_evals));
+        for (const auto& r : run_all(1, n + 1)) {
+            seconds = std::max(seconds, r.decode_seconds * n / std::max(1, r.decode_tokens()));
+            decoded += r.decode_tokens(), passes += r.n_decode_evals, drafted += r.n_drafted, accepted += r.n_accepted;
+        }
         streamed = engine.weights().stats().bytes_read - read0;
         return seconds;
     };
@@ -203,11 +213,13 @@ int run_bench(const BenchOptions& o) {
         const Counts before = routing_counts(engine);
         const runtime::ExpertCache* cache = engine.weights().expert_cache();
         const runtime::ExpertCacheStats cache0 = cache ? cache->stats() : runtime::ExpertCacheStats{};
+        decoded = passes = drafted = accepted = 0;
         for (int i = 0; i < o.reps; ++i) {
             const double seconds = pp ? run_pp(r.n_tokens) : run_tg(r.n_tokens);
             r.ts.push_back(double(r.n_tokens) * o.batch / seconds);
             if (!pp) r.streamed_gbps.push_back(streamed / seconds / 1e9);
         }
+        r.decoded = decoded, r.passes = passes, r.drafted = drafted, r.accepted = accepted;
         r.expert_counts = minus(routing_counts(engine), before);
         if (cache && !pp) {
             const runtime::ExpertCacheStats now = cache->stats();
@@ -287,6 +299,7 @@ int run_bench(const BenchOptions& o) {
             if (const auto& alt = engine.placement().alternative)
                 j["weighed"] = {{"against", alt->what}, {"decode_ts", alt->prediction.decode_tps_per_seq},
                                 {"this_decode_ts", engine.placement().plan.prediction.decode_tps_per_seq}};
+            if (r.passes > 0) j["tokens_per_pass"] = r.tokens_per_pass();
             if (!r.expert_counts.empty()) j["expert_counts"] = r.expert_counts;
             if (expert_plan.has_device() && !r.expert_counts.empty()) {
                 j["expert_device_share"] = expert_plan.device_share_in(r.expert_counts);
@@ -321,6 +334,16 @@ int run_bench(const BenchOptions& o) {
     std::printf("\nplan's prediction for these runs:");
     for (const Row& r : rows) std::printf(" %s %.2f t/s;", r.test.c_str(), predicted_ts(r));
     std::printf("\n");
+    for (const Row& r : rows) {
+        if (r.passes == 0) continue;
+        std::printf("%s: %.2f tokens a pass (--spec %s)", r.test.c_str(), r.tokens_per_pass(), o.m.spec.c_str());
+        // The plan's speed with speculation at the share of drafts kept here.
+        if (r.drafted > 0) {
+            const double kept = double(r.accepted) / double(r.drafted);
+            std::printf("; the plan at acceptance %.2f: %s", kept, speculation_forecast(engine.placement(), kept, o.m.spec_depth).c_str());
+        }
+        std::printf("\n");
+    }
     // A mixture of experts reads the experts one token chooses: the active weights.
     const char* weights_what = engine.hparams().moe.enabled() ? "active weights" : "weights";
     for (const Row& r : rows)

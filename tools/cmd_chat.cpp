@@ -91,6 +91,8 @@ int run_chat(const ChatOptions& o) {
     runtime::Engine engine(eo);
     runtime::SchedulerOptions so;
     so.max_batch = 1;  // one conversation
+    const auto draft = o.m.load_draft_model(engine);
+    so.spec = o.m.spec_options(draft.get());
     runtime::Scheduler scheduler(engine, so);
     runtime::GenerateParams gp;
     gp.n_predict = o.n_predict;

@@ -91,7 +91,10 @@ int run_generate(const GenerateOptions& o) {
     const models::Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(prompt, tok.add_bos_default() && !o.no_bos, true);
 
-    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{1, 1});
+    runtime::SchedulerOptions so{1, 1};
+    const auto draft = o.m.load_draft_model(engine);
+    so.spec = o.m.spec_options(draft.get());
+    runtime::Scheduler scheduler(engine, so);
     runtime::Request request;
     request.prompt = std::move(ids);
     request.params.n_predict = o.n_predict;
@@ -108,7 +111,11 @@ int run_generate(const GenerateOptions& o) {
             {"text", r.text},
             {"stop_reason", r.stop_reason},
             {"timings",
-             {{"prefill_tokens_per_s", r.prefill_tokens_per_s()}, {"decode_tokens_per_s", r.decode_tokens_per_s()}}},
+             {{"prefill_tokens_per_s", r.prefill_tokens_per_s()},
+              {"decode_tokens_per_s", r.decode_tokens_per_s()},
+              {"tokens_per_pass", r.tokens_per_pass()},
+              {"drafted", r.n_drafted},
+              {"accepted", r.n_accepted}}},
             {"memory", {{"peak_rss_bytes", peak_rss_bytes()}, {"layers_streamed", engine.weights().residency().n_streamed()},
                         {"kv_layers_spilled", engine.kv_cache().n_spilled()},
                         {"bytes_streamed", engine.weights().stats().bytes_read},
@@ -127,9 +134,9 @@ int run_generate(const GenerateOptions& o) {
     };
     auto r = finished(scheduler.run(std::move(request)));
     std::fputc('\n', stdout);
-    std::fprintf(stderr, "\nprompt: %zu tokens, %.1f tokens/s | generated: %zu tokens, %.1f tokens/s (%s)\n",
+    std::fprintf(stderr, "\nprompt: %zu tokens, %.1f tokens/s | generated: %zu tokens, %.1f tokens/s, %.2f a pass (%s)\n",
                  r.prompt_tokens.size(), r.prefill_tokens_per_s(), r.tokens.size(), r.decode_tokens_per_s(),
-                 r.stop_reason.c_str());
+                 r.tokens_per_pass(), r.stop_reason.c_str());
     return 0;
 }
 

@@ -115,6 +115,10 @@ int run_serve(const ServeOptions& o) {
     ro.models = served_models(o);
     ro.default_model = ro.models.front().id;
     ro.scheduler = runtime::SchedulerOptions{o.max_batch, o.max_queue, o.max_batch_per_client, o.max_queue_per_client};
+    if (!o.m.draft_model.empty())
+        throw UsageError("serve drafts with prompt lookup only: --draft-model is for generate, chat, batch and bench",
+                         "leave out --draft-model (--spec auto or lookup)");
+    ro.scheduler.spec = o.m.spec_options();
     ro.chat_template = o.chat_template;
     if (!o.pooling.empty()) ro.pooling = pooling_or(o.pooling, runtime::Pooling::Last);
     ro.budget_per_engine = ro.engine.dram_budget > 0;

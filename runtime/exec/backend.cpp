@@ -14,7 +14,7 @@ void Backend::check(std::span<const int32_t> tokens) const {
         if (t < 0 || t >= hp_.n_vocab) throw UsageError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
 }
 
-void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments, KvCache& kv) {
+void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments, int64_t n_long, KvCache& kv) {
     PassLayout& p = layout_;
     const int64_t n = static_cast<int64_t>(tokens.size());
     p.tokens = tokens;
@@ -37,11 +37,7 @@ void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::
             if (p.dirty.empty() || p.dirty.back() != p.block[t]) p.dirty.push_back(p.block[t]);
         }
     }
-    p.n_long = 0;
-    for (const auto& s : segments) {
-        if (s.n <= kDecodeRows) break;
-        p.n_long += s.n;
-    }
+    p.n_long = n_long;
     std::sort(p.dirty.begin(), p.dirty.end());
     p.dirty.erase(std::unique(p.dirty.begin(), p.dirty.end()), p.dirty.end());
     compute(p, kv);
@@ -71,7 +67,8 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
     // than kDecodeRows tokens first (PassLayout::n_long).
     std::vector<size_t> order(batch.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_partition(order.begin(), order.end(), [&](size_t i) { return int64_t(batch[i].tokens.size()) > kDecodeRows; });
+    auto long_entry = [&](const SeqTokens& e) { return int64_t(e.tokens.size()) > kDecodeRows && e.output != PassOutput::Verify; };
+    std::stable_partition(order.begin(), order.end(), [&](size_t i) { return long_entry(batch[i]); });
     std::vector<int32_t> tokens;
     std::vector<PassLayout::Segment> segments;
     std::vector<int64_t> rows, dest;      // pass rows that go through the head, and their row of logits
@@ -86,9 +83,18 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
         hrows.clear();
         howners.clear();
         int64_t n_scored = 0;  // rows of AllLogits entries, which come first in `rows`
+        int64_t n_long = 0;  // rows of the leading segments of more than kDecodeRows tokens
+        bool leading = true;
         while (entry < batch.size() && static_cast<int64_t>(tokens.size()) < kMaxUbatch) {
             const SeqTokens& e = batch[order[entry]];
             const size_t take = std::min(e.tokens.size() - done, size_t(kMaxUbatch) - tokens.size());
+            if (e.output == PassOutput::Verify && take < e.tokens.size()) {
+                if (e.tokens.size() > size_t(kMaxUbatch))
+                    throw UsageError(fmt::format("{} draft tokens to verify are more than a pass holds ({})", e.tokens.size(), kMaxUbatch));
+                break;  // verified in one pass: the next
+            }
+            leading = leading && int64_t(take) > kDecodeRows && e.output != PassOutput::Verify;
+            if (leading) n_long += static_cast<int64_t>(take);
             const auto first = static_cast<int64_t>(tokens.size());
             const auto owner = static_cast<int64_t>(order[entry]);
             // Earlier passes committed this entry's first `done` tokens already.
@@ -101,6 +107,11 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
                     rows.insert(rows.begin() + n_scored, r);
                     dest.insert(dest.begin() + n_scored, row0[owner] + int64_t(done) + (r - first));
                     ++n_scored;
+                }
+            } else if (e.output == PassOutput::Verify) {
+                for (int64_t r = first; r <= last; ++r) {
+                    rows.push_back(r);
+                    dest.push_back(row0[owner] + (r - first));
                 }
             } else if (e.output == PassOutput::Logits && ends) {
                 rows.push_back(last);
@@ -120,7 +131,7 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
                 done = 0;
             }
         }
-        pass(tokens, segments, kv);
+        pass(tokens, segments, n_long, kv);
         if (!rows.empty()) {
             out.resize(rows.size() * V);
             head(rows, out.data(), n_scored);

@@ -22,6 +22,9 @@ namespace strata::runtime {
 enum class PassOutput : uint8_t {
     Logits,       // n_vocab logits of its last token
     AllLogits,    // n_vocab logits of each of its tokens (scoring a text: perplexity)
+    // n_vocab logits of each of its tokens, each row computed as a decode step computes it
+    // alone (verifying draft tokens: runtime/spec/), all in one pass (at most kMaxUbatch tokens)
+    Verify,
     LastHidden,   // the hidden state of its last token
     FirstHidden,  // of its first token
     SumHidden,    // the sum over all its tokens
@@ -88,12 +91,12 @@ public:
 
     // Rows of logits eval_batch writes for `e`.
     static int64_t logit_rows(const SeqTokens& e) {
-        return e.output == PassOutput::AllLogits ? static_cast<int64_t>(e.tokens.size()) : 1;
+        return e.output == PassOutput::AllLogits || e.output == PassOutput::Verify ? static_cast<int64_t>(e.tokens.size()) : 1;
     }
 
     static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
-    // Segments of at most this many tokens are decode steps: the CPU runs their matmuls as
-    // GEMVs, a few rows at a time (runtime/exec/cpu/pass_matmul.h).
+    // Segments of at most this many tokens, and Verify entries, are decode steps: the CPU runs
+    // their matmuls as GEMVs, a few rows at a time (runtime/exec/cpu/pass_matmul.h).
     static constexpr int64_t kDecodeRows = cpu::kDecodeTokens;
 
 protected:
@@ -114,8 +117,9 @@ protected:
 
 private:
     void check(std::span<const int32_t> tokens) const;
-    // Lays out one pass over `tokens` (at most kMaxUbatch), computes it and commits it to kv.
-    void pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments, KvCache& kv);
+    // Lays out one pass over `tokens` (at most kMaxUbatch), computes it and commits it to kv;
+    // its first n_long rows are those of long segments.
+    void pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments, int64_t n_long, KvCache& kv);
 
     PassLayout layout_;
 };

@@ -6,8 +6,11 @@
 
 namespace strata::test {
 
-runtime::GenerateResult generate(runtime::Engine& engine, std::span<const int32_t> prompt, const runtime::GenerateParams& params) {
-    runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{1, 1});
+runtime::GenerateResult generate(runtime::Engine& engine, std::span<const int32_t> prompt, const runtime::GenerateParams& params,
+                                 const runtime::SpecOptions& spec) {
+    runtime::SchedulerOptions so{1, 1};
+    so.spec = spec;
+    runtime::Scheduler scheduler(engine, so);
     runtime::Request r;
     r.prompt.assign(prompt.begin(), prompt.end());
     r.params = params;

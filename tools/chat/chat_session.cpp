@@ -60,6 +60,7 @@ std::string ChatSession::reply(const std::string& user) {
     total_.cached_tokens += st.cached_tokens;
     total_.generated_tokens += st.generated_tokens;
     total_.decoded_tokens += st.decoded_tokens;
+    total_.decode_passes += st.decode_passes;
     total_.seconds += st.seconds;
     total_.first_token_seconds += st.first_token_seconds;
     ++n_replies_;
@@ -122,6 +123,7 @@ runtime::GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats
     st.cached_tokens = r.cached_tokens;
     st.generated_tokens = static_cast<int>(r.tokens.size());
     st.decoded_tokens = std::max(0, st.generated_tokens - 1);
+    st.decode_passes = r.n_decode_evals;
     st.seconds = seconds_since(t0, t1);
     st.first_token_seconds = turn->first_text ? seconds_since(t0, *turn->first_text) : st.seconds;
     st.stop_reason = r.stop_reason;
@@ -137,8 +139,8 @@ std::string ChatSession::stats_report() const {
     // Generation speed counts the tokens after the first, whose time is the prompt's (as
     // `strata generate` and llama.cpp count it); prompt speed counts the tokens evaluated.
     const auto generation = [](const ReplyStats& s) {
-        return fmt::format("{} tokens in {:.2f} s, {:.1f} tokens/s", s.generated_tokens, s.seconds,
-                           rate(s.decoded_tokens, s.seconds - s.first_token_seconds));
+        return fmt::format("{} tokens in {:.2f} s, {:.1f} tokens/s, {:.2f} tokens a pass", s.generated_tokens, s.seconds,
+                           rate(s.decoded_tokens, s.seconds - s.first_token_seconds), rate(s.decoded_tokens, s.decode_passes));
     };
     const auto prompt = [](const ReplyStats& s) {
         const int n_new = s.prompt_tokens - s.cached_tokens;

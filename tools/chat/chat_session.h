@@ -22,6 +22,7 @@ struct ReplyStats {
     int cached_tokens = 0;  // of those, whose KV was reused
     int generated_tokens = 0;
     int decoded_tokens = 0;          // after the first, which comes from the prompt's pass
+    int decode_passes = 0;           // the passes that decoded them (fewer where drafts were kept)
     double seconds = 0;              // submit to done
     double first_token_seconds = 0;  // submit to the first text: the prompt's evaluation
     std::string stop_reason;

@@ -106,9 +106,10 @@ struct Requests {
 
 // The "heavy" client's requests, back to back; once the first runs (it waits for the submission
 // at its first token), the "light" client's. Returns the tokens logged before the light ones came.
-size_t heavy_then_light(Engine& engine, const SchedulerOptions& opts, TokenLog& log, const Requests& heavy, const Requests& light) {
+size_t heavy_then_light(Engine& engine, SchedulerOptions opts, TokenLog& log, const Requests& heavy, const Requests& light) {
     Gate gate;
     size_t light_submitted_at = 0;
+    opts.spec.mode = SpecMode::Off;  // the log's tokens count steps: one a sequence
     Scheduler sched(engine, opts);
     for (int i = 0; i < heavy.count; ++i) {
         Request r = log.request(heavy.prompt, heavy.n_predict, "heavy", i);

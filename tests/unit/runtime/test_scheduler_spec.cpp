@@ -1,0 +1,187 @@
+// Speculative decoding in the scheduler: the tokens of plain decoding exactly (greedy), on the
+// CPU and the simulated device, alone and batched, on text that repeats its prompt, answers
+// from it, or is free; and sampling's distribution unchanged.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "runtime/scheduler.h"
+#include "runtime/spec/lookup_drafter.h"
+#include "tests/support/engine_options.h"
+#include "tests/support/generate.h"
+#include "tests/support/greedy.h"
+#include "tests/support/chi_square.h"
+#include "tests/support/model_paths.h"
+
+using namespace strata;
+using namespace strata::runtime;
+
+namespace {
+const std::vector<std::string>& tasks() {
+    static const std::vector<std::string> t{
+        // Rewrite a given text with a small edit.
+        "Lily had a big red ball. She liked to play with the ball in the park. One day the ball went into the pond. "
+        "Lily was sad. Now say it again with a blue ball: Lily had a big blue ball. She liked to",
+        // Answer from a given document.
+        "Tom lives in a small house near the sea. He has a dog named Max and a cat named Sam. Max likes to run on the "
+        "beach. Who is Max? Max is",
+        // Free story.
+        "Once upon a time",
+    };
+    return t;
+}
+
+std::vector<int32_t> encode(Engine& e, const std::string& text) {
+    return e.tokenizer().encode(text, e.tokenizer().add_bos_default(), false);
+}
+
+SpecOptions spec(SpecMode mode) {
+    SpecOptions o;
+    o.mode = mode;
+    return o;
+}
+
+// Every task's 40 greedy tokens, submitted together to `sched`.
+std::vector<GenerateResult> all_tasks_at_once(Engine& engine, Scheduler& sched) {
+    std::vector<GenerateResult> got(tasks().size());
+    for (size_t i = 0; i < tasks().size(); ++i) {
+        Request r;
+        r.prompt = encode(engine, tasks()[i]);
+        r.params = test::greedy(40, true);
+        r.on_done = [&got, i](const GenerateResult& res) { got[i] = res; };
+        sched.submit(std::move(r));
+    }
+    sched.wait_idle();
+    return got;
+}
+
+EngineOptions sim_options() {
+    EngineOptions o = test::engine_options(test::tiny_llama_path(), 512);
+    o.gpu.device = DeviceKind::Sim;
+    o.gpu.gpu_mem = uint64_t{256} << 20;
+    o.gpu.sim_link_gbps = 50;
+    return o;
+}
+}  // namespace
+
+TEST_CASE("speculation: greedy tokens identical to plain decoding on every task, CPU and simulated device", "[unit][spec]") {
+    for (const bool sim : {false, true}) {
+        Engine engine(sim ? sim_options() : test::engine_options(test::tiny_llama_path(), 512));
+        int accepted = 0;
+        for (size_t t = 0; t < tasks().size(); ++t) {
+            INFO((sim ? "sim" : "cpu") << ", task " << t);
+            const auto prompt = encode(engine, tasks()[t]);
+            const GenerateResult plain = test::generate(engine, prompt, test::greedy(60, true), spec(SpecMode::Off));
+            CHECK(plain.n_drafted == 0);
+            for (SpecMode mode : {SpecMode::Lookup, SpecMode::Auto}) {
+                const GenerateResult fast = test::generate(engine, prompt, test::greedy(60, true), spec(mode));
+                CHECK(fast.tokens == plain.tokens);
+                CHECK(fast.n_decode_evals + fast.n_accepted == plain.n_decode_evals);
+                if (mode == SpecMode::Lookup) accepted += fast.n_accepted;
+            }
+        }
+        CHECK(accepted > 20);  // the drafts were verified and kept, not just skipped
+        CHECK(engine.kv().pool().n_used() == 0);
+    }
+}
+
+TEST_CASE("speculation: a draft model's guesses keep the plain greedy tokens, alone and batched", "[unit][spec]") {
+    Engine engine(test::engine_options(test::tiny_llama_path(), 512));
+    // The model drafting for itself: its guesses are the tokens, so nearly every one is kept.
+    Engine draft(test::engine_options(test::tiny_llama_path(), 512));
+    SpecOptions so = spec(SpecMode::Draft);
+    so.draft_model = &draft;
+    std::vector<std::vector<int32_t>> want;
+    for (size_t t = 0; t < tasks().size(); ++t) {
+        const auto prompt = encode(engine, tasks()[t]);
+        want.push_back(test::generate(engine, prompt, test::greedy(40, true), spec(SpecMode::Off)).tokens);
+        const GenerateResult fast = test::generate(engine, prompt, test::greedy(40, true), so);
+        CHECK(fast.tokens == want.back());
+        CHECK(fast.n_accepted > 0);
+    }
+    SchedulerOptions batched{3, 8};
+    batched.spec = so;
+    Scheduler sched(engine, batched);
+    const auto got = all_tasks_at_once(engine, sched);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
+    CHECK_THROWS_AS(Scheduler(engine, SchedulerOptions{1, 1, 1, 0, spec(SpecMode::Draft)}), UsageError);
+}
+
+TEST_CASE("speculation: batched requests each keep their plain greedy tokens", "[unit][spec]") {
+    Engine engine(test::engine_options(test::tiny_llama_path(), 512));
+    std::vector<std::vector<int32_t>> want;
+    for (const auto& t : tasks()) want.push_back(test::generate(engine, encode(engine, t), test::greedy(40, true), spec(SpecMode::Off)).tokens);
+    SchedulerOptions so{3, 8};
+    so.spec = spec(SpecMode::Lookup);
+    Scheduler sched(engine, so);
+    const auto got = all_tasks_at_once(engine, sched);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
+    const SchedulerStats st = sched.stats();
+    CHECK(st.accepted_tokens > 0);
+    CHECK(st.decode_passes + st.accepted_tokens == st.generated_tokens - tasks().size());
+}
+
+TEST_CASE("speculation: sampled tokens keep plain sampling's distribution (chi-square)", "[unit][spec]") {
+    Engine engine(test::engine_options(test::tiny_llama_path(), 256));
+    // The prompt repeats itself, so that drafts follow its end and the rejection step decides
+    // the second token often, both ways.
+    const auto prompt = encode(engine, "Lily had a big red ball. She liked to play with the ball. Lily had a big red");
+    GenerateParams gp;
+    gp.n_predict = 3;
+    gp.ignore_eos = true;
+    gp.sampler.temperature = 1.5f;
+    gp.sampler.top_k = 0;
+    gp.sampler.top_p = 1.0f;
+    gp.sampler.min_p = 0.0f;
+    // The second token's exact distribution after the prompt and each first token: the model's
+    // softmax at that temperature.
+    const size_t V = size_t(engine.hparams().n_vocab);
+    std::map<int32_t, std::vector<double>> after;
+    auto distribution = [&](int32_t first) -> const std::vector<double>& {
+        auto& p = after[first];
+        if (!p.empty()) return p;
+        std::vector<int32_t> text = prompt;
+        text.push_back(first);
+        const auto logits = test::prompt_logits(engine, text);
+        p.resize(V);
+        double sum = 0;
+        for (size_t t = 0; t < V; ++t) sum += (p[t] = std::exp(double(logits[(text.size() - 1) * V + t]) / gp.sampler.temperature));
+        for (double& x : p) x /= sum;
+        return p;
+    };
+    const int n = 1500;
+    std::vector<double> seen(V), expected(V);
+    // Where the rejection step errs, first: how often the second token is its draft.
+    std::vector<double> hits(2), expected_hits(2);
+    LookupDrafter lookup;
+    std::vector<int32_t> context, guess;
+    int drafted = 0;
+    for (int i = 0; i < n; ++i) {
+        gp.sampler.seed = uint64_t(i) + 1;
+        const GenerateResult r = test::generate(engine, prompt, gp, spec(SpecMode::Lookup));
+        REQUIRE(r.tokens.size() == 3);
+        drafted += r.n_drafted;
+        ++seen[size_t(r.tokens[1])];
+        const auto& p = distribution(r.tokens[0]);
+        for (size_t t = 0; t < V; ++t) expected[t] += p[t];
+        context = prompt;
+        context.push_back(r.tokens[0]);
+        lookup.draft(context, 1, guess);
+        if (guess.empty()) continue;
+        const double p_draft = p[size_t(guess[0])];
+        ++hits[r.tokens[1] == guess[0] ? 0 : 1];
+        expected_hits[0] += p_draft, expected_hits[1] += 1 - p_draft;
+    }
+    CHECK(drafted > n / 2);
+    // Drawn with plain decoding's uniforms: the same seed gives the same tokens without drafts.
+    CHECK(test::generate(engine, prompt, gp, spec(SpecMode::Off)).tokens == test::generate(engine, prompt, gp, spec(SpecMode::Lookup)).tokens);
+    const auto h = test::chi_square(hits, expected_hits);
+    INFO("the draft drawn " << hits[0] << " times where " << expected_hits[0] << " were expected: chi-square " << h.stat);
+    CHECK(h.stat < h.bound());
+    const auto c = test::chi_square(seen, expected);
+    INFO("chi-square " << c.stat << " on " << c.df << " degrees of freedom");
+    CHECK(c.df >= 5);
+    CHECK(c.stat < c.bound());
+}
