@@ -76,7 +76,7 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
         const size_t bytes = size_t(KvCache::kBlockSize) * size_t(kv.row_bytes());
         for (int32_t b : blocks) {
             dev->copy_h2d(kv_k[0].as<std::byte>() + b * kv_block_bytes, kv.k(il, b), bytes, *h2d);
-            dev->copy_h2d(kv_v[0].as<std::byte>() + b * kv_block_bytes, kv.v(il, b), bytes, *h2d);
+            if (!values_in_keys) dev->copy_h2d(kv_v[0].as<std::byte>() + b * kv_block_bytes, kv.v(il, b), bytes, *h2d);
         }
         ev_up[0]->record(*h2d);
         ev_up[0]->wait_on(s);

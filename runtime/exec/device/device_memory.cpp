@@ -126,9 +126,10 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
 
     const uint64_t n_blocks = kv.pool().n_blocks();
     const uint64_t layer_kv = n_blocks * uint64_t(kv_block_bytes);
+    // Latent attention (MLA) reads its values from the key rows: no value rows to hold.
     auto add_kv_pair = [&] {
         kv_k.push_back(dev->memory().allocate(layer_kv, "the KV cache (keys)"));
-        kv_v.push_back(dev->memory().allocate(layer_kv, "the KV cache (values)"));
+        kv_v.push_back(hp.mla.enabled() ? gpu::DeviceBuffer{} : dev->memory().allocate(layer_kv, "the KV cache (values)"));
         return static_cast<int32_t>(kv_k.size()) - 1;
     };
     kv_slot.assign(hp.n_layer, 0);

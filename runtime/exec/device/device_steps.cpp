@@ -130,7 +130,6 @@ void DeviceBackend::Impl::store_kv(int il, const Rows& r, const gpu::RopeArgs* k
     gpu::Stream& s = *compute;
     const int64_t E = hp.n_embd, KV = hp.n_embd_kv();
     const float* k_rows = r.act[size_t(Act::K)];
-    const float* v_rows = hp.mla.enabled() ? k_rows : r.act[size_t(Act::V)];  // MLA: the latent is both
     if (r.save_inputs && hidden_slot[il] >= 0)
         dev->kv_store(r.act[size_t(Act::XN)], {hidden[hidden_slot[il]].data(), kv_type, r.block, r.row, r.n, E,
                                                hidden_row_bytes, KvCache::kBlockSize * hidden_row_bytes}, s);
@@ -138,7 +137,9 @@ void DeviceBackend::Impl::store_kv(int il, const Rows& r, const gpu::RopeArgs* k
     const gpu::KvRows k_dst{kv_k[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes};
     if (key_rope) dev->rope_kv_store(k_rows, r.pos, *key_rope, k_dst, s);
     else dev->kv_store(k_rows, k_dst, s);
-    dev->kv_store(v_rows, {kv_v[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes}, s);
+    // MLA's latent is its values too: its layers hold key rows only.
+    if (kv_v[slot].data())
+        dev->kv_store(r.act[size_t(Act::V)], {kv_v[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes}, s);
 }
 
 void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const DevLayer& l, const Rows& r, const PassLayout* p,
