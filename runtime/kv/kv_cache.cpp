@@ -82,8 +82,8 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpil
 
 KvCache::~KvCache() = default;
 
-uint64_t KvCache::layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type) {
-    return KvSpill::layer_bytes(n_blocks, block_bytes(type, n_embd_kv, storage::kDefaultDioAlign));
+uint64_t KvCache::layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type, bool keys_only) {
+    return KvSpill::layer_bytes(n_blocks, block_bytes(type, n_embd_kv, storage::kDefaultDioAlign), keys_only);
 }
 
 uint64_t KvCache::hidden_layer_bytes(int32_t n_blocks, int32_t n_embd_hidden, DType type) {

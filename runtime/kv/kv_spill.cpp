@@ -22,21 +22,23 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
     : n_layers_(n_layers),
       n_blocks_(n_blocks),
       block_bytes_(block_bytes),
+      keys_only_(opts.keys_only),
       region_bytes_(uint64_t(n_blocks) * block_bytes),
+      layer_stride_(layer_bytes(n_blocks, block_bytes, opts.keys_only)),
       written_(n_layers, std::vector<uint8_t>(n_blocks, 0)),
       last_write_(n_layers, 0) {
     STRATA_ASSERT(block_bytes % kAlign == 0);
-    const uint64_t total = layer_bytes(n_blocks, block_bytes) * n_layers;
+    const uint64_t total = layer_stride_ * n_layers;
     file_ = std::make_unique<ScratchFile>(opts.dir, "KV spill file", "--kv-spill", total);
 
     storage::PinnedPoolOptions po;
-    po.slot_bytes = layer_bytes(n_blocks, block_bytes);
+    po.slot_bytes = layer_stride_;
     po.n_slots = static_cast<size_t>(std::min(n_layers, std::max(1, opts.prefetch_depth + 1)));
     po.what = "KV spill buffers";
     if (!opts.budget) own_budget_ = std::make_unique<storage::MemoryBudget>("DRAM", UINT64_MAX);
     storage::MemoryBudget& budget = opts.budget ? *opts.budget : *own_budget_;
     pool_ = std::make_unique<storage::PinnedPool>(budget, po);
-    writer_ = std::make_unique<StagedWriter>(*file_, budget, 2 * uint64_t(std::min(n_blocks, kStagedBlocks)) * block_bytes,
+    writer_ = std::make_unique<StagedWriter>(*file_, budget, (keys_only_ ? 1 : 2) * uint64_t(std::min(n_blocks, kStagedBlocks)) * block_bytes,
                                              kAlign);
     reader_ = storage::open_reader(file_->file());
     reader_->register_region(pool_->data(), pool_->bytes());
@@ -48,7 +50,7 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
             // Only the blocks that hold data, in runs of consecutive blocks, K then V.
             std::vector<RingRead> reads;
             const auto& w = written_[layer];
-            const uint64_t k = uint64_t(layer) * 2 * region_bytes_;
+            const uint64_t k = uint64_t(layer) * layer_stride_;
             for (int32_t b0 = 0; b0 < n_blocks_;) {
                 if (!w[b0]) {
                     ++b0;
@@ -58,7 +60,7 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
                 while (b1 < n_blocks_ && w[b1]) ++b1;
                 const uint64_t off = uint64_t(b0) * block_bytes_, len = uint64_t(b1 - b0) * block_bytes_;
                 reads.push_back({off, k + off, len});
-                reads.push_back({region_bytes_ + off, k + region_bytes_ + off, len});
+                if (!keys_only_) reads.push_back({region_bytes_ + off, k + region_bytes_ + off, len});
                 b0 = b1;
             }
             return reads;
@@ -88,7 +90,7 @@ void KvSpill::begin(int32_t layer) {
 
 std::pair<std::byte*, std::byte*> KvSpill::current(int32_t layer) const {
     STRATA_ASSERT(layer == current_layer_);
-    return {current_, current_ + region_bytes_};
+    return {current_, keys_only_ ? current_ : current_ + region_bytes_};
 }
 
 void KvSpill::write_run(int32_t layer, uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1) {
@@ -98,12 +100,12 @@ void KvSpill::write_run(int32_t layer, uint64_t region, uint64_t slot_offset, in
 
 void KvSpill::end(int32_t layer, std::span<const int32_t> blocks) {
     STRATA_ASSERT(layer == current_layer_);
-    const uint64_t k = uint64_t(layer) * 2 * region_bytes_;
+    const uint64_t k = uint64_t(layer) * layer_stride_;
     for (size_t i = 0; i < blocks.size();) {  // runs of consecutive blocks, one write each
         size_t j = i + 1;
         while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1) ++j;
         write_run(layer, k, 0, blocks[i], blocks[j - 1] + 1);
-        write_run(layer, k + region_bytes_, region_bytes_, blocks[i], blocks[j - 1] + 1);
+        if (!keys_only_) write_run(layer, k + region_bytes_, region_bytes_, blocks[i], blocks[j - 1] + 1);
         for (size_t x = i; x < j; ++x) written_[layer][blocks[x]] = 1;
         i = j;
     }

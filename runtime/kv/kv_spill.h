@@ -1,6 +1,6 @@
 #pragma once
 // The KV cache of the layers that do not fit DRAM, in a spill file on disk. Each layer has a
-// K region and a V region laid out like the block pool (block b at b * block_bytes, each
+// K region and a V region (MLA's layers a K region alone) laid out like the block pool (block b at b * block_bytes, each
 // block padded for O_DIRECT); a layer's blocks that hold data are read back into a ring slot
 // of the same layout ahead of its turn, and the blocks a pass changed are written back when
 // the layer is done: copied out and written in the background (runtime/kv/staged_writer.h),
@@ -38,8 +38,8 @@ struct KvSpillOptions {
     // Disk for prefix-cache blocks evicted from DRAM (runtime/kv/prefix_spill.h), in `dir`;
     // 0: none. Only a cache whose layers are all resident keeps them.
     uint64_t prefix_spill_bytes = 0;
-    // MLA (deepseek2): a position's one row is its keys and its values both; resident layers
-    // keep no value rows (KvCache::v is then KvCache::k).
+    // MLA (deepseek2): a position's one row is its keys and its values both; no layer keeps
+    // value rows, in DRAM or in the spill file (KvCache::v is then KvCache::k).
     bool keys_only = false;
 };
 
@@ -55,7 +55,7 @@ public:
     void end(int32_t layer, std::span<const int32_t> blocks);
     // Issues the reads whose layers' write-backs have landed since; called between layers.
     void poll();
-    std::pair<std::byte*, std::byte*> current(int32_t layer) const;  // K and V of the begun layer
+    std::pair<std::byte*, std::byte*> current(int32_t layer) const;  // K and V of the begun layer (K twice: keys only)
     // The block's content no longer matters (freed or evicted): it is not read back again.
     void forget(int32_t block);
     void set_trace(Trace* trace);
@@ -65,7 +65,9 @@ public:
     // of as many sequences.
     static constexpr int32_t kStagedBlocks = 64;
 
-    static uint64_t layer_bytes(int32_t n_blocks, uint64_t block_bytes) { return 2 * uint64_t(n_blocks) * block_bytes; }
+    static uint64_t layer_bytes(int32_t n_blocks, uint64_t block_bytes, bool keys_only) {
+        return (keys_only ? 1 : 2) * uint64_t(n_blocks) * block_bytes;
+    }
 
 private:
     void write_run(int32_t layer, uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1);
@@ -73,7 +75,9 @@ private:
     int32_t n_layers_;
     int32_t n_blocks_;
     uint64_t block_bytes_;
+    bool keys_only_;
     uint64_t region_bytes_;  // one side (K or V) of one layer
+    uint64_t layer_stride_;  // a layer's regions
     std::unique_ptr<ScratchFile> file_;
     // Per layer and block: whether the file holds data for it. Set when a pass writes the
     // block; the read for a layer's next pass is issued after that layer's end, so it sees it.

@@ -202,7 +202,7 @@ RunLayout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparam
 KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_type, const planner::Plan* given) {
     KvSize kv;
     kv.n_blocks = KvCache::blocks_for(kv_positions > 0 ? kv_positions : n_ctx);
-    kv.layer_bytes = KvCache::layer_bytes(kv.n_blocks, hp.n_embd_kv(), kv_type);
+    kv.layer_bytes = KvCache::layer_bytes(kv.n_blocks, hp.n_embd_kv(), kv_type, /*keys_only=*/hp.mla.enabled());
     // Layers whose KV a given plan recomputes keep hidden states (on the CPU) and share one
     // K/V slot; their saved rows and the slot stay in DRAM.
     if (given) kv.rebuilt = rebuilt_layers(*given);

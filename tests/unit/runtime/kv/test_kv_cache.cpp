@@ -197,10 +197,11 @@ TEST_CASE("kv cache: store converts rows to the cache's type where its block tab
 TEST_CASE("kv cache: a layer's bytes follow the type, blocks padded for O_DIRECT", "[unit][kv]") {
     // n_embd_kv 1024 (8 KV heads of 128): a block of 16 rows is 64 KiB in F32, 32 KiB in F16
     // and BF16, and 16 x 1088 = 17408 bytes in Q8_0, padded to 20 KiB.
-    CHECK(KvCache::layer_bytes(10, 1024, DType::F32) == 2 * 10 * 65536);
-    CHECK(KvCache::layer_bytes(10, 1024, DType::F16) == 2 * 10 * 32768);
-    CHECK(KvCache::layer_bytes(10, 1024, DType::BF16) == 2 * 10 * 32768);
-    CHECK(KvCache::layer_bytes(10, 1024, DType::Q8_0) == 2 * 10 * 20480);
+    CHECK(KvCache::layer_bytes(10, 1024, DType::F32, false) == 2 * 10 * 65536);
+    CHECK(KvCache::layer_bytes(10, 1024, DType::F16, false) == 2 * 10 * 32768);
+    CHECK(KvCache::layer_bytes(10, 1024, DType::BF16, false) == 2 * 10 * 32768);
+    CHECK(KvCache::layer_bytes(10, 1024, DType::Q8_0, false) == 2 * 10 * 20480);
+    CHECK(KvCache::layer_bytes(10, 1024, DType::Q8_0, /*keys_only=*/true) == 10 * 20480);  // MLA
     // Resident layers need no O_DIRECT padding: SmolLM2's 192 values in F16 take 6 KiB a block.
     KvCache kv(3, 64, 192, 4, DType::F16);
     CHECK(kv.bytes() == 2ull * 3 * 4 * 16 * 192 * 2);
@@ -210,7 +211,7 @@ TEST_CASE("kv cache: a type it cannot hold is a clear error", "[unit][kv]") {
     CHECK_THROWS_WITH(KvCache(1, 32, 48, 0, DType::Q8_0), Catch::Contains("blocks of 32 values") && Catch::Contains("48"));
     CHECK_THROWS_WITH(KvCache(1, 32, 64, 0, DType::Q4_K), Catch::Contains("Q4_K is not a KV cache type"));
     CHECK_THROWS_WITH(KvCache(1, 32, 48, 0, DType::Q4_0), Catch::Contains("blocks of 32 values") && Catch::Contains("48"));
-    CHECK_THROWS_AS(KvCache::layer_bytes(4, 48, DType::Q8_0), UsageError);
+    CHECK_THROWS_AS(KvCache::layer_bytes(4, 48, DType::Q8_0, false), UsageError);
 }
 
 TEST_CASE("kv cache: keys only (MLA) keeps one row per position, read as keys and values, in half the memory",

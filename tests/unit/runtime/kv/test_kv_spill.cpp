@@ -1,8 +1,11 @@
 // KV cache layers spilled to disk give the same logits as an all-DRAM cache, in every KV
-// element type, and a spill directory that cannot take the file is a clear error.
+// element type, keys-only (MLA) layers keep one row per position there too, and a spill
+// directory that cannot take the file is a clear error.
 #include <catch2/catch.hpp>
 
 #include <sys/mount.h>
+
+#include <cstring>
 
 #include "core/error.h"
 #include "runtime/kv/kv_cache.h"
@@ -73,5 +76,44 @@ TEST_CASE("a spill directory on a full disk is a clear error", "[unit][kv]") {
     } catch (const IoError& e) {
         CHECK_THAT(e.what(), Catch::Contains("cannot reserve 32 MiB") && Catch::Contains("No space left"));
         CHECK_THAT(e.hint(), Catch::Contains("--kv-spill"));
+    }
+}
+
+TEST_CASE("keys-only (MLA) spilled layers write and read back one row per position, read as keys and values", "[unit][kv]") {
+    const int32_t n_layer = 2, n_embd_kv = 40;
+    KvSpillOptions keys;
+    keys.dir = test::temp_path("kv_spill_keys");
+    keys.prefetch_depth = 1;
+    keys.keys_only = true;
+    KvCache kv(n_layer, 64, n_embd_kv, keys);
+    REQUIRE(kv.n_spilled() == n_layer);
+
+    const SeqId seq = kv.create_seq();
+    kv.reserve(seq, 20);  // two blocks
+    const auto table = kv.block_table(seq);
+    const std::vector<int32_t> dirty(table.begin(), table.begin() + 2);
+    auto row_of = [&](int32_t layer, int32_t pos) {
+        std::vector<float> row(n_embd_kv);
+        for (int32_t i = 0; i < n_embd_kv; ++i) row[i] = float(layer * 1000 + pos * 10 + i);
+        return row;
+    };
+    const std::vector<float> ignored(n_embd_kv, -1.0f);
+    for (int32_t layer = 0; layer < n_layer; ++layer) {
+        kv.begin_layer(layer);
+        for (int32_t pos = 0; pos < 20; ++pos)
+            kv.store(layer, table[pos / KvCache::kBlockSize], pos % KvCache::kBlockSize, row_of(layer, pos).data(), ignored.data());
+        kv.end_layer(layer, dirty);
+    }
+    // Read back from the file, a layer at a time: the values are the keys.
+    std::vector<float> back(n_embd_kv);
+    for (int32_t layer = 0; layer < n_layer; ++layer) {
+        kv.begin_layer(layer);
+        for (int32_t pos = 0; pos < 20; ++pos) {
+            const int32_t block = table[pos / KvCache::kBlockSize];
+            CHECK(kv.v(layer, block) == kv.k(layer, block));
+            std::memcpy(back.data(), kv.k(layer, block) + (pos % KvCache::kBlockSize) * kv.row_bytes(), n_embd_kv * sizeof(float));
+            CHECK(back == row_of(layer, pos));
+        }
+        kv.end_layer(layer, {});
     }
 }
