@@ -91,7 +91,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     // A decode step reads every weight and the whole KV cache; when that is not much more than
     // the cache holds, part of it is still there from the step before (CpuProfile::reuse).
     const double step_bytes = static_cast<double>(shape.total_weight_bytes()) +
-                              policy.batch * shape.cached_positions(wl.prompt_len + wl.gen_len / 2.0) *
+                              policy.batch * shape.attended_positions(wl.prompt_len + wl.gen_len / 2.0) *
                                   shape.kv_bytes_per_token(policy.kv_type) * shape.n_layer;
     const double reuse = hw.cpu.reuse(step_bytes);
     cpu_gemv_ *= reuse;
@@ -109,8 +109,8 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     P_ = wl.prompt_len;
     // Decode step t (1 .. gen_len-1) attends to prompt_len + t positions (a window layer to its
     // window's: averaged over the layers).
-    ctx_avg_ = shape.cached_positions(wl.prompt_len + wl.gen_len / 2.0);
-    ctx_max_ = shape.cached_positions(wl.kv_positions());
+    ctx_avg_ = shape.attended_positions(wl.prompt_len + wl.gen_len / 2.0);  // read per step
+    ctx_max_ = wl.kv_positions();                                           // held
     kvb_ = shape.kv_bytes_per_token(policy.kv_type);
 }
 

@@ -134,7 +134,7 @@ int32_t expert_slots_for(const ModelShape& s, const Workload& wl, DType kv_type,
     ModelShape kv = s;
     kv.kv_type = kv_type;
     const double ctx = double(wl.prompt_len) + wl.gen_len;
-    fixed += s.n_layer * wl.batch * s.cached_positions(ctx) * kv.kv_bytes_per_token();
+    fixed += s.n_layer * wl.batch * ctx * kv.kv_bytes_per_token();
     // The prefill working set, as CostModel::fixed counts it.
     fixed += wl.batch * wl.prompt_len * (4.0 * s.n_embd + 3.0 * s.n_ff) * 2.0 + wl.batch * s.n_vocab * 4.0;
     if (dram <= fixed || slot_bytes == 0) return 0;

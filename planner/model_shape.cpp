@@ -29,7 +29,7 @@ double ModelShape::kv_bytes_per_token(DType type) const {
     return kv_latent > 0 ? type_bytes(type, kv_latent) : 2.0 * type_bytes(type, n_embd_kv());
 }
 
-double ModelShape::cached_positions(double context) const {
+double ModelShape::attended_positions(double context) const {
     if (n_layer_swa == 0 || n_swa <= 0) return context;
     const double windowed = std::min(context, static_cast<double>(n_swa));
     return ((n_layer - n_layer_swa) * context + n_layer_swa * windowed) / n_layer;
@@ -56,8 +56,7 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     m.n_expert = hp.moe.n_expert;
     m.n_expert_used = hp.moe.n_expert_used;
     if (hp.mla.enabled()) m.kv_latent = m.head_dim = hp.mla.cache_width();
-    // gpt-oss's window layers keep only their window's positions (gemma's caches, as the runtime
-    // keeps them today, hold every position).
+    // gpt-oss's window layers attend to their window's positions alone.
     if (hp.arch == models::Arch::GptOss) {
         m.n_swa = hp.n_swa;
         m.n_layer_swa = static_cast<int32_t>(std::count(hp.swa_layers.begin(), hp.swa_layers.end(), true));

@@ -44,7 +44,8 @@ struct ModelShape {
     // kv_latent values (the latent and the RoPE part), attended by every query head as one KV head
     // (n_head_kv 1, head_dim kv_latent: the absorbed form); 0: K and V of n_head_kv heads.
     int32_t kv_latent = 0;
-    // Sliding windows (gpt-oss): n_layer_swa of the layers cache at most the last n_swa positions.
+    // Sliding windows (gpt-oss): n_layer_swa of the layers attend to at most the last n_swa
+    // positions (their caches still hold every position: the paged cache's blocks serve every layer).
     int32_t n_swa = 0, n_layer_swa = 0;
 
     int32_t n_embd_kv() const { return n_head_kv * head_dim; }
@@ -52,9 +53,9 @@ struct ModelShape {
     // K and V of one token in one layer, in kv_type (MLA: its one latent row).
     double kv_bytes_per_token() const { return kv_bytes_per_token(kv_type); }
     double kv_bytes_per_token(DType type) const;
-    // The positions a layer's cache holds for `context` positions, averaged over the layers
-    // (window layers hold at most their window).
-    double cached_positions(double context) const;
+    // The positions a layer's attention reads for `context` positions, averaged over the layers
+    // (window layers read at most their window).
+    double attended_positions(double context) const;
     // The saved hidden state of one token in one layer (F16), from which K and V can be recomputed.
     double act_bytes_per_token() const { return 2.0 * n_embd; }
     // Flops to recompute one token's K and V (MLA: its latent row) in one layer from its hidden state.

@@ -175,7 +175,7 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
     ModelShape s = shape;
     s.kv_type = smallest_kv;
     const double weights = static_cast<double>(shape.total_weight_bytes());
-    const double kv = static_cast<double>(min_batch) * s.cached_positions(wl.kv_positions()) * s.kv_bytes_per_token() * shape.n_layer;
+    const double kv = static_cast<double>(min_batch) * wl.kv_positions() * s.kv_bytes_per_token() * shape.n_layer;
     const double total = b.gpu + b.dram + b.nvme;
     if (weights + kv > total)
         return fmt::format("{} needs {} of weights plus {} of KV cache ({} x {} tokens), but the budgets total {} "

@@ -59,17 +59,17 @@ TEST_CASE("catalog: the usual weight types: Q4_K_M's mix for DeepSeek-V3, MXFP4 
     CHECK_THROWS_AS(ModelShape::from_catalog("deepseek-v2-lite", "Q4_K_L"), UsageError);
 }
 
-TEST_CASE("catalog: latent attention caches one row per token, window layers at most their window", "[unit][planner]") {
+TEST_CASE("catalog: latent attention caches one row per token, window layers attend to at most their window", "[unit][planner]") {
     const ModelShape v3 = ModelShape::from_catalog("deepseek-v3-671b", DType::Q4_K, DType::F16);
     CHECK(v3.kv_latent == 512 + 64);
     CHECK(v3.n_head_kv == 1);
     CHECK(v3.kv_bytes_per_token() == 576 * 2);  // not 128 heads x (192 + 128) values
-    CHECK(v3.cached_positions(4096) == 4096);
+    CHECK(v3.attended_positions(4096) == 4096);
     const ModelShape oss = ModelShape::from_catalog("gpt-oss-120b", DType::Q8_0, DType::F16);
     CHECK(oss.kv_bytes_per_token() == 2 * 8 * 64 * 2);
     CHECK(oss.n_layer_swa == 18);
-    CHECK(oss.cached_positions(8192) == (18 * 8192.0 + 18 * 128.0) / 36);
-    CHECK(oss.cached_positions(100) == 100);
+    CHECK(oss.attended_positions(8192) == (18 * 8192.0 + 18 * 128.0) / 36);
+    CHECK(oss.attended_positions(100) == 100);
     // Attention's matrices counted apart from the experts (MLA's k_b and v_b are 3-D, not experts).
     CHECK(v3.layers[5].n_attn_params == 7168LL * 1536 + 1536LL * 128 * 192 + 7168LL * 576 + 2 * 128LL * 128 * 512 + 128LL * 128 * 7168);
 }
@@ -87,6 +87,6 @@ TEST_CASE("a deepseek2 and a gpt-oss header give the catalog's layout: experts, 
     const ModelShape oss = ModelShape::from_gguf(test::write_arch_file(test::gpt_oss_keys, "shape_oss", 1));
     CHECK(oss.n_layer_swa == 1);  // layer 0 of 2
     CHECK(oss.n_swa == 16);
-    CHECK(oss.cached_positions(1000) == (1000.0 + 16.0) / 2);
+    CHECK(oss.attended_positions(1000) == (1000.0 + 16.0) / 2);
     CHECK(oss.layers[0].expert_bytes == 3 * 32 * 16 * 4 * 2);  // the experts' biases are not their matrices
 }
