@@ -165,6 +165,13 @@ def check_raw_errors(server: Server) -> None:
     for content_type in ("application/x-www-form-urlencoded", "text/plain", "application/octet-stream"):
         status, _, body = server.request("POST", "/v1/completions", long_prompt, {"Content-Type": content_type})
         assert status == 200 and body["usage"]["completion_tokens"] == 1, (content_type, status, body)
+    # Each answer priced by the plan for what it was: a longer prompt (none of it cached) is
+    # predicted a longer prefill.
+    short, long = (server.request("POST", "/v1/completions", {"prompt": p, "max_tokens": 2, "temperature": 0})[2]
+                   for p in ("The cat", "A dog ran far away from home. " * 200))
+    predicted = [b["usage"]["timings"]["predicted"] for b in (short, long)]
+    assert all(p["prefill_seconds"] > 0 and p["decode_tokens_per_s"] > 0 for p in predicted), predicted
+    assert predicted[1]["prefill_seconds"] > predicted[0]["prefill_seconds"], predicted
     status, _, body = server.request("POST", "/v1/completions", json.dumps({"prompt": "x" * (2 << 20)}),
                                      {"Content-Type": "application/x-www-form-urlencoded"})
     check_error_shape(body, 413, status, code="request_too_large")

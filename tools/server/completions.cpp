@@ -5,13 +5,16 @@
 // client that goes away cancels its sequences.
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "runtime/engine.h"
 #include "tools/openai/response.h"
 #include "tools/openai/tool_stream.h"
 #include "tools/server/generation.h"
@@ -27,6 +30,19 @@ using Clock = std::chrono::steady_clock;
 
 std::string sse(const openai::Json& j) { return "data: " + openai::dump(j) + "\n\n"; }
 
+// The usage of an answer with the plan's price of it beside the measured timings: the model was
+// placed once, for a prompt filling its context; each request is priced for what it was (the
+// prompt tokens evaluated, the tokens generated, its choices decoding together).
+openai::Json priced_usage(const LoadedModel& model, std::span<const runtime::GenerateResult> results) {
+    openai::Json usage = openai::usage_json(results);
+    const int evaluated = usage["prompt_tokens"].get<int>() - usage["prompt_tokens_details"]["cached_tokens"].get<int>();
+    const int choices = std::max<int>(1, static_cast<int>(results.size()));
+    const planner::Prediction p =
+        model.engine->placement().predict(evaluated, std::max(1, usage["completion_tokens"].get<int>() / choices), choices);
+    usage["timings"]["predicted"] = {{"prefill_seconds", p.ttft_s}, {"decode_tokens_per_s", p.decode_tps_per_seq}};
+    return usage;
+}
+
 void respond_whole(const LoadedModel& model, const openai::CompletionRequest& creq, const std::shared_ptr<Generation>& gen,
                    const std::shared_ptr<InFlight>& flight, httplib::Response& res) {
     const auto meta = openai::CompletionMeta::make(creq.endpoint, creq.model);
@@ -39,7 +55,7 @@ void respond_whole(const LoadedModel& model, const openai::CompletionRequest& cr
     std::vector<openai::Choice> choices;
     for (size_t i = 0; i < results.size(); ++i)
         choices.push_back(openai::make_choice(static_cast<int>(i), results[i], creq));
-    res.set_content(openai::dump(openai::completion_json(meta, choices, openai::usage_json(results), model.context.tokenizer)),
+    res.set_content(openai::dump(openai::completion_json(meta, choices, priced_usage(model, results), model.context.tokenizer)),
                     "application/json");
 }
 
@@ -120,7 +136,7 @@ void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& mode
         if (const runtime::GenerateResult* bad = failed(results)) {
             ok = send(result_error(*bad).to_json());  // cancelled by shutdown or failed: said, then [DONE]
         } else if (creq.include_usage) {
-            ok = send(openai::usage_chunk_json(meta, openai::usage_json(results)));
+            ok = send(openai::usage_chunk_json(meta, priced_usage(*model, results)));
         }
         if (ok) ok = sink.write("data: [DONE]\n\n", 14);
         if (ok) sink.done();
