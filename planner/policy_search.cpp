@@ -192,7 +192,8 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
                            "two layers of weights double-buffered)",
                            format_size(b.gpu), format_size(fixed.bytes[0] + 2 * max_layer), wl.prompt_len);
     if (b.dram < fixed.bytes[1] + 2 * max_layer)
-        return fmt::format("the DRAM budget {} cannot stage layers read from NVMe (needs {})", format_size(b.dram),
+        return fmt::format("the DRAM budget {}{} cannot stage layers read from NVMe (needs {})", format_size(b.dram),
+                           opts.dram_budget_note.empty() ? "" : " (" + opts.dram_budget_note + ")",
                            format_size(fixed.bytes[1] + 2 * max_layer));
     return fmt::format("no placement of {} fits GPU {}, DRAM {}, NVMe {} for batch {} x {} tokens", shape.name,
                        format_size(b.gpu), format_size(b.dram), format_size(b.nvme), min_batch, wl.context_len());

@@ -24,6 +24,9 @@ struct PlannerOptions {
     RuntimeLimits limits;  // what the runtime that runs the plan cannot do
     // The way out when nothing fits, naming the flags of the command that plans (`strata plan`'s
     // here; a runtime command names its own).
+    // What budgets.dram is of, where the caller took what else the run holds out of the user's
+    // figure first (an infeasible plan's message says so; empty: the budget as given).
+    std::string dram_budget_note;
     std::string infeasible_hint = "raise a budget (--gpu-budget, --dram-budget, --nvme-budget) or a capacity (--gpu-mem, "
                                   "--dram, --nvme-size), shorten the prompt, or lower --batch";
 };

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cpu/kv_format.h"
@@ -207,9 +208,13 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         // DRAM left for the layers it keeps there: the runtime also holds the head and embeddings,
         // the KV cache and activations, and a ring for layers streamed from NVMe (the planner's
         // own staging is counted again inside: conservative).
-        if (in.budget)
-            po.budgets.dram = static_cast<double>(
-                in.budget - std::min(in.budget, in.fixed_bytes + in.other_bytes + full_ring_bytes(in)));
+        if (in.budget) {
+            const uint64_t held = in.fixed_bytes + in.other_bytes, ring = full_ring_bytes(in);
+            po.budgets.dram = static_cast<double>(in.budget - std::min(in.budget, held + ring));
+            po.dram_budget_note = fmt::format("the run's {} of DRAM less the KV cache, activations, head and embeddings "
+                                              "({}) and the ring for layers read from NVMe ({})",
+                                              format_bytes(in.budget), format_bytes(held), format_bytes(ring));
+        }
         // The device runtime runs CPU layers too, and recomputes KV from hidden states on the device.
         po.allow_recompute = true;
         po.limits.recompute_on_gpu_only = true;

@@ -182,6 +182,13 @@ TEST_CASE("impossible requests say what is missing", "[unit][planner]") {
     o.budgets.gpu = 64ull << 20;
     CHECK_THROWS_WITH(make_plan(s, hw, Workload{}, o), Catch::Contains("minimum working set"));
     CHECK_THROWS_AS(make_plan(s, hw, Workload{}, o), OutOfBudget);
+    // DRAM too small to stage layers from NVMe, the budget's origin told where the caller gave it.
+    o = options_for(hw);
+    o.budgets.dram = 64ull << 20;
+    CHECK_THROWS_WITH(make_plan(s, hw, Workload{}, o), Catch::Contains("the DRAM budget 64 MiB cannot stage layers"));
+    o.dram_budget_note = "the run's 1 GiB of DRAM less what else it holds";
+    CHECK_THROWS_WITH(make_plan(s, hw, Workload{}, o),
+                      Catch::Contains("the DRAM budget 64 MiB (the run's 1 GiB of DRAM less what else it holds) cannot stage"));
 }
 
 // How long this takes is a benchmark (BENCHMARKS.md, `strata plan --shape llama3-405b`), not a test.
