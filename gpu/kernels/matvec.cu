@@ -39,15 +39,24 @@ __device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, int64
     *dst = accumulate ? *dst + s : s;
 }
 
+// The row a thread works on (kWarpsPerRow warps a row, the block's rows one after another) and
+// its place among that row's threads.
+template <int kWarpsPerRow>
+struct RowThread {
+    static constexpr int kRowsPerBlock = kThreads / 32 / kWarpsPerRow, kRowThreads = 32 * kWarpsPerRow;
+    int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + int(threadIdx.x / 32) / kWarpsPerRow;
+    int sub = (int(threadIdx.x / 32) % kWarpsPerRow) * 32 + int(threadIdx.x % 32);
+};
+
 template <class B, int kWarpsPerRow, int kCols>
 __global__ void __launch_bounds__(kThreads)
     matvec_block_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, const uint8_t* __restrict__ act,
                         uint64_t act_stride, int64_t n_cols, float* y, int64_t ldy, int64_t n_rows, bool lo,
                         bool accumulate) {
-    constexpr int kRowsPerBlock = kThreads / 32 / kWarpsPerRow, kRowThreads = 32 * kWarpsPerRow;
-    const int warp = threadIdx.x / 32;
-    const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + warp / kWarpsPerRow;
-    const int sub = (warp % kWarpsPerRow) * 32 + threadIdx.x % 32;
+    constexpr int kRowThreads = RowThread<kWarpsPerRow>::kRowThreads;
+    const RowThread<kWarpsPerRow> at;
+    const int64_t r = at.row;
+    const int sub = at.sub;
     float acc[kCols];
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
@@ -90,10 +99,10 @@ template <class T, bool kVec, int kWarpsPerRow, int kCols>
 __global__ void __launch_bounds__(kThreads)
     matvec_float_kernel(const T* __restrict__ w, const float* __restrict__ x, int64_t n_cols, float* y, int64_t ldy,
                         int64_t n_rows, bool accumulate) {
-    constexpr int kRowsPerBlock = kThreads / 32 / kWarpsPerRow, kRowThreads = 32 * kWarpsPerRow;
-    const int warp = threadIdx.x / 32;
-    const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + warp / kWarpsPerRow;
-    const int sub = (warp % kWarpsPerRow) * 32 + threadIdx.x % 32;
+    constexpr int kRowThreads = RowThread<kWarpsPerRow>::kRowThreads;
+    const RowThread<kWarpsPerRow> at;
+    const int64_t r = at.row;
+    const int sub = at.sub;
     float acc[kCols];
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
