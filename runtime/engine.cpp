@@ -148,18 +148,28 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
             STRATA_LOG_INFO("weights: {} rewritten into the AVX-512 kernels' tile order in {:.0f} ms",
                             format_bytes(tiled), 1000 * seconds_since(t0));
     };
-    if (!device) {
+    auto on_cpu = [&] {
         tile_for_cpu(nullptr);
         auto cpu = std::make_unique<CpuBackend>(hp_, *weights_);
         cpu->set_int8_activations(opts.int8_activations);
         backend_ = std::move(cpu);
-        return;
-    }
+    };
+    if (!device) return on_cpu();
     DeviceBackendOptions co;
     co.kv = kv_on;
     co.int8_activations = opts.int8_activations;
     co.experts = placement_->plan.experts.device;
-    backend_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
+    try {
+        backend_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
+    } catch (const DeviceOutOfMemory& e) {
+        // The device's memory cannot hold what the plan put there (taken by another program
+        // since it was measured): every layer on the CPU, read into DRAM (the host's KV cache
+        // holds every layer already).
+        STRATA_LOG_WARN("gpu: {}; running on the CPU", e.what());
+        for (int il = 0; il < hp_.n_layer; ++il)
+            if (weights_->residency().device(il)) weights_->run_on_cpu(il);
+        return on_cpu();
+    }
     tile_for_cpu(hp_.moe.enabled() ? nullptr : &placement_->residency.on_cpu);
 }
 Engine::~Engine() = default;

@@ -89,7 +89,9 @@ struct EngineOptions {
 // What each memory tier holds now and what the disk has served: the live view of `strata
 // serve`'s page. The budgets are 0 where there is no limit (DRAM) or no tier (GPU).
 struct TierGauges {
-    uint64_t gpu_used = 0, gpu_budget = 0;
+    uint64_t gpu_used = 0, gpu_budget = 0;  // the budget less what was taken away mid-run
+    uint64_t gpu_memory_losses = 0;  // times device memory was taken away (or a pass found it full)
+    int32_t gpu_layers_moved = 0;    // layers moved from the device to the CPU because of it
     uint64_t dram_used = 0, dram_budget = 0;
     uint64_t nvme_used = 0;  // weights and KV the plan reads from disk instead of holding
     uint64_t nvme_read = 0;  // bytes read from disk since the start (streamed layers, experts missed)
@@ -99,6 +101,7 @@ struct TierGauges {
     // Another engine's, added (a server's models together).
     TierGauges& operator+=(const TierGauges& o) {
         gpu_used += o.gpu_used, gpu_budget += o.gpu_budget, dram_used += o.dram_used, dram_budget += o.dram_budget;
+        gpu_memory_losses += o.gpu_memory_losses, gpu_layers_moved += o.gpu_layers_moved;
         nvme_used += o.nvme_used, nvme_read += o.nvme_read;
         kv_blocks_used += o.kv_blocks_used, kv_blocks += o.kv_blocks;
         has_expert_cache = has_expert_cache || o.has_expert_cache;

@@ -50,6 +50,16 @@ runtime::EngineOptions ModelOptions::engine() const {
     if (!(sim_link > 0)) throw UsageError(fmt::format("--sim-link {} must be above 0 GB/s", sim_link));
     e.gpu.sim_link_gbps = sim_link;
     e.gpu.sim_threads = sim_threads;
+    if (!sim_shrink.empty()) {
+        const size_t colon = sim_shrink.find(':');
+        const std::string passes = sim_shrink.substr(0, colon);
+        const bool digits = !passes.empty() && passes.size() < 10 && passes.find_first_not_of("0123456789") == std::string::npos;
+        if (colon == std::string::npos || !digits)
+            throw UsageError(fmt::format("--sim-shrink-after '{}' is not PASSES:BYTES", sim_shrink),
+                             "e.g. --sim-shrink-after 8:64M takes 64 MiB of the simulated device's memory after 8 passes");
+        e.gpu.sim_shrink_after = std::stoll(passes);
+        e.gpu.sim_shrink_bytes = parse_memory_size(sim_shrink.substr(colon + 1));
+    }
     std::string budget = dram;
     if (budget.empty())
         if (const char* env = std::getenv("STRATA_DRAM")) budget = env;

@@ -73,6 +73,10 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
         ->capture_default_str();
     cmd.add_option("--sim-threads", m.sim_threads, "CPU threads the simulated device's ops run on (default: half the cores)")
         ->check(CLI::NonNegativeNumber);
+    cmd.add_option("--sim-shrink-after", m.sim_shrink,
+                   "PASSES:BYTES, e.g. 8:64M: after PASSES forward passes (0: at start-up) BYTES of the simulated "
+                   "device's memory are taken away, as another program's allocation would take them from a GPU; the "
+                   "run moves the layers that no longer fit to the CPU and goes on");
     cmd.add_flag("--int8-acts", m.int8_acts,
                  "quantize activations to one int8 level, as llama.cpp does: faster prefill, slightly less exact");
     cmd.add_flag("--bf16-prefill", m.bf16_prefill,

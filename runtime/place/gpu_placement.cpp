@@ -183,6 +183,8 @@ std::unique_ptr<gpu::Device> open_device(const GpuTarget& target, const GpuReque
     o.link_gbps = req.sim_link_gbps;
     o.n_threads = sim_thread_count(req);
     o.int8_activations = int8_activations;
+    o.shrink_after = req.sim_shrink_after;
+    o.shrink_bytes = req.sim_shrink_bytes;
     return gpu::make_sim_device(o);
 }
 
