@@ -304,6 +304,7 @@ WeightStore::~WeightStore() {
 
 void WeightStore::set_trace(Trace* trace) {
     trace_ = trace;
+    reader_->set_trace(trace);
     if (stream_) stream_->set_trace(trace);
     if (trace_) compute_track_ = trace_->track("compute: layers");
 }
