@@ -157,9 +157,13 @@ public:
     // only (no events, no other stream, no waiting for the device). Throws BackendError when
     // the work breaks that rule or cannot be captured.
     virtual std::unique_ptr<Graph> capture(Stream& s, const std::function<void()>& work) = 0;
-    // Records the device's work as slices into `trace` (may be null), a track per stream, where
-    // the device can time it (the simulated device does; CUDA records nothing yet).
+    // Records the device's work as slices into `trace` (may be null), a track per stream: the
+    // simulated device as its stream threads run it, CUDA through timing events around each op
+    // (DeviceTrace), read by collect_trace.
     virtual void set_trace(Trace* trace) {}
+    // After a step the host has waited for: the timed work the device has finished goes into the
+    // trace; never waits for the device.
+    virtual void collect_trace() {}
 
     // Bytes of its memory the run may hold from now on; the backend asks before each pass and
     // gives back what is over. Memory taken away lowers the pool's limit (DeviceArena::set_limit)

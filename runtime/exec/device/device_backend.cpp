@@ -153,6 +153,7 @@ void DeviceBackend::final_rows(std::span<const int64_t> rows, bool project, floa
         m.ev_logits->synchronize();
         std::memcpy(out + r0 * width, m.host->logits, size_t(nr * width) * 4);
     }
+    m.dev->collect_trace();  // the step is done: its timed work goes into the trace
 }
 
 }  // namespace strata::runtime
