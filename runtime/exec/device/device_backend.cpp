@@ -59,8 +59,10 @@ void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
         try {
             return m.run_pass(p, kv);
         } catch (const DeviceOutOfMemory& e) {
+            // At least one layer goes each time, or give_back says none is left.
             const uint64_t used = m.dev->memory().arena().used();
-            m.give_back(used > 0 ? used - 1 : 0, kv, e.what());
+            if (used == 0) throw;
+            m.give_back(used - 1, kv, e.what());
         }
     }
 }
