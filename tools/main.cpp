@@ -95,7 +95,8 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "appeared before, as many as pay at the measured price of a pass: none on a fast resident model, many "
                    "when weights stream; the target checks them in one pass and keeps exactly the tokens it would have "
                    "drawn), lookup (the same drafts, always verified: for measuring), draft (a --draft-model's guesses, as "
-                   "many as pay), off")
+                   "many as pay), self (the model's own first quarter to half of its layers guess, then its head: no "
+                   "draft model needed; the depth follows what is kept), off")
         ->capture_default_str();
     cmd.add_option("--spec-depth", m.spec_depth, "draft tokens one pass verifies at most")->capture_default_str();
     cmd.add_option("--draft-model", m.draft_model,
