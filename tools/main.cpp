@@ -101,7 +101,8 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--spec-depth", m.spec_depth, "draft tokens one pass verifies at most")->capture_default_str();
     cmd.add_option("--draft-model", m.draft_model,
                    "a small model of the same vocabulary (e.g. a smaller one of the family) that drafts for --spec draft, and "
-                   "for --spec auto where given; held in memory, its greedy tokens verified as lookup's are");
+                   "for --spec auto where given; held in memory, its greedy tokens verified as lookup's are (serve: beside each "
+                   "model it loads, each request drafting in a sequence of its own)");
     cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running")->group(kEngine);
     cmd.option_defaults()->group("Options");
 }
