@@ -84,6 +84,9 @@ struct EngineOptions {
     std::vector<TensorOverride> overrides;
     // How the expert cache of offloaded experts chooses what leaves (--expert-policy).
     ExpertPolicy expert_policy = ExpertPolicy::Adaptive;
+    // Above 0: only the model's first n layers are loaded and run, then its output norm and
+    // head (a self-speculative drafter: runtime/spec/self_drafter.h).
+    int n_layers = 0;
 };
 
 // What each memory tier holds now and what the disk has served: the live view of `strata
@@ -156,6 +159,10 @@ public:
     // The last eval_batch's hidden-state outputs: n_embd floats per entry (PassOutput).
     std::span<const float> batch_hidden() const { return hidden_; }
     KvCache& kv() { return *kv_; }
+    // Passes run the first n of the loaded layers, then the output norm and head (an early exit:
+    // runtime/spec/self_drafter.h); 0 or n_layer: all of them. The CPU backend only: throws
+    // UsageError on a device.
+    void exit_after(int n_layers);
 
 private:
     // The CPU backend, or the device backend on `device` with its KV cache where `kv_on` says.
@@ -171,6 +178,7 @@ private:
     std::unique_ptr<Placement> placement_;
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Backend> backend_;
+    CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's
     storage::Reservation working_;
     storage::Reservation batch_logits_;  // grows with the largest batch eval_batch has run
     bool warned_logits_ = false;

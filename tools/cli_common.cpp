@@ -14,7 +14,9 @@
 #include "planner/speculation.h"
 #include "planner/units.h"
 #include "runtime/place/placement.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/spec/model_drafter.h"
+#include "runtime/spec/self_drafter.h"
 #include "storage/budget.h"
 #include "tools/cli_options.h"
 
@@ -98,12 +100,19 @@ runtime::SpecOptions ModelOptions::spec_options(runtime::Engine* draft) const {
 }
 
 std::unique_ptr<runtime::Engine> ModelOptions::load_draft_model(const runtime::Engine& target) const {
+    if (spec == "self") {
+        if (!draft_model.empty())
+            throw UsageError("--spec self drafts with the model's own first layers, not --draft-model",
+                             "leave out --draft-model, or use --spec draft");
+        return runtime::open_early_layers(target);
+    }
     if (draft_model.empty()) return nullptr;
     // Its own small engine: the file held in memory, a context as long as the target's.
     runtime::EngineOptions e;
     e.model = draft_model;
     e.n_threads = threads;
     e.n_ctx = target.n_ctx();
+    e.kv_positions = target.kv_cache().pool().n_blocks() * runtime::KvCache::kBlockSize;  // a draft sequence per target sequence
     e.gpu.device = runtime::DeviceKind::Cpu;
     auto engine = std::make_unique<runtime::Engine>(e);
     try {

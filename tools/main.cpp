@@ -99,12 +99,14 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "appeared before, as many as pay at the measured price of a pass: none on a fast resident model, many "
                    "when weights stream; the target checks them in one pass and keeps exactly the tokens it would have "
                    "drawn), lookup (the same drafts, always verified: for measuring), draft (a --draft-model's guesses, as "
-                   "many as pay), off")
+                   "many as pay), self (the model's own first quarter to half of its layers guess, then its head: no "
+                   "draft model needed; the depth follows what is kept), off")
         ->capture_default_str();
     cmd.add_option("--spec-depth", m.spec_depth, "draft tokens one pass verifies at most")->capture_default_str();
     cmd.add_option("--draft-model", m.draft_model,
                    "a small model of the same vocabulary (e.g. a smaller one of the family) that drafts for --spec draft, and "
-                   "for --spec auto where given; held in memory, its greedy tokens verified as lookup's are");
+                   "for --spec auto where given; held in memory, its greedy tokens verified as lookup's are (serve: beside each "
+                   "model it loads, each request drafting in a sequence of its own)");
     cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running")->group(kEngine);
     cmd.option_defaults()->group("Options");
 }

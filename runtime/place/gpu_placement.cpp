@@ -199,7 +199,8 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
                           uint64_t device_bytes, DType kv_type, AttentionChoice attention) {
     GpuPlacement g;
     Placement& p = g.placement;
-    p.shape = planner::ModelShape::from_gguf(file);
+    // The layers the engine runs (EngineOptions::n_layers may cut the model short).
+    p.shape = planner::ModelShape::from_gguf(file).first_layers(static_cast<int32_t>(in.layer_bytes.size()));
     p.shape.kv_type = kv_type;
     p.hw = gpu.hw;
     p.hw_source = "this machine's GPU and " + std::string(p.hw.source);

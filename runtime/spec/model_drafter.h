@@ -21,6 +21,9 @@ public:
     ~ModelDrafter() override;
     void draft(std::span<const int32_t> context, int32_t max, std::vector<int32_t>& out) override;
     bool costly() const override { return true; }
+    // Forgets its sequence: the next draft evaluates the whole context again (the model's
+    // passes changed, as a self drafter's exit layer going deeper).
+    void restart();
 
 private:
     // The draft model's greedy token after the tokens evaluated so far, given the logits of one row.

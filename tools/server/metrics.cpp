@@ -68,6 +68,8 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const MemoryUse& d
     metric(out, "strata_prompt_tokens_total", "counter", "Prompt tokens evaluated.", s.prompt_tokens);
     metric(out, "strata_cached_prompt_tokens_total", "counter", "Prompt tokens whose KV cache was reused.", s.cached_tokens);
     metric(out, "strata_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
+    metric(out, "strata_draft_tokens_total", "counter", "Draft tokens verified (speculative decoding).", s.drafted_tokens);
+    metric(out, "strata_draft_tokens_accepted_total", "counter", "Draft tokens verified and kept.", s.accepted_tokens);
     metric(out, "strata_busy_seconds_total", "counter", "Seconds spent in forward passes.", s.busy_seconds);
     metric(out, "strata_generated_tokens_per_second", "gauge", "Tokens generated per busy second, since start.",
            s.busy_seconds > 0 ? s.generated_tokens / s.busy_seconds : 0.0);
