@@ -59,7 +59,8 @@ void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
         ++m.graph_launches;
         return;
     }
-    m.run_schedule(p, kv);
+    if (m.opts.kv == KvPlacement::HostCpuAttention) m.run_with_cpu_attention(p, kv);
+    else m.run_schedule(p, kv);
 }
 
 void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {

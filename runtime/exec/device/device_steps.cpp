@@ -169,7 +169,8 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
             dev->rope(dst + st.offset, r.pos, n, rope, s);
             return;
         }
-        // With the KV cache on the host, attention stores the rows there (device_attention.cpp).
+        // With the KV cache on the host, attention stores the rows there (device_attention.cpp,
+        // cpu_attention_pipeline.cpp).
         case Op::StoreKv:
             if (opts.kv == KvPlacement::Device) store_kv(prog.il, r);
             return;
@@ -185,7 +186,8 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
             return;
         case Op::Attend:
             STRATA_ASSERT(p);
-            if (opts.kv == KvPlacement::HostCpuAttention) return attention_on_host(prog, l[st.w], *p, kv, dst);
+            // The host CPU's attention is cpu_attention_pipeline.cpp's, between the steps it runs here.
+            STRATA_ASSERT(opts.kv != KvPlacement::HostCpuAttention);
             if (!st.w) return attention_on_device(prog, l, *p, kv, at(st.src), dst);
             attention_on_device(prog, l, *p, kv, at(st.src), attn.as<float>());
             project(l[st.w], attn.as<float>(), dst, n, r.n_long);
