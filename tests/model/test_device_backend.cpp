@@ -266,8 +266,9 @@ std::vector<std::vector<int32_t>> batched_tokens(Engine& e, const std::vector<st
 }  // namespace
 
 // NEO's pipeline: a batch is cut in two sub-batches, the CPU attends to one while the device runs
-// the other's matmuls. Odd batches of sequences at different depths give each sequence's tokens
-// alone on the CPU; the trace shows the CPU's attention per sub-batch (none for a batch of 1).
+// the other's matmuls (prompts attend on the device). Odd batches of sequences at different
+// depths give each sequence's tokens alone on the CPU; the trace shows the CPU's attention per
+// sub-batch (one, unnamed, for a batch of 1).
 TEST_CASE("sim device: batches with the CPU's attention overlapped give each sequence's CPU tokens", "[model][device]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
@@ -292,7 +293,7 @@ TEST_CASE("sim device: batches with the CPU's attention overlapped give each seq
             std::ifstream in(o.trace_path);
             const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
             CHECK((trace.find("\"layer 1 B\"") != std::string::npos) == (max_batch > 1));
-            CHECK(trace.find("\"layer 1\"") != std::string::npos);  // a prompt's pass, one sequence: one sub-batch
+            if (max_batch == 1) CHECK(trace.find("\"layer 1\"") != std::string::npos);  // one sub-batch
         }
     }
 }

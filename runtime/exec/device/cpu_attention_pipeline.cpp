@@ -9,7 +9,8 @@
 // Each sub-batch's q, k and v go down on the D2H stream once the device has them, its attention
 // goes back up on the same stream (not behind the weights queued on H2D), and the device waits
 // for it by event. Every op is row-wise or a matmul whose rows do not depend on each other, so
-// the tokens are those of the pass run whole. A pass of one sequence is one sub-batch.
+// the tokens are those of the pass run whole. A pass of one sequence is one sub-batch; a prompt's
+// pass attends on the device (device_backend.cpp).
 #include "runtime/exec/device/device_impl.h"
 
 #include <algorithm>

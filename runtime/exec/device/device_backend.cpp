@@ -59,7 +59,11 @@ void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
         ++m.graph_launches;
         return;
     }
-    if (m.opts.kv == KvPlacement::HostCpuAttention) m.run_with_cpu_attention(p, kv);
+    // With the KV cache in DRAM the CPU attends to decode steps, beside the device's matmuls; a
+    // prompt's causal attention is compute-bound and stays on the device (as NEO and FastDecode
+    // keep prefill there), over the blocks it reads copied in.
+    m.host_attends = m.opts.kv == KvPlacement::HostCpuAttention && (p.n_long == 0 || m.kv_k.empty());
+    if (m.host_attends) m.run_with_cpu_attention(p, kv);
     else m.run_schedule(p, kv);
 }
 

@@ -84,7 +84,8 @@ struct DeviceBackend::Impl {
     int attention_track = 0;
     int cpu_layer_track = 0;  // the CPU's layers beside the device
 
-    // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention);
+    // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention, and
+    // HostCpuAttention's prompt passes);
     // kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their
     // saved hidden states in hidden[hidden_slot[il]] and share one more K/V pair, rebuilt
     // before each use from rebuild_list (blocks, rows, positions: n_rebuild each).
@@ -100,6 +101,9 @@ struct DeviceBackend::Impl {
     std::unique_ptr<HostStaging> host;
     std::unique_ptr<gpu::Event> ev_computed, ev_inputs, ev_qkv, ev_down[2], ev_up[2], ev_logits;
     std::unique_ptr<gpu::Event> ev_ready[2];  // a sub-batch's q, k, v computed (CPU attention)
+    // This pass's attention is the host CPU's: HostCpuAttention, but for a prompt's pass where
+    // the device reads the cache's type (it attends then, over the blocks copied in).
+    bool host_attends = false;
 
     Impl(std::unique_ptr<gpu::Device> device, const models::Hparams& h, WeightStore& s, const KvCache& kv,
          storage::MemoryBudget& dram, const DeviceBackendOptions& o);

@@ -151,7 +151,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
                 if (kv.rebuilt(il) && !r.cpu(il)) kv_slot[il] = shared;
             rebuild_list = dev->memory().allocate(3 * n_blocks * KvCache::kBlockSize * 4, "positions to recompute");
         }
-    } else if (opts.kv == KvPlacement::HostGpuAttention) {
+    } else if (opts.kv == KvPlacement::HostGpuAttention || dev->supports_kv(kv_type)) {
         add_kv_pair();
     }
 
