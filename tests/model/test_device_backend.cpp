@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <fstream>
 #include <random>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "planner/plan.h"
 #include "runtime/engine.h"
 #include "runtime/place/placement.h"
+#include "runtime/scheduler.h"
 #include "runtime/weights/weight_store.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/generate.h"
@@ -231,6 +233,70 @@ TEST_CASE("sim device: a KV cache spilled to disk gives the CPU engine's greedy 
         Engine e(spilled);
         CHECK(e.kv_cache().n_spilled() > 0);
         CHECK(test::generate(e, prompt, test::greedy(8, true)).tokens == expected);
+    }
+}
+
+namespace {
+
+// Prompts of different lengths (the first n tokens of kText for each n), so that a batch's
+// sequences attend at different depths.
+std::vector<std::vector<int32_t>> staggered_prompts(const Engine& e, std::initializer_list<size_t> lengths) {
+    const auto all = e.tokenizer().encode(kText, true, false);
+    std::vector<std::vector<int32_t>> out;
+    for (size_t n : lengths) out.emplace_back(all.begin(), all.begin() + std::min(n, all.size()));
+    return out;
+}
+
+// Each prompt's greedy tokens, the prompts run `max_batch` at a time through the scheduler.
+std::vector<std::vector<int32_t>> batched_tokens(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int max_batch,
+                                                 int n) {
+    std::vector<GenerateResult> results(prompts.size());
+    Scheduler sched(e, {max_batch, 64});
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        Request r;
+        r.prompt = prompts[i];
+        r.params = test::greedy(n, true);
+        r.on_done = [&results, i](const GenerateResult& g) { results[i] = g; };
+        sched.submit(std::move(r));
+    }
+    sched.wait_idle();
+    std::vector<std::vector<int32_t>> tokens;
+    for (const auto& r : results) tokens.push_back(r.tokens);
+    return tokens;
+}
+
+}  // namespace
+
+// NEO's pipeline: a batch is cut in two sub-batches, the CPU attends to one while the device runs
+// the other's matmuls (prompts attend on the device). Odd batches of sequences at different
+// depths give each sequence's tokens alone on the CPU; the trace shows the CPU's attention per
+// sub-batch (one, unnamed, for a batch of 1).
+TEST_CASE("sim device: batches with the CPU's attention overlapped give each sequence's CPU tokens", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    const int n = 12;
+    Engine cpu(options(*path, DeviceKind::Cpu));
+    const auto prompts = staggered_prompts(cpu, {9, 40, 17, 55, 26});
+    std::vector<std::vector<int32_t>> want;
+    for (const auto& p : prompts) want.push_back(test::generate(cpu, p, test::greedy(n, true)).tokens);
+    const planner::Plan made = plan_of(options(*path, DeviceKind::Sim, AttentionChoice::Cpu));
+    for (bool mixed : {false, true}) {
+        for (int max_batch : {1, 3, 5}) {
+            INFO((mixed ? "layers on the device, copied in, streamed and on the CPU" : "every layer on the device")
+                 << "; batches of " << max_batch);
+            EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Cpu);
+            o.kv_positions = 2048;
+            o.plan = mixed ? heterogeneous(made, true) : all_on_device(made);
+            o.trace_path = test::temp_path("cpu_attention_overlap.json");
+            {
+                Engine e(o);
+                CHECK(batched_tokens(e, prompts, max_batch, n) == want);
+            }
+            std::ifstream in(o.trace_path);
+            const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            CHECK((trace.find("\"layer 1 B\"") != std::string::npos) == (max_batch > 1));
+            if (max_batch == 1) CHECK(trace.find("\"layer 1\"") != std::string::npos);  // one sub-batch
+        }
     }
 }
 

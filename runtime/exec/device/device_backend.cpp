@@ -75,7 +75,12 @@ void DeviceBackend::Impl::run_pass(const PassLayout& p, KvCache& kv) {
         ++graph_launches;
         return;
     }
-    run_schedule(p, kv);
+    // With the KV cache in DRAM the CPU attends to decode steps, beside the device's matmuls; a
+    // prompt's causal attention is compute-bound and stays on the device (as NEO and FastDecode
+    // keep prefill there), over the blocks it reads copied in.
+    host_attends = opts.kv == KvPlacement::HostCpuAttention && (p.n_long == 0 || kv_k.empty());
+    if (host_attends) run_with_cpu_attention(p, kv);
+    else run_schedule(p, kv);
 }
 
 void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {

@@ -3,8 +3,8 @@
 // pass loop and the head), device_memory.cpp (device buffers), device_weights.cpp (weights on
 // the device), device_layer.cpp (a pass's upload, a layer on the device or the host),
 // device_steps.cpp (a layer program's steps as device ops), device_attention.cpp (attention on
-// the device or the host, KV rebuilt on the device) and device_moe.cpp (a mixture of experts:
-// the experts on the host). Every device op goes through gpu::Device, so the same code drives
+// the device, KV rebuilt there), cpu_attention_pipeline.cpp (the host CPU attending beside the
+// device) and device_moe.cpp (a mixture of experts: the experts on the host). Every device op goes through gpu::Device, so the same code drives
 // the CUDA device and the simulated one.
 #include <array>
 #include <cstdint>
@@ -25,6 +25,19 @@
 #include "runtime/weights/weight_store.h"
 
 namespace strata::runtime {
+
+// Rows [r0, r1) of a pass and its segments there: a sub-batch the host CPU attends for while
+// the device computes the other (cpu_attention_pipeline.cpp).
+struct SubBatch {
+    std::span<const PassLayout::Segment> segs;
+    int64_t r0 = 0, r1 = 0;
+    int64_t rows() const { return r1 - r0; }
+    bool empty() const { return r1 == r0; }
+};
+// The pass cut in two at the sequence boundary that best halves the keys attention reads, the
+// long segments (a prompt's rows) in the first; the second is empty for one sequence, or
+// where !split.
+std::array<SubBatch, 2> split_for_cpu_attention(const PassLayout& p, bool split);
 
 // A layer's tensors on the device, by their LayerWeights member.
 struct DevLayer {
@@ -71,7 +84,8 @@ struct DeviceBackend::Impl {
     int attention_track = 0;
     int cpu_layer_track = 0;  // the CPU's layers beside the device
 
-    // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention);
+    // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention, and
+    // HostCpuAttention's prompt passes);
     // kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their
     // saved hidden states in hidden[hidden_slot[il]] and share one more K/V pair, rebuilt
     // before each use from rebuild_list (blocks, rows, positions: n_rebuild each).
@@ -86,6 +100,10 @@ struct DeviceBackend::Impl {
     gpu::DeviceBuffer q_low_rank, q_latent, attn_latent;  // MLA's (layer_program.h's Act)
     std::unique_ptr<HostStaging> host;
     std::unique_ptr<gpu::Event> ev_computed, ev_inputs, ev_qkv, ev_down[2], ev_up[2], ev_logits;
+    std::unique_ptr<gpu::Event> ev_ready[2];  // a sub-batch's q, k, v computed (CPU attention)
+    // This pass's attention is the host CPU's: HostCpuAttention, but for a prompt's pass where
+    // the device reads the cache's type (it attends then, over the blocks copied in).
+    bool host_attends = false;
 
     Impl(std::unique_ptr<gpu::Device> device, const models::Hparams& h, WeightStore& s, const KvCache& kv,
          storage::MemoryBudget& dram, const DeviceBackendOptions& o);
@@ -136,6 +154,10 @@ struct DeviceBackend::Impl {
     // the pass's layers as the schedule says (copies, device and CPU layers),
     // or the graph of a decode step that has one (null where the pass cannot be one).
     void run_schedule(const PassLayout& p, KvCache& kv);
+    // cpu_attention_pipeline.cpp: the schedule with the host CPU attending (HostCpuAttention),
+    // a pass's two sub-batches interleaved so that attention overlaps the device's matmuls.
+    struct CpuAttentionPass;
+    void run_with_cpu_attention(const PassLayout& p, KvCache& kv);
     gpu::Graph* step_graph(const PassLayout& p, KvCache& kv);
     struct StepGraph {
         int seen = 0;
@@ -174,8 +196,6 @@ struct DeviceBackend::Impl {
     void rebuild_kv(const LayerProgram& prog, const DevLayer& l, KvCache& kv);
     void attention_on_device(const LayerProgram& prog, const DevLayer& l, const PassLayout& p, KvCache& kv,
                              const float* queries, float* into);
-    // The CPU attends and the device projects by `wo` into `out`, in two micro-batches.
-    void attention_on_host(const LayerProgram& prog, const DevWeight& wo, const PassLayout& p, KvCache& kv, float* out_rows);
     // device_moe.cpp: a mixture of experts' experts on the host: `out` = the experts of `in`.
     void experts_on_host(int il, const PassLayout& p, const float* in, float* out);
     // `n_embd`-wide rows of the pass: `down` copied to the host's `host_down`, `run` there, the

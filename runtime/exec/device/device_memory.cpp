@@ -80,7 +80,7 @@ DeviceBackend::Impl::Impl(std::unique_ptr<gpu::Device> device, const models::Hpa
     if (kv.n_rebuilt() > 0 && (opts.kv != KvPlacement::Device || h.n_ff < h.n_embd))
         throw BackendError("the device backend recomputes KV from hidden states only with the KV cache on the device",
                            "use a plan without recompute (strata plan --no-recompute)");
-    for (auto* e : {&ev_computed, &ev_inputs, &ev_qkv, &ev_down[0], &ev_down[1], &ev_up[0], &ev_up[1], &ev_logits}) *e = dev->make_event();
+    for (auto* e : {&ev_computed, &ev_inputs, &ev_qkv, &ev_down[0], &ev_down[1], &ev_up[0], &ev_up[1], &ev_logits, &ev_ready[0], &ev_ready[1]}) *e = dev->make_event();
     const uint64_t max_rows = uint64_t(kv.pool().n_blocks()) * KvCache::kBlockSize;
     host = std::make_unique<HostStaging>(dram, staging_sizes(h, max_blocks, kv.n_rebuilt() > 0 ? max_rows : 0));
     load_weights(dram);
@@ -160,7 +160,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
                 if (kv.rebuilt(il) && !r.cpu(il)) kv_slot[il] = shared;
             rebuild_list = dev->memory().allocate(3 * n_blocks * KvCache::kBlockSize * 4, "positions to recompute");
         }
-    } else if (opts.kv == KvPlacement::HostGpuAttention) {
+    } else if (opts.kv == KvPlacement::HostGpuAttention || dev->supports_kv(kv_type)) {
         add_kv_pair();
     }
 
