@@ -9,6 +9,8 @@ the same prompts: its decode speed and accepted drafts, in the same run.
 
   bench/speculative.py [-m MODEL] [--dram 60M] [-n 256] [-r 3] [--modes off,auto,lookup] [--peer]
                        [--tasks rewrite,document,story] [--raw (no chat template)]
+
+A mode MODE:W runs --spec MODE --spec-width W (auto:1: chains only).
 """
 from __future__ import annotations
 
@@ -27,9 +29,14 @@ TASKS = ROOT / "bench" / "spec_tasks"
 CHATML = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 
 
+def mode_flags(mode: str) -> list[str]:
+    spec, _, width = mode.partition(":")
+    return ["--spec", spec] + (["--spec-width", width] if width else [])
+
+
 def strata(binary: str, model: str, prompt_file: Path, mode: str, args) -> dict:
     cmd = [binary, "generate", "-m", model, "-f", str(prompt_file), "-n", str(args.n), "--temp", "0", "--ignore-eos",
-           "--spec", mode, "--json", "--ctx", "2048"]
+           "--json", "--ctx", "2048"] + mode_flags(mode)
     if args.dram:
         cmd += ["--dram", args.dram]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -84,8 +91,8 @@ def main() -> None:
             same = all(r["tokens"] == plain for r in runs[mode]) if plain else None
             tps = statistics.median(r["timings"]["decode_tokens_per_s"] for r in runs[mode])
             tpp = statistics.median(r["timings"]["tokens_per_pass"] for r in runs[mode])
-            rows.append((task, f"strata --spec {mode}", tps, tpp, same))
-            log(f"{task}: --spec {mode}: {tps:.1f} t/s, {tpp:.2f} tokens a pass, identical tokens: {same}")
+            rows.append((task, "strata " + " ".join(mode_flags(mode)), tps, tpp, same))
+            log(f"{task}: {' '.join(mode_flags(mode))}: {tps:.1f} t/s, {tpp:.2f} tokens a pass, identical tokens: {same}")
         if peer_runs:
             tps = statistics.median(p["tps"] for p in peer_runs)
             acc = statistics.median(p["accepted"] for p in peer_runs)
