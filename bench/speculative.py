@@ -7,7 +7,7 @@ against plain decoding's. With --dram the weights stream from the file (layers t
 are read each pass). With --peer, llama.cpp's llama-lookup (bench/build_llamacpp.sh --spec) on
 the same prompts: its decode speed and accepted drafts, in the same run.
 
-  bench/speculative.py [-m MODEL] [--dram 60M] [-n 256] [-r 3] [--modes off,auto,lookup] [--peer]
+  bench/speculative.py [-m MODEL] [--dram 60M] [--ctx 2048] [-n 256] [-r 3] [--modes off,auto,lookup] [--peer]
                        [--tasks rewrite,document,story] [--raw (no chat template)]
 
 A mode MODE:W runs --spec MODE --spec-width W (auto:1: chains only).
@@ -36,7 +36,7 @@ def mode_flags(mode: str) -> list[str]:
 
 def strata(binary: str, model: str, prompt_file: Path, mode: str, args) -> dict:
     cmd = [binary, "generate", "-m", model, "-f", str(prompt_file), "-n", str(args.n), "--temp", "0", "--ignore-eos",
-           "--json", "--ctx", "2048"] + mode_flags(mode)
+           "--json", "--ctx", str(args.ctx)] + mode_flags(mode)
     if args.dram:
         cmd += ["--dram", args.dram]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -62,6 +62,8 @@ def main() -> None:
     ap.add_argument("--binary", default=str(ROOT / "build" / "strata"))
     ap.add_argument("--dram", default="", help="DRAM budget below the model's size: layers stream from the file")
     ap.add_argument("-n", type=int, default=256, help="tokens to generate")
+    ap.add_argument("--ctx", type=int, default=2048,
+                    help="context; a KV cache that does not fit --dram spills to disk, and then drafts are chains")
     ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("--modes", default="off,auto,lookup")
     ap.add_argument("--peer", action="store_true", help="also run llama.cpp's llama-lookup")
