@@ -83,7 +83,8 @@ void Speculation::choose(int64_t others, int32_t limit) {
     if (priced_) {
         std::vector<double> sorted(order.size());
         for (size_t i = 0; i < order.size(); ++i) sorted[i] = chance[order[i]];
-        n = size_t(planner::forecast_draft([&](int64_t rows) { return prices_.price(rows); }, sorted, others, draft_price()).depth);
+        // The guesses are made: what drafting them cost is spent, only the pass's rows count.
+        n = size_t(planner::forecast_draft([&](int64_t rows) { return prices_.price(rows); }, sorted, others).depth);
     }
     order.resize(n);
     std::sort(order.begin(), order.end());
