@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Speculative decoding measured (docs/speculative.md): on each task of bench/spec_tasks/
 (rewrite a 400-word text with two small edits, answer from a given document, a free story),
-`strata generate --temp 0` with --spec off and with --spec auto (and lookup), runs alternated,
+`strata generate --temp 0` with --spec off and with --spec auto (and lookup, or self: the
+model's own first layers drafting), runs alternated,
 medians of decode tokens/s and tokens per pass; every speculative run's tokens are checked
 against plain decoding's. With --dram the weights stream from the file (layers that do not fit
 are read each pass). With --peer, llama.cpp's llama-lookup (bench/build_llamacpp.sh --spec) on
 the same prompts: its decode speed and accepted drafts, in the same run.
 
-  bench/speculative.py [-m MODEL] [--dram 60M] [--ctx 2048] [-n 256] [-r 3] [--modes off,auto,lookup] [--peer]
+  bench/speculative.py [-m MODEL] [--dram 60M] [--ctx 2048] [-n 256] [-r 3] [--modes off,auto,lookup,self] [--peer]
                        [--tasks rewrite,document,story] [--raw (no chat template)]
 
 A mode MODE:W runs --spec MODE --spec-width W (auto:1: chains only).
@@ -65,7 +66,7 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=2048,
                     help="context; a KV cache that does not fit --dram spills to disk, and then drafts are chains")
     ap.add_argument("-r", "--reps", type=int, default=3)
-    ap.add_argument("--modes", default="off,auto,lookup")
+    ap.add_argument("--modes", default="off,auto,lookup", help="--spec values, comma-separated (off, auto, lookup, self)")
     ap.add_argument("--peer", action="store_true", help="also run llama.cpp's llama-lookup")
     ap.add_argument("--tasks", default="rewrite,document,story")
     ap.add_argument("--raw", action="store_true", help="the task's text as a plain completion prompt, without the chat template")

@@ -12,6 +12,7 @@
 #include "runtime/scheduler_job.h"
 #include "runtime/spec/lookup_drafter.h"
 #include "runtime/spec/model_drafter.h"
+#include "runtime/spec/self_drafter.h"
 
 namespace strata::runtime {
 
@@ -34,6 +35,11 @@ void Scheduler::start_speculation(Job& j) {
     if (o.mode == SpecMode::Off || !j.generation || j.request.on_prompt_logits) return;
     // Trees where the pass verifies them, else chains.
     const int32_t width = engine_.verifies_trees() ? o.max_width : 1;
+    if (o.mode == SpecMode::Self) {
+        j.spec = std::make_unique<Speculation>(std::make_unique<SelfDrafter>(*o.draft_model, engine_.hparams().n_layer, o.max_depth),
+                                               prices_, o.max_depth);
+        return;
+    }
     if (o.draft_model && (o.mode == SpecMode::Draft || o.mode == SpecMode::Auto)) {
         j.spec = std::make_unique<Speculation>(std::make_unique<ModelDrafter>(*o.draft_model), prices_, o.max_depth, true, width);
         return;

@@ -80,9 +80,12 @@ public:
     virtual void set_trace(Trace* trace) {}
     // How often each expert was chosen, for a mixture-of-experts model on a backend that counts it.
     virtual const RoutingStats* routing_stats() const { return nullptr; }
-    // Device memory in use and its budget (--gpu-mem); zeros on the CPU.
+    // Device memory in use and its budget (--gpu-mem, less what was taken away since); zeros
+    // on the CPU. When memory was taken away: how often, and the layers moved to the CPU.
     struct DeviceMemory {
         uint64_t used = 0, budget = 0;
+        uint64_t losses = 0;
+        int layers_moved = 0;
     };
     virtual DeviceMemory device_memory() const { return {}; }
 

@@ -23,8 +23,11 @@ void check_same_vocabulary(const models::Tokenizer& target, const models::Tokeni
 
 ModelDrafter::ModelDrafter(Engine& draft) : engine_(draft) {}
 
-ModelDrafter::~ModelDrafter() {
+ModelDrafter::~ModelDrafter() { restart(); }
+
+void ModelDrafter::restart() {
     if (seq_ >= 0) engine_.free_seq(seq_);
+    seq_ = -1;
 }
 
 namespace {
@@ -74,8 +77,7 @@ void ModelDrafter::guess(std::span<const int32_t> context, int32_t max, std::vec
         }
     } catch (const OutOfBudget&) {
         // Its KV cache is full with other sequences' drafts: this one starts over next time.
-        engine_.free_seq(seq_);
-        seq_ = -1;
+        restart();
     }
 }
 

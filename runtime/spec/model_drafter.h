@@ -24,6 +24,9 @@ public:
     void draft(std::span<const int32_t> context, int32_t max, std::vector<int32_t>& out) override;
     void draft_tree(std::span<const int32_t> context, int32_t depth, int32_t nodes, int32_t width, DraftTree& out) override;
     bool costly() const override { return true; }
+    // Forgets its sequence: the next draft evaluates the whole context again (the model's
+    // passes changed, as a self drafter's exit layer going deeper).
+    void restart();
 
 private:
     // Its greedy tokens into `out`; with `unsure`, per token the runner-up where it is nearly

@@ -16,9 +16,9 @@ constexpr double kDecay = 0.9;
 }  // namespace
 
 SpecMode parse_spec_mode(std::string_view name) {
-    for (SpecMode m : {SpecMode::Auto, SpecMode::Off, SpecMode::Lookup, SpecMode::Draft})
+    for (SpecMode m : {SpecMode::Auto, SpecMode::Off, SpecMode::Lookup, SpecMode::Draft, SpecMode::Self})
         if (spec_mode_name(m) == name) return m;
-    throw UsageError(fmt::format("--spec {}: unknown drafter", name), "give auto, off, lookup or draft (with --draft-model)");
+    throw UsageError(fmt::format("--spec {}: unknown drafter", name), "give auto, off, lookup, draft (with --draft-model) or self");
 }
 
 std::string_view spec_mode_name(SpecMode mode) {
@@ -27,6 +27,7 @@ std::string_view spec_mode_name(SpecMode mode) {
         case SpecMode::Off: return "off";
         case SpecMode::Lookup: return "lookup";
         case SpecMode::Draft: return "draft";
+        case SpecMode::Self: return "self";
     }
     return "?";
 }

@@ -26,8 +26,9 @@ enum class SpecMode : uint8_t {
     Off,
     Lookup,  // prompt lookup (n-grams of the sequence itself), every guess verified whatever it costs
     Draft,   // a small draft model (--draft-model), each draft as deep as pays
+    Self,    // the model's own first layers (runtime/spec/self_drafter.h), each draft as deep as pays
 };
-// "auto", "off", "lookup", "draft"; throws UsageError naming the choices.
+// "auto", "off", "lookup", "draft", "self"; throws UsageError naming the choices.
 SpecMode parse_spec_mode(std::string_view name);
 std::string_view spec_mode_name(SpecMode mode);
 
@@ -40,7 +41,7 @@ struct SpecOptions {
     int32_t max_depth = 16;  // draft tokens one pass verifies at most
     int32_t max_width = kMaxDraftWidth;  // children a draft node may have (1: chains only)
     // The draft model (--draft-model), loaded and checked (check_same_vocabulary): Draft's
-    // drafter, and Auto's where it is given.
+    // drafter, and Auto's where it is given; for Self, the model's first layers (open_early_layers).
     Engine* draft_model = nullptr;
 };
 

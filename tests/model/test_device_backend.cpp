@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "planner/plan.h"
 #include "runtime/engine.h"
 #include "runtime/place/placement.h"
@@ -310,4 +312,76 @@ TEST_CASE("cuda device: every architecture's teacher-forced top-1 agrees with th
             CHECK(argmax(std::span(ref).subspan(t * V, V)) == argmax(std::span(got).subspan(t * V, V)));
         }
     }
+}
+
+// Device memory taken away mid-run (--sim-shrink-after): the layers the device can no longer hold
+// move to the CPU with their KV cache, and the run gives the tokens it would have given anyway.
+namespace {
+
+// `o` with all but `keep` bytes of the device memory its run uses taken away after `passes` passes.
+EngineOptions shrinking(EngineOptions o, int64_t passes, uint64_t keep) {
+    o.gpu.sim_shrink_after = passes;
+    o.gpu.sim_shrink_bytes = *o.gpu.gpu_mem - keep;
+    return o;
+}
+
+uint64_t device_bytes_used(const EngineOptions& o) {
+    Engine e(o);
+    return e.gauges().gpu_used;
+}
+
+}  // namespace
+
+TEST_CASE("sim device: memory taken away mid-generation moves layers to the CPU, same greedy tokens", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    const int n = 16;
+    EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Gpu);
+    o.kv_type = DType::F32;  // recomputed layers then give their K/V exactly
+    const planner::Plan made = plan_of(o);
+    EngineOptions cpu_options = options(*path, DeviceKind::Cpu);
+    cpu_options.kv_type = DType::F32;
+    Engine cpu(cpu_options);
+    const auto expected = greedy_tokens(cpu, n);
+
+    std::mt19937 rng(32);
+    std::vector<std::pair<std::string, planner::Plan>> plans = {{"every layer on the device", all_on_device(made)},
+                                                                {"layers copied in and streamed", heterogeneous(made, false)},
+                                                                {"CPU attention", heterogeneous(made, true)}};
+    for (int i = 0; i < 3; ++i) plans.emplace_back(fmt::format("random plan {}", i), random_plan(made, rng));
+    for (const auto& [name, plan] : plans) {
+        INFO(name << ": " << plan.to_json());
+        o.plan = plan;
+        const uint64_t used = device_bytes_used(o);
+        // A prompt pass and three decode steps, then 6 MiB less than the run holds: a layer or more must go.
+        Engine e(shrinking(o, 4, used - (uint64_t{6} << 20)));
+        CHECK(greedy_tokens(e, n) == expected);
+        const TierGauges g = e.gauges();
+        CHECK(g.gpu_memory_losses == 1);
+        CHECK(g.gpu_layers_moved > 0);
+        CHECK(g.gpu_used <= g.gpu_budget);
+    }
+}
+
+TEST_CASE("sim device: memory taken away before load runs the model on the CPU", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    Engine cpu(options(*path, DeviceKind::Cpu));
+    EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Gpu);
+    o.plan = all_on_device(plan_of(o));
+    Engine e(shrinking(o, 0, uint64_t{1} << 20));
+    CHECK(e.backend_name() == "cpu");
+    CHECK(greedy_tokens(e, 8) == greedy_tokens(cpu, 8));
+}
+
+TEST_CASE("sim device: memory taken away below the device's own buffers fails the pass with a clear error", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Gpu);
+    o.plan = all_on_device(plan_of(o));
+    Engine e(shrinking(o, 2, uint64_t{1} << 20));
+    const GenerateResult r = test::generate(e, e.tokenizer().encode(kText, true, false), test::greedy(8, true));
+    CHECK(r.stop_reason == "error");
+    CHECK_THAT(r.error, Catch::Contains("with every layer on the CPU"));
+    CHECK(e.gauges().gpu_layers_moved == e.hparams().n_layer);
 }

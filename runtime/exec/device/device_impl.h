@@ -105,6 +105,24 @@ struct DeviceBackend::Impl {
     void load_non_expert_weights();
     // Device buffers for the KV cache and activations; the routed experts opts.experts names.
     void allocate(const KvCache& kv, storage::MemoryBudget& dram);
+    // Where each layer runs, by the weight store's residency.
+    std::vector<LayerWork> layer_work() const;
+    // The CPU backend for the layers the host computes, made on first need.
+    void host_layers_needed();
+
+    // device_memory_loss.cpp: memory taken away mid-run. Before a pass, what the device may
+    // still hold (Device::poll_memory); over it, layers move to the CPU until the rest fits.
+    void fit_memory(KvCache& kv);
+    // Moves layers to the CPU, the last device-resident first, then the copied-in ones, until
+    // the device holds at most `target` bytes; `why` goes into the log line. Throws
+    // DeviceOutOfMemory when every layer is on the CPU and the rest still does not fit.
+    void give_back(uint64_t target, KvCache& kv, const std::string& why);
+    int layer_to_move() const;  // -1: none left
+    void move_to_cpu(int il, KvCache& kv);
+    // Layer il's KV cache (or saved hidden states) from the device into the host's cache.
+    void kv_down(int il, KvCache& kv);
+    uint64_t memory_losses = 0;  // times memory was given back
+    int layers_moved = 0;        // layers moved to the CPU so far
     float* dev_f(const gpu::DeviceBuffer& b, int64_t row, int64_t width) const { return b.as<float>() + row * width; }
 
     // runtime::project on the compute stream.
@@ -113,7 +131,9 @@ struct DeviceBackend::Impl {
     }
     float* act(Act a) const;
     void upload_pass(const PassLayout& p, const KvCache& kv);
-    // device_backend.cpp: the pass's layers as the schedule says (copies, device and CPU layers),
+    // device_backend.cpp: one pass (its inputs, the graph or the schedule);
+    void run_pass(const PassLayout& p, KvCache& kv);
+    // the pass's layers as the schedule says (copies, device and CPU layers),
     // or the graph of a decode step that has one (null where the pass cannot be one).
     void run_schedule(const PassLayout& p, KvCache& kv);
     gpu::Graph* step_graph(const PassLayout& p, KvCache& kv);

@@ -97,16 +97,29 @@ DeviceBackend::Impl::~Impl() {
     }
 }
 
-void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dram) {
+std::vector<LayerWork> DeviceBackend::Impl::layer_work() const {
     const Residency& r = store.residency();
     std::vector<LayerWork> work(hp.n_layer);
-    uint64_t slot_bytes = 0;
-    for (int il = 0; il < hp.n_layer; ++il) {
-        // A mixture of experts keeps every layer's attention on the device (device_moe.cpp).
-        if (hp.moe.enabled()) continue;
+    // A mixture of experts keeps every layer's attention on the device (device_moe.cpp).
+    if (hp.moe.enabled()) return work;
+    for (int il = 0; il < hp.n_layer; ++il)
         work[il] = {r.device(il) ? LayerSite::Device : r.cpu(il) ? LayerSite::Cpu : LayerSite::CopiedIn, r.streamed(il)};
+    return work;
+}
+
+void DeviceBackend::Impl::host_layers_needed() {
+    if (host_layers) return;
+    host_layers = std::make_unique<CpuBackend>(hp, store);
+    host_layers->set_int8_activations(opts.int8_activations);
+    host_layers->prepare(kMaxUbatch);
+}
+
+void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dram) {
+    const Residency& r = store.residency();
+    const std::vector<LayerWork> work = layer_work();
+    uint64_t slot_bytes = 0;
+    for (int il = 0; il < hp.n_layer; ++il)
         if (work[il].site == LayerSite::CopiedIn) slot_bytes = std::max(slot_bytes, store.layer_range(il).length);
-    }
     if (slot_bytes > 0) {
         for (int i = 0; i < opts.n_slots; ++i) {
             slots.push_back(dev->memory().allocate(slot_bytes, "buffers for the layers copied in each pass"));
@@ -118,11 +131,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     const auto count = [&](LayerSite site) {
         return std::count_if(work.begin(), work.end(), [&](const LayerWork& w) { return w.site == site; });
     };
-    if (count(LayerSite::Cpu) > 0 || hp.moe.enabled()) {
-        host_layers = std::make_unique<CpuBackend>(hp, store);
-        host_layers->set_int8_activations(opts.int8_activations);
-        host_layers->prepare(kMaxUbatch);
-    }
+    if (count(LayerSite::Cpu) > 0 || hp.moe.enabled()) host_layers_needed();
 
     const uint64_t n_blocks = kv.pool().n_blocks();
     const uint64_t layer_kv = n_blocks * uint64_t(kv_block_bytes);
