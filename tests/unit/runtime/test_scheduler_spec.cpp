@@ -149,6 +149,8 @@ TEST_CASE("speculation: tree drafts keep the plain greedy tokens, alone and batc
     sched.wait_idle();
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
     CHECK(engine.kv().pool().n_used() == 0);
+}
+
 TEST_CASE("speculation: self drafts keep the plain greedy tokens on every task, CPU and simulated device", "[unit][spec]") {
     // stories260K (5 layers: its first one or two draft, and seldom guess right) on the CPU and
     // the simulated device; SmolLM2 (30 layers) on the CPU, where the early layers' guesses are kept.
