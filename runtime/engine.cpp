@@ -235,7 +235,7 @@ int Engine::attach_prefix(SeqId seq, std::span<const int32_t> tokens) { return k
 
 std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
     for (const SeqTokens& e : batch)
-        if (!kv_->reserve(e.seq, static_cast<int32_t>(e.tokens.size())))
+        if (!kv_->reserve(e.seq, static_cast<int32_t>(e.kv_span())))
             throw OutOfBudget(fmt::format("KV cache full: {} of {} blocks in use", kv_->pool().n_used(), kv_->pool().n_blocks()),
                               "run fewer sequences at once, or give the cache more room (--ctx, --dram)");
     // One row of logits is part of the activations; a batch's rows (and the pass's copy of

@@ -96,6 +96,10 @@ runtime::SpecOptions ModelOptions::spec_options(runtime::Engine* draft) const {
         throw UsageError(fmt::format("--spec-depth {} is out of range", spec_depth),
                          fmt::format("give 1 to {} draft tokens a pass", runtime::PassPrices::kMaxRows - 1));
     o.max_depth = spec_depth;
+    if (spec_width < 1 || spec_width > runtime::kMaxDraftWidth)
+        throw UsageError(fmt::format("--spec-width {} is out of range", spec_width),
+                         fmt::format("give 1 (chains) to {} guesses a draft node", runtime::kMaxDraftWidth));
+    o.max_width = spec_width;
     return o;
 }
 

@@ -38,6 +38,7 @@ struct ModelOptions {
     int verbosity = 0;
     std::string spec = "auto";  // speculative decoding's drafter: auto, off, lookup, draft, self
     int spec_depth = 16;        // draft tokens one pass verifies at most
+    int spec_width = runtime::kMaxDraftWidth;  // children a draft node may have (1: chains)
     std::string draft_model;    // a small model of the same vocabulary that drafts
     runtime::EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
     // With the draft model load_draft_model gave, if any. Throws UsageError for an unknown drafter.

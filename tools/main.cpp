@@ -103,6 +103,10 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "draft model needed; the depth follows what is kept), off")
         ->capture_default_str();
     cmd.add_option("--spec-depth", m.spec_depth, "draft tokens one pass verifies at most")->capture_default_str();
+    cmd.add_option("--spec-width", m.spec_width,
+                   "guesses a draft may branch into at one place (a tree: several earlier matches' continuations, a draft "
+                   "model's second choice where it is unsure), all verified in one pass; 1: chains. Devices verify chains")
+        ->capture_default_str();
     cmd.add_option("--draft-model", m.draft_model,
                    "a small model of the same vocabulary (e.g. a smaller one of the family) that drafts for --spec draft, and "
                    "for --spec auto where given; held in memory, its greedy tokens verified as lookup's are (serve: beside each "
