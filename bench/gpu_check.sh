@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # The GPU machine's check, one command from binaries built elsewhere (bench/gpu_bundle.sh), in
-# under 8 minutes, leaving one Markdown report (GPU_CHECK_REPORT, default $OUT/gpu_check.md or
-# ./gpu_check.md):
+# about 8 minutes, leaving one Markdown report (GPU_CHECK_REPORT, default $OUT/gpu_check.md or
+# ./gpu_check.md), written as it goes so that a run cut short still reports what it measured:
 #   1. nvidia-smi
-#   2. every [gpu] test (unit and model), and the unit cases under compute-sanitizer's memcheck
-#      and racecheck when it is there
-#   3. greedy tokens on the GPU against the CPU: SmolLM2 (when shared/models/ or the model cache
+#   2. every [gpu] test (unit and model); under compute-sanitizer's memcheck and racecheck too
+#      with GPU_CHECK_SANITIZE=1 (it needs hardware access that sandboxed machines lack)
+#   3. strata probe: the device's own ops measured, so that each plan below is priced from them
+#   4. greedy tokens on the GPU against the CPU: SmolLM2 (when shared/models/ or the model cache
 #      has it) and a synthetic llama3-8b (Q4_0, weights of std 0.2 so that tokens are decided)
-#   4. strata bench with every layer on the GPU, with half and with a quarter of the weights'
-#      bytes (--gpu-mem), beside llama.cpp's CUDA llama-bench with -ngl 99, 16 and 8 on the same
-#      files: the synthetic llama3-8b Q4_0, and 8-layer Q4_K and Q8_0 slices of it
-#   5. the decode kernels' times under Nsight Compute (ncu), when it is there
+#   5. strata bench with every layer on the GPU, with half and with a quarter of the weights'
+#      bytes (--gpu-mem) and on the CPU alone, beside llama.cpp's CUDA llama-bench with -ngl 99,
+#      16, 8 and 0 on the same file (the synthetic llama3-8b Q4_0), each with the plan's
+#      prediction; decode at depth 4096; 8-layer Q4_K and Q8_0 slices
+#   6. CPU attention beside the GPU: batch 16 at depth 8192 on a synthetic tinyllama-1.1b, the KV
+#      cache in DRAM (--attention cpu) against on the device (--attention gpu)
+#   7. the decode kernels' times under Nsight Compute (ncu), with GPU_CHECK_NCU=1
 #
 #   bench/gpu_check.sh [BUNDLE]     BUNDLE: gpu-bundle (or gpu-bundle.tar.xz, unpacked here)
 #
@@ -48,8 +52,8 @@ llama_bench=$bin/llama-bench
 [[ -x $llama_bench ]] || llama_bench=${STRATA_PEER_DIR:-$HOME/.cache/strata/peer}/build-cuda/bin/llama-bench
 mkdir -p "$work" "$(dirname "$report")"
 # The rehearsal on the simulated device checks the steps, not the speed: small models, short runs.
-layers=() slice_layers=8 reps=3 n_gen=128 n_prompt=512
-[[ $device == sim ]] && layers=(--n-layer 2) slice_layers=2 reps=1 n_gen=16 n_prompt=64
+layers=() slice_layers=8 reps=2 n_gen=128 n_prompt=512 depth=8192
+[[ $device == sim ]] && layers=(--n-layer 2) slice_layers=2 reps=1 n_gen=16 n_prompt=64 depth=256
 
 smollm2=
 for f in shared/models/SmolLM2-135M-Instruct.Q4_1.gguf ../shared/models/SmolLM2-135M-Instruct.Q4_1.gguf \
@@ -94,14 +98,19 @@ tag="[gpu]"
 [[ $device == sim ]] && tag="[device]"
 run 120 "$unit" "$tag" -r compact
 run 150 "$model" "$tag" -r compact
-if [[ $device == cuda ]] && command -v compute-sanitizer >/dev/null; then
+if [[ $device == cuda && ${GPU_CHECK_SANITIZE:-0} == 1 ]] && command -v compute-sanitizer >/dev/null; then
     run 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$unit" "[gpu]" -r compact
     run 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$unit" "cuda device: attention*" "cuda device: matmul*" -r compact
 else
-    note "compute-sanitizer: not run ($([[ $device == cuda ]] && echo 'not installed' || echo 'simulated device'))."
+    note "compute-sanitizer: not run ($([[ $device == cuda ]] && echo 'GPU_CHECK_SANITIZE=1 runs it' || echo 'simulated device'))."
 fi
 
-section "3. Greedy tokens on the device against the CPU"
+section "3. The probe"
+# Plans below are priced from the device's own ops measured here, not from the catalog.
+[[ $device == cuda ]] && run 120 "$strata" probe
+[[ $device == sim ]] && note "(simulated device: plans use the simulated device's figures)"
+
+section "4. Greedy tokens on the device against the CPU"
 synth=$work/llama3-8b-Q4_0-std0.2.gguf
 make_synth() {  # make_synth OUT ARGS...: a synthetic model unless it is there
     local out=$1
@@ -128,9 +137,9 @@ EOF
 if [[ -n $smollm2 ]]; then same_tokens "$smollm2"; else note "SmolLM2: not on this machine (put it in shared/models/)."; fi
 [[ -f $synth ]] && same_tokens "$synth"
 
-section "4. Speed beside llama.cpp"
+section "5. Speed beside llama.cpp"
 weights_bytes() { stat -c %s "$1"; }
-bench_pair() {  # bench_pair MODEL NGL SHARE: llama-bench -ngl NGL, strata with SHARE% of the weights' bytes
+bench_pair() {  # bench_pair MODEL NGL SHARE: llama-bench -ngl NGL, strata with SHARE% of the weights' bytes (0: the CPU)
     local m=$1 ngl=$2 share=$3 mem
     mem=$(($(weights_bytes "$m") * share / 100 + (256 << 20)))
     if [[ -x $llama_bench && $device == cuda ]]; then
@@ -140,6 +149,8 @@ bench_pair() {  # bench_pair MODEL NGL SHARE: llama-bench -ngl NGL, strata with 
     fi
     if ((share >= 100)); then
         run 150 "$strata" bench -m "$m" -p "$n_prompt" -n "$n_gen" -r "$reps" --device "$device"
+    elif ((share == 0)); then
+        run 150 "$strata" bench -m "$m" -p "$n_prompt" -n "$n_gen" -r "$reps" --device cpu
     else
         run 150 "$strata" bench -m "$m" -p "$n_prompt" -n "$n_gen" -r "$reps" --device "$device" --gpu-mem "$mem" --show-plan
     fi
@@ -149,6 +160,7 @@ if [[ -f $synth ]]; then
     bench_pair "$synth" 99 100
     bench_pair "$synth" 16 50
     bench_pair "$synth" 8 25
+    bench_pair "$synth" 0 0
     note "### tg64 at depth 4096, every layer on the GPU"
     [[ -x $llama_bench && $device == cuda ]] && run 120 "$llama_bench" -m "$synth" -ngl 99 -p 0 -n 64 -d 4096 -r 2
     run 150 "$strata" bench -m "$synth" -p 0 -n 64 -d 4096 -c 4352 -r "$reps" --device "$device"
@@ -160,12 +172,22 @@ for t in Q4_K Q8_0; do
     [[ -f $slice ]] && { note "### llama3-8b $t, $slice_layers layers (synthetic)"; bench_pair "$slice" 99 100; }
 done
 
-section "5. Decode kernels under Nsight Compute"
-if [[ $device == cuda ]] && command -v ncu >/dev/null && [[ -f $synth ]]; then
+section "6. CPU attention beside the GPU: batch 16 at depth $depth"
+small=$work/tinyllama-1.1b-Q4_0.gguf
+make_synth "$small" --shape tinyllama-1.1b --type Q4_0 "${layers[@]}"
+if [[ -f $small ]]; then
+    for where in cpu gpu; do
+        run 150 "$strata" bench -m "$small" -p 0 -n 16 -b 16 -d "$depth" -c $((depth + 128)) -r 1 --device "$device" \
+            --attention "$where" --show-plan
+    done
+fi
+
+section "7. Decode kernels under Nsight Compute"
+if [[ $device == cuda && ${GPU_CHECK_NCU:-0} == 1 ]] && command -v ncu >/dev/null && [[ -f $synth ]]; then
     run 180 ncu --kernel-name regex:'matvec|attention|prepare_input|rms_norm|rope' --launch-skip 200 --launch-count 40 \
         --section SpeedOfLight --csv "$strata" generate -m "$synth" -p "Hello" -n 4 --temp 0 --device cuda
 else
-    note "ncu: not run ($([[ $device == cuda ]] && echo 'not installed, or no model' || echo 'simulated device'))."
+    note "ncu: not run ($([[ $device == cuda ]] && echo 'GPU_CHECK_NCU=1 runs it, where ncu is installed and reads the counters' || echo 'simulated device'))."
 fi
 
 note ""
