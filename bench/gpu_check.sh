@@ -11,10 +11,11 @@
 #   5. strata bench with every layer on the GPU, with half and with a quarter of the weights'
 #      bytes (--gpu-mem) and on the CPU alone, beside llama.cpp's CUDA llama-bench with -ngl 99,
 #      16, 8 and 0 on the same file (the synthetic llama3-8b Q4_0), each with the plan's
-#      prediction; decode at depth 4096; 8-layer Q4_K and Q8_0 slices
+#      prediction (GPU_CHECK_REPS repetitions, default 2); decode at depth 4096
 #   6. CPU attention beside the GPU: batch 16 at depth 8192 on a synthetic tinyllama-1.1b, the KV
 #      cache in DRAM (--attention cpu) against on the device (--attention gpu)
-#   7. the decode kernels' times under Nsight Compute (ncu), with GPU_CHECK_NCU=1
+#   7. 8-layer Q4_K and Q8_0 slices of the llama3-8b, every layer on the GPU, beside llama.cpp
+#   8. the decode kernels' times under Nsight Compute (ncu), with GPU_CHECK_NCU=1
 #
 #   bench/gpu_check.sh [BUNDLE]     BUNDLE: gpu-bundle (or gpu-bundle.tar.xz, unpacked here)
 #
@@ -52,7 +53,7 @@ llama_bench=$bin/llama-bench
 [[ -x $llama_bench ]] || llama_bench=${STRATA_PEER_DIR:-$HOME/.cache/strata/peer}/build-cuda/bin/llama-bench
 mkdir -p "$work" "$(dirname "$report")"
 # The rehearsal on the simulated device checks the steps, not the speed: small models, short runs.
-layers=() slice_layers=8 reps=2 n_gen=128 n_prompt=512 depth=8192
+layers=() slice_layers=8 reps=${GPU_CHECK_REPS:-2} n_gen=128 n_prompt=512 depth=8192
 [[ $device == sim ]] && layers=(--n-layer 2) slice_layers=2 reps=1 n_gen=16 n_prompt=64 depth=256
 
 smollm2=
@@ -166,11 +167,6 @@ if [[ -f $synth ]]; then
     run 150 "$strata" bench -m "$synth" -p 0 -n 64 -d 4096 -c 4352 -r "$reps" --device "$device"
 fi
 [[ -n $smollm2 ]] && { note "### SmolLM2-135M Q4_1"; bench_pair "$smollm2" 99 100; }
-for t in Q4_K Q8_0; do
-    slice=$work/llama3-8b-$t-${slice_layers}layers.gguf
-    make_synth "$slice" --shape llama3-8b --type "$t" --n-layer "$slice_layers"
-    [[ -f $slice ]] && { note "### llama3-8b $t, $slice_layers layers (synthetic)"; bench_pair "$slice" 99 100; }
-done
 
 section "6. CPU attention beside the GPU: batch 16 at depth $depth"
 small=$work/tinyllama-1.1b-Q4_0.gguf
@@ -182,7 +178,14 @@ if [[ -f $small ]]; then
     done
 fi
 
-section "7. Decode kernels under Nsight Compute"
+section "7. Other weight types: 8-layer slices"
+for t in Q4_K Q8_0; do
+    slice=$work/llama3-8b-$t-${slice_layers}layers.gguf
+    make_synth "$slice" --shape llama3-8b --type "$t" --n-layer "$slice_layers"
+    [[ -f $slice ]] && { note "### llama3-8b $t, $slice_layers layers (synthetic)"; bench_pair "$slice" 99 100; }
+done
+
+section "8. Decode kernels under Nsight Compute"
 if [[ $device == cuda && ${GPU_CHECK_NCU:-0} == 1 ]] && command -v ncu >/dev/null && [[ -f $synth ]]; then
     run 180 ncu --kernel-name regex:'matvec|attention|prepare_input|rms_norm|rope' --launch-skip 200 --launch-count 40 \
         --section SpeedOfLight --csv "$strata" generate -m "$synth" -p "Hello" -n 4 --temp 0 --device cuda
