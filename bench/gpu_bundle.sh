@@ -5,10 +5,11 @@
 #            CUDA_ARCHS says), and llama.cpp's CUDA llama-bench when bench/build_llamacpp.sh --cuda
 #            has built it
 #   lib/     every library those load that is not the C/C++ runtime or CUDA's own
-#   py/      gguf and numpy for the GPU machine's Python (DEVICE_PYTHON, default 3.12), which
-#            write the synthetic models there
-#   models/  a tiny synthetic model whose tokenizer the synthetic models copy; SmolLM2 itself is
-#            too large to travel this way (gpu_check.sh looks for it in shared/models/)
+#   py/      gguf for the GPU machine's Python (DEVICE_PYTHON, default 3.12), which writes the
+#            synthetic models there with the numpy, PyYAML and tqdm its image already has
+#   models/  a tiny synthetic model's header (its weights read as zeros) whose tokenizer the
+#            synthetic models copy; SmolLM2 itself is too large to travel this way (gpu_check.sh
+#            looks for it in shared/models/)
 #   source_dir  where the test binaries were built (they read fixtures below it)
 #
 #   bench/gpu_bundle.sh            # then: run bench/gpu_check.sh gpu-bundle on the GPU machine
@@ -44,11 +45,11 @@ for lib in $(ldd "$OUT"/bin/* 2>/dev/null | awk '/=> \// {print $3}' | sort -u);
 done
 
 python3 -m pip install --quiet --target "$OUT/py" --python-version "${DEVICE_PYTHON:-3.12}" --only-binary=:all: \
-    --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 numpy gguf >&2
-python3 bench/make_synthetic_gguf.py --shape tiny --type Q8_0 -o "$OUT/models/tokenizer.gguf" >&2
+    --no-deps gguf >&2
+python3 bench/make_synthetic_gguf.py --shape tiny --type Q8_0 --header-only -o "$OUT/models/tokenizer.gguf" >&2
 pwd >"$OUT/source_dir"
 
-tar -cJf "$OUT.tar.xz" "$OUT"
+XZ_OPT="-T0" tar -cJf "$OUT.tar.xz" --sparse "$OUT"
 size=$(($(stat -c %s "$OUT.tar.xz") >> 20))
 log "$OUT.tar.xz: $size MiB"
 ((size <= LIMIT_MIB)) || { log "over $LIMIT_MIB MiB: it will not travel"; exit 1; }
