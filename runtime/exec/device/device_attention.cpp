@@ -50,7 +50,7 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
     const bool values_in_keys = spec.values_in_keys;
     const void* kc = nullptr;
     const void* vc = nullptr;
-    if (opts.kv == KvPlacement::Device) {
+    if (kv_of(il) == KvPlacement::Device) {
         if (hidden_slot[il] >= 0) rebuild_kv(prog, l, kv);
         kc = kv_k[kv_slot[il]].data();
         vc = kv_v[kv_slot[il]].data();

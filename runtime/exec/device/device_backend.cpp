@@ -62,11 +62,17 @@ void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
     m.run_schedule(p, kv);
 }
 
+const std::vector<PipelineStep>& DeviceBackend::Impl::schedule_for(const PassLayout& p) const {
+    const bool offload = !offload_schedule.empty() && p.n_long > 0 && p.n() >= opts.op_offload_rows;
+    return offload ? offload_schedule : schedule;
+}
+
 void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
-    for (size_t i = 0; i < schedule.size(); ++i) {
-        const PipelineStep& step = schedule[i];
+    const std::vector<PipelineStep>& steps = schedule_for(p);
+    for (size_t i = 0; i < steps.size(); ++i) {
+        const PipelineStep& step = steps[i];
         if (step.kind == PipelineStep::CpuCompute) {
-            i = layers_on_cpu(i, p, kv) - 1;
+            i = layers_on_cpu(steps, i, p, kv) - 1;
             continue;
         }
         if (step.kind == PipelineStep::Copy) {
@@ -80,6 +86,13 @@ void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
 }
 
 void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
+    // The device's kernels read the file's layout, not the CPU kernels' tiles.
+    const LayerWeights& host = store.weights().layers[step.layer];
+    for (LayerWeights::Member m : LayerWeights::kMatrices)
+        if ((host.*m).tiled)
+            throw BackendError(fmt::format("layer {}'s weights are in the CPU kernels' tile order, which {} does not read",
+                                           step.layer, dev->name()),
+                               "leave the CPU layers untiled for op offload (the engine does so by itself), or use --op-offload off");
     // The slot's previous layer must be done before its weights are overwritten.
     computed[step.slot]->wait_on(*h2d);
     store.acquire(step.layer);

@@ -65,6 +65,7 @@ struct DeviceBackend::Impl {
     std::vector<gpu::DeviceBuffer> slots;
     std::vector<std::unique_ptr<gpu::Event>> copied, computed;  // per slot
     std::vector<PipelineStep> schedule;
+    std::vector<PipelineStep> offload_schedule;  // the CPU layers copied in too (op offload); empty: none
     std::unique_ptr<CpuBackend> host_layers;  // the plan's CPU layers, when it has some
     std::unique_ptr<DeviceExperts> experts;  // a mixture of experts' routed experts held here
     Trace* trace = nullptr;                 // the CPU's attention for the device's layers
@@ -113,9 +114,14 @@ struct DeviceBackend::Impl {
     }
     float* act(Act a) const;
     void upload_pass(const PassLayout& p, const KvCache& kv);
-    // device_backend.cpp: the pass's layers as the schedule says (copies, device and CPU layers),
+    // device_backend.cpp: the pass's layers as its schedule says (copies, device and CPU layers),
     // or the graph of a decode step that has one (null where the pass cannot be one).
     void run_schedule(const PassLayout& p, KvCache& kv);
+    // The schedule of pass `p`: offload_schedule for a pass long enough for op offload.
+    const std::vector<PipelineStep>& schedule_for(const PassLayout& p) const;
+    // Where layer il's K/V live: a layer the plan runs on the CPU keeps them in DRAM, and when
+    // op offload computes it on the device, the CPU still stores them and attends there.
+    KvPlacement kv_of(int il) const { return store.residency().cpu(il) ? KvPlacement::HostCpuAttention : opts.kv; }
     gpu::Graph* step_graph(const PassLayout& p, KvCache& kv);
     struct StepGraph {
         int seen = 0;
@@ -125,9 +131,8 @@ struct DeviceBackend::Impl {
     uint64_t graph_launches = 0;
     std::vector<gpu::QueryRun> runs;      // the pass's prompt chunks, for the attention kernels
     void layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
-    // The run of CPU layers (and copies between them) from schedule[first]; returns the index
-    // past it.
-    size_t layers_on_cpu(size_t first, const PassLayout& p, KvCache& kv);
+    // The run of CPU layers (and copies between them) from steps[first]; returns the index past it.
+    size_t layers_on_cpu(std::span<const PipelineStep> steps, size_t first, const PassLayout& p, KvCache& kv);
     // A Copy step: the layer's weights into its slot on the H2D stream.
     void copy_in(const PipelineStep& step);
 

@@ -100,13 +100,24 @@ DeviceBackend::Impl::~Impl() {
 void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dram) {
     const Residency& r = store.residency();
     std::vector<LayerWork> work(hp.n_layer);
-    uint64_t slot_bytes = 0;
     for (int il = 0; il < hp.n_layer; ++il) {
         // A mixture of experts keeps every layer's attention on the device (device_moe.cpp).
         if (hp.moe.enabled()) continue;
         work[il] = {r.device(il) ? LayerSite::Device : r.cpu(il) ? LayerSite::Cpu : LayerSite::CopiedIn, r.streamed(il)};
-        if (work[il].site == LayerSite::CopiedIn) slot_bytes = std::max(slot_bytes, store.layer_range(il).length);
     }
+    const auto count = [&](LayerSite site) {
+        return std::count_if(work.begin(), work.end(), [&](const LayerWork& w) { return w.site == site; });
+    };
+    // Op offload copies the CPU layers in as well, through the same slots (the run's layout
+    // reserved two slots of the largest layer whatever the plan).
+    const bool offload = opts.op_offload_rows > 0 && count(LayerSite::Cpu) > 0;
+    if (offload && hp.mla.enabled())
+        throw UsageError("op offload does not run latent attention (deepseek2): its CPU layers attend on the CPU",
+                         "use --op-offload off");
+    uint64_t slot_bytes = 0;
+    for (int il = 0; il < hp.n_layer; ++il)
+        if (work[il].site == LayerSite::CopiedIn || (offload && work[il].site == LayerSite::Cpu))
+            slot_bytes = std::max(slot_bytes, store.layer_range(il).length);
     if (slot_bytes > 0) {
         for (int i = 0; i < opts.n_slots; ++i) {
             slots.push_back(dev->memory().allocate(slot_bytes, "buffers for the layers copied in each pass"));
@@ -115,9 +126,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
         }
     }
     schedule = layer_schedule(work, std::max(1, opts.n_slots));
-    const auto count = [&](LayerSite site) {
-        return std::count_if(work.begin(), work.end(), [&](const LayerWork& w) { return w.site == site; });
-    };
+    if (offload) offload_schedule = layer_schedule(op_offloaded(work), std::max(1, opts.n_slots));
     if (count(LayerSite::Cpu) > 0 || hp.moe.enabled()) {
         host_layers = std::make_unique<CpuBackend>(hp, store);
         host_layers->set_int8_activations(opts.int8_activations);
@@ -186,10 +195,12 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
                                                   opts.experts, dram);
         host_layers->set_remote_experts(experts.get());
     }
-    STRATA_LOG_INFO("{}: {} of {} layers on the device, {} copied in per pass through {} buffers of {}, {} on the CPU; "
+    const std::string offloaded =
+        offload ? fmt::format(" (copied in and computed here in passes of {}+ prompt rows)", opts.op_offload_rows) : "";
+    STRATA_LOG_INFO("{}: {} of {} layers on the device, {} copied in per pass through {} buffers of {}, {} on the CPU{}; "
                     "KV cache {}; {} of device memory in use",
                     dev->name(), count(LayerSite::Device), hp.n_layer, count(LayerSite::CopiedIn), slots.size(),
-                    format_bytes(slot_bytes), count(LayerSite::Cpu), kv_placement_name(opts.kv),
+                    format_bytes(slot_bytes), count(LayerSite::Cpu), offloaded, kv_placement_name(opts.kv),
                     format_bytes(dev->memory().arena().used()));
 }
 

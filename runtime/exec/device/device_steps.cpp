@@ -71,7 +71,7 @@ size_t DeviceBackend::Impl::fused(std::span<const Step> s, const LayerProgram& p
                               !read_later(s.subspan(2), s[0].dst, saves_inputs);
     const size_t i = transform_in ? 1 : 0;
     const Step& m = s[i];
-    const bool attend = m.op == Op::Attend && m.w && !transform_in && opts.kv != KvPlacement::HostCpuAttention;
+    const bool attend = m.op == Op::Attend && m.w && !transform_in && kv_of(prog.il) != KvPlacement::HostCpuAttention;
     if (m.op != Op::Matmul && !attend) return 0;
     const Act out = attend ? m.dst : m.products[0].dst;
     const bool add = (attend || m.n_products == 1) && i + 1 < s.size() && s[i + 1].op == Op::Add && s[i + 1].src == out &&
@@ -116,7 +116,7 @@ void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& p
 size_t DeviceBackend::Impl::keys_rotated_in_store(std::span<const Step> s, const LayerProgram& prog, const DevLayer& l,
                                                   const Rows& r, const PassLayout* p, KvCache& kv, bool saves_inputs) {
     // MLA rotates the RoPE part at the end of its cache row (an offset), which the store's RoPE does not.
-    if (opts.kv != KvPlacement::Device || s.empty() || s[0].op != Op::Rope || s[0].dst != Act::K || s[0].offset != 0) return 0;
+    if (kv_of(prog.il) != KvPlacement::Device || s.empty() || s[0].op != Op::Rope || s[0].dst != Act::K || s[0].offset != 0) return 0;
     const auto store = std::find_if(s.begin() + 1, s.end(), [](const Step& st) { return st.op == Op::StoreKv; });
     auto reads_keys = [&](const Step& st) { return st.op != Op::Attend && st.op != Op::StoreKv && reads(st, Act::K, saves_inputs); };
     if (store == s.end() || std::any_of(s.begin() + 1, s.end(), reads_keys)) return 0;
@@ -171,7 +171,7 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
         }
         // With the KV cache on the host, attention stores the rows there (device_attention.cpp).
         case Op::StoreKv:
-            if (opts.kv == KvPlacement::Device) store_kv(prog.il, r);
+            if (kv_of(prog.il) == KvPlacement::Device) store_kv(prog.il, r);
             return;
         case Op::Glu:
             if (st.act == models::FfnAct::GeluTanh) dev->geglu(dst, at(st.src), n, width, s);
@@ -185,7 +185,7 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
             return;
         case Op::Attend:
             STRATA_ASSERT(p);
-            if (opts.kv == KvPlacement::HostCpuAttention) return attention_on_host(prog, l[st.w], *p, kv, dst);
+            if (kv_of(prog.il) == KvPlacement::HostCpuAttention) return attention_on_host(prog, l[st.w], *p, kv, dst);
             if (!st.w) return attention_on_device(prog, l, *p, kv, at(st.src), dst);
             attention_on_device(prog, l, *p, kv, at(st.src), attn.as<float>());
             project(l[st.w], attn.as<float>(), dst, n, r.n_long);
