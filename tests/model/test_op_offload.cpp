@@ -16,6 +16,7 @@
 #include "runtime/engine.h"
 #include "runtime/place/placement.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/engine_options.h"
 #include "tests/support/generate.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/greedy.h"
@@ -23,8 +24,8 @@
 
 using namespace strata;
 using namespace strata::runtime;
-using planner::KvOption;
-using planner::WeightOption;
+using KvOption = planner::KvOption;
+using WeightOption = planner::WeightOption;
 
 namespace {
 
@@ -42,14 +43,6 @@ EngineOptions options(const std::filesystem::path& model, OpOffloadMode::Kind of
     eo.gpu.sim_link_gbps = 50;
     eo.gpu.op_offload = {offload};
     return eo;
-}
-
-planner::Plan plan_of(EngineOptions o) {
-    std::optional<planner::Plan> made;
-    o.on_plan = [&](const Placement& p) { made = p.plan; };
-    Engine e(o);
-    REQUIRE(made);
-    return *made;
 }
 
 // Of every four layers: one on the device, one copied in from DRAM each pass, and two whose
@@ -116,7 +109,7 @@ void offload_gives_the_same_results(bool streamed, KvOption kv, bool cpu_attenti
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
     const AttentionChoice attention = cpu_attention ? AttentionChoice::Cpu : AttentionChoice::Gpu;
-    const planner::Plan plan = with_cpu_layers(plan_of(options(*path, OpOffloadMode::Off, attention)), streamed, kv, cpu_attention);
+    const planner::Plan plan = with_cpu_layers(test::plan_made_for(options(*path, OpOffloadMode::Off, attention)), streamed, kv, cpu_attention);
     const Run off = run(options(*path, OpOffloadMode::Off, attention), plan, test::temp_path("op_offload_off.json"));
     const Run on = run(options(*path, OpOffloadMode::On, attention), plan, test::temp_path("op_offload_on.json"));
     // Off: every CPU layer ran on the CPU in each of the prompt's two passes; on: none did.
@@ -145,7 +138,7 @@ TEST_CASE("sim device: op offload's tokens equal the CPU engine's", "[model][dev
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
     EngineOptions o = options(*path, OpOffloadMode::On, AttentionChoice::Gpu);
-    o.plan = with_cpu_layers(plan_of(o), false, KvOption::Gpu, false);
+    o.plan = with_cpu_layers(test::plan_made_for(o), false, KvOption::Gpu, false);
     Engine dev(o);
     EngineOptions c = options(*path, OpOffloadMode::Off, AttentionChoice::Auto);
     c.gpu.device = DeviceKind::Cpu;

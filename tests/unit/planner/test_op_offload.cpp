@@ -5,23 +5,13 @@
 
 #include "planner/op_offload.h"
 #include "tests/support/toy_hardware.h"
+#include "tests/support/toy_shape.h"
 
 using namespace strata;
 using namespace strata::planner;
+using strata::test::toy_shape;
 
 namespace {
-
-// 4 layers of 1 GB and 5e8 parameters (1e9 flops a row), 8 heads of 128 (keys and values too).
-ModelShape toy_shape() {
-    ModelShape s;
-    s.name = "toy";
-    s.family = "llama";
-    s.n_layer = 4, s.n_embd = 1024, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 4096, s.n_vocab = 1000;
-    s.layers.assign(4, LayerShape{1'000'000'000, 500'000'000, 500'000'000});
-    s.output_bytes = 2'000'000, s.output_matmul_params = 1'000'000;
-    s.tied_output = true;
-    return s;
-}
 
 // The toy CPU (GEMM 100 GFLOPS, GEMV 10 GB/s) beside a device of 1000 GB/s and 100 TFLOPS on a
 // link of `link_gbps` each way, no launch or hand-off costs.
