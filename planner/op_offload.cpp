@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/kernel_shapes.h"
 #include "planner/cost_model.h"
 
 namespace strata::planner {
@@ -94,8 +95,9 @@ OpOffload choose_op_offload(const ModelShape& shape, const HardwareProfile& hw, 
     if (!hw.has_gpu()) return o;
     o.runs = cpu_layer_runs(plan);
     if (o.runs.empty()) return o;
-    // From the largest pass down, while the device stays ahead.
-    for (int32_t rows = max_rows; rows >= 1; --rows) {
+    // From the largest pass down, while the device stays ahead; a pass of up to kCpuGemvTokens
+    // rows a sequence is decode to the runtime, which never offloads it.
+    for (int32_t rows = max_rows; rows > kCpuGemvTokens; --rows) {
         const OpOffloadPrice p = price_op_offload(shape, hw, plan, rows);
         if (!(p.device_s < p.cpu_s)) break;
         o.min_rows = rows;

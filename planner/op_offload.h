@@ -39,7 +39,8 @@ OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& 
 struct OpOffload {
     std::vector<LayerSpan> runs;  // the CPU layers
     // Passes of at least this many rows compute them on the device: the fewest rows from which
-    // the device is predicted faster at every row count up to the largest pass; 0: at none.
+    // the device is predicted faster at every row count up to the largest pass, and more than a
+    // decode pass's kCpuGemvTokens (the runtime offloads a pass only for a prompt run); 0: at none.
     int32_t min_rows = 0;
     double ttft_s = 0;  // the plan's first token for its workload's prompt with op offload as chosen
 };

@@ -76,8 +76,11 @@ TEST_CASE("op offload: a faster link lowers the row count, a slower one raises i
     // At 2.5 GB/s a layer's copy takes 0.4 s: the device's 0.8 s + 1 ms + n x 6.5536 us beats the
     // CPU's 0.02 s a row from 41 rows.
     CHECK(choose_op_offload(s, toy_machine(2.5), plan, 256).min_rows == 41);
-    // At 100 GB/s (10 ms a copy) the device wins at a single row.
-    CHECK(choose_op_offload(s, toy_machine(100), plan, 256).min_rows == 1);
+    // At 100 GB/s (10 ms a copy) the device wins at a single row, but a pass of up to 4 rows is
+    // decode to the runtime: from 5.
+    const OpOffloadPrice one_row = price_op_offload(s, toy_machine(100), plan, 1);
+    CHECK(one_row.device_s < one_row.cpu_s);
+    CHECK(choose_op_offload(s, toy_machine(100), plan, 256).min_rows == 5);
     // At 0.05 GB/s (20 s a copy) no pass up to 256 rows pays for it.
     CHECK(choose_op_offload(s, toy_machine(0.05), plan, 256).min_rows == 0);
 }
