@@ -163,8 +163,6 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
     co.experts = placement_->plan.experts.device;
     co.op_offload_rows = placement_->op_offload_rows;
     backend_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
-    // Layers op offload copies to the device keep the file's layout, which the device reads.
-    if (co.op_offload_rows > 0) return;
     tile_for_cpu(hp_.moe.enabled() ? nullptr : &placement_->residency.on_cpu);
 }
 Engine::~Engine() = default;

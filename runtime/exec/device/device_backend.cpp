@@ -86,22 +86,21 @@ void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
 }
 
 void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
-    // The device's kernels read the file's layout, not the CPU kernels' tiles.
-    const LayerWeights& host = store.weights().layers[step.layer];
-    for (LayerWeights::Member m : LayerWeights::kMatrices)
-        if ((host.*m).tiled)
-            throw BackendError(fmt::format("layer {}'s weights are in the CPU kernels' tile order, which {} does not read",
-                                           step.layer, dev->name()),
-                               "leave the CPU layers untiled for op offload (the engine does so by itself), or use --op-offload off");
     // The slot's previous layer must be done before its weights are overwritten.
     computed[step.slot]->wait_on(*h2d);
-    store.acquire(step.layer);
-    const WeightStore::HostRange r = store.layer_range(step.layer);
+    // A resident CPU layer is in the CPU kernels' tiles; the device's kernels read the file's
+    // layout, which the store reads again for op offload.
+    const bool as_read = store.residency().cpu(step.layer) && store.residency().resident[step.layer];
+    if (!as_read) store.acquire(step.layer);
+    const WeightStore::HostRange r = as_read ? store.acquire_as_read(step.layer) : store.layer_range(step.layer);
     dev->copy_h2d(slots[step.slot].data(), r.data, r.length, *h2d);
     copied[step.slot]->record(*h2d);
-    // A layer streamed from NVMe sits in a ring buffer the store reuses once released.
-    if (store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
-    store.release(step.layer);
+    // A pinned buffer of either ring is reused once released.
+    if (as_read || store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
+    if (as_read)
+        store.release_as_read();
+    else
+        store.release(step.layer);
     layers[step.layer] = rebase(store, step.layer, store.weights().layers[step.layer], slots[step.slot].as<std::byte>());
 }
 

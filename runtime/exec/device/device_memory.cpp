@@ -126,7 +126,15 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
         }
     }
     schedule = layer_schedule(work, std::max(1, opts.n_slots));
-    if (offload) offload_schedule = layer_schedule(op_offloaded(work), std::max(1, opts.n_slots));
+    if (offload) {
+        offload_schedule = layer_schedule(op_offloaded(work), std::max(1, opts.n_slots));
+        // The CPU keeps its resident layers in its kernels' tiles: the device's copies come
+        // from the file, read ahead into pinned buffers as the copies go.
+        std::vector<int> as_read;
+        for (int il = 0; il < hp.n_layer; ++il)
+            if (work[il].site == LayerSite::Cpu && r.resident[il]) as_read.push_back(il);
+        if (!as_read.empty()) store.stage_as_read(std::move(as_read), std::max(1, opts.n_slots), dram);
+    }
     if (count(LayerSite::Cpu) > 0 || hp.moe.enabled()) {
         host_layers = std::make_unique<CpuBackend>(hp, store);
         host_layers->set_int8_activations(opts.int8_activations);
