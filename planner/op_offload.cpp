@@ -15,8 +15,9 @@ constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Str
 
 bool on_cpu(const LayerPlacement& l) { return device_of(l.weights) == Device::Cpu; }
 
-// The same weights copied to the device each pass instead of used in place by the CPU.
-WeightOption copied_in(WeightOption o) { return tier_of(o) == Tier::Nvme ? WeightOption::NvmeToGpu : WeightOption::DramToGpu; }
+// The CPU keeps its layers in its kernels' tiles, which the device does not read: its copy of
+// a CPU layer is read from the model file each pass, wherever the CPU's lies.
+constexpr WeightOption kCopiedIn = WeightOption::NvmeToGpu;
 }  // namespace
 
 std::vector<LayerSpan> cpu_layer_runs(const Plan& plan) {
@@ -64,7 +65,7 @@ OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& 
         // A run of CPU layers hops to the host and back once (CostModel::drop_hop).
         price.cpu_s += cpu.prefill[C] + cpu.prefill_overhead - (follows_cpu_layer ? gpu.handoff_us * 1e-6 : 0);
         cpu_nvme += cpu.prefill[N];
-        const Cost dev = model.layer_weights(l.layer, copied_in(l.weights));
+        const Cost dev = model.layer_weights(l.layer, kCopiedIn);
         const double copy = dev.prefill[H], compute = dev.prefill[G] + dev.prefill_overhead + hops;
         // The first copy has nothing of these layers' to overlap; each later one the layer before's compute.
         price.device_s += (first ? copy : 0) + std::max(first ? 0 : copy, compute);

@@ -30,9 +30,11 @@ std::string format_runs(std::span<const LayerSpan> runs);
 // The plan's CPU layers in one pass of `rows` prompt rows, both ways.
 struct OpOffloadPrice {
     double cpu_s = 0;     // computed by the CPU where they lie (streamed ones read from the disk beside it)
-    double device_s = 0;  // copied to the device and computed there: the first copy, then per layer the
+    double device_s = 0;  // read from the model file (the CPU's copy is in its kernels' tiles), copied
+                          // to the device and computed there: the first copy, then per layer the
                           // longer of its copy and its compute (with its q/k/v going down to the CPU,
-                          // which stores K/V in DRAM and attends, and attention's output coming back)
+                          // which stores K/V in DRAM and attends, and attention's output coming back),
+                          // and at least the disk's time for every layer's read
 };
 OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t rows);
 

@@ -110,7 +110,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     };
     // Op offload copies the CPU layers in as well, through the same slots (the run's layout
     // reserved two slots of the largest layer whatever the plan).
-    const bool offload = opts.op_offload_rows > 0 && count(LayerSite::Cpu) > 0;
+    bool offload = opts.op_offload_rows > 0 && count(LayerSite::Cpu) > 0;
     if (offload && hp.mla.enabled())
         throw UsageError("op offload does not run latent attention (deepseek2): its CPU layers attend on the CPU",
                          "use --op-offload off");
@@ -126,14 +126,21 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
         }
     }
     schedule = layer_schedule(work, std::max(1, opts.n_slots));
+    uint64_t as_read_bytes = 0;
     if (offload) {
-        offload_schedule = layer_schedule(op_offloaded(work), std::max(1, opts.n_slots));
         // The CPU keeps its resident layers in its kernels' tiles: the device's copies come
         // from the file, read ahead into pinned buffers as the copies go.
         std::vector<int> as_read;
         for (int il = 0; il < hp.n_layer; ++il)
             if (work[il].site == LayerSite::Cpu && r.resident[il]) as_read.push_back(il);
-        if (!as_read.empty()) store.stage_as_read(std::move(as_read), std::max(1, opts.n_slots), dram);
+        try {
+            if (!as_read.empty()) as_read_bytes = store.stage_as_read(std::move(as_read), std::max(1, opts.n_slots), dram);
+            offload_schedule = layer_schedule(op_offloaded(work), std::max(1, opts.n_slots));
+        } catch (const OutOfBudget& e) {
+            // Prefill is slower without it, never wrong: the run goes on.
+            STRATA_LOG_WARN("op offload: {}; the CPU layers prefill on the CPU (a larger --dram makes room; --op-offload off skips it)", e.what());
+            offload = false;
+        }
     }
     if (count(LayerSite::Cpu) > 0 || hp.moe.enabled()) {
         host_layers = std::make_unique<CpuBackend>(hp, store);
@@ -204,7 +211,10 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
         host_layers->set_remote_experts(experts.get());
     }
     const std::string offloaded =
-        offload ? fmt::format(" (copied in and computed here in passes of {}+ prompt rows)", opts.op_offload_rows) : "";
+        offload ? fmt::format(" (copied in and computed here in passes of {}+ prompt rows, read from the file through {} "
+                              "of pinned buffers)",
+                              opts.op_offload_rows, format_bytes(as_read_bytes))
+                : "";
     STRATA_LOG_INFO("{}: {} of {} layers on the device, {} copied in per pass through {} buffers of {}, {} on the CPU{}; "
                     "KV cache {}; {} of device memory in use",
                     dev->name(), count(LayerSite::Device), hp.n_layer, count(LayerSite::CopiedIn), slots.size(),

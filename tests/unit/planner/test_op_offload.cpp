@@ -14,10 +14,13 @@ using strata::test::toy_shape;
 namespace {
 
 // The toy CPU (GEMM 100 GFLOPS, GEMV 10 GB/s) beside a device of 1000 GB/s and 100 TFLOPS on a
-// link of `link_gbps` each way, no launch or hand-off costs.
-HardwareProfile toy_machine(double link_gbps) {
+// link of `link_gbps` each way, no launch or hand-off costs, and a disk reading `disk_gbps`
+// (the device's copies of the CPU's layers are read from the file): by default fast enough
+// never to matter.
+HardwareProfile toy_machine(double link_gbps, double disk_gbps = 1e6) {
     HardwareProfile hw = test::toy_cpu();
     hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, link_gbps, link_gbps, "", 0};
+    hw.nvme.read_gbps = disk_gbps;
     return hw;
 }
 
@@ -90,10 +93,27 @@ TEST_CASE("op offload: layers streamed from NVMe are read from the disk either w
     // 1 GB a layer at 2 GB/s from the disk: both ways take at least 1 s for the two, so the
     // device must beat a CPU that needs more: 0.02 s a row, above 1 s from 51 rows.
     const Plan plan = toy_plan(WeightOption::NvmeCpu);
-    const OpOffloadPrice at50 = price_op_offload(s, toy_machine(10), plan, 50);
+    const OpOffloadPrice at50 = price_op_offload(s, toy_machine(10, 2), plan, 50);
     CHECK(at50.cpu_s == Approx(1.0));
     CHECK(at50.device_s == Approx(1.0));
-    CHECK(choose_op_offload(s, toy_machine(10), plan, 256).min_rows == 51);
+    CHECK(choose_op_offload(s, toy_machine(10, 2), plan, 256).min_rows == 51);
+}
+
+TEST_CASE("op offload: the device's copies of layers the CPU holds in DRAM are read from the disk", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    const Plan plan = toy_plan(WeightOption::DramCpu);
+    // At 2 GB/s the two 1 GB reads take 1 s, more than the 0.2 s of copies over the link: the
+    // CPU's 0.02 s a row must pass 1 s, from 51 rows (not 11 as from a fast disk).
+    const OpOffloadPrice at50 = price_op_offload(s, toy_machine(10, 2), plan, 50);
+    CHECK(at50.cpu_s == Approx(1.0));
+    CHECK(at50.device_s == Approx(1.0));
+    CHECK(choose_op_offload(s, toy_machine(10, 2), plan, 256).min_rows == 51);
+    CHECK(choose_op_offload(s, toy_machine(10), plan, 256).min_rows == 11);
+    // At 0.2 GB/s (10 s of reads) no pass up to 256 rows (5.12 s on the CPU) pays: the choice flips to off,
+    // and the prompt's first token is predicted as without op offload.
+    const OpOffload slow = choose_op_offload(s, toy_machine(10, 0.2), plan, 256);
+    CHECK(slow.min_rows == 0);
+    CHECK(slow.ttft_s == plan.prediction.ttft_s);
 }
 
 TEST_CASE("op offload: nothing to choose without CPU layers or a device", "[unit][planner]") {
