@@ -320,24 +320,30 @@ StreamStats WeightStore::stats() const {
     return s;
 }
 
-const LayerWeights& WeightStore::acquire(int il) {
-    acquired_at_ = std::chrono::steady_clock::now();
-    if (residency_.resident[il]) return weights_.layers[il];
+const std::byte* WeightStore::read_through(std::unique_ptr<StreamRing>& ring, storage::PinnedPool& pool,
+                                           const std::vector<int>& items, const char* what, int il) {
     const std::byte* base = nullptr;
     try {
-        base = stream_->acquire(il);
+        base = ring->acquire(il);
         check_file_unchanged();
     } catch (const Error&) {
         // Nothing is held; a new ring reads every layer afresh instead of trusting a slot
         // whose read failed.
-        if (base) stream_->release();
-        stream_.reset();
-        stream_ = make_stream(*ring_, streamed_, "weights");
+        if (base) ring->release();
+        ring.reset();
+        ring = make_stream(pool, items, what);
         throw;
     }
-    view_base_ = base;
     stats_.bytes_read += ranges_[il].length;
     ++stats_.layers_read;
+    return base;
+}
+
+const LayerWeights& WeightStore::acquire(int il) {
+    acquired_at_ = std::chrono::steady_clock::now();
+    if (residency_.resident[il]) return weights_.layers[il];
+    const std::byte* base = read_through(stream_, *ring_, streamed_, "weights", il);
+    view_base_ = base;
     // The layer's tensors, rebased from the file into the slot.
     view_ = weights_.layers[il];
     for (WeightRef* r : refs(view_))
@@ -375,20 +381,7 @@ uint64_t WeightStore::stage_as_read(std::vector<int> layers, int n_slots, storag
 }
 
 WeightStore::HostRange WeightStore::acquire_as_read(int il) {
-    const std::byte* base = nullptr;
-    try {
-        base = as_read_->acquire(il);
-        check_file_unchanged();
-    } catch (const Error&) {
-        // As acquire: a new ring reads every layer afresh.
-        if (base) as_read_->release();
-        as_read_.reset();
-        as_read_ = make_stream(*staging_, staged_, "weights as read");
-        throw;
-    }
-    stats_.bytes_read += ranges_[il].length;
-    ++stats_.layers_read;
-    return {base, ranges_[il].length};
+    return {read_through(as_read_, *staging_, staged_, "weights as read", il), ranges_[il].length};
 }
 
 void WeightStore::release_as_read() { as_read_->release(); }

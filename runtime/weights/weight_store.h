@@ -114,6 +114,10 @@ private:
     // Fills anonymous memory with the resident weights and points weights_ at it.
     void load_resident();
     std::unique_ptr<StreamRing> make_stream(storage::PinnedPool& pool, std::vector<int> items, const char* what);
+    // Layer il from `ring` (over `items` in `pool`), counted in stats_; a failed read replaces
+    // the ring and throws.
+    const std::byte* read_through(std::unique_ptr<StreamRing>& ring, storage::PinnedPool& pool,
+                                  const std::vector<int>& items, const char* what, int il);
     // Throws IoError when the model file's size or modification time differ from load's.
     void check_file_unchanged() const;
 

@@ -88,26 +88,21 @@ TEST_CASE("op offload: a faster link lowers the row count, a slower one raises i
     CHECK(choose_op_offload(s, toy_machine(0.05), plan, 256).min_rows == 0);
 }
 
-TEST_CASE("op offload: layers streamed from NVMe are read from the disk either way", "[unit][planner]") {
+TEST_CASE("op offload: the device's copies of the CPU layers are read from the disk", "[unit][planner]") {
     const ModelShape s = toy_shape();
-    // 1 GB a layer at 2 GB/s from the disk: both ways take at least 1 s for the two, so the
-    // device must beat a CPU that needs more: 0.02 s a row, above 1 s from 51 rows.
-    const Plan plan = toy_plan(WeightOption::NvmeCpu);
-    const OpOffloadPrice at50 = price_op_offload(s, toy_machine(10, 2), plan, 50);
-    CHECK(at50.cpu_s == Approx(1.0));
-    CHECK(at50.device_s == Approx(1.0));
-    CHECK(choose_op_offload(s, toy_machine(10, 2), plan, 256).min_rows == 51);
-}
-
-TEST_CASE("op offload: the device's copies of layers the CPU holds in DRAM are read from the disk", "[unit][planner]") {
-    const ModelShape s = toy_shape();
+    // 1 GB a layer at 2 GB/s from the disk: the device's copies of the two take at least 1 s
+    // whether the CPU's lie in DRAM (it holds them in its tiles) or are streamed (the CPU then
+    // reads them too), more than the 0.2 s over the link: the CPU's 0.02 s a row must pass 1 s,
+    // from 51 rows.
+    for (WeightOption cpu : {WeightOption::DramCpu, WeightOption::NvmeCpu}) {
+        const Plan plan = toy_plan(cpu);
+        const OpOffloadPrice at50 = price_op_offload(s, toy_machine(10, 2), plan, 50);
+        CHECK(at50.cpu_s == Approx(1.0));
+        CHECK(at50.device_s == Approx(1.0));
+        CHECK(choose_op_offload(s, toy_machine(10, 2), plan, 256).min_rows == 51);
+    }
+    // From a fast disk, layers in DRAM go from 11 rows (the first case).
     const Plan plan = toy_plan(WeightOption::DramCpu);
-    // At 2 GB/s the two 1 GB reads take 1 s, more than the 0.2 s of copies over the link: the
-    // CPU's 0.02 s a row must pass 1 s, from 51 rows (not 11 as from a fast disk).
-    const OpOffloadPrice at50 = price_op_offload(s, toy_machine(10, 2), plan, 50);
-    CHECK(at50.cpu_s == Approx(1.0));
-    CHECK(at50.device_s == Approx(1.0));
-    CHECK(choose_op_offload(s, toy_machine(10, 2), plan, 256).min_rows == 51);
     CHECK(choose_op_offload(s, toy_machine(10), plan, 256).min_rows == 11);
     // At 0.2 GB/s (10 s of reads) no pass up to 256 rows (5.12 s on the CPU) pays: the choice flips to off,
     // and the prompt's first token is predicted as without op offload.
