@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Speculative decoding measured (docs/speculative.md): on each task of bench/spec_tasks/
 (rewrite a 400-word text with two small edits, answer from a given document, a free story),
-`strata generate --temp 0` with --spec off and with --spec auto (and lookup), runs alternated,
+`strata generate --temp 0` with --spec off and with --spec auto (and lookup, or self: the
+model's own first layers drafting), runs alternated,
 medians of decode tokens/s and tokens per pass; every speculative run's tokens are checked
 against plain decoding's. With --dram the weights stream from the file (layers that do not fit
 are read each pass). With --peer, llama.cpp's llama-lookup (bench/build_llamacpp.sh --spec) on
 the same prompts: its decode speed and accepted drafts, in the same run.
 
-  bench/speculative.py [-m MODEL] [--dram 60M] [-n 256] [-r 3] [--modes off,auto,lookup] [--peer]
+  bench/speculative.py [-m MODEL] [--dram 60M] [--ctx 2048] [-n 256] [-r 3] [--modes off,auto,lookup,self] [--peer]
                        [--tasks rewrite,document,story] [--raw (no chat template)]
+
+A mode MODE:W runs --spec MODE --spec-width W (auto:1: chains only).
 """
 from __future__ import annotations
 
@@ -27,9 +30,14 @@ TASKS = ROOT / "bench" / "spec_tasks"
 CHATML = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 
 
+def mode_flags(mode: str) -> list[str]:
+    spec, _, width = mode.partition(":")
+    return ["--spec", spec] + (["--spec-width", width] if width else [])
+
+
 def strata(binary: str, model: str, prompt_file: Path, mode: str, args) -> dict:
     cmd = [binary, "generate", "-m", model, "-f", str(prompt_file), "-n", str(args.n), "--temp", "0", "--ignore-eos",
-           "--spec", mode, "--json", "--ctx", "2048"]
+           "--json", "--ctx", str(args.ctx)] + mode_flags(mode)
     if args.dram:
         cmd += ["--dram", args.dram]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -55,8 +63,10 @@ def main() -> None:
     ap.add_argument("--binary", default=str(ROOT / "build" / "strata"))
     ap.add_argument("--dram", default="", help="DRAM budget below the model's size: layers stream from the file")
     ap.add_argument("-n", type=int, default=256, help="tokens to generate")
+    ap.add_argument("--ctx", type=int, default=2048,
+                    help="context; a KV cache that does not fit --dram spills to disk, and then drafts are chains")
     ap.add_argument("-r", "--reps", type=int, default=3)
-    ap.add_argument("--modes", default="off,auto,lookup")
+    ap.add_argument("--modes", default="off,auto,lookup", help="--spec values, comma-separated (off, auto, lookup, self)")
     ap.add_argument("--peer", action="store_true", help="also run llama.cpp's llama-lookup")
     ap.add_argument("--tasks", default="rewrite,document,story")
     ap.add_argument("--raw", action="store_true", help="the task's text as a plain completion prompt, without the chat template")
@@ -84,8 +94,8 @@ def main() -> None:
             same = all(r["tokens"] == plain for r in runs[mode]) if plain else None
             tps = statistics.median(r["timings"]["decode_tokens_per_s"] for r in runs[mode])
             tpp = statistics.median(r["timings"]["tokens_per_pass"] for r in runs[mode])
-            rows.append((task, f"strata --spec {mode}", tps, tpp, same))
-            log(f"{task}: --spec {mode}: {tps:.1f} t/s, {tpp:.2f} tokens a pass, identical tokens: {same}")
+            rows.append((task, "strata " + " ".join(mode_flags(mode)), tps, tpp, same))
+            log(f"{task}: {' '.join(mode_flags(mode))}: {tps:.1f} t/s, {tpp:.2f} tokens a pass, identical tokens: {same}")
         if peer_runs:
             tps = statistics.median(p["tps"] for p in peer_runs)
             acc = statistics.median(p["accepted"] for p in peer_runs)

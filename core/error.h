@@ -24,6 +24,9 @@ class IoError : public Error { using Error::Error; };
 class UsageError : public Error { using Error::Error; };
 // A memory budget too small for what was asked.
 class OutOfBudget : public Error { using Error::Error; };
+// The device's memory could not hold an allocation (its pool full, or memory taken away): the
+// device backend answers it by moving layers to the CPU.
+class DeviceOutOfMemory : public OutOfBudget { using OutOfBudget::OutOfBudget; };
 // A compute backend failed (CUDA error, missing device).
 class BackendError : public Error { using Error::Error; };
 

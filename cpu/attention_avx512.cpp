@@ -73,6 +73,13 @@ inline void score_rows(const AttentionTile& t, const float* kt, int m0, int64_t 
     for (int i = 0; i < R; ++i) _mm512_storeu_ps(t.scores + (m0 + i) * ld + j0, acc[i]);
 }
 
+template <int R>
+inline bool any_sees(const AttentionTile& t, int m0, int64_t j) {
+    for (int i = 0; i < R; ++i)
+        if (t.sees(m0 + i, j)) return true;
+    return false;
+}
+
 // Output columns [16 c0, 16 (c0 + NC)) of rows m0..m0+R = P V over keys [lo, n): V row loaded
 // once for R rows.
 template <class L, int NC, int R>
@@ -86,6 +93,8 @@ inline void pv_rows(const AttentionTile& t, int m0, int64_t lo, int64_t n, int64
         const std::byte* v = t.row(t.v, j0);
         const int64_t j1 = std::min(n, (j0 / t.block_size + 1) * t.block_size);
         for (int64_t j = j0; j < j1; ++j, v += t.kv_stride) {
+            // A tree's rows skip the keys none of them sees: those rows may be unwritten.
+            if (t.tree && !any_sees<R>(t, m0, j)) continue;
             __m512 vv[NC];
 #pragma GCC unroll 8
             for (int c = 0; c < NC; ++c) vv[c] = L::load16(v, t.v_col0 + 16 * (c0 + c));
@@ -157,12 +166,13 @@ void tile(const AttentionTile& t) {
         const int64_t lo = t.kv_first[m], n = t.n_kv[m];
         if (t.softcap > 0) softcap_scores(s + lo, n - lo, t.softcap);
         __m512 mx = _mm512_set1_ps(t.sinks ? t.sinks[m] : -INFINITY);  // a sink is one more score
-        for (int64_t j = t.j_begin; j < n; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, key_lanes(j, lo, n), s + j));
+        auto lanes = [&](int64_t j) { return static_cast<__mmask16>(key_lanes(j, lo, n) & t.tree_lanes(m, j)); };
+        for (int64_t j = t.j_begin; j < n; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, lanes(j), s + j));
         const float row_max = _mm512_reduce_max_ps(mx);
         const __m512 vmax = _mm512_set1_ps(row_max);
         __m512 sum = _mm512_setzero_ps();
         for (int64_t j = t.j_begin; j < n; j += 16) {
-            const __m512 e = _mm512_maskz_mov_ps(key_lanes(j, lo, n), exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmax)));
+            const __m512 e = _mm512_maskz_mov_ps(lanes(j), exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmax)));
             _mm512_storeu_ps(s + j, e);
             sum = _mm512_add_ps(sum, e);
         }

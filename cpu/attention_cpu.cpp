@@ -34,7 +34,7 @@ void attention_tile_ref(const AttentionTile& t) {
     const int64_t ld = t.n_kv_max + 16;
     std::vector<float> buf(t.kv_type == DType::F32 ? 0 : t.head_dim), inv(t.m);
     const int64_t n_max = *std::max_element(t.n_kv, t.n_kv + t.m);
-    auto sees = [&](int m, int64_t j) { return j >= t.kv_first[m] && j < t.n_kv[m]; };
+    auto sees = [&](int m, int64_t j) { return t.sees(m, j); };
     for (int64_t j = t.j_begin; j < n_max; ++j) {
         const float* k = head_values(t, t.k, j, t.col0, t.head_dim, buf.data());
         for (int m = 0; m < t.m; ++m) {
@@ -49,8 +49,10 @@ void attention_tile_ref(const AttentionTile& t) {
         const int64_t lo = t.kv_first[m], n = t.n_kv[m];
         if (t.softcap > 0) softcap_scores(s + lo, n - lo, t.softcap);
         float mx = t.sinks ? t.sinks[m] : -INFINITY, sum = 0;
-        for (int64_t j = lo; j < n; ++j) mx = std::max(mx, s[j]);
-        for (int64_t j = lo; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+        for (int64_t j = lo; j < n; ++j)
+            if (sees(m, j)) mx = std::max(mx, s[j]);
+        for (int64_t j = lo; j < n; ++j)
+            if (sees(m, j)) sum += (s[j] = std::exp(s[j] - mx));
         if (t.sinks) sum += std::exp(t.sinks[m] - mx);
         inv[m] = 1.0f / sum;
         std::fill_n(t.out[m], t.v_dim, 0.0f);
@@ -94,19 +96,23 @@ void attention(const AttentionArgs& a) {
         const int32_t hk = static_cast<int32_t>(task % a.n_head_kv);
         const int64_t t0 = (task / a.n_head_kv) * tok, t1 = std::min(a.n_tokens, t0 + tok);
         const int m = static_cast<int>((t1 - t0) * group);
-        const int64_t n_kv_max = a.pos0 + t1;
-        // Scratch: the scaled query rows, row pointers and key counts, then the scores.
+        const AttentionTree* tree = a.tree;
+        // A tree's rows end at their slots, in no particular order.
+        int64_t n_kv_max = a.pos0 + t1;
+        if (tree) n_kv_max = *std::max_element(tree->slot + t0, tree->slot + t1) + 1;
+        // Scratch: the scaled query rows, row pointers, key counts and tokens, then the scores.
         auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
         const size_t q_bytes = align(sizeof(float) * m * a.head_dim), p_bytes = align(sizeof(void*) * m),
                      n_bytes = align(sizeof(int64_t) * m), s_bytes = align(sizeof(float) * m);
-        uint8_t* buf = thread_scratch(3, q_bytes + 2 * p_bytes + 2 * n_bytes + s_bytes + sizeof(float) * m * (n_kv_max + 16));
+        uint8_t* buf = thread_scratch(3, q_bytes + 2 * p_bytes + 3 * n_bytes + s_bytes + sizeof(float) * m * (n_kv_max + 16));
         auto* qs = reinterpret_cast<float*>(buf);
         auto** qrows = reinterpret_cast<const float**>(buf + q_bytes);
         auto** orows = reinterpret_cast<float**>(buf + q_bytes + p_bytes);
         auto* nrows = reinterpret_cast<int64_t*>(buf + q_bytes + 2 * p_bytes);
         auto* firsts = reinterpret_cast<int64_t*>(buf + q_bytes + 2 * p_bytes + n_bytes);
-        auto* sinks = reinterpret_cast<float*>(buf + q_bytes + 2 * p_bytes + 2 * n_bytes);
-        auto* scores = reinterpret_cast<float*>(buf + q_bytes + 2 * p_bytes + 2 * n_bytes + s_bytes);
+        auto* tokens = reinterpret_cast<int64_t*>(buf + q_bytes + 2 * p_bytes + 2 * n_bytes);
+        auto* sinks = reinterpret_cast<float*>(buf + q_bytes + 2 * p_bytes + 3 * n_bytes);
+        auto* scores = reinterpret_cast<float*>(buf + q_bytes + 2 * p_bytes + 3 * n_bytes + s_bytes);
         int r = 0;
         for (int64_t t = t0; t < t1; ++t)
             for (int32_t g = 0; g < group; ++g, ++r) {
@@ -116,8 +122,11 @@ void attention(const AttentionArgs& a) {
                 for (int32_t d = 0; d < a.head_dim; ++d) dst[d] = src[d] * scale;
                 qrows[r] = dst;
                 orows[r] = a.out + t * o_stride + static_cast<int64_t>(h) * v_dim;
-                nrows[r] = a.pos0 + t + 1;
-                firsts[r] = a.window > 0 ? std::max<int64_t>(0, nrows[r] - a.window) : 0;
+                nrows[r] = tree ? tree->slot[t] + 1 : a.pos0 + t + 1;
+                // A window counts back from the row's position (a tree's mask drops the nodes before it).
+                const int64_t pos = tree ? tree->pos[t] : a.pos0 + t;
+                firsts[r] = a.window > 0 ? std::max<int64_t>(0, pos + 1 - a.window) : 0;
+                tokens[r] = t;
                 if (a.sinks) sinks[r] = a.sinks[h];
             }
         AttentionTile tile{qrows, orows, nrows, firsts, m, n_kv_max};
@@ -131,7 +140,10 @@ void attention(const AttentionArgs& a) {
         tile.v_dim = v_dim;
         tile.sinks = a.sinks ? sinks : nullptr;
         tile.scores = scores;
-        tile.j_begin = firsts[0] / 16 * 16;  // rows come in position order: the first sees the earliest key
+        // Causal rows come in position order: the first sees the earliest key.
+        tile.j_begin = (tree ? *std::min_element(firsts, firsts + m) : firsts[0]) / 16 * 16;
+        tile.tree = tree;
+        tile.tokens = tokens;
         tile.softcap = a.softcap;
         tile.blocks = a.block_table;
         tile.block_size = a.block_table ? a.block_size : (n_kv_max + 15) / 16 * 16;

@@ -10,6 +10,30 @@
 
 namespace strata::cpu {
 
+// Query rows that are the nodes of a draft tree (speculative decoding): token t writes its key
+// at slot[t] (its keys end there) and sees every key before `base` and, from `base` on, those
+// whose bit is set in its row of `mask` (bit i of mask[t * words + i / 64]: key base + i), its
+// ancestors' and its own. Its position (RoPE, a window's start) is pos[t]; the node whose key is
+// at slot base + i stands at key_pos[i]. Keys it does not see weigh exactly 0 and are skipped
+// where a sum would meet them, so a node whose ancestors sit at slots congruent mod 16 to their
+// positions, in position order, gets the bits of the chain of its ancestors (the kernels sum
+// keys in 16 lanes by slot).
+struct AttentionTree {
+    int64_t base = 0;
+    const int64_t* slot = nullptr;
+    const int64_t* pos = nullptr;
+    const int64_t* key_pos = nullptr;
+    const uint64_t* mask = nullptr;
+    int32_t words = 0;
+
+    // Whether token t sees key j in a window that starts at position `first`.
+    bool sees(int64_t t, int64_t j, int64_t first) const {
+        if (j < base) return true;
+        const int64_t i = j - base;
+        return i < int64_t(words) * 64 && (mask[t * words + i / 64] >> (i % 64) & 1) != 0 && key_pos[i] >= first;
+    }
+};
+
 struct AttentionArgs {
     const float* q = nullptr;   // n_tokens x (n_head * head_dim)
     const void* k = nullptr;    // KV cache rows of kv_type: position-major, kv_stride bytes apart;
@@ -42,6 +66,8 @@ struct AttentionArgs {
     // MLA's absorbed attention: one KV head whose K row is the latent (kv_lora_rank values) then
     // its RoPE part, V the latent alone (v = k, v_head_dim = kv_lora_rank).
     int32_t v_head_dim = 0;
+    // The query tokens are a draft tree's nodes (pos0 unused); null: causal rows.
+    const AttentionTree* tree = nullptr;
 
     int32_t v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
@@ -82,6 +108,17 @@ struct AttentionTile {
     const int32_t* blocks = nullptr;
     int64_t block_size = 0;  // a multiple of 16
     int64_t block_stride = 0;
+    // Draft-tree rows (AttentionTree): row m is token tokens[m] of the tree; null: causal rows.
+    const AttentionTree* tree = nullptr;
+    const int64_t* tokens = nullptr;
+    bool sees(int m, int64_t j) const { return j >= kv_first[m] && j < n_kv[m] && (!tree || tree->sees(tokens[m], j, kv_first[m])); }
+    // Of keys [j, j + 16), those row m's tree mask lets it see (all without a tree).
+    uint32_t tree_lanes(int m, int64_t j) const {
+        if (!tree || j + 16 <= tree->base) return 0xFFFFu;
+        uint32_t k = 0;
+        for (int i = 0; i < 16; ++i) k |= uint32_t(tree->sees(tokens[m], j + i, kv_first[m])) << i;
+        return k;
+    }
     // Row j of k (or v, given as base).
     const std::byte* row(const std::byte* base, int64_t j) const {
         const int64_t b = j / block_size;

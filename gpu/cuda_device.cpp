@@ -1,6 +1,9 @@
 // The CUDA device behind the device interface: the kernels of cuda_kernels.h on CudaStreams,
 // memory from one cudaMalloc of the budget. Each stream keeps the scratch its matmuls need (the
 // activations quantized or in half precision), grown when a product needs more than it has.
+#include <map>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -22,7 +25,21 @@ public:
           two_level_acts_(!int8_activations) {}
 
     std::string_view name() const override { return name_; }
-    std::unique_ptr<Stream> make_stream(std::string_view) override { return std::make_unique<CudaStream>(); }
+    std::unique_ptr<Stream> make_stream(std::string_view name) override {
+        auto s = std::make_unique<CudaStream>();
+        track_[s.get()] = fmt::format("{}: {}", name_, name);
+        return s;
+    }
+    void set_trace(Trace* trace) override {
+        if (trace && !timer_) {
+            timer_ = std::make_unique<CudaTimer>();
+            spans_ = std::make_unique<DeviceTrace>(*timer_, timer_->origin_host());
+        }
+        if (spans_) spans_->set_trace(trace);
+    }
+    void collect_trace() override {
+        if (spans_) spans_->collect();
+    }
     std::unique_ptr<Event> make_event() override { return std::make_unique<CudaEvent>(); }
     std::unique_ptr<Graph> capture(Stream& s, const std::function<void()>& work) override {
         return capture_cuda_graph(cuda(s), work);
@@ -43,12 +60,20 @@ public:
         return bytes;
     }
 
-    void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s) override { gpu::copy_h2d(dst, src, bytes, cuda(s)); }
-    void copy_d2h(void* dst, const void* src, size_t bytes, Stream& s) override { gpu::copy_d2h(dst, src, bytes, cuda(s)); }
-    void copy_d2d(void* dst, const void* src, size_t bytes, Stream& s) override { gpu::copy_d2d(dst, src, bytes, cuda(s)); }
+    void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s) override {
+        traced(s, "copy_h2d", [&] { gpu::copy_h2d(dst, src, bytes, cuda(s)); });
+    }
+    void copy_d2h(void* dst, const void* src, size_t bytes, Stream& s) override {
+        traced(s, "copy_d2h", [&] { gpu::copy_d2h(dst, src, bytes, cuda(s)); });
+    }
+    void copy_d2d(void* dst, const void* src, size_t bytes, Stream& s) override {
+        traced(s, "copy_d2d", [&] { gpu::copy_d2d(dst, src, bytes, cuda(s)); });
+    }
 
     void matmul(const MatmulArgs& a, Stream& s) override {
-        CudaStream& cs = cuda(s);
+        traced(s, "matmul", [&] { matmul_on(a, cuda(s)); });
+    }
+    void matmul_on(const MatmulArgs& a, CudaStream& cs) {  // matmul, untraced
         WeightMatmul m;
         m.type = a.type;
         m.w = a.w;
@@ -71,40 +96,58 @@ public:
         gpu::matmul(m, scratch, [this]() -> Cublas& { return cublas(); }, cs);
     }
     void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) override {
-        gpu::rms_norm(x, w, y, n_rows, n, eps, cuda(s));
+        traced(s, "rms_norm", [&] { gpu::rms_norm(x, w, y, n_rows, n, eps, cuda(s)); });
     }
     void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, Stream& s) override {
-        gpu::rope(x, pos, n_tokens, a, cuda(s));
+        traced(s, "rope", [&] { gpu::rope(x, pos, n_tokens, a, cuda(s)); });
     }
     void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) override {
-        gpu::swiglu(gate, up, n_rows * n, cuda(s));
+        traced(s, "swiglu", [&] { gpu::swiglu(gate, up, n_rows * n, cuda(s)); });
     }
     void geglu(float* gate, const float* up, int64_t n_rows, int64_t n, Stream& s) override {
-        gpu::geglu(gate, up, n_rows * n, cuda(s));
+        traced(s, "geglu", [&] { gpu::geglu(gate, up, n_rows * n, cuda(s)); });
     }
-    void softcap(float* x, int64_t n, float cap, Stream& s) override { gpu::softcap(x, n, cap, cuda(s)); }
-    void add(float* y, const float* x, int64_t n, Stream& s) override { gpu::add(y, x, n, cuda(s)); }
+    void softcap(float* x, int64_t n, float cap, Stream& s) override {
+        traced(s, "softcap", [&] { gpu::softcap(x, n, cap, cuda(s)); });
+    }
+    void add(float* y, const float* x, int64_t n, Stream& s) override {
+        traced(s, "add", [&] { gpu::add(y, x, n, cuda(s)); });
+    }
     void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) override {
-        gpu::add_rows(y, b, n_rows, n, cuda(s));
+        traced(s, "add_rows", [&] { gpu::add_rows(y, b, n_rows, n, cuda(s)); });
     }
-    void kv_store(const float* src, const KvRows& r, Stream& s) override { gpu::kv_store(src, r, cuda(s)); }
+    void kv_store(const float* src, const KvRows& r, Stream& s) override {
+        traced(s, "kv_store", [&] { gpu::kv_store(src, r, cuda(s)); });
+    }
     void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& r, Stream& s) override {
-        gpu::rope_kv_store(src, pos, a, r, cuda(s));
+        traced(s, "rope_kv_store", [&] { gpu::rope_kv_store(src, pos, a, r, cuda(s)); });
     }
-    void kv_gather(const KvRows& r, float* dst, Stream& s) override { gpu::kv_gather(r, dst, cuda(s)); }
+    void kv_gather(const KvRows& r, float* dst, Stream& s) override {
+        traced(s, "kv_gather", [&] { gpu::kv_gather(r, dst, cuda(s)); });
+    }
     void swiglu_clamped(float* gate, const float* up, int64_t n_rows, int64_t n, float alpha, float limit,
                         Stream& s) override {
-        gpu::swiglu_clamped(gate, up, n_rows * n, alpha, limit, cuda(s));
+        traced(s, "swiglu_clamped", [&] { gpu::swiglu_clamped(gate, up, n_rows * n, alpha, limit, cuda(s)); });
     }
     void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t n_rows, int64_t n,
                    Stream& s) override {
-        gpu::copy_rows(dst, dst_stride, src, src_stride, n_rows, n, cuda(s));
+        traced(s, "copy_rows", [&] { gpu::copy_rows(dst, dst_stride, src, src_stride, n_rows, n, cuda(s)); });
     }
     void decode_attention(const DecodeAttentionArgs& a, Stream& s) override {
-        gpu::attention(a, cuda(s));
+        traced(s, "decode_attention", [&] { gpu::attention(a, cuda(s)); });
     }
 
 private:
+    // Queues `launch` on `s` between two timestamps when tracing (not while the stream is
+    // captured into a graph, whose launches are one op to the trace).
+    template <class Launch>
+    void traced(Stream& s, const char* what, Launch launch) {
+        if (!spans_ || !spans_->on() || cuda(s).capturing()) return launch();
+        const int begin = spans_->begin(s);
+        launch();
+        spans_->end(begin, s, track_.at(&s), what);
+    }
+
     // Made on first use (never inside a graph capture: decode products do not use it), so a
     // process that only copies or decodes never loads cuBLAS.
     Cublas& cublas() {
@@ -116,6 +159,9 @@ private:
     bool two_level_acts_;
     uint64_t reserved_ = 0;  // reserve_matmul's scratch bytes, the least each stream keeps
     std::unique_ptr<Cublas> cublas_;
+    std::map<const Stream*, std::string> track_;  // each stream's track in a trace
+    std::unique_ptr<CudaTimer> timer_;            // made when tracing starts
+    std::unique_ptr<DeviceTrace> spans_;
 };
 
 }  // namespace

@@ -29,6 +29,38 @@ void* CudaStream::scratch(DevicePool& pool, uint64_t bytes) {
     return scratch_.data();
 }
 
+CudaTimer::CudaTimer() {
+    cuda_check(cudaEventCreate(&origin_), "cudaEventCreate (trace origin)");
+    cuda_check(cudaEventRecord(origin_, nullptr), "cudaEventRecord (trace origin)");
+    cuda_check(cudaEventSynchronize(origin_), "cudaEventSynchronize (trace origin)");
+    origin_host_ = std::chrono::steady_clock::now();
+}
+CudaTimer::~CudaTimer() {
+    for (CUevent_st* e : events_) cudaEventDestroy(e);
+    cudaEventDestroy(origin_);
+}
+int CudaTimer::mark(Stream& s) {
+    if (free_.empty()) {
+        CUevent_st* e = nullptr;
+        cuda_check(cudaEventCreate(&e), "cudaEventCreate (trace)");
+        events_.push_back(e);
+        free_.push_back(static_cast<int>(events_.size()) - 1);
+    }
+    const int m = free_.back();
+    free_.pop_back();
+    cuda_check(cudaEventRecord(events_[m], cuda(s).get()), "cudaEventRecord (trace)");
+    return m;
+}
+std::optional<double> CudaTimer::seconds(int mark) {
+    const cudaError_t q = cudaEventQuery(events_[mark]);
+    if (q == cudaErrorNotReady) return std::nullopt;
+    cuda_check(q, "cudaEventQuery (trace)");
+    float ms = 0;
+    cuda_check(cudaEventElapsedTime(&ms, origin_, events_[mark]), "cudaEventElapsedTime");
+    return ms / 1e3;
+}
+void CudaTimer::release(int mark) { free_.push_back(mark); }
+
 CudaEvent::CudaEvent() { cuda_check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate"); }
 CudaEvent::~CudaEvent() { cudaEventDestroy(event_); }
 void CudaEvent::record(Stream& s) { cuda_check(cudaEventRecord(event_, cuda(s).get()), "cudaEventRecord"); }

@@ -2,9 +2,13 @@
 // CUDA streams and events behind the device interface's Stream and Event (gpu/device.h), so
 // code outside gpu/ orders GPU work without CUDA headers. An Event recorded on one stream and
 // waited on by another is the only dependency between them (no device-wide synchronisation).
+#include <chrono>
 #include <cstddef>
+#include <optional>
+#include <vector>
 
 #include "gpu/device.h"
+#include "gpu/device_trace.h"
 #include "gpu/matmul_input.h"
 
 // The CUDA runtime's own opaque handle types (cudaStream_t is CUstream_st*).
@@ -35,6 +39,26 @@ private:
     CUstream_st* stream_ = nullptr;
     DeviceBuffer scratch_;
     PreparedInput prepared_;  // what scratch_ holds
+};
+
+// DeviceTrace's timestamps on CUDA: timing events from a pool, measured (cudaEventElapsedTime)
+// from an origin event that the constructor records and waits for once, taking the host's time.
+class CudaTimer final : public DeviceTrace::Timer {
+public:
+    CudaTimer();
+    ~CudaTimer() override;
+    CudaTimer(const CudaTimer&) = delete;
+    CudaTimer& operator=(const CudaTimer&) = delete;
+    int mark(Stream& s) override;
+    std::optional<double> seconds(int mark) override;
+    void release(int mark) override;
+    std::chrono::steady_clock::time_point origin_host() const { return origin_host_; }
+
+private:
+    CUevent_st* origin_ = nullptr;
+    std::vector<CUevent_st*> events_;
+    std::vector<int> free_;
+    std::chrono::steady_clock::time_point origin_host_;
 };
 
 // The CUDA stream behind a Stream of the CUDA device.

@@ -157,9 +157,22 @@ public:
     // only (no events, no other stream, no waiting for the device). Throws BackendError when
     // the work breaks that rule or cannot be captured.
     virtual std::unique_ptr<Graph> capture(Stream& s, const std::function<void()>& work) = 0;
-    // Records the device's work as slices into `trace` (may be null), a track per stream, where
-    // the device can time it (the simulated device does; CUDA records nothing yet).
+    // Records the device's work as slices into `trace` (may be null), a track per stream: the
+    // simulated device as its stream threads run it, CUDA through timing events around each op
+    // (DeviceTrace), read by collect_trace.
     virtual void set_trace(Trace* trace) {}
+    // After a step the host has waited for: the timed work the device has finished goes into the
+    // trace; never waits for the device.
+    virtual void collect_trace() {}
+
+    // Bytes of its memory the run may hold from now on; the backend asks before each pass and
+    // gives back what is over. Memory taken away lowers the pool's limit (DeviceArena::set_limit)
+    // before this returns. The simulated device loses SimOptions::shrink_bytes at its
+    // shrink_after-th call (a test of memory taken away mid-run). The CUDA device's memory is
+    // one cudaMalloc of the budget made at load, which another program's allocations cannot
+    // take: its limit stands, and what can still fail mid-run is a pass needing more of the
+    // pool than is free (OutOfBudget), which the backend answers the same way.
+    virtual uint64_t poll_memory() { return memory().arena().limit(); }
 
     // What the ops read: weight and KV cache element types.
     virtual bool supports_weight(DType t) const = 0;
@@ -233,6 +246,11 @@ struct SimOptions {
     double link_gbps = 8;       // each direction of the host <-> device link
     int n_threads = 1;          // CPU threads the device's ops run on
     bool int8_activations = false;  // cpu::matmul's single-level int8 activations (--int8-acts)
+    // --sim-shrink-after PASSES:BYTES: at the poll_memory call that follows PASSES passes (0:
+    // before anything is allocated), BYTES of its memory are taken away, as another program's
+    // allocation would take them from a GPU. -1: never.
+    int64_t shrink_after = -1;
+    uint64_t shrink_bytes = 0;
 };
 std::unique_ptr<Device> make_sim_device(const SimOptions& opts);
 

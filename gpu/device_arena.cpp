@@ -17,13 +17,19 @@ uint64_t usable_bytes(uint64_t capacity, uint64_t alignment) {
 }  // namespace
 
 DeviceArena::DeviceArena(uint64_t capacity, uint64_t alignment)
-    : budget_("GPU", usable_bytes(capacity, alignment), "--gpu-mem"), alignment_(alignment) {
-    if (budget_.limit() > 0) free_[0] = budget_.limit();
+    : capacity_(usable_bytes(capacity, alignment)), budget_("GPU", capacity_, "--gpu-mem"), alignment_(alignment) {
+    if (capacity_ > 0) free_[0] = capacity_;
 }
+
+void DeviceArena::set_limit(uint64_t bytes) { budget_.set_limit(std::min(bytes, capacity_) / alignment_ * alignment_); }
 
 uint64_t DeviceArena::allocate(uint64_t bytes, std::string_view what) {
     const uint64_t size = (std::max<uint64_t>(bytes, 1) + alignment_ - 1) / alignment_ * alignment_;
-    budget_.reserve(size, what);  // throws OutOfBudget with the budget's standard message
+    try {
+        budget_.reserve(size, what);
+    } catch (const OutOfBudget& e) {
+        throw DeviceOutOfMemory(e.what(), e.hint());  // the budget's standard message
+    }
     for (auto it = free_.begin(); it != free_.end(); ++it) {
         if (it->second < size) continue;
         const uint64_t offset = it->first, left = it->second - size;
@@ -33,8 +39,8 @@ uint64_t DeviceArena::allocate(uint64_t bytes, std::string_view what) {
         return offset;
     }
     budget_.release(size);
-    throw OutOfBudget(fmt::format("GPU budget {}: {} requested by {}, {} free but the largest free range is {}",
-                                  format_bytes(capacity()), format_bytes(size), what,
+    throw DeviceOutOfMemory(fmt::format("GPU budget {}: {} requested by {}, {} free but the largest free range is {}",
+                                  format_bytes(limit()), format_bytes(size), what,
                                   format_bytes(budget_.available()), format_bytes(largest_free())),
                       "free GPU buffers first, allocate long-lived buffers before short-lived ones, or raise --gpu-mem");
 }

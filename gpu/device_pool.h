@@ -51,6 +51,8 @@ public:
     // Throws OutOfBudget naming `what`, the bytes and the budget when it does not fit.
     DeviceBuffer allocate(uint64_t bytes, std::string_view what);
     const DeviceArena& arena() const { return arena_; }
+    // DeviceArena::set_limit: memory taken away (or given back) mid-run.
+    void set_limit(uint64_t bytes) { arena_.set_limit(bytes); }
 
 private:
     friend class DeviceBuffer;

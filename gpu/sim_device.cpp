@@ -17,6 +17,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/trace.h"
 #include "cpu/attention_cpu.h"
 #include "cpu/kv_format.h"
@@ -86,6 +87,12 @@ public:
         : Device(o.budget_bytes, allocate_host(o.budget_bytes), [](void* p) { std::free(p); }),
           opts_(o), h2d_(o.link_gbps), d2h_(o.link_gbps), pool_(std::max(1, o.n_threads)) {
         if (!(o.link_gbps > 0)) throw UsageError(fmt::format("--sim-link {} must be above 0 GB/s", o.link_gbps));
+        if (o.shrink_after == 0) take_memory();
+    }
+
+    uint64_t poll_memory() override {
+        if (opts_.shrink_after > 0 && polls_++ == opts_.shrink_after) take_memory();
+        return memory().arena().limit();
     }
 
     std::string_view name() const override { return "sim"; }
@@ -248,6 +255,14 @@ public:
     }
 
 private:
+    // What another program's allocation would do to a GPU: the pool's limit drops.
+    void take_memory() {
+        const uint64_t before = memory().arena().limit();
+        memory().set_limit(before > opts_.shrink_bytes ? before - opts_.shrink_bytes : 0);
+        STRATA_LOG_WARN("sim: {} of device memory taken away (--sim-shrink-after); {} left of {}",
+                        format_bytes(opts_.shrink_bytes), format_bytes(memory().arena().limit()), format_bytes(before));
+    }
+    int64_t polls_ = 0;
     static cpu::RopeParams rope_params(const RopeArgs& a) {
         return {a.head_dim,    a.n_rot,       a.freq_base, a.freq_scale, a.neox,
                 a.freq_factors, a.attn_factor, a.ext_factor, a.yarn_low,  a.yarn_high};

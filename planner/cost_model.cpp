@@ -35,6 +35,7 @@ Cost& Cost::operator+=(const Cost& o) {
     for (int i = 0; i < kNumStreams; ++i) prefill[i] += o.prefill[i], decode[i] += o.decode[i];
     prefill_overhead += o.prefill_overhead;
     decode_overhead += o.decode_overhead;
+    decode_overlapped += o.decode_overlapped;
     for (int i = 0; i < 3; ++i) bytes[i] += o.bytes[i];
     gpu_staging += o.gpu_staging;
     dram_staging += o.dram_staging;
@@ -46,6 +47,7 @@ Cost Cost::scaled(double f) const {
     for (int i = 0; i < kNumStreams; ++i) c.prefill[i] *= f, c.decode[i] *= f;
     c.prefill_overhead *= f;
     c.decode_overhead *= f;
+    c.decode_overlapped *= f;
     for (auto& b : c.bytes) b *= f;
     c.gpu_staging *= f;
     c.dram_staging *= f;
@@ -299,6 +301,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
                                              : std::max(kv_read / cpu_attn_bw_, attn_flops / cpu_attn_flops_);
         if (act) c.decode[C] += std::max(recompute_flops / cpu_gemm_, read / cpu_attn_bw_);
         c.decode[R] += (read + fresh) / dram_bw_;
+        if (q_crosses && attention_overlaps()) c.decode_overlapped = c.decode[C];
         if (q_crosses) {
             const double q = B_ * shape_.n_head * shape_.head_dim * 4.0;
             c.decode[D] += (q + fresh) / d2h_;
@@ -376,12 +379,30 @@ PhaseTimes CostModel::phase_time(Phase ph, const Cost& total) const {
     PhaseTimes p;
     p.stream_s = s;
     p.overhead_s = ph == Phase::Prefill ? total.prefill_overhead : total.decode_overhead;
-    const double compute = std::max(s[G] + s[C] / m_, s[C] + s[G] / m_) + p.overhead_s;
+    double compute = 0;
+    for (int chain = 0; chain < compute_chains(ph); ++chain) compute = std::max(compute, compute_chain(ph, total, chain));
     p.time_s = compute;
     p.bottleneck = s[G] >= s[C] ? Stream::GpuCompute : Stream::CpuCompute;
     for (int i : {H, D, N, R})
         if (s[i] > p.time_s) p.time_s = s[i], p.bottleneck = static_cast<Stream>(i);
     return p;
+}
+
+double CostModel::compute_chain(Phase ph, const Cost& c, int chain) const {
+    const bool decode = ph == Phase::Decode;
+    const auto& s = decode ? c.decode : c.prefill;
+    const double overhead = decode ? c.decode_overhead : c.prefill_overhead;
+    // The CPU attention that overlaps the device's matmuls, and the CPU's other work.
+    const bool overlaps = decode && attention_overlaps();
+    const double attention = overlaps ? c.decode_overlapped : 0, cpu = s[C] - attention;
+    // The first sub-batch's QKV and the last one's feed-forward (half a layer of the device's
+    // work), and one sub-batch's attention of a layer (half a layer of the CPU's), run alone.
+    const double edges = overlaps ? (s[G] + attention) / (2.0 * shape_.n_layer) : 0;
+    switch (chain) {
+        case 0: return s[G] + cpu / m_ + edges + overhead;
+        case 1: return cpu + s[G] / m_ + edges + overhead;
+        default: return cpu + attention + edges + overhead;
+    }
 }
 
 double CostModel::objective_scale() const {

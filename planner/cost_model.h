@@ -6,9 +6,11 @@
 // (lp_placement) and the evaluation of a rounded plan use the very same numbers.
 //
 // A phase's time is that of a pipeline whose streams overlap: the busiest I/O stream, or
-// the compute chain — GPU and CPU work overlap only across micro-batches (NEO's asymmetric
-// pipeline), so with m micro-batches compute takes gpu + cpu/m or cpu + gpu/m, whichever is
-// longer — plus what cannot overlap (kernel launches and CPU/GPU hand-offs per layer).
+// the compute chain — GPU and CPU work overlap across micro-batches, so with m micro-batches
+// compute takes gpu + cpu/m or cpu + gpu/m, whichever is longer; and the CPU's attention for
+// the device's layers overlaps the device's matmuls within a step (NEO's asymmetric pipeline
+// over two sub-batches, layer by layer: max(gpu, attention) and half a layer of each to fill
+// and drain) — plus what cannot overlap (kernel launches and CPU/GPU hand-offs per layer).
 #include <array>
 #include <optional>
 
@@ -25,6 +27,9 @@ enum class Phase { Prefill, Decode };
 struct Cost {
     std::array<double, kNumStreams> prefill{}, decode{};  // seconds per pass / per decode step
     double prefill_overhead = 0, decode_overhead = 0;     // seconds that do not overlap
+    // Of decode[Cpu]: the CPU's attention for layers the device computes, which the device
+    // runtime runs beside the device's matmuls, the batch cut in two sub-batches (NEO).
+    double decode_overlapped = 0;
     std::array<double, 3> bytes{};                        // resident bytes on Gpu, Dram, Nvme
     double gpu_staging = 0;   // GPU bytes needed to stream this layer in (double-buffered)
     double dram_staging = 0;  // DRAM bytes needed to stage it from NVMe
@@ -88,8 +93,17 @@ public:
     // What does not depend on placement: prefill attention, logits copies, the GPU working set.
     Cost fixed() const;
 
-    // Pipelined phase time from summed costs.
+    // Pipelined phase time from summed costs: the busiest I/O stream, or the longest of the
+    // compute chains (each linear in the costs, so that the LP bounds the time by each).
     PhaseTimes phase_time(Phase ph, const Cost& total) const;
+    // GPU work then the CPU's of the last micro-batch, the CPU's then the GPU's, and (a third,
+    // where its attention overlaps the device's matmuls) the CPU's work alone; each with what
+    // cannot overlap.
+    int compute_chains(Phase ph) const { return ph == Phase::Decode && attention_overlaps() ? 3 : 2; }
+    double compute_chain(Phase ph, const Cost& c, int chain) const;
+    // Whether a decode step's CPU attention overlaps the device's matmuls: CPU attention beside
+    // a device, a micro-batch of two sequences or more (one sequence is not split).
+    bool attention_overlaps() const { return has_gpu_ && policy_.cpu_attention && mb_ >= 2; }
     // Prefill + (gen_len - 1) decode steps, per generated token as the objective counts it.
     double objective_scale() const;  // divide total seconds by this
     int32_t n_decode_steps() const { return wl_.gen_len - 1; }

@@ -222,19 +222,16 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
         }
 
     // Phase time bounds: T >= each I/O stream; T >= the compute chain + what cannot overlap.
-    const double m = cm.policy().n_micro;
     for (Phase ph : {Phase::Prefill, Phase::Decode}) {
         const int T = ph == Phase::Prefill ? Tp : Td;
         auto streams = [&](const Cost& c) -> const std::array<double, kNumStreams>& { return ph == Phase::Prefill ? c.prefill : c.decode; };
-        auto overhead = [&](const Cost& c) { return ph == Phase::Prefill ? c.prefill_overhead : c.decode_overhead; };
         for (int s : {kH, kD, kN, kR}) {
             const int r = b.add_row(GLP_LO, streams(fixed)[s]);
             b.set(r, T, 1);
             for (int j = 1; j <= n_placement; ++j) b.set(r, j, -streams(cols[static_cast<size_t>(j)].cost)[s]);
         }
-        for (int first : {kG, kC}) {
-            const int second = first == kG ? kC : kG;
-            auto chain = [&](const Cost& c) { return streams(c)[first] + streams(c)[second] / m + overhead(c); };
+        for (int k = 0; k < cm.compute_chains(ph); ++k) {
+            auto chain = [&](const Cost& c) { return cm.compute_chain(ph, c, k); };
             const int r = b.add_row(GLP_LO, chain(fixed));
             b.set(r, T, 1);
             for (int j = 1; j <= n_placement; ++j) b.set(r, j, -chain(cols[static_cast<size_t>(j)].cost));

@@ -39,6 +39,16 @@ ModelShape ModelShape::from_gguf(const std::filesystem::path& path) {
     return from_gguf(models::GgufFile::open(path, /*map_data=*/false));
 }
 
+ModelShape ModelShape::first_layers(int32_t n) const {
+    ModelShape s = *this;
+    if (n >= n_layer) return s;
+    for (int32_t il = n; il < n_layer; ++il) s.n_params -= layers[size_t(il)].n_params;
+    s.layers.resize(size_t(n));
+    s.n_layer = n;
+    s.n_layer_swa = std::min(n_layer_swa, n);
+    return s;
+}
+
 ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     const models::Hparams hp = models::Hparams::from_gguf(f);
     ModelShape m;

@@ -73,6 +73,8 @@ struct ModelShape {
     static ModelShape from_gguf(const std::filesystem::path& path);
     // The same from a file already open (the runtime's).
     static ModelShape from_gguf(const models::GgufFile& f);
+    // The model cut to its first n layers (an early-exit drafter's engine), n <= n_layer.
+    ModelShape first_layers(int32_t n) const;
     // A catalog model with every matrix in `weight_type` (the routed experts in the model's own
     // type where it has one: gpt-oss's MXFP4), norms and biases in F32.
     // Throws UsageError (listing the known names) for an unknown name.

@@ -51,11 +51,19 @@ void log_no_device(const GpuRequest& req, const GpuTarget& gpu) {
     if (asked) STRATA_LOG_WARN("gpu: not used ({}); running on the CPU", gpu.why_not);
     else STRATA_LOG_INFO("gpu: none ({}); running on the CPU", gpu.why_not);
 }
+
+// The model cut to its first n layers (n > 0), for a drafter that exits early.
+models::Hparams first_layers(models::Hparams hp, int n) {
+    if (n < 0 || n > hp.n_layer)
+        throw UsageError(fmt::format("{} layers asked of a model of {}", n, hp.n_layer), "give 1 to the model's layers, or 0 for all");
+    if (n > 0) hp.n_layer = n;
+    return hp;
+}
 }  // namespace
 
 Engine::Engine(const EngineOptions& opts)
     : file_(models::GgufFile::open(resolve_model_path(opts.model))),
-      hp_(models::Hparams::from_gguf(file_)),
+      hp_(first_layers(models::Hparams::from_gguf(file_), opts.n_layers)),
       tok_(models::Tokenizer::from_gguf(file_)),
       pool_(std::make_unique<cpu::ThreadPool>(host_thread_count(opts.gpu, opts.n_threads))),
       dram_(std::make_unique<storage::MemoryBudget>("DRAM", opts.dram_budget ? opts.dram_budget : UINT64_MAX,
@@ -150,22 +158,40 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
             STRATA_LOG_INFO("weights: {} rewritten into the AVX-512 kernels' tile order in {:.0f} ms",
                             format_bytes(tiled), 1000 * seconds_since(t0));
     };
-    if (!device) {
+    auto on_cpu = [&] {
         tile_for_cpu(nullptr);
         auto cpu = std::make_unique<CpuBackend>(hp_, *weights_);
         cpu->set_int8_activations(opts.int8_activations);
+        cpu_ = cpu.get();
         backend_ = std::move(cpu);
-        return;
-    }
+    };
+    if (!device) return on_cpu();
     DeviceBackendOptions co;
     co.kv = kv_on;
     co.int8_activations = opts.int8_activations;
     co.experts = placement_->plan.experts.device;
     co.op_offload_rows = placement_->op_offload_rows;
-    backend_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
+    try {
+        backend_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
+    } catch (const DeviceOutOfMemory& e) {
+        // The device's memory cannot hold what the plan put there (taken by another program
+        // since it was measured): every layer on the CPU, read into DRAM (the host's KV cache
+        // holds every layer already).
+        STRATA_LOG_WARN("gpu: {}; running on the CPU", e.what());
+        for (int il = 0; il < hp_.n_layer; ++il)
+            if (weights_->residency().device(il)) weights_->run_on_cpu(il);
+        return on_cpu();
+    }
     tile_for_cpu(hp_.moe.enabled() ? nullptr : &placement_->residency.on_cpu);
 }
 Engine::~Engine() = default;
+
+void Engine::exit_after(int n_layers) {
+    if (!cpu_) throw UsageError(fmt::format("the {} backend runs every layer of a pass", backend_->name()), "run the early-exit drafter on the CPU");
+    if (n_layers < 0 || n_layers > hp_.n_layer)
+        throw UsageError(fmt::format("an exit after layer {} of {}", n_layers, hp_.n_layer), "give 1 to the loaded layers, or 0 for all");
+    cpu_->exit_after(n_layers > 0 ? n_layers : hp_.n_layer);
+}
 
 std::filesystem::path Engine::save_routing_stats() const {
     const RoutingStats* s = routing_stats();
@@ -212,7 +238,7 @@ int Engine::attach_prefix(SeqId seq, std::span<const int32_t> tokens) { return k
 
 std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
     for (const SeqTokens& e : batch)
-        if (!kv_->reserve(e.seq, static_cast<int32_t>(e.tokens.size())))
+        if (!kv_->reserve(e.seq, static_cast<int32_t>(e.kv_span())))
             throw OutOfBudget(fmt::format("KV cache full: {} of {} blocks in use", kv_->pool().n_used(), kv_->pool().n_blocks()),
                               "run fewer sequences at once, or give the cache more room (--ctx, --dram)");
     // One row of logits is part of the activations; a batch's rows (and the pass's copy of

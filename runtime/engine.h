@@ -84,12 +84,17 @@ struct EngineOptions {
     std::vector<TensorOverride> overrides;
     // How the expert cache of offloaded experts chooses what leaves (--expert-policy).
     ExpertPolicy expert_policy = ExpertPolicy::Adaptive;
+    // Above 0: only the model's first n layers are loaded and run, then its output norm and
+    // head (a self-speculative drafter: runtime/spec/self_drafter.h).
+    int n_layers = 0;
 };
 
 // What each memory tier holds now and what the disk has served: the live view of `strata
 // serve`'s page. The budgets are 0 where there is no limit (DRAM) or no tier (GPU).
 struct TierGauges {
-    uint64_t gpu_used = 0, gpu_budget = 0;
+    uint64_t gpu_used = 0, gpu_budget = 0;  // the budget less what was taken away mid-run
+    uint64_t gpu_memory_losses = 0;  // times device memory was taken away (or a pass found it full)
+    int32_t gpu_layers_moved = 0;    // layers moved from the device to the CPU because of it
     uint64_t dram_used = 0, dram_budget = 0;
     uint64_t nvme_used = 0;  // weights and KV the plan reads from disk instead of holding
     uint64_t nvme_read = 0;  // bytes read from disk since the start (streamed layers, experts missed)
@@ -99,6 +104,7 @@ struct TierGauges {
     // Another engine's, added (a server's models together).
     TierGauges& operator+=(const TierGauges& o) {
         gpu_used += o.gpu_used, gpu_budget += o.gpu_budget, dram_used += o.dram_used, dram_budget += o.dram_budget;
+        gpu_memory_losses += o.gpu_memory_losses, gpu_layers_moved += o.gpu_layers_moved;
         nvme_used += o.nvme_used, nvme_read += o.nvme_read;
         kv_blocks_used += o.kv_blocks_used, kv_blocks += o.kv_blocks;
         has_expert_cache = has_expert_cache || o.has_expert_cache;
@@ -121,6 +127,9 @@ public:
     // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
     std::string_view backend_name() const { return backend_->name(); }
+    // Whether a pass verifies draft trees (else chains only): the backend's attention follows a
+    // tree's mask and every layer's keys and values are in memory as they are (none spilled or rebuilt).
+    bool verifies_trees() const { return backend_->verifies_trees() && kv_->n_spilled() == 0 && kv_->n_rebuilt() == 0; }
     // The pooling the model's metadata names (`<arch>.pooling_type`); Last when it names none.
     Pooling pooling() const { return pooling_; }
     // The vocabulary as a trie for grammars, built on first use. Thread-safe.
@@ -153,6 +162,10 @@ public:
     // The last eval_batch's hidden-state outputs: n_embd floats per entry (PassOutput).
     std::span<const float> batch_hidden() const { return hidden_; }
     KvCache& kv() { return *kv_; }
+    // Passes run the first n of the loaded layers, then the output norm and head (an early exit:
+    // runtime/spec/self_drafter.h); 0 or n_layer: all of them. The CPU backend only: throws
+    // UsageError on a device.
+    void exit_after(int n_layers);
 
 private:
     // The CPU backend, or the device backend on `device` with its KV cache where `kv_on` says.
@@ -168,6 +181,7 @@ private:
     std::unique_ptr<Placement> placement_;
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Backend> backend_;
+    CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's
     storage::Reservation working_;
     storage::Reservation batch_logits_;  // grows with the largest batch eval_batch has run
     bool warned_logits_ = false;

@@ -13,6 +13,8 @@ TierGauges Engine::gauges() const {
     const Backend::DeviceMemory device = backend_->device_memory();
     g.gpu_used = device.used;
     g.gpu_budget = device.budget;
+    g.gpu_memory_losses = device.losses;
+    g.gpu_layers_moved = device.layers_moved;
     g.dram_used = dram_->used();
     g.dram_budget = dram_->limit() == UINT64_MAX ? 0 : dram_->limit();
     g.nvme_used = static_cast<uint64_t>(placement_->plan.prediction.used.nvme);

@@ -12,10 +12,10 @@ Generation::Generation(const GenerateParams& params, const models::Tokenizer& to
     result_.stop_reason = "length";
 }
 
-std::optional<int32_t> Generation::accept(std::span<const float> logits, int64_t held, int64_t n_ctx, int32_t draft) {
+std::optional<int32_t> Generation::accept(std::span<const float> logits, int64_t held, int64_t n_ctx, std::span<const int32_t> drafts) {
     GenerateResult& r = result_;
     if (static_cast<int32_t>(r.tokens.size()) >= params_.n_predict) return std::nullopt;  // n_predict 0: the prompt only
-    const int32_t t = draft >= 0 ? sampler_->verify(logits, draft) : sampler_->sample(logits);
+    const int32_t t = drafts.empty() ? sampler_->sample(logits) : sampler_->verify(logits, drafts);
     if (t < 0) {
         r.stop_reason = "error";
         r.error = kGrammarDeadEnd;

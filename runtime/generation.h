@@ -71,9 +71,9 @@ public:
     // The sequence's next token from its row of n_vocab logits, with `held` positions in its
     // KV cache of n_ctx: the token to evaluate next, or nullopt when the generation has ended
     // (the result's stop_reason says why; "length" unless another reason came first).
-    // With `draft` (>= 0), the token a drafter guessed here: drawn by the sampler's rejection
-    // step (Sampler::verify), which keeps the draw's distribution.
-    std::optional<int32_t> accept(std::span<const float> logits, int64_t held, int64_t n_ctx, int32_t draft = -1);
+    // With `drafts`, the tokens a drafter guessed here (its best guess first): drawn by the
+    // sampler's rejection step (Sampler::verify), which keeps the draw's distribution.
+    std::optional<int32_t> accept(std::span<const float> logits, int64_t held, int64_t n_ctx, std::span<const int32_t> drafts = {});
     // At the end: the text still held back is shown (unless it stopped, failed or was
     // cancelled) and the result's text completed.
     void finish();

@@ -142,26 +142,28 @@ int32_t Sampler::pick(double r) const {
     return cand_.back().id;
 }
 
-int32_t Sampler::verify(std::span<const float> logits, int32_t draft) {
-    // Against a certain guess a plain draw is as exact: a grammar's tokens are drawn so.
+int32_t Sampler::verify(std::span<const float> logits, std::span<const int32_t> drafts) {
+    // Against certain guesses a plain draw is as exact: a grammar's tokens are drawn so.
     if (params_.temperature <= 0.0f || grammar_) return sample(logits);
     distribution(logits, false);
-    // One uniform draw r against the candidates' cumulative probabilities, where the draft's
-    // interval is [lo, lo + p(draft)): accepted with probability p(draft); else r is uniform
-    // over the other intervals, which picks from the residual max(0, p - q), q the point mass
-    // on the draft: p without it, renormalised. The token is the one sample() would draw from
-    // the same generator state, so a seeded run repeats with or without drafts.
+    // One uniform draw r against the candidates' cumulative probabilities, where a draft d's
+    // interval is [lo, lo + p(d)): the first draft is kept with probability p(d1); once it is
+    // rejected r is uniform over the other intervals, so the next is kept with its residual
+    // probability p(d2) / (1 - p(d1)), and so on (q, each draft's point mass, leaves max(0, p - q)
+    // = p without it). When all are rejected r picks from what remains, p without the drafts
+    // renormalised. The token is the one sample() would draw from the same generator state.
     std::uniform_real_distribution<double> u(0.0, 1.0);
     const double r = u(rng_);
-    double lo = 0, p_draft = 0;
-    for (const auto& x : cand_) {
-        if (x.id == draft) {
-            p_draft = x.p;
-            break;
+    for (const int32_t d : drafts) {
+        double lo = 0;
+        for (const auto& x : cand_) {
+            if (x.id == d) {
+                if (r >= lo && r < lo + x.p) return d;
+                break;
+            }
+            lo += x.p;
         }
-        lo += x.p;
     }
-    if (r >= lo && r < lo + p_draft) return draft;
     return pick(r);
 }
 

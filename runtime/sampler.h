@@ -44,12 +44,15 @@ public:
     // Picks the next token from a row of n_vocab logits (not modified); -1 when the grammar
     // allows no token.
     int32_t sample(std::span<const float> logits);
-    // Speculative decoding's rejection step for a drafter's certain guess `draft`: the draft
-    // with its probability p(draft) under the sampling chain, else a token of the residual
-    // distribution (p without the draft, renormalised), so that the token returned has exactly
-    // sample()'s distribution; drawn with sample()'s one uniform, it is the very token sample()
-    // would give (seeded runs repeat with or without drafts). Greedy, or with a grammar: sample().
-    int32_t verify(std::span<const float> logits, int32_t draft);
+    // Speculative decoding's rejection step for a drafter's certain guesses `drafts` at one
+    // place (a draft tree's children there, its best guess first): each tried in turn, kept
+    // with its probability under the sampling chain renormalised over the tokens not yet
+    // rejected (the first with p(d1), the next with p(d2) / (1 - p(d1)), ...), and when all are
+    // rejected a token of the residual distribution (p without them, renormalised); so the token
+    // returned has exactly sample()'s distribution. Drawn with sample()'s one uniform, it is the
+    // very token sample() would give (seeded runs repeat with or without drafts). Greedy, or
+    // with a grammar: sample().
+    int32_t verify(std::span<const float> logits, std::span<const int32_t> drafts);
     // Records a token of the prompt for the penalties.
     void accept(int32_t token);
     // Records a generated token: the penalties and the grammar.

@@ -26,7 +26,9 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts) : engine_(eng
     if (opts_.max_batch < 1) throw UsageError(fmt::format("--max-batch {} must be at least 1", opts_.max_batch));
     if (opts_.max_queue < 0) throw UsageError(fmt::format("queue size {} is negative", opts_.max_queue));
     if (opts_.spec.mode == SpecMode::Draft && !opts_.spec.draft_model)
-        throw UsageError("--spec draft needs a draft model", "give --draft-model FILE, or use --spec lookup");
+        throw UsageError("--spec draft needs a draft model", "give --draft-model FILE, or use --spec lookup or self");
+    if (opts_.spec.mode == SpecMode::Self && !opts_.spec.draft_model)
+        throw UsageError("--spec self needs the model's first layers loaded to draft with", "open them with open_early_layers");
     if (opts_.max_batch_per_client < 0 || opts_.max_queue_per_client < 0)
         throw UsageError("a client's share of the batch or the queue is negative", "give 0 for the default share");
     STRATA_LOG_INFO("scheduler: up to {} sequences at once, {} queued; KV cache {} blocks of {} positions",
@@ -413,6 +415,7 @@ void Scheduler::finish(std::vector<std::unique_ptr<Job>>& done) {
     for (auto& j : done) {
         GenerateResult& r = j->result;
         if (j->seq >= 0) engine_.free_seq(j->seq);
+        j->spec.reset();  // its drafter's own sequence (a draft model's KV) goes before it is answered
         if (j->generation) {  // it has run (it may wait again after a preemption)
             j->generation->finish();
             if (j->first_token != Clock::time_point{}) r.decode_seconds = seconds_since(j->first_token);

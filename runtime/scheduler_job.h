@@ -28,6 +28,7 @@ struct Scheduler::Job {
     std::unique_ptr<Generation> generation;  // null for an embedding
     std::unique_ptr<Speculation> spec;       // its drafts' choices, when it speculates
     std::vector<int32_t> verify;             // this step's pass: next, then the draft tokens
+    std::vector<int32_t> parents;            // of each of them: its parent's index (-1 for next)
     std::vector<float> pooled;  // an embedding job's hidden states pooled so far
     GenerateResult result;
     Clock::time_point started, first_token;

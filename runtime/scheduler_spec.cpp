@@ -1,15 +1,18 @@
 // The scheduler's speculative decoding (runtime/spec/): a generating sequence's pass carries
-// its last token and the draft tokens guessed after it; the target's logits of every row then
-// decide, one row at a time in its Generation, which drafts it keeps, and the KV of the rest
-// is cut off again. The rows of a draft are computed as decode steps compute them alone
+// its last token and the draft tokens guessed after it, a chain or a tree; the target's logits
+// of every row then decide, one row at a time in its Generation, which path of drafts it keeps
+// (at each node its children tried in turn), and the KV of the rest is cut off again (a
+// tree's kept path moved to its positions). The rows of a draft are computed as decode steps compute them alone
 // (PassOutput::Verify), so the tokens kept are the ones plain decoding would have drawn.
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/exec/draft_rows.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/scheduler_job.h"
 #include "runtime/spec/lookup_drafter.h"
 #include "runtime/spec/model_drafter.h"
+#include "runtime/spec/self_drafter.h"
 
 namespace strata::runtime {
 
@@ -30,11 +33,18 @@ void Scheduler::plan_prices() {
 void Scheduler::start_speculation(Job& j) {
     const SpecOptions& o = opts_.spec;
     if (o.mode == SpecMode::Off || !j.generation || j.request.on_prompt_logits) return;
-    if (o.draft_model && (o.mode == SpecMode::Draft || o.mode == SpecMode::Auto)) {
-        j.spec = std::make_unique<Speculation>(std::make_unique<ModelDrafter>(*o.draft_model), prices_, o.max_depth);
+    // Trees where the pass verifies them, else chains.
+    const int32_t width = engine_.verifies_trees() ? o.max_width : 1;
+    if (o.mode == SpecMode::Self) {
+        j.spec = std::make_unique<Speculation>(std::make_unique<SelfDrafter>(*o.draft_model, engine_.hparams().n_layer, o.max_depth),
+                                               prices_, o.max_depth);
         return;
     }
-    j.spec = std::make_unique<Speculation>(std::make_unique<LookupDrafter>(), prices_, o.max_depth, o.mode == SpecMode::Auto);
+    if (o.draft_model && (o.mode == SpecMode::Draft || o.mode == SpecMode::Auto)) {
+        j.spec = std::make_unique<Speculation>(std::make_unique<ModelDrafter>(*o.draft_model), prices_, o.max_depth, true, width);
+        return;
+    }
+    j.spec = std::make_unique<Speculation>(std::make_unique<LookupDrafter>(), prices_, o.max_depth, o.mode == SpecMode::Auto, width);
 }
 
 int64_t Scheduler::add_drafts(std::vector<SeqTokens>& batch, const std::vector<Job*>& owners, int32_t spare, int64_t budget) {
@@ -54,17 +64,25 @@ int64_t Scheduler::add_drafts(std::vector<SeqTokens>& batch, const std::vector<J
         if (limit <= 0) continue;
         context.assign(j.request.prompt.begin(), j.request.prompt.end());
         context.insert(context.end(), j.result.tokens.begin(), j.result.tokens.end());
-        auto draft = j.spec->draft(context, others, limit);
-        // Within the KV blocks this step can spare.
-        while (!draft.empty() && kv.blocks_needed(j.seq, held + static_cast<int32_t>(draft.size())) -
-                                         kv.blocks_needed(j.seq, held) > spare)
-            draft = draft.first(draft.size() - 1);
+        const DraftTree& draft = j.spec->draft(context, others, limit);
         if (draft.empty()) continue;
-        spare -= kv.blocks_needed(j.seq, held + static_cast<int32_t>(draft.size())) - kv.blocks_needed(j.seq, held);
         j.verify.assign(1, j.next);
-        j.verify.insert(j.verify.end(), draft.begin(), draft.end());
-        batch[i] = {j.seq, j.verify, PassOutput::Verify};
-        added += static_cast<int64_t>(draft.size());
+        j.parents.assign(1, -1);
+        for (size_t d = 0; d < draft.size(); ++d) j.verify.push_back(draft.tokens[d]), j.parents.push_back(draft.parent[d] + 1);
+        // Within the context and the KV blocks this step can spare (the last nodes go first:
+        // no node comes before its parent).
+        auto extra = [&] {
+            const auto end = static_cast<int32_t>(kv.seq_len(j.seq) + draft_span(j.parents));
+            return end > engine_.n_ctx() ? spare + 1 : kv.blocks_needed(j.seq, end) - kv.blocks_needed(j.seq, held);
+        };
+        while (j.verify.size() > 1 && extra() > spare) j.verify.pop_back(), j.parents.pop_back();
+        if (j.verify.size() == 1) {
+            j.verify.clear();
+            continue;
+        }
+        spare -= extra();
+        batch[i] = {j.seq, j.verify, PassOutput::Verify, j.parents};
+        added += static_cast<int64_t>(j.verify.size()) - 1;
     }
     return added;
 }
@@ -73,24 +91,53 @@ bool Scheduler::feed(Job& j, std::span<const float> rows) {
     KvCache& kv = engine_.kv();
     const int64_t V = engine_.hparams().n_vocab;
     const auto draft = j.drafted();
-    // Row i stands where a plain step after i kept drafts would: `held` positions through it.
-    const int32_t held = kv.seq_len(j.seq) - static_cast<int32_t>(draft.size());
-    int32_t kept = 0;
+    // A tree is not committed by its pass (Backend::eval_batch); a chain is, and loses its tail.
+    const bool tree = !draft.empty() && !draft_is_chain(j.parents);
+    // Row r stands where a plain step after its ancestors would: `held` positions through the
+    // first row, one more a level down.
+    const int32_t held = tree ? kv.seq_len(j.seq) + 1 : kv.seq_len(j.seq) - static_cast<int32_t>(draft.size());
+    std::vector<int32_t> path{0}, children;  // rows kept, from next on
     std::optional<int32_t> next;
-    for (size_t i = 0;; ++i) {
-        const int32_t guess = i < draft.size() ? draft[i] : -1;
-        next = j.generation->accept(rows.subspan(i * V, V), held + static_cast<int64_t>(i), engine_.n_ctx(), guess);
-        if (!next || *next != guess) break;
-        ++kept;
+    for (;;) {
+        const int32_t node = path.back();
+        children.clear();
+        for (size_t r = size_t(node) + 1; r < j.verify.size(); ++r)
+            if (j.parents[r] == node) children.push_back(j.verify[r]);
+        next = j.generation->accept(rows.subspan(size_t(node) * V, V), held + static_cast<int64_t>(path.size()) - 1,
+                                    engine_.n_ctx(), children);
+        if (!next) break;
+        const auto kept = std::find(children.begin(), children.end(), *next);
+        if (kept == children.end()) break;
+        // The kept child's row: the (kept - begin)-th child of `node`.
+        int32_t rank = static_cast<int32_t>(kept - children.begin());
+        for (size_t r = size_t(node) + 1;; ++r)
+            if (j.parents[r] == node && rank-- == 0) {
+                path.push_back(static_cast<int32_t>(r));
+                break;
+            }
     }
+    const auto kept = static_cast<int32_t>(path.size()) - 1;
     if (!draft.empty()) {
-        // The rejected drafts' KV goes; the sequence's last blocks are its own (nothing attached them since the pass).
-        const int32_t kept_len = kv.truncate_seq(j.seq, held + kept);
-        STRATA_ASSERT(kept_len == held + kept);
+        if (tree) {
+            // The kept path's keys and values move to its positions; the rest of the tree goes.
+            const auto slots = draft_slots(j.parents);
+            std::vector<int64_t> from;
+            std::vector<int32_t> tokens;
+            for (const int32_t r : path) from.push_back(slots[size_t(r)]), tokens.push_back(j.verify[size_t(r)]);
+            kv.keep_path(j.seq, from, tokens);
+        } else {
+            // The rejected drafts' KV goes; the sequence's last blocks are its own (nothing attached them since the pass).
+            const int32_t kept_len = kv.truncate_seq(j.seq, held + kept);
+            STRATA_ASSERT(kept_len == held + kept);
+        }
         j.result.n_drafted += static_cast<int>(draft.size());
         j.result.n_accepted += kept;
     }
-    if (j.spec) j.spec->verified(kept, next.value_or(-1));
+    if (j.spec) {
+        std::vector<int32_t> nodes;  // the kept path as the draft's node indices
+        for (size_t k = 1; k < path.size(); ++k) nodes.push_back(path[k] - 1);
+        j.spec->verified(nodes, next.value_or(-1));
+    }
     if (next) j.next = *next;
     return next.has_value();
 }

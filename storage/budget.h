@@ -31,6 +31,9 @@ public:
 
     const std::string& name() const { return name_; }
     uint64_t limit() const { return limit_; }
+    // A new limit (memory taken away or given back); what is in use may exceed it, and then
+    // nothing more fits until enough is released. Not while another thread reserves.
+    void set_limit(uint64_t limit) { limit_ = limit; }
     uint64_t used() const { return used_.load(std::memory_order_relaxed); }
     uint64_t peak() const { return peak_.load(std::memory_order_relaxed); }
     uint64_t available() const;

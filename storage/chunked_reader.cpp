@@ -5,7 +5,9 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
+#include "core/trace.h"
 
 namespace strata::storage {
 
@@ -44,6 +46,7 @@ Ticket ChunkedReader::submit(const ReadRequest& r) {
     TicketState& st = tickets_[t];
     st.request = r;
     st.chunks_left = plan.size();
+    if (trace_) st.submitted = std::chrono::steady_clock::now();
     if (plan.empty()) {
         ++stats_.n_requests;
         return t;
@@ -148,6 +151,13 @@ void ChunkedReader::complete(ChunkPtr c, long result) {
     dispatch_locked();
 }
 
+void ChunkedReader::set_trace(Trace* trace) {
+    const int track = trace ? trace->track(fmt::format("disk: {} reads", backend())) : 0;
+    std::lock_guard lk(mu_);
+    trace_ = trace;
+    trace_track_ = track;
+}
+
 void ChunkedReader::finish_locked(Chunk& c, const std::string& error, const std::string& hint) {
     if (c.staging >= 0) free_staging_.push_back(c.staging);
     c.staging = -1;
@@ -163,6 +173,9 @@ void ChunkedReader::finish_locked(Chunk& c, const std::string& error, const std:
             ++stats_.n_requests;
             stats_.bytes_requested += st.request.length;
         }
+        if (trace_)
+            trace_->slice(trace_track_, format_bytes(st.request.length), st.submitted, std::chrono::steady_clock::now(),
+                          fmt::format(R"({{"offset": {}, "failed": {}}})", st.request.file_offset, !st.error.empty()));
         done_cv_.notify_all();
     }
 }

@@ -26,6 +26,7 @@ public:
     void wait(Ticket ticket) override;
     void wait_all() override;
     ReaderStats stats() const override;
+    void set_trace(Trace* trace) override;
 
 protected:
     // Reads the backend can have in flight at once: the queue depth or the worker count.
@@ -71,6 +72,7 @@ private:
         size_t chunks_left = 0;
         std::string error;  // first failure, empty on success
         std::string hint;
+        std::chrono::steady_clock::time_point submitted;  // for the trace
     };
 
     void ensure_staging_locked();
@@ -99,6 +101,8 @@ private:
 
     ReaderStats stats_;
     std::chrono::steady_clock::time_point busy_since_;
+    Trace* trace_ = nullptr;  // under mu_
+    int trace_track_ = 0;
 };
 
 }  // namespace strata::storage

@@ -11,6 +11,8 @@
 #include "storage/file_io.h"
 #include "storage/io_fault.h"
 
+namespace strata { class Trace; }
+
 namespace strata::storage {
 
 class MemoryBudget;
@@ -79,6 +81,9 @@ public:
     virtual void unregister_region(void* base) {}
 
     virtual ReaderStats stats() const = 0;
+    // Records each request, from its submission to its last read's completion, as a slice on
+    // the "disk: <backend> reads" track of `trace` (null: none): the disk queue in a trace.
+    virtual void set_trace(Trace* trace) {}
 
     void read(const ReadRequest& request) { wait(submit(request)); }
 };

@@ -15,7 +15,9 @@
 #include "planner/units.h"
 #include "runtime/place/op_offload_choice.h"
 #include "runtime/place/placement.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/spec/model_drafter.h"
+#include "runtime/spec/self_drafter.h"
 #include "storage/budget.h"
 #include "tools/cli_options.h"
 
@@ -56,6 +58,16 @@ runtime::EngineOptions ModelOptions::engine() const {
         throw UsageError(fmt::format("--op-offload '{}' is not a choice", op_offload),
                          "use auto, on, off, or the fewest prompt rows a pass needs to compute the CPU layers on the device");
     e.gpu.op_offload = *offload;
+    if (!sim_shrink.empty()) {
+        const size_t colon = sim_shrink.find(':');
+        const std::string passes = sim_shrink.substr(0, colon);
+        const bool digits = !passes.empty() && passes.size() < 10 && passes.find_first_not_of("0123456789") == std::string::npos;
+        if (colon == std::string::npos || !digits)
+            throw UsageError(fmt::format("--sim-shrink-after '{}' is not PASSES:BYTES", sim_shrink),
+                             "e.g. --sim-shrink-after 8:64M takes 64 MiB of the simulated device's memory after 8 passes");
+        e.gpu.sim_shrink_after = std::stoll(passes);
+        e.gpu.sim_shrink_bytes = parse_memory_size(sim_shrink.substr(colon + 1));
+    }
     std::string budget = dram;
     if (budget.empty())
         if (const char* env = std::getenv("STRATA_DRAM")) budget = env;
@@ -91,16 +103,27 @@ runtime::SpecOptions ModelOptions::spec_options(runtime::Engine* draft) const {
         throw UsageError(fmt::format("--spec-depth {} is out of range", spec_depth),
                          fmt::format("give 1 to {} draft tokens a pass", runtime::PassPrices::kMaxRows - 1));
     o.max_depth = spec_depth;
+    if (spec_width < 1 || spec_width > runtime::kMaxDraftWidth)
+        throw UsageError(fmt::format("--spec-width {} is out of range", spec_width),
+                         fmt::format("give 1 (chains) to {} guesses a draft node", runtime::kMaxDraftWidth));
+    o.max_width = spec_width;
     return o;
 }
 
 std::unique_ptr<runtime::Engine> ModelOptions::load_draft_model(const runtime::Engine& target) const {
+    if (spec == "self") {
+        if (!draft_model.empty())
+            throw UsageError("--spec self drafts with the model's own first layers, not --draft-model",
+                             "leave out --draft-model, or use --spec draft");
+        return runtime::open_early_layers(target);
+    }
     if (draft_model.empty()) return nullptr;
     // Its own small engine: the file held in memory, a context as long as the target's.
     runtime::EngineOptions e;
     e.model = draft_model;
     e.n_threads = threads;
     e.n_ctx = target.n_ctx();
+    e.kv_positions = target.kv_cache().pool().n_blocks() * runtime::KvCache::kBlockSize;  // a draft sequence per target sequence
     e.gpu.device = runtime::DeviceKind::Cpu;
     auto engine = std::make_unique<runtime::Engine>(e);
     try {

@@ -33,16 +33,19 @@ struct ModelOptions {
     double sim_link = 8;             // the simulated device's link, GB/s each way
     int sim_threads = 0;             // the simulated device's CPU threads; 0: half the cores
     std::string op_offload = "auto";  // a prompt's passes computing the CPU layers on the device: auto, on, off, N rows
+    std::string sim_shrink;          // PASSES:BYTES of the simulated device's memory taken away mid-run
     std::vector<std::string> override_tensor;  // --override-tensor REGEX=TIER
     std::string expert_policy = "adaptive";    // the expert cache's policy
     int verbosity = 0;
-    std::string spec = "auto";  // speculative decoding's drafter: auto, off, lookup, draft
+    std::string spec = "auto";  // speculative decoding's drafter: auto, off, lookup, draft, self
     int spec_depth = 16;        // draft tokens one pass verifies at most
+    int spec_width = runtime::kMaxDraftWidth;  // children a draft node may have (1: chains)
     std::string draft_model;    // a small model of the same vocabulary that drafts
     runtime::EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
     // With the draft model load_draft_model gave, if any. Throws UsageError for an unknown drafter.
     runtime::SpecOptions spec_options(runtime::Engine* draft = nullptr) const;
-    // The --draft-model, resident beside `target` (its vocabulary checked against the target's); null without one.
+    // The --draft-model, resident beside `target` (its vocabulary checked against the target's),
+    // or for --spec self the target's first layers (runtime/spec/self_drafter.h); null without either.
     std::unique_ptr<runtime::Engine> load_draft_model(const runtime::Engine& target) const;
 };
 

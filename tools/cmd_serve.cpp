@@ -83,6 +83,22 @@ std::vector<models::LocalModel> served_models(const ServeOptions& o) {
     return list;
 }
 
+
+// Each served model's drafting engine as it loads. The default model loads at start, so a draft
+// model of another vocabulary stops the server there; a model loaded later that the draft model
+// does not fit speculates by prompt lookup under --spec auto (its loading fails under --spec draft).
+server::DraftLoader draft_loader(const ModelOptions& m, const std::filesystem::path& default_model) {
+    return [&m, default_model](const runtime::Engine& target) -> std::unique_ptr<runtime::Engine> {
+        try {
+            return m.load_draft_model(target);
+        } catch (const UsageError& err) {
+            std::error_code ec;
+            if (m.spec != "auto" || std::filesystem::equivalent(target.file().path(), default_model, ec)) throw;
+            STRATA_LOG_WARN("{}; {} speculates by prompt lookup", err.what(), target.file().path().filename().string());
+            return nullptr;
+        }
+    };
+}
 }  // namespace
 
 int run_serve(const ServeOptions& o) {
@@ -115,10 +131,9 @@ int run_serve(const ServeOptions& o) {
     ro.models = served_models(o);
     ro.default_model = ro.models.front().id;
     ro.scheduler = runtime::SchedulerOptions{o.max_batch, o.max_queue, o.max_batch_per_client, o.max_queue_per_client};
-    if (!o.m.draft_model.empty())
-        throw UsageError("serve drafts with prompt lookup only: --draft-model is for generate, chat, batch and bench",
-                         "leave out --draft-model (--spec auto or lookup)");
     ro.scheduler.spec = o.m.spec_options();
+    if (!o.m.draft_model.empty() || ro.scheduler.spec.mode == runtime::SpecMode::Self)
+        ro.load_draft = draft_loader(o.m, ro.models.front().path);
     ro.chat_template = o.chat_template;
     if (!o.pooling.empty()) ro.pooling = pooling_or(o.pooling, runtime::Pooling::Last);
     ro.budget_per_engine = ro.engine.dram_budget > 0;

@@ -79,6 +79,10 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "rows the planner predicts the device faster (--show-plan says), on: every prompt pass, off: never, "
                    "N: prompt passes of N rows or more")
         ->capture_default_str();
+    cmd.add_option("--sim-shrink-after", m.sim_shrink,
+                   "PASSES:BYTES, e.g. 8:64M: after PASSES forward passes (0: at start-up) BYTES of the simulated "
+                   "device's memory are taken away, as another program's allocation would take them from a GPU; the "
+                   "run moves the layers that no longer fit to the CPU and goes on");
     cmd.add_flag("--int8-acts", m.int8_acts,
                  "quantize activations to one int8 level, as llama.cpp does: faster prefill, slightly less exact");
     cmd.add_flag("--bf16-prefill", m.bf16_prefill,
@@ -101,12 +105,18 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "appeared before, as many as pay at the measured price of a pass: none on a fast resident model, many "
                    "when weights stream; the target checks them in one pass and keeps exactly the tokens it would have "
                    "drawn), lookup (the same drafts, always verified: for measuring), draft (a --draft-model's guesses, as "
-                   "many as pay), off")
+                   "many as pay), self (the model's own first quarter to half of its layers guess, then its head: no "
+                   "draft model needed; the depth follows what is kept), off")
         ->capture_default_str();
     cmd.add_option("--spec-depth", m.spec_depth, "draft tokens one pass verifies at most")->capture_default_str();
+    cmd.add_option("--spec-width", m.spec_width,
+                   "guesses a draft may branch into at one place (a tree: several earlier matches' continuations, a draft "
+                   "model's second choice where it is unsure), all verified in one pass; 1: chains. Devices verify chains")
+        ->capture_default_str();
     cmd.add_option("--draft-model", m.draft_model,
                    "a small model of the same vocabulary (e.g. a smaller one of the family) that drafts for --spec draft, and "
-                   "for --spec auto where given; held in memory, its greedy tokens verified as lookup's are");
+                   "for --spec auto where given; held in memory, its greedy tokens verified as lookup's are (serve: beside each "
+                   "model it loads, each request drafting in a sequence of its own)");
     cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running")->group(kEngine);
     cmd.option_defaults()->group("Options");
 }

@@ -14,26 +14,37 @@ void Backend::check(std::span<const int32_t> tokens) const {
         if (t < 0 || t >= hp_.n_vocab) throw UsageError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
 }
 
-void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments, int64_t n_long, KvCache& kv) {
+void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments,
+                   std::span<const std::span<const int32_t>> trees, int64_t n_long, KvCache& kv) {
     PassLayout& p = layout_;
     const int64_t n = static_cast<int64_t>(tokens.size());
     p.tokens = tokens;
     p.segments.assign(segments.begin(), segments.end());
+    p.drafts.clear();
     p.pos.resize(n);
     p.block.resize(n);
     p.row.resize(n);
     p.dirty.clear();
-    for (const auto& s : segments) {
+    for (size_t si = 0; si < segments.size(); ++si) {
+        PassLayout::Segment& s = p.segments[si];
+        const DraftRows* d = nullptr;
+        if (!trees[si].empty()) {
+            if (!verifies_trees())
+                throw UsageError(fmt::format("{} verifies draft chains, not trees", name()), "draft chains on this backend");
+            s.draft = static_cast<int32_t>(p.drafts.size());
+            d = &p.drafts.emplace_back(lay_out_draft(trees[si], s.pos0));
+        }
+        const int64_t span = d ? d->span : s.n;
         const auto table = kv.block_table(s.seq);
-        if (KvCache::blocks_for(s.pos0 + s.n) > static_cast<int64_t>(table.size()))
+        if (KvCache::blocks_for(s.pos0 + span) > static_cast<int64_t>(table.size()))
             throw UsageError(fmt::format("sequence {} has no KV blocks reserved for positions {}..{}", s.seq, s.pos0,
-                                         s.pos0 + s.n - 1),
+                                         s.pos0 + span - 1),
                              "reserve them first (KvCache::reserve)");
         for (int64_t i = 0; i < s.n; ++i) {
-            const int64_t t = s.first + i, q = s.pos0 + i;
-            p.pos[t] = q;
-            p.block[t] = table[q / KvCache::kBlockSize];
-            p.row[t] = static_cast<int32_t>(q % KvCache::kBlockSize);
+            const int64_t t = s.first + i, slot = d ? d->slot[size_t(i)] : s.pos0 + i;
+            p.pos[t] = d ? d->pos[size_t(i)] : slot;
+            p.block[t] = table[slot / KvCache::kBlockSize];
+            p.row[t] = static_cast<int32_t>(slot % KvCache::kBlockSize);
             if (p.dirty.empty() || p.dirty.back() != p.block[t]) p.dirty.push_back(p.block[t]);
         }
     }
@@ -41,7 +52,8 @@ void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::
     std::sort(p.dirty.begin(), p.dirty.end());
     p.dirty.erase(std::unique(p.dirty.begin(), p.dirty.end()), p.dirty.end());
     compute(p, kv);
-    for (const auto& s : segments) kv.commit(s.seq, tokens.subspan(s.first, s.n));
+    for (const auto& s : p.segments)
+        if (s.draft < 0) kv.commit(s.seq, tokens.subspan(s.first, s.n));
 }
 
 void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits, std::vector<float>& states) {
@@ -51,6 +63,9 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
     int64_t n_rows = 0;
     for (const SeqTokens& e : batch) {
         check(e.tokens);
+        if (!e.parent.empty() && (e.output != PassOutput::Verify || e.parent.size() != e.tokens.size()))
+            throw UsageError(fmt::format("a draft tree of {} tokens names {} parents", e.tokens.size(), e.parent.size()),
+                             "give a Verify entry one parent per token");
         total += static_cast<int64_t>(e.tokens.size());
         seqs.push_back(e.seq);
         row0.push_back(n_rows);
@@ -71,6 +86,7 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
     std::stable_partition(order.begin(), order.end(), [&](size_t i) { return long_entry(batch[i]); });
     std::vector<int32_t> tokens;
     std::vector<PassLayout::Segment> segments;
+    std::vector<std::span<const int32_t>> trees;  // per segment: its draft tree, unless a chain
     std::vector<int64_t> rows, dest;      // pass rows that go through the head, and their row of logits
     std::vector<int64_t> hrows, howners;  // rows whose hidden state an entry takes
     std::vector<float> out;
@@ -78,6 +94,7 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
     while (entry < batch.size()) {
         tokens.clear();
         segments.clear();
+        trees.clear();
         rows.clear();
         dest.clear();
         hrows.clear();
@@ -99,6 +116,7 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
             const auto owner = static_cast<int64_t>(order[entry]);
             // Earlier passes committed this entry's first `done` tokens already.
             segments.push_back({e.seq, kv.seq_len(e.seq), first, static_cast<int64_t>(take)});
+            trees.push_back(draft_is_chain(e.parent) ? std::span<const int32_t>{} : e.parent);
             tokens.insert(tokens.end(), e.tokens.begin() + done, e.tokens.begin() + done + take);
             const bool ends = done + take == e.tokens.size();
             const int64_t last = static_cast<int64_t>(tokens.size()) - 1;
@@ -131,7 +149,7 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
                 done = 0;
             }
         }
-        pass(tokens, segments, n_long, kv);
+        pass(tokens, segments, trees, n_long, kv);
         if (!rows.empty()) {
             out.resize(rows.size() * V);
             head(rows, out.data(), n_scored);

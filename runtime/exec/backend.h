@@ -11,6 +11,7 @@
 
 #include "cpu/matmul.h"
 #include "models/hparams.h"
+#include "runtime/exec/draft_rows.h"
 #include "runtime/kv/kv_cache.h"
 
 namespace strata { class Trace; }
@@ -31,11 +32,19 @@ enum class PassOutput : uint8_t {
 };
 class RoutingStats;
 
-// One sequence's share of a pass: `tokens` appended after its last position.
+// One sequence's share of a pass: `tokens` appended after its last position. A Verify entry
+// may be a draft tree: token i's parent is parent[i] (-1 for the first, the token after the
+// sequence's last position), its rows laid out as DraftRows says, each seeing its ancestors
+// only. A tree that is not a chain is not committed to the sequence: the caller keeps the path
+// it accepts (KvCache::keep_path).
 struct SeqTokens {
     SeqId seq = 0;
     std::span<const int32_t> tokens;
     PassOutput output = PassOutput::Logits;
+    std::span<const int32_t> parent = {};  // empty: a chain
+
+    // KV positions the entry writes after the sequence's last one.
+    int64_t kv_span() const { return parent.empty() ? static_cast<int64_t>(tokens.size()) : draft_span(parent); }
 };
 
 // One pass: tokens of several sequences, each at its own positions, and where their keys and
@@ -47,9 +56,11 @@ struct PassLayout {
         int64_t pos0;   // position of its first token
         int64_t first;  // its first token's row in the pass
         int64_t n;
+        int32_t draft = -1;  // a draft tree's rows: drafts[draft]; -1: positions pos0, pos0 + 1, ...
     };
     std::span<const int32_t> tokens;
     std::vector<Segment> segments;
+    std::vector<DraftRows> drafts;        // the layouts of the draft trees that are not chains
     std::vector<int64_t> pos;             // per token: its position
     std::vector<int32_t> block, row;      // per token: the KV block and the row in it
     std::vector<int32_t> dirty;           // blocks the pass writes, ascending
@@ -69,9 +80,12 @@ public:
     virtual void set_trace(Trace* trace) {}
     // How often each expert was chosen, for a mixture-of-experts model on a backend that counts it.
     virtual const RoutingStats* routing_stats() const { return nullptr; }
-    // Device memory in use and its budget (--gpu-mem); zeros on the CPU.
+    // Device memory in use and its budget (--gpu-mem, less what was taken away since); zeros
+    // on the CPU. When memory was taken away: how often, and the layers moved to the CPU.
     struct DeviceMemory {
         uint64_t used = 0, budget = 0;
+        uint64_t losses = 0;
+        int layers_moved = 0;
     };
     virtual DeviceMemory device_memory() const { return {}; }
 
@@ -93,6 +107,10 @@ public:
     static int64_t logit_rows(const SeqTokens& e) {
         return e.output == PassOutput::AllLogits || e.output == PassOutput::Verify ? static_cast<int64_t>(e.tokens.size()) : 1;
     }
+
+    // Whether its attention follows a draft tree's mask; where it does not, only chains are
+    // verified (a tree that is not one throws UsageError).
+    virtual bool verifies_trees() const { return true; }
 
     static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
     // Segments of at most this many tokens, and Verify entries, are decode steps: the CPU runs
@@ -117,9 +135,11 @@ protected:
 
 private:
     void check(std::span<const int32_t> tokens) const;
-    // Lays out one pass over `tokens` (at most kMaxUbatch), computes it and commits it to kv;
-    // its first n_long rows are those of long segments.
-    void pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments, int64_t n_long, KvCache& kv);
+    // Lays out one pass over `tokens` (at most kMaxUbatch), computes it and commits it to kv
+    // (draft trees excepted); its first n_long rows are those of long segments; trees[i]:
+    // segment i's draft tree, empty for none or a chain.
+    void pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments,
+              std::span<const std::span<const int32_t>> trees, int64_t n_long, KvCache& kv);
 
     PassLayout layout_;
 };

@@ -242,6 +242,26 @@ void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
     }
 }
 
+void KvCache::keep_path(SeqId id, std::span<const int64_t> slots, std::span<const int32_t> tokens) {
+    STRATA_ASSERT(slots.size() == tokens.size() && n_spilled() == 0 && n_rebuilt_ == 0);
+    const Seq& s = seq(id);
+    const auto base = static_cast<int64_t>(s.tokens.size());
+    auto at = [&](std::byte* (KvCache::*rows)(int32_t, int32_t), int32_t il, int64_t p) {
+        return (this->*rows)(il, s.blocks[size_t(p / kBlockSize)]) + (p % kBlockSize) * row_bytes_;
+    };
+    for (size_t i = 0; i < slots.size(); ++i) {
+        const int64_t from = base + slots[i], to = base + int64_t(i);
+        STRATA_ASSERT(from >= to && from / kBlockSize < int64_t(s.blocks.size()));
+        if (from == to) continue;
+        for (int32_t il = 0; il < n_layer_; ++il) {
+            std::memmove(at(&KvCache::k, il, to), at(&KvCache::k, il, from), size_t(row_bytes_));
+            if (!keys_only_) std::memmove(at(&KvCache::v, il, to), at(&KvCache::v, il, from), size_t(row_bytes_));
+        }
+    }
+    commit(id, tokens);
+    truncate_seq(id, static_cast<int32_t>(base + int64_t(tokens.size())));
+}
+
 int32_t KvCache::truncate_seq(SeqId id, int32_t n) {
     Seq& s = seq(id);
     n = std::clamp<int32_t>(n, 0, static_cast<int32_t>(s.tokens.size()));

@@ -99,6 +99,11 @@ public:
     // Records `tokens` as the sequence's next positions (their KV written by a pass) and
     // publishes the blocks they fill.
     void commit(SeqId seq, std::span<const int32_t> tokens);
+    // After a pass that verified a draft tree (runtime/exec/draft_rows.h): the keys and values at
+    // slots seq_len + slots[i] become those of positions seq_len + i (slots ascending, each at
+    // or after its position), `tokens` are committed and the blocks past them given back.
+    // Every layer must be resident and keep its keys and values.
+    void keep_path(SeqId seq, std::span<const int64_t> slots, std::span<const int32_t> tokens);
     // Forgets positions >= n. Returns the positions kept: n, or fewer when position n falls in
     // a block another sequence shares (the caller recomputes positions [kept, n) then).
     int32_t truncate_seq(SeqId seq, int32_t n);

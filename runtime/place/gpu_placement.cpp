@@ -183,6 +183,8 @@ std::unique_ptr<gpu::Device> open_device(const GpuTarget& target, const GpuReque
     o.link_gbps = req.sim_link_gbps;
     o.n_threads = sim_thread_count(req);
     o.int8_activations = int8_activations;
+    o.shrink_after = req.sim_shrink_after;
+    o.shrink_bytes = req.sim_shrink_bytes;
     return gpu::make_sim_device(o);
 }
 
@@ -197,7 +199,8 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
                           uint64_t device_bytes, DType kv_type, AttentionChoice attention) {
     GpuPlacement g;
     Placement& p = g.placement;
-    p.shape = planner::ModelShape::from_gguf(file);
+    // The layers the engine runs (EngineOptions::n_layers may cut the model short).
+    p.shape = planner::ModelShape::from_gguf(file).first_layers(static_cast<int32_t>(in.layer_bytes.size()));
     p.shape.kv_type = kv_type;
     p.hw = gpu.hw;
     p.hw_source = "this machine's GPU and " + std::string(p.hw.source);

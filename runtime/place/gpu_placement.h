@@ -36,6 +36,9 @@ struct GpuRequest {
     double sim_link_gbps = 8;  // --sim-link: the simulated device's host <-> device rate, each way
     int sim_threads = 0;       // --sim-threads: CPU threads of the simulated device; 0: half the cores
     OpOffloadMode op_offload;  // --op-offload: a prompt's passes computing the plan's CPU layers on the device
+    // --sim-shrink-after PASSES:BYTES (gpu::SimOptions::shrink_after, shrink_bytes); -1: never.
+    int64_t sim_shrink_after = -1;
+    uint64_t sim_shrink_bytes = 0;
 };
 
 struct GpuTarget {

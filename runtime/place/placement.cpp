@@ -171,7 +171,8 @@ void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload
 
 Placement place(const models::GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts) {
     Placement p;
-    p.shape = planner::ModelShape::from_gguf(file);
+    // The layers the engine runs (EngineOptions::n_layers may cut the model short).
+    p.shape = planner::ModelShape::from_gguf(file).first_layers(static_cast<int32_t>(in.layer_bytes.size()));
     p.shape.kv_type = opts.kv_type;
     p.hw = runtime_profile(p.hw_source, opts.n_threads);
     const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict, opts.n_prompt);

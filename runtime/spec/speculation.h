@@ -1,9 +1,10 @@
 #pragma once
 // Speculative decoding's choices for one sequence: which drafter guesses its next tokens, and
-// how many of them the next pass verifies. The depth is the one that maximises the tokens a
-// second the pass yields: the expected accepted tokens at the acceptance rate this sequence has
-// seen (each draft token kept with probability alpha while the ones before it were), over the
-// measured price of a pass of that many more rows (PassPrices). Where rows are nearly free
+// which of them the next pass verifies, a chain or a tree. Each guessed node has a chance to be
+// kept: its parent's times the chance that the target draws it there, from the acceptance this
+// sequence has seen by rank among siblings (the drafter's first guess, its second, ...). The
+// pass verifies the most likely nodes, as many as give the most tokens a second: the expected
+// kept tokens over the measured price of a pass of that many more rows (PassPrices). Where rows are nearly free
 // beside the weights' reading (streamed weights) that is a deep draft; where a row costs as
 // much as a pass it is none: the drafter then only guesses in the shadow of each plain step,
 // against the token the step draws, to keep its rate current, at no cost. A drafter whose
@@ -25,18 +26,22 @@ enum class SpecMode : uint8_t {
     Off,
     Lookup,  // prompt lookup (n-grams of the sequence itself), every guess verified whatever it costs
     Draft,   // a small draft model (--draft-model), each draft as deep as pays
+    Self,    // the model's own first layers (runtime/spec/self_drafter.h), each draft as deep as pays
 };
-// "auto", "off", "lookup", "draft"; throws UsageError naming the choices.
+// "auto", "off", "lookup", "draft", "self"; throws UsageError naming the choices.
 SpecMode parse_spec_mode(std::string_view name);
 std::string_view spec_mode_name(SpecMode mode);
 
 class Engine;
 
+inline constexpr int32_t kMaxDraftWidth = 4;  // children a draft node may have at most (--spec-width)
+
 struct SpecOptions {
     SpecMode mode = SpecMode::Auto;
     int32_t max_depth = 16;  // draft tokens one pass verifies at most
+    int32_t max_width = kMaxDraftWidth;  // children a draft node may have (1: chains only)
     // The draft model (--draft-model), loaded and checked (check_same_vocabulary): Draft's
-    // drafter, and Auto's where it is given.
+    // drafter, and Auto's where it is given; for Self, the model's first layers (open_early_layers).
     Engine* draft_model = nullptr;
 };
 
@@ -57,32 +62,44 @@ private:
 
 class Speculation {
 public:
-    // `priced`: each draft as deep as pays; else every guess up to max_depth is verified.
-    Speculation(std::unique_ptr<Drafter> drafter, const PassPrices& prices, int32_t max_depth, bool priced = true);
+    // `priced`: each draft as large as pays; else every guess up to max_depth is verified.
+    // `width`: children a node of a draft may have (1: chains, where the pass verifies no trees).
+    Speculation(std::unique_ptr<Drafter> drafter, const PassPrices& prices, int32_t max_depth, bool priced = true,
+                int32_t width = kMaxDraftWidth);
 
-    // The draft tokens to verify after `context` (prompt and output, the last token not yet
-    // evaluated) in a pass that `others` rows of other sequences share, at most `limit`;
-    // empty for a plain step.
-    std::span<const int32_t> draft(std::span<const int32_t> context, int64_t others, int32_t limit);
-    // The pass kept `accepted` of the draft's tokens, then drew `next` (-1: the sequence ended).
-    void verified(int32_t accepted, int32_t next);
+    // The draft to verify after `context` (prompt and output, the last token not yet evaluated)
+    // in a pass that `others` rows of other sequences share, at most `limit` tokens: the
+    // drafter's most likely nodes, as many as pay; empty for a plain step.
+    const DraftTree& draft(std::span<const int32_t> context, int64_t others, int32_t limit);
+    // The pass kept the draft's nodes `path` (each a child of the one before, the first of the
+    // sequence's last token), then drew `next` (-1: the sequence ended).
+    void verified(std::span<const int32_t> path, int32_t next);
 
-    double acceptance() const { return kept_ / (kept_ + missed_); }
+    // The chance that the target draws a node's child of rank `rank` (its drafter's
+    // rank-th guess there) when it drew none of the ones before.
+    double acceptance(int32_t rank = 0) const { return kept_[size_t(rank)] / (kept_[size_t(rank)] + missed_[size_t(rank)]); }
 
 private:
-    int32_t depth(int64_t others, int32_t proposed) const;
+    // Each node's chance that the target's tokens run down to it.
+    std::vector<double> chances(const DraftTree& tree) const;
+    // Of guess_, the nodes worth verifying (at most `limit`), into chosen_.
+    void choose(int64_t others, int32_t limit);
     // The drafter's seconds per guessed token (a costly drafter's; 0 for a free one).
     double draft_price() const { return drafter_->costly() ? draft_seconds_ : 0; }
-    void observe(int32_t kept, bool missed);
+    // The target drew `drawn` after `node` of `tree` (-1: the sequence's last token): a trial
+    // of each of the node's children up to the one drawn.
+    void observe(const DraftTree& tree, int32_t node, int32_t drawn);
 
     std::unique_ptr<Drafter> drafter_;
     const PassPrices& prices_;
     int32_t max_depth_;
     bool priced_;
-    std::vector<int32_t> guess_;  // the drafter's last proposal
-    size_t verifying_ = 0;        // of which the pass verifies this many (0: a shadow guess)
-    double kept_ = 1, missed_ = 1;  // decayed counts of draft tokens kept and of first misses
-    double draft_seconds_ = 0;      // a costly drafter's time per guessed token, a moving average
+    int32_t width_;
+    DraftTree guess_;   // the drafter's last proposal
+    DraftTree chosen_;  // of which the pass verifies these (empty: a shadow guess)
+    // Per rank, decayed counts of children drawn and passed over.
+    std::array<double, kMaxDraftWidth> kept_, missed_;
+    double draft_seconds_ = 0;  // a costly drafter's time per guessed token, a moving average
 };
 
 }  // namespace strata::runtime

@@ -82,6 +82,7 @@ constexpr uint64_t kStagingBytes = uint64_t{1} << 20;
 
 struct WeightStore::Reserved {
     storage::Reservation resident;
+    std::vector<storage::Reservation> moved;  // layers moved off the device (run_on_cpu)
 };
 
 // What the model file was at load; a streamed read from a file that has changed since
@@ -151,7 +152,7 @@ ResidencyInput WeightStore::residency_input(const models::GgufFile& file, const 
 
 WeightStore::WeightStore(const models::GgufFile& file, const models::Hparams& hp, storage::MemoryBudget& budget,
                          Residency residency)
-    : file_(file), weights_(ModelWeights::bind(file, hp)), residency_(std::move(residency)),
+    : file_(file), weights_(ModelWeights::bind(file, hp)), residency_(std::move(residency)), budget_(budget),
       reserved_(std::make_unique<Reserved>()) {
     for (LayerWeights& layer : weights_.layers) {
         const auto a = layer_extent(file, layer);
@@ -305,6 +306,7 @@ WeightStore::~WeightStore() {
 
 void WeightStore::set_trace(Trace* trace) {
     trace_ = trace;
+    reader_->set_trace(trace);
     if (stream_) stream_->set_trace(trace);
     if (as_read_) as_read_->set_trace(trace);
     if (trace_) compute_track_ = trace_->track("compute: layers");
@@ -385,6 +387,27 @@ WeightStore::HostRange WeightStore::acquire_as_read(int il) {
 }
 
 void WeightStore::release_as_read() { as_read_->release(); }
+
+void WeightStore::run_on_cpu(int il) {
+    if (residency_.cpu(il)) return;
+    if (residency_.on_cpu.size() < weights_.layers.size()) residency_.on_cpu.resize(weights_.layers.size(), false);
+    if (residency_.device(il)) {
+        const uint64_t bytes = storage::align_up(ranges_[il].length, storage::kDefaultDioAlign);
+        storage::Reservation held(budget_, bytes, fmt::format("layer {}'s weights, moved off the device", il));
+        auto memory = std::make_unique<AnonymousMemory>(bytes);
+        reader_->read({memory->base, ranges_[il].offset, ranges_[il].length});
+        check_file_unchanged();
+        for (WeightRef* r : refs(weights_.layers[il])) r->data = memory->base + (file_offset(file_, *r) - ranges_[il].offset);
+        resident_base_[il] = memory->base;
+        moved_memory_.push_back(std::move(memory));
+        reserved_->moved.push_back(std::move(held));
+        residency_.on_device[il] = false;
+        residency_.resident[il] = true;
+        residency_.resident_bytes += bytes;
+        residency_.total_bytes += bytes;
+    }
+    residency_.on_cpu[il] = true;
+}
 
 uint64_t WeightStore::offset_in_layer(int il, const WeightRef& w) const {
     return file_offset(file_, w) - ranges_[il].offset;

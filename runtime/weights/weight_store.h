@@ -76,6 +76,11 @@ public:
     // length bytes, aligned for O_DIRECT (storage::kDefaultDioAlign); its tensors sit at
     // offset_in_layer. Throws IoError.
     void read_layer(int il, std::byte* dst);
+    // Layer `il`'s matmuls move to the CPU (device memory was taken away): a layer the
+    // residency put on the device is read from the file into DRAM, charged to the budget, and
+    // stays there untiled; from then on residency().cpu(il). Throws OutOfBudget when DRAM cannot
+    // hold it, IoError when it cannot be read.
+    void run_on_cpu(int il);
     // Where tensor `w` of layer il starts inside the layer's range.
     uint64_t offset_in_layer(int il, const WeightRef& w) const;
 
@@ -128,6 +133,8 @@ private:
     std::vector<int> streamed_;  // layer ids streamed, in order
     struct AnonymousMemory;
     std::unique_ptr<AnonymousMemory> resident_memory_;  // before reader_: outlives its reads
+    std::vector<std::unique_ptr<AnonymousMemory>> moved_memory_;  // layers moved off the device (run_on_cpu)
+    storage::MemoryBudget& budget_;
     std::unique_ptr<storage::Reader> reader_;
     std::unique_ptr<storage::PinnedPool> ring_;
     std::unique_ptr<StreamRing> stream_;

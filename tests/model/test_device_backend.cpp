@@ -10,11 +10,15 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <fstream>
 #include <random>
+
+#include <fmt/format.h>
 
 #include "planner/plan.h"
 #include "runtime/engine.h"
 #include "runtime/place/placement.h"
+#include "runtime/scheduler.h"
 #include "runtime/weights/weight_store.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/generate.h"
@@ -232,6 +236,70 @@ TEST_CASE("sim device: a KV cache spilled to disk gives the CPU engine's greedy 
     }
 }
 
+namespace {
+
+// Prompts of different lengths (the first n tokens of kText for each n), so that a batch's
+// sequences attend at different depths.
+std::vector<std::vector<int32_t>> staggered_prompts(const Engine& e, std::initializer_list<size_t> lengths) {
+    const auto all = e.tokenizer().encode(kText, true, false);
+    std::vector<std::vector<int32_t>> out;
+    for (size_t n : lengths) out.emplace_back(all.begin(), all.begin() + std::min(n, all.size()));
+    return out;
+}
+
+// Each prompt's greedy tokens, the prompts run `max_batch` at a time through the scheduler.
+std::vector<std::vector<int32_t>> batched_tokens(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int max_batch,
+                                                 int n) {
+    std::vector<GenerateResult> results(prompts.size());
+    Scheduler sched(e, {max_batch, 64});
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        Request r;
+        r.prompt = prompts[i];
+        r.params = test::greedy(n, true);
+        r.on_done = [&results, i](const GenerateResult& g) { results[i] = g; };
+        sched.submit(std::move(r));
+    }
+    sched.wait_idle();
+    std::vector<std::vector<int32_t>> tokens;
+    for (const auto& r : results) tokens.push_back(r.tokens);
+    return tokens;
+}
+
+}  // namespace
+
+// NEO's pipeline: a batch is cut in two sub-batches, the CPU attends to one while the device runs
+// the other's matmuls (prompts attend on the device). Odd batches of sequences at different
+// depths give each sequence's tokens alone on the CPU; the trace shows the CPU's attention per
+// sub-batch (one, unnamed, for a batch of 1).
+TEST_CASE("sim device: batches with the CPU's attention overlapped give each sequence's CPU tokens", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    const int n = 12;
+    Engine cpu(options(*path, DeviceKind::Cpu));
+    const auto prompts = staggered_prompts(cpu, {9, 40, 17, 55, 26});
+    std::vector<std::vector<int32_t>> want;
+    for (const auto& p : prompts) want.push_back(test::generate(cpu, p, test::greedy(n, true)).tokens);
+    const planner::Plan made = plan_of(options(*path, DeviceKind::Sim, AttentionChoice::Cpu));
+    for (bool mixed : {false, true}) {
+        for (int max_batch : {1, 3, 5}) {
+            INFO((mixed ? "layers on the device, copied in, streamed and on the CPU" : "every layer on the device")
+                 << "; batches of " << max_batch);
+            EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Cpu);
+            o.kv_positions = 2048;
+            o.plan = mixed ? heterogeneous(made, true) : all_on_device(made);
+            o.trace_path = test::temp_path("cpu_attention_overlap.json");
+            {
+                Engine e(o);
+                CHECK(batched_tokens(e, prompts, max_batch, n) == want);
+            }
+            std::ifstream in(o.trace_path);
+            const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            CHECK((trace.find("\"layer 1 B\"") != std::string::npos) == (max_batch > 1));
+            if (max_batch == 1) CHECK(trace.find("\"layer 1\"") != std::string::npos);  // one sub-batch
+        }
+    }
+}
+
 TEST_CASE("sim device: every mode gives the CPU engine's greedy tokens", "[model][device]") {
     modes_give_the_same_tokens(DeviceKind::Sim);
 }
@@ -310,4 +378,76 @@ TEST_CASE("cuda device: every architecture's teacher-forced top-1 agrees with th
             CHECK(argmax(std::span(ref).subspan(t * V, V)) == argmax(std::span(got).subspan(t * V, V)));
         }
     }
+}
+
+// Device memory taken away mid-run (--sim-shrink-after): the layers the device can no longer hold
+// move to the CPU with their KV cache, and the run gives the tokens it would have given anyway.
+namespace {
+
+// `o` with all but `keep` bytes of the device memory its run uses taken away after `passes` passes.
+EngineOptions shrinking(EngineOptions o, int64_t passes, uint64_t keep) {
+    o.gpu.sim_shrink_after = passes;
+    o.gpu.sim_shrink_bytes = *o.gpu.gpu_mem - keep;
+    return o;
+}
+
+uint64_t device_bytes_used(const EngineOptions& o) {
+    Engine e(o);
+    return e.gauges().gpu_used;
+}
+
+}  // namespace
+
+TEST_CASE("sim device: memory taken away mid-generation moves layers to the CPU, same greedy tokens", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    const int n = 16;
+    EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Gpu);
+    o.kv_type = DType::F32;  // recomputed layers then give their K/V exactly
+    const planner::Plan made = plan_of(o);
+    EngineOptions cpu_options = options(*path, DeviceKind::Cpu);
+    cpu_options.kv_type = DType::F32;
+    Engine cpu(cpu_options);
+    const auto expected = greedy_tokens(cpu, n);
+
+    std::mt19937 rng(32);
+    std::vector<std::pair<std::string, planner::Plan>> plans = {{"every layer on the device", all_on_device(made)},
+                                                                {"layers copied in and streamed", heterogeneous(made, false)},
+                                                                {"CPU attention", heterogeneous(made, true)}};
+    for (int i = 0; i < 3; ++i) plans.emplace_back(fmt::format("random plan {}", i), random_plan(made, rng));
+    for (const auto& [name, plan] : plans) {
+        INFO(name << ": " << plan.to_json());
+        o.plan = plan;
+        const uint64_t used = device_bytes_used(o);
+        // A prompt pass and three decode steps, then 6 MiB less than the run holds: a layer or more must go.
+        Engine e(shrinking(o, 4, used - (uint64_t{6} << 20)));
+        CHECK(greedy_tokens(e, n) == expected);
+        const TierGauges g = e.gauges();
+        CHECK(g.gpu_memory_losses == 1);
+        CHECK(g.gpu_layers_moved > 0);
+        CHECK(g.gpu_used <= g.gpu_budget);
+    }
+}
+
+TEST_CASE("sim device: memory taken away before load runs the model on the CPU", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    Engine cpu(options(*path, DeviceKind::Cpu));
+    EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Gpu);
+    o.plan = all_on_device(plan_of(o));
+    Engine e(shrinking(o, 0, uint64_t{1} << 20));
+    CHECK(e.backend_name() == "cpu");
+    CHECK(greedy_tokens(e, 8) == greedy_tokens(cpu, 8));
+}
+
+TEST_CASE("sim device: memory taken away below the device's own buffers fails the pass with a clear error", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Gpu);
+    o.plan = all_on_device(plan_of(o));
+    Engine e(shrinking(o, 2, uint64_t{1} << 20));
+    const GenerateResult r = test::generate(e, e.tokenizer().encode(kText, true, false), test::greedy(8, true));
+    CHECK(r.stop_reason == "error");
+    CHECK_THAT(r.error, Catch::Contains("with every layer on the CPU"));
+    CHECK(e.gauges().gpu_layers_moved == e.hparams().n_layer);
 }

@@ -2,6 +2,10 @@
 // the process stays within the budget plus a fixed overhead.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <fstream>
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/support/gguf_writer.h"
@@ -79,4 +83,30 @@ TEST_CASE("SmolLM2: a budget below the minimum is refused with the minimum named
     auto r = test::run_strata("generate -p hi --ctx 512 --dram 20M");
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains("DRAM budget of 20 MiB is too small") && Catch::Contains("use --dram"));
+}
+
+TEST_CASE("SmolLM2: --trace of a streamed model on the simulated device shows the disk queue and the device's streams",
+          "[model][offload]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    const auto trace = test::temp_path("disk_queue_trace.json");
+    auto r = test::run_strata("generate --json -n 8 --ctx 512 -p 'The lighthouse keeper' --device sim --gpu-mem 100M "
+                              "--dram 100M --trace " + trace.string());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(json::parse(r.out)["memory"]["layers_streamed"].get<int>() > 0);
+    std::ifstream in(trace);
+    const json events = json::parse(in)["traceEvents"];
+    std::map<int, std::string> tracks;
+    std::map<std::string, int> slices;
+    for (const json& e : events)
+        if (e["ph"] == "M") tracks[e["tid"].get<int>()] = e["args"]["name"];
+    for (const json& e : events)
+        if (e["ph"] == "X") ++slices[tracks[e["tid"].get<int>()]];
+    const auto disk = std::find_if(slices.begin(), slices.end(), [](const auto& s) { return s.first.rfind("disk: ", 0) == 0; });
+    REQUIRE(disk != slices.end());
+    // Every streamed layer of every pass is one read: more reads than passes.
+    CHECK(disk->second > 8);
+    CHECK(slices["sim: compute"] > 0);
+    CHECK(slices["sim: h2d"] > 0);
 }

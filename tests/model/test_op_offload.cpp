@@ -1,6 +1,6 @@
 // Prefill with op offload on the simulated device (SmolLM2): a prompt's passes copy the plan's
-// CPU layers to the device and compute them there, their K/V stored and attended to in DRAM by
-// the CPU, while decode keeps them on the CPU. Since the simulated device's ops are the CPU
+// CPU layers to the device and compute them there, their K/V stored in DRAM (the device
+// attending over the blocks copied in), while decode keeps them on the CPU. Since the simulated device's ops are the CPU
 // kernels in the same row groups, the prompt's logits and the greedy tokens that follow equal,
 // bit for bit, those of the same plan with op offload off (and of the CPU engine), whether the
 // CPU layers lie in DRAM or are streamed from NVMe and wherever the device's own layers keep
@@ -168,4 +168,37 @@ TEST_CASE("sim device: decode after op-offloaded prefill, on tiled CPU layers, g
     Engine cpu(c);
     const auto prompt = long_prompt(cpu);
     CHECK(test::generate(dev, prompt, test::greedy(16, true)).tokens == test::generate(cpu, prompt, test::greedy(16, true)).tokens);
+}
+
+// Device memory taken away between the prompt's two passes, under op offload: op offload stops
+// (its staging pair goes first: with the KV cache on the device, the CPU layers' blocks came up
+// into a pair of its own), layers move to the CPU with their KV cache, the second pass prefills
+// the CPU layers there, and the tokens are the CPU engine's.
+TEST_CASE("sim device: memory taken away mid-prompt under op offload gives the CPU engine's tokens", "[model][device][op_offload]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions c = options(*path, OpOffloadMode::Off, AttentionChoice::Auto);
+    c.gpu.device = DeviceKind::Cpu;
+    Engine cpu(c);
+    const auto prompt = long_prompt(cpu);
+    const auto want = test::generate(cpu, prompt, test::greedy(16, true)).tokens;
+    for (const KvOption kv : {KvOption::Gpu, KvOption::Dram}) {
+        INFO((kv == KvOption::Gpu ? "KV on the device" : "KV in DRAM"));
+        EngineOptions o = options(*path, OpOffloadMode::On, AttentionChoice::Gpu);
+        o.plan = with_cpu_layers(test::plan_made_for(o), false, kv, false);
+        uint64_t used = 0;
+        {
+            Engine e(o);
+            used = e.gauges().gpu_used;
+        }
+        // After the first pass, 6 MiB less than the run holds: more than op offload's staging pair.
+        o.gpu.sim_shrink_after = 1;
+        o.gpu.sim_shrink_bytes = *o.gpu.gpu_mem - (used - (uint64_t{6} << 20));
+        Engine e(o);
+        CHECK(test::generate(e, prompt, test::greedy(16, true)).tokens == want);
+        const TierGauges g = e.gauges();
+        CHECK(g.gpu_memory_losses == 1);
+        CHECK(g.gpu_layers_moved > 0);
+        CHECK(g.gpu_used <= g.gpu_budget);
+    }
 }

@@ -68,6 +68,8 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const MemoryUse& d
     metric(out, "strata_prompt_tokens_total", "counter", "Prompt tokens evaluated.", s.prompt_tokens);
     metric(out, "strata_cached_prompt_tokens_total", "counter", "Prompt tokens whose KV cache was reused.", s.cached_tokens);
     metric(out, "strata_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
+    metric(out, "strata_draft_tokens_total", "counter", "Draft tokens verified (speculative decoding).", s.drafted_tokens);
+    metric(out, "strata_draft_tokens_accepted_total", "counter", "Draft tokens verified and kept.", s.accepted_tokens);
     metric(out, "strata_busy_seconds_total", "counter", "Seconds spent in forward passes.", s.busy_seconds);
     metric(out, "strata_generated_tokens_per_second", "gauge", "Tokens generated per busy second, since start.",
            s.busy_seconds > 0 ? s.generated_tokens / s.busy_seconds : 0.0);
@@ -83,6 +85,13 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const MemoryUse& d
     out += fmt::format("strata_memory_used_bytes{{tier=\"dram\"}} {}\n", dram.used);
     if (g.gpu_budget) out += fmt::format("strata_memory_used_bytes{{tier=\"gpu\"}} {}\n", g.gpu_used);
     if (g.nvme_used) out += fmt::format("strata_memory_used_bytes{{tier=\"nvme\"}} {}\n", g.nvme_used);
+    if (g.gpu_budget) {
+        metric(out, "strata_gpu_memory_lost_total", "counter",
+               "Times device memory was taken away mid-run (or a pass found the pool full) and layers moved to the CPU.",
+               static_cast<double>(g.gpu_memory_losses));
+        metric(out, "strata_gpu_layers_moved_to_cpu", "gauge", "Layers moved from the device to the CPU for lack of device memory.",
+               g.gpu_layers_moved);
+    }
     out += "# HELP strata_memory_peak_bytes Most memory reserved per tier.\n# TYPE strata_memory_peak_bytes gauge\n";
     out += fmt::format("strata_memory_peak_bytes{{tier=\"dram\"}} {}\n", dram.peak);
     metric(out, "strata_nvme_read_bytes_total", "counter", "Weight bytes read from disk (streamed layers, offloaded experts).",

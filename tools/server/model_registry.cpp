@@ -17,16 +17,23 @@ namespace {
 constexpr auto kReapEvery = std::chrono::milliseconds(250);
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+runtime::SchedulerOptions with_draft(runtime::SchedulerOptions so, runtime::Engine* draft) {
+    so.spec.draft_model = draft;
+    return so;
+}
 }  // namespace
 
 LoadedModel::LoadedModel(const models::LocalModel& m, const runtime::EngineOptions& eo, const std::string& tmpl,
-                         const std::optional<runtime::Pooling>& pooling, const runtime::SchedulerOptions& so)
+                         const std::optional<runtime::Pooling>& pooling, runtime::SchedulerOptions so,
+                         const DraftLoader& load_draft)
     : info(m),
       engine(std::make_unique<runtime::Engine>(eo)),
+      draft(load_draft ? load_draft(*engine) : nullptr),
       chat_template(models::ChatTemplate::from_gguf(engine->file(), tmpl)),
       context{engine->tokenizer(), chat_template, engine->n_ctx(), m.id, pooling.value_or(engine->pooling()),
               engine->hparams().n_embd, engine->placement().plan.to_json()},
-      scheduler(std::make_unique<runtime::Scheduler>(*engine, so)) {}
+      scheduler(std::make_unique<runtime::Scheduler>(*engine, with_draft(so, draft.get()))) {}
 
 ModelRegistry::ModelRegistry(RegistryOptions options) : options_(std::move(options)) {
     reaper_ = std::thread([this] { reap(); });
@@ -135,7 +142,8 @@ std::shared_ptr<LoadedModel> ModelRegistry::lease(const models::LocalModel& m, s
     if (options_.budget_per_engine) eo.dram_budget = options_.memory_budget - std::min(used, options_.memory_budget);
     lock.unlock();
     const auto started = Clock::now();
-    auto model = std::make_shared<LoadedModel>(m, eo, options_.chat_template, options_.pooling, options_.scheduler);
+    auto model = std::make_shared<LoadedModel>(m, eo, options_.chat_template, options_.pooling, options_.scheduler,
+                                               options_.load_draft);
     model->load_seconds = seconds_since(started);
     model->estimated_bytes = need;
     STRATA_LOG_INFO("models: loaded {} in {:.2f} s ({} of DRAM)", m.id, model->load_seconds, format_bytes(model->engine->dram().used()));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -26,12 +27,17 @@ namespace strata::server {
 
 using Clock = std::chrono::steady_clock;
 
+// The engine that drafts for a model's requests, loaded beside it (the draft model, or the
+// model's first layers for --spec self), or null to speculate without one.
+using DraftLoader = std::function<std::unique_ptr<runtime::Engine>(const runtime::Engine& target)>;
+
 // One model ready to serve; what a request leases.
 struct LoadedModel {
     LoadedModel(const models::LocalModel& info, const runtime::EngineOptions& eo, const std::string& chat_template,
-                const std::optional<runtime::Pooling>& pooling, const runtime::SchedulerOptions& so);
+                const std::optional<runtime::Pooling>& pooling, runtime::SchedulerOptions so, const DraftLoader& load_draft);
     models::LocalModel info;
     std::unique_ptr<runtime::Engine> engine;
+    std::unique_ptr<runtime::Engine> draft;  // what drafts for its requests (--draft-model, --spec self), or null
     models::ChatTemplate chat_template;
     openai::ModelContext context;  // refers to the engine's tokenizer and chat_template
     std::unique_ptr<runtime::Scheduler> scheduler;
@@ -39,7 +45,9 @@ struct LoadedModel {
     uint64_t estimated_bytes = 0;  // its file and KV cache, as counted before it loaded
     // What its engine has reserved, or at least its file and KV cache (weights mapped from the
     // file may be resident without a reservation).
-    uint64_t memory_bytes() const { return std::max(engine->dram().used(), estimated_bytes); }
+    uint64_t memory_bytes() const {
+        return std::max(engine->dram().used(), estimated_bytes) + (draft ? draft->dram().used() : 0);
+    }
 };
 
 struct RegistryOptions {
@@ -47,6 +55,7 @@ struct RegistryOptions {
     std::string default_model;               // the id a request without `model` gets
     runtime::EngineOptions engine;           // each model's (its path set per model)
     runtime::SchedulerOptions scheduler;
+    DraftLoader load_draft;                  // each model's drafting engine as it loads; empty: none
     std::string chat_template;               // --chat-template: every model's, when given
     std::optional<runtime::Pooling> pooling; // --pooling; nullopt: each model's own
     uint64_t memory_budget = 0;              // what loaded models may hold together

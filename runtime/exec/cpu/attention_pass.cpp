@@ -8,11 +8,17 @@
 namespace strata::runtime {
 
 void attend_on_cpu(const AttentionSpec& spec, KvCache& kv, int il, std::span<const PassLayout::Segment> segments,
-                   const float* q, float* out, const float* sinks) {
+                   const float* q, float* out, const float* sinks, std::span<const DraftRows> drafts) {
     using Segment = PassLayout::Segment;
     const int64_t Q = int64_t(spec.n_head) * spec.head_dim, O = int64_t(spec.n_head) * spec.v_dim();
     auto run = [&](const Segment& s) {
+        cpu::AttentionTree tree;
+        if (s.draft >= 0) {
+            const DraftRows& d = drafts[size_t(s.draft)];
+            tree = {d.base, d.slot.data(), d.pos.data(), d.key_pos.data(), d.mask.data(), d.words};
+        }
         cpu::AttentionArgs a;
+        a.tree = s.draft >= 0 ? &tree : nullptr;
         a.q = q + s.first * Q;
         a.k = kv.k(il, 0);
         a.v = spec.values_in_keys ? a.k : kv.v(il, 0);

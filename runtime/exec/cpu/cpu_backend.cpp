@@ -84,7 +84,8 @@ void CpuBackend::begin_pass(const PassLayout& p, KvCache& kv) {
 void CpuBackend::compute(const PassLayout& p, KvCache& kv) {
     embed_rows(hp_, w_, p.tokens, act(Act::X));
     begin_pass(p, kv);
-    for (int il = 0; il < hp_.n_layer; ++il) layer(il, kv, p);
+    const int layers = exit_ > 0 ? exit_ : hp_.n_layer;
+    for (int il = 0; il < layers; ++il) layer(il, kv, p);
 }
 
 void CpuBackend::hidden(std::span<const int64_t> rows, float* out) {

@@ -37,6 +37,8 @@ public:
 
     // Opt-in (EngineOptions::int8_activations): single-level int8 activations, cpu::matmul's `int8`.
     void set_int8_activations(bool on) { mm_.set_int8_activations(on); }
+    // Passes run layers [0, n) then the head (Engine::exit_after); every layer until set.
+    void exit_after(int n_layers) { exit_ = n_layers; }
     // Bytes of activations a pass of up to kMaxUbatch tokens holds (logits not included).
     static uint64_t activation_bytes(const models::Hparams& hp);
 
@@ -86,6 +88,7 @@ private:
     PassMatmul mm_;
     std::vector<LayerProgram> programs_;
     int64_t programs_ctx_ = -1;             // the context programs_ were made for
+    int exit_ = 0;                          // layers a pass runs; 0: all
     std::array<int64_t, kNumActs> width_{};  // act_width of each
     std::vector<RebuildRow> rebuild_rows_;  // the positions rebuilt layers rebuild in this pass
     std::unique_ptr<MoeFfn> moe_;           // mixture-of-experts models

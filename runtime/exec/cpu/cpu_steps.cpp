@@ -57,7 +57,7 @@ void CpuBackend::pass_step(const Step& s, const LayerProgram& prog, const LayerW
             const AttentionSpec& spec = prog.attention_spec;
             const float* sinks = spec.sinks ? (l.*spec.sinks).f32() : nullptr;
             float* out = s.w ? at(Act::Attn) : at(s.dst);
-            attend_on_cpu(spec, kv, prog.il, p->segments, at(s.src), out, sinks);
+            attend_on_cpu(spec, kv, prog.il, p->segments, at(s.src), out, sinks, p->drafts);
             if (s.w) mm_.project(l.*s.w, out, r.n, at(s.dst), r.n_long);
             return;
         }

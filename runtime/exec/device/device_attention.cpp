@@ -1,13 +1,9 @@
-// Attention on the device (KV cache there, or copied in per layer from the host cache) or on
-// the host CPU (FastDecode/NEO), and KV recomputed on the device from saved hidden states.
+// Attention on the device (KV cache there, or copied in per layer from the host cache), and KV
+// recomputed on the device from saved hidden states. (The host CPU attending for the device:
+// cpu_attention_pipeline.cpp.)
 #include "runtime/exec/device/device_impl.h"
 
 #include <algorithm>
-
-#include <fmt/format.h>
-
-#include "core/trace.h"
-#include "runtime/exec/cpu/attention_pass.h"
 
 namespace strata::runtime {
 
@@ -56,7 +52,9 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
         vc = kv_v[kv_slot[il]].data();
     } else {
         // The host cache is the master copy: the new rows go down into it, then every block the
-        // pass reads comes up, at the same block ids, into the staging layer.
+        // pass reads comes up, at the same block ids, into the staging layer (op offload's own
+        // where the device's layers keep their KV cache in kv_k[0] and on).
+        const size_t stage = offload_kv >= 0 ? size_t(offload_kv) : 0;
         ev_qkv->record(s);
         ev_qkv->wait_on(*d2h);
         dev->copy_d2h(host->k, k.data(), size_t(n * KV) * 4, *d2h);
@@ -75,15 +73,15 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
         blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
         const size_t bytes = size_t(KvCache::kBlockSize) * size_t(kv.row_bytes());
         for (int32_t b : blocks) {
-            dev->copy_h2d(kv_k[0].as<std::byte>() + b * kv_block_bytes, kv.k(il, b), bytes, *h2d);
-            if (!values_in_keys) dev->copy_h2d(kv_v[0].as<std::byte>() + b * kv_block_bytes, kv.v(il, b), bytes, *h2d);
+            dev->copy_h2d(kv_k[stage].as<std::byte>() + b * kv_block_bytes, kv.k(il, b), bytes, *h2d);
+            if (!values_in_keys) dev->copy_h2d(kv_v[stage].as<std::byte>() + b * kv_block_bytes, kv.v(il, b), bytes, *h2d);
         }
         ev_up[0]->record(*h2d);
         ev_up[0]->wait_on(s);
         ev_up[0]->synchronize();  // a spilled layer's host buffer is reused after end_layer
         kv.end_layer(il, p.dirty);
-        kc = kv_k[0].data();
-        vc = kv_v[0].data();
+        kc = kv_k[stage].data();
+        vc = kv_v[stage].data();
     }
     gpu::DecodeAttentionArgs a;
     a.q = queries;
@@ -113,67 +111,6 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
     a.runs = runs.data();
     a.n_runs = static_cast<int32_t>(runs.size());
     dev->decode_attention(a, s);
-}
-
-// FastDecode/NEO: q, k and v go down to the host, the CPU stores k and v in the host cache and
-// attends, the result comes back up. The pass is cut in two micro-batches at a segment
-// boundary: while the CPU attends for the second, the first's result goes up and its output
-// projection runs on the GPU.
-void DeviceBackend::Impl::attention_on_host(const LayerProgram& prog, const DevWeight& wo, const PassLayout& p, KvCache& kv,
-                                            float* out_rows) {
-    Stream& s = *compute;
-    const int il = prog.il;
-    const int64_t n = p.n(), Q = hp.n_embd_q(), KV = hp.n_embd_kv(), E = hp.n_embd;
-    size_t cut = p.segments.size();
-    for (size_t i = 1; i < p.segments.size(); ++i)
-        if (p.segments[i].first >= n / 2) {
-            cut = i;
-            break;
-        }
-    struct Part {
-        std::span<const PassLayout::Segment> segs;
-        int64_t r0, r1;
-    };
-    const int64_t mid = cut < p.segments.size() ? p.segments[cut].first : n;
-    const Part parts[2] = {{std::span(p.segments).first(cut), 0, mid}, {std::span(p.segments).subspan(cut), mid, n}};
-    // The host's copy of the sinks (the file's, always mapped).
-    const AttentionSpec& spec = prog.attention_spec;
-    const float* sinks = spec.sinks ? (store.weights().layers[size_t(il)].*spec.sinks).f32() : nullptr;
-    float* hq = host->q;
-    float* hk = host->k;
-    float* hv = host->v;
-    float* ha = host->attn;
-    ev_qkv->record(s);
-    ev_qkv->wait_on(*d2h);
-    for (int i = 0; i < 2; ++i) {
-        const Part& m = parts[i];
-        if (m.r0 == m.r1) continue;
-        dev->copy_d2h(hq + m.r0 * Q, dev_f(q, m.r0, Q), size_t((m.r1 - m.r0) * Q) * 4, *d2h);
-        dev->copy_d2h(hk + m.r0 * KV, dev_f(k, m.r0, KV), size_t((m.r1 - m.r0) * KV) * 4, *d2h);
-        dev->copy_d2h(hv + m.r0 * KV, dev_f(v, m.r0, KV), size_t((m.r1 - m.r0) * KV) * 4, *d2h);
-        ev_down[i]->record(*d2h);
-    }
-    kv.begin_layer(il);
-    for (int i = 0; i < 2; ++i) {
-        const Part& m = parts[i];
-        if (m.r0 == m.r1) continue;
-        ev_down[i]->synchronize();
-        {
-            const TraceScope traced(trace, attention_track, fmt::format("layer {}", il));
-            for (int64_t t = m.r0; t < m.r1; ++t) kv.store(il, p.block[t], p.row[t], hk + t * KV, hv + t * KV);
-            attend_on_cpu(spec, kv, il, m.segs, hq, ha, sinks);
-        }
-        dev->copy_h2d(dev_f(attn, m.r0, Q), ha + m.r0 * Q, size_t((m.r1 - m.r0) * Q) * 4, *h2d);
-        ev_up[i]->record(*h2d);
-        ev_up[i]->wait_on(s);
-        // The output projection of this micro-batch, on the GPU while the CPU takes the next.
-        const int64_t n_long = std::clamp<int64_t>(p.n_long - m.r0, 0, m.r1 - m.r0);
-        project(wo, dev_f(attn, m.r0, Q), out_rows + m.r0 * E, m.r1 - m.r0, n_long);
-    }
-    kv.end_layer(il, p.dirty);
-    // The staging buffers are reused by the next layer.
-    ev_up[1]->synchronize();
-    ev_up[0]->synchronize();
 }
 
 }  // namespace strata::runtime

@@ -45,21 +45,42 @@ const RoutingStats* DeviceBackend::routing_stats() const {
 
 Backend::DeviceMemory DeviceBackend::device_memory() const {
     const gpu::DeviceArena& arena = impl_->dev->memory().arena();
-    return {arena.used(), arena.capacity()};
+    return {arena.used(), arena.limit(), impl_->memory_losses, impl_->layers_moved};
 }
 
 void DeviceBackend::reserve(int64_t) {}  // everything is sized for kMaxUbatch tokens at construction
 
+// Between passes the device may have lost memory; a pass that finds the pool too small gives
+// back a layer and runs again (what it wrote is written again, nothing committed yet).
 void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
     Impl& m = *impl_;
-    m.upload_pass(p, kv);
-    if (m.host_layers) m.host_layers->begin_pass(p, kv);
-    if (gpu::Graph* g = m.step_graph(p, kv)) {
-        g->launch(*m.compute);
-        ++m.graph_launches;
+    m.fit_memory(kv);
+    for (;;) {
+        try {
+            return m.run_pass(p, kv);
+        } catch (const DeviceOutOfMemory& e) {
+            // At least one layer goes each time, or give_back says none is left.
+            const uint64_t used = m.dev->memory().arena().used();
+            if (used == 0) throw;
+            m.give_back(used - 1, kv, e.what());
+        }
+    }
+}
+
+void DeviceBackend::Impl::run_pass(const PassLayout& p, KvCache& kv) {
+    upload_pass(p, kv);
+    if (host_layers) host_layers->begin_pass(p, kv);
+    if (gpu::Graph* g = step_graph(p, kv)) {
+        g->launch(*compute);
+        ++graph_launches;
         return;
     }
-    m.run_schedule(p, kv);
+    // With the KV cache in DRAM the CPU attends to decode steps, beside the device's matmuls; a
+    // prompt's causal attention is compute-bound and stays on the device (as NEO and FastDecode
+    // keep prefill there), over the blocks it reads copied in.
+    host_attends = opts.kv == KvPlacement::HostCpuAttention && (p.n_long == 0 || kv_k.empty());
+    if (host_attends) run_with_cpu_attention(p, kv);
+    else run_schedule(p, kv);
 }
 
 const std::vector<PipelineStep>& DeviceBackend::Impl::schedule_for(const PassLayout& p) const {
@@ -151,6 +172,7 @@ void DeviceBackend::final_rows(std::span<const int64_t> rows, bool project, floa
         m.ev_logits->synchronize();
         std::memcpy(out + r0 * width, m.host->logits, size_t(nr * width) * 4);
     }
+    m.dev->collect_trace();  // the step is done: its timed work goes into the trace
 }
 
 }  // namespace strata::runtime

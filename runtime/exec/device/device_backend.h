@@ -67,6 +67,8 @@ public:
     // The routing of a mixture of experts, which the host's feed-forward counts.
     const RoutingStats* routing_stats() const override;
     DeviceMemory device_memory() const override;
+    // The device's attention kernels take causal rows: it verifies draft chains only.
+    bool verifies_trees() const override { return false; }
 
 private:
     void reserve(int64_t n_tokens) override;

@@ -3,8 +3,8 @@
 // pass loop and the head), device_memory.cpp (device buffers), device_weights.cpp (weights on
 // the device), device_layer.cpp (a pass's upload, a layer on the device or the host),
 // device_steps.cpp (a layer program's steps as device ops), device_attention.cpp (attention on
-// the device or the host, KV rebuilt on the device) and device_moe.cpp (a mixture of experts:
-// the experts on the host). Every device op goes through gpu::Device, so the same code drives
+// the device, KV rebuilt there), cpu_attention_pipeline.cpp (the host CPU attending beside the
+// device) and device_moe.cpp (a mixture of experts: the experts on the host). Every device op goes through gpu::Device, so the same code drives
 // the CUDA device and the simulated one.
 #include <array>
 #include <cstdint>
@@ -25,6 +25,19 @@
 #include "runtime/weights/weight_store.h"
 
 namespace strata::runtime {
+
+// Rows [r0, r1) of a pass and its segments there: a sub-batch the host CPU attends for while
+// the device computes the other (cpu_attention_pipeline.cpp).
+struct SubBatch {
+    std::span<const PassLayout::Segment> segs;
+    int64_t r0 = 0, r1 = 0;
+    int64_t rows() const { return r1 - r0; }
+    bool empty() const { return r1 == r0; }
+};
+// The pass cut in two at the sequence boundary that best halves the keys attention reads, the
+// long segments (a prompt's rows) in the first; the second is empty for one sequence, or
+// where !split.
+std::array<SubBatch, 2> split_for_cpu_attention(const PassLayout& p, bool split);
 
 // A layer's tensors on the device, by their LayerWeights member.
 struct DevLayer {
@@ -72,12 +85,14 @@ struct DeviceBackend::Impl {
     int attention_track = 0;
     int cpu_layer_track = 0;  // the CPU's layers beside the device
 
-    // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention);
-    // kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their
+    // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention, and
+    // HostCpuAttention's prompt passes, kv_k[0]; with Device, op offload's CPU layers stage in
+    // kv_k[offload_kv]); kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their
     // saved hidden states in hidden[hidden_slot[il]] and share one more K/V pair, rebuilt
     // before each use from rebuild_list (blocks, rows, positions: n_rebuild each).
     std::vector<gpu::DeviceBuffer> kv_k, kv_v, hidden;
     std::vector<int32_t> kv_slot, hidden_slot;
+    int32_t offload_kv = -1;  // -1: none of op offload's own
     gpu::DeviceBuffer rebuild_list;
     std::vector<RebuildRow> rebuild_rows;
     int64_t n_rebuild = 0;
@@ -87,6 +102,10 @@ struct DeviceBackend::Impl {
     gpu::DeviceBuffer q_low_rank, q_latent, attn_latent;  // MLA's (layer_program.h's Act)
     std::unique_ptr<HostStaging> host;
     std::unique_ptr<gpu::Event> ev_computed, ev_inputs, ev_qkv, ev_down[2], ev_up[2], ev_logits;
+    std::unique_ptr<gpu::Event> ev_ready[2];  // a sub-batch's q, k, v computed (CPU attention)
+    // This pass's attention is the host CPU's: HostCpuAttention, but for a prompt's pass where
+    // the device reads the cache's type (it attends then, over the blocks copied in).
+    bool host_attends = false;
 
     Impl(std::unique_ptr<gpu::Device> device, const models::Hparams& h, WeightStore& s, const KvCache& kv,
          storage::MemoryBudget& dram, const DeviceBackendOptions& o);
@@ -106,6 +125,31 @@ struct DeviceBackend::Impl {
     void load_non_expert_weights();
     // Device buffers for the KV cache and activations; the routed experts opts.experts names.
     void allocate(const KvCache& kv, storage::MemoryBudget& dram);
+    // Where each layer runs, by the weight store's residency.
+    std::vector<LayerWork> layer_work() const;
+    // The CPU backend for the layers the host computes, made on first need.
+    void host_layers_needed();
+    // Op offload's schedule, its pinned buffers for the CPU layers read as in the file and (KV
+    // on the device) its staging pair from `add_kv_pair`; returns the pinned bytes. Where DRAM
+    // or the device cannot hold them, a warning and none.
+    uint64_t prepare_op_offload(std::span<const LayerWork> work, const std::function<int32_t()>& add_kv_pair,
+                                storage::MemoryBudget& dram);
+    // Prompts' passes run the CPU layers on the CPU from now on; op offload's staging pair goes.
+    void drop_op_offload();
+
+    // device_memory_loss.cpp: memory taken away mid-run. Before a pass, what the device may
+    // still hold (Device::poll_memory); over it, layers move to the CPU until the rest fits.
+    void fit_memory(KvCache& kv);
+    // Moves layers to the CPU, the last device-resident first, then the copied-in ones, until
+    // the device holds at most `target` bytes; `why` goes into the log line. Throws
+    // DeviceOutOfMemory when every layer is on the CPU and the rest still does not fit.
+    void give_back(uint64_t target, KvCache& kv, const std::string& why);
+    int layer_to_move() const;  // -1: none left
+    void move_to_cpu(int il, KvCache& kv);
+    // Layer il's KV cache (or saved hidden states) from the device into the host's cache.
+    void kv_down(int il, KvCache& kv);
+    uint64_t memory_losses = 0;  // times memory was given back
+    int layers_moved = 0;        // layers moved to the CPU so far
     float* dev_f(const gpu::DeviceBuffer& b, int64_t row, int64_t width) const { return b.as<float>() + row * width; }
 
     // runtime::project on the compute stream.
@@ -114,14 +158,23 @@ struct DeviceBackend::Impl {
     }
     float* act(Act a) const;
     void upload_pass(const PassLayout& p, const KvCache& kv);
-    // device_backend.cpp: the pass's layers as its schedule says (copies, device and CPU layers),
+    // device_backend.cpp: one pass (its inputs, the graph or the schedule);
+    void run_pass(const PassLayout& p, KvCache& kv);
+    // the pass's layers as its schedule says (copies, device and CPU layers),
     // or the graph of a decode step that has one (null where the pass cannot be one).
     void run_schedule(const PassLayout& p, KvCache& kv);
     // The schedule of pass `p`: offload_schedule for a pass long enough for op offload.
     const std::vector<PipelineStep>& schedule_for(const PassLayout& p) const;
     // Where layer il's K/V live: a layer the plan runs on the CPU keeps them in DRAM, and when
-    // op offload computes it on the device, the CPU still stores them and attends there.
-    KvPlacement kv_of(int il) const { return store.residency().cpu(il) ? KvPlacement::HostCpuAttention : opts.kv; }
+    // op offload computes it on the device in a prompt's pass, the device attends over its
+    // blocks copied in (attention_on_device), as with HostGpuAttention.
+    KvPlacement kv_of(int il) const {
+        return store.residency().cpu(il) && opts.kv == KvPlacement::Device ? KvPlacement::HostGpuAttention : opts.kv;
+    }
+    // cpu_attention_pipeline.cpp: the schedule with the host CPU attending (HostCpuAttention),
+    // a pass's two sub-batches interleaved so that attention overlaps the device's matmuls.
+    struct CpuAttentionPass;
+    void run_with_cpu_attention(const PassLayout& p, KvCache& kv);
     gpu::Graph* step_graph(const PassLayout& p, KvCache& kv);
     struct StepGraph {
         int seen = 0;
@@ -159,8 +212,6 @@ struct DeviceBackend::Impl {
     void rebuild_kv(const LayerProgram& prog, const DevLayer& l, KvCache& kv);
     void attention_on_device(const LayerProgram& prog, const DevLayer& l, const PassLayout& p, KvCache& kv,
                              const float* queries, float* into);
-    // The CPU attends and the device projects by `wo` into `out`, in two micro-batches.
-    void attention_on_host(const LayerProgram& prog, const DevWeight& wo, const PassLayout& p, KvCache& kv, float* out_rows);
     // device_moe.cpp: a mixture of experts' experts on the host: `out` = the experts of `in`.
     void experts_on_host(int il, const PassLayout& p, const float* in, float* out);
     // `n_embd`-wide rows of the pass: `down` copied to the host's `host_down`, `run` there, the

@@ -80,7 +80,7 @@ DeviceBackend::Impl::Impl(std::unique_ptr<gpu::Device> device, const models::Hpa
     if (kv.n_rebuilt() > 0 && (opts.kv != KvPlacement::Device || h.n_ff < h.n_embd))
         throw BackendError("the device backend recomputes KV from hidden states only with the KV cache on the device",
                            "use a plan without recompute (strata plan --no-recompute)");
-    for (auto* e : {&ev_computed, &ev_inputs, &ev_qkv, &ev_down[0], &ev_down[1], &ev_up[0], &ev_up[1], &ev_logits}) *e = dev->make_event();
+    for (auto* e : {&ev_computed, &ev_inputs, &ev_qkv, &ev_down[0], &ev_down[1], &ev_up[0], &ev_up[1], &ev_logits, &ev_ready[0], &ev_ready[1]}) *e = dev->make_event();
     const uint64_t max_rows = uint64_t(kv.pool().n_blocks()) * KvCache::kBlockSize;
     host = std::make_unique<HostStaging>(dram, staging_sizes(h, max_blocks, kv.n_rebuilt() > 0 ? max_rows : 0));
     load_weights(dram);
@@ -97,22 +97,34 @@ DeviceBackend::Impl::~Impl() {
     }
 }
 
-void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dram) {
+std::vector<LayerWork> DeviceBackend::Impl::layer_work() const {
     const Residency& r = store.residency();
     std::vector<LayerWork> work(hp.n_layer);
-    for (int il = 0; il < hp.n_layer; ++il) {
-        // A mixture of experts keeps every layer's attention on the device (device_moe.cpp).
-        if (hp.moe.enabled()) continue;
+    // A mixture of experts keeps every layer's attention on the device (device_moe.cpp).
+    if (hp.moe.enabled()) return work;
+    for (int il = 0; il < hp.n_layer; ++il)
         work[il] = {r.device(il) ? LayerSite::Device : r.cpu(il) ? LayerSite::Cpu : LayerSite::CopiedIn, r.streamed(il)};
-    }
+    return work;
+}
+
+void DeviceBackend::Impl::host_layers_needed() {
+    if (host_layers) return;
+    host_layers = std::make_unique<CpuBackend>(hp, store);
+    host_layers->set_int8_activations(opts.int8_activations);
+    host_layers->prepare(kMaxUbatch);
+}
+
+void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dram) {
+    const Residency& r = store.residency();
+    const std::vector<LayerWork> work = layer_work();
     const auto count = [&](LayerSite site) {
         return std::count_if(work.begin(), work.end(), [&](const LayerWork& w) { return w.site == site; });
     };
     // Op offload copies the CPU layers in as well, through the same slots (the run's layout
     // reserved two slots of the largest layer whatever the plan).
-    bool offload = opts.op_offload_rows > 0 && count(LayerSite::Cpu) > 0;
+    const bool offload = opts.op_offload_rows > 0 && count(LayerSite::Cpu) > 0;
     if (offload && hp.mla.enabled())
-        throw UsageError("op offload does not run latent attention (deepseek2): its CPU layers attend on the CPU",
+        throw UsageError("op offload does not run latent attention (deepseek2)",
                          "use --op-offload off");
     uint64_t slot_bytes = 0;
     for (int il = 0; il < hp.n_layer; ++il)
@@ -126,27 +138,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
         }
     }
     schedule = layer_schedule(work, std::max(1, opts.n_slots));
-    uint64_t as_read_bytes = 0;
-    if (offload) {
-        // The CPU keeps its resident layers in its kernels' tiles: the device's copies come
-        // from the file, read ahead into pinned buffers as the copies go.
-        std::vector<int> as_read;
-        for (int il = 0; il < hp.n_layer; ++il)
-            if (work[il].site == LayerSite::Cpu && r.resident[il]) as_read.push_back(il);
-        try {
-            if (!as_read.empty()) as_read_bytes = store.stage_as_read(std::move(as_read), std::max(1, opts.n_slots), dram);
-            offload_schedule = layer_schedule(op_offloaded(work), std::max(1, opts.n_slots));
-        } catch (const OutOfBudget& e) {
-            // Prefill is slower without it, never wrong: the run goes on.
-            STRATA_LOG_WARN("op offload: {}; the CPU layers prefill on the CPU (a larger --dram makes room; --op-offload off skips it)", e.what());
-            offload = false;
-        }
-    }
-    if (count(LayerSite::Cpu) > 0 || hp.moe.enabled()) {
-        host_layers = std::make_unique<CpuBackend>(hp, store);
-        host_layers->set_int8_activations(opts.int8_activations);
-        host_layers->prepare(kMaxUbatch);
-    }
+    if (count(LayerSite::Cpu) > 0 || hp.moe.enabled()) host_layers_needed();
 
     const uint64_t n_blocks = kv.pool().n_blocks();
     const uint64_t layer_kv = n_blocks * uint64_t(kv_block_bytes);
@@ -175,7 +167,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
                 if (kv.rebuilt(il) && !r.cpu(il)) kv_slot[il] = shared;
             rebuild_list = dev->memory().allocate(3 * n_blocks * KvCache::kBlockSize * 4, "positions to recompute");
         }
-    } else if (opts.kv == KvPlacement::HostGpuAttention) {
+    } else if (opts.kv == KvPlacement::HostGpuAttention || dev->supports_kv(kv_type)) {
         add_kv_pair();
     }
 
@@ -210,8 +202,10 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
                                                   opts.experts, dram);
         host_layers->set_remote_experts(experts.get());
     }
+    // Last, so that op offload (a faster prefill) takes only what the plan's layers leave.
+    const uint64_t as_read_bytes = offload ? prepare_op_offload(work, add_kv_pair, dram) : 0;
     const std::string offloaded =
-        offload ? fmt::format(" (copied in and computed here in passes of {}+ prompt rows, read from the file through {} "
+        !offload_schedule.empty() ? fmt::format(" (copied in and computed here in passes of {}+ prompt rows, read from the file through {} "
                               "of pinned buffers)",
                               opts.op_offload_rows, format_bytes(as_read_bytes))
                 : "";
@@ -220,6 +214,37 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
                     dev->name(), count(LayerSite::Device), hp.n_layer, count(LayerSite::CopiedIn), slots.size(),
                     format_bytes(slot_bytes), count(LayerSite::Cpu), offloaded, kv_placement_name(opts.kv),
                     format_bytes(dev->memory().arena().used()));
+}
+
+uint64_t DeviceBackend::Impl::prepare_op_offload(std::span<const LayerWork> work, const std::function<int32_t()>& add_kv_pair,
+                                                 storage::MemoryBudget& dram) {
+    // The CPU keeps its resident layers in its kernels' tiles: the device's copies come from
+    // the file, read ahead into pinned buffers as the copies go.
+    std::vector<int> as_read;
+    for (int il = 0; il < hp.n_layer; ++il)
+        if (work[il].site == LayerSite::Cpu && store.residency().resident[il]) as_read.push_back(il);
+    offload_schedule = layer_schedule(op_offloaded(work), std::max(1, opts.n_slots));
+    try {
+        // The CPU layers' K/V stay in DRAM; with the device's own layers' KV cache on the device,
+        // the blocks they attend to come up into a pair of their own.
+        if (opts.kv == KvPlacement::Device) offload_kv = add_kv_pair();
+        return as_read.empty() ? 0 : store.stage_as_read(std::move(as_read), std::max(1, opts.n_slots), dram);
+    } catch (const OutOfBudget& e) {
+        // Prefill is slower without it, never wrong: the run goes on.
+        STRATA_LOG_WARN("op offload: {}; the CPU layers prefill on the CPU (a larger --dram or --gpu-mem makes room; "
+                        "--op-offload off skips it)",
+                        e.what());
+        drop_op_offload();
+        return 0;
+    }
+}
+
+void DeviceBackend::Impl::drop_op_offload() {
+    offload_schedule.clear();
+    if (offload_kv < 0) return;
+    kv_k[size_t(offload_kv)].reset();
+    kv_v[size_t(offload_kv)].reset();
+    offload_kv = -1;
 }
 
 }  // namespace strata::runtime

@@ -71,7 +71,7 @@ size_t DeviceBackend::Impl::fused(std::span<const Step> s, const LayerProgram& p
                               !read_later(s.subspan(2), s[0].dst, saves_inputs);
     const size_t i = transform_in ? 1 : 0;
     const Step& m = s[i];
-    const bool attend = m.op == Op::Attend && m.w && !transform_in && kv_of(prog.il) != KvPlacement::HostCpuAttention;
+    const bool attend = m.op == Op::Attend && m.w && !transform_in && !host_attends;
     if (m.op != Op::Matmul && !attend) return 0;
     const Act out = attend ? m.dst : m.products[0].dst;
     const bool add = (attend || m.n_products == 1) && i + 1 < s.size() && s[i + 1].op == Op::Add && s[i + 1].src == out &&
@@ -169,7 +169,8 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
             dev->rope(dst + st.offset, r.pos, n, rope, s);
             return;
         }
-        // With the KV cache on the host, attention stores the rows there (device_attention.cpp).
+        // With the KV cache on the host, attention stores the rows there (device_attention.cpp,
+        // cpu_attention_pipeline.cpp).
         case Op::StoreKv:
             if (kv_of(prog.il) == KvPlacement::Device) store_kv(prog.il, r);
             return;
@@ -185,7 +186,8 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
             return;
         case Op::Attend:
             STRATA_ASSERT(p);
-            if (kv_of(prog.il) == KvPlacement::HostCpuAttention) return attention_on_host(prog, l[st.w], *p, kv, dst);
+            // The host CPU's attention is cpu_attention_pipeline.cpp's, between the steps it runs here.
+            STRATA_ASSERT(!host_attends);
             if (!st.w) return attention_on_device(prog, l, *p, kv, at(st.src), dst);
             attention_on_device(prog, l, *p, kv, at(st.src), attn.as<float>());
             project(l[st.w], attn.as<float>(), dst, n, r.n_long);

@@ -38,6 +38,21 @@ TEST_CASE("DeviceArena: a request over the budget names the need and the budget"
     CHECK_NOTHROW(arena.allocate(uint64_t{256} << 10, "scratch"));
 }
 
+TEST_CASE("DeviceArena: memory taken away lowers the limit, what is held stays", "[unit][gpu_pool]") {
+    DeviceArena arena(uint64_t{1} << 20);
+    const uint64_t held = arena.allocate(uint64_t{512} << 10, "weights");
+    arena.set_limit(uint64_t{256} << 10);  // another program took three quarters
+    CHECK(arena.limit() == uint64_t{256} << 10);
+    CHECK(arena.capacity() == uint64_t{1} << 20);
+    CHECK(arena.used() == uint64_t{512} << 10);
+    CHECK_THROWS_AS(arena.allocate(1, "scratch"), DeviceOutOfMemory);
+    CHECK_THROWS_WITH(arena.allocate(1, "scratch"), Contains("GPU budget 256 KiB"));
+    arena.free(held);
+    CHECK_NOTHROW(arena.allocate(uint64_t{256} << 10, "scratch"));
+    arena.set_limit(uint64_t{4} << 20);  // given back, never past the capacity
+    CHECK(arena.limit() == uint64_t{1} << 20);
+}
+
 TEST_CASE("DeviceArena: fragmentation is reported, and freeing a neighbour cures it", "[unit][gpu_pool]") {
     DeviceArena arena(4 * 256, 256);
     const uint64_t a = arena.allocate(256, "a"), b = arena.allocate(256, "b"), c = arena.allocate(256, "c");

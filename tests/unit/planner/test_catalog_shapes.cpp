@@ -90,3 +90,17 @@ TEST_CASE("a deepseek2 and a gpt-oss header give the catalog's layout: experts, 
     CHECK(oss.attended_positions(1000) == (1000.0 + 16.0) / 2);
     CHECK(oss.layers[0].expert_bytes == 3 * 32 * 16 * 4 * 2);  // the experts' biases are not their matrices
 }
+
+TEST_CASE("model shape: the first n layers keep the rest and drop the others' weights", "[unit][planner]") {
+    const ModelShape full = ModelShape::from_catalog("gpt-oss-20b", DType::Q8_0);
+    const int32_t n = full.n_layer / 2;
+    const ModelShape cut = full.first_layers(n);
+    REQUIRE(cut.n_layer == n);
+    REQUIRE(cut.layers.size() == size_t(n));
+    int64_t dropped = 0;
+    for (int32_t il = n; il < full.n_layer; ++il) dropped += full.layers[size_t(il)].n_params;
+    CHECK(cut.n_params == full.n_params - dropped);
+    CHECK(cut.output_bytes == full.output_bytes);
+    CHECK(cut.n_layer_swa <= n);
+    CHECK(full.first_layers(full.n_layer).layers == full.layers);
+}

@@ -374,3 +374,78 @@ TEST_CASE("a model's GEMM rate lies between the narrow layer's and the wide one'
     const double at_width = CostModel(s, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).prefill[C];
     CHECK(at_width == Approx(100 * 1e9 / (r.gemm_at(1024) * 1e9)));  // 100 tokens x 1e9 flops
 }
+
+TEST_CASE("cost model with a device: CPU attention overlaps the device's matmuls within a step for two sequences or more",
+          "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    const Workload wl{100, 11, 4, Objective::Throughput};
+    constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute);
+    Cost c;
+    c.decode[G] = 2, c.decode[C] = 1.5, c.decode_overlapped = 1;  // 1 s of the CPU's is attention
+    // Four sequences, two sub-batches: the attention hides under the device's 2 s; the other
+    // 0.5 s of the CPU's does not; half a layer of each (of 4 layers) fills and drains.
+    const CostModel four(s, hw, wl, Policy{4, 1, true, false, DType::F16});
+    CHECK(four.attention_overlaps());
+    CHECK(four.phase_time(Phase::Decode, c).time_s == Approx(2 + 0.5 + (2 + 1) / 8.0));
+    // The CPU's attention longer than the device's work: it is the chain.
+    c.decode_overlapped = 4, c.decode[C] = 4.5;
+    CHECK(four.phase_time(Phase::Decode, c).time_s == Approx(4.5 + (2 + 4) / 8.0));
+    // Prefill does not overlap (a prompt is one sub-batch); nor does one sequence, nor device attention.
+    c.prefill[G] = 2, c.prefill[C] = 1;
+    CHECK(four.phase_time(Phase::Prefill, c).time_s == Approx(3));
+    for (const Policy& p : {Policy{1, 1, true, false, DType::F16}, Policy{4, 1, false, false, DType::F16}}) {
+        const CostModel cm(s, hw, Workload{100, 11, p.batch, Objective::Throughput}, p);
+        CHECK_FALSE(cm.attention_overlaps());
+        CHECK(cm.phase_time(Phase::Decode, c).time_s == Approx(2 + 4.5));
+    }
+    // What kv_cost marks as overlapped: a device layer's CPU attention, all of it.
+    const Cost kv = four.layer_kv(0, KvOption::Dram);
+    CHECK(kv.decode[C] > 0);
+    CHECK(kv.decode_overlapped == Approx(kv.decode[C]));
+    const Cost alone = CostModel(s, hw, Workload{100, 11, 1, Objective::Throughput}, Policy{1, 1, true, false, DType::F16})
+                           .layer_kv(0, KvOption::Dram);
+    CHECK(alone.decode_overlapped == 0);
+}
+
+TEST_CASE("planner: the CPU attends where copying the KV in costs more than its pass over it, the device where it "
+          "costs less", "[unit][planner]") {
+    // Llama-3-8B Q4_0 (4.3 GB) on a 24 GB card, 16 sequences of 16k tokens: 34 GB of KV, off the card.
+    const ModelShape s = ModelShape::from_catalog("llama3-8b", DType::Q4_0);
+    DryRunSpec spec;
+    spec.gpu = "rtx4090";
+    spec.pcie = "gen4";
+    spec.cpu = "epyc-9654";
+    spec.dram = 512ull << 30;
+    const HardwareProfile hw = profile_from_catalog(spec);
+    PlannerOptions o;
+    o.budgets = default_budgets(hw);
+    o.allow_recompute = false;
+    // The best plan of each attention side, and which one the search chose.
+    struct Choice {
+        bool cpu_attention;
+        double cpu_s = INFINITY, gpu_s = INFINITY;
+    };
+    auto choose = [&](const HardwareProfile& h) {
+        const SearchResult r = search_plans(s, h, Workload{16384, 64, 16, Objective::Latency}, o);
+        Choice c{r.best.policy.cpu_attention};
+        for (const Plan& p : r.candidates) {
+            double& best = p.policy.cpu_attention ? c.cpu_s : c.gpu_s;
+            best = std::min(best, p.prediction.objective_s);
+        }
+        return c;
+    };
+    // Twelve channels of DDR5 read the KV faster than PCIe brings it in: the CPU attends, beside
+    // the device's matmuls.
+    const Choice server = choose(hw);
+    CHECK(server.cpu_attention);
+    CHECK(server.cpu_s < server.gpu_s);
+    // A CPU that attends 20 times slower: copying the KV in wins, and the choice flips.
+    HardwareProfile slow = hw;
+    slow.cpu.attention_gbps /= 20, slow.cpu.attention_gflops /= 20;
+    slow.cpu.attention_tile.reset();
+    const Choice weak = choose(slow);
+    CHECK_FALSE(weak.cpu_attention);
+    CHECK(weak.gpu_s < weak.cpu_s);
+}

@@ -46,11 +46,12 @@ TEST_CASE("op offload: the device takes the CPU layers from the row count where 
     const Plan plan = toy_plan(WeightOption::DramCpu);
     // CPU: per layer the larger of n x 1e9 flops at 100 GFLOPS and 1 GB at 10 GB/s: 0.2 s for
     // the two up to 10 rows, 0.02 s a row beyond. Device: the first copy (1 GB at 10 GB/s, 0.1 s),
-    // then per layer the longer of its compute (1 ms over the weights; n x 16 KiB of q, k, v and
-    // attention's output over the link) and the next copy: 0.2 s + 1 ms + n x 1.6384 us.
+    // then per layer the longer of its compute (1 ms over the weights; per row 8 KiB of f32 K and
+    // V down into the host's cache, 4 KiB of its f16 rows back up) and the next copy:
+    // 0.2 s + 1 ms + n x 1.2288 us.
     const OpOffloadPrice at10 = price_op_offload(s, hw, plan, 10);
     CHECK(at10.cpu_s == Approx(0.2));
-    CHECK(at10.device_s == Approx(0.201 + 10 * 16384e-10));
+    CHECK(at10.device_s == Approx(0.201 + 10 * 12288e-10));
     const OpOffloadPrice at11 = price_op_offload(s, hw, plan, 11);
     CHECK(at11.cpu_s == Approx(0.22));
     CHECK(at11.device_s < at11.cpu_s);
@@ -76,7 +77,7 @@ TEST_CASE("op offload: the device takes the CPU layers from the row count where 
 TEST_CASE("op offload: a faster link lowers the row count, a slower one raises it", "[unit][planner]") {
     const ModelShape s = toy_shape();
     const Plan plan = toy_plan(WeightOption::DramCpu);
-    // At 2.5 GB/s a layer's copy takes 0.4 s: the device's 0.8 s + 1 ms + n x 6.5536 us beats the
+    // At 2.5 GB/s a layer's copy takes 0.4 s: the device's 0.8 s + 1 ms + n x 4.9152 us beats the
     // CPU's 0.02 s a row from 41 rows.
     CHECK(choose_op_offload(s, toy_machine(2.5), plan, 256).min_rows == 41);
     // At 100 GB/s (10 ms a copy) the device wins at a single row, but a pass of up to 4 rows is

@@ -28,3 +28,22 @@ TEST_CASE("speculation forecast: deep where rows are nearly free, none where eac
     CHECK(shared.plain_tokens_per_s == Approx(4 / streamed(4)));
     CHECK(shared.depth == 4);
 }
+
+TEST_CASE("speculation forecast: a tree verifies its most likely nodes, as many as pay", "[unit][planner]") {
+    using strata::planner::forecast_draft;
+    auto streamed = [](int64_t rows) { return 1.0 + 0.01 * double(rows - 1); };
+    // A root's two children at 0.6 and 0.3, each with a child at 0.6 and 0.3 of its own chance.
+    const std::vector<double> chances{0.6, 0.36, 0.3, 0.18, 0.18, 0.09};
+    const auto wide = forecast_draft(streamed, chances);
+    CHECK(wide.depth == 6);
+    CHECK(wide.tokens_per_pass == Approx(1 + 0.6 + 0.36 + 0.3 + 0.18 + 0.18 + 0.09));
+    // Rows at a tenth of a pass: the nodes below 0.1 * (tokens so far) stop paying.
+    const auto narrow = forecast_draft([](int64_t rows) { return 1.0 + 0.1 * double(rows - 1); }, chances);
+    CHECK(narrow.depth == 5);
+    CHECK(narrow.tokens_per_s == Approx((1 + 0.6 + 0.36 + 0.3 + 0.18 + 0.18) / 1.5));
+    // A chain is the tree of one child a node: the same forecast.
+    const auto chain = strata::planner::forecast_speculation(streamed, 0.6, 3);
+    const std::vector<double> line{0.6, 0.36, 0.216};
+    CHECK(forecast_draft(streamed, line).tokens_per_s == Approx(chain.tokens_per_s));
+    CHECK(forecast_draft([](int64_t rows) { return double(rows); }, chances).depth == 0);
+}

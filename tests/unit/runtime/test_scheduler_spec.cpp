@@ -3,12 +3,14 @@
 // from it, or is free; and sampling's distribution unchanged.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "core/error.h"
 #include "runtime/scheduler.h"
 #include "runtime/spec/lookup_drafter.h"
+#include "runtime/spec/self_drafter.h"
 #include "tests/support/engine_options.h"
 #include "tests/support/generate.h"
 #include "tests/support/greedy.h"
@@ -109,6 +111,102 @@ TEST_CASE("speculation: a draft model's guesses keep the plain greedy tokens, al
     CHECK_THROWS_AS(Scheduler(engine, SchedulerOptions{1, 1, 1, 0, spec(SpecMode::Draft)}), UsageError);
 }
 
+TEST_CASE("speculation: tree drafts keep the plain greedy tokens, alone and batched", "[unit][spec]") {
+    Engine engine(test::engine_options(test::tiny_llama_path(), 512));
+    // Last words that came before with several endings: lookup drafts branch.
+    const std::vector<std::string> texts{
+        "Lily had a big red ball. Lily had a big blue ball. Lily had a big green hat. Lily had a big",
+        "Tom saw a dog. Tom saw a cat. Tom saw a bird in the tree. Tom saw a",
+    };
+    LookupDrafter lookup;
+    DraftTree tree;
+    std::vector<std::vector<int32_t>> want;
+    for (const auto& text : texts) {
+        const auto prompt = encode(engine, text);
+        lookup.draft_tree(prompt, 8, 32, 4, tree);
+        CHECK(std::count(tree.parent.begin(), tree.parent.end(), -1) >= 2);  // the drafts branch
+        want.push_back(test::generate(engine, prompt, test::greedy(50, true), spec(SpecMode::Off)).tokens);
+        for (const int32_t width : {1, 4}) {
+            SpecOptions so = spec(SpecMode::Lookup);
+            so.max_width = width;
+            const GenerateResult fast = test::generate(engine, prompt, test::greedy(50, true), so);
+            INFO("width " << width << ": " << fast.n_drafted << " drafted, " << fast.tokens.size() << " tokens");
+            CHECK(fast.tokens == want.back());
+            CHECK(fast.n_accepted > 0);
+        }
+    }
+    SchedulerOptions batched{2, 8};
+    batched.spec = spec(SpecMode::Lookup);
+    Scheduler sched(engine, batched);
+    std::vector<GenerateResult> got(texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+        Request r;
+        r.prompt = encode(engine, texts[i]);
+        r.params = test::greedy(50, true);
+        r.on_done = [&got, i](const GenerateResult& res) { got[i] = res; };
+        sched.submit(std::move(r));
+    }
+    sched.wait_idle();
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
+    CHECK(engine.kv().pool().n_used() == 0);
+}
+
+TEST_CASE("speculation: self drafts keep the plain greedy tokens on every task, CPU and simulated device", "[unit][spec]") {
+    // stories260K (5 layers: its first one or two draft, and seldom guess right) on the CPU and
+    // the simulated device; SmolLM2 (30 layers) on the CPU, where the early layers' guesses are kept.
+    const auto smollm2 = test::default_model_path();
+    for (const int run : {0, 1, 2}) {
+        if (run == 2 && !smollm2) {
+            WARN("SmolLM2 is missing: self-speculation checked on stories260K only");
+            break;
+        }
+        Engine engine(run == 1 ? sim_options() : test::engine_options(run == 2 ? *smollm2 : test::tiny_llama_path(), 512));
+        const auto early = open_early_layers(engine);
+        SpecOptions so = spec(SpecMode::Self);
+        so.draft_model = early.get();
+        int drafted = 0, accepted = 0;
+        std::vector<std::vector<int32_t>> want;
+        for (size_t t = 0; t < tasks().size(); ++t) {
+            INFO("run " << run << ", task " << t);
+            const auto prompt = encode(engine, tasks()[t]);
+            const GenerateResult plain = test::generate(engine, prompt, test::greedy(40, true), spec(SpecMode::Off));
+            want.push_back(plain.tokens);
+            const GenerateResult fast = test::generate(engine, prompt, test::greedy(40, true), so);
+            CHECK(fast.tokens == plain.tokens);
+            CHECK(fast.n_decode_evals + fast.n_accepted == plain.n_decode_evals);
+            drafted += fast.n_drafted, accepted += fast.n_accepted;
+        }
+        CHECK(drafted > 0);
+        SchedulerOptions batched{3, 8};
+        batched.spec = so;
+        Scheduler sched(engine, batched);
+        const auto got = all_tasks_at_once(engine, sched);
+        for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
+        CHECK(early->kv().pool().n_used() == 0);  // each request's draft sequence freed with it
+        if (run < 2) continue;
+        // The early layers' greedy guess against the model's next token along its own text:
+        // the acceptance a draft's first token meets, reported (the scheduler drafts on a
+        // resident model only while it pays, which on this CPU is seldom).
+        SelfDrafter d(*early, engine.hparams().n_layer, 1);
+        for (size_t t = 0; t < tasks().size(); ++t) {
+            std::vector<int32_t> context = encode(engine, tasks()[t]), guess;
+            int kept = 0;
+            for (const int32_t next : want[t]) {
+                d.draft(context, 1, guess);
+                REQUIRE(guess.size() == 1);
+                kept += guess[0] == next;
+                d.accepted(guess[0] == next ? 1 : 0);
+                context.push_back(next);
+            }
+            WARN("SmolLM2, task " << t << ": the early layers guessed " << kept << " of " << want[t].size()
+                                  << " next tokens, the last guesses exiting after " << d.exit_layers() << " layers");
+            if (t == 0) CHECK(kept > 0);
+        }
+    }
+    Engine plain(test::engine_options(test::tiny_llama_path(), 64));
+    CHECK_THROWS_AS(Scheduler(plain, SchedulerOptions{1, 1, 1, 0, spec(SpecMode::Self)}), UsageError);
+}
+
 TEST_CASE("speculation: batched requests each keep their plain greedy tokens", "[unit][spec]") {
     Engine engine(test::engine_options(test::tiny_llama_path(), 512));
     std::vector<std::vector<int32_t>> want;
@@ -123,65 +221,88 @@ TEST_CASE("speculation: batched requests each keep their plain greedy tokens", "
     CHECK(st.decode_passes + st.accepted_tokens == st.generated_tokens - tasks().size());
 }
 
-TEST_CASE("speculation: sampled tokens keep plain sampling's distribution (chi-square)", "[unit][spec]") {
+TEST_CASE("speculation: sampled tokens keep plain sampling's distribution (chi-square), chains and trees", "[unit][spec]") {
     Engine engine(test::engine_options(test::tiny_llama_path(), 256));
-    // The prompt repeats itself, so that drafts follow its end and the rejection step decides
-    // the second token often, both ways.
-    const auto prompt = encode(engine, "Lily had a big red ball. She liked to play with the ball. Lily had a big red");
+    // The prompts repeat themselves, so that drafts follow their end and the rejection step
+    // decides the second token often, both ways; the second's last words came before with two
+    // endings, so that its drafts branch there and the step tries two children in turn.
+    struct Case {
+        std::string prompt;
+        int32_t width;
+    };
+    const std::vector<Case> cases{{"Lily had a big red ball. She liked to play with the ball. Lily had a big red", 1},
+                                  {"Lily had a big red ball. Lily had a big blue ball. Lily had a", 4}};
     GenerateParams gp;
-    gp.n_predict = 3;
+    gp.n_predict = 6;  // room for four drafts at the second token: both branches of the tree
     gp.ignore_eos = true;
     gp.sampler.temperature = 1.5f;
     gp.sampler.top_k = 0;
     gp.sampler.top_p = 1.0f;
     gp.sampler.min_p = 0.0f;
-    // The second token's exact distribution after the prompt and each first token: the model's
-    // softmax at that temperature.
     const size_t V = size_t(engine.hparams().n_vocab);
-    std::map<int32_t, std::vector<double>> after;
-    auto distribution = [&](int32_t first) -> const std::vector<double>& {
-        auto& p = after[first];
-        if (!p.empty()) return p;
-        std::vector<int32_t> text = prompt;
-        text.push_back(first);
-        const auto logits = test::prompt_logits(engine, text);
-        p.resize(V);
-        double sum = 0;
-        for (size_t t = 0; t < V; ++t) sum += (p[t] = std::exp(double(logits[(text.size() - 1) * V + t]) / gp.sampler.temperature));
-        for (double& x : p) x /= sum;
-        return p;
-    };
-    const int n = 1500;
-    std::vector<double> seen(V), expected(V);
-    // Where the rejection step errs, first: how often the second token is its draft.
-    std::vector<double> hits(2), expected_hits(2);
-    LookupDrafter lookup;
-    std::vector<int32_t> context, guess;
-    int drafted = 0;
-    for (int i = 0; i < n; ++i) {
-        gp.sampler.seed = uint64_t(i) + 1;
-        const GenerateResult r = test::generate(engine, prompt, gp, spec(SpecMode::Lookup));
-        REQUIRE(r.tokens.size() == 3);
-        drafted += r.n_drafted;
-        ++seen[size_t(r.tokens[1])];
-        const auto& p = distribution(r.tokens[0]);
-        for (size_t t = 0; t < V; ++t) expected[t] += p[t];
-        context = prompt;
-        context.push_back(r.tokens[0]);
-        lookup.draft(context, 1, guess);
-        if (guess.empty()) continue;
-        const double p_draft = p[size_t(guess[0])];
-        ++hits[r.tokens[1] == guess[0] ? 0 : 1];
-        expected_hits[0] += p_draft, expected_hits[1] += 1 - p_draft;
+    for (const Case& c : cases) {
+        INFO("prompt '" << c.prompt << "', width " << c.width);
+        const auto prompt = encode(engine, c.prompt);
+        SpecOptions so = spec(SpecMode::Lookup);
+        so.max_width = c.width;
+        // The second token's exact distribution after the prompt and each first token: the
+        // model's softmax at that temperature.
+        std::map<int32_t, std::vector<double>> after;
+        auto distribution = [&](int32_t first) -> const std::vector<double>& {
+            auto& p = after[first];
+            if (!p.empty()) return p;
+            std::vector<int32_t> text = prompt;
+            text.push_back(first);
+            const auto logits = test::prompt_logits(engine, text);
+            p.resize(V);
+            double sum = 0;
+            for (size_t t = 0; t < V; ++t) sum += (p[t] = std::exp(double(logits[(text.size() - 1) * V + t]) / gp.sampler.temperature));
+            for (double& x : p) x /= sum;
+            return p;
+        };
+        const int n = 1500;
+        std::vector<double> seen(V), expected(V);
+        // Where the rejection step errs, first: how often the second token is each of the
+        // draft's children at the first place (in the order tried), or none of them.
+        std::vector<double> hits(c.width + 1), expected_hits(c.width + 1);
+        LookupDrafter lookup;
+        std::vector<int32_t> context;
+        DraftTree guess;
+        int drafted = 0, branched = 0;
+        for (int i = 0; i < n; ++i) {
+            gp.sampler.seed = uint64_t(i) + 1;
+            const GenerateResult r = test::generate(engine, prompt, gp, so);
+            REQUIRE(r.tokens.size() == 6);
+            drafted += r.n_drafted;
+            ++seen[size_t(r.tokens[1])];
+            const auto& p = distribution(r.tokens[0]);
+            for (size_t t = 0; t < V; ++t) expected[t] += p[t];
+            context = prompt;
+            context.push_back(r.tokens[0]);
+            lookup.draft_tree(context, 1, 8, c.width, guess);
+            if (guess.empty()) continue;
+            branched += guess.size() > 1;
+            double rest = 1;
+            size_t k = 0;
+            for (; k < guess.size(); ++k) {
+                const double pk = p[size_t(guess.tokens[k])];
+                expected_hits[k] += pk, rest -= pk;
+                if (r.tokens[1] == guess.tokens[k]) ++hits[k];
+            }
+            expected_hits[size_t(c.width)] += rest;
+            if (std::find(guess.tokens.begin(), guess.tokens.end(), r.tokens[1]) == guess.tokens.end()) ++hits[size_t(c.width)];
+        }
+        CHECK(drafted > n / 2);
+        if (c.width > 1) CHECK(branched > n / 10);  // the step tried two children often
+        // Drawn with plain decoding's uniforms: the same seed gives the same tokens without drafts.
+        CHECK(test::generate(engine, prompt, gp, spec(SpecMode::Off)).tokens == test::generate(engine, prompt, gp, so).tokens);
+        const auto h = test::chi_square(hits, expected_hits);
+        INFO("the drafts drawn " << hits[0] << ", " << hits[1] << " times where " << expected_hits[0] << ", " << expected_hits[1]
+                                 << " were expected: chi-square " << h.stat);
+        CHECK(h.stat < h.bound());
+        const auto x = test::chi_square(seen, expected);
+        INFO("chi-square " << x.stat << " on " << x.df << " degrees of freedom");
+        CHECK(x.df >= 5);
+        CHECK(x.stat < x.bound());
     }
-    CHECK(drafted > n / 2);
-    // Drawn with plain decoding's uniforms: the same seed gives the same tokens without drafts.
-    CHECK(test::generate(engine, prompt, gp, spec(SpecMode::Off)).tokens == test::generate(engine, prompt, gp, spec(SpecMode::Lookup)).tokens);
-    const auto h = test::chi_square(hits, expected_hits);
-    INFO("the draft drawn " << hits[0] << " times where " << expected_hits[0] << " were expected: chi-square " << h.stat);
-    CHECK(h.stat < h.bound());
-    const auto c = test::chi_square(seen, expected);
-    INFO("chi-square " << c.stat << " on " << c.df << " degrees of freedom");
-    CHECK(c.df >= 5);
-    CHECK(c.stat < c.bound());
 }

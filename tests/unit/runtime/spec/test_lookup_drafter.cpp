@@ -30,3 +30,20 @@ TEST_CASE("lookup drafter: the tokens after the latest earlier match of the last
         CHECK(out.empty());
     }
 }
+
+TEST_CASE("lookup drafter: a tree of several matches' continuations, merged where they agree", "[unit][spec]") {
+    LookupDrafter d(3, 1);
+    strata::runtime::DraftTree t;
+    //                                 0  1  2  3  4  5  6  7  8  9 10 11
+    const std::vector<int32_t> ctx{5, 6, 1, 2, 5, 6, 3, 4, 5, 6, 1, 7, 5, 6};
+    d.draft_tree(ctx, 3, 16, 4, t);
+    // "5 6" at 8 (then 1 7 5), at 4 (3 4 5) and at 0 (1 2 5): 1 first, 3 beside it; 1's
+    // children 7 (latest) and 2.
+    CHECK(t.tokens == std::vector<int32_t>{1, 7, 5, 3, 4, 5, 2, 5});
+    CHECK(t.parent == std::vector<int32_t>{-1, 0, 1, -1, 3, 4, 0, 6});
+    d.draft_tree(ctx, 3, 16, 1, t);  // one child a node: the latest match's chain
+    CHECK(t.tokens == std::vector<int32_t>{1, 7, 5});
+    CHECK(t.parent == std::vector<int32_t>{-1, 0, 1});
+    d.draft_tree(ctx, 3, 4, 4, t);  // at most four nodes
+    CHECK(t.size() == 4);
+}

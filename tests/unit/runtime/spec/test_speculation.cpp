@@ -1,6 +1,9 @@
-// The draft depth: as deep as pays at the measured price of a pass of each row count and the
-// acceptance seen so far; none where rows cost as much as passes, or before anything is measured.
+// The draft's size: as large as pays at the measured price of a pass of each row count and the
+// acceptance seen so far; none where rows cost as much as passes, or before anything is measured;
+// wide where the drafter's second guesses are kept often enough and rows are nearly free.
 #include <catch2/catch.hpp>
+
+#include <numeric>
 
 #include "core/error.h"
 #include "runtime/spec/speculation.h"
@@ -17,6 +20,30 @@ public:
 private:
     int32_t n_;
 };
+
+// Two chains of `n` tokens from the sequence's last token: 7s, and beside them 8s (when width allows).
+class ForkDrafter : public Drafter {
+public:
+    explicit ForkDrafter(int32_t n) : n_(n) {}
+    void draft(std::span<const int32_t>, int32_t, std::vector<int32_t>&) override {}
+    void draft_tree(std::span<const int32_t>, int32_t depth, int32_t nodes, int32_t width, DraftTree& out) override {
+        out.clear();
+        for (const int32_t token : {7, 8}) {
+            if (token == 8 && width < 2) break;
+            for (int32_t i = 0; i < std::min(n_, depth) && int32_t(out.size()) < nodes; ++i)
+                out.add(token, i == 0 ? -1 : static_cast<int32_t>(out.size()) - 1);
+        }
+    }
+
+private:
+    int32_t n_;
+};
+
+std::vector<int32_t> first(int32_t n) {
+    std::vector<int32_t> path(size_t(n), 0);
+    std::iota(path.begin(), path.end(), 0);
+    return path;
+}
 }  // namespace
 
 TEST_CASE("speculation: the depth follows the price of rows and the acceptance", "[unit][spec]") {
@@ -28,7 +55,7 @@ TEST_CASE("speculation: the depth follows the price of rows and the acceptance",
         for (int r = 1; r <= 13; ++r) prices.record(r, 1.0 + 0.01 * r);
         for (int i = 0; i < 20; ++i) {
             spec.draft(ctx, 0, 16);
-            spec.verified(12, 5);  // all kept
+            spec.verified(first(12), 5);  // all kept
         }
         CHECK(spec.acceptance() > 0.9);
         CHECK(spec.draft(ctx, 0, 16).size() == 12);
@@ -43,9 +70,53 @@ TEST_CASE("speculation: the depth follows the price of rows and the acceptance",
         CHECK_FALSE(spec.draft(ctx, 0, 16).empty());
         for (int i = 0; i < 40; ++i) {
             spec.draft(ctx, 0, 16);
-            spec.verified(0, 5);  // the target drew 5, never the guessed 7
+            spec.verified({}, 5);  // the target drew 5, never the guessed 7
         }
         CHECK(spec.acceptance() < 0.2);
+        CHECK(spec.draft(ctx, 0, 16).empty());
+    }
+}
+
+TEST_CASE("speculation: a tree's second branch is verified where it is drawn often and rows are nearly free", "[unit][spec]") {
+    const std::vector<int32_t> ctx{1, 2, 3};
+    PassPrices prices;
+    for (int r = 1; r <= 17; ++r) prices.record(r, 1.0 + 0.01 * r);
+    auto roots = [](const DraftTree& t) {
+        std::vector<int32_t> r;
+        for (size_t i = 0; i < t.size(); ++i)
+            if (t.parent[i] < 0) r.push_back(t.tokens[i]);
+        return r;
+    };
+    SECTION("the target takes the second branch two times in three: both verified") {
+        Speculation spec(std::make_unique<ForkDrafter>(6), prices, 16);
+        for (int i = 0; i < 30; ++i) {
+            const DraftTree& t = spec.draft(ctx, 0, 16);
+            if (i % 3 == 0 || roots(t).size() < 2) {
+                spec.verified({}, 9);  // the first branch missed; the second, where drafted, missed too
+                continue;
+            }
+            // The second branch's root, kept, and the rest of it.
+            std::vector<int32_t> path;
+            for (size_t n = 0; n < t.size(); ++n)
+                if (t.tokens[n] == 8) path.push_back(static_cast<int32_t>(n));
+            spec.verified(path, 5);
+        }
+        CHECK(spec.acceptance(1) > 0.5);
+        const DraftTree& t = spec.draft(ctx, 0, 16);
+        CHECK(roots(t) == std::vector<int32_t>{7, 8});
+        CHECK(t.size() > 6);
+        for (size_t n = 0; n < t.size(); ++n) CHECK(t.parent[n] < static_cast<int32_t>(n));
+    }
+    SECTION("chains only: no second branch") {
+        Speculation spec(std::make_unique<ForkDrafter>(6), prices, 16, true, 1);
+        spec.draft(ctx, 0, 16);
+        spec.verified(first(6), 5);
+        CHECK(roots(spec.draft(ctx, 0, 16)) == std::vector<int32_t>{7});
+    }
+    SECTION("rows as dear as passes: nothing verified") {
+        PassPrices dear;
+        for (int r = 1; r <= 17; ++r) dear.record(r, 1.0 * r);
+        Speculation spec(std::make_unique<ForkDrafter>(6), dear, 16);
         CHECK(spec.draft(ctx, 0, 16).empty());
     }
 }

@@ -1,0 +1,108 @@
+// Device memory taken away mid-run (another program allocates, or a pass needs more of the
+// pool than is free): the layers the device can no longer hold move to the CPU between passes,
+// their KV cache copied down into the host's cache, so the run goes on with the same tokens.
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "runtime/exec/device/device_impl.h"
+
+namespace strata::runtime {
+
+void DeviceBackend::Impl::fit_memory(KvCache& kv) {
+    const uint64_t limit = dev->poll_memory();
+    if (dev->memory().arena().used() <= limit) return;
+    give_back(limit, kv, fmt::format("device memory shrank to {}", format_bytes(limit)));
+}
+
+int DeviceBackend::Impl::layer_to_move() const {
+    // A mixture of experts keeps every layer's attention on the device: nothing to move.
+    if (hp.moe.enabled()) return -1;
+    const std::vector<LayerWork> work = layer_work();
+    // The last layers first, so that the CPU's layers stay one run (one hop each way).
+    for (const LayerSite site : {LayerSite::Device, LayerSite::CopiedIn})
+        for (int il = hp.n_layer - 1; il >= 0; --il)
+            if (work[il].site == site) return il;
+    return -1;
+}
+
+void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::string& why) {
+    // Nothing queued may still read what is freed below.
+    for (gpu::Stream* s : {compute.get(), h2d.get(), d2h.get()}) s->synchronize();
+    graphs.clear();  // recorded over the old schedule
+    const gpu::DeviceArena& arena = dev->memory().arena();
+    const uint64_t before = arena.used();
+    std::vector<int> moved;
+    ++memory_losses;
+    // Op offload goes first: a faster prefill, not a layer; and the layers moved below are not
+    // among those it reads from the file, so its schedule would not hold.
+    const bool offloaded = !offload_schedule.empty();
+    drop_op_offload();
+    while (arena.used() > target) {
+        const int il = layer_to_move();
+        if (il < 0)
+            throw DeviceOutOfMemory(fmt::format("{}: {}, and with every layer on the CPU the device backend still holds {} "
+                                                "(the output head, activations and scratch)",
+                                                dev->name(), why, format_bytes(arena.used())),
+                                    "restart with a smaller --gpu-mem, or on the CPU (--device cpu)");
+        move_to_cpu(il, kv);
+        moved.push_back(il);
+        ++layers_moved;
+    }
+    const std::vector<LayerWork> work = layer_work();
+    if (std::none_of(work.begin(), work.end(), [](const LayerWork& w) { return w.site == LayerSite::CopiedIn; })) {
+        slots.clear();
+        copied.clear();
+        computed.clear();
+    }
+    schedule = layer_schedule(work, std::max(1, static_cast<int>(slots.size())));
+    STRATA_LOG_WARN("{}: {}; {}layers {} moved to the CPU with their KV cache, {} freed ({} of device memory in use)",
+                    dev->name(), why, offloaded ? "op offload stopped (prompts prefill the CPU layers there), " : "",
+                    fmt::join(moved, ", "), format_bytes(before - arena.used()), format_bytes(arena.used()));
+}
+
+void DeviceBackend::Impl::move_to_cpu(int il, KvCache& kv) {
+    const bool on_device = store.residency().device(il);
+    // DRAM first: when it cannot hold the layer, nothing has moved.
+    store.run_on_cpu(il);
+    if (opts.kv == KvPlacement::Device) kv_down(il, kv);
+    if (on_device) layer_bufs[il].reset();
+    layers[il] = {};
+    host_layers_needed();
+}
+
+void DeviceBackend::Impl::kv_down(int il, KvCache& kv) {
+    const int32_t n_blocks = kv.pool().n_blocks();
+    const bool saved_hidden = hidden_slot[il] >= 0;
+    // Every block, used or not: the copy is a one-off and the host's blocks are the device's.
+    kv.begin_layer(il);
+    for (int32_t b = 0; b < n_blocks; ++b) {
+        if (saved_hidden) {
+            const int64_t bytes = KvCache::kBlockSize * hidden_row_bytes;
+            dev->copy_d2h(kv.hidden(il, b), hidden[hidden_slot[il]].as<std::byte>() + b * bytes, size_t(bytes), *d2h);
+            continue;
+        }
+        const int32_t slot = kv_slot[il];
+        dev->copy_d2h(kv.k(il, b), kv_k[slot].as<std::byte>() + b * kv_block_bytes, size_t(kv_block_bytes), *d2h);
+        if (kv_v[slot].data())
+            dev->copy_d2h(kv.v(il, b), kv_v[slot].as<std::byte>() + b * kv_block_bytes, size_t(kv_block_bytes), *d2h);
+    }
+    d2h->synchronize();
+    std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
+    std::iota(blocks.begin(), blocks.end(), 0);
+    kv.end_layer(il, blocks);
+    // The shared pair of rebuilt layers stays for the others; a layer's own pair goes.
+    if (saved_hidden) {
+        hidden[hidden_slot[il]].reset();
+        hidden_slot[il] = -1;
+    } else {
+        kv_k[kv_slot[il]].reset();
+        kv_v[kv_slot[il]].reset();
+    }
+}
+
+}  // namespace strata::runtime

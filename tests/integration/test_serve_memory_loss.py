@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Device memory taken away under a running server: `strata serve` on the simulated device loses
+most of the memory its run holds while eight requests are in flight (--sim-shrink-after); the
+layers that no longer fit move to the CPU, every request completes with the answer the same
+prompt gets from a server that kept its memory, and /metrics counts the loss."""
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+from serve_support import Server
+from strata_support import default_model
+
+MODEL = default_model()
+N_CLIENTS = 8
+MAX_TOKENS = 16
+TOPICS = ["the sea", "a cat", "winter", "bread", "a robot", "the moon", "trains", "a garden"]
+GPU_MEM = 1 << 30
+DEVICE = ("--device", "sim", "--gpu-mem", str(GPU_MEM), "--attention", "gpu", "--sim-link", "50", "--ctx", "1024",
+          "--max-batch", "4")
+
+
+def ask(server: Server, i: int) -> str:
+    body = {"model": MODEL.stem, "messages": [{"role": "user", "content": f"Write one sentence about {TOPICS[i]}."}],
+            "max_tokens": MAX_TOKENS, "temperature": 0}
+    status, _, data = server.request("POST", "/v1/chat/completions", body, timeout=300)
+    assert status == 200, (status, data)
+    return data["choices"][0]["message"]["content"]
+
+
+def metric(text: str, name: str) -> float:
+    m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    assert m, f"{name} missing from /metrics:\n{text}"
+    return float(m.group(1))
+
+
+def main() -> None:
+    with Server(MODEL, *DEVICE) as server:
+        expected = [ask(server, i) for i in range(N_CLIENTS)]
+        _, _, metrics = server.request("GET", "/metrics")
+        used = int(metric(metrics, 'strata_memory_used_bytes{tier="gpu"}'))
+    assert len(set(expected)) > N_CLIENTS // 2, expected
+
+    # After ten passes (the requests' prompts and first steps) all but 8 MiB less than the run
+    # held is taken away: layers must leave the device while the requests are decoding.
+    taken = GPU_MEM - (used - (8 << 20))
+    with Server(MODEL, *DEVICE, "--sim-shrink-after", f"10:{taken}") as server:
+        with ThreadPoolExecutor(N_CLIENTS) as pool:
+            answers = list(pool.map(lambda i: ask(server, i), range(N_CLIENTS)))
+        assert answers == expected, (answers, expected)
+        _, _, metrics = server.request("GET", "/metrics")
+        assert metric(metrics, "strata_gpu_memory_lost_total") == 1, metrics
+        assert metric(metrics, "strata_gpu_layers_moved_to_cpu") > 0, metrics
+        assert metric(metrics, 'strata_memory_used_bytes{tier="gpu"}') <= used - (8 << 20)
+        assert "moved to the CPU with their KV cache" in server.stderr()
+        # The server keeps serving after the loss.
+        assert ask(server, 0) == expected[0]
+    print(f"ok: {N_CLIENTS} requests kept their answers through losing {taken >> 20} MiB of device memory")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+// A draft tree verified in one pass: each node's logits are, bit for bit, those plain decoding
+// gives down its path (the tree mask over the paged KV, each node's ancestors at slots congruent
+// to their positions); the kept path, moved to its positions, decodes on as plain decoding does;
+// a device verifies chains only.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "runtime/engine.h"
+#include "runtime/exec/draft_rows.h"
+#include "tests/support/engine_options.h"
+#include "tests/support/model_paths.h"
+
+using namespace strata;
+using namespace strata::runtime;
+
+namespace {
+// Two branches at the root, three under node 2, a chain under node 5.
+const std::vector<int32_t> kParent{-1, 0, 0, 1, 2, 2, 2, 5, 7, 8, 3, 10, 6};
+
+std::vector<int32_t> path_to(int32_t node) {
+    std::vector<int32_t> path;
+    for (; node >= 0; node = kParent[size_t(node)]) path.insert(path.begin(), node);
+    return path;
+}
+
+// The logits of plain decoding after `prompt` then `tokens` one at a time: the last step's row.
+std::vector<float> decoded(Engine& e, std::span<const int32_t> prompt, std::span<const int32_t> tokens) {
+    const SeqId s = e.create_seq();
+    const SeqTokens p{s, prompt};
+    auto row = e.eval_batch({&p, 1});
+    for (const int32_t t : tokens) {
+        const SeqTokens step{s, {&t, 1}};
+        row = e.eval_batch({&step, 1});
+    }
+    std::vector<float> out(row.begin(), row.end());
+    e.free_seq(s);
+    return out;
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+}  // namespace
+
+TEST_CASE("draft rows: each node's ancestors at slots congruent to their positions, in order", "[unit][spec]") {
+    const auto slot = draft_slots(kParent);
+    std::vector<int64_t> sorted = slot;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+    for (int32_t i = 0; i < int32_t(kParent.size()); ++i) {
+        const auto path = path_to(i);
+        for (size_t d = 0; d < path.size(); ++d) {
+            CHECK(slot[size_t(path[d])] % 16 == int64_t(d));
+            if (d > 0) CHECK(slot[size_t(path[d])] > slot[size_t(path[d - 1])]);
+        }
+    }
+    const DraftRows rows = lay_out_draft(kParent, 21);
+    CHECK(rows.span == *std::max_element(slot.begin(), slot.end()) + 1);
+    for (int32_t i = 0; i < int32_t(kParent.size()); ++i) {
+        const auto path = path_to(i);
+        CHECK(rows.pos[size_t(i)] == 21 + int64_t(path.size()) - 1);
+        for (int32_t j = 0; j < int32_t(kParent.size()); ++j) {
+            const bool ancestor = std::find(path.begin(), path.end(), j) != path.end();
+            const uint64_t word = rows.mask[size_t(i) * size_t(rows.words) + size_t(slot[size_t(j)] / 64)];
+            CHECK(((word >> (slot[size_t(j)] % 64)) & 1) == uint64_t(ancestor));
+        }
+    }
+    const std::vector<int32_t> chain{-1, 0, 1, 2};
+    CHECK(draft_is_chain(chain));
+    CHECK_FALSE(draft_is_chain(kParent));
+    CHECK(draft_slots(chain) == std::vector<int64_t>{0, 1, 2, 3});
+    CHECK_THROWS_AS(draft_slots(std::vector<int32_t>{0, 0}), UsageError);
+    CHECK_THROWS_AS(draft_slots(std::vector<int32_t>{-1, 1}), UsageError);
+    CHECK_THROWS_AS(draft_slots(std::vector<int32_t>{-1, -1}), UsageError);
+}
+
+TEST_CASE("draft tree: every node's logits are plain decoding's down its path; the kept path decodes on", "[unit][spec]") {
+    Engine engine(test::engine_options(test::tiny_llama_path(), 512));
+    const auto prompt = engine.tokenizer().encode("Lily had a big red ball. She liked to play with it in the park.",
+                                                  engine.tokenizer().add_bos_default(), false);
+    // Nodes: tokens of the prompt, so that the text is plausible and every id valid.
+    std::vector<int32_t> tokens;
+    for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(prompt[(3 * i + 1) % prompt.size()]);
+    const int64_t V = engine.hparams().n_vocab;
+
+    const SeqId seq = engine.create_seq();
+    const SeqTokens p{seq, prompt};
+    engine.eval_batch({&p, 1});
+    const SeqTokens tree{seq, tokens, PassOutput::Verify, kParent};
+    const auto got = engine.eval_batch({&tree, 1});
+    const std::vector<float> rows(got.begin(), got.end());
+    REQUIRE(rows.size() == kParent.size() * size_t(V));
+    CHECK(engine.kv().seq_len(seq) == int32_t(prompt.size()));  // nothing committed until a path is kept
+    for (int32_t i = 0; i < int32_t(kParent.size()); ++i) {
+        INFO("node " << i);
+        std::vector<int32_t> path;
+        for (const int32_t n : path_to(i)) path.push_back(tokens[size_t(n)]);
+        CHECK(same_bits(std::span(rows).subspan(size_t(i) * size_t(V), size_t(V)), decoded(engine, prompt, path)));
+    }
+
+    // Keep the path to node 8 (root, 2, 5, 7, 8): its rows move to their positions.
+    const auto kept = path_to(8);
+    const auto slot = draft_slots(kParent);
+    std::vector<int64_t> from;
+    std::vector<int32_t> text;
+    for (const int32_t n : kept) from.push_back(slot[size_t(n)]), text.push_back(tokens[size_t(n)]);
+    engine.kv().keep_path(seq, from, text);
+    CHECK(engine.kv().seq_len(seq) == int32_t(prompt.size() + kept.size()));
+    const int32_t after = prompt[0];
+    const SeqTokens step{seq, {&after, 1}};
+    const auto next = engine.eval_batch({&step, 1});
+    text.push_back(after);
+    CHECK(same_bits(next, decoded(engine, prompt, text)));
+    engine.free_seq(seq);
+    CHECK(engine.kv().pool().n_used() == 0);
+}
+
+TEST_CASE("draft tree: a device verifies chains, and says so for a tree", "[unit][spec]") {
+    EngineOptions o = test::engine_options(test::tiny_llama_path(), 256);
+    o.gpu.device = DeviceKind::Sim;
+    o.gpu.gpu_mem = uint64_t{256} << 20;
+    Engine engine(o);
+    CHECK_FALSE(engine.verifies_trees());
+    const SeqId seq = engine.create_seq();
+    const std::vector<int32_t> prompt{1, 2, 3}, tokens{4, 5, 6};
+    const SeqTokens p{seq, prompt};
+    engine.eval_batch({&p, 1});
+    const std::vector<int32_t> branching{-1, 0, 0}, chain{-1, 0, 1};
+    const SeqTokens tree{seq, tokens, PassOutput::Verify, branching};
+    CHECK_THROWS_AS(engine.eval_batch({&tree, 1}), UsageError);
+    engine.kv().truncate_seq(seq, 3);
+    const SeqTokens line{seq, tokens, PassOutput::Verify, chain};
+    CHECK(engine.eval_batch({&line, 1}).size() == 3 * size_t(engine.hparams().n_vocab));
+    CHECK(engine.kv().seq_len(seq) == 6);
+}
