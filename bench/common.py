@@ -2,6 +2,8 @@
 page cache and a memory cgroup to hold an engine to a DRAM budget."""
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
 import subprocess
@@ -17,6 +19,29 @@ WORDS = ("river stone lamp orange quiet engine paper window garden signal copper
 
 def log(msg: str) -> None:
     print(f"[{PROG} {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def strata_bench_row(strata: str, model: str, args: list[str], test: str) -> dict | None:
+    """The row of `strata bench -m MODEL ARGS --json` whose test starts with `test` ("pp", "tg"), or
+    None where the engine refused the run (its error logged)."""
+    run = subprocess.run([strata, "bench", "-m", model, *args, "--json"], capture_output=True, text=True)
+    if run.returncode != 0:
+        log(f"refused: {run.stderr.strip().splitlines()[-2:]}")
+        return None
+    rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return next(r for r in rows if r["test"].startswith(test))
+
+
+def sim_device_parser(doc: str, reps: int, rounds: int) -> argparse.ArgumentParser:
+    """The options of a script that runs `strata bench` on the simulated device in rounds: the binary,
+    the models (-m, repeatable), repetitions a run, rounds, the simulated link in GB/s."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--strata", default="build/strata")
+    ap.add_argument("-m", "--model", action="append")
+    ap.add_argument("-r", "--reps", type=int, default=reps)
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--link", default="8")
+    return ap
 
 
 def cache_dir(*parts: str) -> str:

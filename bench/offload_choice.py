@@ -13,35 +13,21 @@ and the planner's choice (the device's plan where its prediction beats the CPU a
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
-import subprocess
 
-from common import default_model, log
+from common import default_model, log, sim_device_parser, strata_bench_row
 
 
 def bench(strata: str, model: str, extra: list[str], n_gen: int, reps: int) -> dict | None:
     """The tg row, or None where the engine refused the layout (its error logged)."""
-    cmd = [strata, "bench", "-m", model, "-p", "0", "-n", str(n_gen), "-r", str(reps), "--json", *extra]
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode != 0:
-        log(f"refused: {run.stderr.strip().splitlines()[-2:]}")
-        return None
-    rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    return next(r for r in rows if r["test"].startswith("tg"))
+    return strata_bench_row(strata, model, ["-p", "0", "-n", str(n_gen), "-r", str(reps), *extra], "tg")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--strata", default="build/strata")
-    ap.add_argument("-m", "--model", action="append")
+    ap = sim_device_parser(__doc__, reps=3, rounds=2)
     ap.add_argument("--shares", default="10,25,50,75,100")
     ap.add_argument("-n", "--n-gen", type=int, default=32)
-    ap.add_argument("-r", "--reps", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--link", default="8")
     a = ap.parse_args()
     print("| model | --gpu-mem | device measured | device predicted | meas/pred | CPU alone measured | CPU predicted "
           "| choice | choice / CPU alone |")

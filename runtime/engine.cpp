@@ -99,6 +99,8 @@ Engine::Engine(const EngineOptions& opts)
     lo.kv_spill_dir = opts.kv_spill_dir;
     lo.prefix_spill_bytes = opts.prefix_spill_bytes;
     lo.attention = opts.gpu.attention;
+    lo.op_offload = opts.gpu.op_offload;
+    lo.max_pass_rows = static_cast<int32_t>(Backend::kMaxUbatch);
     // The layers' sizes as the store reads them; then the KV cache and the placement of the
     // weights (the planner's); then the weights, held as placed.
     const ResidencyInput in =
@@ -168,6 +170,7 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
     co.kv = kv_on;
     co.int8_activations = opts.int8_activations;
     co.experts = placement_->plan.experts.device;
+    co.op_offload_rows = placement_->op_offload_rows;
     try {
         backend_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
     } catch (const DeviceOutOfMemory& e) {

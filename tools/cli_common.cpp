@@ -13,6 +13,7 @@
 #include "planner/plan_report.h"
 #include "planner/speculation.h"
 #include "planner/units.h"
+#include "runtime/place/op_offload_choice.h"
 #include "runtime/place/placement.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/spec/model_drafter.h"
@@ -52,6 +53,11 @@ runtime::EngineOptions ModelOptions::engine() const {
     if (!(sim_link > 0)) throw UsageError(fmt::format("--sim-link {} must be above 0 GB/s", sim_link));
     e.gpu.sim_link_gbps = sim_link;
     e.gpu.sim_threads = sim_threads;
+    const auto offload = runtime::parse_op_offload(op_offload);
+    if (!offload)
+        throw UsageError(fmt::format("--op-offload '{}' is not a choice", op_offload),
+                         "use auto, on, off, or the fewest prompt rows a pass needs to compute the CPU layers on the device");
+    e.gpu.op_offload = *offload;
     if (!sim_shrink.empty()) {
         const size_t colon = sim_shrink.find(':');
         const std::string passes = sim_shrink.substr(0, colon);
@@ -81,6 +87,7 @@ runtime::EngineOptions ModelOptions::engine() const {
                 fmt::print(stderr, "weighed   against {}: {:.3g} tokens/s decode, TTFT {} (this plan: {:.3g} tokens/s)\n",
                            p.alternative->what, p.alternative->prediction.decode_tps_per_seq,
                            planner::format_seconds(p.alternative->prediction.ttft_s), p.plan.prediction.decode_tps_per_seq);
+            if (const std::string offload = runtime::describe_op_offload(p); !offload.empty()) fmt::print(stderr, "{}\n", offload);
             if (depth > 0)
                 fmt::print(stderr, "speculation: at acceptance 0.5 {}; at 0.8 {}; at 0.95 {}\n", speculation_forecast(p, 0.5, depth),
                            speculation_forecast(p, 0.8, depth), speculation_forecast(p, 0.95, depth));

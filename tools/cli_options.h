@@ -32,6 +32,7 @@ struct ModelOptions {
     std::string device = "auto";     // what runs the layers: auto, cpu, sim, cuda
     double sim_link = 8;             // the simulated device's link, GB/s each way
     int sim_threads = 0;             // the simulated device's CPU threads; 0: half the cores
+    std::string op_offload = "auto";  // a prompt's passes computing the CPU layers on the device: auto, on, off, N rows
     std::string sim_shrink;          // PASSES:BYTES of the simulated device's memory taken away mid-run
     std::vector<std::string> override_tensor;  // --override-tensor REGEX=TIER
     std::string expert_policy = "adaptive";    // the expert cache's policy

@@ -299,6 +299,12 @@ int run_bench(const BenchOptions& o) {
             if (const auto& alt = engine.placement().alternative)
                 j["weighed"] = {{"against", alt->what}, {"decode_ts", alt->prediction.decode_tps_per_seq},
                                 {"this_decode_ts", engine.placement().plan.prediction.decode_tps_per_seq}};
+            // A device plan's CPU layers in the prompt's passes (op offload).
+            if (const runtime::Placement& pl = engine.placement(); !pl.op_offload.runs.empty())
+                j["op_offload"] = {{"cpu_layers", planner::format_runs(pl.op_offload.runs)},
+                                   {"from_rows", pl.op_offload_rows},
+                                   {"planner_rows", pl.op_offload.min_rows},
+                                   {"why", pl.op_offload_why}};
             if (r.passes > 0) j["tokens_per_pass"] = r.tokens_per_pass();
             if (!r.expert_counts.empty()) j["expert_counts"] = r.expert_counts;
             if (expert_plan.has_device() && !r.expert_counts.empty()) {

@@ -73,6 +73,12 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
         ->capture_default_str();
     cmd.add_option("--sim-threads", m.sim_threads, "CPU threads the simulated device's ops run on (default: half the cores)")
         ->check(CLI::NonNegativeNumber);
+    cmd.add_option("--op-offload", m.op_offload,
+                   "prefill with op offload, where a device plan leaves layers to the CPU: a prompt's pass copies those "
+                   "layers' weights to the device and computes them there (decode keeps them on the CPU). auto: from the "
+                   "rows the planner predicts the device faster (--show-plan says), on: every prompt pass, off: never, "
+                   "N: prompt passes of N rows or more")
+        ->capture_default_str();
     cmd.add_option("--sim-shrink-after", m.sim_shrink,
                    "PASSES:BYTES, e.g. 8:64M: after PASSES forward passes (0: at start-up) BYTES of the simulated "
                    "device's memory are taken away, as another program's allocation would take them from a GPU; the "

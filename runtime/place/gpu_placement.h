@@ -12,6 +12,7 @@
 
 #include "planner/hardware_profile.h"
 #include "runtime/place/kv_placement.h"
+#include "runtime/place/op_offload_choice.h"
 #include "runtime/place/placement.h"
 
 namespace strata::gpu { class Device; }
@@ -34,6 +35,7 @@ struct GpuRequest {
     AttentionChoice attention = AttentionChoice::Auto;
     double sim_link_gbps = 8;  // --sim-link: the simulated device's host <-> device rate, each way
     int sim_threads = 0;       // --sim-threads: CPU threads of the simulated device; 0: half the cores
+    OpOffloadMode op_offload;  // --op-offload: a prompt's passes computing the plan's CPU layers on the device
     // --sim-shrink-after PASSES:BYTES (gpu::SimOptions::shrink_after, shrink_bytes); -1: never.
     int64_t sim_shrink_after = -1;
     uint64_t sim_shrink_bytes = 0;

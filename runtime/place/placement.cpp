@@ -115,7 +115,11 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch)
     planner::Plan run = plan.has_gpu ? plan : as_run(plan, shape.kv_type, n_kv_layers_in_dram);
     run.policy.batch = wl.batch;  // the scheduler runs them all in one pass
     run.policy.n_micro = 1;
-    return planner::evaluate_plan(shape, hw, wl, run, run_limits(prefetch_depth, shape, run.policy.kv_type));
+    const planner::Prediction pred = planner::evaluate_plan(shape, hw, wl, run, run_limits(prefetch_depth, shape, run.policy.kv_type));
+    // A batch's prompts go through the device in passes too; priced for one sequence's, as chosen.
+    if (op_offload_rows <= 0 || wl.batch > 1) return pred;
+    const double saved = planner::op_offload_saving_s(shape, hw, run, wl.prompt_len, max_pass_rows, op_offload_rows);
+    return planner::with_saving(pred, saved, wl);
 }
 
 planner::HardwareProfile runtime_profile(std::string& source, int n_threads) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "planner/hardware_profile.h"
+#include "planner/op_offload.h"
 #include "planner/model_shape.h"
 #include "planner/plan.h"
 #include "planner/plan_report.h"
@@ -44,9 +45,17 @@ struct Placement {
     // The placement it was weighed against: the CPU alone beside a device plan, or the device
     // plan the CPU alone beat (PlacementOptions::alternative); `--show-plan` prints it.
     std::optional<PlanAlternative> alternative;
+    // A device plan's CPU layers in a prompt's passes (runtime/place/op_offload_choice.h): the
+    // planner's prices, the rows from which a pass computes them on the device (0: never), the
+    // rows of the runtime's largest pass, and why (--op-offload, or the planner's choice).
+    planner::OpOffload op_offload;
+    int32_t op_offload_rows = 0;
+    int32_t max_pass_rows = 0;
+    std::string op_offload_why;
 
     // The plan priced on this machine for `batch` requests of these lengths decoded together,
-    // as this runtime runs it (the plan's own prediction is for the workload it was made for).
+    // as this runtime runs it, op offload included (the plan's own prediction is for the workload
+    // it was made for).
     planner::Prediction predict(int n_prompt, int n_generated, int batch = 1) const;
 };
 

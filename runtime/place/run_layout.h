@@ -38,6 +38,8 @@ struct LayoutOptions {
     std::filesystem::path kv_spill_dir;  // empty: the cache folder
     std::optional<uint64_t> prefix_spill_bytes;  // nullopt: four times the KV cache
     AttentionChoice attention = AttentionChoice::Auto;
+    OpOffloadMode op_offload;  // a device plan's CPU layers in a prompt's passes
+    int32_t max_pass_rows = 256;  // the rows of the runtime's largest pass (Backend::kMaxUbatch)
 };
 
 // Device memory and pinned DRAM the device backend takes besides the layers and KV cache it

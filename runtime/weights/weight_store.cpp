@@ -187,7 +187,7 @@ WeightStore::WeightStore(const models::GgufFile& file, const models::Hparams& hp
     po.what = "weight streaming buffers";
     ring_ = std::make_unique<storage::PinnedPool>(budget, po);
     reader_->register_region(ring_->data(), ring_->bytes());
-    stream_ = make_stream();
+    stream_ = make_stream(*ring_, streamed_, "weights");
     STRATA_LOG_INFO("weights: {} of {} layers resident ({}), {} streamed from {} through {} x {} buffers ({} reader)",
                     weights_.layers.size() - streamed_.size(), weights_.layers.size(),
                     format_bytes(residency_.resident_bytes), streamed_.size(), file.path().string(),
@@ -279,10 +279,10 @@ WeightStore::HostRange WeightStore::layer_range(int il) const {
     return {residency_.resident[il] ? resident_base_[il] : view_base_, ranges_[il].length};
 }
 
-std::unique_ptr<StreamRing> WeightStore::make_stream() {
+std::unique_ptr<StreamRing> WeightStore::make_stream(storage::PinnedPool& pool, std::vector<int> items, const char* what) {
     auto s = std::make_unique<StreamRing>(
-        *reader_, *ring_, streamed_,
-        [this](int il) { return std::vector<RingRead>{{0, ranges_[il].offset, ranges_[il].length}}; }, "weights");
+        *reader_, pool, std::move(items),
+        [this](int il) { return std::vector<RingRead>{{0, ranges_[il].offset, ranges_[il].length}}; }, what);
     if (trace_) s->set_trace(trace_);
     return s;
 }
@@ -299,13 +299,16 @@ void WeightStore::check_file_unchanged() const {
 WeightStore::~WeightStore() {
     experts_.reset();  // waits for reads into the cache
     stream_.reset();  // waits for reads into the ring
+    as_read_.reset();
     if (reader_ && ring_) reader_->unregister_region(ring_->data());
+    if (reader_ && staging_) reader_->unregister_region(staging_->data());
 }
 
 void WeightStore::set_trace(Trace* trace) {
     trace_ = trace;
     reader_->set_trace(trace);
     if (stream_) stream_->set_trace(trace);
+    if (as_read_) as_read_->set_trace(trace);
     if (trace_) compute_track_ = trace_->track("compute: layers");
 }
 
@@ -319,24 +322,30 @@ StreamStats WeightStore::stats() const {
     return s;
 }
 
-const LayerWeights& WeightStore::acquire(int il) {
-    acquired_at_ = std::chrono::steady_clock::now();
-    if (residency_.resident[il]) return weights_.layers[il];
+const std::byte* WeightStore::read_through(std::unique_ptr<StreamRing>& ring, storage::PinnedPool& pool,
+                                           const std::vector<int>& items, const char* what, int il) {
     const std::byte* base = nullptr;
     try {
-        base = stream_->acquire(il);
+        base = ring->acquire(il);
         check_file_unchanged();
     } catch (const Error&) {
         // Nothing is held; a new ring reads every layer afresh instead of trusting a slot
         // whose read failed.
-        if (base) stream_->release();
-        stream_.reset();
-        stream_ = make_stream();
+        if (base) ring->release();
+        ring.reset();
+        ring = make_stream(pool, items, what);
         throw;
     }
-    view_base_ = base;
     stats_.bytes_read += ranges_[il].length;
     ++stats_.layers_read;
+    return base;
+}
+
+const LayerWeights& WeightStore::acquire(int il) {
+    acquired_at_ = std::chrono::steady_clock::now();
+    if (residency_.resident[il]) return weights_.layers[il];
+    const std::byte* base = read_through(stream_, *ring_, streamed_, "weights", il);
+    view_base_ = base;
     // The layer's tensors, rebased from the file into the slot.
     view_ = weights_.layers[il];
     for (WeightRef* r : refs(view_))
@@ -356,6 +365,28 @@ void WeightStore::read_layer(int il, std::byte* dst) {
     reader_->read({dst, ranges_[il].offset, ranges_[il].length});
     check_file_unchanged();
 }
+
+uint64_t WeightStore::stage_as_read(std::vector<int> layers, int n_slots, storage::MemoryBudget& budget) {
+    STRATA_ASSERT(!staging_ && !layers.empty() && n_slots > 0);
+    for (int il : layers) STRATA_ASSERT(residency_.resident[il]);
+    // Registered with CUDA like the streaming ring, so the copies to the device are direct.
+    [[maybe_unused]] static const bool gpu_pinned = gpu::install_cuda_host_pinner();
+    storage::PinnedPoolOptions po;
+    for (int il : layers) po.slot_bytes = std::max<size_t>(po.slot_bytes, ranges_[il].length);
+    po.n_slots = std::min(static_cast<size_t>(n_slots), layers.size());
+    po.what = "buffers for the CPU layers op offload copies to the device";
+    staging_ = std::make_unique<storage::PinnedPool>(budget, po);
+    reader_->register_region(staging_->data(), staging_->bytes());
+    staged_ = std::move(layers);
+    as_read_ = make_stream(*staging_, staged_, "weights as read");
+    return staging_->bytes();
+}
+
+WeightStore::HostRange WeightStore::acquire_as_read(int il) {
+    return {read_through(as_read_, *staging_, staged_, "weights as read", il), ranges_[il].length};
+}
+
+void WeightStore::release_as_read() { as_read_->release(); }
 
 void WeightStore::run_on_cpu(int il) {
     if (residency_.cpu(il)) return;

@@ -84,6 +84,17 @@ public:
     // Where tensor `w` of layer il starts inside the layer's range.
     uint64_t offset_in_layer(int il, const WeightRef& w) const;
 
+    // Resident `layers`, read afresh from the file in this order each cycle into `n_slots`
+    // pinned buffers (reserved in `budget`) ahead of use: the file's layout, for a device
+    // that copies in layers the CPU keeps in its tiles (op offload). Once, before the first
+    // acquire_as_read. Returns the pinned bytes held.
+    uint64_t stage_as_read(std::vector<int> layers, int n_slots, storage::MemoryBudget& budget);
+    // The next staged layer, `il`, as laid out in the file; blocks while it is read. Throws
+    // IoError (nothing held) when it cannot be read or the file changed since load. Valid
+    // until release_as_read.
+    HostRange acquire_as_read(int il);
+    void release_as_read();
+
     // Rewrites the resident layers' matrices and the output head (with the embeddings, when
     // they are the same tensor) in place into the CPU kernels' tiled layout (cpu::tile_weights)
     // where the active path has one; streamed layers stay as read. Only what the CPU computes:
@@ -107,7 +118,11 @@ private:
 
     // Fills anonymous memory with the resident weights and points weights_ at it.
     void load_resident();
-    std::unique_ptr<StreamRing> make_stream();
+    std::unique_ptr<StreamRing> make_stream(storage::PinnedPool& pool, std::vector<int> items, const char* what);
+    // Layer il from `ring` (over `items` in `pool`), counted in stats_; a failed read replaces
+    // the ring and throws.
+    const std::byte* read_through(std::unique_ptr<StreamRing>& ring, storage::PinnedPool& pool,
+                                  const std::vector<int>& items, const char* what, int il);
     // Throws IoError when the model file's size or modification time differ from load's.
     void check_file_unchanged() const;
 
@@ -123,6 +138,9 @@ private:
     std::unique_ptr<storage::Reader> reader_;
     std::unique_ptr<storage::PinnedPool> ring_;
     std::unique_ptr<StreamRing> stream_;
+    std::vector<int> staged_;  // resident layers read again as laid out in the file, in order
+    std::unique_ptr<storage::PinnedPool> staging_;
+    std::unique_ptr<StreamRing> as_read_;
     std::unique_ptr<ExpertCache> experts_;
     LayerWeights view_;  // the acquired streamed layer, rebased into its slot
     const std::byte* view_base_ = nullptr;  // its slot

@@ -1,8 +1,13 @@
 #pragma once
-// Engine options for tests: a model file and a context size, every other option at its default.
+// Engine options for tests: a model file and a context size, every other option at its default;
+// the plan an engine makes for given options.
 #include <filesystem>
+#include <optional>
+#include <stdexcept>
 
+#include "planner/plan.h"
 #include "runtime/engine.h"
+#include "runtime/place/placement.h"
 
 namespace strata::test {
 
@@ -11,6 +16,15 @@ inline runtime::EngineOptions engine_options(const std::filesystem::path& model,
     o.model = model;
     o.n_ctx = n_ctx;
     return o;
+}
+
+// The plan the engine makes for `o`, so that a test can change it and run the change.
+inline planner::Plan plan_made_for(runtime::EngineOptions o) {
+    std::optional<planner::Plan> made;
+    o.on_plan = [&](const runtime::Placement& p) { made = p.plan; };
+    runtime::Engine e(o);
+    if (!made) throw std::runtime_error("the engine made no plan");
+    return *made;
 }
 
 }  // namespace strata::test

@@ -83,8 +83,11 @@ struct DeviceBackend::Impl::CpuAttentionPass {
     }
 
     void run() {
-        for (size_t i = 0; i < m.schedule.size(); ++i) {
-            const PipelineStep& step = m.schedule[i];
+        // A prompt's pass here (the device cannot read the cache's type) may be op offload's: its
+        // CPU layers computed on the device, the CPU attending for them as for the rest.
+        const std::vector<PipelineStep>& steps = m.schedule_for(p);
+        for (size_t i = 0; i < steps.size(); ++i) {
+            const PipelineStep& step = steps[i];
             if (step.kind == PipelineStep::Copy) {
                 const bool wait = !deferred.empty() || (pending >= 0 && step.slot == pending_slot);
                 if (wait) deferred.push_back(step);
@@ -93,7 +96,7 @@ struct DeviceBackend::Impl::CpuAttentionPass {
             }
             if (step.kind == PipelineStep::CpuCompute) {
                 finish_pending();
-                i = m.layers_on_cpu(i, p, kv) - 1;
+                i = m.layers_on_cpu(steps, i, p, kv) - 1;
                 continue;
             }
             next_layer(step);

@@ -46,13 +46,15 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
     const bool values_in_keys = spec.values_in_keys;
     const void* kc = nullptr;
     const void* vc = nullptr;
-    if (opts.kv == KvPlacement::Device) {
+    if (kv_of(il) == KvPlacement::Device) {
         if (hidden_slot[il] >= 0) rebuild_kv(prog, l, kv);
         kc = kv_k[kv_slot[il]].data();
         vc = kv_v[kv_slot[il]].data();
     } else {
         // The host cache is the master copy: the new rows go down into it, then every block the
-        // pass reads comes up, at the same block ids, into the staging layer.
+        // pass reads comes up, at the same block ids, into the staging layer (op offload's own
+        // where the device's layers keep their KV cache in kv_k[0] and on).
+        const size_t stage = offload_kv >= 0 ? size_t(offload_kv) : 0;
         ev_qkv->record(s);
         ev_qkv->wait_on(*d2h);
         dev->copy_d2h(host->k, k.data(), size_t(n * KV) * 4, *d2h);
@@ -71,15 +73,15 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
         blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
         const size_t bytes = size_t(KvCache::kBlockSize) * size_t(kv.row_bytes());
         for (int32_t b : blocks) {
-            dev->copy_h2d(kv_k[0].as<std::byte>() + b * kv_block_bytes, kv.k(il, b), bytes, *h2d);
-            if (!values_in_keys) dev->copy_h2d(kv_v[0].as<std::byte>() + b * kv_block_bytes, kv.v(il, b), bytes, *h2d);
+            dev->copy_h2d(kv_k[stage].as<std::byte>() + b * kv_block_bytes, kv.k(il, b), bytes, *h2d);
+            if (!values_in_keys) dev->copy_h2d(kv_v[stage].as<std::byte>() + b * kv_block_bytes, kv.v(il, b), bytes, *h2d);
         }
         ev_up[0]->record(*h2d);
         ev_up[0]->wait_on(s);
         ev_up[0]->synchronize();  // a spilled layer's host buffer is reused after end_layer
         kv.end_layer(il, p.dirty);
-        kc = kv_k[0].data();
-        vc = kv_v[0].data();
+        kc = kv_k[stage].data();
+        vc = kv_v[stage].data();
     }
     gpu::DecodeAttentionArgs a;
     a.q = queries;

@@ -83,11 +83,17 @@ void DeviceBackend::Impl::run_pass(const PassLayout& p, KvCache& kv) {
     else run_schedule(p, kv);
 }
 
+const std::vector<PipelineStep>& DeviceBackend::Impl::schedule_for(const PassLayout& p) const {
+    const bool offload = !offload_schedule.empty() && p.n_long > 0 && p.n() >= opts.op_offload_rows;
+    return offload ? offload_schedule : schedule;
+}
+
 void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
-    for (size_t i = 0; i < schedule.size(); ++i) {
-        const PipelineStep& step = schedule[i];
+    const std::vector<PipelineStep>& steps = schedule_for(p);
+    for (size_t i = 0; i < steps.size(); ++i) {
+        const PipelineStep& step = steps[i];
         if (step.kind == PipelineStep::CpuCompute) {
-            i = layers_on_cpu(i, p, kv) - 1;
+            i = layers_on_cpu(steps, i, p, kv) - 1;
             continue;
         }
         if (step.kind == PipelineStep::Copy) {
@@ -103,13 +109,19 @@ void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
 void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
     // The slot's previous layer must be done before its weights are overwritten.
     computed[step.slot]->wait_on(*h2d);
-    store.acquire(step.layer);
-    const WeightStore::HostRange r = store.layer_range(step.layer);
+    // A resident CPU layer is in the CPU kernels' tiles; the device's kernels read the file's
+    // layout, which the store reads again for op offload.
+    const bool as_read = store.residency().cpu(step.layer) && store.residency().resident[step.layer];
+    if (!as_read) store.acquire(step.layer);
+    const WeightStore::HostRange r = as_read ? store.acquire_as_read(step.layer) : store.layer_range(step.layer);
     dev->copy_h2d(slots[step.slot].data(), r.data, r.length, *h2d);
     copied[step.slot]->record(*h2d);
-    // A layer streamed from NVMe sits in a ring buffer the store reuses once released.
-    if (store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
-    store.release(step.layer);
+    // A pinned buffer of either ring is reused once released.
+    if (as_read || store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
+    if (as_read)
+        store.release_as_read();
+    else
+        store.release(step.layer);
     layers[step.layer] = rebase(store, step.layer, store.weights().layers[step.layer], slots[step.slot].as<std::byte>());
 }
 

@@ -6,7 +6,9 @@
 // layer_schedule gives, so their copies overlap compute. The output head and norms live on the
 // device; embeddings are looked up on the host. The KV cache is in one of three places
 // (runtime/place/kv_placement.h). Layers the plan runs on the CPU get the pass's hidden states
-// down and send them back up; their KV cache is the host's. Three streams (compute, H2D, D2H) with an event for every
+// down and send them back up; their KV cache is the host's. A pass long enough for op offload
+// (DeviceBackendOptions::op_offload_rows) copies those layers in too and computes them on the
+// device, their K/V still stored and attended to in DRAM. Three streams (compute, H2D, D2H) with an event for every
 // dependency; the host waits only for data it needs (logits, q/k/v for CPU attention, a
 // streamed layer's copy before its host buffer is handed back). A mixture of experts keeps
 // every layer's attention on the device and runs its feed-forward on the host. The implementation:
@@ -37,6 +39,10 @@ struct DeviceBackendOptions {
     std::vector<std::vector<int32_t>> experts;
     // Decode steps held wholly on the device run as one captured graph (Device::capture).
     bool graphs = true;
+    // Op offload: a pass holding a prompt run (a segment of more than kDecodeRows tokens) of at
+    // least this many rows copies the plan's CPU layers into the device's slots and computes them
+    // there, attending on the CPU to their KV in DRAM; 0: the CPU layers always run on the CPU.
+    int64_t op_offload_rows = 0;
 };
 
 class DeviceBackend : public Backend {

@@ -78,6 +78,7 @@ struct DeviceBackend::Impl {
     std::vector<gpu::DeviceBuffer> slots;
     std::vector<std::unique_ptr<gpu::Event>> copied, computed;  // per slot
     std::vector<PipelineStep> schedule;
+    std::vector<PipelineStep> offload_schedule;  // the CPU layers copied in too (op offload); empty: none
     std::unique_ptr<CpuBackend> host_layers;  // the plan's CPU layers, when it has some
     std::unique_ptr<DeviceExperts> experts;  // a mixture of experts' routed experts held here
     Trace* trace = nullptr;                 // the CPU's attention for the device's layers
@@ -85,12 +86,13 @@ struct DeviceBackend::Impl {
     int cpu_layer_track = 0;  // the CPU's layers beside the device
 
     // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention, and
-    // HostCpuAttention's prompt passes);
-    // kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their
+    // HostCpuAttention's prompt passes, kv_k[0]; with Device, op offload's CPU layers stage in
+    // kv_k[offload_kv]); kv_slot[il] indexes kv_k and kv_v. Layers the plan recomputes (Device only) keep their
     // saved hidden states in hidden[hidden_slot[il]] and share one more K/V pair, rebuilt
     // before each use from rebuild_list (blocks, rows, positions: n_rebuild each).
     std::vector<gpu::DeviceBuffer> kv_k, kv_v, hidden;
     std::vector<int32_t> kv_slot, hidden_slot;
+    int32_t offload_kv = -1;  // -1: none of op offload's own
     gpu::DeviceBuffer rebuild_list;
     std::vector<RebuildRow> rebuild_rows;
     int64_t n_rebuild = 0;
@@ -127,6 +129,13 @@ struct DeviceBackend::Impl {
     std::vector<LayerWork> layer_work() const;
     // The CPU backend for the layers the host computes, made on first need.
     void host_layers_needed();
+    // Op offload's schedule, its pinned buffers for the CPU layers read as in the file and (KV
+    // on the device) its staging pair from `add_kv_pair`; returns the pinned bytes. Where DRAM
+    // or the device cannot hold them, a warning and none.
+    uint64_t prepare_op_offload(std::span<const LayerWork> work, const std::function<int32_t()>& add_kv_pair,
+                                storage::MemoryBudget& dram);
+    // Prompts' passes run the CPU layers on the CPU from now on; op offload's staging pair goes.
+    void drop_op_offload();
 
     // device_memory_loss.cpp: memory taken away mid-run. Before a pass, what the device may
     // still hold (Device::poll_memory); over it, layers move to the CPU until the rest fits.
@@ -151,9 +160,17 @@ struct DeviceBackend::Impl {
     void upload_pass(const PassLayout& p, const KvCache& kv);
     // device_backend.cpp: one pass (its inputs, the graph or the schedule);
     void run_pass(const PassLayout& p, KvCache& kv);
-    // the pass's layers as the schedule says (copies, device and CPU layers),
+    // the pass's layers as its schedule says (copies, device and CPU layers),
     // or the graph of a decode step that has one (null where the pass cannot be one).
     void run_schedule(const PassLayout& p, KvCache& kv);
+    // The schedule of pass `p`: offload_schedule for a pass long enough for op offload.
+    const std::vector<PipelineStep>& schedule_for(const PassLayout& p) const;
+    // Where layer il's K/V live: a layer the plan runs on the CPU keeps them in DRAM, and when
+    // op offload computes it on the device in a prompt's pass, the device attends over its
+    // blocks copied in (attention_on_device), as with HostGpuAttention.
+    KvPlacement kv_of(int il) const {
+        return store.residency().cpu(il) && opts.kv == KvPlacement::Device ? KvPlacement::HostGpuAttention : opts.kv;
+    }
     // cpu_attention_pipeline.cpp: the schedule with the host CPU attending (HostCpuAttention),
     // a pass's two sub-batches interleaved so that attention overlaps the device's matmuls.
     struct CpuAttentionPass;
@@ -167,9 +184,8 @@ struct DeviceBackend::Impl {
     uint64_t graph_launches = 0;
     std::vector<gpu::QueryRun> runs;      // the pass's prompt chunks, for the attention kernels
     void layer(int il, const DevLayer& l, const PassLayout& p, KvCache& kv);
-    // The run of CPU layers (and copies between them) from schedule[first]; returns the index
-    // past it.
-    size_t layers_on_cpu(size_t first, const PassLayout& p, KvCache& kv);
+    // The run of CPU layers (and copies between them) from steps[first]; returns the index past it.
+    size_t layers_on_cpu(std::span<const PipelineStep> steps, size_t first, const PassLayout& p, KvCache& kv);
     // A Copy step: the layer's weights into its slot on the H2D stream.
     void copy_in(const PipelineStep& step);
 

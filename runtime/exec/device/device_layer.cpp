@@ -99,12 +99,13 @@ void DeviceBackend::Impl::layer(int il, const DevLayer& l, const PassLayout& p, 
 // stream brings in the device's next layers, and they come back up once. Copies the schedule
 // puts between them (streamed layers, which wait for the CPU's turn in the stream) are issued
 // in their place.
-size_t DeviceBackend::Impl::layers_on_cpu(size_t first, const PassLayout& p, KvCache& kv) {
+size_t DeviceBackend::Impl::layers_on_cpu(std::span<const PipelineStep> steps, size_t first, const PassLayout& p,
+                                          KvCache& kv) {
     float* host_x = host_layers->act(Act::X);
     size_t end = first;
     on_host(p, x.as<float>(), host_x, [&] {
-        for (; end < schedule.size() && schedule[end].kind != PipelineStep::Compute; ++end) {
-            const PipelineStep& step = schedule[end];
+        for (; end < steps.size() && steps[end].kind != PipelineStep::Compute; ++end) {
+            const PipelineStep& step = steps[end];
             if (step.kind == PipelineStep::Copy) {
                 copy_in(step);
                 continue;

@@ -117,9 +117,19 @@ void DeviceBackend::Impl::host_layers_needed() {
 void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dram) {
     const Residency& r = store.residency();
     const std::vector<LayerWork> work = layer_work();
+    const auto count = [&](LayerSite site) {
+        return std::count_if(work.begin(), work.end(), [&](const LayerWork& w) { return w.site == site; });
+    };
+    // Op offload copies the CPU layers in as well, through the same slots (the run's layout
+    // reserved two slots of the largest layer whatever the plan).
+    const bool offload = opts.op_offload_rows > 0 && count(LayerSite::Cpu) > 0;
+    if (offload && hp.mla.enabled())
+        throw UsageError("op offload does not run latent attention (deepseek2)",
+                         "use --op-offload off");
     uint64_t slot_bytes = 0;
     for (int il = 0; il < hp.n_layer; ++il)
-        if (work[il].site == LayerSite::CopiedIn) slot_bytes = std::max(slot_bytes, store.layer_range(il).length);
+        if (work[il].site == LayerSite::CopiedIn || (offload && work[il].site == LayerSite::Cpu))
+            slot_bytes = std::max(slot_bytes, store.layer_range(il).length);
     if (slot_bytes > 0) {
         for (int i = 0; i < opts.n_slots; ++i) {
             slots.push_back(dev->memory().allocate(slot_bytes, "buffers for the layers copied in each pass"));
@@ -128,9 +138,6 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
         }
     }
     schedule = layer_schedule(work, std::max(1, opts.n_slots));
-    const auto count = [&](LayerSite site) {
-        return std::count_if(work.begin(), work.end(), [&](const LayerWork& w) { return w.site == site; });
-    };
     if (count(LayerSite::Cpu) > 0 || hp.moe.enabled()) host_layers_needed();
 
     const uint64_t n_blocks = kv.pool().n_blocks();
@@ -195,11 +202,49 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
                                                   opts.experts, dram);
         host_layers->set_remote_experts(experts.get());
     }
-    STRATA_LOG_INFO("{}: {} of {} layers on the device, {} copied in per pass through {} buffers of {}, {} on the CPU; "
+    // Last, so that op offload (a faster prefill) takes only what the plan's layers leave.
+    const uint64_t as_read_bytes = offload ? prepare_op_offload(work, add_kv_pair, dram) : 0;
+    const std::string offloaded =
+        !offload_schedule.empty() ? fmt::format(" (copied in and computed here in passes of {}+ prompt rows, read from the file through {} "
+                              "of pinned buffers)",
+                              opts.op_offload_rows, format_bytes(as_read_bytes))
+                : "";
+    STRATA_LOG_INFO("{}: {} of {} layers on the device, {} copied in per pass through {} buffers of {}, {} on the CPU{}; "
                     "KV cache {}; {} of device memory in use",
                     dev->name(), count(LayerSite::Device), hp.n_layer, count(LayerSite::CopiedIn), slots.size(),
-                    format_bytes(slot_bytes), count(LayerSite::Cpu), kv_placement_name(opts.kv),
+                    format_bytes(slot_bytes), count(LayerSite::Cpu), offloaded, kv_placement_name(opts.kv),
                     format_bytes(dev->memory().arena().used()));
+}
+
+uint64_t DeviceBackend::Impl::prepare_op_offload(std::span<const LayerWork> work, const std::function<int32_t()>& add_kv_pair,
+                                                 storage::MemoryBudget& dram) {
+    // The CPU keeps its resident layers in its kernels' tiles: the device's copies come from
+    // the file, read ahead into pinned buffers as the copies go.
+    std::vector<int> as_read;
+    for (int il = 0; il < hp.n_layer; ++il)
+        if (work[il].site == LayerSite::Cpu && store.residency().resident[il]) as_read.push_back(il);
+    offload_schedule = layer_schedule(op_offloaded(work), std::max(1, opts.n_slots));
+    try {
+        // The CPU layers' K/V stay in DRAM; with the device's own layers' KV cache on the device,
+        // the blocks they attend to come up into a pair of their own.
+        if (opts.kv == KvPlacement::Device) offload_kv = add_kv_pair();
+        return as_read.empty() ? 0 : store.stage_as_read(std::move(as_read), std::max(1, opts.n_slots), dram);
+    } catch (const OutOfBudget& e) {
+        // Prefill is slower without it, never wrong: the run goes on.
+        STRATA_LOG_WARN("op offload: {}; the CPU layers prefill on the CPU (a larger --dram or --gpu-mem makes room; "
+                        "--op-offload off skips it)",
+                        e.what());
+        drop_op_offload();
+        return 0;
+    }
+}
+
+void DeviceBackend::Impl::drop_op_offload() {
+    offload_schedule.clear();
+    if (offload_kv < 0) return;
+    kv_k[size_t(offload_kv)].reset();
+    kv_v[size_t(offload_kv)].reset();
+    offload_kv = -1;
 }
 
 }  // namespace strata::runtime

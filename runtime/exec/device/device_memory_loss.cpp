@@ -3,6 +3,7 @@
 // their KV cache copied down into the host's cache, so the run goes on with the same tokens.
 #include <algorithm>
 #include <numeric>
+#include <string>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -38,6 +39,10 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
     const uint64_t before = arena.used();
     std::vector<int> moved;
     ++memory_losses;
+    // Op offload goes first: a faster prefill, not a layer; and the layers moved below are not
+    // among those it reads from the file, so its schedule would not hold.
+    const bool offloaded = !offload_schedule.empty();
+    drop_op_offload();
     while (arena.used() > target) {
         const int il = layer_to_move();
         if (il < 0)
@@ -56,9 +61,11 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
         computed.clear();
     }
     schedule = layer_schedule(work, std::max(1, static_cast<int>(slots.size())));
-    STRATA_LOG_WARN("{}: {}; layers {} moved to the CPU with their KV cache, {} freed ({} of device memory in use)",
-                    dev->name(), why, fmt::join(moved, ", "), format_bytes(before - arena.used()),
-                    format_bytes(arena.used()));
+    std::vector<std::string> done;
+    if (offloaded) done.push_back("op offload stopped (prompts prefill the CPU layers there)");
+    if (!moved.empty()) done.push_back(fmt::format("layers {} moved to the CPU with their KV cache", fmt::join(moved, ", ")));
+    STRATA_LOG_WARN("{}: {}; {}, {} freed ({} of device memory in use)", dev->name(), why, fmt::join(done, ", "),
+                    format_bytes(before - arena.used()), format_bytes(arena.used()));
 }
 
 void DeviceBackend::Impl::move_to_cpu(int il, KvCache& kv) {

@@ -116,7 +116,7 @@ void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& p
 size_t DeviceBackend::Impl::keys_rotated_in_store(std::span<const Step> s, const LayerProgram& prog, const DevLayer& l,
                                                   const Rows& r, const PassLayout* p, KvCache& kv, bool saves_inputs) {
     // MLA rotates the RoPE part at the end of its cache row (an offset), which the store's RoPE does not.
-    if (opts.kv != KvPlacement::Device || s.empty() || s[0].op != Op::Rope || s[0].dst != Act::K || s[0].offset != 0) return 0;
+    if (kv_of(prog.il) != KvPlacement::Device || s.empty() || s[0].op != Op::Rope || s[0].dst != Act::K || s[0].offset != 0) return 0;
     const auto store = std::find_if(s.begin() + 1, s.end(), [](const Step& st) { return st.op == Op::StoreKv; });
     auto reads_keys = [&](const Step& st) { return st.op != Op::Attend && st.op != Op::StoreKv && reads(st, Act::K, saves_inputs); };
     if (store == s.end() || std::any_of(s.begin() + 1, s.end(), reads_keys)) return 0;
@@ -172,7 +172,7 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
         // With the KV cache on the host, attention stores the rows there (device_attention.cpp,
         // cpu_attention_pipeline.cpp).
         case Op::StoreKv:
-            if (opts.kv == KvPlacement::Device) store_kv(prog.il, r);
+            if (kv_of(prog.il) == KvPlacement::Device) store_kv(prog.il, r);
             return;
         case Op::Glu:
             if (st.act == models::FfnAct::GeluTanh) dev->geglu(dst, at(st.src), n, width, s);

@@ -47,4 +47,11 @@ std::vector<PipelineStep> layer_schedule(std::span<const LayerWork> layers, int 
     return steps;
 }
 
+std::vector<LayerWork> op_offloaded(std::span<const LayerWork> layers) {
+    std::vector<LayerWork> out(layers.begin(), layers.end());
+    for (LayerWork& w : out)
+        if (w.site == LayerSite::Cpu) w.site = LayerSite::CopiedIn;
+    return out;
+}
+
 }  // namespace strata::runtime

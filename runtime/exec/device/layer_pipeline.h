@@ -37,4 +37,8 @@ struct PipelineStep {
 // Layers are computed in order, copied ones copied in that order too. n_slots >= 1.
 std::vector<PipelineStep> layer_schedule(std::span<const LayerWork> layers, int n_slots);
 
+// The same layers with every CPU layer copied in instead (op offload: a long prompt's pass
+// computes them on the device), each still read from where it lies (DRAM, or the stream).
+std::vector<LayerWork> op_offloaded(std::span<const LayerWork> layers);
+
 }  // namespace strata::runtime

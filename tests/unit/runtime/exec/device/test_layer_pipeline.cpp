@@ -117,3 +117,21 @@ TEST_CASE("layer schedule: the first streamed layers load while the resident one
     CHECK(std::none_of(steps.begin(), steps.end(), [](const PipelineStep& s) { return s.kind == PipelineStep::Copy; }));
     CHECK(simulate(steps, all, 2, {5.0, 1.0}) == Approx(6.0));
 }
+
+TEST_CASE("layer schedule: op offload copies the CPU layers in too, keeping every layer where it was otherwise",
+          "[layer_pipeline]") {
+    // Device, CPU from DRAM, CPU streamed, copied in, CPU from DRAM.
+    const std::vector<LayerWork> layers = {{LayerSite::Device, false}, {LayerSite::Cpu, false}, {LayerSite::Cpu, true},
+                                           {LayerSite::CopiedIn, false}, {LayerSite::Cpu, false}};
+    const std::vector<LayerWork> offloaded = op_offloaded(layers);
+    REQUIRE(offloaded.size() == layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) {
+        CHECK(offloaded[l].streamed == layers[l].streamed);
+        CHECK(offloaded[l].site == (layers[l].site == LayerSite::Cpu ? LayerSite::CopiedIn : layers[l].site));
+    }
+    const auto steps = layer_schedule(offloaded, 2);
+    CHECK(std::none_of(steps.begin(), steps.end(), [](const PipelineStep& s) { return s.kind == PipelineStep::CpuCompute; }));
+    // Copies faster than compute: the first copy overlaps the device layer's compute, and the
+    // other three copies each the compute before them: five computes back to back.
+    CHECK(simulate(steps, offloaded, 2, {1.0, 2.0}) == Approx(5 * 2.0));
+}

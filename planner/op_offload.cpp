@@ -1,0 +1,120 @@
+#include "planner/op_offload.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/kernel_shapes.h"
+#include "planner/cost_model.h"
+
+namespace strata::planner {
+
+namespace {
+constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
+              H = static_cast<int>(Stream::PcieH2D), N = static_cast<int>(Stream::Nvme);
+
+bool on_cpu(const LayerPlacement& l) { return device_of(l.weights) == Device::Cpu; }
+
+// The CPU keeps its layers in its kernels' tiles, which the device does not read: its copy of
+// a CPU layer is read from the model file each pass, wherever the CPU's lies.
+constexpr WeightOption kCopiedIn = WeightOption::NvmeToGpu;
+}  // namespace
+
+std::vector<LayerSpan> cpu_layer_runs(const Plan& plan) {
+    std::vector<LayerSpan> runs;
+    for (const LayerPlacement& l : plan.layers) {
+        if (!on_cpu(l)) continue;
+        if (!runs.empty() && runs.back().last + 1 == l.layer) runs.back().last = l.layer;
+        else runs.push_back({l.layer, l.layer});
+    }
+    return runs;
+}
+
+std::string format_runs(std::span<const LayerSpan> runs) {
+    std::string s;
+    for (const LayerSpan& r : runs) {
+        if (!s.empty()) s += ", ";
+        s += r.first == r.last ? fmt::format("{}", r.first) : fmt::format("{}-{}", r.first, r.last);
+    }
+    return s;
+}
+
+OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t rows) {
+    OpOffloadPrice price;
+    if (!hw.has_gpu()) return price;
+    Workload wl = plan.workload;
+    wl.prompt_len = rows;
+    wl.batch = 1;
+    Policy one = plan.policy;
+    one.batch = one.n_micro = 1;
+    const CostModel model(shape, hw, wl, one);
+    const GpuProfile& gpu = *hw.gpu;
+    // A layer's keys and values go down into the host's cache (decode reads it there), and the
+    // cache's rows the pass attends to come back up for the device to attend over: for a pass
+    // from the prompt's start, its own rows. Two hops, and their bytes.
+    const double hops = rows * 2.0 * shape.n_embd_kv() * 4 / (gpu.d2h_gbps * 1e9) +
+                        rows * shape.kv_bytes_per_token() / (gpu.h2d_gbps * 1e9) + 2 * gpu.handoff_us * 1e-6;
+    double cpu_nvme = 0, dev_nvme = 0;
+    bool first = true;
+    const LayerPlacement* prev = nullptr;
+    for (const LayerPlacement& l : plan.layers) {
+        const bool follows_cpu_layer = prev && on_cpu(*prev);
+        prev = &l;
+        if (!on_cpu(l)) continue;
+        const Cost cpu = model.layer_weights(l.layer, l.weights);
+        // A run of CPU layers hops to the host and back once (CostModel::drop_hop).
+        price.cpu_s += cpu.prefill[C] + cpu.prefill_overhead - (follows_cpu_layer ? gpu.handoff_us * 1e-6 : 0);
+        cpu_nvme += cpu.prefill[N];
+        const Cost dev = model.layer_weights(l.layer, kCopiedIn);
+        const double copy = dev.prefill[H], compute = dev.prefill[G] + dev.prefill_overhead + hops;
+        // The first copy has nothing of these layers' to overlap; each later one the layer before's compute.
+        price.device_s += (first ? copy : 0) + std::max(first ? 0 : copy, compute);
+        dev_nvme += dev.prefill[N];
+        first = false;
+    }
+    price.cpu_s = std::max(price.cpu_s, cpu_nvme);
+    price.device_s = std::max(price.device_s, dev_nvme);
+    return price;
+}
+
+double op_offload_saving_s(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t prompt_len,
+                           int32_t max_rows, int32_t min_rows) {
+    if (min_rows <= 0) return 0;
+    double saved = 0;
+    for (int32_t left = prompt_len; left > 0; left -= max_rows) {
+        const int32_t rows = std::min(left, max_rows);
+        if (rows < min_rows) continue;
+        const OpOffloadPrice p = price_op_offload(shape, hw, plan, rows);
+        saved += p.cpu_s - p.device_s;  // negative where a forced row count makes it slower
+    }
+    return saved;
+}
+
+OpOffload choose_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t max_rows) {
+    OpOffload o;
+    o.ttft_s = plan.prediction.ttft_s;
+    if (!hw.has_gpu()) return o;
+    o.runs = cpu_layer_runs(plan);
+    if (o.runs.empty()) return o;
+    // From the largest pass down, while the device stays ahead; a pass of up to kCpuGemvTokens
+    // rows a sequence is decode to the runtime, which never offloads it.
+    for (int32_t rows = max_rows; rows > kCpuGemvTokens; --rows) {
+        const OpOffloadPrice p = price_op_offload(shape, hw, plan, rows);
+        if (!(p.device_s < p.cpu_s)) break;
+        o.min_rows = rows;
+    }
+    o.ttft_s -= op_offload_saving_s(shape, hw, plan, plan.workload.prompt_len, max_rows, o.min_rows);
+    return o;
+}
+
+Prediction with_saving(Prediction p, double saved_s, const Workload& wl) {
+    p.prefill.time_s -= saved_s;
+    p.ttft_s -= saved_s;
+    p.total_s -= saved_s;
+    const double generated = double(wl.batch) * wl.gen_len;
+    p.throughput_tps = generated / p.total_s;
+    p.objective_s = p.total_s / (wl.objective == Objective::Throughput ? generated : wl.gen_len);
+    return p;
+}
+
+}  // namespace strata::planner

@@ -1,0 +1,61 @@
+#pragma once
+// Prefill with op offload (llama.cpp's, for a large batch): a pass of many rows copies the
+// layers a device plan computes on the CPU into the device's ring of slots and computes them
+// there, each layer's copy overlapping the compute of the one before, while a decode pass
+// keeps them on the CPU. Whether it pays is a matter of the pass's rows: the copy of a layer's
+// weights costs the same at any row count, the CPU's matmuls grow with the rows. Priced from the
+// same figures as every plan (the probe's CPU and device rates, the link's).
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "planner/hardware_profile.h"
+#include "planner/model_shape.h"
+#include "planner/plan.h"
+
+namespace strata::planner {
+
+// Consecutive layers, first to last, whatever their placement.
+struct LayerSpan {
+    int32_t first = 0, last = 0;
+    bool operator==(const LayerSpan&) const = default;
+};
+
+// The plan's layers whose matmuls run on the CPU beside the device, in runs.
+std::vector<LayerSpan> cpu_layer_runs(const Plan& plan);
+// "12-23, 30"
+std::string format_runs(std::span<const LayerSpan> runs);
+
+// The plan's CPU layers in one pass of `rows` prompt rows, both ways.
+struct OpOffloadPrice {
+    double cpu_s = 0;     // computed by the CPU where they lie (streamed ones read from the disk beside it)
+    double device_s = 0;  // read from the model file (the CPU's copy is in its kernels' tiles), copied
+                          // to the device and computed there: the first copy, then per layer the
+                          // longer of its copy and its compute (with its K/V going down into the
+                          // host's cache in DRAM and the rows it attends to coming back up),
+                          // and at least the disk's time for every layer's read
+};
+OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t rows);
+
+struct OpOffload {
+    std::vector<LayerSpan> runs;  // the CPU layers
+    // Passes of at least this many rows compute them on the device: the fewest rows from which
+    // the device is predicted faster at every row count up to the largest pass, and more than a
+    // decode pass's kCpuGemvTokens (the runtime offloads a pass only for a prompt run); 0: at none.
+    int32_t min_rows = 0;
+    double ttft_s = 0;  // the plan's first token for its workload's prompt with op offload as chosen
+};
+// `max_rows`: the rows of the runtime's largest pass (a longer prompt goes in passes of it).
+// Without CPU layers or a device, no runs and min_rows 0.
+OpOffload choose_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t max_rows);
+// What a prompt of `prompt_len` tokens saves (negative: loses), in passes of at most
+// `max_rows`, where passes of `min_rows` or more compute the CPU layers on the device (0: none do).
+double op_offload_saving_s(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t prompt_len,
+                           int32_t max_rows, int32_t min_rows);
+
+// A prediction whose prefill takes `saved_s` less (its first token, its total and the rates
+// that follow from them), for `wl`.
+Prediction with_saving(Prediction p, double saved_s, const Workload& wl);
+
+}  // namespace strata::planner

@@ -1,0 +1,204 @@
+// Prefill with op offload on the simulated device (SmolLM2): a prompt's passes copy the plan's
+// CPU layers to the device and compute them there, their K/V stored in DRAM (the device
+// attending over the blocks copied in), while decode keeps them on the CPU. Since the simulated device's ops are the CPU
+// kernels in the same row groups, the prompt's logits and the greedy tokens that follow equal,
+// bit for bit, those of the same plan with op offload off (and of the CPU engine), whether the
+// CPU layers lie in DRAM or are streamed from NVMe and wherever the device's own layers keep
+// their KV, with the CPU's resident layers in its kernels' tiles throughout (the device's copies
+// are read from the file). The trace shows which passes ran the CPU layers on the CPU.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/plan.h"
+#include "runtime/engine.h"
+#include "runtime/place/placement.h"
+#include "runtime/weights/weight_store.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/engine_options.h"
+#include "tests/support/generate.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/greedy.h"
+#include "tests/support/model_paths.h"
+
+using namespace strata;
+using namespace strata::runtime;
+using KvOption = planner::KvOption;
+using WeightOption = planner::WeightOption;
+
+namespace {
+
+const char* const kText =
+    "A lighthouse keeper kept a log of every ship that passed the point: its flag, its cargo when he could "
+    "tell, the weather and the hour. ";
+
+EngineOptions options(const std::filesystem::path& model, OpOffloadMode::Kind offload, AttentionChoice attention) {
+    EngineOptions eo;
+    eo.model = model;
+    eo.n_ctx = 1024;
+    eo.gpu.device = DeviceKind::Sim;
+    eo.gpu.attention = attention;
+    eo.gpu.gpu_mem = uint64_t{1} << 30;
+    eo.gpu.sim_link_gbps = 50;
+    eo.gpu.op_offload = {offload};
+    return eo;
+}
+
+// Of every four layers: one on the device, one copied in from DRAM each pass, and two whose
+// matmuls the CPU runs (from DRAM, or streamed from NVMe where `streamed`); KV on the device or
+// in DRAM with attention on either side.
+planner::Plan with_cpu_layers(planner::Plan p, bool streamed, KvOption kv, bool cpu_attention) {
+    const WeightOption cpu = streamed ? WeightOption::NvmeCpu : WeightOption::DramCpu;
+    const WeightOption cycle[] = {WeightOption::Gpu, cpu, cpu, WeightOption::DramToGpu};
+    for (auto& l : p.layers) {
+        l.weights = cycle[l.layer % 4];
+        l.kv = kv;
+        l.attention = cpu_attention ? planner::Device::Cpu : planner::Device::Gpu;
+    }
+    p.policy.cpu_attention = cpu_attention;
+    p.policy.recompute = false;
+    return p;
+}
+
+std::vector<int32_t> long_prompt(const Engine& e) {
+    // Longer than one pass (Backend::kMaxUbatch), so that the second pass attends to the first's KV.
+    std::vector<int32_t> prompt;
+    while (prompt.size() < 300) {
+        const auto more = e.tokenizer().encode(kText, prompt.empty(), false);
+        prompt.insert(prompt.end(), more.begin(), more.end());
+    }
+    return prompt;
+}
+
+// Slices on the trace's "cpu: layers" track: the CPU layers the CPU ran beside the device.
+size_t cpu_layer_slices(const std::filesystem::path& trace) {
+    std::ifstream in(trace);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    int track = -1;
+    for (const auto& ev : j["traceEvents"])
+        if (ev["ph"] == "M" && ev["args"]["name"] == "cpu: layers") track = ev["tid"];
+    size_t n = 0;
+    for (const auto& ev : j["traceEvents"]) n += ev["ph"] == "X" && ev["tid"] == track;
+    return n;
+}
+
+// The CPU's resident layers (at least one) each hold their matrices in its kernels' tiles
+// (those of a type the kernels tile).
+bool cpu_layers_tiled(const Engine& e) {
+    const WeightStore& store = e.weights();
+    int n = 0;
+    for (int il = 0; il < static_cast<int>(store.weights().layers.size()); ++il) {
+        if (!store.residency().cpu(il) || !store.residency().resident[il]) continue;
+        ++n;
+        const LayerWeights& l = store.weights().layers[il];
+        if (std::none_of(std::begin(LayerWeights::kMatrices), std::end(LayerWeights::kMatrices),
+                         [&](auto m) { return (l.*m).tiled; }))
+            return false;
+    }
+    return n > 0;
+}
+
+struct Run {
+    std::vector<float> logits;   // the prompt's, teacher-forced
+    std::vector<int32_t> tokens;  // greedy, after the prompt
+    size_t cpu_layers_in_prompt = 0;
+    bool tiled = false;  // cpu_layers_tiled after the prompt
+};
+
+Run run(EngineOptions o, const planner::Plan& plan, const std::filesystem::path& trace) {
+    o.plan = plan;
+    o.trace_path = trace;
+    Run r;
+    {
+        Engine e(o);
+        const auto prompt = long_prompt(e);
+        r.logits = test::prompt_logits(e, prompt);
+        r.tiled = cpu_layers_tiled(e);
+    }
+    r.cpu_layers_in_prompt = cpu_layer_slices(trace);
+    o.trace_path.clear();
+    Engine e(o);
+    r.tokens = test::generate(e, long_prompt(e), test::greedy(16, true)).tokens;
+    return r;
+}
+
+void offload_gives_the_same_results(bool streamed, KvOption kv, bool cpu_attention) {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    const AttentionChoice attention = cpu_attention ? AttentionChoice::Cpu : AttentionChoice::Gpu;
+    const planner::Plan plan = with_cpu_layers(test::plan_made_for(options(*path, OpOffloadMode::Off, attention)), streamed, kv, cpu_attention);
+    const Run off = run(options(*path, OpOffloadMode::Off, attention), plan, test::temp_path("op_offload_off.json"));
+    const Run on = run(options(*path, OpOffloadMode::On, attention), plan, test::temp_path("op_offload_on.json"));
+    // Off: every CPU layer ran on the CPU in each of the prompt's two passes; on: none did.
+    const size_t n_cpu = size_t(std::count_if(plan.layers.begin(), plan.layers.end(),
+                                              [](const auto& l) { return planner::device_of(l.weights) == planner::Device::Cpu; }));
+    CHECK(off.cpu_layers_in_prompt == 2 * n_cpu);
+    CHECK(on.cpu_layers_in_prompt == 0);
+    REQUIRE(on.logits.size() == off.logits.size());
+    CHECK(std::equal(on.logits.begin(), on.logits.end(), off.logits.begin()));
+    CHECK(on.tokens == off.tokens);
+    if (!streamed) CHECK((on.tiled && off.tiled));
+}
+
+}  // namespace
+
+TEST_CASE("sim device: op offload gives the logits and tokens of CPU layers run on the CPU", "[model][device][op_offload]") {
+    SECTION("KV on the device") { offload_gives_the_same_results(false, KvOption::Gpu, false); }
+    SECTION("KV in DRAM, CPU attention") { offload_gives_the_same_results(false, KvOption::Dram, true); }
+    SECTION("KV in DRAM, device attention") { offload_gives_the_same_results(false, KvOption::Dram, false); }
+}
+
+TEST_CASE("sim device: op offload of CPU layers streamed from NVMe gives the same results", "[model][device][op_offload]") {
+    offload_gives_the_same_results(true, KvOption::Gpu, false);
+}
+
+TEST_CASE("sim device: decode after op-offloaded prefill, on tiled CPU layers, gives the CPU engine's tokens", "[model][device][op_offload]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions o = options(*path, OpOffloadMode::On, AttentionChoice::Gpu);
+    o.plan = with_cpu_layers(test::plan_made_for(o), false, KvOption::Gpu, false);
+    Engine dev(o);
+    CHECK(cpu_layers_tiled(dev));
+    EngineOptions c = options(*path, OpOffloadMode::Off, AttentionChoice::Auto);
+    c.gpu.device = DeviceKind::Cpu;
+    Engine cpu(c);
+    const auto prompt = long_prompt(cpu);
+    CHECK(test::generate(dev, prompt, test::greedy(16, true)).tokens == test::generate(cpu, prompt, test::greedy(16, true)).tokens);
+}
+
+// Device memory taken away between the prompt's two passes, under op offload: op offload stops
+// (its staging pair goes first: with the KV cache on the device, the CPU layers' blocks came up
+// into a pair of its own), layers move to the CPU with their KV cache, the second pass prefills
+// the CPU layers there, and the tokens are the CPU engine's.
+TEST_CASE("sim device: memory taken away mid-prompt under op offload gives the CPU engine's tokens", "[model][device][op_offload]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions c = options(*path, OpOffloadMode::Off, AttentionChoice::Auto);
+    c.gpu.device = DeviceKind::Cpu;
+    Engine cpu(c);
+    const auto prompt = long_prompt(cpu);
+    const auto want = test::generate(cpu, prompt, test::greedy(16, true)).tokens;
+    for (const KvOption kv : {KvOption::Gpu, KvOption::Dram}) {
+        INFO((kv == KvOption::Gpu ? "KV on the device" : "KV in DRAM"));
+        EngineOptions o = options(*path, OpOffloadMode::On, AttentionChoice::Gpu);
+        o.plan = with_cpu_layers(test::plan_made_for(o), false, kv, false);
+        uint64_t used = 0;
+        {
+            Engine e(o);
+            used = e.gauges().gpu_used;
+        }
+        // After the first pass, 6 MiB less than the run holds: more than op offload's staging pair.
+        o.gpu.sim_shrink_after = 1;
+        o.gpu.sim_shrink_bytes = *o.gpu.gpu_mem - (used - (uint64_t{6} << 20));
+        Engine e(o);
+        CHECK(test::generate(e, prompt, test::greedy(16, true)).tokens == want);
+        const TierGauges g = e.gauges();
+        CHECK(g.gpu_memory_losses == 1);
+        CHECK(g.gpu_layers_moved > 0);
+        CHECK(g.gpu_used <= g.gpu_budget);
+    }
+}

@@ -1,0 +1,124 @@
+// The planner's price of op offload (planner/op_offload.h), worked out by hand on a toy model:
+// the pass's row count at which copying the CPU layers to the device starts to beat computing
+// them where they lie.
+#include <catch2/catch.hpp>
+
+#include "planner/op_offload.h"
+#include "tests/support/toy_hardware.h"
+#include "tests/support/toy_shape.h"
+
+using namespace strata;
+using namespace strata::planner;
+using strata::test::toy_shape;
+
+namespace {
+
+// The toy CPU (GEMM 100 GFLOPS, GEMV 10 GB/s) beside a device of 1000 GB/s and 100 TFLOPS on a
+// link of `link_gbps` each way, no launch or hand-off costs, and a disk reading `disk_gbps`
+// (the device's copies of the CPU's layers are read from the file): by default fast enough
+// never to matter.
+HardwareProfile toy_machine(double link_gbps, double disk_gbps = 1e6) {
+    HardwareProfile hw = test::toy_cpu();
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, link_gbps, link_gbps, "", 0};
+    hw.nvme.read_gbps = disk_gbps;
+    return hw;
+}
+
+// Layers 1 and 2 at `cpu` (their matmuls on the CPU), 0 and 3 on the device.
+Plan toy_plan(WeightOption cpu) {
+    Plan p;
+    p.has_gpu = true;
+    p.n_layer = 4;
+    p.workload = Workload{512, 128, 1, Objective::Latency};
+    for (int32_t il = 0; il < 4; ++il) {
+        const bool on_cpu = il == 1 || il == 2;
+        p.layers.push_back({il, on_cpu ? cpu : WeightOption::Gpu, KvOption::Gpu, on_cpu ? Device::Cpu : Device::Gpu});
+    }
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("op offload: the device takes the CPU layers from the row count where their copy costs less than their compute",
+          "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    const HardwareProfile hw = toy_machine(10);
+    const Plan plan = toy_plan(WeightOption::DramCpu);
+    // CPU: per layer the larger of n x 1e9 flops at 100 GFLOPS and 1 GB at 10 GB/s: 0.2 s for
+    // the two up to 10 rows, 0.02 s a row beyond. Device: the first copy (1 GB at 10 GB/s, 0.1 s),
+    // then per layer the longer of its compute (1 ms over the weights; per row 8 KiB of f32 K and
+    // V down into the host's cache, 4 KiB of its f16 rows back up) and the next copy:
+    // 0.2 s + 1 ms + n x 1.2288 us.
+    const OpOffloadPrice at10 = price_op_offload(s, hw, plan, 10);
+    CHECK(at10.cpu_s == Approx(0.2));
+    CHECK(at10.device_s == Approx(0.201 + 10 * 12288e-10));
+    const OpOffloadPrice at11 = price_op_offload(s, hw, plan, 11);
+    CHECK(at11.cpu_s == Approx(0.22));
+    CHECK(at11.device_s < at11.cpu_s);
+    CHECK(at10.device_s > at10.cpu_s);
+
+    const OpOffload o = choose_op_offload(s, hw, plan, 256);
+    REQUIRE(o.runs == std::vector<LayerSpan>{{1, 2}});
+    CHECK(format_runs(o.runs) == "1-2");
+    CHECK(o.min_rows == 11);
+    // Every pass from there up to the largest is priced faster on the device.
+    for (int32_t rows : {11, 12, 64, 256}) {
+        const OpOffloadPrice p = price_op_offload(s, hw, plan, rows);
+        CHECK(p.device_s < p.cpu_s);
+    }
+    // The plan's 512-token prompt in two passes of 256 rows: each saves 5.12 s less the device's.
+    const OpOffloadPrice at256 = price_op_offload(s, hw, plan, 256);
+    CHECK(op_offload_saving_s(s, hw, plan, 512, 256, o.min_rows) == Approx(2 * (at256.cpu_s - at256.device_s)));
+    CHECK(o.ttft_s == Approx(plan.prediction.ttft_s - 2 * (at256.cpu_s - at256.device_s)));
+    // A pass shorter than the chosen rows saves nothing.
+    CHECK(op_offload_saving_s(s, hw, plan, 10, 256, o.min_rows) == 0);
+}
+
+TEST_CASE("op offload: a faster link lowers the row count, a slower one raises it", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    const Plan plan = toy_plan(WeightOption::DramCpu);
+    // At 2.5 GB/s a layer's copy takes 0.4 s: the device's 0.8 s + 1 ms + n x 4.9152 us beats the
+    // CPU's 0.02 s a row from 41 rows.
+    CHECK(choose_op_offload(s, toy_machine(2.5), plan, 256).min_rows == 41);
+    // At 100 GB/s (10 ms a copy) the device wins at a single row, but a pass of up to 4 rows is
+    // decode to the runtime: from 5.
+    const OpOffloadPrice one_row = price_op_offload(s, toy_machine(100), plan, 1);
+    CHECK(one_row.device_s < one_row.cpu_s);
+    CHECK(choose_op_offload(s, toy_machine(100), plan, 256).min_rows == 5);
+    // At 0.05 GB/s (20 s a copy) no pass up to 256 rows pays for it.
+    CHECK(choose_op_offload(s, toy_machine(0.05), plan, 256).min_rows == 0);
+}
+
+TEST_CASE("op offload: the device's copies of the CPU layers are read from the disk", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    // 1 GB a layer at 2 GB/s from the disk: the device's copies of the two take at least 1 s
+    // whether the CPU's lie in DRAM (it holds them in its tiles) or are streamed (the CPU then
+    // reads them too), more than the 0.2 s over the link: the CPU's 0.02 s a row must pass 1 s,
+    // from 51 rows.
+    for (WeightOption cpu : {WeightOption::DramCpu, WeightOption::NvmeCpu}) {
+        const Plan plan = toy_plan(cpu);
+        const OpOffloadPrice at50 = price_op_offload(s, toy_machine(10, 2), plan, 50);
+        CHECK(at50.cpu_s == Approx(1.0));
+        CHECK(at50.device_s == Approx(1.0));
+        CHECK(choose_op_offload(s, toy_machine(10, 2), plan, 256).min_rows == 51);
+    }
+    // From a fast disk, layers in DRAM go from 11 rows (the first case).
+    const Plan plan = toy_plan(WeightOption::DramCpu);
+    CHECK(choose_op_offload(s, toy_machine(10), plan, 256).min_rows == 11);
+    // At 0.2 GB/s (10 s of reads) no pass up to 256 rows (5.12 s on the CPU) pays: the choice flips to off,
+    // and the prompt's first token is predicted as without op offload.
+    const OpOffload slow = choose_op_offload(s, toy_machine(10, 0.2), plan, 256);
+    CHECK(slow.min_rows == 0);
+    CHECK(slow.ttft_s == plan.prediction.ttft_s);
+}
+
+TEST_CASE("op offload: nothing to choose without CPU layers or a device", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    Plan all_on_device = toy_plan(WeightOption::Gpu);
+    const OpOffload o = choose_op_offload(s, toy_machine(10), all_on_device, 256);
+    CHECK(o.runs.empty());
+    CHECK(o.min_rows == 0);
+    const OpOffload cpu_only = choose_op_offload(s, test::toy_cpu(), toy_plan(WeightOption::DramCpu), 256);
+    CHECK(cpu_only.runs.empty());
+    CHECK(cpu_only.min_rows == 0);
+}
