@@ -42,7 +42,7 @@ public:
     }
     std::unique_ptr<Event> make_event() override { return std::make_unique<CudaEvent>(); }
     std::unique_ptr<Graph> capture(Stream& s, const std::function<void()>& work) override {
-        return capture_cuda_graph(cuda(s), work);
+        return std::make_unique<TracedGraph>(capture_cuda_graph(cuda(s), work), *this);
     }
     bool supports_weight(DType t) const override { return gpu_weight_type(t); }
     bool supports_kv(DType t) const override { return gpu_kv_type(t); }
@@ -138,6 +138,18 @@ public:
     }
 
 private:
+    // A captured graph's launch is one span on the trace: the ops inside it cannot be timed one
+    // by one, but the step they make up can.
+    class TracedGraph final : public Graph {
+    public:
+        TracedGraph(std::unique_ptr<Graph> graph, CudaDevice& device) : graph_(std::move(graph)), device_(device) {}
+        void launch(Stream& s) override { device_.traced(s, "graph", [&] { graph_->launch(s); }); }
+
+    private:
+        std::unique_ptr<Graph> graph_;
+        CudaDevice& device_;
+    };
+
     // Queues `launch` on `s` between two timestamps when tracing (not while the stream is
     // captured into a graph, whose launches are one op to the trace).
     template <class Launch>
