@@ -29,7 +29,8 @@ ChunkedReader::ChunkedReader(const File& file, const ReaderOptions& options, uns
       max_inflight_(std::max(1u, max_inflight)),
       n_staging_(std::max(1u, options.staging_slots)),
       staging_budget_(options.staging_budget),
-      fault_(options.fault ? *options.fault : FaultSpec::from_env()) {}
+      fault_(options.fault ? *options.fault : FaultSpec::from_env()),
+      what_(options.what) {}
 
 Ticket ChunkedReader::submit(const ReadRequest& r) {
     if (r.length > 0 && r.dst == nullptr) throw UsageError("read request with a null destination");
@@ -152,7 +153,7 @@ void ChunkedReader::complete(ChunkPtr c, long result) {
 }
 
 void ChunkedReader::set_trace(Trace* trace) {
-    const int track = trace ? trace->track(fmt::format("disk: {} reads", backend())) : 0;
+    const int track = trace ? trace->track(fmt::format("disk: {} {}", backend(), what_)) : 0;
     std::lock_guard lk(mu_);
     trace_ = trace;
     trace_track_ = track;

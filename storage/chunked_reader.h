@@ -86,6 +86,7 @@ private:
     const unsigned n_staging_;
     MemoryBudget* staging_budget_;
     FaultInjector fault_;
+    const std::string what_;  // names the trace's track
 
     std::condition_variable done_cv_;
     std::map<Ticket, TicketState> tickets_;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "storage/file_io.h"
@@ -54,6 +55,7 @@ struct ReaderOptions {
     unsigned staging_slots = 8;         // chunk-sized bounce buffers for unaligned requests
     MemoryBudget* staging_budget = nullptr;  // where bounce buffers are accounted, if anywhere
     std::optional<FaultSpec> fault;     // unset: STRATA_FAULT_IO
+    std::string what = "reads";         // the trace's track: "disk: <backend> <what>"
 };
 
 class Reader {
@@ -82,7 +84,7 @@ public:
 
     virtual ReaderStats stats() const = 0;
     // Records each request, from its submission to its last read's completion, as a slice on
-    // the "disk: <backend> reads" track of `trace` (null: none): the disk queue in a trace.
+    // the "disk: <backend> <what>" track of `trace` (null: none): the disk queue in a trace.
     virtual void set_trace(Trace* trace) {}
 
     void read(const ReadRequest& request) { wait(submit(request)); }

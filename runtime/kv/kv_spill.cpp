@@ -40,7 +40,9 @@ KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const
     pool_ = std::make_unique<storage::PinnedPool>(budget, po);
     writer_ = std::make_unique<StagedWriter>(*file_, budget, (keys_only_ ? 1 : 2) * uint64_t(std::min(n_blocks, kStagedBlocks)) * block_bytes,
                                              kAlign);
-    reader_ = storage::open_reader(file_->file());
+    storage::ReaderOptions ro;
+    ro.what = "KV spill reads";
+    reader_ = storage::open_reader(file_->file(), ro);
     reader_->register_region(pool_->data(), pool_->bytes());
     std::vector<int> layers(n_layers);
     for (int i = 0; i < n_layers; ++i) layers[i] = i;
@@ -119,7 +121,11 @@ void KvSpill::forget(int32_t block) {
     for (auto& w : written_) w[block] = 0;
 }
 
-void KvSpill::set_trace(Trace* trace) { ring_->set_trace(trace); }
+void KvSpill::set_trace(Trace* trace) {
+    ring_->set_trace(trace);
+    reader_->set_trace(trace);
+    writer_->set_trace(trace);
+}
 
 uint64_t KvSpill::buffer_bytes() const { return pool_->bytes() + writer_->staging_bytes(); }
 

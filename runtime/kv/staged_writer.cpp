@@ -3,7 +3,9 @@
 #include <cstring>
 #include <utility>
 
+#include "core/bytes.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "runtime/kv/scratch_file.h"
 
 namespace strata::runtime {
@@ -41,8 +43,12 @@ uint64_t StagedWriter::write(uint64_t offset, std::span<const std::byte> src) {
         const uint64_t before = queued_;
         changed_.wait(lock, [&] { return done_ >= before || error_; });
         rethrow_failure();
+        Trace* trace = trace_;
+        const int track = trace_track_;
         lock.unlock();
+        const auto t0 = std::chrono::steady_clock::now();
         file_.write(offset, src);
+        if (trace) trace->slice(track, format_bytes(len), t0, std::chrono::steady_clock::now());
         return before;
     }
     // The staging area is a ring whose bytes free in the order they were queued; a write that
@@ -59,7 +65,7 @@ uint64_t StagedWriter::write(uint64_t offset, std::span<const std::byte> src) {
     std::memcpy(staging_.get() + at, src.data(), len);
     head_ = at + len;
     used_ += charged;
-    queue_.push_back({offset, at, len, charged});
+    queue_.push_back({offset, at, len, charged, trace_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}});
     const uint64_t ticket = ++queued_;
     lock.unlock();
     changed_.notify_all();
@@ -77,6 +83,13 @@ bool StagedWriter::done(uint64_t ticket) {
     return done_ >= ticket || error_;
 }
 
+void StagedWriter::set_trace(Trace* trace) {
+    const int track = trace ? trace->track("disk: KV spill writes") : 0;
+    std::lock_guard lock(mutex_);
+    trace_ = trace;
+    trace_track_ = track;
+}
+
 void StagedWriter::run() {
     std::unique_lock lock(mutex_);
     for (;;) {
@@ -92,6 +105,7 @@ void StagedWriter::run() {
             failed = std::current_exception();
         }
         lock.lock();
+        if (trace_) trace_->slice(trace_track_, format_bytes(job.length), job.queued, std::chrono::steady_clock::now());
         if (failed && !error_) error_ = failed;
         used_ -= job.charged;
         ++done_;

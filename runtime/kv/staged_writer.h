@@ -5,6 +5,7 @@
 // reads in flight before the next layer could run). The staging area is charged to a memory
 // budget; a write larger than it, or any write when the budget cannot give it, is written at
 // once instead, after the queued ones.
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,8 @@
 
 #include "storage/budget.h"
 #include "storage/file_io.h"
+
+namespace strata { class Trace; }
 
 namespace strata::runtime {
 
@@ -39,12 +42,16 @@ public:
     // Whether wait(ticket) would return at once (a failure included); never blocks.
     bool done(uint64_t ticket);
     uint64_t staging_bytes() const { return capacity_; }
+    // Records each write, from its queueing to its landing on disk, as a slice on the
+    // "disk: KV spill writes" track of `trace` (null: none).
+    void set_trace(Trace* trace);
 
 private:
     struct Job {
         uint64_t offset;      // in the file
         uint64_t at, length;  // in the staging area
         uint64_t charged;     // length plus the end of the area skipped to keep it contiguous
+        std::chrono::steady_clock::time_point queued;  // for the trace
     };
     void run();
     void rethrow_failure();  // holding mutex_
@@ -60,6 +67,8 @@ private:
     uint64_t queued_ = 0, done_ = 0;
     bool stopping_ = false;
     std::exception_ptr error_;
+    Trace* trace_ = nullptr;  // guarded by mutex_
+    int trace_track_ = 0;
     std::thread worker_;  // last: starts once the rest exists
 };
 

@@ -29,6 +29,19 @@ static void check_peak_rss(const json& run, uint64_t limit) {
     else WARN("peak RSS not checked: AddressSanitizer build");
 }
 
+// A --trace file's slices counted by track name.
+static std::map<std::string, int> slices_per_track(const std::filesystem::path& trace) {
+    std::ifstream in(trace);
+    const json events = json::parse(in)["traceEvents"];
+    std::map<int, std::string> tracks;
+    std::map<std::string, int> slices;
+    for (const json& e : events)
+        if (e["ph"] == "M") tracks[e["tid"].get<int>()] = e["args"]["name"];
+    for (const json& e : events)
+        if (e["ph"] == "X") ++slices[tracks[e["tid"].get<int>()]];
+    return slices;
+}
+
 TEST_CASE("SmolLM2: the same tokens whether every layer is resident or most are streamed", "[model][offload]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "the default SmolLM2 model (run scripts/fetch_model.sh)");
@@ -74,7 +87,19 @@ TEST_CASE("SmolLM2: KV cache layers spilled to disk give the same tokens", "[mod
     CHECK(spilled["tokens"] == all["tokens"]);
     check_peak_rss(spilled, (70ull << 20) + kFixedOverhead);
     CHECK(std::filesystem::is_empty(test::temp_path("kv")));  // the spill file is gone
-    CHECK(std::filesystem::file_size(trace) > 0);
+    // The spill's disk traffic is on the trace: its reads and its write-backs, each on its own track.
+    const auto slices = slices_per_track(trace);
+    const auto on = [&](const std::string& suffix) {
+        return std::find_if(slices.begin(), slices.end(), [&](const auto& s) {
+            return s.first.rfind("disk: ", 0) == 0 && s.first.ends_with(suffix);
+        });
+    };
+    REQUIRE(on("KV spill reads") != slices.end());
+    REQUIRE(on("KV spill writes") != slices.end());
+    // Each of the 24 steps reads back and writes back every spilled layer.
+    const int spilled_layers = spilled["memory"]["kv_layers_spilled"].get<int>();
+    CHECK(on("KV spill reads")->second >= spilled_layers * 20);
+    CHECK(on("KV spill writes")->second >= spilled_layers * 20);
 }
 
 TEST_CASE("SmolLM2: a budget below the minimum is refused with the minimum named", "[model][offload]") {
@@ -95,14 +120,7 @@ TEST_CASE("SmolLM2: --trace of a streamed model on the simulated device shows th
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     CHECK(json::parse(r.out)["memory"]["layers_streamed"].get<int>() > 0);
-    std::ifstream in(trace);
-    const json events = json::parse(in)["traceEvents"];
-    std::map<int, std::string> tracks;
-    std::map<std::string, int> slices;
-    for (const json& e : events)
-        if (e["ph"] == "M") tracks[e["tid"].get<int>()] = e["args"]["name"];
-    for (const json& e : events)
-        if (e["ph"] == "X") ++slices[tracks[e["tid"].get<int>()]];
+    auto slices = slices_per_track(trace);
     const auto disk = std::find_if(slices.begin(), slices.end(), [](const auto& s) { return s.first.rfind("disk: ", 0) == 0; });
     REQUIRE(disk != slices.end());
     // Every streamed layer of every pass is one read: more reads than passes.
