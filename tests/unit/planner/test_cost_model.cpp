@@ -8,26 +8,12 @@
 #include "planner/model_shape.h"
 #include "planner/policy_search.h"
 #include "tests/support/toy_hardware.h"
+#include "tests/support/toy_shape.h"
 
 using namespace strata;
 using namespace strata::planner;
 using strata::test::toy_cpu;
-
-namespace {
-
-// A 4-layer model of 1 GB layers, with round numbers so costs can be worked out by hand.
-ModelShape toy_shape() {
-    ModelShape s;
-    s.name = "toy";
-    s.family = "llama";
-    s.n_layer = 4, s.n_embd = 1024, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 4096, s.n_vocab = 1000;
-    s.layers.assign(4, LayerShape{1'000'000'000, 500'000'000, 500'000'000});
-    s.output_bytes = 2'000'000, s.output_matmul_params = 1'000'000;
-    s.tied_output = true;
-    return s;
-}
-
-}  // namespace
+using strata::test::toy_shape;
 
 TEST_CASE("cost model: hand-computed decode and prefill for a CPU-only toy", "[unit][planner]") {
     const ModelShape s = toy_shape();

@@ -7,6 +7,7 @@
 #include "planner/cost_model.h"
 #include "planner/device_pipeline.h"
 #include "tests/support/toy_hardware.h"
+#include "tests/support/toy_shape.h"
 
 using namespace strata;
 using namespace strata::planner;
@@ -69,13 +70,7 @@ TEST_CASE("device pipeline: the host's work in a round trip and a CPU layer hold
 }
 
 TEST_CASE("cost model: a device plan's step pays the measured hop once per round trip it makes", "[unit][planner]") {
-    ModelShape s;
-    s.name = "toy";
-    s.family = "llama";
-    s.n_layer = 4, s.n_embd = 1024, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 4096, s.n_vocab = 1000;
-    s.layers.assign(4, LayerShape{1'000'000'000, 500'000'000, 500'000'000});
-    s.output_bytes = 2'000'000, s.output_matmul_params = 1'000'000;
-    s.tied_output = true;
+    const ModelShape s = test::toy_shape();
     HardwareProfile hw = test::toy_cpu();
     hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
     const Workload wl{100, 11, 1, Objective::Latency};
