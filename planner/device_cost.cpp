@@ -54,6 +54,8 @@ double CostModel::device_step_s(const Plan& plan) const {
     // all of it there, K and V (none recomputed), attended where the policy says.
     const bool kv_on_device =
         std::all_of(plan.layers.begin(), plan.layers.end(), [](const LayerPlacement& l) { return tier_of(l.kv) == Tier::Gpu; });
+    // A hop as measured, else (a catalog GPU) the CPU's per-layer hand-off, as CPU attention's.
+    const double hop = hop_s_ > 0 ? hop_s_ : cpu_sync_s_;
     std::vector<DeviceLayerWork> work;
     const LayerPlacement* prev = nullptr;
     for (const LayerPlacement& l : plan.layers) {
@@ -62,8 +64,8 @@ double CostModel::device_step_s(const Plan& plan) const {
         if (device_of(l.weights) == Device::Cpu) {
             const Cost c = placed_layer(plan, l);
             w.site = Site::Cpu;
-            // A run of CPU layers hops once (drop_hop).
-            w.compute_s = c.decode[C] + c.decode_overhead - (prev && on_cpu_beside_device(*prev) ? hop_s_ : 0);
+            // Its hop in place of the one priced with it; a run of CPU layers hops once (drop_hop).
+            w.compute_s = c.decode[C] + c.decode_overhead - hop_s_ + (prev && on_cpu_beside_device(*prev) ? 0 : hop);
         } else {
             w.site = l.weights == WeightOption::Gpu ? Site::Device : Site::CopiedIn;
             if (w.site == Site::CopiedIn) w.copy_s = weights.decode[H], w.host_waits_copy = tier_of(l.weights) == Tier::Nvme;
@@ -83,7 +85,7 @@ double CostModel::device_step_s(const Plan& plan) const {
     if (shape_.embd_bytes > 0) tail += embedding(plan.embedding);
     tail += hidden(plan.hidden);
     const double tail_s = tail.decode[G] + tail.decode[C] + tail.decode[D] + tail.decode_overhead - graph_saving_s(plan);
-    return device_pipeline_s(work, limits_.device_slots, hop_s_, tail_s);
+    return device_pipeline_s(work, limits_.device_slots, hop, tail_s);
 }
 
 bool CostModel::on_cpu_beside_device(const LayerPlacement& l) const {
