@@ -468,6 +468,7 @@ Prediction CostModel::predict(const Plan& plan) const {
         p.prefill.time_s = std::max(p.prefill.time_s, ring_bound_s(plan, Phase::Prefill));
         p.decode.time_s = std::max(p.decode.time_s, ring_bound_s(plan, Phase::Decode));
     }
+    p.decode.time_s = std::max(p.decode.time_s, device_step_s(plan));
     p.ttft_s = p.prefill.time_s;
     p.decode_tps_per_seq = 1.0 / p.decode.time_s;
     p.decode_tps_aggregate = B_ / p.decode.time_s;

@@ -53,6 +53,10 @@ struct RuntimeLimits {
     // Bytes a spilled KV layer moves on the disk per byte of its entries (its blocks padded to
     // the disk's alignment).
     double kv_spill_bytes_factor = 1;
+    // The device runtime's ring of slots for layers copied in: a device plan's decode step is
+    // then priced as the runtime issues it (CostModel::device_step_s); 0: its streams overlap
+    // freely, as the LP assumes.
+    int device_slots = 0;
 };
 
 class CostModel {
@@ -133,6 +137,11 @@ private:
     // What a decode step of `plan` saves when it runs as one captured graph (each op then costs
     // DeviceOps::graph_op_us instead of op_overhead_us); 0 where it cannot.
     double graph_saving_s(const Plan& plan) const;
+    // A decode step of a device plan as the device backend issues it (device_pipeline.h): its
+    // copies through the ring of slots and the link's one queue, the host's waits; 0 where the
+    // runtime runs the step otherwise (the CPU's attention overlapping the device's matmuls,
+    // micro-batches, a mixture of experts), there is no device, or limits.device_slots is 0.
+    double device_step_s(const Plan& plan) const;
     // A layer whose matmuls run on the CPU beside the device, its hidden states hopping around it
     // (with CPU attention, layer_kv prices the hops).
     bool on_cpu_beside_device(const LayerPlacement& l) const;

@@ -1,12 +1,19 @@
 // CostModel's terms for a device whose ops the probe measured (DeviceOps): a layer's launches
-// beyond its work, what a captured graph saves a decode step, and the one hop of the hidden
-// states that a run of CPU layers beside the device makes.
+// beyond its work, what a captured graph saves a decode step, the one hop of the hidden
+// states that a run of CPU layers beside the device makes, and a decode step as the device
+// backend issues it.
 #include "planner/cost_model.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "planner/device_pipeline.h"
 
 namespace strata::planner {
 
 namespace {
-constexpr int H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
+constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
+              H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
 // A layer's device ops besides its matmuls, its norms and SwiGLU going into the matmuls and its
 // residual adds accumulated by them (runtime/exec/device/device_steps.cpp): RoPE of q and k, the
 // K and V stores, attention.
@@ -34,6 +41,51 @@ double CostModel::graph_saving_s(const Plan& plan) const {
         if (l.weights != WeightOption::Gpu || l.kv != KvOption::Gpu) return 0;
     const double ops_per_layer = kDeviceOtherOpsPerLayer + 7;  // and q, k, v, the output, gate, up, down
     return shape_.n_layer * m_ * ops_per_layer * (o->op_overhead_us - o->graph_op_us) * 1e-6;
+}
+
+double CostModel::device_step_s(const Plan& plan) const {
+    if (!has_gpu_ || limits_.device_slots <= 0 || attention_overlaps() || m_ != 1 || shape_.n_expert > 0) return 0;
+    using Site = DeviceLayerWork::Site;
+    // The norm and q, k, v of a layer's matmuls come before its attention.
+    const double e = shape_.n_embd, q = double(shape_.n_head) * shape_.head_dim, kv = shape_.n_embd_kv();
+    const double before = (q + 2 * kv) * e / ((q + 2 * kv) * e + q * e + 3 * e * shape_.n_ff);
+    // The device backend holds the KV cache wholly on the device or wholly in the host's DRAM
+    // (runtime/place/gpu_placement.cpp): a plan with some layers' KV off the device runs with
+    // all of it there, K and V (none recomputed), attended where the policy says.
+    const bool kv_on_device =
+        std::all_of(plan.layers.begin(), plan.layers.end(), [](const LayerPlacement& l) { return tier_of(l.kv) == Tier::Gpu; });
+    // A hop as measured, else (a catalog GPU) the CPU's per-layer hand-off, as CPU attention's.
+    const double hop = hop_s_ > 0 ? hop_s_ : cpu_sync_s_;
+    std::vector<DeviceLayerWork> work;
+    const LayerPlacement* prev = nullptr;
+    for (const LayerPlacement& l : plan.layers) {
+        const Cost weights = placed_weights(plan, l);
+        DeviceLayerWork w;
+        if (device_of(l.weights) == Device::Cpu) {
+            const Cost c = placed_layer(plan, l);
+            w.site = Site::Cpu;
+            // Its hop in place of the one priced with it; a run of CPU layers hops once (drop_hop).
+            w.compute_s = c.decode[C] + c.decode_overhead - hop_s_ + (prev && on_cpu_beside_device(*prev) ? 0 : hop);
+        } else {
+            w.site = l.weights == WeightOption::Gpu ? Site::Device : Site::CopiedIn;
+            if (w.site == Site::CopiedIn) w.copy_s = weights.decode[H], w.host_waits_copy = tier_of(l.weights) == Tier::Nvme;
+            const KvOption at = kv_on_device ? l.kv : tier_of(l.kv) == Tier::Nvme ? KvOption::Nvme : KvOption::Dram;
+            const Cost c = kv_cost(at, attention_device(at), !kv_on_device);
+            w.compute_s = weights.decode[G] + weights.decode_overhead + c.decode[G];
+            w.round_trip = !kv_on_device;
+            w.before_attention = before;
+            w.host_s = c.decode[C];
+            w.kv_copy_s = attention_device(at) == Device::Gpu ? c.decode[H] : 0;
+        }
+        work.push_back(w);
+        prev = &l;
+    }
+    Cost tail = fixed();
+    tail += output(plan.output);
+    if (shape_.embd_bytes > 0) tail += embedding(plan.embedding);
+    tail += hidden(plan.hidden);
+    const double tail_s = tail.decode[G] + tail.decode[C] + tail.decode[D] + tail.decode_overhead - graph_saving_s(plan);
+    return device_pipeline_s(work, limits_.device_slots, hop, tail_s);
 }
 
 bool CostModel::on_cpu_beside_device(const LayerPlacement& l) const {

@@ -167,7 +167,7 @@ json ops_json(const DeviceOps& o) {
     for (const AttentionPoint& a : o.attention) points.push_back({a.keys, a.us});
     // op_overhead_us keeps the name profiles before the device's own measurements used.
     return {{"n_threads", o.n_threads}, {"op_overhead_us", o.op_overhead_us}, {"graph_op_us", o.graph_op_us},
-            {"handoff_us", o.handoff_us}, {"h2d_gbps", o.h2d_gbps},    {"d2h_gbps", o.d2h_gbps},
+            {"handoff_us", o.handoff_us}, {"round_trip_us", o.round_trip_us}, {"h2d_gbps", o.h2d_gbps}, {"d2h_gbps", o.d2h_gbps},
             {"attention", points},        {"rates", rates_json(o.rates)}};
 }
 
@@ -177,6 +177,7 @@ DeviceOps ops_from_json(const json& m, std::string_view where) {
     o.op_overhead_us = get<double>(m, where, "op_overhead_us");
     o.graph_op_us = get_or<double>(m, where, "graph_op_us", 0);
     o.handoff_us = get_or<double>(m, where, "handoff_us", 0);
+    o.round_trip_us = get_or<double>(m, where, "round_trip_us", 0);
     o.h2d_gbps = get_or<double>(m, where, "h2d_gbps", 0);
     o.d2h_gbps = get_or<double>(m, where, "d2h_gbps", 0);
     for (const auto& [keys, us] : get_or<std::vector<std::pair<double, double>>>(m, where, "attention", {}))

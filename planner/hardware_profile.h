@@ -160,7 +160,13 @@ struct DeviceOps {
     // Copies from and to page-locked host memory while the CPU streams DRAM (the simulated device:
     // its copies' own rate, unthrottled); 0: not measured.
     double h2d_gbps = 0, d2h_gbps = 0;
-    double handoff_us = 0;  // GpuProfile::handoff_us as measured on it
+    double handoff_us = 0;  // a hop of a pass's data to the host and back, back to back (GpuProfile::handoff_us)
+    // The same hop as a decode step makes it: the device's threads idle before it (a step starts
+    // after the host sampled; a layer's KV or attention goes to the host after ms of other work)
+    // and the host waiting for each copy; 0: not measured (profiles made before it).
+    double round_trip_us = 0;
+    // What the cost model prices a hop at: round_trip_us where measured, else handoff_us.
+    double hop_us() const { return round_trip_us > 0 ? round_trip_us : handoff_us; }
     // Seconds of a decode attention call that reads `kv_bytes` of keys and values: the points
     // scaled by bytes, interpolated between them and extended beyond the last; 0 without points.
     double attention_s(double kv_bytes) const;

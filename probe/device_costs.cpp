@@ -161,12 +161,14 @@ void copy_rates(gpu::Device& dev, gpu::Stream& s, bool quick, planner::DeviceOps
     reader.join();
 }
 
-// Microseconds of one hop of a pass's data to the host and back, as a CPU layer or CPU attention
-// beside the device makes it (runtime/exec/device/device_layer.cpp, device_attention.cpp): the
-// compute stream's result goes down on the D2H stream, the host waits for it, sends it up on the
-// H2D stream, and the compute stream waits for that. The copies are 1 KiB and the op tiny, so
-// what is measured is the waking of each waiting thread, less one op's overhead.
-double handoff_us(gpu::Device& dev, int n_hops, double op_us) {
+// A hop of a pass's data to the host and back, as a CPU layer or CPU attention beside the device
+// makes it (runtime/exec/device/device_layer.cpp, device_attention.cpp): the compute stream's
+// result goes down on the D2H stream, the host waits for it, sends it up on the H2D stream, and
+// the compute stream waits for that. The copies are 1 KiB and the op tiny, so what is measured is
+// the waking of each waiting thread. Sets ops.handoff_us: hops back to back, less one op's
+// overhead; and ops.round_trip_us: a hop after the device's threads have been idle for longer than
+// they wait awake, the host waiting for its end, as a decode step sees each (the median).
+void hop_costs(gpu::Device& dev, int n_hops, int n_idle_hops, planner::DeviceOps& ops) {
     auto compute = dev.make_stream("compute"), down = dev.make_stream("d2h"), up = dev.make_stream("h2d");
     auto computed = dev.make_event(), landed = dev.make_event(), returned = dev.make_event();
     const gpu::DeviceBuffer x = dev.memory().allocate(kTinyCols * 4, "probe"), b = dev.memory().allocate(kTinyCols * 4, "probe");
@@ -191,7 +193,19 @@ double handoff_us(gpu::Device& dev, int n_hops, double op_us) {
     const auto t0 = Clock::now();
     for (int i = 0; i < n_hops; ++i) hop();
     compute->synchronize();
-    return std::max(0.0, seconds_since(t0) * 1e6 / n_hops - op_us);
+    ops.handoff_us = std::max(0.0, seconds_since(t0) * 1e6 / n_hops - ops.op_overhead_us);
+    // A millisecond idle: well beyond the simulated device's spin before its threads sleep, and
+    // what a step's sampling or a layer's matmuls give the copy streams.
+    constexpr auto kIdle = std::chrono::milliseconds(1);
+    std::vector<double> us;
+    for (int i = 0; i < n_idle_hops; ++i) {
+        std::this_thread::sleep_for(kIdle);
+        const auto t1 = Clock::now();
+        hop();
+        compute->synchronize();
+        us.push_back(seconds_since(t1) * 1e6);
+    }
+    ops.round_trip_us = median(std::move(us));
 }
 
 }  // namespace
@@ -212,7 +226,7 @@ void measure_device_costs(gpu::Device& dev, gpu::Stream& s, bool quick, planner:
     attention_points(dev, s, quick, ops);
     op_costs(dev, s, quick ? 50 : 500, ops);
     copy_rates(dev, s, quick, ops);
-    ops.handoff_us = handoff_us(dev, quick ? 200 : 2000, ops.op_overhead_us);
+    hop_costs(dev, quick ? 200 : 2000, quick ? 20 : 100, ops);
 }
 
 }  // namespace strata::probe

@@ -20,7 +20,7 @@ void fill(gpu::Device& dev, gpu::Stream& s, const gpu::DeviceBuffer& b, unsigned
 // Device memory measure_device_costs takes.
 uint64_t device_costs_bytes(bool quick);
 
-// Sets ops.attention, op_overhead_us, graph_op_us, h2d_gbps, d2h_gbps and handoff_us.
+// Sets ops.attention, op_overhead_us, graph_op_us, h2d_gbps, d2h_gbps, handoff_us and round_trip_us.
 void measure_device_costs(gpu::Device& dev, gpu::Stream& s, bool quick, planner::DeviceOps& ops);
 
 }  // namespace strata::probe

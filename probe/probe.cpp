@@ -68,7 +68,7 @@ void measure_gpu_ops(planner::GpuProfile& g, int index, const ProbeOptions& o, u
         g.ops = measure_device_ops(*dev, o.types, o.quick, llc_bytes);
         if (g.ops->h2d_gbps > 0) g.h2d_gbps = g.ops->h2d_gbps;
         if (g.ops->d2h_gbps > 0) g.d2h_gbps = g.ops->d2h_gbps;
-        g.handoff_us = g.ops->handoff_us;
+        g.handoff_us = g.ops->hop_us();
         notes.push_back(fmt::format("gpu: its matmuls, attention, launches ({:.1f} us an op, {:.1f} in a graph) and copies "
                                     "measured through the device interface", g.ops->op_overhead_us, g.ops->graph_op_us));
     } catch (const Error& e) {
@@ -208,9 +208,13 @@ std::optional<planner::HardwareProfile> load_cached_profile() {
 
 planner::HardwareProfile measured_profile(std::string& source, const std::filesystem::path& disk_dir) {
     auto cached = load_cached_profile();
-    // Measured before the planner's attention and per-layer terms, or before the simulated
-    // device's ops were measured through the device interface: measured again.
-    if (cached && cached->cpu.attention_tile && (!cached->sim || !cached->sim->attention.empty())) {
+    // Measured before the planner's attention and per-layer terms, before the simulated device's
+    // ops were measured through the device interface, or before a device's hop was measured as a
+    // step makes it: measured again.
+    auto device_current = [](const std::optional<planner::DeviceOps>& o) {
+        return !o || (!o->attention.empty() && o->round_trip_us > 0);
+    };
+    if (cached && cached->cpu.attention_tile && device_current(cached->sim) && (!cached->gpu || device_current(cached->gpu->ops))) {
         source = "the cached probe " + profile_cache_path().string();
         return *cached;
     }

@@ -20,8 +20,9 @@ std::string narrow_note(const KernelRate& r) {
 }
 // A device's own ops, as the cost model prices its placements.
 void print_ops(const std::string& who, const DeviceOps& o) {
-    fmt::print("{}: {:.1f} us an op ({:.1f} in a graph), a hop to the host and back {:.1f} us, copies {:.1f}/{:.1f} GB/s\n", who,
-               o.op_overhead_us, o.graph_op_us, o.handoff_us, o.h2d_gbps, o.d2h_gbps);
+    fmt::print("{}: {:.1f} us an op ({:.1f} in a graph), a hop to the host and back {:.1f} us ({:.1f} as a step makes it, "
+               "its threads idle before), copies {:.1f}/{:.1f} GB/s\n",
+               who, o.op_overhead_us, o.graph_op_us, o.handoff_us, o.round_trip_us, o.h2d_gbps, o.d2h_gbps);
     for (const auto& r : o.rates)
         fmt::print("  matmul {:<5} 1 row {:6.1f} GB/s, 8 rows {:6.1f} GB/s, many rows {:7.1f} GFLOPS{}\n", dtype_name(r.type),
                    r.gemv_gbps, r.rows8_gbps, r.gemm_gflops, narrow_note(r));

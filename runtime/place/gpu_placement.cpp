@@ -84,7 +84,7 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
         g.ops = ops;
         if (ops.h2d_gbps > 0) g.h2d_gbps = std::min(g.h2d_gbps, ops.h2d_gbps);
         if (ops.d2h_gbps > 0) g.d2h_gbps = std::min(g.d2h_gbps, ops.d2h_gbps);
-        g.handoff_us = ops.handoff_us;
+        g.handoff_us = ops.hop_us();
         if (const planner::KernelRate* r = planner::rate_for(ops.rates, weight_type)) {
             g.mem_gbps = r->gemv_gbps;
             g.fp16_tflops = r->gemm_at(hp.n_embd) / 1000;
@@ -221,11 +221,14 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         // The device runtime runs CPU layers too, and recomputes KV from hidden states on the device.
         po.allow_recompute = true;
         po.limits.recompute_on_gpu_only = true;
+        po.limits.device_slots = kDeviceSlots;  // each step priced as the device backend issues it
         po.allow_cpu_attention = attention != AttentionChoice::Gpu;
         po.require_cpu_attention = attention == AttentionChoice::Cpu;
     });
     p.plan.workload = wl;
-    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, p.plan);
+    planner::RuntimeLimits as_run;
+    as_run.device_slots = kDeviceSlots;
+    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, p.plan, as_run);
     g.kv = kv_placement_of(p.plan);
     if (attention == AttentionChoice::Cpu) g.kv = KvPlacement::HostCpuAttention;
     if (attention == AttentionChoice::Gpu && g.kv == KvPlacement::HostCpuAttention) g.kv = KvPlacement::HostGpuAttention;

@@ -24,6 +24,10 @@ namespace strata::models { class GgufFile; }
 
 namespace strata::runtime {
 
+// The device backend's ring of device buffers for the layers copied in each pass
+// (DeviceBackendOptions::n_slots), as the planner prices a device step (RuntimeLimits::device_slots).
+inline constexpr int kDeviceSlots = 2;
+
 // A placement weighed against the one that runs: what it is and its prediction for the run.
 struct PlanAlternative {
     std::string what;  // "the CPU alone", "the device"

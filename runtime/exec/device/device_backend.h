@@ -32,7 +32,7 @@ struct ModelWeights;
 
 struct DeviceBackendOptions {
     KvPlacement kv = KvPlacement::Device;  // for the layers the device computes
-    int n_slots = 2;  // device buffers for the layers streamed in each pass
+    int n_slots = kDeviceSlots;  // device buffers for the layers streamed in each pass
     bool int8_activations = false;  // the CPU layers' matmuls (CpuBackend::set_int8_activations)
     // A mixture of experts: per layer, the routed experts held in device memory and computed
     // there (runtime/exec/device/device_experts.h); the host computes the others.

@@ -139,9 +139,19 @@ TEST_CASE("hardware profiles round-trip through JSON", "[unit][planner]") {
     ops.rates = {{DType::Q4_0, 12.5, 310.25, 40.5, 2.25, 3.5, 0, 50.5}};
     ops.attention = {{512, 20.5}, {4096, 90.25}};
     ops.op_overhead_us = 3.5, ops.graph_op_us = 0.75, ops.h2d_gbps = 12.25, ops.d2h_gbps = 11.5, ops.handoff_us = 9;
+    ops.round_trip_us = 42.5;
     p.sim = ops;
     p.gpu->ops = ops;
     CHECK(HardwareProfile::from_json(p.to_json()) == p);
+    // A profile from before the round trip was measured loads without it (the probe measures
+    // again), and a hop is then priced at the back-to-back figure.
+    std::string before = p.to_json();
+    for (size_t at; (at = before.find("\"round_trip_us\"")) != std::string::npos;) before.replace(at, 15, "\"a_later_field\"");
+    const HardwareProfile old = HardwareProfile::from_json(before);
+    REQUIRE(old.sim.has_value());
+    CHECK(old.sim->round_trip_us == 0);
+    CHECK(old.sim->hop_us() == 9);
+    CHECK(p.sim->hop_us() == 42.5);
 
     HardwareProfile cpu_only = profile_from_catalog(gpu_spec("none"));
     const HardwareProfile back = HardwareProfile::from_json(cpu_only.to_json());

@@ -27,4 +27,7 @@ TEST_CASE("the device probe measures the simulated device's matmuls, attention, 
     CHECK(o.h2d_gbps > 0);
     CHECK(o.d2h_gbps > 0);
     CHECK(o.handoff_us >= 0);
+    // The hop as a step makes it: the threads wake from sleep, and the host waits for its end.
+    CHECK(o.round_trip_us > 0);
+    CHECK(o.hop_us() == o.round_trip_us);
 }

@@ -63,8 +63,13 @@ TEST_CASE("gpu placement: a small budget copies layers in, never runs a layer on
     for (uint64_t b : in.layer_bytes) total += b, largest = std::max(largest, b);
     PlacementOptions po;
     po.n_ctx = 256;
-    const GpuPlacement g =
-        place_on_gpu(m.file, in, po, catalog_gpu(8ull << 30), total / 2 + 2 * largest, DType::F16, AttentionChoice::Gpu);
+    // A host far slower than the link (this model's layers are so small that on the catalog's
+    // CPU computing one where it lies costs less than a copy and a launch): every layer the
+    // device cannot hold is copied in.
+    GpuTarget gpu = catalog_gpu(8ull << 30);
+    gpu.hw.cpu.gemv_gbps = 0.01, gpu.hw.cpu.gemm_gflops = 0.1;
+    gpu.hw.cpu.rates.clear();
+    const GpuPlacement g = place_on_gpu(m.file, in, po, gpu, total / 2 + 2 * largest, DType::F16, AttentionChoice::Gpu);
     const Residency& r = g.placement.residency;
     const auto n_device = std::count(r.on_device.begin(), r.on_device.end(), true);
     CHECK(n_device > 0);
