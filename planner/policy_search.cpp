@@ -200,7 +200,7 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
 }
 
 bool device_beats_cpu(const Prediction& with_device, const Prediction& cpu_alone) {
-    return with_device.decode_tps_per_seq > cpu_alone.decode_tps_per_seq;
+    return with_device.decode_tps_per_seq > kDeviceWinMargin * cpu_alone.decode_tps_per_seq;
 }
 
 }  // namespace strata::planner
