@@ -67,6 +67,8 @@ struct PassLayout {
     int64_t n_long = 0;  // rows of the segments of more than kDecodeRows tokens, which come first
 
     int64_t n() const { return static_cast<int64_t>(tokens.size()); }
+    // KV slots segment `s` writes from its first position on: its tree's span, or its tokens.
+    int64_t span(const Segment& s) const { return s.draft >= 0 ? drafts[size_t(s.draft)].span : s.n; }
 };
 
 class Backend {
@@ -109,8 +111,13 @@ public:
     }
 
     // Whether its attention follows a draft tree's mask; where it does not, only chains are
-    // verified (a tree that is not one throws UsageError).
+    // verified (a tree that is not one throws UsageError, as it does where the KV cache spills
+    // or rebuilds layers).
     virtual bool verifies_trees() const { return true; }
+    // After a pass that verified `seq`'s draft tree, before KvCache::keep_path(seq, slots, ...):
+    // the keys and values the backend holds of its own (a device's cache) move as that call
+    // moves the cache's.
+    virtual void keep_path(const KvCache& kv, SeqId seq, std::span<const int64_t> slots) {}
 
     static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
     // Segments of at most this many tokens, and Verify entries, are decode steps: the CPU runs
