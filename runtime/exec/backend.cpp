@@ -29,11 +29,9 @@ void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::
         PassLayout::Segment& s = p.segments[si];
         const DraftRows* d = nullptr;
         if (!trees[si].empty()) {
-            if (!verifies_trees())
-                throw UsageError(fmt::format("{} verifies draft chains, not trees", name()), "draft chains on this backend");
-            // A tree's kept path moves in memory (KvCache::keep_path): not in a spill file or rebuilt rows.
-            if (kv.n_spilled() > 0 || kv.n_rebuilt() > 0)
-                throw UsageError("a draft tree needs every layer's keys and values in memory as they are (none spilled or rebuilt)",
+            if (!verifies_trees(kv))
+                throw UsageError("a draft tree needs every layer's keys and values in memory as they are (none spilled to disk "
+                                 "or rebuilt from saved hidden states)",
                                  "draft chains on this run");
             s.draft = static_cast<int32_t>(p.drafts.size());
             d = &p.drafts.emplace_back(lay_out_draft(trees[si], s.pos0));

@@ -110,10 +110,11 @@ public:
         return e.output == PassOutput::AllLogits || e.output == PassOutput::Verify ? static_cast<int64_t>(e.tokens.size()) : 1;
     }
 
-    // Whether its attention follows a draft tree's mask; where it does not, only chains are
-    // verified (a tree that is not one throws UsageError, as it does where the KV cache spills
-    // or rebuilds layers).
-    virtual bool verifies_trees() const { return true; }
+    // Whether a pass over `kv` verifies draft trees; where it does not, only chains (a tree
+    // throws UsageError). Every backend's attention follows a tree's mask (the CPU's, the
+    // devices'), but the kept path moves in memory: every layer's keys and values must be
+    // there as they are, none spilled to disk or rebuilt from saved hidden states.
+    static bool verifies_trees(const KvCache& kv) { return kv.n_spilled() == 0 && kv.n_rebuilt() == 0; }
     // After a pass that verified `seq`'s draft tree, before KvCache::keep_path(seq, slots, ...):
     // the keys and values the backend holds of its own (a device's cache) move as that call
     // moves the cache's.
