@@ -53,10 +53,7 @@ void DeviceBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
     int32_t* tab = host->tables;
     mask_words = 0;
     for (const DraftRows& d : p.drafts) mask_words = std::max(mask_words, d.words);
-    if (mask_words > kMaskWords)
-        throw UsageError(fmt::format("a draft tree of {} slots is wider than a device pass takes ({})", 64 * mask_words,
-                                     64 * kMaskWords),
-                         "draft fewer branches (--spec-width)");
+    STRATA_ASSERT(mask_words <= kMaskWords);  // a pass holds at most kMaxUbatch nodes
     for (const auto& seg : p.segments) {
         const DraftRows* d = seg.draft >= 0 ? &p.drafts[size_t(seg.draft)] : nullptr;
         for (int64_t i = 0; i < seg.n; ++i) {
