@@ -59,27 +59,12 @@ void tree_attention(TestDevice& d, DType kv_type, int32_t window) {
     DeviceBuffer db = d.upload(base), dp = d.upload(pos), dm = d.upload(mask);
     DeviceBuffer dout = d.upload(std::vector<float>(out_values, std::nanf("")));
     DeviceBuffer scratch = d.zeros(std::max<size_t>(1, d.dev->attention_scratch_floats(n_rows, n_head, head_dim, max_blocks)) * 4);
-    DecodeAttentionArgs a;
-    a.q = dq.as<float>();
-    a.out = dout.as<float>();
-    a.k = dk.data();
-    a.v = dv.data();
-    a.kv_type = kv_type;
-    a.block_tables = dt.as<int32_t>();
-    a.n_kv = dn.as<int32_t>();
-    a.n_seq = n_rows;
-    a.max_blocks = max_blocks;
-    a.n_head = n_head;
-    a.n_head_kv = n_head_kv;
-    a.head_dim = head_dim;
-    a.row_stride = row_stride;
-    a.block_stride = block_stride;
-    a.scratch = scratch.as<float>();
-    a.window = window;
-    a.tree_mask = dm.as<uint64_t>();
-    a.tree_base = db.as<int32_t>();
-    a.pos = dp.as<int32_t>();
-    a.tree_words = 1;
+    const DecodeAttentionArgs a{.q = dq.as<float>(), .out = dout.as<float>(), .k = dk.data(), .v = dv.data(),
+                                .kv_type = kv_type, .block_tables = dt.as<int32_t>(), .n_kv = dn.as<int32_t>(),
+                                .n_seq = n_rows, .max_blocks = max_blocks, .n_head = n_head, .n_head_kv = n_head_kv,
+                                .head_dim = head_dim, .row_stride = row_stride, .block_stride = block_stride,
+                                .scratch = scratch.as<float>(), .window = window, .tree_mask = dm.as<uint64_t>(),
+                                .tree_base = db.as<int32_t>(), .pos = dp.as<int32_t>(), .tree_words = 1};
     d.dev->decode_attention(a, *d.stream);
     const auto out = d.download<float>(dout, out_values);
 
