@@ -138,6 +138,17 @@ struct DecodeAttentionArgs {
     // device may compute a run as one tiled prefill instead of row by row. Same results either way.
     const QueryRun* runs = nullptr;
     int32_t n_runs = 0;
+    // Rows that are a draft tree's nodes (speculative decoding: runtime/exec/draft_rows.h), in
+    // device arrays; null tree_mask: every row causal. Row r sees every key before tree_base[r]
+    // and, of keys tree_base[r] + i, those whose bit i is set in its mask (bit i % 64 of
+    // tree_mask[r * tree_words + i / 64]): its ancestors' and its own, in position order one a
+    // position (the k-th set bit's key stands at position tree_base[r] + k, for a window). Its
+    // keys end at its own slot, n_kv[r] - 1; it stands at position pos[r]. A row of no tree has
+    // tree_base[r] = n_kv[r] and pos[r] = n_kv[r] - 1. Tree rows are never in `runs`.
+    const uint64_t* tree_mask = nullptr;
+    const int32_t* tree_base = nullptr;
+    const int32_t* pos = nullptr;
+    int32_t tree_words = 0;
 };
 
 class Device {
@@ -220,6 +231,11 @@ public:
     virtual void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& dst, Stream& s) = 0;
     // The inverse: n_tok rows of n floats read from the cache into dst.
     virtual void kv_gather(const KvRows& src, float* dst, Stream& s) = 0;
+    // Rows of a paged KV cache copied within it, in order: row i of `from` (row[i] of block
+    // block[i]) over row i of `to`, whole rows of the cache's type (from.n values): a verified
+    // draft tree's kept path moved to its positions. The block and row arrays are host memory,
+    // read here; rows next to each other on both sides go as one copy where they do not overlap.
+    void kv_move(const KvRows& from, const KvRows& to, Stream& s);
     // softmax(q k^T * scale) v per "sequence" and head over its n_kv keys (its window of them). A
     // prompt's causal attention is the same call with one sequence per query token.
     virtual void decode_attention(const DecodeAttentionArgs& a, Stream& s) = 0;

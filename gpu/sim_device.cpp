@@ -217,18 +217,40 @@ public:
         });
     }
     // Consecutive query rows of one sequence (the same block table, positions one apart) go to
-    // cpu::attention together, as the CPU engine runs a sequence's rows.
+    // cpu::attention together, as the CPU engine runs a sequence's rows; so do a draft tree's
+    // (the same table and tree), with the CPU's tree attention.
     void decode_attention(const DecodeAttentionArgs& a, Stream& s) override {
         compute(s, "decode_attention", [=] {
             const int64_t Q = int64_t(a.n_head) * a.head_dim;
             const int64_t O = int64_t(a.n_head) * (a.v_head_dim > 0 ? a.v_head_dim : a.head_dim);
+            auto in_tree = [&](int32_t r) { return a.tree_mask && a.tree_base[r] < a.n_kv[r]; };
             for (int32_t first = 0; first < a.n_seq;) {
                 const int32_t* table = a.block_tables + int64_t(first) * a.max_blocks;
+                const bool tree = in_tree(first);
+                auto together = [&](int32_t r) {
+                    const bool same = tree ? in_tree(r) && a.tree_base[r] == a.tree_base[first] : !in_tree(r) && a.n_kv[r] == a.n_kv[r - 1] + 1;
+                    return same && std::equal(table, table + a.max_blocks, a.block_tables + int64_t(r) * a.max_blocks);
+                };
                 int32_t end = first + 1;
-                while (end < a.n_seq && a.n_kv[end] == a.n_kv[end - 1] + 1 &&
-                       std::equal(table, table + a.max_blocks, a.block_tables + int64_t(end) * a.max_blocks))
-                    ++end;
+                while (end < a.n_seq && together(end)) ++end;
+                // The tree's rows as cpu::AttentionTree takes them: each key's position is its
+                // rank among the ancestors of a row that sees it.
+                std::vector<int64_t> slot, pos, key_pos;
+                cpu::AttentionTree t;
+                if (tree) {
+                    const int64_t base = a.tree_base[first];
+                    key_pos.assign(size_t(a.tree_words) * 64, -1);
+                    for (int32_t r = first; r < end; ++r) {
+                        slot.push_back(a.n_kv[r] - 1);
+                        pos.push_back(a.pos[r]);
+                        const uint64_t* mask = a.tree_mask + int64_t(r) * a.tree_words;
+                        for (int64_t i = 0, rank = 0; i < int64_t(key_pos.size()); ++i)
+                            if (mask[i / 64] >> (i % 64) & 1) key_pos[size_t(i)] = base + rank++;
+                    }
+                    t = {base, slot.data(), pos.data(), key_pos.data(), a.tree_mask + int64_t(first) * a.tree_words, a.tree_words};
+                }
                 cpu::AttentionArgs c;
+                c.tree = tree ? &t : nullptr;
                 c.q = a.q + first * Q;
                 c.k = a.k;
                 c.v = a.v;

@@ -127,9 +127,15 @@ public:
     // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
     std::string_view backend_name() const { return backend_->name(); }
-    // Whether a pass verifies draft trees (else chains only): the backend's attention follows a
-    // tree's mask and every layer's keys and values are in memory as they are (none spilled or rebuilt).
-    bool verifies_trees() const { return backend_->verifies_trees() && kv_->n_spilled() == 0 && kv_->n_rebuilt() == 0; }
+    // Whether a pass verifies draft trees, else chains only (Backend::verifies_trees).
+    bool verifies_trees() const { return Backend::verifies_trees(*kv_); }
+    // After a pass that verified `seq`'s draft tree: the kept path (nodes at slots seq_len +
+    // slots[i]) becomes its next positions, wherever the backend holds their keys and values
+    // (KvCache::keep_path, Backend::keep_path).
+    void keep_path(SeqId seq, std::span<const int64_t> slots, std::span<const int32_t> tokens) {
+        backend_->keep_path(*kv_, seq, slots);
+        kv_->keep_path(seq, slots, tokens);
+    }
     // The pooling the model's metadata names (`<arch>.pooling_type`); Last when it names none.
     Pooling pooling() const { return pooling_; }
     // The vocabulary as a trie for grammars, built on first use. Thread-safe.

@@ -124,7 +124,7 @@ bool Scheduler::feed(Job& j, std::span<const float> rows) {
             std::vector<int64_t> from;
             std::vector<int32_t> tokens;
             for (const int32_t r : path) from.push_back(slots[size_t(r)]), tokens.push_back(j.verify[size_t(r)]);
-            kv.keep_path(j.seq, from, tokens);
+            engine_.keep_path(j.seq, from, tokens);
         } else {
             // The rejected drafts' KV goes; the sequence's last blocks are its own (nothing attached them since the pass).
             const int32_t kept_len = kv.truncate_seq(j.seq, held + kept);

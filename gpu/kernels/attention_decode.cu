@@ -5,7 +5,8 @@
 // kernel rescales and combines the splits. Keys are read eight values at a time (16-byte loads
 // where the cache's type allows), each by a group of lanes that split the head between them.
 // Same maths as cpu::attention (scale, soft cap, sliding window, sinks and value heads narrower
-// than key heads included: MLA's latent, whose values are the first v_head_dim of a key row).
+// than key heads included: MLA's latent, whose values are the first v_head_dim of a key row),
+// draft trees' rows too: keys outside a row's tree mask are neither read nor weighed.
 #include <cmath>
 
 #include "gpu/cuda_check.h"
@@ -21,6 +22,21 @@ using blocks::KvKind;
 constexpr int kThreads = 128;
 constexpr int kSplitKeys = kAttentionSplitBlocks * kKvBlockSize;  // 128 keys per split
 constexpr int kMaxGroup = 16;  // query heads one thread block handles; larger groups take several
+
+// Whether `row` sees key j (DecodeAttentionArgs::tree_mask): causal rows every key from the
+// window's first position on; a draft tree's row every such key before the tree and, of the
+// tree's slots, those whose bit is set, its ancestors, the k-th of them at position base + k.
+__device__ __forceinline__ bool sees(const DecodeAttentionArgs& a, int64_t row, int64_t j, int64_t first_key) {
+    const int64_t i = a.tree_mask ? j - a.tree_base[row] : -1;
+    if (i < 0) return j >= first_key;
+    if (i >= int64_t(a.tree_words) * 64) return false;
+    const uint64_t* mask = a.tree_mask + row * a.tree_words;
+    if ((mask[i / 64] >> (i % 64) & 1) == 0) return false;
+    if (first_key == 0) return true;
+    int64_t depth = __popcll(mask[i / 64] & ((uint64_t{1} << (i % 64)) - 1));
+    for (int64_t w = 0; w < i / 64; ++w) depth += __popcll(mask[w]);
+    return a.tree_base[row] + depth >= first_key;
+}
 
 __device__ __forceinline__ float* partial_at(const DecodeAttentionArgs& a, int n_splits, int64_t row, int head, int split) {
     return a.scratch + ((row * a.n_head + head) * n_splits + split) * (a.head_dim + 2);
@@ -45,7 +61,9 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     const int64_t n_kv = a.n_kv[row];
     const int64_t j0 = int64_t(split) * kSplitKeys;
     const int n = static_cast<int>(min(n_kv - j0, int64_t(kSplitKeys)));  // keys of this split (may be <= 0)
-    const int64_t first_key = a.window > 0 ? max(int64_t(0), n_kv - a.window) : 0;
+    // A draft tree's row stands at its position, not at its last key's slot.
+    const int64_t pos = a.pos ? a.pos[row] : n_kv - 1;
+    const int64_t first_key = a.window > 0 ? max(int64_t(0), pos + 1 - a.window) : 0;
     if (n <= 0 || j0 + n <= first_key) {  // past the sequence's end or before its window
         for (int g = 0; g < heads; ++g) {
             float* part = partial_at(a, n_splits, row, h0 + g, split);
@@ -64,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     const int lane_in_key = threadIdx.x % lanes;
     for (int jb = 0; jb < n; jb += per_pass) {  // uniform over the block: every lane shuffles
         const int jj = jb + threadIdx.x / lanes;
-        const bool valid = jj < n;
+        const bool valid = jj < n && sees(a, row, j0 + jj, first_key);  // an unseen key is not read
         float acc[kMaxGroup];
 #pragma unroll
         for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0.0f;
@@ -89,7 +107,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
         for (int g = 0; g < kMaxGroup; ++g) {
             if (g >= heads) break;
             const float s = group_sum(acc[g], lanes);
-            if (valid && lane_in_key == 0) p[g * kSplitKeys + jj] = j0 + jj < first_key ? -INFINITY : capped(s, a.softcap);
+            if (jj < n && lane_in_key == 0)
+                p[g * kSplitKeys + jj] = valid ? capped(s, a.softcap) : -INFINITY;
         }
     }
     __syncthreads();
@@ -118,6 +137,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
 #pragma unroll
         for (int g = 0; g < kMaxGroup; ++g) o[g] = 0.0f;
         for (int jj = 0; jj < n; ++jj) {
+            if (!sees(a, row, j0 + jj, first_key)) continue;  // weighs 0 (uniform over the block)
             const float v = E::one(kv_row_at(a.v, table, j0 + jj, a.row_stride, a.block_stride), value_at + d);
 #pragma unroll
             for (int g = 0; g < kMaxGroup; ++g)

@@ -29,12 +29,14 @@ void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::
         PassLayout::Segment& s = p.segments[si];
         const DraftRows* d = nullptr;
         if (!trees[si].empty()) {
-            if (!verifies_trees())
-                throw UsageError(fmt::format("{} verifies draft chains, not trees", name()), "draft chains on this backend");
+            if (!verifies_trees(kv))
+                throw UsageError("a draft tree needs every layer's keys and values in memory as they are (none spilled to disk "
+                                 "or rebuilt from saved hidden states)",
+                                 "draft chains on this run");
             s.draft = static_cast<int32_t>(p.drafts.size());
             d = &p.drafts.emplace_back(lay_out_draft(trees[si], s.pos0));
         }
-        const int64_t span = d ? d->span : s.n;
+        const int64_t span = p.span(s);
         const auto table = kv.block_table(s.seq);
         if (KvCache::blocks_for(s.pos0 + span) > static_cast<int64_t>(table.size()))
             throw UsageError(fmt::format("sequence {} has no KV blocks reserved for positions {}..{}", s.seq, s.pos0,

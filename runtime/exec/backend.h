@@ -67,6 +67,8 @@ struct PassLayout {
     int64_t n_long = 0;  // rows of the segments of more than kDecodeRows tokens, which come first
 
     int64_t n() const { return static_cast<int64_t>(tokens.size()); }
+    // KV slots segment `s` writes from its first position on: its tree's span, or its tokens.
+    int64_t span(const Segment& s) const { return s.draft >= 0 ? drafts[size_t(s.draft)].span : s.n; }
 };
 
 class Backend {
@@ -108,9 +110,15 @@ public:
         return e.output == PassOutput::AllLogits || e.output == PassOutput::Verify ? static_cast<int64_t>(e.tokens.size()) : 1;
     }
 
-    // Whether its attention follows a draft tree's mask; where it does not, only chains are
-    // verified (a tree that is not one throws UsageError).
-    virtual bool verifies_trees() const { return true; }
+    // Whether a pass over `kv` verifies draft trees; where it does not, only chains (a tree
+    // throws UsageError). Every backend's attention follows a tree's mask (the CPU's, the
+    // devices'), but the kept path moves in memory: every layer's keys and values must be
+    // there as they are, none spilled to disk or rebuilt from saved hidden states.
+    static bool verifies_trees(const KvCache& kv) { return kv.n_spilled() == 0 && kv.n_rebuilt() == 0; }
+    // After a pass that verified `seq`'s draft tree, before KvCache::keep_path(seq, slots, ...):
+    // the keys and values the backend holds of its own (a device's cache) move as that call
+    // moves the cache's.
+    virtual void keep_path(const KvCache& kv, SeqId seq, std::span<const int64_t> slots) {}
 
     static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
     // Segments of at most this many tokens, and Verify entries, are decode steps: the CPU runs

@@ -20,6 +20,7 @@
 #include "runtime/place/placement.h"
 #include "runtime/scheduler.h"
 #include "runtime/weights/weight_store.h"
+#include "tests/support/device_plans.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/generate.h"
 #include "tests/support/gguf_writer.h"
@@ -30,6 +31,7 @@
 
 using namespace strata;
 using namespace strata::runtime;
+using namespace strata::test;
 using planner::KvOption;
 using planner::WeightOption;
 
@@ -53,44 +55,8 @@ EngineOptions options(const std::filesystem::path& model, DeviceKind device, Att
 
 int argmax(std::span<const float> row) { return int(std::max_element(row.begin(), row.end()) - row.begin()); }
 
-// The plan the engine made for `o`, so that a test can change it and run the change.
-planner::Plan plan_of(EngineOptions o) {
-    std::optional<planner::Plan> made;
-    o.on_plan = [&](const Placement& p) { made = p.plan; };
-    Engine e(o);
-    REQUIRE(made);
-    return *made;
-}
-
 std::vector<int32_t> greedy_tokens(Engine& e, int n) {
     return test::generate(e, e.tokenizer().encode(kText, true, false), test::greedy(n, true)).tokens;
-}
-
-// Of every eight layers: two on the device, two copied in from DRAM each pass, two streamed
-// from NVMe to the device, one computed by the CPU from DRAM and one streamed from NVMe to the
-// CPU; KV in DRAM with attention where `cpu_attention` says.
-planner::Plan heterogeneous(planner::Plan p, bool cpu_attention) {
-    const WeightOption cycle[] = {WeightOption::Gpu,       WeightOption::DramToGpu, WeightOption::NvmeToGpu,
-                                  WeightOption::DramCpu,   WeightOption::Gpu,       WeightOption::DramToGpu,
-                                  WeightOption::NvmeToGpu, WeightOption::NvmeCpu};
-    for (auto& l : p.layers) {
-        l.weights = cycle[l.layer % 8];
-        l.kv = KvOption::Dram;
-        l.attention = cpu_attention ? planner::Device::Cpu : planner::Device::Gpu;
-    }
-    p.policy.cpu_attention = cpu_attention;
-    return p;
-}
-
-// Every layer's weights and KV on the device (the planner may prefer the CPU for some).
-planner::Plan all_on_device(planner::Plan p) {
-    for (auto& l : p.layers) {
-        l.weights = WeightOption::Gpu;
-        l.kv = KvOption::Gpu;
-        l.attention = planner::Device::Gpu;
-    }
-    p.policy.cpu_attention = false;
-    return p;
 }
 
 void modes_give_the_same_tokens(DeviceKind device) {

@@ -177,7 +177,7 @@ struct DeviceBackend::Impl::CpuAttentionPass {
             const TraceScope traced(m.trace, m.attention_track,
                                     part[1].empty() ? fmt::format("layer {}", il) : fmt::format("layer {} {}", il, h ? 'B' : 'A'));
             for (int64_t t = b.r0; t < b.r1; ++t) kv.store(il, p.block[t], p.row[t], m.host->k + t * KV, m.host->v + t * KV);
-            attend_on_cpu(spec, kv, il, b.segs, m.host->q, m.host->attn, sinks);
+            attend_on_cpu(spec, kv, il, b.segs, m.host->q, m.host->attn, sinks, p.drafts);
         }
         // Without an output projection, attention's output is the step's.
         float* up = st.w ? m.dev_f(m.attn, b.r0, O) : rows[h].act[size_t(st.dst)];

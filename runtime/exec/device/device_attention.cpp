@@ -35,6 +35,37 @@ void DeviceBackend::Impl::rebuild_kv(const LayerProgram& prog, const DevLayer& l
     }
 }
 
+// The device layers' copy of a kept draft path: row seq_len + slots[i] to seq_len + i in every
+// layer whose cache is the device's, in the order KvCache::keep_path moves the host's.
+void DeviceBackend::keep_path(const KvCache& kv, SeqId seq, std::span<const int64_t> slots) {
+    Impl& m = *impl_;
+    const auto table = kv.block_table(seq);
+    const int64_t base = kv.seq_len(seq);
+    std::vector<int32_t> from_block, from_row, to_block, to_row;
+    for (size_t i = 0; i < slots.size(); ++i) {
+        const int64_t from = base + slots[i], to = base + int64_t(i);
+        if (from == to) continue;
+        from_block.push_back(table[size_t(from / KvCache::kBlockSize)]);
+        from_row.push_back(int32_t(from % KvCache::kBlockSize));
+        to_block.push_back(table[size_t(to / KvCache::kBlockSize)]);
+        to_row.push_back(int32_t(to % KvCache::kBlockSize));
+    }
+    if (from_block.empty()) return;
+    const int64_t n = int64_t(from_block.size()), KV = hp_.n_embd_kv();
+    for (int il = 0; il < hp_.n_layer; ++il) {
+        if (m.kv_of(il) != KvPlacement::Device) continue;  // the host cache's rows: KvCache::keep_path
+        const int32_t slot = m.kv_slot[size_t(il)];
+        for (const gpu::DeviceBuffer* cache : {&m.kv_k[size_t(slot)], &m.kv_v[size_t(slot)]}) {
+            if (!cache->data()) continue;  // MLA: keys only
+            const gpu::KvRows from{cache->data(), m.kv_type, from_block.data(), from_row.data(), n, KV, m.kv_row_bytes, m.kv_block_bytes};
+            gpu::KvRows to = from;
+            to.block = to_block.data();
+            to.row = to_row.data();
+            m.dev->kv_move(from, to, *m.compute);
+        }
+    }
+}
+
 // Attention into `attn`: the KV cache on the device (its rows stored by the program's StoreKv,
 // rebuilt ones recomputed first), or the host cache's blocks the pass reads copied in.
 void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const DevLayer& l, const PassLayout& p, KvCache& kv,
@@ -67,7 +98,7 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
         std::vector<int32_t> blocks;
         for (const auto& seg : p.segments) {
             const auto table = kv.block_table(seg.seq);
-            blocks.insert(blocks.end(), table.begin(), table.begin() + KvCache::blocks_for(seg.pos0 + seg.n));
+            blocks.insert(blocks.end(), table.begin(), table.begin() + KvCache::blocks_for(seg.pos0 + p.span(seg)));
         }
         std::sort(blocks.begin(), blocks.end());
         blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
@@ -104,10 +135,16 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
     a.softcap = prog.attention_spec.softcap;
     a.sinks = spec.sinks ? l[spec.sinks].f32() : nullptr;
     a.v_head_dim = spec.v_head_dim;
+    if (mask_words > 0) {  // draft trees' rows through their masks (upload_pass)
+        a.tree_mask = masks.as<uint64_t>();
+        a.tree_base = ints.as<int32_t>() + 4 * n;
+        a.pos = ints.as<int32_t>();
+        a.tree_words = mask_words;
+    }
     // A prompt chunk's rows go to the device as a run: its tiled prefill kernel where it has one.
     runs.clear();
     for (const auto& seg : p.segments)
-        if (seg.n > 1) runs.push_back({static_cast<int32_t>(seg.first), static_cast<int32_t>(seg.n)});
+        if (seg.n > 1 && seg.draft < 0) runs.push_back({static_cast<int32_t>(seg.first), static_cast<int32_t>(seg.n)});
     a.runs = runs.data();
     a.n_runs = static_cast<int32_t>(runs.size());
     dev->decode_attention(a, s);

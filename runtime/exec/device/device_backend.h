@@ -67,8 +67,10 @@ public:
     // The routing of a mixture of experts, which the host's feed-forward counts.
     const RoutingStats* routing_stats() const override;
     DeviceMemory device_memory() const override;
-    // The device's attention kernels take causal rows: it verifies draft chains only.
-    bool verifies_trees() const override { return false; }
+    // Draft trees' rows attend through their masks (gpu::DecodeAttentionArgs::tree_mask) wherever
+    // the KV cache is: on the device, copied in from DRAM, or attended to by the host CPU. The
+    // kept path's rows move in the device's cache, on the device (Device::kv_move).
+    void keep_path(const KvCache& kv, SeqId seq, std::span<const int64_t> slots) override;
 
 private:
     void reserve(int64_t n_tokens) override;

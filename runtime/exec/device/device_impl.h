@@ -56,6 +56,11 @@ DevLayer rebase(const WeightStore& store, int il, const LayerWeights& l, const s
 struct DeviceBackend::Impl {
     // Rows of logits computed per round trip in head().
     static constexpr int64_t kHeadRows = 16;
+    // Per token of a pass: position, KV block, KV row, key count, first slot of its draft tree.
+    static constexpr int64_t kPassInts = 5;
+    // Mask words per row of a draft tree of up to kMaxUbatch nodes, whose slots reach 17 a node
+    // (a depth and a branch below the nodes each: runtime/exec/draft_rows.h).
+    static constexpr int64_t kMaskWords = (17 * kMaxUbatch + 63) / 64;
 
     const models::Hparams& hp;
     WeightStore& store;
@@ -98,7 +103,8 @@ struct DeviceBackend::Impl {
     int64_t n_rebuild = 0;
 
     // Activations for passes of kMaxUbatch tokens, token-major, and scratch.
-    gpu::DeviceBuffer x, xn, q, k, v, attn, gate, up, out, logits, ints, tables, scratch;
+    gpu::DeviceBuffer x, xn, q, k, v, attn, gate, up, out, logits, ints, tables, masks, scratch;
+    int32_t mask_words = 0;  // the pass's draft trees' mask words per row (0: none)
     gpu::DeviceBuffer q_low_rank, q_latent, attn_latent;  // MLA's (layer_program.h's Act)
     std::unique_ptr<HostStaging> host;
     std::unique_ptr<gpu::Event> ev_computed, ev_inputs, ev_qkv, ev_down[2], ev_up[2], ev_logits;

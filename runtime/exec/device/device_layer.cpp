@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/trace.h"
 
 namespace strata::runtime {
@@ -42,18 +43,32 @@ float* DeviceBackend::Impl::act(Act a) const {
 }
 
 // Embeddings (looked up on the host), positions, KV rows and, for GPU attention, one block
-// table row and key count per token: one copy each on the H2D stream.
+// table row, key count and draft tree (its first slot, the row's mask) per token: one copy each
+// on the H2D stream.
 void DeviceBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
     const int64_t n = p.n(), E = hp.n_embd;
     float* emb = host->embd;
     embed_rows(hp, store.weights(), p.tokens, emb);
-    int32_t* in = host->ints;  // pos, block, row, n_kv: n each
+    int32_t* in = host->ints;  // pos, block, row, n_kv, tree base: n each
     int32_t* tab = host->tables;
-    for (int64_t t = 0; t < n; ++t) {
-        in[t] = static_cast<int32_t>(p.pos[t]);
-        in[n + t] = p.block[t];
-        in[2 * n + t] = p.row[t];
-        in[3 * n + t] = static_cast<int32_t>(p.pos[t] + 1);
+    mask_words = 0;
+    for (const DraftRows& d : p.drafts) mask_words = std::max(mask_words, d.words);
+    STRATA_ASSERT(mask_words <= kMaskWords);  // a pass holds at most kMaxUbatch nodes
+    for (const auto& seg : p.segments) {
+        const DraftRows* d = seg.draft >= 0 ? &p.drafts[size_t(seg.draft)] : nullptr;
+        for (int64_t i = 0; i < seg.n; ++i) {
+            const int64_t t = seg.first + i, slot = d ? d->slot[size_t(i)] : p.pos[t];
+            in[t] = static_cast<int32_t>(p.pos[t]);
+            in[n + t] = p.block[t];
+            in[2 * n + t] = p.row[t];
+            in[3 * n + t] = static_cast<int32_t>(slot + 1);
+            // A row of no tree sees every key before its own end.
+            in[4 * n + t] = static_cast<int32_t>(d ? d->base : slot + 1);
+            if (mask_words == 0) continue;
+            uint64_t* mask = host->masks + t * mask_words;
+            std::fill_n(mask, mask_words, 0);
+            if (d) std::copy_n(&d->mask[size_t(i) * size_t(d->words)], d->words, mask);
+        }
     }
     for (const auto& seg : p.segments) {
         const auto table = kv.block_table(seg.seq);
@@ -79,7 +94,8 @@ void DeviceBackend::Impl::upload_pass(const PassLayout& p, const KvCache& kv) {
         if (n_rebuild > 0) dev->copy_h2d(rebuild_list.data(), list, size_t(3 * n_rebuild) * 4, up_link);
     }
     dev->copy_h2d(x.data(), emb, size_t(n * E) * 4, up_link);
-    dev->copy_h2d(ints.data(), in, size_t(4 * n) * 4, up_link);
+    dev->copy_h2d(ints.data(), in, size_t(kPassInts * n) * 4, up_link);
+    if (mask_words > 0) dev->copy_h2d(masks.data(), host->masks, size_t(n * mask_words) * 8, up_link);
     dev->copy_h2d(tables.data(), tab, size_t(n * max_blocks) * 4, up_link);
     ev_inputs->record(up_link);
     ev_inputs->wait_on(*compute);

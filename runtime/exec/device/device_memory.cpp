@@ -27,8 +27,9 @@ HostStaging::Sizes DeviceBackend::Impl::staging_sizes(const models::Hparams& h, 
     const int64_t ub = Backend::kMaxUbatch, E = h.n_embd, Q = h.n_embd_q(), KV = h.n_embd_kv();
     HostStaging::Sizes sizes;
     sizes.embd = uint64_t(ub * E * 4);
-    sizes.ints = uint64_t(4 * ub * 4);
+    sizes.ints = uint64_t(kPassInts * ub * 4);
     sizes.tables = uint64_t(ub * max_blocks * 4);
+    sizes.masks = uint64_t(ub * kMaskWords * 8);
     sizes.q = sizes.attn = uint64_t(ub * Q * 4);
     sizes.k = sizes.v = uint64_t(ub * KV * 4);
     sizes.logits = uint64_t(kHeadRows * h.n_vocab * 4);
@@ -43,7 +44,7 @@ uint64_t DeviceBackend::Impl::working_bytes(const gpu::Device& device, const mod
     const uint64_t floats = ub * (3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv() + 2ull * hp.n_ff + mla) +
                             kHeadRows * uint64_t(hp.n_vocab);
     const uint64_t blocks = KvCache::blocks_for(n_ctx);
-    const uint64_t ints = 4 * ub + ub * blocks + 3 * KvCache::kBlockSize * blocks;  // + the rebuild list
+    const uint64_t ints = kPassInts * ub + ub * blocks + 2 * ub * kMaskWords + 3 * KvCache::kBlockSize * blocks;  // + the masks, the rebuild list
     const uint64_t scratch = device.attention_scratch_floats(int32_t(ub), hp.n_head, attention_head_dim(hp), int32_t(blocks));
     const auto [max_rows, max_cols] = matmul_sizes(hp);
     return 4 * floats + 4 * ints + 4 * scratch + device.matmul_scratch_bytes(max_rows, max_cols) + head_bytes +
@@ -193,8 +194,9 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     gate = floats(ub * hidden_w, "activations");
     up = floats(ub * hidden_w, "activations");
     logits = floats(kHeadRows * hp.n_vocab, "logits");
-    ints = dev->memory().allocate(uint64_t(4 * ub) * 4, "positions and block tables");
+    ints = dev->memory().allocate(uint64_t(kPassInts * ub) * 4, "positions and block tables");
     tables = dev->memory().allocate(uint64_t(ub) * max_blocks * 4, "positions and block tables");
+    masks = dev->memory().allocate(uint64_t(ub * kMaskWords) * 8, "draft tree masks");
     scratch = floats(int64_t(dev->attention_scratch_floats(int32_t(ub), hp.n_head, attention_head_dim(hp), max_blocks)),
                      "attention scratch");
     if (std::any_of(opts.experts.begin(), opts.experts.end(), [](const auto& l) { return !l.empty(); })) {

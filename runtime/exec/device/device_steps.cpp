@@ -15,7 +15,7 @@ DeviceBackend::Impl::Rows DeviceBackend::Impl::pass_rows(const PassLayout& p) co
     for (size_t a = 0; a < kNumActs; ++a) r.act[a] = act(static_cast<Act>(a));
     r.n = p.n();
     r.n_long = p.n_long;
-    const int32_t* in = ints.as<int32_t>();  // pos, block, row, n_kv: n each (upload_pass)
+    const int32_t* in = ints.as<int32_t>();  // pos, block, row, n_kv, tree base: n each (upload_pass)
     r.pos = in;
     r.block = in + r.n;
     r.row = in + 2 * r.n;

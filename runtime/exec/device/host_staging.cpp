@@ -16,7 +16,7 @@ uint64_t part_bytes(uint64_t bytes) { return storage::align_up(std::max<uint64_t
 
 uint64_t HostStaging::slot_bytes(const Sizes& b) {
     uint64_t total = 0;
-    for (uint64_t part : {b.embd, b.ints, b.tables, b.q, b.k, b.v, b.attn, b.logits, b.rebuild}) total += part_bytes(part);
+    for (uint64_t part : {b.embd, b.ints, b.tables, b.masks, b.q, b.k, b.v, b.attn, b.logits, b.rebuild}) total += part_bytes(part);
     return total;
 }
 
@@ -31,6 +31,7 @@ HostStaging::HostStaging(storage::MemoryBudget& dram, const Sizes& b) : buffer_(
     take(embd, b.embd);
     take(ints, b.ints);
     take(tables, b.tables);
+    take(masks, b.masks);
     take(q, b.q);
     take(k, b.k);
     take(v, b.v);

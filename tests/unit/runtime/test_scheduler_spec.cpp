@@ -15,6 +15,7 @@
 #include "tests/support/generate.h"
 #include "tests/support/greedy.h"
 #include "tests/support/chi_square.h"
+#include "tests/support/device_plans.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
@@ -111,8 +112,10 @@ TEST_CASE("speculation: a draft model's guesses keep the plain greedy tokens, al
     CHECK_THROWS_AS(Scheduler(engine, SchedulerOptions{1, 1, 1, 0, spec(SpecMode::Draft)}), UsageError);
 }
 
-TEST_CASE("speculation: tree drafts keep the plain greedy tokens, alone and batched", "[unit][spec]") {
-    Engine engine(test::engine_options(test::tiny_llama_path(), 512));
+namespace {
+// Lookup's tree drafts (width 4) and chains (width 1) on `engine` give plain decoding's greedy
+// tokens, alone and batched.
+void trees_keep_greedy_tokens(Engine& engine) {
     // Last words that came before with several endings: lookup drafts branch.
     const std::vector<std::string> texts{
         "Lily had a big red ball. Lily had a big blue ball. Lily had a big green hat. Lily had a big",
@@ -149,6 +152,28 @@ TEST_CASE("speculation: tree drafts keep the plain greedy tokens, alone and batc
     sched.wait_idle();
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
     CHECK(engine.kv().pool().n_used() == 0);
+}
+}  // namespace
+
+TEST_CASE("speculation: tree drafts keep the plain greedy tokens, alone and batched", "[unit][spec]") {
+    Engine engine(test::engine_options(test::tiny_llama_path(), 512));
+    trees_keep_greedy_tokens(engine);
+}
+
+TEST_CASE("speculation: the simulated device verifies tree drafts, KV on it or in DRAM, layers on the CPU too", "[unit][spec]") {
+    EngineOptions o = sim_options();
+    o.gpu.attention = AttentionChoice::Gpu;
+    const planner::Plan made = test::plan_of(o);
+    for (const int run : {0, 1, 2}) {
+        INFO((run == 0 ? "KV on the device" : run == 1 ? "KV in DRAM, the CPU attending" : "layers copied, streamed and on the CPU"));
+        EngineOptions d = o;
+        d.plan = run == 2 ? test::heterogeneous(made, false) : test::all_on_device(made);
+        d.gpu.attention = run == 1 ? AttentionChoice::Cpu : AttentionChoice::Gpu;
+        Engine engine(d);
+        REQUIRE(engine.backend_name() == "sim");
+        REQUIRE(engine.verifies_trees());
+        trees_keep_greedy_tokens(engine);
+    }
 }
 
 TEST_CASE("speculation: self drafts keep the plain greedy tokens on every task, CPU and simulated device", "[unit][spec]") {

@@ -1,15 +1,17 @@
 // A draft tree verified in one pass: each node's logits are, bit for bit, those plain decoding
 // gives down its path (the tree mask over the paged KV, each node's ancestors at slots congruent
 // to their positions); the kept path, moved to its positions, decodes on as plain decoding does;
-// a device verifies chains only.
+// on the simulated device (the CPU's kernels) the same bits wherever its KV lives.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "runtime/exec/draft_rows.h"
+#include "tests/support/device_plans.h"
 #include "tests/support/engine_options.h"
 #include "tests/support/model_paths.h"
 
@@ -107,7 +109,7 @@ TEST_CASE("draft tree: every node's logits are plain decoding's down its path; t
     std::vector<int64_t> from;
     std::vector<int32_t> text;
     for (const int32_t n : kept) from.push_back(slot[size_t(n)]), text.push_back(tokens[size_t(n)]);
-    engine.kv().keep_path(seq, from, text);
+    engine.keep_path(seq, from, text);
     CHECK(engine.kv().seq_len(seq) == int32_t(prompt.size() + kept.size()));
     const int32_t after = prompt[0];
     const SeqTokens step{seq, {&after, 1}};
@@ -118,11 +120,86 @@ TEST_CASE("draft tree: every node's logits are plain decoding's down its path; t
     CHECK(engine.kv().pool().n_used() == 0);
 }
 
-TEST_CASE("draft tree: a device verifies chains, and says so for a tree", "[unit][spec]") {
+namespace {
+// The tree's rows of logits after `prompt` on `e`; then the path to node 8 kept and one more
+// token decoded: its row appended.
+std::vector<float> tree_then_kept_path(Engine& e, std::span<const int32_t> prompt, std::span<const int32_t> tokens) {
+    const SeqId seq = e.create_seq();
+    const SeqTokens p{seq, prompt};
+    e.eval_batch({&p, 1});
+    const SeqTokens tree{seq, tokens, PassOutput::Verify, kParent};
+    const auto got = e.eval_batch({&tree, 1});
+    std::vector<float> rows(got.begin(), got.end());
+    const auto slot = draft_slots(kParent);
+    std::vector<int64_t> from;
+    std::vector<int32_t> text;
+    for (const int32_t n : path_to(8)) from.push_back(slot[size_t(n)]), text.push_back(tokens[size_t(n)]);
+    e.keep_path(seq, from, text);
+    const int32_t after = prompt[0];
+    const SeqTokens step{seq, {&after, 1}};
+    const auto next = e.eval_batch({&step, 1});
+    rows.insert(rows.end(), next.begin(), next.end());
+    e.free_seq(seq);
+    return rows;
+}
+}  // namespace
+
+TEST_CASE("draft tree on the simulated device: the CPU backend's logits bit for bit, KV on the device or in DRAM", "[unit][spec]") {
+    EngineOptions o = test::engine_options(test::tiny_llama_path(), 512);
+    Engine cpu(o);
+    const auto prompt = cpu.tokenizer().encode("Lily had a big red ball. She liked to play with it in the park.",
+                                               cpu.tokenizer().add_bos_default(), false);
+    std::vector<int32_t> tokens;
+    for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(prompt[(3 * i + 1) % prompt.size()]);
+    const auto want = tree_then_kept_path(cpu, prompt, tokens);
+    const int64_t V = cpu.hparams().n_vocab;
+
+    o.gpu.device = DeviceKind::Sim;
+    o.gpu.gpu_mem = uint64_t{256} << 20;
+    o.gpu.sim_link_gbps = 50;
+    o.gpu.attention = AttentionChoice::Gpu;
+    const planner::Plan made = test::plan_of(o);
+    // Every layer on the device but one computed by the CPU (its KV in DRAM, the others' on the device).
+    planner::Plan one_on_cpu = test::all_on_device(made);
+    one_on_cpu.layers[1].weights = planner::WeightOption::DramCpu;
+    const std::vector<std::tuple<const char*, planner::Plan, AttentionChoice>> runs{
+        {"KV on the device", test::all_on_device(made), AttentionChoice::Gpu},
+        {"KV on the device, one layer on the CPU", one_on_cpu, AttentionChoice::Gpu},
+        {"KV in DRAM, the CPU attending", test::all_on_device(made), AttentionChoice::Cpu},
+        {"KV in DRAM copied in, layers copied, streamed and on the CPU", test::heterogeneous(made, false), AttentionChoice::Gpu},
+        {"KV in DRAM, the CPU attending, layers copied, streamed and on the CPU", test::heterogeneous(made, true), AttentionChoice::Cpu},
+    };
+    for (const auto& [what, plan, attention] : runs) {
+        INFO(what);
+        EngineOptions d = o;
+        d.plan = plan;
+        d.gpu.attention = attention;
+        Engine sim(d);
+        REQUIRE(sim.backend_name() == "sim");
+        CHECK(sim.verifies_trees());
+        const auto got = tree_then_kept_path(sim, prompt, tokens);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i <= kParent.size(); ++i) {
+            INFO((i < kParent.size() ? "node " : "after the kept path, row ") << i);
+            CHECK(same_bits(std::span(got).subspan(i * size_t(V), size_t(V)), std::span(want).subspan(i * size_t(V), size_t(V))));
+        }
+        CHECK(sim.kv().pool().n_used() == 0);
+    }
+}
+
+TEST_CASE("draft tree on the simulated device: refused where layers rebuild their KV, chains verified there", "[unit][spec]") {
     EngineOptions o = test::engine_options(test::tiny_llama_path(), 256);
     o.gpu.device = DeviceKind::Sim;
     o.gpu.gpu_mem = uint64_t{256} << 20;
+    o.gpu.attention = AttentionChoice::Gpu;
+    o.kv_type = DType::F32;
+    planner::Plan rebuilt = test::all_on_device(test::plan_of(o));
+    rebuilt.policy.recompute = true;
+    for (auto& l : rebuilt.layers)
+        if (l.layer % 2 == 1) l.kv = planner::KvOption::ActGpu;
+    o.plan = rebuilt;
     Engine engine(o);
+    REQUIRE(engine.kv().n_rebuilt() > 0);
     CHECK_FALSE(engine.verifies_trees());
     const SeqId seq = engine.create_seq();
     const std::vector<int32_t> prompt{1, 2, 3}, tokens{4, 5, 6};

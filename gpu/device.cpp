@@ -1,0 +1,32 @@
+// What the device interface builds from its own ops, the same on every device.
+#include "gpu/device.h"
+
+namespace strata::gpu {
+
+namespace {
+std::byte* row_at(const KvRows& r, int64_t i) {
+    return static_cast<std::byte*>(r.cache) + r.block[i] * r.block_stride + r.row[i] * r.row_stride;
+}
+// Whether row i + 1 of r follows row i in the same block.
+bool next_row(const KvRows& r, int64_t i) { return r.block[i + 1] == r.block[i] && r.row[i + 1] == r.row[i] + 1; }
+}  // namespace
+
+void Device::kv_move(const KvRows& from, const KvRows& to, Stream& s) {
+    const size_t bytes = row_bytes(from.type, from.n);
+    for (int64_t i = 0; i < from.n_tok;) {
+        std::byte* src = row_at(from, i);
+        std::byte* dst = row_at(to, i);
+        // A run of rows next to each other on both sides, its source and destination apart.
+        int64_t end = i + 1;
+        while (end < from.n_tok && next_row(from, end - 1) && next_row(to, end - 1)) ++end;
+        const int64_t span = (end - i - 1) * from.row_stride + int64_t(bytes);
+        if (src + span <= dst || dst + span <= src) {
+            copy_d2d(dst, src, size_t(span), s);
+        } else {
+            for (int64_t k = i; k < end; ++k) copy_d2d(row_at(to, k), row_at(from, k), bytes, s);
+        }
+        i = end;
+    }
+}
+
+}  // namespace strata::gpu

@@ -1,0 +1,140 @@
+// The device interface's draft-tree ops, on every device: attention of a draft tree's rows
+// through their masks matches cpu::attention's tree attention (with and without a window that
+// drops ancestors), beside a causal row of another sequence; kv_move moves whole rows in order.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "cpu/attention_cpu.h"
+#include "cpu/kv_format.h"
+#include "gpu/device.h"
+#include "tests/support/random_values.h"
+#include "tests/unit/gpu/device_test_support.h"
+
+using namespace strata;
+using namespace strata::gpu;
+using namespace strata::gpu::test;
+using strata::test::normal_floats;
+
+namespace {
+
+constexpr int32_t kBase = 40;  // the sequence's length before the tree
+// Root at slot 0; node 1 its first child (slot 1), node 2 its second (branch 1: slot 17); node 3
+// under node 1 (slot 2), node 4 under node 2 (slot 18). Slots from kBase, positions, ancestor masks.
+const std::vector<int64_t> kSlot{0, 1, 17, 2, 18}, kDepth{0, 1, 1, 2, 2};
+const std::vector<uint64_t> kMask{0b1, 0b11, (1u << 17) | 1u, 0b111, (3u << 17) | 1u};
+
+void tree_attention(TestDevice& d, DType kv_type, int32_t window) {
+    const int32_t n_tree = 5, n_rows = n_tree + 1, n_head = 6, n_head_kv = 2, head_dim = 64, bs = kKvBlockSize;
+    const int32_t n_blocks = 6, max_blocks = 4;
+    const int64_t row_values = int64_t{n_head_kv} * head_dim;
+    const int64_t row_stride = int64_t(row_bytes(kv_type, row_values)), block_stride = bs * row_stride;
+    const auto kf = normal_floats(n_blocks * bs * row_values, 81), vf = normal_floats(n_blocks * bs * row_values, 82);
+    std::vector<uint8_t> k(n_blocks * block_stride), v(k.size());
+    for (int64_t r = 0; r < n_blocks * bs; ++r) {
+        cpu::store_kv_row(kv_type, &kf[r * row_values], &k[r * row_stride], row_values);
+        cpu::store_kv_row(kv_type, &vf[r * row_values], &v[r * row_stride], row_values);
+    }
+    // The tree's sequence in blocks 5, 0, 3, 1; the last row a causal one of another sequence (blocks 2, 4).
+    const std::vector<int32_t> tree_table{5, 0, 3, 1}, other_table{2, 4, 0, 0};
+    std::vector<int32_t> tables, n_kv, base, pos;
+    std::vector<uint64_t> mask;
+    for (int32_t t = 0; t < n_tree; ++t) {
+        tables.insert(tables.end(), tree_table.begin(), tree_table.end());
+        n_kv.push_back(kBase + int32_t(kSlot[t]) + 1);
+        base.push_back(kBase);
+        pos.push_back(kBase + int32_t(kDepth[t]));
+        mask.push_back(kMask[t]);
+    }
+    tables.insert(tables.end(), other_table.begin(), other_table.end());
+    n_kv.push_back(29);
+    base.push_back(29);
+    pos.push_back(28);
+    mask.push_back(0);
+    const auto q = normal_floats(n_rows * n_head * head_dim, 83, 2.0f);
+    const size_t out_values = size_t(n_rows) * n_head * head_dim;
+    DeviceBuffer dk = d.upload(k), dv = d.upload(v), dq = d.upload(q), dt = d.upload(tables), dn = d.upload(n_kv);
+    DeviceBuffer db = d.upload(base), dp = d.upload(pos), dm = d.upload(mask);
+    DeviceBuffer dout = d.upload(std::vector<float>(out_values, std::nanf("")));
+    DeviceBuffer scratch = d.zeros(std::max<size_t>(1, d.dev->attention_scratch_floats(n_rows, n_head, head_dim, max_blocks)) * 4);
+    const DecodeAttentionArgs a{.q = dq.as<float>(), .out = dout.as<float>(), .k = dk.data(), .v = dv.data(),
+                                .kv_type = kv_type, .block_tables = dt.as<int32_t>(), .n_kv = dn.as<int32_t>(),
+                                .n_seq = n_rows, .max_blocks = max_blocks, .n_head = n_head, .n_head_kv = n_head_kv,
+                                .head_dim = head_dim, .row_stride = row_stride, .block_stride = block_stride,
+                                .scratch = scratch.as<float>(), .window = window, .tree_mask = dm.as<uint64_t>(),
+                                .tree_base = db.as<int32_t>(), .pos = dp.as<int32_t>(), .tree_words = 1};
+    d.dev->decode_attention(a, *d.stream);
+    const auto out = d.download<float>(dout, out_values);
+
+    // The CPU's tree attention for the tree's rows, plain attention for the causal one.
+    std::vector<float> ref(out_values);
+    std::vector<int64_t> slot, tree_pos, key_pos(64, -1);
+    for (int32_t t = 0; t < n_tree; ++t) {
+        slot.push_back(kBase + kSlot[t]);
+        tree_pos.push_back(kBase + kDepth[t]);
+        key_pos[size_t(kSlot[t])] = kBase + kDepth[t];
+    }
+    const cpu::AttentionTree tree{kBase, slot.data(), tree_pos.data(), key_pos.data(), kMask.data(), 1};
+    for (const bool is_tree : {true, false}) {
+        cpu::AttentionArgs c;
+        c.tree = is_tree ? &tree : nullptr;
+        c.q = q.data() + (is_tree ? 0 : n_tree * n_head * head_dim);
+        c.out = ref.data() + (is_tree ? 0 : n_tree * n_head * head_dim);
+        c.k = k.data();
+        c.v = v.data();
+        c.n_tokens = is_tree ? n_tree : 1;
+        c.pos0 = is_tree ? 0 : 28;
+        c.n_head = n_head;
+        c.n_head_kv = n_head_kv;
+        c.head_dim = head_dim;
+        c.kv_stride = row_stride;
+        c.kv_type = kv_type;
+        c.block_table = is_tree ? tree_table.data() : other_table.data();
+        c.block_size = bs;
+        c.block_stride = block_stride;
+        c.window = window;
+        cpu::attention(c);
+    }
+    const bool sim = d.dev->name() == "sim";
+    int64_t bad = 0;
+    for (size_t i = 0; i < ref.size(); ++i) bad += sim ? out[i] != ref[i] : !(std::abs(out[i] - ref[i]) <= 1e-4 * (std::abs(ref[i]) + 1.0));
+    CHECK(bad == 0);
+}
+
+void tree_rows(TestDevice& d) {
+    // Window 2: node 3 (position 42) no longer sees the root (40), nor node 4 its root.
+    for (const DType kv_type : {DType::F32, DType::F16, DType::Q8_0})
+        for (const int32_t window : {0, 2, 20}) {
+            if (!d.dev->supports_kv(kv_type)) continue;
+            INFO(d.dev->name() << ", KV " << dtype_name(kv_type) << ", window " << window);
+            tree_attention(d, kv_type, window);
+        }
+}
+
+void moved_rows(TestDevice& d) {
+    const int64_t n = 64, row_stride = int64_t(row_bytes(DType::F16, n)), bs = kKvBlockSize, n_blocks = 3;
+    std::vector<uint8_t> cache(size_t(n_blocks * bs * row_stride));
+    std::iota(cache.begin(), cache.end(), uint8_t{0});
+    DeviceBuffer dc = d.upload(cache);
+    // Rows 14, 15 of block 2 to its rows 1, 2 (next to each other: one copy), then row 3 of block
+    // 0 to row 3 of block 2.
+    const std::vector<int32_t> from_block{2, 2, 0}, from_row{14, 15, 3}, to_block{2, 2, 2}, to_row{1, 2, 3};
+    const KvRows from{dc.data(), DType::F16, from_block.data(), from_row.data(), 3, n, row_stride, bs * row_stride};
+    KvRows to = from;
+    to.block = to_block.data();
+    to.row = to_row.data();
+    d.dev->kv_move(from, to, *d.stream);
+    std::vector<uint8_t> want = cache;
+    for (size_t i = 0; i < 3; ++i)
+        std::copy_n(&cache[size_t((from_block[i] * bs + from_row[i]) * row_stride)], size_t(row_stride),
+                    &want[size_t((to_block[i] * bs + to_row[i]) * row_stride)]);
+    CHECK(d.download<uint8_t>(dc, cache.size()) == want);
+}
+
+}  // namespace
+
+STRATA_DEVICE_TEST("a draft tree's rows attend through their masks as cpu::attention's tree attention, windows included",
+                   tree_rows)
+STRATA_DEVICE_TEST("kv_move copies whole KV rows in order, runs of rows as one", moved_rows)
