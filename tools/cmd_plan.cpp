@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "planner/catalog.h"
 #include "planner/plan_report.h"
+#include "planner/policy_search.h"
 #include "planner/units.h"
 #include "tools/cli_options.h"
 #include "tools/plan/plan_hardware.h"
@@ -101,8 +102,10 @@ int run_plan(const PlanOptions& o) {
     }
     std::cout << format_plan(r.best, shape, hw, {r.n_policies, r.seconds});
     if (run.device_prediction)
-        fmt::print("\nThe plan above is the CPU alone's: the best plan with the GPU decodes at {:.3g} tokens/s, no faster "
-                   "than its {:.3g}.\n", run.device_prediction->decode_tps_per_seq, r.best.prediction.decode_tps_per_seq);
+        fmt::print("\nThe plan above is the CPU alone's: the best plan with the GPU decodes at {:.3g} tokens/s, not {:.0f}% "
+                   "faster than its {:.3g} (a near tie goes to the CPU alone).\n",
+                   run.device_prediction->decode_tps_per_seq, (planner::kDeviceWinMargin - 1) * 100,
+                   r.best.prediction.decode_tps_per_seq);
     else if (run.cpu_alone)
         fmt::print("\nThe CPU alone: {:.3g} tokens/s decode, TTFT {} (this plan: {:.3g} tokens/s).\n",
                    run.cpu_alone->decode_tps_per_seq, format_seconds(run.cpu_alone->ttft_s), r.best.prediction.decode_tps_per_seq);

@@ -83,7 +83,10 @@ TEST_CASE("CLI: --plan for another model, for a GPU, or not a plan is refused cl
     CHECK_THAT(r.err, Catch::StartsWith("strata: error: the plan was made for") && Catch::Contains("hint: make a new plan"));
 
     const auto gpu = temp_path("gpu_plan.json");
-    REQUIRE(run_strata("plan -m " + model.string() + " --gpu rtx4090 -o " + gpu.string()).exit_code == 0);
+    // A batch of 32, where the GPU's plan beats the CPU alone's by far (one sequence is a near tie,
+    // left to the CPU).
+    REQUIRE(run_strata("plan -m " + model.string() + " --gpu rtx4090 --workload prompt=512,gen=128,batch=32 -o " + gpu.string())
+                .exit_code == 0);
     r = run_strata(gen + gpu.string());
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains("this runtime runs on the CPU only"));
