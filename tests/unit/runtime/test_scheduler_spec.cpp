@@ -197,7 +197,7 @@ TEST_CASE("speculation: self drafts keep the plain greedy tokens on every task, 
             WARN("SmolLM2 is missing: self-speculation checked on stories260K only");
             break;
         }
-        Engine engine(run == 1 ? sim_options() : test::engine_options(run == 2 ? *smollm2 : test::tiny_llama_path(), 512));
+        Engine engine(run == 1 ? copied_in_target() : test::engine_options(run == 2 ? *smollm2 : test::tiny_llama_path(), 512));
         const auto early = open_early_layers(engine);
         SpecOptions so = spec(SpecMode::Self);
         so.draft_model = early.get();
@@ -213,7 +213,10 @@ TEST_CASE("speculation: self drafts keep the plain greedy tokens on every task, 
             CHECK(fast.n_decode_evals + fast.n_accepted == plain.n_decode_evals);
             drafted += fast.n_drafted, accepted += fast.n_accepted;
         }
-        CHECK(drafted > 0);
+        // Resident on the CPU a pass is cheap and the drafter may rightly turn itself off; a pass
+        // that copies every layer in over a slow link makes drafting on the CPU pay, so drafts
+        // are certainly verified there.
+        if (run == 1) CHECK(drafted > 0);
         SchedulerOptions batched{3, 8};
         batched.spec = so;
         Scheduler sched(engine, batched);
