@@ -43,6 +43,7 @@ from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 
 
 def browser(download_dir: Path | None = None) -> webdriver.Chrome:
@@ -93,7 +94,9 @@ def console_errors(driver) -> list[str]:
 
 
 def wait_for(driver, condition, timeout: float = 60, what: str = "the page"):
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: condition(d), f"{what} within {timeout} s")
+    # An element the page re-rendered while the condition read it (a streamed reply) is looked up again.
+    return WebDriverWait(driver, timeout, poll_frequency=0.05, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: condition(d), f"{what} within {timeout} s")
 
 
 def screenshot(driver, name: str) -> Path:
