@@ -3,11 +3,18 @@
 with a draft model (--draft-model) and with the model's own first layers (--spec self), greedy
 answers asked at once by several clients equal the answers of a server that does not speculate;
 /metrics counts the drafts verified and kept; a draft model of another vocabulary stops the
-server at start with a message naming the difference."""
+server at start with a message naming the difference.
+
+The target runs on the simulated device with every layer's weights copied in each pass over a slow
+link: a pass costs its copies whatever its rows, so drafting pays whatever the machine's load (on
+the CPU alone a drafter that does not pay turns itself off, and the test would see no drafts)."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import tempfile
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 from serve_support import Server
@@ -28,6 +35,19 @@ PROMPTS = [
 ]
 
 
+def copied_in_plan(folder: Path) -> Path:
+    """A plan (the JSON `strata plan --json` writes) that copies every layer's weights to the
+    device in each pass, its KV cache and attention on the device."""
+    planned = subprocess.run([STRATA_BIN, "plan", "-m", str(MODEL), "--machine", "flexgen-t4", "--json"],
+                             capture_output=True, text=True, timeout=120, check=True)
+    plan = json.loads(planned.stdout)
+    for layer in plan["layers"]:
+        layer.update(weights="dram->gpu", kv="gpu", attention="gpu")
+    path = folder / "copied_in.json"
+    path.write_text(json.dumps(plan))
+    return path
+
+
 def ask(server: Server, prompt: str) -> str:
     status, _, body = server.request("POST", "/v1/completions", {"model": MODEL.stem, "prompt": prompt,
                                                                  "max_tokens": MAX_TOKENS, "temperature": 0})
@@ -44,8 +64,8 @@ def counter(server: Server, name: str) -> float:
     return float(found[1])
 
 
-def check_speculating(args: list[str], plain: list[str], must_keep: bool) -> None:
-    with Server(MODEL, "--max-batch", "4", *args) as server:
+def check_speculating(target: list[str], args: list[str], plain: list[str], must_keep: bool) -> None:
+    with Server(MODEL, "--max-batch", "4", *target, *args) as server:
         with ThreadPoolExecutor(len(PROMPTS)) as pool:  # every request at once: one batch
             together = list(pool.map(lambda p: ask(server, p), PROMPTS))
         assert together == plain, (args, together, plain)
@@ -60,14 +80,20 @@ def check_speculating(args: list[str], plain: list[str], must_keep: bool) -> Non
             assert list(pool.map(lambda p: ask(server, p), PROMPTS)) == plain
 
 
-def main() -> None:
-    with Server(MODEL, "--spec", "off") as server:
+def check_serving(target: list[str]) -> None:
+    with Server(MODEL, *target, "--spec", "off") as server:
         plain = [ask(server, p) for p in PROMPTS]  # one at a time, no drafts
     assert len(set(plain)) == len(PROMPTS), plain
     # The model drafting for itself: its guesses are its tokens, so they are kept.
-    check_speculating(["--draft-model", str(MODEL), "--spec", "draft"], plain, must_keep=True)
-    check_speculating(["--draft-model", str(MODEL)], plain, must_keep=True)  # --spec auto takes it
-    check_speculating(["--spec", "self"], plain, must_keep=False)
+    check_speculating(target, ["--draft-model", str(MODEL), "--spec", "draft"], plain, must_keep=True)
+    check_speculating(target, ["--draft-model", str(MODEL)], plain, must_keep=True)  # --spec auto takes it
+    check_speculating(target, ["--spec", "self"], plain, must_keep=False)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        target = ["--device", "sim", "--sim-link", "0.05", "--gpu-mem", "256M", "--plan", str(copied_in_plan(Path(folder)))]
+        check_serving(target)
 
     smollm2 = default_model()  # skips here when it is missing: the checks above have run
     refused = subprocess.run([STRATA_BIN, "serve", "-m", str(smollm2), "--draft-model", str(MODEL), "--port", str(free_port())],
