@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
     be->add_option("-r,--repetitions", bench.reps, "repetitions of each test")->capture_default_str();
     be->add_option("-b,--batch", bench.batch,
                    "sequences evaluated together: pp runs each one's prompt, tg one token of each per step; "
-                   "t/s is the aggregate")->capture_default_str()->check(CLI::PositiveNumber);
+                   "t/s is the aggregate; the plan is made for them")->capture_default_str()->check(CLI::PositiveNumber);
     be->add_option("-d,--n-depth", bench.depth, "positions each sequence already holds when a test starts (untimed)")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     be->add_flag("--json", bench.json, "print one JSON object per test");

@@ -204,7 +204,7 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     p.shape.kv_type = kv_type;
     p.hw = gpu.hw;
     p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
-    const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict, opts.n_prompt);
+    const planner::Workload wl = runtime_workload(opts);
     choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape&) {
         po.budgets.gpu = static_cast<double>(device_bytes);
         po.infeasible_hint = "give more --gpu-mem or --dram, a shorter --ctx, or run on the CPU with --gpu-mem 0";
