@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
     ba->add_option("-i,--input", batch.input, "requests, one JSON object a line")->required();
     ba->add_option("-o,--output", batch.output, "answers, one a line; a rerun skips those it holds")->required();
     add_chat_template_option(*ba, batch.chat_template);
-    ba->add_option("--max-batch", batch.max_batch, "sequences generating at once")->capture_default_str()->check(CLI::PositiveNumber);
+    ba->add_option("--max-batch", batch.max_batch, "sequences generating at once; the plan is made for them")->capture_default_str()->check(CLI::PositiveNumber);
     add_engine_options(*ba, batch.m);
 
     try {
