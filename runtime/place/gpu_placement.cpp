@@ -130,14 +130,12 @@ planner::HardwareProfile gpu_profile() {
     return hw;
 }
 
-// The prompt's activations the planner counts on the device, at the least it may (the whole
-// prompt in one pass of its smallest micro-batch). The device backend's working set, taken
-// from the budget before planning, already holds its passes' activations (DeviceBackend::footprint).
+// The prompts' activations the planner counts on the device (the batch's whole prompts in one
+// pass). The device backend's working set, taken from the budget before planning, already holds
+// its passes' activations (DeviceBackend::footprint).
 double planner_prefill_activations(const planner::ModelShape& s, const planner::HardwareProfile& hw,
-                                   const planner::Workload& wl, int max_micro) {
-    int32_t m = 1;
-    while (m * 2 <= std::min(wl.batch, max_micro)) m *= 2;
-    const planner::CostModel cm(s, hw, wl, planner::Policy{wl.batch, m, false, false, s.kv_type});
+                                   const planner::Workload& wl) {
+    const planner::CostModel cm(s, hw, wl, planner::Policy{wl.batch, 1, false, false, s.kv_type});
     return cm.fixed().bytes[static_cast<size_t>(planner::Tier::Gpu)];
 }
 
@@ -219,7 +217,7 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     const planner::Workload wl = runtime_workload(opts);
     choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {
         // Counted once: a batch's long prompts would otherwise take the room of layers and KV.
-        po.budgets.gpu = static_cast<double>(device_bytes) + planner_prefill_activations(as_read, p.hw, wl, po.max_micro);
+        po.budgets.gpu = static_cast<double>(device_bytes) + planner_prefill_activations(as_read, p.hw, wl);
         po.infeasible_hint = "give more --gpu-mem or --dram, a shorter --ctx, or run on the CPU with --gpu-mem 0";
         // DRAM left for the layers it keeps there: the runtime also holds the head and embeddings,
         // the KV cache and activations, and a ring for layers streamed from NVMe (the planner's

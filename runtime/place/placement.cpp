@@ -166,6 +166,7 @@ void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload
     po.kv_types = {p.shape.kv_type};
     po.allow_recompute = false;
     po.limits.layers_only_on_nvme = true;
+    po.max_micro = 1;  // the runtime runs a batch's sequences in one pass, never in micro-batches
     po.infeasible_hint = "give more --dram, or a shorter --ctx";
     tune(po, as_read);
     const planner::SearchResult r = planner::search_plans(as_read, p.hw, wl, po);
