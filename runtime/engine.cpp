@@ -86,7 +86,12 @@ Engine::Engine(const EngineOptions& opts)
     po.given = opts.plan ? &*opts.plan : nullptr;
     po.n_ctx = n_ctx;
     po.n_predict = opts.n_predict;
-    if (!opts.prompt.empty()) po.n_prompt = static_cast<int>(tok_->encode(opts.prompt, tok_->add_bos_default(), true).size());
+    po.n_prompt = opts.prompt.empty() ? opts.n_prompt
+                                      : static_cast<int>(tok_->encode(opts.prompt, tok_->add_bos_default(), true).size());
+    if (opts.n_batch < 1)
+        throw UsageError(fmt::format("a batch of {} sequences to plan for", opts.n_batch), "give at least 1 sequence");
+    po.n_batch = opts.n_batch;
+    po.kv_positions = opts.kv_positions;
     po.n_threads = pool_->n_threads();
     po.n_threads_alone = opts.n_threads;
     po.kv_type = opts.kv_type;

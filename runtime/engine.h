@@ -55,6 +55,8 @@ struct EngineOptions {
     int prefetch_depth = 2;       // streamed layers read ahead of compute
     int n_predict = 0;            // tokens generated per request, when known: the plan's workload
     std::string prompt;           // the prompt the run is for, when known: the plan is made for its tokens
+    int n_prompt = 0;             // without `prompt`: its length in tokens, when known (bench's -d + -p)
+    int n_batch = 1;              // sequences decoded together, when known: the plan is made for them
     std::optional<planner::Plan> plan;  // --plan FILE: run by this plan instead of making one
     std::function<void(const Placement&)> on_plan;  // sees the plan before weights load (--show-plan)
     std::filesystem::path kv_spill_dir;  // where KV layers that do not fit go; empty: the cache folder

@@ -2,6 +2,7 @@
 // up to --max-batch at a time. Bad lines become error records and the rest still runs.
 // Resumable: a rerun with the same output skips what it holds, so a kill or Ctrl-C costs at
 // most the requests in flight.
+#include <algorithm>
 #include <csignal>
 #include <condition_variable>
 #include <fstream>
@@ -40,6 +41,8 @@ std::vector<std::string> read_lines(const std::string& path) {
     return lines;
 }
 
+bool is_blank(const std::string& line) { return line.find_first_not_of(" \t") == std::string::npos; }
+
 // Finished requests, handed from the scheduler's thread to the writer (this thread).
 struct Completions {
     std::mutex mu;
@@ -60,6 +63,9 @@ int run_batch(const BatchOptions& o) {
                    out.truncated_bytes(), o.output);
 
     runtime::EngineOptions eo = o.m.engine();
+    // Planned for the sequences that run at once: --max-batch, or every request when there are fewer.
+    const auto n_requests = std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return !is_blank(l); });
+    eo.n_batch = static_cast<int>(std::clamp<std::ptrdiff_t>(n_requests, 1, o.max_batch));
     const std::string model_id = resolve_model_path(eo.model).stem().string();
     runtime::Engine engine(eo);
     const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(engine.file(), o.chat_template);
@@ -70,7 +76,7 @@ int run_batch(const BatchOptions& o) {
     std::unordered_set<std::string> seen;
     size_t n_skipped = 0, n_bad = 0, n_failed = 0;
     for (size_t i = 0; i < lines.size(); ++i) {
-        if (lines[i].find_first_not_of(" \t") == std::string::npos) continue;
+        if (is_blank(lines[i])) continue;
         openai::BatchLine item = openai::parse_batch_line(lines[i], i + 1, model);
         if (item.custom_id && !seen.insert(*item.custom_id).second) {
             fmt::print(stderr, "batch: line {}: custom_id '{}' appeared before; this line is skipped\n", i + 1, *item.custom_id);

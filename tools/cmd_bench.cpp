@@ -8,8 +8,8 @@
 // With -b B, B requests run together (pp: their prompts in the same passes; tg: one token of
 // each per step) and t/s is the aggregate, B x P (or N) / seconds; with -d D each sequence
 // first holds D random positions (computed untimed, attached from the prefix cache), as
-// llama-bench's -d. Below the table: the plan's
-// prediction for the same run (runtime/place/placement.h).
+// llama-bench's -d. The plan is made for this batch and its prompt of depth + P tokens; below
+// the table: its prediction for the same runs (runtime/place/placement.h).
 // For tg it also reports the memory speed decode reached: weight bytes per token x t/s against
 // the profile's DRAM read rate, and, when layers stream from disk (--dram below the model),
 // the bytes read per second against the profile's disk read rate (run `strata probe` first
@@ -125,8 +125,13 @@ int run_bench(const BenchOptions& o) {
     // A request holds its depth and its prompt (pp: n_prompt tokens; tg: one, and n_gen + 1
     // generated), and the scheduler keeps room for one more position.
     const int n_held = o.depth + std::max(o.n_prompt + 1, o.n_gen + 2);
-    if (eo.n_ctx == 0) eo.n_ctx = std::max(16, n_held);
-    eo.n_predict = o.n_gen;
+    // The plan is made for the batch of these runs: a prompt of the depth and -p tokens (tg's
+    // one when there is no pp), then -n generated (pp's first when there is no tg). The
+    // context holds both, as llama-bench's does (depth + prompt + generation).
+    eo.n_batch = o.batch;
+    eo.n_prompt = o.depth + std::max(1, o.n_prompt);
+    eo.n_predict = std::max(1, o.n_gen);
+    if (eo.n_ctx == 0) eo.n_ctx = std::max(16, eo.n_prompt + eo.n_predict + 1);
     eo.kv_positions = o.batch * eo.n_ctx;  // every sequence its whole context
     runtime::Engine engine(eo);
     if (n_held > engine.n_ctx())

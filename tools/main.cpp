@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
     be->add_option("-r,--repetitions", bench.reps, "repetitions of each test")->capture_default_str();
     be->add_option("-b,--batch", bench.batch,
                    "sequences evaluated together: pp runs each one's prompt, tg one token of each per step; "
-                   "t/s is the aggregate")->capture_default_str()->check(CLI::PositiveNumber);
+                   "t/s is the aggregate; the plan is made for them")->capture_default_str()->check(CLI::PositiveNumber);
     be->add_option("-d,--n-depth", bench.depth, "positions each sequence already holds when a test starts (untimed)")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     be->add_flag("--json", bench.json, "print one JSON object per test");
@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
     ba->add_option("-i,--input", batch.input, "requests, one JSON object a line")->required();
     ba->add_option("-o,--output", batch.output, "answers, one a line; a rerun skips those it holds")->required();
     add_chat_template_option(*ba, batch.chat_template);
-    ba->add_option("--max-batch", batch.max_batch, "sequences generating at once")->capture_default_str()->check(CLI::PositiveNumber);
+    ba->add_option("--max-batch", batch.max_batch, "sequences generating at once; the plan is made for them")->capture_default_str()->check(CLI::PositiveNumber);
     add_engine_options(*ba, batch.m);
 
     try {

@@ -14,6 +14,7 @@
 #include "gpu/cuda_kernels.h"
 #include "gpu/device.h"
 #include "models/gguf_file.h"
+#include "planner/cost_model.h"
 #include "planner/policy_search.h"
 #include "probe/probe.h"
 #include "runtime/weights/model_weights.h"
@@ -129,6 +130,15 @@ planner::HardwareProfile gpu_profile() {
     return hw;
 }
 
+// The prompts' activations the planner counts on the device (the batch's whole prompts in one
+// pass). The device backend's working set, taken from the budget before planning, already holds
+// its passes' activations (DeviceBackend::footprint).
+double planner_prefill_activations(const planner::ModelShape& s, const planner::HardwareProfile& hw,
+                                   const planner::Workload& wl) {
+    const planner::CostModel cm(s, hw, wl, planner::Policy{wl.batch, 1, false, false, s.kv_type});
+    return cm.fixed().bytes[static_cast<size_t>(planner::Tier::Gpu)];
+}
+
 }  // namespace
 
 GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type,
@@ -204,9 +214,10 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     p.shape.kv_type = kv_type;
     p.hw = gpu.hw;
     p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
-    const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict, opts.n_prompt);
-    choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape&) {
-        po.budgets.gpu = static_cast<double>(device_bytes);
+    const planner::Workload wl = runtime_workload(opts);
+    choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {
+        // Counted once: a batch's long prompts would otherwise take the room of layers and KV.
+        po.budgets.gpu = static_cast<double>(device_bytes) + planner_prefill_activations(as_read, p.hw, wl);
         po.infeasible_hint = "give more --gpu-mem or --dram, a shorter --ctx, or run on the CPU with --gpu-mem 0";
         // DRAM left for the layers it keeps there: the runtime also holds the head and embeddings,
         // the KV cache and activations, and a ring for layers streamed from NVMe (the planner's

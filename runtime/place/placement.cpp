@@ -66,6 +66,7 @@ double planner_dram(const planner::ModelShape& s, const planner::HardwareProfile
     p.model_weight_bytes = s.total_weight_bytes();
     p.weight_type = s.weight_type;
     p.workload = wl;
+    p.policy.batch = wl.batch;  // the KV cache and activations of every sequence, as the search's plans count them
     for (int32_t il = 0; il < s.n_layer; ++il) p.layers.push_back({il, w, KvOption::Dram, planner::Device::Cpu});
     return planner::evaluate_plan(s, hw, wl, as_run(p, s.kv_type)).used.dram;
 }
@@ -138,11 +139,13 @@ planner::HardwareProfile runtime_profile(std::string& source, int n_threads) {
     return hw;
 }
 
-planner::Workload runtime_workload(int n_ctx, int n_predict, int n_prompt) {
+planner::Workload runtime_workload(const PlacementOptions& opts) {
     planner::Workload wl;
-    const int ctx = std::max(2, n_ctx);
-    wl.gen_len = n_predict > 0 ? std::min(n_predict, ctx - 1) : std::min(128, ctx / 2);
-    wl.prompt_len = n_prompt > 0 ? std::min(n_prompt, ctx - wl.gen_len) : ctx - wl.gen_len;
+    wl.batch = std::max(1, opts.n_batch);
+    const int shared = opts.kv_positions > 0 ? opts.kv_positions : opts.n_ctx;
+    const int ctx = std::max(2, std::min(opts.n_ctx, shared / wl.batch));
+    wl.gen_len = opts.n_predict > 0 ? std::min(opts.n_predict, ctx - 1) : std::min(128, ctx / 2);
+    wl.prompt_len = opts.n_prompt > 0 ? std::min(opts.n_prompt, ctx - wl.gen_len) : ctx - wl.gen_len;
     wl.kv_len = ctx;  // the KV cache holds the whole context whatever the prompt
     return wl;
 }
@@ -163,6 +166,7 @@ void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload
     po.kv_types = {p.shape.kv_type};
     po.allow_recompute = false;
     po.limits.layers_only_on_nvme = true;
+    po.max_micro = 1;  // the runtime runs a batch's sequences in one pass, never in micro-batches
     po.infeasible_hint = "give more --dram, or a shorter --ctx";
     tune(po, as_read);
     const planner::SearchResult r = planner::search_plans(as_read, p.hw, wl, po);
@@ -177,7 +181,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     p.shape = planner::ModelShape::from_gguf(file).first_layers(static_cast<int32_t>(in.layer_bytes.size()));
     p.shape.kv_type = opts.kv_type;
     p.hw = runtime_profile(p.hw_source, opts.n_threads);
-    const planner::Workload wl = runtime_workload(opts.n_ctx, opts.n_predict, opts.n_prompt);
+    const planner::Workload wl = runtime_workload(opts);
     const OverrideRequest overrides = resolve_overrides(opts.overrides, file);
     if (p.shape.n_expert > 0)
         p.routing = planner::load_routing_profile(file.path(), file.file_size(), p.shape.n_layer, p.shape.n_expert,

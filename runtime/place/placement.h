@@ -67,7 +67,9 @@ struct PlacementOptions {
     const planner::Plan* given = nullptr;  // --plan FILE
     int n_ctx = 1;                         // the context the KV cache holds
     int n_predict = 0;                     // tokens generated per request, when known
-    int n_prompt = 0;                      // the prompt's tokens, when known (generate's)
+    int n_prompt = 0;                      // the prompt's tokens, when known (generate's, bench's)
+    int n_batch = 1;                       // sequences decoded together (bench's -b, batch's)
+    int kv_positions = 0;                  // the KV cache's positions for all sequences; 0: n_ctx
     int n_threads = 0;                     // the CPU threads the runtime computes on (0: every core)
     int n_threads_alone = 0;               // those it would compute on without the device (0: every core)
     std::optional<PlanAlternative> alternative;  // set on the placement made (Placement::alternative)
@@ -85,10 +87,12 @@ std::vector<bool> rebuilt_layers(const planner::Plan& plan);
 // CPU threads (0: all); any GPU is left out (the runtime computes on the CPU). Logs one line
 // saying which.
 planner::HardwareProfile runtime_profile(std::string& source, int n_threads = 0);
-// The request a run is planned for, batch 1: the prompt of n_prompt tokens when known, else one
-// that fills n_ctx with the generation; the generation n_predict when known; the KV cache
-// sized for n_ctx either way.
-planner::Workload runtime_workload(int n_ctx, int n_predict, int n_prompt = 0);
+// The requests a run is planned for: n_batch sequences decoded together, each with the prompt
+// of n_prompt tokens when known, else one that fills its context with the generation; the
+// generation n_predict when known. A sequence's context is n_ctx, or its share of a KV cache
+// the sequences share (kv_positions / n_batch) when smaller, so that the planner's KV cache,
+// batch x kv_len positions, is the one the runtime holds.
+planner::Workload runtime_workload(const PlacementOptions& opts);
 // Throws UsageError for a given plan made for another model or for a GPU, OutOfBudget when
 // the budget cannot hold the head, KV cache and ring, or what a given plan keeps resident.
 // A mixture of experts that does not fit (or whose experts the overrides send to NVMe) is

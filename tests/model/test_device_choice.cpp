@@ -1,7 +1,8 @@
 // A device the command did not name (--device auto) is used only where the plan made beside it
 // is predicted to decode faster than the CPU alone's; a device --device names is used anyway.
 // Priced on this machine's cached profile (never timed here): the simulated device on one of two
-// threads against the CPU alone, then the same layout with a device far faster than the CPU.
+// threads against the CPU alone, then the same layout with a device far faster than the CPU; and
+// the choice made for the batch the command runs (one sequence on the CPU, 32 on the device).
 #include <catch2/catch.hpp>
 
 #include "models/gguf_file.h"
@@ -70,4 +71,48 @@ TEST_CASE("a device the command did not name runs only where its plan beats the 
     CHECK_FALSE(fast_run.cpu_alone_wins);
     REQUIRE(fast_run.placement->alternative);
     CHECK(fast_run.placement->plan.prediction.decode_tps_per_seq > fast_run.placement->alternative->prediction.decode_tps_per_seq);
+}
+
+TEST_CASE("the device-or-CPU choice is made for the batch the command runs", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    const auto file = models::GgufFile::open(*path);
+    const auto hp = models::Hparams::from_gguf(file);
+    storage::MemoryBudget dram("DRAM", UINT64_MAX, "--dram");
+    GpuRequest req;
+    req.device = DeviceKind::Sim;
+    req.gpu_mem = 1ull << 30;
+    req.sim_threads = 1;
+    // A device that reads weights slower than the CPU alone, with compute to spare: one
+    // sequence's decode, bound by reading the weights, is the CPU's; a batch of 32 makes the
+    // CPU's matmuls compute-bound, where the device wins by far.
+    GpuTarget even = find_gpu(req, file, hp, DType::F16, 1);
+    REQUIRE(even.use);
+    even.chosen = false;
+    std::string source;
+    even.hw.gpu->ops.reset();
+    even.hw.gpu->sim_threads = 0;
+    even.hw.gpu->mem_gbps = 0.8 * runtime_profile(source).cpu.gemv_gbps_for(DType::Q4_1);
+    even.hw.gpu->fp16_tflops = 1000;
+    even.hw.gpu->h2d_gbps = even.hw.gpu->d2h_gbps = 1000;
+    even.hw.gpu->launch_overhead_us = even.hw.gpu->handoff_us = 0;
+    DeviceFootprint device;
+    device.working_streamed = 64ull << 20;
+    auto weigh = [&](int batch) {
+        constexpr int kCtx = 512;
+        const KvSize kv = kv_size(hp, batch * kCtx, kCtx, DType::F16, nullptr);
+        const ResidencyInput in = WeightStore::residency_input(file, hp, dram, kv.all_bytes, 2);
+        PlacementOptions po;
+        po.n_ctx = kCtx, po.n_predict = 16, po.n_prompt = 64;
+        po.n_batch = batch, po.kv_positions = batch * kCtx;
+        po.kv_type = DType::F16;
+        po.n_threads = 1;
+        RunLayout out = lay_out(file, hp, in, po, LayoutOptions{}, kv, dram, even, &device);
+        INFO("batch " << batch << ": the device's plan " << (out.device_prediction ? out.device_prediction->decode_tps_per_seq : 0)
+                      << " tokens/s a sequence");
+        if (out.placement) CHECK(out.placement->plan.workload.batch == batch);
+        return out.cpu_alone_wins;
+    };
+    CHECK(weigh(1));
+    CHECK_FALSE(weigh(32));
 }

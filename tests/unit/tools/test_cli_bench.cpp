@@ -1,11 +1,18 @@
 // `strata bench` with a batch and a depth: llama-bench's test names and JSON fields, the plan's
-// prediction beside each measurement, and a clear error when the depth leaves no room.
+// prediction beside each measurement, and a clear error when the depth leaves no room; the plan
+// made for the batch and prompt the command runs (`bench`, `batch`).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
 
@@ -38,4 +45,70 @@ TEST_CASE("CLI: strata bench -b -d runs batched tests at a depth and prints the 
     CHECK(too_deep.exit_code != 0);
     CHECK_THAT(too_deep.err, Catch::Contains("-d 100 + -p 32 / -n 8 do not fit the context of 64") &&
                                  Catch::Contains("raise --ctx"));
+}
+
+namespace {
+
+// What `strata ARGS` prints to stderr (--show-plan's plan), once it has run.
+std::string shown_plan(const std::string& args) {
+    const auto r = run_strata(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.err;
+}
+
+// The KV cache column of --show-plan's layer rows ("0-4         gpu       gpu      gpu ...").
+std::vector<std::string> kv_column(const std::string& shown) {
+    constexpr size_t kAt = 11 + 1 + 9 + 1 + 8 + 1, kWidth = 16;  // after layers, weights, matmuls
+    std::vector<std::string> kv;
+    std::istringstream lines(shown);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.empty() || !std::isdigit(static_cast<unsigned char>(line[0])) || line.size() < kAt + kWidth) continue;
+        std::string cell = line.substr(kAt, kWidth);
+        cell.erase(cell.find_last_not_of(' ') + 1);
+        kv.push_back(cell);
+    }
+    return kv;
+}
+
+}  // namespace
+
+TEST_CASE("CLI: strata bench plans for its batch and prompt: a batch's KV cache leaves the device", "[unit][cli][placement]") {
+    const std::string m = "bench -m " + tiny_llama_path().string() + " -t 2 -r 1 -p 8 -n 4 --show-plan ";
+    // Each sequence's context of 4096 positions: one sequence's KV cache (a few MiB) fits the
+    // simulated device's 100 MiB beside its working set, sixteen sequences' does not.
+    const std::string sim = m + "-c 4096 --device sim --gpu-mem 100M -b ";
+    const std::string one = shown_plan(sim + "1");
+    CHECK_THAT(one, Catch::Contains("workload  prompt 8, generate 4, 1 sequence,"));
+    const std::vector<std::string> kv_one = kv_column(one);
+    REQUIRE_FALSE(kv_one.empty());
+    for (const auto& cell : kv_one) CHECK(cell == "gpu");
+
+    const std::string batch = shown_plan(sim + "16");
+    CHECK_THAT(batch, Catch::Contains("workload  prompt 8, generate 4, 16 sequences,") &&
+                          Catch::Contains("policy    16 sequences per pass"));
+    const std::vector<std::string> kv_batch = kv_column(batch);
+    REQUIRE_FALSE(kv_batch.empty());
+    CHECK(std::find(kv_batch.begin(), kv_batch.end(), "gpu") == kv_batch.end());
+
+    // The depth is part of each sequence's prompt.
+    CHECK_THAT(shown_plan(m + "-b 2 -d 40"), Catch::Contains("workload  prompt 48, generate 4, 2 sequences,"));
+}
+
+TEST_CASE("CLI: strata batch plans for the sequences it runs at once", "[unit][cli][placement]") {
+    const auto input = temp_path("batch_plan_in.jsonl"), output = temp_path("batch_plan_out.jsonl");
+    {
+        std::ofstream in(input);
+        for (int i = 0; i < 3; ++i)
+            in << R"({"custom_id": "r)" << i << R"(", "method": "POST", "url": "/v1/completions", )"
+               << R"("body": {"prompt": "Once", "max_tokens": 2, "temperature": 0}})" << "\n";
+    }
+    auto plan_for = [&](int max_batch) {
+        std::filesystem::remove(output);
+        return shown_plan("batch -m " + tiny_llama_path().string() + " -t 2 -c 256 --show-plan -i " + input.string() +
+                          " -o " + output.string() + " --max-batch " + std::to_string(max_batch));
+    };
+    // Fewer requests than --max-batch: all of them at once; else --max-batch at once.
+    CHECK_THAT(plan_for(8), Catch::Contains(", 3 sequences, objective"));
+    CHECK_THAT(plan_for(2), Catch::Contains(", 2 sequences, objective"));
 }

@@ -78,6 +78,29 @@ TEST_CASE("gpu placement: a small budget copies layers in, never runs a layer on
     CHECK(g.kv != KvPlacement::HostCpuAttention);
 }
 
+TEST_CASE("gpu placement: a batch is planned as its sequences; their prompts' activations leave layers and KV their room", "[gpu_placement]") {
+    test::TinyModelFile m("gpu_place_batch.gguf", test::tiny_config("llama", 256, 6, 512), 6);
+    const ResidencyInput in = input_of(m);
+    uint64_t layers = 0;
+    for (uint64_t b : in.layer_bytes) layers += b;
+    constexpr int kBatch = 16, kSeqCtx = 4096;
+    PlacementOptions po;
+    po.n_ctx = kSeqCtx, po.n_prompt = 4000, po.n_predict = 32;
+    po.n_batch = kBatch, po.kv_positions = kBatch * kSeqCtx;
+    const uint64_t kv = uint64_t(kBatch) * kSeqCtx * m.hp.n_layer * 2 * m.hp.n_embd_kv() * 2;  // F16 keys and values
+    // Room for every layer and the batch's KV cache, and a margin for the head, the embeddings and
+    // the prompts' hidden states: their activations (tens of MiB in one pass) are the device
+    // backend's working set, held apart.
+    const uint64_t hidden = uint64_t(kBatch) * 4000 * m.hp.n_embd * 2;
+    const GpuPlacement g = place_on_gpu(m.file, in, po, catalog_gpu(8ull << 30), layers + kv + hidden + (4ull << 20),
+                                        DType::F16, AttentionChoice::Auto);
+    CHECK(g.placement.plan.workload.batch == kBatch);
+    CHECK(g.placement.plan.policy.batch == kBatch);
+    const Residency& r = g.placement.residency;
+    CHECK(std::count(r.on_device.begin(), r.on_device.end(), true) == m.hp.n_layer);
+    CHECK(g.kv == KvPlacement::Device);
+}
+
 TEST_CASE("gpu placement: --attention cpu keeps the KV cache on the host", "[gpu_placement]") {
     test::TinyModelFile m("gpu_place_cpu.gguf", test::tiny_config("llama", 256, 4, 512), 5);
     PlacementOptions po;

@@ -122,16 +122,66 @@ TEST_CASE("placement: for every budget the plan fits and keeps as many whole lay
 }
 
 TEST_CASE("placement: a run is planned for the prompt it has, its KV cache for the whole context", "[unit][placement]") {
-    const planner::Workload known = runtime_workload(4096, 16, 7);
+    auto workload = [](int n_ctx, int n_predict, int n_prompt = 0) {
+        PlacementOptions po;
+        po.n_ctx = n_ctx, po.n_predict = n_predict, po.n_prompt = n_prompt;
+        return runtime_workload(po);
+    };
+    const planner::Workload known = workload(4096, 16, 7);
     CHECK(known.prompt_len == 7);
     CHECK(known.gen_len == 16);
+    CHECK(known.batch == 1);
     CHECK(known.kv_positions() == 4096);
     // Unknown: a prompt that fills the context beside the generation.
-    const planner::Workload unknown = runtime_workload(4096, 16);
+    const planner::Workload unknown = workload(4096, 16);
     CHECK(unknown.prompt_len == 4080);
     CHECK(unknown.kv_positions() == 4096);
     // A prompt longer than the context leaves room for the generation.
-    CHECK(runtime_workload(256, 16, 1000).prompt_len == 240);
+    CHECK(workload(256, 16, 1000).prompt_len == 240);
+}
+
+TEST_CASE("placement: a batch is planned as its sequences, each with its share of the KV cache", "[unit][placement]") {
+    PlacementOptions po;
+    po.n_ctx = 1024, po.n_predict = 32, po.n_prompt = 300, po.n_batch = 16;
+    po.kv_positions = 16 * 1024;  // every sequence its whole context (bench's)
+    const planner::Workload own = runtime_workload(po);
+    CHECK(own.batch == 16);
+    CHECK(own.prompt_len == 300);
+    CHECK(own.gen_len == 32);
+    CHECK(own.kv_positions() == 1024);
+    // A cache of n_ctx positions shared by the batch (batch's, serve's): a sequence holds its share.
+    po.kv_positions = 0;
+    const planner::Workload shared = runtime_workload(po);
+    CHECK(shared.batch == 16);
+    CHECK(shared.kv_positions() == 64);
+    CHECK(shared.prompt_len == 64 - 32);
+}
+
+TEST_CASE("placement: a batch's KV cache is counted once, as the runtime holds it", "[unit][placement]") {
+    const test::TinyModelFile m("placement_batch.gguf", test::tiny_config("llama", 256, 6, 1024), 13);
+    constexpr int kBatch = 16, kSeqCtx = 256;
+    // The runtime's cache for every sequence's whole context, beside the weights: about twice their bytes.
+    const uint64_t kv = KvCache::layer_bytes(KvCache::blocks_for(kBatch * kSeqCtx), m.hp.n_embd_kv(), DType::F32, false) *
+                        uint64_t(m.hp.n_layer);
+    auto place_batch = [&](uint64_t budget_bytes, int n_batch) {
+        storage::MemoryBudget budget("DRAM", budget_bytes, "--dram");
+        const ResidencyInput in = WeightStore::residency_input(m.file, m.hp, budget, kv, 2);
+        PlacementOptions po;
+        po.n_ctx = kSeqCtx, po.n_predict = 16, po.n_prompt = 64;
+        po.n_batch = n_batch, po.kv_positions = kBatch * kSeqCtx;
+        return place(m.file, in, po);
+    };
+    const Placement unbounded = place_batch(0, kBatch);
+    const uint64_t all = unbounded.residency.total_bytes;
+    REQUIRE(kv > all / 3);
+    // DRAM that holds every layer and the cache: the batch's plan keeps every layer, as one sequence's does.
+    for (int n_batch : {1, kBatch}) {
+        INFO("batch " << n_batch);
+        const Placement p = place_batch(all + (1 << 20), n_batch);
+        CHECK(p.plan.workload.batch == n_batch);
+        CHECK(n_streamed_by_plan(p.plan) == 0);
+        CHECK(p.residency.total_bytes <= all + (1 << 20));
+    }
 }
 
 TEST_CASE("placement: when nothing fits, the way out names the runtime's flags, not strata plan's", "[unit][placement]") {
