@@ -1,7 +1,8 @@
 // A draft tree verified in one pass: each node's logits are, bit for bit, those plain decoding
 // gives down its path (the tree mask over the paged KV, each node's ancestors at slots congruent
 // to their positions); the kept path, moved to its positions, decodes on as plain decoding does;
-// on the simulated device (the CPU's kernels) the same bits wherever its KV lives.
+// on the simulated device (the CPU's kernels) and with KV layers spilled to disk the same bits
+// wherever its KV lives.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "runtime/exec/draft_rows.h"
 #include "tests/support/device_plans.h"
 #include "tests/support/engine_options.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
@@ -143,6 +145,33 @@ std::vector<float> tree_then_kept_path(Engine& e, std::span<const int32_t> promp
     return rows;
 }
 }  // namespace
+
+TEST_CASE("draft tree with KV layers spilled to disk: the resident cache's logits bit for bit, the kept path decoding on", "[unit][spec]") {
+    // stories260K at 4096 positions: its KV cache (10 MiB) does not fit 12 MiB beside the rest.
+    EngineOptions o = test::engine_options(test::tiny_llama_path(), 4096);
+    Engine resident(o);
+    REQUIRE(resident.kv().n_spilled() == 0);
+    const auto prompt = resident.tokenizer().encode("Lily had a big red ball. She liked to play with it in the park.",
+                                                    resident.tokenizer().add_bos_default(), false);
+    std::vector<int32_t> tokens;
+    for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(prompt[(3 * i + 1) % prompt.size()]);
+    const auto want = tree_then_kept_path(resident, prompt, tokens);
+    const int64_t V = resident.hparams().n_vocab;
+
+    o.dram_budget = uint64_t{12} << 20;
+    o.kv_spill_dir = test::temp_path("draft_tree_spill");
+    Engine spilled(o);
+    REQUIRE(spilled.kv().n_spilled() > 0);
+    REQUIRE(spilled.kv().n_spilled() < spilled.hparams().n_layer);  // resident layers move at once, spilled ones later
+    CHECK(spilled.verifies_trees());
+    const auto got = tree_then_kept_path(spilled, prompt, tokens);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i <= kParent.size(); ++i) {
+        INFO((i < kParent.size() ? "node " : "after the kept path, row ") << i);
+        CHECK(same_bits(std::span(got).subspan(i * size_t(V), size_t(V)), std::span(want).subspan(i * size_t(V), size_t(V))));
+    }
+    CHECK(spilled.kv().pool().n_used() == 0);
+}
 
 TEST_CASE("draft tree on the simulated device: the CPU backend's logits bit for bit, KV on the device or in DRAM", "[unit][spec]") {
     EngineOptions o = test::engine_options(test::tiny_llama_path(), 512);
