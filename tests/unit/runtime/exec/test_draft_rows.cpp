@@ -171,6 +171,31 @@ TEST_CASE("draft tree with KV layers spilled to disk: the resident cache's logit
         CHECK(same_bits(std::span(got).subspan(i * size_t(V), size_t(V)), std::span(want).subspan(i * size_t(V), size_t(V))));
     }
     CHECK(spilled.kv().pool().n_used() == 0);
+
+    // The simulated device with the host cache spilled: its blocks copied in, or the CPU attending.
+    o.gpu.device = DeviceKind::Sim;
+    o.gpu.gpu_mem = uint64_t{256} << 20;
+    o.gpu.sim_link_gbps = 50;
+    const planner::Plan made = test::plan_of(o);
+    for (const bool cpu_attention : {false, true}) {
+        INFO((cpu_attention ? "sim, the CPU attending" : "sim, KV copied in"));
+        EngineOptions d = o;
+        d.plan = test::all_on_device(made);  // the weights on the device, the KV cache in DRAM
+        for (auto& l : d.plan->layers) l.kv = planner::KvOption::Dram, l.attention = cpu_attention ? planner::Device::Cpu : planner::Device::Gpu;
+        d.plan->policy.cpu_attention = cpu_attention;
+        d.dram_budget = uint64_t{13} << 20;  // the I/O staging buffers beside the host cache
+        d.gpu.attention = cpu_attention ? AttentionChoice::Cpu : AttentionChoice::Gpu;
+        Engine sim(d);
+        REQUIRE(sim.backend_name() == "sim");
+        REQUIRE(sim.kv().n_spilled() > 0);
+        CHECK(sim.verifies_trees());
+        const auto dev = tree_then_kept_path(sim, prompt, tokens);
+        REQUIRE(dev.size() == want.size());
+        for (size_t i = 0; i <= kParent.size(); ++i) {
+            INFO((i < kParent.size() ? "node " : "after the kept path, row ") << i);
+            CHECK(same_bits(std::span(dev).subspan(i * size_t(V), size_t(V)), std::span(want).subspan(i * size_t(V), size_t(V))));
+        }
+    }
 }
 
 TEST_CASE("draft tree on the simulated device: the CPU backend's logits bit for bit, KV on the device or in DRAM", "[unit][spec]") {
