@@ -44,6 +44,15 @@ std::vector<float> decoded(Engine& e, std::span<const int32_t> prompt, std::span
     return out;
 }
 
+// A prompt, and a token per tree node taken from it (a plausible text, every id valid).
+std::pair<std::vector<int32_t>, std::vector<int32_t>> tree_text(Engine& e) {
+    auto prompt = e.tokenizer().encode("Lily had a big red ball. She liked to play with it in the park.", e.tokenizer().add_bos_default(),
+                                       false);
+    std::vector<int32_t> tokens;
+    for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(prompt[(3 * i + 1) % prompt.size()]);
+    return {prompt, tokens};
+}
+
 bool same_bits(std::span<const float> a, std::span<const float> b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
 }
@@ -83,11 +92,7 @@ TEST_CASE("draft rows: each node's ancestors at slots congruent to their positio
 
 TEST_CASE("draft tree: every node's logits are plain decoding's down its path; the kept path decodes on", "[unit][spec]") {
     Engine engine(test::engine_options(test::tiny_llama_path(), 512));
-    const auto prompt = engine.tokenizer().encode("Lily had a big red ball. She liked to play with it in the park.",
-                                                  engine.tokenizer().add_bos_default(), false);
-    // Nodes: tokens of the prompt, so that the text is plausible and every id valid.
-    std::vector<int32_t> tokens;
-    for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(prompt[(3 * i + 1) % prompt.size()]);
+    const auto [prompt, tokens] = tree_text(engine);
     const int64_t V = engine.hparams().n_vocab;
 
     const SeqId seq = engine.create_seq();
@@ -144,6 +149,16 @@ std::vector<float> tree_then_kept_path(Engine& e, std::span<const int32_t> promp
     e.free_seq(seq);
     return rows;
 }
+
+// tree_then_kept_path's rows on two engines, bit for bit, row by row (n_vocab values each).
+void check_same_rows(std::span<const float> got, std::span<const float> want, int64_t n_vocab) {
+    REQUIRE(got.size() == want.size());
+    const auto V = size_t(n_vocab);
+    for (size_t i = 0; i <= kParent.size(); ++i) {
+        INFO((i < kParent.size() ? "node " : "after the kept path, row ") << i);
+        CHECK(same_bits(got.subspan(i * V, V), want.subspan(i * V, V)));
+    }
+}
 }  // namespace
 
 TEST_CASE("draft tree with KV layers spilled to disk: the resident cache's logits bit for bit, the kept path decoding on", "[unit][spec]") {
@@ -151,10 +166,7 @@ TEST_CASE("draft tree with KV layers spilled to disk: the resident cache's logit
     EngineOptions o = test::engine_options(test::tiny_llama_path(), 4096);
     Engine resident(o);
     REQUIRE(resident.kv().n_spilled() == 0);
-    const auto prompt = resident.tokenizer().encode("Lily had a big red ball. She liked to play with it in the park.",
-                                                    resident.tokenizer().add_bos_default(), false);
-    std::vector<int32_t> tokens;
-    for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(prompt[(3 * i + 1) % prompt.size()]);
+    const auto [prompt, tokens] = tree_text(resident);
     const auto want = tree_then_kept_path(resident, prompt, tokens);
     const int64_t V = resident.hparams().n_vocab;
 
@@ -164,12 +176,7 @@ TEST_CASE("draft tree with KV layers spilled to disk: the resident cache's logit
     REQUIRE(spilled.kv().n_spilled() > 0);
     REQUIRE(spilled.kv().n_spilled() < spilled.hparams().n_layer);  // resident layers move at once, spilled ones later
     CHECK(spilled.verifies_trees());
-    const auto got = tree_then_kept_path(spilled, prompt, tokens);
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i <= kParent.size(); ++i) {
-        INFO((i < kParent.size() ? "node " : "after the kept path, row ") << i);
-        CHECK(same_bits(std::span(got).subspan(i * size_t(V), size_t(V)), std::span(want).subspan(i * size_t(V), size_t(V))));
-    }
+    check_same_rows(tree_then_kept_path(spilled, prompt, tokens), want, V);
     CHECK(spilled.kv().pool().n_used() == 0);
 
     // The simulated device with the host cache spilled: its blocks copied in, or the CPU attending.
@@ -189,22 +196,14 @@ TEST_CASE("draft tree with KV layers spilled to disk: the resident cache's logit
         REQUIRE(sim.backend_name() == "sim");
         REQUIRE(sim.kv().n_spilled() > 0);
         CHECK(sim.verifies_trees());
-        const auto dev = tree_then_kept_path(sim, prompt, tokens);
-        REQUIRE(dev.size() == want.size());
-        for (size_t i = 0; i <= kParent.size(); ++i) {
-            INFO((i < kParent.size() ? "node " : "after the kept path, row ") << i);
-            CHECK(same_bits(std::span(dev).subspan(i * size_t(V), size_t(V)), std::span(want).subspan(i * size_t(V), size_t(V))));
-        }
+        check_same_rows(tree_then_kept_path(sim, prompt, tokens), want, V);
     }
 }
 
 TEST_CASE("draft tree on the simulated device: the CPU backend's logits bit for bit, KV on the device or in DRAM", "[unit][spec]") {
     EngineOptions o = test::engine_options(test::tiny_llama_path(), 512);
     Engine cpu(o);
-    const auto prompt = cpu.tokenizer().encode("Lily had a big red ball. She liked to play with it in the park.",
-                                               cpu.tokenizer().add_bos_default(), false);
-    std::vector<int32_t> tokens;
-    for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(prompt[(3 * i + 1) % prompt.size()]);
+    const auto [prompt, tokens] = tree_text(cpu);
     const auto want = tree_then_kept_path(cpu, prompt, tokens);
     const int64_t V = cpu.hparams().n_vocab;
 
@@ -231,12 +230,7 @@ TEST_CASE("draft tree on the simulated device: the CPU backend's logits bit for 
         Engine sim(d);
         REQUIRE(sim.backend_name() == "sim");
         CHECK(sim.verifies_trees());
-        const auto got = tree_then_kept_path(sim, prompt, tokens);
-        REQUIRE(got.size() == want.size());
-        for (size_t i = 0; i <= kParent.size(); ++i) {
-            INFO((i < kParent.size() ? "node " : "after the kept path, row ") << i);
-            CHECK(same_bits(std::span(got).subspan(i * size_t(V), size_t(V)), std::span(want).subspan(i * size_t(V), size_t(V))));
-        }
+        check_same_rows(tree_then_kept_path(sim, prompt, tokens), want, V);
         CHECK(sim.kv().pool().n_used() == 0);
     }
 }
