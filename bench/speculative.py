@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--dram", default="", help="DRAM budget below the model's size: layers stream from the file")
     ap.add_argument("-n", type=int, default=256, help="tokens to generate")
     ap.add_argument("--ctx", type=int, default=2048,
-                    help="context; a KV cache that does not fit --dram spills to disk, and then drafts are chains")
+                    help="context; a KV cache that does not fit --dram spills to disk (drafts are still trees there)")
     ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("--modes", default="off,auto,lookup", help="--spec values, comma-separated (off, auto, lookup, self)")
     ap.add_argument("--peer", action="store_true", help="also run llama.cpp's llama-lookup")

@@ -30,8 +30,8 @@ void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::
         const DraftRows* d = nullptr;
         if (!trees[si].empty()) {
             if (!verifies_trees(kv))
-                throw UsageError("a draft tree needs every layer's keys and values in memory as they are (none spilled to disk "
-                                 "or rebuilt from saved hidden states)",
+                throw UsageError("a draft tree needs every layer's keys and values kept as they are (none rebuilt from saved "
+                                 "hidden states)",
                                  "draft chains on this run");
             s.draft = static_cast<int32_t>(p.drafts.size());
             d = &p.drafts.emplace_back(lay_out_draft(trees[si], s.pos0));

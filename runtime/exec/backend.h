@@ -112,9 +112,12 @@ public:
 
     // Whether a pass over `kv` verifies draft trees; where it does not, only chains (a tree
     // throws UsageError). Every backend's attention follows a tree's mask (the CPU's, the
-    // devices'), but the kept path moves in memory: every layer's keys and values must be
-    // there as they are, none spilled to disk or rebuilt from saved hidden states.
-    static bool verifies_trees(const KvCache& kv) { return kv.n_spilled() == 0 && kv.n_rebuilt() == 0; }
+    // devices'), and every layer's keys and values follow the kept path: in DRAM at once, in a
+    // device's cache (keep_path below), spilled to disk when the layer is next begun (every
+    // backend begins a host layer before it reads it). Not where layers rebuild their KV from
+    // saved hidden states: those keep a position's input, not its keys and values, and a kept
+    // row's input would have to move in step with the rows rebuilt from it.
+    static bool verifies_trees(const KvCache& kv) { return kv.n_rebuilt() == 0; }
     // After a pass that verified `seq`'s draft tree, before KvCache::keep_path(seq, slots, ...):
     // the keys and values the backend holds of its own (a device's cache) move as that call
     // moves the cache's.

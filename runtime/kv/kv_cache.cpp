@@ -73,7 +73,7 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpil
     if (!keys_only_) v_.reset(new std::byte[kv_bytes]);
     h_.reset(new std::byte[size_t(hidden_block_bytes_) * pool_.n_blocks() * n_rebuilt_]);
     if (n_resident_ < n_layer_)
-        spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, pool_.n_blocks(), spill_block_bytes_, spill);
+        spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, pool_.n_blocks(), spill_block_bytes_, row_bytes_, spill);
     else if (spill.prefix_spill_bytes > 0)
         prefix_spill_ = std::make_unique<PrefixSpill>(
             spill.dir, spill.prefix_spill_bytes,
@@ -243,21 +243,25 @@ void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
 }
 
 void KvCache::keep_path(SeqId id, std::span<const int64_t> slots, std::span<const int32_t> tokens) {
-    STRATA_ASSERT(slots.size() == tokens.size() && n_spilled() == 0 && n_rebuilt_ == 0);
+    STRATA_ASSERT(slots.size() == tokens.size() && n_rebuilt_ == 0);
     const Seq& s = seq(id);
     const auto base = static_cast<int64_t>(s.tokens.size());
     auto at = [&](std::byte* (KvCache::*rows)(int32_t, int32_t), int32_t il, int64_t p) {
         return (this->*rows)(il, s.blocks[size_t(p / kBlockSize)]) + (p % kBlockSize) * row_bytes_;
     };
+    std::vector<RowMove> spilled;  // made by each spilled layer when it is next begun
     for (size_t i = 0; i < slots.size(); ++i) {
         const int64_t from = base + slots[i], to = base + int64_t(i);
         STRATA_ASSERT(from >= to && from / kBlockSize < int64_t(s.blocks.size()));
         if (from == to) continue;
-        for (int32_t il = 0; il < n_layer_; ++il) {
+        for (int32_t il = 0; il < n_resident_; ++il) {
             std::memmove(at(&KvCache::k, il, to), at(&KvCache::k, il, from), size_t(row_bytes_));
             if (!keys_only_) std::memmove(at(&KvCache::v, il, to), at(&KvCache::v, il, from), size_t(row_bytes_));
         }
+        spilled.push_back({s.blocks[size_t(from / kBlockSize)], int32_t(from % kBlockSize), s.blocks[size_t(to / kBlockSize)],
+                           int32_t(to % kBlockSize)});
     }
+    if (spill_ && !spilled.empty()) spill_->move_rows(spilled);
     commit(id, tokens);
     truncate_seq(id, static_cast<int32_t>(base + int64_t(tokens.size())));
 }

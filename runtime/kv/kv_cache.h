@@ -76,7 +76,9 @@ public:
     std::byte* hidden(int32_t layer, int32_t block);
     void store_hidden(int32_t layer, int32_t block, int32_t row, const float* x);
 
-    // Brings a spilled layer's KV into memory (waits for its read); no-op when resident.
+    // Brings a spilled layer's KV into memory (waits for its read) and makes the row moves kept
+    // paths left for it; no-op when resident. Every reader and writer of a spilled layer's
+    // blocks comes through here (no prefix spill is kept beside spilled layers).
     void begin_layer(int32_t layer);
     // Writes `blocks` (ascending, distinct: those the pass wrote) of a spilled layer back.
     void end_layer(int32_t layer, std::span<const int32_t> blocks);
@@ -102,7 +104,9 @@ public:
     // After a pass that verified a draft tree (runtime/exec/draft_rows.h): the keys and values at
     // slots seq_len + slots[i] become those of positions seq_len + i (slots ascending, each at
     // or after its position), `tokens` are committed and the blocks past them given back.
-    // Every layer must be resident and keep its keys and values.
+    // Resident layers move the rows at once, spilled ones when they are next begun (KvSpill::
+    // move_rows: no extra read). Every layer must keep its keys and values (none rebuilt: their
+    // shared slot holds one layer's rows for one pass only).
     void keep_path(SeqId seq, std::span<const int64_t> slots, std::span<const int32_t> tokens);
     // Forgets positions >= n. Returns the positions kept: n, or fewer when position n falls in
     // a block another sequence shares (the caller recomputes positions [kept, n) then).

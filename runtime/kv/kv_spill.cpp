@@ -1,5 +1,8 @@
 #include "runtime/kv/kv_spill.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -18,15 +21,18 @@ namespace {
 constexpr uint64_t kAlign = storage::kDefaultDioAlign;
 }  // namespace
 
-KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const KvSpillOptions& opts)
+KvSpill::KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, uint64_t row_bytes, const KvSpillOptions& opts)
     : n_layers_(n_layers),
       n_blocks_(n_blocks),
       block_bytes_(block_bytes),
+      row_bytes_(row_bytes),
       keys_only_(opts.keys_only),
       region_bytes_(uint64_t(n_blocks) * block_bytes),
       layer_stride_(layer_bytes(n_blocks, block_bytes, opts.keys_only)),
       written_(n_layers, std::vector<uint8_t>(n_blocks, 0)),
-      last_write_(n_layers, 0) {
+      last_write_(n_layers, 0),
+      moves_(n_layers),
+      forgotten_(n_layers) {
     STRATA_ASSERT(block_bytes % kAlign == 0);
     const uint64_t total = layer_stride_ * n_layers;
     file_ = std::make_unique<ScratchFile>(opts.dir, "KV spill file", "--kv-spill", total);
@@ -88,6 +94,33 @@ KvSpill::~KvSpill() {
 void KvSpill::begin(int32_t layer) {
     current_ = ring_->acquire(layer);
     current_layer_ = layer;
+    apply_moves(layer);
+}
+
+void KvSpill::move_rows(std::span<const RowMove> moves) {
+    for (int32_t layer = 0; layer < n_layers_; ++layer)
+        for (const RowMove& m : moves)
+            if (written_[size_t(layer)][size_t(m.from_block)]) moves_[size_t(layer)].push_back(m);
+}
+
+void KvSpill::apply_moves(int32_t layer) {
+    moved_.clear();
+    auto& forgotten = forgotten_[size_t(layer)];
+    const auto& w = written_[size_t(layer)];
+    for (const RowMove& m : moves_[size_t(layer)]) {
+        // A destination whose content no longer matters is left alone (and not written back).
+        if (!w[size_t(m.to_block)] || std::find(forgotten.begin(), forgotten.end(), m.to_block) != forgotten.end()) continue;
+        auto move = [&](std::byte* region) {
+            std::memmove(region + m.to_block * block_bytes_ + m.to_row * row_bytes_,
+                         region + m.from_block * block_bytes_ + m.from_row * row_bytes_, row_bytes_);
+        };
+        move(current_);
+        if (!keys_only_) move(current_ + region_bytes_);
+        moved_.push_back(m.to_block);
+    }
+    moves_[size_t(layer)].clear();
+    for (const int32_t b : forgotten) written_[size_t(layer)][size_t(b)] = 0;
+    forgotten.clear();
 }
 
 std::pair<std::byte*, std::byte*> KvSpill::current(int32_t layer) const {
@@ -100,8 +133,15 @@ void KvSpill::write_run(int32_t layer, uint64_t region, uint64_t slot_offset, in
     last_write_[layer] = writer_->write(region + off, {current_ + slot_offset + off, len});
 }
 
-void KvSpill::end(int32_t layer, std::span<const int32_t> blocks) {
+void KvSpill::end(int32_t layer, std::span<const int32_t> pass_blocks) {
     STRATA_ASSERT(layer == current_layer_);
+    std::vector<int32_t> blocks(pass_blocks.begin(), pass_blocks.end());
+    if (!moved_.empty()) {
+        blocks.insert(blocks.end(), moved_.begin(), moved_.end());
+        std::sort(blocks.begin(), blocks.end());
+        blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+        moved_.clear();
+    }
     const uint64_t k = uint64_t(layer) * layer_stride_;
     for (size_t i = 0; i < blocks.size();) {  // runs of consecutive blocks, one write each
         size_t j = i + 1;
@@ -118,7 +158,12 @@ void KvSpill::end(int32_t layer, std::span<const int32_t> blocks) {
 void KvSpill::poll() { ring_->poll(); }
 
 void KvSpill::forget(int32_t block) {
-    for (auto& w : written_) w[block] = 0;
+    for (int32_t layer = 0; layer < n_layers_; ++layer) {
+        const auto& moves = moves_[size_t(layer)];
+        const bool read = std::any_of(moves.begin(), moves.end(), [&](const RowMove& m) { return m.from_block == block; });
+        if (read) forgotten_[size_t(layer)].push_back(block);  // read in for the move, forgotten after it
+        else written_[size_t(layer)][size_t(block)] = 0;
+    }
 }
 
 void KvSpill::set_trace(Trace* trace) {

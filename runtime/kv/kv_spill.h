@@ -7,6 +7,11 @@
 // so the slot goes back to the ring and the next layer runs without waiting for the disk; a
 // layer's next read is issued once its own writes have landed. The file is unlinked as soon as it is open, so it disappears when the
 // process ends, however it ends.
+// Rows moved between passes (a draft tree's kept path: KvCache::keep_path) are not read in for
+// that: each layer keeps its moves and makes them when it is next begun, in the buffer its read
+// filled, before anything reads or writes it; the blocks they change are written back with the
+// pass's own at its end. Until then a block they read from stays in the layer's next read even
+// when it is freed meanwhile.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -43,20 +48,32 @@ struct KvSpillOptions {
     bool keys_only = false;
 };
 
+// One row of KV copied to another place in the same layer (block and row in the block).
+struct RowMove {
+    int32_t from_block, from_row, to_block, to_row;
+};
+
 class KvSpill {
 public:
     // Throws IoError naming the directory when the file cannot be made or the disk is full.
     // `block_bytes` is a multiple of the O_DIRECT alignment (KvCache pads blocks to it).
-    KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, const KvSpillOptions& opts);
+    // `row_bytes`: one position's keys (or values) in a block.
+    KvSpill(int32_t n_layers, int32_t n_blocks, uint64_t block_bytes, uint64_t row_bytes, const KvSpillOptions& opts);
     ~KvSpill();
 
+    // Brings `layer` in and makes its pending moves.
     void begin(int32_t layer);
-    // Writes `blocks` (ascending, distinct) of the begun layer back to the file.
+    // Writes `blocks` (ascending, distinct) of the begun layer back to the file, and the blocks
+    // its moves changed.
     void end(int32_t layer, std::span<const int32_t> blocks);
+    // Every layer's rows move so (in order) at its next begin. A layer that holds no data in a
+    // move's source block (it never wrote it: a layer whose KV lives elsewhere) skips that move.
+    void move_rows(std::span<const RowMove> moves);
     // Issues the reads whose layers' write-backs have landed since; called between layers.
     void poll();
     std::pair<std::byte*, std::byte*> current(int32_t layer) const;  // K and V of the begun layer (K twice: keys only)
-    // The block's content no longer matters (freed or evicted): it is not read back again.
+    // The block's content no longer matters (freed or evicted): it is not read back again, from
+    // a layer's next begin on where a pending move reads it.
     void forget(int32_t block);
     void set_trace(Trace* trace);
     uint64_t buffer_bytes() const;  // the ring's and the write staging's
@@ -71,10 +88,13 @@ public:
 
 private:
     void write_run(int32_t layer, uint64_t region, uint64_t slot_offset, int32_t b0, int32_t b1);
+    // The begun layer's pending moves made in its buffer, their changed blocks into moved_.
+    void apply_moves(int32_t layer);
 
     int32_t n_layers_;
     int32_t n_blocks_;
     uint64_t block_bytes_;
+    uint64_t row_bytes_;
     bool keys_only_;
     uint64_t region_bytes_;  // one side (K or V) of one layer
     uint64_t layer_stride_;  // a layer's regions
@@ -88,6 +108,9 @@ private:
     std::unique_ptr<StreamRing> ring_;
     std::unique_ptr<StagedWriter> writer_;
     std::vector<uint64_t> last_write_;  // per layer: the ticket of its latest write
+    std::vector<std::vector<RowMove>> moves_;      // per layer: moves to make at its next begin
+    std::vector<std::vector<int32_t>> forgotten_;  // per layer: blocks forgotten while a move reads them
+    std::vector<int32_t> moved_;                   // blocks the begun layer's moves changed
     int32_t current_layer_ = -1;
     std::byte* current_ = nullptr;
 };

@@ -2,7 +2,10 @@
 // Speculative decoding's choices for one sequence: which drafter guesses its next tokens, and
 // which of them the next pass verifies, a chain or a tree. Each guessed node has a chance to be
 // kept: its parent's times the chance that the target draws it there, from the acceptance this
-// sequence has seen by rank among siblings (the drafter's first guess, its second, ...). The
+// sequence has seen by rank among siblings (the drafter's first guess, its second, ...) and by
+// depth: a drafter that copies the text is often wrong at the first token and seldom once a
+// copy runs, so a node's chance given its parent's grows with its depth, and a chain's tail is
+// worth more than the first token's rate to the power of its depth says. The
 // pass verifies the most likely nodes, as many as give the most tokens a second: the expected
 // kept tokens over the measured price of a pass of that many more rows (PassPrices). Where rows are nearly free
 // beside the weights' reading (streamed weights) that is a deep draft; where a row costs as
@@ -35,6 +38,7 @@ std::string_view spec_mode_name(SpecMode mode);
 class Engine;
 
 inline constexpr int32_t kMaxDraftWidth = 4;  // children a draft node may have at most (--spec-width)
+inline constexpr int32_t kDepthClasses = 6;   // depths with acceptance counts of their own (the last: it and deeper)
 
 struct SpecOptions {
     SpecMode mode = SpecMode::Auto;
@@ -45,19 +49,28 @@ struct SpecOptions {
     Engine* draft_model = nullptr;
 };
 
-// Seconds of a decoding pass (no prompt in it) by its rows: as measured (a moving average),
-// else as the plan predicts it.
+// Seconds of a decoding pass (no prompt in it) by its rows: as measured (a moving average per
+// row count), else as the plan predicts it.
 class PassPrices {
 public:
     static constexpr int64_t kMaxRows = 64;
     void record(int64_t rows, double seconds);
     void plan(int64_t rows, double seconds);
-    // The price of a pass of `rows` rows: measured, else planned; where neither, the nearest
-    // measured count below it (an unpriced count is tried before it is judged); 0 when none.
+    // The price of a pass of `rows` rows. Where two row counts or more are measured: the line
+    // through them (least squares, each count weighted by how often it was measured), since a
+    // pass costs its weights' reading plus each row's arithmetic, and a count measured once on a
+    // busy machine must not price itself out of ever being tried again. Where one count is: the
+    // plan's prices scaled to it (the plan's level is not this machine's), else that price (an
+    // unpriced count is tried before it is judged). Where none: the plan's; 0 when none either.
     double price(int64_t rows) const;
 
 private:
-    std::array<double, kMaxRows + 1> seconds_{}, planned_{};
+    void fit();
+
+    std::array<double, kMaxRows + 1> seconds_{}, planned_{}, weight_{};
+    int n_measured_ = 0;   // row counts measured
+    int64_t only_ = 0;     // the one measured count, while there is one
+    double base_ = 0, per_row_ = 0;  // the line through the measured prices
 };
 
 class Speculation {
@@ -75,9 +88,10 @@ public:
     // sequence's last token), then drew `next` (-1: the sequence ended).
     void verified(std::span<const int32_t> path, int32_t next);
 
-    // The chance that the target draws a node's child of rank `rank` (its drafter's
-    // rank-th guess there) when it drew none of the ones before.
-    double acceptance(int32_t rank = 0) const { return kept_[size_t(rank)] / (kept_[size_t(rank)] + missed_[size_t(rank)]); }
+    // The chance that the target draws a node's child of rank `rank` (its drafter's rank-th
+    // guess there) at `depth` (0: after the sequence's last token) when it drew none of the ones
+    // before. A depth with few trials leans on the depth above it.
+    double acceptance(int32_t rank = 0, int32_t depth = 0) const;
 
 private:
     // Each node's chance that the target's tokens run down to it.
@@ -86,9 +100,11 @@ private:
     void choose(int64_t others, int32_t limit);
     // The drafter's seconds per guessed token (a costly drafter's; 0 for a free one).
     double draft_price() const { return drafter_->costly() ? draft_seconds_ : 0; }
-    // The target drew `drawn` after `node` of `tree` (-1: the sequence's last token): a trial
-    // of each of the node's children up to the one drawn.
-    void observe(const DraftTree& tree, int32_t node, int32_t drawn);
+    // The target drew `drawn` after `node` of `tree` (-1: the sequence's last token), whose
+    // children stand at `depth`: a trial of each of them up to the one drawn.
+    void observe(const DraftTree& tree, int32_t node, int32_t depth, int32_t drawn);
+    // A chain's nodes' chances, `n` deep.
+    std::vector<double> chain_chances(int32_t n) const;
 
     std::unique_ptr<Drafter> drafter_;
     const PassPrices& prices_;
@@ -97,8 +113,9 @@ private:
     int32_t width_;
     DraftTree guess_;   // the drafter's last proposal
     DraftTree chosen_;  // of which the pass verifies these (empty: a shadow guess)
-    // Per rank, decayed counts of children drawn and passed over.
-    std::array<double, kMaxDraftWidth> kept_, missed_;
+    // Per depth class and rank, decayed counts of children drawn and passed over.
+    using Counts = std::array<std::array<double, kMaxDraftWidth>, kDepthClasses>;
+    Counts kept_{}, missed_{};
     double draft_seconds_ = 0;  // a costly drafter's time per guessed token, a moving average
 };
 

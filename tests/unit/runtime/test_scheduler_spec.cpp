@@ -12,6 +12,7 @@
 #include "runtime/spec/lookup_drafter.h"
 #include "runtime/spec/self_drafter.h"
 #include "tests/support/engine_options.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/generate.h"
 #include "tests/support/greedy.h"
 #include "tests/support/chi_square.h"
@@ -169,6 +170,17 @@ void trees_keep_greedy_tokens(Engine& engine) {
 
 TEST_CASE("speculation: tree drafts keep the plain greedy tokens, alone and batched", "[unit][spec]") {
     Engine engine(test::engine_options(test::tiny_llama_path(), 512));
+    trees_keep_greedy_tokens(engine);
+}
+
+TEST_CASE("speculation: tree drafts keep the plain greedy tokens with KV layers spilled to disk", "[unit][spec]") {
+    // stories260K at 4096 positions: its KV cache (10 MiB) does not fit 12 MiB beside the rest.
+    EngineOptions o = test::engine_options(test::tiny_llama_path(), 4096);
+    o.dram_budget = uint64_t{12} << 20;
+    o.kv_spill_dir = test::temp_path("spec_tree_spill");
+    Engine engine(o);
+    REQUIRE(engine.kv().n_spilled() > 0);
+    REQUIRE(engine.verifies_trees());
     trees_keep_greedy_tokens(engine);
 }
 

@@ -1,7 +1,8 @@
 // A draft tree verified in one pass: each node's logits are, bit for bit, those plain decoding
 // gives down its path (the tree mask over the paged KV, each node's ancestors at slots congruent
 // to their positions); the kept path, moved to its positions, decodes on as plain decoding does;
-// on the simulated device (the CPU's kernels) the same bits wherever its KV lives.
+// on the simulated device (the CPU's kernels) and with KV layers spilled to disk the same bits
+// wherever its KV lives.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "runtime/exec/draft_rows.h"
 #include "tests/support/device_plans.h"
 #include "tests/support/engine_options.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
@@ -40,6 +42,15 @@ std::vector<float> decoded(Engine& e, std::span<const int32_t> prompt, std::span
     std::vector<float> out(row.begin(), row.end());
     e.free_seq(s);
     return out;
+}
+
+// A prompt, and a token per tree node taken from it (a plausible text, every id valid).
+std::pair<std::vector<int32_t>, std::vector<int32_t>> tree_text(Engine& e) {
+    auto prompt = e.tokenizer().encode("Lily had a big red ball. She liked to play with it in the park.", e.tokenizer().add_bos_default(),
+                                       false);
+    std::vector<int32_t> tokens;
+    for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(prompt[(3 * i + 1) % prompt.size()]);
+    return {prompt, tokens};
 }
 
 bool same_bits(std::span<const float> a, std::span<const float> b) {
@@ -81,11 +92,7 @@ TEST_CASE("draft rows: each node's ancestors at slots congruent to their positio
 
 TEST_CASE("draft tree: every node's logits are plain decoding's down its path; the kept path decodes on", "[unit][spec]") {
     Engine engine(test::engine_options(test::tiny_llama_path(), 512));
-    const auto prompt = engine.tokenizer().encode("Lily had a big red ball. She liked to play with it in the park.",
-                                                  engine.tokenizer().add_bos_default(), false);
-    // Nodes: tokens of the prompt, so that the text is plausible and every id valid.
-    std::vector<int32_t> tokens;
-    for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(prompt[(3 * i + 1) % prompt.size()]);
+    const auto [prompt, tokens] = tree_text(engine);
     const int64_t V = engine.hparams().n_vocab;
 
     const SeqId seq = engine.create_seq();
@@ -142,15 +149,61 @@ std::vector<float> tree_then_kept_path(Engine& e, std::span<const int32_t> promp
     e.free_seq(seq);
     return rows;
 }
+
+// tree_then_kept_path's rows on two engines, bit for bit, row by row (n_vocab values each).
+void check_same_rows(std::span<const float> got, std::span<const float> want, int64_t n_vocab) {
+    REQUIRE(got.size() == want.size());
+    const auto V = size_t(n_vocab);
+    for (size_t i = 0; i <= kParent.size(); ++i) {
+        INFO((i < kParent.size() ? "node " : "after the kept path, row ") << i);
+        CHECK(same_bits(got.subspan(i * V, V), want.subspan(i * V, V)));
+    }
+}
 }  // namespace
+
+TEST_CASE("draft tree with KV layers spilled to disk: the resident cache's logits bit for bit, the kept path decoding on", "[unit][spec]") {
+    // stories260K at 4096 positions: its KV cache (10 MiB) does not fit 12 MiB beside the rest.
+    EngineOptions o = test::engine_options(test::tiny_llama_path(), 4096);
+    Engine resident(o);
+    REQUIRE(resident.kv().n_spilled() == 0);
+    const auto [prompt, tokens] = tree_text(resident);
+    const auto want = tree_then_kept_path(resident, prompt, tokens);
+    const int64_t V = resident.hparams().n_vocab;
+
+    o.dram_budget = uint64_t{12} << 20;
+    o.kv_spill_dir = test::temp_path("draft_tree_spill");
+    Engine spilled(o);
+    REQUIRE(spilled.kv().n_spilled() > 0);
+    REQUIRE(spilled.kv().n_spilled() < spilled.hparams().n_layer);  // resident layers move at once, spilled ones later
+    CHECK(spilled.verifies_trees());
+    check_same_rows(tree_then_kept_path(spilled, prompt, tokens), want, V);
+    CHECK(spilled.kv().pool().n_used() == 0);
+
+    // The simulated device with the host cache spilled: its blocks copied in, or the CPU attending.
+    o.gpu.device = DeviceKind::Sim;
+    o.gpu.gpu_mem = uint64_t{256} << 20;
+    o.gpu.sim_link_gbps = 50;
+    const planner::Plan made = test::plan_of(o);
+    for (const bool cpu_attention : {false, true}) {
+        INFO((cpu_attention ? "sim, the CPU attending" : "sim, KV copied in"));
+        EngineOptions d = o;
+        d.plan = test::all_on_device(made);  // the weights on the device, the KV cache in DRAM
+        for (auto& l : d.plan->layers) l.kv = planner::KvOption::Dram, l.attention = cpu_attention ? planner::Device::Cpu : planner::Device::Gpu;
+        d.plan->policy.cpu_attention = cpu_attention;
+        d.dram_budget = uint64_t{13} << 20;  // the I/O staging buffers beside the host cache
+        d.gpu.attention = cpu_attention ? AttentionChoice::Cpu : AttentionChoice::Gpu;
+        Engine sim(d);
+        REQUIRE(sim.backend_name() == "sim");
+        REQUIRE(sim.kv().n_spilled() > 0);
+        CHECK(sim.verifies_trees());
+        check_same_rows(tree_then_kept_path(sim, prompt, tokens), want, V);
+    }
+}
 
 TEST_CASE("draft tree on the simulated device: the CPU backend's logits bit for bit, KV on the device or in DRAM", "[unit][spec]") {
     EngineOptions o = test::engine_options(test::tiny_llama_path(), 512);
     Engine cpu(o);
-    const auto prompt = cpu.tokenizer().encode("Lily had a big red ball. She liked to play with it in the park.",
-                                               cpu.tokenizer().add_bos_default(), false);
-    std::vector<int32_t> tokens;
-    for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(prompt[(3 * i + 1) % prompt.size()]);
+    const auto [prompt, tokens] = tree_text(cpu);
     const auto want = tree_then_kept_path(cpu, prompt, tokens);
     const int64_t V = cpu.hparams().n_vocab;
 
@@ -177,12 +230,7 @@ TEST_CASE("draft tree on the simulated device: the CPU backend's logits bit for 
         Engine sim(d);
         REQUIRE(sim.backend_name() == "sim");
         CHECK(sim.verifies_trees());
-        const auto got = tree_then_kept_path(sim, prompt, tokens);
-        REQUIRE(got.size() == want.size());
-        for (size_t i = 0; i <= kParent.size(); ++i) {
-            INFO((i < kParent.size() ? "node " : "after the kept path, row ") << i);
-            CHECK(same_bits(std::span(got).subspan(i * size_t(V), size_t(V)), std::span(want).subspan(i * size_t(V), size_t(V))));
-        }
+        check_same_rows(tree_then_kept_path(sim, prompt, tokens), want, V);
         CHECK(sim.kv().pool().n_used() == 0);
     }
 }

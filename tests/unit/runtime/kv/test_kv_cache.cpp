@@ -231,3 +231,121 @@ TEST_CASE("kv cache: keys only (MLA) keeps one row per position, read as keys an
     std::memcpy(back.data(), kv_keys.k(1, block) + 3 * kv_keys.row_bytes(), 40 * sizeof(float));
     CHECK(back == row);
 }
+
+namespace {
+// A cache of five layers, the first in DRAM, the others spilled to disk (more than its ring of two
+// buffers holds: some reads are issued only in the next pass), with rows that name their layer
+// and a tag; passes over it begin each layer in turn as a backend does.
+struct SpilledCache {
+    static constexpr int kLayers = 5, kDim = 32;
+    KvCache kv;
+    explicit SpilledCache(int32_t n_blocks) : kv(kLayers, 256, kDim, options(), n_blocks, DType::F32) {}
+    static KvSpillOptions options() {
+        KvSpillOptions o;
+        o.n_resident_layers = 1;
+        o.dir = test::temp_path("keep_path_spill");
+        o.prefetch_depth = 1;
+        return o;
+    }
+    static float value(int layer, float tag) { return 1000.0f * float(layer) + tag; }
+
+    struct Row {
+        SeqId seq;
+        int pos;
+        float tag;
+    };
+    // One pass: each layer begun, `writes` stored, `reads` checked, the written blocks written back.
+    void pass(const std::vector<Row>& writes, const std::vector<Row>& reads) {
+        std::vector<int32_t> dirty;
+        for (const Row& w : writes) dirty.push_back(kv.block_table(w.seq)[size_t(w.pos / KvCache::kBlockSize)]);
+        std::sort(dirty.begin(), dirty.end());
+        dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());
+        std::vector<float> k(kDim), v(kDim);
+        for (int l = 0; l < kLayers; ++l) {
+            kv.begin_layer(l);
+            for (const Row& w : writes) {
+                std::fill(k.begin(), k.end(), value(l, w.tag));
+                std::fill(v.begin(), v.end(), -value(l, w.tag));
+                kv.store(l, kv.block_table(w.seq)[size_t(w.pos / KvCache::kBlockSize)], w.pos % KvCache::kBlockSize, k.data(), v.data());
+            }
+            for (const Row& r : reads) {
+                INFO("layer " << l << ", sequence " << r.seq << ", position " << r.pos);
+                const int32_t block = kv.block_table(r.seq)[size_t(r.pos / KvCache::kBlockSize)];
+                const int64_t at = (r.pos % KvCache::kBlockSize) * kv.row_bytes();
+                CHECK(test::kv_value(DType::F32, kv.k(l, block) + at, kDim - 1) == value(l, r.tag));
+                CHECK(test::kv_value(DType::F32, kv.v(l, block) + at, 0) == -value(l, r.tag));
+            }
+            kv.end_layer(l, dirty);
+        }
+    }
+    // A sequence's positions [from, to) with tags tag0 + their offset from `from`.
+    static std::vector<Row> rows(SeqId seq, int from, int to, float tag0) {
+        std::vector<Row> out;
+        for (int p = from; p < to; ++p) out.push_back({seq, p, tag0 + float(p - from)});
+        return out;
+    }
+    static std::vector<Row> join(std::vector<Row> a, const std::vector<Row>& b) {
+        a.insert(a.end(), b.begin(), b.end());
+        return a;
+    }
+};
+}  // namespace
+
+TEST_CASE("kv cache: a kept draft path's rows read back at their positions in spilled layers, batched", "[unit][kv][spec]") {
+    SpilledCache c(5);  // a and b take two blocks each: c can only reuse the one a gives back
+    KvCache& kv = c.kv;
+    REQUIRE(kv.n_spilled() == 4);
+    const SeqId a = kv.create_seq(), b = kv.create_seq();
+    REQUIRE(kv.reserve(a, 10));
+    REQUIRE(kv.reserve(b, 20));
+    c.pass(SpilledCache::join(SpilledCache::rows(a, 0, 10, 0), SpilledCache::rows(b, 0, 20, 500)), {});
+    kv.commit(a, tokens(10, 1));
+    kv.commit(b, tokens(20, 2));
+    // Draft trees in one pass: a's 20 slots from position 10 (into its second block), b's 12 from 20.
+    REQUIRE(kv.reserve(a, 20));
+    REQUIRE(kv.reserve(b, 12));
+    c.pass(SpilledCache::join(SpilledCache::rows(a, 10, 30, 100), SpilledCache::rows(b, 20, 32, 200)), {});
+    const int32_t given_back = kv.block_table(a)[1];
+    const std::vector<int64_t> a_slots{0, 3, 7, 12}, b_slots{0, 1, 5, 9, 11};
+    kv.keep_path(a, a_slots, tokens(4, 3));
+    kv.keep_path(b, b_slots, tokens(5, 4));
+    REQUIRE(kv.block_table(a).size() == 1);  // slot 12's block went back to the pool, its row still to move
+    std::vector<SpilledCache::Row> want = SpilledCache::join(SpilledCache::rows(a, 0, 10, 0), SpilledCache::rows(b, 0, 20, 500));
+    for (size_t i = 0; i < a_slots.size(); ++i) want.push_back({a, 10 + int(i), 100.0f + float(a_slots[i])});
+    for (size_t i = 0; i < b_slots.size(); ++i) want.push_back({b, 20 + int(i), 200.0f + float(b_slots[i])});
+
+    // The next pass: a new sequence takes the block given back and writes it; the moves come first.
+    const SeqId fresh = kv.create_seq();
+    REQUIRE(kv.reserve(fresh, 32));
+    const auto table = kv.block_table(fresh);
+    REQUIRE(std::find(table.begin(), table.end(), given_back) != table.end());
+    const auto fresh_rows = SpilledCache::rows(fresh, 0, 32, 300);
+    c.pass(fresh_rows, SpilledCache::join(want, fresh_rows));
+    // And as written back to the file.
+    c.pass({}, SpilledCache::join(want, fresh_rows));
+    for (const SeqId s : {a, b, fresh}) kv.free_seq(s);
+    CHECK(kv.pool().n_used() == 0);
+}
+
+TEST_CASE("kv cache: a kept path's rows move in spilled layers after its sequence is freed, for a prefix attached", "[unit][kv][spec]") {
+    SpilledCache c(4);
+    KvCache& kv = c.kv;
+    const SeqId d = kv.create_seq();
+    REQUIRE(kv.reserve(d, 20));
+    c.pass(SpilledCache::rows(d, 0, 20, 0), {});  // a prompt of 10, then a tree of 10 slots
+    kv.commit(d, tokens(10, 5));
+    const std::vector<int64_t> slots{0, 1, 2, 4, 6, 9};
+    const auto path = tokens(6, 6);
+    kv.keep_path(d, slots, path);  // fills the first block: it is published in the prefix cache
+    kv.free_seq(d);  // before any layer is begun again
+
+    auto text = tokens(10, 5);
+    text.insert(text.end(), path.begin(), path.end());
+    text.push_back(7);
+    const SeqId e = kv.create_seq();
+    REQUIRE(kv.attach_prefix(e, text) == 16);
+    std::vector<SpilledCache::Row> want = SpilledCache::rows(e, 0, 10, 0);
+    for (size_t i = 0; i < slots.size(); ++i) want.push_back({e, 10 + int(i), float(10 + slots[i])});
+    c.pass({}, want);
+    kv.free_seq(e);
+}

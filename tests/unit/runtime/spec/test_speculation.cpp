@@ -1,6 +1,7 @@
 // The draft's size: as large as pays at the measured price of a pass of each row count and the
-// acceptance seen so far; none where rows cost as much as passes, or before anything is measured;
-// wide where the drafter's second guesses are kept often enough and rows are nearly free.
+// acceptance seen so far by depth; none where rows cost as much as passes, or before anything is
+// measured; wide where the drafter's second guesses are kept often enough and rows are nearly
+// free; prices as the line through the measured ones.
 #include <catch2/catch.hpp>
 
 #include <numeric>
@@ -75,6 +76,37 @@ TEST_CASE("speculation: the depth follows the price of rows and the acceptance",
         CHECK(spec.acceptance() < 0.2);
         CHECK(spec.draft(ctx, 0, 16).empty());
     }
+}
+
+TEST_CASE("speculation: a drafter wrong at the first token but right once it runs drafts deep", "[unit][spec]") {
+    // Prompt lookup on an edit: the copy is either off at its first token or right for long.
+    // Chance by depth sees that; one rate for every depth would make the tail look unlikely.
+    const std::vector<int32_t> ctx{1, 2, 3};
+    PassPrices prices;
+    for (int r = 1; r <= 13; ++r) prices.record(r, 1.0 + 0.08 * r);
+    Speculation spec(std::make_unique<FixedDrafter>(12), prices, 16);
+    for (int i = 0; i < 30; ++i) {
+        const auto n = static_cast<int32_t>(spec.draft(ctx, 0, 16).size());
+        spec.verified(i % 3 == 0 ? first(n) : std::vector<int32_t>{}, 5);  // all kept, or missed at once
+    }
+    CHECK(spec.acceptance(0, 0) < 0.5);
+    CHECK(spec.acceptance(0, 3) > 0.9);
+    CHECK(spec.draft(ctx, 0, 16).size() == 12);
+}
+
+TEST_CASE("speculation: a pass's price is the line through the measured ones, the plan scaled to them before", "[unit][spec]") {
+    PassPrices prices;
+    CHECK(prices.price(4) == 0);  // nothing known
+    for (int r = 1; r <= 8; ++r) prices.plan(r, 0.5 + 0.1 * r);
+    CHECK(prices.price(4) == Approx(0.9));
+    prices.record(1, 1.2);  // the machine is twice as slow as planned: the plan's shape at its level
+    CHECK(prices.price(5) == Approx(2.0));
+    for (int n = 0; n < 3; ++n)
+        for (int r : {1, 3, 4}) prices.record(r, 1.0 + 0.01 * r);
+    prices.record(2, 1.9);  // once, on a busy moment: it does not price 2 rows out on its own
+    CHECK(prices.price(2) < 1.3);
+    CHECK(prices.price(16) == Approx(prices.price(1) + 15 * (prices.price(2) - prices.price(1))));  // a line past the measured
+    CHECK(prices.price(16) < 2.0);  // not the plan's
 }
 
 TEST_CASE("speculation: a tree's second branch is verified where it is drawn often and rows are nearly free", "[unit][spec]") {
