@@ -449,3 +449,32 @@ TEST_CASE("planner: the CPU attends where copying the KV in costs more than its 
     CHECK_FALSE(weak.cpu_attention);
     CHECK(weak.gpu_s < weak.cpu_s);
 }
+
+TEST_CASE("cost model: the simulated device's copies take the device's time where its threads and the host's fill "
+          "the cores, not where a core is left or on a GPU",
+          "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();  // DRAM copies at 10 GB/s
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    hw.cpu.n_cores = 2, hw.cpu.n_threads = 1;
+    constexpr int G = static_cast<int>(Stream::GpuCompute);
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Policy policy{1, 1, false, false, DType::F16};
+    // What copying a 1 GB layer in (and its KV cache) adds to the device's compute over holding it there.
+    auto copy_s = [&] {
+        const CostModel cm(s, hw, wl, policy);
+        return cm.layer_weights(0, WeightOption::DramToGpu).decode[G] - cm.layer_weights(0, WeightOption::Gpu).decode[G];
+    };
+    auto kv_copy_s = [&] {
+        const CostModel cm(s, hw, wl, policy);
+        return cm.layer_kv(0, KvOption::Dram).decode[G] - cm.layer_kv(0, KvOption::Gpu).decode[G];
+    };
+    CHECK(copy_s() == 0);  // a GPU's copy engine
+    hw.gpu->sim_threads = 1;
+    CHECK(copy_s() == Approx(1e9 / 10e9));  // memcpy at the DRAM's copy rate, on the host's second core
+    const double kv_read = s.attended_positions(100 + 11 / 2.0) * s.kv_bytes_per_token(DType::F16);
+    CHECK(kv_copy_s() == Approx(kv_read / 10e9));
+    hw.cpu.n_cores = 4;  // a core to spare for the copies
+    CHECK(copy_s() == 0);
+    CHECK(kv_copy_s() == 0);
+}
