@@ -293,13 +293,23 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         // Laid out as the engine keeps resident weights (runtime/weights/weight_store: tile_for_cpu).
         bool tiled = false;
         if (tile) pool.run([&] { tiled = cpu::tile_weights(type, w.data(), rows, cols); });
-        std::vector<double> gemv;
-        for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
-            const auto t0 = std::chrono::steady_clock::now();
-            pool.run([&] { cpu::matmul(type, w.data(), rows, cols, x.data(), 1, y.data(), false, tiled); });
-            gemv.push_back(static_cast<double>(w.size()) / seconds_since(t0) / 1e9);
+        auto gemv_gbps = [&](cpu::ThreadPool& on) {
+            std::vector<double> gemv;
+            for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
+                const auto t0 = std::chrono::steady_clock::now();
+                on.run([&] { cpu::matmul(type, w.data(), rows, cols, x.data(), 1, y.data(), false, tiled); });
+                gemv.push_back(static_cast<double>(w.size()) / seconds_since(t0) / 1e9);
+            }
+            return median(std::move(gemv));
+        };
+        r.gemv_gbps = gemv_gbps(pool);
+        // One thread alone, for a pool of fewer threads (HardwareProfile::on_cpu_threads).
+        if (pool.n_threads() > 1) {
+            cpu::ThreadPool one(1);
+            r.gemv_thread_gbps = gemv_gbps(one);
+        } else {
+            r.gemv_thread_gbps = r.gemv_gbps;
         }
-        r.gemv_gbps = median(std::move(gemv));
         // A decode matmul's cost beyond its bytes (hand-off, the DRAM stream starting, the tasks'
         // uneven ends), which small matrices pay in full: the same weights swept in 64-row calls
         // and in 1024-row calls, one sweep right after the other so that both see the machine

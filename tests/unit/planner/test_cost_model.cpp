@@ -229,6 +229,16 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
     CHECK(q4->gemm_narrow_gflops == Approx(120));  // 2 x 60, below half of 300
     CHECK(q8->gemv_gbps == Approx(20));    // no one-thread figure: the share
     CHECK(q8->gemm_narrow_gflops == Approx(150));
+    // Where the probe measured one thread alone (on tiled weights, as the engine holds them), a
+    // pool of fewer threads decodes at that rate per thread, up to what all of them reach; the
+    // simulated device's rate (untiled weights) no longer caps it.
+    hw.cpu.rates[0].gemv_thread_gbps = 15;
+    CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(30));  // 2 x 15, below 40
+    CHECK(rate_for(hw.on_cpu_threads(1).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(15));  // not a quarter of 40
+    hw.cpu.rates[0].gemv_thread_gbps = 30;
+    CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(40));  // all four's
+    CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemm_gflops == Approx(200));  // arithmetic: the share
+    hw.cpu.rates[0].gemv_thread_gbps = 0;
     // Decode on the two threads takes longer by the rates' ratio.
     ModelShape s;
     s.name = "toy", s.family = "llama", s.weight_type = DType::Q8_0;
