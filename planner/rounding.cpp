@@ -126,8 +126,8 @@ WeightOption held_closer(WeightOption o) {
 
 // Weights read from NVMe or copied over the link each step where holding them a tier closer fits
 // the budgets and prices no worse. The objective does not see a read that overlaps longer work,
-// but the read still occupies the disk or the link (and on this machine the cores that serve
-// them) while the memory to hold it is free: the improve pass keeps only strict gains.
+// but the read still occupies the disk or the link (and, on the simulated device, a core) while
+// the memory to hold it is free: the improve pass keeps only strict gains.
 void hold_weights(Plan& plan, const CostModel& cm, const Budgets& budgets, Prediction& pred) {
     auto try_hold = [&](WeightOption& o, auto allowed) {
         for (WeightOption to = held_closer(o); to != o && allowed(to); to = held_closer(o)) {

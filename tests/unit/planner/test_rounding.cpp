@@ -3,6 +3,8 @@
 // the objective nothing.
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 #include "planner/cost_model.h"
 #include "planner/lp_placement.h"
 #include "planner/rounding.h"
@@ -16,14 +18,24 @@ namespace {
 
 constexpr double kGB = 1e9;
 
-// The toy machine with a disk fast enough (100 GB/s) that reading a 1 GB layer (10 ms) hides
-// behind the CPU's pass over it (100 ms at 10 GB/s): the objective cannot tell NVMe from DRAM.
-HardwareProfile fast_disk(bool with_device) {
+// The toy model on the toy machine with a disk fast enough (100 GB/s) that reading a 1 GB layer
+// (10 ms) hides behind the CPU's pass over it (100 ms at 10 GB/s): the objective cannot tell NVMe
+// from DRAM. With a device or without, the CPU attending or not.
+struct FastDisk {
+    ModelShape s = test::toy_shape();
     HardwareProfile hw = test::toy_cpu();
-    hw.nvme.read_gbps = 100;
-    if (with_device) hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
-    return hw;
-}
+    Workload wl{100, 11, 1, Objective::Latency};
+    Policy policy;
+    std::optional<CostModel> cm;
+
+    FastDisk(bool with_device, bool cpu_attention) : policy{1, 1, cpu_attention, false, DType::F16} {
+        hw.nvme.read_gbps = 100;
+        if (with_device) hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+        cm.emplace(s, hw, wl, policy);
+    }
+    // The LP's `weights` shares rounded within `budgets`.
+    Plan round(std::array<double, kNumWeightOptions> weights, const Budgets& budgets) const;
+};
 
 // One group of the toy's four layers, `weights` shares as given, KV in DRAM, the output head and
 // hidden states with the CPU.
@@ -48,23 +60,23 @@ int count(const Plan& p, WeightOption o) {
 
 constexpr size_t idx(WeightOption o) { return static_cast<size_t>(o); }
 
+Plan FastDisk::round(std::array<double, kNumWeightOptions> weights, const Budgets& budgets) const {
+    Plan p;
+    p.has_gpu = hw.has_gpu();
+    p.policy = policy;
+    REQUIRE(round_plan(*cm, budgets, shares(weights), p));
+    return p;
+}
+
 }  // namespace
 
 TEST_CASE("rounding: a layer copied to a device that has no room for its staging goes to the CPU from DRAM, not NVMe",
           "[unit][planner]") {
-    const ModelShape s = test::toy_shape();
-    const HardwareProfile hw = fast_disk(true);
-    const Workload wl{100, 11, 1, Objective::Latency};
-    const Policy policy{1, 1, false, false, DType::F16};
-    const CostModel cm(s, hw, wl, policy);
+    const FastDisk toy(true, false);
     std::array<double, kNumWeightOptions> w{};
     w[idx(WeightOption::DramCpu)] = 0.75, w[idx(WeightOption::DramToGpu)] = 0.25;
     // The device cannot stage a 1 GB layer twice; DRAM holds everything many times over.
-    const Budgets budgets{1 * kGB, 64 * kGB, 1000 * kGB};
-    Plan p;
-    p.has_gpu = true;
-    p.policy = policy;
-    REQUIRE(round_plan(cm, budgets, shares(w), p));
+    const Plan p = toy.round(w, {1 * kGB, 64 * kGB, 1000 * kGB});
     CHECK(count(p, WeightOption::DramCpu) == 4);
     CHECK(count(p, WeightOption::NvmeCpu) == 0);
     CHECK(p.prediction.used.nvme == 0);
@@ -72,28 +84,19 @@ TEST_CASE("rounding: a layer copied to a device that has no room for its staging
 
 TEST_CASE("rounding: weights the LP left on NVMe move to DRAM while they fit, though the objective is the same",
           "[unit][planner]") {
-    const ModelShape s = test::toy_shape();
-    const HardwareProfile hw = fast_disk(false);
-    const Workload wl{100, 11, 1, Objective::Latency};
-    const Policy policy{1, 1, true, false, DType::F16};
-    const CostModel cm(s, hw, wl, policy);
+    const FastDisk toy(false, true);
     std::array<double, kNumWeightOptions> w{};
     w[idx(WeightOption::NvmeCpu)] = 1;
-    auto round = [&](double dram) {
-        Plan p;
-        p.policy = policy;
-        REQUIRE(round_plan(cm, {0, dram, 1000 * kGB}, shares(w), p));
-        return p;
-    };
     // The disk is hidden: all on NVMe prices as all in DRAM.
-    const Plan all_in_dram = round(64 * kGB);
+    const Plan all_in_dram = toy.round(w, {0, 64 * kGB, 1000 * kGB});
     CHECK(count(all_in_dram, WeightOption::DramCpu) == 4);
     Plan on_disk = all_in_dram;
     for (LayerPlacement& l : on_disk.layers) l.weights = WeightOption::NvmeCpu;
-    CHECK(cm.predict(on_disk).objective_s == Approx(all_in_dram.prediction.objective_s));
+    CHECK(toy.cm->predict(on_disk).objective_s == Approx(all_in_dram.prediction.objective_s));
     // DRAM for two layers and the staging (two layers' buffers) the other two then need: two stay on NVMe.
-    const Plan half = round(4.5 * kGB);
+    const Budgets half_budget{0, 4.5 * kGB, 1000 * kGB};
+    const Plan half = toy.round(w, half_budget);
     CHECK(count(half, WeightOption::DramCpu) == 2);
     CHECK(count(half, WeightOption::NvmeCpu) == 2);
-    CHECK(fits(half.prediction.used, {0, 4.5 * kGB, 1000 * kGB}));
+    CHECK(fits(half.prediction.used, half_budget));
 }
