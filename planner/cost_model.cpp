@@ -141,6 +141,7 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
     // order lets every micro-batch use them); from NVMe they land in DRAM first.
     auto stream_in = [&](std::array<double, kNumStreams>& s, bool from_nvme) {
         s[H] += W / h2d_;
+        s[G] += sim_copy_s(W);
         s[R] += W / dram_bw_;
         if (from_nvme) s[N] += W / nvme_r_, s[R] += W / dram_bw_;
     };
@@ -205,6 +206,14 @@ double CostModel::gpu_matmul_s(double tokens, double bytes, double flops_per_tok
     // A call of many rows passes over its weights, then computes: the two add up.
     if (rows > kCpuGemvTokens) return tokens * flops_per_token / gpu_flops_ + calls * bytes / dev_weight_pass_;
     return std::max(tokens * flops_per_token / gpu_flops_, calls * bytes / gpu_bw_);
+}
+
+double CostModel::sim_copy_s(double bytes) const {
+    // The simulated device copies with memcpy on a thread of its own, which takes a core from its
+    // ops or the host's layers where their threads fill the cores (a GPU's copy engine does not):
+    // priced as the device's time.
+    if (!has_gpu_ || hw_.gpu->sim_threads <= 0 || hw_.cpu.n_threads + hw_.gpu->sim_threads < hw_.cpu.n_cores) return 0;
+    return bytes / (hw_.dram.copy_gbps * 1e9);
 }
 
 double CostModel::cpu_vector_s(double tokens, double threads) const {
@@ -291,6 +300,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         if (tier != Tier::Gpu) {
             // Streamed to the GPU each step, one micro-batch at a time; new entries go back.
             c.decode[H] += read / h2d_;
+            c.decode[G] += sim_copy_s(read);
             c.decode[D] += fresh / d2h_;
             c.decode[R] += (read + fresh) / dram_bw_;
             c.gpu_staging += 2 * mb_ * ctx_max_ * per_tok;

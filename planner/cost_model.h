@@ -151,6 +151,9 @@ private:
     const DeviceOps* ops() const { return has_gpu_ && hw_.gpu->ops ? &*hw_.gpu->ops : nullptr; }
     // A CPU-only plan's phase through the ring of limits_.stream_slots buffers, layer by layer.
     double ring_bound_s(const Plan& plan, Phase ph) const;
+    // The CPU time the simulated device's memcpy of `bytes` takes from its ops or the host's; 0 on
+    // a GPU, or where a core is left for it.
+    double sim_copy_s(double bytes) const;
     // A CPU layer's work besides matmuls and attention for a pass of `tokens` tokens (one
     // micro-batch): its vector ops on `threads` threads (compute stream), and its parallel
     // loops' hand-offs (overhead).

@@ -122,11 +122,13 @@ HardwareProfile HardwareProfile::on_cpu_threads(int threads) const {
     if (threads <= 0 || threads >= cpu.n_threads) return hw;
     const double share = double(threads) / cpu.n_threads;
     for (KernelRate& r : hw.cpu.rates) {
+        const double all_gemv = r.gemv_gbps;
         r.gemv_gbps *= share, r.gemm_gflops *= share, r.pack_gbps *= share, r.gemm_narrow_gflops *= share;
+        if (r.gemv_thread_gbps > 0) r.gemv_gbps = std::min(all_gemv, threads * r.gemv_thread_gbps);
         const KernelRate* alone = sim ? rate_for(sim->rates, r.type) : nullptr;
         if (!alone) continue;
         const double per_thread = double(threads) / std::max(1, sim->n_threads);
-        r.gemv_gbps = std::min(r.gemv_gbps, alone->gemv_gbps * per_thread);
+        if (r.gemv_thread_gbps <= 0) r.gemv_gbps = std::min(r.gemv_gbps, alone->gemv_gbps * per_thread);
         r.gemm_gflops = std::min(r.gemm_gflops, alone->gemm_gflops * per_thread);
         if (alone->gemm_narrow_gflops > 0)
             r.gemm_narrow_gflops = std::min(r.gemm_narrow_gflops, alone->gemm_narrow_gflops * per_thread);
@@ -144,7 +146,8 @@ json rates_json(const std::vector<KernelRate>& rates) {
     for (const auto& r : rates)
         out.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops},
                        {"pack_gbps", r.pack_gbps}, {"call_us", r.call_us}, {"call_ns_per_row_byte", r.call_ns_per_row_byte},
-                       {"gemm_narrow_gflops", r.gemm_narrow_gflops}, {"rows8_gbps", r.rows8_gbps}});
+                       {"gemm_narrow_gflops", r.gemm_narrow_gflops}, {"rows8_gbps", r.rows8_gbps},
+                       {"gemv_thread_gbps", r.gemv_thread_gbps}});
     return out;
 }
 
@@ -157,7 +160,7 @@ std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
         rates.push_back({*t, get<double>(r, where, "gemv_gbps"), get<double>(r, where, "gemm_gflops"),
                          get_or<double>(r, where, "pack_gbps", 0), get_or<double>(r, where, "call_us", 0),
                          get_or<double>(r, where, "call_ns_per_row_byte", 0), get_or<double>(r, where, "gemm_narrow_gflops", 0),
-                         get_or<double>(r, where, "rows8_gbps", 0)});
+                         get_or<double>(r, where, "rows8_gbps", 0), get_or<double>(r, where, "gemv_thread_gbps", 0)});
     }
     return rates;
 }

@@ -33,6 +33,10 @@ struct KernelRate {
     // A device's decode call of eight rows (Device::kRowWiseRows), weight bytes per second over
     // the matrix; 0: not measured (the CPU's rates, and profiles made before it).
     double rows8_gbps = 0;
+    // The CPU's decode rate on one thread alone, its weights tiled as the engine holds them: what a
+    // pool of fewer threads gets per thread (one thread streams more than its share of DRAM);
+    // 0: not measured (profiles made before it, a device's rates).
+    double gemv_thread_gbps = 0;
     // That cost for rows of `row_bytes`, in seconds.
     double call_s(double row_bytes) const { return (call_us * 1e3 + call_ns_per_row_byte * row_bytes) * 1e-9; }
     // The GEMM rate for a model `width` values wide: between the narrow and the wide rate on a
@@ -214,9 +218,11 @@ struct HardwareProfile {
     bool has_gpu() const { return gpu.has_value() && gpu->memory_bytes > 0; }
     // This machine as a pool of `threads` CPU threads sees it, fewer than it has (`-t`, or the
     // cores a simulated device's threads leave): each matmul rate its share of what all of them
-    // measured, and at most `threads` times what the simulated device measured per thread where
-    // the probe measured it (one thread alone does not get its share of the memory bandwidth:
-    // about 10 GB/s of Q4_0 on one thread here, 25-35 on two). `threads` >= n_threads: unchanged.
+    // measured; a decode matmul's instead `threads` times what one thread measured alone, up to
+    // what all of them reach, where the probe measured one (a thread alone streams more than its
+    // share: Q4_0 about 23 GB/s on one thread here, 25-30 on two); else at most `threads` times
+    // what the simulated device measured per thread (its weights untiled: a floor). `threads` >=
+    // n_threads: unchanged.
     HardwareProfile on_cpu_threads(int threads) const;
     // Throws UsageError naming the first rate or size that is not positive.
     void validate() const;

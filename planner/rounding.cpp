@@ -67,11 +67,13 @@ void apply(Plan& p, const CostModel& cm, const Move& m) {
 }
 
 // Candidate moves: one layer per (group, current option), since identical layers with the
-// same option are interchangeable; `down` moves to a slower tier, else to a faster tier or to
-// the other device on the same tier (DRAM weights used by the CPU or streamed to the GPU).
+// same option are interchangeable; `down` moves to a slower tier, else to a faster tier; both
+// also to the other device on the same tier (DRAM weights used by the CPU or copied to the GPU:
+// a layer copied in frees the device's staging by staying in DRAM for the CPU, where moving
+// down would read it from NVMe).
 std::vector<Move> candidates(const Plan& p, const CostModel& cm, const std::vector<LayerGroup>& groups, bool down) {
     std::vector<Move> out;
-    auto better = [&](Tier from, Tier to) { return down ? tier_rank(to) > tier_rank(from) : tier_rank(to) <= tier_rank(from); };
+    auto better = [&](Tier from, Tier to) { return down ? tier_rank(to) >= tier_rank(from) : tier_rank(to) <= tier_rank(from); };
     for (const auto& g : groups) {
         std::array<int32_t, kNumWeightOptions> w_rep;
         std::array<int32_t, kNumKvOptions> k_rep;
@@ -109,6 +111,38 @@ std::vector<Move> candidates(const Plan& p, const CostModel& cm, const std::vect
 
 double over(const MemoryUse& u, const Budgets& b) {
     return std::max(0.0, u.gpu - b.gpu) + std::max(0.0, u.dram - b.dram) + std::max(0.0, u.nvme - b.nvme);
+}
+
+// The same device's reads from the next tier up: NVMe to DRAM, DRAM copied over the link to held
+// on the device; `o` itself where there is none.
+WeightOption held_closer(WeightOption o) {
+    switch (o) {
+        case WeightOption::NvmeCpu: return WeightOption::DramCpu;
+        case WeightOption::NvmeToGpu: return WeightOption::DramToGpu;
+        case WeightOption::DramToGpu: return WeightOption::Gpu;
+        default: return o;
+    }
+}
+
+// Weights read from NVMe or copied over the link each step where holding them a tier closer fits
+// the budgets and prices no worse. The objective does not see a read that overlaps longer work,
+// but the read still occupies the disk or the link (and, on the simulated device, a core) while
+// the memory to hold it is free: the improve pass keeps only strict gains.
+void hold_weights(Plan& plan, const CostModel& cm, const Budgets& budgets, Prediction& pred) {
+    auto try_hold = [&](WeightOption& o, auto allowed) {
+        for (WeightOption to = held_closer(o); to != o && allowed(to); to = held_closer(o)) {
+            const WeightOption from = o;
+            o = to;
+            const Prediction q = cm.predict(plan);
+            if (!fits(q.used, budgets) || q.objective_s > pred.objective_s * (1 + 1e-12)) {
+                o = from;
+                return;
+            }
+            pred = q;
+        }
+    };
+    for (LayerPlacement& l : plan.layers) try_hold(l.weights, [&](WeightOption o) { return cm.allowed(o); });
+    try_hold(plan.output, [&](WeightOption o) { return cm.allowed_head(o); });
 }
 
 }  // namespace
@@ -172,6 +206,7 @@ bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& s
         apply(plan, cm, *best);
         pred = cm.predict(plan);
     }
+    hold_weights(plan, cm, budgets, pred);
     // A layer whose matmuls run on the CPU beside a device attends there (CostModel::placed_layer).
     for (auto& l : plan.layers)
         if (cm.has_gpu() && device_of(l.weights) == Device::Cpu) l.attention = Device::Cpu;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -112,21 +113,33 @@ namespace {
 
 constexpr size_t kPage = size_t{2} << 20;
 
-// A buffer of whole 2 MiB pages per thread, huge-page backed as the weights are
-// (runtime/weights/weight_store), each thread's part touched by that thread.
-struct ReadBuffer {
+// Whole 2 MiB pages, huge-page backed as the engine holds its resident weights
+// (runtime/weights/weight_store): on 4 KiB pages a decode matmul streamed a fifth slower here.
+struct HugePages {
     std::unique_ptr<void, decltype(&std::free)> mem{nullptr, &std::free};
+    uint8_t* data = nullptr;
+
+    HugePages(size_t bytes, const char* what) {
+        const size_t n = std::max<size_t>(1, (bytes + kPage - 1) / kPage) * kPage;
+        mem.reset(std::aligned_alloc(kPage, n));
+        if (!mem) throw IoError(fmt::format("out of memory for the {}-byte {}", n, what), "free some memory or run `strata probe --quick`");
+        data = static_cast<uint8_t*>(mem.get());
+        ::madvise(data, n, MADV_HUGEPAGE);
+    }
+};
+
+// A buffer of whole 2 MiB pages per thread, each thread's part touched by that thread.
+struct ReadBuffer {
+    HugePages pages;
     uint8_t* data = nullptr;
     size_t per = 0;  // bytes of each thread's part
     unsigned n = 1;
 
-    ReadBuffer(size_t bytes, unsigned threads) : n(std::max(1u, threads)) {
+    ReadBuffer(size_t bytes, unsigned threads)
+        : pages(std::max<size_t>(1, bytes / std::max(1u, threads) / kPage) * kPage * std::max(1u, threads), "DRAM probe buffer"),
+          n(std::max(1u, threads)) {
         per = std::max<size_t>(1, bytes / n / kPage) * kPage;
-        mem.reset(std::aligned_alloc(kPage, per * n));
-        if (!mem) throw IoError(fmt::format("out of memory for the {}-byte DRAM probe buffer", per * n),
-                                "free some memory or run `strata probe --quick`");
-        data = static_cast<uint8_t*>(mem.get());
-        ::madvise(data, per * n, MADV_HUGEPAGE);
+        data = pages.data;
         std::vector<std::thread> ts;
         for (unsigned k = 0; k < n; ++k) ts.emplace_back([this, k] { std::memset(data + k * per, static_cast<int>(k + 1), per); });
         for (auto& th : ts) th.join();
@@ -270,20 +283,33 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
     // GEMV: about 4x the last-level cache, so DRAM is what is measured.
     const uint64_t target = quick ? 48ull << 20 : std::clamp<uint64_t>(4 * llc_bytes, 128ull << 20, 512ull << 20);
     const int64_t rows = std::max<int64_t>(256, static_cast<int64_t>(target / rb));
-    std::vector<uint8_t> w(rb * static_cast<size_t>(rows), 0x11);  // 0x11: small finite scales and values
+    const size_t w_bytes = rb * static_cast<size_t>(rows);
+    const HugePages w_pages(w_bytes, "GEMV probe matrix");
+    const std::span<uint8_t> w(w_pages.data, w_bytes);
+    std::fill(w.begin(), w.end(), uint8_t{0x11});  // small finite scales and values
     std::vector<float> x(static_cast<size_t>(cols) * 64, 0.01f), y(static_cast<size_t>(rows) * 64);
     cpu::ThreadPool pool(threads);
     try {
         // Laid out as the engine keeps resident weights (runtime/weights/weight_store: tile_for_cpu).
         bool tiled = false;
         if (tile) pool.run([&] { tiled = cpu::tile_weights(type, w.data(), rows, cols); });
-        std::vector<double> gemv;
-        for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
-            const auto t0 = std::chrono::steady_clock::now();
-            pool.run([&] { cpu::matmul(type, w.data(), rows, cols, x.data(), 1, y.data(), false, tiled); });
-            gemv.push_back(static_cast<double>(w.size()) / seconds_since(t0) / 1e9);
+        auto gemv_gbps = [&](cpu::ThreadPool& on) {
+            std::vector<double> gemv;
+            for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
+                const auto t0 = std::chrono::steady_clock::now();
+                on.run([&] { cpu::matmul(type, w.data(), rows, cols, x.data(), 1, y.data(), false, tiled); });
+                gemv.push_back(static_cast<double>(w.size()) / seconds_since(t0) / 1e9);
+            }
+            return median(std::move(gemv));
+        };
+        r.gemv_gbps = gemv_gbps(pool);
+        // One thread alone, for a pool of fewer threads (HardwareProfile::on_cpu_threads).
+        if (pool.n_threads() > 1) {
+            cpu::ThreadPool one(1);
+            r.gemv_thread_gbps = gemv_gbps(one);
+        } else {
+            r.gemv_thread_gbps = r.gemv_gbps;
         }
-        r.gemv_gbps = median(std::move(gemv));
         // A decode matmul's cost beyond its bytes (hand-off, the DRAM stream starting, the tasks'
         // uneven ends), which small matrices pay in full: the same weights swept in 64-row calls
         // and in 1024-row calls, one sweep right after the other so that both see the machine
@@ -316,7 +342,10 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         constexpr int64_t kNarrow = 512;
         const size_t narrow_rb = row_bytes(type, kNarrow);
         const int64_t narrow_rows = static_cast<int64_t>(w.size() / 2 / narrow_rb);  // still past the caches
-        std::vector<uint8_t> narrow(narrow_rb * static_cast<size_t>(narrow_rows), 0x11);
+        const size_t narrow_bytes = narrow_rb * static_cast<size_t>(narrow_rows);
+        const HugePages narrow_pages(narrow_bytes, "GEMV probe matrix");
+        const std::span<uint8_t> narrow(narrow_pages.data, narrow_bytes);
+        std::fill(narrow.begin(), narrow.end(), uint8_t{0x11});
         bool narrow_tiled = false;
         if (tile) pool.run([&] { narrow_tiled = cpu::tile_weights(type, narrow.data(), narrow_rows, kNarrow); });
         const double wide_s = call_s(w.data(), rows, cols, tiled), narrow_s = call_s(narrow.data(), narrow_rows, kNarrow, narrow_tiled);

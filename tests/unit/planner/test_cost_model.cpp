@@ -229,6 +229,16 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
     CHECK(q4->gemm_narrow_gflops == Approx(120));  // 2 x 60, below half of 300
     CHECK(q8->gemv_gbps == Approx(20));    // no one-thread figure: the share
     CHECK(q8->gemm_narrow_gflops == Approx(150));
+    // Where the probe measured one thread alone (on tiled weights, as the engine holds them), a
+    // pool of fewer threads decodes at that rate per thread, up to what all of them reach; the
+    // simulated device's rate (untiled weights) no longer caps it.
+    hw.cpu.rates[0].gemv_thread_gbps = 15;
+    CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(30));  // 2 x 15, below 40
+    CHECK(rate_for(hw.on_cpu_threads(1).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(15));  // not a quarter of 40
+    hw.cpu.rates[0].gemv_thread_gbps = 30;
+    CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(40));  // all four's
+    CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemm_gflops == Approx(200));  // arithmetic: the share
+    hw.cpu.rates[0].gemv_thread_gbps = 0;
     // Decode on the two threads takes longer by the rates' ratio.
     ModelShape s;
     s.name = "toy", s.family = "llama", s.weight_type = DType::Q8_0;
@@ -448,4 +458,33 @@ TEST_CASE("planner: the CPU attends where copying the KV in costs more than its 
     const Choice weak = choose(slow);
     CHECK_FALSE(weak.cpu_attention);
     CHECK(weak.gpu_s < weak.cpu_s);
+}
+
+TEST_CASE("cost model: the simulated device's copies take the device's time where its threads and the host's fill "
+          "the cores, not where a core is left or on a GPU",
+          "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();  // DRAM copies at 10 GB/s
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    hw.cpu.n_cores = 2, hw.cpu.n_threads = 1;
+    constexpr int G = static_cast<int>(Stream::GpuCompute);
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Policy policy{1, 1, false, false, DType::F16};
+    // What copying a 1 GB layer in (and its KV cache) adds to the device's compute over holding it there.
+    auto copy_s = [&] {
+        const CostModel cm(s, hw, wl, policy);
+        return cm.layer_weights(0, WeightOption::DramToGpu).decode[G] - cm.layer_weights(0, WeightOption::Gpu).decode[G];
+    };
+    auto kv_copy_s = [&] {
+        const CostModel cm(s, hw, wl, policy);
+        return cm.layer_kv(0, KvOption::Dram).decode[G] - cm.layer_kv(0, KvOption::Gpu).decode[G];
+    };
+    CHECK(copy_s() == 0);  // a GPU's copy engine
+    hw.gpu->sim_threads = 1;
+    CHECK(copy_s() == Approx(1e9 / 10e9));  // memcpy at the DRAM's copy rate, on the host's second core
+    const double kv_read = s.attended_positions(100 + 11 / 2.0) * s.kv_bytes_per_token(DType::F16);
+    CHECK(kv_copy_s() == Approx(kv_read / 10e9));
+    hw.cpu.n_cores = 4;  // a core to spare for the copies
+    CHECK(copy_s() == 0);
+    CHECK(kv_copy_s() == 0);
 }
