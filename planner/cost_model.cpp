@@ -70,7 +70,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
         const DeviceOps* o = ops();
         if (const KernelRate* r = o ? rate_for(o->rates, shape.weight_type) : nullptr) {
             dev_rate_ = *r;
-            gpu_bw_ = dev_rate_->gemv_gbps * 1e9;
+            gpu_bw_ = dev_rate_->gemv_at(shape.n_embd) * 1e9;
             gpu_flops_ = dev_rate_->gemm_at(shape.n_embd) * 1e9;
             dev_weight_pass_ = (dev_rate_->pack_gbps > 0 ? std::min(dev_rate_->pack_gbps, dev_rate_->gemv_gbps)
                                                          : dev_rate_->gemv_gbps) * 1e9;

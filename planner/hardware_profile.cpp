@@ -23,11 +23,20 @@ double CpuProfile::gemv_gbps_for(DType t) const {
     return r ? r->gemv_gbps : gemv_gbps;
 }
 
-double KernelRate::gemm_at(double width) const {
-    if (gemm_narrow_gflops <= 0 || width <= 0) return gemm_gflops;
-    const double f = std::clamp(std::log2(width / kNarrowCols) / std::log2(kWideCols / kNarrowCols), 0.0, 1.0);
-    return gemm_narrow_gflops + f * (gemm_gflops - gemm_narrow_gflops);
+namespace {
+// Between a rate measured kNarrowCols wide and one kWideCols wide on a log scale, each beyond its end.
+double rate_at(double width, double narrow, double wide) {
+    if (narrow <= 0 || width <= 0) return wide;
+    const double f = std::clamp(std::log2(width / KernelRate::kNarrowCols) /
+                                    std::log2(KernelRate::kWideCols / KernelRate::kNarrowCols),
+                                0.0, 1.0);
+    return narrow + f * (wide - narrow);
 }
+}  // namespace
+
+double KernelRate::gemm_at(double width) const { return rate_at(width, gemm_narrow_gflops, gemm_gflops); }
+
+double KernelRate::gemv_at(double width) const { return rate_at(width, gemv_narrow_gbps, gemv_gbps); }
 
 double CpuProfile::gemm_gflops_for(DType t, double width) const {
     const KernelRate* r = rate_for(rates, t);
@@ -147,7 +156,7 @@ json rates_json(const std::vector<KernelRate>& rates) {
         out.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops},
                        {"pack_gbps", r.pack_gbps}, {"call_us", r.call_us}, {"call_ns_per_row_byte", r.call_ns_per_row_byte},
                        {"gemm_narrow_gflops", r.gemm_narrow_gflops}, {"rows8_gbps", r.rows8_gbps},
-                       {"gemv_thread_gbps", r.gemv_thread_gbps}});
+                       {"gemv_thread_gbps", r.gemv_thread_gbps}, {"gemv_narrow_gbps", r.gemv_narrow_gbps}});
     return out;
 }
 
@@ -160,7 +169,8 @@ std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
         rates.push_back({*t, get<double>(r, where, "gemv_gbps"), get<double>(r, where, "gemm_gflops"),
                          get_or<double>(r, where, "pack_gbps", 0), get_or<double>(r, where, "call_us", 0),
                          get_or<double>(r, where, "call_ns_per_row_byte", 0), get_or<double>(r, where, "gemm_narrow_gflops", 0),
-                         get_or<double>(r, where, "rows8_gbps", 0), get_or<double>(r, where, "gemv_thread_gbps", 0)});
+                         get_or<double>(r, where, "rows8_gbps", 0), get_or<double>(r, where, "gemv_thread_gbps", 0),
+                         get_or<double>(r, where, "gemv_narrow_gbps", 0)});
     }
     return rates;
 }

@@ -37,11 +37,18 @@ struct KernelRate {
     // pool of fewer threads gets per thread (one thread streams more than its share of DRAM);
     // 0: not measured (profiles made before it, a device's rates).
     double gemv_thread_gbps = 0;
+    // A device's decode rate on the matrices of a layer kNarrowCols wide (q, k, v, the output,
+    // gate, up, down, one token each, layer after layer from DRAM), weight bytes per second beyond
+    // the calls' costs (call_s); 0: not measured (the CPU's rates, and profiles made before it).
+    double gemv_narrow_gbps = 0;
     // That cost for rows of `row_bytes`, in seconds.
     double call_s(double row_bytes) const { return (call_us * 1e3 + call_ns_per_row_byte * row_bytes) * 1e-9; }
     // The GEMM rate for a model `width` values wide: between the narrow and the wide rate on a
     // log scale, each beyond its end; gemm_gflops where the narrow one is not measured.
     double gemm_at(double width) const;
+    // The decode rate for a model `width` values wide, between gemv_narrow_gbps and gemv_gbps as
+    // gemm_at; gemv_gbps where the narrow one is not measured.
+    double gemv_at(double width) const;
     bool operator==(const KernelRate&) const = default;
 };
 
@@ -150,8 +157,8 @@ struct AttentionPoint {
 // device placement from these where a profile has them, and from a catalog GPU's peaks where not.
 struct DeviceOps {
     int n_threads = 0;  // the simulated device's CPU threads; 0: a GPU
-    // Matmuls per weight type, weights in device memory: gemv_gbps a call of one row, rows8_gbps
-    // of eight; a call of many rows takes weight bytes / pack_gbps + flops / gemm_gflops (from
+    // Matmuls per weight type, weights in device memory: gemv_gbps a call of one row
+    // (gemv_narrow_gbps on a 512-wide layer's matrices), rows8_gbps of eight; a call of many rows takes weight bytes / pack_gbps + flops / gemm_gflops (from
     // 64 and 512 rows; gemm_narrow_gflops on a 512-wide layer's matrices); call_us +
     // call_ns_per_row_byte x a row's bytes is a call's cost beyond its bytes.
     std::vector<KernelRate> rates{};

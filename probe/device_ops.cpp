@@ -77,19 +77,40 @@ struct MatmulBench {
     }
 };
 
-// The seven matrices of a kNarrowCols-wide layer (queries as wide, K and V a quarter, the
-// feed-forward three times) at 256 rows each: flops per second, small matrices giving a device
-// few tiles each (SmolLM2's are about this wide).
+// The seven matrices of a kNarrowCols-wide layer, rows x values (queries as wide, K and V a
+// quarter, the feed-forward three times; SmolLM2's are about this wide).
+constexpr std::pair<int64_t, int64_t> kNarrowLayer[] = {
+    {kNarrowCols, kNarrowCols},     {kNarrowCols / 4, kNarrowCols}, {kNarrowCols / 4, kNarrowCols},
+    {kNarrowCols, kNarrowCols},     {3 * kNarrowCols, kNarrowCols}, {3 * kNarrowCols, kNarrowCols},
+    {kNarrowCols, 3 * kNarrowCols}};
+
+// Their GEMM at 256 rows each: flops per second, small matrices giving a device few tiles each.
 double narrow_layer_gflops(const MatmulBench& b) {
-    constexpr int64_t E = kNarrowCols, kTokens = 256;
-    const std::pair<int64_t, int64_t> shapes[] = {{E, E}, {E / 4, E}, {E / 4, E}, {E, E}, {3 * E, E}, {3 * E, E}, {E, 3 * E}};
+    constexpr int64_t kTokens = 256;
     double flops = 0;
-    for (auto [rows, cols] : shapes) flops += 2.0 * double(rows * cols * kTokens);
+    for (auto [rows, cols] : kNarrowLayer) flops += 2.0 * double(rows * cols * kTokens);
     const double s = b.typical_s([&] {
         size_t off = 0;
-        for (auto [rows, cols] : shapes) b.call(rows, cols, kTokens, off), off += size_t(rows) * b.row_b(cols);
+        for (auto [rows, cols] : kNarrowLayer) b.call(rows, cols, kTokens, off), off += size_t(rows) * b.row_b(cols);
     });
     return flops / s / 1e9;
+}
+
+// The same matrices in decode, one token, layer after layer over all the weights (from DRAM, as a
+// model's layers): bytes per second beyond the calls' costs as `r` prices them, which a layer's
+// launches add on their own.
+double narrow_layer_gemv_gbps(const MatmulBench& b, const planner::KernelRate& r) {
+    size_t layer_bytes = 0;
+    double calls_s = 0;
+    for (auto [rows, cols] : kNarrowLayer) layer_bytes += size_t(rows) * b.row_b(cols), calls_s += r.call_s(double(b.row_b(cols)));
+    const size_t layers = b.w.bytes() / layer_bytes;
+    const double s = b.typical_s([&] {
+        size_t off = 0;
+        for (size_t l = 0; l < layers; ++l)
+            for (auto [rows, cols] : kNarrowLayer) b.call(rows, cols, 1, off), off += size_t(rows) * b.row_b(cols);
+    });
+    const double beyond_calls = s - double(layers) * calls_s;
+    return beyond_calls > 0 ? double(layers * layer_bytes) / beyond_calls / 1e9 : 0;
 }
 
 planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
@@ -103,6 +124,7 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
     const double per_byte = std::max(0.0, (wide - narrow) / double(b.row_b(kCols) - b.row_b(kNarrowCols)));
     r.call_ns_per_row_byte = per_byte * 1e9;
     r.call_us = std::max(0.0, narrow - per_byte * double(b.row_b(kNarrowCols))) * 1e6;
+    if (!quick) r.gemv_narrow_gbps = narrow_layer_gemv_gbps(b, r);
     // Many rows: 64 and kManyRows rows against square weights give the arithmetic per row; what
     // 64 rows take beyond it is the call's pass over its weights (from DRAM, over all the rows,
     // unless quick).

@@ -329,6 +329,33 @@ TEST_CASE("cost model: a device's decode step reads its weights once per 8 seque
     CHECK(decode_s(hw, 16) == Approx(0.5));  // two calls of eight
 }
 
+TEST_CASE("cost model: a device's decode rate on a narrow layer's matrices prices a narrow model's layers, "
+          "not a wide one's",
+          "[unit][planner]") {
+    HardwareProfile hw = toy_cpu();
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    hw.gpu->sim_threads = 1;
+    // 10 GB/s on 4096-wide rows, no call costs: a 1 GB layer's one-token decode reads in 100 ms.
+    hw.gpu->ops = DeviceOps{1, {{DType::Q8_0, 10, 100}}};
+    constexpr int G = static_cast<int>(Stream::GpuCompute);
+    auto decode_s = [&](int width) {
+        ModelShape s = toy_shape();
+        s.weight_type = DType::Q8_0;
+        s.n_embd = width;
+        return CostModel(s, hw, Workload{1, 2, 1, Objective::Throughput}, Policy{1, 1, false, false, DType::F16})
+            .layer_weights(0, WeightOption::Gpu)
+            .decode[G];
+    };
+    CHECK(decode_s(576) == Approx(0.1));
+    CHECK(decode_s(4096) == Approx(0.1));
+    // Measured at 4 GB/s on a 512-wide layer's matrices: a 512-wide model's layer reads at it, a
+    // 4096-wide one's as before, a 2048-wide one's two thirds of the way up on a log scale.
+    hw.gpu->ops->rates[0].gemv_narrow_gbps = 4;
+    CHECK(decode_s(512) == Approx(0.25));
+    CHECK(decode_s(4096) == Approx(0.1));
+    CHECK(decode_s(2048) == Approx(1e9 / 8e9));
+}
+
 TEST_CASE("cost model: a measured device's decode attention from its points, linear in the K/V bytes read",
           "[unit][planner]") {
     DeviceOps o;
