@@ -77,7 +77,11 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
             gpu_launch_s_ = device_layer_launch_s(o->op_overhead_us);
         }
     }
-    cpu_gemv_ = hw.cpu.gemv_gbps_for(shape.weight_type) * 1e9;
+    // The cores that run a decode matmul read its weights themselves: from DRAM no faster than
+    // DRAM reads (a probe's GEMV above that had part of its matrix in a cache); what a step
+    // finds still cached is the reuse below.
+    const double gemv = hw.cpu.gemv_gbps_for(shape.weight_type);
+    cpu_gemv_ = (hw.dram.read_gbps > 0 ? std::min(gemv, hw.dram.read_gbps) : gemv) * 1e9;
     cpu_gemm_ = hw.cpu.gemm_gflops_for(shape.weight_type, shape.n_embd) * 1e9;
     // A matmul of many tokens passes over the weights once (packing tiles) at the slower of the
     // packing rate and the rate they stream from memory.

@@ -239,7 +239,8 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
     CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(40));  // all four's
     CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemm_gflops == Approx(200));  // arithmetic: the share
     hw.cpu.rates[0].gemv_thread_gbps = 0;
-    // Decode on the two threads takes longer by the rates' ratio.
+    // Decode on the two threads takes longer by the rates' ratio (DRAM faster than either).
+    hw.dram.read_gbps = 100;
     ModelShape s;
     s.name = "toy", s.family = "llama", s.weight_type = DType::Q8_0;
     s.n_layer = 1, s.n_embd = 1024, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 4096, s.n_vocab = 1000;
@@ -250,6 +251,24 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
         return CostModel(s, h, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
     };
     CHECK(decode_s(two) == Approx(2 * decode_s(hw)).epsilon(0.01));
+}
+
+TEST_CASE("a CPU decode matmul from DRAM is priced no faster than DRAM reads, whatever the probe's GEMV gave",
+          "[unit][planner]") {
+    HardwareProfile hw = toy_cpu();  // DRAM reads at 20 GB/s
+    ModelShape s;
+    s.name = "toy", s.family = "llama", s.weight_type = DType::Q8_0;
+    s.n_layer = 1, s.n_embd = 1024, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 4096, s.n_vocab = 1000;
+    s.layers.assign(1, LayerShape{1'000'000'000, 500'000'000, 500'000'000});  // far beyond any cache
+    const Workload wl{1, 2, 1, Objective::Latency};
+    constexpr int C = static_cast<int>(Stream::CpuCompute);
+    auto decode_s = [&](double gemv_gbps) {
+        hw.cpu.rates = {{DType::Q8_0, gemv_gbps, 400, 0, 0, 0, 300}};
+        return CostModel(s, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
+    };
+    CHECK(decode_s(10) == Approx(2 * decode_s(20)).epsilon(0.01));  // below DRAM's rate: the GEMV's
+    CHECK(decode_s(40) == Approx(decode_s(20)).epsilon(0.001));      // above it: DRAM's
+    CHECK(decode_s(20) >= 1e9 / 20e9);                               // the layer's bytes at 20 GB/s at least
 }
 
 TEST_CASE("cost model with a device: a CPU layer's prefill runs on the CPU, its hidden states hopping down and back",
