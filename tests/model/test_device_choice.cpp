@@ -3,6 +3,8 @@
 // Priced on this machine's cached profile (never timed here): the simulated device on one of two
 // threads against the CPU alone, then the same layout with a device far faster than the CPU; and
 // the choice made for the batch the command runs (one sequence on the CPU, 32 on the device).
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "models/gguf_file.h"
@@ -92,7 +94,9 @@ TEST_CASE("the device-or-CPU choice is made for the batch the command runs", "[m
     std::string source;
     even.hw.gpu->ops.reset();
     even.hw.gpu->sim_threads = 0;
-    even.hw.gpu->mem_gbps = 0.8 * runtime_profile(source).cpu.gemv_gbps_for(DType::Q4_1);
+    // The CPU reads weights from DRAM at the slower of its GEMV and DRAM's rate (the cost model's).
+    const planner::HardwareProfile host = runtime_profile(source);
+    even.hw.gpu->mem_gbps = 0.8 * std::min(host.cpu.gemv_gbps_for(DType::Q4_1), host.dram.read_gbps);
     even.hw.gpu->fp16_tflops = 1000;
     even.hw.gpu->h2d_gbps = even.hw.gpu->d2h_gbps = 1000;
     even.hw.gpu->launch_overhead_us = even.hw.gpu->handoff_us = 0;
