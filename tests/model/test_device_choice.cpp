@@ -4,6 +4,7 @@
 // threads against the CPU alone, then the same layout with a device far faster than the CPU; and
 // the choice made for the batch the command runs (one sequence on the CPU, 32 on the device).
 #include <algorithm>
+#include <filesystem>
 
 #include <catch2/catch.hpp>
 
@@ -18,12 +19,41 @@
 using namespace strata;
 using namespace strata::runtime;
 
+namespace {
+// The model's file and hyperparameters, and an unlimited DRAM budget.
+struct Opened {
+    explicit Opened(const std::filesystem::path& path) : file(models::GgufFile::open(path)), hp(models::Hparams::from_gguf(file)) {}
+    models::GgufFile file;
+    models::Hparams hp;
+    storage::MemoryBudget dram{"DRAM", UINT64_MAX, "--dram"};
+};
+
+// The simulated device on one thread with 1 GiB, as `--device sim --gpu-mem 1G` finds it.
+GpuTarget simulated_device(const models::GgufFile& file, const models::Hparams& hp) {
+    GpuRequest req;
+    req.device = DeviceKind::Sim;
+    req.gpu_mem = 1ull << 30;
+    req.sim_threads = 1;
+    return find_gpu(req, file, hp, DType::F16, 1);
+}
+
+// The same target priced as a device that reads its weights at `gbps`, computes at 1000 TFLOPS,
+// copies at 1000 GB/s and launches for nothing.
+void price_as_device_reading_at(GpuTarget& t, double gbps) {
+    t.hw.gpu->ops.reset();
+    t.hw.gpu->sim_threads = 0;
+    t.hw.gpu->mem_gbps = gbps;
+    t.hw.gpu->fp16_tflops = 1000;
+    t.hw.gpu->h2d_gbps = t.hw.gpu->d2h_gbps = 1000;
+    t.hw.gpu->launch_overhead_us = t.hw.gpu->handoff_us = 0;
+}
+}  // namespace
+
 TEST_CASE("a device the command did not name runs only where its plan beats the CPU alone's", "[model][device]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
-    const auto file = models::GgufFile::open(*path);
-    const auto hp = models::Hparams::from_gguf(file);
-    storage::MemoryBudget dram("DRAM", UINT64_MAX, "--dram");
+    Opened model(*path);
+    auto& [file, hp, dram] = model;
     const KvSize kv = kv_size(hp, 0, 512, DType::F16, nullptr);
     const ResidencyInput in = WeightStore::residency_input(file, hp, dram, kv.all_bytes, 2);
     PlacementOptions po;
@@ -34,11 +64,7 @@ TEST_CASE("a device the command did not name runs only where its plan beats the 
     LayoutOptions lo;
     DeviceFootprint device;
     device.working_streamed = 64ull << 20;
-    GpuRequest req;
-    req.device = DeviceKind::Sim;
-    req.gpu_mem = 1ull << 30;
-    req.sim_threads = 1;
-    GpuTarget sim = find_gpu(req, file, hp, DType::F16, 1);
+    GpuTarget sim = simulated_device(file, hp);
     REQUIRE(sim.use);
     CHECK(sim.chosen);
 
@@ -63,12 +89,7 @@ TEST_CASE("a device the command did not name runs only where its plan beats the 
 
     // A device a hundred times the CPU's bandwidth, launching for nothing: its plan wins.
     GpuTarget fast = unnamed;
-    fast.hw.gpu->ops.reset();
-    fast.hw.gpu->sim_threads = 0;
-    fast.hw.gpu->mem_gbps = 100 * fast.hw.cpu.gemv_gbps_for(DType::Q4_1);
-    fast.hw.gpu->fp16_tflops = 1000;
-    fast.hw.gpu->h2d_gbps = fast.hw.gpu->d2h_gbps = 1000;
-    fast.hw.gpu->launch_overhead_us = fast.hw.gpu->handoff_us = 0;
+    price_as_device_reading_at(fast, 100 * fast.hw.cpu.gemv_gbps_for(DType::Q4_1));
     const RunLayout fast_run = weigh(fast);
     CHECK_FALSE(fast_run.cpu_alone_wins);
     REQUIRE(fast_run.placement->alternative);
@@ -78,28 +99,18 @@ TEST_CASE("a device the command did not name runs only where its plan beats the 
 TEST_CASE("the device-or-CPU choice is made for the batch the command runs", "[model][device]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
-    const auto file = models::GgufFile::open(*path);
-    const auto hp = models::Hparams::from_gguf(file);
-    storage::MemoryBudget dram("DRAM", UINT64_MAX, "--dram");
-    GpuRequest req;
-    req.device = DeviceKind::Sim;
-    req.gpu_mem = 1ull << 30;
-    req.sim_threads = 1;
+    Opened model(*path);
+    auto& [file, hp, dram] = model;
     // A device that reads weights slower than the CPU alone, with compute to spare: one
     // sequence's decode, bound by reading the weights, is the CPU's; a batch of 32 makes the
     // CPU's matmuls compute-bound, where the device wins by far.
-    GpuTarget even = find_gpu(req, file, hp, DType::F16, 1);
+    GpuTarget even = simulated_device(file, hp);
     REQUIRE(even.use);
     even.chosen = false;
-    std::string source;
-    even.hw.gpu->ops.reset();
-    even.hw.gpu->sim_threads = 0;
     // The CPU reads weights from DRAM at the slower of its GEMV and DRAM's rate (the cost model's).
+    std::string source;
     const planner::HardwareProfile host = runtime_profile(source);
-    even.hw.gpu->mem_gbps = 0.8 * std::min(host.cpu.gemv_gbps_for(DType::Q4_1), host.dram.read_gbps);
-    even.hw.gpu->fp16_tflops = 1000;
-    even.hw.gpu->h2d_gbps = even.hw.gpu->d2h_gbps = 1000;
-    even.hw.gpu->launch_overhead_us = even.hw.gpu->handoff_us = 0;
+    price_as_device_reading_at(even, 0.8 * std::min(host.cpu.gemv_gbps_for(DType::Q4_1), host.dram.read_gbps));
     DeviceFootprint device;
     device.working_streamed = 64ull << 20;
     auto weigh = [&](int batch) {
