@@ -14,9 +14,10 @@ namespace strata::cli {
 using namespace strata::planner;
 
 namespace {
-std::string narrow_note(const KernelRate& r) {
-    if (r.gemm_narrow_gflops <= 0) return "";
-    return fmt::format(" ({:.1f} on a {:.0f}-wide layer)", r.gemm_narrow_gflops, KernelRate::kNarrowCols);
+// " (X on a 512-wide layer)" after a rate the probe also measured on a narrow layer's matrices.
+std::string narrow_note(double narrow) {
+    if (narrow <= 0) return "";
+    return fmt::format(" ({:.1f} on a {:.0f}-wide layer)", narrow, KernelRate::kNarrowCols);
 }
 // A device's own ops, as the cost model prices its placements.
 void print_ops(const std::string& who, const DeviceOps& o) {
@@ -24,8 +25,8 @@ void print_ops(const std::string& who, const DeviceOps& o) {
                "its threads idle before), copies {:.1f}/{:.1f} GB/s\n",
                who, o.op_overhead_us, o.graph_op_us, o.handoff_us, o.round_trip_us, o.h2d_gbps, o.d2h_gbps);
     for (const auto& r : o.rates)
-        fmt::print("  matmul {:<5} 1 row {:6.1f} GB/s, 8 rows {:6.1f} GB/s, many rows {:7.1f} GFLOPS{}\n", dtype_name(r.type),
-                   r.gemv_gbps, r.rows8_gbps, r.gemm_gflops, narrow_note(r));
+        fmt::print("  matmul {:<5} 1 row {:6.1f} GB/s{}, 8 rows {:6.1f} GB/s, many rows {:7.1f} GFLOPS{}\n", dtype_name(r.type),
+                   r.gemv_gbps, narrow_note(r.gemv_narrow_gbps), r.rows8_gbps, r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
     for (const auto& a : o.attention)
         fmt::print("  decode attention at {:.0f} positions (32 heads, 8 KV heads of 128, F16): {:.1f} us\n", a.keys, a.us);
 }
@@ -58,8 +59,9 @@ int run_probe(const ProbeOptions& o) {
     fmt::print("disk      {}: {} free, read {:.2f} GB/s, write {:.2f} GB/s\n", p.nvme.name, format_size(p.nvme.capacity_bytes),
                p.nvme.read_gbps, p.nvme.write_gbps);
     for (const auto& r : p.cpu.rates)
-        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights, prefill GEMM {:7.1f} GFLOPS{}\n", dtype_name(r.type),
-                   r.gemv_gbps, r.gemm_gflops, narrow_note(r));
+        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights{}, prefill GEMM {:7.1f} GFLOPS{}\n", dtype_name(r.type),
+                   r.gemv_gbps, r.gemv_thread_gbps > 0 ? fmt::format(" ({:.1f} on one thread)", r.gemv_thread_gbps) : "",
+                   r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
     if (p.gpu)
         fmt::print("gpu       {} {}: {:.0f} GB/s, {:.0f} TFLOPS, PCIe {} {:.1f}/{:.1f} GB/s\n", p.gpu->name, format_size(p.gpu->memory_bytes),
                    p.gpu->mem_gbps, p.gpu->fp16_tflops, p.gpu->pcie, p.gpu->h2d_gbps, p.gpu->d2h_gbps);
