@@ -4,6 +4,7 @@
 
 #include "core/bytes.h"
 #include "gpu/cuda_check.h"
+#include "gpu/event_capture.h"
 
 namespace strata::gpu {
 
@@ -61,24 +62,14 @@ std::optional<double> CudaTimer::seconds(int mark) {
 }
 void CudaTimer::release(int mark) { free_.push_back(mark); }
 
-namespace {
-// Events join streams; a captured graph holds one stream's work only (Device::capture), as the
-// simulated device enforces: refused before CUDA would record a node for it.
-void refuse_in_capture(Stream& s) {
-    if (cuda(s).capturing())
-        throw BackendError("an event was recorded or waited on inside a captured graph",
-                           "an internal error (a captured step uses one stream); please report it");
-}
-}  // namespace
-
 CudaEvent::CudaEvent() { cuda_check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate"); }
 CudaEvent::~CudaEvent() { cudaEventDestroy(event_); }
 void CudaEvent::record(Stream& s) {
-    refuse_in_capture(s);
+    refuse_event_in_capture(cuda(s).capturing());  // before CUDA records a node for it
     cuda_check(cudaEventRecord(event_, cuda(s).get()), "cudaEventRecord");
 }
 void CudaEvent::wait_on(Stream& s) {
-    refuse_in_capture(s);
+    refuse_event_in_capture(cuda(s).capturing());  // before CUDA records a node for it
     cuda_check(cudaStreamWaitEvent(cuda(s).get(), event_, 0), "cudaStreamWaitEvent");
 }
 void CudaEvent::synchronize() { cuda_check(cudaEventSynchronize(event_), "cudaEventSynchronize"); }

@@ -1,6 +1,9 @@
 // What the device interface builds from its own ops, the same on every device.
 #include "gpu/device.h"
 
+#include "core/error.h"
+#include "gpu/event_capture.h"
+
 namespace strata::gpu {
 
 namespace {
@@ -10,6 +13,12 @@ std::byte* row_at(const KvRows& r, int64_t i) {
 // Whether row i + 1 of r follows row i in the same block.
 bool next_row(const KvRows& r, int64_t i) { return r.block[i + 1] == r.block[i] && r.row[i + 1] == r.row[i] + 1; }
 }  // namespace
+
+void refuse_event_in_capture(bool capturing) {
+    if (capturing)
+        throw BackendError("an event was recorded or waited on inside a captured graph",
+                           "an internal error (a captured step uses one stream); please report it");
+}
 
 void Device::kv_move(const KvRows& from, const KvRows& to, Stream& s) {
     const size_t bytes = row_bytes(from.type, from.n);

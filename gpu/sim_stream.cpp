@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "gpu/event_capture.h"
 
 namespace strata::gpu {
 
@@ -104,17 +105,8 @@ void SimEvent::State::wait_for(uint64_t generation) {
     reached_changed.wait(lock, [&] { return reached >= generation; });
 }
 
-namespace {
-// Events join streams; a captured graph holds one stream's work only (Device::capture).
-void refuse_in_capture(Stream& s) {
-    if (sim(s).capturing())
-        throw BackendError("an event was recorded or waited on inside a captured graph",
-                           "an internal error (a captured step uses one stream); please report it");
-}
-}  // namespace
-
 void SimEvent::record(Stream& s) {
-    refuse_in_capture(s);
+    refuse_event_in_capture(sim(s).capturing());
     uint64_t generation;
     {
         std::lock_guard lock(state_->mutex);
@@ -130,7 +122,7 @@ void SimEvent::record(Stream& s) {
 }
 
 void SimEvent::wait_on(Stream& s) {
-    refuse_in_capture(s);
+    refuse_event_in_capture(sim(s).capturing());
     uint64_t generation;
     {
         std::lock_guard lock(state_->mutex);
