@@ -51,13 +51,7 @@ public:
     }
     void reserve_matmul(int64_t max_rows, int64_t max_cols) override { reserved_ = matmul_scratch_bytes(max_rows, max_cols); }
     uint64_t matmul_scratch_bytes(int64_t max_rows, int64_t max_cols) const override {
-        // The largest input form any product of up to max_rows rows reads (float, for a
-        // transformed input of float weights, is the largest).
-        uint64_t bytes = 0;
-        for (const int64_t rows : {std::min(max_rows, kMatvecRows), max_rows})
-            for (const InputFormat f : {InputFormat::Q8x2, InputFormat::F16, InputFormat::F32})
-                bytes = std::max(bytes, input_bytes(f, rows, max_cols));
-        return bytes;
+        return max_product_scratch_bytes(max_rows, max_cols);
     }
 
     void copy_h2d(void* dst, const void* src, size_t bytes, Stream& s) override {
@@ -88,7 +82,7 @@ public:
         m.in = {a.norm_w, a.norm_eps, a.swiglu_up};
         const InputFormat format = input_format(m);
         const PreparedInput key{a.x, m.in, a.n_tok, a.n_cols, format};
-        void* scratch = cs.scratch(memory(), std::max(reserved_, input_bytes(format, a.n_tok, a.n_cols)));
+        void* scratch = cs.scratch(memory(), std::max(reserved_, product_scratch_bytes(m)));
         if (format != InputFormat::Direct && !(a.same_input && cs.prepared() == key)) {
             prepare_input(a.x, m.in, a.n_tok, a.n_cols, format, scratch, cs);
             cs.set_prepared(key);

@@ -34,13 +34,27 @@ struct WeightMatmul {
 };
 // Rows a decode matmul (matvec) takes at most; longer products go through matmul_tiles or cuBLAS.
 inline constexpr int64_t kMatvecRows = 8;
+// From this many rows a product of block weights expands its weight rows to half precision, a
+// chunk at a time, and multiplies them through cuBLAS (llama.cpp's path for long prompts
+// without its MMQ kernels): the expansion reads and writes each weight a few bytes once, where
+// matmul_tiles dequantizes each weight again for every 64 activation rows.
+inline constexpr int64_t kExpandRows = 64;
+// The most device bytes a chunk of expanded weight rows takes (at least kExpandRowTile rows).
+inline constexpr uint64_t kExpandBytes = uint64_t{32} << 20;
+inline constexpr int64_t kExpandRowTile = 128;
+// Weight rows expanded at a time for a product of n_rows x n_cols block weights.
+int64_t expand_chunk_rows(int64_t n_rows, int64_t n_cols);
 
 class Cublas;
 // The product's kernel by type and row count: matvec for up to kMatvecRows rows, matmul_tiles
-// for longer products of block types, cuBLAS for longer products of float weights; and the
-// input form that kernel reads.
+// for longer products of block types up to kExpandRows, cuBLAS over expanded weight rows past
+// that and for longer products of float weights; and the input form that kernel reads.
 InputFormat input_format(const WeightMatmul& m);
 uint64_t input_bytes(InputFormat format, int64_t n_tok, int64_t n_cols);
+// The scratch a product reads: its prepared input, then (expanded products) the weight chunk.
+uint64_t product_scratch_bytes(const WeightMatmul& m);
+// The most scratch any product of up to max_rows rows of max_cols columns needs.
+uint64_t max_product_scratch_bytes(int64_t max_rows, int64_t max_cols);
 // x's rows transformed and written in `format` to `out` (input_bytes of them).
 void prepare_input(const float* x, const InputTransform& tf, int64_t n_tok, int64_t n_cols, InputFormat format, void* out,
                    CudaStream& s);
@@ -56,6 +70,9 @@ void quantize_acts(const float* x, int64_t n_tok, int64_t n_cols, bool two_level
 void matvec(const WeightMatmul& m, const void* acts, CudaStream& s);
 // Block types, any row count; `x16` holds m.x in half precision (convert_f32_to_f16).
 void matmul_tiles(const WeightMatmul& m, const void* x16, CudaStream& s);
+// Rows of block weights (from w, row_bytes(type, n_cols) apart) to half precision, n_cols
+// values a row in `out`, each rounded to nearest from the block's float value.
+void dequantize_rows_f16(DType type, const void* w, int64_t n_rows, int64_t n_cols, uint16_t* out, CudaStream& s);
 // n floats to half precision or bfloat16 (round to nearest even).
 void convert_f32_to_f16(const float* x, uint16_t* out, int64_t n, CudaStream& s);
 void convert_f32_to_bf16(const float* x, uint16_t* out, int64_t n, CudaStream& s);

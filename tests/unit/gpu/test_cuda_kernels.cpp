@@ -2,9 +2,12 @@
 // with odd sizes and poisoned outputs (every value must be written): the activation quantizer
 // and the KV writers byte for byte, the decode matmul per weight type within float summation
 // order of cpu::vec_dot_ref, the tensor-core matmul against a double product of the
-// half-rounded inputs. The device interface's ops as a whole are checked in test_device.cpp.
+// half-rounded inputs, the weight expansion to half against the reference values and the
+// cuBLAS product over expanded chunks against a double product. The device interface's ops as
+// a whole are checked in test_device.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -123,6 +126,66 @@ TEST_CASE("gpu matmul_tiles per weight type matches a double product of the half
                 }
             CHECK(bad == 0);
         }
+    }
+}
+
+TEST_CASE("gpu dequantize_rows_f16 per weight type writes the reference values rounded to half", "[gpu]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    TestGpu g;
+    std::mt19937 rng(7);
+    for (const DType type : kBlockTypes) {
+        INFO(dtype_name(type));
+        const int64_t n_cols = 3 * 256;
+        const auto w = strata::test::random_weights(type, kRows, n_cols, rng);
+        DeviceBuffer dw = g.upload(w), dh = g.upload(std::vector<uint16_t>(kRows * n_cols, 0x7e00));  // half NaNs
+        dequantize_rows_f16(type, dw.data(), kRows, n_cols, dh.as<uint16_t>(), g.stream);
+        const auto got = g.download<uint16_t>(dh, kRows * n_cols);
+        const auto wf = gpu::test::dequantize_ref(type, w, kRows, n_cols);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < kRows * n_cols; ++i) {
+            // A value the device computes with a fused multiply-add may round to the neighbouring half.
+            const float ref = wf[i], half_step = std::max(std::abs(ref), 6.1e-5f) / 1024.0f;
+            bad += !(std::abs(cpu::fp16_to_fp32(got[i]) - ref) <= half_step);
+        }
+        CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("gpu matmul past kExpandRows, over several expanded weight chunks, matches a double product", "[gpu]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    TestGpu g;
+    Cublas blas;
+    std::mt19937 rng(9);
+    // Wide rows make a chunk kExpandRowTile rows: 300 rows take three chunks, the last short.
+    const int64_t n_cols = int64_t(kExpandBytes / 2 / uint64_t(kExpandRowTile)), n_rows = 300, n_tok = kExpandRows;
+    REQUIRE(expand_chunk_rows(n_rows, n_cols) == kExpandRowTile);
+    for (const DType type : {DType::Q4_0, DType::Q6_K}) {
+        INFO(dtype_name(type));
+        const auto w = strata::test::random_weights(type, n_rows, n_cols, rng);
+        const auto x = normal_floats(n_tok * n_cols, 10);
+        const auto y0 = normal_floats(n_tok * n_rows, 11);
+        DeviceBuffer dw = g.upload(w), dx = g.upload(x), dy = g.upload(y0);
+        WeightMatmul m{type, dw.data(), dx.as<float>(), dy.as<float>(), n_rows, n_cols, n_tok, n_rows};
+        m.accumulate = true;
+        REQUIRE(input_format(m) == InputFormat::F16);
+        DeviceBuffer scratch = g.zeros(product_scratch_bytes(m));
+        prepare_input(m.x, m.in, n_tok, n_cols, InputFormat::F16, scratch.data(), g.stream);
+        matmul(m, scratch.data(), [&]() -> Cublas& { return blas; }, g.stream);
+        const auto y = g.download<float>(dy, n_tok * n_rows);
+        const auto wf = gpu::test::dequantize_ref(type, w, n_rows, n_cols);
+        int64_t bad = 0;
+        for (int64_t t = 0; t < n_tok; ++t)
+            for (int64_t r = 0; r < n_rows; ++r) {
+                double ref = y0[t * n_rows + r], mag = 0;
+                for (int64_t k = 0; k < n_cols; ++k) {
+                    const double p = double(wf[r * n_cols + k]) * x[t * n_cols + k];
+                    ref += p;
+                    mag += std::abs(p);
+                }
+                // Weights and activations rounded to half: about 2^-11 of each product.
+                bad += !(std::abs(y[t * n_rows + r] - ref) <= 1.5e-3 * mag + 1e-5);
+            }
+        CHECK(bad == 0);
     }
 }
 
