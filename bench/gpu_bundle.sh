@@ -8,8 +8,9 @@
 #   py/      gguf for the GPU machine's Python (DEVICE_PYTHON, default 3.12), which writes the
 #            synthetic models there with the numpy, PyYAML and tqdm its image already has
 #   models/  a tiny synthetic model's header (its weights read as zeros) whose tokenizer the
-#            synthetic models copy; SmolLM2 itself is too large to travel this way (gpu_check.sh
-#            looks for it in shared/models/)
+#            synthetic models copy, and stories260K.gguf (a tiny trained Llama, 1.2 MB) from
+#            ../shared/models/ when it is there; SmolLM2 itself is too large to travel this way
+#            (gpu_check.sh looks for it in shared/models/)
 #   source_dir  where the test binaries were built (they read fixtures below it)
 #
 #   bench/gpu_bundle.sh            # then: run bench/gpu_check.sh gpu-bundle on the GPU machine
@@ -47,6 +48,8 @@ done
 python3 -m pip install --quiet --target "$OUT/py" --python-version "${DEVICE_PYTHON:-3.12}" --only-binary=:all: \
     --no-deps gguf >&2
 python3 bench/make_synthetic_gguf.py --shape tiny --type Q8_0 --header-only -o "$OUT/models/tokenizer.gguf" >&2
+stories=${STRATA_SHARED:-../shared}/models/stories260K.gguf
+if [[ -f $stories ]]; then cp "$stories" "$OUT/models/"; else log "no $stories: the check runs no trained model"; fi
 pwd >"$OUT/source_dir"
 
 XZ_OPT="-T0" tar -cJf "$OUT.tar.xz" --sparse "$OUT"

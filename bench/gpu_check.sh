@@ -7,7 +7,8 @@
 #      with GPU_CHECK_SANITIZE=1 (it needs hardware access that sandboxed machines lack)
 #   3. strata probe: the device's own ops measured, so that each plan below is priced from them
 #   4. greedy tokens on the GPU against the CPU: SmolLM2 (when shared/models/ or the model cache
-#      has it) and a synthetic llama3-8b (Q4_0, weights of std 0.2 so that tokens are decided)
+#      has it), stories260K (a tiny trained Llama the bundle carries) and a synthetic llama3-8b
+#      (Q4_0, weights of std 0.2 so that tokens are decided)
 #   5. strata bench with every layer on the GPU, with half and with a quarter of the weights'
 #      bytes (--gpu-mem) and on the CPU alone, beside llama.cpp's CUDA llama-bench with -ngl 99,
 #      16, 8 and 0 on the same file (the synthetic llama3-8b Q4_0), each with the plan's
@@ -42,6 +43,8 @@ if [[ -d $bundle/bin ]]; then
     export LD_LIBRARY_PATH=$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export PYTHONPATH=$PWD/$bundle/py${PYTHONPATH:+:$PYTHONPATH}
     tokenizer=$bundle/models/tokenizer.gguf
+    # The tests' shared folder: the trained stories260K in place of the random stand-in.
+    [[ -f $bundle/models/stories260K.gguf ]] && export STRATA_SHARED=$PWD/$bundle
     # The test binaries read fixtures below the path they were built at.
     src=$(cat "$bundle/source_dir")
     [[ -e $src ]] || { mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; }
@@ -136,6 +139,8 @@ print(f"**{same} of {len(cpu)} tokens equal** (device {dev[:8]}..., CPU {cpu[:8]
 EOF
 }
 if [[ -n $smollm2 ]]; then same_tokens "$smollm2"; else note "SmolLM2: not on this machine (put it in shared/models/)."; fi
+stories=${STRATA_SHARED:-../shared}/models/stories260K.gguf
+if [[ -f $stories ]]; then same_tokens "$stories"; else note "stories260K: not here."; fi
 [[ -f $synth ]] && same_tokens "$synth"
 
 section "5. Speed beside llama.cpp"
