@@ -5,7 +5,8 @@
 #   1. nvidia-smi
 #   2. every [gpu] test (unit and model); under compute-sanitizer's memcheck and racecheck too
 #      with GPU_CHECK_SANITIZE=1 (it needs hardware access that sandboxed machines lack)
-#   3. strata probe: the device's own ops measured, so that each plan below is priced from them
+#   3. strata probe: the device's own ops measured, so that each plan below is priced from them;
+#      the profile is copied beside the report
 #   4. greedy tokens on the GPU against the CPU: SmolLM2 (when shared/models/ or the model cache
 #      has it), stories260K (a tiny trained Llama the bundle carries) and a synthetic llama3-8b
 #      (Q4_0, weights of std 0.2 so that tokens are decided)
@@ -111,7 +112,12 @@ fi
 
 section "3. The probe"
 # Plans below are priced from the device's own ops measured here, not from the catalog.
-[[ $device == cuda ]] && run 120 "$strata" probe
+if [[ $device == cuda ]]; then
+    run 120 "$strata" probe
+    # Beside the report: the profile every plan below is priced from, for planning on other machines.
+    cp "${XDG_CACHE_HOME:-$HOME/.cache}/strata/hardware.json" "$(dirname "$report")/hardware.json" 2>/dev/null &&
+        note "The profile: \`hardware.json\` beside this report (\`strata plan --hw hardware.json\`)."
+fi
 [[ $device == sim ]] && note "(simulated device: plans use the simulated device's figures)"
 
 section "4. Greedy tokens on the device against the CPU"
