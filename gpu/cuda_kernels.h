@@ -73,6 +73,11 @@ void matmul_tiles(const WeightMatmul& m, const void* x16, CudaStream& s);
 // Rows of block weights (from w, row_bytes(type, n_cols) apart) to half precision, n_cols
 // values a row in `out`, each rounded to nearest from the block's float value.
 void dequantize_rows_f16(DType type, const void* w, int64_t n_rows, int64_t n_cols, uint16_t* out, CudaStream& s);
+// A copy of whole 16-byte words from page-locked host memory that the device maps
+// (host_mapped, cuda_host.h) by a kernel on `s` rather than a copy engine; both pointers
+// 16-byte aligned, bytes a multiple of 16.
+void copy_mapped_h2d(void* dst, const void* src, size_t bytes, CudaStream& s);
+inline constexpr size_t kMappedCopyBytes = size_t{64} << 10;  // copies up to this size take that path
 // n floats to half precision or bfloat16 (round to nearest even).
 void convert_f32_to_f16(const float* x, uint16_t* out, int64_t n, CudaStream& s);
 void convert_f32_to_bf16(const float* x, uint16_t* out, int64_t n, CudaStream& s);

@@ -1,9 +1,13 @@
 #include "gpu/cuda_stream.h"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include "core/bytes.h"
 #include "gpu/cuda_check.h"
+#include "gpu/cuda_host.h"
+#include "gpu/cuda_kernels.h"
 #include "gpu/event_capture.h"
 
 namespace strata::gpu {
@@ -81,6 +85,10 @@ bool CudaEvent::done() const {
 }
 
 void copy_h2d(void* dst, const void* src, size_t bytes, CudaStream& s) {
+    // A small copy from mapped memory is read by a kernel: on a copy engine it would wait for
+    // the large copies other streams queued before it.
+    const bool aligned = (reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes) % 16 == 0;
+    if (bytes > 0 && bytes <= kMappedCopyBytes && aligned && host_mapped(src, bytes)) return copy_mapped_h2d(dst, src, bytes, s);
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.get()), "cudaMemcpyAsync (host to device)");
 }
 void copy_d2h(void* dst, const void* src, size_t bytes, CudaStream& s) {

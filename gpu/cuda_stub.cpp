@@ -13,6 +13,7 @@ constexpr const char* kNoCuda = "this build of strata has no CUDA backend (confi
 }  // namespace
 
 bool install_cuda_host_pinner() { return false; }
+bool host_mapped(const void*, size_t) { return false; }
 
 DeviceList list_devices() { return {{}, kNoCuda}; }
 
@@ -47,6 +48,7 @@ uint64_t quantized_acts_bytes(int64_t, int64_t) { no_cuda(); }
 void quantize_acts(const float*, int64_t, int64_t, bool, void*, CudaStream&) { no_cuda(); }
 void matvec(const WeightMatmul&, const void*, CudaStream&) { no_cuda(); }
 void matmul_tiles(const WeightMatmul&, const void*, CudaStream&) { no_cuda(); }
+void copy_mapped_h2d(void*, const void*, size_t, CudaStream&) { no_cuda(); }
 void dequantize_rows_f16(DType, const void*, int64_t, int64_t, uint16_t*, CudaStream&) { no_cuda(); }
 void convert_f32_to_f16(const float*, uint16_t*, int64_t, CudaStream&) { no_cuda(); }
 void convert_f32_to_bf16(const float*, uint16_t*, int64_t, CudaStream&) { no_cuda(); }

@@ -3,19 +3,24 @@
 // and the KV writers byte for byte, the decode matmul per weight type within float summation
 // order of cpu::vec_dot_ref, the tensor-core matmul against a double product of the
 // half-rounded inputs, the weight expansion to half against the reference values and the
-// cuBLAS product over expanded chunks against a double product. The device interface's ops as
-// a whole are checked in test_device.cpp.
+// cuBLAS product over expanded chunks against a double product, small copies from mapped
+// memory byte for byte. The device interface's ops as a whole are checked in test_device.cpp.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <random>
 #include <vector>
 
 #include "cpu/kv_format.h"
 #include "cpu/quant_ref.h"
+#include "gpu/cuda_host.h"
 #include "gpu/cuda_kernels.h"
+#include "storage/pinned_pool.h"
 #include "tests/support/random_values.h"
 #include "tests/support/random_weights.h"
 #include "tests/unit/gpu/cuda_test_support.h"
@@ -187,6 +192,31 @@ TEST_CASE("gpu matmul past kExpandRows, over several expanded weight chunks, mat
             }
         CHECK(bad == 0);
     }
+}
+
+TEST_CASE("gpu copy_h2d from registered memory by kernel and from pageable memory lands every byte", "[gpu]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    TestGpu g;
+    REQUIRE(install_cuda_host_pinner());
+    const size_t bytes = 16 << 10;
+    // A registered range, page-aligned as a pinned pool's slot is.
+    const std::unique_ptr<uint8_t, decltype(&std::free)> held(static_cast<uint8_t*>(std::aligned_alloc(4096, 1 << 20)), &std::free);
+    const std::span<uint8_t> page(held.get(), 1 << 20);
+    for (size_t i = 0; i < page.size(); ++i) page[i] = uint8_t(i * 7 + 3);
+    REQUIRE(storage::host_pinner()->register_memory(page.data(), page.size()).empty());
+    CHECK(host_mapped(page.data() + 4096, bytes));
+    CHECK_FALSE(host_mapped(page.data() + page.size() - 16, 32));  // runs past the range
+    std::vector<uint8_t> pageable(page.begin(), page.begin() + bytes + 1);
+    for (const auto& [src, n] : {std::pair{page.data() + 4096, bytes}, std::pair{page.data() + 4096, bytes - 16},
+                                 std::pair{page.data() + 4097, bytes}, std::pair{pageable.data(), bytes + 1}}) {
+        INFO(n << " bytes, " << (src == pageable.data() ? "pageable" : "registered"));
+        DeviceBuffer d = g.upload(std::vector<uint8_t>(n, 0xEE));
+        copy_h2d(d.data(), src, n, g.stream);
+        const auto got = g.download<uint8_t>(d, n);
+        CHECK(std::memcmp(got.data(), src, n) == 0);
+    }
+    storage::host_pinner()->unregister_memory(page.data(), page.size());
+    CHECK_FALSE(host_mapped(page.data() + 4096, bytes));
 }
 
 TEST_CASE("gpu kv_store writes cpu::store_kv_row's bytes for every KV type", "[gpu]") {
