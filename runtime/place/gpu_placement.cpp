@@ -225,8 +225,8 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         if (in.budget) {
             const uint64_t held = in.fixed_bytes + in.other_bytes, ring = full_ring_bytes(in);
             po.budgets.dram = static_cast<double>(in.budget - std::min(in.budget, held + ring));
-            po.dram_budget_note = fmt::format("the run's {} of DRAM less the KV cache, activations, head and embeddings "
-                                              "({}) and the ring for layers read from NVMe ({})",
+            po.dram_budget_note = fmt::format("the run's {} of DRAM less the KV cache, activations, head, embeddings and "
+                                              "the device's host staging ({}) and the ring for layers read from NVMe ({})",
                                               format_bytes(in.budget), format_bytes(held), format_bytes(ring));
         }
         // The device runtime runs CPU layers too, and recomputes KV from hidden states on the device.

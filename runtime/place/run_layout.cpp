@@ -75,6 +75,9 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
         throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
                                       "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
                           "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
+    // The backend's pinned host staging and, while the run loads, its load buffer take DRAM beside
+    // the weights, the KV cache and activations: the plan's DRAM leaves room for them.
+    in.other_bytes += device.staging + device.load_buffer;
     const int n_kv_dram = kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes);
     ResidencyInput host_kv = in;  // DRAM as it is with the KV cache on the host
     if (n_kv_dram < hp.n_layer) {
