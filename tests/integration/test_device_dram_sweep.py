@@ -10,10 +10,13 @@ import subprocess
 from strata_support import STRATA_BIN, default_model
 
 GENERATE = ["generate", "-p", "Hello", "-n", "4", "--temp", "0", "--ctx", "512"]
-DRAM_MIB = range(50, 135, 5)
-# Refusals made while planning: DRAM below the run's least, nothing fits the budgets, or DRAM
-# cannot stage layers read from NVMe.
-PLANNER_REFUSALS = ("is too small", "no placement of", "cannot stage layers read from NVMe")
+# Every 5 MiB from too small to ample, and each MiB where the smallest runs begin.
+DRAM_MIB = [*range(50, 135, 5), 61, 62, 63, 64]
+# A small device (some layers and KV in DRAM) and one that holds the KV cache.
+GPU_MEM = ("100M", "150M")
+# Refusals made while planning, before loading: DRAM below the run's least, nothing fits the
+# budgets, DRAM cannot stage layers read from NVMe, or the plan's resident layers do not fit.
+PLANNER_REFUSALS = ("is too small", "no placement of", "cannot stage layers read from NVMe", "the plan keeps")
 
 
 def run(model, *flags: str) -> subprocess.CompletedProcess:
@@ -25,16 +28,16 @@ def main() -> None:
     cpu = run(model, "--device", "cpu")
     assert cpu.returncode == 0, cpu.stderr
     ran = refused = 0
-    for mib in DRAM_MIB:
-        r = run(model, "--device", "sim", "--gpu-mem", "100M", "--dram", f"{mib}M")
+    for gpu_mem, mib in ((g, m) for g in GPU_MEM for m in DRAM_MIB):
+        r = run(model, "--device", "sim", "--gpu-mem", gpu_mem, "--dram", f"{mib}M")
         if r.returncode == 0:
-            assert r.stdout == cpu.stdout, f"--dram {mib}M: {r.stdout!r} where the CPU gave {cpu.stdout!r}"
+            assert r.stdout == cpu.stdout, f"--gpu-mem {gpu_mem} --dram {mib}M: {r.stdout!r} where the CPU gave {cpu.stdout!r}"
             ran += 1
             continue
         err = r.stderr
         # A budget exhausted at run time reads "DRAM budget N: M requested by <what>, F free".
-        assert "requested by" not in err, f"--dram {mib}M planned, then was refused at run time:\n{err}"
-        assert any(s in err for s in PLANNER_REFUSALS) and "DRAM" in err and "hint:" in err, f"--dram {mib}M:\n{err}"
+        assert "requested by" not in err, f"--gpu-mem {gpu_mem} --dram {mib}M planned, then was refused at run time:\n{err}"
+        assert any(s in err for s in PLANNER_REFUSALS) and "DRAM" in err and "hint:" in err, f"--gpu-mem {gpu_mem} --dram {mib}M:\n{err}"
         refused += 1
     # The sweep spans both ends: the smallest budgets cannot hold the run, the largest run it.
     assert ran > 0 and refused > 0, (ran, refused)
