@@ -124,7 +124,7 @@ std::vector<Move> all_moves(const Plan& p, const CostModel& cm, const std::vecto
 // freed, whichever way it goes (a unit of a full tier to a faster one with room helps as well as
 // one to a slower tier). Where no single move lowers it, the best pair whose first move adds no
 // overflow and makes room that the second uses: a device layer streamed from NVMe instead leaves
-// room on the device for a KV layer that DRAM cannot hold. Empty when neither exists.
+// room on the device for a unit that DRAM cannot hold. Empty when neither exists.
 std::vector<Move> repair_step(const Plan& plan, const CostModel& cm, const Budgets& budgets, const std::vector<LayerGroup>& groups,
                               const Prediction& pred) {
     const double over0 = over(pred.used, budgets);

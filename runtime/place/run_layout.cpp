@@ -85,8 +85,8 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
                                       "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
                           "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
     // The backend's pinned host staging, the host's activations for CPU layers (a plan made here
-    // may have some) and, while the run loads, the load buffer take DRAM beside the weights, the KV cache
-    // and the device's activations: the plan's DRAM leaves room for them.
+    // may have some) and, while the run loads, the load buffer take DRAM beside the weights, the
+    // KV cache and the device's activations: the plan's DRAM leaves room for them.
     const bool cpu_layers = !po.given || std::any_of(po.given->layers.begin(), po.given->layers.end(), [](const auto& l) {
         return planner::device_of(l.weights) == planner::Device::Cpu;
     });
