@@ -195,7 +195,7 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
         }
     }
     if (from_nvme) c.dram_staging = 2 * W;
-    return c;
+    return held_apart(c, is_layer);
 }
 
 double CostModel::gpu_matmul_s(double tokens, double bytes, double flops_per_token, bool decode) const {
@@ -334,7 +334,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         c.prefill[R] += pre / dram_bw_;
         if (tier == Tier::Nvme) c.prefill[N] += pre / nvme_w_;
     }
-    return c;
+    return held_apart(c, false);
 }
 
 Cost CostModel::embedding(WeightOption o) const {
@@ -348,7 +348,7 @@ Cost CostModel::embedding(WeightOption o) const {
         c.decode[N] = B_ * 4096.0 / nvme_r_;
         c.prefill[N] = B_ * P_ * 4096.0 / nvme_r_;
     }
-    return c;
+    return held_apart(c, false);
 }
 
 Cost CostModel::hidden(HiddenOption o) const {
@@ -356,16 +356,16 @@ Cost CostModel::hidden(HiddenOption o) const {
     const double h_pre = B_ * P_ * shape_.n_embd * 2.0, h_dec = B_ * shape_.n_embd * 2.0;
     if (o == HiddenOption::Gpu) {
         c.bytes[kGpuTier] = h_pre;
-        return c;
+        return held_apart(c, false);
     }
     c.bytes[kDramTier] = h_pre;
-    if (!has_gpu_) return c;
+    if (!has_gpu_) return held_apart(c, false);
     // Every layer fetches its input and returns its output.
     const double L = shape_.n_layer;
     c.prefill[H] = L * h_pre / h2d_, c.prefill[D] = L * h_pre / d2h_, c.prefill[R] = L * 2 * h_pre / dram_bw_;
     c.decode[H] = L * h_dec / h2d_, c.decode[D] = L * h_dec / d2h_, c.decode[R] = L * 2 * h_dec / dram_bw_;
     c.gpu_staging = 2 * mb_ * P_ * shape_.n_embd * 2.0;
-    return c;
+    return held_apart(c, false);
 }
 
 Cost CostModel::fixed() const {

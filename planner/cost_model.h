@@ -57,6 +57,10 @@ struct RuntimeLimits {
     // then priced as the runtime issues it (CostModel::device_step_s); 0: its streams overlap
     // freely, as the LP assumes.
     int device_slots = 0;
+    // The runtime holds the output head, the embeddings, the KV cache, the hidden states and a
+    // ring for layers read from NVMe in DRAM whatever the plan, and plans with a DRAM budget net
+    // of them (the device runtime): the plan's DRAM then counts only the layers it keeps there.
+    bool dram_held_apart = false;
 };
 
 class CostModel {
@@ -164,6 +168,9 @@ private:
     double cpu_decode_attention_s(double threads) const;
     // Causal prefill attention of all layers and sequences on the CPU's kernels.
     double cpu_prefill_attention_s(double threads) const;
+    // `c` without the DRAM that limits_.dram_held_apart leaves to the runtime: all of it but a
+    // layer's weights (`layer_weights`), their staging too.
+    Cost held_apart(Cost c, bool layer_weights) const;
     // Whether the device is the simulated one and the probe measured the kernels it runs.
     bool sim_attention() const { return has_gpu_ && hw_.gpu->sim_threads > 0 && hw_.cpu.attention_tile.has_value(); }
 

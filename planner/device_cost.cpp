@@ -1,7 +1,7 @@
 // CostModel's terms for a device whose ops the probe measured (DeviceOps): a layer's launches
 // beyond its work, what a captured graph saves a decode step, the one hop of the hidden
 // states that a run of CPU layers beside the device makes, and a decode step as the device
-// backend issues it.
+// backend issues it; and the DRAM the device runtime holds apart from the plan's budget.
 #include "planner/cost_model.h"
 
 #include <algorithm>
@@ -19,6 +19,13 @@ constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Str
 // K and V stores, attention.
 constexpr double kDeviceOtherOpsPerLayer = 5;
 }  // namespace
+
+Cost CostModel::held_apart(Cost c, bool layer_weights) const {
+    if (!limits_.dram_held_apart) return c;
+    if (!layer_weights) c.bytes[static_cast<size_t>(Tier::Dram)] = 0;
+    c.dram_staging = 0;  // the runtime's ring
+    return c;
+}
 
 double CostModel::device_layer_launch_s(double op_us) const {
     // Its matmul calls, each at the measured cost for its rows' width (q, k and v, the output,

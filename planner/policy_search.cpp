@@ -191,7 +191,8 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
         return fmt::format("the GPU budget {} is below the minimum working set {} (activations of a {}-token prompt and "
                            "two layers of weights double-buffered)",
                            format_size(b.gpu), format_size(fixed.bytes[0] + 2 * max_layer), wl.prompt_len);
-    if (b.dram < fixed.bytes[1] + 2 * max_layer)
+    // (A runtime that holds its ring apart stages them there.)
+    if (!opts.limits.dram_held_apart && b.dram < fixed.bytes[1] + 2 * max_layer)
         return fmt::format("the DRAM budget {}{} cannot stage layers read from NVMe (needs {})", format_size(b.dram),
                            opts.dram_budget_note.empty() ? "" : " (" + opts.dram_budget_note + ")",
                            format_size(fixed.bytes[1] + 2 * max_layer));

@@ -113,6 +113,51 @@ double over(const MemoryUse& u, const Budgets& b) {
     return std::max(0.0, u.gpu - b.gpu) + std::max(0.0, u.dram - b.dram) + std::max(0.0, u.nvme - b.nvme);
 }
 
+// Every one-unit move: to a slower tier, to a faster one, or to the other device on its tier.
+std::vector<Move> all_moves(const Plan& p, const CostModel& cm, const std::vector<LayerGroup>& groups) {
+    std::vector<Move> out = candidates(p, cm, groups, /*down=*/true);
+    for (const Move& m : candidates(p, cm, groups, /*down=*/false)) out.push_back(m);
+    return out;
+}
+
+// The repair's next step: the move that lowers the overflow at the least cost in seconds per byte
+// freed, whichever way it goes (a unit of a full tier to a faster one with room helps as well as
+// one to a slower tier). Where no single move lowers it, the best pair whose first move adds no
+// overflow and makes room that the second uses: a device layer streamed from NVMe instead leaves
+// room on the device for a unit that DRAM cannot hold. Empty when neither exists.
+std::vector<Move> repair_step(const Plan& plan, const CostModel& cm, const Budgets& budgets, const std::vector<LayerGroup>& groups,
+                              const Prediction& pred) {
+    const double over0 = over(pred.used, budgets);
+    double best_score = INFINITY;
+    std::vector<Move> best;
+    // The overflow a trial frees, its score kept when it is the best so far.
+    auto consider = [&](const Plan& trial, std::vector<Move> moves) {
+        const Prediction q = cm.predict(trial);
+        const double freed = over0 - over(q.used, budgets);
+        if (freed <= 0) return freed;
+        const double score = (q.objective_s - pred.objective_s) / freed;
+        if (score < best_score) best_score = score, best = std::move(moves);
+        return freed;
+    };
+    std::vector<Move> room;  // moves that add no overflow: first moves of a pair
+    for (const Move& m : all_moves(plan, cm, groups)) {
+        Plan trial = plan;
+        apply(trial, cm, m);
+        if (consider(trial, {m}) > -1.0 /* bytes: sums of whole bytes */) room.push_back(m);
+    }
+    if (!best.empty()) return best;
+    for (const Move& first : room) {
+        Plan made_room = plan;
+        apply(made_room, cm, first);
+        for (const Move& m : all_moves(made_room, cm, groups)) {
+            Plan trial = made_room;
+            apply(trial, cm, m);
+            consider(trial, {first, m});
+        }
+    }
+    return best;
+}
+
 // The same device's reads from the next tier up: NVMe to DRAM, DRAM copied over the link to held
 // on the device; `o` itself where there is none.
 WeightOption held_closer(WeightOption o) {
@@ -172,24 +217,14 @@ bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& s
                                                : (cm.has_gpu() ? WeightOption::Gpu : WeightOption::DramCpu);
     plan.hidden = static_cast<HiddenOption>(argmax(sol.hidden));
 
-    // Repair: while over budget, take the move that frees the most overflow per second lost.
+    // Repair: while over budget, take the move (or pair of moves) that frees the most overflow
+    // per second lost.
     Prediction pred = cm.predict(plan);
     for (int step = 0; !fits(pred.used, budgets); ++step) {
         if (step > 4 * cm.shape().n_layer + 16) return false;
-        const double over0 = over(pred.used, budgets);
-        double best_score = INFINITY;
-        Move best{};
-        for (const Move& m : candidates(plan, cm, groups, /*down=*/true)) {
-            Plan trial = plan;
-            apply(trial, cm, m);
-            const Prediction q = cm.predict(trial);
-            const double freed = over0 - over(q.used, budgets);
-            if (freed <= 0) continue;
-            const double score = (q.objective_s - pred.objective_s) / freed;
-            if (score < best_score) best_score = score, best = m;
-        }
-        if (!std::isfinite(best_score)) return false;
-        apply(plan, cm, best);
+        const std::vector<Move> moves = repair_step(plan, cm, budgets, groups, pred);
+        if (moves.empty()) return false;
+        for (const Move& m : moves) apply(plan, cm, m);
         pred = cm.predict(plan);
     }
     // Improve: move units up, or to the other device, while that fits and lowers the objective.

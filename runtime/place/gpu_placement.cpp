@@ -220,13 +220,15 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         po.budgets.gpu = static_cast<double>(device_bytes) + planner_prefill_activations(as_read, p.hw, wl);
         po.infeasible_hint = "give more --gpu-mem or --dram, a shorter --ctx, or run on the CPU with --gpu-mem 0";
         // DRAM left for the layers it keeps there: the runtime also holds the head and embeddings,
-        // the KV cache and activations, and a ring for layers streamed from NVMe (the planner's
-        // own staging is counted again inside: conservative).
+        // the KV cache and activations, the device backend's buffers, and a ring for layers
+        // streamed from NVMe, whatever the plan; the planner counts none of them again.
+        po.limits.dram_held_apart = true;
         if (in.budget) {
             const uint64_t held = in.fixed_bytes + in.other_bytes, ring = full_ring_bytes(in);
+            check_min_budget(in, held + ring);  // every layer on the device or read from NVMe
             po.budgets.dram = static_cast<double>(in.budget - std::min(in.budget, held + ring));
-            po.dram_budget_note = fmt::format("the run's {} of DRAM less the KV cache, activations, head and embeddings "
-                                              "({}) and the ring for layers read from NVMe ({})",
+            po.dram_budget_note = fmt::format("the run's {} of DRAM less the KV cache, activations, head, embeddings and "
+                                              "the device backend's buffers ({}) and the ring for layers read from NVMe ({})",
                                               format_bytes(in.budget), format_bytes(held), format_bytes(ring));
         }
         // The device runtime runs CPU layers too, and recomputes KV from hidden states on the device.
@@ -239,6 +241,7 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     p.plan.workload = wl;
     planner::RuntimeLimits as_run;
     as_run.device_slots = kDeviceSlots;
+    as_run.dram_held_apart = true;
     p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, p.plan, as_run);
     g.kv = kv_placement_of(p.plan);
     if (attention == AttentionChoice::Cpu) g.kv = KvPlacement::HostCpuAttention;

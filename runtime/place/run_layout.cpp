@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "models/hparams.h"
 #include "planner/expert_placement.h"
+#include "runtime/kv/kv_spill.h"
 #include "runtime/place/expert_offload.h"
 #include "runtime/place/tensor_overrides.h"
 #include "storage/budget.h"
@@ -17,18 +18,26 @@ namespace strata::runtime {
 
 namespace {
 
-// KV layers that stay in DRAM: all of them when they fit next to the smallest weight
-// footprint (head, embeddings, the streaming ring); otherwise the last layers spill to disk
-// through a ring of their own.
-int kv_layers_in_dram(const ResidencyInput& in, uint64_t kv_layer, int n_layer, uint64_t kv_all) {
-    const uint64_t weights_floor = least_weight_bytes(in) + (in.other_bytes - kv_all);
-    if (in.budget == 0 || weights_floor + kv_all <= in.budget) return n_layer;
-    const uint64_t kv_ring = ring_bytes(kv_layer, std::min(n_layer, std::max(1, in.prefetch_depth + 1)));
-    check_min_budget(in, weights_floor + kv_ring);
-    return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - kv_ring) / kv_layer));
+// The staging of a KV spill's writes: up to KvSpill::kStagedBlocks blocks of a layer, taken when
+// the cache is made while the budget has room (a CPU run's layout counts it once it was taken).
+uint64_t kv_write_staging(const KvSize& kv) {
+    return kv.layer_bytes / uint64_t(kv.n_blocks) * uint64_t(std::min(kv.n_blocks, KvSpill::kStagedBlocks));
+}
+// The DRAM spilling `n_spilled` KV layers takes: its ring of depth + 1 layers, and `staging`.
+uint64_t kv_spill_bytes(const KvSize& kv, int n_spilled, int prefetch_depth, uint64_t staging) {
+    return ring_bytes(kv.layer_bytes, std::min(n_spilled, std::max(1, prefetch_depth + 1))) + staging;
 }
 
-
+// KV layers that stay in DRAM: all of them when they fit next to the smallest weight
+// footprint (head, embeddings, the streaming ring); otherwise the last layers spill to disk
+// through a ring of their own and `staging` for their writes.
+int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer, uint64_t staging = 0) {
+    const uint64_t weights_floor = least_weight_bytes(in) + (in.other_bytes - kv.all_bytes);
+    if (in.budget == 0 || weights_floor + kv.all_bytes <= in.budget) return n_layer;
+    const uint64_t spill = kv_spill_bytes(kv, n_layer, in.prefetch_depth, staging);
+    check_min_budget(in, weights_floor + spill);
+    return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - spill) / kv.layer_bytes));
+}
 
 // A KV cache kept in DRAM whose layers from `n_resident` on spill to disk through a ring, and
 // whose evicted prefix-cache blocks go to disk too when every layer is resident; MLA's rows
@@ -53,7 +62,7 @@ std::optional<planner::Prediction> cpu_alone_prediction(const models::GgufFile& 
     alone.on_plan = nullptr;
     alone.n_threads = po.n_threads_alone;
     try {
-        alone.n_kv_layers_in_dram = kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes);
+        alone.n_kv_layers_in_dram = kv_layers_in_dram(in, kv, hp.n_layer);
         return place(file, in, alone).plan.prediction;
     } catch (const OutOfBudget&) {
         return std::nullopt;
@@ -75,12 +84,19 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
         throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
                                       "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
                           "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
-    const int n_kv_dram = kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes);
+    // The backend's pinned host staging, the host's activations for CPU layers (a plan made here
+    // may have some) and, while the run loads, the load buffer take DRAM beside the weights, the
+    // KV cache and the device's activations: the plan's DRAM leaves room for them.
+    const bool cpu_layers = !po.given || std::any_of(po.given->layers.begin(), po.given->layers.end(), [](const auto& l) {
+        return planner::device_of(l.weights) == planner::Device::Cpu;
+    });
+    in.other_bytes += device.staging + device.load_buffer + (cpu_layers ? device.host_activations : 0);
+    // The plan is made for the DRAM left, so the spill's write staging is counted up front.
+    const int n_kv_dram = kv_layers_in_dram(in, kv, hp.n_layer, kv_write_staging(kv));
     ResidencyInput host_kv = in;  // DRAM as it is with the KV cache on the host
     if (n_kv_dram < hp.n_layer) {
         host_kv.other_bytes -= uint64_t(hp.n_layer - n_kv_dram) * kv.layer_bytes;
-        if (host_kv.budget)
-            host_kv.budget -= ring_bytes(kv.layer_bytes, std::min(hp.n_layer - n_kv_dram, opts.prefetch_depth + 1));
+        host_kv.budget -= std::min(host_kv.budget, kv_spill_bytes(kv, hp.n_layer - n_kv_dram, opts.prefetch_depth, kv_write_staging(kv)));
     }
     PlacementOptions host_po = po;
     host_po.n_kv_layers_in_dram = n_kv_dram;
@@ -103,9 +119,17 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
     settle_op_offload(*out.placement, hp, opts.op_offload, opts.max_pass_rows);
     out.kv_on = g.kv;
     if (g.kv == KvPlacement::Device) {
-        in.other_bytes -= kv.all_bytes;
+        // The host keeps the KV cache of the layers the plan leaves to the CPU only (as
+        // host_working_bytes charges it), unspilled: the budget is checked again with it.
+        const auto& on_cpu = out.placement->residency.on_cpu;
+        const auto n_cpu = static_cast<uint64_t>(std::count(on_cpu.begin(), on_cpu.end(), true));
+        in.other_bytes = in.other_bytes - kv.all_bytes + out.kv->bytes() * n_cpu / uint64_t(hp.n_layer);
         out.placement->residency = residency_from_plan(out.placement->plan, in, true);
     }
+    // DRAM as the runtime counts it (the planner counted only the layers the plan keeps there).
+    planner::Plan& plan = out.placement->plan;
+    if (in.budget) plan.budgets.dram = static_cast<double>(in.budget);
+    plan.prediction.used.dram = static_cast<double>(out.placement->residency.total_bytes);
     return out;
 }
 
@@ -113,7 +137,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
 // weight leaves too little room; then the planner decides which weight layers stay resident.
 RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
                         const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
-    KvSpillOptions spill = host_kv_spill(hp, kv_layers_in_dram(in, kv.layer_bytes, hp.n_layer, kv.all_bytes), opts, kv, dram);
+    KvSpillOptions spill = host_kv_spill(hp, kv_layers_in_dram(in, kv, hp.n_layer), opts, kv, dram);
     if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
         throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
                                       "DRAM, but the KV cache does not fit --dram {}",

@@ -48,6 +48,10 @@ struct DeviceFootprint {
     uint64_t working_streamed = 0;  // activations, scratch, the head and two buffers of the largest layer
     uint64_t working_resident = 0;  // the same with no layer buffers (a mixture of experts)
     uint64_t staging = 0;           // pinned host staging (DRAM)
+    // The pinned buffer (DRAM) a dense model's layers held on the device are read through while
+    // the run loads, beside everything else the run holds.
+    uint64_t load_buffer = 0;
+    uint64_t host_activations = 0;  // the host backend's activations (DRAM), for layers a plan leaves to the CPU
     uint64_t attention_weights = 0;  // every layer's tensors but its experts (a mixture of experts)
     // Routed experts the device may hold: whether its kernels run them, the largest expert's
     // bytes, the pinned staging (DRAM) and device scratch of computing them there.

@@ -67,7 +67,7 @@ void check_min_budget(const ResidencyInput& in, uint64_t need) {
                                         format_bytes(least_expert_offload_bytes(in)))
                           : fmt::format("{} streaming buffers {}", ring_slots(in), format_bytes(full_ring_bytes(in)));
     throw OutOfBudget(fmt::format("the DRAM budget of {} is too small: the output head and embeddings take {}, "
-                                  "the KV cache and activations {}, and {}",
+                                  "the KV cache, activations and staging buffers {}, and {}",
                                   format_bytes(in.budget), format_bytes(in.fixed_bytes),
                                   format_bytes(in.other_bytes), weights),
                       fmt::format("use --dram {} or more, a smaller context (--ctx), or less read-ahead (--prefetch)",
@@ -109,7 +109,7 @@ Residency expert_residency(const planner::Plan& plan, const ResidencyInput& in) 
                          "make a new plan with more DRAM (`strata plan --dram SIZE -o FILE`)");
     if (in.budget != 0 && r.total_bytes > in.budget)
         throw OutOfBudget(fmt::format("the plan's expert cache of {} experts ({}) with the layers' resident weights ({}), "
-                                      "the output head and embeddings ({}) and the KV cache and activations ({}) is {}, "
+                                      "the output head and embeddings ({}) and the KV cache, activations and staging buffers ({}) is {}, "
                                       "over the DRAM budget of {}",
                                       r.experts.n_slots, format_bytes(ring_bytes(in.expert_slot_bytes, r.experts.n_slots)),
                                       format_bytes(r.resident_bytes - in.fixed_bytes), format_bytes(in.fixed_bytes),
@@ -131,7 +131,7 @@ int expert_cache_slots(const ResidencyInput& in, const std::vector<bool>& cached
     if (in.budget < need)
         throw OutOfBudget(fmt::format("the DRAM budget of {} is too small to offload the experts: the output head and "
                                       "embeddings take {}, the layers' attention, norms, routers and shared experts (and experts kept whole) {}, the "
-                                      "KV cache and activations {}, and a cache of one layer's {} experts {}",
+                                      "KV cache, activations and staging buffers {}, and a cache of one layer's {} experts {}",
                                       format_bytes(in.budget), format_bytes(in.fixed_bytes), format_bytes(dense),
                                       format_bytes(in.other_bytes), in.n_expert,
                                       format_bytes(ring_bytes(in.expert_slot_bytes, in.n_expert))),
@@ -197,7 +197,7 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
     r.total_bytes = r.resident_bytes + in.other_bytes + ring_bytes(r.slot_bytes, r.n_slots);
     if (in.budget != 0 && r.total_bytes > in.budget)
         throw OutOfBudget(fmt::format("the plan keeps {} of {} layers resident: with the output head and embeddings ({}), "
-                                      "the KV cache and activations ({}) and {} streaming buffers ({}) that is {}, "
+                                      "the KV cache, activations and staging buffers ({}) and {} streaming buffers ({}) that is {}, "
                                       "over the DRAM budget of {}",
                                       n - streamed, n, format_bytes(in.fixed_bytes),
                                       format_bytes(in.other_bytes), r.n_slots,

@@ -58,6 +58,8 @@ DeviceFootprint DeviceBackend::footprint(const gpu::Device& device, const models
     f.working_streamed = Impl::working_bytes(device, hp, head, largest_layer_bytes, 2, n_ctx);
     f.working_resident = Impl::working_bytes(device, hp, head, 0, 0, n_ctx);
     f.staging = ring_bytes(HostStaging::slot_bytes(Impl::staging_sizes(hp, KvCache::blocks_for(n_ctx), 0)), 1);
+    f.load_buffer = ring_bytes(largest_layer_bytes, 1);  // as load_weights charges it (device_weights.cpp)
+    f.host_activations = CpuBackend::activation_bytes(hp);
     if (!hp.moe.enabled()) return f;
     f.attention_weights = Impl::non_expert_bytes(w);
     // Routed experts the device may hold: SwiGLU experts (gpt-oss's clamped and biased too) in a type its kernels read.

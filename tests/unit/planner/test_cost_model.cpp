@@ -534,3 +534,30 @@ TEST_CASE("cost model: the simulated device's copies take the device's time wher
     CHECK(copy_s() == 0);
     CHECK(kv_copy_s() == 0);
 }
+
+TEST_CASE("cost model: DRAM the runtime holds apart counts only the layers a plan keeps there", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Policy policy{1, 1, true, false, DType::F16};
+    RuntimeLimits apart;
+    apart.dram_held_apart = true;
+    const CostModel counted(s, hw, wl, policy), held(s, hw, wl, policy, apart);
+    // Two layers in DRAM, two read from NVMe (staged in DRAM), every KV layer, the head and the
+    // hidden states in DRAM.
+    Plan p;
+    p.has_gpu = true, p.policy = policy;
+    for (int32_t i = 0; i < 4; ++i)
+        p.layers.push_back({i, i < 2 ? WeightOption::DramCpu : WeightOption::NvmeCpu, KvOption::Dram, Device::Cpu});
+    p.output = WeightOption::DramCpu, p.embedding = WeightOption::DramCpu, p.hidden = HiddenOption::Dram;
+    const Prediction all = counted.predict(p), layers_only = held.predict(p);
+    const double layer = static_cast<double>(s.layers[0].weight_bytes);
+    CHECK(layers_only.used.dram == Approx(2 * layer));
+    // Counted: the head, the KV cache, the hidden states and two layers' staging besides.
+    CHECK(all.used.dram >= 4 * layer + static_cast<double>(s.output_bytes));
+    // Only memory differs: the plan takes as long either way, and its other tiers are the same.
+    CHECK(layers_only.objective_s == Approx(all.objective_s));
+    CHECK(layers_only.used.gpu == Approx(all.used.gpu));
+    CHECK(layers_only.used.nvme == Approx(all.used.nvme));
+}

@@ -28,10 +28,11 @@ struct FastDisk {
     Policy policy;
     std::optional<CostModel> cm;
 
-    FastDisk(bool with_device, bool cpu_attention) : policy{1, 1, cpu_attention, false, DType::F16} {
+    FastDisk(bool with_device, bool cpu_attention, const RuntimeLimits& limits = {})
+        : policy{1, 1, cpu_attention, false, DType::F16} {
         hw.nvme.read_gbps = 100;
         if (with_device) hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
-        cm.emplace(s, hw, wl, policy);
+        cm.emplace(s, hw, wl, policy, limits);
     }
     // The LP's `weights` shares rounded within `budgets`.
     Plan round(std::array<double, kNumWeightOptions> weights, const Budgets& budgets) const;
@@ -99,4 +100,38 @@ TEST_CASE("rounding: weights the LP left on NVMe move to DRAM while they fit, th
     CHECK(count(half, WeightOption::DramCpu) == 2);
     CHECK(count(half, WeightOption::NvmeCpu) == 2);
     CHECK(fits(half.prediction.used, half_budget));
+}
+
+TEST_CASE("rounding: with DRAM over and the device full, one more layer streams from NVMe to make room on the device",
+          "[unit][planner]") {
+    // The output head stays off NVMe, as in the runtimes.
+    RuntimeLimits limits;
+    limits.layers_only_on_nvme = true;
+    const FastDisk toy(true, false, limits);
+    // Half the layers held on the device, half read from NVMe by the CPU, every KV layer in DRAM.
+    LpSolution sol = shares({});
+    sol.groups[0].weights[idx(WeightOption::Gpu)] = 0.5, sol.groups[0].weights[idx(WeightOption::NvmeCpu)] = 0.5;
+    Plan as_rounded;
+    as_rounded.has_gpu = true, as_rounded.policy = toy.policy;
+    as_rounded.layers.resize(4);
+    for (int32_t i = 0; i < 4; ++i) {
+        LayerPlacement& l = as_rounded.layers[static_cast<size_t>(i)];
+        l.layer = i, l.kv = KvOption::Dram, l.attention = toy.cm->attention_device(l.kv);
+        l.weights = i < 2 ? WeightOption::Gpu : WeightOption::NvmeCpu;
+    }
+    as_rounded.output = WeightOption::DramCpu, as_rounded.embedding = WeightOption::Gpu, as_rounded.hidden = HiddenOption::Dram;
+    const MemoryUse u = toy.cm->predict(as_rounded).used;
+    const double kv_layer = toy.cm->layer_kv(0, KvOption::Dram).bytes[static_cast<size_t>(Tier::Dram)];
+    REQUIRE(kv_layer > 0);
+    // The device full, DRAM half a KV layer short: every single move overflows a tier (the head
+    // or a KV layer to the device, a layer to NVMe frees only the device), but a third layer read
+    // from NVMe (its DRAM staging already there) leaves the device room for a unit DRAM sheds.
+    const Budgets budgets{u.gpu, u.dram - kv_layer / 2, 1000 * kGB};
+    Plan p;
+    p.has_gpu = true, p.policy = toy.policy;
+    REQUIRE(round_plan(*toy.cm, budgets, sol, p));
+    CHECK(fits(p.prediction.used, budgets));
+    CHECK(count(p, WeightOption::Gpu) == 1);
+    CHECK(count(p, WeightOption::NvmeCpu) == 3);
+    CHECK(p.prediction.used.gpu > u.gpu - toy.s.layers[0].weight_bytes);
 }

@@ -183,14 +183,16 @@ TEST_CASE("draft tree with KV layers spilled to disk: the resident cache's logit
     o.gpu.device = DeviceKind::Sim;
     o.gpu.gpu_mem = uint64_t{256} << 20;
     o.gpu.sim_link_gbps = 50;
-    const planner::Plan made = test::plan_of(o);
+    EngineOptions unlimited = o;
+    unlimited.dram_budget = 0;  // for the plan's shape only: every layer goes on the device below
+    const planner::Plan made = test::plan_of(unlimited);
     for (const bool cpu_attention : {false, true}) {
         INFO((cpu_attention ? "sim, the CPU attending" : "sim, KV copied in"));
         EngineOptions d = o;
         d.plan = test::all_on_device(made);  // the weights on the device, the KV cache in DRAM
         for (auto& l : d.plan->layers) l.kv = planner::KvOption::Dram, l.attention = cpu_attention ? planner::Device::Cpu : planner::Device::Gpu;
         d.plan->policy.cpu_attention = cpu_attention;
-        d.dram_budget = uint64_t{13} << 20;  // the I/O staging buffers beside the host cache
+        d.dram_budget = uint64_t{15} << 20;  // the device's staging and load buffers, and the I/O staging, beside the host cache
         d.gpu.attention = cpu_attention ? AttentionChoice::Cpu : AttentionChoice::Gpu;
         Engine sim(d);
         REQUIRE(sim.backend_name() == "sim");
