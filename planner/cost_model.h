@@ -50,6 +50,10 @@ struct RuntimeLimits {
     // Buffers of the rings streamed layers and spilled KV layers come through
     // (planner/ring_pipeline.h) on a CPU-only plan; 0: as many as the pipeline needs.
     int stream_slots = 0;
+    // The most bytes of a ring's reads the reader keeps in flight (its queue depth x its chunk);
+    // a streamed layer's read is priced at the disk's rate with that many or its slots' bytes in
+    // flight, the fewer (DiskProfile::read_gbps_at); 0: at the disk's deep rate (read_gbps).
+    double stream_inflight_bytes = 0;
     // Bytes a spilled KV layer moves on the disk per byte of its entries (its blocks padded to
     // the disk's alignment).
     double kv_spill_bytes_factor = 1;
