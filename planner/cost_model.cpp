@@ -143,7 +143,7 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
     // Streaming to the GPU: the bytes cross DRAM and PCIe once per pass (FlexGen's zig-zag
     // order lets every micro-batch use them); from NVMe they land in DRAM first.
     // Through the ring: at the disk's rate with the ring's reads in flight, not at the probe's deepest.
-    const double ring = std::min(limits_.stream_inflight_bytes, limits_.stream_slots * W);
+    const double ring = limits_.ring_inflight_bytes(W);
     const double nvme_r = ring > 0 ? hw_.nvme.read_gbps_at(ring) * 1e9 : nvme_r_;
     auto stream_in = [&](std::array<double, kNumStreams>& s, bool from_nvme) {
         s[H] += W / h2d_;

@@ -60,6 +60,15 @@ planner::RuntimeLimits run_limits(int prefetch_depth, const planner::ModelShape&
     return limits;
 }
 
+}  // namespace
+
+double streamed_read_gbps(const Placement& p) {
+    const double ring = run_limits(p.prefetch_depth, p.shape, p.shape.kv_type).ring_inflight_bytes(double(p.residency.slot_bytes));
+    return ring > 0 ? p.hw.nvme.read_gbps_at(ring) : p.hw.nvme.read_gbps;
+}
+
+namespace {
+
 // Every layer in DRAM, or every layer on NVMe: the two ends of what the planner may choose.
 double planner_dram(const planner::ModelShape& s, const planner::HardwareProfile& hw, const planner::Workload& wl,
                     WeightOption w) {
