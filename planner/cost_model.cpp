@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "core/kernel_shapes.h"
 #include "planner/ring_pipeline.h"
@@ -143,11 +142,14 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
     c.bytes[tier_index(tier_of(o))] = W;
     // Streaming to the GPU: the bytes cross DRAM and PCIe once per pass (FlexGen's zig-zag
     // order lets every micro-batch use them); from NVMe they land in DRAM first.
+    // Through the ring: at the disk's rate with the ring's reads in flight, not at the probe's deepest.
+    const double ring = limits_.ring_inflight_bytes(W);
+    const double nvme_r = ring > 0 ? hw_.nvme.read_gbps_at(ring) * 1e9 : nvme_r_;
     auto stream_in = [&](std::array<double, kNumStreams>& s, bool from_nvme) {
         s[H] += W / h2d_;
         s[G] += sim_copy_s(W);
         s[R] += W / dram_bw_;
-        if (from_nvme) s[N] += W / nvme_r_, s[R] += W / dram_bw_;
+        if (from_nvme) s[N] += W / nvme_r, s[R] += W / dram_bw_;
     };
     const bool from_nvme = tier_of(o) == Tier::Nvme;
     if (device_of(o) == Device::Gpu) {
@@ -175,13 +177,13 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
         if (tok_mb <= kCpuGemvTokens) c.decode[C] += m_ * (is_layer ? cpu_layer_calls_s_ : cpu_call_s_);
         c.decode[R] = m_ * Wd / dram_bw_;
         if (is_layer) c.decode[C] += m_ * cpu_vector_s(tok_mb, threads_), c.decode_overhead = m_ * cpu_loops_s(tok_mb);
-        if (from_nvme) c.decode[N] += W / nvme_r_, c.decode[R] += W / dram_bw_;
+        if (from_nvme) c.decode[N] += W / nvme_r, c.decode[R] += W / dram_bw_;
         // Prefill too runs on the CPU, where the plan put the matmuls (with a device as well:
         // the runtime's layer schedule does not depend on the pass).
         c.prefill[C] = pack_measured_ ? tok_p * F / cpu_gemm_ + m_ * Wp / cpu_weight_pass_
                                       : std::max(tok_p * F / cpu_gemm_, m_ * Wp / cpu_gemv_);
         c.prefill[R] = m_ * Wp / dram_bw_;
-        if (from_nvme) c.prefill[N] += W / nvme_r_, c.prefill[R] += W / dram_bw_;
+        if (from_nvme) c.prefill[N] += W / nvme_r, c.prefill[R] += W / dram_bw_;
         if (is_layer) c.prefill[C] += m_ * cpu_vector_s(tok_p / m_, threads_), c.prefill_overhead = m_ * cpu_loops_s(tok_p / m_);
         if (has_gpu_) {
             // Hidden states hop to the CPU and back around this layer's matmuls.

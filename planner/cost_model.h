@@ -11,6 +11,7 @@
 // the device's layers overlaps the device's matmuls within a step (NEO's asymmetric pipeline
 // over two sub-batches, layer by layer: max(gpu, attention) and half a layer of each to fill
 // and drain) — plus what cannot overlap (kernel launches and CPU/GPU hand-offs per layer).
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -50,6 +51,14 @@ struct RuntimeLimits {
     // Buffers of the rings streamed layers and spilled KV layers come through
     // (planner/ring_pipeline.h) on a CPU-only plan; 0: as many as the pipeline needs.
     int stream_slots = 0;
+    // The most bytes of a ring's reads the reader keeps in flight (its queue depth x its chunk);
+    // a streamed layer's read is priced at the disk's rate with that many or its slots' bytes in
+    // flight, the fewer (DiskProfile::read_gbps_at); 0: at the disk's deep rate (read_gbps).
+    double stream_inflight_bytes = 0;
+    // Bytes in flight while a ring of `layer_bytes` layers is read; 0: no ring to price.
+    double ring_inflight_bytes(double layer_bytes) const {
+        return stream_slots > 0 ? std::min(stream_inflight_bytes, stream_slots * layer_bytes) : 0;
+    }
     // Bytes a spilled KV layer moves on the disk per byte of its entries (its blocks padded to
     // the disk's alignment).
     double kv_spill_bytes_factor = 1;

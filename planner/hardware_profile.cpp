@@ -32,6 +32,19 @@ double rate_at(double width, double narrow, double wide) {
                                 0.0, 1.0);
     return narrow + f * (wide - narrow);
 }
+
+// The value at `x` on a curve of (x, value) points, x ascending: linear in log2(x) between two
+// points, the first point's value before it and the last's after it.
+double on_log2_curve(const std::vector<std::pair<double, double>>& c, double x) {
+    if (x <= c.front().first) return c.front().second;
+    for (size_t i = 1; i < c.size(); ++i) {
+        if (x > c[i].first) continue;
+        const double lo = std::log2(c[i - 1].first), hi = std::log2(c[i].first);
+        const double f = hi > lo ? std::clamp((std::log2(x) - lo) / (hi - lo), 0.0, 1.0) : 1.0;
+        return c[i - 1].second + f * (c[i].second - c[i - 1].second);
+    }
+    return c.back().second;
+}
 }  // namespace
 
 double KernelRate::gemm_at(double width) const { return rate_at(width, gemm_narrow_gflops, gemm_gflops); }
@@ -50,20 +63,11 @@ double CpuProfile::pack_gbps_for(DType t) const {
 
 double CpuProfile::reuse(double bytes) const {
     if (cache_curve.size() < 2 || cache_curve.back().second <= 0) return 1;
-    const auto& c = cache_curve;
-    double rate = c.front().second;
-    if (bytes >= c.back().first) {
-        rate = c.back().second;
-    } else {
-        for (size_t i = 1; i < c.size(); ++i) {
-            if (bytes > c[i].first) continue;
-            const double lo = std::log2(c[i - 1].first), hi = std::log2(c[i].first);
-            const double f = std::clamp((std::log2(std::max(bytes, 1.0)) - lo) / (hi - lo), 0.0, 1.0);
-            rate = c[i - 1].second + f * (c[i].second - c[i - 1].second);
-            break;
-        }
-    }
-    return std::max(1.0, rate / c.back().second);
+    return std::max(1.0, on_log2_curve(cache_curve, bytes) / cache_curve.back().second);
+}
+
+double DiskProfile::read_gbps_at(double inflight_bytes) const {
+    return read_depth_curve.empty() ? read_gbps : on_log2_curve(read_depth_curve, inflight_bytes);
 }
 
 double CpuProfile::call_s_for(DType t, double cols) const {
@@ -105,6 +109,13 @@ void HardwareProfile::validate() const {
     positive(dram.copy_gbps, "dram.copy_gbps");
     positive(nvme.read_gbps, "nvme.read_gbps");
     positive(nvme.write_gbps, "nvme.write_gbps");
+    for (size_t i = 0; i < nvme.read_depth_curve.size(); ++i) {
+        positive(nvme.read_depth_curve[i].first, "a depth of nvme.read_depth_curve");
+        positive(nvme.read_depth_curve[i].second, "a rate of nvme.read_depth_curve");
+        if (i > 0 && nvme.read_depth_curve[i].first <= nvme.read_depth_curve[i - 1].first)
+            throw UsageError(fmt::format("hardware profile '{}': nvme.read_depth_curve's depths are not ascending", name),
+                             "re-run `strata probe` or fix the profile file");
+    }
     if (gpu) {
         positive(gpu->mem_gbps, "gpu.mem_gbps");
         positive(gpu->fp16_tflops, "gpu.fp16_tflops");
@@ -234,7 +245,7 @@ std::string HardwareProfile::to_json() const {
           {"copy_gbps", dram.copy_gbps}}},
         {"nvme",
          {{"name", nvme.name}, {"path", nvme.path}, {"capacity_bytes", nvme.capacity_bytes},
-          {"read_gbps", nvme.read_gbps}, {"write_gbps", nvme.write_gbps}}},
+          {"read_gbps", nvme.read_gbps}, {"write_gbps", nvme.write_gbps}, {"read_depth_curve", nvme.read_depth_curve}}},
         {"gpu", nullptr},
         {"sim", nullptr},
         {"notes", notes},
@@ -309,6 +320,7 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
     p.nvme.capacity_bytes = get<uint64_t>(n, "nvme", "capacity_bytes");
     p.nvme.read_gbps = get<double>(n, "nvme", "read_gbps");
     p.nvme.write_gbps = get<double>(n, "nvme", "write_gbps");
+    p.nvme.read_depth_curve = get_or<std::vector<std::pair<double, double>>>(n, "nvme", "read_depth_curve", {});
     if (j.contains("gpu") && !j.at("gpu").is_null()) {
         const json& g = j.at("gpu");
         GpuProfile gp;

@@ -207,8 +207,13 @@ struct DiskProfile {
     std::string name;
     std::string path;  // where the probe measured, if it did
     uint64_t capacity_bytes = 0;
-    double read_gbps = 1;   // sequential O_DIRECT read at depth
+    double read_gbps = 1;   // sequential O_DIRECT read at depth (32 reads of 1 MiB in flight)
     double write_gbps = 1;
+    // The same read with fewer bytes in flight (bytes in flight, GB/s; ascending), as a ring of
+    // a few layers keeps them; empty: not measured (a profile from before it), read_gbps at any depth.
+    std::vector<std::pair<double, double>> read_depth_curve;
+    // GB/s with `inflight_bytes` in flight: interpolated on the curve, its ends beyond it.
+    double read_gbps_at(double inflight_bytes) const;
     bool operator==(const DiskProfile&) const = default;
 };
 

@@ -33,7 +33,7 @@ double measure_sequential_read_gbps(const std::filesystem::path& path, uint64_t 
     }
     const uint64_t total = std::min(bytes, file.size());
     if (total == 0) throw IoError("cannot measure read bandwidth on an empty range of '" + path.string() + "'");
-    constexpr size_t kRequest = size_t{1} << 20;
+    constexpr size_t kRequest = kReadRequestBytes;
     const unsigned depth = std::max(1u, queue_depth);
     storage::ReaderOptions opt;
     opt.queue_depth = depth;

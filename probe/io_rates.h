@@ -7,6 +7,10 @@
 
 namespace strata::probe {
 
+// The request size of measure_sequential_read_gbps: the chunk the engine's reader splits reads
+// into (storage::ReaderOptions::chunk_bytes), so `queue_depth` requests are that many chunks.
+constexpr size_t kReadRequestBytes = size_t{1} << 20;
+
 // Reads the first `bytes` of `path` (all of it if shorter) sequentially with the io_uring
 // reader (pread pool where io_uring is unavailable) in 1 MiB requests, `queue_depth` in
 // flight, with O_DIRECT so the page cache neither helps nor hides the disk. Returns GB/s

@@ -31,6 +31,9 @@ namespace strata::probe {
 
 namespace {
 
+// Reads in flight the disk is measured at, the deepest last (read_gbps).
+constexpr unsigned kReadDepths[] = {1, 2, 4, 8, 32};
+
 void probe_disk(const ProbeOptions& o, planner::HardwareProfile& p) {
     const auto dir = o.disk_dir.empty() ? std::filesystem::temp_directory_path() : o.disk_dir;
     struct statvfs vfs {};
@@ -43,16 +46,24 @@ void probe_disk(const ProbeOptions& o, planner::HardwareProfile& p) {
     try {
         p.nvme.write_gbps = write_test_file(file, bytes, direct);
         // The typical of three passes (probe/typical.h): a virtual or shared drive's rate swings
-        // by 2-3x from pass to pass, and a run streaming for seconds sees it swing too.
-        std::vector<double> reads;
-        for (int pass = 0; pass < 3; ++pass) reads.push_back(measure_sequential_read_gbps(file, bytes, 32));
-        p.nvme.read_gbps = median(std::move(reads));
+        // by 2-3x from pass to pass, and a run streaming for seconds sees it swing too. Each pass
+        // reads at every depth, so a swing does not fall on one depth alone: a ring of a few
+        // layers keeps a few MiB in flight, far fewer than the deepest.
+        std::vector<std::vector<double>> reads(std::size(kReadDepths));
+        for (int pass = 0; pass < 3; ++pass)
+            for (size_t d = 0; d < std::size(kReadDepths); ++d)
+                reads[d].push_back(measure_sequential_read_gbps(file, bytes, kReadDepths[d]));
+        p.nvme.read_depth_curve.clear();
+        for (size_t d = 0; d < std::size(kReadDepths); ++d)
+            p.nvme.read_depth_curve.emplace_back(double(kReadDepths[d]) * double(kReadRequestBytes), median(std::move(reads[d])));
+        p.nvme.read_gbps = p.nvme.read_depth_curve.back().second;
     } catch (...) {
         std::filesystem::remove(file);
         throw;
     }
     std::filesystem::remove(file);
-    p.notes.push_back(fmt::format("disk: {} written {} and read back (median of 3) with {} (depth 32, 1 MiB requests) in {}", planner::format_size(bytes),
+    p.notes.push_back(fmt::format("disk: {} written {} and read back (median of 3) with {} (1 MiB requests; depth 32, and "
+                                  "1, 2, 4, 8 for read_depth_curve) in {}", planner::format_size(bytes),
                                   direct ? "with O_DIRECT" : "buffered + fsync (no O_DIRECT here)",
                                   "measure_sequential_read_gbps", dir.string()));
 }

@@ -58,6 +58,12 @@ int run_probe(const ProbeOptions& o) {
     fmt::print("dram      {}: read {:.1f} GB/s, copy {:.1f} GB/s\n", format_size(p.dram.capacity_bytes), p.dram.read_gbps, p.dram.copy_gbps);
     fmt::print("disk      {}: {} free, read {:.2f} GB/s, write {:.2f} GB/s\n", p.nvme.name, format_size(p.nvme.capacity_bytes),
                p.nvme.read_gbps, p.nvme.write_gbps);
+    if (!p.nvme.read_depth_curve.empty()) {
+        std::string depths;
+        for (const auto& [bytes, gbps] : p.nvme.read_depth_curve)
+            depths += fmt::format("{}{} {:.2f}", depths.empty() ? "" : ", ", format_size(bytes), gbps);
+        fmt::print("          read with fewer in flight (streamed layers are priced at their ring's): {} GB/s\n", depths);
+    }
     for (const auto& r : p.cpu.rates)
         fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights{}, prefill GEMM {:7.1f} GFLOPS{}\n", dtype_name(r.type),
                    r.gemv_gbps, r.gemv_thread_gbps > 0 ? fmt::format(" ({:.1f} on one thread)", r.gemv_thread_gbps) : "",

@@ -17,6 +17,7 @@
 #include "runtime/place/expert_offload.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
+#include "storage/reader.h"
 
 namespace strata::runtime {
 
@@ -50,12 +51,23 @@ planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX)
 planner::RuntimeLimits run_limits(int prefetch_depth, const planner::ModelShape& shape, DType kv_type) {
     planner::RuntimeLimits limits;
     limits.stream_slots = std::max(1, prefetch_depth + 1);
+    const storage::ReaderOptions reader;  // the weight store's reader (WeightStore)
+    limits.stream_inflight_bytes = static_cast<double>(reader.queue_depth) * static_cast<double>(reader.chunk_bytes);
     limits.device_slots = kDeviceSlots;
     const double block = double(KvCache::kBlockSize) * row_bytes(kv_type, shape.n_embd_kv());
     const double padded = std::ceil(block / storage::kDefaultDioAlign) * storage::kDefaultDioAlign;
     limits.kv_spill_bytes_factor = block > 0 ? padded / block : 1;
     return limits;
 }
+
+}  // namespace
+
+double streamed_read_gbps(const Placement& p) {
+    const double ring = run_limits(p.prefetch_depth, p.shape, p.shape.kv_type).ring_inflight_bytes(double(p.residency.slot_bytes));
+    return ring > 0 ? p.hw.nvme.read_gbps_at(ring) : p.hw.nvme.read_gbps;
+}
+
+namespace {
 
 // Every layer in DRAM, or every layer on NVMe: the two ends of what the planner may choose.
 double planner_dram(const planner::ModelShape& s, const planner::HardwareProfile& hw, const planner::Workload& wl,
@@ -166,6 +178,10 @@ void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload
     po.kv_types = {p.shape.kv_type};
     po.allow_recompute = false;
     po.limits.layers_only_on_nvme = true;
+    // Streamed layers priced as the ring reads them, with its slots' reads in flight.
+    const planner::RuntimeLimits ring = run_limits(in.prefetch_depth, p.shape, p.shape.kv_type);
+    po.limits.stream_slots = ring.stream_slots;
+    po.limits.stream_inflight_bytes = ring.stream_inflight_bytes;
     po.max_micro = 1;  // the runtime runs a batch's sequences in one pass, never in micro-batches
     po.infeasible_hint = "give more --dram, or a shorter --ctx";
     tune(po, as_read);

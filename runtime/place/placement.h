@@ -87,6 +87,9 @@ std::vector<bool> rebuilt_layers(const planner::Plan& plan);
 // CPU threads (0: all); any GPU is left out (the runtime computes on the CPU). Logs one line
 // saying which.
 planner::HardwareProfile runtime_profile(std::string& source, int n_threads = 0);
+// GB/s the plan prices its layers streamed from NVMe at: the disk's rate with the ring's reads
+// in flight (planner::DiskProfile::read_gbps_at); the deep rate when nothing is streamed.
+double streamed_read_gbps(const Placement& p);
 // The requests a run is planned for: n_batch sequences decoded together, each with the prompt
 // of n_prompt tokens when known, else one that fills its context with the generation; the
 // generation n_predict when known. A sequence's context is n_ctx, or its share of a KV cache

@@ -153,6 +153,19 @@ TEST_CASE("hardware profiles round-trip through JSON", "[unit][planner]") {
     CHECK(old.sim->hop_us() == 9);
     CHECK(p.sim->hop_us() == 42.5);
 
+    // The disk's rate by reads in flight; a profile from before it loads without, its deep rate at any depth.
+    p.nvme.read_depth_curve = {{1u << 20, 0.75}, {8u << 20, 1.5}, {32u << 20, 2.25}};
+    CHECK(HardwareProfile::from_json(p.to_json()) == p);
+    CHECK(p.nvme.read_gbps_at(2u << 20) == Approx(1.0));
+    std::string no_curve = p.to_json();
+    no_curve.replace(no_curve.find("\"read_depth_curve\""), 18, "\"a_later_field___\"");
+    const HardwareProfile before_curve = HardwareProfile::from_json(no_curve);
+    CHECK(before_curve.nvme.read_depth_curve.empty());
+    CHECK(before_curve.nvme.read_gbps_at(1u << 20) == p.nvme.read_gbps);
+    std::swap(p.nvme.read_depth_curve[0], p.nvme.read_depth_curve[1]);
+    CHECK_THROWS_WITH(HardwareProfile::from_json(p.to_json()), Catch::Contains("not ascending"));
+    p.nvme.read_depth_curve.clear();
+
     HardwareProfile cpu_only = profile_from_catalog(gpu_spec("none"));
     const HardwareProfile back = HardwareProfile::from_json(cpu_only.to_json());
     CHECK(back == cpu_only);

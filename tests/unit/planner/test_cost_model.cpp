@@ -52,6 +52,36 @@ TEST_CASE("cost model: hand-computed decode and prefill for a CPU-only toy", "[u
 }
 
 
+TEST_CASE("cost model: a streamed layer's read is priced at the disk's rate with the ring's reads in flight",
+          "[unit][planner]") {
+    ModelShape s = toy_shape();
+    for (LayerShape& l : s.layers) l.weight_bytes = 1u << 20;  // 1 MiB layers: a ring of a few holds a few MiB
+    HardwareProfile hw = toy_cpu();                            // read_gbps 2: the probe's deepest
+    constexpr double MiB = 1u << 20;
+    hw.nvme.read_depth_curve = {{1 * MiB, 0.5}, {4 * MiB, 1.0}, {32 * MiB, 2.0}};
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Policy pol{1, 1, true, false, DType::F16};
+    auto read_s = [&](const HardwareProfile& h, int slots, double reader_bytes) {
+        RuntimeLimits limits;
+        limits.stream_slots = slots;
+        limits.stream_inflight_bytes = reader_bytes;
+        return CostModel(s, h, wl, pol, limits).layer_weights(0, WeightOption::NvmeCpu).decode[static_cast<int>(Stream::Nvme)];
+    };
+    // Two slots keep 2 MiB in flight: halfway (in log2) between the 1 MiB and 4 MiB rates.
+    CHECK(read_s(hw, 2, 32 * MiB) == Approx(MiB / 0.75e9));
+    CHECK(read_s(hw, 4, 32 * MiB) == Approx(MiB / 1.0e9));
+    // The reader's queue caps what the slots put in flight.
+    CHECK(read_s(hw, 64, 1 * MiB) == Approx(MiB / 0.5e9));
+    // Beyond the deepest point: its rate.
+    CHECK(read_s(hw, 64, 64 * MiB) == Approx(MiB / 2e9));
+    // No ring (the LP's own pricing) or a profile from before the curve: the deep rate.
+    CHECK(read_s(hw, 0, 32 * MiB) == Approx(MiB / 2e9));
+    CHECK(read_s(hw, 2, 0) == Approx(MiB / 2e9));
+    HardwareProfile old = hw;
+    old.nvme.read_depth_curve.clear();
+    CHECK(read_s(old, 2, 32 * MiB) == Approx(MiB / 2e9));
+}
+
 TEST_CASE("cost model: a mixture of experts reads the experts its tokens choose", "[unit][planner]") {
     // The toy's layers with 0.8 GB of experts (0.4 G of its 0.5 G matmul parameters), 8 of 32 used.
     ModelShape s = toy_shape();
