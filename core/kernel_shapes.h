@@ -14,6 +14,14 @@ inline constexpr int64_t kCpuGemvTokens = 4;
 // fit (cpu/attention_cpu.cpp).
 inline constexpr int64_t kAttentionTileRows = 32;
 
+// A CPU attention segment of fewer query tokens than this (a decode step, a short draft chain)
+// splits each row's keys into parts of kAttentionSplitKeys, each its own task, merged by
+// log-sum-exp (flash-decoding): a long decode row then spreads over every thread, not over its
+// few KV heads. Parts start at fixed key positions, so a row's result does not depend on the
+// batch or the threads (cpu/attention_cpu.cpp).
+inline constexpr int64_t kAttentionSplitTokens = 16;
+inline constexpr int64_t kAttentionSplitKeys = 512;
+
 // Decode rows a device matmul computes each as that row alone would give it (gpu/device.h): a
 // batch's step reads the device's weights once per this many sequences.
 inline constexpr int64_t kDeviceRowWiseRows = 8;

@@ -178,8 +178,9 @@ void tile(const AttentionTile& t) {
         }
         for (int64_t j = (n + 15) / 16 * 16; j < t.n_kv_max; j += 16) _mm512_storeu_ps(s + j, _mm512_setzero_ps());
         const float sink = t.sinks ? std::exp(t.sinks[m] - row_max) : 0.0f;
-        const float inv_sum = 1.0f / (_mm512_reduce_add_ps(sum) + sink);
-        if (invp) invp[m] = inv_sum;
+        const float row_sum = _mm512_reduce_add_ps(sum) + sink;
+        if (invp) invp[m] = 1.0f / row_sum;
+        if (t.partial) t.out[m][t.v_dim] = row_max, t.out[m][t.v_dim + 1] = row_sum;
     }
     // 3. Outputs: the common widths in one pass over V, others (MLA's 512) in passes of 128 values.
     if (!invp) return;  // not reached: tiles have at most max(32, group) rows

@@ -5,6 +5,7 @@
 // place and converted to float as the kernels go, never copied out whole.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 
@@ -73,13 +74,18 @@ struct AttentionArgs {
 };
 
 // Parallel (cpu::parallel_for) over tiles of (KV head, up to 32 query rows: every query head
-// that shares the KV head, for several tokens), so each K and V row is read once per tile.
+// that shares the KV head, for several tokens), so each K and V row is read once per tile. Rows
+// of fewer than kAttentionSplitTokens tokens (decode) that see more than kAttentionSplitKeys keys
+// are split over parts of that many keys, a task each, merged by log-sum-exp: equal to the
+// unsplit rows within float rounding, and the same whatever the batch or the threads.
 // Per tile: scores for 16 keys at a time (K block converted to float and transposed in L1, one
 // broadcast FMA per 16 products), an exact softmax per row, then P V with the V row loaded once
 // for several query rows. AVX-512 when the active path has it and head_dim and the value width
 // are multiples of 16 (head_dim at most 1024), else plain C++. Throws UsageError for a kv_type
 // that is not a KV cache type or value heads wider than key heads.
 void attention(const AttentionArgs& a);
+// Several independent attentions (a batch's sequences) as one parallel loop over all their tiles.
+void attention_batch(std::span<const AttentionArgs> batch);
 
 // The widest key head the AVX-512 tile takes (MLA's absorbed heads are 576 values).
 inline constexpr int32_t kMaxSimdHeadDim = 1024;
@@ -111,6 +117,10 @@ struct AttentionTile {
     // Draft-tree rows (AttentionTree): row m is token tokens[m] of the tree; null: causal rows.
     const AttentionTree* tree = nullptr;
     const int64_t* tokens = nullptr;
+    // A part of each row's keys (a split decode row): each output row is normalised by its own
+    // sum and followed by two floats, the row's largest score and its sum of exponentials (0:
+    // it saw no key), which attention() merges by log-sum-exp; sinks are left to the merge.
+    bool partial = false;
     bool sees(int m, int64_t j) const { return j >= kv_first[m] && j < n_kv[m] && (!tree || tree->sees(tokens[m], j, kv_first[m])); }
     // Of keys [j, j + 16), those row m's tree mask lets it see (all without a tree).
     uint32_t tree_lanes(int m, int64_t j) const {

@@ -9,7 +9,7 @@
 namespace strata::cpu {
 
 // A 64-byte aligned buffer of at least `bytes`, owned by the calling thread, one per `slot`
-// (0..4). It grows and never shrinks, so steady-state kernels allocate nothing. Valid until the
+// (0..5). It grows and never shrinks, so steady-state kernels allocate nothing. Valid until the
 // same thread asks for the same slot again; kernels must not call each other while holding one.
 uint8_t* thread_scratch(int slot, size_t bytes);
 

@@ -17,8 +17,8 @@ uint8_t* thread_scratch(int slot, size_t bytes) {
         size_t n = 0;
         ~Buf() { std::free(p); }
     };
-    thread_local Buf bufs[5];
-    STRATA_ASSERT(slot >= 0 && slot < 5);
+    thread_local Buf bufs[6];
+    STRATA_ASSERT(slot >= 0 && slot < 6);
     Buf& b = bufs[slot];
     if (b.n < bytes) {
         std::free(b.p);

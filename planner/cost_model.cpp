@@ -23,8 +23,9 @@ constexpr double kCpuGemvTokens = static_cast<double>(strata::kCpuGemvTokens);
 // its rows' width, its hand-off included): a decode step's attention; a pass of several tokens
 // adds its four matmuls, the two norms, RoPE, SwiGLU and each matmul's activation quantization.
 constexpr double kCpuLoopsDecode = 1, kCpuLoopsPass = 12;
-// Query rows of one CPU attention tile.
+// Query rows of one CPU attention tile; keys of one part of a split decode row.
 constexpr double kTileRows = static_cast<double>(kAttentionTileRows);
+constexpr double kSplitKeys = static_cast<double>(kAttentionSplitKeys);
 // Decode rows per device matmul call (each row's bits as alone): a batch's step reads the
 // device's weights once per this many sequences.
 constexpr double kGpuDecodeRows = static_cast<double>(kDeviceRowWiseRows);
@@ -124,7 +125,9 @@ bool CostModel::allowed(WeightOption o) const {
 }
 
 bool CostModel::allowed(KvOption o) const {
-    if (!has_gpu_ && tier_of(o) == Tier::Gpu) return false;
+    // A device plan whose CPU attends keeps every layer's KV in the host's cache, as the device
+    // runtime does (KvPlacement::HostCpuAttention): KV on the device is another policy's plan.
+    if ((!has_gpu_ || policy_.cpu_attention) && tier_of(o) == Tier::Gpu) return false;
     if (limits_.layers_only_on_nvme && tier_of(o) == Tier::Nvme) return false;
     if (!is_recompute(o)) return true;
     return policy_.recompute && !(limits_.recompute_on_gpu_only && tier_of(o) != Tier::Gpu);
@@ -233,18 +236,20 @@ double CostModel::cpu_loops_s(double tokens) const {
     return (tokens > 1 ? kCpuLoopsPass : kCpuLoopsDecode) * hw_.cpu.loop_us * 1e-6;
 }
 
-double CostModel::cpu_decode_attention_s(double threads) const {
+double CostModel::cpu_decode_attention_s(double threads, double seqs) const {
     const AttentionTileCost& t = *hw_.cpu.attention_tile;
     const double n_kv = shape_.n_head_kv, group = static_cast<double>(shape_.n_head) / shape_.n_head_kv;
     // The whole cache is read once per step, and the weights between two reads of a layer's
     // K/V: from DRAM when together they are larger than the last-level cache.
     const double step_bytes = B_ * ctx_avg_ * kvb_ * shape_.n_layer + static_cast<double>(shape_.total_weight_bytes());
     const bool cold = step_bytes > static_cast<double>(hw_.cpu.llc_bytes());
-    const double tile = t.tile_s(policy_.kv_type, ctx_avg_, group, shape_.head_dim, cold, kvb_ / n_kv);
-    // One sequence spreads its KV heads' tiles over the threads; several share one loop, a
-    // sequence (all its KV heads) per task (runtime/exec/cpu/attention_pass.cpp).
-    if (mb_ <= 1) return std::ceil(n_kv / threads) * tile;
-    return std::ceil(mb_ / threads) * n_kv * tile;
+    // Every sequence's (KV head, part of the keys) tiles share one loop (cpu::attention_batch);
+    // a row longer than kAttentionSplitKeys keys is split into parts of that many.
+    const double parts = std::max(1.0, std::ceil(ctx_avg_ / kSplitKeys));
+    const double tile = t.tile_s(policy_.kv_type, ctx_avg_ / parts, group, shape_.head_dim, cold, kvb_ / n_kv);
+    const double tiles = std::ceil(seqs * n_kv * parts / threads) * tile;
+    // All the threads together read no faster than DRAM serves them.
+    return cold && dram_bw_ > 0 ? std::max(tiles, seqs * ctx_avg_ * kvb_ / dram_bw_) : tiles;
 }
 
 double CostModel::cpu_prefill_attention_s(double threads) const {
@@ -300,7 +305,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         // on its own threads; else a catalog GPU's bandwidth and FLOPS.
         const DeviceOps* o = ops();
         c.decode[G] = o && !o->attention.empty() ? m_ * o->attention_s(mb_ * ctx_avg_ * kvb_)
-                      : sim_attention()          ? m_ * cpu_decode_attention_s(hw_.gpu->sim_threads)
+                      : sim_attention()          ? m_ * cpu_decode_attention_s(hw_.gpu->sim_threads, mb_)
                                                  : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
         if (act) c.decode[G] += std::max(recompute_flops / gpu_flops_, read / gpu_bw_), c.gpu_staging += mb_ * ctx_max_ * kvb_;
         if (tier != Tier::Gpu) {
@@ -313,11 +318,16 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         }
     } else {
         // CPU attention reads the cache where it lies; only q, the output and new entries cross PCIe.
-        c.decode[C] = hw_.cpu.attention_tile ? m_ * cpu_decode_attention_s(threads_)
-                                             : std::max(kv_read / cpu_attn_bw_, attn_flops / cpu_attn_flops_);
+        // Beside the device's matmuls it attends to NEO's two sub-batches in turn, a loop each.
+        const bool halves = q_crosses && attention_overlaps();
+        auto attend = [&] {
+            return halves ? cpu_decode_attention_s(threads_, std::ceil(mb_ / 2)) + cpu_decode_attention_s(threads_, std::floor(mb_ / 2))
+                          : cpu_decode_attention_s(threads_, mb_);
+        };
+        c.decode[C] = hw_.cpu.attention_tile ? m_ * attend() : std::max(kv_read / cpu_attn_bw_, attn_flops / cpu_attn_flops_);
         if (act) c.decode[C] += std::max(recompute_flops / cpu_gemm_, read / cpu_attn_bw_);
         c.decode[R] += (read + fresh) / dram_bw_;
-        if (q_crosses && attention_overlaps()) c.decode_overlapped = c.decode[C];
+        if (halves) c.decode_overlapped = c.decode[C];
         if (q_crosses) {
             const double q = B_ * shape_.n_head * shape_.head_dim * 4.0;
             c.decode[D] += (q + fresh) / d2h_;

@@ -22,8 +22,11 @@ std::string attention_line(const Plan& plan, const ModelShape& shape, const Hard
     if (!plan.has_gpu || !hw.has_gpu() || !kv_in_host || plan.experts.attention_on_gpu) return {};
     Plan other = plan;
     other.policy.cpu_attention = !plan.policy.cpu_attention;
-    for (auto& l : other.layers)
+    for (auto& l : other.layers) {
+        // The CPU attending holds every layer's KV in host memory (CostModel::allowed).
+        if (other.policy.cpu_attention && tier_of(l.kv) == Tier::Gpu) l.kv = KvOption::Dram;
         if (tier_of(l.kv) != Tier::Gpu) l.attention = other.policy.cpu_attention ? Device::Cpu : Device::Gpu;
+    }
     const CostModel this_side(shape, hw, plan.workload, plan.policy), other_side(shape, hw, plan.workload, other.policy);
     const Prediction alt = other_side.predict(other);
     const bool overlapped = (plan.policy.cpu_attention ? this_side : other_side).attention_overlaps();

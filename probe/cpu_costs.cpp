@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/kernel_shapes.h"
 #include "cpu/attention_cpu.h"
 #include "cpu/norm_rope_act.h"
 #include "cpu/quant.h"
@@ -32,7 +33,9 @@ double typical_of(int reps, F&& fn) {
     return median(std::move(s));
 }
 
-constexpr int64_t kKeys = 2048;
+// Keys of a measured decode row: one part of a split row (cpu/attention_cpu.h), so that each
+// KV head is one tile, as the cost model counts them.
+constexpr int64_t kKeys = kAttentionSplitKeys;
 
 // Decode attention calls of `n_kv` KV heads (tiles), each with `rows` query heads against kKeys
 // keys of head_dim values, over a paged cache laid out as the engine's (runtime/kv/kv_cache.h:

@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "cpu/attention_cpu.h"
-#include "cpu/thread_pool.h"
 
 namespace strata::runtime {
 
@@ -11,14 +10,17 @@ void attend_on_cpu(const AttentionSpec& spec, KvCache& kv, int il, std::span<con
                    const float* q, float* out, const float* sinks, std::span<const DraftRows> drafts) {
     using Segment = PassLayout::Segment;
     const int64_t Q = int64_t(spec.n_head) * spec.head_dim, O = int64_t(spec.n_head) * spec.v_dim();
-    auto run = [&](const Segment& s) {
-        cpu::AttentionTree tree;
+    // Every segment's tiles (and a decode row's parts of its keys) in one parallel loop.
+    std::vector<cpu::AttentionTree> trees(segments.size());
+    std::vector<cpu::AttentionArgs> batch(segments.size());
+    for (size_t i = 0; i < segments.size(); ++i) {
+        const Segment& s = segments[i];
+        cpu::AttentionArgs& a = batch[i];
         if (s.draft >= 0) {
             const DraftRows& d = drafts[size_t(s.draft)];
-            tree = {d.base, d.slot.data(), d.pos.data(), d.key_pos.data(), d.mask.data(), d.words};
+            trees[i] = {d.base, d.slot.data(), d.pos.data(), d.key_pos.data(), d.mask.data(), d.words};
+            a.tree = &trees[i];
         }
-        cpu::AttentionArgs a;
-        a.tree = s.draft >= 0 ? &tree : nullptr;
         a.q = q + s.first * Q;
         a.k = kv.k(il, 0);
         a.v = spec.values_in_keys ? a.k : kv.v(il, 0);
@@ -38,19 +40,8 @@ void attend_on_cpu(const AttentionSpec& spec, KvCache& kv, int il, std::span<con
         a.softcap = spec.softcap;
         a.sinks = sinks;
         a.v_head_dim = spec.v_head_dim;
-        cpu::attention(a);
-    };
-    // Segments with many query rows spread over the threads themselves; the short ones (decode
-    // steps) share one parallel loop, each inline in its task. Each row's result is the same
-    // either way.
-    constexpr int64_t kOwnLoop = 16;
-    std::vector<const Segment*> small;
-    for (const Segment& s : segments) {
-        if (s.n >= kOwnLoop) run(s);
-        else small.push_back(&s);
     }
-    if (small.size() == 1) run(*small[0]);
-    else if (!small.empty()) cpu::parallel_for(static_cast<int64_t>(small.size()), [&](int64_t i) { run(*small[i]); });
+    cpu::attention_batch(batch);
 }
 
 }  // namespace strata::runtime

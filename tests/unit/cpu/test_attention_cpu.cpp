@@ -325,3 +325,117 @@ TEST_CASE("KV rows: Q8_0 and Q4_0 blocks are the bytes gguf-py's quantizer write
         CHECK(got == want);
     }
 }
+
+namespace {
+
+// A sequence's K and V of `type` in a paged cache whose blocks are shuffled through a pool
+// with spare blocks, filled with N(0, 1) values.
+struct PagedKv {
+    static constexpr int kBlock = 16;
+    DType type;
+    int n_embd_kv, n_kv;
+    int64_t row_bytes, block_stride;
+    std::vector<int32_t> table;
+    std::vector<std::byte> k, v;
+
+    PagedKv(DType t, int n_embd, int n, uint32_t seed)
+        : type(t), n_embd_kv(n_embd), n_kv(n), row_bytes(static_cast<int64_t>(strata::row_bytes(t, n_embd))),
+          block_stride(kBlock * row_bytes + 64) {
+        const int n_blocks = (n + kBlock - 1) / kBlock;
+        table.resize(size_t(n_blocks) + 2);
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), std::mt19937(seed));
+        k.resize(table.size() * block_stride), v.resize(k.size());
+        table.resize(size_t(n_blocks));
+        const auto kf = normal_floats(size_t(n) * n_embd, seed + 1), vf = normal_floats(kf.size(), seed + 2);
+        for (int j = 0; j < n; ++j) {
+            store_kv_row(type, &kf[size_t(j) * n_embd], row(k, j), n_embd);
+            store_kv_row(type, &vf[size_t(j) * n_embd], row(v, j), n_embd);
+        }
+    }
+    std::byte* row(std::vector<std::byte>& p, int j) { return &p[table[j / kBlock] * block_stride + (j % kBlock) * row_bytes]; }
+    double key(int j, int i) { return kv_value(type, row(k, j), i); }
+    double value(int j, int i) { return kv_value(type, row(v, j), i); }
+    AttentionArgs args(const float* q, int n_tokens, int n_head, int n_head_kv, int hd) {
+        AttentionArgs a{q, k.data(), v.data(), nullptr, n_tokens, n_kv - n_tokens, n_head, n_head_kv, hd, row_bytes, type};
+        a.block_table = table.data();
+        a.block_size = kBlock;
+        a.block_stride = block_stride;
+        return a;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("attention: long decode rows split over their keys match attention in double", "[unit][cpu]") {
+    ThreadPool pool(2);
+    struct Case { int n_head, n_head_kv, hd, v_dim, n_tokens, n_kv; test::AttentionVariant var; DType type; };
+    // Rows past kAttentionSplitKeys keys, a single row and a few tokens whose rows end either side
+    // of a part's edge; windows that leave whole parts unseen; a sink, a soft cap, MLA's narrower
+    // values; each KV cache type.
+    std::vector<Case> cases;
+    for (DType type : kKvTypes) cases.push_back({9, 3, 64, 0, 1, 1500, {}, type});
+    const float sinks[16] = {0.5f, -1.0f, 2.0f, 0.0f, 1.5f, -0.5f, 3.0f, 1.0f, 0.2f, -2.0f, 0.7f, 1.1f, -0.3f, 0.9f, 2.5f, -1.5f};
+    cases.push_back({9, 3, 64, 0, 3, 1026, {}, DType::F16});
+    cases.push_back({8, 2, 32, 0, 15, 1300, {}, DType::F32});
+    cases.push_back({9, 3, 64, 0, 1, 2100, {700, 0, 0}, DType::F16});
+    cases.push_back({8, 4, 32, 0, 5, 1800, {100, 0, 0}, DType::F32});
+    cases.push_back({8, 2, 64, 0, 2, 1200, {0, 0, 0, sinks}, DType::F16});
+    cases.push_back({8, 2, 64, 0, 1, 1100, {300, 0, 0, sinks}, DType::Q8_0});
+    cases.push_back({4, 2, 32, 0, 4, 1500, {0, 0.2, 2.0}, DType::F32});
+    cases.push_back({16, 1, 576, 512, 1, 1100, {0, 0, 0, nullptr, 512}, DType::BF16});
+    for (const Case& c : cases) {
+        PagedKv kv(c.type, c.n_head_kv * c.hd, c.n_kv, uint32_t(c.n_kv + c.hd));
+        auto q = normal_floats(size_t(c.n_tokens) * c.n_head * c.hd, 61 + c.n_tokens);
+        for (size_t i = 0; i < q.size() / 2; ++i) q[i] *= 3.0f;  // peaked rows as well as flat ones
+        const bool v_in_k = c.var.v_dim > 0;  // MLA: V is the first v_dim values of K's row
+        const auto want = attention_f64(
+            q, c.n_tokens, c.n_kv - c.n_tokens, c.n_head, c.n_head_kv, c.hd, [&](int j, int i) { return kv.key(j, i); },
+            [&](int j, int i) { return v_in_k ? kv.key(j, i) : kv.value(j, i); }, c.var);
+        AttentionArgs a = kv.args(q.data(), c.n_tokens, c.n_head, c.n_head_kv, c.hd);
+        if (v_in_k) a.v = a.k;
+        a.window = c.var.window;
+        a.scale = static_cast<float>(c.var.scale);
+        a.softcap = static_cast<float>(c.var.softcap);
+        a.sinks = c.var.sinks;
+        a.v_head_dim = c.var.v_dim;
+        on_each_kernel(pool, a, want.size(), [&](CpuPath path, const std::vector<float>& out) {
+            INFO("path " << path_name(path) << " type " << dtype_name(c.type) << " heads " << c.n_head << "/" << c.n_head_kv
+                         << " tokens " << c.n_tokens << " keys " << c.n_kv << " window " << c.var.window << " sinks "
+                         << (c.var.sinks != nullptr) << " cap " << c.var.softcap);
+            double worst = 0;
+            for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - want[i]));
+            CHECK(worst <= 1e-5);
+        });
+    }
+}
+
+TEST_CASE("attention: a batch's rows are what each sequence gets alone, on any number of threads", "[unit][cpu]") {
+    // Decode rows short and long (split), a few tokens, a prompt: one loop over all their tasks.
+    const int n_head = 9, n_head_kv = 3, hd = 64;
+    const int depths[] = {100, 700, 2600, 1030, 40};
+    const int tokens[] = {1, 1, 1, 4, 20};
+    std::vector<PagedKv> caches;
+    std::vector<std::vector<float>> qs;
+    std::vector<AttentionArgs> batch;
+    for (int i = 0; i < 5; ++i) {
+        caches.emplace_back(DType::F16, n_head_kv * hd, depths[i], uint32_t(70 + i));
+        qs.push_back(normal_floats(size_t(tokens[i]) * n_head * hd, uint32_t(80 + i)));
+    }
+    for (int i = 0; i < 5; ++i) batch.push_back(caches[size_t(i)].args(qs[size_t(i)].data(), tokens[i], n_head, n_head_kv, hd));
+    auto outputs = [&](int threads, bool together) {
+        std::vector<std::vector<float>> out;
+        for (int i = 0; i < 5; ++i) out.emplace_back(qs[size_t(i)].size(), NAN), batch[size_t(i)].out = out.back().data();
+        ThreadPool pool(threads);
+        pool.run([&] {
+            if (together) attention_batch(batch);
+            else
+                for (const AttentionArgs& a : batch) attention(a);
+        });
+        return out;
+    };
+    const auto alone = outputs(1, false);
+    CHECK(outputs(1, true) == alone);
+    CHECK(outputs(2, true) == alone);
+    CHECK(outputs(3, false) == alone);
+}

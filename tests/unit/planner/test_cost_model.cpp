@@ -170,8 +170,66 @@ TEST_CASE("cost model: CPU decode attention priced by the probe's tile model, ti
     // One sequence: its 8 tiles go to the threads one at a time (cpu/attention_cpu.cpp).
     CHECK(attention(2, 1) == Approx(4 * tile));
     CHECK(attention(3, 1) == Approx(3 * tile));
-    // Several sequences share one loop, a whole sequence per task (runtime/exec/cpu/attention_pass.cpp).
-    CHECK(attention(2, 5) == Approx(3 * 8 * tile));
+    // Several sequences share one loop over all their tiles (cpu::attention_batch): 40 tiles.
+    CHECK(attention(2, 5) == Approx(20 * tile));
+}
+
+TEST_CASE("cost model with a device: CPU attention beside it costs depth x batch at the CPU's rate, split over "
+          "every thread, in two sub-batches that overlap the device's matmuls", "[unit][planner]") {
+    const ModelShape s = toy_shape();  // 8 KV heads of 128, one query head each; 4 layers
+    HardwareProfile hw = toy_cpu();     // DRAM 20 GB/s
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    hw.cpu.n_threads = 3;
+    // 1 ns per K/V value of a tile: a tile of n keys takes n x 128 ns.
+    hw.cpu.attention_tile = AttentionTileCost{{{DType::F16, 1.0}}, 0, 0, 0, 0};
+    constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute);
+    auto model = [&](int32_t depth, int batch) {
+        // Steps attend to `depth` positions on average.
+        return CostModel(s, hw, Workload{depth - 1, 2, batch, Objective::Throughput}, Policy{batch, 1, true, false, DType::F16});
+    };
+    auto attention = [&](int32_t depth, int batch) { return model(depth, batch).layer_kv(0, KvOption::Dram).decode[C]; };
+    // Depth 4096: each row in 8 parts of 512 keys (cpu/attention_cpu.h); 4 sequences in two
+    // sub-batches of 2, each one loop of 2 x 8 heads x 8 parts = 128 tiles on 3 threads.
+    const double part = 512 * 128e-9;
+    CHECK(attention(4096, 4) == Approx(2 * std::ceil(128 / 3.0) * part));
+    // Twice the depth or twice the batch, twice the time (to the threads' rounding).
+    CHECK(attention(8192, 4) / attention(4096, 4) == Approx(2).epsilon(0.02));
+    CHECK(attention(4096, 8) / attention(4096, 4) == Approx(2).epsilon(0.02));
+    // A kernel faster than DRAM: every thread together reads at DRAM's 20 GB/s (4 KiB of F16 K
+    // and V per token and layer), each sub-batch in turn.
+    hw.cpu.attention_tile = AttentionTileCost{{{DType::F16, 0.001}}, 0, 0, 0, 0};
+    CHECK(attention(4096, 4) == Approx(2 * 2 * 4096 * 4096 / 20e9));
+    hw.cpu.attention_tile = AttentionTileCost{{{DType::F16, 1.0}}, 0, 0, 0, 0};
+    // It overlaps the device's matmuls: a step of layers whose device work exceeds the
+    // attention takes the device's time (and the fill and drain), not the two added.
+    const CostModel cm = model(4096, 4);
+    Cost step = cm.layer_kv(0, KvOption::Dram).scaled(4);
+    CHECK(step.decode_overlapped == Approx(step.decode[C]));
+    step.decode[G] = 2 * step.decode[C];
+    const double t = cm.phase_time(Phase::Decode, step).time_s - step.decode_overhead;
+    CHECK(t == Approx(step.decode[G] + (step.decode[G] + step.decode[C]) / 8));
+    CHECK(t < step.decode[G] + step.decode[C]);
+}
+
+TEST_CASE("cost model with a device: a plan whose CPU attends keeps every layer's KV in host memory, as the runtime "
+          "does, so it is priced as the CPU attending", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    const Workload wl{2048, 16, 4, Objective::Throughput};
+    const CostModel cpu_attends(s, hw, wl, Policy{4, 1, true, false, DType::F16});
+    CHECK_FALSE(cpu_attends.allowed(KvOption::Gpu));
+    CHECK_FALSE(cpu_attends.allowed(KvOption::ActGpu));
+    CHECK(cpu_attends.allowed(KvOption::Dram));
+    CHECK(CostModel(s, hw, wl, Policy{4, 1, false, false, DType::F16}).allowed(KvOption::Gpu));
+    // `--attention cpu`: the plan the search makes has no KV on the device, though it would fit.
+    PlannerOptions o;
+    o.budgets = default_budgets(hw);
+    o.require_cpu_attention = true;
+    const Plan plan = make_plan(s, hw, wl, o);
+    CHECK(plan.policy.cpu_attention);
+    for (const LayerPlacement& l : plan.layers) CHECK(tier_of(l.kv) != Tier::Gpu);
+    CHECK(plan.prediction.decode.stream_s[static_cast<int>(Stream::CpuCompute)] > 0);
 }
 
 TEST_CASE("cost model: an attention tile from DRAM reads in place of converting, its rows' products on top",

@@ -77,9 +77,10 @@ TEST_CASE("CLI: strata bench plans for its batch and prompt: a batch's KV cache 
     const std::string m = "bench -m " + tiny_llama_path().string() + " -t 2 -r 1 -p 8 -n 4 --show-plan ";
     // Each sequence's context of 8192 positions (640 bytes each): one sequence's KV cache (5 MiB)
     // fits the simulated device's 100 MiB beside its working set (about 50 MiB), sixteen
-    // sequences' (80 MiB) does not.
+    // sequences' (80 MiB) does not. (One sequence attending on the device: left to choose, its
+    // plan computes these tiny layers on the CPU, attending there to KV in DRAM.)
     const std::string sim = m + "-c 8192 --device sim --gpu-mem 100M -b ";
-    const std::string one = shown_plan(sim + "1");
+    const std::string one = shown_plan(sim + "1 --attention gpu");
     CHECK_THAT(one, Catch::Contains("workload  prompt 8, generate 4, 1 sequence,"));
     const std::vector<std::string> kv_one = kv_column(one);
     REQUIRE_FALSE(kv_one.empty());
