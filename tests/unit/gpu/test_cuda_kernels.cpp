@@ -39,6 +39,29 @@ constexpr int64_t kRows = 37;  // not a multiple of any row tile
 
 std::vector<float> nans(size_t n) { return std::vector<float>(n, std::nanf("")); }
 
+struct Shape {
+    int64_t n_rows, n_cols, n_tok;
+};
+// Elements of y (n_tok rows of n_rows) farther than rel of the products' magnitude (plus abs)
+// from base's element plus the double product of weight row r and activation row t, both
+// rounded to half first when `half_rounded`.
+int64_t off_double_product(const std::vector<float>& y, const std::vector<float>& wf, const std::vector<float>& x, Shape sh,
+                           bool half_rounded, double rel, double abs, const std::vector<float>* base = nullptr) {
+    auto value = [&](float v) { return half_rounded ? double(cpu::fp16_to_fp32(cpu::fp32_to_fp16(v))) : double(v); };
+    int64_t off = 0;
+    for (int64_t t = 0; t < sh.n_tok; ++t)
+        for (int64_t r = 0; r < sh.n_rows; ++r) {
+            double ref = base ? (*base)[t * sh.n_rows + r] : 0.0, mag = 0;
+            for (int64_t k = 0; k < sh.n_cols; ++k) {
+                const double p = value(wf[r * sh.n_cols + k]) * value(x[t * sh.n_cols + k]);
+                ref += p;
+                mag += std::abs(p);
+            }
+            off += !(std::abs(y[t * sh.n_rows + r] - ref) <= rel * mag + abs);
+        }
+    return off;
+}
+
 }  // namespace
 
 TEST_CASE("gpu quantize_acts writes cpu::quantize_act_ref's bytes", "[gpu]") {
@@ -115,21 +138,9 @@ TEST_CASE("gpu matmul_tiles per weight type matches a double product of the half
             matmul_tiles({type, dw.data(), dx.as<float>(), dy.as<float>(), kRows, n_cols, n_tok, kRows}, dh.data(), g.stream);
             const auto y = g.download<float>(dy, n_tok * kRows);
             const auto wf = gpu::test::dequantize_ref(type, w, kRows, n_cols);
-            int64_t bad = 0;
-            for (int64_t t = 0; t < n_tok; ++t)
-                for (int64_t r = 0; r < kRows; ++r) {
-                    double ref = 0, mag = 0;
-                    for (int64_t k = 0; k < n_cols; ++k) {
-                        const double p = double(cpu::fp16_to_fp32(cpu::fp32_to_fp16(wf[r * n_cols + k]))) *
-                                         cpu::fp16_to_fp32(cpu::fp32_to_fp16(x[t * n_cols + k]));
-                        ref += p;
-                        mag += std::abs(p);
-                    }
-                    // A dequantized value may round to the neighbouring half when the device fuses its
-                    // multiply-add: a few elements off by one half step.
-                    bad += !(std::abs(y[t * kRows + r] - ref) <= 2e-4 * mag + 1e-6);
-                }
-            CHECK(bad == 0);
+            // A dequantized value may round to the neighbouring half when the device fuses its
+            // multiply-add: a few elements off by one half step.
+            CHECK(off_double_product(y, wf, x, {kRows, n_cols, n_tok}, true, 2e-4, 1e-6) == 0);
         }
     }
 }
@@ -178,19 +189,8 @@ TEST_CASE("gpu matmul past kExpandRows, over several expanded weight chunks, mat
         matmul(m, scratch.data(), [&]() -> Cublas& { return blas; }, g.stream);
         const auto y = g.download<float>(dy, n_tok * n_rows);
         const auto wf = gpu::test::dequantize_ref(type, w, n_rows, n_cols);
-        int64_t bad = 0;
-        for (int64_t t = 0; t < n_tok; ++t)
-            for (int64_t r = 0; r < n_rows; ++r) {
-                double ref = y0[t * n_rows + r], mag = 0;
-                for (int64_t k = 0; k < n_cols; ++k) {
-                    const double p = double(wf[r * n_cols + k]) * x[t * n_cols + k];
-                    ref += p;
-                    mag += std::abs(p);
-                }
-                // Weights and activations rounded to half: about 2^-11 of each product.
-                bad += !(std::abs(y[t * n_rows + r] - ref) <= 1.5e-3 * mag + 1e-5);
-            }
-        CHECK(bad == 0);
+        // Weights and activations rounded to half on the device: about 2^-11 of each product.
+        CHECK(off_double_product(y, wf, x, {n_rows, n_cols, n_tok}, false, 1.5e-3, 1e-5, &y0) == 0);
     }
 }
 
