@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -226,12 +227,21 @@ public:
     }
     // Consecutive query rows of one sequence (the same block table, positions one apart) go to
     // cpu::attention together, as the CPU engine runs a sequence's rows; so do a draft tree's
-    // (the same table and tree), with the CPU's tree attention.
+    // (the same table and tree), with the CPU's tree attention. All the sequences' tiles run in
+    // one parallel loop (cpu::attention_batch), as CUDA's kernel takes the batch at once.
     void decode_attention(const DecodeAttentionArgs& a, Stream& s) override {
         compute(s, "decode_attention", [=] {
             const int64_t Q = int64_t(a.n_head) * a.head_dim;
             const int64_t O = int64_t(a.n_head) * (a.v_head_dim > 0 ? a.v_head_dim : a.head_dim);
             auto in_tree = [&](int32_t r) { return a.tree_mask && a.tree_base[r] < a.n_kv[r]; };
+            // Each tree's rows as cpu::AttentionTree takes them: each key's position is its rank
+            // among the ancestors of a row that sees it. Held until the batch has run.
+            struct TreeRows {
+                std::vector<int64_t> slot, pos, key_pos;
+                cpu::AttentionTree tree;
+            };
+            std::deque<TreeRows> trees;
+            std::vector<cpu::AttentionArgs> batch;
             for (int32_t first = 0; first < a.n_seq;) {
                 const int32_t* table = a.block_tables + int64_t(first) * a.max_blocks;
                 const bool tree = in_tree(first);
@@ -241,24 +251,24 @@ public:
                 };
                 int32_t end = first + 1;
                 while (end < a.n_seq && together(end)) ++end;
-                // The tree's rows as cpu::AttentionTree takes them: each key's position is its
-                // rank among the ancestors of a row that sees it.
-                std::vector<int64_t> slot, pos, key_pos;
-                cpu::AttentionTree t;
+                const cpu::AttentionTree* t = nullptr;
                 if (tree) {
+                    TreeRows& tr = trees.emplace_back();
                     const int64_t base = a.tree_base[first];
-                    key_pos.assign(size_t(a.tree_words) * 64, -1);
+                    tr.key_pos.assign(size_t(a.tree_words) * 64, -1);
                     for (int32_t r = first; r < end; ++r) {
-                        slot.push_back(a.n_kv[r] - 1);
-                        pos.push_back(a.pos[r]);
+                        tr.slot.push_back(a.n_kv[r] - 1);
+                        tr.pos.push_back(a.pos[r]);
                         const uint64_t* mask = a.tree_mask + int64_t(r) * a.tree_words;
-                        for (int64_t i = 0, rank = 0; i < int64_t(key_pos.size()); ++i)
-                            if (mask[i / 64] >> (i % 64) & 1) key_pos[size_t(i)] = base + rank++;
+                        for (int64_t i = 0, rank = 0; i < int64_t(tr.key_pos.size()); ++i)
+                            if (mask[i / 64] >> (i % 64) & 1) tr.key_pos[size_t(i)] = base + rank++;
                     }
-                    t = {base, slot.data(), pos.data(), key_pos.data(), a.tree_mask + int64_t(first) * a.tree_words, a.tree_words};
+                    tr.tree = {base, tr.slot.data(), tr.pos.data(), tr.key_pos.data(), a.tree_mask + int64_t(first) * a.tree_words,
+                               a.tree_words};
+                    t = &tr.tree;
                 }
-                cpu::AttentionArgs c;
-                c.tree = tree ? &t : nullptr;
+                cpu::AttentionArgs& c = batch.emplace_back();
+                c.tree = t;
                 c.q = a.q + first * Q;
                 c.k = a.k;
                 c.v = a.v;
@@ -278,9 +288,9 @@ public:
                 c.softcap = a.softcap;
                 c.sinks = a.sinks;
                 c.v_head_dim = a.v_head_dim;
-                cpu::attention(c);
                 first = end;
             }
+            cpu::attention_batch(batch);
         });
     }
 
