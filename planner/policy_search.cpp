@@ -187,17 +187,18 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
     const Cost fixed = cm.fixed();
     double max_layer = 0;
     for (const auto& l : shape.layers) max_layer = std::max(max_layer, static_cast<double>(l.weight_bytes));
+    const std::string gpu = format_size(b.gpu) + (opts.gpu_budget_note.empty() ? "" : " (" + opts.gpu_budget_note + ")");
     if (hw.has_gpu() && b.gpu < fixed.bytes[0] + 2 * max_layer)
         return fmt::format("the GPU budget {} is below the minimum working set {} (activations of a {}-token prompt and "
                            "two layers of weights double-buffered)",
-                           format_size(b.gpu), format_size(fixed.bytes[0] + 2 * max_layer), wl.prompt_len);
+                           gpu, format_size(fixed.bytes[0] + 2 * max_layer), wl.prompt_len);
     // (A runtime that holds its ring apart stages them there.)
     if (!opts.limits.dram_held_apart && b.dram < fixed.bytes[1] + 2 * max_layer)
         return fmt::format("the DRAM budget {}{} cannot stage layers read from NVMe (needs {})", format_size(b.dram),
                            opts.dram_budget_note.empty() ? "" : " (" + opts.dram_budget_note + ")",
                            format_size(fixed.bytes[1] + 2 * max_layer));
-    return fmt::format("no placement of {} fits GPU {}, DRAM {}, NVMe {} for batch {} x {} tokens", shape.name,
-                       format_size(b.gpu), format_size(b.dram), format_size(b.nvme), min_batch, wl.context_len());
+    return fmt::format("no placement of {} fits GPU {}, DRAM {}, NVMe {} for batch {} x {} tokens", shape.name, gpu,
+                       format_size(b.dram), format_size(b.nvme), min_batch, wl.context_len());
 }
 
 bool device_beats_cpu(const Prediction& with_device, const Prediction& cpu_alone) {

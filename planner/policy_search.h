@@ -27,6 +27,7 @@ struct PlannerOptions {
     // What budgets.dram is of, where the caller took what else the run holds out of the user's
     // figure first (an infeasible plan's message says so; empty: the budget as given).
     std::string dram_budget_note;
+    std::string gpu_budget_note;  // what the GPU budget is made of, where it is not the user's figure
     std::string infeasible_hint = "raise a budget (--gpu-budget, --dram-budget, --nvme-budget) or a capacity (--gpu-mem, "
                                   "--dram, --nvme-size), shorten the prompt, or lower --batch";
 };

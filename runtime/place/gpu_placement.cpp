@@ -217,7 +217,11 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     const planner::Workload wl = runtime_workload(opts);
     choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {
         // Counted once: a batch's long prompts would otherwise take the room of layers and KV.
-        po.budgets.gpu = static_cast<double>(device_bytes) + planner_prefill_activations(as_read, p.hw, wl);
+        const double prefill = planner_prefill_activations(as_read, p.hw, wl);
+        po.budgets.gpu = static_cast<double>(device_bytes) + prefill;
+        po.gpu_budget_note = fmt::format("the device's {} left beside its working set, plus the {} of the prompts' "
+                                         "activations the planner counts there",
+                                         format_bytes(device_bytes), format_bytes(static_cast<uint64_t>(prefill)));
         po.infeasible_hint = "give more --gpu-mem or --dram, a shorter --ctx, or run on the CPU with --gpu-mem 0";
         // DRAM left for the layers it keeps there: the runtime also holds the head and embeddings,
         // the KV cache and activations, the device backend's buffers, and a ring for layers

@@ -182,6 +182,10 @@ TEST_CASE("impossible requests say what is missing", "[unit][planner]") {
     o.budgets.gpu = 64ull << 20;
     CHECK_THROWS_WITH(make_plan(s, hw, Workload{}, o), Catch::Contains("minimum working set"));
     CHECK_THROWS_AS(make_plan(s, hw, Workload{}, o), OutOfBudget);
+    // A GPU budget made of more than the user's figure says what it is made of.
+    o.gpu_budget_note = "the device's 40 MiB plus 24 MiB of prompts' activations";
+    CHECK_THROWS_WITH(make_plan(s, hw, Workload{}, o),
+                      Catch::Contains("the GPU budget 64 MiB (the device's 40 MiB plus 24 MiB of prompts' activations) is below"));
     // DRAM too small to stage layers from NVMe, the budget's origin told where the caller gave it.
     o = options_for(hw);
     o.budgets.dram = 64ull << 20;
