@@ -87,13 +87,23 @@ private:
 
 using ProbPtr = std::unique_ptr<glp_prob, decltype(&glp_delete_prob)>;
 
-// Returns true when GLPK found an optimum.
+constexpr int kSimplexIterations = 20000;
+
+// Returns true when GLPK found an optimum. The primal simplex can stall on a degenerate
+// problem (it cycled for minutes on one SmolLM2 device plan): it gets an iteration limit, far
+// above what these problems take, and then the dual simplex from a fresh basis.
 bool run_simplex(glp_prob* lp) {
     glp_smcp parm;
     glp_init_smcp(&parm);
     parm.msg_lev = GLP_MSG_OFF;
     parm.presolve = GLP_OFF;
-    const int rc = glp_simplex(lp, &parm);
+    parm.it_lim = kSimplexIterations;
+    int rc = glp_simplex(lp, &parm);
+    if (rc == GLP_EITLIM) {
+        glp_std_basis(lp);
+        parm.meth = GLP_DUALP;
+        rc = glp_simplex(lp, &parm);
+    }
     return rc == 0 && glp_get_status(lp) == GLP_OPT;
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -65,3 +66,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def device_plan(model: Path, path: Path, weights: str) -> Path:
+    """A plan (the JSON `strata plan --json` writes) with every layer's weights at `weights`
+    ("gpu", "dram->gpu", ...) and its KV cache and attention on the device, written to `path`:
+    the placement a test needs whatever this machine's probe would choose."""
+    planned = subprocess.run([STRATA_BIN, "plan", "-m", str(model), "--machine", "flexgen-t4", "--json"],
+                             capture_output=True, text=True, timeout=120, check=True)
+    plan = json.loads(planned.stdout)
+    for layer in plan["layers"]:
+        layer.update(weights=weights, kv="gpu", attention="gpu")
+    path.write_text(json.dumps(plan))
+    return path

@@ -6,10 +6,12 @@ prompt gets from a server that kept its memory, and /metrics counts the loss."""
 from __future__ import annotations
 
 import re
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from serve_support import Server
-from strata_support import default_model
+from strata_support import default_model, device_plan
 
 MODEL = default_model()
 N_CLIENTS = 8
@@ -35,7 +37,15 @@ def metric(text: str, name: str) -> float:
 
 
 def main() -> None:
-    with Server(MODEL, *DEVICE) as server:
+    with tempfile.TemporaryDirectory() as folder:
+        # Every layer held on the device, whatever this machine's probe would choose, so that
+        # losing memory moves layers.
+        plan = device_plan(MODEL, Path(folder) / "on_device.json", "gpu")
+        serve_through_a_loss(DEVICE + ("--plan", str(plan)))
+
+
+def serve_through_a_loss(device: tuple[str, ...]) -> None:
+    with Server(MODEL, *device) as server:
         expected = [ask(server, i) for i in range(N_CLIENTS)]
         _, _, metrics = server.request("GET", "/metrics")
         used = int(metric(metrics, 'strata_memory_used_bytes{tier="gpu"}'))
@@ -44,7 +54,7 @@ def main() -> None:
     # After ten passes (the requests' prompts and first steps) all but 8 MiB less than the run
     # held is taken away: layers must leave the device while the requests are decoding.
     taken = GPU_MEM - (used - (8 << 20))
-    with Server(MODEL, *DEVICE, "--sim-shrink-after", f"10:{taken}") as server:
+    with Server(MODEL, *device, "--sim-shrink-after", f"10:{taken}") as server:
         with ThreadPoolExecutor(N_CLIENTS) as pool:
             answers = list(pool.map(lambda i: ask(server, i), range(N_CLIENTS)))
         assert answers == expected, (answers, expected)

@@ -10,7 +10,6 @@ link: a pass costs its copies whatever its rows, so drafting pays whatever the m
 the CPU alone a drafter that does not pay turns itself off, and the test would see no drafts)."""
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 from serve_support import Server
-from strata_support import STRATA_BIN, default_model, free_port, tiny_llama
+from strata_support import STRATA_BIN, default_model, device_plan, free_port, tiny_llama
 
 MODEL = tiny_llama()
 MAX_TOKENS = 40
@@ -33,19 +32,6 @@ PROMPTS = [
     "Once upon a time",
     "One day a little bird",
 ]
-
-
-def copied_in_plan(folder: Path) -> Path:
-    """A plan (the JSON `strata plan --json` writes) that copies every layer's weights to the
-    device in each pass, its KV cache and attention on the device."""
-    planned = subprocess.run([STRATA_BIN, "plan", "-m", str(MODEL), "--machine", "flexgen-t4", "--json"],
-                             capture_output=True, text=True, timeout=120, check=True)
-    plan = json.loads(planned.stdout)
-    for layer in plan["layers"]:
-        layer.update(weights="dram->gpu", kv="gpu", attention="gpu")
-    path = folder / "copied_in.json"
-    path.write_text(json.dumps(plan))
-    return path
 
 
 def ask(server: Server, prompt: str) -> str:
@@ -92,7 +78,8 @@ def check_serving(target: list[str]) -> None:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
-        target = ["--device", "sim", "--sim-link", "0.05", "--gpu-mem", "256M", "--plan", str(copied_in_plan(Path(folder)))]
+        plan = device_plan(MODEL, Path(folder) / "copied_in.json", "dram->gpu")
+        target = ["--device", "sim", "--sim-link", "0.05", "--gpu-mem", "256M", "--plan", str(plan)]
         check_serving(target)
 
     smollm2 = default_model()  # skips here when it is missing: the checks above have run
