@@ -18,14 +18,6 @@ int tier_index(Tier t) { return t == Tier::Gpu ? kGpuTier : t == Tier::Dram ? kD
 constexpr double kStepOverheadS = 50e-6;
 // Tokens per matmul up to which the CPU kernels take the one-pass GEMV path.
 constexpr double kCpuGemvTokens = static_cast<double>(strata::kCpuGemvTokens);
-// Parallel loops of one CPU layer (runtime/exec/cpu/cpu_backend.cpp) beyond a decode step's matmul
-// calls (q/k/v together, output, gate/up together, down: each pays the profile's call cost for
-// its rows' width, its hand-off included): a decode step's attention; a pass of several tokens
-// adds its four matmuls, the two norms, RoPE, SwiGLU and each matmul's activation quantization.
-constexpr double kCpuLoopsDecode = 1, kCpuLoopsPass = 12;
-// Query rows of one CPU attention tile; keys of one part of a split decode row.
-constexpr double kTileRows = static_cast<double>(kAttentionTileRows);
-constexpr double kSplitKeys = static_cast<double>(kAttentionSplitKeys);
 // Decode rows per device matmul call (each row's bits as alone): a batch's step reads the
 // device's weights once per this many sequences.
 constexpr double kGpuDecodeRows = static_cast<double>(kDeviceRowWiseRows);
@@ -223,43 +215,6 @@ double CostModel::sim_copy_s(double bytes) const {
     // priced as the device's time.
     if (!has_gpu_ || hw_.gpu->sim_threads <= 0 || hw_.cpu.n_threads + hw_.gpu->sim_threads < hw_.cpu.n_cores) return 0;
     return bytes / (hw_.dram.copy_gbps * 1e9);
-}
-
-double CostModel::cpu_vector_s(double tokens, double threads) const {
-    const VectorCost& v = hw_.cpu.vector;
-    const double values = VectorCost::values(shape_.n_embd, shape_.n_head * shape_.head_dim, shape_.n_embd_kv(), shape_.n_ff);
-    return tokens * (v.ns_per_token + v.ns_per_value * values) * 1e-9 / threads;
-}
-
-double CostModel::cpu_loops_s(double tokens) const {
-    if (hw_.cpu.loop_us <= 0) return cpu_sync_s_;  // a catalog profile's per-layer figure
-    return (tokens > 1 ? kCpuLoopsPass : kCpuLoopsDecode) * hw_.cpu.loop_us * 1e-6;
-}
-
-double CostModel::cpu_decode_attention_s(double threads, double seqs) const {
-    const AttentionTileCost& t = *hw_.cpu.attention_tile;
-    const double n_kv = shape_.n_head_kv, group = static_cast<double>(shape_.n_head) / shape_.n_head_kv;
-    // The whole cache is read once per step, and the weights between two reads of a layer's
-    // K/V: from DRAM when together they are larger than the last-level cache.
-    const double step_bytes = B_ * ctx_avg_ * kvb_ * shape_.n_layer + static_cast<double>(shape_.total_weight_bytes());
-    const bool cold = step_bytes > static_cast<double>(hw_.cpu.llc_bytes());
-    // Every sequence's (KV head, part of the keys) tiles share one loop (cpu::attention_batch);
-    // a row longer than kAttentionSplitKeys keys is split into parts of that many.
-    const double parts = std::max(1.0, std::ceil(ctx_avg_ / kSplitKeys));
-    const double tile = t.tile_s(policy_.kv_type, ctx_avg_ / parts, group, shape_.head_dim, cold, kvb_ / n_kv);
-    const double tiles = std::ceil(seqs * n_kv * parts / threads) * tile;
-    // All the threads together read no faster than DRAM serves them.
-    return cold && dram_bw_ > 0 ? std::max(tiles, seqs * ctx_avg_ * kvb_ / dram_bw_) : tiles;
-}
-
-double CostModel::cpu_prefill_attention_s(double threads) const {
-    const AttentionTileCost& t = *hw_.cpu.attention_tile;
-    const double group = static_cast<double>(shape_.n_head) / shape_.n_head_kv;
-    // Tiles of `tok` tokens (all their query heads); tile i sees the keys up to its last token.
-    const double tok = std::max(1.0, std::floor(kTileRows / group)), n_tiles = std::ceil(P_ / tok);
-    const double keys = tok * (n_tiles + 1) / 2;  // on average over the tiles
-    const double per_seq_layer = shape_.n_head_kv * n_tiles * t.tile_s(policy_.kv_type, keys, tok * group, shape_.head_dim);
-    return B_ * shape_.n_layer * per_seq_layer / threads;
 }
 
 Cost CostModel::layer_weights(int layer, WeightOption o) const {
