@@ -93,6 +93,7 @@ struct ThreadPool::Impl {
     std::atomic<int> busy{0};
     std::atomic<int> sleepers{0};
     std::atomic<bool> stop{false};
+    std::atomic<bool> parked{false};  // the caller blocks until its next job: idle workers sleep at once
     // Sleeping uses a mutex and condition variable: libstdc++ 12's atomic wait/notify lost a
     // wake-up here (a worker slept through the pool's destruction).
     std::mutex sleep_mutex;
@@ -146,7 +147,8 @@ struct ThreadPool::Impl {
         uint32_t seen = 0;
         while (true) {
             uint32_t g = gen.load(std::memory_order_acquire);
-            for (int spin = 0; (g == seen || (g & 1)) && spin < kSpinIterations; ++spin) {
+            for (int spin = 0; (g == seen || (g & 1)) && spin < kSpinIterations && !parked.load(std::memory_order_relaxed);
+                 ++spin) {
                 _mm_pause();
                 g = gen.load(std::memory_order_acquire);
             }
@@ -167,6 +169,7 @@ struct ThreadPool::Impl {
     void parallel_for(int64_t n_tasks, void (*fn)(void*, int64_t), void* c) {
         const uint32_t g = gen.load(std::memory_order_relaxed);
         gen.store(g + 1);  // writing
+        parked.store(false, std::memory_order_relaxed);
         while (busy.load() != 0) _mm_pause();
         call = fn;
         ctx = c;
@@ -228,6 +231,10 @@ void parallel_for_impl(int64_t n, void (*call)(void*, int64_t), void* ctx) {
         return;
     }
     tbb::parallel_for(int64_t{0}, n, [&](int64_t i) { call(ctx, i); }, tbb::simple_partitioner());
+}
+
+void park_idle_workers() {
+    if (ThreadPool::Impl* p = t_current; p && !t_in_task) p->parked.store(true, std::memory_order_relaxed);
 }
 
 int parallel_threads() {

@@ -51,6 +51,10 @@ void parallel_for(int64_t n, F&& fn) {
     parallel_for_impl(n, [](void* ctx, int64_t i) { (*static_cast<std::remove_reference_t<F>*>(ctx))(i); },
                       const_cast<void*>(static_cast<const void*>(&fn)));
 }
+// The caller is about to block (a disk read it waits for): the current pool's idle workers stop
+// spinning and sleep until its next parallel_for. Spinning cores would take the CPU time the
+// wait's own work needs (the kernel's I/O completions, the reader) on a machine with no spare core.
+void park_idle_workers();
 // Threads parallel_for would use here (1 inside a task).
 int parallel_threads();
 

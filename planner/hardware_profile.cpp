@@ -70,6 +70,14 @@ double DiskProfile::read_gbps_at(double inflight_bytes) const {
     return read_depth_curve.empty() ? read_gbps : on_log2_curve(read_depth_curve, inflight_bytes);
 }
 
+double DiskProfile::saturating_inflight_bytes(double fraction) const {
+    double best = 0;
+    for (const auto& [bytes, gbps] : read_depth_curve) best = std::max(best, gbps);
+    for (const auto& [bytes, gbps] : read_depth_curve)
+        if (gbps >= fraction * best) return bytes;
+    return 0;
+}
+
 double CpuProfile::call_s_for(DType t, double cols) const {
     const KernelRate* r = rate_for(rates, t);
     return r ? r->call_s(static_cast<double>(row_bytes(t, static_cast<int64_t>(cols)))) : 0;

@@ -214,6 +214,10 @@ struct DiskProfile {
     std::vector<std::pair<double, double>> read_depth_curve;
     // GB/s with `inflight_bytes` in flight: interpolated on the curve, its ends beyond it.
     double read_gbps_at(double inflight_bytes) const;
+    // The fewest bytes in flight at which the curve reaches `fraction` of its best rate; 0 with
+    // no curve. A reader that keeps no more than that in flight finishes its reads in the order it
+    // was given them at the disk's rate, instead of sharing the disk among all of them.
+    double saturating_inflight_bytes(double fraction) const;
     bool operator==(const DiskProfile&) const = default;
 };
 

@@ -132,7 +132,9 @@ Engine::Engine(const EngineOptions& opts)
         host_working_bytes(layout, gpu.use, hp_.n_layer, activations, CpuBackend::activation_bytes(hp_));
     kv_ = std::move(layout.kv);
     placement_ = std::move(layout.placement);
-    weights_ = std::make_unique<WeightStore>(file_, hp_, *dram_, placement_->residency);
+    Residency residency = placement_->residency;
+    residency.read_chunks = stream_read_chunks(placement_->hw.nvme);
+    weights_ = std::make_unique<WeightStore>(file_, hp_, *dram_, std::move(residency));
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
     make_backend(opts, layout.kv_on, std::move(device));
     weights_->set_trace(trace_.get());

@@ -24,6 +24,14 @@ namespace strata::runtime {
 using planner::KvOption;
 using planner::WeightOption;
 
+unsigned stream_read_chunks(const planner::DiskProfile& disk) {
+    const storage::ReaderOptions reader;
+    const double knee = disk.saturating_inflight_bytes(kSaturatingRateFraction);
+    if (knee <= 0) return reader.queue_depth;
+    const auto chunks = static_cast<unsigned>(std::ceil(knee / static_cast<double>(reader.chunk_bytes)));
+    return std::clamp(chunks, 2u, reader.queue_depth);
+}
+
 namespace {
 
 // The plan as this runtime runs it: K and V in the KV cache's type (runtime/kv/kv_cache.h) in
@@ -48,11 +56,12 @@ planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX)
 // (runtime/weights/stream_ring.h, runtime/kv/kv_spill.h), a spilled layer's blocks of
 // KvCache::kBlockSize positions each padded to the O_DIRECT alignment; layers copied to a device
 // through its ring of kDeviceSlots.
-planner::RuntimeLimits run_limits(int prefetch_depth, const planner::ModelShape& shape, DType kv_type) {
+planner::RuntimeLimits run_limits(int prefetch_depth, const planner::ModelShape& shape, DType kv_type,
+                                  const planner::DiskProfile& disk) {
     planner::RuntimeLimits limits;
     limits.stream_slots = std::max(1, prefetch_depth + 1);
     const storage::ReaderOptions reader;  // the weight store's reader (WeightStore)
-    limits.stream_inflight_bytes = static_cast<double>(reader.queue_depth) * static_cast<double>(reader.chunk_bytes);
+    limits.stream_inflight_bytes = static_cast<double>(stream_read_chunks(disk)) * static_cast<double>(reader.chunk_bytes);
     limits.device_slots = kDeviceSlots;
     const double block = double(KvCache::kBlockSize) * row_bytes(kv_type, shape.n_embd_kv());
     const double padded = std::ceil(block / storage::kDefaultDioAlign) * storage::kDefaultDioAlign;
@@ -63,7 +72,7 @@ planner::RuntimeLimits run_limits(int prefetch_depth, const planner::ModelShape&
 }  // namespace
 
 double streamed_read_gbps(const Placement& p) {
-    const double ring = run_limits(p.prefetch_depth, p.shape, p.shape.kv_type).ring_inflight_bytes(double(p.residency.slot_bytes));
+    const double ring = run_limits(p.prefetch_depth, p.shape, p.shape.kv_type, p.hw.nvme).ring_inflight_bytes(double(p.residency.slot_bytes));
     return ring > 0 ? p.hw.nvme.read_gbps_at(ring) : p.hw.nvme.read_gbps;
 }
 
@@ -130,7 +139,7 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch)
     planner::Plan run = plan.has_gpu ? plan : as_run(plan, shape.kv_type, n_kv_layers_in_dram);
     run.policy.batch = wl.batch;  // the scheduler runs them all in one pass
     run.policy.n_micro = 1;
-    const planner::Prediction pred = planner::evaluate_plan(shape, hw, wl, run, run_limits(prefetch_depth, shape, run.policy.kv_type));
+    const planner::Prediction pred = planner::evaluate_plan(shape, hw, wl, run, run_limits(prefetch_depth, shape, run.policy.kv_type, hw.nvme));
     // A batch's prompts go through the device in passes too; priced for one sequence's, as chosen.
     if (op_offload_rows <= 0 || wl.batch > 1) return pred;
     const double saved = planner::op_offload_saving_s(shape, hw, run, wl.prompt_len, max_pass_rows, op_offload_rows);
@@ -179,7 +188,7 @@ void choose_plan(Placement& p, const ResidencyInput& in, const planner::Workload
     po.allow_recompute = false;
     po.limits.layers_only_on_nvme = true;
     // Streamed layers priced as the ring reads them, with its slots' reads in flight.
-    const planner::RuntimeLimits ring = run_limits(in.prefetch_depth, p.shape, p.shape.kv_type);
+    const planner::RuntimeLimits ring = run_limits(in.prefetch_depth, p.shape, p.shape.kv_type, p.hw.nvme);
     po.limits.stream_slots = ring.stream_slots;
     po.limits.stream_inflight_bytes = ring.stream_inflight_bytes;
     po.max_micro = 1;  // the runtime runs a batch's sequences in one pass, never in micro-batches
@@ -228,7 +237,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
                         "this runtime keeps them in DRAM");
     // Priced on this machine for this run as the runtime runs it, given or made alike.
     p.plan.workload = wl;
-    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run, run_limits(in.prefetch_depth, p.shape, run.policy.kv_type));
+    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run, run_limits(in.prefetch_depth, p.shape, run.policy.kv_type, p.hw.nvme));
     // Memory as the runtime counts it, not as the cost model estimates it.
     p.plan.budgets.dram = static_cast<double>(in.budget ? in.budget : std::max(p.hw.dram.capacity_bytes, p.residency.total_bytes));
     p.plan.prediction.used.dram = static_cast<double>(p.residency.total_bytes);

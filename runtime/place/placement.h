@@ -87,6 +87,12 @@ std::vector<bool> rebuilt_layers(const planner::Plan& plan);
 // CPU threads (0: all); any GPU is left out (the runtime computes on the CPU). Logs one line
 // saying which.
 planner::HardwareProfile runtime_profile(std::string& source, int n_threads = 0);
+// A streamed read's share of the disk: a reader keeping this many chunks in flight gets the
+// fraction of the disk's best rate below, and its reads finish in the order they were asked for
+// (the layer needed next first), where deeper queues share the disk among every read and finish
+// them together. The reader's default queue depth where the probe measured no depth curve.
+inline constexpr double kSaturatingRateFraction = 0.95;
+unsigned stream_read_chunks(const planner::DiskProfile& disk);
 // GB/s the plan prices its layers streamed from NVMe at: the disk's rate with the ring's reads
 // in flight (planner::DiskProfile::read_gbps_at); the deep rate when nothing is streamed.
 double streamed_read_gbps(const Placement& p);

@@ -32,6 +32,7 @@ struct Residency {
     std::vector<bool> on_device; // per layer: weights on the GPU, read once at load (not resident, not streamed)
     std::vector<bool> on_cpu;    // per layer, in a device plan: matmuls on the CPU (weights resident or streamed)
     int n_slots = 0;             // streaming buffers in the ring (0 when all resident)
+    unsigned read_chunks = 0;    // reads of the weights' reader in flight (storage::ReaderOptions::queue_depth); 0: its default
     uint64_t slot_bytes = 0;     // each holds the largest streamed layer
     uint64_t resident_bytes = 0; // fixed + resident layers
     uint64_t total_bytes = 0;    // everything charged to the budget

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/trace.h"
+#include "cpu/thread_pool.h"
 #include "storage/pinned_pool.h"
 #include "storage/reader.h"
 
@@ -69,11 +70,14 @@ std::byte* StreamRing::acquire(int item) {
     }
     issue_until(cur_ + n_slots_);
     const auto t0 = std::chrono::steady_clock::now();
+    const size_t slot = cur_ % n_slots_;
+    const bool blocks = issued_ <= cur_ || !std::all_of(tickets_[slot].begin(), tickets_[slot].end(),
+                                                         [&](uint64_t t) { return reader_.poll(t); });
+    if (blocks) cpu::park_idle_workers();
     if (issued_ <= cur_) {  // not ready until now: wait for it, then read it
         ready_for_(item, true);
         issue_until(cur_ + n_slots_);
     }
-    const size_t slot = cur_ % n_slots_;
     for (uint64_t t : tickets_[slot]) reader_.wait(t);
     const auto t1 = std::chrono::steady_clock::now();
     wait_seconds_ += std::chrono::duration<double>(t1 - t0).count();

@@ -168,6 +168,7 @@ WeightStore::WeightStore(const models::GgufFile& file, const models::Hparams& hp
     auto f = storage::File::open_read(file.path(), storage::OpenMode::DirectOrBuffered);
     identity_ = std::make_unique<FileIdentity>(FileIdentity::of(f.fd(), file.path()));
     storage::ReaderOptions ro;
+    if (residency_.read_chunks > 0) ro.queue_depth = residency_.read_chunks;
     ro.staging_slots = 1;  // only the file's unaligned tail goes through staging
     ro.staging_budget = &budget;
     reader_ = storage::open_reader(f, ro);
@@ -188,10 +189,11 @@ WeightStore::WeightStore(const models::GgufFile& file, const models::Hparams& hp
     ring_ = std::make_unique<storage::PinnedPool>(budget, po);
     reader_->register_region(ring_->data(), ring_->bytes());
     stream_ = make_stream(*ring_, streamed_, "weights");
-    STRATA_LOG_INFO("weights: {} of {} layers resident ({}), {} streamed from {} through {} x {} buffers ({} reader)",
+    STRATA_LOG_INFO("weights: {} of {} layers resident ({}), {} streamed from {} through {} x {} buffers ({} reader, {} reads of {} in flight)",
                     weights_.layers.size() - streamed_.size(), weights_.layers.size(),
                     format_bytes(residency_.resident_bytes), streamed_.size(), file.path().string(),
-                    ring_->n_slots(), format_bytes(residency_.slot_bytes), reader_->backend());
+                    ring_->n_slots(), format_bytes(residency_.slot_bytes), reader_->backend(), ro.queue_depth,
+                    format_bytes(ro.chunk_bytes));
 }
 
 void WeightStore::load_resident() {

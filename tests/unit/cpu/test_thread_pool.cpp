@@ -133,3 +133,21 @@ TEST_CASE("the pool runs unpinned with STRATA_NO_PIN=1 or more threads than CPUs
         for (const Seen& s : one_task_per_thread(*pool)) CHECK(CPU_EQUAL(&s.mask, &process));
     }
 }
+
+TEST_CASE("parked workers sleep until the next loop, which every thread still takes part in", "[unit]") {
+    const cpu_set_t process = own_mask();
+    ThreadPool pool(std::max(2, std::min(CPU_COUNT(&process), 4)));
+    for (int round = 0; round < 20; ++round) {
+        // A loop, then the caller parks its workers and blocks (as on a disk read) while they sleep.
+        std::atomic<int64_t> sum{0};
+        pool.run([&] {
+            parallel_for(100, [&](int64_t i) { sum.fetch_add(i); });
+            park_idle_workers();
+            std::this_thread::sleep_for(std::chrono::milliseconds(round % 3));
+        });
+        CHECK(sum.load() == 4950);
+        // A task per thread, each waiting for all the others: a worker that slept through the
+        // loop's start would leave it waiting.
+        CHECK(one_task_per_thread(pool).size() == size_t(pool.n_threads()));
+    }
+}

@@ -157,11 +157,16 @@ TEST_CASE("hardware profiles round-trip through JSON", "[unit][planner]") {
     p.nvme.read_depth_curve = {{1u << 20, 0.75}, {8u << 20, 1.5}, {32u << 20, 2.25}};
     CHECK(HardwareProfile::from_json(p.to_json()) == p);
     CHECK(p.nvme.read_gbps_at(2u << 20) == Approx(1.0));
+    // The fewest bytes in flight reaching a share of the best rate: 2.25 at 32 MiB, 1.5 at 8 MiB.
+    CHECK(p.nvme.saturating_inflight_bytes(0.95) == 32u << 20);
+    CHECK(p.nvme.saturating_inflight_bytes(0.6) == 8u << 20);
+    CHECK(p.nvme.saturating_inflight_bytes(0.1) == 1u << 20);
     std::string no_curve = p.to_json();
     no_curve.replace(no_curve.find("\"read_depth_curve\""), 18, "\"a_later_field___\"");
     const HardwareProfile before_curve = HardwareProfile::from_json(no_curve);
     CHECK(before_curve.nvme.read_depth_curve.empty());
     CHECK(before_curve.nvme.read_gbps_at(1u << 20) == p.nvme.read_gbps);
+    CHECK(before_curve.nvme.saturating_inflight_bytes(0.95) == 0);
     std::swap(p.nvme.read_depth_curve[0], p.nvme.read_depth_curve[1]);
     CHECK_THROWS_WITH(HardwareProfile::from_json(p.to_json()), Catch::Contains("not ascending"));
     p.nvme.read_depth_curve.clear();

@@ -14,6 +14,7 @@
 #include "runtime/place/placement.h"
 #include "runtime/weights/weight_store.h"
 #include "storage/budget.h"
+#include "storage/reader.h"
 #include "tests/support/tiny_engine.h"
 #include "tests/support/tiny_model.h"
 
@@ -197,4 +198,19 @@ TEST_CASE("placement: when nothing fits, the way out names the runtime's flags, 
     } catch (const OutOfBudget& e) {
         CHECK_THAT(e.hint(), !Catch::Contains("--gpu-budget") && !Catch::Contains("--dram-budget"));
     }
+}
+
+TEST_CASE("placement: streamed reads keep as many chunks in flight as the disk needs for its rate", "[unit][placement]") {
+    const storage::ReaderOptions reader;
+    planner::DiskProfile disk;
+    CHECK(stream_read_chunks(disk) == reader.queue_depth);  // no depth curve measured: the reader's default
+    // Near its best rate at 4 MiB in flight: that many chunks, so the layer needed next is read first.
+    disk.read_depth_curve = {{1u << 20, 1.0}, {2u << 20, 2.0}, {4u << 20, 2.9}, {8u << 20, 3.0}, {32u << 20, 3.0}};
+    CHECK(stream_read_chunks(disk) * reader.chunk_bytes == 4u << 20);
+    // A disk at its rate with one read in flight still gets two: one in flight while the other is reissued.
+    disk.read_depth_curve = {{1u << 20, 3.0}, {32u << 20, 3.0}};
+    CHECK(stream_read_chunks(disk) == 2);
+    // One that needs the deepest queue gets the reader's whole depth.
+    disk.read_depth_curve = {{1u << 20, 1.0}, {32u << 20, 3.0}, {64u << 20, 3.0}};
+    CHECK(stream_read_chunks(disk) == reader.queue_depth);
 }
