@@ -35,7 +35,9 @@ int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer, u
     const uint64_t weights_floor = least_weight_bytes(in) + (in.other_bytes - kv.all_bytes);
     if (in.budget == 0 || weights_floor + kv.all_bytes <= in.budget) return n_layer;
     const uint64_t spill = kv_spill_bytes(kv, n_layer, in.prefetch_depth, staging);
-    check_min_budget(in, weights_floor + spill);
+    ResidencyInput spilled = in;  // the least it can hold: every KV layer spilled, its ring in DRAM
+    spilled.other_bytes = in.other_bytes - kv.all_bytes + spill;
+    check_min_budget(spilled, weights_floor + spill);
     return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - spill) / kv.layer_bytes));
 }
 
@@ -62,7 +64,7 @@ std::optional<planner::Prediction> cpu_alone_prediction(const models::GgufFile& 
     alone.on_plan = nullptr;
     alone.n_threads = po.n_threads_alone;
     try {
-        alone.n_kv_layers_in_dram = kv_layers_in_dram(in, kv, hp.n_layer);
+        alone.n_kv_layers_in_dram = kv_layers_in_dram(in, kv, hp.n_layer, kv_write_staging(kv));
         return place(file, in, alone).plan.prediction;
     } catch (const OutOfBudget&) {
         return std::nullopt;
@@ -137,7 +139,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
 // weight leaves too little room; then the planner decides which weight layers stay resident.
 RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
                         const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
-    KvSpillOptions spill = host_kv_spill(hp, kv_layers_in_dram(in, kv, hp.n_layer), opts, kv, dram);
+    KvSpillOptions spill = host_kv_spill(hp, kv_layers_in_dram(in, kv, hp.n_layer, kv_write_staging(kv)), opts, kv, dram);
     if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
         throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
                                       "DRAM, but the KV cache does not fit --dram {}",
@@ -147,9 +149,9 @@ RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp,
     spill.n_embd_hidden = hp.n_embd;
     RunLayout out;
     out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
-    // The spill ring is charged to the budget by its pool; only resident KV stays in other_bytes.
-    in.other_bytes = in.other_bytes - kv.all_bytes + out.kv->bytes();
-    if (in.budget) in.budget -= out.kv->spill_buffer_bytes();
+    // Resident KV and the spill's buffers (charged to the budget by their pool) are what the
+    // cache holds in DRAM.
+    in.other_bytes = in.other_bytes - kv.all_bytes + out.kv->bytes() + out.kv->spill_buffer_bytes();
     po.n_kv_layers_in_dram = spill.n_resident_layers;  // the prediction prices the spilled KV reads
     out.placement = std::make_unique<Placement>(place(file, in, po));
     return out;

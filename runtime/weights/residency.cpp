@@ -67,7 +67,7 @@ void check_min_budget(const ResidencyInput& in, uint64_t need) {
                                         format_bytes(least_expert_offload_bytes(in)))
                           : fmt::format("{} streaming buffers {}", ring_slots(in), format_bytes(full_ring_bytes(in)));
     throw OutOfBudget(fmt::format("the DRAM budget of {} is too small: the output head and embeddings take {}, "
-                                  "the KV cache, activations and staging buffers {}, and {}",
+                                  "the KV cache with its spill buffers, activations and staging buffers {}, and {}",
                                   format_bytes(in.budget), format_bytes(in.fixed_bytes),
                                   format_bytes(in.other_bytes), weights),
                       fmt::format("use --dram {} or more, a smaller context (--ctx), or less read-ahead (--prefetch)",
