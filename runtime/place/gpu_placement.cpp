@@ -243,8 +243,8 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         po.require_cpu_attention = attention == AttentionChoice::Cpu;
     });
     p.plan.workload = wl;
-    planner::RuntimeLimits as_run;
-    as_run.device_slots = kDeviceSlots;
+    // Priced as it runs: layers read from NVMe at the rate of the ring's reads in flight, as searched.
+    planner::RuntimeLimits as_run = run_limits(in.prefetch_depth, p.shape, p.shape.kv_type, p.hw.nvme);
     as_run.dram_held_apart = true;
     p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, p.plan, as_run);
     g.kv = kv_placement_of(p.plan);

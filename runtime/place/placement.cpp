@@ -32,6 +32,23 @@ unsigned stream_read_chunks(const planner::DiskProfile& disk) {
     return std::clamp(chunks, 2u, reader.queue_depth);
 }
 
+// How this runtime streams layers and spilled KV: through rings of prefetch depth + 1 buffers
+// (runtime/weights/stream_ring.h, runtime/kv/kv_spill.h), a spilled layer's blocks of
+// KvCache::kBlockSize positions each padded to the O_DIRECT alignment; layers copied to a device
+// through its ring of kDeviceSlots.
+planner::RuntimeLimits run_limits(int prefetch_depth, const planner::ModelShape& shape, DType kv_type,
+                                  const planner::DiskProfile& disk) {
+    planner::RuntimeLimits limits;
+    limits.stream_slots = std::max(1, prefetch_depth + 1);
+    const storage::ReaderOptions reader;  // the weight store's reader (WeightStore)
+    limits.stream_inflight_bytes = static_cast<double>(stream_read_chunks(disk)) * static_cast<double>(reader.chunk_bytes);
+    limits.device_slots = kDeviceSlots;
+    const double block = double(KvCache::kBlockSize) * row_bytes(kv_type, shape.n_embd_kv());
+    const double padded = std::ceil(block / storage::kDefaultDioAlign) * storage::kDefaultDioAlign;
+    limits.kv_spill_bytes_factor = block > 0 ? padded / block : 1;
+    return limits;
+}
+
 namespace {
 
 // The plan as this runtime runs it: K and V in the KV cache's type (runtime/kv/kv_cache.h) in
@@ -52,22 +69,6 @@ planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX)
     return p;
 }
 
-// How this runtime streams layers and spilled KV: through rings of prefetch depth + 1 buffers
-// (runtime/weights/stream_ring.h, runtime/kv/kv_spill.h), a spilled layer's blocks of
-// KvCache::kBlockSize positions each padded to the O_DIRECT alignment; layers copied to a device
-// through its ring of kDeviceSlots.
-planner::RuntimeLimits run_limits(int prefetch_depth, const planner::ModelShape& shape, DType kv_type,
-                                  const planner::DiskProfile& disk) {
-    planner::RuntimeLimits limits;
-    limits.stream_slots = std::max(1, prefetch_depth + 1);
-    const storage::ReaderOptions reader;  // the weight store's reader (WeightStore)
-    limits.stream_inflight_bytes = static_cast<double>(stream_read_chunks(disk)) * static_cast<double>(reader.chunk_bytes);
-    limits.device_slots = kDeviceSlots;
-    const double block = double(KvCache::kBlockSize) * row_bytes(kv_type, shape.n_embd_kv());
-    const double padded = std::ceil(block / storage::kDefaultDioAlign) * storage::kDefaultDioAlign;
-    limits.kv_spill_bytes_factor = block > 0 ? padded / block : 1;
-    return limits;
-}
 
 }  // namespace
 

@@ -93,6 +93,10 @@ planner::HardwareProfile runtime_profile(std::string& source, int n_threads = 0)
 // them together. The reader's default queue depth where the probe measured no depth curve.
 inline constexpr double kSaturatingRateFraction = 0.95;
 unsigned stream_read_chunks(const planner::DiskProfile& disk);
+// How this runtime streams layers and spilled KV (its rings, the reader's depth on `disk`, the
+// spill's padded blocks) and copies layers to a device, as the planner prices them.
+planner::RuntimeLimits run_limits(int prefetch_depth, const planner::ModelShape& shape, DType kv_type,
+                                  const planner::DiskProfile& disk);
 // GB/s the plan prices its layers streamed from NVMe at: the disk's rate with the ring's reads
 // in flight (planner::DiskProfile::read_gbps_at); the deep rate when nothing is streamed.
 double streamed_read_gbps(const Placement& p);

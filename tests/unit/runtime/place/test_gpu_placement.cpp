@@ -140,3 +140,25 @@ TEST_CASE("gpu: every architecture runs on the simulated device", "[gpu_placemen
         CHECK(t.use);
     }
 }
+
+TEST_CASE("gpu placement: layers read from NVMe are priced at the rate of the ring's reads in flight", "[gpu_placement]") {
+    test::TinyModelFile m("gpu_place_nvme.gguf", test::tiny_config("llama", 256, 8, 512), 7);
+    ResidencyInput in = input_of(m);
+    uint64_t total = 0, largest = 0;
+    for (uint64_t b : in.layer_bytes) total += b, largest = std::max(largest, b);
+    in.budget = full_ring_bytes(in);  // DRAM holds the ring and nothing else: what the device does not hold streams
+    PlacementOptions po;
+    po.n_ctx = 256;
+    auto decode_tps = [&](std::vector<std::pair<double, double>> curve) {
+        GpuTarget gpu = catalog_gpu(8ull << 30);
+        gpu.hw.nvme.read_gbps = 2;
+        gpu.hw.nvme.read_depth_curve = std::move(curve);
+        const GpuPlacement g = place_on_gpu(m.file, in, po, gpu, total / 2 + 2 * largest, DType::F16, AttentionChoice::Gpu);
+        REQUIRE(g.placement.residency.n_streamed() > 0);
+        return g.placement.plan.prediction.decode_tps_per_seq;
+    };
+    // The same deep rate; one disk reaches it only with 32 MiB in flight, far more than a ring of these small layers keeps.
+    const double flat = decode_tps({{1u << 20, 2.0}, {32u << 20, 2.0}});
+    const double deep_only = decode_tps({{1u << 20, 0.05}, {32u << 20, 2.0}});
+    CHECK(deep_only < 0.8 * flat);
+}
