@@ -243,6 +243,10 @@ SeqId Engine::create_seq() { return kv_->create_seq(); }
 void Engine::free_seq(SeqId seq) { kv_->free_seq(seq); }
 int Engine::attach_prefix(SeqId seq, std::span<const int32_t> tokens) { return kv_->attach_prefix(seq, tokens); }
 
+void Engine::head_deferred(std::span<const int64_t> logit_rows) {
+    pool_->run([&] { backend_->head_deferred(logit_rows, logits_); });
+}
+
 std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
     for (const SeqTokens& e : batch)
         if (!kv_->reserve(e.seq, static_cast<int32_t>(e.kv_span())))

@@ -167,6 +167,10 @@ public:
     // writes (a Logits entry's last token, every token of an AllLogits entry, in entry order).
     // Throws OutOfBudget when the KV pool cannot hold the new positions.
     std::span<const float> eval_batch(std::span<const SeqTokens> batch);
+    // Rows of the last eval_batch's logits a Verify entry's pass left out (Backend::head_deferred),
+    // computed now into the span it returned; rows already there are left as they are.
+    void head_deferred(std::span<const int64_t> logit_rows);
+    bool deferred(int64_t logit_row) const { return backend_->deferred(logit_row); }
     // The last eval_batch's hidden-state outputs: n_embd floats per entry (PassOutput).
     std::span<const float> batch_hidden() const { return hidden_; }
     KvCache& kv() { return *kv_; }

@@ -387,7 +387,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
             continue;
         }
         ++j.result.n_decode_evals;
-        j.finished = !feed(j, logits.subspan(row * V, Backend::logit_rows(batch[i]) * V));
+        j.finished = !feed(j, logits.subspan(row * V, Backend::logit_rows(batch[i]) * V), row);
     }
     price_pass(batch, owners, busy, !logits.empty());
     {

@@ -150,8 +150,9 @@ private:
     void step(std::vector<std::unique_ptr<Job>>& done);
     // The job's next tokens from its rows of logits (one, or one per token of its pass with
     // drafts: those the target keeps, then its own); false: the job is finished
-    // (runtime/scheduler_spec.cpp, as the three below).
-    bool feed(Job& job, std::span<const float> rows);
+    // (runtime/scheduler_spec.cpp, as the three below). `first_row`: the rows' first in the
+    // engine's last eval_batch, whose left-out rows are computed as the path reaches them (-1: none left out).
+    bool feed(Job& job, std::span<const float> rows, int64_t first_row = -1);
     // The plan's price of a decoding pass at each row count, until passes are measured.
     void plan_prices();
     // A generating job's drafter, when the options and the request let it speculate.

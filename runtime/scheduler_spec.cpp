@@ -81,15 +81,28 @@ int64_t Scheduler::add_drafts(std::vector<SeqTokens>& batch, const std::vector<J
             continue;
         }
         spare -= extra();
-        batch[i] = {j.seq, j.verify, PassOutput::Verify, j.parents};
+        batch[i] = {j.seq, j.verify, PassOutput::Verify, j.parents, true};
         added += static_cast<int64_t>(j.verify.size()) - 1;
     }
     return added;
 }
 
-bool Scheduler::feed(Job& j, std::span<const float> rows) {
+bool Scheduler::feed(Job& j, std::span<const float> rows, int64_t first_row) {
     KvCache& kv = engine_.kv();
     const int64_t V = engine_.hparams().n_vocab;
+    // A row the pass left out, with the likeliest path below it (each node's first child, as
+    // many rows as a decode step computes together), computed when the path reaches it.
+    std::vector<int64_t> wanted;
+    auto head_from = [&](int32_t node) {
+        if (first_row < 0 || !engine_.deferred(first_row + node)) return;
+        wanted.clear();
+        for (int32_t n = node; n >= 0 && int64_t(wanted.size()) < Backend::kDecodeRows;) {
+            wanted.push_back(first_row + n);
+            const auto child = std::find(j.parents.begin() + n + 1, j.parents.end(), n);
+            n = child == j.parents.end() ? -1 : static_cast<int32_t>(child - j.parents.begin());
+        }
+        engine_.head_deferred(wanted);
+    };
     const auto draft = j.drafted();
     // A tree is not committed by its pass (Backend::eval_batch); a chain is, and loses its tail.
     const bool tree = !draft.empty() && !draft_is_chain(j.parents);
@@ -103,6 +116,7 @@ bool Scheduler::feed(Job& j, std::span<const float> rows) {
         children.clear();
         for (size_t r = size_t(node) + 1; r < j.verify.size(); ++r)
             if (j.parents[r] == node) children.push_back(j.verify[r]);
+        head_from(node);
         next = j.generation->accept(rows.subspan(size_t(node) * V, V), held + static_cast<int64_t>(path.size()) - 1,
                                     engine_.n_ctx(), children);
         if (!next) break;

@@ -1,6 +1,7 @@
 #include "runtime/exec/backend.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -58,6 +59,42 @@ void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::
         if (s.draft < 0) kv.commit(s.seq, tokens.subspan(s.first, s.n));
 }
 
+namespace {
+// Per row of a Verify entry of n tokens (parent: its tree, empty for a chain): whether it is on
+// the path of first children from its first row, within the first kDecodeRows rows of it.
+std::vector<bool> likeliest_path(std::span<const int32_t> parent, size_t n) {
+    std::vector<bool> on(n, false);
+    int64_t node = 0, taken = 0;
+    while (node >= 0 && size_t(node) < n && taken < Backend::kDecodeRows) {
+        on[size_t(node)] = true, ++taken;
+        int64_t child = -1;
+        for (size_t r = size_t(node) + 1; r < n && child < 0; ++r)
+            if (parent.empty() ? r == size_t(node) + 1 : parent[r] == node) child = int64_t(r);
+        node = child;
+    }
+    return on;
+}
+}  // namespace
+
+bool Backend::deferred(int64_t logit_row) const {
+    return std::any_of(deferred_.begin(), deferred_.end(), [&](const auto& d) { return d.first == logit_row; });
+}
+
+void Backend::head_deferred(std::span<const int64_t> logit_rows, std::vector<float>& logits) {
+    std::vector<int64_t> rows, dest;
+    for (const int64_t want : logit_rows) {
+        const auto it = std::find_if(deferred_.begin(), deferred_.end(), [&](const auto& d) { return d.first == want; });
+        if (it == deferred_.end()) continue;
+        dest.push_back(it->first), rows.push_back(it->second);
+        deferred_.erase(it);
+    }
+    if (rows.empty()) return;
+    const int64_t V = hp_.n_vocab;
+    std::vector<float> out(rows.size() * V);
+    head(rows, out.data(), 0);
+    for (size_t i = 0; i < rows.size(); ++i) std::copy_n(&out[i * V], V, &logits[dest[i] * V]);
+}
+
 void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vector<float>& logits, std::vector<float>& states) {
     int64_t total = 0;
     std::vector<SeqId> seqs;
@@ -77,6 +114,7 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
     if (std::adjacent_find(seqs.begin(), seqs.end()) != seqs.end())
         throw UsageError("a batch names the same sequence twice", "give each sequence's tokens as one entry");
     const int64_t V = hp_.n_vocab, E = hp_.n_embd;
+    deferred_.clear();
     logits.assign(n_rows * V, 0.0f);
     states.assign(batch.size() * E, 0.0f);
     reserve(std::min(kMaxUbatch, total));
@@ -129,9 +167,15 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
                     ++n_scored;
                 }
             } else if (e.output == PassOutput::Verify) {
+                const std::vector<bool> likely = likeliest_path(e.parent, e.tokens.size());
                 for (int64_t r = first; r <= last; ++r) {
+                    const int64_t at = row0[owner] + (r - first);
+                    if (e.defer_head && defers_verify_head() && !likely[size_t(r - first)]) {
+                        deferred_.emplace_back(at, r);
+                        continue;
+                    }
                     rows.push_back(r);
-                    dest.push_back(row0[owner] + (r - first));
+                    dest.push_back(at);
                 }
             } else if (e.output == PassOutput::Logits && ends) {
                 rows.push_back(last);
@@ -151,6 +195,9 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
                 done = 0;
             }
         }
+        // Rows are deferred only from the last pass: an earlier one's hidden states are gone.
+        if (entry < batch.size())
+            for (const auto& [at, r] : std::exchange(deferred_, {})) rows.push_back(r), dest.push_back(at);
         pass(tokens, segments, trees, n_long, kv);
         if (!rows.empty()) {
             out.resize(rows.size() * V);

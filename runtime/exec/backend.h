@@ -42,6 +42,9 @@ struct SeqTokens {
     std::span<const int32_t> tokens;
     PassOutput output = PassOutput::Logits;
     std::span<const int32_t> parent = {};  // empty: a chain
+    // A Verify entry's rows past its likeliest path may be left out of the pass's head, for
+    // Backend::head_deferred to compute as its verification reaches them.
+    bool defer_head = false;
 
     // KV positions the entry writes after the sequence's last one.
     int64_t kv_span() const { return parent.empty() ? static_cast<int64_t>(tokens.size()) : draft_span(parent); }
@@ -105,6 +108,15 @@ public:
         eval_batch(batch, kv, logits, states);
     }
 
+    // Where the backend defers the head (defers_verify_head), a Verify entry with defer_head in
+    // eval_batch's last pass has logits only for the rows of its likeliest path (its first guess at each node, the
+    // first kDecodeRows rows of it); its other rows stay zero until computed here, on demand, as
+    // eval_batch would have computed them (a verified path rarely needs them, and each row of the
+    // head costs a pass over the output matrix). `logit_rows` in eval_batch's numbering; rows not
+    // deferred are left as they are. Valid until the next eval_batch.
+    void head_deferred(std::span<const int64_t> logit_rows, std::vector<float>& logits);
+    bool deferred(int64_t logit_row) const;
+
     // Rows of logits eval_batch writes for `e`.
     static int64_t logit_rows(const SeqTokens& e) {
         return e.output == PassOutput::AllLogits || e.output == PassOutput::Verify ? static_cast<int64_t>(e.tokens.size()) : 1;
@@ -141,6 +153,9 @@ protected:
     virtual void head(std::span<const int64_t> rows, float* logits, int64_t n_long) = 0;
     // out rows = the final hidden states (output norm applied) of the last pass's `rows`.
     virtual void hidden(std::span<const int64_t> rows, float* out) = 0;
+    // Whether head() may be called for the last pass's rows after eval_batch returned, its final
+    // hidden states kept until the next pass (head_deferred).
+    virtual bool defers_verify_head() const { return false; }
 
     const models::Hparams& hp_;
 
@@ -153,6 +168,7 @@ private:
               std::span<const std::span<const int32_t>> trees, int64_t n_long, KvCache& kv);
 
     PassLayout layout_;
+    std::vector<std::pair<int64_t, int64_t>> deferred_;  // (row of logits, row of the last pass) not yet computed
 };
 
 }  // namespace strata::runtime

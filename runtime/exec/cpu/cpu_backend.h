@@ -63,6 +63,7 @@ private:
     void compute(const PassLayout& pass, KvCache& kv) override;
     void head(std::span<const int64_t> rows, float* logits, int64_t n_long) override;
     void hidden(std::span<const int64_t> rows, float* out) override;
+    bool defers_verify_head() const override { return true; }  // the final hidden states stay in Act::X
     // Layer il's program, for the KV cache's context.
     const LayerProgram& program(int il, const KvCache& kv);
     Rows pass_rows(const PassLayout& p);

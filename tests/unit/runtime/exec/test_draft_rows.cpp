@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <tuple>
 
 #include "core/error.h"
@@ -125,6 +126,48 @@ TEST_CASE("draft tree: every node's logits are plain decoding's down its path; t
     CHECK(same_bits(next, decoded(engine, prompt, text)));
     engine.free_seq(seq);
     CHECK(engine.kv().pool().n_used() == 0);
+}
+
+TEST_CASE("draft tree with its head deferred: the likeliest path's rows at once, the others as asked, the same bits", "[unit][spec]") {
+    Engine engine(test::engine_options(test::tiny_llama_path(), 512));
+    const auto [prompt, tokens] = tree_text(engine);
+    const auto V = size_t(engine.hparams().n_vocab);
+    auto run_tree = [&](bool defer) {
+        const SeqId seq = engine.create_seq();
+        const SeqTokens p{seq, prompt};
+        engine.eval_batch({&p, 1});
+        const SeqTokens tree{seq, tokens, PassOutput::Verify, kParent, defer};
+        return std::pair{seq, engine.eval_batch({&tree, 1})};
+    };
+    const auto [eager_seq, eager_rows] = run_tree(false);
+    const std::vector<float> eager(eager_rows.begin(), eager_rows.end());
+    engine.free_seq(eager_seq);
+
+    const auto [seq, rows] = run_tree(true);
+    // The first child at each node from the root, as many rows as a decode step computes together.
+    const std::vector<int32_t> likely{0, 1, 3, 10};
+    REQUIRE(int64_t(likely.size()) == Backend::kDecodeRows);
+    auto row = [&](std::span<const float> all, size_t i) { return all.subspan(i * V, V); };
+    for (size_t i = 0; i < kParent.size(); ++i) {
+        INFO("node " << i);
+        const bool on = std::find(likely.begin(), likely.end(), int32_t(i)) != likely.end();
+        CHECK(engine.deferred(int64_t(i)) == !on);
+        if (on) CHECK(same_bits(row(rows, i), row(eager, i)));
+        else CHECK(std::all_of(row(rows, i).begin(), row(rows, i).end(), [](float x) { return x == 0.0f; }));
+    }
+    const std::vector<int64_t> two{2, 8};
+    engine.head_deferred(two);
+    CHECK_FALSE(engine.deferred(2));
+    CHECK(engine.deferred(5));
+    std::vector<int64_t> all(kParent.size());
+    std::iota(all.begin(), all.end(), 0);
+    engine.head_deferred(all);
+    for (size_t i = 0; i < kParent.size(); ++i) {
+        INFO("node " << i);
+        CHECK_FALSE(engine.deferred(int64_t(i)));
+        CHECK(same_bits(row(rows, i), row(eager, i)));
+    }
+    engine.free_seq(seq);
 }
 
 namespace {
