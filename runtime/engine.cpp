@@ -240,6 +240,10 @@ int Engine::n_threads() const { return pool_->n_threads(); }
 SeqId Engine::create_seq() { return kv_->create_seq(); }
 void Engine::free_seq(SeqId seq) { kv_->free_seq(seq); }
 int Engine::attach_prefix(SeqId seq, std::span<const int32_t> tokens) { return kv_->attach_prefix(seq, tokens); }
+int Engine::unshare(SeqId seq) {
+    backend_->copy_blocks(kv_->unshare(seq));
+    return kv_->seq_len(seq);
+}
 
 std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
     for (const SeqTokens& e : batch)

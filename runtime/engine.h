@@ -162,6 +162,12 @@ public:
     SeqId create_seq();
     void free_seq(SeqId seq);
     int attach_prefix(SeqId seq, std::span<const int32_t> tokens);
+    // Whether unshare can copy blocks here: every KV layer in DRAM (none spilled to disk).
+    bool copies_blocks() const { return kv_->n_spilled() == 0; }
+    // After attach_prefix, where copies_blocks: the sequence's copies of the blocks it shares,
+    // wherever the backend keeps their keys and values (KvCache::unshare, Backend::copy_blocks).
+    // Returns the positions it keeps.
+    int unshare(SeqId seq);
     // Runs every entry's tokens (distinct sequences) after their sequences' last positions, in
     // passes of up to Backend::kMaxUbatch tokens, and returns the logits Backend::eval_batch
     // writes (a Logits entry's last token, every token of an AllLogits entry, in entry order).

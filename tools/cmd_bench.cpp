@@ -150,16 +150,22 @@ int run_bench(const BenchOptions& o) {
     // Every test runs through the scheduler, `batch` requests at once. A sequence at depth D
     // starts with D random positions that an untimed request computed first, attached from the
     // prefix cache (whole blocks: a depth's last partial block is computed again in the test).
+    // With a batch, one prefill computes the depth (drawn once per run) for every sequence, and
+    // each attaches a copy of those blocks of its own (Request::own_prefix): its decode reads
+    // and moves its own KV as after a prefill of its own, at 1/B of the fill's cost (a fill of
+    // 16 x 32k positions takes an hour on 2 cores). Where the engine cannot copy blocks (KV
+    // spilled to disk), each sequence's depth is a prefill of its own, as with -b 1.
+    const bool one_fill = o.batch > 1 && o.depth > 0 && engine.copies_blocks();
     runtime::SchedulerOptions so{o.batch, o.batch};
     const auto draft = o.m.load_draft_model(engine);
     so.spec = o.m.spec_options(draft.get());
     runtime::Scheduler scheduler(engine, so);
     std::vector<std::vector<int32_t>> depth(o.batch);
-    // Runs one request per sequence (its depth, then `fresh` new random tokens, generating
-    // n_predict more) and returns each one's result.
-    auto run_all = [&](int fresh, int n_predict) {
-        std::vector<runtime::GenerateResult> results(o.batch);
-        for (int i = 0; i < o.batch; ++i) {
+    // Runs one request for each of the first n_seq sequences (its depth, then `fresh` new random
+    // tokens, generating n_predict more) and returns each one's result.
+    auto run_all = [&](int fresh, int n_predict, int n_seq) {
+        std::vector<runtime::GenerateResult> results(n_seq);
+        for (int i = 0; i < n_seq; ++i) {
             runtime::Request r;
             r.prompt = depth[i];
             const auto more = random_tokens(fresh);
@@ -167,6 +173,7 @@ int run_bench(const BenchOptions& o) {
             r.params.n_predict = n_predict;
             r.params.ignore_eos = true;
             r.params.sampler.temperature = 0;
+            r.own_prefix = one_fill;
             r.on_done = [&results, i](const runtime::GenerateResult& res) { results[i] = res; };
             scheduler.submit(std::move(r));
         }
@@ -176,14 +183,19 @@ int run_bench(const BenchOptions& o) {
         return results;
     };
     auto start_test = [&] {
+        if (one_fill) {
+            if (depth[0].empty()) depth.assign(o.batch, random_tokens(o.depth));
+            run_all(0, 0, 1);  // later tests find it cached but for its last block
+            return;
+        }
         for (auto& d : depth) d = random_tokens(o.depth);
-        if (o.depth > 0) run_all(0, 0);
+        if (o.depth > 0) run_all(0, 0, o.batch);
     };
     // pp: each sequence's n prompt tokens, from submission to the last request's end.
     auto run_pp = [&](int n) {
         start_test();
         const auto t0 = Clock::now();
-        run_all(n, 0);
+        run_all(n, 0, o.batch);
         return std::chrono::duration<double>(Clock::now() - t0).count();
     };
     uint64_t streamed = 0;  // bytes the last tg run read from disk
@@ -194,7 +206,7 @@ int run_bench(const BenchOptions& o) {
         start_test();
         const uint64_t read0 = engine.weights().stats().bytes_read;
         double seconds = 0;
-        for (const auto& r : run_all(1, n + 1)) {
+        for (const auto& r : run_all(1, n + 1, o.batch)) {
             seconds = std::max(seconds, r.decode_seconds * n / std::max(1, r.decode_tokens()));
             decoded += r.decode_tokens(), passes += r.n_decode_evals, drafted += r.n_drafted, accepted += r.n_accepted;
         }
