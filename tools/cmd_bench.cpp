@@ -132,7 +132,8 @@ int run_bench(const BenchOptions& o) {
     eo.n_prompt = o.depth + std::max(1, o.n_prompt);
     eo.n_predict = std::max(1, o.n_gen);
     if (eo.n_ctx == 0) eo.n_ctx = std::max(16, eo.n_prompt + eo.n_predict + 1);
-    eo.kv_positions = o.batch * eo.n_ctx;  // every sequence its whole context
+    // Every sequence its whole context, in whole blocks (else the last one waits for room).
+    eo.kv_positions = o.batch * runtime::KvCache::blocks_for(eo.n_ctx) * runtime::KvCache::kBlockSize;
     runtime::Engine engine(eo);
     if (n_held > engine.n_ctx())
         throw UsageError(fmt::format("-d {} + -p {} / -n {} do not fit the context of {}", o.depth, o.n_prompt, o.n_gen,
