@@ -129,6 +129,8 @@ public:
     // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
     std::string_view backend_name() const { return backend_->name(); }
+    // Where the device backend keeps the KV cache of the layers it computes; none on the CPU.
+    std::optional<KvPlacement> kv_placement() const { return kv_on_; }
     // Whether a pass verifies draft trees, else chains only (Backend::verifies_trees).
     bool verifies_trees() const { return Backend::verifies_trees(*kv_); }
     // After a pass that verified `seq`'s draft tree: the kept path (nodes at slots seq_len +
@@ -196,6 +198,7 @@ private:
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Backend> backend_;
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's
+    std::optional<KvPlacement> kv_on_;  // with a device backend
     storage::Reservation working_;
     storage::Reservation batch_logits_;  // grows with the largest batch eval_batch has run
     bool warned_logits_ = false;

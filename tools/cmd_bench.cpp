@@ -304,6 +304,8 @@ int run_bench(const BenchOptions& o) {
                                 {"stddev_ts", stddev(r.ts)},
                                 {"samples_ts", r.ts},
                                 {"profile", engine.placement().hw_source}};
+            // With a device: where its layers' KV cache is, and so who attends to it.
+            if (const auto kv_on = engine.kv_placement()) j["kv_cache"] = std::string(runtime::kv_placement_name(*kv_on));
             if (!r.streamed_gbps.empty()) {
                 j["weight_bytes_per_token"] = token_bytes;
                 j["weights_gbps"] = weights_gbps(r);
