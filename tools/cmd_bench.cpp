@@ -8,7 +8,8 @@
 // With -b B, B requests run together (pp: their prompts in the same passes; tg: one token of
 // each per step) and t/s is the aggregate, B x P (or N) / seconds; with -d D each sequence
 // first holds D random positions (computed untimed, attached from the prefix cache), as
-// llama-bench's -d. The plan is made for this batch and its prompt of depth + P tokens; below
+// llama-bench's -d (for tg with a batch, one prefill's, copied into each sequence's own
+// blocks). The plan is made for this batch and its prompt of depth + P tokens; below
 // the table: its prediction for the same runs (runtime/place/placement.h).
 // For tg it also reports the memory speed decode reached: weight bytes per token x t/s against
 // the profile's DRAM read rate, and, when layers stream from disk (--dram below the model),
@@ -151,12 +152,15 @@ int run_bench(const BenchOptions& o) {
     // Every test runs through the scheduler, `batch` requests at once. A sequence at depth D
     // starts with D random positions that an untimed request computed first, attached from the
     // prefix cache (whole blocks: a depth's last partial block is computed again in the test).
-    // With a batch, one prefill computes the depth (drawn once per run) for every sequence, and
-    // each attaches a copy of those blocks of its own (Request::own_prefix): its decode reads
-    // and moves its own KV as after a prefill of its own, at 1/B of the fill's cost (a fill of
-    // 16 x 32k positions takes an hour on 2 cores). Where the engine cannot copy blocks (KV
-    // spilled to disk), each sequence's depth is a prefill of its own, as with -b 1.
-    const bool one_fill = o.batch > 1 && o.depth > 0 && engine.copies_blocks();
+    // For tg with a batch, one prefill computes the depth (drawn once per run) for every
+    // sequence, and each attaches a copy of those blocks of its own (Request::own_prefix): its
+    // decode reads and moves its own KV as after a prefill of its own, at 1/B of the fill's cost
+    // (a fill of 16 x 32k positions takes an hour on 2 cores). The copies are made as the
+    // requests are admitted, which pp's time includes and tg's (each sequence's decode) does
+    // not: pp, and an engine that cannot copy blocks (KV spilled to disk), fill each
+    // sequence's depth with a prefill of its own, as with -b 1.
+    const bool can_fill_once = o.batch > 1 && o.depth > 0 && engine.copies_blocks();
+    bool one_fill = false;  // the test being run fills its depth once
     runtime::SchedulerOptions so{o.batch, o.batch};
     const auto draft = o.m.load_draft_model(engine);
     so.spec = o.m.spec_options(draft.get());
@@ -183,9 +187,10 @@ int run_bench(const BenchOptions& o) {
             if (r.stop_reason == "error") throw Error(fmt::format("bench: a request failed: {}", r.error));
         return results;
     };
-    auto start_test = [&] {
+    auto start_test = [&](bool fill_once) {
+        one_fill = fill_once && can_fill_once;
         if (one_fill) {
-            if (depth[0].empty()) depth.assign(o.batch, random_tokens(o.depth));
+            if (depth[0].empty() || depth[0] != depth[1]) depth.assign(o.batch, random_tokens(o.depth));
             run_all(0, 0, 1);  // later tests find it cached but for its last block
             return;
         }
@@ -194,7 +199,7 @@ int run_bench(const BenchOptions& o) {
     };
     // pp: each sequence's n prompt tokens, from submission to the last request's end.
     auto run_pp = [&](int n) {
-        start_test();
+        start_test(false);
         const auto t0 = Clock::now();
         run_all(n, 0, o.batch);
         return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -204,7 +209,7 @@ int run_bench(const BenchOptions& o) {
     // tg: n tokens after the first (which one prompt token's pass gives), one a pass or more
     // where drafts are kept (--spec): the decode of the slowest sequence.
     auto run_tg = [&](int n) {
-        start_test();
+        start_test(true);
         const uint64_t read0 = engine.weights().stats().bytes_read;
         double seconds = 0;
         for (const auto& r : run_all(1, n + 1, o.batch)) {
