@@ -7,9 +7,11 @@ copied in per layer: a batch decoding at depth, the two measured in alternating 
 
 For each depth it runs `strata bench -b BATCH -d DEPTH -p 0 -n N_GEN -r 1 --spec off --json` with
 `--attention cpu` (the KV cache in DRAM, the CPU attending to one sub-batch while the device runs
-the other's matmuls) and `--attention gpu` (the same KV cache in DRAM, each layer's blocks copied
-in) in turn, K rounds, and prints the medians measured and predicted for each, the ratio of CPU
-attention to device attention, and the load average while they ran (the machine may be shared).
+the other's matmuls) and `--attention gpu` (the device attending: to the KV cache in its memory
+where the plan holds it there, else in DRAM with each layer's blocks copied in; the last column
+says which) in turn, K rounds, and prints the medians measured and predicted for each, the ratio
+of CPU attention to device attention, and the load average while they ran (the machine may be
+shared).
 The synthetic 1.1B of the benchmarks: `bench/make_synthetic_gguf.py --shape tinyllama-1.1b`.
 """
 from __future__ import annotations
@@ -51,9 +53,9 @@ def main() -> None:
     a = ap.parse_args()
     print(f"model {os.path.basename(a.model)}, batch {a.batch}, --device {a.device}"
           + (f" --gpu-mem {a.gpu_mem}" if a.gpu_mem else "") + (f" --sim-link {a.link}" if a.device == "sim" else ""))
-    print("| depth | CPU attention t/s | predicted | device attention (KV copied in) t/s | predicted | CPU / device "
-          "| load average |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| depth | CPU attention t/s | predicted | measured / predicted | device attention t/s | predicted "
+          "| measured / predicted | CPU / device | load average | the device's KV cache |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for depth in (int(d) for d in a.depths.split(",")):
         runs: dict[str, list[dict]] = {"cpu": [], "gpu": []}
         loads = []
@@ -64,8 +66,10 @@ def main() -> None:
                 loads.append(os.getloadavg()[0])
         med = {s: statistics.median(r["avg_ts"] for r in rows) for s, rows in runs.items()}
         pred = {s: statistics.median(r["predicted_ts"] for r in rows) for s, rows in runs.items()}
-        print(f"| {depth} | {med['cpu']:.1f} | {pred['cpu']:.1f} | {med['gpu']:.1f} | {pred['gpu']:.1f} "
-              f"| {med['cpu'] / med['gpu']:.2f} | {statistics.median(loads):.1f} |")
+        where = runs["gpu"][0].get("kv_cache", "?")
+        print(f"| {depth} | {med['cpu']:.1f} | {pred['cpu']:.1f} | {med['cpu'] / pred['cpu']:.2f} | {med['gpu']:.1f} "
+              f"| {pred['gpu']:.1f} | {med['gpu'] / pred['gpu']:.2f} | {med['cpu'] / med['gpu']:.2f} "
+              f"| {statistics.median(loads):.1f} | {where} |")
 
 
 if __name__ == "__main__":

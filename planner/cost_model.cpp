@@ -256,12 +256,15 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
     c.bytes[tier_index(tier)] = cap;
 
     if (attention == Device::Gpu) {
-        // As measured at a few depths; else the simulated device runs the CPU's attention kernel
-        // on its own threads; else a catalog GPU's bandwidth and FLOPS.
+        // The simulated device runs the CPU's attention kernel on its own threads: the CPU's tile
+        // model prices it for this model's heads (the probe's points are one reference layer's,
+        // whose time per byte a narrower head or a smaller group of query heads does not keep:
+        // SmolLM2's took 1.6x its bytes' share); a GPU as measured at a few depths; else a catalog
+        // GPU's bandwidth and FLOPS.
         const DeviceOps* o = ops();
-        c.decode[G] = o && !o->attention.empty() ? m_ * o->attention_s(mb_ * ctx_avg_ * kvb_)
-                      : sim_attention()          ? m_ * cpu_decode_attention_s(hw_.gpu->sim_threads, mb_)
-                                                 : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
+        c.decode[G] = sim_attention()                ? m_ * cpu_decode_attention_s(hw_.gpu->sim_threads, mb_)
+                      : o && !o->attention.empty() ? m_ * o->attention_s(mb_ * ctx_avg_ * kvb_)
+                                                     : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
         if (act) c.decode[G] += std::max(recompute_flops / gpu_flops_, read / gpu_bw_), c.gpu_staging += mb_ * ctx_max_ * kvb_;
         if (tier != Tier::Gpu) {
             // Streamed to the GPU each step, one micro-batch at a time; new entries go back.

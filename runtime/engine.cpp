@@ -180,6 +180,7 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
     co.op_offload_rows = placement_->op_offload_rows;
     try {
         backend_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
+        kv_on_ = kv_on;
     } catch (const DeviceOutOfMemory& e) {
         // The device's memory cannot hold what the plan put there (taken by another program
         // since it was measured): every layer on the CPU, read into DRAM (the host's KV cache
@@ -242,6 +243,10 @@ int Engine::n_threads() const { return pool_->n_threads(); }
 SeqId Engine::create_seq() { return kv_->create_seq(); }
 void Engine::free_seq(SeqId seq) { kv_->free_seq(seq); }
 int Engine::attach_prefix(SeqId seq, std::span<const int32_t> tokens) { return kv_->attach_prefix(seq, tokens); }
+int Engine::unshare(SeqId seq) {
+    backend_->copy_blocks(kv_->unshare(seq));
+    return kv_->seq_len(seq);
+}
 
 void Engine::head_deferred(std::span<const int64_t> logit_rows) {
     pool_->run([&] { backend_->head_deferred(logit_rows, logits_); });

@@ -129,6 +129,8 @@ public:
     // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
     std::string_view backend_name() const { return backend_->name(); }
+    // Where the device backend keeps the KV cache of the layers it computes; none on the CPU.
+    std::optional<KvPlacement> kv_placement() const { return kv_on_; }
     // Whether a pass verifies draft trees, else chains only (Backend::verifies_trees).
     bool verifies_trees() const { return Backend::verifies_trees(*kv_); }
     // After a pass that verified `seq`'s draft tree: the kept path (nodes at slots seq_len +
@@ -162,6 +164,12 @@ public:
     SeqId create_seq();
     void free_seq(SeqId seq);
     int attach_prefix(SeqId seq, std::span<const int32_t> tokens);
+    // Whether unshare can copy blocks here: every KV layer in DRAM (none spilled to disk).
+    bool copies_blocks() const { return kv_->n_spilled() == 0; }
+    // After attach_prefix, where copies_blocks: the sequence's copies of the blocks it shares,
+    // wherever the backend keeps their keys and values (KvCache::unshare, Backend::copy_blocks).
+    // Returns the positions it keeps.
+    int unshare(SeqId seq);
     // Runs every entry's tokens (distinct sequences) after their sequences' last positions, in
     // passes of up to Backend::kMaxUbatch tokens, and returns the logits Backend::eval_batch
     // writes (a Logits entry's last token, every token of an AllLogits entry, in entry order).
@@ -194,6 +202,7 @@ private:
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Backend> backend_;
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's
+    std::optional<KvPlacement> kv_on_;  // with a device backend
     storage::Reservation working_;
     storage::Reservation batch_logits_;  // grows with the largest batch eval_batch has run
     bool warned_logits_ = false;

@@ -205,7 +205,8 @@ void Scheduler::admit() {
         const SeqId seq = engine_.create_seq();
         // Pooling over every token, or scoring it, needs every token's outputs: nothing is attached.
         const bool attach = (!j.request.embed || *j.request.embed == Pooling::Last) && !j.request.on_prompt_logits;
-        const int cached = attach ? engine_.attach_prefix(seq, prompt) : 0;
+        int cached = attach ? engine_.attach_prefix(seq, prompt) : 0;
+        if (cached > 0 && j.request.own_prefix && engine_.copies_blocks()) cached = engine_.unshare(seq);
         // Admitted when its context and first token fit beside what the running sequences
         // need for their next token; when they grow past the pool, the youngest is preempted.
         if (kv.pool().n_free() - outstanding_blocks() < kv.blocks_needed(seq, static_cast<int32_t>(prompt.size()) + 1)) {

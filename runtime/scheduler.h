@@ -42,6 +42,10 @@ struct Request {
     // Admitted only once that request (submitted before) has its prompt in the KV cache, so
     // that this one attaches its blocks instead of computing them again (n choices of a prompt).
     uint64_t after_prefill_of = 0;
+    // Its sequence copies the cached blocks it attaches where another sequence holds them
+    // (Engine::unshare), so that it reads and moves KV of its own: a batch at one depth filled
+    // by one prefill (`strata bench -d`). Ignored where the engine cannot copy blocks.
+    bool own_prefix = false;
     // Each piece of text as soon as it is ready (stop strings held back), on the scheduler's
     // thread: keep it short. Returning false cancels the request.
     std::function<bool(std::string_view)> on_text;

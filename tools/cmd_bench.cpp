@@ -8,7 +8,8 @@
 // With -b B, B requests run together (pp: their prompts in the same passes; tg: one token of
 // each per step) and t/s is the aggregate, B x P (or N) / seconds; with -d D each sequence
 // first holds D random positions (computed untimed, attached from the prefix cache), as
-// llama-bench's -d. The plan is made for this batch and its prompt of depth + P tokens; below
+// llama-bench's -d (for tg with a batch, one prefill's, copied into each sequence's own
+// blocks). The plan is made for this batch and its prompt of depth + P tokens; below
 // the table: its prediction for the same runs (runtime/place/placement.h).
 // For tg it also reports the memory speed decode reached: weight bytes per token x t/s against
 // the profile's DRAM read rate, and, when layers stream from disk (--dram below the model),
@@ -132,7 +133,8 @@ int run_bench(const BenchOptions& o) {
     eo.n_prompt = o.depth + std::max(1, o.n_prompt);
     eo.n_predict = std::max(1, o.n_gen);
     if (eo.n_ctx == 0) eo.n_ctx = std::max(16, eo.n_prompt + eo.n_predict + 1);
-    eo.kv_positions = o.batch * eo.n_ctx;  // every sequence its whole context
+    // Every sequence its whole context, in whole blocks (else the last one waits for room).
+    eo.kv_positions = o.batch * runtime::KvCache::blocks_for(eo.n_ctx) * runtime::KvCache::kBlockSize;
     runtime::Engine engine(eo);
     if (n_held > engine.n_ctx())
         throw UsageError(fmt::format("-d {} + -p {} / -n {} do not fit the context of {}", o.depth, o.n_prompt, o.n_gen,
@@ -150,16 +152,25 @@ int run_bench(const BenchOptions& o) {
     // Every test runs through the scheduler, `batch` requests at once. A sequence at depth D
     // starts with D random positions that an untimed request computed first, attached from the
     // prefix cache (whole blocks: a depth's last partial block is computed again in the test).
+    // For tg with a batch, one prefill computes the depth (drawn once per run) for every
+    // sequence, and each attaches a copy of those blocks of its own (Request::own_prefix): its
+    // decode reads and moves its own KV as after a prefill of its own, at 1/B of the fill's cost
+    // (a fill of 16 x 32k positions takes an hour on 2 cores). The copies are made as the
+    // requests are admitted, which pp's time includes and tg's (each sequence's decode) does
+    // not: pp, and an engine that cannot copy blocks (KV spilled to disk), fill each
+    // sequence's depth with a prefill of its own, as with -b 1.
+    const bool can_fill_once = o.batch > 1 && o.depth > 0 && engine.copies_blocks();
+    bool one_fill = false;  // the test being run fills its depth once
     runtime::SchedulerOptions so{o.batch, o.batch};
     const auto draft = o.m.load_draft_model(engine);
     so.spec = o.m.spec_options(draft.get());
     runtime::Scheduler scheduler(engine, so);
     std::vector<std::vector<int32_t>> depth(o.batch);
-    // Runs one request per sequence (its depth, then `fresh` new random tokens, generating
-    // n_predict more) and returns each one's result.
-    auto run_all = [&](int fresh, int n_predict) {
-        std::vector<runtime::GenerateResult> results(o.batch);
-        for (int i = 0; i < o.batch; ++i) {
+    // Runs one request for each of the first n_seq sequences (its depth, then `fresh` new random
+    // tokens, generating n_predict more) and returns each one's result.
+    auto run_all = [&](int fresh, int n_predict, int n_seq) {
+        std::vector<runtime::GenerateResult> results(n_seq);
+        for (int i = 0; i < n_seq; ++i) {
             runtime::Request r;
             r.prompt = depth[i];
             const auto more = random_tokens(fresh);
@@ -167,6 +178,7 @@ int run_bench(const BenchOptions& o) {
             r.params.n_predict = n_predict;
             r.params.ignore_eos = true;
             r.params.sampler.temperature = 0;
+            r.own_prefix = one_fill;
             r.on_done = [&results, i](const runtime::GenerateResult& res) { results[i] = res; };
             scheduler.submit(std::move(r));
         }
@@ -175,15 +187,21 @@ int run_bench(const BenchOptions& o) {
             if (r.stop_reason == "error") throw Error(fmt::format("bench: a request failed: {}", r.error));
         return results;
     };
-    auto start_test = [&] {
+    auto start_test = [&](bool fill_once) {
+        one_fill = fill_once && can_fill_once;
+        if (one_fill) {
+            if (depth[0].empty() || depth[0] != depth[1]) depth.assign(o.batch, random_tokens(o.depth));
+            run_all(0, 0, 1);  // later tests find it cached but for its last block
+            return;
+        }
         for (auto& d : depth) d = random_tokens(o.depth);
-        if (o.depth > 0) run_all(0, 0);
+        if (o.depth > 0) run_all(0, 0, o.batch);
     };
     // pp: each sequence's n prompt tokens, from submission to the last request's end.
     auto run_pp = [&](int n) {
-        start_test();
+        start_test(false);
         const auto t0 = Clock::now();
-        run_all(n, 0);
+        run_all(n, 0, o.batch);
         return std::chrono::duration<double>(Clock::now() - t0).count();
     };
     uint64_t streamed = 0;  // bytes the last tg run read from disk
@@ -191,10 +209,10 @@ int run_bench(const BenchOptions& o) {
     // tg: n tokens after the first (which one prompt token's pass gives), one a pass or more
     // where drafts are kept (--spec): the decode of the slowest sequence.
     auto run_tg = [&](int n) {
-        start_test();
+        start_test(true);
         const uint64_t read0 = engine.weights().stats().bytes_read;
         double seconds = 0;
-        for (const auto& r : run_all(1, n + 1)) {
+        for (const auto& r : run_all(1, n + 1, o.batch)) {
             seconds = std::max(seconds, r.decode_seconds * n / std::max(1, r.decode_tokens()));
             decoded += r.decode_tokens(), passes += r.n_decode_evals, drafted += r.n_drafted, accepted += r.n_accepted;
         }
@@ -291,6 +309,8 @@ int run_bench(const BenchOptions& o) {
                                 {"stddev_ts", stddev(r.ts)},
                                 {"samples_ts", r.ts},
                                 {"profile", engine.placement().hw_source}};
+            // With a device: where its layers' KV cache is, and so who attends to it.
+            if (const auto kv_on = engine.kv_placement()) j["kv_cache"] = std::string(runtime::kv_placement_name(*kv_on));
             if (!r.streamed_gbps.empty()) {
                 j["weight_bytes_per_token"] = token_bytes;
                 j["weights_gbps"] = weights_gbps(r);

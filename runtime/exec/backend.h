@@ -134,6 +134,9 @@ public:
     // the keys and values the backend holds of its own (a device's cache) move as that call
     // moves the cache's.
     virtual void keep_path(const KvCache& kv, SeqId seq, std::span<const int64_t> slots) {}
+    // After KvCache::unshare: the blocks it copied, copied as well where the backend holds
+    // keys and values (or saved hidden states) of its own.
+    virtual void copy_blocks(std::span<const KvCache::BlockCopy> copies) {}
 
     static constexpr int64_t kMaxUbatch = 256;  // tokens per pass: bounds activation memory
     // Segments of at most this many tokens, and Verify entries, are decode steps: the CPU runs

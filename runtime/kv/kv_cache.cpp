@@ -161,19 +161,24 @@ int32_t KvCache::allocate_block() {
     return b;
 }
 
-void KvCache::copy_block(int32_t block, bool to_staging) {
-    std::byte* at = prefix_spill_->staging().data();
-    auto copy = [&](std::byte* p, int64_t bytes) {
-        to_staging ? std::memcpy(at, p, size_t(bytes)) : std::memcpy(p, at, size_t(bytes));
-        at += bytes;
-    };
+std::vector<std::span<std::byte>> KvCache::block_parts(int32_t block) {
+    std::vector<std::span<std::byte>> parts;
     for (int32_t il = 0; il < n_layer_; ++il) {
         if (rebuilt(il)) {
-            copy(hidden(il, block), hidden_block_bytes_);
+            parts.emplace_back(hidden(il, block), size_t(hidden_block_bytes_));
             continue;
         }
-        copy(k(il, block), resident_block_bytes_);
-        copy(v(il, block), resident_block_bytes_);
+        parts.emplace_back(k(il, block), size_t(resident_block_bytes_));
+        parts.emplace_back(v(il, block), size_t(resident_block_bytes_));
+    }
+    return parts;
+}
+
+void KvCache::copy_block(int32_t block, bool to_staging) {
+    std::byte* at = prefix_spill_->staging().data();
+    for (const std::span<std::byte> part : block_parts(block)) {
+        to_staging ? std::memcpy(at, part.data(), part.size()) : std::memcpy(part.data(), at, part.size());
+        at += part.size();
     }
 }
 
@@ -211,6 +216,27 @@ int32_t KvCache::attach_prefix(SeqId id, std::span<const int32_t> tokens) {
         parent = key.hash;
     }
     return static_cast<int32_t>(s.tokens.size());
+}
+
+std::vector<KvCache::BlockCopy> KvCache::unshare(SeqId id) {
+    STRATA_ASSERT(n_spilled() == 0);
+    Seq& s = seq(id);
+    std::vector<BlockCopy> copies;
+    for (size_t i = 0; i < s.blocks.size(); ++i) {
+        const int32_t from = s.blocks[i];
+        if (pool_.ref_count(from) == 1) continue;
+        const int32_t to = allocate_block();
+        if (to < 0) {
+            truncate_seq(id, static_cast<int32_t>(i) * kBlockSize);
+            break;
+        }
+        const auto src = block_parts(from), dst = block_parts(to);
+        for (size_t p = 0; p < src.size(); ++p) std::memcpy(dst[p].data(), src[p].data(), src[p].size());
+        release_block(from);
+        s.blocks[i] = to;
+        copies.push_back({from, to});
+    }
+    return copies;
 }
 
 int32_t KvCache::blocks_needed(SeqId id, int32_t n_total) const {

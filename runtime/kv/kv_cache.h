@@ -93,6 +93,18 @@ public:
     // blocks only and never all of `tokens` (the last one must be evaluated for its logits).
     // Returns the positions attached.
     int32_t attach_prefix(SeqId seq, std::span<const int32_t> tokens);
+    // A block of the sequence's that it shared, and the copy it holds instead (unshare).
+    struct BlockCopy {
+        int32_t from, to;
+    };
+    // Gives the sequence a copy of its own, in every layer, of each block another sequence
+    // also holds (attached from the prefix cache while another had it), so that it reads and
+    // writes only its own blocks: a batch at one depth from one prefill (`strata bench -d`).
+    // Copies are not published (the originals stay cached). Every layer must be in DRAM (none
+    // spilled). Stops at the first block the pool cannot copy, and the sequence keeps only
+    // the positions before it (the caller computes the rest). Returns the copies made, in
+    // order, for a backend that holds KV of its own (Backend::copy_blocks).
+    std::vector<BlockCopy> unshare(SeqId seq);
     // Blocks the sequence still needs so that it holds `n_total` positions.
     int32_t blocks_needed(SeqId seq, int32_t n_total) const;
     // Allocates the blocks for n more positions; false when the pool has too few free blocks
@@ -142,8 +154,9 @@ private:
     const Seq& seq(SeqId id) const;
     int32_t allocate_block();
     void release_block(int32_t block);
-    // A block's bytes in every layer (K and V, or a rebuilt layer's saved rows), to or from
-    // the prefix spill's staging.
+    // A block's bytes in every layer (K and V, or a rebuilt layer's saved rows), in one order.
+    std::vector<std::span<std::byte>> block_parts(int32_t block);
+    // Those bytes to or from the prefix spill's staging.
     void copy_block(int32_t block, bool to_staging);
     // A block holding the KV of `key` read back from the prefix spill, or -1.
     int32_t restore_block(const BlockKey& key);

@@ -20,6 +20,7 @@
 #include "runtime/place/placement.h"
 #include "runtime/scheduler.h"
 #include "runtime/weights/weight_store.h"
+#include "tests/support/depth_batch.h"
 #include "tests/support/device_plans.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/generate.h"
@@ -274,6 +275,41 @@ TEST_CASE("sim device: batches with the CPU's attention overlapped give each seq
             const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
             CHECK((trace.find("\"layer 1 B\"") != std::string::npos) == (max_batch > 1));
             if (max_batch == 1) CHECK(trace.find("\"layer 1\"") != std::string::npos);  // one sub-batch
+        }
+    }
+}
+
+// `strata bench -d` with a batch: one prefill of the depth, every sequence with its own copy of
+// its blocks, in the device's cache (Backend::copy_blocks) or in DRAM copied in per layer.
+TEST_CASE("sim device: a batch at one depth from one prefill gives each sequence's CPU tokens", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    const int n = 8;
+    Engine cpu(options(*path, DeviceKind::Cpu));
+    const std::vector<int32_t> depth = staggered_prompts(cpu, {40})[0];
+    const std::vector<std::vector<int32_t>> tails{cpu.tokenizer().encode(" river", false, false),
+                                                  cpu.tokenizer().encode(" mill", false, false),
+                                                  cpu.tokenizer().encode(" road north", false, false)};
+    std::vector<std::vector<int32_t>> want;
+    for (const auto& tail : tails) {
+        auto prompt = depth;
+        prompt.insert(prompt.end(), tail.begin(), tail.end());
+        want.push_back(test::generate(cpu, prompt, test::greedy(n, true)).tokens);
+    }
+    const planner::Plan made = plan_of(options(*path, DeviceKind::Sim, AttentionChoice::Gpu));
+    for (bool kv_on_device : {true, false}) {
+        INFO((kv_on_device ? "KV on the device" : "KV in DRAM, copied in"));
+        EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Gpu);
+        o.kv_positions = 1024;
+        o.plan = all_on_device(made);
+        if (!kv_on_device)
+            for (auto& l : o.plan->layers) l.kv = KvOption::Dram;
+        Engine e(o);
+        const test::DepthBatch got = test::after_one_fill(e, depth, tails, n, true);
+        CHECK(got.max_holders == 1);
+        for (size_t i = 0; i < tails.size(); ++i) {
+            INFO("sequence " << i);
+            CHECK(got.results[i].tokens == want[i]);
         }
     }
 }

@@ -66,6 +66,28 @@ void DeviceBackend::keep_path(const KvCache& kv, SeqId seq, std::span<const int6
     }
 }
 
+void DeviceBackend::copy_blocks(std::span<const KvCache::BlockCopy> copies) {
+    Impl& m = *impl_;
+    if (copies.empty()) return;
+    for (int il = 0; il < hp_.n_layer; ++il) {
+        if (m.kv_of(il) != KvPlacement::Device) continue;  // the host cache's blocks: KvCache::unshare
+        // A rebuilt layer's saved hidden states, else its keys and values (MLA: keys only).
+        const int32_t hidden = m.hidden_slot[size_t(il)];
+        std::vector<std::pair<gpu::DeviceBuffer*, int64_t>> caches;
+        if (hidden >= 0) {
+            caches.emplace_back(&m.hidden[size_t(hidden)], KvCache::kBlockSize * m.hidden_row_bytes);
+        } else {
+            const int32_t slot = m.kv_slot[size_t(il)];
+            for (gpu::DeviceBuffer* cache : {&m.kv_k[size_t(slot)], &m.kv_v[size_t(slot)]})
+                if (cache->data()) caches.emplace_back(cache, m.kv_block_bytes);
+        }
+        for (const auto& [cache, block_bytes] : caches)
+            for (const KvCache::BlockCopy& c : copies)
+                m.dev->copy_d2d(cache->as<std::byte>() + c.to * block_bytes, cache->as<std::byte>() + c.from * block_bytes,
+                                size_t(block_bytes), *m.compute);  // before the passes that read them
+    }
+}
+
 // Attention into `attn`: the KV cache on the device (its rows stored by the program's StoreKv,
 // rebuilt ones recomputed first), or the host cache's blocks the pass reads copied in.
 void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const DevLayer& l, const PassLayout& p, KvCache& kv,

@@ -117,6 +117,58 @@ TEST_CASE("kv cache: prefix blocks evicted from DRAM come back from disk with th
     CHECK(std::filesystem::is_empty(test::temp_path("prefix_spill")));  // the file is unlinked at once
 }
 
+TEST_CASE("kv cache: unshare gives a sequence copies of the blocks it shares, byte for byte", "[unit][kv]") {
+    KvCache kv(2, 256, 64, 9, DType::F16);
+    const auto t = tokens(50);
+    const SeqId a = kv.create_seq();
+    REQUIRE(kv.reserve(a, 50));
+    std::vector<float> k(64), v(64);
+    for (int l = 0; l < 2; ++l)
+        for (int p = 0; p < 50; ++p) {
+            for (int i = 0; i < 64; ++i) k[i] = 100.0f * l + p + i / 64.0f, v[i] = -k[i];
+            kv.store(l, kv.block_table(a)[p / KvCache::kBlockSize], p % KvCache::kBlockSize, k.data(), v.data());
+        }
+    kv.commit(a, t);
+    const SeqId b = kv.create_seq();
+    REQUIRE(kv.attach_prefix(b, t) == 48);
+    CHECK(kv.pool().ref_count(kv.block_table(b)[0]) == 2);  // attached by reference
+    const std::vector<int32_t> shared(kv.block_table(b).begin(), kv.block_table(b).end());
+
+    const auto copies = kv.unshare(b);
+    REQUIRE(copies.size() == 3);
+    CHECK(kv.seq_len(b) == 48);
+    const auto table = kv.block_table(b);
+    for (size_t i = 0; i < 3; ++i) {
+        CHECK(copies[i].from == shared[i]);
+        CHECK(copies[i].to == table[i]);
+        CHECK(table[i] != kv.block_table(a)[i]);
+        CHECK(kv.pool().ref_count(table[i]) == 1);
+        CHECK(kv.pool().ref_count(shared[i]) == 1);  // a's alone again
+        CHECK_FALSE(kv.pool().is_cached(table[i]));  // the original stays the cached one
+        for (int l = 0; l < 2; ++l) {
+            CHECK(std::memcmp(kv.k(l, table[i]), kv.k(l, shared[i]), size_t(kv.block_stride(l))) == 0);
+            CHECK(std::memcmp(kv.v(l, table[i]), kv.v(l, shared[i]), size_t(kv.block_stride(l))) == 0);
+        }
+    }
+    CHECK(kv.unshare(b).empty());  // nothing shared any more
+    CHECK(kv.unshare(a).empty());  // a holds its blocks alone
+
+    // A third sequence finds 2 free blocks of the 3 it needs: it keeps the first two blocks'
+    // positions, copied, and gives up the third.
+    const SeqId c = kv.create_seq();
+    REQUIRE(kv.attach_prefix(c, t) == 48);
+    CHECK(kv.pool().n_free() == 2);
+    CHECK(kv.unshare(c).size() == 2);
+    CHECK(kv.seq_len(c) == 32);
+    CHECK(kv.block_table(c).size() == 2);
+    for (int32_t blk : kv.block_table(c)) CHECK(kv.pool().ref_count(blk) == 1);
+    // Its next positions are committed on top of the copies, as after a prefill of its own.
+    kv.free_seq(b);
+    REQUIRE(kv.reserve(c, 16));
+    kv.commit(c, std::span(t).subspan(32, 16));
+    CHECK(kv.seq_len(c) == 48);
+}
+
 TEST_CASE("kv cache: truncating into a shared block gives it up instead of writing it", "[unit][kv]") {
     KvCache kv(2, 256, 64, 16);
     const auto t = tokens(40);
