@@ -272,7 +272,9 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
             c.decode[G] += sim_copy_s(read);
             c.decode[D] += fresh / d2h_;
             c.decode[R] += (read + fresh) / dram_bw_;
-            c.gpu_staging += 2 * mb_ * ctx_max_ * per_tok;
+            // One layer's keys and values staged on the device, reused layer after layer: the
+            // runtime copies a layer's blocks in and waits for them before the next layer's.
+            c.gpu_staging += mb_ * ctx_max_ * per_tok;
         }
     } else {
         // CPU attention reads the cache where it lies; only q, the output and new entries cross PCIe.

@@ -649,3 +649,16 @@ TEST_CASE("cost model: DRAM the runtime holds apart counts only the layers a pla
     CHECK(layers_only.used.gpu == Approx(all.used.gpu));
     CHECK(layers_only.used.nvme == Approx(all.used.nvme));
 }
+
+TEST_CASE("cost model with a device attending to KV copied in: one layer's keys and values staged on the device, "
+          "as the runtime stages them", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();
+    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    const Workload wl{2048, 16, 4, Objective::Throughput};
+    const CostModel cm(s, hw, wl, Policy{4, 1, false, false, DType::F16});
+    const Cost copied = cm.layer_kv(0, KvOption::Dram);
+    // The four sequences' context in one layer, keys and values, once: the runtime's one staging
+    // pair (runtime/exec/device/device_memory.cpp), reused layer after layer.
+    CHECK(copied.gpu_staging == Approx(4.0 * double(wl.kv_positions()) * s.kv_bytes_per_token(DType::F16)));
+}
