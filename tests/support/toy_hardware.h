@@ -15,4 +15,11 @@ inline planner::HardwareProfile toy_cpu() {
     return h;
 }
 
+// toy_cpu() with a GPU of 8 GiB beside it: 1000 GB/s, 100 TFLOPS, PCIe 10 GB/s each way.
+inline planner::HardwareProfile toy_cpu_with_gpu() {
+    planner::HardwareProfile h = toy_cpu();
+    h.gpu = planner::GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    return h;
+}
+
 }  // namespace strata::test

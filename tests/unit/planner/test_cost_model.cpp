@@ -13,6 +13,7 @@
 using namespace strata;
 using namespace strata::planner;
 using strata::test::toy_cpu;
+using strata::test::toy_cpu_with_gpu;
 using strata::test::toy_shape;
 
 TEST_CASE("cost model: hand-computed decode and prefill for a CPU-only toy", "[unit][planner]") {
@@ -214,8 +215,7 @@ TEST_CASE("cost model with a device: CPU attention beside it costs depth x batch
 TEST_CASE("cost model with a device: a plan whose CPU attends keeps every layer's KV in host memory, as the runtime "
           "does, so it is priced as the CPU attending", "[unit][planner]") {
     const ModelShape s = toy_shape();
-    HardwareProfile hw = toy_cpu();
-    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    HardwareProfile hw = toy_cpu_with_gpu();
     const Workload wl{2048, 16, 4, Objective::Throughput};
     const CostModel cpu_attends(s, hw, wl, Policy{4, 1, true, false, DType::F16});
     CHECK_FALSE(cpu_attends.allowed(KvOption::Gpu));
@@ -380,8 +380,7 @@ TEST_CASE("cost model with a device: a CPU layer's prefill runs on the CPU, its 
 
 TEST_CASE("cost model with a device: a run of CPU layers hops down and back once", "[unit][planner]") {
     const ModelShape s = toy_shape();
-    HardwareProfile hw = toy_cpu();
-    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    HardwareProfile hw = toy_cpu_with_gpu();
     hw.gpu->handoff_us = 10;
     const Workload wl{100, 11, 1, Objective::Latency};
     const CostModel cm(s, hw, wl, Policy{1, 1, false, false, DType::F16});
@@ -439,8 +438,7 @@ TEST_CASE("cost model: a device's decode step reads its weights once per 8 seque
 TEST_CASE("cost model: a device's decode rate on a narrow layer's matrices prices a narrow model's layers, "
           "not a wide one's",
           "[unit][planner]") {
-    HardwareProfile hw = toy_cpu();
-    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    HardwareProfile hw = toy_cpu_with_gpu();
     hw.gpu->sim_threads = 1;
     // 10 GB/s on 4096-wide rows, no call costs: a 1 GB layer's one-token decode reads in 100 ms.
     hw.gpu->ops = DeviceOps{1, {{DType::Q8_0, 10, 100}}};
@@ -481,8 +479,7 @@ TEST_CASE("cost model with a device: a CPU layer attends on the CPU to its KV in
     const Workload wl{100, 11, 1, Objective::Latency};
     const Policy gpu_attention{1, 1, false, false, DType::F16};
     const CostModel cpu_only(s, toy_cpu(), wl, gpu_attention);
-    HardwareProfile hw = toy_cpu();
-    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    HardwareProfile hw = toy_cpu_with_gpu();
     const CostModel cm(s, hw, wl, gpu_attention);
     Plan plan;
     plan.n_layer = 4;
@@ -522,8 +519,7 @@ TEST_CASE("a model's GEMM rate lies between the narrow layer's and the wide one'
 TEST_CASE("cost model with a device: CPU attention overlaps the device's matmuls within a step for two sequences or more",
           "[unit][planner]") {
     const ModelShape s = toy_shape();
-    HardwareProfile hw = toy_cpu();
-    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    HardwareProfile hw = toy_cpu_with_gpu();
     const Workload wl{100, 11, 4, Objective::Throughput};
     constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute);
     Cost c;
@@ -625,8 +621,7 @@ TEST_CASE("cost model: the simulated device's copies take the device's time wher
 
 TEST_CASE("cost model: DRAM the runtime holds apart counts only the layers a plan keeps there", "[unit][planner]") {
     const ModelShape s = toy_shape();
-    HardwareProfile hw = toy_cpu();
-    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    HardwareProfile hw = toy_cpu_with_gpu();
     const Workload wl{100, 11, 1, Objective::Latency};
     const Policy policy{1, 1, true, false, DType::F16};
     RuntimeLimits apart;
@@ -652,13 +647,11 @@ TEST_CASE("cost model: DRAM the runtime holds apart counts only the layers a pla
 
 TEST_CASE("cost model with a device attending to KV copied in: one layer's keys and values staged on the device, "
           "as the runtime stages them", "[unit][planner]") {
-    const ModelShape s = toy_shape();
-    HardwareProfile hw = toy_cpu();
-    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
+    // Four sequences' context in one layer, keys and values, once: the runtime's one staging pair
+    // (runtime/exec/device/device_memory.cpp), reused layer after layer.
     const Workload wl{2048, 16, 4, Objective::Throughput};
-    const CostModel cm(s, hw, wl, Policy{4, 1, false, false, DType::F16});
-    const Cost copied = cm.layer_kv(0, KvOption::Dram);
-    // The four sequences' context in one layer, keys and values, once: the runtime's one staging
-    // pair (runtime/exec/device/device_memory.cpp), reused layer after layer.
-    CHECK(copied.gpu_staging == Approx(4.0 * double(wl.kv_positions()) * s.kv_bytes_per_token(DType::F16)));
+    const double staged = CostModel(toy_shape(), toy_cpu_with_gpu(), wl, Policy{4, 1, false, false, DType::F16})
+                              .layer_kv(0, KvOption::Dram)
+                              .gpu_staging;
+    CHECK(staged == Approx(4.0 * double(wl.kv_positions()) * toy_shape().kv_bytes_per_token(DType::F16)));
 }
