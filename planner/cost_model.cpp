@@ -327,7 +327,9 @@ Cost CostModel::hidden(HiddenOption o) const {
     Cost c;
     const double h_pre = B_ * P_ * shape_.n_embd * 2.0, h_dec = B_ * shape_.n_embd * 2.0;
     if (o == HiddenOption::Gpu) {
-        c.bytes[kGpuTier] = h_pre;
+        // The device runtime runs a prompt in passes of a few hundred tokens whose hidden states
+        // are its working set, held apart from the plan's GPU budget as its DRAM is.
+        c.bytes[kGpuTier] = limits_.dram_held_apart ? 0 : h_pre;
         return held_apart(c, false);
     }
     c.bytes[kDramTier] = h_pre;

@@ -69,6 +69,7 @@ struct RuntimeLimits {
     // The runtime holds the output head, the embeddings, the KV cache, the hidden states and a
     // ring for layers read from NVMe in DRAM whatever the plan, and plans with a DRAM budget net
     // of them (the device runtime): the plan's DRAM then counts only the layers it keeps there.
+    // Its device's working set, apart from the GPU budget too, holds a pass's hidden states.
     bool dram_held_apart = false;
 };
 

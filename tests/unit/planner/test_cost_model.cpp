@@ -655,3 +655,16 @@ TEST_CASE("cost model with a device attending to KV copied in: one layer's keys 
                               .gpu_staging;
     CHECK(staged == Approx(4.0 * double(wl.kv_positions()) * toy_shape().kv_bytes_per_token(DType::F16)));
 }
+
+TEST_CASE("cost model for the device runtime: a batch's prompt hidden states take none of the GPU budget, its working "
+          "set holds a pass's", "[unit][planner]") {
+    const Workload wl{8192, 8, 16, Objective::Throughput};
+    auto hidden_gpu_bytes = [&](bool device_runtime) {
+        RuntimeLimits limits;
+        limits.dram_held_apart = device_runtime;
+        const CostModel cm(toy_shape(), toy_cpu_with_gpu(), wl, Policy{16, 1, false, false, DType::F16}, limits);
+        return cm.hidden(HiddenOption::Gpu).bytes[static_cast<size_t>(Tier::Gpu)];
+    };
+    CHECK(hidden_gpu_bytes(false) == Approx(16.0 * 8192 * toy_shape().n_embd * 2));  // the whole batch's prompt
+    CHECK(hidden_gpu_bytes(true) == 0);
+}
