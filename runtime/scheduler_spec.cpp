@@ -96,11 +96,8 @@ bool Scheduler::feed(Job& j, std::span<const float> rows, int64_t first_row) {
     auto head_from = [&](int32_t node) {
         if (first_row < 0 || !engine_.deferred(first_row + node)) return;
         wanted.clear();
-        for (int32_t n = node; n >= 0 && int64_t(wanted.size()) < Backend::kDecodeRows;) {
+        for (const int32_t n : first_child_path(j.parents, int32_t(j.verify.size()), node, Backend::kDecodeRows))
             wanted.push_back(first_row + n);
-            const auto child = std::find(j.parents.begin() + n + 1, j.parents.end(), n);
-            n = child == j.parents.end() ? -1 : static_cast<int32_t>(child - j.parents.begin());
-        }
         engine_.head_deferred(wanted);
     };
     const auto draft = j.drafted();

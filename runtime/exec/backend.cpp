@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "runtime/exec/draft_rows.h"
 
 namespace strata::runtime {
 
@@ -58,23 +59,6 @@ void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::
     for (const auto& s : p.segments)
         if (s.draft < 0) kv.commit(s.seq, tokens.subspan(s.first, s.n));
 }
-
-namespace {
-// Per row of a Verify entry of n tokens (parent: its tree, empty for a chain): whether it is on
-// the path of first children from its first row, within the first kDecodeRows rows of it.
-std::vector<bool> likeliest_path(std::span<const int32_t> parent, size_t n) {
-    std::vector<bool> on(n, false);
-    int64_t node = 0, taken = 0;
-    while (node >= 0 && size_t(node) < n && taken < Backend::kDecodeRows) {
-        on[size_t(node)] = true, ++taken;
-        int64_t child = -1;
-        for (size_t r = size_t(node) + 1; r < n && child < 0; ++r)
-            if (parent.empty() ? r == size_t(node) + 1 : parent[r] == node) child = int64_t(r);
-        node = child;
-    }
-    return on;
-}
-}  // namespace
 
 bool Backend::deferred(int64_t logit_row) const {
     return std::any_of(deferred_.begin(), deferred_.end(), [&](const auto& d) { return d.first == logit_row; });
@@ -167,10 +151,15 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
                     ++n_scored;
                 }
             } else if (e.output == PassOutput::Verify) {
-                const std::vector<bool> likely = likeliest_path(e.parent, e.tokens.size());
+                std::vector<bool> likely(e.tokens.size(), true);
+                if (e.defer_head && defers_verify_head()) {
+                    likely.assign(e.tokens.size(), false);
+                    for (const int32_t node : first_child_path(e.parent, int32_t(e.tokens.size()), 0, kDecodeRows))
+                        likely[size_t(node)] = true;
+                }
                 for (int64_t r = first; r <= last; ++r) {
                     const int64_t at = row0[owner] + (r - first);
-                    if (e.defer_head && defers_verify_head() && !likely[size_t(r - first)]) {
+                    if (!likely[size_t(r - first)]) {
                         deferred_.emplace_back(at, r);
                         continue;
                     }

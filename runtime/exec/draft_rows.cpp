@@ -43,6 +43,18 @@ bool draft_is_chain(std::span<const int32_t> parent) {
     return true;
 }
 
+std::vector<int32_t> first_child_path(std::span<const int32_t> parent, int32_t n, int32_t from, int64_t most) {
+    std::vector<int32_t> path;
+    for (int32_t node = from; node >= 0 && node < n && int64_t(path.size()) < most;) {
+        path.push_back(node);
+        int32_t child = -1;
+        for (int32_t r = node + 1; r < n && child < 0; ++r)
+            if (parent.empty() ? r == node + 1 : parent[size_t(r)] == node) child = r;
+        node = child;
+    }
+    return path;
+}
+
 int64_t draft_span(std::span<const int32_t> parent) {
     const auto slot = draft_slots(parent);
     return *std::max_element(slot.begin(), slot.end()) + 1;

@@ -27,6 +27,9 @@ struct DraftRows {
 std::vector<int64_t> draft_slots(std::span<const int32_t> parent);
 // Whether every node is the child of the one before (a chain: laid out as plain positions).
 bool draft_is_chain(std::span<const int32_t> parent);
+// Node `from` and below it each node's first child (its likeliest guess), at most `most` nodes:
+// the rows a verification is likeliest to read. An empty `parent` is a chain of `n` nodes.
+std::vector<int32_t> first_child_path(std::span<const int32_t> parent, int32_t n, int32_t from, int64_t most);
 // KV slots the tree's pass writes from the sequence's length on.
 int64_t draft_span(std::span<const int32_t> parent);
 DraftRows lay_out_draft(std::span<const int32_t> parent, int64_t base);

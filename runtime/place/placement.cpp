@@ -69,7 +69,6 @@ planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX)
     return p;
 }
 
-
 }  // namespace
 
 double streamed_read_gbps(const Placement& p) {

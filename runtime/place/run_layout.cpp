@@ -19,7 +19,7 @@ namespace strata::runtime {
 namespace {
 
 // The staging of a KV spill's writes: up to KvSpill::kStagedBlocks blocks of a layer, taken when
-// the cache is made while the budget has room (a CPU run's layout counts it once it was taken).
+// the cache is made while the budget has room; the layouts leave room for it.
 uint64_t kv_write_staging(const KvSize& kv) {
     return kv.layer_bytes / uint64_t(kv.n_blocks) * uint64_t(std::min(kv.n_blocks, KvSpill::kStagedBlocks));
 }
@@ -30,11 +30,11 @@ uint64_t kv_spill_bytes(const KvSize& kv, int n_spilled, int prefetch_depth, uin
 
 // KV layers that stay in DRAM: all of them when they fit next to the smallest weight
 // footprint (head, embeddings, the streaming ring); otherwise the last layers spill to disk
-// through a ring of their own and `staging` for their writes.
-int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer, uint64_t staging = 0) {
+// through a ring of their own and the staging for their writes.
+int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer) {
     const uint64_t weights_floor = least_weight_bytes(in) + (in.other_bytes - kv.all_bytes);
     if (in.budget == 0 || weights_floor + kv.all_bytes <= in.budget) return n_layer;
-    const uint64_t spill = kv_spill_bytes(kv, n_layer, in.prefetch_depth, staging);
+    const uint64_t spill = kv_spill_bytes(kv, n_layer, in.prefetch_depth, kv_write_staging(kv));
     ResidencyInput spilled = in;  // the least it can hold: every KV layer spilled, its ring in DRAM
     spilled.other_bytes = in.other_bytes - kv.all_bytes + spill;
     check_min_budget(spilled, weights_floor + spill);
@@ -64,7 +64,7 @@ std::optional<planner::Prediction> cpu_alone_prediction(const models::GgufFile& 
     alone.on_plan = nullptr;
     alone.n_threads = po.n_threads_alone;
     try {
-        alone.n_kv_layers_in_dram = kv_layers_in_dram(in, kv, hp.n_layer, kv_write_staging(kv));
+        alone.n_kv_layers_in_dram = kv_layers_in_dram(in, kv, hp.n_layer);
         return place(file, in, alone).plan.prediction;
     } catch (const OutOfBudget&) {
         return std::nullopt;
@@ -94,7 +94,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
     });
     in.other_bytes += device.staging + device.load_buffer + (cpu_layers ? device.host_activations : 0);
     // The plan is made for the DRAM left, so the spill's write staging is counted up front.
-    const int n_kv_dram = kv_layers_in_dram(in, kv, hp.n_layer, kv_write_staging(kv));
+    const int n_kv_dram = kv_layers_in_dram(in, kv, hp.n_layer);
     ResidencyInput host_kv = in;  // DRAM as it is with the KV cache on the host
     if (n_kv_dram < hp.n_layer) {
         host_kv.other_bytes -= uint64_t(hp.n_layer - n_kv_dram) * kv.layer_bytes;
@@ -139,7 +139,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
 // weight leaves too little room; then the planner decides which weight layers stay resident.
 RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
                         const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
-    KvSpillOptions spill = host_kv_spill(hp, kv_layers_in_dram(in, kv, hp.n_layer, kv_write_staging(kv)), opts, kv, dram);
+    KvSpillOptions spill = host_kv_spill(hp, kv_layers_in_dram(in, kv, hp.n_layer), opts, kv, dram);
     if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
         throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
                                       "DRAM, but the KV cache does not fit --dram {}",

@@ -82,6 +82,11 @@ TEST_CASE("draft rows: each node's ancestors at slots congruent to their positio
             CHECK(((word >> (slot[size_t(j)] % 64)) & 1) == uint64_t(ancestor));
         }
     }
+    // Each node's first child, from the root or a node below it, at most as many as asked.
+    CHECK(first_child_path(kParent, int32_t(kParent.size()), 0, 4) == std::vector<int32_t>{0, 1, 3, 10});
+    CHECK(first_child_path(kParent, int32_t(kParent.size()), 2, 8) == std::vector<int32_t>{2, 4});
+    CHECK(first_child_path(kParent, int32_t(kParent.size()), 5, 8) == std::vector<int32_t>{5, 7, 8, 9});
+    CHECK(first_child_path({}, 6, 1, 3) == std::vector<int32_t>{1, 2, 3});  // a chain
     const std::vector<int32_t> chain{-1, 0, 1, 2};
     CHECK(draft_is_chain(chain));
     CHECK_FALSE(draft_is_chain(kParent));
