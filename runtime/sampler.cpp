@@ -4,6 +4,9 @@
 #include <cmath>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "runtime/grammar/grammar_constraint.h"
 
 namespace strata::runtime {
@@ -68,6 +71,21 @@ void min_p(std::vector<Candidate>& c, float p) {
 }
 
 }  // namespace sampling
+
+void check_sampler_params(const SamplerParams& p) {
+    const std::pair<const char*, float> finite[] = {{"temperature", p.temperature},
+                                                    {"top-p", p.top_p},
+                                                    {"min-p", p.min_p},
+                                                    {"repeat penalty", p.repeat_penalty},
+                                                    {"presence penalty", p.presence_penalty},
+                                                    {"frequency penalty", p.frequency_penalty}};
+    for (const auto& [name, value] : finite)
+        if (!std::isfinite(value)) throw UsageError(fmt::format("the {} {} is not a finite number", name, value), "give a number");
+    if (!(p.repeat_penalty > 0))
+        throw UsageError(fmt::format("the repeat penalty {} is not above 0", p.repeat_penalty), "give 1 for none, more to penalise");
+    if (p.penalty_last_n < 0)
+        throw UsageError(fmt::format("the penalties' window of {} tokens is negative", p.penalty_last_n), "give 0 (none) or more");
+}
 
 Sampler::Sampler(const SamplerParams& params) : Sampler(params, nullptr) {}
 

@@ -25,6 +25,11 @@ struct SamplerParams {
     uint64_t seed = 0xC0FFEE;
 };
 
+// Throws UsageError naming the first parameter no sampling chain can use: a temperature, top-p,
+// min-p or penalty that is not a finite number, a repeat penalty not above 0, a negative
+// penalty window. (Values past a parameter's useful range mean "off" and pass.)
+void check_sampler_params(const SamplerParams& p);
+
 struct Candidate {
     int32_t id;
     float logit;

@@ -47,9 +47,10 @@ Scheduler::~Scheduler() {
     thread_.join();
 }
 
-uint64_t Scheduler::submit(Request request) {
+int64_t Scheduler::check(const Request& request) const {
     if (request.prompt.empty()) throw UsageError("the prompt is empty");
     if (request.params.n_predict < 0) throw UsageError(fmt::format("max tokens {} is negative", request.params.n_predict));
+    check_sampler_params(request.params.sampler);
     const int64_t n_ctx = engine_.n_ctx();
     if (static_cast<int64_t>(request.prompt.size()) + 1 > n_ctx)
         throw UsageError(fmt::format("the prompt has {} tokens, but the context holds {}", request.prompt.size(), n_ctx),
@@ -60,6 +61,11 @@ uint64_t Scheduler::submit(Request request) {
         throw UsageError(fmt::format("the request needs {} KV blocks ({} positions), but the whole cache has {}", need, max_len,
                                      n_blocks),
                          "ask for fewer tokens, or give the KV cache more room");
+    return max_len;
+}
+
+uint64_t Scheduler::submit(Request request) {
+    const int64_t max_len = check(request);
     auto job = std::make_unique<Job>();
     job->request = std::move(request);
     job->max_len = static_cast<int32_t>(max_len);

@@ -120,9 +120,12 @@ public:
     Scheduler(const Scheduler&) = delete;
     Scheduler& operator=(const Scheduler&) = delete;
 
-    // Thread-safe. Returns the request's id. Throws UsageError when the request can never
-    // run (empty prompt, prompt + max tokens past the context, a KV need above the whole
-    // budget) and QueueFull when the queue is full; on_done is not called then.
+    // Throws UsageError when the request can never run: an empty prompt, a negative token
+    // count, sampling parameters no sampler can use (check_sampler_params), a prompt past the
+    // context, a KV need above the whole budget. Returns the positions it may fill.
+    int64_t check(const Request& request) const;
+    // Thread-safe. Returns the request's id. Throws as check does, and QueueFull when the queue
+    // is full; on_done is not called then.
     uint64_t submit(Request request);
     // Submits `request` and waits for its end (its own on_done runs first): its result. Throws
     // as submit does.

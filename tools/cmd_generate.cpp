@@ -125,6 +125,7 @@ int run_generate(const GenerateOptions& o) {
         std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return 0;
     }
+    scheduler.check(request);  // before the prompt is echoed: a refused request prints nothing
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fflush(stdout);
     request.on_text = [](std::string_view s) {

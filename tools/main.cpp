@@ -25,6 +25,18 @@ constexpr const char* kSampling = "Sampling";
 constexpr const char* kEngine = "Engine and memory";
 constexpr const char* kDevice = "Devices and the simulated device";
 
+// A whole number of at least `lo`. (CLI11's own range checks print their bound as a 309-digit
+// number and do not say what to give.)
+CLI::Validator at_least(int64_t lo) {
+    return CLI::Validator(
+        [lo](std::string& text) -> std::string {
+            int64_t v = 0;
+            if (!CLI::detail::lexical_cast(text, v)) return fmt::format("{} is not a whole number", text);
+            return v >= lo ? "" : fmt::format("{} is below {}; give {} or more", text, lo, lo);
+        },
+        lo == 0 ? "NONNEGATIVE" : lo == 1 ? "POSITIVE" : fmt::format("AT LEAST {}", lo));
+}
+
 void add_model_option(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("-m,--model", m.model, "GGUF model file (default: SmolLM2-135M-Instruct from the model cache)");
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
@@ -33,9 +45,9 @@ void add_model_option(CLI::App& cmd, cli::ModelOptions& m) {
 // Added after a command's own flags, so that its help lists them first.
 void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.option_defaults()->group(kEngine);
-    cmd.add_option("-t,--threads", m.threads, "CPU threads (default: every core)")->check(CLI::NonNegativeNumber);
+    cmd.add_option("-t,--threads", m.threads, "CPU threads (default: every core)")->check(at_least(0));
     cmd.add_option("-c,--ctx", m.ctx, "context size in tokens (default: the model's, at most 4096)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     cmd.add_option("--dram", m.dram,
                    "DRAM budget for weights, KV cache and buffers, e.g. 512M, 6G, 40% (default: $STRATA_DRAM, "
                    "else no limit); layers that do not fit are streamed from the model file");
@@ -72,7 +84,7 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--sim-link", m.sim_link, "the simulated device's host <-> device rate in GB/s, each way")
         ->capture_default_str();
     cmd.add_option("--sim-threads", m.sim_threads, "CPU threads the simulated device's ops run on (default: half the cores)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     cmd.add_option("--op-offload", m.op_offload,
                    "prefill with op offload, where a device plan leaves layers to the CPU: a prompt's pass copies those "
                    "layers' weights to the device and computes them there (decode keeps them on the CPU). auto: from the "
@@ -212,9 +224,9 @@ int main(int argc, char** argv) {
     pl->add_option("--dram-budget", plan.dram_budget, "DRAM the plan may use (default 90%)");
     pl->add_option("--nvme-budget", plan.nvme_budget, "NVMe space the plan may use (default 95%)");
     pl->add_option("--workload", plan.workload, "prompt=512,gen=128,batch=8,objective=throughput (any subset)");
-    pl->add_option("-b,--batch", plan.batch, "sequences (latency: decoded together; throughput: to process)")->check(CLI::PositiveNumber);
-    pl->add_option("--prompt-len", plan.prompt_len, "prompt tokens (default 512)")->check(CLI::PositiveNumber);
-    pl->add_option("--gen-len", plan.gen_len, "tokens generated per sequence (default 128)")->check(CLI::PositiveNumber);
+    pl->add_option("-b,--batch", plan.batch, "sequences (latency: decoded together; throughput: to process)")->check(at_least(1));
+    pl->add_option("--prompt-len", plan.prompt_len, "prompt tokens (default 512)")->check(at_least(1));
+    pl->add_option("--gen-len", plan.gen_len, "tokens generated per sequence (default 128)")->check(at_least(1));
     pl->add_option("--objective", plan.objective, "latency (default) or throughput");
     pl->add_flag("--no-cpu-attention", plan.no_cpu_attention, "never run attention on the CPU");
     pl->add_flag("--no-recompute", plan.no_recompute, "never recompute KV from saved hidden states");
@@ -242,7 +254,7 @@ int main(int argc, char** argv) {
     pr->add_option("-o,--output", probe.out, "also write the profile JSON to FILE (for `strata plan --hw FILE`)");
     pr->add_option("--disk-dir", probe.disk_dir, "directory on the drive to measure (default: the model directory)");
     pr->add_option("--disk-size", probe.disk_size, "size of the disk test file (default 512M)");
-    pr->add_option("-t,--threads", probe.threads, "CPU threads (default: every core)")->check(CLI::NonNegativeNumber);
+    pr->add_option("-t,--threads", probe.threads, "CPU threads (default: every core)")->check(at_least(0));
     pr->add_flag("--quick", probe.quick, "smaller measurements (less accurate, a few seconds)");
     pr->add_flag("--no-cache", probe.no_cache, "do not update the cached profile that `strata plan` uses");
     pr->add_flag("-v,--verbose", probe.verbosity, "log more (-vv for debug)");
@@ -255,9 +267,9 @@ int main(int argc, char** argv) {
     be->add_option("-r,--repetitions", bench.reps, "repetitions of each test")->capture_default_str();
     be->add_option("-b,--batch", bench.batch,
                    "sequences evaluated together: pp runs each one's prompt, tg one token of each per step; "
-                   "t/s is the aggregate; the plan is made for them")->capture_default_str()->check(CLI::PositiveNumber);
+                   "t/s is the aggregate; the plan is made for them")->capture_default_str()->check(at_least(1));
     be->add_option("-d,--n-depth", bench.depth, "positions each sequence already holds when a test starts (untimed)")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()->check(at_least(0));
     be->add_flag("--json", bench.json, "print one JSON object per test");
     add_engine_options(*be, bench.m);
 
@@ -268,7 +280,7 @@ int main(int argc, char** argv) {
                    "serve every GGUF file in DIR by name, each loaded when first asked for (default: the model cache, "
                    "unless -m names one file)");
     sv->add_option("--max-models", serve.max_models, "models loaded at once; the least recently used idle one makes room (0: as "
-                                                     "many as the memory budget holds)")->check(CLI::NonNegativeNumber);
+                                                     "many as the memory budget holds)")->check(at_least(0));
     sv->add_option("--keep-alive", serve.keep_alive, "how long a model stays loaded after its last request: 5m, 1h, 0 (unload "
                                                      "once answered), -1 (default: until memory is needed); Ollama requests may set their own");
     sv->add_option("--cors-origin", serve.cors_origins,
@@ -279,30 +291,30 @@ int main(int argc, char** argv) {
     sv->add_option("--api-key", serve.api_key, "require 'Authorization: Bearer KEY' (default: $STRATA_API_KEY, else none)");
     sv->add_option("--alias", serve.alias, "model id in /v1/models and answers (default: the file name)");
     add_chat_template_option(*sv, serve.chat_template);
-    sv->add_option("--max-batch", serve.max_batch, "sequences generating at once")->capture_default_str()->check(CLI::PositiveNumber);
+    sv->add_option("--max-batch", serve.max_batch, "sequences generating at once")->capture_default_str()->check(at_least(1));
     sv->add_option("--max-queue", serve.max_queue, "requests waiting beyond those; more get 503")->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     sv->add_option("--max-batch-per-client", serve.max_batch_per_client,
                    "sequences one address runs at once while other addresses have work (0: max-batch / addresses, at least 1)")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()->check(at_least(0));
     sv->add_option("--max-queue-per-client", serve.max_queue_per_client,
                    "requests one address has waiting while other addresses have work; more get 429 (default 0: max-queue / 4, at least 1)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     sv->add_option("--max-body", serve.max_body, "largest request body; larger ones get 413")->capture_default_str();
     sv->add_option("--http-threads", serve.http_threads, "worker threads answering requests (default: max-batch + max-queue + 4)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     sv->add_option("--timeout", serve.timeout_s, "seconds to read a whole request, or to write to a client")->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     sv->add_option("--header-timeout", serve.header_timeout_s, "seconds to read a request's line and headers")->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     sv->add_option("--max-connections", serve.max_connections, "connections open at once; more get 503")->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     sv->add_option("--max-connections-per-client", serve.max_connections_per_client,
-                   "connections open at once from one address; more get 429")->capture_default_str()->check(CLI::PositiveNumber);
+                   "connections open at once from one address; more get 429")->capture_default_str()->check(at_least(1));
     sv->add_option("--max-requests-per-client", serve.max_requests_per_client,
-                   "requests answered at once for one address; more get 429 (default 0: no limit)")->check(CLI::NonNegativeNumber);
+                   "requests answered at once for one address; more get 429 (default 0: no limit)")->check(at_least(0));
     sv->add_option("--shutdown-timeout", serve.shutdown_timeout_s, "seconds SIGTERM waits for requests in flight")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()->check(at_least(0));
     sv->add_option("--pooling", serve.pooling, "how /v1/embeddings pools a text's hidden states: mean, last or cls (default: the model's)");
     add_engine_options(*sv, serve.m);
 
@@ -326,7 +338,7 @@ int main(int argc, char** argv) {
     ba->add_option("-i,--input", batch.input, "requests, one JSON object a line")->required();
     ba->add_option("-o,--output", batch.output, "answers, one a line; a rerun skips those it holds")->required();
     add_chat_template_option(*ba, batch.chat_template);
-    ba->add_option("--max-batch", batch.max_batch, "sequences generating at once; the plan is made for them")->capture_default_str()->check(CLI::PositiveNumber);
+    ba->add_option("--max-batch", batch.max_batch, "sequences generating at once; the plan is made for them")->capture_default_str()->check(at_least(1));
     add_engine_options(*ba, batch.m);
 
     try {

@@ -104,3 +104,30 @@ TEST_CASE("penalties lower recently seen tokens", "[unit][sampler]") {
     s.accept(0);
     CHECK(s.sample(logits) == 1);
 }
+
+TEST_CASE("sampling parameters no chain can use are refused, each by name", "[unit][sampler]") {
+    CHECK_NOTHROW(check_sampler_params(SamplerParams{}));
+    // Values past a parameter's useful range mean "off" (llama.cpp's meanings) and pass.
+    SamplerParams off = plain(-1.0f);
+    off.top_k = -3, off.top_p = 2.0f, off.min_p = -1.0f;
+    CHECK_NOTHROW(check_sampler_params(off));
+    const float nan = std::nanf(""), inf = INFINITY;
+    const std::pair<float SamplerParams::*, const char*> fields[] = {
+        {&SamplerParams::temperature, "temperature"},         {&SamplerParams::top_p, "top-p"},
+        {&SamplerParams::min_p, "min-p"},                     {&SamplerParams::repeat_penalty, "repeat penalty"},
+        {&SamplerParams::presence_penalty, "presence penalty"}, {&SamplerParams::frequency_penalty, "frequency penalty"}};
+    for (const auto& [field, name] : fields)
+        for (const float bad : {nan, inf, -inf}) {
+            SamplerParams p;
+            p.*field = bad;
+            CHECK_THROWS_WITH(check_sampler_params(p), Catch::Contains(name) && Catch::Contains("not a finite number"));
+        }
+    for (const float bad : {0.0f, -1.0f}) {
+        SamplerParams p;
+        p.repeat_penalty = bad;
+        CHECK_THROWS_WITH(check_sampler_params(p), Catch::Contains("repeat penalty") && Catch::Contains("not above 0"));
+    }
+    SamplerParams window;
+    window.penalty_last_n = -1;
+    CHECK_THROWS_WITH(check_sampler_params(window), Catch::Contains("window"));
+}

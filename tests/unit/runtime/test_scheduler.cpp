@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -178,6 +179,12 @@ TEST_CASE("scheduler: admission, queue limit and cancellation", "[unit][schedule
         Outcome out;
         CHECK_THROWS_WITH(sched.submit(request(prompt, 60, &out, 0)), Catch::Contains("KV blocks"));
         CHECK_THROWS_AS(sched.submit(request({}, 1, &out, 0)), UsageError);
+        Request bad = request(prompt, 4, &out, 0);
+        bad.params.sampler.temperature = std::nanf("");
+        CHECK_THROWS_WITH(sched.check(bad), Catch::Contains("temperature"));
+        CHECK_THROWS_WITH(sched.submit(std::move(bad)), Catch::Contains("temperature"));
+        CHECK(sched.check(request(prompt, 4, &out, 0)) == static_cast<int64_t>(prompt.size()) + 4);
+        CHECK(out.results.empty());  // nothing refused ran
     }
     SECTION("a request whose prompt does not fit now waits for the blocks of a running one") {
         Scheduler sched(engine, {2, 4});

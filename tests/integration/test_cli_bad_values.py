@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Flags given values no run can use are refused before anything runs: a whole number below a
+flag's least is named with what to give (not CLI11's 309-digit bound), sampling parameters that
+are not finite numbers are refused by name, and a refused `generate` prints nothing of its
+prompt to standard output."""
+from __future__ import annotations
+
+import subprocess
+
+from strata_support import STRATA_BIN, tiny_llama
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([STRATA_BIN, *args], capture_output=True, text=True, timeout=120)
+
+
+def main() -> None:
+    model = str(tiny_llama())
+    generate = ["generate", "-m", model, "-p", "Once upon a time"]
+
+    ok = run(*generate, "-n", "4", "--temp", "0")
+    assert ok.returncode == 0 and ok.stdout.startswith("Once upon a time"), ok.stderr
+
+    for flags, said in [(["--ctx", "-5"], "--ctx: -5 is below 0; give 0 or more"),
+                        (["-t", "-2"], "--threads: -2 is below 0; give 0 or more"),
+                        (["-t", "two"], "--threads: two is not a whole number")]:
+        r = run(*generate, *flags)
+        assert r.returncode != 0 and said in r.stderr, f"{flags}: {r.stderr}"
+        assert len(r.stderr) < 400, f"{flags}: a short message, not a 309-digit bound: {r.stderr}"
+    r = run("plan", "-m", model, "-b", "0")
+    assert r.returncode != 0 and "--batch: 0 is below 1; give 1 or more" in r.stderr, r.stderr
+
+    for flags, name in [(["--temp", "nan"], "temperature"), (["--temp", "inf"], "temperature"),
+                        (["--top-p", "nan"], "top-p"), (["--min-p", "-inf"], "min-p"),
+                        (["--presence-penalty", "nan"], "presence penalty"),
+                        (["--repeat-penalty", "0"], "repeat penalty"),
+                        (["--repeat-last-n", "-3"], "window"),
+                        (["-n", "-5"], "max tokens -5 is negative")]:
+        r = run(*generate, *flags, *([] if flags[0] == "-n" else ["-n", "4"]))
+        assert r.returncode != 0 and name in r.stderr, f"{flags}: {r.stderr}"
+        assert r.stdout == "", f"{flags}: a refused request echoed {r.stdout!r}"
+    print("ok: bad values refused by name before anything ran")
+
+
+if __name__ == "__main__":
+    main()
