@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/model_paths.h"
@@ -81,6 +82,13 @@ Engine::Engine(const EngineOptions& opts)
     // The GPU, when there is one to use: the planner places layers and KV on it.
     GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type, pool_->n_threads());
     if (!gpu.use) log_no_device(opts.gpu, gpu);
+    // Without a DRAM budget the KV cache is allocated whole in host memory: one larger than the
+    // machine's memory is refused here, not by the allocator (with a budget it spills, or the
+    // planner refuses the budget by its parts).
+    if (!gpu.use && !opts.dram_budget && kv.all_bytes + activations > system_ram_bytes())
+        throw UsageError(fmt::format("a context of {} positions needs a KV cache of {}, more than this machine's {} of memory",
+                                     n_ctx, format_bytes(kv.all_bytes), format_bytes(system_ram_bytes())),
+                         "give a smaller context (--ctx)");
     if (gpu.use && gpu.kind == DeviceKind::Cuda) gpu::install_cuda_host_pinner();
     PlacementOptions po;
     po.given = opts.plan ? &*opts.plan : nullptr;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Flags given values no run can use are refused before anything runs: a whole number below a
 flag's least is named with what to give (not CLI11's 309-digit bound), sampling parameters that
-are not finite numbers are refused by name, and a refused `generate` prints nothing of its
-prompt to standard output."""
+are not finite numbers are refused by name, a context whose KV cache the machine cannot hold is
+refused by its size, and a refused `generate` prints nothing of its prompt to standard output."""
 from __future__ import annotations
 
 import subprocess
@@ -27,6 +27,9 @@ def main() -> None:
         r = run(*generate, *flags)
         assert r.returncode != 0 and said in r.stderr, f"{flags}: {r.stderr}"
         assert len(r.stderr) < 400, f"{flags}: a short message, not a 309-digit bound: {r.stderr}"
+    # A context whose KV cache no machine holds (5 TiB): refused by its size, not by the allocator.
+    r = run(*generate, "--ctx", "2147483647")
+    assert r.returncode == 1 and "needs a KV cache of" in r.stderr and "--ctx" in r.stderr, r.stderr
     r = run("plan", "-m", model, "-b", "0")
     assert r.returncode != 0 and "--batch: 0 is below 1; give 1 or more" in r.stderr, r.stderr
 
