@@ -265,7 +265,8 @@ int run_bench(const BenchOptions& o) {
     // Of a mixture of experts, the share one token uses.
     const uint64_t token_bytes = engine.weights().weights().decode_bytes();
     // One step reads the weights once for the whole batch.
-    auto weights_gbps = [&](const Row& r) { return token_bytes * mean(r.ts) / o.batch / 1e9; };
+    // The weights are read once a pass, and a pass decodes tokens_per_pass tokens of each sequence.
+    auto weights_gbps = [&](const Row& r) { return token_bytes * mean(r.ts) / o.batch / std::max(1.0, r.tokens_per_pass()) / 1e9; };
     // The plan's prediction for the same run: a pass of batch prompts, or decode steps at the
     // depth (the planner prices a step at the average context of the generation).
     auto predicted_ts = [&](const Row& r) {

@@ -118,7 +118,7 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "when weights stream; the target checks them in one pass and keeps exactly the tokens it would have "
                    "drawn), lookup (the same drafts, always verified: for measuring), draft (a --draft-model's guesses, as "
                    "many as pay), self (the model's own first quarter to half of its layers guess, then its head: no "
-                   "draft model needed; the depth follows what is kept), off")
+                   "draft model needed; the depth follows what is kept), off (bench's default: plain decoding, as llama-bench measures)")
         ->capture_default_str();
     cmd.add_option("--spec-depth", m.spec_depth, "draft tokens one pass verifies at most")->capture_default_str();
     cmd.add_option("--spec-width", m.spec_width,
@@ -271,6 +271,7 @@ int main(int argc, char** argv) {
     be->add_option("-d,--n-depth", bench.depth, "positions each sequence already holds when a test starts (untimed)")
         ->capture_default_str()->check(at_least(0));
     be->add_flag("--json", bench.json, "print one JSON object per test");
+    bench.m.spec = "off";  // plain decoding, as llama-bench measures it; --spec measures speculation
     add_engine_options(*be, bench.m);
 
     cli::ServeOptions serve;

@@ -47,6 +47,25 @@ TEST_CASE("CLI: strata bench -b -d runs batched tests at a depth and prints the 
                                  Catch::Contains("raise --ctx"));
 }
 
+TEST_CASE("CLI: strata bench decodes plain unless --spec asks, and reads the weights once a pass", "[unit][cli]") {
+    const std::string m = "bench -m " + tiny_llama_path().string() + " -t 2 -r 1 -p 0 -n 48 --json";
+    auto tg_row = [](const std::string& args) {
+        const auto r = run_strata(args);
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        return nlohmann::json::parse(r.out.substr(0, r.out.find('\n')));
+    };
+    // llama-bench's tg: one token a pass, whatever the text repeats.
+    CHECK(tg_row(m)["tokens_per_pass"] == 1.0);
+    for (const char* spec : {" --spec off", " --spec lookup"}) {
+        const auto row = tg_row(m + spec);
+        const double per_pass = row["tokens_per_pass"];
+        CHECK(per_pass >= 1.0);
+        const double want = row["weight_bytes_per_token"].get<double>() * row["avg_ts"].get<double>() / per_pass / 1e9;
+        CHECK(row["weights_gbps"].get<double>() == Approx(want).epsilon(1e-9));
+    }
+}
+
 namespace {
 
 // What `strata ARGS` prints to stderr (--show-plan's plan), once it has run.
