@@ -73,6 +73,56 @@ inline void score_rows(const AttentionTile& t, const float* kt, int m0, int64_t 
     for (int i = 0; i < R; ++i) _mm512_storeu_ps(t.scores + (m0 + i) * ld + j0, acc[i]);
 }
 
+// Keys this many ahead of the ones a loop reads are fetched into L1 as it goes: a decode row's
+// keys and values come from DRAM in pages scattered through the cache, where the hardware's
+// prefetchers see no stream, and each row is read once.
+constexpr int64_t kPrefetchKeys = 48;
+
+// Fetches the bytes of columns [col, col + n) of rows [j, j + 16) below `end` (16 keys never
+// cross a page).
+inline void prefetch_rows(const AttentionTile& t, const std::byte* base, int64_t j, int64_t end, int64_t col, int32_t n) {
+    if (j >= end) return;
+    const int64_t be = traits(t.kv_type).block_elems;  // whole blocks of a block type
+    const int64_t from = int64_t(row_bytes(t.kv_type, col / be * be));
+    const int64_t bytes = int64_t(row_bytes(t.kv_type, (col + n + be - 1) / be * be)) - from;
+    const std::byte* r = t.row(base, j) + from;
+    for (int64_t i = 0; i < std::min<int64_t>(16, end - j); ++i, r += t.kv_stride)
+        for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(r + b), _MM_HINT_T0);
+}
+
+// The 16 lanes of each of acc[0..15] summed: lane j of the result is acc[j]'s sum. Pairs of
+// rows, then quads, then the 128-bit lanes, always in this order.
+inline __m512 lane_sums16(const __m512 (&acc)[16]) {
+    __m512 pair[8], quad[4];
+    for (int i = 0; i < 8; ++i)
+        pair[i] = _mm512_add_ps(_mm512_unpacklo_ps(acc[2 * i], acc[2 * i + 1]), _mm512_unpackhi_ps(acc[2 * i], acc[2 * i + 1]));
+    for (int i = 0; i < 4; ++i) {
+        const __m512d a = _mm512_castps_pd(pair[2 * i]), b = _mm512_castps_pd(pair[2 * i + 1]);
+        quad[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    // quad[i]'s 128-bit lane L holds lane L's share of keys 4i .. 4i + 3.
+    const __m512 h01 = _mm512_add_ps(_mm512_shuffle_f32x4(quad[0], quad[1], 0x88), _mm512_shuffle_f32x4(quad[0], quad[1], 0xDD));
+    const __m512 h23 = _mm512_add_ps(_mm512_shuffle_f32x4(quad[2], quad[3], 0x88), _mm512_shuffle_f32x4(quad[2], quad[3], 0xDD));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(h01, h23, 0x88), _mm512_shuffle_f32x4(h01, h23, 0xDD));
+}
+
+// scores[m][j0..j0+16) for every row from the key block kf[16][head_dim] (floats, row-major):
+// each key's products with a row summed over the head's chunks of 16 lane by lane, then the
+// lanes (lane_sums16).
+inline void score_rows_direct(const AttentionTile& t, const float* kf, int64_t j0, int64_t ld) {
+    const int32_t chunks = t.head_dim / 16;
+    for (int m = 0; m < t.m; ++m) {
+        __m512 acc[16];
+        for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+        for (int32_t c = 0; c < chunks; ++c) {
+            const __m512 q = _mm512_loadu_ps(t.q[m] + 16 * c);
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(q, _mm512_load_ps(kf + i * t.head_dim + 16 * c), acc[i]);
+        }
+        _mm512_storeu_ps(t.scores + m * ld + j0, lane_sums16(acc));
+    }
+}
+
 template <int R>
 inline bool any_sees(const AttentionTile& t, int m0, int64_t j) {
     for (int i = 0; i < R; ++i)
@@ -93,6 +143,7 @@ inline void pv_rows(const AttentionTile& t, int m0, int64_t lo, int64_t n, int64
         const std::byte* v = t.row(t.v, j0);
         const int64_t j1 = std::min(n, (j0 / t.block_size + 1) * t.block_size);
         for (int64_t j = j0; j < j1; ++j, v += t.kv_stride) {
+            if (j % 16 == 0) prefetch_rows(t, t.v, j + kPrefetchKeys, n, t.v_col0 + 16 * c0, 16 * NC);
             // A tree's rows skip the keys none of them sees: those rows may be unwritten.
             if (t.tree && !any_sees<R>(t, m0, j)) continue;
             __m512 vv[NC];
@@ -117,16 +168,30 @@ inline void pv_rows(const AttentionTile& t, int m0, int64_t lo, int64_t n, int64
 
 // Scores of a row outside its keys are 0 (softmax below), so a group of rows runs over the
 // union of their keys.
+template <class L, int NC, int R>
+void pv_group(const AttentionTile& t, int m0, int64_t ld, const float* inv, int c0) {
+    int64_t lo = t.kv_first[m0], n = 0;
+    for (int i = 0; i < R; ++i) lo = std::min(lo, t.kv_first[m0 + i]), n = std::max(n, t.n_kv[m0 + i]);
+    pv_rows<L, NC, R>(t, m0, lo, n, ld, inv, c0);
+}
+
+// The rows from m0 on, fewer than R + 1: one group of them all, so that each V row is read
+// once for them (decode's group of query heads, 3 or 4, is such a rest). A row's sums are the
+// same in a group of any size.
+template <class L, int NC, int R>
+void pv_rest(const AttentionTile& t, int m0, int64_t ld, const float* inv, int c0) {
+    if constexpr (R >= 1) {
+        if (t.m - m0 == R) return pv_group<L, NC, R>(t, m0, ld, inv, c0);
+        pv_rest<L, NC, R - 1>(t, m0, ld, inv, c0);
+    }
+}
+
 template <class L, int NC>
 void pv_all(const AttentionTile& t, int64_t ld, const float* inv, int c0 = 0) {
     constexpr int R = NC <= 4 ? 24 / NC : 2;  // R * NC accumulators stay in registers
     int m0 = 0;
-    for (; m0 + R <= t.m; m0 += R) {
-        int64_t lo = t.kv_first[m0], n = 0;
-        for (int i = 0; i < R; ++i) lo = std::min(lo, t.kv_first[m0 + i]), n = std::max(n, t.n_kv[m0 + i]);
-        pv_rows<L, NC, R>(t, m0, lo, n, ld, inv, c0);
-    }
-    for (; m0 < t.m; ++m0) pv_rows<L, NC, 1>(t, m0, t.kv_first[m0], t.n_kv[m0], ld, inv, c0);
+    for (; m0 + R <= t.m; m0 += R) pv_group<L, NC, R>(t, m0, ld, inv, c0);
+    pv_rest<L, NC, R - 1>(t, m0, ld, inv, c0);
 }
 
 // Lanes of keys [j, j + 16) inside [lo, n).
@@ -147,6 +212,14 @@ void tile(const AttentionTile& t) {
     for (int64_t j0 = t.j_begin; j0 < t.n_kv_max; j0 += 16) {
         const int nb = static_cast<int>(std::min<int64_t>(16, t.n_kv_max - j0));
         const std::byte* kb = t.row(t.k, j0);  // 16 keys never cross a page
+        prefetch_rows(t, t.k, j0 + kPrefetchKeys, t.n_kv_max, t.col0, hd);
+        if (t.direct_scores) {  // the block as floats, one key a row
+            for (int i = 0; i < 16; ++i)
+                for (int32_t c = 0; c < hd / 16; ++c)
+                    _mm512_store_ps(kt + i * hd + 16 * c, i < nb ? L::load16(kb + i * t.kv_stride, t.col0 + 16 * c) : _mm512_setzero_ps());
+            score_rows_direct(t, kt, j0, ld);
+            continue;
+        }
         for (int32_t c = 0; c < hd / 16; ++c) {
             __m512 r[16];
             for (int i = 0; i < 16; ++i) r[i] = i < nb ? L::load16(kb + i * t.kv_stride, t.col0 + 16 * c) : _mm512_setzero_ps();

@@ -182,6 +182,11 @@ void run_task(const Cut& c, int32_t hk, int64_t tile_i, int64_t part) {
     tile.blocks = a.block_table;
     tile.block_size = a.block_table ? a.block_size : (n_kv_max + 15) / 16 * 16;
     tile.block_stride = a.block_stride;
+    // The few query heads a KV head of decode rows split over their keys: scored directly. The
+    // rows split are those whose rounding already depends on their kind (fewer than
+    // kAttentionSplitTokens tokens, past kAttentionSplitKeys keys), never on the tile's size;
+    // every other row keeps the transposed path's bits.
+    tile.direct_scores = split && c.group < 8 && a.head_dim <= kMaxDirectHeadDim;
     if (c.simd) attention_tile_avx512(tile);
     else attention_tile_ref(tile);
 }

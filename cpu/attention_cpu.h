@@ -87,8 +87,10 @@ void attention(const AttentionArgs& a);
 // Several independent attentions (a batch's sequences) as one parallel loop over all their tiles.
 void attention_batch(std::span<const AttentionArgs> batch);
 
-// The widest key head the AVX-512 tile takes (MLA's absorbed heads are 576 values).
+// The widest key head the AVX-512 tile takes (MLA's absorbed heads are 576 values), and the
+// widest it scores directly (AttentionTile::direct_scores).
 inline constexpr int32_t kMaxSimdHeadDim = 1024;
+inline constexpr int32_t kMaxDirectHeadDim = 256;
 
 // One tile, for the kernels (attention_cpu.cpp, attention_avx512.cpp).
 struct AttentionTile {
@@ -121,6 +123,11 @@ struct AttentionTile {
     // sum and followed by two floats, the row's largest score and its sum of exponentials (0:
     // it saw no key), which attention() merges by log-sum-exp; sinks are left to the merge.
     bool partial = false;
+    // Scores as one dot product a key row and query row, their 16-lane partial sums added across
+    // the lanes, instead of from transposed key blocks: fewer instructions for the few rows of
+    // a decode token's query heads. Rounds otherwise than the transposed path, so a call sets
+    // it by the kind of its rows (split decode rows), never by how many share the tile.
+    bool direct_scores = false;
     bool sees(int m, int64_t j) const { return j >= kv_first[m] && j < n_kv[m] && (!tree || tree->sees(tokens[m], j, kv_first[m])); }
     // Of keys [j, j + 16), those row m's tree mask lets it see (all without a tree).
     uint32_t tree_lanes(int m, int64_t j) const {
