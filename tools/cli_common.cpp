@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -191,6 +192,8 @@ runtime::Pooling pooling_or(const std::string& name, runtime::Pooling model_defa
     if (name == "cls" || name == "first") return runtime::Pooling::First;
     throw UsageError(fmt::format("--pooling '{}' is not a pooling", name), "use mean, last or cls");
 }
+
+int tokens_to_generate(int n_predict) { return n_predict == -1 ? std::numeric_limits<int32_t>::max() : n_predict; }
 
 std::string read_stdin() {
     std::stringstream ss;

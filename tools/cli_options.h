@@ -190,6 +190,9 @@ struct BatchOptions {
     int max_batch = 8;
 };
 
+// The tokens a reply may take from -n: -1 (llama.cpp's "infinite") is until the end of text or
+// a full context, which the scheduler's own bound then ends.
+int tokens_to_generate(int n_predict);
 // All of standard input, without trailing newlines.
 std::string read_stdin();
 // A file's bytes; IoError naming `what` and the path, with `hint`, when it cannot be read.

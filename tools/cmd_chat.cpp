@@ -87,7 +87,7 @@ int run_chat(const ChatOptions& o) {
     if (interactive) block_sigint();  // before the engine's and the scheduler's threads start
 
     runtime::EngineOptions eo = o.m.engine();
-    eo.n_predict = o.n_predict;  // the plan's workload
+    eo.n_predict = tokens_to_generate(o.n_predict);  // the plan's workload
     runtime::Engine engine(eo);
     runtime::SchedulerOptions so;
     so.max_batch = 1;  // one conversation
@@ -95,7 +95,7 @@ int run_chat(const ChatOptions& o) {
     so.spec = o.m.spec_options(draft.get());
     runtime::Scheduler scheduler(engine, so);
     runtime::GenerateParams gp;
-    gp.n_predict = o.n_predict;
+    gp.n_predict = eo.n_predict;
     gp.sampler = o.sampler;
     ChatSession session(engine, scheduler, models::ChatTemplate::from_gguf(engine.file(), o.chat_template), o.system, gp);
     if (saved) session.restore(std::move(*saved), o.load);

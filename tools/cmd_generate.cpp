@@ -85,7 +85,8 @@ int run_generate(const GenerateOptions& o) {
     if (prompt.empty()) throw UsageError("the prompt is empty", "give some text with -p, -f or on standard input");
     const auto grammar = load_grammar(o.grammar_file, o.schema_file);
     runtime::EngineOptions eo = o.m.engine();
-    eo.n_predict = o.n_predict;  // the plan's workload: this request
+    const int n_predict = tokens_to_generate(o.n_predict);
+    eo.n_predict = n_predict;  // the plan's workload: this request
     eo.prompt = prompt;
     runtime::Engine engine(eo);
     const models::Tokenizer& tok = engine.tokenizer();
@@ -97,7 +98,7 @@ int run_generate(const GenerateOptions& o) {
     runtime::Scheduler scheduler(engine, so);
     runtime::Request request;
     request.prompt = std::move(ids);
-    request.params.n_predict = o.n_predict;
+    request.params.n_predict = n_predict;
     request.params.sampler = o.sampler;
     request.params.stop = o.stop;
     request.params.ignore_eos = o.ignore_eos;

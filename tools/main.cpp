@@ -165,7 +165,9 @@ int main(int argc, char** argv) {
     add_model_option(*g, gen.m);
     g->add_option("-p,--prompt", gen.prompt, "prompt text (default: read standard input)");
     g->add_option("-f,--file", gen.prompt_file, "read the prompt from a file");
-    g->add_option("-n,--n-predict", gen.n_predict, "tokens to generate")->capture_default_str();
+    g->add_option("-n,--n-predict", gen.n_predict, "tokens to generate (-1: until the end of text or a full context)")
+        ->capture_default_str()
+        ->check(at_least(-1));
     g->add_option("--stop", gen.stop, "stop when this text is generated (repeatable)");
     g->add_flag("--ignore-eos", gen.ignore_eos, "keep generating past end-of-sequence tokens");
     g->add_flag("--no-bos", gen.no_bos, "do not add the beginning-of-sequence token");
@@ -182,7 +184,9 @@ int main(int argc, char** argv) {
     add_chat_template_option(*c, chat.chat_template);
     c->add_option("--load", chat.load, "start from a conversation saved with /save FILE");
     c->add_flag("--print-prompt", chat.print_prompt, "print the prompt rendered for stdin's message and exit")->group("");
-    c->add_option("-n,--n-predict", chat.n_predict, "most tokens per reply")->capture_default_str();
+    c->add_option("-n,--n-predict", chat.n_predict, "most tokens per reply (-1: until the end of text or a full context)")
+        ->capture_default_str()
+        ->check(at_least(-1));
     add_sampler_options(*c, chat.sampler, chat_seed);
     add_engine_options(*c, chat.m);
 

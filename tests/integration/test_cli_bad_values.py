@@ -2,9 +2,11 @@
 """Flags given values no run can use are refused before anything runs: a whole number below a
 flag's least is named with what to give (not CLI11's 309-digit bound), sampling parameters that
 are not finite numbers are refused by name, a context whose KV cache the machine cannot hold is
-refused by its size, and a refused `generate` prints nothing of its prompt to standard output."""
+refused by its size, -n -1 generates until the context is full, and a refused `generate` prints
+nothing of its prompt to standard output."""
 from __future__ import annotations
 
+import json
 import subprocess
 
 from strata_support import STRATA_BIN, tiny_llama
@@ -27,6 +29,14 @@ def main() -> None:
         r = run(*generate, *flags)
         assert r.returncode != 0 and said in r.stderr, f"{flags}: {r.stderr}"
         assert len(r.stderr) < 400, f"{flags}: a short message, not a 309-digit bound: {r.stderr}"
+    # -n -1 (llama.cpp's "infinite") runs until the context is full; below it nothing is a count.
+    r = run(*generate, "-n", "-1", "--ctx", "48", "--temp", "0", "--ignore-eos", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stop_reason"] == "context" and len(out["prompt_tokens"]) + len(out["tokens"]) >= 48, out
+    r = run(*generate, "-n", "-2")
+    assert r.returncode != 0 and "--n-predict: -2 is below -1; give -1 or more" in r.stderr, r.stderr
+
     # A context whose KV cache no machine holds (5 TiB): refused by its size, not by the allocator.
     r = run(*generate, "--ctx", "2147483647")
     assert r.returncode == 1 and "needs a KV cache of" in r.stderr and "--ctx" in r.stderr, r.stderr
@@ -38,7 +48,7 @@ def main() -> None:
                         (["--presence-penalty", "nan"], "presence penalty"),
                         (["--repeat-penalty", "0"], "repeat penalty"),
                         (["--repeat-last-n", "-3"], "window"),
-                        (["-n", "-5"], "max tokens -5 is negative")]:
+                        (["-n", "-5"], "--n-predict: -5 is below -1")]:
         r = run(*generate, *flags, *([] if flags[0] == "-n" else ["-n", "4"]))
         assert r.returncode != 0 and name in r.stderr, f"{flags}: {r.stderr}"
         assert r.stdout == "", f"{flags}: a refused request echoed {r.stdout!r}"
