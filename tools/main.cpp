@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <optional>
 
 #include <CLI/CLI.hpp>
@@ -25,13 +26,15 @@ constexpr const char* kSampling = "Sampling";
 constexpr const char* kEngine = "Engine and memory";
 constexpr const char* kDevice = "Devices and the simulated device";
 
-// A whole number of at least `lo`. (CLI11's own range checks print their bound as a 309-digit
-// number and do not say what to give.)
+// A whole number of at least `lo` that an int holds (every such flag is one). (CLI11's own range
+// checks print their bound as a 309-digit number and do not say what to give.)
 CLI::Validator at_least(int64_t lo) {
     return CLI::Validator(
         [lo](std::string& text) -> std::string {
+            constexpr int64_t hi = std::numeric_limits<int32_t>::max();
             int64_t v = 0;
             if (!CLI::detail::lexical_cast(text, v)) return fmt::format("{} is not a whole number", text);
+            if (v > hi) return fmt::format("{} is more than {}", text, hi);
             return v >= lo ? "" : fmt::format("{} is below {}; give {} or more", text, lo, lo);
         },
         lo == 0 ? "NONNEGATIVE" : lo == 1 ? "POSITIVE" : fmt::format("AT LEAST {}", lo));
