@@ -72,7 +72,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     // The cores that run a decode matmul read its weights themselves: from DRAM no faster than
     // DRAM reads (a probe's GEMV above that had part of its matrix in a cache); what a step
     // finds still cached is the reuse below.
-    const double gemv = hw.cpu.gemv_gbps_for(shape.weight_type);
+    const double gemv = hw.cpu.gemv_gbps_for(shape.weight_type, shape.n_embd);
     cpu_gemv_ = (hw.dram.read_gbps > 0 ? std::min(gemv, hw.dram.read_gbps) : gemv) * 1e9;
     cpu_gemm_ = hw.cpu.gemm_gflops_for(shape.weight_type, shape.n_embd) * 1e9;
     // A matmul of many tokens passes over the weights once (packing tiles) at the slower of the

@@ -18,9 +18,9 @@ const KernelRate* rate_for(const std::vector<KernelRate>& rates, DType t) {
     return nullptr;
 }
 
-double CpuProfile::gemv_gbps_for(DType t) const {
+double CpuProfile::gemv_gbps_for(DType t, double width) const {
     const KernelRate* r = rate_for(rates, t);
-    return r ? r->gemv_gbps : gemv_gbps;
+    return r ? r->gemv_at(width) : gemv_gbps;
 }
 
 namespace {
@@ -150,9 +150,11 @@ HardwareProfile HardwareProfile::on_cpu_threads(int threads) const {
     if (threads <= 0 || threads >= cpu.n_threads) return hw;
     const double share = double(threads) / cpu.n_threads;
     for (KernelRate& r : hw.cpu.rates) {
-        const double all_gemv = r.gemv_gbps;
+        const double all_gemv = r.gemv_gbps, all_narrow = r.gemv_narrow_gbps;
         r.gemv_gbps *= share, r.gemm_gflops *= share, r.pack_gbps *= share, r.gemm_narrow_gflops *= share;
+        r.gemv_narrow_gbps *= share;
         if (r.gemv_thread_gbps > 0) r.gemv_gbps = std::min(all_gemv, threads * r.gemv_thread_gbps);
+        if (r.gemv_thread_narrow_gbps > 0) r.gemv_narrow_gbps = std::min(all_narrow, threads * r.gemv_thread_narrow_gbps);
         const KernelRate* alone = sim ? rate_for(sim->rates, r.type) : nullptr;
         if (!alone) continue;
         const double per_thread = double(threads) / std::max(1, sim->n_threads);
@@ -175,7 +177,8 @@ json rates_json(const std::vector<KernelRate>& rates) {
         out.push_back({{"type", dtype_name(r.type)}, {"gemv_gbps", r.gemv_gbps}, {"gemm_gflops", r.gemm_gflops},
                        {"pack_gbps", r.pack_gbps}, {"call_us", r.call_us}, {"call_ns_per_row_byte", r.call_ns_per_row_byte},
                        {"gemm_narrow_gflops", r.gemm_narrow_gflops}, {"rows8_gbps", r.rows8_gbps},
-                       {"gemv_thread_gbps", r.gemv_thread_gbps}, {"gemv_narrow_gbps", r.gemv_narrow_gbps}});
+                       {"gemv_thread_gbps", r.gemv_thread_gbps}, {"gemv_narrow_gbps", r.gemv_narrow_gbps},
+                       {"gemv_thread_narrow_gbps", r.gemv_thread_narrow_gbps}});
     return out;
 }
 
@@ -189,7 +192,7 @@ std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
                          get_or<double>(r, where, "pack_gbps", 0), get_or<double>(r, where, "call_us", 0),
                          get_or<double>(r, where, "call_ns_per_row_byte", 0), get_or<double>(r, where, "gemm_narrow_gflops", 0),
                          get_or<double>(r, where, "rows8_gbps", 0), get_or<double>(r, where, "gemv_thread_gbps", 0),
-                         get_or<double>(r, where, "gemv_narrow_gbps", 0)});
+                         get_or<double>(r, where, "gemv_narrow_gbps", 0), get_or<double>(r, where, "gemv_thread_narrow_gbps", 0)});
     }
     return rates;
 }

@@ -37,10 +37,12 @@ struct KernelRate {
     // pool of fewer threads gets per thread (one thread streams more than its share of DRAM);
     // 0: not measured (profiles made before it, a device's rates).
     double gemv_thread_gbps = 0;
-    // A device's decode rate on the matrices of a layer kNarrowCols wide (q, k, v, the output,
-    // gate, up, down, one token each, layer after layer from DRAM), weight bytes per second beyond
-    // the calls' costs (call_s); 0: not measured (the CPU's rates, and profiles made before it).
+    // The decode rate on the matrices of a layer kNarrowCols wide (q, k, v, the output, gate, up,
+    // down, one token each, layer after layer from DRAM), weight bytes per second beyond the
+    // calls' costs (call_s); 0: not measured (a quick probe, profiles made before it).
     double gemv_narrow_gbps = 0;
+    // The CPU's on one thread alone, as gemv_thread_gbps; 0: not measured (and a device's).
+    double gemv_thread_narrow_gbps = 0;
     // That cost for rows of `row_bytes`, in seconds.
     double call_s(double row_bytes) const { return (call_us * 1e3 + call_ns_per_row_byte * row_bytes) * 1e-9; }
     // The GEMM rate for a model `width` values wide: between the narrow and the wide rate on a
@@ -128,7 +130,8 @@ struct CpuProfile {
     // size; 1 without a curve. A decode step whose weights are not much larger than the cache
     // finds part of them still there from the step before.
     double reuse(double bytes) const;
-    double gemv_gbps_for(DType t) const;
+    // `width`: the model's embedding width, for the decode rate on matrices of its size (0: the wide rate).
+    double gemv_gbps_for(DType t, double width = 0) const;
     // `width`: the model's embedding width, for the rate on matrices of its size (0: the wide rate).
     double gemm_gflops_for(DType t, double width = 0) const;
     double pack_gbps_for(DType t) const;  // 0 where not measured

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "gpu/device.h"
 #include "probe/device_costs.h"
+#include "probe/narrow_layer.h"
 #include "probe/typical.h"
 
 namespace strata::probe {
@@ -18,7 +19,6 @@ namespace strata::probe {
 namespace {
 
 constexpr int64_t kCols = static_cast<int64_t>(planner::KernelRate::kWideCols);
-constexpr int64_t kNarrowCols = static_cast<int64_t>(planner::KernelRate::kNarrowCols);
 constexpr int64_t kManyRows = 512;  // a prompt pass's rows (llama-bench's pp512)
 
 // The weights a decode call streams: about 4x the host's last-level cache, so that the simulated
@@ -33,7 +33,7 @@ struct MatmulBench {
     gpu::Stream& s;
     DType type;
     const gpu::DeviceBuffer& w;  // the weights: n_rows() x kCols of `type` (narrower rows sweep its first half)
-    const gpu::DeviceBuffer& x;  // kManyRows x 3 kNarrowCols floats at least
+    const gpu::DeviceBuffer& x;  // kManyRows x 3 kNarrow floats at least
     const gpu::DeviceBuffer& y;
     int reps;
 
@@ -77,13 +77,6 @@ struct MatmulBench {
     }
 };
 
-// The seven matrices of a kNarrowCols-wide layer, rows x values (queries as wide, K and V a
-// quarter, the feed-forward three times; SmolLM2's are about this wide).
-constexpr std::pair<int64_t, int64_t> kNarrowLayer[] = {
-    {kNarrowCols, kNarrowCols},     {kNarrowCols / 4, kNarrowCols}, {kNarrowCols / 4, kNarrowCols},
-    {kNarrowCols, kNarrowCols},     {3 * kNarrowCols, kNarrowCols}, {3 * kNarrowCols, kNarrowCols},
-    {kNarrowCols, 3 * kNarrowCols}};
-
 // Their GEMM at 256 rows each: flops per second, small matrices giving a device few tiles each.
 double narrow_layer_gflops(const MatmulBench& b) {
     constexpr int64_t kTokens = 256;
@@ -120,10 +113,10 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
     r.gemv_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, 1); }) / 1e9;
     r.rows8_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, gpu::Device::kRowWiseRows); }) / 1e9;
     // Split into a fixed part and a part per row byte by two widths, as the CPU's decode calls.
-    const double wide = b.call_s(kCols), narrow = b.call_s(kNarrowCols);
-    const double per_byte = std::max(0.0, (wide - narrow) / double(b.row_b(kCols) - b.row_b(kNarrowCols)));
+    const double wide = b.call_s(kCols), narrow = b.call_s(kNarrow);
+    const double per_byte = std::max(0.0, (wide - narrow) / double(b.row_b(kCols) - b.row_b(kNarrow)));
     r.call_ns_per_row_byte = per_byte * 1e9;
-    r.call_us = std::max(0.0, narrow - per_byte * double(b.row_b(kNarrowCols))) * 1e6;
+    r.call_us = std::max(0.0, narrow - per_byte * double(b.row_b(kNarrow))) * 1e6;
     if (!quick) r.gemv_narrow_gbps = narrow_layer_gemv_gbps(b, r);
     // Many rows: 64 and kManyRows rows against square weights give the arithmetic per row; what
     // 64 rows take beyond it is the call's pass over its weights (from DRAM, over all the rows,
@@ -150,7 +143,7 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
 uint64_t output_floats(uint64_t w_bytes) {
     return std::max<uint64_t>((w_bytes / row_bytes(DType::Q4_0, kCols) + 1) * 64, uint64_t(kManyRows) * kCols);
 }
-constexpr uint64_t kInputBytes = uint64_t(kManyRows) * 3 * kNarrowCols * 4;
+constexpr uint64_t kInputBytes = uint64_t(kManyRows) * 3 * kNarrow * 4;
 
 }  // namespace
 

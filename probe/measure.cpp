@@ -22,6 +22,8 @@
 #include "cpu/matmul.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
+#include "probe/huge_pages.h"
+#include "probe/narrow_layer.h"
 #include "probe/typical.h"
 
 namespace strata::probe {
@@ -57,25 +59,34 @@ Topology read_topology() {
 }
 
 namespace {
-// The read loop: kStreams sequential streams per thread, each over its own contiguous part of
-// the thread's range, 4 cache lines per stream per step with a software prefetch
-// kPrefetchBytes ahead. Several streams keep more misses in flight than one, and the prefetch
-// crosses the 4 KiB pages where a hardware prefetcher stops (the decode kernels do the same).
+// How a pass reads its range. Which way is fastest depends on the CPU, so the DRAM's rate is the
+// fastest way's (what a well-written kernel gets): on the 2-core AMD EPYC VM here one stream of
+// 64-byte loads read 32-35 GB/s, four streams prefetched into L1 22-25, into L2 28-30.
+//  - Streams, StreamsL2: kStreams sequential streams per thread, each over its own contiguous
+//    part of the range, 4 cache lines per stream per step with a software prefetch kPrefetchBytes
+//    ahead into L1 or L2. Several streams keep more misses in flight than one, and the prefetch
+//    crosses the 4 KiB pages where a hardware prefetcher stops (the decode kernels do the same).
+//  - OneStream: one stream of 64-byte loads (8-byte ones without AVX-512), left to the hardware
+//    prefetchers.
+//  - Plain: one stream of 8-byte loads (the cache curve's: its rate falls off clearly once the
+//    buffer leaves the cache).
+enum class ReadWay { Streams, StreamsL2, OneStream, Plain };
 constexpr size_t kStreams = 4, kStep = 256, kPrefetchBytes = 4096;
 
+template <size_t S, int Hint>
 __attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t bytes) {
-    const size_t per = bytes / kStreams / kStep * kStep;
-    __m512i acc[kStreams];
+    const size_t per = bytes / S / kStep * kStep;
+    __m512i acc[S];
     for (auto& a : acc) a = _mm512_setzero_si512();
     for (size_t off = 0; off < per; off += kStep)
-        for (size_t s = 0; s < kStreams; ++s) {
+        for (size_t s = 0; s < S; ++s) {
             const uint8_t* q = p + s * per + off;
             for (size_t l = 0; l < kStep; l += 64) {
-                _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes + l), _MM_HINT_T0);
+                if constexpr (Hint >= 0) _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes + l), static_cast<_mm_hint>(Hint));
                 acc[s] = _mm512_xor_si512(acc[s], _mm512_load_si512(q + l));
             }
         }
-    for (size_t s = 1; s < kStreams; ++s) acc[0] = _mm512_xor_si512(acc[0], acc[s]);
+    for (size_t s = 1; s < S; ++s) acc[0] = _mm512_xor_si512(acc[0], acc[s]);
     alignas(64) uint64_t lanes[8];
     _mm512_store_si512(lanes, acc[0]);
     uint64_t sum = 0;
@@ -91,17 +102,29 @@ uint64_t read_plain(const uint8_t* p, size_t bytes) {
     return a ^ b ^ c ^ d;
 }
 
-// Without AVX-512: the same streams with 8-byte loads.
+// Without AVX-512: the streams with 8-byte loads.
+template <int Locality>
 uint64_t read_scalar(const uint8_t* p, size_t bytes) {
     const size_t per = bytes / kStreams / kStep * kStep;
     uint64_t acc[kStreams] = {};
     for (size_t off = 0; off < per; off += kStep)
         for (size_t s = 0; s < kStreams; ++s) {
             const auto* q = reinterpret_cast<const uint64_t*>(p + s * per + off);
-            __builtin_prefetch(p + s * per + off + kPrefetchBytes);
+            __builtin_prefetch(p + s * per + off + kPrefetchBytes, 0, Locality);
             for (size_t w = 0; w < kStep / 8; ++w) acc[s] ^= q[w];
         }
     return acc[0] ^ acc[1] ^ acc[2] ^ acc[3];
+}
+
+uint64_t read(ReadWay way, const uint8_t* p, size_t bytes) {
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    switch (way) {
+        case ReadWay::Streams: return avx512 ? read_avx512<kStreams, _MM_HINT_T0>(p, bytes) : read_scalar<3>(p, bytes);
+        case ReadWay::StreamsL2: return avx512 ? read_avx512<kStreams, _MM_HINT_T1>(p, bytes) : read_scalar<2>(p, bytes);
+        case ReadWay::OneStream: return avx512 ? read_avx512<1, -1>(p, bytes) : read_plain(p, bytes);
+        case ReadWay::Plain: break;
+    }
+    return read_plain(p, bytes);
 }
 }  // namespace
 
@@ -111,22 +134,7 @@ size_t dram_read_probe_bytes(uint64_t ram_bytes) {
 
 namespace {
 
-constexpr size_t kPage = size_t{2} << 20;
-
-// Whole 2 MiB pages, huge-page backed as the engine holds its resident weights
-// (runtime/weights/weight_store): on 4 KiB pages a decode matmul streamed a fifth slower here.
-struct HugePages {
-    std::unique_ptr<void, decltype(&std::free)> mem{nullptr, &std::free};
-    uint8_t* data = nullptr;
-
-    HugePages(size_t bytes, const char* what) {
-        const size_t n = std::max<size_t>(1, (bytes + kPage - 1) / kPage) * kPage;
-        mem.reset(std::aligned_alloc(kPage, n));
-        if (!mem) throw IoError(fmt::format("out of memory for the {}-byte {}", n, what), "free some memory or run `strata probe --quick`");
-        data = static_cast<uint8_t*>(mem.get());
-        ::madvise(data, n, MADV_HUGEPAGE);
-    }
-};
+constexpr size_t kPage = HugePages::kPage;
 
 // A buffer of whole 2 MiB pages per thread, each thread's part touched by that thread.
 struct ReadBuffer {
@@ -146,17 +154,15 @@ struct ReadBuffer {
     }
 
     // The typical rate (probe/typical.h) of `reps` passes in which every thread reads the first
-    // `bytes_each` of its part, after an untimed one.
-    // `prefetch` false: one stream of loads with no software prefetch.
-    double read_gbps(size_t bytes_each, int reps, bool prefetch = true) const {
-        const bool avx512 = __builtin_cpu_supports("avx512f");
+    // `bytes_each` of its part `way`, after an untimed one.
+    double read_gbps(size_t bytes_each, int reps, ReadWay way) const {
         std::vector<uint64_t> sums(n);
         auto pass = [&] {
             std::vector<std::thread> ts;
             for (unsigned k = 0; k < n; ++k)
                 ts.emplace_back([&, k] {
                     const uint8_t* p = data + k * per;
-                    sums[k] = !prefetch ? read_plain(p, bytes_each) : avx512 ? read_avx512(p, bytes_each) : read_scalar(p, bytes_each);
+                    sums[k] = read(way, p, bytes_each);
                 });
             for (auto& th : ts) th.join();
         };
@@ -177,7 +183,9 @@ struct ReadBuffer {
 
 double measure_dram_read_gbps(size_t bytes, unsigned threads) {
     const ReadBuffer buf(bytes, threads);
-    return buf.read_gbps(buf.per, 5);
+    double best = 0;
+    for (ReadWay way : {ReadWay::Streams, ReadWay::StreamsL2, ReadWay::OneStream}) best = std::max(best, buf.read_gbps(buf.per, 5, way));
+    return best;
 }
 
 CacheCurve measure_cache(uint64_t reported, bool quick) {
@@ -188,7 +196,7 @@ CacheCurve measure_cache(uint64_t reported, bool quick) {
     CacheCurve c;
     for (size_t bytes = 4ull << 20; bytes <= buf.per; bytes *= 2) {
         const int reps = static_cast<int>(std::clamp<size_t>((256ull << 20) / bytes, 3, 32));
-        c.rates.emplace_back(static_cast<double>(bytes), buf.read_gbps(bytes, reps, /*prefetch=*/false));
+        c.rates.emplace_back(static_cast<double>(bytes), buf.read_gbps(bytes, reps, ReadWay::Plain));
     }
     // The largest size read within a quarter of the way from the smallest's rate to the
     // largest's: the rate falls gradually where a shared cache holds part of the buffer.
@@ -234,48 +242,6 @@ double write_test_file(const std::filesystem::path& path, uint64_t bytes, bool& 
     return static_cast<double>((bytes + kChunk - 1) / kChunk * kChunk) / s / 1e9;
 }
 
-namespace {
-// A narrow layer's GEMM rate over the wide one's: the layer's matrices (kNarrowCols wide: the
-// queries as wide, K and V a quarter, the feed-forward three times) each given a call of 256
-// tokens (a prompt pass), then 64 tokens over 4096 rows of `wide` (kWideCols wide), back to
-// back, the median ratio of the pairs (a busy moment skews one pair, not the median). Small matrices give each thread few
-// tiles, which the wide rate does not see (SmolLM2's ran at 139-294 GFLOPS where 4096 x 4096
-// ran at 334). Like the engine, each call quantizes its tokens.
-double narrow_over_wide(DType type, cpu::ThreadPool& pool, bool tile, const uint8_t* wide, bool wide_tiled) {
-    constexpr int64_t E = static_cast<int64_t>(planner::KernelRate::kNarrowCols), kTokens = 256;
-    constexpr int64_t W = static_cast<int64_t>(planner::KernelRate::kWideCols), kWideTokens = 64;
-    struct Matrix {
-        std::vector<uint8_t> w;
-        int64_t rows, cols;
-        bool tiled = false;
-    };
-    std::vector<Matrix> layer;
-    double narrow_flops = 0;
-    for (auto [rows, cols] : {std::pair{E, E}, {E / 4, E}, {E / 4, E}, {E, E}, {3 * E, E}, {3 * E, E}, {E, 3 * E}}) {
-        Matrix m{std::vector<uint8_t>(row_bytes(type, cols) * static_cast<size_t>(rows), 0x11), rows, cols};
-        if (tile) pool.run([&] { m.tiled = cpu::tile_weights(type, m.w.data(), rows, cols); });
-        narrow_flops += 2.0 * static_cast<double>(rows * cols * kTokens);
-        layer.push_back(std::move(m));
-    }
-    const double wide_flops = 2.0 * static_cast<double>(W * W * kWideTokens);
-    std::vector<float> x(static_cast<size_t>(3 * E * kTokens), 0.01f), y(static_cast<size_t>(3 * E * kTokens));
-    std::vector<double> ratios;
-    for (int rep = 0; rep < 7; ++rep) {
-        auto t0 = std::chrono::steady_clock::now();
-        pool.run([&] {
-            for (const Matrix& m : layer)
-                cpu::matmul(type, m.w.data(), m.rows, m.cols, x.data(), kTokens, y.data(), false, m.tiled);
-        });
-        const double narrow_s = seconds_since(t0);
-        t0 = std::chrono::steady_clock::now();
-        pool.run([&] { cpu::matmul(type, wide, W, W, x.data(), kWideTokens, y.data(), false, wide_tiled); });
-        const double wide_s = seconds_since(t0);
-        ratios.push_back((narrow_flops / narrow_s) / (wide_flops / wide_s));
-    }
-    return median(std::move(ratios));
-}
-}  // namespace
-
 planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t llc_bytes, bool tile) {
     planner::KernelRate r{type, 0, 0, 0, 0};
     const int64_t cols = 4096;
@@ -293,13 +259,14 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         // Laid out as the engine keeps resident weights (runtime/weights/weight_store: tile_for_cpu).
         bool tiled = false;
         if (tile) pool.run([&] { tiled = cpu::tile_weights(type, w.data(), rows, cols); });
+        auto one_gemv_gbps = [&](cpu::ThreadPool& on) {
+            const auto t0 = std::chrono::steady_clock::now();
+            on.run([&] { cpu::matmul(type, w.data(), rows, cols, x.data(), 1, y.data(), false, tiled); });
+            return static_cast<double>(w.size()) / seconds_since(t0) / 1e9;
+        };
         auto gemv_gbps = [&](cpu::ThreadPool& on) {
             std::vector<double> gemv;
-            for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
-                const auto t0 = std::chrono::steady_clock::now();
-                on.run([&] { cpu::matmul(type, w.data(), rows, cols, x.data(), 1, y.data(), false, tiled); });
-                gemv.push_back(static_cast<double>(w.size()) / seconds_since(t0) / 1e9);
-            }
+            for (int rep = 0; rep < (quick ? 3 : 5); ++rep) gemv.push_back(one_gemv_gbps(on));
             return median(std::move(gemv));
         };
         r.gemv_gbps = gemv_gbps(pool);
@@ -339,7 +306,6 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
             }
             return std::max(0.0, median(std::move(per_call)));
         };
-        constexpr int64_t kNarrow = 512;
         const size_t narrow_rb = row_bytes(type, kNarrow);
         const int64_t narrow_rows = static_cast<int64_t>(w.size() / 2 / narrow_rb);  // still past the caches
         const size_t narrow_bytes = narrow_rb * static_cast<size_t>(narrow_rows);
@@ -352,6 +318,9 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         const double per_byte = std::max(0.0, (wide_s - narrow_s) / static_cast<double>(rb - narrow_rb));
         r.call_ns_per_row_byte = per_byte * 1e9;
         r.call_us = std::max(0.0, narrow_s - per_byte * static_cast<double>(narrow_rb)) * 1e6;
+        // A narrow layer's decode beyond those costs, on every thread and on one (a quick probe
+        // leaves it out: priced at the wide rates).
+        if (!quick) measure_narrow_gemv(type, pool, tile, w.size(), r, one_gemv_gbps);
         // GEMM: 64 and 16 tokens against 4096 rows (cache-resident weights: compute is what is
         // measured); the difference gives the rate per token. The pass over the weights (packing
         // tiles) is what 16 tokens over all the rows take beyond that: the engine's weights come

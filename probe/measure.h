@@ -18,10 +18,11 @@ struct Topology {
 };
 Topology read_topology();
 
-// Reads `bytes` (huge-page backed, rounded to 2 MiB per thread) split over `threads` threads,
-// several prefetched streams each with AVX-512 loads where the CPU has them: the read rate the
-// decode kernels can reach. The best of five passes, GB/s. Throws IoError when the buffer
-// cannot be allocated.
+// Reads `bytes` (huge-page backed, rounded to 2 MiB per thread) split over `threads` threads in
+// three ways (several streams a thread prefetched into L1, the same into L2, one stream left to
+// the hardware prefetchers; AVX-512 loads where the CPU has them): the fastest way's typical of
+// five passes, GB/s, the rate the decode kernels can reach. Throws IoError when the buffer cannot
+// be allocated.
 double measure_dram_read_gbps(size_t bytes, unsigned threads);
 // The last-level cache as this program gets it, and the read rates it is read off: the largest buffer (from 4 MiB, doubling, up
 // to twice `reported`, the size the topology gives, within 128..512 MiB; 128 MiB `quick`) that one thread reads

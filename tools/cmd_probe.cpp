@@ -14,10 +14,12 @@ namespace strata::cli {
 using namespace strata::planner;
 
 namespace {
-// " (X on a 512-wide layer)" after a rate the probe also measured on a narrow layer's matrices.
-std::string narrow_note(double narrow) {
+// " (X on a 512-wide layer)" after a rate the probe also measured on a narrow layer's matrices,
+// with its rate on one thread where measured.
+std::string narrow_note(double narrow, double one_thread = 0) {
     if (narrow <= 0) return "";
-    return fmt::format(" ({:.1f} on a {:.0f}-wide layer)", narrow, KernelRate::kNarrowCols);
+    return fmt::format(" ({:.1f}{} on a {:.0f}-wide layer)", narrow,
+                       one_thread > 0 ? fmt::format(", {:.1f} on one thread,", one_thread) : "", KernelRate::kNarrowCols);
 }
 // A device's own ops, as the cost model prices its placements.
 void print_ops(const std::string& who, const DeviceOps& o) {
@@ -65,9 +67,9 @@ int run_probe(const ProbeOptions& o) {
         fmt::print("          read with fewer in flight (streamed layers are priced at their ring's): {} GB/s\n", depths);
     }
     for (const auto& r : p.cpu.rates)
-        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights{}, prefill GEMM {:7.1f} GFLOPS{}\n", dtype_name(r.type),
+        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights{}{}, prefill GEMM {:7.1f} GFLOPS{}\n", dtype_name(r.type),
                    r.gemv_gbps, r.gemv_thread_gbps > 0 ? fmt::format(" ({:.1f} on one thread)", r.gemv_thread_gbps) : "",
-                   r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
+                   narrow_note(r.gemv_narrow_gbps, r.gemv_thread_narrow_gbps), r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
     if (p.gpu)
         fmt::print("gpu       {} {}: {:.0f} GB/s, {:.0f} TFLOPS, PCIe {} {:.1f}/{:.1f} GB/s\n", p.gpu->name, format_size(p.gpu->memory_bytes),
                    p.gpu->mem_gbps, p.gpu->fp16_tflops, p.gpu->pcie, p.gpu->h2d_gbps, p.gpu->d2h_gbps);

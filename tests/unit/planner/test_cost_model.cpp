@@ -327,6 +327,15 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
     CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(40));  // all four's
     CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemm_gflops == Approx(200));  // arithmetic: the share
     hw.cpu.rates[0].gemv_thread_gbps = 0;
+    // A narrow layer's decode rate likewise: one thread's measured rate per thread, up to all of
+    // them; without a one-thread figure, the share.
+    hw.cpu.rates[0].gemv_narrow_gbps = 32;
+    CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemv_narrow_gbps == Approx(16));
+    hw.cpu.rates[0].gemv_thread_narrow_gbps = 12;
+    CHECK(rate_for(hw.on_cpu_threads(1).cpu.rates, DType::Q4_0)->gemv_narrow_gbps == Approx(12));
+    CHECK(rate_for(hw.on_cpu_threads(2).cpu.rates, DType::Q4_0)->gemv_narrow_gbps == Approx(24));
+    CHECK(rate_for(hw.on_cpu_threads(3).cpu.rates, DType::Q4_0)->gemv_narrow_gbps == Approx(32));  // all four's
+    hw.cpu.rates[0].gemv_narrow_gbps = hw.cpu.rates[0].gemv_thread_narrow_gbps = 0;
     // Decode on the two threads takes longer by the rates' ratio (DRAM faster than either).
     hw.dram.read_gbps = 100;
     ModelShape s;
@@ -339,6 +348,30 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
         return CostModel(s, h, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
     };
     CHECK(decode_s(two) == Approx(2 * decode_s(hw)).epsilon(0.01));
+}
+
+TEST_CASE("cost model: the CPU's decode rate on a narrow layer's matrices prices a narrow model's CPU layers",
+          "[unit][planner]") {
+    HardwareProfile hw = toy_cpu();
+    hw.dram.read_gbps = 100;
+    hw.cpu.rates = {{DType::Q8_0, 10, 100}};  // 10 GB/s on 4096-wide rows, no call costs
+    constexpr int C = static_cast<int>(Stream::CpuCompute);
+    auto decode_s = [&](int width) {
+        ModelShape s;
+        s.name = "toy", s.family = "llama", s.weight_type = DType::Q8_0;
+        s.n_layer = 1, s.n_embd = width, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 64, s.n_ff = 4 * width, s.n_vocab = 1000;
+        s.layers.assign(1, LayerShape{1'000'000'000, 500'000'000, 500'000'000});  // far beyond any cache
+        return CostModel(s, hw, Workload{1, 2, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16})
+            .layer_weights(0, WeightOption::DramCpu)
+            .decode[C];
+    };
+    CHECK(decode_s(576) == Approx(0.1));  // not measured narrow: the wide rate
+    // Measured at 5 GB/s on a 512-wide layer: a 512-wide model's layer reads at it, a 4096-wide
+    // one's at the wide rate, a 2048-wide one's two thirds of the way up on a log scale.
+    hw.cpu.rates[0].gemv_narrow_gbps = 5;
+    CHECK(decode_s(512) == Approx(0.2));
+    CHECK(decode_s(4096) == Approx(0.1));
+    CHECK(decode_s(2048) == Approx(1e9 / (5e9 + 2.0 / 3 * 5e9)));
 }
 
 TEST_CASE("a CPU decode matmul from DRAM is priced no faster than DRAM reads, whatever the probe's GEMV gave",
