@@ -202,7 +202,11 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
 }
 
 bool device_beats_cpu(const Prediction& with_device, const Prediction& cpu_alone) {
-    return with_device.decode_tps_per_seq > kDeviceWinMargin * cpu_alone.decode_tps_per_seq;
+    if (with_device.decode_tps_per_seq > kDeviceWinMargin * cpu_alone.decode_tps_per_seq) return true;
+    // Decoding no slower, the whole workload (the objective: its prompt's prefill included) by the
+    // margin sooner: a long prompt and a short answer, whose prefill the CPU alone takes seconds on.
+    return with_device.decode_tps_per_seq >= cpu_alone.decode_tps_per_seq && with_device.objective_s > 0 &&
+           kDeviceWinMargin * with_device.objective_s < cpu_alone.objective_s;
 }
 
 }  // namespace strata::planner

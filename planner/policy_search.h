@@ -59,7 +59,8 @@ Prediction evaluate_plan(const ModelShape& shape, const HardwareProfile& hw, con
 // choice at every --gpu-mem) and a device plan that loses is what must never happen.
 inline constexpr double kDeviceWinMargin = 1.10;
 // Whether a plan with a device is predicted to decode faster than the CPU alone's by that
-// margin: a device placement is chosen only then (never slower than the CPU alone).
+// margin, or to decode no slower and finish the workload (its objective, prefill included) by
+// that margin sooner: a device placement is chosen only then (never slower than the CPU alone).
 bool device_beats_cpu(const Prediction& with_device, const Prediction& cpu_alone);
 // The plans no other plan beats on both per-sequence decode speed and aggregate throughput.
 std::vector<Plan> frontier(const SearchResult& r);

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "models/hparams.h"
 #include "planner/expert_placement.h"
+#include "planner/units.h"
 #include "runtime/kv/kv_spill.h"
 #include "runtime/place/expert_offload.h"
 #include "runtime/place/tensor_overrides.h"
@@ -268,13 +269,17 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
     const planner::Prediction& with_device = out.placement->plan.prediction;
     if (beside.alternative && !planner::device_beats_cpu(with_device, beside.alternative->prediction)) {
         const double cpu_tps = beside.alternative->prediction.decode_tps_per_seq;
+        const double cpu_ttft = beside.alternative->prediction.ttft_s;
         if (gpu.chosen) {
-            STRATA_LOG_WARN("gpu: the CPU alone is predicted at {:.1f} tokens/s, the device's plan at {:.1f}; running on the "
-                            "device as --device asks (leave --device out to let the planner choose)",
-                            cpu_tps, with_device.decode_tps_per_seq);
+            STRATA_LOG_WARN("gpu: the CPU alone is predicted at {:.1f} tokens/s (first token in {}), the device's plan at "
+                            "{:.1f} ({}); running on the device as --device asks (leave --device out to let the planner choose)",
+                            cpu_tps, planner::format_seconds(cpu_ttft), with_device.decode_tps_per_seq,
+                            planner::format_seconds(with_device.ttft_s));
         } else {
-            STRATA_LOG_INFO("gpu: not used: the CPU alone is predicted at {:.1f} tokens/s, the device's plan at {:.1f}",
-                            cpu_tps, with_device.decode_tps_per_seq);
+            STRATA_LOG_INFO("gpu: not used: the CPU alone is predicted at {:.1f} tokens/s (first token in {}), the device's "
+                            "plan at {:.1f} ({})",
+                            cpu_tps, planner::format_seconds(cpu_ttft), with_device.decode_tps_per_seq,
+                            planner::format_seconds(with_device.ttft_s));
             out.cpu_alone_wins = true;
             out.device_prediction = with_device;
             return out;
