@@ -71,6 +71,11 @@ struct RuntimeLimits {
     // of them (the device runtime): the plan's DRAM then counts only the layers it keeps there.
     // Its device's working set, apart from the GPU budget too, holds a pass's hidden states.
     bool dram_held_apart = false;
+    // A prompt pass computes a device plan's CPU layers on the device where that is quicker, the
+    // weights read from the model file and copied in (planner/op_offload.h, the device runtime's
+    // op offload): their prefill is priced so, so that the LP does not keep layers off the CPU
+    // for a prefill the CPU would not run. Not for latent attention (deepseek2), which has none.
+    bool op_offload = false;
 };
 
 class CostModel {

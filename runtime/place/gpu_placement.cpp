@@ -206,7 +206,7 @@ KvPlacement kv_placement_of(const planner::Plan& plan) {
 }
 
 GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts, const GpuTarget& gpu,
-                          uint64_t device_bytes, DType kv_type, AttentionChoice attention) {
+                          uint64_t device_bytes, DType kv_type, AttentionChoice attention, bool op_offload) {
     GpuPlacement g;
     Placement& p = g.placement;
     // The layers the engine runs (EngineOptions::n_layers may cut the model short).
@@ -239,6 +239,7 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         po.allow_recompute = true;
         po.limits.recompute_on_gpu_only = true;
         po.limits.device_slots = kDeviceSlots;  // each step priced as the device backend issues it
+        po.limits.op_offload = op_offload;
         po.allow_cpu_attention = attention != AttentionChoice::Gpu;
         po.require_cpu_attention = attention == AttentionChoice::Cpu;
     });

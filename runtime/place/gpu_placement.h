@@ -72,8 +72,10 @@ struct GpuPlacement {
 };
 // `device_bytes`: what the budget leaves for layers and KV once the backend's working set is
 // taken. Throws OutOfBudget when nothing fits, UsageError for a given plan it cannot run.
+// `op_offload`: the run may compute its CPU layers on the device in a prompt's passes (the plan
+// prices their prefill so: planner::RuntimeLimits::op_offload).
 GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in, const PlacementOptions& opts, const GpuTarget& gpu,
-                          uint64_t device_bytes, DType kv_type, AttentionChoice attention);
+                          uint64_t device_bytes, DType kv_type, AttentionChoice attention, bool op_offload);
 
 // The simulated device's CPU threads: --sim-threads, else half the cores.
 int sim_thread_count(const GpuRequest& req);

@@ -103,7 +103,8 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
     }
     PlacementOptions host_po = po;
     host_po.n_kv_layers_in_dram = n_kv_dram;
-    GpuPlacement g = place_on_gpu(file, host_kv, host_po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.attention);
+    GpuPlacement g = place_on_gpu(file, host_kv, host_po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.attention,
+                                  opts.op_offload.kind != OpOffloadMode::Off);
     // The plan (given or made) says which layers recompute their KV.
     const std::vector<bool> rebuilt = rebuilt_layers(g.placement.plan);
     const bool recompute = std::find(rebuilt.begin(), rebuilt.end(), true) != rebuilt.end();

@@ -3,6 +3,7 @@
 // them where they lie.
 #include <catch2/catch.hpp>
 
+#include "planner/cost_model.h"
 #include "planner/op_offload.h"
 #include "tests/support/toy_hardware.h"
 #include "tests/support/toy_shape.h"
@@ -121,4 +122,33 @@ TEST_CASE("op offload: nothing to choose without CPU layers or a device", "[unit
     const OpOffload cpu_only = choose_op_offload(s, test::toy_cpu(), toy_plan(WeightOption::DramCpu), 256);
     CHECK(cpu_only.runs.empty());
     CHECK(cpu_only.min_rows == 0);
+}
+
+TEST_CASE("cost model: with op offload, a CPU layer's prompt pass is priced where it runs quicker, its decode where it lies",
+          "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    const HardwareProfile hw = toy_machine(10, 5);
+    constexpr int C = static_cast<int>(Stream::CpuCompute), G = static_cast<int>(Stream::GpuCompute),
+                  H = static_cast<int>(Stream::PcieH2D), N = static_cast<int>(Stream::Nvme);
+    auto layer = [&](int32_t prompt, bool op_offload, int32_t kv_latent = 0) {
+        ModelShape m = s;
+        m.kv_latent = kv_latent;
+        RuntimeLimits limits;
+        limits.op_offload = op_offload;
+        return CostModel(m, hw, Workload{prompt, 128, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16}, limits)
+            .layer_weights(1, WeightOption::DramCpu);
+    };
+    // 512 rows: 5.12 s on the CPU (1e9 flops a row at 100 GFLOPS); read from the file at 5 GB/s
+    // (0.2 s), copied at 10 GB/s (0.1 s) and computed on the device.
+    const Cost plain = layer(512, false), offloaded = layer(512, true);
+    CHECK(plain.prefill[C] == Approx(5.12));
+    CHECK(offloaded.prefill[C] == 0);
+    CHECK(offloaded.prefill[N] == Approx(0.2));
+    CHECK(offloaded.prefill[H] == Approx(0.1));
+    CHECK(offloaded.prefill[G] > 0);
+    CHECK(offloaded.decode == plain.decode);  // decode stays on the CPU
+    CHECK(offloaded.bytes == plain.bytes);    // and the layer where it lies
+    // A short prompt is quicker on the CPU (0.1 s against the 0.2 s read); latent attention has no op offload.
+    CHECK(layer(10, true).prefill == layer(10, false).prefill);
+    CHECK(layer(512, true, 64).prefill == layer(512, false, 64).prefill);
 }

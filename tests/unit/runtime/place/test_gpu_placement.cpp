@@ -50,7 +50,7 @@ TEST_CASE("gpu placement: a budget that holds the model keeps every layer and th
     const ResidencyInput in = input_of(m);
     PlacementOptions po;
     po.n_ctx = 256;
-    const GpuPlacement g = place_on_gpu(m.file, in, po, catalog_gpu(8ull << 30), 4ull << 30, DType::F16, AttentionChoice::Auto);
+    const GpuPlacement g = place_on_gpu(m.file, in, po, catalog_gpu(8ull << 30), 4ull << 30, DType::F16, AttentionChoice::Auto, true);
     const Residency& r = g.placement.residency;
     CHECK(std::count(r.on_device.begin(), r.on_device.end(), true) == m.hp.n_layer);
     CHECK(g.kv == KvPlacement::Device);
@@ -69,7 +69,7 @@ TEST_CASE("gpu placement: a small budget copies layers in, never runs a layer on
     GpuTarget gpu = catalog_gpu(8ull << 30);
     gpu.hw.cpu.gemv_gbps = 0.01, gpu.hw.cpu.gemm_gflops = 0.1;
     gpu.hw.cpu.rates.clear();
-    const GpuPlacement g = place_on_gpu(m.file, in, po, gpu, total / 2 + 2 * largest, DType::F16, AttentionChoice::Gpu);
+    const GpuPlacement g = place_on_gpu(m.file, in, po, gpu, total / 2 + 2 * largest, DType::F16, AttentionChoice::Gpu, true);
     const Residency& r = g.placement.residency;
     const auto n_device = std::count(r.on_device.begin(), r.on_device.end(), true);
     CHECK(n_device > 0);
@@ -93,7 +93,7 @@ TEST_CASE("gpu placement: a batch is planned as its sequences; their prompts' ac
     // backend's working set, held apart.
     const uint64_t hidden = uint64_t(kBatch) * 4000 * m.hp.n_embd * 2;
     const GpuPlacement g = place_on_gpu(m.file, in, po, catalog_gpu(8ull << 30), layers + kv + hidden + (4ull << 20),
-                                        DType::F16, AttentionChoice::Auto);
+                                        DType::F16, AttentionChoice::Auto, true);
     CHECK(g.placement.plan.workload.batch == kBatch);
     CHECK(g.placement.plan.policy.batch == kBatch);
     const Residency& r = g.placement.residency;
@@ -106,7 +106,7 @@ TEST_CASE("gpu placement: --attention cpu keeps the KV cache on the host", "[gpu
     PlacementOptions po;
     po.n_ctx = 256;
     const GpuPlacement g =
-        place_on_gpu(m.file, input_of(m), po, catalog_gpu(8ull << 30), 4ull << 30, DType::F16, AttentionChoice::Cpu);
+        place_on_gpu(m.file, input_of(m), po, catalog_gpu(8ull << 30), 4ull << 30, DType::F16, AttentionChoice::Cpu, true);
     CHECK(g.kv == KvPlacement::HostCpuAttention);
     CHECK(g.placement.plan.policy.cpu_attention);
 }
@@ -153,7 +153,7 @@ TEST_CASE("gpu placement: layers read from NVMe are priced at the rate of the ri
         GpuTarget gpu = catalog_gpu(8ull << 30);
         gpu.hw.nvme.read_gbps = 2;
         gpu.hw.nvme.read_depth_curve = std::move(curve);
-        const GpuPlacement g = place_on_gpu(m.file, in, po, gpu, total / 2 + 2 * largest, DType::F16, AttentionChoice::Gpu);
+        const GpuPlacement g = place_on_gpu(m.file, in, po, gpu, total / 2 + 2 * largest, DType::F16, AttentionChoice::Gpu, true);
         REQUIRE(g.placement.residency.n_streamed() > 0);
         return g.placement.plan.prediction.decode_tps_per_seq;
     };
