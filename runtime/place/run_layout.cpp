@@ -267,7 +267,9 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
         out.cpu_alone_wins = true;
         return out;
     }
-    const planner::Prediction& with_device = out.placement->plan.prediction;
+    // Weighed as it will run: a long prompt's CPU layers computed on the device where op offload does.
+    const planner::Workload& wl = out.placement->plan.workload;
+    const planner::Prediction with_device = out.placement->predict(wl.prompt_len, wl.gen_len, wl.batch);
     if (beside.alternative && !planner::device_beats_cpu(with_device, beside.alternative->prediction)) {
         const double cpu_tps = beside.alternative->prediction.decode_tps_per_seq;
         const double cpu_ttft = beside.alternative->prediction.ttft_s;
