@@ -222,7 +222,7 @@ Cost CostModel::layer_weights(int layer, WeightOption o) const {
     const WeightsRead w{static_cast<double>(l.weight_bytes), shape_.read_bytes(l, B_ / m_), shape_.read_bytes(l, B_ * P_ / m_),
                         shape_.active_matmul_params(l)};
     Cost c = weights_cost(w, B_, B_ * P_, o, true);
-    if (limits_.op_offload && has_gpu_ && shape_.kv_latent == 0 && device_of(o) == Device::Cpu && P_ / m_ > kCpuGemvTokens) {
+    if (limits_.op_offload && has_gpu_ && shape_.kv_latent == 0 && device_of(o) == Device::Cpu && B_ * P_ / m_ > kCpuGemvTokens) {
         // Read from the file (the CPU's copy is in its kernels' tiles), copied and computed on the
         // device, when its longest stream is shorter than the CPU's.
         const Cost dev = weights_cost(w, B_, B_ * P_, WeightOption::NvmeToGpu, true);
