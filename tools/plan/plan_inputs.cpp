@@ -33,6 +33,18 @@ ModelShape plan_shape(const PlanOptions& o, DType kv) {
 
 namespace {
 
+// A budget given as SIZE or a share of `capacity`, refused above it: a plan for memory the
+// machine does not have could not run.
+double budget_within(const std::string& text, const char* flag, uint64_t capacity, const std::string& what,
+                     const char* larger) {
+    const uint64_t b = parse_size(text, flag, capacity);
+    if (b > capacity)
+        throw UsageError(fmt::format("{} {} is more than {} ({})", flag, format_size(static_cast<double>(b)), what,
+                                     format_size(static_cast<double>(capacity))),
+                         fmt::format("give at most that, or {}", larger));
+    return static_cast<double>(b);
+}
+
 std::vector<DType> kv_types(const std::string& s) {
     if (s == "auto") return {DType::F16, DType::Q8_0, DType::Q4_0};
     const auto t = dtype_from_name(s);
@@ -93,9 +105,18 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     opts.budgets = default_budgets(hw);
     // --dram is what the run may hold in DRAM, as the runtime's --dram is: all of it is the budget.
     if (!o.dram.empty()) opts.budgets.dram = static_cast<double>(hw.dram.capacity_bytes);
-    if (!o.gpu_budget.empty()) opts.budgets.gpu = static_cast<double>(parse_size(o.gpu_budget, "--gpu-budget", hw.gpu ? hw.gpu->memory_bytes : 0));
-    if (!o.dram_budget.empty()) opts.budgets.dram = static_cast<double>(parse_size(o.dram_budget, "--dram-budget", hw.dram.capacity_bytes));
-    if (!o.nvme_budget.empty()) opts.budgets.nvme = static_cast<double>(parse_size(o.nvme_budget, "--nvme-budget", hw.nvme.capacity_bytes));
+    if (!o.gpu_budget.empty()) {
+        if (!hw.gpu) throw UsageError("--gpu-budget is given but the machine planned for has no GPU",
+                                      "name one with --gpu (e.g. --gpu rtx4090), or leave --gpu-budget out");
+        opts.budgets.gpu = budget_within(o.gpu_budget, "--gpu-budget", hw.gpu->memory_bytes, hw.gpu->name + "'s memory",
+                                         "--gpu-mem SIZE to plan for a card with more");
+    }
+    if (!o.dram_budget.empty())
+        opts.budgets.dram = budget_within(o.dram_budget, "--dram-budget", hw.dram.capacity_bytes, "the machine's DRAM",
+                                          "--dram SIZE to plan for a machine with more");
+    if (!o.nvme_budget.empty())
+        opts.budgets.nvme = budget_within(o.nvme_budget, "--nvme-budget", hw.nvme.capacity_bytes, "the disk's free space",
+                                          "--nvme-size SIZE to plan for a larger drive");
 
     // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
     run.result = search_with_expert_offload(run.shape, hw, wl, opts);

@@ -29,4 +29,19 @@ TEST_CASE("strata plan: bad requests fail with one line and a hint", "[unit][pla
     CHECK(too_big.err.find("more is needed") != std::string::npos);
     const auto mixed = run_strata("plan --shape llama3-8b --hw /nonexistent.json --gpu t4");
     CHECK(mixed.exit_code == 1);
+    // A budget past what the tier holds would plan memory the machine does not have.
+    const auto past_gpu = run_strata("plan --shape llama3-8b --gpu rtx4090 --gpu-budget 100T");
+    CHECK(past_gpu.exit_code == 1);
+    CHECK_THAT(past_gpu.err, Catch::Contains("--gpu-budget 100 TiB is more than rtx4090's memory (24 GiB)") &&
+                                 Catch::Contains("--gpu-mem"));
+    const auto no_gpu = run_strata("plan --shape llama3-8b --gpu none --gpu-budget 1G");
+    CHECK(no_gpu.exit_code == 1);
+    CHECK_THAT(no_gpu.err, Catch::Contains("no GPU"));
+    const auto past_dram = run_strata("plan --shape llama3-8b --gpu rtx4090 --dram 16G --dram-budget 1T");
+    CHECK(past_dram.exit_code == 1);
+    CHECK_THAT(past_dram.err, Catch::Contains("--dram-budget 1 TiB is more than the machine's DRAM (16 GiB)"));
+    const auto past_nvme = run_strata("plan --shape llama3-8b --gpu rtx4090 --nvme-size 100G --nvme-budget 1T");
+    CHECK(past_nvme.exit_code == 1);
+    CHECK_THAT(past_nvme.err, Catch::Contains("--nvme-budget 1 TiB is more than"));
+    CHECK(run_strata("plan --shape llama3-8b --gpu rtx4090 --gpu-budget 50% --dram-budget 12G").exit_code == 0);
 }
