@@ -53,7 +53,8 @@ int64_t Scheduler::check(const Request& request) const {
     check_sampler_params(request.params.sampler);
     const int64_t n_ctx = engine_.n_ctx();
     if (static_cast<int64_t>(request.prompt.size()) + 1 > n_ctx)
-        throw UsageError(fmt::format("the prompt has {} tokens, but the context holds {}", request.prompt.size(), n_ctx),
+        throw UsageError(fmt::format("the prompt has {} token{}, and the context holds {}: no room is left to generate",
+                                     request.prompt.size(), request.prompt.size() == 1 ? "" : "s", n_ctx),
                          "shorten the prompt or raise --ctx");
     const int64_t max_len = std::min<int64_t>(n_ctx, static_cast<int64_t>(request.prompt.size()) + request.params.n_predict);
     const int32_t need = KvCache::blocks_for(max_len), n_blocks = engine_.kv().pool().n_blocks();

@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "cpu/kv_format.h"
+#include "cpu/thread_pool.h"
 #include "runtime/grammar/json_schema_grammar.h"
 #include "planner/plan_report.h"
 #include "planner/speculation.h"
@@ -28,6 +30,10 @@ runtime::EngineOptions ModelOptions::engine() const {
     runtime::EngineOptions e;
     e.model = model;
     e.n_threads = threads;
+    if (threads > cpu::default_thread_count())
+        STRATA_LOG_WARN("cpu: -t {} is more threads than this machine's {}: they take turns on its cores, and every "
+                        "matmul waits for the last (leave -t out for one a hardware thread)",
+                        threads, cpu::default_thread_count());
     e.n_ctx = ctx;
     e.prefetch_depth = prefetch;
     e.kv_spill_dir = kv_spill;
@@ -126,11 +132,16 @@ std::unique_ptr<runtime::Engine> ModelOptions::load_draft_model(const runtime::E
     e.n_ctx = target.n_ctx();
     e.kv_positions = target.kv_cache().pool().n_blocks() * runtime::KvCache::kBlockSize;  // a draft sequence per target sequence
     e.gpu.device = runtime::DeviceKind::Cpu;
-    auto engine = std::make_unique<runtime::Engine>(e);
+    std::unique_ptr<runtime::Engine> engine;
     try {
+        engine = std::make_unique<runtime::Engine>(e);
         runtime::check_same_vocabulary(target.tokenizer(), engine->tokenizer());
     } catch (const UsageError& err) {
         throw UsageError(fmt::format("--draft-model {}: {}", draft_model, err.what()), err.hint());
+    } catch (const Error& err) {
+        // The file's own errors (missing, not GGUF) name -m's remedies: this one is --draft-model's.
+        throw UsageError(fmt::format("--draft-model {}: {}", draft_model, err.what()),
+                         "give a GGUF model with the target's vocabulary, or leave --draft-model out");
     }
     return engine;
 }

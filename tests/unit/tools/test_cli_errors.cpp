@@ -1,7 +1,10 @@
 // Bad input ends with one clear error and a non-zero exit, never a crash.
-#include <catch2/catch.hpp>
-
+#include <algorithm>
 #include <fstream>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
 
 #include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
@@ -71,6 +74,17 @@ TEST_CASE("CLI: prompts that cannot run", "[unit][cli]") {
         auto r = run_strata("generate " + m + " --ctx 64 -p '" + long_prompt + "'");
         check_clean_failure(r, "the context holds 64");
         CHECK_THAT(r.err, Catch::Contains("--ctx"));
+    }
+    SECTION("a draft model that is not there") {
+        auto r = run_strata("generate " + m + " -p hi -n 2 --spec draft --draft-model /nonexistent/draft.gguf");
+        check_clean_failure(r, "--draft-model /nonexistent/draft.gguf: cannot open model file");
+        CHECK_THAT(r.err, Catch::Contains("hint: give a GGUF model") && !Catch::Contains("without -m"));
+    }
+    SECTION("more threads than the machine has: a warning, and the run goes on") {
+        const std::string t = std::to_string(std::max(1u, std::thread::hardware_concurrency()) + 1);
+        auto r = run_strata("generate " + m + " -p hi -n 2 --temp 0 -t " + t);
+        CHECK(r.exit_code == 0);
+        CHECK_THAT(r.err, Catch::Contains("-t " + t + " is more threads than this machine's"));
     }
 }
 
