@@ -32,7 +32,7 @@ runtime::EngineOptions ModelOptions::engine() const {
     e.n_threads = threads;
     if (threads > cpu::default_thread_count())
         STRATA_LOG_WARN("cpu: -t {} is more threads than this machine's {}: they take turns on its cores, and every "
-                        "matmul waits for the last (leave -t out for one a hardware thread)",
+                        "matmul waits for the last (leave -t out for one per hardware thread)",
                         threads, cpu::default_thread_count());
     e.n_ctx = ctx;
     e.prefetch_depth = prefetch;

@@ -271,18 +271,16 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
     const planner::Workload& wl = out.placement->plan.workload;
     const planner::Prediction with_device = out.placement->predict(wl.prompt_len, wl.gen_len, wl.batch);
     if (beside.alternative && !planner::device_beats_cpu(with_device, beside.alternative->prediction)) {
-        const double cpu_tps = beside.alternative->prediction.decode_tps_per_seq;
-        const double cpu_ttft = beside.alternative->prediction.ttft_s;
+        const planner::Prediction& cpu = beside.alternative->prediction;
+        const std::string weighed = fmt::format("the CPU alone is predicted at {:.1f} tokens/s (first token in {}), the "
+                                                "device's plan at {:.1f} ({})",
+                                                cpu.decode_tps_per_seq, planner::format_seconds(cpu.ttft_s),
+                                                with_device.decode_tps_per_seq, planner::format_seconds(with_device.ttft_s));
         if (gpu.chosen) {
-            STRATA_LOG_WARN("gpu: the CPU alone is predicted at {:.1f} tokens/s (first token in {}), the device's plan at "
-                            "{:.1f} ({}); running on the device as --device asks (leave --device out to let the planner choose)",
-                            cpu_tps, planner::format_seconds(cpu_ttft), with_device.decode_tps_per_seq,
-                            planner::format_seconds(with_device.ttft_s));
+            STRATA_LOG_WARN("gpu: {}; running on the device as --device asks (leave --device out to let the planner choose)",
+                            weighed);
         } else {
-            STRATA_LOG_INFO("gpu: not used: the CPU alone is predicted at {:.1f} tokens/s (first token in {}), the device's "
-                            "plan at {:.1f} ({})",
-                            cpu_tps, planner::format_seconds(cpu_ttft), with_device.decode_tps_per_seq,
-                            planner::format_seconds(with_device.ttft_s));
+            STRATA_LOG_INFO("gpu: not used: {}", weighed);
             out.cpu_alone_wins = true;
             out.device_prediction = with_device;
             return out;
