@@ -104,6 +104,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     B_ = policy.batch;
     m_ = policy.n_micro;
     mb_ = B_ / m_;
+    rows_d_ = B_ * wl.decode_rows;
     P_ = wl.prompt_len;
     // Decode step t (1 .. gen_len-1) attends to prompt_len + t positions (a window layer to its
     // window's: averaged over the layers).
@@ -219,13 +220,13 @@ double CostModel::sim_copy_s(double bytes) const {
 
 Cost CostModel::layer_weights(int layer, WeightOption o) const {
     const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
-    const WeightsRead w{static_cast<double>(l.weight_bytes), shape_.read_bytes(l, B_ / m_), shape_.read_bytes(l, B_ * P_ / m_),
+    const WeightsRead w{static_cast<double>(l.weight_bytes), shape_.read_bytes(l, rows_d_ / m_), shape_.read_bytes(l, B_ * P_ / m_),
                         shape_.active_matmul_params(l)};
-    Cost c = weights_cost(w, B_, B_ * P_, o, true);
+    Cost c = weights_cost(w, rows_d_, B_ * P_, o, true);
     if (limits_.op_offload && has_gpu_ && shape_.kv_latent == 0 && device_of(o) == Device::Cpu && B_ * P_ / m_ > kCpuGemvTokens) {
         // Read from the file (the CPU's copy is in its kernels' tiles), copied and computed on the
         // device, when its longest stream is shorter than the CPU's.
-        const Cost dev = weights_cost(w, B_, B_ * P_, WeightOption::NvmeToGpu, true);
+        const Cost dev = weights_cost(w, rows_d_, B_ * P_, WeightOption::NvmeToGpu, true);
         auto pass_s = [](const Cost& k) { return *std::max_element(k.prefill.begin(), k.prefill.end()) + k.prefill_overhead; };
         if (pass_s(dev) < pass_s(c)) c.prefill = dev.prefill, c.prefill_overhead = dev.prefill_overhead;
     }
@@ -235,7 +236,7 @@ Cost CostModel::layer_weights(int layer, WeightOption o) const {
 Cost CostModel::output(WeightOption o) const {
     // Logits are needed for the last prompt position only.
     const double W = static_cast<double>(shape_.output_bytes);
-    return weights_cost({W, W, W, static_cast<double>(shape_.output_matmul_params)}, B_, B_, o, false);
+    return weights_cost({W, W, W, static_cast<double>(shape_.output_matmul_params)}, rows_d_, B_, o, false);
 }
 
 Cost CostModel::layer_kv(int, KvOption o) const { return kv_cost(o, attention_device(o), has_gpu_); }
@@ -256,9 +257,10 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
     Cost c;
     const bool act = is_recompute(o);
     const double per_tok = act ? shape_.act_bytes_per_token() : kvb_;  // bytes stored per token
-    const double read = B_ * ctx_avg_ * per_tok, fresh = B_ * per_tok, cap = B_ * ctx_max_ * per_tok, pre = B_ * P_ * per_tok;
+    // The cache is read once per sequence however many rows attend to it; each row writes its entry.
+    const double read = B_ * ctx_avg_ * per_tok, fresh = rows_d_ * per_tok, cap = B_ * ctx_max_ * per_tok, pre = B_ * P_ * per_tok;
     const double kv_read = B_ * ctx_avg_ * kvb_;
-    const double attn_flops = B_ * ctx_avg_ * shape_.attention_flops_per_position();
+    const double attn_flops = rows_d_ * ctx_avg_ * shape_.attention_flops_per_position();
     const double recompute_flops = act ? B_ * ctx_avg_ * shape_.recompute_flops_per_token() : 0;
     const Tier tier = tier_of(o);
     c.bytes[tier_index(tier)] = cap;
@@ -297,7 +299,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         c.decode[R] += (read + fresh) / dram_bw_;
         if (halves) c.decode_overlapped = c.decode[C];
         if (q_crosses) {
-            const double q = B_ * shape_.n_head * shape_.head_dim * 4.0;
+            const double q = rows_d_ * shape_.n_head * shape_.head_dim * 4.0;
             c.decode[D] += (q + fresh) / d2h_;
             c.decode[H] += q / h2d_;
             c.decode_overhead += m_ * ((hop_s_ > 0 ? hop_s_ : cpu_sync_s_) + gpu_launch_s_);
@@ -321,11 +323,11 @@ Cost CostModel::embedding(WeightOption o) const {
     Cost c;
     const double E = static_cast<double>(shape_.embd_bytes);
     c.bytes[tier_index(tier_of(o))] = E;
-    const double row = B_ * shape_.n_embd * 4.0;
-    if (o != WeightOption::Gpu && has_gpu_) c.decode[H] = row / h2d_, c.prefill[H] = P_ * row / h2d_;
+    const double row = shape_.n_embd * 4.0;
+    if (o != WeightOption::Gpu && has_gpu_) c.decode[H] = rows_d_ * row / h2d_, c.prefill[H] = B_ * P_ * row / h2d_;
     if (tier_of(o) == Tier::Nvme) {
         // One 4 KiB read per token looked up.
-        c.decode[N] = B_ * 4096.0 / nvme_r_;
+        c.decode[N] = rows_d_ * 4096.0 / nvme_r_;
         c.prefill[N] = B_ * P_ * 4096.0 / nvme_r_;
     }
     return held_apart(c, false);
@@ -333,7 +335,7 @@ Cost CostModel::embedding(WeightOption o) const {
 
 Cost CostModel::hidden(HiddenOption o) const {
     Cost c;
-    const double h_pre = B_ * P_ * shape_.n_embd * 2.0, h_dec = B_ * shape_.n_embd * 2.0;
+    const double h_pre = B_ * P_ * shape_.n_embd * 2.0, h_dec = rows_d_ * shape_.n_embd * 2.0;
     if (o == HiddenOption::Gpu) {
         // The device runtime runs a prompt in passes of a few hundred tokens whose hidden states
         // are its working set, held apart from the plan's GPU budget as its DRAM is.
@@ -359,7 +361,7 @@ Cost CostModel::fixed() const {
     if (has_gpu_) {
         c.prefill[G] = sim_attention() ? cpu_prefill_attention_s(hw_.gpu->sim_threads) : attn / gpu_flops_;
         c.prefill[D] = B_ * shape_.n_vocab * 4.0 / d2h_;
-        c.decode[D] = B_ * shape_.n_vocab * 4.0 / d2h_;
+        c.decode[D] = rows_d_ * shape_.n_vocab * 4.0 / d2h_;
         c.bytes[kGpuTier] = ws;
     } else {
         c.prefill[C] = hw_.cpu.attention_tile ? cpu_prefill_attention_s(threads_) : attn / cpu_attn_flops_;

@@ -178,7 +178,7 @@ private:
     // loops' hand-offs (overhead).
     double cpu_vector_s(double tokens, double threads) const;
     double cpu_loops_s(double tokens) const;
-    // Decode attention of one layer for `seqs` sequences on the CPU's kernels at the average
+    // Decode attention of one layer for `seqs` sequences (the workload's decode rows each) on the CPU's kernels at the average
     // context, on `threads` threads (the host's, or the simulated device's), from DRAM at most at
     // DRAM's rate.
     double cpu_decode_attention_s(double threads, double seqs) const;
@@ -209,8 +209,9 @@ private:
     bool pack_measured_ = false;
     double cpu_call_s_ = 0;         // a decode matmul call's cost beyond its bytes (rows of the embedding's width)
     double cpu_layer_calls_s_ = 0;  // a layer's four decode matmul calls' (q/k/v, output, gate/up, down)
-    // Workload in tokens.
-    double B_ = 1, m_ = 1, mb_ = 1, P_ = 1, ctx_avg_ = 1, ctx_max_ = 1;
+    // Workload in tokens: B_ sequences, rows_d_ rows in a decode step (B_ times each sequence's
+    // rows: more than one where a speculative pass verifies a draft).
+    double B_ = 1, m_ = 1, mb_ = 1, P_ = 1, ctx_avg_ = 1, ctx_max_ = 1, rows_d_ = 1;
     double kvb_ = 0;  // KV bytes per token per layer in the policy's type
 };
 

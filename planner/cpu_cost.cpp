@@ -39,11 +39,15 @@ double CostModel::cpu_decode_attention_s(double threads, double seqs) const {
     // K/V: from DRAM when together they are larger than the last-level cache.
     const double step_bytes = B_ * ctx_avg_ * kvb_ * shape_.n_layer + static_cast<double>(shape_.total_weight_bytes());
     const bool cold = step_bytes > static_cast<double>(hw_.cpu.llc_bytes());
-    // Every sequence's (KV head, part of the keys) tiles share one loop (cpu::attention_batch);
-    // a row longer than kAttentionSplitKeys keys is split into parts of that many.
-    const double parts = std::max(1.0, std::ceil(ctx_avg_ / kSplitKeys));
-    const double tile = t.tile_s(policy_.kv_type, ctx_avg_ / parts, group, shape_.head_dim, cold, kvb_ / n_kv);
-    const double tiles = std::ceil(seqs * n_kv * parts / threads) * tile;
+    // Every sequence's (KV head, tile of rows, part of the keys) tiles share one loop
+    // (cpu::attention_batch): a tile holds the group's query heads of at most kTileRows / group
+    // rows; one row longer than kAttentionSplitKeys keys is split into parts of that many (a
+    // draft's rows are not split).
+    const double rows = wl_.decode_rows, tok = std::max(1.0, std::floor(kTileRows / group));
+    const double row_tiles = std::ceil(rows / tok);
+    const double parts = rows > 1 ? 1.0 : std::max(1.0, std::ceil(ctx_avg_ / kSplitKeys));
+    const double tile = t.tile_s(policy_.kv_type, ctx_avg_ / parts, std::min(rows, tok) * group, shape_.head_dim, cold, kvb_ / n_kv);
+    const double tiles = std::ceil(seqs * n_kv * row_tiles * parts / threads) * tile;
     // All the threads together read no faster than DRAM serves them.
     return cold && dram_bw_ > 0 ? std::max(tiles, seqs * ctx_avg_ * kvb_ / dram_bw_) : tiles;
 }

@@ -37,10 +37,10 @@ Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
     const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
     const double dense = static_cast<double>(l.weight_bytes - l.expert_bytes);
     const double dense_params = static_cast<double>(l.n_matmul_params - l.n_expert_params);
-    Cost c = weights_cost({dense, dense, dense, dense_params}, B_, B_ * P_, WeightOption::DramCpu, true);
+    Cost c = weights_cost({dense, dense, dense, dense_params}, rows_d_, B_ * P_, WeightOption::DramCpu, true);
     const double stored = static_cast<double>(l.expert_bytes);
-    const double decode = shape_.read_bytes(l, B_ / m_) - dense, prefill = shape_.read_bytes(l, B_ * P_ / m_) - dense;
-    Cost e = weights_cost({stored, decode, prefill, shape_.active_matmul_params(l) - dense_params}, B_, B_ * P_,
+    const double decode = shape_.read_bytes(l, rows_d_ / m_) - dense, prefill = shape_.read_bytes(l, B_ * P_ / m_) - dense;
+    Cost e = weights_cost({stored, decode, prefill, shape_.active_matmul_params(l) - dense_params}, rows_d_, B_ * P_,
                           WeightOption::DramCpu, false);
     e.bytes[kDram] = static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
     e.bytes[kNvme] = stored;
@@ -61,12 +61,12 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     const double attn_params = l.n_attn_params > 0 ? static_cast<double>(l.n_attn_params)
                                                    : double(shape_.n_embd) * 2.0 * (double(shape_.n_head) * shape_.head_dim + shape_.n_embd_kv());
     const double attn = dense_params > 0 ? dense * std::min(1.0, attn_params / dense_params) : dense;
-    Cost c = weights_cost({attn, attn, attn, attn_params}, B_, B_ * P_, WeightOption::Gpu, true);
+    Cost c = weights_cost({attn, attn, attn, attn_params}, rows_d_, B_ * P_, WeightOption::Gpu, true);
     // The feed-forward on the CPU, prompts too (a CPU-only plan's pricing): norm, router and
     // shared experts read whole, the routed experts' chosen share less the device's; and the
     // hidden states' hop down and back up around it.
     const double ffn = dense - attn, stored = static_cast<double>(l.expert_bytes);
-    const double decode = shape_.read_bytes(l, B_ / m_) - dense, prefill = shape_.read_bytes(l, B_ * P_ / m_) - dense;
+    const double decode = shape_.read_bytes(l, rows_d_ / m_) - dense, prefill = shape_.read_bytes(l, B_ * P_ / m_) - dense;
     const double routed_params = shape_.active_matmul_params(l) - dense_params;
     const double on_dev = x.device_share_of(layer), on_host = 1 - on_dev;
     const double n_dev = static_cast<double>(static_cast<size_t>(layer) < x.device.size() ? x.device[layer].size() : 0);
@@ -75,10 +75,10 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     on_cpu.has_gpu_ = false;
     Cost f = on_cpu.weights_cost({ffn + stored, ffn + on_host * decode, ffn + on_host * prefill,
                                   dense_params - attn_params + on_host * routed_params},
-                                 B_, B_ * P_, WeightOption::DramCpu, true);
+                                 rows_d_, B_ * P_, WeightOption::DramCpu, true);
     const double hop = 4.0 * shape_.n_embd;  // one token's hidden state, f32
-    f.decode[static_cast<int>(Stream::PcieD2H)] += B_ * hop / d2h_;
-    f.decode[static_cast<int>(Stream::PcieH2D)] += B_ * hop / h2d_;
+    f.decode[static_cast<int>(Stream::PcieD2H)] += rows_d_ * hop / d2h_;
+    f.decode[static_cast<int>(Stream::PcieH2D)] += rows_d_ * hop / h2d_;
     f.prefill[static_cast<int>(Stream::PcieD2H)] += B_ * P_ * hop / d2h_;
     f.prefill[static_cast<int>(Stream::PcieH2D)] += B_ * P_ * hop / h2d_;
     // The host waits for the copy down once per layer and micro-batch, as around CPU attention.
@@ -93,11 +93,11 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
         // The device's experts: their rows go up and come back down (n_expert_used of a token's
         // rows at the device's share), computed while the CPU runs its own share of the layer's
         // feed-forward; the host waits for them once more per layer.
-        Cost d = weights_cost({dev_stored, on_dev * decode, on_dev * prefill, on_dev * routed_params}, B_, B_ * P_,
+        Cost d = weights_cost({dev_stored, on_dev * decode, on_dev * prefill, on_dev * routed_params}, rows_d_, B_ * P_,
                               WeightOption::Gpu, false);
         const double rows = shape_.n_expert_used * on_dev;
-        d.decode[static_cast<int>(Stream::PcieH2D)] += B_ * rows * hop / h2d_;
-        d.decode[static_cast<int>(Stream::PcieD2H)] += B_ * rows * hop / d2h_;
+        d.decode[static_cast<int>(Stream::PcieH2D)] += rows_d_ * rows * hop / h2d_;
+        d.decode[static_cast<int>(Stream::PcieD2H)] += rows_d_ * rows * hop / d2h_;
         d.prefill[static_cast<int>(Stream::PcieH2D)] += B_ * P_ * rows * hop / h2d_;
         d.prefill[static_cast<int>(Stream::PcieD2H)] += B_ * P_ * rows * hop / d2h_;
         d.decode[G] = std::max(0.0, d.decode[G] - f.decode[C]);

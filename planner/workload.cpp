@@ -25,6 +25,7 @@ void Workload::validate() const {
     check(prompt_len, "the prompt length", 1 << 22);
     check(gen_len, "the generation length", 1 << 22);
     check(batch, "the batch size", 1 << 20);
+    check(decode_rows, "the rows a decode step verifies per sequence", 1 << 16);
 }
 
 void Workload::apply(std::string_view spec) {

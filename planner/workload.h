@@ -24,6 +24,9 @@ struct Workload {
     // Positions the KV cache holds when more than a request's (a runtime's whole context, while
     // it plans for the prompt it has); 0: prompt and generation.
     int32_t kv_len = 0;
+    // Query rows each sequence's decode step computes: 1, or more where a speculative pass
+    // verifies a sequence's draft (its last token and the draft's tokens) against one KV cache.
+    int32_t decode_rows = 1;
 
     int32_t context_len() const { return prompt_len + gen_len; }
     int32_t kv_positions() const { return std::max(kv_len, context_len()); }

@@ -22,12 +22,11 @@ constexpr int kPricedContext = 256;  // prompt and output tokens of the sequence
 
 void Scheduler::plan_prices() {
     if (opts_.spec.mode == SpecMode::Off) return;
-    // A pass of r rows priced as a decoding step of r sequences at a typical context.
+    // A pass of r rows priced as one sequence's decoding step of r rows (its draft verified) at
+    // a typical context: the weights and the sequence's KV cache read once, every row computed.
     const int64_t most = std::min<int64_t>(PassPrices::kMaxRows, int64_t(opts_.max_batch) * (opts_.spec.max_depth + 1));
-    for (int64_t rows = 1; rows <= most; ++rows) {
-        const double tps = engine_.placement().predict(kPricedContext, kPricedContext, static_cast<int>(rows)).decode_tps_aggregate;
-        if (tps > 0) prices_.plan(rows, double(rows) / tps);
-    }
+    for (int64_t rows = 1; rows <= most; ++rows)
+        prices_.plan(rows, engine_.placement().predict(kPricedContext, kPricedContext, 1, static_cast<int>(rows)).decode.time_s);
 }
 
 void Scheduler::start_speculation(Job& j) {

@@ -147,11 +147,8 @@ std::unique_ptr<runtime::Engine> ModelOptions::load_draft_model(const runtime::E
 }
 
 std::string speculation_forecast(const runtime::Placement& p, double acceptance, int max_depth) {
-    // A verifying pass of r rows as the plan prices a decoding step of r sequences.
-    auto pass_seconds = [&](int64_t rows) {
-        const double tps = p.predict(256, 256, static_cast<int>(rows)).decode_tps_aggregate;
-        return tps > 0 ? double(rows) / tps : 0.0;
-    };
+    // A verifying pass of r rows as the plan prices one sequence's decoding step of r rows.
+    auto pass_seconds = [&](int64_t rows) { return p.predict(256, 256, 1, static_cast<int>(rows)).decode.time_s; };
     const planner::SpecForecast f = planner::forecast_speculation(pass_seconds, acceptance, max_depth);
     return fmt::format("{} drafts a pass, {:.2f} tokens a pass, {:.1f} t/s (plain {:.1f})", f.depth, f.tokens_per_pass,
                        f.tokens_per_s, f.plain_tokens_per_s);

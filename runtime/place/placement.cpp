@@ -130,11 +130,12 @@ std::vector<bool> rebuilt_layers(const planner::Plan& plan) {
     return r;
 }
 
-planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch) const {
+planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch, int decode_rows) const {
     planner::Workload wl;
     wl.prompt_len = std::max(1, n_prompt);
     wl.gen_len = std::max(1, n_generated);
     wl.batch = std::max(1, batch);
+    wl.decode_rows = std::max(1, decode_rows);
     // A GPU plan runs as planned (runtime/place/gpu_placement.h); a CPU one as this runtime holds it.
     planner::Plan run = plan.has_gpu ? plan : as_run(plan, shape.kv_type, n_kv_layers_in_dram);
     run.policy.batch = wl.batch;  // the scheduler runs them all in one pass

@@ -58,9 +58,10 @@ struct Placement {
     std::string op_offload_why;
 
     // The plan priced on this machine for `batch` requests of these lengths decoded together,
-    // as this runtime runs it, op offload included (the plan's own prediction is for the workload
-    // it was made for).
-    planner::Prediction predict(int n_prompt, int n_generated, int batch = 1) const;
+    // each decode step computing `decode_rows` rows of each (more than one: a speculative pass
+    // verifying a draft), as this runtime runs it, op offload included (the plan's own
+    // prediction is for the workload it was made for).
+    planner::Prediction predict(int n_prompt, int n_generated, int batch = 1, int decode_rows = 1) const;
 };
 
 struct PlacementOptions {
