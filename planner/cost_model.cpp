@@ -236,7 +236,9 @@ Cost CostModel::layer_weights(int layer, WeightOption o) const {
 Cost CostModel::output(WeightOption o) const {
     // Logits are needed for the last prompt position only.
     const double W = static_cast<double>(shape_.output_bytes);
-    return weights_cost({W, W, W, static_cast<double>(shape_.output_matmul_params)}, rows_d_, B_, o, false);
+    Cost c = weights_cost({W, W, W, static_cast<double>(shape_.output_matmul_params)}, rows_d_, B_, o, false);
+    if (limits_.head_on_device && limits_.dram_held_apart) c.bytes[kGpuTier] = 0;  // the device's working set
+    return c;
 }
 
 Cost CostModel::layer_kv(int, KvOption o) const { return kv_cost(o, attention_device(o), has_gpu_); }

@@ -76,6 +76,10 @@ struct RuntimeLimits {
     // op offload): their prefill is priced so, so that the LP does not keep layers off the CPU
     // for a prefill the CPU would not run. Not for latent attention (deepseek2), which has none.
     bool op_offload = false;
+    // The output head is held on the device and computed there whatever else the plan places
+    // (the device runtime); with dram_held_apart its bytes are in the device's working set, apart
+    // from the GPU budget.
+    bool head_on_device = false;
 };
 
 class CostModel {
@@ -94,6 +98,10 @@ public:
     // For the output layer and the embedding table.
     bool allowed_head(WeightOption o) const {
         return (has_gpu_ || device_of(o) == Device::Cpu) && !(limits_.layers_only_on_nvme && tier_of(o) == Tier::Nvme);
+    }
+    // The output layer's options: the head's, only the device where the runtime holds it there.
+    bool allowed_output(WeightOption o) const {
+        return allowed_head(o) && !(has_gpu_ && limits_.head_on_device && o != WeightOption::Gpu);
     }
     Device attention_device(KvOption o) const;
 

@@ -191,7 +191,7 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
     std::array<int, kNumWeightOptions> out_cols{}, embd_cols{};
     for (int o = 0; o < kNumWeightOptions; ++o) {
         const auto opt = static_cast<WeightOption>(o);
-        out_cols[o] = placement_col(cm.output(opt), 1, weight_ok(opt) && cm.allowed_head(opt) && (!lp_case.output || *lp_case.output == opt));
+        out_cols[o] = placement_col(cm.output(opt), 1, weight_ok(opt) && cm.allowed_output(opt) && (!lp_case.output || *lp_case.output == opt));
     }
     const bool has_embd = cm.shape().embd_bytes > 0;
     if (has_embd)

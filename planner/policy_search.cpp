@@ -188,10 +188,13 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
     double max_layer = 0;
     for (const auto& l : shape.layers) max_layer = std::max(max_layer, static_cast<double>(l.weight_bytes));
     const std::string gpu = format_size(b.gpu) + (opts.gpu_budget_note.empty() ? "" : " (" + opts.gpu_budget_note + ")");
-    if (hw.has_gpu() && b.gpu < fixed.bytes[0] + 2 * max_layer)
-        return fmt::format("the GPU budget {} is below the minimum working set {} (activations of a {}-token prompt and "
+    // The output head where the device computes it, unless the runtime holds it apart.
+    const double head = opts.limits.head_on_device && !opts.limits.dram_held_apart ? static_cast<double>(shape.output_bytes) : 0;
+    if (hw.has_gpu() && b.gpu < fixed.bytes[0] + 2 * max_layer + head)
+        return fmt::format("the GPU budget {} is below the minimum working set {} (activations of a {}-token prompt{} "
                            "two layers of weights double-buffered)",
-                           gpu, format_size(fixed.bytes[0] + 2 * max_layer), wl.prompt_len);
+                           gpu, format_size(fixed.bytes[0] + 2 * max_layer + head), wl.prompt_len,
+                           head > 0 ? fmt::format(", the output head ({}), which the device computes, and", format_size(head)) : " and");
     // (A runtime that holds its ring apart stages them there.)
     if (!opts.limits.dram_held_apart && b.dram < fixed.bytes[1] + 2 * max_layer)
         return fmt::format("the DRAM budget {}{} cannot stage layers read from NVMe (needs {})", format_size(b.dram),

@@ -98,7 +98,7 @@ std::vector<Move> candidates(const Plan& p, const CostModel& cm, const std::vect
         }
     }
     for (int to = 0; to < kNumWeightOptions; ++to)
-        if (to != static_cast<int>(p.output) && cm.allowed_head(static_cast<WeightOption>(to)) && better(tier_of(p.output), tier_of(static_cast<WeightOption>(to))))
+        if (to != static_cast<int>(p.output) && cm.allowed_output(static_cast<WeightOption>(to)) && better(tier_of(p.output), tier_of(static_cast<WeightOption>(to))))
             out.push_back({Move::What::Output, 0, to});
     if (cm.shape().embd_bytes > 0)
         for (auto to : {WeightOption::Gpu, WeightOption::DramCpu, WeightOption::NvmeCpu})
@@ -187,7 +187,7 @@ void hold_weights(Plan& plan, const CostModel& cm, const Budgets& budgets, Predi
         }
     };
     for (LayerPlacement& l : plan.layers) try_hold(l.weights, [&](WeightOption o) { return cm.allowed(o); });
-    try_hold(plan.output, [&](WeightOption o) { return cm.allowed_head(o); });
+    try_hold(plan.output, [&](WeightOption o) { return cm.allowed_output(o); });
 }
 
 }  // namespace

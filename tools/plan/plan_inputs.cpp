@@ -98,7 +98,8 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     opts.kv_types = kv_types(o.kv_type);
     opts.allow_cpu_attention = !o.no_cpu_attention;
     opts.allow_recompute = !o.no_recompute;
-    opts.limits.op_offload = true;  // the device runtime's, for a long prompt
+    opts.limits.op_offload = true;     // the device runtime's, for a long prompt
+    opts.limits.head_on_device = true;  // the device runtime's head, in the GPU budget here
     PlanRun run{plan_shape(o, opts.kv_types.front()), std::move(hardware), {}};
     const HardwareProfile& hw = run.hw;
     const Workload wl = plan_workload(o);

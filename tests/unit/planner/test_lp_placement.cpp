@@ -205,3 +205,27 @@ TEST_CASE("the policy search plans every layer of a 126-layer model", "[unit][pl
     REQUIRE(r.best.layers.size() == 126);
     for (int32_t il = 0; il < 126; ++il) CHECK(r.best.layers[il].layer == il);
 }
+
+TEST_CASE("a device runtime's output head stays on the device, its bytes apart from a GPU budget too small for it",
+          "[unit][planner]") {
+    const ModelShape s = ModelShape::from_catalog("llama3-8b", DType::Q4_0);  // a head of about 290 MB
+    const HardwareProfile hw = box("rtx4090", 64);
+    const Workload wl{512, 128, 1, Objective::Latency};
+    PlannerOptions o = options_for(hw);
+    o.budgets.gpu = 420e6;  // its working set of about 307 MB and room for no head
+    o.limits.dram_held_apart = true;  // the device runtime's budgets, net of what it holds anyway
+    const Plan free_head = make_plan(s, hw, wl, o);
+    CHECK(free_head.output != WeightOption::Gpu);
+
+    o.limits.head_on_device = true;
+    const Plan held = make_plan(s, hw, wl, o);
+    CHECK(held.output == WeightOption::Gpu);
+    CHECK(held.prediction.used.gpu <= o.budgets.gpu);
+    // Priced where it runs: the device's step carries the head's matmul, the CPU's does not.
+    const RuntimeLimits& limits = o.limits;
+    const CostModel cm(s, hw, wl, held.policy, limits);
+    CHECK(cm.output(WeightOption::Gpu).decode[static_cast<int>(Stream::GpuCompute)] > 0);
+    CHECK(cm.output(WeightOption::Gpu).bytes[0] == 0);
+    CHECK_FALSE(cm.allowed_output(WeightOption::DramCpu));
+    CHECK(cm.allowed_head(WeightOption::DramCpu));  // the embedding table's options are unchanged
+}

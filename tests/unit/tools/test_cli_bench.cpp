@@ -76,18 +76,24 @@ std::string shown_plan(const std::string& args) {
     return r.err;
 }
 
-// The KV cache column of --show-plan's layer rows ("0-4         gpu       gpu      gpu ...").
-std::vector<std::string> kv_column(const std::string& shown) {
-    constexpr size_t kAt = 11 + 1 + 9 + 1 + 8 + 1, kWidth = 16;  // after layers, weights, matmuls
-    std::vector<std::string> kv;
+// The matmuls and KV cache columns of --show-plan's layer rows ("0-4         gpu       gpu      gpu ...").
+struct LayerRow {
+    std::string matmuls, kv;
+};
+std::vector<LayerRow> layer_rows(const std::string& shown) {
+    constexpr size_t kMatmuls = 11 + 1 + 9 + 1, kKv = kMatmuls + 8 + 1, kKvWidth = 16;  // after layers, weights
+    auto cell = [](const std::string& line, size_t at, size_t width) {
+        std::string c = line.substr(at, width);
+        c.erase(c.find_last_not_of(' ') + 1);
+        return c;
+    };
+    std::vector<LayerRow> rows;
     std::istringstream lines(shown);
     for (std::string line; std::getline(lines, line);) {
-        if (line.empty() || !std::isdigit(static_cast<unsigned char>(line[0])) || line.size() < kAt + kWidth) continue;
-        std::string cell = line.substr(kAt, kWidth);
-        cell.erase(cell.find_last_not_of(' ') + 1);
-        kv.push_back(cell);
+        if (line.empty() || !std::isdigit(static_cast<unsigned char>(line[0])) || line.size() < kKv + kKvWidth) continue;
+        rows.push_back({cell(line, kMatmuls, 8), cell(line, kKv, kKvWidth)});
     }
-    return kv;
+    return rows;
 }
 
 }  // namespace
@@ -96,22 +102,24 @@ TEST_CASE("CLI: strata bench plans for its batch and prompt: a batch's KV cache 
     const std::string m = "bench -m " + tiny_llama_path().string() + " -t 2 -r 1 -p 8 -n 4 --show-plan ";
     // Each sequence's context of 8192 positions (640 bytes each): one sequence's KV cache (5 MiB)
     // fits the simulated device's 100 MiB beside its working set (about 50 MiB), sixteen
-    // sequences' (80 MiB) does not. (One sequence attending on the device: left to choose, its
-    // plan computes these tiny layers on the CPU, attending there to KV in DRAM.)
+    // sequences' (80 MiB) does not. One sequence attending on the device keeps its KV cache
+    // beside every layer the device computes. (Which layers those are is the probe's call: with
+    // a full probe of a fast CPU these tiny layers run on the CPU, attending there to KV in DRAM.)
     const std::string sim = m + "-c 8192 --device sim --gpu-mem 100M -b ";
     const std::string one = shown_plan(sim + "1 --attention gpu");
     CHECK_THAT(one, Catch::Contains("workload  prompt 8, generate 4, 1 sequence,"));
-    const std::vector<std::string> kv_one = kv_column(one);
-    REQUIRE_FALSE(kv_one.empty());
-    for (const auto& cell : kv_one) CHECK(cell == "gpu");
+    const std::vector<LayerRow> rows_one = layer_rows(one);
+    REQUIRE_FALSE(rows_one.empty());
+    for (const LayerRow& row : rows_one)
+        if (row.matmuls == "gpu") CHECK(row.kv == "gpu");
 
     const std::string batch = shown_plan(sim + "16");
     CHECK_THAT(batch, Catch::Contains("workload  prompt 8, generate 4, 16 sequences,") &&
                           Catch::Contains("policy    16 sequences per pass"));
-    const std::vector<std::string> kv_batch = kv_column(batch);
-    REQUIRE_FALSE(kv_batch.empty());
+    const std::vector<LayerRow> rows_batch = layer_rows(batch);
+    REQUIRE_FALSE(rows_batch.empty());
     // Not all of it on the device (the device backend then holds the whole cache in DRAM).
-    CHECK_FALSE(std::all_of(kv_batch.begin(), kv_batch.end(), [](const std::string& cell) { return cell == "gpu"; }));
+    CHECK_FALSE(std::all_of(rows_batch.begin(), rows_batch.end(), [](const LayerRow& row) { return row.kv == "gpu"; }));
 
     // The depth is part of each sequence's prompt.
     CHECK_THAT(shown_plan(m + "-b 2 -d 40"), Catch::Contains("workload  prompt 48, generate 4, 2 sequences,"));
