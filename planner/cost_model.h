@@ -80,6 +80,9 @@ struct RuntimeLimits {
     // (the device runtime); with dram_held_apart its bytes are in the device's working set, apart
     // from the GPU budget.
     bool head_on_device = false;
+    // Token embeddings are looked up by the host in DRAM and their rows uploaded (the device
+    // runtime): the table is never on the device.
+    bool embedding_on_host = false;
 };
 
 class CostModel {
@@ -102,6 +105,10 @@ public:
     // The output layer's options: the head's, only the device where the runtime holds it there.
     bool allowed_output(WeightOption o) const {
         return allowed_head(o) && !(has_gpu_ && limits_.head_on_device && o != WeightOption::Gpu);
+    }
+    // The embedding table's: the head's, only DRAM where the runtime looks rows up there.
+    bool allowed_embedding(WeightOption o) const {
+        return allowed_head(o) && !(has_gpu_ && limits_.embedding_on_host && o != WeightOption::DramCpu);
     }
     Device attention_device(KvOption o) const;
 

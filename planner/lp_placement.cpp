@@ -199,7 +199,7 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
             const auto opt = static_cast<WeightOption>(o);
             // A lookup table is only ever resident: on the GPU, or read by the CPU from DRAM or NVMe.
             const bool lookup = opt == WeightOption::Gpu || opt == WeightOption::DramCpu || opt == WeightOption::NvmeCpu;
-            embd_cols[o] = placement_col(cm.embedding(opt), 1, lookup && cm.allowed_head(opt) && !(lp_case.no_nvme && tier_of(opt) == Tier::Nvme) &&
+            embd_cols[o] = placement_col(cm.embedding(opt), 1, lookup && cm.allowed_embedding(opt) && !(lp_case.no_nvme && tier_of(opt) == Tier::Nvme) &&
                                                                    (!lp_case.embedding || *lp_case.embedding == opt));
         }
     std::array<int, kNumHiddenOptions> hid_cols{};

@@ -102,7 +102,7 @@ std::vector<Move> candidates(const Plan& p, const CostModel& cm, const std::vect
             out.push_back({Move::What::Output, 0, to});
     if (cm.shape().embd_bytes > 0)
         for (auto to : {WeightOption::Gpu, WeightOption::DramCpu, WeightOption::NvmeCpu})
-            if (to != p.embedding && cm.allowed_head(to) && better(tier_of(p.embedding), tier_of(to))) out.push_back({Move::What::Embedding, 0, static_cast<int>(to)});
+            if (to != p.embedding && cm.allowed_embedding(to) && better(tier_of(p.embedding), tier_of(to))) out.push_back({Move::What::Embedding, 0, static_cast<int>(to)});
     const Tier h = p.hidden == HiddenOption::Gpu ? Tier::Gpu : Tier::Dram;
     if (down && h == Tier::Gpu && cm.allowed(HiddenOption::Dram)) out.push_back({Move::What::Hidden, 0, static_cast<int>(HiddenOption::Dram)});
     if (!down && h == Tier::Dram && cm.allowed(HiddenOption::Gpu)) out.push_back({Move::What::Hidden, 0, static_cast<int>(HiddenOption::Gpu)});
@@ -214,7 +214,7 @@ bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& s
     }
     plan.output = static_cast<WeightOption>(argmax(sol.output));
     plan.embedding = cm.shape().embd_bytes > 0 ? static_cast<WeightOption>(argmax(sol.embedding))
-                                               : (cm.has_gpu() ? WeightOption::Gpu : WeightOption::DramCpu);
+                                               : (cm.allowed_embedding(WeightOption::Gpu) ? WeightOption::Gpu : WeightOption::DramCpu);
     plan.hidden = static_cast<HiddenOption>(argmax(sol.hidden));
 
     // Repair: while over budget, take the move (or pair of moves) that frees the most overflow

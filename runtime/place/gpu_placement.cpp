@@ -227,7 +227,8 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         // the KV cache and activations, the device backend's buffers, and a ring for layers
         // streamed from NVMe, whatever the plan; the planner counts none of them again.
         po.limits.dram_held_apart = true;
-        po.limits.head_on_device = true;  // DeviceBackend holds the head on the device, in its working set
+        po.limits.head_on_device = true;     // DeviceBackend holds the head on the device, in its working set,
+        po.limits.embedding_on_host = true;  // and looks embeddings up in DRAM
         if (in.budget) {
             const uint64_t held = in.fixed_bytes + in.other_bytes, ring = full_ring_bytes(in);
             check_min_budget(in, held + ring);  // every layer on the device or read from NVMe
@@ -245,11 +246,13 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         po.require_cpu_attention = attention == AttentionChoice::Cpu;
     });
     p.plan.workload = wl;
-    p.plan.output = planner::WeightOption::Gpu;  // a given plan's too: the runtime computes the head there
+    // A given plan's too: the runtime computes the head on the device, looks embeddings up on the host.
+    p.plan.output = planner::WeightOption::Gpu;
+    p.plan.embedding = planner::WeightOption::DramCpu;
     // Priced as it runs: layers read from NVMe at the rate of the ring's reads in flight, as searched.
     planner::RuntimeLimits as_run = run_limits(in.prefetch_depth, p.shape, p.shape.kv_type, p.hw.nvme);
     as_run.dram_held_apart = true;
-    as_run.head_on_device = true;
+    as_run.head_on_device = as_run.embedding_on_host = true;
     p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, p.plan, as_run);
     g.kv = kv_placement_of(p.plan);
     if (attention == AttentionChoice::Cpu) g.kv = KvPlacement::HostCpuAttention;

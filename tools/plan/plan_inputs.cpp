@@ -99,7 +99,8 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     opts.allow_cpu_attention = !o.no_cpu_attention;
     opts.allow_recompute = !o.no_recompute;
     opts.limits.op_offload = true;     // the device runtime's, for a long prompt
-    opts.limits.head_on_device = true;  // the device runtime's head, in the GPU budget here
+    opts.limits.head_on_device = true;     // the device runtime's head, in the GPU budget here,
+    opts.limits.embedding_on_host = true;  // and its embeddings, looked up in DRAM
     PlanRun run{plan_shape(o, opts.kv_types.front()), std::move(hardware), {}};
     const HardwareProfile& hw = run.hw;
     const Workload wl = plan_workload(o);

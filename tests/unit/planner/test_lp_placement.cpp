@@ -206,8 +206,8 @@ TEST_CASE("the policy search plans every layer of a 126-layer model", "[unit][pl
     for (int32_t il = 0; il < 126; ++il) CHECK(r.best.layers[il].layer == il);
 }
 
-TEST_CASE("a device runtime's output head stays on the device, its bytes apart from a GPU budget too small for it",
-          "[unit][planner]") {
+TEST_CASE("a device runtime's output head stays on the device, its bytes apart from a GPU budget too small for it, "
+          "and its embeddings in DRAM", "[unit][planner]") {
     const ModelShape s = ModelShape::from_catalog("llama3-8b", DType::Q4_0);  // a head of about 290 MB
     const HardwareProfile hw = box("rtx4090", 64);
     const Workload wl{512, 128, 1, Objective::Latency};
@@ -227,5 +227,14 @@ TEST_CASE("a device runtime's output head stays on the device, its bytes apart f
     CHECK(cm.output(WeightOption::Gpu).decode[static_cast<int>(Stream::GpuCompute)] > 0);
     CHECK(cm.output(WeightOption::Gpu).bytes[0] == 0);
     CHECK_FALSE(cm.allowed_output(WeightOption::DramCpu));
-    CHECK(cm.allowed_head(WeightOption::DramCpu));  // the embedding table's options are unchanged
+    CHECK(cm.allowed_embedding(WeightOption::Gpu));  // without embedding_on_host the table may go there
+
+    // The device runtime looks embeddings up on the host: the table stays in DRAM, its rows go up.
+    o.limits.embedding_on_host = true;
+    o.budgets.gpu = 8e9;  // room for the table (about 280 MB) beside many layers
+    const Plan looked_up = make_plan(s, hw, wl, o);
+    CHECK(looked_up.embedding == WeightOption::DramCpu);
+    const CostModel cm2(s, hw, wl, looked_up.policy, o.limits);
+    CHECK_FALSE(cm2.allowed_embedding(WeightOption::Gpu));
+    CHECK(cm2.embedding(WeightOption::DramCpu).decode[static_cast<int>(Stream::PcieH2D)] > 0);
 }
