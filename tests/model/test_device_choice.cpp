@@ -107,9 +107,10 @@ TEST_CASE("the device-or-CPU choice is made for the batch the command runs", "[m
     GpuTarget even = simulated_device(file, hp);
     REQUIRE(even.use);
     even.chosen = false;
-    // The CPU reads weights from DRAM at the slower of its GEMV and DRAM's rate (the cost model's).
+    // The CPU reads weights from DRAM at the slower of its GEMV and DRAM's rate (the cost model's),
+    // on the one thread the runs below give it.
     std::string source;
-    const planner::HardwareProfile host = runtime_profile(source);
+    const planner::HardwareProfile host = runtime_profile(source, 1);
     price_as_device_reading_at(even, 0.8 * std::min(host.cpu.gemv_gbps_for(DType::Q4_1), host.dram.read_gbps));
     DeviceFootprint device;
     device.working_streamed = 64ull << 20;
