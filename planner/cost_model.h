@@ -193,9 +193,9 @@ private:
     // loops' hand-offs (overhead).
     double cpu_vector_s(double tokens, double threads) const;
     double cpu_loops_s(double tokens) const;
-    // Decode attention of one layer for `seqs` sequences (the workload's decode rows each) on the CPU's kernels at the average
-    // context, on `threads` threads (the host's, or the simulated device's), from DRAM at most at
-    // DRAM's rate.
+    // Decode attention of one layer for `seqs` sequences (the workload's decode rows each) on the
+    // CPU's kernels at the average context, on `threads` threads (the host's, or the simulated
+    // device's), from DRAM at most at DRAM's rate.
     double cpu_decode_attention_s(double threads, double seqs) const;
     // Causal prefill attention of all layers and sequences on the CPU's kernels.
     double cpu_prefill_attention_s(double threads) const;

@@ -182,6 +182,10 @@ TEST_CASE("impossible requests say what is missing", "[unit][planner]") {
     o.budgets.gpu = 64ull << 20;
     CHECK_THROWS_WITH(make_plan(s, hw, Workload{}, o), Catch::Contains("minimum working set"));
     CHECK_THROWS_AS(make_plan(s, hw, Workload{}, o), OutOfBudget);
+    // Where the device computes the head from the same budget, the head is named in it.
+    o.limits.head_on_device = true;
+    CHECK_THROWS_WITH(make_plan(s, hw, Workload{}, o), Catch::Contains("the output head (") && Catch::Contains("which the device computes"));
+    o.limits.head_on_device = false;
     // A GPU budget made of more than the user's figure says what it is made of.
     o.gpu_budget_note = "the device's 40 MiB plus 24 MiB of prompts' activations";
     CHECK_THROWS_WITH(make_plan(s, hw, Workload{}, o),
