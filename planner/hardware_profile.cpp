@@ -66,14 +66,20 @@ double CpuProfile::reuse(double bytes) const {
     return std::max(1.0, on_log2_curve(cache_curve, bytes) / cache_curve.back().second);
 }
 
+std::vector<std::pair<double, double>> DiskProfile::rising_depth_curve() const {
+    std::vector<std::pair<double, double>> c = read_depth_curve;
+    for (size_t i = 1; i < c.size(); ++i) c[i].second = std::max(c[i].second, c[i - 1].second);
+    return c;
+}
+
 double DiskProfile::read_gbps_at(double inflight_bytes) const {
-    return read_depth_curve.empty() ? read_gbps : on_log2_curve(read_depth_curve, inflight_bytes);
+    return read_depth_curve.empty() ? read_gbps : on_log2_curve(rising_depth_curve(), inflight_bytes);
 }
 
 double DiskProfile::saturating_inflight_bytes(double fraction) const {
-    double best = 0;
-    for (const auto& [bytes, gbps] : read_depth_curve) best = std::max(best, gbps);
-    for (const auto& [bytes, gbps] : read_depth_curve)
+    const auto c = rising_depth_curve();
+    const double best = c.empty() ? 0 : c.back().second;
+    for (const auto& [bytes, gbps] : c)
         if (gbps >= fraction * best) return bytes;
     return 0;
 }

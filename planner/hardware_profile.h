@@ -215,11 +215,14 @@ struct DiskProfile {
     // The same read with fewer bytes in flight (bytes in flight, GB/s; ascending), as a ring of
     // a few layers keeps them; empty: not measured (a profile from before it), read_gbps at any depth.
     std::vector<std::pair<double, double>> read_depth_curve;
-    // GB/s with `inflight_bytes` in flight: interpolated on the curve, its ends beyond it.
+    // The curve as a reader sees it: a point below one with fewer bytes in flight (a noisy
+    // measurement: a reader may always keep fewer in flight) at that one's rate.
+    std::vector<std::pair<double, double>> rising_depth_curve() const;
+    // GB/s with `inflight_bytes` in flight: interpolated on the rising curve, its ends beyond it.
     double read_gbps_at(double inflight_bytes) const;
-    // The fewest bytes in flight at which the curve reaches `fraction` of its best rate; 0 with
-    // no curve. A reader that keeps no more than that in flight finishes its reads in the order it
-    // was given them at the disk's rate, instead of sharing the disk among all of them.
+    // The fewest bytes in flight at which the rising curve reaches `fraction` of its best rate;
+    // 0 with no curve. A reader that keeps no more than that in flight finishes its reads in the
+    // order it was given them at the disk's rate, instead of sharing the disk among all of them.
     double saturating_inflight_bytes(double fraction) const;
     bool operator==(const DiskProfile&) const = default;
 };

@@ -92,7 +92,10 @@ planner::HardwareProfile runtime_profile(std::string& source, int n_threads = 0)
 // fraction of the disk's best rate below, and its reads finish in the order they were asked for
 // (the layer needed next first), where deeper queues share the disk among every read and finish
 // them together. The reader's default queue depth where the probe measured no depth curve.
-inline constexpr double kSaturatingRateFraction = 0.95;
+// 0.9: a probe's points scatter by a few percent, and 0.95 sent 32 reads in flight where 4 gave
+// 94.7% of the best rate; the ring's reads then finished together, and a streamed speculative
+// pass's disk sat idle a fifth of the time (BENCHMARKS.md, Speculative decoding).
+inline constexpr double kSaturatingRateFraction = 0.9;
 unsigned stream_read_chunks(const planner::DiskProfile& disk);
 // How this runtime streams layers and spilled KV (its rings, the reader's depth on `disk`, the
 // spill's padded blocks) and copies layers to a device, as the planner prices them.

@@ -161,6 +161,13 @@ TEST_CASE("hardware profiles round-trip through JSON", "[unit][planner]") {
     CHECK(p.nvme.saturating_inflight_bytes(0.95) == 32u << 20);
     CHECK(p.nvme.saturating_inflight_bytes(0.6) == 8u << 20);
     CHECK(p.nvme.saturating_inflight_bytes(0.1) == 1u << 20);
+    // A point below one with fewer bytes in flight (a noisy measurement) is read at that one's rate.
+    DiskProfile dip = p.nvme;
+    dip.read_depth_curve = {{1u << 20, 3.19}, {4u << 20, 3.87}, {8u << 20, 1.73}, {32u << 20, 4.09}};
+    CHECK(dip.read_gbps_at(8u << 20) == Approx(3.87));
+    CHECK(dip.read_gbps_at(6u << 20) == Approx(3.87));
+    CHECK(dip.read_gbps_at(16u << 20) == Approx(3.87 + 0.5 * (4.09 - 3.87)));
+    CHECK(dip.saturating_inflight_bytes(0.9) == 4u << 20);
     std::string no_curve = p.to_json();
     no_curve.replace(no_curve.find("\"read_depth_curve\""), 18, "\"a_later_field___\"");
     const HardwareProfile before_curve = HardwareProfile::from_json(no_curve);
