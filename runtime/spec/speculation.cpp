@@ -150,8 +150,10 @@ const DraftTree& Speculation::draft(std::span<const int32_t> context, int64_t ot
     guess_.clear();
     chosen_.clear();
     if (limit <= 0) return chosen_;
-    // Candidates beyond the pass's share: the most likely of them are verified.
-    const int32_t candidates = std::min<int32_t>(2 * limit, int32_t(PassPrices::kMaxRows));
+    // Candidates beyond the pass's share: the most likely of them are verified. Four times the
+    // share lets a copying drafter's less trusted branches in where they are likelier than the
+    // deep end of its most trusted one.
+    const int32_t candidates = std::min<int32_t>(4 * limit, int32_t(PassPrices::kMaxRows));
     if (!drafter_->costly()) {
         drafter_->draft_tree(context, limit, candidates, width_, guess_);
         choose(others, limit);

@@ -1,5 +1,5 @@
-// Prompt lookup: the continuation of the latest earlier occurrence of the sequence's last
-// n-gram, longest n-gram first.
+// Prompt lookup: the continuations of the earlier occurrences of the sequence's last n-gram,
+// the one that more (and longer) matches continue first, the latest on a tie.
 #include <catch2/catch.hpp>
 
 #include "runtime/spec/lookup_drafter.h"
@@ -28,6 +28,27 @@ TEST_CASE("lookup drafter: the tokens after the latest earlier match of the last
         CHECK(out.empty());
         d.draft(std::vector<int32_t>{7}, 4, out);
         CHECK(out.empty());
+    }
+}
+
+TEST_CASE("lookup drafter: the continuation most matches agree on before the latest one", "[unit][spec]") {
+    LookupDrafter d(3, 1);
+    std::vector<int32_t> out;
+    SECTION("two matches of \"5 6\" go on with 1 8, the latest with 2 9") {
+        //                             0  1  2  3  4  5  6  7  8  9 10 11 12 13
+        const std::vector<int32_t> ctx{5, 6, 1, 8, 5, 6, 1, 8, 5, 6, 2, 9, 5, 6};
+        d.draft(ctx, 2, out);
+        CHECK(out == std::vector<int32_t>{1, 8});
+        strata::runtime::DraftTree t;
+        d.draft_tree(ctx, 2, 16, 4, t);
+        CHECK(t.tokens == std::vector<int32_t>{1, 8, 2, 9});
+        CHECK(t.parent == std::vector<int32_t>{-1, 0, -1, 2});
+    }
+    SECTION("one match of two tokens outweighs three of one") {
+        //                             0  1  2  3  4  5  6  7  8  9 10 11 12
+        const std::vector<int32_t> ctx{4, 3, 7, 5, 3, 7, 6, 3, 7, 2, 3, 1, 2, 3};
+        d.draft(ctx, 1, out);
+        CHECK(out == std::vector<int32_t>{1});  // "2 3" at 9, not the three "3 7"s
     }
 }
 
