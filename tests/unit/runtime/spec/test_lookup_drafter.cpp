@@ -6,7 +6,7 @@
 
 using strata::runtime::LookupDrafter;
 
-TEST_CASE("lookup drafter: the tokens after the latest earlier match of the last n-gram", "[unit][spec]") {
+TEST_CASE("lookup drafter: the continuation of the longest n-gram's match, the latest of equals", "[unit][spec]") {
     LookupDrafter d(3, 1);
     std::vector<int32_t> out;
     SECTION("the longest n-gram decides over a later shorter match") {
@@ -15,7 +15,7 @@ TEST_CASE("lookup drafter: the tokens after the latest earlier match of the last
         d.draft(ctx, 4, out);
         CHECK(out == std::vector<int32_t>{4, 5, 9, 3});  // "1 2 3" at 0, not "3" at 6
     }
-    SECTION("the latest of several matches, cut at max and at the context's end") {
+    SECTION("the latest of equal matches, cut at max and at the context's end") {
         const std::vector<int32_t> ctx{5, 6, 1, 5, 6, 2, 5, 6};
         d.draft(ctx, 8, out);
         CHECK(out == std::vector<int32_t>{2, 5, 6});
