@@ -101,6 +101,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     dram_bw_ = hw.dram.read_gbps * 1e9;
     nvme_r_ = hw.nvme.read_gbps * 1e9;
     nvme_w_ = hw.nvme.write_gbps * 1e9;
+    file_r_ = hw.nvme.model_file_gbps_at(0) * 1e9;
     B_ = policy.batch;
     m_ = policy.n_micro;
     mb_ = B_ / m_;
@@ -140,7 +141,7 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
     // order lets every micro-batch use them); from NVMe they land in DRAM first.
     // Through the ring: at the disk's rate with the ring's reads in flight, not at the probe's deepest.
     const double ring = limits_.ring_inflight_bytes(W);
-    const double nvme_r = ring > 0 ? hw_.nvme.read_gbps_at(ring) * 1e9 : nvme_r_;
+    const double nvme_r = hw_.nvme.model_file_gbps_at(ring) * 1e9;
     auto stream_in = [&](std::array<double, kNumStreams>& s, bool from_nvme) {
         s[H] += W / h2d_;
         s[G] += sim_copy_s(W);

@@ -215,6 +215,7 @@ private:
     double gpu_bw_ = 0, gpu_flops_ = 0, h2d_ = 0, d2h_ = 0;
     double cpu_gemv_ = 0, cpu_gemm_ = 0, cpu_attn_bw_ = 0, cpu_attn_flops_ = 0;
     double dram_bw_ = 0, nvme_r_ = 0, nvme_w_ = 0;
+    double file_r_ = 0;  // the model file's reads (streamed weights, experts missed), at the deepest rate
     double gpu_launch_s_ = 0, cpu_sync_s_ = 0;
     double hop_s_ = 0;  // a pass's data to the host and back (GpuProfile::handoff_us); 0: not measured
     double threads_ = 1;

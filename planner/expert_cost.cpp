@@ -45,7 +45,7 @@ Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
     e.bytes[kDram] = static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
     e.bytes[kNvme] = stored;
     // Every micro-batch reads its chosen experts; the ones not held come from NVMe.
-    add_misses(e, x, decode, prefill, m_, nvme_r_, dram_bw_);
+    add_misses(e, x, decode, prefill, m_, file_r_, dram_bw_);
     c += e;
     return c;
 }
@@ -87,7 +87,7 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     if (offloaded) {
         f.bytes[kDram] = ffn + static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
         f.bytes[kNvme] = stored;
-        add_misses(f, x, on_host * decode, on_host * prefill, m_, nvme_r_, dram_bw_);
+        add_misses(f, x, on_host * decode, on_host * prefill, m_, file_r_, dram_bw_);
     }
     if (n_dev > 0) {
         // The device's experts: their rows go up and come back down (n_expert_used of a token's

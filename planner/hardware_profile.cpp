@@ -123,6 +123,7 @@ void HardwareProfile::validate() const {
     positive(dram.copy_gbps, "dram.copy_gbps");
     positive(nvme.read_gbps, "nvme.read_gbps");
     positive(nvme.write_gbps, "nvme.write_gbps");
+    positive(nvme.model_file_scale, "nvme.model_file_scale");
     for (size_t i = 0; i < nvme.read_depth_curve.size(); ++i) {
         positive(nvme.read_depth_curve[i].first, "a depth of nvme.read_depth_curve");
         positive(nvme.read_depth_curve[i].second, "a rate of nvme.read_depth_curve");

@@ -224,6 +224,15 @@ struct DiskProfile {
     // 0 with no curve. A reader that keeps no more than that in flight finishes its reads in the
     // order it was given them at the disk's rate, instead of sharing the disk among all of them.
     double saturating_inflight_bytes(double fraction) const;
+    // The model file's reads as a share of the probe's at the same depth: a virtual or shared
+    // drive reads a file at the rate of where it lies, and the probe's file is one it has just
+    // written (here 3.8 GB/s, the model file 3.2, an older file 2.3). Measured by the runtime on
+    // the file it streams (runtime/place/model_file_rate.h); 1 in a saved profile.
+    double model_file_scale = 1;
+    // GB/s of the model file's reads with `inflight_bytes` in flight (0: the deepest rate).
+    double model_file_gbps_at(double inflight_bytes) const {
+        return (inflight_bytes > 0 ? read_gbps_at(inflight_bytes) : read_gbps) * model_file_scale;
+    }
     bool operator==(const DiskProfile&) const = default;
 };
 

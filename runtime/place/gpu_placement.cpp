@@ -17,6 +17,7 @@
 #include "planner/cost_model.h"
 #include "planner/policy_search.h"
 #include "probe/probe.h"
+#include "runtime/place/model_file_rate.h"
 #include "runtime/weights/model_weights.h"
 #include "storage/budget.h"
 
@@ -213,6 +214,7 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     p.shape = planner::ModelShape::from_gguf(file).first_layers(static_cast<int32_t>(in.layer_bytes.size()));
     p.shape.kv_type = kv_type;
     p.hw = gpu.hw;
+    if (opts.time_model_file && may_stream(in, opts.given)) measure_model_file_reads(p.hw.nvme, file.path());
     p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
     const planner::Workload wl = runtime_workload(opts);
     choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {

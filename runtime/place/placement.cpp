@@ -15,6 +15,7 @@
 #include "probe/probe.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/expert_offload.h"
+#include "runtime/place/model_file_rate.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
 #include "storage/reader.h"
@@ -73,7 +74,7 @@ planner::Plan as_run(planner::Plan p, DType kv_type, int n_kv_in_dram = INT_MAX)
 
 double streamed_read_gbps(const Placement& p) {
     const double ring = run_limits(p.prefetch_depth, p.shape, p.shape.kv_type, p.hw.nvme).ring_inflight_bytes(double(p.residency.slot_bytes));
-    return ring > 0 ? p.hw.nvme.read_gbps_at(ring) : p.hw.nvme.read_gbps;
+    return p.hw.nvme.model_file_gbps_at(ring);
 }
 
 namespace {
@@ -207,6 +208,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     p.shape = planner::ModelShape::from_gguf(file).first_layers(static_cast<int32_t>(in.layer_bytes.size()));
     p.shape.kv_type = opts.kv_type;
     p.hw = runtime_profile(p.hw_source, opts.n_threads);
+    if (opts.time_model_file && may_stream(in, opts.given)) measure_model_file_reads(p.hw.nvme, file.path());
     const planner::Workload wl = runtime_workload(opts);
     const OverrideRequest overrides = resolve_overrides(opts.overrides, file);
     if (p.shape.n_expert > 0)

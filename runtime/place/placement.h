@@ -78,6 +78,9 @@ struct PlacementOptions {
     DType kv_type = DType::F32;            // the KV cache's element type
     std::function<void(const Placement&)> on_plan;  // before the budget is checked (--show-plan)
     std::vector<TensorOverride> overrides;         // --override-tensor
+    // Where layers may stream, the model file's reads timed and priced at their rate
+    // (runtime/place/model_file_rate.h); false: the probe's curve alone (tests of its pricing).
+    bool time_model_file = true;
     ExpertPolicy expert_policy = ExpertPolicy::Adaptive;  // the expert cache's, when experts are offloaded
 };
 

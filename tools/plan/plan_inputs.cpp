@@ -10,18 +10,27 @@
 #include "planner/catalog.h"
 #include "planner/expert_placement.h"
 #include "planner/units.h"
+#include "runtime/place/model_file_rate.h"
 
 namespace strata::cli {
 
 using namespace strata::planner;
 
-ModelShape plan_shape(const PlanOptions& o, DType kv) {
+namespace {
+// The GGUF file planned for; empty for a catalog shape.
+std::filesystem::path plan_model_file(const PlanOptions& o) {
     const std::string name = !o.shape.empty() ? o.shape : o.model;
     const bool is_file = o.shape.empty() && (name.empty() || std::filesystem::exists(name));
-    if (is_file) {
+    return is_file ? resolve_model_path(name) : std::filesystem::path{};
+}
+}  // namespace
+
+ModelShape plan_shape(const PlanOptions& o, DType kv) {
+    const std::string name = !o.shape.empty() ? o.shape : o.model;
+    if (const auto file = plan_model_file(o); !file.empty()) {
         if (!o.weight_type.empty())
             throw UsageError("--weight-type applies to catalog shapes; a GGUF file has its own types");
-        ModelShape s = ModelShape::from_gguf(resolve_model_path(name));
+        ModelShape s = ModelShape::from_gguf(file);
         s.kv_type = kv;
         return s;
     }
@@ -120,6 +129,11 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
         opts.budgets.nvme = budget_within(o.nvme_budget, "--nvme-budget", hw.nvme.capacity_bytes, "the disk's free space",
                                           "--nvme-size SIZE to plan for a larger drive");
 
+    // This machine's own model file that the DRAM budget cannot hold is read at its own rate, as
+    // the runtime times it (runtime/place/model_file_rate.h).
+    if (const auto file = plan_model_file(o);
+        !file.empty() && !names_catalog_parts(o) && o.hw.empty() && run.shape.total_weight_bytes() > opts.budgets.dram)
+        runtime::measure_model_file_reads(run.hw.nvme, file);
     // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
     run.result = search_with_expert_offload(run.shape, hw, wl, opts);
     if (!hw.gpu || !run.result.best.has_gpu) return run;

@@ -83,6 +83,32 @@ TEST_CASE("cost model: a streamed layer's read is priced at the disk's rate with
     CHECK(read_s(old, 2, 32 * MiB) == Approx(MiB / 2e9));
 }
 
+TEST_CASE("cost model: layers are read at the model file's rate, a spilled KV cache at the probe's", "[unit][planner]") {
+    ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();  // read_gbps 2
+    constexpr double MiB = 1u << 20;
+    hw.nvme.read_depth_curve = {{1 * MiB, 0.5}, {4 * MiB, 1.0}, {32 * MiB, 2.0}};
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Policy pol{1, 1, true, false, DType::F16};
+    RuntimeLimits ring;
+    ring.stream_slots = 4;
+    ring.stream_inflight_bytes = 32 * MiB;
+    const int N = static_cast<int>(Stream::Nvme);
+    HardwareProfile slow_file = hw;
+    slow_file.nvme.model_file_scale = 0.8;
+    const CostModel probe_rate(s, hw, wl, pol, ring), file_rate(s, slow_file, wl, pol, ring);
+    // A streamed layer of 1 GB: the ring keeps the reader's 32 MiB in flight (2 GB/s on the
+    // curve), the model file reads at 0.8 of that; with no ring, at 0.8 of the deepest rate.
+    CHECK(file_rate.layer_weights(0, WeightOption::NvmeCpu).decode[N] == Approx(1e9 / (2e9 * 0.8)));
+    CHECK(probe_rate.layer_weights(0, WeightOption::NvmeCpu).decode[N] == Approx(1e9 / 2e9));
+    CHECK(CostModel(s, slow_file, wl, pol).layer_weights(0, WeightOption::NvmeCpu).decode[N] == Approx(1e9 / (2e9 * 0.8)));
+    // The KV cache spills to a scratch file of its own: the probe's rate.
+    CHECK(file_rate.layer_kv(0, KvOption::Nvme).decode[N] == Approx(probe_rate.layer_kv(0, KvOption::Nvme).decode[N]));
+    CHECK(probe_rate.layer_kv(0, KvOption::Nvme).decode[N] > 0);
+    CHECK(slow_file.nvme.model_file_gbps_at(4 * MiB) == Approx(0.8));
+    CHECK(slow_file.nvme.model_file_gbps_at(0) == Approx(1.6));
+}
+
 TEST_CASE("cost model: a mixture of experts reads the experts its tokens choose", "[unit][planner]") {
     // The toy's layers with 0.8 GB of experts (0.4 G of its 0.5 G matmul parameters), 8 of 32 used.
     ModelShape s = toy_shape();

@@ -149,6 +149,7 @@ TEST_CASE("gpu placement: layers read from NVMe are priced at the rate of the ri
     in.budget = full_ring_bytes(in);  // DRAM holds the ring and nothing else: what the device does not hold streams
     PlacementOptions po;
     po.n_ctx = 256;
+    po.time_model_file = false;  // the curves below stand for the disk
     auto decode_tps = [&](std::vector<std::pair<double, double>> curve) {
         GpuTarget gpu = catalog_gpu(8ull << 30);
         gpu.hw.nvme.read_gbps = 2;
