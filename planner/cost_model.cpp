@@ -139,7 +139,7 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
     c.bytes[tier_index(tier_of(o))] = W;
     // Streaming to the GPU: the bytes cross DRAM and PCIe once per pass (FlexGen's zig-zag
     // order lets every micro-batch use them); from NVMe they land in DRAM first.
-    // Through the ring: at the disk's rate with the ring's reads in flight, not at the probe's deepest.
+    // Through the ring: at the model file's rate with the ring's reads in flight, not at the probe's deepest.
     const double ring = limits_.ring_inflight_bytes(W);
     const double nvme_r = hw_.nvme.model_file_gbps_at(ring) * 1e9;
     auto stream_in = [&](std::array<double, kNumStreams>& s, bool from_nvme) {
