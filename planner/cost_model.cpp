@@ -309,7 +309,10 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         }
     }
     if (tier == Tier::Nvme) {
-        c.decode[N] += read * limits_.kv_spill_bytes_factor / nvme_r_ + fresh / nvme_w_;
+        // Through the spill's ring, from a scratch file of its own: the probe's curve at its depth.
+        const double on_disk = read * limits_.kv_spill_bytes_factor, ring = limits_.kv_ring_inflight_bytes(on_disk);
+        const double kv_r = ring > 0 ? hw_.nvme.read_gbps_at(ring) * 1e9 : nvme_r_;
+        c.decode[N] += on_disk / kv_r + fresh / nvme_w_;
         c.decode[R] += read / dram_bw_;  // staged into DRAM
         c.dram_staging = 2 * mb_ * ctx_max_ * per_tok;
     }

@@ -62,6 +62,13 @@ struct RuntimeLimits {
     // Bytes a spilled KV layer moves on the disk per byte of its entries (its blocks padded to
     // the disk's alignment).
     double kv_spill_bytes_factor = 1;
+    // The most bytes the spilled KV cache's reader keeps in flight: its ring's reads are priced
+    // as a streamed layer's, at the rate with that many or its slots' bytes in flight, the
+    // fewer; 0: at the disk's deep rate.
+    double kv_spill_inflight_bytes = 0;
+    double kv_ring_inflight_bytes(double layer_bytes) const {
+        return stream_slots > 0 ? std::min(kv_spill_inflight_bytes, stream_slots * layer_bytes) : 0;
+    }
     // The device runtime's ring of slots for layers copied in: a device plan's decode step is
     // then priced as the runtime issues it (CostModel::device_step_s); 0: its streams overlap
     // freely, as the LP assumes.

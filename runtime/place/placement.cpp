@@ -47,6 +47,7 @@ planner::RuntimeLimits run_limits(int prefetch_depth, const planner::ModelShape&
     const double block = double(KvCache::kBlockSize) * row_bytes(kv_type, shape.n_embd_kv());
     const double padded = std::ceil(block / storage::kDefaultDioAlign) * storage::kDefaultDioAlign;
     limits.kv_spill_bytes_factor = block > 0 ? padded / block : 1;
+    limits.kv_spill_inflight_bytes = static_cast<double>(reader.queue_depth) * static_cast<double>(reader.chunk_bytes);  // KvSpill's reader
     return limits;
 }
 

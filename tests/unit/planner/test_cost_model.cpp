@@ -109,6 +109,29 @@ TEST_CASE("cost model: layers are read at the model file's rate, a spilled KV ca
     CHECK(slow_file.nvme.model_file_gbps_at(0) == Approx(1.6));
 }
 
+TEST_CASE("cost model: a spilled KV layer's reads are priced at the rate of its ring's bytes in flight", "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu();  // read_gbps 2
+    constexpr double MiB = 1u << 20;
+    hw.nvme.read_depth_curve = {{1 * MiB, 0.5}, {4 * MiB, 1.0}, {32 * MiB, 2.0}};
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Policy pol{1, 1, true, false, DType::F16};
+    auto kv_s = [&](double reader_bytes, int slots = 64) {  // 64: the slots hold more than the reader keeps in flight
+        RuntimeLimits limits;
+        limits.stream_slots = slots;
+        limits.kv_spill_inflight_bytes = reader_bytes;
+        return CostModel(s, hw, wl, pol, limits).layer_kv(0, KvOption::Nvme).decode[static_cast<int>(Stream::Nvme)];
+    };
+    // The same bytes read at 0.5, 1 and 2 GB/s (the reader's 1 or 4 MiB in flight, or the deep
+    // rate), plus the same writes: the steps between them 1/0.5 - 1/1 = 2 x (1/1 - 1/2).
+    const double at_1mib = kv_s(1 * MiB), at_4mib = kv_s(4 * MiB), deep = kv_s(0);
+    REQUIRE(deep > 0);
+    CHECK(at_1mib - at_4mib == Approx(2 * (at_4mib - deep)));
+    CHECK(at_4mib > deep);
+    // One slot of this layer's reads (under 1 MiB) is all a ring of one keeps in flight.
+    CHECK(kv_s(32 * MiB, 1) == Approx(at_1mib));
+}
+
 TEST_CASE("cost model: a mixture of experts reads the experts its tokens choose", "[unit][planner]") {
     // The toy's layers with 0.8 GB of experts (0.4 G of its 0.5 G matmul parameters), 8 of 32 used.
     ModelShape s = toy_shape();
