@@ -19,12 +19,12 @@ constexpr double kLongerMatchWeight = 4;
 // The continuations' trie: each node a token after its parent, weighed by the matches through it.
 struct Continuations {
     struct Node {
-        int32_t token, parent;
+        int32_t token;
         double weight = 0;
         size_t first;  // the earliest-ranked match through it (ties: the latest match first)
         std::vector<int32_t> children;
     };
-    std::vector<Node> nodes{Node{-1, -1, 0, 0, {}}};  // the root: the sequence's last token
+    std::vector<Node> nodes{Node{-1, 0, 0, {}}};  // the root: the sequence's last token
 
     void add(std::span<const int32_t> tokens, double weight, size_t rank) {
         int32_t at = 0;
@@ -37,7 +37,7 @@ struct Continuations {
             } else {
                 next = static_cast<int32_t>(nodes.size());
                 nodes[size_t(at)].children.push_back(next);
-                nodes.push_back(Node{token, at, 0, rank, {}});
+                nodes.push_back(Node{token, 0, rank, {}});
             }
             nodes[size_t(next)].weight += weight;
             at = next;
