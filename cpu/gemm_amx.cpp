@@ -56,7 +56,6 @@ const TileConfig& tile_config() {
 // instruction per row range, against milliseconds of tile work).
 void configure_tiles() { _tile_loadconfig(&tile_config()); }
 
-constexpr int kMinTokens = 16;       // below this the VNNI kernel is as fast (tiles would be mostly padding)
 constexpr int64_t kTilesPerPack = 4; // row tiles packed together, as in the VNNI prefill
 
 // 16 tokens (rows of `hi`/`lo` a_stride apart; a tail is padded by the caller) x one packed tile.
@@ -192,7 +191,7 @@ void amx_matmul_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
 template <class P, DType kType>
 void amx_matmul_rows(const MatmulJob& job, int64_t r0, int64_t r1) {
     static const MatmulRowsFn vnni = avx512_vnni_matmul(kType);
-    if (job.n_tok < kMinTokens || !amx_enabled()) return vnni(job, r0, r1);
+    if (job.n_tok < kAmxMinTokens || !amx_enabled()) return vnni(job, r0, r1);
     if (job.skip_lo) amx_matmul_impl<WithLo<P, false>>(job, r0, r1);
     else amx_matmul_impl<WithLo<P, true>>(job, r0, r1);
 }

@@ -10,7 +10,8 @@
 // the file (128/256-bit loads of each row's block, a dword transpose, gathers for the scales) or
 // as tile_weights rewrote them at load, in place (the same loads' results stored in order, read
 // back linearly): a resident model is tiled once, streamed layers are packed as read.
-//   decode (<= 4 tokens): pack each block into L1 and use it at once for every token;
+//   decode (up to 4-8 tokens by type: max_fused_tokens): pack each block into L1 and use it at
+//   once for every token;
 //   prefill: pack up to 64 rows x all of K into a per-thread buffer once, then run every group
 //   of 8 tokens over it (the buffer stays in L2, the 8 activation rows in L1/L2).
 // Measured on one Sapphire Rapids core (K = 2048, 5632 rows of Q4_0): packing + 1 token 13-17
@@ -209,14 +210,35 @@ void tile_packed(const PackedOf<P>* pk, int64_t nb, const MatmulJob& job, int64_
     for (int t = 0; t < NT; ++t) store_rows(y + (t0 + t) * job.ldy, acc[t], n_valid);
 }
 
+// Up to this many tokens each block is packed once and used at once for every token, without
+// the prefill's pass through a packed buffer: as many as the accumulators and the packed block
+// keep in registers (one tile at a time beyond 4 tokens: two tiles' accumulators spill). Blocks
+// of one scale: 8 tokens (SmolLM2's 1536 x 576 Q4_1 matrices read from DRAM: 5 tokens 22 us
+// against 34 packed, 8 tokens 29 against 43); super-blocks (K types): 6; two scales a block
+// (Q6_K, Q3_K, Q2_K, twice the accumulators): 4, beyond which they lose to the packed path.
+template <class P>
+constexpr int max_fused_tokens() {
+    return P::kSplit16 ? 4 : P::kPerCall > 1 ? 6 : 8;
+}
 template <class P, template <class, int> class F, class... Args>
 void by_tokens_fused(int nt, Args&&... args) {
+    constexpr int kMax = max_fused_tokens<P>();
     switch (nt) {
-        case 1: F<P, 1>::run(args...); break;
-        case 2: F<P, 2>::run(args...); break;
-        case 3: F<P, 3>::run(args...); break;
-        default: F<P, 4>::run(args...); break;
+        case 1: return F<P, 1>::run(args...);
+        case 2: return F<P, 2>::run(args...);
+        case 3: return F<P, 3>::run(args...);
+        case 4: return F<P, 4>::run(args...);
+        default: break;
     }
+    if constexpr (kMax >= 6) {
+        if (nt == 5) return F<P, 5>::run(args...);
+        if (nt == 6) return F<P, 6>::run(args...);
+    }
+    if constexpr (kMax >= 8) {
+        if (nt == 7) return F<P, 7>::run(args...);
+        if (nt == 8) return F<P, 8>::run(args...);
+    }
+    STRATA_ASSERT(!"more tokens than the fused decode kernel takes");
 }
 template <class P, template <class, int> class F, class... Args>
 void by_tokens(int nt, Args&&... args) {
@@ -234,8 +256,10 @@ void by_tokens(int nt, Args&&... args) {
 template <class P, int NT>
 struct Fused {
     static void run(const DecodeTile* tiles, int n_tiles, size_t stride, const MatmulJob& job) {
-        if (n_tiles == 2) tile_fused<P, NT, 2>(tiles, stride, job);
-        else tile_fused<P, NT, 1>(tiles, stride, job);
+        if constexpr (NT <= 4) {  // two tiles' accumulators beyond 4 tokens spill
+            if (n_tiles == 2) return tile_fused<P, NT, 2>(tiles, stride, job);
+        }
+        for (int s = 0; s < n_tiles; ++s) tile_fused<P, NT, 1>(tiles + s, stride, job);
     }
 };
 template <class P, int NT>
@@ -245,7 +269,6 @@ struct OnPacked {
     }
 };
 
-constexpr int kMaxFusedTokens = 4;   // up to here each block is packed once and used at once
 constexpr int kTokenGroup = 8;       // prefill: tokens per kernel pass
 constexpr int64_t kTilesPerPack = 4; // prefill: row tiles packed together (activations reused 4x)
 
@@ -254,7 +277,7 @@ template <class P>
 void matmul_rows_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
     const size_t stride = job.w_stride;
     const int64_t nb = job.n_cols / P::kBlock;
-    if (job.n_tok <= kMaxFusedTokens) {
+    if (job.n_tok <= max_fused_tokens<P>()) {
         // The task's tiles as two streams, its first and second halves, taken together.
         const int64_t n_tiles = (r1 - r0 + kRowTile - 1) / kRowTile, half = (n_tiles + 1) / 2;
         auto decode_tile = [&](int64_t i) {

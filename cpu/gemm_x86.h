@@ -23,9 +23,10 @@ TileWeightsFn avx512_tile_weights(DType type);
 // dst + r * ld.
 using TiledRowsFn = void (*)(const uint8_t* tile, size_t stride, int64_t n_cols, float* dst, size_t ld);
 TiledRowsFn avx512_tiled_rows(DType type);
-// gemm_amx.cpp: AMX-INT8 prefill for block-quantized weights; falls back to `vnni` below a
-// token count where AMX does not pay (nullptr: no AMX kernel for the type).
+// gemm_amx.cpp: AMX-INT8 prefill for block-quantized weights; falls back to `vnni` below
+// kAmxMinTokens, where AMX does not pay (nullptr: no AMX kernel for the type).
 MatmulRowsFn amx_matmul(DType type);
+inline constexpr int64_t kAmxMinTokens = 16;  // below, tiles would be mostly padding
 // Whether this CPU and OS let the process use AMX tiles (asks the kernel for permission once;
 // STRATA_AMX=0 says no).
 bool amx_usable();

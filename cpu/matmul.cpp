@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 
 #include "core/error.h"
+#include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/onednn_matmul.h"
 #include "cpu/quant.h"
@@ -46,6 +48,10 @@ int64_t rows_per_task(int64_t n_rows, int64_t w_row_bytes, int64_t n_tokens) {
 }
 
 }  // namespace
+
+int64_t row_invariant_tokens() {
+    return active_path() == CpuPath::Avx512 && amx_enabled() ? kAmxMinTokens - 1 : std::numeric_limits<int64_t>::max();
+}
 
 void matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
             float* y, bool int8, bool tiled) {

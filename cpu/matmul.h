@@ -31,6 +31,10 @@ inline constexpr int64_t kDecodeTokens = kCpuGemvTokens;
 void matmul(DType wtype, const void* weights, int64_t n_rows, int64_t n_cols, const float* x, int64_t n_tokens,
             float* y, bool int8 = false, bool tiled = false);
 
+// The most tokens one matmul of block-quantized weights (Q8x2 activations) takes in which every
+// token's row has the bits it gets alone: AMX's prefill (kAmxMinTokens tokens and more, where
+// the CPU has it) sums a row's blocks in another order; without AMX, any number.
+int64_t row_invariant_tokens();
 // One output of matmul_many: y (n_tokens x n_rows) = x W^T.
 struct MatmulOut {
     DType wtype = DType::F32;

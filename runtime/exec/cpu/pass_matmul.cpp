@@ -21,9 +21,11 @@ bool PassMatmul::batch_invariant(std::span<const cpu::MatmulOut> outs) {
 
 void PassMatmul::run(std::span<const cpu::MatmulOut> outs, int64_t n_cols, const float* x, int64_t n, int64_t n_long) const {
     STRATA_ASSERT(outs.size() <= kMaxOuts);
-    constexpr int64_t kDecodeRows = Backend::kDecodeRows;
-    if (batch_invariant(outs) || n <= kDecodeRows) return cpu::matmul_many(outs, n_cols, x, n, int8_);
-    // Rows [0, n_long) as a pass of their sequences alone runs them; the rest kDecodeRows at a time.
+    // Rows a call may take and keep each row's bits: float weights' decode strategy's; block-
+    // quantized weights' any number, but for AMX's prefill (a verified draft of 16 rows and more).
+    const int64_t chunk = batch_invariant(outs) ? cpu::row_invariant_tokens() : Backend::kDecodeRows;
+    if (n <= chunk) return cpu::matmul_many(outs, n_cols, x, n, int8_);
+    // Rows [0, n_long) as a pass of their sequences alone runs them; the rest `chunk` at a time.
     cpu::MatmulOut part[kMaxOuts];
     auto run_rows = [&](int64_t r0, int64_t r1) {
         for (size_t i = 0; i < outs.size(); ++i) {
@@ -33,7 +35,7 @@ void PassMatmul::run(std::span<const cpu::MatmulOut> outs, int64_t n_cols, const
         cpu::matmul_many({part, outs.size()}, n_cols, x + r0 * n_cols, r1 - r0, int8_);
     };
     if (n_long > 0) run_rows(0, n_long);
-    for (int64_t r = n_long; r < n; r += kDecodeRows) run_rows(r, std::min(n, r + kDecodeRows));
+    for (int64_t r = n_long; r < n; r += chunk) run_rows(r, std::min(n, r + chunk));
 }
 
 void PassMatmul::project(const WeightRef& w, const float* x, int64_t n, float* y, int64_t n_long) const {

@@ -1,9 +1,10 @@
 #pragma once
 // y = x W^T over rows of a CPU pass, as a pass of each row's sequence alone would compute it
-// (runtime/exec/cpu/cpu_backend.h): block-quantized weights give a row the same bits in any batch;
-// float weights round differently in cpu::matmul's decode (<= kDecodeRows rows) and prefill
-// strategies, so the rows of short segments run kDecodeRows at a time and those of long
-// segments (which come first) together.
+// (runtime/exec/cpu/cpu_backend.h): block-quantized weights give a row the same bits in any batch
+// up to cpu::row_invariant_tokens() rows (AMX's prefill sums in another order); float weights
+// round differently in cpu::matmul's decode (<= kDecodeRows rows) and prefill strategies. So
+// the rows of short segments run that many at a time and those of long segments (which come
+// first) together.
 #include <cstdint>
 #include <span>
 

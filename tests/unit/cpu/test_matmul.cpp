@@ -206,6 +206,44 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results and rows
     set_active_path(saved);
 }
 
+TEST_CASE("matmul: each token's row has the bits it gets alone, at every token count a decode pass takes", "[unit]") {
+    // A speculative pass verifies its draft's rows together and keeps the target's tokens only
+    // if each row is what plain decoding computes alone; the decode kernels take up to 8 tokens
+    // a pass (by type), the packed prefill kernel more, AMX (where the CPU has it) from 16 on,
+    // which sums in another order: row_invariant_tokens() says up to where rows keep their bits.
+    if (!path_supported(CpuPath::Avx512))
+        STRATA_SKIP("the AVX-512 kernels' token counts are what this checks, and this CPU cannot run them");
+    const CpuPath saved = active_path();
+    set_active_path(CpuPath::Avx512);
+    std::mt19937 rng(43);
+    const Case cases[] = {{DType::Q4_0, 512}, {DType::Q4_1, 256}, {DType::Q5_0, 256}, {DType::Q5_1, 256},
+                          {DType::Q8_0, 256}, {DType::IQ4_NL, 256}, {DType::MXFP4, 256}, {DType::Q4_K, 512},
+                          {DType::Q5_K, 256}, {DType::IQ4_XS, 256}, {DType::Q6_K, 256}, {DType::Q3_K, 256},
+                          {DType::Q2_K, 256}};
+    constexpr int64_t n_rows = 70;  // four tiles and a partial one
+    for (const auto& [type, n_cols] : cases) {
+        const auto file = random_weights(type, n_rows, n_cols, rng);
+        auto tiled = file;
+        REQUIRE(tile_weights(type, tiled.data(), n_rows, n_cols));
+        std::normal_distribution<float> normal;
+        std::vector<float> x(17 * n_cols);
+        for (auto& v : x) v = normal(rng);
+        for (const bool is_tiled : {false, true}) {
+            const uint8_t* w = is_tiled ? tiled.data() : file.data();
+            std::vector<float> alone(17 * n_rows);
+            for (int64_t t = 0; t < 17; ++t)
+                matmul(type, w, n_rows, n_cols, x.data() + t * n_cols, 1, alone.data() + t * n_rows, false, is_tiled);
+            for (int64_t n_tok = 2; n_tok <= std::min<int64_t>(17, row_invariant_tokens()); ++n_tok) {
+                INFO(dtype_name(type) << (is_tiled ? " tiled" : " file layout") << ", " << n_tok << " tokens");
+                std::vector<float> y(n_tok * n_rows, NAN);
+                matmul(type, w, n_rows, n_cols, x.data(), n_tok, y.data(), false, is_tiled);
+                CHECK(std::equal(y.begin(), y.end(), alone.begin()));
+            }
+        }
+    }
+    set_active_path(saved);
+}
+
 TEST_CASE("matmul reads no byte past the weights: their last row ends where no page may be read", "[unit]") {
     const CpuPath saved = active_path();
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
