@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's own llama-bench and llama-perplexity, the peer bench/compare.py measures
-# Strata against, from the llama.cpp that the llama-cpp-python sdist vendors (the same source
-# the reference fixtures in tests/ were made with).
+# Builds llama.cpp's own llama-bench, llama-perplexity and llama-batched-bench, the peers
+# bench/compare.py and bench/batched_decode.py measure Strata against, from the llama.cpp that
+# the llama-cpp-python sdist vendors (the same source the reference fixtures in tests/ were made
+# with).
 #
 #   bench/build_llamacpp.sh        # progress on stderr; the binaries' directory on stdout
 #   bench/build_llamacpp.sh --spec # llama-lookup and llama-speculative (its examples) into build-spec/,
@@ -58,7 +59,7 @@ if ((CUDA)); then
                   -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON)
     [[ -x /usr/local/cuda/bin/nvcc ]] && CMAKE_FLAGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi
-TARGETS=(llama-bench llama-perplexity)
+TARGETS=(llama-bench llama-perplexity llama-batched-bench)
 if ((SPEC)); then
     CMAKE_FLAGS+=(-DLLAMA_BUILD_EXAMPLES=ON)
     TARGETS=(llama-lookup llama-speculative)

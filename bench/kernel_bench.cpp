@@ -14,14 +14,14 @@
 // Both libraries get the same thread count: cpu::ThreadPool(n) and OpenMP's n threads (the
 // Debian oneDNN runs on OpenMP).
 //
-// With --decode it measures decode instead: one token through cpu::matmul, in GB/s of weights,
-// each quantized type with its weights as laid out in the file and tiled (cpu::tile_weights),
-// once streamed from DRAM (1 GiB of copies of the matrix, taken in turn, far past the caches)
-// and once from the cache (one matrix of 256 rows on one thread: the kernels' compute rate);
-// --types picks its columns.
+// With --decode it measures decode instead: one token (or --tokens of them, a batch's or a
+// verified draft's decode pass) through cpu::matmul, in GB/s of weights, each quantized type
+// with its weights as laid out in the file and tiled (cpu::tile_weights), once streamed from DRAM
+// (1 GiB of copies of the matrix, taken in turn, far past the caches) and once from the cache
+// (one matrix of 256 rows on one thread: the kernels' compute rate); --types picks its columns.
 //
 //   strata_kernel_bench [--model tinyllama-1.1b|smollm2-135m|all] [--tokens 512] [--reps 5] [--threads 2]
-//                       [--decode [--types Q4_0,Q8_0,Q4_K,F16]]   (--types takes any type with kernels: MXFP4 ...)
+//                       [--decode [--tokens 1] [--types Q4_0,Q8_0,Q4_K,F16]]   (--types takes any type with kernels: MXFP4 ...)
 #include <omp.h>
 
 #include <algorithm>
@@ -207,8 +207,8 @@ const char* isa_name(dnnl::cpu_isa isa) {
     }
 }
 
-// Decode: GB/s of weights for one token times `copies` consecutive copies of an n x k matrix.
-Stat decode_gbps(DType t, bool tile, int64_t n, int64_t k, size_t bytes, cpu::ThreadPool& pool, int reps,
+// Decode: GB/s of weights for `n_tok` tokens times `copies` consecutive copies of an n x k matrix.
+Stat decode_gbps(DType t, bool tile, int64_t n, int64_t k, int64_t n_tok, size_t bytes, cpu::ThreadPool& pool, int reps,
                  std::mt19937& rng) {
     const std::vector<uint8_t> one = random_weights(t, n, k, rng);
     const size_t copies = std::max<size_t>(1, bytes / one.size());
@@ -220,19 +220,19 @@ Stat decode_gbps(DType t, bool tile, int64_t n, int64_t k, size_t bytes, cpu::Th
         pool.run([&] { tiled = cpu::tile_weights(t, w.data(), n * static_cast<int64_t>(copies), k); });
         if (!tiled) return none;  // float types: no tiled layout
     }
-    std::vector<float> x(k), y(n);
+    std::vector<float> x(k * n_tok), y(n * n_tok);
     std::normal_distribution<float> normal;
     for (auto& v : x) v = normal(rng);
     // time_gflops divides "flops" by seconds: give it bytes, for GB/s.
     return time_gflops(static_cast<double>(w.size()), reps, [&] {
         pool.run([&] {
             for (size_t c = 0; c < copies; ++c)
-                cpu::matmul(t, w.data() + c * one.size(), n, k, x.data(), 1, y.data(), false, tile);
+                cpu::matmul(t, w.data() + c * one.size(), n, k, x.data(), n_tok, y.data(), false, tile);
         });
     });
 }
 
-void decode_tables(const std::string& model, const std::vector<DType>& types, int reps, int threads) {
+void decode_tables(const std::string& model, const std::vector<DType>& types, int64_t n_tok, int reps, int threads) {
     auto header = [&] {
         std::string h = "| model | matrix | n x k |", rule = "| --- | --- | --- |";
         for (DType t : types)
@@ -245,8 +245,8 @@ void decode_tables(const std::string& model, const std::vector<DType>& types, in
     };
     std::mt19937 rng(1);
     cpu::ThreadPool pool(threads);
-    fmt::print("Decode from DRAM: one token, {} threads, 1 GiB of copies of each matrix taken in turn; GB/s of weights, "
-               "mean ± sd of {} runs after a warm-up\n\n", threads, reps);
+    fmt::print("Decode from DRAM: {} token(s) a call, {} threads, 1 GiB of copies of each matrix taken in turn; GB/s of "
+               "weights, mean ± sd of {} runs after a warm-up\n\n", n_tok, threads, reps);
     header();
     for (const ModelShape& ms : kModels) {
         if (model != "all" && model != ms.name) continue;
@@ -257,24 +257,25 @@ void decode_tables(const std::string& model, const std::vector<DType>& types, in
                 for (bool tile : {false, true}) {
                     if (t == DType::F16 && tile) continue;
                     cells.push_back(mx.k % traits(t).block_elems ? "n/a"
-                                                                 : cell(decode_gbps(t, tile, mx.n, mx.k, size_t{1} << 30, pool, reps, rng), 1));
+                                                                 : cell(decode_gbps(t, tile, mx.n, mx.k, n_tok, size_t{1} << 30, pool, reps, rng), 1));
                 }
             fmt::print("| {} | {} | {} x {} | {} |\n", ms.name, mx.name, mx.n, mx.k, fmt::join(cells, " | "));
         }
     }
     cpu::ThreadPool one_thread(1);
-    fmt::print("\nDecode from the cache: one token, 1 thread, one 256 x 2048 matrix (its compute rate); GB/s\n\n");
+    fmt::print("\nDecode from the cache: {} token(s) a call, 1 thread, one 256 x 2048 matrix (its compute rate); GB/s\n\n", n_tok);
     header();
     std::vector<std::string> cells;
     for (DType t : types)
         for (bool tile : {false, true})
-            if (t != DType::F16 || !tile) cells.push_back(cell(decode_gbps(t, tile, 256, 2048, 0, one_thread, reps * 20, rng), 1));
+            if (t != DType::F16 || !tile) cells.push_back(cell(decode_gbps(t, tile, 256, 2048, n_tok, 0, one_thread, reps * 20, rng), 1));
     fmt::print("| - | - | 256 x 2048 | {} |\n", fmt::join(cells, " | "));
 }
 
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr, "strata_kernel_bench: %s\nusage: strata_kernel_bench [--model tinyllama-1.1b|smollm2-135m|all] "
-                 "[--tokens 512] [--reps 5] [--threads 2] [--decode [--types Q4_0,Q8_0,Q4_K,F16]]\n", why);
+                 "[--tokens 512] [--reps 5] [--threads 2] [--decode [--types Q4_0,Q8_0,Q4_K,F16]]\n"
+                 "(with --decode, --tokens is the tokens of each decode call, default 1)\n", why);
     std::exit(2);
 }
 
@@ -296,7 +297,7 @@ std::vector<DType> parse_types(const std::string& list) {
 
 int main(int argc, char** argv) {
     std::string model = "all";
-    int64_t tokens = 512;
+    int64_t tokens = 0;  // 0: prefill's 512, decode's 1
     int reps = 5, threads = 2;
     bool decode = false;
     std::vector<DType> decode_types = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16};
@@ -309,17 +310,20 @@ int main(int argc, char** argv) {
         if (i + 1 >= argc) usage(("missing value after " + a).c_str());
         const char* v = argv[++i];
         if (a == "--model") model = v;
-        else if (a == "--tokens") tokens = std::atol(v);
+        else if (a == "--tokens") {
+            if ((tokens = std::atol(v)) < 1) usage("--tokens must be positive");
+        }
         else if (a == "--reps") reps = std::atoi(v);
         else if (a == "--threads") threads = std::atoi(v);
         else if (a == "--types") decode_types = parse_types(v);
         else usage(("unknown option " + a).c_str());
     }
-    if (tokens < 1 || reps < 1 || threads < 1) usage("--tokens, --reps and --threads must be positive");
+    if (reps < 1 || threads < 1) usage("--reps and --threads must be positive");
     if (decode) {
-        decode_tables(model, decode_types, reps, threads);
+        decode_tables(model, decode_types, tokens > 0 ? tokens : 1, reps, threads);
         return 0;
     }
+    if (tokens == 0) tokens = 512;
 
     omp_set_num_threads(threads);
     cpu::ThreadPool pool(threads);

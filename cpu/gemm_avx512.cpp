@@ -213,12 +213,19 @@ void tile_packed(const PackedOf<P>* pk, int64_t nb, const MatmulJob& job, int64_
 // Up to this many tokens each block is packed once and used at once for every token, without
 // the prefill's pass through a packed buffer: as many as the accumulators and the packed block
 // keep in registers (one tile at a time beyond 4 tokens: two tiles' accumulators spill). Blocks
-// of one scale: 8 tokens (SmolLM2's 1536 x 576 Q4_1 matrices read from DRAM: 5 tokens 22 us
-// against 34 packed, 8 tokens 29 against 43); super-blocks (K types): 6; two scales a block
-// (Q6_K, Q3_K, Q2_K, twice the accumulators): 4, beyond which they lose to the packed path.
+// of one scale: 8 tokens (SmolLM2's 1536 x 576 Q4_1 matrices, tiled, read from DRAM: 5 tokens
+// 22 us against 34 packed, 8 tokens 29 against 43); super-blocks (K types): 6; two scales a
+// block (Q6_K, Q3_K, Q2_K, twice the accumulators): 4, beyond which they lose to the packed path.
 template <class P>
 constexpr int max_fused_tokens() {
     return P::kSplit16 ? 4 : P::kPerCall > 1 ? 6 : 8;
+}
+// Beyond 4 tokens for tiled weights only: in the file layout one tile at a time reads its 16
+// strided rows with too little in flight, and the packed path wins (Q4_1 at 5 tokens: 9.3 GB/s
+// of weights against 13.6; `strata_kernel_bench --decode --tokens 5`).
+template <class P>
+int fused_tokens(const MatmulJob& job) {
+    return job.w_tiled ? max_fused_tokens<P>() : std::min(4, max_fused_tokens<P>());
 }
 template <class P, template <class, int> class F, class... Args>
 void by_tokens_fused(int nt, Args&&... args) {
@@ -277,7 +284,7 @@ template <class P>
 void matmul_rows_impl(const MatmulJob& job, int64_t r0, int64_t r1) {
     const size_t stride = job.w_stride;
     const int64_t nb = job.n_cols / P::kBlock;
-    if (job.n_tok <= max_fused_tokens<P>()) {
+    if (job.n_tok <= fused_tokens<P>(job)) {
         // The task's tiles as two streams, its first and second halves, taken together.
         const int64_t n_tiles = (r1 - r0 + kRowTile - 1) / kRowTile, half = (n_tiles + 1) / 2;
         auto decode_tile = [&](int64_t i) {
