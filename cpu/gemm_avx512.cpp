@@ -225,7 +225,7 @@ constexpr int max_fused_tokens() {
 // of weights against 13.6; `strata_kernel_bench --decode --tokens 5`).
 template <class P>
 int fused_tokens(const MatmulJob& job) {
-    return job.w_tiled ? max_fused_tokens<P>() : std::min(4, max_fused_tokens<P>());
+    return job.w_tiled ? max_fused_tokens<P>() : 4;
 }
 template <class P, template <class, int> class F, class... Args>
 void by_tokens_fused(int nt, Args&&... args) {
