@@ -72,6 +72,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     // The cores that run a decode matmul read its weights themselves: from DRAM no faster than
     // DRAM reads (a probe's GEMV above that had part of its matrix in a cache); what a step
     // finds still cached is the reuse below.
+    if (const KernelRate* r = rate_for(hw.cpu.rates, shape.weight_type)) cpu_rate_ = *r;
     const double gemv = hw.cpu.gemv_gbps_for(shape.weight_type, shape.n_embd);
     cpu_gemv_ = (hw.dram.read_gbps > 0 ? std::min(gemv, hw.dram.read_gbps) : gemv) * 1e9;
     cpu_gemm_ = hw.cpu.gemm_gflops_for(shape.weight_type, shape.n_embd) * 1e9;
@@ -164,14 +165,19 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
             c.gpu_staging = 2 * W;
         }
     } else {
-        // The CPU reads the weights in place once per micro-batch. Up to 4 tokens the kernels
-        // stream each row once (GEMV: memory-bound); beyond, they pack weight tiles and run the
+        // The CPU reads the weights in place once per micro-batch. Up to 4-8 tokens (by type)
+        // the kernels use each weight block at once for every token, a call taking the probe's
+        // measured multiple of one token's time; beyond, they pack weight tiles and run the
         // GEMM kernels, and the same cores that read the weights do the arithmetic, so the two
-        // add up instead of overlapping (measured: BENCHMARKS.md, a batch of 8).
+        // add up instead of overlapping (measured: BENCHMARKS.md, a batch of 8). Unprobed: up
+        // to 4 tokens the longer of the read and the arithmetic.
         const double tok_mb = tok_d / m_;
-        c.decode[C] = m_ * (tok_mb <= kCpuGemvTokens ? std::max(tok_mb * F / cpu_gemm_, Wd / cpu_gemv_)
-                                                     : tok_mb * F / cpu_gemm_ + Wd / cpu_weight_pass_);
-        if (tok_mb <= kCpuGemvTokens) c.decode[C] += m_ * (is_layer ? cpu_layer_calls_s_ : cpu_call_s_);
+        const double rows_scale = cpu_rate_ ? cpu_rate_->rows_time_scale(tok_mb, shape_.n_embd) : 0;
+        const bool per_token_calls = rows_scale > 0 || tok_mb <= kCpuGemvTokens;
+        c.decode[C] = m_ * (rows_scale > 0                ? rows_scale * Wd / cpu_gemv_
+                            : tok_mb <= kCpuGemvTokens ? std::max(tok_mb * F / cpu_gemm_, Wd / cpu_gemv_)
+                                                        : tok_mb * F / cpu_gemm_ + Wd / cpu_weight_pass_);
+        if (per_token_calls) c.decode[C] += m_ * (is_layer ? cpu_layer_calls_s_ : cpu_call_s_);
         c.decode[R] = m_ * Wd / dram_bw_;
         if (is_layer) c.decode[C] += m_ * cpu_vector_s(tok_mb, threads_), c.decode_overhead = m_ * cpu_loops_s(tok_mb);
         if (from_nvme) c.decode[N] += W / nvme_r, c.decode[R] += W / dram_bw_;
@@ -201,11 +207,9 @@ double CostModel::gpu_matmul_s(double tokens, double bytes, double flops_per_tok
     const double calls = decode ? std::ceil(tokens / kGpuDecodeRows) : 1;
     if (!dev_rate_) return std::max(tokens * flops_per_token / gpu_flops_, calls * bytes / gpu_bw_);
     const double rows = tokens / calls;
-    // Measured: one row a call and eight; between them the time of a call grows linearly.
-    if (decode && rows <= kGpuDecodeRows && dev_rate_->rows8_gbps > 0) {
-        const double one = bytes / gpu_bw_, eight = bytes / (dev_rate_->rows8_gbps * 1e9);
-        return calls * (one + (rows - 1) / (kGpuDecodeRows - 1) * (eight - one));
-    }
+    // Measured: one row a call, four and eight; between them the time of a call grows linearly.
+    if (const double scale = decode && rows <= kGpuDecodeRows ? dev_rate_->rows_time_scale(rows, shape_.n_embd) : 0; scale > 0)
+        return calls * scale * bytes / gpu_bw_;
     // A call of many rows passes over its weights, then computes: the two add up.
     if (rows > kCpuGemvTokens) return tokens * flops_per_token / gpu_flops_ + calls * bytes / dev_weight_pass_;
     return std::max(tokens * flops_per_token / gpu_flops_, calls * bytes / gpu_bw_);

@@ -228,6 +228,7 @@ private:
     double threads_ = 1;
     double cpu_weight_pass_ = 0;  // bytes/s of a many-token matmul's pass over its weights
     std::optional<KernelRate> dev_rate_;  // the measured device's matmuls of the weight type
+    std::optional<KernelRate> cpu_rate_;  // the probed CPU's of the weight type
     double dev_weight_pass_ = 0;  // bytes/s of its many-row call's pass over the weights
     bool pack_measured_ = false;
     double cpu_call_s_ = 0;         // a decode matmul call's cost beyond its bytes (rows of the embedding's width)

@@ -51,6 +51,17 @@ double KernelRate::gemm_at(double width) const { return rate_at(width, gemm_narr
 
 double KernelRate::gemv_at(double width) const { return rate_at(width, gemv_narrow_gbps, gemv_gbps); }
 
+double KernelRate::rows_time_scale(double rows, double width) const {
+    if (gemv_gbps <= 0 || rows8_gbps <= 0 || rows > kRowsMeasured) return 0;
+    const double one = gemv_at(width);
+    double eight = one / rate_at(width, rows8_narrow_gbps, rows8_gbps);
+    // More rows never take less time (a quick probe's wide figure against a narrow one's).
+    const double four = rows4_gbps > 0 ? std::max(1.0, one / rate_at(width, rows4_narrow_gbps, rows4_gbps)) : 0;
+    eight = std::max({1.0, four, eight});
+    if (four <= 0) return 1 + (rows - 1) / (kRowsMeasured - 1) * (eight - 1);
+    return rows <= 4 ? 1 + (rows - 1) / 3 * (four - 1) : four + (rows - 4) / 4 * (eight - four);
+}
+
 double CpuProfile::gemm_gflops_for(DType t, double width) const {
     const KernelRate* r = rate_for(rates, t);
     return r ? r->gemm_at(width) : gemm_gflops;
@@ -162,13 +173,17 @@ HardwareProfile HardwareProfile::on_cpu_threads(int threads) const {
         r.gemv_narrow_gbps *= share;
         if (r.gemv_thread_gbps > 0) r.gemv_gbps = std::min(all_gemv, threads * r.gemv_thread_gbps);
         if (r.gemv_thread_narrow_gbps > 0) r.gemv_narrow_gbps = std::min(all_narrow, threads * r.gemv_thread_narrow_gbps);
-        const KernelRate* alone = sim ? rate_for(sim->rates, r.type) : nullptr;
-        if (!alone) continue;
-        const double per_thread = double(threads) / std::max(1, sim->n_threads);
-        if (r.gemv_thread_gbps <= 0) r.gemv_gbps = std::min(r.gemv_gbps, alone->gemv_gbps * per_thread);
-        r.gemm_gflops = std::min(r.gemm_gflops, alone->gemm_gflops * per_thread);
-        if (alone->gemm_narrow_gflops > 0)
-            r.gemm_narrow_gflops = std::min(r.gemm_narrow_gflops, alone->gemm_narrow_gflops * per_thread);
+        if (const KernelRate* alone = sim ? rate_for(sim->rates, r.type) : nullptr) {
+            const double per_thread = double(threads) / std::max(1, sim->n_threads);
+            if (r.gemv_thread_gbps <= 0) r.gemv_gbps = std::min(r.gemv_gbps, alone->gemv_gbps * per_thread);
+            r.gemm_gflops = std::min(r.gemm_gflops, alone->gemm_gflops * per_thread);
+            if (alone->gemm_narrow_gflops > 0)
+                r.gemm_narrow_gflops = std::min(r.gemm_narrow_gflops, alone->gemm_narrow_gflops * per_thread);
+        }
+        // Calls of 4 and 8 tokens keep their time over one token's as measured.
+        if (all_gemv > 0) r.rows4_gbps *= r.gemv_gbps / all_gemv, r.rows8_gbps *= r.gemv_gbps / all_gemv;
+        if (all_narrow > 0)
+            r.rows4_narrow_gbps *= r.gemv_narrow_gbps / all_narrow, r.rows8_narrow_gbps *= r.gemv_narrow_gbps / all_narrow;
     }
     hw.cpu.gemv_gbps *= share, hw.cpu.gemm_gflops *= share;
     hw.cpu.n_threads = threads;
@@ -185,7 +200,8 @@ json rates_json(const std::vector<KernelRate>& rates) {
                        {"pack_gbps", r.pack_gbps}, {"call_us", r.call_us}, {"call_ns_per_row_byte", r.call_ns_per_row_byte},
                        {"gemm_narrow_gflops", r.gemm_narrow_gflops}, {"rows8_gbps", r.rows8_gbps},
                        {"gemv_thread_gbps", r.gemv_thread_gbps}, {"gemv_narrow_gbps", r.gemv_narrow_gbps},
-                       {"gemv_thread_narrow_gbps", r.gemv_thread_narrow_gbps}});
+                       {"gemv_thread_narrow_gbps", r.gemv_thread_narrow_gbps}, {"rows4_gbps", r.rows4_gbps},
+                       {"rows4_narrow_gbps", r.rows4_narrow_gbps}, {"rows8_narrow_gbps", r.rows8_narrow_gbps}});
     return out;
 }
 
@@ -199,7 +215,9 @@ std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
                          get_or<double>(r, where, "pack_gbps", 0), get_or<double>(r, where, "call_us", 0),
                          get_or<double>(r, where, "call_ns_per_row_byte", 0), get_or<double>(r, where, "gemm_narrow_gflops", 0),
                          get_or<double>(r, where, "rows8_gbps", 0), get_or<double>(r, where, "gemv_thread_gbps", 0),
-                         get_or<double>(r, where, "gemv_narrow_gbps", 0), get_or<double>(r, where, "gemv_thread_narrow_gbps", 0)});
+                         get_or<double>(r, where, "gemv_narrow_gbps", 0), get_or<double>(r, where, "gemv_thread_narrow_gbps", 0),
+                         get_or<double>(r, where, "rows4_gbps", 0), get_or<double>(r, where, "rows4_narrow_gbps", 0),
+                         get_or<double>(r, where, "rows8_narrow_gbps", 0)});
     }
     return rates;
 }

@@ -30,8 +30,9 @@ struct KernelRate {
     // down at 256 tokens): small matrices give each thread few tiles; 0: not measured.
     double gemm_narrow_gflops = 0;
     static constexpr double kWideCols = 4096, kNarrowCols = 512;  // the widths gemm_gflops and it are measured at
-    // A device's decode call of eight rows (Device::kRowWiseRows), weight bytes per second over
-    // the matrix; 0: not measured (the CPU's rates, and profiles made before it).
+    // A decode call of eight rows (a device's Device::kRowWiseRows; the CPU's eight tokens, its
+    // weights tiled as the engine holds them), weight bytes per second over the matrix; 0: not
+    // measured (profiles made before it).
     double rows8_gbps = 0;
     // The CPU's decode rate on one thread alone, its weights tiled as the engine holds them: what a
     // pool of fewer threads gets per thread (one thread streams more than its share of DRAM);
@@ -43,6 +44,19 @@ struct KernelRate {
     double gemv_narrow_gbps = 0;
     // The CPU's on one thread alone, as gemv_thread_gbps; 0: not measured (and a device's).
     double gemv_thread_narrow_gbps = 0;
+    // A decode call of four rows, as rows8_gbps; 0: not measured (profiles made before it).
+    double rows4_gbps = 0;
+    // Calls of four and eight rows on a layer kNarrowCols wide, as gemv_narrow_gbps; 0: not
+    // measured (a quick probe, profiles made before it).
+    double rows4_narrow_gbps = 0, rows8_narrow_gbps = 0;
+    static constexpr double kRowsMeasured = 8;  // the most rows rows_time_scale prices
+    // A decode call of `rows` rows (1 to kRowsMeasured) over one row's time for a model `width`
+    // values wide, from the rates measured at 1, 4 and 8 rows (each between its narrow and wide
+    // figure as gemv_at): linear between them (between 1 and 8 where 4 is not measured). The
+    // arithmetic of a few rows does not hide under the weights' read: on a 2-core VM the CPU's 4
+    // tokens of Q4_1 took 1.3x one token's time on 4096-wide matrices and 1.6x on a 512-wide
+    // layer, 8 tokens 2.7x and 3.3x. 0: not measured.
+    double rows_time_scale(double rows, double width = 0) const;
     // That cost for rows of `row_bytes`, in seconds.
     double call_s(double row_bytes) const { return (call_us * 1e3 + call_ns_per_row_byte * row_bytes) * 1e-9; }
     // The GEMM rate for a model `width` values wide: between the narrow and the wide rate on a

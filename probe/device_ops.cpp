@@ -89,10 +89,10 @@ double narrow_layer_gflops(const MatmulBench& b) {
     return flops / s / 1e9;
 }
 
-// The same matrices in decode, one token, layer after layer over all the weights (from DRAM, as a
-// model's layers): bytes per second beyond the calls' costs as `r` prices them, which a layer's
-// launches add on their own.
-double narrow_layer_gemv_gbps(const MatmulBench& b, const planner::KernelRate& r) {
+// The same matrices in decode, `tokens` rows a call, layer after layer over all the weights (from
+// DRAM, as a model's layers): bytes per second beyond the calls' costs as `r` prices them, which a
+// layer's launches add on their own.
+double narrow_layer_gemv_gbps(const MatmulBench& b, const planner::KernelRate& r, int64_t tokens) {
     size_t layer_bytes = 0;
     double calls_s = 0;
     for (auto [rows, cols] : kNarrowLayer) layer_bytes += size_t(rows) * b.row_b(cols), calls_s += r.call_s(double(b.row_b(cols)));
@@ -100,7 +100,7 @@ double narrow_layer_gemv_gbps(const MatmulBench& b, const planner::KernelRate& r
     const double s = b.typical_s([&] {
         size_t off = 0;
         for (size_t l = 0; l < layers; ++l)
-            for (auto [rows, cols] : kNarrowLayer) b.call(rows, cols, 1, off), off += size_t(rows) * b.row_b(cols);
+            for (auto [rows, cols] : kNarrowLayer) b.call(rows, cols, tokens, off), off += size_t(rows) * b.row_b(cols);
     });
     const double beyond_calls = s - double(layers) * calls_s;
     return beyond_calls > 0 ? double(layers * layer_bytes) / beyond_calls / 1e9 : 0;
@@ -111,13 +111,18 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
     const int64_t rows = b.n_rows();
     const double bytes = double(rows) * double(b.row_b(kCols));
     r.gemv_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, 1); }) / 1e9;
+    r.rows4_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, gpu::Device::kRowWiseRows / 2); }) / 1e9;
     r.rows8_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, gpu::Device::kRowWiseRows); }) / 1e9;
     // Split into a fixed part and a part per row byte by two widths, as the CPU's decode calls.
     const double wide = b.call_s(kCols), narrow = b.call_s(kNarrow);
     const double per_byte = std::max(0.0, (wide - narrow) / double(b.row_b(kCols) - b.row_b(kNarrow)));
     r.call_ns_per_row_byte = per_byte * 1e9;
     r.call_us = std::max(0.0, narrow - per_byte * double(b.row_b(kNarrow))) * 1e6;
-    if (!quick) r.gemv_narrow_gbps = narrow_layer_gemv_gbps(b, r);
+    if (!quick) {
+        r.gemv_narrow_gbps = narrow_layer_gemv_gbps(b, r, 1);
+        r.rows4_narrow_gbps = narrow_layer_gemv_gbps(b, r, gpu::Device::kRowWiseRows / 2);
+        r.rows8_narrow_gbps = narrow_layer_gemv_gbps(b, r, gpu::Device::kRowWiseRows);
+    }
     // Many rows: 64 and kManyRows rows against square weights give the arithmetic per row; what
     // 64 rows take beyond it is the call's pass over its weights (from DRAM, over all the rows,
     // unless quick).

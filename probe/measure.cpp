@@ -259,17 +259,21 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         // Laid out as the engine keeps resident weights (runtime/weights/weight_store: tile_for_cpu).
         bool tiled = false;
         if (tile) pool.run([&] { tiled = cpu::tile_weights(type, w.data(), rows, cols); });
-        auto one_gemv_gbps = [&](cpu::ThreadPool& on) {
+        auto decode_gbps = [&](cpu::ThreadPool& on, int64_t tokens) {
             const auto t0 = std::chrono::steady_clock::now();
-            on.run([&] { cpu::matmul(type, w.data(), rows, cols, x.data(), 1, y.data(), false, tiled); });
+            on.run([&] { cpu::matmul(type, w.data(), rows, cols, x.data(), tokens, y.data(), false, tiled); });
             return static_cast<double>(w.size()) / seconds_since(t0) / 1e9;
         };
-        auto gemv_gbps = [&](cpu::ThreadPool& on) {
+        auto gemv_gbps = [&](cpu::ThreadPool& on, int64_t tokens = 1) {
             std::vector<double> gemv;
-            for (int rep = 0; rep < (quick ? 3 : 5); ++rep) gemv.push_back(one_gemv_gbps(on));
+            for (int rep = 0; rep < (quick ? 3 : 5); ++rep) gemv.push_back(decode_gbps(on, tokens));
             return median(std::move(gemv));
         };
         r.gemv_gbps = gemv_gbps(pool);
+        // Decode calls of several tokens (a batch's step, a verified draft): their arithmetic
+        // does not hide under the read.
+        r.rows4_gbps = gemv_gbps(pool, 4);
+        r.rows8_gbps = gemv_gbps(pool, 8);
         // One thread alone, for a pool of fewer threads (HardwareProfile::on_cpu_threads).
         if (pool.n_threads() > 1) {
             cpu::ThreadPool one(1);
@@ -320,7 +324,7 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         r.call_us = std::max(0.0, narrow_s - per_byte * static_cast<double>(narrow_rb)) * 1e6;
         // A narrow layer's decode beyond those costs, on every thread and on one (a quick probe
         // leaves it out: priced at the wide rates).
-        if (!quick) measure_narrow_gemv(type, pool, tile, w.size(), r, one_gemv_gbps);
+        if (!quick) measure_narrow_gemv(type, pool, tile, w.size(), r, decode_gbps);
         // GEMM: 64 and 16 tokens against 4096 rows (cache-resident weights: compute is what is
         // measured); the difference gives the rate per token. The pass over the weights (packing
         // tiles) is what 16 tokens over all the rows take beyond that: the engine's weights come

@@ -54,7 +54,7 @@ double narrow_over_wide(DType type, cpu::ThreadPool& pool, bool tile, const uint
 }
 
 void measure_narrow_gemv(DType type, cpu::ThreadPool& pool, bool tile, size_t bytes, planner::KernelRate& r,
-                         const std::function<double(cpu::ThreadPool&)>& wide_gbps) {
+                         const std::function<double(cpu::ThreadPool&, int64_t)>& wide_gbps) {
     // Each matrix on a 64-byte boundary within its layer, as the engine's tensors lie.
     constexpr size_t kMatrices = std::size(kNarrowLayer);
     std::array<size_t, kMatrices> at{};
@@ -75,39 +75,43 @@ void measure_narrow_gemv(DType type, cpu::ThreadPool& pool, bool tile, size_t by
         });
     // q/k/v, the output, gate/up and down: four calls a layer, as the cost model counts them.
     const double calls_s = 3 * r.call_s(double(row_bytes(type, kNarrow))) + r.call_s(double(row_bytes(type, 3 * kNarrow)));
-    std::vector<float> x(3 * kNarrow, 0.01f), y(8 * kNarrow);
+    constexpr int64_t kMaxTokens = 8;
+    std::vector<float> x(3 * kNarrow * kMaxTokens, 0.01f), y(8 * kNarrow * kMaxTokens);
     auto out = [&](const uint8_t* layer, size_t i, int64_t y_at) {
         return cpu::MatmulOut{type, layer + at[i], kNarrowLayer[i].first, y.data() + y_at, tiled};
     };
-    auto step = [&] {
+    auto step = [&](int64_t tokens) {
         for (size_t l = 0; l < layers; ++l) {
             const uint8_t* layer = pages.data + l * layer_span;
-            const cpu::MatmulOut qkv[] = {out(layer, 0, 0), out(layer, 1, kNarrow), out(layer, 2, 2 * kNarrow)};
-            cpu::matmul_many(qkv, kNarrow, x.data(), 1);
-            cpu::matmul(type, layer + at[3], kNarrow, kNarrow, x.data(), 1, y.data(), false, tiled);
-            const cpu::MatmulOut gate_up[] = {out(layer, 4, 0), out(layer, 5, 3 * kNarrow)};
-            cpu::matmul_many(gate_up, kNarrow, x.data(), 1);
-            cpu::matmul(type, layer + at[6], kNarrow, 3 * kNarrow, x.data(), 1, y.data(), false, tiled);
+            const int64_t n = tokens * kNarrow;  // y's rows of one matrix, kNarrow wide
+            const cpu::MatmulOut qkv[] = {out(layer, 0, 0), out(layer, 1, n), out(layer, 2, 2 * n)};
+            cpu::matmul_many(qkv, kNarrow, x.data(), tokens);
+            cpu::matmul(type, layer + at[3], kNarrow, kNarrow, x.data(), tokens, y.data(), false, tiled);
+            const cpu::MatmulOut gate_up[] = {out(layer, 4, 0), out(layer, 5, 3 * n)};
+            cpu::matmul_many(gate_up, kNarrow, x.data(), tokens);
+            cpu::matmul(type, layer + at[6], kNarrow, 3 * kNarrow, x.data(), tokens, y.data(), false, tiled);
         }
     };
     // In back-to-back pairs with a pass over the wide matrix, as the GEMM's ratio above: the
     // median ratio times the wide rate, so that a busy moment moves neither apart from the other.
-    auto narrow_over_wide_on = [&](cpu::ThreadPool& on) {
-        on.run(step);  // warm: the kernels' scratch allocated
+    auto narrow_over_wide_on = [&](cpu::ThreadPool& on, int64_t tokens) {
+        on.run([&] { step(tokens); });  // warm: the kernels' scratch allocated
         std::vector<double> ratios;
         for (int rep = 0; rep < 7; ++rep) {
             const auto t0 = std::chrono::steady_clock::now();
-            on.run(step);
+            on.run([&] { step(tokens); });
             const double beyond_calls = seconds_since(t0) - double(layers) * calls_s;
-            const double wide = wide_gbps(on);
+            const double wide = wide_gbps(on, tokens);
             ratios.push_back(beyond_calls > 0 ? double(layers * layer_bytes) / beyond_calls / 1e9 / wide : 0);
         }
         return median(std::move(ratios));
     };
-    r.gemv_narrow_gbps = r.gemv_gbps * narrow_over_wide_on(pool);
+    r.gemv_narrow_gbps = r.gemv_gbps * narrow_over_wide_on(pool, 1);
+    if (r.rows4_gbps > 0) r.rows4_narrow_gbps = r.rows4_gbps * narrow_over_wide_on(pool, 4);
+    if (r.rows8_gbps > 0) r.rows8_narrow_gbps = r.rows8_gbps * narrow_over_wide_on(pool, kMaxTokens);
     if (pool.n_threads() > 1) {
         cpu::ThreadPool one(1);
-        r.gemv_thread_narrow_gbps = r.gemv_thread_gbps * narrow_over_wide_on(one);
+        r.gemv_thread_narrow_gbps = r.gemv_thread_gbps * narrow_over_wide_on(one, 1);
     } else {
         r.gemv_thread_narrow_gbps = r.gemv_narrow_gbps;
     }

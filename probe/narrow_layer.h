@@ -34,10 +34,11 @@ double narrow_over_wide(DType type, cpu::ThreadPool& pool, bool tile, const uint
 // layers), q/k/v and gate/up each one cpu::matmul_many call as the engine makes them, weights
 // tiled (`tile`) as the engine holds them; weight bytes per second beyond the calls' costs as `r`
 // prices them (KernelRate::call_s: the cost model adds those per call). Each pass is paired with
-// one over the wide matrix (`wide_gbps`: its rate on a pool), and the median ratio of seven pairs
-// times r.gemv_gbps gives r.gemv_narrow_gbps on `pool`, times r.gemv_thread_gbps
-// r.gemv_thread_narrow_gbps on one thread alone.
+// one over the wide matrix (`wide_gbps`: its rate on a pool at so many tokens), and the median
+// ratio of seven pairs times r.gemv_gbps gives r.gemv_narrow_gbps on `pool`, times
+// r.gemv_thread_gbps r.gemv_thread_narrow_gbps on one thread alone; the same at 4 and 8 tokens
+// times r.rows4_gbps and r.rows8_gbps (where measured) r.rows4_narrow_gbps and r.rows8_narrow_gbps.
 void measure_narrow_gemv(DType type, cpu::ThreadPool& pool, bool tile, size_t bytes, planner::KernelRate& r,
-                         const std::function<double(cpu::ThreadPool&)>& wide_gbps);
+                         const std::function<double(cpu::ThreadPool&, int64_t)>& wide_gbps);
 
 }  // namespace strata::probe

@@ -27,8 +27,9 @@ void print_ops(const std::string& who, const DeviceOps& o) {
                "its threads idle before), copies {:.1f}/{:.1f} GB/s\n",
                who, o.op_overhead_us, o.graph_op_us, o.handoff_us, o.round_trip_us, o.h2d_gbps, o.d2h_gbps);
     for (const auto& r : o.rates)
-        fmt::print("  matmul {:<5} 1 row {:6.1f} GB/s{}, 8 rows {:6.1f} GB/s, many rows {:7.1f} GFLOPS{}\n", dtype_name(r.type),
-                   r.gemv_gbps, narrow_note(r.gemv_narrow_gbps), r.rows8_gbps, r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
+        fmt::print("  matmul {:<5} 1 row {:6.1f} GB/s{}, 4 rows {:6.1f}{}, 8 rows {:6.1f}{}, many rows {:7.1f} GFLOPS{}\n",
+                   dtype_name(r.type), r.gemv_gbps, narrow_note(r.gemv_narrow_gbps), r.rows4_gbps, narrow_note(r.rows4_narrow_gbps),
+                   r.rows8_gbps, narrow_note(r.rows8_narrow_gbps), r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
     for (const auto& a : o.attention)
         fmt::print("  decode attention at {:.0f} positions (32 heads, 8 KV heads of 128, F16): {:.1f} us\n", a.keys, a.us);
 }
@@ -67,9 +68,12 @@ int run_probe(const ProbeOptions& o) {
         fmt::print("          read with fewer in flight (streamed layers are priced at their ring's): {} GB/s\n", depths);
     }
     for (const auto& r : p.cpu.rates)
-        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights{}{}, prefill GEMM {:7.1f} GFLOPS{}\n", dtype_name(r.type),
-                   r.gemv_gbps, r.gemv_thread_gbps > 0 ? fmt::format(" ({:.1f} on one thread)", r.gemv_thread_gbps) : "",
-                   narrow_note(r.gemv_narrow_gbps, r.gemv_thread_narrow_gbps), r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
+        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights{}{}, 4 tokens {:.1f}{}, 8 tokens {:.1f}{}; prefill GEMM "
+                   "{:7.1f} GFLOPS{}\n",
+                   dtype_name(r.type), r.gemv_gbps,
+                   r.gemv_thread_gbps > 0 ? fmt::format(" ({:.1f} on one thread)", r.gemv_thread_gbps) : "",
+                   narrow_note(r.gemv_narrow_gbps, r.gemv_thread_narrow_gbps), r.rows4_gbps, narrow_note(r.rows4_narrow_gbps),
+                   r.rows8_gbps, narrow_note(r.rows8_narrow_gbps), r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
     if (p.gpu)
         fmt::print("gpu       {} {}: {:.0f} GB/s, {:.0f} TFLOPS, PCIe {} {:.1f}/{:.1f} GB/s\n", p.gpu->name, format_size(p.gpu->memory_bytes),
                    p.gpu->mem_gbps, p.gpu->fp16_tflops, p.gpu->pcie, p.gpu->h2d_gbps, p.gpu->d2h_gbps);

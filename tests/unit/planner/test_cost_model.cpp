@@ -517,6 +517,68 @@ TEST_CASE("cost model: a device's decode step reads its weights once per 8 seque
     CHECK(decode_s(hw, 16) == Approx(0.5));  // two calls of eight
 }
 
+TEST_CASE("a decode call of a few rows takes the measured multiple of one row's time, linear between 1, 4 and 8 "
+          "rows, by the model's width",
+          "[unit][planner]") {
+    KernelRate r{DType::Q4_0, 40, 400};
+    CHECK(r.rows_time_scale(4) == 0);  // not measured
+    r.rows8_gbps = 10;                 // 8 rows in 4x one row's time
+    CHECK(r.rows_time_scale(1) == Approx(1));
+    CHECK(r.rows_time_scale(8) == Approx(4));
+    CHECK(r.rows_time_scale(4) == Approx(1 + 3.0 / 7 * 3));  // without 4 rows: the line from 1 to 8
+    CHECK(r.rows_time_scale(9) == 0);                         // beyond what was measured
+    r.rows4_gbps = 32;                                        // 4 rows in 1.25x
+    CHECK(r.rows_time_scale(4) == Approx(1.25));
+    CHECK(r.rows_time_scale(2) == Approx(1 + 0.25 / 3));
+    CHECK(r.rows_time_scale(6) == Approx(1.25 + 0.5 * 2.75));
+    // On a 512-wide layer one row reads at 20, four at 10, eight at 4: a narrow model takes 2x
+    // and 5x, a 4096-wide one as measured wide, one between them on a log scale.
+    r.gemv_narrow_gbps = 20, r.rows4_narrow_gbps = 10, r.rows8_narrow_gbps = 4;
+    CHECK(r.rows_time_scale(4, 512) == Approx(2));
+    CHECK(r.rows_time_scale(8, 512) == Approx(5));
+    CHECK(r.rows_time_scale(4, 4096) == Approx(1.25));
+    CHECK(r.rows_time_scale(8, 1024) == Approx((20 + 20.0 / 3) / (4 + 2)));
+    // A narrow one-row rate against wide figures alone (a quick probe's 4 and 8 rows) never
+    // prices more rows below one's time.
+    r.rows4_narrow_gbps = r.rows8_narrow_gbps = 0;
+    r.gemv_narrow_gbps = 5;
+    CHECK(r.rows_time_scale(4, 512) == 1);
+    CHECK(r.rows_time_scale(8, 512) == 1);
+}
+
+TEST_CASE("cost model: a CPU decode pass of a few tokens takes the probe's measured multiple of one token's time; "
+          "past eight, packing and arithmetic add up",
+          "[unit][planner]") {
+    HardwareProfile hw = toy_cpu();
+    hw.dram.read_gbps = 100;
+    // One token 10 GB/s, four 5, eight 2; 100 GFLOPS; packing at 10 GB/s.
+    hw.cpu.rates = {{DType::Q8_0, 10, 100, 10}};
+    ModelShape s = toy_shape();
+    s.weight_type = DType::Q8_0;
+    s.n_embd = 4096;
+    constexpr int C = static_cast<int>(Stream::CpuCompute);
+    auto decode_s = [&](int batch) {
+        return CostModel(s, hw, Workload{1, 2, batch, Objective::Throughput}, Policy{batch, 1, false, false, DType::F16})
+            .layer_weights(0, WeightOption::DramCpu)
+            .decode[C];
+    };
+    const double one = 1e9 / 10e9, flops = 2.0 * s.active_matmul_params(s.layers[0]);
+    // Unmeasured: up to 4 tokens the longer of the read and the arithmetic, as before.
+    CHECK(decode_s(4) == Approx(std::max(one, 4 * flops / 100e9)));
+    hw.cpu.rates[0].rows4_gbps = 5, hw.cpu.rates[0].rows8_gbps = 2;
+    CHECK(decode_s(1) == Approx(one));
+    CHECK(decode_s(4) == Approx(2 * one));
+    CHECK(decode_s(6) == Approx(3.5 * one));
+    CHECK(decode_s(8) == Approx(5 * one));
+    CHECK(decode_s(9) == Approx(9 * flops / 100e9 + 1e9 / 10e9));  // the GEMM's packed pass
+    // A pool of fewer threads keeps the measured multiples.
+    hw.cpu.n_threads = 4;
+    const HardwareProfile on_two = hw.on_cpu_threads(2);
+    const KernelRate* two = rate_for(on_two.cpu.rates, DType::Q8_0);
+    CHECK(two->rows_time_scale(4) == Approx(2));
+    CHECK(two->rows_time_scale(8) == Approx(5));
+}
+
 TEST_CASE("cost model: a device's decode rate on a narrow layer's matrices prices a narrow model's layers, "
           "not a wide one's",
           "[unit][planner]") {

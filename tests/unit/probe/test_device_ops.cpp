@@ -15,6 +15,7 @@ TEST_CASE("the device probe measures the simulated device's matmuls, attention, 
     for (const auto& r : o.rates) {
         INFO(dtype_name(r.type));
         CHECK(r.gemv_gbps > 0);
+        CHECK(r.rows4_gbps > 0);
         CHECK(r.rows8_gbps > 0);
         CHECK(r.gemm_gflops > 0);
         CHECK(std::isfinite(r.call_us));

@@ -19,3 +19,20 @@ TEST_CASE("the matmul probe measures the narrow layer's GEMM rate beside the wid
     CHECK(quick.gemm_narrow_gflops == 0);
     CHECK(quick.gemm_at(576) == quick.gemm_gflops);
 }
+
+TEST_CASE("the matmul probe measures decode calls of 4 and 8 tokens, wide and on the narrow layer; the quick probe "
+          "the wide ones",
+          "[unit][probe]") {
+    const planner::KernelRate full = probe::measure_matmul(DType::Q4_1, 2, false, 8u << 20);
+    for (double rate : {full.rows4_gbps, full.rows8_gbps, full.rows4_narrow_gbps, full.rows8_narrow_gbps}) {
+        CHECK(std::isfinite(rate));
+        CHECK(rate > 0);
+    }
+    CHECK(full.rows_time_scale(8, 576) >= full.rows_time_scale(4, 576));
+    CHECK(full.rows_time_scale(4, 576) >= 1);
+    const planner::KernelRate quick = probe::measure_matmul(DType::Q4_1, 2, true, 8u << 20);
+    CHECK(quick.rows4_gbps > 0);
+    CHECK(quick.rows8_gbps > 0);
+    CHECK(quick.rows4_narrow_gbps == 0);
+    CHECK(quick.rows8_narrow_gbps == 0);
+}
