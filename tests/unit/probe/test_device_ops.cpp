@@ -21,6 +21,7 @@ TEST_CASE("the device probe measures the simulated device's matmuls, attention, 
         CHECK(std::isfinite(r.call_us));
     }
     REQUIRE(o.attention.size() >= 2);
+    CHECK(o.attention.front().keys == 128);  // a short context's call, one split, measured as such
     for (size_t i = 1; i < o.attention.size(); ++i) CHECK(o.attention[i].keys > o.attention[i - 1].keys);
     for (const auto& a : o.attention) CHECK(a.us > 0);
     CHECK(o.op_overhead_us > 0);
