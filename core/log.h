@@ -7,7 +7,7 @@ namespace strata {
 void init_logging(int verbosity = 0);
 }  // namespace strata
 
-#define STRATA_LOG_DEBUG(...) SPDLOG_DEBUG(__VA_ARGS__)
+#define STRATA_LOG_DEBUG(...) spdlog::debug(__VA_ARGS__)  // at -vv (SPDLOG_DEBUG compiles out of a release build)
 #define STRATA_LOG_INFO(...) spdlog::info(__VA_ARGS__)
 #define STRATA_LOG_WARN(...) spdlog::warn(__VA_ARGS__)
 #define STRATA_LOG_ERROR(...) spdlog::error(__VA_ARGS__)

@@ -165,6 +165,7 @@ struct ServeOptions {
     int max_models = 0;         // loaded at once; 0: as many as the memory budget holds
     std::string keep_alive;     // how long a model stays loaded after its last request; empty: until memory is needed
     std::vector<std::string> cors_origins;  // pages elsewhere that may call the API from a browser
+    std::vector<std::string> allowed_hosts;  // Host names a loopback-bound server answers besides loopback ones
 };
 
 // `strata list`: the models `strata serve` would serve (tools/cmd_list.cpp).

@@ -144,6 +144,7 @@ int run_serve(const ServeOptions& o) {
         if (k.count() >= 0) ro.keep_alive = k;
     }
     config.cors_origins = o.cors_origins;
+    config.allowed_hosts = o.allowed_hosts;
     server::ModelRegistry registry(std::move(ro));
     std::string first_id;
     int first_ctx = 0;

@@ -294,6 +294,9 @@ int main(int argc, char** argv) {
     sv->add_option("--cors-origin", serve.cors_origins,
                    "let web pages from ORIGIN (scheme://host:port) call the API from a browser (repeatable); '*' for any page, "
                    "only with --api-key");
+    sv->add_option("--allow-host", serve.allowed_hosts,
+                   "a host name requests to a loopback-bound server may be sent to, besides localhost and loopback addresses "
+                   "(repeatable): a proxy's public name when it passes the request's Host on (Caddy does by default)");
     sv->add_option("--host", serve.host, "address to listen on (loopback unless told)")->capture_default_str();
     sv->add_option("--port", serve.port, "port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
     sv->add_option("--api-key", serve.api_key, "require 'Authorization: Bearer KEY' (default: $STRATA_API_KEY, else none)");

@@ -12,6 +12,7 @@
 #include "models/gguf_file.h"
 #include "planner/catalog.h"
 #include "planner/policy_search.h"
+#include "planner/units.h"
 #include "probe/probe.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/expert_offload.h"

@@ -179,7 +179,7 @@ def check_raw_errors(server: Server) -> None:
     check_error_shape(body, 404, status)
     status, headers, body = server.request("GET", "/v1/embeddings")
     check_error_shape(body, 405, status)
-    assert headers.get("Allow") == "POST", headers
+    assert headers.get("Allow") == "POST, OPTIONS", headers
     status, _, body = server.request("GET", "/health")
     assert status == 200 and body["status"] == "ok", body
     status, _, text = server.request("GET", "/metrics")

@@ -66,7 +66,7 @@ def body_of(raw: bytes):
 
 
 def post_raw(path: str, body: bytes, extra: str = "") -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
             f"Content-Length: {len(body)}\r\n{extra}\r\n").encode() + body
 
 
@@ -171,12 +171,12 @@ def check_bodies(server: Server) -> None:
     assert status_of(raw) == 413, raw[:300]
     # Chunked or unbounded bodies would be read whole whatever --max-body says: refused.
     chunk = b"x" * 65536
-    chunked = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunked = (b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
                + (b"%x\r\n" % len(chunk) + chunk + b"\r\n") * 160 + b"0\r\n\r\n")  # 10 MiB
     raw = raw_exchange(server, chunked)
     assert status_of(raw) == 411, raw[:300]
     check_error_shape(body_of(raw), 411, 411, code="length_required")
-    raw = raw_exchange(server, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n" + b'{"prompt": "hi"}')
+    raw = raw_exchange(server, b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" + b'{"prompt": "hi"}')
     assert status_of(raw) == 411, raw[:300]
     still_serving(server, "chunked body")
     grown = rss_kib(server) - rss0
@@ -232,8 +232,8 @@ def check_slow_clients(server: Server) -> None:
 
     body = json.dumps(ORDINARY).encode()
     slow = [
-        ("headers", b"POST /v1/completions HTTP/1.1\r\n", b"Host: x\r\nContent-Type: application/json\r\n" * 3),
-        ("body", f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode(), body),
+        ("headers", b"POST /v1/completions HTTP/1.1\r\n", b"Host: 127.0.0.1\r\nContent-Type: application/json\r\n" * 3),
+        ("body", f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n\r\n".encode(), body),
         ("request line", b"", b"POST /v1/completions HTTP/1.1\r\n"),
     ]
     threads = [threading.Thread(target=trickle, args=s) for s in slow]
@@ -300,8 +300,8 @@ def check_methods_and_paths(server: Server) -> None:
         got, headers, reply = server.request(method, path, b"{}" if method in ("POST", "PUT", "DELETE") else None)
         check_error_shape(reply, status, got)
         if status == 405:
-            assert headers.get("Allow") in ("GET", "POST"), headers
-    for name, data in [("unknown method", b"BREW /health HTTP/1.1\r\nHost: x\r\n\r\n"),
+            assert headers.get("Allow") in ("GET, HEAD, OPTIONS", "POST, OPTIONS"), headers
+    for name, data in [("unknown method", b"BREW /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
                        ("garbage request line", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"),
                        ("header too long", b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n"),
                        ("URI too long", b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n")]:
@@ -310,10 +310,35 @@ def check_methods_and_paths(server: Server) -> None:
         if raw:
             check_error_shape(body_of(raw), status_of(raw), status_of(raw))
     # Two pipelined requests on one connection get two answers, in order.
-    raw = raw_exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n"
+    raw = raw_exchange(server, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                b"Connection: close\r\n\r\n")
     assert raw.count(b"HTTP/1.1 200") == 2 and b'"object":"list"' in raw, raw[:600]
     still_serving(server, "methods and paths")
+
+
+def check_browser_guards(server: Server) -> None:
+    """What a web page could make a browser send: a plain-text POST from another origin (no
+    preflight) is refused before it runs, the server's own page is not; a Host name re-pointed at
+    127.0.0.1 (DNS rebinding) is refused; a GET's body is refused rather than read as the next
+    request on the connection."""
+    own = f"http://127.0.0.1:{server.port}"
+    for origin, status in [("http://evil.example", 403), ("null", 403), (own, 200)]:
+        got, _, reply = server.request("POST", "/v1/completions", json.dumps(ORDINARY),
+                                       {"Origin": origin, "Content-Type": "text/plain"})
+        if status == 403:
+            check_error_shape(reply, 403, got, code="origin_not_allowed")
+        else:
+            assert got == 200 and reply["choices"][0]["text"], (origin, got, reply)
+    got, _, reply = server.request("GET", "/v1/models", headers={"Host": f"attacker.example:{server.port}"})
+    check_error_shape(reply, 403, got, code="host_not_allowed")
+    assert "--allow-host" in reply["error"]["message"], reply
+    assert server.request("GET", "/v1/models", headers={"Host": f"localhost:{server.port}"})[0] == 200
+    smuggled = b"GET /v1/models/nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    raw = raw_exchange(server, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: "
+                       + str(len(smuggled)).encode() + b"\r\n\r\n" + smuggled)
+    assert raw.count(b"HTTP/1.1 ") == 1 and status_of(raw) == 400, raw[:600]
+    check_error_shape(body_of(raw), 400, 400, code="unexpected_body")
+    still_serving(server, "browser guards")
 
 
 def check_api_key() -> None:
@@ -344,7 +369,7 @@ def main() -> None:
     start = time.time()
     with Server(MODEL, "--timeout", str(TIMEOUT_S), "--max-batch", "4", "--max-queue", "8", threads=2) as server:
         fds0 = fd_count(server)
-        for check in (check_bad_bytes, check_numbers, check_nesting, check_bodies, check_methods_and_paths,
+        for check in (check_bad_bytes, check_numbers, check_nesting, check_bodies, check_methods_and_paths, check_browser_guards,
                       check_vanishing_clients, check_slow_clients, check_flood):
             t0 = time.time()
             check(server)

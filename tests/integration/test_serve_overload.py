@@ -33,7 +33,7 @@ def connect_from(server: Server, address: str, timeout: float = 60) -> socket.so
 
 
 def post_head(body: bytes, path: str = "/v1/completions") -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode()
 
 
@@ -85,7 +85,7 @@ def check_slow_clients() -> None:
         for i in range(150):
             s = connect_from(server, f"127.0.0.{2 + i % 3}", timeout=deadline_s + 30)
             if i % 3 == 0:
-                s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")  # headers never end
+                s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # headers never end
             elif i % 3 == 1:
                 s.sendall(post_head(body) + body[:5])  # the body never ends
             # else: connected, nothing sent

@@ -34,7 +34,8 @@ constexpr std::array<std::pair<std::string_view, double>, 3> kAbsentSamplers = {
 
 // `options` written into the OpenAI body; sampling fields left out take the CLI's defaults,
 // which are Ollama's too (temperature 0.8, top-k 40, ...), not OpenAI's.
-void apply_options(const Json& body, Json& out) {
+// Returns num_predict where positive, else 0.
+int64_t apply_options(const Json& body, Json& out) {
     const runtime::SamplerParams defaults;
     out["temperature"] = defaults.temperature;
     out["top_k"] = defaults.top_k;
@@ -43,7 +44,8 @@ void apply_options(const Json& body, Json& out) {
     out["repeat_penalty"] = defaults.repeat_penalty;
     out["repeat_last_n"] = defaults.penalty_last_n;
     const Json* options = field(body, "options");
-    if (!options) return;
+    int64_t num_predict = 0;
+    if (!options) return num_predict;
     if (!options->is_object()) throw invalid_request(fmt::format("'options' must be an object, not {}", shown(*options)), "options");
     for (const auto& item : options->items()) {
         const std::string& key = item.key();
@@ -56,7 +58,7 @@ void apply_options(const Json& body, Json& out) {
         if (key == "num_predict") {
             // -1 (for ever) and -2 (fill the context) both run to the context's end, as a chat without max_tokens does.
             if (!item.value().is_number_integer()) throw invalid_request(fmt::format("'{}' must be an integer", where), where);
-            if (item.value().get<int64_t>() > 0) out["max_tokens"] = item.value();
+            num_predict = std::max<int64_t>(0, item.value().get<int64_t>());
             continue;
         }
         const auto absent = std::find_if(kAbsentSamplers.begin(), kAbsentSamplers.end(), [&](const auto& a) { return a.first == key; });
@@ -68,6 +70,7 @@ void apply_options(const Json& body, Json& out) {
     }
     // OpenAI's ranges; a negative top_k means "off" to Ollama as 0 does here.
     if (out["top_k"].is_number_integer() && out["top_k"].get<int64_t>() < 0) out["top_k"] = 0;
+    return num_predict;
 }
 
 // `format`: "json" or a JSON schema, as response_format.
@@ -106,7 +109,7 @@ Translated common(const Json& body, openai::Endpoint endpoint) {
     refuse(body, "logprobs", "ask /v1/chat/completions for log-probabilities");
     t.body = Json::object();
     t.body["model"] = t.model;
-    apply_options(body, t.body);
+    t.num_predict = apply_options(body, t.body);
     apply_format(body, t.body);
     return t;
 }
@@ -173,7 +176,6 @@ Translated translate_generate(const Json& body) {
     if (raw) {
         if (field(body, "tools")) throw invalid_request("'tools' need the chat template: leave out 'raw'", "tools");
         t.body["prompt"] = prompt;
-        t.to_context_end = !t.body.contains("max_tokens");  // not OpenAI's 16 tokens
         return t;
     }
     Json messages = Json::array();
@@ -182,6 +184,10 @@ Translated translate_generate(const Json& body) {
     messages.push_back({{"role", "user"}, {"content", prompt}});
     t.body["messages"] = std::move(messages);
     return t;
+}
+
+int32_t reply_tokens(const Translated& t, int32_t room) {
+    return t.num_predict > 0 ? static_cast<int32_t>(std::min<int64_t>(t.num_predict, room)) : room;
 }
 
 EmbedRequest translate_embed(const Json& body) {

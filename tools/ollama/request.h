@@ -27,8 +27,14 @@ struct Translated {
     // keep_alive: how long the model stays loaded after this request; nullopt: the server's.
     std::optional<std::chrono::seconds> keep_alive;
     bool load_only = false;         // no messages or prompt: load (or unload, keep_alive 0) and say so
-    bool to_context_end = false;    // a raw prompt without num_predict generates to the context's end, as a chat does
+    // options.num_predict where positive; 0 where absent, -1 (for ever) or -2 (fill the context).
+    int64_t num_predict = 0;
 };
+
+// The most tokens a reply generates with `room` positions left after its prompt: num_predict cut
+// at the context's end, as Ollama does (not refused, as OpenAI's max_tokens is), or all of the
+// room without one (a raw prompt too, not OpenAI's 16 tokens).
+int32_t reply_tokens(const Translated& t, int32_t room);
 
 // Throws ApiError 400 naming the field.
 Translated translate_chat(const Json& body);

@@ -125,9 +125,8 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, 
     if (const Json* m = field(body, "model")) {
         if (!m->is_string()) throw invalid_request(fmt::format("'model' must be a string, not {}", shown(*m)), "model");
         req.model = m->get<std::string>();
-    } else {
-        req.model = model.model_id;
     }
+    if (req.model.empty()) req.model = model.model_id;  // absent or "": the server's model, named as such
     req.stream = boolean(body, "stream");
     if (const Json* so = field(body, "stream_options")) {
         if (!req.stream) throw invalid_request("'stream_options' is only allowed when 'stream' is true", "stream_options");

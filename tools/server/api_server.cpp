@@ -135,21 +135,29 @@ struct ApiServer::Impl {
     // The web page's files hold no data: the page asks for the key and sends it with its requests.
     static bool needs_key(const std::string& path) { return path != "/health" && !is_web_path(path); }
 
+    // What a route answers: its method (a GET's HEAD too) and OPTIONS.
+    static std::string allowed_methods(const Route& r) {
+        return fmt::format("{}{}, OPTIONS", r.method, std::string_view(r.method) == "GET" ? ", HEAD" : "");
+    }
+
+    static openai::ApiError origin_refused(const std::string& origin) {
+        return openai::ApiError(403, fmt::format("this server does not take requests from pages at '{}'; start it with "
+                                                 "--cors-origin {} to allow them", origin, origin),
+                                "invalid_request_error", {}, "origin_not_allowed");
+    }
+
     // Answers a CORS preflight: the route's method with the headers the API reads, or 403 naming
     // the flag that would allow the page's origin.
     httplib::Server::HandlerResponse preflight(const httplib::Request& req, httplib::Response& res, const Route* route) const {
         const std::string origin = req.get_header_value("Origin");
         if (!route) return refuse(req, res, openai::ApiError(404, fmt::format("unknown request URL: OPTIONS {}", req.path),
                                                             "invalid_request_error", {}, "unknown_url"));
-        res.set_header("Allow", fmt::format("{}, OPTIONS", route->method));
+        res.set_header("Allow", allowed_methods(*route));
         if (!req.has_header("Access-Control-Request-Method")) {
             res.status = 204;  // a plain OPTIONS: what the path takes
             return httplib::Server::HandlerResponse::Handled;
         }
-        if (cors.allow_origin(origin).empty())
-            return refuse(req, res, openai::ApiError(403, fmt::format("this server does not take requests from pages at '{}'; "
-                                                                      "start it with --cors-origin {} to allow them", origin, origin),
-                                                     "invalid_request_error", {}, "origin_not_allowed"));
+        if (cors.allow_origin(origin).empty()) return refuse(req, res, origin_refused(origin));
         res.set_header("Access-Control-Allow-Methods", fmt::format("{}, OPTIONS", route->method));
         res.set_header("Access-Control-Allow-Headers", kCorsAllowHeaders);
         res.set_header("Access-Control-Max-Age", std::to_string(kCorsMaxAgeS));
@@ -162,11 +170,18 @@ struct ApiServer::Impl {
         return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE" || method == "PRI";
     }
 
+    // A body announced by the headers (httplib reads one only for reads_body's methods: another
+    // method's would be parsed as the next request on the connection).
+    static bool announces_body(const httplib::Request& req) {
+        const std::string length = req.get_header_value("Content-Length");
+        return req.has_header("Transfer-Encoding") || (!length.empty() && length.find_first_not_of('0') != std::string::npos);
+    }
+
     // Refusals decided from the headers alone, before httplib reads any body: the body stays
     // unread on the socket, so the connection cannot carry another request.
     static httplib::Server::HandlerResponse refuse(const httplib::Request& req, httplib::Response& res, const openai::ApiError& e) {
         set_route_error(req.path, res, e);
-        if (reads_body(req.method) || req.has_header("Transfer-Encoding")) {
+        if (reads_body(req.method) || announces_body(req)) {
             res.set_header("Connection", "close");
             close_after_response();
         }
@@ -175,6 +190,12 @@ struct ApiServer::Impl {
 
     httplib::Server::HandlerResponse check_headers(const httplib::Request& req, httplib::Response& res) const {
         using openai::ApiError;
+        const std::string host = req.get_header_value("Host");
+        if (!host_allowed(host, config.host, config.allowed_hosts))
+            return refuse(req, res, ApiError(403, fmt::format("this server answers requests to localhost, not to '{}'; start it "
+                                                              "with --allow-host {} if a proxy of yours passes that name on", host,
+                                                              host),
+                                             "invalid_request_error", {}, "host_not_allowed"));
         const Route* route = find_route(req.path);
         // Every answer to an allowed page carries its origin, refusals too, so that the page can read them.
         if (const std::string allowed = cors.allow_origin(req.get_header_value("Origin")); !allowed.empty()) {
@@ -182,11 +203,13 @@ struct ApiServer::Impl {
             if (allowed != "*") res.set_header("Vary", "Origin");
         }
         if (req.method == "OPTIONS") return preflight(req, res, route);
+        if (const std::string origin = req.get_header_value("Origin"); !origin_may_call(cors, origin, host))
+            return refuse(req, res, origin_refused(origin));
         if (!route)
             return refuse(req, res, ApiError(404, fmt::format("unknown request URL: {} {}", req.method, req.path),
                                              "invalid_request_error", {}, "unknown_url"));
         if (req.method != route->method && !(req.method == "HEAD" && std::string_view(route->method) == "GET")) {
-            res.set_header("Allow", route->method);
+            res.set_header("Allow", allowed_methods(*route));
             return refuse(req, res, ApiError(405, fmt::format("{} takes {}, not {}", req.path, route->method, req.method),
                                              "invalid_request_error", {}, "method_not_allowed"));
         }
@@ -195,6 +218,9 @@ struct ApiServer::Impl {
             return refuse(req, res, ApiError(401, "missing or incorrect API key: send 'Authorization: Bearer KEY'",
                                              "invalid_request_error", {}, "invalid_api_key"));
         }
+        if (!reads_body(req.method) && announces_body(req))
+            return refuse(req, res, ApiError(400, fmt::format("a {} request carries no body", req.method), "invalid_request_error",
+                                             {}, "unexpected_body"));
         // httplib holds --max-body only against a Content-Length: a chunked body, or one that
         // lasts until the client closes, would be read into memory without limit.
         if (reads_body(req.method) && (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length")))
@@ -245,7 +271,7 @@ struct ApiServer::Impl {
         // Never the prompt: method, path, status and the peer only.
         http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
             state.metrics.count_response(route_of(req.path), res.status);
-            STRATA_LOG_DEBUG("serve: {} {} {} from {}", req.method, req.path, res.status, req.remote_addr);
+            STRATA_LOG_INFO("serve: {} {} {} from {}", req.method, req.path, res.status, req.remote_addr);
         });
     }
 

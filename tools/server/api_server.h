@@ -25,6 +25,7 @@ struct ServerConfig {
     size_t max_connections_per_client = 128;  // open at once from one address; more get 429
     size_t max_requests_per_client = SIZE_MAX;  // answered at once for one address; more get 429
     std::vector<std::string> cors_origins;    // pages elsewhere that may call the server (tools/server/cors.h)
+    std::vector<std::string> allowed_hosts;   // Host names a loopback-bound server answers besides loopback ones (cors.h)
 };
 
 class ApiServer {

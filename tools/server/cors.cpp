@@ -23,7 +23,42 @@ bool is_origin(std::string_view o) {
     const std::string_view host = o.substr(scheme + 3);
     return !host.empty() && host.find_first_of("/?#@ ") == std::string_view::npos;
 }
+// "host:port", "[::1]:port" or "host" without its port, lower case.
+std::string host_name(std::string_view authority) {
+    if (authority.starts_with('[')) {
+        const size_t end = authority.find(']');
+        return lower(authority.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1));
+    }
+    const size_t colon = authority.find(':');
+    // More than one colon: a bare IPv6 address, no port.
+    if (colon != std::string_view::npos && authority.find(':', colon + 1) == std::string_view::npos)
+        authority = authority.substr(0, colon);
+    return lower(authority);
+}
+
+bool is_loopback(std::string_view name) {
+    if (name == "localhost" || name.ends_with(".localhost") || name == "::1") return true;
+    return name.starts_with("127.") && name.find_first_not_of("0123456789.") == std::string_view::npos;
+}
 }  // namespace
+
+bool same_origin(std::string_view origin, std::string_view host_header) {
+    const size_t scheme = origin.find("://");
+    return scheme != std::string_view::npos && !host_header.empty() && lower(origin.substr(scheme + 3)) == lower(host_header);
+}
+
+bool origin_may_call(const CorsPolicy& cors, std::string_view origin, std::string_view host_header) {
+    if (origin.empty() || same_origin(origin, host_header) || !cors.allow_origin(origin).empty()) return true;
+    const size_t scheme = origin.find("://");
+    return scheme != std::string_view::npos && is_loopback(host_name(origin.substr(scheme + 3)));
+}
+
+bool host_allowed(std::string_view host_header, std::string_view bind_host, const std::vector<std::string>& allowed) {
+    if (host_header.empty() || !is_loopback(host_name(bind_host))) return true;
+    const std::string name = host_name(host_header);
+    return is_loopback(name) || name == host_name(bind_host) ||
+           std::any_of(allowed.begin(), allowed.end(), [&](const std::string& a) { return host_name(a) == name; });
+}
 
 CorsPolicy::CorsPolicy(const std::vector<std::string>& origins, bool has_api_key) {
     for (std::string o : origins) {

@@ -30,4 +30,22 @@ private:
     std::vector<std::string> origins_;
 };
 
+// Whether a request's Origin is the server's own page: scheme://host[:port] naming the Host the
+// request was sent to (a browser sends its page's Origin with every POST, same-origin ones too).
+bool same_origin(std::string_view origin, std::string_view host_header);
+
+// Whether a request that carries `origin` runs: none (not a browser), the server's own page, a
+// page on this machine (a loopback host, any port: a proxy there may send its own Host), or one
+// `cors` allows. A page elsewhere is refused even where it needs no preflight (a plain-text
+// POST), which would otherwise run with its answer merely hidden from the page.
+bool origin_may_call(const CorsPolicy& cors, std::string_view origin, std::string_view host_header);
+
+// Whether a server listening on `bind_host` answers a request sent to `host_header`. One bound to
+// a loopback address answers only loopback names (localhost, 127.x.y.z, [::1]), its own address
+// and the `allowed` names (--allow-host: a proxy's public name it passes on): a page whose host
+// name was re-pointed at 127.0.0.1 (DNS rebinding) would otherwise read its answers as its own
+// origin. One bound to any other address answers every name (its --api-key guards it). A request
+// without a Host (HTTP/1.0) is answered. Names compare without case or port.
+bool host_allowed(std::string_view host_header, std::string_view bind_host, const std::vector<std::string>& allowed = {});
+
 }  // namespace strata::server

@@ -95,7 +95,7 @@ void handle_generate(ServerState& state, Api api, const httplib::Request& req, h
         const std::shared_ptr<LoadedModel> model = lease(state, t.model, t.keep_alive, load_seconds);
         if (t.load_only) return send_json(res, ollama::load_json(api, t.model, false));
         openai::CompletionRequest creq = openai::parse_completion_request(t.endpoint, t.body, model->context);
-        if (t.to_context_end) creq.params.n_predict = model->context.n_ctx - static_cast<int32_t>(creq.prompt.size());
+        creq.params.n_predict = ollama::reply_tokens(t, model->context.n_ctx - static_cast<int32_t>(creq.prompt.size()));
         const Submitted s = submit_completion(state, model, creq, req.remote_addr);
         if (t.stream) return stream_reply(state, api, t.model, creq, s, arrived, load_seconds, res);
         if (!s.flight->await_all(*s.gen)) {

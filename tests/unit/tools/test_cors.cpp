@@ -29,3 +29,46 @@ TEST_CASE("cors: '*' needs an API key, and origins must be origins", "[unit][ser
     for (const char* bad : {"localhost:3000", "http://host/path", "http://", "://host", "http://a b"})
         CHECK_THROWS_AS(CorsPolicy({bad}, true), UsageError);
 }
+
+TEST_CASE("cors: the server's own page is same-origin, by the Host the request was sent to", "[unit][server]") {
+    using strata::server::same_origin;
+    CHECK(same_origin("http://127.0.0.1:8080", "127.0.0.1:8080"));
+    CHECK(same_origin("http://LocalHost:8080", "localhost:8080"));
+    CHECK_FALSE(same_origin("http://127.0.0.1:8081", "127.0.0.1:8080"));
+    CHECK_FALSE(same_origin("http://evil.example", "127.0.0.1:8080"));
+    CHECK_FALSE(same_origin("null", "127.0.0.1:8080"));  // a sandboxed page or a file
+    CHECK_FALSE(same_origin("http://127.0.0.1:8080", ""));
+}
+
+TEST_CASE("cors: a request from a page elsewhere runs only where --cors-origin names it; the server's own page "
+          "and pages on this machine always",
+          "[unit][server]") {
+    using strata::server::origin_may_call;
+    const CorsPolicy none, listed({"https://chat.example.com"}, false);
+    CHECK(origin_may_call(none, "", "127.0.0.1:8080"));  // not a browser
+    CHECK(origin_may_call(none, "http://127.0.0.1:8080", "127.0.0.1:8080"));
+    CHECK(origin_may_call(none, "http://localhost:3000", "127.0.0.1:8080"));  // this machine, behind a proxy of its own
+    CHECK(origin_may_call(none, "http://[::1]:3000", "127.0.0.1:8080"));
+    CHECK_FALSE(origin_may_call(none, "http://evil.example", "127.0.0.1:8080"));
+    CHECK_FALSE(origin_may_call(none, "null", "127.0.0.1:8080"));
+    CHECK_FALSE(origin_may_call(none, "http://127.0.0.1.evil.example", "127.0.0.1:8080"));
+    CHECK(origin_may_call(listed, "https://chat.example.com", "127.0.0.1:8080"));
+    CHECK_FALSE(origin_may_call(listed, "https://other.example.com", "127.0.0.1:8080"));
+}
+
+TEST_CASE("cors: a loopback-bound server answers only loopback host names and those allowed (DNS rebinding)",
+          "[unit][server]") {
+    using strata::server::host_allowed;
+    for (const char* host : {"127.0.0.1:8080", "localhost:8080", "LOCALHOST", "[::1]:8080", "127.1.2.3", "app.localhost:80", ""})
+        CHECK(host_allowed(host, "127.0.0.1"));
+    for (const char* host : {"attacker.example:8080", "127.0.0.1.evil.example", "10.0.0.5:8080", "localhost.evil"})
+        CHECK_FALSE(host_allowed(host, "127.0.0.1"));
+    CHECK_FALSE(host_allowed("attacker.example", "::1"));
+    CHECK_FALSE(host_allowed("attacker.example", "localhost"));
+    // A proxy's public name it passes on, named with --allow-host (any port, any case).
+    CHECK(host_allowed("Chat.Example.com:443", "127.0.0.1", {"chat.example.com"}));
+    CHECK_FALSE(host_allowed("other.example.com", "127.0.0.1", {"chat.example.com"}));
+    // Bound to every address or another one: its API key guards it, every name is answered.
+    CHECK(host_allowed("attacker.example", "0.0.0.0"));
+    CHECK(host_allowed("attacker.example", "192.168.1.10"));
+}

@@ -63,12 +63,19 @@ TEST_CASE("ollama requests: chat as an OpenAI chat request", "[unit][ollama]") {
         CHECK(t.keep_alive == std::chrono::seconds(600));
         CHECK(t.body["temperature"] == 0);
         CHECK(t.body["seed"] == 7);
-        CHECK(t.body["max_tokens"] == 20);
+        CHECK(t.num_predict == 20);
+        CHECK_FALSE(t.body.contains("max_tokens"));  // cut at the context's end, not refused as max_tokens would be
+        CHECK(reply_tokens(t, 100) == 20);
+        CHECK(reply_tokens(t, 12) == 12);
         CHECK(t.body["stop"] == Json::array({"x"}));
         CHECK(t.body["repeat_last_n"] == -1);
         CHECK_FALSE(t.body.contains("num_ctx"));  // a load option: the server sizes loads
         CHECK(t.body["response_format"] == Json{{"type", "json_object"}});
-        CHECK_FALSE(translate_chat(chat({{"options", {{"num_predict", -1}}}})).body.contains("max_tokens"));
+        for (int forever : {-1, -2}) {
+            const Translated to_end = translate_chat(chat({{"options", {{"num_predict", forever}}}}));
+            CHECK_FALSE(to_end.body.contains("max_tokens"));
+            CHECK(reply_tokens(to_end, 300) == 300);
+        }
     }
     SECTION("a JSON schema as format, strictly") {
         const Json schema = {{"type", "object"}, {"properties", {{"age", {{"type", "integer"}}}}}};
@@ -102,8 +109,8 @@ TEST_CASE("ollama requests: generate, templated or raw", "[unit][ollama]") {
     const Translated raw = translate_generate({{"model", "m"}, {"prompt", "Once upon"}, {"raw", true}});
     CHECK(raw.endpoint == openai::Endpoint::Completions);
     CHECK(raw.body["prompt"] == "Once upon");
-    CHECK(raw.to_context_end);
-    CHECK_FALSE(translate_generate({{"model", "m"}, {"prompt", "x"}, {"raw", true}, {"options", {{"num_predict", 5}}}}).to_context_end);
+    CHECK(reply_tokens(raw, 300) == 300);  // to the context's end, not OpenAI's 16 tokens
+    CHECK(reply_tokens(translate_generate({{"model", "m"}, {"prompt", "x"}, {"raw", true}, {"options", {{"num_predict", 5}}}}), 300) == 5);
     CHECK(translate_generate({{"model", "m"}}).load_only);
 }
 

@@ -202,6 +202,9 @@ TEST_CASE("openai requests: valid bodies give the templated prompt and the param
         const std::vector<ChatMessage> expected = {{"system", "Be brief."}, {"user", "Hi there"}, {"assistant", ""}, {"user", "Again"}};
         CHECK(r.prompt == tokenize_chat(*tiny.tok, tiny.tmpl, expected));
         CHECK(r.model == "tiny");  // none named: the server's
+        json unnamed = body;
+        unnamed["model"] = "";
+        CHECK(parse_completion_request(Endpoint::Chat, unnamed, m).model == "tiny");  // "" names none either
         CHECK(r.params.n_predict == static_cast<int>(256 - r.prompt.size()));
         CHECK(r.params.sampler.temperature == runtime::SamplerParams{}.temperature);  // the CLI's, not OpenAI's 1
         CHECK(r.params.sampler.top_p == 1.0f);
