@@ -40,6 +40,9 @@ std::optional<planner::HardwareProfile> load_cached_profile();
 planner::HardwareProfile measured_profile(std::string& source, const std::filesystem::path& disk_dir = {});
 // Throws IoError / UsageError.
 planner::HardwareProfile load_profile(const std::filesystem::path& path);
+// Writes `p` as JSON to `path`: a file replaced whole (a temporary file renamed over it, so that
+// readers never see half of it; a symlink's target likewise), a device or FIFO written into.
+// Throws UsageError for a folder, IoError when it cannot be written (nothing left behind).
 void save_profile(const planner::HardwareProfile& p, const std::filesystem::path& path);
 
 }  // namespace strata::probe

@@ -30,6 +30,11 @@ runtime::EngineOptions ModelOptions::engine() const {
     runtime::EngineOptions e;
     e.model = model;
     e.n_threads = threads;
+    // Workers spin between matmuls: far more of them than hardware threads crawl (-t 1000 took
+    // 24 s for 8 tokens on 2 cores), so that is refused; a few more are allowed, with a warning.
+    if (const int most = 4 * cpu::default_thread_count(); threads > most)
+        throw UsageError(fmt::format("-t {} is far more threads than this machine's {}", threads, cpu::default_thread_count()),
+                         fmt::format("give at most {} (leave -t out for one per hardware thread)", most));
     if (threads > cpu::default_thread_count())
         STRATA_LOG_WARN("cpu: -t {} is more threads than this machine's {}: they take turns on its cores, and every "
                         "matmul waits for the last (leave -t out for one per hardware thread)",

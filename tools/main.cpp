@@ -2,8 +2,11 @@
 // command. Errors stop here: one line saying what went wrong, one saying how to fix it.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <limits>
 #include <optional>
 
@@ -157,6 +160,18 @@ void add_chat_template_option(CLI::App& cmd, std::string& family) {
 
 }  // namespace
 
+namespace {
+// A command's results that standard output could not take (a full disk, a closed pipe) fail the
+// run instead of vanishing with exit status 0.
+int output_written(int rc) {
+    std::cout.flush();
+    if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout) return rc;
+    std::fprintf(stderr, "strata: error: writing the results to standard output failed: %s\n  hint: is the disk full, or "
+                         "did the program reading them exit?\n", std::strerror(errno));
+    return rc != 0 ? rc : 1;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
     CLI::App app{"Strata: run large language models on one workstation, across GPU, DRAM and NVMe"};
     app.require_subcommand(1);
@@ -252,7 +267,7 @@ int main(int argc, char** argv) {
     pl->add_flag("--ui", plan.ui, "serve the planner page (every flag of this command, experts per tier, compare) on --host:--port, "
                                   "starting from the other flags given; no model needed");
     pl->add_option("--host", plan.ui_host, "address the planner page listens on (with --ui)")->capture_default_str();
-    pl->add_option("--port", plan.ui_port, "port of the planner page (with --ui; 0: any free port)")->capture_default_str();
+    pl->add_option("--port", plan.ui_port, "port of the planner page (with --ui; 0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
     pl->add_flag("-v,--verbose", plan.verbosity, "log more (-vv for debug)");
 
     cli::ProbeOptions probe;
@@ -370,7 +385,7 @@ int main(int argc, char** argv) {
     gen.sampler.seed = gen_seed.value_or(cli::fresh_seed());
     chat.sampler.seed = chat_seed.value_or(cli::fresh_seed());
 
-    try {
+    auto run = [&] {
         if (*g) return init_logging(gen.m.verbosity), cli::run_generate(gen);
         if (*c) return init_logging(chat.m.verbosity), cli::run_chat(chat);
         if (*p) return init_logging(ppl.m.verbosity), cli::run_perplexity(ppl);
@@ -382,6 +397,10 @@ int main(int argc, char** argv) {
         if (*ba) return init_logging(batch.m.verbosity), cli::run_batch(batch);
         if (*em) return init_logging(embed.m.verbosity), cli::run_embed(embed);
         if (*ls) return init_logging(0), cli::run_list(list);
+        return 0;
+    };
+    try {
+        return output_written(run());
     } catch (const Error& e) {
         std::fprintf(stderr, "strata: error: %s\n", e.what());
         if (!e.hint().empty()) std::fprintf(stderr, "  hint: %s\n", e.hint().c_str());
@@ -390,5 +409,4 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "strata: error: %s\n", e.what());
         return 1;
     }
-    return 0;
 }

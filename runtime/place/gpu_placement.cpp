@@ -140,10 +140,8 @@ double planner_prefill_activations(const planner::ModelShape& s, const planner::
     return cm.fixed().bytes[static_cast<size_t>(planner::Tier::Gpu)];
 }
 
-}  // namespace
-
-GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type,
-                   int host_threads) {
+GpuTarget any_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type,
+                  int host_threads) {
     GpuTarget t;
     if (req.device == DeviceKind::Cpu) {
         t.why_not = "--device cpu";
@@ -183,6 +181,18 @@ GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const mo
     t.kind = DeviceKind::Cuda;
     t.use = true;
     t.chosen = req.device == DeviceKind::Cuda;
+    return t;
+}
+
+}  // namespace
+
+GpuTarget find_gpu(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type,
+                   int host_threads) {
+    GpuTarget t = any_gpu(req, file, hp, kv_type, host_threads);
+    // A GPU the command named and cannot have: refused, not run on the CPU behind a warning.
+    if (req.device == DeviceKind::Cuda && !t.use)
+        throw UsageError(fmt::format("--device cuda: no GPU can run this ({})", t.why_not),
+                         "run with --device cpu, or --device auto to use a GPU where there is one");
     return t;
 }
 

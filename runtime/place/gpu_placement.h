@@ -52,7 +52,8 @@ struct GpuTarget {
     bool chosen = false;
 };
 // The device and its budget, or why the engine runs on the CPU: --device cpu, --gpu-mem 0, no
-// CUDA in this build, no device or driver, a weight or KV type the kernels lack. Every
+// CUDA in this build, no device or driver, a weight or KV type the kernels lack (UsageError
+// instead where --device cuda named the GPU). Every
 // architecture runs on a device (the layer program: runtime/exec/layer_program.h); a mixture of
 // experts there keeps its experts on the host unless the plan holds some on the device.
 // The host computes on `host_threads` (0: every core, or with the simulated device the cores its

@@ -3,10 +3,12 @@
 flag's least is named with what to give (not CLI11's 309-digit bound), sampling parameters that
 are not finite numbers are refused by name, a context whose KV cache the machine cannot hold is
 refused by its size, -n -1 generates until the context is full, and a refused `generate` prints
-nothing of its prompt to standard output."""
+nothing of its prompt to standard output. Far more threads than the machine has are refused, and
+results standard output cannot take fail the run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 from strata_support import STRATA_BIN, tiny_llama
@@ -37,6 +39,13 @@ def main() -> None:
     assert out["stop_reason"] == "context" and len(out["prompt_tokens"]) + len(out["tokens"]) >= 48, out
     r = run(*generate, "-n", "-2")
     assert r.returncode != 0 and "--n-predict: -2 is below -1; give -1 or more" in r.stderr, r.stderr
+    r = run(*generate, "-t", "100000")
+    assert r.returncode != 0 and "far more threads" in r.stderr and "give at most" in r.stderr, r.stderr
+    # Results standard output cannot take (a full disk) fail the run instead of vanishing.
+    for args in (generate + ["-n", "2"], ["list"], ["inspect", "--json", model]) if os.path.exists("/dev/full") else ():
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([STRATA_BIN, *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert r.returncode != 0 and "writing the results to standard output failed" in r.stderr, (args, r.stderr)
 
     # A context whose KV cache no machine holds (5 TiB): refused by its size, not by the allocator.
     r = run(*generate, "--ctx", "2147483647")

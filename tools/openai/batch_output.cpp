@@ -1,6 +1,7 @@
 #include "tools/openai/batch_output.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,6 +27,11 @@ IoError io_error(const std::filesystem::path& path, const char* what) {
 BatchOutput::BatchOutput(const std::filesystem::path& path) : path_(path) {
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd_ < 0) throw io_error(path, "open");
+    // A pipe, a FIFO or a device (/dev/stdout, /dev/null) holds no earlier run to resume: reading
+    // one would wait for ever or never end.
+    struct stat st{};
+    if (::fstat(fd_, &st) != 0) throw io_error(path, "inspect");
+    if (!S_ISREG(st.st_mode)) return;
     // Read what an earlier run wrote; only whole lines count.
     std::string text;
     {

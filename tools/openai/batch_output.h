@@ -14,7 +14,8 @@ namespace strata::openai {
 
 class BatchOutput {
 public:
-    // Opens `path` for appending, creating it; throws IoError when it cannot.
+    // Opens `path` for appending, creating it, and reads the records an earlier run left there (a
+    // regular file's: a pipe, FIFO or device is written only); throws IoError when it cannot.
     explicit BatchOutput(const std::filesystem::path& path);
     ~BatchOutput();
     BatchOutput(const BatchOutput&) = delete;

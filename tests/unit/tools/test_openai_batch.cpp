@@ -3,6 +3,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fstream>
 
 #include "models/gguf_file.h"
@@ -134,4 +138,24 @@ TEST_CASE("openai batch: error records with a line that is not a number are kept
     CHECK(o.answered(std::nullopt, 5));
     CHECK_FALSE(o.answered(std::nullopt, 3));
     std::filesystem::remove(out);
+}
+
+TEST_CASE("openai batch: an output that is a FIFO or a device is written, never read for an earlier run", "[unit][openai]") {
+    const auto fifo = test::temp_path("batch_out.fifo");
+    std::filesystem::remove(fifo);
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    // Its read end open first, so that what is appended waits in the pipe.
+    const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+    REQUIRE(reader >= 0);
+    {
+        BatchOutput o(fifo);  // returns at once: nothing to resume
+        CHECK(o.n_answered() == 0);
+        o.append({{"custom_id", "a"}});
+    }
+    char got[64] = {};
+    CHECK(std::string(got, std::max<ssize_t>(0, ::read(reader, got, sizeof got))) == "{\"custom_id\":\"a\"}\n");
+    ::close(reader);
+    std::filesystem::remove(fifo);
+    BatchOutput null("/dev/null");  // endless reads from /dev/zero-like devices are never attempted
+    CHECK(null.n_answered() == 0);
 }

@@ -123,6 +123,10 @@ TEST_CASE("gpu: without a device the engine runs on the CPU and says why", "[gpu
     const GpuTarget t = find_gpu(eo.gpu, e.file(), e.hparams(), DType::F16);
     CHECK_FALSE(t.use);
     CHECK_FALSE(t.why_not.empty());
+    // Named, it is refused with the reason rather than run on the CPU.
+    GpuRequest named = eo.gpu;
+    named.device = DeviceKind::Cuda;
+    CHECK_THROWS_WITH(find_gpu(named, e.file(), e.hparams(), DType::F16), Catch::Contains(t.why_not));
 }
 
 TEST_CASE("gpu: every architecture runs on the simulated device", "[gpu_placement]") {

@@ -1,0 +1,69 @@
+// probe/probe: the profile written where -o names, never putting a plain file in place of a
+// FIFO, a device or a symlink, and read back as it was written.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iterator>
+#include <string>
+
+#include "core/error.h"
+#include "planner/catalog.h"
+#include "probe/probe.h"
+
+using namespace strata;
+namespace fs = std::filesystem;
+
+namespace {
+struct TempDir {
+    fs::path path = fs::temp_directory_path() / ("strata-test-probe-" + std::to_string(::getpid()));
+    TempDir() { fs::create_directories(path); }
+    ~TempDir() { fs::remove_all(path); }
+};
+std::string read_all(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+planner::HardwareProfile catalog_profile() {
+    planner::DryRunSpec spec;
+    spec.dram = 16ull << 30;
+    return planner::profile_from_catalog(spec);
+}
+}  // namespace
+
+TEST_CASE("save_profile: a file is replaced whole, a symlink's target written, a FIFO written into and kept",
+          "[unit][probe]") {
+    const TempDir dir;
+    const planner::HardwareProfile p = catalog_profile();
+    const fs::path file = dir.path / "sub" / "hw.json";
+    probe::save_profile(p, file);
+    CHECK(probe::load_profile(file) == p);
+
+    const fs::path link = dir.path / "link.json";
+    fs::create_symlink(file, link);
+    probe::save_profile(p, link);
+    CHECK(fs::is_symlink(link));  // still the link, its target rewritten
+    CHECK(probe::load_profile(file) == p);
+
+    const fs::path fifo = dir.path / "fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    auto reader = std::async(std::launch::async, [&] { return read_all(fifo); });
+    probe::save_profile(p, fifo);
+    CHECK(reader.get() == p.to_json() + "\n");
+    CHECK(fs::is_fifo(fifo));  // not replaced by a plain file
+
+    CHECK_THROWS_AS(probe::save_profile(p, dir.path), UsageError);  // a folder
+    // Nothing left behind where the profile could not be written.
+    const fs::path locked = dir.path / "locked";
+    fs::create_directories(locked);
+    fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_exec);
+    if (::access(locked.c_str(), W_OK) != 0) {  // root writes anyway
+        CHECK_THROWS_AS(probe::save_profile(p, locked / "hw.json"), IoError);
+        CHECK(fs::is_empty(locked));
+    }
+    fs::permissions(locked, fs::perms::owner_all);
+}
