@@ -10,11 +10,13 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "models/gguf_file.h"
+#include "models/hparams.h"
 
 namespace strata::models {
 
 LocalModel describe_model(const std::filesystem::path& path) {
     const GgufFile f = GgufFile::open(path, /*map_data=*/false);
+    Hparams::from_gguf(f);  // an architecture or shape no engine here runs: refused now, not at its first request
     LocalModel m;
     m.id = path.stem().string();
     m.alias = f.get_string_opt("general.name").value_or("");

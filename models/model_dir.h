@@ -24,7 +24,8 @@ struct LocalModel {
     int64_t embedding_length = 0;
 };
 
-// Throws FormatError or IoError, as GgufFile::open does, for a file that is not a model.
+// Throws FormatError or IoError, as GgufFile::open and Hparams::from_gguf do, for a file that is
+// not a model this engine runs (an architecture it does not know included).
 LocalModel describe_model(const std::filesystem::path& path);
 // The *.gguf files directly in `dir`, sorted; throws UsageError naming a folder that cannot be read.
 std::vector<std::filesystem::path> gguf_files(const std::filesystem::path& dir);

@@ -1,4 +1,6 @@
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -160,10 +162,14 @@ std::string speculation_forecast(const runtime::Placement& p, double acceptance,
 }
 
 std::string read_file(const std::string& path, const std::string& what, const std::string& hint) {
+    std::error_code ec;
+    // A folder opens, and reads as nothing (or fails deep in the stream with a raw message).
+    if (std::filesystem::is_directory(path, ec)) throw UsageError(fmt::format("{} '{}' is a folder, not a file", what, path), hint);
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw IoError(fmt::format("cannot read {} '{}'", what, path), hint);
+    if (!in) throw IoError(fmt::format("cannot read {} '{}': {}", what, path, std::strerror(errno)), hint);
     std::stringstream ss;
     ss << in.rdbuf();
+    if (in.bad()) throw IoError(fmt::format("cannot read {} '{}': {}", what, path, std::strerror(errno)), hint);
     return ss.str();
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -31,8 +32,7 @@ std::atomic<bool> g_interrupted{false};
 extern "C" void on_stop_signal(int) { g_interrupted = true; }
 
 std::vector<std::string> read_lines(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw IoError(fmt::format("cannot read the input file '{}'", path), "check the path given to -i");
+    std::istringstream in(read_file(path, "the input file", "give the requests' JSONL file with -i"));
     std::vector<std::string> lines;
     for (std::string line; std::getline(in, line);) {
         if (!line.empty() && line.back() == '\r') line.pop_back();

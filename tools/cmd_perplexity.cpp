@@ -29,9 +29,7 @@ double nll_of(std::span<const float> row, int32_t target) {
 }  // namespace
 
 int run_perplexity(const PerplexityOptions& o) {
-    std::ifstream in(o.file, std::ios::binary);
-    if (!in) throw UsageError(fmt::format("cannot read '{}'", o.file));
-    const std::string text{std::istreambuf_iterator<char>(in), {}};
+    const std::string text = read_file(o.file, "the text", "give a text file with -f");
 
     ModelOptions mo = o.m;
     mo.ctx = std::max(mo.ctx, o.ctx + 1);  // a chunk, and the one more position a request may take

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tools/cli_options.h"
 
 namespace strata::cli {
 
@@ -68,9 +69,7 @@ SavedChat parse_chat(std::string_view json_text, const std::string& source) {
 }
 
 SavedChat load_chat(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw IoError(fmt::format("cannot read '{}'", path.string()), "give the path of a file written by /save");
-    const std::string text{std::istreambuf_iterator<char>(in), {}};
+    const std::string text = read_file(path.string(), "the chat", "give the path of a file written by /save");
     return parse_chat(text, "'" + path.string() + "'");
 }
 

@@ -14,14 +14,19 @@ using namespace strata::models;
 using strata::test::GgufWriter;
 
 namespace {
-// A two-tensor "model": an F32 norm of 8 and an F16 matrix of 8x4 (GGUF type 1).
-void write_model(const std::filesystem::path& p, const std::string& name, uint32_t ctx) {
+// A three-tensor "model" with the hyperparameters a llama needs: an F32 norm of 8, an F16 token
+// table and matrix of 8x4 (GGUF type 1).
+void write_model(const std::filesystem::path& p, const std::string& name, uint32_t ctx, const std::string& arch = "llama") {
     GgufWriter w;
-    w.kv_string("general.architecture", "llama");
+    w.kv_string("general.architecture", arch);
     if (!name.empty()) w.kv_string("general.name", name);
-    w.kv_u32("llama.context_length", ctx);
-    w.kv_u32("llama.embedding_length", 8);
+    w.kv_u32(arch + ".context_length", ctx);
+    w.kv_u32(arch + ".embedding_length", 8);
+    w.kv_u32(arch + ".block_count", 1);
+    w.kv_u32(arch + ".attention.head_count", 2);
+    w.kv_u32(arch + ".feed_forward_length", 16);
     w.tensor("output_norm.weight", 0, {8}, std::vector<uint8_t>(8 * 4, 0));
+    w.tensor("token_embd.weight", 1, {8, 4}, std::vector<uint8_t>(8 * 4 * 2, 0));
     w.tensor("output.weight", 1, {8, 4}, std::vector<uint8_t>(8 * 4 * 2, 0));
     w.write(p);
 }
@@ -43,7 +48,7 @@ TEST_CASE("model dir: a model described from its header", "[unit][models]") {
     CHECK(m.architecture == "llama");
     CHECK(m.context_length == 2048);
     CHECK(m.embedding_length == 8);
-    CHECK(m.parameters == 8 + 32);
+    CHECK(m.parameters == 8 + 32 + 32);
     CHECK(m.quantization == "F16");  // the matrix's type, not the norm's
     CHECK(m.size_bytes == std::filesystem::file_size(dir / "tiny-chat.Q8.gguf"));
     CHECK(m.modified > 1600000000);  // written just now
@@ -58,9 +63,10 @@ TEST_CASE("model dir: the folder's models, by name, aliases only where unambiguo
     write_model(dir / "d.gguf", "c", 1024);  // an alias that is another model's id
     std::ofstream(dir / "notes.txt") << "not a model";
     std::ofstream(dir / "broken.gguf") << "not a GGUF either";
+    write_model(dir / "0-unknown.gguf", "Unknown", 512, "zzzzz");  // an architecture no engine here runs: not the default
     const auto files = gguf_files(dir);
-    REQUIRE(files.size() == 5);  // the .txt is not listed; the broken .gguf is, and skipped below
-    CHECK(files.front().filename() == "a.gguf");  // sorted
+    REQUIRE(files.size() == 6);  // the .txt is not listed; the broken and the unknown .gguf are, and skipped below
+    CHECK(files.front().filename() == "0-unknown.gguf");  // sorted
     const std::vector<LocalModel> list = describe_models(files);
     REQUIRE(list.size() == 4);
     CHECK(list[0].id == "a");
