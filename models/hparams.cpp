@@ -186,6 +186,9 @@ Hparams Hparams::from_gguf(const GgufFile& f) {
     h.n_rot = k.count_or("rope.dimension_count", h.head_dim);
     h.rope_freq_base = k.number_or("rope.freq_base", 10000.0);
     h.rms_eps = k.number_or("attention.layer_norm_rms_epsilon", 1e-5);
+    if (!(h.rms_eps >= 0 && std::isfinite(h.rms_eps)))  // NaN fails both
+        throw FormatError(fmt::format("attention.layer_norm_rms_epsilon {} is not a small number of 0 or more", h.rms_eps),
+                          "the file's metadata is broken: check it against its source, or download it again");
     read_rope_scaling(k, *t, h);
 
     h.rope_mode = t->rope_mode;

@@ -1,8 +1,19 @@
 #include "runtime/generation.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "models/tokenizer.h"
 
 namespace strata::runtime {
+
+namespace {
+// Scores that are not numbers: a file whose weights or hyperparameters are broken (a NaN in any
+// layer reaches every logit through the residual stream), never a draw of <unk> after <unk>.
+bool has_nan(std::span<const float> logits) {
+    return std::any_of(logits.begin(), logits.end(), [](float v) { return std::isnan(v); });
+}
+}  // namespace
 
 Generation::Generation(const GenerateParams& params, const models::Tokenizer& tok, std::unique_ptr<Sampler> sampler,
                        std::span<const int32_t> prompt, GenerateResult& result, OnText on_text, OnLogprobs on_logprobs)
@@ -15,6 +26,11 @@ Generation::Generation(const GenerateParams& params, const models::Tokenizer& to
 std::optional<int32_t> Generation::accept(std::span<const float> logits, int64_t held, int64_t n_ctx, std::span<const int32_t> drafts) {
     GenerateResult& r = result_;
     if (static_cast<int32_t>(r.tokens.size()) >= params_.n_predict) return std::nullopt;  // n_predict 0: the prompt only
+    if (has_nan(logits.first(std::min<size_t>(logits.size(), static_cast<size_t>(tok_.n_vocab()))))) {
+        r.stop_reason = "error";
+        r.error = kNanLogits;
+        return std::nullopt;
+    }
     const int32_t t = drafts.empty() ? sampler_->sample(logits) : sampler_->verify(logits, drafts);
     if (t < 0) {
         r.stop_reason = "error";

@@ -3,19 +3,32 @@
 flag's least is named with what to give (not CLI11's 309-digit bound), sampling parameters that
 are not finite numbers are refused by name, a context whose KV cache the machine cannot hold is
 refused by its size, -n -1 generates until the context is full, and a refused `generate` prints
-nothing of its prompt to standard output. Far more threads than the machine has are refused, and
-results standard output cannot take fail the run."""
+nothing of its prompt to standard output. Far more threads than the machine has are refused,
+results standard output cannot take fail the run, and a model computing NaN stops with an error."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import tempfile
 
 from strata_support import STRATA_BIN, tiny_llama
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([STRATA_BIN, *args], capture_output=True, text=True, timeout=120)
+
+
+def nan_model(src: str, dst: str) -> str:
+    """A copy of `src` whose token table holds NaN, written through gguf's own reader."""
+    import shutil
+
+    import gguf
+    shutil.copy(src, dst)
+    reader = gguf.GGUFReader(dst, "r+")
+    next(t for t in reader.tensors if t.name == "token_embd.weight").data[...] = float("nan")
+    reader.data.flush()
+    return dst
 
 
 def main() -> None:
@@ -39,6 +52,10 @@ def main() -> None:
     assert out["stop_reason"] == "context" and len(out["prompt_tokens"]) + len(out["tokens"]) >= 48, out
     r = run(*generate, "-n", "-2")
     assert r.returncode != 0 and "--n-predict: -2 is below -1; give -1 or more" in r.stderr, r.stderr
+    # A file whose weights are not numbers is an error, not a stream of <unk>.
+    with tempfile.TemporaryDirectory() as d:
+        r = run("generate", "-m", nan_model(model, f"{d}/nan.gguf"), "-p", "Once upon a time", "-n", "4", "--temp", "0")
+        assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
     r = run(*generate, "-t", "100000")
     assert r.returncode != 0 and "far more threads" in r.stderr and "give at most" in r.stderr, r.stderr
     # Results standard output cannot take (a full disk) fail the run instead of vanishing.

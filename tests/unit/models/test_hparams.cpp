@@ -270,6 +270,11 @@ TEST_CASE("hparams: what Strata cannot run is refused with the reason", "[unit][
              w.kv_u32("deepseek2.expert_group_count", 4).kv_u32("deepseek2.expert_group_used_count", 2);
          },
          "6 experts in 4 groups"},
+        {"a norm's epsilon below 0", "llama", [](GgufWriter& w) { w.kv_f32("llama.attention.layer_norm_rms_epsilon", -1.0f); },
+         "layer_norm_rms_epsilon -1 is not a small number of 0 or more"},
+        {"a norm's epsilon that is not a number", "llama",
+         [](GgufWriter& w) { w.kv_f32("llama.attention.layer_norm_rms_epsilon", std::nanf("")); },
+         "layer_norm_rms_epsilon nan"},
         {"yarn rope scaling", "qwen3",
          [](GgufWriter& w) { w.kv_string("qwen3.rope.scaling.type", "yarn").kv_f32("qwen3.rope.scaling.factor", 4.0f); },
          "'yarn' is not supported"},
