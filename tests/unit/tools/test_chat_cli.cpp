@@ -73,7 +73,7 @@ TEST_CASE("chat: bad input ends with a clear error", "[unit][cli][chat]") {
     const std::string m = " -m " + model.string();
     check_clean_failure(run_strata("chat" + m + " < /dev/null"), "standard input is empty");
     const std::string msg = write_file("chat_msg4.txt", "hi");
-    check_clean_failure(run_strata("chat" + m + " --load /nonexistent/c.json < " + msg), "cannot read '/nonexistent/c.json'");
+    check_clean_failure(run_strata("chat" + m + " --load /nonexistent/c.json < " + msg), "cannot read the chat '/nonexistent/c.json'");
     const std::string bad_json = write_file("chat_bad.json", "{\"messages\": [");
     check_clean_failure(run_strata("chat" + m + " --load " + bad_json + " < " + msg), "is not valid JSON");
     const std::string bad_role = write_file("chat_role.json", R"({"messages": [{"role": "tool", "content": "x"}]})");
