@@ -142,9 +142,10 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
 void add_sampler_options(CLI::App& cmd, runtime::SamplerParams& s, std::optional<uint64_t>& seed) {
     cmd.option_defaults()->group(kSampling);
     cmd.add_option("--temp", s.temperature, "temperature; 0 = greedy (the server's and the web page's default too)")->capture_default_str();
-    cmd.add_option("--top-k", s.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
-    cmd.add_option("--top-p", s.top_p, "nucleus sampling threshold; 1 = off")->capture_default_str();
-    cmd.add_option("--min-p", s.min_p, "drop tokens below min-p x the top probability; 0 = off")->capture_default_str();
+    cmd.add_option("--top-k", s.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str()->check(at_least(0));
+    cmd.add_option("--top-p", s.top_p, "nucleus sampling threshold; 1 = off")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+    cmd.add_option("--min-p", s.min_p, "drop tokens below min-p x the top probability; 0 = off")->capture_default_str()->check(
+        CLI::Range(0.0, 1.0));
     cmd.add_option("--repeat-penalty", s.repeat_penalty, "penalise recent tokens; 1 = off")->capture_default_str();
     cmd.add_option("--presence-penalty", s.presence_penalty, "subtract from recent tokens' logits")->capture_default_str();
     cmd.add_option("--frequency-penalty", s.frequency_penalty, "subtract per occurrence")->capture_default_str();
@@ -181,8 +182,8 @@ int main(int argc, char** argv) {
     std::optional<uint64_t> gen_seed, chat_seed;
     auto* g = app.add_subcommand("generate", "complete a prompt and stream the text");
     add_model_option(*g, gen.m);
-    g->add_option("-p,--prompt", gen.prompt, "prompt text (default: read standard input)");
-    g->add_option("-f,--file", gen.prompt_file, "read the prompt from a file");
+    auto* gen_prompt = g->add_option("-p,--prompt", gen.prompt, "prompt text (default: read standard input)");
+    g->add_option("-f,--file", gen.prompt_file, "read the prompt from a file")->excludes(gen_prompt);
     g->add_option("-n,--n-predict", gen.n_predict, "tokens to generate (-1: until the end of text or a full context)")
         ->capture_default_str()
         ->check(at_least(-1));
@@ -352,8 +353,8 @@ int main(int argc, char** argv) {
     cli::EmbedOptions embed;
     auto* em = app.add_subcommand("embed", "embedding vectors of texts, printed as JSON (the /v1/embeddings answer)");
     add_model_option(*em, embed.m);
-    em->add_option("-p,--prompt", embed.texts, "a text to embed (repeatable)");
-    em->add_option("-f,--file", embed.file, "embed each line of FILE (default: each line of standard input)");
+    auto* embed_texts = em->add_option("-p,--prompt", embed.texts, "a text to embed (repeatable)");
+    em->add_option("-f,--file", embed.file, "embed each line of FILE (default: each line of standard input)")->excludes(embed_texts);
     em->add_option("--pooling", embed.pooling, "mean, last or cls (default: the model's, last for a decoder)");
     em->add_flag("--base64", embed.base64, "vectors as base64 of little-endian float32, as encoding_format base64");
     add_engine_options(*em, embed.m);
