@@ -28,7 +28,7 @@ std::optional<int32_t> Generation::accept(std::span<const float> logits, int64_t
     if (static_cast<int32_t>(r.tokens.size()) >= params_.n_predict) return std::nullopt;  // n_predict 0: the prompt only
     if (has_nan(logits.first(std::min<size_t>(logits.size(), static_cast<size_t>(tok_.n_vocab()))))) {
         r.stop_reason = "error";
-        r.error = kNanLogits;
+        r.error = kNanOutput;
         return std::nullopt;
     }
     const int32_t t = drafts.empty() ? sampler_->sample(logits) : sampler_->verify(logits, drafts);

@@ -40,8 +40,8 @@ class GrammarConstraint;
 
 // Why a sequence ends when sample() finds no token its grammar allows.
 inline constexpr const char* kGrammarDeadEnd = "the grammar allows no token of the vocabulary here";
-inline constexpr const char* kNanLogits =
-    "the model computed scores that are not numbers (NaN): the file's weights or hyperparameters are broken; "
+inline constexpr const char* kNanOutput =
+    "the model computed values that are not numbers (NaN): the file's weights or hyperparameters are broken; "
     "check it against its source, or download it again";
 
 class Sampler {

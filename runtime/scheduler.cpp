@@ -1,6 +1,7 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <future>
 #include <limits>
@@ -415,6 +416,11 @@ void Scheduler::pool(Job& j, std::span<const float> hidden) {
     if (j.prefilling()) return;
     j.result.embedding = unit_length(j.pooled);
     j.result.stop_reason = "stop";
+    if (std::any_of(j.pooled.begin(), j.pooled.end(), [](float v) { return std::isnan(v); })) {
+        j.result.embedding.clear();
+        j.result.stop_reason = "error";
+        j.result.error = kNanOutput;
+    }
     j.result.prefill_seconds = seconds_since(j.started);
     j.finished = true;
 }

@@ -58,6 +58,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         r = run("generate", "-m", nan_model(model, f"{d}/nan.gguf"), "-p", "Once upon a time", "-n", "4", "--temp", "0")
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
+        r = run("embed", "-m", f"{d}/nan.gguf", "-p", "Once upon a time")
+        assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
     r = run(*generate, "-t", "100000")
     assert r.returncode != 0 and "far more threads" in r.stderr and "give at most" in r.stderr, r.stderr
     # Results standard output cannot take (a full disk) fail the run instead of vanishing.
