@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/model_paths.h"
 #include "planner/units.h"
 #include "probe/probe.h"
@@ -40,6 +41,9 @@ int run_probe(const ProbeOptions& o) {
     po.quick = o.quick;
     po.threads = o.threads;
     std::error_code ec;
+    if (!o.disk_dir.empty() && !std::filesystem::is_directory(o.disk_dir, ec))
+        throw UsageError(fmt::format("--disk-dir '{}' is not a folder", o.disk_dir),
+                         "name a folder on the disk to measure (the probe writes a file there and removes it)");
     if (!o.disk_dir.empty()) po.disk_dir = o.disk_dir;
     else if (std::filesystem::is_directory(models_dir(), ec)) po.disk_dir = models_dir();
     if (!o.disk_size.empty()) po.disk_bytes = parse_size(o.disk_size, "--disk-size", system_ram_bytes());
