@@ -82,10 +82,16 @@ runtime::EngineOptions ModelOptions::engine() const {
         e.gpu.sim_shrink_after = std::stoll(passes);
         e.gpu.sim_shrink_bytes = parse_memory_size(sim_shrink.substr(colon + 1));
     }
-    std::string budget = dram;
-    if (budget.empty())
-        if (const char* env = std::getenv("STRATA_DRAM")) budget = env;
-    if (!budget.empty()) e.dram_budget = parse_memory_size(budget);
+    const char* env_dram = std::getenv("STRATA_DRAM");
+    if (!dram.empty()) {
+        e.dram_budget = parse_memory_size(dram);
+    } else if (env_dram && *env_dram) {
+        try {
+            e.dram_budget = parse_memory_size(env_dram);
+        } catch (const UsageError& err) {
+            throw UsageError(fmt::format("$STRATA_DRAM: {}", err.what()), err.hint());
+        }
+    }
     if (!plan_file.empty()) {
         const std::string text = read_file(plan_file, "the plan", "make one with `strata plan -m MODEL -o FILE`");
         try {

@@ -95,7 +95,9 @@ int run_batch(const BatchOptions& o) {
         work.push_back(std::move(item));
     }
     out.sync();
-    if (n_skipped > 0) fmt::print(stderr, "batch: {} requests already answered in {}\n", n_skipped, o.output);
+    if (n_skipped > 0)
+        fmt::print(stderr, "batch: {} requests already answered in {} (failed ones too: remove their lines there to run them again)\n",
+                   n_skipped, o.output);
 
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
