@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -46,6 +47,17 @@ CLI::Validator at_least(int64_t lo) {
 void add_model_option(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("-m,--model", m.model, "GGUF model file (default: SmolLM2-135M-Instruct from the model cache)");
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
+}
+
+// A finite number above 0 (a rate, a target): 0, negatives and nan would silently mean "not given".
+CLI::Validator positive_number() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            double v = 0;
+            if (!CLI::detail::lexical_cast(text, v)) return fmt::format("{} is not a number", text);
+            return std::isfinite(v) && v > 0 ? "" : fmt::format("{} is not a number above 0", text);
+        },
+        "POSITIVE");
 }
 
 // Added after a command's own flags, so that its help lists them first.
@@ -241,7 +253,7 @@ int main(int argc, char** argv) {
                    "machine's, 90% of it the budget)");
     pl->add_option("--dram-kind", plan.dram_kind, "DRAM kind: ddr4-3200, ddr5-4800, ddr5-5600, ddr5-6400 (default: the CPU's)");
     pl->add_option("--nvme", plan.nvme, "NVMe generation: gen3, gen4, gen5 (default gen4)");
-    pl->add_option("--nvme-bw", plan.nvme_bw, "NVMe sequential read in GB/s (overrides the drive's)");
+    pl->add_option("--nvme-bw", plan.nvme_bw, "NVMe sequential read in GB/s (overrides the drive's)")->check(positive_number());
     pl->add_option("--nvme-size", plan.nvme_size, "NVMe space, e.g. 2T");
     pl->add_option("--gpu-budget", plan.gpu_budget, "GPU memory the plan may use (default: the GPU's less 4%, at least 512 MiB)");
     pl->add_option("--dram-budget", plan.dram_budget, "DRAM the plan may use (default 90%)");
@@ -257,7 +269,8 @@ int main(int argc, char** argv) {
     pl->add_flag("--json", plan.json, "print the plan as JSON (the form `--plan FILE` loads)");
     pl->add_option("-o,--output", plan.out, "also write the plan JSON to FILE");
     pl->add_option("--svg", plan.svg, "draw one pipelined decode step to FILE");
-    pl->add_option("--target-tps", plan.target_tps, "decode tokens/s each sequence must see; the plan says when this machine misses it");
+    pl->add_option("--target-tps", plan.target_tps, "decode tokens/s each sequence must see; the plan says when this machine misses it")
+        ->check(positive_number());
     pl->add_option("--target-ttft", plan.target_ttft, "seconds to the first token the workload must meet");
     pl->add_option("--target-throughput", plan.target_throughput, "generated tokens/s in all the workload must meet");
     pl->add_option("--export", plan.export_engine,

@@ -60,6 +60,10 @@ def main() -> None:
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
         r = run("embed", "-m", f"{d}/nan.gguf", "-p", "Once upon a time")
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
+    for flag in ("--nvme-bw", "--target-tps"):  # 0, a negative or nan would silently mean "not given"
+        for value in ("0", "-1", "nan"):
+            r = run("plan", "--shape", "llama3-8b", flag, value)
+            assert r.returncode != 0 and f"{flag}: {value} is not a number above 0" in r.stderr, r.stderr
     r = run(*generate, "-t", "100000")
     assert r.returncode != 0 and "far more threads" in r.stderr and "give at most" in r.stderr, r.stderr
     # Results standard output cannot take (a full disk) fail the run instead of vanishing.
