@@ -1,14 +1,24 @@
 #include "core/trace.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/log.h"
 
 namespace strata {
 
-Trace::Trace(std::filesystem::path path) : path_(std::move(path)), origin_(Clock::now()) {}
+Trace::Trace(std::filesystem::path path) : path_(std::move(path)), origin_(Clock::now()) {
+    // A path that cannot be written is refused before the run it would record, not found at its end.
+    std::ofstream out(path_, std::ios::app);
+    if (!out)
+        throw IoError(fmt::format("cannot write the trace '{}': {}", path_.string(), std::strerror(errno)),
+                      "give --trace a file in a folder you can write");
+}
 
 Trace::~Trace() { write(); }
 

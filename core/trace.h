@@ -15,7 +15,7 @@ class Trace {
 public:
     using Clock = std::chrono::steady_clock;
 
-    explicit Trace(std::filesystem::path path);
+    explicit Trace(std::filesystem::path path);  // throws IoError when `path` cannot be written
     ~Trace();  // writes the file; errors are logged, never thrown from here
     Trace(const Trace&) = delete;
     Trace& operator=(const Trace&) = delete;

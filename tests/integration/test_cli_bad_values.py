@@ -43,7 +43,8 @@ def main() -> None:
                         (["-t", "two"], "--threads: two is not a whole number"),
                         (["--ctx", "9999999999"], "--ctx: 9999999999 is more than 2147483647"),
                         (["--top-k", "-5"], "--top-k: -5 is below 0"), (["--top-p", "2"], "--top-p: Value 2 not in range"),
-                        (["-f", "/etc/hostname"], "--prompt excludes --file")]:
+                        (["-f", "/etc/hostname"], "--prompt excludes --file"),
+                        (["--trace", "/nonexistent/dir/t.json"], "cannot write the trace '/nonexistent/dir/t.json'")]:
         r = run(*generate, *flags)
         assert r.returncode != 0 and said in r.stderr, f"{flags}: {r.stderr}"
         assert len(r.stderr) < 400, f"{flags}: a short message, not a 309-digit bound: {r.stderr}"
