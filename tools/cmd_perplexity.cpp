@@ -32,6 +32,9 @@ int run_perplexity(const PerplexityOptions& o) {
     const std::string text = read_file(o.file, "the text", "give a text file with -f");
 
     ModelOptions mo = o.m;
+    if (mo.ctx > 0 && mo.ctx < o.ctx + 1)
+        throw UsageError(fmt::format("--ctx {} cannot hold a chunk of {} tokens", mo.ctx, o.ctx),
+                         fmt::format("give --chunk {} or less, or leave --ctx out (the chunk sizes it)", std::max(1, mo.ctx - 1)));
     mo.ctx = std::max(mo.ctx, o.ctx + 1);  // a chunk, and the one more position a request may take
     runtime::Engine engine(mo.engine());
     const models::Tokenizer& tok = engine.tokenizer();

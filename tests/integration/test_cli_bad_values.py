@@ -61,6 +61,8 @@ def main() -> None:
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
         r = run("embed", "-m", f"{d}/nan.gguf", "-p", "Once upon a time")
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
+    r = run("perplexity", "-m", model, "-f", __file__, "-c", "128", "--chunk", "512")
+    assert r.returncode != 0 and "--ctx 128 cannot hold a chunk of 512 tokens" in r.stderr, r.stderr
     for flag in ("--nvme-bw", "--target-tps"):  # 0, a negative or nan would silently mean "not given"
         for value in ("0", "-1", "nan"):
             r = run("plan", "--shape", "llama3-8b", flag, value)
