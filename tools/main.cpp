@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -162,7 +163,20 @@ void add_sampler_options(CLI::App& cmd, runtime::SamplerParams& s, std::optional
     cmd.add_option("--presence-penalty", s.presence_penalty, "subtract from recent tokens' logits")->capture_default_str();
     cmd.add_option("--frequency-penalty", s.frequency_penalty, "subtract per occurrence")->capture_default_str();
     cmd.add_option("--repeat-last-n", s.penalty_last_n, "how many recent tokens the penalties see")->capture_default_str();
-    cmd.add_option("-s,--seed", seed, "random seed, for the same text again (default: a new one each run)");
+    // -1: a new seed each run, as llama.cpp reads it (CLI11 would wrap it to 2^64 - 1).
+    cmd.add_option_function<std::string>(
+           "-s,--seed",
+           [&seed](const std::string& text) {
+               if (text == "-1") return seed.reset();
+               uint64_t v = 0;
+               const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), v);  // out of range: an error, not 2^64 - 1
+               if (text.empty() || err != std::errc() || end != text.data() + text.size())
+                   throw CLI::ValidationError("--seed", fmt::format("{} is not a seed: give a whole number from 0 to {}, or -1 for a "
+                                                                    "new one each run", text, std::numeric_limits<uint64_t>::max()));
+               seed = v;
+           },
+           "random seed, for the same text again (default, or -1: a new one each run)")
+        ->type_name("UINT");
     cmd.option_defaults()->group("Options");
 }
 

@@ -44,7 +44,8 @@ def main() -> None:
                         (["--ctx", "9999999999"], "--ctx: 9999999999 is more than 2147483647"),
                         (["--top-k", "-5"], "--top-k: -5 is below 0"), (["--top-p", "2"], "--top-p: Value 2 not in range"),
                         (["-f", "/etc/hostname"], "--prompt excludes --file"),
-                        (["--trace", "/nonexistent/dir/t.json"], "cannot write the trace '/nonexistent/dir/t.json'")]:
+                        (["--trace", "/nonexistent/dir/t.json"], "cannot write the trace '/nonexistent/dir/t.json'"),
+                        (["-s", "-5"], "--seed: -5 is not a seed"), (["-s", "99999999999999999999"], "is not a seed")]:
         r = run(*generate, *flags)
         assert r.returncode != 0 and said in r.stderr, f"{flags}: {r.stderr}"
         assert len(r.stderr) < 400, f"{flags}: a short message, not a 309-digit bound: {r.stderr}"
@@ -53,6 +54,8 @@ def main() -> None:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["stop_reason"] == "context" and len(out["prompt_tokens"]) + len(out["tokens"]) >= 48, out
+    r = run(*generate, "-n", "2", "-s", "-1")  # llama.cpp's "a new seed", not 2^64 - 1
+    assert r.returncode == 0, r.stderr
     r = run(*generate, "-n", "-2")
     assert r.returncode != 0 and "--n-predict: -2 is below -1; give -1 or more" in r.stderr, r.stderr
     # A file whose weights are not numbers is an error, not a stream of <unk>.
