@@ -49,6 +49,9 @@ std::string TextStream::push(std::string_view piece) {
 std::string TextStream::flush() {
     std::string out;
     out.swap(pending_);
+    // A character the last token began and no token finished (the reply cut at its length) is
+    // dropped, not shown as U+FFFD.
+    out.resize(utf8_complete_prefix(out));
     text_ += out;
     return out;
 }

@@ -12,7 +12,8 @@ public:
     explicit TextStream(std::vector<std::string> stop_strings = {});
     // Appends a piece; returns the text that can be emitted now.
     std::string push(std::string_view piece);
-    // Returns what is still held back (at the end of generation, when no stop string hit).
+    // Returns what is still held back (at the end of generation, when no stop string hit), less
+    // the bytes of a character it does not finish.
     std::string flush();
     bool stopped() const { return stopped_; }  // a stop string was found; text ends before it
     const std::string& text() const { return text_; }  // everything emitted so far

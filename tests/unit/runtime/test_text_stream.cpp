@@ -39,3 +39,10 @@ TEST_CASE("utf8_complete_prefix finds the last complete character", "[unit][text
     CHECK(utf8_complete_prefix("ab\xF0\x9F\x98\x80") == 6);  // the whole emoji
     CHECK(utf8_complete_prefix("\x80\x80") == 2);            // stray continuation bytes pass
 }
+
+TEST_CASE("a character the reply's last token began and none finished is dropped at the end", "[unit][text]") {
+    TextStream s;
+    CHECK(s.push("star \xF0\x9F\x8C") == "star ");  // 3 of a 4-byte emoji's bytes: held back
+    CHECK(s.flush().empty());                        // the reply cut there: not shown as U+FFFD
+    CHECK(s.text() == "star ");
+}
