@@ -429,10 +429,15 @@ Cost CostModel::total_cost(const Plan& plan) const {
         dram_staging = std::max(dram_staging, c.dram_staging);
     };
     const LayerPlacement* prev = nullptr;
+    bool prev_prefill_on_cpu = false;
     for (const auto& l : plan.layers) {
-        add(placed_layer(plan, l));
-        if (prev && on_cpu_beside_device(*prev) && on_cpu_beside_device(l)) drop_hop(total);
+        const Cost c = placed_layer(plan, l);
+        add(c);
+        // A CPU layer whose prompt pass op offload moved to the device priced no prefill hop.
+        const bool prefill_on_cpu = c.prefill[C] > 0;
+        if (prev && on_cpu_beside_device(*prev) && on_cpu_beside_device(l)) drop_hop(total, prev_prefill_on_cpu && prefill_on_cpu);
         prev = &l;
+        prev_prefill_on_cpu = prefill_on_cpu;
     }
     add(output(plan.output));
     if (shape_.embd_bytes > 0) add(embedding(plan.embedding));

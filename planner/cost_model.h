@@ -186,8 +186,9 @@ private:
     // A layer whose matmuls run on the CPU beside the device, its hidden states hopping around it
     // (with CPU attention, layer_kv prices the hops).
     bool on_cpu_beside_device(const LayerPlacement& l) const;
-    // Takes one such layer's hop out of `total`: it follows another CPU layer.
-    void drop_hop(Cost& total) const;
+    // Takes one such layer's hop out of `total`: it follows another CPU layer (its prompt pass's
+    // hop too where both prefill on the CPU: `prefill`).
+    void drop_hop(Cost& total, bool prefill) const;
     // The device's measured ops, or null (a catalog GPU, or none).
     const DeviceOps* ops() const { return has_gpu_ && hw_.gpu->ops ? &*hw_.gpu->ops : nullptr; }
     // A CPU-only plan's phase through the ring of limits_.stream_slots buffers, layer by layer.

@@ -99,13 +99,15 @@ bool CostModel::on_cpu_beside_device(const LayerPlacement& l) const {
     return has_gpu_ && !policy_.cpu_attention && device_of(l.weights) == Device::Cpu;
 }
 
-void CostModel::drop_hop(Cost& total) const {
+void CostModel::drop_hop(Cost& total, bool prefill) const {
     // The runtime takes a run of CPU layers' hidden states down once and back once
     // (DeviceBackend's layers_on_cpu): a layer after another CPU layer makes no hop of its own.
     const double hop_d = rows_d_ * shape_.n_embd * 4.0, hop_p = B_ * P_ * shape_.n_embd * 4.0;
     total.decode[H] -= hop_d / h2d_, total.decode[D] -= hop_d / d2h_;
+    total.decode_overhead -= m_ * hop_s_;
+    if (!prefill) return;
     total.prefill[H] -= hop_p / h2d_, total.prefill[D] -= hop_p / d2h_;
-    total.decode_overhead -= m_ * hop_s_, total.prefill_overhead -= m_ * hop_s_;
+    total.prefill_overhead -= m_ * hop_s_;
 }
 
 }  // namespace strata::planner

@@ -152,3 +152,25 @@ TEST_CASE("cost model: with op offload, a CPU layer's prompt pass is priced wher
     CHECK(layer(10, true).prefill == layer(10, false).prefill);
     CHECK(layer(512, true, 64).prefill == layer(512, false, 64).prefill);
 }
+
+TEST_CASE("cost model: a run of CPU layers whose prompt passes op offload moves to the device prices no hop "
+          "it does not make",
+          "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    const HardwareProfile hw = toy_machine(10, 5);
+    constexpr int H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
+    auto total = [&](bool op_offload) {
+        RuntimeLimits limits;
+        limits.op_offload = op_offload;
+        return CostModel(s, hw, Workload{512, 128, 1, Objective::Latency}, Policy{1, 1, false, false, DType::F16}, limits)
+            .total_cost(toy_plan(WeightOption::DramCpu));
+    };
+    const Cost plain = total(false), offloaded = total(true);
+    // Layers 1 and 2 run on the CPU: without op offload their prompt pass hops down and up once.
+    for (int stream : {H, D}) {
+        CHECK(plain.prefill[stream] > 0);
+        CHECK(offloaded.prefill[stream] >= 0);  // the prompt pass stays on the device: no hop to take back
+        CHECK(offloaded.decode[stream] == Approx(plain.decode[stream]));
+    }
+    CHECK(offloaded.prefill_overhead >= 0);
+}
