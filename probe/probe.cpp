@@ -14,6 +14,7 @@
 
 #include "core/cache_dir.h"
 #include "core/error.h"
+#include "core/file_write.h"
 #include "core/log.h"
 #include "gpu/copy_rates.h"
 #include "gpu/cuda_devices.h"
@@ -248,39 +249,9 @@ planner::HardwareProfile measured_profile(std::string& source, const std::filesy
 }
 
 void save_profile(const planner::HardwareProfile& p, const std::filesystem::path& path) {
-    namespace fs = std::filesystem;
     std::error_code ec;
-    const std::string json = p.to_json() + "\n";
-    auto write_to = [&](const fs::path& file) {
-        std::ofstream out(file, std::ios::binary | std::ios::trunc);
-        out << json;
-        out.flush();
-        if (!out)
-            throw IoError(fmt::format("cannot write the hardware profile '{}': {}", path.string(), std::strerror(errno)),
-                          "is the disk full, or the folder read-only? name another file with -o");
-    };
-    // Through a symlink to the file it names; a device or FIFO written into, never renamed over
-    // (that would put a plain file in its place).
-    const fs::path target = fs::is_symlink(path, ec) ? fs::weakly_canonical(path, ec) : path;
-    const fs::file_status st = fs::status(target, ec);
-    if (fs::is_directory(st))
-        throw UsageError(fmt::format("'{}' is a folder, not a file for the hardware profile", path.string()),
-                         fmt::format("name a file, e.g. {}", (path / "hardware.json").string()));
-    if (fs::exists(st) && !fs::is_regular_file(st)) return write_to(target);
-    if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
-    const fs::path tmp = fmt::format("{}.{}.tmp", target.string(), ::getpid());  // several processes may write at once
-    try {
-        write_to(tmp);
-    } catch (const IoError&) {
-        fs::remove(tmp, ec);
-        throw;
-    }
-    fs::rename(tmp, target, ec);  // readers never see half a file
-    if (ec) {
-        fs::remove(tmp, ec);
-        throw IoError(fmt::format("cannot write the hardware profile '{}': {}", path.string(), ec.message()),
-                      "name a file in a folder you can write with -o");
-    }
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);  // the cache's, on a first run
+    write_file_whole(path, p.to_json() + "\n", "the hardware profile", "is the disk full, or the folder read-only? name another file with -o");
 }
 
 }  // namespace strata::probe

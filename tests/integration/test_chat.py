@@ -21,7 +21,8 @@ MODEL = default_model()
 TMP = Path(tempfile.mkdtemp(prefix="strata_chat_"))
 atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 # History goes to $XDG_CACHE_HOME/strata; the model is found through $STRATA_MODELS.
-ENV = dict(os.environ, STRATA_MODELS=str(MODEL.parent), XDG_CACHE_HOME=str(TMP / "cache"), TERM="xterm")
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("LC_") and k != "LANG"}  # the "C" locale, as a bare shell has
+ENV.update(STRATA_MODELS=str(MODEL.parent), XDG_CACHE_HOME=str(TMP / "cache"), TERM="xterm")
 
 
 def Chat(*args: str) -> Terminal:  # noqa: N802 (a session, as the tests below say it)
@@ -113,6 +114,14 @@ def main() -> None:
     if users != ["line one\nline two", "alpha\nbeta"]:
         fail(f"multi-line messages were saved as {users}")
     print("ok: multi-line messages")
+    # Characters beyond ASCII arrive whole, whatever locale the terminal's environment names.
+    b.command("/reset")
+    b.command("café 😀 你好")
+    b.command(f"/save {saved}")
+    users = [m["content"] for m in json.loads(saved.read_text())["messages"] if m["role"] == "user"]
+    if users != ["café 😀 你好"]:
+        fail(f"a message beyond ASCII was saved as {users}")
+    print("ok: a message beyond ASCII")
     if b.leave(b"\x04") != 0:
         fail("Ctrl-D did not leave cleanly")
     if a.leave(b"/exit\r") != 0:

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/file_write.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
@@ -34,10 +35,9 @@ void save_chat(const std::filesystem::path& path, const SavedChat& chat) {
     nlohmann::json messages = nlohmann::json::array();
     for (const auto& m : chat.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
     const nlohmann::json j = {{"template", chat.template_name}, {"system", chat.system}, {"messages", messages}};
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!out.flush())
-        throw IoError(fmt::format("cannot write '{}'", path.string()), "check that the folder exists and is writable");
+    // Replaced whole: a full disk keeps the earlier save as it was.
+    write_file_whole(path, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "the chat",
+                     "check that the folder exists and is writable, and the disk has room");
 }
 
 SavedChat parse_chat(std::string_view json_text, const std::string& source) {

@@ -2,8 +2,10 @@
 
 #include <editline/readline.h>
 
+#include <clocale>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <system_error>
 
 #include "core/log.h"
@@ -58,6 +60,11 @@ void MessageAssembler::clear() {
 }
 
 LineInput::LineInput(std::filesystem::path history_file) : history_file_(std::move(history_file)) {
+    // The line editor reads characters by the C library's locale: in the default "C" one it drops
+    // every byte of a non-ASCII character (café arrived as "caf"). The terminal's own, else UTF-8;
+    // only the character type, so that numbers keep their format.
+    const char* ctype = std::setlocale(LC_CTYPE, "");
+    if (!ctype || std::strcmp(ctype, "C") == 0 || std::strcmp(ctype, "POSIX") == 0) std::setlocale(LC_CTYPE, "C.UTF-8");
     rl_readline_name = "strata";  // the application name ~/.editrc rules can match
     using_history();
     stifle_history(kHistoryLines);
