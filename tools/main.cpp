@@ -142,7 +142,7 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--spec-depth", m.spec_depth, "draft tokens one pass verifies at most")->capture_default_str();
     cmd.add_option("--spec-width", m.spec_width,
                    "guesses a draft may branch into at one place (a tree: several earlier matches' continuations, a draft "
-                   "model's second choice where it is unsure), all verified in one pass; 1: chains. Devices verify chains")
+                   "model's second choice where it is unsure), all verified in one pass; 1: chains. Devices verify trees too")
         ->capture_default_str();
     cmd.add_option("--draft-model", m.draft_model,
                    "a small model of the same vocabulary (e.g. a smaller one of the family) that drafts for --spec draft, and "
@@ -395,16 +395,29 @@ int main(int argc, char** argv) {
     ba->add_option("--max-batch", batch.max_batch, "sequences generating at once; the plan is made for them")->capture_default_str()->check(at_least(1));
     add_engine_options(*ba, batch.m);
 
+    // A flag the command does not take, or a value it cannot use: Strata's two lines, as every
+    // other error (--help and --version are CLI11's successes, printed by it).
+    auto refuse = [&](const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0) return app.exit(e);
+        const auto used = app.get_subcommands();
+        std::fprintf(stderr, "strata: error: %s\n  hint: `strata %s--help` lists %s\n", e.what(),
+                     used.empty() ? "" : (used.front()->get_name() + " ").c_str(), used.empty() ? "the commands" : "its flags");
+        return e.get_exit_code();
+    };
     try {
         app.parse(argc, argv);
     } catch (const CLI::RequiredError& e) {
-        if (!app.get_subcommands().empty()) return app.exit(e);
+        if (!app.get_subcommands().empty()) return refuse(e);
+        if (argc > 1 && argv[1][0] != '-') {
+            std::fprintf(stderr, "strata: error: '%s' is not a command\n  hint: `strata --help` lists the commands\n", argv[1]);
+            return 2;
+        }
         // No command: what there is to run, and a non-zero exit for scripts.
         std::fprintf(stderr, "%s\nstrata: error: name a command, e.g. `strata chat`; `strata COMMAND --help` lists its flags\n",
                      app.help().c_str());
         return 2;
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        return refuse(e);
     }
     if (!old_system.empty()) {
         std::fprintf(stderr, "strata: warning: `plan --system` is now `plan --machine` (chat's --system is the system prompt)\n");

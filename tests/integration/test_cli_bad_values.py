@@ -54,6 +54,11 @@ def main() -> None:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["stop_reason"] == "context" and len(out["prompt_tokens"]) + len(out["tokens"]) >= 48, out
+    # A flag or a command that does not exist: the same two lines as every error.
+    r = run(*generate, "--bogus")
+    assert r.returncode != 0 and "strata: error:" in r.stderr and "hint: `strata generate --help`" in r.stderr, r.stderr
+    r = run("bogus")
+    assert r.returncode != 0 and "'bogus' is not a command" in r.stderr, r.stderr
     r = run(*generate, "-n", "2", "-s", "-1")  # llama.cpp's "a new seed", not 2^64 - 1
     assert r.returncode == 0, r.stderr
     r = run(*generate, "-n", "-2")
