@@ -71,7 +71,15 @@ int export_launch(const PlanOptions& o, const std::string& verdict) {
 }  // namespace
 
 int run_plan(const PlanOptions& o) {
-    if (o.ui) return server::run_plan_ui(o);
+    if (o.ui) {
+        // The page plans in the browser: what the command would print or write has no place there.
+        for (const auto& [given, flag] : {std::pair{!o.export_engine.empty(), "--export"}, {o.json, "--json"}, {!o.out.empty(), "-o"},
+                                          {!o.svg.empty(), "--svg"}})
+            if (given)
+                throw UsageError(fmt::format("{} writes this command's plan, and --ui serves the planner page instead", flag),
+                                 fmt::format("run the command without --ui for {}, or the page without {}", flag, flag));
+        return server::run_plan_ui(o);
+    }
     if (!o.export_engine.empty() && !launch_engine(o.export_engine))
         throw UsageError(fmt::format("--export '{}' is not an engine Strata writes launches for", o.export_engine),
                          fmt::format("use {}", kLaunchEngines));

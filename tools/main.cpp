@@ -285,8 +285,9 @@ int main(int argc, char** argv) {
     pl->add_option("--svg", plan.svg, "draw one pipelined decode step to FILE");
     pl->add_option("--target-tps", plan.target_tps, "decode tokens/s each sequence must see; the plan says when this machine misses it")
         ->check(positive_number());
-    pl->add_option("--target-ttft", plan.target_ttft, "seconds to the first token the workload must meet");
-    pl->add_option("--target-throughput", plan.target_throughput, "generated tokens/s in all the workload must meet");
+    pl->add_option("--target-ttft", plan.target_ttft, "seconds to the first token the workload must meet")->check(positive_number());
+    pl->add_option("--target-throughput", plan.target_throughput, "generated tokens/s in all the workload must meet")
+        ->check(positive_number());
     pl->add_option("--export", plan.export_engine,
                    "write the launch of a distributed engine for this model and workload to stdout instead: vllm, sglang or "
                    "llama-rpc (tensor/pipeline parallel sizes, nodes, context, KV budget, sized from the catalog)");

@@ -71,7 +71,9 @@ def main() -> None:
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
     r = run("perplexity", "-m", model, "-f", __file__, "-c", "128", "--chunk", "512")
     assert r.returncode != 0 and "--ctx 128 cannot hold a chunk of 512 tokens" in r.stderr, r.stderr
-    for flag in ("--nvme-bw", "--target-tps"):  # 0, a negative or nan would silently mean "not given"
+    r = run("plan", "--ui", "--export", "vllm", "--shape", "llama3-8b")  # the page plans in the browser: nothing to export
+    assert r.returncode != 0 and "--export writes this command's plan" in r.stderr, r.stderr
+    for flag in ("--nvme-bw", "--target-tps", "--target-ttft", "--target-throughput"):  # 0, below 0 or nan mean "not given"
         for value in ("0", "-1", "nan"):
             r = run("plan", "--shape", "llama3-8b", flag, value)
             assert r.returncode != 0 and f"{flag}: {value} is not a number above 0" in r.stderr, r.stderr
