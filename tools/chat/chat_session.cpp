@@ -31,6 +31,11 @@ double rate(double n, double seconds) { return seconds > 0 ? n / seconds : 0; }
 ChatSession::ChatSession(runtime::Engine& engine, runtime::Scheduler& scheduler, models::ChatTemplate tmpl, std::string system, runtime::GenerateParams params)
     : engine_(engine), scheduler_(scheduler), tmpl_(std::move(tmpl)), system_(std::move(system)), params_(std::move(params)) {
     params_.stop.push_back(tmpl_.end_of_turn());
+    // A system prompt the context cannot hold would refuse every message, and /reset keeps it.
+    if (!system_.empty())
+        if (const size_t n = tokens(conversation()).size(); n >= static_cast<size_t>(engine_.n_ctx()))
+            throw UsageError(fmt::format("the system prompt is {} tokens, and the context holds {}", n, engine_.n_ctx()),
+                             "shorten --system, or give a larger --ctx");
 }
 
 std::vector<models::ChatMessage> ChatSession::conversation() const { return with_system(system_, messages_); }
@@ -46,7 +51,7 @@ std::string ChatSession::reply(const std::string& user) {
     const int n_prompt = static_cast<int>(prompt.size());
     if (n_prompt >= engine_.n_ctx())
         throw UsageError(fmt::format("the conversation with this message is {} tokens, and the context holds {}", n_prompt, engine_.n_ctx()),
-                         "/reset starts over; a larger --ctx holds more");
+                         messages_.empty() ? "shorten the message, or give a larger --ctx" : "/reset starts over; a larger --ctx holds more");
 
     ReplyStats st;
     const runtime::GenerateResult r = run(std::move(prompt), st);

@@ -78,6 +78,9 @@ TEST_CASE("chat: bad input ends with a clear error", "[unit][cli][chat]") {
     check_clean_failure(run_strata("chat" + m + " --load " + bad_json + " < " + msg), "is not valid JSON");
     const std::string bad_role = write_file("chat_role.json", R"({"messages": [{"role": "tool", "content": "x"}]})");
     check_clean_failure(run_strata("chat" + m + " --load " + bad_role + " < " + msg), "has role 'tool'");
+    // A system prompt the context cannot hold: said at the start, not after every message.
+    check_clean_failure(run_strata("chat" + m + " --chat-template chatml -c 32 --system \"" + std::string(400, 'a') + "\" < " + msg),
+                        "the system prompt is");
     const std::string no_msgs = write_file("chat_nomsgs.json", R"({"system": "s"})");
     check_clean_failure(run_strata("chat" + m + " --load " + no_msgs + " --print-prompt < " + msg), "no \"messages\" array");
 }
