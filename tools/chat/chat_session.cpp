@@ -1,5 +1,7 @@
 #include "tools/chat/chat_session.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "tools/chat/terminal_text.h"
 #include "models/chat_prompt.h"
 #include "planner/plan_report.h"
 #include "runtime/place/placement.h"
@@ -96,9 +99,11 @@ runtime::GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats
     // the reply that fits.
     req.params.n_predict = std::min(req.params.n_predict, engine_.n_ctx() - st.prompt_tokens);
     req.prompt = std::move(prompt);
-    req.on_text = [turn](std::string_view text) {
+    req.on_text = [turn, terminal = isatty(STDOUT_FILENO) != 0](std::string_view text) {
         if (!turn->first_text) turn->first_text = Clock::now();
-        std::fwrite(text.data(), 1, text.size(), stdout);
+        // Kept as drawn in the conversation and in a pipe; a terminal shows it, never obeys it.
+        const std::string shown = terminal ? terminal_safe(text) : std::string(text);
+        std::fwrite(shown.data(), 1, shown.size(), stdout);
         std::fflush(stdout);
         return true;
     };
