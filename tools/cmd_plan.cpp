@@ -68,6 +68,29 @@ int export_launch(const PlanOptions& o, const std::string& verdict) {
     return 0;
 }
 
+// The smallest --dram (within 1/64 of it) at which the workload plans, found by bisection between
+// the one given and four times the weights; 0 where even that does not fit (the refusal's own
+// hint says what to raise). Only on the path of a refusal: a dozen plans at most.
+uint64_t smallest_fitting_dram(const PlanOptions& o) {
+    PlanOptions trial = o;
+    const auto fits = [&](uint64_t bytes) {
+        trial.dram = std::to_string(bytes);
+        try {
+            run_planner(trial, load_hardware(trial));  // the capacity is the machine's
+            return true;
+        } catch (const OutOfBudget&) {
+            return false;
+        }
+    };
+    uint64_t lo = parse_memory_size(o.dram), hi = 4 * plan_shape(o, plan_kv_type(o)).total_weight_bytes() + (64ull << 20);
+    if (lo >= hi || !fits(hi)) return 0;
+    while (hi - lo > std::max<uint64_t>(hi / 64, 1u << 20)) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        (fits(mid) ? hi : lo) = mid;
+    }
+    return hi;
+}
+
 }  // namespace
 
 int run_plan(const PlanOptions& o) {
@@ -89,8 +112,10 @@ int run_plan(const PlanOptions& o) {
     } catch (const OutOfBudget& e) {
         const std::string verdict = fmt::format("the workload does not fit this machine, even with its NVMe ({})", e.what());
         if (!o.export_engine.empty()) return export_launch(o, verdict);
-        throw OutOfBudget(verdict, fmt::format("{}{}--export vllm|sglang|llama-rpc writes the launch of a distributed engine sized for it",
-                                               e.hint(), e.hint().empty() ? "" : "; or "));
+        const uint64_t dram_fits = o.dram.empty() ? 0 : smallest_fitting_dram(o);
+        const std::string smallest = dram_fits ? fmt::format("--dram {} fits; ", format_size(static_cast<double>(dram_fits))) : "";
+        throw OutOfBudget(verdict, fmt::format("{}{}{}--export vllm|sglang|llama-rpc writes the launch of a distributed engine sized for it",
+                                               smallest, e.hint(), e.hint().empty() ? "" : "; or "));
     }
     const std::string missed = missed_targets(o, run.result.best.prediction);
     if (!o.export_engine.empty())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 
@@ -73,6 +74,12 @@ def main() -> None:
     assert r.returncode != 0 and "--ctx 128 cannot hold a chunk of 512 tokens" in r.stderr, r.stderr
     r = run("plan", "--ui", "--export", "vllm", "--shape", "llama3-8b")  # the page plans in the browser: nothing to export
     assert r.returncode != 0 and "--export writes this command's plan" in r.stderr, r.stderr
+    # A --dram too small for any plan names the smallest that fits, and that one plans.
+    r = run("plan", "-m", model, "--dram", "100K")
+    found = re.search(r"--dram ([\d.]+ [KMG]iB) fits", r.stderr)
+    assert r.returncode != 0 and found, r.stderr
+    smallest = found.group(1).replace(" ", "").replace("iB", "")
+    assert run("plan", "-m", model, "--dram", smallest).returncode == 0, smallest
     for flag in ("--nvme-bw", "--target-tps", "--target-ttft", "--target-throughput"):  # 0, below 0 or nan mean "not given"
         for value in ("0", "-1", "nan"):
             r = run("plan", "--shape", "llama3-8b", flag, value)
