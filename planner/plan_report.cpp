@@ -116,9 +116,13 @@ std::string format_plan(const Plan& plan, const ModelShape& shape, const Hardwar
     // A plan read from a file was not searched here.
     const std::string origin = stats.n_policies > 0
         ? fmt::format("best of {} policies, {}", stats.n_policies, format_seconds(stats.seconds)) : std::string("given");
-    append(s, "policy    {} sequence{} per pass in {} micro-batch{}, CPU attention {}, recompute {}, KV {} ({})",
-         plan.policy.batch, plan.policy.batch == 1 ? "" : "s", plan.policy.n_micro, plan.policy.n_micro == 1 ? "" : "es",
-         plan.policy.cpu_attention ? "on" : "off", plan.policy.recompute ? "on" : "off", dtype_name(plan.policy.kv_type), origin);
+    // The policy's CPU attention is the device's layers attending on the CPU (NEO's sub-batches);
+    // a layer the CPU computes attends there whatever it says (the table's last column).
+    const std::string cpu_attention =
+        plan.has_gpu ? fmt::format(", CPU attention beside the device {}", plan.policy.cpu_attention ? "on" : "off") : "";
+    append(s, "policy    {} sequence{} per pass in {} micro-batch{}{}, recompute {}, KV {} ({})", plan.policy.batch,
+           plan.policy.batch == 1 ? "" : "s", plan.policy.n_micro, plan.policy.n_micro == 1 ? "" : "es", cpu_attention,
+           plan.policy.recompute ? "on" : "off", dtype_name(plan.policy.kv_type), origin);
     append(s, "");
     append(s, "{:<11} {:<9} {:<8} {:<16} {:<9}", "layers", "weights", "matmuls", "KV cache", "attention");
     for (const auto& r : layer_runs(plan)) {

@@ -33,7 +33,14 @@ TEST_CASE("plans round-trip through JSON exactly", "[unit][planner]") {
     CHECK(back.to_json() == p.to_json());
     CHECK_NOTHROW(back.check_matches(shape));
     CHECK(layer_runs(p).size() >= 1);
-    CHECK(format_plan(p, shape, profile_from_catalog(gpu_spec("rtx4090")), {1, 0.1}).find("bottleneck") != std::string::npos);
+    const std::string report = format_plan(p, shape, profile_from_catalog(gpu_spec("rtx4090")), {1, 0.1});
+    CHECK(report.find("bottleneck") != std::string::npos);
+    // The policy's CPU attention is the device's layers attending beside it, named so (a CPU
+    // layer attends on the CPU whatever it says); a plan without a device has no such choice.
+    CHECK(report.find("CPU attention beside the device") != std::string::npos);
+    Plan cpu_only = p;
+    cpu_only.has_gpu = false;
+    CHECK(format_plan(cpu_only, shape, profile_from_catalog(gpu_spec("rtx4090")), {1, 0.1}).find("CPU attention") == std::string::npos);
 }
 
 TEST_CASE("a mixture of experts' plan keeps where its experts go, and how many a layer has", "[unit][planner]") {
