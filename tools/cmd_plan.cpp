@@ -124,6 +124,11 @@ int run_plan(const PlanOptions& o) {
     const SearchResult& r = run.result;
     const ModelShape& shape = run.shape;
     const HardwareProfile& hw = run.hw;
+    // Planned as asked, but the model was not trained for it: its answers past that are not to be trusted.
+    if (const int64_t positions = int64_t(r.best.workload.prompt_len) + r.best.workload.gen_len;
+        shape.n_ctx_train > 0 && positions > shape.n_ctx_train)
+        fmt::print(stderr, "strata: warning: the workload's {} positions (prompt and reply) are more than the {} {} was trained "
+                           "for\n", positions, shape.n_ctx_train, shape.name);
     const std::string json = r.best.to_json();
     if (!o.out.empty()) write_file(o.out, json + "\n", "plan");
     if (!o.svg.empty()) write_file(o.svg, plan_svg(r.best, shape, hw), "timeline SVG");

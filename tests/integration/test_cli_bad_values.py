@@ -74,6 +74,9 @@ def main() -> None:
     assert r.returncode != 0 and "--ctx 128 cannot hold a chunk of 512 tokens" in r.stderr, r.stderr
     r = run("plan", "--ui", "--export", "vllm", "--shape", "llama3-8b")  # the page plans in the browser: nothing to export
     assert r.returncode != 0 and "--export writes this command's plan" in r.stderr, r.stderr
+    # A workload longer than the model was trained for plans, with a warning saying so.
+    r = run("plan", "-m", model, "--prompt-len", "4000")
+    assert r.returncode == 0 and "positions (prompt and reply) are more than the 2048" in r.stderr, r.stderr
     # A --dram too small for any plan names the smallest that fits, and that one plans.
     r = run("plan", "-m", model, "--dram", "100K")
     found = re.search(r"--dram ([\d.]+ [KMG]iB) fits", r.stderr)
