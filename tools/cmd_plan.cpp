@@ -106,6 +106,9 @@ int run_plan(const PlanOptions& o) {
     if (!o.export_engine.empty() && !launch_engine(o.export_engine))
         throw UsageError(fmt::format("--export '{}' is not an engine Strata writes launches for", o.export_engine),
                          fmt::format("use {}", kLaunchEngines));
+    if (!o.export_engine.empty() && o.json)
+        throw UsageError("--export prints a launch script and --json the plan: one output at a time",
+                         "run the command once with each");
     PlanRun run;
     try {
         run = run_planner(o, load_hardware(o));

@@ -72,6 +72,8 @@ def main() -> None:
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
     r = run("perplexity", "-m", model, "-f", __file__, "-c", "128", "--chunk", "512")
     assert r.returncode != 0 and "--ctx 128 cannot hold a chunk of 512 tokens" in r.stderr, r.stderr
+    r = run("plan", "--export", "vllm", "--json", "--shape", "llama3-8b")  # two outputs on one stream: refused, not one dropped
+    assert r.returncode != 0 and "one output at a time" in r.stderr, r.stderr
     r = run("plan", "--ui", "--export", "vllm", "--shape", "llama3-8b")  # the page plans in the browser: nothing to export
     assert r.returncode != 0 and "--export writes this command's plan" in r.stderr, r.stderr
     # A workload longer than the model was trained for plans, with a warning saying so.
