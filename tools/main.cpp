@@ -269,7 +269,7 @@ int main(int argc, char** argv) {
     pl->add_option("--nvme", plan.nvme, "NVMe generation: gen3, gen4, gen5 (default gen4)");
     pl->add_option("--nvme-bw", plan.nvme_bw, "NVMe sequential read in GB/s (overrides the drive's)")->check(positive_number());
     pl->add_option("--nvme-size", plan.nvme_size, "NVMe space, e.g. 2T");
-    pl->add_option("--gpu-budget", plan.gpu_budget, "GPU memory the plan may use (default: the GPU's less 4%, at least 512 MiB)");
+    pl->add_option("--gpu-budget", plan.gpu_budget, "GPU memory the plan may use (default: the GPU's less 4%, at least 512 MiB; 0: the CPU alone)");
     pl->add_option("--dram-budget", plan.dram_budget, "DRAM the plan may use (default 90%)");
     pl->add_option("--nvme-budget", plan.nvme_budget, "NVMe space the plan may use (default 95%)");
     pl->add_option("--workload", plan.workload, "prompt=512,gen=128,batch=8,objective=throughput (any subset)");

@@ -76,6 +76,9 @@ def main() -> None:
     assert r.returncode != 0 and "one output at a time" in r.stderr, r.stderr
     r = run("plan", "--ui", "--export", "vllm", "--shape", "llama3-8b")  # the page plans in the browser: nothing to export
     assert r.returncode != 0 and "--export writes this command's plan" in r.stderr, r.stderr
+    # --gpu-budget 0 plans the CPU alone, as the runtime's --gpu-mem 0 runs it (not a refusal).
+    r = run("plan", "--shape", "llama3-8b", "--gpu", "rtx4090", "--gpu-budget", "0")
+    assert r.returncode == 0 and "no GPU" in r.stdout and " gpu " not in r.stdout, r.stdout + r.stderr
     # A workload longer than the model was trained for plans, with a warning saying so.
     r = run("plan", "-m", model, "--prompt-len", "4000")
     assert r.returncode == 0 and "positions (prompt and reply) are more than the 2048" in r.stderr, r.stderr

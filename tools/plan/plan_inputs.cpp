@@ -121,6 +121,7 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
                                       "name one with --gpu (e.g. --gpu rtx4090), or leave --gpu-budget out");
         opts.budgets.gpu = budget_within(o.gpu_budget, "--gpu-budget", hw.gpu->memory_bytes, hw.gpu->name + "'s memory",
                                          "--gpu-mem SIZE to plan for a card with more");
+        if (opts.budgets.gpu <= 0) run.hw.gpu.reset();  // none of the card: the CPU alone, as the runtime's --gpu-mem 0
     }
     if (!o.dram_budget.empty())
         opts.budgets.dram = budget_within(o.dram_budget, "--dram-budget", hw.dram.capacity_bytes, "the machine's DRAM",
