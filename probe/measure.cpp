@@ -271,9 +271,13 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         };
         r.gemv_gbps = gemv_gbps(pool);
         // Decode calls of several tokens (a batch's step, a verified draft): their arithmetic
-        // does not hide under the read.
-        r.rows4_gbps = gemv_gbps(pool, 4);
-        r.rows8_gbps = gemv_gbps(pool, 8);
+        // does not hide under the read. A quick probe leaves them out (priced as before): its
+        // three passes beside other work gave 8 tokens a multiple of one token's time too small
+        // to trust, which flipped a batch's device-or-CPU choice.
+        if (!quick) {
+            r.rows4_gbps = gemv_gbps(pool, 4);
+            r.rows8_gbps = gemv_gbps(pool, 8);
+        }
         // One thread alone, for a pool of fewer threads (HardwareProfile::on_cpu_threads).
         if (pool.n_threads() > 1) {
             cpu::ThreadPool one(1);

@@ -21,7 +21,7 @@ TEST_CASE("the matmul probe measures the narrow layer's GEMM rate beside the wid
 }
 
 TEST_CASE("the matmul probe measures decode calls of 4 and 8 tokens, wide and on the narrow layer; the quick probe "
-          "the wide ones",
+          "none of them",
           "[unit][probe]") {
     const planner::KernelRate full = probe::measure_matmul(DType::Q4_1, 2, false, 8u << 20);
     for (double rate : {full.rows4_gbps, full.rows8_gbps, full.rows4_narrow_gbps, full.rows8_narrow_gbps}) {
@@ -31,8 +31,9 @@ TEST_CASE("the matmul probe measures decode calls of 4 and 8 tokens, wide and on
     CHECK(full.rows_time_scale(8, 576) >= full.rows_time_scale(4, 576));
     CHECK(full.rows_time_scale(4, 576) >= 1);
     const planner::KernelRate quick = probe::measure_matmul(DType::Q4_1, 2, true, 8u << 20);
-    CHECK(quick.rows4_gbps > 0);
-    CHECK(quick.rows8_gbps > 0);
+    CHECK(quick.rows4_gbps == 0);
+    CHECK(quick.rows8_gbps == 0);
+    CHECK(quick.rows_time_scale(4, 576) == 0);  // priced as before
     CHECK(quick.rows4_narrow_gbps == 0);
     CHECK(quick.rows8_narrow_gbps == 0);
 }
