@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <csignal>
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>

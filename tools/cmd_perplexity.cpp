@@ -4,8 +4,6 @@
 // scheduler, whose passes hand over every position's logits.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 
 #include <fmt/format.h>

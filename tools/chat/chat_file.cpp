@@ -1,7 +1,5 @@
 #include "tools/chat/chat_file.h"
 
-#include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
