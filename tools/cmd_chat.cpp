@@ -85,6 +85,8 @@ int run_chat(const ChatOptions& o) {
     std::optional<SavedChat> saved;  // read before the model loads, so that a bad file fails fast
     if (!o.load.empty()) saved = load_chat(o.load);
     if (interactive) block_sigint();  // before the engine's and the scheduler's threads start
+    std::optional<LeaveOnInterrupt> leave_while_loading;
+    if (interactive) leave_while_loading.emplace();
 
     runtime::EngineOptions eo = o.m.engine();
     eo.n_predict = tokens_to_generate(o.n_predict);  // the plan's workload
@@ -104,6 +106,7 @@ int run_chat(const ChatOptions& o) {
         session.reply(message);
         return 0;
     }
+    leave_while_loading.reset();
     catch_sigint_here();
     return chat_loop(session);
 }

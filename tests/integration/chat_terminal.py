@@ -23,14 +23,15 @@ def fail(what: str) -> None:
 class Terminal:
     """One `strata chat` process on a pseudo-terminal, greedy, in the environment `env`."""
 
-    def __init__(self, *args: str, env: dict | None = None) -> None:
+    def __init__(self, *args: str, env: dict | None = None, ready: bytes | None = b"> ") -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             os.execve(STRATA_BIN, [STRATA_BIN, "chat", "--temp", "0", *args], env or dict(os.environ, TERM="xterm"))
         # Wide enough that the line editor does not wrap the messages it echoes.
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 400, 0, 0))
         self.reads: list[tuple[float, bytes]] = []  # (time, bytes) of each read since the last send
-        self.expect(b"> ", 60)
+        if ready is not None:  # None: the caller awaits what it needs (what loading prints)
+            self.expect(ready, 60)
 
     def expect(self, pattern: bytes, timeout: float = 30) -> bytes:
         """Reads until `pattern` appears; returns everything read since the last send."""
@@ -78,9 +79,9 @@ class Terminal:
             fail(f"the terminal did not echo {message!r}: {out[:200]!r}")
         return out[len(echo):-len("\n> ")]
 
-    def leave(self, keys: bytes) -> int:
+    def leave(self, keys: bytes, at_prompt: bool = True) -> int:
         """Sends `keys`; returns the exit code once strata has left."""
-        self.send(keys)
+        self.send(keys, at_prompt)
         deadline = time.time() + 10
         while time.time() < deadline:
             pid, status = os.waitpid(self.pid, os.WNOHANG)

@@ -165,6 +165,33 @@ def main() -> None:
         fail("a second Ctrl-C at the prompt did not leave")
     print("ok: the session went on after Ctrl-C; Ctrl-C twice at the prompt leaves")
 
+    # Ctrl-C within the prompt's pass (a long message) drops the message, and /stats leaves
+    # the cut pass out.
+    e = Chat("-n", "16")
+    long_message = " ".join(f"word{i}" for i in range(900))
+    e.send(long_message.encode() + b"\r")
+    e.expect(f"word899\r\n".encode())  # the line is in: its pass has begun
+    e.send(b"\x03", at_prompt=False)
+    out = e.expect(PROMPT, 30).decode(errors="replace")
+    if "the message is dropped" not in out:
+        fail(f"Ctrl-C within the prompt's pass printed {out[-300:]!r}")
+    if stats_field(e.command("/stats"), "last reply") != "none yet":
+        fail("/stats counted a reply stopped within its prompt's pass")
+    e.command(f"/save {saved}")
+    if json.loads(saved.read_text())["messages"]:
+        fail("a message stopped within its prompt's pass stayed in the conversation")
+    e.leave(b"/exit\r")
+    print("ok: Ctrl-C within the prompt's pass drops the message and is left out of /stats")
+
+    # Ctrl-C while the model loads (here: while the first run measures the machine) leaves,
+    # as it would outside a chat, instead of waiting for the first prompt.
+    f = Terminal("-n", "16", env=dict(ENV, XDG_CACHE_HOME=str(TMP / "fresh_cache")), ready=None)
+    f.expect(b"measuring this machine")
+    code = f.leave(b"\x03", at_prompt=False)
+    if code != 130 or PROMPT in f.text():
+        fail(f"Ctrl-C while loading gave exit code {code}; the terminal shows {f.text()[-300:]!r}")
+    print("ok: Ctrl-C while the model loads leaves (exit code 130)")
+
     # A message past the context is refused with the way out, and the session goes on.
     d = Chat("-n", "64", "-c", "64")
     hello = d.say("Hi")

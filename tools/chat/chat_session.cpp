@@ -62,6 +62,12 @@ std::string ChatSession::reply(const std::string& user) {
     std::fflush(stdout);
     if (r.stop_reason == "error")
         throw Error(fmt::format("the reply failed: {}", r.error), "the conversation is as it was; try again, or /reset");
+    // Stopped within the prompt's pass: nothing was said, so the message is dropped, and the
+    // cut pass is left out of /stats (its tokens were not all evaluated).
+    if (r.stop_reason == "cancelled" && st.generated_tokens == 0) {
+        std::fputs("(stopped before the reply began; the message is dropped)\n", stderr);
+        return r.stop_reason;
+    }
 
     last_ = st;
     total_.prompt_tokens += st.prompt_tokens;
@@ -75,7 +81,6 @@ std::string ChatSession::reply(const std::string& user) {
     if (r.stop_reason == "cancelled") std::fputs("(stopped)\n", stderr);
     if (r.stop_reason == "context" || n_prompt + st.generated_tokens >= engine_.n_ctx())
         std::fputs("(the context is full: /reset starts over; a larger --ctx holds more)\n", stderr);
-    if (r.stop_reason == "cancelled" && r.text.empty()) return r.stop_reason;  // nothing said: the message is dropped too
     messages_.push_back({"user", user});
     messages_.push_back({"assistant", r.text});
     context_used_ = n_prompt + st.generated_tokens;

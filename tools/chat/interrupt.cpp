@@ -2,8 +2,10 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <ctime>
 
 namespace strata::cli {
 
@@ -31,5 +33,24 @@ void catch_sigint_here() {
 }
 
 bool take_interrupt() { return g_interrupted.exchange(false); }
+
+LeaveOnInterrupt::LeaveOnInterrupt()
+    : watcher_([this] {
+          sigset_t set;
+          sigemptyset(&set);
+          sigaddset(&set, SIGINT);
+          const timespec tick{0, 50'000'000};  // how soon the destructor's join returns
+          while (!done_) {
+              if (sigtimedwait(&set, nullptr, &tick) == SIGINT) {
+                  (void)!write(STDERR_FILENO, "\n", 1);
+                  _exit(130);  // as SIGINT's default would
+              }
+          }
+      }) {}
+
+LeaveOnInterrupt::~LeaveOnInterrupt() {
+    done_ = true;
+    watcher_.join();
+}
 
 }  // namespace strata::cli

@@ -1,4 +1,7 @@
 #pragma once
+#include <atomic>
+#include <thread>
+
 // Ctrl-C on a terminal chat: SIGINT sets a flag instead of ending the process. The flag is
 // read by the main thread (the reply being streamed is cancelled, the line being edited is
 // dropped); SIGINT is blocked in every other thread so that the main thread's blocking
@@ -13,5 +16,20 @@ void block_sigint();
 void catch_sigint_here();
 // Whether Ctrl-C was pressed since the last call; clears the flag.
 bool take_interrupt();
+
+// While it lives (the model loading, before the chat's handler is installed), Ctrl-C ends the
+// process with status 130 as it would anywhere else, instead of waiting in the blocked mask
+// for the first prompt. Construct after block_sigint(): its thread takes the blocked signal.
+class LeaveOnInterrupt {
+public:
+    LeaveOnInterrupt();
+    ~LeaveOnInterrupt();
+    LeaveOnInterrupt(const LeaveOnInterrupt&) = delete;
+    LeaveOnInterrupt& operator=(const LeaveOnInterrupt&) = delete;
+
+private:
+    std::atomic<bool> done_{false};
+    std::thread watcher_;
+};
 
 }  // namespace strata::cli
