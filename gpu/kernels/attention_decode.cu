@@ -66,7 +66,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     // A draft tree's row stands at its position, not at its last key's slot.
     const int64_t pos = a.pos ? a.pos[row] : n_kv - 1;
     const int64_t first_key = a.window > 0 ? max(int64_t(0), pos + 1 - a.window) : 0;
-    if (n <= 0 || j0 + n <= first_key) {  // past the sequence's end or before its window
+    if (n <= 0) return;  // past the sequence's end: not live, the reduce reads nothing of it
+    if (j0 + n <= first_key) {  // before the window
         for (int g = 0; g < heads; ++g) {
             float* part = partial_at(a, n_splits, row, h0 + g, split);
             for (int d = threadIdx.x; d < hd; d += kThreads) part[d] = 0.0f;
@@ -186,26 +187,48 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     }
 }
 
-// grid = (n_head, rows), 128 threads over the value head: every split rescaled to the global
-// max, divided by the global sum (a sink is one more score, with no value).
-__global__ void decode_reduce_kernel(DecodeAttentionArgs a, int64_t row0, int n_splits) {
+// Splits that hold keys of `row` (the others' blocks leave without writing): the grid is sized
+// for the context, so that a captured step graph serves every depth.
+__device__ __forceinline__ int live_splits(const DecodeAttentionArgs& a, int64_t row, int n_splits) {
+    return static_cast<int>(min(int64_t(n_splits), (int64_t(a.n_kv[row]) + kSplitKeys - 1) / kSplitKeys));
+}
+
+constexpr int kReduceThreads = 128;
+
+// grid = (n_head, rows), 128 threads over the value head: every live split rescaled to the
+// global max, divided by the global sum (a sink is one more score, with no value). The splits'
+// maxima are read at once, one a thread, and their weights kept in shared memory, so that no
+// read waits on another; the sums run in split order, as one thread would add them.
+__global__ void __launch_bounds__(kReduceThreads) decode_reduce_kernel(DecodeAttentionArgs a, int64_t row0, int n_splits) {
+    extern __shared__ float weight[];  // n_splits: each live split's exp(max - global max)
+    __shared__ float warp_best[kReduceThreads / 32];
+    __shared__ float total;
     const int head = blockIdx.x, vd = value_dim(a);
     const int64_t row = row0 + blockIdx.y;
+    const int live = live_splits(a, row, n_splits);
     float mx = a.sinks ? a.sinks[head] : -INFINITY;
-    for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, partial_at(a, n_splits, row, head, s)[a.head_dim]);
-    float sum = a.sinks ? expf(a.sinks[head] - mx) : 0.0f;
-    for (int s = 0; s < n_splits; ++s) {
-        const float* part = partial_at(a, n_splits, row, head, s);
-        if (part[a.head_dim] != -INFINITY) sum += part[a.head_dim + 1] * expf(part[a.head_dim] - mx);
+    for (int s = threadIdx.x; s < live; s += kReduceThreads) {
+        weight[s] = partial_at(a, n_splits, row, head, s)[a.head_dim];  // the split's max, for now
+        mx = fmaxf(mx, weight[s]);
     }
+    mx = warp_max(mx);
+    if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = mx;
+    __syncthreads();
+    for (int w = 0; w < kReduceThreads / 32; ++w) mx = fmaxf(mx, warp_best[w]);
+    for (int s = threadIdx.x; s < live; s += kReduceThreads) weight[s] = weight[s] == -INFINITY ? 0.0f : expf(weight[s] - mx);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float sum = a.sinks ? expf(a.sinks[head] - mx) : 0.0f;
+        for (int s = 0; s < live; ++s)
+            if (weight[s] != 0.0f) sum += partial_at(a, n_splits, row, head, s)[a.head_dim + 1] * weight[s];
+        total = sum;
+    }
+    __syncthreads();
     float* out = a.out + (row * a.n_head + head) * vd;
-    for (int d = threadIdx.x; d < vd; d += blockDim.x) {
+    for (int d = threadIdx.x; d < vd; d += kReduceThreads) {
         float o = 0.0f;
-        for (int s = 0; s < n_splits; ++s) {
-            const float* part = partial_at(a, n_splits, row, head, s);
-            if (part[a.head_dim] != -INFINITY) o += part[d] * expf(part[a.head_dim] - mx);
-        }
-        out[d] = o / sum;
+        for (int s = 0; s < live; ++s) o += partial_at(a, n_splits, row, head, s)[d] * weight[s];
+        out[d] = o / total;
     }
 }
 
@@ -237,7 +260,9 @@ void decode_attention_rows(const DecodeAttentionArgs& a, int64_t row0, int64_t n
         }
     });
     cuda_check_launch("attention (decode splits)");
-    decode_reduce_kernel<<<dim3(a.n_head, static_cast<unsigned>(n_rows)), 128, 0, s.get()>>>(a, row0, n_splits);
+    const size_t weights = sizeof(float) * size_t(n_splits);
+    allow_smem(decode_reduce_kernel, weights);
+    decode_reduce_kernel<<<dim3(a.n_head, static_cast<unsigned>(n_rows)), kReduceThreads, weights, s.get()>>>(a, row0, n_splits);
     cuda_check_launch("attention (decode reduce)");
 }
 
