@@ -105,6 +105,7 @@ Engine::Engine(const EngineOptions& opts)
     po.kv_type = opts.kv_type;
     po.on_plan = opts.on_plan;
     po.overrides = opts.overrides;
+    warn_unmatched_overrides(resolve_overrides(po.overrides, file_), file_);
     po.expert_policy = opts.expert_policy;
     LayoutOptions lo;
     lo.kv_type = opts.kv_type;

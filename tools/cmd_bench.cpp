@@ -32,6 +32,7 @@
 
 #include "core/error.h"
 #include "cpu/cpu_features.h"
+#include "models/model_dir.h"
 #include "runtime/exec/routing_stats.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"
@@ -111,9 +112,7 @@ std::string model_label(const runtime::Engine& e, uint64_t& bytes, uint64_t& par
     uint64_t best = 0;
     for (const auto& [type, n] : by_type)
         if (n > best) best = n, main = type;
-    const std::string size = params >= 1'000'000'000 ? fmt::format("{:.1f}B", params / 1e9)
-                                                     : fmt::format("{}M", (params + 500'000) / 1'000'000);
-    return fmt::format("{} {} {}", models::arch_name(e.hparams().arch), size, dtype_name(main));
+    return fmt::format("{} {} {}", models::arch_name(e.hparams().arch), models::parameter_size(params), dtype_name(main));
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ TensorOverride parse_tensor_override(std::string_view spec) {
         throw UsageError(fmt::format("--override-tensor '{}': '{}' is not a regular expression ({})", spec, pattern, e.what()),
                          "escape the dots and brackets: blk\\.[0-9]+\\.ffn_.*_exps=nvme");
     }
-    return {pattern, *tier};
+    return {pattern, *tier, std::string(spec)};
 }
 
 OverrideRequest resolve_overrides(const std::vector<TensorOverride>& overrides, const models::GgufFile& file) {
@@ -59,6 +59,8 @@ OverrideRequest resolve_overrides(const std::vector<TensorOverride>& overrides, 
     r.experts.resize(static_cast<size_t>(n_layer));
     r.resident.resize(static_cast<size_t>(n_layer));
     if (overrides.empty()) return r;
+    const bool has_experts = std::any_of(file.tensors().begin(), file.tensors().end(),
+                                         [](const models::TensorInfo& t) { return t.name.find("_exps.") != std::string::npos; });
     std::vector<std::regex> res;
     for (const TensorOverride& o : overrides) res.emplace_back(o.pattern);
     std::vector<int> matched(overrides.size(), 0);
@@ -68,9 +70,14 @@ OverrideRequest resolve_overrides(const std::vector<TensorOverride>& overrides, 
         if (i == res.size()) continue;  // placed by the plan
         ++matched[i];
         const planner::Tier tier = overrides[i].tier;
-        const std::string spec = fmt::format("--override-tensor {}={}", overrides[i].pattern, planner::tier_name(tier));
+        const std::string spec = fmt::format("--override-tensor {}", overrides[i].given);
         bool expert = false;
         const int il = layer_of(t.name, expert);
+        if (tier != planner::Tier::Dram && !has_experts)
+            throw UsageError(fmt::format("{}: matches '{}'; this model has no routed experts, the only tensors placed on "
+                                         "the {} by name", spec, t.name, tier == planner::Tier::Gpu ? "device" : "NVMe"),
+                             "the planner places whole layers: give budgets (--gpu-mem, --dram), or keep tensors in "
+                             "DRAM with =dram");
         if (tier == planner::Tier::Gpu && (!expert || il < 0))
             throw UsageError(fmt::format("{}: matches '{}'; of the tensors, only routed experts are placed on the device by "
                                          "name", spec, t.name),
@@ -93,11 +100,15 @@ OverrideRequest resolve_overrides(const std::vector<TensorOverride>& overrides, 
         if (tier == planner::Tier::Dram) r.resident[il].push_back(t.name);  // its layer must not stream
     }
     for (size_t i = 0; i < overrides.size(); ++i)
-        if (!matched[i])
-            STRATA_LOG_WARN("--override-tensor {}: matches no tensor of {} (patterns are searched in the GGUF tensor "
-                            "names: `strata inspect MODEL` lists them)",
-                            overrides[i].pattern, file.path().filename().string());
+        if (!matched[i]) r.unmatched.push_back(overrides[i].given);
     return r;
+}
+
+void warn_unmatched_overrides(const OverrideRequest& request, const models::GgufFile& file) {
+    for (const std::string& given : request.unmatched)
+        STRATA_LOG_WARN("--override-tensor {}: matches no tensor of {} (patterns are searched in the GGUF tensor names: "
+                        "`strata inspect MODEL` lists them)",
+                        given, file.path().filename().string());
 }
 
 void check_resident_overrides(const OverrideRequest& request, const std::vector<bool>& streamed, uint64_t budget) {

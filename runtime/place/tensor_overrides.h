@@ -22,6 +22,7 @@ namespace strata::runtime {
 struct TensorOverride {
     std::string pattern;
     planner::Tier tier = planner::Tier::Dram;
+    std::string given;  // the flag's value as typed, for messages ("...=device" stays "device")
 };
 
 // "REGEX=TIER" (the last '=' splits). Throws UsageError for a malformed pattern or tier.
@@ -31,12 +32,17 @@ TensorOverride parse_tensor_override(std::string_view spec);
 struct OverrideRequest {
     std::vector<std::optional<planner::Tier>> experts;  // per layer: where its routed experts must be
     std::vector<std::vector<std::string>> resident;     // per layer: other tensors asked to stay in DRAM
+    std::vector<std::string> unmatched;                 // the overrides (as given) that match no tensor
 };
 
 // Resolves the overrides against the model's tensor names. Throws UsageError for what this
 // runtime cannot do (the device or NVMe for a tensor other than a routed expert; one layer's
 // expert tensors on different tiers).
 OverrideRequest resolve_overrides(const std::vector<TensorOverride>& overrides, const models::GgufFile& file);
+
+// Warns once for each override that matches no tensor of the model (placement resolves them
+// several times, quietly).
+void warn_unmatched_overrides(const OverrideRequest& request, const models::GgufFile& file);
 
 // Whether the overrides give any layer's experts to the device.
 bool asks_device(const OverrideRequest& request);

@@ -40,6 +40,8 @@ TEST_CASE("CLI: strata bench -b -d runs batched tests at a depth and prints the 
     const auto table = run_strata(m);
     REQUIRE(table.exit_code == 0);
     CHECK_THAT(table.out, Catch::Contains(" tg8 x3 @ d16 |") && Catch::Contains("plan's prediction for these runs:"));
+    // The tiny model's size in thousands, as `strata list` gives it (not "0M").
+    CHECK_THAT(table.out, Catch::Matches(R"([\s\S]*\| llama \d+K F32 [\s\S]*)"));
 
     const auto too_deep = run_strata("bench -m " + model.string() + " -r 1 -p 32 -n 8 -d 100 -c 64");
     CHECK(too_deep.exit_code != 0);

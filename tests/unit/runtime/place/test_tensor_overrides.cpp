@@ -61,3 +61,19 @@ TEST_CASE("tensor overrides: resolved against the model's tensor names", "[unit]
                                         m.file),
                       Catch::Contains("layer 0's expert tensors are given different tiers"));
 }
+
+TEST_CASE("tensor overrides: messages name the flag as typed; a dense model is told it has no experts", "[unit][overrides]") {
+    test::TinyModelFile dense("overrides_dense.gguf", test::tiny_config("llama", 64, 2, 96), 3);
+    // "gpu" is llama.cpp's name for the device: the message keeps the user's word.
+    CHECK_THROWS_WITH(resolve_overrides({parse_tensor_override("blk\\.1\\.=gpu")}, dense.file),
+                      Catch::Contains("--override-tensor blk\\.1\\.=gpu: matches 'blk.1.") &&
+                          Catch::Contains("this model has no routed experts"));
+    CHECK_THROWS_WITH(resolve_overrides({parse_tensor_override("attn_q=nvme")}, dense.file),
+                      Catch::Contains("no routed experts, the only tensors placed on the NVMe by name"));
+    // Keeping a dense model's tensors in DRAM is allowed; a pattern matching nothing is listed
+    // once, as typed, for the one warning the engine gives.
+    const OverrideRequest r = resolve_overrides({parse_tensor_override("attn_q=CPU"), parse_tensor_override("nothing=dram")},
+                                                dense.file);
+    CHECK(r.resident[0] == std::vector<std::string>{"blk.0.attn_q.weight"});
+    CHECK(r.unmatched == std::vector<std::string>{"nothing=dram"});
+}
