@@ -103,6 +103,14 @@ struct TierGauges {
     int32_t kv_blocks_used = 0, kv_blocks = 0;  // the paged KV cache's blocks held by sequences
     bool has_expert_cache = false;
     uint64_t expert_hits = 0, expert_misses = 0;  // offloaded experts chosen and found in DRAM, or read
+    // The counters alone (losses, bytes read, expert hits and misses; the gauges zero): what an
+    // unloaded engine leaves to a server's totals.
+    TierGauges counters() const {
+        TierGauges c;
+        c.gpu_memory_losses = gpu_memory_losses, c.nvme_read = nvme_read;
+        c.has_expert_cache = has_expert_cache, c.expert_hits = expert_hits, c.expert_misses = expert_misses;
+        return c;
+    }
     // Another engine's, added (a server's models together).
     TierGauges& operator+=(const TierGauges& o) {
         gpu_used += o.gpu_used, gpu_budget += o.gpu_budget, dram_used += o.dram_used, dram_budget += o.dram_budget;

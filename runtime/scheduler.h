@@ -88,6 +88,14 @@ struct SchedulerStats {
     uint64_t accepted_tokens = 0;   // of which the target kept these
     double busy_seconds = 0;        // time spent in forward passes
     TierGauges tiers;               // as the last step left them
+    // The counters alone (running, queued and the tiers' gauges zero): what an unloaded model's
+    // scheduler leaves to a server's totals.
+    SchedulerStats counters() const {
+        SchedulerStats c = *this;
+        c.running = c.queued = 0;
+        c.tiers = tiers.counters();
+        return c;
+    }
     // Another scheduler's, added (a server's models together).
     SchedulerStats& operator+=(const SchedulerStats& o) {
         running += o.running, queued += o.queued;

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from serve_support import Server
+from serve_support import Server, sse_events
 from strata_support import STRATA_BIN, default_model, skip, tiny_llama
 
 try:
@@ -111,7 +111,17 @@ def check_format_and_tools(client: ollama.Client) -> None:
     print(f"ok: format json and a JSON schema held; {len(calls)} tool call(s) with object arguments; results taken back")
 
 
-def check_keep_alive(client: ollama.Client) -> None:
+def gauges(server: Server) -> dict:
+    """The metrics stream's first event: the gauges summed over the models loaded now."""
+    conn = server.connection(timeout=10)
+    conn.request("GET", "/v1/metrics/stream")
+    event = json.loads(next(sse_events(conn.getresponse())))
+    conn.close()
+    return {"dram": event["tiers"]["dram"]["used"], "kv_blocks": event["kv_blocks"]["total"]}
+
+
+def check_keep_alive(client: ollama.Client, server: Server) -> None:
+    before = gauges(server)
     loading = client.generate(model="stories-a", prompt="", keep_alive="1m")
     assert loading.done and loading.done_reason == "load", loading
     running = {m.model: m for m in client.ps().models}
@@ -124,7 +134,9 @@ def check_keep_alive(client: ollama.Client) -> None:
     while "stories-a" in {m.model for m in client.ps().models}:
         assert time.time() < deadline, "keep_alive 0 did not unload the model"
         time.sleep(0.1)
-    print("ok: keep_alive loads a model for its time and 0 unloads it")
+    # An unloaded model's memory and KV blocks leave the live figures (its counters stay).
+    assert gauges(server) == before, (gauges(server), before)
+    print("ok: keep_alive loads a model for its time and 0 unloads it; its gauges go with it")
 
 
 def check_embeddings(client: ollama.Client, oa: openai.OpenAI) -> None:
@@ -166,7 +178,7 @@ def main() -> None:
             check_models(client, server)
             check_chat_and_generate(client, oa)
             check_format_and_tools(client)
-            check_keep_alive(client)
+            check_keep_alive(client, server)
             check_embeddings(client, oa)
             check_errors(client)
             assert server.stop() == 0, server.stderr()

@@ -7,6 +7,7 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory_release.h"
 #include "planner/model_shape.h"
 #include "tools/openai/model_list.h"
 
@@ -80,14 +81,21 @@ void ModelRegistry::make_room(uint64_t need, std::unique_lock<std::mutex>& lock)
         for (auto it = slots_.begin(); it != slots_.end(); ++it)
             if (it->model.use_count() == 1 && (victim == slots_.end() || it->last_used < victim->last_used)) victim = it;
         if (victim == slots_.end()) return;  // all busy: the caller decides
-        std::shared_ptr<LoadedModel> gone = std::move(victim->model);
-        slots_.erase(victim);
-        retired_ += gone->scheduler->stats();
-        STRATA_LOG_INFO("models: unloading {} to make room", gone->info.id);
-        lock.unlock();
-        gone.reset();  // the engine's threads and memory go here, outside the lock
-        lock.lock();
+        unload(static_cast<size_t>(victim - slots_.begin()), "to make room", lock);
     }
+}
+
+void ModelRegistry::unload(size_t i, const char* why, std::unique_lock<std::mutex>& lock) {
+    std::shared_ptr<LoadedModel> gone = std::move(slots_[i].model);
+    slots_.erase(slots_.begin() + static_cast<std::ptrdiff_t>(i));
+    retired_ += gone->scheduler->stats().counters();
+    STRATA_LOG_INFO("models: unloading {} {}", gone->info.id, why);
+    lock.unlock();
+    gone.reset();  // the engine's threads and memory go here, outside the lock
+    // The allocator keeps what the engine's threads freed in their arenas; without this a
+    // server that loads and unloads models grows by about 20 MB each time.
+    release_freed_memory();
+    lock.lock();
 }
 
 std::shared_ptr<LoadedModel> ModelRegistry::acquire(const std::string& name, std::optional<std::chrono::seconds> keep_alive) {
@@ -219,13 +227,7 @@ void ModelRegistry::reap() {
                 ++it;
                 continue;
             }
-            std::shared_ptr<LoadedModel> gone = std::move(it->model);
-            slots_.erase(it);
-            retired_ += gone->scheduler->stats();
-            STRATA_LOG_INFO("models: unloading {} (its keep-alive ran out)", gone->info.id);
-            lock.unlock();
-            gone.reset();
-            lock.lock();
+            unload(static_cast<size_t>(it - slots_.begin()), "(its keep-alive ran out)", lock);
             it = slots_.begin();  // the list may have changed meanwhile
         }
     }

@@ -119,6 +119,9 @@ private:
     // Under mu_: a model's memory before it loads: its file and its KV cache at its context.
     uint64_t estimate(const models::LocalModel& m) const;
     void reap();
+    // Under mu_ (released while the engine goes): unloads the model in `slots_[i]`, keeping its
+    // scheduler's counters (not its gauges) in retired_.
+    void unload(size_t i, const char* why, std::unique_lock<std::mutex>& lock);
 
     RegistryOptions options_;
     mutable std::mutex mu_;
