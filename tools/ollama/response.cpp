@@ -66,12 +66,11 @@ Json done_json(Api api, const std::string& model, const runtime::GenerateResult&
                std::span<const models::ChatToolCall> calls) {
     Json j = head(model);
     put_reply(api, j, text, calls);
-    const size_t evaluated = r.prompt_tokens.size() - std::min(r.prompt_tokens.size(), static_cast<size_t>(r.cached_tokens));
     j["done"] = true;
     j["done_reason"] = done_reason(r.stop_reason);
     j["total_duration"] = to_ns(t.total_seconds);
     j["load_duration"] = to_ns(t.load_seconds);
-    j["prompt_eval_count"] = evaluated;
+    j["prompt_eval_count"] = r.prompt_tokens.size();  // the prompt's tokens, cached ones too (Ollama's "tokens in the prompt")
     j["prompt_eval_duration"] = to_ns(r.prefill_seconds);
     j["eval_count"] = r.tokens.size();
     j["eval_duration"] = to_ns(r.decode_seconds);

@@ -89,7 +89,10 @@ runtime::SamplerParams sampler_params(const Json& body) {
     s.penalty_last_n = last_n < 0 ? INT32_MAX : static_cast<int32_t>(last_n);
     if (const Json* v = field(body, "seed")) {
         if (!v->is_number_integer()) throw invalid_request(fmt::format("'seed' must be an integer, not {}", shown(*v)), "seed");
-        s.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
+        // Below 0 (Ollama's default -1, llama.cpp's "random"): a new seed, as when left out.
+        s.seed = v->is_number_unsigned() ? v->get<uint64_t>()
+                 : v->get<int64_t>() < 0  ? std::random_device{}()
+                                          : static_cast<uint64_t>(v->get<int64_t>());
     } else {
         s.seed = std::random_device{}();
     }
