@@ -240,11 +240,20 @@ size_t object_end(std::string_view text, size_t at) {
 }
 }  // namespace
 
-ParsedReply parse_reply(std::string_view text, const ToolCallSyntax& syntax) {
+namespace {
+// The text before position `end`, without the line breaks and spaces that lead to a call.
+std::string before_calls(std::string_view text, size_t end) {
+    while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == ' ')) --end;
+    return std::string(text.substr(0, end));
+}
+}  // namespace
+
+ParsedReply parse_reply(std::string_view text, const ToolCallSyntax& syntax, bool cut) {
     ParsedReply r;
     const size_t start = text.find(syntax.trigger);
     if (start == std::string_view::npos) {
-        r.content = text;
+        const size_t end = cut ? content_end(text, syntax) : text.size();  // a trigger begun at a cut end is dropped
+        r.content = end < text.size() ? before_calls(text, end) : std::string(text);
         return r;
     }
     r.calling = true;
@@ -268,13 +277,8 @@ ParsedReply parse_reply(std::string_view text, const ToolCallSyntax& syntax) {
         }
         r.calls.push_back(std::move(c));
     }
-    if (r.calls.empty()) {
-        r.content = text;  // the trigger, but no call that parses: it was text after all
-        return r;
-    }
-    // The text before the calls, without the line break or space that separates them.
-    r.content = text.substr(0, start);
-    while (!r.content.empty() && (r.content.back() == '\n' || r.content.back() == ' ')) r.content.pop_back();
+    // The trigger but no call that parses: text after all, unless the reply was cut in the call.
+    r.content = r.calls.empty() && !cut ? std::string(text) : before_calls(text, start);
     return r;
 }
 

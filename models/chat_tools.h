@@ -52,8 +52,9 @@ struct ParsedReply {
 // Splits a reply into content and the complete calls after the trigger (each a JSON object
 // with a string "name" and an object args_key). A reply whose calls do not parse is content.
 // A call that repeats an earlier one (syntax.function_once: its function), and whatever
-// follows it, is left out.
-ParsedReply parse_reply(std::string_view text, const ToolCallSyntax& syntax);
+// follows it, is left out. A reply `cut` at its length drops the call it was writing (and a
+// trigger begun at its end) instead of taking that markup for text.
+ParsedReply parse_reply(std::string_view text, const ToolCallSyntax& syntax, bool cut = false);
 // How much of a reply being written is surely content: up to the trigger, or up to where the
 // text might be starting one.
 size_t content_end(std::string_view text, const ToolCallSyntax& syntax);

@@ -86,7 +86,7 @@ Choice make_choice(int index, const runtime::GenerateResult& r, const Completion
     c.finish_reason = finish_reason(r.stop_reason);
     c.text = r.text;
     if (req.tools) {
-        models::ParsedReply reply = models::parse_reply(r.text, *req.tools);
+        models::ParsedReply reply = models::parse_reply(r.text, *req.tools, c.finish_reason == "length");
         c.text = std::move(reply.content);
         c.tool_calls = std::move(reply.calls);
         for (auto& call : c.tool_calls)

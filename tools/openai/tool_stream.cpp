@@ -6,14 +6,14 @@ namespace strata::openai {
 
 ToolCallStream::Delta ToolCallStream::push(std::string_view text) {
     text_ += text;
-    return take(false);
+    return take(false, false);
 }
 
-ToolCallStream::Delta ToolCallStream::finish() { return take(true); }
+ToolCallStream::Delta ToolCallStream::finish(bool cut) { return take(true, cut); }
 
-ToolCallStream::Delta ToolCallStream::take(bool final) {
+ToolCallStream::Delta ToolCallStream::take(bool final, bool cut) {
     Delta d;
-    const models::ParsedReply reply = models::parse_reply(text_, syntax_);
+    const models::ParsedReply reply = models::parse_reply(text_, syntax_, cut);
     size_t end = 0;
     if (!reply.calls.empty()) {
         end = reply.content.size();  // the content before the calls, without its trailing spaces
@@ -23,7 +23,7 @@ ToolCallStream::Delta ToolCallStream::take(bool final) {
             if (c.id.empty()) c.id = tool_call_id(syntax_);
         calls_sent_ = reply.calls.size();
     } else if (final) {
-        end = text_.size();  // no call came of it: all of it was content
+        end = reply.content.size();  // no call came of it: content, less a call cut in its writing
     } else {
         end = models::content_end(text_, syntax_);
         while (end > content_sent_ && (text_[end - 1] == ' ' || text_[end - 1] == '\n')) --end;
@@ -35,7 +35,7 @@ ToolCallStream::Delta ToolCallStream::take(bool final) {
     return d;
 }
 
-ToolCallStream::Delta next_delta(std::optional<ToolCallStream>& tools, std::string_view text, bool done) {
+ToolCallStream::Delta next_delta(std::optional<ToolCallStream>& tools, std::string_view text, bool done, bool cut) {
     ToolCallStream::Delta d;
     if (!tools) {
         d.content = text;
@@ -43,7 +43,7 @@ ToolCallStream::Delta next_delta(std::optional<ToolCallStream>& tools, std::stri
     }
     d = tools->push(text);
     if (done) {
-        ToolCallStream::Delta rest = tools->finish();
+        ToolCallStream::Delta rest = tools->finish(cut);
         d.content += rest.content;
         if (d.calls.empty()) d.first = rest.first;
         d.calls.insert(d.calls.end(), rest.calls.begin(), rest.calls.end());

@@ -23,12 +23,12 @@ public:
     };
     // The reply's next text.
     Delta push(std::string_view text);
-    // The reply is over: what was held back.
-    Delta finish();
+    // The reply is over: what was held back (`cut`: at its length, which drops a call unfinished).
+    Delta finish(bool cut);
     bool called() const { return calls_sent_ > 0; }
 
 private:
-    Delta take(bool final);
+    Delta take(bool final, bool cut);
 
     models::ToolCallSyntax syntax_;
     std::string text_;
@@ -36,7 +36,8 @@ private:
 };
 
 // A choice's next text as it may be sent: with tools offered (`tools` set) the content that
-// cannot begin a call and each call once whole, the rest at its end (`done`); without, the text as it is.
-ToolCallStream::Delta next_delta(std::optional<ToolCallStream>& tools, std::string_view text, bool done);
+// cannot begin a call and each call once whole, the rest at its end (`done`; `cut`: by its
+// length); without, the text as it is.
+ToolCallStream::Delta next_delta(std::optional<ToolCallStream>& tools, std::string_view text, bool done, bool cut);
 
 }  // namespace strata::openai

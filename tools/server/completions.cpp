@@ -90,7 +90,7 @@ void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& mode
                 lp = openai::logprobs_json(creq.endpoint, u.logprobs, tok, c.text_offset);
                 for (const auto& t : u.logprobs) c.text_offset += tok.piece(t.chosen.token).size();
             }
-            const openai::ToolCallStream::Delta d = openai::next_delta(c.tools, u.text, u.done);
+            const openai::ToolCallStream::Delta d = openai::next_delta(c.tools, u.text, u.done, u.cut);
             if (!d.content.empty() || !lp.is_null()) {
                 if (!any_text) state.metrics.observe_first_token(std::chrono::duration<double>(Clock::now() - arrived).count());
                 any_text = true;

@@ -45,6 +45,7 @@ std::vector<Generation::Update> Generation::wait(std::chrono::milliseconds timeo
         u.text.swap(s.pending);
         u.logprobs.swap(s.logprobs);
         u.done = s.done && !s.reported;
+        u.cut = u.done && (s.result.stop_reason == "length" || s.result.stop_reason == "context");
         s.reported = s.reported || s.done;
         out.push_back(std::move(u));
     }

@@ -29,6 +29,7 @@ public:
         std::string text;
         std::vector<runtime::SampledLogprobs> logprobs;
         bool done = false;
+        bool cut = false;  // done at its length or the context's end (a tool call may be unfinished)
     };
     // Waits until some choice has news or `timeout` passes; the news of every choice that has some.
     std::vector<Update> wait(std::chrono::milliseconds timeout);

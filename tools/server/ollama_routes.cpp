@@ -53,7 +53,7 @@ void stream_reply(ServerState& state, Api api, const std::string& name, const op
         bool ok = true, any_text = false;
         const bool answered = s.flight->await([&] {
             for (const Generation::Update& u : s.gen->wait(kPoll)) {
-                const openai::ToolCallStream::Delta d = openai::next_delta(tools, u.text, u.done);
+                const openai::ToolCallStream::Delta d = openai::next_delta(tools, u.text, u.done, u.cut);
                 if (!d.content.empty() || !d.calls.empty()) {
                     if (!any_text) state.metrics.observe_first_token(seconds_since(arrived));
                     any_text = true;

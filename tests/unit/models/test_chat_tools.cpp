@@ -43,6 +43,11 @@ TEST_CASE("tool calls: replies split into content and calls in each family's for
     r = parse_reply("<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", \"argu", hermes);
     REQUIRE(r.calls.size() == 1);
     CHECK(r.calls[0].name == "a");
+    // A reply cut at its length within its first call: the call's markup is dropped, not content.
+    CHECK(parse_reply("Sure.\n<tool_call>\n{\"name", hermes, /*cut=*/true).content == "Sure.");
+    CHECK(parse_reply("Sure. <tool", hermes, /*cut=*/true).content == "Sure.");
+    CHECK(parse_reply("Sure. <tool", hermes).content == "Sure. <tool");  // it ended there: text
+    CHECK(parse_reply("1 < 2 \n", hermes, /*cut=*/true).content == "1 < 2 \n");
 
     CHECK_THROWS_AS(tool_call_syntax(ChatFamily::Gemma), UsageError);
 }
