@@ -114,7 +114,8 @@ int run_batch(const BatchOptions& o) {
     size_t next = 0, n_done = 0, n_ok = 0, in_flight = 0;
     uint64_t tokens = 0, prompt_tokens = 0;
     bool cancelled = false;
-    while (next < work.size() || in_flight > 0) {
+    // Once interrupted, only the cancelled requests in flight are waited for.
+    while ((!g_interrupted && next < work.size()) || in_flight > 0) {
         while (!g_interrupted && next < work.size() && in_flight < static_cast<size_t>(2 * o.max_batch)) {
             openai::BatchLine& item = work[next];
             runtime::Request r;

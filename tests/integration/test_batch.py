@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`strata batch` on a 200-line OpenAI batch file with bad lines: killed (SIGKILL) midway and
 rerun, the output holds each good custom_id exactly once, an error record for each bad line,
-no partial line, and the same greedy answers as an uninterrupted run."""
+no partial line, and the same greedy answers as an uninterrupted run. Interrupted (SIGINT)
+with requests still to submit, it leaves at once with exit code 130, and a rerun completes it."""
 from __future__ import annotations
 
 import json
@@ -130,7 +131,25 @@ def main() -> None:
         # A third run has nothing left to do.
         again = subprocess.run(batch_cmd(inp, out), capture_output=True, text=True, timeout=600)
         assert again.returncode == 0 and read_records(out) == records, again.stderr
-    print(f"ok: {len(good)} answers, {len(bad)} error records, killed after {n_before} records, "
+
+        # Ctrl-C with most requests not yet submitted: the ones in flight are cancelled and it leaves.
+        stopped = Path(tmp) / "stopped.jsonl"
+        proc = subprocess.Popen(batch_cmd(inp, stopped), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        while (not stopped.exists() or stopped.read_text().count("\n") < 30) and proc.poll() is None:
+            assert time.time() < deadline, "no progress"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError("batch did not leave after Ctrl-C")
+        assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
+        n_stopped = len(read_records(stopped))
+        assert n_stopped < N_LINES - 10, f"the run finished ({n_stopped} records) before it could be interrupted"
+        rerun = subprocess.run(batch_cmd(inp, stopped), capture_output=True, text=True, timeout=600)
+        assert rerun.returncode == 0 and answers(read_records(stopped)) == answers(reference), rerun.stderr
+    print(f"ok: {len(good)} answers, {len(bad)} error records, killed after {n_before} records, interrupted after {n_stopped}, "
           f"{time.time() - start:.1f} s")
 
 

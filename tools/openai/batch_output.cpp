@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -12,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/log.h"
 #include "tools/openai/response.h"
 
 namespace strata::openai {
@@ -31,20 +31,39 @@ BatchOutput::BatchOutput(const std::filesystem::path& path) : path_(path) {
     // one would wait for ever or never end.
     struct stat st{};
     if (::fstat(fd_, &st) != 0) throw io_error(path, "inspect");
-    if (!S_ISREG(st.st_mode)) return;
+    regular_ = S_ISREG(st.st_mode);
+    if (!regular_) return;
     // Read what an earlier run wrote; only whole lines count.
     std::string text;
     {
         std::ifstream in(path, std::ios::binary);
         text.assign(std::istreambuf_iterator<char>(in), {});
     }
+    // Every line must be a record: anything else is not an earlier run's output, and its last
+    // line is not ours to cut.
+    size_t line_no = 0;
+    for (size_t pos = 0; pos < text.size();) {
+        const size_t nl = std::min(text.find('\n', pos), text.size());
+        const std::string_view line(text.data() + pos, nl - pos);
+        ++line_no;
+        const bool last_unended = nl == text.size();
+        pos = nl + 1;
+        if (line.empty() || last_unended || nlohmann::json::parse(line, nullptr, false).is_object()) continue;
+        throw UsageError(fmt::format("'{}' is not the output of a batch run: its line {} is not a record", path.string(), line_no),
+                         "give -o a new file, or one an earlier `strata batch` wrote");
+    }
     const size_t end = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
     if (end < text.size()) {
-        truncated_ = text.size() - end;
-        if (::ftruncate(fd_, static_cast<off_t>(end)) != 0) throw io_error(path, "truncate");
-        text.resize(end);
+        if (nlohmann::json::parse(std::string_view(text).substr(end), nullptr, false).is_object()) {
+            append_line("\n");  // a whole record whose line break is missing (an editor dropped it)
+            text += '\n';
+        } else {  // a partial line left by a run killed in its write
+            truncated_ = text.size() - end;
+            if (::ftruncate(fd_, static_cast<off_t>(end)) != 0) throw io_error(path, "truncate");
+            text.resize(end);
+        }
     }
-    size_t line_no = 0;
+    line_no = 0;
     for (size_t pos = 0; pos < text.size();) {
         const size_t nl = text.find('\n', pos);
         const std::string_view line(text.data() + pos, nl - pos);
@@ -52,10 +71,6 @@ BatchOutput::BatchOutput(const std::filesystem::path& path) : path_(path) {
         ++line_no;
         if (line.empty()) continue;
         const nlohmann::json rec = nlohmann::json::parse(line, nullptr, false);
-        if (!rec.is_object()) {
-            STRATA_LOG_WARN("batch: {} line {} is not a record; it is kept but ignored", path.string(), line_no);
-            continue;
-        }
         const auto id = rec.find("custom_id");
         if (id != rec.end() && id->is_string()) {
             ids_.insert(id->get<std::string>());
@@ -78,8 +93,9 @@ bool BatchOutput::answered(const std::optional<std::string>& custom_id, size_t l
     return custom_id ? ids_.count(*custom_id) > 0 : lines_.count(line_no) > 0;
 }
 
-void BatchOutput::append(const nlohmann::json& record) {
-    const std::string line = dump(record) + "\n";
+void BatchOutput::append(const nlohmann::json& record) { append_line(dump(record) + "\n"); }
+
+void BatchOutput::append_line(std::string_view line) {
     // O_APPEND and one write for the whole line: a kill leaves whole lines, or at worst a
     // partial last one that the next open cuts off.
     size_t done = 0;
@@ -92,7 +108,8 @@ void BatchOutput::append(const nlohmann::json& record) {
 }
 
 void BatchOutput::sync() {
-    if (::fdatasync(fd_) != 0) throw io_error(path_, "sync");
+    // A pipe or device (/dev/stdout) has nothing to make durable, and fdatasync refuses it.
+    if (regular_ && ::fdatasync(fd_) != 0) throw io_error(path_, "sync");
 }
 
 }  // namespace strata::openai

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -15,7 +16,8 @@ namespace strata::openai {
 class BatchOutput {
 public:
     // Opens `path` for appending, creating it, and reads the records an earlier run left there (a
-    // regular file's: a pipe, FIFO or device is written only); throws IoError when it cannot.
+    // regular file's: a pipe, FIFO or device is written only); throws IoError when it cannot, and
+    // UsageError for a file holding lines that are not records (not an earlier run's output).
     explicit BatchOutput(const std::filesystem::path& path);
     ~BatchOutput();
     BatchOutput(const BatchOutput&) = delete;
@@ -30,15 +32,18 @@ public:
 
     // Appends one record as one line; throws IoError on a failed write.
     void append(const nlohmann::json& record);
-    // Makes what was appended durable.
+    // Makes what was appended durable (in a regular file).
     void sync();
 
 private:
+    void append_line(std::string_view line);
+
     std::filesystem::path path_;
     int fd_ = -1;
     std::set<std::string> ids_;
     std::set<size_t> lines_;
     size_t truncated_ = 0;
+    bool regular_ = false;
 };
 
 }  // namespace strata::openai

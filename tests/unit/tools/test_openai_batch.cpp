@@ -125,6 +125,23 @@ TEST_CASE("openai batch: the output file resumes", "[unit][openai]") {
     }
     const std::string after = read_file(out);
     CHECK(after == whole + "{\"custom_id\":\"b\"}\n");
+    // A whole record whose line break went missing is kept, and ended.
+    std::ofstream(out, std::ios::app) << R"({"custom_id": "c"})";
+    {
+        const BatchOutput o(out);
+        CHECK(o.truncated_bytes() == 0);
+        CHECK(o.answered(std::string("c"), 4));
+    }
+    CHECK(read_file(out) == after + R"({"custom_id": "c"})" + "\n");
+    std::filesystem::remove(out);
+}
+
+TEST_CASE("openai batch: a file that is not an earlier run's output is refused and left as it was", "[unit][openai]") {
+    const auto out = test::temp_path("batch_out_notes.txt");
+    const std::string notes = "my notes\n{\"custom_id\": \"a\"}\nlast line without a line break";
+    std::ofstream(out) << notes;
+    CHECK_THROWS_WITH(BatchOutput(out), Catch::Contains("is not the output of a batch run: its line 1 is not a record"));
+    CHECK(read_file(out) == notes);
     std::filesystem::remove(out);
 }
 
@@ -151,6 +168,7 @@ TEST_CASE("openai batch: an output that is a FIFO or a device is written, never 
         BatchOutput o(fifo);  // returns at once: nothing to resume
         CHECK(o.n_answered() == 0);
         o.append({{"custom_id", "a"}});
+        CHECK_NOTHROW(o.sync());  // nothing to make durable (fdatasync refuses a pipe)
     }
     char got[64] = {};
     CHECK(std::string(got, std::max<ssize_t>(0, ::read(reader, got, sizeof got))) == "{\"custom_id\":\"a\"}\n");
@@ -158,4 +176,5 @@ TEST_CASE("openai batch: an output that is a FIFO or a device is written, never 
     std::filesystem::remove(fifo);
     BatchOutput null("/dev/null");  // endless reads from /dev/zero-like devices are never attempted
     CHECK(null.n_answered() == 0);
+    CHECK_NOTHROW(null.sync());
 }
