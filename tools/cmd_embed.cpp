@@ -2,12 +2,14 @@
 // `strata serve`'s /v1/embeddings, printed as its answer ({"data": [{"index", "embedding"}]}).
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -24,9 +26,19 @@ std::vector<std::string> input_texts(const EmbedOptions& o) {
     if (o.file.empty() && isatty(STDIN_FILENO)) throw UsageError("no text given", "pass -p TEXT, -f FILE, or pipe lines on stdin");
     std::istringstream in(o.file.empty() ? read_stdin() : read_file(o.file, "the input file", "give a readable file with -f"));
     std::vector<std::string> texts;
-    for (std::string line; std::getline(in, line);)
-        if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
+    std::vector<size_t> blank;  // line numbers
+    for (std::string line; std::getline(in, line);) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF: the text is the line without it
+        if (line.find_first_not_of(" \t\r") != std::string::npos)
+            texts.push_back(line);
+        else
+            blank.push_back(texts.size() + blank.size() + 1);
+    }
     if (texts.empty()) throw UsageError("there is no text to embed", "give one text a line");
+    if (!blank.empty())
+        fmt::print(stderr, "embed: skipped {} blank line{} ({}{}); the indexes count the texts embedded\n", blank.size(),
+                   blank.size() == 1 ? "" : "s", fmt::join(blank.begin(), blank.begin() + std::min<size_t>(blank.size(), 8), ", "),
+                   blank.size() > 8 ? ", ..." : "");
     return texts;
 }
 }  // namespace

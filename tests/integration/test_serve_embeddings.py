@@ -3,7 +3,7 @@
 endpoints: vectors of unit length, one per input in order, equal to the numpy reference's pooled
 final hidden states for the same token ids (tests/fixtures/model/smollm2_embeddings.json) with
 last-token pooling and, under --pooling mean, mean pooling; base64 the same floats; `strata embed`
-prints the same answer; /tokenize and /detokenize round trip; with --host 0.0.0.0 and --api-key
+prints the same answer (for -p texts, and for a file's CRLF lines); /tokenize and /detokenize round trip; with --host 0.0.0.0 and --api-key
 every route but /health wants the key."""
 from __future__ import annotations
 
@@ -69,6 +69,12 @@ def check_default_server(server: Server) -> None:
                          capture_output=True, text=True, timeout=120).stdout
     cli = json.loads(out)
     assert [d["embedding"] for d in cli["data"]] == [one[0], one[1]], "strata embed prints the server's vectors"
+    # Lines of a file written on Windows (CRLF), a blank one among them: the same vectors, the
+    # blank line skipped and named.
+    lines = subprocess.run([STRATA_BIN, "embed", "-m", str(MODEL), "-f", "/dev/stdin"], check=True, capture_output=True,
+                           text=True, timeout=120, input=f"{texts[0]}\r\n\r\n{texts[1]}\r\n")
+    assert [d["embedding"] for d in json.loads(lines.stdout)["data"]] == [one[0], one[1]], "CRLF lines embed as their text"
+    assert "skipped 1 blank line (2)" in lines.stderr, lines.stderr
 
     for body, param in [({"input": []}, "input"), ({"input": "x", "dimensions": 10}, "dimensions"),
                         ({"input": "x", "encoding_format": "hex"}, "encoding_format"), ({"input": [[1, 10 ** 9]]}, "input")]:
