@@ -93,7 +93,8 @@ const LocalModel* find_model(std::span<const LocalModel> models, std::string_vie
 std::string parameter_size(uint64_t parameters) {
     if (parameters >= 1000000000ull) return fmt::format("{:.1f}B", parameters / 1e9);
     if (parameters >= 1000000ull) return fmt::format("{}M", (parameters + 500000) / 1000000);
-    return fmt::format("{}K", (parameters + 500) / 1000);
+    if (parameters >= 1000ull) return fmt::format("{}K", (parameters + 500) / 1000);
+    return fmt::format("{}", parameters);
 }
 
 }  // namespace strata::models

@@ -11,6 +11,7 @@
 #include "models/model_dir.h"
 #include "tools/cli_options.h"
 #include "tools/openai/model_list.h"
+#include "tools/terminal_text.h"
 
 namespace strata::cli {
 
@@ -29,8 +30,9 @@ int run_list(const ListOptions& o) {
     }
     fmt::print("{:<40} {:<28} {:>10} {:<10} {:<6} {:>8} {:>8}\n", "NAME", "ALIAS", "SIZE", "ARCH", "QUANT", "PARAMS", "CONTEXT");
     for (const models::LocalModel& m : list)
-        fmt::print("{:<40} {:<28} {:>10} {:<10} {:<6} {:>8} {:>8}\n", m.id, m.alias.empty() ? "-" : m.alias, format_bytes(m.size_bytes),
-                   m.architecture, m.quantization, models::parameter_size(m.parameters), m.context_length);
+        fmt::print("{:<40} {:<28} {:>10} {:<10} {:<6} {:>8} {:>8}\n", terminal_safe(m.id, true),
+                   m.alias.empty() ? "-" : terminal_safe(m.alias, true), format_bytes(m.size_bytes), terminal_safe(m.architecture, true),
+                   m.quantization, models::parameter_size(m.parameters), m.context_length);
     return 0;
 }
 

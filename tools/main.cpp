@@ -246,7 +246,9 @@ int main(int argc, char** argv) {
     cli::InspectOptions insp;
     auto* i = app.add_subcommand("inspect", "print a GGUF file's metadata and tensor table");
     i->add_option("model", insp.model, "GGUF model file (default: the default model)");
-    i->add_flag("--json", insp.json, "print JSON");
+    i->add_flag("--json", insp.json,
+                "print JSON: metadata values as data (numbers, booleans, whole strings; an array as {type, count, items} "
+                "with its first 16 items), the tensor table, the size and the parameter count");
 
     cli::PlanOptions plan;
     auto* pl = app.add_subcommand("plan", "plan where weights and KV live and predict speed (a dry run: nothing is loaded)");

@@ -39,7 +39,7 @@ def loaded(server: Server) -> set[str]:
 
 def gguf_header_name(path: Path) -> str:
     out = subprocess.run([STRATA_BIN, "inspect", str(path), "--json"], check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["metadata"].get("general.name", "").strip('"')
+    return json.loads(out)["metadata"].get("general.name", "")
 
 
 def main() -> None:

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "tools/chat/terminal_text.h"
+#include "tools/terminal_text.h"
 #include "models/chat_prompt.h"
 #include "planner/plan_report.h"
 #include "runtime/place/placement.h"

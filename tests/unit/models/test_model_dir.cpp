@@ -89,4 +89,5 @@ TEST_CASE("model dir: parameter counts as Ollama writes them", "[unit][models]")
     CHECK(parameter_size(134515008) == "135M");
     CHECK(parameter_size(8030261248ull) == "8.0B");
     CHECK(parameter_size(260000) == "260K");
+    CHECK(parameter_size(8) == "8");
 }

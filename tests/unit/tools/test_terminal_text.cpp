@@ -1,7 +1,7 @@
 // tools/chat/terminal_text: a reply shown on a terminal cannot move its cursor, ring or erase.
 #include <catch2/catch.hpp>
 
-#include "tools/chat/terminal_text.h"
+#include "tools/terminal_text.h"
 
 using strata::cli::terminal_safe;
 
