@@ -200,7 +200,7 @@ GgufFile GgufFile::open(const std::filesystem::path& path, bool map_data, const 
     if (fd < 0) {
         int e = errno;
         throw IoError(fmt::format("cannot open model file '{}': {}", path.string(), std::strerror(e)),
-                      e == ENOENT ? "check the path, or run without -m to use the default model" : "");
+                      e == ENOENT ? "check the path, or name no model to use the default one" : "");
     }
     struct stat st{};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -86,9 +86,12 @@ Engine::Engine(const EngineOptions& opts)
     // machine's memory is refused here, not by the allocator (with a budget it spills, or the
     // planner refuses the budget by its parts).
     if (!gpu.use && !opts.dram_budget && kv.all_bytes + activations > system_ram_bytes())
-        throw UsageError(fmt::format("a context of {} positions needs a KV cache of {}, more than this machine's {} of memory",
-                                     n_ctx, format_bytes(kv.all_bytes), format_bytes(system_ram_bytes())),
-                         "give a smaller context (--ctx)");
+        throw UsageError(fmt::format("{} a KV cache of {}, more than this machine's {} of memory",
+                                     opts.kv_positions > n_ctx
+                                         ? fmt::format("{} positions (contexts of {}) need", opts.kv_positions, n_ctx)
+                                         : fmt::format("a context of {} positions needs", n_ctx),
+                                     format_bytes(kv.all_bytes), format_bytes(system_ram_bytes())),
+                         "give " + opts.sized_by);
     if (gpu.use && gpu.kind == DeviceKind::Cuda) gpu::install_cuda_host_pinner();
     PlacementOptions po;
     po.given = opts.plan ? &*opts.plan : nullptr;

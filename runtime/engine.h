@@ -76,6 +76,9 @@ struct EngineOptions {
     bool tile_weights = true;
     // Positions of paged KV cache shared by all sequences (runtime/kv/kv_cache.h); 0: n_ctx.
     int kv_positions = 0;
+    // What sizes the context and the KV cache on the command line, for hints when they cannot
+    // be held (perplexity's is --chunk; bench's -b, -d, -p and -n).
+    std::string sized_by = "a smaller context (--ctx)";
     // The KV cache's element type: F16 (llama.cpp's default) halves F32's memory and attention
     // reads; BF16 likewise with less precision; Q8_0 takes 8.5 bits a value (lossy).
     DType kv_type = DType::F16;

@@ -117,11 +117,25 @@ std::string model_label(const runtime::Engine& e, uint64_t& bytes, uint64_t& par
 
 }  // namespace
 
+// The positions a context, and a batch's KV cache, may hold here (their counts are int32).
+constexpr int64_t kMaxPositions = int64_t{1} << 30;
+
 int run_bench(const BenchOptions& o) {
     if (o.n_prompt < 0 || o.n_gen < 0) throw UsageError("-p and -n must not be negative");
     if (o.reps < 1) throw UsageError(fmt::format("-r {} is not a positive number of repetitions", o.reps));
     if (o.n_prompt == 0 && o.n_gen == 0) throw UsageError("nothing to measure: -p and -n are both 0");
+    // Every sequence's positions, and the batch's, counted where they cannot wrap.
+    const int64_t per_sequence = int64_t(o.depth) + std::max(int64_t(o.n_prompt) + 1, int64_t(o.n_gen) + 2);
+    if (per_sequence > kMaxPositions)
+        throw UsageError(fmt::format("-d {} + -p {} / -n {} is more than the {} positions a context may hold", o.depth, o.n_prompt,
+                                     o.n_gen, kMaxPositions),
+                         "give smaller -d, -p or -n");
+    if (int64_t(o.batch) * (per_sequence + runtime::KvCache::kBlockSize) > kMaxPositions)
+        throw UsageError(fmt::format("-b {} sequences of {} positions are more than the {} positions a KV cache may hold",
+                                     o.batch, per_sequence, kMaxPositions),
+                         "give a smaller -b");
     runtime::EngineOptions eo = o.m.engine();
+    eo.sized_by = "a smaller -b, -d, -p or -n";
     // A request holds its depth and its prompt (pp: n_prompt tokens; tg: one, and n_gen + 1
     // generated), and the scheduler keeps room for one more position.
     const int n_held = o.depth + std::max(o.n_prompt + 1, o.n_gen + 2);

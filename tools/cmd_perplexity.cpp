@@ -33,16 +33,24 @@ int run_perplexity(const PerplexityOptions& o) {
     if (mo.ctx > 0 && mo.ctx < o.ctx + 1)
         throw UsageError(fmt::format("--ctx {} cannot hold a chunk of {} tokens", mo.ctx, o.ctx),
                          fmt::format("give --chunk {} or less, or leave --ctx out (the chunk sizes it)", std::max(1, mo.ctx - 1)));
+    if (o.ctx < 4) throw UsageError(fmt::format("--chunk {} is too small", o.ctx), "give --chunk 4 or more (512 is llama.cpp's)");
     mo.ctx = std::max(mo.ctx, o.ctx + 1);  // a chunk, and the one more position a request may take
-    runtime::Engine engine(mo.engine());
+    runtime::EngineOptions eo = mo.engine();
+    eo.sized_by = "a smaller --chunk";
+    runtime::Engine engine(eo);
+    if (const int trained = engine.hparams().n_ctx_train; trained > 0 && o.ctx > trained)
+        fmt::print(stderr, "perplexity: chunks of {} tokens are past the {} this model was trained on; its figures there "
+                           "measure it outside its training\n", o.ctx, trained);
     const models::Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(text, tok.add_bos_default(), false);
+    const size_t n_text = ids.size();
     if (o.max_tokens > 0 && ids.size() > static_cast<size_t>(o.max_tokens)) ids.resize(o.max_tokens);
-    if (o.ctx < 4) throw UsageError(fmt::format("--chunk {} is too small", o.ctx));
     const size_t n_chunks = ids.size() / o.ctx;
     if (n_chunks == 0)
-        throw UsageError(fmt::format("'{}' has {} tokens, fewer than one chunk of {}", o.file, ids.size(), o.ctx),
-                         "use a longer text or a smaller --chunk");
+        throw UsageError(ids.size() < n_text ? fmt::format("--max-tokens {} of '{}' ({} tokens) are fewer than one chunk of {}",
+                                                           o.max_tokens, o.file, n_text, o.ctx)
+                                             : fmt::format("'{}' has {} tokens, fewer than one chunk of {}", o.file, ids.size(), o.ctx),
+                         ids.size() < n_text ? "give a larger --max-tokens or a smaller --chunk" : "use a longer text or a smaller --chunk");
 
     const int n_vocab = engine.hparams().n_vocab;
     const int first = o.ctx / 2;

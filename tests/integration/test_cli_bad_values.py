@@ -2,7 +2,7 @@
 """Flags given values no run can use are refused before anything runs: a whole number below a
 flag's least is named with what to give (not CLI11's 309-digit bound), sampling parameters that
 are not finite numbers are refused by name, a context whose KV cache the machine cannot hold is
-refused by its size, -n -1 generates until the context is full, and a refused `generate` prints
+refused by its size (and the flag that sized it named), -n -1 generates until the context is full, and a refused `generate` prints
 nothing of its prompt to standard output. Far more threads than the machine has are refused,
 results standard output cannot take fail the run, and a model computing NaN stops with an error."""
 from __future__ import annotations
@@ -105,6 +105,16 @@ def main() -> None:
     assert r.returncode == 1 and "needs a KV cache of" in r.stderr and "--ctx" in r.stderr, r.stderr
     r = run("plan", "-m", model, "-b", "0")
     assert r.returncode != 0 and "--batch: 0 is below 1; give 1 or more" in r.stderr, r.stderr
+    # Sizes the command derives its context from are named, and counts that would wrap are refused.
+    r = run("perplexity", "-m", model, "-f", __file__, "--chunk", "2000000000")
+    assert r.returncode == 1 and "needs a KV cache of" in r.stderr and "smaller --chunk" in r.stderr, r.stderr
+    r = run("perplexity", "-m", model, "-f", __file__, "--max-tokens", "100")
+    assert r.returncode == 1 and "--max-tokens 100 of" in r.stderr and "fewer than one chunk" in r.stderr, r.stderr
+    for flags, said in [(["-n", "2147483647"], "positions a context may hold"),
+                        (["-b", "2147483647"], "positions a KV cache may hold"),
+                        (["-b", "10000000", "-p", "8", "-n", "4"], "smaller -b, -d, -p or -n")]:
+        r = run("bench", "-m", model, "-r", "1", *flags)
+        assert r.returncode == 1 and said in r.stderr, (flags, r.stderr)
 
     for flags, name in [(["--temp", "nan"], "temperature"), (["--temp", "inf"], "temperature"),
                         (["--top-p", "nan"], "top-p"), (["--min-p", "-inf"], "min-p"),

@@ -64,7 +64,8 @@ EmbeddingRequest embedding_request(const Json& body, const ModelContext& model) 
     for (size_t i = 0; i < req.inputs.size(); ++i) {
         if (req.inputs[i].empty()) throw invalid_request(fmt::format("input {} is empty", i), "input");
         if (static_cast<int64_t>(req.inputs[i].size()) >= model.n_ctx)
-            throw invalid_request(fmt::format("input {} has {} tokens; this model's context holds {}", i, req.inputs[i].size(), model.n_ctx),
+            throw invalid_request(fmt::format("input {} has {} tokens; at most {} fit this model's context of {}", i,
+                                              req.inputs[i].size(), model.n_ctx - 1, model.n_ctx),
                                   "input", "context_length_exceeded");
     }
     return req;
