@@ -56,6 +56,8 @@ int run_batch(const BatchOptions& o) {
     if (std::filesystem::exists(o.output) && std::filesystem::equivalent(o.input, o.output))
         throw UsageError("the output file is the input file", "give -o another path");
     const std::vector<std::string> lines = read_lines(o.input);
+    if (std::all_of(lines.begin(), lines.end(), is_blank))
+        throw UsageError(fmt::format("'{}' holds no request", o.input), "give a JSONL file of requests, one a line");
     openai::BatchOutput out(o.output);
     if (out.truncated_bytes() > 0)
         fmt::print(stderr, "batch: removed a partial last line ({} bytes) left in {} by an interrupted run\n",
@@ -191,7 +193,13 @@ int run_batch(const BatchOptions& o) {
         fmt::print(stderr, "batch: the plan predicts {:.1f} tokens/s for {} sequences of {} prompt and {} generated tokens at once\n",
                    p.throughput_tps, batch, prompt_tokens / n, tokens / n);
     }
-    return g_interrupted ? 130 : 0;
+    if (g_interrupted) return 130;
+    // Every request of the file refused or failed (none answered, now or before): not a success.
+    if (n_ok == 0 && n_skipped == 0 && n_bad + n_failed > 0) {
+        fmt::print(stderr, "strata: error: no request of {} was answered; the error records in {} say why\n", o.input, o.output);
+        return 1;
+    }
+    return 0;
 }
 
 }  // namespace strata::cli

@@ -2,7 +2,8 @@
 """`strata batch` on a 200-line OpenAI batch file with bad lines: killed (SIGKILL) midway and
 rerun, the output holds each good custom_id exactly once, an error record for each bad line,
 no partial line, and the same greedy answers as an uninterrupted run. Interrupted (SIGINT)
-with requests still to submit, it leaves at once with exit code 130, and a rerun completes it."""
+with requests still to submit, it leaves at once with exit code 130, and a rerun completes it.
+A file with no request, or none answered, exits 1."""
 from __future__ import annotations
 
 import json
@@ -149,6 +150,15 @@ def main() -> None:
         assert n_stopped < N_LINES - 10, f"the run finished ({n_stopped} records) before it could be interrupted"
         rerun = subprocess.run(batch_cmd(inp, stopped), capture_output=True, text=True, timeout=600)
         assert rerun.returncode == 0 and answers(read_records(stopped)) == answers(reference), rerun.stderr
+
+        # Nothing to run, or nothing answered: not a success.
+        empty, all_bad = Path(tmp) / "empty.jsonl", Path(tmp) / "bad.jsonl"
+        empty.write_text("\n  \n")
+        r = subprocess.run(batch_cmd(empty, Path(tmp) / "o1.jsonl"), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and "holds no request" in r.stderr, r.stderr
+        all_bad.write_text("not json\n[1, 2]\n")
+        r = subprocess.run(batch_cmd(all_bad, Path(tmp) / "o2.jsonl"), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and "no request of" in r.stderr and len(read_records(Path(tmp) / "o2.jsonl")) == 2, r.stderr
     print(f"ok: {len(good)} answers, {len(bad)} error records, killed after {n_before} records, interrupted after {n_stopped}, "
           f"{time.time() - start:.1f} s")
 

@@ -34,6 +34,7 @@ void parse_into(BatchLine& out, std::string_view text, const ModelContext& model
     CompletionRequest req = parse_completion_request(*endpoint, *body, model);
     if (req.stream) throw invalid_request("'stream' is not available in a batch", "body.stream");
     if (req.n != 1) throw invalid_request("'n' above 1 is not available in a batch: write a line per choice", "body.n");
+    req.model = model.model_id;  // every line runs on the one model loaded: the answers name it
     out.request = std::move(req);
 }
 }  // namespace

@@ -38,7 +38,7 @@ TEST_CASE("openai batch: lines", "[unit][openai]") {
     const json good = {{"custom_id", "a1"},
                        {"method", "POST"},
                        {"url", "/v1/completions"},
-                       {"body", {{"prompt", "Once"}, {"max_tokens", 4}, {"temperature", 0}}}};
+                       {"body", {{"model", "gpt-4"}, {"prompt", "Once"}, {"max_tokens", 4}, {"temperature", 0}}}};
     const BatchLine ok = parse_batch_line(good.dump(), 3, m);
     REQUIRE(ok.request);
     CHECK_FALSE(ok.error);
@@ -97,6 +97,7 @@ TEST_CASE("openai batch: lines", "[unit][openai]") {
     CHECK(rec["response"]["body"]["object"] == "text_completion");
     CHECK(rec["response"]["body"]["choices"][0]["text"] == "upon");
     CHECK(rec["response"]["body"]["usage"]["completion_tokens"] == 2);
+    CHECK(rec["response"]["body"]["model"] == "tiny");  // the model that ran, whatever the line named
 }
 
 TEST_CASE("openai batch: the output file resumes", "[unit][openai]") {
