@@ -34,14 +34,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// llama.cpp's enum llama_pooling_type: 1 mean, 2 cls (the first token), 3 last; a decoder LM
-// names none and pools its last token.
+// llama.cpp's enum llama_pooling_type: 0 none, 1 mean, 2 cls (the first token), 3 last, 4 rank;
+// a decoder LM names none and pools its last token, as for 0.
 Pooling pooling_from_gguf(const models::GgufFile& f) {
     const std::string arch = f.get_string("general.architecture");
-    switch (f.get_int_opt(arch + ".pooling_type").value_or(3)) {
+    const int64_t type = f.get_int_opt(arch + ".pooling_type").value_or(3);
+    switch (type) {
         case 1: return Pooling::Mean;
         case 2: return Pooling::First;
-        default: return Pooling::Last;
+        case 0:
+        case 3: return Pooling::Last;
+        default:
+            STRATA_LOG_WARN("{}.pooling_type {} ({}) is not a pooling Strata has; embeddings pool the last token (--pooling "
+                            "chooses another)",
+                            arch, type, type == 4 ? "rank, a reranker's" : "unknown");
+            return Pooling::Last;
     }
 }
 

@@ -32,6 +32,7 @@
 
 #include "core/error.h"
 #include "cpu/cpu_features.h"
+#include "core/model_paths.h"
 #include "models/model_dir.h"
 #include "runtime/exec/routing_stats.h"
 #include "runtime/kv/kv_cache.h"
@@ -305,7 +306,7 @@ int run_bench(const BenchOptions& o) {
     if (o.json) {
         for (const Row& r : rows) {
             nlohmann::json j = {{"engine", "strata"},
-                                {"model", eo.model.empty() ? std::string() : eo.model.filename().string()},
+                                {"model", resolve_model_path(eo.model).filename().string()},
                                 {"model_type", label},
                                 {"size_bytes", bytes},
                                 {"n_params", params},

@@ -372,7 +372,7 @@ int main(int argc, char** argv) {
                    "requests answered at once for one address; more get 429 (default 0: no limit)")->check(at_least(0));
     sv->add_option("--shutdown-timeout", serve.shutdown_timeout_s, "seconds SIGTERM waits for requests in flight")
         ->capture_default_str()->check(at_least(0));
-    sv->add_option("--pooling", serve.pooling, "how /v1/embeddings pools a text's hidden states: mean, last or cls (default: the model's)");
+    sv->add_option("--pooling", serve.pooling, "how /v1/embeddings pools a text's hidden states: mean, last or cls (first is another name for cls; default: the model's)");
     add_engine_options(*sv, serve.m);
 
     cli::ListOptions list;
@@ -385,7 +385,7 @@ int main(int argc, char** argv) {
     add_model_option(*em, embed.m);
     auto* embed_texts = em->add_option("-p,--prompt", embed.texts, "a text to embed (repeatable)");
     em->add_option("-f,--file", embed.file, "embed each line of FILE (default: each line of standard input)")->excludes(embed_texts);
-    em->add_option("--pooling", embed.pooling, "mean, last or cls (default: the model's, last for a decoder)");
+    em->add_option("--pooling", embed.pooling, "mean, last or cls (first is another name for cls; default: the model's, last for a decoder)");
     em->add_flag("--base64", embed.base64, "vectors as base64 of little-endian float32, as encoding_format base64");
     add_engine_options(*em, embed.m);
 
