@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -162,6 +163,26 @@ TEST_CASE("a schema's grammar refuses what the schema forbids", "[unit][grammar]
     CHECK(grammar_accepts(extra, R"({"ab": "x", "a": 1, "abc": 2, "b": 3})"));
     CHECK_FALSE(grammar_accepts(extra, R"({"ab": 5})"));
     CHECK_FALSE(grammar_accepts(extra, R"({"ab": "x", "ab": 1})"));
+}
+
+TEST_CASE("string formats: dates, times and UUIDs are held as RFC 3339 and RFC 4122 write them", "[unit][grammar]") {
+    const auto format = [](const char* f) {
+        return json_schema_to_gbnf(ordered_json::parse(fmt::format(R"({{"type": "string", "format": "{}"}})", f)));
+    };
+    const std::string date = format("date"), time = format("time"), date_time = format("date-time"), uuid = format("uuid");
+    for (const char* ok : {R"("2024-02-29")", R"("0001-12-31")"}) CHECK(grammar_accepts(date, ok));
+    for (const char* bad : {R"("2024-13-01")", R"("2024-00-10")", R"("2024-1-10")", R"("2024-01-32")", R"("normal")", R"("")"})
+        CHECK_FALSE(grammar_accepts(date, bad));
+    for (const char* ok : {R"("23:59:60Z")", R"("07:05:00.123456+05:30")", R"("00:00:00-11:00")"}) CHECK(grammar_accepts(time, ok));
+    for (const char* bad : {R"("24:00:00Z")", R"("12:00:00")", R"("12:60:00Z")", R"("12:00Z")"}) CHECK_FALSE(grammar_accepts(time, bad));
+    CHECK(grammar_accepts(date_time, R"("2024-01-31T12:00:00.5Z")"));
+    CHECK_FALSE(grammar_accepts(date_time, R"("2024-01-31 12:00:00Z")"));
+    CHECK_FALSE(grammar_accepts(date_time, R"("Title page: ")"));
+    CHECK(grammar_accepts(uuid, R"("123e4567-e89b-12d3-A456-426614174000")"));
+    CHECK_FALSE(grammar_accepts(uuid, R"("123e4567-e89b-12d3-a456-42661417400")"));
+    CHECK_FALSE(grammar_accepts(uuid, R"("123e4567-e89b-12d3-a456-42661417400g")"));
+    // Another format cannot be held: refused, as every keyword a grammar cannot enforce.
+    CHECK_THROWS_WITH(format("email"), Catch::Contains("the string format 'email' is not held by a grammar"));
 }
 
 TEST_CASE("keywords a grammar cannot enforce are refused by name", "[unit][grammar]") {
