@@ -19,8 +19,16 @@ std::optional<size_t> GrammarConstraint::find_trigger(std::string_view text) con
     return first;
 }
 
+bool GrammarConstraint::trailing_space(const std::string& piece) const {
+    if (!matcher_->complete() || piece.empty() || piece.find_first_not_of(" \t\r\n") != std::string::npos) return false;
+    GrammarMatcher after = *matcher_;
+    return after.accept(piece) && after.complete();
+}
+
 bool GrammarConstraint::allows(int32_t token) const {
-    if (matcher_) return vocab_.is_eog(token) ? matcher_->complete() : matcher_->allows(vocab_.piece(token));
+    if (matcher_)
+        return vocab_.is_eog(token) ? matcher_->complete()
+                                    : matcher_->allows(vocab_.piece(token)) && !trailing_space(vocab_.piece(token));
     // Free until a trigger: a token that completes one must also start the grammar right.
     if (vocab_.is_eog(token)) return true;
     const std::string text = text_ + vocab_.piece(token);
@@ -52,6 +60,10 @@ const std::vector<uint8_t>& GrammarConstraint::allowed_now() {
     slot->key = std::move(key);
     slot->last_used = clock_;
     vocab_.allowed_tokens(*matcher_, slot->allowed);
+    if (matcher_->complete())
+        for (size_t t = 0; t < slot->allowed.size(); ++t)
+            if (slot->allowed[t] && !vocab_.is_eog(static_cast<int32_t>(t)) && trailing_space(vocab_.piece(static_cast<int32_t>(t))))
+                slot->allowed[t] = 0;
     return slot->allowed;
 }
 

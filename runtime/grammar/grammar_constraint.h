@@ -35,6 +35,10 @@ public:
     void accept(int32_t token);
 
 private:
+    // Whether `piece` is whitespace after a complete sentence that leaves it complete: it ends
+    // nothing the end of the text does not, so it is refused (a JSON value is not followed by
+    // spaces up to max_tokens); whitespace a grammar needs before more text stays allowed.
+    bool trailing_space(const std::string& piece) const;
     // Where the first trigger starts in `text`, if it holds one.
     std::optional<size_t> find_trigger(std::string_view text) const;
     const std::vector<uint8_t>& allowed_now();

@@ -47,6 +47,26 @@ TEST_CASE("a grammar constraint masks the logits of every token its grammar refu
     CHECK_FALSE(c.allows(v.id("▁a")));
 }
 
+TEST_CASE("whitespace after a complete sentence is refused unless more text may follow it", "[unit][grammar]") {
+    const Vocab v(test::tiny_llama_path());
+    const int32_t newline = v.id("<0x0A>"), space = v.id("<0x20>");
+    // A JSON value's trailing space: the end of the text, not line breaks up to max_tokens.
+    GrammarConstraint json(grammar(R"(root ::= "Once" [ \n]{0,20})"), v.trie);
+    for (const char* piece : {"O", "n", "ce"}) json.accept(v.id(piece));
+    CHECK(json.allows(v.tok->eos()));
+    CHECK_FALSE(json.allows(newline));
+    CHECK_FALSE(json.allows(space));
+    std::vector<float> logits(v.tok->n_vocab(), 1.0f);
+    REQUIRE(json.mask(logits));
+    for (int32_t t = 0; t < v.tok->n_vocab(); ++t) CHECK(std::isinf(logits[t]) == !json.allows(t));
+    CHECK_FALSE(std::isinf(logits[v.tok->eos()]));
+    // Whitespace the grammar needs before more text is allowed.
+    GrammarConstraint more(grammar(R"(root ::= "Once" (" " "upon")?)"), v.trie);
+    for (const char* piece : {"O", "n", "ce"}) more.accept(v.id(piece));
+    CHECK(more.allows(space));
+    CHECK(more.allows(v.tok->eos()));
+}
+
 TEST_CASE("a lazy constraint lets the output run free until it writes a trigger", "[unit][grammar]") {
     const std::filesystem::path path = test::tiny_llama_path();
     const Vocab v(path);
