@@ -56,6 +56,8 @@ def check_openai_client(server: Server) -> None:
     finals = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
     assert finals == [choice.finish_reason], finals
     assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == u.total_tokens, chunks[-1]
+    # The chunks before it say "usage": null, as OpenAI's do (typed clients look for the field).
+    assert all("usage" in c.model_fields_set and c.usage is None for c in chunks[:-1]), chunks[0]
 
     # A model the server does not have is not answered by another one.
     try:

@@ -73,7 +73,9 @@ void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& mode
     res.set_header("X-Accel-Buffering", "no");
     const auto meta = openai::CompletionMeta::make(creq.endpoint, creq.model);
     res.set_chunked_content_provider("text/event-stream", [&state, model, creq, gen, flight, meta, arrived](size_t, httplib::DataSink& sink) {
-        const auto send = [&](const openai::Json& event) {
+        const auto send = [&](openai::Json event) {
+            // With include_usage every chunk before the last carries "usage": null, as OpenAI's do.
+            if (creq.include_usage && event.contains("choices") && !event.contains("usage")) event["usage"] = nullptr;
             const std::string text = sse(event);
             return sink.write(text.data(), text.size());
         };
