@@ -22,4 +22,18 @@ SampledLogprobs token_logprobs(std::span<const float> logits, int32_t chosen, in
     return out;
 }
 
+void ShownLogprobs::add(std::span<const SampledLogprobs> generated) { held_.insert(held_.end(), generated.begin(), generated.end()); }
+
+std::vector<SampledLogprobs> ShownLogprobs::take(size_t text_bytes) {
+    std::vector<SampledLogprobs> out;
+    while (!held_.empty()) {
+        const size_t bytes = piece_bytes_(held_.front().chosen.token);
+        if (next_start_ > text_bytes || (next_start_ == text_bytes && bytes > 0)) break;
+        next_start_ += bytes;
+        out.push_back(std::move(held_.front()));
+        held_.pop_front();
+    }
+    return out;
+}
+
 }  // namespace strata::runtime

@@ -56,4 +56,10 @@ std::string TextStream::flush() {
     return out;
 }
 
+size_t utf8_characters(std::string_view s) {
+    size_t n = 0;
+    for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+}
+
 }  // namespace strata::runtime

@@ -27,5 +27,7 @@ private:
 
 // Length of the longest prefix of `s` that is made of complete UTF-8 sequences.
 size_t utf8_complete_prefix(std::string_view s);
+// Characters of `s` (the bytes that begin a UTF-8 sequence; a sequence cut short counts where it begins).
+size_t utf8_characters(std::string_view s);
 
 }  // namespace strata::runtime

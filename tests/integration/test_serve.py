@@ -148,8 +148,18 @@ def check_logprobs(client) -> None:
     text = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=8, temperature=0, logprobs=2)
     lp = text.choices[0].logprobs
     assert "".join(lp.tokens) == text.choices[0].text, (lp.tokens, text.choices[0].text)
-    assert lp.text_offset == [sum(len(t.encode()) for t in lp.tokens[:i]) for i in range(len(lp.tokens))], lp.text_offset
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(len(lp.tokens))], lp.text_offset  # characters
     assert all(len(top) == 2 and max(top.values()) == top[tok] for top, tok in zip(lp.top_logprobs, lp.tokens)), lp
+    # A stop string's tokens are not reported (the text ends before it), whole or streamed.
+    whole = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=8, temperature=0, logprobs=1)
+    cut_at = whole.choices[0].logprobs.tokens[4]
+    stopped = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=8, temperature=0, logprobs=1, stop=[cut_at])
+    assert stopped.choices[0].finish_reason == "stop", stopped
+    assert "".join(stopped.choices[0].logprobs.tokens) == stopped.choices[0].text, stopped.choices[0]
+    parts = list(client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=8, temperature=0, logprobs=1,
+                                           stop=[cut_at], stream=True))
+    streamed_tokens = [t for p in parts if p.choices and p.choices[0].logprobs for t in p.choices[0].logprobs.tokens]
+    assert streamed_tokens == stopped.choices[0].logprobs.tokens, (streamed_tokens, stopped.choices[0].logprobs.tokens)
 
 
 def check_raw_errors(server: Server) -> None:

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/text_stream.h"
+
 namespace strata::openai {
 
 std::string finish_reason(std::string_view stop_reason) {
@@ -75,7 +77,7 @@ Json logprobs_json(Endpoint endpoint, std::span<const runtime::SampledLogprobs> 
         for (const auto& alt : t.top) top[tok.piece(alt.token)] = alt.logprob;
         tops.push_back(std::move(top));
         offsets.push_back(offset);
-        offset += piece.size();
+        offset += runtime::utf8_characters(piece);
     }
     return {{"tokens", pieces}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }

@@ -15,6 +15,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "runtime/engine.h"
+#include "runtime/logprobs.h"
+#include "runtime/text_stream.h"
 #include "tools/openai/response.h"
 #include "tools/openai/tool_stream.h"
 #include "tools/server/generation.h"
@@ -62,8 +64,10 @@ void respond_whole(const LoadedModel& model, const openai::CompletionRequest& cr
 // What one choice of a streamed answer has sent.
 struct ChoiceStream {
     bool first = true;
-    size_t text_offset = 0;  // completions' logprobs count offsets into the choice's text
+    size_t text_offset = 0;  // completions' logprobs count offsets (in characters) into the choice's text
+    size_t text_bytes = 0;   // of the text generated so far
     std::optional<openai::ToolCallStream> tools;
+    std::optional<runtime::ShownLogprobs> logprobs;  // held until their tokens' text is sent
 };
 
 void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& model, const openai::CompletionRequest& creq,
@@ -83,14 +87,20 @@ void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& mode
         std::vector<ChoiceStream> choices(static_cast<size_t>(creq.n));
         if (creq.tools)
             for (auto& c : choices) c.tools.emplace(*creq.tools);
+        if (creq.params.n_logprobs >= 0)
+            for (auto& c : choices) c.logprobs.emplace([&tok](int32_t t) { return tok.piece(t).size(); });
         bool any_text = false, ok = true;
         // One choice's news as chunks: text (with its tokens' log-probabilities), then calls.
         const auto forward = [&](const Generation::Update& u) {
             ChoiceStream& c = choices[static_cast<size_t>(u.index)];
             openai::Json lp = nullptr;
-            if (creq.params.n_logprobs >= 0 && !u.logprobs.empty()) {
-                lp = openai::logprobs_json(creq.endpoint, u.logprobs, tok, c.text_offset);
-                for (const auto& t : u.logprobs) c.text_offset += tok.piece(t.chosen.token).size();
+            if (c.logprobs) {
+                c.logprobs->add(u.logprobs);
+                c.text_bytes += u.text.size();
+                if (const auto shown = c.logprobs->take(c.text_bytes); !shown.empty()) {
+                    lp = openai::logprobs_json(creq.endpoint, shown, tok, c.text_offset);
+                    for (const auto& t : shown) c.text_offset += runtime::utf8_characters(tok.piece(t.chosen.token));
+                }
             }
             const openai::ToolCallStream::Delta d = openai::next_delta(c.tools, u.text, u.done, u.cut);
             if (!d.content.empty() || !lp.is_null()) {

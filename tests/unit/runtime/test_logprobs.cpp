@@ -25,3 +25,22 @@ TEST_CASE("token log-probabilities are the log-softmax of the logits", "[unit][s
     CHECK(token_logprobs(logits, 0, 0).top.empty());
     CHECK(token_logprobs(logits, 0, 99).top.size() == logits.size());
 }
+
+TEST_CASE("log-probabilities are shown with their tokens' text, never past it", "[unit][sampler]") {
+    // Tokens 0..3 of 2, 3, 0 and 4 bytes: "ab" "cde" "" "fghi".
+    const std::vector<size_t> bytes = {2, 3, 0, 4};
+    ShownLogprobs shown([&](int32_t t) { return bytes[static_cast<size_t>(t)]; });
+    std::vector<SampledLogprobs> generated(4);
+    for (int32_t t = 0; t < 4; ++t) generated[static_cast<size_t>(t)].chosen = {t, -1.0f * static_cast<float>(t)};
+    const auto ids = [](const std::vector<SampledLogprobs>& v) {
+        std::vector<int32_t> out;
+        for (const auto& s : v) out.push_back(s.chosen.token);
+        return out;
+    };
+    shown.add(std::span(generated).first(2));
+    CHECK(ids(shown.take(0)).empty());                            // no text yet
+    CHECK(ids(shown.take(3)) == std::vector<int32_t>{0, 1});      // "abc": token 1 has begun
+    shown.add(std::span(generated).subspan(2));
+    CHECK(ids(shown.take(5)) == std::vector<int32_t>{2});         // "abcde": the empty token at its end too
+    CHECK(ids(shown.take(5)).empty());                            // a stop string "fghi" held back: never shown
+}

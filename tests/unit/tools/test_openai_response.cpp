@@ -119,7 +119,7 @@ TEST_CASE("openai answers: log-probabilities in the chat and the completions sha
     CHECK(t["tokens"] == json::array({" Once", " upon"}));
     CHECK(t["token_logprobs"] == json::array({-0.5, -0.25}));
     CHECK(t["top_logprobs"][0] == json({{" Once", -0.5}, {" a", -1.5}}));
-    CHECK(t["text_offset"] == json::array({10, 15}));  // " Once" is 5 bytes
+    CHECK(t["text_offset"] == json::array({10, 15}));  // " Once" is 5 characters
 
     GenerateResult r = result("eos");
     r.logprobs = lps;
