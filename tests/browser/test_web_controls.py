@@ -4,7 +4,8 @@ the model picker shows, the choice survives a reload and goes into the request; 
 conversation exported from the page is what `strata chat --load` reads, and one `strata chat`
 saved with /save imports (a malformed file is refused, naming the problem); text files
 attach as fenced blocks named by the file (a binary file is refused); the token counter shows
-the server's count of the message and of the whole conversation; dark mode follows the
+the server's count of the message and of the whole conversation (a max_tokens the context cannot
+hold beside it is left out of the request, not refused by the server); dark mode follows the
 system's preference until the Theme button says otherwise, and that choice survives a reload."""
 import atexit
 import json
@@ -85,7 +86,7 @@ def main() -> int:
             wait_for(driver, lambda d: "from the stub" in d.find_elements(By.CSS_SELECTOR, ".message.assistant .content")[-1].text
                      and not d.execute_script("return document.body.classList.contains('streaming')"), 30, "the reply")
             asked = [body for method, path, body in front.requests if path == "/v1/chat/completions"]
-            assert asked[-1]["model"] == MODELS[1], asked[-1]
+            assert asked[-1]["model"] == MODELS[1] and asked[-1]["max_tokens"] == 512, asked[-1]
 
             # Export: the file `strata chat --load` reads; the terminal carries the conversation on.
             driver.find_element(By.ID, "export").click()
@@ -125,6 +126,20 @@ def main() -> int:
             driver.find_element(By.ID, "attach").send_keys(str(binary))
             wait_for(driver, lambda d: "weights.bin is not a text file" in d.find_element(By.ID, "composer-status").text, 10,
                      "the refusal of a binary file")
+
+            # A max_tokens the context cannot hold beside the conversation is left out of the request (the
+            # server would refuse it): the reply runs to the context's end, as the counter says it may.
+            n_ctx = real_models["data"][0]["meta"]["n_ctx"]
+            driver.execute_script("document.getElementById('max-tokens').value = arguments[0]", n_ctx)
+            driver.find_element(By.ID, "prompt").clear()
+            driver.find_element(By.ID, "prompt").send_keys("And one more question?")
+            wait_for(driver, lambda d: "may be cut at the context" in d.find_element(By.ID, "token-count").text, 10,
+                     "the counter's warning")
+            driver.find_element(By.ID, "prompt").send_keys(Keys.ENTER)
+            wait_for(driver, lambda d: len([p for _, p, _ in front.requests if p == "/v1/chat/completions"]) > len(asked)
+                     and not d.execute_script("return document.body.classList.contains('streaming')"), 30, "the second reply")
+            last = [body for method, path, body in front.requests if path == "/v1/chat/completions"][-1]
+            assert "max_tokens" not in last, last
 
             # Dark mode: the system's preference, until the Theme button chooses; the choice is kept.
             theme = lambda d: d.execute_script("return document.documentElement.dataset.theme")  # noqa: E731

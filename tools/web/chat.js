@@ -111,8 +111,12 @@
       stream_options: { include_usage: true },
       temperature: Number($("temperature").value),
       top_p: Number($("top-p").value),
-      max_tokens: Number($("max-tokens").value) || 512,
     };
+    // A max_tokens past the context's end is refused by the server; without one the reply runs
+    // to the context's end, as the token counter says it may.
+    const maxTokens = Number($("max-tokens").value) || 512, nCtx = contextSize();
+    const total = Number($("token-count").dataset.total || 0);
+    if (!nCtx || total + maxTokens <= nCtx) body.max_tokens = maxTokens;
     if ($("seed").value !== "") body.seed = Number($("seed").value);
     return body;
   }
