@@ -194,10 +194,16 @@ EmbedRequest translate_embed(const Json& body) {
     if (!body.is_object()) throw invalid_request(fmt::format("the request body must be a JSON object, not {}", shown(body)));
     EmbedRequest e{model_name(body), Json::object(), keep_alive(body)};
     const Json* input = field(body, "input");
-    if (!input || !(input->is_string() || input->is_array()))
+    if (input && !(input->is_string() || input->is_array()))
         throw invalid_request("'input' must be a text or a list of texts", "input");
+    e.load_only = !input || (input->is_string() ? input->get<std::string>().empty() : input->empty());
+    if (e.load_only) return e;
     e.body["input"] = *input;
     if (const Json* d = field(body, "dimensions")) e.body["dimensions"] = *d;
+    // Ollama cuts an input past the context unless told not to.
+    const Json* truncate = field(body, "truncate");
+    if (truncate && !truncate->is_boolean()) throw invalid_request("'truncate' must be true or false", "truncate");
+    e.body["truncate"] = !truncate || truncate->get<bool>();
     return e;
 }
 
@@ -205,8 +211,9 @@ EmbedRequest translate_embeddings(const Json& body) {
     if (!body.is_object()) throw invalid_request(fmt::format("the request body must be a JSON object, not {}", shown(body)));
     EmbedRequest e{model_name(body), Json::object(), keep_alive(body)};
     const Json* prompt = field(body, "prompt");
-    if (!prompt || !prompt->is_string()) throw invalid_request("'prompt' must be the text to embed", "prompt");
-    e.body["input"] = *prompt;
+    if (prompt && !prompt->is_string()) throw invalid_request("'prompt' must be the text to embed", "prompt");
+    e.load_only = !prompt || prompt->get<std::string>().empty();
+    if (!e.load_only) e.body["input"] = *prompt;
     return e;
 }
 

@@ -44,8 +44,10 @@ struct EmbedRequest {
     std::string model;
     Json body;                      // the /v1/embeddings body
     std::optional<std::chrono::seconds> keep_alive;
+    bool load_only = false;  // no input: the model is loaded (or kept, or unloaded) and nothing embedded
 };
-// /api/embed ({"input": text or texts}) and the older /api/embeddings ({"prompt": text}).
+// /api/embed ({"input": text or texts, "truncate": true by default}) and the older
+// /api/embeddings ({"prompt": text}); no input, or an empty one, only loads the model.
 EmbedRequest translate_embed(const Json& body);
 EmbedRequest translate_embeddings(const Json& body);
 

@@ -61,8 +61,10 @@ EmbeddingRequest embedding_request(const Json& body, const ModelContext& model) 
     } else {
         throw invalid_request("'input' must be a string, a list of strings, token ids, or lists of token ids", "input");
     }
+    const bool truncate = boolean(body, "truncate");
     for (size_t i = 0; i < req.inputs.size(); ++i) {
         if (req.inputs[i].empty()) throw invalid_request(fmt::format("input {} is empty", i), "input");
+        if (truncate && static_cast<int64_t>(req.inputs[i].size()) >= model.n_ctx) req.inputs[i].resize(static_cast<size_t>(model.n_ctx - 1));
         if (static_cast<int64_t>(req.inputs[i].size()) >= model.n_ctx)
             throw invalid_request(fmt::format("input {} has {} tokens; at most {} fit this model's context of {}", i,
                                               req.inputs[i].size(), model.n_ctx - 1, model.n_ctx),

@@ -26,7 +26,8 @@ struct EmbeddingRequest {
 // A text as an embedding reads it: tokenized as llama.cpp's server does (BOS and EOS by the
 // model's own rule, special tokens parsed).
 std::vector<int32_t> embedding_tokens(std::string_view text, const models::Tokenizer& tok);
-// Throws ApiError 400 naming the field for a malformed body, an empty input or one past the context.
+// Throws ApiError 400 naming the field for a malformed body, an empty input or one past the
+// context (unless the body's "truncate" is true, Ollama's: such an input keeps its first tokens).
 EmbeddingRequest parse_embedding_request(std::string_view body, const ModelContext& model);
 // The same from a body already parsed (the server's, or one translated from Ollama's).
 EmbeddingRequest embedding_request(const Json& body, const ModelContext& model);

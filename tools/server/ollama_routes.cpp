@@ -119,6 +119,10 @@ void handle_embed(ServerState& state, bool legacy, const httplib::Request& req, 
         const ollama::EmbedRequest e = legacy ? ollama::translate_embeddings(body) : ollama::translate_embed(body);
         double load_seconds = 0;
         const std::shared_ptr<LoadedModel> model = lease(state, e.model, e.keep_alive, load_seconds);
+        if (e.load_only) {  // as Ollama answers a request that only loads the model
+            if (legacy) return send_json(res, {{"embedding", Json::array()}});
+            return send_json(res, ollama::embed_json(e.model, {}, {seconds_since(arrived), load_seconds}));
+        }
         const openai::EmbeddingRequest ereq = openai::embedding_request(e.body, model->context);
         const auto results = run_embeddings(state, model, ereq, req.remote_addr);
         if (!results) {

@@ -129,7 +129,8 @@ TEST_CASE("ollama requests: what cannot be honoured is a 400 naming it", "[unit]
     CHECK(param_of([] { translate_generate({{"model", "m"}, {"prompt", "x"}, {"suffix", "y"}}); }) == "suffix");
     CHECK(param_of([] { translate_generate({{"model", "m"}, {"prompt", "x"}, {"context", {1, 2}}}); }) == "context");
     CHECK(param_of([] { translate_generate({{"model", "m"}, {"prompt", "x"}, {"template", "{{ .Prompt }}"}}); }) == "template");
-    CHECK(param_of([] { translate_embed({{"model", "m"}}); }) == "input");
+    CHECK(param_of([] { translate_embed({{"model", "m"}, {"input", 5}}); }) == "input");
+    CHECK(param_of([] { translate_embed({{"model", "m"}, {"input", "x"}, {"truncate", "yes"}}); }) == "truncate");
     CHECK(param_of([] { translate_embeddings({{"model", "m"}, {"prompt", 3}}); }) == "prompt");
     // Accepted and harmless: false and empty values of what is refused when set.
     CHECK_NOTHROW(translate_chat(chat({{"think", false}, {"format", ""}})));
@@ -141,4 +142,12 @@ TEST_CASE("ollama requests: embeddings as /v1/embeddings bodies", "[unit][ollama
     CHECK(e.body["input"] == Json::array({"a", "b"}));
     CHECK(e.keep_alive->count() < 0);
     CHECK(translate_embeddings({{"model", "m"}, {"prompt", "a"}}).body["input"] == "a");
+    // Ollama truncates an input past the context unless told not to.
+    CHECK(e.body["truncate"] == true);
+    CHECK(translate_embed({{"model", "m"}, {"input", "a"}, {"truncate", false}}).body["truncate"] == false);
+    // No input, or an empty one: the model is only loaded, as Ollama answers it.
+    CHECK(translate_embed({{"model", "m"}}).load_only);
+    CHECK(translate_embed({{"model", "m"}, {"input", Json::array()}}).load_only);
+    CHECK(translate_embeddings({{"model", "m"}, {"prompt", ""}}).load_only);
+    CHECK_FALSE(e.load_only);
 }

@@ -70,6 +70,11 @@ TEST_CASE("openai embeddings: every input form, and the answer's shape", "[unit]
     CHECK(param_of([&] { parse_embedding_request(R"({"input": "x", "dimensions": 8})", m); }) == "dimensions");
     std::string longer(200, 'a');
     CHECK(param_of([&] { parse_embedding_request("{\"input\": \"" + longer + "\"}", m); }) == "input");
+    // Ollama's truncate: an input past the context keeps its first tokens.
+    const EmbeddingRequest cut = parse_embedding_request("{\"input\": \"" + longer + "\", \"truncate\": true}", m);
+    const std::vector<int32_t> whole = embedding_tokens(longer, *v.tok);
+    REQUIRE(whole.size() >= 64);
+    CHECK(cut.inputs[0] == std::vector<int32_t>(whole.begin(), whole.begin() + 63));
 }
 
 TEST_CASE("openai token endpoints: tokenize, detokenize and the rendered prompt", "[unit][openai]") {
