@@ -28,12 +28,17 @@ __device__ __forceinline__ float source_value(const float* src, int64_t t, int64
     return rope.pos ? rope_value(src + t * n, i, rope.pos[t], rope.args) : src[t * n + i];
 }
 
-// grid = n_tok, 128 threads over the row's values.
+constexpr int kRowThreads = 128;
+// Blocks a row of n values takes, 128 values each: a decode step's one row spreads over many
+// SMs instead of looping on one (each value's RoPE angle is computed in double).
+unsigned row_blocks(int64_t n) { return static_cast<unsigned>((n + kRowThreads - 1) / kRowThreads); }
+
+// grid = (n_tok, row_blocks(n)), 128 threads: values [128 blockIdx.y, +128) of row blockIdx.x.
 template <KvKind kKind>
 __global__ void store_float_kernel(const float* src, KvRows r, KeyRope rope) {
     const int64_t t = blockIdx.x;
     uint8_t* dst = row_of(r, t);
-    for (int64_t i = threadIdx.x; i < r.n; i += blockDim.x) {
+    if (const int64_t i = int64_t(blockIdx.y) * kRowThreads + threadIdx.x; i < r.n) {
         const float x = source_value(src, t, i, r.n, rope);
         if constexpr (kKind == KvKind::F32) {
             reinterpret_cast<float*>(dst)[i] = x;
@@ -78,11 +83,12 @@ __global__ void store_block_kernel(const float* src, KvRows r, KeyRope rope) {
     }
 }
 
+// grid = (n_tok, row_blocks(n)), 128 threads, as store_float_kernel.
 template <KvKind kKind>
 __global__ void gather_kernel(KvRows r, float* dst) {
     const int64_t t = blockIdx.x;
     const uint8_t* src = row_of(r, t);
-    for (int64_t i = threadIdx.x; i < r.n; i += blockDim.x) dst[t * r.n + i] = KvElem<kKind>::one(src, i);
+    if (const int64_t i = int64_t(blockIdx.y) * kRowThreads + threadIdx.x; i < r.n) dst[t * r.n + i] = KvElem<kKind>::one(src, i);
 }
 
 void store_rows(const float* src, const KvRows& r, const KeyRope& rope, CudaStream& s) {
@@ -94,7 +100,8 @@ void store_rows(const float* src, const KvRows& r, const KeyRope& rope, CudaStre
             const dim3 grid(static_cast<unsigned>(r.n_tok), static_cast<unsigned>((r.n / 32 + 3) / 4));
             store_block_kernel<K><<<grid, 128, 0, s.get()>>>(src, r, rope);
         } else {
-            store_float_kernel<K><<<static_cast<unsigned>(r.n_tok), 128, 0, s.get()>>>(src, r, rope);
+            const dim3 grid(static_cast<unsigned>(r.n_tok), row_blocks(r.n));
+            store_float_kernel<K><<<grid, kRowThreads, 0, s.get()>>>(src, r, rope);
         }
     });
     cuda_check_launch(rope.pos ? "rope_kv_store" : "kv_store");
@@ -116,7 +123,8 @@ void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, cons
 void kv_gather(const KvRows& r, float* dst, CudaStream& s) {
     if (r.n_tok == 0) return;
     with_kv_kind(r.type, [&](auto kind) {
-        gather_kernel<decltype(kind)::value><<<static_cast<unsigned>(r.n_tok), 128, 0, s.get()>>>(r, dst);
+        const dim3 grid(static_cast<unsigned>(r.n_tok), row_blocks(r.n));
+        gather_kernel<decltype(kind)::value><<<grid, kRowThreads, 0, s.get()>>>(r, dst);
     });
     cuda_check_launch("kv_gather");
 }

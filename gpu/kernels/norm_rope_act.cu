@@ -31,21 +31,20 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
     for (int64_t i = threadIdx.x; i < n; i += kRowThreads) yr[i] = xr[i] * scale * w[i];
 }
 
-// grid = n_tokens, block = 64 threads striding over the n_rot/2 rotation pairs; each thread
-// rotates its pair in every head. A token's heads start at x + t * row_width (0: the heads alone).
+// grid = (n_tokens, n_heads), block = 64 threads striding over the n_rot/2 rotation pairs of
+// head blockIdx.y (a decode step's heads in parallel, not one after another on one SM). A
+// token's heads start at x + t * row_width (0: the heads alone).
 __global__ void rope_kernel(float* x, const int32_t* pos, RopeArgs a) {
     const int64_t t = blockIdx.x;
     float* tok = x + t * (a.row_width > 0 ? a.row_width : a.n_heads * static_cast<int64_t>(a.head_dim));
+    float* head = tok + static_cast<int64_t>(blockIdx.y) * a.head_dim;
     const int half = a.n_rot / 2;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         const float2 cs = rope_cos_sin(a, pos[t], i);
         const int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
-        for (int h = 0; h < a.n_heads; ++h) {
-            float* head = tok + static_cast<int64_t>(h) * a.head_dim;
-            const float2 r = rope_rotate(head[ia], head[ib], cs);
-            head[ia] = r.x;
-            head[ib] = r.y;
-        }
+        const float2 r = rope_rotate(head[ia], head[ib], cs);
+        head[ia] = r.x;
+        head[ib] = r.y;
     }
 }
 
@@ -75,7 +74,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t 
 void rope(float* x, const int32_t* pos, int64_t n_tokens, const RopeArgs& a, CudaStream& s) {
     STRATA_ASSERT(a.n_rot % 2 == 0 && a.n_rot <= a.head_dim);
     if (n_tokens == 0) return;
-    rope_kernel<<<static_cast<unsigned>(n_tokens), 64, 0, s.get()>>>(x, pos, a);
+    rope_kernel<<<dim3(static_cast<unsigned>(n_tokens), static_cast<unsigned>(a.n_heads)), 64, 0, s.get()>>>(x, pos, a);
     cuda_check_launch("rope");
 }
 

@@ -2,7 +2,9 @@
 // applied on the way: int8 blocks in the CPU's Q8x2 format for the decode kernel (byte for byte
 // what cpu::quantize_act_ref writes of the transformed values), half precision or bfloat16 for
 // the tensor cores and cuBLAS, or float. Elementwise inputs go one warp per block of 32 values;
-// an RMSNorm needs its row's sum of squares first, so one thread block takes the whole row.
+// an RMSNorm needs its row's sum of squares first: each thread block computes it (the row is in
+// L2) and transforms its 256 values of the row, so that a decode step's one row spreads over
+// many SMs.
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_kernels.h"
 #include "gpu/kernels/reduce.cuh"
@@ -49,6 +51,7 @@ __global__ void __launch_bounds__(128) quantize_kernel(const float* __restrict__
 }
 
 constexpr int kRowThreads = 256;
+constexpr int64_t kWholeRows = 64;  // from this many rows on, a thread block takes a whole row
 
 // 1 / sqrt(mean(x^2) + eps) of row `x`, on every thread of the block.
 __device__ float row_rms_scale(const float* x, int64_t n, float eps) {
@@ -63,8 +66,9 @@ __device__ float row_rms_scale(const float* x, int64_t n, float eps) {
     return 1.0f / sqrtf(total / float(n) + eps);
 }
 
-// grid = n_tok, 256 threads: row blockIdx.x transformed (RMSNorm when norm_w is set, SwiGLU
-// when up is) and written in `format`.
+// grid = (n_tok, column chunks), 256 threads: row blockIdx.x transformed (RMSNorm when norm_w is
+// set, SwiGLU when up is) and written in `format`, its 256-column chunks blockIdx.y,
+// blockIdx.y + gridDim.y, ... (the same values whatever the grid).
 __global__ void __launch_bounds__(kRowThreads) row_input_kernel(const float* __restrict__ x, InputTransform tf,
                                                                 int64_t n_cols, InputFormat format, void* out,
                                                                 uint64_t out_stride) {
@@ -75,13 +79,14 @@ __global__ void __launch_bounds__(kRowThreads) row_input_kernel(const float* __r
         const float v = input_value(xr, tf.swiglu_up ? tf.swiglu_up + t * n_cols : nullptr, i);
         return tf.norm_w ? v * scale * tf.norm_w[i] : v;
     };
+    const int64_t first = int64_t(blockIdx.y) * kRowThreads, step = int64_t(gridDim.y) * kRowThreads;
     if (format == InputFormat::Q8x2 || format == InputFormat::Q8) {
         uint8_t* row = static_cast<uint8_t*>(out) + t * out_stride;
-        for (int64_t b = threadIdx.x / 32; b < n_cols / kActBlock; b += kRowThreads / 32)
+        for (int64_t b = (first + threadIdx.x) / kActBlock; b < n_cols / kActBlock; b += step / kActBlock)  // a warp's block
             quantize_block(value(kActBlock * b + threadIdx.x % 32), row, n_cols, b, format == InputFormat::Q8x2);
         return;
     }
-    for (int64_t i = threadIdx.x; i < n_cols; i += kRowThreads) {
+    for (int64_t i = first + threadIdx.x; i < n_cols; i += step) {
         const float v = value(i);
         if (format == InputFormat::F32) static_cast<float*>(out)[t * n_cols + i] = v;
         if (format == InputFormat::F16) static_cast<__half*>(out)[t * n_cols + i] = __float2half_rn(v);
@@ -110,8 +115,10 @@ void prepare_input(const float* x, const InputTransform& tf, int64_t n_tok, int6
         quantize_kernel<<<grid, 128, 0, s.get()>>>(x, tf.swiglu_up, n_cols, static_cast<uint8_t*>(out), act_row_bytes(n_cols),
                                                    format == InputFormat::Q8x2);
     } else {
-        row_input_kernel<<<static_cast<unsigned>(n_tok), kRowThreads, 0, s.get()>>>(x, tf, n_cols, format, out,
-                                                                                      act_row_bytes(n_cols));
+        // A few rows (decode) spread over chunks of 256 columns; many (a prompt) fill the GPU a row a block.
+        const int64_t chunks = n_tok >= kWholeRows ? 1 : (n_cols + kRowThreads - 1) / kRowThreads;
+        row_input_kernel<<<dim3(static_cast<unsigned>(n_tok), static_cast<unsigned>(chunks)), kRowThreads, 0, s.get()>>>(
+            x, tf, n_cols, format, out, act_row_bytes(n_cols));
     }
     cuda_check_launch("prepare_input");
 }
