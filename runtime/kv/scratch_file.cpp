@@ -22,24 +22,11 @@ namespace {
                   err == ENOSPC ? fmt::format("free disk space there, point {} at another directory, or use a smaller --ctx", flag)
                                 : fmt::format("point {} at a writable directory", flag));
 }
-
-// The outermost folder of `dir` that does not exist yet (empty when `dir` exists).
-std::filesystem::path first_missing(const std::filesystem::path& dir) {
-    std::error_code ec;
-    std::filesystem::path missing;
-    for (std::filesystem::path p = std::filesystem::absolute(dir, ec); !p.empty() && !std::filesystem::exists(p, ec);
-         p = p.parent_path()) {
-        missing = p;
-        if (p == p.parent_path()) break;
-    }
-    return missing;
-}
 }  // namespace
 
 ScratchFile::ScratchFile(const std::filesystem::path& dir, std::string what, std::string flag, uint64_t bytes)
     : dir_(dir), what_(std::move(what)), flag_(std::move(flag)) {
     std::error_code ec;
-    created_ = first_missing(dir);
     std::filesystem::create_directories(dir, ec);
     std::string path = (dir / "strata-kv-XXXXXX").string();
     fd_ = ::mkstemp(path.data());
@@ -57,11 +44,6 @@ ScratchFile::ScratchFile(const std::filesystem::path& dir, std::string what, std
 
 ScratchFile::~ScratchFile() {
     if (fd_ >= 0) ::close(fd_);
-    // The folders it made go with it, innermost first, as far as they are empty.
-    std::error_code ec;
-    if (!created_.empty())
-        for (std::filesystem::path p = std::filesystem::absolute(dir_, ec); std::filesystem::remove(p, ec) && p != created_;)
-            p = p.parent_path();
 }
 
 void ScratchFile::write(uint64_t offset, std::span<const std::byte> src) const {

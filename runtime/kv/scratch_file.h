@@ -2,8 +2,7 @@
 // An unlinked scratch file for KV data that must not outlive the process (it disappears at
 // exit, also on Ctrl-C or a crash), written and read with O_DIRECT where the filesystem allows
 // it (spilled KV would otherwise sit in the page cache, counted against nobody's budget),
-// its bytes reserved up front so a full disk shows at once. Folders it creates for it are
-// removed with it (when empty).
+// its bytes reserved up front so a full disk shows at once.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -29,7 +28,6 @@ public:
 
 private:
     std::filesystem::path dir_;
-    std::filesystem::path created_;  // the outermost folder it created (empty: none)
     std::string what_, flag_;
     int fd_ = -1;
     storage::File read_;
