@@ -19,10 +19,22 @@ std::optional<size_t> GrammarConstraint::find_trigger(std::string_view text) con
     return first;
 }
 
+namespace {
+bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// Whether `m` can take nothing but whitespace from here (or end).
+bool only_space_follows(const GrammarMatcher& m) {
+    for (int b = 0; b < 256; ++b)
+        if (!is_space(static_cast<unsigned char>(b)) && m.allows(std::string(1, static_cast<char>(b)))) return false;
+    return true;
+}
+}  // namespace
+
 bool GrammarConstraint::trailing_space(const std::string& piece) const {
-    if (!matcher_->complete() || piece.empty() || piece.find_first_not_of(" \t\r\n") != std::string::npos) return false;
+    if (!matcher_->complete() || piece.empty() || !std::all_of(piece.begin(), piece.end(), [](char c) { return is_space(c); }))
+        return false;
     GrammarMatcher after = *matcher_;
-    return after.accept(piece) && after.complete();
+    return after.accept(piece) && after.complete() && only_space_follows(after);
 }
 
 bool GrammarConstraint::allows(int32_t token) const {

@@ -35,9 +35,10 @@ public:
     void accept(int32_t token);
 
 private:
-    // Whether `piece` is whitespace after a complete sentence that leaves it complete: it ends
-    // nothing the end of the text does not, so it is refused (a JSON value is not followed by
-    // spaces up to max_tokens); whitespace a grammar needs before more text stays allowed.
+    // Whether `piece` is whitespace after a complete sentence, after which the sentence is
+    // complete and can take nothing but more whitespace: it ends nothing the end of the text does
+    // not, so it is refused (a JSON value is not followed by spaces up to max_tokens). Whitespace
+    // before more text (a grammar's next item, free text's next line) stays allowed.
     bool trailing_space(const std::string& piece) const;
     // Where the first trigger starts in `text`, if it holds one.
     std::optional<size_t> find_trigger(std::string_view text) const;

@@ -38,8 +38,11 @@ const std::vector<Primitive>& primitives() {
         {"string", R"("\"" char* "\"" space)", {"char", "space"}},
         {"plain-char", R"([^"\\\x7F\x00-\x1F])", {}},
         // The string formats a grammar holds (RFC 3339's full-date, full-time, date-time; a UUID).
-        {"date", R"([0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]))", {}},
-        {"time", R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" ([0-5] [0-9] | "60") ("." [0-9]{1,9})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))",
+        // Each month's days (February's 29 in any year), and no leap second: what Python's and
+        // JavaScript's date parsers (an SDK's `parse`) accept.
+        {"date", R"([0-9]{4} "-" (("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02" "-" ("0" [1-9] | "1" [0-9] | "2" [0-9])))",
+         {}},
+        {"time", R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,9})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))",
          {}},
         {"date-string", R"("\"" date "\"" space)", {"date", "space"}},
         {"time-string", R"("\"" time "\"" space)", {"time", "space"}},
@@ -303,16 +306,15 @@ std::string JsonSchemaGrammar::number_rule(const ordered_json& s, const std::str
 }
 
 std::string JsonSchemaGrammar::string_rule(const ordered_json& s, const std::string& name) {
-    // The formats a grammar holds (OpenAI SDKs write them for dates and UUIDs); another is
-    // refused, or left to the model when lenient.
-    if (auto f = s.find("format"); f != s.end() && f->is_string()) {
-        for (const char* held : {"date", "time", "date-time", "uuid"})
-            if (*f == held) return primitive(std::string(held) + "-string");
-        if (!lenient_)
-            refuse(fmt::format("the string format '{}' is not held by a grammar (date, time, date-time and uuid are)",
-                               f->get<std::string>()),
-                   name);
-    }
+    // The formats a grammar holds (OpenAI SDKs write them for dates and UUIDs); another (email,
+    // hostname, ...) stays a description, as OpenAI's strict mode takes it.
+    const bool lengths = s.contains("minLength") || s.contains("maxLength");
+    if (auto f = s.find("format"); f != s.end() && f->is_string())
+        for (const char* held : {"date", "time", "date-time", "uuid"}) {
+            if (*f != held) continue;
+            if (!lengths) return primitive(std::string(held) + "-string");
+            if (!lenient_) refuse(fmt::format("the format '{}' beside minLength or maxLength", held), name);
+        }
     const uint64_t min = count(s, "minLength", 0, name), max = count(s, "maxLength", UINT64_MAX, name);
     if (min == 0 && max == UINT64_MAX) return primitive("string");
     if (max < min) refuse("'maxLength' is below 'minLength'", name);

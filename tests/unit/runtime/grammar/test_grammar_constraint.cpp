@@ -65,6 +65,11 @@ TEST_CASE("whitespace after a complete sentence is refused unless more text may 
     for (const char* piece : {"O", "n", "ce"}) more.accept(v.id(piece));
     CHECK(more.allows(space));
     CHECK(more.allows(v.tok->eos()));
+    // Free text is complete at every point: its line breaks stay allowed.
+    GrammarConstraint free(grammar(R"(root ::= "Once" [^\x00]*)"), v.trie);
+    for (const char* piece : {"O", "n", "ce"}) free.accept(v.id(piece));
+    CHECK(free.allows(newline));
+    CHECK(free.allows(space));
 }
 
 TEST_CASE("a lazy constraint lets the output run free until it writes a trigger", "[unit][grammar]") {
