@@ -179,6 +179,8 @@ int run_batch(const BatchOptions& o) {
             progress.update(n_done, fmt::format("{:.1f} tokens/s", secs > 0 ? tokens / secs : 0.0));
         }
     }
+    if (g_interrupted && !cancelled)  // interrupted as the last requests in flight finished
+        fmt::print(stderr, "\nbatch: interrupted; nothing was in flight (a rerun does the rest)\n");
     progress.finish();
     engine.save_routing_stats();  // for the next plan of a mixture of experts
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

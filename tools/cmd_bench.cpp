@@ -148,7 +148,12 @@ int run_bench(const BenchOptions& o) {
     eo.n_predict = std::max(1, o.n_gen);
     if (eo.n_ctx == 0) eo.n_ctx = std::max(16, eo.n_prompt + eo.n_predict + 1);
     // Every sequence its whole context, in whole blocks (else the last one waits for room).
-    eo.kv_positions = o.batch * runtime::KvCache::blocks_for(eo.n_ctx) * runtime::KvCache::kBlockSize;
+    const int64_t kv_positions = int64_t(o.batch) * runtime::KvCache::blocks_for(eo.n_ctx) * runtime::KvCache::kBlockSize;
+    if (kv_positions > kMaxPositions)
+        throw UsageError(fmt::format("-b {} contexts of {} positions are more than the {} positions a KV cache may hold", o.batch,
+                                     eo.n_ctx, kMaxPositions),
+                         "give a smaller -b or --ctx");
+    eo.kv_positions = static_cast<int>(kv_positions);
     runtime::Engine engine(eo);
     if (n_held > engine.n_ctx())
         throw UsageError(fmt::format("-d {} + -p {} / -n {} do not fit the context of {}", o.depth, o.n_prompt, o.n_gen,

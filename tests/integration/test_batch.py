@@ -136,6 +136,7 @@ def main() -> None:
         # Ctrl-C with most requests not yet submitted: the ones in flight are cancelled and it leaves.
         stopped = Path(tmp) / "stopped.jsonl"
         proc = subprocess.Popen(batch_cmd(inp, stopped), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 300
         while (not stopped.exists() or stopped.read_text().count("\n") < 30) and proc.poll() is None:
             assert time.time() < deadline, "no progress"
             time.sleep(0.02)

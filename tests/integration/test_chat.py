@@ -167,10 +167,11 @@ def main() -> None:
 
     # Ctrl-C within the prompt's pass (a long message) drops the message, and /stats leaves
     # the cut pass out.
-    e = Chat("-n", "16")
-    long_message = " ".join(f"word{i}" for i in range(900))
+    # About 6800 tokens: a pass of seconds here, long beside the terminal's round trip anywhere.
+    e = Chat("-n", "16", "--ctx", "8192")
+    long_message = " ".join(f"word{i}" for i in range(1500))
     e.send(long_message.encode() + b"\r")
-    e.expect(f"word899\r\n".encode())  # the line is in: its pass has begun
+    e.expect(f"word1499\r\n".encode(), 60)  # the line is in: its pass has begun
     e.send(b"\x03", at_prompt=False)
     out = e.expect(PROMPT, 30).decode(errors="replace")
     if "the message is dropped" not in out:

@@ -18,6 +18,12 @@
 namespace strata::openai {
 
 namespace {
+// A line as a batch run writes it: an object with "response" and "error" (one of them null).
+bool is_record(std::string_view line) {
+    const nlohmann::json rec = nlohmann::json::parse(line, nullptr, false);
+    return rec.is_object() && rec.contains("response") && rec.contains("error");
+}
+
 IoError io_error(const std::filesystem::path& path, const char* what) {
     return IoError(fmt::format("cannot {} the output file '{}': {}", what, path.string(), std::strerror(errno)),
                    "check the path, its permissions and the free space");
@@ -39,8 +45,8 @@ BatchOutput::BatchOutput(const std::filesystem::path& path) : path_(path) {
         std::ifstream in(path, std::ios::binary);
         text.assign(std::istreambuf_iterator<char>(in), {});
     }
-    // Every line must be a record: anything else is not an earlier run's output, and its last
-    // line is not ours to cut.
+    // Every line must be a record, the last one perhaps cut short in its write (it begins as a
+    // record does): anything else is not an earlier run's output, and no line of it is ours to cut.
     size_t line_no = 0;
     for (size_t pos = 0; pos < text.size();) {
         const size_t nl = std::min(text.find('\n', pos), text.size());
@@ -48,16 +54,16 @@ BatchOutput::BatchOutput(const std::filesystem::path& path) : path_(path) {
         ++line_no;
         const bool last_unended = nl == text.size();
         pos = nl + 1;
-        if (line.empty() || last_unended || nlohmann::json::parse(line, nullptr, false).is_object()) continue;
+        if (line.empty() || is_record(line) || (last_unended && line.starts_with("{\""))) continue;
         throw UsageError(fmt::format("'{}' is not the output of a batch run: its line {} is not a record", path.string(), line_no),
                          "give -o a new file, or one an earlier `strata batch` wrote");
     }
     const size_t end = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
     if (end < text.size()) {
-        if (nlohmann::json::parse(std::string_view(text).substr(end), nullptr, false).is_object()) {
+        if (is_record(std::string_view(text).substr(end))) {
             append_line("\n");  // a whole record whose line break is missing (an editor dropped it)
             text += '\n';
-        } else {  // a partial line left by a run killed in its write
+        } else {  // a partial record left by a run killed in its write
             truncated_ = text.size() - end;
             if (::ftruncate(fd_, static_cast<off_t>(end)) != 0) throw io_error(path, "truncate");
             text.resize(end);

@@ -191,12 +191,16 @@ std::shared_ptr<LoadedModel> ModelRegistry::default_if_loaded() const {
 }
 
 runtime::SchedulerStats ModelRegistry::stats() const {
+    // The unloaded models' counters and the loaded ones, taken together: a model unloaded
+    // between the two would be counted in neither, and the counters would dip.
     runtime::SchedulerStats sum;
+    std::vector<std::shared_ptr<LoadedModel>> live;
     {
         std::lock_guard lock(mu_);
         sum = retired_;
+        for (const Slot& s : slots_) live.push_back(s.model);
     }
-    for (const Loaded& l : loaded()) sum += l.model->scheduler->stats();
+    for (const auto& m : live) sum += m->scheduler->stats();
     return sum;
 }
 

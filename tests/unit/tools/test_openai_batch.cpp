@@ -122,35 +122,40 @@ TEST_CASE("openai batch: the output file resumes", "[unit][openai]") {
         CHECK_FALSE(o.answered(std::string("b"), 2));
         CHECK(o.answered(std::nullopt, 7));
         CHECK_FALSE(o.answered(std::nullopt, 8));
-        o.append({{"custom_id", "b"}});
+        o.append({{"custom_id", "b"}, {"response", nullptr}, {"error", nullptr}});
     }
     const std::string after = read_file(out);
-    CHECK(after == whole + "{\"custom_id\":\"b\"}\n");
+    CHECK(after == whole + "{\"custom_id\":\"b\",\"error\":null,\"response\":null}\n");
     // A whole record whose line break went missing is kept, and ended.
-    std::ofstream(out, std::ios::app) << R"({"custom_id": "c"})";
+    std::ofstream(out, std::ios::app) << R"({"custom_id": "c", "response": null, "error": null})";
     {
         const BatchOutput o(out);
         CHECK(o.truncated_bytes() == 0);
         CHECK(o.answered(std::string("c"), 4));
     }
-    CHECK(read_file(out) == after + R"({"custom_id": "c"})" + "\n");
+    CHECK(read_file(out) == after + R"({"custom_id": "c", "response": null, "error": null})" + "\n");
     std::filesystem::remove(out);
 }
 
 TEST_CASE("openai batch: a file that is not an earlier run's output is refused and left as it was", "[unit][openai]") {
     const auto out = test::temp_path("batch_out_notes.txt");
-    const std::string notes = "my notes\n{\"custom_id\": \"a\"}\nlast line without a line break";
-    std::ofstream(out) << notes;
-    CHECK_THROWS_WITH(BatchOutput(out), Catch::Contains("is not the output of a batch run: its line 1 is not a record"));
-    CHECK(read_file(out) == notes);
+    for (const std::string notes : {std::string("my notes\n{\"custom_id\": \"a\"}\nlast line without a line break"),
+                                    std::string("my notes without a line break"),
+                                    // another run's input: objects, but not records
+                                    std::string("{\"custom_id\": \"a\", \"method\": \"POST\"}\n")}) {
+        INFO(notes);
+        std::ofstream(out) << notes;
+        CHECK_THROWS_WITH(BatchOutput(out), Catch::Contains("is not the output of a batch run: its line 1 is not a record"));
+        CHECK(read_file(out) == notes);
+    }
     std::filesystem::remove(out);
 }
 
 TEST_CASE("openai batch: error records with a line that is not a number are kept but name no line", "[unit][openai]") {
     const auto out = test::temp_path("batch_out_lines.jsonl");
-    std::ofstream(out) << R"({"error": {"line": "3"}})" << "\n"
-                       << R"({"error": {"line": -4}})" << "\n"
-                       << R"({"error": {"line": 5}})" << "\n";
+    std::ofstream(out) << R"({"response": null, "error": {"line": "3"}})" << "\n"
+                       << R"({"response": null, "error": {"line": -4}})" << "\n"
+                       << R"({"response": null, "error": {"line": 5}})" << "\n";
     const BatchOutput o(out);
     CHECK(o.n_answered() == 1);
     CHECK(o.answered(std::nullopt, 5));
