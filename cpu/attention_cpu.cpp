@@ -110,10 +110,18 @@ Cut cut_of(const AttentionArgs& a) {
     // Query rows per tile: all `group` heads of a KV head for `tok` tokens, at most kAttentionTileRows.
     c.tok = std::max<int64_t>(1, kAttentionTileRows / c.group);
     c.n_tiles = (a.n_tokens + c.tok - 1) / c.tok;
-    // A draft tree is not split: its nodes' keys lie at slots, not positions, and parts cut at
-    // slots would sum them otherwise than the chain a node stands for.
-    if (!a.tree && a.n_tokens < kAttentionSplitTokens)
-        c.parts = (a.pos0 + a.n_tokens + kAttentionSplitKeys - 1) / kAttentionSplitKeys;
+    // Decode rows split by their keys; a verify pass's too, however many, as a decode step
+    // computes each of them. A draft tree's nodes lie at slots, not positions: parts cut at
+    // slots sum them as the chain a node stands for only where the tree's slots (and so those
+    // chains' positions) lie in one part; a tree across a boundary stays whole.
+    const bool decode = a.n_tokens < kAttentionSplitTokens || a.decode_rows;
+    const int64_t K = kAttentionSplitKeys;
+    if (decode && !a.tree) {
+        c.parts = (a.pos0 + a.n_tokens + K - 1) / K;
+    } else if (decode) {
+        const int64_t end = *std::max_element(a.tree->slot, a.tree->slot + a.n_tokens) + 1;
+        if (a.tree->base / K == (end - 1) / K) c.parts = (end + K - 1) / K;
+    }
     c.simd = active_path() == CpuPath::Avx512 && a.head_dim % 16 == 0 && c.v_dim % 16 == 0 &&
              a.head_dim <= kMaxSimdHeadDim && c.group <= 512;
     return c;
@@ -132,7 +140,7 @@ void run_task(const Cut& c, int32_t hk, int64_t tile_i, int64_t part) {
     const int64_t q_stride = static_cast<int64_t>(a.n_head) * a.head_dim, o_stride = static_cast<int64_t>(a.n_head) * c.v_dim;
     // A tree's rows end at their slots, in no particular order.
     int64_t n_kv_max = std::min(a.pos0 + t1, key_hi);
-    if (tree) n_kv_max = *std::max_element(tree->slot + t0, tree->slot + t1) + 1;
+    if (tree) n_kv_max = std::min(*std::max_element(tree->slot + t0, tree->slot + t1) + 1, key_hi);
     // Scratch: the scaled query rows, row pointers, key counts and tokens, then the scores.
     auto align = [](size_t n) { return (n + 63) & ~size_t{63}; };
     const size_t q_bytes = align(sizeof(float) * m * a.head_dim), p_bytes = align(sizeof(void*) * m),

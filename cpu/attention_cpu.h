@@ -69,15 +69,20 @@ struct AttentionArgs {
     int32_t v_head_dim = 0;
     // The query tokens are a draft tree's nodes (pos0 unused); null: causal rows.
     const AttentionTree* tree = nullptr;
+    // Rows a decode step would compute one at a time (a verify pass's drafts): split over their
+    // keys as a decode step's row is, however many there are, so that each gets its bits.
+    bool decode_rows = false;
 
     int32_t v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
 
 // Parallel (cpu::parallel_for) over tiles of (KV head, up to 32 query rows: every query head
 // that shares the KV head, for several tokens), so each K and V row is read once per tile. Rows
-// of fewer than kAttentionSplitTokens tokens (decode) that see more than kAttentionSplitKeys keys
-// are split over parts of that many keys, a task each, merged by log-sum-exp: equal to the
-// unsplit rows within float rounding, and the same whatever the batch or the threads.
+// of fewer than kAttentionSplitTokens tokens (decode), or decode_rows, that see more than
+// kAttentionSplitKeys keys are split over parts of that many keys, a task each, merged by
+// log-sum-exp: equal to the unsplit rows within float rounding, and the same whatever the batch
+// or the threads. A draft tree's rows split so too where no part boundary falls inside the tree
+// (its slots and the chains its nodes stand for lie in one part).
 // Per tile: scores for 16 keys at a time (K block converted to float and transposed in L1, one
 // broadcast FMA per 16 products), an exact softmax per row, then P V with the V row loaded once
 // for several query rows. AVX-512 when the active path has it and head_dim and the value width

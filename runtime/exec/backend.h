@@ -60,6 +60,7 @@ struct PassLayout {
         int64_t first;  // its first token's row in the pass
         int64_t n;
         int32_t draft = -1;  // a draft tree's rows: drafts[draft]; -1: positions pos0, pos0 + 1, ...
+        bool verify = false;  // drafts a decode step would compute one at a time (their rows as its)
     };
     std::span<const int32_t> tokens;
     std::vector<Segment> segments;
