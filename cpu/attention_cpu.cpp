@@ -229,7 +229,32 @@ void merge_parts(const Cut& c, int64_t t) {
 
 void attention(const AttentionArgs& a) { attention_batch({&a, 1}); }
 
-void attention_batch(std::span<const AttentionArgs> batch) {
+// Decode rows on both sides of the first part's edge, as two: a row that sees at most
+// kAttentionSplitKeys keys is a decode step's unsplit row, the others its split ones.
+std::vector<AttentionArgs> at_first_edge(std::span<const AttentionArgs> batch) {
+    std::vector<AttentionArgs> out;
+    out.reserve(batch.size() + 1);
+    for (const AttentionArgs& a : batch) {
+        const bool decode = !a.tree && (a.n_tokens < kAttentionSplitTokens || a.decode_rows);
+        const int64_t whole = kAttentionSplitKeys - a.pos0;  // rows at positions below the edge
+        if (!decode || whole <= 0 || whole >= a.n_tokens) {
+            out.push_back(a);
+            continue;
+        }
+        AttentionArgs lo = a, hi = a;
+        lo.n_tokens = whole;
+        hi.n_tokens = a.n_tokens - whole;
+        hi.pos0 = a.pos0 + whole;
+        hi.q = a.q + whole * a.n_head * int64_t(a.head_dim);
+        hi.out = a.out + whole * a.n_head * int64_t(a.v_dim());
+        out.push_back(lo);
+        out.push_back(hi);
+    }
+    return out;
+}
+
+void attention_batch(std::span<const AttentionArgs> given) {
+    const std::vector<AttentionArgs> batch = at_first_edge(given);
     std::vector<Cut> cuts;
     cuts.reserve(batch.size());
     int64_t n_tasks = 0, n_partial = 0;

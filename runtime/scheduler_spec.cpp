@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/kernel_shapes.h"
 #include "runtime/exec/draft_rows.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/scheduler_job.h"
@@ -75,6 +76,14 @@ int64_t Scheduler::add_drafts(std::vector<SeqTokens>& batch, const std::vector<J
             return end > engine_.n_ctx() ? spare + 1 : kv.blocks_needed(j.seq, end) - kv.blocks_needed(j.seq, held);
         };
         while (j.verify.size() > 1 && extra() > spare) j.verify.pop_back(), j.parents.pop_back();
+        // A tree whose slots cross a part of kAttentionSplitKeys keys is attended whole, with
+        // other rounding than its chains' decode steps (cpu::attention): its last nodes wait.
+        const int64_t base = kv.seq_len(j.seq);
+        auto crosses = [&] {
+            return !draft_is_chain(j.parents) &&
+                   base / kAttentionSplitKeys != (base + draft_span(j.parents) - 1) / kAttentionSplitKeys;
+        };
+        while (j.verify.size() > 1 && crosses()) j.verify.pop_back(), j.parents.pop_back();
         if (j.verify.size() == 1) {
             j.verify.clear();
             continue;

@@ -441,49 +441,53 @@ TEST_CASE("attention: a batch's rows are what each sequence gets alone, on any n
 }
 
 TEST_CASE("attention: a verify pass's rows are a decode step's bits, however many, chains and trees", "[unit][cpu]") {
-    // Positions 1010..1029 of a sequence: past two parts' edges (512, 1024), 20 rows (more than a
-    // pass of plain decode rows), each against the same row computed alone as a decode step.
-    const int n_head = 9, n_head_kv = 3, hd = 64, n_tokens = 20, n_kv = 1030;
+    // 20 rows (more than a pass of plain decode rows) at positions 1010..1029 (past the edges of
+    // parts at 512 and 1024) and 500..519 (rows below the first edge are a decode step's unsplit
+    // rows, those past it split), each against the same row computed alone as a decode step.
+    const int n_head = 9, n_head_kv = 3, hd = 64, n_tokens = 20;
     ThreadPool pool(2);
-    for (DType type : {DType::F16, DType::Q4_0}) {
-        PagedKv kv(type, n_head_kv * hd, n_kv, 91);
-        const auto q = normal_floats(size_t(n_tokens) * n_head * hd, 92);
-        const int64_t row = int64_t(n_head) * hd;
-        auto alone = [&](int t) {  // token t as a decode step computes it: one row at its position
-            std::vector<float> out(size_t(row), NAN);
-            AttentionArgs a = kv.args(q.data() + t * row, 1, n_head, n_head_kv, hd);
-            a.pos0 = n_kv - n_tokens + t;
-            a.out = out.data();
-            pool.run([&] { attention(a); });
-            return out;
-        };
-        std::vector<float> chain(q.size(), NAN);
-        AttentionArgs verify = kv.args(q.data(), n_tokens, n_head, n_head_kv, hd);
-        verify.decode_rows = true;
-        verify.out = chain.data();
-        pool.run([&] { attention(verify); });
-        for (int t = 0; t < n_tokens; ++t) {
-            INFO(dtype_name(type) << " token " << t);
-            CHECK(std::vector<float>(chain.begin() + t * row, chain.begin() + (t + 1) * row) == alone(t));
-        }
-        // A chain of 6 drafts laid out as a tree from position 1024 (within one part): each node
-        // as its position's decode step.
-        const int64_t base = 1024, nodes = 6;
-        std::vector<int64_t> slot(nodes), pos(nodes), key_pos(nodes);
-        for (int64_t i = 0; i < nodes; ++i) slot[size_t(i)] = pos[size_t(i)] = key_pos[size_t(i)] = base + i;
-        std::vector<uint64_t> mask(nodes);
-        for (int64_t i = 0; i < nodes; ++i) mask[size_t(i)] = (uint64_t{2} << i) - 1;  // itself and every node before it
-        const AttentionTree tree{base, slot.data(), pos.data(), key_pos.data(), mask.data(), 1};
-        std::vector<float> treed(size_t(nodes * row), NAN);
-        AttentionArgs t_args = kv.args(q.data() + (base - (n_kv - n_tokens)) * row, int(nodes), n_head, n_head_kv, hd);
-        t_args.tree = &tree;
-        t_args.decode_rows = true;
-        t_args.out = treed.data();
-        pool.run([&] { attention(t_args); });
-        for (int64_t i = 0; i < nodes; ++i) {
-            INFO(dtype_name(type) << " tree node " << i);
-            CHECK(std::vector<float>(treed.begin() + i * row, treed.begin() + (i + 1) * row) ==
-                  alone(int(base - (n_kv - n_tokens) + i)));
+    for (const int n_kv : {1030, 520}) {
+        for (DType type : {DType::F16, DType::Q4_0}) {
+            PagedKv kv(type, n_head_kv * hd, n_kv, 91);
+            const auto q = normal_floats(size_t(n_tokens) * n_head * hd, 92);
+            const int64_t row = int64_t(n_head) * hd;
+            auto alone = [&](int t) {  // token t as a decode step computes it: one row at its position
+                std::vector<float> out(size_t(row), NAN);
+                AttentionArgs a = kv.args(q.data() + t * row, 1, n_head, n_head_kv, hd);
+                a.pos0 = n_kv - n_tokens + t;
+                a.out = out.data();
+                pool.run([&] { attention(a); });
+                return out;
+            };
+            std::vector<float> chain(q.size(), NAN);
+            AttentionArgs verify = kv.args(q.data(), n_tokens, n_head, n_head_kv, hd);
+            verify.decode_rows = true;
+            verify.out = chain.data();
+            pool.run([&] { attention(verify); });
+            for (int t = 0; t < n_tokens; ++t) {
+                INFO(dtype_name(type) << " keys " << n_kv << " token " << t);
+                CHECK(std::vector<float>(chain.begin() + t * row, chain.begin() + (t + 1) * row) == alone(t));
+            }
+            // A chain of 6 drafts laid out as a tree from position 1024 (within one part): each node
+            // as its position's decode step.
+            if (n_kv < 1030) continue;
+            const int64_t base = 1024, nodes = 6;
+            std::vector<int64_t> slot(nodes), pos(nodes), key_pos(nodes);
+            for (int64_t i = 0; i < nodes; ++i) slot[size_t(i)] = pos[size_t(i)] = key_pos[size_t(i)] = base + i;
+            std::vector<uint64_t> mask(nodes);
+            for (int64_t i = 0; i < nodes; ++i) mask[size_t(i)] = (uint64_t{2} << i) - 1;  // itself and every node before it
+            const AttentionTree tree{base, slot.data(), pos.data(), key_pos.data(), mask.data(), 1};
+            std::vector<float> treed(size_t(nodes * row), NAN);
+            AttentionArgs t_args = kv.args(q.data() + (base - (n_kv - n_tokens)) * row, int(nodes), n_head, n_head_kv, hd);
+            t_args.tree = &tree;
+            t_args.decode_rows = true;
+            t_args.out = treed.data();
+            pool.run([&] { attention(t_args); });
+            for (int64_t i = 0; i < nodes; ++i) {
+                INFO(dtype_name(type) << " tree node " << i);
+                CHECK(std::vector<float>(treed.begin() + i * row, treed.begin() + (i + 1) * row) ==
+                      alone(int(base - (n_kv - n_tokens) + i)));
+            }
         }
     }
 }
