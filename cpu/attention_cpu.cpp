@@ -93,6 +93,10 @@ struct Cut {
     }
 };
 
+bool decode_rows(const AttentionArgs& a) {
+    return a.rows == AttentionRows::Decode || (a.rows == AttentionRows::ByCount && a.n_tokens < kAttentionSplitTokens);
+}
+
 Cut cut_of(const AttentionArgs& a) {
     if (!is_kv_type(a.kv_type))
         throw UsageError(fmt::format("{} is not a KV cache type", dtype_name(a.kv_type)),
@@ -114,7 +118,7 @@ Cut cut_of(const AttentionArgs& a) {
     // computes each of them. A draft tree's nodes lie at slots, not positions: parts cut at
     // slots sum them as the chain a node stands for only where the tree's slots (and so those
     // chains' positions) lie in one part; a tree across a boundary stays whole.
-    const bool decode = a.n_tokens < kAttentionSplitTokens || a.decode_rows;
+    const bool decode = decode_rows(a);
     const int64_t K = kAttentionSplitKeys;
     if (decode && !a.tree) {
         c.parts = (a.pos0 + a.n_tokens + K - 1) / K;
@@ -235,7 +239,7 @@ std::vector<AttentionArgs> at_first_edge(std::span<const AttentionArgs> batch) {
     std::vector<AttentionArgs> out;
     out.reserve(batch.size() + 1);
     for (const AttentionArgs& a : batch) {
-        const bool decode = !a.tree && (a.n_tokens < kAttentionSplitTokens || a.decode_rows);
+        const bool decode = !a.tree && decode_rows(a);
         const int64_t whole = kAttentionSplitKeys - a.pos0;  // rows at positions below the edge
         if (!decode || whole <= 0 || whole >= a.n_tokens) {
             out.push_back(a);

@@ -35,6 +35,12 @@ struct AttentionTree {
     }
 };
 
+// Decode rows past kAttentionSplitKeys keys are split over their keys; prompt rows never are.
+// ByCount: the rows of a pass of fewer than kAttentionSplitTokens tokens are decode rows.
+// Decode: generated tokens' (a decode step's, a verify pass's drafts), however many; Prompt: a
+// prompt's, however few (a cached prefix's remainder gets the bits the whole prompt's pass gives).
+enum class AttentionRows { ByCount, Decode, Prompt };
+
 struct AttentionArgs {
     const float* q = nullptr;   // n_tokens x (n_head * head_dim)
     const void* k = nullptr;    // KV cache rows of kv_type: position-major, kv_stride bytes apart;
@@ -69,20 +75,19 @@ struct AttentionArgs {
     int32_t v_head_dim = 0;
     // The query tokens are a draft tree's nodes (pos0 unused); null: causal rows.
     const AttentionTree* tree = nullptr;
-    // Rows a decode step would compute one at a time (a verify pass's drafts): split over their
-    // keys as a decode step's row is, however many there are, so that each gets its bits.
-    bool decode_rows = false;
+    // Which rows these are, for how they are cut (attention below).
+    AttentionRows rows = AttentionRows::ByCount;
 
     int32_t v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
 
 // Parallel (cpu::parallel_for) over tiles of (KV head, up to 32 query rows: every query head
-// that shares the KV head, for several tokens), so each K and V row is read once per tile. Rows
-// of fewer than kAttentionSplitTokens tokens (decode), or decode_rows, that see more than
-// kAttentionSplitKeys keys are split over parts of that many keys, a task each, merged by
-// log-sum-exp: equal to the unsplit rows within float rounding, and the same whatever the batch
-// or the threads. A draft tree's rows split so too where no part boundary falls inside the tree
-// (its slots and the chains its nodes stand for lie in one part).
+// that shares the KV head, for several tokens), so each K and V row is read once per tile.
+// Decode rows (AttentionRows) that see more than kAttentionSplitKeys keys are split over parts of
+// that many keys, a task each, merged by log-sum-exp: equal to the unsplit rows within float
+// rounding, and the same whatever the batch or the threads (rows on both sides of the first
+// part's edge are cut apart). A draft tree's rows split so too where no part boundary falls
+// inside the tree (its slots and the chains its nodes stand for lie in one part).
 // Per tile: scores for 16 keys at a time (K block converted to float and transposed in L1, one
 // broadcast FMA per 16 products), an exact softmax per row, then P V with the V row loaded once
 // for several query rows. AVX-512 when the active path has it and head_dim and the value width

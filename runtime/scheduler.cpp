@@ -327,7 +327,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
             }
             j->waited = 0;
             lightest_decoder = std::min(lightest_decoder, service);
-            batch.push_back({j->seq, {&j->next, 1}});
+            batch.push_back({j->seq, {&j->next, 1}, PassOutput::Logits, {}, false, /*generated=*/true});
             owners.push_back(j.get());
             --budget;
         }

@@ -45,6 +45,10 @@ struct SeqTokens {
     // A Verify entry's rows past its likeliest path may be left out of the pass's head, for
     // Backend::head_deferred to compute as its verification reaches them.
     bool defer_head = false;
+    // Generated tokens (a decode step's, a verify pass's drafts), not a prompt's: their attention
+    // rows are computed as a decode step's, a prompt's as a prompt pass's, whatever the pass
+    // holds (cpu::AttentionRows), so a row's bits do not depend on how it was batched or cached.
+    bool generated = false;
 
     // KV positions the entry writes after the sequence's last one.
     int64_t kv_span() const { return parent.empty() ? static_cast<int64_t>(tokens.size()) : draft_span(parent); }
@@ -60,7 +64,7 @@ struct PassLayout {
         int64_t first;  // its first token's row in the pass
         int64_t n;
         int32_t draft = -1;  // a draft tree's rows: drafts[draft]; -1: positions pos0, pos0 + 1, ...
-        bool verify = false;  // drafts a decode step would compute one at a time (their rows as its)
+        bool generated = false;  // SeqTokens::generated
     };
     std::span<const int32_t> tokens;
     std::vector<Segment> segments;

@@ -461,7 +461,7 @@ TEST_CASE("attention: a verify pass's rows are a decode step's bits, however man
             };
             std::vector<float> chain(q.size(), NAN);
             AttentionArgs verify = kv.args(q.data(), n_tokens, n_head, n_head_kv, hd);
-            verify.decode_rows = true;
+            verify.rows = AttentionRows::Decode;
             verify.out = chain.data();
             pool.run([&] { attention(verify); });
             for (int t = 0; t < n_tokens; ++t) {
@@ -480,7 +480,7 @@ TEST_CASE("attention: a verify pass's rows are a decode step's bits, however man
             std::vector<float> treed(size_t(nodes * row), NAN);
             AttentionArgs t_args = kv.args(q.data() + (base - (n_kv - n_tokens)) * row, int(nodes), n_head, n_head_kv, hd);
             t_args.tree = &tree;
-            t_args.decode_rows = true;
+            t_args.rows = AttentionRows::Decode;
             t_args.out = treed.data();
             pool.run([&] { attention(t_args); });
             for (int64_t i = 0; i < nodes; ++i) {
@@ -490,4 +490,23 @@ TEST_CASE("attention: a verify pass's rows are a decode step's bits, however man
             }
         }
     }
+}
+
+TEST_CASE("attention: a prompt's last rows computed after a cached prefix are the whole prompt's bits", "[unit][cpu]") {
+    // A prompt of 840 tokens computed in one pass, and its last 8 computed alone after the
+    // first 832 came from a cache: a prompt row is never split, however few share its pass.
+    const int n_head = 9, n_head_kv = 3, hd = 64, n_kv = 840, tail = 8;
+    ThreadPool pool(2);
+    PagedKv kv(DType::Q4_0, n_head_kv * hd, n_kv, 93);
+    const auto q = normal_floats(size_t(n_kv) * n_head * hd, 94);
+    const int64_t row = int64_t(n_head) * hd;
+    std::vector<float> whole(q.size(), NAN), last(size_t(tail * row), NAN);
+    AttentionArgs all = kv.args(q.data(), n_kv, n_head, n_head_kv, hd);
+    all.rows = AttentionRows::Prompt;
+    all.out = whole.data();
+    AttentionArgs rest = kv.args(q.data() + (n_kv - tail) * row, tail, n_head, n_head_kv, hd);
+    rest.rows = AttentionRows::Prompt;
+    rest.out = last.data();
+    pool.run([&] { attention(all), attention(rest); });
+    CHECK(std::vector<float>(whole.end() - tail * row, whole.end()) == last);
 }
