@@ -135,10 +135,11 @@ struct DeviceBackend::Impl {
     std::vector<LayerWork> layer_work() const;
     // The CPU backend for the layers the host computes, made on first need.
     void host_layers_needed();
-    // Op offload's schedule, its pinned buffers for the CPU layers read as in the file and (KV
-    // on the device) its staging pair from `add_kv_pair`; returns the pinned bytes. Where DRAM
-    // or the device cannot hold them, a warning and none.
-    uint64_t prepare_op_offload(std::span<const LayerWork> work, const std::function<int32_t()>& add_kv_pair,
+    // Op offload's schedule (the CPU layers but those whose KV `kv` rebuilds), its pinned buffers
+    // for the CPU layers read as in the file and (KV on the device) its staging pair from
+    // `add_kv_pair`; returns the pinned bytes. Where DRAM or the device cannot hold them, a
+    // warning and none.
+    uint64_t prepare_op_offload(std::span<const LayerWork> work, const KvCache& kv, const std::function<int32_t()>& add_kv_pair,
                                 storage::MemoryBudget& dram);
     // Prompts' passes run the CPU layers on the CPU from now on; op offload's staging pair goes.
     void drop_op_offload();

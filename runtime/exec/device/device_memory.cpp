@@ -207,7 +207,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
         host_layers->set_remote_experts(experts.get());
     }
     // Last, so that op offload (a faster prefill) takes only what the plan's layers leave.
-    const uint64_t as_read_bytes = offload ? prepare_op_offload(work, add_kv_pair, dram) : 0;
+    const uint64_t as_read_bytes = offload ? prepare_op_offload(work, kv, add_kv_pair, dram) : 0;
     const std::string offloaded =
         !offload_schedule.empty() ? fmt::format(" (copied in and computed here in passes of {}+ prompt rows, read from the file through {} "
                               "of pinned buffers)",
@@ -220,14 +220,20 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
                     format_bytes(dev->memory().arena().used()));
 }
 
-uint64_t DeviceBackend::Impl::prepare_op_offload(std::span<const LayerWork> work, const std::function<int32_t()>& add_kv_pair,
-                                                 storage::MemoryBudget& dram) {
+uint64_t DeviceBackend::Impl::prepare_op_offload(std::span<const LayerWork> work, const KvCache& kv,
+                                                 const std::function<int32_t()>& add_kv_pair, storage::MemoryBudget& dram) {
+    // A CPU layer whose KV the host rebuilds stays there: its prompt rows' hidden states are
+    // what the host keeps (and its K/V slot is shared), which the device's pass would not save.
+    std::vector<bool> rebuilt(size_t(hp.n_layer));
+    for (int il = 0; il < hp.n_layer; ++il) rebuilt[size_t(il)] = kv.rebuilt(il);
+    const std::vector<LayerWork> offloaded = op_offloaded(work, rebuilt);
     // The CPU keeps its resident layers in its kernels' tiles: the device's copies come from
     // the file, read ahead into pinned buffers as the copies go.
     std::vector<int> as_read;
     for (int il = 0; il < hp.n_layer; ++il)
-        if (work[il].site == LayerSite::Cpu && store.residency().resident[il]) as_read.push_back(il);
-    offload_schedule = layer_schedule(op_offloaded(work), std::max(1, opts.n_slots));
+        if (work[il].site == LayerSite::Cpu && offloaded[size_t(il)].site == LayerSite::CopiedIn && store.residency().resident[il])
+            as_read.push_back(il);
+    offload_schedule = layer_schedule(offloaded, std::max(1, opts.n_slots));
     try {
         // The CPU layers' K/V stay in DRAM; with the device's own layers' KV cache on the device,
         // the blocks they attend to come up into a pair of their own.

@@ -47,10 +47,10 @@ std::vector<PipelineStep> layer_schedule(std::span<const LayerWork> layers, int 
     return steps;
 }
 
-std::vector<LayerWork> op_offloaded(std::span<const LayerWork> layers) {
+std::vector<LayerWork> op_offloaded(std::span<const LayerWork> layers, const std::vector<bool>& keep_on_cpu) {
     std::vector<LayerWork> out(layers.begin(), layers.end());
-    for (LayerWork& w : out)
-        if (w.site == LayerSite::Cpu) w.site = LayerSite::CopiedIn;
+    for (size_t l = 0; l < out.size(); ++l)
+        if (out[l].site == LayerSite::Cpu && !(l < keep_on_cpu.size() && keep_on_cpu[l])) out[l].site = LayerSite::CopiedIn;
     return out;
 }
 

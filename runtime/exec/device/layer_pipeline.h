@@ -38,7 +38,8 @@ struct PipelineStep {
 std::vector<PipelineStep> layer_schedule(std::span<const LayerWork> layers, int n_slots);
 
 // The same layers with every CPU layer copied in instead (op offload: a long prompt's pass
-// computes them on the device), each still read from where it lies (DRAM, or the stream).
-std::vector<LayerWork> op_offloaded(std::span<const LayerWork> layers);
+// computes them on the device), each still read from where it lies (DRAM, or the stream),
+// except those `keep_on_cpu` names (layers whose KV the host rebuilds from hidden states it saves).
+std::vector<LayerWork> op_offloaded(std::span<const LayerWork> layers, const std::vector<bool>& keep_on_cpu);
 
 }  // namespace strata::runtime

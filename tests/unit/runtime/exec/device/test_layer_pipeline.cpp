@@ -123,7 +123,7 @@ TEST_CASE("layer schedule: op offload copies the CPU layers in too, keeping ever
     // Device, CPU from DRAM, CPU streamed, copied in, CPU from DRAM.
     const std::vector<LayerWork> layers = {{LayerSite::Device, false}, {LayerSite::Cpu, false}, {LayerSite::Cpu, true},
                                            {LayerSite::CopiedIn, false}, {LayerSite::Cpu, false}};
-    const std::vector<LayerWork> offloaded = op_offloaded(layers);
+    const std::vector<LayerWork> offloaded = op_offloaded(layers, {});
     REQUIRE(offloaded.size() == layers.size());
     for (size_t l = 0; l < layers.size(); ++l) {
         CHECK(offloaded[l].streamed == layers[l].streamed);
@@ -134,4 +134,9 @@ TEST_CASE("layer schedule: op offload copies the CPU layers in too, keeping ever
     // Copies faster than compute: the first copy overlaps the device layer's compute, and the
     // other three copies each the compute before them: five computes back to back.
     CHECK(simulate(steps, offloaded, 2, {1.0, 2.0}) == Approx(5 * 2.0));
+    // A CPU layer whose KV the host rebuilds from the hidden states it saves stays on the CPU.
+    const std::vector<bool> rebuilt = {false, false, false, false, true};
+    const std::vector<LayerWork> kept = op_offloaded(layers, rebuilt);
+    CHECK(kept[1].site == LayerSite::CopiedIn);
+    CHECK(kept[4].site == LayerSite::Cpu);
 }
