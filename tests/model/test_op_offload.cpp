@@ -202,3 +202,25 @@ TEST_CASE("sim device: memory taken away mid-prompt under op offload gives the C
         CHECK(g.gpu_used <= g.gpu_budget);
     }
 }
+
+// CPU layers whose KV the host rebuilds from the hidden states it saves (recompute) stay on the
+// CPU in an op-offloaded prompt pass: the device's pass would not save those states.
+TEST_CASE("sim device: op offload beside CPU layers that recompute their KV gives the CPU engine's tokens", "[model][device][op_offload]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions c = options(*path, OpOffloadMode::Off, AttentionChoice::Auto);
+    c.gpu.device = DeviceKind::Cpu;
+    Engine cpu(c);
+    const auto prompt = long_prompt(cpu);
+    const auto want = test::generate(cpu, prompt, test::greedy(16, true)).tokens;
+    EngineOptions o = options(*path, OpOffloadMode::On, AttentionChoice::Gpu);
+    planner::Plan p = with_cpu_layers(test::plan_made_for(o), false, KvOption::Gpu, false);
+    p.policy.recompute = true;
+    int n_rebuilt = 0;
+    for (auto& l : p.layers)
+        if (planner::device_of(l.weights) == planner::Device::Cpu && l.layer % 8 == 1) l.kv = KvOption::ActGpu, ++n_rebuilt;
+    o.plan = p;
+    Engine e(o);
+    REQUIRE(e.kv_cache().n_rebuilt() == n_rebuilt);
+    CHECK(test::generate(e, prompt, test::greedy(16, true)).tokens == want);
+}
