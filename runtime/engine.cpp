@@ -82,8 +82,12 @@ Engine::Engine(const EngineOptions& opts)
     if (opts.prefetch_depth < 1) throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth));
     const int n_ctx = context_size(opts.n_ctx, hp_.n_ctx_train);
     if (!opts.trace_path.empty()) trace_ = std::make_unique<Trace>(opts.trace_path);
-    // What the forward pass holds besides weights: the KV cache, activations and one row of logits.
-    const uint64_t activations = CpuBackend::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float);
+    // What the forward pass holds besides weights: the KV cache, activations and one row of
+    // logits, and the logits of the other sequences of the batch planned for (a row each, and
+    // the pass's copy), so that the budget keeps room for them beside what it places.
+    planned_batch_logits_ = 2 * uint64_t(std::max(opts.n_batch, 1) - 1) * uint64_t(hp_.n_vocab) * sizeof(float);
+    const uint64_t activations =
+        CpuBackend::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float) + planned_batch_logits_;
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
     const KvSize kv = kv_size(hp_, opts.kv_positions, n_ctx, opts.kv_type, opts.plan ? &*opts.plan : nullptr);
     // The GPU, when there is one to use: the planner places layers and KV on it.
@@ -276,16 +280,18 @@ std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
         if (!kv_->reserve(e.seq, static_cast<int32_t>(e.kv_span())))
             throw OutOfBudget(fmt::format("KV cache full: {} of {} blocks in use", kv_->pool().n_used(), kv_->pool().n_blocks()),
                               "run fewer sequences at once, or give the cache more room (--ctx, --dram)");
-    // One row of logits is part of the activations; a batch's rows (and the pass's copy of
-    // them) are charged once they exist. The placement did not know the batch size, so a
-    // budget without room for them is reported once rather than failing the requests.
+    // One row of logits, and a row of each other sequence of the batch planned for, are part
+    // of the activations; more rows (a larger batch, a verify pass's drafts) are charged once
+    // they exist, and a budget without room for them is reported once rather than failing the
+    // requests.
     uint64_t rows = 0;
     for (const SeqTokens& e : batch) rows += uint64_t(Backend::logit_rows(e));
     const uint64_t extra = 2 * (rows > 0 ? rows - 1 : 0) * uint64_t(hp_.n_vocab) * sizeof(float);
-    if (extra > batch_logits_.bytes()) {
+    const uint64_t beyond = extra > planned_batch_logits_ ? extra - planned_batch_logits_ : 0;
+    if (beyond > batch_logits_.bytes()) {
         batch_logits_.reset();
         try {
-            batch_logits_ = storage::Reservation(*dram_, extra, "logits of a batch");
+            batch_logits_ = storage::Reservation(*dram_, beyond, "logits of a batch");
         } catch (const OutOfBudget& e) {
             if (!warned_logits_) STRATA_LOG_WARN("batch: {}; running over the budget by that much", e.what());
             warned_logits_ = true;

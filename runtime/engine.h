@@ -215,7 +215,8 @@ private:
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's
     std::optional<KvPlacement> kv_on_;  // with a device backend
     storage::Reservation working_;
-    storage::Reservation batch_logits_;  // grows with the largest batch eval_batch has run
+    uint64_t planned_batch_logits_ = 0;  // the batch's logits the working memory holds from the start
+    storage::Reservation batch_logits_;  // beyond those: grows with the largest batch eval_batch has run
     bool warned_logits_ = false;
     std::vector<float> logits_, hidden_;
     Pooling pooling_ = Pooling::Last;

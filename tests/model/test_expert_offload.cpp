@@ -6,6 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -99,6 +102,31 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
     CHECK(measured["memory"]["experts"]["routing"].get<std::string>().rfind("measured", 0) == 0);
     auto plan = test::run_strata("plan -m " + model.string() + " --dram 26M --dram-budget 26M");
     CHECK(plan.exit_code == 0);
+
+    // A batch of 8 sequences at a time under --dram, experts read through the cache: the budget
+    // keeps room for the batch's logits beside the cache (every request failed mid-run when the
+    // cache took it, leaving none for the reader's staging).
+    std::ifstream doc(STRATA_SOURCE_DIR "/docs/memory-tiers.md");
+    const std::string tiers((std::istreambuf_iterator<char>(doc)), {});
+    const std::vector<std::string> prompts = {
+        "Once upon a time, in a small village by the sea, there lived an old fisherman who", "The capital of France is",
+        "The quick brown fox jumps over the lazy dog. The dog was not amused, so it barked at the fox and chased it into "
+        "the forest, where the fox hid behind an old oak tree until the dog gave up and went home to sleep by the fire.\n",
+        tiers.substr(0, 2998), "def fibonacci(n):\n    ", "List of prime numbers: 2, 3, 5, 7, 11,"};
+    const auto input = dir / "batch.jsonl", output = dir / "batch_out.jsonl";
+    {
+        std::ofstream in(input);
+        for (int i = 0; i < 12; ++i)
+            in << json{{"custom_id", "r" + std::to_string(i)}, {"method", "POST"}, {"url", "/v1/completions"},
+                       {"body", {{"prompt", prompts[size_t(i) % prompts.size()]}, {"max_tokens", 32}, {"temperature", 0}}}}
+                      .dump()
+               << "\n";
+    }
+    const auto batch = test::run_strata("batch -m " + model.string() + " -i " + input.string() + " -o " + output.string() +
+                                        " --dram 30M --ctx 1024 --max-batch 8");
+    INFO(batch.err);
+    CHECK(batch.exit_code == 0);
+    CHECK_THAT(batch.err, Catch::Contains("12 answered, 0 bad lines, 0 failed"));
 }
 
 TEST_CASE("the default (dense) model: a tensor given to NVMe by name is refused, the model having no experts", "[model][experts]") {
