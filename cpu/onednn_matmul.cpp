@@ -36,14 +36,6 @@ dnnl::engine& cpu_engine() {
     return e;
 }
 
-bool onednn_has_amx() {
-    static const bool yes = [] {
-        const bool amx = amx_usable() && dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
-        if (!amx) STRATA_LOG_DEBUG("cpu: no bf16 prefill through oneDNN (it does not run AMX here)");
-        return amx;
-    }();
-    return yes;
-}
 
 // n floats -> bf16, rounded to nearest even (as fp32_to_bf16). Only called where AMX exists,
 // so the CPU has AVX512-BF16.
@@ -107,6 +99,15 @@ private:
 };
 
 }  // namespace
+
+bool onednn_has_amx() {
+    static const bool yes = [] {
+        const bool amx = amx_usable() && dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+        if (!amx) STRATA_LOG_DEBUG("cpu: no bf16 prefill through oneDNN (it does not run AMX here)");
+        return amx;
+    }();
+    return yes;
+}
 
 bool bf16_prefill_enabled() {
     int on = g_enabled.load(std::memory_order_relaxed);

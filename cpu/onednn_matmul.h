@@ -30,6 +30,8 @@ inline constexpr int64_t kBf16PrefillMinTokens = 128;
 bool bf16_prefill_usable(DType wtype);
 bool bf16_prefill_enabled();
 void set_bf16_prefill(bool on);
+// Whether oneDNN runs AMX here (and STRATA_AMX=0 is not set): without it the bf16 prefill is off.
+bool onednn_has_amx();
 
 // y (n_tokens x n_rows, row-major) = x W^T with W (n_rows rows of n_cols values in `wtype`,
 // row_bytes(wtype, n_cols) apart; rewritten by tile_weights when `tiled`) and x (n_tokens x

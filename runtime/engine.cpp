@@ -78,7 +78,11 @@ Engine::Engine(const EngineOptions& opts)
                                                     "--dram")) {
     if (opts.n_ctx < 0) throw UsageError(fmt::format("context size {} is negative", opts.n_ctx));
     pooling_ = pooling_from_gguf(file_);
-    if (opts.bf16_prefill) cpu::set_bf16_prefill(true);
+    if (opts.bf16_prefill) {
+        cpu::set_bf16_prefill(true);
+        if (!cpu::onednn_has_amx())
+            STRATA_LOG_WARN("--bf16-prefill: this CPU has no AMX for oneDNN's bf16 matmul; prompts use the default kernels");
+    }
     if (opts.prefetch_depth < 1) throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth));
     const int n_ctx = context_size(opts.n_ctx, hp_.n_ctx_train);
     if (!opts.trace_path.empty()) trace_ = std::make_unique<Trace>(opts.trace_path);
