@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +74,16 @@ std::vector<int32_t> long_prompt(const Engine& e) {
         prompt.insert(prompt.end(), more.begin(), more.end());
     }
     return prompt;
+}
+
+// A long prompt, and the CPU engine's 16 greedy tokens after it: what every device run gives.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> cpu_reference(const std::filesystem::path& path) {
+    EngineOptions c = options(path, OpOffloadMode::Off, AttentionChoice::Auto);
+    c.gpu.device = DeviceKind::Cpu;
+    Engine cpu(c);
+    std::vector<int32_t> prompt = long_prompt(cpu);
+    std::vector<int32_t> want = test::generate(cpu, prompt, test::greedy(16, true)).tokens;
+    return {std::move(prompt), std::move(want)};
 }
 
 // Slices on the trace's "cpu: layers" track: the CPU layers the CPU ran beside the device.
@@ -177,11 +189,7 @@ TEST_CASE("sim device: decode after op-offloaded prefill, on tiled CPU layers, g
 TEST_CASE("sim device: memory taken away mid-prompt under op offload gives the CPU engine's tokens", "[model][device][op_offload]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
-    EngineOptions c = options(*path, OpOffloadMode::Off, AttentionChoice::Auto);
-    c.gpu.device = DeviceKind::Cpu;
-    Engine cpu(c);
-    const auto prompt = long_prompt(cpu);
-    const auto want = test::generate(cpu, prompt, test::greedy(16, true)).tokens;
+    const auto [prompt, want] = cpu_reference(*path);
     for (const KvOption kv : {KvOption::Gpu, KvOption::Dram}) {
         INFO((kv == KvOption::Gpu ? "KV on the device" : "KV in DRAM"));
         EngineOptions o = options(*path, OpOffloadMode::On, AttentionChoice::Gpu);
@@ -208,11 +216,7 @@ TEST_CASE("sim device: memory taken away mid-prompt under op offload gives the C
 TEST_CASE("sim device: op offload beside CPU layers that recompute their KV gives the CPU engine's tokens", "[model][device][op_offload]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
-    EngineOptions c = options(*path, OpOffloadMode::Off, AttentionChoice::Auto);
-    c.gpu.device = DeviceKind::Cpu;
-    Engine cpu(c);
-    const auto prompt = long_prompt(cpu);
-    const auto want = test::generate(cpu, prompt, test::greedy(16, true)).tokens;
+    const auto [prompt, want] = cpu_reference(*path);
     EngineOptions o = options(*path, OpOffloadMode::On, AttentionChoice::Gpu);
     planner::Plan p = with_cpu_layers(test::plan_made_for(o), false, KvOption::Gpu, false);
     p.policy.recompute = true;
