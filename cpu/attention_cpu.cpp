@@ -229,36 +229,68 @@ void merge_parts(const Cut& c, int64_t t) {
     }
 }
 
-}  // namespace
+// The split rows' partial outputs held at once: a verify pass of many rows at a long context
+// runs in groups of rows (each row's bits are the same in any group).
+constexpr int64_t kMaxPartialFloats = int64_t{16} << 20;  // 64 MiB
 
-void attention(const AttentionArgs& a) { attention_batch({&a, 1}); }
+// Causal rows [from, from + n) of `a`, as an AttentionArgs of their own.
+AttentionArgs rows_of(const AttentionArgs& a, int64_t from, int64_t n) {
+    AttentionArgs r = a;
+    r.n_tokens = n;
+    r.pos0 = a.pos0 + from;
+    r.q = a.q + from * a.n_head * int64_t(a.head_dim);
+    r.out = a.out + from * a.n_head * int64_t(a.v_dim());
+    return r;
+}
 
-// Decode rows on both sides of the first part's edge, as two: a row that sees at most
-// kAttentionSplitKeys keys is a decode step's unsplit row, the others its split ones.
-std::vector<AttentionArgs> at_first_edge(std::span<const AttentionArgs> batch) {
+// Decode rows on both sides of the first part's edge, as two (a row that sees at most
+// kAttentionSplitKeys keys is a decode step's unsplit row, the others its split ones), and
+// split rows in pieces whose partial outputs fit kMaxPartialFloats.
+std::vector<AttentionArgs> in_pieces(std::span<const AttentionArgs> batch) {
     std::vector<AttentionArgs> out;
     out.reserve(batch.size() + 1);
     for (const AttentionArgs& a : batch) {
         const bool decode = !a.tree && decode_rows(a);
         const int64_t whole = kAttentionSplitKeys - a.pos0;  // rows at positions below the edge
-        if (!decode || whole <= 0 || whole >= a.n_tokens) {
+        if (!decode || whole >= a.n_tokens) {
             out.push_back(a);
             continue;
         }
-        AttentionArgs lo = a, hi = a;
-        lo.n_tokens = whole;
-        hi.n_tokens = a.n_tokens - whole;
-        hi.pos0 = a.pos0 + whole;
-        hi.q = a.q + whole * a.n_head * int64_t(a.head_dim);
-        hi.out = a.out + whole * a.n_head * int64_t(a.v_dim());
-        out.push_back(lo);
-        out.push_back(hi);
+        int64_t from = 0;
+        if (whole > 0) out.push_back(rows_of(a, 0, whole)), from = whole;
+        const Cut c = cut_of(rows_of(a, from, a.n_tokens - from));
+        const int64_t per_row = c.partial_floats() / (a.n_tokens - from);
+        const int64_t step = std::max<int64_t>(1, kMaxPartialFloats / std::max<int64_t>(1, per_row));
+        for (; from < a.n_tokens; from += step) out.push_back(rows_of(a, from, std::min(step, a.n_tokens - from)));
     }
     return out;
 }
 
+void attend_group(std::span<const AttentionArgs> batch);
+
+}  // namespace
+
+void attention(const AttentionArgs& a) { attention_batch({&a, 1}); }
+
 void attention_batch(std::span<const AttentionArgs> given) {
-    const std::vector<AttentionArgs> batch = at_first_edge(given);
+    // Groups of pieces whose partial outputs fit together.
+    const std::vector<AttentionArgs> pieces = in_pieces(given);
+    size_t first = 0;
+    int64_t floats = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        const int64_t f = cut_of(pieces[i]).partial_floats();
+        if (i > first && floats + f > kMaxPartialFloats) {
+            attend_group({pieces.data() + first, i - first});
+            first = i, floats = 0;
+        }
+        floats += f;
+    }
+    attend_group({pieces.data() + first, pieces.size() - first});
+}
+
+namespace {
+
+void attend_group(std::span<const AttentionArgs> batch) {
     std::vector<Cut> cuts;
     cuts.reserve(batch.size());
     int64_t n_tasks = 0, n_partial = 0;
@@ -283,5 +315,7 @@ void attention_batch(std::span<const AttentionArgs> given) {
     if (!merges.empty())
         parallel_for(static_cast<int64_t>(merges.size()), [&](int64_t i) { merge_parts(cuts[merges[size_t(i)].first], merges[size_t(i)].second); });
 }
+
+}  // namespace
 
 }  // namespace strata::cpu

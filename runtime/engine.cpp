@@ -81,7 +81,8 @@ Engine::Engine(const EngineOptions& opts)
     if (opts.bf16_prefill) {
         cpu::set_bf16_prefill(true);
         if (!cpu::onednn_has_amx())
-            STRATA_LOG_WARN("--bf16-prefill: this CPU has no AMX for oneDNN's bf16 matmul; prompts use the default kernels");
+            STRATA_LOG_WARN("--bf16-prefill: oneDNN runs no AMX here (none on this CPU, or STRATA_AMX=0); prompts use the "
+                            "default kernels");
     }
     if (opts.prefetch_depth < 1) throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth));
     const int n_ctx = context_size(opts.n_ctx, hp_.n_ctx_train);
@@ -89,7 +90,9 @@ Engine::Engine(const EngineOptions& opts)
     // What the forward pass holds besides weights: the KV cache, activations and one row of
     // logits, and the logits of the other sequences of the batch planned for (a row each, and
     // the pass's copy), so that the budget keeps room for them beside what it places.
-    planned_batch_logits_ = 2 * uint64_t(std::max(opts.n_batch, 1) - 1) * uint64_t(hp_.n_vocab) * sizeof(float);
+    if (opts.n_batch < 1)
+        throw UsageError(fmt::format("a batch of {} sequences to plan for", opts.n_batch), "give at least 1 sequence");
+    planned_batch_logits_ = 2 * uint64_t(opts.n_batch - 1) * uint64_t(hp_.n_vocab) * sizeof(float);
     const uint64_t activations =
         CpuBackend::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float) + planned_batch_logits_;
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
@@ -114,8 +117,6 @@ Engine::Engine(const EngineOptions& opts)
     po.n_predict = opts.n_predict;
     po.n_prompt = opts.prompt.empty() ? opts.n_prompt
                                       : static_cast<int>(tok_->encode(opts.prompt, tok_->add_bos_default(), true).size());
-    if (opts.n_batch < 1)
-        throw UsageError(fmt::format("a batch of {} sequences to plan for", opts.n_batch), "give at least 1 sequence");
     po.n_batch = opts.n_batch;
     po.kv_positions = opts.kv_positions;
     po.n_threads = pool_->n_threads();

@@ -327,7 +327,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
             }
             j->waited = 0;
             lightest_decoder = std::min(lightest_decoder, service);
-            batch.push_back({j->seq, {&j->next, 1}, PassOutput::Logits, {}, false, /*generated=*/true});
+            batch.push_back({j->seq, {&j->next, 1}, PassOutput::Logits, {}, false, cpu::AttentionRows::Decode});
             owners.push_back(j.get());
             --budget;
         }
@@ -336,7 +336,12 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
     std::stable_sort(prompts.begin(), prompts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [service, j] : prompts) {
         const auto& prompt = j->context();
-        const int64_t left = static_cast<int64_t>(prompt.size() - j->fed);
+        // A preempted request's replayed reply goes apart from its prompt, as generated rows
+        // (the bits its tokens had when first decoded).
+        const auto own = static_cast<int64_t>(j->request.prompt.size());
+        const bool replayed_reply = static_cast<int64_t>(j->fed) >= own;
+        int64_t left = static_cast<int64_t>(prompt.size() - j->fed);
+        if (!replayed_reply) left = std::min(left, own - static_cast<int64_t>(j->fed));
         const int64_t take = std::min({left, budget, chunk_limit});
         if (take <= 0 || (take < left && take < kMinPromptChunk && !batch.empty())) continue;
         if (shared && j->waited < ClientShares::kMaxWaitSteps &&
@@ -346,7 +351,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Job>>& done) {
         }
         j->waited = 0;
         j->chunk = static_cast<size_t>(take);
-        batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk), j->output()});
+        batch.push_back({j->seq, std::span(prompt).subspan(j->fed, j->chunk), j->output(), {}, false,
+                         replayed_reply ? cpu::AttentionRows::Decode : cpu::AttentionRows::Prompt});
         owners.push_back(j);
         budget -= take;
     }

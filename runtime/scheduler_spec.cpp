@@ -89,7 +89,7 @@ int64_t Scheduler::add_drafts(std::vector<SeqTokens>& batch, const std::vector<J
             continue;
         }
         spare -= extra();
-        batch[i] = {j.seq, j.verify, PassOutput::Verify, j.parents, true, /*generated=*/true};
+        batch[i] = {j.seq, j.verify, PassOutput::Verify, j.parents, true, cpu::AttentionRows::Decode};
         added += static_cast<int64_t>(j.verify.size()) - 1;
     }
     return added;

@@ -139,7 +139,7 @@ void Backend::eval_batch(std::span<const SeqTokens> batch, KvCache& kv, std::vec
             const auto first = static_cast<int64_t>(tokens.size());
             const auto owner = static_cast<int64_t>(order[entry]);
             // Earlier passes committed this entry's first `done` tokens already.
-            segments.push_back({e.seq, kv.seq_len(e.seq), first, static_cast<int64_t>(take), -1, e.generated});
+            segments.push_back({e.seq, kv.seq_len(e.seq), first, static_cast<int64_t>(take), -1, e.rows});
             trees.push_back(draft_is_chain(e.parent) ? std::span<const int32_t>{} : e.parent);
             tokens.insert(tokens.end(), e.tokens.begin() + done, e.tokens.begin() + done + take);
             const bool ends = done + take == e.tokens.size();

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cpu/attention_cpu.h"
 #include "cpu/matmul.h"
 #include "models/hparams.h"
 #include "runtime/exec/draft_rows.h"
@@ -45,10 +46,11 @@ struct SeqTokens {
     // A Verify entry's rows past its likeliest path may be left out of the pass's head, for
     // Backend::head_deferred to compute as its verification reaches them.
     bool defer_head = false;
-    // Generated tokens (a decode step's, a verify pass's drafts), not a prompt's: their attention
-    // rows are computed as a decode step's, a prompt's as a prompt pass's, whatever the pass
-    // holds (cpu::AttentionRows), so a row's bits do not depend on how it was batched or cached.
-    bool generated = false;
+    // A prompt's tokens, or generated ones (a decode step's, a verify pass's drafts, a preempted
+    // request's replayed reply): attention computes the first as a prompt pass would and the
+    // others as their decode steps would, whatever the pass holds, so a row's bits do not depend
+    // on how it was batched or cached. ByCount (callers that do not say): by the pass's size.
+    cpu::AttentionRows rows = cpu::AttentionRows::ByCount;
 
     // KV positions the entry writes after the sequence's last one.
     int64_t kv_span() const { return parent.empty() ? static_cast<int64_t>(tokens.size()) : draft_span(parent); }
@@ -64,7 +66,7 @@ struct PassLayout {
         int64_t first;  // its first token's row in the pass
         int64_t n;
         int32_t draft = -1;  // a draft tree's rows: drafts[draft]; -1: positions pos0, pos0 + 1, ...
-        bool generated = false;  // SeqTokens::generated
+        cpu::AttentionRows rows = cpu::AttentionRows::ByCount;  // SeqTokens::rows
     };
     std::span<const int32_t> tokens;
     std::vector<Segment> segments;

@@ -40,7 +40,7 @@ void attend_on_cpu(const AttentionSpec& spec, KvCache& kv, int il, std::span<con
         a.softcap = spec.softcap;
         a.sinks = sinks;
         a.v_head_dim = spec.v_head_dim;
-        a.rows = s.generated ? cpu::AttentionRows::Decode : cpu::AttentionRows::Prompt;
+        a.rows = s.rows;
     }
     cpu::attention_batch(batch);
 }
