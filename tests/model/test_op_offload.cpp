@@ -227,4 +227,16 @@ TEST_CASE("sim device: op offload beside CPU layers that recompute their KV give
     Engine e(o);
     REQUIRE(e.kv_cache().n_rebuilt() == n_rebuilt);
     CHECK(test::generate(e, prompt, test::greedy(16, true)).tokens == want);
+    // Every CPU layer rebuilt: nothing is left to offload, and op offload takes no device memory.
+    for (auto& l : p.layers)
+        if (planner::device_of(l.weights) == planner::Device::Cpu) l.kv = KvOption::ActGpu;
+    o.plan = p;
+    uint64_t with_offload = 0;
+    {
+        Engine all(o);
+        with_offload = all.gauges().gpu_used;
+        CHECK(test::generate(all, prompt, test::greedy(16, true)).tokens == want);
+    }
+    o.gpu.op_offload = {OpOffloadMode::Off};
+    CHECK(Engine(o).gauges().gpu_used == with_offload);
 }

@@ -124,14 +124,18 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
         return std::count_if(work.begin(), work.end(), [&](const LayerWork& w) { return w.site == site; });
     };
     // Op offload copies the CPU layers in as well, through the same slots (the run's layout
-    // reserved two slots of the largest layer whatever the plan).
-    const bool offload = opts.op_offload_rows > 0 && count(LayerSite::Cpu) > 0;
+    // reserved two slots of the largest layer whatever the plan), but those whose KV the host
+    // rebuilds from the hidden states it saves (prepare_op_offload).
+    const auto offloadable = [&](int il) { return work[size_t(il)].site == LayerSite::Cpu && !kv.rebuilt(il); };
+    bool any_offloadable = false;
+    for (int il = 0; il < hp.n_layer; ++il) any_offloadable = any_offloadable || offloadable(il);
+    const bool offload = opts.op_offload_rows > 0 && any_offloadable;
     if (offload && hp.mla.enabled())
         throw UsageError("op offload does not run latent attention (deepseek2)",
                          "use --op-offload off");
     uint64_t slot_bytes = 0;
     for (int il = 0; il < hp.n_layer; ++il)
-        if (work[il].site == LayerSite::CopiedIn || (offload && work[il].site == LayerSite::Cpu))
+        if (work[il].site == LayerSite::CopiedIn || (offload && offloadable(il)))
             slot_bytes = std::max(slot_bytes, store.layer_range(il).length);
     if (slot_bytes > 0) {
         for (int i = 0; i < opts.n_slots; ++i) {
