@@ -92,8 +92,7 @@ Engine::Engine(const EngineOptions& opts)
     // the pass's copy), so that the budget keeps room for them beside what it places.
     if (opts.n_batch < 1)
         throw UsageError(fmt::format("a batch of {} sequences to plan for", opts.n_batch), "give at least 1 sequence");
-    const int sequences = opts.max_sequences > 0 ? opts.max_sequences : opts.n_batch;
-    planned_batch_logits_ = 2 * uint64_t(sequences - 1) * uint64_t(hp_.n_vocab) * sizeof(float);
+    planned_batch_logits_ = 2 * uint64_t(opts.n_batch - 1) * uint64_t(hp_.n_vocab) * sizeof(float);
     const uint64_t activations =
         CpuBackend::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float) + planned_batch_logits_;
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));

@@ -57,7 +57,6 @@ struct EngineOptions {
     std::string prompt;           // the prompt the run is for, when known: the plan is made for its tokens
     int n_prompt = 0;             // without `prompt`: its length in tokens, when known (bench's -d + -p)
     int n_batch = 1;              // sequences decoded together, when known: the plan is made for them
-    int max_sequences = 0;        // the most sequences a pass may hold, whose logits the working memory keeps room for (0: n_batch)
     std::optional<planner::Plan> plan;  // --plan FILE: run by this plan instead of making one
     std::function<void(const Placement&)> on_plan;  // sees the plan before weights load (--show-plan)
     std::filesystem::path kv_spill_dir;  // where KV layers that do not fit go; empty: the cache folder

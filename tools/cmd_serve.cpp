@@ -128,7 +128,6 @@ int run_serve(const ServeOptions& o) {
 
     server::RegistryOptions ro;
     ro.engine = o.m.engine();
-    ro.engine.max_sequences = o.max_batch;  // room for a full batch's logits beside what the plan places
     ro.models = served_models(o);
     ro.default_model = ro.models.front().id;
     ro.scheduler = runtime::SchedulerOptions{o.max_batch, o.max_queue, o.max_batch_per_client, o.max_queue_per_client};
