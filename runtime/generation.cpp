@@ -74,9 +74,11 @@ void Generation::finish() {
     }
     r.text = stream_.text();
     // Only the tokens whose text the reply shows: not those of the stop string it ends before.
-    ShownLogprobs shown([this](int32_t t) { return tok_.piece(t).size(); });
-    shown.add(r.logprobs);
-    r.logprobs = shown.take(r.text.size());
+    if (!r.logprobs.empty()) {
+        ShownLogprobs shown([this](int32_t t) { return tok_.piece(t).size(); });
+        shown.add(r.logprobs);
+        r.logprobs = shown.take(r.text.size());
+    }
 }
 
 }  // namespace strata::runtime
