@@ -104,16 +104,18 @@ struct Requests {
     int count, n_predict;
 };
 
-// The "heavy" client's requests, back to back; once the first runs (it waits for the submission
-// at its first token), the "light" client's. Returns the tokens logged before the light ones came.
-size_t heavy_then_light(Engine& engine, SchedulerOptions opts, TokenLog& log, const Requests& heavy, const Requests& light) {
+// The "heavy" client's requests, back to back; once its request `held` runs (it waits for the
+// submission at its first token), the "light" client's. Returns the tokens logged before the
+// light ones came.
+size_t heavy_then_light(Engine& engine, SchedulerOptions opts, TokenLog& log, const Requests& heavy, const Requests& light,
+                        int held = 0) {
     Gate gate;
     size_t light_submitted_at = 0;
     opts.spec.mode = SpecMode::Off;  // the log's tokens count steps: one a sequence
     Scheduler sched(engine, opts);
     for (int i = 0; i < heavy.count; ++i) {
         Request r = log.request(heavy.prompt, heavy.n_predict, "heavy", i);
-        if (i == 0) gate.hold(r);
+        if (i == held) gate.hold(r);
         sched.submit(std::move(r));
     }
     gate.running.get_future().wait();  // the heavy client runs; the rest of its requests wait
@@ -172,7 +174,9 @@ TEST_CASE("scheduler fairness: a much lighter client's steps carry its sequences
     const std::filesystem::path path = test::tiny_llama_path();
     Engine engine(roomy_options(path));
     // The heavy client's long prompts (each request charged its ~100 tokens) keep its service
-    // far above the light client's short one for the whole light request.
+    // far above the light client's short one for the whole light request: the light one comes
+    // once a whole batch of them has run (had it come beside the first alone, that one's
+    // service would decay below twice the light one's within the light request).
     std::string story;
     for (int i = 0; i < 12; ++i) story += "Tom had a red ball and a big dog. ";
     const auto long_prompt = prompt_of(engine, story), short_prompt = prompt_of(engine, "Tom had a red ball");
@@ -184,7 +188,8 @@ TEST_CASE("scheduler fairness: a much lighter client's steps carry its sequences
     INFO("--max-batch-per-client " << per_client);
 
     TokenLog log;
-    heavy_then_light(engine, {kBatch, 64, per_client}, log, {long_prompt, kHeavy, kHeavyTokens}, {short_prompt, 1, kLightTokens});
+    heavy_then_light(engine, {kBatch, 64, per_client}, log, {long_prompt, kHeavy, kHeavyTokens}, {short_prompt, 1, kLightTokens},
+                     kBatch - 1);
     REQUIRE(log.done == kHeavy + 1);
     const auto& t = log.tokens;
     REQUIRE(std::count_if(t.begin(), t.end(), is_light) == kLightTokens);
