@@ -202,6 +202,26 @@ inline __mmask16 key_lanes(int64_t j, int64_t lo, int64_t n) {
     return static_cast<__mmask16>(k);
 }
 
+// Adds to `sum` the exponentials e[j] (j >= from, a multiple of 16 at or below the tree's base)
+// of tree row m as the chain of its ancestors holds them: the key at slot j at its position
+// key_pos, the lanes filled 16 positions at a time. A branch's ancestors lie at slots apart
+// from their positions; summed by slot, its lanes would add in another order than its
+// branch's decode steps do.
+inline __m512 tree_sum(const AttentionTile& t, int m, const float* e, int64_t from, __m512 sum) {
+    const AttentionTree& tree = *t.tree;
+    const int64_t end = tree.pos[t.tokens[m]] + 1;  // the chain's keys end at the row's position
+    for (int64_t p0 = from; p0 < end; p0 += 16) {
+        alignas(64) float chain[16] = {};
+        for (int64_t p = p0; p < std::min(p0 + 16, tree.base); ++p) chain[p - p0] = e[p];
+        for (int64_t j = tree.base; j < t.n_kv[m]; ++j) {
+            const int64_t at = tree.key_pos[j - tree.base] - p0;
+            if (at >= 0 && at < 16 && t.sees(m, j)) chain[at] = e[j];
+        }
+        sum = _mm512_add_ps(sum, _mm512_load_ps(chain));
+    }
+    return sum;
+}
+
 template <class L>
 void tile(const AttentionTile& t) {
     const int32_t hd = t.head_dim;
@@ -244,12 +264,16 @@ void tile(const AttentionTile& t) {
         for (int64_t j = t.j_begin; j < n; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, lanes(j), s + j));
         const float row_max = _mm512_reduce_max_ps(mx);
         const __m512 vmax = _mm512_set1_ps(row_max);
+        // A tree row's keys from the vector holding the tree's first slot on are summed apart,
+        // at their positions (tree_sum).
+        const int64_t summed = t.tree ? std::min(n, t.tree->base / 16 * 16) : n;
         __m512 sum = _mm512_setzero_ps();
         for (int64_t j = t.j_begin; j < n; j += 16) {
             const __m512 e = _mm512_maskz_mov_ps(lanes(j), exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmax)));
             _mm512_storeu_ps(s + j, e);
-            sum = _mm512_add_ps(sum, e);
+            if (j < summed) sum = _mm512_add_ps(sum, e);
         }
+        if (summed < n) sum = tree_sum(t, m, s, summed, sum);
         for (int64_t j = (n + 15) / 16 * 16; j < t.n_kv_max; j += 16) _mm512_storeu_ps(s + j, _mm512_setzero_ps());
         const float sink = t.sinks ? std::exp(t.sinks[m] - row_max) : 0.0f;
         const float row_sum = _mm512_reduce_add_ps(sum) + sink;

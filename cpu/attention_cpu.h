@@ -16,9 +16,9 @@ namespace strata::cpu {
 // whose bit is set in its row of `mask` (bit i of mask[t * words + i / 64]: key base + i), its
 // ancestors' and its own. Its position (RoPE, a window's start) is pos[t]; the node whose key is
 // at slot base + i stands at key_pos[i]. Keys it does not see weigh exactly 0 and are skipped
-// where a sum would meet them, so a node whose ancestors sit at slots congruent mod 16 to their
-// positions, in position order, gets the bits of the chain of its ancestors (the kernels sum
-// keys in 16 lanes by slot).
+// where a sum would meet them, and sums in lanes take a tree's keys at their positions, so a
+// node whose ancestors sit at slots in position order gets the bits of the chain of its
+// ancestors (its branch decoded one token at a time).
 struct AttentionTree {
     int64_t base = 0;
     const int64_t* slot = nullptr;

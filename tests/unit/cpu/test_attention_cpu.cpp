@@ -492,6 +492,55 @@ TEST_CASE("attention: a verify pass's rows are a decode step's bits, however man
     }
 }
 
+TEST_CASE("attention: a branching draft tree's nodes are each branch's decode steps' bits", "[unit][cpu]") {
+    // A tree from position `base`: a root, two siblings at base + 1 (slots base + 1 and + 2), a
+    // child of the second sibling at base + 2 (slot base + 3), a child of the first at base + 2
+    // (slot base + 4). Each node must get the bits its branch gets decoded as a chain: the
+    // cache's first `base` keys, then its ancestors' and its own keys at consecutive positions.
+    // From 1024 (rows split over their keys, the tree in one part) and from 250 (whole rows, the
+    // tree across a vector of 16 keys).
+    const int64_t base = GENERATE(1024, 250);
+    const int n_head = 9, n_head_kv = 3, hd = 64, n_kv = int(base) + 5;
+    const int64_t nodes = 5, row = int64_t(n_head) * hd;
+    const std::vector<std::vector<int64_t>> branch = {{0}, {0, 1}, {0, 2}, {0, 2, 3}, {0, 1, 4}};  // each node's path
+    std::vector<int64_t> slot(nodes), pos(nodes), key_pos(nodes);
+    std::vector<uint64_t> mask(nodes, 0);
+    for (int64_t i = 0; i < nodes; ++i) {
+        slot[size_t(i)] = base + i;
+        pos[size_t(i)] = key_pos[size_t(i)] = base + int64_t(branch[size_t(i)].size()) - 1;
+        for (int64_t a : branch[size_t(i)]) mask[size_t(i)] |= uint64_t{1} << a;
+    }
+    const AttentionTree tree{base, slot.data(), pos.data(), key_pos.data(), mask.data(), 1};
+    ThreadPool pool(2);
+    for (DType type : {DType::F16, DType::Q4_0}) {
+        PagedKv kv(type, n_head_kv * hd, n_kv, 95);
+        const auto q = normal_floats(size_t(nodes) * row, 96);
+        std::vector<float> treed(q.size(), NAN);
+        AttentionArgs t_args = kv.args(q.data(), int(nodes), n_head, n_head_kv, hd);
+        t_args.tree = &tree;
+        t_args.rows = AttentionRows::Decode;
+        t_args.out = treed.data();
+        pool.run([&] { attention(t_args); });
+        for (int64_t i = 0; i < nodes; ++i) {
+            // The branch as a chain: the same cache with the path's rows moved to consecutive slots.
+            PagedKv chain(type, n_head_kv * hd, n_kv, 95);
+            const auto& path = branch[size_t(i)];
+            for (size_t d = 0; d < path.size(); ++d) {
+                const int from = int(base + path[d]), to = int(base + int64_t(d));
+                std::memcpy(chain.row(chain.k, to), kv.row(kv.k, from), size_t(kv.row_bytes));
+                std::memcpy(chain.row(chain.v, to), kv.row(kv.v, from), size_t(kv.row_bytes));
+            }
+            std::vector<float> alone(size_t(row), NAN);
+            AttentionArgs a = chain.args(q.data() + i * row, 1, n_head, n_head_kv, hd);
+            a.pos0 = pos[size_t(i)];
+            a.out = alone.data();
+            pool.run([&] { attention(a); });
+            INFO(dtype_name(type) << " tree node " << i);
+            CHECK(std::vector<float>(treed.begin() + i * row, treed.begin() + (i + 1) * row) == alone);
+        }
+    }
+}
+
 TEST_CASE("attention: a prompt's last rows computed after a cached prefix are the whole prompt's bits", "[unit][cpu]") {
     // A prompt of 840 tokens computed in one pass, and its last 8 computed alone after the
     // first 832 came from a cache: a prompt row is never split, however few share its pass.
