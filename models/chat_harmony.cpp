@@ -1,8 +1,8 @@
 #include "models/chat_harmony.h"
 
-#include <ctime>
-
 #include <fmt/format.h>
+
+#include "models/chat_text.h"
 
 namespace strata::models {
 
@@ -19,19 +19,10 @@ std::string final_channel(const std::string& content) {
     return text;
 }
 
-std::string local_date() {
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    localtime_r(&now, &tm);
-    char buf[16];
-    std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-    return buf;
-}
-
 }  // namespace
 
 std::string render_harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt, std::string today) {
-    if (today.empty()) today = local_date();
+    if (today.empty()) today = local_date("%Y-%m-%d");
     std::string out = fmt::format(
         "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
         "Knowledge cutoff: 2024-06\nCurrent date: {}\n\nReasoning: medium\n\n"

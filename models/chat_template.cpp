@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "models/chat_harmony.h"
+#include "models/chat_text.h"
 #include "models/chat_tools.h"
 #include "models/gguf_file.h"
 
@@ -68,46 +69,63 @@ std::string_view chat_family_list() {
     return list;
 }
 
-ChatTemplate::ChatTemplate(ChatFamily family, std::string default_system)
-    : family_(family), default_system_(std::move(default_system)) {}
+ChatTemplate::ChatTemplate(ChatFamily family, std::string default_system, ChatDialect dialect)
+    : family_(family), dialect_(dialect), default_system_(std::move(default_system)) {}
+
+namespace {
+
+// The family of a template's text, and what it renders unlike the family's first template.
+std::optional<std::pair<ChatFamily, ChatDialect>> detect(const std::string& tmpl) {
+    auto has = [&](std::string_view s) { return tmpl.find(s) != std::string::npos; };
+    ChatDialect d;
+    if (has("<|im_start|>") && has("</think>")) return {{ChatFamily::Qwen3, d}};
+    if (has("<|im_start|>")) return {{ChatFamily::ChatML, d}};
+    if (has("<|start_header_id|>")) {
+        if (has("Cutting Knowledge Date")) d.llama3 = has("strftime_now") ? ChatDialect::Llama3::DatedToday : ChatDialect::Llama3::Dated;
+        return {{ChatFamily::Llama3, d}};
+    }
+    if (has("<start_of_turn>")) return {{ChatFamily::Gemma, d}};
+    if (has("<|start|>") && has("<|channel|>")) return {{ChatFamily::Harmony, d}};
+    if (has(kDsAssistant) && has(kDsUser)) {
+        // V3.1 closes an empty think block unless asked to think; R1 opens one.
+        d.closed_think = has("<think></think>");
+        return {{has("<think>") && !d.closed_think ? ChatFamily::DeepSeekR1 : ChatFamily::DeepSeek3, d}};
+    }
+    if (has("'Assistant: ' + message['content'] + eos_token")) return {{ChatFamily::DeepSeek2, d}};
+    if (has("<|user|>") && has("<|end|>")) return {{ChatFamily::Phi3, d}};
+    if (has("<|user|>")) return {{ChatFamily::Zephyr, d}};
+    if (has("[INST]")) {
+        using Inst = ChatDialect::Inst;
+        d.inst = has("[SYSTEM_PROMPT]")                                          ? Inst::MistralV7
+                 : has("<<SYS>>")                                               ? Inst::Llama2
+                 : has("[AVAILABLE_TOOLS]") || has("\"[INST]\"") || has("'[INST]'") ? Inst::MistralTekken
+                                                                                : Inst::MistralV1;
+        return {{ChatFamily::Llama2, d}};
+    }
+    return std::nullopt;
+}
+
+}  // namespace
 
 ChatTemplate ChatTemplate::from_gguf(const GgufFile& f, std::string_view override_name) {
     const std::string tmpl = f.get_string_opt("tokenizer.chat_template").value_or("");
+    const auto detected = detect(tmpl);
     if (!override_name.empty()) {
         auto fam = chat_family_from_name(override_name);
         if (!fam)
             throw UsageError(fmt::format("unknown chat template '{}'", override_name),
                              fmt::format("choose one of: {}", chat_family_list()));
-        return ChatTemplate(*fam, *fam == ChatFamily::ChatML ? embedded_system_prompt(tmpl) : "");
+        const ChatDialect dialect = detected && detected->first == *fam ? detected->second : ChatDialect{};
+        return ChatTemplate(*fam, *fam == ChatFamily::ChatML ? embedded_system_prompt(tmpl) : "", dialect);
     }
-    auto has = [&](std::string_view s) { return tmpl.find(s) != std::string::npos; };
-    if (has("<|im_start|>") && has("</think>")) return ChatTemplate(ChatFamily::Qwen3);
-    if (has("<|im_start|>")) return ChatTemplate(ChatFamily::ChatML, embedded_system_prompt(tmpl));
-    if (has("<|start_header_id|>")) return ChatTemplate(ChatFamily::Llama3);
-    if (has("<start_of_turn>")) return ChatTemplate(ChatFamily::Gemma);
-    if (has("<|start|>") && has("<|channel|>")) return ChatTemplate(ChatFamily::Harmony);
-    if (has(kDsAssistant) && has(kDsUser)) return ChatTemplate(has("<think>") ? ChatFamily::DeepSeekR1 : ChatFamily::DeepSeek3);
-    if (has("'Assistant: ' + message['content'] + eos_token")) return ChatTemplate(ChatFamily::DeepSeek2);
-    if (has("<|user|>") && has("<|end|>")) return ChatTemplate(ChatFamily::Phi3);
-    if (has("<|user|>")) return ChatTemplate(ChatFamily::Zephyr);
-    if (has("[INST]")) return ChatTemplate(ChatFamily::Llama2);
+    if (detected)
+        return ChatTemplate(detected->first, detected->first == ChatFamily::ChatML ? embedded_system_prompt(tmpl) : "", detected->second);
     STRATA_LOG_WARN("{}; using chatml (choose another with --chat-template)",
                     tmpl.empty() ? "the model has no chat template" : "the model's chat template is not recognised");
     return ChatTemplate(ChatFamily::ChatML);
 }
 
 namespace {
-
-// Python's str.strip(chars) family, for the templates that call them.
-std::string_view lstrip(std::string_view s, std::string_view chars) {
-    const size_t a = s.find_first_not_of(chars);
-    return a == std::string_view::npos ? std::string_view() : s.substr(a);
-}
-std::string_view rstrip(std::string_view s, std::string_view chars) {
-    const size_t b = s.find_last_not_of(chars);
-    return b == std::string_view::npos ? std::string_view() : s.substr(0, b + 1);
-}
-std::string_view strip(std::string_view s, std::string_view chars) { return lstrip(rstrip(s, chars), chars); }
 
 // Qwen3's template: ChatML; an assistant turn's <think>...</think> reasoning is dropped from the
 // turns before the last user message and kept, in a block of its own, after it.
@@ -128,13 +146,13 @@ std::string render_qwen3(const std::vector<ChatMessage>& msgs, bool add_generati
         std::string_view content = m.content, reasoning;
         if (const size_t end = content.rfind("</think>"); end != std::string_view::npos) {
             // reasoning: the text before the first </think>, after its last <think>; content: after the last </think>.
-            std::string_view before = rstrip(content.substr(0, content.find("</think>")), "\n");
+            std::string_view before = rstrip_chars(content.substr(0, content.find("</think>")), "\n");
             if (const size_t open = before.rfind("<think>"); open != std::string_view::npos) before = before.substr(open + 7);
-            reasoning = lstrip(before, "\n");
-            content = lstrip(content.substr(end + 8), "\n");
+            reasoning = lstrip_chars(before, "\n");
+            content = lstrip_chars(content.substr(end + 8), "\n");
         }
         if (i > last_query && (i + 1 == msgs.size() || !reasoning.empty()))
-            out += fmt::format("<|im_start|>assistant\n<think>\n{}\n</think>\n\n{}", strip(reasoning, "\n"), lstrip(content, "\n"));
+            out += fmt::format("<|im_start|>assistant\n<think>\n{}\n</think>\n\n{}", strip_chars(reasoning, "\n"), lstrip_chars(content, "\n"));
         else
             out += fmt::format("<|im_start|>assistant\n{}", content);
         out += "<|im_end|>\n";
@@ -154,7 +172,7 @@ std::string render_gemma(const std::vector<ChatMessage>& msgs, bool add_generati
             continue;
         }
         out += fmt::format("<start_of_turn>{}\n{}{}<end_of_turn>\n", m.role == "assistant" ? "model" : m.role, prefix,
-                           strip(m.content, " \t\n\r\f\v"));
+                           py_strip(m.content));
         prefix.clear();
     }
     if (add_generation_prompt) out += "<start_of_turn>model\n";
@@ -162,8 +180,10 @@ std::string render_gemma(const std::vector<ChatMessage>& msgs, bool add_generati
 }
 
 // DeepSeek-V3 and R1: the system prompts first (joined by blank lines), then <｜User｜>... and
-// <｜Assistant｜>...<｜end▁of▁sentence｜>, an answer's reasoning (up to its last </think>) left out.
-std::string render_deepseek3(const std::vector<ChatMessage>& msgs, bool add_generation_prompt, bool opens_think) {
+// <｜Assistant｜>...<｜end▁of▁sentence｜>, an answer's reasoning (up to its last </think>) left out;
+// R1's generation prompt opens a think block, V3.1 closes an empty one after every header.
+std::string render_deepseek3(const std::vector<ChatMessage>& msgs, bool add_generation_prompt, bool opens_think, bool closed_think) {
+    const std::string assistant = std::string(kDsAssistant) + (closed_think ? "<think></think>" : "");
     std::string out, turns;
     for (const ChatMessage& m : msgs) {
         if (m.role == "system") {
@@ -172,27 +192,52 @@ std::string render_deepseek3(const std::vector<ChatMessage>& msgs, bool add_gene
             turns += fmt::format("{}{}", kDsUser, m.content);
         } else if (m.role == "assistant") {
             const size_t think = m.content.rfind("</think>");
-            turns += fmt::format("{}{}{}", kDsAssistant, think == std::string::npos ? m.content : m.content.substr(think + 8), kDsEnd);
+            turns += fmt::format("{}{}{}", assistant, think == std::string::npos ? m.content : m.content.substr(think + 8), kDsEnd);
         }
     }
     out += turns;
-    if (add_generation_prompt) out += fmt::format("{}{}", kDsAssistant, opens_think ? "<think>\n" : "");
+    if (add_generation_prompt) out += assistant + (opens_think ? "<think>\n" : "");
     return out;
 }
 
-// Llama 2 / Mistral: <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>
+// Llama 2: <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>, each turn's
+// text stripped.
 std::string render_llama2(const std::vector<ChatMessage>& msgs) {
     std::string out, system;
     for (const auto& m : msgs) {
         if (m.role == "system") system = m.content;
         else if (m.role == "user") {
             std::string sys = system.empty() ? "" : fmt::format("<<SYS>>\n{}\n<</SYS>>\n\n", system);
-            out += fmt::format("<s>[INST] {}{} [/INST]", sys, m.content);
+            out += fmt::format("<s>[INST] {} [/INST]", py_strip(sys + m.content));
             system.clear();
         } else {
-            out += fmt::format(" {} </s>", m.content);
+            out += fmt::format(" {} </s>", py_strip(m.content));
         }
     }
+    return out;
+}
+
+// Mistral v1 (Mistral-7B-Instruct v0.1, v0.2): <s>[INST] {user} [/INST]{assistant}</s>[INST] ...;
+// its template takes no system prompt: it leads the first user turn, as llama.cpp writes it.
+std::string render_mistral_v1(const std::vector<ChatMessage>& msgs) {
+    std::string out = "<s>", system;
+    for (const auto& m : msgs) {
+        if (m.role == "system") system += m.content + "\n\n";
+        else if (m.role == "user") {
+            out += fmt::format("[INST] {}{} [/INST]", system, m.content);
+            system.clear();
+        } else {
+            out += m.content + "</s>";
+        }
+    }
+    return out;
+}
+
+// Llama 3.0: each turn's text trimmed.
+std::string render_llama30(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) {
+    std::string out = "<|begin_of_text|>";
+    for (const auto& m : msgs) out += fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>", m.role, py_strip(m.content));
+    if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
     return out;
 }
 
@@ -200,7 +245,7 @@ std::string render_llama2(const std::vector<ChatMessage>& msgs) {
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                  std::string_view tools_json) const {
-    if (uses_tools(messages, tools_json)) return render_with_tools(family_, default_system_, messages, tools_json, add_generation_prompt);
+    if (uses_tools(messages, tools_json)) return render_with_tools(*this, messages, tools_json, add_generation_prompt);
     std::vector<ChatMessage> msgs = messages;
     if (!default_system_.empty() && (msgs.empty() || msgs.front().role != "system"))
         msgs.insert(msgs.begin(), {"system", default_system_});
@@ -212,11 +257,8 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
             break;
         case ChatFamily::Qwen3: return msgs.empty() ? std::string() : render_qwen3(msgs, add_generation_prompt);
         case ChatFamily::Llama3:
-            out += "<|begin_of_text|>";
-            for (const auto& m : msgs)
-                out += fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>", m.role, m.content);
-            if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-            break;
+            if (dialect_.llama3 == ChatDialect::Llama3::Plain) return render_llama30(msgs, add_generation_prompt);
+            return render_llama31(msgs, {}, add_generation_prompt, llama31_date(dialect_));
         case ChatFamily::Zephyr:
             for (const auto& m : msgs) out += fmt::format("<|{}|>\n{}</s>\n", m.role, m.content);
             if (add_generation_prompt) out += "<|assistant|>\n";
@@ -228,7 +270,14 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
             if (add_generation_prompt) out += "<|assistant|>\n";
             break;
         case ChatFamily::Gemma: return render_gemma(msgs, add_generation_prompt);
-        case ChatFamily::Llama2: return render_llama2(msgs);
+        case ChatFamily::Llama2:
+            switch (dialect_.inst) {
+                case ChatDialect::Inst::Llama2: return render_llama2(msgs);
+                case ChatDialect::Inst::MistralV1: return render_mistral_v1(msgs);
+                case ChatDialect::Inst::MistralTekken:
+                case ChatDialect::Inst::MistralV7: return render_mistral(msgs, {}, dialect_.inst == ChatDialect::Inst::MistralV7);
+            }
+            return out;
         case ChatFamily::DeepSeek2:
             for (const auto& m : msgs) {
                 if (m.role == "system") out += m.content + "\n\n";
@@ -238,7 +287,8 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
             if (add_generation_prompt) out += "Assistant:";
             break;
         case ChatFamily::DeepSeek3:
-        case ChatFamily::DeepSeekR1: return render_deepseek3(msgs, add_generation_prompt, family_ == ChatFamily::DeepSeekR1);
+        case ChatFamily::DeepSeekR1:
+            return render_deepseek3(msgs, add_generation_prompt, family_ == ChatFamily::DeepSeekR1, dialect_.closed_think);
         case ChatFamily::Harmony: return render_harmony(msgs, add_generation_prompt);
     }
     return out;

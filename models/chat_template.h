@@ -27,10 +27,25 @@ struct ChatMessage {
 };
 
 // ChatML (SmolLM2, Qwen2), Qwen3 (ChatML whose assistant turns carry <think> reasoning),
-// Llama 3, Llama 2 / Mistral, Zephyr, Gemma (2 and 3), Phi-3, DeepSeek-V2 ("User: ... Assistant:"),
+// Llama 3, Llama 2 / Mistral ([INST]), Zephyr, Gemma (2 and 3), Phi-3, DeepSeek-V2 ("User: ... Assistant:"),
 // DeepSeek-V3 and R1 (<｜User｜>, <｜Assistant｜>; R1's generation prompt opens its reasoning), and
 // gpt-oss's harmony (<|start|>role<|message|>...<|end|>, the assistant's answer in the final channel).
 enum class ChatFamily { ChatML, Qwen3, Llama3, Llama2, Zephyr, Gemma, Phi3, DeepSeek2, DeepSeek3, DeepSeekR1, Harmony };
+
+// What the templates of one family differ in, read from the model's own template text.
+struct ChatDialect {
+    // Llama 3.1 and later open every conversation with a system turn holding the knowledge
+    // cutoff and a date: 3.2's is today's (its template reads the clock), 3.1's and 3.3's their
+    // default, 26 Jul 2024. Llama 3.0 has no such turn. Every Llama 3 template trims the text.
+    enum class Llama3 { Plain, Dated, DatedToday } llama3 = Llama3::Plain;
+    // [INST] templates: Llama 2's (a <<SYS>> block in the first turn, text stripped); Mistral's
+    // v1 ("[INST] text [/INST]answer</s>", the system prompt in the first turn), tekken (Nemo:
+    // "[INST]text[/INST]answer</s>", the system prompt in the last user turn) and v7 (Small 3:
+    // tekken's turns, system messages as [SYSTEM_PROMPT] turns of their own).
+    enum class Inst { Llama2, MistralV1, MistralTekken, MistralV7 } inst = Inst::Llama2;
+    // DeepSeek-V3.1: every assistant header followed by an empty <think></think> (thinking off).
+    bool closed_think = false;
+};
 
 std::string_view chat_family_name(ChatFamily f);
 std::optional<ChatFamily> chat_family_from_name(std::string_view name);
@@ -38,12 +53,14 @@ std::string_view chat_family_list();
 
 class ChatTemplate {
 public:
-    // Detects the family from the model's template; `override_name` wins when given.
-    // Unknown templates fall back to ChatML with a warning.
+    // Detects the family and its dialect from the model's template; `override_name` wins when
+    // given (with the template's dialect where it is of that family). Unknown templates fall
+    // back to ChatML with a warning.
     static ChatTemplate from_gguf(const GgufFile& f, std::string_view override_name = {});
-    explicit ChatTemplate(ChatFamily family, std::string default_system = {});
+    explicit ChatTemplate(ChatFamily family, std::string default_system = {}, ChatDialect dialect = {});
 
     ChatFamily family() const { return family_; }
+    const ChatDialect& dialect() const { return dialect_; }
     // The prompt for `messages`, ending with the assistant's turn opened when add_generation_prompt.
     // `tools_json`: the tools offered, a JSON array of OpenAI tool objects (empty: none).
     // Throws UsageError for tools in a family without a tool format, or a conversation its
@@ -57,6 +74,7 @@ public:
 
 private:
     ChatFamily family_;
+    ChatDialect dialect_;
     std::string default_system_;  // some templates (SmolLM2) insert one when none is given
 };
 

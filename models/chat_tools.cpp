@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "models/chat_text.h"
 #include "models/py_json.h"
 
 namespace strata::models {
@@ -15,13 +16,8 @@ using nlohmann::ordered_json;
 
 namespace {
 
-// Python's str.strip(), as Jinja's trim filter (ASCII whitespace).
-std::string trim(std::string_view s) {
-    const char* ws = " \t\n\r\f\v";
-    const size_t a = s.find_first_not_of(ws);
-    if (a == std::string_view::npos) return {};
-    return std::string(s.substr(a, s.find_last_not_of(ws) - a + 1));
-}
+// Jinja's trim filter (Python's str.strip()).
+std::string trim(std::string_view s) { return std::string(py_strip(s)); }
 
 ordered_json parse_tools(std::string_view tools_json) {
     if (tools_json.empty()) return ordered_json::array();
@@ -78,8 +74,12 @@ std::string render_hermes(const std::string& default_system, const std::vector<C
     return out;
 }
 
-// Meta-Llama-3.1-Instruct's template, with its default date and the tools in the first user turn.
-std::string render_llama31(const std::vector<ChatMessage>& all, const ordered_json& tools, bool add_generation_prompt) {
+}  // namespace
+
+// Meta-Llama-3.1-Instruct's template, the tools in the first user turn.
+std::string render_llama31(const std::vector<ChatMessage>& all, std::string_view tools_json, bool add_generation_prompt,
+                           const std::string& date) {
+    const ordered_json tools = parse_tools(tools_json);
     std::vector<ChatMessage> msgs = all;
     std::string system;
     if (!msgs.empty() && msgs[0].role == "system") {
@@ -88,7 +88,7 @@ std::string render_llama31(const std::vector<ChatMessage>& all, const ordered_js
     }
     std::string out = "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n";
     if (!tools.empty()) out += "Environment: ipython\n";
-    out += "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" + system + "<|eot_id|>";
+    out += "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n" + system + "<|eot_id|>";
     if (!tools.empty()) {
         if (msgs.empty()) throw UsageError("Llama 3.1's template puts the tools in the first user message, and there is none");
         out += "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a "
@@ -116,11 +116,12 @@ std::string render_llama31(const std::vector<ChatMessage>& all, const ordered_js
 }
 
 // Mistral-Nemo-Instruct's template: the tools just before the last user turn, the system
-// prompt in front of the last message when that is a user turn.
-std::string render_mistral(const std::vector<ChatMessage>& all, const ordered_json& tools) {
+// prompt in front of the last message when that is a user turn (v7: system turns where they stand).
+std::string render_mistral(const std::vector<ChatMessage>& all, std::string_view tools_json, bool system_turns) {
+    const ordered_json tools = parse_tools(tools_json);
     std::vector<ChatMessage> msgs = all;
     std::optional<std::string> system;
-    if (!msgs.empty() && msgs[0].role == "system") {
+    if (!system_turns && !msgs.empty() && msgs[0].role == "system") {
         system = msgs[0].content;
         msgs.erase(msgs.begin());
     }
@@ -160,6 +161,8 @@ std::string render_mistral(const std::vector<ChatMessage>& all, const ordered_js
         } else if (m.role == "tool") {
             if (m.tool_call_id.size() != 9) throw UsageError("Mistral's template takes tool call ids of 9 letters and digits");
             out += "[TOOL_RESULTS]{\"content\": " + m.content + ", \"call_id\": \"" + m.tool_call_id + "\"}[/TOOL_RESULTS]";
+        } else if (m.role == "system" && system_turns) {
+            out += "[SYSTEM_PROMPT]" + m.content + "[/SYSTEM_PROMPT]";
         } else {
             throw UsageError("Mistral's template takes one system message, first, then user and assistant turns");
         }
@@ -167,7 +170,9 @@ std::string render_mistral(const std::vector<ChatMessage>& all, const ordered_js
     return out;
 }
 
-}  // namespace
+std::string llama31_date(const ChatDialect& dialect) {
+    return dialect.llama3 == ChatDialect::Llama3::DatedToday ? local_date("%d %b %Y") : "26 Jul 2024";
+}
 
 bool uses_tools(const std::vector<ChatMessage>& messages, std::string_view tools_json) {
     if (!tools_json.empty() && tools_json != "[]") return true;
@@ -176,16 +181,17 @@ bool uses_tools(const std::vector<ChatMessage>& messages, std::string_view tools
     return false;
 }
 
-std::string render_with_tools(ChatFamily family, const std::string& default_system, const std::vector<ChatMessage>& messages,
-                              std::string_view tools_json, bool add_generation_prompt) {
-    const ordered_json tools = parse_tools(tools_json);
-    switch (family) {
-        case ChatFamily::ChatML: return render_hermes(default_system, messages, tools, add_generation_prompt);
-        case ChatFamily::Llama3: return render_llama31(messages, tools, add_generation_prompt);
-        case ChatFamily::Llama2: return render_mistral(messages, tools);
+std::string render_with_tools(const ChatTemplate& chat_template, const std::vector<ChatMessage>& messages, std::string_view tools_json,
+                              bool add_generation_prompt) {
+    const ChatDialect& dialect = chat_template.dialect();
+    switch (chat_template.family()) {
+        case ChatFamily::ChatML:
+            return render_hermes(chat_template.default_system(), messages, parse_tools(tools_json), add_generation_prompt);
+        case ChatFamily::Llama3: return render_llama31(messages, tools_json, add_generation_prompt, llama31_date(dialect));
+        case ChatFamily::Llama2: return render_mistral(messages, tools_json, dialect.inst == ChatDialect::Inst::MistralV7);
         default: break;
     }
-    tool_call_syntax(family);  // throws
+    tool_call_syntax(chat_template.family());  // throws
     return {};
 }
 

@@ -23,8 +23,18 @@ bool uses_tools(const std::vector<ChatMessage>& messages, std::string_view tools
 
 // Throws UsageError for a family without a tool format, tools that are not a JSON list, or a
 // conversation the family's template refuses.
-std::string render_with_tools(ChatFamily family, const std::string& default_system, const std::vector<ChatMessage>& messages,
-                              std::string_view tools_json, bool add_generation_prompt);
+std::string render_with_tools(const ChatTemplate& chat_template, const std::vector<ChatMessage>& messages, std::string_view tools_json,
+                              bool add_generation_prompt);
+
+// The two templates whose plain conversations are their tool conversations without tools:
+// Meta-Llama-3.1-Instruct's, its system turn dated `date` ("26 Jul 2024"), and
+// Mistral-Nemo-Instruct's (tekken), or v7's with `system_turns` (system messages as
+// [SYSTEM_PROMPT] turns where they stand). `tools_json` empty: none.
+std::string render_llama31(const std::vector<ChatMessage>& messages, std::string_view tools_json, bool add_generation_prompt,
+                           const std::string& date);
+std::string render_mistral(const std::vector<ChatMessage>& messages, std::string_view tools_json, bool system_turns);
+// The date a Llama 3.1-style template writes: today's, or its default.
+std::string llama31_date(const ChatDialect& dialect);
 
 // How a family's model writes its calls: open, then each call (call_open, the call's JSON
 // object, call_close) with `separator` between them, then close. `trigger` starts the calls.

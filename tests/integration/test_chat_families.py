@@ -8,24 +8,17 @@ it tokenizes the prompt (models/chat_prompt), not as text. Harmony's system mess
 date, which both sides take from the clock (a run across midnight can disagree once)."""
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from strata_support import SOURCE_DIR, STRATA_BIN, default_model, skip
+from jinja_templates import TEMPLATES, render
+from strata_support import STRATA_BIN, default_model
 
 MODEL = default_model()
-try:
-    import jinja2
-    import jinja2.sandbox
-except ImportError as e:
-    skip(f"{e.name} is missing (pip install jinja2)")
-
 ENV = dict(os.environ, STRATA_MODELS=str(MODEL.parent))
-TEMPLATES = SOURCE_DIR / "tests" / "fixtures" / "chat_templates"
 DS_EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"
 # family -> (template, the eos_token it is rendered with)
 FAMILIES = {"qwen3": ("qwen3.jinja", "</s>"), "gemma": ("gemma3.jinja", "</s>"), "phi3": ("phi3.jinja", "</s>"),
@@ -38,19 +31,6 @@ HISTORY = [
     {"role": "user", "content": "  Another?\n"},
     {"role": "assistant", "content": "Green."},
 ]
-
-
-def render(template: str, messages: list[dict], eos_token: str) -> str:
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                                       extensions=["jinja2.ext.loopcontrols"])
-
-    def raise_exception(msg: str):
-        raise ValueError(msg)
-
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
-    return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token="",
-                                            eos_token=eos_token)
 
 
 def strata(*args: str, stdin: str) -> str:
@@ -76,7 +56,7 @@ def main() -> None:
             ]
             for what, args, messages in cases:
                 got = strata("--chat-template", name, *args, stdin=message + "\n")
-                want = render(template, messages + [{"role": "user", "content": message}], eos)
+                want = render(template, messages + [{"role": "user", "content": message}], "", eos)
                 if got != want:
                     sys.exit(f"{name}, {what}: strata rendered\n{got!r}\nthe template renders\n{want!r}")
                 print(f"ok: {name}, {what}: renders as {file} does")

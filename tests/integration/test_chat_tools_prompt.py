@@ -8,49 +8,21 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from jinja_templates import TEMPLATES, render, with_template
 from serve_support import Server
-from strata_support import SOURCE_DIR, skip, tiny_llama
-
-try:
-    import jinja2
-    import jinja2.ext
-    import jinja2.sandbox
-except ImportError as e:
-    skip(f"{e.name} is missing (pip install jinja2)")
+from strata_support import tiny_llama
 
 STORIES = tiny_llama()
-TEMPLATES = SOURCE_DIR / "tests" / "fixtures" / "chat_templates"
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather \"now\" in a city, in °C",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "e.g. Zürich"},
                                                     "days": {"type": "integer"}}, "required": ["city"]}}}
 CLOCK = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
-
-
-def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    """transformers' tojson filter (chat_template_utils): json.dumps without ASCII escapes or sorting."""
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def raise_exception(message):
-    raise jinja2.exceptions.TemplateError(message)
-
-
-def render(template: str, messages: list[dict], tools: list[dict] | None, bos: str, eos: str) -> str:
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                                       extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    kwargs = {"messages": messages, "add_generation_prompt": True, "bos_token": bos, "eos_token": eos}
-    if tools:
-        kwargs["tools"] = tools
-    return env.from_string(template).render(**kwargs)
 
 
 def hf_messages(messages: list[dict]) -> list[dict]:
@@ -92,18 +64,14 @@ def conversations(ids: tuple[str, str], parallel: bool) -> list[tuple[str, list[
 def check(family: str, template_file: str, bos: str, eos: str, ids: tuple[str, str], parallel: bool) -> None:
     template = (TEMPLATES / template_file).read_text()
     with tempfile.TemporaryDirectory() as tmp:
-        model = Path(tmp) / f"{family}.gguf"
-        subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(STORIES), str(model),
-                        "--chat-template-file", str(TEMPLATES / template_file), "--force"],
-                       check=True, capture_output=True)
-        with Server(model) as server:
+        with Server(with_template(STORIES, template_file, Path(tmp) / f"{family}.gguf")) as server:
             for name, messages, tools in conversations(ids, parallel):
                 body = {"messages": messages}
                 if tools:
                     body["tools"] = tools
                 status, _, got = server.request("POST", "/apply-template", body)
                 assert status == 200, (family, name, got)
-                want = render(template, hf_messages(messages), tools, bos, eos)
+                want = render(template, hf_messages(messages), bos, eos, tools)
                 if got["prompt"] != want:
                     sys.exit(f"{family}, {name}: strata rendered\n{got['prompt']!r}\nthe template renders\n{want!r}")
                 print(f"ok: {family}: {name}")

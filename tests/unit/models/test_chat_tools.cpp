@@ -93,14 +93,14 @@ TEST_CASE("tool calls: conversations a family's template refuses are errors", "[
     // Llama 3.1 takes one call per message; Mistral ids of 9 characters.
     ChatMessage two = call;
     two.tool_calls.push_back({"call_2", "g", "{}"});
-    CHECK_THROWS_AS(render_with_tools(ChatFamily::Llama3, "", {{"user", "hi"}, two}, "", true), UsageError);
-    CHECK_THROWS_AS(render_with_tools(ChatFamily::Llama2, "", {{"user", "hi"}, call}, "", true), UsageError);
-    CHECK_THROWS_AS(render_with_tools(ChatFamily::Zephyr, "", {{"user", "hi"}}, R"([{"type": "function"}])", true), UsageError);
-    CHECK_THROWS_AS(render_with_tools(ChatFamily::ChatML, "", {{"user", "hi"}}, R"({"not": "a list"})", true), UsageError);
+    CHECK_THROWS_AS(render_with_tools(ChatTemplate(ChatFamily::Llama3), {{"user", "hi"}, two}, "", true), UsageError);
+    CHECK_THROWS_AS(render_with_tools(ChatTemplate(ChatFamily::Llama2), {{"user", "hi"}, call}, "", true), UsageError);
+    CHECK_THROWS_AS(render_with_tools(ChatTemplate(ChatFamily::Zephyr), {{"user", "hi"}}, R"([{"type": "function"}])", true), UsageError);
+    CHECK_THROWS_AS(render_with_tools(ChatTemplate(ChatFamily::ChatML), {{"user", "hi"}}, R"({"not": "a list"})", true), UsageError);
     // Arguments that are not JSON cannot be written as the templates write them.
     ChatMessage bad = call;
     bad.tool_calls[0].arguments = "{oops";
-    CHECK_THROWS_AS(render_with_tools(ChatFamily::ChatML, "", {{"user", "hi"}, bad}, "", true), UsageError);
+    CHECK_THROWS_AS(render_with_tools(ChatTemplate(ChatFamily::ChatML), {{"user", "hi"}, bad}, "", true), UsageError);
     CHECK(uses_tools({{"user", "hi"}}, "[]") == false);
     CHECK(uses_tools({{"user", "hi"}, {"tool", "22 C", {}, "call_1"}}, ""));
 }
@@ -108,5 +108,5 @@ TEST_CASE("tool calls: conversations a family's template refuses are errors", "[
 TEST_CASE("tool calls: tools that are not tool objects are refused, not rendered", "[unit][chat]") {
     for (ChatFamily f : {ChatFamily::ChatML, ChatFamily::Llama3, ChatFamily::Llama2})
         for (const char* tools : {R"(["get_weather"])", R"([{"type": "function"}])", R"([{"function": 5}])"})
-            CHECK_THROWS_AS(render_with_tools(f, "", {{"user", "hi"}}, tools, true), UsageError);
+            CHECK_THROWS_AS(render_with_tools(ChatTemplate(f), {{"user", "hi"}}, tools, true), UsageError);
 }
