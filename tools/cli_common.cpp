@@ -25,6 +25,8 @@
 #include "runtime/spec/self_drafter.h"
 #include "storage/budget.h"
 #include "tools/cli_options.h"
+#include "tools/openai/api_error.h"
+#include "tools/openai/json_fields.h"
 
 namespace strata::cli {
 
@@ -189,11 +191,13 @@ std::shared_ptr<const runtime::Grammar> load_grammar(const std::string& gbnf_fil
             gbnf = read_file(gbnf_file, "the grammar", "give a GBNF file, as llama.cpp's --grammar-file reads");
         } else if (!schema_file.empty()) {
             const std::string text = read_file(schema_file, "the JSON schema", "give a file holding one JSON schema");
-            nlohmann::ordered_json schema;
+            openai::Json schema;
             try {
-                schema = nlohmann::ordered_json::parse(text);
-            } catch (const nlohmann::json::exception& err) {
-                throw UsageError(fmt::format("it is not JSON: {}", err.what()), "give a file holding one JSON schema");
+                // Within the server's bounds: deeper schemas would exhaust the stack of the
+                // code that walks them.
+                schema = openai::parse_json_limited(text, "it", "invalid_json");
+            } catch (const openai::ApiError& err) {
+                throw UsageError(err.what(), "give a file holding one JSON schema");
             }
             gbnf = runtime::json_schema_to_gbnf(schema);
         } else {

@@ -1,7 +1,6 @@
 #include "runtime/grammar/gbnf.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -369,23 +368,43 @@ private:
                 }
             }
         }
+        // Depth first from every rule along the rules each alternative can start with, on a
+        // stack of its own: a chain of many rules must not exhaust the thread's.
         std::vector<int> state(n, 0);  // 0 unvisited, 1 on the path, 2 done
-        std::function<void(size_t)> visit = [&](size_t id) {
-            state[id] = 1;
-            for (const Sequence& alt : bodies_[id])
-                for (const GrammarSymbol& s : alt) {
-                    if (s.kind != GrammarSymbol::Rule) break;
-                    if (state[s.index] == 1)
-                        throw UsageError(fmt::format("the grammar is left-recursive: rule '{}' can reach itself before "
-                                                     "reading a character", names_[s.index]),
-                                         "rewrite it with repetition (x ::= y ( \",\" y )*) or right recursion");
-                    if (state[s.index] == 0) visit(s.index);
-                    if (!nullable[s.index]) break;
-                }
-            state[id] = 2;
+        struct Frame {
+            size_t id, alt = 0, sym = 0;  // the next symbol to look at
         };
-        for (size_t id = 0; id < n; ++id)
-            if (state[id] == 0) visit(id);
+        std::vector<Frame> path;
+        for (size_t start = 0; start < n; ++start) {
+            if (state[start] != 0) continue;
+            state[start] = 1;
+            path.push_back({start});
+            while (!path.empty()) {
+                Frame& f = path.back();
+                if (f.alt == bodies_[f.id].size()) {
+                    state[f.id] = 2;
+                    path.pop_back();
+                    continue;
+                }
+                const Sequence& alt = bodies_[f.id][f.alt];
+                if (f.sym == alt.size() || alt[f.sym].kind != GrammarSymbol::Rule) {
+                    ++f.alt, f.sym = 0;
+                    continue;
+                }
+                const uint32_t next = alt[f.sym].index;
+                if (state[next] == 1)
+                    throw UsageError(fmt::format("the grammar is left-recursive: rule '{}' can reach itself before "
+                                                 "reading a character", names_[next]),
+                                     "rewrite it with repetition (x ::= y ( \",\" y )*) or right recursion");
+                // Past a rule that may match nothing, the alternative's next symbol can start it too.
+                if (nullable[next]) ++f.sym;
+                else ++f.alt, f.sym = 0;
+                if (state[next] == 0) {
+                    state[next] = 1;
+                    path.push_back({next});  // `f` is not used past here
+                }
+            }
+        }
     }
 
     static constexpr int kMaxGroupDepth = 64;

@@ -172,6 +172,17 @@ def check_generate_schema() -> None:
     result = json.loads(out)
     assert result["stop_reason"] == "eos", result
     jsonschema.validate(json.loads(result["text"]), schema)
+    # A schema nested past the server's bound is refused by name, as the server refuses it (it
+    # exhausted the stack of the code walking it).
+    deep = {"type": "string"}
+    for _ in range(5000):
+        deep = {"type": "array", "items": deep}
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(deep, f)
+        f.flush()
+        r = subprocess.run([STRATA_BIN, "generate", "-m", str(MODEL), "-p", "JSON:", "--json-schema", f.name, "-n", "4"],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "more than 64 levels deep" in r.stderr, (r.returncode, r.stderr)
     print("ok: strata generate --json-schema")
 
 

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "runtime/grammar/gbnf.h"
 
@@ -82,4 +84,10 @@ TEST_CASE("GBNF: errors name the line, the column and the problem", "[unit][gram
     // Right recursion and recursion after a character are fine.
     CHECK(error_of("root ::= \"a\" root | \"b\"").empty());
     CHECK(error_of("root ::= \"(\" root \")\" | ").empty());
+    // A chain of 100000 rules, each starting with the next, is checked without recursing per
+    // rule (that exhausted the stack); closed into a loop, it is left-recursive.
+    std::string chain = "root ::= r0\n";
+    for (int i = 0; i < 100000; ++i) chain += fmt::format("r{} ::= r{}\n", i, i + 1);
+    CHECK(error_of(chain + "r100000 ::= \"a\"").empty());
+    CHECK_THAT(error_of(chain + "r100000 ::= r0 | \"a\""), Catch::Contains("left-recursive"));
 }
