@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import select
 import socket
 import struct
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from serve_support import Server, check_error_shape, sse_events
-from strata_support import default_model
+from strata_support import STRATA_BIN, default_model, free_port, tiny_llama
 
 MODEL = default_model()
 TIMEOUT_S = 3  # the server's --timeout: slow clients are cut after this
@@ -365,6 +367,17 @@ def check_api_key() -> None:
         assert server.stop() == 0, server.stderr()
 
 
+def check_too_many_threads() -> None:
+    """Worker threads the system will not start (its address space held to 3 GB here): a named
+    error and exit 1, not an abort with threads left running."""
+    def small_address_space() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+    r = subprocess.run([STRATA_BIN, "serve", "-m", str(tiny_llama()), "--port", str(free_port()), "--http-threads", "2000"],
+                       capture_output=True, text=True, timeout=120, preexec_fn=small_address_space)
+    assert r.returncode == 1 and "would not start 2000 worker threads" in r.stderr and "--http-threads" in r.stderr, \
+        (r.returncode, r.stderr[-2000:])
+
+
 def main() -> None:
     start = time.time()
     with Server(MODEL, "--timeout", str(TIMEOUT_S), "--max-batch", "4", "--max-queue", "8", threads=2) as server:
@@ -382,6 +395,7 @@ def main() -> None:
         log = server.stderr()
         assert "Once upon a time" not in log and "Number 1" not in log, log[-2000:]  # prompts are never logged
     check_api_key()
+    check_too_many_threads()
     print(f"ok ({time.time() - start:.1f} s)")
 
 

@@ -8,16 +8,29 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
 
 namespace strata::server {
 
 template <typename Job>
 class WorkerLane {
 public:
+    // Throws UsageError when the system will not start that many threads (those started end).
     WorkerLane(size_t threads, size_t max_waiting, std::function<void(Job&&)> run) : run_(std::move(run)), max_waiting_(max_waiting) {
-        for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+        try {
+            for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+        } catch (const std::system_error& e) {
+            const size_t started = threads_.size();
+            join();
+            throw UsageError(fmt::format("the system would not start {} worker threads ({} started: {})", threads, started, e.what()),
+                             "answer with fewer: a smaller --http-threads, or smaller --max-batch and --max-queue, which size its default");
+        }
     }
     ~WorkerLane() { join(); }
     WorkerLane(const WorkerLane&) = delete;
