@@ -196,7 +196,8 @@ void GgufParser::parse(GgufFile& f) {
 }
 
 GgufFile GgufFile::open(const std::filesystem::path& path, bool map_data, const GgufLimits& limits) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         int e = errno;
         throw IoError(fmt::format("cannot open model file '{}': {}", path.string(), std::strerror(e)),
@@ -205,7 +206,7 @@ GgufFile GgufFile::open(const std::filesystem::path& path, bool map_data, const 
     struct stat st{};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
-        throw IoError(fmt::format("model path '{}' is not a regular file", path.string()));
+        throw IoError(fmt::format("model path '{}' is not a regular file", path.string()), "give the path of a .gguf file");
     }
     GgufFile f;
     f.path_ = path;

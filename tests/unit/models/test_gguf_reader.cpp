@@ -1,7 +1,10 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+
+#include <sys/stat.h>
 
 #include "core/error.h"
 #include "models/gguf_file.h"
@@ -211,6 +214,17 @@ TEST_CASE("broken GGUF headers give one error naming the field and value", "[uni
 TEST_CASE("a missing model file is an I/O error naming the path", "[unit][gguf]") {
     CHECK_THROWS_AS(GgufFile::open("/nonexistent/model.gguf"), IoError);
     CHECK_THROWS_WITH(GgufFile::open("/nonexistent/model.gguf"), Catch::Contains("/nonexistent/model.gguf"));
+}
+
+TEST_CASE("a model path that is not a regular file is refused at once: a folder, a FIFO without a writer", "[unit][gguf]") {
+    const auto dir = test::temp_path("not_a_file");
+    std::filesystem::create_directories(dir);
+    CHECK_THROWS_WITH(GgufFile::open(dir), Catch::Contains("is not a regular file"));
+    const auto fifo = dir / "fifo";
+    std::filesystem::remove(fifo);
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH(GgufFile::open(fifo), Catch::Contains("is not a regular file"));  // opening it waited for a writer
+    std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("an unsupported architecture is refused with the supported list", "[unit][gguf]") {
