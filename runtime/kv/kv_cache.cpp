@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "cpu/kv_format.h"
 #include "runtime/kv/kv_spill.h"
 #include "storage/file_io.h"
@@ -75,9 +76,19 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpil
     if (n_resident_ < n_layer_)
         spill_ = std::make_unique<KvSpill>(n_layer_ - n_resident_, pool_.n_blocks(), spill_block_bytes_, row_bytes_, spill);
     else if (spill.prefix_spill_bytes > 0)
+        open_prefix_spill(spill);
+}
+
+void KvCache::open_prefix_spill(const KvSpillOptions& spill) {
+    // Only a cache of evictions: a disk that cannot hold it (full, read-only) costs their reuse, not the run.
+    try {
         prefix_spill_ = std::make_unique<PrefixSpill>(
             spill.dir, spill.prefix_spill_bytes,
             uint64_t(2 * resident_block_bytes_) * (n_kv_slots_ - (n_rebuilt_ > 0)) + uint64_t(hidden_block_bytes_) * n_rebuilt_);
+    } catch (const IoError& e) {
+        STRATA_LOG_WARN("kv: evicted prefix-cache blocks are dropped, not kept on disk: {} ({}; --prefix-spill 0 keeps none "
+                        "without this warning)", e.what(), e.hint());
+    }
 }
 
 KvCache::~KvCache() = default;

@@ -160,6 +160,8 @@ private:
     void copy_block(int32_t block, bool to_staging);
     // A block holding the KV of `key` read back from the prefix spill, or -1.
     int32_t restore_block(const BlockKey& key);
+    // The prefix spill's file; a disk that cannot hold it leaves none, with a warning.
+    void open_prefix_spill(const KvSpillOptions& spill);
 
     int32_t n_layer_;
     int32_t n_ctx_;

@@ -3,6 +3,9 @@
 // element type and the bytes each type takes.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -71,6 +74,24 @@ TEST_CASE("kv cache: a later sequence attaches the cached blocks of a shared pre
     CHECK(kv.attach_prefix(d, other) == 0);
     CHECK(kv.block_table(b)[0] == kv.block_table(c)[0]);
     CHECK(kv.pool().ref_count(kv.block_table(b)[0]) == 2);
+}
+
+TEST_CASE("kv cache: a prefix spill the disk cannot hold is left out, with a warning, and evictions still work", "[unit][kv]") {
+    KvSpillOptions opts;
+    opts.n_resident_layers = 2;
+    const auto file = test::temp_path("prefix_spill_not_a_dir");
+    std::ofstream(file) << "a file where the spill folder should be";  // as a full or read-only disk, the file cannot be made
+    opts.dir = file;
+    opts.prefix_spill_bytes = uint64_t{1} << 20;
+    KvCache kv(2, 256, 64, opts, 4, DType::F16);
+    for (int round = 0; round < 2; ++round) {  // the second prompt's blocks evict the first's, dropped
+        const SeqId s = kv.create_seq();
+        REQUIRE(kv.reserve(s, 48));
+        kv.commit(s, tokens(48, round + 1));
+        kv.free_seq(s);
+    }
+    CHECK(kv.n_prefix_spilled() == 0);
+    std::filesystem::remove(file);
 }
 
 TEST_CASE("kv cache: prefix blocks evicted from DRAM come back from disk with their KV", "[unit][kv]") {
