@@ -242,8 +242,14 @@ planner::HardwareProfile measured_profile(std::string& source, const std::filesy
     std::error_code ec;
     if (!disk_dir.empty() && std::filesystem::is_directory(disk_dir, ec)) po.disk_dir = disk_dir;
     planner::HardwareProfile hw = probe_machine(po);
-    save_profile(hw, profile_cache_path());
-    source = "a quick probe of this machine, now cached in " + profile_cache_path().string();
+    try {
+        save_profile(hw, profile_cache_path());
+        source = "a quick probe of this machine, now cached in " + profile_cache_path().string();
+    } catch (const IoError& e) {
+        // The run needs the figures, not the cache: the next run measures again.
+        STRATA_LOG_WARN("planner: the quick probe's figures are used but not kept: {}", e.what());
+        source = "a quick probe of this machine (not cached)";
+    }
     return hw;
 }
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "runtime/sampler.h"
 #include "runtime/scheduler.h"
 #include "tools/cli_options.h"
 #include "tools/progress.h"
@@ -85,6 +86,7 @@ int run_perplexity(const PerplexityOptions& o) {
     scheduler.wait_idle();
     progress.finish();
     if (!failed.empty()) throw Error(fmt::format("perplexity: a chunk failed: {}", failed));
+    if (!std::isfinite(sum)) throw Error(fmt::format("perplexity: {}", runtime::kNanOutput));
     const size_t count = n_chunks * size_t(o.ctx - 1 - first);
     std::printf("chunks: %zu x %d tokens, scored: %zu tokens\n", n_chunks, o.ctx, count);
     std::printf("PPL = %.4f\n", std::exp(sum / double(count)));

@@ -70,6 +70,16 @@ def main() -> None:
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
         r = run("embed", "-m", f"{d}/nan.gguf", "-p", "Once upon a time")
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
+        r = run("perplexity", "-m", f"{d}/nan.gguf", "-f", __file__, "--chunk", "64")  # not "PPL = nan" and exit 0
+        assert r.returncode != 0 and "not numbers (NaN)" in r.stderr and "PPL =" not in r.stdout, r.stdout + r.stderr
+    # A cache folder nothing can be written to (full, read-only, or a file): the run goes on
+    # without the prefix cache's spill and the quick probe's cache, saying so.
+    with tempfile.TemporaryDirectory() as d:
+        open(f"{d}/strata", "w").write("a file where the cache folder should be")
+        r = subprocess.run([STRATA_BIN, *generate, "-n", "2"], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, XDG_CACHE_HOME=d))
+        assert r.returncode == 0 and r.stdout.startswith("Once upon a time"), r.stderr
+        assert "prefix-cache blocks are dropped" in r.stderr, r.stderr
     r = run("perplexity", "-m", model, "-f", __file__, "-c", "128", "--chunk", "512")
     assert r.returncode != 0 and "--ctx 128 cannot hold a chunk of 512 tokens" in r.stderr, r.stderr
     r = run("plan", "--export", "vllm", "--json", "--shape", "llama3-8b")  # two outputs on one stream: refused, not one dropped
