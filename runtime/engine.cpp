@@ -77,6 +77,12 @@ Engine::Engine(const EngineOptions& opts)
       dram_(std::make_unique<storage::MemoryBudget>("DRAM", opts.dram_budget ? opts.dram_budget : UINT64_MAX,
                                                     "--dram")) {
     if (opts.n_ctx < 0) throw UsageError(fmt::format("context size {} is negative", opts.n_ctx));
+    // Every token needs its row of the embeddings and the output head (llama.cpp refuses such a
+    // file too): fewer tokens gave ids the tokenizer cannot decode, more failed mid-run.
+    if (tok_->n_vocab() != hp_.n_vocab)
+        throw FormatError(fmt::format("'{}' has {} tokens in its tokenizer but {} rows in token_embd.weight", file_.path().string(),
+                                      tok_->n_vocab(), hp_.n_vocab),
+                          "the file is damaged or was converted wrongly: download or convert it again");
     pooling_ = pooling_from_gguf(file_);
     if (opts.bf16_prefill) {
         cpu::set_bf16_prefill(true);
