@@ -149,7 +149,9 @@ int run_serve(const ServeOptions& o) {
     std::string first_id;
     int first_ctx = 0;
     {
-        const auto first = registry.preload_default();  // dropped at once: the default model may be unloaded like any other
+        // Dropped at once: the default model may be unloaded like any other. A folder's first
+        // model that fails to load gives its place to the next (a named -m does not).
+        const auto first = registry.preload_default(o.m.model.empty());
         first_id = first->info.id;
         first_ctx = first->engine->n_ctx();
     }

@@ -7,6 +7,7 @@ describe them from their headers; each answer comes from the model named (checke
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import tempfile
 import time
@@ -16,9 +17,10 @@ from serve_support import Server, check_error_shape
 from strata_support import STRATA_BIN, default_model, skip, tiny_llama
 
 try:
+    import gguf
     import openai
-except ImportError:
-    skip("the openai package is missing (pip install openai)")
+except ImportError as e:
+    skip(f"{e.name} is missing (pip install {e.name})")
 
 SMOL = default_model()
 STORIES = tiny_llama()
@@ -115,6 +117,25 @@ def main() -> None:
             assert loaded(server) == {"smol-b"}, "the idle model was not unloaded for the one asked for"
             _, _, metrics = server.request("GET", "/metrics")
             assert f'strata_memory_budget_bytes{{tier="dram"}} {300 << 20}' in metrics, metrics
+            assert server.stop() == 0, server.stderr()
+
+    # A folder whose first model fails to load (its header reads, its tensors do not fit it): the
+    # next one is the default, the broken one answers 500 when named, and the server runs.
+    with tempfile.TemporaryDirectory() as d:
+        broken = Path(d) / "a-broken.gguf"
+        shutil.copy(STORIES, broken)
+        reader = gguf.GGUFReader(broken, "r+")
+        reader.fields["llama.attention.head_count"].parts[-1][0] = 4  # its attention tensors are shaped for 8
+        reader.data.flush()
+        del reader
+        (Path(d) / "b-stories.gguf").symlink_to(STORIES)
+        with Server(None, "--models-dir", d) as server:
+            assert "b-stories" in server.banner, server.banner
+            assert "a-broken failed to load" in server.stderr() and "b-stories is the default model" in server.stderr()
+            status, _, body = server.request("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "temperature": 0})
+            assert status == 200 and body["model"] == "b-stories" and body["choices"][0]["text"] == greedy(STORIES, 8), body
+            status, _, body = server.request("POST", "/v1/completions", {"model": "a-broken", "prompt": PROMPT})
+            check_error_shape(body, 500, status, param="model", code="model_load_failed")
             assert server.stop() == 0, server.stderr()
     print(f"ok ({time.time() - start:.1f} s)")
 

@@ -109,10 +109,27 @@ std::shared_ptr<LoadedModel> ModelRegistry::acquire(const std::string& name, std
     }
 }
 
-std::shared_ptr<LoadedModel> ModelRegistry::preload_default() {
+std::shared_ptr<LoadedModel> ModelRegistry::preload_default(bool fall_back) {
     const models::LocalModel* m = find({});
     if (!m) throw UsageError(fmt::format("the default model '{}' is not among the models served", options_.default_model));
-    return lease(*m, std::nullopt);
+    try {
+        return lease(*m, std::nullopt);
+    } catch (const Error& first) {
+        if (!fall_back) throw;
+        // Called before the server answers anyone: the default may still change.
+        for (const models::LocalModel& other : options_.models) {
+            if (other.id == m->id) continue;
+            try {
+                auto loaded = lease(other, std::nullopt);
+                STRATA_LOG_WARN("models: {} failed to load ({}); {} is the default model instead", m->id, first.what(), other.id);
+                options_.default_model = other.id;
+                return loaded;
+            } catch (const Error& e) {
+                STRATA_LOG_WARN("models: {} failed to load too: {}", other.id, e.what());
+            }
+        }
+        throw;
+    }
 }
 
 std::shared_ptr<LoadedModel> ModelRegistry::lease(const models::LocalModel& m, std::optional<std::chrono::seconds> keep_alive) {

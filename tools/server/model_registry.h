@@ -83,7 +83,10 @@ public:
     // requests, and 500 when it fails to load.
     std::shared_ptr<LoadedModel> acquire(const std::string& name, std::optional<std::chrono::seconds> keep_alive = {});
     // The default model, loaded at start; a model that fails to load throws its own Error.
-    std::shared_ptr<LoadedModel> preload_default();
+    // With `fall_back` (the default was picked from a folder, not named), one that fails is
+    // warned about and the next model that loads becomes the default; the error is thrown when
+    // none does.
+    std::shared_ptr<LoadedModel> preload_default(bool fall_back = false);
     // Unloads the named model once its requests are answered (keep_alive 0); false when it is not loaded.
     bool unload_when_idle(const std::string& name);
 
