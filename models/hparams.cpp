@@ -12,6 +12,8 @@ namespace strata::models {
 
 namespace {
 
+constexpr std::string_view kBrokenMetadata = "the file's metadata is broken: check it against its source, or download it again";
+
 int32_t positive(const std::string& key, int64_t v) {
     if (v <= 0 || v > (int64_t{1} << 24))
         throw FormatError(fmt::format("GGUF key '{}' is {}, expected a positive count", key, v),
@@ -43,7 +45,8 @@ void read_rope_scaling(const Keys& k, const ArchTraits& t, Hparams& h) {
         throw FormatError(fmt::format("rope scaling type '{}' is not supported for {}", scaling, t.name),
                           "supported: none, linear (and llama3 rope_freqs, phi3 long/short rope factors, YaRN for "
                           "deepseek2 and gpt-oss)");
-    if (factor < 0) throw FormatError(fmt::format("rope scaling factor {} is negative", factor));
+    if (!(factor >= 0 && std::isfinite(factor)))  // NaN fails both; infinity would stop the rotation
+        throw FormatError(fmt::format("rope scaling factor {} is not a finite number of 0 or more", factor), std::string(kBrokenMetadata));
     if (factor > 0) h.rope_freq_scale = static_cast<float>(1.0 / factor);
     h.rope_attn_factor = k.number_or("rope.scaling.attn_factor", 1.0);
     h.n_ctx_orig = k.count_or("rope.scaling.original_context_length", h.n_ctx_train);
@@ -185,10 +188,12 @@ Hparams Hparams::from_gguf(const GgufFile& f) {
     h.head_dim = k.count_or("attention.key_length", h.n_embd / h.n_head);
     h.n_rot = k.count_or("rope.dimension_count", h.head_dim);
     h.rope_freq_base = k.number_or("rope.freq_base", 10000.0);
+    if (!(h.rope_freq_base > 0 && std::isfinite(h.rope_freq_base)))  // NaN fails both
+        throw FormatError(fmt::format("rope.freq_base {} is not a finite number above 0", h.rope_freq_base), std::string(kBrokenMetadata));
     h.rms_eps = k.number_or("attention.layer_norm_rms_epsilon", 1e-5);
     if (!(h.rms_eps >= 0 && std::isfinite(h.rms_eps)))  // NaN fails both
         throw FormatError(fmt::format("attention.layer_norm_rms_epsilon {} is not a small number of 0 or more", h.rms_eps),
-                          "the file's metadata is broken: check it against its source, or download it again");
+                          std::string(kBrokenMetadata));
     read_rope_scaling(k, *t, h);
 
     h.rope_mode = t->rope_mode;

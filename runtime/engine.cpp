@@ -92,6 +92,9 @@ Engine::Engine(const EngineOptions& opts)
     }
     if (opts.prefetch_depth < 1) throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth));
     const int n_ctx = context_size(opts.n_ctx, hp_.n_ctx_train);
+    if (hp_.n_ctx_train > 0 && n_ctx > hp_.n_ctx_train)
+        STRATA_LOG_WARN("a context of {} positions is past the {} this model was trained on: text past {} may lose its way",
+                        n_ctx, hp_.n_ctx_train, hp_.n_ctx_train);
     if (!opts.trace_path.empty()) trace_ = std::make_unique<Trace>(opts.trace_path);
     // What the forward pass holds besides weights: the KV cache, activations and one row of
     // logits, and the logits of the other sequences of the batch planned for (a row each, and

@@ -39,9 +39,6 @@ int run_perplexity(const PerplexityOptions& o) {
     runtime::EngineOptions eo = mo.engine();
     eo.sized_by = "a smaller --chunk";
     runtime::Engine engine(eo);
-    if (const int trained = engine.hparams().n_ctx_train; trained > 0 && o.ctx > trained)
-        fmt::print(stderr, "perplexity: chunks of {} tokens are past the {} this model was trained on; its figures there "
-                           "measure it outside its training\n", o.ctx, trained);
     const models::Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(text, tok.add_bos_default(), false);
     const size_t n_text = ids.size();

@@ -55,6 +55,9 @@ def main() -> None:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["stop_reason"] == "context" and len(out["prompt_tokens"]) + len(out["tokens"]) >= 48, out
+    # A context past what the model was trained on runs, with a warning saying so.
+    r = run(*generate, "-n", "2", "--ctx", "4096")
+    assert r.returncode == 0 and "past the 2048 this model was trained on" in r.stderr, r.stderr
     # A flag or a command that does not exist: the same two lines as every error.
     r = run(*generate, "--bogus")
     assert r.returncode != 0 and "strata: error:" in r.stderr and "hint: `strata generate --help`" in r.stderr, r.stderr

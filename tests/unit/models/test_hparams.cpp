@@ -3,6 +3,8 @@
 // mixture-of-experts routing, and the errors for what Strata cannot run.
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include <cmath>
 #include <functional>
 
@@ -275,6 +277,15 @@ TEST_CASE("hparams: what Strata cannot run is refused with the reason", "[unit][
         {"a norm's epsilon that is not a number", "llama",
          [](GgufWriter& w) { w.kv_f32("llama.attention.layer_norm_rms_epsilon", std::nanf("")); },
          "layer_norm_rms_epsilon nan"},
+        {"a rope base of 0", "llama", [](GgufWriter& w) { w.kv_f32("llama.rope.freq_base", 0.0f); },
+         "rope.freq_base 0 is not a finite number above 0"},
+        {"a rope base that is not a number", "llama", [](GgufWriter& w) { w.kv_f32("llama.rope.freq_base", std::nanf("")); },
+         "rope.freq_base nan"},
+        {"an infinite rope scaling factor", "llama",
+         [](GgufWriter& w) { w.kv_f32("llama.rope.scaling.factor", std::numeric_limits<float>::infinity()); },
+         "rope scaling factor inf is not a finite number"},
+        {"a rope scaling factor that is not a number", "llama", [](GgufWriter& w) { w.kv_f32("llama.rope.scaling.factor", std::nanf("")); },
+         "rope scaling factor nan"},
         {"yarn rope scaling", "qwen3",
          [](GgufWriter& w) { w.kv_string("qwen3.rope.scaling.type", "yarn").kv_f32("qwen3.rope.scaling.factor", 4.0f); },
          "'yarn' is not supported"},
