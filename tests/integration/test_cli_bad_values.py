@@ -92,6 +92,9 @@ def main() -> None:
     # --gpu-budget 0 plans the CPU alone, as the runtime's --gpu-mem 0 runs it (not a refusal).
     r = run("plan", "--shape", "llama3-8b", "--gpu", "rtx4090", "--gpu-budget", "0")
     assert r.returncode == 0 and "no GPU" in r.stdout and " gpu " not in r.stdout, r.stdout + r.stderr
+    # A GPU too small for any device placement's working set plans the CPU alone, saying so.
+    r = run("plan", "--shape", "llama3-8b", "--gpu", "t4", "--gpu-mem", "1G")
+    assert r.returncode == 0 and "planned for the CPU alone" in r.stderr and "no GPU" in r.stdout, r.stdout + r.stderr
     # A workload longer than the model was trained for plans, with a warning saying so.
     r = run("plan", "-m", model, "--prompt-len", "4000")
     assert r.returncode == 0 and "positions (prompt and reply) are more than the 2048" in r.stderr, r.stderr

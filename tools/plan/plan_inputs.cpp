@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/model_paths.h"
 #include "planner/catalog.h"
 #include "planner/expert_placement.h"
@@ -135,16 +136,34 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     if (const auto file = plan_model_file(o);
         !file.empty() && !names_catalog_parts(o) && o.hw.empty() && run.shape.total_weight_bytes() > opts.budgets.dram)
         runtime::measure_model_file_reads(run.hw.nvme, file);
+    // The CPU alone, the GPU left out (as the runtime's --gpu-mem 0 runs it).
+    const auto cpu_alone = [&] {
+        HardwareProfile alone = hw;
+        alone.gpu.reset();
+        PlannerOptions cpu_opts = opts;
+        cpu_opts.budgets.gpu = 0;
+        return search_with_expert_offload(run.shape, alone, wl, cpu_opts);
+    };
     // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
-    run.result = search_with_expert_offload(run.shape, hw, wl, opts);
+    try {
+        run.result = search_with_expert_offload(run.shape, hw, wl, opts);
+    } catch (const OutOfBudget& e) {
+        if (!hw.gpu) throw;
+        // A GPU budget below any device placement's working set leaves the CPU to run it, as
+        // the runtime does; the refusal stands where the CPU alone cannot hold it either.
+        try {
+            run.result = cpu_alone();
+        } catch (const OutOfBudget&) {
+            throw e;
+        }
+        STRATA_LOG_WARN("plan: no placement uses the GPU ({}); planned for the CPU alone", e.what());
+        run.hw.gpu.reset();
+        return run;
+    }
     if (!hw.gpu || !run.result.best.has_gpu) return run;
     // A device placement only where it beats the CPU alone.
-    HardwareProfile alone = hw;
-    alone.gpu.reset();
-    PlannerOptions cpu_opts = opts;
-    cpu_opts.budgets.gpu = 0;
     try {
-        SearchResult cpu = search_with_expert_offload(run.shape, alone, wl, cpu_opts);
+        SearchResult cpu = cpu_alone();
         run.cpu_alone = cpu.best.prediction;
         if (!device_beats_cpu(run.result.best.prediction, cpu.best.prediction)) {
             run.device_prediction = run.result.best.prediction;
