@@ -53,7 +53,7 @@ runtime::EngineOptions ModelOptions::engine() const {
     e.tile_weights = !no_tile;
     for (const std::string& spec : override_tensor) e.overrides.push_back(runtime::parse_tensor_override(spec));
     e.expert_policy = runtime::parse_expert_policy(expert_policy);
-    const auto kv = dtype_from_name(kv_type);
+    const auto kv = dtype_from_name(kv_type.empty() ? "f16" : kv_type);
     if (!kv || !cpu::is_kv_type(*kv))
         throw UsageError(fmt::format("--kv-type '{}' is not a KV cache type", kv_type), fmt::format("use one of {}", cpu::kKvTypeList));
     e.kv_type = *kv;
@@ -101,6 +101,12 @@ runtime::EngineOptions ModelOptions::engine() const {
         } catch (const UsageError& err) {
             throw UsageError(fmt::format("--plan {}: {}", plan_file, err.what()), err.hint());
         }
+        // The KV cache the plan was sized and priced for, unless --kv-type says otherwise.
+        const DType planned = e.plan->policy.kv_type;
+        if (kv_type.empty() && cpu::is_kv_type(planned)) e.kv_type = planned;
+        else if (planned != e.kv_type)
+            STRATA_LOG_WARN("--kv-type {} runs in place of the plan's KV type {}; its placement was sized for that",
+                            dtype_name(e.kv_type), dtype_name(planned));
     }
     if (show_plan)
         e.on_plan = [depth = spec == "off" ? 0 : spec_depth](const runtime::Placement& p) {

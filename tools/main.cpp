@@ -82,10 +82,9 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--plan", m.plan_file,
                    "place layers by this plan (JSON from `strata plan -m MODEL -o FILE`) instead of planning from --dram");
     cmd.add_option("--kv-type", m.kv_type,
-                   "KV cache element type: f16 (default, as llama.cpp) halves f32's memory and attention reads "
-                   "for a tiny rounding; bf16 the same with less precision; q8_0 about a quarter of f32 "
-                   "(8.5 bits a value), lossy; q4_0 about an eighth (4.5 bits a value), lossier; f32 exact")
-        ->capture_default_str();
+                   "KV cache element type: f16 (default, as llama.cpp; a --plan's own type where it names one) halves "
+                   "f32's memory and attention reads for a tiny rounding; bf16 the same with less precision; q8_0 about "
+                   "a quarter of f32 (8.5 bits a value), lossy; q4_0 about an eighth (4.5 bits a value), lossier; f32 exact");
     cmd.option_defaults()->group(kDevice);
     cmd.add_option("--gpu-mem", m.gpu_mem,
                    "GPU memory the engine may use, e.g. 20G; 0 runs on the CPU only (default: the GPU's memory less "

@@ -95,6 +95,16 @@ def main() -> None:
     # A GPU too small for any device placement's working set plans the CPU alone, saying so.
     r = run("plan", "--shape", "llama3-8b", "--gpu", "t4", "--gpu-mem", "1G")
     assert r.returncode == 0 and "planned for the CPU alone" in r.stderr and "no GPU" in r.stdout, r.stdout + r.stderr
+    # A saved plan's KV type is the one that runs (it was sized and priced for it), unless
+    # --kv-type says otherwise, which is warned about.
+    with tempfile.TemporaryDirectory() as d:
+        assert run("plan", "-m", model, "--kv-type", "Q4_0", "-o", f"{d}/q4.json").returncode == 0
+        by_plan = run(*generate, "-n", "8", "--temp", "0", "--plan", f"{d}/q4.json", "--show-plan")
+        by_flag = run(*generate, "-n", "8", "--temp", "0", "--kv-type", "q4_0")
+        assert by_plan.returncode == 0 and "KV Q4_0 (given)" in by_plan.stderr, by_plan.stderr
+        assert by_plan.stdout == by_flag.stdout, (by_plan.stdout, by_flag.stdout)
+        r = run(*generate, "-n", "2", "--plan", f"{d}/q4.json", "--kv-type", "f16")
+        assert r.returncode == 0 and "runs in place of the plan's KV type Q4_0" in r.stderr, r.stderr
     # A workload longer than the model was trained for plans, with a warning saying so.
     r = run("plan", "-m", model, "--prompt-len", "4000")
     assert r.returncode == 0 and "positions (prompt and reply) are more than the 2048" in r.stderr, r.stderr
