@@ -227,7 +227,14 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     if (opts.time_model_file && may_stream(in, opts.given)) measure_model_file_reads(p.hw.nvme, file.path());
     p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
     const planner::Workload wl = runtime_workload(opts);
-    choose_plan(p, in, wl, opts, [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {
+    // The device backend recomputes KV only with every layer's KV cache on the device: a plan
+    // that recomputes some layers and keeps others' KV on the host is made again without it.
+    bool allow_recompute = true;
+    const auto recomputes_beside_host_kv = [&] {
+        const std::vector<bool> rebuilt = rebuilt_layers(p.plan);
+        return std::find(rebuilt.begin(), rebuilt.end(), true) != rebuilt.end() && kv_placement_of(p.plan) != KvPlacement::Device;
+    };
+    const auto tune = [&](planner::PlannerOptions& po, const planner::ModelShape& as_read) {
         // Counted once: a batch's long prompts would otherwise take the room of layers and KV.
         const double prefill = planner_prefill_activations(as_read, p.hw, wl);
         po.budgets.gpu = static_cast<double>(device_bytes) + prefill;
@@ -250,13 +257,18 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
                                               format_bytes(in.budget), format_bytes(held), format_bytes(ring));
         }
         // The device runtime runs CPU layers too, and recomputes KV from hidden states on the device.
-        po.allow_recompute = true;
+        po.allow_recompute = allow_recompute;
         po.limits.recompute_on_gpu_only = true;
         po.limits.device_slots = kDeviceSlots;  // each step priced as the device backend issues it
         po.limits.op_offload = op_offload;
         po.allow_cpu_attention = attention != AttentionChoice::Gpu;
         po.require_cpu_attention = attention == AttentionChoice::Cpu;
-    });
+    };
+    choose_plan(p, in, wl, opts, tune);
+    if (!opts.given && recomputes_beside_host_kv()) {
+        allow_recompute = false;
+        choose_plan(p, in, wl, opts, tune);
+    }
     p.plan.workload = wl;
     // A given plan's too: the runtime computes the head on the device, looks embeddings up on the host.
     p.plan.output = planner::WeightOption::Gpu;

@@ -320,6 +320,23 @@ TEST_CASE("sim device: every mode gives the CPU engine's greedy tokens", "[model
 TEST_CASE("sim device: KV recomputed from saved hidden states gives the same tokens", "[model][device]") {
     recompute_gives_the_same_tokens(DeviceKind::Sim);
 }
+
+TEST_CASE("sim device: the device's plan recomputes KV only with every layer's KV on the device", "[model][device]") {
+    // The device backend rebuilds KV from hidden states only with the whole cache on the device;
+    // a plan recomputing some layers beside KV in DRAM ran without recomputation, unlike its price.
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    for (AttentionChoice attention : {AttentionChoice::Gpu, AttentionChoice::Auto}) {
+        EngineOptions o = options(*path, DeviceKind::Sim, attention);
+        o.n_prompt = 6, o.n_predict = 8;  // a short request, as `generate -p ... -n 8` plans it
+        o.gpu.sim_link_gbps = GpuRequest{}.sim_link_gbps;
+        const planner::Plan plan = plan_of(o);
+        const std::vector<bool> rebuilt = rebuilt_layers(plan);
+        INFO("attention " << int(attention));
+        CHECK((std::find(rebuilt.begin(), rebuilt.end(), true) == rebuilt.end() || kv_placement_of(plan) == KvPlacement::Device));
+    }
+}
+
 TEST_CASE("sim device: teacher-forced logits equal the CPU engine's", "[model][device]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
