@@ -292,7 +292,8 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
 int sim_thread_count(const GpuRequest& req) { return req.sim_threads > 0 ? req.sim_threads : gpu::default_sim_threads(); }
 
 int host_thread_count(const GpuRequest& req, int n_threads) {
-    if (n_threads > 0 || req.device != DeviceKind::Sim) return n_threads;
+    // --gpu-mem 0 runs the CPU alone: no simulated device takes cores.
+    if (n_threads > 0 || req.device != DeviceKind::Sim || req.gpu_mem == uint64_t{0}) return n_threads;
     return std::max(1, cpu::default_thread_count() - sim_thread_count(req));
 }
 

@@ -3,6 +3,7 @@
 // where --attention puts it; without a device the engine runs on the CPU and says why.
 #include <catch2/catch.hpp>
 
+#include "cpu/thread_pool.h"
 #include "gpu/cuda_devices.h"
 #include "models/gguf_file.h"
 #include "planner/catalog.h"
@@ -127,6 +128,19 @@ TEST_CASE("gpu: without a device the engine runs on the CPU and says why", "[gpu
     GpuRequest named = eo.gpu;
     named.device = DeviceKind::Cuda;
     CHECK_THROWS_WITH(find_gpu(named, e.file(), e.hparams(), DType::F16), Catch::Contains(t.why_not));
+}
+
+TEST_CASE("gpu: the simulated device takes cores only where it runs; --gpu-mem 0 leaves them all to the CPU", "[gpu_placement]") {
+    GpuRequest sim;
+    sim.device = DeviceKind::Sim;
+    sim.sim_threads = 1;
+    CHECK(host_thread_count(sim, 0) == std::max(1, cpu::default_thread_count() - 1));
+    CHECK(host_thread_count(sim, 3) == 3);  // -t given: as given
+    sim.gpu_mem = 0;
+    CHECK(host_thread_count(sim, 0) == 0);  // 0: every core
+    GpuRequest cpu_only;
+    cpu_only.device = DeviceKind::Cpu;
+    CHECK(host_thread_count(cpu_only, 0) == 0);
 }
 
 TEST_CASE("gpu: every architecture runs on the simulated device", "[gpu_placement]") {
