@@ -83,15 +83,22 @@ uint64_t parse_memory_size(std::string_view text, uint64_t total_ram) {
     return static_cast<uint64_t>(bytes);
 }
 
-std::string format_bytes(uint64_t bytes) {
+namespace {
+// `bytes` in the largest unit below it, one decimal: to the nearest, or rounded up.
+std::string formatted(uint64_t bytes, bool up) {
     static const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
     if (bytes < 1024) return fmt::format("{} B", bytes);
     double v = static_cast<double>(bytes);
     int u = -1;
     while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
+    if (up) v = std::ceil(v * 10.0 - 1e-9) / 10.0;
     std::string s = fmt::format("{:.1f}", v);
     if (s.size() > 2 && s.substr(s.size() - 2) == ".0") s.resize(s.size() - 2);
     return s + " " + units[u];
 }
+}  // namespace
+
+std::string format_bytes(uint64_t bytes) { return formatted(bytes, false); }
+std::string format_bytes_at_least(uint64_t bytes) { return formatted(bytes, true); }
 
 }  // namespace strata

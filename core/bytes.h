@@ -22,5 +22,8 @@ inline uint64_t parse_memory_size(std::string_view text) {
 
 // "512 MiB", "1.5 GiB", "600 B": the form used in every budget message.
 std::string format_bytes(uint64_t bytes);
+// The same, rounded up instead of to the nearest: a size to give ("use --dram X or more")
+// that holds at least `bytes` when typed back.
+std::string format_bytes_at_least(uint64_t bytes);
 
 }  // namespace strata

@@ -112,6 +112,8 @@ int run_plan(const PlanOptions& o) {
     PlanRun run;
     try {
         run = run_planner(o, load_hardware(o));
+    } catch (const GpuBudgetTooSmall&) {
+        throw;  // the machine holds it: the budget is what to change
     } catch (const OutOfBudget& e) {
         const std::string verdict = fmt::format("the workload does not fit this machine, even with its NVMe ({})", e.what());
         if (!o.export_engine.empty()) return export_launch(o, verdict);

@@ -42,6 +42,24 @@ int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer) {
     return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - spill) / kv.layer_bytes));
 }
 
+// Runs `place`; a given plan it refuses for DRAM gets the --dram that holds it: its resident
+// layers with the whole KV cache in DRAM (`all_kv`). The budget's own share of KV grows with
+// --dram, so the need at the refused budget would undersell it.
+template <class Place>
+auto with_given_plan_hint(const PlacementOptions& po, const ResidencyInput& all_kv, bool gpu, Place&& place) {
+    try {
+        return place();
+    } catch (const OutOfBudget& e) {
+        if (!po.given) throw;
+        ResidencyInput unbounded = all_kv;
+        unbounded.budget = 0;
+        const uint64_t need = residency_from_plan(*po.given, unbounded, gpu).total_bytes;
+        throw OutOfBudget(e.what(), fmt::format("use --dram {} or more (the plan's resident layers beside the whole KV cache), "
+                                                "or a plan that streams more layers (`strata plan --dram-budget SIZE -o FILE`)",
+                                                format_bytes_at_least(need)));
+    }
+}
+
 // A KV cache kept in DRAM whose layers from `n_resident` on spill to disk through a ring, and
 // whose evicted prefix-cache blocks go to disk too when every layer is resident; MLA's rows
 // are its keys and values both.
@@ -103,8 +121,10 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
     }
     PlacementOptions host_po = po;
     host_po.n_kv_layers_in_dram = n_kv_dram;
-    GpuPlacement g = place_on_gpu(file, host_kv, host_po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.attention,
-                                  opts.op_offload.kind != OpOffloadMode::Off);
+    GpuPlacement g = with_given_plan_hint(po, in, true, [&] {
+        return place_on_gpu(file, host_kv, host_po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.attention,
+                            opts.op_offload.kind != OpOffloadMode::Off);
+    });
     // The plan (given or made) says which layers recompute their KV.
     const std::vector<bool> rebuilt = rebuilt_layers(g.placement.plan);
     const bool recompute = std::find(rebuilt.begin(), rebuilt.end(), true) != rebuilt.end();
@@ -141,6 +161,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
 // weight leaves too little room; then the planner decides which weight layers stay resident.
 RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
                         const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+    const ResidencyInput all_kv = in;
     KvSpillOptions spill = host_kv_spill(hp, kv_layers_in_dram(in, kv, hp.n_layer), opts, kv, dram);
     if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
         throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
@@ -155,7 +176,7 @@ RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp,
     // cache holds in DRAM.
     in.other_bytes = in.other_bytes - kv.all_bytes + out.kv->bytes() + out.kv->spill_buffer_bytes();
     po.n_kv_layers_in_dram = spill.n_resident_layers;  // the prediction prices the spilled KV reads
-    out.placement = std::make_unique<Placement>(place(file, in, po));
+    out.placement = std::make_unique<Placement>(with_given_plan_hint(po, all_kv, false, [&] { return place(file, in, po); }));
     return out;
 }
 

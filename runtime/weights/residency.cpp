@@ -71,7 +71,7 @@ void check_min_budget(const ResidencyInput& in, uint64_t need) {
                                   format_bytes(in.budget), format_bytes(in.fixed_bytes),
                                   format_bytes(in.other_bytes), weights),
                       fmt::format("use --dram {} or more, a smaller context (--ctx), or less read-ahead (--prefetch)",
-                                  format_bytes(need)));
+                                  format_bytes_at_least(need)));
 }
 
 namespace {
@@ -115,7 +115,7 @@ Residency expert_residency(const planner::Plan& plan, const ResidencyInput& in) 
                                       format_bytes(r.resident_bytes - in.fixed_bytes), format_bytes(in.fixed_bytes),
                                       format_bytes(in.other_bytes), format_bytes(r.total_bytes), format_bytes(in.budget)),
                           fmt::format("use --dram {} or more, or let Strata plan for this budget (no --plan)",
-                                      format_bytes(r.total_bytes)));
+                                      format_bytes_at_least(r.total_bytes)));
     return r;
 }
 
@@ -135,7 +135,7 @@ int expert_cache_slots(const ResidencyInput& in, const std::vector<bool>& cached
                                       format_bytes(in.budget), format_bytes(in.fixed_bytes), format_bytes(dense),
                                       format_bytes(in.other_bytes), in.n_expert,
                                       format_bytes(ring_bytes(in.expert_slot_bytes, in.n_expert))),
-                          fmt::format("use --dram {} or more, or a smaller context (--ctx)", format_bytes(need)));
+                          fmt::format("use --dram {} or more, or a smaller context (--ctx)", format_bytes_at_least(need)));
     // The pool rounds its mapping up to a huge page: keep that much aside.
     const uint64_t room = in.budget - held - storage::kHugePageBytes;
     const uint64_t stride = storage::align_up(in.expert_slot_bytes, storage::kDefaultDioAlign);
@@ -195,17 +195,20 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
     const int streamed = r.n_streamed();
     r.n_slots = streamed ? std::min(streamed, std::max(1, in.prefetch_depth + 1)) : 0;
     r.total_bytes = r.resident_bytes + in.other_bytes + ring_bytes(r.slot_bytes, r.n_slots);
-    if (in.budget != 0 && r.total_bytes > in.budget)
-        throw OutOfBudget(fmt::format("the plan keeps {} of {} layers resident: with the output head and embeddings ({}), "
+    if (in.budget != 0 && r.total_bytes > in.budget) {
+        const auto on_device = std::count(r.on_device.begin(), r.on_device.end(), true);
+        throw OutOfBudget(fmt::format("the plan keeps {} of {} layers resident in DRAM{}: with the output head and embeddings ({}), "
                                       "the KV cache, activations and staging buffers ({}) and {} streaming buffers ({}) that is {}, "
                                       "over the DRAM budget of {}",
-                                      n - streamed, n, format_bytes(in.fixed_bytes),
+                                      std::count(r.resident.begin(), r.resident.end(), true), n,
+                                      on_device ? fmt::format(" ({} on the device)", on_device) : "", format_bytes(in.fixed_bytes),
                                       format_bytes(in.other_bytes), r.n_slots,
                                       format_bytes(ring_bytes(r.slot_bytes, r.n_slots)),
                                       format_bytes(r.total_bytes), format_bytes(in.budget)),
                           fmt::format("use --dram {} or more, or a plan that streams more layers "
                                       "(`strata plan --dram-budget SIZE -o FILE`)",
-                                      format_bytes(r.total_bytes)));
+                                      format_bytes_at_least(r.total_bytes)));
+    }
     return r;
 }
 

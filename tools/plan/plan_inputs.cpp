@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/log.h"
 #include "core/model_paths.h"
 #include "planner/catalog.h"
 #include "planner/expert_placement.h"
@@ -149,16 +148,13 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
         run.result = search_with_expert_offload(run.shape, hw, wl, opts);
     } catch (const OutOfBudget& e) {
         if (!hw.gpu) throw;
-        // A GPU budget below any device placement's working set leaves the CPU to run it, as
-        // the runtime does; the refusal stands where the CPU alone cannot hold it either.
         try {
-            run.result = cpu_alone();
+            cpu_alone();
         } catch (const OutOfBudget&) {
             throw e;
         }
-        STRATA_LOG_WARN("plan: no placement uses the GPU ({}); planned for the CPU alone", e.what());
-        run.hw.gpu.reset();
-        return run;
+        throw GpuBudgetTooSmall(e.what(), "the CPU alone holds the workload: plan it with --gpu-budget 0 (the runtime's "
+                                          "--gpu-mem 0), or give the GPU more memory");
     }
     if (!hw.gpu || !run.result.best.has_gpu) return run;
     // A device placement only where it beats the CPU alone.

@@ -11,6 +11,7 @@
 #include "planner/model_shape.h"
 #include "planner/policy_search.h"
 #include "planner/workload.h"
+#include "core/error.h"
 #include "tools/cli_options.h"
 
 namespace strata::cli {
@@ -35,9 +36,15 @@ uint64_t capacity(const std::string& text, const char* flag);
 bool names_catalog_parts(const PlanOptions& o);
 // The machine those catalog parts make, with the capacities given (a dry run).
 planner::HardwareProfile catalog_hardware(const PlanOptions& o);
+// No device placement fits the GPU budget, but the CPU alone would hold the workload: the
+// machine can run it, so the refusal names the budget (not the machine) and that way out.
+class GpuBudgetTooSmall : public OutOfBudget {
+    using OutOfBudget::OutOfBudget;
+};
+
 // The plan for the options' model and workload on `hw`. Throws UsageError naming the bad
-// option (an unknown catalog name, a share given for a capacity, ...) and OutOfBudget when
-// no policy fits.
+// option (an unknown catalog name, a share given for a capacity, ...), GpuBudgetTooSmall,
+// and OutOfBudget when no policy fits.
 PlanRun run_planner(const PlanOptions& o, planner::HardwareProfile hw);
 
 }  // namespace strata::cli
