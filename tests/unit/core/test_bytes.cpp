@@ -52,3 +52,17 @@ TEST_CASE("byte counts print in binary units", "[unit][core]") {
     CHECK(format_bytes(uint64_t{3} << 29) == "1.5 GiB");
     CHECK(format_bytes(1536) == "1.5 KiB");
 }
+
+TEST_CASE("a size to give is rounded up, so that typed back it holds what was asked", "[unit][core]") {
+    const uint64_t mib = uint64_t{1} << 20;
+    CHECK(format_bytes(183 * mib + mib / 3) == "183.3 MiB");
+    CHECK(format_bytes_at_least(183 * mib + mib / 3) == "183.4 MiB");
+    CHECK(format_bytes_at_least(512 * mib) == "512 MiB");  // exact stays exact
+    CHECK(format_bytes_at_least(600) == "600 B");
+    for (const uint64_t bytes : {183 * mib + 1, 7 * mib - 1, (uint64_t{3} << 30) + 12345, uint64_t{1025}}) {
+        std::string text = format_bytes_at_least(bytes);
+        text.erase(text.find(' '), 1);  // "183.1MiB", as a flag takes it
+        INFO(text);
+        CHECK(parse_memory_size(text, 0) >= bytes);
+    }
+}
