@@ -277,10 +277,14 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     planner::RuntimeLimits as_run = run_limits(in.prefetch_depth, p.shape, p.shape.kv_type, p.hw.nvme);
     as_run.dram_held_apart = true;
     as_run.head_on_device = as_run.embedding_on_host = true;
-    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, p.plan, as_run);
     g.kv = kv_placement_of(p.plan);
     if (attention == AttentionChoice::Cpu) g.kv = KvPlacement::HostCpuAttention;
     if (attention == AttentionChoice::Gpu && g.kv == KvPlacement::HostCpuAttention) g.kv = KvPlacement::HostGpuAttention;
+    // KV on the host whose last layers the cache spills for the budget: shown and priced on disk, as they run.
+    if (g.kv != KvPlacement::Device)
+        for (auto& l : p.plan.layers)
+            if (l.layer >= opts.n_kv_layers_in_dram && l.kv == planner::KvOption::Dram) l.kv = planner::KvOption::Nvme;
+    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, p.plan, as_run);
     STRATA_LOG_INFO("{}{}; KV cache: {}", planner::plan_summary(p.plan), opts.given ? " (given)" : "", kv_placement_name(g.kv));
     p.alternative = opts.alternative;
     if (opts.on_plan) opts.on_plan(p);

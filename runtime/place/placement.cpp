@@ -240,6 +240,9 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     if (moved)
         STRATA_LOG_WARN("placement: the plan puts the output layer, embeddings or KV cache on NVMe or on the GPU; "
                         "this runtime keeps them in DRAM");
+    // The KV layers the cache spills for the budget are shown where they run, as they are priced.
+    for (auto& l : p.plan.layers)
+        if (l.layer >= p.n_kv_layers_in_dram && l.kv == planner::KvOption::Dram) l.kv = planner::KvOption::Nvme;
     // Priced on this machine for this run as the runtime runs it, given or made alike.
     p.plan.workload = wl;
     p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run, run_limits(in.prefetch_depth, p.shape, run.policy.kv_type, p.hw.nvme));

@@ -141,6 +141,22 @@ TEST_CASE("placement: a run is planned for the prompt it has, its KV cache for t
     CHECK(workload(256, 16, 1000).prompt_len == 240);
 }
 
+TEST_CASE("placement: KV layers the cache spills are shown and priced on disk, as they run", "[unit][placement]") {
+    const test::TinyModelFile m("placement_kv_spill.gguf", test::tiny_config("llama", 256, 6, 1024), 5);
+    storage::MemoryBudget budget("DRAM", UINT64_MAX, "--dram");
+    const ResidencyInput in = WeightStore::residency_input(m.file, m.hp, budget, 0, 2);
+    PlacementOptions o;
+    o.n_ctx = kCtx;
+    const Placement all = place(m.file, in, o);
+    o.n_kv_layers_in_dram = 2;  // the cache keeps layers 0-1 in DRAM and spills the rest
+    const Placement spilled = place(m.file, in, o);
+    for (const auto& l : spilled.plan.layers) {
+        INFO("layer " << l.layer);
+        CHECK(l.kv == (l.layer < 2 ? planner::KvOption::Dram : planner::KvOption::Nvme));
+    }
+    CHECK(spilled.plan.prediction.decode_tps_per_seq < all.plan.prediction.decode_tps_per_seq);
+}
+
 TEST_CASE("placement: a batch is planned as its sequences, each with its share of the KV cache", "[unit][placement]") {
     PlacementOptions po;
     po.n_ctx = 1024, po.n_predict = 32, po.n_prompt = 300, po.n_batch = 16;
