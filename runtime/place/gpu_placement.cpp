@@ -270,6 +270,10 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         choose_plan(p, in, wl, opts, tune);
     }
     p.plan.workload = wl;
+    // A given plan's batch, micro-batches and KV type are its own workload's: priced as this run runs.
+    p.plan.policy.batch = wl.batch;
+    p.plan.policy.n_micro = 1;
+    p.plan.policy.kv_type = kv_type;
     // A given plan's too: the runtime computes the head on the device, looks embeddings up on the host.
     p.plan.output = planner::WeightOption::Gpu;
     p.plan.embedding = planner::WeightOption::DramCpu;

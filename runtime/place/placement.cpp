@@ -224,6 +224,9 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
             po.budgets.dram = planner_budget(in, as_read, p.hw, wl);
         });
     p.plan.policy.kv_type = opts.kv_type;  // a given plan may name another; the cache's type is what runs
+    // And the run's batch, in one pass: a given plan's batch and micro-batches are its workload's.
+    p.plan.policy.batch = wl.batch;
+    p.plan.policy.n_micro = 1;
     ResidencyInput unbounded = in;
     unbounded.budget = 0;
     p.residency = residency_from_plan(p.plan, unbounded);  // refuses what this runtime cannot run

@@ -107,6 +107,10 @@ def main() -> None:
         assert by_plan.stdout == by_flag.stdout, (by_plan.stdout, by_flag.stdout)
         r = run(*generate, "-n", "2", "--plan", f"{d}/q4.json", "--kv-type", "f16")
         assert r.returncode == 0 and "runs in place of the plan's KV type Q4_0" in r.stderr, r.stderr
+        # A plan made for a batch of 64 runs one sequence here, and is priced as that.
+        assert run("plan", "-m", model, "--objective", "throughput", "-b", "64", "-o", f"{d}/b64.json").returncode == 0
+        r = run(*generate, "-n", "4", "--plan", f"{d}/b64.json", "--show-plan")
+        assert r.returncode == 0 and "1 sequence per pass" in r.stderr and "batch of 1" in r.stderr, r.stderr
     # A workload longer than the model was trained for plans, with a warning saying so.
     r = run("plan", "-m", model, "--prompt-len", "4000")
     assert r.returncode == 0 and "positions (prompt and reply) are more than the 2048" in r.stderr, r.stderr
