@@ -215,9 +215,9 @@ Hparams Hparams::from_gguf(const GgufFile& f) {
         throw FormatError("model tensor 'token_embd.weight' is missing", "the file is not a complete model");
 
     if (h.n_head % h.n_head_kv != 0)
-        throw FormatError(fmt::format("head_count {} is not a multiple of head_count_kv {}", h.n_head, h.n_head_kv));
+        throw FormatError(fmt::format("head_count {} is not a multiple of head_count_kv {}", h.n_head, h.n_head_kv), std::string(kBrokenMetadata));
     if (h.n_rot > h.head_dim || h.n_rot % 2 != 0)
-        throw FormatError(fmt::format("rope.dimension_count {} does not fit head size {}", h.n_rot, h.head_dim));
+        throw FormatError(fmt::format("rope.dimension_count {} does not fit head size {}", h.n_rot, h.head_dim), std::string(kBrokenMetadata));
     if (!h.mla.enabled() && k.has("attention.value_length") && k.count("attention.value_length") != h.head_dim)
         throw FormatError(fmt::format("value heads of {} and key heads of {} values differ",
                                       k.count("attention.value_length"), h.head_dim),

@@ -81,7 +81,8 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
         int layer = -1, used = 0;
         if (std::sscanf(t.name.c_str(), "blk.%d.%n", &layer, &used) == 1 && used > 0) {
             if (layer < 0 || layer >= hp.n_layer)
-                throw FormatError(fmt::format("tensor '{}' names layer {} of a {}-layer model", t.name, layer, hp.n_layer));
+                throw FormatError(fmt::format("tensor '{}' names layer {} of a {}-layer model", t.name, layer, hp.n_layer),
+                                  "the file's tensors and its block_count disagree: download or convert it again");
             auto& l = m.layers[static_cast<size_t>(layer)];
             l.weight_bytes += t.nbytes;
             l.n_params += t.nelements();

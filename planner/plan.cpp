@@ -117,8 +117,11 @@ std::string Plan::to_json() const {
 
 Plan Plan::from_json(std::string_view text) {
     const json j = json_util::parse(text, "plan");
-    if (!j.is_object() || get_or<int>(j, "plan", "strata_plan", 0) != 1)
-        throw UsageError("the file is not a Strata plan (no 'strata_plan': 1)", "make one with `strata plan --json`");
+    const int version = j.is_object() ? get_or<int>(j, "plan", "strata_plan", 0) : 0;
+    if (version == 0) throw UsageError("the file is not a Strata plan (no 'strata_plan': 1)", "make one with `strata plan --json`");
+    if (version != 1)
+        throw UsageError(fmt::format("the plan's format is version {}, and this Strata reads version 1", version),
+                         "make the plan again with this Strata: `strata plan -m MODEL -o FILE`");
     Plan p;
     const json& m = json_util::object(j, "plan", "model");
     p.model_name = get<std::string>(m, "plan.model", "name");

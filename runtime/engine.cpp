@@ -90,7 +90,8 @@ Engine::Engine(const EngineOptions& opts)
             STRATA_LOG_WARN("--bf16-prefill: oneDNN runs no AMX here (none on this CPU, or STRATA_AMX=0); prompts use the "
                             "default kernels");
     }
-    if (opts.prefetch_depth < 1) throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth));
+    if (opts.prefetch_depth < 1)
+        throw UsageError(fmt::format("--prefetch {} must be at least 1", opts.prefetch_depth), "give the layers to read ahead: 1 or more (2 by default)");
     const int n_ctx = context_size(opts.n_ctx, hp_.n_ctx_train);
     if (hp_.n_ctx_train > 0 && n_ctx > hp_.n_ctx_train)
         STRATA_LOG_WARN("a context of {} positions is past the {} this model was trained on: text past {} may lose its way",

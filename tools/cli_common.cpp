@@ -66,7 +66,8 @@ runtime::EngineOptions ModelOptions::engine() const {
     const auto device = runtime::parse_device(this->device);
     if (!device) throw UsageError(fmt::format("--device '{}' is not a choice", this->device), "use auto, cpu, sim or cuda");
     e.gpu.device = *device;
-    if (!(sim_link > 0)) throw UsageError(fmt::format("--sim-link {} must be above 0 GB/s", sim_link));
+    if (!(sim_link > 0))
+        throw UsageError(fmt::format("--sim-link {} must be above 0 GB/s", sim_link), "give the simulated link's GB/s each way, e.g. --sim-link 25");
     e.gpu.sim_link_gbps = sim_link;
     e.gpu.sim_threads = sim_threads;
     const auto offload = runtime::parse_op_offload(op_offload);

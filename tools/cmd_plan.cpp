@@ -3,12 +3,12 @@
 // policies, and prints the chosen placement with its predicted speed, or the plan as JSON.
 // It says when the workload cannot run there (it does not fit, even with NVMe) or misses its
 // targets, and --export writes the launch of a distributed engine sized for it instead.
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/file_write.h"
 #include "planner/catalog.h"
 #include "planner/plan_report.h"
 #include "planner/policy_search.h"
@@ -24,12 +24,6 @@ namespace strata::cli {
 using namespace strata::planner;
 
 namespace {
-
-void write_file(const std::string& path, const std::string& text, const char* what) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) throw IoError(fmt::format("cannot write the {} to '{}'", what, path));
-}
 
 // The targets the plan's prediction misses, as one sentence; empty when it meets them all.
 std::string missed_targets(const PlanOptions& o, const Prediction& p) {
@@ -135,8 +129,9 @@ int run_plan(const PlanOptions& o) {
         fmt::print(stderr, "strata: warning: the workload's {} positions (prompt and reply) are more than the {} {} was trained "
                            "for\n", positions, shape.n_ctx_train, shape.name);
     const std::string json = r.best.to_json();
-    if (!o.out.empty()) write_file(o.out, json + "\n", "plan");
-    if (!o.svg.empty()) write_file(o.svg, plan_svg(r.best, shape, hw), "timeline SVG");
+    // Whole or not at all (a full disk leaves no half plan), with the system's reason.
+    if (!o.out.empty()) write_file_whole(o.out, json + "\n", "the plan", "is the disk full, or the folder missing or read-only?");
+    if (!o.svg.empty()) write_file_whole(o.svg, plan_svg(r.best, shape, hw), "the timeline SVG", "is the disk full, or the folder missing or read-only?");
     const std::string way_out = "`--export vllm|sglang|llama-rpc` writes the launch of a distributed engine sized for it";
     if (o.json) {
         std::cout << json << "\n";

@@ -13,7 +13,9 @@ namespace strata::runtime {
 void Backend::check(std::span<const int32_t> tokens) const {
     if (tokens.empty()) throw UsageError("nothing to evaluate: the token list is empty");
     for (int32_t t : tokens)
-        if (t < 0 || t >= hp_.n_vocab) throw UsageError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
+        if (t < 0 || t >= hp_.n_vocab)
+            throw UsageError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1),
+                             "send ids this model's tokenizer makes (/tokenize), or the text itself");
 }
 
 void Backend::pass(std::span<const int32_t> tokens, std::span<const PassLayout::Segment> segments,

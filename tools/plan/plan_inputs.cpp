@@ -72,7 +72,7 @@ Workload plan_workload(const PlanOptions& o) {
     if (o.gen_len > 0) wl.gen_len = o.gen_len;
     if (!o.objective.empty()) {
         const auto obj = objective_from_name(o.objective);
-        if (!obj) throw UsageError(fmt::format("--objective '{}' must be latency or throughput", o.objective));
+        if (!obj) throw UsageError(fmt::format("--objective '{}' is not a choice", o.objective), "use latency or throughput");
         wl.objective = *obj;
     }
     wl.validate();

@@ -64,6 +64,7 @@ TEST_CASE("malformed or mismatched plans are rejected with a clear error", "[uni
     const std::string good = p.to_json();
     CHECK_THROWS_AS(Plan::from_json("not json"), UsageError);
     CHECK_THROWS_WITH(Plan::from_json("{}"), Catch::Contains("not a Strata plan"));
+    CHECK_THROWS_WITH(Plan::from_json(R"({"strata_plan": 99})"), Catch::Contains("version 99, and this Strata reads version 1"));
 
     auto with = [&](const std::string& from, const std::string& to) {
         std::string j = good;
