@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cpu/kv_format.h"
@@ -95,6 +96,12 @@ runtime::EngineOptions ModelOptions::engine() const {
             throw UsageError(fmt::format("$STRATA_DRAM: {}", err.what()), err.hint());
         }
     }
+    if (e.dram_budget > system_ram_bytes())
+        STRATA_LOG_WARN("--dram {} is more than this machine's {} of memory: the plan may keep more resident than it "
+                        "holds, and the system will page it out", format_bytes(e.dram_budget), format_bytes(system_ram_bytes()));
+    if (sim_threads > cpu::default_thread_count())
+        STRATA_LOG_WARN("--sim-threads {} is more than this machine's {} threads: the simulated device and the CPU take turns "
+                        "on its cores", sim_threads, cpu::default_thread_count());
     if (!plan_file.empty()) {
         const std::string text = read_file(plan_file, "the plan", "make one with `strata plan -m MODEL -o FILE`");
         try {

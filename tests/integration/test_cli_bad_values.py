@@ -128,6 +128,8 @@ def main() -> None:
     r = run(*generate, "-n", "2", "--bf16-prefill")
     amx = "amx_bf16" in open("/proc/cpuinfo").read() and os.environ.get("STRATA_AMX") != "0"
     assert r.returncode == 0 and ("runs no AMX" in r.stderr) != amx, r.stderr
+    r = run(*generate, "-n", "2", "--dram", "64T")  # more than any machine here: runs, saying what it means
+    assert r.returncode == 0 and "--dram 64 TiB is more than this machine's" in r.stderr, r.stderr
     r = run(*generate, "-t", "100000")
     assert r.returncode != 0 and "far more threads" in r.stderr and "give at most" in r.stderr, r.stderr
     # Results standard output cannot take (a full disk) fail the run instead of vanishing.
