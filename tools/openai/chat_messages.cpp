@@ -13,11 +13,12 @@ std::string message_content(const Json& content, const std::string& where) {
     if (content.is_string()) return content.get<std::string>();
     if (!content.is_array())
         throw invalid_request(fmt::format("'{}' must be a string or a list of text parts, not {}", where, shown(content)), where);
+    // Parts on lines of their own, as vLLM and llama.cpp's server join them for a text template.
     std::string text;
     for (const Json& part : content) {
         if (!part.is_object() || part.value("type", Json()) != "text" || !part.contains("text") || !part["text"].is_string())
             throw invalid_request(fmt::format("'{}' may hold only {{\"type\": \"text\", \"text\": ...}} parts", where), where);
-        text += part["text"].get<std::string>();
+        text += (&part == &content.front() ? "" : "\n") + part["text"].get<std::string>();
     }
     return text;
 }

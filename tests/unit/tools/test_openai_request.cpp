@@ -199,7 +199,8 @@ TEST_CASE("openai requests: valid bodies give the templated prompt and the param
                              {{"role", "user"}, {"content", "Again"}}}},
                            {"temperature", nullptr}};
         const CompletionRequest r = parse_completion_request(Endpoint::Chat, body, m);
-        const std::vector<ChatMessage> expected = {{"system", "Be brief."}, {"user", "Hi there"}, {"assistant", ""}, {"user", "Again"}};
+        // Text parts on lines of their own.
+        const std::vector<ChatMessage> expected = {{"system", "Be brief."}, {"user", "Hi \nthere"}, {"assistant", ""}, {"user", "Again"}};
         CHECK(r.prompt == tokenize_chat(*tiny.tok, tiny.tmpl, expected));
         CHECK(r.model == "tiny");  // none named: the server's
         json unnamed = body;
