@@ -44,13 +44,15 @@ Json detokenize_json(const Json& body, const ModelContext& model) {
     require_object(body);
     const Json* tokens = field(body, "tokens");
     if (!tokens || !tokens->is_array()) throw invalid_request("'tokens' must be a list of token ids", "tokens");
-    std::vector<int32_t> ids;
+    // Each token's piece, as llama.cpp's server joins them: a SentencePiece text keeps the space
+    // its first word carries (decode() would drop it, as the one encode() put in front).
+    std::string content;
     for (const Json& t : *tokens) {
         if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model.tokenizer.n_vocab())
             throw invalid_request(fmt::format("'tokens' holds {}, not an id below {}", shown(t), model.tokenizer.n_vocab()), "tokens");
-        ids.push_back(t.get<int32_t>());
+        content += model.tokenizer.piece(t.get<int32_t>());
     }
-    return {{"content", model.tokenizer.decode(ids, /*special=*/true)}};
+    return {{"content", content}};
 }
 
 Json apply_template_json(const Json& body, const ModelContext& model) {
