@@ -22,6 +22,9 @@ namespace strata::cli {
 
 namespace {
 std::vector<std::string> input_texts(const EmbedOptions& o) {
+    for (size_t i = 0; i < o.texts.size(); ++i)
+        if (o.texts[i].empty())  // as generate refuses an empty prompt: an empty text has nothing to mean
+            throw UsageError(fmt::format("-p number {} is empty: there is nothing to embed", i + 1), "give each -p some text");
     if (!o.texts.empty()) return o.texts;
     if (o.file.empty() && isatty(STDIN_FILENO)) throw UsageError("no text given", "pass -p TEXT, -f FILE, or pipe lines on stdin");
     std::istringstream in(o.file.empty() ? read_stdin() : read_file(o.file, "the input file", "give a readable file with -f"));

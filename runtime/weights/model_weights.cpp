@@ -33,7 +33,8 @@ struct Binder {
         if (!traits(t->type).computable || (!weight && t->type != DType::F32))
             throw FormatError(fmt::format("model tensor '{}' has type {}, which Strata cannot compute with", name,
                                           dtype_name(t->type)),
-                              fmt::format("use a model quantized to one of: {}", computable_dtype_list()));
+                              weight ? fmt::format("use a model quantized to one of: {}", computable_dtype_list())
+                                     : std::string("norms, biases and sinks are read as F32"));
         return {t, f.data(*t), t->type, cols, rows, mats};
     }
     WeightRef vec(const std::string& name, int64_t n, bool required = true) const {

@@ -32,6 +32,19 @@ def nan_model(src: str, dst: str) -> str:
     return dst
 
 
+def f16_norm_model(src: str, dst: str) -> str:
+    """A copy of `src` whose output_norm.weight says it is F16 (type id 1) where Strata reads norms as F32."""
+    import shutil
+
+    import gguf
+    shutil.copy(src, dst)
+    reader = gguf.GGUFReader(dst, "r+")
+    info = next(t for t in reader.tensors if t.name == "output_norm.weight").field
+    info.parts[-2][0] = int(gguf.GGMLQuantizationType.F16)  # the parts: name length, name, dims, shape, type, offset
+    reader.data.flush()
+    return dst
+
+
 def main() -> None:
     model = str(tiny_llama())
     generate = ["generate", "-m", model, "-p", "Once upon a time"]
@@ -73,6 +86,9 @@ def main() -> None:
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
         r = run("embed", "-m", f"{d}/nan.gguf", "-p", "Once upon a time")
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr, r.stderr
+        # A norm of another type than F32 is refused with what norms must be, not a list of weight types.
+        r = run("generate", "-m", f16_norm_model(model, f"{d}/f16norm.gguf"), "-p", "Once", "-n", "2")
+        assert r.returncode != 0 and "output_norm.weight' has type F16" in r.stderr and "read as F32" in r.stderr, r.stderr
         r = run("perplexity", "-m", f"{d}/nan.gguf", "-f", __file__, "--chunk", "64")  # not "PPL = nan" and exit 0
         assert r.returncode != 0 and "not numbers (NaN)" in r.stderr and "PPL =" not in r.stdout, r.stdout + r.stderr
     # A cache folder nothing can be written to (full, read-only, or a file): the run goes on
@@ -130,6 +146,8 @@ def main() -> None:
     assert r.returncode == 0 and ("runs no AMX" in r.stderr) != amx, r.stderr
     r = run(*generate, "-n", "2", "--dram", "64T")  # more than any machine here: runs, saying what it means
     assert r.returncode == 0 and "--dram 64 TiB is more than this machine's" in r.stderr, r.stderr
+    r = run("embed", "-m", model, "-p", "Once", "-p", "")  # as generate refuses an empty prompt
+    assert r.returncode != 0 and "-p number 2 is empty" in r.stderr and r.stdout == "", r.stdout + r.stderr
     r = run(*generate, "-t", "100000")
     assert r.returncode != 0 and "far more threads" in r.stderr and "give at most" in r.stderr, r.stderr
     # Results standard output cannot take (a full disk) fail the run instead of vanishing.
