@@ -266,7 +266,8 @@ void tile(const AttentionTile& t) {
         const __m512 vmax = _mm512_set1_ps(row_max);
         // A tree row's keys from the vector holding the tree's first slot on are summed apart,
         // at their positions (tree_sum).
-        const int64_t summed = t.tree ? std::min(n, t.tree->base / 16 * 16) : n;
+        // (From j_begin at least: the window leaves the keys before it out, and their scores unwritten.)
+        const int64_t summed = t.tree ? std::min(n, std::max(t.j_begin, t.tree->base / 16 * 16)) : n;
         __m512 sum = _mm512_setzero_ps();
         for (int64_t j = t.j_begin; j < n; j += 16) {
             const __m512 e = _mm512_maskz_mov_ps(lanes(j), exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmax)));

@@ -96,10 +96,12 @@ std::optional<std::pair<ChatFamily, ChatDialect>> detect(const std::string& tmpl
     if (has("<|user|>")) return {{ChatFamily::Zephyr, d}};
     if (has("[INST]")) {
         using Inst = ChatDialect::Inst;
-        d.inst = has("[SYSTEM_PROMPT]")                                          ? Inst::MistralV7
-                 : has("<<SYS>>")                                               ? Inst::Llama2
+        d.inst = has("[SYSTEM_PROMPT]")                                                ? Inst::MistralV7
+                 : has("<<SYS>>")                                                     ? Inst::Llama2
+                 : has("\"[INST] \"") && has("[AVAILABLE_TOOLS]")                    ? Inst::MistralV3
+                 : has("' [INST] '")                                                  ? Inst::MistralV1Spaced
                  : has("[AVAILABLE_TOOLS]") || has("\"[INST]\"") || has("'[INST]'") ? Inst::MistralTekken
-                                                                                : Inst::MistralV1;
+                                                                                      : Inst::MistralV1;
         return {{ChatFamily::Llama2, d}};
     }
     return std::nullopt;
@@ -180,8 +182,9 @@ std::string render_gemma(const std::vector<ChatMessage>& msgs, bool add_generati
 }
 
 // DeepSeek-V3 and R1: the system prompts first (joined by blank lines), then <｜User｜>... and
-// <｜Assistant｜>...<｜end▁of▁sentence｜>, an answer's reasoning (up to its last </think>) left out;
-// R1's generation prompt opens a think block, V3.1 closes an empty one after every header.
+// <｜Assistant｜>...<｜end▁of▁sentence｜>, an answer's reasoning (up to its last </think>; V3.1: its
+// first) left out; R1's generation prompt opens a think block, V3.1 closes an empty one after
+// every header and opens no turn after an answer.
 std::string render_deepseek3(const std::vector<ChatMessage>& msgs, bool add_generation_prompt, bool opens_think, bool closed_think) {
     const std::string assistant = std::string(kDsAssistant) + (closed_think ? "<think></think>" : "");
     std::string out, turns;
@@ -191,12 +194,13 @@ std::string render_deepseek3(const std::vector<ChatMessage>& msgs, bool add_gene
         } else if (m.role == "user") {
             turns += fmt::format("{}{}", kDsUser, m.content);
         } else if (m.role == "assistant") {
-            const size_t think = m.content.rfind("</think>");
+            const size_t think = closed_think ? m.content.find("</think>") : m.content.rfind("</think>");
             turns += fmt::format("{}{}{}", assistant, think == std::string::npos ? m.content : m.content.substr(think + 8), kDsEnd);
         }
     }
     out += turns;
-    if (add_generation_prompt) out += assistant + (opens_think ? "<think>\n" : "");
+    const bool answered = closed_think && !msgs.empty() && msgs.back().role == "assistant";
+    if (add_generation_prompt && !answered) out += assistant + (opens_think ? "<think>\n" : "");
     return out;
 }
 
@@ -217,17 +221,18 @@ std::string render_llama2(const std::vector<ChatMessage>& msgs) {
     return out;
 }
 
-// Mistral v1 (Mistral-7B-Instruct v0.1, v0.2): <s>[INST] {user} [/INST]{assistant}</s>[INST] ...;
-// its template takes no system prompt: it leads the first user turn, as llama.cpp writes it.
-std::string render_mistral_v1(const std::vector<ChatMessage>& msgs) {
+// Mistral v1: Mistral-7B-Instruct v0.1's first template, <s>[INST] {user} [/INST]{assistant}</s>[INST] ...,
+// or (`spaced`) the later one of 7B v0.2 and Mixtral 8x7B, <s> [INST] {user} [/INST] {assistant}</s> [INST] ...
+// The system prompt leads the first user turn (the first template takes none; llama.cpp writes it so).
+std::string render_mistral_v1(const std::vector<ChatMessage>& msgs, bool spaced) {
     std::string out = "<s>", system;
     for (const auto& m : msgs) {
         if (m.role == "system") system += m.content + "\n\n";
         else if (m.role == "user") {
-            out += fmt::format("[INST] {}{} [/INST]", system, m.content);
+            out += fmt::format("{}[INST] {}{} [/INST]", spaced ? " " : "", system, m.content);
             system.clear();
         } else {
-            out += m.content + "</s>";
+            out += (spaced ? " " : "") + m.content + "</s>";
         }
     }
     return out;
@@ -273,9 +278,11 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
         case ChatFamily::Llama2:
             switch (dialect_.inst) {
                 case ChatDialect::Inst::Llama2: return render_llama2(msgs);
-                case ChatDialect::Inst::MistralV1: return render_mistral_v1(msgs);
+                case ChatDialect::Inst::MistralV1:
+                case ChatDialect::Inst::MistralV1Spaced: return render_mistral_v1(msgs, dialect_.inst == ChatDialect::Inst::MistralV1Spaced);
+                case ChatDialect::Inst::MistralV3:
                 case ChatDialect::Inst::MistralTekken:
-                case ChatDialect::Inst::MistralV7: return render_mistral(msgs, {}, dialect_.inst == ChatDialect::Inst::MistralV7);
+                case ChatDialect::Inst::MistralV7: return render_mistral(msgs, {}, dialect_.inst);
             }
             return out;
         case ChatFamily::DeepSeek2:

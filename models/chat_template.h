@@ -39,10 +39,12 @@ struct ChatDialect {
     // default, 26 Jul 2024. Llama 3.0 has no such turn. Every Llama 3 template trims the text.
     enum class Llama3 { Plain, Dated, DatedToday } llama3 = Llama3::Plain;
     // [INST] templates: Llama 2's (a <<SYS>> block in the first turn, text stripped); Mistral's
-    // v1 ("[INST] text [/INST]answer</s>", the system prompt in the first turn), tekken (Nemo:
-    // "[INST]text[/INST]answer</s>", the system prompt in the last user turn) and v7 (Small 3:
-    // tekken's turns, system messages as [SYSTEM_PROMPT] turns of their own).
-    enum class Inst { Llama2, MistralV1, MistralTekken, MistralV7 } inst = Inst::Llama2;
+    // v1 ("[INST] text [/INST]answer</s>", the system prompt in the first turn; the later v1
+    // templates of 7B v0.2 and Mixtral 8x7B " [INST] text [/INST] answer</s>"), v3 (7B v0.3:
+    // "[INST] text[/INST] answer</s>", the answer trimmed), tekken (Nemo: "[INST]text[/INST]answer</s>")
+    // (v3 and tekken: the system prompt in the last user turn) and v7 (Small 3: tekken's turns,
+    // system messages as [SYSTEM_PROMPT] turns of their own).
+    enum class Inst { Llama2, MistralV1, MistralV1Spaced, MistralV3, MistralTekken, MistralV7 } inst = Inst::Llama2;
     // DeepSeek-V3.1: every assistant header followed by an empty <think></think> (thinking off).
     bool closed_think = false;
 };

@@ -17,7 +17,8 @@ bool is_py_space(uint32_t c) {
     return false;
 }
 
-// The code point that starts at s[i] and its length in bytes (a byte of malformed UTF-8: 0, 1).
+// The code point that starts at s[i] and its length in bytes (a byte of malformed UTF-8, an
+// overlong form, a surrogate or a value past U+10FFFF included: 0, 1).
 std::pair<uint32_t, size_t> code_point_at(std::string_view s, size_t i) {
     const auto b = static_cast<unsigned char>(s[i]);
     const size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
@@ -29,6 +30,8 @@ std::pair<uint32_t, size_t> code_point_at(std::string_view s, size_t i) {
         if ((t >> 6) != 0x2) return {0, 1};
         c = (c << 6) | (t & 0x3F);
     }
+    constexpr uint32_t kLeast[5] = {0, 0, 0x80, 0x800, 0x10000};  // the smallest a form of n bytes may hold
+    if (c < kLeast[n] || (c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF) return {0, 1};
     return {c, n};
 }
 

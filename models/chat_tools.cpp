@@ -116,9 +116,11 @@ std::string render_llama31(const std::vector<ChatMessage>& all, std::string_view
 }
 
 // Mistral-Nemo-Instruct's template: the tools just before the last user turn, the system
-// prompt in front of the last message when that is a user turn (v7: system turns where they stand).
-std::string render_mistral(const std::vector<ChatMessage>& all, std::string_view tools_json, bool system_turns) {
+// prompt in front of the last message when that is a user turn (v7: system turns where they
+// stand; v3: "[INST] " and a space before each trimmed answer).
+std::string render_mistral(const std::vector<ChatMessage>& all, std::string_view tools_json, ChatDialect::Inst inst) {
     const ordered_json tools = parse_tools(tools_json);
+    const bool system_turns = inst == ChatDialect::Inst::MistralV7, v3 = inst == ChatDialect::Inst::MistralV3;
     std::vector<ChatMessage> msgs = all;
     std::optional<std::string> system;
     if (!system_turns && !msgs.empty() && msgs[0].role == "system") {
@@ -147,7 +149,7 @@ std::string render_mistral(const std::vector<ChatMessage>& all, std::string_view
                 }
                 out += "[/AVAILABLE_TOOLS]";
             }
-            out += "[INST]" + (i + 1 == msgs.size() && system ? *system + "\n\n" : "") + m.content + "[/INST]";
+            out += (v3 ? "[INST] " : "[INST]") + (i + 1 == msgs.size() && system ? *system + "\n\n" : "") + m.content + "[/INST]";
         } else if (!m.tool_calls.empty()) {
             out += "[TOOL_CALLS][";
             for (size_t c = 0; c < m.tool_calls.size(); ++c) {
@@ -157,7 +159,7 @@ std::string render_mistral(const std::vector<ChatMessage>& all, std::string_view
                        call.id + "\"}" + (c + 1 < m.tool_calls.size() ? ", " : "]</s>");
             }
         } else if (m.role == "assistant") {
-            out += m.content + "</s>";
+            out += (v3 ? " " + trim(m.content) : m.content) + "</s>";
         } else if (m.role == "tool") {
             if (m.tool_call_id.size() != 9) throw UsageError("Mistral's template takes tool call ids of 9 letters and digits");
             out += "[TOOL_RESULTS]{\"content\": " + m.content + ", \"call_id\": \"" + m.tool_call_id + "\"}[/TOOL_RESULTS]";
@@ -188,7 +190,11 @@ std::string render_with_tools(const ChatTemplate& chat_template, const std::vect
         case ChatFamily::ChatML:
             return render_hermes(chat_template.default_system(), messages, parse_tools(tools_json), add_generation_prompt);
         case ChatFamily::Llama3: return render_llama31(messages, tools_json, add_generation_prompt, llama31_date(dialect));
-        case ChatFamily::Llama2: return render_mistral(messages, tools_json, dialect.inst == ChatDialect::Inst::MistralV7);
+        case ChatFamily::Llama2:
+            if (dialect.inst == ChatDialect::Inst::MistralV7)
+                throw UsageError("Mistral Small 3's tool format ([TOOL_CALLS]name[ARGS]...) is not one Strata writes or reads yet",
+                                 "send the conversation without tools");
+            return render_mistral(messages, tools_json, dialect.inst);
         default: break;
     }
     tool_call_syntax(chat_template.family());  // throws

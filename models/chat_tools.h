@@ -28,11 +28,11 @@ std::string render_with_tools(const ChatTemplate& chat_template, const std::vect
 
 // The two templates whose plain conversations are their tool conversations without tools:
 // Meta-Llama-3.1-Instruct's, its system turn dated `date` ("26 Jul 2024"), and
-// Mistral-Nemo-Instruct's (tekken), or v7's with `system_turns` (system messages as
-// [SYSTEM_PROMPT] turns where they stand). `tools_json` empty: none.
+// Mistral-Nemo-Instruct's (tekken), v3's (its spacing) or v7's (system messages as
+// [SYSTEM_PROMPT] turns where they stand), by `inst`. `tools_json` empty: none.
 std::string render_llama31(const std::vector<ChatMessage>& messages, std::string_view tools_json, bool add_generation_prompt,
                            const std::string& date);
-std::string render_mistral(const std::vector<ChatMessage>& messages, std::string_view tools_json, bool system_turns);
+std::string render_mistral(const std::vector<ChatMessage>& messages, std::string_view tools_json, ChatDialect::Inst inst);
 // The date a Llama 3.1-style template writes: today's, or its default.
 std::string llama31_date(const ChatDialect& dialect);
 

@@ -245,7 +245,7 @@ planner::HardwareProfile measured_profile(std::string& source, const std::filesy
     try {
         save_profile(hw, profile_cache_path());
         source = "a quick probe of this machine, now cached in " + profile_cache_path().string();
-    } catch (const IoError& e) {
+    } catch (const Error& e) {  // IoError, or UsageError for a folder in its place
         // The run needs the figures, not the cache: the next run measures again.
         STRATA_LOG_WARN("planner: the quick probe's figures are used but not kept: {}", e.what());
         source = "a quick probe of this machine (not cached)";

@@ -72,6 +72,8 @@ uint64_t smallest_fitting_dram(const PlanOptions& o) {
         try {
             run_planner(trial, load_hardware(trial));  // the capacity is the machine's
             return true;
+        } catch (const GpuBudgetTooSmall&) {
+            return true;  // the machine holds it there, the CPU alone; that refusal names the GPU's way out
         } catch (const OutOfBudget&) {
             return false;
         }

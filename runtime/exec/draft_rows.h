@@ -3,10 +3,11 @@
 // node at depth d (the root, the sequence's last token, at 0) stands at position base + d and
 // writes its keys and values at slot base + d + 16 b, b its branch: the root and each first
 // child keep their parent's branch, every other child opens a new one. So a node's ancestors
-// lie at slots congruent mod 16 to their positions and in position order, and the attention
-// kernels, which sum keys in 16 lanes by slot, give each node exactly the bits the chain of its
-// ancestors gets in plain decoding (cpu/attention_cpu.h, AttentionTree). A chain is the tree
-// whose every node is the first child of the one before: its slots are its positions.
+// lie at slots in position order (and congruent mod 16 to their positions), and the CPU's
+// attention, which sums a tree's keys in lanes by their positions, gives each node exactly the
+// bits the chain of its ancestors gets in plain decoding (cpu/attention_cpu.h, AttentionTree).
+// A chain is the tree whose every node is the first child of the one before: its slots are its
+// positions.
 #include <cstdint>
 #include <span>
 #include <vector>

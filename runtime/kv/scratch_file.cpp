@@ -38,7 +38,13 @@ ScratchFile::ScratchFile(const std::filesystem::path& dir, std::string what, std
         ::unlink(path.c_str());
         scratch_error(dir, what_, flag_, fmt::format("cannot reserve {}", format_bytes(bytes)), err);
     }
-    read_ = storage::File::open_read(path, storage::OpenMode::DirectOrBuffered);
+    try {
+        read_ = storage::File::open_read(path, storage::OpenMode::DirectOrBuffered);
+    } catch (...) {  // the constructor fails: nothing of it stays on disk
+        ::close(fd_);
+        ::unlink(path.c_str());
+        throw;
+    }
     ::unlink(path.c_str());
 }
 

@@ -243,7 +243,9 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     if (moved)
         STRATA_LOG_WARN("placement: the plan puts the output layer, embeddings or KV cache on NVMe or on the GPU; "
                         "this runtime keeps them in DRAM");
-    // The KV layers the cache spills for the budget are shown where they run, as they are priced.
+    // The KV layers the cache spills for the budget are shown where they run, as they are priced
+    // (the plan as placed, KV in DRAM, is what the residency reads: the cache spills on its own terms).
+    const planner::Plan placed = p.plan;
     for (auto& l : p.plan.layers)
         if (l.layer >= p.n_kv_layers_in_dram && l.kv == planner::KvOption::Dram) l.kv = planner::KvOption::Nvme;
     // Priced on this machine for this run as the runtime runs it, given or made alike.
@@ -255,7 +257,7 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
     STRATA_LOG_INFO("{}{}", planner::plan_summary(p.plan), opts.given ? " (given)" : "");
     p.alternative = opts.alternative;
     if (opts.on_plan) opts.on_plan(p);
-    p.residency = residency_from_plan(p.plan, in);
+    p.residency = residency_from_plan(placed, in);
     p.residency.experts.policy = opts.expert_policy;
     if (p.routing) p.residency.experts.seed_counts = p.routing->counts;
     std::vector<bool> streamed(p.residency.resident.size());

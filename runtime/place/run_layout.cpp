@@ -49,7 +49,7 @@ template <class Place>
 auto with_given_plan_hint(const PlacementOptions& po, const ResidencyInput& all_kv, bool gpu, Place&& place) {
     try {
         return place();
-    } catch (const OutOfBudget& e) {
+    } catch (const PlanOverBudget& e) {
         if (!po.given) throw;
         ResidencyInput unbounded = all_kv;
         unbounded.budget = 0;

@@ -197,7 +197,7 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
     r.total_bytes = r.resident_bytes + in.other_bytes + ring_bytes(r.slot_bytes, r.n_slots);
     if (in.budget != 0 && r.total_bytes > in.budget) {
         const auto on_device = std::count(r.on_device.begin(), r.on_device.end(), true);
-        throw OutOfBudget(fmt::format("the plan keeps {} of {} layers resident in DRAM{}: with the output head and embeddings ({}), "
+        throw PlanOverBudget(fmt::format("the plan keeps {} of {} layers resident in DRAM{}: with the output head and embeddings ({}), "
                                       "the KV cache, activations and staging buffers ({}) and {} streaming buffers ({}) that is {}, "
                                       "over the DRAM budget of {}",
                                       std::count(r.resident.begin(), r.resident.end(), true), n,

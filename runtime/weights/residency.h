@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/error.h"
 #include "runtime/weights/expert_cache.h"
 
 namespace strata::planner { struct Plan; }
@@ -78,9 +79,13 @@ int expert_cache_slots(const ResidencyInput& in, const std::vector<bool>& cached
 // each pass are resident or streamed by where the plan keeps them, and layers whose matmuls the
 // plan puts on the CPU are on_cpu (resident or streamed likewise). Throws UsageError for a plan
 // this runtime cannot run (another layer count; weights on a GPU without `gpu`) and
-// OutOfBudget when what it keeps does not fit in.budget. With expert offload in the plan
+// PlanOverBudget when the layers it keeps do not fit in.budget (OutOfBudget for its experts'
+// cache). With expert offload in the plan
 // (plan.experts), every layer's resident part stays in DRAM and its routed experts go through
 // a cache of plan.experts.cache_slots slots.
+class PlanOverBudget : public OutOfBudget {
+    using OutOfBudget::OutOfBudget;
+};
 Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& in, bool gpu = false);
 
 }  // namespace strata::runtime

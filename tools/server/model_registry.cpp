@@ -114,6 +114,8 @@ std::shared_ptr<LoadedModel> ModelRegistry::preload_default(bool fall_back) {
     if (!m) throw UsageError(fmt::format("the default model '{}' is not among the models served", options_.default_model));
     try {
         return lease(*m, std::nullopt);
+    } catch (const UsageError&) {
+        throw;  // the options (a draft model of another vocabulary), not the file: every model would fail
     } catch (const Error& first) {
         if (!fall_back) throw;
         // Called before the server answers anyone: the default may still change.

@@ -24,8 +24,9 @@ public:
     // Throws UsageError when the system will not start that many threads (those started end).
     WorkerLane(size_t threads, size_t max_waiting, std::function<void(Job&&)> run) : run_(std::move(run)), max_waiting_(max_waiting) {
         try {
+            threads_.reserve(threads);
             for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
-        } catch (const std::system_error& e) {
+        } catch (const std::exception& e) {  // system_error, or bad_alloc for the threads' memory
             const size_t started = threads_.size();
             join();
             throw UsageError(fmt::format("the system would not start {} worker threads ({} started: {})", threads, started, e.what()),

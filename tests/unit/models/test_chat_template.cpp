@@ -102,3 +102,33 @@ TEST_CASE("an unknown --chat-template name is a usage error listing the choices"
     w.write(p);
     CHECK_THROWS_WITH(ChatTemplate::from_gguf(GgufFile::open(p), "vicuna"), Catch::Contains("unknown chat template 'vicuna'"));
 }
+
+TEST_CASE("Mistral's [INST] dialects render Mistral's documented strings (its cookbook's templates.md)", "[unit][chat]") {
+    const std::vector<ChatMessage> chat = {{"user", "Hello, how are you?"}, {"assistant", "Fine, and you?"}, {"user", "I'm doing great!"}};
+    // v1 as 7B v0.2's and Mixtral 8x7B's templates write it: a space before each [INST] and answer.
+    const auto v1 = detect("{{ ' [INST] ' + message['content'] + ' [/INST]' }}{{ ' ' + message['content'] + eos_token }}");
+    CHECK(v1.render(chat) == "<s> [INST] Hello, how are you? [/INST] Fine, and you?</s> [INST] I'm doing great! [/INST]");
+    CHECK(v1.render({{"system", "S"}, {"user", "Q"}}) == "<s> [INST] S\n\nQ [/INST]");  // in the first user turn
+    // v3 (7B v0.3): "[INST] " without a space before [/INST]; the system prompt in the last user turn.
+    const auto v3 = detect("{%- if tools %}[AVAILABLE_TOOLS]{% endif %}{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}");
+    CHECK(v3.render(chat) == "<s>[INST] Hello, how are you?[/INST] Fine, and you?</s>[INST] I'm doing great![/INST]");
+    CHECK(v3.render({{"system", "S"}, {"user", "Q"}, {"assistant", " A "}, {"user", "R"}}) ==
+          "<s>[INST] Q[/INST] A</s>[INST] S\n\nR[/INST]");
+    // Tekken (Nemo): no spaces at all.
+    const auto tekken = detect("{{- \"[INST]\" + message[\"content\"] + \"[/INST]\" }}[AVAILABLE_TOOLS]");
+    CHECK(tekken.render(chat) == "<s>[INST]Hello, how are you?[/INST]Fine, and you?</s>[INST]I'm doing great![/INST]");
+    // v7's tool format is not Nemo's: refused rather than written wrong.
+    const auto v7 = detect("[SYSTEM_PROMPT]{{ '[INST]' }}");
+    CHECK_THROWS_WITH(v7.render({{"user", "Q"}}, true, R"([{"type": "function", "function": {"name": "f"}}])"),
+                      Catch::Contains("Mistral Small 3's tool format"));
+}
+
+TEST_CASE("DeepSeek-V3.1 keeps an answer after its first </think>, and opens no turn after an answer", "[unit][chat]") {
+    const std::string user = "<\xef\xbd\x9cUser\xef\xbd\x9c>", end = "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
+    const std::string assistant = "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c><think></think>";
+    const auto v31 = detect(user + assistant + "{{'<think></think>'}}");
+    REQUIRE(v31.family() == ChatFamily::DeepSeek3);
+    // As its template renders them (tests/fixtures/chat_templates/deepseek-v3.1.jinja, by jinja2).
+    CHECK(v31.render({{"user", "a"}, {"assistant", "r1</think>x</think>y"}}) == user + "a" + assistant + "x</think>y" + end);
+    CHECK(v31.render({{"user", "a"}, {"assistant", "b"}, {"user", "c"}}) == user + "a" + assistant + "b" + end + user + "c" + assistant);
+}

@@ -20,4 +20,7 @@ TEST_CASE("py_strip strips what Python's str.strip() does: Unicode whitespace, n
     // Malformed UTF-8 at either end is text, kept whole: a lone continuation byte, a cut sequence.
     CHECK(py_strip(" \x80hi\xe3\x80 ") == "\x80hi\xe3\x80");
     CHECK(py_strip("\xa0") == "\xa0");
+    // Overlong forms of a space or a tab are malformed, not whitespace.
+    CHECK(py_strip("\xc0\xa0x\xe0\x80\xa0") == "\xc0\xa0x\xe0\x80\xa0");
+    CHECK(py_strip("\xc0\x89") == "\xc0\x89");
 }
