@@ -9,8 +9,6 @@
 namespace strata::runtime {
 
 namespace {
-constexpr int64_t kLanes = 16;  // the attention kernels' keys per vector
-
 std::vector<int64_t> depths(std::span<const int32_t> parent) {
     std::vector<int64_t> d(parent.size());
     for (size_t i = 1; i < parent.size(); ++i) d[i] = d[size_t(parent[i])] + 1;
@@ -24,15 +22,16 @@ std::vector<int64_t> draft_slots(std::span<const int32_t> parent) {
     for (size_t i = 1; i < parent.size(); ++i)
         if (parent[i] < 0 || size_t(parent[i]) >= i)
             throw UsageError(fmt::format("draft node {} names parent {}", i, parent[i]), "list every node after its parent");
-    const auto depth = depths(parent);
-    std::vector<int64_t> branch(parent.size()), slot(parent.size());
-    std::vector<bool> has_child(parent.size());
-    int64_t branches = 1;
-    for (size_t i = 1; i < parent.size(); ++i) {
-        const auto p = size_t(parent[i]);
-        branch[i] = has_child[p] ? branches++ : branch[p];
-        has_child[p] = true;
-        slot[i] = depth[i] + kLanes * branch[i];
+    // Depth first, each node's children in their order: a node's slot is its place in that walk.
+    std::vector<std::vector<int32_t>> children(parent.size());
+    for (size_t i = 1; i < parent.size(); ++i) children[size_t(parent[i])].push_back(int32_t(i));
+    std::vector<int64_t> slot(parent.size());
+    std::vector<int32_t> todo{0};
+    for (int64_t next = 0; !todo.empty(); ++next) {
+        const int32_t node = todo.back();
+        todo.pop_back();
+        slot[size_t(node)] = next;
+        todo.insert(todo.end(), children[size_t(node)].rbegin(), children[size_t(node)].rend());  // the first on top
     }
     return slot;
 }

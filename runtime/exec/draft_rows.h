@@ -1,9 +1,9 @@
 #pragma once
 // Where a draft tree's nodes go in a verifying pass (speculative decoding: runtime/spec/). A
 // node at depth d (the root, the sequence's last token, at 0) stands at position base + d and
-// writes its keys and values at slot base + d + 16 b, b its branch: the root and each first
-// child keep their parent's branch, every other child opens a new one. So a node's ancestors
-// lie at slots in position order (and congruent mod 16 to their positions), and the CPU's
+// writes its keys and values at slot base + k, k its place in a depth-first walk of the tree
+// taking each node's children in order: one slot a node, the likeliest path (each first child)
+// at its positions. So a node's ancestors lie at slots in position order, and the CPU's
 // attention, which sums a tree's keys in lanes by their positions, gives each node exactly the
 // bits the chain of its ancestors gets in plain decoding (cpu/attention_cpu.h, AttentionTree).
 // A chain is the tree whose every node is the first child of the one before: its slots are its
@@ -23,8 +23,8 @@ struct DraftRows {
     int64_t span = 0;  // slots from base the pass writes
 };
 
-// Slots from the root's each node of the tree takes (node i's parent is parent[i]; -1 for the
-// root, node 0). Throws UsageError unless parent[0] == -1 and 0 <= parent[i] < i.
+// Slots from the root's each node of the tree takes, one each (node i's parent is parent[i]; -1
+// for the root, node 0). Throws UsageError unless parent[0] == -1 and 0 <= parent[i] < i.
 std::vector<int64_t> draft_slots(std::span<const int32_t> parent);
 // Whether every node is the child of the one before (a chain: laid out as plain positions).
 bool draft_is_chain(std::span<const int32_t> parent);

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`strata serve` speculating per request beside continuous batching (docs/speculative.md):
-with a draft model (--draft-model) and with the model's own first layers (--spec self), greedy
+with a draft model (--draft-model), with the model's own first layers (--spec self) and with prompt
+lookup's trees deeper than 16 nodes, greedy
 answers asked at once by several clients equal the answers of a server that does not speculate;
 /metrics counts the drafts verified and kept; a draft model of another vocabulary stops the
 server at start with a message naming the difference.
@@ -74,6 +75,8 @@ def check_serving(target: list[str]) -> None:
     check_speculating(target, ["--draft-model", str(MODEL), "--spec", "draft"], plain, must_keep=True)
     check_speculating(target, ["--draft-model", str(MODEL)], plain, must_keep=True)  # --spec auto takes it
     check_speculating(target, ["--spec", "self"], plain, must_keep=False)
+    # Prompt lookup's trees past 16 nodes (a layout of 16 slots a branch once put two nodes on one slot).
+    check_speculating(target, ["--spec", "lookup", "--spec-width", "3", "--spec-depth", "24"], plain, must_keep=False)
 
 
 def main() -> None:

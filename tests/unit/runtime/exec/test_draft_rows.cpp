@@ -1,6 +1,6 @@
 // A draft tree verified in one pass: each node's logits are, bit for bit, those plain decoding
-// gives down its path (the tree mask over the paged KV, each node's ancestors at slots congruent
-// to their positions); the kept path, moved to its positions, decodes on as plain decoding does;
+// gives down its path (the tree mask over the paged KV, each node's ancestors at slots in
+// position order); the kept path, moved to its positions, decodes on as plain decoding does;
 // on the simulated device (the CPU's kernels) and with KV layers spilled to disk the same bits
 // wherever its KV lives.
 #include <catch2/catch.hpp>
@@ -24,6 +24,12 @@ using namespace strata::runtime;
 namespace {
 // Two branches at the root, three under node 2, a chain under node 5.
 const std::vector<int32_t> kParent{-1, 0, 0, 1, 2, 2, 2, 5, 7, 8, 3, 10, 6};
+
+size_t path_depth(const std::vector<int32_t>& tree, int32_t node) {
+    size_t d = 0;
+    for (; tree[size_t(node)] >= 0; node = tree[size_t(node)]) ++d;
+    return d;
+}
 
 std::vector<int32_t> path_to(int32_t node) {
     std::vector<int32_t> path;
@@ -59,18 +65,29 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
 }
 }  // namespace
 
-TEST_CASE("draft rows: each node's ancestors at slots congruent to their positions, in order", "[unit][spec]") {
-    const auto slot = draft_slots(kParent);
-    std::vector<int64_t> sorted = slot;
-    std::sort(sorted.begin(), sorted.end());
-    CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
-    for (int32_t i = 0; i < int32_t(kParent.size()); ++i) {
-        const auto path = path_to(i);
-        for (size_t d = 0; d < path.size(); ++d) {
-            CHECK(slot[size_t(path[d])] % 16 == int64_t(d));
-            if (d > 0) CHECK(slot[size_t(path[d])] > slot[size_t(path[d - 1])]);
+TEST_CASE("draft rows: a slot a node, each node's ancestors before it, the likeliest path at its positions", "[unit][spec]") {
+    // kParent, and a tree deeper than 16 with branches (a 16-slot stride a branch put the first
+    // branch's 17th node on the second branch's first).
+    std::vector<int32_t> deep{-1};
+    for (int32_t i = 1; i <= 24; ++i) deep.push_back(i - 1);       // the first branch: depth 24
+    for (int32_t b = 0; b < 3; ++b) deep.push_back(int32_t(b));    // second children of nodes 0, 1, 2
+    deep.push_back(int32_t(deep.size()) - 1);                      // and one below the last of them
+    for (const auto& tree : {kParent, deep}) {
+        const auto slot = draft_slots(tree);
+        std::vector<int64_t> sorted = slot;
+        std::sort(sorted.begin(), sorted.end());
+        std::vector<int64_t> each(tree.size());
+        std::iota(each.begin(), each.end(), 0);
+        CHECK(sorted == each);  // one slot a node, none left unused
+        for (int32_t i = 0; i < int32_t(tree.size()); ++i) {
+            std::vector<int32_t> path;
+            for (int32_t node = i; node >= 0; node = tree[size_t(node)]) path.insert(path.begin(), node);
+            for (size_t d = 1; d < path.size(); ++d) CHECK(slot[size_t(path[d])] > slot[size_t(path[d - 1])]);
         }
+        for (const int32_t node : first_child_path(tree, int32_t(tree.size()), 0, int64_t(tree.size())))
+            CHECK(slot[size_t(node)] == int64_t(path_depth(tree, node)));
     }
+    const auto slot = draft_slots(kParent);
     const DraftRows rows = lay_out_draft(kParent, 21);
     CHECK(rows.span == *std::max_element(slot.begin(), slot.end()) + 1);
     for (int32_t i = 0; i < int32_t(kParent.size()); ++i) {
