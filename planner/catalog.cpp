@@ -190,6 +190,12 @@ HardwareProfile profile_from_catalog(const DryRunSpec& spec, const Catalog& cat)
     HardwareProfile p;
     p.source = "catalog";
     auto from_sys = [&](double sys_value, double fallback) { return sys && sys_value > 0 ? sys_value : fallback; };
+    // A system's measured figures belong to its own parts: a CPU, DRAM, GPU or link named in
+    // their place is priced from its own catalog entry, not the system's measurements.
+    const auto same = [](const std::string& given, const std::string& own) { return given.empty() || lower(given) == lower(own); };
+    const bool own_cpu = sys && same(spec.cpu, sys->cpu) && spec.dram_kind.empty() && spec.dram_channels == 0;
+    const bool own_gpu = sys && same(spec.gpu, sys->gpu);
+    const bool own_link = own_gpu && spec.pcie.empty();
 
     // CPU and DRAM.
     const std::string cpu_name = !spec.cpu.empty() ? spec.cpu : sys ? sys->cpu : "ryzen9-7950x";
@@ -199,7 +205,7 @@ HardwareProfile profile_from_catalog(const DryRunSpec& spec, const Catalog& cat)
     const int channels = spec.dram_channels > 0 ? spec.dram_channels : cpu->channels;
     p.dram.kind = fmt::format("{} x{}", dram->name, channels);
     p.dram.capacity_bytes = spec.dram ? *spec.dram : sys && sys->dram_bytes ? sys->dram_bytes : static_cast<uint64_t>(64 * kGiB);
-    p.dram.read_gbps = from_sys(sys ? sys->dram_read_gbps : 0, channels * dram->channel_gbps * eff.dram_read);
+    p.dram.read_gbps = from_sys(own_cpu ? sys->dram_read_gbps : 0, channels * dram->channel_gbps * eff.dram_read);
     p.dram.copy_gbps = p.dram.read_gbps / 2;  // a copy reads and writes each byte
     const double peak_gflops = cpu->cores * cpu->ghz * cpu->fp32_flops_per_cycle;
     p.cpu.name = cpu->name;
@@ -208,7 +214,7 @@ HardwareProfile profile_from_catalog(const DryRunSpec& spec, const Catalog& cat)
     // Decode GEMV and attention stream from DRAM: the cores' rate, capped by the channels.
     p.cpu.gemv_gbps = std::min(p.dram.read_gbps, cpu->cores * cpu->per_core_gemv_gbps);
     p.cpu.attention_gbps = p.cpu.gemv_gbps;
-    p.cpu.attention_gflops = from_sys(sys ? sys->cpu_attention_gflops : 0, peak_gflops * eff.cpu_gemm / 2);
+    p.cpu.attention_gflops = from_sys(own_cpu ? sys->cpu_attention_gflops : 0, peak_gflops * eff.cpu_gemm / 2);
     p.notes.push_back("cpu: " + cpu->source);
     p.notes.push_back("dram: " + dram->source);
 
@@ -220,12 +226,12 @@ HardwareProfile profile_from_catalog(const DryRunSpec& spec, const Catalog& cat)
         const PcieEntry* pe = must(cat.find_pcie(link), "PCIe generation", link, names_of(cat.pcie));
         GpuProfile gp;
         gp.name = g->name;
-        gp.memory_bytes = spec.gpu_memory ? *spec.gpu_memory : sys && sys->gpu_memory_bytes ? sys->gpu_memory_bytes : g->memory_bytes;
+        gp.memory_bytes = spec.gpu_memory ? *spec.gpu_memory : own_gpu && sys->gpu_memory_bytes ? sys->gpu_memory_bytes : g->memory_bytes;
         gp.mem_gbps = g->mem_gbps * eff.gpu_mem;
-        gp.fp16_tflops = from_sys(sys ? sys->gpu_fp16_tflops : 0, g->fp16_tflops * eff.gpu_gemm);
+        gp.fp16_tflops = from_sys(own_gpu ? sys->gpu_fp16_tflops : 0, g->fp16_tflops * eff.gpu_gemm);
         gp.pcie = pe->name + " x16";
-        gp.h2d_gbps = from_sys(sys ? sys->h2d_gbps : 0, pe->x16_gbps * eff.pcie);
-        gp.d2h_gbps = from_sys(sys ? sys->d2h_gbps : 0, pe->x16_gbps * eff.pcie);
+        gp.h2d_gbps = from_sys(own_link ? sys->h2d_gbps : 0, pe->x16_gbps * eff.pcie);
+        gp.d2h_gbps = from_sys(own_link ? sys->d2h_gbps : 0, pe->x16_gbps * eff.pcie);
         p.gpu = gp;
         p.notes.push_back("gpu: " + g->source);
         p.notes.push_back("pcie: " + pe->source);
@@ -235,10 +241,11 @@ HardwareProfile profile_from_catalog(const DryRunSpec& spec, const Catalog& cat)
     const std::string nvme_name = spec.nvme.empty() ? "gen4" : spec.nvme;
     const NvmeEntry* n = must(cat.find_nvme(nvme_name), "NVMe generation", nvme_name, names_of(cat.nvme));
     // A system's disk is described by its own (measured or fitted) rates, not a generation's.
-    p.nvme.name = sys && spec.nvme.empty() && sys->nvme_read_gbps > 0 ? "SSD of " + sys->name : "NVMe " + n->name;
-    p.nvme.capacity_bytes = spec.nvme_capacity ? *spec.nvme_capacity : sys && sys->nvme_bytes ? sys->nvme_bytes : n->capacity_bytes;
-    p.nvme.read_gbps = from_sys(sys ? sys->nvme_read_gbps : 0, n->read_gbps * eff.nvme);
-    p.nvme.write_gbps = from_sys(sys ? sys->nvme_write_gbps : 0, n->write_gbps * eff.nvme);
+    const bool own_disk = sys && spec.nvme.empty();
+    p.nvme.name = own_disk && sys->nvme_read_gbps > 0 ? "SSD of " + sys->name : "NVMe " + n->name;
+    p.nvme.capacity_bytes = spec.nvme_capacity ? *spec.nvme_capacity : own_disk && sys->nvme_bytes ? sys->nvme_bytes : n->capacity_bytes;
+    p.nvme.read_gbps = from_sys(own_disk ? sys->nvme_read_gbps : 0, n->read_gbps * eff.nvme);
+    p.nvme.write_gbps = from_sys(own_disk ? sys->nvme_write_gbps : 0, n->write_gbps * eff.nvme);
     if (spec.nvme_read_gbps) {
         p.nvme.write_gbps *= *spec.nvme_read_gbps / p.nvme.read_gbps;
         p.nvme.read_gbps = *spec.nvme_read_gbps;

@@ -61,6 +61,26 @@ TEST_CASE("every catalog GPU and system makes a valid profile", "[unit][planner]
     CHECK_THROWS_AS(profile_from_catalog(bad), UsageError);
 }
 
+TEST_CASE("a system's measured figures stay with its own parts: a GPU or disk named in their place is its own", "[unit][planner]") {
+    DryRunSpec own = system_spec("flexgen-t4");
+    const HardwareProfile t4 = profile_from_catalog(own);
+    DryRunSpec swapped = own;
+    swapped.gpu = "rtx4090";
+    swapped.nvme = "gen5";
+    const HardwareProfile p = profile_from_catalog(swapped);
+    DryRunSpec alone;
+    alone.gpu = "rtx4090";
+    alone.nvme = "gen5";
+    const HardwareProfile catalog = profile_from_catalog(alone);
+    REQUIRE(p.has_gpu());
+    // The 4090's memory and link, not the T4 machine's 16 GiB and gen3 figures.
+    CHECK(p.gpu->memory_bytes == catalog.gpu->memory_bytes);
+    CHECK(p.gpu->memory_bytes != t4.gpu->memory_bytes);
+    CHECK(p.gpu->h2d_gbps == catalog.gpu->h2d_gbps);
+    CHECK(p.nvme.read_gbps == catalog.nvme.read_gbps);
+    CHECK(p.dram.read_gbps == t4.dram.read_gbps);  // the system's own CPU and DRAM keep its measurements
+}
+
 TEST_CASE("catalog model shapes: every name builds, llama3-8b has 8.03 B parameters", "[unit][planner]") {
     for (const auto& m : Catalog::builtin().models) {
         INFO(m.name);
