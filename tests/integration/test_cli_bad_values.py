@@ -127,6 +127,11 @@ def main() -> None:
         assert run("plan", "-m", model, "--objective", "throughput", "-b", "64", "-o", f"{d}/b64.json").returncode == 0
         r = run(*generate, "-n", "4", "--plan", f"{d}/b64.json", "--show-plan")
         assert r.returncode == 0 and "1 sequence per pass" in r.stderr and "batch of 1" in r.stderr, r.stderr
+    # Options that contradict each other are refused, not one of them dropped.
+    r = run("plan", "-m", model, "--shape", "llama3-8b")
+    assert r.returncode != 0 and "both name the model" in r.stderr, r.stderr
+    r = run("plan", "--shape", "llama3-8b", "--gpu", "none", "--gpu-mem", "1G")
+    assert r.returncode != 0 and "--gpu none plans without one" in r.stderr, r.stderr
     # A workload longer than the model was trained for plans, with a warning saying so.
     r = run("plan", "-m", model, "--prompt-len", "4000")
     assert r.returncode == 0 and "positions (prompt and reply) are more than the 2048" in r.stderr, r.stderr

@@ -26,6 +26,9 @@ std::filesystem::path plan_model_file(const PlanOptions& o) {
 }  // namespace
 
 ModelShape plan_shape(const PlanOptions& o, DType kv) {
+    if (!o.shape.empty() && !o.model.empty())
+        throw UsageError(fmt::format("-m {} and --shape {} both name the model", o.model, o.shape),
+                         "give -m for a GGUF file or --shape for a catalog shape, not both");
     const std::string name = !o.shape.empty() ? o.shape : o.model;
     if (const auto file = plan_model_file(o); !file.empty()) {
         if (!o.weight_type.empty())
@@ -93,6 +96,8 @@ bool names_catalog_parts(const PlanOptions& o) {
 }
 
 HardwareProfile catalog_hardware(const PlanOptions& o) {
+    if (!o.gpu_mem.empty() && o.gpu == "none")
+        throw UsageError("--gpu-mem sizes a GPU, and --gpu none plans without one", "leave one of them out");
     DryRunSpec spec;
     spec.system = o.machine, spec.gpu = o.gpu, spec.pcie = o.pcie, spec.cpu = o.cpu, spec.dram_kind = o.dram_kind, spec.nvme = o.nvme;
     if (!o.gpu_mem.empty()) spec.gpu_memory = capacity(o.gpu_mem, "--gpu-mem");
