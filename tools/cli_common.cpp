@@ -60,7 +60,11 @@ runtime::EngineOptions ModelOptions::engine() const {
     e.kv_type = *kv;
     if (gpu_mem.find('%') != std::string::npos)
         throw UsageError(fmt::format("--gpu-mem '{}' is a share; give the GPU memory as a size", gpu_mem), "e.g. --gpu-mem 20G");
-    if (!gpu_mem.empty()) e.gpu.gpu_mem = gpu_mem == "0" ? 0 : parse_memory_size(gpu_mem);
+    try {
+        if (!gpu_mem.empty()) e.gpu.gpu_mem = gpu_mem == "0" ? 0 : parse_memory_size(gpu_mem);
+    } catch (const UsageError& err) {  // its hint would offer a share of RAM, which --gpu-mem is not
+        throw UsageError(fmt::format("--gpu-mem: {}", err.what()), "give the GPU memory as a size (e.g. 20G), or 0 for the CPU alone");
+    }
     const auto where = runtime::parse_attention(attention);
     if (!where) throw UsageError(fmt::format("--attention '{}' is not a choice", attention), "use auto, cpu or gpu");
     e.gpu.attention = *where;

@@ -59,7 +59,8 @@ def main() -> None:
                         (["--top-k", "-5"], "--top-k: -5 is below 0"), (["--top-p", "2"], "--top-p: Value 2 not in range"),
                         (["-f", "/etc/hostname"], "--prompt excludes --file"),
                         (["--trace", "/nonexistent/dir/t.json"], "cannot write the trace '/nonexistent/dir/t.json'"),
-                        (["-s", "-5"], "--seed: -5 is not a seed"), (["-s", "99999999999999999999"], "is not a seed")]:
+                        (["-s", "-5"], "--seed: -5 is not a seed"), (["-s", "99999999999999999999"], "is not a seed"),
+                        (["--gpu-mem", "-1"], "or 0 for the CPU alone")]:
         r = run(*generate, *flags)
         assert r.returncode != 0 and said in r.stderr, f"{flags}: {r.stderr}"
         assert len(r.stderr) < 400, f"{flags}: a short message, not a 309-digit bound: {r.stderr}"
