@@ -92,6 +92,14 @@ def check_format_and_tools(client: ollama.Client) -> None:
     for seed in range(3):
         reply = client.chat(model=SMOL.stem, messages=ask, format=PERSON, options={"temperature": 0.8, "seed": seed, "num_predict": 400})
         jsonschema.validate(json.loads(reply.message.content), PERSON)
+    # Keywords a grammar cannot hold (a pydantic model's bounds and pattern) are left to the model, as
+    # Ollama leaves them: the reply has the schema's shape.
+    scored = {"type": "object", "properties": {"confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                                               "code": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+              "required": ["confidence", "code"]}
+    reply = client.chat(model=SMOL.stem, messages=ask, format=scored, options={"temperature": 0, "num_predict": 200})
+    shaped = json.loads(reply.message.content)
+    assert isinstance(shaped["confidence"], (int, float)) and isinstance(shaped["code"], str), shaped
 
     weather = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
                                                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -154,8 +162,17 @@ def check_embeddings(client: ollama.Client, oa: openai.OpenAI) -> None:
 
 
 def check_errors(client: ollama.Client) -> None:
+    # Options Ollama takes and ignores, and whole numbers written as floats, as Ollama reads them.
+    inert = {"mirostat": 0, "mirostat_tau": 5.0, "mirostat_eta": 0.1, "rope_frequency_base": 10000.0, "num_gqa": 1,
+             "num_predict": 4.0, "top_k": 40.0, "seed": 3.0, "temperature": 0}
+    assert client.chat(model=SMOL.stem, messages=ASK, options=inert).done
+    # A model served is pulled at once; the model store's other calls are refused by name.
+    assert client.pull(SMOL.stem).status == "success"
     for call, status, words in [
-        (lambda: client.chat(model="gpt-9-ultra", messages=ASK), 404, "gpt-9-ultra"),
+        (lambda: client.chat(model="gpt-9-ultra", messages=ASK), 404, "model not found"),
+        (lambda: client.pull("gpt-9-ultra"), 404, "downloads none"),
+        (lambda: client.create(model="mine", from_=SMOL.stem), 501, "models folder"),
+        (lambda: client.delete(SMOL.stem), 501, "models folder"),
         (lambda: client.chat(model=SMOL.stem, messages=ASK, options={"mirostat": 2}), 400, "options.mirostat"),
         (lambda: client.chat(model=SMOL.stem, messages=ASK, options={"temprature": 0.2}), 400, "options.temprature"),
         (lambda: client.generate(model=SMOL.stem, prompt="x", suffix="y"), 400, "suffix"),

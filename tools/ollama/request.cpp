@@ -1,6 +1,7 @@
 #include "tools/ollama/request.h"
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <string_view>
 
@@ -20,11 +21,23 @@ using openai::shown;
 
 namespace {
 
-// Options that only size a load or pick hardware: the server decides those, so they are
-// accepted and change nothing.
-constexpr std::array<std::string_view, 14> kLoadOptions = {"num_ctx",  "num_batch", "num_gpu",   "main_gpu",     "low_vram",
-                                                           "f16_kv",   "vocab_only", "use_mmap", "use_mlock",    "num_thread",
-                                                           "num_keep", "numa",      "logits_all", "embedding_only"};
+// Options that only size a load or pick hardware (older Ollama's rope and GQA settings too),
+// and the settings of mirostat, which is off unless "mirostat" asks for it: the server decides
+// those, so they are accepted and change nothing.
+constexpr std::array<std::string_view, 20> kInertOptions = {
+    "num_ctx",  "num_batch", "num_gpu",   "main_gpu",   "low_vram",       "f16_kv",    "vocab_only",          "use_mmap",
+    "use_mlock", "num_thread", "num_keep", "numa",     "logits_all",     "embedding_only", "rope_frequency_base",
+    "rope_frequency_scale", "num_gqa", "penalize_newline", "mirostat_tau", "mirostat_eta"};
+// Sampling options that are whole numbers: a client that writes 40.0 means 40, as Ollama reads it.
+constexpr std::array<std::string_view, 3> kIntegerOptions = {"top_k", "seed", "repeat_last_n"};
+
+// `v` as an integer where it is a float with no fraction (40.0), else as it is.
+Json whole_number(const Json& v) {
+    if (v.is_number_float() && std::isfinite(v.get<double>()) && v.get<double>() == std::floor(v.get<double>()) &&
+        std::abs(v.get<double>()) < 9.0e15)
+        return static_cast<int64_t>(v.get<double>());
+    return v;
+}
 // Sampling options with the OpenAI field each becomes (the same name: Strata reads llama.cpp's extensions).
 constexpr std::array<std::string_view, 10> kSamplingOptions = {"temperature",      "top_k",           "top_p",  "min_p",
                                                                "presence_penalty", "frequency_penalty", "repeat_penalty",
@@ -50,15 +63,17 @@ int64_t apply_options(const Json& body, Json& out) {
     for (const auto& item : options->items()) {
         const std::string& key = item.key();
         const std::string where = "options." + key;
-        if (std::find(kLoadOptions.begin(), kLoadOptions.end(), key) != kLoadOptions.end() || key == "penalize_newline") continue;
+        if (std::find(kInertOptions.begin(), kInertOptions.end(), key) != kInertOptions.end()) continue;
         if (std::find(kSamplingOptions.begin(), kSamplingOptions.end(), key) != kSamplingOptions.end()) {
-            if (!item.value().is_null()) out[key] = item.value();
+            const bool whole = std::find(kIntegerOptions.begin(), kIntegerOptions.end(), key) != kIntegerOptions.end();
+            if (!item.value().is_null()) out[key] = whole ? whole_number(item.value()) : item.value();
             continue;
         }
         if (key == "num_predict") {
             // -1 (for ever) and -2 (fill the context) both run to the context's end, as a chat without max_tokens does.
-            if (!item.value().is_number_integer()) throw invalid_request(fmt::format("'{}' must be an integer", where), where);
-            num_predict = std::max<int64_t>(0, item.value().get<int64_t>());
+            const Json n = whole_number(item.value());
+            if (!n.is_number_integer()) throw invalid_request(fmt::format("'{}' must be an integer", where), where);
+            num_predict = std::max<int64_t>(0, n.get<int64_t>());
             continue;
         }
         const auto absent = std::find_if(kAbsentSamplers.begin(), kAbsentSamplers.end(), [&](const auto& a) { return a.first == key; });
@@ -80,7 +95,9 @@ void apply_format(const Json& body, Json& out) {
     if (format->is_string() && format->get<std::string>() == "json") {
         out["response_format"] = {{"type", "json_object"}};
     } else if (format->is_object()) {
-        out["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "format"}, {"schema", *format}, {"strict", true}}}};
+        // Not strict: keywords a grammar cannot hold (pattern, multipleOf, a number's bounds) are
+        // left to the model, as Ollama (llama.cpp's converter) leaves them, instead of refused.
+        out["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "format"}, {"schema", *format}, {"strict", false}}}};
     } else {
         throw invalid_request(fmt::format("'format' must be \"json\" or a JSON schema, not {}", shown(*format)), "format");
     }

@@ -114,7 +114,8 @@ struct ApiServer::Impl {
         {"/apply-template", "POST"},      {"/health", "GET"},            {"/metrics", "GET"},         {"/v1/metrics/stream", "GET"}, {"/v1/plan", "POST"},
         {"/v1/plan/options", "GET"},      {"/api/tags", "GET"},          {"/api/show", "POST"},       {"/api/ps", "GET"},
         {"/api/version", "GET"},          {"/api/chat", "POST"},         {"/api/generate", "POST"},   {"/api/embed", "POST"},
-        {"/api/embeddings", "POST"},      {"/", "GET"},                  {"/plan", "GET"}};
+        {"/api/embeddings", "POST"},      {"/api/pull", "POST"},         {"/api/create", "POST"},     {"/api/copy", "POST"},
+        {"/api/push", "POST"},            {"/api/delete", "DELETE"},     {"/", "GET"},                {"/plan", "GET"}};
     // Every file of the page, under one name for the metrics.
     static constexpr Route kStaticRoute = {"/static/*", "GET"};
 

@@ -166,7 +166,12 @@ void set_error(httplib::Response& res, const openai::ApiError& e) {
 
 void set_route_error(const std::string& path, httplib::Response& res, const openai::ApiError& e) {
     set_error(res, e);
-    if (path.starts_with("/api/")) res.set_content(openai::dump({{"error", e.what()}}), "application/json");
+    if (!path.starts_with("/api/")) return;
+    // Ollama's clients match "not found" and list models at /api/tags.
+    std::string message = e.what();
+    if (e.code() == "model_not_found") message = fmt::format("model not found: {}", message);
+    if (const size_t at = message.find("GET /v1/models"); at != std::string::npos) message.replace(at, 14, "GET /api/tags");
+    res.set_content(openai::dump({{"error", message}}), "application/json");
 }
 
 void handle_completion(ServerState& state, openai::Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {

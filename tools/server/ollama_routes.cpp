@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -153,6 +154,34 @@ void handle_show(ServerState& state, const httplib::Request& req, httplib::Respo
     }
 }
 
+// /api/pull of a model served is done at once, as Ollama answers a model it has: scripts that
+// make sure of a model before using it go on. Strata downloads nothing: another is a 404.
+void handle_pull(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+    try {
+        const Json body = openai::parse_json_limited(req.body, "the request body", "invalid_json");
+        const std::string name = body.is_object() && openai::field(body, "name") && !openai::field(body, "model")
+                                     ? openai::string_field(body, "name", "")
+                                     : ollama::model_name(body);
+        if (!state.models.find(name))
+            throw openai::ApiError(404, fmt::format("the model '{}' does not exist, and this server downloads none: put its "
+                                                    "GGUF file in the models folder; GET /v1/models lists the models this server has",
+                                                    name),
+                                   "invalid_request_error", "model", "model_not_found");
+        const bool stream = !openai::field(body, "stream") || openai::boolean(body, "stream");
+        res.set_content(openai::dump({{"status", "success"}}) + (stream ? "\n" : ""), stream ? "application/x-ndjson" : "application/json");
+    } catch (const openai::ApiError& e) {
+        set_route_error(req.path, res, e);
+    }
+}
+
+// What Ollama's model store does: Strata serves the files of its models folder instead.
+void refuse_model_store(const httplib::Request& req, httplib::Response& res) {
+    set_route_error(req.path, res,
+                    openai::ApiError(501, fmt::format("{} is not supported: this server serves the GGUF files of its models folder "
+                                                      "and keeps no model store; add, copy or remove the files there", req.path),
+                                     "invalid_request_error"));
+}
+
 void handle_ps(ServerState& state, httplib::Response& res) {
     Json list = Json::array();
     const auto now_steady = Clock::now();
@@ -181,6 +210,9 @@ void add_ollama_routes(httplib::Server& http, ServerState& state) {
     post_route(http, "/api/embed", [&state](const httplib::Request& req, httplib::Response& res) { handle_embed(state, false, req, res); });
     post_route(http, "/api/embeddings",
                [&state](const httplib::Request& req, httplib::Response& res) { handle_embed(state, true, req, res); });
+    post_route(http, "/api/pull", [&state](const httplib::Request& req, httplib::Response& res) { handle_pull(state, req, res); });
+    for (const char* path : {"/api/create", "/api/copy", "/api/push"}) post_route(http, path, refuse_model_store);
+    http.Delete("/api/delete", refuse_model_store);
 }
 
 }  // namespace strata::server

@@ -77,12 +77,23 @@ TEST_CASE("ollama requests: chat as an OpenAI chat request", "[unit][ollama]") {
             CHECK(reply_tokens(to_end, 300) == 300);
         }
     }
-    SECTION("a JSON schema as format, strictly") {
+    SECTION("a JSON schema as format, not strict: what a grammar cannot hold is left to the model, as Ollama leaves it") {
         const Json schema = {{"type", "object"}, {"properties", {{"age", {{"type", "integer"}}}}}};
         const Translated t = translate_chat(chat({{"format", schema}}));
         CHECK(t.body["response_format"]["type"] == "json_schema");
         CHECK(t.body["response_format"]["json_schema"]["schema"] == schema);
-        CHECK(t.body["response_format"]["json_schema"]["strict"] == true);
+        CHECK(t.body["response_format"]["json_schema"]["strict"] == false);
+    }
+    SECTION("whole numbers written as floats, and options Ollama takes without effect") {
+        const Translated t = translate_chat(chat({{"options", {{"top_k", 40.0}, {"seed", 3.0}, {"num_predict", 10.0},
+                                                               {"rope_frequency_base", 1e4}, {"mirostat_tau", 5.0}}}}));
+        CHECK(t.body["top_k"].is_number_integer());
+        CHECK(t.body["top_k"] == 40);
+        CHECK(t.body["seed"] == 3);
+        CHECK(t.num_predict == 10);
+        CHECK_FALSE(t.body.contains("rope_frequency_base"));
+        // A fraction stays one, for the OpenAI request's check to refuse by name.
+        CHECK(translate_chat(chat({{"options", {{"top_k", 40.5}}}})).body["top_k"].is_number_float());
     }
     SECTION("tools and tool messages") {
         const Json tools = Json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}});
