@@ -166,6 +166,14 @@ def check_errors(client: ollama.Client) -> None:
     inert = {"mirostat": 0, "mirostat_tau": 5.0, "mirostat_eta": 0.1, "rope_frequency_base": 10000.0, "num_gqa": 1,
              "num_predict": 4.0, "top_k": 40.0, "seed": 3.0, "temperature": 0}
     assert client.chat(model=SMOL.stem, messages=ASK, options=inert).done
+    # A chat past the context goes on without its oldest turns, as Ollama's does (OpenAI's is a 400).
+    long_chat = [{"role": "system", "content": "Be brief."}]
+    for i in range(60):
+        long_chat += [{"role": "user", "content": f"Story {i}: " + "the cat sat on the mat " * 12},
+                      {"role": "assistant", "content": "Once upon a time " * 10}]
+    long_chat.append({"role": "user", "content": "Summarize."})
+    reply = client.chat(model=SMOL.stem, messages=long_chat, options={"temperature": 0, "num_predict": 8})
+    assert reply.done and reply.prompt_eval_count < 4096, reply
     # A model served is pulled at once; the model store's other calls are refused by name.
     assert client.pull(SMOL.stem).status == "success"
     for call, status, words in [

@@ -203,6 +203,16 @@ Translated translate_generate(const Json& body) {
     return t;
 }
 
+bool drop_oldest_turn(Translated& t) {
+    Json* messages = t.body.contains("messages") ? &t.body["messages"] : nullptr;
+    if (!messages || !messages->is_array()) return false;
+    const auto is_turn = [](const Json& m) { return m.value("role", Json()) != "system"; };
+    const auto first = std::find_if(messages->begin(), messages->end(), is_turn);
+    if (first == messages->end() || std::find_if(first + 1, messages->end(), is_turn) == messages->end()) return false;
+    messages->erase(first);
+    return true;
+}
+
 int32_t reply_tokens(const Translated& t, int32_t room) {
     return t.num_predict > 0 ? static_cast<int32_t>(std::min<int64_t>(t.num_predict, room)) : room;
 }

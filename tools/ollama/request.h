@@ -31,6 +31,11 @@ struct Translated {
     int64_t num_predict = 0;
 };
 
+// A chat past the context loses its oldest turn, as Ollama's does: the first message that is not
+// a system message, while another follows it. False when there is none to drop (a generate
+// request's prompt, a chat of one turn): the request is refused as too long.
+bool drop_oldest_turn(Translated& t);
+
 // The most tokens a reply generates with `room` positions left after its prompt: num_predict cut
 // at the context's end, as Ollama does (not refused, as OpenAI's max_tokens is), or all of the
 // room without one (a raw prompt too, not OpenAI's 16 tokens).

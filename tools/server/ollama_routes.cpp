@@ -86,7 +86,7 @@ void handle_generate(ServerState& state, Api api, const httplib::Request& req, h
     const auto arrived = Clock::now();
     try {
         const Json body = openai::parse_json_limited(req.body, "the request body", "invalid_json");
-        const ollama::Translated t = api == Api::Chat ? ollama::translate_chat(body) : ollama::translate_generate(body);
+        ollama::Translated t = api == Api::Chat ? ollama::translate_chat(body) : ollama::translate_generate(body);
         if (t.load_only && t.keep_alive && t.keep_alive->count() == 0) {  // Ollama's way to unload a model
             if (!state.models.find(t.model)) throw openai::model_not_found(t.model);
             state.models.unload_when_idle(t.model);
@@ -95,7 +95,16 @@ void handle_generate(ServerState& state, Api api, const httplib::Request& req, h
         double load_seconds = 0;
         const std::shared_ptr<LoadedModel> model = lease(state, t.model, t.keep_alive, load_seconds);
         if (t.load_only) return send_json(res, ollama::load_json(api, t.model, false));
-        openai::CompletionRequest creq = openai::parse_completion_request(t.endpoint, t.body, model->context);
+        openai::CompletionRequest creq;
+        for (;;) {
+            try {
+                creq = openai::parse_completion_request(t.endpoint, t.body, model->context);
+                break;
+            } catch (const openai::ApiError& e) {
+                // A chat past the context goes on without its oldest turns, as Ollama's does.
+                if (e.code() != "context_length_exceeded" || !ollama::drop_oldest_turn(t)) throw;
+            }
+        }
         creq.params.n_predict = ollama::reply_tokens(t, model->context.n_ctx - static_cast<int32_t>(creq.prompt.size()));
         const Submitted s = submit_completion(state, model, creq, req.remote_addr);
         if (t.stream) return stream_reply(state, api, t.model, creq, s, arrived, load_seconds, res);
