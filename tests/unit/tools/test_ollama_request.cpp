@@ -162,3 +162,20 @@ TEST_CASE("ollama requests: embeddings as /v1/embeddings bodies", "[unit][ollama
     CHECK(translate_embeddings({{"model", "m"}, {"prompt", ""}}).load_only);
     CHECK_FALSE(e.load_only);
 }
+
+TEST_CASE("ollama requests: a chat past the context loses its oldest turn, never a system message or the last", "[unit][ollama]") {
+    Translated t = translate_chat(Json::parse(R"({"model": "m", "messages": [{"role": "system", "content": "S"},
+        {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]})"));
+    auto contents = [&] {
+        std::vector<std::string> out;
+        for (const auto& m : t.body["messages"]) out.push_back(m["content"]);
+        return out;
+    };
+    CHECK(drop_oldest_turn(t));
+    CHECK(contents() == std::vector<std::string>{"S", "b", "c"});
+    CHECK(drop_oldest_turn(t));
+    CHECK(contents() == std::vector<std::string>{"S", "c"});
+    CHECK_FALSE(drop_oldest_turn(t));  // the last turn stays: the request is refused as too long
+    Translated g = translate_generate(Json::parse(R"({"model": "m", "prompt": "p", "raw": true})"));
+    CHECK_FALSE(drop_oldest_turn(g));
+}
