@@ -159,6 +159,11 @@ std::string model_name(const Json& body) {
     return m->get<std::string>();
 }
 
+std::string model_or_name(const Json& body) {
+    if (body.is_object() && field(body, "name") && !field(body, "model")) return openai::string_field(body, "name", "");
+    return model_name(body);
+}
+
 std::optional<std::chrono::seconds> keep_alive(const Json& body) {
     const Json* k = field(body, "keep_alive");
     if (!k) return std::nullopt;

@@ -60,5 +60,7 @@ EmbedRequest translate_embeddings(const Json& body);
 std::optional<std::chrono::seconds> keep_alive(const Json& body);
 // The `model` a request must name.
 std::string model_name(const Json& body);
+// The same where older clients send it as "name" (/api/show, /api/pull).
+std::string model_or_name(const Json& body);
 
 }  // namespace strata::ollama

@@ -149,10 +149,7 @@ void handle_embed(ServerState& state, bool legacy, const httplib::Request& req, 
 void handle_show(ServerState& state, const httplib::Request& req, httplib::Response& res) {
     try {
         const Json body = openai::parse_json_limited(req.body, "the request body", "invalid_json");
-        // Older clients send the name as "name".
-        const std::string name = body.is_object() && openai::field(body, "name") && !openai::field(body, "model")
-                                     ? openai::string_field(body, "name", "")
-                                     : ollama::model_name(body);
+        const std::string name = ollama::model_or_name(body);
         const models::LocalModel* m = state.models.find(name);
         if (!m || name.empty()) throw openai::model_not_found(name);
         send_json(res, ollama::show_json(*m, models::GgufFile::open(m->path, /*map_data=*/false)));
@@ -168,9 +165,7 @@ void handle_show(ServerState& state, const httplib::Request& req, httplib::Respo
 void handle_pull(ServerState& state, const httplib::Request& req, httplib::Response& res) {
     try {
         const Json body = openai::parse_json_limited(req.body, "the request body", "invalid_json");
-        const std::string name = body.is_object() && openai::field(body, "name") && !openai::field(body, "model")
-                                     ? openai::string_field(body, "name", "")
-                                     : ollama::model_name(body);
+        const std::string name = ollama::model_or_name(body);
         if (!state.models.find(name))
             throw openai::ApiError(404, fmt::format("the model '{}' does not exist, and this server downloads none: put its "
                                                     "GGUF file in the models folder; GET /v1/models lists the models this server has",
