@@ -19,6 +19,7 @@
 #include "runtime/exec/device/device_backend.h"
 #include "runtime/grammar/grammar_constraint.h"
 #include "runtime/grammar/token_trie.h"
+#include "runtime/host_memory.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/gpu_placement.h"
 #include "runtime/place/placement.h"
@@ -102,9 +103,8 @@ Engine::Engine(const EngineOptions& opts)
     // the pass's copy), so that the budget keeps room for them beside what it places.
     if (opts.n_batch < 1)
         throw UsageError(fmt::format("a batch of {} sequences to plan for", opts.n_batch), "give at least 1 sequence");
-    planned_batch_logits_ = 2 * uint64_t(opts.n_batch - 1) * uint64_t(hp_.n_vocab) * sizeof(float);
-    const uint64_t activations =
-        CpuBackend::activation_bytes(hp_) + uint64_t(hp_.n_vocab) * sizeof(float) + planned_batch_logits_;
+    planned_batch_logits_ = batch_logits_bytes(hp_, opts.n_batch);
+    const uint64_t activations = host_activation_bytes(hp_, opts.n_batch);
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
     const KvSize kv = kv_size(hp_, opts.kv_positions, n_ctx, opts.kv_type, opts.plan ? &*opts.plan : nullptr);
     // The GPU, when there is one to use: the planner places layers and KV on it.

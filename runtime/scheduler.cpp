@@ -53,7 +53,9 @@ int64_t Scheduler::check(const Request& request) const {
     if (request.params.n_predict < 0) throw UsageError(fmt::format("max tokens {} is negative", request.params.n_predict));
     check_sampler_params(request.params.sampler);
     const int64_t n_ctx = engine_.n_ctx();
-    if (static_cast<int64_t>(request.prompt.size()) + 1 > n_ctx)
+    // A request that generates takes one position past its prompt; one that only scores or
+    // embeds its prompt may fill the context (perplexity's chunk of --ctx tokens, as llama.cpp's).
+    if (static_cast<int64_t>(request.prompt.size()) + (request.prompt_only() ? 0 : 1) > n_ctx)
         throw UsageError(fmt::format("the prompt has {} token{}, and the context holds {}: no room is left to generate",
                                      request.prompt.size(), request.prompt.size() == 1 ? "" : "s", n_ctx),
                          "shorten the prompt or raise --ctx");
@@ -157,11 +159,11 @@ void Scheduler::take_cancellations(std::vector<std::unique_ptr<Job>>& done) {
 }
 
 int32_t Scheduler::outstanding_blocks() const {
-    // What the running sequences need for their context and one more token.
+    // What the running sequences need for their context and their next token.
     int32_t n = 0;
     for (const auto& j : running_) {
         const size_t held = j->prefilling() ? j->context().size() : engine_.kv().seq_len(j->seq);
-        n += engine_.kv().blocks_needed(j->seq, static_cast<int32_t>(held) + 1);
+        n += engine_.kv().blocks_needed(j->seq, static_cast<int32_t>(held) + j->next_positions());
     }
     return n;
 }
@@ -217,7 +219,7 @@ void Scheduler::admit() {
         if (cached > 0 && j.request.own_prefix && engine_.copies_blocks()) cached = engine_.unshare(seq);
         // Admitted when its context and first token fit beside what the running sequences
         // need for their next token; when they grow past the pool, the youngest is preempted.
-        if (kv.pool().n_free() - outstanding_blocks() < kv.blocks_needed(seq, static_cast<int32_t>(prompt.size()) + 1)) {
+        if (kv.pool().n_free() - outstanding_blocks() < kv.blocks_needed(seq, static_cast<int32_t>(prompt.size()) + j.next_positions())) {
             engine_.free_seq(seq);
             STRATA_ASSERT(!running_.empty() && "a request the pool can hold did not fit an empty pool");
             return;
@@ -280,7 +282,7 @@ int32_t Scheduler::make_room() {
     for (;;) {
         int32_t need = 0;
         for (const auto& j : running_) {
-            const size_t upto = j->prefilling() ? j->context().size() : kv.seq_len(j->seq) + 1;
+            const size_t upto = j->prefilling() ? j->context().size() : kv.seq_len(j->seq) + j->next_positions();
             need += kv.blocks_needed(j->seq, static_cast<int32_t>(upto));
         }
         if (need <= kv.pool().n_free()) return kv.pool().n_free() - need;

@@ -59,6 +59,9 @@ struct Request {
     // Exactly once per accepted request, on the scheduler's thread: finished, cancelled
     // (stop_reason "cancelled") or failed (stop_reason "error", GenerateResult::error says why).
     std::function<void(const GenerateResult&)> on_done;
+
+    // It only scores or embeds its prompt: it takes no position past it, and may fill the context.
+    bool prompt_only() const { return params.n_predict == 0 && (on_prompt_logits || embed); }
 };
 
 struct SchedulerOptions {

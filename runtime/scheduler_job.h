@@ -36,6 +36,8 @@ struct Scheduler::Job {
 
     const std::vector<int32_t>& context() const { return replay.empty() ? request.prompt : replay; }
     bool prefilling() const { return fed < context().size(); }
+    // Positions it takes past what it holds to go on: its next token's, none for a prompt only.
+    int32_t next_positions() const { return request.prompt_only() ? 0 : 1; }
     // The draft tokens in this step's pass.
     std::span<const int32_t> drafted() const { return verify.empty() ? std::span<const int32_t>{} : std::span(verify).subspan(1); }
     // What its next prompt chunk asks the pass for.

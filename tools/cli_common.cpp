@@ -90,16 +90,7 @@ runtime::EngineOptions ModelOptions::engine() const {
         e.gpu.sim_shrink_after = std::stoll(passes);
         e.gpu.sim_shrink_bytes = parse_memory_size(sim_shrink.substr(colon + 1));
     }
-    const char* env_dram = std::getenv("STRATA_DRAM");
-    if (!dram.empty()) {
-        e.dram_budget = parse_memory_size(dram);
-    } else if (env_dram && *env_dram) {
-        try {
-            e.dram_budget = parse_memory_size(env_dram);
-        } catch (const UsageError& err) {
-            throw UsageError(fmt::format("$STRATA_DRAM: {}", err.what()), err.hint());
-        }
-    }
+    e.dram_budget = !dram.empty() ? parse_memory_size(dram) : env_dram_budget();
     if (e.dram_budget > system_ram_bytes())
         STRATA_LOG_WARN("--dram {} is more than this machine's {} of memory: the plan may keep more resident than it "
                         "holds, and the system will page it out", format_bytes(e.dram_budget), format_bytes(system_ram_bytes()));
@@ -224,6 +215,16 @@ std::shared_ptr<const runtime::Grammar> load_grammar(const std::string& gbnf_fil
         return std::make_shared<const runtime::Grammar>(runtime::parse_gbnf(gbnf));
     } catch (const UsageError& err) {
         throw UsageError(fmt::format("{}: {}", file, err.what()), err.hint());
+    }
+}
+
+uint64_t env_dram_budget() {
+    const char* env = std::getenv("STRATA_DRAM");
+    if (!env || !*env) return 0;
+    try {
+        return parse_memory_size(env);
+    } catch (const UsageError& err) {
+        throw UsageError(fmt::format("$STRATA_DRAM: {}", err.what()), err.hint());
     }
 }
 

@@ -216,6 +216,8 @@ int run_batch(const BatchOptions& o);
 int run_embed(const EmbedOptions& o);
 int run_list(const ListOptions& o);
 // A seed for a run that names none: each run samples differently.
+// $STRATA_DRAM in bytes, the DRAM budget of a command given no --dram; 0 when unset.
+uint64_t env_dram_budget();
 uint64_t fresh_seed();
 // The pooling named by --pooling, or the model's own when `name` is empty.
 runtime::Pooling pooling_or(const std::string& name, runtime::Pooling model_default);

@@ -31,11 +31,13 @@ int run_perplexity(const PerplexityOptions& o) {
     const std::string text = read_file(o.file, "the text", "give a text file with -f");
 
     ModelOptions mo = o.m;
-    if (mo.ctx > 0 && mo.ctx < o.ctx + 1)
+    if (mo.ctx > 0 && mo.ctx < o.ctx)
         throw UsageError(fmt::format("--ctx {} cannot hold a chunk of {} tokens", mo.ctx, o.ctx),
-                         fmt::format("give --chunk {} or less, or leave --ctx out (the chunk sizes it)", std::max(1, mo.ctx - 1)));
+                         fmt::format("give --chunk {} or less, or leave --ctx out (the chunk sizes it)", mo.ctx));
     if (o.ctx < 4) throw UsageError(fmt::format("--chunk {} is too small", o.ctx), "give --chunk 4 or more (512 is llama.cpp's)");
-    mo.ctx = std::max(mo.ctx, o.ctx + 1);  // a chunk, and the one more position a request may take
+    // A chunk fills the context, as llama-perplexity's -c does: a long-context model's rope
+    // (Phi-3's short or long factors) is the one it chooses for that context.
+    mo.ctx = std::max(mo.ctx, o.ctx);
     runtime::EngineOptions eo = mo.engine();
     eo.sized_by = "a smaller --chunk";
     runtime::Engine engine(eo);

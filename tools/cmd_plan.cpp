@@ -62,7 +62,7 @@ int export_launch(const PlanOptions& o, const std::string& verdict) {
     return 0;
 }
 
-// The smallest --dram (within 1/64 of it) at which the workload plans, found by bisection between
+// The smallest --dram (within 1/512 of it) at which the workload plans, found by bisection between
 // the one given and four times the weights; 0 where even that does not fit (the refusal's own
 // hint says what to raise). Only on the path of a refusal: a dozen plans at most.
 uint64_t smallest_fitting_dram(const PlanOptions& o) {
@@ -80,16 +80,27 @@ uint64_t smallest_fitting_dram(const PlanOptions& o) {
     };
     uint64_t lo = parse_memory_size(o.dram), hi = 4 * plan_shape(o, plan_kv_type(o)).total_weight_bytes() + (64ull << 20);
     if (lo >= hi || !fits(hi)) return 0;
-    while (hi - lo > std::max<uint64_t>(hi / 64, 1u << 20)) {
+    while (hi - lo > std::max<uint64_t>(hi / 512, 1u << 16)) {
         const uint64_t mid = lo + (hi - lo) / 2;
         (fits(mid) ? hi : lo) = mid;
     }
     return hi;
 }
 
+// The runtime's --dram for the plan's DRAM budget, if one was given: --dram as written, a
+// --dram-budget (perhaps a share of --dram) in bytes.
+std::string dram_flag(const PlanOptions& o, double budget) {
+    if (!o.dram_budget.empty()) return fmt::format(" --dram {}", static_cast<uint64_t>(budget));
+    return o.dram.empty() ? "" : " --dram " + o.dram;
+}
+
 }  // namespace
 
-int run_plan(const PlanOptions& o) {
+int run_plan(const PlanOptions& given) {
+    PlanOptions o = given;
+    // The engine's commands given no --dram hold $STRATA_DRAM: this machine's plan is for it too.
+    if (const uint64_t env = env_dram_budget(); env && o.dram.empty() && !names_catalog_parts(o) && o.hw.empty())
+        o.dram = std::to_string(env);
     if (o.ui) {
         // The page plans in the browser: what the command would print or write has no place there.
         for (const auto& [given, flag] : {std::pair{!o.export_engine.empty(), "--export"}, {o.json, "--json"}, {!o.out.empty(), "-o"},
@@ -133,6 +144,9 @@ int run_plan(const PlanOptions& o) {
     const std::string json = r.best.to_json();
     // Whole or not at all (a full disk leaves no half plan), with the system's reason.
     if (!o.out.empty()) write_file_whole(o.out, json + "\n", "the plan", "is the disk full, or the folder missing or read-only?");
+    if (const auto file = local_model_file(o); !o.out.empty() && !file.empty() && !r.best.has_gpu)
+        fmt::print(stderr, "strata: to run by this plan: strata generate -m {} --plan {}{} --ctx {}\n", file.string(), o.out,
+                   dram_flag(o, r.best.budgets.dram), r.best.workload.kv_positions());
     if (!o.svg.empty()) write_file_whole(o.svg, plan_svg(r.best, shape, hw), "the timeline SVG", "is the disk full, or the folder missing or read-only?");
     const std::string way_out = "`--export vllm|sglang|llama-rpc` writes the launch of a distributed engine sized for it";
     if (o.json) {

@@ -1,6 +1,8 @@
 #include "runtime/place/run_layout.h"
 
 #include <algorithm>
+#include <functional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -42,21 +44,35 @@ int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer) {
     return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - spill) / kv.layer_bytes));
 }
 
-// Runs `place`; a given plan it refuses for DRAM gets the --dram that holds it: its resident
-// layers with the whole KV cache in DRAM (`all_kv`). The budget's own share of KV grows with
-// --dram, so the need at the refused budget would undersell it.
+// A given plan's KV layers in DRAM: as many of those it keeps there as fit beside its weights
+// (its resident layers and ring), the rest spilled, so that the plan runs at the budget it was
+// made for. 0 where even spilling every layer leaves too little room: placing it then says so.
+int given_kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer, const planner::Plan& plan) {
+    const auto planned = static_cast<int>(std::count_if(plan.layers.begin(), plan.layers.end(), [](const auto& l) {
+        return planner::tier_of(l.kv) != planner::Tier::Nvme || planner::is_recompute(l.kv);  // hidden states stay in DRAM
+    }));
+    if (in.budget == 0) return planned;
+    ResidencyInput unbounded = in;
+    unbounded.budget = 0;
+    if (residency_from_plan(plan, unbounded).total_bytes <= in.budget) return planned;  // the whole KV cache fits
+    const uint64_t least = given_plan_least_dram(in, kv, plan);
+    if (least > in.budget) return 0;
+    return static_cast<int>(std::min<uint64_t>(std::min(planned, n_layer - 1), (in.budget - least) / kv.layer_bytes));
+}
+
+// Runs `place`; a given plan it refuses for DRAM gets the --dram that holds it (`need`, where
+// it says how much of the KV cache that counts).
 template <class Place>
-auto with_given_plan_hint(const PlacementOptions& po, const ResidencyInput& all_kv, bool gpu, Place&& place) {
+auto with_given_plan_hint(const PlacementOptions& po, const std::function<std::pair<uint64_t, const char*>()>& need,
+                          Place&& place) {
     try {
         return place();
     } catch (const PlanOverBudget& e) {
         if (!po.given) throw;
-        ResidencyInput unbounded = all_kv;
-        unbounded.budget = 0;
-        const uint64_t need = residency_from_plan(*po.given, unbounded, gpu).total_bytes;
-        throw OutOfBudget(e.what(), fmt::format("use --dram {} or more (the plan's resident layers beside the whole KV cache), "
+        const auto [bytes, kv] = need();
+        throw OutOfBudget(e.what(), fmt::format("use --dram {} or more (the plan's resident layers beside {}), "
                                                 "or a plan that streams more layers (`strata plan --dram-budget SIZE -o FILE`)",
-                                                format_bytes_at_least(need)));
+                                                format_bytes_at_least(bytes), kv));
     }
 }
 
@@ -121,7 +137,13 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
     }
     PlacementOptions host_po = po;
     host_po.n_kv_layers_in_dram = n_kv_dram;
-    GpuPlacement g = with_given_plan_hint(po, in, true, [&] {
+    // The budget's own share of KV grows with --dram: the need counts the whole KV cache.
+    const auto need = [&] {
+        ResidencyInput unbounded = in;
+        unbounded.budget = 0;
+        return std::pair{residency_from_plan(*po.given, unbounded, true).total_bytes, "the whole KV cache"};
+    };
+    GpuPlacement g = with_given_plan_hint(po, need, [&] {
         return place_on_gpu(file, host_kv, host_po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.attention,
                             opts.op_offload.kind != OpOffloadMode::Off);
     });
@@ -161,8 +183,9 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
 // weight leaves too little room; then the planner decides which weight layers stay resident.
 RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
                         const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
-    const ResidencyInput all_kv = in;
-    KvSpillOptions spill = host_kv_spill(hp, kv_layers_in_dram(in, kv, hp.n_layer), opts, kv, dram);
+    const int n_kv_dram = po.given ? given_kv_layers_in_dram(in, kv, hp.n_layer, *po.given) : kv_layers_in_dram(in, kv, hp.n_layer);
+    const auto need = [&, all_kv = in] { return std::pair{given_plan_least_dram(all_kv, kv, *po.given), "its KV cache spilled to disk"}; };
+    KvSpillOptions spill = host_kv_spill(hp, n_kv_dram, opts, kv, dram);
     if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
         throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
                                       "DRAM, but the KV cache does not fit --dram {}",
@@ -176,7 +199,7 @@ RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp,
     // cache holds in DRAM.
     in.other_bytes = in.other_bytes - kv.all_bytes + out.kv->bytes() + out.kv->spill_buffer_bytes();
     po.n_kv_layers_in_dram = spill.n_resident_layers;  // the prediction prices the spilled KV reads
-    out.placement = std::make_unique<Placement>(with_given_plan_hint(po, all_kv, false, [&] { return place(file, in, po); }));
+    out.placement = std::make_unique<Placement>(with_given_plan_hint(po, need, [&] { return place(file, in, po); }));
     return out;
 }
 
@@ -260,6 +283,14 @@ KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_
     kv.all_bytes = kv.layer_bytes * (hp.n_layer - kv.n_rebuilt + (kv.n_rebuilt > 0)) +
                    kv.n_rebuilt * KvCache::hidden_layer_bytes(kv.n_blocks, hp.n_embd, kv_type);
     return kv;
+}
+
+uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan) {
+    ResidencyInput spilled = in;
+    spilled.budget = 0;
+    const auto n_layer = static_cast<int>(in.layer_bytes.size());
+    spilled.other_bytes = in.other_bytes - kv.all_bytes + kv_spill_bytes(kv, n_layer, in.prefetch_depth, kv_write_staging(kv));
+    return residency_from_plan(plan, spilled).total_bytes;
 }
 
 RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const ResidencyInput& in,

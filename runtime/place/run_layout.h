@@ -31,6 +31,10 @@ struct KvSize {
 // kv_positions 0: one sequence of n_ctx positions; `given`: a plan whose recomputed layers keep hidden states.
 KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_type, const planner::Plan* given);
 
+// The least DRAM a given CPU plan runs in: its weights as it holds them (resident layers, the
+// ring) beside `in`'s other bytes with every KV layer spilled to disk (its ring and staging).
+uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan);
+
 // What the layout needs beside the plan's inputs.
 struct LayoutOptions {
     DType kv_type = DType::F16;

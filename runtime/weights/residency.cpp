@@ -151,14 +151,11 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
         throw UsageError(fmt::format("the plan is for a machine with a GPU ({}), but this runtime runs on the CPU only",
                                      plan.hardware),
                          "make the plan for this machine: `strata plan -m MODEL` without --gpu, --machine or --hw");
-    // The runtime streams layers only; a plan that put anything else on NVMe still runs, with
-    // that part held in DRAM and counted against the budget.
+    // The runtime streams layers and spills KV layers (runtime/place/run_layout.cpp); a plan that
+    // put anything else on NVMe still runs, with that part held in DRAM and counted against the budget.
     std::vector<std::string> held;
     if (planner::tier_of(plan.output) == planner::Tier::Nvme) held.push_back("output layer");
     if (planner::tier_of(plan.embedding) == planner::Tier::Nvme) held.push_back("embedding table");
-    // KV (or the hidden states it is recomputed from) on NVMe: the KV cache spills on its own terms.
-    if (!gpu && std::any_of(plan.layers.begin(), plan.layers.end(), [](const auto& l) { return planner::tier_of(l.kv) != planner::Tier::Dram; }))
-        held.push_back("KV cache");
     if (!held.empty())
         STRATA_LOG_WARN("placement: the plan keeps the {} on NVMe; this runtime holds it in DRAM",
                         fmt::join(held, ", "));

@@ -1,6 +1,7 @@
 #include "tools/plan/plan_inputs.h"
 
 #include <filesystem>
+#include <functional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -10,6 +11,8 @@
 #include "planner/catalog.h"
 #include "planner/expert_placement.h"
 #include "planner/units.h"
+#include "models/gguf_file.h"
+#include "runtime/host_memory.h"
 #include "runtime/place/model_file_rate.h"
 
 namespace strata::cli {
@@ -65,6 +68,41 @@ std::vector<DType> kv_types(const std::string& s) {
     return {*t};
 }
 
+// A CPU plan for this machine's model file runs at the DRAM budget it was made for: the
+// runtime's working memory, rings and KV spill buffers, counted as the engine counts them
+// (runtime/host_memory.h), can take more than the cost model's estimate, so where the plan
+// needs more the search is run again for a budget less by the difference (a few rounds: each
+// keeps less). `search` runs the planner for a DRAM budget.
+SearchResult fit_runtime_dram(SearchResult r, const std::filesystem::path& file, const Workload& wl, double budget,
+                              const std::function<SearchResult(double)>& search) {
+    const auto gguf = models::GgufFile::open(file);
+    double planner_budget = budget;
+    for (int round = 0;; ++round) {
+        const runtime::HostRun run{wl.kv_positions(), std::max(1, r.best.policy.batch), r.best.policy.kv_type, 2};
+        const auto need = static_cast<double>(runtime::least_dram_for_plan(gguf, r.best, run));
+        if (need <= budget) {
+            // Shown as the runtime counts it: the budget given, and what running the plan takes.
+            r.best.budgets.dram = budget;
+            r.best.prediction.used.dram = std::max(need, r.best.prediction.used.dram);
+            return r;
+        }
+        const std::string what = fmt::format("the DRAM budget {} holds no plan as the runtime runs it: its working memory, "
+                                             "streaming ring and KV spill buffers",
+                                             format_size(budget));
+        if (round == 7)
+            throw OutOfBudget(fmt::format("{} and the least the planner keeps take {}", what, format_size(need)));
+        // Below what this plan uses by the difference, so the next one keeps less.
+        planner_budget = std::min(planner_budget, r.best.prediction.used.dram) - (need - budget) - 4096;
+        try {
+            r = search(planner_budget);
+        } catch (const OutOfBudget& e) {
+            throw OutOfBudget(fmt::format("{} leave {} for what the planner places ({})", what,
+                                          format_size(std::max(0.0, planner_budget)), e.what()),
+                              e.hint());
+        }
+    }
+}
+
 }  // namespace
 
 Workload plan_workload(const PlanOptions& o) {
@@ -93,6 +131,10 @@ uint64_t capacity(const std::string& text, const char* flag) {
 
 bool names_catalog_parts(const PlanOptions& o) {
     return !o.machine.empty() || !o.gpu.empty() || !o.cpu.empty() || !o.pcie.empty() || !o.nvme.empty() || !o.dram_kind.empty();
+}
+
+std::filesystem::path local_model_file(const PlanOptions& o) {
+    return names_catalog_parts(o) || !o.hw.empty() ? std::filesystem::path{} : plan_model_file(o);
 }
 
 HardwareProfile catalog_hardware(const PlanOptions& o) {
@@ -161,7 +203,17 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
         throw GpuBudgetTooSmall(e.what(), "the CPU alone holds the workload: plan it with --gpu-budget 0 (the runtime's "
                                           "--gpu-mem 0), or give the GPU more memory");
     }
-    if (!hw.gpu || !run.result.best.has_gpu) return run;
+    if (!hw.gpu || !run.result.best.has_gpu) {
+        if (const auto file = local_model_file(o); !file.empty() && (!o.dram.empty() || !o.dram_budget.empty()))
+            run.result = fit_runtime_dram(std::move(run.result), file, wl, opts.budgets.dram, [&](double dram) {
+                PlannerOptions fitted = opts;
+                fitted.budgets.dram = dram;
+                HardwareProfile alone = hw;
+                alone.gpu.reset();
+                return search_with_expert_offload(run.shape, alone, wl, fitted);
+            });
+        return run;
+    }
     // A device placement only where it beats the CPU alone.
     try {
         SearchResult cpu = cpu_alone();

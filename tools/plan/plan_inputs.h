@@ -5,6 +5,7 @@
 // over them. Both print the chosen plan with Plan::to_json, so they answer alike. (The
 // command's other hardware sources, a profile file or a probe, are in plan_hardware.h.)
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "planner/hardware_profile.h"
@@ -30,6 +31,9 @@ struct PlanRun {
 planner::ModelShape plan_shape(const PlanOptions& o, DType kv);
 planner::Workload plan_workload(const PlanOptions& o);
 DType plan_kv_type(const PlanOptions& o);
+// The GGUF file planned for when the plan is for this machine (no catalog parts, no --hw file),
+// as the runtime will run it; empty otherwise.
+std::filesystem::path local_model_file(const PlanOptions& o);
 // An installed capacity (--dram, --gpu-mem, --nvme-size) in bytes; a share ("50%") is a UsageError.
 uint64_t capacity(const std::string& text, const char* flag);
 // Whether the options name catalog parts (--gpu, --system, --cpu, --pcie, --nvme, --dram-kind).

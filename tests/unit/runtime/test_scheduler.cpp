@@ -330,3 +330,34 @@ TEST_CASE("scheduler: log-probabilities of each generated token come before its 
         CHECK(g.logprobs[i].top[1].logprob <= g.logprobs[i].top[0].logprob);
     }
 }
+
+TEST_CASE("scheduler: a request that only scores its prompt may fill the context, one that generates may not",
+          "[unit][scheduler]") {
+    // Perplexity's chunk of --ctx tokens, as llama.cpp's: the context a long-context model's
+    // rope is chosen by is the chunk's own.
+    const auto prompt = ids(32, 3);
+    const auto scored = [&](int n_ctx) {
+        EngineOptions eo;
+        eo.model = test::tiny_llama_path();
+        eo.n_ctx = n_ctx;
+        Engine engine(eo);
+        const auto n_vocab = static_cast<size_t>(engine.hparams().n_vocab);
+        Scheduler sched(engine, {1, 1});
+        Outcome out;
+        std::vector<float> logits(prompt.size() * n_vocab, std::nanf(""));
+        Request r = request(prompt, 0, &out, 0);
+        r.on_prompt_logits = [&](size_t first, std::span<const float> rows) {
+            std::copy(rows.begin(), rows.end(), logits.begin() + static_cast<std::ptrdiff_t>(first * n_vocab));
+        };
+        if (n_ctx == static_cast<int>(prompt.size()))
+            CHECK_THROWS_WITH(sched.check(request(prompt, 1, &out, 1)), Catch::Contains("no room is left to generate"));
+        sched.submit(std::move(r));
+        sched.wait_idle();
+        REQUIRE(out.results.size() == 1);
+        CHECK(out.results[0].error.empty());
+        return logits;
+    };
+    const std::vector<float> filled = scored(32);
+    CHECK(std::none_of(filled.begin(), filled.end(), [](float x) { return std::isnan(x); }));  // every row scored
+    CHECK(filled == scored(64));  // the rows it gets with room to spare
+}

@@ -1,0 +1,32 @@
+#pragma once
+// What a run on the CPU holds in DRAM, as the engine counts it before anything is read: the
+// forward pass's working memory, and the least --dram a plan runs in on a model file. `strata
+// plan` asks the second so that a plan it makes for a --dram runs there.
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace strata::models { class GgufFile; struct Hparams; }
+namespace strata::planner { struct Plan; }
+
+namespace strata::runtime {
+
+// The logits of the other sequences of a batch of n_batch planned for: a row each, and the pass's copy.
+uint64_t batch_logits_bytes(const models::Hparams& hp, int n_batch);
+// What the CPU's forward pass holds besides weights and the KV cache: activations, one row of
+// logits, and the batch's.
+uint64_t host_activation_bytes(const models::Hparams& hp, int n_batch);
+
+// The run a plan is checked for: n_batch sequences of n_ctx positions each.
+struct HostRun {
+    int n_ctx = 0;
+    int n_batch = 1;
+    DType kv_type = DType::F16;
+    int prefetch_depth = 2;
+};
+// The least --dram `plan` (a plan for the CPU) runs in on `file`: its weights as it holds them,
+// the working memory, and the KV cache with every layer spilled (the engine keeps more of it in
+// DRAM when the budget has room). Throws UsageError for a plan this runtime cannot run.
+uint64_t least_dram_for_plan(const models::GgufFile& file, const planner::Plan& plan, const HostRun& run);
+
+}  // namespace strata::runtime

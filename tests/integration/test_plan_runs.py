@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""`strata plan -m MODEL --dram X -o FILE` on this machine makes a plan the runtime runs at X:
+from the least budget to one that holds every layer, the command the plan prints runs it and
+gives the all-in-memory run's greedy tokens. Below the least, plan and generate (at the plan's
+context) both refuse and name the same least budget, within the plan's bisection."""
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+
+from strata_support import STRATA_BIN, default_model
+
+RUN = ["-p", "Hello", "-n", "4", "--temp", "0"]
+CTX = 640  # the plan's default workload: a prompt of 512 and 128 generated
+COMMAND = re.compile(r"to run by this plan: strata (generate .*)")
+PLAN_FITS = re.compile(r"--dram ([\d.]+) MiB fits")
+RUNTIME_NEEDS = re.compile(r"use --dram ([\d.]+) MiB or more")
+
+
+def strata(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([STRATA_BIN, *args], capture_output=True, text=True, timeout=120)
+
+
+def main() -> None:
+    model = str(default_model())
+    full = strata("generate", "-m", model, "--ctx", str(CTX), *RUN)
+    assert full.returncode == 0, full.stderr
+
+    # The least each counts, from a budget neither can run in.
+    runtime = strata("generate", "-m", model, "--ctx", str(CTX), "--dram", "30M", *RUN)
+    planned = strata("plan", "-m", model, "--dram", "30M")
+    assert runtime.returncode != 0 and planned.returncode != 0, (runtime.stderr, planned.stderr)
+    needs, fits = RUNTIME_NEEDS.search(runtime.stderr), PLAN_FITS.search(planned.stderr)
+    assert needs and fits, (runtime.stderr, planned.stderr)
+    least = float(needs[1])
+    assert least <= float(fits[1]) <= least + 0.5, f"generate needs {least} MiB, plan says {fits[1]} MiB fits"
+    refused = strata("plan", "-m", model, "--dram", f"{least - 0.2:.1f}M")
+    assert refused.returncode != 0, f"plan --dram {least - 0.2:.1f}M made a plan the runtime refuses:\n{refused.stdout}"
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for mib in (round(least + 0.1, 1), 50, 56, 62, 75, 95, 130):
+            out = Path(tmp) / f"plan-{mib}.json"
+            made = strata("plan", "-m", model, "--dram", f"{mib}M", "-o", str(out))
+            assert made.returncode == 0, f"plan --dram {mib}M:\n{made.stderr}"
+            command = COMMAND.search(made.stderr)
+            assert command, made.stderr
+            args = shlex.split(command[1])
+            assert args[args.index("--dram") + 1] == f"{mib}M" and args[args.index("--ctx") + 1] == str(CTX), args
+            ran = strata(*args, *RUN)
+            assert ran.returncode == 0, f"plan --dram {mib}M, then {command[1]}:\n{ran.stderr}"
+            assert ran.stdout == full.stdout, f"--dram {mib}M by its plan gave {ran.stdout!r}, all in memory {full.stdout!r}"
+    print(f"ok: plan and generate both need {least} MiB; plans from there to 130 MiB run with the same tokens")
+
+
+if __name__ == "__main__":
+    main()
