@@ -156,8 +156,8 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
         c.decode_overhead = c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
         // The simulated device's norms, RoPE, SwiGLU and adds are the CPU's, on its threads.
         if (is_layer && hw_.gpu->sim_threads > 0) {
-            c.decode[G] += m_ * cpu_vector_s(tok_d / m_, hw_.gpu->sim_threads);
-            c.prefill[G] += m_ * cpu_vector_s(tok_p / m_, hw_.gpu->sim_threads);
+            c.decode[G] += m_ * cpu_vector_s(tok_d / m_, hw_.gpu->sim_parallelism());
+            c.prefill[G] += m_ * cpu_vector_s(tok_p / m_, hw_.gpu->sim_parallelism());
         }
         if (o != WeightOption::Gpu) {
             stream_in(c.decode, from_nvme);
@@ -279,7 +279,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         // SmolLM2's took 1.6x its bytes' share); a GPU as measured at a few depths; else a catalog
         // GPU's bandwidth and FLOPS.
         const DeviceOps* o = ops();
-        c.decode[G] = sim_attention()                ? m_ * cpu_decode_attention_s(hw_.gpu->sim_threads, mb_)
+        c.decode[G] = sim_attention()                ? m_ * cpu_decode_attention_s(hw_.gpu->sim_parallelism(), mb_)
                       : o && !o->attention.empty() ? m_ * o->attention_s(mb_ * ctx_avg_ * kvb_)
                                                      : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
         if (act) c.decode[G] += std::max(recompute_flops / gpu_flops_, read / gpu_bw_), c.gpu_staging += mb_ * ctx_max_ * kvb_;
@@ -369,7 +369,7 @@ Cost CostModel::fixed() const {
     // The largest working set of one micro-batch's prefill: residual, q/k/v, FFN intermediates, logits.
     const double ws = mb_ * P_ * (4.0 * shape_.n_embd + 3.0 * shape_.n_ff) * 2.0 + mb_ * shape_.n_vocab * 4.0;
     if (has_gpu_) {
-        c.prefill[G] = sim_attention() ? cpu_prefill_attention_s(hw_.gpu->sim_threads) : attn / gpu_flops_;
+        c.prefill[G] = sim_attention() ? cpu_prefill_attention_s(hw_.gpu->sim_parallelism()) : attn / gpu_flops_;
         c.prefill[D] = B_ * shape_.n_vocab * 4.0 / d2h_;
         c.decode[D] = rows_d_ * shape_.n_vocab * 4.0 / d2h_;
         c.bytes[kGpuTier] = ws;

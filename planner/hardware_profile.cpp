@@ -163,6 +163,11 @@ std::string HardwareProfile::summary() const {
     return s;
 }
 
+double sim_effective_threads(int sim_threads, int host_threads, int machine_threads) {
+    if (sim_threads <= 0) return 0;
+    return std::min(sim_threads, std::max(1, machine_threads - host_threads));
+}
+
 HardwareProfile HardwareProfile::on_cpu_threads(int threads) const {
     HardwareProfile hw = *this;
     if (threads <= 0 || threads >= cpu.n_threads) return hw;

@@ -211,6 +211,10 @@ struct GpuProfile {
     std::string pcie;           // "gen4 x16"
     double launch_overhead_us = 30;  // per layer and micro-batch: kernel launches and syncs
     int sim_threads = 0;  // the simulated device (gpu/sim_device): its threads, running the CPU's kernels; 0: a GPU
+    // The cores its threads work as: sim_threads, or fewer where they and the host's threads are
+    // more than the machine's (sim_effective_threads); 0: sim_threads.
+    double sim_cores = 0;
+    double sim_parallelism() const { return sim_cores > 0 ? sim_cores : sim_threads; }
     // One hop of a pass's data to the host and back (device work, the host's turn, device work
     // again), beyond the copies' bytes; 0: the CPU's layer_overhead_us stands for it.
     double handoff_us = 0;
@@ -219,6 +223,11 @@ struct GpuProfile {
     std::optional<DeviceOps> ops{};
     bool operator==(const GpuProfile&) const = default;
 };
+
+// The cores a simulated device's `sim_threads` work as beside `host_threads` on a machine of
+// `machine_threads`: all of them where the host's leave them room, else the cores left (at least
+// one), which more threads take turns on and do not make faster.
+double sim_effective_threads(int sim_threads, int host_threads, int machine_threads);
 
 struct DiskProfile {
     std::string name;

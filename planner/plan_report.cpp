@@ -14,8 +14,9 @@ namespace {
 
 // Where a device plan's KV cache in DRAM is attended, and why: this plan's decode beside the
 // same placement with the other side attending (the CPU overlapped with the device's matmuls,
-// or the device with the KV copied in per layer), and whether the KV would fit on the device.
-std::string attention_line(const Plan& plan, const ModelShape& shape, const HardwareProfile& hw) {
+// or the device with the KV copied in per layer), both priced alike (the run's `limits`), and
+// whether the KV would fit on the device.
+std::string attention_line(const Plan& plan, const ModelShape& shape, const HardwareProfile& hw, const RuntimeLimits& limits) {
     const bool kv_in_host = std::any_of(plan.layers.begin(), plan.layers.end(), [](const LayerPlacement& l) {
         return tier_of(l.kv) != Tier::Gpu && device_of(l.weights) == Device::Gpu;
     });
@@ -27,8 +28,8 @@ std::string attention_line(const Plan& plan, const ModelShape& shape, const Hard
         if (other.policy.cpu_attention && tier_of(l.kv) == Tier::Gpu) l.kv = KvOption::Dram;
         if (tier_of(l.kv) != Tier::Gpu) l.attention = other.policy.cpu_attention ? Device::Cpu : Device::Gpu;
     }
-    const CostModel this_side(shape, hw, plan.workload, plan.policy), other_side(shape, hw, plan.workload, other.policy);
-    const Prediction alt = other_side.predict(other);
+    const CostModel this_side(shape, hw, plan.workload, plan.policy, limits), other_side(shape, hw, plan.workload, other.policy, limits);
+    const Prediction chosen = this_side.predict(plan), alt = other_side.predict(other);
     const bool overlapped = (plan.policy.cpu_attention ? this_side : other_side).attention_overlaps();
     const double kv = plan.workload.batch * double(plan.workload.kv_positions()) *
                       shape.kv_bytes_per_token(plan.policy.kv_type) * shape.n_layer;
@@ -39,7 +40,7 @@ std::string attention_line(const Plan& plan, const ModelShape& shape, const Hard
                            overlapped ? " beside the device's matmuls (two sub-batches)" : " (one sequence: not overlapped)", tps);
     };
     return fmt::format("attention {} (chosen); {}; the KV cache ({}) {} the GPU budget left beside the weights ({})",
-                       side(plan.policy.cpu_attention, plan.prediction.decode_tps_aggregate),
+                       side(plan.policy.cpu_attention, chosen.decode_tps_aggregate),
                        side(other.policy.cpu_attention, alt.decode_tps_aggregate), format_size(kv),
                        kv <= free ? "would fit" : "does not fit", format_size(free));
 }
@@ -101,7 +102,8 @@ std::string plan_summary(const Plan& plan) {
                        format_seconds(plan.prediction.ttft_s), plan.prediction.decode_tps_aggregate);
 }
 
-std::string format_plan(const Plan& plan, const ModelShape& shape, const HardwareProfile& hw, const SearchStats& stats) {
+std::string format_plan(const Plan& plan, const ModelShape& shape, const HardwareProfile& hw, const SearchStats& stats,
+                        const RuntimeLimits& limits) {
     const Prediction& p = plan.prediction;
     std::string s;
     ModelShape kv_shape = shape;
@@ -147,7 +149,7 @@ std::string format_plan(const Plan& plan, const ModelShape& shape, const Hardwar
     append(s, "{:<13} {:>12} {:>12}", "bottleneck", stream_name(p.prefill.bottleneck), stream_name(p.decode.bottleneck));
     append(s, "");
     append(s, "predicted {}", rate_line(p, plan));
-    if (const std::string a = attention_line(plan, shape, hw); !a.empty()) append(s, "{}", a);
+    if (const std::string a = attention_line(plan, shape, hw, limits); !a.empty()) append(s, "{}", a);
     append(s, "memory    GPU {} of {}, DRAM {} of {}, NVMe {} of {}", format_size(p.used.gpu), format_size(plan.budgets.gpu),
          format_size(p.used.dram), format_size(plan.budgets.dram), format_size(p.used.nvme), format_size(plan.budgets.nvme));
     if (plan.experts.enabled || plan.experts.attention_on_gpu) return s;  // not an LP's answer

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/cost_model.h"
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
 #include "planner/plan.h"
@@ -25,7 +26,8 @@ struct SearchStats {
     double seconds = 0;
 };
 
-std::string format_plan(const Plan& plan, const ModelShape& shape, const HardwareProfile& hw, const SearchStats& stats);
+std::string format_plan(const Plan& plan, const ModelShape& shape, const HardwareProfile& hw, const SearchStats& stats,
+                        const RuntimeLimits& limits = {});
 // One line for logs and the runtime's start-up message.
 std::string plan_summary(const Plan& plan);
 

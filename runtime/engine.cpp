@@ -19,6 +19,7 @@
 #include "runtime/exec/device/device_backend.h"
 #include "runtime/grammar/grammar_constraint.h"
 #include "runtime/grammar/token_trie.h"
+#include "planner/policy_search.h"
 #include "runtime/host_memory.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/gpu_placement.h"
@@ -313,7 +314,35 @@ std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
         }
     }
     pool_->run([&] { backend_->eval_batch(batch, *kv_, logits_, hidden_); });
+    if (const int moves = backend_->device_memory().layers_moved; moves != running_moves_) reprice_moved_layers(moves);
     return logits_;
+}
+
+void Engine::reprice_moved_layers(int moves) {
+    // The layers the device gave back run on the CPU from the weights the store now holds,
+    // their KV cache in the host's (runtime/exec/device/device_memory_loss.cpp); op offload stopped.
+    auto p = std::make_shared<Placement>(*placement_);
+    const Residency& now = weights_->residency();
+    for (auto& l : p->plan.layers) {
+        if (!now.cpu(l.layer) || planner::device_of(l.weights) != planner::Device::Gpu) continue;
+        l.weights = now.resident[l.layer] ? planner::WeightOption::DramCpu : planner::WeightOption::NvmeCpu;
+        if (planner::tier_of(l.kv) == planner::Tier::Gpu) l.kv = planner::KvOption::Dram;
+        l.attention = planner::Device::Cpu;
+    }
+    p->op_offload_rows = 0;
+    p->plan.prediction = planner::evaluate_plan(p->shape, p->hw, p->plan.workload, p->plan, p->limits);
+    std::lock_guard lock(running_mu_);
+    running_ = std::move(p);
+    running_moves_ = moves;
+}
+
+planner::Prediction Engine::predict(int n_prompt, int n_generated, int batch, int decode_rows) const {
+    std::shared_ptr<const Placement> running;
+    {
+        std::lock_guard lock(running_mu_);
+        running = running_;
+    }
+    return (running ? *running : *placement_).predict(n_prompt, n_generated, batch, decode_rows);
 }
 
 }  // namespace strata::runtime

@@ -139,6 +139,9 @@ public:
     const storage::MemoryBudget& dram() const { return *dram_; }
     // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
+    // The run priced as it runs now (Placement::predict): the placement, or after device memory
+    // was taken away, the layers moved to the CPU priced there. Safe from any thread.
+    planner::Prediction predict(int n_prompt, int n_generated, int batch = 1, int decode_rows = 1) const;
     std::string_view backend_name() const { return backend_->name(); }
     // Where the device backend keeps the KV cache of the layers it computes; none on the CPU.
     std::optional<KvPlacement> kv_placement() const { return kv_on_; }
@@ -210,6 +213,12 @@ private:
     std::unique_ptr<storage::MemoryBudget> dram_;
     std::unique_ptr<KvCache> kv_;
     std::unique_ptr<Placement> placement_;
+    // The placement as it runs after layers moved off the device (null: as placed), and the
+    // moves it counts; written after a pass, read by predict() from other threads.
+    mutable std::mutex running_mu_;
+    std::shared_ptr<const Placement> running_;
+    int running_moves_ = 0;
+    void reprice_moved_layers(int moves);
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Backend> backend_;
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's

@@ -27,7 +27,7 @@ void Scheduler::plan_prices() {
     // a typical context: the weights and the sequence's KV cache read once, every row computed.
     const int64_t most = std::min<int64_t>(PassPrices::kMaxRows, int64_t(opts_.max_batch) * (opts_.spec.max_depth + 1));
     for (int64_t rows = 1; rows <= most; ++rows)
-        prices_.plan(rows, engine_.placement().predict(kPricedContext, kPricedContext, 1, static_cast<int>(rows)).decode.time_s);
+        prices_.plan(rows, engine_.predict(kPricedContext, kPricedContext, 1, static_cast<int>(rows)).decode.time_s);
 }
 
 void Scheduler::start_speculation(Job& j) {

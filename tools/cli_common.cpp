@@ -113,7 +113,7 @@ runtime::EngineOptions ModelOptions::engine() const {
     }
     if (show_plan)
         e.on_plan = [depth = spec == "off" ? 0 : spec_depth](const runtime::Placement& p) {
-            fmt::print(stderr, "profile   {}\n{}\n", p.hw_source, planner::format_plan(p.plan, p.shape, p.hw, p.search));
+            fmt::print(stderr, "profile   {}\n{}\n", p.hw_source, planner::format_plan(p.plan, p.shape, p.hw, p.search, p.limits));
             if (p.alternative)
                 fmt::print(stderr, "weighed   against {}: {:.3g} tokens/s decode, TTFT {} (this plan: {:.3g} tokens/s)\n",
                            p.alternative->what, p.alternative->prediction.decode_tps_per_seq,

@@ -190,7 +190,7 @@ int run_batch(const BatchOptions& o) {
         // What the plan expects for requests of these average lengths run max-batch at a time.
         const int n = static_cast<int>(n_ok + n_failed);
         const int batch = std::min(o.max_batch, n);
-        const planner::Prediction p = engine.placement().predict(static_cast<int>(prompt_tokens / n),
+        const planner::Prediction p = engine.predict(static_cast<int>(prompt_tokens / n),
                                                                  static_cast<int>(std::max<uint64_t>(1, tokens / n)), batch);
         fmt::print(stderr, "batch: the plan predicts {:.1f} tokens/s for {} sequences of {} prompt and {} generated tokens at once\n",
                    p.throughput_tps, batch, prompt_tokens / n, tokens / n);

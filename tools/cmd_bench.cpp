@@ -290,10 +290,10 @@ int run_bench(const BenchOptions& o) {
     // depth (the planner prices a step at the average context of the generation).
     auto predicted_ts = [&](const Row& r) {
         if (r.test[0] == 'p') {
-            const planner::Prediction p = engine.placement().predict(r.n_tokens, 1, o.batch);
+            const planner::Prediction p = engine.predict(r.n_tokens, 1, o.batch);
             return p.ttft_s > 0 ? double(r.n_tokens) * o.batch / p.ttft_s : 0.0;
         }
-        return engine.placement().predict(std::max(1, o.depth), r.n_tokens, o.batch).decode_tps_aggregate;
+        return engine.predict(std::max(1, o.depth), r.n_tokens, o.batch).decode_tps_aggregate;
     };
 
     uint64_t bytes = 0, params = 0;

@@ -26,10 +26,12 @@ uint64_t peak_rss_bytes() {
     return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-// The placement and what the plan predicts for this very run, beside the measured timings.
-nlohmann::json plan_json(const runtime::Placement& p, const runtime::GenerateResult& r) {
+// The placement and what the plan predicts for this very run as it ran (layers a loss of device
+// memory moved priced on the CPU), beside the measured timings.
+nlohmann::json plan_json(const runtime::Engine& engine, const runtime::GenerateResult& r) {
+    const runtime::Placement& p = engine.placement();
     const int n_streamed = p.residency.n_streamed();
-    const planner::Prediction pred = p.predict(static_cast<int>(r.prompt_tokens.size()), static_cast<int>(r.tokens.size()));
+    const planner::Prediction pred = engine.predict(static_cast<int>(r.prompt_tokens.size()), static_cast<int>(r.tokens.size()));
     planner::Plan priced = p.plan;  // its summary priced for this run too, not for the planning workload
     priced.prediction = pred;
     return {{"summary", planner::plan_summary(priced)},
@@ -121,7 +123,7 @@ int run_generate(const GenerateOptions& o) {
                         {"kv_layers_spilled", engine.kv_cache().n_spilled()},
                         {"bytes_streamed", engine.weights().stats().bytes_read},
                         {"experts", experts_json(engine)}}},
-            {"plan", plan_json(engine.placement(), r)},
+            {"plan", plan_json(engine, r)},
         };
         std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return 0;

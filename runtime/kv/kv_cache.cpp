@@ -97,6 +97,10 @@ uint64_t KvCache::layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type, b
     return KvSpill::layer_bytes(n_blocks, block_bytes(type, n_embd_kv, storage::kDefaultDioAlign), keys_only);
 }
 
+uint64_t KvCache::resident_layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type, bool keys_only) {
+    return (keys_only ? 1 : 2) * uint64_t(n_blocks) * uint64_t(block_bytes(type, n_embd_kv, kCacheLine));
+}
+
 uint64_t KvCache::hidden_layer_bytes(int32_t n_blocks, int32_t n_embd_hidden, DType type) {
     return uint64_t(n_blocks) * block_bytes(type, n_embd_hidden, kCacheLine);
 }

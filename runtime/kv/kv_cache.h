@@ -140,6 +140,8 @@ public:
     // DRAM (or spill file) bytes one layer's KV of `type` takes at most with n_blocks blocks
     // (a spilled layer's blocks are padded for O_DIRECT; a resident layer may take less).
     static uint64_t layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type, bool keys_only);
+    // A layer's keys and values held in DRAM (bytes() per resident layer): blocks aligned to cache lines.
+    static uint64_t resident_layer_bytes(int32_t n_blocks, int32_t n_embd_kv, DType type, bool keys_only);
     // DRAM bytes of a rebuilt layer's saved rows.
     static uint64_t hidden_layer_bytes(int32_t n_blocks, int32_t n_embd_hidden, DType type);
 

@@ -79,6 +79,9 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
     g.h2d_gbps = g.d2h_gbps = req.sim_link_gbps;
     g.pcie = fmt::format("simulated, {} GB/s", req.sim_link_gbps);
     g.sim_threads = threads;
+    // The host keeps the cores the device's threads leave (runtime/engine.cpp), or what -t gives it.
+    const int host = host_threads > 0 ? host_threads : std::max(1, hw.cpu.n_threads - threads);
+    g.sim_cores = planner::sim_effective_threads(threads, host, hw.cpu.n_threads);
     if (hw.sim && hw.sim->n_threads == threads) {
         // Priced from its ops as the probe measured them through the device interface; its copies
         // at the link's rate, or at the rate its memory copies reach when that is lower.
@@ -93,7 +96,7 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
         }
         hw.notes.push_back(fmt::format("gpu: the simulated device on {} threads, its ops as `strata probe` measured them", threads));
     } else {
-        const double share = std::min(1.0, double(threads) / std::max(1, hw.cpu.n_threads));
+        const double share = std::min(1.0, g.sim_cores / std::max(1, hw.cpu.n_threads));
         g.mem_gbps = hw.cpu.gemv_gbps_for(weight_type) * share;
         g.fp16_tflops = hw.cpu.gemm_gflops_for(weight_type, hp.n_embd) * share / 1000;
         g.launch_overhead_us = hw.cpu.layer_overhead_us;
@@ -101,8 +104,7 @@ planner::HardwareProfile sim_profile(const GpuRequest& req, uint64_t budget, DTy
                                        "(`strata probe` measures its ops)", threads));
     }
     hw.gpu = g;
-    // The host keeps the cores the device's threads leave (runtime/engine.cpp), or what -t gives it.
-    return hw.on_cpu_threads(host_threads > 0 ? host_threads : std::max(1, hw.cpu.n_threads - threads));
+    return hw.on_cpu_threads(host);
 }
 
 GpuTarget sim_target(const GpuRequest& req, const models::GgufFile& file, const models::Hparams& hp, DType kv_type,
@@ -288,6 +290,7 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
     if (g.kv != KvPlacement::Device)
         for (auto& l : p.plan.layers)
             if (l.layer >= opts.n_kv_layers_in_dram && l.kv == planner::KvOption::Dram) l.kv = planner::KvOption::Nvme;
+    p.limits = as_run;
     p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, p.plan, as_run);
     STRATA_LOG_INFO("{}{}; KV cache: {}", planner::plan_summary(p.plan), opts.given ? " (given)" : "", kv_placement_name(g.kv));
     p.alternative = opts.alternative;

@@ -143,7 +143,7 @@ planner::Prediction Placement::predict(int n_prompt, int n_generated, int batch,
     planner::Plan run = plan.has_gpu ? plan : as_run(plan, shape.kv_type, n_kv_layers_in_dram);
     run.policy.batch = wl.batch;  // the scheduler runs them all in one pass
     run.policy.n_micro = 1;
-    const planner::Prediction pred = planner::evaluate_plan(shape, hw, wl, run, run_limits(prefetch_depth, shape, run.policy.kv_type, hw.nvme));
+    const planner::Prediction pred = planner::evaluate_plan(shape, hw, wl, run, limits);
     // A batch's prompts go through the device in passes too; priced for one sequence's, as chosen.
     if (op_offload_rows <= 0 || wl.batch > 1) return pred;
     const double saved = planner::op_offload_saving_s(shape, hw, run, wl.prompt_len, max_pass_rows, op_offload_rows);
@@ -250,7 +250,8 @@ Placement place(const models::GgufFile& file, const ResidencyInput& in, const Pl
         if (l.layer >= p.n_kv_layers_in_dram && l.kv == planner::KvOption::Dram) l.kv = planner::KvOption::Nvme;
     // Priced on this machine for this run as the runtime runs it, given or made alike.
     p.plan.workload = wl;
-    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run, run_limits(in.prefetch_depth, p.shape, run.policy.kv_type, p.hw.nvme));
+    p.limits = run_limits(in.prefetch_depth, p.shape, run.policy.kv_type, p.hw.nvme);
+    p.plan.prediction = planner::evaluate_plan(p.shape, p.hw, wl, run, p.limits);
     // Memory as the runtime counts it, not as the cost model estimates it.
     p.plan.budgets.dram = static_cast<double>(in.budget ? in.budget : std::max(p.hw.dram.capacity_bytes, p.residency.total_bytes));
     p.plan.prediction.used.dram = static_cast<double>(p.residency.total_bytes);

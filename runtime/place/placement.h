@@ -43,6 +43,7 @@ struct Placement {
     Residency residency;
     int n_kv_layers_in_dram = 0;  // the KV cache's first layers; the rest spill to disk
     int prefetch_depth = 2;       // layers (and spilled KV layers) read ahead of compute
+    planner::RuntimeLimits limits;  // how the plan's prediction priced this runtime (run_limits, and a device's terms)
     // A mixture of experts: the routing statistics saved beside the model, or why there are none.
     std::optional<planner::RoutingProfile> routing;
     std::string routing_note;

@@ -31,6 +31,17 @@ uint64_t kv_spill_bytes(const KvSize& kv, int n_spilled, int prefetch_depth, uin
     return ring_bytes(kv.layer_bytes, std::min(n_spilled, std::max(1, prefetch_depth + 1))) + staging;
 }
 
+// `in` as the cache holds it with its layers from n_kv_dram on spilled (layout_on_cpu): the first
+// layers' keys and values in DRAM, the spill's ring and write staging for the others.
+ResidencyInput with_kv_spilled(const ResidencyInput& in, const KvSize& kv, int n_kv_dram) {
+    const auto n_layer = static_cast<int>(in.layer_bytes.size());
+    if (kv.n_rebuilt > 0) return in;  // rebuilt layers stay in DRAM whole (the layout refuses to spill them)
+    ResidencyInput held = in;
+    held.other_bytes = in.other_bytes - kv.all_bytes + uint64_t(std::min(n_kv_dram, n_layer)) * kv.resident_layer_bytes;
+    if (n_kv_dram < n_layer) held.other_bytes += kv_spill_bytes(kv, n_layer - n_kv_dram, in.prefetch_depth, kv_write_staging(kv));
+    return held;
+}
+
 // KV layers that stay in DRAM: all of them when they fit next to the smallest weight
 // footprint (head, embeddings, the streaming ring); otherwise the last layers spill to disk
 // through a ring of their own and the staging for their writes.
@@ -100,7 +111,7 @@ std::optional<planner::Prediction> cpu_alone_prediction(const models::GgufFile& 
     alone.n_threads = po.n_threads_alone;
     try {
         alone.n_kv_layers_in_dram = kv_layers_in_dram(in, kv, hp.n_layer);
-        return place(file, in, alone).plan.prediction;
+        return place(file, with_kv_spilled(in, kv, alone.n_kv_layers_in_dram), alone).plan.prediction;
     } catch (const OutOfBudget&) {
         return std::nullopt;
     } catch (const UsageError&) {
@@ -276,6 +287,7 @@ KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_
     KvSize kv;
     kv.n_blocks = KvCache::blocks_for(kv_positions > 0 ? kv_positions : n_ctx);
     kv.layer_bytes = KvCache::layer_bytes(kv.n_blocks, hp.n_embd_kv(), kv_type, /*keys_only=*/hp.mla.enabled());
+    kv.resident_layer_bytes = KvCache::resident_layer_bytes(kv.n_blocks, hp.n_embd_kv(), kv_type, hp.mla.enabled());
     // Layers whose KV a given plan recomputes keep hidden states (on the CPU) and share one
     // K/V slot; their saved rows and the slot stay in DRAM.
     if (given) kv.rebuilt = rebuilt_layers(*given);
@@ -286,10 +298,8 @@ KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_
 }
 
 uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan) {
-    ResidencyInput spilled = in;
+    ResidencyInput spilled = with_kv_spilled(in, kv, 0);
     spilled.budget = 0;
-    const auto n_layer = static_cast<int>(in.layer_bytes.size());
-    spilled.other_bytes = in.other_bytes - kv.all_bytes + kv_spill_bytes(kv, n_layer, in.prefetch_depth, kv_write_staging(kv));
     return residency_from_plan(plan, spilled).total_bytes;
 }
 

@@ -23,7 +23,8 @@ namespace strata::runtime {
 // The KV cache's size as the engine holds it.
 struct KvSize {
     int32_t n_blocks = 0;
-    uint64_t layer_bytes = 0;   // one layer's keys and values
+    uint64_t layer_bytes = 0;   // one layer's keys and values (as spilled: blocks padded for O_DIRECT)
+    uint64_t resident_layer_bytes = 0;  // the same held in DRAM
     uint64_t all_bytes = 0;     // every layer's; rebuilt layers keep hidden states and share one K/V layer
     std::vector<bool> rebuilt;  // per layer, from a given plan (empty: none)
     int n_rebuilt = 0;

@@ -2,7 +2,8 @@
 """Device memory taken away under a running server: `strata serve` on the simulated device loses
 most of the memory its run holds while eight requests are in flight (--sim-shrink-after); the
 layers that no longer fit move to the CPU, every request completes with the answer the same
-prompt gets from a server that kept its memory, and /metrics counts the loss."""
+prompt gets from a server that kept its memory, /metrics counts the loss, and the requests after
+it are priced as the run goes on (the moved layers on the CPU), not as it was placed."""
 from __future__ import annotations
 
 import re
@@ -22,12 +23,17 @@ DEVICE = ("--device", "sim", "--gpu-mem", str(GPU_MEM), "--attention", "gpu", "-
           "--max-batch", "4")
 
 
-def ask(server: Server, i: int) -> str:
+def ask_priced(server: Server, i: int) -> tuple[str, float]:
+    """The answer, and the decode tokens/s the plan predicted for it."""
     body = {"model": MODEL.stem, "messages": [{"role": "user", "content": f"Write one sentence about {TOPICS[i]}."}],
             "max_tokens": MAX_TOKENS, "temperature": 0}
     status, _, data = server.request("POST", "/v1/chat/completions", body, timeout=300)
     assert status == 200, (status, data)
-    return data["choices"][0]["message"]["content"]
+    return data["choices"][0]["message"]["content"], data["usage"]["timings"]["predicted"]["decode_tokens_per_s"]
+
+
+def ask(server: Server, i: int) -> str:
+    return ask_priced(server, i)[0]
 
 
 def metric(text: str, name: str) -> float:
@@ -47,6 +53,7 @@ def main() -> None:
 def serve_through_a_loss(device: tuple[str, ...]) -> None:
     with Server(MODEL, *device) as server:
         expected = [ask(server, i) for i in range(N_CLIENTS)]
+        _, priced_as_placed = ask_priced(server, 0)
         _, _, metrics = server.request("GET", "/metrics")
         used = int(metric(metrics, 'strata_memory_used_bytes{tier="gpu"}'))
     assert len(set(expected)) > N_CLIENTS // 2, expected
@@ -63,8 +70,10 @@ def serve_through_a_loss(device: tuple[str, ...]) -> None:
         assert metric(metrics, "strata_gpu_layers_moved_to_cpu") > 0, metrics
         assert metric(metrics, 'strata_memory_used_bytes{tier="gpu"}') <= used - (8 << 20)
         assert "moved to the CPU with their KV cache" in server.stderr()
-        # The server keeps serving after the loss.
-        assert ask(server, 0) == expected[0]
+        # The server keeps serving after the loss, priced as it now runs.
+        answer, priced = ask_priced(server, 0)
+        assert answer == expected[0]
+        assert priced != priced_as_placed, f"priced at {priced} tokens/s after the loss, as before it"
     print(f"ok: {N_CLIENTS} requests kept their answers through losing {taken >> 20} MiB of device memory")
 
 

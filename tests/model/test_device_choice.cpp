@@ -132,3 +132,40 @@ TEST_CASE("the device-or-CPU choice is made for the batch the command runs", "[m
     CHECK(weigh(1));
     CHECK_FALSE(weigh(32));
 }
+
+TEST_CASE("beside a device, the CPU alone is weighed as it would run alone, its KV cache spilled to disk", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    Opened model(*path);
+    const auto& [file, hp, unlimited] = model;
+    // 150 MiB cannot hold SmolLM2's weights beside a 4096-position KV cache (90 MiB): it spills.
+    constexpr uint64_t kDram = 150ull << 20;
+    const KvSize kv = kv_size(hp, 0, 4096, DType::F16, nullptr);
+    PlacementOptions po;
+    po.n_ctx = 4096;
+    po.n_predict = 16;
+    po.kv_type = DType::F16;
+    po.time_model_file = false;  // priced from the probe's curve, alike in both layouts
+    const LayoutOptions lo;
+    // A budget each, outliving the layout whose KV cache holds part of it.
+    storage::MemoryBudget dram_beside("DRAM", kDram, "--dram"), dram_alone("DRAM", kDram, "--dram");
+    const auto laid_out = [&](const GpuTarget& gpu, const DeviceFootprint* device, int n_threads) {
+        storage::MemoryBudget& dram = gpu.use ? dram_beside : dram_alone;
+        const ResidencyInput in = WeightStore::residency_input(file, hp, dram, kv.all_bytes, 2);
+        PlacementOptions o = po;
+        o.n_threads = n_threads;
+        return lay_out(file, hp, in, o, lo, kv, dram, gpu, device);
+    };
+    DeviceFootprint device;
+    device.working_streamed = 32ull << 20;
+    GpuTarget sim = simulated_device(file, hp);
+    sim.gpu_mem = 75ull << 20;
+    const RunLayout beside = laid_out(sim, &device, 1);
+    REQUIRE(beside.placement);
+    REQUIRE(beside.placement->alternative);
+    const RunLayout alone = laid_out(GpuTarget{}, nullptr, 0);
+    REQUIRE(alone.placement);
+    REQUIRE(alone.placement->n_kv_layers_in_dram < hp.n_layer);
+    CHECK(beside.placement->alternative->prediction.decode_tps_per_seq ==
+          Approx(alone.placement->plan.prediction.decode_tps_per_seq).epsilon(0.01));
+}

@@ -176,7 +176,7 @@ std::string ChatSession::stats_report() const {
     out += fmt::format("template:   {}\n", models::chat_family_name(tmpl_.family()));
     // The plan priced for the last reply (it was placed for a prompt filling the context).
     planner::Plan priced = engine_.placement().plan;
-    if (n_replies_ > 0) priced.prediction = engine_.placement().predict(last_.prompt_tokens, std::max(1, last_.generated_tokens));
+    if (n_replies_ > 0) priced.prediction = engine_.predict(last_.prompt_tokens, std::max(1, last_.generated_tokens));
     out += planner::plan_summary(priced) + "\n";
     return out;
 }

@@ -40,7 +40,7 @@ openai::Json priced_usage(const LoadedModel& model, std::span<const runtime::Gen
     const int evaluated = usage["prompt_tokens"].get<int>() - usage["prompt_tokens_details"]["cached_tokens"].get<int>();
     const int choices = std::max<int>(1, static_cast<int>(results.size()));
     const planner::Prediction p =
-        model.engine->placement().predict(evaluated, std::max(1, usage["completion_tokens"].get<int>() / choices), choices);
+        model.engine->predict(evaluated, std::max(1, usage["completion_tokens"].get<int>() / choices), choices);
     usage["timings"]["predicted"] = {{"prefill_seconds", p.ttft_s}, {"decode_tokens_per_s", p.decode_tps_per_seq}};
     return usage;
 }

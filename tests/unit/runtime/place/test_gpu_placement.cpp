@@ -143,6 +143,29 @@ TEST_CASE("gpu: the simulated device takes cores only where it runs; --gpu-mem 0
     CHECK(host_thread_count(cpu_only, 0) == 0);
 }
 
+TEST_CASE("gpu: the simulated device's threads past the cores the host leaves are priced as those cores", "[gpu_placement]") {
+    const int cores = std::max(2, cpu::default_thread_count());
+    CHECK(planner::sim_effective_threads(1, cores - 1, cores) == 1);
+    CHECK(planner::sim_effective_threads(2, cores - 2, cores) == 2);
+    CHECK(planner::sim_effective_threads(4, cores - 1, cores) == 1);  // they take turns on the one core left
+    CHECK(planner::sim_effective_threads(64, cores, cores) == 1);     // at least one
+    // As find_gpu prices it: more threads than the host leaves never price a faster device.
+    auto c = test::tiny_config("llama", 64, 2, 128);
+    test::TinyModelFile m("gpu_sim_threads.gguf", c, 2);
+    GpuRequest req;
+    req.gpu_mem = 1ull << 30;
+    req.device = DeviceKind::Sim;
+    const auto priced = [&](int threads) {
+        req.sim_threads = threads;
+        const GpuTarget t = find_gpu(req, m.file, m.hp, DType::F16, cores - 1);
+        REQUIRE(t.use);
+        return t.hw.gpu->sim_parallelism();
+    };
+    CHECK(priced(1) == 1);
+    CHECK(priced(2) == 1);
+    CHECK(priced(16) == 1);
+}
+
 TEST_CASE("gpu: every architecture runs on the simulated device", "[gpu_placement]") {
     GpuRequest req;
     req.gpu_mem = 1ull << 30;
