@@ -44,6 +44,9 @@ struct RuntimeLimits {
     // The output layer, the embedding table and KV stay off NVMe (the CPU runtime streams only
     // layers' weights).
     bool layers_only_on_nvme = false;
+    // The output layer and the embedding table stay off NVMe (KV may spill there): what the CPU
+    // runtime runs (`strata plan` for this machine's model file).
+    bool head_off_nvme = false;
     // Every layer's matmuls on the GPU; the embedding table may still be looked up on the host.
     bool gpu_layers_only = false;
     // KV is recomputed only from hidden states kept on the GPU (the device runtime's KVPR).
@@ -107,7 +110,8 @@ public:
     bool allowed(HiddenOption o) const { return has_gpu_ || o == HiddenOption::Dram; }
     // For the output layer and the embedding table.
     bool allowed_head(WeightOption o) const {
-        return (has_gpu_ || device_of(o) == Device::Cpu) && !(limits_.layers_only_on_nvme && tier_of(o) == Tier::Nvme);
+        return (has_gpu_ || device_of(o) == Device::Cpu) &&
+               !((limits_.layers_only_on_nvme || limits_.head_off_nvme) && tier_of(o) == Tier::Nvme);
     }
     // The output layer's options: the head's, only the device where the runtime holds it there.
     bool allowed_output(WeightOption o) const {

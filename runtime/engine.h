@@ -57,6 +57,9 @@ struct EngineOptions {
     std::string prompt;           // the prompt the run is for, when known: the plan is made for its tokens
     int n_prompt = 0;             // without `prompt`: its length in tokens, when known (bench's -d + -p)
     int n_batch = 1;              // sequences decoded together, when known: the plan is made for them
+    // Rows each sequence's decode pass computes at most: 1, or 1 + the drafts a speculative pass
+    // verifies; their logits are held in the budget from the start.
+    int decode_rows = 1;
     std::optional<planner::Plan> plan;  // --plan FILE: run by this plan instead of making one
     std::function<void(const Placement&)> on_plan;  // sees the plan before weights load (--show-plan)
     std::filesystem::path kv_spill_dir;  // where KV layers that do not fit go; empty: the cache folder

@@ -9,19 +9,19 @@
 
 namespace strata::runtime {
 
-uint64_t batch_logits_bytes(const models::Hparams& hp, int n_batch) {
-    return 2 * uint64_t(n_batch > 1 ? n_batch - 1 : 0) * uint64_t(hp.n_vocab) * sizeof(float);
+uint64_t batch_logits_bytes(const models::Hparams& hp, int pass_rows) {
+    return 2 * uint64_t(pass_rows > 1 ? pass_rows - 1 : 0) * uint64_t(hp.n_vocab) * sizeof(float);
 }
 
-uint64_t host_activation_bytes(const models::Hparams& hp, int n_batch) {
-    return CpuBackend::activation_bytes(hp) + uint64_t(hp.n_vocab) * sizeof(float) + batch_logits_bytes(hp, n_batch);
+uint64_t host_activation_bytes(const models::Hparams& hp, int pass_rows) {
+    return CpuBackend::activation_bytes(hp) + uint64_t(hp.n_vocab) * sizeof(float) + batch_logits_bytes(hp, pass_rows);
 }
 
 uint64_t least_dram_for_plan(const models::GgufFile& file, const planner::Plan& plan, const HostRun& run) {
     const models::Hparams hp = models::Hparams::from_gguf(file);
     const KvSize kv = kv_size(hp, run.n_ctx * run.n_batch, run.n_ctx, run.kv_type, &plan);
     const storage::MemoryBudget unlimited("DRAM", UINT64_MAX, "--dram");
-    const ResidencyInput in = WeightStore::residency_input(file, hp, unlimited, kv.all_bytes + host_activation_bytes(hp, run.n_batch),
+    const ResidencyInput in = WeightStore::residency_input(file, hp, unlimited, kv.all_bytes + host_activation_bytes(hp, run.n_batch * run.decode_rows),
                                                            run.prefetch_depth);
     return given_plan_least_dram(in, kv, plan);
 }

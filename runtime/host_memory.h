@@ -11,18 +11,21 @@ namespace strata::planner { struct Plan; }
 
 namespace strata::runtime {
 
-// The logits of the other sequences of a batch of n_batch planned for: a row each, and the pass's copy.
-uint64_t batch_logits_bytes(const models::Hparams& hp, int n_batch);
+// The logits of a decode pass's rows beyond its first (the batch's other sequences, a speculative
+// pass's drafts): a row each, and the pass's copy.
+uint64_t batch_logits_bytes(const models::Hparams& hp, int pass_rows);
 // What the CPU's forward pass holds besides weights and the KV cache: activations, one row of
-// logits, and the batch's.
-uint64_t host_activation_bytes(const models::Hparams& hp, int n_batch);
+// logits, and the other rows'.
+uint64_t host_activation_bytes(const models::Hparams& hp, int pass_rows);
 
-// The run a plan is checked for: n_batch sequences of n_ctx positions each.
+// The run a plan is checked for: n_batch sequences of n_ctx positions each, their decode passes
+// of decode_rows rows each.
 struct HostRun {
     int n_ctx = 0;
     int n_batch = 1;
     DType kv_type = DType::F16;
     int prefetch_depth = 2;
+    int decode_rows = 1;
 };
 // The least --dram `plan` (a plan for the CPU) runs in on `file`: its weights as it holds them,
 // the working memory, and the KV cache with every layer spilled (the engine keeps more of it in

@@ -45,6 +45,7 @@ runtime::EngineOptions ModelOptions::engine() const {
                         "matmul waits for the last (leave -t out for one per hardware thread)",
                         threads, cpu::default_thread_count());
     e.n_ctx = ctx;
+    e.decode_rows = spec == "off" ? 1 : spec_depth + 1;  // a speculative pass's drafts
     e.prefetch_depth = prefetch;
     e.kv_spill_dir = kv_spill;
     if (!prefix_spill.empty()) e.prefix_spill_bytes = prefix_spill == "0" ? 0 : parse_memory_size(prefix_spill);

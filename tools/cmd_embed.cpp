@@ -49,6 +49,7 @@ std::vector<std::string> input_texts(const EmbedOptions& o) {
 int run_embed(const EmbedOptions& o) {
     const std::vector<std::string> texts = input_texts(o);
     runtime::EngineOptions eo = o.m.engine();
+    eo.decode_rows = 1;  // nothing is decoded
     openai::EmbeddingRequest req;
     req.model = resolve_model_path(eo.model).stem().string();
     req.base64 = o.base64;

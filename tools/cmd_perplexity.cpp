@@ -39,6 +39,7 @@ int run_perplexity(const PerplexityOptions& o) {
     // (Phi-3's short or long factors) is the one it chooses for that context.
     mo.ctx = std::max(mo.ctx, o.ctx);
     runtime::EngineOptions eo = mo.engine();
+    eo.decode_rows = 1;  // nothing is decoded
     eo.sized_by = "a smaller --chunk";
     runtime::Engine engine(eo);
     const models::Tokenizer& tok = engine.tokenizer();

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/file_write.h"
 #include "planner/catalog.h"
@@ -87,6 +88,14 @@ uint64_t smallest_fitting_dram(const PlanOptions& o) {
     return hi;
 }
 
+bool dram_is_zero(const std::string& text) {
+    try {
+        return !text.empty() && parse_memory_size(text) == 0;
+    } catch (const UsageError&) {
+        return false;  // refused where it is read, naming the flag
+    }
+}
+
 // The runtime's --dram for the plan's DRAM budget, if one was given: --dram as written, a
 // --dram-budget (perhaps a share of --dram) in bytes.
 std::string dram_flag(const PlanOptions& o, double budget) {
@@ -98,9 +107,13 @@ std::string dram_flag(const PlanOptions& o, double budget) {
 
 int run_plan(const PlanOptions& given) {
     PlanOptions o = given;
-    // The engine's commands given no --dram hold $STRATA_DRAM: this machine's plan is for it too.
-    if (const uint64_t env = env_dram_budget(); env && o.dram.empty() && !names_catalog_parts(o) && o.hw.empty())
+    // --dram 0 is no limit, as the engine's commands take it: the machine's own memory.
+    if (dram_is_zero(o.dram)) {
+        o.dram.clear();
+    } else if (const uint64_t env = env_dram_budget(); env && o.dram.empty() && !names_catalog_parts(o) && o.hw.empty()) {
+        // The engine's commands given no --dram hold $STRATA_DRAM: this machine's plan is for it too.
         o.dram = std::to_string(env);
+    }
     if (o.ui) {
         // The page plans in the browser: what the command would print or write has no place there.
         for (const auto& [given, flag] : {std::pair{!o.export_engine.empty(), "--export"}, {o.json, "--json"}, {!o.out.empty(), "-o"},

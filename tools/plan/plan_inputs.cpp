@@ -14,6 +14,7 @@
 #include "models/gguf_file.h"
 #include "runtime/host_memory.h"
 #include "runtime/place/model_file_rate.h"
+#include "runtime/spec/speculation.h"
 
 namespace strata::cli {
 
@@ -78,7 +79,9 @@ SearchResult fit_runtime_dram(SearchResult r, const std::filesystem::path& file,
     const auto gguf = models::GgufFile::open(file);
     double planner_budget = budget;
     for (int round = 0;; ++round) {
-        const runtime::HostRun run{wl.kv_positions(), std::max(1, r.best.policy.batch), r.best.policy.kv_type, 2};
+        // As the engine's commands run it by default: speculating (--spec auto) with drafts of --spec-depth.
+        const runtime::HostRun run{wl.kv_positions(), std::max(1, r.best.policy.batch), r.best.policy.kv_type, 2,
+                                   1 + runtime::SpecOptions{}.max_depth};
         const auto need = static_cast<double>(runtime::least_dram_for_plan(gguf, r.best, run));
         if (need <= budget) {
             // Shown as the runtime counts it: the budget given, and what running the plan takes.
@@ -157,6 +160,8 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     opts.limits.op_offload = true;     // the device runtime's, for a long prompt
     opts.limits.head_on_device = true;     // the device runtime's head, in the GPU budget here,
     opts.limits.embedding_on_host = true;  // and its embeddings, looked up in DRAM
+    // This machine's model file: the runtime holds the output layer and embeddings in DRAM.
+    opts.limits.head_off_nvme = !local_model_file(o).empty();
     PlanRun run{plan_shape(o, opts.kv_types.front()), std::move(hardware), {}};
     const HardwareProfile& hw = run.hw;
     const Workload wl = plan_workload(o);
