@@ -106,9 +106,11 @@ Engine::Engine(const EngineOptions& opts)
         throw UsageError(fmt::format("a batch of {} sequences to plan for", opts.n_batch), "give at least 1 sequence");
     if (opts.decode_rows < 1)
         throw UsageError(fmt::format("{} rows a decode pass to plan for", opts.decode_rows), "give at least 1 row");
-    const int pass_rows = opts.n_batch * opts.decode_rows;
-    planned_batch_logits_ = batch_logits_bytes(hp_, pass_rows);
-    const uint64_t activations = host_activation_bytes(hp_, pass_rows);
+    // The batch's sequences and one sequence's drafts; a pass keeps its drafts within them under
+    // a budget (Scheduler::add_drafts, max_logit_rows).
+    planned_logit_rows_ = opts.n_batch + opts.decode_rows - 1;
+    planned_batch_logits_ = batch_logits_bytes(hp_, planned_logit_rows_);
+    const uint64_t activations = host_activation_bytes(hp_, planned_logit_rows_);
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
     const KvSize kv = kv_size(hp_, opts.kv_positions, n_ctx, opts.kv_type, opts.plan ? &*opts.plan : nullptr);
     // The GPU, when there is one to use: the planner places layers and KV on it.

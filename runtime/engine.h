@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,8 +58,9 @@ struct EngineOptions {
     std::string prompt;           // the prompt the run is for, when known: the plan is made for its tokens
     int n_prompt = 0;             // without `prompt`: its length in tokens, when known (bench's -d + -p)
     int n_batch = 1;              // sequences decoded together, when known: the plan is made for them
-    // Rows each sequence's decode pass computes at most: 1, or 1 + the drafts a speculative pass
-    // verifies; their logits are held in the budget from the start.
+    // Rows a sequence's decode pass computes at most: 1, or 1 + the drafts a speculative pass
+    // verifies; the logits of the batch's sequences and one sequence's drafts are held in the
+    // budget from the start.
     int decode_rows = 1;
     std::optional<planner::Plan> plan;  // --plan FILE: run by this plan instead of making one
     std::function<void(const Placement&)> on_plan;  // sees the plan before weights load (--show-plan)
@@ -145,6 +147,11 @@ public:
     // The run priced as it runs now (Placement::predict): the placement, or after device memory
     // was taken away, the layers moved to the CPU priced there. Safe from any thread.
     planner::Prediction predict(int n_prompt, int n_generated, int batch = 1, int decode_rows = 1) const;
+    // Rows of logits a pass computes within the DRAM budget: those it holds from the start
+    // (EngineOptions::n_batch and decode_rows); any number without a budget.
+    int64_t max_logit_rows() const {
+        return dram_->limit() == UINT64_MAX ? std::numeric_limits<int64_t>::max() : planned_logit_rows_;
+    }
     std::string_view backend_name() const { return backend_->name(); }
     // Where the device backend keeps the KV cache of the layers it computes; none on the CPU.
     std::optional<KvPlacement> kv_placement() const { return kv_on_; }
@@ -227,6 +234,7 @@ private:
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's
     std::optional<KvPlacement> kv_on_;  // with a device backend
     storage::Reservation working_;
+    int planned_logit_rows_ = 1;  // rows of logits the working memory holds from the start
     uint64_t planned_batch_logits_ = 0;  // the batch's logits the working memory holds from the start
     storage::Reservation batch_logits_;  // beyond those: grows with the largest batch eval_batch has run
     bool warned_logits_ = false;

@@ -18,8 +18,8 @@ uint64_t batch_logits_bytes(const models::Hparams& hp, int pass_rows);
 // logits, and the other rows'.
 uint64_t host_activation_bytes(const models::Hparams& hp, int pass_rows);
 
-// The run a plan is checked for: n_batch sequences of n_ctx positions each, their decode passes
-// of decode_rows rows each.
+// The run a plan is checked for: n_batch sequences of n_ctx positions each, a sequence's decode
+// pass of decode_rows rows (Engine: the batch's rows and one sequence's drafts).
 struct HostRun {
     int n_ctx = 0;
     int n_batch = 1;

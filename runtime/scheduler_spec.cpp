@@ -61,6 +61,8 @@ int64_t Scheduler::add_drafts(std::vector<SeqTokens>& batch, const std::vector<J
         // Drafts past the context or the tokens asked for could never be kept.
         int32_t limit = std::min<int32_t>(engine_.n_ctx() - held, j.request.params.n_predict - made - 1);
         limit = static_cast<int32_t>(std::min<int64_t>(limit, budget - added));
+        // And within the rows of logits the DRAM budget holds (this pass's decoders and drafts so far).
+        limit = static_cast<int32_t>(std::min<int64_t>(limit, engine_.max_logit_rows() - others - 1 - added));
         if (limit <= 0) continue;
         context.assign(j.request.prompt.begin(), j.request.prompt.end());
         context.insert(context.end(), j.result.tokens.begin(), j.result.tokens.end());

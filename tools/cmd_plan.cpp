@@ -138,7 +138,7 @@ int run_plan(const PlanOptions& given) {
         const std::string verdict = fmt::format("the workload does not fit this machine, even with its NVMe ({})", e.what());
         if (!o.export_engine.empty()) return export_launch(o, verdict);
         const uint64_t dram_fits = o.dram.empty() ? 0 : smallest_fitting_dram(o);
-        const std::string smallest = dram_fits ? fmt::format("--dram {} fits; ", format_size(static_cast<double>(dram_fits))) : "";
+        const std::string smallest = dram_fits ? fmt::format("--dram {} fits; ", format_bytes_at_least(dram_fits)) : "";
         throw OutOfBudget(verdict, fmt::format("{}{}{}--export vllm|sglang|llama-rpc writes the launch of a distributed engine sized for it",
                                                smallest, e.hint(), e.hint().empty() ? "" : "; or "));
     }

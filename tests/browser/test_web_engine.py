@@ -55,8 +55,8 @@ def main() -> int:
     if made.returncode != 0:
         skip(f"cannot make the synthetic mixture of experts: {made.stderr[-300:]}")
     # Attention on the simulated device, the experts sent to NVMe behind a DRAM cache that holds
-    # about a third of them (31M beside the device's staging, the head and the KV cache).
-    with Process("serve", "-m", str(model), "--ctx", "512", "--dram", "31M", "--device", "sim", "--gpu-mem", "64M",
+    # about a third of them (37M beside the device's staging, the head and the KV cache).
+    with Process("serve", "-m", str(model), "--ctx", "512", "--dram", "37M", "--device", "sim", "--gpu-mem", "64M",
                  "--override-tensor", "exps=nvme", ready_path="/health") as server, session() as driver:
         driver.get(server.url("/"))
         wait_for(driver, lambda d: row(d, "Expert cache"), 30, "the expert cache in the engine view")
@@ -73,7 +73,7 @@ def main() -> int:
         # Quiet now: the view and /metrics agree.
         m = metrics(server)
         hits, misses = int(m["strata_expert_cache_hits_total"]), int(m["strata_expert_cache_misses_total"])
-        assert misses > 0, "31M should not hold every expert"
+        assert misses > 0, "37M should not hold every expert"
         wait_for(driver, lambda d: f"({hits} of {hits + misses})" in row(d, "Expert cache"), 5, "the expert cache's counts")
         assert f"{100 * hits / (hits + misses):.1f} % hits" in row(driver, "Expert cache"), row(driver, "Expert cache")
         used = lambda tier: format_bytes(m[f'strata_memory_used_bytes{{tier="{tier}"}}'])  # noqa: E731

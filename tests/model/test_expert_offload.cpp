@@ -40,14 +40,15 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
     };
     const json all = run("");
     CHECK(all["memory"]["experts"].is_null());
-    // 26M holds everything but about half of the experts (the file is 23 MiB).
-    const json cached = run("--dram 26M");
+    // 32M holds everything but about half of the experts (the file is 23 MiB; 6 MiB of the budget
+    // are a speculative pass's logits).
+    const json cached = run("--dram 32M");
     CHECK(cached["tokens"] == all["tokens"]);
     const json& e = cached["memory"]["experts"];
     REQUIRE(e.is_object());
     CHECK(e["misses"].get<uint64_t>() > 0);
     CHECK(e["routing"].get<std::string>().rfind("uniform", 0) == 0);
-    CHECK(run("--dram 26M --expert-policy lru")["tokens"] == all["tokens"]);
+    CHECK(run("--dram 32M --expert-policy lru")["tokens"] == all["tokens"]);
     // On the simulated device: attention there, each layer's feed-forward on the host, its
     // experts resident, then read through the cache under --dram (which also holds the device's
     // staging), then with the KV cache in DRAM and the CPU attending; the overrides keep the
@@ -58,12 +59,12 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
         const char* summary;  // what the plan's summary says of the experts
     };
     for (const SimRun& sim : {SimRun{"--gpu-mem 64M --override-tensor exps=dram", "attention on the GPU and feed-forward on the CPU"},
-                              SimRun{"--gpu-mem 64M --dram 31M --override-tensor exps=nvme", "attention on the GPU and feed-forward on the CPU"},
-                              SimRun{"--gpu-mem 64M --dram 33M --attention cpu", ""},
+                              SimRun{"--gpu-mem 64M --dram 37M --override-tensor exps=nvme", "attention on the GPU and feed-forward on the CPU"},
+                              SimRun{"--gpu-mem 64M --dram 39M --attention cpu", ""},
                               SimRun{"--gpu-mem 64M", ""},
                               SimRun{"--gpu-mem 64M --ot 'blk\\.[0-3]\\.ffn_.*_exps=device' --ot exps=dram",
                                      "attention and 64 routed experts on the GPU"},
-                              SimRun{"--gpu-mem 64M --dram 31M --ot 'blk\\.[0-3]\\.ffn_.*_exps=device' --ot exps=nvme",
+                              SimRun{"--gpu-mem 64M --dram 37M --ot 'blk\\.[0-3]\\.ffn_.*_exps=device' --ot exps=nvme",
                                      "attention and 64 routed experts on the GPU"}}) {
         auto r = test::run_strata("generate -v --json --temp 0 -n 24 --ctx 256 -p 'The lighthouse keeper' --device sim -m " +
                                   model.string() + " " + sim.flags);
@@ -82,7 +83,7 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
             CHECK(got["memory"]["experts"]["device_share"].get<double>() == Approx(0.5));
             CHECK(got["memory"]["experts"]["predicted_device_share"].get<double>() == Approx(0.5));
         }
-        if (flags.find("--dram 31M") != std::string::npos && flags.find("device") == std::string::npos)
+        if (flags.find("--dram 37M") != std::string::npos && flags.find("device") == std::string::npos)
             CHECK(got["memory"]["experts"]["misses"].get<uint64_t>() > 0);
     }
     auto no_device = test::run_strata("generate -p hi -n 1 --device cpu -m " + model.string() + " --override-tensor exps=device");
@@ -97,10 +98,10 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
     INFO(bench.err);
     REQUIRE(bench.exit_code == 0);
     CHECK(std::filesystem::exists(dir / "moe.routing.json"));
-    const json measured = run("--dram 26M");
+    const json measured = run("--dram 32M");
     CHECK(measured["tokens"] == all["tokens"]);
     CHECK(measured["memory"]["experts"]["routing"].get<std::string>().rfind("measured", 0) == 0);
-    auto plan = test::run_strata("plan -m " + model.string() + " --dram 26M --dram-budget 26M");
+    auto plan = test::run_strata("plan -m " + model.string() + " --dram 32M --dram-budget 32M");
     CHECK(plan.exit_code == 0);
 
     // A batch of 8 sequences at a time under --dram, experts read through the cache: the budget
@@ -123,10 +124,12 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
                << "\n";
     }
     const auto batch = test::run_strata("batch -m " + model.string() + " -i " + input.string() + " -o " + output.string() +
-                                        " --dram 30M --ctx 1024 --max-batch 8");
+                                        " --dram 36M --ctx 1024 --max-batch 8");
     INFO(batch.err);
     CHECK(batch.exit_code == 0);
     CHECK_THAT(batch.err, Catch::Contains("12 answered, 0 bad lines, 0 failed"));
+    // Its passes' drafts kept within the logits the budget holds: never over it.
+    CHECK_THAT(batch.err, !Catch::Contains("running over the budget"));
 }
 
 TEST_CASE("the default (dense) model: a tensor given to NVMe by name is refused, the model having no experts", "[model][experts]") {
