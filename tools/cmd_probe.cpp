@@ -71,13 +71,16 @@ int run_probe(const ProbeOptions& o) {
             depths += fmt::format("{}{} {:.2f}", depths.empty() ? "" : ", ", format_size(bytes), gbps);
         fmt::print("          read with fewer in flight (streamed layers are priced at their ring's): {} GB/s\n", depths);
     }
-    for (const auto& r : p.cpu.rates)
-        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights{}{}, 4 tokens {:.1f}{}, 8 tokens {:.1f}{}; prefill GEMM "
-                   "{:7.1f} GFLOPS{}\n",
-                   dtype_name(r.type), r.gemv_gbps,
-                   r.gemv_thread_gbps > 0 ? fmt::format(" ({:.1f} on one thread)", r.gemv_thread_gbps) : "",
-                   narrow_note(r.gemv_narrow_gbps, r.gemv_thread_narrow_gbps), r.rows4_gbps, narrow_note(r.rows4_narrow_gbps),
-                   r.rows8_gbps, narrow_note(r.rows8_narrow_gbps), r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
+    for (const auto& r : p.cpu.rates) {
+        // A quick probe times no 4- and 8-token GEMV: left out rather than shown as 0.
+        const std::string rows = r.rows4_gbps > 0 || r.rows8_gbps > 0
+                                     ? fmt::format(", 4 tokens {:.1f} GB/s{}, 8 tokens {:.1f} GB/s{}", r.rows4_gbps,
+                                                   narrow_note(r.rows4_narrow_gbps), r.rows8_gbps, narrow_note(r.rows8_narrow_gbps))
+                                     : std::string();
+        fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights{}{}{}; prefill GEMM {:7.1f} GFLOPS{}\n", dtype_name(r.type),
+                   r.gemv_gbps, r.gemv_thread_gbps > 0 ? fmt::format(" ({:.1f} on one thread)", r.gemv_thread_gbps) : "",
+                   narrow_note(r.gemv_narrow_gbps, r.gemv_thread_narrow_gbps), rows, r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
+    }
     if (p.gpu)
         fmt::print("gpu       {} {}: {:.0f} GB/s, {:.0f} TFLOPS, PCIe {} {:.1f}/{:.1f} GB/s\n", p.gpu->name, format_size(p.gpu->memory_bytes),
                    p.gpu->mem_gbps, p.gpu->fp16_tflops, p.gpu->pcie, p.gpu->h2d_gbps, p.gpu->d2h_gbps);

@@ -2,6 +2,7 @@
 // command. Errors stop here: one line saying what went wrong, one saying how to fix it.
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "core/log.h"
 #include "models/chat_template.h"
 #include "tools/cli_options.h"
+#include "tools/flag_suggestion.h"
 #include "tools/version.h"
 
 using namespace strata;
@@ -61,10 +63,13 @@ CLI::Validator positive_number() {
         "POSITIVE");
 }
 
-// Added after a command's own flags, so that its help lists them first.
-void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
+// Added after a command's own flags, so that its help lists them first; the speculative
+// decoding flags where the command generates.
+void add_spec_options(CLI::App& cmd, cli::ModelOptions& m);
+
+void add_engine_options(CLI::App& cmd, cli::ModelOptions& m, bool generates = true) {
     cmd.option_defaults()->group(kEngine);
-    cmd.add_option("-t,--threads", m.threads, "CPU threads (default: every core)")->check(at_least(0));
+    cmd.add_option("-t,--threads", m.threads, "CPU threads (default, or 0: every core)")->check(at_least(0));
     cmd.add_option("-c,--ctx", m.ctx, "context size in tokens (default: the model's, at most 4096)")
         ->check(at_least(0));
     cmd.add_option("--dram", m.dram,
@@ -73,14 +78,16 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--prefetch", m.prefetch, "streamed layers read ahead of compute")->capture_default_str();
     cmd.add_option("--kv-spill", m.kv_spill,
                    "directory for KV cache layers that do not fit --dram (default: the cache folder; "
-                   "the file is removed on exit)");
+                   "the file is removed on exit)")
+        ->type_name("DIR");
     cmd.add_option("--prefix-spill", m.prefix_spill,
                    "disk in the --kv-spill directory for prefix-cache blocks evicted from DRAM, so a prompt that "
                    "starts like an earlier one gets its KV back instead of computing it again, e.g. 4G; 0: none "
                    "(default: four times the KV cache)");
-    cmd.add_option("--trace", m.trace, "write a Chrome/Perfetto trace of layer reads and compute to FILE.json");
+    cmd.add_option("--trace", m.trace, "write a Chrome/Perfetto trace of layer reads and compute to FILE.json")->type_name("FILE");
     cmd.add_option("--plan", m.plan_file,
-                   "place layers by this plan (JSON from `strata plan -m MODEL -o FILE`) instead of planning from --dram");
+                   "place layers by this plan (JSON from `strata plan -m MODEL -o FILE`) instead of planning from --dram")
+        ->type_name("FILE");
     cmd.add_option("--kv-type", m.kv_type,
                    "KV cache element type: f16 (default, as llama.cpp; a --plan's own type where it names one) halves "
                    "f32's memory and attention reads for a tiny rounding; bf16 the same with less precision; q8_0 about "
@@ -130,6 +137,12 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "what the expert cache keeps when experts are offloaded: adaptive (follows whichever of frequency and "
                    "lru this run's routing rewards), frequency (the most chosen) or lru (the most recent)")
         ->capture_default_str();
+    if (generates) add_spec_options(cmd, m);
+    cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running")->group(kEngine);
+    cmd.option_defaults()->group("Options");
+}
+
+void add_spec_options(CLI::App& cmd, cli::ModelOptions& m) {
     cmd.add_option("--spec", m.spec,
                    "speculative decoding: auto (draft tokens copied from the prompt and the text so far where its last words "
                    "appeared before, as many as pay at the measured price of a pass: none on a fast resident model, many "
@@ -147,8 +160,6 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m) {
                    "a small model of the same vocabulary (e.g. a smaller one of the family) that drafts for --spec draft, and "
                    "for --spec auto where given; held in memory, its greedy tokens verified as lookup's are (serve: beside each "
                    "model it loads, each request drafting in a sequence of its own)");
-    cmd.add_flag("--show-plan", m.show_plan, "print the placement plan and its predictions to stderr before running")->group(kEngine);
-    cmd.option_defaults()->group("Options");
 }
 
 void add_sampler_options(CLI::App& cmd, runtime::SamplerParams& s, std::optional<uint64_t>& seed) {
@@ -201,6 +212,9 @@ int output_written(int rc) {
 int main(int argc, char** argv) {
     CLI::App app{"Strata: run large language models on one workstation, across GPU, DRAM and NVMe"};
     app.require_subcommand(1);
+    // A flag given twice takes the last, as a command line edited by appending expects
+    // (repeatable flags keep every value).
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.set_version_flag("--version", fmt::format("strata {}", kVersion));
 
     cli::GenerateOptions gen;
@@ -215,14 +229,14 @@ int main(int argc, char** argv) {
     g->add_option("--stop", gen.stop, "stop when this text is generated (repeatable)");
     g->add_flag("--ignore-eos", gen.ignore_eos, "keep generating past end-of-sequence tokens");
     g->add_flag("--no-bos", gen.no_bos, "do not add the beginning-of-sequence token");
-    g->add_flag("--json", gen.json, "print one JSON object: prompt_tokens, tokens, text, timings");
-    g->add_option("--grammar", gen.grammar_file, "hold the output to the GBNF grammar in FILE (llama.cpp's notation)");
-    g->add_option("--json-schema", gen.schema_file, "hold the output to JSON that validates against the schema in FILE");
+    g->add_flag("--json", gen.json, "print one JSON object: prompt_tokens, tokens, text, stop_reason, timings, memory, plan");
+    g->add_option("--grammar", gen.grammar_file, "hold the output to the GBNF grammar in FILE (llama.cpp's notation)")->type_name("FILE");
+    g->add_option("--json-schema", gen.schema_file, "hold the output to JSON that validates against the schema in FILE")->type_name("FILE");
     add_sampler_options(*g, gen.sampler, gen_seed);
     add_engine_options(*g, gen.m);
 
     cli::ChatOptions chat;
-    auto* c = app.add_subcommand("chat", "talk with the model (plain generation when stdin is not a terminal)");
+    auto* c = app.add_subcommand("chat", "talk with the model (when stdin is not a terminal, what arrives there is one chat turn)");
     add_model_option(*c, chat.m);
     c->add_option("--system", chat.system, "system prompt");
     add_chat_template_option(*c, chat.chat_template);
@@ -237,14 +251,15 @@ int main(int argc, char** argv) {
     cli::PerplexityOptions ppl;
     auto* p = app.add_subcommand("perplexity", "measure perplexity on a text file (llama.cpp's method)");
     add_model_option(*p, ppl.m);
-    p->add_option("-f,--file", ppl.file, "text file")->required();
+    p->add_option("-f,--file", ppl.file, "text file")->required()->type_name("FILE");
     p->add_option("--chunk", ppl.ctx, "tokens per chunk; the second half of each is scored")->capture_default_str();
     p->add_option("--max-tokens", ppl.max_tokens, "use only the first N tokens of the file (0 = all)");
-    add_engine_options(*p, ppl.m);
+    add_engine_options(*p, ppl.m, /*generates=*/false);
 
     cli::InspectOptions insp;
     auto* i = app.add_subcommand("inspect", "print a GGUF file's metadata and tensor table");
-    i->add_option("model", insp.model, "GGUF model file (default: the default model)");
+    auto* insp_file = i->add_option("model", insp.model, "GGUF model file (default: the default model)");
+    i->add_option("-m,--model", insp.model, "the same, as the other commands take it")->excludes(insp_file);
     i->add_flag("--json", insp.json,
                 "print JSON: metadata values as data (numbers, booleans, whole strings; an array as {type, count, items} "
                 "with its first 16 items), the tensor table, the size and the parameter count");
@@ -254,7 +269,8 @@ int main(int argc, char** argv) {
     pl->add_option("-m,--model", plan.model, "GGUF file (header only is read) or a catalog shape name (default: the default model)");
     pl->add_option("--shape", plan.shape, "catalog model shape: llama3-8b, llama3-70b, llama3-405b, qwen2.5-7b, opt-175b, ...");
     pl->add_option("--weight-type", plan.weight_type, "weight type of a catalog shape: F16, Q8_0, Q4_K, Q4_K_M, Q4_0, ... (default: the shape's usual types, else F16)");
-    pl->add_option("--kv-type", plan.kv_type, "KV cache type: F16, Q8_0, Q4_0, or auto to search them (lossy)")->capture_default_str();
+    pl->add_option("--kv-type", plan.kv_type, "KV cache type: F16, BF16, F32, Q8_0, Q4_0, or auto to search F16, Q8_0 and Q4_0 (lossy)")
+        ->capture_default_str();
     pl->add_option("--hw", plan.hw, "hardware profile JSON from `strata probe -o FILE` (default: probe this machine, cached)");
     pl->add_option("--machine", plan.machine, "catalog machine, e.g. flexgen-t4 (FlexGen's T4 box)");
     std::string old_system;  // the flag's old name, which chat uses for the system prompt
@@ -387,7 +403,7 @@ int main(int argc, char** argv) {
     em->add_option("-f,--file", embed.file, "embed each line of FILE (default: each line of standard input)")->excludes(embed_texts);
     em->add_option("--pooling", embed.pooling, "mean, last or cls (first is another name for cls; default: the model's, last for a decoder)");
     em->add_flag("--base64", embed.base64, "vectors as base64 of little-endian float32, as encoding_format base64");
-    add_engine_options(*em, embed.m);
+    add_engine_options(*em, embed.m, /*generates=*/false);
 
     cli::BatchOptions batch;
     auto* ba = app.add_subcommand("batch", "run an OpenAI batch file (JSONL) through the scheduler; resumable");
@@ -403,8 +419,18 @@ int main(int argc, char** argv) {
     auto refuse = [&](const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);
         const auto used = app.get_subcommands();
-        std::fprintf(stderr, "strata: error: %s\n  hint: `strata %s--help` lists %s\n", e.what(),
-                     used.empty() ? "" : (used.front()->get_name() + " ").c_str(), used.empty() ? "the commands" : "its flags");
+        const std::string help = used.empty() ? "`strata --help` lists the commands"
+                                              : fmt::format("`strata {} --help` lists its flags", used.front()->get_name());
+        // A flag the command does not take: named, with the nearest one it does.
+        if (!used.empty() && dynamic_cast<const CLI::ExtrasError*>(&e))
+            for (const std::string& arg : used.front()->remaining())
+                if (arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1]))) {
+                    const std::string near = cli::nearest_flag(*used.front(), arg);
+                    std::fprintf(stderr, "strata: error: `strata %s` has no flag %s\n  hint: %s%s\n", used.front()->get_name().c_str(),
+                                 arg.c_str(), near.empty() ? "" : fmt::format("did you mean {}? ", near).c_str(), help.c_str());
+                    return e.get_exit_code();
+                }
+        std::fprintf(stderr, "strata: error: %s\n  hint: %s\n", e.what(), help.c_str());
         return e.get_exit_code();
     };
     try {

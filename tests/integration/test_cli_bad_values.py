@@ -75,6 +75,16 @@ def main() -> None:
     # A flag or a command that does not exist: the same two lines as every error.
     r = run(*generate, "--bogus")
     assert r.returncode != 0 and "strata: error:" in r.stderr and "hint: `strata generate --help`" in r.stderr, r.stderr
+    # A typo, or llama.cpp's underscores, gets the flag meant.
+    r = run(*generate, "--tmep", "0")
+    assert r.returncode != 0 and "has no flag --tmep" in r.stderr and "did you mean --temp?" in r.stderr, r.stderr
+    r = run("serve", "--max_batch", "4")
+    assert r.returncode != 0 and "did you mean --max-batch?" in r.stderr, r.stderr
+    # A flag given twice takes the last, as a command line edited by appending expects.
+    once = run(*generate, "-n", "4", "--temp", "0", "--json")
+    twice = run(*generate, "-n", "4", "--temp", "1.5", "--seed", "7", "--temp", "0", "--json")
+    assert once.returncode == 0 and twice.returncode == 0, twice.stderr
+    assert json.loads(once.stdout)["tokens"] == json.loads(twice.stdout)["tokens"], (once.stdout, twice.stdout)
     r = run("bogus")
     assert r.returncode != 0 and "'bogus' is not a command" in r.stderr, r.stderr
     r = run(*generate, "-n", "2", "-s", "-1")  # llama.cpp's "a new seed", not 2^64 - 1

@@ -17,7 +17,7 @@ constexpr const char* kHelp =
     "/stats       speed of the last reply and overall, prompt tokens cached and new, context used, plan\n"
     "/save FILE   write the conversation to FILE (JSON)\n"
     "/load FILE   continue the conversation saved in FILE\n"
-    "/exit        leave (so do Ctrl-D, and Ctrl-C at the prompt twice)\n"
+    "/exit, /quit leave (so do Ctrl-D, and Ctrl-C at the prompt twice)\n"
     "A line ending in \\ continues on the next line; a line starting with \"\"\" opens a block that\n"
     "a line ending in \"\"\" closes. Ctrl-C stops a reply.\n";
 
