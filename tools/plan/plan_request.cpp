@@ -75,12 +75,15 @@ PlanRequest parse_plan_request(std::string_view body_text, const LocalModels& lo
     }
     const std::string model = text(body, "model");
     if (model.empty()) throw invalid_request("'model' is required: a catalog shape or a GGUF file the server lists", "model");
-    if (const auto it = local.find(model); it != local.end())
+    // A local model by its file name, or by the id the server answers under (the name without .gguf).
+    auto it = local.find(model);
+    if (it == local.end()) it = local.find(model + ".gguf");
+    if (it != local.end())
         o.model = it->second;
     else if (planner::Catalog::builtin().find_model(model))
         o.shape = model;
     else
-        throw invalid_request(fmt::format("model '{}' is neither a catalog shape nor a GGUF file this server lists", openai::shown(Json(model))),
+        throw invalid_request(fmt::format("model {} is neither a catalog shape nor a GGUF file this server lists", openai::shown(Json(model))),
                               "model", "model_not_found");
     o.gpu = text(body, "gpu");
     o.machine = text(body, "machine");

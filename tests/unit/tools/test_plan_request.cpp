@@ -74,6 +74,8 @@ TEST_CASE("plan request: a GGUF model is one the server lists, by name", "[unit]
     const PlanOptions o = parse_plan_request(R"({"model": "tiny.gguf", "gpu": "none"})", kLocal).options;
     CHECK(o.model == "/models/tiny.gguf");
     CHECK(o.shape.empty());
+    // Or by the id the server answers under, as every other endpoint names it.
+    CHECK(parse_plan_request(R"({"model": "tiny", "gpu": "none"})", kLocal).options.model == "/models/tiny.gguf");
     for (const char* path : {"/models/tiny.gguf", "../tiny.gguf", "/etc/passwd"}) {
         const auto e = error_of(json({{"model", path}, {"gpu", "none"}}).dump());
         CHECK(e.status() == 400);
