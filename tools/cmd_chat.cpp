@@ -17,6 +17,7 @@
 #include "tools/chat/interrupt.h"
 #include "tools/chat/line_input.h"
 #include "tools/cli_options.h"
+#include "tools/progress.h"
 
 namespace strata::cli {
 
@@ -90,7 +91,9 @@ int run_chat(const ChatOptions& o) {
 
     runtime::EngineOptions eo = o.m.engine();
     eo.n_predict = tokens_to_generate(o.n_predict);  // the plan's workload
+    std::optional<LoadingNotice> loading(eo.model);
     runtime::Engine engine(eo);
+    loading.reset();
     runtime::SchedulerOptions so;
     so.max_batch = 1;  // one conversation
     const auto draft = o.m.load_draft_model(engine);

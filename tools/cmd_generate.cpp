@@ -16,6 +16,7 @@
 #include "runtime/scheduler.h"
 #include "runtime/weights/weight_store.h"
 #include "tools/cli_options.h"
+#include "tools/progress.h"
 
 namespace strata::cli {
 
@@ -90,7 +91,9 @@ int run_generate(const GenerateOptions& o) {
     const int n_predict = tokens_to_generate(o.n_predict);
     eo.n_predict = n_predict;  // the plan's workload: this request
     eo.prompt = prompt;
+    std::optional<LoadingNotice> loading(eo.model);
     runtime::Engine engine(eo);
+    loading.reset();
     const models::Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(prompt, tok.add_bos_default() && !o.no_bos, true);
 

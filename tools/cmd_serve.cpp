@@ -21,6 +21,7 @@
 #include "core/model_paths.h"
 #include "models/model_dir.h"
 #include "tools/cli_options.h"
+#include "tools/progress.h"
 #include "tools/ollama/duration.h"
 #include "tools/server/api_server.h"
 
@@ -146,17 +147,19 @@ int run_serve(const ServeOptions& o) {
     config.cors_origins = o.cors_origins;
     config.allowed_hosts = o.allowed_hosts;
     server::ModelRegistry registry(std::move(ro));
+    // The address first: a port in use is refused before a model takes seconds to load.
+    server::ApiServer api(config, registry);
+    api.bind();
     std::string first_id;
     int first_ctx = 0;
     {
         // Dropped at once: the default model may be unloaded like any other. A folder's first
         // model that fails to load gives its place to the next (a named -m does not).
+        LoadingNotice loading(o.m.model);
         const auto first = registry.preload_default(o.m.model.empty());
         first_id = first->info.id;
         first_ctx = first->engine->n_ctx();
     }
-    server::ApiServer api(config, registry);
-    api.bind();
     if (!is_loopback(config.host) && config.api_key.empty())
         STRATA_LOG_WARN("serve: listening on {} without an API key: anyone who can reach this address can use the model "
                         "(set --api-key or STRATA_API_KEY)", config.host);

@@ -3,6 +3,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <system_error>
+
+#include "core/bytes.h"
+#include "core/model_paths.h"
 
 namespace strata::cli {
 
@@ -26,6 +30,27 @@ void Progress::finish() {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     std::fprintf(stderr, "%s%s: %zu/%zu done in %.1fs%s\n", tty_ ? "\r" : "", label_.c_str(), done_, total_, secs,
                  tty_ ? "\033[K" : "");
+}
+
+LoadingNotice::LoadingNotice(const std::filesystem::path& model) {
+    constexpr uint64_t kNoticed = 256ull << 20;  // smaller files load in well under a second
+    if (!isatty(STDERR_FILENO)) return;
+    std::filesystem::path path;
+    try {
+        path = resolve_model_path(model);
+    } catch (const std::exception&) {
+        return;  // the engine says what is wrong with it
+    }
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    if (ec || size < kNoticed) return;
+    std::fprintf(stderr, "strata: loading %s (%s)...", path.filename().string().c_str(), format_bytes(size).c_str());
+    std::fflush(stderr);
+    shown_ = true;
+}
+
+LoadingNotice::~LoadingNotice() {
+    if (shown_) std::fprintf(stderr, "\r\033[K");
 }
 
 }  // namespace strata::cli

@@ -3,6 +3,7 @@
 // except for the final line.
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <string>
 
 namespace strata::cli {
@@ -19,6 +20,19 @@ private:
     size_t done_ = 0;
     bool tty_;
     std::chrono::steady_clock::time_point start_;
+};
+
+// "strata: loading NAME (SIZE)..." on stderr while a model loads, erased once it has: on a
+// terminal only, and only for a file large enough to take a moment (reading its weights).
+class LoadingNotice {
+public:
+    explicit LoadingNotice(const std::filesystem::path& model);  // empty: the default model
+    ~LoadingNotice();
+    LoadingNotice(const LoadingNotice&) = delete;
+    LoadingNotice& operator=(const LoadingNotice&) = delete;
+
+private:
+    bool shown_ = false;
 };
 
 }  // namespace strata::cli
