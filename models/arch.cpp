@@ -18,10 +18,10 @@ constexpr std::array<ArchTraits, 10> kArchs = {{
      .ffn_act = FfnAct::GeluTanh, .embd_scaled = true, .swa_period = 6, .swa_local_rope = true},
     {.name = "phi3", .arch = Arch::Phi3, .rope_mode = RopeMode::NeoX},
     // src/models/deepseek2.cpp: MLA, experts after leading dense layers, routing from the file.
-    {.name = "deepseek2", .arch = Arch::DeepSeek2, .needs_experts = true, .mla = true, .yarn = true, .expert_norm = false},
+    {.name = "deepseek2", .arch = Arch::DeepSeek2, .needs_experts = true, .mla = true, .expert_norm = false},
     // src/models/openai-moe.cpp: every other layer slides, sinks, biases, a softmax over the chosen experts.
     {.name = "gpt-oss", .arch = Arch::GptOss, .rope_mode = RopeMode::NeoX, .qkv_bias = true, .ffn_act = FfnAct::SiluClamped,
-     .swa_period = 2, .needs_experts = true, .attn_sinks = true, .attn_out_bias = true, .expert_biases = true, .yarn = true,
+     .swa_period = 2, .needs_experts = true, .attn_sinks = true, .attn_out_bias = true, .expert_biases = true,
      .gating = ExpertGating::SoftmaxChosen, .gating_from_file = false, .expert_norm = false},
 }};
 }  // namespace

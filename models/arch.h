@@ -36,7 +36,6 @@ struct ArchTraits {
     bool attn_sinks = false;    // attn_sinks: a logit per head in each softmax's denominator (gpt-oss)
     bool attn_out_bias = false; // attn_output.bias (gpt-oss)
     bool expert_biases = false; // the router's and each expert's biases (gpt-oss)
-    bool yarn = false;          // YaRN rope scaling (rope.scaling.type yarn) is applied
     ExpertGating gating = ExpertGating::Softmax;  // without expert_gating_func
     bool gating_from_file = true;                 // expert_gating_func read (gpt-oss's is fixed)
     bool expert_norm = true;    // the chosen experts' weights normalised without expert_weights_norm

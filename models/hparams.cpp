@@ -40,11 +40,11 @@ void read_rope_scaling(const Keys& k, const ArchTraits& t, Hparams& h) {
     // As llama.cpp: the factor scales positions linearly unless the type names another method.
     const std::string scaling = k.f.get_string_opt(k.key("rope.scaling.type")).value_or("linear");
     const double factor = k.f.get_float_opt(k.key("rope.scaling.factor")).value_or(k.number_or("rope.scale_linear", 1.0));
-    const bool yarn = scaling == "yarn" && t.yarn;
+    // YaRN applies to every architecture, as llama.cpp applies it (a Qwen2.5 file extended to 128K).
+    const bool yarn = scaling == "yarn";
     if (scaling != "linear" && scaling != "none" && !yarn)
         throw FormatError(fmt::format("rope scaling type '{}' is not supported for {}", scaling, t.name),
-                          "supported: none, linear (and llama3 rope_freqs, phi3 long/short rope factors, YaRN for "
-                          "deepseek2 and gpt-oss)");
+                          "supported: none, linear, yarn (and llama3 rope_freqs, phi3 long/short rope factors)");
     if (!(factor >= 0 && std::isfinite(factor)))  // NaN fails both; infinity would stop the rotation
         throw FormatError(fmt::format("rope scaling factor {} is not a finite number of 0 or more", factor), std::string(kBrokenMetadata));
     if (factor > 0) h.rope_freq_scale = static_cast<float>(1.0 / factor);

@@ -86,6 +86,10 @@ CONFIGS = [
            n_expert_used=2, n_ff_exp=32, value_length=32, gating=1, norm_weights=False, weights_scale=1.0,
            extra_u32={"attention.kv_lora_rank": 32, "attention.key_length_mla": 40,
                       "attention.value_length_mla": 16, "leading_dense_block_count": 1, "expert_shared_count": 2}),
+    # YaRN on an architecture of no YaRN of its own, as a Qwen2.5 file extended past its training.
+    config("qwen2-yarn", "qwen2", n_rot=8, rope_base=1000000.0, tied=False, qkv_bias=True,
+           extra_str={"rope.scaling.type": "yarn"}, extra_f32={"rope.scaling.factor": 4.0},
+           extra_u32={"rope.scaling.original_context_length": 16}),
 ]
 QUANT_CONFIG = dict(arch="llama", n_vocab=96, n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=256, n_rot=64,
                     rope_base=10000.0, rope_freqs=False, tied=True, qkv_bias=False, linear_scale=0.0)

@@ -286,9 +286,9 @@ TEST_CASE("hparams: what Strata cannot run is refused with the reason", "[unit][
          "rope scaling factor inf is not a finite number"},
         {"a rope scaling factor that is not a number", "llama", [](GgufWriter& w) { w.kv_f32("llama.rope.scaling.factor", std::nanf("")); },
          "rope scaling factor nan"},
-        {"yarn rope scaling", "qwen3",
-         [](GgufWriter& w) { w.kv_string("qwen3.rope.scaling.type", "yarn").kv_f32("qwen3.rope.scaling.factor", 4.0f); },
-         "'yarn' is not supported"},
+        {"an unknown rope scaling type", "qwen3",
+         [](GgufWriter& w) { w.kv_string("qwen3.rope.scaling.type", "longrope2").kv_f32("qwen3.rope.scaling.factor", 4.0f); },
+         "'longrope2' is not supported"},
     };
     for (const Refusal& r : cases) {
         INFO(r.what);
