@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cctype>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "planner/json_util.h"
 #include "planner/units.h"
 
@@ -256,6 +259,53 @@ HardwareProfile profile_from_catalog(const DryRunSpec& spec, const Catalog& cat)
     p.name = sys ? sys->name : fmt::format("{} + {} {} + NVMe {}", p.gpu ? p.gpu->name : "no GPU", format_size(p.dram.capacity_bytes), p.dram.kind, n->name);
     p.validate();
     return p;
+}
+
+HardwareProfile with_catalog_parts(HardwareProfile base, const DryRunSpec& parts, const Catalog& cat) {
+    if (!parts.system.empty()) throw UsageError("a catalog machine replaces every part, not some", "leave out the profile or the machine");
+    if (!parts.dram_kind.empty() && parts.cpu.empty())
+        throw UsageError(fmt::format("--dram-kind {} needs the CPU whose memory channels it fills", parts.dram_kind),
+                         "name the CPU too (--cpu), or plan a catalog machine (--machine)");
+    const HardwareProfile named = profile_from_catalog(parts, cat);  // every part, the unnamed ones the catalog's defaults
+    std::vector<std::string> swapped;
+    const auto note = [&](std::string_view part) {
+        for (const std::string& n : named.notes)
+            if (n.rfind(std::string(part) + ": ", 0) == 0) base.notes.push_back(n);
+    };
+    if (!parts.gpu.empty()) {
+        base.gpu = named.gpu;  // none, or the catalog's card with its link and memory
+        base.sim.reset();
+        swapped.push_back(named.gpu ? named.gpu->name : "no GPU");
+        note("gpu"), note("pcie");
+    } else if (!parts.pcie.empty()) {
+        if (!base.gpu) throw UsageError(fmt::format("--pcie {} names a GPU's link, and this machine has no GPU", parts.pcie),
+                                        "name one with --gpu");
+        const PcieEntry* pe = cat.find_pcie(parts.pcie);
+        if (!pe) throw UsageError(fmt::format("'{}' is not a catalog PCIe generation", parts.pcie), "use gen3, gen4 or gen5");
+        base.gpu->pcie = pe->name + " x16";
+        base.gpu->h2d_gbps = base.gpu->d2h_gbps = pe->x16_gbps * cat.efficiency.pcie;
+        if (base.gpu->ops) base.gpu->ops->h2d_gbps = base.gpu->ops->d2h_gbps = base.gpu->h2d_gbps;
+        swapped.push_back("PCIe " + pe->name);
+        note("pcie");
+    }
+    if (!parts.cpu.empty()) {
+        const uint64_t capacity = base.dram.capacity_bytes;
+        base.cpu = named.cpu;
+        base.dram = named.dram;
+        base.dram.capacity_bytes = parts.dram ? *parts.dram : capacity;
+        swapped.push_back(named.cpu.name + " with " + named.dram.kind);
+        note("cpu"), note("dram");
+    }
+    if (!parts.nvme.empty()) {
+        const uint64_t capacity = base.nvme.capacity_bytes;
+        base.nvme = named.nvme;
+        base.nvme.capacity_bytes = parts.nvme_capacity ? *parts.nvme_capacity : capacity;
+        swapped.push_back(named.nvme.name);
+        note("nvme");
+    }
+    base.source = fmt::format("{}, with {} from the catalog", base.source, fmt::join(swapped, ", "));
+    base.validate();
+    return base;
 }
 
 }  // namespace strata::planner

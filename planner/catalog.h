@@ -106,5 +106,11 @@ struct DryRunSpec {
 
 // Throws UsageError (listing the known names) for an unknown name.
 HardwareProfile profile_from_catalog(const DryRunSpec& spec, const Catalog& catalog = Catalog::builtin());
+// `base` (this machine's probe, or a profile file) with the parts `parts` names in place of its
+// own, each priced from its catalog entry: a GPU (or "none") with its link and memory, a link
+// for base's own GPU, a CPU with its DRAM kind and channels, a disk generation. Capacities stay
+// base's unless `parts` gives them. `parts.system` must be empty (a whole machine is
+// profile_from_catalog's); a DRAM kind needs the CPU whose channels it fills. Throws UsageError.
+HardwareProfile with_catalog_parts(HardwareProfile base, const DryRunSpec& parts, const Catalog& catalog = Catalog::builtin());
 
 }  // namespace strata::planner

@@ -272,7 +272,9 @@ int main(int argc, char** argv) {
     pl->add_option("--kv-type", plan.kv_type, "KV cache type: F16, BF16, F32, Q8_0, Q4_0, or auto to search F16, Q8_0 and Q4_0 (lossy)")
         ->capture_default_str();
     pl->add_option("--hw", plan.hw, "hardware profile JSON from `strata probe -o FILE` (default: probe this machine, cached)");
-    pl->add_option("--machine", plan.machine, "catalog machine, e.g. flexgen-t4 (FlexGen's T4 box)");
+    pl->add_option("--machine", plan.machine,
+                   "catalog machine, e.g. flexgen-t4 (FlexGen's T4 box); `this`: this machine (or --hw's), the parts named "
+                   "beside it in place of its own (parts named without --machine make the catalog's 16-core desktop around them)");
     std::string old_system;  // the flag's old name, which chat uses for the system prompt
     pl->add_option("--system", old_system, "the old name of --machine")->group("");
     pl->add_option("--gpu", plan.gpu, "catalog GPU (rtx3090, rtx4090, rtx5090, l40s, a100-40g, a100-80g, h100-80g, h200, t4) or none");
@@ -282,9 +284,9 @@ int main(int argc, char** argv) {
     pl->add_option("--dram", plan.dram,
                    "DRAM the run may use, e.g. 64G, all of it the plan's budget as generate's --dram is, counted as the "
                    "runtime counts it for this machine's model file (default: $STRATA_DRAM, else this machine's, 90% of it "
-                   "the budget; 0: this machine's)");
+                   "the budget; 0: this machine's; a catalog machine's own, 64G where parts make one)");
     pl->add_option("--dram-kind", plan.dram_kind, "DRAM kind: ddr4-3200, ddr5-4800, ddr5-5600, ddr5-6400 (default: the CPU's)");
-    pl->add_option("--nvme", plan.nvme, "NVMe generation: gen3, gen4, gen5 (default gen4)");
+    pl->add_option("--nvme", plan.nvme, "NVMe generation: gen3, gen4, gen5 (default: this machine's disk; gen4 in a catalog machine)");
     pl->add_option("--nvme-bw", plan.nvme_bw, "NVMe sequential read in GB/s (overrides the drive's)")->check(positive_number());
     pl->add_option("--nvme-size", plan.nvme_size, "NVMe space, e.g. 2T");
     pl->add_option("--gpu-budget", plan.gpu_budget, "GPU memory the plan may use (default: the GPU's less 4%, at least 512 MiB; 0: the CPU alone)");

@@ -3,15 +3,23 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/model_paths.h"
+#include "planner/catalog.h"
 #include "probe/probe.h"
 #include "tools/plan/plan_inputs.h"
 
 namespace strata::cli {
 
 planner::HardwareProfile load_hardware(const PlanOptions& o) {
-    const bool dry_run = names_catalog_parts(o);
-    if (!o.hw.empty() && dry_run) throw UsageError("--hw and catalog parts (--gpu, --machine, ...) cannot be combined");
-    if (dry_run) return catalog_hardware(o);
+    // Catalog parts make a catalog machine (the catalog's desktop where --machine names none), a
+    // dry run anyone can repeat; beside `--machine this` they replace this machine's own parts (or
+    // the profile file's): "this machine with an RTX 4090".
+    const bool this_machine = o.machine == kThisMachine;
+    if (names_catalog_parts(o) && !this_machine) {
+        if (!o.hw.empty())
+            throw UsageError("--hw and catalog parts (--gpu, --machine, ...) cannot be combined",
+                             "add `--machine this` to put the parts in the profile's machine");
+        return catalog_hardware(o);
+    }
     planner::HardwareProfile hw;
     if (!o.hw.empty()) {
         hw = probe::load_profile(o.hw);
@@ -20,6 +28,7 @@ planner::HardwareProfile load_hardware(const PlanOptions& o) {
         hw = probe::measured_profile(source, models_dir());
         STRATA_LOG_INFO("planner: hardware profile from {}", source);
     }
+    if (names_catalog_parts(o)) hw = planner::with_catalog_parts(std::move(hw), catalog_parts(o));  // `--machine this` and parts
     // Capacities given on the command line override the profile's.
     if (!o.gpu_mem.empty()) {
         if (!hw.gpu) throw UsageError("--gpu-mem given but the profile has no GPU", "name one with --gpu");

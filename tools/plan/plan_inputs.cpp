@@ -133,24 +133,27 @@ uint64_t capacity(const std::string& text, const char* flag) {
 }
 
 bool names_catalog_parts(const PlanOptions& o) {
-    return !o.machine.empty() || !o.gpu.empty() || !o.cpu.empty() || !o.pcie.empty() || !o.nvme.empty() || !o.dram_kind.empty();
+    return (!o.machine.empty() && o.machine != kThisMachine) || !o.gpu.empty() || !o.cpu.empty() || !o.pcie.empty() ||
+           !o.nvme.empty() || !o.dram_kind.empty();
 }
 
 std::filesystem::path local_model_file(const PlanOptions& o) {
     return names_catalog_parts(o) || !o.hw.empty() ? std::filesystem::path{} : plan_model_file(o);
 }
 
-HardwareProfile catalog_hardware(const PlanOptions& o) {
+DryRunSpec catalog_parts(const PlanOptions& o) {
     if (!o.gpu_mem.empty() && o.gpu == "none")
         throw UsageError("--gpu-mem sizes a GPU, and --gpu none plans without one", "leave one of them out");
     DryRunSpec spec;
-    spec.system = o.machine, spec.gpu = o.gpu, spec.pcie = o.pcie, spec.cpu = o.cpu, spec.dram_kind = o.dram_kind, spec.nvme = o.nvme;
+    spec.system = o.machine == kThisMachine ? "" : o.machine, spec.gpu = o.gpu, spec.pcie = o.pcie, spec.cpu = o.cpu, spec.dram_kind = o.dram_kind, spec.nvme = o.nvme;
     if (!o.gpu_mem.empty()) spec.gpu_memory = capacity(o.gpu_mem, "--gpu-mem");
     if (!o.dram.empty()) spec.dram = capacity(o.dram, "--dram");
     if (!o.nvme_size.empty()) spec.nvme_capacity = capacity(o.nvme_size, "--nvme-size");
     if (o.nvme_bw > 0) spec.nvme_read_gbps = o.nvme_bw;
-    return profile_from_catalog(spec);
+    return spec;
 }
+
+HardwareProfile catalog_hardware(const PlanOptions& o) { return profile_from_catalog(catalog_parts(o)); }
 
 PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     PlannerOptions opts;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "planner/catalog.h"
 #include "planner/hardware_profile.h"
 #include "planner/model_shape.h"
 #include "planner/policy_search.h"
@@ -36,8 +37,12 @@ DType plan_kv_type(const PlanOptions& o);
 std::filesystem::path local_model_file(const PlanOptions& o);
 // An installed capacity (--dram, --gpu-mem, --nvme-size) in bytes; a share ("50%") is a UsageError.
 uint64_t capacity(const std::string& text, const char* flag);
-// Whether the options name catalog parts (--gpu, --system, --cpu, --pcie, --nvme, --dram-kind).
+// `--machine this`: this machine's probe (or --hw's profile), the parts named beside it in place of its own.
+inline constexpr const char* kThisMachine = "this";
+// Whether the options name catalog parts (--gpu, --machine but `this`, --cpu, --pcie, --nvme, --dram-kind).
 bool names_catalog_parts(const PlanOptions& o);
+// The catalog parts and capacities the options name.
+planner::DryRunSpec catalog_parts(const PlanOptions& o);
 // The machine those catalog parts make, with the capacities given (a dry run).
 planner::HardwareProfile catalog_hardware(const PlanOptions& o);
 // No device placement fits the GPU budget, but the CPU alone would hold the workload: the

@@ -81,6 +81,41 @@ TEST_CASE("a system's measured figures stay with its own parts: a GPU or disk na
     CHECK(p.dram.read_gbps == t4.dram.read_gbps);  // the system's own CPU and DRAM keep its measurements
 }
 
+TEST_CASE("parts named beside a machine's own profile replace only themselves", "[unit][planner]") {
+    // A profile standing for this machine's probe: the T4 machine's measured figures.
+    const HardwareProfile base = profile_from_catalog(system_spec("flexgen-t4"));
+    DryRunSpec gpu;
+    gpu.gpu = "rtx4090";
+    const HardwareProfile with_gpu = with_catalog_parts(base, gpu);
+    REQUIRE(with_gpu.has_gpu());
+    CHECK(with_gpu.gpu->memory_bytes == profile_from_catalog(gpu).gpu->memory_bytes);  // the 4090's own
+    CHECK(with_gpu.cpu.n_cores == base.cpu.n_cores);                                   // the rest the machine's
+    CHECK(with_gpu.dram.read_gbps == base.dram.read_gbps);
+    CHECK(with_gpu.dram.capacity_bytes == base.dram.capacity_bytes);
+    CHECK(with_gpu.nvme.read_gbps == base.nvme.read_gbps);
+    DryRunSpec link;
+    link.pcie = "gen5";
+    const HardwareProfile faster_link = with_catalog_parts(base, link);
+    CHECK(faster_link.gpu->memory_bytes == base.gpu->memory_bytes);
+    CHECK(faster_link.gpu->h2d_gbps > base.gpu->h2d_gbps);
+    DryRunSpec cpu;
+    cpu.cpu = "epyc-9654";
+    const HardwareProfile with_cpu = with_catalog_parts(base, cpu);
+    CHECK(with_cpu.cpu.n_cores == profile_from_catalog(cpu).cpu.n_cores);
+    CHECK(with_cpu.dram.read_gbps == profile_from_catalog(cpu).dram.read_gbps);
+    CHECK(with_cpu.dram.capacity_bytes == base.dram.capacity_bytes);  // the memory installed stays
+    CHECK(*with_cpu.gpu == *base.gpu);
+    DryRunSpec none;
+    none.gpu = "none";
+    CHECK_FALSE(with_catalog_parts(base, none).has_gpu());
+    // A DRAM kind fills a CPU's channels; a link is a GPU's; a whole machine is not a part.
+    DryRunSpec kind;
+    kind.dram_kind = "ddr5-4800";
+    CHECK_THROWS_WITH(with_catalog_parts(base, kind), Catch::Contains("needs the CPU"));
+    CHECK_THROWS_WITH(with_catalog_parts(with_catalog_parts(base, none), link), Catch::Contains("has no GPU"));
+    CHECK_THROWS_AS(with_catalog_parts(base, system_spec("flexgen-t4")), UsageError);
+}
+
 TEST_CASE("catalog model shapes: every name builds, llama3-8b has 8.03 B parameters", "[unit][planner]") {
     for (const auto& m : Catalog::builtin().models) {
         INFO(m.name);
