@@ -186,6 +186,12 @@ public:
     virtual uint64_t poll_memory() { return memory().arena().limit(); }
 
     // What the ops read: weight and KV cache element types.
+    // Whether its decode attention gives a draft tree's row exactly what plain decoding at the
+    // row's position gives (its keys summed in position order, as the CPU's kernel sums them:
+    // cpu::attention), so that speculating with trees changes no token. The simulated device runs
+    // the CPU's kernel; the CUDA kernel sums a tree's keys in slot order (lanes of 32 keys, splits
+    // of 128), which can round a node off the likeliest path otherwise.
+    virtual bool exact_tree_attention() const { return true; }
     virtual bool supports_weight(DType t) const = 0;
     virtual bool supports_kv(DType t) const = 0;
     // Floats of scratch decode_attention needs for these sizes.
