@@ -1,5 +1,7 @@
 #include "tools/plan/plan_hardware.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/log.h"
 #include "core/model_paths.h"
@@ -15,8 +17,10 @@ planner::HardwareProfile load_hardware(const PlanOptions& o) {
     // the profile file's): "this machine with an RTX 4090".
     const bool this_machine = o.machine == kThisMachine;
     if (names_catalog_parts(o) && !this_machine) {
+        if (!o.hw.empty() && !o.machine.empty())
+            throw UsageError(fmt::format("--hw and --machine {} both name the machine", o.machine), "give one of them");
         if (!o.hw.empty())
-            throw UsageError("--hw and catalog parts (--gpu, --machine, ...) cannot be combined",
+            throw UsageError("--hw and catalog parts (--gpu, --cpu, ...) cannot be combined",
                              "add `--machine this` to put the parts in the profile's machine");
         return catalog_hardware(o);
     }

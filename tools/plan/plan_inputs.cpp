@@ -153,7 +153,10 @@ DryRunSpec catalog_parts(const PlanOptions& o) {
     return spec;
 }
 
-HardwareProfile catalog_hardware(const PlanOptions& o) { return profile_from_catalog(catalog_parts(o)); }
+HardwareProfile catalog_hardware(const PlanOptions& o) {
+    STRATA_ASSERT(o.machine != kThisMachine && "this machine's profile is load_hardware's");
+    return profile_from_catalog(catalog_parts(o));
+}
 
 PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     PlannerOptions opts;

@@ -88,6 +88,7 @@ PlanRequest parse_plan_request(std::string_view body_text, const LocalModels& lo
     o.gpu = text(body, "gpu");
     o.machine = text(body, "machine");
     if (o.machine.empty()) o.machine = text(body, "system");  // the field's old name, as the flag's
+    if (o.machine == kThisMachine) request.machine = true;  // as `--machine this`: 'hw': "machine"
     if (o.gpu.empty() && o.machine.empty() && !request.machine)
         throw invalid_request("name the hardware: 'gpu' (a catalog GPU or \"none\"), 'machine' (a catalog system), or 'hw': "
                               "\"machine\" (this machine)",
@@ -105,9 +106,12 @@ PlanRequest parse_plan_request(std::string_view body_text, const LocalModels& lo
     o.objective = text(body, "objective");
     o.no_cpu_attention = openai::boolean(body, "no_cpu_attention");
     o.no_recompute = openai::boolean(body, "no_recompute");
-    if (request.machine && names_catalog_parts(o))
-        throw invalid_request("'hw': \"machine\" plans for this machine's own parts: leave out gpu, system, cpu, pcie, nvme "
-                              "and dram_kind (capacities and budgets may still be given)", "hw");
+    // This machine with the parts named in place of its own (`--machine this`); not a catalog machine too.
+    if (request.machine && !o.machine.empty() && o.machine != kThisMachine)
+        throw invalid_request(fmt::format("'hw': \"machine\" is this machine, and 'machine' {} a catalog one: name one of them",
+                                          openai::shown(Json(o.machine))),
+                              "hw");
+    if (request.machine) o.machine = kThisMachine;
     return request;
 }
 

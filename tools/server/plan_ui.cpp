@@ -34,7 +34,7 @@ std::string page_defaults(const cli::PlanOptions& o) {
     nlohmann::json d = nlohmann::json::object();
     const std::string model = !o.shape.empty() ? o.shape : !o.model.empty() ? o.model : resolve_model_path("").string();
     d["model"] = std::filesystem::exists(model) ? std::filesystem::path(model).filename().string() : model;
-    if (!cli::names_catalog_parts(o)) d["hw"] = "machine";
+    if (!cli::names_catalog_parts(o) || o.machine == cli::kThisMachine) d["hw"] = "machine";
     const std::pair<const char*, const std::string*> texts[] = {
         {"weight_type", &o.weight_type}, {"machine", &o.machine}, {"gpu", &o.gpu}, {"gpu_mem", &o.gpu_mem}, {"pcie", &o.pcie},
         {"cpu", &o.cpu}, {"dram", &o.dram}, {"dram_kind", &o.dram_kind}, {"nvme", &o.nvme}, {"nvme_size", &o.nvme_size},

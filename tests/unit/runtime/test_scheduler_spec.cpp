@@ -177,6 +177,7 @@ TEST_CASE("speculation: tree drafts keep the plain greedy tokens with KV layers 
     // stories260K at 4096 positions: its KV cache (10 MiB) does not fit 12 MiB beside the rest.
     EngineOptions o = test::engine_options(test::tiny_llama_path(), 4096);
     o.dram_budget = uint64_t{12} << 20;
+    o.decode_rows = 1 + SpecOptions{}.max_depth;  // the budget holds the drafts' logits, as the commands' engines do
     o.kv_spill_dir = test::temp_path("spec_tree_spill");
     Engine engine(o);
     REQUIRE(engine.kv().n_spilled() > 0);
