@@ -335,19 +335,20 @@ void Engine::reprice_moved_layers(int moves) {
         l.attention = planner::Device::Cpu;
     }
     p->op_offload_rows = 0;
-    p->plan.prediction = planner::evaluate_plan(p->shape, p->hw, p->plan.workload, p->plan, p->limits);
+    p->plan.prediction = p->predict(p->plan.workload.prompt_len, p->plan.workload.gen_len, p->plan.workload.batch);  // its summary's
     std::lock_guard lock(running_mu_);
     running_ = std::move(p);
     running_moves_ = moves;
 }
 
+std::shared_ptr<const Placement> Engine::running_placement() const {
+    std::lock_guard lock(running_mu_);
+    if (running_) return running_;
+    return {std::shared_ptr<const Placement>{}, placement_.get()};  // as placed, owned by the engine
+}
+
 planner::Prediction Engine::predict(int n_prompt, int n_generated, int batch, int decode_rows) const {
-    std::shared_ptr<const Placement> running;
-    {
-        std::lock_guard lock(running_mu_);
-        running = running_;
-    }
-    return (running ? *running : *placement_).predict(n_prompt, n_generated, batch, decode_rows);
+    return running_placement()->predict(n_prompt, n_generated, batch, decode_rows);
 }
 
 }  // namespace strata::runtime

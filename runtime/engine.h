@@ -147,6 +147,9 @@ public:
     // The run priced as it runs now (Placement::predict): the placement, or after device memory
     // was taken away, the layers moved to the CPU priced there. Safe from any thread.
     planner::Prediction predict(int n_prompt, int n_generated, int batch = 1, int decode_rows = 1) const;
+    // The placement as it runs now: placement(), or after a loss of device memory a copy with the
+    // moved layers on the CPU (its summary says so). Safe from any thread.
+    std::shared_ptr<const Placement> running_placement() const;
     // Rows of logits a pass computes within the DRAM budget: those it holds from the start
     // (EngineOptions::n_batch and decode_rows); any number without a budget.
     int64_t max_logit_rows() const {

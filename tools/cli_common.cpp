@@ -45,7 +45,7 @@ runtime::EngineOptions ModelOptions::engine() const {
                         "matmul waits for the last (leave -t out for one per hardware thread)",
                         threads, cpu::default_thread_count());
     e.n_ctx = ctx;
-    e.decode_rows = spec == "off" ? 1 : spec_depth + 1;  // a speculative pass's drafts
+    e.decode_rows = spec == "off" ? 1 : checked_spec_depth() + 1;  // a speculative pass's drafts
     e.prefetch_depth = prefetch;
     e.kv_spill_dir = kv_spill;
     if (!prefix_spill.empty()) e.prefix_spill_bytes = prefix_spill == "0" ? 0 : parse_memory_size(prefix_spill);
@@ -127,14 +127,18 @@ runtime::EngineOptions ModelOptions::engine() const {
     return e;
 }
 
+int ModelOptions::checked_spec_depth() const {
+    if (spec_depth < 1 || spec_depth > runtime::PassPrices::kMaxRows - 1)
+        throw UsageError(fmt::format("--spec-depth {} is out of range", spec_depth),
+                         fmt::format("give 1 to {} draft tokens a pass", runtime::PassPrices::kMaxRows - 1));
+    return spec_depth;
+}
+
 runtime::SpecOptions ModelOptions::spec_options(runtime::Engine* draft) const {
     runtime::SpecOptions o;
     o.mode = runtime::parse_spec_mode(spec);
     o.draft_model = draft;
-    if (spec_depth < 1 || spec_depth > runtime::PassPrices::kMaxRows - 1)
-        throw UsageError(fmt::format("--spec-depth {} is out of range", spec_depth),
-                         fmt::format("give 1 to {} draft tokens a pass", runtime::PassPrices::kMaxRows - 1));
-    o.max_depth = spec_depth;
+    o.max_depth = checked_spec_depth();
     if (spec_width < 1 || spec_width > runtime::kMaxDraftWidth)
         throw UsageError(fmt::format("--spec-width {} is out of range", spec_width),
                          fmt::format("give 1 (chains) to {} guesses a draft node", runtime::kMaxDraftWidth));

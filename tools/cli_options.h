@@ -42,6 +42,7 @@ struct ModelOptions {
     int spec_width = runtime::kMaxDraftWidth;  // children a draft node may have (1: chains)
     std::string draft_model;    // a small model of the same vocabulary that drafts
     runtime::EngineOptions engine() const;  // throws UsageError for a malformed budget or plan file
+    int checked_spec_depth() const;          // --spec-depth, or UsageError where out of range
     // With the draft model load_draft_model gave, if any. Throws UsageError for an unknown drafter.
     runtime::SpecOptions spec_options(runtime::Engine* draft = nullptr) const;
     // The --draft-model, resident beside `target` (its vocabulary checked against the target's),

@@ -91,9 +91,8 @@ int run_chat(const ChatOptions& o) {
 
     runtime::EngineOptions eo = o.m.engine();
     eo.n_predict = tokens_to_generate(o.n_predict);  // the plan's workload
-    std::optional<LoadingNotice> loading(eo.model);
+    announce_loading(eo.model);
     runtime::Engine engine(eo);
-    loading.reset();
     runtime::SchedulerOptions so;
     so.max_batch = 1;  // one conversation
     const auto draft = o.m.load_draft_model(engine);

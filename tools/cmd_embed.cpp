@@ -57,9 +57,9 @@ int run_embed(const EmbedOptions& o) {
     const runtime::Pooling pooling = pooling_or(o.pooling, engine.pooling());
     for (const std::string& t : texts) {
         req.inputs.push_back(openai::embedding_tokens(t, engine.tokenizer()));
-        if (static_cast<int64_t>(req.inputs.back().size()) >= engine.n_ctx())
-            throw UsageError(fmt::format("text {} (its index in the answer) has {} tokens; at most {} fit the context of {}",
-                                         req.inputs.size() - 1, req.inputs.back().size(), engine.n_ctx() - 1, engine.n_ctx()),
+        if (static_cast<int64_t>(req.inputs.back().size()) > engine.n_ctx())
+            throw UsageError(fmt::format("text {} (its index in the answer) has {} tokens, more than the context of {}",
+                                         req.inputs.size() - 1, req.inputs.back().size(), engine.n_ctx()),
                              "split the text, or raise --ctx");
     }
     runtime::Scheduler scheduler(engine, runtime::SchedulerOptions{8, static_cast<int>(req.inputs.size())});

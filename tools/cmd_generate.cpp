@@ -30,9 +30,10 @@ uint64_t peak_rss_bytes() {
 // The placement and what the plan predicts for this very run as it ran (layers a loss of device
 // memory moved priced on the CPU), beside the measured timings.
 nlohmann::json plan_json(const runtime::Engine& engine, const runtime::GenerateResult& r) {
-    const runtime::Placement& p = engine.placement();
+    const std::shared_ptr<const runtime::Placement> running = engine.running_placement();
+    const runtime::Placement& p = *running;
     const int n_streamed = p.residency.n_streamed();
-    const planner::Prediction pred = engine.predict(static_cast<int>(r.prompt_tokens.size()), static_cast<int>(r.tokens.size()));
+    const planner::Prediction pred = p.predict(static_cast<int>(r.prompt_tokens.size()), static_cast<int>(r.tokens.size()));
     planner::Plan priced = p.plan;  // its summary priced for this run too, not for the planning workload
     priced.prediction = pred;
     return {{"summary", planner::plan_summary(priced)},
@@ -91,9 +92,8 @@ int run_generate(const GenerateOptions& o) {
     const int n_predict = tokens_to_generate(o.n_predict);
     eo.n_predict = n_predict;  // the plan's workload: this request
     eo.prompt = prompt;
-    std::optional<LoadingNotice> loading(eo.model);
+    announce_loading(eo.model);
     runtime::Engine engine(eo);
-    loading.reset();
     const models::Tokenizer& tok = engine.tokenizer();
     auto ids = tok.encode(prompt, tok.add_bos_default() && !o.no_bos, true);
 

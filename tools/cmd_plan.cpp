@@ -65,7 +65,8 @@ int export_launch(const PlanOptions& o, const std::string& verdict) {
 
 // The smallest --dram (within 1/512 of it) at which the workload plans, found by bisection between
 // the one given and four times the weights; 0 where even that does not fit (the refusal's own
-// hint says what to raise). Only on the path of a refusal: a dozen plans at most.
+// hint says what to raise). Only on the path of a refusal: a dozen or so bisection steps, each a plan
+// (and its few re-plans for the runtime's accounting, fit_runtime_dram).
 uint64_t smallest_fitting_dram(const PlanOptions& o) {
     PlanOptions trial = o;
     const auto fits = [&](uint64_t bytes) {
@@ -157,9 +158,15 @@ int run_plan(const PlanOptions& given) {
     const std::string json = r.best.to_json();
     // Whole or not at all (a full disk leaves no half plan), with the system's reason.
     if (!o.out.empty()) write_file_whole(o.out, json + "\n", "the plan", "is the disk full, or the folder missing or read-only?");
-    if (const auto file = local_model_file(o); !o.out.empty() && !file.empty() && !r.best.has_gpu)
-        fmt::print(stderr, "strata: to run by this plan: strata generate -m {} --plan {}{} --ctx {}\n", file.string(), o.out,
-                   dram_flag(o, r.best.budgets.dram), r.best.workload.kv_positions());
+    if (const auto file = local_model_file(o); !o.out.empty() && !file.empty() && !r.best.has_gpu) {
+        // The run it was checked for (fit_runtime_dram): one sequence, or a batch of them sharing
+        // a KV cache of their contexts.
+        const int batch = std::max(1, r.best.policy.batch), ctx = r.best.workload.kv_positions();
+        const std::string run = batch == 1 ? "generate" : "batch";
+        fmt::print(stderr, "strata: to run by this plan: strata {} -m {} --plan {}{} --ctx {}{}\n", run, file.string(), o.out,
+                   dram_flag(o, r.best.budgets.dram), batch * ctx,
+                   batch == 1 ? "" : fmt::format(" --max-batch {} -i REQUESTS.jsonl -o ANSWERS.jsonl", batch));
+    }
     if (!o.svg.empty()) write_file_whole(o.svg, plan_svg(r.best, shape, hw), "the timeline SVG", "is the disk full, or the folder missing or read-only?");
     const std::string way_out = "`--export vllm|sglang|llama-rpc` writes the launch of a distributed engine sized for it";
     if (o.json) {

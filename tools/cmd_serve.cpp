@@ -155,7 +155,7 @@ int run_serve(const ServeOptions& o) {
     {
         // Dropped at once: the default model may be unloaded like any other. A folder's first
         // model that fails to load gives its place to the next (a named -m does not).
-        LoadingNotice loading(o.m.model);
+        announce_loading(o.m.model);
         const auto first = registry.preload_default(o.m.model.empty());
         first_id = first->info.id;
         first_ctx = first->engine->n_ctx();

@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
     pl->add_option("--weight-type", plan.weight_type, "weight type of a catalog shape: F16, Q8_0, Q4_K, Q4_K_M, Q4_0, ... (default: the shape's usual types, else F16)");
     pl->add_option("--kv-type", plan.kv_type, "KV cache type: F16, BF16, F32, Q8_0, Q4_0, or auto to search F16, Q8_0 and Q4_0 (lossy)")
         ->capture_default_str();
-    pl->add_option("--hw", plan.hw, "hardware profile JSON from `strata probe -o FILE` (default: probe this machine, cached)");
+    pl->add_option("--hw", plan.hw, "hardware profile JSON from `strata probe -o FILE` (default: probe this machine, cached)")->type_name("FILE");
     pl->add_option("--machine", plan.machine,
                    "catalog machine, e.g. flexgen-t4 (FlexGen's T4 box); `this`: this machine (or --hw's), the parts named "
                    "beside it in place of its own (parts named without --machine make the catalog's 16-core desktop around them)");
@@ -301,8 +301,8 @@ int main(int argc, char** argv) {
     pl->add_flag("--no-recompute", plan.no_recompute, "never recompute KV from saved hidden states");
     pl->add_flag("--frontier", plan.frontier, "also list the latency/throughput trade-off of the best policies");
     pl->add_flag("--json", plan.json, "print the plan as JSON (the form `--plan FILE` loads)");
-    pl->add_option("-o,--output", plan.out, "also write the plan JSON to FILE");
-    pl->add_option("--svg", plan.svg, "draw one pipelined decode step to FILE");
+    pl->add_option("-o,--output", plan.out, "also write the plan JSON to FILE")->type_name("FILE");
+    pl->add_option("--svg", plan.svg, "draw one pipelined decode step to FILE")->type_name("FILE");
     pl->add_option("--target-tps", plan.target_tps, "decode tokens/s each sequence must see; the plan says when this machine misses it")
         ->check(positive_number());
     pl->add_option("--target-ttft", plan.target_ttft, "seconds to the first token the workload must meet")->check(positive_number());
@@ -429,7 +429,8 @@ int main(int argc, char** argv) {
                 if (arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1]))) {
                     const std::string near = cli::nearest_flag(*used.front(), arg);
                     std::fprintf(stderr, "strata: error: `strata %s` has no flag %s\n  hint: %s%s\n", used.front()->get_name().c_str(),
-                                 arg.c_str(), near.empty() ? "" : fmt::format("did you mean {}? ", near).c_str(), help.c_str());
+                                 arg.substr(0, arg.find('=')).c_str(), near.empty() ? "" : fmt::format("did you mean {}? ", near).c_str(),
+                                 help.c_str());
                     return e.get_exit_code();
                 }
         std::fprintf(stderr, "strata: error: %s\n  hint: %s\n", e.what(), help.c_str());

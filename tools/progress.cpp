@@ -32,7 +32,7 @@ void Progress::finish() {
                  tty_ ? "\033[K" : "");
 }
 
-LoadingNotice::LoadingNotice(const std::filesystem::path& model) {
+void announce_loading(const std::filesystem::path& model) {
     constexpr uint64_t kNoticed = 256ull << 20;  // smaller files load in well under a second
     if (!isatty(STDERR_FILENO)) return;
     std::filesystem::path path;
@@ -44,13 +44,8 @@ LoadingNotice::LoadingNotice(const std::filesystem::path& model) {
     std::error_code ec;
     const uintmax_t size = std::filesystem::file_size(path, ec);
     if (ec || size < kNoticed) return;
-    std::fprintf(stderr, "strata: loading %s (%s)...", path.filename().string().c_str(), format_bytes(size).c_str());
-    std::fflush(stderr);
-    shown_ = true;
-}
-
-LoadingNotice::~LoadingNotice() {
-    if (shown_) std::fprintf(stderr, "\r\033[K");
+    // A line of its own: the load's warnings (and --show-plan) follow it, not join it.
+    std::fprintf(stderr, "strata: loading %s (%s)\n", path.filename().string().c_str(), format_bytes(size).c_str());
 }
 
 }  // namespace strata::cli

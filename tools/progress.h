@@ -22,17 +22,8 @@ private:
     std::chrono::steady_clock::time_point start_;
 };
 
-// "strata: loading NAME (SIZE)..." on stderr while a model loads, erased once it has: on a
-// terminal only, and only for a file large enough to take a moment (reading its weights).
-class LoadingNotice {
-public:
-    explicit LoadingNotice(const std::filesystem::path& model);  // empty: the default model
-    ~LoadingNotice();
-    LoadingNotice(const LoadingNotice&) = delete;
-    LoadingNotice& operator=(const LoadingNotice&) = delete;
-
-private:
-    bool shown_ = false;
-};
+// "strata: loading NAME (SIZE)" on stderr as a model starts loading: on a terminal only, and only
+// for a file large enough to take a moment (reading its weights). `model` empty: the default.
+void announce_loading(const std::filesystem::path& model);
 
 }  // namespace strata::cli

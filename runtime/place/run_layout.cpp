@@ -49,9 +49,7 @@ int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer) {
     const uint64_t weights_floor = least_weight_bytes(in) + (in.other_bytes - kv.all_bytes);
     if (in.budget == 0 || weights_floor + kv.all_bytes <= in.budget) return n_layer;
     const uint64_t spill = kv_spill_bytes(kv, n_layer, in.prefetch_depth, kv_write_staging(kv));
-    ResidencyInput spilled = in;  // the least it can hold: every KV layer spilled, its ring in DRAM
-    spilled.other_bytes = in.other_bytes - kv.all_bytes + spill;
-    check_min_budget(spilled, weights_floor + spill);
+    check_min_budget(with_kv_spilled(in, kv, 0), weights_floor + spill);  // the least it can hold: every KV layer spilled
     return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - spill) / kv.layer_bytes));
 }
 
@@ -59,8 +57,10 @@ int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer) {
 // (its resident layers and ring), the rest spilled, so that the plan runs at the budget it was
 // made for. 0 where even spilling every layer leaves too little room: placing it then says so.
 int given_kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer, const planner::Plan& plan) {
+    // Layers rebuilt from saved hidden states keep them in DRAM and cannot spill: all of it stays.
+    if (kv.n_rebuilt > 0) return n_layer;
     const auto planned = static_cast<int>(std::count_if(plan.layers.begin(), plan.layers.end(), [](const auto& l) {
-        return planner::tier_of(l.kv) != planner::Tier::Nvme || planner::is_recompute(l.kv);  // hidden states stay in DRAM
+        return planner::tier_of(l.kv) != planner::Tier::Nvme;
     }));
     if (in.budget == 0) return planned;
     ResidencyInput unbounded = in;

@@ -175,8 +175,9 @@ std::string ChatSession::stats_report() const {
     out += fmt::format("context:    {} / {} tokens ({} messages)\n", context_used_, engine_.n_ctx(), messages_.size());
     out += fmt::format("template:   {}\n", models::chat_family_name(tmpl_.family()));
     // The plan priced for the last reply (it was placed for a prompt filling the context).
-    planner::Plan priced = engine_.placement().plan;
-    if (n_replies_ > 0) priced.prediction = engine_.predict(last_.prompt_tokens, std::max(1, last_.generated_tokens));
+    const std::shared_ptr<const runtime::Placement> running = engine_.running_placement();
+    planner::Plan priced = running->plan;
+    if (n_replies_ > 0) priced.prediction = running->predict(last_.prompt_tokens, std::max(1, last_.generated_tokens));
     out += planner::plan_summary(priced) + "\n";
     return out;
 }

@@ -64,15 +64,16 @@ EmbeddingRequest embedding_request(const Json& body, const ModelContext& model) 
     const bool truncate = boolean(body, "truncate");
     for (size_t i = 0; i < req.inputs.size(); ++i) {
         if (req.inputs[i].empty()) throw invalid_request(fmt::format("input {} is empty", i), "input");
-        if (truncate && static_cast<int64_t>(req.inputs[i].size()) >= model.n_ctx) {
+        // An embedding fills at most the context (it generates nothing: runtime::Request::prompt_only).
+        if (truncate && static_cast<int64_t>(req.inputs[i].size()) > model.n_ctx) {
             const int32_t last = req.inputs[i].back();
-            req.inputs[i].resize(static_cast<size_t>(model.n_ctx - 1));
+            req.inputs[i].resize(static_cast<size_t>(model.n_ctx));
             // The end token a model's pooling reads (its EOS) stays the last.
             if (model.tokenizer.add_eos_default() && last == model.tokenizer.eos()) req.inputs[i].back() = last;
         }
-        if (static_cast<int64_t>(req.inputs[i].size()) >= model.n_ctx)
-            throw invalid_request(fmt::format("input {} has {} tokens; at most {} fit this model's context of {}", i,
-                                              req.inputs[i].size(), model.n_ctx - 1, model.n_ctx),
+        if (static_cast<int64_t>(req.inputs[i].size()) > model.n_ctx)
+            throw invalid_request(fmt::format("input {} has {} tokens, more than this model's context of {}", i,
+                                              req.inputs[i].size(), model.n_ctx),
                                   "input", "context_length_exceeded");
     }
     return req;
