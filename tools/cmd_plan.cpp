@@ -89,14 +89,6 @@ uint64_t smallest_fitting_dram(const PlanOptions& o) {
     return hi;
 }
 
-bool dram_is_zero(const std::string& text) {
-    try {
-        return !text.empty() && parse_memory_size(text) == 0;
-    } catch (const UsageError&) {
-        return false;  // refused where it is read, naming the flag
-    }
-}
-
 // The runtime's --dram for the plan's DRAM budget, if one was given: --dram as written, a
 // --dram-budget (perhaps a share of --dram) in bytes.
 std::string dram_flag(const PlanOptions& o, double budget) {
@@ -109,7 +101,7 @@ std::string dram_flag(const PlanOptions& o, double budget) {
 int run_plan(const PlanOptions& given) {
     PlanOptions o = given;
     // --dram 0 is no limit, as the engine's commands take it: the machine's own memory.
-    if (dram_is_zero(o.dram)) {
+    if (is_zero_size(o.dram)) {
         o.dram.clear();
     } else if (const uint64_t env = env_dram_budget(); env && o.dram.empty() && !names_catalog_parts(o) && o.hw.empty()) {
         // The engine's commands given no --dram hold $STRATA_DRAM: this machine's plan is for it too.

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/model_paths.h"
 #include "planner/catalog.h"
@@ -124,6 +125,14 @@ Workload plan_workload(const PlanOptions& o) {
 }
 
 DType plan_kv_type(const PlanOptions& o) { return kv_types(o.kv_type).front(); }
+
+bool is_zero_size(const std::string& text) {
+    try {
+        return !text.empty() && parse_memory_size(text) == 0;
+    } catch (const UsageError&) {
+        return false;
+    }
+}
 
 // An installed capacity (--dram, --gpu-mem, --nvme-size) is a size: a share of it would be circular.
 uint64_t capacity(const std::string& text, const char* flag) {

@@ -35,6 +35,9 @@ DType plan_kv_type(const PlanOptions& o);
 // The GGUF file planned for when the plan is for this machine (no catalog parts, no --hw file),
 // as the runtime will run it; empty otherwise.
 std::filesystem::path local_model_file(const PlanOptions& o);
+// Whether a size given (--dram) is 0: no limit, as the engine's commands take it (the machine's
+// own memory). False for an empty or malformed one (refused where it is read).
+bool is_zero_size(const std::string& text);
 // An installed capacity (--dram, --gpu-mem, --nvme-size) in bytes; a share ("50%") is a UsageError.
 uint64_t capacity(const std::string& text, const char* flag);
 // `--machine this`: this machine's probe (or --hw's profile), the parts named beside it in place of its own.

@@ -97,6 +97,7 @@ PlanRequest parse_plan_request(std::string_view body_text, const LocalModels& lo
     if (const std::string kv = text(body, "kv_type"); !kv.empty()) o.kv_type = kv;
     o.gpu_mem = text(body, "gpu_mem"), o.pcie = text(body, "pcie"), o.cpu = text(body, "cpu");
     o.dram = text(body, "dram"), o.dram_kind = text(body, "dram_kind");
+    if (is_zero_size(o.dram)) o.dram.clear();  // 0: no limit, as `strata plan --dram 0`
     o.nvme = text(body, "nvme"), o.nvme_size = text(body, "nvme_size");
     o.nvme_bw = openai::number_in(body, "nvme_bw", 0.01, 1000, 0);
     o.gpu_budget = text(body, "gpu_budget"), o.dram_budget = text(body, "dram_budget"), o.nvme_budget = text(body, "nvme_budget");

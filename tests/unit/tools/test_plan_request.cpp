@@ -125,6 +125,8 @@ TEST_CASE("plan request: \"hw\": \"machine\" plans for the server's own hardware
     CHECK(r.machine);
     CHECK(r.options.hw.empty());  // the server supplies it (strata plan --ui --hw FILE), never the request
     CHECK(r.options.dram == "32G");
+    // 0 is no limit, as `strata plan --dram 0` and the engine's --dram 0 read it.
+    CHECK(parse_plan_request(R"({"model": "llama3-8b", "gpu": "none", "dram": "0"})", kLocal).options.dram.empty());
     CHECK_FALSE(parse_plan_request(R"({"model": "llama3-8b", "gpu": "none"})", kLocal).machine);
     // Parts beside it replace its own, as `--machine this --gpu rtx4090`; "machine": "this" says the same.
     for (const char* asked : {R"({"model": "llama3-8b", "hw": "machine", "gpu": "rtx4090"})",
