@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/bytes.h"
@@ -30,6 +31,22 @@
 #include "tools/openai/json_fields.h"
 
 namespace strata::cli {
+
+namespace {
+// Device flags given to a run the device takes no part in (--device cpu, or --gpu-mem 0): said,
+// not silently dropped.
+void warn_device_flags_unused(const ModelOptions& m, const runtime::GpuRequest& gpu) {
+    if (gpu.device != runtime::DeviceKind::Cpu && !(gpu.gpu_mem && *gpu.gpu_mem == 0)) return;
+    std::vector<std::string> unused;
+    if (m.attention != "auto") unused.push_back("--attention " + m.attention);
+    if (m.op_offload != "auto") unused.push_back("--op-offload " + m.op_offload);
+    if (!m.sim_shrink.empty()) unused.push_back("--sim-shrink-after " + m.sim_shrink);
+    if (m.sim_threads > 0) unused.push_back(fmt::format("--sim-threads {}", m.sim_threads));
+    if (!unused.empty())
+        STRATA_LOG_WARN("{} {} no effect: the run uses no device ({})", fmt::join(unused, ", "), unused.size() == 1 ? "has" : "have",
+                        gpu.device == runtime::DeviceKind::Cpu ? "--device cpu" : "--gpu-mem 0");
+}
+}  // namespace
 
 runtime::EngineOptions ModelOptions::engine() const {
     runtime::EngineOptions e;
@@ -91,6 +108,7 @@ runtime::EngineOptions ModelOptions::engine() const {
         e.gpu.sim_shrink_after = std::stoll(passes);
         e.gpu.sim_shrink_bytes = parse_memory_size(sim_shrink.substr(colon + 1));
     }
+    warn_device_flags_unused(*this, e.gpu);
     e.dram_budget = !dram.empty() ? parse_memory_size(dram) : env_dram_budget();
     if (e.dram_budget > system_ram_bytes())
         STRATA_LOG_WARN("--dram {} is more than this machine's {} of memory: the plan may keep more resident than it "
