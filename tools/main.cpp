@@ -47,8 +47,16 @@ CLI::Validator at_least(int64_t lo) {
         lo == 0 ? "NONNEGATIVE" : lo == 1 ? "POSITIVE" : fmt::format("AT LEAST {}", lo));
 }
 
+// A path given empty (`-m "$MODEL"` with the variable unset) is a mistake, not the default model.
+CLI::Validator non_empty_path() {
+    return CLI::Validator([](std::string& text) { return text.empty() ? std::string("an empty path names no file") : std::string(); },
+                          "");
+}
+
 void add_model_option(CLI::App& cmd, cli::ModelOptions& m) {
-    cmd.add_option("-m,--model", m.model, "GGUF model file (default: SmolLM2-135M-Instruct from the model cache)");
+    cmd.add_option("-m,--model", m.model, "GGUF model file (default: SmolLM2-135M-Instruct from the model cache)")
+        ->check(non_empty_path())
+        ->type_name("FILE");
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
 }
 
@@ -259,14 +267,15 @@ int main(int argc, char** argv) {
     cli::InspectOptions insp;
     auto* i = app.add_subcommand("inspect", "print a GGUF file's metadata and tensor table");
     auto* insp_file = i->add_option("model", insp.model, "GGUF model file (default: the default model)");
-    i->add_option("-m,--model", insp.model, "the same, as the other commands take it")->excludes(insp_file);
+    i->add_option("-m,--model", insp.model, "the same, as the other commands take it")->excludes(insp_file)->check(non_empty_path());
     i->add_flag("--json", insp.json,
                 "print JSON: metadata values as data (numbers, booleans, whole strings; an array as {type, count, items} "
                 "with its first 16 items), the tensor table, the size and the parameter count");
 
     cli::PlanOptions plan;
     auto* pl = app.add_subcommand("plan", "plan where weights and KV live and predict speed (a dry run: nothing is loaded)");
-    pl->add_option("-m,--model", plan.model, "GGUF file (header only is read) or a catalog shape name (default: the default model)");
+    pl->add_option("-m,--model", plan.model, "GGUF file (header only is read) or a catalog shape name (default: the default model)")
+        ->check(non_empty_path());
     pl->add_option("--shape", plan.shape, "catalog model shape: llama3-8b, llama3-70b, llama3-405b, qwen2.5-7b, opt-175b, ...");
     pl->add_option("--weight-type", plan.weight_type, "weight type of a catalog shape: F16, Q8_0, Q4_K, Q4_K_M, Q4_0, ... (default: the shape's usual types, else F16)");
     pl->add_option("--kv-type", plan.kv_type, "KV cache type: F16, BF16, F32, Q8_0, Q4_0, or auto to search F16, Q8_0 and Q4_0 (lossy)")

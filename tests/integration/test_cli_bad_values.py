@@ -80,6 +80,9 @@ def main() -> None:
     assert r.returncode != 0 and "has no flag --tmep" in r.stderr and "did you mean --temp?" in r.stderr, r.stderr
     r = run("serve", "--max_batch", "4")
     assert r.returncode != 0 and "did you mean --max-batch?" in r.stderr, r.stderr
+    # An empty model path (an unset variable) is refused, not taken for the default model.
+    r = run("generate", "-m", "", "-p", "hi", "-n", "1")
+    assert r.returncode != 0 and "--model: an empty path names no file" in r.stderr, r.stderr
     # Device flags given to a run with no device are said to do nothing, not dropped in silence.
     r = run(*generate, "-n", "2", "--device", "cpu", "--attention", "gpu")
     assert r.returncode == 0 and "--attention gpu has no effect: the run uses no device" in r.stderr, r.stderr
