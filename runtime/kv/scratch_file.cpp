@@ -27,15 +27,23 @@ namespace {
 ScratchFile::ScratchFile(const std::filesystem::path& dir, std::string what, std::string flag, uint64_t bytes)
     : dir_(dir), what_(std::move(what)), flag_(std::move(flag)) {
     std::error_code ec;
+    for (auto d = std::filesystem::absolute(dir, ec); !d.empty() && !std::filesystem::exists(d, ec) && d != d.parent_path();
+         d = d.parent_path())
+        created_.push_back(d);
     std::filesystem::create_directories(dir, ec);
     std::string path = (dir / "strata-kv-XXXXXX").string();
     fd_ = ::mkstemp(path.data());
-    if (fd_ < 0) scratch_error(dir, what_, flag_, "cannot create it", errno);
+    if (fd_ < 0) {
+        const int err = errno;
+        remove_created();
+        scratch_error(dir, what_, flag_, "cannot create it", err);
+    }
     if (::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_DIRECT) != 0)
         STRATA_LOG_WARN("kv: O_DIRECT refused for the {} in {}; using buffered I/O", what_, dir.string());
     if (int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes)); err != 0) {
         ::close(fd_);
         ::unlink(path.c_str());
+        remove_created();
         scratch_error(dir, what_, flag_, fmt::format("cannot reserve {}", format_bytes(bytes)), err);
     }
     try {
@@ -43,6 +51,7 @@ ScratchFile::ScratchFile(const std::filesystem::path& dir, std::string what, std
     } catch (...) {  // the constructor fails: nothing of it stays on disk
         ::close(fd_);
         ::unlink(path.c_str());
+        remove_created();
         throw;
     }
     ::unlink(path.c_str());
@@ -50,6 +59,13 @@ ScratchFile::ScratchFile(const std::filesystem::path& dir, std::string what, std
 
 ScratchFile::~ScratchFile() {
     if (fd_ >= 0) ::close(fd_);
+    remove_created();
+}
+
+void ScratchFile::remove_created() {
+    std::error_code ec;  // a folder another file has come to use since stays: only empty ones go
+    for (const auto& d : created_) std::filesystem::remove(d, ec);
+    created_.clear();
 }
 
 void ScratchFile::write(uint64_t offset, std::span<const std::byte> src) const {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <vector>
 #include <span>
 #include <string>
 
@@ -27,7 +28,9 @@ public:
     void write(uint64_t offset, std::span<const std::byte> src) const;
 
 private:
+    void remove_created();
     std::filesystem::path dir_;
+    std::vector<std::filesystem::path> created_;  // the folders it made for the file, deepest first: removed with it
     std::string what_, flag_;
     int fd_ = -1;
     storage::File read_;

@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "runtime/kv/kv_cache.h"
+#include "runtime/kv/scratch_file.h"
+#include "storage/file_io.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/skip.h"
 #include "tests/support/tiny_engine.h"
@@ -47,8 +49,8 @@ TEST_CASE("spilled KV layers give the same logits as an all-DRAM cache", "[unit]
             CHECK(run(spilled) == want);  // bit for bit
         }
     }
-    // The spill files are unlinked at once: nothing is left behind.
-    CHECK(std::filesystem::is_empty(test::temp_path("kv_spill")));
+    // The spill files are unlinked at once, and the folder made for them goes with them.
+    CHECK_FALSE(std::filesystem::exists(test::temp_path("kv_spill")));
 }
 
 TEST_CASE("a spill directory that is not a directory is a clear error", "[unit][kv]") {
@@ -116,4 +118,22 @@ TEST_CASE("keys-only (MLA) spilled layers write and read back one row per positi
         }
         kv.end_layer(layer, {});
     }
+}
+
+TEST_CASE("a spill directory that did not exist is made for the file and removed with it", "[unit][kv]") {
+    const std::filesystem::path root = test::temp_path("spill_made");
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root);
+    const std::filesystem::path dir = root / "a" / "b";
+    {
+        const ScratchFile file(dir, "KV spill file", "--kv-spill", 64 * storage::kDefaultDioAlign);
+        CHECK(std::filesystem::is_directory(dir));
+    }
+    CHECK_FALSE(std::filesystem::exists(root / "a"));  // only what it made
+    CHECK(std::filesystem::exists(root));
+    {
+        std::filesystem::create_directories(dir);
+        const ScratchFile file(dir, "KV spill file", "--kv-spill", 64 * storage::kDefaultDioAlign);
+    }
+    CHECK(std::filesystem::is_directory(dir));  // one given that existed stays
 }
