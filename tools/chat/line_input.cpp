@@ -89,8 +89,14 @@ LineInput::Result LineInput::read_message() {
         std::free(raw);
         if (!line.empty()) {
             add_history(line.c_str());
-            if (write_history(history_file_.c_str()) != 0)
+            // Whole or not at all: written beside it, then renamed over it, so a full disk
+            // keeps the history there was rather than leaving it cut short.
+            const std::string next = history_file_.string() + ".new";
+            std::error_code ec;
+            if (write_history(next.c_str()) != 0 || (std::filesystem::rename(next, history_file_, ec), ec)) {
+                std::filesystem::remove(next, ec);
                 STRATA_LOG_DEBUG("chat: cannot write the history to {}", history_file_.string());
+            }
         }
         if (!assembler_.feed(line)) continue;
         std::string msg = assembler_.take();
