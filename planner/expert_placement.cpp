@@ -200,8 +200,8 @@ SearchResult search_with_expert_offload(const ModelShape& s, const HardwareProfi
     if (auto p = offload_if_better(s, hw, wl, opts.budgets, opts.kv_types.front(), routing ? &*routing : nullptr, note,
                                    no_fit ? nullptr : &r.best))
         r.best = std::move(*p);
-    else if (no_fit)
-        throw *no_fit;
+    else if (no_fit)  // the dense plans' reason, and that the experts' cache does not help either
+        throw OutOfBudget(fmt::format("{}; nor with its routed experts read through a DRAM cache", no_fit->what()), no_fit->hint());
     return r;
 }
 
