@@ -24,7 +24,7 @@ struct HostRun {
     int n_ctx = 0;
     int n_batch = 1;
     DType kv_type = DType::F16;
-    int prefetch_depth = 2;
+    int prefetch_depth = 2;  // EngineOptions's default
     int decode_rows = 1;
 };
 // The least --dram `plan` (a plan for the CPU) runs in on `file`: its weights as it holds them,

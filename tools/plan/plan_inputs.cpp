@@ -80,9 +80,12 @@ SearchResult fit_runtime_dram(SearchResult r, const std::filesystem::path& file,
     const auto gguf = models::GgufFile::open(file);
     double planner_budget = budget;
     for (int round = 0;; ++round) {
-        // As the engine's commands run it by default: speculating (--spec auto) with drafts of --spec-depth.
-        const runtime::HostRun run{wl.kv_positions(), std::max(1, r.best.policy.batch), r.best.policy.kv_type, 2,
-                                   1 + runtime::SpecOptions{}.max_depth};
+        // As the engine's commands run it by default (--prefetch 2, --spec auto with drafts of --spec-depth).
+        runtime::HostRun run;
+        run.n_ctx = wl.kv_positions();
+        run.n_batch = std::max(1, r.best.policy.batch);
+        run.kv_type = r.best.policy.kv_type;
+        run.decode_rows = 1 + runtime::SpecOptions{}.max_depth;
         const auto need = static_cast<double>(runtime::least_dram_for_plan(gguf, r.best, run));
         if (need <= budget) {
             // Shown as the runtime counts it: the budget given, and what running the plan takes.
