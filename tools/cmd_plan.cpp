@@ -63,14 +63,14 @@ int export_launch(const PlanOptions& o, const std::string& verdict) {
     return 0;
 }
 
-// The smallest --dram (within 1/512 of it) at which the workload plans, found by bisection between
+// The smallest value of `flag` (--dram or --dram-budget; within 1/512 of it) at which the workload plans, found by bisection between
 // the one given and four times the weights; 0 where even that does not fit (the refusal's own
 // hint says what to raise). Only on the path of a refusal: a dozen or so bisection steps, each a plan
 // (and its few re-plans for the runtime's accounting, fit_runtime_dram).
-uint64_t smallest_fitting_dram(const PlanOptions& o) {
+uint64_t smallest_fitting_dram(const PlanOptions& o, std::string PlanOptions::*flag) {
     PlanOptions trial = o;
     const auto fits = [&](uint64_t bytes) {
-        trial.dram = std::to_string(bytes);
+        trial.*flag = std::to_string(bytes);
         try {
             run_planner(trial, load_hardware(trial));  // the capacity is the machine's
             return true;
@@ -80,7 +80,7 @@ uint64_t smallest_fitting_dram(const PlanOptions& o) {
             return false;
         }
     };
-    uint64_t lo = parse_memory_size(o.dram), hi = 4 * plan_shape(o, plan_kv_type(o)).total_weight_bytes() + (64ull << 20);
+    uint64_t lo = parse_memory_size(o.*flag), hi = 4 * plan_shape(o, plan_kv_type(o)).total_weight_bytes() + (64ull << 20);
     if (lo >= hi || !fits(hi)) return 0;
     while (hi - lo > std::max<uint64_t>(hi / 512, 1u << 16)) {
         const uint64_t mid = lo + (hi - lo) / 2;
@@ -100,6 +100,9 @@ std::string dram_flag(const PlanOptions& o, double budget) {
 
 int run_plan(const PlanOptions& given) {
     PlanOptions o = given;
+    // A share of this machine's memory, as the engine's commands read --dram 40%.
+    if (o.dram.find('%') != std::string::npos && !names_catalog_parts(o) && o.hw.empty())
+        o.dram = std::to_string(parse_memory_size(o.dram));
     // --dram 0 is no limit, as the engine's commands take it: the machine's own memory.
     if (is_zero_size(o.dram)) {
         o.dram.clear();
@@ -130,8 +133,12 @@ int run_plan(const PlanOptions& given) {
     } catch (const OutOfBudget& e) {
         const std::string verdict = fmt::format("the workload does not fit this machine, even with its NVMe ({})", e.what());
         if (!o.export_engine.empty()) return export_launch(o, verdict);
-        const uint64_t dram_fits = o.dram.empty() ? 0 : smallest_fitting_dram(o);
-        const std::string smallest = dram_fits ? fmt::format("--dram {} fits; ", format_bytes_at_least(dram_fits)) : "";
+        // The --dram that fits, or the --dram-budget where that alone (a size) was given.
+        const bool by_budget = o.dram.empty() && !o.dram_budget.empty() && o.dram_budget.find('%') == std::string::npos;
+        const uint64_t dram_fits = by_budget ? smallest_fitting_dram(o, &PlanOptions::dram_budget)
+                                   : o.dram.empty() ? 0 : smallest_fitting_dram(o, &PlanOptions::dram);
+        const std::string smallest =
+            dram_fits ? fmt::format("{} {} fits; ", by_budget ? "--dram-budget" : "--dram", format_bytes_at_least(dram_fits)) : "";
         throw OutOfBudget(verdict, fmt::format("{}{}{}--export vllm|sglang|llama-rpc writes the launch of a distributed engine sized for it",
                                                smallest, e.hint(), e.hint().empty() ? "" : "; or "));
     }

@@ -47,9 +47,13 @@ ResidencyInput with_kv_spilled(const ResidencyInput& in, const KvSize& kv, int n
 // through a ring of their own and the staging for their writes.
 int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer) {
     const uint64_t weights_floor = least_weight_bytes(in) + (in.other_bytes - kv.all_bytes);
-    if (in.budget == 0 || weights_floor + kv.all_bytes <= in.budget) return n_layer;
+    const uint64_t kept = kv.all_bytes;
+    if (in.budget == 0 || weights_floor + kept <= in.budget) return n_layer;
     const uint64_t spill = kv_spill_bytes(kv, n_layer, in.prefetch_depth, kv_write_staging(kv));
-    check_min_budget(with_kv_spilled(in, kv, 0), weights_floor + spill);  // the least it can hold: every KV layer spilled
+    // Refused below the lesser of keeping the cache and spilling all of it (a small cache's spill
+    // ring, in whole huge pages, can take more than the cache itself).
+    if (kept <= spill) check_min_budget(in, weights_floor + kept);
+    check_min_budget(with_kv_spilled(in, kv, 0), weights_floor + spill);
     return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - spill) / kv.layer_bytes));
 }
 
@@ -65,10 +69,10 @@ int given_kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_la
     if (in.budget == 0) return planned;
     ResidencyInput unbounded = in;
     unbounded.budget = 0;
-    if (residency_from_plan(plan, unbounded).total_bytes <= in.budget) return planned;  // the whole KV cache fits
+    if (residency_from_plan(plan, with_kv_spilled(unbounded, kv, n_layer)).total_bytes <= in.budget) return planned;  // all of it fits
     const uint64_t least = given_plan_least_dram(in, kv, plan);
     if (least > in.budget) return 0;
-    return static_cast<int>(std::min<uint64_t>(std::min(planned, n_layer - 1), (in.budget - least) / kv.layer_bytes));
+    return static_cast<int>(std::min<uint64_t>(std::min(planned, n_layer - 1), (in.budget - least) / kv.resident_layer_bytes));
 }
 
 // Runs `place`; a given plan it refuses for DRAM gets the --dram that holds it (`need`, where
@@ -298,9 +302,10 @@ KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_
 }
 
 uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan) {
-    ResidencyInput spilled = with_kv_spilled(in, kv, 0);
-    spilled.budget = 0;
-    return residency_from_plan(plan, spilled).total_bytes;
+    ResidencyInput spilled = with_kv_spilled(in, kv, 0), kept = with_kv_spilled(in, kv, INT_MAX);
+    spilled.budget = kept.budget = 0;
+    // A small cache's spill ring (whole huge pages) can take more than keeping the cache.
+    return std::min(residency_from_plan(plan, spilled).total_bytes, residency_from_plan(plan, kept).total_bytes);
 }
 
 RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const ResidencyInput& in,

@@ -33,7 +33,8 @@ struct KvSize {
 KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_type, const planner::Plan* given);
 
 // The least DRAM a given CPU plan runs in: its weights as it holds them (resident layers, the
-// ring) beside `in`'s other bytes with every KV layer spilled to disk (its ring and staging).
+// ring) beside `in`'s other bytes with every KV layer spilled to disk (its ring and staging), or
+// with the whole KV cache kept where that is less (a small cache).
 uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan);
 
 // What the layout needs beside the plan's inputs.

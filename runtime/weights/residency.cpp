@@ -54,18 +54,27 @@ bool experts_least(const ResidencyInput& in) {
     return in.expert_slot_bytes != 0 && least_expert_offload_bytes(in) < full_ring_bytes(in);
 }
 
+// The least the layers can run in, beside the head and embeddings, and what that is in words:
+// the streaming ring, a mixture of experts' other tensors with a cache of one layer's experts,
+// or every layer resident where that is less still (a tiny model beside a ring of whole huge pages).
+std::pair<std::string, uint64_t> least_layer_bytes(const ResidencyInput& in) {
+    uint64_t resident = 0;
+    for (uint64_t b : in.layer_bytes) resident += b;
+    const uint64_t streamed = experts_least(in) ? least_expert_offload_bytes(in) : full_ring_bytes(in);
+    if (resident <= streamed) return {fmt::format("every layer resident {}", format_bytes(resident)), resident};
+    if (experts_least(in))
+        return {fmt::format("the layers' other tensors with a cache of one layer's {} experts {}", in.n_expert, format_bytes(streamed)),
+                streamed};
+    return {fmt::format("{} streaming buffers {}", ring_slots(in), format_bytes(streamed)), streamed};
+}
+
 }  // namespace
 
-uint64_t least_weight_bytes(const ResidencyInput& in) {
-    return in.fixed_bytes + (experts_least(in) ? least_expert_offload_bytes(in) : full_ring_bytes(in));
-}
+uint64_t least_weight_bytes(const ResidencyInput& in) { return in.fixed_bytes + least_layer_bytes(in).second; }
 
 void check_min_budget(const ResidencyInput& in, uint64_t need) {
     if (in.budget == 0 || in.budget >= need) return;
-    const std::string weights =
-        experts_least(in) ? fmt::format("the layers' other tensors with a cache of one layer's {} experts {}", in.n_expert,
-                                        format_bytes(least_expert_offload_bytes(in)))
-                          : fmt::format("{} streaming buffers {}", ring_slots(in), format_bytes(full_ring_bytes(in)));
+    const std::string weights = least_layer_bytes(in).first;
     throw OutOfBudget(fmt::format("the DRAM budget of {} is too small: the output head and embeddings take {}, "
                                   "the KV cache with its spill buffers, activations and staging buffers {}, and {}",
                                   format_bytes(in.budget), format_bytes(in.fixed_bytes),

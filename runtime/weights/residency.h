@@ -60,7 +60,8 @@ uint64_t full_ring_bytes(const ResidencyInput& in);
 
 // The least DRAM the weights can run in, beside the KV cache and activations: the output head
 // and embeddings with the streaming ring or, for a mixture of experts when that is less, with
-// every layer's other tensors and a cache of one layer's experts.
+// every layer's other tensors and a cache of one layer's experts; or with every layer resident
+// where that is less still (a tiny model beside a ring of whole huge pages).
 uint64_t least_weight_bytes(const ResidencyInput& in);
 
 // Throws OutOfBudget naming what must fit and `need` as the smallest budget that would do,

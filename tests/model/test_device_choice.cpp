@@ -123,7 +123,11 @@ TEST_CASE("the device-or-CPU choice is made for the batch the command runs", "[m
         po.n_batch = batch, po.kv_positions = batch * kCtx;
         po.kv_type = DType::F16;
         po.n_threads = 1;
-        RunLayout out = lay_out(file, hp, in, po, LayoutOptions{}, kv, dram, even, &device);
+        // The device attends too: the CPU attending 32 sequences on the one thread it leaves the
+        // host would be the device plan's bottleneck, and the choice the probe's attention rate's.
+        LayoutOptions lo;
+        lo.attention = AttentionChoice::Gpu;
+        RunLayout out = lay_out(file, hp, in, po, lo, kv, dram, even, &device);
         INFO("batch " << batch << ": the device's plan " << (out.device_prediction ? out.device_prediction->decode_tps_per_seq : 0)
                       << " tokens/s a sequence");
         if (out.placement) CHECK(out.placement->plan.workload.batch == batch);

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -70,44 +71,61 @@ std::vector<DType> kv_types(const std::string& s) {
     return {*t};
 }
 
-// A CPU plan for this machine's model file runs at the DRAM budget it was made for: the
-// runtime's working memory, rings and KV spill buffers, counted as the engine counts them
-// (runtime/host_memory.h), can take more than the cost model's estimate, so where the plan
-// needs more the search is run again for a budget less by the difference (a few rounds: each
-// keeps less). `search` runs the planner for a DRAM budget.
-SearchResult fit_runtime_dram(SearchResult r, const std::filesystem::path& file, const Workload& wl, double budget,
+// A CPU plan for this machine's model file that runs at the DRAM budget it is made for: the
+// runtime counts its working memory, rings and KV spill buffers its own way
+// (runtime/host_memory.h), more than the cost model estimates in some places and less in
+// others, so the planner's own budget is a knob, not the limit. The plan made for `budget`
+// itself where the runtime holds it within `budget`; else the one made for the most the planner
+// may be given whose plan the runtime holds, found by bisection up to `most` (what a plan needs
+// rises with the planner's budget in steps: streaming a layer adds a ring slot until the ring is
+// full). `search` runs the planner for a DRAM budget. Throws OutOfBudget where none fits.
+SearchResult fit_runtime_dram(const std::filesystem::path& file, const Workload& wl, double budget, double most,
                               const std::function<SearchResult(double)>& search) {
     const auto gguf = models::GgufFile::open(file);
-    double planner_budget = budget;
-    for (int round = 0;; ++round) {
-        // As the engine's commands run it by default (--prefetch 2, --spec auto with drafts of --spec-depth).
-        runtime::HostRun run;
-        run.n_ctx = wl.kv_positions();
-        run.n_batch = std::max(1, r.best.policy.batch);
-        run.kv_type = r.best.policy.kv_type;
-        run.decode_rows = 1 + runtime::SpecOptions{}.max_depth;
-        const auto need = static_cast<double>(runtime::least_dram_for_plan(gguf, r.best, run));
-        if (need <= budget) {
-            // Shown as the runtime counts it: the budget given, and what running the plan takes.
-            r.best.budgets.dram = budget;
-            r.best.prediction.used.dram = std::max(need, r.best.prediction.used.dram);
-            return r;
-        }
-        const std::string what = fmt::format("the DRAM budget {} holds no plan as the runtime runs it: its working memory, "
-                                             "streaming ring and KV spill buffers",
-                                             format_size(budget));
-        if (round == 7)
-            throw OutOfBudget(fmt::format("{} and the least the planner keeps take {}", what, format_size(need)));
-        // Below what this plan uses by the difference, so the next one keeps less.
-        planner_budget = std::min(planner_budget, r.best.prediction.used.dram) - (need - budget) - 4096;
+    struct Fit {
+        SearchResult plan;
+        double need = 0;
+    };
+    // The planner's plan for a budget of `dram` and what the runtime needs to run it; none where
+    // the planner holds nothing in that little.
+    const auto plan_for = [&](double dram) -> std::optional<Fit> {
         try {
-            r = search(planner_budget);
-        } catch (const OutOfBudget& e) {
-            throw OutOfBudget(fmt::format("{} leave {} for what the planner places ({})", what,
-                                          format_size(std::max(0.0, planner_budget)), e.what()),
-                              e.hint());
+            Fit f{search(dram)};
+            // As the engine's commands run it by default (--prefetch 2, --spec auto with drafts of --spec-depth).
+            runtime::HostRun run;
+            run.n_ctx = wl.kv_positions();
+            run.n_batch = std::max(1, f.plan.best.policy.batch);
+            run.kv_type = f.plan.best.policy.kv_type;
+            run.decode_rows = 1 + runtime::SpecOptions{}.max_depth;
+            f.need = static_cast<double>(runtime::least_dram_for_plan(gguf, f.plan.best, run));
+            return f;
+        } catch (const OutOfBudget&) {
+            return std::nullopt;
+        }
+    };
+    std::optional<Fit> fitting = plan_for(budget);
+    if (!fitting || fitting->need > budget) {
+        fitting.reset();
+        double lo = 0, hi = most;
+        while (hi - lo > std::max(64.0 * 1024, budget / 4096)) {
+            const double mid = (lo + hi) / 2;
+            std::optional<Fit> at = plan_for(mid);
+            if (at && at->need > budget) {
+                hi = mid;
+            } else {
+                lo = mid;  // it fits, or the planner's own floor is above mid
+                if (at) fitting = std::move(at);
+            }
         }
     }
+    if (!fitting)
+        throw OutOfBudget(fmt::format("the DRAM budget {} holds no plan as the runtime runs it (its working memory, "
+                                      "streaming ring and KV spill buffers beside what the planner places)",
+                                      format_size(budget)));
+    // Shown as the runtime counts it: the budget given, and what running the plan takes.
+    fitting->plan.best.budgets.dram = budget;
+    fitting->plan.best.prediction.used.dram = std::max(fitting->need, fitting->plan.best.prediction.used.dram);
+    return std::move(fitting->plan);
 }
 
 }  // namespace
@@ -213,6 +231,26 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
         cpu_opts.budgets.gpu = 0;
         return search_with_expert_offload(run.shape, alone, wl, cpu_opts);
     };
+    // This machine's model file under a DRAM budget, planned for the CPU alone: as the runtime holds it.
+    const std::filesystem::path fitted_file = (!o.dram.empty() || !o.dram_budget.empty()) ? local_model_file(o) : std::filesystem::path{};
+    const auto fit_cpu_alone = [&] {
+        return fit_runtime_dram(fitted_file, wl, opts.budgets.dram, opts.budgets.dram + 2 * run.shape.total_weight_bytes(),
+                                [&](double dram) {
+                                    PlannerOptions fitted = opts;
+                                    fitted.budgets.dram = dram;
+                                    fitted.budgets.gpu = 0;
+                                    // The CPU runtime keeps a recomputed layer's hidden states in DRAM
+                                    // wherever the plan puts them: such plans save it nothing here.
+                                    fitted.allow_recompute = false;
+                                    HardwareProfile alone = hw;
+                                    alone.gpu.reset();
+                                    return search_with_expert_offload(run.shape, alone, wl, fitted);
+                                });
+    };
+    if (!hw.gpu && !fitted_file.empty()) {
+        run.result = fit_cpu_alone();
+        return run;
+    }
     // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
     try {
         run.result = search_with_expert_offload(run.shape, hw, wl, opts);
@@ -226,15 +264,8 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
         throw GpuBudgetTooSmall(e.what(), "the CPU alone holds the workload: plan it with --gpu-budget 0 (the runtime's "
                                           "--gpu-mem 0), or give the GPU more memory");
     }
-    if (!hw.gpu || !run.result.best.has_gpu) {
-        if (const auto file = local_model_file(o); !file.empty() && (!o.dram.empty() || !o.dram_budget.empty()))
-            run.result = fit_runtime_dram(std::move(run.result), file, wl, opts.budgets.dram, [&](double dram) {
-                PlannerOptions fitted = opts;
-                fitted.budgets.dram = dram;
-                HardwareProfile alone = hw;
-                alone.gpu.reset();
-                return search_with_expert_offload(run.shape, alone, wl, fitted);
-            });
+    if (!run.result.best.has_gpu) {
+        if (!fitted_file.empty()) run.result = fit_cpu_alone();
         return run;
     }
     // A device placement only where it beats the CPU alone.
