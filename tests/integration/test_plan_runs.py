@@ -41,18 +41,24 @@ def main() -> None:
     assert refused.returncode != 0, f"plan --dram {least - 0.2:.1f}M made a plan the runtime refuses:\n{refused.stdout}"
 
     with tempfile.TemporaryDirectory() as tmp:
-        for mib in (round(least + 0.1, 1), 56, 62, 75, 95, 130):
-            out = Path(tmp) / f"plan-{mib}.json"
-            made = strata("plan", "-m", model, "--dram", f"{mib}M", "-o", str(out))
+        # Budgets just below where another layer would stay resident were refused once (a layer
+        # streamed adds a ring slot until the ring is full), and an F32 cache below the planner's
+        # own floor: each with its KV type, which the plan carries.
+        cases = [(mib, "f16") for mib in (round(least + 0.1, 1), 56, 62, 75, 95, 107.5, 130)]
+        cases += [(58.7, "q4_0"), (86.2, "q4_0"), (60, "f32")]
+        for mib, kv_type in cases:
+            out = Path(tmp) / f"plan-{mib}-{kv_type}.json"
+            made = strata("plan", "-m", model, "--dram", f"{mib}M", "--kv-type", kv_type, "-o", str(out))
             assert made.returncode == 0, f"plan --dram {mib}M:\n{made.stderr}"
             command = COMMAND.search(made.stderr)
             assert command, made.stderr
             args = shlex.split(command[1])
             assert args[args.index("--dram") + 1] == f"{mib}M" and args[args.index("--ctx") + 1] == str(CTX), args
             ran = strata(*args, *RUN)
-            assert ran.returncode == 0, f"plan --dram {mib}M, then {command[1]}:\n{ran.stderr}"
-            assert ran.stdout == full.stdout, f"--dram {mib}M by its plan gave {ran.stdout!r}, all in memory {full.stdout!r}"
-    print(f"ok: plan and generate both need {least} MiB; plans from there to 130 MiB run with the same tokens")
+            assert ran.returncode == 0, f"plan --dram {mib}M --kv-type {kv_type}, then {command[1]}:\n{ran.stderr}"
+            alone = full if kv_type == "f16" else strata("generate", "-m", model, "--ctx", str(CTX), "--kv-type", kv_type, *RUN)
+            assert ran.stdout == alone.stdout, f"--dram {mib}M by its plan gave {ran.stdout!r}, all in memory {alone.stdout!r}"
+    print(f"ok: plan and generate both need {least} MiB; plans from there to 130 MiB (F16, Q4_0, F32 caches) run with the same tokens")
 
 
 if __name__ == "__main__":
