@@ -69,7 +69,8 @@ int given_kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_la
     if (in.budget == 0) return planned;
     ResidencyInput unbounded = in;
     unbounded.budget = 0;
-    if (residency_from_plan(plan, with_kv_spilled(unbounded, kv, n_layer)).total_bytes <= in.budget) return planned;  // all of it fits
+    // The plan's KV layers in DRAM, the others spilled (their ring and staging): all it asks fits.
+    if (residency_from_plan(plan, with_kv_spilled(unbounded, kv, planned)).total_bytes <= in.budget) return planned;
     const uint64_t least = given_plan_least_dram(in, kv, plan);
     if (least > in.budget) return 0;
     return static_cast<int>(std::min<uint64_t>(std::min(planned, n_layer - 1), (in.budget - least) / kv.resident_layer_bytes));
