@@ -186,12 +186,19 @@ private:
     // Preempts the youngest sequences until the next step's KV fits the pool; the blocks to spare.
     int32_t make_room();
     void preempt(Job& job);
-    // The engine's tier gauges for stats(), read on the thread that runs the passes (their counters are its).
+    // The engine's tier gauges for stats(), read on the thread that runs the passes (their counters
+    // are its); after layers left the device, speculation's planned prices are made again for the
+    // placement as it runs (Engine::predict).
     void publish_tiers() {
         const TierGauges tiers = engine_.gauges();
+        if (tiers.gpu_layers_moved != priced_moves_) {
+            priced_moves_ = tiers.gpu_layers_moved;
+            plan_prices();
+        }
         std::lock_guard lock(mu_);
         stats_.tiers = tiers;
     }
+    int32_t priced_moves_ = 0;  // layers moved off the device when the pass prices were planned
 
     Engine& engine_;
     SchedulerOptions opts_;
