@@ -33,9 +33,6 @@ struct Keys {
     float number_or(std::string_view k, double dflt) const { return static_cast<float>(f.get_float_opt(key(k)).value_or(dflt)); }
 };
 
-// YaRN's magnitude for a context `factor` times the trained one: 0.1 * m * ln(factor) + 1.
-double yarn_mscale(double factor, double m) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
-
 void read_rope_scaling(const Keys& k, const ArchTraits& t, Hparams& h) {
     // As llama.cpp: the factor scales positions linearly unless the type names another method.
     const std::string scaling = k.f.get_string_opt(k.key("rope.scaling.type")).value_or("linear");
@@ -54,9 +51,10 @@ void read_rope_scaling(const Keys& k, const ArchTraits& t, Hparams& h) {
     h.yarn_ext_factor = k.number_or("rope.scaling.yarn_ext_factor", 1.0);
     h.yarn_beta_fast = k.number_or("rope.scaling.yarn_beta_fast", 32.0);
     h.yarn_beta_slow = k.number_or("rope.scaling.yarn_beta_slow", 1.0);
-    // DeepSeek's YaRN moves its magnitude into the attention scale (read_mla); the others rotate
-    // by it.
-    if (!t.mla || !k.has("rope.scaling.yarn_log_multiplier")) h.rope_attn_factor *= static_cast<float>(yarn_mscale(1.0 / h.rope_freq_scale, 1.0));
+    // DeepSeek's YaRN moves its magnitude into the attention scale (read_mla, from rope_attn_factor
+    // where the file names no multiplier); the others rotate by their layer's own (rope_spec).
+    if (!t.mla) h.yarn_layer_magnitude = true;
+    else if (!k.has("rope.scaling.yarn_log_multiplier")) h.rope_attn_factor *= static_cast<float>(yarn_mscale(1.0 / h.rope_freq_scale));
 }
 
 // Sliding-window layers: a period (every period-th layer is global) or one flag per layer.

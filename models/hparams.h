@@ -1,4 +1,5 @@
 #pragma once
+#include <cmath>
 // Architecture and hyperparameters of a model, read from GGUF metadata.
 #include <cstdint>
 #include <string>
@@ -52,6 +53,9 @@ struct MlaParams {
     int32_t cache_width() const { return kv_lora_rank + qk_rope; }
 };
 
+// YaRN's magnitude for positions `factor` times the trained ones (0.1 m ln(factor) + 1; 1 at or below 1).
+inline double yarn_mscale(double factor, double m = 1.0) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
+
 struct Hparams {
     Arch arch = Arch::Llama;
     int32_t n_vocab = 0;
@@ -86,11 +90,13 @@ struct Hparams {
     // rope_factors_short; rotated values scaled by rope_attn_factor.
     int32_t n_ctx_orig = 0;
     float rope_attn_factor = 1.0f;
-    // YaRN (rope.scaling.type yarn, deepseek2 and gpt-oss): frequencies blended between the
-    // original and the interpolated ones (rope_freq_scale) over a ramp set by the betas and
-    // n_ctx_orig (cpu::yarn_ramp); yarn_ext_factor 0: none. rope_attn_factor then holds the
-    // rotation's magnitude: 0.1 ln(factor) + 1 (1 for deepseek2, whose attention scale carries it).
+    // YaRN (rope.scaling.type yarn): frequencies blended between the original and the
+    // interpolated ones (the layer's freq_scale) over a ramp set by the betas and n_ctx_orig
+    // (cpu::yarn_ramp); yarn_ext_factor 0: none. The rotation's magnitude, 0.1 ln(1 / freq_scale)
+    // + 1, is each layer's own where yarn_layer_magnitude (as ggml computes it per rope: Gemma 3's
+    // local layers, of scale 1, get none); deepseek2's is in rope_attn_factor or its attention scale.
     float yarn_ext_factor = 0.0f;
+    bool yarn_layer_magnitude = false;
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
     bool attn_sinks = false;     // attn_sinks per layer (gpt-oss)

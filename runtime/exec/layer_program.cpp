@@ -159,6 +159,7 @@ RopeSpec rope_spec(const models::Hparams& hp, const ModelWeights& w, int il, int
     p.freq_scale = swa ? hp.rope_freq_scale_swa : hp.rope_freq_scale;
     p.neox = hp.rope_mode == models::RopeMode::NeoX;
     p.attn_factor = hp.rope_attn_factor;
+    if (hp.yarn_layer_magnitude) p.attn_factor *= static_cast<float>(models::yarn_mscale(1.0 / p.freq_scale));
     if (hp.yarn_ext_factor != 0.0f) {
         p.ext_factor = hp.yarn_ext_factor;
         const cpu::YarnRamp ramp = cpu::yarn_ramp(p.n_rot, hp.n_ctx_orig, p.freq_base, hp.yarn_beta_fast, hp.yarn_beta_slow);

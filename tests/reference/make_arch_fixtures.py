@@ -90,6 +90,11 @@ CONFIGS = [
     config("qwen2-yarn", "qwen2", n_rot=8, rope_base=1000000.0, tied=False, qkv_bias=True,
            extra_str={"rope.scaling.type": "yarn"}, extra_f32={"rope.scaling.factor": 4.0},
            extra_u32={"rope.scaling.original_context_length": 16}),
+    # YaRN on Gemma 3's global layers only: its window layers rotate apart, at scale 1.
+    config("gemma3-yarn", "gemma3", n_layer=3, tied=False, n_head_kv=1, head_dim=32, n_rot=32, rope_base=1000000.0,
+           qk_norm=True, post_norms=True, swa=4, swa_pattern=3, rope_base_swa=10000.0,
+           extra_str={"rope.scaling.type": "yarn"}, extra_f32={"rope.scaling.factor": 4.0},
+           extra_u32={"rope.scaling.original_context_length": 16}),
 ]
 QUANT_CONFIG = dict(arch="llama", n_vocab=96, n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=256, n_rot=64,
                     rope_base=10000.0, rope_freqs=False, tied=True, qkv_bias=False, linear_scale=0.0)

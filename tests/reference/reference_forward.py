@@ -115,6 +115,7 @@ class Hparams:
     swa: list = field(default_factory=list)
     rope_base_swa: float = 10000.0
     rope_scale_swa: float = 1.0
+    attn_factor_swa: float = 1.0  # the window layers' rotation magnitude (Gemma 3's rotate apart, no YaRN)
     attn_factor: float = 1.0
     n_ctx_orig: int = 0
     n_expert: int = 0
@@ -198,6 +199,10 @@ class RefModel:
             hp.rope_base_swa = float(a("rope.freq_base_swa", hp.rope_base if arch == "gemma2" else 10000.0))
             hp.rope_scale_swa = hp.rope_scale if arch == "gemma2" else 1.0
         hp.attn_factor = float(a("rope.scaling.attn_factor", 1.0))
+        hp.attn_factor_swa = hp.attn_factor
+        # Gemma 3's window layers rotate by their own base at scale 1: YaRN leaves them as they are
+        # (ggml's magnitude and ramp, per rope, come to nothing at scale 1).
+        local_rope = arch == "gemma3"
         hp.n_ctx_orig = int(a("rope.scaling.original_context_length", hp.n_ctx_train))
         hp.n_expert = int(a("expert_count", 0))
         if hp.n_expert:
@@ -223,13 +228,17 @@ class RefModel:
 
         if a("rope.scaling.type") == "yarn":
             yarn_factor = factor
-            hp.rope_scale = hp.rope_scale_swa = 1.0  # the interpolation is in the frequencies
+            hp.rope_scale = 1.0  # the interpolation is in the frequencies
+            if not local_rope:
+                hp.rope_scale_swa = 1.0
             log_mul = float(a("rope.scaling.yarn_log_multiplier", 0.0)) / 0.1  # DeepSeek's mscale_all_dim
             if arch == "deepseek2" and log_mul:
                 m = hp.attn_factor * yarn_mscale(factor, log_mul)
                 hp.kq_scale = m * m / np.sqrt(hp.qk_nope + hp.qk_rope)
             else:
                 hp.attn_factor *= yarn_mscale(factor)
+                if not local_rope:
+                    hp.attn_factor_swa = hp.attn_factor
                 if arch == "deepseek2":
                     hp.kq_scale = hp.attn_factor ** 2 / np.sqrt(hp.qk_nope + hp.qk_rope)
         else:
@@ -281,9 +290,10 @@ class RefModel:
         self.inv_freq = hp.rope_base ** (-i / hp.n_rot) / factors
         self.inv_freq_swa = hp.rope_base_swa ** (-i / hp.n_rot) / factors
         if yarn_factor:
-            self.inv_freq = self.inv_freq_swa = yarn_inv_freq(hp.n_rot, hp.rope_base, yarn_factor, hp.n_ctx_orig,
-                                                              float(a("rope.scaling.yarn_beta_fast", 32.0)),
-                                                              float(a("rope.scaling.yarn_beta_slow", 1.0)))
+            self.inv_freq = yarn_inv_freq(hp.n_rot, hp.rope_base, yarn_factor, hp.n_ctx_orig,
+                                          float(a("rope.scaling.yarn_beta_fast", 32.0)), float(a("rope.scaling.yarn_beta_slow", 1.0)))
+            if not local_rope:
+                self.inv_freq_swa = self.inv_freq
 
     # -- weights ---------------------------------------------------------------
     def _w(self, name: str) -> np.ndarray:
@@ -301,10 +311,11 @@ class RefModel:
     def _rope(self, x: np.ndarray, pos: np.ndarray, swa: bool) -> np.ndarray:
         """x: (n, heads, head_dim); pos: (n,) int positions."""
         hp = self.hp
-        inv, scale = (self.inv_freq_swa, hp.rope_scale_swa) if swa else (self.inv_freq, hp.rope_scale)
+        inv, scale, mag = ((self.inv_freq_swa, hp.rope_scale_swa, hp.attn_factor_swa) if swa
+                           else (self.inv_freq, hp.rope_scale, hp.attn_factor))
         ang = (pos.astype(np.float64) * scale)[:, None] * inv[None, :]  # (n, n_rot/2)
-        cos = (np.cos(ang) * hp.attn_factor)[:, None, :].astype(self.dtype)
-        sin = (np.sin(ang) * hp.attn_factor)[:, None, :].astype(self.dtype)
+        cos = (np.cos(ang) * mag)[:, None, :].astype(self.dtype)
+        sin = (np.sin(ang) * mag)[:, None, :].astype(self.dtype)
         out = x.copy()
         if hp.rope_neox:
             h = hp.n_rot // 2
