@@ -108,7 +108,7 @@ Engine::Engine(const EngineOptions& opts)
         throw UsageError(fmt::format("{} rows a decode pass to plan for", opts.decode_rows), "give at least 1 row");
     // The batch's sequences and one sequence's drafts; a pass keeps its drafts within them under
     // a budget (Scheduler::add_drafts, max_logit_rows).
-    planned_logit_rows_ = opts.n_batch + opts.decode_rows - 1;
+    planned_logit_rows_ = planned_logit_rows(opts.n_batch, opts.decode_rows);
     planned_batch_logits_ = batch_logits_bytes(hp_, planned_logit_rows_);
     const uint64_t activations = host_activation_bytes(hp_, planned_logit_rows_);
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));

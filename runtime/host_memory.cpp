@@ -21,7 +21,7 @@ uint64_t least_dram_for_plan(const models::GgufFile& file, const planner::Plan& 
     const models::Hparams hp = models::Hparams::from_gguf(file);
     const KvSize kv = kv_size(hp, run.n_ctx * run.n_batch, run.n_ctx, run.kv_type, &plan);
     const storage::MemoryBudget unlimited("DRAM", UINT64_MAX, "--dram");
-    const ResidencyInput in = WeightStore::residency_input(file, hp, unlimited, kv.all_bytes + host_activation_bytes(hp, run.n_batch + run.decode_rows - 1),
+    const ResidencyInput in = WeightStore::residency_input(file, hp, unlimited, kv.all_bytes + host_activation_bytes(hp, planned_logit_rows(run.n_batch, run.decode_rows)),
                                                            run.prefetch_depth);
     return given_plan_least_dram(in, kv, plan);
 }

@@ -11,6 +11,9 @@ namespace strata::planner { struct Plan; }
 
 namespace strata::runtime {
 
+// The rows of logits a run holds from the start: its batch's sequences and one sequence's drafts
+// (a decode pass of decode_rows rows).
+inline int planned_logit_rows(int n_batch, int decode_rows) { return n_batch + decode_rows - 1; }
 // The logits of a decode pass's rows beyond its first (the batch's other sequences, a speculative
 // pass's drafts): a row each, and the pass's copy.
 uint64_t batch_logits_bytes(const models::Hparams& hp, int pass_rows);

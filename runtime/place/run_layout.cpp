@@ -47,12 +47,11 @@ ResidencyInput with_kv_spilled(const ResidencyInput& in, const KvSize& kv, int n
 // through a ring of their own and the staging for their writes.
 int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer) {
     const uint64_t weights_floor = least_weight_bytes(in) + (in.other_bytes - kv.all_bytes);
-    const uint64_t kept = kv.all_bytes;
-    if (in.budget == 0 || weights_floor + kept <= in.budget) return n_layer;
+    if (in.budget == 0 || weights_floor + kv.all_bytes <= in.budget) return n_layer;
     const uint64_t spill = kv_spill_bytes(kv, n_layer, in.prefetch_depth, kv_write_staging(kv));
     // Refused below the lesser of keeping the cache and spilling all of it (a small cache's spill
     // ring, in whole huge pages, can take more than the cache itself).
-    if (kept <= spill) check_min_budget(in, weights_floor + kept);
+    if (kv.all_bytes <= spill) check_min_budget(in, weights_floor + kv.all_bytes);
     check_min_budget(with_kv_spilled(in, kv, 0), weights_floor + spill);
     return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - spill) / kv.layer_bytes));
 }

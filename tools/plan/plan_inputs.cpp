@@ -220,17 +220,16 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
 
     // This machine's own model file that the DRAM budget cannot hold is read at its own rate, as
     // the runtime times it (runtime/place/model_file_rate.h).
-    if (const auto file = plan_model_file(o);
-        !file.empty() && !names_catalog_parts(o) && o.hw.empty() && run.shape.total_weight_bytes() > opts.budgets.dram)
+    if (const auto file = local_model_file(o); !file.empty() && run.shape.total_weight_bytes() > opts.budgets.dram)
         runtime::measure_model_file_reads(run.hw.nvme, file);
     // The CPU alone, the GPU left out (as the runtime's --gpu-mem 0 runs it).
-    const auto cpu_alone = [&] {
+    const auto search_cpu_alone = [&](PlannerOptions cpu_opts) {
         HardwareProfile alone = hw;
         alone.gpu.reset();
-        PlannerOptions cpu_opts = opts;
         cpu_opts.budgets.gpu = 0;
         return search_with_expert_offload(run.shape, alone, wl, cpu_opts);
     };
+    const auto cpu_alone = [&] { return search_cpu_alone(opts); };
     // This machine's model file under a DRAM budget, planned for the CPU alone: as the runtime holds it.
     const std::filesystem::path fitted_file = (!o.dram.empty() || !o.dram_budget.empty()) ? local_model_file(o) : std::filesystem::path{};
     const auto fit_cpu_alone = [&] {
@@ -238,13 +237,10 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
                                 [&](double dram) {
                                     PlannerOptions fitted = opts;
                                     fitted.budgets.dram = dram;
-                                    fitted.budgets.gpu = 0;
                                     // The CPU runtime keeps a recomputed layer's hidden states in DRAM
                                     // wherever the plan puts them: such plans save it nothing here.
                                     fitted.allow_recompute = false;
-                                    HardwareProfile alone = hw;
-                                    alone.gpu.reset();
-                                    return search_with_expert_offload(run.shape, alone, wl, fitted);
+                                    return search_cpu_alone(fitted);
                                 });
     };
     if (!hw.gpu && !fitted_file.empty()) {
