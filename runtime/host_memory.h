@@ -1,5 +1,5 @@
 #pragma once
-// What a run on the CPU holds in DRAM, as the engine counts it before anything is read: the
+// What a run holds in DRAM, as the engine counts it before anything is read: the
 // forward pass's working memory, and the least --dram a plan runs in on a model file. `strata
 // plan` asks the second so that a plan it makes for a --dram runs there.
 #include <cstdint>
@@ -30,9 +30,10 @@ struct HostRun {
     int prefetch_depth = 2;  // EngineOptions's default
     int decode_rows = 1;
 };
-// The least --dram `plan` (a plan for the CPU) runs in on `file`: its weights as it holds them,
-// the working memory, and the KV cache with every layer spilled (the engine keeps more of it in
-// DRAM when the budget has room). Throws UsageError for a plan this runtime cannot run.
+// The least --dram `plan` runs in on `file`: its weights as it holds them, the working memory
+// (with a device, the device backend's host buffers too), and the KV cache with every layer
+// spilled (the engine keeps more of it in DRAM when the budget has room). Throws UsageError for
+// a plan this runtime cannot run (a mixture of experts placed on a device).
 uint64_t least_dram_for_plan(const models::GgufFile& file, const planner::Plan& plan, const HostRun& run);
 
 }  // namespace strata::runtime

@@ -181,6 +181,8 @@ int run_plan(const PlanOptions& given) {
                    run.device_prediction->decode_tps_per_seq, format_seconds(run.device_prediction->ttft_s),
                    (planner::kDeviceWinMargin - 1) * 100, r.best.prediction.decode_tps_per_seq,
                    format_seconds(r.best.prediction.ttft_s), (planner::kDeviceWinMargin - 1) * 100);
+    else if (!run.gpu_left_out.empty())
+        fmt::print("\nThe plan above is the CPU alone's: {}.\n", run.gpu_left_out);
     else if (run.cpu_alone)
         fmt::print("\nThe CPU alone: {:.3g} tokens/s decode, TTFT {} (this plan: {:.3g} tokens/s).\n",
                    run.cpu_alone->decode_tps_per_seq, format_seconds(run.cpu_alone->ttft_s), r.best.prediction.decode_tps_per_seq);

@@ -75,6 +75,17 @@ int given_kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_la
     return static_cast<int>(std::min<uint64_t>(std::min(planned, n_layer - 1), (in.budget - least) / kv.resident_layer_bytes));
 }
 
+// `in` with what the device backend holds in DRAM: its pinned host staging, the host's
+// activations for CPU layers (a plan made here may have some) and, while the run loads, the load
+// buffer, beside the weights, the KV cache and the device's activations.
+ResidencyInput with_device_buffers(ResidencyInput in, const DeviceFootprint& device, const planner::Plan* given) {
+    const bool cpu_layers = !given || std::any_of(given->layers.begin(), given->layers.end(), [](const auto& l) {
+        return planner::device_of(l.weights) == planner::Device::Cpu;
+    });
+    in.other_bytes += device.staging + device.load_buffer + (cpu_layers ? device.host_activations : 0);
+    return in;
+}
+
 // Runs `place`; a given plan it refuses for DRAM gets the --dram that holds it (`need`, where
 // it says how much of the KV cache that counts).
 template <class Place>
@@ -136,13 +147,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
         throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
                                       "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
                           "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
-    // The backend's pinned host staging, the host's activations for CPU layers (a plan made here
-    // may have some) and, while the run loads, the load buffer take DRAM beside the weights, the
-    // KV cache and the device's activations: the plan's DRAM leaves room for them.
-    const bool cpu_layers = !po.given || std::any_of(po.given->layers.begin(), po.given->layers.end(), [](const auto& l) {
-        return planner::device_of(l.weights) == planner::Device::Cpu;
-    });
-    in.other_bytes += device.staging + device.load_buffer + (cpu_layers ? device.host_activations : 0);
+    in = with_device_buffers(in, device, po.given);
     // The plan is made for the DRAM left, so the spill's write staging is counted up front.
     const int n_kv_dram = kv_layers_in_dram(in, kv, hp.n_layer);
     ResidencyInput host_kv = in;  // DRAM as it is with the KV cache on the host
@@ -306,6 +311,21 @@ uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const
     spilled.budget = kept.budget = 0;
     // A small cache's spill ring (whole huge pages) can take more than keeping the cache.
     return std::min(residency_from_plan(plan, spilled).total_bytes, residency_from_plan(plan, kept).total_bytes);
+}
+
+uint64_t given_device_plan_least_dram(const ResidencyInput& in, const DeviceFootprint& device, const KvSize& kv,
+                                      const planner::Plan& plan) {
+    const ResidencyInput with_device = with_device_buffers(in, device, &plan);
+    uint64_t least = UINT64_MAX;
+    // The KV cache on the host whole, or spilled (the device's own copy is its working set's):
+    // the runtime asks for room to stream every layer whatever the plan keeps on the device.
+    for (const int n_kv_dram : {0, INT_MAX}) {
+        ResidencyInput held = with_kv_spilled(with_device, kv, n_kv_dram);
+        held.budget = 0;
+        least = std::min(least, std::max(residency_from_plan(plan, held, true).total_bytes,
+                                         held.fixed_bytes + held.other_bytes + full_ring_bytes(held)));
+    }
+    return least;
 }
 
 RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const ResidencyInput& in,

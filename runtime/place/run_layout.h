@@ -65,6 +65,12 @@ struct DeviceFootprint {
     uint64_t expert_bytes = 0, expert_staging = 0, expert_scratch = 0;
 };
 
+// The least DRAM a given plan with a device (a dense model's) runs in, as layout_with_gpu counts
+// it: the device backend's host buffers, the plan's DRAM layers, the room for a full ring, and the
+// KV cache on the host spilled or kept, whichever takes less.
+uint64_t given_device_plan_least_dram(const ResidencyInput& in, const DeviceFootprint& device, const KvSize& kv,
+                                      const planner::Plan& plan);
+
 struct RunLayout {
     std::unique_ptr<KvCache> kv;
     std::unique_ptr<Placement> placement;

@@ -2,9 +2,13 @@
 """`strata plan -m MODEL --dram X -o FILE` on this machine makes a plan the runtime runs at X:
 from the least budget to one that holds every layer, the command the plan prints runs it and
 gives the all-in-memory run's greedy tokens. Below the least, plan and generate (at the plan's
-context) both refuse and name the same least budget, within the plan's bisection."""
+context) both refuse and name the same least budget, within the plan's bisection. A plan with a
+GPU (this machine with an H200 beside it) counts the device backend's host buffers: below their
+least `plan` falls back to the CPU alone and names it, the runtime refuses the device plan there
+and names the same, and from it the plan runs on the simulated device with the same tokens."""
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -17,6 +21,7 @@ RUN = ["-p", "Hello", "-n", "4", "--temp", "0"]
 CTX = 640  # the plan's default workload: a prompt of 512 and 128 generated
 COMMAND = re.compile(r"to run by this plan: strata (generate .*)")
 PLAN_FITS = re.compile(r"--dram ([\d.]+) MiB fits")
+DEVICE_NEEDS = re.compile(r"The plan above is the CPU alone's: .* need ([\d.]+) MiB or more")
 RUNTIME_NEEDS = re.compile(r"use --dram ([\d.]+) MiB or more")
 
 
@@ -59,6 +64,33 @@ def main() -> None:
             alone = full if kv_type == "f16" else strata("generate", "-m", model, "--ctx", str(CTX), "--kv-type", kv_type, *RUN)
             assert ran.stdout == alone.stdout, f"--dram {mib}M by its plan gave {ran.stdout!r}, all in memory {alone.stdout!r}"
     print(f"ok: plan and generate both need {least} MiB; plans from there to 130 MiB (F16, Q4_0, F32 caches) run with the same tokens")
+    check_device_plans(model, full.stdout, least)
+
+
+def check_device_plans(model: str, all_in_memory: str, cpu_least: float) -> None:
+    # Above the CPU alone's least, below the device backend's (its staging and load buffers).
+    beside_h200 = ["plan", "-m", model, "--machine", "this", "--gpu", "h200"]
+    short = strata(*beside_h200, "--dram", f"{cpu_least + 1:.1f}M")
+    assert short.returncode == 0, short.stderr
+    needs = DEVICE_NEEDS.search(short.stdout)
+    assert needs, f"plan --dram {cpu_least + 1:.1f}M beside an H200 named no least for the device:\n{short.stdout}"
+    least = float(needs[1])
+    sim = ["generate", "-m", model, "--device", "sim", "--gpu-mem", "1G", "--ctx", str(CTX), *RUN]
+    with tempfile.TemporaryDirectory() as tmp:
+        for mib in (round(least + 0.1, 1), 80, 200):
+            out = Path(tmp) / f"device-{mib}.json"
+            made = strata(*beside_h200, "--dram", f"{mib}M", "-o", str(out))
+            assert made.returncode == 0, made.stderr
+            assert json.loads(out.read_text())["has_gpu"], f"plan --dram {mib}M left the GPU out:\n{made.stdout}"
+            ran = strata(*sim, "--plan", str(out), "--dram", f"{mib}M")
+            assert ran.returncode == 0, f"the device plan for --dram {mib}M:\n{ran.stderr}"
+            assert ran.stdout == all_in_memory, f"--dram {mib}M by its device plan gave {ran.stdout!r}"
+            if mib == round(least + 0.1, 1):
+                refused = strata(*sim, "--plan", str(out), "--dram", f"{least - 0.2:.1f}M")
+                needs = RUNTIME_NEEDS.search(refused.stderr)
+                assert refused.returncode != 0 and needs, refused.stderr
+                assert abs(float(needs[1]) - least) <= 0.1, f"generate needs {needs[1]} MiB, plan named {least} MiB"
+    print(f"ok: a device plan needs {least} MiB of DRAM in plan and generate alike, and runs from there with the same tokens")
 
 
 if __name__ == "__main__":

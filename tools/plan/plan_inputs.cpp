@@ -71,14 +71,24 @@ std::vector<DType> kv_types(const std::string& s) {
     return {*t};
 }
 
-// A CPU plan for this machine's model file that runs at the DRAM budget it is made for: the
-// runtime counts its working memory, rings and KV spill buffers its own way
-// (runtime/host_memory.h), more than the cost model estimates in some places and less in
-// others, so the planner's own budget is a knob, not the limit. The plan made for `budget`
-// itself where the runtime holds it within `budget`; else the one made for the most the planner
-// may be given whose plan the runtime holds, found by bisection up to `most` (what a plan needs
-// rises with the planner's budget in steps: streaming a layer adds a ring slot until the ring is
-// full). `search` runs the planner for a DRAM budget. Throws OutOfBudget where none fits.
+// The run a plan for `wl` is checked for, as the engine's commands run it by default
+// (--prefetch 2, --spec auto with drafts of --spec-depth).
+runtime::HostRun host_run(const Plan& plan, const Workload& wl) {
+    runtime::HostRun run;
+    run.n_ctx = wl.kv_positions();
+    run.n_batch = std::max(1, plan.policy.batch);
+    run.kv_type = plan.policy.kv_type;
+    run.decode_rows = 1 + runtime::SpecOptions{}.max_depth;
+    return run;
+}
+
+// A plan for a model file that runs at the DRAM budget it is made for: the runtime counts its
+// working memory, rings, KV spill buffers and a device backend's host buffers its own way
+// (runtime/host_memory.h), more than the cost model estimates in some places and less in others,
+// so the planner's own budget is a knob, not the limit. The plan made for `budget` itself where
+// the runtime holds it within `budget`; else the one made for the most the planner may be given
+// whose plan the runtime holds, found by bisection up to `most` (what a plan needs rises with the
+// planner's budget in steps: streaming a layer adds a ring slot until the ring is full). `search` runs the planner for a DRAM budget. Throws OutOfBudget where none fits.
 SearchResult fit_runtime_dram(const std::filesystem::path& file, const Workload& wl, double budget, double most,
                               const std::function<SearchResult(double)>& search) {
     const auto gguf = models::GgufFile::open(file);
@@ -91,13 +101,7 @@ SearchResult fit_runtime_dram(const std::filesystem::path& file, const Workload&
     const auto plan_for = [&](double dram) -> std::optional<Fit> {
         try {
             Fit f{search(dram)};
-            // As the engine's commands run it by default (--prefetch 2, --spec auto with drafts of --spec-depth).
-            runtime::HostRun run;
-            run.n_ctx = wl.kv_positions();
-            run.n_batch = std::max(1, f.plan.best.policy.batch);
-            run.kv_type = f.plan.best.policy.kv_type;
-            run.decode_rows = 1 + runtime::SpecOptions{}.max_depth;
-            f.need = static_cast<double>(runtime::least_dram_for_plan(gguf, f.plan.best, run));
+            f.need = static_cast<double>(runtime::least_dram_for_plan(gguf, f.plan.best, host_run(f.plan.best, wl)));
             return f;
         } catch (const OutOfBudget&) {
             return std::nullopt;
@@ -196,8 +200,9 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     opts.limits.op_offload = true;     // the device runtime's, for a long prompt
     opts.limits.head_on_device = true;     // the device runtime's head, in the GPU budget here,
     opts.limits.embedding_on_host = true;  // and its embeddings, looked up in DRAM
-    // This machine's model file: the runtime holds the output layer and embeddings in DRAM.
-    opts.limits.head_off_nvme = !local_model_file(o).empty();
+    // A model file: the runtime holds its output layer and embeddings in DRAM.
+    const std::filesystem::path model_file = plan_model_file(o);
+    opts.limits.head_off_nvme = !model_file.empty();
     PlanRun run{plan_shape(o, opts.kv_types.front()), std::move(hardware), {}};
     const HardwareProfile& hw = run.hw;
     const Workload wl = plan_workload(o);
@@ -230,8 +235,8 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
         return search_with_expert_offload(run.shape, alone, wl, cpu_opts);
     };
     const auto cpu_alone = [&] { return search_cpu_alone(opts); };
-    // This machine's model file under a DRAM budget, planned for the CPU alone: as the runtime holds it.
-    const std::filesystem::path fitted_file = (!o.dram.empty() || !o.dram_budget.empty()) ? local_model_file(o) : std::filesystem::path{};
+    // A model file under a DRAM budget is planned as the runtime holds it (on this machine or another).
+    const std::filesystem::path fitted_file = (!o.dram.empty() || !o.dram_budget.empty()) ? model_file : std::filesystem::path{};
     const auto fit_cpu_alone = [&] {
         return fit_runtime_dram(fitted_file, wl, opts.budgets.dram, opts.budgets.dram + 2 * run.shape.total_weight_bytes(),
                                 [&](double dram) {
@@ -243,22 +248,45 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
                                     return search_cpu_alone(fitted);
                                 });
     };
+    const auto cpu_alone_as_run = [&] { return fitted_file.empty() ? cpu_alone() : fit_cpu_alone(); };
     if (!hw.gpu && !fitted_file.empty()) {
         run.result = fit_cpu_alone();
         return run;
     }
     // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
+    const auto search_device = [&](double dram) {
+        PlannerOptions d = opts;
+        d.budgets.dram = dram;
+        return search_with_expert_offload(run.shape, hw, wl, d);
+    };
     try {
-        run.result = search_with_expert_offload(run.shape, hw, wl, opts);
+        run.result = search_device(opts.budgets.dram);
     } catch (const OutOfBudget& e) {
         if (!hw.gpu) throw;
         try {
-            cpu_alone();
+            cpu_alone_as_run();
         } catch (const OutOfBudget&) {
             throw e;
         }
         throw GpuBudgetTooSmall(e.what(), "the CPU alone holds the workload: plan it with --gpu-budget 0 (the runtime's "
                                           "--gpu-mem 0), or give the GPU more memory");
+    }
+    // A dense model's device plan beside the device backend's host buffers (a mixture of experts
+    // on a device is placed by the runtime itself); where none fits, the CPU alone's, as the
+    // runtime falls back to it.
+    if (run.result.best.has_gpu && !fitted_file.empty() && run.shape.n_expert == 0) {
+        try {
+            run.result = fit_runtime_dram(fitted_file, wl, opts.budgets.dram, opts.budgets.dram + 2 * run.shape.total_weight_bytes(),
+                                          search_device);
+        } catch (const OutOfBudget&) {
+            const uint64_t least = runtime::least_dram_for_plan(models::GgufFile::open(fitted_file), run.result.best,
+                                                                host_run(run.result.best, wl));
+            run.result = fit_cpu_alone();
+            run.gpu_left_out = fmt::format("no plan with the GPU runs in {} of DRAM: the device backend's host buffers "
+                                           "beside the KV cache and activations need {} or more",
+                                           format_size(opts.budgets.dram), format_bytes_at_least(least));
+            return run;
+        }
     }
     if (!run.result.best.has_gpu) {
         if (!fitted_file.empty()) run.result = fit_cpu_alone();
@@ -266,7 +294,7 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     }
     // A device placement only where it beats the CPU alone.
     try {
-        SearchResult cpu = cpu_alone();
+        SearchResult cpu = cpu_alone_as_run();
         run.cpu_alone = cpu.best.prediction;
         if (!device_beats_cpu(run.result.best.prediction, cpu.best.prediction)) {
             run.device_prediction = run.result.best.prediction;

@@ -51,15 +51,20 @@ uint64_t DeviceBackend::Impl::working_bytes(const gpu::Device& device, const mod
            uint64_t(n_slots) * slot_bytes + (16u << 20);
 }
 
-DeviceFootprint DeviceBackend::footprint(const gpu::Device& device, const models::Hparams& hp, const ModelWeights& w,
-                                         int n_ctx, uint64_t largest_layer_bytes) {
-    const uint64_t head = row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
+DeviceFootprint DeviceBackend::host_footprint(const models::Hparams& hp, int n_ctx, uint64_t largest_layer_bytes) {
     DeviceFootprint f;
-    f.working_streamed = Impl::working_bytes(device, hp, head, largest_layer_bytes, 2, n_ctx);
-    f.working_resident = Impl::working_bytes(device, hp, head, 0, 0, n_ctx);
     f.staging = ring_bytes(HostStaging::slot_bytes(Impl::staging_sizes(hp, KvCache::blocks_for(n_ctx), 0)), 1);
     f.load_buffer = ring_bytes(largest_layer_bytes, 1);  // as load_weights charges it (device_weights.cpp)
     f.host_activations = CpuBackend::activation_bytes(hp);
+    return f;
+}
+
+DeviceFootprint DeviceBackend::footprint(const gpu::Device& device, const models::Hparams& hp, const ModelWeights& w,
+                                         int n_ctx, uint64_t largest_layer_bytes) {
+    const uint64_t head = row_bytes(w.output.type, hp.n_embd) * uint64_t(w.output.n_rows);
+    DeviceFootprint f = host_footprint(hp, n_ctx, largest_layer_bytes);
+    f.working_streamed = Impl::working_bytes(device, hp, head, largest_layer_bytes, 2, n_ctx);
+    f.working_resident = Impl::working_bytes(device, hp, head, 0, 0, n_ctx);
     if (!hp.moe.enabled()) return f;
     f.attention_weights = Impl::non_expert_bytes(w);
     // Routed experts the device may hold: SwiGLU experts (gpt-oss's clamped and biased too) in a type its kernels read.
