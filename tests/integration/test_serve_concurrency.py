@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """16 streaming clients at once on one `strata serve`: every greedy answer equals the same
-prompt's answer alone (asked one at a time beforehand), and /health answers during the load."""
+prompt's answer alone (asked one at a time beforehand), and /health answers during the load,
+while the server is generating by its own count."""
 from __future__ import annotations
 
 import threading
@@ -45,20 +46,21 @@ def main() -> None:
         alone = [ask(i, stream=False) for i in range(N_CLIENTS)]
         assert len(set(alone)) > N_CLIENTS // 2, alone  # different prompts, different answers
 
-        health_times: list[float] = []
+        health: list[dict] = []  # the answers to /health during the load
         health_failures: list[str] = []
         stop = threading.Event()
 
         def watch_health() -> None:
             while not stop.is_set():
-                t0 = time.time()
                 try:
-                    status, _, body = server.request("GET", "/health", timeout=10)
-                    if status != 200 or body.get("status") != "ok":
+                    # The timeout guards against a hang; it measures nothing.
+                    status, _, body = server.request("GET", "/health", timeout=60)
+                    if status == 200 and body.get("status") == "ok":
+                        health.append(body)
+                    else:
                         health_failures.append(f"{status} {body}")
                 except OSError as e:
                     health_failures.append(repr(e))
-                health_times.append(time.time() - t0)
                 time.sleep(0.05)
 
         watcher = threading.Thread(target=watch_health)
@@ -72,10 +74,12 @@ def main() -> None:
         for i, (a, b) in enumerate(zip(alone, together)):
             assert a == b, f"prompt {i}: alone {a!r}, with 15 others {b!r}"
         assert not health_failures, health_failures
-        assert health_times and max(health_times) < 2.0, health_times
+        # Answered mid-generation, not after it: /health's own count of sequences running.
+        busy = [h for h in health if h["running"] > 0]
+        assert busy, health
         assert server.stop() == 0, server.stderr()
-    print(f"ok: {N_CLIENTS} streams, /health answered {len(health_times)} times (slowest "
-          f"{max(health_times) * 1000:.0f} ms), {time.time() - start:.1f} s")
+    print(f"ok: {N_CLIENTS} streams, /health answered {len(health)} times, {len(busy)} of them while generating, "
+          f"{time.time() - start:.1f} s")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 // gives its KV blocks back.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 
@@ -56,14 +57,28 @@ TEST_CASE("SmolLM2: 16 greedy requests batched 8 at a time give the tokens of ea
     std::vector<GenerateResult> results(prompts.size());
     Scheduler sched(engine, {8, 64});
     const auto t0 = std::chrono::steady_clock::now();
+    // Which request each piece of text came from, in order (on the scheduler's thread): requests
+    // in one batch interleave theirs.
+    std::vector<size_t> texts_before_first_done;
+    bool first_done = false;
     for (size_t i = 0; i < prompts.size(); ++i) {
         Request r;
         r.prompt = prompts[i];
         r.params = test::greedy(kTokens);
-        r.on_done = [&results, i](const GenerateResult& g) { results[i] = g; };
+        r.on_text = [&, i](std::string_view) {
+            if (!first_done) texts_before_first_done.push_back(i);
+            return true;
+        };
+        r.on_done = [&results, &first_done, i](const GenerateResult& g) {
+            results[i] = g;
+            first_done = true;
+        };
         sched.submit(std::move(r));
     }
     sched.wait_idle();
+    // Before any request finished, several had produced text: they decoded in one batch.
+    std::sort(texts_before_first_done.begin(), texts_before_first_done.end());
+    CHECK(std::unique(texts_before_first_done.begin(), texts_before_first_done.end()) - texts_before_first_done.begin() > 1);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     uint64_t generated = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {

@@ -83,11 +83,13 @@ TEST_CASE("SmolLM2: BF16, Q8_0 and Q4_0 KV caches keep the reference's teacher-f
     }
 }
 
-TEST_CASE("stories260K: every KV type gives the published greedy tokens", "[model][kv]") {
+TEST_CASE("stories260K: every KV type but Q4_0 gives the published greedy tokens", "[model][kv]") {
     auto path = test::stories260k_path();
     STRATA_REQUIRE_MODEL(path, "stories260K.gguf");
     const json f = test::model_fixture("stories260k_greedy.json");
     const auto prompt = f["prompt_ids"].get<std::vector<int32_t>>();
+    // Q4_0's coarser rounding leaves the published text after 16 tokens: it is held to SmolLM2's
+    // teacher-forced agreement above instead.
     for (const DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
         INFO(dtype_name(type));
         CHECK(json(greedy_runs(options(*path, 256, type), {prompt}, 64)[0]) == f["generated_ids"]);

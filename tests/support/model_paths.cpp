@@ -22,8 +22,10 @@ std::filesystem::path shared_dir() {
 }
 
 std::optional<std::filesystem::path> stories260k_path() {
-    auto p = shared_dir() / "models" / "stories260K.gguf";
-    return std::filesystem::exists(p) ? std::optional(p.lexically_normal()) : std::nullopt;
+    // The shared folder's, else the one scripts/fetch_model.sh fetched beside the default model.
+    for (const auto& p : {shared_dir() / "models" / "stories260K.gguf", strata::default_model_path().parent_path() / "stories260K.gguf"})
+        if (std::filesystem::exists(p)) return p.lexically_normal();
+    return std::nullopt;
 }
 
 std::filesystem::path tiny_llama_path() {

@@ -13,7 +13,8 @@ namespace strata::test {
 std::optional<std::filesystem::path> default_model_path();
 // The shared folder beside the repository: $STRATA_SHARED, else ../shared.
 std::filesystem::path shared_dir();
-// stories260K.gguf in the shared folder's models/ (tests that assert its trained outputs).
+// stories260K.gguf in the shared folder's models/, else in the model cache (scripts/fetch_model.sh
+// fetches it there): for tests that assert its trained outputs.
 std::optional<std::filesystem::path> stories260k_path();
 // stories260K when it is there, else a stand-in the process writes once: its shape, header and
 // SentencePiece vocabulary (tests/fixtures/tokenizer_vocab_stories260k.json) with random

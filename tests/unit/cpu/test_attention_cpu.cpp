@@ -19,6 +19,7 @@
 #include "tests/support/kv_values.h"
 #include "tests/support/random_values.h"
 #include "tests/support/reference_attention.h"
+#include "tests/support/skip.h"
 
 using namespace strata;
 using namespace strata::cpu;
@@ -52,7 +53,7 @@ void on_each_kernel(ThreadPool& pool, AttentionArgs a, size_t n_out, Check check
     const CpuPath saved = active_path();
     for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx512}) {
         if (!path_supported(path)) {
-            WARN("skipped: this CPU has no " << path_name(path));
+            STRATA_SKIP_PART("this CPU has no " << path_name(path));
             continue;
         }
         set_active_path(path);

@@ -148,6 +148,24 @@ void fused_inputs(TestDevice& d) {
     }
 }
 
+// The element-wise ops in double, from their definitions: RMSNorm, SiLU(gate) x up, and
+// gpt-oss's clamped form (gate clamped above, up either way, sigmoid(alpha x gate), up + 1).
+std::vector<double> rms_norm_ref(std::span<const float> x, std::span<const float> w, int64_t n, double eps) {
+    std::vector<double> y(x.size());
+    for (size_t r = 0; r < x.size() / size_t(n); ++r) {
+        double ss = 0;
+        for (int64_t i = 0; i < n; ++i) ss += double(x[r * n + i]) * x[r * n + i];
+        const double scale = 1.0 / std::sqrt(ss / double(n) + eps);
+        for (int64_t i = 0; i < n; ++i) y[r * n + i] = double(x[r * n + i]) * scale * w[i];
+    }
+    return y;
+}
+double swiglu_ref(double gate, double up) { return gate / (1.0 + std::exp(-gate)) * up; }
+double swiglu_clamped_ref(double gate, double up, double alpha, double limit) {
+    const double g = std::min(gate, limit), u = std::clamp(up, -limit, limit);
+    return g / (1.0 + std::exp(-alpha * g)) * (u + 1.0);
+}
+
 void elementwise_ops(TestDevice& d) {
     const int64_t rows = 3, n = 1001;
     const auto x = normal_floats(rows * n, 41), w = normal_floats(n, 42), up = normal_floats(rows * n, 43),
@@ -157,15 +175,16 @@ void elementwise_ops(TestDevice& d) {
 
     d.dev->rms_norm(dx.as<float>(), dw.as<float>(), dy.as<float>(), rows, n, 1e-5f, s);
     auto y = d.download<float>(dy, rows * n);
-    std::vector<float> ref(rows * n);
-    for (int64_t r = 0; r < rows; ++r) cpu::rms_norm(x.data() + r * n, w.data(), ref.data() + r * n, n, 1e-5f);
-    for (size_t i = 0; i < ref.size(); ++i) CHECK(y[i] == Approx(ref[i]).epsilon(1e-5).margin(1e-6));
+    const std::vector<double> normed = rms_norm_ref(x, w, n, 1e-5);
+    for (size_t i = 0; i < normed.size(); ++i) CHECK(y[i] == Approx(normed[i]).epsilon(1e-5).margin(1e-6));
+    // And the CPU's very bits: its squares summed in double, whatever the order, give its scale.
+    std::vector<float> cpu_normed(rows * n);
+    for (int64_t r = 0; r < rows; ++r) cpu::rms_norm(x.data() + r * n, w.data(), cpu_normed.data() + r * n, n, 1e-5f);
+    CHECK(y == cpu_normed);
 
     d.dev->swiglu(dx.as<float>(), dup.as<float>(), rows, n, s);
     y = d.download<float>(dx, rows * n);
-    ref = x;
-    for (int64_t r = 0; r < rows; ++r) cpu::swiglu(ref.data() + r * n, up.data() + r * n, n);
-    for (size_t i = 0; i < ref.size(); ++i) CHECK(y[i] == Approx(ref[i]).epsilon(1e-5).margin(1e-6));
+    for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == Approx(swiglu_ref(x[i], up[i])).epsilon(1e-5).margin(1e-6));
 
     d.dev->add(dx.as<float>(), dup.as<float>(), rows * n, s);  // on the swiglu output
     d.dev->add_rows(dx.as<float>(), db.as<float>(), rows, n, s);
@@ -175,7 +194,7 @@ void elementwise_ops(TestDevice& d) {
     CHECK(bad == 0);
 }
 
-// gpt-oss's clamped SwiGLU against the CPU's, and rows copied between strided layouts (MLA's
+// gpt-oss's clamped SwiGLU against its definition, and rows copied between strided layouts (MLA's
 // per-head products) against a plain loop.
 void clamped_glu_rows(TestDevice& d) {
     const int64_t rows = 3, n = 1001;
@@ -185,9 +204,8 @@ void clamped_glu_rows(TestDevice& d) {
     DeviceBuffer dx = d.upload(x), dup = d.upload(up);
     d.dev->swiglu_clamped(dx.as<float>(), dup.as<float>(), rows, n, 1.702f, 7.0f, *d.stream);
     const auto y = d.download<float>(dx, rows * n);
-    std::vector<float> ref = x;
-    for (int64_t r = 0; r < rows; ++r) cpu::swiglu_clamped(ref.data() + r * n, up.data() + r * n, n, 1.702f, 7.0f);
-    for (size_t i = 0; i < ref.size(); ++i) CHECK(y[i] == Approx(ref[i]).epsilon(1e-5).margin(1e-6));
+    for (size_t i = 0; i < y.size(); ++i)
+        CHECK(y[i] == Approx(swiglu_clamped_ref(x[i], up[i], 1.702, 7.0)).epsilon(1e-5).margin(1e-6));
 
     // Columns [5, 5 + 40) of rows of 100 into rows of 64 at column 7.
     const auto src = normal_floats(rows * 100, 63);
@@ -498,8 +516,8 @@ void memory_budget(TestDevice& d) {
 
 STRATA_DEVICE_TEST("matmul rows match the double reference, decode rows as each alone", matmul_rows)
 STRATA_DEVICE_TEST("a matmul's input RMSNormed or SwiGLUed on the way in; a second weight reuses it exactly", fused_inputs)
-STRATA_DEVICE_TEST("rms_norm, swiglu, add and add_rows match the CPU functions", elementwise_ops)
-STRATA_DEVICE_TEST("swiglu_clamped matches cpu::swiglu_clamped, copy_rows moves strided rows", clamped_glu_rows)
+STRATA_DEVICE_TEST("rms_norm and swiglu match their definitions in double, add and add_rows exactly", elementwise_ops)
+STRATA_DEVICE_TEST("swiglu_clamped matches its definition in double, copy_rows moves strided rows", clamped_glu_rows)
 STRATA_DEVICE_TEST("rope matches cpu::rope (normal and NeoX, partial rotation, freq factors, YaRN, heads inside wider rows)", rope_op)
 STRATA_DEVICE_TEST("kv_store then kv_gather give each row as the CPU cache rounds it, strides in bytes", kv_rows)
 STRATA_DEVICE_TEST("rope_kv_store writes the bytes of rope then kv_store, the source rows unrotated", rope_kv_rows)

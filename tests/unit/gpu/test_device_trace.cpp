@@ -55,7 +55,7 @@ private:
 
 }  // namespace
 
-TEST_CASE("DeviceTrace: spans become slices once the stream has passed them, never before", "[unit][gpu]") {
+TEST_CASE("DeviceTrace: spans become slices once the stream has passed them, never before", "[unit][device]") {
     const auto path = std::filesystem::temp_directory_path() / "strata_device_trace_test.json";
     SimOptions o;
     o.budget_bytes = 1 << 20;

@@ -201,63 +201,77 @@ TEST_CASE("speculation: the simulated device verifies tree drafts, KV on it or i
     }
 }
 
+// Self drafts keep every task's plain greedy tokens, alone and in a batch, on `engine`;
+// `copied_in`: every layer is copied in over a slow link, where drafting certainly pays.
+// Returns each task's greedy tokens.
+std::vector<std::vector<int32_t>> self_drafts_keep_greedy_tokens(Engine& engine, const SpecOptions& so, bool copied_in) {
+    int drafted = 0;
+    std::vector<std::vector<int32_t>> want;
+    for (size_t t = 0; t < tasks().size(); ++t) {
+        INFO("task " << t);
+        const auto prompt = encode(engine, tasks()[t]);
+        const GenerateResult plain = test::generate(engine, prompt, test::greedy(40, true), spec(SpecMode::Off));
+        want.push_back(plain.tokens);
+        const GenerateResult fast = test::generate(engine, prompt, test::greedy(40, true), so);
+        CHECK(fast.tokens == plain.tokens);
+        CHECK(fast.n_decode_evals + fast.n_accepted == plain.n_decode_evals);
+        drafted += fast.n_drafted;
+    }
+    // Resident on the CPU a pass is cheap and the drafter may rightly turn itself off; a pass
+    // that copies every layer in over a slow link makes drafting on the CPU pay, so drafts
+    // are certainly verified there.
+    if (copied_in) CHECK(drafted > 0);
+    SchedulerOptions batched{3, 8};
+    batched.spec = so;
+    Scheduler sched(engine, batched);
+    const auto got = all_tasks_at_once(engine, sched);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
+    CHECK(so.draft_model->kv().pool().n_used() == 0);  // each request's draft sequence freed with it
+    return want;
+}
+
 TEST_CASE("speculation: self drafts keep the plain greedy tokens on every task, CPU and simulated device", "[unit][spec]") {
     // stories260K (5 layers: its first one or two draft, and seldom guess right) on the CPU and
-    // the simulated device; SmolLM2 (30 layers) on the CPU, where the early layers' guesses are kept.
-    const auto smollm2 = test::default_model_path();
-    for (const int run : {0, 1, 2}) {
-        if (run == 2 && !smollm2) {
-            WARN("SmolLM2 is missing: self-speculation checked on stories260K only");
-            break;
-        }
-        Engine engine(run == 1 ? copied_in_target() : test::engine_options(run == 2 ? *smollm2 : test::tiny_llama_path(), 512));
+    // the simulated device.
+    for (const bool copied_in : {false, true}) {
+        INFO((copied_in ? "simulated device, layers copied in" : "CPU"));
+        Engine engine(copied_in ? copied_in_target() : test::engine_options(test::tiny_llama_path(), 512));
         const auto early = open_early_layers(engine);
         SpecOptions so = spec(SpecMode::Self);
         so.draft_model = early.get();
-        int drafted = 0, accepted = 0;
-        std::vector<std::vector<int32_t>> want;
-        for (size_t t = 0; t < tasks().size(); ++t) {
-            INFO("run " << run << ", task " << t);
-            const auto prompt = encode(engine, tasks()[t]);
-            const GenerateResult plain = test::generate(engine, prompt, test::greedy(40, true), spec(SpecMode::Off));
-            want.push_back(plain.tokens);
-            const GenerateResult fast = test::generate(engine, prompt, test::greedy(40, true), so);
-            CHECK(fast.tokens == plain.tokens);
-            CHECK(fast.n_decode_evals + fast.n_accepted == plain.n_decode_evals);
-            drafted += fast.n_drafted, accepted += fast.n_accepted;
-        }
-        // Resident on the CPU a pass is cheap and the drafter may rightly turn itself off; a pass
-        // that copies every layer in over a slow link makes drafting on the CPU pay, so drafts
-        // are certainly verified there.
-        if (run == 1) CHECK(drafted > 0);
-        SchedulerOptions batched{3, 8};
-        batched.spec = so;
-        Scheduler sched(engine, batched);
-        const auto got = all_tasks_at_once(engine, sched);
-        for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].tokens == want[i]);
-        CHECK(early->kv().pool().n_used() == 0);  // each request's draft sequence freed with it
-        if (run < 2) continue;
-        // The early layers' greedy guess against the model's next token along its own text:
-        // the acceptance a draft's first token meets, reported (the scheduler drafts on a
-        // resident model only while it pays, which on this CPU is seldom).
-        SelfDrafter d(*early, engine.hparams().n_layer, 1);
-        for (size_t t = 0; t < tasks().size(); ++t) {
-            std::vector<int32_t> context = encode(engine, tasks()[t]), guess;
-            int kept = 0;
-            for (const int32_t next : want[t]) {
-                d.draft(context, 1, guess);
-                REQUIRE(guess.size() == 1);
-                kept += guess[0] == next;
-                d.accepted(guess[0] == next ? 1 : 0);
-                context.push_back(next);
-            }
-            WARN("SmolLM2, task " << t << ": the early layers guessed " << kept << " of " << want[t].size()
-                                  << " next tokens, the last guesses exiting after " << d.exit_layers() << " layers");
-            if (t == 0) CHECK(kept > 0);
-        }
+        self_drafts_keep_greedy_tokens(engine, so, copied_in);
     }
     Engine plain(test::engine_options(test::tiny_llama_path(), 64));
     CHECK_THROWS_AS(Scheduler(plain, SchedulerOptions{1, 1, 1, 0, spec(SpecMode::Self)}), UsageError);
+}
+
+TEST_CASE("speculation: SmolLM2's early layers draft for it and keep its greedy tokens", "[model][spec]") {
+    // 30 layers on the CPU, where the early layers' guesses are kept.
+    const auto smollm2 = test::default_model_path();
+    STRATA_REQUIRE_MODEL(smollm2, "the default SmolLM2 model (run scripts/fetch_model.sh)");
+    Engine engine(test::engine_options(*smollm2, 512));
+    const auto early = open_early_layers(engine);
+    SpecOptions so = spec(SpecMode::Self);
+    so.draft_model = early.get();
+    const auto want = self_drafts_keep_greedy_tokens(engine, so, false);
+    // The early layers' greedy guess against the model's next token along its own text: the
+    // acceptance a draft's first token meets, reported (the scheduler drafts on a resident model
+    // only while it pays, which on this CPU is seldom).
+    SelfDrafter d(*early, engine.hparams().n_layer, 1);
+    for (size_t t = 0; t < tasks().size(); ++t) {
+        std::vector<int32_t> context = encode(engine, tasks()[t]), guess;
+        int kept = 0;
+        for (const int32_t next : want[t]) {
+            d.draft(context, 1, guess);
+            REQUIRE(guess.size() == 1);
+            kept += guess[0] == next;
+            d.accepted(guess[0] == next ? 1 : 0);
+            context.push_back(next);
+        }
+        WARN("SmolLM2, task " << t << ": the early layers guessed " << kept << " of " << want[t].size()
+                              << " next tokens, the last guesses exiting after " << d.exit_layers() << " layers");
+        if (t == 0) CHECK(kept > 0);
+    }
 }
 
 TEST_CASE("speculation: batched requests each keep their plain greedy tokens", "[unit][spec]") {

@@ -55,7 +55,7 @@ std::unique_ptr<Reader> make(const File& file, IoBackend backend, ReaderOptions 
         return open_reader(file, o);
     } catch (const IoError& e) {
         if (backend != IoBackend::Uring) throw;
-        WARN("io_uring unavailable, its checks are skipped: " << e.what());
+        STRATA_SKIP_PART("io_uring unavailable, its checks: " << e.what());
         return nullptr;
     }
 }

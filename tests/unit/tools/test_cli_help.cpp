@@ -81,9 +81,7 @@ TEST_CASE("CLI: plan's --system is --machine now, and still works with a note", 
 }
 
 TEST_CASE("CLI: each run samples with a fresh seed unless --seed names one", "[unit][cli][model]") {
-    const auto model = stories260k_path();
-    STRATA_REQUIRE_MODEL(model, "stories260K.gguf");
-    const std::string args = "generate -m " + model->string() + " -p 'Once upon a time' -n 32 --temp 0.8 --json";
+    const std::string args = "generate -m " + tiny_llama_path().string() + " -p 'Once upon a time' -n 32 --temp 0.8 --json";
     const auto tokens = [&](const std::string& extra) {
         const CommandResult r = run_strata(args + extra);
         REQUIRE(r.exit_code == 0);
