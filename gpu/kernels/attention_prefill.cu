@@ -203,15 +203,39 @@ void launch_prefill(const DecodeAttentionArgs& a, const QueryRun& run, bool eigh
     cuda_check_launch("attention (prefill)");
 }
 
-// Head sizes with a prefill kernel (key tiles of 64, or 32 for the widest heads).
-bool prefill_head_dim(int head_dim) { return head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 256; }
+// Shared memory a thread block may opt into on this process's device: 227 KiB on an H100, 163 on
+// an A100, 99 on the RTX 30 and 40 series (which run the sm_80 build).
+size_t block_smem_limit() {
+    int device = 0, bytes = 0;
+    cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+    return static_cast<size_t>(bytes);
+}
 
-void prefill_run(const DecodeAttentionArgs& a, const QueryRun& run, CudaStream& s) {
+// Every head size's kernel but the widest fits 99 KiB: key tiles of 64 (64, 96), or of 32 (128)
+// where 64 do not fit; heads of 256 (32 keys a tile, 141 KiB) need an H100's or A100's.
+static_assert(PrefillSmem<64, 64>::bytes <= (99u << 10) && PrefillSmem<96, 64>::bytes <= (99u << 10) &&
+              PrefillSmem<128, 32>::bytes <= (99u << 10));
+
+// The key tile of the prefill kernel for `head_dim` that this device's shared memory holds; 0
+// where none does or there is no kernel for the size (the decode kernel takes those rows).
+int prefill_tile(int head_dim) {
+    const size_t limit = block_smem_limit();
+    switch (head_dim) {
+        case 64: return 64;
+        case 96: return 64;
+        case 128: return PrefillSmem<128, 64>::bytes <= limit ? 64 : 32;
+        case 256: return PrefillSmem<256, 32>::bytes <= limit ? 32 : 0;
+        default: return 0;
+    }
+}
+
+void prefill_run(const DecodeAttentionArgs& a, const QueryRun& run, int tile, CudaStream& s) {
     const bool eight = kv_eight_ok(a);
     switch (a.head_dim) {
         case 64: return launch_prefill<64, 64>(a, run, eight, s);
         case 96: return launch_prefill<96, 64>(a, run, eight, s);
-        case 128: return launch_prefill<128, 64>(a, run, eight, s);
+        case 128: return tile == 64 ? launch_prefill<128, 64>(a, run, eight, s) : launch_prefill<128, 32>(a, run, eight, s);
         default: return launch_prefill<256, 32>(a, run, eight, s);
     }
 }
@@ -225,13 +249,14 @@ void attention(const DecodeAttentionArgs& a, CudaStream& s) {
     if (a.n_seq == 0) return;
     std::vector<QueryRun> runs(a.runs, a.runs + a.n_runs);
     std::sort(runs.begin(), runs.end(), [](const QueryRun& x, const QueryRun& y) { return x.first < y.first; });
+    const int tile = runs.empty() || value_dim(a) != a.head_dim ? 0 : prefill_tile(a.head_dim);
     int64_t next = 0;  // rows before it are done or queued
     for (const QueryRun& run : runs) {
         if (run.first < next || run.n < 0 || int64_t(run.first) + run.n > a.n_seq)
             throw BackendError("gpu attention: query runs overlap or leave the call's rows", "an internal error; please report it");
-        if (run.n == 0 || !prefill_head_dim(a.head_dim) || value_dim(a) != a.head_dim) continue;  // left to the decode kernel
+        if (run.n == 0 || tile == 0) continue;  // left to the decode kernel
         decode_attention_rows(a, next, run.first - next, s);
-        prefill_run(a, run, s);
+        prefill_run(a, run, tile, s);
         next = int64_t(run.first) + run.n;
     }
     decode_attention_rows(a, next, a.n_seq - next, s);

@@ -3,6 +3,7 @@
 
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_kernels.h"
+#include "gpu/kernels/reduce.cuh"
 #include "gpu/kernels/rope_angle.cuh"
 
 namespace strata::gpu {
@@ -10,24 +11,11 @@ namespace {
 
 constexpr int kRowThreads = 256;  // rms_norm: one block of 256 threads per row
 
-// Sum over the block (blockDim.x == kRowThreads); every thread gets the total.
-__device__ float block_sum(float v) {
-    __shared__ float warp_sums[kRowThreads / 32];
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
-    __syncthreads();
-    float total = 0.0f;
-    for (int w = 0; w < kRowThreads / 32; ++w) total += warp_sums[w];
-    return total;
-}
-
 // grid = n_rows, block = 256 threads striding over the row.
 __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t n, float eps) {
     const float* xr = x + static_cast<int64_t>(blockIdx.x) * n;
     float* yr = y + static_cast<int64_t>(blockIdx.x) * n;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += kRowThreads) ss += xr[i] * xr[i];
-    const float scale = 1.0f / sqrtf(block_sum(ss) / float(n) + eps);
+    const float scale = row_rms_scale<kRowThreads>(xr, n, eps);
     for (int64_t i = threadIdx.x; i < n; i += kRowThreads) yr[i] = xr[i] * scale * w[i];
 }
 

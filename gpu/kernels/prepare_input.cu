@@ -53,19 +53,6 @@ __global__ void __launch_bounds__(128) quantize_kernel(const float* __restrict__
 constexpr int kRowThreads = 256;
 constexpr int64_t kWholeRows = 64;  // from this many rows on, a thread block takes a whole row
 
-// 1 / sqrt(mean(x^2) + eps) of row `x`, on every thread of the block.
-__device__ float row_rms_scale(const float* x, int64_t n, float eps) {
-    __shared__ float warp_sums[kRowThreads / 32];
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += kRowThreads) ss += x[i] * x[i];
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = ss;
-    __syncthreads();
-    float total = 0.0f;
-    for (int w = 0; w < kRowThreads / 32; ++w) total += warp_sums[w];
-    return 1.0f / sqrtf(total / float(n) + eps);
-}
-
 // grid = (n_tok, column chunks), 256 threads: row blockIdx.x transformed (RMSNorm when norm_w is
 // set, SwiGLU when up is) and written in `format`, its 256-column chunks blockIdx.y,
 // blockIdx.y + gridDim.y, ... (the same values whatever the grid).
@@ -74,7 +61,7 @@ __global__ void __launch_bounds__(kRowThreads) row_input_kernel(const float* __r
                                                                 uint64_t out_stride) {
     const int64_t t = blockIdx.x;
     const float* xr = x + t * n_cols;
-    const float scale = tf.norm_w ? row_rms_scale(xr, n_cols, tf.norm_eps) : 1.0f;
+    const float scale = tf.norm_w ? row_rms_scale<kRowThreads>(xr, n_cols, tf.norm_eps) : 1.0f;
     auto value = [&](int64_t i) {
         const float v = input_value(xr, tf.swiglu_up ? tf.swiglu_up + t * n_cols : nullptr, i);
         return tf.norm_w ? v * scale * tf.norm_w[i] : v;

@@ -133,6 +133,8 @@ public:
     uint64_t bytes() const;  // DRAM held by resident layers
     uint64_t spill_buffer_bytes() const;  // DRAM of the spill ring (charged to its budget)
     int32_t n_spilled() const;
+    // Whether `layer`'s keys and values live in the spill file (read through its ring), not DRAM.
+    bool spilled(int32_t layer) const { return layer >= n_resident_; }
     void set_trace(Trace* trace);
 
     // Blocks for a sequence of n positions.

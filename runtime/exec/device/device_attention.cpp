@@ -150,7 +150,10 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
         }
         ev_up[0]->record(*h2d);
         ev_up[0]->wait_on(s);
-        ev_up[0]->synchronize();  // a spilled layer's host buffer is reused after end_layer
+        // A spilled layer's ring buffer is reused after end_layer; a resident layer's rows are
+        // next written after the next pass's copy down, which the compute stream orders after
+        // this attention, and so after these copies.
+        if (kv.spilled(il)) ev_up[0]->synchronize();
         kv.end_layer(il, p.dirty);
         kc = kv_k[stage].data();
         vc = kv_v[stage].data();
