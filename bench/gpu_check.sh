@@ -15,7 +15,8 @@
 #      16, 8 and 0 on the same file (the synthetic llama3-8b Q4_0), each with the plan's
 #      prediction (GPU_CHECK_REPS repetitions, default 2); decode at depth 4096
 #   6. CPU attention beside the GPU: batch 16 at depth 8192 on a synthetic tinyllama-1.1b, the KV
-#      cache in DRAM (--attention cpu) against on the device (--attention gpu)
+#      cache in DRAM (--attention cpu, traced, and beside the simulated device on the same host)
+#      against on the device (--attention gpu)
 #   7. 8-layer Q4_K and Q8_0 slices of the llama3-8b, every layer on the GPU, beside llama.cpp
 #   8. the decode kernels' times under Nsight Compute (ncu), with GPU_CHECK_NCU=1
 #
@@ -184,9 +185,17 @@ small=$work/tinyllama-1.1b-Q4_0.gguf
 make_synth "$small" --shape tinyllama-1.1b --type Q4_0 "${layers[@]}"
 if [[ -f $small ]]; then
     for where in cpu gpu; do
+        # The CPU-attention run's trace (the CPU's attention per sub-batch beside the device's
+        # streams) is kept beside the report.
+        trace=()
+        [[ $where == cpu ]] && trace=(--trace "$(dirname "$report")/cpu_attention_trace.json")
         run 150 "$strata" bench -m "$small" -p 0 -n 16 -b 16 -d "$depth" -c $((depth + 128)) -r 1 --device "$device" \
-            --attention "$where" --show-plan
+            --attention "$where" --show-plan -v "${trace[@]}"
     done
+    # The same CPU attention beside the simulated device on this host: slow there too, the host
+    # is the cause; slow only beside the card, the CUDA path is.
+    [[ $device == cuda ]] && run 150 "$strata" bench -m "$small" -p 0 -n 16 -b 16 -d "$depth" -c $((depth + 128)) -r 1 \
+        --device sim --gpu-mem 4G --attention cpu --show-plan
 fi
 
 section "7. Other weight types: 8-layer slices"

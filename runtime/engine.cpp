@@ -69,7 +69,34 @@ models::Hparams first_layers(models::Hparams hp, int n) {
     if (n > 0) hp.n_layer = n;
     return hp;
 }
+
+// What sizes an engine of `opts` on `hp`: its context, a pass's activations and logits (the
+// batch's sequences and one sequence's drafts, Engine::max_logit_rows), and its KV cache.
+struct Sizing {
+    int n_ctx = 0;
+    uint64_t activations = 0;
+    KvSize kv;
+};
+Sizing sizing(const models::Hparams& hp, const EngineOptions& opts) {
+    Sizing s;
+    s.n_ctx = context_size(opts.n_ctx, hp.n_ctx_train);
+    s.activations = host_activation_bytes(hp, planned_logit_rows(opts.n_batch, opts.decode_rows));
+    s.kv = kv_size(hp, opts.kv_positions, s.n_ctx, opts.kv_type, opts.plan ? &*opts.plan : nullptr);
+    return s;
+}
 }  // namespace
+
+Engine::Extent Engine::extent(const EngineOptions& opts) {
+    const auto file = models::GgufFile::open(resolve_model_path(opts.model));
+    const models::Hparams hp = first_layers(models::Hparams::from_gguf(file), opts.n_layers);
+    const Sizing s = sizing(hp, opts);
+    const storage::MemoryBudget unlimited("DRAM", UINT64_MAX, "--dram");
+    const ResidencyInput in = WeightStore::residency_input(file, hp, unlimited, s.kv.all_bytes + s.activations + opts.dram_beside,
+                                                           opts.prefetch_depth);
+    uint64_t all = in.fixed_bytes + in.other_bytes;
+    for (const uint64_t b : in.layer_bytes) all += b;
+    return {s.n_ctx, s.kv.n_blocks * KvCache::kBlockSize, all};
+}
 
 Engine::Engine(const EngineOptions& opts)
     : file_(models::GgufFile::open(resolve_model_path(opts.model))),
@@ -110,9 +137,10 @@ Engine::Engine(const EngineOptions& opts)
     // a budget (Scheduler::add_drafts, max_logit_rows).
     planned_logit_rows_ = planned_logit_rows(opts.n_batch, opts.decode_rows);
     planned_batch_logits_ = batch_logits_bytes(hp_, planned_logit_rows_);
-    const uint64_t activations = host_activation_bytes(hp_, planned_logit_rows_);
     if (opts.kv_positions < 0) throw UsageError(fmt::format("KV cache size {} is negative", opts.kv_positions));
-    const KvSize kv = kv_size(hp_, opts.kv_positions, n_ctx, opts.kv_type, opts.plan ? &*opts.plan : nullptr);
+    const Sizing sized = sizing(hp_, opts);
+    const uint64_t activations = sized.activations;
+    const KvSize& kv = sized.kv;
     // The GPU, when there is one to use: the planner places layers and KV on it.
     GpuTarget gpu = find_gpu(opts.gpu, file_, hp_, opts.kv_type, pool_->n_threads());
     if (!gpu.use) log_no_device(opts.gpu, gpu);
@@ -152,8 +180,10 @@ Engine::Engine(const EngineOptions& opts)
     lo.max_pass_rows = static_cast<int32_t>(Backend::kMaxUbatch);
     // The layers' sizes as the store reads them; then the KV cache and the placement of the
     // weights (the planner's); then the weights, held as placed.
-    const ResidencyInput in =
-        WeightStore::residency_input(file_, hp_, *dram_, kv.all_bytes + activations, opts.prefetch_depth);
+    // The KV cache, activations and a drafting engine's share beside what the plan places.
+    ResidencyInput in =
+        WeightStore::residency_input(file_, hp_, *dram_, kv.all_bytes + activations + opts.dram_beside, opts.prefetch_depth);
+    in.beside_bytes = opts.dram_beside;
     std::unique_ptr<gpu::Device> device = gpu.use ? open_device(gpu, opts.gpu, opts.int8_activations) : nullptr;
     std::optional<DeviceFootprint> footprint;
     if (device)
@@ -180,6 +210,7 @@ Engine::Engine(const EngineOptions& opts)
     residency.read_chunks = stream_read_chunks(placement_->hw.nvme);
     weights_ = std::make_unique<WeightStore>(file_, hp_, *dram_, std::move(residency));
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
+    if (opts.dram_beside > 0) beside_ = storage::Reservation(*dram_, opts.dram_beside, "the drafting engine beside the model");
     make_backend(opts, layout.kv_on, std::move(device));
     weights_->set_trace(trace_.get());
     kv_->set_trace(trace_.get());

@@ -46,6 +46,23 @@ void warn_device_flags_unused(const ModelOptions& m, const runtime::GpuRequest& 
         STRATA_LOG_WARN("{} {} no effect: the run uses no device ({})", fmt::join(unused, ", "), unused.size() == 1 ? "has" : "have",
                         gpu.device == runtime::DeviceKind::Cpu ? "--device cpu" : "--gpu-mem 0");
 }
+
+// `load()`, its errors named as --draft-model's where one is given.
+template <class Load>
+auto naming_draft_model(const std::string& draft_model, Load&& load) {
+    try {
+        return load();
+    } catch (const UsageError& err) {
+        if (draft_model.empty()) throw;
+        throw UsageError(fmt::format("--draft-model {}: {}", draft_model, err.what()), err.hint());
+    } catch (const Error& err) {
+        if (draft_model.empty()) throw;
+        // The file's own errors (missing, not GGUF) name -m's remedies: this one is --draft-model's.
+        throw UsageError(fmt::format("--draft-model {}: {}", draft_model, err.what()),
+                         "give a GGUF model with the target's vocabulary, or leave --draft-model out");
+    }
+}
+
 }  // namespace
 
 runtime::EngineOptions ModelOptions::engine() const {
@@ -142,8 +159,22 @@ runtime::EngineOptions ModelOptions::engine() const {
                 fmt::print(stderr, "speculation: at acceptance 0.5 {}; at 0.8 {}; at 0.95 {}\n", speculation_forecast(p, 0.5, depth),
                            speculation_forecast(p, 0.8, depth), speculation_forecast(p, 0.95, depth));
         };
+    // A drafting engine's share of --dram, held for it while the model is planned.
+    if (const auto source = draft_source()) return naming_draft_model(draft_model, [&] { return runtime::with_draft_share(e, *source); });
     return e;
 }
+
+std::optional<runtime::DraftSource> ModelOptions::draft_source() const {
+    if (spec == "self") {
+        if (!draft_model.empty())
+            throw UsageError("--spec self drafts with the model's own first layers, not --draft-model",
+                             "leave out --draft-model, or use --spec draft");
+        return runtime::DraftSource{};
+    }
+    if (draft_model.empty()) return std::nullopt;
+    return runtime::DraftSource{draft_model};
+}
+
 
 int ModelOptions::checked_spec_depth() const {
     if (spec_depth < 1 || spec_depth > runtime::PassPrices::kMaxRows - 1)
@@ -165,32 +196,14 @@ runtime::SpecOptions ModelOptions::spec_options(runtime::Engine* draft) const {
 }
 
 std::unique_ptr<runtime::Engine> ModelOptions::load_draft_model(const runtime::Engine& target) const {
-    if (spec == "self") {
-        if (!draft_model.empty())
-            throw UsageError("--spec self drafts with the model's own first layers, not --draft-model",
-                             "leave out --draft-model, or use --spec draft");
-        return runtime::open_early_layers(target);
-    }
-    if (draft_model.empty()) return nullptr;
-    // Its own small engine: the file held in memory, a context as long as the target's.
-    runtime::EngineOptions e;
-    e.model = draft_model;
-    e.n_threads = threads;
-    e.n_ctx = target.n_ctx();
-    e.kv_positions = target.kv_cache().pool().n_blocks() * runtime::KvCache::kBlockSize;  // a draft sequence per target sequence
-    e.gpu.device = runtime::DeviceKind::Cpu;
-    std::unique_ptr<runtime::Engine> engine;
-    try {
-        engine = std::make_unique<runtime::Engine>(e);
-        runtime::check_same_vocabulary(target.tokenizer(), engine->tokenizer());
-    } catch (const UsageError& err) {
-        throw UsageError(fmt::format("--draft-model {}: {}", draft_model, err.what()), err.hint());
-    } catch (const Error& err) {
-        // The file's own errors (missing, not GGUF) name -m's remedies: this one is --draft-model's.
-        throw UsageError(fmt::format("--draft-model {}: {}", draft_model, err.what()),
-                         "give a GGUF model with the target's vocabulary, or leave --draft-model out");
-    }
-    return engine;
+    const auto source = draft_source();
+    if (!source) return nullptr;
+    // In memory on the CPU, within the share of --dram the target holds for it.
+    return naming_draft_model(draft_model, [&] {
+        auto engine = std::make_unique<runtime::Engine>(runtime::draft_engine_options(target, *source));
+        if (!source->early_layers()) runtime::check_same_vocabulary(target.tokenizer(), engine->tokenizer());
+        return engine;
+    });
 }
 
 std::string speculation_forecast(const runtime::Placement& p, double acceptance, int max_depth) {

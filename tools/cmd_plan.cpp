@@ -162,14 +162,16 @@ int run_plan(const PlanOptions& given) {
         // a KV cache of their contexts.
         const int batch = std::max(1, r.best.policy.batch), ctx = r.best.workload.kv_positions();
         const std::string run = batch == 1 ? "generate" : "batch";
-        fmt::print(stderr, "strata: to run by this plan: strata {} -m {} --plan {}{} --ctx {}{}\n", run, file.string(), o.out,
-                   dram_flag(o, r.best.budgets.dram), batch * ctx,
+        // A plan for the CPU alone on a machine with a GPU: the runtime would otherwise bring the GPU in.
+        fmt::print(stderr, "strata: to run by this plan: strata {} -m {} --plan {}{} --ctx {}{}{}\n", run, file.string(), o.out,
+                   dram_flag(o, r.best.budgets.dram), batch * ctx, hw.gpu ? " --gpu-mem 0" : "",
                    batch == 1 ? "" : fmt::format(" --max-batch {} -i REQUESTS.jsonl -o ANSWERS.jsonl", batch));
     }
     if (!o.svg.empty()) write_file_whole(o.svg, plan_svg(r.best, shape, hw), "the timeline SVG", "is the disk full, or the folder missing or read-only?");
     const std::string way_out = "`--export vllm|sglang|llama-rpc` writes the launch of a distributed engine sized for it";
     if (o.json) {
         std::cout << json << "\n";
+        if (!run.gpu_left_out.empty()) fmt::print(stderr, "strata: the plan is the CPU alone's: {}\n", run.gpu_left_out);
         if (!missed.empty()) fmt::print(stderr, "strata: this machine misses the workload's targets: {}; {}\n", missed, way_out);
         return 0;
     }

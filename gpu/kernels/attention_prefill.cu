@@ -206,10 +206,17 @@ void launch_prefill(const DecodeAttentionArgs& a, const QueryRun& run, bool eigh
 // Shared memory a thread block may opt into on this process's device: 227 KiB on an H100, 163 on
 // an A100, 99 on the RTX 30 and 40 series (which run the sm_80 build).
 size_t block_smem_limit() {
-    int device = 0, bytes = 0;
-    cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-    cuda_check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
-    return static_cast<size_t>(bytes);
+    // Asked once per device a thread uses (attention is called every layer).
+    thread_local int device = -1;
+    thread_local size_t bytes = 0;
+    int now = 0;
+    cuda_check(cudaGetDevice(&now), "cudaGetDevice");
+    if (now != device) {
+        int b = 0;
+        cuda_check(cudaDeviceGetAttribute(&b, cudaDevAttrMaxSharedMemoryPerBlockOptin, now), "cudaDeviceGetAttribute");
+        device = now, bytes = static_cast<size_t>(b);
+    }
+    return bytes;
 }
 
 // Every head size's kernel but the widest fits 99 KiB: key tiles of 64 (64, 96), or of 32 (128)

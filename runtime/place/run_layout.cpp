@@ -56,21 +56,26 @@ int kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer) {
     return static_cast<int>(std::min<uint64_t>(n_layer - 1, (in.budget - weights_floor - spill) / kv.layer_bytes));
 }
 
+// The DRAM a given plan takes beside `in` (its budget aside): its layers as it holds them (those
+// on a device, `gpu`, none), the ring its streamed layers take.
+uint64_t plan_dram(const planner::Plan& plan, ResidencyInput in, bool gpu) {
+    in.budget = 0;
+    return residency_from_plan(plan, in, gpu).total_bytes;
+}
+
 // A given plan's KV layers in DRAM: as many of those it keeps there as fit beside its weights
 // (its resident layers and ring), the rest spilled, so that the plan runs at the budget it was
 // made for. 0 where even spilling every layer leaves too little room: placing it then says so.
-int given_kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer, const planner::Plan& plan) {
+int given_kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_layer, const planner::Plan& plan, bool gpu) {
     // Layers rebuilt from saved hidden states keep them in DRAM and cannot spill: all of it stays.
     if (kv.n_rebuilt > 0) return n_layer;
     const auto planned = static_cast<int>(std::count_if(plan.layers.begin(), plan.layers.end(), [](const auto& l) {
         return planner::tier_of(l.kv) != planner::Tier::Nvme;
     }));
     if (in.budget == 0) return planned;
-    ResidencyInput unbounded = in;
-    unbounded.budget = 0;
     // The plan's KV layers in DRAM, the others spilled (their ring and staging): all it asks fits.
-    if (residency_from_plan(plan, with_kv_spilled(unbounded, kv, planned)).total_bytes <= in.budget) return planned;
-    const uint64_t least = given_plan_least_dram(in, kv, plan);
+    if (plan_dram(plan, with_kv_spilled(in, kv, planned), gpu) <= in.budget) return planned;
+    const uint64_t least = given_plan_least_dram(in, kv, plan, gpu);
     if (least > in.budget) return 0;
     return static_cast<int>(std::min<uint64_t>(std::min(planned, n_layer - 1), (in.budget - least) / kv.resident_layer_bytes));
 }
@@ -148,21 +153,15 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
                                       "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
                           "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
     in = with_device_buffers(in, device, po.given);
-    // The plan is made for the DRAM left, so the spill's write staging is counted up front.
-    const int n_kv_dram = kv_layers_in_dram(in, kv, hp.n_layer);
-    ResidencyInput host_kv = in;  // DRAM as it is with the KV cache on the host
-    if (n_kv_dram < hp.n_layer) {
-        host_kv.other_bytes -= uint64_t(hp.n_layer - n_kv_dram) * kv.layer_bytes;
-        host_kv.budget -= std::min(host_kv.budget, kv_spill_bytes(kv, hp.n_layer - n_kv_dram, opts.prefetch_depth, kv_write_staging(kv)));
-    }
+    // The plan is made for the DRAM left, so the spill's write staging is counted up front; a
+    // given plan keeps the KV layers in DRAM that fit beside the weights it keeps there.
+    const int n_kv_dram = po.given ? given_kv_layers_in_dram(in, kv, hp.n_layer, *po.given, true) : kv_layers_in_dram(in, kv, hp.n_layer);
+    // DRAM as it is with the KV cache on the host: its layers kept in DRAM as they are held there,
+    // the last ones spilled, as the layout on the CPU counts them.
+    const ResidencyInput host_kv = with_kv_spilled(in, kv, n_kv_dram);
     PlacementOptions host_po = po;
     host_po.n_kv_layers_in_dram = n_kv_dram;
-    // The budget's own share of KV grows with --dram: the need counts the whole KV cache.
-    const auto need = [&] {
-        ResidencyInput unbounded = in;
-        unbounded.budget = 0;
-        return std::pair{residency_from_plan(*po.given, unbounded, true).total_bytes, "the whole KV cache"};
-    };
+    const auto need = [&] { return std::pair{given_plan_least_dram(in, kv, *po.given, true), "its KV cache spilled to disk"}; };
     GpuPlacement g = with_given_plan_hint(po, need, [&] {
         return place_on_gpu(file, host_kv, host_po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.attention,
                             opts.op_offload.kind != OpOffloadMode::Off);
@@ -203,8 +202,8 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
 // weight leaves too little room; then the planner decides which weight layers stay resident.
 RunLayout layout_on_cpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in, PlacementOptions po,
                         const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
-    const int n_kv_dram = po.given ? given_kv_layers_in_dram(in, kv, hp.n_layer, *po.given) : kv_layers_in_dram(in, kv, hp.n_layer);
-    const auto need = [&, all_kv = in] { return std::pair{given_plan_least_dram(all_kv, kv, *po.given), "its KV cache spilled to disk"}; };
+    const int n_kv_dram = po.given ? given_kv_layers_in_dram(in, kv, hp.n_layer, *po.given, false) : kv_layers_in_dram(in, kv, hp.n_layer);
+    const auto need = [&, all_kv = in] { return std::pair{given_plan_least_dram(all_kv, kv, *po.given, false), "its KV cache spilled to disk"}; };
     KvSpillOptions spill = host_kv_spill(hp, n_kv_dram, opts, kv, dram);
     if (kv.n_rebuilt > 0 && spill.n_resident_layers < hp.n_layer)
         throw OutOfBudget(fmt::format("the plan recomputes {} KV layers from saved hidden states, which stay in "
@@ -306,26 +305,14 @@ KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_
     return kv;
 }
 
-uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan) {
-    ResidencyInput spilled = with_kv_spilled(in, kv, 0), kept = with_kv_spilled(in, kv, INT_MAX);
-    spilled.budget = kept.budget = 0;
+uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan, bool gpu) {
     // A small cache's spill ring (whole huge pages) can take more than keeping the cache.
-    return std::min(residency_from_plan(plan, spilled).total_bytes, residency_from_plan(plan, kept).total_bytes);
+    return std::min(plan_dram(plan, with_kv_spilled(in, kv, 0), gpu), plan_dram(plan, with_kv_spilled(in, kv, INT_MAX), gpu));
 }
 
 uint64_t given_device_plan_least_dram(const ResidencyInput& in, const DeviceFootprint& device, const KvSize& kv,
                                       const planner::Plan& plan) {
-    const ResidencyInput with_device = with_device_buffers(in, device, &plan);
-    uint64_t least = UINT64_MAX;
-    // The KV cache on the host whole, or spilled (the device's own copy is its working set's):
-    // the runtime asks for room to stream every layer whatever the plan keeps on the device.
-    for (const int n_kv_dram : {0, INT_MAX}) {
-        ResidencyInput held = with_kv_spilled(with_device, kv, n_kv_dram);
-        held.budget = 0;
-        least = std::min(least, std::max(residency_from_plan(plan, held, true).total_bytes,
-                                         held.fixed_bytes + held.other_bytes + full_ring_bytes(held)));
-    }
-    return least;
+    return given_plan_least_dram(with_device_buffers(in, device, &plan), kv, plan, true);
 }
 
 RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const ResidencyInput& in,

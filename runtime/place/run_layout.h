@@ -32,10 +32,10 @@ struct KvSize {
 // kv_positions 0: one sequence of n_ctx positions; `given`: a plan whose recomputed layers keep hidden states.
 KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_type, const planner::Plan* given);
 
-// The least DRAM a given CPU plan runs in: its weights as it holds them (resident layers, the
-// ring) beside `in`'s other bytes with every KV layer spilled to disk (its ring and staging), or
-// with the whole KV cache kept where that is less (a small cache).
-uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan);
+// The least DRAM a given plan runs in (`gpu`: a plan with a device): its weights as it holds
+// them (resident layers, the ring) beside `in`'s other bytes with every KV layer spilled to disk
+// (its ring and staging), or with the whole KV cache kept where that is less (a small cache).
+uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan, bool gpu = false);
 
 // What the layout needs beside the plan's inputs.
 struct LayoutOptions {
@@ -66,8 +66,7 @@ struct DeviceFootprint {
 };
 
 // The least DRAM a given plan with a device (a dense model's) runs in, as layout_with_gpu counts
-// it: the device backend's host buffers, the plan's DRAM layers, the room for a full ring, and the
-// KV cache on the host spilled or kept, whichever takes less.
+// it: given_plan_least_dram beside the device backend's host buffers.
 uint64_t given_device_plan_least_dram(const ResidencyInput& in, const DeviceFootprint& device, const KvSize& kv,
                                       const planner::Plan& plan);
 

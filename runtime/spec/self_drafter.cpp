@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "runtime/kv/kv_cache.h"
+#include "runtime/spec/draft_engine.h"
 
 namespace strata::runtime {
 
@@ -36,14 +36,7 @@ double exit_value(double acceptance, int32_t layers, int32_t n_layer, int32_t ma
 }
 
 std::unique_ptr<Engine> open_early_layers(const Engine& target) {
-    EngineOptions e;
-    e.model = target.file().path();
-    e.n_threads = target.n_threads();
-    e.n_ctx = target.n_ctx();
-    e.kv_positions = target.kv_cache().pool().n_blocks() * KvCache::kBlockSize;
-    e.gpu.device = DeviceKind::Cpu;
-    e.n_layers = exit_candidates(target.hparams().n_layer).back();
-    return std::make_unique<Engine>(e);
+    return std::make_unique<Engine>(draft_engine_options(target, DraftSource{}));
 }
 
 SelfDrafter::SelfDrafter(Engine& early, int32_t n_layer, int32_t max_depth)

@@ -27,7 +27,8 @@ std::vector<int32_t> exit_candidates(int32_t n_layer);
 double exit_value(double acceptance, int32_t layers, int32_t n_layer, int32_t max_depth);
 
 // The target's model file, its first exit_candidates().back() layers alone, held in memory on the
-// CPU with a context as long as the target's and room for as many positions as its KV cache.
+// CPU with a context as long as the target's and room for as many positions as its KV cache,
+// within the share of the target's DRAM budget it holds (runtime/spec/draft_engine.h).
 std::unique_ptr<Engine> open_early_layers(const Engine& target);
 
 class SelfDrafter : public Drafter {

@@ -75,12 +75,14 @@ uint64_t least_weight_bytes(const ResidencyInput& in) { return in.fixed_bytes + 
 void check_min_budget(const ResidencyInput& in, uint64_t need) {
     if (in.budget == 0 || in.budget >= need) return;
     const std::string weights = least_layer_bytes(in).first;
+    const std::string beside =
+        in.beside_bytes ? fmt::format(", the drafting engine beside the model {}", format_bytes(in.beside_bytes)) : "";
     throw OutOfBudget(fmt::format("the DRAM budget of {} is too small: the output head and embeddings take {}, "
-                                  "the KV cache with its spill buffers, activations and staging buffers {}, and {}",
+                                  "the KV cache with its spill buffers, activations and staging buffers {}{}, and {}",
                                   format_bytes(in.budget), format_bytes(in.fixed_bytes),
-                                  format_bytes(in.other_bytes), weights),
-                      fmt::format("use --dram {} or more, a smaller context (--ctx), or less read-ahead (--prefetch)",
-                                  format_bytes_at_least(need)));
+                                  format_bytes(in.other_bytes - in.beside_bytes), beside, weights),
+                      fmt::format("use --dram {} or more, a smaller context (--ctx), or less read-ahead (--prefetch){}",
+                                  format_bytes_at_least(need), in.beside_bytes ? ", or draft without an engine (--spec lookup)" : ""));
 }
 
 namespace {

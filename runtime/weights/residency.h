@@ -18,6 +18,7 @@ struct ResidencyInput {
     uint64_t budget = 0;                 // DRAM bytes for everything the engine holds; 0 = no limit
     uint64_t fixed_bytes = 0;            // always resident: output head, embeddings, norms
     uint64_t other_bytes = 0;            // KV cache, activations, scratch
+    uint64_t beside_bytes = 0;           // of other_bytes: a drafting engine's share (EngineOptions::dram_beside)
     std::vector<uint64_t> layer_bytes;   // weight bytes each layer reads when streamed
     int prefetch_depth = 2;              // layers read ahead of compute
     // A mixture of experts: per layer, the bytes that stay resident when its routed experts

@@ -77,15 +77,18 @@ def check_device_plans(model: str, all_in_memory: str, cpu_least: float) -> None
     least = float(needs[1])
     sim = ["generate", "-m", model, "--device", "sim", "--gpu-mem", "1G", "--ctx", str(CTX), *RUN]
     with tempfile.TemporaryDirectory() as tmp:
-        for mib in (round(least + 0.1, 1), 80, 200):
-            out = Path(tmp) / f"device-{mib}.json"
-            made = strata(*beside_h200, "--dram", f"{mib}M", "-o", str(out))
+        # Every layer on the device; then a GPU budget that leaves layers in DRAM and on disk
+        # beside the KV cache on the host.
+        cases = [(round(least + 0.1, 1), []), (80, []), (200, []), (80, ["--gpu-budget", "60M"]), (72, ["--gpu-budget", "60M"])]
+        for mib, gpu_budget in cases:
+            out = Path(tmp) / f"device-{mib}-{len(gpu_budget)}.json"
+            made = strata(*beside_h200, *gpu_budget, "--dram", f"{mib}M", "-o", str(out))
             assert made.returncode == 0, made.stderr
             assert json.loads(out.read_text())["has_gpu"], f"plan --dram {mib}M left the GPU out:\n{made.stdout}"
             ran = strata(*sim, "--plan", str(out), "--dram", f"{mib}M")
-            assert ran.returncode == 0, f"the device plan for --dram {mib}M:\n{ran.stderr}"
-            assert ran.stdout == all_in_memory, f"--dram {mib}M by its device plan gave {ran.stdout!r}"
-            if mib == round(least + 0.1, 1):
+            assert ran.returncode == 0, f"the device plan for --dram {mib}M {gpu_budget}:\n{ran.stderr}"
+            assert ran.stdout == all_in_memory, f"--dram {mib}M {gpu_budget} by its device plan gave {ran.stdout!r}"
+            if mib == round(least + 0.1, 1) and not gpu_budget:
                 refused = strata(*sim, "--plan", str(out), "--dram", f"{least - 0.2:.1f}M")
                 needs = RUNTIME_NEEDS.search(refused.stderr)
                 assert refused.returncode != 0 and needs, refused.stderr

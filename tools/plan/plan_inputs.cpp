@@ -90,7 +90,7 @@ runtime::HostRun host_run(const Plan& plan, const Workload& wl) {
 // whose plan the runtime holds, found by bisection up to `most` (what a plan needs rises with the
 // planner's budget in steps: streaming a layer adds a ring slot until the ring is full). `search` runs the planner for a DRAM budget. Throws OutOfBudget where none fits.
 SearchResult fit_runtime_dram(const std::filesystem::path& file, const Workload& wl, double budget, double most,
-                              const std::function<SearchResult(double)>& search) {
+                              const std::function<SearchResult(double)>& search, double* least_need = nullptr) {
     const auto gguf = models::GgufFile::open(file);
     struct Fit {
         SearchResult plan;
@@ -102,6 +102,7 @@ SearchResult fit_runtime_dram(const std::filesystem::path& file, const Workload&
         try {
             Fit f{search(dram)};
             f.need = static_cast<double>(runtime::least_dram_for_plan(gguf, f.plan.best, host_run(f.plan.best, wl)));
+            if (least_need) *least_need = *least_need > 0 ? std::min(*least_need, f.need) : f.need;
             return f;
         } catch (const OutOfBudget&) {
             return std::nullopt;
@@ -275,16 +276,16 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     // on a device is placed by the runtime itself); where none fits, the CPU alone's, as the
     // runtime falls back to it.
     if (run.result.best.has_gpu && !fitted_file.empty() && run.shape.n_expert == 0) {
+        double least = 0;  // the least any device plan tried needs
         try {
             run.result = fit_runtime_dram(fitted_file, wl, opts.budgets.dram, opts.budgets.dram + 2 * run.shape.total_weight_bytes(),
-                                          search_device);
+                                          search_device, &least);
         } catch (const OutOfBudget&) {
-            const uint64_t least = runtime::least_dram_for_plan(models::GgufFile::open(fitted_file), run.result.best,
-                                                                host_run(run.result.best, wl));
             run.result = fit_cpu_alone();
             run.gpu_left_out = fmt::format("no plan with the GPU runs in {} of DRAM: the device backend's host buffers "
-                                           "beside the KV cache and activations need {} or more",
-                                           format_size(opts.budgets.dram), format_bytes_at_least(least));
+                                           "beside the KV cache and activations need {} or more; it runs on the CPU "
+                                           "alone (the runtime's --gpu-mem 0)",
+                                           format_size(opts.budgets.dram), format_bytes_at_least(static_cast<uint64_t>(least)));
             return run;
         }
     }

@@ -254,8 +254,12 @@ TEST_CASE("draft tree with KV layers spilled to disk: the resident cache's logit
     for (const bool cpu_attention : {false, true}) {
         INFO((cpu_attention ? "sim, the CPU attending" : "sim, KV copied in"));
         EngineOptions d = o;
-        d.plan = test::all_on_device(made);  // the weights on the device, the KV cache in DRAM
-        for (auto& l : d.plan->layers) l.kv = planner::KvOption::Dram, l.attention = cpu_attention ? planner::Device::Cpu : planner::Device::Gpu;
+        // The weights on the device, the KV cache in DRAM, its last two layers spilled as the plan says.
+        d.plan = test::all_on_device(made);
+        for (auto& l : d.plan->layers) {
+            l.kv = l.layer + 2 < int(d.plan->layers.size()) ? planner::KvOption::Dram : planner::KvOption::Nvme;
+            l.attention = cpu_attention ? planner::Device::Cpu : planner::Device::Gpu;
+        }
         d.plan->policy.cpu_attention = cpu_attention;
         d.dram_budget = uint64_t{15} << 20;  // the device's staging and load buffers, and the I/O staging, beside the host cache
         d.gpu.attention = cpu_attention ? AttentionChoice::Cpu : AttentionChoice::Gpu;
