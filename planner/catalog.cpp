@@ -185,6 +185,8 @@ const T* must(const T* e, std::string_view what, std::string_view name, const st
     if (!e) throw UsageError(fmt::format("unknown {} '{}'", what, name), fmt::format("known: {}", known));
     return e;
 }
+// A link of generation `pe` priced as the catalog prices links: x16 at the catalog's efficiency, each way.
+double link_gbps(const PcieEntry& pe, const Efficiency& eff) { return pe.x16_gbps * eff.pcie; }
 }  // namespace
 
 HardwareProfile profile_from_catalog(const DryRunSpec& spec, const Catalog& cat) {
@@ -233,8 +235,8 @@ HardwareProfile profile_from_catalog(const DryRunSpec& spec, const Catalog& cat)
         gp.mem_gbps = g->mem_gbps * eff.gpu_mem;
         gp.fp16_tflops = from_sys(own_gpu ? sys->gpu_fp16_tflops : 0, g->fp16_tflops * eff.gpu_gemm);
         gp.pcie = pe->name + " x16";
-        gp.h2d_gbps = from_sys(own_link ? sys->h2d_gbps : 0, pe->x16_gbps * eff.pcie);
-        gp.d2h_gbps = from_sys(own_link ? sys->d2h_gbps : 0, pe->x16_gbps * eff.pcie);
+        gp.h2d_gbps = from_sys(own_link ? sys->h2d_gbps : 0, link_gbps(*pe, eff));
+        gp.d2h_gbps = from_sys(own_link ? sys->d2h_gbps : 0, link_gbps(*pe, eff));
         p.gpu = gp;
         p.notes.push_back("gpu: " + g->source);
         p.notes.push_back("pcie: " + pe->source);
@@ -283,7 +285,7 @@ HardwareProfile with_catalog_parts(HardwareProfile base, const DryRunSpec& parts
         const PcieEntry* pe = cat.find_pcie(parts.pcie);
         if (!pe) throw UsageError(fmt::format("'{}' is not a catalog PCIe generation", parts.pcie), "use gen3, gen4 or gen5");
         base.gpu->pcie = pe->name + " x16";
-        base.gpu->h2d_gbps = base.gpu->d2h_gbps = pe->x16_gbps * cat.efficiency.pcie;
+        base.gpu->h2d_gbps = base.gpu->d2h_gbps = link_gbps(*pe, cat.efficiency);
         if (base.gpu->ops) base.gpu->ops->h2d_gbps = base.gpu->ops->d2h_gbps = base.gpu->h2d_gbps;
         swapped.push_back("PCIe " + pe->name);
         note("pcie");

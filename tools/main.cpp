@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
     pl->add_option("--cpu", plan.cpu, "catalog CPU: ryzen9-7950x, core-i9-14900k, epyc-9654, xeon-gcp-n1");
     pl->add_option("--dram", plan.dram,
                    "DRAM the run may use, e.g. 64G, all of it the plan's budget as generate's --dram is, counted as the "
-                   "runtime counts it for this machine's model file (default: $STRATA_DRAM, else this machine's, 90% of it "
+                   "runtime counts it for a model file (default: $STRATA_DRAM, else this machine's, 90% of it "
                    "the budget; 0: this machine's; a catalog machine's own, 64G where parts make one)");
     pl->add_option("--dram-kind", plan.dram_kind, "DRAM kind: ddr4-3200, ddr5-4800, ddr5-5600, ddr5-6400 (default: the CPU's)");
     pl->add_option("--nvme", plan.nvme, "NVMe generation: gen3, gen4, gen5 (default: this machine's disk; gen4 in a catalog machine)");
