@@ -22,6 +22,7 @@
 #include "planner/policy_search.h"
 #include "runtime/host_memory.h"
 #include "runtime/kv/kv_cache.h"
+#include "runtime/spec/draft_engine.h"
 #include "runtime/place/gpu_placement.h"
 #include "runtime/place/placement.h"
 #include "runtime/place/run_layout.h"
@@ -91,8 +92,7 @@ Engine::Extent Engine::extent(const EngineOptions& opts) {
     const models::Hparams hp = first_layers(models::Hparams::from_gguf(file), opts.n_layers);
     const Sizing s = sizing(hp, opts);
     const storage::MemoryBudget unlimited("DRAM", UINT64_MAX, "--dram");
-    const ResidencyInput in = WeightStore::residency_input(file, hp, unlimited, s.kv.all_bytes + s.activations + opts.dram_beside,
-                                                           opts.prefetch_depth);
+    const ResidencyInput in = WeightStore::residency_input(file, hp, unlimited, s.kv.all_bytes + s.activations, opts.prefetch_depth);
     uint64_t all = in.fixed_bytes + in.other_bytes;
     for (const uint64_t b : in.layer_bytes) all += b;
     return {s.n_ctx, s.kv.n_blocks * KvCache::kBlockSize, all};
@@ -181,9 +181,9 @@ Engine::Engine(const EngineOptions& opts)
     // The layers' sizes as the store reads them; then the KV cache and the placement of the
     // weights (the planner's); then the weights, held as placed.
     // The KV cache, activations and a drafting engine's share beside what the plan places.
-    ResidencyInput in =
-        WeightStore::residency_input(file_, hp_, *dram_, kv.all_bytes + activations + opts.dram_beside, opts.prefetch_depth);
-    in.beside_bytes = opts.dram_beside;
+    const uint64_t beside = opts.draft && opts.dram_budget ? draft_share(opts, *opts.draft) : 0;
+    ResidencyInput in = WeightStore::residency_input(file_, hp_, *dram_, kv.all_bytes + activations + beside, opts.prefetch_depth);
+    in.beside_bytes = beside;
     std::unique_ptr<gpu::Device> device = gpu.use ? open_device(gpu, opts.gpu, opts.int8_activations) : nullptr;
     std::optional<DeviceFootprint> footprint;
     if (device)
@@ -210,7 +210,7 @@ Engine::Engine(const EngineOptions& opts)
     residency.read_chunks = stream_read_chunks(placement_->hw.nvme);
     weights_ = std::make_unique<WeightStore>(file_, hp_, *dram_, std::move(residency));
     working_ = storage::Reservation(*dram_, working, "KV cache and activations");
-    if (opts.dram_beside > 0) beside_ = storage::Reservation(*dram_, opts.dram_beside, "the drafting engine beside the model");
+    if (beside > 0) beside_ = storage::Reservation(*dram_, beside, "the drafting engine beside the model");
     make_backend(opts, layout.kv_on, std::move(device));
     weights_->set_trace(trace_.get());
     kv_->set_trace(trace_.get());

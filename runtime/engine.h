@@ -24,6 +24,7 @@
 #include "runtime/weights/expert_slots.h"
 #include "runtime/generation.h"
 #include "runtime/sampler.h"
+#include "runtime/spec/draft_source.h"
 #include "storage/budget.h"
 
 namespace strata::cpu { class ThreadPool; }
@@ -97,9 +98,10 @@ struct EngineOptions {
     // Above 0: only the model's first n layers are loaded and run, then its output norm and
     // head (a self-speculative drafter: runtime/spec/self_drafter.h).
     int n_layers = 0;
-    // Bytes of dram_budget another engine holds beside this one (a drafting engine:
-    // runtime/spec/draft_engine.h): planned around as the KV cache is, and reserved.
-    uint64_t dram_beside = 0;
+    // An engine that drafts beside this one (runtime/spec/draft_engine.h): under a DRAM budget its
+    // share (every layer in memory, its KV cache for this engine's context) is planned around as
+    // the KV cache is, and reserved for it (dram_beside()).
+    std::optional<DraftSource> draft;
 };
 
 // What each memory tier holds now and what the disk has served: the live view of `strata
@@ -141,7 +143,7 @@ public:
 
     // What an engine of `opts` would hold, without loading it: its context and the positions its
     // KV cache's blocks take, and the DRAM it takes with every layer in memory on the CPU (its
-    // weights, KV cache and activations as the engine counts them).
+    // weights, KV cache and activations as the engine counts them; a drafting engine's aside).
     struct Extent {
         int n_ctx = 0;
         int kv_positions = 0;
@@ -155,7 +157,7 @@ public:
     const WeightStore& weights() const { return *weights_; }
     const KvCache& kv_cache() const { return *kv_; }
     const storage::MemoryBudget& dram() const { return *dram_; }
-    // The DRAM of the budget held for an engine beside this one (EngineOptions::dram_beside).
+    // The DRAM of the budget held for the drafting engine beside this one (EngineOptions::draft).
     uint64_t dram_beside() const { return beside_.bytes(); }
     // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
@@ -252,7 +254,7 @@ private:
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's
     std::optional<KvPlacement> kv_on_;  // with a device backend
     storage::Reservation working_;
-    storage::Reservation beside_;  // EngineOptions::dram_beside
+    storage::Reservation beside_;  // EngineOptions::draft's share
     int planned_logit_rows_ = 1;  // rows of logits the working memory holds from the start
     uint64_t planned_batch_logits_ = 0;  // the batch's logits the working memory holds from the start
     storage::Reservation batch_logits_;  // beyond those: grows with the largest batch eval_batch has run

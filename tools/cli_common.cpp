@@ -22,6 +22,7 @@
 #include "planner/units.h"
 #include "runtime/place/op_offload_choice.h"
 #include "runtime/place/placement.h"
+#include "runtime/spec/draft_engine.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/spec/model_drafter.h"
 #include "runtime/spec/self_drafter.h"
@@ -160,7 +161,9 @@ runtime::EngineOptions ModelOptions::engine() const {
                            speculation_forecast(p, 0.8, depth), speculation_forecast(p, 0.95, depth));
         };
     // A drafting engine's share of --dram, held for it while the model is planned.
-    if (const auto source = draft_source()) return naming_draft_model(draft_model, [&] { return runtime::with_draft_share(e, *source); });
+    e.draft = draft_source();
+    if (!draft_model.empty() && !e.draft)
+        STRATA_LOG_WARN("--draft-model {} is not loaded: --spec {} drafts without it", draft_model, spec);
     return e;
 }
 
@@ -171,7 +174,7 @@ std::optional<runtime::DraftSource> ModelOptions::draft_source() const {
                              "leave out --draft-model, or use --spec draft");
         return runtime::DraftSource{};
     }
-    if (draft_model.empty()) return std::nullopt;
+    if (draft_model.empty() || spec == "off" || spec == "lookup") return std::nullopt;
     return runtime::DraftSource{draft_model};
 }
 

@@ -9,7 +9,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
-#include "runtime/spec/draft_engine.h"
+#include "runtime/spec/draft_source.h"
 #include "runtime/spec/speculation.h"
 
 namespace strata::cli {
@@ -50,8 +50,8 @@ struct ModelOptions {
     // The --draft-model, resident beside `target` (its vocabulary checked against the target's),
     // or for --spec self the target's first layers (runtime/spec/self_drafter.h); null without either.
     std::unique_ptr<runtime::Engine> load_draft_model(const runtime::Engine& target) const;
-    // What drafts in an engine of its own (--draft-model, or --spec self's first layers); none
-    // otherwise. Throws UsageError for --spec self with a --draft-model.
+    // What drafts in an engine of its own (--draft-model unless --spec is off or lookup, or --spec
+    // self's first layers); none otherwise. Throws UsageError for --spec self with a --draft-model.
     std::optional<runtime::DraftSource> draft_source() const;
 };
 

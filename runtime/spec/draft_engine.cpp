@@ -1,5 +1,8 @@
 #include "runtime/spec/draft_engine.h"
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "core/model_paths.h"
 #include "models/gguf_file.h"
 #include "models/hparams.h"
@@ -44,9 +47,15 @@ EngineOptions draft_engine_options(const Engine& target, const DraftSource& sour
     return e;
 }
 
-EngineOptions with_draft_share(EngineOptions target, const DraftSource& source) {
-    if (target.dram_budget > 0) target.dram_beside = Engine::extent(draft_engine_options(target, source)).resident_dram;
-    return target;
+uint64_t draft_share(const EngineOptions& target, const DraftSource& source) {
+    try {
+        return Engine::extent(draft_engine_options(target, source)).resident_dram;
+    } catch (const Error& e) {
+        if (source.early_layers()) throw;
+        // The file's own errors (missing, not GGUF) name the model's remedies: these are the draft model's.
+        throw UsageError(fmt::format("the draft model {}: {}", source.model.string(), e.what()),
+                         "give a GGUF model with the target's vocabulary, or leave --draft-model out");
+    }
 }
 
 }  // namespace strata::runtime

@@ -2,29 +2,22 @@
 // The engine a drafter runs beside its target: a draft model's (--draft-model) or the target's
 // own first layers (--spec self), with a context as long as the target's, room for a draft
 // sequence per target sequence, every layer in memory on the CPU. Under a DRAM budget it is held
-// within the target's: the target is planned around what it takes (EngineOptions::dram_beside,
-// sized by draft_engine_options before the target loads) and reserves it, and the drafting
-// engine runs within exactly that.
-#include <filesystem>
-#include <memory>
+// within the target's: the target, given it (EngineOptions::draft), plans around its share
+// (draft_share, from the target's own options) and reserves it, and the drafting engine runs
+// within exactly that (Engine::dram_beside).
+#include <cstdint>
 
 #include "runtime/engine.h"
+#include "runtime/spec/draft_source.h"
 
 namespace strata::runtime {
 
-// What drafts: a model file of its own, or (empty) the target's first layers.
-struct DraftSource {
-    std::filesystem::path model;
-    bool early_layers() const { return model.empty(); }
-};
-
-// The drafting engine's options beside a target of `target` options, before the target loads
-// (to size its share of the budget: Engine::extent(...).resident_dram).
+// The drafting engine's options beside a target of `target` options, before the target loads.
 EngineOptions draft_engine_options(const EngineOptions& target, const DraftSource& source);
 // The same beside a loaded target, within the share it holds (Engine::dram_beside; none: no limit).
 EngineOptions draft_engine_options(const Engine& target, const DraftSource& source);
-// `target` with the share of its DRAM budget a drafting engine of `source` takes (none without a
-// budget: both are then unlimited).
-EngineOptions with_draft_share(EngineOptions target, const DraftSource& source);
+// The DRAM the drafting engine beside a target of `target` options takes (Engine::extent's
+// resident_dram). Throws UsageError naming the draft model where its file cannot be read.
+uint64_t draft_share(const EngineOptions& target, const DraftSource& source);
 
 }  // namespace strata::runtime

@@ -72,15 +72,20 @@ std::pair<std::string, uint64_t> least_layer_bytes(const ResidencyInput& in) {
 
 uint64_t least_weight_bytes(const ResidencyInput& in) { return in.fixed_bytes + least_layer_bytes(in).second; }
 
+namespace {
+// The drafting engine's part of what a budget holds, named where there is one.
+std::string beside_part(const ResidencyInput& in) {
+    return in.beside_bytes ? fmt::format(", the drafting engine beside the model ({})", format_bytes(in.beside_bytes)) : "";
+}
+}  // namespace
+
 void check_min_budget(const ResidencyInput& in, uint64_t need) {
     if (in.budget == 0 || in.budget >= need) return;
     const std::string weights = least_layer_bytes(in).first;
-    const std::string beside =
-        in.beside_bytes ? fmt::format(", the drafting engine beside the model {}", format_bytes(in.beside_bytes)) : "";
     throw OutOfBudget(fmt::format("the DRAM budget of {} is too small: the output head and embeddings take {}, "
                                   "the KV cache with its spill buffers, activations and staging buffers {}{}, and {}",
                                   format_bytes(in.budget), format_bytes(in.fixed_bytes),
-                                  format_bytes(in.other_bytes - in.beside_bytes), beside, weights),
+                                  format_bytes(in.other_bytes - in.beside_bytes), beside_part(in), weights),
                       fmt::format("use --dram {} or more, a smaller context (--ctx), or less read-ahead (--prefetch){}",
                                   format_bytes_at_least(need), in.beside_bytes ? ", or draft without an engine (--spec lookup)" : ""));
 }
@@ -206,11 +211,11 @@ Residency residency_from_plan(const planner::Plan& plan, const ResidencyInput& i
     if (in.budget != 0 && r.total_bytes > in.budget) {
         const auto on_device = std::count(r.on_device.begin(), r.on_device.end(), true);
         throw PlanOverBudget(fmt::format("the plan keeps {} of {} layers resident in DRAM{}: with the output head and embeddings ({}), "
-                                      "the KV cache, activations and staging buffers ({}) and {} streaming buffers ({}) that is {}, "
+                                      "the KV cache, activations and staging buffers ({}){} and {} streaming buffers ({}) that is {}, "
                                       "over the DRAM budget of {}",
                                       std::count(r.resident.begin(), r.resident.end(), true), n,
                                       on_device ? fmt::format(" ({} on the device)", on_device) : "", format_bytes(in.fixed_bytes),
-                                      format_bytes(in.other_bytes), r.n_slots,
+                                      format_bytes(in.other_bytes - in.beside_bytes), beside_part(in), r.n_slots,
                                       format_bytes(ring_bytes(r.slot_bytes, r.n_slots)),
                                       format_bytes(r.total_bytes), format_bytes(in.budget)),
                           fmt::format("use --dram {} or more, or a plan that streams more layers "

@@ -21,7 +21,7 @@ RUN = ["-p", "Hello", "-n", "4", "--temp", "0"]
 CTX = 640  # the plan's default workload: a prompt of 512 and 128 generated
 COMMAND = re.compile(r"to run by this plan: strata (generate .*)")
 PLAN_FITS = re.compile(r"--dram ([\d.]+) MiB fits")
-DEVICE_NEEDS = re.compile(r"The plan above is the CPU alone's: .* need ([\d.]+) MiB or more")
+DEVICE_NEEDS = re.compile(r"The plan above is the CPU alone's: .*a plan with the GPU runs from ([\d.]+) MiB")
 RUNTIME_NEEDS = re.compile(r"use --dram ([\d.]+) MiB or more")
 
 

@@ -44,9 +44,11 @@ struct LoadedModel {
     double load_seconds = 0;
     uint64_t estimated_bytes = 0;  // its file and KV cache, as counted before it loaded
     // What its engine has reserved, or at least its file and KV cache (weights mapped from the
-    // file may be resident without a reservation).
+    // file may be resident without a reservation), and its drafting engine's where the engine
+    // holds no share of its budget for it (no --dram).
     uint64_t memory_bytes() const {
-        return std::max(engine->dram().used(), estimated_bytes) + (draft ? draft->dram().used() : 0);
+        const bool draft_apart = draft && engine->dram_beside() == 0;
+        return std::max(engine->dram().used(), estimated_bytes) + (draft_apart ? draft->dram().used() : 0);
     }
 };
 
