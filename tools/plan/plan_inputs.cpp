@@ -193,7 +193,9 @@ HardwareProfile catalog_hardware(const PlanOptions& o) {
     return profile_from_catalog(catalog_parts(o));
 }
 
-PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
+namespace {
+
+PlanRun plan_placement(const PlanOptions& o, HardwareProfile hardware) {
     PlannerOptions opts;
     opts.kv_types = kv_types(o.kv_type);
     opts.allow_cpu_attention = !o.no_cpu_attention;
@@ -310,6 +312,20 @@ PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
     } catch (const OutOfBudget&) {
         // the CPU alone cannot hold it
     }
+    return run;
+}
+
+}  // namespace
+
+PlanRun run_planner(const PlanOptions& o, HardwareProfile hardware) {
+    PlanRun run = plan_placement(o, std::move(hardware));
+    // A model file's plan shows DRAM as the runtime counts it, with or without a budget (the
+    // planner's own figure leaves out the runtime's buffers: every layer on a device showed 0 B).
+    // A mixture of experts on a device is placed by the runtime itself.
+    Plan& best = run.result.best;
+    if (const auto file = plan_model_file(o); !file.empty() && !(best.has_gpu && run.shape.n_expert > 0))
+        best.prediction.used.dram = std::max(best.prediction.used.dram,
+                                             double(runtime::least_dram_for_plan(models::GgufFile::open(file), best, host_run(best, best.workload))));
     return run;
 }
 
