@@ -159,6 +159,8 @@ public:
     const storage::MemoryBudget& dram() const { return *dram_; }
     // The DRAM of the budget held for the drafting engine beside this one (EngineOptions::draft).
     uint64_t dram_beside() const { return beside_.bytes(); }
+    // Gives that share back to the budget where no drafting engine comes after all.
+    void release_draft_share() { beside_.reset(); }
     // The plan the weights are placed by, with what it predicts (runtime/place/placement.h).
     const Placement& placement() const { return *placement_; }
     // The run priced as it runs now (Placement::predict): the placement, or after device memory

@@ -34,7 +34,10 @@ LoadedModel::LoadedModel(const models::LocalModel& m, const runtime::EngineOptio
       chat_template(models::ChatTemplate::from_gguf(engine->file(), tmpl)),
       context{engine->tokenizer(), chat_template, engine->n_ctx(), m.id, pooling.value_or(engine->pooling()),
               engine->hparams().n_embd, engine->placement().plan.to_json()},
-      scheduler(std::make_unique<runtime::Scheduler>(*engine, with_draft(so, draft.get()))) {}
+      scheduler(std::make_unique<runtime::Scheduler>(*engine, with_draft(so, draft.get()))) {
+    // A draft model that does not fit this model (it speculates by lookup) leaves its share to the others.
+    if (!draft) engine->release_draft_share();
+}
 
 ModelRegistry::ModelRegistry(RegistryOptions options) : options_(std::move(options)) {
     reaper_ = std::thread([this] { reap(); });
