@@ -8,6 +8,7 @@
 
 #include "core/cache_dir.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/model_paths.h"
 #include "models/gguf_file.h"
 #include "runtime/scheduler.h"
@@ -30,11 +31,21 @@ std::string stdin_message() {
     return msg;
 }
 
+// The conversation --load names, with --system's prompt where it has none of its own (where it
+// has, that one stays, and --system is said to be unused).
+SavedChat loaded_chat(const ChatOptions& o) {
+    SavedChat chat = load_chat(o.load);
+    if (chat.system.empty()) chat.system = o.system;
+    else if (!o.system.empty() && o.system != chat.system)
+        STRATA_LOG_WARN("--system is not used: {} has a system prompt of its own", o.load);
+    return chat;
+}
+
 // --print-prompt: the text the model would read for stdin's message, from the GGUF header
 // alone (no weights are loaded).
 int print_prompt(const ChatOptions& o) {
     const std::string msg = stdin_message();
-    SavedChat chat = o.load.empty() ? SavedChat{{}, o.system, {}} : load_chat(o.load);
+    SavedChat chat = o.load.empty() ? SavedChat{{}, o.system, {}} : loaded_chat(o);
     const models::GgufFile file = models::GgufFile::open(resolve_model_path(o.m.model), /*map_data=*/false);
     const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(file, o.chat_template);
     chat.messages.push_back({"user", msg});
@@ -84,7 +95,7 @@ int run_chat(const ChatOptions& o) {
     const bool interactive = isatty(STDIN_FILENO);
     const std::string message = interactive ? std::string() : stdin_message();
     std::optional<SavedChat> saved;  // read before the model loads, so that a bad file fails fast
-    if (!o.load.empty()) saved = load_chat(o.load);
+    if (!o.load.empty()) saved = loaded_chat(o);
     if (interactive) block_sigint();  // before the engine's and the scheduler's threads start
     std::optional<LeaveOnInterrupt> leave_while_loading;
     if (interactive) leave_while_loading.emplace();

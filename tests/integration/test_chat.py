@@ -193,17 +193,29 @@ def main() -> None:
         fail(f"Ctrl-C while loading gave exit code {code}; the terminal shows {f.text()[-300:]!r}")
     print("ok: Ctrl-C while the model loads leaves (exit code 130)")
 
-    # A message past the context is refused with the way out, and the session goes on.
-    d = Chat("-n", "64", "-c", "64")
-    hello = d.say("Hi")
-    out = d.command("Tell me about the history of the Roman empire in some detail please, with dates and names.")
-    if "error: the conversation with this message is" not in out or "the context holds 64" not in out or "/reset" not in out:
+    # A conversation past the context goes on without its oldest exchanges, saying so; a message
+    # that alone is past it is refused with the way out, and the session goes on.
+    d = Chat("-n", "16", "-c", "96")
+    outs = [d.command(q) for q in ("Hi", "What is the capital of France?", "And of Spain?", "And of Italy?")]
+    if not any("older messages are left out of the context" in out for out in outs):
+        fail(f"a conversation past the context of 96 gave {outs!r}")
+    if "older ones left out" not in stats_field(d.command("/stats"), "context"):
+        fail("/stats does not say older messages were left out")
+    out = d.command("Tell me about the history of the Roman empire in some detail please, with dates and names. " * 4)
+    if "error: the message is" not in out or "the context holds 96" not in out or "--ctx" not in out:
         fail(f"a message past the context gave {out!r}")
-    d.command("/reset")
-    if d.say("Hi") != hello:
-        fail("after a message past the context and /reset, the reply differs")
+    d.say("Hi")  # the session goes on
     d.leave(b"/exit\r")
-    print("ok: a message past the context gives an error and the session goes on")
+    print("ok: a conversation past the context leaves its oldest exchanges out; a message past it is refused")
+
+    # Lines pasted at once are one message: one reply, two messages in the conversation.
+    p = Chat("-n", "8")
+    p.send(b"Name a colour.\nJust one word, please.\n")
+    pasted = p.expect(PROMPT).replace(b"\r\n", b"\n").decode(errors="replace")
+    if "... Just one word" not in pasted or "(2 messages" not in stats_field(p.command("/stats"), "context"):
+        fail(f"two pasted lines gave {pasted!r}")
+    p.leave(b"/exit\r")
+    print("ok: two lines pasted at once are one message")
 
 
 if __name__ == "__main__":

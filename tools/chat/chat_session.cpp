@@ -41,20 +41,51 @@ ChatSession::ChatSession(runtime::Engine& engine, runtime::Scheduler& scheduler,
                              "shorten --system, or give a larger --ctx");
 }
 
-std::vector<models::ChatMessage> ChatSession::conversation() const { return with_system(system_, messages_); }
+std::vector<models::ChatMessage> ChatSession::conversation() const {
+    return with_system(system_, {messages_.begin() + static_cast<std::ptrdiff_t>(first_), messages_.end()});
+}
+
+size_t ChatSession::fit_context(const std::vector<models::ChatMessage>& extra, int room) {
+    const auto rendered = [&] {
+        auto msgs = conversation();
+        msgs.insert(msgs.end(), extra.begin(), extra.end());
+        return tokens(msgs).size();
+    };
+    size_t n = rendered();
+    while (n + size_t(room) > size_t(engine_.n_ctx()) && first_ < messages_.size()) {
+        // An exchange at a time: the context starts at a user's message.
+        do ++first_;
+        while (first_ < messages_.size() && messages_[first_].role != "user");
+        n = rendered();
+    }
+    return n;
+}
+
+void ChatSession::say_left_out(size_t n) const {
+    if (n > 0) std::fprintf(stderr, "(%zu older messages are left out of the context to make room; /save keeps them)\n", n);
+}
 
 std::vector<int32_t> ChatSession::tokens(const std::vector<models::ChatMessage>& msgs) const {
     return models::tokenize_chat(engine_.tokenizer(), tmpl_, msgs);
 }
 
 std::string ChatSession::reply(const std::string& user) {
+    // A conversation past the context goes on without its oldest exchanges, leaving the reply a
+    // quarter of the context (or the -n it asks for, where that is less).
+    const int n_ctx = engine_.n_ctx();
+    const int room = params_.n_predict > 0 ? std::min(params_.n_predict, n_ctx / 4) : n_ctx / 4;
+    const size_t first_before = first_;
+    const size_t fitted = fit_context({{"user", user}}, room);
     auto msgs = conversation();
     msgs.push_back({"user", user});
     std::vector<int32_t> prompt = tokens(msgs);
     const int n_prompt = static_cast<int>(prompt.size());
-    if (n_prompt >= engine_.n_ctx())
-        throw UsageError(fmt::format("the conversation with this message is {} tokens, and the context holds {}", n_prompt, engine_.n_ctx()),
-                         messages_.empty() ? "shorten the message, or give a larger --ctx" : "/reset starts over; a larger --ctx holds more");
+    if (n_prompt >= n_ctx) {
+        first_ = first_before;  // the conversation is as it was
+        throw UsageError(fmt::format("the message is {} tokens with the system prompt, and the context holds {}", fitted, n_ctx),
+                         "shorten the message, or give a larger --ctx");
+    }
+    say_left_out(first_ - first_before);
 
     ReplyStats st;
     const runtime::GenerateResult r = run(std::move(prompt), st);
@@ -80,7 +111,7 @@ std::string ChatSession::reply(const std::string& user) {
     ++n_replies_;
     if (r.stop_reason == "cancelled") std::fputs("(stopped)\n", stderr);
     if (r.stop_reason == "context" || n_prompt + st.generated_tokens >= engine_.n_ctx())
-        std::fputs("(the context is full: /reset starts over; a larger --ctx holds more)\n", stderr);
+        std::fputs("(the context is full: the next message leaves the oldest ones out; a larger --ctx holds more)\n", stderr);
     messages_.push_back({"user", user});
     messages_.push_back({"assistant", r.text});
     context_used_ = n_prompt + st.generated_tokens;
@@ -147,6 +178,7 @@ runtime::GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats
 
 void ChatSession::reset() {
     messages_.clear();
+    first_ = 0;
     context_used_ = 0;
 }
 
@@ -172,7 +204,8 @@ std::string ChatSession::stats_report() const {
     }
     out += fmt::format("overall:    {} {}, {}; prompts {}\n", n_replies_, n_replies_ == 1 ? "reply" : "replies", generation(total_),
                        prompt(total_));
-    out += fmt::format("context:    {} / {} tokens ({} messages)\n", context_used_, engine_.n_ctx(), messages_.size());
+    out += fmt::format("context:    {} / {} tokens ({} messages{})\n", context_used_, engine_.n_ctx(), messages_.size() - first_,
+                       first_ ? fmt::format("; {} older ones left out", first_) : "");
     out += fmt::format("template:   {}\n", models::chat_family_name(tmpl_.family()));
     // The plan priced for the last reply (it was placed for a prompt filling the context).
     const std::shared_ptr<const runtime::Placement> running = engine_.running_placement();
@@ -189,10 +222,10 @@ void ChatSession::save(const std::filesystem::path& path) const {
 void ChatSession::load(const std::filesystem::path& path) { restore(load_chat(path), path.string()); }
 
 void ChatSession::restore(SavedChat saved, const std::string& source) {
-    const size_t n_tokens = tokens(with_system(saved.system, saved.messages)).size();
-    if (n_tokens >= static_cast<size_t>(engine_.n_ctx()))
-        throw UsageError(fmt::format("'{}' is {} tokens in this model's template, and the context holds {}", source,
-                                     n_tokens, engine_.n_ctx()),
+    // Its system prompt must fit; older messages past the context are left out of it as a reply's are.
+    if (const size_t n = tokens(with_system(saved.system, {})).size(); n >= static_cast<size_t>(engine_.n_ctx()))
+        throw UsageError(fmt::format("'{}' has a system prompt of {} tokens in this model's template, and the context holds {}",
+                                     source, n, engine_.n_ctx()),
                          "raise --ctx");
     const std::string_view family = models::chat_family_name(tmpl_.family());
     if (!saved.template_name.empty() && saved.template_name != family)
@@ -200,7 +233,9 @@ void ChatSession::restore(SavedChat saved, const std::string& source) {
                      std::string(family).c_str());
     system_ = std::move(saved.system);
     messages_ = std::move(saved.messages);
-    context_used_ = static_cast<int>(n_tokens);
+    first_ = 0;
+    context_used_ = static_cast<int>(fit_context({}, 0));
+    say_left_out(first_);
 }
 
 }  // namespace strata::cli

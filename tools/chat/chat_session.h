@@ -47,7 +47,12 @@ public:
     size_t n_messages() const { return messages_.size(); }
 
 private:
-    std::vector<models::ChatMessage> conversation() const;  // the system prompt, then the messages
+    std::vector<models::ChatMessage> conversation() const;  // the system prompt, then the messages in the context
+    // Leaves the oldest messages out of the context (a whole exchange at a time, never the system
+    // prompt) until the conversation with `extra` after it and `room` tokens more fits; the
+    // conversation's tokens.
+    size_t fit_context(const std::vector<models::ChatMessage>& extra, int room);
+    void say_left_out(size_t n) const;  // n messages left out, said on stderr
     std::vector<int32_t> tokens(const std::vector<models::ChatMessage>& msgs) const;
     // Submits and waits, cancelling on Ctrl-C; the result of on_done.
     runtime::GenerateResult run(std::vector<int32_t> prompt, ReplyStats& stats);
@@ -58,6 +63,7 @@ private:
     std::string system_;
     runtime::GenerateParams params_;
     std::vector<models::ChatMessage> messages_;  // user and assistant turns
+    size_t first_ = 0;                           // the first of them in the context; those before it are kept for /save
     int context_used_ = 0;               // tokens of the conversation after the last reply
     ReplyStats last_;
     ReplyStats total_;

@@ -2,6 +2,10 @@
 
 #include <editline/readline.h>
 
+#include <poll.h>
+#include <termios.h>
+#include <unistd.h>
+
 #include <clocale>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +23,24 @@ constexpr int kHistoryLines = 1000;
 
 bool ends_with(std::string_view s, std::string_view end) {
     return s.size() >= end.size() && s.substr(s.size() - end.size()) == end;
+}
+
+// Whether more input already waits on the terminal when a line ends: the rest of a pasted text (a
+// person does not type a line's end and the next key within a few milliseconds). Polled with
+// the line discipline non-canonical, so that a pasted last line without its end counts too.
+bool pasted_text_follows() {
+    constexpr int kPasteGapMs = 15;
+    termios saved{};
+    if (tcgetattr(STDIN_FILENO, &saved) != 0) return false;
+    termios polled = saved;
+    polled.c_lflag &= ~tcflag_t(ICANON);
+    polled.c_cc[VMIN] = 0;
+    polled.c_cc[VTIME] = 0;
+    if (tcsetattr(STDIN_FILENO, TCSANOW, &polled) != 0) return false;
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    const bool waiting = ::poll(&p, 1, kPasteGapMs) > 0 && (p.revents & POLLIN);
+    tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+    return waiting;
 }
 }  // namespace
 
@@ -45,6 +67,14 @@ bool MessageAssembler::feed(std::string_view line) {
     }
     lines_.emplace_back(line);
     return true;
+}
+
+void MessageAssembler::feed_pasted(std::string_view line) {
+    if (block_ || (lines_.empty() && line.substr(0, kBlockQuote.size()) == kBlockQuote)) {
+        feed(line);  // a block's own rules; the message goes on with what follows it
+        return;
+    }
+    lines_.emplace_back(line);
 }
 
 std::string MessageAssembler::take() {
@@ -95,8 +125,17 @@ LineInput::Result LineInput::read_message() {
             std::error_code ec;
             if (write_history(next.c_str()) != 0 || (std::filesystem::rename(next, history_file_, ec), ec)) {
                 std::filesystem::remove(next, ec);
-                STRATA_LOG_DEBUG("chat: cannot write the history to {}", history_file_.string());
+                // Once: the messages are not kept for the next session.
+                if (!history_warned_)
+                    STRATA_LOG_WARN("chat: cannot write the history to {}: this session's lines are not kept",
+                                    history_file_.string());
+                history_warned_ = true;
             }
+        }
+        // Several lines pasted at once are one message.
+        if (pasted_text_follows()) {
+            assembler_.feed_pasted(line);
+            continue;
         }
         if (!assembler_.feed(line)) continue;
         std::string msg = assembler_.take();

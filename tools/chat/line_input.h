@@ -1,7 +1,8 @@
 #pragma once
 // The user's messages on a terminal: libedit line editing, history kept across sessions in
 // the cache folder, and messages over several lines — a line ending in `\` continues on the
-// next, and a line starting with `"""` opens a block that a line ending in `"""` closes.
+// next, a line starting with `"""` opens a block that a line ending in `"""` closes, and
+// lines pasted at once are one message.
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -14,6 +15,8 @@ class MessageAssembler {
 public:
     // Adds one typed line; returns true when it completes the message.
     bool feed(std::string_view line);
+    // Adds a line that more pasted text follows: part of the message whatever it ends with.
+    void feed_pasted(std::string_view line);
     // A message has been started and not completed.
     bool pending() const { return block_ || !lines_.empty(); }
     // The completed message (lines joined with '\n'); starts the next one.
@@ -41,6 +44,7 @@ public:
 private:
     std::filesystem::path history_file_;
     MessageAssembler assembler_;
+    bool history_warned_ = false;  // a history that cannot be written is said once
 };
 
 }  // namespace strata::cli
