@@ -107,14 +107,9 @@ TEST_CASE("the device-or-CPU choice is made for the batch the command runs", "[m
     GpuTarget even = simulated_device(file, hp);
     REQUIRE(even.use);
     even.chosen = false;
-    // The CPU reads weights from DRAM at the slower of its GEMV and DRAM's rate (the cost model's),
-    // on the one thread the runs below give it.
-    std::string source;
-    const planner::HardwareProfile host = runtime_profile(source, 1);
-    price_as_device_reading_at(even, 0.8 * std::min(host.cpu.gemv_gbps_for(DType::Q4_1), host.dram.read_gbps));
     DeviceFootprint device;
     device.working_streamed = 64ull << 20;
-    auto weigh = [&](int batch) {
+    auto lay_out_for = [&](int batch, const GpuTarget& gpu) {
         constexpr int kCtx = 512;
         const KvSize kv = kv_size(hp, batch * kCtx, kCtx, DType::F16, nullptr);
         const ResidencyInput in = WeightStore::residency_input(file, hp, dram, kv.all_bytes, 2);
@@ -122,12 +117,19 @@ TEST_CASE("the device-or-CPU choice is made for the batch the command runs", "[m
         po.n_ctx = kCtx, po.n_predict = 16, po.n_prompt = 64;
         po.n_batch = batch, po.kv_positions = batch * kCtx;
         po.kv_type = DType::F16;
-        po.n_threads = 1;
+        po.n_threads = po.n_threads_alone = 1;
         // The device attends too: the CPU attending 32 sequences on the one thread it leaves the
         // host would be the device plan's bottleneck, and the choice the probe's attention rate's.
         LayoutOptions lo;
         lo.attention = AttentionChoice::Gpu;
-        RunLayout out = lay_out(file, hp, in, po, lo, kv, dram, even, &device);
+        return lay_out(file, hp, in, po, lo, kv, dram, gpu, gpu.use ? &device : nullptr);
+    };
+    // The device reads the weights at 0.8 of the rate the CPU alone's one-sequence plan reads them
+    // on one thread (from the cost model, whatever the probe measured).
+    const double cpu_tps = lay_out_for(1, GpuTarget{}).placement->plan.prediction.decode_tps_per_seq;
+    price_as_device_reading_at(even, 0.8 * cpu_tps * double(planner::ModelShape::from_gguf(file).total_weight_bytes()) / 1e9);
+    auto weigh = [&](int batch) {
+        RunLayout out = lay_out_for(batch, even);
         INFO("batch " << batch << ": the device's plan " << (out.device_prediction ? out.device_prediction->decode_tps_per_seq : 0)
                       << " tokens/s a sequence");
         if (out.placement) CHECK(out.placement->plan.workload.batch == batch);
