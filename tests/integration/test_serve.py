@@ -120,6 +120,10 @@ def check_choices(client) -> None:
                 finals[c.index] = c.finish_reason
     assert [streamed[i] for i in range(3)] == texts, (streamed, texts)
     assert sorted(finals) == [0, 1, 2], finals
+    # ignore_eos generates past the end of the assistant's turn too: every token asked for.
+    fixed = client.chat.completions.create(model=MODEL_ID, messages=CHAT, max_tokens=200, temperature=0,
+                                           extra_body={"ignore_eos": True})
+    assert fixed.usage.completion_tokens == 200 and fixed.choices[0].finish_reason == "length", fixed.usage
 
 
 def check_logprobs(client) -> None:

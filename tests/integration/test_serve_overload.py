@@ -180,8 +180,12 @@ def check_busy_workers() -> None:
 
 def check_queue_shares() -> None:
     """One place, held by a long request; a queue of 8 (2 per address while others have work):
-    an address's third waiting request gets 429, a request once 8 wait gets 503 queue_full."""
+    an address's third waiting request gets 429, a request once 8 wait gets 503 queue_full. More
+    choices than the place and the queue together hold is a 400 naming `n`, not a busy server."""
     with Server(MODEL, "--max-batch", "1", "--max-queue", "8", threads=2) as server:
+        status, _, body = server.request("POST", "/v1/completions", {**ORDINARY, "n": 10})
+        assert status == 400 and body["error"]["param"] == "n" and "at most 9" in body["error"]["message"], body
+        assert server.request("POST", "/v1/completions", {**ORDINARY, "n": 9})[0] == 200
         holder = connect_from(server, "127.0.0.1")
         holder.sendall(post_head(json.dumps(LONG).encode()) + json.dumps(LONG).encode())
         waiting: list[socket.socket] = []

@@ -162,8 +162,9 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, 
         } catch (const UsageError& e) {
             throw invalid_request(e.what(), "messages");
         }
-        // The end of the assistant's turn ends the reply, beside EOS (as `strata chat` does).
-        if (std::string eot = model.chat_template.end_of_turn(); !eot.empty()) req.params.stop.push_back(eot);
+        // The end of the assistant's turn ends the reply, beside EOS (as `strata chat` does),
+        // unless the request asks to generate past the end of text.
+        if (std::string eot = model.chat_template.end_of_turn(); !eot.empty() && !req.params.ignore_eos) req.params.stop.push_back(eot);
     } else {
         if (field(body, "tools")) throw invalid_request("'tools' are for /v1/chat/completions", "tools");
         req.prompt = completion_prompt(body, model.tokenizer);

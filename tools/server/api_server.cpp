@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string_view>
 
@@ -17,6 +18,7 @@
 #include "tools/server/peer_socket.h"
 #include "tools/server/server_state.h"
 #include "tools/server/web_routes.h"
+#include "tools/terminal_text.h"
 
 namespace strata::server {
 
@@ -269,10 +271,17 @@ struct ApiServer::Impl {
             STRATA_LOG_ERROR("serve: {}", what);
             set_route_error(req.path, res, openai::ApiError(500, "internal error: " + what, "server_error"));
         });
-        // Never the prompt: method, path, status and the peer only.
+        // Never the prompt: method, path, status and the peer only; a request line that names no
+        // method (a body's leftover bytes read as the next request) is not echoed, and the path
+        // is shown, never obeyed, by a terminal.
         http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
             state.metrics.count_response(route_of(req.path), res.status);
-            STRATA_LOG_INFO("serve: {} {} {} from {}", req.method, req.path, res.status, req.remote_addr);
+            static constexpr std::string_view kMethods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"};
+            const bool method = std::find(std::begin(kMethods), std::end(kMethods), req.method) != std::end(kMethods);
+            constexpr size_t kShownPath = 200;
+            STRATA_LOG_INFO("serve: {} {} {} from {}", method ? req.method : "(no method)",
+                            method ? cli::terminal_safe(std::string_view(req.path).substr(0, kShownPath), true) : "",
+                            res.status, req.remote_addr.empty() ? "(unknown)" : req.remote_addr);
         });
     }
 

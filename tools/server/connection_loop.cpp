@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -208,6 +209,10 @@ struct ConnectionLoop::Impl {
                 }
                 return;
             }
+            // Answers go out as headers then body: without this the body waits for the client's
+            // delayed acknowledgement of the headers (about 40 ms a request on a kept-alive connection).
+            const int one = 1;
+            ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             const std::string client = address_text(a);
             Conn& c = conns[fd];
             const bool over_total = counted >= limits.max_connections;

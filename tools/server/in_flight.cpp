@@ -1,5 +1,7 @@
 #include "tools/server/in_flight.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "tools/openai/api_error.h"
 #include "tools/server/peer_socket.h"
@@ -46,6 +48,13 @@ void InFlight::cancel() {
 std::shared_ptr<InFlight> submit_all(ServerState& state, const std::shared_ptr<LoadedModel>& model,
                                      std::vector<runtime::Request> requests, bool share_prompt, const std::string& client) {
     runtime::Scheduler& scheduler = *model->scheduler;
+    // More choices than the scheduler ever holds at once would be refused as busy forever.
+    const runtime::SchedulerOptions& so = scheduler.options();
+    if (const int most = so.max_batch + so.max_queue; static_cast<int>(requests.size()) > most)
+        throw openai::invalid_request(fmt::format("{} sequences asked at once, and this server holds at most {} ({} running, {} "
+                                                  "waiting: --max-batch and --max-queue)",
+                                                  requests.size(), most, so.max_batch, so.max_queue),
+                                      requests.size() > 1 && share_prompt ? "n" : "input");
     std::vector<uint64_t> ids;
     try {
         for (runtime::Request& r : requests) {
