@@ -124,12 +124,13 @@ def main() -> None:
     print("ok: a message beyond ASCII")
     if b.leave(b"\x04") != 0:
         fail("Ctrl-D did not leave cleanly")
+    a.command("/help")  # the first chat writes its history after the second one's lines
     if a.leave(b"/exit\r") != 0:
         fail("/exit did not leave cleanly")
     history = (TMP / "cache" / "strata" / "chat_history").read_text().replace("\\040", " ")  # libedit escapes blanks
-    if first not in history or second not in history:
-        fail(f"the history file lacks the messages: {history[:300]!r}")
-    print("ok: Ctrl-D and /exit leave; the history is kept")
+    if first not in history or second not in history or "alpha" not in history or "/help" not in history:
+        fail(f"the history file lacks the messages of both chats: {history[:300]!r}")
+    print("ok: Ctrl-D and /exit leave; the history keeps both chats' lines")
 
     # A long reply streams: its text arrives in several reads while the turn goes on. Ctrl-C
     # stops it; the prompt comes back and the session goes on.

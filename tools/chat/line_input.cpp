@@ -118,6 +118,12 @@ LineInput::Result LineInput::read_message() {
         const std::string line(raw);
         std::free(raw);
         if (!line.empty()) {
+            // Lines another chat wrote since are kept: the file is read again and this line added.
+            std::error_code exists_ec;
+            if (std::filesystem::exists(history_file_, exists_ec)) {
+                clear_history();
+                read_history(history_file_.c_str());
+            }
             add_history(line.c_str());
             // Whole or not at all: written beside it, then renamed over it, so a full disk
             // keeps the history there was rather than leaving it cut short.
