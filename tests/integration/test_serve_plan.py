@@ -115,6 +115,15 @@ def main() -> int:
         assert [l["layer"] for l in options["served_plan"]["layers"]] == list(range(5))
         status, text = post_or_get(port, "POST", "/v1/plan", {"model": STORIES.name, "gpu": "rtx4090"}, "sesame")
         assert status == 200 and text == cli(["-m", str(STORIES), "--gpu", "rtx4090"]), text
+        # Too little DRAM for the device backend's host buffers: the CPU alone's plan, and why.
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/v1/plan", body=json.dumps({"model": STORIES.name, "gpu": "rtx4090", "dram": "5M"}),
+                     headers={"Content-Type": "application/json", "Authorization": "Bearer sesame"})
+        r = conn.getresponse()
+        plan = json.loads(r.read().decode())
+        conn.close()
+        note = r.getheader("X-Strata-Plan-Note") or ""
+        assert r.status == 200 and not plan["has_gpu"] and "no plan with the GPU runs in 5 MiB" in note, (r.status, note)
         # The server plans for catalog hardware only: never for itself, whatever the request asks.
         status, text = post_or_get(port, "POST", "/v1/plan", {"model": "llama3-8b", "hw": "machine"}, "sesame")
         assert status == 400 and json.loads(text)["error"]["param"] == "hw", text

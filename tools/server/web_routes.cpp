@@ -86,6 +86,8 @@ void handle_plan(const cli::LocalModels& local, const PlanPage& page, const http
             hw = cli::catalog_hardware(r.options);
         }
         const cli::PlanRun run = cli::run_planner(r.options, std::move(hw));
+        // Why the plan is the CPU alone's though a GPU was asked for, as `strata plan` says it.
+        if (!run.gpu_left_out.empty()) res.set_header("X-Strata-Plan-Note", run.gpu_left_out);
         switch (r.output) {
             case cli::PlanOutput::Plan:  // as `strata plan --json` prints it
                 res.set_content(run.result.best.to_json() + "\n", "application/json");
