@@ -286,11 +286,14 @@ PlanRun plan_placement(const PlanOptions& o, HardwareProfile hardware) {
             run.result = fit_cpu_alone();
             // Named only where a plan made for it runs there (a larger budget may not plan the device at all).
             std::string from;
-            if (least > opts.budgets.dram) try {
+            if (least > opts.budgets.dram) {
+                try {
                     fit_runtime_dram(fitted_file, wl, least, least + 2 * run.shape.total_weight_bytes(), search_device);
                     from = fmt::format(" (a plan with the GPU runs from {})", format_bytes_at_least(static_cast<uint64_t>(least)));
                 } catch (const OutOfBudget&) {
+                    // none does there: no figure to name
                 }
+            }
             run.gpu_left_out = fmt::format("no plan with the GPU runs in {} of DRAM beside the device backend's host buffers{}; "
                                            "it runs on the CPU alone (the runtime's --gpu-mem 0)",
                                            format_size(opts.budgets.dram), from);
