@@ -63,8 +63,10 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const MemoryUse& d
     }
     metric(out, "strata_requests_running", "gauge", "Sequences generating now.", s.running);
     metric(out, "strata_requests_queued", "gauge", "Requests waiting for a place in the batch.", s.queued);
-    metric(out, "strata_requests_done_total", "counter", "Requests finished (including cancelled ones).", s.requests_done);
-    metric(out, "strata_requests_failed_total", "counter", "Requests that failed with an error.", s.requests_failed);
+    // The scheduler's requests: one per choice of a completion (n) and per input of an embedding.
+    metric(out, "strata_requests_done_total", "counter", "Sequences finished (each choice and embedding input; cancelled ones too).",
+           s.requests_done);
+    metric(out, "strata_requests_failed_total", "counter", "Sequences that failed with an error.", s.requests_failed);
     metric(out, "strata_prompt_tokens_total", "counter", "Prompt tokens evaluated.", s.prompt_tokens);
     metric(out, "strata_cached_prompt_tokens_total", "counter", "Prompt tokens whose KV cache was reused.", s.cached_tokens);
     metric(out, "strata_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
