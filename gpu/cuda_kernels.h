@@ -4,6 +4,7 @@
 // calls them. No CUDA headers needed. Activations are float32; weights stay in their GGUF type,
 // the KV cache in its own. Each call throws BackendError on a launch error or an unsupported
 // type; errors inside a kernel surface at CudaStream::synchronize().
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -129,8 +130,25 @@ void kv_gather(const KvRows& r, float* dst, CudaStream& s);
 
 // KV blocks one split of the decode kernel takes; the splits are combined at the end.
 inline constexpr int32_t kAttentionSplitBlocks = 8;
-// Floats of scratch attention needs for these sizes.
-size_t attention_scratch_floats(int32_t n_seq, int32_t n_head, int32_t head_dim, int32_t max_blocks);
+// The decode kernel's splits write their partial outputs into scratch of at most this many bytes
+// (for one row at least): a call of more rows than it holds runs in groups of rows, one after
+// another on the stream, so that a long context's scratch does not take the room of layers.
+inline constexpr size_t kAttentionScratchBytes = size_t{32} << 20;
+// Floats of scratch one row of the decode kernel takes for these sizes.
+inline size_t attention_row_scratch_floats(int32_t n_head, int32_t head_dim, int32_t max_blocks) {
+    const size_t splits = (static_cast<size_t>(max_blocks) + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;
+    return static_cast<size_t>(n_head) * splits * static_cast<size_t>(head_dim + 2);
+}
+// Rows the decode kernel takes at once for these sizes.
+inline int64_t attention_rows_per_launch(int32_t n_head, int32_t head_dim, int32_t max_blocks) {
+    const size_t row = sizeof(float) * attention_row_scratch_floats(n_head, head_dim, max_blocks);
+    return row == 0 ? 1 : std::max<int64_t>(1, static_cast<int64_t>(kAttentionScratchBytes / row));
+}
+// Floats of scratch attention needs for calls of up to n_seq rows.
+inline size_t attention_scratch_floats(int32_t n_seq, int32_t n_head, int32_t head_dim, int32_t max_blocks) {
+    const int64_t rows = std::min<int64_t>(n_seq, attention_rows_per_launch(n_head, head_dim, max_blocks));
+    return static_cast<size_t>(rows) * attention_row_scratch_floats(n_head, head_dim, max_blocks);
+}
 // softmax(q k^T * scale) v per query row and head over its n_kv keys (Device::decode_attention):
 // rows in a.runs run as tiled prefill on the tensor cores where the head size allows, every other
 // row as flash-decoding split over KV blocks, all query heads of a KV head in one thread block.

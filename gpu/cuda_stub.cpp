@@ -66,7 +66,6 @@ bool gpu_kv_type(DType) { return false; }
 void kv_store(const float*, const KvRows&, CudaStream&) { no_cuda(); }
 void rope_kv_store(const float*, const int32_t*, const RopeArgs&, const KvRows&, CudaStream&) { no_cuda(); }
 void kv_gather(const KvRows&, float*, CudaStream&) { no_cuda(); }
-size_t attention_scratch_floats(int32_t, int32_t, int32_t, int32_t) { no_cuda(); }
 void attention(const DecodeAttentionArgs&, CudaStream&) { no_cuda(); }
 CopyRates measure_copy_rates(int, size_t) { no_cuda(); }
 

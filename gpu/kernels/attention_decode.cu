@@ -7,6 +7,7 @@
 // Same maths as cpu::attention (scale, soft cap, sliding window, sinks and value heads narrower
 // than key heads included: MLA's latent, whose values are the first v_head_dim of a key row),
 // draft trees' rows too: keys outside a row's tree mask are neither read nor weighed.
+#include <algorithm>
 #include <cmath>
 
 #include "gpu/cuda_check.h"
@@ -40,8 +41,9 @@ __device__ __forceinline__ bool sees(const DecodeAttentionArgs& a, int64_t row, 
     return a.tree_base[row] + depth >= first_key;
 }
 
-__device__ __forceinline__ float* partial_at(const DecodeAttentionArgs& a, int n_splits, int64_t row, int head, int split) {
-    return a.scratch + ((row * a.n_head + head) * n_splits + split) * (a.head_dim + 2);
+// Row `slot` of a launch (its rows from row0 on, at most attention_rows_per_launch of them).
+__device__ __forceinline__ float* partial_at(const DecodeAttentionArgs& a, int n_splits, int64_t slot, int head, int split) {
+    return a.scratch + ((slot * a.n_head + head) * n_splits + split) * (a.head_dim + 2);
 }
 
 // grid = (n_splits, n_head_kv x head passes, rows), 128 threads. Dynamic shared memory: the
@@ -69,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     if (n <= 0) return;  // past the sequence's end: not live, the reduce reads nothing of it
     if (j0 + n <= first_key) {  // before the window
         for (int g = 0; g < heads; ++g) {
-            float* part = partial_at(a, n_splits, row, h0 + g, split);
+            float* part = partial_at(a, n_splits, blockIdx.z, h0 + g, split);
             for (int d = threadIdx.x; d < hd; d += kThreads) part[d] = 0.0f;
             if (threadIdx.x == 0) part[hd] = -INFINITY, part[hd + 1] = 0.0f;
         }
@@ -178,10 +180,10 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
         }
 #pragma unroll
         for (int g = 0; g < kMaxGroup; ++g)
-            if (g < heads) partial_at(a, n_splits, row, h0 + g, split)[d] = o[g];
+            if (g < heads) partial_at(a, n_splits, blockIdx.z, h0 + g, split)[d] = o[g];
     }
     if (threadIdx.x < heads) {
-        float* part = partial_at(a, n_splits, row, h0 + threadIdx.x, split);
+        float* part = partial_at(a, n_splits, blockIdx.z, h0 + threadIdx.x, split);
         part[hd] = head_max[threadIdx.x];
         part[hd + 1] = head_sum[threadIdx.x];
     }
@@ -208,7 +210,7 @@ __global__ void __launch_bounds__(kReduceThreads) decode_reduce_kernel(DecodeAtt
     const int live = live_splits(a, row, n_splits);
     float mx = a.sinks ? a.sinks[head] : -INFINITY;
     for (int s = threadIdx.x; s < live; s += kReduceThreads) {
-        weight[s] = partial_at(a, n_splits, row, head, s)[a.head_dim];  // the split's max, for now
+        weight[s] = partial_at(a, n_splits, blockIdx.y, head, s)[a.head_dim];  // the split's max, for now
         mx = fmaxf(mx, weight[s]);
     }
     mx = warp_max(mx);
@@ -220,27 +222,20 @@ __global__ void __launch_bounds__(kReduceThreads) decode_reduce_kernel(DecodeAtt
     if (threadIdx.x == 0) {
         float sum = a.sinks ? expf(a.sinks[head] - mx) : 0.0f;
         for (int s = 0; s < live; ++s)
-            if (weight[s] != 0.0f) sum += partial_at(a, n_splits, row, head, s)[a.head_dim + 1] * weight[s];
+            if (weight[s] != 0.0f) sum += partial_at(a, n_splits, blockIdx.y, head, s)[a.head_dim + 1] * weight[s];
         total = sum;
     }
     __syncthreads();
     float* out = a.out + (row * a.n_head + head) * vd;
     for (int d = threadIdx.x; d < vd; d += kReduceThreads) {
         float o = 0.0f;
-        for (int s = 0; s < live; ++s) o += partial_at(a, n_splits, row, head, s)[d] * weight[s];
+        for (int s = 0; s < live; ++s) o += partial_at(a, n_splits, blockIdx.y, head, s)[d] * weight[s];
         out[d] = o / total;
     }
 }
 
-}  // namespace
-
-size_t attention_scratch_floats(int32_t n_seq, int32_t n_head, int32_t head_dim, int32_t max_blocks) {
-    const size_t splits = (static_cast<size_t>(max_blocks) + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;
-    return static_cast<size_t>(n_seq) * n_head * splits * (head_dim + 2);
-}
-
-void decode_attention_rows(const DecodeAttentionArgs& a, int64_t row0, int64_t n_rows, CudaStream& s) {
-    if (n_rows == 0) return;
+// Rows [row0, row0 + n_rows), no more than the scratch holds: the splits, then their combination.
+void decode_launch(const DecodeAttentionArgs& a, int64_t row0, int64_t n_rows, CudaStream& s) {
     const int n_splits = (a.max_blocks + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;
     const int group = a.n_head / a.n_head_kv, passes = (group + kMaxGroup - 1) / kMaxGroup;
     const int heads = group < kMaxGroup ? group : kMaxGroup;
@@ -264,6 +259,13 @@ void decode_attention_rows(const DecodeAttentionArgs& a, int64_t row0, int64_t n
     allow_smem(decode_reduce_kernel, weights);
     decode_reduce_kernel<<<dim3(a.n_head, static_cast<unsigned>(n_rows)), kReduceThreads, weights, s.get()>>>(a, row0, n_splits);
     cuda_check_launch("attention (decode reduce)");
+}
+
+}  // namespace
+
+void decode_attention_rows(const DecodeAttentionArgs& a, int64_t row0, int64_t n_rows, CudaStream& s) {
+    const int64_t per_launch = attention_rows_per_launch(a.n_head, a.head_dim, a.max_blocks);
+    for (int64_t r = row0; r < row0 + n_rows; r += per_launch) decode_launch(a, r, std::min(per_launch, row0 + n_rows - r), s);
 }
 
 }  // namespace strata::gpu

@@ -154,6 +154,11 @@ STRATA_HD ActRow act_row(const uint8_t* row, int64_t n) {
     a.s16 = a.s32 + nb;
     return a;
 }
+// The same row from activation block c0 on: its block b is block c0 + b of `a` (a weight span
+// copied out of its row meets it as chunks 0, 1, ...).
+STRATA_HD ActRow act_from(const ActRow& a, int64_t c0) {
+    return {a.hi + kActBlock * c0, a.lo + kActBlock * c0, a.dc + c0, a.dcs + c0, a.s32 + c0, a.s16 + 2 * c0};
+}
 // The 32 high (or low) int8 values of activation block b as 8 words.
 STRATA_HD void act_words(const uint8_t* level, int64_t b, uint32_t out[8]) {
     load_u32x4_a16(level + kActBlock * b, out);

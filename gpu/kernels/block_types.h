@@ -33,6 +33,14 @@ decltype(auto) with_block(DType type, Fn&& fn) {
     }
 }
 
+// A span: 256 values of a row (8 chunks: eight blocks of 32, or one super-block), which the
+// decode kernel reads whole with 16-byte loads where its bytes allow (kSpanLoads).
+inline constexpr int64_t kSpanValues = 256, kSpanChunks = kSpanValues / kActBlock;
+template <class B>
+inline constexpr int kSpanBytes = B::kBytes * int(kSpanValues / B::kValues);
+template <class B>
+inline constexpr bool kSpanLoads = kSpanBytes<B> % 16 == 0;
+
 // Block-quantized weight types with a decoder (the float types F32, F16 and BF16 have kernels
 // of their own).
 inline bool gpu_block_type(DType type) {

@@ -70,6 +70,45 @@ __global__ void __launch_bounds__(kThreads)
     store_rows<kWarpsPerRow, kCols>(acc, r, n_rows, y, ldy, accumulate);
 }
 
+// Rows whose spans (block_types.h) are whole 16-byte words: each lane of a row's kLanes copies
+// a span at a time into registers with 16-byte loads (eight blocks' bytes in flight where the
+// kernel above has one block's 16-bit loads) and takes its eight chunks from there; the row's
+// lanes sum their parts by shuffles in a fixed order.
+template <class B, int kLanes, int kCols>
+__global__ void __launch_bounds__(kThreads)
+    matvec_span_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, const uint8_t* __restrict__ act,
+                       uint64_t act_stride, int64_t n_cols, float* y, int64_t ldy, int64_t n_rows, bool lo,
+                       bool accumulate) {
+    constexpr int kWords = kSpanBytes<B> / 16;
+    const int lane = threadIdx.x % kLanes;
+    const int64_t r = int64_t(blockIdx.x) * (kThreads / kLanes) + threadIdx.x / kLanes;
+    float acc[kCols];
+#pragma unroll
+    for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
+    if (r < n_rows) {
+        const uint4* row = reinterpret_cast<const uint4*>(w + r * row_bytes);
+        for (int64_t s = lane; s < n_cols / kSpanValues; s += kLanes) {
+            uint4 span[kWords];
+#pragma unroll
+            for (int i = 0; i < kWords; ++i) span[i] = __ldg(row + s * kWords + i);
+            ActRow a[kCols];
+#pragma unroll
+            for (int t = 0; t < kCols; ++t) a[t] = act_from(act_row(act + t * act_stride, n_cols), s * kSpanChunks);
+#pragma unroll
+            for (int j = 0; j < kSpanChunks; ++j)
+                B::template dot_chunk<kCols>(reinterpret_cast<const uint8_t*>(span), j, a, lo, acc);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < kCols; ++t) acc[t] = group_sum(acc[t], kLanes);
+    if (lane != 0 || r >= n_rows) return;
+#pragma unroll
+    for (int t = 0; t < kCols; ++t) {
+        float* dst = y + int64_t(t) * ldy + r;
+        *dst = accumulate ? *dst + acc[t] : acc[t];
+    }
+}
+
 // Float weights (F32, F16, BF16) meet float activations: 8 values a step with 16-byte loads
 // when rows allow it (kVec), else one.
 __device__ __forceinline__ float weight_value(const float* p) { return *p; }
@@ -158,8 +197,29 @@ void with_shape(int64_t n_cols, int64_t n_tok, Fn&& fn) {
     }
 }
 
+// Lanes a row's spans are spread over, from the row's width alone: 8, 16 or 32.
+int span_lanes(int64_t n_cols) {
+    const int64_t spans = n_cols / kSpanValues;
+    return spans >= 32 ? 32 : spans >= 16 ? 16 : 8;
+}
+
+// Calls fn(integral_constant<kLanes>) for span_lanes(n_cols).
+template <class Fn>
+void with_span_lanes(int64_t n_cols, Fn&& fn) {
+    switch (span_lanes(n_cols)) {
+        case 32: return fn(std::integral_constant<int, 32>{});
+        case 16: return fn(std::integral_constant<int, 16>{});
+        default: return fn(std::integral_constant<int, 8>{});
+    }
+}
+
 unsigned row_blocks(int64_t n_rows, int warps) {
     const int64_t rows_per_block = kThreads / 32 / warps;
+    return static_cast<unsigned>((n_rows + rows_per_block - 1) / rows_per_block);
+}
+
+unsigned span_row_blocks(int64_t n_rows, int lanes) {
+    const int64_t rows_per_block = kThreads / lanes;
     return static_cast<unsigned>((n_rows + rows_per_block - 1) / rows_per_block);
 }
 
@@ -190,13 +250,24 @@ void matvec(const WeightMatmul& m, const void* acts, CudaStream& s) {
         case DType::BF16: return matvec_float<__nv_bfloat16>(m, s);
         default: break;
     }
+    const auto* w = static_cast<const uint8_t*>(m.w);
+    const auto* a = static_cast<const uint8_t*>(acts);
+    const uint64_t rb = row_bytes(m.type, m.n_cols), ab = act_row_bytes(m.n_cols);
     with_block(m.type, [&](auto block) {
         using B = decltype(block);
         with_shape(m.n_cols, m.n_tok, [&](auto warps, auto cols) {
             constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
+            // Rows of whole spans start 16-byte aligned (matmul checks the weights' start).
+            if constexpr (kSpanLoads<B>) {
+                if (m.n_cols % kSpanValues == 0)
+                    return with_span_lanes(m.n_cols, [&](auto lanes) {
+                        constexpr int L = decltype(lanes)::value;
+                        matvec_span_kernel<B, L, C><<<span_row_blocks(m.n_rows, L), kThreads, 0, s.get()>>>(
+                            w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
+                    });
+            }
             matvec_block_kernel<B, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
-                static_cast<const uint8_t*>(m.w), row_bytes(m.type, m.n_cols), static_cast<const uint8_t*>(acts),
-                act_row_bytes(m.n_cols), m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
+                w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
         });
     });
     cuda_check_launch("matvec");

@@ -80,6 +80,35 @@ void check_dots(DType type) {
     }
 }
 
+// The decode kernel's span path (gpu/kernels/matvec.cu): each span of 256 values copied out of
+// its row (as into a lane's registers) meets the activations from its first chunk on
+// (act_from); summed span by span it gives the row's own chunk-by-chunk sum, bit for bit.
+template <class B>
+void check_spans(DType type) {
+    if constexpr (blocks::kSpanLoads<B>) {
+        std::mt19937 rng(13);
+        const int64_t n = 3 * blocks::kSpanValues;
+        const auto w = test::random_weights(type, kRows, n, rng);
+        const auto x = test::normal_floats(n, 14);
+        std::vector<uint8_t> act(cpu::act_q8x2_bytes(n));
+        cpu::quantize_act_ref(cpu::ActFormat::Q8x2, x.data(), act.data(), n);
+        const blocks::ActRow a = blocks::act_row(act.data(), n);
+        for (int64_t r = 0; r < kRows; ++r) {
+            const uint8_t* row = w.data() + r * row_bytes(type, n);
+            float whole = 0.0f, spans = 0.0f;
+            for (int64_t c = 0; c < n / 32; ++c) B::template dot_chunk<1>(row, c, &a, true, &whole);
+            for (int64_t s = 0; s < n / blocks::kSpanValues; ++s) {
+                alignas(16) uint8_t span[blocks::kSpanBytes<B>];
+                std::copy_n(row + s * blocks::kSpanBytes<B>, blocks::kSpanBytes<B>, span);
+                const blocks::ActRow from = blocks::act_from(a, s * blocks::kSpanChunks);
+                for (int j = 0; j < blocks::kSpanChunks; ++j) B::template dot_chunk<1>(span, j, &from, true, &spans);
+            }
+            INFO("row " << r);
+            CHECK(spans == whole);
+        }
+    }
+}
+
 template <class B>
 void check_type(DType type) {
     INFO(dtype_name(type));
@@ -87,6 +116,7 @@ void check_type(DType type) {
     REQUIRE(B::kBytes == static_cast<int>(traits(type).block_bytes));
     check_values<B>(type);
     check_dots<B>(type);
+    check_spans<B>(type);
 }
 
 }  // namespace
@@ -106,6 +136,21 @@ TEST_CASE("gpu block decoders on the host equal dequantize_row_ref and vec_dot_r
     check_type<blocks::BlockQ6_K>(DType::Q6_K);
     check_type<blocks::BlockQ8_K>(DType::Q8_K);
     check_type<blocks::BlockIQ4_XS>(DType::IQ4_XS);
+}
+
+TEST_CASE("gpu block types on the host: the types whose spans the decode kernel reads in 16-byte words", "[unit][gpu_blocks]") {
+    // 256 values of these are whole 16-byte words; the others (Q6_K's 210 bytes, ...) are read
+    // block by block.
+    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ4_0>);
+    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ4_1>);
+    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ5_0>);
+    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ5_1>);
+    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ8_0>);
+    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockIQ4_NL>);
+    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ4_K>);
+    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ5_K>);
+    STATIC_REQUIRE_FALSE(blocks::kSpanLoads<blocks::BlockQ6_K>);
+    STATIC_REQUIRE_FALSE(blocks::kSpanLoads<blocks::BlockMXFP4>);
 }
 
 TEST_CASE("gpu block types on the host: every quantized CPU weight type has a GPU block", "[unit][gpu_blocks]") {

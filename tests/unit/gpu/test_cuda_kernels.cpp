@@ -64,6 +64,27 @@ int64_t off_double_product(const std::vector<float>& y, const std::vector<float>
 
 }  // namespace
 
+TEST_CASE("gpu decode attention's scratch stays within kAttentionScratchBytes at long contexts", "[unit]") {
+    // llama3-8b's heads: 32 of 128. A pass of 256 rows at 8K and 128K positions (512 and 8192
+    // blocks) takes its rows a group at a time; a short context's rows all at once.
+    const int32_t heads = 32, head_dim = 128;
+    for (const int32_t blocks : {512, 8192}) {
+        INFO(blocks << " blocks");
+        const int64_t per_launch = attention_rows_per_launch(heads, head_dim, blocks);
+        CHECK(per_launch >= 1);
+        CHECK(per_launch < 256);
+        CHECK(attention_scratch_floats(256, heads, head_dim, blocks) * 4 <= kAttentionScratchBytes);
+        CHECK(attention_scratch_floats(256, heads, head_dim, blocks) ==
+              size_t(per_launch) * attention_row_scratch_floats(heads, head_dim, blocks));
+    }
+    CHECK(attention_rows_per_launch(heads, head_dim, 32) >= 256);
+    CHECK(attention_scratch_floats(256, heads, head_dim, 32) == 256 * attention_row_scratch_floats(heads, head_dim, 32));
+    // One row past the budget still gets its scratch.
+    const int32_t huge = 1 << 20;
+    CHECK(attention_rows_per_launch(heads, head_dim, huge) == 1);
+    CHECK(attention_scratch_floats(7, heads, head_dim, huge) == attention_row_scratch_floats(heads, head_dim, huge));
+}
+
 TEST_CASE("gpu quantize_acts writes cpu::quantize_act_ref's bytes", "[gpu]") {
     STRATA_REQUIRE_CUDA_GPU();
     TestGpu g;

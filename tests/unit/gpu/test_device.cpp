@@ -331,11 +331,12 @@ struct AttentionCase {
     float scale, softcap;
     bool sinks = false;
     int32_t v_head_dim = 0;
+    int32_t table_blocks = 0;  // block tables this long (0: 300 keys' worth), as a long context's
 };
 void paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac) {
     const std::vector<int32_t> n_kv = {1, 37, 300, 45, 46, 47, 48};
     const int32_t n_seq = 7, n_head = 6, n_head_kv = 2, head_dim = ac.head_dim, bs = kKvBlockSize;
-    const int32_t max_blocks = (300 + bs - 1) / bs;
+    const int32_t max_blocks = ac.table_blocks > 0 ? ac.table_blocks : (300 + bs - 1) / bs;
     const int64_t row_values = int64_t{n_head_kv} * head_dim;
     const int64_t row_stride = int64_t(row_bytes(kv_type, row_values)), block_stride = bs * row_stride;
     int32_t n_blocks = 4;  // unused blocks in between
@@ -428,7 +429,10 @@ void paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac)
 void paged_attention(TestDevice& d) {
     const AttentionCase cases[] = {{40, 0, 0.0f, 0.0f},          {64, 0, 0.0f, 0.0f},        {64, 20, 0.09f, 5.0f},
                                    {64, 20, 0.0f, 0.0f, true},   {40, 0, 0.0f, 0.0f, true},  {64, 0, 0.0f, 0.0f, false, 48},
-                                   {40, 0, 0.0f, 0.0f, false, 24}};
+                                   {40, 0, 0.0f, 0.0f, false, 24},
+                                   // a million positions' tables: the CUDA kernel's scratch holds two rows of them, so the
+                                   // seven rows run in groups
+                                   {64, 0, 0.0f, 0.0f, false, 0, 65536}};
     for (const DType kv_type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
         if (!d.dev->supports_kv(kv_type)) continue;
         for (const AttentionCase& ac : cases) {
