@@ -23,8 +23,9 @@ inline constexpr int64_t kAttentionSplitTokens = 16;
 inline constexpr int64_t kAttentionSplitKeys = 512;
 
 // Decode rows a device matmul computes each as that row alone would give it (gpu/device.h): a
-// batch's step reads the device's weights once per this many sequences.
-inline constexpr int64_t kDeviceRowWiseRows = 8;
+// batch's step reads the device's weights once per this many sequences (a batch of 16 in one
+// pass over them, as the CUDA decode kernel takes it).
+inline constexpr int64_t kDeviceRowWiseRows = 16;
 
 // Positions per block of the paged KV cache (runtime/kv/kv_cache.h), which every attention
 // kernel (cpu/attention_cpu.h, gpu/device.h) reads as its key tile.

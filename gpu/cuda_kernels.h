@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "core/dtype.h"
+#include "core/kernel_shapes.h"
 #include "gpu/cuda_stream.h"
 
 namespace strata::gpu {
@@ -34,7 +35,7 @@ struct WeightMatmul {
     InputTransform in;
 };
 // Rows a decode matmul (matvec) takes at most; longer products go through matmul_tiles or cuBLAS.
-inline constexpr int64_t kMatvecRows = 8;
+inline constexpr int64_t kMatvecRows = kDeviceRowWiseRows;
 // From this many rows a product of block weights expands its weight rows to half precision, a
 // chunk at a time, and multiplies them through cuBLAS (llama.cpp's path for long prompts
 // without its MMQ kernels): the expansion reads and writes each weight a few bytes once, where

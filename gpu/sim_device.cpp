@@ -156,10 +156,13 @@ public:
                 });
                 x = t;
             }
-            // Rows that get the bits they get alone: any number for block-quantized weights
-            // (integer dot products), up to cpu::kDecodeTokens at a time for float weights.
+            // Rows that get the bits they get alone: for block-quantized weights as many as the
+            // CPU keeps row-invariant (integer dot products, but for AMX's prefill from 16 rows),
+            // up to cpu::kDecodeTokens at a time for float weights.
             const bool any_rows = cpu::act_format_for(a.type) != cpu::ActFormat::F32;
-            const int64_t step = any_rows || a.n_tok > kRowWiseRows ? a.n_tok : cpu::kDecodeTokens;
+            const int64_t step = a.n_tok > kRowWiseRows ? a.n_tok
+                                 : any_rows             ? std::min(a.n_tok, cpu::row_invariant_tokens())
+                                                        : cpu::kDecodeTokens;
             std::vector<float> product(a.accumulate ? size_t(a.n_tok * a.n_rows) : 0);
             float* y = a.accumulate ? product.data() : a.y;
             for (int64_t t = 0; t < a.n_tok; t += step)

@@ -207,8 +207,10 @@ double CostModel::gpu_matmul_s(double tokens, double bytes, double flops_per_tok
     const double calls = decode ? std::ceil(tokens / kGpuDecodeRows) : 1;
     if (!dev_rate_) return std::max(tokens * flops_per_token / gpu_flops_, calls * bytes / gpu_bw_);
     const double rows = tokens / calls;
-    // Measured: one row a call, four and eight; between them the time of a call grows linearly.
-    if (const double scale = decode && rows <= kGpuDecodeRows ? dev_rate_->rows_time_scale(rows, shape_.n_embd) : 0; scale > 0)
+    // Measured: one row a call, four and eight; between them the time of a call grows linearly,
+    // and on past eight rows to the call's kGpuDecodeRows.
+    if (const double scale = decode && rows <= kGpuDecodeRows ? dev_rate_->rows_time_scale(rows, shape_.n_embd, kGpuDecodeRows) : 0;
+        scale > 0)
         return calls * scale * bytes / gpu_bw_;
     // A call of many rows passes over its weights, then computes: the two add up.
     if (rows > kCpuGemvTokens) return tokens * flops_per_token / gpu_flops_ + calls * bytes / dev_weight_pass_;

@@ -173,8 +173,9 @@ private:
     Cost kv_cost(KvOption o, Device attention, bool q_crosses) const;
     Cost weights_cost(const WeightsRead& w, double tokens_decode, double tokens_prefill, WeightOption o, bool is_layer) const;
     // A device matmul of `tokens` rows over `bytes` of weights; decode rows go kGpuDecodeRows to a
-    // call. Measured (DeviceOps): a decode call between its one-row and eight-row times by its
-    // rows, a call of many rows its pass over the weights plus its arithmetic. A catalog GPU
+    // call. Measured (DeviceOps): a decode call on the line through its one-, four-, eight- and
+    // sixteen-row times by its rows, a call of many rows its pass over the weights plus its
+    // arithmetic. A catalog GPU
     // reads them once a call, overlapping the arithmetic.
     double gpu_matmul_s(double tokens, double bytes, double flops_per_token, bool decode) const;
     // A layer's device launches beyond its work, from the measured call costs and `op_us` per other op.

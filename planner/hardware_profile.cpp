@@ -51,13 +51,20 @@ double KernelRate::gemm_at(double width) const { return rate_at(width, gemm_narr
 
 double KernelRate::gemv_at(double width) const { return rate_at(width, gemv_narrow_gbps, gemv_gbps); }
 
-double KernelRate::rows_time_scale(double rows, double width) const {
-    if (gemv_gbps <= 0 || rows8_gbps <= 0 || rows > kRowsMeasured) return 0;
+double KernelRate::rows_time_scale(double rows, double width, double max_rows) const {
+    if (gemv_gbps <= 0 || rows8_gbps <= 0 || rows > max_rows) return 0;
     const double one = gemv_at(width);
     double eight = one / rate_at(width, rows8_narrow_gbps, rows8_gbps);
     // More rows never take less time (a quick probe's wide figure against a narrow one's).
     const double four = rows4_gbps > 0 ? std::max(1.0, one / rate_at(width, rows4_narrow_gbps, rows4_gbps)) : 0;
     eight = std::max({1.0, four, eight});
+    if (rows > kRowsMeasured) {
+        // A device's call of up to 16 rows: toward the time measured at 16, else on along the last line.
+        const double slope = four > 0 ? (eight - four) / 4 : (eight - 1) / (kRowsMeasured - 1);
+        const double sixteen = rows16_gbps > 0 ? std::max(eight, one / rate_at(width, rows16_narrow_gbps, rows16_gbps))
+                                               : eight + 8 * slope;
+        return eight + (rows - kRowsMeasured) / 8 * (sixteen - eight);
+    }
     if (four <= 0) return 1 + (rows - 1) / (kRowsMeasured - 1) * (eight - 1);
     return rows <= 4 ? 1 + (rows - 1) / 3 * (four - 1) : four + (rows - 4) / 4 * (eight - four);
 }
@@ -206,7 +213,8 @@ json rates_json(const std::vector<KernelRate>& rates) {
                        {"gemm_narrow_gflops", r.gemm_narrow_gflops}, {"rows8_gbps", r.rows8_gbps},
                        {"gemv_thread_gbps", r.gemv_thread_gbps}, {"gemv_narrow_gbps", r.gemv_narrow_gbps},
                        {"gemv_thread_narrow_gbps", r.gemv_thread_narrow_gbps}, {"rows4_gbps", r.rows4_gbps},
-                       {"rows4_narrow_gbps", r.rows4_narrow_gbps}, {"rows8_narrow_gbps", r.rows8_narrow_gbps}});
+                       {"rows4_narrow_gbps", r.rows4_narrow_gbps}, {"rows8_narrow_gbps", r.rows8_narrow_gbps},
+                       {"rows16_gbps", r.rows16_gbps}, {"rows16_narrow_gbps", r.rows16_narrow_gbps}});
     return out;
 }
 
@@ -222,7 +230,8 @@ std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
                          get_or<double>(r, where, "rows8_gbps", 0), get_or<double>(r, where, "gemv_thread_gbps", 0),
                          get_or<double>(r, where, "gemv_narrow_gbps", 0), get_or<double>(r, where, "gemv_thread_narrow_gbps", 0),
                          get_or<double>(r, where, "rows4_gbps", 0), get_or<double>(r, where, "rows4_narrow_gbps", 0),
-                         get_or<double>(r, where, "rows8_narrow_gbps", 0)});
+                         get_or<double>(r, where, "rows8_narrow_gbps", 0), get_or<double>(r, where, "rows16_gbps", 0),
+                         get_or<double>(r, where, "rows16_narrow_gbps", 0)});
     }
     return rates;
 }

@@ -30,7 +30,7 @@ struct KernelRate {
     // down at 256 tokens): small matrices give each thread few tiles; 0: not measured.
     double gemm_narrow_gflops = 0;
     static constexpr double kWideCols = 4096, kNarrowCols = 512;  // the widths gemm_gflops and it are measured at
-    // A decode call of eight rows (a device's Device::kRowWiseRows; the CPU's eight tokens, its
+    // A decode call of eight rows (the CPU's eight tokens, its
     // weights tiled as the engine holds them), weight bytes per second over the matrix; 0: not
     // measured (profiles made before it).
     double rows8_gbps = 0;
@@ -49,14 +49,20 @@ struct KernelRate {
     // Calls of four and eight rows on a layer kNarrowCols wide, as gemv_narrow_gbps; 0: not
     // measured (a quick probe, profiles made before it).
     double rows4_narrow_gbps = 0, rows8_narrow_gbps = 0;
-    static constexpr double kRowsMeasured = 8;  // the most rows rows_time_scale prices
-    // A decode call of `rows` rows (1 to kRowsMeasured) over one row's time for a model `width`
+    // A device's decode call of sixteen rows (its Device::kRowWiseRows), wide and on the narrow
+    // layer, as rows8_gbps; 0: not measured (the CPU, a quick probe's narrow one, profiles made
+    // before it).
+    double rows16_gbps = 0, rows16_narrow_gbps = 0;
+    static constexpr double kRowsMeasured = 8;  // the most rows every rate measures
+    // A decode call of `rows` rows (1 to max_rows) over one row's time for a model `width`
     // values wide, from the rates measured at 1, 4 and 8 rows (each between its narrow and wide
-    // figure as gemv_at): linear between them (between 1 and 8 where 4 is not measured). The
+    // figure as gemv_at): linear between them (between 1 and 8 where 4 is not measured); a
+    // device's calls of 9 to 16 rows (kDeviceRowWiseRows) linear from 8 to the time measured at
+    // 16, or on along the last line where 16 rows were not measured. The
     // arithmetic of a few rows does not hide under the weights' read: on a 2-core VM the CPU's 4
     // tokens of Q4_1 took 1.3x one token's time on 4096-wide matrices and 1.6x on a 512-wide
     // layer, 8 tokens 2.7x and 3.3x. 0: not measured.
-    double rows_time_scale(double rows, double width = 0) const;
+    double rows_time_scale(double rows, double width = 0, double max_rows = kRowsMeasured) const;
     // That cost for rows of `row_bytes`, in seconds.
     double call_s(double row_bytes) const { return (call_us * 1e3 + call_ns_per_row_byte * row_bytes) * 1e-9; }
     // The GEMM rate for a model `width` values wide: between the narrow and the wide rate on a

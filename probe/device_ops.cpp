@@ -111,8 +111,9 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
     const int64_t rows = b.n_rows();
     const double bytes = double(rows) * double(b.row_b(kCols));
     r.gemv_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, 1); }) / 1e9;
-    r.rows4_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, gpu::Device::kRowWiseRows / 2); }) / 1e9;
-    r.rows8_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, gpu::Device::kRowWiseRows); }) / 1e9;
+    r.rows4_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, 4); }) / 1e9;
+    r.rows8_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, 8); }) / 1e9;
+    r.rows16_gbps = bytes / b.typical_s([&] { b.call(rows, kCols, gpu::Device::kRowWiseRows); }) / 1e9;
     // Split into a fixed part and a part per row byte by two widths, as the CPU's decode calls.
     const double wide = b.call_s(kCols), narrow = b.call_s(kNarrow);
     const double per_byte = std::max(0.0, (wide - narrow) / double(b.row_b(kCols) - b.row_b(kNarrow)));
@@ -120,8 +121,9 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
     r.call_us = std::max(0.0, narrow - per_byte * double(b.row_b(kNarrow))) * 1e6;
     if (!quick) {
         r.gemv_narrow_gbps = narrow_layer_gemv_gbps(b, r, 1);
-        r.rows4_narrow_gbps = narrow_layer_gemv_gbps(b, r, gpu::Device::kRowWiseRows / 2);
-        r.rows8_narrow_gbps = narrow_layer_gemv_gbps(b, r, gpu::Device::kRowWiseRows);
+        r.rows4_narrow_gbps = narrow_layer_gemv_gbps(b, r, 4);
+        r.rows8_narrow_gbps = narrow_layer_gemv_gbps(b, r, 8);
+        r.rows16_narrow_gbps = narrow_layer_gemv_gbps(b, r, gpu::Device::kRowWiseRows);
     }
     // Many rows: 64 and kManyRows rows against square weights give the arithmetic per row; what
     // 64 rows take beyond it is the call's pass over its weights (from DRAM, over all the rows,

@@ -118,6 +118,18 @@ PinnedPool::~PinnedPool() {
     munmap(base_, bytes_);  // also unlocks
 }
 
+PinnedRange::PinnedRange(std::shared_ptr<HostPinner> pinner, void* base, size_t bytes)
+    : pinner_(std::move(pinner)), base_(base), bytes_(bytes), why_not_(pinner_->register_memory(base, bytes)) {}
+
+PinnedRange::PinnedRange(PinnedRange&& o) noexcept
+    : pinner_(std::move(o.pinner_)), base_(o.base_), bytes_(o.bytes_), why_not_(std::move(o.why_not_)) {
+    o.pinner_ = nullptr;
+}
+
+PinnedRange::~PinnedRange() {
+    if (pinner_ && registered()) pinner_->unregister_memory(base_, bytes_);
+}
+
 std::optional<PinnedSlot> PinnedPool::try_acquire() {
     std::lock_guard lk(mu_);
     if (free_.empty()) return std::nullopt;

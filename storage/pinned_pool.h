@@ -117,6 +117,26 @@ private:
     std::vector<size_t> free_;
 };
 
+// Memory allocated elsewhere (the KV cache's arrays) registered with a HostPinner for as long as
+// this lives, so that a device copies from it asynchronously at its link's rate. Best effort:
+// a refusal leaves the range pageable and says why (move-only).
+class PinnedRange {
+public:
+    PinnedRange(std::shared_ptr<HostPinner> pinner, void* base, size_t bytes);
+    PinnedRange(PinnedRange&& o) noexcept;
+    PinnedRange& operator=(PinnedRange&&) = delete;
+    PinnedRange(const PinnedRange&) = delete;
+    ~PinnedRange();
+    bool registered() const { return why_not_.empty(); }
+    const std::string& why_not() const { return why_not_; }  // the pinner's refusal, empty if registered
+
+private:
+    std::shared_ptr<HostPinner> pinner_;
+    void* base_;
+    size_t bytes_;
+    std::string why_not_;
+};
+
 // One page-locked buffer of `bytes`, charged to `budget` as `what`: a pool of one slot, held
 // for the buffer's life (staging for a device's copies).
 class PinnedBuffer {

@@ -28,9 +28,11 @@ void print_ops(const std::string& who, const DeviceOps& o) {
                "its threads idle before), copies {:.1f}/{:.1f} GB/s\n",
                who, o.op_overhead_us, o.graph_op_us, o.handoff_us, o.round_trip_us, o.h2d_gbps, o.d2h_gbps);
     for (const auto& r : o.rates)
-        fmt::print("  matmul {:<5} 1 row {:6.1f} GB/s{}, 4 rows {:6.1f}{}, 8 rows {:6.1f}{}, many rows {:7.1f} GFLOPS{}\n",
+        fmt::print("  matmul {:<5} 1 row {:6.1f} GB/s{}, 4 rows {:6.1f}{}, 8 rows {:6.1f}{}, 16 rows {:6.1f}{}, many rows {:7.1f} "
+                   "GFLOPS{}\n",
                    dtype_name(r.type), r.gemv_gbps, narrow_note(r.gemv_narrow_gbps), r.rows4_gbps, narrow_note(r.rows4_narrow_gbps),
-                   r.rows8_gbps, narrow_note(r.rows8_narrow_gbps), r.gemm_gflops, narrow_note(r.gemm_narrow_gflops));
+                   r.rows8_gbps, narrow_note(r.rows8_narrow_gbps), r.rows16_gbps, narrow_note(r.rows16_narrow_gbps), r.gemm_gflops,
+                   narrow_note(r.gemm_narrow_gflops));
     for (const auto& a : o.attention)
         fmt::print("  decode attention at {:.0f} positions (32 heads, 8 KV heads of 128, F16): {:.1f} us\n", a.keys, a.us);
 }

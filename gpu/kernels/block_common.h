@@ -135,43 +135,40 @@ STRATA_HD uint64_t act_row_bytes(int64_t n) {
     const uint64_t raw = uint64_t(n) * 2 + uint64_t(n / kActBlock) * 20;
     return (raw + 63) & ~uint64_t{63};
 }
+// One row read where the block functions need it: a base pointer and the row's width (shared by
+// every row of a call), so that a kernel's several rows hold one pointer each, not six.
+// Block b of this view is block c0 + b of the row (act_from).
 struct ActRow {
-    const uint8_t* hi;
-    const uint8_t* lo;
-    const float* dc;
-    const float* dcs;
-    const int32_t* s32;
-    const int32_t* s16;
+    const uint8_t* row;
+    int64_t n;
+    int64_t c0;
+    STRATA_HD int64_t nb() const { return n / kActBlock; }
+    // The 32 high (low) int8 values of block b; 16-byte aligned.
+    STRATA_HD const uint8_t* hi(int64_t b) const { return row + kActBlock * (c0 + b); }
+    STRATA_HD const uint8_t* lo(int64_t b) const { return row + n + kActBlock * (c0 + b); }
+    STRATA_HD float dc(int64_t b) const { return reinterpret_cast<const float*>(row + 2 * n)[c0 + b]; }
+    STRATA_HD float dcs(int64_t b) const { return reinterpret_cast<const float*>(row + 2 * n)[nb() + c0 + b]; }
+    STRATA_HD int32_t s32(int64_t b) const { return reinterpret_cast<const int32_t*>(row + 2 * n)[2 * nb() + c0 + b]; }
+    // Half-block sums: i = 2 b + h for half h of block b.
+    STRATA_HD int32_t s16(int64_t i) const { return reinterpret_cast<const int32_t*>(row + 2 * n)[3 * nb() + 2 * c0 + i]; }
 };
-STRATA_HD ActRow act_row(const uint8_t* row, int64_t n) {
-    const int64_t nb = n / kActBlock;
-    ActRow a;
-    a.hi = row;
-    a.lo = row + n;
-    a.dc = reinterpret_cast<const float*>(row + 2 * n);
-    a.dcs = a.dc + nb;
-    a.s32 = reinterpret_cast<const int32_t*>(a.dcs + nb);
-    a.s16 = a.s32 + nb;
-    return a;
-}
+STRATA_HD ActRow act_row(const uint8_t* row, int64_t n) { return {row, n, 0}; }
 // The same row from activation block c0 on: its block b is block c0 + b of `a` (a weight span
 // copied out of its row meets it as chunks 0, 1, ...).
-STRATA_HD ActRow act_from(const ActRow& a, int64_t c0) {
-    return {a.hi + kActBlock * c0, a.lo + kActBlock * c0, a.dc + c0, a.dcs + c0, a.s32 + c0, a.s16 + 2 * c0};
-}
-// The 32 high (or low) int8 values of activation block b as 8 words.
-STRATA_HD void act_words(const uint8_t* level, int64_t b, uint32_t out[8]) {
-    load_u32x4_a16(level + kActBlock * b, out);
-    load_u32x4_a16(level + kActBlock * b + 16, out + 4);
+STRATA_HD ActRow act_from(const ActRow& a, int64_t c0) { return {a.row, a.n, a.c0 + c0}; }
+// The 32 int8 values of a block at p as 8 words.
+STRATA_HD void act_words(const uint8_t* p, uint32_t out[8]) {
+    load_u32x4_a16(p, out);
+    load_u32x4_a16(p + 16, out + 4);
 }
 // The integer dot of 32 weight values (8 words of int8) with activation block b: the exact
 // sum of w * (256 hi + lo); `lo` false for single-level activations (lo all zero).
 STRATA_HD int32_t act_dot32(const uint32_t w[8], const ActRow& a, int64_t b, bool lo) {
     uint32_t v[8];
-    act_words(a.hi, b, v);
+    act_words(a.hi(b), v);
     int32_t s = 256 * dot32(w, v);
     if (lo) {
-        act_words(a.lo, b, v);
+        act_words(a.lo(b), v);
         s += dot32(w, v);
     }
     return s;
@@ -179,11 +176,11 @@ STRATA_HD int32_t act_dot32(const uint32_t w[8], const ActRow& a, int64_t b, boo
 // The two 16-value halves separately (groups of 16 with scales of their own).
 STRATA_HD void act_dot16x2(const uint32_t w[8], const ActRow& a, int64_t b, bool lo, int32_t out[2]) {
     uint32_t v[8];
-    act_words(a.hi, b, v);
+    act_words(a.hi(b), v);
     out[0] = 256 * dot16(w, v);
     out[1] = 256 * dot16(w + 4, v + 4);
     if (lo) {
-        act_words(a.lo, b, v);
+        act_words(a.lo(b), v);
         out[0] += dot16(w, v);
         out[1] += dot16(w + 4, v + 4);
     }

@@ -72,8 +72,8 @@ struct BlockQ4_0 {  // 18 bytes: d, qs[16]; x = d * (q - 8)
         const float d = half_at(b);
         for (int t = 0; t < kCols; ++t) {
             const ActRow& a = act[t];
-            const int32_t dot = act_dot32(w, a, c, lo) - 8 * a.s32[c];
-            acc[t] += d * a.dc[c] * float(dot);
+            const int32_t dot = act_dot32(w, a, c, lo) - 8 * a.s32(c);
+            acc[t] += d * a.dc(c) * float(dot);
         }
     }
     STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
@@ -94,8 +94,8 @@ struct BlockQ4_1 {  // 20 bytes: d, m, qs[16]; x = d * q + m
         const float d = half_at(b), m = half_at(b + 2);
         for (int t = 0; t < kCols; ++t) {
             const ActRow& a = act[t];
-            acc[t] += d * a.dc[c] * float(act_dot32(w, a, c, lo));
-            acc[t] += m * a.dcs[c];
+            acc[t] += d * a.dc(c) * float(act_dot32(w, a, c, lo));
+            acc[t] += m * a.dcs(c);
         }
     }
     STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
@@ -127,9 +127,9 @@ struct BlockQ5 {
         const float d = half_at(b), m = kMin ? half_at(b + 2) : 0.0f;
         for (int t = 0; t < kCols; ++t) {
             const ActRow& a = act[t];
-            const int32_t dot = act_dot32(w, a, c, lo) - (kMin ? 0 : 16 * a.s32[c]);
-            acc[t] += d * a.dc[c] * float(dot);
-            if (kMin) acc[t] += m * a.dcs[c];
+            const int32_t dot = act_dot32(w, a, c, lo) - (kMin ? 0 : 16 * a.s32(c));
+            acc[t] += d * a.dc(c) * float(dot);
+            if (kMin) acc[t] += m * a.dcs(c);
         }
     }
     STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
@@ -157,7 +157,7 @@ struct BlockQ8_0 {  // 34 bytes: d, qs[32] int8; x = d * q
         uint32_t w[8];
         for (int k = 0; k < 8; ++k) w[k] = load_u32_a2(b + 2 + 4 * k);
         const float d = half_at(b);
-        for (int t = 0; t < kCols; ++t) acc[t] += d * act[t].dc[c] * float(act_dot32(w, act[t], c, lo));
+        for (int t = 0; t < kCols; ++t) acc[t] += d * act[t].dc(c) * float(act_dot32(w, act[t], c, lo));
     }
     STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
         const uint8_t* b = row + kBytes * c;
@@ -176,7 +176,7 @@ struct BlockIQ4_NL {  // 18 bytes: d, qs[16] codebook indices; x = d * codebook[
         nibble_words(q, w);
         for (int k = 0; k < 8; ++k) w[k] = iq4_lookup4(w[k]);
         const float d = half_at(b);
-        for (int t = 0; t < kCols; ++t) acc[t] += d * act[t].dc[c] * float(act_dot32(w, act[t], c, lo));
+        for (int t = 0; t < kCols; ++t) acc[t] += d * act[t].dc(c) * float(act_dot32(w, act[t], c, lo));
     }
     STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
         const uint8_t* b = row + kBytes * c;
@@ -199,7 +199,7 @@ struct BlockMXFP4 {
         nibble_words(q, w);
         for (int k = 0; k < 8; ++k) w[k] = lookup4(mxfp4_codebook(), w[k]);
         const float d = e8m0_half(b[0]);
-        for (int t = 0; t < kCols; ++t) acc[t] += d * act[t].dc[c] * float(act_dot32(w, act[t], c, lo));
+        for (int t = 0; t < kCols; ++t) acc[t] += d * act[t].dc(c) * float(act_dot32(w, act[t], c, lo));
     }
     STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
         const uint8_t* b = row + kBytes * c;

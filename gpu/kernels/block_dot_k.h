@@ -47,8 +47,8 @@ struct BlockQ45_K {
         const float d = half_at(b), dmin = half_at(b + 2);
         for (int t = 0; t < kCols; ++t) {
             const ActRow& a = act[t];
-            acc[t] += d * float(sc) * a.dc[c] * float(act_dot32(w, a, c, lo));
-            acc[t] += -(dmin * float(m)) * a.dcs[c];
+            acc[t] += d * float(sc) * a.dc(c) * float(act_dot32(w, a, c, lo));
+            acc[t] += -(dmin * float(m)) * a.dcs(c);
         }
     }
     STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
@@ -95,8 +95,8 @@ struct BlockQ6_K {
             int32_t dots[2];
             act_dot16x2(w, a, c, lo, dots);
             for (int i = 0; i < 2; ++i) {
-                const int32_t dot = dots[i] - 32 * a.s16[2 * c + i];
-                acc[t] += d * float(int8_t(b[192 + 2 * jj + i])) * a.dc[c] * float(dot);
+                const int32_t dot = dots[i] - 32 * a.s16(2 * c + i);
+                acc[t] += d * float(int8_t(b[192 + 2 * jj + i])) * a.dc(c) * float(dot);
             }
         }
     }
@@ -124,7 +124,7 @@ struct BlockQ8_K {
         uint32_t w[8];
         for (int k = 0; k < 8; ++k) w[k] = load_u32_a4(qs + 4 * k);
         const float d = load_f32(b);
-        for (int t = 0; t < kCols; ++t) acc[t] += d * act[t].dc[c] * float(act_dot32(w, act[t], c, lo));
+        for (int t = 0; t < kCols; ++t) acc[t] += d * act[t].dc(c) * float(act_dot32(w, act[t], c, lo));
     }
     STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
         const uint8_t* b = row + kBytes * (c / 8);
@@ -170,10 +170,10 @@ struct BlockQ23_K {
             for (int i = 0; i < 2; ++i) {
                 const int g = 2 * jj + i;
                 if (kThree) {
-                    acc[t] += d * float(scale(b, g)) * a.dc[c] * float(dots[i] - 4 * a.s16[2 * c + i]);
+                    acc[t] += d * float(scale(b, g)) * a.dc(c) * float(dots[i] - 4 * a.s16(2 * c + i));
                 } else {
-                    acc[t] += d * float(scale(b, g)) * a.dc[c] * float(dots[i]);
-                    acc[t] += -(dmin * float(b[g] >> 4)) * (a.dc[c] * float(a.s16[2 * c + i]));
+                    acc[t] += d * float(scale(b, g)) * a.dc(c) * float(dots[i]);
+                    acc[t] += -(dmin * float(b[g] >> 4)) * (a.dc(c) * float(a.s16(2 * c + i)));
                 }
             }
         }
@@ -216,7 +216,7 @@ struct BlockIQ4_XS {
         nibble_words(q, w);
         for (int k = 0; k < 8; ++k) w[k] = iq4_lookup4(w[k]);
         const float d = half_at(b), sc = float(scale(b, ib));
-        for (int t = 0; t < kCols; ++t) acc[t] += d * sc * act[t].dc[c] * float(act_dot32(w, act[t], c, lo));
+        for (int t = 0; t < kCols; ++t) acc[t] += d * sc * act[t].dc(c) * float(act_dot32(w, act[t], c, lo));
     }
     STRATA_HD static void values8(const uint8_t* row, int64_t c, int part, float out[8]) {
         const uint8_t* b = row + kBytes * (c / 8);

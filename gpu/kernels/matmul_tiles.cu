@@ -1,4 +1,4 @@
-// Prompt and batch matmuls (more than 8 rows) of block-quantized weights on the tensor cores,
+// Prompt and batch matmuls (more than 16 rows) of block-quantized weights on the tensor cores,
 // without expanding the weight matrix: each thread block computes a BM x BN tile of y (weight
 // rows x activation rows) in steps of one 32-value chunk, dequantizing the step's weight tile
 // into shared memory as half precision (block_dot_*.h values8, the CPU reference's arithmetic)

@@ -1,4 +1,4 @@
-// Decode matmuls of 1 to 8 rows, the design of llama.cpp's mmvq: activations quantized once
+// Decode matmuls of 1 to 16 rows, the design of llama.cpp's mmvq: activations quantized once
 // (prepare_input.cu: the CPU's two-level Q8x2 format, byte for byte), then every weight row
 // read once for all the rows, its quants meeting the activations in dp4a instructions on
 // words of four values (block_dot_32.h, block_dot_k.h), partial sums reduced across the warps
@@ -39,6 +39,25 @@ __device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, int64
     *dst = accumulate ? *dst + s : s;
 }
 
+// Columns of x one dot_chunk call takes: a call of more rows takes them this many at a time
+// (each column's sums are the same either way), so that no more activation rows' pointers are
+// live at once.
+constexpr int kColGroup = 8;
+
+// B::dot_chunk of weight chunk c (of the row or span at w) with activation block c0 + c of each
+// of kCols activation rows, from the row at act on, act_stride bytes apart.
+template <class B, int kCols>
+__device__ __forceinline__ void dot_cols(const uint8_t* w, int64_t c, const uint8_t* act, uint64_t act_stride,
+                                         int64_t n_cols, int64_t c0, bool lo, float* acc) {
+    constexpr int kNow = kCols < kColGroup ? kCols : kColGroup;
+    ActRow a[kNow];
+#pragma unroll
+    for (int t = 0; t < kNow; ++t) a[t] = act_from(act_row(act + t * act_stride, n_cols), c0);
+    B::template dot_chunk<kNow>(w, c, a, lo, acc);
+    if constexpr (kCols > kColGroup)
+        dot_cols<B, kCols - kColGroup>(w, c, act + kColGroup * act_stride, act_stride, n_cols, c0, lo, acc + kColGroup);
+}
+
 // The row a thread works on (kWarpsPerRow warps a row, the block's rows one after another) and
 // its place among that row's threads.
 template <int kWarpsPerRow>
@@ -61,25 +80,39 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
     if (r < n_rows) {
-        ActRow a[kCols];
-#pragma unroll
-        for (int t = 0; t < kCols; ++t) a[t] = act_row(act + t * act_stride, n_cols);
         const uint8_t* row = w + r * row_bytes;
-        for (int64_t c = sub; c < n_cols / kActBlock; c += kRowThreads) B::template dot_chunk<kCols>(row, c, a, lo, acc);
+        for (int64_t c = sub; c < n_cols / kActBlock; c += kRowThreads)
+            dot_cols<B, kCols>(row, c, act, act_stride, n_cols, 0, lo, acc);
     }
     store_rows<kWarpsPerRow, kCols>(acc, r, n_rows, y, ldy, accumulate);
 }
 
 // Rows whose spans (block_types.h) are whole 16-byte words: each lane of a row's kLanes copies
 // a span at a time into registers with 16-byte loads (eight blocks' bytes in flight where the
-// kernel above has one block's 16-bit loads) and takes its eight chunks from there; the row's
-// lanes sum their parts by shuffles in a fixed order.
+// kernel above has one block's 16-bit loads) and takes its eight chunks from there, for up to
+// kColGroup activation rows (more take another pass over the row's spans, which the first left
+// in cache: all of a pass's chunks and activations are live at once).
+template <class B, int kLanes, int kCols>
+__device__ __forceinline__ void span_pass(const uint4* row, int lane, const uint8_t* act, uint64_t act_stride,
+                                          int64_t n_cols, bool lo, float* acc) {
+    constexpr int kWords = kSpanBytes<B> / 16;
+    for (int64_t s = lane; s < n_cols / kSpanValues; s += kLanes) {
+        uint4 span[kWords];
+#pragma unroll
+        for (int i = 0; i < kWords; ++i) span[i] = __ldg(row + s * kWords + i);
+#pragma unroll
+        for (int j = 0; j < kSpanChunks; ++j)
+            dot_cols<B, kCols>(reinterpret_cast<const uint8_t*>(span), j, act, act_stride, n_cols, s * kSpanChunks, lo, acc);
+    }
+}
+
+// The row's lanes sum their parts by shuffles in a fixed order.
 template <class B, int kLanes, int kCols>
 __global__ void __launch_bounds__(kThreads)
     matvec_span_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, const uint8_t* __restrict__ act,
                        uint64_t act_stride, int64_t n_cols, float* y, int64_t ldy, int64_t n_rows, bool lo,
                        bool accumulate) {
-    constexpr int kWords = kSpanBytes<B> / 16;
+    constexpr int kFirst = kCols < kColGroup ? kCols : kColGroup;
     const int lane = threadIdx.x % kLanes;
     const int64_t r = int64_t(blockIdx.x) * (kThreads / kLanes) + threadIdx.x / kLanes;
     float acc[kCols];
@@ -87,17 +120,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
     if (r < n_rows) {
         const uint4* row = reinterpret_cast<const uint4*>(w + r * row_bytes);
-        for (int64_t s = lane; s < n_cols / kSpanValues; s += kLanes) {
-            uint4 span[kWords];
-#pragma unroll
-            for (int i = 0; i < kWords; ++i) span[i] = __ldg(row + s * kWords + i);
-            ActRow a[kCols];
-#pragma unroll
-            for (int t = 0; t < kCols; ++t) a[t] = act_from(act_row(act + t * act_stride, n_cols), s * kSpanChunks);
-#pragma unroll
-            for (int j = 0; j < kSpanChunks; ++j)
-                B::template dot_chunk<kCols>(reinterpret_cast<const uint8_t*>(span), j, a, lo, acc);
-        }
+        span_pass<B, kLanes, kFirst>(row, lane, act, act_stride, n_cols, lo, acc);
+        if constexpr (kCols > kColGroup)
+            span_pass<B, kLanes, kCols - kColGroup>(row, lane, act + kColGroup * act_stride, act_stride, n_cols, lo,
+                                                    acc + kColGroup);
     }
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = group_sum(acc[t], kLanes);
@@ -187,7 +213,15 @@ void with_shape(int64_t n_cols, int64_t n_tok, Fn&& fn) {
             case 6: return fn(warps, std::integral_constant<int, 6>{});
             case 7: return fn(warps, std::integral_constant<int, 7>{});
             case 8: return fn(warps, std::integral_constant<int, 8>{});
-            default: throw BackendError("gpu: a decode matmul takes 1 to 8 rows", "an internal error; please report it");
+            case 9: return fn(warps, std::integral_constant<int, 9>{});
+            case 10: return fn(warps, std::integral_constant<int, 10>{});
+            case 11: return fn(warps, std::integral_constant<int, 11>{});
+            case 12: return fn(warps, std::integral_constant<int, 12>{});
+            case 13: return fn(warps, std::integral_constant<int, 13>{});
+            case 14: return fn(warps, std::integral_constant<int, 14>{});
+            case 15: return fn(warps, std::integral_constant<int, 15>{});
+            case 16: return fn(warps, std::integral_constant<int, 16>{});
+            default: throw BackendError("gpu: a decode matmul takes 1 to 16 rows", "an internal error; please report it");
         }
     };
     switch (warps_per_row(n_cols)) {

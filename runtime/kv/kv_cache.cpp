@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cpu/kv_format.h"
@@ -69,7 +70,7 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, const KvSpil
     const int32_t n_kept = n_resident_ - n_rebuilt_;
     for (int32_t il = 0, next = 0; il < n_resident_; ++il) kv_slot_.push_back(rebuilt(il) ? n_kept : next++);
     n_kv_slots_ = n_kept + (n_rebuilt_ > 0 ? 1 : 0);
-    const size_t kv_bytes = size_t(resident_block_bytes_) * pool_.n_blocks() * n_kv_slots_;
+    const size_t kv_bytes = kv_array_bytes();
     k_.reset(new std::byte[kv_bytes]);
     if (!keys_only_) v_.reset(new std::byte[kv_bytes]);
     h_.reset(new std::byte[size_t(hidden_block_bytes_) * pool_.n_blocks() * n_rebuilt_]);
@@ -332,6 +333,22 @@ int32_t KvCache::truncate_seq(SeqId id, int32_t n) {
 uint64_t KvCache::bytes() const {
     const uint64_t rows = keys_only_ ? 1 : 2;
     return (rows * resident_block_bytes_ * n_kv_slots_ + uint64_t(hidden_block_bytes_) * n_rebuilt_) * pool_.n_blocks();
+}
+
+uint64_t KvCache::pin_resident(std::shared_ptr<storage::HostPinner> pinner) {
+    if (!pinner || !pinned_.empty() || kv_array_bytes() == 0) return 0;
+    for (std::byte* base : {k_.get(), v_.get()}) {
+        if (!base) continue;  // keys only
+        const storage::PinnedRange& r = pinned_.emplace_back(pinner, base, kv_array_bytes());
+        if (r.registered()) continue;
+        STRATA_LOG_WARN("kv: {} of the KV cache ({}) failed ({}); the device's copies of its blocks are staged by the "
+                        "driver and slower", pinner->name(), format_bytes(kv_array_bytes()), r.why_not());
+        pinned_.clear();
+        return 0;
+    }
+    const uint64_t pinned = uint64_t(kv_array_bytes()) * pinned_.size();
+    STRATA_LOG_INFO("kv: {} of resident K/V page-locked by {} for the device's copies", format_bytes(pinned), pinner->name());
+    return pinned;
 }
 
 uint64_t KvCache::spill_buffer_bytes() const { return spill_ ? spill_->buffer_bytes() : 0; }

@@ -25,6 +25,7 @@
 #include "core/kernel_shapes.h"
 #include "runtime/kv/kv_blocks.h"
 #include "runtime/kv/kv_spill.h"
+#include "storage/pinned_pool.h"
 #include "runtime/kv/prefix_spill.h"
 
 namespace strata::storage { class MemoryBudget; }
@@ -131,6 +132,11 @@ public:
     int64_t n_prefix_restored() const { return n_prefix_restored_; }
 
     uint64_t bytes() const;  // DRAM held by resident layers
+    // Page-locks the resident layers' K and V through `pinner` (cudaHostRegister) for the cache's
+    // life, so that a device attending to them copies their blocks asynchronously at its link's
+    // rate (from pageable memory the driver stages every copy). Every page becomes resident.
+    // Returns the bytes registered; a refusal is warned about and leaves the cache pageable.
+    uint64_t pin_resident(std::shared_ptr<storage::HostPinner> pinner);
     uint64_t spill_buffer_bytes() const;  // DRAM of the spill ring (charged to its budget)
     int32_t n_spilled() const;
     // Whether `layer`'s keys and values live in the spill file (read through its ring), not DRAM.
@@ -148,6 +154,8 @@ public:
     static uint64_t hidden_layer_bytes(int32_t n_blocks, int32_t n_embd_hidden, DType type);
 
 private:
+    // Bytes of each of the K and V arrays of the resident layers.
+    size_t kv_array_bytes() const { return size_t(resident_block_bytes_) * size_t(pool_.n_blocks()) * size_t(n_kv_slots_); }
     struct Seq {
         bool live = false;
         std::vector<int32_t> blocks;
@@ -187,6 +195,7 @@ private:
     // Left uninitialised so that untouched blocks cost no resident memory.
     bool keys_only_ = false;  // KvSpillOptions::keys_only
     std::unique_ptr<std::byte[]> k_, v_, h_;
+    std::vector<storage::PinnedRange> pinned_;  // k_ and v_ registered (pin_resident): released before them
     std::unique_ptr<KvSpill> spill_;
     std::unique_ptr<PrefixSpill> prefix_spill_;
     int64_t n_prefix_restored_ = 0;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bytes.h"
 #include "core/cache_dir.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -16,6 +17,7 @@
 #include "runtime/place/expert_offload.h"
 #include "runtime/place/tensor_overrides.h"
 #include "storage/budget.h"
+#include "storage/pinned_pool.h"
 
 namespace strata::runtime {
 
@@ -143,6 +145,20 @@ std::optional<planner::Prediction> cpu_alone_prediction(const models::GgufFile& 
 // (sized for the largest layer as a streaming buffer, plus the K/V layer that recomputed
 // layers share); KV on the device takes no DRAM, so the host cache is then never written. KV
 // the plan keeps in DRAM spills its last layers to disk when DRAM cannot hold it all.
+// A KV cache that stays in DRAM beside a GPU has its blocks copied in (each pass where the device
+// attends there, a prompt's where the CPU does): page-locked, they go asynchronously at the
+// link's rate. Every page becomes resident, so a cache of more than half this machine's memory
+// (no --dram to bound it) is left to fill lazily, with staged copies.
+void pin_for_device(KvCache& kv, const GpuTarget& gpu) {
+    if (gpu.kind != DeviceKind::Cuda) return;
+    if (kv.bytes() > system_ram_bytes() / 2) {
+        STRATA_LOG_INFO("kv: the KV cache ({}) is more than half this machine's memory: left pageable, the device's "
+                        "copies of its blocks staged by the driver", format_bytes(kv.bytes()));
+        return;
+    }
+    kv.pin_resident(storage::host_pinner());
+}
+
 RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
                           const PlacementOptions& po, const GpuTarget& gpu, const DeviceFootprint& device,
                           const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
@@ -180,6 +196,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
     }
     RunLayout out;
     out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
+    if (g.kv != KvPlacement::Device) pin_for_device(*out.kv, gpu);
     out.placement = std::make_unique<Placement>(std::move(g.placement));
     settle_op_offload(*out.placement, hp, opts.op_offload, opts.max_pass_rows);
     out.kv_on = g.kv;
@@ -263,6 +280,7 @@ RunLayout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparam
         out.placement = std::make_unique<Placement>(place(file, in, host_po));
     } else {
         out = layout_on_cpu(file, hp, in, host_po, opts, kv, dram);
+        pin_for_device(*out.kv, gpu);
     }
     out.kv_on = kv_on_device ? KvPlacement::Device : KvPlacement::HostCpuAttention;
     // The plan as the device runs it, priced on the device's profile.

@@ -107,7 +107,7 @@ TEST_CASE("gpu quantize_acts writes cpu::quantize_act_ref's bytes", "[gpu]") {
     }
 }
 
-TEST_CASE("gpu matvec per weight type matches vec_dot_ref on the same activations", "[gpu]") {
+TEST_CASE("gpu matvec per weight type matches vec_dot_ref on the same activations, each row as alone", "[gpu]") {
     STRATA_REQUIRE_CUDA_GPU();
     TestGpu g;
     std::mt19937 rng(3);
@@ -115,31 +115,39 @@ TEST_CASE("gpu matvec per weight type matches vec_dot_ref on the same activation
         for (const int64_t n_cols : {int64_t{5 * 256}, int64_t{4096}, int64_t{14336}}) {
             INFO(dtype_name(type) << ", " << n_cols << " columns");
             REQUIRE(gpu_weight_type(type));
-            const int64_t n_tok = 5;
             const auto w = strata::test::random_weights(type, kRows, n_cols, rng);
-            const auto x = normal_floats(n_tok * n_cols, 4);
-            DeviceBuffer dw = g.upload(w), dx = g.upload(x), dy = g.upload(nans(n_tok * kRows));
-            DeviceBuffer dq = g.zeros(quantized_acts_bytes(n_tok, n_cols));
-            WeightMatmul m{type, dw.data(), dx.as<float>(), dy.as<float>(), kRows, n_cols, n_tok, kRows};
-            quantize_acts(m.x, n_tok, n_cols, true, dq.data(), g.stream);
-            matvec(m, dq.data(), g.stream);
-            const auto y = g.download<float>(dy, n_tok * kRows);
-            const auto acts = g.download<uint8_t>(dq, quantized_acts_bytes(n_tok, n_cols));
-            int64_t bad = 0;
-            for (int64_t t = 0; t < n_tok; ++t)
-                for (int64_t r = 0; r < kRows; ++r) {
-                    const uint8_t* row = w.data() + r * row_bytes(type, n_cols);
+            std::vector<std::vector<float>> wf(kRows, std::vector<float>(n_cols));
+            for (int64_t r = 0; r < kRows; ++r) cpu::dequantize_row_ref(type, w.data() + r * row_bytes(type, n_cols), wf[r].data(), n_cols);
+            DeviceBuffer dw = g.upload(w);
+            std::vector<float> first_rows;  // the 5-row call's outputs: larger calls give their rows the same bits
+            // 5 rows, 13 (a second group of activation rows, partial) and kMatvecRows.
+            for (const int64_t n_tok : {int64_t{5}, int64_t{13}, kMatvecRows}) {
+                INFO(n_tok << " rows");
+                const auto x = normal_floats(n_tok * n_cols, 4);  // the same first rows in every call
+                DeviceBuffer dx = g.upload(x), dy = g.upload(nans(n_tok * kRows));
+                DeviceBuffer dq = g.zeros(quantized_acts_bytes(n_tok, n_cols));
+                WeightMatmul m{type, dw.data(), dx.as<float>(), dy.as<float>(), kRows, n_cols, n_tok, kRows};
+                quantize_acts(m.x, n_tok, n_cols, true, dq.data(), g.stream);
+                matvec(m, dq.data(), g.stream);
+                const auto y = g.download<float>(dy, n_tok * kRows);
+                const auto acts = g.download<uint8_t>(dq, quantized_acts_bytes(n_tok, n_cols));
+                int64_t bad = 0;
+                std::vector<float> af(n_cols);
+                for (int64_t t = 0; t < n_tok; ++t) {
                     const uint8_t* act = acts.data() + t * cpu::act_q8x2_bytes(n_cols);
-                    const float ref = cpu::vec_dot_ref(type, row, act, n_cols);
-                    // Same block terms; only the order of their float sum differs.
-                    std::vector<float> wf(n_cols), af(n_cols);
-                    cpu::dequantize_row_ref(type, row, wf.data(), n_cols);
                     cpu::dequantize_act_ref(cpu::ActFormat::Q8x2, act, af.data(), n_cols);
-                    double mag = 0;
-                    for (int64_t k = 0; k < n_cols; ++k) mag += std::abs(double(wf[k]) * af[k]);
-                    bad += !(std::abs(y[t * kRows + r] - ref) <= 1e-5 * mag + 1e-6);
+                    for (int64_t r = 0; r < kRows; ++r) {
+                        const float ref = cpu::vec_dot_ref(type, w.data() + r * row_bytes(type, n_cols), act, n_cols);
+                        // Same block terms; only the order of their float sum differs.
+                        double mag = 0;
+                        for (int64_t k = 0; k < n_cols; ++k) mag += std::abs(double(wf[r][k]) * af[k]);
+                        bad += !(std::abs(y[t * kRows + r] - ref) <= 1e-5 * mag + 1e-6);
+                    }
                 }
-            CHECK(bad == 0);
+                CHECK(bad == 0);
+                if (first_rows.empty()) first_rows = y;
+                else CHECK(std::equal(first_rows.begin(), first_rows.end(), y.begin()));
+            }
         }
     }
 }

@@ -192,7 +192,7 @@ TEST_CASE("hardware profiles round-trip through JSON", "[unit][planner]") {
     // A device's own ops as the probe measures them, the simulated device's and a GPU's.
     DeviceOps ops;
     ops.n_threads = 1;
-    ops.rates = {{DType::Q4_0, 12.5, 310.25, 40.5, 2.25, 3.5, 0, 50.5, 0, 7.25}};
+    ops.rates = {{DType::Q4_0, 12.5, 310.25, 40.5, 2.25, 3.5, 0, 50.5, 0, 7.25, 0, 30.5, 6.5, 4.25, 20.75, 3.25}};
     ops.attention = {{512, 20.5}, {4096, 90.25}};
     ops.op_overhead_us = 3.5, ops.graph_op_us = 0.75, ops.h2d_gbps = 12.25, ops.d2h_gbps = 11.5, ops.handoff_us = 9;
     ops.round_trip_us = 42.5;

@@ -482,7 +482,7 @@ TEST_CASE("cost model with a device: a run of CPU layers hops down and back once
     CHECK(apart.decode[H] - together.decode[H] == Approx(1024 * 4 / 10e9));
 }
 
-TEST_CASE("cost model: a device's decode step reads its weights once per 8 sequences; the simulated device's "
+TEST_CASE("cost model: a device's decode step reads its weights once per 16 sequences; the simulated device's "
           "calls of many rows pass over the weights, then compute",
           "[unit][planner]") {
     ModelShape s = toy_shape();
@@ -498,8 +498,9 @@ TEST_CASE("cost model: a device's decode step reads its weights once per 8 seque
             .decode[G];
     };
     CHECK(decode_s(hw, 8) == Approx(1e-3));
-    CHECK(decode_s(hw, 16) == Approx(2e-3));  // two calls of 8 rows
-    CHECK(decode_s(hw, 17) == Approx(3e-3));
+    CHECK(decode_s(hw, 16) == Approx(1e-3));  // one call of 16 rows
+    CHECK(decode_s(hw, 17) == Approx(2e-3));
+    CHECK(decode_s(hw, 33) == Approx(3e-3));
     // The simulated device at 10 GB/s, 100 GFLOPS, passing over the weights at 5 GB/s: 8 rows
     // of 1e9 flops take 80 ms of arithmetic plus 200 ms over the weights, added up; 4 rows (the
     // one-pass GEMV path) the larger of 40 ms of arithmetic and the 100 ms read.
@@ -514,7 +515,8 @@ TEST_CASE("cost model: a device's decode step reads its weights once per 8 seque
     CHECK(decode_s(hw, 1) == Approx(0.1));
     CHECK(decode_s(hw, 8) == Approx(0.25));
     CHECK(decode_s(hw, 4) == Approx(0.1 + 3.0 / 7 * 0.15));
-    CHECK(decode_s(hw, 16) == Approx(0.5));  // two calls of eight
+    CHECK(decode_s(hw, 16) == Approx(0.1 + 15.0 / 7 * 0.15));  // one call of 16, on the line through 1 and 8 rows
+    CHECK(decode_s(hw, 32) == Approx(2 * (0.1 + 15.0 / 7 * 0.15)));
 }
 
 TEST_CASE("a decode call of a few rows takes the measured multiple of one row's time, linear between 1, 4 and 8 "
@@ -531,6 +533,14 @@ TEST_CASE("a decode call of a few rows takes the measured multiple of one row's 
     CHECK(r.rows_time_scale(4) == Approx(1.25));
     CHECK(r.rows_time_scale(2) == Approx(1 + 0.25 / 3));
     CHECK(r.rows_time_scale(6) == Approx(1.25 + 0.5 * 2.75));
+    // A device's call of up to 16 rows: the line through 4 and 8 rows, extended.
+    CHECK(r.rows_time_scale(12, 0, 16) == Approx(1.25 + 2 * 2.75));
+    CHECK(r.rows_time_scale(17, 0, 16) == 0);
+    r.rows16_gbps = 40.0 / 6;  // 16 rows measured in 6x one row's time: the line from 8 rows to it
+    CHECK(r.rows_time_scale(12, 0, 16) == Approx(5));
+    CHECK(r.rows_time_scale(16, 0, 16) == Approx(6));
+    CHECK(r.rows_time_scale(6) == Approx(1.25 + 0.5 * 2.75));  // up to 8 rows as before
+    r.rows16_gbps = 0;
     // On a 512-wide layer one row reads at 20, four at 10, eight at 4: a narrow model takes 2x
     // and 5x, a 4096-wide one as measured wide, one between them on a log scale.
     r.gemv_narrow_gbps = 20, r.rows4_narrow_gbps = 10, r.rows8_narrow_gbps = 4;

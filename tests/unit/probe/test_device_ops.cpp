@@ -17,6 +17,8 @@ TEST_CASE("the device probe measures the simulated device's matmuls, attention, 
         CHECK(r.gemv_gbps > 0);
         CHECK(r.rows4_gbps > 0);
         CHECK(r.rows8_gbps > 0);
+        CHECK(r.rows16_gbps > 0);  // the device's calls take up to 16 rows
+        CHECK(r.rows16_narrow_gbps == 0);  // a quick probe measures no narrow layer
         CHECK(r.gemm_gflops > 0);
         CHECK(std::isfinite(r.call_us));
     }

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -20,6 +22,27 @@ using namespace strata;
 using namespace strata::runtime;
 
 namespace {
+// Registers what it is given (refusing its `refuse`-th call, counting from 1, if set) and
+// checks that exactly the registered ranges come back.
+struct RecordingPinner : storage::HostPinner {
+    int refuse = 0, calls = 0;
+    std::vector<std::pair<const std::byte*, size_t>> live;
+    std::string_view name() const override { return "recording pinner"; }
+    std::string register_memory(void* base, size_t bytes) override {
+        if (++calls == refuse) return "refused";
+        live.emplace_back(static_cast<const std::byte*>(base), bytes);
+        return {};
+    }
+    void unregister_memory(void* base, size_t bytes) noexcept override {
+        const auto it = std::find(live.begin(), live.end(), std::pair{static_cast<const std::byte*>(base), bytes});
+        CHECK(it != live.end());
+        if (it != live.end()) live.erase(it);
+    }
+    bool covers(const std::byte* p, size_t n) const {
+        return std::any_of(live.begin(), live.end(), [&](const auto& r) { return p >= r.first && p + n <= r.first + r.second; });
+    }
+};
+
 std::vector<int32_t> tokens(int n, int32_t salt = 0) {
     std::vector<int32_t> t(n);
     for (int i = 0; i < n; ++i) t[i] = (i * 7 + salt) % 50;
@@ -421,4 +444,31 @@ TEST_CASE("kv cache: a kept path's rows move in spilled layers after its sequenc
     for (size_t i = 0; i < slots.size(); ++i) want.push_back({e, 10 + int(i), float(10 + slots[i])});
     c.pass({}, want);
     kv.free_seq(e);
+}
+
+TEST_CASE("kv cache: pin_resident registers every resident layer's K and V for the cache's life, once", "[unit][kv]") {
+    const auto pinner = std::make_shared<RecordingPinner>();
+    {
+        KvCache kv(3, 256, 64, 8);
+        CHECK(kv.pin_resident(nullptr) == 0);
+        CHECK(kv.pin_resident(pinner) == kv.bytes());
+        CHECK(pinner->live.size() == 2);  // K and V
+        for (int32_t il = 0; il < 3; ++il)
+            for (int32_t b = 0; b < kv.pool().n_blocks(); ++b) {
+                INFO("layer " << il << ", block " << b);
+                CHECK(pinner->covers(kv.k(il, b), size_t(kv.block_stride(il))));
+                CHECK(pinner->covers(kv.v(il, b), size_t(kv.block_stride(il))));
+            }
+        CHECK(kv.pin_resident(pinner) == 0);  // already pinned: not registered twice
+        CHECK(pinner->calls == 2);
+    }
+    CHECK(pinner->live.empty());  // released with the cache
+}
+
+TEST_CASE("kv cache: a pinner refusing the KV cache leaves none of it registered", "[unit][kv]") {
+    const auto pinner = std::make_shared<RecordingPinner>();
+    pinner->refuse = 2;  // K registers, V is refused: K is given back
+    KvCache kv(2, 256, 64, 8);
+    CHECK(kv.pin_resident(pinner) == 0);
+    CHECK(pinner->live.empty());
 }
