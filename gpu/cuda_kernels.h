@@ -134,7 +134,7 @@ inline constexpr int32_t kAttentionSplitBlocks = 8;
 // The decode kernel's splits write their partial outputs into scratch of at most this many bytes
 // (for one row at least): a call of more rows than it holds runs in groups of rows, one after
 // another on the stream, so that a long context's scratch does not take the room of layers.
-inline constexpr size_t kAttentionScratchBytes = size_t{32} << 20;
+inline constexpr size_t kAttentionScratchBytes = size_t{64} << 20;
 // Floats of scratch one row of the decode kernel takes for these sizes.
 inline size_t attention_row_scratch_floats(int32_t n_head, int32_t head_dim, int32_t max_blocks) {
     const size_t splits = (static_cast<size_t>(max_blocks) + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;

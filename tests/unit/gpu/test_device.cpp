@@ -430,7 +430,7 @@ void paged_attention(TestDevice& d) {
     const AttentionCase cases[] = {{40, 0, 0.0f, 0.0f},          {64, 0, 0.0f, 0.0f},        {64, 20, 0.09f, 5.0f},
                                    {64, 20, 0.0f, 0.0f, true},   {40, 0, 0.0f, 0.0f, true},  {64, 0, 0.0f, 0.0f, false, 48},
                                    {40, 0, 0.0f, 0.0f, false, 24},
-                                   // a million positions' tables: the CUDA kernel's scratch holds two rows of them, so the
+                                   // a million positions' tables: the CUDA kernel's scratch holds five rows of them, so the
                                    // seven rows run in groups
                                    {64, 0, 0.0f, 0.0f, false, 0, 65536}};
     for (const DType kv_type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
