@@ -2,8 +2,7 @@
 # Packs what bench/gpu_check.sh needs on a GPU machine that has no network and none of Strata's
 # libraries into gpu-bundle.tar.xz, small enough to travel with the working tree:
 #   bin/     strata and the test binaries, built here for the GPU (no -march=native, sm_90 unless
-#            CUDA_ARCHS says), and llama.cpp's CUDA llama-bench when bench/build_llamacpp.sh --cuda
-#            has built it
+#            CUDA_ARCHS says)
 #   lib/     every library those load that is not the C/C++ runtime or CUDA's own
 #   py/      gguf for the GPU machine's Python (DEVICE_PYTHON, default 3.12), which writes the
 #            synthetic models there with the numpy, PyYAML and tqdm its image already has
@@ -12,6 +11,11 @@
 #            ../shared/models/ when it is there; SmolLM2 itself is too large to travel this way
 #            (gpu_check.sh looks for it in shared/models/)
 #   source_dir  where the test binaries were built (they read fixtures below it)
+#
+# llama.cpp's CUDA llama-bench (bench/build_llamacpp.sh --cuda) is about 40 MiB packed, too much
+# beside these: it goes into gpu-peer.tar.xz (gpu-peer/bin, gpu-peer/lib), which travels in a call
+# of its own just before the check, unpacked there (`tar -xJf gpu-peer.tar.xz`) into gpu-peer/,
+# which the machine keeps while it stays warm; gpu_check.sh then runs it beside Strata.
 #
 #   bench/gpu_bundle.sh            # then: run bench/gpu_check.sh gpu-bundle on the GPU machine
 set -euo pipefail
@@ -30,20 +34,17 @@ cmake --build "$BUILD" -j "$(nproc)" --target strata strata_unit_tests strata_mo
 rm -rf "$OUT" "$OUT.tar.xz"
 mkdir -p "$OUT"/{bin,lib,py,models}
 cp "$BUILD/strata" "$BUILD/tests/strata_unit_tests" "$BUILD/tests/strata_model_tests" "$OUT/bin/"
-peer=${STRATA_PEER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/peer}/build-cuda/bin
-if [[ -x $peer/llama-bench ]]; then
-    cp "$peer/llama-bench" "$OUT/bin/"
-else
-    log "no CUDA llama-bench ($peer): bench/build_llamacpp.sh --cuda builds it (about 25 minutes on two cores)"
-fi
 
-for lib in $(ldd "$OUT"/bin/* 2>/dev/null | awk '/=> \// {print $3}' | sort -u); do
-    case $(basename "$lib") in
-        libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libstdc++.so* | libgcc_s.so* | \
-            libcuda.so* | libcudart.so* | libcublas*.so*) ;;
-        *) cp -L "$lib" "$OUT/lib/" ;;
-    esac
-done
+copy_libs() {  # copy_libs DIR: the libraries DIR/bin/* load that the GPU machine lacks, into DIR/lib
+    for lib in $(ldd "$1"/bin/* 2>/dev/null | awk '/=> \// {print $3}' | sort -u); do
+        case $(basename "$lib") in
+            libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libstdc++.so* | libgcc_s.so* | \
+                libcuda.so* | libcudart.so* | libcublas*.so*) ;;
+            *) cp -L "$lib" "$1/lib/" ;;
+        esac
+    done
+}
+copy_libs "$OUT"
 
 python3 -m pip install --quiet --target "$OUT/py" --python-version "${DEVICE_PYTHON:-3.12}" --only-binary=:all: \
     --no-deps gguf >&2
@@ -56,4 +57,19 @@ XZ_OPT="-T0" tar -cJf "$OUT.tar.xz" --sparse "$OUT"
 size=$(($(stat -c %s "$OUT.tar.xz") >> 20))
 log "$OUT.tar.xz: $size MiB"
 ((size <= LIMIT_MIB)) || { log "over $LIMIT_MIB MiB: it will not travel"; exit 1; }
+
+# The peer, packed apart (see above); the check runs without it where it is missing or too large.
+peer=${STRATA_PEER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/peer}/build-cuda/bin
+rm -rf gpu-peer gpu-peer.tar.xz
+if [[ -x $peer/llama-bench ]]; then
+    mkdir -p gpu-peer/{bin,lib}
+    cp "$peer/llama-bench" gpu-peer/bin/
+    copy_libs gpu-peer
+    XZ_OPT="-T0" tar -cJf gpu-peer.tar.xz gpu-peer
+    peer_size=$(($(stat -c %s gpu-peer.tar.xz) >> 20))
+    log "gpu-peer.tar.xz: $peer_size MiB (llama.cpp's CUDA llama-bench, for a call of its own before the check)"
+    ((peer_size <= LIMIT_MIB)) || { log "gpu-peer.tar.xz is over $LIMIT_MIB MiB: it will not travel"; rm -f gpu-peer.tar.xz; }
+else
+    log "no CUDA llama-bench ($peer): bench/build_llamacpp.sh --cuda builds it (about 25 minutes on two cores)"
+fi
 echo "$OUT.tar.xz"

@@ -54,8 +54,14 @@ else
     bin=build unit=build/tests/strata_unit_tests model=build/tests/strata_model_tests tokenizer=
 fi
 strata=$bin/strata
-llama_bench=$bin/llama-bench
-[[ -x $llama_bench ]] || llama_bench=${STRATA_PEER_DIR:-$HOME/.cache/strata/peer}/build-cuda/bin/llama-bench
+# llama.cpp's CUDA llama-bench: unpacked from gpu-peer.tar.xz by a call of its own (gpu_bundle.sh), else built here.
+[[ -f gpu-peer.tar.xz && ! -d gpu-peer ]] && tar -xJf gpu-peer.tar.xz
+llama_bench=$PWD/gpu-peer/bin/llama-bench
+if [[ -x $llama_bench ]]; then
+    export LD_LIBRARY_PATH=$PWD/gpu-peer/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+else
+    llama_bench=${STRATA_PEER_DIR:-$HOME/.cache/strata/peer}/build-cuda/bin/llama-bench
+fi
 mkdir -p "$work" "$(dirname "$report")"
 # The rehearsal on the simulated device checks the steps, not the speed: small models, short runs.
 layers=() slice_layers=8 reps=${GPU_CHECK_REPS:-2} n_gen=128 n_prompt=512 depth=8192
@@ -158,7 +164,7 @@ bench_pair() {  # bench_pair MODEL NGL SHARE: llama-bench -ngl NGL, strata with 
     if [[ -x $llama_bench && $device == cuda ]]; then
         run 120 "$llama_bench" -m "$m" -ngl "$ngl" -p "$n_prompt" -n "$n_gen" -r "$reps" -t "$(nproc)"
     else
-        note "llama-bench (CUDA): not here (bench/build_llamacpp.sh --cuda, then bench/gpu_bundle.sh)."
+        note "llama-bench (CUDA): not here (bench/build_llamacpp.sh --cuda and bench/gpu_bundle.sh make gpu-peer.tar.xz; a call just before this one unpacks it)."
     fi
     if ((share >= 100)); then
         run 150 "$strata" bench -m "$m" -p "$n_prompt" -n "$n_gen" -r "$reps" --device "$device"
