@@ -23,7 +23,10 @@ cd "$(dirname "$0")/.."
 
 BUILD=${STRATA_GPU_BUILD:-build-gpu}
 OUT=gpu-bundle
-LIMIT_MIB=60  # the device tool carries 64 MiB in all
+# The device tool carries 64 MiB in all, the working tree (tracked and untracked files not
+# ignored) included: an archive gets what the tree leaves, less 1 MiB.
+tree_bytes=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+LIMIT_MIB=$((63 - (tree_bytes >> 20)))
 
 log() { echo "gpu_bundle: $*" >&2; }
 
