@@ -207,8 +207,8 @@ double CostModel::gpu_matmul_s(double tokens, double bytes, double flops_per_tok
     const double calls = decode ? std::ceil(tokens / kGpuDecodeRows) : 1;
     if (!dev_rate_) return std::max(tokens * flops_per_token / gpu_flops_, calls * bytes / gpu_bw_);
     const double rows = tokens / calls;
-    // Measured: one row a call, four and eight; between them the time of a call grows linearly,
-    // and on past eight rows to the call's kGpuDecodeRows.
+    // Measured: one row a call, four, eight and sixteen; between them the time of a call grows
+    // linearly (KernelRate::rows_time_scale).
     if (const double scale = decode && rows <= kGpuDecodeRows ? dev_rate_->rows_time_scale(rows, shape_.n_embd, kGpuDecodeRows) : 0;
         scale > 0)
         return calls * scale * bytes / gpu_bw_;

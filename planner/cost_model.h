@@ -175,8 +175,7 @@ private:
     // A device matmul of `tokens` rows over `bytes` of weights; decode rows go kGpuDecodeRows to a
     // call. Measured (DeviceOps): a decode call on the line through its one-, four-, eight- and
     // sixteen-row times by its rows, a call of many rows its pass over the weights plus its
-    // arithmetic. A catalog GPU
-    // reads them once a call, overlapping the arithmetic.
+    // arithmetic. A catalog GPU reads them once a call, overlapping the arithmetic.
     double gpu_matmul_s(double tokens, double bytes, double flops_per_token, bool decode) const;
     // A layer's device launches beyond its work, from the measured call costs and `op_us` per other op.
     double device_layer_launch_s(double op_us) const;

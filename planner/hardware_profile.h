@@ -30,9 +30,8 @@ struct KernelRate {
     // down at 256 tokens): small matrices give each thread few tiles; 0: not measured.
     double gemm_narrow_gflops = 0;
     static constexpr double kWideCols = 4096, kNarrowCols = 512;  // the widths gemm_gflops and it are measured at
-    // A decode call of eight rows (the CPU's eight tokens, its
-    // weights tiled as the engine holds them), weight bytes per second over the matrix; 0: not
-    // measured (profiles made before it).
+    // A decode call of eight rows (the CPU's eight tokens, its weights tiled as the engine holds
+    // them), weight bytes per second over the matrix; 0: not measured (profiles made before it).
     double rows8_gbps = 0;
     // The CPU's decode rate on one thread alone, its weights tiled as the engine holds them: what a
     // pool of fewer threads gets per thread (one thread streams more than its share of DRAM);

@@ -58,7 +58,7 @@ void PinnedSlot::reset() {
 }
 
 PinnedPool::PinnedPool(MemoryBudget& budget, const PinnedPoolOptions& o)
-    : slot_bytes_(o.slot_bytes), n_slots_(o.n_slots), pinner_(o.pinner) {
+    : slot_bytes_(o.slot_bytes), n_slots_(o.n_slots) {
     if (o.slot_bytes == 0 || o.n_slots == 0)
         throw UsageError(fmt::format("{}: {} slots of {} bytes is empty", o.what, o.n_slots, o.slot_bytes));
     if (o.slot_align == 0 || (o.slot_align & (o.slot_align - 1)) != 0 || o.slot_align > kHugePageBytes)
@@ -93,20 +93,20 @@ PinnedPool::PinnedPool(MemoryBudget& budget, const PinnedPoolOptions& o)
 #ifdef MADV_POPULATE_WRITE
     if (!locked_) (void)madvise(base_, bytes_, MADV_POPULATE_WRITE);  // pre-fault, best effort
 #endif
-    if (pinner_) {
-        const std::string why = pinner_->register_memory(base_, bytes_);
-        registered_ = why.empty();
-        if (!registered_)
+    if (o.pinner) {
+        registration_.emplace(o.pinner, base_, bytes_);
+        const std::string& why = registration_->why_not();
+        if (!registered())
             warn_once(g_warned_pinner, fmt::format("storage: {} of {} for {} failed ({}); copies to the device "
                                                    "will be staged by the driver and slower",
-                                                   pinner_->name(), format_bytes(bytes_), o.what, why));
+                                                   o.pinner->name(), format_bytes(bytes_), o.what, why));
     }
     free_.reserve(n_slots_);
     for (size_t i = n_slots_; i-- > 0;) free_.push_back(i);
     STRATA_LOG_INFO("storage: {}: {} slots of {} ({} in all; {}, {}{})", o.what, n_slots_, format_bytes(slot_bytes_),
                     format_bytes(bytes_), locked_ ? "locked" : "pageable",
                     huge_pages_ ? "huge pages" : "small pages",
-                    registered_ ? fmt::format(", registered by {}", pinner_->name()) : std::string());
+                    registered() ? fmt::format(", registered by {}", o.pinner->name()) : std::string());
 }
 
 PinnedPool::~PinnedPool() {
@@ -114,7 +114,7 @@ PinnedPool::~PinnedPool() {
         std::lock_guard lk(mu_);
         STRATA_ASSERT(free_.size() == n_slots_);  // a PinnedSlot outlives its pool
     }
-    if (registered_) pinner_->unregister_memory(base_, bytes_);
+    registration_.reset();
     munmap(base_, bytes_);  // also unlocks
 }
 

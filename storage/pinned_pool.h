@@ -45,6 +45,26 @@ struct PinnedPoolOptions {
 
 class PinnedPool;
 
+// A host range registered with a HostPinner for as long as this lives (a pool's mapping, the KV
+// cache's arrays), so that a device copies from it asynchronously at its link's rate. Best
+// effort: a refusal leaves the range pageable and says why (move-only).
+class PinnedRange {
+public:
+    PinnedRange(std::shared_ptr<HostPinner> pinner, void* base, size_t bytes);
+    PinnedRange(PinnedRange&& o) noexcept;
+    PinnedRange& operator=(PinnedRange&&) = delete;
+    PinnedRange(const PinnedRange&) = delete;
+    ~PinnedRange();
+    bool registered() const { return why_not_.empty(); }
+    const std::string& why_not() const { return why_not_; }  // the pinner's refusal, empty if registered
+
+private:
+    std::shared_ptr<HostPinner> pinner_;
+    void* base_;
+    size_t bytes_;
+    std::string why_not_;
+};
+
 // A slot on loan from a PinnedPool; returned when destroyed (move-only).
 class PinnedSlot {
 public:
@@ -95,7 +115,7 @@ public:
 
     bool locked() const { return locked_; }          // mlock succeeded
     bool huge_pages() const { return huge_pages_; }  // MADV_HUGEPAGE accepted
-    bool registered() const { return registered_; }  // the HostPinner accepted it
+    bool registered() const { return registration_ && registration_->registered(); }  // the HostPinner accepted it
 
 private:
     friend class PinnedSlot;
@@ -108,33 +128,12 @@ private:
     size_t bytes_ = 0;
     bool locked_ = false;
     bool huge_pages_ = false;
-    bool registered_ = false;
-    std::shared_ptr<HostPinner> pinner_;
+    std::optional<PinnedRange> registration_;  // released before the mapping
     Reservation reservation_;
 
     mutable std::mutex mu_;
     std::condition_variable free_cv_;
     std::vector<size_t> free_;
-};
-
-// Memory allocated elsewhere (the KV cache's arrays) registered with a HostPinner for as long as
-// this lives, so that a device copies from it asynchronously at its link's rate. Best effort:
-// a refusal leaves the range pageable and says why (move-only).
-class PinnedRange {
-public:
-    PinnedRange(std::shared_ptr<HostPinner> pinner, void* base, size_t bytes);
-    PinnedRange(PinnedRange&& o) noexcept;
-    PinnedRange& operator=(PinnedRange&&) = delete;
-    PinnedRange(const PinnedRange&) = delete;
-    ~PinnedRange();
-    bool registered() const { return why_not_.empty(); }
-    const std::string& why_not() const { return why_not_; }  // the pinner's refusal, empty if registered
-
-private:
-    std::shared_ptr<HostPinner> pinner_;
-    void* base_;
-    size_t bytes_;
-    std::string why_not_;
 };
 
 // One page-locked buffer of `bytes`, charged to `budget` as `what`: a pool of one slot, held

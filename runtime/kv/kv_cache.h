@@ -25,8 +25,8 @@
 #include "core/kernel_shapes.h"
 #include "runtime/kv/kv_blocks.h"
 #include "runtime/kv/kv_spill.h"
-#include "storage/pinned_pool.h"
 #include "runtime/kv/prefix_spill.h"
+#include "storage/pinned_pool.h"
 
 namespace strata::storage { class MemoryBudget; }
 

@@ -141,10 +141,6 @@ std::optional<planner::Prediction> cpu_alone_prediction(const models::GgufFile& 
     }
 }
 
-// With a device: its bytes for layers and KV are the budget less the backend's working set
-// (sized for the largest layer as a streaming buffer, plus the K/V layer that recomputed
-// layers share); KV on the device takes no DRAM, so the host cache is then never written. KV
-// the plan keeps in DRAM spills its last layers to disk when DRAM cannot hold it all.
 // A KV cache that stays in DRAM beside a GPU has its blocks copied in (each pass where the device
 // attends there, a prompt's where the CPU does): page-locked, they go asynchronously at the
 // link's rate. Every page becomes resident, so a cache of more than half this machine's memory
@@ -159,6 +155,10 @@ void pin_for_device(KvCache& kv, const GpuTarget& gpu) {
     kv.pin_resident(storage::host_pinner());
 }
 
+// With a device: its bytes for layers and KV are the budget less the backend's working set
+// (sized for the largest layer as a streaming buffer, plus the K/V layer that recomputed
+// layers share); KV on the device takes no DRAM, so the host cache is then never written. KV
+// the plan keeps in DRAM spills its last layers to disk when DRAM cannot hold it all.
 RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
                           const PlacementOptions& po, const GpuTarget& gpu, const DeviceFootprint& device,
                           const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
