@@ -17,7 +17,7 @@
 #   6. CPU attention beside the GPU: batch 16 at depth 8192 on a synthetic tinyllama-1.1b, the KV
 #      cache in DRAM (--attention cpu, traced, and beside the simulated device on the same host)
 #      against on the device (--attention gpu)
-#   7. 8-layer Q4_K and Q8_0 slices of the llama3-8b, every layer on the GPU, beside llama.cpp
+#   7. 8-layer Q4_K, Q6_K and Q8_0 slices of the llama3-8b, every layer on the GPU, beside llama.cpp
 #   8. the decode kernels' times under Nsight Compute (ncu), with GPU_CHECK_NCU=1
 #
 #   bench/gpu_check.sh [BUNDLE]     BUNDLE: gpu-bundle (or gpu-bundle.tar.xz, unpacked here)
@@ -205,7 +205,7 @@ if [[ -f $small ]]; then
 fi
 
 section "7. Other weight types: 8-layer slices"
-for t in Q4_K Q8_0; do
+for t in Q4_K Q6_K Q8_0; do
     slice=$work/llama3-8b-$t-${slice_layers}layers.gguf
     make_synth "$slice" --shape llama3-8b --type "$t" --n-layer "$slice_layers"
     [[ -f $slice ]] && { note "### llama3-8b $t, $slice_layers layers (synthetic)"; bench_pair "$slice" 99 100; }

@@ -10,7 +10,7 @@
             gemma3-tiny | phi3-tiny | deepseek2-tiny | deepseek2-lite-tiny | gpt-oss-tiny; real mixture-of-experts
             dimensions: qwen3-30b-a3b | mixtral-8x7b | deepseek-v2-lite | deepseek-v3 | gpt-oss-20b |
             gpt-oss-120b (bench/synthetic_shapes.py; --list shows them)
-  --type    F32 | F16 | Q8_0 | Q4_0 | Q4_K | Q2_K | Q3_K | IQ4_NL | IQ4_XS | MXFP4   for every 2-D
+  --type    F32 | F16 | Q8_0 | Q4_0 | Q4_K | Q2_K | Q3_K | Q6_K | IQ4_NL | IQ4_XS | MXFP4   for every 2-D
             weight, token_embd and output included; norms are F32 (all ones), and deepseek2's and
             gpt-oss's routers, biases and sinks F32 (random).  The 256-value types need
             rows (ne0) that are multiples of 256; where a tensor's rows are not (smollm2-135m:
@@ -67,10 +67,10 @@ CHUNK_BYTES = 64 << 20
 
 
 TYPES = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_0": QT.Q4_0, "Q4_K": QT.Q4_K, "Q2_K": QT.Q2_K,
-         "Q3_K": QT.Q3_K, "IQ4_NL": QT.IQ4_NL, "IQ4_XS": QT.IQ4_XS, "MXFP4": QT.MXFP4}
+         "Q3_K": QT.Q3_K, "Q6_K": QT.Q6_K, "IQ4_NL": QT.IQ4_NL, "IQ4_XS": QT.IQ4_XS, "MXFP4": QT.MXFP4}
 FILE_TYPE = {"F32": LlamaFileType.ALL_F32, "F16": LlamaFileType.MOSTLY_F16, "Q8_0": LlamaFileType.MOSTLY_Q8_0,
              "Q4_0": LlamaFileType.MOSTLY_Q4_0, "Q4_K": LlamaFileType.MOSTLY_Q4_K_S,
-             "Q2_K": LlamaFileType.MOSTLY_Q2_K, "Q3_K": LlamaFileType.MOSTLY_Q3_K_S,
+             "Q2_K": LlamaFileType.MOSTLY_Q2_K, "Q3_K": LlamaFileType.MOSTLY_Q3_K_S, "Q6_K": LlamaFileType.MOSTLY_Q6_K,
              "IQ4_NL": LlamaFileType.MOSTLY_IQ4_NL, "IQ4_XS": LlamaFileType.MOSTLY_IQ4_XS,
              "MXFP4": LlamaFileType.MOSTLY_MXFP4_MOE}
 # IQ4_NL / IQ4_XS: q indexes this codebook (ggml's kvalues_iq4nl)
@@ -125,7 +125,7 @@ def make_pool(qtype: QT, rng: np.random.Generator, std: float = STD) -> np.ndarr
         # scales u8[16], qs u8[64], d f16, dmin f16: w = d*sc*q - dmin*m per group of 16 values.
         # Every group sc = 8, m = 12 (scales byte 8 | 12 << 4); q uniform 0..3 (mean 1.5, std
         # 1.118): mean 0 needs dmin*12 = d*8*1.5 -> dmin = d.
-        d = STD / (8 * 1.118) * jitter
+        d = std / (8 * 1.118) * jitter
         payload[:, 0:16] = 8 | (12 << 4)
         payload[:, 80:82] = _f16(d)
         payload[:, 82:84] = _f16(d)
@@ -133,18 +133,24 @@ def make_pool(qtype: QT, rng: np.random.Generator, std: float = STD) -> np.ndarr
         # hmask u8[32], qs u8[64], scales u8[12], d f16: w = d*(sc-32)*(q-4) per group of 16, q
         # uniform 0..7 (rms of q-4: 2.345). Every sc - 32 = 8 (6 bits 40: low nibbles 8 in bytes
         # 0-7, high bits 2 in each 2-bit field of bytes 8-11); d of random sign makes the mean 0.
-        d = STD / (8 * 2.345) * jitter * rng.choice([-1.0, 1.0], n)
+        d = std / (8 * 2.345) * jitter * rng.choice([-1.0, 1.0], n)
         payload[:, 96:104] = 8 | (8 << 4)
         payload[:, 104:108] = 0b10101010
         payload[:, 108:110] = _f16(d)
+    elif qtype == QT.Q6_K:
+        # ql u8[128], qh u8[64], scales i8[16], d f16: w = d*sc*(q-32) per group of 16, q uniform
+        # 0..63 (rms of q-32: 18.47). Every sc = 8; d of random sign makes the mean 0.
+        d = std / (8 * 18.47) * jitter * rng.choice([-1.0, 1.0], n)
+        payload[:, 192:208] = 8
+        payload[:, 208:210] = _f16(d)
     elif qtype == QT.IQ4_NL:
         # d f16, qs u8[16]: w = d*IQ4_VALUES[q], q uniform 0..15; d of random sign: mean 0.
-        d = STD / np.sqrt(np.mean(IQ4_VALUES ** 2)) * jitter * rng.choice([-1.0, 1.0], n)
+        d = std / np.sqrt(np.mean(IQ4_VALUES ** 2)) * jitter * rng.choice([-1.0, 1.0], n)
         payload[:, 0:2] = _f16(d)
     elif qtype == QT.IQ4_XS:
         # d f16, scales_h u16, scales_l u8[4], qs u8[128]: w = d*(ls-32)*IQ4_VALUES[q] per 32
         # values. Every ls - 32 = 8 (ls 40: low nibbles 8, high bit pairs 2); d of random sign.
-        d = STD / (8 * np.sqrt(np.mean(IQ4_VALUES ** 2))) * jitter * rng.choice([-1.0, 1.0], n)
+        d = std / (8 * np.sqrt(np.mean(IQ4_VALUES ** 2))) * jitter * rng.choice([-1.0, 1.0], n)
         payload[:, 0:2] = _f16(d)
         payload[:, 2:4] = 0b10101010
         payload[:, 4:8] = 8 | (8 << 4)

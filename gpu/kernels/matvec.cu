@@ -135,6 +135,58 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// Rows of the other types (block_types.h: Q6_K's 210-byte spans, ...) a warp each: the warp
+// copies a tile of kTileSpans spans into shared memory with 16-byte loads, then each lane takes
+// chunks lane, lane + 32, ... of it; the next tile's words are in flight meanwhile. (Read block
+// by block, a lane's 16-bit loads of Q6_K's fields are 32 a chunk.)
+template <class B, int kCols>
+__global__ void __launch_bounds__(kThreads)
+    matvec_tile_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, const uint8_t* __restrict__ act,
+                       uint64_t act_stride, int64_t n_cols, float* y, int64_t ldy, int64_t n_rows, bool lo,
+                       bool accumulate) {
+    constexpr int kWords = kTileWords<B>, kLoads = (kWords + 31) / 32;
+    __shared__ uint4 tiles[kThreads / 32][kWords];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t r = int64_t(blockIdx.x) * (kThreads / 32) + warp;
+    float acc[kCols];
+#pragma unroll
+    for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
+    if (r < n_rows) {  // uniform over the warp
+        const uint8_t* row = w + r * row_bytes;
+        const uint8_t* end = row + row_bytes;
+        const int64_t spans = n_cols / kSpanValues;
+        auto tile = [&](int64_t s0) { return tile_at(row, kSpanBytes<B>, s0, min(kTileSpans, spans - s0)); };
+        uint32_t next[kLoads][4];
+        auto fetch = [&](const Tile& t) {
+#pragma unroll
+            for (int i = 0; i < kLoads; ++i)
+                if (lane + 32 * i < t.words) tile_word(t.from + 16 * (lane + 32 * i), end, next[i]);
+        };
+        fetch(tile(0));
+        for (int64_t s0 = 0; s0 < spans; s0 += kTileSpans) {
+            const Tile t = tile(s0);
+#pragma unroll
+            for (int i = 0; i < kLoads; ++i)
+                if (lane + 32 * i < t.words) tiles[warp][lane + 32 * i] = make_uint4(next[i][0], next[i][1], next[i][2], next[i][3]);
+            __syncwarp();
+            if (s0 + kTileSpans < spans) fetch(tile(s0 + kTileSpans));
+            const uint8_t* staged = reinterpret_cast<const uint8_t*>(tiles[warp]) + t.skip;
+            const int64_t chunks = min(kTileSpans, spans - s0) * kSpanChunks;
+            for (int64_t c = lane; c < chunks; c += 32)
+                dot_cols<B, kCols>(staged, c, act, act_stride, n_cols, s0 * kSpanChunks, lo, acc);
+            __syncwarp();
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < kCols; ++t) acc[t] = warp_sum(acc[t]);
+    if (lane != 0 || r >= n_rows) return;
+#pragma unroll
+    for (int t = 0; t < kCols; ++t) {
+        float* dst = y + int64_t(t) * ldy + r;
+        *dst = accumulate ? *dst + acc[t] : acc[t];
+    }
+}
+
 // Float weights (F32, F16, BF16) meet float activations: 8 values a step with 16-byte loads
 // when rows allow it (kVec), else one.
 __device__ __forceinline__ float weight_value(const float* p) { return *p; }
@@ -299,6 +351,10 @@ void matvec(const WeightMatmul& m, const void* acts, CudaStream& s) {
                         matvec_span_kernel<B, L, C><<<span_row_blocks(m.n_rows, L), kThreads, 0, s.get()>>>(
                             w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
                     });
+            } else {
+                if (m.n_cols % kSpanValues == 0)
+                    return matvec_tile_kernel<B, C><<<span_row_blocks(m.n_rows, 32), kThreads, 0, s.get()>>>(
+                        w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
             }
             matvec_block_kernel<B, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
                 w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);

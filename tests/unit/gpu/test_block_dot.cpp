@@ -109,6 +109,52 @@ void check_spans(DType type) {
     }
 }
 
+// The decode kernel's tile path, for the types whose spans are not whole 16-byte words: each
+// tile of up to kTileSpans spans staged as the kernel stages it (tile_at's words from the one at
+// or before its first byte, tile_word zeroing what lies past the row) and summed chunk by chunk
+// gives the row's own sum, bit for bit; no word reads past the row's end (the weights' end for
+// the last row), whatever each row's alignment.
+template <class B>
+void check_tiles(DType type) {
+    if constexpr (!blocks::kSpanLoads<B>) {
+        std::mt19937 rng(17);
+        // 20 spans: two whole tiles and a part; rows of odd widths start at every offset mod 16.
+        for (const int64_t spans : {int64_t{20}, int64_t{5}}) {
+            const int64_t n = spans * blocks::kSpanValues, rb = int64_t(row_bytes(type, n)), rows = 9;
+            INFO(n << " columns");
+            const auto w = test::random_weights(type, rows, n, rng);
+            std::vector<std::byte> held(w.size() + 32, std::byte{0xAB});  // the weights 16-byte aligned, then bytes not to read
+            auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(held.data()) + 15) & ~uintptr_t{15});
+            std::copy(w.begin(), w.end(), base);
+            const auto x = test::normal_floats(n, 18);
+            std::vector<uint8_t> act(cpu::act_q8x2_bytes(n));
+            cpu::quantize_act_ref(cpu::ActFormat::Q8x2, x.data(), act.data(), n);
+            const blocks::ActRow a = blocks::act_row(act.data(), n);
+            for (int64_t r = 0; r < rows; ++r) {
+                INFO("row " << r);
+                const uint8_t* row = base + r * rb;
+                float whole = 0.0f, tiled = 0.0f;
+                for (int64_t c = 0; c < n / 32; ++c) B::template dot_chunk<1>(row, c, &a, true, &whole);
+                for (int64_t s0 = 0; s0 < spans; s0 += blocks::kTileSpans) {
+                    const int64_t k = std::min(blocks::kTileSpans, spans - s0);
+                    const blocks::Tile t = blocks::tile_at(row, blocks::kSpanBytes<B>, s0, k);
+                    REQUIRE(t.words <= blocks::kTileWords<B>);
+                    REQUIRE(t.from >= base);
+                    alignas(16) uint32_t staged[blocks::kTileWords<B> * 4];
+                    for (int i = 0; i < t.words; ++i) blocks::tile_word(t.from + 16 * i, row + rb, staged + 4 * i);
+                    const auto* tile = reinterpret_cast<const uint8_t*>(staged) + t.skip;
+                    CHECK(std::equal(tile, tile + k * blocks::kSpanBytes<B>, row + s0 * blocks::kSpanBytes<B>));
+                    const uint8_t* past = reinterpret_cast<const uint8_t*>(staged) + 16 * t.words;
+                    if (s0 + k == spans) CHECK(std::all_of(tile + k * blocks::kSpanBytes<B>, past, [](uint8_t b) { return b == 0; }));
+                    const blocks::ActRow from = blocks::act_from(a, s0 * blocks::kSpanChunks);
+                    for (int64_t c = 0; c < k * blocks::kSpanChunks; ++c) B::template dot_chunk<1>(tile, c, &from, true, &tiled);
+                }
+                CHECK(tiled == whole);
+            }
+        }
+    }
+}
+
 template <class B>
 void check_type(DType type) {
     INFO(dtype_name(type));
@@ -117,6 +163,7 @@ void check_type(DType type) {
     check_values<B>(type);
     check_dots<B>(type);
     check_spans<B>(type);
+    check_tiles<B>(type);
 }
 
 }  // namespace
@@ -140,7 +187,7 @@ TEST_CASE("gpu block decoders on the host equal dequantize_row_ref and vec_dot_r
 
 TEST_CASE("gpu block types on the host: the types whose spans the decode kernel reads in 16-byte words", "[unit][gpu_blocks]") {
     // 256 values of these are whole 16-byte words; the others (Q6_K's 210 bytes, ...) are read
-    // block by block.
+    // a tile of spans at a time.
     STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ4_0>);
     STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ4_1>);
     STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ5_0>);
