@@ -168,21 +168,53 @@ std::optional<Plan> offload_if_better(const ModelShape& s, const HardwareProfile
     const int32_t slots = expert_slots_for(s, wl, kv_type, budgets.dram, slot);
     if (slots < s.n_expert) return std::nullopt;  // a pass may choose every expert of a layer
     Plan p = expert_offload_plan(s, hw, wl, budgets, kv_type, place_experts(s, routing, routing_note, slots, slot));
-    if (hw.has_gpu()) {
-        std::optional<Plan> on_gpu = attention_on_gpu_if_fits(p, s, hw);
-        if (!on_gpu) return std::nullopt;
-        // The GPU memory left holds the most chosen experts.
-        DeviceExperts want;
-        const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu;
-        want.slots = left > 0 ? static_cast<int32_t>(std::min(left / double(slot), double(s.n_layer) * s.n_expert)) : 0;
-        p = with_experts_on_gpu(*on_gpu, s, hw, routing, routing_note, want);
-    }
     if (best && best->prediction.objective_s <= p.prediction.objective_s) return std::nullopt;
     return p;
 }
 
+namespace {
+
+// The routing statistics saved beside the model file (shape.source), or none, `note` saying why.
+std::optional<RoutingProfile> saved_routing(const ModelShape& s, std::string& note) {
+    note = "no model file to keep routing statistics beside";
+    std::error_code ec;
+    if (s.source == "catalog" || !std::filesystem::is_regular_file(s.source, ec)) return std::nullopt;
+    return load_routing_profile(s.source, std::filesystem::file_size(s.source), s.n_layer, s.n_expert, &note);
+}
+
+// A mixture of experts beside a GPU, as the device runtime runs it (runtime/place/run_layout.cpp,
+// layout_moe_with_gpu): the weights where the CPU alone's plan puts them, every layer's attention
+// on the GPU (its KV cache there where it fits), the GPU memory left holding the most chosen
+// experts where they make a token faster.
+SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, const Workload& wl, const PlannerOptions& opts) {
+    HardwareProfile alone = hw;
+    alone.gpu.reset();
+    PlannerOptions host_opts = opts;
+    host_opts.budgets.gpu = 0;
+    SearchResult r = search_with_expert_offload(s, alone, wl, host_opts);
+    Plan host = r.best;
+    host.budgets.gpu = opts.budgets.gpu;
+    std::optional<Plan> on_gpu = attention_on_gpu_if_fits(host, s, hw);
+    if (!on_gpu)
+        throw OutOfBudget(fmt::format("the GPU budget {} cannot hold every layer's attention weights, the output head and "
+                                      "activations, which a mixture of experts puts on the GPU",
+                                      format_size(opts.budgets.gpu)),
+                          "give the GPU more memory, or plan for the CPU alone with --gpu-budget 0");
+    DeviceExperts want;
+    const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu, slot = double(expert_bytes(s));
+    want.slots = left > 0 && slot > 0 ? static_cast<int32_t>(std::min(left / slot, double(s.n_layer) * s.n_expert)) : 0;
+    std::string note;
+    const std::optional<RoutingProfile> routing = saved_routing(s, note);
+    r.best = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, want);
+    r.candidates = {r.best};
+    return r;
+}
+
+}  // namespace
+
 SearchResult search_with_expert_offload(const ModelShape& s, const HardwareProfile& hw, const Workload& wl,
                                         const PlannerOptions& opts) {
+    if (s.n_expert > 0 && hw.has_gpu() && opts.budgets.gpu > 0) return moe_beside_gpu(s, hw, wl, opts);
     SearchResult r;
     std::optional<OutOfBudget> no_fit;
     try {
@@ -192,11 +224,8 @@ SearchResult search_with_expert_offload(const ModelShape& s, const HardwareProfi
         no_fit = e;
     }
     if (s.n_expert == 0) return r;
-    std::string note = "no model file to keep routing statistics beside";
-    std::optional<RoutingProfile> routing;
-    std::error_code ec;
-    if (s.source != "catalog" && std::filesystem::is_regular_file(s.source, ec))
-        routing = load_routing_profile(s.source, std::filesystem::file_size(s.source), s.n_layer, s.n_expert, &note);
+    std::string note;
+    const std::optional<RoutingProfile> routing = saved_routing(s, note);
     if (auto p = offload_if_better(s, hw, wl, opts.budgets, opts.kv_types.front(), routing ? &*routing : nullptr, note,
                                    no_fit ? nullptr : &r.best))
         r.best = std::move(*p);

@@ -54,9 +54,9 @@ int32_t expert_slots_for(const ModelShape& shape, const Workload& wl, DType kv_t
 Plan expert_offload_plan(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Budgets& budgets,
                          DType kv_type, const ExpertPlan& experts, const std::vector<bool>& offloaded = {});
 
-// For a mixture of experts: the expert-offload plan for budgets.dram (with a GPU, its attention
-// there: attention_on_gpu_if_fits) when it predicts less time per token than `best` (null: no
-// plan fits otherwise) or nullopt.
+// For a mixture of experts: the expert-offload plan for budgets.dram (on the CPU: hw's GPU is
+// search_with_expert_offload's) when it predicts less time per token than `best` (null: no plan
+// fits otherwise) or nullopt.
 std::optional<Plan> offload_if_better(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl,
                                       const Budgets& budgets, DType kv_type, const RoutingProfile* routing,
                                       const std::string& routing_note, const Plan* best);
@@ -64,6 +64,8 @@ std::optional<Plan> offload_if_better(const ModelShape& shape, const HardwarePro
 // search_plans, then, for a mixture of experts, the expert-offload plan in its place when it
 // predicts less time per token or when no whole-layer plan fits, by the routing statistics
 // saved beside the model file (shape.source; uniform for a catalog shape, the plan says so).
+// A mixture of experts with a GPU is planned as the device runtime places it: that CPU plan,
+// every layer's attention on the GPU, the most chosen experts in the GPU memory left.
 // Throws search_plans' OutOfBudget when neither fits.
 SearchResult search_with_expert_offload(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl,
                                         const PlannerOptions& opts);

@@ -196,6 +196,42 @@ TEST_CASE("expert placement: attention on the GPU, the feed-forward on the CPU, 
     CHECK(Plan::from_json(p.to_json()) == p);
 }
 
+TEST_CASE("expert placement: a GPU with room is planned as the device runtime places a mixture of experts",
+          "[unit][planner][experts]") {
+    // 1.8 GB of DRAM holds the whole model (1.6 GB): a dense plan would hold a layer's weights on
+    // the 1 GB GPU, which the device runtime never does for a mixture of experts. The plan is
+    // its: the CPU alone's weights, every layer's attention and the KV cache on the GPU, and
+    // the most chosen experts in what the GPU has left.
+    const ModelShape s = moe_shape();
+    const HardwareProfile hw = toy_with_gpu(1'000'000'000);
+    const Workload wl{8, 4, 1, Objective::Latency};
+    PlannerOptions opts;
+    opts.budgets = {1e9, 1.8e9, 1e12};
+    const SearchResult r = search_with_expert_offload(s, hw, wl, opts);
+    REQUIRE(r.best.has_gpu);
+    CHECK(r.best.experts.attention_on_gpu);
+    for (const LayerPlacement& l : r.best.layers) {
+        CHECK(l.attention == Device::Gpu);
+        CHECK(l.kv == KvOption::Gpu);
+        CHECK(tier_of(l.weights) == Tier::Dram);
+    }
+    CHECK(r.best.experts.has_device());
+    CHECK(r.best.prediction.used.gpu <= 1e9);
+    // The CPU alone's plan under the same DRAM, its weights where this plan keeps them.
+    PlannerOptions alone_opts = opts;
+    alone_opts.budgets.gpu = 0;
+    HardwareProfile alone = hw;
+    alone.gpu.reset();
+    const Plan cpu = search_with_expert_offload(s, alone, wl, alone_opts).best;
+    REQUIRE(cpu.layers.size() == r.best.layers.size());
+    for (size_t i = 0; i < cpu.layers.size(); ++i) CHECK(cpu.layers[i].weights == r.best.layers[i].weights);
+    // A GPU that cannot hold the attention weights and the head: no plan with it, said so.
+    PlannerOptions tiny = opts;
+    tiny.budgets.gpu = 1e6;
+    CHECK_THROWS_WITH(search_with_expert_offload(s, toy_with_gpu(1'000'000), wl, tiny),
+                      Catch::Contains("cannot hold every layer's attention weights"));
+}
+
 TEST_CASE("expert placement: a GPU too small for the experts gets the attention, the CPU the experts",
           "[unit][planner][experts]") {
     const ModelShape s = moe_shape();
