@@ -23,6 +23,7 @@
 #include "planner/units.h"
 #include "probe/cpu_costs.h"
 #include "probe/io_rates.h"
+#include "probe/machine_load.h"
 #include "probe/measure.h"
 #include "probe/device_ops.h"
 #include "probe/typical.h"
@@ -131,6 +132,7 @@ void probe_gpu(planner::HardwareProfile& p, bool measure_copies, const ProbeOpti
 }
 
 planner::HardwareProfile probe_machine(const ProbeOptions& o) {
+    const OtherLoad others;
     planner::HardwareProfile p;
     p.source = "probe";
     const Topology topo = read_topology();
@@ -190,6 +192,10 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
 
     probe_disk(o, p);
     probe_gpu(p, true, &o);
+    if (const std::string busy = busy_machine_note(others.cores(), topo.n_pus); !busy.empty()) {
+        STRATA_LOG_WARN("probe: {}", busy);
+        p.notes.push_back(busy);
+    }
     p.validate();
     return p;
 }

@@ -41,27 +41,32 @@ inline constexpr int kSpanBytes = B::kBytes * int(kSpanValues / B::kValues);
 template <class B>
 inline constexpr bool kSpanLoads = kSpanBytes<B> % 16 == 0;
 
-// The other types' rows (Q6_K's 210-byte spans, Q3_K's 110, ...) are read a tile of up to
-// kTileSpans spans at a time: the 16-byte words from the one at or before the tile's first byte
-// to the one holding its last, copied to shared memory, where the tile starts `skip` bytes in
-// (so it keeps its alignment mod 16, which the block loads assume).
-inline constexpr int64_t kTileSpans = 8;
+// The other types' rows (Q6_K's 210-byte spans, Q3_K's 110, MXFP4's 17-byte blocks, ...) are
+// read a tile of up to kTileChunks chunks (eight spans) at a time: the 16-byte words from the
+// one at or before the tile's first byte to the one holding its last, copied to shared memory,
+// where the tile starts `skip` bytes in (so it keeps its alignment mod 16, which the block
+// loads assume). A tile starts at a chunk that starts a block.
+inline constexpr int64_t kTileChunks = 64;
 template <class B>
-inline constexpr int kTileWords = int(kTileSpans) * kSpanBytes<B> / 16 + 2;  // room for any skip
+inline constexpr int kTileWords = int(kTileChunks * kActBlock / B::kValues) * B::kBytes / 16 + 2;  // room for any skip
+// Bytes before chunk c of a row, c at the start of a block.
+template <class B>
+STRATA_HD int64_t chunk_offset(int64_t c) { return c / (B::kValues / kActBlock) * B::kBytes; }
 struct Tile {
     const uint8_t* from;  // 16-byte aligned
     int skip;
     int words;
 };
-// Spans [s0, s0 + n) of `row`, spans of span_bytes.
-STRATA_HD Tile tile_at(const uint8_t* row, int64_t span_bytes, int64_t s0, int64_t n) {
-    const uint8_t* begin = row + s0 * span_bytes;
+// Chunks [c0, c0 + n) of `row`.
+template <class B>
+STRATA_HD Tile tile_at(const uint8_t* row, int64_t c0, int64_t n) {
+    const uint8_t* begin = row + chunk_offset<B>(c0);
     const uint8_t* from = begin - (reinterpret_cast<uintptr_t>(begin) & 15);
-    return {from, int(begin - from), int((begin + n * span_bytes - from + 15) / 16)};
+    return {from, int(begin - from), int((begin + chunk_offset<B>(n) - from + 15) / 16)};
 }
 // The tile word at p (16-byte aligned), its bytes at or past the row's end zero: the words
 // before it are another row's or the tile's own, but the last row's last word may reach past
-// the weights. Rows start and end 2-byte aligned.
+// the weights.
 STRATA_HD void tile_word(const uint8_t* p, const uint8_t* row_end, uint32_t out[4]) {
     if (p + 16 <= row_end) return load_u32x4_a16(p, out);
     // Every index fixed once unrolled, so that `out` stays in registers.
@@ -69,7 +74,8 @@ STRATA_HD void tile_word(const uint8_t* p, const uint8_t* row_end, uint32_t out[
 #pragma unroll
 #endif
     for (int h = 0; h < 8; ++h) {
-        const uint32_t half = p + 2 * h < row_end ? load_u16(p + 2 * h) : 0u;
+        const uint8_t* q = p + 2 * h;
+        const uint32_t half = q + 1 < row_end ? load_u16(q) : q < row_end ? uint32_t(*q) : 0u;
         out[h / 2] = h % 2 ? out[h / 2] | half << 16 : half;
     }
 }

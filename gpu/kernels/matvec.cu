@@ -135,56 +135,52 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// Rows of the other types (block_types.h: Q6_K's 210-byte spans, ...) a warp each: the warp
-// copies a tile of kTileSpans spans into shared memory with 16-byte loads, then each lane takes
-// chunks lane, lane + 32, ... of it; the next tile's words are in flight meanwhile. (Read block
-// by block, a lane's 16-bit loads of Q6_K's fields are 32 a chunk.)
-template <class B, int kCols>
+// Rows of the other types (block_types.h: Q6_K's 210-byte spans, MXFP4's 17-byte blocks, ...),
+// kWarpsPerRow warps a row: warp w of a row copies its tiles w, w + kWarpsPerRow, ... into
+// shared memory with 16-byte loads, then each lane takes chunks lane, lane + 32, ... of the
+// tile; the warp's next tile is in flight meanwhile. (Read block by block, a lane's 16-bit loads
+// of Q6_K's fields are 32 a chunk.)
+template <class B, int kWarpsPerRow, int kCols>
 __global__ void __launch_bounds__(kThreads)
     matvec_tile_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, const uint8_t* __restrict__ act,
                        uint64_t act_stride, int64_t n_cols, float* y, int64_t ldy, int64_t n_rows, bool lo,
                        bool accumulate) {
     constexpr int kWords = kTileWords<B>, kLoads = (kWords + 31) / 32;
+    constexpr int64_t kStride = kWarpsPerRow * kTileChunks;
     __shared__ uint4 tiles[kThreads / 32][kWords];
+    const RowThread<kWarpsPerRow> at;
+    const int64_t r = at.row;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t r = int64_t(blockIdx.x) * (kThreads / 32) + warp;
     float acc[kCols];
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
     if (r < n_rows) {  // uniform over the warp
         const uint8_t* row = w + r * row_bytes;
         const uint8_t* end = row + row_bytes;
-        const int64_t spans = n_cols / kSpanValues;
-        auto tile = [&](int64_t s0) { return tile_at(row, kSpanBytes<B>, s0, min(kTileSpans, spans - s0)); };
+        const int64_t chunks = n_cols / kActBlock;
+        auto tile = [&](int64_t c0) { return tile_at<B>(row, c0, min(kTileChunks, chunks - c0)); };
         uint32_t next[kLoads][4];
         auto fetch = [&](const Tile& t) {
 #pragma unroll
             for (int i = 0; i < kLoads; ++i)
                 if (lane + 32 * i < t.words) tile_word(t.from + 16 * (lane + 32 * i), end, next[i]);
         };
-        fetch(tile(0));
-        for (int64_t s0 = 0; s0 < spans; s0 += kTileSpans) {
-            const Tile t = tile(s0);
+        int64_t c0 = (at.sub / 32) * kTileChunks;
+        if (c0 < chunks) fetch(tile(c0));
+        for (; c0 < chunks; c0 += kStride) {
+            const Tile t = tile(c0);
 #pragma unroll
             for (int i = 0; i < kLoads; ++i)
                 if (lane + 32 * i < t.words) tiles[warp][lane + 32 * i] = make_uint4(next[i][0], next[i][1], next[i][2], next[i][3]);
             __syncwarp();
-            if (s0 + kTileSpans < spans) fetch(tile(s0 + kTileSpans));
+            if (c0 + kStride < chunks) fetch(tile(c0 + kStride));
             const uint8_t* staged = reinterpret_cast<const uint8_t*>(tiles[warp]) + t.skip;
-            const int64_t chunks = min(kTileSpans, spans - s0) * kSpanChunks;
-            for (int64_t c = lane; c < chunks; c += 32)
-                dot_cols<B, kCols>(staged, c, act, act_stride, n_cols, s0 * kSpanChunks, lo, acc);
+            const int64_t n = min(kTileChunks, chunks - c0);
+            for (int64_t c = lane; c < n; c += 32) dot_cols<B, kCols>(staged, c, act, act_stride, n_cols, c0, lo, acc);
             __syncwarp();
         }
     }
-#pragma unroll
-    for (int t = 0; t < kCols; ++t) acc[t] = warp_sum(acc[t]);
-    if (lane != 0 || r >= n_rows) return;
-#pragma unroll
-    for (int t = 0; t < kCols; ++t) {
-        float* dst = y + int64_t(t) * ldy + r;
-        *dst = accumulate ? *dst + acc[t] : acc[t];
-    }
+    store_rows<kWarpsPerRow, kCols>(acc, r, n_rows, y, ldy, accumulate);
 }
 
 // Float weights (F32, F16, BF16) meet float activations: 8 values a step with 16-byte loads
@@ -251,10 +247,15 @@ __global__ void __launch_bounds__(kThreads)
 // Warps per weight row from the row's width alone (never from the row count, so that a row's
 // sum is reduced the same way in every call): 4 for rows of at least 128 chunks of 32 values.
 int warps_per_row(int64_t n_cols) { return n_cols >= 4096 ? 4 : n_cols >= 2048 ? 2 : 1; }
+// For the tile kernel: as many as the row has tiles, up to 4.
+int tile_warps_per_row(int64_t n_cols) {
+    const int64_t tiles = (n_cols / kActBlock + kTileChunks - 1) / kTileChunks;
+    return tiles >= 4 ? 4 : tiles >= 2 ? 2 : 1;
+}
 
 // Calls fn(integral_constant<kWarpsPerRow>, integral_constant<kCols>) for the runtime values.
 template <class Fn>
-void with_shape(int64_t n_cols, int64_t n_tok, Fn&& fn) {
+void with_shape(int warps, int64_t n_tok, Fn&& fn) {
     auto cols = [&](auto warps) {
         switch (n_tok) {
             case 1: return fn(warps, std::integral_constant<int, 1>{});
@@ -276,7 +277,7 @@ void with_shape(int64_t n_cols, int64_t n_tok, Fn&& fn) {
             default: throw BackendError("gpu: a decode matmul takes 1 to 16 rows", "an internal error; please report it");
         }
     };
-    switch (warps_per_row(n_cols)) {
+    switch (warps) {
         case 4: return cols(std::integral_constant<int, 4>{});
         case 2: return cols(std::integral_constant<int, 2>{});
         default: return cols(std::integral_constant<int, 1>{});
@@ -313,7 +314,7 @@ template <class T>
 void matvec_float(const WeightMatmul& m, CudaStream& s) {
     const bool vec = m.n_cols % 8 == 0 && reinterpret_cast<uintptr_t>(m.w) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(m.x) % 16 == 0;
-    with_shape(m.n_cols, m.n_tok, [&](auto warps, auto cols) {
+    with_shape(warps_per_row(m.n_cols), m.n_tok, [&](auto warps, auto cols) {
         constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
         const auto* w = static_cast<const T*>(m.w);
         if (vec)
@@ -341,9 +342,11 @@ void matvec(const WeightMatmul& m, const void* acts, CudaStream& s) {
     const uint64_t rb = row_bytes(m.type, m.n_cols), ab = act_row_bytes(m.n_cols);
     with_block(m.type, [&](auto block) {
         using B = decltype(block);
-        with_shape(m.n_cols, m.n_tok, [&](auto warps, auto cols) {
+        const int warps = kSpanLoads<B> ? warps_per_row(m.n_cols) : tile_warps_per_row(m.n_cols);
+        with_shape(warps, m.n_tok, [&](auto warps, auto cols) {
             constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
-            // Rows of whole spans start 16-byte aligned (matmul checks the weights' start).
+            // Rows start 16-byte aligned where they are whole spans, and the tiles read from the
+            // word at or before each (matmul checks the weights' start).
             if constexpr (kSpanLoads<B>) {
                 if (m.n_cols % kSpanValues == 0)
                     return with_span_lanes(m.n_cols, [&](auto lanes) {
@@ -351,13 +354,12 @@ void matvec(const WeightMatmul& m, const void* acts, CudaStream& s) {
                         matvec_span_kernel<B, L, C><<<span_row_blocks(m.n_rows, L), kThreads, 0, s.get()>>>(
                             w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
                     });
+                matvec_block_kernel<B, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
+                    w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
             } else {
-                if (m.n_cols % kSpanValues == 0)
-                    return matvec_tile_kernel<B, C><<<span_row_blocks(m.n_rows, 32), kThreads, 0, s.get()>>>(
-                        w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
+                matvec_tile_kernel<B, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
+                    w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
             }
-            matvec_block_kernel<B, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
-                w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
         });
     });
     cuda_check_launch("matvec");

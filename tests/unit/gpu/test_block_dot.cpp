@@ -110,17 +110,19 @@ void check_spans(DType type) {
 }
 
 // The decode kernel's tile path, for the types whose spans are not whole 16-byte words: each
-// tile of up to kTileSpans spans staged as the kernel stages it (tile_at's words from the one at
-// or before its first byte, tile_word zeroing what lies past the row) and summed chunk by chunk
-// gives the row's own sum, bit for bit; no word reads past the row's end (the weights' end for
-// the last row), whatever each row's alignment.
+// tile of up to kTileChunks chunks staged as the kernel stages it (tile_at's words from the one
+// at or before its first byte, tile_word zeroing what lies past the row), at the row's own
+// alignment mod 16, and summed chunk by chunk gives the row's own sum, bit for bit; no word
+// reads past the row's end (the weights' end for the last row). Rows of 5 spans start at every
+// even offset mod 16, and a 32-value type's rows of an odd number of blocks at odd ones too.
 template <class B>
 void check_tiles(DType type) {
     if constexpr (!blocks::kSpanLoads<B>) {
         std::mt19937 rng(17);
-        // 20 spans: two whole tiles and a part; rows of odd widths start at every offset mod 16.
-        for (const int64_t spans : {int64_t{20}, int64_t{5}}) {
-            const int64_t n = spans * blocks::kSpanValues, rb = int64_t(row_bytes(type, n)), rows = 9;
+        std::vector<int64_t> widths = {20 * blocks::kSpanValues, 5 * blocks::kSpanValues};
+        if (B::kValues == blocks::kActBlock) widths.insert(widths.end(), {int64_t{2880}, int64_t{33 * 32}});
+        for (const int64_t n : widths) {
+            const int64_t chunks = n / blocks::kActBlock, rb = int64_t(row_bytes(type, n)), rows = 9;
             INFO(n << " columns");
             const auto w = test::random_weights(type, rows, n, rng);
             std::vector<std::byte> held(w.size() + 32, std::byte{0xAB});  // the weights 16-byte aligned, then bytes not to read
@@ -134,20 +136,23 @@ void check_tiles(DType type) {
                 INFO("row " << r);
                 const uint8_t* row = base + r * rb;
                 float whole = 0.0f, tiled = 0.0f;
-                for (int64_t c = 0; c < n / 32; ++c) B::template dot_chunk<1>(row, c, &a, true, &whole);
-                for (int64_t s0 = 0; s0 < spans; s0 += blocks::kTileSpans) {
-                    const int64_t k = std::min(blocks::kTileSpans, spans - s0);
-                    const blocks::Tile t = blocks::tile_at(row, blocks::kSpanBytes<B>, s0, k);
+                for (int64_t c = 0; c < chunks; ++c) B::template dot_chunk<1>(row, c, &a, true, &whole);
+                for (int64_t c0 = 0; c0 < chunks; c0 += blocks::kTileChunks) {
+                    const int64_t k = std::min(blocks::kTileChunks, chunks - c0);
+                    const uint8_t* begin = row + blocks::chunk_offset<B>(c0);
+                    const int64_t bytes = blocks::chunk_offset<B>(k);
+                    const blocks::Tile t = blocks::tile_at<B>(row, c0, k);
                     REQUIRE(t.words <= blocks::kTileWords<B>);
                     REQUIRE(t.from >= base);
                     alignas(16) uint32_t staged[blocks::kTileWords<B> * 4];
                     for (int i = 0; i < t.words; ++i) blocks::tile_word(t.from + 16 * i, row + rb, staged + 4 * i);
                     const auto* tile = reinterpret_cast<const uint8_t*>(staged) + t.skip;
-                    CHECK(std::equal(tile, tile + k * blocks::kSpanBytes<B>, row + s0 * blocks::kSpanBytes<B>));
+                    CHECK((reinterpret_cast<uintptr_t>(tile) - reinterpret_cast<uintptr_t>(begin)) % 16 == 0);
+                    CHECK(std::equal(tile, tile + bytes, begin));
                     const uint8_t* past = reinterpret_cast<const uint8_t*>(staged) + 16 * t.words;
-                    if (s0 + k == spans) CHECK(std::all_of(tile + k * blocks::kSpanBytes<B>, past, [](uint8_t b) { return b == 0; }));
-                    const blocks::ActRow from = blocks::act_from(a, s0 * blocks::kSpanChunks);
-                    for (int64_t c = 0; c < k * blocks::kSpanChunks; ++c) B::template dot_chunk<1>(tile, c, &from, true, &tiled);
+                    if (c0 + k == chunks) CHECK(std::all_of(tile + bytes, past, [](uint8_t b) { return b == 0; }));
+                    const blocks::ActRow from = blocks::act_from(a, c0);
+                    for (int64_t c = 0; c < k; ++c) B::template dot_chunk<1>(tile, c, &from, true, &tiled);
                 }
                 CHECK(tiled == whole);
             }
