@@ -19,7 +19,8 @@ struct ProbeOptions {
     uint64_t disk_bytes = 512ull << 20;
     uint64_t dram_bytes = 512ull << 20;
     int threads = 0;  // 0: every core
-    std::vector<DType> types = {DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q8_0, DType::F16};
+    // Q6_K: the output head and about half the ffn_down and attn_v of the Q4_K_M and Q5_K_M files people download.
+    std::vector<DType> types = {DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::F16};
     bool quick = false;  // smaller sizes, for tests and first-time planning
 };
 
