@@ -321,7 +321,8 @@ void rope_kv_rows(TestDevice& d) {
 // Attention over a paged cache in every KV type the device reads: three decode rows (1, 37 and
 // 300 keys: partial blocks and several splits) and a prompt chunk of four rows of one sequence
 // (consecutive positions, one block table, given as a run), over blocks handed out in a shuffled
-// order, 3 query heads per KV head; plain, with gemma's window, scale and soft cap, with
+// order, 3 query heads per KV head (and 8, and 20 of one KV head, which a CUDA thread block
+// takes in two passes of at most 16); plain, with gemma's window, scale and soft cap, with
 // gpt-oss's sinks, and with value heads narrower than the keys' (MLA's latent: values are the
 // first v_head_dim of each KV head's keys, v = k); head sizes of 40 (values one at a time) and 64
 // (eight at a time, the tiled prompt kernel).
@@ -332,10 +333,11 @@ struct AttentionCase {
     bool sinks = false;
     int32_t v_head_dim = 0;
     int32_t table_blocks = 0;  // block tables this long (0: 300 keys' worth), as a long context's
+    int32_t n_head = 6, n_head_kv = 2;
 };
 void paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac) {
     const std::vector<int32_t> n_kv = {1, 37, 300, 45, 46, 47, 48};
-    const int32_t n_seq = 7, n_head = 6, n_head_kv = 2, head_dim = ac.head_dim, bs = kKvBlockSize;
+    const int32_t n_seq = 7, n_head = ac.n_head, n_head_kv = ac.n_head_kv, head_dim = ac.head_dim, bs = kKvBlockSize;
     const int32_t max_blocks = ac.table_blocks > 0 ? ac.table_blocks : (300 + bs - 1) / bs;
     const int64_t row_values = int64_t{n_head_kv} * head_dim;
     const int64_t row_stride = int64_t(row_bytes(kv_type, row_values)), block_stride = bs * row_stride;
@@ -432,14 +434,16 @@ void paged_attention(TestDevice& d) {
                                    {40, 0, 0.0f, 0.0f, false, 24},
                                    // a million positions' tables: the CUDA kernel's scratch holds five rows of them, so the
                                    // seven rows run in groups
-                                   {64, 0, 0.0f, 0.0f, false, 0, 65536}};
+                                   {64, 0, 0.0f, 0.0f, false, 0, 65536},
+                                   {64, 0, 0.0f, 0.0f, false, 0, 0, 16, 2},  {128, 0, 0.0f, 0.0f, true, 0, 0, 20, 1}};
     for (const DType kv_type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
         if (!d.dev->supports_kv(kv_type)) continue;
         for (const AttentionCase& ac : cases) {
             if ((kv_type == DType::Q8_0 || kv_type == DType::Q4_0) && ac.head_dim % 32 != 0) continue;  // whole blocks a row
             INFO(d.dev->name() << ", KV " << dtype_name(kv_type) << ", head size " << ac.head_dim << ", window "
                                << ac.window << ", scale " << ac.scale << ", soft cap " << ac.softcap << ", sinks "
-                               << ac.sinks << ", value head " << ac.v_head_dim);
+                               << ac.sinks << ", value head " << ac.v_head_dim << ", heads " << ac.n_head << "/"
+                               << ac.n_head_kv);
             paged_attention_case(d, kv_type, ac);
         }
     }
