@@ -7,9 +7,9 @@
 #   bench/build_llamacpp.sh        # progress on stderr; the binaries' directory on stdout
 #   bench/build_llamacpp.sh --spec # llama-lookup and llama-speculative (its examples) into build-spec/,
 #                                  # the speculative-decoding peers (docs/speculative.md)
-#   bench/build_llamacpp.sh --cuda # the CUDA build (sm_90 unless CUDA_ARCHS says), for a GPU
+#   bench/build_llamacpp.sh --cuda # the CUDA build (sm_90 machine code, no PTX, unless CUDA_ARCHS says), for a GPU
 #                                  # machine: portable CPU code (AVX-512, no -march=native),
-#                                  # built ahead (about 25 minutes on two cores) into build-cuda/
+#                                  # built ahead (about 15 minutes on two cores) into build-cuda/
 #
 # Everything lives under STRATA_PEER_DIR (default ~/.cache/strata/peer), nothing in the repo;
 # JOBS sets the build's parallelism (default: every core). A second run with the binaries in
@@ -56,7 +56,7 @@ CMAKE_FLAGS=(
 )
 if ((CUDA)); then
     # One GPU: no NCCL (its 218 MB library would have to travel to the GPU machine).
-    CMAKE_FLAGS+=(-DGGML_CUDA=ON -DGGML_CUDA_NCCL=OFF "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90}" -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON
+    CMAKE_FLAGS+=(-DGGML_CUDA=ON -DGGML_CUDA_NCCL=OFF "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90-real}" -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON
                   -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON)
     [[ -x /usr/local/cuda/bin/nvcc ]] && CMAKE_FLAGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi

@@ -54,7 +54,7 @@ else
     bin=build unit=build/tests/strata_unit_tests model=build/tests/strata_model_tests tokenizer=
 fi
 strata=$bin/strata
-# llama.cpp's CUDA llama-bench: unpacked from gpu-peer.tar.xz by a call of its own (gpu_bundle.sh), else built here.
+# llama.cpp's CUDA llama-bench: unpacked from gpu-peer.tar.xz (carried with the bundle, or by a call just before), else built here.
 [[ -f gpu-peer.tar.xz && ! -d gpu-peer ]] && tar -xJf gpu-peer.tar.xz
 llama_bench=$PWD/gpu-peer/bin/llama-bench
 if [[ -x $llama_bench ]]; then
@@ -164,7 +164,7 @@ bench_pair() {  # bench_pair MODEL NGL SHARE: llama-bench -ngl NGL, strata with 
     if [[ -x $llama_bench && $device == cuda ]]; then
         run 120 "$llama_bench" -m "$m" -ngl "$ngl" -p "$n_prompt" -n "$n_gen" -r "$reps" -t "$(nproc)"
     else
-        note "llama-bench (CUDA): not here (bench/build_llamacpp.sh --cuda and bench/gpu_bundle.sh make gpu-peer.tar.xz; a call just before this one unpacks it)."
+        note "llama-bench (CUDA): not here (bench/build_llamacpp.sh --cuda and bench/gpu_bundle.sh make gpu-peer.tar.xz, which this check unpacks where the call carried it)."
     fi
     if ((share >= 100)); then
         run 150 "$strata" bench -m "$m" -p "$n_prompt" -n "$n_gen" -r "$reps" --device "$device"
