@@ -26,6 +26,8 @@ inline constexpr int64_t kAttentionSplitKeys = 512;
 // batch's step reads the device's weights once per this many sequences (a batch of 16 in one
 // pass over them, as the CUDA decode kernel takes it).
 inline constexpr int64_t kDeviceRowWiseRows = 16;
+// Decode products of one input (a layer's q, k and v) that one device launch takes at most.
+inline constexpr int kDeviceLaunchProducts = 3;
 
 // Positions per block of the paged KV cache (runtime/kv/kv_cache.h), which every attention
 // kernel (cpu/attention_cpu.h, gpu/device.h) reads as its key tile.

@@ -1,6 +1,8 @@
 // The CUDA device behind the device interface: the kernels of cuda_kernels.h on CudaStreams,
 // memory from one cudaMalloc of the budget. Each stream keeps the scratch its matmuls need (the
 // activations quantized or in half precision), grown when a product needs more than it has.
+#include <algorithm>
+#include <array>
 #include <map>
 #include <string>
 
@@ -65,30 +67,41 @@ public:
         traced(s, "copy_d2d", [&] { gpu::copy_d2d(dst, src, bytes, cuda(s)); });
     }
 
-    void matmul(const MatmulArgs& a, Stream& s) override {
-        traced(s, "matmul", [&] { matmul_on(a, cuda(s)); });
+    void products(std::span<const MatmulArgs> run, bool input_ready, Stream& s) override {
+        traced(s, "matmul", [&] { products_on(run, input_ready, cuda(s)); });
     }
-    void matmul_on(const MatmulArgs& a, CudaStream& cs) {  // matmul, untraced
-        WeightMatmul m;
-        m.type = a.type;
-        m.w = a.w;
-        m.x = a.x;
-        m.y = a.y;
-        m.n_rows = a.n_rows;
-        m.n_cols = a.n_cols;
-        m.n_tok = a.n_tok;
-        m.ldy = a.n_rows;
-        m.accumulate = a.accumulate;
-        m.two_level_acts = two_level_acts_;
-        m.in = {a.norm_w, a.norm_eps, a.swiglu_up};
-        const InputFormat format = input_format(m);
-        const PreparedInput key{a.x, m.in, a.n_tok, a.n_cols, format};
-        void* scratch = cs.scratch(memory(), std::max(reserved_, product_scratch_bytes(m)));
-        if (format != InputFormat::Direct && !(a.same_input && cs.prepared() == key)) {
-            prepare_input(a.x, m.in, a.n_tok, a.n_cols, format, scratch, cs);
+    void products_on(std::span<const MatmulArgs> run, bool input_ready, CudaStream& cs) {  // products, untraced
+        std::array<WeightMatmul, kDeviceLaunchProducts> ms;
+        STRATA_ASSERT(!run.empty() && run.size() <= ms.size());
+        uint64_t scratch_bytes = reserved_;
+        for (size_t i = 0; i < run.size(); ++i) {
+            const MatmulArgs& a = run[i];
+            WeightMatmul& m = ms[i];
+            m.type = a.type;
+            m.w = a.w;
+            m.x = a.x;
+            m.y = a.y;
+            m.n_rows = a.n_rows;
+            m.n_cols = a.n_cols;
+            m.n_tok = a.n_tok;
+            m.ldy = a.n_rows;
+            m.accumulate = a.accumulate;
+            m.two_level_acts = two_level_acts_;
+            m.in = {a.norm_w, a.norm_eps, a.swiglu_up};
+            scratch_bytes = std::max(scratch_bytes, product_scratch_bytes(m));
+        }
+        const MatmulArgs& a = run[0];
+        const InputFormat format = input_format(ms[0]);  // the same for every product of the run
+        const PreparedInput key{a.x, ms[0].in, a.n_tok, a.n_cols, format};
+        void* scratch = cs.scratch(memory(), scratch_bytes);
+        // What the scratch holds is this group's input only if an earlier run of the group
+        // prepared it: an earlier group's at the same address may hold other values.
+        if (!input_ready) cs.set_prepared({});
+        if (format != InputFormat::Direct && !(input_ready && cs.prepared() == key)) {
+            prepare_input(a.x, ms[0].in, a.n_tok, a.n_cols, format, scratch, cs);
             cs.set_prepared(key);
         }
-        gpu::matmul(m, scratch, [this]() -> Cublas& { return cublas(); }, cs);
+        gpu::matmul(std::span<const WeightMatmul>(ms.data(), run.size()), scratch, [this]() -> Cublas& { return cublas(); }, cs);
     }
     void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) override {
         traced(s, "rms_norm", [&] { gpu::rms_norm(x, w, y, n_rows, n, eps, cuda(s)); });

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 
 #include "core/dtype.h"
 #include "core/kernel_shapes.h"
@@ -60,16 +61,19 @@ uint64_t max_product_scratch_bytes(int64_t max_rows, int64_t max_cols);
 // x's rows transformed and written in `format` to `out` (input_bytes of them).
 void prepare_input(const float* x, const InputTransform& tf, int64_t n_tok, int64_t n_cols, InputFormat format, void* out,
                    CudaStream& s);
-// The product from an input prepare_input wrote in input_format(m) (ignored when Direct);
-// `blas` is asked for the cuBLAS handle only when the product goes through cuBLAS.
-void matmul(const WeightMatmul& m, const void* prepared, const std::function<Cublas&()>& blas, CudaStream& s);
+// The products from an input prepare_input wrote in input_format(ms[0]) (ignored when Direct):
+// one weight's, or those of a few (launch_products, device.h: decode products of one type and
+// input) in one launch. `blas` is asked for the cuBLAS handle only when a product goes through
+// cuBLAS.
+void matmul(std::span<const WeightMatmul> ms, const void* prepared, const std::function<Cublas&()>& blas, CudaStream& s);
 
 // The pieces, for the tests. Activations in the CPU's Q8x2 layout (cpu/quant_ref.h), rows
 // quantized_acts_bytes(1, n_cols) apart: byte for byte what cpu::quantize_act_ref writes.
 uint64_t quantized_acts_bytes(int64_t n_tok, int64_t n_cols);
 void quantize_acts(const float* x, int64_t n_tok, int64_t n_cols, bool two_level, void* out, CudaStream& s);
-// m.n_tok <= kMatvecRows; `acts` from quantize_acts (float weights read m.x and ignore it).
-void matvec(const WeightMatmul& m, const void* acts, CudaStream& s);
+// n_tok <= kMatvecRows; `acts` from quantize_acts (float weights read x and ignore it). Several
+// weights of one type and width over the same input run as one launch, each row's bits as alone.
+void matvec(std::span<const WeightMatmul> ms, const void* acts, CudaStream& s);
 // Block types, any row count; `x16` holds m.x in half precision (convert_f32_to_f16).
 void matmul_tiles(const WeightMatmul& m, const void* x16, CudaStream& s);
 // Rows of block weights (from w, row_bytes(type, n_cols) apart) to half precision, n_cols

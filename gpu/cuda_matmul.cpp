@@ -5,6 +5,7 @@
 // expanded to half precision a chunk at a time; longer products of float weights through
 // cuBLAS. The input, transformed and in the form that kernel reads, comes from prepare_input.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 
 #include "core/error.h"
@@ -71,7 +72,8 @@ uint64_t max_product_scratch_bytes(int64_t max_rows, int64_t max_cols) {
     return std::max(bytes, expand_offset(max_rows, max_cols) + chunk);
 }
 
-void matmul(const WeightMatmul& m, const void* prepared, const std::function<Cublas&()>& blas, CudaStream& s) {
+namespace {
+void check_weights(const WeightMatmul& m) {
     if (!gpu_weight_type(m.type))
         throw BackendError("gpu: no matmul kernel for weight type " + std::string(dtype_name(m.type)),
                            "run this model on the CPU (--device cpu)");
@@ -79,15 +81,26 @@ void matmul(const WeightMatmul& m, const void* prepared, const std::function<Cub
         throw BackendError("gpu: a weight row of " + std::to_string(m.n_cols) + " values is not whole blocks of " +
                                std::string(dtype_name(m.type)),
                            "the model file is malformed; check it with strata inspect");
-    const bool block = blocks::gpu_block_type(m.type);
-    if (block && reinterpret_cast<uintptr_t>(m.w) % 16 != 0)
+    if (blocks::gpu_block_type(m.type) && reinterpret_cast<uintptr_t>(m.w) % 16 != 0)
         throw BackendError("gpu: quantized weights must start 16-byte aligned", "an internal error; please report it");
+}
+}  // namespace
+
+void matmul(std::span<const WeightMatmul> ms, const void* prepared, const std::function<Cublas&()>& blas, CudaStream& s) {
+    std::array<WeightMatmul, kDeviceLaunchProducts> ps;  // the float kernels read the prepared input as their x
+    STRATA_ASSERT(!ms.empty() && ms.size() <= ps.size());
+    const WeightMatmul& m = ms[0];
     const InputFormat format = input_format(m);
-    WeightMatmul p = m;  // the float kernels read the prepared input as their x
-    if (format == InputFormat::F32) p.x = static_cast<const float*>(prepared);
-    if (m.n_tok <= kMatvecRows) return matvec(p, prepared, s);
+    for (size_t i = 0; i < ms.size(); ++i) {
+        check_weights(ms[i]);
+        ps[i] = ms[i];
+        if (format == InputFormat::F32) ps[i].x = static_cast<const float*>(prepared);
+    }
+    if (m.n_tok <= kMatvecRows) return matvec(std::span<const WeightMatmul>(ps.data(), ms.size()), prepared, s);
+    STRATA_ASSERT(ms.size() == 1);  // longer products launch one weight at a time
+    const WeightMatmul& p = ps[0];
     if (expands(m)) return expanded_matmul(m, prepared, blas, s);
-    if (block) return matmul_tiles(p, prepared, s);
+    if (blocks::gpu_block_type(m.type)) return matmul_tiles(p, prepared, s);
     blas().gemm(m.type, m.w, format == InputFormat::Direct ? static_cast<const void*>(m.x) : prepared, m.y, m.ldy, m.n_rows,
               m.n_cols, m.n_tok, m.accumulate, s);
 }

@@ -43,10 +43,10 @@ int64_t expand_chunk_rows(int64_t, int64_t) { no_cuda(); }
 uint64_t product_scratch_bytes(const WeightMatmul&) { no_cuda(); }
 uint64_t max_product_scratch_bytes(int64_t, int64_t) { no_cuda(); }
 void prepare_input(const float*, const InputTransform&, int64_t, int64_t, InputFormat, void*, CudaStream&) { no_cuda(); }
-void matmul(const WeightMatmul&, const void*, const std::function<Cublas&()>&, CudaStream&) { no_cuda(); }
+void matmul(std::span<const WeightMatmul>, const void*, const std::function<Cublas&()>&, CudaStream&) { no_cuda(); }
 uint64_t quantized_acts_bytes(int64_t, int64_t) { no_cuda(); }
 void quantize_acts(const float*, int64_t, int64_t, bool, void*, CudaStream&) { no_cuda(); }
-void matvec(const WeightMatmul&, const void*, CudaStream&) { no_cuda(); }
+void matvec(std::span<const WeightMatmul>, const void*, CudaStream&) { no_cuda(); }
 void matmul_tiles(const WeightMatmul&, const void*, CudaStream&) { no_cuda(); }
 void copy_mapped_h2d(void*, const void*, size_t, CudaStream&) { no_cuda(); }
 void dequantize_rows_f16(DType, const void*, int64_t, int64_t, uint16_t*, CudaStream&) { no_cuda(); }

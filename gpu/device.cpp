@@ -20,6 +20,30 @@ void refuse_event_in_capture(bool capturing) {
                            "an internal error (a captured step uses one stream); please report it");
 }
 
+bool same_input(const MatmulArgs& a, const MatmulArgs& b) {
+    return a.x == b.x && a.n_tok == b.n_tok && a.n_cols == b.n_cols && a.norm_w == b.norm_w && a.norm_eps == b.norm_eps &&
+           a.swiglu_up == b.swiglu_up;
+}
+
+size_t launch_products(std::span<const MatmulArgs> parts) {
+    if (parts.empty() || parts[0].n_tok > Device::kRowWiseRows) return parts.empty() ? 0 : 1;
+    size_t n = 1;
+    while (n < parts.size() && n < Device::kMaxLaunchProducts && parts[n].type == parts[0].type) ++n;
+    return n;
+}
+
+void Device::matmul_group(std::span<const MatmulArgs> parts, Stream& s) {
+    for (const MatmulArgs& p : parts)
+        if (!same_input(p, parts[0]))
+            throw BackendError("a group of matmuls whose inputs differ",
+                               "an internal error (matmul_group of different inputs); please report it");
+    for (size_t i = 0; i < parts.size();) {
+        const size_t n = launch_products(parts.subspan(i));
+        products(parts.subspan(i, n), i > 0, s);
+        i += n;
+    }
+}
+
 void Device::kv_move(const KvRows& from, const KvRows& to, Stream& s) {
     const size_t bytes = row_bytes(from.type, from.n);
     for (int64_t i = 0; i < from.n_tok;) {

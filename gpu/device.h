@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -64,12 +65,9 @@ struct MatmulArgs {
     const float* norm_w = nullptr;
     float norm_eps = 0.0f;
     const float* swiglu_up = nullptr;
-    // The caller's promise that this input (x, its transform and shape) is the previous matmul's
-    // on the same stream and unchanged since: the device may reuse its prepared copy (the CUDA
-    // device's quantized activations: several weights, one quantization). The simulated device
-    // refuses a call whose input differs from the previous one's.
-    bool same_input = false;
 };
+// Whether a and b read the same input: x, its transform and shape (Device::matmul_group).
+bool same_input(const MatmulArgs& a, const MatmulArgs& b);
 
 struct RopeArgs {
     int32_t n_heads = 0;
@@ -211,7 +209,13 @@ public:
     // ---- the ops of a llama block (device pointers; x and y may alias where noted) ----
     // Each row of y as a product of that row alone would give it, for n_tok up to kRowWiseRows.
     static constexpr int64_t kRowWiseRows = kDeviceRowWiseRows;
-    virtual void matmul(const MatmulArgs& a, Stream& s) = 0;
+    void matmul(const MatmulArgs& a, Stream& s) { products(std::span(&a, 1), false, s); }
+    // Products of several weights with one input, each into its own y (q, k and v; gate and up):
+    // every part reads the first's input (same_input; BackendError otherwise). The input is
+    // transformed and prepared once (the CUDA device's quantized activations), and the parts
+    // launch_products allows run as one launch; each y gets the bits its own matmul gives it.
+    void matmul_group(std::span<const MatmulArgs> parts, Stream& s);
+    static constexpr size_t kMaxLaunchProducts = kDeviceLaunchProducts;
     // y = x / rms(x) * w for n_rows rows of n values (x and y may alias).
     virtual void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) = 0;
     // Rotates, in place, n_tokens rows of n_heads heads; token t is at position pos[t] (device).
@@ -247,12 +251,19 @@ public:
     virtual void decode_attention(const DecodeAttentionArgs& a, Stream& s) = 0;
 
 protected:
+    // The products of `run` (one input) as one op; `input_ready`: an earlier op of the same
+    // matmul_group came before on `s` (and may have prepared the input).
+    virtual void products(std::span<const MatmulArgs> run, bool input_ready, Stream& s) = 0;
     // The device's memory: `budget_bytes` at `base`, freed by `release` when the device goes.
     Device(uint64_t budget_bytes, void* base, DevicePool::Release release) : pool_(budget_bytes, base, std::move(release)) {}
 
 private:
     DevicePool pool_;
 };
+
+// How many of `parts` (a group's, from its first) one launch takes: decode products (at most
+// kRowWiseRows rows) of the first's weight type, at most kMaxLaunchProducts; else 1.
+size_t launch_products(std::span<const MatmulArgs> parts);
 
 // The CUDA device `index` with a pool of `budget_bytes`. Throws BackendError when there is none
 // (or this build has no CUDA) and OutOfBudget-style BackendError when the budget cannot be had.

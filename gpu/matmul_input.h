@@ -22,7 +22,7 @@ struct InputTransform {
 enum class InputFormat : uint8_t { Q8x2, Q8, F16, BF16, F32, Direct };
 
 // The input a stream's scratch holds (the last prepared), so that the next product of the same
-// input reuses it (MatmulArgs::same_input).
+// input reuses it (the later products of a Device::matmul_group).
 struct PreparedInput {
     const float* x = nullptr;
     InputTransform in;

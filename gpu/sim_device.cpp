@@ -135,40 +135,44 @@ public:
         run(s, "copy on device", [=] { std::memcpy(dst, src, bytes); });
     }
 
-    void matmul(const MatmulArgs& a, Stream& s) override {
-        // The promise of same_input is checked, as far as the arguments tell, when queued.
-        SimStream& stream = sim(s);
-        const SimStream::Input input{a.x, a.norm_w, a.norm_eps, a.swiglu_up, a.n_tok, a.n_cols};
-        if (a.same_input && !(stream.last_input == input))
-            throw BackendError("a matmul said its input was the previous matmul's, and it is not",
-                               "an internal error (same_input on a different input); please report it");
-        stream.last_input = input;
-        compute(s, "matmul", [=, int8 = opts_.int8_activations] {
-            std::vector<float> transformed(a.norm_w || a.swiglu_up ? size_t(a.n_tok * a.n_cols) : 0);
-            const float* x = a.x;
+    // The run as one op, as the CUDA device launches it: the input transformed once, then the
+    // products in one parallel loop (cpu::matmul_many, as the CPU engine computes q, k and v).
+    void products(std::span<const MatmulArgs> run, bool, Stream& s) override {
+        compute(s, "matmul", [parts = std::vector<MatmulArgs>(run.begin(), run.end()), int8 = opts_.int8_activations] {
+            const MatmulArgs& in = parts[0];
+            const int64_t n = in.n_cols;
+            std::vector<float> transformed(in.norm_w || in.swiglu_up ? size_t(in.n_tok * n) : 0);
+            const float* x = in.x;
             if (!transformed.empty()) {
                 float* t = transformed.data();
-                const int64_t n = a.n_cols;
-                cpu::parallel_for(a.n_tok, [&](int64_t r) {
-                    if (a.norm_w) return cpu::rms_norm(a.x + r * n, a.norm_w, t + r * n, n, a.norm_eps);
-                    std::copy_n(a.x + r * n, n, t + r * n);
-                    cpu::swiglu(t + r * n, a.swiglu_up + r * n, n);
+                cpu::parallel_for(in.n_tok, [&](int64_t r) {
+                    if (in.norm_w) return cpu::rms_norm(in.x + r * n, in.norm_w, t + r * n, n, in.norm_eps);
+                    std::copy_n(in.x + r * n, n, t + r * n);
+                    cpu::swiglu(t + r * n, in.swiglu_up + r * n, n);
                 });
                 x = t;
             }
-            // Rows that get the bits they get alone: for block-quantized weights as many as the
-            // CPU keeps row-invariant (integer dot products, but for AMX's prefill from 16 rows),
-            // up to cpu::kDecodeTokens at a time for float weights.
-            const bool any_rows = cpu::act_format_for(a.type) != cpu::ActFormat::F32;
-            const int64_t step = a.n_tok > kRowWiseRows ? a.n_tok
-                                 : any_rows             ? std::min(a.n_tok, cpu::row_invariant_tokens())
-                                                        : cpu::kDecodeTokens;
-            std::vector<float> product(a.accumulate ? size_t(a.n_tok * a.n_rows) : 0);
-            float* y = a.accumulate ? product.data() : a.y;
-            for (int64_t t = 0; t < a.n_tok; t += step)
-                cpu::matmul(a.type, a.w, a.n_rows, a.n_cols, x + t * a.n_cols, std::min(step, a.n_tok - t),
-                            y + t * a.n_rows, int8);
-            if (a.accumulate) cpu::add(a.y, y, a.n_tok * a.n_rows);
+            // Accumulated products are summed apart, then added.
+            std::vector<std::vector<float>> sums(parts.size());
+            for (size_t i = 0; i < parts.size(); ++i)
+                if (parts[i].accumulate) sums[i].resize(size_t(in.n_tok * parts[i].n_rows));
+            // Rows that get the bits they get alone (a run's parts are of one type): for
+            // block-quantized weights as many as the CPU keeps row-invariant (integer dot products,
+            // but for AMX's prefill from 16 rows), up to cpu::kDecodeTokens at a time for float weights.
+            const bool any_rows = cpu::act_format_for(in.type) != cpu::ActFormat::F32;
+            const int64_t step = in.n_tok > kRowWiseRows ? in.n_tok
+                                 : any_rows              ? std::min(in.n_tok, cpu::row_invariant_tokens())
+                                                         : cpu::kDecodeTokens;
+            std::vector<cpu::MatmulOut> outs(parts.size());
+            for (int64_t t = 0; t < in.n_tok; t += step) {
+                for (size_t i = 0; i < parts.size(); ++i) {
+                    const MatmulArgs& a = parts[i];
+                    outs[i] = {a.type, a.w, a.n_rows, (a.accumulate ? sums[i].data() : a.y) + t * a.n_rows};
+                }
+                cpu::matmul_many(outs, n, x + t * n, std::min(step, in.n_tok - t), int8);
+            }
+            for (size_t i = 0; i < parts.size(); ++i)
+                if (parts[i].accumulate) cpu::add(parts[i].y, sums[i].data(), in.n_tok * parts[i].n_rows);
         });
     }
     void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) override {

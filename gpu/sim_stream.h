@@ -38,17 +38,6 @@ public:
     std::vector<std::function<void()>> end_capture();
     bool capturing() const { return capturing_; }
 
-    // The last matmul input queued here, to check MatmulArgs::same_input (queueing threads only).
-    struct Input {
-        const float* x = nullptr;
-        const float* norm_w = nullptr;
-        float norm_eps = 0.0f;
-        const float* swiglu_up = nullptr;
-        int64_t n_tok = 0, n_cols = 0;
-        bool operator==(const Input&) const = default;
-    };
-    Input last_input;
-
 private:
     void run();
 

@@ -54,7 +54,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
         gpu_flops_ = hw.gpu->fp16_tflops * 1e12;
         h2d_ = hw.gpu->h2d_gbps * 1e9;
         d2h_ = hw.gpu->d2h_gbps * 1e9;
-        gpu_launch_s_ = hw.gpu->launch_overhead_us * 1e-6;
+        gpu_launch_s_ = gpu_prefill_launch_s_ = hw.gpu->launch_overhead_us * 1e-6;
         hop_s_ = hw.gpu->handoff_us * 1e-6;
         // A device whose ops the probe measured (the simulated one, or a probed GPU) is priced
         // from them: its matmuls by weight type and rows a call, a layer's launches as its ops
@@ -66,7 +66,8 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
             gpu_flops_ = dev_rate_->gemm_at(shape.n_embd) * 1e9;
             dev_weight_pass_ = (dev_rate_->pack_gbps > 0 ? std::min(dev_rate_->pack_gbps, dev_rate_->gemv_gbps)
                                                          : dev_rate_->gemv_gbps) * 1e9;
-            gpu_launch_s_ = device_layer_launch_s(o->op_overhead_us);
+            gpu_launch_s_ = device_layer_launch_s(o->op_overhead_us, true);
+            gpu_prefill_launch_s_ = device_layer_launch_s(o->op_overhead_us, false);
         }
     }
     // The cores that run a decode matmul read its weights themselves: from DRAM no faster than
@@ -153,7 +154,8 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
     if (device_of(o) == Device::Gpu) {
         c.decode[G] = m_ * gpu_matmul_s(tok_d / m_, Wd, F, true);
         c.prefill[G] = m_ * gpu_matmul_s(tok_p / m_, Wp, F, false);
-        c.decode_overhead = c.prefill_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
+        c.decode_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
+        c.prefill_overhead = is_layer ? m_ * gpu_prefill_launch_s_ : 0;
         // The simulated device's norms, RoPE, SwiGLU and adds are the CPU's, on its threads.
         if (is_layer && hw_.gpu->sim_threads > 0) {
             c.decode[G] += m_ * cpu_vector_s(tok_d / m_, hw_.gpu->sim_parallelism());

@@ -177,8 +177,9 @@ private:
     // sixteen-row times by its rows, a call of many rows its pass over the weights plus its
     // arithmetic. A catalog GPU reads them once a call, overlapping the arithmetic.
     double gpu_matmul_s(double tokens, double bytes, double flops_per_token, bool decode) const;
-    // A layer's device launches beyond its work, from the measured call costs and `op_us` per other op.
-    double device_layer_launch_s(double op_us) const;
+    // A layer's device launches beyond its work in decode or prefill, from the measured call costs
+    // and `op_us` per other op.
+    double device_layer_launch_s(double op_us, bool decode) const;
     // What a decode step of `plan` saves when it runs as one captured graph (each op then costs
     // DeviceOps::graph_op_us instead of op_overhead_us); 0 where it cannot.
     double graph_saving_s(const Plan& plan) const;
@@ -228,7 +229,7 @@ private:
     double cpu_gemv_ = 0, cpu_gemm_ = 0, cpu_attn_bw_ = 0, cpu_attn_flops_ = 0;
     double dram_bw_ = 0, nvme_r_ = 0, nvme_w_ = 0;
     double file_r_ = 0;  // the model file's reads (streamed weights, experts missed), at the deepest rate
-    double gpu_launch_s_ = 0, cpu_sync_s_ = 0;
+    double gpu_launch_s_ = 0, gpu_prefill_launch_s_ = 0, cpu_sync_s_ = 0;
     double hop_s_ = 0;  // a pass's data to the host and back (GpuProfile::handoff_us); 0: not measured
     double threads_ = 1;
     double cpu_weight_pass_ = 0;  // bytes/s of a many-token matmul's pass over its weights

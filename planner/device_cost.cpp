@@ -27,14 +27,15 @@ Cost CostModel::held_apart(Cost c, bool layer_weights) const {
     return c;
 }
 
-double CostModel::device_layer_launch_s(double op_us) const {
-    // Its matmul calls, each at the measured cost for its rows' width (q, k and v, the output,
-    // and for a dense layer gate, up and down: a mixture of experts runs its feed-forward on the
-    // host), and its other ops (RoPE of q and k, the K and V stores, attention).
+double CostModel::device_layer_launch_s(double op_us, bool decode) const {
+    // Its matmul calls, each at the measured cost for its rows' width (q, k and v, the output, and
+    // for a dense layer gate, up and down: a mixture of experts runs its feed-forward on the host;
+    // in decode q, k and v are one launch and gate and up another: Device::matmul_group), and its
+    // other ops (RoPE of q and k, the K and V stores, attention).
     auto call = [&](double cols) { return dev_rate_->call_s(static_cast<double>(row_bytes(shape_.weight_type, static_cast<int64_t>(cols)))); };
     const double e = shape_.n_embd, q = double(shape_.n_head) * shape_.head_dim;
-    double s = 3 * call(e) + call(q);
-    if (shape_.n_expert == 0) s += 2 * call(e) + call(shape_.n_ff);
+    double s = (decode ? 1 : 3) * call(e) + call(q);
+    if (shape_.n_expert == 0) s += (decode ? 1 : 2) * call(e) + call(shape_.n_ff);
     return s + kDeviceOtherOpsPerLayer * op_us * 1e-6;
 }
 
@@ -46,7 +47,7 @@ double CostModel::graph_saving_s(const Plan& plan) const {
     // step_graph): every layer's weights and K/V there.
     for (const LayerPlacement& l : plan.layers)
         if (l.weights != WeightOption::Gpu || l.kv != KvOption::Gpu) return 0;
-    const double ops_per_layer = kDeviceOtherOpsPerLayer + 7;  // and q, k, v, the output, gate, up, down
+    const double ops_per_layer = kDeviceOtherOpsPerLayer + 4;  // and q/k/v, the output, gate/up, down
     return shape_.n_layer * m_ * ops_per_layer * (o->op_overhead_us - o->graph_op_us) * 1e-6;
 }
 

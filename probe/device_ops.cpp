@@ -4,7 +4,10 @@
 #include "probe/device_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -43,6 +46,21 @@ struct MatmulBench {
     void call(int64_t rows, int64_t cols, int64_t tokens, size_t offset = 0) const {
         gpu::MatmulArgs a{type, w.as<std::byte>() + offset, x.as<float>(), y.as<float>(), rows, cols, tokens};
         dev.matmul(a, s);
+    }
+    // One Device::matmul_group of `tokens` rows over consecutive matrices (rows x cols each, of
+    // one width) from `offset` bytes in, each into its own rows of y: the bytes they take.
+    size_t group(std::span<const std::pair<int64_t, int64_t>> mats, int64_t tokens, size_t offset) const {
+        std::array<gpu::MatmulArgs, gpu::Device::kMaxLaunchProducts> parts;
+        STRATA_ASSERT(mats.size() <= parts.size());
+        float* out = y.as<float>();
+        size_t bytes = 0;
+        for (size_t i = 0; i < mats.size(); ++i) {
+            const auto [rows, cols] = mats[i];
+            parts[i] = {type, w.as<std::byte>() + offset + bytes, x.as<float>(), out, rows, cols, tokens};
+            out += rows * tokens, bytes += size_t(rows) * row_b(cols);
+        }
+        dev.matmul_group(std::span<const gpu::MatmulArgs>(parts.data(), mats.size()), s);
+        return bytes;
     }
     template <class Work>
     double seconds(Work work) const {
@@ -90,17 +108,23 @@ double narrow_layer_gflops(const MatmulBench& b) {
 }
 
 // The same matrices in decode, `tokens` rows a call, layer after layer over all the weights (from
-// DRAM, as a model's layers): bytes per second beyond the calls' costs as `r` prices them, which a
-// layer's launches add on their own.
+// DRAM, as a model's layers), q/k/v and gate/up one group each as the device backend issues them:
+// bytes per second beyond the four calls' costs as `r` prices them, which a layer's launches add
+// on their own.
+// A layer's matmul groups (first of kNarrowLayer's matrices, how many): q/k/v, the output,
+// gate/up, down.
+constexpr std::pair<size_t, size_t> kNarrowGroups[] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
+
 double narrow_layer_gemv_gbps(const MatmulBench& b, const planner::KernelRate& r, int64_t tokens) {
     size_t layer_bytes = 0;
-    double calls_s = 0;
-    for (auto [rows, cols] : kNarrowLayer) layer_bytes += size_t(rows) * b.row_b(cols), calls_s += r.call_s(double(b.row_b(cols)));
+    for (auto [rows, cols] : kNarrowLayer) layer_bytes += size_t(rows) * b.row_b(cols);
+    const double calls_s = 3 * r.call_s(double(b.row_b(kNarrow))) + r.call_s(double(b.row_b(3 * kNarrow)));
     const size_t layers = b.w.bytes() / layer_bytes;
+    const std::span<const std::pair<int64_t, int64_t>> m(kNarrowLayer);
     const double s = b.typical_s([&] {
         size_t off = 0;
         for (size_t l = 0; l < layers; ++l)
-            for (auto [rows, cols] : kNarrowLayer) b.call(rows, cols, tokens, off), off += size_t(rows) * b.row_b(cols);
+            for (auto [first, n] : kNarrowGroups) off += b.group(m.subspan(first, n), tokens, off);
     });
     const double beyond_calls = s - double(layers) * calls_s;
     return beyond_calls > 0 ? double(layers * layer_bytes) / beyond_calls / 1e9 : 0;

@@ -3,9 +3,13 @@
 // read once for all the rows, its quants meeting the activations in dp4a instructions on
 // words of four values (block_dot_32.h, block_dot_k.h), partial sums reduced across the warps
 // of a row in a fixed order. A row's arithmetic does not depend on how many rows the call has,
-// so each row gets the bits it would get alone (Device::kRowWiseRows).
+// so each row gets the bits it would get alone (Device::kRowWiseRows). Up to three weights of
+// one type and width over the same input (a layer's q, k and v) share a launch, each row summed
+// as in a launch of its own.
+#include <span>
 #include <type_traits>
 
+#include "core/error.h"
 #include "gpu/cuda_check.h"
 #include "gpu/kernels/block_types.h"
 #include "gpu/cuda_kernels.h"
@@ -18,11 +22,55 @@ using namespace blocks;
 
 constexpr int kThreads = 128;  // 4 warps per thread block
 
+// The weights one launch takes: matvec's products of one input, of one type and width (a layer's
+// q, k and v), part p's rows in the thread blocks from first_block[p] on. Their weights are the
+// kernel's own pointer parameters, w0 to w2, which the compiler takes to be read-only global
+// memory (__restrict__: non-coherent loads), as it takes no pointer in a struct; their outputs
+// are here.
+struct MatvecPart {
+    float* y;
+    int64_t ldy, n_rows;
+    bool accumulate;
+};
+struct MatvecParts {
+    MatvecPart part[kDeviceLaunchProducts];
+    unsigned first_block[kDeviceLaunchProducts];
+    int n;
+};
+
+// This thread block's part of the launch and its block index within the part.
+struct PartBlock {
+    int part;
+    unsigned block;
+};
+__device__ __forceinline__ PartBlock part_block(const MatvecParts& ps) {
+    PartBlock b{0, blockIdx.x};
+#pragma unroll
+    for (int i = 1; i < kDeviceLaunchProducts; ++i)
+        if (i < ps.n && blockIdx.x >= ps.first_block[i]) b = {i, blockIdx.x - ps.first_block[i]};
+    return b;
+}
+// Part i's output, chosen with indices fixed at compile time (so that it is read from the kernel's
+// parameters, not copied to local memory), read where it is used, its pointer said to be global
+// memory as a kernel's own pointer parameters are taken to be (else its stores are generic ones).
+__device__ __forceinline__ MatvecPart part_out(const MatvecParts& ps, int i) {
+    MatvecPart p = ps.part[0];
+#pragma unroll
+    for (int k = 1; k < kDeviceLaunchProducts; ++k)
+        if (i == k) p = ps.part[k];
+    __builtin_assume(__isGlobal(p.y));
+    return p;
+}
+// Part i's weights, of the kernel's parameters w0 to w2.
+template <class T>
+__device__ __forceinline__ const T* part_weights(int i, const T* w0, const T* w1, const T* w2) {
+    return i == 0 ? w0 : i == 1 ? w1 : w2;
+}
+
 // One weight row per kWarpsPerRow warps (4 / kWarpsPerRow rows per thread block); thread i
 // of a row takes chunks i, i + 32 kWarpsPerRow, ... for every one of the kCols rows of x.
 template <int kWarpsPerRow, int kCols>
-__device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, int64_t n_rows, float* y, int64_t ldy,
-                                           bool accumulate) {
+__device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, const MatvecParts& ps, int part) {
     __shared__ float partial[kThreads / 32][kCols];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
@@ -31,12 +79,13 @@ __device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, int64
 #pragma unroll
         for (int t = 0; t < kCols; ++t) partial[warp][t] = acc[t];
     __syncthreads();
-    if (warp % kWarpsPerRow != 0 || lane >= kCols || r >= n_rows) return;
+    const MatvecPart p = part_out(ps, part);
+    if (warp % kWarpsPerRow != 0 || lane >= kCols || r >= p.n_rows) return;
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < kWarpsPerRow; ++i) s += partial[warp + i][lane];
-    float* dst = y + int64_t(lane) * ldy + r;
-    *dst = accumulate ? *dst + s : s;
+    float* dst = p.y + int64_t(lane) * p.ldy + r;
+    *dst = p.accumulate ? *dst + s : s;
 }
 
 // Columns of x one dot_chunk call takes: a call of more rows takes them this many at a time
@@ -47,7 +96,7 @@ constexpr int kColGroup = 8;
 // B::dot_chunk of weight chunk c (of the row or span at w) with activation block c0 + c of each
 // of kCols activation rows, from the row at act on, act_stride bytes apart.
 template <class B, int kCols>
-__device__ __forceinline__ void dot_cols(const uint8_t* w, int64_t c, const uint8_t* act, uint64_t act_stride,
+__device__ __forceinline__ void dot_cols(const uint8_t* __restrict__ w, int64_t c, const uint8_t* act, uint64_t act_stride,
                                          int64_t n_cols, int64_t c0, bool lo, float* acc) {
     constexpr int kNow = kCols < kColGroup ? kCols : kColGroup;
     ActRow a[kNow];
@@ -58,33 +107,38 @@ __device__ __forceinline__ void dot_cols(const uint8_t* w, int64_t c, const uint
         dot_cols<B, kCols - kColGroup>(w, c, act + kColGroup * act_stride, act_stride, n_cols, c0, lo, acc + kColGroup);
 }
 
-// The row a thread works on (kWarpsPerRow warps a row, the block's rows one after another) and
-// its place among that row's threads.
+// The row a thread of its part's `block` works on (kWarpsPerRow warps a row, the block's rows
+// one after another) and its place among that row's threads.
 template <int kWarpsPerRow>
 struct RowThread {
     static constexpr int kRowsPerBlock = kThreads / 32 / kWarpsPerRow, kRowThreads = 32 * kWarpsPerRow;
-    int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + int(threadIdx.x / 32) / kWarpsPerRow;
-    int sub = (int(threadIdx.x / 32) % kWarpsPerRow) * 32 + int(threadIdx.x % 32);
+    int64_t row;
+    int sub;
+    __device__ explicit RowThread(unsigned block)
+        : row(int64_t(block) * kRowsPerBlock + int(threadIdx.x / 32) / kWarpsPerRow),
+          sub((int(threadIdx.x / 32) % kWarpsPerRow) * 32 + int(threadIdx.x % 32)) {}
 };
 
 template <class B, int kWarpsPerRow, int kCols>
 __global__ void __launch_bounds__(kThreads)
-    matvec_block_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, const uint8_t* __restrict__ act,
-                        uint64_t act_stride, int64_t n_cols, float* y, int64_t ldy, int64_t n_rows, bool lo,
-                        bool accumulate) {
+    matvec_block_kernel(const uint8_t* __restrict__ w0, const uint8_t* __restrict__ w1, const uint8_t* __restrict__ w2,
+                        const MatvecParts parts, uint64_t row_bytes, const uint8_t* __restrict__ act, uint64_t act_stride,
+                        int64_t n_cols, bool lo) {
     constexpr int kRowThreads = RowThread<kWarpsPerRow>::kRowThreads;
-    const RowThread<kWarpsPerRow> at;
+    const PartBlock at_part = part_block(parts);
+    const unsigned block = at_part.block;
+    const RowThread<kWarpsPerRow> at(block);
     const int64_t r = at.row;
     const int sub = at.sub;
     float acc[kCols];
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
-    if (r < n_rows) {
-        const uint8_t* row = w + r * row_bytes;
+    if (r < part_out(parts, at_part.part).n_rows) {
+        const uint8_t* row = part_weights(at_part.part, w0, w1, w2) + r * row_bytes;
         for (int64_t c = sub; c < n_cols / kActBlock; c += kRowThreads)
             dot_cols<B, kCols>(row, c, act, act_stride, n_cols, 0, lo, acc);
     }
-    store_rows<kWarpsPerRow, kCols>(acc, r, n_rows, y, ldy, accumulate);
+    store_rows<kWarpsPerRow, kCols>(acc, r, parts, at_part.part);
 }
 
 // Rows whose spans (block_types.h) are whole 16-byte words: each lane of a row's kLanes copies
@@ -109,17 +163,19 @@ __device__ __forceinline__ void span_pass(const uint4* row, int lane, const uint
 // The row's lanes sum their parts by shuffles in a fixed order.
 template <class B, int kLanes, int kCols>
 __global__ void __launch_bounds__(kThreads)
-    matvec_span_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, const uint8_t* __restrict__ act,
-                       uint64_t act_stride, int64_t n_cols, float* y, int64_t ldy, int64_t n_rows, bool lo,
-                       bool accumulate) {
+    matvec_span_kernel(const uint8_t* __restrict__ w0, const uint8_t* __restrict__ w1, const uint8_t* __restrict__ w2,
+                       const MatvecParts parts, uint64_t row_bytes, const uint8_t* __restrict__ act, uint64_t act_stride,
+                       int64_t n_cols, bool lo) {
     constexpr int kFirst = kCols < kColGroup ? kCols : kColGroup;
+    const PartBlock at_part = part_block(parts);
+    const unsigned block = at_part.block;
     const int lane = threadIdx.x % kLanes;
-    const int64_t r = int64_t(blockIdx.x) * (kThreads / kLanes) + threadIdx.x / kLanes;
+    const int64_t r = int64_t(block) * (kThreads / kLanes) + threadIdx.x / kLanes;
     float acc[kCols];
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
-    if (r < n_rows) {
-        const uint4* row = reinterpret_cast<const uint4*>(w + r * row_bytes);
+    if (r < part_out(parts, at_part.part).n_rows) {
+        const uint4* row = reinterpret_cast<const uint4*>(part_weights(at_part.part, w0, w1, w2) + r * row_bytes);
         span_pass<B, kLanes, kFirst>(row, lane, act, act_stride, n_cols, lo, acc);
         if constexpr (kCols > kColGroup)
             span_pass<B, kLanes, kCols - kColGroup>(row, lane, act + kColGroup * act_stride, act_stride, n_cols, lo,
@@ -127,11 +183,12 @@ __global__ void __launch_bounds__(kThreads)
     }
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = group_sum(acc[t], kLanes);
-    if (lane != 0 || r >= n_rows) return;
+    const MatvecPart out = part_out(parts, at_part.part);
+    if (lane != 0 || r >= out.n_rows) return;
 #pragma unroll
     for (int t = 0; t < kCols; ++t) {
-        float* dst = y + int64_t(t) * ldy + r;
-        *dst = accumulate ? *dst + acc[t] : acc[t];
+        float* dst = out.y + int64_t(t) * out.ldy + r;
+        *dst = out.accumulate ? *dst + acc[t] : acc[t];
     }
 }
 
@@ -142,20 +199,22 @@ __global__ void __launch_bounds__(kThreads)
 // of Q6_K's fields are 32 a chunk.)
 template <class B, int kWarpsPerRow, int kCols>
 __global__ void __launch_bounds__(kThreads)
-    matvec_tile_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, const uint8_t* __restrict__ act,
-                       uint64_t act_stride, int64_t n_cols, float* y, int64_t ldy, int64_t n_rows, bool lo,
-                       bool accumulate) {
+    matvec_tile_kernel(const uint8_t* __restrict__ w0, const uint8_t* __restrict__ w1, const uint8_t* __restrict__ w2,
+                       const MatvecParts parts, uint64_t row_bytes, const uint8_t* __restrict__ act, uint64_t act_stride,
+                       int64_t n_cols, bool lo) {
     constexpr int kWords = kTileWords<B>, kLoads = (kWords + 31) / 32;
     constexpr int64_t kStride = kWarpsPerRow * kTileChunks;
     __shared__ uint4 tiles[kThreads / 32][kWords];
-    const RowThread<kWarpsPerRow> at;
+    const PartBlock at_part = part_block(parts);
+    const unsigned block = at_part.block;
+    const RowThread<kWarpsPerRow> at(block);
     const int64_t r = at.row;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float acc[kCols];
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
-    if (r < n_rows) {  // uniform over the warp
-        const uint8_t* row = w + r * row_bytes;
+    if (r < part_out(parts, at_part.part).n_rows) {  // uniform over the warp
+        const uint8_t* row = part_weights(at_part.part, w0, w1, w2) + r * row_bytes;
         const uint8_t* end = row + row_bytes;
         const int64_t chunks = n_cols / kActBlock;
         auto tile = [&](int64_t c0) { return tile_at<B>(row, c0, min(kTileChunks, chunks - c0)); };
@@ -180,7 +239,7 @@ __global__ void __launch_bounds__(kThreads)
             __syncwarp();
         }
     }
-    store_rows<kWarpsPerRow, kCols>(acc, r, n_rows, y, ldy, accumulate);
+    store_rows<kWarpsPerRow, kCols>(acc, r, parts, at_part.part);
 }
 
 // Float weights (F32, F16, BF16) meet float activations: 8 values a step with 16-byte loads
@@ -210,17 +269,19 @@ __device__ __forceinline__ void weight_values8(const T* p, float out[8]) {
 
 template <class T, bool kVec, int kWarpsPerRow, int kCols>
 __global__ void __launch_bounds__(kThreads)
-    matvec_float_kernel(const T* __restrict__ w, const float* __restrict__ x, int64_t n_cols, float* y, int64_t ldy,
-                        int64_t n_rows, bool accumulate) {
+    matvec_float_kernel(const T* __restrict__ w0, const T* __restrict__ w1, const T* __restrict__ w2, const MatvecParts parts,
+                        const float* __restrict__ x, int64_t n_cols) {
     constexpr int kRowThreads = RowThread<kWarpsPerRow>::kRowThreads;
-    const RowThread<kWarpsPerRow> at;
+    const PartBlock at_part = part_block(parts);
+    const unsigned block = at_part.block;
+    const RowThread<kWarpsPerRow> at(block);
     const int64_t r = at.row;
     const int sub = at.sub;
     float acc[kCols];
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
-    if (r < n_rows) {
-        const T* row = w + r * n_cols;
+    if (r < part_out(parts, at_part.part).n_rows) {
+        const T* row = part_weights(at_part.part, w0, w1, w2) + r * n_cols;
         if constexpr (kVec) {
             for (int64_t k = 8 * int64_t(sub); k < n_cols; k += 8 * kRowThreads) {
                 float wv[8];
@@ -241,7 +302,7 @@ __global__ void __launch_bounds__(kThreads)
             }
         }
     }
-    store_rows<kWarpsPerRow, kCols>(acc, r, n_rows, y, ldy, accumulate);
+    store_rows<kWarpsPerRow, kCols>(acc, r, parts, at_part.part);
 }
 
 // Warps per weight row from the row's width alone (never from the row count, so that a row's
@@ -300,44 +361,57 @@ void with_span_lanes(int64_t n_cols, Fn&& fn) {
     }
 }
 
-unsigned row_blocks(int64_t n_rows, int warps) {
-    const int64_t rows_per_block = kThreads / 32 / warps;
-    return static_cast<unsigned>((n_rows + rows_per_block - 1) / rows_per_block);
+// The launch's parts, rows_per_block rows of each a thread block; `blocks`: the grid's size.
+MatvecParts parts_of(std::span<const WeightMatmul> ms, int64_t rows_per_block, unsigned& blocks) {
+    MatvecParts ps{};
+    ps.n = static_cast<int>(ms.size());
+    blocks = 0;
+    for (size_t i = 0; i < ms.size(); ++i) {
+        const WeightMatmul& m = ms[i];
+        ps.part[i] = {m.y, m.ldy, m.n_rows, m.accumulate};
+        ps.first_block[i] = blocks;
+        blocks += static_cast<unsigned>((m.n_rows + rows_per_block - 1) / rows_per_block);
+    }
+    return ps;
 }
 
-unsigned span_row_blocks(int64_t n_rows, int lanes) {
-    const int64_t rows_per_block = kThreads / lanes;
-    return static_cast<unsigned>((n_rows + rows_per_block - 1) / rows_per_block);
+// Part i's weights for the kernel's w0 to w2 (the first's where the launch has fewer parts: never read).
+template <class T>
+const T* weights_at(std::span<const WeightMatmul> ms, size_t i) {
+    return static_cast<const T*>(ms[i < ms.size() ? i : 0].w);
 }
 
 template <class T>
-void matvec_float(const WeightMatmul& m, CudaStream& s) {
-    const bool vec = m.n_cols % 8 == 0 && reinterpret_cast<uintptr_t>(m.w) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(m.x) % 16 == 0;
+void matvec_float(std::span<const WeightMatmul> ms, CudaStream& s) {
+    const T *w0 = weights_at<T>(ms, 0), *w1 = weights_at<T>(ms, 1), *w2 = weights_at<T>(ms, 2);
+    const WeightMatmul& m = ms[0];
+    bool vec = m.n_cols % 8 == 0 && reinterpret_cast<uintptr_t>(m.x) % 16 == 0;
+    for (const WeightMatmul& p : ms) vec = vec && reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
     with_shape(warps_per_row(m.n_cols), m.n_tok, [&](auto warps, auto cols) {
         constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
-        const auto* w = static_cast<const T*>(m.w);
-        if (vec)
-            matvec_float_kernel<T, true, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
-                w, m.x, m.n_cols, m.y, m.ldy, m.n_rows, m.accumulate);
-        else
-            matvec_float_kernel<T, false, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
-                w, m.x, m.n_cols, m.y, m.ldy, m.n_rows, m.accumulate);
+        unsigned blocks = 0;
+        const MatvecParts parts = parts_of(ms, kThreads / 32 / W, blocks);
+        if (blocks == 0) return;
+        if (vec) matvec_float_kernel<T, true, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, m.x, m.n_cols);
+        else matvec_float_kernel<T, false, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, m.x, m.n_cols);
     });
     cuda_check_launch("matvec (float weights)");
 }
 
 }  // namespace
 
-void matvec(const WeightMatmul& m, const void* acts, CudaStream& s) {
-    if (m.n_rows == 0 || m.n_tok == 0) return;
+void matvec(std::span<const WeightMatmul> ms, const void* acts, CudaStream& s) {
+    STRATA_ASSERT(!ms.empty() && ms.size() <= size_t(kDeviceLaunchProducts));
+    const WeightMatmul& m = ms[0];
+    for (const WeightMatmul& p : ms) STRATA_ASSERT(p.type == m.type && p.n_cols == m.n_cols && p.n_tok == m.n_tok);
+    if (m.n_tok == 0) return;
     switch (m.type) {
-        case DType::F32: return matvec_float<float>(m, s);
-        case DType::F16: return matvec_float<__half>(m, s);
-        case DType::BF16: return matvec_float<__nv_bfloat16>(m, s);
+        case DType::F32: return matvec_float<float>(ms, s);
+        case DType::F16: return matvec_float<__half>(ms, s);
+        case DType::BF16: return matvec_float<__nv_bfloat16>(ms, s);
         default: break;
     }
-    const auto* w = static_cast<const uint8_t*>(m.w);
+    const auto *w0 = weights_at<uint8_t>(ms, 0), *w1 = weights_at<uint8_t>(ms, 1), *w2 = weights_at<uint8_t>(ms, 2);
     const auto* a = static_cast<const uint8_t*>(acts);
     const uint64_t rb = row_bytes(m.type, m.n_cols), ab = act_row_bytes(m.n_cols);
     with_block(m.type, [&](auto block) {
@@ -345,20 +419,27 @@ void matvec(const WeightMatmul& m, const void* acts, CudaStream& s) {
         const int warps = kSpanLoads<B> ? warps_per_row(m.n_cols) : tile_warps_per_row(m.n_cols);
         with_shape(warps, m.n_tok, [&](auto warps, auto cols) {
             constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
+            unsigned blocks = 0;
             // Rows start 16-byte aligned where they are whole spans, and the tiles read from the
             // word at or before each (matmul checks the weights' start).
             if constexpr (kSpanLoads<B>) {
                 if (m.n_cols % kSpanValues == 0)
                     return with_span_lanes(m.n_cols, [&](auto lanes) {
                         constexpr int L = decltype(lanes)::value;
-                        matvec_span_kernel<B, L, C><<<span_row_blocks(m.n_rows, L), kThreads, 0, s.get()>>>(
-                            w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
+                        const MatvecParts parts = parts_of(ms, kThreads / L, blocks);
+                        if (blocks > 0)
+                            matvec_span_kernel<B, L, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab,
+                                                                                            m.n_cols, m.two_level_acts);
                     });
-                matvec_block_kernel<B, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
-                    w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
+                const MatvecParts parts = parts_of(ms, kThreads / 32 / W, blocks);
+                if (blocks > 0)
+                    matvec_block_kernel<B, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab, m.n_cols,
+                                                                                     m.two_level_acts);
             } else {
-                matvec_tile_kernel<B, W, C><<<row_blocks(m.n_rows, W), kThreads, 0, s.get()>>>(
-                    w, rb, a, ab, m.n_cols, m.y, m.ldy, m.n_rows, m.two_level_acts, m.accumulate);
+                const MatvecParts parts = parts_of(ms, kThreads / 32 / W, blocks);
+                if (blocks > 0)
+                    matvec_tile_kernel<B, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab, m.n_cols,
+                                                                                    m.two_level_acts);
             }
         });
     });

@@ -60,7 +60,8 @@ struct Step {
     Op op = Op::Add;
     Act dst = Act::X, src = Act::X;
     LayerWeights::Member w = nullptr;  // Norm, HeadNorm, Bias, HeadMatmul: the weight; Attend: the output projection
-    std::array<Product, 3> products{};  // Matmul
+    static constexpr size_t kMaxProducts = 3;
+    std::array<Product, kMaxProducts> products{};  // Matmul
     int32_t n_products = 0;
     int32_t n_heads = 0;               // HeadNorm, Rope, HeadMatmul
     int32_t offset = 0;                // Rope: where head 0's rotated values start in a row

@@ -125,8 +125,8 @@ void DeviceExperts::start(int il, int e, const float* x, int64_t n, int64_t n_lo
     dev_.copy_h2d(dx, up_staging, bytes, h2d_);
     uploaded_->record(h2d_);
     uploaded_->wait_on(compute_);
-    project(dev_, compute_, w.gate, dx, dg, n, n_long);
-    project(dev_, compute_, w.up, dx, du, n, n_long);
+    const MatmulOutput gate_up[] = {{w.gate, dg}, {w.up, du}};
+    project(dev_, compute_, MatmulInput{dx}, gate_up, n, n_long);
     if (w.bias[0]) dev_.add_rows(dg, w.bias[0], n, F, compute_);
     if (w.bias[1]) dev_.add_rows(du, w.bias[1], n, F, compute_);
     if (act_ == models::FfnAct::SiluClamped) dev_.swiglu_clamped(dg, du, n, F, alpha_, limit_, compute_);

@@ -4,6 +4,7 @@
 #include "runtime/exec/device/device_impl.h"
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -16,17 +17,19 @@ using gpu::Stream;
 
 void project(gpu::Device& dev, gpu::Stream& s, const MatmulInput& in, std::span<const MatmulOutput> outs, int64_t n,
              int64_t n_long) {
+    std::array<gpu::MatmulArgs, Step::kMaxProducts> parts;
+    STRATA_ASSERT(outs.size() <= parts.size());
     auto rows = [&](int64_t r0, int64_t r1) {
         for (size_t i = 0; i < outs.size(); ++i) {
             const MatmulOutput& o = outs[i];
             const int64_t k = o.w.n_cols;
-            gpu::MatmulArgs a{o.w.type, o.w.data, in.x + r0 * k, o.y + r0 * o.w.n_rows, o.w.n_rows, k, r1 - r0, o.accumulate};
+            gpu::MatmulArgs& a = parts[i];
+            a = {o.w.type, o.w.data, in.x + r0 * k, o.y + r0 * o.w.n_rows, o.w.n_rows, k, r1 - r0, o.accumulate};
             a.norm_w = in.norm_w;
             a.norm_eps = in.norm_eps;
             a.swiglu_up = in.swiglu_up ? in.swiglu_up + r0 * k : nullptr;
-            a.same_input = i > 0;
-            dev.matmul(a, s);
         }
+        dev.matmul_group(std::span<const gpu::MatmulArgs>(parts.data(), outs.size()), s);
     };
     if (n_long > 0) rows(0, n_long);
     for (int64_t r = n_long; r < n; r += gpu::Device::kRowWiseRows) rows(r, std::min(n, r + gpu::Device::kRowWiseRows));

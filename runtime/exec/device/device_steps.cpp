@@ -81,7 +81,7 @@ size_t DeviceBackend::Impl::fused(std::span<const Step> s, const LayerProgram& p
     MatmulInput in{attend ? attn.as<float>() : at(m.src)};
     if (transform_in && s[0].op == Op::Norm) in.norm_w = l[s[0].w].f32(), in.norm_eps = hp.rms_eps, in.x = at(s[0].src);
     if (transform_in && s[0].op == Op::Glu) in.swiglu_up = at(s[0].src);
-    std::array<MatmulOutput, 3> outs;
+    std::array<MatmulOutput, Step::kMaxProducts> outs;
     size_t n_outs = 0;
     if (attend) {
         STRATA_ASSERT(p);
@@ -181,9 +181,12 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
             else dev->swiglu(dst, at(st.src), n, width, s);
             return;
         case Op::Add: dev->add(dst, at(st.src), n * width, s); return;
-        case Op::Matmul:
-            for (const Product& m : st.matmul()) project(l[m.w], at(st.src), at(m.dst), n, r.n_long);
+        case Op::Matmul: {
+            std::array<MatmulOutput, Step::kMaxProducts> outs;
+            for (size_t i = 0; i < st.matmul().size(); ++i) outs[i] = {l[st.matmul()[i].w], at(st.matmul()[i].dst)};
+            runtime::project(*dev, *compute, MatmulInput{at(st.src)}, std::span(outs.data(), st.matmul().size()), n, r.n_long);
             return;
+        }
         case Op::Attend:
             STRATA_ASSERT(p);
             // The host CPU's attention is cpu_attention_pipeline.cpp's, between the steps it runs here.

@@ -34,8 +34,8 @@ struct MatmulOutput {
 
 // The products of one input over n rows on `s`: rows [0, n_long) as one product each, the rest
 // (decode steps) in groups of gpu::Device::kRowWiseRows, so that each row gets the bits it would
-// get alone. Within a group of rows every product after the first reuses the input the first
-// prepared (the CUDA device quantizes it once).
+// get alone. Each group of rows is one Device::matmul_group: the input prepared once (the CUDA
+// device quantizes it once), products of one weight type in one launch.
 void project(gpu::Device& dev, gpu::Stream& s, const MatmulInput& in, std::span<const MatmulOutput> outs, int64_t n,
              int64_t n_long);
 // y = x W^T: one product of a plain input.

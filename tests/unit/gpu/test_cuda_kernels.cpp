@@ -130,7 +130,7 @@ TEST_CASE("gpu matvec per weight type matches vec_dot_ref on the same activation
                 DeviceBuffer dq = g.zeros(quantized_acts_bytes(n_tok, n_cols));
                 WeightMatmul m{type, dw.data(), dx.as<float>(), dy.as<float>(), kRows, n_cols, n_tok, kRows};
                 quantize_acts(m.x, n_tok, n_cols, true, dq.data(), g.stream);
-                matvec(m, dq.data(), g.stream);
+                matvec(std::span(&m, 1), dq.data(), g.stream);
                 const auto y = g.download<float>(dy, n_tok * kRows);
                 const auto acts = g.download<uint8_t>(dq, quantized_acts_bytes(n_tok, n_cols));
                 int64_t bad = 0;
@@ -217,7 +217,7 @@ TEST_CASE("gpu matmul past kExpandRows, over several expanded weight chunks, mat
         REQUIRE(input_format(m) == InputFormat::F16);
         DeviceBuffer scratch = g.zeros(product_scratch_bytes(m));
         prepare_input(m.x, m.in, n_tok, n_cols, InputFormat::F16, scratch.data(), g.stream);
-        matmul(m, scratch.data(), [&]() -> Cublas& { return blas; }, g.stream);
+        matmul(std::span(&m, 1), scratch.data(), [&]() -> Cublas& { return blas; }, g.stream);
         const auto y = g.download<float>(dy, n_tok * n_rows);
         const auto wf = gpu::test::dequantize_ref(type, w, n_rows, n_cols);
         // Weights and activations rounded to half on the device: about 2^-11 of each product.

@@ -4,10 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
@@ -93,59 +95,117 @@ void matmul_rows(TestDevice& d) {
     }
 }
 
-// A matmul's input transformed on the way in (RMSNorm, SwiGLU) gives the product of the
-// transformed rows, and a second weight on the same input (same_input) gives what a call of its
-// own gives, bit for bit.
-void fused_inputs(TestDevice& d) {
-    const int64_t n_rows = 37, n_cols = 512;
+// A group of products of one input (q, k and v: unequal row counts, the last accumulated), the
+// input as it is or transformed on the way in (RMSNorm, SwiGLU): each weight gets what its own
+// matmul gives, bit for bit, and that is the double product of the transformed rows. Groups of
+// one type (one launch of each kernel: spans, blocks, tiles, float rows) and of two (two launches).
+void grouped_products(TestDevice& d) {
+    constexpr int64_t rows[3] = {37, 8, 13};
+    struct Group {
+        std::array<DType, 3> types;
+        int64_t n_cols;
+    };
+    const Group groups[] = {{{DType::Q4_K, DType::Q4_K, DType::Q4_K}, 512},  {{DType::Q6_K, DType::Q6_K, DType::Q6_K}, 512},
+                            {{DType::Q8_0, DType::Q8_0, DType::Q8_0}, 544},  {{DType::F16, DType::F16, DType::F16}, 512},
+                            {{DType::Q4_0, DType::Q4_0, DType::Q6_K}, 4096}};
     std::mt19937 rng(81);
-    const auto nw = normal_floats(n_cols, 82);
-    DeviceBuffer dnw = d.upload(nw);
-    for (const DType type : {DType::Q4_K, DType::Q8_0, DType::F16}) {
-        const auto w1 = strata::test::random_weights(type, n_rows, n_cols, rng);
-        const auto w2 = strata::test::random_weights(type, n_rows, n_cols, rng);
-        const auto wf = gpu::test::dequantize_ref(type, w1, n_rows, n_cols);
-        DeviceBuffer dw1 = d.upload(w1), dw2 = d.upload(w2);
-        for (const int64_t n_tok : {int64_t{1}, int64_t{5}, int64_t{11}}) {
-            INFO(d.dev->name() << ", " << dtype_name(type) << ", " << n_tok << " rows");
+    for (const Group& g : groups) {
+        const int64_t n_cols = g.n_cols;
+        const auto nw = normal_floats(n_cols, 82);
+        DeviceBuffer dnw = d.upload(nw);
+        std::vector<std::vector<float>> wf;
+        std::vector<DeviceBuffer> dw;
+        for (size_t i = 0; i < 3; ++i) {
+            const auto w = strata::test::random_weights(g.types[i], rows[i], n_cols, rng);
+            wf.push_back(gpu::test::dequantize_ref(g.types[i], w, rows[i], n_cols));
+            dw.push_back(d.upload(w));
+        }
+        for (const int64_t n_tok : {int64_t{1}, int64_t{5}, Device::kRowWiseRows, int64_t{40}}) {
             const auto x = normal_floats(n_tok * n_cols, 83), up = normal_floats(n_tok * n_cols, 84);
-            DeviceBuffer dx = d.upload(x), dup = d.upload(up), dy1 = d.zeros(n_tok * n_rows * 4), dy2 = d.zeros(n_tok * n_rows * 4),
-                         dalone = d.zeros(n_tok * n_rows * 4);
-            for (const bool norm : {true, false}) {
-                INFO((norm ? "RMSNorm" : "SwiGLU"));
-                MatmulArgs a{type, dw1.data(), dx.as<float>(), dy1.as<float>(), n_rows, n_cols, n_tok};
-                if (norm) a.norm_w = dnw.as<float>(), a.norm_eps = 1e-5f;
-                else a.swiglu_up = dup.as<float>();
-                d.dev->matmul(a, *d.stream);
-                MatmulArgs second = a;
-                second.w = dw2.data(), second.y = dy2.as<float>(), second.same_input = true;
-                d.dev->matmul(second, *d.stream);
-                MatmulArgs alone = second;
-                alone.y = dalone.as<float>(), alone.same_input = false;
-                d.dev->matmul(alone, *d.stream);
-                CHECK(d.download<float>(dy2, n_tok * n_rows) == d.download<float>(dalone, n_tok * n_rows));
-
+            const auto y0 = normal_floats(n_tok * rows[2], 85);
+            DeviceBuffer dx = d.upload(x), dup = d.upload(up);
+            for (const int transform : {0, 1, 2}) {
+                INFO(d.dev->name() << ", " << dtype_name(g.types[0]) << " and " << dtype_name(g.types[2]) << ", " << n_tok
+                                   << " rows, " << (transform == 0 ? "plain" : transform == 1 ? "RMSNorm" : "SwiGLU"));
+                std::vector<DeviceBuffer> grouped, alone;
+                std::array<MatmulArgs, 3> parts;
+                for (size_t i = 0; i < 3; ++i) {
+                    grouped.push_back(i == 2 ? d.upload(y0) : d.zeros(n_tok * rows[i] * 4));
+                    alone.push_back(i == 2 ? d.upload(y0) : d.zeros(n_tok * rows[i] * 4));
+                    parts[i] = {g.types[i], dw[i].data(), dx.as<float>(), grouped[i].as<float>(), rows[i], n_cols, n_tok, i == 2};
+                    if (transform == 1) parts[i].norm_w = dnw.as<float>(), parts[i].norm_eps = 1e-5f;
+                    if (transform == 2) parts[i].swiglu_up = dup.as<float>();
+                }
+                d.dev->matmul_group(parts, *d.stream);
+                for (size_t i = 0; i < 3; ++i) {
+                    MatmulArgs own = parts[i];
+                    own.y = alone[i].as<float>();
+                    d.dev->matmul(own, *d.stream);
+                }
                 std::vector<float> fx(x.size());
                 for (int64_t t = 0; t < n_tok; ++t) {
-                    if (norm) {
-                        cpu::rms_norm(&x[t * n_cols], nw.data(), &fx[t * n_cols], n_cols, 1e-5f);
-                    } else {
-                        std::copy_n(&x[t * n_cols], n_cols, &fx[t * n_cols]);
-                        cpu::swiglu(&fx[t * n_cols], &up[t * n_cols], n_cols);
-                    }
+                    std::copy_n(&x[t * n_cols], n_cols, &fx[t * n_cols]);
+                    if (transform == 1) cpu::rms_norm(&x[t * n_cols], nw.data(), &fx[t * n_cols], n_cols, 1e-5f);
+                    if (transform == 2) cpu::swiglu(&fx[t * n_cols], &up[t * n_cols], n_cols);
                 }
-                const auto y = d.download<float>(dy1, n_tok * n_rows);
                 const double rel = n_tok > Device::kRowWiseRows ? 2e-3 : 4e-4;
-                int64_t bad = 0;
-                for (int64_t t = 0; t < n_tok; ++t)
-                    for (int64_t r = 0; r < n_rows; ++r) {
-                        const RowRef ref = row_ref(wf, fx.data() + t * n_cols, r, n_cols);
-                        bad += !(std::abs(y[t * n_rows + r] - ref.value) <= rel * ref.magnitude + 1e-4);
-                    }
-                CHECK(bad == 0);
+                for (size_t i = 0; i < 3; ++i) {
+                    INFO("product " << i);
+                    const auto y = d.download<float>(grouped[i], n_tok * rows[i]);
+                    CHECK(y == d.download<float>(alone[i], n_tok * rows[i]));
+                    int64_t bad = 0;
+                    for (int64_t t = 0; t < n_tok; ++t)
+                        for (int64_t r = 0; r < rows[i]; ++r) {
+                            const RowRef ref = row_ref(wf[i], fx.data() + t * n_cols, r, n_cols);
+                            const double want = ref.value + (i == 2 ? y0[t * rows[i] + r] : 0.0);
+                            bad += !(std::abs(y[t * rows[i] + r] - want) <= rel * ref.magnitude + 1e-4);
+                        }
+                    CHECK(bad == 0);
+                }
             }
         }
     }
+}
+
+// A group's edges, each product against its own matmul, bit for bit: four products of one type
+// (three in a launch, the first of them empty, then one more), and a float weight on the plain
+// input before a quantized one, right after another group quantized other values at the same
+// address (the second launch must quantize this group's input, not reuse what the scratch holds).
+void group_edges(TestDevice& d) {
+    const int64_t n_cols = 256;
+    std::mt19937 rng(86);
+    auto check = [&](std::span<const DType> types, std::span<const int64_t> rows, const DeviceBuffer& dx, int64_t n_tok) {
+        std::vector<DeviceBuffer> dw, grouped, alone;
+        std::vector<MatmulArgs> parts;
+        for (size_t i = 0; i < types.size(); ++i) {
+            dw.push_back(d.upload(strata::test::random_weights(types[i], rows[i], n_cols, rng)));
+            grouped.push_back(d.zeros(std::max<int64_t>(1, n_tok * rows[i]) * 4));
+            alone.push_back(d.zeros(std::max<int64_t>(1, n_tok * rows[i]) * 4));
+            parts.push_back({types[i], dw[i].data(), dx.as<float>(), grouped[i].as<float>(), rows[i], n_cols, n_tok});
+        }
+        d.dev->matmul_group(parts, *d.stream);
+        for (size_t i = 0; i < parts.size(); ++i) {
+            MatmulArgs own = parts[i];
+            own.y = alone[i].as<float>();
+            d.dev->matmul(own, *d.stream);
+            INFO(d.dev->name() << ", product " << i << " of " << parts.size() << ", " << dtype_name(types[i]));
+            CHECK(d.download<float>(grouped[i], n_tok * rows[i]) == d.download<float>(alone[i], n_tok * rows[i]));
+        }
+    };
+    const int64_t n_tok = 3;
+    DeviceBuffer dx = d.upload(normal_floats(n_tok * n_cols, 87));
+    const DType four[] = {DType::Q4_0, DType::Q4_0, DType::Q4_0, DType::Q4_0};
+    const int64_t four_rows[] = {0, 9, 16, 5};
+    check(four, four_rows, dx, n_tok);
+
+    const DType quantized[] = {DType::Q8_0};
+    const DType float_first[] = {DType::F16, DType::Q8_0};
+    const int64_t rows[] = {7, 11};
+    check(quantized, rows, dx, n_tok);
+    const auto other = normal_floats(n_tok * n_cols, 88);
+    d.dev->copy_h2d(dx.data(), other.data(), other.size() * 4, *d.stream);
+    check(float_first, rows, dx, n_tok);
+    d.stream->synchronize();
 }
 
 // The element-wise ops in double, from their definitions: RMSNorm, SiLU(gate) x up, and
@@ -523,7 +583,10 @@ void memory_budget(TestDevice& d) {
 }  // namespace
 
 STRATA_DEVICE_TEST("matmul rows match the double reference, decode rows as each alone", matmul_rows)
-STRATA_DEVICE_TEST("a matmul's input RMSNormed or SwiGLUed on the way in; a second weight reuses it exactly", fused_inputs)
+STRATA_DEVICE_TEST("a group of products of one input, plain, RMSNormed or SwiGLUed, gives each weight its own matmul's bits",
+                   grouped_products)
+STRATA_DEVICE_TEST("a group's edges: an empty product, four of a type, a float weight first after another group's input",
+                   group_edges)
 STRATA_DEVICE_TEST("rms_norm and swiglu match their definitions in double, add and add_rows exactly", elementwise_ops)
 STRATA_DEVICE_TEST("swiglu_clamped matches its definition in double, copy_rows moves strided rows", clamped_glu_rows)
 STRATA_DEVICE_TEST("rope matches cpu::rope (normal and NeoX, partial rotation, freq factors, YaRN, heads inside wider rows)", rope_op)
@@ -560,13 +623,33 @@ TEST_CASE("sim device: a failed op surfaces at synchronize, and later work still
     d.stream->synchronize();  // the error was reported once
 }
 
-TEST_CASE("sim device: a matmul that claims the previous input but has another is refused", "[unit][device]") {
+TEST_CASE("a group of matmuls whose inputs differ is refused", "[unit][device]") {
     auto d = gpu::test::sim_device();
     std::mt19937 rng(91);
     const auto w = strata::test::random_weights(DType::Q8_0, 8, 64, rng);
-    DeviceBuffer dw = d.upload(w), x1 = d.zeros(64 * 4), x2 = d.zeros(64 * 4), y = d.zeros(8 * 4);
-    d.dev->matmul({DType::Q8_0, dw.data(), x1.as<float>(), y.as<float>(), 8, 64, 1}, *d.stream);
-    MatmulArgs other{DType::Q8_0, dw.data(), x2.as<float>(), y.as<float>(), 8, 64, 1};
-    other.same_input = true;
-    CHECK_THROWS_AS(d.dev->matmul(other, *d.stream), BackendError);
+    DeviceBuffer dw = d.upload(w), x1 = d.zeros(64 * 4), x2 = d.zeros(64 * 4), y = d.zeros(2 * 8 * 4);
+    const MatmulArgs first{DType::Q8_0, dw.data(), x1.as<float>(), y.as<float>(), 8, 64, 1};
+    for (int differ = 0; differ < 3; ++differ) {
+        MatmulArgs other = first;
+        other.y += 8;
+        if (differ == 0) other.x = x2.as<float>();
+        if (differ == 1) other.n_tok = 2;
+        if (differ == 2) other.norm_w = x2.as<float>();
+        const MatmulArgs parts[] = {first, other};
+        CHECK_THROWS_AS(d.dev->matmul_group(parts, *d.stream), BackendError);
+    }
+}
+
+TEST_CASE("one launch takes up to three decode products of the first's weight type", "[unit][device]") {
+    auto parts = [](std::initializer_list<DType> types, int64_t n_tok) {
+        std::vector<MatmulArgs> v;
+        for (DType t : types) v.push_back({t, nullptr, nullptr, nullptr, 8, 256, n_tok});
+        return v;
+    };
+    CHECK(launch_products(parts({DType::Q4_K, DType::Q4_K, DType::Q4_K}, 1)) == 3);
+    CHECK(launch_products(parts({DType::Q4_K, DType::Q4_K, DType::Q6_K}, 16)) == 2);
+    CHECK(launch_products(parts({DType::Q6_K, DType::Q4_K, DType::Q4_K}, 1)) == 1);
+    CHECK(launch_products(parts({DType::F16, DType::F16, DType::F16, DType::F16}, 4)) == 3);
+    CHECK(launch_products(parts({DType::Q4_K, DType::Q4_K}, Device::kRowWiseRows + 1)) == 1);  // a prompt's products
+    CHECK(launch_products(parts({}, 1)) == 0);
 }
