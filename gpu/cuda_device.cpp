@@ -27,7 +27,6 @@ public:
           two_level_acts_(!int8_activations) {}
 
     std::string_view name() const override { return name_; }
-    bool exact_tree_attention() const override { return false; }
     std::unique_ptr<Stream> make_stream(std::string_view name) override {
         auto s = std::make_unique<CudaStream>();
         track_[s.get()] = fmt::format("{}: {}", name_, name);

@@ -184,12 +184,6 @@ public:
     virtual uint64_t poll_memory() { return memory().arena().limit(); }
 
     // What the ops read: weight and KV cache element types.
-    // Whether its decode attention gives a draft tree's row exactly what plain decoding at the
-    // row's position gives (its keys summed in position order, as the CPU's kernel sums them:
-    // cpu::attention), so that speculating with trees changes no token. The simulated device runs
-    // the CPU's kernel; the CUDA kernel sums a tree's keys in slot order (lanes of 32 keys, splits
-    // of 128), which can round a node off the likeliest path otherwise.
-    virtual bool exact_tree_attention() const { return true; }
     virtual bool supports_weight(DType t) const = 0;
     virtual bool supports_kv(DType t) const = 0;
     // Floats of scratch decode_attention needs for these sizes.
@@ -247,7 +241,11 @@ public:
     // read here; rows next to each other on both sides go as one copy where they do not overlap.
     void kv_move(const KvRows& from, const KvRows& to, Stream& s);
     // softmax(q k^T * scale) v per "sequence" and head over its n_kv keys (its window of them). A
-    // prompt's causal attention is the same call with one sequence per query token.
+    // prompt's causal attention is the same call with one sequence per query token. A draft
+    // tree's row gets exactly what plain decoding at its position gives (its keys summed in
+    // position order, as cpu::attention sums them), so that speculating with trees changes no
+    // token: the simulated device runs the CPU's kernel, the CUDA kernel reads a tree row's keys
+    // by position (kernels/tree_keys.h).
     virtual void decode_attention(const DecodeAttentionArgs& a, Stream& s) = 0;
 
 protected:

@@ -177,8 +177,8 @@ public:
     std::string_view backend_name() const { return backend_->name(); }
     // Where the device backend keeps the KV cache of the layers it computes; none on the CPU.
     std::optional<KvPlacement> kv_placement() const { return kv_on_; }
-    // Whether a pass verifies draft trees, else chains only (Backend::verifies_trees, exact_trees).
-    bool verifies_trees() const { return Backend::verifies_trees(*kv_) && backend_->exact_trees(); }
+    // Whether a pass verifies draft trees, else chains only (Backend::verifies_trees).
+    bool verifies_trees() const { return Backend::verifies_trees(*kv_); }
     // After a pass that verified `seq`'s draft tree: the kept path (nodes at slots seq_len +
     // slots[i]) becomes its next positions, wherever the backend holds their keys and values
     // (KvCache::keep_path, Backend::keep_path).

@@ -6,13 +6,15 @@
 // where the cache's type allows), each by a group of lanes that split the head between them.
 // Same maths as cpu::attention (scale, soft cap, sliding window, sinks and value heads narrower
 // than key heads included: MLA's latent, whose values are the first v_head_dim of a key row),
-// draft trees' rows too: keys outside a row's tree mask are neither read nor weighed.
+// draft trees' rows too: a tree row's keys are its ancestors' and its own, read by position
+// (tree_keys.h) as plain decoding at its position reads them, so it gets the same bits.
 #include <algorithm>
 #include <cmath>
 
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_kernels.h"
 #include "gpu/kernels/attention_common.cuh"
+#include "gpu/kernels/tree_keys.h"
 
 namespace strata::gpu {
 namespace {
@@ -26,19 +28,16 @@ constexpr int kMaxGroup = 16;  // query heads one thread block handles; larger g
 constexpr int kValueBatch = 8;  // value rows whose reads a thread has in flight at once
 constexpr int kScoreKeys = 2;   // keys whose reads a lane group has in flight at once
 
-// Whether `row` sees key j (DecodeAttentionArgs::tree_mask): causal rows every key from the
-// window's first position on; a draft tree's row every such key before the tree and, of the
-// tree's slots, those whose bit is set, its ancestors, the k-th of them at position base + k.
-__device__ __forceinline__ bool sees(const DecodeAttentionArgs& a, int64_t row, int64_t j, int64_t first_key) {
-    const int64_t i = a.tree_mask ? j - a.tree_base[row] : -1;
-    if (i < 0) return j >= first_key;
-    if (i >= int64_t(a.tree_words) * 64) return false;
-    const uint64_t* mask = a.tree_mask + row * a.tree_words;
-    if ((mask[i / 64] >> (i % 64) & 1) == 0) return false;
-    if (first_key == 0) return true;
-    int64_t depth = __popcll(mask[i / 64] & ((uint64_t{1} << (i % 64)) - 1));
-    for (int64_t w = 0; w < i / 64; ++w) depth += __popcll(mask[w]);
-    return a.tree_base[row] + depth >= first_key;
+// The keys `row` attends to, by position: every position up to its own (a draft tree's row stands
+// at its position, not at its last key's slot).
+__device__ __forceinline__ int64_t key_positions(const DecodeAttentionArgs& a, int64_t row) {
+    return a.pos ? int64_t(a.pos[row]) + 1 : int64_t(a.n_kv[row]);
+}
+// The cache slot of `row`'s key at position j (DecodeAttentionArgs::tree_mask): its own outside a
+// draft tree, the k-th ancestor's (or its own) at the tree's k-th position.
+__device__ __forceinline__ int64_t key_slot(const DecodeAttentionArgs& a, int64_t row, int64_t j) {
+    if (!a.tree_mask) return j;
+    return blocks::tree_key_slot(a.tree_mask + row * a.tree_words, a.tree_words, a.tree_base[row], j);
 }
 
 // Row `slot` of a launch (its rows from row0 on, at most attention_rows_per_launch of them).
@@ -62,12 +61,10 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     float* q = smem;
     float* p = smem + heads * hd;
 
-    const int64_t n_kv = a.n_kv[row];
+    const int64_t n_keys = key_positions(a, row);
     const int64_t j0 = int64_t(split) * kSplitKeys;
-    const int n = static_cast<int>(min(n_kv - j0, int64_t(kSplitKeys)));  // keys of this split (may be <= 0)
-    // A draft tree's row stands at its position, not at its last key's slot.
-    const int64_t pos = a.pos ? a.pos[row] : n_kv - 1;
-    const int64_t first_key = a.window > 0 ? max(int64_t(0), pos + 1 - a.window) : 0;
+    const int n = static_cast<int>(min(n_keys - j0, int64_t(kSplitKeys)));  // keys of this split (may be <= 0)
+    const int64_t first_key = a.window > 0 ? max(int64_t(0), n_keys - a.window) : 0;
     if (n <= 0) return;  // past the sequence's end: not live, the reduce reads nothing of it
     if (j0 + n <= first_key) {  // before the window
         for (int g = 0; g < heads; ++g) {
@@ -94,8 +91,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
 #pragma unroll
         for (int b = 0; b < kScoreKeys; ++b) {
             jj[b] = jb + b * per_pass + int(threadIdx.x) / lanes;
-            valid[b] = jj[b] < n && sees(a, row, j0 + jj[b], first_key);  // an unseen key is not read
-            k[b] = valid[b] ? kv_row_at(a.k, table, j0 + jj[b], a.row_stride, a.block_stride) : nullptr;
+            valid[b] = jj[b] < n && j0 + jj[b] >= first_key;  // a key before the window is not read
+            k[b] = valid[b] ? kv_row_at(a.k, table, key_slot(a, row, j0 + jj[b]), a.row_stride, a.block_stride) : nullptr;
 #pragma unroll
             for (int g = 0; g < kMaxGroup; ++g) acc[b][g] = 0.0f;
         }
@@ -165,14 +162,16 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
 #pragma unroll
             for (int u = 0; u < kValueBatch; ++u) {
                 const int jj = jb + u;
-                // An unseen key weighs 0 and is not read (uniform over the block).
-                const bool read = jj < n && sees(a, row, j0 + jj, first_key);
-                v[u] = read ? E::one(kv_row_at(a.v, table, j0 + jj, a.row_stride, a.block_stride), value_at + d) : 0.0f;
+                // A key before the window weighs 0 and is not read (uniform over the block).
+                const bool read = jj < n && j0 + jj >= first_key;
+                v[u] = read ? E::one(kv_row_at(a.v, table, key_slot(a, row, j0 + jj), a.row_stride, a.block_stride),
+                                     value_at + d)
+                            : 0.0f;
             }
 #pragma unroll
             for (int u = 0; u < kValueBatch; ++u) {
                 if (jb + u >= n) break;
-                // An unseen key's numerator is 0 (its score -inf): adding 0 * 0 leaves o as skipping it did.
+                // A key before the window has numerator 0 (its score -inf): adding 0 * 0 leaves o as skipping it did.
 #pragma unroll
                 for (int g = 0; g < kMaxGroup; ++g)
                     if (g < heads) o[g] += p[g * kSplitKeys + jb + u] * v[u];
@@ -192,7 +191,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
 // Splits that hold keys of `row` (the others' blocks leave without writing): the grid is sized
 // for the context, so that a captured step graph serves every depth.
 __device__ __forceinline__ int live_splits(const DecodeAttentionArgs& a, int64_t row, int n_splits) {
-    return static_cast<int>(min(int64_t(n_splits), (int64_t(a.n_kv[row]) + kSplitKeys - 1) / kSplitKeys));
+    return static_cast<int>(min(int64_t(n_splits), (key_positions(a, row) + kSplitKeys - 1) / kSplitKeys));
 }
 
 constexpr int kReduceThreads = 128;

@@ -137,9 +137,6 @@ public:
     // saved hidden states: those keep a position's input, not its keys and values, and a kept
     // row's input would have to move in step with the rows rebuilt from it.
     static bool verifies_trees(const KvCache& kv) { return kv.n_rebuilt() == 0; }
-    // Whether its passes' attention gives a tree's rows plain decoding's bits
-    // (gpu::Device::exact_tree_attention); where not, the scheduler drafts chains only.
-    virtual bool exact_trees() const { return true; }
     // After a pass that verified `seq`'s draft tree, before KvCache::keep_path(seq, slots, ...):
     // the keys and values the backend holds of its own (a device's cache) move as that call
     // moves the cache's.

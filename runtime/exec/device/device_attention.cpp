@@ -35,12 +35,6 @@ void DeviceBackend::Impl::rebuild_kv(const LayerProgram& prog, const DevLayer& l
     }
 }
 
-// The CPU attends exactly for every backend; the device only where its kernel sums a tree's keys
-// in position order.
-bool DeviceBackend::exact_trees() const {
-    return impl_->opts.kv == KvPlacement::HostCpuAttention || impl_->dev->exact_tree_attention();
-}
-
 // The device layers' copy of a kept draft path: row seq_len + slots[i] to seq_len + i in every
 // layer whose cache is the device's, in the order KvCache::keep_path moves the host's.
 void DeviceBackend::keep_path(const KvCache& kv, SeqId seq, std::span<const int64_t> slots) {

@@ -74,7 +74,6 @@ public:
     // the KV cache is: on the device, copied in from DRAM, or attended to by the host CPU. The
     // kept path's rows move in the device's cache, on the device (Device::kv_move).
     void keep_path(const KvCache& kv, SeqId seq, std::span<const int64_t> slots) override;
-    bool exact_trees() const override;
     // The device's cache copies its blocks on the device, as KvCache::unshare copied the host's.
     void copy_blocks(std::span<const KvCache::BlockCopy> copies) override;
 
