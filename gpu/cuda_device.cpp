@@ -75,19 +75,10 @@ public:
         uint64_t scratch_bytes = reserved_;
         for (size_t i = 0; i < run.size(); ++i) {
             const MatmulArgs& a = run[i];
-            WeightMatmul& m = ms[i];
-            m.type = a.type;
-            m.w = a.w;
-            m.x = a.x;
-            m.y = a.y;
-            m.n_rows = a.n_rows;
-            m.n_cols = a.n_cols;
-            m.n_tok = a.n_tok;
-            m.ldy = a.n_rows;
-            m.accumulate = a.accumulate;
-            m.two_level_acts = two_level_acts_;
-            m.in = {a.norm_w, a.norm_eps, a.swiglu_up};
-            scratch_bytes = std::max(scratch_bytes, product_scratch_bytes(m));
+            // ldy: y's rows are the weight's rows apart.
+            ms[i] = {a.type, a.w, a.x, a.y, a.n_rows, a.n_cols, a.n_tok, a.n_rows, a.accumulate, two_level_acts_,
+                     {a.norm_w, a.norm_eps, a.swiglu_up}};
+            scratch_bytes = std::max(scratch_bytes, product_scratch_bytes(ms[i]));
         }
         const MatmulArgs& a = run[0];
         const InputFormat format = input_format(ms[0]);  // the same for every product of the run
