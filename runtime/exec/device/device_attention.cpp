@@ -180,9 +180,12 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
         a.tree_words = mask_words;
     }
     // A prompt chunk's rows go to the device as a run: its tiled prefill kernel where it has one.
+    // Generated tokens (a verified draft chain, a replayed reply) stay rows of their own, which the
+    // decode kernel attends as their decode steps did: the same bits, whatever the pass holds.
     runs.clear();
     for (const auto& seg : p.segments)
-        if (seg.n > 1 && seg.draft < 0) runs.push_back({static_cast<int32_t>(seg.first), static_cast<int32_t>(seg.n)});
+        if (seg.n > 1 && seg.draft < 0 && seg.rows != cpu::AttentionRows::Decode)
+            runs.push_back({static_cast<int32_t>(seg.first), static_cast<int32_t>(seg.n)});
     a.runs = runs.data();
     a.n_runs = static_cast<int32_t>(runs.size());
     dev->decode_attention(a, s);

@@ -1,6 +1,6 @@
 // Speculative decoding in the scheduler: the tokens of plain decoding exactly (greedy), on the
-// CPU and the simulated device, alone and batched, on text that repeats its prompt, answers
-// from it, or is free; and sampling's distribution unchanged.
+// CPU, the simulated device and CUDA (where there is a GPU), alone and batched, on text that
+// repeats its prompt, answers from it, or is free; and sampling's distribution unchanged.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "tests/support/chi_square.h"
 #include "tests/support/device_plans.h"
 #include "tests/support/model_paths.h"
+#include "tests/unit/gpu/cuda_test_support.h"
 
 using namespace strata;
 using namespace strata::runtime;
@@ -196,6 +197,25 @@ TEST_CASE("speculation: the simulated device verifies tree drafts, KV on it or i
         d.gpu.attention = run == 1 ? AttentionChoice::Cpu : AttentionChoice::Gpu;
         Engine engine(d);
         REQUIRE(engine.backend_name() == "sim");
+        REQUIRE(engine.verifies_trees());
+        trees_keep_greedy_tokens(engine);
+    }
+}
+
+TEST_CASE("speculation: CUDA verifies tree drafts and chains with plain decoding's greedy tokens, KV on it or copied in",
+          "[gpu][spec]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    EngineOptions o = test::engine_options(test::tiny_llama_path(), 512);
+    o.gpu.device = DeviceKind::Cuda;
+    o.gpu.gpu_mem = uint64_t{256} << 20;
+    o.gpu.attention = AttentionChoice::Gpu;
+    const planner::Plan made = test::plan_of(o);
+    for (const bool copied_in : {false, true}) {
+        INFO((copied_in ? "layers copied, streamed and on the CPU" : "KV on the device"));
+        EngineOptions d = o;
+        d.plan = copied_in ? test::heterogeneous(made, false) : test::all_on_device(made);
+        Engine engine(d);
+        REQUIRE(engine.backend_name() != "cpu");
         REQUIRE(engine.verifies_trees());
         trees_keep_greedy_tokens(engine);
     }
