@@ -58,9 +58,9 @@ struct DeviceBackend::Impl {
     static constexpr int64_t kHeadRows = 16;
     // Per token of a pass: position, KV block, KV row, key count, first slot of its draft tree.
     static constexpr int64_t kPassInts = 5;
-    // Mask words per row of a draft tree of up to kMaxUbatch nodes, whose slots reach 17 a node
-    // (a depth and a branch below the nodes each: runtime/exec/draft_rows.h).
-    static constexpr int64_t kMaskWords = (17 * kMaxUbatch + 63) / 64;
+    // Mask words per row of a draft tree of up to kMaxUbatch nodes, one slot a node
+    // (runtime/exec/draft_rows.h).
+    static constexpr int64_t kMaskWords = (kMaxUbatch + 63) / 64;
 
     const models::Hparams& hp;
     WeightStore& store;
