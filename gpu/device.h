@@ -207,7 +207,8 @@ public:
     // Products of several weights with one input, each into its own y (q, k and v; gate and up):
     // every part reads the first's input (same_input; BackendError otherwise). The input is
     // transformed and prepared once (the CUDA device's quantized activations), and the parts
-    // launch_products allows run as one launch; each y gets the bits its own matmul gives it.
+    // launch_products allows run as one launch; each y gets the bits its own matmul gives it. No
+    // part's y may overlap the input or another part's y: a launch computes them together.
     void matmul_group(std::span<const MatmulArgs> parts, Stream& s);
     static constexpr size_t kMaxLaunchProducts = kDeviceLaunchProducts;
     // y = x / rms(x) * w for n_rows rows of n values (x and y may alias).
