@@ -10,6 +10,11 @@ namespace {
 std::byte* row_at(const KvRows& r, int64_t i) {
     return static_cast<std::byte*>(r.cache) + r.block[i] * r.block_stride + r.row[i] * r.row_stride;
 }
+// Whether a and b read the same input: x, its transform and shape.
+bool same_input(const MatmulArgs& a, const MatmulArgs& b) {
+    return a.x == b.x && a.n_tok == b.n_tok && a.n_cols == b.n_cols && a.norm_w == b.norm_w && a.norm_eps == b.norm_eps &&
+           a.swiglu_up == b.swiglu_up;
+}
 // Whether row i + 1 of r follows row i in the same block.
 bool next_row(const KvRows& r, int64_t i) { return r.block[i + 1] == r.block[i] && r.row[i + 1] == r.row[i] + 1; }
 }  // namespace
@@ -18,11 +23,6 @@ void refuse_event_in_capture(bool capturing) {
     if (capturing)
         throw BackendError("an event was recorded or waited on inside a captured graph",
                            "an internal error (a captured step uses one stream); please report it");
-}
-
-bool same_input(const MatmulArgs& a, const MatmulArgs& b) {
-    return a.x == b.x && a.n_tok == b.n_tok && a.n_cols == b.n_cols && a.norm_w == b.norm_w && a.norm_eps == b.norm_eps &&
-           a.swiglu_up == b.swiglu_up;
 }
 
 size_t launch_products(std::span<const MatmulArgs> parts) {

@@ -66,8 +66,6 @@ struct MatmulArgs {
     float norm_eps = 0.0f;
     const float* swiglu_up = nullptr;
 };
-// Whether a and b read the same input: x, its transform and shape (Device::matmul_group).
-bool same_input(const MatmulArgs& a, const MatmulArgs& b);
 
 struct RopeArgs {
     int32_t n_heads = 0;
@@ -205,7 +203,7 @@ public:
     static constexpr int64_t kRowWiseRows = kDeviceRowWiseRows;
     void matmul(const MatmulArgs& a, Stream& s) { products(std::span(&a, 1), false, s); }
     // Products of several weights with one input, each into its own y (q, k and v; gate and up):
-    // every part reads the first's input (same_input; BackendError otherwise). The input is
+    // every part reads the first's input: x, its transform and shape (BackendError otherwise). The input is
     // transformed and prepared once (the CUDA device's quantized activations), and the parts
     // launch_products allows run as one launch; each y gets the bits its own matmul gives it. No
     // part's y may overlap the input or another part's y: a launch computes them together.
