@@ -117,8 +117,8 @@ public:
     void kv_store(const float* src, const KvRows& r, Stream& s) override {
         traced(s, "kv_store", [&] { gpu::kv_store(src, r, cuda(s)); });
     }
-    void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& r, Stream& s) override {
-        traced(s, "rope_kv_store", [&] { gpu::rope_kv_store(src, pos, a, r, cuda(s)); });
+    void rope_qkv_store(const QkvStoreArgs& a, Stream& s) override {
+        traced(s, "rope_qkv_store", [&] { gpu::rope_qkv_store(a, cuda(s)); });
     }
     void kv_gather(const KvRows& r, float* dst, Stream& s) override {
         traced(s, "kv_gather", [&] { gpu::kv_gather(r, dst, cuda(s)); });

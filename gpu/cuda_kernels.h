@@ -129,7 +129,7 @@ bool gpu_kv_type(DType t);
 // Writes n_tok rows of n floats (src, row-major) into the cache in its type (cpu::store_kv_row's
 // bytes): row t goes to row r.row[t] of block r.block[t].
 void kv_store(const float* src, const KvRows& r, CudaStream& s);
-void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& r, CudaStream& s);
+void rope_qkv_store(const QkvStoreArgs& a, CudaStream& s);
 // The inverse: n_tok rows of n floats read from the cache into dst.
 void kv_gather(const KvRows& r, float* dst, CudaStream& s);
 

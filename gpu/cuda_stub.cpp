@@ -64,7 +64,7 @@ void softcap(float*, int64_t, float, CudaStream&) { no_cuda(); }
 void add_rows(float*, const float*, int64_t, int64_t, CudaStream&) { no_cuda(); }
 bool gpu_kv_type(DType) { return false; }
 void kv_store(const float*, const KvRows&, CudaStream&) { no_cuda(); }
-void rope_kv_store(const float*, const int32_t*, const RopeArgs&, const KvRows&, CudaStream&) { no_cuda(); }
+void rope_qkv_store(const QkvStoreArgs&, CudaStream&) { no_cuda(); }
 void kv_gather(const KvRows&, float*, CudaStream&) { no_cuda(); }
 void attention(const DecodeAttentionArgs&, CudaStream&) { no_cuda(); }
 CopyRates measure_copy_rates(int, size_t) { no_cuda(); }

@@ -98,6 +98,22 @@ struct KvRows {
     int64_t block_stride = 0;    // bytes between blocks
 };
 
+// A layer's queries, keys and values once projected, for Device::rope_qkv_store: the queries
+// rotated in place (RoPE at pos), the keys rotated on their way into k_rows (the key rows left as
+// they are: one pass where nothing else reads the rotated keys), the values stored into v_rows.
+// No queries or no values where q or v is null (MLA's latent is its values). k_rows.n_tok rows;
+// both caches of one type.
+struct QkvStoreArgs {
+    float* q = nullptr;
+    RopeArgs q_rope;
+    const float* k = nullptr;
+    RopeArgs k_rope;
+    KvRows k_rows;
+    const float* v = nullptr;
+    KvRows v_rows;
+    const int32_t* pos = nullptr;
+};
+
 // Rows [first, first + n) of an attention call that are one sequence's consecutive positions.
 struct QueryRun {
     int32_t first = 0, n = 0;
@@ -229,9 +245,9 @@ public:
     virtual void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) = 0;       // y[t] += b
     // n_tok rows of n floats (src, row-major) into the cache, converted to its type.
     virtual void kv_store(const float* src, const KvRows& dst, Stream& s) = 0;
-    // kv_store of the rows rope(src, pos, ...) would give, src left as it is: the keys rotated on
-    // their way into the cache, one pass where the rotated rows are read by nothing else.
-    virtual void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& dst, Stream& s) = 0;
+    // A layer's queries rotated, its keys rotated into the cache and its values stored, in one op
+    // (QkvStoreArgs): what rope of q, kv_store of rope(k) and kv_store of v would give.
+    virtual void rope_qkv_store(const QkvStoreArgs& a, Stream& s) = 0;
     // The inverse: n_tok rows of n floats read from the cache into dst.
     virtual void kv_gather(const KvRows& src, float* dst, Stream& s) = 0;
     // Rows of a paged KV cache copied within it, in order: row i of `from` (row[i] of block

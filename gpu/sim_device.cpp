@@ -217,13 +217,17 @@ public:
             cpu::parallel_for(r.n_tok, [&](int64_t t) { cpu::store_kv_row(r.type, src + t * r.n, row_at(r, t), r.n); });
         });
     }
-    void rope_kv_store(const float* src, const int32_t* pos, const RopeArgs& a, const KvRows& r, Stream& s) override {
-        compute(s, "rope_kv_store", [=] {
-            const cpu::RopeParams p = rope_params(a);
-            cpu::parallel_for(r.n_tok, [&](int64_t t) {
-                std::vector<float> row(src + t * r.n, src + (t + 1) * r.n);
-                cpu::rope(row.data(), a.n_heads, pos[t], p);
-                cpu::store_kv_row(r.type, row.data(), row_at(r, t), r.n);
+    void rope_qkv_store(const QkvStoreArgs& a, Stream& s) override {
+        compute(s, "rope_qkv_store", [=] {
+            const KvRows &kr = a.k_rows, &vr = a.v_rows;
+            const cpu::RopeParams qp = rope_params(a.q_rope), kp = rope_params(a.k_rope);
+            const int64_t q_width = a.q_rope.row_width > 0 ? a.q_rope.row_width : int64_t(a.q_rope.n_heads) * a.q_rope.head_dim;
+            cpu::parallel_for(kr.n_tok, [&](int64_t t) {
+                if (a.q) cpu::rope(a.q + t * q_width, a.q_rope.n_heads, a.pos[t], qp);
+                std::vector<float> key(a.k + t * kr.n, a.k + (t + 1) * kr.n);
+                cpu::rope(key.data(), a.k_rope.n_heads, a.pos[t], kp);
+                cpu::store_kv_row(kr.type, key.data(), row_at(kr, t), kr.n);
+                if (a.v) cpu::store_kv_row(vr.type, a.v + t * vr.n, row_at(vr, t), vr.n);
             });
         });
     }

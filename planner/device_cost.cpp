@@ -15,9 +15,10 @@ namespace {
 constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
               H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
 // A layer's device ops besides its matmuls, its norms and SwiGLU going into the matmuls and its
-// residual adds accumulated by them (runtime/exec/device/device_steps.cpp): RoPE of q and k, the
-// K and V stores, attention.
-constexpr double kDeviceOtherOpsPerLayer = 5;
+// residual adds accumulated by them (runtime/exec/device/device_steps.cpp): with its KV cache on
+// the device, the one op that rotates q and k and stores K and V (Device::rope_qkv_store), and
+// attention; with its KV cache on the host, RoPE of q and of k (the host stores and attends).
+constexpr double kDeviceOtherOpsPerLayer = 2;
 }  // namespace
 
 Cost CostModel::held_apart(Cost c, bool layer_weights) const {
@@ -31,7 +32,7 @@ double CostModel::device_layer_launch_s(double op_us, bool decode) const {
     // Its matmul calls, each at the measured cost for its rows' width (q, k and v, the output, and
     // for a dense layer gate, up and down: a mixture of experts runs its feed-forward on the host;
     // in decode q, k and v are one launch and gate and up another: Device::matmul_group), and its
-    // other ops (RoPE of q and k, the K and V stores, attention).
+    // other ops (kDeviceOtherOpsPerLayer).
     auto call = [&](double cols) { return dev_rate_->call_s(static_cast<double>(row_bytes(shape_.weight_type, static_cast<int64_t>(cols)))); };
     const double e = shape_.n_embd, q = double(shape_.n_head) * shape_.head_dim;
     double s = (decode ? 1 : 3) * call(e) + call(q);

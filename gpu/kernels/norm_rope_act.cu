@@ -20,20 +20,9 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
 }
 
 // grid = (n_tokens, n_heads), block = 64 threads striding over the n_rot/2 rotation pairs of
-// head blockIdx.y (a decode step's heads in parallel, not one after another on one SM). A
-// token's heads start at x + t * row_width (0: the heads alone).
+// head blockIdx.y (a decode step's heads in parallel, not one after another on one SM).
 __global__ void rope_kernel(float* x, const int32_t* pos, RopeArgs a) {
-    const int64_t t = blockIdx.x;
-    float* tok = x + t * (a.row_width > 0 ? a.row_width : a.n_heads * static_cast<int64_t>(a.head_dim));
-    float* head = tok + static_cast<int64_t>(blockIdx.y) * a.head_dim;
-    const int half = a.n_rot / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float2 cs = rope_cos_sin(a, pos[t], i);
-        const int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
-        const float2 r = rope_rotate(head[ia], head[ib], cs);
-        head[ia] = r.x;
-        head[ib] = r.y;
-    }
+    rope_head(rope_row(x, blockIdx.x, a) + int64_t(blockIdx.y) * a.head_dim, pos[blockIdx.x], a, threadIdx.x, blockDim.x);
 }
 
 // Element-wise: one thread per value, 256 per block.

@@ -41,4 +41,22 @@ __device__ __forceinline__ float rope_value(const float* row, int64_t i, int32_t
     return first ? r.x : r.y;
 }
 
+// Head `head` (n_rot/2 pairs at its start) rotated in place at `pos`, the pairs shared out
+// among `n_threads` threads, this one `thread`.
+__device__ __forceinline__ void rope_head(float* head, int32_t pos, const RopeArgs& a, int thread, int n_threads) {
+    const int half = a.n_rot / 2;
+    for (int i = thread; i < half; i += n_threads) {
+        const float2 cs = rope_cos_sin(a, pos, i);
+        const int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
+        const float2 r = rope_rotate(head[ia], head[ib], cs);
+        head[ia] = r.x;
+        head[ib] = r.y;
+    }
+}
+
+// Row t's heads start at x + t * row_width (0: the heads alone).
+__device__ __forceinline__ float* rope_row(float* x, int64_t t, const RopeArgs& a) {
+    return x + t * (a.row_width > 0 ? a.row_width : a.n_heads * static_cast<int64_t>(a.head_dim));
+}
+
 }  // namespace strata::gpu

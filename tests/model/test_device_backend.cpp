@@ -11,9 +11,11 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "planner/plan.h"
 #include "runtime/engine.h"
@@ -88,6 +90,39 @@ void modes_give_the_same_tokens(DeviceKind device) {
         Engine e(o);
         CHECK(e.placement().residency.n_streamed() > 0);
         CHECK(greedy_tokens(e, n) == expected);
+    }
+}
+
+// With every layer's KV cache on the device, each layer of each pass (the prompt's and every
+// decode step's) rotates q and k and stores K and V in one op, after its attention's input is
+// ready and before attention reads it: the trace holds one rope_qkv_store an attention op (a
+// layer's), and no separate rope or kv_store.
+void queries_keys_values_in_one_op(DeviceKind device) {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions o = options(*path, device, AttentionChoice::Gpu);
+    o.plan = all_on_device(plan_of(o));
+    o.trace_path = test::temp_path("qkv_one_op.json");
+    int n_layer = 0;
+    {
+        Engine e(o);
+        n_layer = e.hparams().n_layer;
+        CHECK(greedy_tokens(e, 6).size() == 6);
+    }
+    std::ifstream in(o.trace_path);
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    std::map<std::string, int> ops;
+    for (const auto& ev : trace["traceEvents"])
+        if (ev["ph"] == "X") ++ops[ev["name"].get<std::string>()];
+    INFO("ops: " << nlohmann::json(ops).dump());
+    CHECK(ops["rope_qkv_store"] >= n_layer);
+    CHECK(ops["rope_qkv_store"] % n_layer == 0);
+    CHECK(ops["rope"] == 0);
+    CHECK(ops["kv_store"] == 0);
+    // CUDA traces a captured decode step as one graph; the simulated device traces every op.
+    if (device == DeviceKind::Sim) {
+        CHECK(ops["rope_qkv_store"] >= 6 * n_layer);  // the prompt and five decode steps at least
+        CHECK(ops["rope_qkv_store"] == ops["decode_attention"]);
     }
 }
 
@@ -356,6 +391,9 @@ TEST_CASE("sim device: a batch at one depth from one prefill gives each sequence
 TEST_CASE("sim device: every mode gives the CPU engine's greedy tokens", "[model][device]") {
     modes_give_the_same_tokens(DeviceKind::Sim);
 }
+TEST_CASE("sim device: a layer's RoPE and K/V stores are one op in every pass", "[model][device]") {
+    queries_keys_values_in_one_op(DeviceKind::Sim);
+}
 TEST_CASE("sim device: KV recomputed from saved hidden states gives the same tokens", "[model][device]") {
     recompute_gives_the_same_tokens(DeviceKind::Sim);
 }
@@ -389,6 +427,10 @@ TEST_CASE("sim device: teacher-forced logits of the tiny llama equal the CPU eng
 TEST_CASE("cuda device: every mode gives the tokens of the all-on-device run", "[gpu][model]") {
     STRATA_REQUIRE_CUDA_GPU();
     modes_give_the_same_tokens(DeviceKind::Cuda);
+}
+TEST_CASE("cuda device: a layer's RoPE and K/V stores are one op in every pass", "[gpu][model]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    queries_keys_values_in_one_op(DeviceKind::Cuda);
 }
 TEST_CASE("cuda device: KV recomputed on the device from saved hidden states gives the same tokens", "[gpu][model]") {
     STRATA_REQUIRE_CUDA_GPU();

@@ -107,9 +107,10 @@ Json usage_json(std::span<const runtime::GenerateResult> results) {
     const int cached = results.empty() ? 0 : results[0].cached_tokens;
     // The choices decode together: their passes over the longest one's time.
     const double prefill_s = results.empty() ? 0 : results[0].prefill_seconds;
+    // Tokens decoded, not passes: a pass that verifies a draft keeps several.
     double decode_s = 0;
-    int decode_evals = 0;
-    for (const auto& r : results) decode_s = std::max(decode_s, r.decode_seconds), decode_evals += r.n_decode_evals;
+    int decoded = 0;
+    for (const auto& r : results) decode_s = std::max(decode_s, r.decode_seconds), decoded += r.decode_tokens();
     const size_t evaluated = n_prompt - std::min(n_prompt, static_cast<size_t>(cached));
     return {{"prompt_tokens", n_prompt},
             {"completion_tokens", n_gen},
@@ -118,7 +119,7 @@ Json usage_json(std::span<const runtime::GenerateResult> results) {
             // Strata's extension (llama.cpp's server has its own `timings`): what the chat page shows per reply.
             {"timings", {{"prefill_seconds", prefill_s}, {"decode_seconds", decode_s},
                          {"prompt_tokens_per_s", prefill_s > 0 ? static_cast<double>(evaluated) / prefill_s : 0.0},
-                         {"decode_tokens_per_s", decode_s > 0 ? decode_evals / decode_s : 0.0}}}};
+                         {"decode_tokens_per_s", decode_s > 0 ? decoded / decode_s : 0.0}}}};
 }
 
 Json completion_json(const CompletionMeta& m, std::span<const Choice> choices, const Json& usage, const models::Tokenizer& tok) {

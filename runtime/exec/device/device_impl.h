@@ -204,15 +204,16 @@ struct DeviceBackend::Impl {
     void step(const Step& s, const LayerProgram& prog, const DevLayer& l, const Rows& r, const PassLayout* p, KvCache& kv);
     size_t fused(std::span<const Step> steps, const LayerProgram& prog, const DevLayer& l, const Rows& r, const PassLayout* p,
                  KvCache& kv, bool saves_inputs);
-    size_t keys_rotated_in_store(std::span<const Step> steps, const LayerProgram& prog, const DevLayer& l, const Rows& r,
-                                 const PassLayout* p, KvCache& kv, bool saves_inputs);
+    size_t rotated_with_store(std::span<const Step> steps, const LayerProgram& prog, const DevLayer& l, const Rows& r,
+                              const PassLayout* p, KvCache& kv, bool saves_inputs);
     // A Rope step's arguments: its heads in rows of `width` values.
     gpu::RopeArgs rope_args(const RopeSpec& spec, int32_t n_heads, int64_t width) const;
     // A HeadMatmul step: each head's values gathered, through its own matrix, scattered back.
     void head_matmul(const Step& st, const DevLayer& l, const Rows& r);
     // K and V rows into the layer's device cache (and the rows' inputs, where it rebuilds its KV),
-    // the keys rotated on the way where `key_rope` is given.
-    void store_kv(int il, const Rows& r, const gpu::RopeArgs* key_rope = nullptr);
+    // the keys rotated on the way where `key_rope` is given, and then the queries too where
+    // `query_rope` is (one op: Device::rope_qkv_store).
+    void store_kv(int il, const Rows& r, const gpu::RopeArgs* key_rope = nullptr, const gpu::RopeArgs* query_rope = nullptr);
 
     // device_attention.cpp: layer il's attention of the queries in `queries` into `into` (its
     // output projection is the caller's).

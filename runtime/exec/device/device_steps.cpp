@@ -99,7 +99,7 @@ void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& p
     const bool saves_inputs = r.save_inputs && hidden_slot[prog.il] >= 0;
     for (size_t i = 0; i < steps.size();) {
         const std::span<const Step> rest = steps.subspan(i);
-        size_t taken = keys_rotated_in_store(rest, prog, l, r, p, kv, saves_inputs);
+        size_t taken = rotated_with_store(rest, prog, l, r, p, kv, saves_inputs);
         if (!taken) taken = fused(rest, prog, l, r, p, kv, saves_inputs);
         if (taken) {
             i += taken;
@@ -110,23 +110,34 @@ void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& p
     }
 }
 
-// RoPE on the keys goes into their store where the KV cache is on the device and nothing but
-// the store reads the rotated keys (attention reads them back from the cache): one pass over the
-// rows instead of two. The steps between run as they are. Returns the steps taken, 0 where none.
-size_t DeviceBackend::Impl::keys_rotated_in_store(std::span<const Step> s, const LayerProgram& prog, const DevLayer& l,
-                                                  const Rows& r, const PassLayout* p, KvCache& kv, bool saves_inputs) {
+// Where the KV cache is on the device, the queries' RoPE, the keys' RoPE and the K and V stores
+// are one op (Device::rope_qkv_store): the keys rotated on their way into the cache where
+// nothing but the store reads the rotated keys (attention reads them back from the cache), the
+// queries rotated in place where nothing before the store reads them. One launch instead of three.
+// The steps in between (a bias or head norm of the keys or values) run first. Starts at the
+// queries' or the keys' Rope; returns the steps taken, 0 where none.
+size_t DeviceBackend::Impl::rotated_with_store(std::span<const Step> s, const LayerProgram& prog, const DevLayer& l,
+                                               const Rows& r, const PassLayout* p, KvCache& kv, bool saves_inputs) {
     // MLA rotates the RoPE part at the end of its cache row (an offset), which the store's RoPE does not.
-    if (kv_of(prog.il) != KvPlacement::Device || s.empty() || s[0].op != Op::Rope || s[0].dst != Act::K || s[0].offset != 0) return 0;
-    const auto store = std::find_if(s.begin() + 1, s.end(), [](const Step& st) { return st.op == Op::StoreKv; });
+    auto plain_rope = [](const Step& st, Act a) { return st.op == Op::Rope && st.dst == a && st.offset == 0; };
+    if (kv_of(prog.il) != KvPlacement::Device || s.empty() || !(plain_rope(s[0], Act::Q) || plain_rope(s[0], Act::K))) return 0;
+    const bool with_queries = s[0].dst == Act::Q;
+    const auto keys = std::find_if(s.begin(), s.end(), [&](const Step& st) { return plain_rope(st, Act::K); });
+    if (keys == s.end()) return 0;
+    const auto store = std::find_if(keys + 1, s.end(), [](const Step& st) { return st.op == Op::StoreKv; });
     auto reads_keys = [&](const Step& st) { return st.op != Op::Attend && st.op != Op::StoreKv && reads(st, Act::K, saves_inputs); };
-    if (store == s.end() || std::any_of(s.begin() + 1, s.end(), reads_keys)) return 0;
-    for (auto it = s.begin() + 1; it != store; ++it) step(*it, prog, l, r, p, kv);
-    const gpu::RopeArgs rope = rope_args(prog.rope, s[0].n_heads, act_width(hp, Act::K));
-    store_kv(prog.il, r, &rope);
+    auto reads_queries = [&](const Step& st) { return reads(st, Act::Q, saves_inputs); };
+    if (store == s.end() || std::any_of(keys + 1, s.end(), reads_keys)) return 0;
+    if (with_queries && std::any_of(s.begin() + 1, store, reads_queries)) return 0;
+    for (auto it = s.begin() + 1; it != store; ++it)
+        if (it != keys) step(*it, prog, l, r, p, kv);
+    const gpu::RopeArgs key_rope = rope_args(prog.rope, keys->n_heads, act_width(hp, Act::K));
+    const gpu::RopeArgs query_rope = rope_args(prog.rope, s[0].n_heads, act_width(hp, Act::Q));
+    store_kv(prog.il, r, &key_rope, with_queries ? &query_rope : nullptr);
     return size_t(store - s.begin()) + 1;
 }
 
-void DeviceBackend::Impl::store_kv(int il, const Rows& r, const gpu::RopeArgs* key_rope) {
+void DeviceBackend::Impl::store_kv(int il, const Rows& r, const gpu::RopeArgs* key_rope, const gpu::RopeArgs* query_rope) {
     gpu::Stream& s = *compute;
     const int64_t E = hp.n_embd, KV = hp.n_embd_kv();
     const float* k_rows = r.act[size_t(Act::K)];
@@ -135,11 +146,23 @@ void DeviceBackend::Impl::store_kv(int il, const Rows& r, const gpu::RopeArgs* k
                                                hidden_row_bytes, KvCache::kBlockSize * hidden_row_bytes}, s);
     const int32_t slot = kv_slot[il];
     const gpu::KvRows k_dst{kv_k[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes};
-    if (key_rope) dev->rope_kv_store(k_rows, r.pos, *key_rope, k_dst, s);
-    else dev->kv_store(k_rows, k_dst, s);
     // MLA's latent is its values too: its layers hold key rows only.
-    if (kv_v[slot].data())
-        dev->kv_store(r.act[size_t(Act::V)], {kv_v[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes}, s);
+    const float* v_rows = kv_v[slot].data() ? r.act[size_t(Act::V)] : nullptr;
+    const gpu::KvRows v_dst{kv_v[slot].data(), kv_type, r.block, r.row, r.n, KV, kv_row_bytes, kv_block_bytes};
+    if (key_rope) {
+        dev->rope_qkv_store({.q = query_rope ? r.act[size_t(Act::Q)] : nullptr,
+                             .q_rope = query_rope ? *query_rope : gpu::RopeArgs{},
+                             .k = k_rows,
+                             .k_rope = *key_rope,
+                             .k_rows = k_dst,
+                             .v = v_rows,
+                             .v_rows = v_dst,
+                             .pos = r.pos},
+                            s);
+        return;
+    }
+    dev->kv_store(k_rows, k_dst, s);
+    if (v_rows) dev->kv_store(v_rows, v_dst, s);
 }
 
 void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const DevLayer& l, const Rows& r, const PassLayout* p,

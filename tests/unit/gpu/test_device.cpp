@@ -347,35 +347,56 @@ void kv_rows(TestDevice& d) {
     }
 }
 
-// Keys rotated on their way into the cache: the bytes rope then kv_store write, the source rows
-// left unrotated, for every KV type and both pairings (rope_op and kv_rows check those two
-// against the CPU).
-void rope_kv_rows(TestDevice& d) {
-    const int32_t n_heads = 2, head_dim = 64, n_rot = 32;
+// A layer's queries, keys and values in one op: the queries rotated in place as rope rotates
+// them, the cache holding the bytes kv_store writes for the keys after rope and for the values,
+// the key and value rows left as they were; with keys alone, with queries, with queries and
+// values, for every KV type and both pairings (rope_op and kv_rows check rope and kv_store
+// against the CPU). Three query heads a KV head, so the op's parts differ in size.
+void rope_qkv_rows(TestDevice& d) {
+    const int32_t n_heads = 2, n_q_heads = 6, head_dim = 64, n_rot = 32;
     const int64_t n = n_heads * head_dim;
     const std::vector<int32_t> pos = {3, 0, 4099, 17, 18};
     const auto n_tok = static_cast<int64_t>(pos.size());
     std::vector<int32_t> block(pos.size(), 0), row(pos.size());
     for (int64_t t = 0; t < n_tok; ++t) row[t] = int32_t(n_tok - 1 - t);
-    const auto src = normal_floats(size_t(n_tok * n), 33);
+    const auto keys = normal_floats(size_t(n_tok * n), 33), values = normal_floats(size_t(n_tok * n), 34);
+    const auto queries = normal_floats(size_t(n_tok * n_q_heads * head_dim), 35);
     DeviceBuffer dpos = d.upload(pos), db = d.upload(block), dr = d.upload(row);
     for (const DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
-        for (bool neox : {false, true}) {
-            if (!d.dev->supports_kv(type)) continue;
-            INFO(dtype_name(type) << ", neox " << neox);
-            const RopeArgs a{n_heads, head_dim, n_rot, 10000.0f, 1.0f, neox};
-            const int64_t stride = int64_t(row_bytes(type, n));
-            DeviceBuffer rotated = d.upload(src), dsrc = d.upload(src);
-            DeviceBuffer two_ops = d.zeros(size_t(kKvBlockSize * stride)), one_op = d.zeros(size_t(kKvBlockSize * stride));
-            auto rows = [&](DeviceBuffer& cache) {
-                return KvRows{cache.data(), type, db.as<int32_t>(), dr.as<int32_t>(), n_tok, n, stride, kKvBlockSize * stride};
-            };
-            d.dev->rope(rotated.as<float>(), dpos.as<int32_t>(), n_tok, a, *d.stream);
-            d.dev->kv_store(rotated.as<float>(), rows(two_ops), *d.stream);
-            d.dev->rope_kv_store(dsrc.as<float>(), dpos.as<int32_t>(), a, rows(one_op), *d.stream);
-            CHECK(d.download<uint8_t>(one_op, size_t(kKvBlockSize * stride)) == d.download<uint8_t>(two_ops, size_t(kKvBlockSize * stride)));
-            CHECK(d.download<float>(dsrc, src.size()) == src);
-        }
+        for (bool neox : {false, true})
+            for (const bool with_queries : {false, true})
+                for (const bool with_values : {false, true}) {
+                    if (!d.dev->supports_kv(type)) continue;
+                    INFO(dtype_name(type) << ", neox " << neox << ", queries " << with_queries << ", values " << with_values);
+                    const RopeArgs a{n_heads, head_dim, n_rot, 10000.0f, 1.0f, neox}, qa{n_q_heads, head_dim, n_rot, 10000.0f, 1.0f, neox};
+                    const int64_t stride = int64_t(row_bytes(type, n));
+                    const size_t bytes = size_t(kKvBlockSize * stride);
+                    DeviceBuffer rotated = d.upload(keys), dk = d.upload(keys), dv = d.upload(values);
+                    DeviceBuffer q_apart = d.upload(queries), dq = d.upload(queries);
+                    DeviceBuffer k_apart = d.zeros(bytes), v_apart = d.zeros(bytes), k_one = d.zeros(bytes), v_one = d.zeros(bytes);
+                    auto rows = [&](DeviceBuffer& cache) {
+                        return KvRows{cache.data(), type, db.as<int32_t>(), dr.as<int32_t>(), n_tok, n, stride, kKvBlockSize * stride};
+                    };
+                    d.dev->rope(rotated.as<float>(), dpos.as<int32_t>(), n_tok, a, *d.stream);
+                    d.dev->kv_store(rotated.as<float>(), rows(k_apart), *d.stream);
+                    if (with_values) d.dev->kv_store(dv.as<float>(), rows(v_apart), *d.stream);
+                    if (with_queries) d.dev->rope(q_apart.as<float>(), dpos.as<int32_t>(), n_tok, qa, *d.stream);
+                    d.dev->rope_qkv_store({.q = with_queries ? dq.as<float>() : nullptr,
+                                           .q_rope = qa,
+                                           .k = dk.as<float>(),
+                                           .k_rope = a,
+                                           .k_rows = rows(k_one),
+                                           .v = with_values ? dv.as<float>() : nullptr,
+                                           .v_rows = rows(v_one),
+                                           .pos = dpos.as<int32_t>()},
+                                          *d.stream);
+                    CHECK(d.download<uint8_t>(k_one, bytes) == d.download<uint8_t>(k_apart, bytes));
+                    CHECK(d.download<uint8_t>(v_one, bytes) == d.download<uint8_t>(v_apart, bytes));
+                    CHECK(d.download<float>(dq, queries.size()) == d.download<float>(q_apart, queries.size()));
+                    if (with_queries) CHECK(d.download<float>(dq, queries.size()) != queries);
+                    CHECK(d.download<float>(dk, keys.size()) == keys);
+                    CHECK(d.download<float>(dv, values.size()) == values);
+                }
 }
 
 // Attention over a paged cache in every KV type the device reads: three decode rows (1, 37 and
@@ -591,7 +612,8 @@ STRATA_DEVICE_TEST("rms_norm and swiglu match their definitions in double, add a
 STRATA_DEVICE_TEST("swiglu_clamped matches its definition in double, copy_rows moves strided rows", clamped_glu_rows)
 STRATA_DEVICE_TEST("rope matches cpu::rope (normal and NeoX, partial rotation, freq factors, YaRN, heads inside wider rows)", rope_op)
 STRATA_DEVICE_TEST("kv_store then kv_gather give each row as the CPU cache rounds it, strides in bytes", kv_rows)
-STRATA_DEVICE_TEST("rope_kv_store writes the bytes of rope then kv_store, the source rows unrotated", rope_kv_rows)
+STRATA_DEVICE_TEST("rope_qkv_store gives rope's queries and the bytes of rope then kv_store for keys, kv_store for values",
+                   rope_qkv_rows)
 STRATA_DEVICE_TEST("attention over a paged KV cache matches cpu::attention for every KV type, variants and prompt runs",
                    paged_attention)
 STRATA_DEVICE_TEST("a captured graph replays its ops on the inputs of each launch; captures that wait are refused",

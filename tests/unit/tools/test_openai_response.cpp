@@ -82,6 +82,12 @@ TEST_CASE("openai answers: whole completions, one choice or several", "[unit][op
     // Strata's timings: 1 evaluated prompt token (4 less 3 cached) in 0.5 s, 1 decode pass in 0.25 s.
     CHECK(j["usage"]["timings"]["prompt_tokens_per_s"] == 2.0);
     CHECK(j["usage"]["timings"]["decode_tokens_per_s"] == 4.0);
+    // A pass that verified a draft and kept two of its tokens: three tokens in 0.25 s.
+    GenerateResult speculated = result("eos");
+    speculated.tokens = {7, 8, 9, 10};
+    speculated.n_drafted = 3;
+    speculated.n_accepted = 2;
+    CHECK(whole(chat, speculated, request(Endpoint::Chat), v.tok.get())["usage"]["timings"]["decode_tokens_per_s"] == 12.0);
 
     const auto text = CompletionMeta::make(Endpoint::Completions, "m");
     CHECK(text.id.rfind("cmpl-", 0) == 0);
