@@ -14,10 +14,12 @@ namespace strata::planner {
 namespace {
 constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
               H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
-// A layer's device ops besides its matmuls, its norms and SwiGLU going into the matmuls and its
-// residual adds accumulated by them (runtime/exec/device/device_steps.cpp): with its KV cache on
-// the device, the one op that rotates q and k and stores K and V (Device::rope_qkv_store), and
-// attention; with its KV cache on the host, RoPE of q and of k (the host stores and attends).
+// A llama layer's device ops besides its matmuls, its norms and SwiGLU going into the matmuls and
+// its residual adds accumulated by them (runtime/exec/device/device_steps.cpp): with its KV cache
+// on the device, the one op that rotates q and k and stores K and V (Device::rope_qkv_store), and
+// attention; with the host attending, RoPE of q and of k. The device attending to KV in host
+// memory adds k's RoPE apart (kv_cost). Not priced: the bias adds (qwen2, gpt-oss), head norms
+// (qwen3, gemma3) and gemma's post-norms and their residual adds, an op each.
 constexpr double kDeviceOtherOpsPerLayer = 2;
 }  // namespace
 
@@ -31,11 +33,12 @@ Cost CostModel::held_apart(Cost c, bool layer_weights) const {
 double CostModel::device_layer_launch_s(double op_us, bool decode) const {
     // Its matmul calls, each at the measured cost for its rows' width (q, k and v, the output, and
     // for a dense layer gate, up and down: a mixture of experts runs its feed-forward on the host;
-    // in decode q, k and v are one launch and gate and up another: Device::matmul_group), and its
+    // in decode q, k and v are one launch and gate and up another where their weights share a type,
+    // else a launch a type, as on n_embd-wide rows: Device::matmul_group), and its
     // other ops (kDeviceOtherOpsPerLayer).
     auto call = [&](double cols) { return dev_rate_->call_s(static_cast<double>(row_bytes(shape_.weight_type, static_cast<int64_t>(cols)))); };
     const double e = shape_.n_embd, q = double(shape_.n_head) * shape_.head_dim;
-    double s = (decode ? 1 : 3) * call(e) + call(q);
+    double s = (decode ? 1 + shape_.mean_extra_decode_launches() : 3) * call(e) + call(q);
     if (shape_.n_expert == 0) s += (decode ? 1 : 2) * call(e) + call(shape_.n_ff);
     return s + kDeviceOtherOpsPerLayer * op_us * 1e-6;
 }

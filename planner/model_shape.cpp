@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -74,6 +75,8 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     m.layers.resize(static_cast<size_t>(hp.n_layer));
 
     std::map<DType, uint64_t> matmul_bytes_by_type;
+    // Per layer, the types of the matrices a decode step launches together: q/k/v, and gate/up.
+    std::vector<std::set<DType>> qkv_types(m.layers.size()), gate_up_types(m.layers.size());
     const models::TensorInfo* token_embd = nullptr;
     const models::TensorInfo* output = nullptr;
     for (const auto& t : f.tensors()) {
@@ -93,6 +96,8 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
             l.n_matmul_params += t.nelements(), matmul_bytes_by_type[t.type] += t.nbytes;
             if (rest.find("_exps.") != std::string_view::npos) l.n_expert_params += t.nelements(), l.expert_bytes += t.nbytes;
             if (rest.rfind("attn_", 0) == 0) l.n_attn_params += t.nelements();
+            if (rest == "attn_q.weight" || rest == "attn_k.weight" || rest == "attn_v.weight") qkv_types[size_t(layer)].insert(t.type);
+            if (rest == "ffn_gate.weight" || rest == "ffn_up.weight") gate_up_types[size_t(layer)].insert(t.type);
         } else if (t.name == "token_embd.weight") {
             token_embd = &t;
         } else if (t.name == "output.weight") {
@@ -110,10 +115,20 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     m.output_bytes += out.nbytes;
     m.output_matmul_params = out.nelements();
     m.embd_bytes = m.tied_output ? 0 : token_embd->nbytes;
+    for (size_t il = 0; il < m.layers.size(); ++il)
+        m.layers[il].extra_decode_launches = static_cast<int32_t>(std::max<size_t>(qkv_types[il].size(), 1) - 1 +
+                                                                  std::max<size_t>(gate_up_types[il].size(), 1) - 1);
     uint64_t best = 0;
     for (auto [t, b] : matmul_bytes_by_type)
         if (b > best) best = b, m.weight_type = t;
     return m;
+}
+
+double ModelShape::mean_extra_decode_launches() const {
+    if (layers.empty()) return 0;
+    double n = 0;
+    for (const LayerShape& l : layers) n += l.extra_decode_launches;
+    return n / static_cast<double>(layers.size());
 }
 
 double ModelShape::read_bytes(const LayerShape& l, double tokens) const {

@@ -22,6 +22,10 @@ struct LayerShape {
     uint64_t expert_bytes = 0;     // of weight_bytes: the routed experts' matrices (ffn_*_exps)
     int64_t n_expert_params = 0;   // of n_matmul_params: theirs
     int64_t n_attn_params = 0;     // of n_matmul_params: attention's matrices (attn_*)
+    // A device's decode launches beyond one for q/k/v and one for gate/up: a group's products
+    // launch together only where their weights share a type (Device::matmul_group), so a Q4_K_M
+    // layer whose attn_v is Q6_K takes one more.
+    int32_t extra_decode_launches = 0;
     bool operator==(const LayerShape&) const = default;
 };
 
@@ -49,6 +53,7 @@ struct ModelShape {
     int32_t n_swa = 0, n_layer_swa = 0;
 
     int32_t n_embd_kv() const { return n_head_kv * head_dim; }
+    double mean_extra_decode_launches() const;
     uint64_t total_weight_bytes() const;
     // K and V of one token in one layer, in kv_type (MLA: its one latent row).
     double kv_bytes_per_token() const { return kv_bytes_per_token(kv_type); }

@@ -113,7 +113,7 @@ void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& p
 // Where the KV cache is on the device, the queries' RoPE, the keys' RoPE and the K and V stores
 // are one op (Device::rope_qkv_store): the keys rotated on their way into the cache where
 // nothing but the store reads the rotated keys (attention reads them back from the cache), the
-// queries rotated in place where nothing before the store reads them. One launch instead of three.
+// queries rotated in place where nothing before the store reads or writes them. One launch instead of three.
 // The steps in between (a bias or head norm of the keys or values) run first. Starts at the
 // queries' or the keys' Rope; returns the steps taken, 0 where none.
 size_t DeviceBackend::Impl::rotated_with_store(std::span<const Step> s, const LayerProgram& prog, const DevLayer& l,
@@ -126,9 +126,13 @@ size_t DeviceBackend::Impl::rotated_with_store(std::span<const Step> s, const La
     if (keys == s.end()) return 0;
     const auto store = std::find_if(keys + 1, s.end(), [](const Step& st) { return st.op == Op::StoreKv; });
     auto reads_keys = [&](const Step& st) { return st.op != Op::Attend && st.op != Op::StoreKv && reads(st, Act::K, saves_inputs); };
-    auto reads_queries = [&](const Step& st) { return reads(st, Act::Q, saves_inputs); };
+    auto uses_queries = [&](const Step& st) {
+        const auto products = st.op == Op::Matmul ? st.matmul() : std::span<const Product>{};
+        return reads(st, Act::Q, saves_inputs) || st.dst == Act::Q ||
+               std::any_of(products.begin(), products.end(), [](const Product& pr) { return pr.dst == Act::Q; });
+    };
     if (store == s.end() || std::any_of(keys + 1, s.end(), reads_keys)) return 0;
-    if (with_queries && std::any_of(s.begin() + 1, store, reads_queries)) return 0;
+    if (with_queries && std::any_of(s.begin() + 1, store, uses_queries)) return 0;
     for (auto it = s.begin() + 1; it != store; ++it)
         if (it != keys) step(*it, prog, l, r, p, kv);
     const gpu::RopeArgs key_rope = rope_args(prog.rope, keys->n_heads, act_width(hp, Act::K));

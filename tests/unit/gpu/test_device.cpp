@@ -351,9 +351,10 @@ void kv_rows(TestDevice& d) {
 // them, the cache holding the bytes kv_store writes for the keys after rope and for the values,
 // the key and value rows left as they were; with keys alone, with queries, with queries and
 // values, for every KV type and both pairings (rope_op and kv_rows check rope and kv_store
-// against the CPU). Three query heads a KV head, so the op's parts differ in size.
+// against the CPU). Two query heads a KV head, so the op's parts differ in size; rows of 192
+// values, so that a key or value row takes two of the op's thread blocks, the second partly idle.
 void rope_qkv_rows(TestDevice& d) {
-    const int32_t n_heads = 2, n_q_heads = 6, head_dim = 64, n_rot = 32;
+    const int32_t n_heads = 3, n_q_heads = 6, head_dim = 64, n_rot = 32;
     const int64_t n = n_heads * head_dim;
     const std::vector<int32_t> pos = {3, 0, 4099, 17, 18};
     const auto n_tok = static_cast<int64_t>(pos.size());

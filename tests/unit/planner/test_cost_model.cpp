@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
 
 #include "planner/catalog.h"
 #include "planner/cost_model.h"
 #include "planner/model_shape.h"
 #include "planner/policy_search.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/tiny_model.h"
 #include "tests/support/toy_hardware.h"
 #include "tests/support/toy_shape.h"
 
@@ -312,6 +317,39 @@ TEST_CASE("cost model: a decode matmul call costs a fixed part and a part per by
           Approx(calls));
     CHECK(with.output(WeightOption::DramCpu).decode[C] - without.output(WeightOption::DramCpu).decode[C] ==
           Approx((2000 + row) * 1e-9));
+}
+
+TEST_CASE("cost model: a layer whose attn_v has a type of its own takes one more device decode launch",
+          "[unit][planner]") {
+    const std::filesystem::path uniform = strata::test::temp_path("uniform_q8.gguf"), own_v = strata::test::temp_path("own_v_q8.gguf");
+    const nlohmann::json config = strata::test::with_q8_0(strata::test::tiny_config("llama", 64, 3, 128));
+    strata::test::write_tiny_model(config, 1, 1e-5f, uniform);
+    nlohmann::json own_v_config = config;
+    own_v_config["f32_attn_v"] = true;
+    strata::test::write_tiny_model(own_v_config, 1, 1e-5f, own_v);
+    const ModelShape same = ModelShape::from_gguf(uniform), split = ModelShape::from_gguf(own_v);
+    for (const LayerShape& l : same.layers) CHECK(l.extra_decode_launches == 0);
+    for (const LayerShape& l : split.layers) CHECK(l.extra_decode_launches == 1);
+    CHECK(split.mean_extra_decode_launches() == 1);
+
+    // A measured device: 2 us a call and 1 ns per row byte, 3 us an op. One of the toy's four
+    // layers with the extra launch, on n_embd-wide rows: a layer's launches are priced at the
+    // model's mean, a quarter of that call more.
+    ModelShape s = toy_shape();
+    s.weight_type = DType::Q8_0;
+    s.layers[0].extra_decode_launches = 1;
+    HardwareProfile hw = toy_cpu_with_gpu();
+    hw.gpu->ops = DeviceOps{1, {{DType::Q8_0, 10, 100, 0, 2, 1}}};
+    hw.gpu->ops->op_overhead_us = 3;
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Policy policy{1, 1, true, false, DType::F16};
+    const double with = CostModel(s, hw, wl, policy).layer_weights(1, WeightOption::Gpu).decode_overhead;
+    s.layers[0].extra_decode_launches = 0;
+    const double without = CostModel(s, hw, wl, policy).layer_weights(1, WeightOption::Gpu).decode_overhead;
+    const double row = 1024 / 32 * 34;
+    CHECK(with - without == Approx((2000 + row) * 1e-9 / 4));
+    std::filesystem::remove(uniform);
+    std::filesystem::remove(own_v);
 }
 
 TEST_CASE("cost model: a decode step's working set near the cache's size reads part of its weights from it",
