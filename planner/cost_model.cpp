@@ -49,6 +49,12 @@ Cost Cost::scaled(double f) const {
 CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const Workload& wl, const Policy& policy,
                      const RuntimeLimits& limits)
     : shape_(shape), hw_(hw), wl_(wl), policy_(policy), has_gpu_(hw.has_gpu()), limits_(limits) {
+    // A decode step reads every weight and the whole KV cache; when that is not much more than
+    // the cache holds, part of it is still there from the step before (CpuProfile::reuse).
+    const double step_bytes = static_cast<double>(shape.total_weight_bytes()) +
+                              policy.batch * shape.attended_positions(wl.prompt_len + wl.gen_len / 2.0) *
+                                  shape.kv_bytes_per_token(policy.kv_type) * shape.n_layer;
+    const double reuse = hw.cpu.reuse(step_bytes);
     if (has_gpu_) {
         gpu_bw_ = hw.gpu->mem_gbps * 1e9;
         gpu_flops_ = hw.gpu->fp16_tflops * 1e12;
@@ -66,6 +72,10 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
             gpu_flops_ = dev_rate_->gemm_at(shape.n_embd) * 1e9;
             dev_weight_pass_ = (dev_rate_->pack_gbps > 0 ? std::min(dev_rate_->pack_gbps, dev_rate_->gemv_gbps)
                                                          : dev_rate_->gemv_gbps) * 1e9;
+            // The simulated device's weights are host memory, read through the host's caches
+            // (its rates were measured on a matrix past them): as the CPU's, part of a step that
+            // fits them is still there.
+            if (hw.gpu->sim_threads > 0) gpu_bw_ *= reuse, dev_weight_pass_ *= reuse;
             gpu_launch_s_ = device_layer_launch_s(o->op_overhead_us, true);
             gpu_prefill_launch_s_ = device_layer_launch_s(o->op_overhead_us, false);
         }
@@ -88,12 +98,6 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
                          hw.cpu.call_s_for(shape.weight_type, shape.n_ff);
     cpu_call_s_ = hw.cpu.call_s_for(shape.weight_type, e);
     cpu_weight_pass_ = pack_measured_ ? std::min(pack, cpu_gemv_) : cpu_gemv_;
-    // A decode step reads every weight and the whole KV cache; when that is not much more than
-    // the cache holds, part of it is still there from the step before (CpuProfile::reuse).
-    const double step_bytes = static_cast<double>(shape.total_weight_bytes()) +
-                              policy.batch * shape.attended_positions(wl.prompt_len + wl.gen_len / 2.0) *
-                                  shape.kv_bytes_per_token(policy.kv_type) * shape.n_layer;
-    const double reuse = hw.cpu.reuse(step_bytes);
     cpu_gemv_ *= reuse;
     cpu_weight_pass_ *= reuse;
     cpu_attn_bw_ = hw.cpu.attention_gbps * 1e9;

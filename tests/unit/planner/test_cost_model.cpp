@@ -383,6 +383,32 @@ TEST_CASE("cost model: a decode step's working set near the cache's size reads p
     CHECK(small_reused == Approx(small_plain * 15 / 25).epsilon(0.02));
 }
 
+TEST_CASE("cost model: the simulated device's weights are host memory, read through the host's caches as the "
+          "CPU's; a GPU's are not",
+          "[unit][planner]") {
+    ModelShape small = toy_shape();
+    small.weight_type = DType::Q8_0;
+    small.layers.assign(4, LayerShape{16'000'000, 8'000'000, 8'000'000});
+    small.output_bytes = 0;
+    HardwareProfile hw = toy_cpu_with_gpu();
+    hw.gpu->ops = DeviceOps{1, {{DType::Q8_0, 10, 100}}};  // 10 GB/s a row, measured past the caches
+    const Workload wl{1, 2, 1, Objective::Latency};
+    constexpr int G = static_cast<int>(Stream::GpuCompute);
+    auto decode_s = [&](const HardwareProfile& h) {
+        return CostModel(small, h, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::Gpu).decode[G];
+    };
+    const std::vector<std::pair<double, double>> curve = {{8e6, 30}, {32e6, 30}, {128e6, 20}, {512e6, 15}};
+    for (const int sim_threads : {0, 1}) {
+        INFO((sim_threads ? "the simulated device" : "a GPU"));
+        hw.gpu->sim_threads = sim_threads;
+        hw.cpu.cache_curve.clear();
+        const double past_caches = decode_s(hw);
+        hw.cpu.cache_curve = curve;
+        // A step of 64 MB: 25 GB/s on the curve against 15 past it.
+        CHECK(decode_s(hw) == Approx(sim_threads ? past_caches * 15 / 25 : past_caches).epsilon(0.02));
+    }
+}
+
 TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of the matmul rates, at most what one "
           "thread measured alone per thread",
           "[unit][planner]") {
