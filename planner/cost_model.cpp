@@ -72,13 +72,13 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
             gpu_flops_ = dev_rate_->gemm_at(shape.n_embd) * 1e9;
             dev_weight_pass_ = (dev_rate_->pack_gbps > 0 ? std::min(dev_rate_->pack_gbps, dev_rate_->gemv_gbps)
                                                          : dev_rate_->gemv_gbps) * 1e9;
-            // The simulated device's weights are host memory, read through the host's caches
-            // (its rates were measured on a matrix past them): as the CPU's, part of a step that
-            // fits them is still there.
-            if (hw.gpu->sim_threads > 0) gpu_bw_ *= reuse, dev_weight_pass_ *= reuse;
             gpu_launch_s_ = device_layer_launch_s(o->op_overhead_us, true);
             gpu_prefill_launch_s_ = device_layer_launch_s(o->op_overhead_us, false);
         }
+        // The simulated device's weights are host memory, read through the host's caches (its
+        // rates were measured, or taken from the CPU's, on a matrix past them): as the CPU's,
+        // part of a step that fits them is still there.
+        if (hw.gpu->sim_threads > 0) gpu_bw_ *= reuse, dev_weight_pass_ *= reuse;
     }
     // The cores that run a decode matmul read its weights themselves: from DRAM no faster than
     // DRAM reads (a probe's GEMV above that had part of its matrix in a cache); what a step
@@ -301,7 +301,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
             // runtime copies a layer's blocks in and waits for them before the next layer's.
             c.gpu_staging += mb_ * ctx_max_ * per_tok;
             // With no device cache to store into, k's RoPE is an op of its own (device_cost.cpp).
-            if (o) c.decode_overhead += m_ * o->op_overhead_us * 1e-6;
+            if (o && dev_rate_) c.decode_overhead += m_ * o->op_overhead_us * 1e-6;
         }
     } else {
         // CPU attention reads the cache where it lies; only q, the output and new entries cross PCIe.

@@ -51,7 +51,8 @@ double CostModel::graph_saving_s(const Plan& plan) const {
     // step_graph): every layer's weights and K/V there.
     for (const LayerPlacement& l : plan.layers)
         if (l.weights != WeightOption::Gpu || l.kv != KvOption::Gpu) return 0;
-    const double ops_per_layer = kDeviceOtherOpsPerLayer + 4;  // and q/k/v, the output, gate/up, down
+    // and q/k/v, the output, gate/up, down, and a launch a type more where a group mixes types
+    const double ops_per_layer = kDeviceOtherOpsPerLayer + 4 + shape_.mean_extra_decode_launches();
     return shape_.n_layer * m_ * ops_per_layer * (o->op_overhead_us - o->graph_op_us) * 1e-6;
 }
 
@@ -83,7 +84,9 @@ double CostModel::device_step_s(const Plan& plan) const {
             if (w.site == Site::CopiedIn) w.copy_s = weights.decode[H], w.host_waits_copy = tier_of(l.weights) == Tier::Nvme;
             const KvOption at = kv_on_device ? l.kv : tier_of(l.kv) == Tier::Nvme ? KvOption::Nvme : KvOption::Dram;
             const Cost c = kv_cost(at, attention_device(at), !kv_on_device);
-            w.compute_s = weights.decode[G] + weights.decode_overhead + c.decode[G];
+            // kv_cost's overhead with the device attending: k's RoPE apart (the CPU attending: its hop, priced below).
+            w.compute_s = weights.decode[G] + weights.decode_overhead + c.decode[G] +
+                          (attention_device(at) == Device::Gpu ? c.decode_overhead : 0);
             w.round_trip = !kv_on_device;
             w.before_attention = before;
             w.host_s = c.decode[C];

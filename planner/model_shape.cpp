@@ -1,10 +1,11 @@
 #include "planner/model_shape.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <set>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,24 @@
 #include "planner/catalog.h"
 
 namespace strata::planner {
+
+namespace {
+
+// Launches beyond one for a group of products (absent ones left out): Device::matmul_group
+// launches a run of products of one type together, a new launch where the type changes.
+template <size_t N>
+int32_t extra_launches(const std::array<std::optional<DType>, N>& types) {
+    int32_t runs = 0;
+    std::optional<DType> last;
+    for (const auto& t : types) {
+        if (!t) continue;
+        if (!last || *t != *last) ++runs;
+        last = t;
+    }
+    return std::max(runs, 1) - 1;
+}
+
+}  // namespace
 
 double type_bytes(DType t, double n) {
     const auto& tr = traits(t);
@@ -75,8 +94,13 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     m.layers.resize(static_cast<size_t>(hp.n_layer));
 
     std::map<DType, uint64_t> matmul_bytes_by_type;
-    // Per layer, the types of the matrices a decode step launches together: q/k/v, and gate/up.
-    std::vector<std::set<DType>> qkv_types(m.layers.size()), gate_up_types(m.layers.size());
+    // Per layer, the types of the matrices a decode step launches as one group, in the group's
+    // order (runtime/exec/layer_program.cpp): q/k/v (MLA: q or its low rank, and the latent), and gate/up.
+    constexpr std::array<std::string_view, 5> kQkv = {"attn_q.weight", "attn_q_a.weight", "attn_k.weight", "attn_v.weight",
+                                                      "attn_kv_a_mqa.weight"};
+    constexpr std::array<std::string_view, 2> kGateUp = {"ffn_gate.weight", "ffn_up.weight"};
+    std::vector<std::array<std::optional<DType>, 5>> qkv_types(m.layers.size());
+    std::vector<std::array<std::optional<DType>, 2>> gate_up_types(m.layers.size());
     const models::TensorInfo* token_embd = nullptr;
     const models::TensorInfo* output = nullptr;
     for (const auto& t : f.tensors()) {
@@ -96,8 +120,10 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
             l.n_matmul_params += t.nelements(), matmul_bytes_by_type[t.type] += t.nbytes;
             if (rest.find("_exps.") != std::string_view::npos) l.n_expert_params += t.nelements(), l.expert_bytes += t.nbytes;
             if (rest.rfind("attn_", 0) == 0) l.n_attn_params += t.nelements();
-            if (rest == "attn_q.weight" || rest == "attn_k.weight" || rest == "attn_v.weight") qkv_types[size_t(layer)].insert(t.type);
-            if (rest == "ffn_gate.weight" || rest == "ffn_up.weight") gate_up_types[size_t(layer)].insert(t.type);
+            if (const auto it = std::find(kQkv.begin(), kQkv.end(), rest); it != kQkv.end())
+                qkv_types[size_t(layer)][size_t(it - kQkv.begin())] = t.type;
+            if (const auto it = std::find(kGateUp.begin(), kGateUp.end(), rest); it != kGateUp.end())
+                gate_up_types[size_t(layer)][size_t(it - kGateUp.begin())] = t.type;
         } else if (t.name == "token_embd.weight") {
             token_embd = &t;
         } else if (t.name == "output.weight") {
@@ -116,8 +142,7 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     m.output_matmul_params = out.nelements();
     m.embd_bytes = m.tied_output ? 0 : token_embd->nbytes;
     for (size_t il = 0; il < m.layers.size(); ++il)
-        m.layers[il].extra_decode_launches = static_cast<int32_t>(std::max<size_t>(qkv_types[il].size(), 1) - 1 +
-                                                                  std::max<size_t>(gate_up_types[il].size(), 1) - 1);
+        m.layers[il].extra_decode_launches = extra_launches(qkv_types[il]) + extra_launches(gate_up_types[il]);
     uint64_t best = 0;
     for (auto [t, b] : matmul_bytes_by_type)
         if (b > best) best = b, m.weight_type = t;

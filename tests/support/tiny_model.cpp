@@ -222,13 +222,15 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
 
     // GGUF dims are innermost first: a (rows, cols) matrix is ne = {cols, rows}. Matrices take
     // the config's weight_type (F32 when absent): Q8_0 rounds the F32 values as ggml's quantizer
-    // does, the low-bit types are random valid blocks; vectors stay F32. With "f32_attn_v", attn_v
-    // stays F32: a type of its own, as a Q4_K_M file's Q6_K attn_v.
+    // does, the low-bit types are random valid blocks; vectors stay F32, and so do the matrices
+    // whose names end as one of "f32_matrices" says (a type of their own, as a Q4_K_M file's Q6_K attn_v).
     const DType weight_type = *dtype_from_name(c.value("weight_type", std::string("F32")));
     auto add = [&](const std::string& name, std::vector<uint64_t> ne, double scale, double offset) {
         size_t n = 1;
         for (auto d : ne) n *= d;
-        const DType wtype = flag("f32_attn_v") && name.ends_with("attn_v.weight") ? DType::F32 : weight_type;
+        const auto f32 = c.value("f32_matrices", std::vector<std::string>{});
+        const bool own = std::any_of(f32.begin(), f32.end(), [&](const std::string& end) { return name.ends_with(end); });
+        const DType wtype = own ? DType::F32 : weight_type;
         if (ne.size() < 2 || wtype == DType::F32) return void(w.tensor(name, 0, ne, values(name, seed, n, scale, offset)));
         if (wtype != DType::Q8_0)
             return void(w.tensor(name, static_cast<uint32_t>(wtype), ne, quant_blocks(name, seed, wtype, n)));

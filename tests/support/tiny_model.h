@@ -18,8 +18,8 @@ nlohmann::json with_q8_0(nlohmann::json config);
 nlohmann::json with_vocabulary(nlohmann::json config);
 
 // Writes the model described by one `config` object of tiny_arch_logits.json (F32 weights, or
-// Q8_0 matrices with "weight_type": "Q8_0"; attn_v F32 besides with "f32_attn_v": true, in the
-// architectures without a tensor list) or tiny_quant_logits.json (its `weight_type` for every
+// Q8_0 matrices with "weight_type": "Q8_0", those named by "f32_matrices" (name endings) F32
+// besides, in the architectures without a tensor list) or tiny_quant_logits.json (its `weight_type` for every
 // matrix: Q2_K, Q3_K, IQ4_NL or IQ4_XS):
 // the architecture's tensors (fused, with experts, QK- and post-norms as the config says).
 void write_tiny_model(const nlohmann::json& config, uint64_t seed, float rms_eps, const std::filesystem::path& path);

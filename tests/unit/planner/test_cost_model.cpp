@@ -319,18 +319,24 @@ TEST_CASE("cost model: a decode matmul call costs a fixed part and a part per by
           Approx((2000 + row) * 1e-9));
 }
 
-TEST_CASE("cost model: a layer whose attn_v has a type of its own takes one more device decode launch",
+TEST_CASE("cost model: a layer whose q/k/v or gate/up mix types takes a device decode launch a run of one type",
           "[unit][planner]") {
-    const std::filesystem::path uniform = strata::test::temp_path("uniform_q8.gguf"), own_v = strata::test::temp_path("own_v_q8.gguf");
     const nlohmann::json config = strata::test::with_q8_0(strata::test::tiny_config("llama", 64, 3, 128));
-    strata::test::write_tiny_model(config, 1, 1e-5f, uniform);
-    nlohmann::json own_v_config = config;
-    own_v_config["f32_attn_v"] = true;
-    strata::test::write_tiny_model(own_v_config, 1, 1e-5f, own_v);
-    const ModelShape same = ModelShape::from_gguf(uniform), split = ModelShape::from_gguf(own_v);
-    for (const LayerShape& l : same.layers) CHECK(l.extra_decode_launches == 0);
-    for (const LayerShape& l : split.layers) CHECK(l.extra_decode_launches == 1);
-    CHECK(split.mean_extra_decode_launches() == 1);
+    // F32 matrices among Q8_0 ones, and the launches they add (q, k, v and gate, up each launch
+    // together while their type stays the same).
+    const std::vector<std::pair<std::vector<std::string>, int>> cases = {
+        {{}, 0}, {{"attn_v.weight"}, 1}, {{"attn_k.weight"}, 2}, {{"attn_v.weight", "ffn_up.weight"}, 2}};
+    for (const auto& [f32, extra] : cases) {
+        INFO("F32: " << nlohmann::json(f32).dump());
+        nlohmann::json c = config;
+        c["f32_matrices"] = f32;
+        const std::filesystem::path path = strata::test::temp_path("mixed_types.gguf");
+        strata::test::write_tiny_model(c, 1, 1e-5f, path);
+        const ModelShape shape = ModelShape::from_gguf(path);
+        std::filesystem::remove(path);
+        for (const LayerShape& l : shape.layers) CHECK(l.extra_decode_launches == extra);
+        CHECK(shape.mean_extra_decode_launches() == extra);
+    }
 
     // A measured device: 2 us a call and 1 ns per row byte, 3 us an op. One of the toy's four
     // layers with the extra launch, on n_embd-wide rows: a layer's launches are priced at the
@@ -348,8 +354,6 @@ TEST_CASE("cost model: a layer whose attn_v has a type of its own takes one more
     const double without = CostModel(s, hw, wl, policy).layer_weights(1, WeightOption::Gpu).decode_overhead;
     const double row = 1024 / 32 * 34;
     CHECK(with - without == Approx((2000 + row) * 1e-9 / 4));
-    std::filesystem::remove(uniform);
-    std::filesystem::remove(own_v);
 }
 
 TEST_CASE("cost model: a decode step's working set near the cache's size reads part of its weights from it",
