@@ -101,12 +101,13 @@ struct KvRows {
 // A layer's queries, keys and values once projected, for Device::rope_qkv_store: the queries
 // rotated in place (RoPE at pos), the keys rotated on their way into k_rows (the key rows left as
 // they are: one pass where nothing else reads the rotated keys), the values stored into v_rows.
-// No queries or no values where q or v is null (MLA's latent is its values). k_rows.n_tok rows;
-// both caches of one type.
+// No queries or no values where q or v is null (MLA's latent is its values). With no key cache
+// (k_rows.cache null: the host holds the KV cache) the keys are rotated in place and there are
+// no values. k_rows.n_tok rows; both caches of one type.
 struct QkvStoreArgs {
     float* q = nullptr;
     RopeArgs q_rope;
-    const float* k = nullptr;
+    float* k = nullptr;
     RopeArgs k_rope;
     KvRows k_rows;
     const float* v = nullptr;
@@ -246,7 +247,8 @@ public:
     // n_tok rows of n floats (src, row-major) into the cache, converted to its type.
     virtual void kv_store(const float* src, const KvRows& dst, Stream& s) = 0;
     // A layer's queries rotated, its keys rotated into the cache and its values stored, in one op
-    // (QkvStoreArgs): what rope of q, kv_store of rope(k) and kv_store of v would give.
+    // (QkvStoreArgs): what rope of q, kv_store of rope(k) and kv_store of v would give (without a
+    // key cache: rope of q and rope of k).
     virtual void rope_qkv_store(const QkvStoreArgs& a, Stream& s) = 0;
     // The inverse: n_tok rows of n floats read from the cache into dst.
     virtual void kv_gather(const KvRows& src, float* dst, Stream& s) = 0;

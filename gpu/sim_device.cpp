@@ -224,6 +224,7 @@ public:
             const int64_t q_width = a.q_rope.row_width > 0 ? a.q_rope.row_width : int64_t(a.q_rope.n_heads) * a.q_rope.head_dim;
             cpu::parallel_for(kr.n_tok, [&](int64_t t) {
                 if (a.q) cpu::rope(a.q + t * q_width, a.q_rope.n_heads, a.pos[t], qp);
+                if (!kr.cache) return cpu::rope(a.k + t * kr.n, a.k_rope.n_heads, a.pos[t], kp);
                 std::vector<float> key(a.k + t * kr.n, a.k + (t + 1) * kr.n);
                 cpu::rope(key.data(), a.k_rope.n_heads, a.pos[t], kp);
                 cpu::store_kv_row(kr.type, key.data(), row_at(kr, t), kr.n);

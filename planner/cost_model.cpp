@@ -300,8 +300,6 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
             // One layer's keys and values staged on the device, reused layer after layer: the
             // runtime copies a layer's blocks in and waits for them before the next layer's.
             c.gpu_staging += mb_ * ctx_max_ * per_tok;
-            // With no device cache to store into, k's RoPE is an op of its own (device_cost.cpp).
-            if (o && dev_rate_) c.decode_overhead += m_ * o->op_overhead_us * 1e-6;
         }
     } else {
         // CPU attention reads the cache where it lies; only q, the output and new entries cross PCIe.

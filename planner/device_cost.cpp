@@ -15,11 +15,11 @@ namespace {
 constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
               H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
 // A llama layer's device ops besides its matmuls, its norms and SwiGLU going into the matmuls and
-// its residual adds accumulated by them (runtime/exec/device/device_steps.cpp): with its KV cache
-// on the device, the one op that rotates q and k and stores K and V (Device::rope_qkv_store), and
-// attention; with the host attending, RoPE of q and of k. The device attending to KV in host
-// memory adds k's RoPE apart (kv_cost). Not priced: the bias adds (qwen2, gpt-oss), head norms
-// (qwen3, gemma3) and gemma's post-norms and their residual adds, an op each.
+// its residual adds accumulated by them (runtime/exec/device/device_steps.cpp): the one op that
+// rotates q and k and, with the KV cache on the device, stores K and V (Device::rope_qkv_store),
+// and attention (with the host attending, that op alone: priced one op over). Not priced: the
+// bias adds (qwen2, gpt-oss), head norms (qwen3, gemma3) and gemma's post-norms and their residual
+// adds, an op each.
 constexpr double kDeviceOtherOpsPerLayer = 2;
 }  // namespace
 
@@ -84,9 +84,7 @@ double CostModel::device_step_s(const Plan& plan) const {
             if (w.site == Site::CopiedIn) w.copy_s = weights.decode[H], w.host_waits_copy = tier_of(l.weights) == Tier::Nvme;
             const KvOption at = kv_on_device ? l.kv : tier_of(l.kv) == Tier::Nvme ? KvOption::Nvme : KvOption::Dram;
             const Cost c = kv_cost(at, attention_device(at), !kv_on_device);
-            // kv_cost's overhead with the device attending: k's RoPE apart (the CPU attending: its hop, priced below).
-            w.compute_s = weights.decode[G] + weights.decode_overhead + c.decode[G] +
-                          (attention_device(at) == Device::Gpu ? c.decode_overhead : 0);
+            w.compute_s = weights.decode[G] + weights.decode_overhead + c.decode[G];
             w.round_trip = !kv_on_device;
             w.before_attention = before;
             w.host_s = c.decode[C];

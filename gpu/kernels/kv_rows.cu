@@ -2,7 +2,8 @@
 // BF16 value by value; Q8_0 and Q4_0 one warp per block of 32, with cpu::store_kv_row's
 // operations (kv_blocks.h), so the device writes the same bytes as the CPU. rope_qkv_store rotates
 // a layer's queries in place and its keys as they are read, and stores keys and values, in one
-// launch: the rope kernel's two launches and passes over the rows and the value store's launch saved.
+// launch: the rope kernel's two launches and passes over the rows and the value store's launch
+// saved (with the KV cache on the host, it rotates queries and keys in place: one launch for two).
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_kernels.h"
 #include "gpu/kernels/attention_common.cuh"
@@ -99,18 +100,23 @@ struct QkvParts {
     const int32_t* pos;
     RopeArgs q_rope, k_rope;
     KvRows k_rows, v_rows;
-    unsigned q_heads, k_blocks;  // the query heads (0: none), then the key row's store_blocks; the value row's after
+    // The query heads (0: none), then the key row's store_blocks (without a key cache: its
+    // heads, rotated in place); the value row's after.
+    unsigned q_heads, k_blocks;
 };
 
 // grid = (n_tok, q_heads + k_blocks + the value row's store_blocks), 128 threads: thread block
-// y of token x rotates query head y, else stores block y - q_heads of the key row rotated, else
-// the rest of the value row. A block's part is one branch for all its threads.
+// y of token x rotates query head y, else stores block y - q_heads of the key row rotated (or
+// rotates that key head in place), else stores the rest of the value row. A block's part is one
+// branch for all its threads.
 template <KvKind kKind>
-__global__ void rope_qkv_store_kernel(float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, QkvParts p) {
+__global__ void rope_qkv_store_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v, QkvParts p) {
     const int64_t t = blockIdx.x;
     const unsigned y = blockIdx.y;
     if (y < p.q_heads)
         rope_head(rope_row(q, t, p.q_rope) + int64_t(y) * p.q_rope.head_dim, p.pos[t], p.q_rope, threadIdx.x, blockDim.x);
+    else if (y < p.q_heads + p.k_blocks && !p.k_rows.cache)
+        rope_head(rope_row(k, t, p.k_rope) + int64_t(y - p.q_heads) * p.k_rope.head_dim, p.pos[t], p.k_rope, threadIdx.x, blockDim.x);
     else if (y < p.q_heads + p.k_blocks)
         store_part<kKind>(k, p.k_rows, {p.pos, p.k_rope}, t, y - p.q_heads);
     else
@@ -151,13 +157,14 @@ void rope_qkv_store(const QkvStoreArgs& a, CudaStream& s) {
     const RopeArgs& kq = a.k_rope;
     STRATA_ASSERT(kq.n_rot % 2 == 0 && kq.n_rot <= kq.head_dim && int64_t(kq.n_heads) * kq.head_dim == kr.n);
     STRATA_ASSERT(!a.q || (a.q_rope.n_rot % 2 == 0 && a.q_rope.n_rot <= a.q_rope.head_dim));
-    STRATA_ASSERT(!a.v || (a.v_rows.n_tok == kr.n_tok && a.v_rows.type == kr.type));
+    STRATA_ASSERT(!a.v || (kr.cache && a.v_rows.n_tok == kr.n_tok && a.v_rows.type == kr.type));
     if (kr.n_tok == 0) return;
-    check_whole_blocks(kr);
+    if (kr.cache) check_whole_blocks(kr);
     if (a.v) check_whole_blocks(a.v_rows);
     with_kv_kind(kr.type, [&](auto kind) {
         constexpr KvKind K = decltype(kind)::value;
-        const QkvParts p{a.pos, a.q_rope, kq, kr, a.v_rows, a.q ? static_cast<unsigned>(a.q_rope.n_heads) : 0u, store_blocks<K>(kr.n)};
+        const unsigned k_blocks = kr.cache ? store_blocks<K>(kr.n) : static_cast<unsigned>(kq.n_heads);
+        const QkvParts p{a.pos, a.q_rope, kq, kr, a.v_rows, a.q ? static_cast<unsigned>(a.q_rope.n_heads) : 0u, k_blocks};
         const unsigned parts = p.q_heads + p.k_blocks + (a.v ? store_blocks<K>(a.v_rows.n) : 0u);
         rope_qkv_store_kernel<K><<<dim3(static_cast<unsigned>(kr.n_tok), parts), kRowThreads, 0, s.get()>>>(a.q, a.k, a.v, p);
     });

@@ -93,32 +93,41 @@ void modes_give_the_same_tokens(DeviceKind device) {
     }
 }
 
+// The device ops of a run's trace, by name.
+std::map<std::string, int> traced_ops(const std::filesystem::path& trace_path) {
+    std::ifstream in(trace_path);
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    std::map<std::string, int> ops;
+    for (const auto& ev : trace["traceEvents"])
+        if (ev["ph"] == "X") ++ops[ev["name"].get<std::string>()];
+    return ops;
+}
+
 // With every layer's KV cache on the device, each layer of each pass (the prompt's and every
 // decode step's) rotates q and k and stores K and V in one op, after its attention's input is
 // ready and before attention reads it: the trace holds one rope_qkv_store an attention op (a
-// layer's), and no separate rope or kv_store.
+// layer's), and no separate rope or kv_store. With the KV cache on the host (the CPU attending),
+// each device layer rotates q and k in one op, and no rope is left either.
 void queries_keys_values_in_one_op(DeviceKind device) {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
     EngineOptions o = options(*path, device, AttentionChoice::Gpu);
-    o.plan = all_on_device(plan_of(o));
+    const planner::Plan made = plan_of(o);
+    o.plan = all_on_device(made);
     o.trace_path = test::temp_path("qkv_one_op.json");
     int n_layer = 0;
+    std::vector<int32_t> tokens;
     {
         Engine e(o);
         n_layer = e.hparams().n_layer;
-        const auto tokens = greedy_tokens(e, 6);
+        tokens = greedy_tokens(e, 6);
         CHECK(tokens.size() == 6);
         if (device == DeviceKind::Sim) {
             Engine cpu(options(*path, DeviceKind::Cpu));
             CHECK(greedy_tokens(cpu, 6) == tokens);
         }
     }
-    std::ifstream in(o.trace_path);
-    const nlohmann::json trace = nlohmann::json::parse(in);
-    std::map<std::string, int> ops;
-    for (const auto& ev : trace["traceEvents"])
-        if (ev["ph"] == "X") ++ops[ev["name"].get<std::string>()];
+    std::map<std::string, int> ops = traced_ops(o.trace_path);
     INFO("ops: " << nlohmann::json(ops).dump());
     CHECK(ops["rope_qkv_store"] >= n_layer);
     CHECK(ops["rope_qkv_store"] % n_layer == 0);
@@ -129,6 +138,18 @@ void queries_keys_values_in_one_op(DeviceKind device) {
         CHECK(ops["rope_qkv_store"] >= 6 * n_layer);  // the prompt and five decode steps at least
         CHECK(ops["rope_qkv_store"] == ops["decode_attention"]);
     }
+
+    EngineOptions host = options(*path, device, AttentionChoice::Cpu);
+    host.plan = heterogeneous(made, true);
+    host.trace_path = test::temp_path("qk_one_op.json");
+    {
+        Engine e(host);
+        CHECK(greedy_tokens(e, 6) == tokens);
+    }
+    ops = traced_ops(host.trace_path);
+    INFO("ops with the KV cache on the host: " << nlohmann::json(ops).dump());
+    CHECK(ops["rope_qkv_store"] > 0);
+    CHECK(ops["rope"] == 0);
 }
 
 void recompute_gives_the_same_tokens(DeviceKind device) {
@@ -396,7 +417,8 @@ TEST_CASE("sim device: a batch at one depth from one prefill gives each sequence
 TEST_CASE("sim device: every mode gives the CPU engine's greedy tokens", "[model][device]") {
     modes_give_the_same_tokens(DeviceKind::Sim);
 }
-TEST_CASE("sim device: a layer's RoPE and K/V stores are one op in every pass", "[model][device]") {
+TEST_CASE("sim device: a layer's RoPE and K/V stores are one op in every pass, its RoPE alone with the KV cache on the host",
+          "[model][device]") {
     queries_keys_values_in_one_op(DeviceKind::Sim);
 }
 TEST_CASE("sim device: KV recomputed from saved hidden states gives the same tokens", "[model][device]") {
@@ -433,7 +455,8 @@ TEST_CASE("cuda device: every mode gives the tokens of the all-on-device run", "
     STRATA_REQUIRE_CUDA_GPU();
     modes_give_the_same_tokens(DeviceKind::Cuda);
 }
-TEST_CASE("cuda device: a layer's RoPE and K/V stores are one op in every pass", "[gpu][model]") {
+TEST_CASE("cuda device: a layer's RoPE and K/V stores are one op in every pass, its RoPE alone with the KV cache on the host",
+          "[gpu][model]") {
     STRATA_REQUIRE_CUDA_GPU();
     queries_keys_values_in_one_op(DeviceKind::Cuda);
 }

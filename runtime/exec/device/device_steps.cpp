@@ -110,41 +110,51 @@ void DeviceBackend::Impl::run(std::span<const Step> steps, const LayerProgram& p
     }
 }
 
-// Where the KV cache is on the device, the queries' RoPE, the keys' RoPE and the K and V stores
-// are one op (Device::rope_qkv_store): the keys rotated on their way into the cache where
-// nothing but the store reads the rotated keys (attention reads them back from the cache), the
-// queries rotated in place where nothing before the store reads or writes them. One launch instead of three.
-// The steps in between (a bias or head norm of the keys or values) run first. Starts at the
-// queries' or the keys' Rope; returns the steps taken, 0 where none.
+// The queries' RoPE, the keys' RoPE and, where the KV cache is on the device, the K and V stores
+// are one op (Device::rope_qkv_store). With the cache on the device, the keys are rotated on
+// their way into it where nothing but the store reads the rotated keys (attention reads them back
+// from the cache): one launch instead of three. With the cache on the host (which stores the
+// rotated keys), queries and keys are rotated in place: one launch instead of two. The queries
+// join where nothing before the op reads or writes them. The steps in between (a bias or head
+// norm of the keys or values) run first. Starts at the queries' or the keys' Rope; returns the
+// steps taken, 0 where none.
 size_t DeviceBackend::Impl::rotated_with_store(std::span<const Step> s, const LayerProgram& prog, const DevLayer& l,
                                                const Rows& r, const PassLayout* p, KvCache& kv, bool saves_inputs) {
     // MLA rotates the RoPE part at the end of its cache row (an offset), which the store's RoPE does not.
     auto plain_rope = [](const Step& st, Act a) { return st.op == Op::Rope && st.dst == a && st.offset == 0; };
-    if (kv_of(prog.il) != KvPlacement::Device || s.empty() || !(plain_rope(s[0], Act::Q) || plain_rope(s[0], Act::K))) return 0;
-    const bool with_queries = s[0].dst == Act::Q;
+    if (s.empty() || !(plain_rope(s[0], Act::Q) || plain_rope(s[0], Act::K))) return 0;
+    const bool with_queries = s[0].dst == Act::Q, device_cache = kv_of(prog.il) == KvPlacement::Device;
     const auto keys = std::find_if(s.begin(), s.end(), [&](const Step& st) { return plain_rope(st, Act::K); });
-    if (keys == s.end()) return 0;
-    const auto store = std::find_if(keys + 1, s.end(), [](const Step& st) { return st.op == Op::StoreKv; });
+    if (keys == s.end() || (!device_cache && !with_queries)) return 0;
+    // The op's last step: the store, or on the host's cache the keys' Rope.
+    const auto last = device_cache ? std::find_if(keys + 1, s.end(), [](const Step& st) { return st.op == Op::StoreKv; }) : keys;
     auto reads_keys = [&](const Step& st) { return st.op != Op::Attend && st.op != Op::StoreKv && reads(st, Act::K, saves_inputs); };
     auto uses_queries = [&](const Step& st) {
         const auto products = st.op == Op::Matmul ? st.matmul() : std::span<const Product>{};
         return reads(st, Act::Q, saves_inputs) || st.dst == Act::Q ||
                std::any_of(products.begin(), products.end(), [](const Product& pr) { return pr.dst == Act::Q; });
     };
-    if (store == s.end() || std::any_of(keys + 1, s.end(), reads_keys)) return 0;
-    if (with_queries && std::any_of(s.begin() + 1, store, uses_queries)) return 0;
-    for (auto it = s.begin() + 1; it != store; ++it)
+    if (last == s.end() || (device_cache && std::any_of(keys + 1, s.end(), reads_keys))) return 0;
+    if (with_queries && std::any_of(s.begin() + 1, last, uses_queries)) return 0;
+    for (auto it = s.begin() + 1; it != last; ++it)
         if (it != keys) step(*it, prog, l, r, p, kv);
     const gpu::RopeArgs key_rope = rope_args(prog.rope, keys->n_heads, act_width(hp, Act::K));
     const gpu::RopeArgs query_rope = rope_args(prog.rope, s[0].n_heads, act_width(hp, Act::Q));
-    store_kv(prog.il, r, &key_rope, with_queries ? &query_rope : nullptr);
-    return size_t(store - s.begin()) + 1;
+    if (device_cache) {
+        store_kv(prog.il, r, &key_rope, with_queries ? &query_rope : nullptr);
+    } else {
+        const gpu::KvRows no_cache{nullptr, kv_type, nullptr, nullptr, r.n, hp.n_embd_kv(), 0, 0};
+        dev->rope_qkv_store({.q = r.act[size_t(Act::Q)], .q_rope = query_rope, .k = r.act[size_t(Act::K)], .k_rope = key_rope,
+                             .k_rows = no_cache, .pos = r.pos},
+                            *compute);
+    }
+    return size_t(last - s.begin()) + 1;
 }
 
 void DeviceBackend::Impl::store_kv(int il, const Rows& r, const gpu::RopeArgs* key_rope, const gpu::RopeArgs* query_rope) {
     gpu::Stream& s = *compute;
     const int64_t E = hp.n_embd, KV = hp.n_embd_kv();
-    const float* k_rows = r.act[size_t(Act::K)];
+    float* k_rows = r.act[size_t(Act::K)];
     if (r.save_inputs && hidden_slot[il] >= 0)
         dev->kv_store(r.act[size_t(Act::XN)], {hidden[hidden_slot[il]].data(), kv_type, r.block, r.row, r.n, E,
                                                hidden_row_bytes, KvCache::kBlockSize * hidden_row_bytes}, s);

@@ -350,7 +350,7 @@ void kv_rows(TestDevice& d) {
 // A layer's queries, keys and values in one op: the queries rotated in place as rope rotates
 // them, the cache holding the bytes kv_store writes for the keys after rope and for the values,
 // the key and value rows left as they were; with keys alone, with queries, with queries and
-// values, for every KV type and both pairings (rope_op and kv_rows check rope and kv_store
+// values, and without a key cache (queries and keys rotated in place), for every KV type and both pairings (rope_op and kv_rows check rope and kv_store
 // against the CPU). Two query heads a KV head, so the op's parts differ in size; rows of 192
 // values, so that a key or value row takes two of the op's thread blocks, the second partly idle.
 void rope_qkv_rows(TestDevice& d) {
@@ -398,6 +398,20 @@ void rope_qkv_rows(TestDevice& d) {
                     CHECK(d.download<float>(dk, keys.size()) == keys);
                     CHECK(d.download<float>(dv, values.size()) == values);
                 }
+    // Without a key cache (the host holds the KV cache): queries and keys rotated in place, as rope rotates them.
+    for (bool neox : {false, true}) {
+        INFO("no key cache, neox " << neox);
+        const RopeArgs a{n_heads, head_dim, n_rot, 10000.0f, 1.0f, neox}, qa{n_q_heads, head_dim, n_rot, 10000.0f, 1.0f, neox};
+        DeviceBuffer q_apart = d.upload(queries), dq = d.upload(queries), k_apart = d.upload(keys), dk = d.upload(keys);
+        d.dev->rope(q_apart.as<float>(), dpos.as<int32_t>(), n_tok, qa, *d.stream);
+        d.dev->rope(k_apart.as<float>(), dpos.as<int32_t>(), n_tok, a, *d.stream);
+        const KvRows no_cache{nullptr, DType::F16, nullptr, nullptr, n_tok, n, 0, 0};
+        d.dev->rope_qkv_store({.q = dq.as<float>(), .q_rope = qa, .k = dk.as<float>(), .k_rope = a, .k_rows = no_cache, .pos = dpos.as<int32_t>()},
+                              *d.stream);
+        CHECK(d.download<float>(dq, queries.size()) == d.download<float>(q_apart, queries.size()));
+        CHECK(d.download<float>(dk, keys.size()) == d.download<float>(k_apart, keys.size()));
+        CHECK(d.download<float>(dk, keys.size()) != keys);
+    }
 }
 
 // Attention over a paged cache in every KV type the device reads: three decode rows (1, 37 and
