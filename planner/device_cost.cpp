@@ -14,13 +14,6 @@ namespace strata::planner {
 namespace {
 constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
               H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
-// A llama layer's device ops besides its matmuls, its norms and SwiGLU going into the matmuls and
-// its residual adds accumulated by them (runtime/exec/device/device_steps.cpp): the one op that
-// rotates q and k and, with the KV cache on the device, stores K and V (Device::rope_qkv_store),
-// and attention (with the host attending, that op alone: priced one op over). Not priced: the
-// bias adds (qwen2, gpt-oss), head norms (qwen3, gemma3) and gemma's post-norms and their residual
-// adds, an op each.
-constexpr double kDeviceOtherOpsPerLayer = 2;
 }  // namespace
 
 Cost CostModel::held_apart(Cost c, bool layer_weights) const {
@@ -34,13 +27,15 @@ double CostModel::device_layer_launch_s(double op_us, bool decode) const {
     // Its matmul calls, each at the measured cost for its rows' width (q, k and v, the output, and
     // for a dense layer gate, up and down: a mixture of experts runs its feed-forward on the host;
     // in decode q, k and v are one launch and gate and up another where their weights share a type,
-    // else a launch a type, as on n_embd-wide rows: Device::matmul_group), and its
-    // other ops (kDeviceOtherOpsPerLayer).
+    // else a launch a type, as on n_embd-wide rows: Device::matmul_group), and its other ops, its
+    // norms and SwiGLU going into the matmuls and its residual adds accumulated by them
+    // (ModelShape::device_other_ops; with the host attending, attention is not the device's: priced
+    // one op over).
     auto call = [&](double cols) { return dev_rate_->call_s(static_cast<double>(row_bytes(shape_.weight_type, static_cast<int64_t>(cols)))); };
     const double e = shape_.n_embd, q = double(shape_.n_head) * shape_.head_dim;
     double s = (decode ? 1 + shape_.mean_extra_decode_launches() : 3) * call(e) + call(q);
     if (shape_.n_expert == 0) s += (decode ? 1 : 2) * call(e) + call(shape_.n_ff);
-    return s + kDeviceOtherOpsPerLayer * op_us * 1e-6;
+    return s + shape_.device_other_ops() * op_us * 1e-6;
 }
 
 double CostModel::graph_saving_s(const Plan& plan) const {
@@ -51,9 +46,7 @@ double CostModel::graph_saving_s(const Plan& plan) const {
     // step_graph): every layer's weights and K/V there.
     for (const LayerPlacement& l : plan.layers)
         if (l.weights != WeightOption::Gpu || l.kv != KvOption::Gpu) return 0;
-    // and q/k/v, the output, gate/up, down, and a launch a type more where a group mixes types
-    const double ops_per_layer = kDeviceOtherOpsPerLayer + 4 + shape_.mean_extra_decode_launches();
-    return shape_.n_layer * m_ * ops_per_layer * (o->op_overhead_us - o->graph_op_us) * 1e-6;
+    return shape_.n_layer * m_ * shape_.device_decode_ops() * (o->op_overhead_us - o->graph_op_us) * 1e-6;
 }
 
 double CostModel::device_step_s(const Plan& plan) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bitset>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "models/arch.h"
 #include "models/gguf_file.h"
 #include "models/hparams.h"
 #include "planner/catalog.h"
@@ -30,6 +32,23 @@ int32_t extra_launches(const std::array<std::optional<DType>, N>& types) {
         last = t;
     }
     return std::max(runs, 1) - 1;
+}
+
+// Tensors that give a layer's device step an op of its own: bias adds, head norms and gemma's
+// post-norms (gpt-oss's post_attention_norm is its feed-forward's input norm, which the matmuls
+// take in).
+constexpr std::array<std::string_view, 8> kOwnOp = {"attn_q.bias",        "attn_k.bias",        "attn_v.bias",
+                                                    "attn_output.bias",   "attn_q_norm.weight", "attn_k_norm.weight",
+                                                    "post_attention_norm.weight", "post_ffw_norm.weight"};
+enum : size_t { kOutBias = 3, kAttnPostNorm = 6, kFfnPostNorm = 7 };
+
+// LayerShape::extra_device_ops from the layer's kOwnOp tensors.
+int32_t extra_device_ops(std::bitset<kOwnOp.size()> own, const models::ArchTraits& arch, bool dense) {
+    if (!arch.post_norms) own.reset(kAttnPostNorm).reset(kFfnPostNorm);
+    // A bias or post-norm between a product and its residual add leaves the add an op of its own.
+    const bool attn_add_apart = own[kOutBias] || own[kAttnPostNorm];
+    const bool glu_apart = dense && arch.ffn_act != models::FfnAct::Silu;
+    return static_cast<int32_t>(own.count()) + attn_add_apart + own[kFfnPostNorm] + glu_apart;
 }
 
 }  // namespace
@@ -101,6 +120,7 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     constexpr std::array<std::string_view, 2> kGateUp = {"ffn_gate.weight", "ffn_up.weight"};
     std::vector<std::array<std::optional<DType>, 5>> qkv_types(m.layers.size());
     std::vector<std::array<std::optional<DType>, 2>> gate_up_types(m.layers.size());
+    std::vector<std::bitset<kOwnOp.size()>> own_ops(m.layers.size());
     const models::TensorInfo* token_embd = nullptr;
     const models::TensorInfo* output = nullptr;
     for (const auto& t : f.tensors()) {
@@ -114,6 +134,8 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
             l.weight_bytes += t.nbytes;
             l.n_params += t.nelements();
             const std::string_view rest = std::string_view(t.name).substr(static_cast<size_t>(used));
+            if (const auto it = std::find(kOwnOp.begin(), kOwnOp.end(), rest); it != kOwnOp.end())
+                own_ops[size_t(layer)].set(size_t(it - kOwnOp.begin()));
             // Matrices (2-D and 3-D weights; gpt-oss's 2-D expert biases are none). Routed experts
             // are the ffn_*_exps matrices (MLA's per-head k_b / v_b are 3-D too).
             if (t.n_dims < 2 || !rest.ends_with(".weight")) continue;
@@ -141,18 +163,21 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     m.output_bytes += out.nbytes;
     m.output_matmul_params = out.nelements();
     m.embd_bytes = m.tied_output ? 0 : token_embd->nbytes;
-    for (size_t il = 0; il < m.layers.size(); ++il)
-        m.layers[il].extra_decode_launches = extra_launches(qkv_types[il]) + extra_launches(gate_up_types[il]);
+    for (size_t il = 0; il < m.layers.size(); ++il) {
+        LayerShape& l = m.layers[il];
+        l.extra_decode_launches = extra_launches(qkv_types[il]) + extra_launches(gate_up_types[il]);
+        l.extra_device_ops = extra_device_ops(own_ops[il], models::arch_traits(hp.arch), !hp.moe.in_layer(int(il)));
+    }
     uint64_t best = 0;
     for (auto [t, b] : matmul_bytes_by_type)
         if (b > best) best = b, m.weight_type = t;
     return m;
 }
 
-double ModelShape::mean_extra_decode_launches() const {
+double ModelShape::mean_per_layer(int32_t LayerShape::*count) const {
     if (layers.empty()) return 0;
     double n = 0;
-    for (const LayerShape& l : layers) n += l.extra_decode_launches;
+    for (const LayerShape& l : layers) n += l.*count;
     return n / static_cast<double>(layers.size());
 }
 

@@ -26,6 +26,13 @@ struct LayerShape {
     // launch together only where their weights share a type (Device::matmul_group), so a Q4_K_M
     // layer whose attn_v is Q6_K takes one more.
     int32_t extra_decode_launches = 0;
+    // A device's ops beyond its matmuls and the two every layer makes (RoPE with the K/V stores,
+    // and attention), in decode and prefill alike: a bias add for each of q, k, v (qwen2) and the
+    // output (gpt-oss), a head norm of q and of k (qwen3, gemma3), gemma's post-norms, the residual
+    // add that a bias or post-norm after a product keeps from accumulating into it, and a dense
+    // layer's GeGLU or clamped SwiGLU, which the down projection does not take in as it takes SwiGLU.
+    // MLA's own ops (its latent normed in place, RoPE at an offset, per-head products) are not counted.
+    int32_t extra_device_ops = 0;
     bool operator==(const LayerShape&) const = default;
 };
 
@@ -53,7 +60,15 @@ struct ModelShape {
     int32_t n_swa = 0, n_layer_swa = 0;
 
     int32_t n_embd_kv() const { return n_head_kv * head_dim; }
-    double mean_extra_decode_launches() const;
+    double mean_extra_decode_launches() const { return mean_per_layer(&LayerShape::extra_decode_launches); }
+    // A layer's device ops besides its matmuls (runtime/exec/device/device_steps.cpp): the op that
+    // rotates q and k and, with the KV cache on the device, stores K and V (Device::rope_qkv_store),
+    // attention, and the layer's extra_device_ops; the model's mean.
+    double device_other_ops() const { return 2 + mean_per_layer(&LayerShape::extra_device_ops); }
+    // A dense layer's device ops in a decode step: q/k/v, the output, gate/up and down (and a launch
+    // a type more where a group mixes types), and the other ops.
+    double device_decode_ops() const { return 4 + mean_extra_decode_launches() + device_other_ops(); }
+    double mean_per_layer(int32_t LayerShape::*count) const;
     uint64_t total_weight_bytes() const;
     // K and V of one token in one layer, in kv_type (MLA: its one latent row).
     double kv_bytes_per_token() const { return kv_bytes_per_token(kv_type); }

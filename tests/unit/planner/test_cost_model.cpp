@@ -356,6 +356,40 @@ TEST_CASE("cost model: a layer whose q/k/v or gate/up mix types takes a device d
     CHECK(with - without == Approx((2000 + row) * 1e-9 / 4));
 }
 
+TEST_CASE("cost model: an architecture's bias adds, head norms and post-norms are a device op each", "[unit][planner]") {
+    // The tensors that make them, counted per layer (the ops' own count, against the device
+    // backend's trace: tests/model/test_device_op_count.cpp): qwen2's three biases; qwen3's two
+    // head norms; gemma2's two post-norms, the two residual adds they keep apart and GeGLU.
+    const std::vector<std::pair<nlohmann::json, int>> cases = {
+        {strata::test::tiny_config("llama", 64, 2, 96), 0},
+        {[] { auto c = strata::test::tiny_config("qwen2", 64, 2, 96); c["qkv_bias"] = true; return c; }(), 3},
+        {[] { auto c = strata::test::tiny_config("qwen3", 64, 2, 96); c["qk_norm"] = true; return c; }(), 2},
+        {[] { auto c = strata::test::tiny_config("gemma2", 64, 2, 96); c["post_norms"] = true; return c; }(), 5}};
+    for (const auto& [config, extra] : cases) {
+        INFO(config.dump());
+        const std::filesystem::path path = strata::test::temp_path("own_ops.gguf");
+        strata::test::write_tiny_model(config, 1, 1e-5f, path);
+        const ModelShape shape = ModelShape::from_gguf(path);
+        std::filesystem::remove(path);
+        for (const LayerShape& l : shape.layers) CHECK(l.extra_device_ops == extra);
+        CHECK(shape.device_other_ops() == 2 + extra);
+    }
+
+    // A measured device at 3 us an op: one of the toy's four layers with five ops more costs
+    // every layer five quarters of an op more.
+    ModelShape s = toy_shape();
+    s.weight_type = DType::Q8_0;
+    HardwareProfile hw = toy_cpu_with_gpu();
+    hw.gpu->ops = DeviceOps{1, {{DType::Q8_0, 10, 100, 0, 2, 1}}};
+    hw.gpu->ops->op_overhead_us = 3;
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Policy policy{1, 1, true, false, DType::F16};
+    const double without = CostModel(s, hw, wl, policy).layer_weights(1, WeightOption::Gpu).decode_overhead;
+    s.layers[0].extra_device_ops = 5;
+    const double with = CostModel(s, hw, wl, policy).layer_weights(1, WeightOption::Gpu).decode_overhead;
+    CHECK(with - without == Approx(5 * 3e-6 / 4));
+}
+
 TEST_CASE("cost model: a decode step's working set near the cache's size reads part of its weights from it",
           "[unit][planner]") {
     CpuProfile cpu;

@@ -1,0 +1,102 @@
+// The planner's count of a layer's device ops in a decode step (ModelShape::device_decode_ops,
+// read from the file's tensor table) against the ops the device backend issues: each dense
+// architecture's tiny model on the simulated device, every layer and its KV cache there, the ops
+// of a decode pass counted in the trace with one layer more and without.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/model_shape.h"
+#include "runtime/engine.h"
+#include "tests/support/device_plans.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/generate.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/greedy.h"
+#include "tests/support/tiny_model.h"
+
+using namespace strata;
+using namespace strata::runtime;
+
+namespace {
+
+// The simulated device's compute ops in each pass, up to the copy of its logits to the host
+// (which the compute stream makes).
+std::vector<int> ops_per_pass(const std::filesystem::path& trace_path) {
+    std::ifstream in(trace_path);
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    int compute = -1;
+    for (const auto& ev : trace["traceEvents"])
+        if (ev["ph"] == "M" && ev["args"]["name"] == "sim: compute") compute = ev["tid"];
+    std::vector<std::pair<double, std::string>> ops;
+    for (const auto& ev : trace["traceEvents"])
+        if (ev["ph"] == "X" && ev["tid"] == compute) ops.emplace_back(ev["ts"], ev["name"]);
+    std::sort(ops.begin(), ops.end());
+    std::vector<int> passes;
+    int n = 0;
+    for (const auto& [ts, name] : ops) {
+        if (name != "copy to host") {
+            ++n;
+            continue;
+        }
+        passes.push_back(n);
+        n = 0;
+    }
+    return passes;
+}
+
+struct Counted {
+    std::vector<int> passes;
+    double planned = 0;  // ModelShape::device_decode_ops
+};
+
+Counted count_ops(nlohmann::json config, int n_layer, const std::string& name) {
+    config["n_layer"] = n_layer;
+    const auto path = test::temp_path("op_count_" + name + ".gguf");
+    test::write_tiny_model(config, 7, 1e-5f, path);
+    EngineOptions o;
+    o.model = path;
+    o.n_ctx = 128;
+    o.gpu.device = DeviceKind::Sim;
+    o.gpu.attention = AttentionChoice::Gpu;
+    o.gpu.gpu_mem = uint64_t{1} << 30;
+    o.plan = test::all_on_device(test::plan_of(o));
+    o.trace_path = test::temp_path("op_count_" + name + ".json");
+    {
+        Engine e(o);
+        const std::vector<int32_t> prompt{1, 403, 407, 261, 378, 432};
+        runtime::SpecOptions plain;
+        plain.mode = SpecMode::Off;
+        REQUIRE(test::generate(e, prompt, test::greedy(4, true), plain).tokens.size() == 4);
+    }
+    return {ops_per_pass(o.trace_path), planner::ModelShape::from_gguf(path).device_decode_ops()};
+}
+
+}  // namespace
+
+TEST_CASE("sim device: a dense layer's decode ops are the planner's count, in every architecture", "[model][device][arch]") {
+    const auto fx = test::model_fixture("tiny_arch_logits.json");
+    int archs = 0;
+    for (const auto& m : fx["models"]) {
+        const auto config = test::with_vocabulary(test::with_q8_0(m["config"]));
+        if (config.value("n_expert", 0) > 0) continue;  // a mixture's experts run on the host
+        const std::string name = config["name"];
+        INFO(name);
+        const int n_layer = config["n_layer"];
+        const Counted fewer = count_ops(config, n_layer, name), more = count_ops(config, n_layer + 1, name);
+        INFO("ops per pass with " << n_layer << " layers: " << nlohmann::json(fewer.passes).dump() << ", with one more: "
+                                  << nlohmann::json(more.passes).dump());
+        // The prompt's pass and three decode passes, the decode passes alike.
+        REQUIRE(fewer.passes.size() == 4);
+        REQUIRE(more.passes.size() == 4);
+        CHECK(fewer.passes[1] == fewer.passes[3]);
+        CHECK(more.passes[1] == more.passes[3]);
+        CHECK(more.planned == fewer.planned);
+        CHECK(more.passes[1] - fewer.passes[1] == fewer.planned);
+        ++archs;
+    }
+    CHECK(archs >= 8);
+}
