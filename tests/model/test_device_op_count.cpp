@@ -1,7 +1,7 @@
 // The planner's count of a layer's device ops in a decode step (ModelShape::device_decode_ops,
 // read from the file's tensor table) against the ops the device backend issues: each dense
 // architecture's tiny model on the simulated device, every layer and its KV cache there, the ops
-// of a decode pass counted in the trace with one layer more and without.
+// of a decode pass counted in the trace with one layer more and without, and those beyond the layers.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -96,6 +96,9 @@ TEST_CASE("sim device: a dense layer's decode ops are the planner's count, in ev
         CHECK(more.passes[1] == more.passes[3]);
         CHECK(more.planned == fewer.planned);
         CHECK(more.passes[1] - fewer.passes[1] == fewer.planned);
+        // Beyond its layers a decode pass makes the head's product, the output norm taken into it
+        // (and gemma2's soft-cap of the logits).
+        CHECK(fewer.passes[1] - n_layer * fewer.planned == 1 + int(config.contains("final_softcap")));
         ++archs;
     }
     CHECK(archs >= 8);

@@ -162,9 +162,20 @@ void DeviceBackend::final_rows(std::span<const int64_t> rows, bool project, floa
     const int64_t width = project ? hp_.n_vocab : hp_.n_embd;
     for (size_t r0 = 0; r0 < rows.size(); r0 += Impl::kHeadRows) {
         const int64_t nr = std::min<int64_t>(Impl::kHeadRows, int64_t(rows.size() - r0));
-        norm_rows(rows.subspan(r0, size_t(nr)));
-        // A row's logits do not depend on the others: each as a product of that row alone.
-        if (project) m.project(m.output, m.xn.as<float>(), m.logits.as<float>(), nr, 0);
+        const std::span<const int64_t> part = rows.subspan(r0, size_t(nr));
+        // Consecutive rows (a decode step's, a prompt's last) go into the head straight from the
+        // stream, normed on their way in: one launch where gathering and norming them take nr + 1
+        // more. A row's logits do not depend on the others: each as a product of that row alone.
+        bool consecutive = project;
+        for (int64_t i = 1; consecutive && i < nr; ++i) consecutive = part[size_t(i)] == part[0] + i;
+        if (consecutive) {
+            const MatmulOutput head{m.output, m.logits.as<float>()};
+            const MatmulInput in{m.dev_f(m.x, part[0], hp_.n_embd), m.output_norm.f32(), hp_.rms_eps};
+            runtime::project(*m.dev, s, in, std::span(&head, 1), nr, 0);
+        } else {
+            norm_rows(part);
+            if (project) m.project(m.output, m.xn.as<float>(), m.logits.as<float>(), nr, 0);
+        }
         if (project && hp_.final_softcap > 0) m.dev->softcap(m.logits.as<float>(), nr * width, hp_.final_softcap, s);
         // Hidden states are staged through the logits' host buffer too: kHeadRows rows of n_vocab >= n_embd floats.
         m.dev->copy_d2h(m.host->logits, project ? m.logits.data() : m.xn.data(), size_t(nr * width) * 4, s);
