@@ -114,6 +114,9 @@ public:
     void add_rows(float* y, const float* b, int64_t n_rows, int64_t n, Stream& s) override {
         traced(s, "add_rows", [&] { gpu::add_rows(y, b, n_rows, n, cuda(s)); });
     }
+    void head_matmul(const HeadMatmulArgs& a, Stream& s) override {
+        traced(s, "head_matmul", [&] { gpu::head_matmul(a, cuda(s)); });
+    }
     void kv_store(const float* src, const KvRows& r, Stream& s) override {
         traced(s, "kv_store", [&] { gpu::kv_store(src, r, cuda(s)); });
     }

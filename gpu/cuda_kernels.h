@@ -105,6 +105,10 @@ private:
     void* handle_ = nullptr;  // cublasHandle_t
 };
 
+// Device::head_matmul (kernels/head_matvec.cu): a warp a product row, the weights decoded with
+// the block's values8 and the input read as floats, summed in float.
+void head_matmul(const HeadMatmulArgs& a, CudaStream& s);
+
 // ---- per-row and element-wise ----
 // y = x / rms(x) * w for n_rows rows of n values (x and y may alias).
 void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, CudaStream& s);

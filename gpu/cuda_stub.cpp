@@ -55,6 +55,7 @@ void convert_f32_to_bf16(const float*, uint16_t*, int64_t, CudaStream&) { no_cud
 Cublas::Cublas() { no_cuda(); }
 Cublas::~Cublas() = default;
 void Cublas::gemm(DType, const void*, const void*, float*, int64_t, int64_t, int64_t, int64_t, bool, CudaStream&) { no_cuda(); }
+void head_matmul(const HeadMatmulArgs&, CudaStream&) { no_cuda(); }
 void rms_norm(const float*, const float*, float*, int64_t, int64_t, float, CudaStream&) { no_cuda(); }
 void rope(float*, const int32_t*, int64_t, const RopeArgs&, CudaStream&) { no_cuda(); }
 void swiglu(float*, const float*, int64_t, CudaStream&) { no_cuda(); }

@@ -67,6 +67,22 @@ struct MatmulArgs {
     const float* swiglu_up = nullptr;
 };
 
+// Products of each head with a matrix of its own (MLA's attn_k_b and attn_v_b): for head h of
+// n_heads and token row t of n_tok, the n_rows values at y + t * y_row + h * y_head are W_h times
+// the n_cols values at x + t * x_row + h * x_head. W_h is n_rows x n_cols in its GGUF type, head
+// h's matrix after the h before it (a 3-D tensor as the file lays it out). Each head's products
+// are what a matmul of its values gathered into rows of their own would give, bit for bit on the
+// simulated device; x and y do not overlap.
+struct HeadMatmulArgs {
+    DType type = DType::F32;
+    const void* w = nullptr;
+    const float* x = nullptr;
+    float* y = nullptr;
+    int64_t n_rows = 0, n_cols = 0, n_tok = 0;
+    int32_t n_heads = 0;
+    int64_t x_row = 0, x_head = 0, y_row = 0, y_head = 0;  // floats
+};
+
 struct RopeArgs {
     int32_t n_heads = 0;
     int32_t head_dim = 0;
@@ -226,6 +242,9 @@ public:
     // part's y may overlap the input or another part's y: a launch computes them together.
     void matmul_group(std::span<const MatmulArgs> parts, Stream& s);
     static constexpr size_t kMaxLaunchProducts = kDeviceLaunchProducts;
+    // Every head's product (HeadMatmulArgs) in one op, for up to kRowWiseRows rows each as a
+    // product of that row alone would give it, or longer runs (a prompt's).
+    virtual void head_matmul(const HeadMatmulArgs& a, Stream& s) = 0;
     // y = x / rms(x) * w for n_rows rows of n values (x and y may alias).
     virtual void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) = 0;
     // Rotates, in place, n_tokens rows of n_heads heads; token t is at position pos[t] (device).

@@ -152,27 +152,22 @@ public:
                 });
                 x = t;
             }
-            // Accumulated products are summed apart, then added.
-            std::vector<std::vector<float>> sums(parts.size());
-            for (size_t i = 0; i < parts.size(); ++i)
-                if (parts[i].accumulate) sums[i].resize(size_t(in.n_tok * parts[i].n_rows));
-            // Rows that get the bits they get alone (a run's parts are of one type): for
-            // block-quantized weights as many as the CPU keeps row-invariant (integer dot products,
-            // but for AMX's prefill from 16 rows), up to cpu::kDecodeTokens at a time for float weights.
-            const bool any_rows = cpu::act_format_for(in.type) != cpu::ActFormat::F32;
-            const int64_t step = in.n_tok > kRowWiseRows ? in.n_tok
-                                 : any_rows              ? std::min(in.n_tok, cpu::row_invariant_tokens())
-                                                         : cpu::kDecodeTokens;
-            std::vector<cpu::MatmulOut> outs(parts.size());
-            for (int64_t t = 0; t < in.n_tok; t += step) {
-                for (size_t i = 0; i < parts.size(); ++i) {
-                    const MatmulArgs& a = parts[i];
-                    outs[i] = {a.type, a.w, a.n_rows, (a.accumulate ? sums[i].data() : a.y) + t * a.n_rows};
-                }
-                cpu::matmul_many(outs, n, x + t * n, std::min(step, in.n_tok - t), int8);
+            multiply(parts, x, int8);
+        });
+    }
+    // Each head's values gathered into rows of their own, multiplied as products() multiplies
+    // them, and the products written to the head's place.
+    void head_matmul(const HeadMatmulArgs& a, Stream& s) override {
+        compute(s, "head_matmul", [a, int8 = opts_.int8_activations] {
+            std::vector<float> in(size_t(a.n_tok * a.n_cols)), out(size_t(a.n_tok * a.n_rows));
+            const uint64_t head_bytes = row_bytes(a.type, a.n_cols) * uint64_t(a.n_rows);
+            for (int32_t h = 0; h < a.n_heads; ++h) {
+                for (int64_t t = 0; t < a.n_tok; ++t) std::copy_n(a.x + t * a.x_row + h * a.x_head, a.n_cols, &in[size_t(t * a.n_cols)]);
+                const MatmulArgs m{a.type, static_cast<const std::byte*>(a.w) + h * head_bytes, in.data(), out.data(), a.n_rows,
+                                   a.n_cols, a.n_tok};
+                multiply(std::span(&m, 1), in.data(), int8);
+                for (int64_t t = 0; t < a.n_tok; ++t) std::copy_n(&out[size_t(t * a.n_rows)], a.n_rows, a.y + t * a.y_row + h * a.y_head);
             }
-            for (size_t i = 0; i < parts.size(); ++i)
-                if (parts[i].accumulate) cpu::add(parts[i].y, sums[i].data(), in.n_tok * parts[i].n_rows);
         });
     }
     void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Stream& s) override {
@@ -307,6 +302,32 @@ public:
     }
 
 private:
+    // The parts' products of x (n_tok rows of the first part's n_cols), y accumulated where a part
+    // says: rows that get the bits they get alone (a run's parts are of one type): for
+    // block-quantized weights as many as the CPU keeps row-invariant (integer dot products, but
+    // for AMX's prefill from 16 rows), up to cpu::kDecodeTokens at a time for float weights.
+    static void multiply(std::span<const MatmulArgs> parts, const float* x, bool int8) {
+        const MatmulArgs& in = parts[0];
+        const int64_t n = in.n_cols;
+        // Accumulated products are summed apart, then added.
+        std::vector<std::vector<float>> sums(parts.size());
+        for (size_t i = 0; i < parts.size(); ++i)
+            if (parts[i].accumulate) sums[i].resize(size_t(in.n_tok * parts[i].n_rows));
+        const bool any_rows = cpu::act_format_for(in.type) != cpu::ActFormat::F32;
+        const int64_t step = in.n_tok > kRowWiseRows ? in.n_tok
+                             : any_rows              ? std::min(in.n_tok, cpu::row_invariant_tokens())
+                                                     : cpu::kDecodeTokens;
+        std::vector<cpu::MatmulOut> outs(parts.size());
+        for (int64_t t = 0; t < in.n_tok; t += step) {
+            for (size_t i = 0; i < parts.size(); ++i) {
+                const MatmulArgs& a = parts[i];
+                outs[i] = {a.type, a.w, a.n_rows, (a.accumulate ? sums[i].data() : a.y) + t * a.n_rows};
+            }
+            cpu::matmul_many(outs, n, x + t * n, std::min(step, in.n_tok - t), int8);
+        }
+        for (size_t i = 0; i < parts.size(); ++i)
+            if (parts[i].accumulate) cpu::add(parts[i].y, sums[i].data(), in.n_tok * parts[i].n_rows);
+    }
     // What another program's allocation would do to a GPU: the pool's limit drops.
     void take_memory() {
         const uint64_t before = memory().arena().limit();

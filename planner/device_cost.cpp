@@ -46,7 +46,9 @@ double CostModel::graph_saving_s(const Plan& plan) const {
     // step_graph): every layer's weights and K/V there.
     for (const LayerPlacement& l : plan.layers)
         if (l.weights != WeightOption::Gpu || l.kv != KvOption::Gpu) return 0;
-    return shape_.n_layer * m_ * shape_.device_decode_ops() * (o->op_overhead_us - o->graph_op_us) * 1e-6;
+    double ops = 0;
+    for (const LayerShape& l : shape_.layers) ops += ModelShape::device_decode_ops(l);
+    return m_ * ops * (o->op_overhead_us - o->graph_op_us) * 1e-6;
 }
 
 double CostModel::device_step_s(const Plan& plan) const {

@@ -42,13 +42,16 @@ constexpr std::array<std::string_view, 8> kOwnOp = {"attn_q.bias",        "attn_
                                                     "post_attention_norm.weight", "post_ffw_norm.weight"};
 enum : size_t { kOutBias = 3, kAttnPostNorm = 6, kFfnPostNorm = 7 };
 
-// LayerShape::extra_device_ops from the layer's kOwnOp tensors.
-int32_t extra_device_ops(std::bitset<kOwnOp.size()> own, const models::ArchTraits& arch, bool dense) {
+// LayerShape::extra_device_ops from the layer's kOwnOp tensors (runtime/exec/layer_program.cpp,
+// as runtime/exec/device/device_steps.cpp issues it).
+int32_t extra_device_ops(std::bitset<kOwnOp.size()> own, const models::ArchTraits& arch, bool dense, bool low_rank_q) {
     if (!arch.post_norms) own.reset(kAttnPostNorm).reset(kFfnPostNorm);
     // A bias or post-norm between a product and its residual add leaves the add an op of its own.
     const bool attn_add_apart = own[kOutBias] || own[kAttnPostNorm];
     const bool glu_apart = dense && arch.ffn_act != models::FfnAct::Silu;
-    return static_cast<int32_t>(own.count()) + attn_add_apart + own[kFfnPostNorm] + glu_apart;
+    const int32_t experts = dense ? 0 : 2;
+    const int32_t mla = arch.mla ? 2 + 3 + 3 + low_rank_q : 0;
+    return static_cast<int32_t>(own.count()) + attn_add_apart + own[kFfnPostNorm] + glu_apart + experts + mla;
 }
 
 }  // namespace
@@ -166,7 +169,8 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     for (size_t il = 0; il < m.layers.size(); ++il) {
         LayerShape& l = m.layers[il];
         l.extra_decode_launches = extra_launches(qkv_types[il]) + extra_launches(gate_up_types[il]);
-        l.extra_device_ops = extra_device_ops(own_ops[il], models::arch_traits(hp.arch), !hp.moe.in_layer(int(il)));
+        l.extra_device_ops = extra_device_ops(own_ops[il], models::arch_traits(hp.arch), !hp.moe.in_layer(int(il)),
+                                              qkv_types[il][1].has_value());
     }
     uint64_t best = 0;
     for (auto [t, b] : matmul_bytes_by_type)

@@ -30,8 +30,10 @@ struct LayerShape {
     // and attention), in decode and prefill alike: a bias add for each of q, k, v (qwen2) and the
     // output (gpt-oss), a head norm of q and of k (qwen3, gemma3), gemma's post-norms, the residual
     // add that a bias or post-norm after a product keeps from accumulating into it, and a dense
-    // layer's GeGLU or clamped SwiGLU, which the down projection does not take in as it takes SwiGLU.
-    // MLA's own ops (its latent normed in place, RoPE at an offset, per-head products) are not counted.
+    // layer's GeGLU or clamped SwiGLU, which the down projection does not take in as it takes SwiGLU;
+    // a mixture of experts' feed-forward input norm and residual add (its experts' own ops not
+    // counted); MLA's RoPE apart from the K store, its latent normed in place (three ops), its
+    // per-head products with the copy of the queries' RoPE part, and its low-rank queries' product.
     int32_t extra_device_ops = 0;
     bool operator==(const LayerShape&) const = default;
 };
@@ -65,9 +67,11 @@ struct ModelShape {
     // rotates q and k and, with the KV cache on the device, stores K and V (Device::rope_qkv_store),
     // attention, and the layer's extra_device_ops; the model's mean.
     double device_other_ops() const { return 2 + mean_per_layer(&LayerShape::extra_device_ops); }
-    // A dense layer's device ops in a decode step: q/k/v, the output, gate/up and down (and a launch
-    // a type more where a group mixes types), and the other ops.
-    double device_decode_ops() const { return 4 + mean_extra_decode_launches() + device_other_ops(); }
+    // A layer's device ops in a decode step: q/k/v, the output and a dense layer's gate/up and down
+    // (and a launch a type more where a group mixes types), and its other ops.
+    static int32_t device_decode_ops(const LayerShape& l) {
+        return (l.n_expert_params > 0 ? 2 : 4) + l.extra_decode_launches + 2 + l.extra_device_ops;
+    }
     double mean_per_layer(int32_t LayerShape::*count) const;
     uint64_t total_weight_bytes() const;
     // K and V of one token in one layer, in kv_type (MLA: its one latent row).

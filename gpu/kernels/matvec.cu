@@ -13,6 +13,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/kernels/block_types.h"
 #include "gpu/cuda_kernels.h"
+#include "gpu/kernels/float_weights.cuh"
 #include "gpu/kernels/reduce.cuh"
 
 namespace strata::gpu {
@@ -243,30 +244,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Float weights (F32, F16, BF16) meet float activations: 8 values a step with 16-byte loads
-// when rows allow it (kVec), else one.
-__device__ __forceinline__ float weight_value(const float* p) { return *p; }
-__device__ __forceinline__ float weight_value(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ float weight_value(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-template <class T>
-__device__ __forceinline__ void weight_values8(const T* p, float out[8]) {
-    if constexpr (sizeof(T) == 4) {
-        const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
-        out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-    } else {
-        uint32_t u[4];
-        load_u32x4_a16(reinterpret_cast<const uint8_t*>(p), u);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const uint16_t lo = u[i] & 0xFFFF, hi = u[i] >> 16;
-            if constexpr (std::is_same_v<T, __half>) {
-                out[2 * i] = half_to_f32(lo), out[2 * i + 1] = half_to_f32(hi);
-            } else {
-                out[2 * i] = bf16_to_f32(lo), out[2 * i + 1] = bf16_to_f32(hi);
-            }
-        }
-    }
-}
-
+// when rows allow it (kVec, weight_values8), else one (weight_value).
 template <class T, bool kVec, int kWarpsPerRow, int kCols>
 __global__ void __launch_bounds__(kThreads)
     matvec_float_kernel(const T* __restrict__ w0, const T* __restrict__ w1, const T* __restrict__ w2, const MatvecParts parts,

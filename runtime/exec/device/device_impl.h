@@ -208,7 +208,7 @@ struct DeviceBackend::Impl {
                               const PassLayout* p, KvCache& kv, bool saves_inputs);
     // A Rope step's arguments: its heads in rows of `width` values.
     gpu::RopeArgs rope_args(const RopeSpec& spec, int32_t n_heads, int64_t width) const;
-    // A HeadMatmul step: each head's values gathered, through its own matrix, scattered back.
+    // A HeadMatmul step: every head's values through its own matrix in one op (Device::head_matmul).
     void head_matmul(const Step& st, const DevLayer& l, const Rows& r);
     // K and V rows into the layer's device cache (and the rows' inputs, where it rebuilds its KV),
     // the keys rotated on the way where `key_rope` is given, and then the queries too where

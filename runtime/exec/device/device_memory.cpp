@@ -200,10 +200,8 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     }
     k = floats(ub * KV, "activations");
     v = floats(ub * KV, "activations");
-    // The hidden layer, or one head of MLA's per-head products (device_steps.cpp: head_matmul).
-    const int64_t hidden_w = std::max({F, int64_t(hp.mla.kv_lora_rank), int64_t(hp.mla.qk_nope), int64_t(hp.mla.v_head_dim)});
-    gate = floats(ub * hidden_w, "activations");
-    up = floats(ub * hidden_w, "activations");
+    gate = floats(ub * F, "activations");
+    up = floats(ub * F, "activations");
     logits = floats(kHeadRows * hp.n_vocab, "logits");
     ints = dev->memory().allocate(uint64_t(kPassInts * ub) * 4, "positions and block tables");
     tables = dev->memory().allocate(uint64_t(ub) * max_blocks * 4, "positions and block tables");

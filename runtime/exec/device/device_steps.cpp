@@ -241,24 +241,24 @@ void DeviceBackend::Impl::step(const Step& st, const LayerProgram& prog, const D
 }
 
 void DeviceBackend::Impl::head_matmul(const Step& st, const DevLayer& l, const Rows& r) {
-    gpu::Stream& s = *compute;
     const DevWeight& w = l[st.w];
     const int64_t H = st.n_heads, in_w = act_width(hp, st.src) / H, out_w = act_width(hp, st.dst) / H;
     const int64_t cols = w.n_cols, rows = w.n_rows, rest = in_w - cols;
     const float* src = r.act[size_t(st.src)];
     float* dst = r.act[size_t(st.dst)];
-    // The head's values gathered into `gate` and its products into `up` (free between a layer's
-    // attention and its feed-forward).
-    float* in = gate.as<float>();
-    float* prod = up.as<float>();
-    for (int64_t h = 0; h < H; ++h) {
-        DevWeight head = w;
-        head.data = static_cast<const std::byte*>(w.data) + h * int64_t(row_bytes(w.type, cols)) * rows;
-        dev->copy_rows(in, cols, src + h * in_w, H * in_w, r.n, cols, s);
-        project(head, in, prod, r.n, r.n_long);
-        dev->copy_rows(dst + h * out_w, H * out_w, prod, rows, r.n, rows, s);
-        if (rest > 0) dev->copy_rows(dst + h * out_w + rows, H * out_w, src + h * in_w + cols, H * in_w, r.n, rest, s);
-    }
+    // Every head in one op: rows [0, n_long) together, the rest kRowWiseRows at a time, as
+    // runtime::project runs a product.
+    auto heads = [&](int64_t r0, int64_t r1) {
+        dev->head_matmul({.type = w.type, .w = w.data, .x = src + r0 * H * in_w, .y = dst + r0 * H * out_w, .n_rows = rows,
+                          .n_cols = cols, .n_tok = r1 - r0, .n_heads = int32_t(H), .x_row = H * in_w, .x_head = in_w,
+                          .y_row = H * out_w, .y_head = out_w},
+                         *compute);
+    };
+    if (r.n_long > 0) heads(0, r.n_long);
+    for (int64_t t = r.n_long; t < r.n; t += gpu::Device::kRowWiseRows) heads(t, std::min(r.n, t + gpu::Device::kRowWiseRows));
+    // The rest of each head's values (MLA's RoPE part, after the part the matrix takes) as they
+    // are, after its products: one copy of every token's heads.
+    if (rest > 0) dev->copy_rows(dst + rows, out_w, src + cols, in_w, r.n * H, rest, *compute);
 }
 
 }  // namespace strata::runtime
