@@ -200,8 +200,12 @@ def check_queue_shares() -> None:
 
         def wait_queued(n: int) -> None:
             deadline = time.time() + 30
-            while server.request("GET", "/health")[2]["queued"] < n:
-                assert time.time() < deadline, f"never {n} queued"
+            while (health := server.request("GET", "/health")[2])["queued"] < n:
+                if time.time() >= deadline:
+                    last = waiting[-1]
+                    last.settimeout(0.5)  # what the server answered the last request, if it did
+                    raise AssertionError(f"never {n} queued: /health {health}; the last request's answer "
+                                         f"{read_answer(last)[:400]!r}; the server's log: {server.stderr()[-2000:]}")
                 time.sleep(0.02)
 
         deadline = time.time() + 30
