@@ -21,9 +21,11 @@ from strata_support import default_model
 
 MODEL = default_model()
 ORDINARY = {"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}
-# Holds its place until the test lets go: most of the context (4096 by default), since a slow
-# machine's checks take seconds and drafted tokens (lookup decoding) make a greedy answer fast.
-LONG = {"prompt": "Once upon a time", "max_tokens": 4000, "temperature": 0, "ignore_eos": True}
+# Holds its place until the test lets go: most of a context of 8192 tokens decoded one a pass
+# (drafted tokens, lookup decoding, made a greedy answer of 4000 finish in seconds, before a
+# loaded machine's checks were done), 30 s or more at SmolLM2's 250 tokens/s on two cores.
+LONG = {"prompt": "Once upon a time", "max_tokens": 8000, "temperature": 0, "ignore_eos": True}
+HOLDS = ("--ctx", "8192", "--spec", "off")  # the flags of a server that LONG holds
 
 
 def connect_from(server: Server, address: str, timeout: float = 60) -> socket.socket:
@@ -136,7 +138,7 @@ def check_connection_limits() -> None:
 
 def check_busy_workers() -> None:
     """One worker, held by a long request: probes still answer; extra requests get 503 or 429 at once."""
-    with Server(MODEL, "--http-threads", "1", "--max-batch", "1", "--max-queue", "0", "--max-requests-per-client", "1",
+    with Server(MODEL, *HOLDS, "--http-threads", "1", "--max-batch", "1", "--max-queue", "0", "--max-requests-per-client", "1",
                 threads=2) as server:
         holder = connect_from(server, "127.0.0.1")
         holder.sendall(post_head(json.dumps(LONG).encode()) + json.dumps(LONG).encode())
@@ -184,7 +186,7 @@ def check_queue_shares() -> None:
     """One place, held by a long request; a queue of 8 (2 per address while others have work):
     an address's third waiting request gets 429, a request once 8 wait gets 503 queue_full. More
     choices than the place and the queue together hold is a 400 naming `n`, not a busy server."""
-    with Server(MODEL, "--max-batch", "1", "--max-queue", "8", threads=2) as server:
+    with Server(MODEL, *HOLDS, "--max-batch", "1", "--max-queue", "8", threads=2) as server:
         status, _, body = server.request("POST", "/v1/completions", {**ORDINARY, "n": 10})
         assert status == 400 and body["error"]["param"] == "n" and "at most 9" in body["error"]["message"], body
         assert server.request("POST", "/v1/completions", {**ORDINARY, "n": 9})[0] == 200
@@ -232,7 +234,7 @@ def check_queue_shares() -> None:
 
 def check_sigterm_deadline() -> None:
     """A stream still running when --shutdown-timeout passes ends with an error event and [DONE]."""
-    with Server(MODEL, "--shutdown-timeout", "1", threads=2) as server:
+    with Server(MODEL, *HOLDS, "--shutdown-timeout", "1", threads=2) as server:
         idle = connect_from(server, "127.0.0.1")
         conn = server.connection()
         conn.request("POST", "/v1/completions", body=json.dumps({**LONG, "stream": True}),
