@@ -72,7 +72,8 @@ struct MatmulArgs {
 // the n_cols values at x + t * x_row + h * x_head. W_h is n_rows x n_cols in its GGUF type, head
 // h's matrix after the h before it (a 3-D tensor as the file lays it out). Each head's products
 // are what a matmul of its values gathered into rows of their own would give, bit for bit on the
-// simulated device; x and y do not overlap.
+// simulated device (CUDA reads the values as floats, where its matmul quantizes them as the CPU
+// does: the same products within rounding); x and y do not overlap.
 struct HeadMatmulArgs {
     DType type = DType::F32;
     const void* w = nullptr;

@@ -40,12 +40,15 @@ int32_t extra_launches(const std::array<std::optional<DType>, N>& types) {
 constexpr std::array<std::string_view, 8> kOwnOp = {"attn_q.bias",        "attn_k.bias",        "attn_v.bias",
                                                     "attn_output.bias",   "attn_q_norm.weight", "attn_k_norm.weight",
                                                     "post_attention_norm.weight", "post_ffw_norm.weight"};
-enum : size_t { kOutBias = 3, kAttnPostNorm = 6, kFfnPostNorm = 7 };
+enum : size_t { kOutBias = 3, kQNorm = 4, kKNorm = 5, kAttnPostNorm = 6, kFfnPostNorm = 7 };
 
 // LayerShape::extra_device_ops from the layer's kOwnOp tensors (runtime/exec/layer_program.cpp,
 // as runtime/exec/device/device_steps.cpp issues it).
 int32_t extra_device_ops(std::bitset<kOwnOp.size()> own, const models::ArchTraits& arch, bool dense, bool low_rank_q) {
+    // Tensors the architecture's runtime does not read (models/arch.h's traits) make no op.
     if (!arch.post_norms) own.reset(kAttnPostNorm).reset(kFfnPostNorm);
+    if (!arch.qk_norm) own.reset(kQNorm).reset(kKNorm);
+    if (!arch.attn_out_bias) own.reset(kOutBias);
     // A bias or post-norm between a product and its residual add leaves the add an op of its own.
     const bool attn_add_apart = own[kOutBias] || own[kAttnPostNorm];
     const bool glu_apart = dense && arch.ffn_act != models::FfnAct::Silu;

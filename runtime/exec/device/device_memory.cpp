@@ -19,6 +19,9 @@ namespace {
 std::pair<int64_t, int64_t> matmul_sizes(const models::Hparams& hp) {
     return {Backend::kMaxUbatch, std::max({int64_t(hp.n_embd), int64_t(hp.n_ff), int64_t(hp.n_embd_q())})};
 }
+// The gate and up buffers' width: the hidden layer, or a KV rebuild's inputs and keys
+// (device_attention.cpp: rebuild_kv).
+int64_t hidden_width(const models::Hparams& hp) { return std::max({int64_t(hp.n_ff), int64_t(hp.n_embd), int64_t(hp.n_embd_kv())}); }
 // The key heads attention reads: MLA's are its cache rows.
 int32_t attention_head_dim(const models::Hparams& hp) { return hp.mla.enabled() ? hp.n_embd_kv() : hp.head_dim; }
 }  // namespace
@@ -41,7 +44,7 @@ uint64_t DeviceBackend::Impl::working_bytes(const gpu::Device& device, const mod
                                            uint64_t slot_bytes, int n_slots, int n_ctx) {
     const uint64_t ub = Backend::kMaxUbatch;
     const uint64_t mla = uint64_t(act_width(hp, Act::QLowRank) + act_width(hp, Act::QLatent) + act_width(hp, Act::AttnLatent));
-    const uint64_t floats = ub * (3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv() + 2ull * hp.n_ff + mla) +
+    const uint64_t floats = ub * (3ull * hp.n_embd + 2ull * hp.n_embd_q() + 2ull * hp.n_embd_kv() + 2ull * uint64_t(hidden_width(hp)) + mla) +
                             kHeadRows * uint64_t(hp.n_vocab);
     const uint64_t blocks = KvCache::blocks_for(n_ctx);
     const uint64_t ints = kPassInts * ub + ub * blocks + 2 * ub * kMaskWords + 3 * KvCache::kBlockSize * blocks;  // + the masks, the rebuild list
@@ -183,7 +186,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
         add_kv_pair();
     }
 
-    const int64_t ub = kMaxUbatch, E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff;
+    const int64_t ub = kMaxUbatch, E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv();
     auto floats = [&](int64_t n, const char* what) { return dev->memory().allocate(uint64_t(n) * 4, what); };
     const auto [max_rows, max_cols] = matmul_sizes(hp);
     dev->reserve_matmul(max_rows, max_cols);
@@ -200,8 +203,8 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     }
     k = floats(ub * KV, "activations");
     v = floats(ub * KV, "activations");
-    gate = floats(ub * F, "activations");
-    up = floats(ub * F, "activations");
+    gate = floats(ub * hidden_width(hp), "activations");
+    up = floats(ub * hidden_width(hp), "activations");
     logits = floats(kHeadRows * hp.n_vocab, "logits");
     ints = dev->memory().allocate(uint64_t(kPassInts * ub) * 4, "positions and block tables");
     tables = dev->memory().allocate(uint64_t(ub) * max_blocks * 4, "positions and block tables");
