@@ -319,6 +319,19 @@ TEST_CASE("cost model: a decode matmul call costs a fixed part and a part per by
           Approx((2000 + row) * 1e-9));
 }
 
+namespace {
+// A layer's decode launches priced for `s` (its weights taken as Q8_0) on a measured device: 2 us
+// a call and 1 ns per row byte, 3 us an op.
+double device_decode_overhead(ModelShape s) {
+    s.weight_type = DType::Q8_0;
+    HardwareProfile hw = toy_cpu_with_gpu();
+    hw.gpu->ops = DeviceOps{1, {{DType::Q8_0, 10, 100, 0, 2, 1}}};
+    hw.gpu->ops->op_overhead_us = 3;
+    const Workload wl{100, 11, 1, Objective::Latency};
+    return CostModel(s, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(1, WeightOption::Gpu).decode_overhead;
+}
+}  // namespace
+
 TEST_CASE("cost model: a layer whose q/k/v or gate/up mix types takes a device decode launch a run of one type",
           "[unit][planner]") {
     const nlohmann::json config = strata::test::with_q8_0(strata::test::tiny_config("llama", 64, 3, 128));
@@ -338,22 +351,12 @@ TEST_CASE("cost model: a layer whose q/k/v or gate/up mix types takes a device d
         CHECK(shape.mean_extra_decode_launches() == extra);
     }
 
-    // A measured device: 2 us a call and 1 ns per row byte, 3 us an op. One of the toy's four
-    // layers with the extra launch, on n_embd-wide rows: a layer's launches are priced at the
-    // model's mean, a quarter of that call more.
+    // One of the toy's four layers with the extra launch, on n_embd-wide rows: a layer's launches
+    // are priced at the model's mean, a quarter of that call more.
     ModelShape s = toy_shape();
-    s.weight_type = DType::Q8_0;
     s.layers[0].extra_decode_launches = 1;
-    HardwareProfile hw = toy_cpu_with_gpu();
-    hw.gpu->ops = DeviceOps{1, {{DType::Q8_0, 10, 100, 0, 2, 1}}};
-    hw.gpu->ops->op_overhead_us = 3;
-    const Workload wl{100, 11, 1, Objective::Latency};
-    const Policy policy{1, 1, true, false, DType::F16};
-    const double with = CostModel(s, hw, wl, policy).layer_weights(1, WeightOption::Gpu).decode_overhead;
-    s.layers[0].extra_decode_launches = 0;
-    const double without = CostModel(s, hw, wl, policy).layer_weights(1, WeightOption::Gpu).decode_overhead;
     const double row = 1024 / 32 * 34;
-    CHECK(with - without == Approx((2000 + row) * 1e-9 / 4));
+    CHECK(device_decode_overhead(s) - device_decode_overhead(toy_shape()) == Approx((2000 + row) * 1e-9 / 4));
 }
 
 TEST_CASE("cost model: an architecture's bias adds, head norms and post-norms are a device op each", "[unit][planner]") {
@@ -375,19 +378,10 @@ TEST_CASE("cost model: an architecture's bias adds, head norms and post-norms ar
         CHECK(shape.device_other_ops() == 2 + extra);
     }
 
-    // A measured device at 3 us an op: one of the toy's four layers with five ops more costs
-    // every layer five quarters of an op more.
+    // One of the toy's four layers with five ops more: every layer five quarters of an op more.
     ModelShape s = toy_shape();
-    s.weight_type = DType::Q8_0;
-    HardwareProfile hw = toy_cpu_with_gpu();
-    hw.gpu->ops = DeviceOps{1, {{DType::Q8_0, 10, 100, 0, 2, 1}}};
-    hw.gpu->ops->op_overhead_us = 3;
-    const Workload wl{100, 11, 1, Objective::Latency};
-    const Policy policy{1, 1, true, false, DType::F16};
-    const double without = CostModel(s, hw, wl, policy).layer_weights(1, WeightOption::Gpu).decode_overhead;
     s.layers[0].extra_device_ops = 5;
-    const double with = CostModel(s, hw, wl, policy).layer_weights(1, WeightOption::Gpu).decode_overhead;
-    CHECK(with - without == Approx(5 * 3e-6 / 4));
+    CHECK(device_decode_overhead(s) - device_decode_overhead(toy_shape()) == Approx(5 * 3e-6 / 4));
 }
 
 TEST_CASE("cost model: a decode step's working set near the cache's size reads part of its weights from it",
