@@ -48,7 +48,6 @@ int32_t extra_device_ops(std::bitset<kOwnOp.size()> own, const models::ArchTrait
     // Tensors the architecture's runtime does not read (models/arch.h's traits) make no op.
     if (!arch.post_norms) own.reset(kAttnPostNorm).reset(kFfnPostNorm);
     if (!arch.qk_norm) own.reset(kQNorm).reset(kKNorm);
-    if (!arch.attn_out_bias) own.reset(kOutBias);
     // A bias or post-norm between a product and its residual add leaves the add an op of its own.
     const bool attn_add_apart = own[kOutBias] || own[kAttnPostNorm];
     const bool glu_apart = dense && arch.ffn_act != models::FfnAct::Silu;

@@ -58,6 +58,7 @@ void bind_attention(const Binder& b, const models::Hparams& hp, const std::strin
     l.bq = b.vec(p + "attn_q.bias", Q, hp.qkv_bias);
     l.bk = b.vec(p + "attn_k.bias", KV, hp.qkv_bias);
     l.bv = b.vec(p + "attn_v.bias", KV, hp.qkv_bias);
+    l.bo = b.vec(p + "attn_output.bias", E, false);  // as llama.cpp reads it, where a file has it
     if (hp.qk_norm) {
         l.q_norm = b.vec(p + "attn_q_norm.weight", hp.head_dim);
         l.k_norm = b.vec(p + "attn_k_norm.weight", hp.head_dim);

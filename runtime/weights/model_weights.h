@@ -48,8 +48,8 @@ uint64_t file_offset(const models::GgufFile& f, const WeightRef& w);
 
 struct LayerWeights {
     WeightRef attn_norm, wq, wk, wv, wo;
-    WeightRef bq, bk, bv;                    // qwen2, gpt-oss
-    WeightRef bo;                            // gpt-oss: attn_output's bias
+    WeightRef bq, bk, bv;                    // qwen2, gpt-oss, and any file that has them
+    WeightRef bo;                            // attn_output's bias: gpt-oss, and any file that has it
     WeightRef q_norm, k_norm;                // qwen3, gemma3: RMSNorm weights of one head
     WeightRef attn_post_norm, ffn_post_norm; // gemma
     WeightRef attn_sinks;                    // gpt-oss: one logit per head in each softmax's denominator

@@ -90,6 +90,8 @@ CONFIGS = [
     config("qwen2-yarn", "qwen2", n_rot=8, rope_base=1000000.0, tied=False, qkv_bias=True,
            extra_str={"rope.scaling.type": "yarn"}, extra_f32={"rope.scaling.factor": 4.0},
            extra_u32={"rope.scaling.original_context_length": 16}),
+    # A llama file with biases on q, k, v and the attention's output, which llama.cpp reads when present.
+    config("llama-biases", "llama", tied=False, qkv_bias=True, out_bias=True),
     # YaRN on Gemma 3's global layers only: its window layers rotate apart, at scale 1.
     config("gemma3-yarn", "gemma3", n_layer=3, tied=False, n_head_kv=1, head_dim=32, n_rot=32, rope_base=1000000.0,
            qk_norm=True, post_norms=True, swa=4, swa_pattern=3, rope_base_swa=10000.0,
@@ -254,6 +256,8 @@ def tensors(c: dict):
         if c["qkv_bias"]:
             out += [(p + "attn_q.bias", (q,), 0.1, 0.0), (p + "attn_k.bias", (kv,), 0.1, 0.0),
                     (p + "attn_v.bias", (kv,), 0.1, 0.0)]
+        if c.get("out_bias"):
+            out.append((p + "attn_output.bias", (E,), 0.1, 0.0))
     if c["rope_freqs"]:
         out.append(("rope_freqs.weight", (c["n_rot"] // 2,), 0.5, 1.5))
     if c.get("rope_factors"):

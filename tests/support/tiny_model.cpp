@@ -278,6 +278,7 @@ void write_tiny_model(const nlohmann::json& c, uint64_t seed, float rms_eps, con
             add(p + "attn_k.bias", {kv}, 0.1, 0.0);
             add(p + "attn_v.bias", {kv}, 0.1, 0.0);
         }
+        if (flag("out_bias")) add(p + "attn_output.bias", {E}, 0.1, 0.0);
     }
     const uint64_t half_rot = c["n_rot"].get<uint64_t>() / 2;
     if (c["rope_freqs"].get<bool>()) add("rope_freqs.weight", {half_rot}, 0.5, 1.5);
