@@ -27,10 +27,11 @@ struct LayerShape {
     // layer whose attn_v is Q6_K takes one more.
     int32_t extra_decode_launches = 0;
     // A device's ops beyond its matmuls and the two every layer makes (RoPE with the K/V stores,
-    // and attention), in decode and prefill alike: a bias add for each of q, k, v (qwen2) and the
-    // output (gpt-oss), a head norm of q and of k (qwen3, gemma3), gemma's post-norms, the residual
-    // add that a bias or post-norm after a product keeps from accumulating into it, and a dense
-    // layer's GeGLU or clamped SwiGLU, which the down projection does not take in as it takes SwiGLU;
+    // and attention), in decode and prefill alike: a bias add for each of q, k, v and the output
+    // wherever the file has them (qwen2, gpt-oss), a head norm of q and of k (qwen3, gemma3),
+    // gemma's post-norms, the residual add that a bias or post-norm after a product keeps from
+    // accumulating into it, and a dense layer's GeGLU or clamped SwiGLU, which the down projection
+    // does not take in as it takes SwiGLU;
     // a mixture of experts' feed-forward input norm and residual add (its experts' own ops not
     // counted); MLA's RoPE apart from the K store, its latent normed in place (three ops), its
     // per-head products with the copy of the queries' RoPE part, and its low-rank queries' product.
