@@ -1,11 +1,14 @@
 // ModelShape::from_catalog: a catalog model's tensors laid out as its family's GGUF files hold
 // them (llama-style dense and mixtures of experts, OPT, deepseek2, gpt-oss), in the types asked for.
+#include <initializer_list>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "models/arch.h"
 #include "planner/catalog.h"
+#include "planner/layer_device_ops.h"
 #include "planner/model_shape.h"
 
 namespace strata::planner {
@@ -121,6 +124,22 @@ LayerShape dense_layer(const ModelEntry& e, const Recipe& r, int il) {
     return l;
 }
 
+// The tensors that decide a layer's device ops (layer_device_ops.h), as the family's files hold them.
+LayerOpTensors op_tensors(const ModelEntry& e, const Recipe& r, bool dense) {
+    LayerOpTensors t;
+    auto add = [&](std::initializer_list<std::string_view> names, DType type) {
+        for (std::string_view n : names) t.add(n, type);
+    };
+    if (e.family == "deepseek2") add({e.q_lora_rank > 0 ? "attn_q_a.weight" : "attn_q.weight", "attn_kv_a_mqa.weight"}, r.base);
+    else add({"attn_q.weight", "attn_k.weight", "attn_v.weight"}, r.base);
+    if (e.family == "qwen2" || e.family == "gpt-oss") add({"attn_q.bias", "attn_k.bias", "attn_v.bias"}, DType::F32);
+    if (e.family == "gpt-oss") add({"attn_output.bias", "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"}, DType::F32);
+    if (e.family == "olmoe") add({"attn_q_norm.weight", "attn_k_norm.weight"}, DType::F32);
+    if (dense) add({"ffn_gate.weight", "ffn_up.weight"}, r.base);
+    else add({"ffn_gate_exps.weight", "ffn_up_exps.weight"}, r.routed(r.base));
+    return t;
+}
+
 ModelShape build(const ModelEntry& e, const Recipe& r, DType kv_type) {
     ModelShape m;
     m.name = e.name;
@@ -140,11 +159,15 @@ ModelShape build(const ModelEntry& e, const Recipe& r, DType kv_type) {
     m.kv_type = kv_type;
     if (e.family == "deepseek2") m.kv_latent = m.head_dim = e.kv_lora_rank + e.qk_rope;
     if (e.family == "gpt-oss") m.n_swa = e.n_swa, m.n_layer_swa = (e.n_layer + 1) / 2;  // the even layers
+    // OPT and OLMoE are shapes Strata does not run: their device ops are not counted.
+    const std::optional<models::ArchTraits> arch = models::find_arch(e.family);
     for (int il = 0; il < e.n_layer; ++il) {
         m.layers.push_back(e.family == "deepseek2" ? deepseek2_layer(e, r, il)
                            : e.family == "gpt-oss" ? gpt_oss_layer(e, r, il)
                            : e.n_expert > 0        ? moe_layer(e, r, il)
                                                    : dense_layer(e, r, il));
+        const bool dense = e.n_expert == 0 || (e.family == "deepseek2" && il < e.n_dense_lead);
+        count_device_ops(m.layers.back(), op_tensors(e, r, dense), arch ? &*arch : nullptr, dense);
         m.n_params += m.layers.back().n_params;
     }
 

@@ -1,12 +1,9 @@
 #include "planner/model_shape.h"
 
 #include <algorithm>
-#include <array>
-#include <bitset>
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <optional>
 
 #include <fmt/format.h>
 
@@ -15,48 +12,9 @@
 #include "models/gguf_file.h"
 #include "models/hparams.h"
 #include "planner/catalog.h"
+#include "planner/layer_device_ops.h"
 
 namespace strata::planner {
-
-namespace {
-
-// Launches beyond one for a group of products (absent ones left out): Device::matmul_group
-// launches a run of products of one type together, a new launch where the type changes.
-template <size_t N>
-int32_t extra_launches(const std::array<std::optional<DType>, N>& types) {
-    int32_t runs = 0;
-    std::optional<DType> last;
-    for (const auto& t : types) {
-        if (!t) continue;
-        if (!last || *t != *last) ++runs;
-        last = t;
-    }
-    return std::max(runs, 1) - 1;
-}
-
-// Tensors that give a layer's device step an op of its own: bias adds, head norms and gemma's
-// post-norms (gpt-oss's post_attention_norm is its feed-forward's input norm, which the matmuls
-// take in).
-constexpr std::array<std::string_view, 8> kOwnOp = {"attn_q.bias",        "attn_k.bias",        "attn_v.bias",
-                                                    "attn_output.bias",   "attn_q_norm.weight", "attn_k_norm.weight",
-                                                    "post_attention_norm.weight", "post_ffw_norm.weight"};
-enum : size_t { kOutBias = 3, kQNorm = 4, kKNorm = 5, kAttnPostNorm = 6, kFfnPostNorm = 7 };
-
-// LayerShape::extra_device_ops from the layer's kOwnOp tensors (runtime/exec/layer_program.cpp,
-// as runtime/exec/device/device_steps.cpp issues it).
-int32_t extra_device_ops(std::bitset<kOwnOp.size()> own, const models::ArchTraits& arch, bool dense, bool low_rank_q) {
-    // Tensors the architecture's runtime does not read (models/arch.h's traits) make no op.
-    if (!arch.post_norms) own.reset(kAttnPostNorm).reset(kFfnPostNorm);
-    if (!arch.qk_norm) own.reset(kQNorm).reset(kKNorm);
-    // A bias or post-norm between a product and its residual add leaves the add an op of its own.
-    const bool attn_add_apart = own[kOutBias] || own[kAttnPostNorm];
-    const bool glu_apart = dense && arch.ffn_act != models::FfnAct::Silu;
-    const int32_t experts = dense ? 0 : 2;
-    const int32_t mla = arch.mla ? 2 + 3 + 3 + low_rank_q : 0;
-    return static_cast<int32_t>(own.count()) + attn_add_apart + own[kFfnPostNorm] + glu_apart + experts + mla;
-}
-
-}  // namespace
 
 double type_bytes(DType t, double n) {
     const auto& tr = traits(t);
@@ -118,14 +76,7 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     m.layers.resize(static_cast<size_t>(hp.n_layer));
 
     std::map<DType, uint64_t> matmul_bytes_by_type;
-    // Per layer, the types of the matrices a decode step launches as one group, in the group's
-    // order (runtime/exec/layer_program.cpp): q/k/v (MLA: q or its low rank, and the latent), and gate/up.
-    constexpr std::array<std::string_view, 5> kQkv = {"attn_q.weight", "attn_q_a.weight", "attn_k.weight", "attn_v.weight",
-                                                      "attn_kv_a_mqa.weight"};
-    constexpr std::array<std::string_view, 2> kGateUp = {"ffn_gate.weight", "ffn_up.weight"};
-    std::vector<std::array<std::optional<DType>, 5>> qkv_types(m.layers.size());
-    std::vector<std::array<std::optional<DType>, 2>> gate_up_types(m.layers.size());
-    std::vector<std::bitset<kOwnOp.size()>> own_ops(m.layers.size());
+    std::vector<LayerOpTensors> op_tensors(m.layers.size());
     const models::TensorInfo* token_embd = nullptr;
     const models::TensorInfo* output = nullptr;
     for (const auto& t : f.tensors()) {
@@ -139,18 +90,13 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
             l.weight_bytes += t.nbytes;
             l.n_params += t.nelements();
             const std::string_view rest = std::string_view(t.name).substr(static_cast<size_t>(used));
-            if (const auto it = std::find(kOwnOp.begin(), kOwnOp.end(), rest); it != kOwnOp.end())
-                own_ops[size_t(layer)].set(size_t(it - kOwnOp.begin()));
+            op_tensors[size_t(layer)].add(rest, t.type);
             // Matrices (2-D and 3-D weights; gpt-oss's 2-D expert biases are none). Routed experts
             // are the ffn_*_exps matrices (MLA's per-head k_b / v_b are 3-D too).
             if (t.n_dims < 2 || !rest.ends_with(".weight")) continue;
             l.n_matmul_params += t.nelements(), matmul_bytes_by_type[t.type] += t.nbytes;
             if (rest.find("_exps.") != std::string_view::npos) l.n_expert_params += t.nelements(), l.expert_bytes += t.nbytes;
             if (rest.rfind("attn_", 0) == 0) l.n_attn_params += t.nelements();
-            if (const auto it = std::find(kQkv.begin(), kQkv.end(), rest); it != kQkv.end())
-                qkv_types[size_t(layer)][size_t(it - kQkv.begin())] = t.type;
-            if (const auto it = std::find(kGateUp.begin(), kGateUp.end(), rest); it != kGateUp.end())
-                gate_up_types[size_t(layer)][size_t(it - kGateUp.begin())] = t.type;
         } else if (t.name == "token_embd.weight") {
             token_embd = &t;
         } else if (t.name == "output.weight") {
@@ -168,12 +114,8 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
     m.output_bytes += out.nbytes;
     m.output_matmul_params = out.nelements();
     m.embd_bytes = m.tied_output ? 0 : token_embd->nbytes;
-    for (size_t il = 0; il < m.layers.size(); ++il) {
-        LayerShape& l = m.layers[il];
-        l.extra_decode_launches = extra_launches(qkv_types[il]) + extra_launches(gate_up_types[il]);
-        l.extra_device_ops = extra_device_ops(own_ops[il], models::arch_traits(hp.arch), !hp.moe.in_layer(int(il)),
-                                              qkv_types[il][1].has_value());
-    }
+    for (size_t il = 0; il < m.layers.size(); ++il)
+        count_device_ops(m.layers[il], op_tensors[il], &models::arch_traits(hp.arch), !hp.moe.in_layer(int(il)));
     uint64_t best = 0;
     for (auto [t, b] : matmul_bytes_by_type)
         if (b > best) best = b, m.weight_type = t;

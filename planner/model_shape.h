@@ -32,10 +32,15 @@ struct LayerShape {
     // gemma's post-norms, the residual add that a bias or post-norm after a product keeps from
     // accumulating into it, and a dense layer's GeGLU or clamped SwiGLU, which the down projection
     // does not take in as it takes SwiGLU;
-    // a mixture of experts' feed-forward input norm and residual add (its experts' own ops not
-    // counted); MLA's RoPE apart from the K store, its latent normed in place (three ops), its
+    // a mixture of experts' feed-forward input norm and residual add (its experts' own ops are
+    // device_expert_ops); MLA's RoPE apart from the K store, its latent normed in place (three ops), its
     // per-head products with the copy of the queries' RoPE part, and its low-rank queries' product.
     int32_t extra_device_ops = 0;
+    // A device's ops for each routed expert held there that a pass runs (DeviceExperts::start):
+    // its gate/up products (a launch a type), SwiGLU, down, and a bias add for each of the three
+    // the file has (gpt-oss); 0 in a dense layer. Its rows' copies up and down, on the copy streams,
+    // are not counted here (CostModel::hybrid_layer prices them beside these).
+    int32_t device_expert_ops = 0;
     bool operator==(const LayerShape&) const = default;
 };
 

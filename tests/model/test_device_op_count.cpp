@@ -51,10 +51,12 @@ std::vector<int> ops_per_pass(const std::filesystem::path& trace_path) {
 
 struct Counted {
     std::vector<int> passes;
-    int last_layer = 0, layers = 0;  // ModelShape::device_decode_ops of the last layer, and of all
+    // ModelShape::device_decode_ops of the last layer and of all, with each expert a token
+    // chooses making its device_expert_ops where the experts are held on the device.
+    int last_layer = 0, layers = 0;
 };
 
-Counted count_ops(nlohmann::json config, int n_layer, const std::string& name) {
+Counted count_ops(nlohmann::json config, int n_layer, const std::string& name, bool experts_held = false) {
     config["n_layer"] = n_layer;
     const auto path = test::temp_path("op_count_" + name + ".gguf");
     test::write_tiny_model(config, 7, 1e-5f, path);
@@ -66,6 +68,7 @@ Counted count_ops(nlohmann::json config, int n_layer, const std::string& name) {
     o.gpu.gpu_mem = uint64_t{1} << 30;
     // A mixture of experts runs its experts by the CPU's plan, every layer's attention on the device.
     if (config.value("n_expert", 0) == 0) o.plan = test::all_on_device(test::plan_of(o));
+    if (experts_held) o.overrides = {parse_tensor_override("ffn_.*_exps=device")};
     o.trace_path = test::temp_path("op_count_" + name + ".json");
     {
         Engine e(o);
@@ -75,9 +78,28 @@ Counted count_ops(nlohmann::json config, int n_layer, const std::string& name) {
         REQUIRE(test::generate(e, prompt, test::greedy(4, true), plain).tokens.size() == 4);
     }
     const planner::ModelShape shape = planner::ModelShape::from_gguf(path);
+    // A decode step's one token runs n_expert_used experts a layer.
+    auto ops = [&](const planner::LayerShape& l) {
+        return planner::ModelShape::device_decode_ops(l) + (experts_held ? shape.n_expert_used * l.device_expert_ops : 0);
+    };
     int layers = 0;
-    for (const planner::LayerShape& l : shape.layers) layers += planner::ModelShape::device_decode_ops(l);
-    return {ops_per_pass(o.trace_path), planner::ModelShape::device_decode_ops(shape.layers.back()), layers};
+    for (const planner::LayerShape& l : shape.layers) layers += ops(l);
+    return {ops_per_pass(o.trace_path), ops(shape.layers.back()), layers};
+}
+
+// The passes of `fewer` and `more` layers (one more) against the planner's counts.
+void check_counts(const Counted& fewer, const Counted& more, bool softcap) {
+    INFO("ops per pass: " << nlohmann::json(fewer.passes).dump() << ", with one layer more: "
+                          << nlohmann::json(more.passes).dump());
+    // The prompt's pass and three decode passes, the decode passes alike.
+    REQUIRE(fewer.passes.size() == 4);
+    REQUIRE(more.passes.size() == 4);
+    CHECK(fewer.passes[1] == fewer.passes[3]);
+    CHECK(more.passes[1] == more.passes[3]);
+    CHECK(more.passes[1] - fewer.passes[1] == more.last_layer);
+    // Beyond its layers a decode pass makes the head's product, the output norm taken into it
+    // (and gemma2's soft-cap of the logits).
+    CHECK(fewer.passes[1] - fewer.layers == 1 + int(softcap));
 }
 
 }  // namespace
@@ -90,19 +112,27 @@ TEST_CASE("sim device: a layer's decode ops are the planner's count, in every ar
         const std::string name = config["name"];
         INFO(name);
         const int n_layer = config["n_layer"];
-        const Counted fewer = count_ops(config, n_layer, name), more = count_ops(config, n_layer + 1, name);
-        INFO("ops per pass with " << n_layer << " layers: " << nlohmann::json(fewer.passes).dump() << ", with one more: "
-                                  << nlohmann::json(more.passes).dump());
-        // The prompt's pass and three decode passes, the decode passes alike.
-        REQUIRE(fewer.passes.size() == 4);
-        REQUIRE(more.passes.size() == 4);
-        CHECK(fewer.passes[1] == fewer.passes[3]);
-        CHECK(more.passes[1] == more.passes[3]);
-        CHECK(more.passes[1] - fewer.passes[1] == more.last_layer);
-        // Beyond its layers a decode pass makes the head's product, the output norm taken into it
-        // (and gemma2's soft-cap of the logits).
-        CHECK(fewer.passes[1] - fewer.layers == 1 + int(config.contains("final_softcap")));
+        check_counts(count_ops(config, n_layer, name), count_ops(config, n_layer + 1, name), config.contains("final_softcap"));
         ++archs;
     }
     CHECK(archs == int(fx["models"].size()));
+}
+
+TEST_CASE("sim device: the ops of experts held on the device are the planner's count", "[model][device][arch][experts]") {
+    const auto fx = test::model_fixture("tiny_arch_logits.json");
+    int archs = 0;
+    for (const auto& m : fx["models"]) {
+        const auto config = test::with_vocabulary(test::with_q8_0(m["config"]));
+        if (config.value("n_expert", 0) == 0) continue;
+        const std::string name = config["name"];
+        INFO(name);
+        const int n_layer = config["n_layer"];
+        const Counted fewer = count_ops(config, n_layer, name + "_held", true),
+                      more = count_ops(config, n_layer + 1, name + "_held", true);
+        check_counts(fewer, more, config.contains("final_softcap"));
+        // The held experts made ops: the count is not the one with every expert on the host.
+        CHECK(more.last_layer > count_ops(config, n_layer + 1, name).last_layer);
+        ++archs;
+    }
+    CHECK(archs >= 3);  // qwen3moe, gpt-oss and deepseek2 at least
 }

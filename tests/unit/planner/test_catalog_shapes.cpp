@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "planner/model_shape.h"
 #include "tests/support/arch_files.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/tiny_model.h"
 
 using namespace strata;
 using namespace strata::planner;
@@ -89,6 +91,40 @@ TEST_CASE("a deepseek2 and a gpt-oss header give the catalog's layout: experts, 
     CHECK(oss.n_swa == 16);
     CHECK(oss.attended_positions(1000) == (1000.0 + 16.0) / 2);
     CHECK(oss.layers[0].expert_bytes == 3 * 32 * 16 * 4 * 2);  // the experts' biases are not their matrices
+}
+
+TEST_CASE("catalog: a layer's device ops are counted as its architecture's files give them", "[unit][planner]") {
+    // Each catalog family against a file of its architecture (models/arch_tensors' lists, a tiny
+    // qwen2 with its q/k/v biases, a tiny mixture of llama experts): a layer's extra ops, its held
+    // experts' ops and its extra launches, dense and expert layers alike.
+    auto same_ops = [](const LayerShape& catalog, const LayerShape& file) {
+        CHECK(catalog.extra_device_ops == file.extra_device_ops);
+        CHECK(catalog.device_expert_ops == file.device_expert_ops);
+        CHECK(catalog.extra_decode_launches == file.extra_decode_launches);
+    };
+    auto tiny = [](nlohmann::json config, const std::string& name) {
+        const auto path = test::temp_path(name + ".gguf");
+        test::write_tiny_model(config, 1, 1e-5f, path);
+        return ModelShape::from_gguf(path);
+    };
+    const ModelShape ds = ModelShape::from_gguf(test::write_arch_file(test::deepseek2_keys, "ops_ds2", 1));
+    const ModelShape v3 = ModelShape::from_catalog("deepseek-v3-671b", "F16");  // low-rank queries, as the file
+    same_ops(v3.layers.front(), ds.layers.front());  // a dense lead layer
+    same_ops(v3.layers.back(), ds.layers.back());
+    CHECK(v3.layers.back().device_expert_ops == 3);
+    const ModelShape oss = ModelShape::from_gguf(test::write_arch_file(test::gpt_oss_keys, "ops_oss", 1));
+    const ModelShape oss20 = ModelShape::from_catalog("gpt-oss-20b", "F16");
+    same_ops(oss20.layers.front(), oss.layers.front());
+    CHECK(oss20.layers.front().device_expert_ops == 6);  // three products and three biases
+    auto qwen2 = test::tiny_config("qwen2", 64, 2, 96);
+    qwen2["qkv_bias"] = true;
+    same_ops(ModelShape::from_catalog("qwen2.5-7b", "F16").layers.front(), tiny(qwen2, "ops_qwen2").layers.front());
+    auto mixtral = test::tiny_config("llama", 64, 2, 96);
+    mixtral["n_expert"] = 4, mixtral["n_expert_used"] = 2;
+    same_ops(ModelShape::from_catalog("mixtral-8x7b", "F16").layers.front(), tiny(mixtral, "ops_mixtral").layers.front());
+    same_ops(ModelShape::from_catalog("llama3-8b", "F16").layers.front(), tiny(test::tiny_config("llama", 64, 2, 96), "ops_llama").layers.front());
+    // Shapes Strata does not run count none.
+    CHECK(ModelShape::from_catalog("opt-6.7b", "F16").device_other_ops() == 2);
 }
 
 TEST_CASE("model shape: the first n layers keep the rest and drop the others' weights", "[unit][planner]") {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -317,4 +318,32 @@ TEST_CASE("expert placement: experts on a fast GPU shorten decode, and the plan 
     slow.gpu->mem_gbps = 1, slow.gpu->h2d_gbps = slow.gpu->d2h_gbps = 0.01;
     const Plan slow_base = with_attention_on_gpu(base, s, slow, true);
     CHECK_FALSE(with_experts_on_gpu(slow_base, s, slow, nullptr, "", dev).experts.has_device());
+}
+
+TEST_CASE("expert placement: each held expert a pass chooses costs its device ops and its rows' copies",
+          "[unit][planner][experts]") {
+    ModelShape s = moe_shape();
+    HardwareProfile hw = toy_with_gpu(2'000'000'000);
+    hw.gpu->ops = DeviceOps{};
+    hw.gpu->ops->op_overhead_us = 3;
+    const Workload wl{8, 4, 1, Objective::Latency};
+    ExpertPlan x = place_experts(s, nullptr, "", 8, 100'000'000);
+    x.attention_on_gpu = true;
+    x.device = {{0, 1}, {0, 1}};  // half of each layer's experts, half its choices
+    x.device_share = {0.5, 0.5};
+    auto overhead = [&](int32_t ops) {
+        for (LayerShape& l : s.layers) l.device_expert_ops = ops;
+        const Cost c = CostModel(s, hw, wl, Policy{1, 1, true, false, DType::F16}).hybrid_layer(0, x, true);
+        return std::pair{c.decode_overhead, c.prefill_overhead};
+    };
+    const auto [decode4, prefill4] = overhead(4);
+    const auto [decode0, prefill0] = overhead(0);
+    // A decode token chooses 2 experts, one of them held on average: 4 ops of 3 us more. The
+    // prompt's 8 tokens choose each held expert with 1 - (1 - 1/2)^8.
+    CHECK(decode4 - decode0 == Approx(4 * 3e-6));
+    CHECK(prefill4 - prefill0 == Approx(2 * (1 - std::pow(0.5, 8)) * 4 * 3e-6));
+    // Without held experts, no ops.
+    x.device = {{}, {}};
+    x.device_share = {0, 0};
+    CHECK(overhead(4).first == Approx(overhead(0).first));
 }
