@@ -37,6 +37,12 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
                       : o && !o->attention.empty() ? m_ * o->attention_s(mb_ * ctx_avg_ * kvb_)
                                                      : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
         if (act) c.decode[G] += std::max(recompute_flops / gpu_flops_, read / gpu_bw_), c.gpu_staging += mb_ * ctx_max_ * kvb_;
+        // A measured device's ops for it: a decode pass rebuilds every position its sequences
+        // attend to, a prompt's pass none.
+        if (act && o) {
+            c.decode_overhead += m_ * shape_.device_recompute_ops(mb_ * ctx_avg_) * o->op_overhead_us * 1e-6;
+            c.prefill_overhead += m_ * shape_.device_recompute_ops(0) * o->op_overhead_us * 1e-6;
+        }
         if (tier != Tier::Gpu) {
             // Streamed to the GPU each step, one micro-batch at a time; new entries go back.
             c.decode[H] += read / h2d_;

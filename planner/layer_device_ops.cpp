@@ -8,7 +8,7 @@ namespace strata::planner {
 
 namespace {
 
-enum : size_t { kOutBias = 3, kQNorm = 4, kKNorm = 5, kAttnPostNorm = 6, kFfnPostNorm = 7 };
+enum : size_t { kKBias = 1, kVBias = 2, kOutBias = 3, kQNorm = 4, kKNorm = 5, kAttnPostNorm = 6, kFfnPostNorm = 7 };
 constexpr std::array<std::string_view, 5> kQkv = {"attn_q.weight", "attn_q_a.weight", "attn_k.weight", "attn_v.weight",
                                                   "attn_kv_a_mqa.weight"};
 constexpr std::array<std::string_view, 2> kGateUp = {"ffn_gate.weight", "ffn_up.weight"};
@@ -65,6 +65,11 @@ void count_device_ops(LayerShape& l, const LayerOpTensors& t, const models::Arch
     l.extra_device_ops = extra_device_ops(t.own, *arch, dense, t.qkv[1].has_value());
     // DeviceExperts::start: the gate/up products, SwiGLU and down, and each bias the file has.
     l.device_expert_ops = dense ? 0 : 3 + extra_launches(t.expert_gate_up) + t.expert_biases;
+    // rebuild_kv: the gather, then the layer program's key/value steps (runtime/exec/layer_program.cpp).
+    const std::array<std::optional<DType>, 2> kv_types = {t.qkv[2], t.qkv[3]};
+    l.rebuild_ops = arch->mla ? 1 + 1 + 3 + 1 + 1
+                              : 1 + 1 + extra_launches(kv_types) + t.own[kKBias] + t.own[kVBias] +
+                                    (arch->qk_norm && t.own[kKNorm]) + 1;
 }
 
 }  // namespace strata::planner

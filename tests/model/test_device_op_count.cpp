@@ -1,8 +1,9 @@
 // The planner's count of a layer's device ops in a decode step (ModelShape::device_decode_ops,
 // read from the file's tensor table) against the ops the device backend issues: each
 // architecture's tiny model on the simulated device, every layer and its KV cache there (a mixture
-// of experts: every layer's attention, its experts on the host), the ops
-// of a decode pass counted in the trace with one layer more and without, and those beyond the layers.
+// of experts: every layer's attention, its experts on the host, or every one held on the device),
+// or every layer's K and V recomputed there; the ops of a decode pass counted in the trace with
+// one layer more and without, and those beyond the layers.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -56,7 +57,11 @@ struct Counted {
     int last_layer = 0, layers = 0;
 };
 
-Counted count_ops(nlohmann::json config, int n_layer, const std::string& name, bool experts_held = false) {
+// How the layers run: as the plan says, with every routed expert held on the device, or with
+// every layer's K and V recomputed on the device from saved hidden states.
+enum class Mode { Plain, ExpertsHeld, Recomputed };
+
+Counted count_ops(nlohmann::json config, int n_layer, const std::string& name, Mode mode = Mode::Plain) {
     config["n_layer"] = n_layer;
     const auto path = test::temp_path("op_count_" + name + ".gguf");
     test::write_tiny_model(config, 7, 1e-5f, path);
@@ -68,7 +73,13 @@ Counted count_ops(nlohmann::json config, int n_layer, const std::string& name, b
     o.gpu.gpu_mem = uint64_t{1} << 30;
     // A mixture of experts runs its experts by the CPU's plan, every layer's attention on the device.
     if (config.value("n_expert", 0) == 0) o.plan = test::all_on_device(test::plan_of(o));
-    if (experts_held) o.overrides = {parse_tensor_override("ffn_.*_exps=device")};
+    if (mode == Mode::ExpertsHeld) o.overrides = {parse_tensor_override("ffn_.*_exps=device")};
+    if (mode == Mode::Recomputed) {
+        planner::Plan p = o.plan ? *o.plan : test::plan_of(o);
+        p.policy.recompute = true;
+        for (planner::LayerPlacement& l : p.layers) l.kv = planner::KvOption::ActGpu;
+        o.plan = p;
+    }
     o.trace_path = test::temp_path("op_count_" + name + ".json");
     {
         Engine e(o);
@@ -78,9 +89,11 @@ Counted count_ops(nlohmann::json config, int n_layer, const std::string& name, b
         REQUIRE(test::generate(e, prompt, test::greedy(4, true), plain).tokens.size() == 4);
     }
     const planner::ModelShape shape = planner::ModelShape::from_gguf(path);
-    // A decode step's one token runs n_expert_used experts a layer.
+    // A decode step's one token runs n_expert_used experts a layer; a recomputing layer rebuilds
+    // the few positions before the step in one chunk.
     auto ops = [&](const planner::LayerShape& l) {
-        return planner::ModelShape::device_decode_ops(l) + (experts_held ? shape.n_expert_used * l.device_expert_ops : 0);
+        return planner::ModelShape::device_decode_ops(l) + (mode == Mode::ExpertsHeld ? shape.n_expert_used * l.device_expert_ops : 0) +
+               (mode == Mode::Recomputed ? 2 + l.rebuild_ops : 0);
     };
     int layers = 0;
     for (const planner::LayerShape& l : shape.layers) layers += ops(l);
@@ -127,12 +140,30 @@ TEST_CASE("sim device: the ops of experts held on the device are the planner's c
         const std::string name = config["name"];
         INFO(name);
         const int n_layer = config["n_layer"];
-        const Counted fewer = count_ops(config, n_layer, name + "_held", true),
-                      more = count_ops(config, n_layer + 1, name + "_held", true);
+        const Counted fewer = count_ops(config, n_layer, name + "_held", Mode::ExpertsHeld),
+                      more = count_ops(config, n_layer + 1, name + "_held", Mode::ExpertsHeld);
         check_counts(fewer, more, config.contains("final_softcap"));
         // The held experts made ops: the count is not the one with every expert on the host.
         CHECK(more.last_layer > count_ops(config, n_layer + 1, name).last_layer);
         ++archs;
     }
     CHECK(archs >= 3);  // qwen3moe, gpt-oss and deepseek2 at least
+}
+
+TEST_CASE("sim device: the ops of a layer whose KV is recomputed are the planner's count", "[model][device][arch]") {
+    // A mixture of experts runs by the CPU's plan, which recomputes nothing.
+    const auto fx = test::model_fixture("tiny_arch_logits.json");
+    int archs = 0;
+    for (const auto& m : fx["models"]) {
+        const auto config = test::with_vocabulary(test::with_q8_0(m["config"]));
+        if (config.value("n_expert", 0) > 0) continue;
+        const std::string name = config["name"];
+        INFO(name);
+        const int n_layer = config["n_layer"];
+        const Counted fewer = count_ops(config, n_layer, name + "_rebuilt", Mode::Recomputed),
+                      more = count_ops(config, n_layer + 1, name + "_rebuilt", Mode::Recomputed);
+        check_counts(fewer, more, config.contains("final_softcap"));
+        ++archs;
+    }
+    CHECK(archs >= 10);
 }

@@ -384,6 +384,25 @@ TEST_CASE("cost model: an architecture's bias adds, head norms and post-norms ar
     CHECK(device_decode_overhead(s) - device_decode_overhead(toy_shape()) == Approx(5 * 3e-6 / 4));
 }
 
+TEST_CASE("cost model: KV recomputed on a measured device costs its rebuild's ops, a chunk of 256 positions at a time",
+          "[unit][planner]") {
+    ModelShape s = toy_shape();
+    for (LayerShape& l : s.layers) l.rebuild_ops = 4;
+    HardwareProfile hw = toy_cpu_with_gpu();
+    hw.gpu->ops = DeviceOps{};
+    hw.gpu->ops->op_overhead_us = 3;
+    // A decode step attends to 1000 + 100 / 2 positions on average: 5 chunks of 4 ops, and the
+    // saved inputs' store and unfused norm; a prompt's pass the two alone.
+    const CostModel cm(s, hw, Workload{1000, 100, 1, Objective::Latency}, Policy{1, 1, false, true, DType::F16});
+    const Cost kept = cm.layer_kv(0, KvOption::Gpu), rebuilt = cm.layer_kv(0, KvOption::ActGpu);
+    CHECK(rebuilt.decode_overhead - kept.decode_overhead == Approx((2 + 5 * 4) * 3e-6));
+    CHECK(rebuilt.prefill_overhead - kept.prefill_overhead == Approx(2 * 3e-6));
+    // A device whose ops were not measured: none priced.
+    hw.gpu->ops.reset();
+    const CostModel catalog(s, hw, Workload{1000, 100, 1, Objective::Latency}, Policy{1, 1, false, true, DType::F16});
+    CHECK(catalog.layer_kv(0, KvOption::ActGpu).decode_overhead == catalog.layer_kv(0, KvOption::Gpu).decode_overhead);
+}
+
 TEST_CASE("cost model: a decode step's working set near the cache's size reads part of its weights from it",
           "[unit][planner]") {
     CpuProfile cpu;
