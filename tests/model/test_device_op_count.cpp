@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -115,55 +116,46 @@ void check_counts(const Counted& fewer, const Counted& more, bool softcap) {
     CHECK(fewer.passes[1] - fewer.layers == 1 + int(softcap));
 }
 
+// Each fixture model that `takes` (by its config), counted in `mode` with one layer more and
+// without against the planner; `also` checks more of the count with one layer more. Returns how
+// many models ran.
+int check_models(Mode mode, const std::function<bool(const nlohmann::json&)>& takes,
+                 const std::function<void(const nlohmann::json&, const Counted&)>& also = {}) {
+    const auto fx = test::model_fixture("tiny_arch_logits.json");
+    const char* suffix[] = {"", "_held", "_rebuilt"};
+    int archs = 0;
+    for (const auto& m : fx["models"]) {
+        const auto config = test::with_vocabulary(test::with_q8_0(m["config"]));
+        if (!takes(config)) continue;
+        const std::string name = config["name"].get<std::string>() + suffix[int(mode)];
+        INFO(name);
+        const int n_layer = config["n_layer"];
+        const Counted more = count_ops(config, n_layer + 1, name, mode);
+        check_counts(count_ops(config, n_layer, name, mode), more, config.contains("final_softcap"));
+        if (also) also(config, more);
+        ++archs;
+    }
+    return archs;
+}
+
+bool mixture(const nlohmann::json& config) { return config.value("n_expert", 0) > 0; }
+
 }  // namespace
 
 TEST_CASE("sim device: a layer's decode ops are the planner's count, in every architecture", "[model][device][arch]") {
-    const auto fx = test::model_fixture("tiny_arch_logits.json");
-    int archs = 0;
-    for (const auto& m : fx["models"]) {
-        const auto config = test::with_vocabulary(test::with_q8_0(m["config"]));
-        const std::string name = config["name"];
-        INFO(name);
-        const int n_layer = config["n_layer"];
-        check_counts(count_ops(config, n_layer, name), count_ops(config, n_layer + 1, name), config.contains("final_softcap"));
-        ++archs;
-    }
-    CHECK(archs == int(fx["models"].size()));
+    CHECK(check_models(Mode::Plain, [](const nlohmann::json&) { return true; }) ==
+          int(test::model_fixture("tiny_arch_logits.json")["models"].size()));
 }
 
 TEST_CASE("sim device: the ops of experts held on the device are the planner's count", "[model][device][arch][experts]") {
-    const auto fx = test::model_fixture("tiny_arch_logits.json");
-    int archs = 0;
-    for (const auto& m : fx["models"]) {
-        const auto config = test::with_vocabulary(test::with_q8_0(m["config"]));
-        if (config.value("n_expert", 0) == 0) continue;
-        const std::string name = config["name"];
-        INFO(name);
-        const int n_layer = config["n_layer"];
-        const Counted fewer = count_ops(config, n_layer, name + "_held", Mode::ExpertsHeld),
-                      more = count_ops(config, n_layer + 1, name + "_held", Mode::ExpertsHeld);
-        check_counts(fewer, more, config.contains("final_softcap"));
-        // The held experts made ops: the count is not the one with every expert on the host.
-        CHECK(more.last_layer > count_ops(config, n_layer + 1, name).last_layer);
-        ++archs;
-    }
+    // The held experts made ops: the count is not the one with every expert on the host.
+    const int archs = check_models(Mode::ExpertsHeld, mixture, [](const nlohmann::json& config, const Counted& more) {
+        CHECK(more.last_layer > count_ops(config, config["n_layer"].get<int>() + 1, config["name"]).last_layer);
+    });
     CHECK(archs >= 3);  // qwen3moe, gpt-oss and deepseek2 at least
 }
 
 TEST_CASE("sim device: the ops of a layer whose KV is recomputed are the planner's count", "[model][device][arch]") {
     // A mixture of experts runs by the CPU's plan, which recomputes nothing.
-    const auto fx = test::model_fixture("tiny_arch_logits.json");
-    int archs = 0;
-    for (const auto& m : fx["models"]) {
-        const auto config = test::with_vocabulary(test::with_q8_0(m["config"]));
-        if (config.value("n_expert", 0) > 0) continue;
-        const std::string name = config["name"];
-        INFO(name);
-        const int n_layer = config["n_layer"];
-        const Counted fewer = count_ops(config, n_layer, name + "_rebuilt", Mode::Recomputed),
-                      more = count_ops(config, n_layer + 1, name + "_rebuilt", Mode::Recomputed);
-        check_counts(fewer, more, config.contains("final_softcap"));
-        ++archs;
-    }
-    CHECK(archs >= 10);
+    CHECK(check_models(Mode::Recomputed, [](const nlohmann::json& c) { return !mixture(c); }) >= 10);
 }
