@@ -79,7 +79,9 @@ double CostModel::device_step_s(const Plan& plan) const {
             if (w.site == Site::CopiedIn) w.copy_s = weights.decode[H], w.host_waits_copy = tier_of(l.weights) == Tier::Nvme;
             const KvOption at = kv_on_device ? l.kv : tier_of(l.kv) == Tier::Nvme ? KvOption::Nvme : KvOption::Dram;
             const Cost c = kv_cost(at, attention_device(at), !kv_on_device);
-            w.compute_s = weights.decode[G] + weights.decode_overhead + c.decode[G];
+            // With the device attending, the KV's own overhead is its recompute's ops.
+            w.compute_s = weights.decode[G] + weights.decode_overhead + c.decode[G] +
+                          (attention_device(at) == Device::Gpu ? c.decode_overhead : 0);
             w.round_trip = !kv_on_device;
             w.before_attention = before;
             w.host_s = c.decode[C];

@@ -105,14 +105,18 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
         d.prefill[G] = std::max(0.0, d.prefill[G] - f.prefill[C]);
         d.decode_overhead += m_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
         d.prefill_overhead += m_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
-        // The host issues each held expert's ops that a micro-batch chose, and its rows' copy up
-        // and down; of t tokens, each chooses a held expert with n_expert_used × on_dev / n_dev.
+        // The host issues each held expert's ops that a pass chose, and its rows' copy up and
+        // down; of t tokens, each chooses a held expert with n_expert_used × on_dev / n_dev. A
+        // prompt runs in passes of ModelShape::kPassRows rows, an expert's gate
+        // and up launched apart on its many rows (an op more). Not counted: a decode pass giving
+        // one expert more than 16 rows, which it launches 16 at a time.
         if (const DeviceOps* o = ops()) {
             const double per_expert = (l.device_expert_ops + 2) * o->op_overhead_us * 1e-6;
             const double p = std::min(1.0, shape_.n_expert_used * on_dev / n_dev);
             auto chosen = [&](double t) { return n_dev * (1.0 - std::pow(1.0 - p, std::max(1.0, t))); };
             d.decode_overhead += m_ * chosen(rows_d_ / m_) * per_expert;
-            d.prefill_overhead += m_ * chosen(B_ * P_ / m_) * per_expert;
+            const double prompt = B_ * P_ / m_, passes = std::ceil(prompt / ModelShape::kPassRows);
+            d.prefill_overhead += m_ * passes * chosen(prompt / passes) * (per_expert + o->op_overhead_us * 1e-6);
         }
         d.bytes[kGpu] = dev_stored;
         f += d;

@@ -37,11 +37,18 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
                       : o && !o->attention.empty() ? m_ * o->attention_s(mb_ * ctx_avg_ * kvb_)
                                                      : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
         if (act) c.decode[G] += std::max(recompute_flops / gpu_flops_, read / gpu_bw_), c.gpu_staging += mb_ * ctx_max_ * kvb_;
-        // A measured device's ops for it: a decode pass rebuilds every position its sequences
-        // attend to, a prompt's pass none.
-        if (act && o) {
-            c.decode_overhead += m_ * shape_.device_recompute_ops(mb_ * ctx_avg_) * o->op_overhead_us * 1e-6;
-            c.prefill_overhead += m_ * shape_.device_recompute_ops(0) * o->op_overhead_us * 1e-6;
+        // A decode pass rebuilds every position its sequences attend to; a sequence's prompt
+        // pass k (of kPassRows rows each) the k chunks before it: their flops, and on a
+        // measured device their ops.
+        if (act) {
+            const double rows = ModelShape::kPassRows, per_seq = std::ceil(P_ / rows);
+            const double prompt_chunks = B_ * per_seq * (per_seq - 1) / 2;
+            c.prefill[G] += prompt_chunks * rows * shape_.recompute_flops_per_token() / gpu_flops_;
+            if (o) {
+                const double chunk_ops = shape_.mean_per_layer(&LayerShape::rebuild_ops), op_s = o->op_overhead_us * 1e-6;
+                c.decode_overhead += m_ * (ModelShape::kRecomputePassOps + std::ceil(mb_ * ctx_avg_ / rows) * chunk_ops) * op_s;
+                c.prefill_overhead += (ModelShape::kRecomputePassOps * std::ceil(B_ * P_ / rows) + prompt_chunks * chunk_ops) * op_s;
+            }
         }
         if (tier != Tier::Gpu) {
             // Streamed to the GPU each step, one micro-batch at a time; new entries go back.

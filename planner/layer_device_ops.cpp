@@ -66,10 +66,8 @@ void count_device_ops(LayerShape& l, const LayerOpTensors& t, const models::Arch
     // DeviceExperts::start: the gate/up products, SwiGLU and down, and each bias the file has.
     l.device_expert_ops = dense ? 0 : 3 + extra_launches(t.expert_gate_up) + t.expert_biases;
     // rebuild_kv: the gather, then the layer program's key/value steps (runtime/exec/layer_program.cpp).
-    const std::array<std::optional<DType>, 2> kv_types = {t.qkv[2], t.qkv[3]};
     l.rebuild_ops = arch->mla ? 1 + 1 + 3 + 1 + 1
-                              : 1 + 1 + extra_launches(kv_types) + t.own[kKBias] + t.own[kVBias] +
-                                    (arch->qk_norm && t.own[kKNorm]) + 1;
+                              : 1 + 2 + t.own[kKBias] + t.own[kVBias] + (arch->qk_norm && t.own[kKNorm]) + 1;
 }
 
 }  // namespace strata::planner

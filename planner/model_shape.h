@@ -3,7 +3,6 @@
 // parameters per layer, the embedding and output tensors, and the attention geometry that
 // sizes the KV cache. Read from a GGUF header (tensor table only) or built from a catalog
 // name plus weight and KV types.
-#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -42,10 +41,12 @@ struct LayerShape {
     // the file has (gpt-oss); 0 in a dense layer. Its rows' copies up and down, on the copy streams,
     // are not counted here (CostModel::hybrid_layer prices them beside these).
     int32_t device_expert_ops = 0;
-    // A device's ops for each chunk of positions whose K and V the layer recomputes from saved
-    // hidden states (DeviceBackend's rebuild_kv): the saved rows gathered, K and V's products (a
-    // launch a type), their biases and K's head norm where the file has them, and RoPE with the
-    // store (MLA: the latent's product, its norm in place, its RoPE apart and the store).
+    // A device's ops for each chunk of up to kPassRows positions whose K and V the layer
+    // recomputes from saved hidden states (DeviceBackend's rebuild_kv): the saved rows gathered,
+    // K and V's products (a launch each: a chunk of more than 16 rows launches every product
+    // apart; one of at most 16 groups them where they share a type, an op fewer, not counted),
+    // their biases and K's head norm where the file has them, and RoPE with the store (MLA: the
+    // latent's product, its norm in place, its RoPE apart and the store).
     int32_t rebuild_ops = 0;
     bool operator==(const LayerShape&) const = default;
 };
@@ -84,14 +85,13 @@ struct ModelShape {
     static int32_t device_decode_ops(const LayerShape& l) {
         return (l.n_expert_params > 0 ? 2 : 4) + l.extra_decode_launches + 2 + l.extra_device_ops;
     }
-    // The device ops a layer whose K and V are recomputed adds to a pass that attends to
-    // `rebuilt` positions it does not compute: its saved inputs' store and their norm, which then
-    // no longer goes into the matmul, and rebuild_ops for each kRebuildRows of those positions;
-    // the model's mean.
-    static constexpr double kRebuildRows = 256;  // the device backend's rows a pass (Backend::kMaxUbatch)
-    double device_recompute_ops(double rebuilt) const {
-        return 2 + std::ceil(rebuilt / kRebuildRows) * mean_per_layer(&LayerShape::rebuild_ops);
-    }
+    // The device backend's rows a pass (Backend::kMaxUbatch): a prompt's passes, and the chunks
+    // of a K/V rebuild.
+    static constexpr double kPassRows = 256;
+    // A layer whose K and V are recomputed rebuilds, in each pass, the positions before the pass
+    // that its sequences attend to, kPassRows at a time, and stores the pass's inputs: an op, and
+    // one more for their norm, which then no longer goes into the matmul.
+    static constexpr int32_t kRecomputePassOps = 2;
     double mean_per_layer(int32_t LayerShape::*count) const;
     uint64_t total_weight_bytes() const;
     // K and V of one token in one layer, in kv_type (MLA: its one latent row).

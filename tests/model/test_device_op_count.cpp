@@ -84,14 +84,16 @@ Counted count_ops(nlohmann::json config, int n_layer, const std::string& name, M
     o.trace_path = test::temp_path("op_count_" + name + ".json");
     {
         Engine e(o);
-        const std::vector<int32_t> prompt{1, 403, 407, 261, 378, 432};
+        // Long enough that a decode step rebuilds a chunk of more than 16 rows, as deep ones do.
+        std::vector<int32_t> prompt;
+        for (int i = 0; i < 7; ++i) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
         runtime::SpecOptions plain;
         plain.mode = SpecMode::Off;
         REQUIRE(test::generate(e, prompt, test::greedy(4, true), plain).tokens.size() == 4);
     }
     const planner::ModelShape shape = planner::ModelShape::from_gguf(path);
     // A decode step's one token runs n_expert_used experts a layer; a recomputing layer rebuilds
-    // the few positions before the step in one chunk.
+    // the 42 to 44 positions before the step in one chunk.
     auto ops = [&](const planner::LayerShape& l) {
         return planner::ModelShape::device_decode_ops(l) + (mode == Mode::ExpertsHeld ? shape.n_expert_used * l.device_expert_ops : 0) +
                (mode == Mode::Recomputed ? 2 + l.rebuild_ops : 0);

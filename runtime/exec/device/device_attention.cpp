@@ -15,7 +15,7 @@ using gpu::Stream;
 // V again from their saved hidden states (runtime/exec/cpu/kv_rebuild.h): the layer program's
 // key_value steps, kMaxUbatch rows at a time, in buffers the layer does not use until its
 // attention is done (gate for the inputs, up and out for K and V).
-static_assert(planner::ModelShape::kRebuildRows == Backend::kMaxUbatch, "the planner prices a rebuild's chunks of this many rows");
+static_assert(planner::ModelShape::kPassRows == Backend::kMaxUbatch, "the planner prices passes and rebuild chunks of this many rows");
 void DeviceBackend::Impl::rebuild_kv(const LayerProgram& prog, const DevLayer& l, KvCache& kv) {
     const int il = prog.il;
     const int64_t E = hp.n_embd;

@@ -392,11 +392,15 @@ TEST_CASE("cost model: KV recomputed on a measured device costs its rebuild's op
     hw.gpu->ops = DeviceOps{};
     hw.gpu->ops->op_overhead_us = 3;
     // A decode step attends to 1000 + 100 / 2 positions on average: 5 chunks of 4 ops, and the
-    // saved inputs' store and unfused norm; a prompt's pass the two alone.
+    // saved inputs' store and unfused norm. The 1000-token prompt runs in 4 passes of 256 rows,
+    // each with those two, the second rebuilding 1 chunk, the third 2, the fourth 3.
     const CostModel cm(s, hw, Workload{1000, 100, 1, Objective::Latency}, Policy{1, 1, false, true, DType::F16});
     const Cost kept = cm.layer_kv(0, KvOption::Gpu), rebuilt = cm.layer_kv(0, KvOption::ActGpu);
     CHECK(rebuilt.decode_overhead - kept.decode_overhead == Approx((2 + 5 * 4) * 3e-6));
-    CHECK(rebuilt.prefill_overhead - kept.prefill_overhead == Approx(2 * 3e-6));
+    CHECK(rebuilt.prefill_overhead - kept.prefill_overhead == Approx((4 * 2 + 6 * 4) * 3e-6));
+    // The prompt's rebuilt chunks cost their flops too: 6 x 256 positions' K and V.
+    constexpr int G = static_cast<int>(Stream::GpuCompute);
+    CHECK(rebuilt.prefill[G] - kept.prefill[G] >= Approx(6 * 256 * s.recompute_flops_per_token() / (hw.gpu->fp16_tflops * 1e12)));
     // A device whose ops were not measured: none priced.
     hw.gpu->ops.reset();
     const CostModel catalog(s, hw, Workload{1000, 100, 1, Objective::Latency}, Policy{1, 1, false, true, DType::F16});
