@@ -55,6 +55,13 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
                               policy.batch * shape.attended_positions(wl.prompt_len + wl.gen_len / 2.0) *
                                   shape.kv_bytes_per_token(policy.kv_type) * shape.n_layer;
     const double reuse = hw.cpu.reuse(step_bytes);
+    // What the cache holds of a step lifts the rate threads read DRAM at, not the rate they take
+    // weights in: a thread decodes from the cache no faster than its measured rate (one thread
+    // beside the simulated device decoded SmolLM2's layers at its 15 GB/s from DRAM where the
+    // reuse priced 28). 0: not measured.
+    const KernelRate* cpu_rate = rate_for(hw.cpu.rates, shape.weight_type);
+    const double thread_gbps = cpu_rate ? cpu_rate->gemv_thread_at(shape.n_embd) : 0;
+    auto thread_bound = [&](double rate, double threads) { return thread_gbps > 0 ? std::min(rate, threads * thread_gbps * 1e9) : rate; };
     if (has_gpu_) {
         gpu_bw_ = hw.gpu->mem_gbps * 1e9;
         gpu_flops_ = hw.gpu->fp16_tflops * 1e12;
@@ -78,12 +85,15 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
         // The simulated device's weights are host memory, read through the host's caches (its
         // rates were measured, or taken from the CPU's, on a matrix past them): as the CPU's,
         // part of a step that fits them is still there.
-        if (hw.gpu->sim_threads > 0) gpu_bw_ *= reuse, dev_weight_pass_ *= reuse;
+        if (hw.gpu->sim_threads > 0) {
+            gpu_bw_ = thread_bound(gpu_bw_ * reuse, hw.gpu->sim_parallelism());
+            dev_weight_pass_ *= reuse;
+        }
     }
     // The cores that run a decode matmul read its weights themselves: from DRAM no faster than
     // DRAM reads (a probe's GEMV above that had part of its matrix in a cache); what a step
     // finds still cached is the reuse below.
-    if (const KernelRate* r = rate_for(hw.cpu.rates, shape.weight_type)) cpu_rate_ = *r;
+    if (cpu_rate) cpu_rate_ = *cpu_rate;
     const double gemv = hw.cpu.gemv_gbps_for(shape.weight_type, shape.n_embd);
     cpu_gemv_ = (hw.dram.read_gbps > 0 ? std::min(gemv, hw.dram.read_gbps) : gemv) * 1e9;
     cpu_gemm_ = hw.cpu.gemm_gflops_for(shape.weight_type, shape.n_embd) * 1e9;
@@ -98,7 +108,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
                          hw.cpu.call_s_for(shape.weight_type, shape.n_ff);
     cpu_call_s_ = hw.cpu.call_s_for(shape.weight_type, e);
     cpu_weight_pass_ = pack_measured_ ? std::min(pack, cpu_gemv_) : cpu_gemv_;
-    cpu_gemv_ *= reuse;
+    cpu_gemv_ = thread_bound(cpu_gemv_ * reuse, hw.cpu.n_threads);
     cpu_weight_pass_ *= reuse;
     cpu_attn_bw_ = hw.cpu.attention_gbps * 1e9;
     cpu_attn_flops_ = hw.cpu.attention_gflops * 1e9;

@@ -51,6 +51,10 @@ double KernelRate::gemm_at(double width) const { return rate_at(width, gemm_narr
 
 double KernelRate::gemv_at(double width) const { return rate_at(width, gemv_narrow_gbps, gemv_gbps); }
 
+double KernelRate::gemv_thread_at(double width) const {
+    return gemv_thread_gbps > 0 ? rate_at(width, gemv_thread_narrow_gbps, gemv_thread_gbps) : 0;
+}
+
 double KernelRate::rows_time_scale(double rows, double width, double max_rows) const {
     if (gemv_gbps <= 0 || rows8_gbps <= 0 || rows > max_rows) return 0;
     const double one = gemv_at(width);

@@ -70,6 +70,8 @@ struct KernelRate {
     // The decode rate for a model `width` values wide, between gemv_narrow_gbps and gemv_gbps as
     // gemm_at; gemv_gbps where the narrow one is not measured.
     double gemv_at(double width) const;
+    // One thread's decode rate for a model `width` values wide, as gemv_at; 0: not measured.
+    double gemv_thread_at(double width) const;
     bool operator==(const KernelRate&) const = default;
 };
 
