@@ -61,7 +61,9 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     // reuse priced 28). 0: not measured.
     const KernelRate* cpu_rate = rate_for(hw.cpu.rates, shape.weight_type);
     const double thread_gbps = cpu_rate ? cpu_rate->gemv_thread_at(shape.n_embd) : 0;
-    auto thread_bound = [&](double rate, double threads) { return thread_gbps > 0 ? std::min(rate, threads * thread_gbps * 1e9) : rate; };
+    auto thread_bound = [&](double rate, double threads) {
+        return thread_gbps > 0 ? std::min(rate, threads * thread_gbps * 1e9) : rate;
+    };
     if (has_gpu_) {
         gpu_bw_ = hw.gpu->mem_gbps * 1e9;
         gpu_flops_ = hw.gpu->fp16_tflops * 1e12;

@@ -107,9 +107,9 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
         d.prefill_overhead += m_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
         // The host issues each held expert's ops that a pass chose, and its rows' copy up and
         // down; of t tokens, each chooses a held expert with n_expert_used × on_dev / n_dev. A
-        // prompt runs in passes of ModelShape::kPassRows rows, an expert's gate
-        // and up launched apart on its many rows (an op more). Not counted: a decode pass giving
-        // one expert more than 16 rows, which it launches 16 at a time.
+        // prompt runs in passes of ModelShape::kPassRows rows, an expert's gate and up launched
+        // apart on its many rows (an op more). Not counted: a decode pass giving one expert more
+        // than 16 rows, which it launches 16 at a time.
         if (const DeviceOps* o = ops()) {
             const double per_expert = (l.device_expert_ops + 2) * o->op_overhead_us * 1e-6;
             const double p = std::min(1.0, shape_.n_expert_used * on_dev / n_dev);

@@ -436,6 +436,21 @@ TEST_CASE("cost model: a decode step's working set near the cache's size reads p
     const double small_reused =
         CostModel(small, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
     CHECK(small_reused == Approx(small_plain * 15 / 25).epsilon(0.02));
+
+    // No faster than the threads take weights in: one thread measured at 12 GB/s (the pool's 10
+    // lifted to 16.7 by the reuse) reads at 12; two threads' 24 leave the reused rate.
+    small.weight_type = DType::Q8_0;
+    hw.cpu.rates = {{DType::Q8_0, 10, 100}};
+    hw.cpu.rates[0].gemv_thread_gbps = 12;
+    auto decode_s = [&](int threads) {
+        hw.cpu.n_threads = threads;
+        return CostModel(small, hw, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
+    };
+    hw.cpu.cache_curve.clear();
+    const double q8_plain = decode_s(1);
+    hw.cpu.cache_curve = cpu.cache_curve;
+    CHECK(decode_s(1) == Approx(q8_plain * 10 / 12).epsilon(0.02));
+    CHECK(decode_s(2) == Approx(q8_plain * 15 / 25).epsilon(0.02));
 }
 
 TEST_CASE("cost model: the simulated device's weights are host memory, read through the host's caches as the "
@@ -462,6 +477,13 @@ TEST_CASE("cost model: the simulated device's weights are host memory, read thro
         // A step of 64 MB: 25 GB/s on the curve against 15 past it.
         CHECK(decode_s(hw) == Approx(sim_threads ? past_caches * 15 / 25 : past_caches).epsilon(0.02));
     }
+    // The simulated device's one thread no faster than one CPU thread's measured 12 GB/s.
+    hw.cpu.rates = {{DType::Q8_0, 20, 100}};
+    hw.cpu.rates[0].gemv_thread_gbps = 12;
+    hw.cpu.cache_curve.clear();
+    const double past_caches = decode_s(hw);
+    hw.cpu.cache_curve = curve;
+    CHECK(decode_s(hw) == Approx(past_caches * 10 / 12).epsilon(0.02));
 }
 
 TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of the matmul rates, at most what one "
