@@ -21,9 +21,11 @@ struct Recipe {
     bool q4_k_m = false;
     std::optional<DType> experts;
 
-    // llama.cpp's use_more_bits: the first and last eighth of the layers and every third between.
+    // llama.cpp's use_more_bits: the first and last eighth of the layers and every third between,
+    // whose ffn_down and attn_v Q4_K_M makes Q6_K.
     static bool more_bits(int il, int n) { return il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2; }
     DType ffn_down(int il, int n) const { return q4_k_m && more_bits(il, n) ? DType::Q6_K : base; }
+    DType attn_v(int il, int n) const { return ffn_down(il, n); }  // the same layers' V in Q6_K
     DType routed(DType t) const { return experts.value_or(t); }
 };
 
@@ -79,7 +81,7 @@ LayerShape gpt_oss_layer(const ModelEntry& e, const Recipe& r, int il) {
     const DType wt = r.base;
     LayerShape l;
     add(l, DType::F32, 1, 2 * d + q + 2 * kv + d + e.n_head);  // norms, q/k/v/output biases, sinks
-    add_attn(l, wt, q, d), add_attn(l, wt, kv, d), add_attn(l, wt, kv, d), add_attn(l, wt, d, q);
+    add_attn(l, wt, q, d), add_attn(l, wt, kv, d), add_attn(l, r.attn_v(il, e.n_layer), kv, d), add_attn(l, wt, d, q);
     add(l, DType::F32, e.n_expert, d), add(l, DType::F32, 1, e.n_expert);  // router and its bias
     add_experts(l, r.routed(wt), e.n_ff_exp, d, 2 * e.n_expert);
     add_experts(l, r.routed(r.ffn_down(il, e.n_layer)), d, e.n_ff_exp, e.n_expert);
@@ -95,7 +97,7 @@ LayerShape moe_layer(const ModelEntry& e, const Recipe& r, int il) {
     const DType wt = r.base;
     LayerShape l;
     add(l, DType::F32, 1, 2 * d);
-    add_attn(l, wt, q, d), add_attn(l, wt, kv, d), add_attn(l, wt, kv, d), add_attn(l, wt, d, q);
+    add_attn(l, wt, q, d), add_attn(l, wt, kv, d), add_attn(l, r.attn_v(il, e.n_layer), kv, d), add_attn(l, wt, d, q);
     if (e.family == "olmoe") add(l, DType::F32, 1, q + kv);
     add(l, DType::F32, e.n_expert, d);
     add_experts(l, r.routed(wt), e.n_ff_exp, d, 2 * e.n_expert);
@@ -117,7 +119,7 @@ LayerShape dense_layer(const ModelEntry& e, const Recipe& r, int il) {
     } else {
         // llama-style: RMSNorms, q/k/v/o, gated FFN (gate, up, down); qwen2 adds q/k/v biases.
         add(l, DType::F32, 1, 2 * d);
-        add_attn(l, wt, q, d), add_attn(l, wt, kv, d), add_attn(l, wt, kv, d), add_attn(l, wt, d, q);
+        add_attn(l, wt, q, d), add_attn(l, wt, kv, d), add_attn(l, r.attn_v(il, e.n_layer), kv, d), add_attn(l, wt, d, q);
         add_ffn(l, wt, r.ffn_down(il, e.n_layer), d, ff);
         if (e.family == "qwen2") add(l, DType::F32, 1, q + 2 * kv);
     }
@@ -125,13 +127,13 @@ LayerShape dense_layer(const ModelEntry& e, const Recipe& r, int il) {
 }
 
 // The tensors that decide a layer's device ops (layer_device_ops.h), as the family's files hold them.
-LayerOpTensors op_tensors(const ModelEntry& e, const Recipe& r, bool dense) {
+LayerOpTensors op_tensors(const ModelEntry& e, const Recipe& r, int il, bool dense) {
     LayerOpTensors t;
     auto add = [&](std::initializer_list<std::string_view> names, DType type) {
         for (std::string_view n : names) t.add(n, type);
     };
     if (e.family == "deepseek2") add({e.q_lora_rank > 0 ? "attn_q_a.weight" : "attn_q.weight", "attn_kv_a_mqa.weight"}, r.base);
-    else add({"attn_q.weight", "attn_k.weight", "attn_v.weight"}, r.base);
+    else add({"attn_q.weight", "attn_k.weight"}, r.base), add({"attn_v.weight"}, r.attn_v(il, e.n_layer));
     if (e.family == "qwen2" || e.family == "gpt-oss") add({"attn_q.bias", "attn_k.bias", "attn_v.bias"}, DType::F32);
     if (e.family == "gpt-oss") add({"attn_output.bias", "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"}, DType::F32);
     if (e.family == "olmoe") add({"attn_q_norm.weight", "attn_k_norm.weight"}, DType::F32);
@@ -167,7 +169,7 @@ ModelShape build(const ModelEntry& e, const Recipe& r, DType kv_type) {
                            : e.n_expert > 0        ? moe_layer(e, r, il)
                                                    : dense_layer(e, r, il));
         const bool dense = e.n_expert == 0 || (e.family == "deepseek2" && il < e.n_dense_lead);
-        count_device_ops(m.layers.back(), op_tensors(e, r, dense), arch ? &*arch : nullptr, dense);
+        count_device_ops(m.layers.back(), op_tensors(e, r, il, dense), arch ? &*arch : nullptr, dense);
         m.n_params += m.layers.back().n_params;
     }
 
