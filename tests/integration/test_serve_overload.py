@@ -186,7 +186,8 @@ def check_queue_shares() -> None:
     """One place, held by a long request; a queue of 8 (2 per address while others have work):
     an address's third waiting request gets 429, a request once 8 wait gets 503 queue_full. More
     choices than the place and the queue together hold is a 400 naming `n`, not a busy server."""
-    with Server(MODEL, *HOLDS, "--max-batch", "1", "--max-queue", "8", threads=2) as server:
+    # -v: the scheduler's log, for a failure's message.
+    with Server(MODEL, *HOLDS, "--max-batch", "1", "--max-queue", "8", "-v", threads=2) as server:
         status, _, body = server.request("POST", "/v1/completions", {**ORDINARY, "n": 10})
         assert status == 400 and body["error"]["param"] == "n" and "at most 9" in body["error"]["message"], body
         assert server.request("POST", "/v1/completions", {**ORDINARY, "n": 9})[0] == 200
@@ -204,10 +205,12 @@ def check_queue_shares() -> None:
             deadline = time.time() + 30
             while (health := server.request("GET", "/health")[2])["queued"] < n:
                 if time.time() >= deadline:
-                    last = waiting[-1]
-                    last.settimeout(0.5)  # what the server answered the last request, if it did
+                    # What the server answered the last request and the one holding the place, if it did.
+                    for s in (waiting[-1], holder):
+                        s.settimeout(0.5)
                     raise AssertionError(f"never {n} queued: /health {health}; the last request's answer "
-                                         f"{read_answer(last)[:400]!r}; the server's log: {server.stderr()[-2000:]}")
+                                         f"{read_answer(waiting[-1])[:400]!r}; the holder's answer "
+                                         f"{read_answer(holder)[-600:]!r}; the server's log: {server.stderr()[-2000:]}")
                 time.sleep(0.02)
 
         deadline = time.time() + 30
