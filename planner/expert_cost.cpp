@@ -115,7 +115,7 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
             const double p = std::min(1.0, shape_.n_expert_used * on_dev / n_dev);
             auto chosen = [&](double t) { return n_dev * (1.0 - std::pow(1.0 - p, std::max(1.0, t))); };
             d.decode_overhead += m_ * chosen(rows_d_ / m_) * per_expert;
-            const double prompt = B_ * P_ / m_, passes = std::ceil(prompt / ModelShape::kPassRows);
+            const double prompt = B_ * P_ / m_, passes = std::max(1.0, std::ceil(prompt / ModelShape::kPassRows));
             d.prefill_overhead += m_ * passes * chosen(prompt / passes) * (per_expert + o->op_overhead_us * 1e-6);
         }
         d.bytes[kGpu] = dev_stored;

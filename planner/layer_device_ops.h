@@ -35,7 +35,7 @@ struct LayerOpTensors {
     void add(std::string_view name, DType type);
 };
 
-// Sets l's extra_decode_launches, extra_device_ops and device_expert_ops. `arch` null: an
+// Sets l's extra_decode_launches, extra_device_ops, device_expert_ops and rebuild_ops. `arch` null: an
 // architecture Strata does not run (catalog shapes of OPT and OLMoE), whose ops are not counted.
 void count_device_ops(LayerShape& l, const LayerOpTensors& t, const models::ArchTraits* arch, bool dense);
 

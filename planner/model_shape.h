@@ -33,8 +33,8 @@ struct LayerShape {
     // accumulating into it, and a dense layer's GeGLU or clamped SwiGLU, which the down projection
     // does not take in as it takes SwiGLU;
     // a mixture of experts' feed-forward input norm and residual add (its experts' own ops are
-    // device_expert_ops); MLA's RoPE apart from the K store, its latent normed in place (three ops), its
-    // per-head products with the copy of the queries' RoPE part, and its low-rank queries' product.
+    // device_expert_ops); MLA's RoPE apart from the K store, its latent normed in place (three
+    // ops), its per-head products with the copy of the queries' RoPE part, and its low-rank queries' product.
     int32_t extra_device_ops = 0;
     // A device's ops for each routed expert held there that a pass runs (DeviceExperts::start):
     // its gate/up products (a launch a type), SwiGLU, down, and a bias add for each of the three

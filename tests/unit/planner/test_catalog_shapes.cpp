@@ -57,7 +57,7 @@ TEST_CASE("catalog: the usual weight types: Q4_K_M's mix for DeepSeek-V3, MXFP4 
     CHECK(oss_f16.layers[0].expert_bytes == oss.layers[0].expert_bytes);
     CHECK(oss_f16.total_weight_bytes() > oss.total_weight_bytes());
     // llama.cpp's Q4_K_M gives attn_v Q6_K on the layers it gives ffn_down Q6_K: the published
-    // files' sizes (Meta-Llama-3-8B-Instruct 4.92 GB, Mistral-7B-Instruct-v0.2 4.37 GB,
+    // files' sizes as their model pages list them (Meta-Llama-3-8B-Instruct 4.92 GB, Mistral-7B-Instruct-v0.2 4.37 GB,
     // Qwen2.5-7B-Instruct 4.68 GB), and a decode launch more on those layers (q/k/v mix types).
     for (const auto& [name, published] : {std::pair{"llama3-8b", 4.92e9}, {"mistral-7b", 4.37e9}, {"qwen2.5-7b", 4.68e9}}) {
         INFO(name);
