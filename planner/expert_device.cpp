@@ -38,19 +38,37 @@ std::optional<Plan> attention_on_gpu_if_fits(const Plan& cpu_plan, const ModelSh
     return std::nullopt;
 }
 
-Plan with_experts_on_gpu(const Plan& p, const ModelShape& s, const HardwareProfile& hw, const RoutingProfile* routing,
+namespace {
+
+// `p` with `want`'s experts on the GPU, the other experts where p put them; repriced.
+Plan with_device_experts(const Plan& p, const ModelShape& s, const HardwareProfile& hw, const RoutingProfile* routing,
                          const std::string& routing_note, const DeviceExperts& want) {
     std::vector<bool> offloaded(static_cast<size_t>(s.n_layer), false);
     for (const LayerPlacement& l : p.layers)
         if (p.experts.enabled && l.weights == WeightOption::NvmeCpu) offloaded[static_cast<size_t>(l.layer)] = true;
+    Plan with = p;
+    with.experts = place_experts(s, routing, routing_note, p.experts.cache_slots, p.experts.slot_bytes, offloaded, want);
+    with.experts.attention_on_gpu = true;
+    with.prediction = evaluate_plan(s, hw, with.workload, with);
+    return with;
+}
+
+}  // namespace
+
+Plan with_held_experts(const Plan& p, const ModelShape& s, const HardwareProfile& hw, const RoutingProfile* routing,
+                       const std::string& routing_note, std::vector<std::vector<int32_t>> held) {
+    DeviceExperts want;
+    want.held = std::move(held);
+    want.held.resize(static_cast<size_t>(s.n_layer));
+    return with_device_experts(p, s, hw, routing, routing_note, want);
+}
+
+Plan with_experts_on_gpu(const Plan& p, const ModelShape& s, const HardwareProfile& hw, const RoutingProfile* routing,
+                         const std::string& routing_note, const DeviceExperts& want) {
     auto holding = [&](int32_t slots) {
         DeviceExperts w = want;
         w.slots = slots;
-        Plan with = p;
-        with.experts = place_experts(s, routing, routing_note, p.experts.cache_slots, p.experts.slot_bytes, offloaded, w);
-        with.experts.attention_on_gpu = true;
-        with.prediction = evaluate_plan(s, hw, with.workload, with);
-        return with;
+        return with_device_experts(p, s, hw, routing, routing_note, w);
     };
     // The layers the overrides give the device go there whatever the prediction; the most
     // chosen of the rest only when they make a token faster.

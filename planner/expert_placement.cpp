@@ -78,20 +78,33 @@ ExpertPlan place_experts(const ModelShape& s, const RoutingProfile* routing, con
     });
     // The device first: the layers given to it whole, then the most chosen of the rest.
     std::vector<bool> taken(all.size(), false);
-    if (on_device.slots > 0 || !on_device.layers.empty()) {
+    if (on_device.slots > 0 || !on_device.layers.empty() || !on_device.held.empty()) {
         x.device.assign(static_cast<size_t>(L), {});
         x.device_share.assign(static_cast<size_t>(L), 0.0);
     }
+    auto hold = [&](size_t i) {
+        taken[i] = true;
+        x.device[all[i].layer].push_back(all[i].expert);
+        if (K > 0) x.device_share[all[i].layer] += all[i].p / K;
+    };
+    auto is_held = [&](const Choice& c) {
+        if (static_cast<size_t>(c.layer) >= on_device.held.size()) return false;
+        const std::vector<int32_t>& h = on_device.held[static_cast<size_t>(c.layer)];
+        return std::find(h.begin(), h.end(), c.expert) != h.end();
+    };
     int32_t device_left = std::max(0, on_device.slots);
-    for (bool whole : {true, false})
-        for (size_t i = 0; i < all.size(); ++i) {
-            if (taken[i] || whole != marked(on_device.layers, all[i].layer) || marked(on_device.host_only, all[i].layer))
-                continue;
-            if (!whole && device_left-- <= 0) break;
-            taken[i] = true;
-            x.device[all[i].layer].push_back(all[i].expert);
-            if (K > 0) x.device_share[all[i].layer] += all[i].p / K;
-        }
+    if (!on_device.held.empty()) {
+        for (size_t i = 0; i < all.size(); ++i)
+            if (is_held(all[i])) hold(i);
+    } else {
+        for (bool whole : {true, false})
+            for (size_t i = 0; i < all.size(); ++i) {
+                if (taken[i] || whole != marked(on_device.layers, all[i].layer) || marked(on_device.host_only, all[i].layer))
+                    continue;
+                if (!whole && device_left-- <= 0) break;
+                hold(i);
+            }
+    }
     // Then the DRAM cache: the most chosen of the offloaded layers' other experts.
     x.dram.assign(static_cast<size_t>(L), {});
     double held = 0, off_device = 0;

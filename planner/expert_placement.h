@@ -30,6 +30,9 @@ struct DeviceExperts {
     int32_t slots = 0;
     std::vector<bool> layers;
     std::vector<bool> host_only;
+    // Exactly these ([layer]: experts) in place of the above, when given: what a device holds
+    // after it gave some back.
+    std::vector<std::vector<int32_t>> held;
 };
 
 // The experts the device holds (`on_device`), those a DRAM cache of `cache_slots` slots of
@@ -84,6 +87,10 @@ std::optional<Plan> attention_on_gpu_if_fits(const Plan& p, const ModelShape& sh
 // its `slots` most chosen others when that predicts less time per token. Repriced on `hw`.
 Plan with_experts_on_gpu(const Plan& p, const ModelShape& shape, const HardwareProfile& hw, const RoutingProfile* routing,
                          const std::string& routing_note, const DeviceExperts& want);
+// `p` (with_experts_on_gpu's) with exactly `held` ([layer]: experts) on the GPU, as a device that
+// gave held experts back to the host for lack of memory runs it. Repriced on `hw`.
+Plan with_held_experts(const Plan& p, const ModelShape& shape, const HardwareProfile& hw, const RoutingProfile* routing,
+                       const std::string& routing_note, std::vector<std::vector<int32_t>> held);
 
 // One line: the cache, its expected hit rate, the bytes per token, the routing assumed.
 std::string expert_line(const ExpertPlan& e);

@@ -14,6 +14,7 @@
 #include "cpu/thread_pool.h"
 #include "gpu/cuda_host.h"
 #include "gpu/device.h"
+#include "planner/expert_placement.h"
 #include "planner/routing_profile.h"
 #include "runtime/exec/cpu/cpu_backend.h"
 #include "runtime/exec/device/device_backend.h"
@@ -350,14 +351,19 @@ std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
         }
     }
     pool_->run([&] { backend_->eval_batch(batch, *kv_, logits_, hidden_); });
-    if (const int moves = backend_->device_memory().layers_moved; moves != running_moves_) reprice_moved_layers(moves);
+    const Backend::DeviceMemory m = backend_->device_memory();
+    if (m.layers_moved != running_moves_ || m.experts_given_back != running_experts_back_) reprice_given_back(m);
     return logits_;
 }
 
-void Engine::reprice_moved_layers(int moves) {
+void Engine::reprice_given_back(const Backend::DeviceMemory& m) {
     // The layers the device gave back run on the CPU from the weights the store now holds,
-    // their KV cache in the host's (runtime/exec/device/device_memory_loss.cpp); op offload stopped.
+    // their KV cache in the host's, and the experts it gave back on the host's CPU
+    // (runtime/exec/device/device_memory_loss.cpp); op offload stopped.
     auto p = std::make_shared<Placement>(*placement_);
+    if (m.experts_given_back > 0)
+        p->plan = planner::with_held_experts(p->plan, p->shape, p->hw, p->routing ? &*p->routing : nullptr, p->routing_note,
+                                             backend_->device_experts());
     const Residency& now = weights_->residency();
     for (auto& l : p->plan.layers) {
         if (!now.cpu(l.layer) || planner::device_of(l.weights) != planner::Device::Gpu) continue;
@@ -369,7 +375,8 @@ void Engine::reprice_moved_layers(int moves) {
     p->plan.prediction = p->predict(p->plan.workload.prompt_len, p->plan.workload.gen_len, p->plan.workload.batch);  // its summary's
     std::lock_guard lock(running_mu_);
     running_ = std::move(p);
-    running_moves_ = moves;
+    running_moves_ = m.layers_moved;
+    running_experts_back_ = m.experts_given_back;
 }
 
 std::shared_ptr<const Placement> Engine::running_placement() const {

@@ -110,6 +110,7 @@ struct TierGauges {
     uint64_t gpu_used = 0, gpu_budget = 0;  // the budget less what was taken away mid-run
     uint64_t gpu_memory_losses = 0;  // times device memory was taken away (or a pass found it full)
     int32_t gpu_layers_moved = 0;    // layers moved from the device to the CPU because of it
+    int32_t gpu_experts_given_back = 0;  // held routed experts given back to the host because of it
     uint64_t dram_used = 0, dram_budget = 0;
     uint64_t nvme_used = 0;  // weights and KV the plan reads from disk instead of holding
     uint64_t nvme_read = 0;  // bytes read from disk since the start (streamed layers, experts missed)
@@ -128,6 +129,7 @@ struct TierGauges {
     TierGauges& operator+=(const TierGauges& o) {
         gpu_used += o.gpu_used, gpu_budget += o.gpu_budget, dram_used += o.dram_used, dram_budget += o.dram_budget;
         gpu_memory_losses += o.gpu_memory_losses, gpu_layers_moved += o.gpu_layers_moved;
+        gpu_experts_given_back += o.gpu_experts_given_back;
         nvme_used += o.nvme_used, nvme_read += o.nvme_read;
         kv_blocks_used += o.kv_blocks_used, kv_blocks += o.kv_blocks;
         has_expert_cache = has_expert_cache || o.has_expert_cache;
@@ -245,12 +247,13 @@ private:
     std::unique_ptr<storage::MemoryBudget> dram_;
     std::unique_ptr<KvCache> kv_;
     std::unique_ptr<Placement> placement_;
-    // The placement as it runs after layers moved off the device (null: as placed), and the
-    // moves it counts; written after a pass, read by predict() from other threads.
+    // The placement as it runs after the device gave layers or held experts back for lack of
+    // memory (null: as placed); written after a pass, read by predict() from other threads.
     mutable std::mutex running_mu_;
     std::shared_ptr<const Placement> running_;
-    int running_moves_ = 0;
-    void reprice_moved_layers(int moves);
+    // What the device had given back when running_ was priced: layers moved, experts returned.
+    int running_moves_ = 0, running_experts_back_ = 0;
+    void reprice_given_back(const Backend::DeviceMemory& m);
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Backend> backend_;
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's

@@ -187,18 +187,20 @@ private:
     int32_t make_room();
     void preempt(Job& job);
     // The engine's tier gauges for stats(), read on the thread that runs the passes (their counters
-    // are its); after layers left the device, speculation's planned prices are made again for the
-    // placement as it runs (Engine::predict).
+    // are its); after layers or held experts left the device, speculation's planned prices are
+    // made again for the placement as it runs (Engine::predict).
     void publish_tiers() {
         const TierGauges tiers = engine_.gauges();
-        if (tiers.gpu_layers_moved != priced_moves_) {
+        if (tiers.gpu_layers_moved != priced_moves_ || tiers.gpu_experts_given_back != priced_experts_back_) {
             priced_moves_ = tiers.gpu_layers_moved;
+            priced_experts_back_ = tiers.gpu_experts_given_back;
             plan_prices();
         }
         std::lock_guard lock(mu_);
         stats_.tiers = tiers;
     }
-    int32_t priced_moves_ = 0;  // layers moved off the device when the pass prices were planned
+    // Layers moved off the device, and held experts given back, when the pass prices were planned.
+    int32_t priced_moves_ = 0, priced_experts_back_ = 0;
 
     Engine& engine_;
     SchedulerOptions opts_;

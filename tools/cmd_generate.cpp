@@ -47,10 +47,12 @@ nlohmann::json plan_json(const runtime::Engine& engine, const runtime::GenerateR
               {"decode_bottleneck", planner::stream_name(pred.decode.bottleneck)}}}};
 }
 
-// The expert cache of offloaded experts and the experts held on a device (null when neither).
+// The expert cache of offloaded experts and the experts held on a device (null when neither),
+// as the run ended (a loss of device memory gives held experts back to the host).
 nlohmann::json experts_json(const runtime::Engine& engine) {
     const runtime::ExpertCache* c = engine.weights().expert_cache();
-    const planner::ExpertPlan& plan = engine.placement().plan.experts;
+    const std::shared_ptr<const runtime::Placement> running = engine.running_placement();
+    const planner::ExpertPlan& plan = running->plan.experts;
     if (!c && !plan.has_device()) return nullptr;
     nlohmann::json j = {{"routing", plan.routing}};
     if (c) {
@@ -58,7 +60,7 @@ nlohmann::json experts_json(const runtime::Engine& engine) {
         j.update({{"cache_slots", c->n_slots()},     {"hits", s.hits},
                   {"misses", s.misses},              {"hit_rate", s.hit_rate()},
                   {"bytes_read", s.bytes_read},      {"predicted_hit_rate", plan.hit_rate},
-                  {"policy", runtime::expert_policy_name(engine.placement().residency.experts.policy)}});
+                  {"policy", runtime::expert_policy_name(running->residency.experts.policy)}});
     }
     if (plan.has_device()) {
         // What share of this run's choices the device's experts took.

@@ -93,13 +93,17 @@ public:
     // How often each expert was chosen, for a mixture-of-experts model on a backend that counts it.
     virtual const RoutingStats* routing_stats() const { return nullptr; }
     // Device memory in use and its budget (--gpu-mem, less what was taken away since); zeros
-    // on the CPU. When memory was taken away: how often, and the layers moved to the CPU.
+    // on the CPU. When memory was taken away: how often, the layers moved to the CPU and the
+    // held routed experts given back to it.
     struct DeviceMemory {
         uint64_t used = 0, budget = 0;
         uint64_t losses = 0;
         int layers_moved = 0;
+        int experts_given_back = 0;
     };
     virtual DeviceMemory device_memory() const { return {}; }
+    // The routed experts the device holds now, per layer (empty: none, or no device).
+    virtual std::vector<std::vector<int32_t>> device_experts() const { return {}; }
 
     // Runs every entry's tokens (entries name distinct sequences) in passes of up to
     // kMaxUbatch tokens, each after its sequence's last position, and writes n_vocab logits

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Device memory taken away under a running server: `strata serve` on the simulated device loses
 most of the memory its run holds while eight requests are in flight (--sim-shrink-after); the
-layers that no longer fit move to the CPU, every request completes with the answer the same
-prompt gets from a server that kept its memory, /metrics counts the loss, and the requests after
-it are priced as the run goes on (the moved layers on the CPU), not as it was placed."""
+layers that no longer fit move to the CPU (a mixture of experts' held experts go back to the
+host's CPU), every request completes with the answer the same prompt gets from a server that kept
+its memory, /metrics counts the loss, and the requests after it are priced as the run goes on
+(the moved layers or experts on the CPU), not as it was placed."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from serve_support import Server
-from strata_support import default_model, device_plan
+from strata_support import SOURCE_DIR, default_model, device_plan, skip
 
 MODEL = default_model()
 N_CLIENTS = 8
@@ -25,7 +28,7 @@ DEVICE = ("--device", "sim", "--gpu-mem", str(GPU_MEM), "--attention", "gpu", "-
 
 def ask_priced(server: Server, i: int) -> tuple[str, float]:
     """The answer, and the decode tokens/s the plan predicted for it."""
-    body = {"model": MODEL.stem, "messages": [{"role": "user", "content": f"Write one sentence about {TOPICS[i]}."}],
+    body = {"messages": [{"role": "user", "content": f"Write one sentence about {TOPICS[i]}."}],
             "max_tokens": MAX_TOKENS, "temperature": 0}
     status, _, data = server.request("POST", "/v1/chat/completions", body, timeout=300)
     assert status == 200, (status, data)
@@ -42,34 +45,54 @@ def metric(text: str, name: str) -> float:
     return float(m.group(1))
 
 
+def synthetic_moe(folder: Path) -> Path:
+    """8 Qwen3-MoE-tiny layers (16 experts, 4 chosen), the default model's tokenizer."""
+    try:
+        import gguf  # noqa: F401  (bench/make_synthetic_gguf.py writes with it)
+    except ImportError:
+        skip("gguf is missing (pip install gguf)")
+    path = folder / "moe.gguf"
+    subprocess.run([sys.executable, str(SOURCE_DIR / "bench" / "make_synthetic_gguf.py"), "--shape", "qwen3moe-tiny", "--type",
+                    "Q4_K", "--n-layer", "8", "--std", "0.1", "--tokenizer-from", str(MODEL), "-o", str(path)],
+                   check=True, capture_output=True, timeout=300)
+    return path
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         # Every layer held on the device, whatever this machine's probe would choose, so that
         # losing memory moves layers.
         plan = device_plan(MODEL, Path(folder) / "on_device.json", "gpu")
-        serve_through_a_loss(DEVICE + ("--plan", str(plan)))
+        serve_through_a_loss(MODEL, DEVICE + ("--plan", str(plan)), 8 << 20, "strata_gpu_layers_moved_to_cpu",
+                             "moved to the CPU with their KV cache")
+        # A mixture of experts: every layer's attention on the device, half the layers' experts
+        # held there too (64 of 3.6 MiB); losing memory gives held experts back to the host.
+        moe = synthetic_moe(Path(folder))
+        serve_through_a_loss(moe, DEVICE + ("--ot", r"blk\.[0-3]\.ffn_.*_exps=device", "--ot", "exps=dram"), 1 << 20,
+                             "strata_gpu_experts_given_back", "given back to the host")
 
 
-def serve_through_a_loss(device: tuple[str, ...]) -> None:
-    with Server(MODEL, *device) as server:
+def serve_through_a_loss(model: Path, device: tuple[str, ...], short_by: int, moved_metric: str, moved_log: str) -> None:
+    """`model` served with `device`, then again losing all but `short_by` bytes less than it held."""
+    with Server(model, *device) as server:
         expected = [ask(server, i) for i in range(N_CLIENTS)]
         _, priced_as_placed = ask_priced(server, 0)
         _, _, metrics = server.request("GET", "/metrics")
         used = int(metric(metrics, 'strata_memory_used_bytes{tier="gpu"}'))
     assert len(set(expected)) > N_CLIENTS // 2, expected
 
-    # After ten passes (the requests' prompts and first steps) all but 8 MiB less than the run
-    # held is taken away: layers must leave the device while the requests are decoding.
-    taken = GPU_MEM - (used - (8 << 20))
-    with Server(MODEL, *device, "--sim-shrink-after", f"10:{taken}") as server:
+    # After ten passes (the requests' prompts and first steps) all but `short_by` less than the
+    # run held is taken away: layers or experts must leave the device while the requests decode.
+    taken = GPU_MEM - (used - short_by)
+    with Server(model, *device, "--sim-shrink-after", f"10:{taken}") as server:
         with ThreadPoolExecutor(N_CLIENTS) as pool:
             answers = list(pool.map(lambda i: ask(server, i), range(N_CLIENTS)))
         assert answers == expected, (answers, expected)
         _, _, metrics = server.request("GET", "/metrics")
         assert metric(metrics, "strata_gpu_memory_lost_total") == 1, metrics
-        assert metric(metrics, "strata_gpu_layers_moved_to_cpu") > 0, metrics
-        assert metric(metrics, 'strata_memory_used_bytes{tier="gpu"}') <= used - (8 << 20)
-        assert "moved to the CPU with their KV cache" in server.stderr()
+        assert metric(metrics, moved_metric) > 0, metrics
+        assert metric(metrics, 'strata_memory_used_bytes{tier="gpu"}') <= used - short_by
+        assert moved_log in server.stderr()
         # The server keeps serving after the loss, priced as it now runs.
         answer, priced = ask_priced(server, 0)
         assert answer == expected[0]

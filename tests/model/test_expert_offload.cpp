@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -19,10 +21,14 @@
 using namespace strata;
 using nlohmann::json;
 
-TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached under --dram, or on NVMe", "[model][experts]") {
+namespace {
+
+// A fresh folder `name` holding moe.gguf: 8 Qwen3-MoE-tiny layers (16 experts, 4 chosen), Q4_K,
+// the default model's tokenizer; empty when that model is not here.
+std::optional<std::filesystem::path> synthetic_moe(const std::string& name) {
     auto tok = test::default_model_path();
-    STRATA_REQUIRE_MODEL(tok, "the default SmolLM2 model, whose tokenizer the synthetic model copies");
-    const auto dir = test::temp_path("expert_offload");
+    if (!tok) return std::nullopt;
+    const auto dir = test::temp_path(name);
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     const auto model = dir / "moe.gguf";
@@ -31,13 +37,25 @@ TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached und
                                         model.string());
     INFO(made.err);
     REQUIRE(made.exit_code == 0);
-    auto run = [&](const std::string& extra) {
-        auto r = test::run_strata("generate --json --temp 0 -n 24 --ctx 256 -p 'The lighthouse keeper' -m " + model.string() +
-                                  " " + extra);
-        INFO(r.err);
-        REQUIRE(r.exit_code == 0);
-        return json::parse(r.out);
-    };
+    return model;
+}
+
+// `strata generate --json` of the model, greedy, with `extra` flags.
+json generate(const std::filesystem::path& model, const std::string& extra) {
+    auto r = test::run_strata("generate --json --temp 0 -n 24 --ctx 256 -p 'The lighthouse keeper' -m " + model.string() + " " +
+                              extra);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("synthetic qwen3moe: the same tokens with experts resident, cached under --dram, or on NVMe", "[model][experts]") {
+    const auto made = synthetic_moe("expert_offload");
+    STRATA_REQUIRE_MODEL(made, "the default SmolLM2 model, whose tokenizer the synthetic model copies");
+    const std::filesystem::path model = *made, dir = model.parent_path();
+    auto run = [&](const std::string& extra) { return generate(model, extra); };
     const json all = run("");
     CHECK(all["memory"]["experts"].is_null());
     // 32M holds everything but about half of the experts (the file is 23 MiB; 6 MiB of the budget
@@ -136,4 +154,41 @@ TEST_CASE("the default (dense) model: a tensor given to NVMe by name is refused,
     auto r = test::run_strata("generate -p hi -n 1 --override-tensor attn_q=nvme");
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains("this model has no routed experts"));
+}
+
+TEST_CASE("synthetic qwen3moe: device memory taken away gives held experts back to the host, same tokens",
+          "[model][experts][device]") {
+    const auto made = synthetic_moe("expert_memory_loss");
+    STRATA_REQUIRE_MODEL(made, "the default SmolLM2 model, whose tokenizer the synthetic model copies");
+    const std::filesystem::path model = *made;
+    const json cpu = generate(model, "");
+    // Layers 0-3's experts held whole on the simulated device (64 of them), the others in DRAM, or
+    // behind the expert cache on NVMe (the host reads those given back from there too).
+    for (const std::string host : {"--ot exps=dram", "--dram 37M --ot exps=nvme"}) {
+        const std::string flags = "--device sim --gpu-mem 64M --ot 'blk\\.[0-3]\\.ffn_.*_exps=device' " + host;
+        const auto whole = test::run_strata("generate -v -n 1 --ctx 256 -p hi -m " + model.string() + " " + flags);
+        std::smatch in_use;
+        REQUIRE(std::regex_search(whole.err, in_use, std::regex(R"(([0-9.]+) MiB of device memory in use)")));
+        const double used_mib = std::stod(in_use[1]);
+        // After four passes, all but 1 MiB less than the run holds is taken: two layers' experts go.
+        auto shrunk = [&](double keep_mib) {
+            return test::run_strata("generate -v --json --temp 0 -n 24 --ctx 256 -p 'The lighthouse keeper' -m " + model.string() +
+                                    " " + flags + " --sim-shrink-after 4:" + std::to_string(int64_t((64 - keep_mib) * 1048576)));
+        };
+        const auto r = shrunk(used_mib - 1);
+        INFO(host << "\n" << r.err);
+        REQUIRE(r.exit_code == 0);
+        CHECK_THAT(r.err, Catch::Contains("the routed experts held for layers 3, 2 given back to the host (32 left on the device)"));
+        const json got = json::parse(r.out);
+        CHECK(got["tokens"] == cpu["tokens"]);
+        // Priced as it ends: the experts it still holds, a quarter of the choices.
+        CHECK(got["memory"]["experts"]["on_device"] == 32);
+        CHECK(got["memory"]["experts"]["predicted_device_share"].get<double>() == Approx(0.25));
+        CHECK_THAT(got["plan"]["summary"].get<std::string>(), Catch::Contains("attention and 32 routed experts on the GPU"));
+        // Less than every layer's attention and the KV cache take: the pass fails, saying so.
+        const auto over = shrunk(used_mib - 8);
+        CHECK(over.exit_code == 1);
+        CHECK_THAT(over.err, Catch::Contains("with every routed expert on the host the device backend still holds"));
+        CHECK_THAT(over.err, Catch::Contains("restart with a smaller --gpu-mem"));
+    }
 }

@@ -89,10 +89,14 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const MemoryUse& d
     if (g.nvme_used) out += fmt::format("strata_memory_used_bytes{{tier=\"nvme\"}} {}\n", g.nvme_used);
     if (g.gpu_budget) {
         metric(out, "strata_gpu_memory_lost_total", "counter",
-               "Times device memory was taken away mid-run (or a pass found the pool full) and layers moved to the CPU.",
+               "Times device memory was taken away mid-run (or a pass found the pool full) and held experts or layers "
+               "went to the CPU.",
                static_cast<double>(g.gpu_memory_losses));
         metric(out, "strata_gpu_layers_moved_to_cpu", "gauge", "Layers moved from the device to the CPU for lack of device memory.",
                g.gpu_layers_moved);
+        metric(out, "strata_gpu_experts_given_back", "gauge",
+               "Routed experts held on the device given back to the host's CPU for lack of device memory.",
+               g.gpu_experts_given_back);
     }
     out += "# HELP strata_memory_peak_bytes Most memory reserved per tier.\n# TYPE strata_memory_peak_bytes gauge\n";
     out += fmt::format("strata_memory_peak_bytes{{tier=\"dram\"}} {}\n", dram.peak);

@@ -45,7 +45,11 @@ const RoutingStats* DeviceBackend::routing_stats() const {
 
 Backend::DeviceMemory DeviceBackend::device_memory() const {
     const gpu::DeviceArena& arena = impl_->dev->memory().arena();
-    return {arena.used(), arena.limit(), impl_->memory_losses, impl_->layers_moved};
+    return {arena.used(), arena.limit(), impl_->memory_losses, impl_->layers_moved, impl_->experts_given_back};
+}
+
+std::vector<std::vector<int32_t>> DeviceBackend::device_experts() const {
+    return impl_->experts ? impl_->experts->held() : std::vector<std::vector<int32_t>>{};
 }
 
 void DeviceBackend::reserve(int64_t) {}  // everything is sized for kMaxUbatch tokens at construction
@@ -59,7 +63,7 @@ void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
         try {
             return m.run_pass(p, kv);
         } catch (const DeviceOutOfMemory& e) {
-            // At least one layer goes each time, or give_back says none is left.
+            // At least a layer or a layer's held experts go each time, or give_back says none is left.
             const uint64_t used = m.dev->memory().arena().used();
             if (used == 0) throw;
             m.give_back(used - 1, kv, e.what());

@@ -70,6 +70,7 @@ public:
     // The routing of a mixture of experts, which the host's feed-forward counts.
     const RoutingStats* routing_stats() const override;
     DeviceMemory device_memory() const override;
+    std::vector<std::vector<int32_t>> device_experts() const override;
     // Draft trees' rows attend through their masks (gpu::DecodeAttentionArgs::tree_mask) wherever
     // the KV cache is: on the device, copied in from DRAM, or attended to by the host CPU. The
     // kept path's rows move in the device's cache, on the device (Device::kv_move).

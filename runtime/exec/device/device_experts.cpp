@@ -105,6 +105,25 @@ DeviceExperts::~DeviceExperts() {
     }
 }
 
+int DeviceExperts::give_back_last_layer() {
+    for (int il = static_cast<int>(weights_.size()) - 1; il >= 0; --il) {
+        if (!weights_[il].data()) continue;
+        weights_[il].reset();
+        for (int32_t& at : index_[il])  // its entries in experts_ stay, unreferenced
+            if (at >= 0) at = -1, --n_held_;
+        return il;
+    }
+    return -1;
+}
+
+std::vector<std::vector<int32_t>> DeviceExperts::held() const {
+    std::vector<std::vector<int32_t>> out(index_.size());
+    for (size_t il = 0; il < index_.size(); ++il)
+        for (size_t e = 0; e < index_[il].size(); ++e)
+            if (index_[il][e] >= 0) out[il].push_back(static_cast<int32_t>(e));
+    return out;
+}
+
 bool DeviceExperts::holds(int il, int e) const {
     return static_cast<size_t>(il) < index_.size() && index_[il][static_cast<size_t>(e)] >= 0;
 }

@@ -42,6 +42,12 @@ public:
     // DRAM the page-locked staging takes (its mapping rounded up as the pool rounds it).
     static uint64_t staging_bytes(const models::Hparams& hp);
     int n_held() const { return n_held_; }
+    // Frees the device memory of the last layer still holding experts, whose experts the host
+    // computes from then on (it holds every expert itself); returns that layer, or -1 when none
+    // holds any. Nothing queued may still read them.
+    int give_back_last_layer();
+    // The experts held now, per layer.
+    std::vector<std::vector<int32_t>> held() const;
 
     bool holds(int il, int e) const override;
     void start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) override;

@@ -145,11 +145,13 @@ struct DeviceBackend::Impl {
     void drop_op_offload();
 
     // device_memory_loss.cpp: memory taken away mid-run. Before a pass, what the device may
-    // still hold (Device::poll_memory); over it, layers move to the CPU until the rest fits.
+    // still hold (Device::poll_memory); over it, held experts and layers go to the CPU until the
+    // rest fits.
     void fit_memory(KvCache& kv);
-    // Moves layers to the CPU, the last device-resident first, then the copied-in ones, until
-    // the device holds at most `target` bytes; `why` goes into the log line. Throws
-    // DeviceOutOfMemory when every layer is on the CPU and the rest still does not fit.
+    // Gives the held routed experts back to the host, the last layer's first, then moves layers
+    // to the CPU, the last device-resident first, then the copied-in ones, until the device
+    // holds at most `target` bytes; `why` goes into the log line. Throws DeviceOutOfMemory when
+    // nothing is left to give back and the rest still does not fit.
     void give_back(uint64_t target, KvCache& kv, const std::string& why);
     int layer_to_move() const;  // -1: none left
     void move_to_cpu(int il, KvCache& kv);
@@ -157,6 +159,7 @@ struct DeviceBackend::Impl {
     void kv_down(int il, KvCache& kv);
     uint64_t memory_losses = 0;  // times memory was given back
     int layers_moved = 0;        // layers moved to the CPU so far
+    int experts_given_back = 0;  // held routed experts given back to the host so far
     float* dev_f(const gpu::DeviceBuffer& b, int64_t row, int64_t width) const { return b.as<float>() + row * width; }
 
     // runtime::project on the compute stream.

@@ -1,6 +1,7 @@
 // Device memory taken away mid-run (another program allocates, or a pass needs more of the
-// pool than is free): the layers the device can no longer hold move to the CPU between passes,
-// their KV cache copied down into the host's cache, so the run goes on with the same tokens.
+// pool than is free): between passes the held routed experts go back to the host (which holds
+// every expert and computes them), then the layers the device can no longer hold move to the
+// CPU, their KV cache copied down into the host's cache, so the run goes on with the same tokens.
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -43,13 +44,27 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
     // among those it reads from the file, so its schedule would not hold.
     const bool offloaded = !offload_schedule.empty();
     drop_op_offload();
+    // Held experts next: copies of what the host holds, so nothing moves but their compute.
+    std::vector<int> experts_of;
+    const int held_before = experts ? experts->n_held() : 0;
+    while (arena.used() > target && experts) {
+        const int il = experts->give_back_last_layer();
+        if (il < 0) break;
+        experts_of.push_back(il);
+    }
+    if (experts) experts_given_back += held_before - experts->n_held();
     while (arena.used() > target) {
         const int il = layer_to_move();
-        if (il < 0)
-            throw DeviceOutOfMemory(fmt::format("{}: {}, and with every layer on the CPU the device backend still holds {} "
-                                                "(the output head, activations and scratch)",
-                                                dev->name(), why, format_bytes(arena.used())),
+        if (il < 0) {
+            // A mixture of experts keeps every layer's attention here.
+            const bool moe = hp.moe.enabled();
+            throw DeviceOutOfMemory(fmt::format("{}: {}, and with every {} the device backend still holds {} ({}the output "
+                                                "head, activations and scratch)",
+                                                dev->name(), why, moe ? "routed expert on the host" : "layer on the CPU",
+                                                format_bytes(arena.used()),
+                                                moe ? "every layer's attention, the KV cache where it is there, " : ""),
                                     "restart with a smaller --gpu-mem, or on the CPU (--device cpu)");
+        }
         move_to_cpu(il, kv);
         moved.push_back(il);
         ++layers_moved;
@@ -63,6 +78,9 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
     schedule = layer_schedule(work, std::max(1, static_cast<int>(slots.size())));
     std::vector<std::string> done;
     if (offloaded) done.push_back("op offload stopped (prompts prefill the CPU layers there)");
+    if (!experts_of.empty())
+        done.push_back(fmt::format("the routed experts held for layers {} given back to the host ({} left on the device)",
+                                   fmt::join(experts_of, ", "), experts->n_held()));
     if (!moved.empty()) done.push_back(fmt::format("layers {} moved to the CPU with their KV cache", fmt::join(moved, ", ")));
     STRATA_LOG_WARN("{}: {}; {}, {} freed ({} of device memory in use)", dev->name(), why, fmt::join(done, ", "),
                     format_bytes(before - arena.used()), format_bytes(arena.used()));

@@ -320,6 +320,37 @@ TEST_CASE("expert placement: experts on a fast GPU shorten decode, and the plan 
     CHECK_FALSE(with_experts_on_gpu(slow_base, s, slow, nullptr, "", dev).experts.has_device());
 }
 
+TEST_CASE("expert placement: a device that gave held experts back is priced with those it still holds",
+          "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const HardwareProfile hw = toy_with_gpu(2'000'000'000);
+    const Workload wl{8, 4, 1, Objective::Latency};
+    RoutingProfile r;
+    r.tokens = 100;
+    r.counts = {{10, 20, 70, 100}, {60, 90, 30, 20}};
+    const Plan base = with_attention_on_gpu(
+        expert_offload_plan(s, hw, wl, Budgets{2e9, 1e9, 1e12}, DType::F16, place_experts(s, &r, "", 8, 100'000'000)), s,
+        hw, true);
+    DeviceExperts dev;
+    dev.slots = 4;
+    const Plan with = with_experts_on_gpu(base, s, hw, &r, "", dev);
+    REQUIRE(with.experts.device == std::vector<std::vector<int32_t>>{{3, 2}, {1, 0}});
+    // What it holds now, in any order: the same plan.
+    const Plan same = with_held_experts(with, s, hw, &r, "", {{2, 3}, {0, 1}});
+    CHECK(same.experts == with.experts);
+    CHECK(same.prediction.decode.time_s == Approx(with.prediction.decode.time_s));
+    // Layer 1's given back: its experts are the CPU's again, and a token takes longer.
+    const Plan fewer = with_held_experts(with, s, hw, &r, "", {{3, 2}});
+    CHECK(fewer.experts.device == std::vector<std::vector<int32_t>>{{3, 2}, {}});
+    CHECK(fewer.experts.device_share == std::vector<double>{0.85, 0.0});
+    CHECK(fewer.experts.device_bytes_per_token == Approx(200e6 * 0.85));
+    CHECK(fewer.prediction.decode.time_s > with.prediction.decode.time_s);
+    // Every one given back: priced as the attention alone on the GPU.
+    const Plan none = with_held_experts(with, s, hw, &r, "", {});
+    CHECK_FALSE(none.experts.has_device());
+    CHECK(none.prediction.decode.time_s == Approx(base.prediction.decode.time_s));
+}
+
 TEST_CASE("expert placement: each held expert a pass chooses costs its device ops and its rows' copies",
           "[unit][planner][experts]") {
     ModelShape s = moe_shape();
