@@ -350,9 +350,20 @@ std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
             warned_logits_ = true;
         }
     }
+    // Priced again after a pass that made the device give layers or experts back, and after one
+    // that then failed: the next passes run without them.
+    struct Reprice {
+        Engine& e;
+        ~Reprice() {
+            try {
+                const Backend::DeviceMemory m = e.backend_->device_memory();
+                if (m.layers_moved != e.running_moves_ || m.experts_given_back != e.running_experts_back_) e.reprice_given_back(m);
+            } catch (const std::exception& x) {
+                STRATA_LOG_WARN("plan: the run could not be priced again after device memory was lost: {}", x.what());
+            }
+        }
+    } reprice{*this};
     pool_->run([&] { backend_->eval_batch(batch, *kv_, logits_, hidden_); });
-    const Backend::DeviceMemory m = backend_->device_memory();
-    if (m.layers_moved != running_moves_ || m.experts_given_back != running_experts_back_) reprice_given_back(m);
     return logits_;
 }
 

@@ -270,7 +270,8 @@ int run_bench(const BenchOptions& o) {
         }
     }
     engine.save_routing_stats();  // for the next plan of a mixture of experts
-    const planner::ExpertPlan& expert_plan = engine.placement().plan.experts;
+    const std::shared_ptr<const runtime::Placement> running = engine.running_placement();  // experts given back priced out
+    const planner::ExpertPlan& expert_plan = running->plan.experts;
     // Bytes the expert cache read from disk per generated token.
     auto expert_disk_per_token = [&](const Row& r) {
         return double(r.experts.bytes_read) / (double(r.n_tokens) * o.batch * o.reps);

@@ -63,7 +63,7 @@ nlohmann::json experts_json(const runtime::Engine& engine) {
                   {"policy", runtime::expert_policy_name(running->residency.experts.policy)}});
     }
     if (plan.has_device()) {
-        // What share of this run's choices the device's experts took.
+        // What share of this run's choices fell on the experts the device holds at its end.
         const runtime::RoutingStats* stats = engine.routing_stats();
         j.update({{"on_device", plan.n_device()},
                   {"device_share", stats ? plan.device_share_in(stats->snapshot()) : 0.0},

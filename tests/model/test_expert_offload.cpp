@@ -170,12 +170,13 @@ TEST_CASE("synthetic qwen3moe: device memory taken away gives held experts back 
         std::smatch in_use;
         REQUIRE(std::regex_search(whole.err, in_use, std::regex(R"(([0-9.]+) MiB of device memory in use)")));
         const double used_mib = std::stod(in_use[1]);
-        // After four passes, all but 1 MiB less than the run holds is taken: two layers' experts go.
+        // After four passes, all but 1.35 MiB less than the run holds is taken: two layers' experts
+        // (0.91 MiB each) go, whichever way the 0.1 MiB the log rounds the figure to falls.
         auto shrunk = [&](double keep_mib) {
             return test::run_strata("generate -v --json --temp 0 -n 24 --ctx 256 -p 'The lighthouse keeper' -m " + model.string() +
                                     " " + flags + " --sim-shrink-after 4:" + std::to_string(int64_t((64 - keep_mib) * 1048576)));
         };
-        const auto r = shrunk(used_mib - 1);
+        const auto r = shrunk(used_mib - 1.35);
         INFO(host << "\n" << r.err);
         REQUIRE(r.exit_code == 0);
         CHECK_THAT(r.err, Catch::Contains("the routed experts held for layers 3, 2 given back to the host (32 left on the device)"));

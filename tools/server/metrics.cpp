@@ -94,7 +94,7 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const MemoryUse& d
                static_cast<double>(g.gpu_memory_losses));
         metric(out, "strata_gpu_layers_moved_to_cpu", "gauge", "Layers moved from the device to the CPU for lack of device memory.",
                g.gpu_layers_moved);
-        metric(out, "strata_gpu_experts_given_back", "gauge",
+        metric(out, "strata_gpu_experts_given_back_total", "counter",
                "Routed experts held on the device given back to the host's CPU for lack of device memory.",
                g.gpu_experts_given_back);
     }

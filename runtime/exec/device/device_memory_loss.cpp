@@ -52,7 +52,12 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
         if (il < 0) break;
         experts_of.push_back(il);
     }
-    if (experts) experts_given_back += held_before - experts->n_held();
+    const int held_after = experts ? experts->n_held() : 0;
+    experts_given_back += held_before - held_after;
+    if (experts && held_after == 0) {  // their scratch and staging go too
+        host_layers->set_remote_experts(nullptr);
+        experts.reset();
+    }
     while (arena.used() > target) {
         const int il = layer_to_move();
         if (il < 0) {
@@ -80,7 +85,7 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
     if (offloaded) done.push_back("op offload stopped (prompts prefill the CPU layers there)");
     if (!experts_of.empty())
         done.push_back(fmt::format("the routed experts held for layers {} given back to the host ({} left on the device)",
-                                   fmt::join(experts_of, ", "), experts->n_held()));
+                                   fmt::join(experts_of, ", "), held_after));
     if (!moved.empty()) done.push_back(fmt::format("layers {} moved to the CPU with their KV cache", fmt::join(moved, ", ")));
     STRATA_LOG_WARN("{}: {}; {}, {} freed ({} of device memory in use)", dev->name(), why, fmt::join(done, ", "),
                     format_bytes(before - arena.used()), format_bytes(arena.used()));
