@@ -39,6 +39,14 @@ ModelShape moe_shape() {
     return s;
 }
 
+// 100 tokens' choices: layer 0 chooses expert 3 most, then 2; layer 1 expert 1, then 0.
+RoutingProfile skewed_routing() {
+    RoutingProfile r;
+    r.tokens = 100;
+    r.counts = {{10, 20, 70, 100}, {60, 90, 30, 20}};
+    return r;
+}
+
 }  // namespace
 
 TEST_CASE("expert placement: uniform routing expects the cache's share of the experts", "[unit][planner][experts]") {
@@ -253,10 +261,7 @@ TEST_CASE("expert placement: a GPU too small for the experts gets the attention,
 
 TEST_CASE("expert placement: the device takes the most chosen experts, the DRAM cache the next", "[unit][planner][experts]") {
     const ModelShape s = moe_shape();
-    RoutingProfile r;
-    r.tokens = 100;
-    // Layer 0 chooses expert 3 most, then 2; layer 1 expert 1, then 0.
-    r.counts = {{10, 20, 70, 100}, {60, 90, 30, 20}};
+    const RoutingProfile r = skewed_routing();
     DeviceExperts dev;
     dev.slots = 2;
     const ExpertPlan x = place_experts(s, &r, "", 2, 100'000'000, {}, dev);
@@ -325,9 +330,7 @@ TEST_CASE("expert placement: a device that gave held experts back is priced with
     const ModelShape s = moe_shape();
     const HardwareProfile hw = toy_with_gpu(2'000'000'000);
     const Workload wl{8, 4, 1, Objective::Latency};
-    RoutingProfile r;
-    r.tokens = 100;
-    r.counts = {{10, 20, 70, 100}, {60, 90, 30, 20}};
+    const RoutingProfile r = skewed_routing();
     const Plan base = with_attention_on_gpu(
         expert_offload_plan(s, hw, wl, Budgets{2e9, 1e9, 1e12}, DType::F16, place_experts(s, &r, "", 8, 100'000'000)), s,
         hw, true);
