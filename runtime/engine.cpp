@@ -14,7 +14,6 @@
 #include "cpu/thread_pool.h"
 #include "gpu/cuda_host.h"
 #include "gpu/device.h"
-#include "planner/expert_placement.h"
 #include "planner/routing_profile.h"
 #include "runtime/exec/cpu/cpu_backend.h"
 #include "runtime/exec/device/device_backend.h"
@@ -228,27 +227,29 @@ Engine::Engine(const EngineOptions& opts)
                         kv_->n_rebuilt());
 }
 
+void Engine::tile_for_cpu(const std::vector<bool>* only_layers) {
+    if (!tile_weights_) return;
+    const auto t0 = Clock::now();
+    uint64_t tiled = 0;
+    pool_->run([&] { tiled = weights_->tile_for_cpu(only_layers); });
+    if (tiled)
+        STRATA_LOG_INFO("weights: {} rewritten into the AVX-512 kernels' tile order in {:.0f} ms", format_bytes(tiled),
+                        1000 * seconds_since(t0));
+}
+
+void Engine::use_cpu_backend() {
+    tile_for_cpu(nullptr);
+    auto cpu = std::make_unique<CpuBackend>(hp_, *weights_);
+    cpu->set_int8_activations(int8_activations_);
+    cpu_ = cpu.get();
+    backend_ = std::move(cpu);
+    kv_on_.reset();
+}
+
 void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::unique_ptr<gpu::Device> device) {
-    // Resident block-quantized weights in the CPU kernels' tile order: the layers the host
-    // computes (with a device: a mixture of experts' feed-forward, else the plan's CPU layers),
-    // once the device has its copies.
-    auto tile_for_cpu = [&](const std::vector<bool>* only_layers) {
-        if (!opts.tile_weights) return;
-        const auto t0 = Clock::now();
-        uint64_t tiled = 0;
-        pool_->run([&] { tiled = weights_->tile_for_cpu(only_layers); });
-        if (tiled)
-            STRATA_LOG_INFO("weights: {} rewritten into the AVX-512 kernels' tile order in {:.0f} ms",
-                            format_bytes(tiled), 1000 * seconds_since(t0));
-    };
-    auto on_cpu = [&] {
-        tile_for_cpu(nullptr);
-        auto cpu = std::make_unique<CpuBackend>(hp_, *weights_);
-        cpu->set_int8_activations(opts.int8_activations);
-        cpu_ = cpu.get();
-        backend_ = std::move(cpu);
-    };
-    if (!device) return on_cpu();
+    tile_weights_ = opts.tile_weights;
+    int8_activations_ = opts.int8_activations;
+    if (!device) return use_cpu_backend();
     DeviceBackendOptions co;
     co.kv = kv_on;
     co.int8_activations = opts.int8_activations;
@@ -264,8 +265,11 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
         STRATA_LOG_WARN("gpu: {}; running on the CPU", e.what());
         for (int il = 0; il < hp_.n_layer; ++il)
             if (weights_->residency().device(il)) weights_->run_on_cpu(il);
-        return on_cpu();
+        return use_cpu_backend();
     }
+    // Resident block-quantized weights in the CPU kernels' tile order: the layers the host
+    // computes (a mixture of experts' feed-forward, else the plan's CPU layers), once the device
+    // has its copies.
     tile_for_cpu(hp_.moe.enabled() ? nullptr : &placement_->residency.on_cpu);
 }
 Engine::~Engine() = default;
@@ -354,40 +358,22 @@ std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
     // that then failed: the next passes run without them.
     struct Reprice {
         Engine& e;
-        ~Reprice() {
-            try {
-                const Backend::DeviceMemory m = e.backend_->device_memory();
-                if (m.layers_moved != e.running_moves_ || m.experts_given_back != e.running_experts_back_) e.reprice_given_back(m);
-            } catch (const std::exception& x) {
-                STRATA_LOG_WARN("plan: the run could not be priced again after device memory was lost: {}", x.what());
-            }
-        }
+        ~Reprice() { e.reprice_if_given_back(); }
     } reprice{*this};
-    pool_->run([&] { backend_->eval_batch(batch, *kv_, logits_, hidden_); });
-    return logits_;
-}
-
-void Engine::reprice_given_back(const Backend::DeviceMemory& m) {
-    // The layers the device gave back run on the CPU from the weights the store now holds,
-    // their KV cache in the host's, and the experts it gave back on the host's CPU
-    // (runtime/exec/device/device_memory_loss.cpp); op offload stopped.
-    auto p = std::make_shared<Placement>(*placement_);
-    if (m.experts_given_back > 0)
-        p->plan = planner::with_held_experts(p->plan, p->shape, p->hw, p->routing ? &*p->routing : nullptr, p->routing_note,
-                                             backend_->device_experts());
-    const Residency& now = weights_->residency();
-    for (auto& l : p->plan.layers) {
-        if (!now.cpu(l.layer) || planner::device_of(l.weights) != planner::Device::Gpu) continue;
-        l.weights = now.resident[l.layer] ? planner::WeightOption::DramCpu : planner::WeightOption::NvmeCpu;
-        if (planner::tier_of(l.kv) == planner::Tier::Gpu) l.kv = planner::KvOption::Dram;
-        l.attention = planner::Device::Cpu;
+    std::vector<int32_t> before;
+    for (const SeqTokens& e : batch) before.push_back(kv_->seq_len(e.seq));
+    try {
+        pool_->run([&] { backend_->eval_batch(batch, *kv_, logits_, hidden_); });
+    } catch (const DeviceOutOfMemory& e) {
+        if (cpu_) throw;
+        leave_device(e.what());
+        // A batch of more than one pass may have committed some before the failure: only one
+        // with nothing committed runs again, here; else its requests get the error.
+        for (size_t i = 0; i < batch.size(); ++i)
+            if (kv_->seq_len(batch[i].seq) != before[i]) throw;
+        pool_->run([&] { backend_->eval_batch(batch, *kv_, logits_, hidden_); });
     }
-    p->op_offload_rows = 0;
-    p->plan.prediction = p->predict(p->plan.workload.prompt_len, p->plan.workload.gen_len, p->plan.workload.batch);  // its summary's
-    std::lock_guard lock(running_mu_);
-    running_ = std::move(p);
-    running_moves_ = m.layers_moved;
-    running_experts_back_ = m.experts_given_back;
+    return logits_;
 }
 
 std::shared_ptr<const Placement> Engine::running_placement() const {

@@ -111,6 +111,7 @@ struct TierGauges {
     uint64_t gpu_memory_losses = 0;  // times device memory was taken away (or a pass found it full)
     int32_t gpu_layers_moved = 0;    // layers moved from the device to the CPU because of it
     int32_t gpu_experts_given_back = 0;  // held routed experts given back to the host because of it
+    bool gpu_left = false;  // the device could not hold its own buffers: the run went on on the CPU alone
     uint64_t dram_used = 0, dram_budget = 0;
     uint64_t nvme_used = 0;  // weights and KV the plan reads from disk instead of holding
     uint64_t nvme_read = 0;  // bytes read from disk since the start (streamed layers, experts missed)
@@ -130,6 +131,7 @@ struct TierGauges {
         gpu_used += o.gpu_used, gpu_budget += o.gpu_budget, dram_used += o.dram_used, dram_budget += o.dram_budget;
         gpu_memory_losses += o.gpu_memory_losses, gpu_layers_moved += o.gpu_layers_moved;
         gpu_experts_given_back += o.gpu_experts_given_back;
+        gpu_left = gpu_left || o.gpu_left;
         nvme_used += o.nvme_used, nvme_read += o.nvme_read;
         kv_blocks_used += o.kv_blocks_used, kv_blocks += o.kv_blocks;
         has_expert_cache = has_expert_cache || o.has_expert_cache;
@@ -238,6 +240,12 @@ public:
 private:
     // The CPU backend, or the device backend on `device` with its KV cache where `kv_on` says.
     void make_backend(const EngineOptions& opts, KvPlacement kv_on, std::unique_ptr<gpu::Device> device);
+    // The CPU backend in place of any other, its resident weights in the CPU kernels' tiles.
+    void use_cpu_backend();
+    // Resident block-quantized weights (of `only_layers`; null: all) rewritten in the CPU kernels'
+    // tile order (EngineOptions::tile_weights).
+    void tile_for_cpu(const std::vector<bool>* only_layers);
+    bool tile_weights_ = true, int8_activations_ = false;  // EngineOptions', for a backend made later
 
     std::unique_ptr<Trace> trace_;  // first in, last out: everything below may record into it
     models::GgufFile file_;
@@ -253,7 +261,15 @@ private:
     std::shared_ptr<const Placement> running_;
     // What the device had given back when running_ was priced: layers moved, experts returned.
     int running_moves_ = 0, running_experts_back_ = 0;
-    void reprice_given_back(const Backend::DeviceMemory& m);
+    // engine_device_loss.cpp: device memory taken away mid-run. After a pass that made the device
+    // give layers or held experts back (or that failed after it), running_ priced as the run now
+    // runs.
+    void reprice_if_given_back();
+    // When the device cannot hold even its own buffers: its KV cache copied into the host's, the
+    // device let go, and every layer on the CPU from then on, priced so; `why` goes into the log.
+    void leave_device(const std::string& why);
+    // What the device had given back when it was let go (its memory in use and budget zero).
+    std::optional<Backend::DeviceMemory> left_device_;
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Backend> backend_;
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's

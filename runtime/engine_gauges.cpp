@@ -10,7 +10,8 @@ namespace strata::runtime {
 
 TierGauges Engine::gauges() const {
     TierGauges g;
-    const Backend::DeviceMemory device = backend_->device_memory();
+    const Backend::DeviceMemory device = left_device_ ? *left_device_ : backend_->device_memory();
+    g.gpu_left = left_device_.has_value();
     g.gpu_used = device.used;
     g.gpu_budget = device.budget;
     g.gpu_memory_losses = device.losses;

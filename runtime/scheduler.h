@@ -187,20 +187,24 @@ private:
     int32_t make_room();
     void preempt(Job& job);
     // The engine's tier gauges for stats(), read on the thread that runs the passes (their counters
-    // are its); after layers or held experts left the device, speculation's planned prices are
-    // made again for the placement as it runs (Engine::predict).
+    // are its); after layers or held experts left the device, or the run left it, speculation's
+    // planned prices are made again for the placement as it runs (Engine::predict).
     void publish_tiers() {
         const TierGauges tiers = engine_.gauges();
-        if (tiers.gpu_layers_moved != priced_moves_ || tiers.gpu_experts_given_back != priced_experts_back_) {
+        if (tiers.gpu_layers_moved != priced_moves_ || tiers.gpu_experts_given_back != priced_experts_back_ ||
+            tiers.gpu_left != priced_left_) {
             priced_moves_ = tiers.gpu_layers_moved;
             priced_experts_back_ = tiers.gpu_experts_given_back;
+            priced_left_ = tiers.gpu_left;
             plan_prices();
         }
         std::lock_guard lock(mu_);
         stats_.tiers = tiers;
     }
-    // Layers moved off the device, and held experts given back, when the pass prices were planned.
+    // Layers moved off the device, held experts given back, and whether the run had left the
+    // device, when the pass prices were planned.
     int32_t priced_moves_ = 0, priced_experts_back_ = 0;
+    bool priced_left_ = false;
 
     Engine& engine_;
     SchedulerOptions opts_;

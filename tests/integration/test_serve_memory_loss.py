@@ -39,8 +39,10 @@ def ask(server: Server, i: int) -> str:
     return ask_priced(server, i)[0]
 
 
-def metric(text: str, name: str) -> float:
+def metric(text: str, name: str, default: float | None = None) -> float:
     m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    if not m and default is not None:
+        return default
     assert m, f"{name} missing from /metrics:\n{text}"
     return float(m.group(1))
 
@@ -66,6 +68,8 @@ def main() -> None:
         plan = device_plan(MODEL, Path(folder) / "on_device.json", "gpu")
         serve_through_a_loss(MODEL, DEVICE + ("--plan", str(plan)), 8 << 20, "strata_gpu_layers_moved_to_cpu",
                              "moved to the CPU with their KV cache")
+        # All but 1 MiB taken: less than the head and activations, so the run leaves the device.
+        serve_through_a_loss(MODEL, DEVICE + ("--plan", str(plan)), None, "strata_gpu_left", "the run goes on on the CPU alone")
         # A mixture of experts: every layer's attention on the device, half the layers' experts
         # held there too (64 of 3.6 MiB); losing memory gives held experts back to the host.
         moe = synthetic_moe(Path(folder))
@@ -76,8 +80,9 @@ def main() -> None:
                              "strata_gpu_experts_given_back_total", "given back to the host")
 
 
-def serve_through_a_loss(model: Path, device: tuple[str, ...], short_by: int, moved_metric: str, moved_log: str) -> None:
-    """`model` served with `device`, then again losing all but `short_by` bytes less than it held."""
+def serve_through_a_loss(model: Path, device: tuple[str, ...], short_by: int | None, moved_metric: str, moved_log: str) -> None:
+    """`model` served with `device`, then again losing all but `short_by` bytes less than it held
+    (None: all but 1 MiB of the device's memory)."""
     with Server(model, *device) as server:
         expected = [ask(server, i) for i in range(N_CLIENTS)]
         _, priced_as_placed = ask_priced(server, 0)
@@ -87,7 +92,8 @@ def serve_through_a_loss(model: Path, device: tuple[str, ...], short_by: int, mo
 
     # After ten passes (the requests' prompts and first steps) all but `short_by` less than the
     # run held is taken away: layers or experts must leave the device while the requests decode.
-    taken = GPU_MEM - (used - short_by)
+    taken = GPU_MEM - (used - short_by) if short_by is not None else GPU_MEM - (1 << 20)
+    left = GPU_MEM - taken
     with Server(model, *device, "--sim-shrink-after", f"10:{taken}") as server:
         with ThreadPoolExecutor(N_CLIENTS) as pool:
             answers = list(pool.map(lambda i: ask(server, i), range(N_CLIENTS)))
@@ -95,7 +101,7 @@ def serve_through_a_loss(model: Path, device: tuple[str, ...], short_by: int, mo
         _, _, metrics = server.request("GET", "/metrics")
         assert metric(metrics, "strata_gpu_memory_lost_total") == 1, metrics
         assert metric(metrics, moved_metric) > 0, metrics
-        assert metric(metrics, 'strata_memory_used_bytes{tier="gpu"}') <= used - short_by
+        assert metric(metrics, 'strata_memory_used_bytes{tier="gpu"}', default=0) <= left
         assert moved_log in server.stderr()
         # The server keeps serving after the loss, priced as it now runs.
         answer, priced = ask_priced(server, 0)

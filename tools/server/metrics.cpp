@@ -87,7 +87,7 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const MemoryUse& d
     out += fmt::format("strata_memory_used_bytes{{tier=\"dram\"}} {}\n", dram.used);
     if (g.gpu_budget) out += fmt::format("strata_memory_used_bytes{{tier=\"gpu\"}} {}\n", g.gpu_used);
     if (g.nvme_used) out += fmt::format("strata_memory_used_bytes{{tier=\"nvme\"}} {}\n", g.nvme_used);
-    if (g.gpu_budget) {
+    if (g.gpu_budget || g.gpu_memory_losses) {
         metric(out, "strata_gpu_memory_lost_total", "counter",
                "Times device memory was taken away mid-run (or a pass found the pool full) and held experts or layers "
                "went to the CPU.",
@@ -97,6 +97,9 @@ std::string Metrics::render(const runtime::SchedulerStats& s, const MemoryUse& d
         metric(out, "strata_gpu_experts_given_back_total", "counter",
                "Routed experts held on the device given back to the host's CPU for lack of device memory.",
                g.gpu_experts_given_back);
+        metric(out, "strata_gpu_left", "gauge",
+               "1 when device memory fell below what the device backend's own buffers take and the run went on on the CPU alone.",
+               g.gpu_left ? 1 : 0);
     }
     out += "# HELP strata_memory_peak_bytes Most memory reserved per tier.\n# TYPE strata_memory_peak_bytes gauge\n";
     out += fmt::format("strata_memory_peak_bytes{{tier=\"dram\"}} {}\n", dram.peak);

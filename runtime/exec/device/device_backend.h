@@ -71,6 +71,9 @@ public:
     const RoutingStats* routing_stats() const override;
     DeviceMemory device_memory() const override;
     std::vector<std::vector<int32_t>> device_experts() const override;
+    // Before the engine goes on without the device: each layer's KV cache (or saved hidden
+    // states) still on the device copied into the host's, which holds every layer from then on.
+    void hand_kv_to_host(KvCache& kv);
     // Draft trees' rows attend through their masks (gpu::DecodeAttentionArgs::tree_mask) wherever
     // the KV cache is: on the device, copied in from DRAM, or attended to by the host CPU. The
     // kept path's rows move in the device's cache, on the device (Device::kv_move).

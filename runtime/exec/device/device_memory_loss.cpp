@@ -91,6 +91,17 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
                     format_bytes(before - arena.used()), format_bytes(arena.used()));
 }
 
+void DeviceBackend::hand_kv_to_host(KvCache& kv) {
+    Impl& m = *impl_;
+    for (gpu::Stream* s : {m.compute.get(), m.h2d.get(), m.d2h.get()}) s->synchronize();
+    if (m.opts.kv != KvPlacement::Device) return;  // the host's cache is the KV cache
+    for (int il = 0; il < hp_.n_layer; ++il) {
+        // A layer on the CPU from the start or moved there since holds its KV in the host's cache.
+        if (m.store.residency().cpu(il)) continue;
+        if (m.hidden_slot[il] >= 0 || m.kv_k[m.kv_slot[il]].data()) m.kv_down(il, kv);
+    }
+}
+
 void DeviceBackend::Impl::move_to_cpu(int il, KvCache& kv) {
     const bool on_device = store.residency().device(il);
     // DRAM first: when it cannot hold the layer, nothing has moved.
