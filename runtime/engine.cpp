@@ -257,7 +257,7 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
     co.op_offload_rows = placement_->op_offload_rows;
     try {
         backend_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
-        kv_on_ = kv_on;
+        kv_on_ = kv_on_placed_ = kv_on;
     } catch (const DeviceOutOfMemory& e) {
         // The device's memory cannot hold what the plan put there (taken by another program
         // since it was measured): every layer on the CPU, read into DRAM (the host's KV cache

@@ -268,8 +268,11 @@ private:
     // When the device cannot hold even its own buffers: its KV cache copied into the host's, the
     // device let go, and every layer on the CPU from then on, priced so; `why` goes into the log.
     void leave_device(const std::string& why);
-    // What the device had given back when it was let go (its memory in use and budget zero).
+    // What the device had given back when it was let go (its memory in use and budget zero),
+    // and the DRAM its KV cache took then.
     std::optional<Backend::DeviceMemory> left_device_;
+    storage::Reservation kv_from_device_;
+    std::optional<KvPlacement> kv_on_placed_;  // where the device backend kept the KV cache at load
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Backend> backend_;
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's

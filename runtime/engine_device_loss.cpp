@@ -2,8 +2,11 @@
 // held experts and layers back between passes). What is predicted from then on is the run as it
 // now runs; and when the device cannot hold even its own buffers, the run leaves it and goes on
 // on the CPU alone, its KV cache copied into the host's, so that no request is lost to it.
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "planner/expert_placement.h"
 #include "runtime/engine.h"
@@ -26,7 +29,7 @@ void on_cpu(planner::LayerPlacement& l, const Residency& now) {
 }  // namespace
 
 void Engine::reprice_if_given_back() {
-    if (left_device_) return;  // priced on the CPU alone when it was let go
+    if (left_device_ || !backend_) return;  // priced on the CPU alone when it was let go
     try {
         const Backend::DeviceMemory m = backend_->device_memory();
         if (m.layers_moved == running_moves_ && m.experts_given_back == running_experts_back_) return;
@@ -56,14 +59,29 @@ void Engine::leave_device(const std::string& why) {
     device.hand_kv_to_host(*kv_);
     Backend::DeviceMemory last = backend_->device_memory();
     last.used = last.budget = 0;
-    backend_.reset();  // the device's memory goes with it
+    const RoutingStats* routed = backend_->routing_stats();
+    const std::vector<std::vector<uint64_t>> routing = routed ? routed->snapshot() : std::vector<std::vector<uint64_t>>{};
+    // Every layer's weights in DRAM first: when that fails, the device backend is still there.
     for (int il = 0; il < hp_.n_layer; ++il)
         if (weights_->residency().device(il)) weights_->run_on_cpu(il);
-    use_cpu_backend();
+    use_cpu_backend();  // the device backend, and the device's memory, go
+    cpu_->add_routing(routing);
     backend_->set_trace(trace_.get());
     left_device_ = last;
     STRATA_LOG_WARN("{}; the run goes on on the CPU alone, every layer there with its KV cache in DRAM", why);
-    // Priced as it now runs: every layer and the head on the CPU, no device.
+    // The host's KV cache of the layers the device held was not charged to --dram (host_working_bytes).
+    if (kv_on_placed_ == KvPlacement::Device) {
+        const auto& on_cpu = placement_->residency.on_cpu;
+        const auto n_cpu = static_cast<uint64_t>(std::count(on_cpu.begin(), on_cpu.end(), true));
+        const uint64_t uncharged = kv_->bytes() - kv_->bytes() * n_cpu / uint64_t(hp_.n_layer);
+        try {
+            kv_from_device_ = storage::Reservation(*dram_, uncharged, "the KV cache the device held");
+        } catch (const OutOfBudget& e) {
+            STRATA_LOG_WARN("kv: {}; running over the budget by that much", e.what());
+        }
+    }
+    // Priced as it now runs: every layer and the head on the CPU, no device, the KV cache where
+    // the host's holds it.
     auto p = std::make_shared<Placement>(*placement_);
     const Residency& now = weights_->residency();
     for (auto& l : p->plan.layers) on_cpu(l, now);
@@ -78,6 +96,8 @@ void Engine::leave_device(const std::string& why) {
     p->hw.gpu.reset();
     p->hw_source = placement_->hw_source + ", without its GPU";
     p->op_offload_rows = 0;
+    p->n_kv_layers_in_dram = hp_.n_layer - kv_->n_spilled();
+    p->limits = run_limits(p->prefetch_depth, p->shape, p->plan.policy.kv_type, p->hw.nvme);
     try {
         p->plan.prediction = p->predict(p->plan.workload.prompt_len, p->plan.workload.gen_len, p->plan.workload.batch);
     } catch (const std::exception& e) {

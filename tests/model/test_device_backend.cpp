@@ -618,8 +618,10 @@ TEST_CASE("sim device: memory taken away below the device's own buffers leaves i
         CHECK(g.gpu_left);
         CHECK(g.gpu_memory_losses == 1);
         CHECK(g.gpu_used == 0);
-        // Priced as it now runs: the CPU alone.
-        CHECK_FALSE(e.running_placement()->plan.has_gpu);
-        CHECK(e.running_placement()->plan.prediction.decode_tps_per_seq > 0);
+        // Priced as it now runs: the CPU alone, its KV cache read from DRAM.
+        const planner::Plan& alone = e.running_placement()->plan;
+        CHECK_FALSE(alone.has_gpu);
+        CHECK(alone.prediction.decode_tps_per_seq > 0);
+        CHECK(e.running_placement()->n_kv_layers_in_dram == e.hparams().n_layer);
     });
 }

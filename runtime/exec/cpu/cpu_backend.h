@@ -34,6 +34,12 @@ public:
     CpuBackend(const models::Hparams& hp, WeightStore& weights);
     std::string_view name() const override { return "cpu"; }
     const RoutingStats* routing_stats() const override { return stats_.get(); }
+    // Adds `counts` ([layer][expert]) to the routing counted so far: another backend's, whose
+    // run this one goes on with.
+    void add_routing(const std::vector<std::vector<uint64_t>>& counts) {
+        for (size_t il = 0; stats_ && il < counts.size(); ++il)
+            for (size_t e = 0; e < counts[il].size(); ++e) stats_->add(int(il), int(e), counts[il][e]);
+    }
 
     // Opt-in (EngineOptions::int8_activations): single-level int8 activations, cpu::matmul's `int8`.
     void set_int8_activations(bool on) { mm_.set_int8_activations(on); }
