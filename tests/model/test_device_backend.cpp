@@ -598,6 +598,26 @@ TEST_CASE("sim device: memory taken away mid-generation moves layers to the CPU,
                         });
 }
 
+TEST_CASE("sim device: a layer moved off the device charges its weights and its KV cache to DRAM", "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Gpu);
+    o.plan = all_on_device(plan_of(o));
+    Engine kept(o);
+    const auto expected = greedy_tokens(kept, 8);
+    const uint64_t before = kept.gauges().dram_used;
+    Engine e(shrinking(o, 4, device_bytes_used(o) - (uint64_t{6} << 20)));
+    CHECK(greedy_tokens(e, 8) == expected);
+    const TierGauges g = e.gauges();
+    REQUIRE(g.gpu_layers_moved > 0);
+    // The last layers moved, each read into DRAM and its KV cache copied into the host's.
+    const int n_layer = e.hparams().n_layer;
+    uint64_t moved = 0;
+    for (int il = n_layer - g.gpu_layers_moved; il < n_layer; ++il)
+        moved += e.weights().layer_range(il).length + e.kv().bytes() / uint64_t(n_layer);
+    CHECK(g.dram_used >= before + moved);
+}
+
 TEST_CASE("sim device: memory taken away before load runs the model on the CPU", "[model][device]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");

@@ -23,6 +23,7 @@
 #include "runtime/exec/layer_program.h"
 #include "runtime/exec/device/layer_pipeline.h"
 #include "runtime/weights/weight_store.h"
+#include "storage/budget.h"
 
 namespace strata::runtime {
 
@@ -158,6 +159,10 @@ struct DeviceBackend::Impl {
     // Layer il's KV cache (or saved hidden states) from the device into the host's cache.
     void kv_down(int il, KvCache& kv);
     uint64_t memory_losses = 0;  // times memory was given back
+    // The host's KV cache (or saved hidden states) of each layer moved to the CPU, charged to
+    // DRAM then: the run's layout charged only the plan's CPU layers' (host_working_bytes).
+    storage::MemoryBudget& dram;
+    std::vector<storage::Reservation> moved_kv;
     int layers_moved = 0;        // layers moved to the CPU so far
     int experts_given_back = 0;  // held routed experts given back to the host so far
     float* dev_f(const gpu::DeviceBuffer& b, int64_t row, int64_t width) const { return b.as<float>() + row * width; }

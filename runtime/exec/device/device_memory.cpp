@@ -84,7 +84,7 @@ DeviceBackend::Impl::Impl(std::unique_ptr<gpu::Device> device, const models::Hpa
     : hp(h), store(s), opts(o), dev(std::move(device)), compute(dev->make_stream("compute")), h2d(dev->make_stream("h2d")),
       d2h(dev->make_stream("d2h")), max_blocks(KvCache::blocks_for(kv.n_ctx())), kv_type(kv.type()),
       kv_row_bytes(int64_t(row_bytes(kv.type(), h.n_embd_kv()))), kv_block_bytes(KvCache::kBlockSize * kv_row_bytes),
-      hidden_row_bytes(int64_t(row_bytes(kv.type(), h.n_embd))), programs(layer_programs(h, s.weights(), kv.n_ctx())) {
+      hidden_row_bytes(int64_t(row_bytes(kv.type(), h.n_embd))), programs(layer_programs(h, s.weights(), kv.n_ctx())), dram(dram) {
     if (opts.kv != KvPlacement::HostCpuAttention && !dev->supports_kv(kv_type))
         throw BackendError(fmt::format("{}'s attention does not read a {} KV cache", dev->name(), dtype_name(kv_type)),
                            "use --kv-type f16, bf16 or f32, or --attention cpu");

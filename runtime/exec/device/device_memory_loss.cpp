@@ -106,7 +106,17 @@ void DeviceBackend::Impl::move_to_cpu(int il, KvCache& kv) {
     const bool on_device = store.residency().device(il);
     // DRAM first: when it cannot hold the layer, nothing has moved.
     store.run_on_cpu(il);
-    if (opts.kv == KvPlacement::Device) kv_down(il, kv);
+    if (opts.kv == KvPlacement::Device) {
+        const uint64_t n_blocks = uint64_t(kv.pool().n_blocks());
+        const uint64_t bytes = hidden_slot[il] >= 0 ? n_blocks * KvCache::kBlockSize * uint64_t(hidden_row_bytes)
+                                                    : n_blocks * uint64_t(kv_block_bytes) * (hp.mla.enabled() ? 1 : 2);
+        kv_down(il, kv);
+        try {
+            moved_kv.emplace_back(dram, bytes, fmt::format("layer {}'s KV cache, moved from the device", il));
+        } catch (const OutOfBudget& e) {
+            STRATA_LOG_WARN("kv: {}; running over the budget by that much", e.what());
+        }
+    }
     if (on_device) layer_bufs[il].reset();
     layers[il] = {};
     host_layers_needed();
