@@ -25,6 +25,7 @@
 #include "tests/support/generate.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/greedy.h"
+#include "tests/support/memory_loss.h"
 #include "tests/support/model_paths.h"
 
 using namespace strata;
@@ -200,14 +201,9 @@ TEST_CASE("sim device: memory taken away mid-prompt under op offload gives the C
             used = e.gauges().gpu_used;
         }
         // After the first pass, 6 MiB less than the run holds: more than op offload's staging pair.
-        o.gpu.sim_shrink_after = 1;
-        o.gpu.sim_shrink_bytes = *o.gpu.gpu_mem - (used - (uint64_t{6} << 20));
-        Engine e(o);
+        Engine e(test::shrinking(o, 1, used - (uint64_t{6} << 20)));
         CHECK(test::generate(e, prompt, test::greedy(16, true)).tokens == want);
-        const TierGauges g = e.gauges();
-        CHECK(g.gpu_memory_losses == 1);
-        CHECK(g.gpu_layers_moved > 0);
-        CHECK(g.gpu_used <= g.gpu_budget);
+        test::check_layers_moved(e.gauges());
     }
 }
 
