@@ -390,6 +390,14 @@ WeightStore::HostRange WeightStore::acquire_as_read(int il) {
 
 void WeightStore::release_as_read() { as_read_->release(); }
 
+void WeightStore::drop_as_read() {
+    if (!staging_) return;
+    as_read_.reset();  // waits for its reads
+    reader_->unregister_region(staging_->data());
+    staging_.reset();
+    staged_.clear();
+}
+
 void WeightStore::run_on_cpu(int il) {
     if (residency_.cpu(il)) return;
     if (residency_.on_cpu.size() < weights_.layers.size()) residency_.on_cpu.resize(weights_.layers.size(), false);

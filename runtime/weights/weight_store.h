@@ -94,6 +94,8 @@ public:
     // until release_as_read.
     HostRange acquire_as_read(int il);
     void release_as_read();
+    // Op offload stopped: the staged reads end and the pinned buffers go back to the budget.
+    void drop_as_read();
 
     // Rewrites the resident layers' matrices and the output head (with the embeddings, when
     // they are the same tensor) in place into the CPU kernels' tiled layout (cpu::tile_weights)

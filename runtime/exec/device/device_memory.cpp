@@ -261,6 +261,7 @@ uint64_t DeviceBackend::Impl::prepare_op_offload(std::span<const LayerWork> work
 
 void DeviceBackend::Impl::drop_op_offload() {
     offload_schedule.clear();
+    store.drop_as_read();
     if (offload_kv < 0) return;
     kv_k[size_t(offload_kv)].reset();
     kv_v[size_t(offload_kv)].reset();

@@ -249,3 +249,39 @@ TEST_CASE("with a device, only the layers the CPU runs are rewritten into the CP
     CHECK_FALSE(head.tiled);
     CHECK(std::memcmp(head.data, file.output.data, head.info->nbytes) == 0);
 }
+
+TEST_CASE("op offload's staging reads resident layers as laid out in the file, its pinned buffers charged until dropped",
+          "[unit][stream]") {
+    nlohmann::json config = test::tiny_config("llama", 256, 4, 512);
+    config["weight_type"] = "Q8_0";
+    const test::TinyModelFile m("as_read.gguf", config, 6);
+    storage::MemoryBudget budget("DRAM", UINT64_MAX, "--dram");
+    WeightStore store(m.file, m.hp, budget, test::planned(m.file, m.hp, budget));
+    // Every layer resident, then rewritten into the CPU's tiles where this CPU has them.
+    std::vector<std::vector<std::byte>> in_file;
+    for (int il = 0; il < m.hp.n_layer; ++il) {
+        const WeightStore::HostRange r = store.layer_range(il);
+        in_file.emplace_back(r.data, r.data + r.length);
+    }
+    cpu::ThreadPool pool(2);
+    uint64_t tiled = 0;
+    pool.run([&] { tiled = store.tile_for_cpu(nullptr); });
+    if (tiled > 0)  // the resident bytes are the tiles now, not the file's
+        CHECK(std::memcmp(store.layer_range(0).data, in_file[0].data(), in_file[0].size()) != 0);
+    const uint64_t before = budget.used();
+    const uint64_t pinned = store.stage_as_read({0, 1, 2, 3}, 2, budget);
+    CHECK(pinned > 0);
+    CHECK(budget.used() >= before + pinned);
+    for (int cycle = 0; cycle < 2; ++cycle)
+        for (int il = 0; il < m.hp.n_layer; ++il) {
+            INFO("cycle " << cycle << ", layer " << il);
+            const WeightStore::HostRange r = store.acquire_as_read(il);
+            REQUIRE(r.length == in_file[size_t(il)].size());
+            CHECK(std::memcmp(r.data, in_file[size_t(il)].data(), r.length) == 0);
+            store.release_as_read();
+        }
+    store.drop_as_read();
+    CHECK(budget.used() == before);
+    store.drop_as_read();  // again: nothing left to drop
+    CHECK(budget.used() == before);
+}
