@@ -385,10 +385,16 @@ uint64_t WeightStore::stage_as_read(std::vector<int> layers, int n_slots, storag
 }
 
 WeightStore::HostRange WeightStore::acquire_as_read(int il) {
+    STRATA_ASSERT(as_read_ && "op offload's staging was dropped");
     return {read_through(as_read_, *staging_, staged_, "weights as read", il), ranges_[il].length};
 }
 
-void WeightStore::release_as_read() { as_read_->release(); }
+void WeightStore::release_as_read() {
+    STRATA_ASSERT(as_read_ && "op offload's staging was dropped");
+    as_read_->release();
+}
+
+uint64_t WeightStore::as_read_bytes() const { return staging_ ? staging_->bytes() : 0; }
 
 void WeightStore::drop_as_read() {
     if (!staging_) return;

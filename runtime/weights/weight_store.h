@@ -96,6 +96,8 @@ public:
     void release_as_read();
     // Op offload stopped: the staged reads end and the pinned buffers go back to the budget.
     void drop_as_read();
+    // The pinned bytes op offload's staging holds (0: none).
+    uint64_t as_read_bytes() const;
 
     // Rewrites the resident layers' matrices and the output head (with the embeddings, when
     // they are the same tensor) in place into the CPU kernels' tiled layout (cpu::tile_weights)

@@ -199,11 +199,13 @@ TEST_CASE("sim device: memory taken away mid-prompt under op offload gives the C
         {
             Engine e(o);
             used = e.gauges().gpu_used;
+            CHECK(e.weights().as_read_bytes() > 0);  // the CPU layers read again for the device
         }
         // After the first pass, 6 MiB less than the run holds: more than op offload's staging pair.
         Engine e(test::shrinking(o, 1, used - (uint64_t{6} << 20)));
         CHECK(test::generate(e, prompt, test::greedy(16, true)).tokens == want);
         test::check_layers_moved(e.gauges());
+        CHECK(e.weights().as_read_bytes() == 0);  // op offload stopped: its pinned buffers went back
     }
 }
 

@@ -106,6 +106,7 @@ DeviceBackend::Impl::~Impl() {
             STRATA_LOG_WARN("{}: queued work failed while shutting down: {}", dev->name(), e.what());
         }
     }
+    store.drop_as_read();  // op offload's pinned buffers go with the backend
 }
 
 std::vector<LayerWork> DeviceBackend::Impl::layer_work() const {

@@ -107,9 +107,9 @@ void DeviceBackend::Impl::move_to_cpu(int il, KvCache& kv) {
     // DRAM first: when it cannot hold the layer, nothing has moved.
     store.run_on_cpu(il);
     if (opts.kv == KvPlacement::Device) {
-        const uint64_t n_blocks = uint64_t(kv.pool().n_blocks());
-        const uint64_t bytes = hidden_slot[il] >= 0 ? n_blocks * KvCache::kBlockSize * uint64_t(hidden_row_bytes)
-                                                    : n_blocks * uint64_t(kv_block_bytes) * (hp.mla.enabled() ? 1 : 2);
+        const int32_t n_blocks = kv.pool().n_blocks();
+        const uint64_t bytes = hidden_slot[il] >= 0 ? KvCache::hidden_layer_bytes(n_blocks, hp.n_embd, kv.type())
+                                                    : KvCache::resident_layer_bytes(n_blocks, hp.n_embd_kv(), kv.type(), hp.mla.enabled());
         kv_down(il, kv);
         try {
             moved_kv.emplace_back(dram, bytes, fmt::format("layer {}'s KV cache, moved from the device", il));
