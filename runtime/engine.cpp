@@ -257,7 +257,7 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
     co.op_offload_rows = placement_->op_offload_rows;
     try {
         backend_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
-        kv_on_ = kv_on_placed_ = kv_on;
+        kv_on_ = kv_on;
     } catch (const DeviceOutOfMemory& e) {
         // The device's memory cannot hold what the plan put there (taken by another program
         // since it was measured): every layer on the CPU, read into DRAM (the host's KV cache
@@ -360,8 +360,10 @@ std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
         Engine& e;
         ~Reprice() { e.reprice_if_given_back(); }
     } reprice{*this};
+    // Each entry's length before the pass, for a device backend that may be left mid-batch.
     std::vector<int32_t> before;
-    for (const SeqTokens& e : batch) before.push_back(kv_->seq_len(e.seq));
+    if (!cpu_)
+        for (const SeqTokens& e : batch) before.push_back(kv_->seq_len(e.seq));
     try {
         pool_->run([&] { backend_->eval_batch(batch, *kv_, logits_, hidden_); });
     } catch (const DeviceOutOfMemory& e) {

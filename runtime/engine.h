@@ -272,7 +272,6 @@ private:
     // and the DRAM its KV cache took then.
     std::optional<Backend::DeviceMemory> left_device_;
     storage::Reservation kv_from_device_;
-    std::optional<KvPlacement> kv_on_placed_;  // where the device backend kept the KV cache at load
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Backend> backend_;
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's

@@ -57,6 +57,7 @@ void Engine::reprice_if_given_back() {
 void Engine::leave_device(const std::string& why) {
     auto& device = dynamic_cast<DeviceBackend&>(*backend_);
     device.hand_kv_to_host(*kv_);
+    const bool kv_was_on_device = kv_on_ == KvPlacement::Device;
     Backend::DeviceMemory last = backend_->device_memory();
     last.used = last.budget = 0;
     const RoutingStats* routed = backend_->routing_stats();
@@ -70,9 +71,9 @@ void Engine::leave_device(const std::string& why) {
     left_device_ = last;
     STRATA_LOG_WARN("{}; the run goes on on the CPU alone, every layer there with its KV cache in DRAM", why);
     // The host's KV cache of the layers the device held was not charged to --dram (host_working_bytes).
-    if (kv_on_placed_ == KvPlacement::Device) {
-        const auto& on_cpu = placement_->residency.on_cpu;
-        const auto n_cpu = static_cast<uint64_t>(std::count(on_cpu.begin(), on_cpu.end(), true));
+    if (kv_was_on_device) {
+        const auto& cpu_layers = placement_->residency.on_cpu;
+        const auto n_cpu = static_cast<uint64_t>(std::count(cpu_layers.begin(), cpu_layers.end(), true));
         const uint64_t uncharged = kv_->bytes() - kv_->bytes() * n_cpu / uint64_t(hp_.n_layer);
         try {
             kv_from_device_ = storage::Reservation(*dram_, uncharged, "the KV cache the device held");
