@@ -369,11 +369,12 @@ std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
     } catch (const DeviceOutOfMemory& e) {
         if (cpu_) throw;
         leave_device(e.what());
-        // A batch of more than one pass may have committed some before the failure: only one
-        // with nothing committed runs again, here; else its requests get the error.
+        // A batch of more than one pass may have committed some before the failure (their KV
+        // now in the host's cache): they are forgotten and the whole batch runs again on the
+        // CPU, so that its logits and hidden states come from one run.
         for (size_t i = 0; i < batch.size(); ++i)
-            if (kv_->seq_len(batch[i].seq) != before[i]) throw;
-        pool_->run([&] { backend_->eval_batch(batch, *kv_, logits_, hidden_); });
+            if (kv_->truncate_seq(batch[i].seq, before[i]) != before[i]) throw;
+        return eval_batch(batch);
     }
     return logits_;
 }
