@@ -75,11 +75,7 @@ void Engine::leave_device(const std::string& why) {
         const auto& cpu_layers = placement_->residency.on_cpu;
         const auto n_cpu = static_cast<uint64_t>(std::count(cpu_layers.begin(), cpu_layers.end(), true));
         const uint64_t uncharged = kv_->bytes() - kv_->bytes() * n_cpu / uint64_t(hp_.n_layer);
-        try {
-            kv_from_device_ = storage::Reservation(*dram_, uncharged, "the KV cache the device held");
-        } catch (const OutOfBudget& e) {
-            STRATA_LOG_WARN("kv: {}; running over the budget by that much", e.what());
-        }
+        kv_from_device_ = storage::Reservation::or_warn(*dram_, uncharged, "the KV cache the device held");
     }
     // Priced as it now runs: every layer and the head on the CPU, no device, the KV cache where
     // the host's holds it.

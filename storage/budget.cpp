@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace strata::storage {
 
@@ -55,6 +56,15 @@ Reservation::Reservation(MemoryBudget& budget, uint64_t bytes, std::string_view 
     budget.reserve(bytes, what);
     budget_ = &budget;
     bytes_ = bytes;
+}
+
+Reservation Reservation::or_warn(MemoryBudget& budget, uint64_t bytes, std::string_view what) {
+    try {
+        return Reservation(budget, bytes, what);
+    } catch (const OutOfBudget& e) {
+        STRATA_LOG_WARN("{}; running over the budget by that much", e.what());
+        return {};
+    }
 }
 
 Reservation& Reservation::operator=(Reservation&& o) noexcept {

@@ -54,6 +54,10 @@ public:
     Reservation() = default;
     // Throws OutOfBudget like MemoryBudget::reserve.
     Reservation(MemoryBudget& budget, uint64_t bytes, std::string_view what);
+    // For memory the run holds whether or not the budget has room (a layer's KV cache copied
+    // down from a device that lost memory): reserved where it fits, else a warning naming it
+    // and nothing held.
+    static Reservation or_warn(MemoryBudget& budget, uint64_t bytes, std::string_view what);
     Reservation(Reservation&& o) noexcept : budget_(o.budget_), bytes_(o.bytes_) { o.budget_ = nullptr; o.bytes_ = 0; }
     Reservation& operator=(Reservation&& o) noexcept;
     Reservation(const Reservation&) = delete;

@@ -82,14 +82,12 @@ int given_kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_la
     return static_cast<int>(std::min<uint64_t>(std::min(planned, n_layer - 1), (in.budget - least) / kv.resident_layer_bytes));
 }
 
-// `in` with what the device backend holds in DRAM: its pinned host staging, the host's
-// activations for CPU layers (a plan made here may have some) and, while the run loads, the load
-// buffer, beside the weights, the KV cache and the device's activations.
-ResidencyInput with_device_buffers(ResidencyInput in, const DeviceFootprint& device, const planner::Plan* given) {
-    const bool cpu_layers = !given || std::any_of(given->layers.begin(), given->layers.end(), [](const auto& l) {
-        return planner::device_of(l.weights) == planner::Device::Cpu;
-    });
-    in.other_bytes += device.staging + device.load_buffer + (cpu_layers ? device.host_activations : 0);
+// `in` with what the device backend holds in DRAM: its pinned host staging and, while the run
+// loads, the load buffer, beside the weights, the KV cache and the host's activations (which
+// serve the layers the CPU computes beside the device: the plan's, a mixture of experts' experts,
+// layers moved off when device memory is lost).
+ResidencyInput with_device_buffers(ResidencyInput in, const DeviceFootprint& device) {
+    in.other_bytes += device.staging + device.load_buffer;
     return in;
 }
 
@@ -168,7 +166,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
         throw OutOfBudget(fmt::format("--gpu-mem {} is too small: activations, the output head and two layer "
                                       "buffers take {}", format_bytes(gpu.gpu_mem), format_bytes(working)),
                           "give more with --gpu-mem, or run on the CPU with --gpu-mem 0");
-    in = with_device_buffers(in, device, po.given);
+    in = with_device_buffers(in, device);
     // The plan is made for the DRAM left, so the spill's write staging is counted up front; a
     // given plan keeps the KV layers in DRAM that fit beside the weights it keeps there.
     const int n_kv_dram = po.given ? given_kv_layers_in_dram(in, kv, hp.n_layer, *po.given, true) : kv_layers_in_dram(in, kv, hp.n_layer);
@@ -330,7 +328,7 @@ uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const
 
 uint64_t given_device_plan_least_dram(const ResidencyInput& in, const DeviceFootprint& device, const KvSize& kv,
                                       const planner::Plan& plan) {
-    return given_plan_least_dram(with_device_buffers(in, device, &plan), kv, plan, true);
+    return given_plan_least_dram(with_device_buffers(in, device), kv, plan, true);
 }
 
 RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const ResidencyInput& in,
@@ -382,15 +380,13 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
     return out;
 }
 
-uint64_t host_working_bytes(const RunLayout& layout, bool on_device, int n_layer, uint64_t activations,
-                            uint64_t cpu_activations) {
-    // KV on the device takes no DRAM but for the layers the plan runs on the CPU, which also
-    // hold a second set of activations.
+uint64_t host_working_bytes(const RunLayout& layout, bool on_device, int n_layer, uint64_t activations) {
+    // KV on the device takes no DRAM but for the layers the plan runs on the CPU.
     const auto& on_cpu = layout.placement->residency.on_cpu;
     const auto n_cpu = static_cast<uint64_t>(std::count(on_cpu.begin(), on_cpu.end(), true));
     const bool kv_on_device = on_device && layout.kv_on == KvPlacement::Device;
     const uint64_t kv = layout.kv->bytes();
-    return (kv_on_device ? kv * n_cpu / uint64_t(n_layer) : kv) + activations + (n_cpu > 0 ? cpu_activations : 0);
+    return (kv_on_device ? kv * n_cpu / uint64_t(n_layer) : kv) + activations;
 }
 
 }  // namespace strata::runtime

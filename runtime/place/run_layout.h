@@ -57,7 +57,6 @@ struct DeviceFootprint {
     // The pinned buffer (DRAM) a dense model's layers held on the device are read through while
     // the run loads, beside everything else the run holds.
     uint64_t load_buffer = 0;
-    uint64_t host_activations = 0;  // the host backend's activations (DRAM), for layers a plan leaves to the CPU
     uint64_t attention_weights = 0;  // every layer's tensors but its experts (a mixture of experts)
     // Routed experts the device may hold: whether its kernels run them, the largest expert's
     // bytes, the pinned staging (DRAM) and device scratch of computing them there.
@@ -92,9 +91,8 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
                   const PlacementOptions& po, const LayoutOptions& lo, const KvSize& kv, storage::MemoryBudget& dram,
                   const GpuTarget& gpu, const DeviceFootprint* device);
 
-// DRAM the run holds besides the weights: the KV cache the host keeps and activations (the
-// plan's CPU layers beside a device hold a second set, `cpu_activations`).
-uint64_t host_working_bytes(const RunLayout& layout, bool on_device, int n_layer, uint64_t activations,
-                            uint64_t cpu_activations);
+// DRAM the run holds besides the weights: the KV cache the host keeps and the host's activations
+// (beside a device, those of the layers the CPU computes there).
+uint64_t host_working_bytes(const RunLayout& layout, bool on_device, int n_layer, uint64_t activations);
 
 }  // namespace strata::runtime

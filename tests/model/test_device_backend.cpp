@@ -592,6 +592,12 @@ TEST_CASE("sim device: a layer moved off the device charges its weights and its 
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
     EngineOptions o = options(*path, DeviceKind::Sim, AttentionChoice::Gpu);
     o.plan = all_on_device(plan_of(o));
+    // The odd layers' KV recomputed from saved hidden states: the last layer, moved first, is one.
+    const bool recompute = GENERATE(false, true);
+    INFO((recompute ? "odd layers recomputed" : "every layer's KV kept"));
+    o.plan->policy.recompute = recompute;
+    for (auto& l : o.plan->layers)
+        if (recompute && l.layer % 2 == 1) l.kv = KvOption::ActGpu;
     Engine kept(o);
     const auto expected = greedy_tokens(kept, 8);
     const uint64_t before = kept.gauges().dram_used;
@@ -599,11 +605,21 @@ TEST_CASE("sim device: a layer moved off the device charges its weights and its 
     CHECK(greedy_tokens(e, 8) == expected);
     const TierGauges g = e.gauges();
     REQUIRE(g.gpu_layers_moved > 0);
-    // The last layers moved, each read into DRAM and its KV cache copied into the host's.
-    const int n_layer = e.hparams().n_layer;
+    // The last layers moved, each read into DRAM and its KV cache (or saved hidden states) copied
+    // into the host's; recomputed ones rebuild K/V on the CPU into one pair they share.
+    const models::Hparams& hp = e.hparams();
+    const KvCache& kv = e.kv_cache();
+    const int32_t n_blocks = kv.pool().n_blocks();
+    const uint64_t kv_pair = KvCache::resident_layer_bytes(n_blocks, hp.n_embd_kv(), kv.type(), false);
     uint64_t moved = 0;
-    for (int il = n_layer - g.gpu_layers_moved; il < n_layer; ++il)
-        moved += e.weights().layer_range(il).length + e.kv().bytes() / uint64_t(n_layer);
+    bool rebuilt = false;
+    for (int il = hp.n_layer - g.gpu_layers_moved; il < hp.n_layer; ++il) {
+        rebuilt = rebuilt || kv.rebuilt(il);
+        moved += e.weights().layer_range(il).length +
+                 (kv.rebuilt(il) ? KvCache::hidden_layer_bytes(n_blocks, hp.n_embd, kv.type()) : kv_pair);
+    }
+    CHECK(rebuilt == recompute);
+    if (rebuilt) moved += kv_pair;
     CHECK(g.dram_used >= before + moved);
 }
 

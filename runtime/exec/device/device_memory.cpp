@@ -58,7 +58,6 @@ DeviceFootprint DeviceBackend::host_footprint(const models::Hparams& hp, int n_c
     DeviceFootprint f;
     f.staging = ring_bytes(HostStaging::slot_bytes(Impl::staging_sizes(hp, KvCache::blocks_for(n_ctx), 0)), 1);
     f.load_buffer = ring_bytes(largest_layer_bytes, 1);  // as load_weights charges it (device_weights.cpp)
-    f.host_activations = CpuBackend::activation_bytes(hp);
     return f;
 }
 
