@@ -203,7 +203,7 @@ Engine::Engine(const EngineOptions& opts)
         layout = lay_out(file_, hp_, in, po, lo, kv, *dram_, gpu, nullptr);
     }
     const uint64_t working =
-        host_working_bytes(layout, gpu.use, hp_.n_layer, activations);
+        host_working_bytes(layout, gpu.use, activations);
     kv_ = std::move(layout.kv);
     placement_ = std::move(layout.placement);
     Residency residency = placement_->residency;

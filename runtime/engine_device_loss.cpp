@@ -2,7 +2,6 @@
 // held experts and layers back between passes). What is predicted from then on is the run as it
 // now runs; and when the device cannot hold even its own buffers, the run leaves it and goes on
 // on the CPU alone, its KV cache copied into the host's, so that no request is lost to it.
-#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -72,9 +71,7 @@ void Engine::leave_device(const std::string& why) {
     STRATA_LOG_WARN("{}; the run goes on on the CPU alone, every layer there with its KV cache in DRAM", why);
     // The host's KV cache of the layers the device held was not charged to --dram (host_working_bytes).
     if (kv_was_on_device) {
-        const auto& cpu_layers = placement_->residency.on_cpu;
-        const auto n_cpu = static_cast<uint64_t>(std::count(cpu_layers.begin(), cpu_layers.end(), true));
-        const uint64_t uncharged = kv_->bytes() - kv_->bytes() * n_cpu / uint64_t(hp_.n_layer);
+        const uint64_t uncharged = kv_->bytes() - kv_->layers_bytes(placement_->residency.on_cpu);
         kv_from_device_ = storage::Reservation::or_warn(*dram_, uncharged, "the KV cache the device held");
     }
     // Priced as it now runs: every layer and the head on the CPU, no device, the KV cache where

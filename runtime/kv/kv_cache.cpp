@@ -335,6 +335,19 @@ uint64_t KvCache::bytes() const {
     return (rows * resident_block_bytes_ * n_kv_slots_ + uint64_t(hidden_block_bytes_) * n_rebuilt_) * pool_.n_blocks();
 }
 
+uint64_t KvCache::layers_bytes(const std::vector<bool>& layers) const {
+    const uint64_t pair = (keys_only_ ? 1 : 2) * uint64_t(resident_block_bytes_) * pool_.n_blocks();
+    const uint64_t hidden = uint64_t(hidden_block_bytes_) * pool_.n_blocks();
+    uint64_t sum = 0;
+    bool rebuilt_counted = false;
+    for (int32_t il = 0; il < std::min(n_resident_, static_cast<int32_t>(layers.size())); ++il) {
+        if (!layers[size_t(il)]) continue;
+        rebuilt_counted = rebuilt_counted || rebuilt(il);
+        sum += rebuilt(il) ? hidden : pair;
+    }
+    return sum + (rebuilt_counted ? pair : 0);
+}
+
 uint64_t KvCache::pin_resident(std::shared_ptr<storage::HostPinner> pinner) {
     if (!pinner || !pinned_.empty() || kv_array_bytes() == 0) return 0;
     for (std::byte* base : {k_.get(), v_.get()}) {

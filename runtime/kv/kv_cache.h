@@ -132,6 +132,9 @@ public:
     int64_t n_prefix_restored() const { return n_prefix_restored_; }
 
     uint64_t bytes() const;  // DRAM held by resident layers
+    // The part of bytes() that `layers` (true: counted) take: each resident one's K/V rows or
+    // saved hidden states, and the pair the rebuilt ones share once one of them is counted.
+    uint64_t layers_bytes(const std::vector<bool>& layers) const;
     // Page-locks the resident layers' K and V through `pinner` (cudaHostRegister) for the cache's
     // life, so that a device attending to them copies their blocks asynchronously at its link's
     // rate (from pageable memory the driver stages every copy). Every page becomes resident.

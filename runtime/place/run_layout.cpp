@@ -201,9 +201,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
     if (g.kv == KvPlacement::Device) {
         // The host keeps the KV cache of the layers the plan leaves to the CPU only (as
         // host_working_bytes charges it), unspilled: the budget is checked again with it.
-        const auto& on_cpu = out.placement->residency.on_cpu;
-        const auto n_cpu = static_cast<uint64_t>(std::count(on_cpu.begin(), on_cpu.end(), true));
-        in.other_bytes = in.other_bytes - kv.all_bytes + out.kv->bytes() * n_cpu / uint64_t(hp.n_layer);
+        in.other_bytes = in.other_bytes - kv.all_bytes + out.kv->layers_bytes(out.placement->residency.on_cpu);
         out.placement->residency = residency_from_plan(out.placement->plan, in, true);
     }
     // DRAM as the runtime counts it (the planner counted only the layers the plan keeps there).
@@ -380,13 +378,10 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
     return out;
 }
 
-uint64_t host_working_bytes(const RunLayout& layout, bool on_device, int n_layer, uint64_t activations) {
+uint64_t host_working_bytes(const RunLayout& layout, bool on_device, uint64_t activations) {
     // KV on the device takes no DRAM but for the layers the plan runs on the CPU.
-    const auto& on_cpu = layout.placement->residency.on_cpu;
-    const auto n_cpu = static_cast<uint64_t>(std::count(on_cpu.begin(), on_cpu.end(), true));
     const bool kv_on_device = on_device && layout.kv_on == KvPlacement::Device;
-    const uint64_t kv = layout.kv->bytes();
-    return (kv_on_device ? kv * n_cpu / uint64_t(n_layer) : kv) + activations;
+    return (kv_on_device ? layout.kv->layers_bytes(layout.placement->residency.on_cpu) : layout.kv->bytes()) + activations;
 }
 
 }  // namespace strata::runtime

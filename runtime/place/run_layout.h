@@ -93,6 +93,6 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
 
 // DRAM the run holds besides the weights: the KV cache the host keeps and the host's activations
 // (beside a device, those of the layers the CPU computes there).
-uint64_t host_working_bytes(const RunLayout& layout, bool on_device, int n_layer, uint64_t activations);
+uint64_t host_working_bytes(const RunLayout& layout, bool on_device, uint64_t activations);
 
 }  // namespace strata::runtime

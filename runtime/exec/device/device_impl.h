@@ -160,8 +160,8 @@ struct DeviceBackend::Impl {
     void kv_down(int il, KvCache& kv);
     uint64_t memory_losses = 0;  // times memory was given back
     // The host's KV cache (or saved hidden states) of each layer moved to the CPU, and the K/V
-    // pair rebuilt layers share once the first runs there, charged to DRAM then: the run's
-    // layout charged only the plan's CPU layers' (host_working_bytes).
+    // pair rebuilt layers share once the first runs there (KvCache::layers_bytes), charged to
+    // DRAM then: the run's layout charged only the plan's CPU layers' (host_working_bytes).
     storage::MemoryBudget& dram;
     std::vector<storage::Reservation> moved_kv;
     int layers_moved = 0;        // layers moved to the CPU so far

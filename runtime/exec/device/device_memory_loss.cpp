@@ -104,21 +104,14 @@ void DeviceBackend::hand_kv_to_host(KvCache& kv) {
 
 void DeviceBackend::Impl::move_to_cpu(int il, KvCache& kv) {
     const bool on_device = store.residency().device(il);
-    // The host's K/V pair that rebuilt layers share, in use once the first of them runs on the CPU.
-    bool shared_pair_used = false;
-    for (int l = 0; l < hp.n_layer; ++l) shared_pair_used = shared_pair_used || (kv.rebuilt(l) && store.residency().cpu(l));
+    const uint64_t host_kv_before = kv.layers_bytes(store.residency().on_cpu);
     // DRAM first: when it cannot hold the layer, nothing has moved.
     store.run_on_cpu(il);
     if (opts.kv == KvPlacement::Device) {
-        const int32_t n_blocks = kv.pool().n_blocks();
-        const uint64_t pair = KvCache::resident_layer_bytes(n_blocks, hp.n_embd_kv(), kv.type(), hp.mla.enabled());
-        const bool rebuilt = hidden_slot[il] >= 0;
         kv_down(il, kv);
-        moved_kv.push_back(storage::Reservation::or_warn(
-            dram, rebuilt ? KvCache::hidden_layer_bytes(n_blocks, hp.n_embd, kv.type()) : pair,
-            fmt::format("layer {}'s KV cache, moved from the device", il)));
-        if (rebuilt && !shared_pair_used)
-            moved_kv.push_back(storage::Reservation::or_warn(dram, pair, "the K/V pair the rebuilt layers on the CPU share"));
+        // Its K/V rows or saved hidden states, and the first rebuilt layer's the pair they share.
+        moved_kv.push_back(storage::Reservation::or_warn(dram, kv.layers_bytes(store.residency().on_cpu) - host_kv_before,
+                                                         fmt::format("layer {}'s KV cache, moved from the device", il)));
     }
     if (on_device) layer_bufs[il].reset();
     layers[il] = {};

@@ -303,6 +303,23 @@ TEST_CASE("kv cache: a layer's bytes follow the type, blocks padded for O_DIRECT
     CHECK(kv.bytes() == 2ull * 3 * 4 * 16 * 192 * 2);
 }
 
+TEST_CASE("kv cache: some layers' bytes are their K/V rows or saved hidden states, and the pair rebuilt ones share, once",
+          "[unit][kv]") {
+    KvSpillOptions o;
+    o.n_resident_layers = 4;
+    o.rebuilt = {false, true, false, true};
+    o.n_embd_hidden = 576;
+    KvCache kv(4, 64, 192, o, 4, DType::F16);
+    // 4 blocks of 16 rows: 192 values in F16 a row for K and for V, 576 for a saved hidden state.
+    const uint64_t pair = 2ull * 4 * 16 * 192 * 2, hidden = 4ull * 16 * 576 * 2;
+    CHECK(kv.layers_bytes({false, false, false, false}) == 0);
+    CHECK(kv.layers_bytes({true, false, true, false}) == 2 * pair);
+    CHECK(kv.layers_bytes({false, true, false, false}) == hidden + pair);
+    CHECK(kv.layers_bytes({false, true, false, true}) == 2 * hidden + pair);
+    CHECK(kv.layers_bytes({true, true, true, true}) == kv.bytes());
+    CHECK(kv.layers_bytes({true, true}) == pair + hidden + pair);  // layers past the vector's end are not counted
+}
+
 TEST_CASE("kv cache: a type it cannot hold is a clear error", "[unit][kv]") {
     CHECK_THROWS_WITH(KvCache(1, 32, 48, 0, DType::Q8_0), Catch::Contains("blocks of 32 values") && Catch::Contains("48"));
     CHECK_THROWS_WITH(KvCache(1, 32, 64, 0, DType::Q4_K), Catch::Contains("Q4_K is not a KV cache type"));
