@@ -36,17 +36,6 @@ double ExpertPlan::device_share_mean() const {
     return device_share.empty() ? 0 : sum / static_cast<double>(device_share.size());
 }
 
-double ExpertPlan::device_share_in(const std::vector<std::vector<uint64_t>>& counts) const {
-    uint64_t on = 0, all = 0;
-    for (size_t il = 0; il < counts.size(); ++il) {
-        for (uint64_t c : counts[il]) all += c;
-        if (il < device.size())
-            for (int32_t e : device[il])
-                if (static_cast<size_t>(e) < counts[il].size()) on += counts[il][static_cast<size_t>(e)];
-    }
-    return all ? static_cast<double>(on) / static_cast<double>(all) : 0;
-}
-
 ExpertPlan place_experts(const ModelShape& s, const RoutingProfile* routing, const std::string& routing_note,
                          int32_t cache_slots, uint64_t slot_bytes, const std::vector<bool>& offloaded,
                          const DeviceExperts& on_device) {

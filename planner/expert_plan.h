@@ -37,8 +37,6 @@ struct ExpertPlan {
     int32_t n_device() const;  // experts held on the device, every layer together
     double device_share_of(int il) const;
     double device_share_mean() const;  // over the layers: the share of a token's choices
-    // The share of the choices counted in `counts` ([layer][expert]) that fell on the device's experts.
-    double device_share_in(const std::vector<std::vector<uint64_t>>& counts) const;
     bool operator==(const ExpertPlan&) const = default;
 };
 

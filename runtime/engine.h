@@ -111,6 +111,7 @@ struct TierGauges {
     uint64_t gpu_memory_losses = 0;  // times device memory was taken away (or a pass found it full)
     int32_t gpu_layers_moved = 0;    // layers moved from the device to the CPU because of it
     int32_t gpu_experts_given_back = 0;  // held routed experts given back to the host because of it
+    uint64_t gpu_expert_choices = 0;  // routed choices (a token's, to one expert) computed on the device so far
     bool gpu_left = false;  // the device could not hold its own buffers: the run went on on the CPU alone
     uint64_t dram_used = 0, dram_budget = 0;
     uint64_t nvme_used = 0;  // weights and KV the plan reads from disk instead of holding

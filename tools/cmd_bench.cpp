@@ -54,6 +54,11 @@ struct Row {
     std::vector<double> ts;  // tokens/s of each rep
     std::vector<double> streamed_gbps;  // tg: bytes read from disk per second, each rep
     std::vector<std::vector<uint64_t>> expert_counts;  // tokens routed to each [layer][expert] in the reps
+    uint64_t device_choices = 0;  // of those, the ones the device's held experts computed
+    double device_share() const {
+        const uint64_t all = runtime::RoutingStats::total(expert_counts);
+        return all ? double(device_choices) / double(all) : 0;
+    }
     runtime::ExpertCacheStats experts;  // tg: the expert cache over the reps, when experts are offloaded
     int64_t decoded = 0, passes = 0;    // tg: tokens after the first and the passes that decoded them
     int64_t drafted = 0, accepted = 0;  // tg: draft tokens verified, and kept
@@ -253,6 +258,7 @@ int run_bench(const BenchOptions& o) {
         const bool pp = r.test[0] == 'p';
         pp ? run_pp(r.n_tokens) : run_tg(std::min(r.n_tokens, 32));  // warm-up
         const Counts before = routing_counts(engine);
+        const uint64_t device_before = engine.gauges().gpu_expert_choices;
         const runtime::ExpertCache* cache = engine.weights().expert_cache();
         const runtime::ExpertCacheStats cache0 = cache ? cache->stats() : runtime::ExpertCacheStats{};
         decoded = passes = drafted = accepted = 0;
@@ -263,6 +269,7 @@ int run_bench(const BenchOptions& o) {
         }
         r.decoded = decoded, r.passes = passes, r.drafted = drafted, r.accepted = accepted;
         r.expert_counts = minus(routing_counts(engine), before);
+        r.device_choices = engine.gauges().gpu_expert_choices - device_before;
         if (cache && !pp) {
             const runtime::ExpertCacheStats now = cache->stats();
             r.experts = {now.hits - cache0.hits, now.misses - cache0.misses, now.bytes_read - cache0.bytes_read,
@@ -355,7 +362,7 @@ int run_bench(const BenchOptions& o) {
             if (r.passes > 0) j["tokens_per_pass"] = r.tokens_per_pass();
             if (!r.expert_counts.empty()) j["expert_counts"] = r.expert_counts;
             if (expert_plan.has_device() && !r.expert_counts.empty()) {
-                j["expert_device_share"] = expert_plan.device_share_in(r.expert_counts);
+                j["expert_device_share"] = r.device_share();
                 j["predicted_expert_device_share"] = expert_plan.device_share_mean();
             }
             if (r.experts.hits + r.experts.misses > 0) {
@@ -405,7 +412,7 @@ int run_bench(const BenchOptions& o) {
     for (const Row& r : rows)
         if (expert_plan.has_device() && !r.expert_counts.empty())
             std::printf("%s: %.1f%% of the chosen experts computed on the device's %d (plan %.1f%%)\n", r.test.c_str(),
-                        100 * expert_plan.device_share_in(r.expert_counts), expert_plan.n_device(),
+                        100 * r.device_share(), expert_plan.n_device(),
                         100 * expert_plan.device_share_mean());
     for (const Row& r : rows)
         if (r.experts.hits + r.experts.misses > 0)

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "planner/plan_report.h"
+#include "runtime/exec/routing_stats.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/place/placement.h"
 #include "runtime/scheduler.h"
@@ -63,10 +64,11 @@ nlohmann::json experts_json(const runtime::Engine& engine) {
                   {"policy", runtime::expert_policy_name(running->residency.experts.policy)}});
     }
     if (plan.has_device()) {
-        // What share of this run's choices fell on the experts the device holds at its end.
+        // What share of this run's choices the device computed (its held experts, while it held them).
         const runtime::RoutingStats* stats = engine.routing_stats();
+        const uint64_t all = stats ? runtime::RoutingStats::total(stats->snapshot()) : 0;
         j.update({{"on_device", plan.n_device()},
-                  {"device_share", stats ? plan.device_share_in(stats->snapshot()) : 0.0},
+                  {"device_share", all ? double(engine.gauges().gpu_expert_choices) / double(all) : 0.0},
                   {"predicted_device_share", plan.device_share_mean()}});
     }
     return j;

@@ -100,6 +100,7 @@ public:
         uint64_t losses = 0;
         int layers_moved = 0;
         int experts_given_back = 0;
+        uint64_t expert_choices = 0;  // routed choices (a token's, to one expert) the held experts computed
     };
     virtual DeviceMemory device_memory() const { return {}; }
     // The routed experts the device holds now, per layer (empty: none, or no device).

@@ -27,6 +27,14 @@ public:
         return out;
     }
 
+    // Every choice in `counts` (a snapshot, or the difference of two).
+    static uint64_t total(const std::vector<std::vector<uint64_t>>& counts) {
+        uint64_t sum = 0;
+        for (const auto& layer : counts)
+            for (uint64_t c : layer) sum += c;
+        return sum;
+    }
+
 private:
     int n_expert_;
     mutable std::mutex mu_;

@@ -185,6 +185,10 @@ TEST_CASE("synthetic qwen3moe: device memory taken away gives held experts back 
         // Priced as it ends: the experts it still holds, a quarter of the choices.
         CHECK(got["memory"]["experts"]["on_device"] == 32);
         CHECK(got["memory"]["experts"]["predicted_device_share"].get<double>() == Approx(0.25));
+        // Computed there: half the choices for four passes, a quarter after.
+        const double share = got["memory"]["experts"]["device_share"].get<double>();
+        CHECK(share > 0.25);
+        CHECK(share < 0.5);
         CHECK_THAT(got["plan"]["summary"].get<std::string>(), Catch::Contains("attention and 32 routed experts on the GPU"));
         // Less than every layer's attention and the KV cache take: the run leaves the device, its
         // KV cache copied into the host's, and goes on on the CPU alone.

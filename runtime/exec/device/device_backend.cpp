@@ -45,7 +45,8 @@ const RoutingStats* DeviceBackend::routing_stats() const {
 
 Backend::DeviceMemory DeviceBackend::device_memory() const {
     const gpu::DeviceArena& arena = impl_->dev->memory().arena();
-    return {arena.used(), arena.limit(), impl_->memory_losses, impl_->layers_moved, impl_->experts_given_back};
+    const uint64_t choices = impl_->expert_choices_before + (impl_->experts ? impl_->experts->choices() : 0);
+    return {arena.used(), arena.limit(), impl_->memory_losses, impl_->layers_moved, impl_->experts_given_back, choices};
 }
 
 std::vector<std::vector<int32_t>> DeviceBackend::device_experts() const {

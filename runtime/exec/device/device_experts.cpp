@@ -131,6 +131,7 @@ bool DeviceExperts::holds(int il, int e) const {
 void DeviceExperts::start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) {
     STRATA_ASSERT(holds(il, e) && n <= kRows);
     if (used_ + n > kRows) collect();  // the scratch is full: wait for what it holds
+    choices_ += uint64_t(n);
     const Expert& w = experts_[static_cast<size_t>(index_[il][static_cast<size_t>(e)])];
     const int64_t E = n_embd_, F = n_ff_;
     const size_t bytes = size_t(n * E) * 4;

@@ -42,6 +42,7 @@ public:
     // DRAM the page-locked staging takes (its mapping rounded up as the pool rounds it).
     static uint64_t staging_bytes(const models::Hparams& hp);
     int n_held() const { return n_held_; }
+    uint64_t choices() const { return choices_; }  // routed choices (a token's, to one expert) computed here so far
     // Frees the device memory of the last layer still holding experts, whose experts the host
     // computes from then on (it holds every expert itself); returns that layer, or -1 when none
     // holds any. Nothing queued may still read them.
@@ -76,6 +77,7 @@ private:
     std::vector<Pending> pending_;
     int64_t used_ = 0;                         // rows of the scratch taken since the last collect()
     int n_held_ = 0;
+    uint64_t choices_ = 0;
 };
 
 }  // namespace strata::runtime

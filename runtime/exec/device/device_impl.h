@@ -166,6 +166,7 @@ struct DeviceBackend::Impl {
     std::vector<storage::Reservation> moved_kv;
     int layers_moved = 0;        // layers moved to the CPU so far
     int experts_given_back = 0;  // held routed experts given back to the host so far
+    uint64_t expert_choices_before = 0;  // routed choices computed by held experts, all given back since
     float* dev_f(const gpu::DeviceBuffer& b, int64_t row, int64_t width) const { return b.as<float>() + row * width; }
 
     // runtime::project on the compute stream.

@@ -56,6 +56,7 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
     experts_given_back += held_before - held_after;
     if (experts && held_after == 0) {  // their scratch and staging go too
         host_layers->set_remote_experts(nullptr);
+        expert_choices_before += experts->choices();
         experts.reset();
     }
     while (arena.used() > target) {
