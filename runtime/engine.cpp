@@ -265,6 +265,7 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
         STRATA_LOG_WARN("gpu: {}; running on the CPU", e.what());
         for (int il = 0; il < hp_.n_layer; ++il)
             if (weights_->residency().device(il)) weights_->run_on_cpu(il);
+        if (kv_on == KvPlacement::Device) charge_kv_the_device_held();
         return use_cpu_backend();
     }
     // Resident block-quantized weights in the CPU kernels' tile order: the layers the host

@@ -119,11 +119,12 @@ struct TierGauges {
     int32_t kv_blocks_used = 0, kv_blocks = 0;  // the paged KV cache's blocks held by sequences
     bool has_expert_cache = false;
     uint64_t expert_hits = 0, expert_misses = 0;  // offloaded experts chosen and found in DRAM, or read
-    // The counters alone (losses, bytes read, expert hits and misses; the gauges zero): what an
-    // unloaded engine leaves to a server's totals.
+    // The counters alone (losses, experts given back and their choices, bytes read, expert hits
+    // and misses; the gauges zero): what an unloaded engine leaves to a server's totals.
     TierGauges counters() const {
         TierGauges c;
         c.gpu_memory_losses = gpu_memory_losses, c.nvme_read = nvme_read;
+        c.gpu_experts_given_back = gpu_experts_given_back, c.gpu_expert_choices = gpu_expert_choices;
         c.has_expert_cache = has_expert_cache, c.expert_hits = expert_hits, c.expert_misses = expert_misses;
         return c;
     }
@@ -131,7 +132,7 @@ struct TierGauges {
     TierGauges& operator+=(const TierGauges& o) {
         gpu_used += o.gpu_used, gpu_budget += o.gpu_budget, dram_used += o.dram_used, dram_budget += o.dram_budget;
         gpu_memory_losses += o.gpu_memory_losses, gpu_layers_moved += o.gpu_layers_moved;
-        gpu_experts_given_back += o.gpu_experts_given_back;
+        gpu_experts_given_back += o.gpu_experts_given_back, gpu_expert_choices += o.gpu_expert_choices;
         gpu_left = gpu_left || o.gpu_left;
         nvme_used += o.nvme_used, nvme_read += o.nvme_read;
         kv_blocks_used += o.kv_blocks_used, kv_blocks += o.kv_blocks;
@@ -273,6 +274,9 @@ private:
     // and the DRAM its KV cache took then.
     std::optional<Backend::DeviceMemory> left_device_;
     storage::Reservation kv_from_device_;
+    // The CPU runs the layers whose KV cache the plan kept on the device: the host's cache of
+    // them charged to --dram (the run's layout charged only the plan's CPU layers').
+    void charge_kv_the_device_held();
     std::unique_ptr<WeightStore> weights_;
     std::unique_ptr<Backend> backend_;
     CpuBackend* cpu_ = nullptr;  // backend_, when it is the CPU's

@@ -53,6 +53,11 @@ void Engine::reprice_if_given_back() {
     }
 }
 
+void Engine::charge_kv_the_device_held() {
+    const uint64_t uncharged = kv_->bytes() - kv_->layers_bytes(placement_->residency.on_cpu);
+    kv_from_device_ = storage::Reservation::or_warn(*dram_, uncharged, "the KV cache the device held");
+}
+
 void Engine::leave_device(const std::string& why) {
     auto& device = dynamic_cast<DeviceBackend&>(*backend_);
     device.hand_kv_to_host(*kv_);
@@ -69,11 +74,7 @@ void Engine::leave_device(const std::string& why) {
     backend_->set_trace(trace_.get());
     left_device_ = last;
     STRATA_LOG_WARN("{}; the run goes on on the CPU alone, every layer there with its KV cache in DRAM", why);
-    // The host's KV cache of the layers the device held was not charged to --dram (host_working_bytes).
-    if (kv_was_on_device) {
-        const uint64_t uncharged = kv_->bytes() - kv_->layers_bytes(placement_->residency.on_cpu);
-        kv_from_device_ = storage::Reservation::or_warn(*dram_, uncharged, "the KV cache the device held");
-    }
+    if (kv_was_on_device) charge_kv_the_device_held();
     // Priced as it now runs: every layer and the head on the CPU, no device, the KV cache where
     // the host's holds it.
     auto p = std::make_shared<Placement>(*placement_);

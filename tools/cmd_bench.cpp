@@ -361,7 +361,7 @@ int run_bench(const BenchOptions& o) {
                                    {"why", pl.op_offload_why}};
             if (r.passes > 0) j["tokens_per_pass"] = r.tokens_per_pass();
             if (!r.expert_counts.empty()) j["expert_counts"] = r.expert_counts;
-            if (expert_plan.has_device() && !r.expert_counts.empty()) {
+            if ((expert_plan.has_device() || r.device_choices > 0) && !r.expert_counts.empty()) {
                 j["expert_device_share"] = r.device_share();
                 j["predicted_expert_device_share"] = expert_plan.device_share_mean();
             }
@@ -410,7 +410,7 @@ int run_bench(const BenchOptions& o) {
         if (!r.expert_counts.empty())
             std::printf("%s: %s\n", r.test.c_str(), routing_line(r.expert_counts, engine.hparams().moe.n_expert_used).c_str());
     for (const Row& r : rows)
-        if (expert_plan.has_device() && !r.expert_counts.empty())
+        if ((expert_plan.has_device() || r.device_choices > 0) && !r.expert_counts.empty())
             std::printf("%s: %.1f%% of the chosen experts computed on the device's %d (plan %.1f%%)\n", r.test.c_str(),
                         100 * r.device_share(), expert_plan.n_device(),
                         100 * expert_plan.device_share_mean());

@@ -54,7 +54,9 @@ nlohmann::json experts_json(const runtime::Engine& engine) {
     const runtime::ExpertCache* c = engine.weights().expert_cache();
     const std::shared_ptr<const runtime::Placement> running = engine.running_placement();
     const planner::ExpertPlan& plan = running->plan.experts;
-    if (!c && !plan.has_device()) return nullptr;
+    // Choices the device computed: none held now when a loss of device memory gave them all back.
+    const uint64_t device_choices = engine.gauges().gpu_expert_choices;
+    if (!c && !plan.has_device() && device_choices == 0) return nullptr;
     nlohmann::json j = {{"routing", plan.routing}};
     if (c) {
         const runtime::ExpertCacheStats s = c->stats();
@@ -63,12 +65,12 @@ nlohmann::json experts_json(const runtime::Engine& engine) {
                   {"bytes_read", s.bytes_read},      {"predicted_hit_rate", plan.hit_rate},
                   {"policy", runtime::expert_policy_name(running->residency.experts.policy)}});
     }
-    if (plan.has_device()) {
+    if (plan.has_device() || device_choices > 0) {
         // What share of this run's choices the device computed (its held experts, while it held them).
         const runtime::RoutingStats* stats = engine.routing_stats();
         const uint64_t all = stats ? runtime::RoutingStats::total(stats->snapshot()) : 0;
         j.update({{"on_device", plan.n_device()},
-                  {"device_share", all ? double(engine.gauges().gpu_expert_choices) / double(all) : 0.0},
+                  {"device_share", all ? double(device_choices) / double(all) : 0.0},
                   {"predicted_device_share", plan.device_share_mean()}});
     }
     return j;

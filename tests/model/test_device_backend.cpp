@@ -632,6 +632,8 @@ TEST_CASE("sim device: memory taken away before load runs the model on the CPU",
     Engine e(shrinking(o, 0, uint64_t{1} << 20));
     CHECK(e.backend_name() == "cpu");
     CHECK(greedy_tokens(e, 8) == greedy_tokens(cpu, 8));
+    // Every layer's weights and KV cache in DRAM, charged as the CPU alone charges them.
+    CHECK(e.gauges().dram_used == cpu.gauges().dram_used);
 }
 
 TEST_CASE("sim device: memory taken away below the device's own buffers leaves it, the CPU alone goes on, same greedy tokens",

@@ -200,7 +200,10 @@ TEST_CASE("synthetic qwen3moe: device memory taken away gives held experts back 
         const json alone = json::parse(over.out);
         CHECK(alone["tokens"] == cpu["tokens"]);
         CHECK_THAT(alone["plan"]["summary"].get<std::string>(), !Catch::Contains("on the GPU"));
-        const json& experts = alone["memory"]["experts"];  // the expert cache's, if any: none held on a device
-        CHECK((experts.is_null() || !experts.contains("on_device")));
+        // None held on the device at the end, but it computed some of the choices before.
+        const json& experts = alone["memory"]["experts"];
+        CHECK(experts["on_device"] == 0);
+        CHECK(experts["device_share"].get<double>() > 0);
+        CHECK(experts["device_share"].get<double>() < 0.5);
     }
 }
