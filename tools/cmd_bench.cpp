@@ -55,9 +55,9 @@ struct Row {
     std::vector<double> streamed_gbps;  // tg: bytes read from disk per second, each rep
     std::vector<std::vector<uint64_t>> expert_counts;  // tokens routed to each [layer][expert] in the reps
     uint64_t device_choices = 0;  // of those, the ones the device's held experts computed
-    double device_share() const {
-        const uint64_t all = runtime::RoutingStats::total(expert_counts);
-        return all ? double(device_choices) / double(all) : 0;
+    // A device held experts for some of the reps (or the plan says it holds them now).
+    bool shows_device_share(const planner::ExpertPlan& plan) const {
+        return (plan.has_device() || device_choices > 0) && !expert_counts.empty();
     }
     runtime::ExpertCacheStats experts;  // tg: the expert cache over the reps, when experts are offloaded
     int64_t decoded = 0, passes = 0;    // tg: tokens after the first and the passes that decoded them
@@ -361,8 +361,8 @@ int run_bench(const BenchOptions& o) {
                                    {"why", pl.op_offload_why}};
             if (r.passes > 0) j["tokens_per_pass"] = r.tokens_per_pass();
             if (!r.expert_counts.empty()) j["expert_counts"] = r.expert_counts;
-            if ((expert_plan.has_device() || r.device_choices > 0) && !r.expert_counts.empty()) {
-                j["expert_device_share"] = r.device_share();
+            if (r.shows_device_share(expert_plan)) {
+                j["expert_device_share"] = runtime::RoutingStats::share(r.device_choices, r.expert_counts);
                 j["predicted_expert_device_share"] = expert_plan.device_share_mean();
             }
             if (r.experts.hits + r.experts.misses > 0) {
@@ -410,9 +410,9 @@ int run_bench(const BenchOptions& o) {
         if (!r.expert_counts.empty())
             std::printf("%s: %s\n", r.test.c_str(), routing_line(r.expert_counts, engine.hparams().moe.n_expert_used).c_str());
     for (const Row& r : rows)
-        if ((expert_plan.has_device() || r.device_choices > 0) && !r.expert_counts.empty())
+        if (r.shows_device_share(expert_plan))
             std::printf("%s: %.1f%% of the chosen experts computed on the device's %d (plan %.1f%%)\n", r.test.c_str(),
-                        100 * r.device_share(), expert_plan.n_device(),
+                        100 * runtime::RoutingStats::share(r.device_choices, r.expert_counts), expert_plan.n_device(),
                         100 * expert_plan.device_share_mean());
     for (const Row& r : rows)
         if (r.experts.hits + r.experts.misses > 0)

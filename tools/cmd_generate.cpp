@@ -68,9 +68,8 @@ nlohmann::json experts_json(const runtime::Engine& engine) {
     if (plan.has_device() || device_choices > 0) {
         // What share of this run's choices the device computed (its held experts, while it held them).
         const runtime::RoutingStats* stats = engine.routing_stats();
-        const uint64_t all = stats ? runtime::RoutingStats::total(stats->snapshot()) : 0;
         j.update({{"on_device", plan.n_device()},
-                  {"device_share", all ? double(device_choices) / double(all) : 0.0},
+                  {"device_share", stats ? runtime::RoutingStats::share(device_choices, stats->snapshot()) : 0.0},
                   {"predicted_device_share", plan.device_share_mean()}});
     }
     return j;

@@ -27,12 +27,12 @@ public:
         return out;
     }
 
-    // Every choice in `counts` (a snapshot, or the difference of two).
-    static uint64_t total(const std::vector<std::vector<uint64_t>>& counts) {
-        uint64_t sum = 0;
+    // `part` of the choices in `counts` (a snapshot, or the difference of two), as a share; 0 for none.
+    static double share(uint64_t part, const std::vector<std::vector<uint64_t>>& counts) {
+        uint64_t all = 0;
         for (const auto& layer : counts)
-            for (uint64_t c : layer) sum += c;
-        return sum;
+            for (uint64_t c : layer) all += c;
+        return all ? double(part) / double(all) : 0;
     }
 
 private:

@@ -64,8 +64,8 @@ public:
     // holds, for a context of n_ctx (runtime/place/run_layout.h lays the run out by it).
     static DeviceFootprint footprint(const gpu::Device& device, const models::Hparams& hp, const ModelWeights& w, int n_ctx,
                                      uint64_t largest_layer_bytes);
-    // The part of it in DRAM (staging, load buffer), which
-    // needs no device: `strata plan` counts it for a device it only prices.
+    // The part of it in DRAM (staging, load buffer), which needs no device: `strata plan` counts
+    // it for a device it only prices.
     static DeviceFootprint host_footprint(const models::Hparams& hp, int n_ctx, uint64_t largest_layer_bytes);
     // The routing of a mixture of experts, which the host's feed-forward counts.
     const RoutingStats* routing_stats() const override;

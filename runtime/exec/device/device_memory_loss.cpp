@@ -110,7 +110,8 @@ void DeviceBackend::Impl::move_to_cpu(int il, KvCache& kv) {
     store.run_on_cpu(il);
     if (opts.kv == KvPlacement::Device) {
         kv_down(il, kv);
-        // Its K/V rows or saved hidden states, and the first rebuilt layer's the pair they share.
+        // Its K/V rows or saved hidden states (and, for the first rebuilt layer to move, the pair
+        // the rebuilt layers share).
         moved_kv.push_back(storage::Reservation::or_warn(dram, kv.layers_bytes(store.residency().on_cpu) - host_kv_before,
                                                          fmt::format("layer {}'s KV cache, moved from the device", il)));
     }
