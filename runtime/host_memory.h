@@ -32,8 +32,9 @@ struct HostRun {
 };
 // The least --dram `plan` runs in on `file`: its weights as it holds them, the working memory
 // (with a device, the device backend's host buffers too), and the KV cache with every layer
-// spilled (the engine keeps more of it in DRAM when the budget has room). Throws UsageError for
-// a plan this runtime cannot run (a mixture of experts placed on a device).
+// spilled (the engine keeps more of it in DRAM when the budget has room), or, where the device
+// holds the cache, the KV of the layers the plan leaves to the CPU. Throws UsageError for a plan
+// this runtime cannot run (a mixture of experts placed on a device).
 uint64_t least_dram_for_plan(const models::GgufFile& file, const planner::Plan& plan, const HostRun& run);
 
 }  // namespace strata::runtime

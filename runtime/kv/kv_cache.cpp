@@ -336,14 +336,22 @@ uint64_t KvCache::bytes() const {
 }
 
 uint64_t KvCache::layers_bytes(const std::vector<bool>& layers) const {
-    const uint64_t pair = (keys_only_ ? 1 : 2) * uint64_t(resident_block_bytes_) * pool_.n_blocks();
-    const uint64_t hidden = uint64_t(hidden_block_bytes_) * pool_.n_blocks();
+    std::vector<bool> resident(layers.begin(), layers.begin() + std::min<ptrdiff_t>(n_resident_, ptrdiff_t(layers.size())));
+    std::vector<bool> rebuilt_layers(resident.size());
+    for (size_t il = 0; il < resident.size(); ++il) rebuilt_layers[il] = rebuilt(int32_t(il));
+    return layers_bytes(resident, rebuilt_layers, (keys_only_ ? 1 : 2) * uint64_t(resident_block_bytes_) * pool_.n_blocks(),
+                        uint64_t(hidden_block_bytes_) * pool_.n_blocks());
+}
+
+uint64_t KvCache::layers_bytes(const std::vector<bool>& layers, const std::vector<bool>& rebuilt, uint64_t pair,
+                               uint64_t hidden) {
     uint64_t sum = 0;
     bool rebuilt_counted = false;
-    for (int32_t il = 0; il < std::min(n_resident_, static_cast<int32_t>(layers.size())); ++il) {
-        if (!layers[size_t(il)]) continue;
-        rebuilt_counted = rebuilt_counted || rebuilt(il);
-        sum += rebuilt(il) ? hidden : pair;
+    for (size_t il = 0; il < layers.size(); ++il) {
+        if (!layers[il]) continue;
+        const bool r = il < rebuilt.size() && rebuilt[il];
+        rebuilt_counted = rebuilt_counted || r;
+        sum += r ? hidden : pair;
     }
     return sum + (rebuilt_counted ? pair : 0);
 }

@@ -135,6 +135,10 @@ public:
     // The part of bytes() that `layers` (true: counted) take: each resident one's K/V rows or
     // saved hidden states, and the pair the rebuilt ones share once one of them is counted.
     uint64_t layers_bytes(const std::vector<bool>& layers) const;
+    // The same for a cache of `pair` bytes of K/V a layer and `hidden` of saved rows a rebuilt
+    // one, every layer resident: what a layout counts before the cache is made.
+    static uint64_t layers_bytes(const std::vector<bool>& layers, const std::vector<bool>& rebuilt, uint64_t pair,
+                                 uint64_t hidden);
     // Page-locks the resident layers' K and V through `pinner` (cudaHostRegister) for the cache's
     // life, so that a device attending to them copies their blocks asynchronously at its link's
     // rate (from pageable memory the driver stages every copy). Every page becomes resident.

@@ -44,6 +44,35 @@ ResidencyInput with_kv_spilled(const ResidencyInput& in, const KvSize& kv, int n
     return held;
 }
 
+// Whether a given plan's run keeps the KV cache on the device: the plan keeps it there and
+// --attention does not ask for the CPU.
+bool device_keeps_kv(const planner::Plan& plan, AttentionChoice attention) {
+    return kv_placement_of(plan) == KvPlacement::Device && attention != AttentionChoice::Cpu;
+}
+
+// `in` as the host holds a device plan's KV cache kept on the device: the KV of the layers the
+// plan leaves to the CPU only, unspilled (layout_with_gpu).
+ResidencyInput with_kv_of_cpu_layers(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan) {
+    ResidencyInput unbounded = in;
+    unbounded.budget = 0;
+    ResidencyInput held = in;
+    held.other_bytes += KvCache::layers_bytes(residency_from_plan(plan, unbounded, true).on_cpu, kv.rebuilt,
+                                              kv.resident_layer_bytes, kv.hidden_layer_bytes);
+    held.other_bytes -= kv.all_bytes;
+    return held;
+}
+
+// A KV cache on the host beside a device keeps every layer's K and V, which may spill: the device
+// backend recomputes K and V only with the cache on the device. `in` and `kv` counted so.
+void keep_every_kv_layer(ResidencyInput& in, KvSize& kv) {
+    if (kv.n_rebuilt == 0) return;
+    const uint64_t whole = kv.layer_bytes * in.layer_bytes.size();
+    in.other_bytes = in.other_bytes - kv.all_bytes + whole;
+    kv.all_bytes = whole;
+    kv.rebuilt.clear();
+    kv.n_rebuilt = 0;
+}
+
 // KV layers that stay in DRAM: all of them when they fit next to the smallest weight
 // footprint (head, embeddings, the streaming ring); otherwise the last layers spill to disk
 // through a ring of their own and the staging for their writes.
@@ -65,6 +94,14 @@ uint64_t plan_dram(const planner::Plan& plan, ResidencyInput in, bool gpu) {
     return residency_from_plan(plan, in, gpu).total_bytes;
 }
 
+// The least DRAM a given plan runs in with its KV cache on the host: every layer spilled, or the
+// whole cache kept where that is less (a small cache's spill ring, in whole huge pages, can take
+// more than the cache).
+uint64_t least_with_host_kv(ResidencyInput in, KvSize kv, const planner::Plan& plan, bool gpu) {
+    if (gpu) keep_every_kv_layer(in, kv);
+    return std::min(plan_dram(plan, with_kv_spilled(in, kv, 0), gpu), plan_dram(plan, with_kv_spilled(in, kv, INT_MAX), gpu));
+}
+
 // A given plan's KV layers in DRAM: as many of those it keeps there as fit beside its weights
 // (its resident layers and ring), the rest spilled, so that the plan runs at the budget it was
 // made for. 0 where even spilling every layer leaves too little room: placing it then says so.
@@ -77,7 +114,7 @@ int given_kv_layers_in_dram(const ResidencyInput& in, const KvSize& kv, int n_la
     if (in.budget == 0) return planned;
     // The plan's KV layers in DRAM, the others spilled (their ring and staging): all it asks fits.
     if (plan_dram(plan, with_kv_spilled(in, kv, planned), gpu) <= in.budget) return planned;
-    const uint64_t least = given_plan_least_dram(in, kv, plan, gpu);
+    const uint64_t least = least_with_host_kv(in, kv, plan, gpu);
     if (least > in.budget) return 0;
     return static_cast<int>(std::min<uint64_t>(std::min(planned, n_layer - 1), (in.budget - least) / kv.resident_layer_bytes));
 }
@@ -159,7 +196,7 @@ void pin_for_device(KvCache& kv, const GpuTarget& gpu) {
 // the plan keeps in DRAM spills its last layers to disk when DRAM cannot hold it all.
 RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& hp, ResidencyInput in,
                           const PlacementOptions& po, const GpuTarget& gpu, const DeviceFootprint& device,
-                          const LayoutOptions& opts, const KvSize& kv, storage::MemoryBudget& dram) {
+                          const LayoutOptions& opts, KvSize kv, storage::MemoryBudget& dram) {
     // The K/V layer that recomputed layers share: the plan may choose recompute.
     const uint64_t working = device.working_streamed + kv.layer_bytes;
     if (working >= gpu.gpu_mem)
@@ -169,13 +206,25 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
     in = with_device_buffers(in, device);
     // The plan is made for the DRAM left, so the spill's write staging is counted up front; a
     // given plan keeps the KV layers in DRAM that fit beside the weights it keeps there.
-    const int n_kv_dram = po.given ? given_kv_layers_in_dram(in, kv, hp.n_layer, *po.given, true) : kv_layers_in_dram(in, kv, hp.n_layer);
+    const bool given_kv_on_device = po.given && device_keeps_kv(*po.given, opts.attention);
+    if (!given_kv_on_device) keep_every_kv_layer(in, kv);
+    const int n_kv_dram = given_kv_on_device ? hp.n_layer
+                          : po.given     ? given_kv_layers_in_dram(in, kv, hp.n_layer, *po.given, true)
+                                         : kv_layers_in_dram(in, kv, hp.n_layer);
     // DRAM as it is with the KV cache on the host: its layers kept in DRAM as they are held there,
-    // the last ones spilled, as the layout on the CPU counts them.
-    const ResidencyInput host_kv = with_kv_spilled(in, kv, n_kv_dram);
+    // the last ones spilled, as the layout on the CPU counts them. A given plan that keeps it on
+    // the device leaves the host its CPU layers' only.
+    const ResidencyInput host_kv = given_kv_on_device ? with_kv_of_cpu_layers(in, kv, *po.given) : with_kv_spilled(in, kv, n_kv_dram);
     PlacementOptions host_po = po;
     host_po.n_kv_layers_in_dram = n_kv_dram;
-    const auto need = [&] { return std::pair{given_plan_least_dram(in, kv, *po.given, true), "its KV cache spilled to disk"}; };
+    const auto need = [&] {
+        const bool cpu_layers = std::any_of(po.given->layers.begin(), po.given->layers.end(),
+                                            [](const auto& l) { return planner::device_of(l.weights) == planner::Device::Cpu; });
+        return std::pair{given_plan_least_dram(in, kv, *po.given, true, opts.attention),
+                         !given_kv_on_device ? "its KV cache spilled to disk"
+                         : cpu_layers        ? "the KV cache of the layers it leaves to the CPU"
+                                             : "no KV cache in DRAM, the device holding it"};
+    };
     GpuPlacement g = with_given_plan_hint(po, need, [&] {
         return place_on_gpu(file, host_kv, host_po, gpu, gpu.gpu_mem - working, opts.kv_type, opts.attention,
                             opts.op_offload.kind != OpOffloadMode::Off);
@@ -310,18 +359,19 @@ KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_
     kv.n_blocks = KvCache::blocks_for(kv_positions > 0 ? kv_positions : n_ctx);
     kv.layer_bytes = KvCache::layer_bytes(kv.n_blocks, hp.n_embd_kv(), kv_type, /*keys_only=*/hp.mla.enabled());
     kv.resident_layer_bytes = KvCache::resident_layer_bytes(kv.n_blocks, hp.n_embd_kv(), kv_type, hp.mla.enabled());
+    kv.hidden_layer_bytes = KvCache::hidden_layer_bytes(kv.n_blocks, hp.n_embd, kv_type);
     // Layers whose KV a given plan recomputes keep hidden states (on the CPU) and share one
     // K/V slot; their saved rows and the slot stay in DRAM.
     if (given) kv.rebuilt = rebuilt_layers(*given);
     kv.n_rebuilt = static_cast<int>(std::count(kv.rebuilt.begin(), kv.rebuilt.end(), true));
-    kv.all_bytes = kv.layer_bytes * (hp.n_layer - kv.n_rebuilt + (kv.n_rebuilt > 0)) +
-                   kv.n_rebuilt * KvCache::hidden_layer_bytes(kv.n_blocks, hp.n_embd, kv_type);
+    kv.all_bytes = kv.layer_bytes * (hp.n_layer - kv.n_rebuilt + (kv.n_rebuilt > 0)) + kv.n_rebuilt * kv.hidden_layer_bytes;
     return kv;
 }
 
-uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan, bool gpu) {
-    // A small cache's spill ring (whole huge pages) can take more than keeping the cache.
-    return std::min(plan_dram(plan, with_kv_spilled(in, kv, 0), gpu), plan_dram(plan, with_kv_spilled(in, kv, INT_MAX), gpu));
+uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan, bool gpu,
+                               AttentionChoice attention) {
+    if (gpu && device_keeps_kv(plan, attention)) return plan_dram(plan, with_kv_of_cpu_layers(in, kv, plan), true);
+    return least_with_host_kv(in, kv, plan, gpu);
 }
 
 uint64_t given_device_plan_least_dram(const ResidencyInput& in, const DeviceFootprint& device, const KvSize& kv,

@@ -25,6 +25,7 @@ struct KvSize {
     int32_t n_blocks = 0;
     uint64_t layer_bytes = 0;   // one layer's keys and values (as spilled: blocks padded for O_DIRECT)
     uint64_t resident_layer_bytes = 0;  // the same held in DRAM
+    uint64_t hidden_layer_bytes = 0;    // a rebuilt layer's saved hidden states in DRAM
     uint64_t all_bytes = 0;     // every layer's; rebuilt layers keep hidden states and share one K/V layer
     std::vector<bool> rebuilt;  // per layer, from a given plan (empty: none)
     int n_rebuilt = 0;
@@ -35,7 +36,10 @@ KvSize kv_size(const models::Hparams& hp, int kv_positions, int n_ctx, DType kv_
 // The least DRAM a given plan runs in (`gpu`: a plan with a device): its weights as it holds
 // them (resident layers, the ring) beside `in`'s other bytes with every KV layer spilled to disk
 // (its ring and staging), or with the whole KV cache kept where that is less (a small cache).
-uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan, bool gpu = false);
+// A device plan whose KV cache the device holds (unless `attention` asks for the CPU) keeps on
+// the host, unspilled, the KV of the layers it leaves to the CPU only (as layout_with_gpu counts it).
+uint64_t given_plan_least_dram(const ResidencyInput& in, const KvSize& kv, const planner::Plan& plan, bool gpu = false,
+                               AttentionChoice attention = AttentionChoice::Auto);
 
 // What the layout needs beside the plan's inputs.
 struct LayoutOptions {

@@ -3,9 +3,11 @@
 from the least budget to one that holds every layer, the command the plan prints runs it and
 gives the all-in-memory run's greedy tokens. Below the least, plan and generate (at the plan's
 context) both refuse and name the same least budget, within the plan's bisection. A plan with a
-GPU (this machine with an H200 beside it) counts the device backend's host buffers: below their
-least `plan` falls back to the CPU alone and names it, the runtime refuses the device plan there
-and names the same, and from it the plan runs on the simulated device with the same tokens."""
+GPU (this machine with an H200 beside it) counts the device backend's host buffers: where they
+take a budget the CPU alone runs in, `plan` falls back to the CPU alone and names the device's
+least, the runtime refuses the device plan below it and names the same, and from it the plan
+runs on the simulated device with the same tokens. A plan that keeps the KV cache on the device
+beside layers left to the CPU runs from the least generate names for it."""
 from __future__ import annotations
 
 import json
@@ -68,18 +70,20 @@ def main() -> None:
 
 
 def check_device_plans(model: str, all_in_memory: str, cpu_least: float) -> None:
-    # Above the CPU alone's least, below the device backend's (its staging and load buffers).
+    # Above the CPU alone's least, below the device backend's for a GPU budget that leaves layers
+    # and the KV cache in DRAM beside its staging and load buffers.
     beside_h200 = ["plan", "-m", model, "--machine", "this", "--gpu", "h200"]
-    short = strata(*beside_h200, "--dram", f"{cpu_least + 1:.1f}M")
+    short_gpu = ["--gpu-budget", "60M"]
+    short = strata(*beside_h200, *short_gpu, "--dram", f"{cpu_least + 1:.1f}M")
     assert short.returncode == 0, short.stderr
     needs = DEVICE_NEEDS.search(short.stdout)
     assert needs, f"plan --dram {cpu_least + 1:.1f}M beside an H200 named no least for the device:\n{short.stdout}"
     least = float(needs[1])
     sim = ["generate", "-m", model, "--device", "sim", "--gpu-mem", "1G", "--ctx", str(CTX), *RUN]
     with tempfile.TemporaryDirectory() as tmp:
-        # Every layer on the device; then a GPU budget that leaves layers in DRAM and on disk
-        # beside the KV cache on the host.
-        cases = [(round(least + 0.1, 1), []), (80, []), (200, []), (80, ["--gpu-budget", "60M"]), (72, ["--gpu-budget", "60M"])]
+        # Layers in DRAM and on disk beside the KV cache on the host; then every layer and the
+        # KV cache on the device.
+        cases = [(round(least + 0.1, 1), short_gpu), (80, short_gpu), (72, short_gpu), (80, []), (200, [])]
         for mib, gpu_budget in cases:
             out = Path(tmp) / f"device-{mib}-{len(gpu_budget)}.json"
             made = strata(*beside_h200, *gpu_budget, "--dram", f"{mib}M", "-o", str(out))
@@ -88,12 +92,56 @@ def check_device_plans(model: str, all_in_memory: str, cpu_least: float) -> None
             ran = strata(*sim, "--plan", str(out), "--dram", f"{mib}M")
             assert ran.returncode == 0, f"the device plan for --dram {mib}M {gpu_budget}:\n{ran.stderr}"
             assert ran.stdout == all_in_memory, f"--dram {mib}M {gpu_budget} by its device plan gave {ran.stdout!r}"
-            if mib == round(least + 0.1, 1) and not gpu_budget:
+            if mib == round(least + 0.1, 1):
                 refused = strata(*sim, "--plan", str(out), "--dram", f"{least - 0.2:.1f}M")
                 needs = RUNTIME_NEEDS.search(refused.stderr)
                 assert refused.returncode != 0 and needs, refused.stderr
                 assert abs(float(needs[1]) - least) <= 0.1, f"generate needs {needs[1]} MiB, plan named {least} MiB"
+            if mib == 80 and not gpu_budget:
+                check_device_kv_least(out, beside_h200, sim, all_in_memory)
+            if mib == 200:
+                check_device_kv_beside_cpu_layers(out, sim, all_in_memory)
     print(f"ok: a device plan needs {least} MiB of DRAM in plan and generate alike, and runs from there with the same tokens")
+
+
+def check_device_kv_least(all_on_device: Path, beside_h200: list[str], sim: list[str], all_in_memory: str) -> None:
+    # Every layer and the KV cache on the device, the host holding none of the cache: the least
+    # generate names for the plan is where plan makes it too, shows that DRAM, and it runs there.
+    refused = strata(*sim, "--plan", str(all_on_device), "--dram", "1M")
+    needs = RUNTIME_NEEDS.search(refused.stderr)
+    assert refused.returncode != 0 and needs, refused.stderr
+    least = float(needs[1])
+    out = all_on_device.with_name("device-kv-least.json")
+    made = strata(*beside_h200, "--dram", f"{least}M", "-o", str(out))
+    assert made.returncode == 0 and json.loads(out.read_text())["has_gpu"], f"plan --dram {least}M:\n{made.stdout}"
+    shown = re.search(r"DRAM ([\d.]+) MiB of", made.stdout + made.stderr)
+    assert shown and abs(float(shown[1]) - least) <= 0.1, f"generate needs {least} MiB, plan shows:\n{made.stdout}"
+    ran = strata(*sim, "--plan", str(out), "--dram", f"{least}M")
+    assert ran.returncode == 0 and ran.stdout == all_in_memory, f"--dram {least}M:\n{ran.stderr}"
+    below = strata(*sim, "--plan", str(out), "--dram", f"{least - 0.2:.1f}M")
+    assert below.returncode != 0, f"--dram {least - 0.2:.1f}M, below the least named, ran"
+
+
+def check_device_kv_beside_cpu_layers(all_on_device: Path, sim: list[str], all_in_memory: str) -> None:
+    # The KV cache on the device, two thirds of the layers left to the CPU, whose KV the host
+    # keeps unspilled (made by hand: the planner keeps such KV in DRAM). generate once named the
+    # least with the cache spilled (the ring of three layers), then refused the plan there.
+    plan = json.loads(all_on_device.read_text())
+    for layer in plan["layers"]:
+        layer["kv"] = "gpu"
+        if layer["layer"] >= 10:
+            layer["weights"], layer["attention"] = "dram(cpu)", "cpu"
+    path = all_on_device.with_name("device-kv-cpu-layers.json")
+    path.write_text(json.dumps(plan))
+    refused = strata(*sim, "--plan", str(path), "--dram", "40M")
+    needs = RUNTIME_NEEDS.search(refused.stderr)
+    assert refused.returncode != 0 and needs, refused.stderr
+    assert "the KV cache of the layers it leaves to the CPU" in refused.stderr, refused.stderr
+    ran = strata(*sim, "--plan", str(path), "--dram", f"{needs[1]}M")
+    assert ran.returncode == 0, f"--dram {needs[1]}M, the least generate named:\n{ran.stderr}"
+    assert ran.stdout == all_in_memory, f"the plan with KV on the device beside CPU layers gave {ran.stdout!r}"
+    below = strata(*sim, "--plan", str(path), "--dram", f"{float(needs[1]) - 0.2:.1f}M")
+    assert below.returncode != 0, f"--dram {float(needs[1]) - 0.2:.1f}M, below the least named, ran"
 
 
 if __name__ == "__main__":

@@ -318,6 +318,19 @@ TEST_CASE("kv cache: some layers' bytes are their K/V rows or saved hidden state
     CHECK(kv.layers_bytes({false, true, false, true}) == 2 * hidden + pair);
     CHECK(kv.layers_bytes({true, true, true, true}) == kv.bytes());
     CHECK(kv.layers_bytes({true, true}) == pair + hidden + pair);  // layers past the vector's end are not counted
+    // As a layout counts them before the cache exists, from the sizes it makes the cache with.
+    const uint64_t kept = KvCache::resident_layer_bytes(4, 192, DType::F16, false);
+    const uint64_t saved = KvCache::hidden_layer_bytes(4, 576, DType::F16);
+    for (const std::vector<bool>& layers : {std::vector<bool>{true, false, true, false}, {false, true, false, true}, {true, true, true, true}})
+        CHECK(KvCache::layers_bytes(layers, o.rebuilt, kept, saved) == kv.layers_bytes(layers));
+    // Keys only (MLA): one row a position.
+    KvSpillOptions keys;
+    keys.n_resident_layers = 3;
+    keys.keys_only = true;
+    KvCache mla(3, 64, 192, keys, 4, DType::F16);
+    CHECK(KvCache::layers_bytes({true, false, true}, {}, KvCache::resident_layer_bytes(4, 192, DType::F16, true), 0) ==
+          mla.layers_bytes({true, false, true}));
+    CHECK(mla.layers_bytes({true, false, true}) == 2ull * 4 * 16 * 192 * 2);
 }
 
 TEST_CASE("kv cache: a type it cannot hold is a clear error", "[unit][kv]") {
