@@ -361,23 +361,28 @@ std::span<const float> Engine::eval_batch(std::span<const SeqTokens> batch) {
         Engine& e;
         ~Reprice() { e.reprice_if_given_back(); }
     } reprice{*this};
-    // Each entry's length before the pass, for a device backend that may be left mid-batch.
-    std::vector<int32_t> before;
-    if (!cpu_)
-        for (const SeqTokens& e : batch) before.push_back(kv_->seq_len(e.seq));
+    const BatchStart start = cpu_ ? BatchStart{} : batch_start(batch);
     try {
         pool_->run([&] { backend_->eval_batch(batch, *kv_, logits_, hidden_); });
     } catch (const DeviceOutOfMemory& e) {
         if (cpu_) throw;
-        leave_device(e.what());
+        leave_device(e.what(), start);
         // A batch of more than one pass may have committed some before the failure (their KV
         // now in the host's cache): they are forgotten and the whole batch runs again on the
         // CPU, so that its logits and hidden states come from one run.
         for (size_t i = 0; i < batch.size(); ++i)
-            if (kv_->truncate_seq(batch[i].seq, before[i]) != before[i]) throw;
+            if (kv_->truncate_seq(batch[i].seq, start.lengths[i]) != start.lengths[i]) throw;
         return eval_batch(batch);
     }
     return logits_;
+}
+
+Engine::BatchStart Engine::batch_start(std::span<const SeqTokens> batch) const {
+    BatchStart start;
+    for (const SeqTokens& e : batch) start.lengths.push_back(kv_->seq_len(e.seq));
+    if (const RoutingStats* routed = backend_->routing_stats()) start.routing = routed->snapshot();
+    start.device_expert_choices = backend_->device_memory().expert_choices;
+    return start;
 }
 
 std::shared_ptr<const Placement> Engine::running_placement() const {

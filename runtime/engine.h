@@ -267,9 +267,19 @@ private:
     // give layers or held experts back (or that failed after it), running_ priced as the run now
     // runs.
     void reprice_if_given_back();
+    // A batch's starting point on a device backend: each entry's sequence length, the routers'
+    // choices (RoutingStats) and those the device's held experts computed. A run that leaves the
+    // device mid-batch forgets the passes the batch committed and runs it again from there.
+    struct BatchStart {
+        std::vector<int32_t> lengths;
+        std::vector<std::vector<uint64_t>> routing;
+        uint64_t device_expert_choices = 0;
+    };
+    BatchStart batch_start(std::span<const SeqTokens> batch) const;
     // When the device cannot hold even its own buffers: its KV cache copied into the host's, the
-    // device let go, and every layer on the CPU from then on, priced so; `why` goes into the log.
-    void leave_device(const std::string& why);
+    // device let go, and every layer on the CPU from then on, priced so, its counts of expert
+    // choices as they were at `start`; `why` goes into the log.
+    void leave_device(const std::string& why, const BatchStart& start);
     // What the device had given back when it was let go (its memory in use and budget zero),
     // and the DRAM its KV cache took then.
     std::optional<Backend::DeviceMemory> left_device_;

@@ -58,19 +58,18 @@ void Engine::charge_kv_the_device_held() {
     kv_from_device_ = storage::Reservation::or_warn(*dram_, uncharged, "the KV cache the device held");
 }
 
-void Engine::leave_device(const std::string& why) {
+void Engine::leave_device(const std::string& why, const BatchStart& start) {
     auto& device = dynamic_cast<DeviceBackend&>(*backend_);
     device.hand_kv_to_host(*kv_);
     const bool kv_was_on_device = kv_on_ == KvPlacement::Device;
     Backend::DeviceMemory last = backend_->device_memory();
     last.used = last.budget = 0;
-    const RoutingStats* routed = backend_->routing_stats();
-    const std::vector<std::vector<uint64_t>> routing = routed ? routed->snapshot() : std::vector<std::vector<uint64_t>>{};
+    last.expert_choices = start.device_expert_choices;
     // Every layer's weights in DRAM first: when that fails, the device backend is still there.
     for (int il = 0; il < hp_.n_layer; ++il)
         if (weights_->residency().device(il)) weights_->run_on_cpu(il);
     use_cpu_backend();  // the device backend, and the device's memory, go
-    cpu_->add_routing(routing);
+    cpu_->add_routing(start.routing);
     backend_->set_trace(trace_.get());
     left_device_ = last;
     STRATA_LOG_WARN("{}; the run goes on on the CPU alone, every layer there with its KV cache in DRAM", why);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include <fmt/format.h>
@@ -690,4 +691,35 @@ TEST_CASE("sim device: memory taken away between a batch's passes leaves the dev
         INFO("position " << start.size() + t);
         CHECK(argmax(std::span(got).subspan(t * V, V)) == argmax(std::span(expected).subspan(t * V, V)));
     }
+}
+
+TEST_CASE("sim device: a mixture of experts that leaves the device mid-batch counts the batch's expert choices once",
+          "[model][device][experts]") {
+    const auto fx = test::model_fixture("tiny_arch_logits.json");
+    nlohmann::json config;
+    for (const auto& m : fx["models"])
+        if (m["config"]["name"] == "qwen3moe") config = test::with_vocabulary(test::with_q8_0(m["config"]));
+    REQUIRE(config.is_object());
+    const auto path = test::temp_path("engine_moe_batch_rerun.gguf");
+    test::write_tiny_model(config, fx["seed"], 1e-5f, path);
+    // Every routed expert held on the device; after the start's pass and the continuation's
+    // first, none of its memory is left: the run leaves the device and runs the continuation again.
+    EngineOptions o = options(path, DeviceKind::Sim, AttentionChoice::Gpu);
+    o.overrides = {parse_tensor_override("ffn_.*_exps=device")};
+    Engine e(shrinking(o, 2, 0));
+    std::vector<int32_t> start(kTinyPrompt.begin(), kTinyPrompt.begin() + 10), rest;
+    for (int i = 0; int64_t(rest.size()) <= Backend::kMaxUbatch; ++i) rest.push_back(3 + (i * 37) % 500);
+    const SeqId seq = e.create_seq();
+    const SeqTokens first{seq, start, PassOutput::Logits}, second{seq, rest, PassOutput::Logits};
+    e.eval_batch({&first, 1});
+    e.eval_batch({&second, 1});
+    REQUIRE(e.backend_name() == "cpu");
+    // Each token chose its experts once in every layer: the forgotten pass's choices are gone.
+    const int n_layer = e.hparams().n_layer, n_used = e.hparams().moe.n_expert_used;
+    const std::vector<std::vector<uint64_t>> routed = e.routing_stats()->snapshot();
+    REQUIRE(int(routed.size()) == n_layer);
+    for (const auto& layer : routed)
+        CHECK(std::accumulate(layer.begin(), layer.end(), uint64_t{0}) == (start.size() + rest.size()) * n_used);
+    // The device computed the start's choices, every expert being held there, and no others.
+    CHECK(e.gauges().gpu_expert_choices == start.size() * n_used * n_layer);
 }
