@@ -1,10 +1,12 @@
 #include "tools/chat/interrupt.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <ctime>
 
 namespace strata::cli {
@@ -33,6 +35,21 @@ void catch_sigint_here() {
 }
 
 bool take_interrupt() { return g_interrupted.exchange(false); }
+
+Wait wait_for_input(int fd) {
+    sigset_t sigint, before;
+    sigemptyset(&sigint);
+    sigaddset(&sigint, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigint, &before);
+    Wait got = Wait::Interrupted;
+    if (!g_interrupted) {
+        pollfd p{fd, POLLIN, 0};
+        const int n = ppoll(&p, 1, nullptr, &before);  // SIGINT let through only while waiting
+        got = n >= 0 || errno != EINTR ? Wait::Input : g_interrupted ? Wait::Interrupted : Wait::Signalled;
+    }
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    return got;
+}
 
 LeaveOnInterrupt::LeaveOnInterrupt()
     : watcher_([this] {

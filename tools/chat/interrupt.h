@@ -16,6 +16,12 @@ void block_sigint();
 void catch_sigint_here();
 // Whether Ctrl-C was pressed since the last call; clears the flag.
 bool take_interrupt();
+// What waiting for input on the main thread ended with.
+enum class Wait { Input, Interrupted, Signalled };
+// Waits for `fd` to have input (or an error, for its read to report), for Ctrl-C (pressed since
+// take_interrupt last cleared the flag, which stays set) or another signal. SIGINT is blocked
+// while the flag is read and let through only inside the wait, so none comes unseen between them.
+Wait wait_for_input(int fd);
 
 // While it lives (the model loading, before the chat's handler is installed), Ctrl-C ends the
 // process with status 130 as it would anywhere else, instead of waiting in the blocked mask

@@ -6,10 +6,12 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <clocale>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cwchar>
 #include <system_error>
 
 #include "core/log.h"
@@ -41,6 +43,29 @@ bool pasted_text_follows() {
     const bool waiting = ::poll(&p, 1, kPasteGapMs) > 0 && (p.revents & POLLIN);
     tcsetattr(STDIN_FILENO, TCSANOW, &saved);
     return waiting;
+}
+
+// The line editor's reads: a key's bytes decoded (UTF-8, the locale's) into one character, and
+// end of input once Ctrl-C was pressed. Ctrl-C ended the editor's own read by interrupting it,
+// so one that came between two reads interrupted none and waited for the next key.
+int read_key(FILE*) {
+    std::mbstate_t state{};
+    for (;;) {
+        switch (wait_for_input(STDIN_FILENO)) {
+            case Wait::Interrupted: return -1;
+            case Wait::Signalled: rl_resize_terminal(); continue;  // as the editor's read did on SIGWINCH
+            case Wait::Input: break;
+        }
+        char byte = 0;
+        const ssize_t n = ::read(STDIN_FILENO, &byte, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;  // the terminal closed
+        wchar_t c = 0;
+        const size_t used = std::mbrtowc(&c, &byte, 1, &state);
+        if (used == static_cast<size_t>(-2)) continue;  // more bytes of the character follow
+        if (used == static_cast<size_t>(-1)) return static_cast<unsigned char>(byte);  // not the locale's: the byte
+        return static_cast<int>(c);
+    }
 }
 }  // namespace
 
@@ -96,6 +121,7 @@ LineInput::LineInput(std::filesystem::path history_file) : history_file_(std::mo
     const char* ctype = std::setlocale(LC_CTYPE, "");
     if (!ctype || std::strcmp(ctype, "C") == 0 || std::strcmp(ctype, "POSIX") == 0) std::setlocale(LC_CTYPE, "C.UTF-8");
     rl_readline_name = "strata";  // the application name ~/.editrc rules can match
+    rl_getc_function = read_key;  // before using_history, which sets the editor up
     using_history();
     stifle_history(kHistoryLines);
     std::error_code ec;
