@@ -14,6 +14,7 @@ namespace strata::cli {
 namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
+extern "C" void on_terminal_signal(int) {}
 
 void set_sigint_mask(int how) {
     sigset_t set;
@@ -41,14 +42,25 @@ Wait wait_for_input(int fd) {
     sigemptyset(&sigint);
     sigaddset(&sigint, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigint, &before);
+    sigset_t waiting = before;
+    sigdelset(&waiting, SIGINT);  // let through only while waiting
     Wait got = Wait::Interrupted;
     if (!g_interrupted) {
         pollfd p{fd, POLLIN, 0};
-        const int n = ppoll(&p, 1, nullptr, &before);  // SIGINT let through only while waiting
-        got = n >= 0 || errno != EINTR ? Wait::Input : g_interrupted ? Wait::Interrupted : Wait::Signalled;
+        const int n = ppoll(&p, 1, nullptr, &waiting);
+        got = n >= 0 || errno != EINTR ? Wait::Input : Wait::Signalled;
     }
-    pthread_sigmask(SIG_SETMASK, &before, nullptr);
-    return got;
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);  // a SIGINT still pending is taken here
+    return g_interrupted ? Wait::Interrupted : got;
+}
+
+void wake_on_terminal_signals() {
+    struct sigaction sa{};
+    sa.sa_handler = on_terminal_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;  // a wait (ppoll) returns all the same
+    sigaction(SIGWINCH, &sa, nullptr);
+    sigaction(SIGCONT, &sa, nullptr);
 }
 
 LeaveOnInterrupt::LeaveOnInterrupt()

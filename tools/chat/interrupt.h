@@ -3,9 +3,9 @@
 #include <thread>
 
 // Ctrl-C on a terminal chat: SIGINT sets a flag instead of ending the process. The flag is
-// read by the main thread (the reply being streamed is cancelled, the line being edited is
-// dropped); SIGINT is blocked in every other thread so that the main thread's blocking
-// read is the one interrupted.
+// read by the main thread (the reply being streamed is cancelled; at the prompt, the line being
+// edited is dropped, the line editor's wait for a key ending: wait_for_input); SIGINT is blocked
+// in every other thread so that the main thread is the one it wakes.
 namespace strata::cli {
 
 // Call before starting any thread: the threads started afterwards (the engine's workers,
@@ -20,8 +20,14 @@ bool take_interrupt();
 enum class Wait { Input, Interrupted, Signalled };
 // Waits for `fd` to have input (or an error, for its read to report), for Ctrl-C (pressed since
 // take_interrupt last cleared the flag, which stays set) or another signal. SIGINT is blocked
-// while the flag is read and let through only inside the wait, so none comes unseen between them.
+// while the flag is read and let through only inside the wait, so none comes unseen between
+// them; one still pending as the wait ends (come with a key, or raised again by the line
+// editor's own handler) is taken before it returns.
 Wait wait_for_input(int fd);
+// Do-nothing handlers for SIGWINCH and SIGCONT (other calls restarted), so that a terminal
+// resized or continued wakes wait_for_input (Signalled) also after the line editor's one-shot
+// handlers for them have put the process's back.
+void wake_on_terminal_signals();
 
 // While it lives (the model loading, before the chat's handler is installed), Ctrl-C ends the
 // process with status 130 as it would anywhere else, instead of waiting in the blocked mask

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <cwchar>
 #include <system_error>
+#include <utility>
 
 #include "core/log.h"
 #include "tools/chat/interrupt.h"
@@ -45,26 +46,37 @@ bool pasted_text_follows() {
     return waiting;
 }
 
-// The line editor's reads: a key's bytes decoded (UTF-8, the locale's) into one character, and
-// end of input once Ctrl-C was pressed. Ctrl-C ended the editor's own read by interrupting it,
-// so one that came between two reads interrupted none and waited for the next key.
-int read_key(FILE*) {
+// The line editor's reads, so that Ctrl-C at the prompt is never lost: it ended the editor's
+// own read by interrupting it, so one that came between two reads waited for the next key. A
+// key's bytes are decoded (UTF-8, the locale's) into one character, as the editor did: bytes
+// that are no character dropped, one that breaks a sequence read again as the next's start.
+int read_key(FILE* in) {
+    const int fd = in ? fileno(in) : STDIN_FILENO;
     std::mbstate_t state{};
+    bool partial = false;
     for (;;) {
-        switch (wait_for_input(STDIN_FILENO)) {
-            case Wait::Interrupted: return -1;
-            case Wait::Signalled: rl_resize_terminal(); continue;  // as the editor's read did on SIGWINCH
+        switch (wait_for_input(fd)) {
+            case Wait::Interrupted: return -1;  // the editor ends the line; take_interrupt says why
+            case Wait::Signalled:  // resized, or continued after a stop: the line editor takes the size
+                rl_resize_terminal();
+                continue;
             case Wait::Input: break;
         }
         char byte = 0;
-        const ssize_t n = ::read(STDIN_FILENO, &byte, 1);
-        if (n < 0 && errno == EINTR) continue;
+        const ssize_t n = ::read(fd, &byte, 1);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n <= 0) return -1;  // the terminal closed
-        wchar_t c = 0;
-        const size_t used = std::mbrtowc(&c, &byte, 1, &state);
-        if (used == static_cast<size_t>(-2)) continue;  // more bytes of the character follow
-        if (used == static_cast<size_t>(-1)) return static_cast<unsigned char>(byte);  // not the locale's: the byte
-        return static_cast<int>(c);
+        for (;;) {
+            wchar_t c = 0;
+            const size_t used = std::mbrtowc(&c, &byte, 1, &state);
+            if (used == static_cast<size_t>(-2)) {
+                partial = true;
+                break;
+            }
+            if (used != static_cast<size_t>(-1)) return static_cast<int>(c);
+            state = {};
+            if (!std::exchange(partial, false)) break;
+        }
     }
 }
 }  // namespace
@@ -122,6 +134,7 @@ LineInput::LineInput(std::filesystem::path history_file) : history_file_(std::mo
     if (!ctype || std::strcmp(ctype, "C") == 0 || std::strcmp(ctype, "POSIX") == 0) std::setlocale(LC_CTYPE, "C.UTF-8");
     rl_readline_name = "strata";  // the application name ~/.editrc rules can match
     rl_getc_function = read_key;  // before using_history, which sets the editor up
+    wake_on_terminal_signals();   // the editor keeps these as the process's own
     using_history();
     stifle_history(kHistoryLines);
     std::error_code ec;

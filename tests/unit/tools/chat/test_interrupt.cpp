@@ -1,11 +1,13 @@
 // tools/chat/interrupt: the prompt's wait for a key ends with Ctrl-C however the signal falls
-// against it, before the wait or during it, and wakes for other signals (a resize).
+// against it (before the wait, during it, raised again by the line editor's handler), and wakes
+// for other signals (a resize).
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -16,22 +18,31 @@ using namespace strata::cli;
 namespace {
 
 extern "C" void ignore_signal(int) {}
+// As the line editor's own SIGINT handler does while it reads: puts the process's handler back
+// and raises the signal again, which stays pending until the handler returns.
+extern "C" void raise_again(int) {
+    catch_sigint_here();
+    raise(SIGINT);
+}
 
-// A pipe whose read end is waited on, and the SIGINT and SIGUSR1 actions the test found,
-// restored when it ends.
+// A pipe whose read end is waited on; the signal actions and mask the test found, restored
+// when it ends.
 struct Waited {
     int fds[2] = {-1, -1};
     struct sigaction sigint_before{}, usr1_before{};
+    sigset_t mask_before{};
     Waited() {
         REQUIRE(pipe(fds) == 0);
         sigaction(SIGINT, nullptr, &sigint_before);
         sigaction(SIGUSR1, nullptr, &usr1_before);
+        pthread_sigmask(SIG_SETMASK, nullptr, &mask_before);
         catch_sigint_here();
         take_interrupt();
     }
     ~Waited() {
         sigaction(SIGINT, &sigint_before, nullptr);
         sigaction(SIGUSR1, &usr1_before, nullptr);
+        pthread_sigmask(SIG_SETMASK, &mask_before, nullptr);
         close(fds[0]);
         close(fds[1]);
     }
@@ -69,18 +80,44 @@ TEST_CASE("chat interrupt: Ctrl-C during the prompt's wait ends it; another sign
     CHECK(wait_for_input(w.fds[0]) == Wait::Interrupted);
     ctrl_c.join();
     CHECK(take_interrupt());
-    // A resize's signal (SIGUSR1 here, caught without restarting): Signalled, no Ctrl-C.
+    // A resize's signal (SIGUSR1 here, its handler restarting other calls): Signalled, no Ctrl-C.
+    // Sent until the wait has ended: one that came before it would be spent.
     struct sigaction sa{};
     sa.sa_handler = ignore_signal;
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, nullptr);
-    std::thread resize([waiting] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        pthread_kill(waiting, SIGUSR1);
+    std::atomic<bool> woken{false};
+    std::thread resize([waiting, &woken] {
+        while (!woken) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            if (!woken) pthread_kill(waiting, SIGUSR1);
+        }
     });
     CHECK(wait_for_input(w.fds[0]) == Wait::Signalled);
+    woken = true;
     resize.join();
     CHECK_FALSE(take_interrupt());
     key.join();
     CHECK(wait_for_input(w.fds[0]) == Wait::Input);
+}
+
+TEST_CASE("chat interrupt: Ctrl-C the line editor's handler raises again still ends the wait", "[unit][chat]") {
+    Waited w;
+    std::thread key = w.key_after(std::chrono::seconds(2));
+    struct sigaction sa{};
+    sa.sa_handler = raise_again;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    const pthread_t waiting = pthread_self();
+    std::thread ctrl_c([waiting] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        pthread_kill(waiting, SIGINT);
+    });
+    // The wait wakes with the flag still clear, the signal raised again pending: it is taken
+    // before the wait returns, which then says Interrupted, not another signal.
+    CHECK(wait_for_input(w.fds[0]) == Wait::Interrupted);
+    ctrl_c.join();
+    CHECK(take_interrupt());
+    key.join();
 }
