@@ -632,9 +632,11 @@ TEST_CASE("sim device: memory taken away before load runs the model on the CPU",
     o.plan = all_on_device(plan_of(o));
     Engine e(shrinking(o, 0, uint64_t{1} << 20));
     CHECK(e.backend_name() == "cpu");
-    CHECK(greedy_tokens(e, 8) == greedy_tokens(cpu, 8));
-    // Every layer's weights and KV cache in DRAM, charged as the CPU alone charges them.
+    // Every layer's weights and KV cache in DRAM, charged as the CPU alone charges them once
+    // loaded (generating may charge more: the logits of a speculative pass the CPU alone's plan
+    // chooses by this machine's probe).
     CHECK(e.gauges().dram_used == cpu.gauges().dram_used);
+    CHECK(greedy_tokens(e, 8) == greedy_tokens(cpu, 8));
 }
 
 TEST_CASE("sim device: memory taken away below the device's own buffers leaves it, the CPU alone goes on, same greedy tokens",

@@ -55,6 +55,24 @@ struct Waited {
     }
 };
 
+// `handler` for `signo`, with `flags`.
+void handle(int signo, void (*handler)(int), int flags) {
+    struct sigaction sa{};
+    sa.sa_handler = handler;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    sigaction(signo, &sa, nullptr);
+}
+
+// Sends `signo` to the calling thread from another, 50 ms from now (within its wait).
+std::thread signal_soon(int signo) {
+    const pthread_t waiting = pthread_self();
+    return std::thread([waiting, signo] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        pthread_kill(waiting, signo);
+    });
+}
+
 }  // namespace
 
 TEST_CASE("chat interrupt: Ctrl-C pressed before the prompt's wait ends it at once", "[unit][chat]") {
@@ -72,21 +90,14 @@ TEST_CASE("chat interrupt: Ctrl-C pressed before the prompt's wait ends it at on
 TEST_CASE("chat interrupt: Ctrl-C during the prompt's wait ends it; another signal wakes it", "[unit][chat]") {
     Waited w;
     std::thread key = w.key_after(std::chrono::seconds(2));
-    const pthread_t waiting = pthread_self();
-    std::thread ctrl_c([waiting] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        pthread_kill(waiting, SIGINT);
-    });
+    std::thread ctrl_c = signal_soon(SIGINT);
     CHECK(wait_for_input(w.fds[0]) == Wait::Interrupted);
     ctrl_c.join();
     CHECK(take_interrupt());
     // A resize's signal (SIGUSR1 here, its handler restarting other calls): Signalled, no Ctrl-C.
     // Sent until the wait has ended: one that came before it would be spent.
-    struct sigaction sa{};
-    sa.sa_handler = ignore_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, nullptr);
+    handle(SIGUSR1, ignore_signal, SA_RESTART);
+    const pthread_t waiting = pthread_self();
     std::atomic<bool> woken{false};
     std::thread resize([waiting, &woken] {
         while (!woken) {
@@ -105,15 +116,8 @@ TEST_CASE("chat interrupt: Ctrl-C during the prompt's wait ends it; another sign
 TEST_CASE("chat interrupt: Ctrl-C the line editor's handler raises again still ends the wait", "[unit][chat]") {
     Waited w;
     std::thread key = w.key_after(std::chrono::seconds(2));
-    struct sigaction sa{};
-    sa.sa_handler = raise_again;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
-    const pthread_t waiting = pthread_self();
-    std::thread ctrl_c([waiting] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        pthread_kill(waiting, SIGINT);
-    });
+    handle(SIGINT, raise_again, 0);
+    std::thread ctrl_c = signal_soon(SIGINT);
     // The wait wakes with the flag still clear, the signal raised again pending: it is taken
     // before the wait returns, which then says Interrupted, not another signal.
     CHECK(wait_for_input(w.fds[0]) == Wait::Interrupted);
