@@ -54,13 +54,18 @@ Wait wait_for_input(int fd) {
     return g_interrupted ? Wait::Interrupted : got;
 }
 
-void wake_on_terminal_signals() {
+WakeOnTerminalSignals::WakeOnTerminalSignals() {
     struct sigaction sa{};
     sa.sa_handler = on_terminal_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;  // a wait (ppoll) returns all the same
-    sigaction(SIGWINCH, &sa, nullptr);
-    sigaction(SIGCONT, &sa, nullptr);
+    sigaction(SIGWINCH, &sa, &winch_before_);
+    sigaction(SIGCONT, &sa, &cont_before_);
+}
+
+WakeOnTerminalSignals::~WakeOnTerminalSignals() {
+    sigaction(SIGWINCH, &winch_before_, nullptr);
+    sigaction(SIGCONT, &cont_before_, nullptr);
 }
 
 LeaveOnInterrupt::LeaveOnInterrupt()

@@ -1,4 +1,6 @@
 #pragma once
+#include <signal.h>
+
 #include <atomic>
 #include <thread>
 
@@ -24,10 +26,20 @@ enum class Wait { Input, Interrupted, Signalled };
 // them; one still pending as the wait ends (come with a key, or raised again by the line
 // editor's own handler) is taken before it returns.
 Wait wait_for_input(int fd);
-// Do-nothing handlers for SIGWINCH and SIGCONT (other calls restarted), so that a terminal
-// resized or continued wakes wait_for_input (Signalled) also after the line editor's one-shot
-// handlers for them have put the process's back.
-void wake_on_terminal_signals();
+// While it lives (the prompt's line editor reading), SIGWINCH and SIGCONT have do-nothing
+// handlers (other calls restarted), so that a terminal resized or continued wakes
+// wait_for_input (Signalled) also after the line editor's one-shot handlers for them have put
+// these back. Their actions before come back after: a reply's threads never see them.
+class WakeOnTerminalSignals {
+public:
+    WakeOnTerminalSignals();
+    ~WakeOnTerminalSignals();
+    WakeOnTerminalSignals(const WakeOnTerminalSignals&) = delete;
+    WakeOnTerminalSignals& operator=(const WakeOnTerminalSignals&) = delete;
+
+private:
+    struct sigaction winch_before_{}, cont_before_{};
+};
 
 // While it lives (the model loading, before the chat's handler is installed), Ctrl-C ends the
 // process with status 130 as it would anywhere else, instead of waiting in the blocked mask

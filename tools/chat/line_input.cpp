@@ -134,7 +134,6 @@ LineInput::LineInput(std::filesystem::path history_file) : history_file_(std::mo
     if (!ctype || std::strcmp(ctype, "C") == 0 || std::strcmp(ctype, "POSIX") == 0) std::setlocale(LC_CTYPE, "C.UTF-8");
     rl_readline_name = "strata";  // the application name ~/.editrc rules can match
     rl_getc_function = read_key;  // before using_history, which sets the editor up
-    wake_on_terminal_signals();   // the editor keeps these as the process's own
     using_history();
     stifle_history(kHistoryLines);
     std::error_code ec;
@@ -145,7 +144,10 @@ LineInput::LineInput(std::filesystem::path history_file) : history_file_(std::mo
 LineInput::Result LineInput::read_message() {
     for (;;) {
         take_interrupt();  // a Ctrl-C from before the prompt was shown (during a command) is spent
-        char* raw = readline(assembler_.pending() ? "... " : "> ");
+        char* raw = [&] {
+            const WakeOnTerminalSignals woken;  // the editor keeps these as the process's own
+            return readline(assembler_.pending() ? "... " : "> ");
+        }();
         if (!raw) {
             assembler_.clear();
             if (take_interrupt()) {

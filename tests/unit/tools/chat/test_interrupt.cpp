@@ -1,6 +1,6 @@
 // tools/chat/interrupt: the prompt's wait for a key ends with Ctrl-C however the signal falls
 // against it (before the wait, during it, raised again by the line editor's handler), and wakes
-// for other signals (a resize).
+// for a resize while the prompt's handlers for it live.
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
@@ -17,7 +17,6 @@ using namespace strata::cli;
 
 namespace {
 
-extern "C" void ignore_signal(int) {}
 // As the line editor's own SIGINT handler does while it reads: puts the process's handler back
 // and raises the signal again, which stays pending until the handler returns.
 extern "C" void raise_again(int) {
@@ -29,19 +28,17 @@ extern "C" void raise_again(int) {
 // when it ends.
 struct Waited {
     int fds[2] = {-1, -1};
-    struct sigaction sigint_before{}, usr1_before{};
+    struct sigaction sigint_before{};
     sigset_t mask_before{};
     Waited() {
         REQUIRE(pipe(fds) == 0);
         sigaction(SIGINT, nullptr, &sigint_before);
-        sigaction(SIGUSR1, nullptr, &usr1_before);
         pthread_sigmask(SIG_SETMASK, nullptr, &mask_before);
         catch_sigint_here();
         take_interrupt();
     }
     ~Waited() {
         sigaction(SIGINT, &sigint_before, nullptr);
-        sigaction(SIGUSR1, &usr1_before, nullptr);
         pthread_sigmask(SIG_SETMASK, &mask_before, nullptr);
         close(fds[0]);
         close(fds[1]);
@@ -55,11 +52,10 @@ struct Waited {
     }
 };
 
-// `handler` for `signo`, with `flags`.
-void handle(int signo, void (*handler)(int), int flags) {
+// `handler` for `signo`, not restarting calls.
+void handle(int signo, void (*handler)(int)) {
     struct sigaction sa{};
     sa.sa_handler = handler;
-    sa.sa_flags = flags;
     sigemptyset(&sa.sa_mask);
     sigaction(signo, &sa, nullptr);
 }
@@ -94,21 +90,28 @@ TEST_CASE("chat interrupt: Ctrl-C during the prompt's wait ends it; another sign
     CHECK(wait_for_input(w.fds[0]) == Wait::Interrupted);
     ctrl_c.join();
     CHECK(take_interrupt());
-    // A resize's signal (SIGUSR1 here, its handler restarting other calls): Signalled, no Ctrl-C.
-    // Sent until the wait has ended: one that came before it would be spent.
-    handle(SIGUSR1, ignore_signal, SA_RESTART);
-    const pthread_t waiting = pthread_self();
-    std::atomic<bool> woken{false};
-    std::thread resize([waiting, &woken] {
-        while (!woken) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            if (!woken) pthread_kill(waiting, SIGUSR1);
-        }
-    });
-    CHECK(wait_for_input(w.fds[0]) == Wait::Signalled);
-    woken = true;
-    resize.join();
+    // A resize, while the prompt's handlers for it live: Signalled, no Ctrl-C. Sent until the wait
+    // has ended: one that came before it would be spent.
+    struct sigaction winch_before{}, winch_after{};
+    sigaction(SIGWINCH, nullptr, &winch_before);
+    {
+        const WakeOnTerminalSignals prompt;
+        const pthread_t waiting = pthread_self();
+        std::atomic<bool> woken{false};
+        std::thread resize([waiting, &woken] {
+            while (!woken) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                if (!woken) pthread_kill(waiting, SIGWINCH);
+            }
+        });
+        CHECK(wait_for_input(w.fds[0]) == Wait::Signalled);
+        woken = true;
+        resize.join();
+    }
     CHECK_FALSE(take_interrupt());
+    // Past the prompt a resize is what it was before (ignored): a reply's threads never see it.
+    sigaction(SIGWINCH, nullptr, &winch_after);
+    CHECK(winch_after.sa_handler == winch_before.sa_handler);
     key.join();
     CHECK(wait_for_input(w.fds[0]) == Wait::Input);
 }
@@ -116,7 +119,7 @@ TEST_CASE("chat interrupt: Ctrl-C during the prompt's wait ends it; another sign
 TEST_CASE("chat interrupt: Ctrl-C the line editor's handler raises again still ends the wait", "[unit][chat]") {
     Waited w;
     std::thread key = w.key_after(std::chrono::seconds(2));
-    handle(SIGINT, raise_again, 0);
+    handle(SIGINT, raise_again);
     std::thread ctrl_c = signal_soon(SIGINT);
     // The wait wakes with the flag still clear, the signal raised again pending: it is taken
     // before the wait returns, which then says Interrupted, not another signal.
