@@ -15,8 +15,8 @@
 #      16, 8 and 0 on the same file (the synthetic llama3-8b Q4_0), each with the plan's
 #      prediction (GPU_CHECK_REPS repetitions, default 2); decode at depth 4096
 #   6. CPU attention beside the GPU: batch 16 at depth 8192 on a synthetic tinyllama-1.1b, the KV
-#      cache in DRAM (--attention cpu, traced, and beside the simulated device on the same host)
-#      against on the device (--attention gpu)
+#      cache in DRAM (--attention cpu, and beside the simulated device on the same host)
+#      against on the device (--attention gpu), both traced
 #   7. 8-layer Q4_K, Q6_K and Q8_0 slices of the llama3-8b, every layer on the GPU, beside llama.cpp
 #   8. the decode kernels' times under Nsight Compute (ncu), with GPU_CHECK_NCU=1
 #
@@ -112,7 +112,7 @@ run 120 "$unit" "$tag" -r compact
 run 150 "$model" "$tag" -r compact
 if [[ $device == cuda && ${GPU_CHECK_SANITIZE:-0} == 1 ]] && command -v compute-sanitizer >/dev/null; then
     run 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$unit" "[gpu]" -r compact
-    run 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$unit" "cuda device: attention*" "cuda device: matmul*" -r compact
+    run 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$unit" "cuda device: attention*,cuda device: matmul*" -r compact
 else
     note "compute-sanitizer: not run ($([[ $device == cuda ]] && echo 'GPU_CHECK_SANITIZE=1 runs it' || echo 'simulated device'))."
 fi
@@ -191,10 +191,9 @@ small=$work/tinyllama-1.1b-Q4_0.gguf
 make_synth "$small" --shape tinyllama-1.1b --type Q4_0 "${layers[@]}"
 if [[ -f $small ]]; then
     for where in cpu gpu; do
-        # The CPU-attention run's trace (the CPU's attention per sub-batch beside the device's
-        # streams) is kept beside the report.
-        trace=()
-        [[ $where == cpu ]] && trace=(--trace "$(dirname "$report")/cpu_attention_trace.json")
+        # Each run's trace is kept beside the report: the CPU's attention per sub-batch beside the
+        # device's streams, and the device's own ops when it attends.
+        trace=(--trace "$(dirname "$report")/${where}_attention_trace.json")
         run 150 "$strata" bench -m "$small" -p 0 -n 16 -b 16 -d "$depth" -c $((depth + 128)) -r 1 --device "$device" \
             --attention "$where" --show-plan -v "${trace[@]}"
     done
@@ -213,7 +212,8 @@ done
 
 section "8. Decode kernels under Nsight Compute"
 if [[ $device == cuda && ${GPU_CHECK_NCU:-0} == 1 ]] && command -v ncu >/dev/null && [[ -f $synth ]]; then
-    run 180 ncu --kernel-name regex:'matvec|attention|prepare_input|rms_norm|rope' --launch-skip 200 --launch-count 40 \
+    # The clocks as they run (ncu's own clock control failed to profile a kernel on the H200).
+    run 180 ncu --clock-control none --kernel-name regex:'matvec|attention|prepare_input|rms_norm|rope' --launch-skip 200 --launch-count 40 \
         --section SpeedOfLight --csv "$strata" generate -m "$synth" -p "Hello" -n 4 --temp 0 --device cuda
 else
     note "ncu: not run ($([[ $device == cuda ]] && echo 'GPU_CHECK_NCU=1 runs it, where ncu is installed and reads the counters' || echo 'simulated device'))."

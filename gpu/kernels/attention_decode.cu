@@ -25,7 +25,7 @@ using blocks::KvKind;
 constexpr int kThreads = 128;
 constexpr int kSplitKeys = kAttentionSplitBlocks * kKvBlockSize;  // 128 keys per split
 constexpr int kMaxGroup = 16;  // query heads one thread block handles; larger groups take several
-constexpr int kValueBatch = 8;  // value rows whose reads a thread has in flight at once
+constexpr int kValueBatch = 16;  // value rows whose reads a thread has in flight at once
 constexpr int kScoreKeys = 2;   // keys whose reads a lane group has in flight at once
 
 // The keys `row` attends to, by position: every position up to its own (a draft tree's row stands
@@ -75,9 +75,17 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
         return;
     }
     for (int i = threadIdx.x; i < heads * hd; i += kThreads) q[i] = a.q[(row * a.n_head + h0) * hd + i] * scale;
+    // Each key's row in the cache, found once for the scores and the values alike (its block
+    // table entry read, a draft tree row's mask walked): found where it was read, the table's
+    // load waited out a round trip to memory before every batch of keys' and values' own.
+    __shared__ int64_t key_row[kSplitKeys];
+    const int32_t* table = a.block_tables + row * a.max_blocks;
+    for (int jj = threadIdx.x; jj < n; jj += kThreads) {
+        if (j0 + jj < first_key) continue;  // before the window: not read
+        key_row[jj] = kv_row_offset(table, key_slot(a, row, j0 + jj), a.row_stride, a.block_stride);
+    }
     __syncthreads();
 
-    const int32_t* table = a.block_tables + row * a.max_blocks;
     const int64_t head_at = int64_t(hk) * hd;  // the KV head's first value in a row
     // Scores: `lanes` lanes per key split the head eight values each; each lane group takes
     // kScoreKeys keys a pass and reads them all before using any, so that the reads overlap.
@@ -92,7 +100,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
         for (int b = 0; b < kScoreKeys; ++b) {
             jj[b] = jb + b * per_pass + int(threadIdx.x) / lanes;
             valid[b] = jj[b] < n && j0 + jj[b] >= first_key;  // a key before the window is not read
-            k[b] = valid[b] ? kv_row_at(a.k, table, key_slot(a, row, j0 + jj[b]), a.row_stride, a.block_stride) : nullptr;
+            k[b] = valid[b] ? static_cast<const uint8_t*>(a.k) + key_row[jj[b]] : nullptr;
 #pragma unroll
             for (int g = 0; g < kMaxGroup; ++g) acc[b][g] = 0.0f;
         }
@@ -151,7 +159,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     // in key order. A batch of kValueBatch rows' values is read before any is weighed, so that
     // the reads are in flight together: read one at a time, each waits out the memory's latency,
     // and a split's 128 keys cost about as much at any depth (the H200's probe: 142 us a layer
-    // at 512 positions, 150 at 4096).
+    // at 512 positions, 150 at 4096; with 8 rows at once and each row's table entry read before
+    // it, 106 and 118).
     const int64_t value_at = int64_t(hk) * vd;
     for (int d = threadIdx.x; d < vd; d += kThreads) {
         float o[kMaxGroup];
@@ -164,9 +173,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
                 const int jj = jb + u;
                 // A key before the window weighs 0 and is not read (uniform over the block).
                 const bool read = jj < n && j0 + jj >= first_key;
-                v[u] = read ? E::one(kv_row_at(a.v, table, key_slot(a, row, j0 + jj), a.row_stride, a.block_stride),
-                                     value_at + d)
-                            : 0.0f;
+                v[u] = read ? E::one(static_cast<const uint8_t*>(a.v) + key_row[jj], value_at + d) : 0.0f;
             }
 #pragma unroll
             for (int u = 0; u < kValueBatch; ++u) {
@@ -254,7 +261,8 @@ void decode_launch(const DecodeAttentionArgs& a, int64_t row0, int64_t n_rows, C
         }
     });
     cuda_check_launch("attention (decode splits)");
-    const size_t weights = sizeof(float) * size_t(n_splits);
+    // Whole 16-byte words: the compiler reads the weights four at a time, for the last 1-3 splits too.
+    const size_t weights = sizeof(float) * size_t((n_splits + 3) / 4 * 4);
     allow_smem(decode_reduce_kernel, weights);
     decode_reduce_kernel<<<dim3(a.n_head, static_cast<unsigned>(n_rows)), kReduceThreads, weights, s.get()>>>(a, row0, n_splits);
     cuda_check_launch("attention (decode reduce)");

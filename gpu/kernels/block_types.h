@@ -33,19 +33,11 @@ decltype(auto) with_block(DType type, Fn&& fn) {
     }
 }
 
-// A span: 256 values of a row (8 chunks: eight blocks of 32, or one super-block), which the
-// decode kernel reads whole with 16-byte loads where its bytes allow (kSpanLoads).
-inline constexpr int64_t kSpanValues = 256, kSpanChunks = kSpanValues / kActBlock;
-template <class B>
-inline constexpr int kSpanBytes = B::kBytes * int(kSpanValues / B::kValues);
-template <class B>
-inline constexpr bool kSpanLoads = kSpanBytes<B> % 16 == 0;
-
-// The other types' rows (Q6_K's 210-byte spans, Q3_K's 110, MXFP4's 17-byte blocks, ...) are
-// read a tile of up to kTileChunks chunks (eight spans) at a time: the 16-byte words from the
-// one at or before the tile's first byte to the one holding its last, copied to shared memory,
-// where the tile starts `skip` bytes in (so it keeps its alignment mod 16, which the block
-// loads assume). A tile starts at a chunk that starts a block.
+// The decode kernel reads a row a tile of up to kTileChunks chunks (eight super-blocks of 256
+// values) at a time: the 16-byte words from the one at or before the tile's first byte to the one
+// holding its last, copied to shared memory, where the tile starts `skip` bytes in (so it keeps
+// its alignment mod 16, which the block loads assume). A tile starts at a chunk that starts a
+// block. Whatever the block's size (Q4_0's 18 bytes, Q6_K's 210, MXFP4's 17) and the row's alignment.
 inline constexpr int64_t kTileChunks = 64;
 template <class B>
 inline constexpr int kTileWords = int(kTileChunks * kActBlock / B::kValues) * B::kBytes / 16 + 2;  // room for any skip

@@ -25,10 +25,14 @@ void with_kv_kind(DType type, Fn&& fn) {
     }
 }
 
-// Row t's bytes in a paged cache: block table entry t / kKvBlockSize, row t % kKvBlockSize.
+// Where row t lies in a paged cache, in bytes: block table entry t / kKvBlockSize, row t % kKvBlockSize.
+__device__ __forceinline__ int64_t kv_row_offset(const int32_t* table, int64_t t, int64_t row_stride, int64_t block_stride) {
+    return table[t / kKvBlockSize] * block_stride + (t % kKvBlockSize) * row_stride;
+}
+// Row t's bytes in a paged cache.
 __device__ __forceinline__ const uint8_t* kv_row_at(const void* cache, const int32_t* table, int64_t t,
                                                     int64_t row_stride, int64_t block_stride) {
-    return static_cast<const uint8_t*>(cache) + table[t / kKvBlockSize] * block_stride + (t % kKvBlockSize) * row_stride;
+    return static_cast<const uint8_t*>(cache) + kv_row_offset(table, t, row_stride, block_stride);
 }
 
 }  // namespace strata::gpu

@@ -94,7 +94,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, const
 // live at once.
 constexpr int kColGroup = 8;
 
-// B::dot_chunk of weight chunk c (of the row or span at w) with activation block c0 + c of each
+// B::dot_chunk of weight chunk c (of the tile at w) with activation block c0 + c of each
 // of kCols activation rows, from the row at act on, act_stride bytes apart.
 template <class B, int kCols>
 __device__ __forceinline__ void dot_cols(const uint8_t* __restrict__ w, int64_t c, const uint8_t* act, uint64_t act_stride,
@@ -120,84 +120,13 @@ struct RowThread {
           sub((int(threadIdx.x / 32) % kWarpsPerRow) * 32 + int(threadIdx.x % 32)) {}
 };
 
-template <class B, int kWarpsPerRow, int kCols>
-__global__ void __launch_bounds__(kThreads)
-    matvec_block_kernel(const uint8_t* __restrict__ w0, const uint8_t* __restrict__ w1, const uint8_t* __restrict__ w2,
-                        const MatvecParts parts, uint64_t row_bytes, const uint8_t* __restrict__ act, uint64_t act_stride,
-                        int64_t n_cols, bool lo) {
-    constexpr int kRowThreads = RowThread<kWarpsPerRow>::kRowThreads;
-    const PartBlock at_part = part_block(parts);
-    const unsigned block = at_part.block;
-    const RowThread<kWarpsPerRow> at(block);
-    const int64_t r = at.row;
-    const int sub = at.sub;
-    float acc[kCols];
-#pragma unroll
-    for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
-    if (r < part_out(parts, at_part.part).n_rows) {
-        const uint8_t* row = part_weights(at_part.part, w0, w1, w2) + r * row_bytes;
-        for (int64_t c = sub; c < n_cols / kActBlock; c += kRowThreads)
-            dot_cols<B, kCols>(row, c, act, act_stride, n_cols, 0, lo, acc);
-    }
-    store_rows<kWarpsPerRow, kCols>(acc, r, parts, at_part.part);
-}
-
-// Rows whose spans (block_types.h) are whole 16-byte words: each lane of a row's kLanes copies
-// a span at a time into registers with 16-byte loads (eight blocks' bytes in flight where the
-// kernel above has one block's 16-bit loads) and takes its eight chunks from there, for up to
-// kColGroup activation rows (more take another pass over the row's spans, which the first left
-// in cache: all of a pass's chunks and activations are live at once).
-template <class B, int kLanes, int kCols>
-__device__ __forceinline__ void span_pass(const uint4* row, int lane, const uint8_t* act, uint64_t act_stride,
-                                          int64_t n_cols, bool lo, float* acc) {
-    constexpr int kWords = kSpanBytes<B> / 16;
-    for (int64_t s = lane; s < n_cols / kSpanValues; s += kLanes) {
-        uint4 span[kWords];
-#pragma unroll
-        for (int i = 0; i < kWords; ++i) span[i] = __ldg(row + s * kWords + i);
-#pragma unroll
-        for (int j = 0; j < kSpanChunks; ++j)
-            dot_cols<B, kCols>(reinterpret_cast<const uint8_t*>(span), j, act, act_stride, n_cols, s * kSpanChunks, lo, acc);
-    }
-}
-
-// The row's lanes sum their parts by shuffles in a fixed order.
-template <class B, int kLanes, int kCols>
-__global__ void __launch_bounds__(kThreads)
-    matvec_span_kernel(const uint8_t* __restrict__ w0, const uint8_t* __restrict__ w1, const uint8_t* __restrict__ w2,
-                       const MatvecParts parts, uint64_t row_bytes, const uint8_t* __restrict__ act, uint64_t act_stride,
-                       int64_t n_cols, bool lo) {
-    constexpr int kFirst = kCols < kColGroup ? kCols : kColGroup;
-    const PartBlock at_part = part_block(parts);
-    const unsigned block = at_part.block;
-    const int lane = threadIdx.x % kLanes;
-    const int64_t r = int64_t(block) * (kThreads / kLanes) + threadIdx.x / kLanes;
-    float acc[kCols];
-#pragma unroll
-    for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
-    if (r < part_out(parts, at_part.part).n_rows) {
-        const uint4* row = reinterpret_cast<const uint4*>(part_weights(at_part.part, w0, w1, w2) + r * row_bytes);
-        span_pass<B, kLanes, kFirst>(row, lane, act, act_stride, n_cols, lo, acc);
-        if constexpr (kCols > kColGroup)
-            span_pass<B, kLanes, kCols - kColGroup>(row, lane, act + kColGroup * act_stride, act_stride, n_cols, lo,
-                                                    acc + kColGroup);
-    }
-#pragma unroll
-    for (int t = 0; t < kCols; ++t) acc[t] = group_sum(acc[t], kLanes);
-    const MatvecPart out = part_out(parts, at_part.part);
-    if (lane != 0 || r >= out.n_rows) return;
-#pragma unroll
-    for (int t = 0; t < kCols; ++t) {
-        float* dst = out.y + int64_t(t) * out.ldy + r;
-        *dst = out.accumulate ? *dst + acc[t] : acc[t];
-    }
-}
-
-// Rows of the other types (block_types.h: Q6_K's 210-byte spans, MXFP4's 17-byte blocks, ...),
-// kWarpsPerRow warps a row: warp w of a row copies its tiles w, w + kWarpsPerRow, ... into
-// shared memory with 16-byte loads, then each lane takes chunks lane, lane + 32, ... of the
-// tile; the warp's next tile is in flight meanwhile. (Read block by block, a lane's 16-bit loads
-// of Q6_K's fields are 32 a chunk.)
+// Block-quantized rows, kWarpsPerRow warps a row: warp w of a row copies its tiles w,
+// w + kWarpsPerRow, ... of 64 chunks into shared memory with 16-byte loads, consecutive lanes
+// reading consecutive words (a warp's load is 512 bytes of the row), then each lane takes chunks
+// lane, lane + 32, ... of the tile; the warp's next tile is in flight meanwhile. Any block size
+// and row alignment (Q6_K's 210-byte super-blocks, MXFP4's 17-byte blocks). A lane that read its
+// own blocks' bytes instead (16-byte words 144 bytes apart across the warp for Q4_0) made each
+// load touch a sector per lane: the H200 measured that at 765 GB/s where this reads Q6_K at 1637.
 template <class B, int kWarpsPerRow, int kCols>
 __global__ void __launch_bounds__(kThreads)
     matvec_tile_kernel(const uint8_t* __restrict__ w0, const uint8_t* __restrict__ w1, const uint8_t* __restrict__ w2,
@@ -323,22 +252,6 @@ void with_shape(int warps, int64_t n_tok, Fn&& fn) {
     }
 }
 
-// Lanes a row's spans are spread over, from the row's width alone: 8, 16 or 32.
-int span_lanes(int64_t n_cols) {
-    const int64_t spans = n_cols / kSpanValues;
-    return spans >= 32 ? 32 : spans >= 16 ? 16 : 8;
-}
-
-// Calls fn(integral_constant<kLanes>) for span_lanes(n_cols).
-template <class Fn>
-void with_span_lanes(int64_t n_cols, Fn&& fn) {
-    switch (span_lanes(n_cols)) {
-        case 32: return fn(std::integral_constant<int, 32>{});
-        case 16: return fn(std::integral_constant<int, 16>{});
-        default: return fn(std::integral_constant<int, 8>{});
-    }
-}
-
 // The launch's parts, rows_per_block rows of each a thread block; `blocks`: the grid's size.
 MatvecParts parts_of(std::span<const WeightMatmul> ms, int64_t rows_per_block, unsigned& blocks) {
     MatvecParts ps{};
@@ -394,31 +307,13 @@ void matvec(std::span<const WeightMatmul> ms, const void* acts, CudaStream& s) {
     const uint64_t rb = row_bytes(m.type, m.n_cols), ab = act_row_bytes(m.n_cols);
     with_block(m.type, [&](auto block) {
         using B = decltype(block);
-        const int warps = kSpanLoads<B> ? warps_per_row(m.n_cols) : tile_warps_per_row(m.n_cols);
-        with_shape(warps, m.n_tok, [&](auto warps, auto cols) {
+        with_shape(tile_warps_per_row(m.n_cols), m.n_tok, [&](auto warps, auto cols) {
             constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
             unsigned blocks = 0;
-            // Rows start 16-byte aligned where they are whole spans, and the tiles read from the
-            // word at or before each (matmul checks the weights' start).
-            if constexpr (kSpanLoads<B>) {
-                if (m.n_cols % kSpanValues == 0)
-                    return with_span_lanes(m.n_cols, [&](auto lanes) {
-                        constexpr int L = decltype(lanes)::value;
-                        const MatvecParts parts = parts_of(ms, kThreads / L, blocks);
-                        if (blocks > 0)
-                            matvec_span_kernel<B, L, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab,
-                                                                                            m.n_cols, m.two_level_acts);
-                    });
-                const MatvecParts parts = parts_of(ms, kThreads / 32 / W, blocks);
-                if (blocks > 0)
-                    matvec_block_kernel<B, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab, m.n_cols,
-                                                                                     m.two_level_acts);
-            } else {
-                const MatvecParts parts = parts_of(ms, kThreads / 32 / W, blocks);
-                if (blocks > 0)
-                    matvec_tile_kernel<B, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab, m.n_cols,
-                                                                                    m.two_level_acts);
-            }
+            const MatvecParts parts = parts_of(ms, kThreads / 32 / W, blocks);
+            if (blocks > 0)
+                matvec_tile_kernel<B, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab, m.n_cols,
+                                                                                m.two_level_acts);
         });
     });
     cuda_check_launch("matvec");

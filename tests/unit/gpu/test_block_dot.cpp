@@ -80,82 +80,52 @@ void check_dots(DType type) {
     }
 }
 
-// The decode kernel's span path (gpu/kernels/matvec.cu): each span of 256 values copied out of
-// its row (as into a lane's registers) meets the activations from its first chunk on
-// (act_from); summed span by span it gives the row's own chunk-by-chunk sum, bit for bit.
+// The decode kernel's tile path (gpu/kernels/matvec.cu), every type: each tile of up to
+// kTileChunks chunks staged as the kernel stages it (tile_at's words from the one at or before
+// its first byte, tile_word zeroing what lies past the row), at the row's own alignment mod 16,
+// and summed chunk by chunk gives the row's own sum, bit for bit; no word reads past the row's
+// end (the weights' end for the last row). Rows of 5 x 256 values start at every even offset
+// mod 16 where their bytes allow (Q6_K's), a 32-value type's rows of an odd number of blocks at
+// odd ones too.
 template <class B>
-void check_spans(DType type) {
-    if constexpr (blocks::kSpanLoads<B>) {
-        std::mt19937 rng(13);
-        const int64_t n = 3 * blocks::kSpanValues;
-        const auto w = test::random_weights(type, kRows, n, rng);
-        const auto x = test::normal_floats(n, 14);
+void check_tiles(DType type) {
+    std::mt19937 rng(17);
+    std::vector<int64_t> widths = {20 * 256, 5 * 256};
+    if (B::kValues == blocks::kActBlock) widths.insert(widths.end(), {int64_t{2880}, int64_t{33 * 32}});
+    for (const int64_t n : widths) {
+        const int64_t chunks = n / blocks::kActBlock, rb = int64_t(row_bytes(type, n)), rows = 9;
+        INFO(n << " columns");
+        const auto w = test::random_weights(type, rows, n, rng);
+        std::vector<std::byte> held(w.size() + 32, std::byte{0xAB});  // the weights 16-byte aligned, then bytes not to read
+        auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(held.data()) + 15) & ~uintptr_t{15});
+        std::copy(w.begin(), w.end(), base);
+        const auto x = test::normal_floats(n, 18);
         std::vector<uint8_t> act(cpu::act_q8x2_bytes(n));
         cpu::quantize_act_ref(cpu::ActFormat::Q8x2, x.data(), act.data(), n);
         const blocks::ActRow a = blocks::act_row(act.data(), n);
-        for (int64_t r = 0; r < kRows; ++r) {
-            const uint8_t* row = w.data() + r * row_bytes(type, n);
-            float whole = 0.0f, spans = 0.0f;
-            for (int64_t c = 0; c < n / 32; ++c) B::template dot_chunk<1>(row, c, &a, true, &whole);
-            for (int64_t s = 0; s < n / blocks::kSpanValues; ++s) {
-                alignas(16) uint8_t span[blocks::kSpanBytes<B>];
-                std::copy_n(row + s * blocks::kSpanBytes<B>, blocks::kSpanBytes<B>, span);
-                const blocks::ActRow from = blocks::act_from(a, s * blocks::kSpanChunks);
-                for (int j = 0; j < blocks::kSpanChunks; ++j) B::template dot_chunk<1>(span, j, &from, true, &spans);
-            }
+        for (int64_t r = 0; r < rows; ++r) {
             INFO("row " << r);
-            CHECK(spans == whole);
-        }
-    }
-}
-
-// The decode kernel's tile path, for the types whose spans are not whole 16-byte words: each
-// tile of up to kTileChunks chunks staged as the kernel stages it (tile_at's words from the one
-// at or before its first byte, tile_word zeroing what lies past the row), at the row's own
-// alignment mod 16, and summed chunk by chunk gives the row's own sum, bit for bit; no word
-// reads past the row's end (the weights' end for the last row). Rows of 5 spans start at every
-// even offset mod 16, and a 32-value type's rows of an odd number of blocks at odd ones too.
-template <class B>
-void check_tiles(DType type) {
-    if constexpr (!blocks::kSpanLoads<B>) {
-        std::mt19937 rng(17);
-        std::vector<int64_t> widths = {20 * blocks::kSpanValues, 5 * blocks::kSpanValues};
-        if (B::kValues == blocks::kActBlock) widths.insert(widths.end(), {int64_t{2880}, int64_t{33 * 32}});
-        for (const int64_t n : widths) {
-            const int64_t chunks = n / blocks::kActBlock, rb = int64_t(row_bytes(type, n)), rows = 9;
-            INFO(n << " columns");
-            const auto w = test::random_weights(type, rows, n, rng);
-            std::vector<std::byte> held(w.size() + 32, std::byte{0xAB});  // the weights 16-byte aligned, then bytes not to read
-            auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(held.data()) + 15) & ~uintptr_t{15});
-            std::copy(w.begin(), w.end(), base);
-            const auto x = test::normal_floats(n, 18);
-            std::vector<uint8_t> act(cpu::act_q8x2_bytes(n));
-            cpu::quantize_act_ref(cpu::ActFormat::Q8x2, x.data(), act.data(), n);
-            const blocks::ActRow a = blocks::act_row(act.data(), n);
-            for (int64_t r = 0; r < rows; ++r) {
-                INFO("row " << r);
-                const uint8_t* row = base + r * rb;
-                float whole = 0.0f, tiled = 0.0f;
-                for (int64_t c = 0; c < chunks; ++c) B::template dot_chunk<1>(row, c, &a, true, &whole);
-                for (int64_t c0 = 0; c0 < chunks; c0 += blocks::kTileChunks) {
-                    const int64_t k = std::min(blocks::kTileChunks, chunks - c0);
-                    const uint8_t* begin = row + blocks::chunk_offset<B>(c0);
-                    const int64_t bytes = blocks::chunk_offset<B>(k);
-                    const blocks::Tile t = blocks::tile_at<B>(row, c0, k);
-                    REQUIRE(t.words <= blocks::kTileWords<B>);
-                    REQUIRE(t.from >= base);
-                    alignas(16) uint32_t staged[blocks::kTileWords<B> * 4];
-                    for (int i = 0; i < t.words; ++i) blocks::tile_word(t.from + 16 * i, row + rb, staged + 4 * i);
-                    const auto* tile = reinterpret_cast<const uint8_t*>(staged) + t.skip;
-                    CHECK((reinterpret_cast<uintptr_t>(tile) - reinterpret_cast<uintptr_t>(begin)) % 16 == 0);
-                    CHECK(std::equal(tile, tile + bytes, begin));
-                    const uint8_t* past = reinterpret_cast<const uint8_t*>(staged) + 16 * t.words;
-                    if (c0 + k == chunks) CHECK(std::all_of(tile + bytes, past, [](uint8_t b) { return b == 0; }));
-                    const blocks::ActRow from = blocks::act_from(a, c0);
-                    for (int64_t c = 0; c < k; ++c) B::template dot_chunk<1>(tile, c, &from, true, &tiled);
-                }
-                CHECK(tiled == whole);
+            const uint8_t* row = base + r * rb;
+            float whole = 0.0f, tiled = 0.0f;
+            for (int64_t c = 0; c < chunks; ++c) B::template dot_chunk<1>(row, c, &a, true, &whole);
+            for (int64_t c0 = 0; c0 < chunks; c0 += blocks::kTileChunks) {
+                const int64_t k = std::min(blocks::kTileChunks, chunks - c0);
+                const uint8_t* begin = row + blocks::chunk_offset<B>(c0);
+                const int64_t bytes = blocks::chunk_offset<B>(k);
+                const blocks::Tile t = blocks::tile_at<B>(row, c0, k);
+                REQUIRE(t.words <= blocks::kTileWords<B>);
+                REQUIRE(t.from >= base);
+                alignas(16) uint32_t staged[blocks::kTileWords<B> * 4];
+                for (int i = 0; i < t.words; ++i) blocks::tile_word(t.from + 16 * i, row + rb, staged + 4 * i);
+                const auto* tile = reinterpret_cast<const uint8_t*>(staged) + t.skip;
+                CHECK((reinterpret_cast<uintptr_t>(tile) - reinterpret_cast<uintptr_t>(begin)) % 16 == 0);
+                CHECK(std::equal(tile, tile + bytes, begin));
+                const uint8_t* past = reinterpret_cast<const uint8_t*>(staged) + 16 * t.words;
+                if (c0 + k == chunks) CHECK(std::all_of(tile + bytes, past, [](uint8_t b) { return b == 0; }));
+                const blocks::ActRow from = blocks::act_from(a, c0);
+                for (int64_t c = 0; c < k; ++c) B::template dot_chunk<1>(tile, c, &from, true, &tiled);
             }
+            CHECK(tiled == whole);
         }
     }
 }
@@ -167,7 +137,6 @@ void check_type(DType type) {
     REQUIRE(B::kBytes == static_cast<int>(traits(type).block_bytes));
     check_values<B>(type);
     check_dots<B>(type);
-    check_spans<B>(type);
     check_tiles<B>(type);
 }
 
@@ -188,21 +157,6 @@ TEST_CASE("gpu block decoders on the host equal dequantize_row_ref and vec_dot_r
     check_type<blocks::BlockQ6_K>(DType::Q6_K);
     check_type<blocks::BlockQ8_K>(DType::Q8_K);
     check_type<blocks::BlockIQ4_XS>(DType::IQ4_XS);
-}
-
-TEST_CASE("gpu block types on the host: the types whose spans the decode kernel reads in 16-byte words", "[unit][gpu_blocks]") {
-    // 256 values of these are whole 16-byte words; the others (Q6_K's 210 bytes, ...) are read
-    // a tile of spans at a time.
-    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ4_0>);
-    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ4_1>);
-    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ5_0>);
-    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ5_1>);
-    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ8_0>);
-    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockIQ4_NL>);
-    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ4_K>);
-    STATIC_REQUIRE(blocks::kSpanLoads<blocks::BlockQ5_K>);
-    STATIC_REQUIRE_FALSE(blocks::kSpanLoads<blocks::BlockQ6_K>);
-    STATIC_REQUIRE_FALSE(blocks::kSpanLoads<blocks::BlockMXFP4>);
 }
 
 TEST_CASE("gpu block types on the host: every quantized CPU weight type has a GPU block", "[unit][gpu_blocks]") {
