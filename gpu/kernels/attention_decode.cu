@@ -159,8 +159,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     // in key order. A batch of kValueBatch rows' values is read before any is weighed, so that
     // the reads are in flight together: read one at a time, each waits out the memory's latency,
     // and a split's 128 keys cost about as much at any depth (the H200's probe: 142 us a layer
-    // at 512 positions, 150 at 4096; with 8 rows at once and each row's table entry read before
-    // it, 106 and 118).
+    // at 512 positions, 150 at 4096; 8 rows at once, 106 and 118; 16 at once with every key's row
+    // found before, 62 and 72).
     const int64_t value_at = int64_t(hk) * vd;
     for (int d = threadIdx.x; d < vd; d += kThreads) {
         float o[kMaxGroup];
@@ -208,7 +208,7 @@ constexpr int kReduceThreads = 128;
 // maxima are read at once, one a thread, and their weights kept in shared memory, so that no
 // read waits on another; the sums run in split order, as one thread would add them.
 __global__ void __launch_bounds__(kReduceThreads) decode_reduce_kernel(DecodeAttentionArgs a, int64_t row0, int n_splits) {
-    extern __shared__ float weight[];  // n_splits: each live split's exp(max - global max)
+    extern __shared__ float weight[];  // n_splits, rounded up to 4: each live split's exp(max - global max)
     __shared__ float warp_best[kReduceThreads / 32];
     __shared__ float total;
     const int head = blockIdx.x, vd = value_dim(a);

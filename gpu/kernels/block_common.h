@@ -153,8 +153,8 @@ struct ActRow {
     STRATA_HD int32_t s16(int64_t i) const { return reinterpret_cast<const int32_t*>(row + 2 * n)[3 * nb() + 2 * c0 + i]; }
 };
 STRATA_HD ActRow act_row(const uint8_t* row, int64_t n) { return {row, n, 0}; }
-// The same row from activation block c0 on: its block b is block c0 + b of `a` (a weight span
-// copied out of its row meets it as chunks 0, 1, ...).
+// The same row from activation block c0 on: its block b is block c0 + b of `a` (a weight tile
+// staged out of its row meets it as chunks 0, 1, ...).
 STRATA_HD ActRow act_from(const ActRow& a, int64_t c0) { return {a.row, a.n, a.c0 + c0}; }
 // The 32 int8 values of a block at p as 8 words.
 STRATA_HD void act_words(const uint8_t* p, uint32_t out[8]) {

@@ -68,8 +68,8 @@ __device__ __forceinline__ const T* part_weights(int i, const T* w0, const T* w1
     return i == 0 ? w0 : i == 1 ? w1 : w2;
 }
 
-// One weight row per kWarpsPerRow warps (4 / kWarpsPerRow rows per thread block); thread i
-// of a row takes chunks i, i + 32 kWarpsPerRow, ... for every one of the kCols rows of x.
+// One weight row per kWarpsPerRow warps (4 / kWarpsPerRow rows per thread block): each thread's
+// sums for the kCols rows of x, reduced over the row's warps in a fixed order.
 template <int kWarpsPerRow, int kCols>
 __device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, const MatvecParts& ps, int part) {
     __shared__ float partial[kThreads / 32][kCols];
@@ -124,7 +124,9 @@ struct RowThread {
 // w + kWarpsPerRow, ... of 64 chunks into shared memory with 16-byte loads, consecutive lanes
 // reading consecutive words (a warp's load is 512 bytes of the row), then each lane takes chunks
 // lane, lane + 32, ... of the tile; the warp's next tile is in flight meanwhile. Any block size
-// and row alignment (Q6_K's 210-byte super-blocks, MXFP4's 17-byte blocks). A lane that read its
+// and row alignment (Q6_K's 210-byte super-blocks, MXFP4's 17-byte blocks): a tile reads from the
+// word at or before its first byte, which matmul's check that the weights start 16-byte aligned
+// (cuda_matmul.cpp) keeps within them. A lane that read its
 // own blocks' bytes instead (16-byte words 144 bytes apart across the warp for Q4_0) made each
 // load touch a sector per lane: the H200 measured that at 765 GB/s where this reads Q6_K at 1637.
 template <class B, int kWarpsPerRow, int kCols>
@@ -212,10 +214,11 @@ __global__ void __launch_bounds__(kThreads)
     store_rows<kWarpsPerRow, kCols>(acc, r, parts, at_part.part);
 }
 
-// Warps per weight row from the row's width alone (never from the row count, so that a row's
-// sum is reduced the same way in every call): 4 for rows of at least 128 chunks of 32 values.
+// Warps per float weight row from the row's width alone (never from the row count, so that a
+// row's sum is reduced the same way in every call): 4 for rows of at least 4096 values.
 int warps_per_row(int64_t n_cols) { return n_cols >= 4096 ? 4 : n_cols >= 2048 ? 2 : 1; }
-// For the tile kernel: as many as the row has tiles, up to 4.
+// For the tile kernel, from the row's tiles: 1, 2 for 2-3, 4 for 4 or more (a warp takes every
+// 4th or 2nd tile).
 int tile_warps_per_row(int64_t n_cols) {
     const int64_t tiles = (n_cols / kActBlock + kTileChunks - 1) / kTileChunks;
     return tiles >= 4 ? 4 : tiles >= 2 ? 2 : 1;

@@ -85,8 +85,8 @@ void check_dots(DType type) {
 // its first byte, tile_word zeroing what lies past the row), at the row's own alignment mod 16,
 // and summed chunk by chunk gives the row's own sum, bit for bit; no word reads past the row's
 // end (the weights' end for the last row). Rows of 5 x 256 values start at every even offset
-// mod 16 where their bytes allow (Q6_K's), a 32-value type's rows of an odd number of blocks at
-// odd ones too.
+// mod 16 where their bytes allow (Q6_K's), and MXFP4's rows of an odd number of blocks at odd
+// ones too.
 template <class B>
 void check_tiles(DType type) {
     std::mt19937 rng(17);

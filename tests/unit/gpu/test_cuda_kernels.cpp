@@ -112,8 +112,10 @@ TEST_CASE("gpu matvec per weight type matches vec_dot_ref on the same activation
     TestGpu g;
     std::mt19937 rng(3);
     for (const DType type : kBlockTypes) {
-        // Whole tiles then a part (5120), and gpt-oss's 2880 (not whole spans) for the 32-value types.
-        for (const int64_t n_cols : {int64_t{5 * 256}, int64_t{4096}, int64_t{5120}, int64_t{14336}, int64_t{2880}}) {
+        // Whole tiles then a part (5120), one partial tile (256), and gpt-oss's 2880 and an odd
+        // number of blocks (1056: not whole super-blocks) for the 32-value types.
+        for (const int64_t n_cols : {int64_t{256}, int64_t{5 * 256}, int64_t{4096}, int64_t{5120}, int64_t{14336},
+                                     int64_t{2880}, int64_t{33 * 32}}) {
             if (n_cols % traits(type).block_elems != 0) continue;
             INFO(dtype_name(type) << ", " << n_cols << " columns");
             REQUIRE(gpu_weight_type(type));

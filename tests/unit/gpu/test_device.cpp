@@ -98,7 +98,7 @@ void matmul_rows(TestDevice& d) {
 // A group of products of one input (q, k and v: unequal row counts, the last accumulated), the
 // input as it is or transformed on the way in (RMSNorm, SwiGLU): each weight gets what its own
 // matmul gives, bit for bit, and that is the double product of the transformed rows. Groups of
-// one type (one launch of each kernel: spans, blocks, tiles, float rows) and of two (two launches).
+// one type (one launch of each kernel: tiles of every block type, float rows) and of two (two launches).
 void grouped_products(TestDevice& d) {
     constexpr int64_t rows[3] = {37, 8, 13};
     struct Group {
