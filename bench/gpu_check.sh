@@ -16,7 +16,7 @@
 #      prediction (GPU_CHECK_REPS repetitions, default 2); decode at depth 4096
 #   6. CPU attention beside the GPU: batch 16 at depth 8192 on a synthetic tinyllama-1.1b, the KV
 #      cache in DRAM (--attention cpu, and beside the simulated device on the same host)
-#      against on the device (--attention gpu), both traced
+#      against on the device (--attention gpu), both traced (*_attention_trace.json.gz)
 #   7. 8-layer Q4_K, Q6_K and Q8_0 slices of the llama3-8b, every layer on the GPU, beside llama.cpp
 #   8. the decode kernels' times under Nsight Compute (ncu), with GPU_CHECK_NCU=1
 #
@@ -197,6 +197,9 @@ if [[ -f $small ]]; then
         run 150 "$strata" bench -m "$small" -p 0 -n 16 -b 16 -d "$depth" -c $((depth + 128)) -r 1 --device "$device" \
             --attention "$where" --show-plan -v "${trace[@]}"
     done
+    # Compressed: the device-attention run's trace (the 16 prompts' fill too) was over the 16 MiB a
+    # file of the report may take.
+    gzip -f "$(dirname "$report")"/*_attention_trace.json 2>/dev/null
     # The same CPU attention beside the simulated device on this host: slow there too, the host
     # is the cause; slow only beside the card, the CUDA path is.
     [[ $device == cuda ]] && run 150 "$strata" bench -m "$small" -p 0 -n 16 -b 16 -d "$depth" -c $((depth + 128)) -r 1 \
