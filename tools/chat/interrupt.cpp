@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,6 +16,33 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
 extern "C" void on_terminal_signal(int) {}
+
+termios g_prompt_termios{};  // the terminal as the prompt found it, before the line editor's mode
+bool g_have_termios = false;
+
+// Ctrl-Z at the prompt: the terminal back as the prompt found it when the line editor has it in
+// its own mode, stopped with SIGTSTP's default action, then the editor's mode again once
+// continued (the editor's own handler, one-shot, does this for the first Ctrl-Z of a line: the
+// terminal then is already as found, and its SIGCONT handler puts the mode back).
+extern "C" void on_stop(int) {
+    const int saved_errno = errno;
+    termios now{};
+    const bool editing = g_have_termios && tcgetattr(STDIN_FILENO, &now) == 0 && !(now.c_lflag & ICANON);
+    if (editing) tcsetattr(STDIN_FILENO, TCSADRAIN, &g_prompt_termios);
+    struct sigaction stop_default{}, self{};
+    stop_default.sa_handler = SIG_DFL;
+    sigemptyset(&stop_default.sa_mask);
+    sigaction(SIGTSTP, &stop_default, &self);
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTSTP);
+    pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
+    raise(SIGTSTP);  // stopped here until continued
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    sigaction(SIGTSTP, &self, nullptr);
+    if (editing) tcsetattr(STDIN_FILENO, TCSADRAIN, &now);
+    errno = saved_errno;
+}
 
 void set_sigint_mask(int how) {
     sigset_t set;
@@ -61,11 +89,16 @@ WakeOnTerminalSignals::WakeOnTerminalSignals() {
     sa.sa_flags = SA_RESTART;  // a wait (ppoll) returns all the same
     sigaction(SIGWINCH, &sa, &winch_before_);
     sigaction(SIGCONT, &sa, &cont_before_);
+    g_have_termios = tcgetattr(STDIN_FILENO, &g_prompt_termios) == 0;
+    sa.sa_handler = on_stop;
+    sigaction(SIGTSTP, &sa, &stop_before_);
 }
 
 WakeOnTerminalSignals::~WakeOnTerminalSignals() {
     sigaction(SIGWINCH, &winch_before_, nullptr);
     sigaction(SIGCONT, &cont_before_, nullptr);
+    sigaction(SIGTSTP, &stop_before_, nullptr);
+    g_have_termios = false;
 }
 
 LeaveOnInterrupt::LeaveOnInterrupt()

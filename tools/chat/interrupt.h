@@ -29,7 +29,10 @@ Wait wait_for_input(int fd);
 // While it lives (the prompt's line editor reading), SIGWINCH and SIGCONT have do-nothing
 // handlers (other calls restarted), so that a terminal resized or continued wakes
 // wait_for_input (Signalled) also after the line editor's one-shot handlers for them have put
-// these back. Their actions before come back after: a reply's threads never see them.
+// these back. SIGTSTP (Ctrl-Z) has one that stops the process with the terminal as the prompt
+// found it and puts the editor's mode back once continued: the editor's own handler does so
+// once a line, then puts this one back. Their actions before come back after: a reply's
+// threads never see them.
 class WakeOnTerminalSignals {
 public:
     WakeOnTerminalSignals();
@@ -38,7 +41,7 @@ public:
     WakeOnTerminalSignals& operator=(const WakeOnTerminalSignals&) = delete;
 
 private:
-    struct sigaction winch_before_{}, cont_before_{};
+    struct sigaction winch_before_{}, cont_before_{}, stop_before_{};
 };
 
 // While it lives (the model loading, before the chat's handler is installed), Ctrl-C ends the
