@@ -96,7 +96,7 @@ int run_chat(const ChatOptions& o) {
     const std::string message = interactive ? std::string() : stdin_message();
     std::optional<SavedChat> saved;  // read before the model loads, so that a bad file fails fast
     if (!o.load.empty()) saved = loaded_chat(o);
-    if (interactive) block_sigint();  // before the engine's and the scheduler's threads start
+    if (interactive) block_chat_signals();  // before the engine's and the scheduler's threads start
     std::optional<LeaveOnInterrupt> leave_while_loading;
     if (interactive) leave_while_loading.emplace();
 

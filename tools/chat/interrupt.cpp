@@ -18,12 +18,14 @@ extern "C" void on_sigint(int) { g_interrupted = true; }
 extern "C" void on_terminal_signal(int) {}
 
 termios g_prompt_termios{};  // the terminal as the prompt found it, before the line editor's mode
-bool g_have_termios = false;
+std::atomic<bool> g_have_termios{false};
+std::atomic<bool> g_continued{false};  // stopped by on_stop and continued, the line not drawn since
 
 // Ctrl-Z at the prompt: the terminal back as the prompt found it when the line editor has it in
 // its own mode, stopped with SIGTSTP's default action, then the editor's mode again once
 // continued (the editor's own handler, one-shot, does this for the first Ctrl-Z of a line: the
-// terminal then is already as found, and its SIGCONT handler puts the mode back).
+// terminal then is already as found, and its SIGCONT handler puts the mode back). The line is
+// drawn again by the prompt's wait (take_continued): the shell wrote over it.
 extern "C" void on_stop(int) {
     const int saved_errno = errno;
     termios now{};
@@ -41,18 +43,20 @@ extern "C" void on_stop(int) {
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     sigaction(SIGTSTP, &self, nullptr);
     if (editing) tcsetattr(STDIN_FILENO, TCSADRAIN, &now);
+    g_continued = true;
     errno = saved_errno;
 }
 
-void set_sigint_mask(int how) {
+void set_chat_signal_mask(int how) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTSTP);
     pthread_sigmask(how, &set, nullptr);
 }
 }  // namespace
 
-void block_sigint() { set_sigint_mask(SIG_BLOCK); }
+void block_chat_signals() { set_chat_signal_mask(SIG_BLOCK); }
 
 void catch_sigint_here() {
     struct sigaction sa{};
@@ -60,10 +64,12 @@ void catch_sigint_here() {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;  // no SA_RESTART: the terminal read returns, and the line editor with it
     sigaction(SIGINT, &sa, nullptr);
-    set_sigint_mask(SIG_UNBLOCK);
+    set_chat_signal_mask(SIG_UNBLOCK);
 }
 
 bool take_interrupt() { return g_interrupted.exchange(false); }
+
+bool take_continued() { return g_continued.exchange(false); }
 
 Wait wait_for_input(int fd) {
     sigset_t sigint, before;
@@ -106,9 +112,19 @@ LeaveOnInterrupt::LeaveOnInterrupt()
           sigset_t set;
           sigemptyset(&set);
           sigaddset(&set, SIGINT);
+          sigaddset(&set, SIGTSTP);
           const timespec tick{0, 50'000'000};  // how soon the destructor's join returns
           while (!done_) {
-              if (sigtimedwait(&set, nullptr, &tick) == SIGINT) {
+              const int sig = sigtimedwait(&set, nullptr, &tick);
+              if (sig == SIGTSTP) {  // taken again unblocked here: its default stops the process
+                  sigset_t stop;        // (or, in an orphaned process group, does nothing)
+                  sigemptyset(&stop);
+                  sigaddset(&stop, SIGTSTP);
+                  pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
+                  raise(SIGTSTP);
+                  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+              }
+              if (sig == SIGINT) {
                   (void)!write(STDERR_FILENO, "\n", 1);
                   _exit(130);  // as SIGINT's default would
               }

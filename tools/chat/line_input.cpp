@@ -59,6 +59,8 @@ int read_key(FILE* in) {
             case Wait::Interrupted: return -1;  // the editor ends the line; take_interrupt says why
             case Wait::Signalled:  // resized, or continued after a stop: the line editor takes the size
                 rl_resize_terminal();
+                // Continued after Ctrl-Z: the shell wrote over the line, so it is drawn again.
+                if (take_continued()) rl_forced_update_display();
                 continue;
             case Wait::Input: break;
         }
