@@ -72,14 +72,18 @@ bool take_interrupt() { return g_interrupted.exchange(false); }
 bool take_continued() { return g_continued.exchange(false); }
 
 Wait wait_for_input(int fd) {
-    sigset_t sigint, before;
-    sigemptyset(&sigint);
-    sigaddset(&sigint, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigint, &before);
+    sigset_t flagged, before;
+    sigemptyset(&flagged);
+    sigaddset(&flagged, SIGINT);
+    sigaddset(&flagged, SIGTSTP);
+    pthread_sigmask(SIG_BLOCK, &flagged, &before);
     sigset_t waiting = before;
     sigdelset(&waiting, SIGINT);  // let through only while waiting
+    sigdelset(&waiting, SIGTSTP);
     Wait got = Wait::Interrupted;
-    if (!g_interrupted) {
+    if (g_continued) {
+        got = Wait::Signalled;  // stopped and continued outside the wait: the line is drawn again
+    } else if (!g_interrupted) {
         pollfd p{fd, POLLIN, 0};
         const int n = ppoll(&p, 1, nullptr, &waiting);
         got = n >= 0 || errno != EINTR ? Wait::Input : Wait::Signalled;

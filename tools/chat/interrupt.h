@@ -25,10 +25,11 @@ bool take_continued();
 // What waiting for input on the main thread ended with.
 enum class Wait { Input, Interrupted, Signalled };
 // Waits for `fd` to have input (or an error, for its read to report), for Ctrl-C (pressed since
-// take_interrupt last cleared the flag, which stays set) or another signal. SIGINT is blocked
-// while the flag is read and let through only inside the wait, so none comes unseen between
-// them; one still pending as the wait ends (come with a key, or raised again by the line
-// editor's own handler) is taken before it returns.
+// take_interrupt last cleared the flag, which stays set) or another signal; a stop and continue
+// not yet taken (take_continued) returns Signalled at once. SIGINT and SIGTSTP are blocked while
+// the flags are read and let through only inside the wait, so none comes unseen between them; a
+// SIGINT still pending as the wait ends (come with a key, or raised again by the line editor's
+// own handler) is taken before it returns.
 Wait wait_for_input(int fd);
 // While it lives (the prompt's line editor reading), SIGWINCH and SIGCONT have do-nothing
 // handlers (other calls restarted), so that a terminal resized or continued wakes
