@@ -10,17 +10,15 @@ import fcntl
 import json
 import os
 import pty
-import select
 import shlex
 import shutil
 import signal
 import struct
 import tempfile
 import termios
-import time
 from pathlib import Path
 
-from chat_terminal import fail
+from chat_terminal import Terminal, fail
 from strata_support import STRATA_BIN, skip, tiny_llama
 
 BASH = shutil.which("bash")
@@ -29,43 +27,19 @@ if not BASH:
 MODEL = tiny_llama()
 
 
-class Shell:
-    """An interactive bash with job control on a pseudo-terminal, its own line editing off."""
+class Shell(Terminal):
+    """An interactive bash with job control on a pseudo-terminal, its own line editing off; typing
+    at strata's prompt (send's at_prompt) waits for the line editor to have the terminal."""
 
     def __init__(self, home: Path) -> None:
-        # A home and cache of its own: the chat's history and ~/.editrc stay the user's.
+        # Not Terminal's own, which starts strata itself. A home and cache of its own: the chat's
+        # history and ~/.editrc stay the user's.
         env = dict(os.environ, TERM="xterm", PS1="SHELL$ ", HOME=str(home), XDG_CACHE_HOME=str(home / "cache"))
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             os.execve(BASH, [BASH, "--norc", "--noprofile", "--noediting", "-i"], env)
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 400, 0, 0))
-        self.out = b""
-
-    def expect(self, pattern: bytes, timeout: float = 60) -> None:
-        end = time.time() + timeout
-        while pattern not in self.out:
-            ready, _, _ = select.select([self.fd], [], [], max(0.0, end - time.time()))
-            if not ready:
-                fail(f"no {pattern!r} after {timeout} s; the terminal shows {self.out[-400:]!r}")
-            try:
-                data = os.read(self.fd, 4096)
-            except OSError:  # the shell is gone
-                data = b""
-            if not data:
-                fail(f"the shell left while {pattern!r} was awaited: {self.out[-400:]!r}")
-            self.out += data
-
-    def send(self, data: bytes) -> None:
-        self.out = b""
-        os.write(self.fd, data)
-
-    def await_editor(self, what: str) -> None:
-        """Waits for the line editor to take the terminal out of canonical mode."""
-        end = time.time() + 10
-        while termios.tcgetattr(self.fd)[3] & termios.ICANON:
-            if time.time() > end:
-                fail(f"the line editor did not take the terminal back {what}")
-            time.sleep(0.01)
+        self.reads = []
 
     def close(self) -> None:
         """Ends bash and whatever it started (strata stopped or not)."""
@@ -84,18 +58,16 @@ with tempfile.TemporaryDirectory() as tmp:
     sh = Shell(Path(tmp))
     try:
         sh.expect(b"SHELL$ ")
-        sh.send(f"{shlex.quote(STRATA_BIN)} chat -m {shlex.quote(str(MODEL))} --temp 0 -n 8\r".encode())
+        sh.send(f"{shlex.quote(STRATA_BIN)} chat -m {shlex.quote(str(MODEL))} --temp 0 -n 8\r".encode(), at_prompt=False)
         sh.expect(b"> ")
-        sh.await_editor("at the first prompt")
         typed = b""
-        for i, words in enumerate([b"Once", b" upon"], start=1):
-            sh.send(words)
+        for words in [b"Once", b" upon"]:
+            sh.send(words)  # fails unless the line editor has the terminal (after fg, again)
             sh.expect(words)  # echoed by the line editor: it has read them before the stop comes
             typed += words
-            sh.send(b"\x1a")
+            sh.send(b"\x1a", at_prompt=False)
             sh.expect(b"SHELL$ ")
-            sh.send(b"fg\r")
-            sh.await_editor(f"after fg number {i}")
+            sh.send(b"fg\r", at_prompt=False)
             sh.expect(b"> " + typed, 10)  # the prompt and the line drawn again
         sh.send(b" a time\r")
         sh.expect(b"\r\n> ")
