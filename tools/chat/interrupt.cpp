@@ -21,6 +21,18 @@ termios g_prompt_termios{};  // the terminal as the prompt found it, before the 
 std::atomic<bool> g_have_termios{false};
 std::atomic<bool> g_continued{false};  // stopped by on_stop and continued, the line not drawn since
 
+// SIGTSTP raised in the calling thread with it unblocked there (blocked again after): its
+// action as it stands, the default stopping the process (or, in an orphaned process group,
+// doing nothing) until continued.
+void raise_stop_here() {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTSTP);
+    pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
+    raise(SIGTSTP);
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+}
+
 // Ctrl-Z at the prompt: the terminal back as the prompt found it when the line editor has it in
 // its own mode, stopped with SIGTSTP's default action, then the editor's mode again once
 // continued (the editor's own handler, one-shot, does this for the first Ctrl-Z of a line: the
@@ -35,12 +47,7 @@ extern "C" void on_stop(int) {
     stop_default.sa_handler = SIG_DFL;
     sigemptyset(&stop_default.sa_mask);
     sigaction(SIGTSTP, &stop_default, &self);
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTSTP);
-    pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
-    raise(SIGTSTP);  // stopped here until continued
-    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    raise_stop_here();
     sigaction(SIGTSTP, &self, nullptr);
     if (editing) tcsetattr(STDIN_FILENO, TCSADRAIN, &now);
     g_continued = true;
@@ -120,14 +127,7 @@ LeaveOnInterrupt::LeaveOnInterrupt()
           const timespec tick{0, 50'000'000};  // how soon the destructor's join returns
           while (!done_) {
               const int sig = sigtimedwait(&set, nullptr, &tick);
-              if (sig == SIGTSTP) {  // taken again unblocked here: its default stops the process
-                  sigset_t stop;        // (or, in an orphaned process group, does nothing)
-                  sigemptyset(&stop);
-                  sigaddset(&stop, SIGTSTP);
-                  pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
-                  raise(SIGTSTP);
-                  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-              }
+              if (sig == SIGTSTP) raise_stop_here();  // its default action, as outside the chat
               if (sig == SIGINT) {
                   (void)!write(STDERR_FILENO, "\n", 1);
                   _exit(130);  // as SIGINT's default would
