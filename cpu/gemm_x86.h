@@ -23,6 +23,9 @@ TileWeightsFn avx512_tile_weights(DType type);
 // dst + r * ld.
 using TiledRowsFn = void (*)(const uint8_t* tile, size_t stride, int64_t n_cols, float* dst, size_t ld);
 TiledRowsFn avx512_tiled_rows(DType type);
+// untile_avx512.cpp: dst's n_pairs pairs of bytes, pair i the two bytes at src + pair_at[i]
+// (each gather reads two bytes beyond the pair it takes).
+void avx512_gather_pairs(const uint8_t* src, const uint32_t* pair_at, size_t n_pairs, uint8_t* dst);
 // gemm_amx.cpp: AMX-INT8 prefill for block-quantized weights; falls back to `vnni` below
 // kAmxMinTokens, where AMX does not pay (nullptr: no AMX kernel for the type).
 MatmulRowsFn amx_matmul(DType type);

@@ -41,6 +41,15 @@ void matmul_rows(DType weight_type, const MatmulJob& job, int64_t r0, int64_t r1
 // matmul_rows with MatmulJob::w_tiled (cpu::matmul: MatmulOut::tiled), on the AVX-512 path only.
 bool tile_weights(DType weight_type, void* weights, int64_t n_rows, int64_t n_cols);
 
+// The file's layout of n_rows x n_cols weights rewritten by tile_weights, into dst (the same
+// bytes as before tile_weights): for a device that reads the file's layout from what the CPU
+// keeps tiled (op offload). Returns false, writing nothing, where the active path has no tiled
+// layout for the type (then nothing was tiled) or its layout keeps only what the kernels read
+// (Q8_K, without its block sums).
+bool untile_weights(DType weight_type, const void* tiled, void* dst, int64_t n_rows, int64_t n_cols);
+// Whether untile_weights gives back weights of `weight_type`, rows of n_cols, on the active path.
+bool can_untile(DType weight_type, int64_t n_cols);
+
 // Rows [row0, row0 + n) of n_rows x n_cols weights rewritten by tile_weights, into dst (n rows
 // of n_cols floats) as dequantize_row gives them from the file's layout: embeddings tied to a
 // tiled output head, the bf16 prefill's weights. Throws BackendError off the AVX-512 path.

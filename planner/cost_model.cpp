@@ -110,6 +110,9 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
                          hw.cpu.call_s_for(shape.weight_type, shape.n_ff);
     cpu_call_s_ = hw.cpu.call_s_for(shape.weight_type, e);
     cpu_weight_pass_ = pack_measured_ ? std::min(pack, cpu_gemv_) : cpu_gemv_;
+    // Unmeasured (a profile from before it was probed): at DRAM's copy rate.
+    const double untile = hw.cpu.untile_gbps_for(shape.weight_type);
+    cpu_untile_ = (untile > 0 ? untile : hw.dram.copy_gbps) * 1e9;
     cpu_gemv_ = thread_bound(cpu_gemv_ * reuse, hw.cpu.n_threads);
     cpu_weight_pass_ *= reuse;
     cpu_attn_bw_ = hw.cpu.attention_gbps * 1e9;
@@ -243,18 +246,30 @@ double CostModel::sim_copy_s(double bytes) const {
     return bytes / (hw_.dram.copy_gbps * 1e9);
 }
 
-Cost CostModel::layer_weights(int layer, WeightOption o) const {
+CostModel::WeightsRead CostModel::layer_read(int layer) const {
     const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
-    const WeightsRead w{static_cast<double>(l.weight_bytes), shape_.read_bytes(l, rows_d_ / m_), shape_.read_bytes(l, B_ * P_ / m_),
-                        shape_.active_matmul_params(l)};
+    return {static_cast<double>(l.weight_bytes), shape_.read_bytes(l, rows_d_ / m_), shape_.read_bytes(l, B_ * P_ / m_),
+            shape_.active_matmul_params(l)};
+}
+
+Cost CostModel::layer_weights(int layer, WeightOption o) const {
+    const WeightsRead w = layer_read(layer);
     Cost c = weights_cost(w, rows_d_, B_ * P_, o, true);
     if (limits_.op_offload && has_gpu_ && shape_.kv_latent == 0 && device_of(o) == Device::Cpu && B_ * P_ / m_ > kCpuGemvTokens) {
-        // Read from the file (the CPU's copy is in its kernels' tiles), copied and computed on the
-        // device, when its longest stream is shorter than the CPU's.
-        const Cost dev = weights_cost(w, rows_d_, B_ * P_, WeightOption::NvmeToGpu, true);
+        // Copied and computed on the device, when its longest stream is shorter than the CPU's.
+        const Cost dev = op_offloaded(layer, o);
         auto pass_s = [](const Cost& k) { return *std::max_element(k.prefill.begin(), k.prefill.end()) + k.prefill_overhead; };
         if (pass_s(dev) < pass_s(c)) c.prefill = dev.prefill, c.prefill_overhead = dev.prefill_overhead;
     }
+    return c;
+}
+
+Cost CostModel::op_offloaded(int layer, WeightOption cpu_option) const {
+    const WeightsRead w = layer_read(layer);
+    if (tier_of(cpu_option) == Tier::Nvme) return weights_cost(w, rows_d_, B_ * P_, WeightOption::NvmeToGpu, true);
+    // Its copy waits for the rebuild (the runtime's host thread does one, then the other).
+    Cost c = weights_cost(w, rows_d_, B_ * P_, WeightOption::DramToGpu, true);
+    c.prefill[H] += w.stored / cpu_untile_;
     return c;
 }
 

@@ -124,6 +124,10 @@ public:
     Device attention_device(KvOption o) const;
 
     Cost layer_weights(int layer, WeightOption o) const;
+    // A CPU layer (`cpu_option` DramCpu or NvmeCpu) computed on the device in a prompt's pass (op
+    // offload): one held in DRAM rebuilt there as the file lays it out (its tiles given back on
+    // the CPU's threads) and copied in; one streamed from the file copied in as read.
+    Cost op_offloaded(int layer, WeightOption cpu_option) const;
     // A layer whose routed experts are offloaded (expert_cost.cpp): the rest resident, the
     // experts read through the DRAM cache at its expected hit rate.
     Cost offloaded_layer(int layer, const ExpertPlan& experts) const;
@@ -168,6 +172,7 @@ private:
     struct WeightsRead {
         double stored, decode_read, prefill_read, params;
     };
+    WeightsRead layer_read(int layer) const;  // a whole layer's, as the workload reads it
     // KV stored at `o`'s tier, attended on `attention`; `q_crosses`: the layer's queries, new
     // entries and prompt cross the link (a device layer's KV on the host, or the reverse).
     Cost kv_cost(KvOption o, Device attention, bool q_crosses) const;
@@ -233,6 +238,7 @@ private:
     double hop_s_ = 0;  // a pass's data to the host and back (GpuProfile::handoff_us); 0: not measured
     double threads_ = 1;
     double cpu_weight_pass_ = 0;  // bytes/s of a many-token matmul's pass over its weights
+    double cpu_untile_ = 0;       // bytes/s of the CPU giving back its tiles as the file's layout
     std::optional<KernelRate> dev_rate_;  // the measured device's matmuls of the weight type
     std::optional<KernelRate> cpu_rate_;  // the probed CPU's of the weight type
     double dev_weight_pass_ = 0;  // bytes/s of its many-row call's pass over the weights

@@ -83,6 +83,11 @@ double CpuProfile::pack_gbps_for(DType t) const {
     return r ? r->pack_gbps : 0;
 }
 
+double CpuProfile::untile_gbps_for(DType t) const {
+    const KernelRate* r = rate_for(rates, t);
+    return r ? r->untile_gbps : 0;
+}
+
 double CpuProfile::reuse(double bytes) const {
     if (cache_curve.size() < 2 || cache_curve.back().second <= 0) return 1;
     return std::max(1.0, on_log2_curve(cache_curve, bytes) / cache_curve.back().second);
@@ -186,6 +191,7 @@ HardwareProfile HardwareProfile::on_cpu_threads(int threads) const {
     for (KernelRate& r : hw.cpu.rates) {
         const double all_gemv = r.gemv_gbps, all_narrow = r.gemv_narrow_gbps;
         r.gemv_gbps *= share, r.gemm_gflops *= share, r.pack_gbps *= share, r.gemm_narrow_gflops *= share;
+        r.untile_gbps *= share;
         r.gemv_narrow_gbps *= share;
         if (r.gemv_thread_gbps > 0) r.gemv_gbps = std::min(all_gemv, threads * r.gemv_thread_gbps);
         if (r.gemv_thread_narrow_gbps > 0) r.gemv_narrow_gbps = std::min(all_narrow, threads * r.gemv_thread_narrow_gbps);
@@ -218,7 +224,8 @@ json rates_json(const std::vector<KernelRate>& rates) {
                        {"gemv_thread_gbps", r.gemv_thread_gbps}, {"gemv_narrow_gbps", r.gemv_narrow_gbps},
                        {"gemv_thread_narrow_gbps", r.gemv_thread_narrow_gbps}, {"rows4_gbps", r.rows4_gbps},
                        {"rows4_narrow_gbps", r.rows4_narrow_gbps}, {"rows8_narrow_gbps", r.rows8_narrow_gbps},
-                       {"rows16_gbps", r.rows16_gbps}, {"rows16_narrow_gbps", r.rows16_narrow_gbps}});
+                       {"rows16_gbps", r.rows16_gbps}, {"rows16_narrow_gbps", r.rows16_narrow_gbps},
+                       {"untile_gbps", r.untile_gbps}});
     return out;
 }
 
@@ -235,7 +242,7 @@ std::vector<KernelRate> rates_from_json(const json& j, std::string_view where) {
                          get_or<double>(r, where, "gemv_narrow_gbps", 0), get_or<double>(r, where, "gemv_thread_narrow_gbps", 0),
                          get_or<double>(r, where, "rows4_gbps", 0), get_or<double>(r, where, "rows4_narrow_gbps", 0),
                          get_or<double>(r, where, "rows8_narrow_gbps", 0), get_or<double>(r, where, "rows16_gbps", 0),
-                         get_or<double>(r, where, "rows16_narrow_gbps", 0)});
+                         get_or<double>(r, where, "rows16_narrow_gbps", 0), get_or<double>(r, where, "untile_gbps", 0)});
     }
     return rates;
 }

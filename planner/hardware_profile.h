@@ -52,6 +52,10 @@ struct KernelRate {
     // layer, as rows8_gbps; 0: not measured (the CPU, a quick probe's narrow one, profiles made
     // before it).
     double rows16_gbps = 0, rows16_narrow_gbps = 0;
+    // The CPU giving back weights it holds tiled as the file lays them out (cpu::untile_weights,
+    // for op offload's copies to a device), weight bytes per second; 0: not measured (no tiled
+    // layout, a device's, profiles made before it).
+    double untile_gbps = 0;
     static constexpr double kRowsMeasured = 8;  // the most rows every rate measures
     // A decode call of `rows` rows (1 to max_rows) over one row's time for a model `width`
     // values wide, from the rates measured at 1, 4 and 8 rows (each between its narrow and wide
@@ -156,6 +160,7 @@ struct CpuProfile {
     // `width`: the model's embedding width, for the rate on matrices of its size (0: the wide rate).
     double gemm_gflops_for(DType t, double width = 0) const;
     double pack_gbps_for(DType t) const;  // 0 where not measured
+    double untile_gbps_for(DType t) const;  // 0 where not measured
     // A decode matmul call's cost beyond its bytes for rows of `cols` values of `t` (0 where not measured).
     double call_s_for(DType t, double cols) const;
     bool operator==(const CpuProfile&) const = default;

@@ -14,10 +14,6 @@ constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Str
               H = static_cast<int>(Stream::PcieH2D), N = static_cast<int>(Stream::Nvme);
 
 bool on_cpu(const LayerPlacement& l) { return device_of(l.weights) == Device::Cpu; }
-
-// The CPU keeps its layers in its kernels' tiles, which the device does not read: its copy of
-// a CPU layer is read from the model file each pass, wherever the CPU's lies.
-constexpr WeightOption kCopiedIn = WeightOption::NvmeToGpu;
 }  // namespace
 
 std::vector<LayerSpan> cpu_layer_runs(const Plan& plan) {
@@ -65,9 +61,11 @@ OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& 
         // A run of CPU layers hops to the host and back once (CostModel::drop_hop).
         price.cpu_s += cpu.prefill[C] + cpu.prefill_overhead - (follows_cpu_layer ? gpu.handoff_us * 1e-6 : 0);
         cpu_nvme += cpu.prefill[N];
-        const Cost dev = model.layer_weights(l.layer, kCopiedIn);
+        const Cost dev = model.op_offloaded(l.layer, l.weights);
+        // The host rebuilds a layer held in DRAM as the file lays it out, then copies it in and
+        // waits for the copy; the device computes the layer before meanwhile. The first copy has
+        // nothing of these layers' to overlap.
         const double copy = dev.prefill[H], compute = dev.prefill[G] + dev.prefill_overhead + hops;
-        // The first copy has nothing of these layers' to overlap; each later one the layer before's compute.
         price.device_s += (first ? copy : 0) + std::max(first ? 0 : copy, compute);
         dev_nvme += dev.prefill[N];
         first = false;

@@ -30,11 +30,12 @@ std::string format_runs(std::span<const LayerSpan> runs);
 // The plan's CPU layers in one pass of `rows` prompt rows, both ways.
 struct OpOffloadPrice {
     double cpu_s = 0;     // computed by the CPU where they lie (streamed ones read from the disk beside it)
-    double device_s = 0;  // read from the model file (the CPU's copy is in its kernels' tiles), copied
-                          // to the device and computed there: the first copy, then per layer the
-                          // longer of its copy and its compute (with its K/V going down into the
-                          // host's cache in DRAM and the rows it attends to coming back up),
-                          // and at least the disk's time for every layer's read
+    double device_s = 0;  // copied to the device and computed there: the first copy, then per
+                          // layer the longer of its copy (for one held in DRAM, after rebuilding
+                          // it as the file lays it out from the CPU's tiles) and its compute (with
+                          // its K/V going down into the host's cache in DRAM and the rows it
+                          // attends to coming back up), and at least the disk's time for every
+                          // streamed layer's read
 };
 OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t rows);
 

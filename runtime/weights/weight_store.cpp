@@ -19,6 +19,7 @@
 #include "gpu/cuda_host.h"
 #include "models/gguf_file.h"
 #include "runtime/weights/expert_cache.h"
+#include "runtime/weights/file_layout.h"
 #include "runtime/weights/stream_ring.h"
 #include "storage/budget.h"
 #include "storage/file_io.h"
@@ -311,7 +312,9 @@ void WeightStore::set_trace(Trace* trace) {
     reader_->set_trace(trace);
     if (stream_) stream_->set_trace(trace);
     if (as_read_) as_read_->set_trace(trace);
-    if (trace_) compute_track_ = trace_->track("compute: layers");
+    if (!trace_) return;
+    compute_track_ = trace_->track("compute: layers");
+    rebuild_track_ = trace_->track("op offload: layers rebuilt from DRAM");
 }
 
 StreamStats WeightStore::stats() const {
@@ -369,34 +372,67 @@ void WeightStore::read_layer(int il, std::byte* dst) {
 }
 
 uint64_t WeightStore::stage_as_read(std::vector<int> layers, int n_slots, storage::MemoryBudget& budget) {
-    STRATA_ASSERT(!staging_ && !layers.empty() && n_slots > 0);
-    for (int il : layers) STRATA_ASSERT(residency_.resident[il]);
+    STRATA_ASSERT(!staging_ && !rebuild_buffer_ && !layers.empty() && n_slots > 0);
     // Registered with CUDA like the streaming ring, so the copies to the device are direct.
     [[maybe_unused]] static const bool gpu_pinned = gpu::install_cuda_host_pinner();
+    rebuilt_.assign(weights_.layers.size(), false);
+    std::vector<int> read;
+    size_t rebuilt_bytes = 0;
+    for (int il : layers) {
+        STRATA_ASSERT(residency_.resident[il]);
+        if (resident_base_[il] && file_layout_from_memory(weights_.layers[il])) {
+            rebuilt_[il] = true;
+            rebuilt_bytes = std::max<size_t>(rebuilt_bytes, ranges_[il].length);
+        } else {
+            read.push_back(il);
+        }
+    }
+    if (rebuilt_bytes > 0) {
+        storage::PinnedPoolOptions po;
+        po.slot_bytes = rebuilt_bytes;
+        po.n_slots = 1;  // the device's copy of a layer ends before the next is acquired
+        po.what = "the buffer op offload rebuilds CPU layers in for the device";
+        rebuild_buffer_ = std::make_unique<storage::PinnedPool>(budget, po);
+    }
+    if (read.empty()) return as_read_bytes();
     storage::PinnedPoolOptions po;
-    for (int il : layers) po.slot_bytes = std::max<size_t>(po.slot_bytes, ranges_[il].length);
-    po.n_slots = std::min(static_cast<size_t>(n_slots), layers.size());
+    for (int il : read) po.slot_bytes = std::max<size_t>(po.slot_bytes, ranges_[il].length);
+    po.n_slots = std::min(static_cast<size_t>(n_slots), read.size());
     po.what = "buffers for the CPU layers op offload copies to the device";
-    staging_ = std::make_unique<storage::PinnedPool>(budget, po);
+    try {
+        staging_ = std::make_unique<storage::PinnedPool>(budget, po);
+    } catch (...) {
+        rebuild_buffer_.reset();
+        throw;
+    }
     reader_->register_region(staging_->data(), staging_->bytes());
-    staged_ = std::move(layers);
+    staged_ = std::move(read);
     as_read_ = make_stream(*staging_, staged_, "weights as read");
-    return staging_->bytes();
+    return as_read_bytes();
 }
 
 WeightStore::HostRange WeightStore::acquire_as_read(int il) {
-    STRATA_ASSERT(as_read_ && "op offload's staging was dropped");
-    return {read_through(as_read_, *staging_, staged_, "weights as read", il), ranges_[il].length};
+    STRATA_ASSERT((as_read_ || rebuild_buffer_) && "op offload's staging was dropped");
+    acquired_rebuilt_ = rebuilt_[il];
+    if (!acquired_rebuilt_) return {read_through(as_read_, *staging_, staged_, "weights as read", il), ranges_[il].length};
+    const TraceScope scope(trace_, rebuild_track_, fmt::format("layer {} as in the file", il));
+    std::byte* dst = rebuild_buffer_->slot_data(0);
+    write_file_layout(weights_.layers[il], [&](const WeightRef& w) { return offset_in_layer(il, w); }, dst);
+    return {dst, ranges_[il].length};
 }
 
 void WeightStore::release_as_read() {
-    STRATA_ASSERT(as_read_ && "op offload's staging was dropped");
-    as_read_->release();
+    STRATA_ASSERT((as_read_ || rebuild_buffer_) && "op offload's staging was dropped");
+    if (!acquired_rebuilt_) as_read_->release();
 }
 
-uint64_t WeightStore::as_read_bytes() const { return staging_ ? staging_->bytes() : 0; }
+uint64_t WeightStore::as_read_bytes() const {
+    return (staging_ ? staging_->bytes() : 0) + (rebuild_buffer_ ? rebuild_buffer_->bytes() : 0);
+}
 
 void WeightStore::drop_as_read() {
+    rebuild_buffer_.reset();
+    rebuilt_.clear();
     if (!staging_) return;
     as_read_.reset();  // waits for its reads
     reader_->unregister_region(staging_->data());

@@ -84,14 +84,16 @@ public:
     // Where tensor `w` of layer il starts inside the layer's range.
     uint64_t offset_in_layer(int il, const WeightRef& w) const;
 
-    // Resident `layers`, read afresh from the file in this order each cycle into `n_slots`
-    // pinned buffers (reserved in `budget`) ahead of use: the file's layout, for a device
-    // that copies in layers the CPU keeps in its tiles (op offload). Once, before the first
-    // acquire_as_read. Returns the pinned bytes held.
+    // Resident `layers` as laid out in the file, in this order each cycle, for a device that
+    // copies in layers the CPU keeps in its tiles (op offload), in pinned buffers reserved in
+    // `budget`: a layer held whole in DRAM is rebuilt from it (file_layout.h) into one buffer
+    // when acquired; the rest (a layer whose experts are cached, or whose tiles keep only what
+    // the CPU's kernels read) are read afresh from the file into `n_slots` buffers ahead of use.
+    // Once, before the first acquire_as_read. Returns the pinned bytes held.
     uint64_t stage_as_read(std::vector<int> layers, int n_slots, storage::MemoryBudget& budget);
-    // The next staged layer, `il`, as laid out in the file; blocks while it is read. Throws
-    // IoError (nothing held) when it cannot be read or the file changed since load. Valid
-    // until release_as_read.
+    // The next staged layer, `il`, as laid out in the file; rebuilt on the calling thread (and
+    // its cpu::ThreadPool), or waited for while it is read. Throws IoError (nothing held) when
+    // it cannot be read or the file changed since load. Valid until release_as_read.
     HostRange acquire_as_read(int il);
     void release_as_read();
     // Op offload stopped: the staged reads end and the pinned buffers go back to the budget.
@@ -145,6 +147,10 @@ private:
     std::vector<int> staged_;  // resident layers read again as laid out in the file, in order
     std::unique_ptr<storage::PinnedPool> staging_;
     std::unique_ptr<StreamRing> as_read_;
+    std::vector<bool> rebuilt_;  // per layer: staged by rebuilding it from DRAM
+    std::unique_ptr<storage::PinnedPool> rebuild_buffer_;  // one buffer: the layer acquired
+    bool acquired_rebuilt_ = false;
+    int rebuild_track_ = 0;
     std::unique_ptr<ExpertCache> experts_;
     LayerWeights view_;  // the acquired streamed layer, rebased into its slot
     const std::byte* view_base_ = nullptr;  // its slot

@@ -115,7 +115,7 @@ void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
     // The slot's previous layer must be done before its weights are overwritten.
     computed[step.slot]->wait_on(*h2d);
     // A resident CPU layer is in the CPU kernels' tiles; the device's kernels read the file's
-    // layout, which the store reads again for op offload.
+    // layout, which the store gives back for op offload (WeightStore::acquire_as_read).
     const bool as_read = store.residency().cpu(step.layer) && store.residency().resident[step.layer];
     if (!as_read) store.acquire(step.layer);
     const WeightStore::HostRange r = as_read ? store.acquire_as_read(step.layer) : store.layer_range(step.layer);

@@ -219,7 +219,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     // Last, so that op offload (a faster prefill) takes only what the plan's layers leave.
     const uint64_t as_read_bytes = offload ? prepare_op_offload(work, kv, add_kv_pair, dram) : 0;
     const std::string offloaded =
-        !offload_schedule.empty() ? fmt::format(" (copied in and computed here in passes of {}+ prompt rows, read from the file through {} "
+        !offload_schedule.empty() ? fmt::format(" (copied in and computed here in passes of {}+ prompt rows, in the file's layout through {} "
                               "of pinned buffers)",
                               opts.op_offload_rows, format_bytes(as_read_bytes))
                 : "";
@@ -237,8 +237,8 @@ uint64_t DeviceBackend::Impl::prepare_op_offload(std::span<const LayerWork> work
     std::vector<bool> rebuilt(size_t(hp.n_layer));
     for (int il = 0; il < hp.n_layer; ++il) rebuilt[size_t(il)] = kv.rebuilt(il);
     const std::vector<LayerWork> offloaded = op_offloaded(work, rebuilt);
-    // The CPU keeps its resident layers in its kernels' tiles: the device's copies come from
-    // the file, read ahead into pinned buffers as the copies go.
+    // The CPU keeps its resident layers in its kernels' tiles: the device's copies are in the
+    // file's layout, rebuilt from DRAM (or read from the file) into pinned buffers.
     std::vector<int> as_read;
     for (int il = 0; il < hp.n_layer; ++il)
         if (work[il].site == LayerSite::Cpu && offloaded[size_t(il)].site == LayerSite::CopiedIn && store.residency().resident[il])

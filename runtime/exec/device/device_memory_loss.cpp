@@ -41,7 +41,7 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
     std::vector<int> moved;
     ++memory_losses;
     // Op offload goes first: a faster prefill, not a layer; and the layers moved below are not
-    // among those it reads from the file, so its schedule would not hold.
+    // among those it copies, so its schedule would not hold.
     const bool offloaded = !offload_schedule.empty();
     drop_op_offload();
     // Held experts next: copies of what the host holds, so nothing moves but their compute.

@@ -138,7 +138,7 @@ TEST_CASE("matmul: same result on 1 and 2 threads and on every path", "[unit]") 
     }
 }
 
-TEST_CASE("matmul: weights tiled at load give the file layout's results and rows bit for bit", "[unit]") {
+TEST_CASE("matmul: weights tiled at load give the file layout's results and rows bit for bit, and untile back to its bytes", "[unit]") {
     if (!path_supported(CpuPath::Avx512))
         STRATA_SKIP("tiled weights are for the AVX-512 kernels, which this CPU cannot run");
     const CpuPath saved = active_path();
@@ -158,6 +158,11 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results and rows
             // Rearranged in place: the full tiles changed, a partial last tile is left as it was.
             CHECK(!std::equal(w.begin(), w.begin() + full_bytes, tiled.begin()));
             CHECK(std::equal(w.begin() + full_bytes, w.end(), tiled.begin() + full_bytes));
+            // And back: the file's bytes, every one, as a device that reads them is given them.
+            // Q8_K's tiles leave out its block sums, which its kernels do not read.
+            std::vector<uint8_t> untiled(w.size());
+            REQUIRE(untile_weights(type, tiled.data(), untiled.data(), n_rows, n_cols) == (type != DType::Q8_K));
+            if (type != DType::Q8_K) REQUIRE(untiled == w);
             // Rows read back from the tiles (embeddings tied to a tiled head, the bf16 prefill's
             // weights) as from the file: one at a time, all at once, and a range across tiles.
             std::vector<float> from_file(n_rows * n_cols), from_tiles(n_rows * n_cols);
@@ -194,12 +199,15 @@ TEST_CASE("matmul: weights tiled at load give the file layout's results and rows
     // Float weights have no tiled layout; other paths neither tile nor take tiled weights.
     std::vector<uint8_t> f16(row_bytes(DType::F16, 64) * 32);
     CHECK_FALSE(tile_weights(DType::F16, f16.data(), 32, 64));
+    CHECK_FALSE(untile_weights(DType::F16, f16.data(), f16.data(), 32, 64));
     auto w = random_weights(DType::Q4_0, 32, 64, rng);
     REQUIRE(tile_weights(DType::Q4_0, w.data(), 32, 64));
     std::vector<float> x(64, 1.0f), y(32);
     if (path_supported(CpuPath::Avx2)) {
         set_active_path(CpuPath::Avx2);
         CHECK_FALSE(tile_weights(DType::Q4_0, w.data(), 32, 64));
+        std::vector<uint8_t> untiled(w.size());
+        CHECK_FALSE(untile_weights(DType::Q4_0, w.data(), untiled.data(), 32, 64));
         CHECK_THROWS_AS(matmul(DType::Q4_0, w.data(), 32, 64, x.data(), 1, y.data(), false, true), BackendError);
         CHECK_THROWS_AS(dequantize_tiled_rows(DType::Q4_0, w.data(), 32, 64, 3, 1, x.data()), BackendError);
     }

@@ -180,6 +180,7 @@ TEST_CASE("hardware profiles round-trip through JSON", "[unit][planner]") {
     HardwareProfile p = profile_from_catalog(spec);
     p.cpu.rates = {{DType::Q4_0, 12.5, 310.25, 40.5, 2.25, 3.5, 290.5, 6.25, 10.25, 11.5, 9.75, 10.5, 8.25, 4.5},
                    {DType::F16, 9.75, 120.125}};
+    p.cpu.rates[0].untile_gbps = 7.25;
     p.cpu.l3_bytes = 32u << 20;
     p.cpu.cache_bytes = 16u << 20;
     p.cpu.cache_curve = {{4u << 20, 30.5}, {64u << 20, 20.25}, {256u << 20, 15.0}};

@@ -15,13 +15,15 @@ using strata::test::toy_shape;
 namespace {
 
 // The toy CPU (GEMM 100 GFLOPS, GEMV 10 GB/s) beside a device of 1000 GB/s and 100 TFLOPS on a
-// link of `link_gbps` each way, no launch or hand-off costs, and a disk reading `disk_gbps`
-// (the device's copies of the CPU's layers are read from the file): by default fast enough
-// never to matter.
-HardwareProfile toy_machine(double link_gbps, double disk_gbps = 1e6) {
+// link of `link_gbps` each way, no launch or hand-off costs, a disk reading `disk_gbps` (the
+// device's copies of streamed CPU layers are read from the file) and the CPU rebuilding layers
+// it holds as the file lays them out at `rebuild_gbps` (DRAM's copy rate: its tiles' rate
+// unmeasured): by default both fast enough never to matter.
+HardwareProfile toy_machine(double link_gbps, double disk_gbps = 1e6, double rebuild_gbps = 1e9) {
     HardwareProfile hw = test::toy_cpu();
     hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, link_gbps, link_gbps, "", 0};
     hw.nvme.read_gbps = disk_gbps;
+    hw.dram.copy_gbps = rebuild_gbps;
     return hw;
 }
 
@@ -90,27 +92,38 @@ TEST_CASE("op offload: a faster link lowers the row count, a slower one raises i
     CHECK(choose_op_offload(s, toy_machine(0.05), plan, 256).min_rows == 0);
 }
 
-TEST_CASE("op offload: the device's copies of the CPU layers are read from the disk", "[unit][planner]") {
+TEST_CASE("op offload: the device's copies of streamed CPU layers are read from the disk, of layers in DRAM rebuilt there",
+          "[unit][planner]") {
     const ModelShape s = toy_shape();
-    // 1 GB a layer at 2 GB/s from the disk: the device's copies of the two take at least 1 s
-    // whether the CPU's lie in DRAM (it holds them in its tiles) or are streamed (the CPU then
-    // reads them too), more than the 0.2 s over the link: the CPU's 0.02 s a row must pass 1 s,
-    // from 51 rows.
-    for (WeightOption cpu : {WeightOption::DramCpu, WeightOption::NvmeCpu}) {
-        const Plan plan = toy_plan(cpu);
-        const OpOffloadPrice at50 = price_op_offload(s, toy_machine(10, 2), plan, 50);
-        CHECK(at50.cpu_s == Approx(1.0));
-        CHECK(at50.device_s == Approx(1.0));
-        CHECK(choose_op_offload(s, toy_machine(10, 2), plan, 256).min_rows == 51);
-    }
-    // From a fast disk, layers in DRAM go from 11 rows (the first case).
-    const Plan plan = toy_plan(WeightOption::DramCpu);
-    CHECK(choose_op_offload(s, toy_machine(10), plan, 256).min_rows == 11);
+    // 1 GB a layer at 2 GB/s from the disk: the device's copies of two streamed layers take at
+    // least 1 s, more than the 0.2 s over the link: the CPU's 0.02 s a row must pass 1 s, from 51
+    // rows.
+    const Plan streamed = toy_plan(WeightOption::NvmeCpu);
+    const OpOffloadPrice at50 = price_op_offload(s, toy_machine(10, 2), streamed, 50);
+    CHECK(at50.cpu_s == Approx(1.0));
+    CHECK(at50.device_s == Approx(1.0));
+    CHECK(choose_op_offload(s, toy_machine(10, 2), streamed, 256).min_rows == 51);
     // At 0.2 GB/s (10 s of reads) no pass up to 256 rows (5.12 s on the CPU) pays: the choice flips to off,
     // and the prompt's first token is predicted as without op offload.
-    const OpOffload slow = choose_op_offload(s, toy_machine(10, 0.2), plan, 256);
+    const OpOffload slow = choose_op_offload(s, toy_machine(10, 0.2), streamed, 256);
     CHECK(slow.min_rows == 0);
-    CHECK(slow.ttft_s == plan.prediction.ttft_s);
+    CHECK(slow.ttft_s == streamed.prediction.ttft_s);
+
+    // Layers in DRAM are rebuilt from the CPU's tiles, not read: the disk does not matter (11 rows, as the first case).
+    const Plan in_dram = toy_plan(WeightOption::DramCpu);
+    CHECK(choose_op_offload(s, toy_machine(10, 0.2), in_dram, 256).min_rows == 11);
+    // Rebuilt at 10 GB/s, each layer's copy waits 0.1 s more: the device's 0.2 s + 1 ms + 0.2 s
+    // + n x 1.2288 us beats the CPU's 0.02 s a row from 21 rows.
+    const OpOffloadPrice at20 = price_op_offload(s, toy_machine(10, 1e6, 10), in_dram, 20);
+    CHECK(at20.device_s == Approx(0.401 + 20 * 12288e-10));
+    CHECK(choose_op_offload(s, toy_machine(10, 1e6, 10), in_dram, 256).min_rows == 21);
+    // The probe's measured rate for the weights' type, where it has one, over DRAM's copy rate:
+    // at 1 GB/s each copy waits 1 s, 2.2 s + 1 ms for the two, from 111 rows.
+    HardwareProfile measured = toy_machine(10, 1e6, 10);
+    KernelRate rate{s.weight_type, 10, 100};
+    rate.untile_gbps = 1;
+    measured.cpu.rates.push_back(rate);
+    CHECK(choose_op_offload(s, measured, in_dram, 256).min_rows == 111);
 }
 
 TEST_CASE("op offload: nothing to choose without CPU layers or a device", "[unit][planner]") {
@@ -127,28 +140,32 @@ TEST_CASE("op offload: nothing to choose without CPU layers or a device", "[unit
 TEST_CASE("cost model: with op offload, a CPU layer's prompt pass is priced where it runs quicker, its decode where it lies",
           "[unit][planner]") {
     const ModelShape s = toy_shape();
-    const HardwareProfile hw = toy_machine(10, 5);
+    const HardwareProfile hw = toy_machine(10, 5, 10);
     constexpr int C = static_cast<int>(Stream::CpuCompute), G = static_cast<int>(Stream::GpuCompute),
                   H = static_cast<int>(Stream::PcieH2D), N = static_cast<int>(Stream::Nvme);
-    auto layer = [&](int32_t prompt, bool op_offload, int32_t kv_latent = 0) {
+    auto layer = [&](int32_t prompt, bool op_offload, int32_t kv_latent = 0, WeightOption at = WeightOption::DramCpu) {
         ModelShape m = s;
         m.kv_latent = kv_latent;
         RuntimeLimits limits;
         limits.op_offload = op_offload;
         return CostModel(m, hw, Workload{prompt, 128, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16}, limits)
-            .layer_weights(1, WeightOption::DramCpu);
+            .layer_weights(1, at);
     };
-    // 512 rows: 5.12 s on the CPU (1e9 flops a row at 100 GFLOPS); read from the file at 5 GB/s
-    // (0.2 s), copied at 10 GB/s (0.1 s) and computed on the device.
+    // 512 rows: 5.12 s on the CPU (1e9 flops a row at 100 GFLOPS); rebuilt from the CPU's tiles
+    // at DRAM's 10 GB/s copy rate (0.1 s), copied at 10 GB/s (0.1 s) and computed on the device.
     const Cost plain = layer(512, false), offloaded = layer(512, true);
     CHECK(plain.prefill[C] == Approx(5.12));
     CHECK(offloaded.prefill[C] == 0);
-    CHECK(offloaded.prefill[N] == Approx(0.2));
-    CHECK(offloaded.prefill[H] == Approx(0.1));
+    CHECK(offloaded.prefill[N] == 0);
+    CHECK(offloaded.prefill[H] == Approx(0.2));
     CHECK(offloaded.prefill[G] > 0);
     CHECK(offloaded.decode == plain.decode);  // decode stays on the CPU
     CHECK(offloaded.bytes == plain.bytes);    // and the layer where it lies
-    // A short prompt is quicker on the CPU (0.1 s against the 0.2 s read); latent attention has no op offload.
+    // Streamed from the disk: read at 5 GB/s (0.2 s) and copied (0.1 s).
+    const Cost streamed = layer(512, true, 0, WeightOption::NvmeCpu);
+    CHECK(streamed.prefill[N] == Approx(0.2));
+    CHECK(streamed.prefill[H] == Approx(0.1));
+    // A short prompt is quicker on the CPU (0.1 s against the 0.2 s copy); latent attention has no op offload.
     CHECK(layer(10, true).prefill == layer(10, false).prefill);
     CHECK(layer(512, true, 64).prefill == layer(512, false, 64).prefill);
 }

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "cpu/quant.h"
 #include "probe/measure.h"
 
 using namespace strata;
@@ -36,4 +37,18 @@ TEST_CASE("the matmul probe measures decode calls of 4 and 8 tokens, wide and on
     CHECK(quick.rows_time_scale(4, 576) == 0);  // priced as before
     CHECK(quick.rows4_narrow_gbps == 0);
     CHECK(quick.rows8_narrow_gbps == 0);
+}
+
+TEST_CASE("the matmul probe measures the CPU giving its tiles back as the file lays them out, where it tiles them",
+          "[unit][probe]") {
+    // Op offload's copies of the CPU's layers to a device are rebuilt at this rate.
+    const planner::KernelRate r = probe::measure_matmul(DType::Q4_0, 2, true, 8u << 20);
+    if (cpu::can_untile(DType::Q4_0, 4096)) {
+        CHECK(std::isfinite(r.untile_gbps));
+        CHECK(r.untile_gbps > 0);
+    } else {
+        CHECK(r.untile_gbps == 0);  // nothing tiled: the layers are copied as they are
+    }
+    const planner::KernelRate untiled = probe::measure_matmul(DType::Q4_0, 2, true, 8u << 20, false);
+    CHECK(untiled.untile_gbps == 0);
 }

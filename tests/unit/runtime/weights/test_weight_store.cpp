@@ -250,38 +250,57 @@ TEST_CASE("with a device, only the layers the CPU runs are rewritten into the CP
     CHECK(std::memcmp(head.data, file.output.data, head.info->nbytes) == 0);
 }
 
-TEST_CASE("op offload's staging reads resident layers as laid out in the file, its pinned buffers charged until dropped",
+TEST_CASE("op offload's staging gives resident layers as laid out in the file, rebuilt from DRAM, its pinned buffers "
+          "charged until dropped",
           "[unit][stream]") {
-    nlohmann::json config = test::tiny_config("llama", 256, 4, 512);
-    config["weight_type"] = "Q8_0";
-    const test::TinyModelFile m("as_read.gguf", config, 6);
-    storage::MemoryBudget budget("DRAM", UINT64_MAX, "--dram");
+    // A dense model held whole in DRAM; a mixture of experts whose experts are cached, whose
+    // layers (not held whole) are read from the file again.
+    auto moe = test::tiny_config("qwen3moe", 256, 6, 1024);
+    moe["qk_norm"] = true, moe["n_expert"] = 4, moe["n_expert_used"] = 2, moe["n_ff_exp"] = 256;
+    auto dense = test::tiny_config("llama", 256, 4, 512);
+    dense["weight_type"] = "Q8_0";
+    const bool is_moe = GENERATE(false, true);
+    const test::TinyModelFile m(is_moe ? "as_read_moe.gguf" : "as_read.gguf", is_moe ? moe : dense, 6);
+    std::vector<std::byte> file_bytes(std::filesystem::file_size(m.path));
+    std::ifstream(m.path, std::ios::binary).read(reinterpret_cast<char*>(file_bytes.data()), std::streamsize(file_bytes.size()));
+    storage::MemoryBudget budget("DRAM", is_moe ? 14 << 20 : UINT64_MAX, "--dram");
     WeightStore store(m.file, m.hp, budget, test::planned(m.file, m.hp, budget));
-    // Every layer resident, then rewritten into the CPU's tiles where this CPU has them.
-    std::vector<std::vector<std::byte>> in_file;
-    for (int il = 0; il < m.hp.n_layer; ++il) {
-        const WeightStore::HostRange r = store.layer_range(il);
-        in_file.emplace_back(r.data, r.data + r.length);
-    }
+    const auto& cached = store.residency().experts_cached;
+    const bool any_cached = std::count(cached.begin(), cached.end(), true) > 0;
+    REQUIRE(any_cached == is_moe);
+    // Then rewritten into the CPU's tiles where this CPU has them.
     cpu::ThreadPool pool(2);
-    uint64_t tiled = 0;
-    pool.run([&] { tiled = store.tile_for_cpu(nullptr); });
-    if (tiled > 0)  // the resident bytes are the tiles now, not the file's
-        CHECK(std::memcmp(store.layer_range(0).data, in_file[0].data(), in_file[0].size()) != 0);
-    const uint64_t before = budget.used();
-    const uint64_t pinned = store.stage_as_read({0, 1, 2, 3}, 2, budget);
+    pool.run([&] { store.tile_for_cpu(nullptr); });
+    std::vector<int> resident;
+    for (int il = 0; il < m.hp.n_layer; ++il)
+        if (store.residency().resident[il]) resident.push_back(il);
+    REQUIRE(resident.size() >= 2);
+    storage::MemoryBudget staging("DRAM", UINT64_MAX, "--dram");  // the weights' own is full for the experts' cache
+    const uint64_t before = staging.used();
+    const uint64_t pinned = store.stage_as_read(resident, 2, staging);
     CHECK(pinned > 0);
-    CHECK(budget.used() >= before + pinned);
+    CHECK(staging.used() >= before + pinned);
+    const uint64_t read_before = store.stats().bytes_read;
     for (int cycle = 0; cycle < 2; ++cycle)
-        for (int il = 0; il < m.hp.n_layer; ++il) {
-            INFO("cycle " << cycle << ", layer " << il);
-            const WeightStore::HostRange r = store.acquire_as_read(il);
-            REQUIRE(r.length == in_file[size_t(il)].size());
-            CHECK(std::memcmp(r.data, in_file[size_t(il)].data(), r.length) == 0);
+        for (int il : resident) {
+            INFO("cycle " << cycle << ", layer " << il << (store.residency().cached_experts(il) ? ", experts cached" : ""));
+            WeightStore::HostRange r;
+            pool.run([&] { r = store.acquire_as_read(il); });
+            // Every tensor's bytes where the device looks for them (the padding between is not read).
+            const LayerWeights& l = store.weights().layers[size_t(il)];
+            for (auto member : LayerWeights::kAll) {
+                const WeightRef& w = l.*member;
+                if (!w) continue;
+                const uint64_t at = store.offset_in_layer(il, w);
+                REQUIRE(at + w.bytes() <= r.length);
+                CHECK(std::memcmp(r.data + at, file_bytes.data() + file_offset(m.file, w), w.bytes()) == 0);
+            }
             store.release_as_read();
         }
+    // The layers held whole in DRAM were rebuilt from it; only those with cached experts were read.
+    CHECK((store.stats().bytes_read > read_before) == any_cached);
     store.drop_as_read();
-    CHECK(budget.used() == before);
+    CHECK(staging.used() == before);
     store.drop_as_read();  // again: nothing left to drop
-    CHECK(budget.used() == before);
+    CHECK(staging.used() == before);
 }

@@ -1,0 +1,33 @@
+#include "runtime/weights/file_layout.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "cpu/quant.h"
+
+namespace strata::runtime {
+
+bool file_layout_from_memory(const LayerWeights& layer) {
+    for (auto m : LayerWeights::kAll)
+        if (const WeightRef& w = layer.*m; w && w.tiled && !cpu::can_untile(w.type, w.n_cols)) return false;
+    return true;
+}
+
+void write_file_layout(const LayerWeights& layer, const std::function<uint64_t(const WeightRef&)>& offset_in_layer,
+                       std::byte* dst) {
+    for (auto m : LayerWeights::kAll) {
+        const WeightRef& w = layer.*m;
+        if (!w) continue;
+        std::byte* to = dst + offset_in_layer(w);
+        if (!w.tiled) {
+            std::memcpy(to, w.data, w.bytes());
+            continue;
+        }
+        for (int64_t e = 0; e < w.n_mats; ++e) {
+            const bool untiled = cpu::untile_weights(w.type, w.mat(e).data, to + e * w.mat_bytes(), w.n_rows, w.n_cols);
+            STRATA_ASSERT(untiled && "file_layout_from_memory said it could");
+        }
+    }
+}
+
+}  // namespace strata::runtime
