@@ -267,9 +267,10 @@ Cost CostModel::layer_weights(int layer, WeightOption o) const {
 Cost CostModel::op_offloaded(int layer, WeightOption cpu_option) const {
     const WeightsRead w = layer_read(layer);
     if (tier_of(cpu_option) == Tier::Nvme) return weights_cost(w, rows_d_, B_ * P_, WeightOption::NvmeToGpu, true);
-    // Its copy waits for the rebuild (the runtime's host thread does one, then the other).
+    // Rebuilt on the CPU's threads (idle, as the device computes the pass), its matrices copied
+    // as they become ready: the copy goes no faster than the rebuild.
     Cost c = weights_cost(w, rows_d_, B_ * P_, WeightOption::DramToGpu, true);
-    c.prefill[H] += w.stored / cpu_untile_;
+    c.prefill[H] = std::max(c.prefill[H], w.stored / cpu_untile_);
     return c;
 }
 

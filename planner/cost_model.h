@@ -126,7 +126,7 @@ public:
     Cost layer_weights(int layer, WeightOption o) const;
     // A CPU layer (`cpu_option` DramCpu or NvmeCpu) computed on the device in a prompt's pass (op
     // offload): one held in DRAM rebuilt there as the file lays it out (its tiles given back on
-    // the CPU's threads) and copied in; one streamed from the file copied in as read.
+    // the CPU's threads) and copied in as it is rebuilt; one streamed from the file copied in as read.
     Cost op_offloaded(int layer, WeightOption cpu_option) const;
     // A layer whose routed experts are offloaded (expert_cost.cpp): the rest resident, the
     // experts read through the DRAM cache at its expected hit rate.

@@ -31,8 +31,8 @@ std::string format_runs(std::span<const LayerSpan> runs);
 struct OpOffloadPrice {
     double cpu_s = 0;     // computed by the CPU where they lie (streamed ones read from the disk beside it)
     double device_s = 0;  // copied to the device and computed there: the first copy, then per
-                          // layer the longer of its copy (for one held in DRAM, after rebuilding
-                          // it as the file lays it out from the CPU's tiles) and its compute (with
+                          // layer the longer of its copy (for one held in DRAM, overlapping its
+                          // rebuild as the file lays it out from the CPU's tiles) and its compute (with
                           // its K/V going down into the host's cache in DRAM and the rows it
                           // attends to coming back up), and at least the disk's time for every
                           // streamed layer's read

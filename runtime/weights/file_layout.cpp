@@ -1,6 +1,9 @@
 #include "runtime/weights/file_layout.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "cpu/quant.h"
@@ -14,19 +17,24 @@ bool file_layout_from_memory(const LayerWeights& layer) {
 }
 
 void write_file_layout(const LayerWeights& layer, const std::function<uint64_t(const WeightRef&)>& offset_in_layer,
-                       std::byte* dst) {
-    for (auto m : LayerWeights::kAll) {
-        const WeightRef& w = layer.*m;
-        if (!w) continue;
-        std::byte* to = dst + offset_in_layer(w);
-        if (!w.tiled) {
-            std::memcpy(to, w.data, w.bytes());
+                       std::byte* dst, const std::function<void(uint64_t)>& written) {
+    std::vector<std::pair<uint64_t, const WeightRef*>> in_order;
+    for (auto m : LayerWeights::kAll)
+        if (const WeightRef& w = layer.*m) in_order.emplace_back(offset_in_layer(w), &w);
+    std::sort(in_order.begin(), in_order.end());
+    uint64_t end = 0;
+    for (const auto& [at, w] : in_order) {
+        std::byte* to = dst + at;
+        end = std::max(end, at + w->bytes());
+        if (!w->tiled) {
+            std::memcpy(to, w->data, w->bytes());
             continue;
         }
-        for (int64_t e = 0; e < w.n_mats; ++e) {
-            const bool untiled = cpu::untile_weights(w.type, w.mat(e).data, to + e * w.mat_bytes(), w.n_rows, w.n_cols);
+        for (int64_t e = 0; e < w->n_mats; ++e) {
+            const bool untiled = cpu::untile_weights(w->type, w->mat(e).data, to + e * w->mat_bytes(), w->n_rows, w->n_cols);
             STRATA_ASSERT(untiled && "file_layout_from_memory said it could");
         }
+        if (written) written(end);
     }
 }
 

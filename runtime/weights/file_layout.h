@@ -12,9 +12,11 @@ namespace strata::runtime {
 // Whether every tiled matrix of `layer` can be untiled (cpu::can_untile).
 bool file_layout_from_memory(const LayerWeights& layer);
 
-// Each tensor of `layer` into dst + offset_in_layer(tensor), as its bytes lie in the file.
-// Requires file_layout_from_memory(layer). Splits its matrices over the current cpu::ThreadPool.
+// Each tensor of `layer` into dst + offset_in_layer(tensor), as its bytes lie in the file, in the
+// file's order; after each matrix untiled, written(n): every tensor below n is written (so a copy
+// of those bytes can start while the rest are rebuilt). Requires file_layout_from_memory(layer).
+// Splits its matrices over the current cpu::ThreadPool.
 void write_file_layout(const LayerWeights& layer, const std::function<uint64_t(const WeightRef&)>& offset_in_layer,
-                       std::byte* dst);
+                       std::byte* dst, const std::function<void(uint64_t)>& written = {});
 
 }  // namespace strata::runtime

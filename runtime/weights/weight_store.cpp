@@ -411,13 +411,16 @@ uint64_t WeightStore::stage_as_read(std::vector<int> layers, int n_slots, storag
     return as_read_bytes();
 }
 
-WeightStore::HostRange WeightStore::acquire_as_read(int il) {
+WeightStore::HostRange WeightStore::acquire_as_read(int il, const std::function<void(HostRange)>& written) {
     STRATA_ASSERT((as_read_ || rebuild_buffer_) && "op offload's staging was dropped");
     acquired_rebuilt_ = rebuilt_[il];
     if (!acquired_rebuilt_) return {read_through(as_read_, *staging_, staged_, "weights as read", il), ranges_[il].length};
     const TraceScope scope(trace_, rebuild_track_, fmt::format("layer {} as in the file", il));
     std::byte* dst = rebuild_buffer_->slot_data(0);
-    write_file_layout(weights_.layers[il], [&](const WeightRef& w) { return offset_in_layer(il, w); }, dst);
+    write_file_layout(weights_.layers[il], [&](const WeightRef& w) { return offset_in_layer(il, w); }, dst,
+                      [&](uint64_t n) {
+                          if (written) written({dst, n});
+                      });
     return {dst, ranges_[il].length};
 }
 

@@ -11,6 +11,7 @@
 // the routed experts a pass chooses through the expert cache (runtime/weights/expert_cache.h).
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -92,9 +93,11 @@ public:
     // Once, before the first acquire_as_read. Returns the pinned bytes held.
     uint64_t stage_as_read(std::vector<int> layers, int n_slots, storage::MemoryBudget& budget);
     // The next staged layer, `il`, as laid out in the file; rebuilt on the calling thread (and
-    // its cpu::ThreadPool), or waited for while it is read. Throws IoError (nothing held) when
-    // it cannot be read or the file changed since load. Valid until release_as_read.
-    HostRange acquire_as_read(int il);
+    // its cpu::ThreadPool), or waited for while it is read. While a layer is rebuilt, written(r)
+    // says its first r.length bytes are ready (each tensor below that), so that their copy can
+    // overlap the rest's rebuild. Throws IoError (nothing held) when it cannot be read or the
+    // file changed since load. Valid until release_as_read.
+    HostRange acquire_as_read(int il, const std::function<void(HostRange)>& written = {});
     void release_as_read();
     // Op offload stopped: the staged reads end and the pinned buffers go back to the budget.
     void drop_as_read();

@@ -117,9 +117,15 @@ void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
     // A resident CPU layer is in the CPU kernels' tiles; the device's kernels read the file's
     // layout, which the store gives back for op offload (WeightStore::acquire_as_read).
     const bool as_read = store.residency().cpu(step.layer) && store.residency().resident[step.layer];
+    // Sent in pieces as a layer rebuilt from DRAM becomes ready: its copy overlaps its rebuild.
+    uint64_t sent = 0;
+    auto send = [&](WeightStore::HostRange ready) {
+        if (ready.length <= sent) return;
+        dev->copy_h2d(slots[step.slot].as<std::byte>() + sent, ready.data + sent, ready.length - sent, *h2d);
+        sent = ready.length;
+    };
     if (!as_read) store.acquire(step.layer);
-    const WeightStore::HostRange r = as_read ? store.acquire_as_read(step.layer) : store.layer_range(step.layer);
-    dev->copy_h2d(slots[step.slot].data(), r.data, r.length, *h2d);
+    send(as_read ? store.acquire_as_read(step.layer, send) : store.layer_range(step.layer));
     copied[step.slot]->record(*h2d);
     // A pinned buffer of either ring is reused once released.
     if (as_read || store.residency().streamed(step.layer)) copied[step.slot]->synchronize();

@@ -112,18 +112,20 @@ TEST_CASE("op offload: the device's copies of streamed CPU layers are read from 
     // Layers in DRAM are rebuilt from the CPU's tiles, not read: the disk does not matter (11 rows, as the first case).
     const Plan in_dram = toy_plan(WeightOption::DramCpu);
     CHECK(choose_op_offload(s, toy_machine(10, 0.2), in_dram, 256).min_rows == 11);
-    // Rebuilt at 10 GB/s, each layer's copy waits 0.1 s more: the device's 0.2 s + 1 ms + 0.2 s
-    // + n x 1.2288 us beats the CPU's 0.02 s a row from 21 rows.
-    const OpOffloadPrice at20 = price_op_offload(s, toy_machine(10, 1e6, 10), in_dram, 20);
+    // A layer's copy goes as it is rebuilt: rebuilt at 10 GB/s, as fast as the link, it costs
+    // nothing more; at 5 GB/s (0.2 s a layer) the rebuild is what each layer waits for: the
+    // device's 0.2 s + 1 ms + 0.2 s + n x 1.2288 us beats the CPU's 0.02 s a row from 21 rows.
+    CHECK(choose_op_offload(s, toy_machine(10, 1e6, 10), in_dram, 256).min_rows == 11);
+    const OpOffloadPrice at20 = price_op_offload(s, toy_machine(10, 1e6, 5), in_dram, 20);
     CHECK(at20.device_s == Approx(0.401 + 20 * 12288e-10));
-    CHECK(choose_op_offload(s, toy_machine(10, 1e6, 10), in_dram, 256).min_rows == 21);
+    CHECK(choose_op_offload(s, toy_machine(10, 1e6, 5), in_dram, 256).min_rows == 21);
     // The probe's measured rate for the weights' type, where it has one, over DRAM's copy rate:
-    // at 1 GB/s each copy waits 1 s, 2.2 s + 1 ms for the two, from 111 rows.
+    // at 1 GB/s, 1 s a layer, 2 s + 1 ms for the two, from 101 rows.
     HardwareProfile measured = toy_machine(10, 1e6, 10);
     KernelRate rate{s.weight_type, 10, 100};
     rate.untile_gbps = 1;
     measured.cpu.rates.push_back(rate);
-    CHECK(choose_op_offload(s, measured, in_dram, 256).min_rows == 111);
+    CHECK(choose_op_offload(s, measured, in_dram, 256).min_rows == 101);
 }
 
 TEST_CASE("op offload: nothing to choose without CPU layers or a device", "[unit][planner]") {
@@ -152,17 +154,25 @@ TEST_CASE("cost model: with op offload, a CPU layer's prompt pass is priced wher
             .layer_weights(1, at);
     };
     // 512 rows: 5.12 s on the CPU (1e9 flops a row at 100 GFLOPS); rebuilt from the CPU's tiles
-    // at DRAM's 10 GB/s copy rate (0.1 s), copied at 10 GB/s (0.1 s) and computed on the device.
+    // at DRAM's 10 GB/s copy rate (0.1 s on the CPU), copied at 10 GB/s (0.1 s) and computed on
+    // the device.
     const Cost plain = layer(512, false), offloaded = layer(512, true);
     CHECK(plain.prefill[C] == Approx(5.12));
-    CHECK(offloaded.prefill[C] == 0);
+    CHECK(offloaded.prefill[C] == 0);  // the CPU's threads rebuild it while the device computes
     CHECK(offloaded.prefill[N] == 0);
-    CHECK(offloaded.prefill[H] == Approx(0.2));
+    CHECK(offloaded.prefill[H] == Approx(0.1));
+    // Rebuilt at 5 GB/s, its copy goes no faster than that: 0.2 s.
+    RuntimeLimits limits;
+    limits.op_offload = true;
+    const CostModel slow_rebuild(s, toy_machine(10, 5, 5), Workload{512, 128, 1, Objective::Latency},
+                                 Policy{1, 1, true, false, DType::F16}, limits);
+    CHECK(slow_rebuild.layer_weights(1, WeightOption::DramCpu).prefill[H] == Approx(0.2));
     CHECK(offloaded.prefill[G] > 0);
     CHECK(offloaded.decode == plain.decode);  // decode stays on the CPU
     CHECK(offloaded.bytes == plain.bytes);    // and the layer where it lies
-    // Streamed from the disk: read at 5 GB/s (0.2 s) and copied (0.1 s).
+    // Streamed from the disk: read at 5 GB/s (0.2 s) and copied (0.1 s), nothing for the CPU.
     const Cost streamed = layer(512, true, 0, WeightOption::NvmeCpu);
+    CHECK(streamed.prefill[C] == 0);
     CHECK(streamed.prefill[N] == Approx(0.2));
     CHECK(streamed.prefill[H] == Approx(0.1));
     // A short prompt is quicker on the CPU (0.1 s against the 0.2 s copy); latent attention has no op offload.

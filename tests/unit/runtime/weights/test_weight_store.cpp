@@ -270,7 +270,8 @@ TEST_CASE("op offload's staging gives resident layers as laid out in the file, r
     REQUIRE(any_cached == is_moe);
     // Then rewritten into the CPU's tiles where this CPU has them.
     cpu::ThreadPool pool(2);
-    pool.run([&] { store.tile_for_cpu(nullptr); });
+    uint64_t tiled = 0;
+    pool.run([&] { tiled = store.tile_for_cpu(nullptr); });
     std::vector<int> resident;
     for (int il = 0; il < m.hp.n_layer; ++il)
         if (store.residency().resident[il]) resident.push_back(il);
@@ -281,20 +282,36 @@ TEST_CASE("op offload's staging gives resident layers as laid out in the file, r
     CHECK(pinned > 0);
     CHECK(staging.used() >= before + pinned);
     const uint64_t read_before = store.stats().bytes_read;
+    // Every tensor's bytes below `ready` where the device looks for them (the padding between is not read).
+    auto check_tensors = [&](int il, WeightStore::HostRange r) {
+        int checked = 0;
+        const LayerWeights& l = store.weights().layers[size_t(il)];
+        for (auto member : LayerWeights::kAll) {
+            const WeightRef& w = l.*member;
+            const uint64_t at = w ? store.offset_in_layer(il, w) : 0;
+            if (!w || at + w.bytes() > r.length) continue;
+            CHECK(std::memcmp(r.data + at, file_bytes.data() + file_offset(m.file, w), w.bytes()) == 0);
+            ++checked;
+        }
+        return checked;
+    };
     for (int cycle = 0; cycle < 2; ++cycle)
         for (int il : resident) {
             INFO("cycle " << cycle << ", layer " << il << (store.residency().cached_experts(il) ? ", experts cached" : ""));
+            // A rebuilt layer says as it goes which of its bytes are ready, for its copy to begin.
+            std::vector<uint64_t> ready;
             WeightStore::HostRange r;
-            pool.run([&] { r = store.acquire_as_read(il); });
-            // Every tensor's bytes where the device looks for them (the padding between is not read).
-            const LayerWeights& l = store.weights().layers[size_t(il)];
-            for (auto member : LayerWeights::kAll) {
-                const WeightRef& w = l.*member;
-                if (!w) continue;
-                const uint64_t at = store.offset_in_layer(il, w);
-                REQUIRE(at + w.bytes() <= r.length);
-                CHECK(std::memcmp(r.data + at, file_bytes.data() + file_offset(m.file, w), w.bytes()) == 0);
-            }
+            pool.run([&] {
+                r = store.acquire_as_read(il, [&](WeightStore::HostRange part) {
+                    CHECK((ready.empty() || part.length >= ready.back()));
+                    check_tensors(il, part);
+                    ready.push_back(part.length);
+                });
+            });
+            CHECK(check_tensors(il, r) > 0);
+            for (uint64_t n : ready) CHECK(n <= r.length);
+            // One for each tiled matrix (none where this CPU does not tile them).
+            if (tiled > 0 && !store.residency().cached_experts(il)) CHECK(ready.size() >= 2);
             store.release_as_read();
         }
     // The layers held whole in DRAM were rebuilt from it; only those with cached experts were read.
