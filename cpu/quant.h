@@ -47,7 +47,9 @@ bool tile_weights(DType weight_type, void* weights, int64_t n_rows, int64_t n_co
 // layout for the type (then nothing was tiled) or its layout keeps only what the kernels read
 // (Q8_K, without its block sums).
 bool untile_weights(DType weight_type, const void* tiled, void* dst, int64_t n_rows, int64_t n_cols);
-// Whether untile_weights gives back weights of `weight_type`, rows of n_cols, on the active path.
+// Whether weights of `weight_type`, rows of n_cols, come back in the file's layout from what the
+// active path holds of them: tiled and given back by untile_weights, or never tiled (no tiled
+// layout for the type here). False for Q8_K on the AVX-512 path.
 bool can_untile(DType weight_type, int64_t n_cols);
 
 // Rows [row0, row0 + n) of n_rows x n_cols weights rewritten by tile_weights, into dst (n rows

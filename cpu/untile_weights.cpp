@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/cpu_features.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
@@ -50,34 +51,36 @@ std::optional<GatherMap> gather_map_of(DType type, size_t stride, int64_t n_cols
     return m;
 }
 
-// Built once per type and row length, as a model has few of them; null where there is none.
-const GatherMap* gather_map(DType type, size_t stride, int64_t n_cols) {
+// Built once per type and row length, as a model has few of them (the layout is the AVX-512
+// packers': only on that path); nullopt where the active path has no tiled layout for the type,
+// an empty map where some byte is held nowhere.
+const std::optional<GatherMap>& gather_map(DType type, size_t stride, int64_t n_cols) {
+    static const std::optional<GatherMap> none;
+    if (active_path() != CpuPath::Avx512) return none;
     static std::mutex mutex;
-    static std::map<std::pair<DType, size_t>, GatherMap> maps;
+    static std::map<std::pair<DType, size_t>, std::optional<GatherMap>> maps;
     std::lock_guard lock(mutex);
     auto it = maps.find({type, stride});
-    if (it == maps.end()) {
-        std::optional<GatherMap> m = gather_map_of(type, stride, n_cols);
-        if (!m) return nullptr;  // not kept: the active path may change (tests switch it)
-        it = maps.emplace(std::pair{type, stride}, std::move(*m)).first;
-    }
-    return it->second.byte_at.empty() ? nullptr : &it->second;
+    if (it == maps.end()) it = maps.emplace(std::pair{type, stride}, gather_map_of(type, stride, n_cols)).first;
+    return it->second;
 }
 
 }  // namespace
 
 bool can_untile(DType weight_type, int64_t n_cols) {
-    return gather_map(weight_type, row_bytes(weight_type, n_cols), n_cols) != nullptr;
+    const std::optional<GatherMap>& m = gather_map(weight_type, row_bytes(weight_type, n_cols), n_cols);
+    return !m || !m->byte_at.empty();
 }
 
 bool untile_weights(DType weight_type, const void* tiled, void* dst, int64_t n_rows, int64_t n_cols) {
     const size_t stride = row_bytes(weight_type, n_cols);
+    const std::optional<GatherMap>& found = gather_map(weight_type, stride, n_cols);
+    if (!found || found->byte_at.empty()) return false;
+    const GatherMap* m = &*found;
     const int64_t n_tiles = n_rows / kTileRows;
     const auto* src = static_cast<const uint8_t*>(tiled);
     auto* out = static_cast<uint8_t*>(dst);
     if (n_tiles > 0) {
-        const GatherMap* m = gather_map(weight_type, stride, n_cols);
-        if (!m) return false;
         const size_t tile_bytes = kTileRows * stride;
         parallel_for(n_tiles, [&](int64_t t) {
             const uint8_t* from = src + size_t(t) * tile_bytes;

@@ -110,9 +110,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
                          hw.cpu.call_s_for(shape.weight_type, shape.n_ff);
     cpu_call_s_ = hw.cpu.call_s_for(shape.weight_type, e);
     cpu_weight_pass_ = pack_measured_ ? std::min(pack, cpu_gemv_) : cpu_gemv_;
-    // Unmeasured (a profile from before it was probed): at DRAM's copy rate.
-    const double untile = hw.cpu.untile_gbps_for(shape.weight_type);
-    cpu_untile_ = (untile > 0 ? untile : hw.dram.copy_gbps) * 1e9;
+    cpu_untile_ = hw.cpu.untile_gbps_for(shape.weight_type) * 1e9;
     cpu_gemv_ = thread_bound(cpu_gemv_ * reuse, hw.cpu.n_threads);
     cpu_weight_pass_ *= reuse;
     cpu_attn_bw_ = hw.cpu.attention_gbps * 1e9;
@@ -266,9 +264,13 @@ Cost CostModel::layer_weights(int layer, WeightOption o) const {
 
 Cost CostModel::op_offloaded(int layer, WeightOption cpu_option) const {
     const WeightsRead w = layer_read(layer);
-    if (tier_of(cpu_option) == Tier::Nvme) return weights_cost(w, rows_d_, B_ * P_, WeightOption::NvmeToGpu, true);
+    // Streamed, or held in tiles the CPU cannot give back (no rate measured: Q8_K's, a catalog
+    // CPU, a profile from before it was probed): read from the file as the runtime then does.
+    if (tier_of(cpu_option) == Tier::Nvme || cpu_untile_ <= 0)
+        return weights_cost(w, rows_d_, B_ * P_, WeightOption::NvmeToGpu, true);
     // Rebuilt on the CPU's threads (idle, as the device computes the pass), its matrices copied
-    // as they become ready: the copy goes no faster than the rebuild.
+    // as they become ready: the copy goes no faster than the rebuild (nor the first matrix's
+    // rebuild and the last one's copy, which this leaves out).
     Cost c = weights_cost(w, rows_d_, B_ * P_, WeightOption::DramToGpu, true);
     c.prefill[H] = std::max(c.prefill[H], w.stored / cpu_untile_);
     return c;

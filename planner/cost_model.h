@@ -82,8 +82,8 @@ struct RuntimeLimits {
     // Its device's working set, apart from the GPU budget too, holds a pass's hidden states.
     bool dram_held_apart = false;
     // A prompt pass computes a device plan's CPU layers on the device where that is quicker, the
-    // weights read from the model file and copied in (planner/op_offload.h, the device runtime's
-    // op offload): their prefill is priced so, so that the LP does not keep layers off the CPU
+    // weights rebuilt from DRAM (or read from the model file) and copied in (planner/op_offload.h,
+    // the device runtime's op offload): their prefill is priced so, so that the LP does not keep layers off the CPU
     // for a prefill the CPU would not run. Not for latent attention (deepseek2), which has none.
     bool op_offload = false;
     // The output head is held on the device and computed there whatever else the plan places
@@ -238,7 +238,7 @@ private:
     double hop_s_ = 0;  // a pass's data to the host and back (GpuProfile::handoff_us); 0: not measured
     double threads_ = 1;
     double cpu_weight_pass_ = 0;  // bytes/s of a many-token matmul's pass over its weights
-    double cpu_untile_ = 0;       // bytes/s of the CPU giving back its tiles as the file's layout
+    double cpu_untile_ = 0;       // bytes/s of the CPU giving back its tiles as the file's layout; 0: it cannot
     std::optional<KernelRate> dev_rate_;  // the measured device's matmuls of the weight type
     std::optional<KernelRate> cpu_rate_;  // the probed CPU's of the weight type
     double dev_weight_pass_ = 0;  // bytes/s of its many-row call's pass over the weights

@@ -52,9 +52,10 @@ struct KernelRate {
     // layer, as rows8_gbps; 0: not measured (the CPU, a quick probe's narrow one, profiles made
     // before it).
     double rows16_gbps = 0, rows16_narrow_gbps = 0;
-    // The CPU giving back weights it holds tiled as the file lays them out (cpu::untile_weights,
-    // for op offload's copies to a device), weight bytes per second; 0: not measured (no tiled
-    // layout, a device's, profiles made before it).
+    // The CPU giving back the weights it holds as the file lays them out (cpu::untile_weights
+    // where it tiles them, a copy where not), for op offload's copies to a device, weight bytes
+    // per second; 0: not measured (tiles that cannot be given back, a device's, profiles made
+    // before it), op offload then reading them from the file again.
     double untile_gbps = 0;
     static constexpr double kRowsMeasured = 8;  // the most rows every rate measures
     // A decode call of `rows` rows (1 to max_rows) over one row's time for a model `width`

@@ -358,17 +358,23 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
         // A quick probe leaves the narrow layer out (priced at the wide rate).
         if (!quick && cols == static_cast<int64_t>(planner::KernelRate::kWideCols) && rows >= cols)
             r.gemm_narrow_gflops = r.gemm_gflops * narrow_over_wide(type, pool, tile, w.data(), tiled);
-        // The tiles given back as the file lays them out (op offload's copies to a device), half the
-        // matrix into the narrow one's memory, no longer needed: from DRAM into DRAM.
+        // The weights given back as the file lays them out (op offload's copies to a device): the
+        // tiles untiled, or the rows copied where nothing was tiled; none where the tiles cannot
+        // be given back (Q8_K's), which op offload reads from the file again. Half the matrix into
+        // the narrow one's memory, no longer needed: from DRAM into DRAM.
         const int64_t untile_rows = static_cast<int64_t>(narrow.size() / rb) / 16 * 16;
-        if (tiled && untile_rows > 0 && cpu::can_untile(type, cols)) {
+        if (untile_rows > 0 && cpu::can_untile(type, cols)) {
+            const size_t bytes = rb * static_cast<size_t>(untile_rows);
             std::vector<double> s;
             for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
                 const auto t0 = std::chrono::steady_clock::now();
-                pool.run([&] { cpu::untile_weights(type, w.data(), narrow.data(), untile_rows, cols); });
+                pool.run([&] {
+                    if (!tiled) std::memcpy(narrow.data(), w.data(), bytes);
+                    else cpu::untile_weights(type, w.data(), narrow.data(), untile_rows, cols);
+                });
                 s.push_back(seconds_since(t0));
             }
-            r.untile_gbps = static_cast<double>(rb) * static_cast<double>(untile_rows) / median(std::move(s)) / 1e9;
+            r.untile_gbps = static_cast<double>(bytes) / median(std::move(s)) / 1e9;
         }
     } catch (const BackendError&) {
         r.gemv_gbps = r.gemm_gflops = 0;  // no kernels for this type

@@ -12,7 +12,7 @@ namespace strata::runtime {
 
 bool file_layout_from_memory(const LayerWeights& layer) {
     for (auto m : LayerWeights::kAll)
-        if (const WeightRef& w = layer.*m; w && w.tiled && !cpu::can_untile(w.type, w.n_cols)) return false;
+        if (const WeightRef& w = layer.*m; w && w.n_rows > 1 && !cpu::can_untile(w.type, w.n_cols)) return false;
     return true;
 }
 

@@ -9,7 +9,8 @@
 
 namespace strata::runtime {
 
-// Whether every tiled matrix of `layer` can be untiled (cpu::can_untile).
+// Whether every matrix of `layer`, tiled now or later (WeightStore::tile_for_cpu), comes back
+// in the file's layout (cpu::can_untile).
 bool file_layout_from_memory(const LayerWeights& layer);
 
 // Each tensor of `layer` into dst + offset_in_layer(tensor), as its bytes lie in the file, in the

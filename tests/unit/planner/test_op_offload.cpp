@@ -17,13 +17,16 @@ namespace {
 // The toy CPU (GEMM 100 GFLOPS, GEMV 10 GB/s) beside a device of 1000 GB/s and 100 TFLOPS on a
 // link of `link_gbps` each way, no launch or hand-off costs, a disk reading `disk_gbps` (the
 // device's copies of streamed CPU layers are read from the file) and the CPU rebuilding layers
-// it holds as the file lays them out at `rebuild_gbps` (DRAM's copy rate: its tiles' rate
-// unmeasured): by default both fast enough never to matter.
+// it holds as the file lays them out at `rebuild_gbps` (the probe's rate for the toy model's
+// weights, F16; 0: not measured, those copies read from the file too): by default both fast
+// enough never to matter.
 HardwareProfile toy_machine(double link_gbps, double disk_gbps = 1e6, double rebuild_gbps = 1e9) {
     HardwareProfile hw = test::toy_cpu();
     hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, link_gbps, link_gbps, "", 0};
     hw.nvme.read_gbps = disk_gbps;
-    hw.dram.copy_gbps = rebuild_gbps;
+    KernelRate f16{DType::F16, hw.cpu.gemv_gbps, hw.cpu.gemm_gflops};  // the toy CPU's own rates
+    f16.untile_gbps = rebuild_gbps;
+    hw.cpu.rates.push_back(f16);
     return hw;
 }
 
@@ -119,13 +122,11 @@ TEST_CASE("op offload: the device's copies of streamed CPU layers are read from 
     const OpOffloadPrice at20 = price_op_offload(s, toy_machine(10, 1e6, 5), in_dram, 20);
     CHECK(at20.device_s == Approx(0.401 + 20 * 12288e-10));
     CHECK(choose_op_offload(s, toy_machine(10, 1e6, 5), in_dram, 256).min_rows == 21);
-    // The probe's measured rate for the weights' type, where it has one, over DRAM's copy rate:
-    // at 1 GB/s, 1 s a layer, 2 s + 1 ms for the two, from 101 rows.
-    HardwareProfile measured = toy_machine(10, 1e6, 10);
-    KernelRate rate{s.weight_type, 10, 100};
-    rate.untile_gbps = 1;
-    measured.cpu.rates.push_back(rate);
-    CHECK(choose_op_offload(s, measured, in_dram, 256).min_rows == 101);
+    // At 1 GB/s: 1 s a layer, 2 s + 1 ms for the two, from 101 rows.
+    CHECK(choose_op_offload(s, toy_machine(10, 1e6, 1), in_dram, 256).min_rows == 101);
+    // Without a measured rate (tiles the CPU cannot give back, a catalog CPU, an older profile)
+    // they are priced read from the file, as the runtime then reads them: from 51 rows at 2 GB/s.
+    CHECK(choose_op_offload(s, toy_machine(10, 2, 0), in_dram, 256).min_rows == 51);
 }
 
 TEST_CASE("op offload: nothing to choose without CPU layers or a device", "[unit][planner]") {
@@ -154,8 +155,8 @@ TEST_CASE("cost model: with op offload, a CPU layer's prompt pass is priced wher
             .layer_weights(1, at);
     };
     // 512 rows: 5.12 s on the CPU (1e9 flops a row at 100 GFLOPS); rebuilt from the CPU's tiles
-    // at DRAM's 10 GB/s copy rate (0.1 s on the CPU), copied at 10 GB/s (0.1 s) and computed on
-    // the device.
+    // at 10 GB/s (0.1 s) and copied at 10 GB/s as it is rebuilt (0.1 s), then computed on the
+    // device.
     const Cost plain = layer(512, false), offloaded = layer(512, true);
     CHECK(plain.prefill[C] == Approx(5.12));
     CHECK(offloaded.prefill[C] == 0);  // the CPU's threads rebuild it while the device computes

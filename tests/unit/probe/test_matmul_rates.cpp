@@ -39,16 +39,16 @@ TEST_CASE("the matmul probe measures decode calls of 4 and 8 tokens, wide and on
     CHECK(quick.rows8_narrow_gbps == 0);
 }
 
-TEST_CASE("the matmul probe measures the CPU giving its tiles back as the file lays them out, where it tiles them",
+TEST_CASE("the matmul probe measures the CPU giving its weights back as the file lays them out, none where it cannot",
           "[unit][probe]") {
-    // Op offload's copies of the CPU's layers to a device are rebuilt at this rate.
-    const planner::KernelRate r = probe::measure_matmul(DType::Q4_0, 2, true, 8u << 20);
-    if (cpu::can_untile(DType::Q4_0, 4096)) {
+    // Op offload's copies of the CPU's layers to a device are rebuilt at this rate: from the
+    // tiles where this CPU tiles them, as a copy where it does not.
+    for (const bool tiled : {true, false}) {
+        const planner::KernelRate r = probe::measure_matmul(DType::Q4_0, 2, true, 8u << 20, tiled);
         CHECK(std::isfinite(r.untile_gbps));
         CHECK(r.untile_gbps > 0);
-    } else {
-        CHECK(r.untile_gbps == 0);  // nothing tiled: the layers are copied as they are
     }
-    const planner::KernelRate untiled = probe::measure_matmul(DType::Q4_0, 2, true, 8u << 20, false);
-    CHECK(untiled.untile_gbps == 0);
+    // Q8_K's tiles keep only what its kernels read: op offload reads its layers from the file.
+    const planner::KernelRate q8k = probe::measure_matmul(DType::Q8_K, 2, true, 8u << 20);
+    CHECK((q8k.untile_gbps > 0) == cpu::can_untile(DType::Q8_K, 4096));
 }

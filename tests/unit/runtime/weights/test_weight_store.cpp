@@ -268,10 +268,6 @@ TEST_CASE("op offload's staging gives resident layers as laid out in the file, r
     const auto& cached = store.residency().experts_cached;
     const bool any_cached = std::count(cached.begin(), cached.end(), true) > 0;
     REQUIRE(any_cached == is_moe);
-    // Then rewritten into the CPU's tiles where this CPU has them.
-    cpu::ThreadPool pool(2);
-    uint64_t tiled = 0;
-    pool.run([&] { tiled = store.tile_for_cpu(nullptr); });
     std::vector<int> resident;
     for (int il = 0; il < m.hp.n_layer; ++il)
         if (store.residency().resident[il]) resident.push_back(il);
@@ -281,6 +277,10 @@ TEST_CASE("op offload's staging gives resident layers as laid out in the file, r
     const uint64_t pinned = store.stage_as_read(resident, 2, staging);
     CHECK(pinned > 0);
     CHECK(staging.used() >= before + pinned);
+    // Then rewritten into the CPU's tiles where this CPU has them, in the engine's order.
+    cpu::ThreadPool pool(2);
+    uint64_t tiled = 0;
+    pool.run([&] { tiled = store.tile_for_cpu(nullptr); });
     const uint64_t read_before = store.stats().bytes_read;
     // Every tensor's bytes below `ready` where the device looks for them (the padding between is not read).
     auto check_tensors = [&](int il, WeightStore::HostRange r) {
