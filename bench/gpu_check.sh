@@ -13,7 +13,9 @@
 #   5. strata bench with every layer on the GPU, with half and with a quarter of the weights'
 #      bytes (--gpu-mem) and on the CPU alone, beside llama.cpp's CUDA llama-bench with -ngl 99,
 #      16, 8 and 0 on the same file (the synthetic llama3-8b Q4_0), each with the plan's
-#      prediction (GPU_CHECK_REPS repetitions, default 2); decode at depth 4096
+#      prediction (GPU_CHECK_REPS repetitions, default 2); decode at depth 4096; a prompt's passes
+#      traced with every layer on the GPU and with a quarter (prefill_*_trace.json.gz, and where
+#      their time went in the report: bench/trace_tracks.py)
 #   6. CPU attention beside the GPU: batch 16 at depth 8192 on a synthetic tinyllama-1.1b, the KV
 #      cache in DRAM (--attention cpu, and beside the simulated device on the same host)
 #      against on the device (--attention gpu), both traced (*_attention_trace.json.gz)
@@ -183,6 +185,15 @@ if [[ -f $synth ]]; then
     note "### tg64 at depth 4096, every layer on the GPU"
     [[ -x $llama_bench && $device == cuda ]] && run 120 "$llama_bench" -m "$synth" -ngl 99 -p 0 -n 64 -d 4096 -r 2
     run 150 "$strata" bench -m "$synth" -p 0 -n 64 -d 4096 -c 4352 -r "$reps" --device "$device"
+    note "### A prompt's passes traced: every layer on the GPU, and a quarter of the weights (op offload)"
+    for share in 100 25; do
+        trace=$(dirname "$report")/prefill_${share}_trace.json
+        gpu_mem=()
+        ((share < 100)) && gpu_mem=(--gpu-mem $(($(weights_bytes "$synth") * share / 100 + (256 << 20))) --show-plan)
+        run 150 "$strata" bench -m "$synth" -p "$n_prompt" -n 0 -r 1 --device "$device" "${gpu_mem[@]}" --trace "$trace"
+        # Where the pass's time went, in the report even where the trace does not come back.
+        [[ -f $trace ]] && { python3 bench/trace_tracks.py "$trace"; echo; } >>"$report" && gzip -f "$trace"
+    done
 fi
 [[ -n $smollm2 ]] && { note "### SmolLM2-135M Q4_1"; bench_pair "$smollm2" 99 100; }
 
