@@ -40,6 +40,7 @@ TEST_CASE("the built-in catalog parses and names the required parts with sources
     CHECK(c.find_gpu("RTX 4090") == c.find_gpu("rtx4090"));
     CHECK(c.match_gpu_device("NVIDIA GeForce RTX 4090") == c.find_gpu("rtx4090"));
     CHECK(c.match_gpu_device("NVIDIA H100 80GB HBM3") == c.find_gpu("h100-80g"));
+    CHECK(c.match_gpu_device("NVIDIA H200") == c.find_gpu("h200"));  // as the card names itself
     CHECK(c.find_gpu("no-such-gpu") == nullptr);
 }
 
