@@ -63,8 +63,8 @@ OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& 
         cpu_nvme += cpu.prefill[N];
         const Cost dev = model.op_offloaded(l.layer, l.weights);
         // The host rebuilds a layer held in DRAM as the file lays it out, copying each matrix in
-        // as it is ready (CostModel::op_offloaded), and waits for the copy; the device computes
-        // the layer before meanwhile. The first copy has nothing of these layers' to overlap.
+        // as it is ready (CostModel::op_offloaded), while the device computes the layer before.
+        // The first copy has nothing of these layers' to overlap.
         const double copy = dev.prefill[H], compute = dev.prefill[G] + dev.prefill_overhead + hops;
         price.device_s += (first ? copy : 0) + std::max(first ? 0 : copy, compute);
         dev_nvme += dev.prefill[N];

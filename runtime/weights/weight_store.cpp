@@ -372,7 +372,8 @@ void WeightStore::read_layer(int il, std::byte* dst) {
 }
 
 uint64_t WeightStore::stage_as_read(std::vector<int> layers, int n_slots, storage::MemoryBudget& budget) {
-    STRATA_ASSERT(!staging_ && !rebuild_buffer_ && !layers.empty() && n_slots > 0);
+    STRATA_ASSERT(!staging_ && !rebuild_buffers_ && !layers.empty() && n_slots > 0);
+    rebuild_next_ = 0;
     // Registered with CUDA like the streaming ring, so the copies to the device are direct.
     [[maybe_unused]] static const bool gpu_pinned = gpu::install_cuda_host_pinner();
     rebuilt_.assign(weights_.layers.size(), false);
@@ -390,9 +391,9 @@ uint64_t WeightStore::stage_as_read(std::vector<int> layers, int n_slots, storag
     if (rebuilt_bytes > 0) {
         storage::PinnedPoolOptions po;
         po.slot_bytes = rebuilt_bytes;
-        po.n_slots = 1;  // the device's copy of a layer ends before the next is acquired
-        po.what = "the buffer op offload rebuilds CPU layers in for the device";
-        rebuild_buffer_ = std::make_unique<storage::PinnedPool>(budget, po);
+        po.n_slots = static_cast<size_t>(n_slots);
+        po.what = "buffers op offload rebuilds CPU layers in for the device";
+        rebuild_buffers_ = std::make_unique<storage::PinnedPool>(budget, po);
     }
     if (read.empty()) return as_read_bytes();
     storage::PinnedPoolOptions po;
@@ -402,7 +403,7 @@ uint64_t WeightStore::stage_as_read(std::vector<int> layers, int n_slots, storag
     try {
         staging_ = std::make_unique<storage::PinnedPool>(budget, po);
     } catch (...) {
-        rebuild_buffer_.reset();
+        rebuild_buffers_.reset();
         throw;
     }
     reader_->register_region(staging_->data(), staging_->bytes());
@@ -412,11 +413,12 @@ uint64_t WeightStore::stage_as_read(std::vector<int> layers, int n_slots, storag
 }
 
 WeightStore::HostRange WeightStore::acquire_as_read(int il, const std::function<void(HostRange)>& written) {
-    STRATA_ASSERT((as_read_ || rebuild_buffer_) && "op offload's staging was dropped");
+    STRATA_ASSERT((as_read_ || rebuild_buffers_) && "op offload's staging was dropped");
     acquired_rebuilt_ = rebuilt_[il];
     if (!acquired_rebuilt_) return {read_through(as_read_, *staging_, staged_, "weights as read", il), ranges_[il].length};
     const TraceScope scope(trace_, rebuild_track_, fmt::format("layer {} as in the file", il));
-    std::byte* dst = rebuild_buffer_->slot_data(0);
+    std::byte* dst = rebuild_buffers_->slot_data(size_t(rebuild_next_));
+    rebuild_next_ = (rebuild_next_ + 1) % int(rebuild_buffers_->n_slots());
     write_file_layout(weights_.layers[il], [&](const WeightRef& w) { return offset_in_layer(il, w); }, dst,
                       [&](uint64_t n) {
                           if (written) written({dst, n});
@@ -425,16 +427,16 @@ WeightStore::HostRange WeightStore::acquire_as_read(int il, const std::function<
 }
 
 void WeightStore::release_as_read() {
-    STRATA_ASSERT((as_read_ || rebuild_buffer_) && "op offload's staging was dropped");
+    STRATA_ASSERT((as_read_ || rebuild_buffers_) && "op offload's staging was dropped");
     if (!acquired_rebuilt_) as_read_->release();
 }
 
 uint64_t WeightStore::as_read_bytes() const {
-    return (staging_ ? staging_->bytes() : 0) + (rebuild_buffer_ ? rebuild_buffer_->bytes() : 0);
+    return (staging_ ? staging_->bytes() : 0) + (rebuild_buffers_ ? rebuild_buffers_->bytes() : 0);
 }
 
 void WeightStore::drop_as_read() {
-    rebuild_buffer_.reset();
+    rebuild_buffers_.reset();
     rebuilt_.clear();
     if (!staging_) return;
     as_read_.reset();  // waits for its reads

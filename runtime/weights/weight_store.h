@@ -87,16 +87,21 @@ public:
 
     // Resident `layers` as laid out in the file, in this order each cycle, for a device that
     // copies in layers the CPU keeps in its tiles (op offload), in pinned buffers reserved in
-    // `budget`: a layer held whole in DRAM is rebuilt from it (file_layout.h) into one buffer
-    // when acquired; the rest (a layer whose experts are cached, or whose tiles keep only what
-    // the CPU's kernels read) are read afresh from the file into `n_slots` buffers ahead of use.
-    // Once, before the first acquire_as_read. Returns the pinned bytes held.
+    // `budget`: a layer held whole in DRAM is rebuilt from it (file_layout.h) when acquired, into
+    // the next of `n_slots` buffers in turn; the rest (a layer whose experts are cached, or whose
+    // tiles keep only what the CPU's kernels read) are read afresh from the file into `n_slots`
+    // buffers ahead of use. Once, before the first acquire_as_read. Returns the pinned bytes held.
     uint64_t stage_as_read(std::vector<int> layers, int n_slots, storage::MemoryBudget& budget);
+    // Whether acquire_as_read rebuilds layer `il` from DRAM; if so, which buffer the next
+    // rebuild writes: the caller makes sure a copy out of it (n_slots rebuilds ago) is done.
+    bool rebuilds(int il) const { return il < int(rebuilt_.size()) && rebuilt_[il]; }
+    int next_rebuild_buffer() const { return rebuild_next_; }
     // The next staged layer, `il`, as laid out in the file; rebuilt on the calling thread (and
     // its cpu::ThreadPool), or waited for while it is read. While a layer is rebuilt, written(r)
     // says its first r.length bytes are ready (each tensor below that), so that their copy can
     // overlap the rest's rebuild. Throws IoError (nothing held) when it cannot be read or the
-    // file changed since load. Valid until release_as_read.
+    // file changed since load. Valid until release_as_read; a rebuilt layer's buffer until it
+    // is taken again, n_slots rebuilds on.
     HostRange acquire_as_read(int il, const std::function<void(HostRange)>& written = {});
     void release_as_read();
     // Op offload stopped: the staged reads end and the pinned buffers go back to the budget.
@@ -151,7 +156,8 @@ private:
     std::unique_ptr<storage::PinnedPool> staging_;
     std::unique_ptr<StreamRing> as_read_;
     std::vector<bool> rebuilt_;  // per layer: staged by rebuilding it from DRAM
-    std::unique_ptr<storage::PinnedPool> rebuild_buffer_;  // one buffer: the layer acquired
+    std::unique_ptr<storage::PinnedPool> rebuild_buffers_;  // taken in turn
+    int rebuild_next_ = 0;
     bool acquired_rebuilt_ = false;
     int rebuild_track_ = 0;
     std::unique_ptr<ExpertCache> experts_;

@@ -117,6 +117,14 @@ void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
     // A resident CPU layer is in the CPU kernels' tiles; the device's kernels read the file's
     // layout, which the store gives back for op offload (WeightStore::acquire_as_read).
     const bool as_read = store.residency().cpu(step.layer) && store.residency().resident[step.layer];
+    // A layer rebuilt from DRAM goes into the store's buffers in turn: the copy out of the one it
+    // takes (its slot's event, or a later copy's on the same stream) must be done first.
+    const bool rebuilt = as_read && store.rebuilds(step.layer);
+    const int buffer = rebuilt ? store.next_rebuild_buffer() : -1;
+    if (rebuilt) {
+        if (size_t(buffer) >= rebuild_copies.size()) rebuild_copies.resize(size_t(buffer) + 1, -1);
+        if (const int slot = rebuild_copies[size_t(buffer)]; slot >= 0) copied[slot]->synchronize();
+    }
     // Sent in pieces as a layer rebuilt from DRAM becomes ready: its copy overlaps its rebuild.
     uint64_t sent = 0;
     auto send = [&](WeightStore::HostRange ready) {
@@ -127,8 +135,11 @@ void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
     if (!as_read) store.acquire(step.layer);
     send(as_read ? store.acquire_as_read(step.layer, send) : store.layer_range(step.layer));
     copied[step.slot]->record(*h2d);
-    // A pinned buffer of either ring is reused once released.
-    if (as_read || store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
+    // A rebuilt layer's buffer is waited for when it is taken again, so that the host rebuilds
+    // the next layer while this one's copy and the layer before's compute go on; a pinned buffer
+    // of either ring is reused once released.
+    if (rebuilt) rebuild_copies[size_t(buffer)] = step.slot;
+    else if (as_read || store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
     if (as_read)
         store.release_as_read();
     else

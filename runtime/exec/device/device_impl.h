@@ -83,6 +83,9 @@ struct DeviceBackend::Impl {
     std::vector<DevLayer> layers;          // their tensors (the streamed ones' are rebased per pass)
     std::vector<gpu::DeviceBuffer> slots;
     std::vector<std::unique_ptr<gpu::Event>> copied, computed;  // per slot
+    // Per buffer of the store's op offload rebuilds (WeightStore::next_rebuild_buffer): the slot
+    // whose `copied` event follows its last copy, or -1.
+    std::vector<int> rebuild_copies;
     std::vector<PipelineStep> schedule;
     std::vector<PipelineStep> offload_schedule;  // the CPU layers copied in too (op offload); empty: none
     std::unique_ptr<CpuBackend> host_layers;  // the plan's CPU layers, when it has some

@@ -261,6 +261,10 @@ uint64_t DeviceBackend::Impl::prepare_op_offload(std::span<const LayerWork> work
 
 void DeviceBackend::Impl::drop_op_offload() {
     offload_schedule.clear();
+    // The rebuilt layers' buffers go: no copy may still read them.
+    for (const int slot : rebuild_copies)
+        if (slot >= 0) copied[size_t(slot)]->synchronize();
+    rebuild_copies.clear();
     store.drop_as_read();
     if (offload_kv < 0) return;
     kv_k[size_t(offload_kv)].reset();

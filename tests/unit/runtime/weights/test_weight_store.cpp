@@ -295,9 +295,11 @@ TEST_CASE("op offload's staging gives resident layers as laid out in the file, r
         }
         return checked;
     };
+    std::vector<const std::byte*> rebuilt_at;  // the buffers rebuilt layers came in, in order
     for (int cycle = 0; cycle < 2; ++cycle)
         for (int il : resident) {
             INFO("cycle " << cycle << ", layer " << il << (store.residency().cached_experts(il) ? ", experts cached" : ""));
+            CHECK(store.rebuilds(il) == !store.residency().cached_experts(il));
             // A rebuilt layer says as it goes which of its bytes are ready, for its copy to begin.
             std::vector<uint64_t> ready;
             WeightStore::HostRange r;
@@ -309,11 +311,18 @@ TEST_CASE("op offload's staging gives resident layers as laid out in the file, r
                 });
             });
             CHECK(check_tensors(il, r) > 0);
+            if (store.rebuilds(il)) rebuilt_at.push_back(r.data);
             for (uint64_t n : ready) CHECK(n <= r.length);
             // One for each tiled matrix (none where this CPU does not tile them).
             if (tiled > 0 && !store.residency().cached_experts(il)) CHECK(ready.size() >= 2);
             store.release_as_read();
         }
+    // Rebuilt layers take the two buffers in turn: each stays as it was until taken again.
+    if (!is_moe) REQUIRE(rebuilt_at.size() >= 3);  // every layer of the dense model: 4 layers, twice
+    for (size_t i = 0; i + 2 < rebuilt_at.size(); ++i) {
+        CHECK(rebuilt_at[i] != rebuilt_at[i + 1]);
+        CHECK(rebuilt_at[i] == rebuilt_at[i + 2]);
+    }
     // The layers held whole in DRAM were rebuilt from it; only those with cached experts were read.
     CHECK((store.stats().bytes_read > read_before) == any_cached);
     store.drop_as_read();
