@@ -79,7 +79,7 @@ int run_probe(const ProbeOptions& o) {
                                      ? fmt::format(", 4 tokens {:.1f} GB/s{}, 8 tokens {:.1f} GB/s{}", r.rows4_gbps,
                                                    narrow_note(r.rows4_narrow_gbps), r.rows8_gbps, narrow_note(r.rows8_narrow_gbps))
                                      : std::string();
-        const std::string untile = r.untile_gbps > 0 ? fmt::format("; tiles back to the file's layout {:.1f} GB/s", r.untile_gbps) : "";
+        const std::string untile = r.untile_gbps > 0 ? fmt::format("; given back in the file's layout {:.1f} GB/s", r.untile_gbps) : "";
         fmt::print("matmul    {:<5} decode GEMV {:6.1f} GB/s of weights{}{}{}; prefill GEMM {:7.1f} GFLOPS{}{}\n", dtype_name(r.type),
                    r.gemv_gbps, r.gemv_thread_gbps > 0 ? fmt::format(" ({:.1f} on one thread)", r.gemv_thread_gbps) : "",
                    narrow_note(r.gemv_narrow_gbps, r.gemv_thread_narrow_gbps), rows, r.gemm_gflops, narrow_note(r.gemm_narrow_gflops),

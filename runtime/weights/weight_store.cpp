@@ -393,7 +393,13 @@ uint64_t WeightStore::stage_as_read(std::vector<int> layers, int n_slots, storag
         po.slot_bytes = rebuilt_bytes;
         po.n_slots = static_cast<size_t>(n_slots);
         po.what = "buffers op offload rebuilds CPU layers in for the device";
-        rebuild_buffers_ = std::make_unique<storage::PinnedPool>(budget, po);
+        try {
+            rebuild_buffers_ = std::make_unique<storage::PinnedPool>(budget, po);
+        } catch (const OutOfBudget&) {
+            if (n_slots == 1) throw;
+            po.n_slots = 1;  // each rebuild then waits for the copy before it: slower, never wrong
+            rebuild_buffers_ = std::make_unique<storage::PinnedPool>(budget, po);
+        }
     }
     if (read.empty()) return as_read_bytes();
     storage::PinnedPoolOptions po;

@@ -88,7 +88,7 @@ public:
     // Resident `layers` as laid out in the file, in this order each cycle, for a device that
     // copies in layers the CPU keeps in its tiles (op offload), in pinned buffers reserved in
     // `budget`: a layer held whole in DRAM is rebuilt from it (file_layout.h) when acquired, into
-    // the next of `n_slots` buffers in turn; the rest (a layer whose experts are cached, or whose
+    // the next of `n_slots` buffers in turn (one where the budget has no room for more); the rest (a layer whose experts are cached, or whose
     // tiles keep only what the CPU's kernels read) are read afresh from the file into `n_slots`
     // buffers ahead of use. Once, before the first acquire_as_read. Returns the pinned bytes held.
     uint64_t stage_as_read(std::vector<int> layers, int n_slots, storage::MemoryBudget& budget);

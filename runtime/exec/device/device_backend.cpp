@@ -133,7 +133,13 @@ void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
         sent = ready.length;
     };
     if (!as_read) store.acquire(step.layer);
-    send(as_read ? store.acquire_as_read(step.layer, send) : store.layer_range(step.layer));
+    try {
+        send(as_read ? store.acquire_as_read(step.layer, send) : store.layer_range(step.layer));
+    } catch (...) {
+        // Pieces of a rebuilt layer may be on their way out of its buffer: waited for at its reuse.
+        if (rebuilt) copied[step.slot]->record(*h2d), rebuild_copies[size_t(buffer)] = step.slot;
+        throw;
+    }
     copied[step.slot]->record(*h2d);
     // A rebuilt layer's buffer is waited for when it is taken again, so that the host rebuilds
     // the next layer while this one's copy and the layer before's compute go on; a pinned buffer

@@ -20,6 +20,7 @@ std::vector<PipelineStep> layer_schedule(std::span<const LayerWork> layers, int 
     int computed = 0;      // layers [0, computed) have their compute issued
     // A streamed copy waits until every streamed CPU layer below it has run (stream order).
     auto may_copy = [&](int l) {
+        if (layers[l].host_built && computed < l - n_slots + 1) return false;
         if (!layers[l].streamed) return true;
         for (int c = computed; c < l; ++c)
             if (layers[c].site == LayerSite::Cpu && layers[c].streamed) return false;
@@ -50,7 +51,10 @@ std::vector<PipelineStep> layer_schedule(std::span<const LayerWork> layers, int 
 std::vector<LayerWork> op_offloaded(std::span<const LayerWork> layers, const std::vector<bool>& keep_on_cpu) {
     std::vector<LayerWork> out(layers.begin(), layers.end());
     for (size_t l = 0; l < out.size(); ++l)
-        if (out[l].site == LayerSite::Cpu && !(l < keep_on_cpu.size() && keep_on_cpu[l])) out[l].site = LayerSite::CopiedIn;
+        if (out[l].site == LayerSite::Cpu && !(l < keep_on_cpu.size() && keep_on_cpu[l])) {
+            out[l].site = LayerSite::CopiedIn;
+            out[l].host_built = !out[l].streamed;
+        }
     return out;
 }
 

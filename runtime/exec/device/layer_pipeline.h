@@ -24,6 +24,11 @@ struct LayerWork {
     // order, one at a time: a Copy or CpuCompute of a streamed layer never comes before one of
     // a streamed layer below it.
     bool streamed = false;
+    // Its copy is the host's work first (op offload rebuilds a CPU layer from the tiles it holds
+    // in DRAM): issued no sooner than n_slots layers ahead of its compute, so that the device has
+    // the layers before it queued while the host builds it, rather than waiting at a pass's
+    // start for every slot's.
+    bool host_built = false;
 };
 
 struct PipelineStep {
@@ -38,8 +43,9 @@ struct PipelineStep {
 std::vector<PipelineStep> layer_schedule(std::span<const LayerWork> layers, int n_slots);
 
 // The same layers with every CPU layer copied in instead (op offload: a long prompt's pass
-// computes them on the device), each still read from where it lies (DRAM, or the stream),
-// except those `keep_on_cpu` names (layers whose KV the host rebuilds from hidden states it saves).
+// computes them on the device), each still read from where it lies (DRAM, or the stream; one in
+// DRAM host_built), except those `keep_on_cpu` names (layers whose KV the host rebuilds from
+// hidden states it saves).
 std::vector<LayerWork> op_offloaded(std::span<const LayerWork> layers, const std::vector<bool>& keep_on_cpu);
 
 }  // namespace strata::runtime

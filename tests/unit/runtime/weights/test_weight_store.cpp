@@ -330,3 +330,34 @@ TEST_CASE("op offload's staging gives resident layers as laid out in the file, r
     store.drop_as_read();  // again: nothing left to drop
     CHECK(staging.used() == before);
 }
+
+TEST_CASE("op offload's staging rebuilds in one buffer where the budget has no room for one a slot", "[unit][stream]") {
+    // Layers of several MiB, so that one buffer and two differ past the pool's rounding.
+    nlohmann::json config = test::tiny_config("llama", 1024, 4, 2048);
+    config["weight_type"] = "Q8_0";
+    const test::TinyModelFile m("as_read_one.gguf", config, 6);
+    storage::MemoryBudget budget("DRAM", UINT64_MAX, "--dram");
+    WeightStore store(m.file, m.hp, budget, test::planned(m.file, m.hp, budget));
+    const std::vector<int> layers{0, 1, 2, 3};
+    uint64_t two = 0;
+    {
+        storage::MemoryBudget roomy("DRAM", UINT64_MAX, "--dram");
+        two = store.stage_as_read(layers, 2, roomy);
+        store.drop_as_read();
+    }
+    storage::MemoryBudget tight("DRAM", two * 3 / 4, "--dram");
+    const uint64_t one = store.stage_as_read(layers, 2, tight);
+    CHECK(one <= two * 3 / 4);
+    CHECK(one > 0);
+    cpu::ThreadPool pool(2);
+    std::vector<const std::byte*> at;
+    for (int il : layers) {
+        WeightStore::HostRange r;
+        pool.run([&] { r = store.acquire_as_read(il); });
+        at.push_back(r.data);
+        store.release_as_read();
+    }
+    CHECK(std::all_of(at.begin(), at.end(), [&](const std::byte* p) { return p == at.front(); }));
+    store.drop_as_read();
+    CHECK(tight.used() == 0);
+}

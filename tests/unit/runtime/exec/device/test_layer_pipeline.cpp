@@ -18,12 +18,16 @@ namespace {
 
 struct Timing {
     double copy = 0, compute = 0;  // per layer
+    double build = 0;  // the host's work before a host_built layer's copy
 };
 
 // Plays the schedule and returns when the last compute ends; fails the test on an invalid step.
-// A CPU layer runs on the host between the device computes before and after it.
+// A CPU layer runs on the host between the device computes before and after it. The host issues
+// the steps in order: a host_built layer's copy after building it, into the next of n_slots host
+// buffers, once the copy out of that buffer is done; nothing is issued meanwhile.
 double simulate(const std::vector<PipelineStep>& steps, const std::vector<LayerWork>& layers, int n_slots, Timing t) {
-    double copy_free = 0, compute_free = 0;
+    double copy_free = 0, compute_free = 0, host = 0;
+    std::vector<double> built_copies;  // the end of each host_built layer's copy, in order
     std::map<int, double> copied_at;          // layer -> its copy's end
     std::vector<int> holds(n_slots, -1);      // slot -> layer in it
     std::vector<double> slot_read_until(n_slots, 0);  // slot -> end of the last compute that read it
@@ -44,14 +48,19 @@ double simulate(const std::vector<PipelineStep>& steps, const std::vector<LayerW
             // The slot's previous layer must have had its compute issued: that is the event waited on.
             if (holds[s.slot] >= 0) REQUIRE(computed_issued[holds[s.slot]]);
             take_streamed(s.layer);
-            const double start = std::max(copy_free, slot_read_until[s.slot]);
+            if (w.host_built) {
+                if (built_copies.size() >= size_t(n_slots)) host = std::max(host, built_copies[built_copies.size() - n_slots]);
+                host += t.build;
+            }
+            const double start = std::max({copy_free, slot_read_until[s.slot], host});
             copy_free = start + t.copy;
+            if (w.host_built) built_copies.push_back(copy_free);
             copied_at[s.layer] = copy_free;
             holds[s.slot] = s.layer;
             continue;
         }
         REQUIRE(s.layer == next_compute++);
-        double start = compute_free;
+        double start = std::max(compute_free, host);
         if (s.kind == PipelineStep::CpuCompute) {
             REQUIRE(w.site == LayerSite::Cpu);
             REQUIRE(s.slot == -1);
@@ -82,15 +91,15 @@ std::vector<LayerWork> first_resident(int n_layer, int n_resident) {
 
 }  // namespace
 
-TEST_CASE("layer schedule: valid for every mix of device, copied, streamed and CPU layers", "[layer_pipeline]") {
+TEST_CASE("layer schedule: valid for every mix of device, copied, host-built, streamed and CPU layers", "[layer_pipeline]") {
     const LayerWork kinds[] = {{LayerSite::Device, false}, {LayerSite::CopiedIn, false}, {LayerSite::CopiedIn, true},
-                               {LayerSite::Cpu, false}, {LayerSite::Cpu, true}};
+                               {LayerSite::Cpu, false}, {LayerSite::Cpu, true}, {LayerSite::CopiedIn, false, true}};
     for (int n_layer : {1, 2, 5, 9})
         for (int n_slots : {1, 2, 3})
-            for (int code = 0; code < 3125; code += n_layer < 5 ? 1 : 7) {
+            for (int code = 0; code < 7776; code += n_layer < 5 ? 1 : 11) {
                 std::vector<LayerWork> layers(n_layer);
-                for (int l = 0, c = code; l < n_layer; ++l, c /= 5) layers[l] = kinds[(c + l) % 5];
-                simulate(layer_schedule(layers, n_slots), layers, n_slots, {1.0, 1.0});
+                for (int l = 0, c = code; l < n_layer; ++l, c /= 6) layers[l] = kinds[(c + l) % 6];
+                simulate(layer_schedule(layers, n_slots), layers, n_slots, {1.0, 1.0, 0.5});
             }
 }
 
@@ -134,9 +143,35 @@ TEST_CASE("layer schedule: op offload copies the CPU layers in too, keeping ever
     // Copies faster than compute: the first copy overlaps the device layer's compute, and the
     // other three copies each the compute before them: five computes back to back.
     CHECK(simulate(steps, offloaded, 2, {1.0, 2.0}) == Approx(5 * 2.0));
+    // The CPU layers from DRAM are the host's to build; the streamed one comes as read.
+    CHECK(offloaded[1].host_built);
+    CHECK_FALSE(offloaded[2].host_built);
+    CHECK(offloaded[4].host_built);
     // A CPU layer whose KV the host rebuilds from the hidden states it saves stays on the CPU.
     const std::vector<bool> rebuilt = {false, false, false, false, true};
     const std::vector<LayerWork> kept = op_offloaded(layers, rebuilt);
     CHECK(kept[1].site == LayerSite::CopiedIn);
     CHECK(kept[4].site == LayerSite::Cpu);
+}
+
+TEST_CASE("layer schedule: op offload builds each CPU layer while the device computes the layers before, from the pass's start",
+          "[layer_pipeline]") {
+    // Four device layers, then four CPU layers copied in, each built by the host first (a host
+    // second a layer, longer than its copy, shorter than a device layer's compute).
+    std::vector<LayerWork> layers = first_resident(8, 4);
+    for (int l = 4; l < 8; ++l) layers[l] = {LayerSite::Cpu, false};
+    const std::vector<LayerWork> offloaded = op_offloaded(layers, {});
+    const Timing t{0.5, 1.0, 1.0};
+    const auto steps = layer_schedule(offloaded, 2);
+    // The device layers' computes are queued before the host builds the first CPU layer, so the
+    // device never waits: eight computes back to back.
+    CHECK(simulate(steps, offloaded, 2, t) == Approx(8 * 1.0));
+    CHECK(steps.front() == PipelineStep{PipelineStep::Compute, 0, -1});
+    // Filling both slots at the pass's start, as copies from DRAM do, the device waits two builds.
+    std::vector<LayerWork> eager = offloaded;
+    for (LayerWork& w : eager) w.host_built = false;
+    const auto eager_steps = layer_schedule(eager, 2);
+    CHECK(eager_steps.front().kind == PipelineStep::Copy);
+    for (LayerWork& w : eager) w.host_built = w.site == LayerSite::CopiedIn;  // what the host then does
+    CHECK(simulate(eager_steps, eager, 2, t) > simulate(steps, offloaded, 2, t) + 1.5);
 }
