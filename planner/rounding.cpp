@@ -124,7 +124,8 @@ std::vector<Move> all_moves(const Plan& p, const CostModel& cm, const std::vecto
 // freed, whichever way it goes (a unit of a full tier to a faster one with room helps as well as
 // one to a slower tier). Where no single move lowers it, the best pair whose first move adds no
 // overflow and makes room that the second uses: a device layer streamed from NVMe instead leaves
-// room on the device for a unit that DRAM cannot hold. Empty when neither exists.
+// room on the device for a unit that DRAM cannot hold. Where no pair does, every layer of one
+// weight option moved to another. Empty when none exists.
 std::vector<Move> repair_step(const Plan& plan, const CostModel& cm, const Budgets& budgets, const std::vector<LayerGroup>& groups,
                               const Prediction& pred) {
     const double over0 = over(pred.used, budgets);
@@ -155,6 +156,20 @@ std::vector<Move> repair_step(const Plan& plan, const CostModel& cm, const Budge
             consider(trial, {first, m});
         }
     }
+    if (!best.empty()) return best;
+    // The device's staging is its largest copied-in layer's, not a sum: with three or more
+    // layers copied in, no one or two moves free it. Every layer of one weight option moved at once.
+    for (int from = 0; from < kNumWeightOptions; ++from)
+        for (int to = 0; to < kNumWeightOptions; ++to) {
+            if (to == from || !cm.allowed(static_cast<WeightOption>(to))) continue;
+            std::vector<Move> every;
+            for (const LayerPlacement& l : plan.layers)
+                if (static_cast<int>(l.weights) == from) every.push_back({Move::What::LayerWeights, l.layer, to});
+            if (every.size() < 3) continue;  // tried above
+            Plan trial = plan;
+            for (const Move& m : every) apply(trial, cm, m);
+            consider(trial, std::move(every));
+        }
     return best;
 }
 

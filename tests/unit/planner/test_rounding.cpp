@@ -83,6 +83,17 @@ TEST_CASE("rounding: a layer copied to a device that has no room for its staging
     CHECK(p.prediction.used.nvme == 0);
 }
 
+TEST_CASE("rounding: three layers copied to a device with no room for their staging all go to the CPU at once",
+          "[unit][planner]") {
+    // The staging is the largest copied layer's, not a sum: no one or two layers moved free it.
+    const FastDisk toy(true, false);
+    std::array<double, kNumWeightOptions> w{};
+    w[idx(WeightOption::DramCpu)] = 0.25, w[idx(WeightOption::DramToGpu)] = 0.75;
+    const Plan p = toy.round(w, {1 * kGB, 64 * kGB, 1000 * kGB});
+    CHECK(count(p, WeightOption::DramCpu) == 4);
+    CHECK(p.prediction.used.nvme == 0);
+}
+
 TEST_CASE("rounding: weights the LP left on NVMe move to DRAM while they fit, though the objective is the same",
           "[unit][planner]") {
     const FastDisk toy(false, true);
