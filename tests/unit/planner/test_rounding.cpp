@@ -71,26 +71,18 @@ Plan FastDisk::round(std::array<double, kNumWeightOptions> weights, const Budget
 
 }  // namespace
 
-TEST_CASE("rounding: a layer copied to a device that has no room for its staging goes to the CPU from DRAM, not NVMe",
+TEST_CASE("rounding: layers copied to a device that has no room for their staging go to the CPU from DRAM, not NVMe",
           "[unit][planner]") {
+    // One layer copied in, or three: the staging is the largest copied layer's, not a sum, so no
+    // one or two of three moved free it.
+    const double copied = GENERATE(0.25, 0.75);
     const FastDisk toy(true, false);
     std::array<double, kNumWeightOptions> w{};
-    w[idx(WeightOption::DramCpu)] = 0.75, w[idx(WeightOption::DramToGpu)] = 0.25;
+    w[idx(WeightOption::DramCpu)] = 1 - copied, w[idx(WeightOption::DramToGpu)] = copied;
     // The device cannot stage a 1 GB layer twice; DRAM holds everything many times over.
     const Plan p = toy.round(w, {1 * kGB, 64 * kGB, 1000 * kGB});
     CHECK(count(p, WeightOption::DramCpu) == 4);
     CHECK(count(p, WeightOption::NvmeCpu) == 0);
-    CHECK(p.prediction.used.nvme == 0);
-}
-
-TEST_CASE("rounding: three layers copied to a device with no room for their staging all go to the CPU at once",
-          "[unit][planner]") {
-    // The staging is the largest copied layer's, not a sum: no one or two layers moved free it.
-    const FastDisk toy(true, false);
-    std::array<double, kNumWeightOptions> w{};
-    w[idx(WeightOption::DramCpu)] = 0.25, w[idx(WeightOption::DramToGpu)] = 0.75;
-    const Plan p = toy.round(w, {1 * kGB, 64 * kGB, 1000 * kGB});
-    CHECK(count(p, WeightOption::DramCpu) == 4);
     CHECK(p.prediction.used.nvme == 0);
 }
 
