@@ -48,8 +48,12 @@ std::string describe_op_offload(const Placement& p) {
     if (p.op_offload.runs.empty()) return {};
     const planner::OpOffloadPrice at_max = planner::price_op_offload(p.shape, p.hw, p.plan, p.max_pass_rows);
     const std::string layers = "CPU layers " + planner::format_runs(p.op_offload.runs);
-    const std::string priced = fmt::format("a {}-row pass: {} on the device, {} on the CPU", p.max_pass_rows,
-                                           planner::format_seconds(at_max.device_s), planner::format_seconds(at_max.cpu_s));
+    // Where the device's copies of layers in DRAM come from, as priced (CostModel::op_offloaded).
+    const double rebuild = p.hw.cpu.untile_gbps_for(p.shape.weight_type);
+    const std::string copies = rebuild > 0 ? fmt::format("layers in DRAM rebuilt from the CPU's tiles at {:.1f} GB/s", rebuild)
+                                           : std::string("layers read from the model file (no rebuild rate measured)");
+    const std::string priced = fmt::format("a {}-row pass: {} on the device, {} on the CPU; {}", p.max_pass_rows,
+                                           planner::format_seconds(at_max.device_s), planner::format_seconds(at_max.cpu_s), copies);
     if (p.op_offload_rows <= 0) return fmt::format("prefill   {} computed on the CPU in every pass ({}; {})", layers, p.op_offload_why, priced);
     const planner::Workload& wl = p.plan.workload;
     const double saved = planner::op_offload_saving_s(p.shape, p.hw, p.plan, wl.prompt_len, p.max_pass_rows, p.op_offload_rows);

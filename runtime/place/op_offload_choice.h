@@ -29,7 +29,8 @@ std::optional<OpOffloadMode> parse_op_offload(std::string_view s);
 void settle_op_offload(Placement& p, const models::Hparams& hp, const OpOffloadMode& mode, int32_t max_rows);
 
 // One line for --show-plan: the CPU layers, from which rows they are computed on the device and
-// why, the predicted first token both ways; empty where the plan has no CPU layers.
+// why, where the device's copies come from, the predicted first token both ways; empty where the
+// plan has no CPU layers.
 std::string describe_op_offload(const Placement& p);
 
 }  // namespace strata::runtime
