@@ -25,7 +25,7 @@ constexpr uint32_t kUnset = UINT32_MAX;
 
 struct GatherMap {
     std::vector<uint32_t> byte_at;  // for each byte of the file's tile, where the tiled tile holds it
-    std::vector<uint32_t> word_at;  // the same for each aligned pair of bytes; empty where pairs split
+    std::vector<uint32_t> pair_at;  // the same for each aligned pair of bytes; empty where pairs split
 };
 
 // Empty where some byte is held nowhere (Q8_K's block sums, which its packer never loads);
@@ -47,7 +47,7 @@ std::optional<GatherMap> gather_map_of(DType type, size_t stride, int64_t n_cols
     bool pairs = n % 2 == 0;
     for (size_t k = 0; pairs && k < n; k += 2) pairs = m.byte_at[k + 1] == m.byte_at[k] + 1;
     if (pairs)
-        for (size_t k = 0; k < n; k += 2) m.word_at.push_back(m.byte_at[k]);
+        for (size_t k = 0; k < n; k += 2) m.pair_at.push_back(m.byte_at[k]);
     return m;
 }
 
@@ -86,8 +86,8 @@ bool untile_weights(DType weight_type, const void* tiled, void* dst, int64_t n_r
             const uint8_t* from = src + size_t(t) * tile_bytes;
             uint8_t* to = out + size_t(t) * tile_bytes;
             // A gather reads two bytes past each pair it takes: not past the matrix's last tile.
-            if (!m->word_at.empty() && t + 1 < n_rows / kTileRows) {
-                avx512_gather_pairs(from, m->word_at.data(), m->word_at.size(), to);
+            if (!m->pair_at.empty() && t + 1 < n_tiles) {
+                avx512_gather_pairs(from, m->pair_at.data(), m->pair_at.size(), to);
                 return;
             }
             const uint32_t* at = m->byte_at.data();
