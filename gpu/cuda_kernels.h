@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/kernel_shapes.h"
 #include "gpu/cuda_stream.h"
+#include "gpu/kernels/decode_splits.h"
 
 namespace strata::gpu {
 
@@ -137,15 +138,13 @@ void rope_qkv_store(const QkvStoreArgs& a, CudaStream& s);
 // The inverse: n_tok rows of n floats read from the cache into dst.
 void kv_gather(const KvRows& r, float* dst, CudaStream& s);
 
-// KV blocks one split of the decode kernel takes; the splits are combined at the end.
-inline constexpr int32_t kAttentionSplitBlocks = 8;
 // The decode kernel's splits write their partial outputs into scratch of at most this many bytes
 // (for one row at least): a call of more rows than it holds runs in groups of rows, one after
 // another on the stream, so that a long context's scratch does not take the room of layers.
 inline constexpr size_t kAttentionScratchBytes = size_t{64} << 20;
 // Floats of scratch one row of the decode kernel takes for these sizes.
 inline size_t attention_row_scratch_floats(int32_t n_head, int32_t head_dim, int32_t max_blocks) {
-    const size_t splits = (static_cast<size_t>(max_blocks) + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;
+    const auto splits = static_cast<size_t>(blocks::decode_grid_splits(max_blocks));
     return static_cast<size_t>(n_head) * splits * static_cast<size_t>(head_dim + 2);
 }
 // Rows the decode kernel takes at once for these sizes.

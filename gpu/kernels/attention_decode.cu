@@ -1,5 +1,6 @@
 // Attention of query rows over a paged KV cache, flash-decoding style: the keys are split into
-// runs of 8 KV blocks (128 keys); one thread block takes one split for every query head that
+// runs of 1 to 8 KV blocks (decode_splits.h: 128 keys at depth, shorter runs for a shallow row, so
+// that it still spreads over the device); one thread block takes one split for every query head that
 // shares a KV head (grouped-query attention reads each key and value once for the group), and
 // writes each head's unnormalised partial output with its running max and sum; a second
 // kernel rescales and combines the splits. Keys are read eight values at a time (16-byte loads
@@ -14,6 +15,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_kernels.h"
 #include "gpu/kernels/attention_common.cuh"
+#include "gpu/kernels/decode_splits.h"
 #include "gpu/kernels/tree_keys.h"
 
 namespace strata::gpu {
@@ -23,7 +25,7 @@ using blocks::KvElem;
 using blocks::KvKind;
 
 constexpr int kThreads = 128;
-constexpr int kSplitKeys = kAttentionSplitBlocks * kKvBlockSize;  // 128 keys per split
+constexpr int kSplitKeys = blocks::kDecodeSplitMaxKeys;  // a split's keys at most
 constexpr int kMaxGroup = 16;  // query heads one thread block handles; larger groups take several
 constexpr int kValueBatch = 16;  // value rows whose reads a thread has in flight at once
 constexpr int kScoreKeys = 2;   // keys whose reads a lane group has in flight at once
@@ -62,8 +64,9 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
     float* p = smem + heads * hd;
 
     const int64_t n_keys = key_positions(a, row);
-    const int64_t j0 = int64_t(split) * kSplitKeys;
-    const int n = static_cast<int>(min(n_keys - j0, int64_t(kSplitKeys)));  // keys of this split (may be <= 0)
+    const int split_keys = blocks::decode_split_keys(n_keys);
+    const int64_t j0 = int64_t(split) * split_keys;
+    const int n = static_cast<int>(min(n_keys - j0, int64_t(split_keys)));  // keys of this split (may be <= 0)
     const int64_t first_key = a.window > 0 ? max(int64_t(0), n_keys - a.window) : 0;
     if (n <= 0) return;  // past the sequence's end: not live, the reduce reads nothing of it
     if (j0 + n <= first_key) {  // before the window
@@ -198,7 +201,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeAttentionA
 // Splits that hold keys of `row` (the others' blocks leave without writing): the grid is sized
 // for the context, so that a captured step graph serves every depth.
 __device__ __forceinline__ int live_splits(const DecodeAttentionArgs& a, int64_t row, int n_splits) {
-    return static_cast<int>(min(int64_t(n_splits), (key_positions(a, row) + kSplitKeys - 1) / kSplitKeys));
+    return static_cast<int>(min(int64_t(n_splits), blocks::decode_live_splits(key_positions(a, row))));
 }
 
 constexpr int kReduceThreads = 128;
@@ -242,7 +245,7 @@ __global__ void __launch_bounds__(kReduceThreads) decode_reduce_kernel(DecodeAtt
 
 // Rows [row0, row0 + n_rows), no more than the scratch holds: the splits, then their combination.
 void decode_launch(const DecodeAttentionArgs& a, int64_t row0, int64_t n_rows, CudaStream& s) {
-    const int n_splits = (a.max_blocks + kAttentionSplitBlocks - 1) / kAttentionSplitBlocks;
+    const int n_splits = static_cast<int>(blocks::decode_grid_splits(a.max_blocks));
     const int group = a.n_head / a.n_head_kv, passes = (group + kMaxGroup - 1) / kMaxGroup;
     const int heads = group < kMaxGroup ? group : kMaxGroup;
     const size_t smem = sizeof(float) * size_t(heads) * (a.head_dim + kSplitKeys);

@@ -66,7 +66,7 @@ int64_t off_double_product(const std::vector<float>& y, const std::vector<float>
 
 TEST_CASE("gpu decode attention's scratch stays within kAttentionScratchBytes at long contexts", "[unit]") {
     // llama3-8b's heads: 32 of 128. A pass of 256 rows at 8K and 128K positions (512 and 8192
-    // blocks) takes its rows a group at a time; a short context's rows all at once.
+    // blocks) takes its rows a group at a time; a short context's (128 positions) rows all at once.
     const int32_t heads = 32, head_dim = 128;
     for (const int32_t blocks : {512, 8192}) {
         INFO(blocks << " blocks");
@@ -77,8 +77,8 @@ TEST_CASE("gpu decode attention's scratch stays within kAttentionScratchBytes at
         CHECK(attention_scratch_floats(256, heads, head_dim, blocks) ==
               size_t(per_launch) * attention_row_scratch_floats(heads, head_dim, blocks));
     }
-    CHECK(attention_rows_per_launch(heads, head_dim, 32) >= 256);
-    CHECK(attention_scratch_floats(256, heads, head_dim, 32) == 256 * attention_row_scratch_floats(heads, head_dim, 32));
+    CHECK(attention_rows_per_launch(heads, head_dim, 8) >= 256);
+    CHECK(attention_scratch_floats(256, heads, head_dim, 8) == 256 * attention_row_scratch_floats(heads, head_dim, 8));
     // One row past the budget still gets its scratch.
     const int32_t huge = 1 << 20;
     CHECK(attention_rows_per_launch(heads, head_dim, huge) == 1);
