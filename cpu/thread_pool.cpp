@@ -243,4 +243,13 @@ int parallel_threads() {
     return std::max(1, tbb::this_task_arena::max_concurrency());
 }
 
+void parallel_copy(void* dst, const void* src, size_t bytes) {
+    constexpr size_t kPiece = size_t{1} << 20;
+    const auto n = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
+    parallel_for(n, [&](int64_t i) {
+        const size_t at = size_t(i) * kPiece;
+        std::memcpy(static_cast<char*>(dst) + at, static_cast<const char*>(src) + at, std::min(kPiece, bytes - at));
+    });
+}
+
 }  // namespace strata::cpu

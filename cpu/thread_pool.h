@@ -51,6 +51,10 @@ void parallel_for(int64_t n, F&& fn) {
     parallel_for_impl(n, [](void* ctx, int64_t i) { (*static_cast<std::remove_reference_t<F>*>(ctx))(i); },
                       const_cast<void*>(static_cast<const void*>(&fn)));
 }
+// memcpy spread over the current pool's threads, a MiB a task: one thread moves a fraction of
+// what the memory can (op offload's weights the CPU keeps in the file's layout, copied into
+// pinned buffers for the device).
+void parallel_copy(void* dst, const void* src, size_t bytes);
 // The caller is about to block (a disk read it waits for): the current pool's idle workers stop
 // spinning and sleep until its next parallel_for. Spinning cores would take the CPU time the
 // wait's own work needs (the kernel's I/O completions, the reader) on a machine with no spare core.

@@ -369,7 +369,7 @@ planner::KernelRate measure_matmul(DType type, int threads, bool quick, uint64_t
             for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
                 const auto t0 = std::chrono::steady_clock::now();
                 pool.run([&] {
-                    if (!tiled) std::memcpy(narrow.data(), w.data(), bytes);
+                    if (!tiled) cpu::parallel_copy(narrow.data(), w.data(), bytes);
                     else cpu::untile_weights(type, w.data(), narrow.data(), untile_rows, cols);
                 });
                 s.push_back(seconds_since(t0));

@@ -1,12 +1,12 @@
 #include "runtime/weights/file_layout.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "cpu/quant.h"
+#include "cpu/thread_pool.h"
 
 namespace strata::runtime {
 
@@ -26,11 +26,8 @@ void write_file_layout(const LayerWeights& layer, const std::function<uint64_t(c
     for (const auto& [at, w] : in_order) {
         std::byte* to = dst + at;
         end = std::max(end, at + w->bytes());
-        if (!w->tiled) {
-            std::memcpy(to, w->data, w->bytes());
-            continue;
-        }
-        for (int64_t e = 0; e < w->n_mats; ++e) {
+        if (!w->tiled) cpu::parallel_copy(to, w->data, w->bytes());
+        for (int64_t e = 0; w->tiled && e < w->n_mats; ++e) {
             const bool untiled = cpu::untile_weights(w->type, w->mat(e).data, to + e * w->mat_bytes(), w->n_rows, w->n_cols);
             STRATA_ASSERT(untiled && "file_layout_from_memory said it could");
         }

@@ -3,12 +3,14 @@
 #include <hwloc.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -149,5 +151,21 @@ TEST_CASE("parked workers sleep until the next loop, which every thread still ta
         // A task per thread, each waiting for all the others: a worker that slept through the
         // loop's start would leave it waiting.
         CHECK(one_task_per_thread(pool).size() == size_t(pool.n_threads()));
+    }
+}
+
+TEST_CASE("parallel_copy moves every byte, in whole and partial pieces, inside a pool and without one", "[unit]") {
+    std::mt19937 rng(12);
+    for (const size_t bytes : {size_t{0}, size_t{1000}, (size_t{3} << 20) + 777}) {
+        INFO(bytes << " bytes");
+        std::vector<uint8_t> src(bytes), dst(bytes + 1, 0xee);
+        for (uint8_t& b : src) b = uint8_t(rng());
+        ThreadPool pool(2);
+        pool.run([&] { parallel_copy(dst.data(), src.data(), bytes); });
+        CHECK(std::equal(src.begin(), src.end(), dst.begin()));
+        CHECK(dst[bytes] == 0xee);  // nothing past the end
+        std::fill(dst.begin(), dst.end(), uint8_t{0});
+        parallel_copy(dst.data(), src.data(), bytes);
+        CHECK(std::equal(src.begin(), src.end(), dst.begin()));
     }
 }
