@@ -1,6 +1,8 @@
 #pragma once
 // A conversation as the token ids the model reads: the chat template's text, tokenized with
-// special tokens parsed and the BOS token added unless the template wrote it already.
+// special tokens parsed and the BOS token added unless the template wrote it already. A control
+// token's text that a system, user or tool message writes ("<|im_end|>") stays text: only the
+// template's own mark the turns.
 #include <cstdint>
 #include <vector>
 

@@ -210,7 +210,11 @@ void Tokenizer::build_pieces() {
     }
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special, bool add_eos) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special, bool add_eos,
+                                       std::span<const TextRange> literal) const {
+    auto in_literal = [&](size_t off, size_t len) {
+        return std::any_of(literal.begin(), literal.end(), [&](const TextRange& r) { return off < r.off + r.len && r.off < off + len; });
+    };
     // Split the text around special tokens: each special token in turn (longest first) cuts
     // every text fragment left so far at its leftmost non-overlapping occurrences.
     struct Fragment {
@@ -220,7 +224,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
     std::vector<Fragment> frags, next;
     if (!text.empty()) frags.push_back({-1, 0, text.size()});
     for (int32_t sid : v_.specials) {
-        if (!parse_special && (v_.attr[sid] & (kAttrControl | kAttrUnknown))) continue;  // user-defined still match
+        const bool control = v_.attr[sid] & (kAttrControl | kAttrUnknown);
+        if (!parse_special && control) continue;  // user-defined still match
         const std::string& tok = v_.text[sid];
         next.clear();
         for (const Fragment& fr : frags) {
@@ -228,14 +233,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
                 next.push_back(fr);
                 continue;
             }
-            size_t base = fr.off;
+            size_t base = fr.off, from = fr.off;
             const size_t end = fr.off + fr.len;
             for (;;) {
-                const size_t m = text.substr(0, end).find(tok, base);
+                const size_t m = text.substr(0, end).find(tok, from);
                 if (m == std::string_view::npos) break;
+                if (control && in_literal(m, tok.size())) {  // text there
+                    from = m + 1;
+                    continue;
+                }
                 if (m > base) next.push_back({-1, base, m - base});
                 next.push_back({sid, 0, 0});
-                base = m + tok.size();
+                base = from = m + tok.size();
             }
             if (base < end) next.push_back({-1, base, end - base});
         }
@@ -282,6 +291,13 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool special) const 
 }
 
 bool Tokenizer::is_eog(int32_t id) const { return std::binary_search(v_.eog.begin(), v_.eog.end(), id); }
+
+std::vector<std::string_view> Tokenizer::control_texts() const {
+    std::vector<std::string_view> out;
+    for (int32_t sid : v_.specials)
+        if ((v_.attr[sid] & (kAttrControl | kAttrUnknown)) && !v_.text[sid].empty()) out.push_back(v_.text[sid]);
+    return out;
+}
 
 bool Tokenizer::is_control(int32_t id) const {
     return id >= 0 && id < v_.n() && (v_.attr[id] & (kAttrControl | kAttrUnknown));

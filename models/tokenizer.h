@@ -60,6 +60,11 @@ struct TokenizerVocab {
     }
 };
 
+// A byte range of the text given to Tokenizer::encode.
+struct TextRange {
+    size_t off = 0, len = 0;
+};
+
 class Tokenizer {
 public:
     // Throws FormatError for a missing or unsupported tokenizer (naming the supported ones).
@@ -69,8 +74,13 @@ public:
     // Text to ids. `add_bos` prepends BOS and `add_eos` appends EOS when the model has them;
     // pass add_bos_default() / add_eos_default() for the model's own rule (what llama.cpp's
     // add_special=true does). With `parse_special`, control tokens written in the text
-    // ("<|im_start|>", "<s>") become their ids; user-defined tokens are always matched.
-    std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special, bool add_eos = false) const;
+    // ("<|im_start|>", "<s>") become their ids; user-defined tokens are always matched. Within
+    // the `literal` ranges control tokens are read as text even with `parse_special` (a chat
+    // message that writes "<|im_end|>" does not end its turn).
+    std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special, bool add_eos = false,
+                                std::span<const TextRange> literal = {}) const;
+    // The texts encode() with parse_special reads as control or unknown tokens.
+    std::vector<std::string_view> control_texts() const;
 
     // The bytes one token stands for: byte tokens decoded, SentencePiece '▁' as ' ', control
     // tokens as their text. May be part of a UTF-8 character; empty for ids out of range.
