@@ -26,6 +26,9 @@ TiledRowsFn avx512_tiled_rows(DType type);
 // untile_avx512.cpp: dst's n_pairs pairs of bytes, pair i the two bytes at src + pair_at[i]
 // (each gather reads two bytes beyond the pair it takes).
 void avx512_gather_pairs(const uint8_t* src, const uint32_t* pair_at, size_t n_pairs, uint8_t* dst);
+// The same a byte at a time, where a layout splits pairs (MXFP4's 17-byte blocks): byte i the
+// one at src + byte_at[i] (each gather reads three bytes beyond it).
+void avx512_gather_bytes(const uint8_t* src, const uint32_t* byte_at, size_t n_bytes, uint8_t* dst);
 // gemm_amx.cpp: AMX-INT8 prefill for block-quantized weights; falls back to `vnni` below
 // kAmxMinTokens, where AMX does not pay (nullptr: no AMX kernel for the type).
 MatmulRowsFn amx_matmul(DType type);

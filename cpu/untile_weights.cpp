@@ -3,7 +3,7 @@
 // bytes name their own position, one byte of the position at a time. From that map a tile's
 // file layout is gathered back: every byte of the file's tile is read from one place the tiled
 // tile holds it, two bytes at a time where the loads keep every aligned pair of bytes together
-// (all types but MXFP4, whose blocks are 17 bytes), sixteen pairs to an AVX-512 gather.
+// (all types but MXFP4, whose blocks are 17 bytes), sixteen pairs (or bytes) to an AVX-512 gather.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -85,13 +85,15 @@ bool untile_weights(DType weight_type, const void* tiled, void* dst, int64_t n_r
         parallel_for(n_tiles, [&](int64_t t) {
             const uint8_t* from = src + size_t(t) * tile_bytes;
             uint8_t* to = out + size_t(t) * tile_bytes;
-            // A gather reads two bytes past each pair it takes: not past the matrix's last tile.
-            if (!m->pair_at.empty() && t + 1 < n_tiles) {
+            // A gather reads up to three bytes past what it takes: not past the matrix's last tile.
+            if (t + 1 == n_tiles) {
+                const uint32_t* at = m->byte_at.data();
+                for (size_t b = 0; b < tile_bytes; ++b) to[b] = from[at[b]];
+            } else if (!m->pair_at.empty()) {
                 avx512_gather_pairs(from, m->pair_at.data(), m->pair_at.size(), to);
-                return;
+            } else {
+                avx512_gather_bytes(from, m->byte_at.data(), tile_bytes, to);
             }
-            const uint32_t* at = m->byte_at.data();
-            for (size_t b = 0; b < tile_bytes; ++b) to[b] = from[at[b]];
         });
     }
     // A partial last tile stays in the file's layout.
