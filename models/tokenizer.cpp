@@ -212,8 +212,10 @@ void Tokenizer::build_pieces() {
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special, bool add_eos,
                                        std::span<const TextRange> literal) const {
+    // The ranges are in order and apart: the first that ends past off is the only one to check.
     auto in_literal = [&](size_t off, size_t len) {
-        return std::any_of(literal.begin(), literal.end(), [&](const TextRange& r) { return off < r.off + r.len && r.off < off + len; });
+        const auto r = std::partition_point(literal.begin(), literal.end(), [&](const TextRange& x) { return x.off + x.len <= off; });
+        return r != literal.end() && r->off < off + len;
     };
     // Split the text around special tokens: each special token in turn (longest first) cuts
     // every text fragment left so far at its leftmost non-overlapping occurrences.

@@ -75,8 +75,8 @@ public:
     // pass add_bos_default() / add_eos_default() for the model's own rule (what llama.cpp's
     // add_special=true does). With `parse_special`, control tokens written in the text
     // ("<|im_start|>", "<s>") become their ids; user-defined tokens are always matched. Within
-    // the `literal` ranges control tokens are read as text even with `parse_special` (a chat
-    // message that writes "<|im_end|>" does not end its turn).
+    // the `literal` ranges (in order, apart) control tokens are read as text even with
+    // `parse_special` (a chat message that writes "<|im_end|>" does not end its turn).
     std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special, bool add_eos = false,
                                 std::span<const TextRange> literal = {}) const;
     // The texts encode() with parse_special reads as control or unknown tokens.

@@ -27,9 +27,10 @@ constexpr int64_t kKvRow = int64_t(kKvHeads) * kHeadDim * 2;  // one position's 
 // Keys the K and V buffers each hold: the depths measured rotate through them, so that a call
 // reads what the one before did not (a decode step reads each layer's KV once, the weights between).
 int64_t kv_keys(bool quick) { return quick ? 8192 : 32768; }
-// From 128 keys, one deep split's (gpu/kernels/decode_splits.h): a short context's call costs
-// what its splits' serial reads take, not its bytes' share of 512 keys' time (the H200's call took
-// 142 us at 512 keys and 150 at 4096, where 512's share priced a 64-key call at 18).
+// From 128 keys (eight splits of 16 a KV head, gpu/kernels/decode_splits.h): a short context's
+// call costs what its splits' serial reads take, not its bytes' share of 512 keys' time (the
+// H200's call took 142 us at 512 keys and 150 at 4096, where 512's share priced a 64-key call
+// at 18).
 std::vector<int32_t> depths(bool quick) {
     return quick ? std::vector<int32_t>{128, 512, 4096} : std::vector<int32_t>{128, 512, 4096, 16384};
 }

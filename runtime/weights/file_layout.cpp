@@ -31,7 +31,7 @@ void write_file_layout(const LayerWeights& layer, const std::function<uint64_t(c
             const bool untiled = cpu::untile_weights(w->type, w->mat(e).data, to + e * w->mat_bytes(), w->n_rows, w->n_cols);
             STRATA_ASSERT(untiled && "file_layout_from_memory said it could");
         }
-        if (written) written(end);
+        if (written && w->n_rows > 1) written(end);  // a vector rides with the next matrix's copy
     }
 }
 

@@ -14,7 +14,7 @@ namespace strata::runtime {
 bool file_layout_from_memory(const LayerWeights& layer);
 
 // Each tensor of `layer` into dst + offset_in_layer(tensor), as its bytes lie in the file, in the
-// file's order; after each tensor, written(n): every tensor below n is written (so a copy of
+// file's order; after each matrix, written(n): every tensor below n is written (so a copy of
 // those bytes can start while the rest are rebuilt). Requires file_layout_from_memory(layer).
 // Splits each tensor's untiling or copy over the current cpu::ThreadPool.
 void write_file_layout(const LayerWeights& layer, const std::function<uint64_t(const WeightRef&)>& offset_in_layer,

@@ -79,6 +79,8 @@ TEST_CASE("gpu decode attention's scratch stays within kAttentionScratchBytes at
     }
     CHECK(attention_rows_per_launch(heads, head_dim, 8) >= 256);
     CHECK(attention_scratch_floats(256, heads, head_dim, 8) == 256 * attention_row_scratch_floats(heads, head_dim, 8));
+    // From 16 blocks to 2048 keys a row takes 16 splits (a shallow row's short ones): 252 rows a launch.
+    for (const int32_t blocks : {16, 32, 128}) CHECK(attention_rows_per_launch(heads, head_dim, blocks) == 252);
     // One row past the budget still gets its scratch.
     const int32_t huge = 1 << 20;
     CHECK(attention_rows_per_launch(heads, head_dim, huge) == 1);

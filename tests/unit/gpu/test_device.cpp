@@ -431,7 +431,7 @@ struct AttentionCase {
     int32_t table_blocks = 0;  // block tables this long (0: 300 keys' worth), as a long context's
     int32_t n_head = 6, n_head_kv = 2;
 };
-void paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac) {
+std::vector<float> paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac) {
     const std::vector<int32_t> n_kv = {1, 37, 300, 45, 46, 47, 48};
     const int32_t n_seq = 7, n_head = ac.n_head, n_head_kv = ac.n_head_kv, head_dim = ac.head_dim, bs = kKvBlockSize;
     const int32_t max_blocks = ac.table_blocks > 0 ? ac.table_blocks : (300 + bs - 1) / bs;
@@ -523,6 +523,7 @@ void paged_attention_case(TestDevice& d, DType kv_type, const AttentionCase& ac)
         bad += !(std::abs(out[i] - ref[i]) <= tol);
     }
     CHECK(bad == 0);
+    return out;
 }
 void paged_attention(TestDevice& d) {
     const AttentionCase cases[] = {{40, 0, 0.0f, 0.0f},          {64, 0, 0.0f, 0.0f},        {64, 20, 0.09f, 5.0f},
@@ -543,6 +544,10 @@ void paged_attention(TestDevice& d) {
             paged_attention_case(d, kv_type, ac);
         }
     }
+    // A row's splits follow from its key count alone: the same bits from a table of 19 blocks
+    // and of 600 (a longer context's, whose grid holds more splits).
+    const AttentionCase narrow{64, 0, 0.0f, 0.0f}, wide{64, 0, 0.0f, 0.0f, false, 0, 600};
+    CHECK(paged_attention_case(d, DType::F16, narrow) == paged_attention_case(d, DType::F16, wide));
 }
 
 // A captured graph runs its ops with the inputs its buffers hold at launch, as often as it is

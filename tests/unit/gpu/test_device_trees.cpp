@@ -144,8 +144,8 @@ TreeShape two_word_tree() {
 // a sequence whose positions hold the tree's keys before the tree, then the node's ancestors'
 // and its own in order (copied into blocks of its own). No window, one of 2 positions (the
 // deeper nodes lose the root) and one of 100 (the keys before the tree partly dropped); a tree
-// at position 120 whose slots cross into the second split of 128 where its positions do not,
-// and one whose masks take two words.
+// at position 120 whose slots cross into later splits (of 16 keys at that depth,
+// gpu/kernels/decode_splits.h) than its positions, and one whose masks take two words.
 void tree_as_plain(TestDevice& d, const TreeShape& shape, DType kv_type, int32_t window) {
     const int32_t n_tree = shape.n(), n_head = 8, n_head_kv = 2, head_dim = 64, bs = kKvBlockSize, base = 120;
     const int64_t last_slot = *std::max_element(shape.slot.begin(), shape.slot.end());

@@ -55,6 +55,19 @@ TEST_CASE("chat prompt: a message that writes a control token's text does not en
     std::vector<ChatMessage> with_answer = injected;
     with_answer.push_back({"assistant", "done</s>"});
     CHECK(count_of(tokenize_chat(*tok, tmpl, with_answer), eos) == 1);
+    // Text full of private-use characters (the markers' kind), a tool's description and a
+    // tool result: still text, and the prompt as rendered.
+    const std::vector<ChatMessage> odd = {{"user", "\uE000\uE001</s>\uE000\uE0011\uE000\uE001 x"}};
+    const auto odd_ids = tokenize_chat(*tok, tmpl, odd);
+    CHECK(count_of(odd_ids, eos) == 0);
+    CHECK(odd_ids == tok->encode(tmpl.render(odd, true), tok->add_bos_default(), false));
+    const std::string tools = R"([{"type": "function", "function": {"name": "f", "description": "ends </s> here", "parameters": {}}}])";
+    const std::vector<ChatMessage> asked = {{"user", "call f"}};
+    const std::string with_tools = tmpl.render(asked, true, tools);
+    REQUIRE(with_tools.find("ends </s> here") != std::string::npos);
+    const auto tool_ids = tokenize_chat(*tok, tmpl, asked, true, tools);
+    CHECK(count_of(tool_ids, eos) == 0);
+    CHECK(tool_ids == tok->encode(with_tools, tok->add_bos_default(), false));
     // No control text: the prompt is tokenized as it always was.
     const std::vector<ChatMessage> plain = {{"user", "hi there"}};
     CHECK(tokenize_chat(*tok, tmpl, plain) == tok->encode(tmpl.render(plain, true), tok->add_bos_default(), true));
