@@ -293,6 +293,7 @@ std::string HardwareProfile::to_json() const {
         {"strata_hardware_profile", 1},
         {"name", name},
         {"source", source},
+        {"probe_version", probe_version},
         {"cpu",
          {{"name", cpu.name}, {"n_cores", cpu.n_cores}, {"n_threads", cpu.n_threads}, {"n_numa", cpu.n_numa},
           {"l1d_bytes", cpu.l1d_bytes}, {"l2_bytes", cpu.l2_bytes}, {"l3_bytes", cpu.l3_bytes},
@@ -334,6 +335,7 @@ HardwareProfile HardwareProfile::from_json(std::string_view text) {
     HardwareProfile p;
     p.name = get_or<std::string>(j, "profile", "name", "");
     p.source = get_or<std::string>(j, "profile", "source", "file");
+    p.probe_version = get_or<int>(j, "profile", "probe_version", 0);
     const json& c = json_util::object(j, "profile", "cpu");
     p.cpu.name = get_or<std::string>(c, "cpu", "name", "");
     p.cpu.n_cores = get<int>(c, "cpu", "n_cores");

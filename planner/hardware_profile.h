@@ -281,6 +281,9 @@ struct HardwareProfile {
     std::optional<DeviceOps> sim;  // the simulated device, measured by `strata probe`; absent in catalog profiles
     DiskProfile nvme;
     std::vector<std::string> notes;  // how numbers were obtained, what was assumed
+    // The probe that measured it (probe::kProbeVersion: its kernels and what it takes); 0 where
+    // not recorded (a catalog profile, or one from before the field).
+    int probe_version = 0;
 
     bool has_gpu() const { return gpu.has_value() && gpu->memory_bytes > 0; }
     // This machine as a pool of `threads` CPU threads sees it, fewer than it has (`-t`, or the

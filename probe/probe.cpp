@@ -135,6 +135,7 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
     const OtherLoad others;
     planner::HardwareProfile p;
     p.source = "probe";
+    p.probe_version = kProbeVersion;
     const Topology topo = read_topology();
     const int threads = o.threads > 0 ? o.threads : topo.n_pus;
     p.cpu.name = topo.cpu_name;
@@ -224,25 +225,18 @@ std::optional<planner::HardwareProfile> load_cached_profile() {
     }
 }
 
+bool cached_profile_current(const planner::HardwareProfile& p) { return p.probe_version == kProbeVersion; }
+
 planner::HardwareProfile measured_profile(std::string& source, const std::filesystem::path& disk_dir) {
     auto cached = load_cached_profile();
-    // Measured before the planner's attention and per-layer terms, before the simulated device's
-    // ops were measured through the device interface, before a device's hop was measured as a
-    // step makes it, or before the CPU's rebuild of its layers for op offload: measured again.
-    auto device_current = [](const std::optional<planner::DeviceOps>& o) {
-        return !o || (!o->attention.empty() && o->round_trip_us > 0);
-    };
-    const bool rebuild_measured = cached && std::any_of(cached->cpu.rates.begin(), cached->cpu.rates.end(),
-                                                        [](const planner::KernelRate& r) { return r.untile_gbps > 0; });
-    if (cached && cached->cpu.attention_tile && rebuild_measured && device_current(cached->sim) &&
-        (!cached->gpu || device_current(cached->gpu->ops))) {
+    if (cached && cached_profile_current(*cached)) {
         source = "the cached probe " + profile_cache_path().string();
         return *cached;
     }
     if (cached)
-        std::fprintf(stderr, "strata: the cached hardware profile predates the planner's attention, per-layer, "
-                             "device and rebuild measurements; measuring this machine again (a quick probe: a few "
-                             "seconds; `strata probe` measures it more closely)...\n");
+        std::fprintf(stderr, "strata: the cached hardware profile was measured by another version of the probe or "
+                             "its kernels; measuring this machine again (a quick probe: a few seconds; `strata probe` "
+                             "measures it more closely)...\n");
     else
         std::fprintf(stderr, "strata: measuring this machine once for the planner (a quick probe: a second or two; "
                              "`strata probe` measures it more closely)...\n");

@@ -24,7 +24,14 @@ struct ProbeOptions {
     bool quick = false;  // smaller sizes, for tests and first-time planning
 };
 
+// Raised when a kernel the probe times, or a figure it takes, changes: a cached profile of another
+// version is measured again. 1: the device's decode attention split by depth, op offload's
+// copies of the CPU's layers over every thread (every figure the planner reads measured).
+inline constexpr int kProbeVersion = 1;
+
 planner::HardwareProfile probe_machine(const ProbeOptions& opts);
+// Whether a cached profile holds what this build's probe measures (its version's).
+bool cached_profile_current(const planner::HardwareProfile& p);
 // Sets p.gpu from the first device the CUDA runtime lists, or notes why there is none. Its
 // rates come from the catalog entry; its H2D, D2H and memory bandwidths are measured when
 // `measure_copies` (gpu/copy_rates.h: under a second), and its own ops through the device

@@ -67,3 +67,20 @@ TEST_CASE("save_profile: a file is replaced whole, a symlink's target written, a
     }
     fs::permissions(locked, fs::perms::owner_all);
 }
+
+TEST_CASE("a cached profile is used only when this build's probe measured it", "[unit][probe]") {
+    planner::HardwareProfile p = catalog_profile();
+    CHECK(p.probe_version == 0);  // a catalog's figures were never measured
+    CHECK_FALSE(probe::cached_profile_current(p));
+    p.probe_version = probe::kProbeVersion;
+    CHECK(probe::cached_profile_current(p));
+    // Kept through the cache's JSON; a profile from before the field, or from another version, is not current.
+    CHECK(probe::cached_profile_current(planner::HardwareProfile::from_json(p.to_json())));
+    p.probe_version = probe::kProbeVersion - 1;
+    CHECK_FALSE(probe::cached_profile_current(planner::HardwareProfile::from_json(p.to_json())));
+    std::string old = p.to_json();
+    const size_t at = old.find("\"probe_version\"");
+    REQUIRE(at != std::string::npos);
+    old.replace(at, old.find(',', at) + 1 - at, "");
+    CHECK(planner::HardwareProfile::from_json(old).probe_version == 0);
+}
