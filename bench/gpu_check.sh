@@ -15,7 +15,8 @@
 #      16, 8 and 0 on the same file (the synthetic llama3-8b Q4_0), each with the plan's
 #      prediction (GPU_CHECK_REPS repetitions, default 2); decode at depth 4096; a prompt's passes
 #      traced with every layer on the GPU and with a quarter (prefill_*_trace.json.gz, and where
-#      their time went in the report: bench/trace_tracks.py)
+#      their time went in the report: bench/trace_tracks.py); decode steps traced op by op
+#      (--no-graphs: each matmul's and the attention's device time, decode_ops_trace.json.gz)
 #   6. CPU attention beside the GPU: batch 16 at depth 8192 on a synthetic tinyllama-1.1b, the KV
 #      cache in DRAM (--attention cpu, and beside the simulated device on the same host)
 #      against on the device (--attention gpu), both traced (*_attention_trace.json.gz)
@@ -194,6 +195,10 @@ if [[ -f $synth ]]; then
         # Where the pass's time went, in the report even where the trace does not come back.
         [[ -f $trace ]] && { python3 bench/trace_tracks.py "$trace"; echo; } >>"$report" && gzip -f "$trace"
     done
+    note "### Decode steps traced op by op (--no-graphs), every layer on the GPU: each op's device time"
+    trace=$(dirname "$report")/decode_ops_trace.json
+    run 150 "$strata" bench -m "$synth" -p 0 -n 32 -r 1 --device "$device" --no-graphs --trace "$trace"
+    [[ -f $trace ]] && { python3 bench/trace_tracks.py "$trace" --top 30; echo; } >>"$report" && gzip -f "$trace"
 fi
 [[ -n $smollm2 ]] && { note "### SmolLM2-135M Q4_1"; bench_pair "$smollm2" 99 100; }
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -78,16 +79,23 @@ void* allocate_host(uint64_t bytes) {
     return p;
 }
 
-// A captured graph: the ops as they were queued, queued again on each launch.
+// A captured graph: the ops as they were queued, queued again on each launch. Traced, a launch
+// is a slice "graph" around its ops' own, as CUDA's trace shows it as one span.
 class SimGraph final : public Graph {
 public:
-    explicit SimGraph(std::vector<std::function<void()>> ops) : ops_(std::move(ops)) {}
+    SimGraph(std::vector<std::function<void()>> ops, const std::atomic<Trace*>& trace) : ops_(std::move(ops)), trace_(trace) {}
     void launch(Stream& s) override {
-        for (const auto& op : ops_) sim(s).enqueue(op);
+        SimStream& stream = sim(s);
+        Trace* t = trace_.load();
+        const auto begin = std::make_shared<Trace::Clock::time_point>();
+        if (t) stream.enqueue([begin] { *begin = Trace::Clock::now(); });
+        for (const auto& op : ops_) stream.enqueue(op);
+        if (t) stream.enqueue([t, begin, &stream] { t->slice(t->track("sim: " + stream.name()), "graph", *begin, Trace::Clock::now()); });
     }
 
 private:
     std::vector<std::function<void()>> ops_;
+    const std::atomic<Trace*>& trace_;  // the device's
 };
 
 class SimDevice final : public Device {
@@ -117,7 +125,7 @@ public:
             stream.end_capture();
             throw;
         }
-        return std::make_unique<SimGraph>(stream.end_capture());
+        return std::make_unique<SimGraph>(stream.end_capture(), trace_);
     }
     bool supports_weight(DType t) const override { return cpu::has_kernels(t); }
     bool supports_kv(DType t) const override { return cpu::is_kv_type(t); }

@@ -255,6 +255,7 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
     co.int8_activations = opts.int8_activations;
     co.experts = placement_->plan.experts.device;
     co.op_offload_rows = placement_->op_offload_rows;
+    co.graphs = opts.graphs;
     try {
         backend_ = std::make_unique<DeviceBackend>(std::move(device), hp_, *weights_, *kv_, *dram_, co);
         kv_on_ = kv_on;

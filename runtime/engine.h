@@ -80,6 +80,9 @@ struct EngineOptions {
     // read them (cpu::tile_weights): decode streams them linearly. Same results either way (the
     // bf16 prefill dequantizes its rows from the tiles).
     bool tile_weights = true;
+    // A device's decode steps recorded once as CUDA graphs and launched whole (DeviceBackendOptions::
+    // graphs); off, each op is launched, and a --trace times each where a graph is one span.
+    bool graphs = true;
     // Positions of paged KV cache shared by all sequences (runtime/kv/kv_cache.h); 0: n_ctx.
     int kv_positions = 0;
     // What sizes the context and the KV cache on the command line, for hints when they cannot

@@ -88,6 +88,7 @@ runtime::EngineOptions ModelOptions::engine() const {
     e.int8_activations = int8_acts;
     e.bf16_prefill = bf16_prefill;
     e.tile_weights = !no_tile;
+    e.graphs = !no_graphs;
     for (const std::string& spec : override_tensor) e.overrides.push_back(runtime::parse_tensor_override(spec));
     e.expert_policy = runtime::parse_expert_policy(expert_policy);
     const auto kv = dtype_from_name(kv_type.empty() ? "f16" : kv_type);

@@ -28,6 +28,7 @@ struct ModelOptions {
     bool int8_acts = false; // single-level int8 activations (faster prefill, llama.cpp precision)
     bool bf16_prefill = false;  // prompt matmuls through oneDNN bf16 on AMX
     bool no_tile = false;       // keep resident weights as laid out in the file
+    bool no_graphs = false;     // a device's decode steps launched op by op, not as captured graphs
     std::string kv_type;          // KV cache element type: f32, f16, bf16, q8_0, q4_0; empty: --plan's, else f16
     std::string gpu_mem;    // GPU memory budget ("20G", "0" = CPU only); empty: the device's default
     std::string attention = "auto";  // where attention runs with a GPU: auto, cpu, gpu

@@ -137,6 +137,9 @@ void add_engine_options(CLI::App& cmd, cli::ModelOptions& m, bool generates = tr
     cmd.add_flag("--no-tile", m.no_tile,
                  "keep resident quantized weights as laid out in the file instead of rewriting them at load into "
                  "the order the AVX-512 kernels read them (same results; decode is slower)");
+    cmd.add_flag("--no-graphs", m.no_graphs,
+                 "launch a device's decode steps op by op instead of as captured graphs: slower, but --trace then "
+                 "times each op (a graph is one span)");
     cmd.add_option("--override-tensor,--ot", m.override_tensor,
                    "REGEX=TIER (device, dram, nvme), as llama.cpp: tensors whose GGUF name the pattern matches go to "
                    "that tier, the first matching pattern deciding (repeatable): exps=nvme puts the routed experts on NVMe "

@@ -7,6 +7,7 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/model_paths.h"
 #include "cpu/kv_format.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
@@ -123,13 +124,14 @@ GpuTarget sim_target(const GpuRequest& req, const models::GgufFile& file, const 
     return t;
 }
 
-// The cached probe when it saw this GPU, else the GPU from the driver and the catalog.
+// The probe's profile when it saw this GPU: the cached one where this build's probe made it,
+// else a quick probe, cached for the next run (its device ops measured, as the cached one's were).
+// Where it holds no GPU, the GPU from the driver and the catalog, its copies not measured.
 planner::HardwareProfile gpu_profile() {
     std::string source;
-    planner::HardwareProfile hw;
-    if (auto cached = probe::load_cached_profile(); cached && cached->has_gpu()) return *cached;
-    hw = runtime_profile(source);  // the CPU side, without a GPU
-    probe::probe_gpu(hw, false);  // starting never measures
+    planner::HardwareProfile hw = probe::measured_profile(source, models_dir());
+    STRATA_LOG_INFO("placement: hardware profile from {}: {}", source, hw.summary());
+    if (!hw.has_gpu()) probe::probe_gpu(hw, false);
     return hw;
 }
 
