@@ -27,7 +27,7 @@ using namespace strata::runtime;
 namespace {
 
 // The simulated device's compute ops in each pass, up to the copy of its logits to the host
-// (which the compute stream makes).
+// (which the compute stream makes); a graph's launch, a slice around its ops, is not one.
 std::vector<int> ops_per_pass(const std::filesystem::path& trace_path) {
     std::ifstream in(trace_path);
     const nlohmann::json trace = nlohmann::json::parse(in);
@@ -36,7 +36,7 @@ std::vector<int> ops_per_pass(const std::filesystem::path& trace_path) {
         if (ev["ph"] == "M" && ev["args"]["name"] == "sim: compute") compute = ev["tid"];
     std::vector<std::pair<double, std::string>> ops;
     for (const auto& ev : trace["traceEvents"])
-        if (ev["ph"] == "X" && ev["tid"] == compute) ops.emplace_back(ev["ts"], ev["name"]);
+        if (ev["ph"] == "X" && ev["tid"] == compute && ev["name"] != "graph") ops.emplace_back(ev["ts"], ev["name"]);
     std::sort(ops.begin(), ops.end());
     std::vector<int> passes;
     int n = 0;
