@@ -87,10 +87,14 @@ public:
     void launch(Stream& s) override {
         SimStream& stream = sim(s);
         Trace* t = trace_.load();
+        if (!t) {
+            for (const auto& op : ops_) stream.enqueue(op);
+            return;
+        }
         const auto begin = std::make_shared<Trace::Clock::time_point>();
-        if (t) stream.enqueue([begin] { *begin = Trace::Clock::now(); });
+        stream.enqueue([begin] { *begin = Trace::Clock::now(); });
         for (const auto& op : ops_) stream.enqueue(op);
-        if (t) stream.enqueue([t, begin, &stream] { t->slice(t->track("sim: " + stream.name()), "graph", *begin, Trace::Clock::now()); });
+        stream.enqueue([t, begin, &stream] { t->slice(t->track("sim: " + stream.name()), "graph", *begin, Trace::Clock::now()); });
     }
 
 private:
