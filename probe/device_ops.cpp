@@ -36,7 +36,7 @@ struct MatmulBench {
     gpu::Stream& s;
     DType type;
     const gpu::DeviceBuffer& w;  // the weights: n_rows() x kCols of `type` (narrower rows sweep its first half)
-    const gpu::DeviceBuffer& x;  // kManyRows x 3 kNarrow floats at least
+    const gpu::DeviceBuffer& x;  // kMostRows x kCols floats
     const gpu::DeviceBuffer& y;
     int reps;
 
@@ -149,16 +149,18 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
         r.rows8_narrow_gbps = narrow_layer_gemv_gbps(b, r, 8);
         r.rows16_narrow_gbps = narrow_layer_gemv_gbps(b, r, gpu::Device::kRowWiseRows);
     }
-    // Many rows: 64 and kManyRows rows against square weights give the arithmetic per row; what
-    // 64 rows take beyond it is the call's pass over its weights (from DRAM, over all the rows,
-    // unless quick).
-    const int64_t g_rows = std::min<int64_t>(rows, quick ? 1024 : kCols), many = quick ? 256 : kManyRows;
+    // Many rows: kManyRows and twice as many against square weights give the arithmetic per row,
+    // both past the rows a device needs to fill its cores (a GPU's tile kernel at 64 rows runs one
+    // column of 64 tiles over 4096 weight rows: what 512 rows took beyond that read as 1e6 GFLOPS
+    // on the H200, above its peak, and priced its prefill 2x fast); what 64 rows take over all
+    // the weights beyond it is the call's pass over them (from DRAM, unless quick).
+    const int64_t g_rows = std::min<int64_t>(rows, quick ? 1024 : kCols), many = quick ? kManyRows / 2 : kManyRows;
     const double flops_per_row = 2.0 * double(g_rows) * kCols;
+    const double t_more = b.typical_s([&] { b.call(g_rows, kCols, 2 * many); });
     const double t_many = b.typical_s([&] { b.call(g_rows, kCols, many); });
-    const double t64 = b.typical_s([&] { b.call(g_rows, kCols, 64); });
-    const double per_row = (t_many - t64) / double(many - 64);
+    const double per_row = (t_more - t_many) / double(many);
     if (per_row <= 0) {
-        r.gemm_gflops = flops_per_row * double(many) / t_many / 1e9;  // too noisy to split
+        r.gemm_gflops = flops_per_row * double(2 * many) / t_more / 1e9;  // too noisy to split
         return r;
     }
     r.gemm_gflops = flops_per_row / per_row / 1e9;
@@ -170,11 +172,14 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
     return r;
 }
 
-// Floats of output for every call: 64 rows over the whole matrix of the type with the shortest rows.
+// The most rows a call takes: the GEMM's larger count over the square weights.
+constexpr int64_t kMostRows = 2 * kManyRows;
+// Floats of output for every call: 64 rows over the whole matrix of the type with the shortest
+// rows, or the most rows over the square weights.
 uint64_t output_floats(uint64_t w_bytes) {
-    return std::max<uint64_t>((w_bytes / row_bytes(DType::Q4_0, kCols) + 1) * 64, uint64_t(kManyRows) * kCols);
+    return std::max<uint64_t>((w_bytes / row_bytes(DType::Q4_0, kCols) + 1) * 64, uint64_t(kMostRows) * kCols);
 }
-constexpr uint64_t kInputBytes = uint64_t(kManyRows) * 3 * kNarrow * 4;
+constexpr uint64_t kInputBytes = uint64_t(kMostRows) * kCols * 4;
 
 }  // namespace
 
