@@ -6,6 +6,7 @@
 // so each row gets the bits it would get alone (Device::kRowWiseRows). Up to three weights of
 // one type and width over the same input (a layer's q, k and v) share a launch, each row summed
 // as in a launch of its own.
+#include <algorithm>
 #include <span>
 #include <type_traits>
 
@@ -36,19 +37,20 @@ struct MatvecPart {
 struct MatvecParts {
     MatvecPart part[kDeviceLaunchProducts];
     unsigned first_block[kDeviceLaunchProducts];
+    unsigned blocks;  // the parts' blocks in all: the launch's work items
     int n;
 };
 
-// This thread block's part of the launch and its block index within the part.
+// Work item `item`'s part of the launch and its block index within the part.
 struct PartBlock {
     int part;
     unsigned block;
 };
-__device__ __forceinline__ PartBlock part_block(const MatvecParts& ps) {
-    PartBlock b{0, blockIdx.x};
+__device__ __forceinline__ PartBlock part_block(const MatvecParts& ps, unsigned item) {
+    PartBlock b{0, item};
 #pragma unroll
     for (int i = 1; i < kDeviceLaunchProducts; ++i)
-        if (i < ps.n && blockIdx.x >= ps.first_block[i]) b = {i, blockIdx.x - ps.first_block[i]};
+        if (i < ps.n && item >= ps.first_block[i]) b = {i, item - ps.first_block[i]};
     return b;
 }
 // Part i's output, chosen with indices fixed at compile time (so that it is read from the kernel's
@@ -69,10 +71,13 @@ __device__ __forceinline__ const T* part_weights(int i, const T* w0, const T* w1
 }
 
 // One weight row per kWarpsPerRow warps (4 / kWarpsPerRow rows per thread block): each thread's
-// sums for the kCols rows of x, reduced over the row's warps in a fixed order.
+// sums for the kCols rows of x, reduced over the row's warps in a fixed order. A thread block
+// that stores rows again and again alternates `parity`, so that no warp writes its partial sums
+// over ones another warp has yet to read.
 template <int kWarpsPerRow, int kCols>
-__device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, const MatvecParts& ps, int part) {
-    __shared__ float partial[kThreads / 32][kCols];
+__device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, const MatvecParts& ps, int part, int parity = 0) {
+    __shared__ float partials[2][kThreads / 32][kCols];
+    auto& partial = partials[parity];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = warp_sum(acc[t]);
@@ -123,12 +128,18 @@ struct RowThread {
 // Block-quantized rows, kWarpsPerRow warps a row: warp w of a row copies its tiles w,
 // w + kWarpsPerRow, ... of 64 chunks into shared memory with 16-byte loads, consecutive lanes
 // reading consecutive words (a warp's load is 512 bytes of the row), then each lane takes chunks
-// lane, lane + 32, ... of the tile; the warp's next tile is in flight meanwhile. Any block size
-// and row alignment (Q6_K's 210-byte super-blocks, MXFP4's 17-byte blocks): a tile reads from the
-// word at or before its first byte, which matmul's check that the weights start 16-byte aligned
-// (cuda_matmul.cpp) keeps within them. A lane that read its
-// own blocks' bytes instead (16-byte words 144 bytes apart across the warp for Q4_0) made each
-// load touch a sector per lane: the H200 measured that at 765 GB/s where this reads Q6_K at 1637.
+// lane, lane + 32, ... of the tile. Any block size and row alignment (Q6_K's 210-byte
+// super-blocks, MXFP4's 17-byte blocks): a tile reads from the word at or before its first byte,
+// which matmul's check that the weights start 16-byte aligned (cuda_matmul.cpp) keeps within
+// them. A lane that read its own blocks' bytes instead (16-byte words 144 bytes apart across the
+// warp for Q4_0) made each load touch a sector per lane: the H200 measured that at 765 GB/s
+// where this reads Q6_K at 1637.
+//
+// A warp's next tile is in flight while it works on this one, across rows too: a launch has no
+// more thread blocks than the device holds at once, and each loops over the launch's work items
+// (a thread block's rows), so the first tile of a warp's next row loads while it finishes this
+// row and its sums are reduced. A warp with one tile a row (Q4_0 rows of 4096 values) otherwise
+// waited on every load with nothing to do: the H200 read Q4_0 at 0.32 of its copy rate.
 template <class B, int kWarpsPerRow, int kCols>
 __global__ void __launch_bounds__(kThreads)
     matvec_tile_kernel(const uint8_t* __restrict__ w0, const uint8_t* __restrict__ w1, const uint8_t* __restrict__ w2,
@@ -137,41 +148,65 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int kWords = kTileWords<B>, kLoads = (kWords + 31) / 32;
     constexpr int64_t kStride = kWarpsPerRow * kTileChunks;
     __shared__ uint4 tiles[kThreads / 32][kWords];
-    const PartBlock at_part = part_block(parts);
-    const unsigned block = at_part.block;
-    const RowThread<kWarpsPerRow> at(block);
-    const int64_t r = at.row;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float acc[kCols];
+    const int64_t chunks = n_cols / kActBlock;
+    // The warp's first tile in a row: the same in every work item.
+    const int64_t first_c0 = (RowThread<kWarpsPerRow>(0).sub / 32) * kTileChunks;
+    // A tile of this warp's: the work item, its part and row, the tile's first chunk; an item
+    // of parts.blocks or more: none left.
+    struct At {
+        unsigned item;
+        int part;
+        int64_t row, c0;
+    };
+    // The warp's first tile from work item `item` on (a row past its part's end has none).
+    auto first_tile = [&](unsigned item) {
+        for (; item < parts.blocks; item += gridDim.x) {
+            const PartBlock pb = part_block(parts, item);
+            const int64_t r = RowThread<kWarpsPerRow>(pb.block).row;
+            if (first_c0 < chunks && r < part_out(parts, pb.part).n_rows) return At{item, pb.part, r, first_c0};
+        }
+        return At{parts.blocks, 0, 0, 0};
+    };
+    auto after = [&](const At& t) {
+        return t.c0 + kStride < chunks ? At{t.item, t.part, t.row, t.c0 + kStride} : first_tile(t.item + gridDim.x);
+    };
+    auto row_of = [&](const At& t) { return part_weights(t.part, w0, w1, w2) + t.row * row_bytes; };
+    auto tile_of = [&](const At& t) { return tile_at<B>(row_of(t), t.c0, min(kTileChunks, chunks - t.c0)); };
+    uint32_t next[kLoads][4];
+    auto fetch = [&](const At& t) {
+        const Tile tl = tile_of(t);
+        const uint8_t* end = row_of(t) + row_bytes;
 #pragma unroll
-    for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
-    if (r < part_out(parts, at_part.part).n_rows) {  // uniform over the warp
-        const uint8_t* row = part_weights(at_part.part, w0, w1, w2) + r * row_bytes;
-        const uint8_t* end = row + row_bytes;
-        const int64_t chunks = n_cols / kActBlock;
-        auto tile = [&](int64_t c0) { return tile_at<B>(row, c0, min(kTileChunks, chunks - c0)); };
-        uint32_t next[kLoads][4];
-        auto fetch = [&](const Tile& t) {
+        for (int i = 0; i < kLoads; ++i)
+            if (lane + 32 * i < tl.words) tile_word(tl.from + 16 * (lane + 32 * i), end, next[i]);
+    };
+
+    At at = first_tile(blockIdx.x);
+    if (at.item < parts.blocks) fetch(at);
+    int parity = 0;
+    // Work items are uniform over the thread block (store_rows synchronizes it), tiles over the warp.
+    for (unsigned item = blockIdx.x; item < parts.blocks; item += gridDim.x, parity ^= 1) {
+        float acc[kCols];
 #pragma unroll
-            for (int i = 0; i < kLoads; ++i)
-                if (lane + 32 * i < t.words) tile_word(t.from + 16 * (lane + 32 * i), end, next[i]);
-        };
-        int64_t c0 = (at.sub / 32) * kTileChunks;
-        if (c0 < chunks) fetch(tile(c0));
-        for (; c0 < chunks; c0 += kStride) {
-            const Tile t = tile(c0);
+        for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
+        while (at.item == item) {
+            const At cur = at;
+            const Tile t = tile_of(cur);
 #pragma unroll
             for (int i = 0; i < kLoads; ++i)
                 if (lane + 32 * i < t.words) tiles[warp][lane + 32 * i] = make_uint4(next[i][0], next[i][1], next[i][2], next[i][3]);
             __syncwarp();
-            if (c0 + kStride < chunks) fetch(tile(c0 + kStride));
+            at = after(cur);
+            if (at.item < parts.blocks) fetch(at);
             const uint8_t* staged = reinterpret_cast<const uint8_t*>(tiles[warp]) + t.skip;
-            const int64_t n = min(kTileChunks, chunks - c0);
-            for (int64_t c = lane; c < n; c += 32) dot_cols<B, kCols>(staged, c, act, act_stride, n_cols, c0, lo, acc);
+            const int64_t n = min(kTileChunks, chunks - cur.c0);
+            for (int64_t c = lane; c < n; c += 32) dot_cols<B, kCols>(staged, c, act, act_stride, n_cols, cur.c0, lo, acc);
             __syncwarp();
         }
+        const PartBlock pb = part_block(parts, item);
+        store_rows<kWarpsPerRow, kCols>(acc, RowThread<kWarpsPerRow>(pb.block).row, parts, pb.part, parity);
     }
-    store_rows<kWarpsPerRow, kCols>(acc, r, parts, at_part.part);
 }
 
 // Float weights (F32, F16, BF16) meet float activations: 8 values a step with 16-byte loads
@@ -181,7 +216,7 @@ __global__ void __launch_bounds__(kThreads)
     matvec_float_kernel(const T* __restrict__ w0, const T* __restrict__ w1, const T* __restrict__ w2, const MatvecParts parts,
                         const float* __restrict__ x, int64_t n_cols) {
     constexpr int kRowThreads = RowThread<kWarpsPerRow>::kRowThreads;
-    const PartBlock at_part = part_block(parts);
+    const PartBlock at_part = part_block(parts, blockIdx.x);
     const unsigned block = at_part.block;
     const RowThread<kWarpsPerRow> at(block);
     const int64_t r = at.row;
@@ -266,7 +301,23 @@ MatvecParts parts_of(std::span<const WeightMatmul> ms, int64_t rows_per_block, u
         ps.first_block[i] = blocks;
         blocks += static_cast<unsigned>((m.n_rows + rows_per_block - 1) / rows_per_block);
     }
+    ps.blocks = blocks;
     return ps;
+}
+
+// The thread blocks of `kernel` the current device runs at once (its multiprocessors times as
+// many as fit on one): a tile kernel's grid, its blocks looping over the launch's work.
+template <class Kernel>
+unsigned resident_blocks(Kernel kernel) {
+    static const int per_sm = [&] {
+        int n = 0;
+        cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0), "occupancy of matvec");
+        return std::max(n, 1);
+    }();
+    int dev = 0, sms = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
+    return static_cast<unsigned>(per_sm * std::max(sms, 1));
 }
 
 // Part i's weights for the kernel's w0 to w2 (the first's where the launch has fewer parts: never read).
@@ -314,9 +365,10 @@ void matvec(std::span<const WeightMatmul> ms, const void* acts, CudaStream& s) {
             constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
             unsigned blocks = 0;
             const MatvecParts parts = parts_of(ms, kThreads / 32 / W, blocks);
-            if (blocks > 0)
-                matvec_tile_kernel<B, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab, m.n_cols,
-                                                                                m.two_level_acts);
+            if (blocks == 0) return;
+            const auto kernel = matvec_tile_kernel<B, W, C>;
+            const unsigned grid = std::min(blocks, resident_blocks(kernel));
+            kernel<<<grid, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab, m.n_cols, m.two_level_acts);
         });
     });
     cuda_check_launch("matvec");
