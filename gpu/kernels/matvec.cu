@@ -16,51 +16,37 @@
 #include "gpu/cuda_kernels.h"
 #include "gpu/kernels/float_weights.cuh"
 #include "gpu/kernels/reduce.cuh"
+#include "gpu/kernels/warp_tiles.h"
 
 namespace strata::gpu {
 namespace {
 
 using namespace blocks;
 
-constexpr int kThreads = 128;  // 4 warps per thread block
+constexpr int kThreads = 32 * kMatvecWarps;
 
 // The weights one launch takes: matvec's products of one input, of one type and width (a layer's
-// q, k and v), part p's rows in the thread blocks from first_block[p] on. Their weights are the
-// kernel's own pointer parameters, w0 to w2, which the compiler takes to be read-only global
-// memory (__restrict__: non-coherent loads), as it takes no pointer in a struct; their outputs
-// are here.
-struct MatvecPart {
+// q, k and v), as work items (warp_tiles.h). Their weights are the kernel's own pointer
+// parameters, w0 to w2, which the compiler takes to be read-only global memory (__restrict__:
+// non-coherent loads), as it takes no pointer in a struct; their outputs are here.
+struct MatvecOut {
     float* y;
-    int64_t ldy, n_rows;
+    int64_t ldy;
     bool accumulate;
 };
 struct MatvecParts {
-    MatvecPart part[kDeviceLaunchProducts];
-    unsigned first_block[kDeviceLaunchProducts];
-    unsigned blocks;  // the parts' blocks in all: the launch's work items
-    int n;
+    MatvecOut out[kDeviceLaunchProducts];
+    LaunchItems items;
 };
 
-// Work item `item`'s part of the launch and its block index within the part.
-struct PartBlock {
-    int part;
-    unsigned block;
-};
-__device__ __forceinline__ PartBlock part_block(const MatvecParts& ps, unsigned item) {
-    PartBlock b{0, item};
-#pragma unroll
-    for (int i = 1; i < kDeviceLaunchProducts; ++i)
-        if (i < ps.n && item >= ps.first_block[i]) b = {i, item - ps.first_block[i]};
-    return b;
-}
 // Part i's output, chosen with indices fixed at compile time (so that it is read from the kernel's
 // parameters, not copied to local memory), read where it is used, its pointer said to be global
 // memory as a kernel's own pointer parameters are taken to be (else its stores are generic ones).
-__device__ __forceinline__ MatvecPart part_out(const MatvecParts& ps, int i) {
-    MatvecPart p = ps.part[0];
+__device__ __forceinline__ MatvecOut part_out(const MatvecParts& ps, int i) {
+    MatvecOut p = ps.out[0];
 #pragma unroll
     for (int k = 1; k < kDeviceLaunchProducts; ++k)
-        if (i == k) p = ps.part[k];
+        if (i == k) p = ps.out[k];
     __builtin_assume(__isGlobal(p.y));
     return p;
 }
@@ -76,7 +62,7 @@ __device__ __forceinline__ const T* part_weights(int i, const T* w0, const T* w1
 // over ones another warp has yet to read.
 template <int kWarpsPerRow, int kCols>
 __device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, const MatvecParts& ps, int part, int parity = 0) {
-    __shared__ float partials[2][kThreads / 32][kCols];
+    __shared__ float partials[2][kMatvecWarps][kCols];
     auto& partial = partials[parity];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
@@ -85,8 +71,8 @@ __device__ __forceinline__ void store_rows(float (&acc)[kCols], int64_t r, const
 #pragma unroll
         for (int t = 0; t < kCols; ++t) partial[warp][t] = acc[t];
     __syncthreads();
-    const MatvecPart p = part_out(ps, part);
-    if (warp % kWarpsPerRow != 0 || lane >= kCols || r >= p.n_rows) return;
+    if (warp % kWarpsPerRow != 0 || lane >= kCols || r >= ps.items.rows(part)) return;
+    const MatvecOut p = part_out(ps, part);
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < kWarpsPerRow; ++i) s += partial[warp + i][lane];
@@ -113,17 +99,6 @@ __device__ __forceinline__ void dot_cols(const uint8_t* __restrict__ w, int64_t 
         dot_cols<B, kCols - kColGroup>(w, c, act + kColGroup * act_stride, act_stride, n_cols, c0, lo, acc + kColGroup);
 }
 
-// The row a thread of its part's `block` works on (kWarpsPerRow warps a row, the block's rows
-// one after another) and its place among that row's threads.
-template <int kWarpsPerRow>
-struct RowThread {
-    static constexpr int kRowsPerBlock = kThreads / 32 / kWarpsPerRow, kRowThreads = 32 * kWarpsPerRow;
-    int64_t row;
-    int sub;
-    __device__ explicit RowThread(unsigned block)
-        : row(int64_t(block) * kRowsPerBlock + int(threadIdx.x / 32) / kWarpsPerRow),
-          sub((int(threadIdx.x / 32) % kWarpsPerRow) * 32 + int(threadIdx.x % 32)) {}
-};
 
 // Block-quantized rows, kWarpsPerRow warps a row: warp w of a row copies its tiles w,
 // w + kWarpsPerRow, ... of 64 chunks into shared memory with 16-byte loads, consecutive lanes
@@ -146,35 +121,14 @@ __global__ void __launch_bounds__(kThreads)
                        const MatvecParts parts, uint64_t row_bytes, const uint8_t* __restrict__ act, uint64_t act_stride,
                        int64_t n_cols, bool lo) {
     constexpr int kWords = kTileWords<B>, kLoads = (kWords + 31) / 32;
-    constexpr int64_t kStride = kWarpsPerRow * kTileChunks;
-    __shared__ uint4 tiles[kThreads / 32][kWords];
+    __shared__ uint4 tiles[kMatvecWarps][kWords];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t chunks = n_cols / kActBlock;
-    // The warp's first tile in a row: the same in every work item.
-    const int64_t first_c0 = (RowThread<kWarpsPerRow>(0).sub / 32) * kTileChunks;
-    // A tile of this warp's: the work item, its part and row, the tile's first chunk; an item
-    // of parts.blocks or more: none left.
-    struct At {
-        unsigned item;
-        int part;
-        int64_t row, c0;
-    };
-    // The warp's first tile from work item `item` on (a row past its part's end has none).
-    auto first_tile = [&](unsigned item) {
-        for (; item < parts.blocks; item += gridDim.x) {
-            const PartBlock pb = part_block(parts, item);
-            const int64_t r = RowThread<kWarpsPerRow>(pb.block).row;
-            if (first_c0 < chunks && r < part_out(parts, pb.part).n_rows) return At{item, pb.part, r, first_c0};
-        }
-        return At{parts.blocks, 0, 0, 0};
-    };
-    auto after = [&](const At& t) {
-        return t.c0 + kStride < chunks ? At{t.item, t.part, t.row, t.c0 + kStride} : first_tile(t.item + gridDim.x);
-    };
-    auto row_of = [&](const At& t) { return part_weights(t.part, w0, w1, w2) + t.row * row_bytes; };
-    auto tile_of = [&](const At& t) { return tile_at<B>(row_of(t), t.c0, min(kTileChunks, chunks - t.c0)); };
+    const WarpTiles tiles_of{parts.items, gridDim.x, kWarpsPerRow, warp, chunks};
+    auto row_of = [&](const WarpTile& t) { return part_weights(t.part, w0, w1, w2) + t.row * row_bytes; };
+    auto tile_of = [&](const WarpTile& t) { return tile_at<B>(row_of(t), t.c0, min(kTileChunks, chunks - t.c0)); };
     uint32_t next[kLoads][4];
-    auto fetch = [&](const At& t) {
+    auto fetch = [&](const WarpTile& t) {
         const Tile tl = tile_of(t);
         const uint8_t* end = row_of(t) + row_bytes;
 #pragma unroll
@@ -182,30 +136,31 @@ __global__ void __launch_bounds__(kThreads)
             if (lane + 32 * i < tl.words) tile_word(tl.from + 16 * (lane + 32 * i), end, next[i]);
     };
 
-    At at = first_tile(blockIdx.x);
-    if (at.item < parts.blocks) fetch(at);
+    const unsigned items = parts.items.items;
+    WarpTile at = tiles_of.first(blockIdx.x);
+    if (at.item < items) fetch(at);
     int parity = 0;
     // Work items are uniform over the thread block (store_rows synchronizes it), tiles over the warp.
-    for (unsigned item = blockIdx.x; item < parts.blocks; item += gridDim.x, parity ^= 1) {
+    for (unsigned item = blockIdx.x; item < items; item += gridDim.x, parity ^= 1) {
         float acc[kCols];
 #pragma unroll
         for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
         while (at.item == item) {
-            const At cur = at;
+            const WarpTile cur = at;
             const Tile t = tile_of(cur);
 #pragma unroll
             for (int i = 0; i < kLoads; ++i)
                 if (lane + 32 * i < t.words) tiles[warp][lane + 32 * i] = make_uint4(next[i][0], next[i][1], next[i][2], next[i][3]);
             __syncwarp();
-            at = after(cur);
-            if (at.item < parts.blocks) fetch(at);
+            at = tiles_of.after(cur);
+            if (at.item < items) fetch(at);
             const uint8_t* staged = reinterpret_cast<const uint8_t*>(tiles[warp]) + t.skip;
             const int64_t n = min(kTileChunks, chunks - cur.c0);
             for (int64_t c = lane; c < n; c += 32) dot_cols<B, kCols>(staged, c, act, act_stride, n_cols, cur.c0, lo, acc);
             __syncwarp();
         }
-        const PartBlock pb = part_block(parts, item);
-        store_rows<kWarpsPerRow, kCols>(acc, RowThread<kWarpsPerRow>(pb.block).row, parts, pb.part, parity);
+        const ItemPart ip = parts.items.part_of(item);
+        store_rows<kWarpsPerRow, kCols>(acc, item_row(ip.block, warp, kWarpsPerRow), parts, ip.part, parity);
     }
 }
 
@@ -215,16 +170,15 @@ template <class T, bool kVec, int kWarpsPerRow, int kCols>
 __global__ void __launch_bounds__(kThreads)
     matvec_float_kernel(const T* __restrict__ w0, const T* __restrict__ w1, const T* __restrict__ w2, const MatvecParts parts,
                         const float* __restrict__ x, int64_t n_cols) {
-    constexpr int kRowThreads = RowThread<kWarpsPerRow>::kRowThreads;
-    const PartBlock at_part = part_block(parts, blockIdx.x);
-    const unsigned block = at_part.block;
-    const RowThread<kWarpsPerRow> at(block);
-    const int64_t r = at.row;
-    const int sub = at.sub;
+    constexpr int kRowThreads = 32 * kWarpsPerRow;
+    const ItemPart at_part = parts.items.part_of(blockIdx.x);
+    const int warp = threadIdx.x / 32;
+    const int64_t r = item_row(at_part.block, warp, kWarpsPerRow);
+    const int sub = (warp % kWarpsPerRow) * 32 + int(threadIdx.x % 32);  // the thread's place among its row's
     float acc[kCols];
 #pragma unroll
     for (int t = 0; t < kCols; ++t) acc[t] = 0.0f;
-    if (r < part_out(parts, at_part.part).n_rows) {
+    if (r < parts.items.rows(at_part.part)) {
         const T* row = part_weights(at_part.part, w0, w1, w2) + r * n_cols;
         if constexpr (kVec) {
             for (int64_t k = 8 * int64_t(sub); k < n_cols; k += 8 * kRowThreads) {
@@ -290,18 +244,19 @@ void with_shape(int warps, int64_t n_tok, Fn&& fn) {
     }
 }
 
-// The launch's parts, rows_per_block rows of each a thread block; `blocks`: the grid's size.
+// The launch's parts, rows_per_block rows of each a work item; `blocks`: the items in all.
 MatvecParts parts_of(std::span<const WeightMatmul> ms, int64_t rows_per_block, unsigned& blocks) {
     MatvecParts ps{};
-    ps.n = static_cast<int>(ms.size());
+    ps.items.n = static_cast<int>(ms.size());
     blocks = 0;
     for (size_t i = 0; i < ms.size(); ++i) {
         const WeightMatmul& m = ms[i];
-        ps.part[i] = {m.y, m.ldy, m.n_rows, m.accumulate};
-        ps.first_block[i] = blocks;
+        ps.out[i] = {m.y, m.ldy, m.accumulate};
+        ps.items.n_rows[i] = m.n_rows;
+        ps.items.first[i] = blocks;
         blocks += static_cast<unsigned>((m.n_rows + rows_per_block - 1) / rows_per_block);
     }
-    ps.blocks = blocks;
+    ps.items.items = blocks;
     return ps;
 }
 
@@ -335,7 +290,7 @@ void matvec_float(std::span<const WeightMatmul> ms, CudaStream& s) {
     with_shape(warps_per_row(m.n_cols), m.n_tok, [&](auto warps, auto cols) {
         constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
         unsigned blocks = 0;
-        const MatvecParts parts = parts_of(ms, kThreads / 32 / W, blocks);
+        const MatvecParts parts = parts_of(ms, kMatvecWarps / W, blocks);
         if (blocks == 0) return;
         if (vec) matvec_float_kernel<T, true, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, m.x, m.n_cols);
         else matvec_float_kernel<T, false, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, m.x, m.n_cols);
@@ -364,7 +319,7 @@ void matvec(std::span<const WeightMatmul> ms, const void* acts, CudaStream& s) {
         with_shape(tile_warps_per_row(m.n_cols), m.n_tok, [&](auto warps, auto cols) {
             constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
             unsigned blocks = 0;
-            const MatvecParts parts = parts_of(ms, kThreads / 32 / W, blocks);
+            const MatvecParts parts = parts_of(ms, kMatvecWarps / W, blocks);
             if (blocks == 0) return;
             const auto kernel = matvec_tile_kernel<B, W, C>;
             const unsigned grid = std::min(blocks, resident_blocks(kernel));
