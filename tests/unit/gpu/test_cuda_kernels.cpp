@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -155,6 +156,61 @@ TEST_CASE("gpu matvec per weight type matches vec_dot_ref on the same activation
                 else CHECK(std::equal(first_rows.begin(), first_rows.end(), y.begin()));
             }
         }
+    }
+}
+
+// Thousands of rows a weight, so that a launch has more work items than the device runs thread
+// blocks at once: each thread block loops over items, and a warp's next tile crosses rows and
+// the launch's parts (q, k and v). Q4_0 rows of 4096 values give a warp one tile a row, Q6_K's
+// of 14336 several.
+TEST_CASE("gpu matvec, three weights of thousands of rows a launch, matches vec_dot_ref, each row as alone", "[gpu]") {
+    STRATA_REQUIRE_CUDA_GPU();
+    TestGpu g;
+    std::mt19937 rng(11);
+    const int64_t n_tok = 2, rows[kDeviceLaunchProducts] = {6151, 1027, 2049};
+    for (const auto& [type, n_cols] : {std::pair{DType::Q4_0, int64_t{4096}}, std::pair{DType::Q6_K, int64_t{14336}}}) {
+        INFO(dtype_name(type) << ", " << n_cols << " columns");
+        const auto x = normal_floats(n_tok * n_cols, 12);
+        DeviceBuffer dx = g.upload(x), dq = g.zeros(quantized_acts_bytes(n_tok, n_cols));
+        quantize_acts(dx.as<float>(), n_tok, n_cols, true, dq.data(), g.stream);
+        std::vector<std::vector<uint8_t>> w;
+        std::vector<DeviceBuffer> dw, dy;
+        std::array<WeightMatmul, kDeviceLaunchProducts> ms;
+        for (int p = 0; p < kDeviceLaunchProducts; ++p) {
+            w.push_back(strata::test::random_weights(type, rows[p], n_cols, rng));
+            dw.push_back(g.upload(w[p]));
+            dy.push_back(g.upload(nans(n_tok * rows[p])));
+            ms[p] = {type, dw[p].data(), dx.as<float>(), dy[p].as<float>(), rows[p], n_cols, n_tok, rows[p], false, true, {}};
+        }
+        matvec(ms, dq.data(), g.stream);
+        const auto acts = g.download<uint8_t>(dq, quantized_acts_bytes(n_tok, n_cols));
+        std::vector<float> af(n_cols), wf(n_cols);
+        std::vector<std::vector<float>> y;
+        for (int p = 0; p < kDeviceLaunchProducts; ++p) {
+            INFO("weight " << p);
+            y.push_back(g.download<float>(dy[p], n_tok * rows[p]));
+            int64_t bad = 0;
+            for (int64_t r = 0; r < rows[p]; ++r) {
+                const uint8_t* wr = w[p].data() + r * row_bytes(type, n_cols);
+                cpu::dequantize_row_ref(type, wr, wf.data(), n_cols);
+                for (int64_t t = 0; t < n_tok; ++t) {
+                    const uint8_t* act = acts.data() + t * cpu::act_q8x2_bytes(n_cols);
+                    cpu::dequantize_act_ref(cpu::ActFormat::Q8x2, act, af.data(), n_cols);
+                    double mag = 0;
+                    for (int64_t k = 0; k < n_cols; ++k) mag += std::abs(double(wf[k]) * af[k]);
+                    bad += !(std::abs(y[p][t * rows[p] + r] - cpu::vec_dot_ref(type, wr, act, n_cols)) <= 1e-5 * mag + 1e-6);
+                }
+            }
+            CHECK(bad == 0);
+        }
+        // The last weight's first rows in a launch of their own: the same bits.
+        WeightMatmul alone = ms[2];
+        DeviceBuffer dy_alone = g.upload(nans(n_tok * kRows));
+        alone.y = dy_alone.as<float>(), alone.n_rows = kRows, alone.ldy = kRows;
+        matvec(std::span(&alone, 1), dq.data(), g.stream);
+        const auto y_alone = g.download<float>(dy_alone, n_tok * kRows);
+        for (int64_t t = 0; t < n_tok; ++t)
+            CHECK(std::equal(y_alone.begin() + t * kRows, y_alone.begin() + (t + 1) * kRows, y[2].begin() + t * rows[2]));
     }
 }
 
