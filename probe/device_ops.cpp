@@ -23,6 +23,8 @@ namespace {
 
 constexpr int64_t kCols = static_cast<int64_t>(planner::KernelRate::kWideCols);
 constexpr int64_t kManyRows = 512;  // a prompt pass's rows (llama-bench's pp512)
+// The most rows a GEMM call of the probe takes (its inputs' and outputs' size).
+constexpr int64_t kMostRows = 4096;
 
 // The weights a decode call streams: about 4x the host's last-level cache, so that the simulated
 // device reads them from DRAM as it reads a model's.
@@ -149,18 +151,22 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
         r.rows8_narrow_gbps = narrow_layer_gemv_gbps(b, r, 8);
         r.rows16_narrow_gbps = narrow_layer_gemv_gbps(b, r, gpu::Device::kRowWiseRows);
     }
-    // Many rows: kManyRows and twice as many against square weights give the arithmetic per row,
-    // both past the rows a device needs to fill its cores (a GPU's tile kernel at 64 rows runs one
-    // column of 64 tiles over 4096 weight rows: what 512 rows took beyond that read as 1e6 GFLOPS
-    // on the H200, above its peak, and priced its prefill 2x fast); what 64 rows take over all
-    // the weights beyond it is the call's pass over them (from DRAM, unless quick).
-    const int64_t g_rows = std::min<int64_t>(rows, quick ? 1024 : kCols), many = quick ? kManyRows / 2 : kManyRows;
+    // Many rows against square weights give the arithmetic per row: n and 2n rows, n doubled
+    // from a prompt's rows (64 quick) until twice the rows take at least kLinear times as long, so that both
+    // are past what fills the device. A GPU's 64 rows expand the weights to half and run cuBLAS on
+    // a grid too small for the card, so what 512 took beyond them read as about 1e6 GFLOPS on the
+    // H200, above its peak, and priced its prefill 2x fast. What 64 rows take over all the weights
+    // beyond the arithmetic is the call's pass over them (from DRAM, unless quick).
+    constexpr double kLinear = 1.8;
+    const int64_t g_rows = std::min<int64_t>(rows, kCols);
     const double flops_per_row = 2.0 * double(g_rows) * kCols;
-    const double t_more = b.typical_s([&] { b.call(g_rows, kCols, 2 * many); });
-    const double t_many = b.typical_s([&] { b.call(g_rows, kCols, many); });
+    auto time_rows = [&](int64_t n) { return b.typical_s([&] { b.call(g_rows, kCols, n); }); };
+    int64_t many = quick ? kManyRows / 8 : kManyRows;
+    double t_many = time_rows(many), t_more = time_rows(2 * many);
+    while (t_more < kLinear * t_many && 4 * many <= kMostRows) many *= 2, t_many = t_more, t_more = time_rows(2 * many);
     const double per_row = (t_more - t_many) / double(many);
-    if (per_row <= 0) {
-        r.gemm_gflops = flops_per_row * double(2 * many) / t_more / 1e9;  // too noisy to split
+    if (per_row <= 0 || t_more < kLinear * t_many) {
+        r.gemm_gflops = flops_per_row * double(2 * many) / t_more / 1e9;  // not split: the rate of the most rows
         return r;
     }
     r.gemm_gflops = flops_per_row / per_row / 1e9;
@@ -172,8 +178,6 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
     return r;
 }
 
-// The most rows a call takes: the GEMM's larger count over the square weights.
-constexpr int64_t kMostRows = 2 * kManyRows;
 // Floats of output for every call: 64 rows over the whole matrix of the type with the shortest
 // rows, or the most rows over the square weights.
 uint64_t output_floats(uint64_t w_bytes) {

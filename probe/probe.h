@@ -26,8 +26,9 @@ struct ProbeOptions {
 
 // Raised when a kernel the probe times, or a figure it takes, changes: a cached profile of another
 // version is measured again. 1: the device's decode attention split by depth, op offload's
-// copies of the CPU's layers over every thread (every figure the planner reads measured).
-inline constexpr int kProbeVersion = 1;
+// copies of the CPU's layers over every thread (every figure the planner reads measured). 2: the
+// device's decode GEMV with resident thread blocks, its GEMM rate from rows past what fills it.
+inline constexpr int kProbeVersion = 2;
 
 planner::HardwareProfile probe_machine(const ProbeOptions& opts);
 // Whether a cached profile holds what this build's probe measures (its version's).

@@ -7,6 +7,8 @@
 // one type and width over the same input (a layer's q, k and v) share a launch, each row summed
 // as in a launch of its own.
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <span>
 #include <type_traits>
 
@@ -260,19 +262,30 @@ MatvecParts parts_of(std::span<const WeightMatmul> ms, int64_t rows_per_block, u
     return ps;
 }
 
-// The thread blocks of `kernel` the current device runs at once (its multiprocessors times as
-// many as fit on one): a tile kernel's grid, its blocks looping over the launch's work.
-template <class Kernel>
-unsigned resident_blocks(Kernel kernel) {
-    static const int per_sm = [&] {
+// The current device's multiprocessors, asked once a device.
+int multiprocessors() {
+    int dev = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    static std::array<std::atomic<int>, 64> known{};
+    std::atomic<int>* at = dev >= 0 && dev < int(known.size()) ? &known[size_t(dev)] : nullptr;
+    int n = at ? at->load(std::memory_order_relaxed) : 0;
+    if (n > 0) return n;
+    cuda_check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
+    if (at) at->store(n, std::memory_order_relaxed);
+    return std::max(n, 1);
+}
+
+// The thread blocks of matvec_tile_kernel<B, W, C> the current device runs at once (as many as
+// fit on a multiprocessor, by its registers and shared memory, times the multiprocessors): the
+// kernel's grid at most, its blocks looping over the launch's work items.
+template <class B, int W, int C>
+unsigned resident_tile_blocks() {
+    static const int per_sm = [] {
         int n = 0;
-        cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0), "occupancy of matvec");
+        cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_tile_kernel<B, W, C>, kThreads, 0), "occupancy of matvec");
         return std::max(n, 1);
     }();
-    int dev = 0, sms = 0;
-    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-    cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
-    return static_cast<unsigned>(per_sm * std::max(sms, 1));
+    return static_cast<unsigned>(per_sm * multiprocessors());
 }
 
 // Part i's weights for the kernel's w0 to w2 (the first's where the launch has fewer parts: never read).
@@ -321,9 +334,8 @@ void matvec(std::span<const WeightMatmul> ms, const void* acts, CudaStream& s) {
             unsigned blocks = 0;
             const MatvecParts parts = parts_of(ms, kMatvecWarps / W, blocks);
             if (blocks == 0) return;
-            const auto kernel = matvec_tile_kernel<B, W, C>;
-            const unsigned grid = std::min(blocks, resident_blocks(kernel));
-            kernel<<<grid, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab, m.n_cols, m.two_level_acts);
+            const unsigned grid = std::min(blocks, resident_tile_blocks<B, W, C>());
+            matvec_tile_kernel<B, W, C><<<grid, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab, m.n_cols, m.two_level_acts);
         });
     });
     cuda_check_launch("matvec");
