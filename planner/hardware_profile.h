@@ -189,7 +189,8 @@ struct DeviceOps {
     int n_threads = 0;  // the simulated device's CPU threads; 0: a GPU
     // Matmuls per weight type, weights in device memory: gemv_gbps a call of one row
     // (gemv_narrow_gbps on a 512-wide layer's matrices), rows8_gbps of eight; a call of many rows takes weight bytes / pack_gbps + flops / gemm_gflops (the
-    // arithmetic from n and 2n rows from 512 up, the pass from 64 rows over them all; gemm_narrow_gflops on a 512-wide layer's matrices); call_us +
+    // arithmetic from n and 2n rows, n doubled from 512 (64 quick) until the time is nearly linear,
+    // else the rate of the most rows; the pass from 64 rows over them all; gemm_narrow_gflops on a 512-wide layer's matrices); call_us +
     // call_ns_per_row_byte x a row's bytes is a call's cost beyond its bytes.
     std::vector<KernelRate> rates{};
     // Decode attention of one sequence on the reference layer (32 query heads, 8 KV heads of 128

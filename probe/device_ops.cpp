@@ -152,28 +152,31 @@ planner::KernelRate measure_matmuls(const MatmulBench& b, bool quick) {
         r.rows16_narrow_gbps = narrow_layer_gemv_gbps(b, r, gpu::Device::kRowWiseRows);
     }
     // Many rows against square weights give the arithmetic per row: n and 2n rows, n doubled
-    // from a prompt's rows (64 quick) until twice the rows take at least kLinear times as long, so that both
-    // are past what fills the device. A GPU's 64 rows expand the weights to half and run cuBLAS on
-    // a grid too small for the card, so what 512 took beyond them read as about 1e6 GFLOPS on the
-    // H200, above its peak, and priced its prefill 2x fast. What 64 rows take over all the weights
-    // beyond the arithmetic is the call's pass over them (from DRAM, unless quick).
+    // from a prompt's rows (64 quick) until twice the rows take at least kLinear times as long,
+    // aiming past what fills the device; where that never happens (up to kMostRows, 2048 quick),
+    // the rate of the most rows, their fixed part included. A GPU's 64 rows expand the weights to
+    // half and run cuBLAS on a grid too small for the card, so what 512 took beyond them read as
+    // about 1e6 GFLOPS on the H200, above its peak, and priced its prefill 2x fast. What 64 rows
+    // take over all the weights beyond the arithmetic is the call's pass over them (from DRAM,
+    // unless quick); on a GPU that includes reading the expanded weights, so a long prompt is
+    // priced a little high.
     constexpr double kLinear = 1.8;
     const int64_t g_rows = std::min<int64_t>(rows, kCols);
     const double flops_per_row = 2.0 * double(g_rows) * kCols;
     auto time_rows = [&](int64_t n) { return b.typical_s([&] { b.call(g_rows, kCols, n); }); };
+    const int64_t most = quick ? kMostRows / 2 : kMostRows;
     int64_t many = quick ? kManyRows / 8 : kManyRows;
     double t_many = time_rows(many), t_more = time_rows(2 * many);
-    while (t_more < kLinear * t_many && 4 * many <= kMostRows) many *= 2, t_many = t_more, t_more = time_rows(2 * many);
+    while (t_more < kLinear * t_many && 4 * many <= most) many *= 2, t_many = t_more, t_more = time_rows(2 * many);
     const double per_row = (t_more - t_many) / double(many);
-    if (per_row <= 0 || t_more < kLinear * t_many) {
-        r.gemm_gflops = flops_per_row * double(2 * many) / t_more / 1e9;  // not split: the rate of the most rows
-        return r;
-    }
-    r.gemm_gflops = flops_per_row / per_row / 1e9;
+    const bool split = per_row > 0 && t_more >= kLinear * t_many;
+    r.gemm_gflops = split ? flops_per_row / per_row / 1e9 : flops_per_row * double(2 * many) / t_more / 1e9;
     if (quick) return r;
-    const double t64_all = b.typical_s([&] { b.call(rows, kCols, 64); });
-    const double pass_s = t64_all - 64 * per_row * double(rows) / double(g_rows);
-    if (pass_s > 0) r.pack_gbps = bytes / pass_s / 1e9;
+    if (split) {
+        const double t64_all = b.typical_s([&] { b.call(rows, kCols, 64); });
+        const double pass_s = t64_all - 64 * per_row * double(rows) / double(g_rows);
+        if (pass_s > 0) r.pack_gbps = bytes / pass_s / 1e9;
+    }
     r.gemm_narrow_gflops = narrow_layer_gflops(b);
     return r;
 }
@@ -189,7 +192,9 @@ constexpr uint64_t kInputBytes = uint64_t(kMostRows) * kCols * 4;
 
 uint64_t device_ops_bytes(bool quick, uint64_t llc_bytes) {
     const uint64_t w = gemv_bytes(quick, llc_bytes);
-    return w + kInputBytes + 4 * output_floats(w) + device_costs_bytes(quick) + (16ull << 20);  // alignment's slack
+    // A GPU's matmul scratch for the most rows: their input as halves, then a chunk of expanded weights.
+    const uint64_t scratch = 2 * uint64_t(kMostRows) * kCols * 2;
+    return w + kInputBytes + 4 * output_floats(w) + scratch + device_costs_bytes(quick) + (16ull << 20);  // alignment's slack
 }
 
 planner::DeviceOps measure_device_ops(gpu::Device& dev, const std::vector<DType>& types, bool quick, uint64_t llc_bytes) {

@@ -262,30 +262,39 @@ MatvecParts parts_of(std::span<const WeightMatmul> ms, int64_t rows_per_block, u
     return ps;
 }
 
-// The current device's multiprocessors, asked once a device.
-int multiprocessors() {
+// A figure of the current device, asked once a device (ordinals past the table: every time).
+template <class Ask>
+int per_device(std::array<std::atomic<int>, 16>& known, Ask ask) {
     int dev = 0;
     cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-    static std::array<std::atomic<int>, 64> known{};
     std::atomic<int>* at = dev >= 0 && dev < int(known.size()) ? &known[size_t(dev)] : nullptr;
     int n = at ? at->load(std::memory_order_relaxed) : 0;
     if (n > 0) return n;
-    cuda_check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
+    n = std::max(ask(dev), 1);
     if (at) at->store(n, std::memory_order_relaxed);
-    return std::max(n, 1);
+    return n;
 }
 
+int multiprocessors() {
+    static std::array<std::atomic<int>, 16> known{};
+    return per_device(known, [](int dev) {
+        int n = 0;
+        cuda_check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
+        return n;
+    });
+}
 // The thread blocks of matvec_tile_kernel<B, W, C> the current device runs at once (as many as
 // fit on a multiprocessor, by its registers and shared memory, times the multiprocessors): the
 // kernel's grid at most, its blocks looping over the launch's work items.
 template <class B, int W, int C>
 unsigned resident_tile_blocks() {
-    static const int per_sm = [] {
+    static std::array<std::atomic<int>, 16> per_sm{};
+    const int blocks = per_device(per_sm, [](int) {
         int n = 0;
         cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_tile_kernel<B, W, C>, kThreads, 0), "occupancy of matvec");
-        return std::max(n, 1);
-    }();
-    return static_cast<unsigned>(per_sm * multiprocessors());
+        return n;
+    });
+    return static_cast<unsigned>(multiprocessors() * blocks);
 }
 
 // Part i's weights for the kernel's w0 to w2 (the first's where the launch has fewer parts: never read).
