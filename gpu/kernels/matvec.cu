@@ -246,27 +246,23 @@ void with_shape(int warps, int64_t n_tok, Fn&& fn) {
     }
 }
 
-// The launch's parts, rows_per_block rows of each a work item; `blocks`: the items in all.
-MatvecParts parts_of(std::span<const WeightMatmul> ms, int64_t rows_per_block, unsigned& blocks) {
+// The launch's parts, rows_per_block rows of each a work item.
+MatvecParts parts_of(std::span<const WeightMatmul> ms, int64_t rows_per_block) {
     MatvecParts ps{};
     ps.items.n = static_cast<int>(ms.size());
-    blocks = 0;
     for (size_t i = 0; i < ms.size(); ++i) {
         const WeightMatmul& m = ms[i];
         ps.out[i] = {m.y, m.ldy, m.accumulate};
         ps.items.n_rows[i] = m.n_rows;
-        ps.items.first[i] = blocks;
-        blocks += static_cast<unsigned>((m.n_rows + rows_per_block - 1) / rows_per_block);
+        ps.items.first[i] = ps.items.items;
+        ps.items.items += static_cast<unsigned>((m.n_rows + rows_per_block - 1) / rows_per_block);
     }
-    ps.items.items = blocks;
     return ps;
 }
 
-// A figure of the current device, asked once a device (ordinals past the table: every time).
+// A figure of device `dev`, asked once a device (ordinals past the table: every time).
 template <class Ask>
-int per_device(std::array<std::atomic<int>, 16>& known, Ask ask) {
-    int dev = 0;
-    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+int per_device(std::array<std::atomic<int>, 16>& known, int dev, Ask ask) {
     std::atomic<int>* at = dev >= 0 && dev < int(known.size()) ? &known[size_t(dev)] : nullptr;
     int n = at ? at->load(std::memory_order_relaxed) : 0;
     if (n > 0) return n;
@@ -275,9 +271,10 @@ int per_device(std::array<std::atomic<int>, 16>& known, Ask ask) {
     return n;
 }
 
-int multiprocessors() {
+// Device `dev`'s multiprocessors.
+int multiprocessors(int dev) {
     static std::array<std::atomic<int>, 16> known{};
-    return per_device(known, [](int dev) {
+    return per_device(known, dev, [](int dev) {
         int n = 0;
         cuda_check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
         return n;
@@ -289,12 +286,14 @@ int multiprocessors() {
 template <class B, int W, int C>
 unsigned resident_tile_blocks() {
     static std::array<std::atomic<int>, 16> per_sm{};
-    const int blocks = per_device(per_sm, [](int) {
+    int dev = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    const int blocks = per_device(per_sm, dev, [](int) {
         int n = 0;
         cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_tile_kernel<B, W, C>, kThreads, 0), "occupancy of matvec");
         return n;
     });
-    return static_cast<unsigned>(multiprocessors() * blocks);
+    return static_cast<unsigned>(multiprocessors(dev) * blocks);
 }
 
 // Part i's weights for the kernel's w0 to w2 (the first's where the launch has fewer parts: never read).
@@ -311,8 +310,8 @@ void matvec_float(std::span<const WeightMatmul> ms, CudaStream& s) {
     for (const WeightMatmul& p : ms) vec = vec && reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
     with_shape(warps_per_row(m.n_cols), m.n_tok, [&](auto warps, auto cols) {
         constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
-        unsigned blocks = 0;
-        const MatvecParts parts = parts_of(ms, kMatvecWarps / W, blocks);
+        const MatvecParts parts = parts_of(ms, kMatvecWarps / W);
+        const unsigned blocks = parts.items.items;
         if (blocks == 0) return;
         if (vec) matvec_float_kernel<T, true, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, m.x, m.n_cols);
         else matvec_float_kernel<T, false, W, C><<<blocks, kThreads, 0, s.get()>>>(w0, w1, w2, parts, m.x, m.n_cols);
@@ -340,10 +339,9 @@ void matvec(std::span<const WeightMatmul> ms, const void* acts, CudaStream& s) {
         using B = decltype(block);
         with_shape(tile_warps_per_row(m.n_cols), m.n_tok, [&](auto warps, auto cols) {
             constexpr int W = decltype(warps)::value, C = decltype(cols)::value;
-            unsigned blocks = 0;
-            const MatvecParts parts = parts_of(ms, kMatvecWarps / W, blocks);
-            if (blocks == 0) return;
-            const unsigned grid = std::min(blocks, resident_tile_blocks<B, W, C>());
+            const MatvecParts parts = parts_of(ms, kMatvecWarps / W);
+            if (parts.items.items == 0) return;
+            const unsigned grid = std::min(parts.items.items, resident_tile_blocks<B, W, C>());
             matvec_tile_kernel<B, W, C><<<grid, kThreads, 0, s.get()>>>(w0, w1, w2, parts, rb, a, ab, m.n_cols, m.two_level_acts);
         });
     });
