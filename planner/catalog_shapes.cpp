@@ -20,12 +20,16 @@ struct Recipe {
     DType base = DType::F16;
     bool q4_k_m = false;
     std::optional<DType> experts;
+    bool eight_experts = false;  // llama.cpp's mix treats a model of exactly 8 experts (Mixtral) apart
 
     // llama.cpp's use_more_bits: the first and last eighth of the layers and every third between,
     // whose ffn_down and attn_v Q4_K_M makes Q6_K.
     static bool more_bits(int il, int n) { return il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2; }
     DType ffn_down(int il, int n) const { return q4_k_m && more_bits(il, n) ? DType::Q6_K : base; }
-    DType attn_v(int il, int n) const { return ffn_down(il, n); }  // the same layers' V in Q6_K
+    // An 8-expert model's K and V in Q8_0 on every layer, its attention output in Q5_K.
+    DType attn_k() const { return q4_k_m && eight_experts ? DType::Q8_0 : base; }
+    DType attn_v(int il, int n) const { return q4_k_m && eight_experts ? DType::Q8_0 : ffn_down(il, n); }
+    DType attn_output() const { return q4_k_m && eight_experts ? DType::Q5_K : base; }
     DType routed(DType t) const { return experts.value_or(t); }
 };
 
@@ -97,7 +101,8 @@ LayerShape moe_layer(const ModelEntry& e, const Recipe& r, int il) {
     const DType wt = r.base;
     LayerShape l;
     add(l, DType::F32, 1, 2 * d);
-    add_attn(l, wt, q, d), add_attn(l, wt, kv, d), add_attn(l, r.attn_v(il, e.n_layer), kv, d), add_attn(l, wt, d, q);
+    add_attn(l, wt, q, d), add_attn(l, r.attn_k(), kv, d), add_attn(l, r.attn_v(il, e.n_layer), kv, d);
+    add_attn(l, r.attn_output(), d, q);
     if (e.family == "olmoe") add(l, DType::F32, 1, q + kv);
     add(l, DType::F32, e.n_expert, d);
     add_experts(l, r.routed(wt), e.n_ff_exp, d, 2 * e.n_expert);
@@ -133,7 +138,7 @@ LayerOpTensors op_tensors(const ModelEntry& e, const Recipe& r, int il, bool den
         for (std::string_view n : names) t.add(n, type);
     };
     if (e.family == "deepseek2") add({e.q_lora_rank > 0 ? "attn_q_a.weight" : "attn_q.weight", "attn_kv_a_mqa.weight"}, r.base);
-    else add({"attn_q.weight", "attn_k.weight"}, r.base), add({"attn_v.weight"}, r.attn_v(il, e.n_layer));
+    else add({"attn_q.weight"}, r.base), add({"attn_k.weight"}, r.attn_k()), add({"attn_v.weight"}, r.attn_v(il, e.n_layer));
     if (e.family == "qwen2" || e.family == "gpt-oss") add({"attn_q.bias", "attn_k.bias", "attn_v.bias"}, DType::F32);
     if (e.family == "gpt-oss") add({"attn_output.bias", "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"}, DType::F32);
     if (e.family == "olmoe") add({"attn_q_norm.weight", "attn_k_norm.weight"}, DType::F32);
@@ -213,7 +218,7 @@ ModelShape ModelShape::from_catalog(std::string_view name, DType weight_type, DT
 ModelShape ModelShape::from_catalog(std::string_view name, std::string_view weight_type, DType kv_type) {
     const ModelEntry& e = entry(name);
     const std::string wanted(!weight_type.empty() ? weight_type : !e.weight_type.empty() ? std::string_view(e.weight_type) : "F16");
-    if (wanted == "Q4_K_M" || wanted == "q4_k_m") return build(e, {DType::Q4_K, true, expert_type(e)}, kv_type);
+    if (wanted == "Q4_K_M" || wanted == "q4_k_m") return build(e, {DType::Q4_K, true, expert_type(e), e.n_expert == 8}, kv_type);
     const auto t = dtype_from_name(wanted);
     if (!t) throw UsageError(fmt::format("--weight-type '{}' is not a GGUF type", wanted), "e.g. F16, Q8_0, Q4_K, Q4_K_M, MXFP4");
     return build(e, {*t, false, expert_type(e)}, kv_type);

@@ -167,9 +167,12 @@ TEST_CASE("gpu matvec, three weights of thousands of rows a launch, matches vec_
     STRATA_REQUIRE_CUDA_GPU();
     TestGpu g;
     std::mt19937 rng(11);
-    const int64_t n_tok = 2, rows[kDeviceLaunchProducts] = {6151, 1027, 2049};
-    for (const auto& [type, n_cols] : {std::pair{DType::Q4_0, int64_t{4096}}, std::pair{DType::Q6_K, int64_t{14336}}}) {
-        INFO(dtype_name(type) << ", " << n_cols << " columns");
+    const int64_t rows[kDeviceLaunchProducts] = {6151, 1027, 2049};
+    struct Case { DType type; int64_t n_cols, n_tok; };
+    // Two and four warps a row at 2 rows a call; one warp a row (at most 2048 values) at 8 and 16.
+    for (const auto& [type, n_cols, n_tok] : {Case{DType::Q4_0, 4096, 2}, Case{DType::Q6_K, 14336, 2},
+                                              Case{DType::Q4_K, 2048, 8}, Case{DType::Q8_0, 1536, 16}}) {
+        INFO(dtype_name(type) << ", " << n_cols << " columns, " << n_tok << " rows a call");
         const auto x = normal_floats(n_tok * n_cols, 12);
         DeviceBuffer dx = g.upload(x), dq = g.zeros(quantized_acts_bytes(n_tok, n_cols));
         quantize_acts(dx.as<float>(), n_tok, n_cols, true, dq.data(), g.stream);

@@ -71,6 +71,23 @@ TEST_CASE("catalog: the usual weight types: Q4_K_M's mix for DeepSeek-V3, MXFP4 
     CHECK_THROWS_AS(ModelShape::from_catalog("deepseek-v2-lite", "Q4_K_L"), UsageError);
 }
 
+TEST_CASE("catalog: Q4_K_M of an eight-expert model: K and V in Q8_0 and the attention output in Q5_K", "[unit][planner]") {
+    // llama.cpp's mix for exactly 8 experts (Mixtral). Mixtral-8x22B-v0.1 Q4_K_M: 85.58 GB as published
+    // (bartowski/Mixtral-8x22B-v0.1-GGUF, quantized by llama.cpp b2636).
+    const ModelShape m = ModelShape::from_catalog("mixtral-8x22b", "Q4_K_M");
+    CHECK(near(static_cast<double>(m.total_weight_bytes()), 85.58e9, 0.003));
+    const ModelShape q4k = ModelShape::from_catalog("mixtral-8x22b", DType::Q4_K, DType::F16);
+    // Per layer: K and V (6144 x 1024 each) 4 bits a weight more, the output (6144 x 6144) 1 more.
+    const double kv = 2.0 * 6144 * 1024, out = 6144.0 * 6144;
+    const LayerShape& mid = m.layers[size_t(m.n_layer / 8)];  // its down projections stay Q4_K
+    CHECK(std::fabs(double(mid.weight_bytes) - double(q4k.layers[size_t(m.n_layer / 8)].weight_bytes) - (kv * 4 + out) / 8) < 64);
+    for (const LayerShape& l : m.layers) CHECK(l.extra_decode_launches == 1);  // q in Q4_K beside K and V in Q8_0
+    // A model of other expert counts keeps the general mix: OLMoE's 64 leave a middle layer in Q4_K.
+    const ModelShape olmoe = ModelShape::from_catalog("olmoe-1b-7b", "Q4_K_M");
+    const size_t il = size_t(olmoe.n_layer / 8);
+    CHECK(olmoe.layers[il].weight_bytes == ModelShape::from_catalog("olmoe-1b-7b", DType::Q4_K, DType::F16).layers[il].weight_bytes);
+}
+
 TEST_CASE("catalog: latent attention caches one row per token, window layers attend to at most their window", "[unit][planner]") {
     const ModelShape v3 = ModelShape::from_catalog("deepseek-v3-671b", DType::Q4_K, DType::F16);
     CHECK(v3.kv_latent == 512 + 64);
