@@ -125,6 +125,10 @@ void read_experts(const Keys& k, const ArchTraits& t, Hparams& h) {
     m.n_dense_lead = k.has("leading_dense_block_count") ? static_cast<int32_t>(k.f.get_int(k.key("leading_dense_block_count"))) : 0;
     if (m.n_dense_lead < 0 || m.n_dense_lead > h.n_layer)
         throw FormatError(fmt::format("leading_dense_block_count {} does not fit {} layers", m.n_dense_lead, h.n_layer));
+    if (m.n_dense_lead == h.n_layer) {  // every layer dense: no expert to route, a dense model
+        m = MoeParams{};
+        return;
+    }
     m.n_group = k.count_or("expert_group_count", 0);
     m.n_group_used = k.count_or("expert_group_used_count", 0);
     if (m.n_group > 1 && (m.n_expert % m.n_group != 0 || m.n_group_used < 1 || m.n_group_used >= m.n_group))

@@ -253,7 +253,7 @@ CostModel::WeightsRead CostModel::layer_read(int layer) const {
 Cost CostModel::layer_weights(int layer, WeightOption o) const {
     const WeightsRead w = layer_read(layer);
     Cost c = weights_cost(w, rows_d_, B_ * P_, o, true);
-    if (limits_.op_offload && has_gpu_ && shape_.kv_latent == 0 && device_of(o) == Device::Cpu && B_ * P_ / m_ > kCpuGemvTokens) {
+    if (limits_.op_offload && has_gpu_ && device_of(o) == Device::Cpu && B_ * P_ / m_ > kCpuGemvTokens) {
         // Copied and computed on the device, when its longest stream is shorter than the CPU's.
         const Cost dev = op_offloaded(layer, o);
         auto pass_s = [](const Cost& k) { return *std::max_element(k.prefill.begin(), k.prefill.end()) + k.prefill_overhead; };

@@ -4,8 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "core/log.h"
-#include "models/hparams.h"
 #include "planner/units.h"
 #include "runtime/place/placement.h"
 
@@ -21,17 +19,11 @@ std::optional<OpOffloadMode> parse_op_offload(std::string_view s) {
     return OpOffloadMode{OpOffloadMode::Rows, rows};
 }
 
-void settle_op_offload(Placement& p, const models::Hparams& hp, const OpOffloadMode& mode, int32_t max_rows) {
+void settle_op_offload(Placement& p, const OpOffloadMode& mode, int32_t max_rows) {
     p.max_pass_rows = max_rows;
     p.op_offload = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows);
     p.op_offload_rows = 0;
     if (p.op_offload.runs.empty()) return;
-    if (hp.mla.enabled()) {
-        p.op_offload_why = "latent attention (deepseek2) has no op offload";
-        if (mode.kind == OpOffloadMode::On || mode.kind == OpOffloadMode::Rows)
-            STRATA_LOG_WARN("op offload: {}; its CPU layers prefill on the CPU", p.op_offload_why);
-        return;
-    }
     switch (mode.kind) {
         case OpOffloadMode::Off: p.op_offload_why = "--op-offload off"; return;
         case OpOffloadMode::On: p.op_offload_rows = 1, p.op_offload_why = "--op-offload on"; return;

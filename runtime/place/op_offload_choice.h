@@ -6,8 +6,6 @@
 #include <string>
 #include <string_view>
 
-namespace strata::models { struct Hparams; }
-
 namespace strata::runtime {
 
 struct Placement;
@@ -24,9 +22,8 @@ struct OpOffloadMode {
 std::optional<OpOffloadMode> parse_op_offload(std::string_view s);
 
 // Sets p.op_offload (the planner's prices) and p.op_offload_rows (what runs) for passes of at
-// most `max_rows` rows. Latent attention (deepseek2) has no op offload: its CPU layers would
-// attend on the CPU, which the device backend does not run for it.
-void settle_op_offload(Placement& p, const models::Hparams& hp, const OpOffloadMode& mode, int32_t max_rows);
+// most `max_rows` rows.
+void settle_op_offload(Placement& p, const OpOffloadMode& mode, int32_t max_rows);
 
 // One line for --show-plan: the CPU layers, from which rows they are computed on the device and
 // why, where the device's copies come from, the predicted first token both ways; empty where the

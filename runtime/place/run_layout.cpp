@@ -245,7 +245,7 @@ RunLayout layout_with_gpu(const models::GgufFile& file, const models::Hparams& h
     out.kv = std::make_unique<KvCache>(hp.n_layer, po.n_ctx, hp.n_embd_kv(), spill, kv.n_blocks, opts.kv_type);
     if (g.kv != KvPlacement::Device) pin_for_device(*out.kv, gpu);
     out.placement = std::make_unique<Placement>(std::move(g.placement));
-    settle_op_offload(*out.placement, hp, opts.op_offload, opts.max_pass_rows);
+    settle_op_offload(*out.placement, opts.op_offload, opts.max_pass_rows);
     out.kv_on = g.kv;
     if (g.kv == KvPlacement::Device) {
         // The host keeps the KV cache of the layers the plan leaves to the CPU only (as

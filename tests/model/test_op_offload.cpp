@@ -1,4 +1,4 @@
-// Prefill with op offload on the simulated device (SmolLM2): a prompt's passes copy the plan's
+// Prefill with op offload on the simulated device (SmolLM2, and every dense architecture's tiny model): a prompt's passes copy the plan's
 // CPU layers to the device and compute them there, their K/V stored in DRAM (the device
 // attending over the blocks copied in), while decode keeps them on the CPU. Since the simulated device's ops are the CPU
 // kernels in the same row groups, the prompt's logits and the greedy tokens that follow equal,
@@ -21,12 +21,14 @@
 #include "runtime/place/placement.h"
 #include "runtime/weights/weight_store.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/device_plans.h"
 #include "tests/support/engine_options.h"
 #include "tests/support/generate.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/greedy.h"
 #include "tests/support/memory_loss.h"
 #include "tests/support/model_paths.h"
+#include "tests/support/tiny_model.h"
 
 using namespace strata;
 using namespace strata::runtime;
@@ -237,4 +239,58 @@ TEST_CASE("sim device: op offload beside CPU layers that recompute their KV give
     }
     o.gpu.op_offload = {OpOffloadMode::Off};
     CHECK(Engine(o).gauges().gpu_used == with_offload);
+}
+
+// Every dense architecture's tiny model (Q8_0 matrices, whose rows have the same bits in any
+// batch on the CPU and the simulated device; deepseek2's with every layer dense), four layers of
+// which the middle two are the CPU's, the KV cache on the device: op offload computes the CPU
+// layers on the device in the prompt's pass (their K/V in DRAM, the device attending over the
+// blocks copied up: latent attention's key rows alone) and gives the prompt's logits of the same
+// plan with op offload off, bit for bit. (A mixture of experts' device plan has no CPU layers: the
+// device runs every layer's attention, its experts as the expert plan says.)
+TEST_CASE("sim device: op offload of every dense architecture gives the logits of its CPU layers run on the CPU",
+          "[model][device][op_offload][arch]") {
+    const auto fx = test::model_fixture("tiny_arch_logits.json");
+    int n_archs = 0;
+    bool latent = false;
+    for (const auto& m : fx["models"]) {
+        nlohmann::json config = test::with_vocabulary(test::with_q8_0(m["config"]));
+        config["n_layer"] = 4;
+        if (config["arch"] == "deepseek2") {
+            if (latent) continue;  // one is enough
+            config["extra_u32"]["leading_dense_block_count"] = 4;
+            latent = true;
+        } else if (config.value("n_expert", 0) > 0) {
+            continue;
+        }
+        const std::string name = config["name"];
+        INFO(name);
+        const auto path = test::temp_path("op_offload_" + name + ".gguf");
+        test::write_tiny_model(config, 7, 1e-5f, path);
+        EngineOptions o = options(path, OpOffloadMode::Off, AttentionChoice::Gpu);
+        o.n_ctx = 128;
+        o.plan = test::all_on_device(test::plan_of(o));
+        for (const int il : {1, 2}) o.plan->layers[size_t(il)].weights = WeightOption::DramCpu;
+        // Past a decode pass's rows, so that the pass is a prompt's that op offload takes.
+        std::vector<int32_t> prompt;
+        for (int i = 0; i < 8; ++i) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
+        std::vector<float> logits[2];
+        size_t cpu_layers[2] = {};
+        for (const bool offload : {false, true}) {
+            o.gpu.op_offload = {offload ? OpOffloadMode::On : OpOffloadMode::Off};
+            o.trace_path = test::temp_path("op_offload_" + name + ".json");
+            {
+                Engine e(o);
+                logits[offload] = test::prompt_logits(e, prompt);
+            }
+            cpu_layers[offload] = cpu_layer_slices(o.trace_path);
+        }
+        CHECK(cpu_layers[0] == 2);  // the two CPU layers ran there in the prompt's one pass
+        CHECK(cpu_layers[1] == 0);  // and on the device under op offload
+        REQUIRE(logits[1].size() == logits[0].size());
+        CHECK(std::equal(logits[1].begin(), logits[1].end(), logits[0].begin()));
+        ++n_archs;
+    }
+    CHECK(latent);
+    CHECK(n_archs >= 11);
 }

@@ -138,9 +138,6 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     bool any_offloadable = false;
     for (int il = 0; il < hp.n_layer; ++il) any_offloadable = any_offloadable || offloadable(il);
     const bool offload = opts.op_offload_rows > 0 && any_offloadable;
-    if (offload && hp.mla.enabled())
-        throw UsageError("op offload does not run latent attention (deepseek2)",
-                         "use --op-offload off");
     uint64_t slot_bytes = 0;
     for (int il = 0; il < hp.n_layer; ++il)
         if (work[il].site == LayerSite::CopiedIn || (offload && offloadable(il)))

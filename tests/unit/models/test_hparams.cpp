@@ -177,6 +177,13 @@ TEST_CASE("hparams: deepseek2's latent attention, its experts and its YaRN atten
         const double m = 0.1 * 0.707 * std::log(40.0) + 1.0;
         CHECK(h.attn_scale == Approx(m * m / std::sqrt(40.0)).epsilon(1e-5));
     }
+    SECTION("every layer dense (leading_dense_block_count = block_count): no experts to route, a dense model") {
+        const Hparams h = parse(deepseek2_lite(1), "hp_ds2_dense.gguf");
+        CHECK(h.mla.enabled());
+        CHECK_FALSE(h.moe.enabled());
+        CHECK_FALSE(h.moe.in_layer(0));
+        CHECK(h.n_ff_max() == h.n_ff);
+    }
     SECTION("V3: low-rank queries, sigmoid routing in groups, normalised and scaled") {
         auto w = deepseek2_lite(4);
         w.kv_u32("deepseek2.attention.q_lora_rank", 20).kv_u32("deepseek2.expert_gating_func", 2);

@@ -5,7 +5,6 @@
 
 #include <string>
 
-#include "models/hparams.h"
 #include "runtime/place/op_offload_choice.h"
 #include "runtime/place/placement.h"
 #include "tests/support/toy_hardware.h"
@@ -54,10 +53,9 @@ TEST_CASE("op offload choice: --op-offload parses auto, on, off and a row count"
 
 TEST_CASE("op offload choice: settled from the planner's rows or the flag, and described with where its copies come from",
           "[unit][planner]") {
-    const models::Hparams hp;
     // Rebuilt at 20 GB/s, faster than the link: from 11 rows, as the planner's hand-worked case.
     Placement p = toy_placement(20);
-    settle_op_offload(p, hp, OpOffloadMode{}, 256);
+    settle_op_offload(p, OpOffloadMode{}, 256);
     CHECK(p.op_offload_rows == 11);
     CHECK(p.op_offload_why == "the planner's choice");
     std::string line = describe_op_offload(p);
@@ -66,24 +64,18 @@ TEST_CASE("op offload choice: settled from the planner's rows or the flag, and d
     CHECK(has(line, "layers in DRAM rebuilt from the CPU's tiles at 20.0 GB/s"));
     // No rebuild rate measured: priced (and said) as a read from the file.
     p = toy_placement(0);
-    settle_op_offload(p, hp, OpOffloadMode{}, 256);
+    settle_op_offload(p, OpOffloadMode{}, 256);
     line = describe_op_offload(p);
     CHECK(has(line, "layers read from the model file (no rebuild rate measured)"));
     // The flag over the planner.
-    settle_op_offload(p, hp, OpOffloadMode{OpOffloadMode::Off}, 256);
+    settle_op_offload(p, OpOffloadMode{OpOffloadMode::Off}, 256);
     CHECK(p.op_offload_rows == 0);
     CHECK(has(describe_op_offload(p), "computed on the CPU in every pass (--op-offload off"));
-    settle_op_offload(p, hp, OpOffloadMode{OpOffloadMode::Rows, 64}, 256);
+    settle_op_offload(p, OpOffloadMode{OpOffloadMode::Rows, 64}, 256);
     CHECK(p.op_offload_rows == 64);
-    // Latent attention has none, whatever the flag says.
-    models::Hparams mla;
-    mla.mla.kv_lora_rank = 512;
-    settle_op_offload(p, mla, OpOffloadMode{OpOffloadMode::On}, 256);
-    CHECK(p.op_offload_rows == 0);
-    CHECK(has(p.op_offload_why, "latent attention"));
     // Without CPU layers, nothing to say.
     Placement all_device = toy_placement(20);
     for (auto& l : all_device.plan.layers) l.weights = planner::WeightOption::Gpu, l.attention = planner::Device::Gpu;
-    settle_op_offload(all_device, hp, OpOffloadMode{}, 256);
+    settle_op_offload(all_device, OpOffloadMode{}, 256);
     CHECK(describe_op_offload(all_device).empty());
 }
