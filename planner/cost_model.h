@@ -84,7 +84,7 @@ struct RuntimeLimits {
     // A prompt pass computes a device plan's CPU layers on the device where that is quicker, the
     // weights rebuilt from DRAM (or read from the model file) and copied in (planner/op_offload.h,
     // the device runtime's op offload): their prefill is priced so, so that the LP does not keep layers off the CPU
-    // for a prefill the CPU would not run. Not for latent attention (deepseek2), which has none.
+    // for a prefill the CPU would not run.
     bool op_offload = false;
     // The output head is held on the device and computed there whatever else the plan places
     // (the device runtime); with dram_held_apart its bytes are in the device's working set, apart

@@ -45,10 +45,11 @@ OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& 
     one.batch = one.n_micro = 1;
     const CostModel model(shape, hw, wl, one);
     const GpuProfile& gpu = *hw.gpu;
-    // A layer's keys and values go down into the host's cache (decode reads it there), and the
-    // cache's rows the pass attends to come back up for the device to attend over: for a pass
-    // from the prompt's start, its own rows. Two hops, and their bytes.
-    const double hops = rows * 2.0 * shape.n_embd_kv() * 4 / (gpu.d2h_gbps * 1e9) +
+    // A layer's keys and values (latent attention's one row) go down into the host's cache
+    // (decode reads it there), and the cache's rows the pass attends to come back up for the
+    // device to attend over: for a pass from the prompt's start, its own rows. Two hops, and their bytes.
+    const double rows_down = shape.kv_latent > 0 ? 1.0 : 2.0;
+    const double hops = rows * rows_down * shape.n_embd_kv() * 4 / (gpu.d2h_gbps * 1e9) +
                         rows * shape.kv_bytes_per_token() / (gpu.h2d_gbps * 1e9) + 2 * gpu.handoff_us * 1e-6;
     double cpu_nvme = 0, dev_nvme = 0;
     bool first = true;

@@ -243,7 +243,8 @@ TEST_CASE("sim device: op offload beside CPU layers that recompute their KV give
 
 // Every dense architecture's tiny model (Q8_0 matrices, whose rows have the same bits in any
 // batch on the CPU and the simulated device; deepseek2's with every layer dense), four layers of
-// which the middle two are the CPU's, the KV cache on the device: op offload computes the CPU
+// which the middle two are the CPU's, the KV cache on the device or in DRAM (the device attending
+// to it): op offload computes the CPU
 // layers on the device in the prompt's pass (their K/V in DRAM, the device attending over the
 // blocks copied up: latent attention's key rows alone) and gives the prompt's logits of the same
 // plan with op offload off, bit for bit. (A mixture of experts' device plan has no CPU layers: the
@@ -269,26 +270,31 @@ TEST_CASE("sim device: op offload of every dense architecture gives the logits o
         test::write_tiny_model(config, 7, 1e-5f, path);
         EngineOptions o = options(path, OpOffloadMode::Off, AttentionChoice::Gpu);
         o.n_ctx = 128;
-        o.plan = test::all_on_device(test::plan_of(o));
-        for (const int il : {1, 2}) o.plan->layers[size_t(il)].weights = WeightOption::DramCpu;
+        const planner::Plan made = test::all_on_device(test::plan_of(o));
         // Past a decode pass's rows, so that the pass is a prompt's that op offload takes.
         std::vector<int32_t> prompt;
         for (int i = 0; i < 8; ++i) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
-        std::vector<float> logits[2];
-        size_t cpu_layers[2] = {};
-        for (const bool offload : {false, true}) {
-            o.gpu.op_offload = {offload ? OpOffloadMode::On : OpOffloadMode::Off};
-            o.trace_path = test::temp_path("op_offload_" + name + ".json");
-            {
-                Engine e(o);
-                logits[offload] = test::prompt_logits(e, prompt);
+        for (const KvOption kv : {KvOption::Gpu, KvOption::Dram}) {
+            INFO((kv == KvOption::Gpu ? "KV on the device" : "KV in DRAM"));
+            o.plan = made;
+            for (auto& l : o.plan->layers) l.kv = kv;
+            for (const int il : {1, 2}) o.plan->layers[size_t(il)].weights = WeightOption::DramCpu;
+            std::vector<float> logits[2];
+            size_t cpu_layers[2] = {};
+            for (const bool offload : {false, true}) {
+                o.gpu.op_offload = {offload ? OpOffloadMode::On : OpOffloadMode::Off};
+                o.trace_path = test::temp_path("op_offload_" + name + ".json");
+                {
+                    Engine e(o);
+                    logits[offload] = test::prompt_logits(e, prompt);
+                }
+                cpu_layers[offload] = cpu_layer_slices(o.trace_path);
             }
-            cpu_layers[offload] = cpu_layer_slices(o.trace_path);
+            CHECK(cpu_layers[0] == 2);  // the two CPU layers ran there in the prompt's one pass
+            CHECK(cpu_layers[1] == 0);  // and on the device under op offload
+            REQUIRE(logits[1].size() == logits[0].size());
+            CHECK(std::equal(logits[1].begin(), logits[1].end(), logits[0].begin()));
         }
-        CHECK(cpu_layers[0] == 2);  // the two CPU layers ran there in the prompt's one pass
-        CHECK(cpu_layers[1] == 0);  // and on the device under op offload
-        REQUIRE(logits[1].size() == logits[0].size());
-        CHECK(std::equal(logits[1].begin(), logits[1].end(), logits[0].begin()));
         ++n_archs;
     }
     CHECK(latent);

@@ -114,7 +114,7 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
         ev_qkv->record(s);
         ev_qkv->wait_on(*d2h);
         dev->copy_d2h(host->k, k.data(), size_t(n * KV) * 4, *d2h);
-        dev->copy_d2h(host->v, values_in_keys ? k.data() : v.data(), size_t(n * KV) * 4, *d2h);
+        if (!values_in_keys) dev->copy_d2h(host->v, v.data(), size_t(n * KV) * 4, *d2h);  // latent attention: keys only
         ev_down[0]->record(*d2h);
         ev_down[0]->synchronize();
         kv.begin_layer(il);
