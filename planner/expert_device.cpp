@@ -19,12 +19,14 @@ Plan with_attention_on_gpu(Plan p, const ModelShape& s, const HardwareProfile& h
     p.has_gpu = true;
     p.output = WeightOption::Gpu;
     p.hidden = HiddenOption::Gpu;
-    p.policy.cpu_attention = !kv_on_gpu;
+    // Latent attention has no CPU attention beside a device (the device runtime's).
+    p.policy.cpu_attention = !kv_on_gpu && s.kv_latent == 0;
     for (LayerPlacement& l : p.layers) {
         l.kv = kv_on_gpu ? KvOption::Gpu : KvOption::Dram;
-        l.attention = kv_on_gpu ? Device::Gpu : Device::Cpu;
+        l.attention = p.policy.cpu_attention ? Device::Cpu : Device::Gpu;
     }
     p.experts.attention_on_gpu = true;
+    p.experts.kv_on_gpu = kv_on_gpu;
     p.experts.n_expert = s.n_expert;
     p.prediction = evaluate_plan(s, hw, p.workload, p);
     return p;

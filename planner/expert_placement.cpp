@@ -246,9 +246,11 @@ std::string device_part(const ExpertPlan& e) {
 }  // namespace
 
 std::string expert_line(const ExpertPlan& e) {
-    const std::string where = e.attention_on_gpu
-        ? "experts: attention, norms and KV on the GPU, each layer's feed-forward on the CPU (hidden state down and back up); "
-        : "experts: ";
+    const std::string where = !e.attention_on_gpu ? "experts: "
+                              : e.kv_on_gpu    ? "experts: attention, norms and KV on the GPU, each layer's feed-forward on the CPU "
+                                                 "(hidden state down and back up); "
+                                               : "experts: attention and norms on the GPU, the KV cache in DRAM, each layer's "
+                                                 "feed-forward on the CPU (hidden state down and back up); ";
     if (!e.enabled) return where + "every routed expert resident in DRAM" + device_part(e);
     return where + fmt::format("DRAM cache of {} ({} each), expected hit rate {:.1f}%; a token reads {} of weights, {} of "
                                "them from NVMe; routing {}",
@@ -295,6 +297,7 @@ json expert_plan_json(const ExpertPlan& e) {
             {"nvme_bytes_per_token", e.nvme_bytes_per_token},
             {"dram", e.dram},
             {"attention_on_gpu", e.attention_on_gpu},
+            {"kv_on_gpu", e.kv_on_gpu},
             {"device", e.device},
             {"device_share", e.device_share},
             {"device_bytes_per_token", e.device_bytes_per_token}};
@@ -314,6 +317,7 @@ ExpertPlan expert_plan_from_json(const json& j) {
     // Absent in plans saved before them.
     e.n_expert = j.value("n_expert", 0);
     e.attention_on_gpu = j.value("attention_on_gpu", false);
+    e.kv_on_gpu = j.value("kv_on_gpu", true);
     e.device = j.value("device", std::vector<std::vector<int32_t>>{});
     e.device_share = j.value("device_share", std::vector<double>{});
     e.device_bytes_per_token = j.value("device_bytes_per_token", 0.0);

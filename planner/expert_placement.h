@@ -75,7 +75,7 @@ SearchResult search_with_expert_offload(const ModelShape& shape, const HardwareP
 
 // `p` (an expert-offload plan, or a mixture of experts held whole in DRAM) with every layer's
 // attention on hw's GPU, the KV cache there too (`kv_on_gpu`) or in DRAM with the CPU
-// attending, and the output head there; the feed-forward stays on the CPU where p put its
+// attending (latent attention: the GPU, over the rows copied up), and the output head there; the feed-forward stays on the CPU where p put its
 // weights (expert_device.cpp). Repriced on `hw`.
 Plan with_attention_on_gpu(Plan p, const ModelShape& shape, const HardwareProfile& hw, bool kv_on_gpu);
 // That plan with the KV cache on the GPU when it fits p.budgets.gpu, else in DRAM; nullopt when

@@ -26,6 +26,7 @@ struct ExpertPlan {
     // layer's feed-forward on the hidden states copied down and back up (expert_device.cpp).
     // Set with or without offloaded experts (`enabled`).
     bool attention_on_gpu = false;
+    bool kv_on_gpu = true;  // with attention_on_gpu: the KV cache there too, else in DRAM
     // Per layer (empty: none): the routed experts held in device memory and computed there on
     // the rows routed to them, and the expected share of the layer's choices they take. They
     // are not read through the DRAM cache (`dram` and `hit_rate` are over the other experts).

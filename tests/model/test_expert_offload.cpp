@@ -2,7 +2,8 @@
 // the default model's tokenizer) generates the same tokens with its experts resident, read
 // through the expert cache under a small --dram, or sent to NVMe by --override-tensor, on the
 // CPU and with attention on the simulated device; bench
-// saves routing statistics beside the model and the next plan uses them.
+// saves routing statistics beside the model and the next plan uses them; and deepseek2's tiny
+// model with its KV cache in DRAM beside the device.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -14,9 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/fixtures.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
+#include "tests/support/tiny_model.h"
 
 using namespace strata;
 using nlohmann::json;
@@ -206,4 +209,36 @@ TEST_CASE("synthetic qwen3moe: device memory taken away gives held experts back 
         CHECK(experts["device_share"].get<double>() > 0);
         CHECK(experts["device_share"].get<double>() < 0.5);
     }
+}
+
+// Latent attention (deepseek2's tiny model, Q8_0) on the simulated device with a context whose
+// KV cache the device cannot hold beside its working set: the cache stays in DRAM and the device
+// attends to the latent rows copied up (the device runtime has no CPU attention for it; this was
+// refused before), with the CPU's tokens.
+TEST_CASE("tiny deepseek2: a KV cache the device cannot hold stays in DRAM, the device attending, the CPU's tokens",
+          "[model][experts][device]") {
+    nlohmann::json config;
+    const nlohmann::json fx = test::model_fixture("tiny_arch_logits.json");
+    for (const auto& m : fx["models"])
+        if (m["config"]["name"] == "deepseek2") config = test::with_vocabulary(test::with_q8_0(m["config"]));
+    REQUIRE(config.is_object());
+    const auto model = test::temp_path("deepseek2_host_kv.gguf");
+    test::write_tiny_model(config, 7, 1e-5f, model);
+    auto run = [&](const std::string& flags) {
+        auto r = test::run_strata("generate -v --json --temp 0 -n 16 --ctx 8192 -p 'The lighthouse keeper' -m " + model.string() +
+                                  " " + flags);
+        INFO(flags << "\n" << r.err);
+        REQUIRE(r.exit_code == 0);
+        return std::pair{json::parse(r.out), r.err};
+    };
+    const auto [cpu, cpu_log] = run("--device cpu");
+    // The working set takes about 17 MiB at this context; the KV cache 8 MiB more.
+    const auto [sim, sim_log] = run("--device sim --gpu-mem 18M --show-plan");
+    CHECK_THAT(sim_log, Catch::Contains("KV cache host, copied in per layer (GPU attention)"));
+    CHECK_THAT(sim_log, Catch::Contains("the KV cache in DRAM"));
+    CHECK(sim["tokens"] == cpu["tokens"]);
+    // With room for it, the cache is the device's: the same tokens.
+    const auto [held, held_log] = run("--device sim --gpu-mem 64M --show-plan");
+    CHECK_THAT(held_log, Catch::Contains("attention, norms and KV on the GPU"));
+    CHECK(held["tokens"] == cpu["tokens"]);
 }

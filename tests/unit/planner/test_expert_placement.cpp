@@ -198,6 +198,21 @@ TEST_CASE("expert placement: attention on the GPU, the feed-forward on the CPU, 
     const double ffn = (10e6 - attn + 200e6) / 10e9;
     CHECK(c.decode[C] == Approx(ffn + std::max(0.0, 0.5 * 200e6 / 2e9 - 0.5 * ffn)));
     CHECK(c.decode[N] == Approx(0.5 * 200e6 / 2e9).margin(1e-12));    // half the chosen experts from the disk
+    // The KV cache in DRAM: the CPU attends, but to latent attention, which the GPU attends over
+    // the rows copied up (the device runtime has no CPU attention for it).
+    ModelShape latent = s;
+    latent.kv_latent = latent.head_dim;
+    for (const ModelShape* shape : {&s, &latent}) {
+        const Plan host_kv = with_attention_on_gpu(p, *shape, hw, false);
+        const bool cpu_attends = shape->kv_latent == 0;
+        CHECK(host_kv.policy.cpu_attention == cpu_attends);
+        for (const LayerPlacement& l : host_kv.layers) {
+            CHECK(l.kv == KvOption::Dram);
+            CHECK(l.attention == (cpu_attends ? Device::Cpu : Device::Gpu));
+        }
+        CHECK_THAT(expert_line(host_kv.experts), Catch::Contains("attention and norms on the GPU, the KV cache in DRAM"));
+    }
+    CHECK_THAT(expert_line(p.experts), Catch::Contains("attention, norms and KV on the GPU"));
     CHECK(c.bytes[0] == Approx(attn));
     CHECK(c.bytes[1] == Approx(10e6 - attn + 2 * 100e6));  // the rest and the layer's half of the cache
     CHECK(c.bytes[2] == Approx(400e6));
