@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include <nlohmann/json.hpp>
 
@@ -202,7 +203,7 @@ TEST_CASE("expert placement: attention on the GPU, the feed-forward on the CPU, 
     // the rows copied up (the device runtime has no CPU attention for it).
     ModelShape latent = s;
     latent.kv_latent = latent.head_dim;
-    for (const ModelShape* shape : {&s, &latent}) {
+    for (const ModelShape* shape : std::initializer_list<const ModelShape*>{&s, &latent}) {
         const Plan host_kv = with_attention_on_gpu(p, *shape, hw, false);
         const bool cpu_attends = shape->kv_latent == 0;
         CHECK(host_kv.policy.cpu_attention == cpu_attends);
