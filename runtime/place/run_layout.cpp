@@ -327,8 +327,10 @@ RunLayout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparam
         out = layout_on_cpu(file, hp, in, host_po, opts, kv, dram);
         pin_for_device(*out.kv, gpu);
     }
-    // KV in DRAM: the host attends, but to latent attention, which the device attends over the rows copied up.
-    out.kv_on = kv_on_device ? KvPlacement::Device : hp.mla.enabled() ? KvPlacement::HostGpuAttention : KvPlacement::HostCpuAttention;
+    // KV in DRAM: the host attends, but to latent attention, which the device attends over the rows
+    // copied up (--attention cpu asks for what the device backend then refuses, saying so).
+    const bool device_attends = hp.mla.enabled() && opts.attention != AttentionChoice::Cpu;
+    out.kv_on = kv_on_device ? KvPlacement::Device : device_attends ? KvPlacement::HostGpuAttention : KvPlacement::HostCpuAttention;
     // The plan as the device runs it, priced on the device's profile.
     Placement& p = *out.placement;
     p.hw = gpu.hw;

@@ -241,4 +241,8 @@ TEST_CASE("tiny deepseek2: a KV cache the device cannot hold stays in DRAM, the 
     const auto [held, held_log] = run("--device sim --gpu-mem 64M --show-plan");
     CHECK_THAT(held_log, Catch::Contains("attention, norms and KV on the GPU"));
     CHECK(held["tokens"] == cpu["tokens"]);
+    // CPU attention asked for: refused, saying what runs instead.
+    const auto asked = test::run_strata("generate -p hi -n 2 --device sim --gpu-mem 64M --attention cpu -m " + model.string());
+    CHECK(asked.exit_code == 1);
+    CHECK_THAT(asked.err, Catch::Contains("leave out --attention cpu"));
 }

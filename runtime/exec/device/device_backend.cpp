@@ -17,7 +17,7 @@ namespace {
 const gpu::Device& refuse_unported(const gpu::Device& dev, const models::Hparams& hp, const DeviceBackendOptions& opts) {
     if (hp.mla.enabled() && opts.kv == KvPlacement::HostCpuAttention)
         throw UsageError("latent attention (deepseek2) does not run with the host CPU attending for the device",
-                         "keep the KV cache on the device, or in DRAM with the device attending");
+                         "leave out --attention cpu: the device then attends to the KV cache, on the device or in DRAM");
     return dev;
 }
 }  // namespace
