@@ -335,8 +335,8 @@ Cost CostModel::fixed() const {
     Cost c;
     // Causal prefill attention: position i attends to i + 1 positions.
     const double attn = shape_.n_layer * B_ * P_ * (P_ + 1) / 2 * shape_.attention_flops_per_position();
-    // The largest working set of one micro-batch's prefill: residual, q/k/v, FFN intermediates, logits.
-    const double ws = mb_ * P_ * (4.0 * shape_.n_embd + 3.0 * shape_.n_ff) * 2.0 + mb_ * shape_.n_vocab * 4.0;
+    // The largest working set of one micro-batch's prefill, which runs in passes.
+    const double ws = shape_.prefill_working_set_bytes(mb_ * P_, mb_);
     if (has_gpu_) {
         c.prefill[G] = sim_attention() ? cpu_prefill_attention_s(hw_.gpu->sim_parallelism()) : attn / gpu_flops_;
         c.prefill[D] = B_ * shape_.n_vocab * 4.0 / d2h_;

@@ -138,7 +138,7 @@ int32_t expert_slots_for(const ModelShape& s, const Workload& wl, DType kv_type,
     const double ctx = double(wl.prompt_len) + wl.gen_len;
     fixed += s.n_layer * wl.batch * ctx * kv.kv_bytes_per_token();
     // The prefill working set, as CostModel::fixed counts it.
-    fixed += wl.batch * wl.prompt_len * (4.0 * s.n_embd + 3.0 * s.n_ff) * 2.0 + wl.batch * s.n_vocab * 4.0;
+    fixed += s.prefill_working_set_bytes(double(wl.batch) * wl.prompt_len, wl.batch);
     if (dram <= fixed || slot_bytes == 0) return 0;
     const double most = double(s.n_layer) * s.n_expert;
     return static_cast<int32_t>(std::min(most, std::floor((dram - fixed) / double(slot_bytes))));

@@ -31,6 +31,10 @@ double ModelShape::kv_bytes_per_token(DType type) const {
     return kv_latent > 0 ? type_bytes(type, kv_latent) : 2.0 * type_bytes(type, n_embd_kv());
 }
 
+double ModelShape::prefill_working_set_bytes(double rows, double sequences) const {
+    return std::min(rows, kPassRows) * (4.0 * n_embd + 3.0 * n_ff) * 2.0 + sequences * n_vocab * 4.0;
+}
+
 double ModelShape::attended_positions(double context) const {
     if (n_layer_swa == 0 || n_swa <= 0) return context;
     const double windowed = std::min(context, static_cast<double>(n_swa));

@@ -100,6 +100,9 @@ struct ModelShape {
     // The positions a layer's attention reads for `context` positions, averaged over the layers
     // (window layers read at most their window).
     double attended_positions(double context) const;
+    // The activations a prefill of `rows` prompt rows holds at once, in passes of at most
+    // kPassRows (residual, q/k/v, FFN intermediates), and the logits of `sequences` rows.
+    double prefill_working_set_bytes(double rows, double sequences) const;
     // The saved hidden state of one token in one layer (F16), from which K and V can be recomputed.
     double act_bytes_per_token() const { return 2.0 * n_embd; }
     // Flops to recompute one token's K and V (MLA: its latent row) in one layer from its hidden state.

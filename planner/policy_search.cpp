@@ -191,9 +191,9 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
     // The output head where the device computes it, unless the runtime holds it apart.
     const double head = opts.limits.head_on_device && !opts.limits.dram_held_apart ? static_cast<double>(shape.output_bytes) : 0;
     if (hw.has_gpu() && b.gpu < fixed.bytes[0] + 2 * max_layer + head)
-        return fmt::format("the GPU budget {} is below the minimum working set {} (activations of a {}-token prompt{} "
-                           "two layers of weights double-buffered)",
-                           gpu, format_size(fixed.bytes[0] + 2 * max_layer + head), wl.prompt_len,
+        return fmt::format("the GPU budget {} is below the minimum working set {} (activations of a {}-token prompt's passes of "
+                           "at most {} rows{} two layers of weights double-buffered)",
+                           gpu, format_size(fixed.bytes[0] + 2 * max_layer + head), wl.prompt_len, ModelShape::kPassRows,
                            head > 0 ? fmt::format(", the output head ({}), which the device computes, and", format_size(head)) : " and");
     // (A runtime that holds its ring apart stages them there.)
     if (!opts.limits.dram_held_apart && b.dram < fixed.bytes[1] + 2 * max_layer)

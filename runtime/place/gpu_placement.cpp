@@ -135,8 +135,8 @@ planner::HardwareProfile gpu_profile() {
     return hw;
 }
 
-// The prompts' activations the planner counts on the device (the batch's whole prompts in one
-// pass). The device backend's working set, taken from the budget before planning, already holds
+// The prompts' activations the planner counts on the device (one pass's, of the batch's
+// prompts). The device backend's working set, taken from the budget before planning, already holds
 // its passes' activations (DeviceBackend::footprint).
 double planner_prefill_activations(const planner::ModelShape& s, const planner::HardwareProfile& hw,
                                    const planner::Workload& wl) {

@@ -954,12 +954,31 @@ TEST_CASE("cost model with a device attending to KV copied in: one layer's keys 
 TEST_CASE("cost model for the device runtime: a batch's prompt hidden states take none of the GPU budget, its working "
           "set holds a pass's", "[unit][planner]") {
     const Workload wl{8192, 8, 16, Objective::Throughput};
+    const ModelShape s = toy_shape();  // the cost model keeps references to both
+    const HardwareProfile hw = toy_cpu_with_gpu();
     auto hidden_gpu_bytes = [&](bool device_runtime) {
         RuntimeLimits limits;
         limits.dram_held_apart = device_runtime;
-        const CostModel cm(toy_shape(), toy_cpu_with_gpu(), wl, Policy{16, 1, false, false, DType::F16}, limits);
+        const CostModel cm(s, hw, wl, Policy{16, 1, false, false, DType::F16}, limits);
         return cm.hidden(HiddenOption::Gpu).bytes[static_cast<size_t>(Tier::Gpu)];
     };
     CHECK(hidden_gpu_bytes(false) == Approx(16.0 * 8192 * toy_shape().n_embd * 2));  // the whole batch's prompt
     CHECK(hidden_gpu_bytes(true) == 0);
+}
+
+TEST_CASE("cost model: a prompt's working set is one pass's activations (256 rows at most), whatever the prompt's "
+          "length, and one row of logits a sequence", "[unit][planner]") {
+    // The toy's rows: residual, q/k/v (4 x 1024) and the feed-forward's (3 x 4096), F16.
+    const double row = (4.0 * 1024 + 3.0 * 4096) * 2, logits = 1000 * 4.0;
+    const ModelShape s = toy_shape();  // the cost model keeps a reference
+    auto working_set = [&](const HardwareProfile& hw, int32_t prompt, int32_t batch) {
+        const CostModel cm(s, hw, Workload{prompt, 8, batch, Objective::Latency},
+                           Policy{batch, 1, false, false, DType::F16});
+        return cm.fixed().bytes[static_cast<size_t>(hw.has_gpu() ? Tier::Gpu : Tier::Dram)];
+    };
+    for (const HardwareProfile& hw : {toy_cpu(), toy_cpu_with_gpu()}) {
+        CHECK(working_set(hw, 100, 1) == Approx(100 * row + logits));
+        CHECK(working_set(hw, 100000, 1) == Approx(256 * row + logits));
+        CHECK(working_set(hw, 100, 4) == Approx(256 * row + 4 * logits));  // 400 rows, in passes of 256
+    }
 }
