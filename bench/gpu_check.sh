@@ -21,7 +21,9 @@
 #      cache in DRAM (--attention cpu, and beside the simulated device on the same host)
 #      against on the device (--attention gpu), both traced (*_attention_trace.json.gz)
 #   7. 8-layer Q4_K, Q6_K and Q8_0 slices of the llama3-8b, every layer on the GPU, beside llama.cpp
-#   8. the decode kernels' times under Nsight Compute (ncu), with GPU_CHECK_NCU=1
+#   8. a mixture of experts (8-layer slice of a synthetic Mixtral 8x7B) with every expert on the
+#      host: a prompt with op offload on, off and as the planner chooses, beside llama.cpp's -ot exps=CPU
+#   9. the decode kernels' times under Nsight Compute (ncu), with GPU_CHECK_NCU=1
 #
 #   bench/gpu_check.sh [BUNDLE]     BUNDLE: gpu-bundle (or gpu-bundle.tar.xz, unpacked here)
 #
@@ -229,7 +231,20 @@ for t in Q4_K Q6_K Q8_0; do
     [[ -f $slice ]] && { note "### llama3-8b $t, $slice_layers layers (synthetic)"; bench_pair "$slice" 99 100; }
 done
 
-section "8. Decode kernels under Nsight Compute"
+section "8. A mixture of experts' experts on the host: op offload of a prompt"
+# Every layer's attention on the device and every routed expert on the host (llama.cpp's
+# -ot exps=CPU); a prompt's passes copy each layer in and compute its experts on the device
+# (--op-offload on), or leave them to the CPU (off); auto says what the planner chose.
+moe=$work/mixtral-8x7b-Q4_0-${slice_layers}layers.gguf
+make_synth "$moe" --shape mixtral-8x7b --type Q4_0 --n-layer "$slice_layers"
+if [[ -f $moe ]]; then
+    [[ -x $llama_bench && $device == cuda ]] && run 150 "$llama_bench" -m "$moe" -ngl 99 -ot exps=CPU -p "$n_prompt" -n 32 -r "$reps" -t "$(nproc)"
+    for mode in on off auto; do
+        run 150 "$strata" bench -m "$moe" -p "$n_prompt" -n 32 -r "$reps" --device "$device" --ot exps=dram --op-offload "$mode" --show-plan
+    done
+fi
+
+section "9. Decode kernels under Nsight Compute"
 if [[ $device == cuda && ${GPU_CHECK_NCU:-0} == 1 ]] && command -v ncu >/dev/null && [[ -f $synth ]]; then
     # The clocks as they run (ncu's own clock control failed to profile a kernel on the H200).
     run 180 ncu --clock-control none --kernel-name regex:'matvec|attention|prepare_input|rms_norm|rope' --launch-skip 200 --launch-count 40 \

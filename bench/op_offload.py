@@ -4,16 +4,19 @@ to the device and computed there (--op-offload on) against the same plan with th
 (--op-offload off), in alternating runs.
 
     python3 bench/op_offload.py [--strata build/strata] [-m MODEL ...] [--gpu-mem 25%,50%,80M]
-                                      [-p N_PROMPT] [-r REPS] [--rounds K] [--link GBPS]
+                                      [-p N_PROMPT] [-r REPS] [--rounds K] [--link GBPS] [--flags "..."]
 
 --gpu-mem takes shares of the model file or sizes. For each model and budget it runs
 `strata bench --device sim --gpu-mem X -p N_PROMPT -n 0 --json --op-offload on|off` in turn, K
 rounds, and prints the medians of the prompt rate, measured and predicted, both ways, with the
-plan's CPU layers and the row count from which the planner would offload them (`auto`).
+plan's CPU layers and the row count from which the planner would offload them (`auto`). --flags
+adds strata flags to every run (a mixture of experts' --ot exps=dram keeps every expert on the
+host, for the layers op offload copies in).
 """
 from __future__ import annotations
 
 import os
+import shlex
 import statistics
 
 from common import default_model, log, sim_device_parser, strata_bench_row
@@ -35,6 +38,7 @@ def main() -> None:
     ap = sim_device_parser(__doc__, reps=2, rounds=3)
     ap.add_argument("--gpu-mem", default="25%,50%")
     ap.add_argument("-p", "--n-prompt", type=int, default=512)
+    ap.add_argument("--flags", default="", help="more strata flags for every run")
     a = ap.parse_args()
     columns = ["model", "--gpu-mem", "CPU layers", "planner offloads from", "off measured t/s", "off predicted",
                "on measured t/s", "on predicted", "on / off measured"]
@@ -48,7 +52,8 @@ def main() -> None:
                 for mode in ("off", "on"):
                     log(f"{name} {spec} op offload {mode}: round {k + 1}")
                     runs[mode].append(bench(a.strata, model, ["--device", "sim", "--gpu-mem", budget(spec, model),
-                                                              "--sim-link", a.link, "--op-offload", mode],
+                                                              "--sim-link", a.link, "--op-offload", mode,
+                                                              *shlex.split(a.flags)],
                                             a.n_prompt, a.reps))
             if None in runs["off"] or None in runs["on"]:
                 print(f"| {name} | {spec} | refused | | | | | | |", flush=True)

@@ -1,6 +1,7 @@
 #include "planner/op_offload.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -11,15 +12,58 @@ namespace strata::planner {
 
 namespace {
 constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
-              H = static_cast<int>(Stream::PcieH2D), N = static_cast<int>(Stream::Nvme);
+              H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H), N = static_cast<int>(Stream::Nvme);
 
 bool on_cpu(const LayerPlacement& l) { return device_of(l.weights) == Device::Cpu; }
+
+// Beside a device that runs a mixture of experts' attention, a layer whose routed experts the
+// host holds in DRAM (not read through the expert cache from the disk) and computes some of
+// (the device not holding every one).
+bool experts_in_dram(const ModelShape& shape, const Plan& plan, const LayerPlacement& l) {
+    const auto il = static_cast<size_t>(l.layer);
+    const bool all_held = il < plan.experts.device.size() && plan.experts.device[il].size() >= size_t(shape.n_expert);
+    return l.weights == WeightOption::DramCpu && shape.layers.at(il).expert_bytes > 0 && !all_held;
+}
+
+// A layer's prefill one after the other: the device's share, the hops and the host's.
+double serial_prefill_s(const Cost& c) { return c.prefill[G] + c.prefill[C] + c.prefill[H] + c.prefill[D] + c.prefill_overhead; }
+
+// A mixture of experts beside a device: a long pass copies each layer whose experts are in DRAM
+// in whole (rebuilt from the CPU's tiles), and the device computes every routed expert the
+// pass chose there, the rows going up and coming back down as for the experts it holds; the
+// router and the shared experts stay on the host. The host rebuilds a layer and waits for the
+// experts of the one before in turn (runtime/exec/device/device_moe.cpp), so a layer costs its
+// copy and its compute one after the other; and the host waits once more each time the device
+// experts' 256 rows of scratch fill (DeviceExperts::kRows).
+OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan,
+                                       const CostModel& model, int32_t rows) {
+    ExpertPlan on_device = plan.experts;
+    on_device.device.resize(static_cast<size_t>(shape.n_layer));
+    on_device.device_share.resize(static_cast<size_t>(shape.n_layer), 0.0);
+    for (const LayerPlacement& l : plan.layers) {
+        if (!experts_in_dram(shape, plan, l)) continue;
+        std::vector<int32_t>& every = on_device.device[static_cast<size_t>(l.layer)];
+        every.resize(static_cast<size_t>(shape.n_expert));
+        for (int32_t e = 0; e < shape.n_expert; ++e) every[static_cast<size_t>(e)] = e;
+        on_device.device_share[static_cast<size_t>(l.layer)] = 1.0;
+    }
+    const double fills = std::ceil(double(rows) * shape.n_expert_used / ModelShape::kPassRows);
+    const double more_waits = std::max(0.0, fills - 1) * hw.gpu->handoff_us * 1e-6;
+    OpOffloadPrice price;
+    for (const LayerPlacement& l : plan.layers) {
+        if (!experts_in_dram(shape, plan, l)) continue;
+        price.cpu_s += serial_prefill_s(model.hybrid_layer(l.layer, plan.experts, false));
+        const double copy = model.op_offloaded(l.layer, WeightOption::DramCpu).prefill[H];
+        price.device_s += copy + serial_prefill_s(model.hybrid_layer(l.layer, on_device, false)) + more_waits;
+    }
+    return price;
+}
 }  // namespace
 
-std::vector<LayerSpan> cpu_layer_runs(const Plan& plan) {
+std::vector<LayerSpan> op_offload_layer_runs(const ModelShape& shape, const Plan& plan) {
     std::vector<LayerSpan> runs;
     for (const LayerPlacement& l : plan.layers) {
-        if (!on_cpu(l)) continue;
+        if (plan.experts.attention_on_gpu ? !experts_in_dram(shape, plan, l) : !on_cpu(l)) continue;
         if (!runs.empty() && runs.back().last + 1 == l.layer) runs.back().last = l.layer;
         else runs.push_back({l.layer, l.layer});
     }
@@ -44,6 +88,7 @@ OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& 
     Policy one = plan.policy;
     one.batch = one.n_micro = 1;
     const CostModel model(shape, hw, wl, one);
+    if (plan.experts.attention_on_gpu) return price_expert_op_offload(shape, hw, plan, model, rows);
     const GpuProfile& gpu = *hw.gpu;
     // A layer's keys and values (latent attention's one row) go down into the host's cache
     // (decode reads it there), and the cache's rows the pass attends to come back up for the
@@ -93,7 +138,7 @@ OpOffload choose_op_offload(const ModelShape& shape, const HardwareProfile& hw, 
     OpOffload o;
     o.ttft_s = plan.prediction.ttft_s;
     if (!hw.has_gpu()) return o;
-    o.runs = cpu_layer_runs(plan);
+    o.runs = op_offload_layer_runs(shape, plan);
     if (o.runs.empty()) return o;
     // From the largest pass down, while the device stays ahead; a pass of up to kCpuGemvTokens
     // rows a sequence is decode to the runtime, which never offloads it.

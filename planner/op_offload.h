@@ -2,9 +2,11 @@
 // Prefill with op offload (llama.cpp's, for a large batch): a pass of many rows copies the
 // layers a device plan computes on the CPU into the device's ring of slots and computes them
 // there, each layer's copy overlapping the compute of the one before, while a decode pass
-// keeps them on the CPU. Whether it pays is a matter of the pass's rows: the copy of a layer's
-// weights costs the same at any row count, the CPU's matmuls grow with the rows. Priced from the
-// same figures as every plan (the probe's CPU and device rates, the link's).
+// keeps them on the CPU; for a mixture of experts whose attention runs on the device, the layers
+// whose routed experts the host holds, every routed expert the pass chose computed on the
+// device. Whether it pays is a matter of the pass's rows: the copy of a layer's weights costs
+// the same at any row count, the CPU's matmuls grow with the rows. Priced from the same figures
+// as every plan (the probe's CPU and device rates, the link's).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -22,12 +24,15 @@ struct LayerSpan {
     bool operator==(const LayerSpan&) const = default;
 };
 
-// The plan's layers whose matmuls run on the CPU beside the device, in runs.
-std::vector<LayerSpan> cpu_layer_runs(const Plan& plan);
+// The plan's layers a long pass copies to the device, in runs: those whose matmuls run on the
+// CPU beside it; for a mixture of experts whose attention runs there, those whose routed experts
+// the host holds in DRAM.
+std::vector<LayerSpan> op_offload_layer_runs(const ModelShape& shape, const Plan& plan);
 // "12-23, 30"
 std::string format_runs(std::span<const LayerSpan> runs);
 
-// The plan's CPU layers in one pass of `rows` prompt rows, both ways.
+// Those layers in one pass of `rows` prompt rows, both ways (a mixture of experts': their
+// feed-forward on the host, or copied in with every routed expert computed on the device).
 struct OpOffloadPrice {
     double cpu_s = 0;     // computed by the CPU where they lie (streamed ones read from the disk beside it)
     double device_s = 0;  // copied to the device and computed there: the first copy, then per
@@ -40,7 +45,7 @@ struct OpOffloadPrice {
 OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t rows);
 
 struct OpOffload {
-    std::vector<LayerSpan> runs;  // the CPU layers
+    std::vector<LayerSpan> runs;  // the layers copied in (op_offload_layer_runs)
     // Passes of at least this many rows compute them on the device: the fewest rows from which
     // the device is predicted faster at every row count up to the largest pass, and more than a
     // decode pass's kCpuGemvTokens (the runtime offloads a pass only for a prompt run); 0: at none.

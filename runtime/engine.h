@@ -114,7 +114,8 @@ struct TierGauges {
     uint64_t gpu_memory_losses = 0;  // times device memory was taken away (or a pass found it full)
     int32_t gpu_layers_moved = 0;    // layers moved from the device to the CPU because of it
     int32_t gpu_experts_given_back = 0;  // held routed experts given back to the host because of it
-    uint64_t gpu_expert_choices = 0;  // routed choices (a token's, to one expert) computed on the device so far
+    uint64_t gpu_expert_choices = 0;  // routed choices (a token's, to one expert) its held experts computed so far
+    uint64_t gpu_offloaded_expert_choices = 0;  // and those op offload computed there in prompts' passes
     bool gpu_left = false;  // the device could not hold its own buffers: the run went on on the CPU alone
     uint64_t dram_used = 0, dram_budget = 0;
     uint64_t nvme_used = 0;  // weights and KV the plan reads from disk instead of holding
@@ -128,6 +129,7 @@ struct TierGauges {
         TierGauges c;
         c.gpu_memory_losses = gpu_memory_losses, c.nvme_read = nvme_read;
         c.gpu_experts_given_back = gpu_experts_given_back, c.gpu_expert_choices = gpu_expert_choices;
+        c.gpu_offloaded_expert_choices = gpu_offloaded_expert_choices;
         c.has_expert_cache = has_expert_cache, c.expert_hits = expert_hits, c.expert_misses = expert_misses;
         return c;
     }
@@ -136,6 +138,7 @@ struct TierGauges {
         gpu_used += o.gpu_used, gpu_budget += o.gpu_budget, dram_used += o.dram_used, dram_budget += o.dram_budget;
         gpu_memory_losses += o.gpu_memory_losses, gpu_layers_moved += o.gpu_layers_moved;
         gpu_experts_given_back += o.gpu_experts_given_back, gpu_expert_choices += o.gpu_expert_choices;
+        gpu_offloaded_expert_choices += o.gpu_offloaded_expert_choices;
         gpu_left = gpu_left || o.gpu_left;
         nvme_used += o.nvme_used, nvme_read += o.nvme_read;
         kv_blocks_used += o.kv_blocks_used, kv_blocks += o.kv_blocks;
@@ -265,7 +268,7 @@ private:
     mutable std::mutex running_mu_;
     std::shared_ptr<const Placement> running_;
     // What the device had given back when running_ was priced: layers moved, experts returned.
-    int running_moves_ = 0, running_experts_back_ = 0;
+    uint64_t running_losses_ = 0;  // device memory losses the running placement is priced after
     // engine_device_loss.cpp: device memory taken away mid-run. After a pass that made the device
     // give layers or held experts back (or that failed after it), running_ priced as the run now
     // runs.

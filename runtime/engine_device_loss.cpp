@@ -31,7 +31,8 @@ void Engine::reprice_if_given_back() {
     if (left_device_ || !backend_) return;  // priced on the CPU alone when it was let go
     try {
         const Backend::DeviceMemory m = backend_->device_memory();
-        if (m.layers_moved == running_moves_ && m.experts_given_back == running_experts_back_) return;
+        // Every loss stops op offload, and may move layers or give held experts back.
+        if (m.losses == running_losses_) return;
         // The layers the device gave back run on the CPU from the weights the store now holds,
         // their KV cache in the host's, and the experts it gave back on the host's CPU; op
         // offload stopped.
@@ -46,8 +47,7 @@ void Engine::reprice_if_given_back() {
         p->plan.prediction = p->predict(p->plan.workload.prompt_len, p->plan.workload.gen_len, p->plan.workload.batch);
         std::lock_guard lock(running_mu_);
         running_ = std::move(p);
-        running_moves_ = m.layers_moved;
-        running_experts_back_ = m.experts_given_back;
+        running_losses_ = m.losses;
     } catch (const std::exception& e) {
         STRATA_LOG_WARN("plan: the run could not be priced again after device memory was lost: {}", e.what());
     }

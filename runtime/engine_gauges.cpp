@@ -18,6 +18,7 @@ TierGauges Engine::gauges() const {
     g.gpu_layers_moved = device.layers_moved;
     g.gpu_experts_given_back = device.experts_given_back;
     g.gpu_expert_choices = device.expert_choices;
+    g.gpu_offloaded_expert_choices = device.offloaded_expert_choices;
     g.dram_used = dram_->used();
     g.dram_budget = dram_->limit() == UINT64_MAX ? 0 : dram_->limit();
     g.nvme_used = static_cast<uint64_t>(placement_->plan.prediction.used.nvme);

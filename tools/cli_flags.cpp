@@ -120,8 +120,9 @@ void add_engine_options(CLI::App& cmd, ModelOptions& m, bool generates) {
     cmd.add_option("--sim-threads", m.sim_threads, "CPU threads the simulated device's ops run on (default: half the cores)")
         ->check(at_least(0));
     cmd.add_option("--op-offload", m.op_offload,
-                   "prefill with op offload, where a device plan leaves layers to the CPU: a prompt's pass copies those "
-                   "layers' weights to the device and computes them there (decode keeps them on the CPU). auto: from the "
+                   "prefill with op offload, where a device plan leaves layers (or a mixture of experts' experts) to "
+                   "the CPU: a prompt's pass copies those layers' weights to the device and computes them there (decode "
+                   "keeps them on the CPU). auto: from the "
                    "rows the planner predicts the device faster (--show-plan says), on: every prompt pass, off: never, "
                    "N: prompt passes of N rows or more")
         ->capture_default_str();

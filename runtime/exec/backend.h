@@ -101,6 +101,7 @@ public:
         int layers_moved = 0;
         int experts_given_back = 0;
         uint64_t expert_choices = 0;  // routed choices (a token's, to one expert) the held experts computed
+        uint64_t offloaded_expert_choices = 0;  // and those op offload computed there in prompts' passes
     };
     virtual DeviceMemory device_memory() const { return {}; }
     // The routed experts the device holds now, per layer (empty: none, or no device).

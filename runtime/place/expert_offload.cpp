@@ -9,6 +9,7 @@
 #include "core/log.h"
 
 #include "planner/expert_placement.h"
+#include "planner/op_offload.h"
 #include "runtime/place/placement.h"
 
 namespace strata::runtime {
@@ -60,6 +61,78 @@ void place_experts_on_device(Placement& p, const OverrideRequest& overrides,
     want.slots = expert_bytes ? static_cast<int32_t>((device_bytes - whole_bytes) / expert_bytes) : 0;
     p.plan = planner::with_experts_on_gpu(p.plan, p.shape, p.hw, p.routing ? &*p.routing : nullptr, p.routing_note, want);
     p.residency.experts.preload = p.plan.experts.dram;
+}
+
+namespace {
+// The experts `p`'s device holds in `left` bytes, if any.
+void hold_experts(Placement& p, const OverrideRequest& overrides, uint64_t left, const DeviceRoom& room) {
+    if (room.experts_fit && left > 0) place_experts_on_device(p, overrides, left, room.expert_bytes);
+}
+
+// Why op offload cannot run here, or empty.
+std::string op_offload_blocked(const DeviceRoom& room) {
+    if (!room.experts_fit) return "the device's kernels do not run these experts";
+    if (room.slot_bytes >= room.left)
+        return fmt::format("the device has no room for its two buffers of the largest layer ({}) beside the attention "
+                           "weights, the KV cache and activations ({} left)",
+                           format_bytes(room.slot_bytes), format_bytes(room.left));
+    // The host rebuilds the layers it copies in pinned buffers, at least one of the largest layer.
+    if (room.dram_left < room.slot_bytes / 2)
+        return fmt::format("the DRAM budget has {} left, less than a buffer of the largest layer ({}) for its copies",
+                           format_bytes(room.dram_left), format_bytes(room.slot_bytes / 2));
+    return "";
+}
+}  // namespace
+
+void place_beside_attention(Placement& p, const OverrideRequest& overrides, const OpOffloadMode& mode, int32_t max_rows,
+                            const DeviceRoom& room) {
+    settle_op_offload(p, mode, max_rows);
+    if (const std::string blocked = op_offload_blocked(room); p.op_offload_rows > 0 && !blocked.empty()) {
+        p.op_offload_rows = 0;
+        p.op_offload_why = blocked;
+    }
+    if (p.op_offload_rows > 0 && mode.kind == OpOffloadMode::Auto) {
+        // The slots take room that would hold experts: weighed for the workload both ways, each
+        // priced with the experts it holds.
+        Placement without = p;
+        without.op_offload_rows = 0;
+        without.op_offload_why = fmt::format("the {} its buffers would take holds routed experts instead, predicted faster "
+                                             "for this workload",
+                                             format_bytes(room.slot_bytes));
+        hold_experts(without, overrides, room.left, room);
+        bool with_slots = true;
+        try {
+            hold_experts(p, overrides, room.left - room.slot_bytes, room);
+            p.op_offload = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows);
+            p.op_offload_rows = p.op_offload.min_rows;
+        } catch (const OutOfBudget&) {
+            with_slots = false;  // the experts the overrides give the device need that room
+        }
+        const planner::Workload& wl = p.plan.workload;
+        if (!with_slots || p.op_offload_rows <= 0 ||
+            !(p.predict(wl.prompt_len, wl.gen_len, wl.batch).total_s < without.predict(wl.prompt_len, wl.gen_len, wl.batch).total_s))
+            p = std::move(without);
+    } else if (p.op_offload_rows > 0) {
+        try {
+            hold_experts(p, overrides, room.left - room.slot_bytes, room);
+        } catch (const OutOfBudget& e) {
+            throw OutOfBudget(fmt::format("{} (op offload's two buffers, {}, take their room first)", e.what(),
+                                          format_bytes(room.slot_bytes)),
+                              "leave op offload to the planner (--op-offload auto) or turn it off, or give more --gpu-mem");
+        }
+    } else {
+        hold_experts(p, overrides, room.left, room);
+    }
+    // Layers whose every expert the device now holds have nothing to copy in.
+    p.op_offload = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows);
+    if (p.op_offload.runs.empty()) p.op_offload_rows = 0;
+    if (room.experts_fit && room.expert_bytes > 0) {
+        const uint64_t left = room.left - (p.op_offload_rows > 0 ? room.slot_bytes : 0);
+        STRATA_LOG_INFO("experts: {} of device memory left beside attention, the KV cache and activations{}: room for {} "
+                        "routed experts of {}",
+                        format_bytes(left), p.op_offload_rows > 0 ? " (and op offload's buffers)" : "", left / room.expert_bytes,
+                        format_bytes(room.expert_bytes));
+    }
 }
 
 }  // namespace strata::runtime

@@ -5,9 +5,11 @@
 // routed experts through the cache (planner/expert_placement.h) instead of streaming whole
 // layers; `--override-tensor` may put a layer's experts on NVMe (cached) or in DRAM (resident)
 // whatever the budget.
+#include <cstdint>
 #include <vector>
 
 #include "planner/workload.h"
+#include "runtime/place/op_offload_choice.h"
 #include "runtime/place/tensor_overrides.h"
 #include "runtime/weights/residency.h"
 
@@ -32,5 +34,22 @@ void plan_expert_offload(Placement& p, const ResidencyInput& in, const planner::
 // (p.residency). Throws OutOfBudget when the layers the overrides give the device do not fit.
 void place_experts_on_device(Placement& p, const OverrideRequest& overrides,
                              uint64_t device_bytes, uint64_t expert_bytes);
+
+// What the device leaves beside every layer's attention, the KV cache and activations.
+struct DeviceRoom {
+    uint64_t left = 0;          // bytes
+    uint64_t slot_bytes = 0;    // op offload's two slots of the largest layer
+    uint64_t expert_bytes = 0;  // one routed expert's
+    bool experts_fit = false;   // the device's kernels run the experts
+    uint64_t dram_left = UINT64_MAX;  // of the DRAM budget, beside what the plan holds
+};
+// Settles op offload as `mode` asks (op_offload_choice.h) and the routed experts the device
+// holds in what is left: op offload's slots take their room first (where the device runs the
+// experts and DRAM holds a rebuild buffer), and under `auto` are kept only where the plan with
+// them (its prompt's passes faster, fewer experts held for decode, each priced) is predicted
+// faster for its workload than the plan without. Throws OutOfBudget as place_experts_on_device
+// does.
+void place_beside_attention(Placement& p, const OverrideRequest& overrides, const OpOffloadMode& mode, int32_t max_rows,
+                            const DeviceRoom& room);
 
 }  // namespace strata::runtime

@@ -39,7 +39,8 @@ void settle_op_offload(Placement& p, const OpOffloadMode& mode, int32_t max_rows
 std::string describe_op_offload(const Placement& p) {
     if (p.op_offload.runs.empty()) return {};
     const planner::OpOffloadPrice at_max = planner::price_op_offload(p.shape, p.hw, p.plan, p.max_pass_rows);
-    const std::string layers = "CPU layers " + planner::format_runs(p.op_offload.runs);
+    const std::string layers = (p.plan.experts.attention_on_gpu ? "the routed experts of layers " : "CPU layers ") +
+                               planner::format_runs(p.op_offload.runs);
     // Where the device's copies of layers in DRAM come from, as priced (CostModel::op_offloaded).
     const double rebuild = p.hw.cpu.untile_gbps_for(p.shape.weight_type);
     const std::string copies = rebuild > 0 ? fmt::format("layers in DRAM rebuilt from the CPU's tiles at {:.1f} GB/s", rebuild)

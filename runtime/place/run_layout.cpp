@@ -337,19 +337,17 @@ RunLayout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparam
     p.hw_source = "this machine's GPU and " + std::string(p.hw.source);
     p.plan.budgets.gpu = static_cast<double>(gpu.gpu_mem);
     p.plan = planner::with_attention_on_gpu(std::move(p.plan), p.shape, p.hw, kv_on_device);
-    // The device memory left beside the attention, the KV cache and activations holds experts.
+    // The device memory left beside the attention, the KV cache and activations holds routed
+    // experts, and op offload's two slots of the largest layer where they pay.
     const uint64_t taken = fixed + (kv_on_device ? kv.all_bytes : 0) + device.expert_scratch;
-    if (device.experts_fit && taken < gpu.gpu_mem) {
-        const uint64_t each = device.expert_bytes;
-        STRATA_LOG_INFO("experts: {} of device memory left beside attention, the KV cache and activations: room for {} "
-                        "routed experts of {}", format_bytes(gpu.gpu_mem - taken), (gpu.gpu_mem - taken) / each,
-                        format_bytes(each));
-        place_experts_on_device(p, overrides, gpu.gpu_mem - taken, each);
-    } else if (asks_device(overrides)) {
+    if ((!device.experts_fit || taken >= gpu.gpu_mem) && asks_device(overrides))
         throw OutOfBudget(fmt::format("--gpu-mem {} leaves no room for routed experts beside the attention weights, the "
                                       "KV cache and activations ({})", format_bytes(gpu.gpu_mem), format_bytes(taken)),
                           "give more with --gpu-mem, or leave the experts on the host");
-    }
+    const uint64_t dram_left = in.budget ? in.budget - std::min(in.budget, p.residency.total_bytes) : UINT64_MAX;
+    const DeviceRoom room{gpu.gpu_mem > taken ? gpu.gpu_mem - taken : 0, device.working_streamed - device.working_resident,
+                          device.expert_bytes, device.experts_fit, dram_left};
+    place_beside_attention(p, overrides, opts.op_offload, opts.max_pass_rows, room);
     STRATA_LOG_INFO("{}; KV cache: {}", planner::plan_summary(p.plan), kv_placement_name(out.kv_on));
     if (po.on_plan) po.on_plan(p);
     return out;

@@ -76,7 +76,8 @@ def main() -> None:
         if moe is None:
             print("the mixture of experts: not run, gguf is missing (pip install gguf)")
             return
-        serve_through_a_loss(moe, DEVICE + ("--ot", r"blk\.[0-3]\.ffn_.*_exps=device", "--ot", "exps=dram"), 1 << 20,
+        # (Op offload off: its buffers for a long prompt's passes would be what goes first.)
+        serve_through_a_loss(moe, DEVICE + ("--ot", r"blk\.[0-3]\.ffn_.*_exps=device", "--ot", "exps=dram", "--op-offload", "off"), 1 << 20,
                              "strata_gpu_experts_given_back_total", "given back to the host")
 
 

@@ -46,7 +46,8 @@ const RoutingStats* DeviceBackend::routing_stats() const {
 Backend::DeviceMemory DeviceBackend::device_memory() const {
     const gpu::DeviceArena& arena = impl_->dev->memory().arena();
     const uint64_t choices = impl_->expert_choices_before + (impl_->experts ? impl_->experts->choices() : 0);
-    return {arena.used(), arena.limit(), impl_->memory_losses, impl_->layers_moved, impl_->experts_given_back, choices};
+    const uint64_t offloaded = impl_->offloaded_choices_before + (impl_->experts ? impl_->experts->offloaded_choices() : 0);
+    return {arena.used(), arena.limit(), impl_->memory_losses, impl_->layers_moved, impl_->experts_given_back, choices, offloaded};
 }
 
 std::vector<std::vector<int32_t>> DeviceBackend::device_experts() const {
@@ -106,6 +107,17 @@ void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
             continue;
         }
         if (step.slot >= 0) copied[step.slot]->wait_on(*compute);
+        // A mixture of experts' layer copied in: the device computes its routed experts from the slot.
+        DeviceExperts* lent = hp.moe.enabled() && step.slot >= 0 ? experts.get() : nullptr;
+        if (lent)
+            lent->borrow_layer(step.layer, store.weights().layers[step.layer], slots[step.slot].as<std::byte>(),
+                               [&](const WeightRef& w) { return store.offset_in_layer(step.layer, w); });
+        const struct LendBack {
+            DeviceExperts* x;
+            ~LendBack() {
+                if (x) x->lend_back();
+            }
+        } lend_back{lent};
         layer(step.layer, layers[step.layer], p, kv);
         if (step.slot >= 0) computed[step.slot]->record(*compute);
     }
@@ -116,7 +128,8 @@ void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
     computed[step.slot]->wait_on(*h2d);
     // A resident CPU layer is in the CPU kernels' tiles; the device's kernels read the file's
     // layout, which the store gives back for op offload (WeightStore::acquire_as_read).
-    const bool as_read = store.residency().cpu(step.layer) && store.residency().resident[step.layer];
+    // (A mixture of experts' layer copied in is one of those: its experts are the CPU's.)
+    const bool as_read = (hp.moe.enabled() || store.residency().cpu(step.layer)) && store.residency().resident[step.layer];
     // A layer rebuilt from DRAM goes into the store's buffers in turn: the copy out of the one it
     // takes (its slot's event, or a later copy's on the same stream) must be done first.
     const bool rebuilt = as_read && store.rebuilds(step.layer);
@@ -150,7 +163,10 @@ void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
         store.release_as_read();
     else
         store.release(step.layer);
-    layers[step.layer] = rebase(store, step.layer, store.weights().layers[step.layer], slots[step.slot].as<std::byte>());
+    // (A mixture of experts keeps the layer's other tensors on the device; its experts are lent
+    // to DeviceExperts when it is computed.)
+    if (!hp.moe.enabled())
+        layers[step.layer] = rebase(store, step.layer, store.weights().layers[step.layer], slots[step.slot].as<std::byte>());
 }
 
 // A decode step whose every layer is held on the device, with its KV cache there and nothing

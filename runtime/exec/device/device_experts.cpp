@@ -94,7 +94,7 @@ DeviceExperts::DeviceExperts(gpu::Device& dev, gpu::Stream& compute, gpu::Stream
     uploaded_ = dev.make_event();
     computed_ = dev.make_event();
     downloaded_ = dev.make_event();
-    STRATA_LOG_INFO("{}: {} routed experts held on the device", dev.name(), n_held_);
+    if (n_held_ > 0) STRATA_LOG_INFO("{}: {} routed experts held on the device", dev.name(), n_held_);
 }
 
 DeviceExperts::~DeviceExperts() {
@@ -124,15 +124,33 @@ std::vector<std::vector<int32_t>> DeviceExperts::held() const {
     return out;
 }
 
+void DeviceExperts::borrow_layer(int il, const LayerWeights& l, const std::byte* base,
+                                 const std::function<uint64_t(const WeightRef&)>& offset_in_layer) {
+    borrowed_.resize(index_.at(static_cast<size_t>(il)).size());
+    for (size_t e = 0; e < borrowed_.size(); ++e) {
+        Expert& x = borrowed_[e];
+        DevWeight* parts[] = {&x.gate, &x.up, &x.down};
+        for (size_t p = 0; p < std::size(kParts); ++p) {
+            const WeightRef& w = l.*kParts[p];
+            *parts[p] = {w.type, base + offset_in_layer(w.mat(int64_t(e))), w.n_rows, w.n_cols};
+            const WeightRef& b = l.*kBiases[p];  // one row per expert
+            x.bias[p] = b ? reinterpret_cast<const float*>(base + offset_in_layer(b)) + e * size_t(b.n_cols) : nullptr;
+        }
+    }
+    borrowed_layer_ = il;
+}
+
 bool DeviceExperts::holds(int il, int e) const {
+    if (il == borrowed_layer_) return true;
     return static_cast<size_t>(il) < index_.size() && index_[il][static_cast<size_t>(e)] >= 0;
 }
 
 void DeviceExperts::start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) {
     STRATA_ASSERT(holds(il, e) && n <= kRows);
     if (used_ + n > kRows) collect();  // the scratch is full: wait for what it holds
-    choices_ += uint64_t(n);
-    const Expert& w = experts_[static_cast<size_t>(index_[il][static_cast<size_t>(e)])];
+    (il == borrowed_layer_ ? offloaded_choices_ : choices_) += uint64_t(n);
+    const Expert& w = il == borrowed_layer_ ? borrowed_[static_cast<size_t>(e)]
+                                            : experts_[static_cast<size_t>(index_[il][static_cast<size_t>(e)])];
     const int64_t E = n_embd_, F = n_ff_;
     const size_t bytes = size_t(n * E) * 4;
     auto* up_staging = reinterpret_cast<float*>(staging_->data()) + used_ * E;

@@ -6,6 +6,7 @@
 // pass's rows go up and its outputs come back through page-locked staging, every expert of a
 // layer queued before the host starts its own, and one wait per layer.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,13 +43,20 @@ public:
     // DRAM the page-locked staging takes (its mapping rounded up as the pool rounds it).
     static uint64_t staging_bytes(const models::Hparams& hp);
     int n_held() const { return n_held_; }
-    uint64_t choices() const { return choices_; }  // routed choices (a token's, to one expert) computed here so far
+    uint64_t choices() const { return choices_; }  // routed choices (a token's, to one expert) its held experts computed so far
+    uint64_t offloaded_choices() const { return offloaded_choices_; }  // and those of borrowed layers (op offload)
     // Frees the device memory of the last layer still holding experts, whose experts the host
     // computes from then on (it holds every expert itself); returns that layer, or -1 when none
     // holds any. Nothing queued may still read them.
     int give_back_last_layer();
     // The experts held now, per layer.
     std::vector<std::vector<int32_t>> held() const;
+    // Op offload of a long pass: every routed expert of layer `il` computed here, from the
+    // layer's copy at `base` on the device as the file lays it out (each tensor `w` at
+    // offset_in_layer(w)), until lend_back(). Its kernels must read the experts' types.
+    void borrow_layer(int il, const LayerWeights& l, const std::byte* base,
+                      const std::function<uint64_t(const WeightRef&)>& offset_in_layer);
+    void lend_back() { borrowed_layer_ = -1; }
 
     bool holds(int il, int e) const override;
     void start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) override;
@@ -70,6 +78,8 @@ private:
     float alpha_, limit_;
     std::vector<std::vector<int32_t>> index_;  // [layer][expert]: into experts_, or -1
     std::vector<Expert> experts_;
+    int borrowed_layer_ = -1;        // -1: none
+    std::vector<Expert> borrowed_;   // its experts, by index
     std::vector<gpu::DeviceBuffer> weights_;   // one per layer holding experts
     gpu::DeviceBuffer x_, gate_, up_, y_;      // kRows rows each
     std::unique_ptr<storage::PinnedBuffer> staging_;  // kRows rows going up, then kRows coming down
@@ -77,7 +87,7 @@ private:
     std::vector<Pending> pending_;
     int64_t used_ = 0;                         // rows of the scratch taken since the last collect()
     int n_held_ = 0;
-    uint64_t choices_ = 0;
+    uint64_t choices_ = 0, offloaded_choices_ = 0;
 };
 
 }  // namespace strata::runtime

@@ -87,8 +87,12 @@ struct DeviceBackend::Impl {
     // whose `copied` event follows its last copy, or -1.
     std::vector<int> rebuild_copies;
     std::vector<PipelineStep> schedule;
-    std::vector<PipelineStep> offload_schedule;  // the CPU layers copied in too (op offload); empty: none
+    // The CPU layers copied in too (op offload; a mixture of experts': its layers whose experts
+    // are the host's); empty: none.
+    std::vector<PipelineStep> offload_schedule;
     std::unique_ptr<CpuBackend> host_layers;  // the plan's CPU layers, when it has some
+    // DeviceExperts' rows go up on a stream of their own, not behind op offload's weights on h2d.
+    std::unique_ptr<gpu::Stream> experts_up;
     std::unique_ptr<DeviceExperts> experts;  // a mixture of experts' routed experts held here
     Trace* trace = nullptr;                 // the CPU's attention for the device's layers
     int attention_track = 0;
@@ -142,11 +146,20 @@ struct DeviceBackend::Impl {
     // Op offload's schedule (the CPU layers but those whose KV `kv` rebuilds), its pinned buffers
     // for the CPU layers read as in the file and (KV on the device) its staging pair from
     // `add_kv_pair`; returns the pinned bytes. Where DRAM or the device cannot hold them, a
-    // warning and none.
+    // warning and none. A mixture of experts' is prepare_expert_op_offload's.
     uint64_t prepare_op_offload(std::span<const LayerWork> work, const KvCache& kv, const std::function<int32_t()>& add_kv_pair,
                                 storage::MemoryBudget& dram);
-    // Prompts' passes run the CPU layers on the CPU from now on; op offload's staging pair goes.
+    // Prompts' passes run the CPU layers (a mixture of experts' experts) on the CPU from now on;
+    // op offload's staging pair goes (a mixture of experts': its slots, and DeviceExperts made for it alone).
     void drop_op_offload();
+    // device_moe.cpp: op offload of a mixture of experts: the layers whose routed experts a long
+    // pass copies in (held in DRAM, in types the device reads), their slots, pinned buffers and
+    // (where the device holds none) DeviceExperts; and their release.
+    std::vector<int> expert_offload_layers() const;
+    // DeviceExperts holding `held`, the host's feed-forward handing them their rows.
+    void make_device_experts(const std::vector<std::vector<int32_t>>& held);
+    uint64_t prepare_expert_op_offload(storage::MemoryBudget& dram);
+    void drop_expert_op_offload();
 
     // device_memory_loss.cpp: memory taken away mid-run. Before a pass, what the device may
     // still hold (Device::poll_memory); over it, held experts and layers go to the CPU until the
@@ -170,6 +183,7 @@ struct DeviceBackend::Impl {
     int layers_moved = 0;        // layers moved to the CPU so far
     int experts_given_back = 0;  // held routed experts given back to the host so far
     uint64_t expert_choices_before = 0;  // routed choices computed by held experts, all given back since
+    uint64_t offloaded_choices_before = 0;  // and by op offload, through DeviceExperts gone since
     float* dev_f(const gpu::DeviceBuffer& b, int64_t row, int64_t width) const { return b.as<float>() + row * width; }
 
     // runtime::project on the compute stream.

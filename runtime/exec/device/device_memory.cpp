@@ -98,7 +98,8 @@ DeviceBackend::Impl::Impl(std::unique_ptr<gpu::Device> device, const models::Hpa
 }
 
 DeviceBackend::Impl::~Impl() {
-    for (gpu::Stream* s : {compute.get(), h2d.get(), d2h.get()}) {
+    for (gpu::Stream* s : {compute.get(), h2d.get(), d2h.get(), experts_up.get()}) {
+        if (!s) continue;
         try {
             s->synchronize();
         } catch (const std::exception& e) {
@@ -133,11 +134,12 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     };
     // Op offload copies the CPU layers in as well, through the same slots (the run's layout
     // reserved two slots of the largest layer whatever the plan), but those whose KV the host
-    // rebuilds from the hidden states it saves (prepare_op_offload).
+    // rebuilds from the hidden states it saves (prepare_op_offload); a mixture of experts'
+    // slots are op offload's own (prepare_expert_op_offload).
     const auto offloadable = [&](int il) { return work[size_t(il)].site == LayerSite::Cpu && !kv.rebuilt(il); };
     bool any_offloadable = false;
     for (int il = 0; il < hp.n_layer; ++il) any_offloadable = any_offloadable || offloadable(il);
-    const bool offload = opts.op_offload_rows > 0 && any_offloadable;
+    const bool offload = opts.op_offload_rows > 0 && (any_offloadable || hp.moe.enabled());
     uint64_t slot_bytes = 0;
     for (int il = 0; il < hp.n_layer; ++il)
         if (work[il].site == LayerSite::CopiedIn || (offload && offloadable(il)))
@@ -209,9 +211,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     scratch = floats(int64_t(dev->attention_scratch_floats(int32_t(ub), hp.n_head, attention_head_dim(hp), max_blocks)),
                      "attention scratch");
     if (std::any_of(opts.experts.begin(), opts.experts.end(), [](const auto& l) { return !l.empty(); })) {
-        experts = std::make_unique<DeviceExperts>(*dev, *compute, *h2d, *d2h, hp, store.file(), store.weights().layers,
-                                                  opts.experts, dram);
-        host_layers->set_remote_experts(experts.get());
+        make_device_experts(opts.experts);
     }
     // Last, so that op offload (a faster prefill) takes only what the plan's layers leave.
     const uint64_t as_read_bytes = offload ? prepare_op_offload(work, kv, add_kv_pair, dram) : 0;
@@ -220,6 +220,11 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
                               "of pinned buffers)",
                               opts.op_offload_rows, format_bytes(as_read_bytes))
                 : "";
+    if (hp.moe.enabled()) {  // its layers and op offload logged as loaded and prepared
+        STRATA_LOG_INFO("{}: KV cache {}; {} of device memory in use", dev->name(), kv_placement_name(opts.kv),
+                        format_bytes(dev->memory().arena().used()));
+        return;
+    }
     STRATA_LOG_INFO("{}: {} of {} layers on the device, {} copied in per pass through {} buffers of {}, {} on the CPU{}; "
                     "KV cache {}; {} of device memory in use",
                     dev->name(), count(LayerSite::Device), hp.n_layer, count(LayerSite::CopiedIn), slots.size(),
@@ -229,6 +234,7 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
 
 uint64_t DeviceBackend::Impl::prepare_op_offload(std::span<const LayerWork> work, const KvCache& kv,
                                                  const std::function<int32_t()>& add_kv_pair, storage::MemoryBudget& dram) {
+    if (hp.moe.enabled()) return prepare_expert_op_offload(dram);
     // A CPU layer whose KV the host rebuilds stays there: its prompt rows' hidden states are
     // what the host keeps (and its K/V slot is shared), which the device's pass would not save.
     std::vector<bool> rebuilt(size_t(hp.n_layer));
@@ -263,6 +269,7 @@ void DeviceBackend::Impl::drop_op_offload() {
         if (slot >= 0) copied[size_t(slot)]->synchronize();
     rebuild_copies.clear();
     store.drop_as_read();
+    drop_expert_op_offload();
     if (offload_kv < 0) return;
     kv_k[size_t(offload_kv)].reset();
     kv_v[size_t(offload_kv)].reset();

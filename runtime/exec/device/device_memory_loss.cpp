@@ -34,7 +34,8 @@ int DeviceBackend::Impl::layer_to_move() const {
 
 void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::string& why) {
     // Nothing queued may still read what is freed below.
-    for (gpu::Stream* s : {compute.get(), h2d.get(), d2h.get()}) s->synchronize();
+    for (gpu::Stream* s : {compute.get(), h2d.get(), d2h.get(), experts_up.get()})
+        if (s) s->synchronize();
     graphs.clear();  // recorded over the old schedule
     const gpu::DeviceArena& arena = dev->memory().arena();
     const uint64_t before = arena.used();
@@ -57,6 +58,7 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
     if (experts && held_after == 0) {  // their scratch and staging go too
         host_layers->set_remote_experts(nullptr);
         expert_choices_before += experts->choices();
+        offloaded_choices_before += experts->offloaded_choices();
         experts.reset();
     }
     while (arena.used() > target) {

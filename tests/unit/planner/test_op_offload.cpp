@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/cost_model.h"
+#include "planner/expert_placement.h"
 #include "planner/op_offload.h"
 #include "tests/support/toy_hardware.h"
 #include "tests/support/toy_shape.h"
@@ -203,4 +204,61 @@ TEST_CASE("cost model: a run of CPU layers whose prompt passes op offload moves 
         CHECK(offloaded.decode[stream] == Approx(plain.decode[stream]));
     }
     CHECK(offloaded.prefill_overhead >= 0);
+}
+
+namespace {
+
+// The toy model as a mixture of experts: per layer 4 experts of 240 MB (1.2e8 parameters, F16),
+// 2 chosen a token, and 40 MB of other weights (2e7 parameters), all of them attention's.
+ModelShape toy_moe() {
+    ModelShape s = toy_shape();
+    s.family = "qwen3moe";
+    s.n_expert = 4, s.n_expert_used = 2;
+    for (LayerShape& l : s.layers) {
+        l.weight_bytes = 1'000'000'000, l.expert_bytes = 960'000'000;
+        l.n_matmul_params = 500'000'000, l.n_expert_params = 480'000'000, l.n_attn_params = 20'000'000;
+    }
+    return s;
+}
+
+// Its plan beside the toy device: every layer's attention and KV cache there, the experts on
+// the host, layers 2 and 3's behind the expert cache (from NVMe) where `cached`.
+Plan toy_moe_plan(const ModelShape& s, const HardwareProfile& hw, bool cached) {
+    const std::vector<bool> offloaded = {false, false, cached, cached};
+    const Workload wl{512, 128, 1, Objective::Latency};
+    const ExpertPlan x = place_experts(s, nullptr, "", 8, 240'000'000, offloaded);
+    return with_attention_on_gpu(expert_offload_plan(s, hw, wl, Budgets{8e9, 8e9, 1e12}, DType::F16, x, offloaded), s, hw, true);
+}
+
+}  // namespace
+
+TEST_CASE("op offload of a mixture of experts: a long pass copies the layers whose experts are in DRAM and computes "
+          "every routed expert on the device",
+          "[unit][planner][experts]") {
+    const ModelShape s = toy_moe();
+    const HardwareProfile hw = toy_machine(10);
+    const Plan plan = toy_moe_plan(s, hw, false);
+    REQUIRE(plan.experts.attention_on_gpu);
+    CHECK(op_offload_layer_runs(s, plan) == std::vector<LayerSpan>{{0, 3}});
+    // Copied in: each 1 GB layer at 10 GB/s, 0.1 s, then computed (the host rebuilds a layer and
+    // waits for the one before in turn): the device reads the experts the pass chose (up to 960
+    // MB at 1000 GB/s, about 1 ms) and computes them at 100 TFLOPS: 0.4 s and a little for four.
+    const OpOffloadPrice one = price_op_offload(s, hw, plan, 1);
+    CHECK(one.device_s == Approx(0.4).epsilon(0.02));
+    // On the CPU a row's two chosen experts read 480 MB at 10 GB/s: 0.048 s a layer.
+    CHECK(one.cpu_s == Approx(4 * 0.048).epsilon(0.02));
+    CHECK(one.cpu_s < one.device_s);
+    // 256 rows choose every expert: 256 x 2 x 1.2e8 x 2 flops at 100 GFLOPS, 1.23 s a layer.
+    const OpOffloadPrice full = price_op_offload(s, hw, plan, 256);
+    CHECK(full.cpu_s == Approx(4 * 1.2288).epsilon(0.02));
+    CHECK(full.device_s == Approx(0.4).epsilon(0.02));
+    // A row costs the CPU 4.8 ms a layer (past the 10th, beyond its weights' read), the device
+    // 0.1 s and its ~1 ms of reading every expert a layer: 21 rows (100.8 ms) are not yet more,
+    // 22 are.
+    const OpOffload chosen = choose_op_offload(s, hw, plan, 256);
+    CHECK(chosen.min_rows == 22);
+    CHECK(chosen.ttft_s < plan.prediction.ttft_s);
+    // Layers whose experts come through the expert cache are not copied: their copy would read
+    // every expert from the disk.
+    CHECK(op_offload_layer_runs(s, toy_moe_plan(s, hw, true)) == std::vector<LayerSpan>{{0, 1}});
 }

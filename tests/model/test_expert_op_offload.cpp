@@ -1,0 +1,110 @@
+// Op offload of a mixture of experts on the simulated device: with every layer's attention on
+// the device and the routed experts on the host, a prompt's pass copies each layer (its experts
+// in DRAM, in the CPU kernels' tiles) to the device as the file lays it out and computes every
+// routed expert the pass chose there (but those of a layer whose experts it holds whole), the
+// router and shared experts staying on the host. Since
+// the simulated device's ops are the CPU kernels in the same row groups (Q8_0 experts, and
+// gpt-oss's MXFP4), the prompt's logits equal, bit for bit, those with op offload off, where the
+// host computed every expert; the device's count of op offload's routed choices says it computed
+// each of the prompt's (with those of the layer it holds whole), and none of a decode step's.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/engine.h"
+#include "runtime/weights/weight_store.h"
+#include "tests/support/engine_options.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/generate.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/greedy.h"
+#include "tests/support/model_paths.h"
+#include "tests/support/tiny_model.h"
+
+using namespace strata;
+using namespace strata::runtime;
+
+namespace {
+
+// Routed choices (a token's, to one expert) the device computed: by the experts it holds, and
+// by op offload.
+struct Choices {
+    uint64_t held = 0, offloaded = 0;
+};
+Choices choices(const Engine& e) { return {e.gauges().gpu_expert_choices, e.gauges().gpu_offloaded_expert_choices}; }
+
+struct Run {
+    std::vector<float> logits;  // the prompt's, teacher-forced
+    Choices prompt;             // in the prompt's pass
+    Choices after_decode;       // and after four greedy decode steps
+    std::vector<int32_t> tokens;  // those steps' tokens
+    int n_moe_layers = 0;
+};
+
+Run run(const EngineOptions& o, const std::vector<int32_t>& prompt) {
+    Run r;
+    {
+        Engine e(o);
+        r.logits = test::prompt_logits(e, prompt);
+        r.prompt = choices(e);
+        for (const LayerWeights& l : e.weights().weights().layers) r.n_moe_layers += bool(l.ffn_gate_exps);
+    }
+    Engine e(o);
+    r.tokens = test::generate(e, prompt, test::greedy(4, true)).tokens;
+    r.after_decode = choices(e);
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("sim device: op offload of a mixture of experts computes the prompt's routed experts on the device, with the "
+          "logits of the host's",
+          "[model][device][op_offload][experts][arch]") {
+    const nlohmann::json fx = test::model_fixture("tiny_arch_logits.json");
+    // Past a decode pass's rows, so that the pass is a prompt's that op offload takes.
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 8; ++i) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
+    int n_archs = 0;
+    for (const auto& m : fx["models"]) {
+        if (m["config"].value("n_expert", 0) == 0) continue;
+        nlohmann::json config = test::with_vocabulary(test::with_q8_0(m["config"]));
+        config["n_layer"] = 4;
+        const std::string name = config["name"];
+        INFO(name);
+        const auto path = test::temp_path("expert_op_offload_" + name + ".gguf");
+        test::write_tiny_model(config, 7, 1e-5f, path);
+        EngineOptions o;
+        o.model = path;
+        o.n_ctx = 128;
+        o.gpu.device = DeviceKind::Sim;
+        o.gpu.gpu_mem = uint64_t{1} << 30;
+        o.gpu.sim_link_gbps = 50;
+        const int k = config["n_expert_used"];
+        // Every routed expert on the host, or layer 1's held whole by the device (which then
+        // copies in the others only, computing layer 1's from what it holds, decode steps too).
+        for (const bool held : {false, true}) {
+            INFO((held ? "layer 1's experts held on the device" : "every expert on the host"));
+            o.overrides = {parse_tensor_override("exps=dram")};
+            if (held) o.overrides.insert(o.overrides.begin(), parse_tensor_override("blk\\.1\\.ffn_.*_exps=device"));
+            o.gpu.op_offload = {OpOffloadMode::Off};
+            const Run off = run(o, prompt);
+            o.gpu.op_offload = {OpOffloadMode::On};
+            const Run on = run(o, prompt);
+            CHECK(off.prompt.offloaded == 0);
+            CHECK((off.prompt.held > 0) == held);
+            CHECK(on.prompt.held == off.prompt.held);  // layer 1's, held whole
+            CHECK(on.prompt.held + on.prompt.offloaded == prompt.size() * size_t(k) * size_t(on.n_moe_layers));
+            CHECK(on.after_decode.offloaded == on.prompt.offloaded);  // decode steps' experts: the host's, or held
+            CHECK((on.after_decode.held > on.prompt.held) == held);
+            REQUIRE(on.logits.size() == off.logits.size());
+            CHECK(std::equal(on.logits.begin(), on.logits.end(), off.logits.begin()));
+            CHECK(on.tokens == off.tokens);
+        }
+        ++n_archs;
+    }
+    CHECK(n_archs >= 5);
+}
