@@ -382,7 +382,9 @@ Engine::BatchStart Engine::batch_start(std::span<const SeqTokens> batch) const {
     BatchStart start;
     for (const SeqTokens& e : batch) start.lengths.push_back(kv_->seq_len(e.seq));
     if (const RoutingStats* routed = backend_->routing_stats()) start.routing = routed->snapshot();
-    start.device_expert_choices = backend_->device_memory().expert_choices;
+    const Backend::DeviceMemory device = backend_->device_memory();
+    start.device_expert_choices = device.expert_choices;
+    start.device_offloaded_choices = device.offloaded_expert_choices;
     return start;
 }
 

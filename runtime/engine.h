@@ -279,7 +279,7 @@ private:
     struct BatchStart {
         std::vector<int32_t> lengths;
         std::vector<std::vector<uint64_t>> routing;
-        uint64_t device_expert_choices = 0;
+        uint64_t device_expert_choices = 0, device_offloaded_choices = 0;
     };
     BatchStart batch_start(std::span<const SeqTokens> batch) const;
     // When the device cannot hold even its own buffers: its KV cache copied into the host's, the

@@ -43,11 +43,11 @@ void Engine::reprice_if_given_back() {
         const Residency& now = weights_->residency();
         for (auto& l : p->plan.layers)
             if (now.cpu(l.layer) && planner::device_of(l.weights) == planner::Device::Gpu) on_cpu(l, now);
-        p->op_offload_rows = 0;
+        if (p->op_offload_rows > 0) p->op_offload_rows = 0, p->op_offload_why = "stopped when device memory was lost";
+        running_losses_ = m.losses;  // priced once per loss, whether or not the price below is made
         p->plan.prediction = p->predict(p->plan.workload.prompt_len, p->plan.workload.gen_len, p->plan.workload.batch);
         std::lock_guard lock(running_mu_);
         running_ = std::move(p);
-        running_losses_ = m.losses;
     } catch (const std::exception& e) {
         STRATA_LOG_WARN("plan: the run could not be priced again after device memory was lost: {}", e.what());
     }
@@ -65,6 +65,7 @@ void Engine::leave_device(const std::string& why, const BatchStart& start) {
     Backend::DeviceMemory last = backend_->device_memory();
     last.used = last.budget = 0;
     last.expert_choices = start.device_expert_choices;
+    last.offloaded_expert_choices = start.device_offloaded_choices;
     // Every layer's weights in DRAM first: when that fails, the device backend is still there.
     for (int il = 0; il < hp_.n_layer; ++il)
         if (weights_->residency().device(il)) weights_->run_on_cpu(il);

@@ -88,30 +88,37 @@ void place_beside_attention(Placement& p, const OverrideRequest& overrides, cons
                             const DeviceRoom& room) {
     settle_op_offload(p, mode, max_rows);
     if (const std::string blocked = op_offload_blocked(room); p.op_offload_rows > 0 && !blocked.empty()) {
+        if (mode.kind != OpOffloadMode::Auto) STRATA_LOG_WARN("{}: not run: {}", p.op_offload_why, blocked);
         p.op_offload_rows = 0;
         p.op_offload_why = blocked;
     }
+    const Placement before = p;  // no expert held yet
     if (p.op_offload_rows > 0 && mode.kind == OpOffloadMode::Auto) {
         // The slots take room that would hold experts: weighed for the workload both ways, each
-        // priced with the experts it holds.
-        Placement without = p;
+        // priced with the experts it holds, for one sequence's prompt (the runtime offloads each
+        // sequence's passes; a batch's prediction leaves op offload out).
+        Placement without = before;
         without.op_offload_rows = 0;
-        without.op_offload_why = fmt::format("the {} its buffers would take holds routed experts instead, predicted faster "
-                                             "for this workload",
-                                             format_bytes(room.slot_bytes));
         hold_experts(without, overrides, room.left, room);
-        bool with_slots = true;
+        std::string lost;
         try {
             hold_experts(p, overrides, room.left - room.slot_bytes, room);
             p.op_offload = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows);
             p.op_offload_rows = p.op_offload.min_rows;
+            const planner::Workload& wl = p.plan.workload;
+            if (p.op_offload_rows <= 0)
+                lost = "the CPU is predicted faster in every pass beside the experts the device holds";
+            else if (!(p.predict(wl.prompt_len, wl.gen_len, 1).total_s < without.predict(wl.prompt_len, wl.gen_len, 1).total_s))
+                lost = fmt::format("the {} its buffers would take holds routed experts instead, predicted faster for this "
+                                   "workload",
+                                   format_bytes(room.slot_bytes));
         } catch (const OutOfBudget&) {
-            with_slots = false;  // the experts the overrides give the device need that room
+            lost = "the experts --override-tensor gives the device need the room of its buffers";
         }
-        const planner::Workload& wl = p.plan.workload;
-        if (!with_slots || p.op_offload_rows <= 0 ||
-            !(p.predict(wl.prompt_len, wl.gen_len, wl.batch).total_s < without.predict(wl.prompt_len, wl.gen_len, wl.batch).total_s))
+        if (!lost.empty()) {
             p = std::move(without);
+            p.op_offload_why = lost;
+        }
     } else if (p.op_offload_rows > 0) {
         try {
             hold_experts(p, overrides, room.left - room.slot_bytes, room);
@@ -123,9 +130,17 @@ void place_beside_attention(Placement& p, const OverrideRequest& overrides, cons
     } else {
         hold_experts(p, overrides, room.left, room);
     }
-    // Layers whose every expert the device now holds have nothing to copy in.
+    // Layers whose every expert the device now holds have nothing to copy in: where none is left,
+    // the slots' room holds experts too.
     p.op_offload = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows);
-    if (p.op_offload.runs.empty()) p.op_offload_rows = 0;
+    if (p.op_offload_rows > 0 && p.op_offload.runs.empty()) {
+        const std::string why = p.op_offload_why;
+        p = before;
+        p.op_offload_rows = 0;
+        p.op_offload_why = why + ": no layer is left to copy, the device holding every expert";
+        hold_experts(p, overrides, room.left, room);
+        p.op_offload = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows);
+    }
     if (room.experts_fit && room.expert_bytes > 0) {
         const uint64_t left = room.left - (p.op_offload_rows > 0 ? room.slot_bytes : 0);
         STRATA_LOG_INFO("experts: {} of device memory left beside attention, the KV cache and activations{}: room for {} "

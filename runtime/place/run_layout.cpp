@@ -339,7 +339,8 @@ RunLayout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparam
     p.plan = planner::with_attention_on_gpu(std::move(p.plan), p.shape, p.hw, kv_on_device);
     // The device memory left beside the attention, the KV cache and activations holds routed
     // experts, and op offload's two slots of the largest layer where they pay.
-    const uint64_t taken = fixed + (kv_on_device ? kv.all_bytes : 0) + device.expert_scratch;
+    // (With the KV cache in DRAM, the device stages one layer's for a prompt's attention.)
+    const uint64_t taken = fixed + (kv_on_device ? kv.all_bytes : kv.layer_bytes) + device.expert_scratch;
     if ((!device.experts_fit || taken >= gpu.gpu_mem) && asks_device(overrides))
         throw OutOfBudget(fmt::format("--gpu-mem {} leaves no room for routed experts beside the attention weights, the "
                                       "KV cache and activations ({})", format_bytes(gpu.gpu_mem), format_bytes(taken)),

@@ -16,12 +16,14 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/engine.h"
+#include "runtime/place/placement.h"
 #include "runtime/weights/weight_store.h"
 #include "tests/support/engine_options.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/generate.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/greedy.h"
+#include "tests/support/memory_loss.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/tiny_model.h"
 
@@ -107,4 +109,52 @@ TEST_CASE("sim device: op offload of a mixture of experts computes the prompt's 
         ++n_archs;
     }
     CHECK(n_archs >= 5);
+}
+
+// Device memory taken away after the first of a prompt's two passes under op offload: op offload
+// stops (its slots go first, which is enough here), the second pass's experts are the host's, the
+// logits are those with op offload off, and the running plan is priced without it.
+TEST_CASE("sim device: memory taken away mid-prompt stops a mixture of experts' op offload, same logits",
+          "[model][device][op_offload][experts]") {
+    const nlohmann::json fx = test::model_fixture("tiny_arch_logits.json");
+    nlohmann::json config;
+    for (const auto& m : fx["models"])
+        if (m["config"]["name"] == "qwen3moe") config = test::with_vocabulary(test::with_q8_0(m["config"]));
+    REQUIRE(config.is_object());
+    config["n_layer"] = 4;
+    const auto path = test::temp_path("expert_op_offload_loss.gguf");
+    test::write_tiny_model(config, 7, 1e-5f, path);
+    EngineOptions o;
+    o.model = path;
+    o.n_ctx = 512;
+    o.gpu.device = DeviceKind::Sim;
+    o.gpu.gpu_mem = uint64_t{1} << 30;
+    o.overrides = {parse_tensor_override("exps=dram")};
+    // Two passes: 256 rows, then 44 (still a prompt's run, past a decode pass's rows).
+    std::vector<int32_t> prompt;
+    while (prompt.size() < 300) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
+    prompt.resize(300);
+    o.gpu.op_offload = {OpOffloadMode::Off};
+    std::vector<float> want;
+    {
+        Engine e(o);
+        want = test::prompt_logits(e, prompt);
+    }
+    o.gpu.op_offload = {OpOffloadMode::On};
+    uint64_t used = 0;
+    {
+        Engine e(o);
+        used = e.gauges().gpu_used;
+        CHECK(e.weights().as_read_bytes() > 0);
+    }
+    Engine e(test::shrinking(o, 1, used - 1));
+    const std::vector<float> got = test::prompt_logits(e, prompt);
+    REQUIRE(got.size() == want.size());
+    CHECK(std::equal(got.begin(), got.end(), want.begin()));
+    const TierGauges g = e.gauges();
+    CHECK(g.gpu_memory_losses == 1);
+    CHECK(g.gpu_experts_given_back == 0);
+    CHECK(g.gpu_offloaded_expert_choices == 256u * uint64_t(config["n_expert_used"].get<int>()) * 4u);  // the first pass's
+    CHECK(e.weights().as_read_bytes() == 0);  // its pinned buffers went back
+    CHECK(e.running_placement()->op_offload_rows == 0);
 }
