@@ -15,6 +15,7 @@
 #include "planner/model_shape.h"
 #include "runtime/engine.h"
 #include "tests/support/device_plans.h"
+#include "tests/support/engine_options.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/generate.h"
 #include "tests/support/gguf_writer.h"
@@ -66,12 +67,8 @@ Counted count_ops(nlohmann::json config, int n_layer, const std::string& name, M
     config["n_layer"] = n_layer;
     const auto path = test::temp_path("op_count_" + name + ".gguf");
     test::write_tiny_model(config, 7, 1e-5f, path);
-    EngineOptions o;
-    o.model = path;
-    o.n_ctx = 128;
-    o.gpu.device = DeviceKind::Sim;
+    EngineOptions o = test::sim_engine_options(path, 128);
     o.gpu.attention = AttentionChoice::Gpu;
-    o.gpu.gpu_mem = uint64_t{1} << 30;
     // A mixture of experts runs its experts by the CPU's plan, every layer's attention on the device.
     if (config.value("n_expert", 0) == 0) o.plan = test::all_on_device(test::plan_of(o));
     if (mode == Mode::ExpertsHeld) o.overrides = {parse_tensor_override("ffn_.*_exps=device")};

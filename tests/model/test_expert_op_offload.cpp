@@ -79,12 +79,7 @@ TEST_CASE("sim device: op offload of a mixture of experts computes the prompt's 
         INFO(name);
         const auto path = test::temp_path("expert_op_offload_" + name + ".gguf");
         test::write_tiny_model(config, 7, 1e-5f, path);
-        EngineOptions o;
-        o.model = path;
-        o.n_ctx = 128;
-        o.gpu.device = DeviceKind::Sim;
-        o.gpu.gpu_mem = uint64_t{1} << 30;
-        o.gpu.sim_link_gbps = 50;
+        EngineOptions o = test::sim_engine_options(path, 128);
         const int k = config["n_expert_used"];
         // Every routed expert on the host, or layer 1's held whole by the device (which then
         // copies in the others only, computing layer 1's from what it holds, decode steps too).
@@ -124,11 +119,7 @@ TEST_CASE("sim device: memory taken away mid-prompt stops a mixture of experts' 
     config["n_layer"] = 4;
     const auto path = test::temp_path("expert_op_offload_loss.gguf");
     test::write_tiny_model(config, 7, 1e-5f, path);
-    EngineOptions o;
-    o.model = path;
-    o.n_ctx = 512;
-    o.gpu.device = DeviceKind::Sim;
-    o.gpu.gpu_mem = uint64_t{1} << 30;
+    EngineOptions o = test::sim_engine_options(path, 512);
     o.overrides = {parse_tensor_override("exps=dram")};
     // Two passes: 256 rows, then 44 (still a prompt's run, past a decode pass's rows).
     std::vector<int32_t> prompt;

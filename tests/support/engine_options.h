@@ -18,6 +18,14 @@ inline runtime::EngineOptions engine_options(const std::filesystem::path& model,
     return o;
 }
 
+// The same on the simulated device, with 1 GiB of its memory.
+inline runtime::EngineOptions sim_engine_options(const std::filesystem::path& model, int n_ctx) {
+    runtime::EngineOptions o = engine_options(model, n_ctx);
+    o.gpu.device = runtime::DeviceKind::Sim;
+    o.gpu.gpu_mem = uint64_t{1} << 30;
+    return o;
+}
+
 // The plan the engine makes for `o`, so that a test can change it and run the change.
 inline planner::Plan plan_made_for(runtime::EngineOptions o) {
     std::optional<planner::Plan> made;

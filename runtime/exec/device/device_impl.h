@@ -11,8 +11,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "gpu/device.h"
 #include "runtime/exec/device/device_backend.h"
 #include "runtime/exec/device/device_experts.h"
@@ -160,6 +162,8 @@ struct DeviceBackend::Impl {
     void make_device_experts(const std::vector<std::vector<int32_t>>& held);
     uint64_t prepare_expert_op_offload(storage::MemoryBudget& dram);
     void drop_expert_op_offload();
+    // Op offload that DRAM or the device cannot hold: a warning saying what runs `instead`, and none.
+    uint64_t op_offload_failed(const OutOfBudget& e, std::string_view instead);
 
     // device_memory_loss.cpp: memory taken away mid-run. Before a pass, what the device may
     // still hold (Device::poll_memory); over it, held experts and layers go to the CPU until the

@@ -253,13 +253,16 @@ uint64_t DeviceBackend::Impl::prepare_op_offload(std::span<const LayerWork> work
         if (opts.kv == KvPlacement::Device) offload_kv = add_kv_pair();
         return as_read.empty() ? 0 : store.stage_as_read(std::move(as_read), std::max(1, opts.n_slots), dram);
     } catch (const OutOfBudget& e) {
-        // Prefill is slower without it, never wrong: the run goes on.
-        STRATA_LOG_WARN("op offload: {}; the CPU layers prefill on the CPU (a larger --dram or --gpu-mem makes room; "
-                        "--op-offload off skips it)",
-                        e.what());
-        drop_op_offload();
-        return 0;
+        return op_offload_failed(e, "the CPU layers prefill on the CPU");
     }
+}
+
+uint64_t DeviceBackend::Impl::op_offload_failed(const OutOfBudget& e, std::string_view instead) {
+    // Prefill is slower without it, never wrong: the run goes on.
+    STRATA_LOG_WARN("op offload: {}; {} (a larger --dram or --gpu-mem makes room; --op-offload off skips it)", e.what(),
+                    instead);
+    drop_op_offload();
+    return 0;
 }
 
 void DeviceBackend::Impl::drop_op_offload() {

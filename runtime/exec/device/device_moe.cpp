@@ -138,12 +138,7 @@ uint64_t DeviceBackend::Impl::prepare_expert_op_offload(storage::MemoryBudget& d
                         dev->name(), n_layers, opts.op_offload_rows, n_slots, format_bytes(slot_bytes), format_bytes(pinned));
         return pinned;
     } catch (const OutOfBudget& e) {
-        // Prefill is slower without it, never wrong: the run goes on.
-        STRATA_LOG_WARN("op offload: {}; the experts prefill on the host (a larger --dram or --gpu-mem makes room; "
-                        "--op-offload off skips it)",
-                        e.what());
-        drop_op_offload();
-        return 0;
+        return op_offload_failed(e, "the experts prefill on the host");
     }
 }
 
