@@ -21,7 +21,7 @@
 #      cache in DRAM (--attention cpu, and beside the simulated device on the same host)
 #      against on the device (--attention gpu), both traced (*_attention_trace.json.gz)
 #   7. 8-layer Q4_K, Q6_K and Q8_0 slices of the llama3-8b, every layer on the GPU, beside llama.cpp
-#   8. a mixture of experts (8-layer slice of a synthetic Mixtral 8x7B) with every expert on the
+#   8. a mixture of experts (4-layer slice of a synthetic Mixtral 8x7B) with every expert on the
 #      host: a prompt with op offload on, off and as the planner chooses, beside llama.cpp's -ot exps=CPU
 #   9. the decode kernels' times under Nsight Compute (ncu), with GPU_CHECK_NCU=1
 #
@@ -235,12 +235,14 @@ section "8. A mixture of experts' experts on the host: op offload of a prompt"
 # Every layer's attention on the device and every routed expert on the host (llama.cpp's
 # -ot exps=CPU); a prompt's passes copy each layer in and compute its experts on the device
 # (--op-offload on), or leave them to the CPU (off); auto says what the planner chose.
-moe=$work/mixtral-8x7b-Q4_0-${slice_layers}layers.gguf
-make_synth "$moe" --shape mixtral-8x7b --type Q4_0 --n-layer "$slice_layers"
+# Four layers (3.2 GB; two on the simulated device), one repetition each: a short section.
+moe_layers=$((slice_layers / 2))
+moe=$work/mixtral-8x7b-Q4_0-${moe_layers}layers.gguf
+make_synth "$moe" --shape mixtral-8x7b --type Q4_0 --n-layer "$moe_layers"
 if [[ -f $moe ]]; then
-    [[ -x $llama_bench && $device == cuda ]] && run 150 "$llama_bench" -m "$moe" -ngl 99 -ot exps=CPU -p "$n_prompt" -n 32 -r "$reps" -t "$(nproc)"
+    [[ -x $llama_bench && $device == cuda ]] && run 120 "$llama_bench" -m "$moe" -ngl 99 -ot exps=CPU -p "$n_prompt" -n 16 -r 1 -t "$(nproc)"
     for mode in on off auto; do
-        run 150 "$strata" bench -m "$moe" -p "$n_prompt" -n 32 -r "$reps" --device "$device" --ot exps=dram --op-offload "$mode" --show-plan
+        run 120 "$strata" bench -m "$moe" -p "$n_prompt" -n 16 -r 1 --device "$device" --ot exps=dram --op-offload "$mode" --show-plan
     done
 fi
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "planner/json_util.h"
+#include "planner/op_offload.h"
 #include "planner/units.h"
 
 namespace strata::planner {
@@ -208,6 +209,27 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     std::string note;
     const std::optional<RoutingProfile> routing = saved_routing(s, note);
     r.best = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, want);
+    // Op offload's two slots of the largest layer in place of experts, where the workload's prompt
+    // gains more than decode loses (as the device runtime weighs it: runtime/place/expert_offload.cpp).
+    double largest = 0;
+    for (const LayerShape& l : s.layers) largest = std::max(largest, static_cast<double>(l.weight_bytes));
+    if (opts.limits.op_offload && left > 2 * largest) {
+        DeviceExperts beside_slots = want;
+        beside_slots.slots = slot > 0 ? static_cast<int32_t>(std::min((left - 2 * largest) / slot, double(s.n_layer) * s.n_expert)) : 0;
+        Plan with = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, beside_slots);
+        const auto one_sequence = [&](const Plan& q) {
+            Plan one = q;
+            one.workload.batch = one.policy.batch = one.policy.n_micro = 1;
+            return evaluate_plan(s, hw, one.workload, one).total_s;
+        };
+        const auto max_rows = static_cast<int32_t>(ModelShape::kPassRows);
+        if (const int32_t rows = rows_if_slots_pay(s, hw, with, r.best, max_rows, one_sequence); rows > 0) {
+            with.experts.op_offload_rows = rows;
+            // A batch's prediction leaves op offload out, as the runtime's does.
+            if (wl.batch == 1) with.prediction = with_saving(with.prediction, op_offload_saving_s(s, hw, with, wl.prompt_len, max_rows, rows), wl);
+            r.best = std::move(with);
+        }
+    }
     r.candidates = {r.best};
     return r;
 }
@@ -243,6 +265,13 @@ std::string device_part(const ExpertPlan& e) {
     return fmt::format("; {} experts held on the device ({:.1f}% of a token's choices, {} of its reads)", e.n_device(),
                        100 * e.device_share_mean(), format_size(e.device_bytes_per_token));
 }
+// "; prompts' passes of 22+ rows copy ...", or empty.
+std::string op_offload_part(const ExpertPlan& e) {
+    if (e.op_offload_rows <= 0) return "";
+    return fmt::format("; prompts' passes of {}+ rows copy the layers whose experts are in DRAM to the GPU and compute "
+                       "them there (op offload)",
+                       e.op_offload_rows);
+}
 }  // namespace
 
 std::string expert_line(const ExpertPlan& e) {
@@ -251,12 +280,12 @@ std::string expert_line(const ExpertPlan& e) {
                                                  "(hidden state down and back up); "
                                                : "experts: attention and norms on the GPU, the KV cache in DRAM, each layer's "
                                                  "feed-forward on the CPU (hidden state down and back up); ";
-    if (!e.enabled) return where + "every routed expert resident in DRAM" + device_part(e);
+    if (!e.enabled) return where + "every routed expert resident in DRAM" + device_part(e) + op_offload_part(e);
     return where + fmt::format("DRAM cache of {} ({} each), expected hit rate {:.1f}%; a token reads {} of weights, {} of "
                                "them from NVMe; routing {}",
                                e.cache_slots, format_size(static_cast<double>(e.slot_bytes)), 100 * e.hit_rate,
                                format_size(e.active_bytes_per_token), format_size(e.nvme_bytes_per_token), e.routing) +
-           device_part(e);
+           device_part(e) + op_offload_part(e);
 }
 
 std::string format_expert_plan(const ExpertPlan& e, const ModelShape& shape) {
@@ -300,7 +329,8 @@ json expert_plan_json(const ExpertPlan& e) {
             {"kv_on_gpu", e.kv_on_gpu},
             {"device", e.device},
             {"device_share", e.device_share},
-            {"device_bytes_per_token", e.device_bytes_per_token}};
+            {"device_bytes_per_token", e.device_bytes_per_token},
+            {"op_offload_rows", e.op_offload_rows}};
 }
 
 ExpertPlan expert_plan_from_json(const json& j) {
@@ -321,6 +351,7 @@ ExpertPlan expert_plan_from_json(const json& j) {
     e.device = j.value("device", std::vector<std::vector<int32_t>>{});
     e.device_share = j.value("device_share", std::vector<double>{});
     e.device_bytes_per_token = j.value("device_bytes_per_token", 0.0);
+    e.op_offload_rows = j.value("op_offload_rows", 0);
     if (e.device.size() != e.device_share.size())
         throw UsageError(fmt::format("{}: {} layers of device experts but {} device shares", path, e.device.size(),
                                      e.device_share.size()));

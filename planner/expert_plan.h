@@ -33,6 +33,10 @@ struct ExpertPlan {
     std::vector<std::vector<int32_t>> device;
     std::vector<double> device_share;
     double device_bytes_per_token = 0;  // of active_bytes_per_token: read by the device
+    // With attention_on_gpu: prompts' passes of at least this many rows copy the layers whose
+    // experts are in DRAM to the device and compute them there (op offload, planner/op_offload.h),
+    // through two slots the held experts leave room for; 0: none.
+    int32_t op_offload_rows = 0;
 
     bool has_device() const;
     int32_t n_device() const;  // experts held on the device, every layer together

@@ -151,6 +151,14 @@ OpOffload choose_op_offload(const ModelShape& shape, const HardwareProfile& hw, 
     return o;
 }
 
+int32_t rows_if_slots_pay(const ModelShape& shape, const HardwareProfile& hw, const Plan& with, const Plan& without,
+                          int32_t max_rows, const std::function<double(const Plan&)>& total_s) {
+    const int32_t rows = choose_op_offload(shape, hw, with, max_rows).min_rows;
+    if (rows <= 0) return 0;
+    const double saved = op_offload_saving_s(shape, hw, with, with.workload.prompt_len, max_rows, rows);
+    return total_s(with) - saved < total_s(without) ? rows : 0;
+}
+
 Prediction with_saving(Prediction p, double saved_s, const Workload& wl) {
     p.prefill.time_s -= saved_s;
     p.ttft_s -= saved_s;

@@ -8,6 +8,7 @@
 // the same at any row count, the CPU's matmuls grow with the rows. Priced from the same figures
 // as every plan (the probe's CPU and device rates, the link's).
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,6 +60,14 @@ OpOffload choose_op_offload(const ModelShape& shape, const HardwareProfile& hw, 
 // `max_rows`, where passes of `min_rows` or more compute the CPU layers on the device (0: none do).
 double op_offload_saving_s(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t prompt_len,
                            int32_t max_rows, int32_t min_rows);
+
+// A mixture of experts beside a device: op offload's two slots against more experts held in
+// their room. `with` holds the experts the room beside the slots takes, `without` those the whole
+// room does; `total_s` prices a plan's workload for one sequence, op offload left out. The rows
+// from which prompts' passes copy the layers in, where `with` and what op offload saves its
+// workload's prompt beat `without`; else 0.
+int32_t rows_if_slots_pay(const ModelShape& shape, const HardwareProfile& hw, const Plan& with, const Plan& without,
+                          int32_t max_rows, const std::function<double(const Plan&)>& total_s);
 
 // A prediction whose prefill takes `saved_s` less (its first token, its total and the rates
 // that follow from them), for `wl`.

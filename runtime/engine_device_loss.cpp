@@ -44,6 +44,7 @@ void Engine::reprice_if_given_back() {
         for (auto& l : p->plan.layers)
             if (now.cpu(l.layer) && planner::device_of(l.weights) == planner::Device::Gpu) on_cpu(l, now);
         if (p->op_offload_rows > 0) p->op_offload_rows = 0, p->op_offload_why = "stopped when device memory was lost";
+        p->plan.experts.op_offload_rows = 0;
         running_losses_ = m.losses;  // priced once per loss, whether or not the price below is made
         p->plan.prediction = p->predict(p->plan.workload.prompt_len, p->plan.workload.gen_len, p->plan.workload.batch);
         std::lock_guard lock(running_mu_);
@@ -88,6 +89,7 @@ void Engine::leave_device(const std::string& why, const BatchStart& start) {
     p->plan.experts.device.clear();
     p->plan.experts.device_share.clear();
     p->plan.experts.device_bytes_per_token = 0;
+    p->plan.experts.op_offload_rows = 0;
     p->hw.gpu.reset();
     p->hw_source = placement_->hw_source + ", without its GPU";
     p->op_offload_rows = 0;

@@ -103,15 +103,20 @@ void place_beside_attention(Placement& p, const OverrideRequest& overrides, cons
         std::string lost;
         try {
             hold_experts(p, overrides, room.left - room.slot_bytes, room);
-            p.op_offload = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows);
-            p.op_offload_rows = p.op_offload.min_rows;
             const planner::Workload& wl = p.plan.workload;
+            const auto one_sequence = [&](const planner::Plan& q) {
+                Placement run = p;
+                run.plan = q;
+                run.op_offload_rows = 0;
+                return run.predict(wl.prompt_len, wl.gen_len, 1).total_s;
+            };
+            p.op_offload_rows = planner::rows_if_slots_pay(p.shape, p.hw, p.plan, without.plan, max_rows, one_sequence);
             if (p.op_offload_rows <= 0)
-                lost = "the CPU is predicted faster in every pass beside the experts the device holds";
-            else if (!(p.predict(wl.prompt_len, wl.gen_len, 1).total_s < without.predict(wl.prompt_len, wl.gen_len, 1).total_s))
-                lost = fmt::format("the {} its buffers would take holds routed experts instead, predicted faster for this "
-                                   "workload",
-                                   format_bytes(room.slot_bytes));
+                lost = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows).min_rows <= 0
+                           ? "the CPU is predicted faster in every pass beside the experts the device holds"
+                           : fmt::format("the {} its buffers would take holds routed experts instead, predicted faster "
+                                         "for this workload",
+                                         format_bytes(room.slot_bytes));
         } catch (const OutOfBudget&) {
             lost = "the experts --override-tensor gives the device need the room of its buffers";
         }
@@ -141,6 +146,7 @@ void place_beside_attention(Placement& p, const OverrideRequest& overrides, cons
         hold_experts(p, overrides, room.left, room);
         p.op_offload = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows);
     }
+    p.plan.experts.op_offload_rows = p.op_offload_rows;
     if (room.experts_fit && room.expert_bytes > 0) {
         const uint64_t left = room.left - (p.op_offload_rows > 0 ? room.slot_bytes : 0);
         STRATA_LOG_INFO("experts: {} of device memory left beside attention, the KV cache and activations{}: room for {} "
