@@ -235,7 +235,7 @@ section "8. A mixture of experts' experts on the host: op offload of a prompt"
 # Every layer's attention on the device and every routed expert on the host (llama.cpp's
 # -ot exps=CPU); a prompt's passes copy each layer in and compute its experts on the device
 # (--op-offload on), or leave them to the CPU (off); auto says what the planner chose.
-# Four layers (3.2 GB; two on the simulated device), one repetition each: a short section.
+# Four layers (3.2 GB; one on the simulated device), one repetition each: a short section.
 moe_layers=$((slice_layers / 2))
 moe=$work/mixtral-8x7b-Q4_0-${moe_layers}layers.gguf
 make_synth "$moe" --shape mixtral-8x7b --type Q4_0 --n-layer "$moe_layers"

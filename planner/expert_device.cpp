@@ -51,6 +51,7 @@ Plan with_device_experts(const Plan& p, const ModelShape& s, const HardwareProfi
     Plan with = p;
     with.experts = place_experts(s, routing, routing_note, p.experts.cache_slots, p.experts.slot_bytes, offloaded, want);
     with.experts.attention_on_gpu = true;
+    with.experts.kv_on_gpu = p.experts.kv_on_gpu;  // where the plan put the KV cache
     with.prediction = evaluate_plan(s, hw, with.workload, with);
     return with;
 }

@@ -225,8 +225,9 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
         const auto max_rows = static_cast<int32_t>(ModelShape::kPassRows);
         if (const int32_t rows = rows_if_slots_pay(s, hw, with, r.best, max_rows, one_sequence); rows > 0) {
             with.experts.op_offload_rows = rows;
-            // A batch's prediction leaves op offload out, as the runtime's does.
-            if (wl.batch == 1) with.prediction = with_saving(with.prediction, op_offload_saving_s(s, hw, with, wl.prompt_len, max_rows, rows), wl);
+            // The headline prediction leaves op offload's saving out, as the engine's plan does
+            // (its --show-plan prints the saving on a line of its own); its slots are in use.
+            with.prediction.used.gpu += 2 * largest;
             r.best = std::move(with);
         }
     }
@@ -267,7 +268,7 @@ std::string device_part(const ExpertPlan& e) {
 }
 // "; prompts' passes of 22+ rows copy ...", or empty.
 std::string op_offload_part(const ExpertPlan& e) {
-    if (e.op_offload_rows <= 0) return "";
+    if (e.op_offload_rows <= 0 || !e.attention_on_gpu) return "";
     return fmt::format("; prompts' passes of {}+ rows copy the layers whose experts are in DRAM to the GPU and compute "
                        "them there (op offload)",
                        e.op_offload_rows);
@@ -352,6 +353,7 @@ ExpertPlan expert_plan_from_json(const json& j) {
     e.device_share = j.value("device_share", std::vector<double>{});
     e.device_bytes_per_token = j.value("device_bytes_per_token", 0.0);
     e.op_offload_rows = j.value("op_offload_rows", 0);
+    if (e.op_offload_rows < 0) throw UsageError(fmt::format("{}: op_offload_rows {} is negative", path, e.op_offload_rows));
     if (e.device.size() != e.device_share.size())
         throw UsageError(fmt::format("{}: {} layers of device experts but {} device shares", path, e.device.size(),
                                      e.device_share.size()));

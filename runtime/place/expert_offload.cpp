@@ -147,6 +147,7 @@ void place_beside_attention(Placement& p, const OverrideRequest& overrides, cons
         p.op_offload = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows);
     }
     p.plan.experts.op_offload_rows = p.op_offload_rows;
+    if (p.op_offload_rows > 0) p.plan.prediction.used.gpu += static_cast<double>(room.slot_bytes);
     if (room.experts_fit && room.expert_bytes > 0) {
         const uint64_t left = room.left - (p.op_offload_rows > 0 ? room.slot_bytes : 0);
         STRATA_LOG_INFO("experts: {} of device memory left beside attention, the KV cache and activations{}: room for {} "

@@ -272,8 +272,9 @@ TEST_CASE("op offload of a mixture of experts: strata plan gives its two slots t
     opts.budgets = {3.5e9, 64e9, 1e12};  // room for a dozen experts of 240 MB beside the attention
     opts.limits.op_offload = true;
     auto plan_for = [&](const Workload& wl) { return search_with_expert_offload(s, hw, wl, opts).best; };
-    // A long prompt and a few tokens: 16 passes of 256 rows, each 4 x 1.2 s on the CPU for the
-    // experts the device does not hold, against 0.4 s copied in; two slots (2 GB) cost held experts.
+    // A long prompt and a few tokens: 16 passes of 256 rows, each near a second a layer on the CPU
+    // for the experts the device does not hold, against 0.4 s copied in; two slots (2 GB) cost
+    // held experts.
     const Plan prompt = plan_for(Workload{4096, 16, 1, Objective::Latency});
     // A short prompt and many tokens: the experts held save each token more.
     const Plan decode = plan_for(Workload{300, 1000, 1, Objective::Latency});
@@ -286,10 +287,9 @@ TEST_CASE("op offload of a mixture of experts: strata plan gives its two slots t
     CHECK((fewer == 8 || fewer == 9));
     CHECK_THAT(expert_line(prompt.experts), Catch::Contains("rows copy the layers whose experts are in DRAM to the GPU"));
     CHECK(Plan::from_json(prompt.to_json()) == prompt);
-    // The prediction counts what op offload saves the prompt.
-    Plan without = prompt;
-    without.experts.op_offload_rows = 0;
-    CHECK(prompt.prediction.ttft_s < evaluate_plan(s, hw, prompt.workload, without).ttft_s);
+    // From the rows op offload starts to pay beside the experts held; its slots in the GPU's use.
+    CHECK(prompt.experts.op_offload_rows == choose_op_offload(s, hw, prompt, 256).min_rows);
+    CHECK(prompt.prediction.used.gpu == Approx(evaluate_plan(s, hw, prompt.workload, prompt).used.gpu + 2e9));
     // Without op offload in the runtime, no slots.
     opts.limits.op_offload = false;
     CHECK(plan_for(Workload{4096, 16, 1, Objective::Latency}).experts.op_offload_rows == 0);
