@@ -213,7 +213,9 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     // gains more than decode loses (as the device runtime weighs it: runtime/place/expert_offload.cpp).
     double largest = 0;
     for (const LayerShape& l : s.layers) largest = std::max(largest, static_cast<double>(l.weight_bytes));
-    if (opts.limits.op_offload && left > 2 * largest) {
+    // (The host rebuilds the layers it copies in a pinned buffer of the largest, at least one.)
+    const double dram_left = r.best.budgets.dram - r.best.prediction.used.dram;
+    if (opts.limits.op_offload && left > 2 * largest && dram_left >= largest) {
         DeviceExperts beside_slots = want;
         beside_slots.slots = slot > 0 ? static_cast<int32_t>(std::min((left - 2 * largest) / slot, double(s.n_layer) * s.n_expert)) : 0;
         Plan with = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, beside_slots);

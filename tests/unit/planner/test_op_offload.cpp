@@ -290,6 +290,10 @@ TEST_CASE("op offload of a mixture of experts: strata plan gives its two slots t
     // From the rows op offload starts to pay beside the experts held; its slots in the GPU's use.
     CHECK(prompt.experts.op_offload_rows == choose_op_offload(s, hw, prompt, 256).min_rows);
     CHECK(prompt.prediction.used.gpu == Approx(evaluate_plan(s, hw, prompt.workload, prompt).used.gpu + 2e9));
+    // No room in DRAM for the host's rebuild buffer of a layer (1 GB): no slots.
+    opts.budgets.dram = prompt.prediction.used.dram + 0.5e9;
+    CHECK(plan_for(Workload{4096, 16, 1, Objective::Latency}).experts.op_offload_rows == 0);
+    opts.budgets.dram = 64e9;
     // Without op offload in the runtime, no slots.
     opts.limits.op_offload = false;
     CHECK(plan_for(Workload{4096, 16, 1, Objective::Latency}).experts.op_offload_rows == 0);
