@@ -49,6 +49,12 @@ std::string describe_op_offload(const Placement& p) {
                                            planner::format_seconds(at_max.device_s), planner::format_seconds(at_max.cpu_s), copies);
     if (p.op_offload_rows <= 0) return fmt::format("prefill   {} computed on the CPU in every pass ({}; {})", layers, p.op_offload_why, priced);
     const planner::Workload& wl = p.plan.workload;
+    // A batch's prompts go through in passes too, but its prediction leaves the saving out
+    // (Placement::predict): no TTFT is claimed for it.
+    if (wl.batch > 1)
+        return fmt::format("prefill   {} computed on the device in prompt passes of {}+ rows ({}; {}); the prediction for "
+                           "a batch of {} leaves what it saves out",
+                           layers, p.op_offload_rows, p.op_offload_why, priced, wl.batch);
     const double saved = planner::op_offload_saving_s(p.shape, p.hw, p.plan, wl.prompt_len, p.max_pass_rows, p.op_offload_rows);
     const planner::Prediction with = planner::with_saving(p.plan.prediction, saved, wl);
     const double cpu_ttft = p.plan.prediction.ttft_s;

@@ -62,6 +62,12 @@ TEST_CASE("op offload choice: settled from the planner's rows or the flag, and d
     INFO(line);
     CHECK(has(line, "CPU layers 1-2 computed on the device in prompt passes of 11+ rows"));
     CHECK(has(line, "layers in DRAM rebuilt from the CPU's tiles at 20.0 GB/s"));
+    CHECK(has(line, "predicted TTFT"));
+    // A batch's prediction leaves op offload out (Placement::predict): its line claims no TTFT.
+    Placement batch = p;
+    batch.plan.workload.batch = 4;
+    CHECK(has(describe_op_offload(batch), "the prediction for a batch of 4 leaves what it saves out"));
+    CHECK_FALSE(has(describe_op_offload(batch), "predicted TTFT"));
     // No rebuild rate measured: priced (and said) as a read from the file.
     p = toy_placement(0);
     settle_op_offload(p, OpOffloadMode{}, 256);
