@@ -203,12 +203,16 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
                                       "activations, which a mixture of experts puts on the GPU",
                                       format_size(opts.budgets.gpu)),
                           "give the GPU more memory, or plan for the CPU alone with --gpu-budget 0");
-    DeviceExperts want;
     const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu, slot = double(expert_bytes(s));
-    want.slots = left > 0 && slot > 0 ? static_cast<int32_t>(std::min(left / slot, double(s.n_layer) * s.n_expert)) : 0;
+    // The experts `room` bytes of the GPU hold.
+    const auto held_in = [&](double room) {
+        DeviceExperts want;
+        want.slots = room > 0 && slot > 0 ? static_cast<int32_t>(std::min(room / slot, double(s.n_layer) * s.n_expert)) : 0;
+        return want;
+    };
     std::string note;
     const std::optional<RoutingProfile> routing = saved_routing(s, note);
-    r.best = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, want);
+    r.best = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, held_in(left));
     // Op offload's two slots of the largest layer in place of experts, where the workload's prompt
     // gains more than decode loses (as the device runtime weighs it: runtime/place/expert_offload.cpp).
     double largest = 0;
@@ -216,9 +220,7 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     // (The host rebuilds the layers it copies in a pinned buffer of the largest, at least one.)
     const double dram_left = r.best.budgets.dram - r.best.prediction.used.dram;
     if (opts.limits.op_offload && left > 2 * largest && dram_left >= largest) {
-        DeviceExperts beside_slots = want;
-        beside_slots.slots = slot > 0 ? static_cast<int32_t>(std::min((left - 2 * largest) / slot, double(s.n_layer) * s.n_expert)) : 0;
-        Plan with = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, beside_slots);
+        Plan with = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, held_in(left - 2 * largest));
         const auto one_sequence = [&](const Plan& q) {
             Plan one = q;
             one.workload.batch = one.policy.batch = one.policy.n_micro = 1;
@@ -355,7 +357,9 @@ ExpertPlan expert_plan_from_json(const json& j) {
     e.device_share = j.value("device_share", std::vector<double>{});
     e.device_bytes_per_token = j.value("device_bytes_per_token", 0.0);
     e.op_offload_rows = j.value("op_offload_rows", 0);
-    if (e.op_offload_rows < 0) throw UsageError(fmt::format("{}: op_offload_rows {} is negative", path, e.op_offload_rows));
+    if (e.op_offload_rows < 0)
+        throw UsageError(fmt::format("{}: op_offload_rows {} is negative", path, e.op_offload_rows),
+                         "give 0 (no op offload) or the prompt rows from which it runs, as strata plan writes it");
     if (e.device.size() != e.device_share.size())
         throw UsageError(fmt::format("{}: {} layers of device experts but {} device shares", path, e.device.size(),
                                      e.device_share.size()));

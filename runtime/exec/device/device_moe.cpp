@@ -88,9 +88,9 @@ void DeviceBackend::Impl::make_device_experts(const std::vector<std::vector<int3
 // lays it out (rebuilt from the CPU's tiles), and computes every routed expert of the layer there
 // (DeviceExperts::borrow_layer); the router and any shared experts stay on the host. The host
 // rebuilds a layer (or waits for its read) and then waits for the experts of the one before in
-// turn, so only the link's copy overlaps the device's compute. Layers whose experts come through the expert cache stay
-// on the host: their copy would be a read of every expert from the disk; and those whose every
-// expert the device holds have nothing to copy.
+// turn, so only the link's copy overlaps the device's compute. Layers whose experts come through
+// the expert cache stay on the host: their copy would be a read of every expert from the disk;
+// and those whose every expert the device holds have nothing to copy.
 std::vector<int> DeviceBackend::Impl::expert_offload_layers() const {
     std::vector<int> out;
     if (hp.ffn_act == models::FfnAct::GeluTanh) return out;  // DeviceExperts runs gated SiLU experts
