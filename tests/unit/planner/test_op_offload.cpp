@@ -7,29 +7,17 @@
 #include "planner/expert_placement.h"
 #include "planner/op_offload.h"
 #include "tests/support/toy_hardware.h"
+#include "tests/support/toy_moe.h"
 #include "tests/support/toy_shape.h"
 
 using namespace strata;
 using namespace strata::planner;
+using strata::test::toy_moe;
+using strata::test::toy_moe_plan;
+using strata::test::toy_op_offload_machine;
 using strata::test::toy_shape;
 
 namespace {
-
-// The toy CPU (GEMM 100 GFLOPS, GEMV 10 GB/s) beside a device of 1000 GB/s and 100 TFLOPS on a
-// link of `link_gbps` each way, no launch or hand-off costs, a disk reading `disk_gbps` (the
-// device's copies of streamed CPU layers are read from the file) and the CPU rebuilding layers
-// it holds as the file lays them out at `rebuild_gbps` (the probe's rate for the toy model's
-// weights, F16; 0: not measured, those copies read from the file too): by default both fast
-// enough never to matter.
-HardwareProfile toy_machine(double link_gbps, double disk_gbps = 1e6, double rebuild_gbps = 1e9) {
-    HardwareProfile hw = test::toy_cpu();
-    hw.gpu = GpuProfile{"toy gpu", 8ull << 30, 1000, 100, link_gbps, link_gbps, "", 0};
-    hw.nvme.read_gbps = disk_gbps;
-    KernelRate f16{DType::F16, hw.cpu.gemv_gbps, hw.cpu.gemm_gflops};  // the toy CPU's own rates
-    f16.untile_gbps = rebuild_gbps;
-    hw.cpu.rates.push_back(f16);
-    return hw;
-}
 
 // Layers 1 and 2 at `cpu` (their matmuls on the CPU), 0 and 3 on the device.
 Plan toy_plan(WeightOption cpu) {
@@ -49,7 +37,7 @@ Plan toy_plan(WeightOption cpu) {
 TEST_CASE("op offload: the device takes the CPU layers from the row count where their copy costs less than their compute",
           "[unit][planner]") {
     const ModelShape s = toy_shape();
-    const HardwareProfile hw = toy_machine(10);
+    const HardwareProfile hw = toy_op_offload_machine(10);
     const Plan plan = toy_plan(WeightOption::DramCpu);
     // CPU: per layer the larger of n x 1e9 flops at 100 GFLOPS and 1 GB at 10 GB/s: 0.2 s for
     // the two up to 10 rows, 0.02 s a row beyond. Device: the first copy (1 GB at 10 GB/s, 0.1 s),
@@ -86,14 +74,14 @@ TEST_CASE("op offload: a faster link lowers the row count, a slower one raises i
     const Plan plan = toy_plan(WeightOption::DramCpu);
     // At 2.5 GB/s a layer's copy takes 0.4 s: the device's 0.8 s + 1 ms + n x 4.9152 us beats the
     // CPU's 0.02 s a row from 41 rows.
-    CHECK(choose_op_offload(s, toy_machine(2.5), plan, 256).min_rows == 41);
+    CHECK(choose_op_offload(s, toy_op_offload_machine(2.5), plan, 256).min_rows == 41);
     // At 100 GB/s (10 ms a copy) the device wins at a single row, but a pass of up to 4 rows is
     // decode to the runtime: from 5.
-    const OpOffloadPrice one_row = price_op_offload(s, toy_machine(100), plan, 1);
+    const OpOffloadPrice one_row = price_op_offload(s, toy_op_offload_machine(100), plan, 1);
     CHECK(one_row.device_s < one_row.cpu_s);
-    CHECK(choose_op_offload(s, toy_machine(100), plan, 256).min_rows == 5);
+    CHECK(choose_op_offload(s, toy_op_offload_machine(100), plan, 256).min_rows == 5);
     // At 0.05 GB/s (20 s a copy) no pass up to 256 rows pays for it.
-    CHECK(choose_op_offload(s, toy_machine(0.05), plan, 256).min_rows == 0);
+    CHECK(choose_op_offload(s, toy_op_offload_machine(0.05), plan, 256).min_rows == 0);
 }
 
 TEST_CASE("op offload: the device's copies of streamed CPU layers are read from the disk, of layers in DRAM rebuilt there",
@@ -103,37 +91,37 @@ TEST_CASE("op offload: the device's copies of streamed CPU layers are read from 
     // least 1 s, more than the 0.2 s over the link: the CPU's 0.02 s a row must pass 1 s, from 51
     // rows.
     const Plan streamed = toy_plan(WeightOption::NvmeCpu);
-    const OpOffloadPrice at50 = price_op_offload(s, toy_machine(10, 2), streamed, 50);
+    const OpOffloadPrice at50 = price_op_offload(s, toy_op_offload_machine(10, 2), streamed, 50);
     CHECK(at50.cpu_s == Approx(1.0));
     CHECK(at50.device_s == Approx(1.0));
-    CHECK(choose_op_offload(s, toy_machine(10, 2), streamed, 256).min_rows == 51);
+    CHECK(choose_op_offload(s, toy_op_offload_machine(10, 2), streamed, 256).min_rows == 51);
     // At 0.2 GB/s (10 s of reads) no pass up to 256 rows (5.12 s on the CPU) pays: the choice flips to off,
     // and the prompt's first token is predicted as without op offload.
-    const OpOffload slow = choose_op_offload(s, toy_machine(10, 0.2), streamed, 256);
+    const OpOffload slow = choose_op_offload(s, toy_op_offload_machine(10, 0.2), streamed, 256);
     CHECK(slow.min_rows == 0);
     CHECK(slow.ttft_s == streamed.prediction.ttft_s);
 
     // Layers in DRAM are rebuilt from the CPU's tiles, not read: the disk does not matter (11 rows, as the first case).
     const Plan in_dram = toy_plan(WeightOption::DramCpu);
-    CHECK(choose_op_offload(s, toy_machine(10, 0.2), in_dram, 256).min_rows == 11);
+    CHECK(choose_op_offload(s, toy_op_offload_machine(10, 0.2), in_dram, 256).min_rows == 11);
     // A layer's copy goes as it is rebuilt: rebuilt at 10 GB/s, as fast as the link, it costs
     // nothing more; at 5 GB/s (0.2 s a layer) the rebuild is what each layer waits for: the
     // device's 0.2 s + 1 ms + 0.2 s + n x 1.2288 us beats the CPU's 0.02 s a row from 21 rows.
-    CHECK(choose_op_offload(s, toy_machine(10, 1e6, 10), in_dram, 256).min_rows == 11);
-    const OpOffloadPrice at20 = price_op_offload(s, toy_machine(10, 1e6, 5), in_dram, 20);
+    CHECK(choose_op_offload(s, toy_op_offload_machine(10, 1e6, 10), in_dram, 256).min_rows == 11);
+    const OpOffloadPrice at20 = price_op_offload(s, toy_op_offload_machine(10, 1e6, 5), in_dram, 20);
     CHECK(at20.device_s == Approx(0.401 + 20 * 12288e-10));
-    CHECK(choose_op_offload(s, toy_machine(10, 1e6, 5), in_dram, 256).min_rows == 21);
+    CHECK(choose_op_offload(s, toy_op_offload_machine(10, 1e6, 5), in_dram, 256).min_rows == 21);
     // At 1 GB/s: 1 s a layer, 2 s + 1 ms for the two, from 101 rows.
-    CHECK(choose_op_offload(s, toy_machine(10, 1e6, 1), in_dram, 256).min_rows == 101);
+    CHECK(choose_op_offload(s, toy_op_offload_machine(10, 1e6, 1), in_dram, 256).min_rows == 101);
     // Without a measured rate (tiles the CPU cannot give back, a catalog CPU, an older profile)
     // they are priced read from the file, as the runtime then reads them: from 51 rows at 2 GB/s.
-    CHECK(choose_op_offload(s, toy_machine(10, 2, 0), in_dram, 256).min_rows == 51);
+    CHECK(choose_op_offload(s, toy_op_offload_machine(10, 2, 0), in_dram, 256).min_rows == 51);
 }
 
 TEST_CASE("op offload: nothing to choose without CPU layers or a device", "[unit][planner]") {
     const ModelShape s = toy_shape();
     Plan all_on_device = toy_plan(WeightOption::Gpu);
-    const OpOffload o = choose_op_offload(s, toy_machine(10), all_on_device, 256);
+    const OpOffload o = choose_op_offload(s, toy_op_offload_machine(10), all_on_device, 256);
     CHECK(o.runs.empty());
     CHECK(o.min_rows == 0);
     const OpOffload cpu_only = choose_op_offload(s, test::toy_cpu(), toy_plan(WeightOption::DramCpu), 256);
@@ -144,7 +132,7 @@ TEST_CASE("op offload: nothing to choose without CPU layers or a device", "[unit
 TEST_CASE("cost model: with op offload, a CPU layer's prompt pass is priced where it runs quicker, its decode where it lies",
           "[unit][planner]") {
     const ModelShape s = toy_shape();
-    const HardwareProfile hw = toy_machine(10, 5, 10);
+    const HardwareProfile hw = toy_op_offload_machine(10, 5, 10);
     constexpr int C = static_cast<int>(Stream::CpuCompute), G = static_cast<int>(Stream::GpuCompute),
                   H = static_cast<int>(Stream::PcieH2D), N = static_cast<int>(Stream::Nvme);
     auto layer = [&](int32_t prompt, bool op_offload, int32_t kv_latent = 0, WeightOption at = WeightOption::DramCpu) {
@@ -166,7 +154,7 @@ TEST_CASE("cost model: with op offload, a CPU layer's prompt pass is priced wher
     // Rebuilt at 5 GB/s, its copy goes no faster than that: 0.2 s.
     RuntimeLimits limits;
     limits.op_offload = true;
-    const CostModel slow_rebuild(s, toy_machine(10, 5, 5), Workload{512, 128, 1, Objective::Latency},
+    const CostModel slow_rebuild(s, toy_op_offload_machine(10, 5, 5), Workload{512, 128, 1, Objective::Latency},
                                  Policy{1, 1, true, false, DType::F16}, limits);
     CHECK(slow_rebuild.layer_weights(1, WeightOption::DramCpu).prefill[H] == Approx(0.2));
     CHECK(offloaded.prefill[G] > 0);
@@ -188,7 +176,7 @@ TEST_CASE("cost model: a run of CPU layers whose prompt passes op offload moves 
           "it does not make",
           "[unit][planner]") {
     const ModelShape s = toy_shape();
-    const HardwareProfile hw = toy_machine(10, 5);
+    const HardwareProfile hw = toy_op_offload_machine(10, 5);
     constexpr int H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
     auto total = [&](bool op_offload) {
         RuntimeLimits limits;
@@ -206,37 +194,11 @@ TEST_CASE("cost model: a run of CPU layers whose prompt passes op offload moves 
     CHECK(offloaded.prefill_overhead >= 0);
 }
 
-namespace {
-
-// The toy model as a mixture of experts: per layer 4 experts of 240 MB (1.2e8 parameters, F16),
-// 2 chosen a token, and 40 MB of other weights (2e7 parameters), all of them attention's.
-ModelShape toy_moe() {
-    ModelShape s = toy_shape();
-    s.family = "qwen3moe";
-    s.n_expert = 4, s.n_expert_used = 2;
-    for (LayerShape& l : s.layers) {
-        l.weight_bytes = 1'000'000'000, l.expert_bytes = 960'000'000;
-        l.n_matmul_params = 500'000'000, l.n_expert_params = 480'000'000, l.n_attn_params = 20'000'000;
-    }
-    return s;
-}
-
-// Its plan beside the toy device: every layer's attention and KV cache there, the experts on
-// the host, layers 2 and 3's behind the expert cache (from NVMe) where `cached`.
-Plan toy_moe_plan(const ModelShape& s, const HardwareProfile& hw, bool cached) {
-    const std::vector<bool> offloaded = {false, false, cached, cached};
-    const Workload wl{512, 128, 1, Objective::Latency};
-    const ExpertPlan x = place_experts(s, nullptr, "", 8, 240'000'000, offloaded);
-    return with_attention_on_gpu(expert_offload_plan(s, hw, wl, Budgets{8e9, 8e9, 1e12}, DType::F16, x, offloaded), s, hw, true);
-}
-
-}  // namespace
-
 TEST_CASE("op offload of a mixture of experts: a long pass copies the layers whose experts are in DRAM and computes "
           "every routed expert on the device",
           "[unit][planner][experts]") {
     const ModelShape s = toy_moe();
-    const HardwareProfile hw = toy_machine(10);
+    const HardwareProfile hw = toy_op_offload_machine(10);
     const Plan plan = toy_moe_plan(s, hw, false);
     REQUIRE(plan.experts.attention_on_gpu);
     CHECK(op_offload_layer_runs(s, plan) == std::vector<LayerSpan>{{0, 3}});
@@ -267,7 +229,7 @@ TEST_CASE("op offload of a mixture of experts: strata plan gives its two slots t
           "workload's prompt gains more than its decode loses",
           "[unit][planner][experts]") {
     const ModelShape s = toy_moe();
-    const HardwareProfile hw = toy_machine(10);
+    const HardwareProfile hw = toy_op_offload_machine(10);
     PlannerOptions opts;
     opts.budgets = {3.5e9, 64e9, 1e12};  // room for a dozen experts of 240 MB beside the attention
     opts.limits.op_offload = true;

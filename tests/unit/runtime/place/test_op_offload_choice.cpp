@@ -20,12 +20,7 @@ namespace {
 Placement toy_placement(double rebuild_gbps) {
     Placement p;
     p.shape = test::toy_shape();
-    p.hw = test::toy_cpu();
-    p.hw.gpu = planner::GpuProfile{"toy gpu", 8ull << 30, 1000, 100, 10, 10, "", 0};
-    p.hw.nvme.read_gbps = 1e6;
-    planner::KernelRate f16{DType::F16, p.hw.cpu.gemv_gbps, p.hw.cpu.gemm_gflops};
-    f16.untile_gbps = rebuild_gbps;
-    p.hw.cpu.rates.push_back(f16);
+    p.hw = test::toy_op_offload_machine(10, 1e6, rebuild_gbps);
     p.plan.has_gpu = true;
     p.plan.n_layer = 4;
     p.plan.workload = planner::Workload{512, 128, 1, planner::Objective::Latency};
