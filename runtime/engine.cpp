@@ -269,6 +269,14 @@ void Engine::make_backend(const EngineOptions& opts, KvPlacement kv_on, std::uni
         if (kv_on == KvPlacement::Device) charge_kv_the_device_held();
         return use_cpu_backend();
     }
+    // Op offload the device could not set up (it said why): the run is planned and priced without.
+    if (placement_->op_offload_rows > 0 && !dynamic_cast<const DeviceBackend&>(*backend_).op_offloads()) {
+        placement_->op_offload_rows = 0;
+        placement_->op_offload_why = "not set up on the device (see the warning above)";
+        placement_->plan.experts.op_offload_rows = 0;
+        const planner::Workload& wl = placement_->plan.workload;
+        placement_->plan.prediction = placement_->predict(wl.prompt_len, wl.gen_len, wl.batch);
+    }
     // Resident block-quantized weights in the CPU kernels' tile order: the layers the host
     // computes (a mixture of experts' feed-forward, else the plan's CPU layers), once the device
     // has its copies.

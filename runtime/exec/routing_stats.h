@@ -1,6 +1,7 @@
 #pragma once
 // How often the router of each mixture-of-experts layer chose each expert, counted by the
 // CPU forward pass since the engine started: printed by `strata bench`, for /metrics too.
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -25,6 +26,13 @@ public:
         for (size_t il = 0; il < out.size(); ++il)
             out[il].assign(counts_.begin() + il * n_expert_, counts_.begin() + (il + 1) * n_expert_);
         return out;
+    }
+
+    // Back to `counts`, an earlier snapshot (a pass that is run again counts once).
+    void reset_to(const std::vector<std::vector<uint64_t>>& counts) {
+        std::lock_guard lock(mu_);
+        for (size_t il = 0; il < counts.size(); ++il)
+            std::copy(counts[il].begin(), counts[il].end(), counts_.begin() + il * n_expert_);
     }
 
     // `part` of the choices in `counts` (a snapshot, or the difference of two), as a share; 0 for none.

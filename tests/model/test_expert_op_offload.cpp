@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,27 @@ Run run(const EngineOptions& o, const std::vector<int32_t>& prompt) {
     r.tokens = test::generate(e, prompt, test::greedy(4, true)).tokens;
     r.after_decode = choices(e);
     return r;
+}
+
+// The tiny qwen3moe of 4 layers.
+nlohmann::json tiny_qwen3moe() {
+    const nlohmann::json fx = test::model_fixture("tiny_arch_logits.json");
+    nlohmann::json config;
+    for (const auto& m : fx["models"])
+        if (m["config"]["name"] == "qwen3moe") config = test::with_vocabulary(test::with_q8_0(m["config"]));
+    REQUIRE(config.is_object());
+    config["n_layer"] = 4;
+    return config;
+}
+
+// `config` on the simulated device, every routed expert in DRAM (written to temp_path(name)), a
+// context of 512.
+EngineOptions experts_on_host(const nlohmann::json& config, const std::string& name) {
+    const auto path = test::temp_path(name);
+    test::write_tiny_model(config, 7, 1e-5f, path);
+    EngineOptions o = test::sim_engine_options(path, 512);
+    o.overrides = {parse_tensor_override("exps=dram")};
+    return o;
 }
 
 }  // namespace
@@ -111,16 +133,8 @@ TEST_CASE("sim device: op offload of a mixture of experts computes the prompt's 
 // logits are those with op offload off, and the running plan is priced without it.
 TEST_CASE("sim device: memory taken away mid-prompt stops a mixture of experts' op offload, same logits",
           "[model][device][op_offload][experts]") {
-    const nlohmann::json fx = test::model_fixture("tiny_arch_logits.json");
-    nlohmann::json config;
-    for (const auto& m : fx["models"])
-        if (m["config"]["name"] == "qwen3moe") config = test::with_vocabulary(test::with_q8_0(m["config"]));
-    REQUIRE(config.is_object());
-    config["n_layer"] = 4;
-    const auto path = test::temp_path("expert_op_offload_loss.gguf");
-    test::write_tiny_model(config, 7, 1e-5f, path);
-    EngineOptions o = test::sim_engine_options(path, 512);
-    o.overrides = {parse_tensor_override("exps=dram")};
+    const nlohmann::json config = tiny_qwen3moe();
+    EngineOptions o = experts_on_host(config, "expert_op_offload_loss.gguf");
     // Two passes: 256 rows, then 44 (still a prompt's run, past a decode pass's rows).
     std::vector<int32_t> prompt;
     while (prompt.size() < 300) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
@@ -148,4 +162,39 @@ TEST_CASE("sim device: memory taken away mid-prompt stops a mixture of experts' 
     CHECK(g.gpu_offloaded_expert_choices == 256u * uint64_t(config["n_expert_used"].get<int>()) * 4u);  // the first pass's
     CHECK(e.weights().as_read_bytes() == 0);  // its pinned buffers went back
     CHECK(e.running_placement()->op_offload_rows == 0);
+}
+
+// A DRAM budget whose room the layout counted for op offload's rebuild buffer, but which the
+// run's other buffers took first: the backend cannot set it up and says so, and the engine's plan
+// is the one without it (its prediction, its reason), never one claiming what does not run.
+TEST_CASE("sim device: op offload the backend cannot set up is planned and priced as off", "[model][device][op_offload][experts]") {
+    EngineOptions o = experts_on_host(tiny_qwen3moe(), "expert_op_offload_not_set_up.gguf");
+    int not_set_up = 0, set_up = 0;
+    for (uint64_t kib = 12 << 10; kib >= 6 << 10; kib -= 256) {
+        o.dram_budget = kib << 10;
+        INFO("--dram " << kib << " KiB");
+        o.gpu.op_offload = {OpOffloadMode::On};
+        std::optional<Engine> on;
+        try {
+            on.emplace(o);
+        } catch (const OutOfBudget&) {
+            break;  // the budget holds no run
+        }
+        // Planned where it runs, and only there: its pinned buffers are what it runs through.
+        const bool runs = on->weights().as_read_bytes() > 0;
+        CHECK((on->placement().op_offload_rows > 0) == runs);
+        if (runs) {
+            ++set_up;
+            continue;
+        }
+        ++not_set_up;
+        CHECK(on->placement().op_offload_why == "not set up on the device (see the warning above)");
+        CHECK(on->placement().plan.experts.op_offload_rows == 0);
+        o.gpu.op_offload = {OpOffloadMode::Off};
+        const Engine off(o);
+        CHECK(on->placement().plan.prediction.ttft_s == Approx(off.placement().plan.prediction.ttft_s));
+        CHECK(on->placement().plan.prediction.used.gpu == Approx(off.placement().plan.prediction.used.gpu));
+    }
+    CHECK(set_up > 0);
+    CHECK(not_set_up > 0);
 }

@@ -136,16 +136,19 @@ void DeviceBackend::Impl::attention_on_device(const LayerProgram& prog, const De
             return device_contiguous && b == prev + 1 && kv.k(il, b) == kv.k(il, prev) + bytes &&
                    (values_in_keys || kv.v(il, b) == kv.v(il, prev) + bytes);
         };
+        // (Not behind op offload's copy of a later layer's weights on h2d: the staging layer's
+        // last reader, the layer before's attention, was done before its rows came down.)
+        gpu::Stream& up = rows_stream();
         for (size_t i = 0; i < blocks.size();) {
             size_t end = i + 1;
             while (end < blocks.size() && follows(blocks[end - 1], blocks[end])) ++end;
             const int32_t b = blocks[i];
             const size_t run = (end - i) * bytes;
-            dev->copy_h2d(kv_k[stage].as<std::byte>() + b * kv_block_bytes, kv.k(il, b), run, *h2d);
-            if (!values_in_keys) dev->copy_h2d(kv_v[stage].as<std::byte>() + b * kv_block_bytes, kv.v(il, b), run, *h2d);
+            dev->copy_h2d(kv_k[stage].as<std::byte>() + b * kv_block_bytes, kv.k(il, b), run, up);
+            if (!values_in_keys) dev->copy_h2d(kv_v[stage].as<std::byte>() + b * kv_block_bytes, kv.v(il, b), run, up);
             i = end;
         }
-        ev_up[0]->record(*h2d);
+        ev_up[0]->record(up);
         ev_up[0]->wait_on(s);
         // A spilled layer's ring buffer is reused after end_layer; a resident layer's rows are
         // next written after the next pass's copy down, which the compute stream orders after

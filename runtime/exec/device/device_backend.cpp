@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/trace.h"
 #include "runtime/exec/device/device_impl.h"
 
@@ -61,6 +62,10 @@ void DeviceBackend::reserve(int64_t) {}  // everything is sized for kMaxUbatch t
 void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
     Impl& m = *impl_;
     m.fit_memory(kv);
+    // What the pass counts of its routing, counted once however often it runs.
+    std::vector<std::vector<uint64_t>> routed;
+    if (const RoutingStats* r = routing_stats()) routed = r->snapshot();
+    const uint64_t held = m.experts ? m.experts->choices() : 0, offloaded = m.experts ? m.experts->offloaded_choices() : 0;
     for (;;) {
         try {
             return m.run_pass(p, kv);
@@ -68,6 +73,8 @@ void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
             // At least a layer or a layer's held experts go each time, or give_back says none is left.
             const uint64_t used = m.dev->memory().arena().used();
             if (used == 0) throw;
+            if (m.host_layers && !routed.empty()) m.host_layers->reset_routing(routed);
+            if (m.experts) m.experts->reset_choices(held, offloaded);
             m.give_back(used - 1, kv, e.what());
         }
     }
@@ -106,12 +113,14 @@ void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
             copy_in(step);
             continue;
         }
-        if (step.slot >= 0) copied[step.slot]->wait_on(*compute);
-        // A mixture of experts' layer copied in: the device computes its routed experts from the slot.
+        // A mixture of experts' layer copied in: the device computes its routed experts from the
+        // slot, the first of them once the copy is done (its attention reads none of the slot).
         DeviceExperts* lent = hp.moe.enabled() && step.slot >= 0 ? experts.get() : nullptr;
         if (lent)
             lent->borrow_layer(step.layer, store.weights().layers[step.layer], slots[step.slot].as<std::byte>(),
-                               [&](const WeightRef& w) { return store.offset_in_layer(step.layer, w); });
+                               [&](const WeightRef& w) { return store.offset_in_layer(step.layer, w); }, *copied[step.slot]);
+        else if (step.slot >= 0)
+            copied[step.slot]->wait_on(*compute);
         const struct LendBack {
             DeviceExperts* x;
             ~LendBack() {
@@ -121,6 +130,13 @@ void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
         layer(step.layer, layers[step.layer], p, kv);
         if (step.slot >= 0) computed[step.slot]->record(*compute);
     }
+}
+
+bool DeviceBackend::op_offloads() const { return !impl_->offload_schedule.empty(); }
+
+gpu::Stream& DeviceBackend::Impl::rows_stream() {
+    if (!rows_up) rows_up = dev->make_stream("rows h2d");
+    return *rows_up;
 }
 
 void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
@@ -145,24 +161,36 @@ void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
         dev->copy_h2d(slots[step.slot].as<std::byte>() + sent, ready.data + sent, ready.length - sent, *h2d);
         sent = ready.length;
     };
-    if (!as_read) store.acquire(step.layer);
+    bool held = false;  // the store's view of the layer, given back below
+    auto give_back = [&] {
+        if (as_read) store.release_as_read();
+        else store.release(step.layer);
+    };
     try {
-        send(as_read ? store.acquire_as_read(step.layer, send) : store.layer_range(step.layer));
+        if (!as_read) store.acquire(step.layer), held = true;
+        const WeightStore::HostRange range = as_read ? store.acquire_as_read(step.layer, send) : store.layer_range(step.layer);
+        held = true;
+        send(range);
+        copied[step.slot]->record(*h2d);
+        // A rebuilt layer's buffer is waited for when it is taken again, so that the host
+        // rebuilds the next layer while this one's copy and the layer before's compute go on; a
+        // pinned buffer of either ring is reused once released.
+        if (rebuilt) rebuild_copies[size_t(buffer)] = step.slot;
+        else if (as_read || store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
     } catch (...) {
-        // Pieces of a rebuilt layer may be on their way out of its buffer: waited for at its reuse.
-        if (rebuilt) copied[step.slot]->record(*h2d), rebuild_copies[size_t(buffer)] = step.slot;
+        // Pieces may be on their way out of the layer's buffer: a rebuilt one's waited for at its
+        // reuse, a ring's before it goes back (as far as a failing device still answers).
+        try {
+            copied[step.slot]->record(*h2d);
+            if (!rebuilt && held) copied[step.slot]->synchronize();
+        } catch (const std::exception& e) {
+            STRATA_LOG_WARN("{}: a layer's copy in failed: {}", dev->name(), e.what());
+        }
+        if (rebuilt) rebuild_copies[size_t(buffer)] = step.slot;
+        if (held) give_back();
         throw;
     }
-    copied[step.slot]->record(*h2d);
-    // A rebuilt layer's buffer is waited for when it is taken again, so that the host rebuilds
-    // the next layer while this one's copy and the layer before's compute go on; a pinned buffer
-    // of either ring is reused once released.
-    if (rebuilt) rebuild_copies[size_t(buffer)] = step.slot;
-    else if (as_read || store.residency().streamed(step.layer)) copied[step.slot]->synchronize();
-    if (as_read)
-        store.release_as_read();
-    else
-        store.release(step.layer);
+    give_back();
     // (A mixture of experts keeps the layer's other tensors on the device; its experts are lent
     // to DeviceExperts when it is computed.)
     if (!hp.moe.enabled())

@@ -57,6 +57,8 @@ public:
     std::string_view name() const override;  // the device's: "cuda:0", "sim"
     // Passes run as one captured graph so far (DeviceBackendOptions::graphs).
     uint64_t graph_launches() const;
+    // Whether a prompt's long passes copy layers in (op offload), as asked and set up.
+    bool op_offloads() const;
     // The device's streams, and on the host the CPU's attention for the device's layers.
     void set_trace(Trace* trace) override;
 

@@ -125,7 +125,7 @@ std::vector<std::vector<int32_t>> DeviceExperts::held() const {
 }
 
 void DeviceExperts::borrow_layer(int il, const LayerWeights& l, const std::byte* base,
-                                 const std::function<uint64_t(const WeightRef&)>& offset_in_layer) {
+                                 const std::function<uint64_t(const WeightRef&)>& offset_in_layer, gpu::Event& copied) {
     borrowed_.resize(index_.at(static_cast<size_t>(il)).size());
     for (size_t e = 0; e < borrowed_.size(); ++e) {
         Expert& x = borrowed_[e];
@@ -138,6 +138,7 @@ void DeviceExperts::borrow_layer(int il, const LayerWeights& l, const std::byte*
         }
     }
     borrowed_layer_ = il;
+    borrowed_ready_ = &copied;
 }
 
 bool DeviceExperts::holds(int il, int e) const {
@@ -148,9 +149,16 @@ bool DeviceExperts::holds(int il, int e) const {
 void DeviceExperts::start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) {
     STRATA_ASSERT(holds(il, e) && n <= kRows);
     if (used_ + n > kRows) collect();  // the scratch is full: wait for what it holds
-    (il == borrowed_layer_ ? offloaded_choices_ : choices_) += uint64_t(n);
-    const Expert& w = il == borrowed_layer_ ? borrowed_[static_cast<size_t>(e)]
-                                            : experts_[static_cast<size_t>(index_[il][static_cast<size_t>(e)])];
+    // An expert held is computed from its own copy in a borrowed layer too (the same bytes), and
+    // counted as held, so that the held experts' share is the same with op offload or without.
+    const int32_t at = static_cast<size_t>(il) < index_.size() ? index_[il][static_cast<size_t>(e)] : -1;
+    const bool borrowed = at < 0;
+    if (borrowed && borrowed_ready_) {  // the layer's copy, which the device's attention did not wait for
+        borrowed_ready_->wait_on(compute_);
+        borrowed_ready_ = nullptr;
+    }
+    (borrowed ? offloaded_choices_ : choices_) += uint64_t(n);
+    const Expert& w = borrowed ? borrowed_[static_cast<size_t>(e)] : experts_[static_cast<size_t>(at)];
     const int64_t E = n_embd_, F = n_ff_;
     const size_t bytes = size_t(n * E) * 4;
     auto* up_staging = reinterpret_cast<float*>(staging_->data()) + used_ * E;

@@ -45,18 +45,21 @@ public:
     int n_held() const { return n_held_; }
     uint64_t choices() const { return choices_; }  // routed choices (a token's, to one expert) its held experts computed so far
     uint64_t offloaded_choices() const { return offloaded_choices_; }  // and those of borrowed layers (op offload)
+    // Both back to earlier counts (a pass that is run again counts once).
+    void reset_choices(uint64_t choices, uint64_t offloaded) { choices_ = choices, offloaded_choices_ = offloaded; }
     // Frees the device memory of the last layer still holding experts, whose experts the host
     // computes from then on (it holds every expert itself); returns that layer, or -1 when none
     // holds any. Nothing queued may still read them.
     int give_back_last_layer();
     // The experts held now, per layer.
     std::vector<std::vector<int32_t>> held() const;
-    // Op offload of a long pass: every routed expert of layer `il` computed here, from the
-    // layer's copy at `base` on the device as the file lays it out (each tensor `w` at
-    // offset_in_layer(w)), until lend_back(). Its kernels must read the experts' types.
+    // Op offload of a long pass: every routed expert of layer `il` it does not hold computed
+    // here, from the layer's copy at `base` on the device as the file lays it out (each tensor
+    // `w` at offset_in_layer(w)), until lend_back(); the first waits for `copied` (the copy's
+    // event), so that the layer's attention need not. Its kernels must read the experts' types.
     void borrow_layer(int il, const LayerWeights& l, const std::byte* base,
-                      const std::function<uint64_t(const WeightRef&)>& offset_in_layer);
-    void lend_back() { borrowed_layer_ = -1; }
+                      const std::function<uint64_t(const WeightRef&)>& offset_in_layer, gpu::Event& copied);
+    void lend_back() { borrowed_layer_ = -1, borrowed_ready_ = nullptr; }
 
     bool holds(int il, int e) const override;
     void start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) override;
@@ -80,6 +83,7 @@ private:
     std::vector<Expert> experts_;
     int borrowed_layer_ = -1;        // -1: none
     std::vector<Expert> borrowed_;   // its experts, by index
+    gpu::Event* borrowed_ready_ = nullptr;  // its copy's event, until the first of them waits for it
     std::vector<gpu::DeviceBuffer> weights_;   // one per layer holding experts
     gpu::DeviceBuffer x_, gate_, up_, y_;      // kRows rows each
     std::unique_ptr<storage::PinnedBuffer> staging_;  // kRows rows going up, then kRows coming down

@@ -93,8 +93,9 @@ struct DeviceBackend::Impl {
     // are the host's); empty: none.
     std::vector<PipelineStep> offload_schedule;
     std::unique_ptr<CpuBackend> host_layers;  // the plan's CPU layers, when it has some
-    // DeviceExperts' rows go up on a stream of their own, not behind op offload's weights on h2d.
-    std::unique_ptr<gpu::Stream> experts_up;
+    // Rows that go up mid-pass (DeviceExperts' inputs, a staged layer's KV blocks), on a stream
+    // of their own, not behind op offload's weights on h2d; made at its first use (rows_stream).
+    std::unique_ptr<gpu::Stream> rows_up;
     std::unique_ptr<DeviceExperts> experts;  // a mixture of experts' routed experts held here
     Trace* trace = nullptr;                 // the CPU's attention for the device's layers
     int attention_track = 0;
@@ -225,6 +226,7 @@ struct DeviceBackend::Impl {
     // The run of CPU layers (and copies between them) from steps[first]; returns the index past it.
     size_t layers_on_cpu(std::span<const PipelineStep> steps, size_t first, const PassLayout& p, KvCache& kv);
     // A Copy step: the layer's weights into its slot on the H2D stream.
+    gpu::Stream& rows_stream();
     void copy_in(const PipelineStep& step);
 
     // device_steps.cpp: the steps of a program over device arrays.

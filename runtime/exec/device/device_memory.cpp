@@ -98,7 +98,7 @@ DeviceBackend::Impl::Impl(std::unique_ptr<gpu::Device> device, const models::Hpa
 }
 
 DeviceBackend::Impl::~Impl() {
-    for (gpu::Stream* s : {compute.get(), h2d.get(), d2h.get(), experts_up.get()}) {
+    for (gpu::Stream* s : {compute.get(), h2d.get(), d2h.get(), rows_up.get()}) {
         if (!s) continue;
         try {
             s->synchronize();

@@ -34,7 +34,7 @@ int DeviceBackend::Impl::layer_to_move() const {
 
 void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::string& why) {
     // Nothing queued may still read what is freed below.
-    for (gpu::Stream* s : {compute.get(), h2d.get(), d2h.get(), experts_up.get()})
+    for (gpu::Stream* s : {compute.get(), h2d.get(), d2h.get(), rows_up.get()})
         if (s) s->synchronize();
     graphs.clear();  // recorded over the old schedule
     const gpu::DeviceArena& arena = dev->memory().arena();
@@ -96,7 +96,8 @@ void DeviceBackend::Impl::give_back(uint64_t target, KvCache& kv, const std::str
 
 void DeviceBackend::hand_kv_to_host(KvCache& kv) {
     Impl& m = *impl_;
-    for (gpu::Stream* s : {m.compute.get(), m.h2d.get(), m.d2h.get()}) s->synchronize();
+    for (gpu::Stream* s : {m.compute.get(), m.h2d.get(), m.d2h.get(), m.rows_up.get()})
+        if (s) s->synchronize();
     if (m.opts.kv != KvPlacement::Device) return;  // the host's cache is the KV cache
     for (int il = 0; il < hp_.n_layer; ++il) {
         // A layer on the CPU from the start or moved there since holds its KV in the host's cache.

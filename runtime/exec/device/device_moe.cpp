@@ -77,8 +77,7 @@ void DeviceBackend::Impl::experts_on_host(int il, const PassLayout& p, const flo
 }
 
 void DeviceBackend::Impl::make_device_experts(const std::vector<std::vector<int32_t>>& held) {
-    if (!experts_up) experts_up = dev->make_stream("experts h2d");
-    experts = std::make_unique<DeviceExperts>(*dev, *compute, *experts_up, *d2h, hp, store.file(), store.weights().layers,
+    experts = std::make_unique<DeviceExperts>(*dev, *compute, rows_stream(), *d2h, hp, store.file(), store.weights().layers,
                                               held, dram);
     host_layers->set_remote_experts(experts.get());
 }
@@ -86,9 +85,10 @@ void DeviceBackend::Impl::make_device_experts(const std::vector<std::vector<int3
 // Op offload of a mixture of experts (llama.cpp's, for a large batch): a prompt's long pass
 // copies each layer whose experts the host holds in DRAM into a slot on the device, as the file
 // lays it out (rebuilt from the CPU's tiles), and computes every routed expert of the layer there
-// (DeviceExperts::borrow_layer); the router and any shared experts stay on the host. The host
-// rebuilds a layer (or waits for its read) and then waits for the experts of the one before in
-// turn, so only the link's copy overlaps the device's compute. Layers whose experts come through
+// (DeviceExperts::borrow_layer; those it holds from its own copy); the router and any shared
+// experts stay on the host. The host rebuilds a layer (or waits for its read) and then waits for
+// the experts of the one before in turn, so only the link's copy overlaps the device's compute
+// (the layer before's, and the layer's own attention). Layers whose experts come through
 // the expert cache stay on the host: their copy would be a read of every expert from the disk;
 // and those whose every expert the device holds have nothing to copy.
 std::vector<int> DeviceBackend::Impl::expert_offload_layers() const {
@@ -112,9 +112,16 @@ std::vector<int> DeviceBackend::Impl::expert_offload_layers() const {
 uint64_t DeviceBackend::Impl::prepare_expert_op_offload(storage::MemoryBudget& dram) {
     // A prompt's pass attended by the host (the device reads no KV cache of its type) runs no
     // layer program of copied layers' (cpu_attention_pipeline.cpp).
-    if (opts.kv == KvPlacement::HostCpuAttention && kv_k.empty()) return 0;
+    if (opts.kv == KvPlacement::HostCpuAttention && kv_k.empty()) {
+        STRATA_LOG_WARN("op offload: not run: the host attends to prompts here (the device reads no KV cache of its type)");
+        return 0;
+    }
     std::vector<int> copied_in = expert_offload_layers();
-    if (copied_in.empty()) return 0;
+    if (copied_in.empty()) {
+        STRATA_LOG_WARN("op offload: not run: no layer's experts can be copied in (their types or alignment are not "
+                        "the device kernels')");
+        return 0;
+    }
     STRATA_ASSERT(slots.empty());  // the device's own layers copy in through none
     std::vector<LayerWork> work(size_t(hp.n_layer));
     uint64_t slot_bytes = 0;
