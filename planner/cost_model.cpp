@@ -126,6 +126,8 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     mb_ = B_ / m_;
     rows_d_ = B_ * wl.decode_rows;
     P_ = wl.prompt_len;
+    passes_ = m_ * std::max(1.0, std::ceil(B_ * P_ / m_ / ModelShape::kPassRows));
+    pass_rows_ = B_ * P_ / passes_;
     // Decode step t (1 .. gen_len-1) attends to prompt_len + t positions (a window layer to its
     // window's: averaged over the layers).
     ctx_avg_ = shape.attended_positions(wl.prompt_len + wl.gen_len / 2.0);  // read per step
@@ -161,26 +163,26 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
     // Through the ring: at the model file's rate with the ring's reads in flight, not at the probe's deepest.
     const double ring = limits_.ring_inflight_bytes(W);
     const double nvme_r = hw_.nvme.model_file_gbps_at(ring) * 1e9;
-    auto stream_in = [&](std::array<double, kNumStreams>& s, bool from_nvme) {
-        s[H] += W / h2d_;
-        s[G] += sim_copy_s(W);
-        s[R] += W / dram_bw_;
-        if (from_nvme) s[N] += W / nvme_r, s[R] += W / dram_bw_;
+    auto stream_in = [&](std::array<double, kNumStreams>& s, bool from_nvme, double times) {
+        s[H] += times * W / h2d_;
+        s[G] += times * sim_copy_s(W);
+        s[R] += times * W / dram_bw_;
+        if (from_nvme) s[N] += times * W / nvme_r, s[R] += times * W / dram_bw_;
     };
     const bool from_nvme = tier_of(o) == Tier::Nvme;
     if (device_of(o) == Device::Gpu) {
         c.decode[G] = m_ * gpu_matmul_s(tok_d / m_, Wd, F, true);
-        c.prefill[G] = m_ * gpu_matmul_s(tok_p / m_, Wp, F, false);
+        c.prefill[G] = passes_ * gpu_matmul_s(tok_p / passes_, Wp, F, false);
         c.decode_overhead = is_layer ? m_ * gpu_launch_s_ : 0;
-        c.prefill_overhead = is_layer ? m_ * gpu_prefill_launch_s_ : 0;
+        c.prefill_overhead = is_layer ? passes_ * gpu_prefill_launch_s_ : 0;
         // The simulated device's norms, RoPE, SwiGLU and adds are the CPU's, on its threads.
         if (is_layer && hw_.gpu->sim_threads > 0) {
             c.decode[G] += m_ * cpu_vector_s(tok_d / m_, hw_.gpu->sim_parallelism());
-            c.prefill[G] += m_ * cpu_vector_s(tok_p / m_, hw_.gpu->sim_parallelism());
+            c.prefill[G] += passes_ * cpu_vector_s(tok_p / passes_, hw_.gpu->sim_parallelism());
         }
         if (o != WeightOption::Gpu) {
-            stream_in(c.decode, from_nvme);
-            stream_in(c.prefill, from_nvme);
+            stream_in(c.decode, from_nvme, 1);
+            stream_in(c.prefill, from_nvme, passes_);
             c.gpu_staging = 2 * W;
         }
     } else {
@@ -202,11 +204,12 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
         if (from_nvme) c.decode[N] += W / nvme_r, c.decode[R] += W / dram_bw_;
         // Prefill too runs on the CPU, where the plan put the matmuls (with a device as well:
         // the runtime's layer schedule does not depend on the pass).
-        c.prefill[C] = pack_measured_ ? tok_p * F / cpu_gemm_ + m_ * Wp / cpu_weight_pass_
-                                      : std::max(tok_p * F / cpu_gemm_, m_ * Wp / cpu_gemv_);
-        c.prefill[R] = m_ * Wp / dram_bw_;
-        if (from_nvme) c.prefill[N] += W / nvme_r, c.prefill[R] += W / dram_bw_;
-        if (is_layer) c.prefill[C] += m_ * cpu_vector_s(tok_p / m_, threads_), c.prefill_overhead = m_ * cpu_loops_s(tok_p / m_);
+        c.prefill[C] = pack_measured_ ? tok_p * F / cpu_gemm_ + passes_ * Wp / cpu_weight_pass_
+                                      : passes_ * std::max(tok_p / passes_ * F / cpu_gemm_, Wp / cpu_gemv_);
+        c.prefill[R] = passes_ * Wp / dram_bw_;
+        if (from_nvme) c.prefill[N] += passes_ * W / nvme_r, c.prefill[R] += passes_ * W / dram_bw_;
+        if (is_layer)
+            c.prefill[C] += passes_ * cpu_vector_s(tok_p / passes_, threads_), c.prefill_overhead = passes_ * cpu_loops_s(tok_p / passes_);
         if (has_gpu_) {
             // Hidden states hop to the CPU and back around this layer's matmuls.
             const double hop_d = tok_d * shape_.n_embd * 4.0, hop_p = tok_p * shape_.n_embd * 4.0;
@@ -215,7 +218,7 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
             c.prefill[H] += hop_p / h2d_;
             c.prefill[D] += hop_p / d2h_;
             // The hop to the host and back; with CPU attention, layer_kv prices it.
-            if (is_layer && !policy_.cpu_attention) c.decode_overhead += m_ * hop_s_, c.prefill_overhead += m_ * hop_s_;
+            if (is_layer && !policy_.cpu_attention) c.decode_overhead += m_ * hop_s_, c.prefill_overhead += passes_ * hop_s_;
         }
     }
     if (from_nvme) c.dram_staging = 2 * W;
@@ -246,14 +249,14 @@ double CostModel::sim_copy_s(double bytes) const {
 
 CostModel::WeightsRead CostModel::layer_read(int layer) const {
     const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
-    return {static_cast<double>(l.weight_bytes), shape_.read_bytes(l, rows_d_ / m_), shape_.read_bytes(l, B_ * P_ / m_),
+    return {static_cast<double>(l.weight_bytes), shape_.read_bytes(l, rows_d_ / m_), shape_.read_bytes(l, pass_rows_),
             shape_.active_matmul_params(l)};
 }
 
 Cost CostModel::layer_weights(int layer, WeightOption o) const {
     const WeightsRead w = layer_read(layer);
     Cost c = weights_cost(w, rows_d_, B_ * P_, o, true);
-    if (limits_.op_offload && has_gpu_ && device_of(o) == Device::Cpu && B_ * P_ / m_ > kCpuGemvTokens) {
+    if (limits_.op_offload && has_gpu_ && device_of(o) == Device::Cpu && pass_rows_ > kCpuGemvTokens) {
         // Copied and computed on the device, when its longest stream is shorter than the CPU's.
         const Cost dev = op_offloaded(layer, o);
         auto pass_s = [](const Cost& k) { return *std::max_element(k.prefill.begin(), k.prefill.end()) + k.prefill_overhead; };
@@ -272,8 +275,13 @@ Cost CostModel::op_offloaded(int layer, WeightOption cpu_option) const {
     // as they become ready: the copy goes no faster than the rebuild (nor the first matrix's
     // rebuild and the last one's copy, which this leaves out).
     Cost c = weights_cost(w, rows_d_, B_ * P_, WeightOption::DramToGpu, true);
-    c.prefill[H] = std::max(c.prefill[H], w.stored / cpu_untile_);
+    c.prefill[H] = std::max(c.prefill[H], passes_ * w.stored / cpu_untile_);
     return c;
+}
+
+double CostModel::op_offload_copy_s(int layer, WeightOption cpu_option) const {
+    const Cost c = op_offloaded(layer, cpu_option);
+    return std::max(c.prefill[H], c.prefill[N]) + passes_ * sim_copy_s(layer_read(layer).stored);
 }
 
 Cost CostModel::output(WeightOption o) const {

@@ -128,6 +128,10 @@ public:
     // offload): one held in DRAM rebuilt there as the file lays it out (its tiles given back on
     // the CPU's threads) and copied in as it is rebuilt; one streamed from the file copied in as read.
     Cost op_offloaded(int layer, WeightOption cpu_option) const;
+    // Seconds of that copy alone, before anything of the layer runs (a mixture of experts' layer,
+    // whose host waits for it): the link's, or the rebuild's or the file's read where slower,
+    // and the simulated device's own copy.
+    double op_offload_copy_s(int layer, WeightOption cpu_option) const;
     // A layer whose routed experts are offloaded (expert_cost.cpp): the rest resident, the
     // experts read through the DRAM cache at its expected hit rate.
     Cost offloaded_layer(int layer, const ExpertPlan& experts) const;
@@ -248,6 +252,10 @@ private:
     // Workload in tokens: B_ sequences, rows_d_ rows in a decode step (B_ times each sequence's
     // rows: more than one where a speculative pass verifies a draft).
     double B_ = 1, m_ = 1, mb_ = 1, P_ = 1, ctx_avg_ = 1, ctx_max_ = 1, rows_d_ = 1;
+    // A prompt's passes (each micro-batch's in passes of up to ModelShape::kPassRows rows, as
+    // the runtime runs them), and their rows: each pass reads, copies or streams the weights
+    // it uses again.
+    double passes_ = 1, pass_rows_ = 1;
     double kvb_ = 0;  // KV bytes per token per layer in the policy's type
 };
 

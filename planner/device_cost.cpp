@@ -110,7 +110,7 @@ void CostModel::drop_hop(Cost& total, bool prefill) const {
     total.decode_overhead -= m_ * hop_s_;
     if (!prefill) return;
     total.prefill[H] -= hop_p / h2d_, total.prefill[D] -= hop_p / d2h_;
-    total.prefill_overhead -= m_ * hop_s_;
+    total.prefill_overhead -= passes_ * hop_s_;
 }
 
 }  // namespace strata::planner

@@ -19,17 +19,20 @@ namespace {
 // The expected misses of a pass's chosen experts (`decode`, `prefill` bytes per micro-batch)
 // cross NVMe and land in DRAM first; the CPU (whose time in `e` is the layer's feed-forward)
 // waits for them beyond the held experts' share of that time.
-void add_misses(Cost& e, const ExpertPlan& x, double decode, double prefill, double m, double nvme_r, double dram_bw) {
+// `decode` and `prefill` bytes of chosen experts read by each of `m` micro-batches' decode steps
+// and each of `passes` prompt passes.
+void add_misses(Cost& e, const ExpertPlan& x, double decode, double prefill, double m, double passes, double nvme_r,
+                double dram_bw) {
     constexpr int N = static_cast<int>(Stream::Nvme), R = static_cast<int>(Stream::Dram), C = static_cast<int>(Stream::CpuCompute);
     const double miss = 1.0 - x.hit_rate;
-    auto misses = [&](std::array<double, kNumStreams>& t, double bytes) {
-        const double read = m * miss * bytes / nvme_r;
+    auto misses = [&](std::array<double, kNumStreams>& t, double bytes, double times) {
+        const double read = times * miss * bytes / nvme_r;
         t[C] += std::max(0.0, read - x.hit_rate * t[C]);
         t[N] += read;
-        t[R] += m * miss * bytes / dram_bw;
+        t[R] += times * miss * bytes / dram_bw;
     };
-    misses(e.decode, decode);
-    misses(e.prefill, prefill);
+    misses(e.decode, decode, m);
+    misses(e.prefill, prefill, passes);
 }
 }  // namespace
 
@@ -40,13 +43,13 @@ Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
     const double dense_params = static_cast<double>(l.n_matmul_params - l.n_expert_params);
     Cost c = weights_cost({dense, dense, dense, dense_params}, rows_d_, B_ * P_, WeightOption::DramCpu, true);
     const double stored = static_cast<double>(l.expert_bytes);
-    const double decode = shape_.read_bytes(l, rows_d_ / m_) - dense, prefill = shape_.read_bytes(l, B_ * P_ / m_) - dense;
+    const double decode = shape_.read_bytes(l, rows_d_ / m_) - dense, prefill = shape_.read_bytes(l, pass_rows_) - dense;
     Cost e = weights_cost({stored, decode, prefill, shape_.active_matmul_params(l) - dense_params}, rows_d_, B_ * P_,
                           WeightOption::DramCpu, false);
     e.bytes[kDram] = static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
     e.bytes[kNvme] = stored;
     // Every micro-batch reads its chosen experts; the ones not held come from NVMe.
-    add_misses(e, x, decode, prefill, m_, file_r_, dram_bw_);
+    add_misses(e, x, decode, prefill, m_, passes_, file_r_, dram_bw_);
     c += e;
     return c;
 }
@@ -67,7 +70,7 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     // shared experts read whole, the routed experts' chosen share less the device's; and the
     // hidden states' hop down and back up around it.
     const double ffn = dense - attn, stored = static_cast<double>(l.expert_bytes);
-    const double decode = shape_.read_bytes(l, rows_d_ / m_) - dense, prefill = shape_.read_bytes(l, B_ * P_ / m_) - dense;
+    const double decode = shape_.read_bytes(l, rows_d_ / m_) - dense, prefill = shape_.read_bytes(l, pass_rows_) - dense;
     const double routed_params = shape_.active_matmul_params(l) - dense_params;
     const double on_dev = x.device_share_of(layer), on_host = 1 - on_dev;
     const double n_dev = static_cast<double>(static_cast<size_t>(layer) < x.device.size() ? x.device[layer].size() : 0);
@@ -84,11 +87,11 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     f.prefill[static_cast<int>(Stream::PcieH2D)] += B_ * P_ * hop / h2d_;
     // The host waits for the copy down once per layer and micro-batch, as around CPU attention.
     f.decode_overhead += m_ * cpu_sync_s_;
-    f.prefill_overhead += m_ * cpu_sync_s_;
+    f.prefill_overhead += passes_ * cpu_sync_s_;
     if (offloaded) {
         f.bytes[kDram] = ffn + static_cast<double>(x.cache_slots) * static_cast<double>(x.slot_bytes) / shape_.n_layer;
         f.bytes[kNvme] = stored;
-        add_misses(f, x, on_host * decode, on_host * prefill, m_, file_r_, dram_bw_);
+        add_misses(f, x, on_host * decode, on_host * prefill, m_, passes_, file_r_, dram_bw_);
     }
     if (n_dev > 0) {
         // The device's experts: their rows go up and come back down (n_expert_used of a token's
@@ -104,7 +107,7 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
         d.decode[G] = std::max(0.0, d.decode[G] - f.decode[C]);
         d.prefill[G] = std::max(0.0, d.prefill[G] - f.prefill[C]);
         d.decode_overhead += m_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
-        d.prefill_overhead += m_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
+        d.prefill_overhead += passes_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
         // The host issues each held expert's ops that a pass chose, and its rows' copy up and
         // down; of t tokens, each chooses a held expert with n_expert_used × on_dev / n_dev. A
         // prompt runs in passes of ModelShape::kPassRows rows, an expert's gate and up launched
@@ -115,8 +118,7 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
             const double p = std::min(1.0, shape_.n_expert_used * on_dev / n_dev);
             auto chosen = [&](double t) { return n_dev * (1.0 - std::pow(1.0 - p, std::max(1.0, t))); };
             d.decode_overhead += m_ * chosen(rows_d_ / m_) * per_expert;
-            const double prompt = B_ * P_ / m_, passes = std::max(1.0, std::ceil(prompt / ModelShape::kPassRows));
-            d.prefill_overhead += m_ * passes * chosen(prompt / passes) * (per_expert + o->op_overhead_us * 1e-6);
+            d.prefill_overhead += passes_ * chosen(pass_rows_) * (per_expert + o->op_overhead_us * 1e-6);
         }
         d.bytes[kGpu] = dev_stored;
         f += d;

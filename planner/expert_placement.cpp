@@ -203,7 +203,14 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
                                       "activations, which a mixture of experts puts on the GPU",
                                       format_size(opts.budgets.gpu)),
                           "give the GPU more memory, or plan for the CPU alone with --gpu-budget 0");
-    const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu, slot = double(expert_bytes(s));
+    // With the KV cache in DRAM and the CPU attending to decode, the device still attends to a
+    // prompt's passes, over one layer's blocks staged there (as the runtime lays it out:
+    // runtime/place/run_layout.cpp); the cost model prices no such staging for CPU attention.
+    const Workload& wl_gpu = on_gpu->workload;
+    const double staging = !on_gpu->experts.kv_on_gpu && on_gpu->policy.cpu_attention
+                               ? double(wl_gpu.batch) * wl_gpu.kv_positions() * s.kv_bytes_per_token(on_gpu->policy.kv_type)
+                               : 0;
+    const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu - staging, slot = double(expert_bytes(s));
     // The experts `room` bytes of the GPU hold.
     const auto held_in = [&](double room) {
         DeviceExperts want;

@@ -53,8 +53,8 @@ OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const HardwarePr
     for (const LayerPlacement& l : plan.layers) {
         if (!experts_in_dram(shape, plan, l)) continue;
         price.cpu_s += serial_prefill_s(model.hybrid_layer(l.layer, plan.experts, false));
-        const double copy = model.op_offloaded(l.layer, WeightOption::DramCpu).prefill[H];
-        price.device_s += copy + serial_prefill_s(model.hybrid_layer(l.layer, on_device, false)) + more_waits;
+        price.device_s += model.op_offload_copy_s(l.layer, WeightOption::DramCpu) +
+                          serial_prefill_s(model.hybrid_layer(l.layer, on_device, false)) + more_waits;
     }
     return price;
 }
@@ -123,7 +123,7 @@ OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& 
 
 double op_offload_saving_s(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t prompt_len,
                            int32_t max_rows, int32_t min_rows) {
-    if (min_rows <= 0) return 0;
+    if (min_rows <= 0 || max_rows <= 0) return 0;
     double saved = 0;
     for (int32_t left = prompt_len; left > 0; left -= max_rows) {
         const int32_t rows = std::min(left, max_rows);

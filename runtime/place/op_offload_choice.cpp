@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/log.h"
 #include "planner/units.h"
 #include "runtime/place/placement.h"
 
@@ -27,7 +28,16 @@ void settle_op_offload(Placement& p, const OpOffloadMode& mode, int32_t max_rows
     switch (mode.kind) {
         case OpOffloadMode::Off: p.op_offload_why = "--op-offload off"; return;
         case OpOffloadMode::On: p.op_offload_rows = 1, p.op_offload_why = "--op-offload on"; return;
-        case OpOffloadMode::Rows: p.op_offload_rows = mode.rows, p.op_offload_why = fmt::format("--op-offload {}", mode.rows); return;
+        case OpOffloadMode::Rows:
+            if (mode.rows > max_rows) {
+                // No pass is that long: nothing would be copied in, and its buffers (a mixture of
+                // experts') would take held experts' room for nothing.
+                p.op_offload_why = fmt::format("--op-offload {}: more rows than a pass holds ({})", mode.rows, max_rows);
+                STRATA_LOG_WARN("{}; no pass is copied in", p.op_offload_why);
+                return;
+            }
+            p.op_offload_rows = mode.rows, p.op_offload_why = fmt::format("--op-offload {}", mode.rows);
+            return;
         case OpOffloadMode::Auto:
             p.op_offload_rows = p.op_offload.min_rows;
             p.op_offload_why = p.op_offload_rows > 0 ? "the planner's choice"

@@ -275,6 +275,27 @@ TEST_CASE("expert placement: a GPU too small for the experts gets the attention,
     CHECK_THAT(format_plan(r.best, s, hw, SearchStats{}), Catch::Contains("attention, norms and KV on the GPU"));
 }
 
+TEST_CASE("expert placement: with the KV cache in DRAM the GPU keeps room for the layer of it a prompt's pass stages, "
+          "as the device runtime does",
+          "[unit][planner][experts]") {
+    // 100k positions of 4 KiB a layer: 819 MB of KV cache, which with the prompt's hidden states
+    // is more than the 1 GB GPU; the GPU keeps one layer's (410 MB) for prompts the device
+    // attends to, and holds as many 100 MB experts as the rest has room for.
+    const ModelShape s = moe_shape();
+    const Workload wl{100'000, 4, 1, Objective::Latency};
+    PlannerOptions opts;
+    opts.budgets = {1e9, 4e9, 1e12};
+    const Plan p = search_with_expert_offload(s, toy_with_gpu(1'000'000'000), wl, opts).best;
+    REQUIRE(p.experts.attention_on_gpu);
+    CHECK_FALSE(p.experts.kv_on_gpu);
+    CHECK(p.policy.cpu_attention);
+    const double staging = 100'004.0 * 4096, expert = 100e6;
+    INFO("GPU use " << p.prediction.used.gpu << ", experts held " << p.experts.n_device());
+    CHECK(p.experts.n_device() > 0);
+    CHECK(p.prediction.used.gpu + staging <= 1e9);
+    CHECK(p.prediction.used.gpu + staging + expert > 1e9);  // no room for one more
+}
+
 TEST_CASE("expert placement: the device takes the most chosen experts, the DRAM cache the next", "[unit][planner][experts]") {
     const ModelShape s = moe_shape();
     const RoutingProfile r = skewed_routing();

@@ -143,28 +143,28 @@ TEST_CASE("cost model: with op offload, a CPU layer's prompt pass is priced wher
         return CostModel(m, hw, Workload{prompt, 128, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16}, limits)
             .layer_weights(1, at);
     };
-    // 512 rows: 5.12 s on the CPU (1e9 flops a row at 100 GFLOPS); rebuilt from the CPU's tiles
-    // at 10 GB/s (0.1 s) and copied at 10 GB/s as it is rebuilt (0.1 s), then computed on the
-    // device.
+    // 512 rows: 5.12 s on the CPU (1e9 flops a row at 100 GFLOPS); in two passes of 256 rows,
+    // each rebuilt from the CPU's tiles at 10 GB/s (0.1 s) and copied at 10 GB/s as it is
+    // rebuilt (0.1 s), then computed on the device.
     const Cost plain = layer(512, false), offloaded = layer(512, true);
     CHECK(plain.prefill[C] == Approx(5.12));
     CHECK(offloaded.prefill[C] == 0);  // the CPU's threads rebuild it while the device computes
     CHECK(offloaded.prefill[N] == 0);
-    CHECK(offloaded.prefill[H] == Approx(0.1));
-    // Rebuilt at 5 GB/s, its copy goes no faster than that: 0.2 s.
+    CHECK(offloaded.prefill[H] == Approx(2 * 0.1));
+    // Rebuilt at 5 GB/s, its copy goes no faster than that: 0.2 s a pass.
     RuntimeLimits limits;
     limits.op_offload = true;
     const CostModel slow_rebuild(s, toy_op_offload_machine(10, 5, 5), Workload{512, 128, 1, Objective::Latency},
                                  Policy{1, 1, true, false, DType::F16}, limits);
-    CHECK(slow_rebuild.layer_weights(1, WeightOption::DramCpu).prefill[H] == Approx(0.2));
+    CHECK(slow_rebuild.layer_weights(1, WeightOption::DramCpu).prefill[H] == Approx(2 * 0.2));
     CHECK(offloaded.prefill[G] > 0);
     CHECK(offloaded.decode == plain.decode);  // decode stays on the CPU
     CHECK(offloaded.bytes == plain.bytes);    // and the layer where it lies
-    // Streamed from the disk: read at 5 GB/s (0.2 s) and copied (0.1 s), nothing for the CPU.
+    // Streamed from the disk: read at 5 GB/s (0.2 s) and copied (0.1 s) each pass, nothing for the CPU.
     const Cost streamed = layer(512, true, 0, WeightOption::NvmeCpu);
     CHECK(streamed.prefill[C] == 0);
-    CHECK(streamed.prefill[N] == Approx(0.2));
-    CHECK(streamed.prefill[H] == Approx(0.1));
+    CHECK(streamed.prefill[N] == Approx(2 * 0.2));
+    CHECK(streamed.prefill[H] == Approx(2 * 0.1));
     // A short prompt is quicker on the CPU (0.1 s against the 0.2 s copy); latent attention's
     // long one, as any layer's, on the device.
     CHECK(layer(10, true).prefill == layer(10, false).prefill);

@@ -74,6 +74,10 @@ TEST_CASE("op offload choice: settled from the planner's rows or the flag, and d
     CHECK(has(describe_op_offload(p), "computed on the CPU in every pass (--op-offload off"));
     settle_op_offload(p, OpOffloadMode{OpOffloadMode::Rows, 64}, 256);
     CHECK(p.op_offload_rows == 64);
+    // More rows than a pass holds: no pass would be copied in.
+    settle_op_offload(p, OpOffloadMode{OpOffloadMode::Rows, 300}, 256);
+    CHECK(p.op_offload_rows == 0);
+    CHECK(has(describe_op_offload(p), "computed on the CPU in every pass (--op-offload 300: more rows than a pass holds (256)"));
     // Without CPU layers, nothing to say.
     Placement all_device = toy_placement(20);
     for (auto& l : all_device.plan.layers) l.weights = planner::WeightOption::Gpu, l.attention = planner::Device::Gpu;

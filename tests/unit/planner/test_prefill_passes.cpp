@@ -1,0 +1,87 @@
+// A prompt runs in passes of up to ModelShape::kPassRows rows (the runtime's Backend::kMaxUbatch),
+// and each pass goes over the weights it uses again: a layer copied in is copied, one streamed
+// from the disk is read, the CPU's weights are passed over, once a pass. Hand-computed on the
+// toy model (1 GB layers of 5e8 parameters) and the toy machine (tests/support/toy_hardware.h).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "planner/cost_model.h"
+#include "planner/op_offload.h"
+#include "tests/support/toy_hardware.h"
+#include "tests/support/toy_moe.h"
+
+using namespace strata;
+using namespace strata::planner;
+
+namespace {
+constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
+              H = static_cast<int>(Stream::PcieH2D), N = static_cast<int>(Stream::Nvme);
+
+CostModel model(const ModelShape& s, const HardwareProfile& hw, int prompt, int batch = 1) {
+    return CostModel(s, hw, Workload{prompt, 16, batch, Objective::Latency}, Policy{batch, 1, true, false, DType::F16});
+}
+}  // namespace
+
+TEST_CASE("cost model: each of a prompt's passes of 256 rows copies, streams and passes over the weights again",
+          "[unit][planner]") {
+    const ModelShape s = test::toy_shape();
+    const HardwareProfile hw = test::toy_cpu_with_gpu();  // a 10 GB/s link, a 2 GB/s disk
+    for (const int prompt : {1, 256, 257, 1000, 1024}) {
+        INFO("prompt " << prompt);
+        const double passes = std::ceil(prompt / 256.0);
+        const CostModel cm = model(s, hw, prompt);
+        // A layer copied in from DRAM: 1 GB over the link, 0.1 s a pass.
+        CHECK(cm.layer_weights(0, WeightOption::DramToGpu).prefill[H] == Approx(passes * 0.1));
+        // Streamed from the disk to the device: 0.5 s of reading a pass.
+        CHECK(cm.layer_weights(0, WeightOption::NvmeToGpu).prefill[N] == Approx(passes * 0.5));
+        // On the CPU from the disk too; its arithmetic is the prompt's (1e9 flops a token at 100
+        // GFLOPS), past a pass's read of its weights (0.1 s at 10 GB/s: 10 rows).
+        const Cost cpu = cm.layer_weights(0, WeightOption::NvmeCpu);
+        CHECK(cpu.prefill[N] == Approx(passes * 0.5));
+        CHECK(cpu.prefill[C] == Approx(prompt > 10 ? prompt * 0.01 : 0.1));
+    }
+    // A batch's prompts share passes: 4 sequences of 100 rows are two passes, not four.
+    CHECK(model(s, hw, 100, 4).layer_weights(0, WeightOption::DramToGpu).prefill[H] == Approx(0.2));
+}
+
+TEST_CASE("cost model: the CPU's pass over its weights, where measured, is paid once a prompt pass", "[unit][planner]") {
+    const ModelShape s = test::toy_shape();
+    HardwareProfile hw = test::toy_cpu();
+    KernelRate f16{DType::F16, hw.cpu.gemv_gbps, hw.cpu.gemm_gflops};
+    f16.pack_gbps = 5;  // a many-row call passes over 1 GB in 0.2 s
+    hw.cpu.rates.push_back(f16);
+    const double one = model(s, hw, 256).layer_weights(0, WeightOption::DramCpu).prefill[C];
+    const double four = model(s, hw, 1024).layer_weights(0, WeightOption::DramCpu).prefill[C];
+    // 4x the arithmetic and 4x the passes over the weights: the same per row.
+    CHECK(four == Approx(4 * one));
+    CHECK(one - 256 * 0.01 == Approx(0.2).epsilon(0.05));
+}
+
+TEST_CASE("op offload of a mixture of experts: a prompt's TTFT with op offload counts each pass's work on both sides",
+          "[unit][planner][experts]") {
+    // The host passes over its experts once a pass: the saving of 16 passes is 16 passes' worth,
+    // and the first token's time with it stays above the device's side of those passes.
+    const ModelShape s = test::toy_moe();
+    HardwareProfile hw = test::toy_op_offload_machine(10);
+    for (KernelRate& r : hw.cpu.rates) r.pack_gbps = 5;
+    const Workload wl{4096, 16, 1, Objective::Latency};
+    Plan plan = test::toy_moe_plan(s, hw, false, wl);
+    const OpOffload o = choose_op_offload(s, hw, plan, 256);
+    REQUIRE(o.min_rows > 0);
+    const double saved = op_offload_saving_s(s, hw, plan, 4096, 256, o.min_rows);
+    const OpOffloadPrice pass = price_op_offload(s, hw, plan, 256);
+    CHECK(saved == Approx(16 * (pass.cpu_s - pass.device_s)));
+    CHECK(plan.prediction.ttft_s - saved > 16 * pass.device_s * 0.99);
+}
+
+TEST_CASE("op offload of a mixture of experts: a layer the CPU cannot rebuild is read from the disk before it is copied",
+          "[unit][planner][experts]") {
+    const ModelShape s = test::toy_moe();
+    // No rebuild rate: each 1 GB layer is read from a 2 GB/s disk (0.5 s) before its 0.1 s on the link.
+    const HardwareProfile slow_disk = test::toy_op_offload_machine(10, 2, 0);
+    const HardwareProfile fast = test::toy_op_offload_machine(10);
+    const Plan plan = test::toy_moe_plan(s, fast, false);
+    const double read = price_op_offload(s, slow_disk, plan, 256).device_s, rebuilt = price_op_offload(s, fast, plan, 256).device_s;
+    CHECK(read - rebuilt == Approx(4 * (0.5 - 0.1)).epsilon(0.01));
+}
