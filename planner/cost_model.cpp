@@ -182,7 +182,7 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
         }
         if (o != WeightOption::Gpu) {
             stream_in(c.decode, from_nvme, 1);
-            stream_in(c.prefill, from_nvme, passes_);
+            stream_in(c.prefill, from_nvme, passes_ / m_);  // the micro-batches share each pass's copy
             c.gpu_staging = 2 * W;
         }
     } else {
@@ -207,7 +207,7 @@ Cost CostModel::weights_cost(const WeightsRead& w, double tok_d, double tok_p, W
         c.prefill[C] = pack_measured_ ? tok_p * F / cpu_gemm_ + passes_ * Wp / cpu_weight_pass_
                                       : passes_ * std::max(tok_p / passes_ * F / cpu_gemm_, Wp / cpu_gemv_);
         c.prefill[R] = passes_ * Wp / dram_bw_;
-        if (from_nvme) c.prefill[N] += passes_ * W / nvme_r, c.prefill[R] += passes_ * W / dram_bw_;
+        if (from_nvme) c.prefill[N] += passes_ / m_ * W / nvme_r, c.prefill[R] += passes_ / m_ * W / dram_bw_;
         if (is_layer)
             c.prefill[C] += passes_ * cpu_vector_s(tok_p / passes_, threads_), c.prefill_overhead = passes_ * cpu_loops_s(tok_p / passes_);
         if (has_gpu_) {
@@ -285,9 +285,13 @@ double CostModel::op_offload_copy_s(int layer, WeightOption cpu_option) const {
 }
 
 Cost CostModel::output(WeightOption o) const {
-    // Logits are needed for the last prompt position only.
+    // Logits are needed for the last prompt position only: the head runs in the passes that hold
+    // a sequence's last row (a micro-batch's sequences, or its passes where fewer).
     const double W = static_cast<double>(shape_.output_bytes);
-    Cost c = weights_cost({W, W, W, static_cast<double>(shape_.output_matmul_params)}, rows_d_, B_, o, false);
+    CostModel head(*this);
+    head.passes_ = m_ * std::min(mb_, passes_ / m_);
+    head.pass_rows_ = B_ / head.passes_;
+    Cost c = head.weights_cost({W, W, W, static_cast<double>(shape_.output_matmul_params)}, rows_d_, B_, o, false);
     if (limits_.head_on_device && limits_.dram_held_apart) c.bytes[kGpuTier] = 0;  // the device's working set
     return c;
 }
@@ -412,7 +416,9 @@ Cost CostModel::total_cost(const Plan& plan) const {
         add(c);
         // A CPU layer whose prompt pass op offload moved to the device priced no prefill hop.
         const bool prefill_on_cpu = c.prefill[C] > 0;
-        if (prev && on_cpu_beside_device(*prev) && on_cpu_beside_device(l)) drop_hop(total, prev_prefill_on_cpu && prefill_on_cpu);
+        // (A mixture of experts' layers beside the device each make their own round trip.)
+        if (prev && !plan.experts.attention_on_gpu && on_cpu_beside_device(*prev) && on_cpu_beside_device(l))
+            drop_hop(total, prev_prefill_on_cpu && prefill_on_cpu);
         prev = &l;
         prev_prefill_on_cpu = prefill_on_cpu;
     }

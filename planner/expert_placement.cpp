@@ -210,6 +210,11 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     const double staging = !on_gpu->experts.kv_on_gpu && on_gpu->policy.cpu_attention
                                ? double(wl_gpu.batch) * wl_gpu.kv_positions() * s.kv_bytes_per_token(on_gpu->policy.kv_type)
                                : 0;
+    if (on_gpu->prediction.used.gpu + staging > on_gpu->budgets.gpu)
+        throw OutOfBudget(fmt::format("the GPU budget {} cannot hold every layer's attention weights, the output head, "
+                                      "activations and the layer of the KV cache a prompt's pass stages there ({})",
+                                      format_size(opts.budgets.gpu), format_size(staging)),
+                          "give the GPU more memory, or plan for the CPU alone with --gpu-budget 0");
     const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu - staging, slot = double(expert_bytes(s));
     // The experts `room` bytes of the GPU hold.
     const auto held_in = [&](double room) {
@@ -220,6 +225,7 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     std::string note;
     const std::optional<RoutingProfile> routing = saved_routing(s, note);
     r.best = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, held_in(left));
+    r.best.prediction.used.gpu += staging;
     // Op offload's two slots of the largest layer in place of experts, where the workload's prompt
     // gains more than decode loses (as the device runtime weighs it: runtime/place/expert_offload.cpp).
     double largest = 0;
@@ -228,6 +234,7 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     const double dram_left = r.best.budgets.dram - r.best.prediction.used.dram;
     if (opts.limits.op_offload && left > 2 * largest && dram_left >= largest) {
         Plan with = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, held_in(left - 2 * largest));
+        with.prediction.used.gpu += staging;
         const auto one_sequence = [&](const Plan& q) {
             Plan one = q;
             one.workload.batch = one.policy.batch = one.policy.n_micro = 1;

@@ -140,6 +140,9 @@ void DeviceBackend::Impl::allocate(const KvCache& kv, storage::MemoryBudget& dra
     bool any_offloadable = false;
     for (int il = 0; il < hp.n_layer; ++il) any_offloadable = any_offloadable || offloadable(il);
     const bool offload = opts.op_offload_rows > 0 && (any_offloadable || hp.moe.enabled());
+    if (opts.op_offload_rows > 0 && !offload)
+        STRATA_LOG_WARN("op offload: not run: every CPU layer rebuilds its KV cache on the host, which a device's pass "
+                        "would not save");
     uint64_t slot_bytes = 0;
     for (int il = 0; il < hp.n_layer; ++il)
         if (work[il].site == LayerSite::CopiedIn || (offload && offloadable(il)))

@@ -292,8 +292,14 @@ TEST_CASE("expert placement: with the KV cache in DRAM the GPU keeps room for th
     const double staging = 100'004.0 * 4096, expert = 100e6;
     INFO("GPU use " << p.prediction.used.gpu << ", experts held " << p.experts.n_device());
     CHECK(p.experts.n_device() > 0);
-    CHECK(p.prediction.used.gpu + staging <= 1e9);
-    CHECK(p.prediction.used.gpu + staging + expert > 1e9);  // no room for one more
+    CHECK(p.prediction.used.gpu <= 1e9);  // the staged layer counted
+    CHECK(p.prediction.used.gpu + expert > 1e9);  // no room for one more
+    CHECK(p.prediction.used.gpu - double(p.experts.n_device()) * expert > staging);
+    // A GPU that holds the attention but not the staged layer beside it: no plan with it, said so.
+    PlannerOptions small = opts;
+    small.budgets.gpu = 3e8;
+    CHECK_THROWS_WITH(search_with_expert_offload(s, toy_with_gpu(300'000'000), wl, small),
+                      Catch::Contains("the layer of the KV cache a prompt's pass stages there"));
 }
 
 TEST_CASE("expert placement: the device takes the most chosen experts, the DRAM cache the next", "[unit][planner][experts]") {

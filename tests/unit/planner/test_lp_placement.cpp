@@ -165,8 +165,10 @@ TEST_CASE("rounding to whole layers loses little and stays feasible", "[unit][pl
         // layers), and against the plain relaxation, whose staging is a share of a layer's
         // (FlexGen's 2·W·(1 - w_gpu)): with 70B layers on a 24 GB card one layer's staging
         // is a few percent of the step.
+        // (qwen2.5-72b's 8 micro-batches on the L40S: 8.3%, its plan 11% faster than before
+        // micro-batches shared a prompt pass's copy of each layer, its bound lower still.)
         CHECK(p.prediction.objective_s < 1.05 * p.lp_objective_s);
-        CHECK(p.rounding_loss < 0.08);
+        CHECK(p.rounding_loss < 0.09);
         // The stored prediction is the cost model's price of the rounded plan.
         CHECK(evaluate_plan(s, hw, c.wl, p).objective_s == Approx(p.prediction.objective_s));
     }

@@ -85,3 +85,24 @@ TEST_CASE("op offload of a mixture of experts: a layer the CPU cannot rebuild is
     const double read = price_op_offload(s, slow_disk, plan, 256).device_s, rebuilt = price_op_offload(s, fast, plan, 256).device_s;
     CHECK(read - rebuilt == Approx(4 * (0.5 - 0.1)).epsilon(0.01));
 }
+
+TEST_CASE("cost model: the output head runs in the passes holding a sequence's last row, micro-batches share a pass's "
+          "copy, and a pass with its KV cache in DRAM copies up the rows it attends to",
+          "[unit][planner]") {
+    const ModelShape s = test::toy_shape();
+    const HardwareProfile hw = test::toy_cpu_with_gpu();  // a 10 GB/s link
+    // The head (2 MB) copied in once for one sequence's 4096 rows; twice for 4 sequences of 100
+    // rows in two passes.
+    CHECK(model(s, hw, 4096).output(WeightOption::DramToGpu).prefill[H] == Approx(2e6 / 10e9));
+    CHECK(model(s, hw, 100, 4).output(WeightOption::DramToGpu).prefill[H] == Approx(2 * 2e6 / 10e9));
+    // 4 micro-batches of one 256-row prompt each: one copy of a layer serves them all (as a decode
+    // step's does); their arithmetic is each one's.
+    const CostModel micro(s, hw, Workload{256, 16, 4, Objective::Latency}, Policy{4, 4, true, false, DType::F16});
+    CHECK(micro.layer_weights(0, WeightOption::DramToGpu).prefill[H] == Approx(0.1));
+    // The device attending to a prompt whose KV cache is in DRAM: pass k copies up the k * 256
+    // rows so far, 4 KiB a row: 256 x (1 + 2 + 3 + 4) rows for 1024.
+    const CostModel gpu_attends(s, hw, Workload{1024, 16, 1, Objective::Latency}, Policy{1, 1, false, false, DType::F16});
+    REQUIRE(gpu_attends.attention_device(KvOption::Dram) == Device::Gpu);
+    const double h2d = gpu_attends.layer_kv(0, KvOption::Dram).prefill[H];
+    CHECK(h2d == Approx(256.0 * 10 * 4096 / 10e9));
+}
