@@ -339,7 +339,7 @@ Cost CostModel::hidden(HiddenOption o) const {
     const double L = shape_.n_layer;
     c.prefill[H] = L * h_pre / h2d_, c.prefill[D] = L * h_pre / d2h_, c.prefill[R] = L * 2 * h_pre / dram_bw_;
     c.decode[H] = L * h_dec / h2d_, c.decode[D] = L * h_dec / d2h_, c.decode[R] = L * 2 * h_dec / dram_bw_;
-    c.gpu_staging = 2 * mb_ * P_ * shape_.n_embd * 2.0;
+    c.gpu_staging = 2 * std::min(mb_ * P_, ModelShape::kPassRows) * shape_.n_embd * 2.0;  // a pass's rows in and out
     return held_apart(c, false);
 }
 
