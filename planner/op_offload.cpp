@@ -79,7 +79,8 @@ std::string format_runs(std::span<const LayerSpan> runs) {
     return s;
 }
 
-OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t rows) {
+OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t rows,
+                                int32_t before) {
     OpOffloadPrice price;
     if (!hw.has_gpu()) return price;
     Workload wl = plan.workload;
@@ -92,10 +93,11 @@ OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& 
     const GpuProfile& gpu = *hw.gpu;
     // A layer's keys and values (latent attention's one row) go down into the host's cache
     // (decode reads it there), and the cache's rows the pass attends to come back up for the
-    // device to attend over: for a pass from the prompt's start, its own rows. Two hops, and their bytes.
+    // device to attend over: its own rows and those of the passes before. Two hops, and their bytes.
     const double rows_down = shape.kv_latent > 0 ? 1.0 : 2.0;
     const double hops = rows * rows_down * shape.n_embd_kv() * 4 / (gpu.d2h_gbps * 1e9) +
-                        rows * shape.kv_bytes_per_token() / (gpu.h2d_gbps * 1e9) + 2 * gpu.handoff_us * 1e-6;
+                        (double(before) + rows) * shape.kv_bytes_per_token() / (gpu.h2d_gbps * 1e9) +
+                        2 * gpu.handoff_us * 1e-6;
     double cpu_nvme = 0, dev_nvme = 0;
     bool first = true;
     const LayerPlacement* prev = nullptr;
@@ -128,7 +130,7 @@ double op_offload_saving_s(const ModelShape& shape, const HardwareProfile& hw, c
     for (int32_t left = prompt_len; left > 0; left -= max_rows) {
         const int32_t rows = std::min(left, max_rows);
         if (rows < min_rows) continue;
-        const OpOffloadPrice p = price_op_offload(shape, hw, plan, rows);
+        const OpOffloadPrice p = price_op_offload(shape, hw, plan, rows, prompt_len - left);
         saved += p.cpu_s - p.device_s;  // negative where a forced row count makes it slower
     }
     return saved;

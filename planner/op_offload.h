@@ -43,7 +43,10 @@ struct OpOffloadPrice {
                           // attends to coming back up), and at least the disk's time for every
                           // streamed layer's read
 };
-OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t rows);
+// (`before`: the prompt's rows in the passes before this one, whose K/V the pass's attention
+// copies up with its own.)
+OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan, int32_t rows,
+                                int32_t before = 0);
 
 struct OpOffload {
     std::vector<LayerSpan> runs;  // the layers copied in (op_offload_layer_runs)
