@@ -275,13 +275,13 @@ Cost CostModel::op_offloaded(int layer, WeightOption cpu_option) const {
     // as they become ready: the copy goes no faster than the rebuild (nor the first matrix's
     // rebuild and the last one's copy, which this leaves out).
     Cost c = weights_cost(w, rows_d_, B_ * P_, WeightOption::DramToGpu, true);
-    c.prefill[H] = std::max(c.prefill[H], passes_ * w.stored / cpu_untile_);
+    c.prefill[H] = std::max(c.prefill[H], passes_ / m_ * w.stored / cpu_untile_);  // shared as the copy
     return c;
 }
 
 double CostModel::op_offload_copy_s(int layer, WeightOption cpu_option) const {
     const Cost c = op_offloaded(layer, cpu_option);
-    return std::max(c.prefill[H], c.prefill[N]) + passes_ * sim_copy_s(layer_read(layer).stored);
+    return std::max(c.prefill[H], c.prefill[N]) + passes_ / m_ * sim_copy_s(layer_read(layer).stored);
 }
 
 Cost CostModel::output(WeightOption o) const {

@@ -58,12 +58,14 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
             c.decode[R] += (read + fresh) / dram_bw_;
             // One layer's keys and values staged on the device, reused layer after layer: the
             // runtime copies a layer's blocks in and waits for them before the next layer's. A
-            // prompt's pass k copies the rows of its k passes so far (its own and those before).
+            // prompt's pass k copies the rows of its k passes so far (its own and those before;
+            // the last, the whole prompt's), read from DRAM.
             c.gpu_staging += mb_ * ctx_max_ * per_tok;
             const double rows = ModelShape::kPassRows, per_seq = std::ceil(P_ / rows);
-            const double staged = B_ * std::min(P_, rows) * per_seq * (per_seq + 1) / 2 * per_tok;
+            const double staged = B_ * (rows * per_seq * (per_seq - 1) / 2 + P_) * per_tok;
             c.prefill[H] += staged / h2d_;
             c.prefill[G] += sim_copy_s(staged);
+            c.prefill[R] += staged / dram_bw_;
         }
     } else {
         // CPU attention reads the cache where it lies; only q, the output and new entries cross PCIe.

@@ -105,6 +105,9 @@ TEST_CASE("cost model: the output head runs in the passes holding a sequence's l
     REQUIRE(gpu_attends.attention_device(KvOption::Dram) == Device::Gpu);
     const double h2d = gpu_attends.layer_kv(0, KvOption::Dram).prefill[H];
     CHECK(h2d == Approx(256.0 * 10 * 4096 / 10e9));
+    // 300 rows: 256, then all 300.
+    const CostModel short_last(s, hw, Workload{300, 16, 1, Objective::Latency}, Policy{1, 1, false, false, DType::F16});
+    CHECK(short_last.layer_kv(0, KvOption::Dram).prefill[H] == Approx((256.0 + 300) * 4096 / 10e9));
     // Hidden states kept in DRAM go through the device a pass's rows at a time: its staging holds
     // 256 rows in and out (F16 of 1024 values), not the prompt's.
     CHECK(model(s, hw, 4096).hidden(HiddenOption::Dram).gpu_staging == Approx(2.0 * 256 * 1024 * 2));
