@@ -39,8 +39,8 @@ std::vector<int32_t> batch_candidates(const Workload& wl) {
 
 // The best whole-layer plan for one policy, or nullopt when none fits. The LP is solved per
 // case (lp_cases); the least relaxed objective is the policy's lower bound. Each case's
-// answer is then re-solved with its single units (output, embedding, hidden states) fixed to
-// each option it gave them, and with staging reserved for whole layers, and rounded.
+// answer is then re-solved with its single units fixed to each option it gave them (the output
+// head to each it may take), and with staging reserved for whole layers, and rounded.
 std::optional<Plan> plan_policy(const CostModel& cm, const Budgets& budgets, const std::vector<LayerGroup>& groups, const Plan& header) {
     double bound = INFINITY;
     std::optional<Plan> best;
@@ -55,7 +55,12 @@ std::optional<Plan> plan_policy(const CostModel& cm, const Budgets& budgets, con
         if (!relaxed.feasible) continue;
         bound = std::min(bound, relaxed.objective_s);
         const bool has_embd = cm.shape().embd_bytes > 0;
-        for (int out : used(relaxed.output))
+        // The head is one unit whose place moves layers: every place it may take, not only
+        // those the relaxation shared it over (a head on the device for a layer less there).
+        std::vector<int> outputs;
+        for (int o = 0; o < kNumWeightOptions; ++o)
+            if (cm.allowed_output(static_cast<WeightOption>(o))) outputs.push_back(o);
+        for (int out : outputs)
             for (int embd : has_embd ? used(relaxed.embedding) : std::vector<int>{-1})
                 for (int hid : used(relaxed.hidden)) {
                     LpCase fixed = lc;

@@ -205,8 +205,33 @@ void hold_weights(Plan& plan, const CostModel& cm, const Budgets& budgets, Predi
     try_hold(plan.output, [&](WeightOption o) { return cm.allowed_output(o); });
 }
 
-// Repairs `plan` into the budgets and improves it by single moves; false where it cannot fit.
-bool settle(const CostModel& cm, const Budgets& budgets, const std::vector<LayerGroup>& groups, Plan& plan) {
+}  // namespace
+
+bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& sol, Plan& plan) {
+    const std::vector<LayerGroup> groups = group_layers(cm.shape());
+    plan.layers.assign(static_cast<size_t>(cm.shape().n_layer), {});
+    for (const auto& gs : sol.groups) {
+        const auto wc = apportion(gs.n_layers, gs.weights);
+        const auto kc = apportion(gs.n_layers, gs.kv);
+        // Faster tiers first: within a group the layer order does not change the cost.
+        int32_t i = gs.first_layer;
+        for (int o = 0; o < kNumWeightOptions; ++o)
+            for (int c = 0; c < wc[o]; ++c) plan.layers[static_cast<size_t>(i++)].weights = static_cast<WeightOption>(o);
+        constexpr KvOption kv_order[] = {KvOption::Gpu, KvOption::ActGpu, KvOption::Dram, KvOption::ActDram, KvOption::Nvme, KvOption::ActNvme};
+        i = gs.first_layer;
+        for (KvOption o : kv_order)
+            for (int c = 0; c < kc[static_cast<size_t>(o)]; ++c) plan.layers[static_cast<size_t>(i++)].kv = o;
+    }
+    for (int32_t i = 0; i < cm.shape().n_layer; ++i) {
+        auto& l = plan.layers[static_cast<size_t>(i)];
+        l.layer = i;
+        l.attention = cm.attention_device(l.kv);
+    }
+    plan.output = static_cast<WeightOption>(argmax(sol.output));
+    plan.embedding = cm.shape().embd_bytes > 0 ? static_cast<WeightOption>(argmax(sol.embedding))
+                                               : (cm.allowed_embedding(WeightOption::Gpu) ? WeightOption::Gpu : WeightOption::DramCpu);
+    plan.hidden = static_cast<HiddenOption>(argmax(sol.hidden));
+
     // Repair: while over budget, take the move (or pair of moves) that frees the most overflow
     // per second lost.
     Prediction pred = cm.predict(plan);
@@ -236,48 +261,6 @@ bool settle(const CostModel& cm, const Budgets& budgets, const std::vector<Layer
     for (auto& l : plan.layers)
         if (cm.has_gpu() && device_of(l.weights) == Device::Cpu) l.attention = Device::Cpu;
     plan.prediction = pred;
-    return true;
-}
-
-}  // namespace
-
-bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& sol, Plan& plan) {
-    const std::vector<LayerGroup> groups = group_layers(cm.shape());
-    plan.layers.assign(static_cast<size_t>(cm.shape().n_layer), {});
-    for (const auto& gs : sol.groups) {
-        const auto wc = apportion(gs.n_layers, gs.weights);
-        const auto kc = apportion(gs.n_layers, gs.kv);
-        // Faster tiers first: within a group the layer order does not change the cost.
-        int32_t i = gs.first_layer;
-        for (int o = 0; o < kNumWeightOptions; ++o)
-            for (int c = 0; c < wc[o]; ++c) plan.layers[static_cast<size_t>(i++)].weights = static_cast<WeightOption>(o);
-        constexpr KvOption kv_order[] = {KvOption::Gpu, KvOption::ActGpu, KvOption::Dram, KvOption::ActDram, KvOption::Nvme, KvOption::ActNvme};
-        i = gs.first_layer;
-        for (KvOption o : kv_order)
-            for (int c = 0; c < kc[static_cast<size_t>(o)]; ++c) plan.layers[static_cast<size_t>(i++)].kv = o;
-    }
-    for (int32_t i = 0; i < cm.shape().n_layer; ++i) {
-        auto& l = plan.layers[static_cast<size_t>(i)];
-        l.layer = i;
-        l.attention = cm.attention_device(l.kv);
-    }
-    plan.output = static_cast<WeightOption>(argmax(sol.output));
-    plan.embedding = cm.shape().embd_bytes > 0 ? static_cast<WeightOption>(argmax(sol.embedding))
-                                               : (cm.allowed_embedding(WeightOption::Gpu) ? WeightOption::Gpu : WeightOption::DramCpu);
-    plan.hidden = static_cast<HiddenOption>(argmax(sol.hidden));
-    // The output head is one unit: the LP's largest share of it, or, where another choice rounds
-    // to a faster plan (a head on the device for a layer less there: a pair of moves settle's
-    // single moves do not find), that one.
-    std::optional<Plan> best;
-    for (int o = -1; o < kNumWeightOptions; ++o) {
-        if (o >= 0 && (o == static_cast<int>(plan.output) || !cm.allowed_output(static_cast<WeightOption>(o)))) continue;
-        Plan trial = plan;
-        if (o >= 0) trial.output = static_cast<WeightOption>(o);
-        if (settle(cm, budgets, groups, trial) && (!best || trial.prediction.objective_s < best->prediction.objective_s))
-            best = std::move(trial);
-    }
-    if (!best) return false;
-    plan = std::move(*best);
     return true;
 }
 
