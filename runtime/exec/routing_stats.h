@@ -1,7 +1,6 @@
 #pragma once
 // How often the router of each mixture-of-experts layer chose each expert, counted by the
 // CPU forward pass since the engine started: printed by `strata bench`, for /metrics too.
-#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -28,11 +27,15 @@ public:
         return out;
     }
 
-    // Back to `counts`, an earlier snapshot (a pass that is run again counts once).
-    void reset_to(const std::vector<std::vector<uint64_t>>& counts) {
+    // The counts so far into `out`, flat (layer-major), and back to such a copy: a pass that is
+    // run again counts once. Cheap enough for every pass: one copy into a buffer kept.
+    void save(std::vector<uint64_t>& out) const {
         std::lock_guard lock(mu_);
-        for (size_t il = 0; il < counts.size(); ++il)
-            std::copy(counts[il].begin(), counts[il].end(), counts_.begin() + il * n_expert_);
+        out = counts_;
+    }
+    void restore(const std::vector<uint64_t>& saved) {
+        std::lock_guard lock(mu_);
+        counts_ = saved;
     }
 
     // `part` of the choices in `counts` (a snapshot, or the difference of two), as a share; 0 for none.

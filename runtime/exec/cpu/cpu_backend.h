@@ -40,9 +40,9 @@ public:
         for (size_t il = 0; stats_ && il < counts.size(); ++il)
             for (size_t e = 0; e < counts[il].size(); ++e) stats_->add(int(il), int(e), counts[il][e]);
     }
-    // Back to `counts`, an earlier snapshot of routing_stats().
-    void reset_routing(const std::vector<std::vector<uint64_t>>& counts) {
-        if (stats_) stats_->reset_to(counts);
+    // Back to `saved`, an earlier RoutingStats::save of routing_stats().
+    void restore_routing(const std::vector<uint64_t>& saved) {
+        if (stats_) stats_->restore(saved);
     }
 
     // Opt-in (EngineOptions::int8_activations): single-level int8 activations, cpu::matmul's `int8`.

@@ -63,8 +63,8 @@ void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
     Impl& m = *impl_;
     m.fit_memory(kv);
     // What the pass counts of its routing, counted once however often it runs.
-    std::vector<std::vector<uint64_t>> routed;
-    if (const RoutingStats* r = routing_stats()) routed = r->snapshot();
+    const RoutingStats* routing = routing_stats();
+    if (routing) routing->save(m.routed_before_pass);
     const uint64_t held = m.experts ? m.experts->choices() : 0, offloaded = m.experts ? m.experts->offloaded_choices() : 0;
     for (;;) {
         try {
@@ -73,7 +73,7 @@ void DeviceBackend::compute(const PassLayout& p, KvCache& kv) {
             // At least a layer or a layer's held experts go each time, or give_back says none is left.
             const uint64_t used = m.dev->memory().arena().used();
             if (used == 0) throw;
-            if (m.host_layers && !routed.empty()) m.host_layers->reset_routing(routed);
+            if (routing) m.host_layers->restore_routing(m.routed_before_pass);
             if (m.experts) m.experts->reset_choices(held, offloaded);
             m.give_back(used - 1, kv, e.what());
         }

@@ -93,6 +93,7 @@ struct DeviceBackend::Impl {
     // are the host's); empty: none.
     std::vector<PipelineStep> offload_schedule;
     std::unique_ptr<CpuBackend> host_layers;  // the plan's CPU layers, when it has some
+    std::vector<uint64_t> routed_before_pass;  // their routing counts before a pass (DeviceBackend::compute)
     // Rows that go up mid-pass (DeviceExperts' inputs, a staged layer's KV blocks), on a stream
     // of their own, not behind op offload's weights on h2d; made at its first use (rows_stream).
     std::unique_ptr<gpu::Stream> rows_up;
