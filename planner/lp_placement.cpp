@@ -166,8 +166,8 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
         if (allowed) cols[static_cast<size_t>(j)] = {per_unit.scaled(n), per_unit.gpu_staging, per_unit.dram_staging};
         return j;
     };
-    auto plain_col = [&] {  // T and buffers: no cost of their own
-        const int j = b.add_col(0, -1);
+    auto plain_col = [&](double hi = -1) {  // T and buffers: no cost of their own
+        const int j = b.add_col(0, hi);
         cols.resize(static_cast<size_t>(j) + 1);
         return j;
     };
@@ -208,7 +208,7 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
         hid_cols[o] = placement_col(cm.hidden(opt), 1, cm.allowed(opt) && (!lp_case.hidden || *lp_case.hidden == opt));
     }
     const int n_placement = static_cast<int>(cols.size()) - 1;
-    const int Tp = plain_col(), Td = plain_col();
+    const int Tp = plain_col(), Td = plain_col(lp_case.max_decode_s > 0 ? lp_case.max_decode_s : -1);
     const int bufG = b.add_col(min_gpu_staging / kGiB, -1), bufD = b.add_col(min_dram_staging / kGiB, -1);
     cols.resize(cols.size() + 2);
 

@@ -50,6 +50,7 @@ struct LpCase {
     // fractional answer for them can cost a lot, so the search fixes them and re-solves.
     std::optional<WeightOption> output, embedding;
     std::optional<HiddenOption> hidden;
+    double max_decode_s = 0;  // a bound on the decode step (PlannerOptions::max_decode_step_s); 0: none
 };
 
 LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const std::vector<LayerGroup>& groups,

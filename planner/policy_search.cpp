@@ -40,8 +40,10 @@ std::vector<int32_t> batch_candidates(const Workload& wl) {
 // The best whole-layer plan for one policy, or nullopt when none fits. The LP is solved per
 // case (lp_cases); the least relaxed objective is the policy's lower bound. Each case's
 // answer is then re-solved with its single units fixed to each option it gave them (the output
-// head to each it may take), and with staging reserved for whole layers, and rounded.
-std::optional<Plan> plan_policy(const CostModel& cm, const Budgets& budgets, const std::vector<LayerGroup>& groups, const Plan& header) {
+// head to each it may take), and with staging reserved for whole layers, and rounded. With
+// `max_decode_s` (PlannerOptions::max_decode_step_s), only plans whose decode step is within it.
+std::optional<Plan> plan_policy(const CostModel& cm, const Budgets& budgets, const std::vector<LayerGroup>& groups, const Plan& header,
+                                double max_decode_s) {
     double bound = INFINITY;
     std::optional<Plan> best;
     auto used = [](const auto& shares) {
@@ -50,7 +52,8 @@ std::optional<Plan> plan_policy(const CostModel& cm, const Budgets& budgets, con
             if (shares[i] > 1e-6) v.push_back(static_cast<int>(i));
         return v;
     };
-    for (const LpCase& lc : lp_cases(cm, groups)) {
+    for (LpCase lc : lp_cases(cm, groups)) {
+        lc.max_decode_s = max_decode_s;
         const LpSolution relaxed = solve_placement(cm, budgets, groups, lc);
         if (!relaxed.feasible) continue;
         bound = std::min(bound, relaxed.objective_s);
@@ -78,7 +81,9 @@ std::optional<Plan> plan_policy(const CostModel& cm, const Budgets& budgets, con
                         if (!sol.feasible) continue;
                     }
                     Plan p = header;
-                    if (!round_plan(cm, budgets, sol, p)) continue;
+                    if (!round_plan(cm, budgets, sol, p, max_decode_s)) continue;
+                    // Bounded, only plans within the bound (rounding can land past the LP's).
+                    if (max_decode_s > 0 && p.prediction.decode.time_s > max_decode_s * (1 + 1e-6)) continue;
                     p.lp_objective_s = sol.objective_s;
                     p.lp_groups = sol.groups;
                     if (!best || p.prediction.objective_s < best->prediction.objective_s) best = std::move(p);
@@ -127,7 +132,8 @@ SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, co
                         const Policy pol{batch, m, ca, rc, kv};
                         ++r.n_policies;
                         const CostModel cm(shape, hw, wl, pol, opts.limits);
-                        std::optional<Plan> p = plan_policy(cm, opts.budgets, groups, plan_header(shape, hw, wl, opts.budgets, pol));
+                        std::optional<Plan> p = plan_policy(cm, opts.budgets, groups, plan_header(shape, hw, wl, opts.budgets, pol),
+                                                                opts.max_decode_step_s);
                         if (p) r.candidates.push_back(std::move(*p));
                     }
             }
@@ -214,6 +220,11 @@ bool device_beats_cpu(const Prediction& with_device, const Prediction& cpu_alone
     // Decoding no slower, the whole workload (the objective: its prompt's prefill included) by the
     // margin sooner: a long prompt and a short answer, whose prefill the CPU alone takes seconds on.
     return with_device.decode_tps_per_seq >= cpu_alone.decode_tps_per_seq && with_device.objective_s > 0 &&
+           kDeviceWinMargin * with_device.objective_s < cpu_alone.objective_s;
+}
+
+bool trades_decode_for_prefill(const Prediction& with_device, const Prediction& cpu_alone) {
+    return with_device.decode_tps_per_seq < cpu_alone.decode_tps_per_seq && with_device.objective_s > 0 &&
            kDeviceWinMargin * with_device.objective_s < cpu_alone.objective_s;
 }
 

@@ -22,6 +22,9 @@ struct PlannerOptions {
     bool allow_recompute = true;
     int max_micro = 16;
     RuntimeLimits limits;  // what the runtime that runs the plan cannot do
+    // Plans whose decode step takes at most this long (0: any): a device plan bounded to decode
+    // no slower than the CPU alone (trades_decode_for_prefill).
+    double max_decode_step_s = 0;
     // The way out when nothing fits, naming the flags of the command that plans (`strata plan`'s
     // here; a runtime command names its own).
     // What budgets.dram is of, where the caller took what else the run holds out of the user's
@@ -62,6 +65,11 @@ inline constexpr double kDeviceWinMargin = 1.10;
 // margin, or to decode no slower and finish the workload (its objective, prefill included) by
 // that margin sooner: a device placement is chosen only then (never slower than the CPU alone).
 bool device_beats_cpu(const Prediction& with_device, const Prediction& cpu_alone);
+// Whether a device plan that does not beat the CPU alone loses only on decode: slower there, but
+// its whole workload (a long prompt's prefill) sooner by the margin. The LP's best plan then
+// traded decode for the first token; one searched again with its decode step bounded by the CPU
+// alone's (PlannerOptions::max_decode_step_s) may beat the CPU alone on both.
+bool trades_decode_for_prefill(const Prediction& with_device, const Prediction& cpu_alone);
 // The plans no other plan beats on both per-sequence decode speed and aggregate throughput.
 std::vector<Plan> frontier(const SearchResult& r);
 

@@ -173,6 +173,42 @@ std::vector<Move> repair_step(const Plan& plan, const CostModel& cm, const Budge
     return best;
 }
 
+// Whether a move to `q` from `pred` keeps the decode step within a bound (none: 0): within
+// it, or no slower than before where the plan rounded from the LP's shares was already over it.
+struct DecodeBound {
+    double max_s = 0;
+    bool operator()(const Prediction& q, const Prediction& pred) const {
+        return max_s <= 0 || q.decode.time_s <= std::max(max_s, pred.decode.time_s) * (1 + 1e-9);
+    }
+};
+
+// A decode step over the bound shortened: while it is over, the move (to any tier or device)
+// that fits and saves decode time at the least cost in objective per second saved. The LP's
+// relaxation overlaps the link's copies with the CPU's layers more than whole layers can, so
+// a plan rounded from shares within the bound can land past it. False where no move helps.
+bool meet_decode_bound(Plan& plan, const CostModel& cm, const Budgets& budgets, const std::vector<LayerGroup>& groups,
+                       Prediction& pred, double max_s) {
+    for (int step = 0; pred.decode.time_s > max_s * (1 + 1e-9); ++step) {
+        if (step > 4 * cm.shape().n_layer + 16) return false;
+        double best_score = INFINITY;
+        std::optional<Plan> best;
+        Prediction best_q;
+        for (const Move& m : all_moves(plan, cm, groups)) {
+            Plan trial = plan;
+            apply(trial, cm, m);
+            const Prediction q = cm.predict(trial);
+            const double saved = pred.decode.time_s - q.decode.time_s;
+            if (!fits(q.used, budgets) || saved <= 0) continue;
+            const double score = (q.objective_s - pred.objective_s) / saved;
+            if (score < best_score) best_score = score, best = std::move(trial), best_q = q;
+        }
+        if (!best) return false;
+        plan = std::move(*best);
+        pred = best_q;
+    }
+    return true;
+}
+
 // The same device's reads from the next tier up: NVMe to DRAM, DRAM copied over the link to held
 // on the device; `o` itself where there is none.
 WeightOption held_closer(WeightOption o) {
@@ -188,13 +224,13 @@ WeightOption held_closer(WeightOption o) {
 // the budgets and prices no worse. The objective does not see a read that overlaps longer work,
 // but the read still occupies the disk or the link (and, on the simulated device, a core) while
 // the memory to hold it is free: the improve pass keeps only strict gains.
-void hold_weights(Plan& plan, const CostModel& cm, const Budgets& budgets, Prediction& pred) {
+void hold_weights(Plan& plan, const CostModel& cm, const Budgets& budgets, Prediction& pred, const DecodeBound& within) {
     auto try_hold = [&](WeightOption& o, auto allowed) {
         for (WeightOption to = held_closer(o); to != o && allowed(to); to = held_closer(o)) {
             const WeightOption from = o;
             o = to;
             const Prediction q = cm.predict(plan);
-            if (!fits(q.used, budgets) || q.objective_s > pred.objective_s * (1 + 1e-12)) {
+            if (!fits(q.used, budgets) || q.objective_s > pred.objective_s * (1 + 1e-12) || !within(q, pred)) {
                 o = from;
                 return;
             }
@@ -207,7 +243,8 @@ void hold_weights(Plan& plan, const CostModel& cm, const Budgets& budgets, Predi
 
 }  // namespace
 
-bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& sol, Plan& plan) {
+bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& sol, Plan& plan, double max_decode_s) {
+    const DecodeBound within{max_decode_s};
     const std::vector<LayerGroup> groups = group_layers(cm.shape());
     plan.layers.assign(static_cast<size_t>(cm.shape().n_layer), {});
     for (const auto& gs : sol.groups) {
@@ -242,6 +279,7 @@ bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& s
         for (const Move& m : moves) apply(plan, cm, m);
         pred = cm.predict(plan);
     }
+    if (max_decode_s > 0 && !meet_decode_bound(plan, cm, budgets, groups, pred, max_decode_s)) return false;
     // Improve: move units up, or to the other device, while that fits and lowers the objective.
     for (int step = 0; step < 2 * cm.shape().n_layer + 8; ++step) {
         double best_obj = pred.objective_s * (1 - 1e-9);
@@ -250,13 +288,13 @@ bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& s
             Plan trial = plan;
             apply(trial, cm, m);
             const Prediction q = cm.predict(trial);
-            if (fits(q.used, budgets) && q.objective_s < best_obj) best_obj = q.objective_s, best = m;
+            if (fits(q.used, budgets) && q.objective_s < best_obj && within(q, pred)) best_obj = q.objective_s, best = m;
         }
         if (!best) break;
         apply(plan, cm, *best);
         pred = cm.predict(plan);
     }
-    hold_weights(plan, cm, budgets, pred);
+    hold_weights(plan, cm, budgets, pred, within);
     // A layer whose matmuls run on the CPU beside a device attends there (CostModel::placed_layer).
     for (auto& l : plan.layers)
         if (cm.has_gpu() && device_of(l.weights) == Device::Cpu) l.attention = Device::Cpu;

@@ -11,8 +11,9 @@
 namespace strata::planner {
 
 // Fills plan.layers / output / embedding / hidden / prediction. Returns false when no
-// sequence of moves makes the plan fit the budgets.
-bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& sol, Plan& plan);
+// sequence of moves makes the plan fit the budgets. With `max_decode_s` (LpCase's bound), the
+// plan is moved within it first, and the improving moves keep it there (false where none does).
+bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& sol, Plan& plan, double max_decode_s = 0);
 
 // True when `used` fits `budgets` (with a hair of slack for floating point).
 bool fits(const MemoryUse& used, const Budgets& budgets);

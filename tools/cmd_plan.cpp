@@ -188,6 +188,10 @@ int run_plan(const PlanOptions& given) {
     else if (run.cpu_alone)
         fmt::print("\nThe CPU alone: {:.3g} tokens/s decode, TTFT {} (this plan: {:.3g} tokens/s).\n",
                    run.cpu_alone->decode_tps_per_seq, format_seconds(run.cpu_alone->ttft_s), r.best.prediction.decode_tps_per_seq);
+    if (run.unbounded_device)
+        fmt::print("The best plan with the GPU over the workload decodes at {:.3g} tokens/s (TTFT {}), slower than the CPU "
+                   "alone: this one was searched again to decode no slower.\n",
+                   run.unbounded_device->decode_tps_per_seq, format_seconds(run.unbounded_device->ttft_s));
     if (!missed.empty()) fmt::print("\nThis machine misses the workload's targets: {}.\n{}.\n", missed, way_out);
     if (o.frontier) {
         fmt::print("\nfrontier (no other policy is faster per sequence and in aggregate):\n");

@@ -265,6 +265,7 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         po.limits.recompute_on_gpu_only = true;
         po.limits.device_slots = kDeviceSlots;  // each step priced as the device backend issues it
         po.limits.op_offload = op_offload;
+        po.max_decode_step_s = opts.max_decode_step_s;
         // Latent attention (deepseek2) has no CPU attention beside a device (DeviceBackend refuses it).
         po.allow_cpu_attention = attention != AttentionChoice::Gpu && p.shape.kv_latent == 0;
         po.require_cpu_attention = attention == AttentionChoice::Cpu;

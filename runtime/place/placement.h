@@ -83,6 +83,7 @@ struct PlacementOptions {
     // (runtime/place/model_file_rate.h); false: the probe's curve alone (tests of its pricing).
     bool time_model_file = true;
     ExpertPolicy expert_policy = ExpertPolicy::Adaptive;  // the expert cache's, when experts are offloaded
+    double max_decode_step_s = 0;  // a device plan's decode step at most this (planner::PlannerOptions's); 0: any
 };
 
 // Per layer: whether the plan recomputes its KV from saved hidden states (the CPU backend keeps

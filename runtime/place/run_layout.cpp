@@ -395,10 +395,13 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
     beside.on_plan = nullptr;
     if (!po.given && !asks_device(resolve_overrides(po.overrides, file)))
         if (auto alone = cpu_alone_prediction(file, hp, in, po, kv)) beside.alternative = PlanAlternative{"the CPU alone", *alone};
+    const auto layout_device = [&](const PlacementOptions& o) {
+        return hp.moe.enabled() ? layout_moe_with_gpu(file, hp, in, o, gpu, *device, lo, kv, dram)
+                                : layout_with_gpu(file, hp, in, o, gpu, *device, lo, kv, dram);
+    };
     RunLayout out;
     try {
-        out = hp.moe.enabled() ? layout_moe_with_gpu(file, hp, in, beside, gpu, *device, lo, kv, dram)
-                               : layout_with_gpu(file, hp, in, beside, gpu, *device, lo, kv, dram);
+        out = layout_device(beside);
     } catch (const OutOfBudget& e) {
         // A device the command did not name that cannot hold the run leaves it to the CPU alone.
         if (gpu.chosen || !beside.alternative) throw;
@@ -408,8 +411,35 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
         return out;
     }
     // Weighed as it will run: a long prompt's CPU layers computed on the device where op offload does.
-    const planner::Workload& wl = out.placement->plan.workload;
-    const planner::Prediction with_device = out.placement->predict(wl.prompt_len, wl.gen_len, wl.batch);
+    const auto predict = [](const RunLayout& l) {
+        const planner::Workload& wl = l.placement->plan.workload;
+        return l.placement->predict(wl.prompt_len, wl.gen_len, wl.batch);
+    };
+    planner::Prediction with_device = predict(out);
+    if (beside.alternative && !gpu.chosen && !hp.moe.enabled() &&
+        planner::trades_decode_for_prefill(with_device, beside.alternative->prediction)) {
+        // The best plan traded decode for the first token: searched again to decode no slower
+        // (the first layout's buffers given back before the second takes its own).
+        const planner::Prediction unbounded = with_device;
+        out = RunLayout{};
+        PlacementOptions bounded = beside;
+        bounded.max_decode_step_s = beside.alternative->prediction.decode.time_s;
+        try {
+            out = layout_device(bounded);
+            with_device = predict(out);
+            STRATA_LOG_INFO("gpu: the best plan decodes at {:.1f} tokens/s, slower than the CPU alone's {:.1f}; one "
+                            "decoding no slower: {:.1f} (first token in {})",
+                            unbounded.decode_tps_per_seq, beside.alternative->prediction.decode_tps_per_seq,
+                            with_device.decode_tps_per_seq, planner::format_seconds(with_device.ttft_s));
+        } catch (const OutOfBudget& e) {
+            STRATA_LOG_INFO("gpu: not used: the best plan decodes slower than the CPU alone, and none decoding no slower "
+                            "fits: {}", e.what());
+            out = RunLayout{};
+            out.cpu_alone_wins = true;
+            out.device_prediction = unbounded;
+            return out;
+        }
+    }
     if (beside.alternative && !planner::device_beats_cpu(with_device, beside.alternative->prediction)) {
         const planner::Prediction& cpu = beside.alternative->prediction;
         const std::string weighed = fmt::format("the CPU alone is predicted at {:.1f} tokens/s (first token in {}), the "

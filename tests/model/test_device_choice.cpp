@@ -175,3 +175,58 @@ TEST_CASE("beside a device, the CPU alone is weighed as it would run alone, its 
     CHECK(beside.placement->alternative->prediction.decode_tps_per_seq ==
           Approx(alone.placement->plan.prediction.decode_tps_per_seq).epsilon(0.01));
 }
+
+TEST_CASE("a device plan that decodes slower than the CPU alone for a long prompt's sooner first token is made again "
+          "to decode no slower",
+          "[model][device]") {
+    auto path = test::default_model_path();
+    STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    Opened model(*path);
+    auto& [file, hp, dram] = model;
+    constexpr int kCtx = 512;
+    const KvSize kv = kv_size(hp, 0, kCtx, DType::F16, nullptr);
+    const ResidencyInput in = WeightStore::residency_input(file, hp, dram, kv.all_bytes, 2);
+    PlacementOptions po;
+    po.n_ctx = kCtx, po.n_predict = 16, po.n_prompt = 480;
+    po.kv_type = DType::F16;
+    po.n_threads = po.n_threads_alone = 1;
+    LayoutOptions lo;
+    lo.op_offload.kind = OpOffloadMode::Off;  // the device prefills only the layers it holds or streams
+    const auto lay_out_on = [&](const GpuTarget& gpu, const DeviceFootprint* device) {
+        return lay_out(file, hp, in, po, lo, kv, dram, gpu, device);
+    };
+    // A device that computes a prompt at once but holds about a third of the weights, on a link
+    // copying the rest at a quarter of the rate the CPU alone reads them: streamed layers decode slower.
+    const double weights = double(planner::ModelShape::from_gguf(file).total_weight_bytes());
+    const double cpu_tps = lay_out_on(GpuTarget{}, nullptr).placement->plan.prediction.decode_tps_per_seq;
+    GpuTarget gpu = simulated_device(file, hp);
+    REQUIRE(gpu.use);
+    price_as_device_reading_at(gpu, 100 * cpu_tps * weights / 1e9);
+    gpu.hw.gpu->h2d_gbps = gpu.hw.gpu->d2h_gbps = 0.25 * cpu_tps * weights / 1e9;
+    DeviceFootprint device;
+    device.working_streamed = 16ull << 20;
+    gpu.gpu_mem = device.working_streamed + kv.layer_bytes + static_cast<uint64_t>(weights / 3);
+    gpu.hw.gpu->memory_bytes = gpu.gpu_mem;
+
+    // Named, the device runs the best plan for the workload: it trades decode for the first token.
+    gpu.chosen = true;
+    const RunLayout best = lay_out_on(gpu, &device);
+    REQUIRE(best.placement);
+    REQUIRE(best.placement->alternative);
+    const planner::Prediction cpu = best.placement->alternative->prediction;
+    const planner::Prediction traded = best.placement->predict(480, 16, 1);
+    INFO("the CPU alone " << cpu.decode_tps_per_seq << " t/s, first token " << cpu.ttft_s << " s; the best plan "
+                          << traded.decode_tps_per_seq << " t/s, " << traded.ttft_s << " s");
+    REQUIRE(planner::trades_decode_for_prefill(traded, cpu));
+
+    // Unnamed, the plan made again to decode no slower runs: sooner over the workload still.
+    gpu.chosen = false;
+    const RunLayout chosen = lay_out_on(gpu, &device);
+    REQUIRE_FALSE(chosen.cpu_alone_wins);
+    const planner::Prediction bounded = chosen.placement->predict(480, 16, 1);
+    INFO("made again: " << bounded.decode_tps_per_seq << " t/s, " << bounded.ttft_s << " s");
+    CHECK(bounded.decode_tps_per_seq >= cpu.decode_tps_per_seq);
+    CHECK(planner::device_beats_cpu(bounded, cpu));
+    CHECK(bounded.ttft_s < cpu.ttft_s);
+    CHECK(bounded.ttft_s > traded.ttft_s);
+}

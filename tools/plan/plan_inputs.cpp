@@ -133,6 +133,18 @@ SearchResult fit_runtime_dram(const std::filesystem::path& file, const Workload&
     return std::move(fitting->plan);
 }
 
+// The device plan searched again with its decode step bounded (search reads the bound), as the
+// runtime holds it under a DRAM budget for a model file; none where nothing fits.
+std::optional<SearchResult> search_decoding_no_slower(const std::filesystem::path& fitted_file, const Workload& wl, double dram,
+                                                      const ModelShape& shape, const std::function<SearchResult(double)>& search) {
+    try {
+        if (fitted_file.empty()) return search(dram);
+        return fit_runtime_dram(fitted_file, wl, dram, dram + 2 * shape.total_weight_bytes(), search);
+    } catch (const OutOfBudget&) {
+        return std::nullopt;
+    }
+}
+
 }  // namespace
 
 Workload plan_workload(const PlanOptions& o) {
@@ -257,9 +269,11 @@ PlanRun plan_placement(const PlanOptions& o, HardwareProfile hardware) {
         return run;
     }
     // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
+    double max_decode_step_s = 0;  // bounded where the best device plan trades decode for prefill
     const auto search_device = [&](double dram) {
         PlannerOptions d = opts;
         d.budgets.dram = dram;
+        d.max_decode_step_s = max_decode_step_s;
         return search_with_expert_offload(run.shape, hw, wl, d);
     };
     try {
@@ -309,8 +323,18 @@ PlanRun plan_placement(const PlanOptions& o, HardwareProfile hardware) {
         SearchResult cpu = cpu_alone_as_run();
         run.cpu_alone = cpu.best.prediction;
         if (!device_beats_cpu(run.result.best.prediction, cpu.best.prediction)) {
-            run.device_prediction = run.result.best.prediction;
-            run.result = std::move(cpu);
+            std::optional<SearchResult> bounded;
+            if (trades_decode_for_prefill(run.result.best.prediction, cpu.best.prediction) && run.shape.n_expert == 0) {
+                max_decode_step_s = cpu.best.prediction.decode.time_s;
+                bounded = search_decoding_no_slower(fitted_file, wl, opts.budgets.dram, run.shape, search_device);
+            }
+            if (bounded && bounded->best.has_gpu && device_beats_cpu(bounded->best.prediction, cpu.best.prediction)) {
+                run.unbounded_device = run.result.best.prediction;
+                run.result = std::move(*bounded);
+            } else {
+                run.device_prediction = run.result.best.prediction;
+                run.result = std::move(cpu);
+            }
         }
     } catch (const OutOfBudget&) {
         // the CPU alone cannot hold it

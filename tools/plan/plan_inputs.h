@@ -25,6 +25,9 @@ struct PlanRun {
     // With a GPU: the CPU alone's best plan, weighed against the device's; `result` is the
     // CPU alone's when the device's does not beat it (device_prediction: what the device's said).
     std::optional<planner::Prediction> cpu_alone, device_prediction;
+    // The best device plan's, where it decoded slower than the CPU alone and the plan shown is
+    // the one searched again to decode no slower (planner::trades_decode_for_prefill).
+    std::optional<planner::Prediction> unbounded_device;
     // Why `result` is the CPU alone's though the GPU held the model: no device plan runs in the
     // DRAM budget beside the device backend's host buffers (empty otherwise).
     std::string gpu_left_out;

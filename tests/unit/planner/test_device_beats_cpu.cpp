@@ -1,8 +1,14 @@
 // When a plan with a device is chosen over the CPU alone (planner/policy_search.h).
 #include <catch2/catch.hpp>
 
-#include "planner/policy_search.h"
+#include <algorithm>
 
+#include "core/error.h"
+#include "planner/policy_search.h"
+#include "tests/support/toy_hardware.h"
+#include "tests/support/toy_shape.h"
+
+using namespace strata;
 using namespace strata::planner;
 
 namespace {
@@ -30,4 +36,41 @@ TEST_CASE("a device plan is chosen over the CPU alone when it decodes faster by 
     CHECK_FALSE(device_beats_cpu(predicted(23.5, cpu.objective_s / (kDeviceWinMargin * 0.99)), cpu));
     // No objective priced: decoding alone decides.
     CHECK_FALSE(device_beats_cpu(predicted(23.5, 0), cpu));
+}
+
+TEST_CASE("a device plan that decodes slower for a long prompt's first token is searched again to decode no slower "
+          "than the CPU alone",
+          "[unit][planner]") {
+    // The toy model's four 1 GB layers, a 1000-token prompt: the CPU passes over a layer in 0.1 s
+    // a token and computes a prompt's in 10 s; the link copies one in 0.2 s, a device with room for
+    // about one computes a prompt's at once. Without op offload the device prefills only the
+    // layers it holds or streams, and a streamed layer decodes at the link's half of the CPU's rate.
+    const ModelShape s = test::toy_shape();
+    HardwareProfile hw = test::toy_cpu_with_gpu();
+    hw.gpu->h2d_gbps = hw.gpu->d2h_gbps = 5;
+    const Workload wl{1000, 16, 1, Objective::Latency};
+    PlannerOptions opts;
+    opts.budgets = {3.5e9, 60e9, 1e12};
+    HardwareProfile alone = hw;
+    alone.gpu.reset();
+    PlannerOptions cpu_opts = opts;
+    cpu_opts.budgets.gpu = 0;
+    const Prediction cpu = search_plans(s, alone, wl, cpu_opts).best.prediction;
+    const Prediction best = search_plans(s, hw, wl, opts).best.prediction;
+    INFO("CPU alone " << cpu.decode_tps_per_seq << " t/s, TTFT " << cpu.ttft_s << " s; best with the device "
+                      << best.decode_tps_per_seq << " t/s, TTFT " << best.ttft_s << " s");
+    REQUIRE_FALSE(device_beats_cpu(best, cpu));
+    REQUIRE(trades_decode_for_prefill(best, cpu));
+
+    opts.max_decode_step_s = cpu.decode.time_s;
+    const Plan bounded = search_plans(s, hw, wl, opts).best;
+    INFO("bounded: " << bounded.prediction.decode_tps_per_seq << " t/s, TTFT " << bounded.prediction.ttft_s << " s");
+    CHECK(std::any_of(bounded.layers.begin(), bounded.layers.end(),
+                      [](const LayerPlacement& l) { return device_of(l.weights) == Device::Gpu; }));
+    CHECK(bounded.prediction.decode.time_s <= cpu.decode.time_s * (1 + 1e-6));
+    CHECK(bounded.prediction.objective_s >= best.objective_s);
+    CHECK(device_beats_cpu(bounded.prediction, cpu));
+    // A bound no plan with the device meets but the CPU alone's own: nothing faster than it.
+    opts.max_decode_step_s = cpu.decode.time_s / 100;
+    CHECK_THROWS_AS(search_plans(s, hw, wl, opts), OutOfBudget);
 }
