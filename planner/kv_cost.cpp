@@ -25,6 +25,17 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
     const double recompute_flops = act ? B_ * ctx_avg_ * shape_.recompute_flops_per_token() : 0;
     const Tier tier = tier_of(o);
     c.bytes[static_cast<size_t>(tier)] = cap;
+    // The device attends to a prompt's passes over the layer's blocks copied in from DRAM (the
+    // runtime copies a layer's in and waits for them before the next layer's), whichever side
+    // attends to decode. A prompt's pass k copies the rows of its k passes so far (its own and
+    // those before; the last, the whole prompt's).
+    const auto stage_prompt = [&] {
+        const double rows = ModelShape::kPassRows, per_seq = std::ceil(P_ / rows);
+        const double staged = B_ * (rows * per_seq * (per_seq - 1) / 2 + P_) * per_tok;
+        c.prefill[H] += staged / h2d_;
+        c.prefill[G] += sim_copy_s(staged);
+        c.prefill[R] += staged / dram_bw_;
+    };
 
     if (attention == Device::Gpu) {
         // The simulated device runs the CPU's attention kernel on its own threads: the CPU's tile
@@ -56,16 +67,9 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
             c.decode[G] += sim_copy_s(read);
             c.decode[D] += fresh / d2h_;
             c.decode[R] += (read + fresh) / dram_bw_;
-            // One layer's keys and values staged on the device, reused layer after layer: the
-            // runtime copies a layer's blocks in and waits for them before the next layer's. A
-            // prompt's pass k copies the rows of its k passes so far (its own and those before;
-            // the last, the whole prompt's), read from DRAM.
+            // One layer's keys and values staged on the device, reused layer after layer.
             c.gpu_staging += mb_ * ctx_max_ * per_tok;
-            const double rows = ModelShape::kPassRows, per_seq = std::ceil(P_ / rows);
-            const double staged = B_ * (rows * per_seq * (per_seq - 1) / 2 + P_) * per_tok;
-            c.prefill[H] += staged / h2d_;
-            c.prefill[G] += sim_copy_s(staged);
-            c.prefill[R] += staged / dram_bw_;
+            stage_prompt();
         }
     } else {
         // CPU attention reads the cache where it lies; only q, the output and new entries cross PCIe.
@@ -80,6 +84,8 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         c.decode[R] += (read + fresh) / dram_bw_;
         if (halves) c.decode_overlapped = c.decode[C];
         if (q_crosses) {
+            // (Its staging buffer is the device backend's working set: runtime/place/run_layout.cpp.)
+            stage_prompt();
             const double q = rows_d_ * shape_.n_head * shape_.head_dim * 4.0;
             c.decode[D] += (q + fresh) / d2h_;
             c.decode[H] += q / h2d_;

@@ -87,7 +87,7 @@ TEST_CASE("op offload of a mixture of experts: a layer the CPU cannot rebuild is
 }
 
 TEST_CASE("cost model: the output head runs in the passes holding a sequence's last row, micro-batches share a pass's "
-          "copy, and a pass with its KV cache in DRAM copies up the rows it attends to",
+          "copy, and a pass with its KV cache in DRAM copies up the rows it attends to, whichever side attends to decode",
           "[unit][planner]") {
     const ModelShape s = test::toy_shape();
     const HardwareProfile hw = test::toy_cpu_with_gpu();  // a 10 GB/s link
@@ -108,6 +108,12 @@ TEST_CASE("cost model: the output head runs in the passes holding a sequence's l
     // 300 rows: 256, then all 300.
     const CostModel short_last(s, hw, Workload{300, 16, 1, Objective::Latency}, Policy{1, 1, false, false, DType::F16});
     CHECK(short_last.layer_kv(0, KvOption::Dram).prefill[H] == Approx((256.0 + 300) * 4096 / 10e9));
+    // The CPU attending to decode steps: the device still attends to a prompt's passes of its
+    // layers, over the same rows copied up (the device runtime's HostCpuAttention, and a mixture
+    // of experts' attention on the device with its KV cache in DRAM).
+    const CostModel cpu_attends(s, hw, Workload{1024, 16, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16});
+    REQUIRE(cpu_attends.attention_device(KvOption::Dram) == Device::Cpu);
+    CHECK(cpu_attends.layer_kv(0, KvOption::Dram).prefill[H] == Approx(h2d));
     // Hidden states kept in DRAM go through the device a pass's rows at a time: its staging holds
     // 256 rows in and out (F16 of 1024 values), not the prompt's.
     CHECK(model(s, hw, 4096).hidden(HiddenOption::Dram).gpu_staging == Approx(2.0 * 256 * 1024 * 2));
