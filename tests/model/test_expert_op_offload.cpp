@@ -198,3 +198,55 @@ TEST_CASE("sim device: op offload the backend cannot set up is planned and price
     CHECK(set_up > 0);
     CHECK(not_set_up > 0);
 }
+
+// A device that holds some of a layer's experts (the most chosen, in the memory op offload's
+// slots leave) and copies the layer in for a prompt's pass: the experts it holds are computed
+// from its own copy and counted as held, the others from the slot as op offload's, each of the
+// prompt's choices once; the logits are the host's.
+TEST_CASE("sim device: a layer partly held on the device and copied in for a prompt's pass computes its held experts "
+          "from its own copy",
+          "[model][device][op_offload][experts]") {
+    // Experts of 0.8 MB, whose arithmetic outweighs a device's launches and hops.
+    nlohmann::json config = tiny_qwen3moe();
+    config["n_embd"] = 512, config["n_ff"] = 512, config["n_ff_exp"] = 512;
+    const auto path = test::temp_path("expert_op_offload_partly_held.gguf");
+    test::write_tiny_model(config, 7, 1e-5f, path);
+    EngineOptions o = test::sim_engine_options(path, 512);
+    // A device priced at many threads beside a host of one: holding experts there pays.
+    o.gpu.sim_threads = 16;
+    o.n_threads = 1;
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 8; ++i) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
+    const int k = config["n_expert_used"], n_expert = config["n_expert"];
+    // Device memory from room for every expert (32 of 0.8 MB) and op offload's two slots (of
+    // 7.2 MiB) down until none is held beside the slots.
+    int partly = 0;
+    for (uint64_t mem = 64ull << 20; mem > (4ull << 20) && partly < 2; mem -= 512ull << 10) {
+        o.gpu.gpu_mem = mem;
+        INFO("--gpu-mem " << mem);
+        o.gpu.op_offload = {OpOffloadMode::On};
+        planner::ExpertPlan experts;
+        try {
+            experts = test::plan_made_for(o).experts;
+        } catch (const OutOfBudget&) {
+            break;
+        }
+        if (experts.op_offload_rows == 0) continue;
+        const bool some = std::any_of(experts.device.begin(), experts.device.end(), [&](const auto& held) {
+            return !held.empty() && static_cast<int>(held.size()) < n_expert;
+        });
+        if (!some) continue;
+        ++partly;
+        const Run on = run(o, prompt);
+        o.gpu.op_offload = {OpOffloadMode::Off};
+        const Run off = run(o, prompt);
+        CHECK(on.prompt.held > 0);
+        CHECK(on.prompt.offloaded > 0);
+        CHECK(on.prompt.held + on.prompt.offloaded == prompt.size() * size_t(k) * size_t(on.n_moe_layers));
+        CHECK(on.after_decode.offloaded == on.prompt.offloaded);
+        REQUIRE(on.logits.size() == off.logits.size());
+        CHECK(std::equal(on.logits.begin(), on.logits.end(), off.logits.begin()));
+        CHECK(on.tokens == off.tokens);
+    }
+    CHECK(partly > 0);
+}
