@@ -82,8 +82,6 @@ std::optional<Plan> plan_policy(const CostModel& cm, const Budgets& budgets, con
                     }
                     Plan p = header;
                     if (!round_plan(cm, budgets, sol, p, max_decode_s)) continue;
-                    // Bounded, only plans within the bound (rounding can land past the LP's).
-                    if (max_decode_s > 0 && p.prediction.decode.time_s > max_decode_s * (1 + 1e-6)) continue;
                     p.lp_objective_s = sol.objective_s;
                     p.lp_groups = sol.groups;
                     if (!best || p.prediction.objective_s < best->prediction.objective_s) best = std::move(p);
@@ -138,6 +136,9 @@ SearchResult search_plans(const ModelShape& shape, const HardwareProfile& hw, co
                     }
             }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r.candidates.empty() && opts.max_decode_step_s > 0)
+        throw OutOfBudget(fmt::format("no placement of {} decodes a step within {} in these budgets", shape.name,
+                                      format_seconds(opts.max_decode_step_s)));
     if (r.candidates.empty())
         throw OutOfBudget(explain_infeasible(shape, hw, wl, opts), opts.infeasible_hint);
     // Best first; among equals, fewer sequences and micro-batches (simpler to run).

@@ -173,24 +173,22 @@ std::vector<Move> repair_step(const Plan& plan, const CostModel& cm, const Budge
     return best;
 }
 
-// Whether a move to `q` from `pred` keeps the decode step within a bound (none: 0): within
-// it, or no slower than before where the plan rounded from the LP's shares was already over it.
+// Whether a plan's decode step is within a bound (none: 0).
 struct DecodeBound {
     double max_s = 0;
-    bool operator()(const Prediction& q, const Prediction& pred) const {
-        return max_s <= 0 || q.decode.time_s <= std::max(max_s, pred.decode.time_s) * (1 + 1e-9);
-    }
+    bool operator()(const Prediction& q) const { return max_s <= 0 || q.decode.time_s <= max_s * (1 + 1e-9); }
 };
 
 // A decode step over the bound shortened: while it is over, the move (to any tier or device)
-// that fits and saves decode time at the least cost in objective per second saved. The LP's
-// relaxation overlaps the link's copies with the CPU's layers more than whole layers can, so
-// a plan rounded from shares within the bound can land past it. False where no move helps.
+// that fits and saves decode time at the least cost in objective per second saved (of those
+// costing nothing, the one saving most). The LP's relaxation overlaps the link's copies with the
+// CPU's layers more than whole layers can, so a plan rounded from shares within the bound can
+// land past it. False where no move helps.
 bool meet_decode_bound(Plan& plan, const CostModel& cm, const Budgets& budgets, const std::vector<LayerGroup>& groups,
-                       Prediction& pred, double max_s) {
-    for (int step = 0; pred.decode.time_s > max_s * (1 + 1e-9); ++step) {
+                       Prediction& pred, const DecodeBound& within) {
+    for (int step = 0; !within(pred); ++step) {
         if (step > 4 * cm.shape().n_layer + 16) return false;
-        double best_score = INFINITY;
+        std::pair<double, double> best_score{INFINITY, 0};  // cost per second saved, then less saved
         std::optional<Plan> best;
         Prediction best_q;
         for (const Move& m : all_moves(plan, cm, groups)) {
@@ -199,7 +197,7 @@ bool meet_decode_bound(Plan& plan, const CostModel& cm, const Budgets& budgets, 
             const Prediction q = cm.predict(trial);
             const double saved = pred.decode.time_s - q.decode.time_s;
             if (!fits(q.used, budgets) || saved <= 0) continue;
-            const double score = (q.objective_s - pred.objective_s) / saved;
+            const std::pair score{std::max(0.0, q.objective_s - pred.objective_s) / saved, -saved};
             if (score < best_score) best_score = score, best = std::move(trial), best_q = q;
         }
         if (!best) return false;
@@ -230,7 +228,7 @@ void hold_weights(Plan& plan, const CostModel& cm, const Budgets& budgets, Predi
             const WeightOption from = o;
             o = to;
             const Prediction q = cm.predict(plan);
-            if (!fits(q.used, budgets) || q.objective_s > pred.objective_s * (1 + 1e-12) || !within(q, pred)) {
+            if (!fits(q.used, budgets) || q.objective_s > pred.objective_s * (1 + 1e-12) || !within(q)) {
                 o = from;
                 return;
             }
@@ -279,7 +277,7 @@ bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& s
         for (const Move& m : moves) apply(plan, cm, m);
         pred = cm.predict(plan);
     }
-    if (max_decode_s > 0 && !meet_decode_bound(plan, cm, budgets, groups, pred, max_decode_s)) return false;
+    if (!meet_decode_bound(plan, cm, budgets, groups, pred, within)) return false;
     // Improve: move units up, or to the other device, while that fits and lowers the objective.
     for (int step = 0; step < 2 * cm.shape().n_layer + 8; ++step) {
         double best_obj = pred.objective_s * (1 - 1e-9);
@@ -288,7 +286,7 @@ bool round_plan(const CostModel& cm, const Budgets& budgets, const LpSolution& s
             Plan trial = plan;
             apply(trial, cm, m);
             const Prediction q = cm.predict(trial);
-            if (fits(q.used, budgets) && q.objective_s < best_obj && within(q, pred)) best_obj = q.objective_s, best = m;
+            if (fits(q.used, budgets) && q.objective_s < best_obj && within(q)) best_obj = q.objective_s, best = m;
         }
         if (!best) break;
         apply(plan, cm, *best);

@@ -416,24 +416,23 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
         return l.placement->predict(wl.prompt_len, wl.gen_len, wl.batch);
     };
     planner::Prediction with_device = predict(out);
+    // The best plan's, where it traded decode for the first token and was made again (what the
+    // device would do is its, as `strata plan` names it).
+    std::optional<planner::Prediction> unbounded;
     if (beside.alternative && !gpu.chosen && !hp.moe.enabled() &&
         planner::trades_decode_for_prefill(with_device, beside.alternative->prediction)) {
-        // The best plan traded decode for the first token: searched again to decode no slower
-        // (the first layout's buffers given back before the second takes its own).
-        const planner::Prediction unbounded = with_device;
+        // Searched again to decode no slower (the first layout's buffers given back before the
+        // second takes its own).
+        unbounded = with_device;
         out = RunLayout{};
         PlacementOptions bounded = beside;
         bounded.max_decode_step_s = beside.alternative->prediction.decode.time_s;
         try {
             out = layout_device(bounded);
             with_device = predict(out);
-            STRATA_LOG_INFO("gpu: the best plan decodes at {:.1f} tokens/s, slower than the CPU alone's {:.1f}; one "
-                            "decoding no slower: {:.1f} (first token in {})",
-                            unbounded.decode_tps_per_seq, beside.alternative->prediction.decode_tps_per_seq,
-                            with_device.decode_tps_per_seq, planner::format_seconds(with_device.ttft_s));
         } catch (const OutOfBudget& e) {
             STRATA_LOG_INFO("gpu: not used: the best plan decodes slower than the CPU alone, and none decoding no slower "
-                            "fits: {}", e.what());
+                            "runs: {}", e.what());
             out = RunLayout{};
             out.cpu_alone_wins = true;
             out.device_prediction = unbounded;
@@ -450,12 +449,17 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
             STRATA_LOG_WARN("gpu: {}; running on the device as --device asks (leave --device out to let the planner choose)",
                             weighed);
         } else {
-            STRATA_LOG_INFO("gpu: not used: {}", weighed);
+            STRATA_LOG_INFO("gpu: not used: {}{}", weighed, unbounded ? " (made again to decode no slower)" : "");
             out.cpu_alone_wins = true;
-            out.device_prediction = with_device;
+            out.device_prediction = unbounded ? *unbounded : with_device;
             return out;
         }
     }
+    if (unbounded)
+        STRATA_LOG_INFO("gpu: the best plan decodes at {:.1f} tokens/s, slower than the CPU alone's {:.1f}; one made again "
+                        "to decode no slower runs: {:.1f} (first token in {})",
+                        unbounded->decode_tps_per_seq, beside.alternative->prediction.decode_tps_per_seq,
+                        with_device.decode_tps_per_seq, planner::format_seconds(with_device.ttft_s));
     if (po.on_plan) po.on_plan(*out.placement);
     return out;
 }

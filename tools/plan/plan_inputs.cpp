@@ -328,7 +328,7 @@ PlanRun plan_placement(const PlanOptions& o, HardwareProfile hardware) {
                 max_decode_step_s = cpu.best.prediction.decode.time_s;
                 bounded = search_decoding_no_slower(fitted_file, wl, opts.budgets.dram, run.shape, search_device);
             }
-            if (bounded && bounded->best.has_gpu && device_beats_cpu(bounded->best.prediction, cpu.best.prediction)) {
+            if (bounded && device_beats_cpu(bounded->best.prediction, cpu.best.prediction)) {
                 run.unbounded_device = run.result.best.prediction;
                 run.result = std::move(*bounded);
             } else {

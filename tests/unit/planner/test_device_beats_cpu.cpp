@@ -4,7 +4,10 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "planner/cost_model.h"
+#include "planner/lp_placement.h"
 #include "planner/policy_search.h"
+#include "planner/rounding.h"
 #include "tests/support/toy_hardware.h"
 #include "tests/support/toy_shape.h"
 
@@ -70,6 +73,39 @@ TEST_CASE("a device plan that decodes slower for a long prompt's first token is 
     CHECK(bounded.prediction.decode.time_s <= cpu.decode.time_s * (1 + 1e-6));
     CHECK(bounded.prediction.objective_s >= best.objective_s);
     CHECK(device_beats_cpu(bounded.prediction, cpu));
+    // Rounding keeps a plan within the bound: the bounded LP's answers round past it unless told
+    // (the relaxation overlaps the link's copies with the CPU's layers more than whole layers
+    // can, and rounding's improving moves chase the objective).
+    const CostModel cm(s, hw, wl, bounded.policy);
+    const std::vector<LayerGroup> groups = group_layers(s);
+    int past = 0;
+    for (const LpCase& lc : lp_cases(cm, groups)) {
+        // As the policy search solves it again: staging reserved for whole layers.
+        LpCase whole = lc;
+        whole.max_decode_s = cpu.decode.time_s;
+        whole.min_gpu_staging = solve_placement(cm, opts.budgets, groups, whole).gpu_staging_need;
+        const LpSolution sol = solve_placement(cm, opts.budgets, groups, whole);
+        Plan free_plan = bounded, kept = bounded;
+        if (!sol.feasible || sol.decode_s > cpu.decode.time_s || !round_plan(cm, opts.budgets, sol, free_plan) ||
+            free_plan.prediction.decode.time_s <= cpu.decode.time_s)
+            continue;
+        ++past;
+        REQUIRE(round_plan(cm, opts.budgets, sol, kept, cpu.decode.time_s));
+        CHECK(kept.prediction.decode.time_s <= cpu.decode.time_s * (1 + 1e-6));
+    }
+    CHECK(past > 0);
+    // An answer copying every layer in each step, rounded past the bound as it is: moved within it.
+    LpSolution copied = solve_placement(cm, opts.budgets, groups);
+    for (GroupSolution& g : copied.groups) {
+        g.weights.fill(0);
+        g.weights[static_cast<int>(WeightOption::DramToGpu)] = 1;
+    }
+    Plan as_is = bounded, moved = bounded;
+    REQUIRE(round_plan(cm, opts.budgets, copied, as_is));
+    REQUIRE(as_is.prediction.decode.time_s > cpu.decode.time_s);
+    REQUIRE(round_plan(cm, opts.budgets, copied, moved, cpu.decode.time_s));
+    CHECK(moved.prediction.decode.time_s <= cpu.decode.time_s * (1 + 1e-6));
+    CHECK(moved.prediction.objective_s < cpu.objective_s);
     // A bound no plan with the device meets but the CPU alone's own: nothing faster than it.
     opts.max_decode_step_s = cpu.decode.time_s / 100;
     CHECK_THROWS_AS(search_plans(s, hw, wl, opts), OutOfBudget);
