@@ -205,7 +205,7 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
                           "give the GPU more memory, or plan for the CPU alone with --gpu-budget 0");
     // With the KV cache in DRAM and the CPU attending to decode, the device still attends to a
     // prompt's passes, over one layer's blocks staged there (as the runtime lays it out:
-    // runtime/place/run_layout.cpp); the cost model prices no such staging for CPU attention.
+    // runtime/place/run_layout.cpp); the cost model prices their copies, not their room.
     const Workload& wl_gpu = on_gpu->workload;
     const double staging = !on_gpu->experts.kv_on_gpu && on_gpu->policy.cpu_attention
                                ? double(wl_gpu.batch) * wl_gpu.kv_positions() * s.kv_bytes_per_token(on_gpu->policy.kv_type)

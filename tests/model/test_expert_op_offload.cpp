@@ -212,7 +212,7 @@ TEST_CASE("sim device: a layer partly held on the device and copied in for a pro
     const auto path = test::temp_path("expert_op_offload_partly_held.gguf");
     test::write_tiny_model(config, 7, 1e-5f, path);
     EngineOptions o = test::sim_engine_options(path, 512);
-    // A device priced at many threads beside a host of one: holding experts there pays.
+    // A host of one thread beside a device of as many as the machine has beside it (up to 16).
     o.gpu.sim_threads = 16;
     o.n_threads = 1;
     std::vector<int32_t> prompt;
@@ -238,9 +238,16 @@ TEST_CASE("sim device: a layer partly held on the device and copied in for a pro
         if (!some) continue;
         ++partly;
         const Run on = run(o, prompt);
+        // Its slots set up but the prompt's pass too short for them: the same experts held, every
+        // choice of theirs counted as held, the others the host's.
+        o.gpu.op_offload = {OpOffloadMode::Rows, 200};
+        REQUIRE(test::plan_made_for(o).experts.device == experts.device);
+        const Run slots_idle = run(o, prompt);
         o.gpu.op_offload = {OpOffloadMode::Off};
         const Run off = run(o, prompt);
-        CHECK(on.prompt.held > 0);
+        CHECK(slots_idle.prompt.offloaded == 0);
+        CHECK(slots_idle.prompt.held > 0);
+        CHECK(on.prompt.held == slots_idle.prompt.held);
         CHECK(on.prompt.offloaded > 0);
         CHECK(on.prompt.held + on.prompt.offloaded == prompt.size() * size_t(k) * size_t(on.n_moe_layers));
         CHECK(on.after_decode.offloaded == on.prompt.offloaded);
