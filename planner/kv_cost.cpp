@@ -20,6 +20,9 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
     const double per_tok = act ? shape_.act_bytes_per_token() : kvb_;  // bytes stored per token
     // The cache is read once per sequence however many rows attend to it; each row writes its entry.
     const double read = B_ * ctx_avg_ * per_tok, fresh = rows_d_ * per_tok, cap = B_ * ctx_max_ * per_tok, pre = B_ * P_ * per_tok;
+    // New keys and values leave the device as floats, which the host stores in the cache's type.
+    const double down_per_tok = act ? per_tok : shape_.kv_bytes_per_token(DType::F32);
+    const double fresh_down = rows_d_ * down_per_tok, pre_down = B_ * P_ * down_per_tok;
     const double kv_read = B_ * ctx_avg_ * kvb_;
     const double attn_flops = rows_d_ * ctx_avg_ * shape_.attention_flops_per_position();
     const double recompute_flops = act ? B_ * ctx_avg_ * shape_.recompute_flops_per_token() : 0;
@@ -65,7 +68,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
             // Streamed to the GPU each step, one micro-batch at a time; new entries go back.
             c.decode[H] += read / h2d_;
             c.decode[G] += sim_copy_s(read);
-            c.decode[D] += fresh / d2h_;
+            c.decode[D] += fresh_down / d2h_;
             c.decode[R] += (read + fresh) / dram_bw_;
             // One layer's keys and values staged on the device, reused layer after layer.
             c.gpu_staging += mb_ * ctx_max_ * per_tok;
@@ -87,7 +90,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
             // (Its staging buffer is the device backend's working set: runtime/place/run_layout.cpp.)
             stage_prompt();
             const double q = rows_d_ * shape_.n_head * shape_.head_dim * 4.0;
-            c.decode[D] += (q + fresh) / d2h_;
+            c.decode[D] += (q + fresh_down) / d2h_;
             c.decode[H] += q / h2d_;
             c.decode_overhead += m_ * ((hop_s_ > 0 ? hop_s_ : cpu_sync_s_) + gpu_launch_s_);
         }
@@ -102,7 +105,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
     }
     // Prefill writes the prompt's entries to their tier.
     if (tier != Tier::Gpu) {
-        if (q_crosses) c.prefill[D] += pre / d2h_;
+        if (q_crosses) c.prefill[D] += pre_down / d2h_;
         c.prefill[R] += pre / dram_bw_;
         if (tier == Tier::Nvme) c.prefill[N] += pre / nvme_w_;
     }

@@ -16,7 +16,7 @@ using namespace strata::planner;
 
 namespace {
 constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute),
-              H = static_cast<int>(Stream::PcieH2D), N = static_cast<int>(Stream::Nvme);
+              H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H), N = static_cast<int>(Stream::Nvme);
 
 CostModel model(const ModelShape& s, const HardwareProfile& hw, int prompt, int batch = 1) {
     return CostModel(s, hw, Workload{prompt, 16, batch, Objective::Latency}, Policy{batch, 1, true, false, DType::F16});
@@ -114,6 +114,10 @@ TEST_CASE("cost model: the output head runs in the passes holding a sequence's l
     const CostModel cpu_attends(s, hw, Workload{1024, 16, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16});
     REQUIRE(cpu_attends.attention_device(KvOption::Dram) == Device::Cpu);
     CHECK(cpu_attends.layer_kv(0, KvOption::Dram).prefill[H] == Approx(h2d));
+    // The prompt's new keys and values come down as floats, which the host stores as F16: 1024
+    // rows of 2 x 1024 floats.
+    for (const CostModel* cm : {&gpu_attends, &cpu_attends})
+        CHECK(cm->layer_kv(0, KvOption::Dram).prefill[D] == Approx(1024.0 * 2 * 1024 * 4 / 10e9));
     // Hidden states kept in DRAM go through the device a pass's rows at a time: its staging holds
     // 256 rows in and out (F16 of 1024 values), not the prompt's.
     CHECK(model(s, hw, 4096).hidden(HiddenOption::Dram).gpu_staging == Approx(2.0 * 256 * 1024 * 2));
