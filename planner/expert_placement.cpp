@@ -197,25 +197,18 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     SearchResult r = search_with_expert_offload(s, alone, wl, host_opts);
     Plan host = r.best;
     host.budgets.gpu = opts.budgets.gpu;
-    std::optional<Plan> on_gpu = attention_on_gpu_if_fits(host, s, hw);
-    if (!on_gpu)
-        throw OutOfBudget(fmt::format("the GPU budget {} cannot hold every layer's attention weights, the output head and "
-                                      "activations, which a mixture of experts puts on the GPU",
-                                      format_size(opts.budgets.gpu)),
-                          "give the GPU more memory, or plan for the CPU alone with --gpu-budget 0");
     // With the KV cache in DRAM and the CPU attending to decode, the device still attends to a
     // prompt's passes, over one layer's blocks staged there (as the runtime lays it out:
-    // runtime/place/run_layout.cpp); the cost model prices their copies, not their room.
-    const Workload& wl_gpu = on_gpu->workload;
-    const double staging = !on_gpu->experts.kv_on_gpu && on_gpu->policy.cpu_attention
-                               ? double(wl_gpu.batch) * wl_gpu.kv_positions() * s.kv_bytes_per_token(on_gpu->policy.kv_type)
-                               : 0;
-    if (on_gpu->prediction.used.gpu + staging > on_gpu->budgets.gpu)
+    // runtime/place/run_layout.cpp): the cost model counts that layer in the plan's GPU memory.
+    std::optional<Plan> on_gpu = attention_on_gpu_if_fits(host, s, hw);
+    if (!on_gpu)
         throw OutOfBudget(fmt::format("the GPU budget {} cannot hold every layer's attention weights, the output head, "
-                                      "activations and the layer of the KV cache a prompt's pass stages there ({})",
-                                      format_size(opts.budgets.gpu), format_size(staging)),
+                                      "activations and the KV cache, nor those with the layer of the KV cache a prompt's "
+                                      "pass stages there ({}), which a mixture of experts puts on the GPU",
+                                      format_size(opts.budgets.gpu),
+                                      format_size(double(wl.batch) * wl.kv_positions() * s.kv_bytes_per_token(host.policy.kv_type))),
                           "give the GPU more memory, or plan for the CPU alone with --gpu-budget 0");
-    const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu - staging, slot = double(expert_bytes(s));
+    const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu, slot = double(expert_bytes(s));
     // The experts `room` bytes of the GPU hold.
     const auto held_in = [&](double room) {
         DeviceExperts want;
@@ -225,7 +218,6 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     std::string note;
     const std::optional<RoutingProfile> routing = saved_routing(s, note);
     r.best = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, held_in(left));
-    r.best.prediction.used.gpu += staging;
     // Op offload's two slots of the largest layer in place of experts, where the workload's prompt
     // gains more than decode loses (as the device runtime weighs it: runtime/place/expert_offload.cpp).
     double largest = 0;
@@ -234,7 +226,6 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     const double dram_left = r.best.budgets.dram - r.best.prediction.used.dram;
     if (opts.limits.op_offload && left > 2 * largest && dram_left >= largest) {
         Plan with = with_experts_on_gpu(*on_gpu, s, hw, routing ? &*routing : nullptr, note, held_in(left - 2 * largest));
-        with.prediction.used.gpu += staging;
         const auto one_sequence = [&](const Plan& q) {
             Plan one = q;
             one.workload.batch = one.policy.batch = one.policy.n_micro = 1;

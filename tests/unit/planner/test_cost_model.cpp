@@ -941,7 +941,7 @@ TEST_CASE("cost model: DRAM the runtime holds apart counts only the layers a pla
 }
 
 TEST_CASE("cost model with a device attending to KV copied in: one layer's keys and values staged on the device, "
-          "as the runtime stages them", "[unit][planner]") {
+          "as the runtime stages them, whichever side attends to decode steps", "[unit][planner]") {
     // Four sequences' context in one layer, keys and values, once: the runtime's one staging pair
     // (runtime/exec/device/device_memory.cpp), reused layer after layer.
     const Workload wl{2048, 16, 4, Objective::Throughput};
@@ -949,6 +949,13 @@ TEST_CASE("cost model with a device attending to KV copied in: one layer's keys 
                               .layer_kv(0, KvOption::Dram)
                               .gpu_staging;
     CHECK(staged == Approx(4.0 * double(wl.kv_positions()) * toy_shape().kv_bytes_per_token(DType::F16)));
+    // The CPU attending to decode steps: the device still stages a layer for a prompt's
+    // attention, in the plan's GPU memory unless the runtime holds it in its working set.
+    const Policy cpu_attends{4, 1, true, false, DType::F16};
+    CHECK(CostModel(toy_shape(), toy_cpu_with_gpu(), wl, cpu_attends).layer_kv(0, KvOption::Dram).gpu_staging == Approx(staged));
+    RuntimeLimits device_runtime;
+    device_runtime.dram_held_apart = true;
+    CHECK(CostModel(toy_shape(), toy_cpu_with_gpu(), wl, cpu_attends, device_runtime).layer_kv(0, KvOption::Dram).gpu_staging == 0);
 }
 
 TEST_CASE("cost model for the device runtime: a batch's prompt hidden states take none of the GPU budget, its working "
