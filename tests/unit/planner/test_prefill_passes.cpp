@@ -114,6 +114,13 @@ TEST_CASE("cost model: the output head runs in the passes holding a sequence's l
     const CostModel cpu_attends(s, hw, Workload{1024, 16, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16});
     REQUIRE(cpu_attends.attention_device(KvOption::Dram) == Device::Cpu);
     CHECK(cpu_attends.layer_kv(0, KvOption::Dram).prefill[H] == Approx(h2d));
+    // A layer the CPU computes beside the device attends there, prompts too: no KV copied up
+    // (the link carries its hidden states' hop alone).
+    Plan plan;
+    plan.layers.assign(size_t(s.n_layer), {});
+    const LayerPlacement on_cpu{0, WeightOption::DramCpu, KvOption::Dram, Device::Cpu};
+    for (const CostModel* cm : {&gpu_attends, &cpu_attends})
+        CHECK(cm->placed_layer(plan, on_cpu).prefill[H] == Approx(cm->layer_weights(0, WeightOption::DramCpu).prefill[H]));
     // The prompt's new keys and values come down as floats, which the host stores as F16: 1024
     // rows of 2 x 1024 floats.
     for (const CostModel* cm : {&gpu_attends, &cpu_attends})
