@@ -201,13 +201,21 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     // prompt's passes, over one layer's blocks staged there (as the runtime lays it out:
     // runtime/place/run_layout.cpp): the cost model counts that layer in the plan's GPU memory.
     std::optional<Plan> on_gpu = attention_on_gpu_if_fits(host, s, hw);
-    if (!on_gpu)
-        throw OutOfBudget(fmt::format("the GPU budget {} cannot hold every layer's attention weights, the output head, "
-                                      "activations and the KV cache, nor those with the layer of the KV cache a prompt's "
-                                      "pass stages there ({}), which a mixture of experts puts on the GPU",
-                                      format_size(opts.budgets.gpu),
-                                      format_size(double(wl.batch) * wl.kv_positions() * s.kv_bytes_per_token(host.policy.kv_type))),
-                          "give the GPU more memory, or plan for the CPU alone with --gpu-budget 0");
+    if (!on_gpu) {
+        const std::string hint = "give the GPU more memory, or plan for the CPU alone with --gpu-budget 0";
+        const Plan kv_in_dram = with_attention_on_gpu(host, s, hw, false);
+        const double staged = double(kv_in_dram.policy.batch) / kv_in_dram.policy.n_micro * kv_in_dram.workload.kv_positions() *
+                              s.kv_bytes_per_token(kv_in_dram.policy.kv_type);
+        if (kv_in_dram.prediction.used.gpu - staged <= opts.budgets.gpu)
+            throw OutOfBudget(fmt::format("the GPU budget {} cannot hold every layer's attention weights, the output head, "
+                                          "activations and the layer of the KV cache a prompt's pass stages there ({})",
+                                          format_size(opts.budgets.gpu), format_size(staged)),
+                              hint);
+        throw OutOfBudget(fmt::format("the GPU budget {} cannot hold every layer's attention weights, the output head and "
+                                      "activations, which a mixture of experts puts on the GPU",
+                                      format_size(opts.budgets.gpu)),
+                          hint);
+    }
     const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu, slot = double(expert_bytes(s));
     // The experts `room` bytes of the GPU hold.
     const auto held_in = [&](double room) {

@@ -70,8 +70,9 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
             c.decode[G] += sim_copy_s(read);
             c.decode[D] += fresh_down / d2h_;
             c.decode[R] += (read + fresh) / dram_bw_;
-            // One layer's keys and values staged on the device, reused layer after layer.
-            c.gpu_staging += mb_ * ctx_max_ * per_tok;
+            // One layer's keys and values staged on the device, reused layer after layer (in the
+            // device runtime's working set where that is held apart).
+            if (!limits_.dram_held_apart) c.gpu_staging += mb_ * ctx_max_ * per_tok;
             stage_prompt();
         }
     } else {
@@ -87,8 +88,8 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         c.decode[R] += (read + fresh) / dram_bw_;
         if (halves) c.decode_overlapped = c.decode[C];
         if (q_crosses) {
-            // The device stages a layer's keys and values for a prompt's attention there (in the
-            // device runtime's working set where that is held apart: runtime/place/run_layout.cpp).
+            // The device stages a layer's keys and values for a prompt's attention there (as above;
+            // the device runtime's working set: runtime/place/run_layout.cpp).
             stage_prompt();
             if (!limits_.dram_held_apart) c.gpu_staging += mb_ * ctx_max_ * per_tok;
             const double q = rows_d_ * shape_.n_head * shape_.head_dim * 4.0;

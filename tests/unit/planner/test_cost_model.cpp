@@ -955,7 +955,8 @@ TEST_CASE("cost model with a device attending to KV copied in: one layer's keys 
     CHECK(CostModel(toy_shape(), toy_cpu_with_gpu(), wl, cpu_attends).layer_kv(0, KvOption::Dram).gpu_staging == Approx(staged));
     RuntimeLimits device_runtime;
     device_runtime.dram_held_apart = true;
-    CHECK(CostModel(toy_shape(), toy_cpu_with_gpu(), wl, cpu_attends, device_runtime).layer_kv(0, KvOption::Dram).gpu_staging == 0);
+    for (const Policy& pol : {Policy{4, 1, false, false, DType::F16}, cpu_attends})
+        CHECK(CostModel(toy_shape(), toy_cpu_with_gpu(), wl, pol, device_runtime).layer_kv(0, KvOption::Dram).gpu_staging == 0);
 }
 
 TEST_CASE("cost model for the device runtime: a batch's prompt hidden states take none of the GPU budget, its working "
