@@ -156,6 +156,10 @@ runtime::EngineOptions ModelOptions::engine() const {
                 fmt::print(stderr, "weighed   against {}: {:.3g} tokens/s decode, TTFT {} (this plan: {:.3g} tokens/s)\n",
                            p.alternative->what, p.alternative->prediction.decode_tps_per_seq,
                            planner::format_seconds(p.alternative->prediction.ttft_s), p.plan.prediction.decode_tps_per_seq);
+            if (p.unbounded)
+                fmt::print(stderr, "          made again to decode no slower than it: the workload's best plan decodes at {:.3g} "
+                           "tokens/s, TTFT {}\n",
+                           p.unbounded->decode_tps_per_seq, planner::format_seconds(p.unbounded->ttft_s));
             if (const std::string offload = runtime::describe_op_offload(p); !offload.empty()) fmt::print(stderr, "{}\n", offload);
             if (depth > 0)
                 fmt::print(stderr, "speculation: at acceptance 0.5 {}; at 0.8 {}; at 0.95 {}\n", speculation_forecast(p, 0.5, depth),

@@ -455,11 +455,13 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
             return out;
         }
     }
-    if (unbounded)
+    if (unbounded) {
+        out.placement->unbounded = unbounded;
         STRATA_LOG_INFO("gpu: the best plan decodes at {:.1f} tokens/s, slower than the CPU alone's {:.1f}; one made again "
                         "to decode no slower runs: {:.1f} (first token in {})",
                         unbounded->decode_tps_per_seq, beside.alternative->prediction.decode_tps_per_seq,
                         with_device.decode_tps_per_seq, planner::format_seconds(with_device.ttft_s));
+    }
     if (po.on_plan) po.on_plan(*out.placement);
     return out;
 }

@@ -229,4 +229,7 @@ TEST_CASE("a device plan that decodes slower than the CPU alone for a long promp
     CHECK(planner::device_beats_cpu(bounded, cpu));
     CHECK(bounded.ttft_s < cpu.ttft_s);
     CHECK(bounded.ttft_s > traded.ttft_s);
+    // `--show-plan` names the best plan it was made again beside.
+    REQUIRE(chosen.placement->unbounded);
+    CHECK(chosen.placement->unbounded->decode_tps_per_seq == Approx(traded.decode_tps_per_seq));
 }
