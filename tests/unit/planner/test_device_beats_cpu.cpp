@@ -39,6 +39,12 @@ TEST_CASE("a device plan is chosen over the CPU alone when it decodes faster by 
     CHECK_FALSE(device_beats_cpu(predicted(23.5, cpu.objective_s / (kDeviceWinMargin * 0.99)), cpu));
     // No objective priced: decoding alone decides.
     CHECK_FALSE(device_beats_cpu(predicted(23.5, 0), cpu));
+    // Which losing plans are searched again to decode no slower: those decoding slower whose
+    // workload is sooner by the margin, not those decoding as fast, nor those no sooner.
+    CHECK(trades_decode_for_prefill(predicted(21.0, (0.126 + 16 / 21.0) / 16), cpu));
+    CHECK_FALSE(trades_decode_for_prefill(predicted(22.7, (0.126 + 16 / 22.7) / 16), cpu));
+    CHECK_FALSE(trades_decode_for_prefill(predicted(21.0, cpu.objective_s / (kDeviceWinMargin * 0.99)), cpu));
+    CHECK_FALSE(trades_decode_for_prefill(predicted(21.0, 0), cpu));
 }
 
 TEST_CASE("a device plan that decodes slower for a long prompt's first token is searched again to decode no slower "
