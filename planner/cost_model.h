@@ -79,7 +79,8 @@ struct RuntimeLimits {
     // The runtime holds the output head, the embeddings, the KV cache, the hidden states and a
     // ring for layers read from NVMe in DRAM whatever the plan, and plans with a DRAM budget net
     // of them (the device runtime): the plan's DRAM then counts only the layers it keeps there.
-    // Its device's working set, apart from the GPU budget too, holds a pass's hidden states.
+    // Its device's working set, apart from the GPU budget too, holds a pass's hidden states and
+    // the one layer of keys and values it stages (or recomputes) with the KV cache in DRAM.
     bool dram_held_apart = false;
     // A prompt pass computes a device plan's CPU layers on the device where that is quicker, the
     // weights rebuilt from DRAM (or read from the model file) and copied in (planner/op_offload.h,

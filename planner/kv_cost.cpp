@@ -30,9 +30,13 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
     c.bytes[static_cast<size_t>(tier)] = cap;
     // The device attends to a prompt's passes over the layer's blocks copied in from DRAM (the
     // runtime copies a layer's in and waits for them before the next layer's), whichever side
-    // attends to decode. A prompt's pass k copies the rows of its k passes so far (its own and
-    // those before; the last, the whole prompt's).
+    // attends to decode, into one layer's keys and values staged there and reused layer after
+    // layer (the device runtime's working set holds them where that is held apart). A prompt's
+    // pass k copies the rows of its k passes so far (its own and those before; the last, the
+    // whole prompt's).
+    const bool in_working_set = limits_.dram_held_apart;
     const auto stage_prompt = [&] {
+        if (!in_working_set) c.gpu_staging += mb_ * ctx_max_ * per_tok;
         const double rows = ModelShape::kPassRows, per_seq = std::ceil(P_ / rows);
         const double staged = B_ * (rows * per_seq * (per_seq - 1) / 2 + P_) * per_tok;
         c.prefill[H] += staged / h2d_;
@@ -50,7 +54,9 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         c.decode[G] = sim_attention()                ? m_ * cpu_decode_attention_s(hw_.gpu->sim_parallelism(), mb_)
                       : o && !o->attention.empty() ? m_ * o->attention_s(mb_ * ctx_avg_ * kvb_)
                                                      : std::max(kv_read / gpu_bw_, attn_flops / gpu_flops_);
-        if (act) c.decode[G] += std::max(recompute_flops / gpu_flops_, read / gpu_bw_), c.gpu_staging += mb_ * ctx_max_ * kvb_;
+        // Recomputed K/V go into one layer's pair shared by those layers (the working set's, as above).
+        if (act) c.decode[G] += std::max(recompute_flops / gpu_flops_, read / gpu_bw_);
+        if (act && !in_working_set) c.gpu_staging += mb_ * ctx_max_ * kvb_;
         // A decode pass rebuilds every position its sequences attend to; a sequence's prompt
         // pass k (of kPassRows rows each) the k chunks before it: their flops, and on a
         // measured device their ops.
@@ -70,9 +76,6 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
             c.decode[G] += sim_copy_s(read);
             c.decode[D] += fresh_down / d2h_;
             c.decode[R] += (read + fresh) / dram_bw_;
-            // One layer's keys and values staged on the device, reused layer after layer (in the
-            // device runtime's working set where that is held apart).
-            if (!limits_.dram_held_apart) c.gpu_staging += mb_ * ctx_max_ * per_tok;
             stage_prompt();
         }
     } else {
@@ -88,10 +91,7 @@ Cost CostModel::kv_cost(KvOption o, Device attention, bool q_crosses) const {
         c.decode[R] += (read + fresh) / dram_bw_;
         if (halves) c.decode_overlapped = c.decode[C];
         if (q_crosses) {
-            // The device stages a layer's keys and values for a prompt's attention there (as above;
-            // the device runtime's working set: runtime/place/run_layout.cpp).
             stage_prompt();
-            if (!limits_.dram_held_apart) c.gpu_staging += mb_ * ctx_max_ * per_tok;
             const double q = rows_d_ * shape_.n_head * shape_.head_dim * 4.0;
             c.decode[D] += (q + fresh_down) / d2h_;
             c.decode[H] += q / h2d_;

@@ -248,7 +248,8 @@ GpuPlacement place_on_gpu(const models::GgufFile& file, const ResidencyInput& in
         po.infeasible_hint = "give more --gpu-mem or --dram, a shorter --ctx, or run on the CPU with --gpu-mem 0";
         // DRAM left for the layers it keeps there: the runtime also holds the head and embeddings,
         // the KV cache and activations, the device backend's buffers, and a ring for layers
-        // streamed from NVMe, whatever the plan; the planner counts none of them again.
+        // streamed from NVMe, whatever the plan; the planner counts none of them again (nor the
+        // staged KV layer in the device's working set).
         po.limits.dram_held_apart = true;
         po.limits.head_on_device = true;     // DeviceBackend holds the head on the device, in its working set,
         po.limits.embedding_on_host = true;  // and looks embeddings up in DRAM

@@ -51,7 +51,8 @@ struct Placement {
     // plan the CPU alone beat (PlacementOptions::alternative); `--show-plan` prints it.
     std::optional<PlanAlternative> alternative;
     // The workload's best device plan, where it decoded slower than the CPU alone and this one
-    // was made again to decode no slower (runtime/place/run_layout.h); `--show-plan` prints it.
+    // was made again to decode no slower (lay_out, runtime/place/run_layout.h); `--show-plan`
+    // prints it.
     std::optional<planner::Prediction> unbounded;
     // A device plan's CPU layers in a prompt's passes (runtime/place/op_offload_choice.h): the
     // planner's prices, the rows from which a pass computes them on the device (0: never), the

@@ -416,8 +416,8 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
         return l.placement->predict(wl.prompt_len, wl.gen_len, wl.batch);
     };
     planner::Prediction with_device = predict(out);
-    // The best plan's, where it traded decode for the first token and was made again (what the
-    // device would do is its, as `strata plan` names it).
+    // The best plan's prediction, where it traded decode for the first token and a plan was made
+    // again: the figure named for the device (as `strata plan` names it).
     std::optional<planner::Prediction> unbounded;
     if (beside.alternative && !gpu.chosen && !hp.moe.enabled() &&
         planner::trades_decode_for_prefill(with_device, beside.alternative->prediction)) {

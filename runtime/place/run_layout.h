@@ -79,7 +79,8 @@ struct RunLayout {
     KvPlacement kv_on = KvPlacement::HostCpuAttention;  // for the layers a device computes
     // The plan made beside the device is predicted no faster than the CPU alone's, or the device
     // cannot hold the run: the caller lays the run out again without the device
-    // (device_prediction: what the device's plan said, where there was one).
+    // (device_prediction: what the device's best plan said, where there was one, before any
+    // search made again to decode no slower).
     bool cpu_alone_wins = false;
     std::optional<planner::Prediction> device_prediction;
 };
@@ -87,7 +88,8 @@ struct RunLayout {
 
 // The layout on the CPU alone (`device` null) or beside the device `gpu` names; a plan the
 // planner makes beside a device --device did not name (not a given one) only where it beats
-// the CPU alone (else cpu_alone_wins). `in`: the
+// the CPU alone (else cpu_alone_wins), a dense model's searched again to decode no slower where
+// the best decoded slower for a sooner workload (Placement::unbounded). `in`: the
 // layers as the weight store reads them, the KV cache and activations among other_bytes.
 // Throws OutOfBudget (what DRAM or the device cannot hold) and UsageError (a given plan or
 // --override-tensor this run cannot honour).
