@@ -317,6 +317,12 @@ RunLayout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparam
     PlacementOptions host_po = po;
     host_po.on_plan = nullptr;  // shown below, once the plan has the device in it
     const bool kv_on_device = kv_fits && opts.attention != AttentionChoice::Cpu;
+    // With the KV cache in DRAM the device still stages one layer of it for a prompt's attention.
+    if (!kv_on_device && fixed + kv.layer_bytes >= gpu.gpu_mem)
+        throw OutOfBudget(fmt::format("--gpu-mem {} holds the attention weights and activations ({}) but not the layer of "
+                                      "the KV cache a prompt's pass stages beside them ({})",
+                                      format_bytes(gpu.gpu_mem), format_bytes(fixed), format_bytes(kv.layer_bytes)),
+                          "give more with --gpu-mem or a shorter --ctx, or run on the CPU with --gpu-mem 0");
     if (kv_on_device) {
         KvSpillOptions spill = host_kv_spill(hp, hp.n_layer, opts, kv, dram);
         spill.prefix_spill_bytes = 0;  // the host cache is not the master copy

@@ -232,8 +232,9 @@ TEST_CASE("tiny deepseek2: a KV cache the device cannot hold stays in DRAM, the 
         return std::pair{json::parse(r.out), r.err};
     };
     const auto [cpu, cpu_log] = run("--device cpu");
-    // The working set takes about 17 MiB at this context; the KV cache 8 MiB more.
-    const auto [sim, sim_log] = run("--device sim --gpu-mem 18M --show-plan");
+    // The working set takes about 17 MiB at this context, the layer of the KV cache a prompt's
+    // pass stages 2.7 MiB more; the whole KV cache 8 MiB.
+    const auto [sim, sim_log] = run("--device sim --gpu-mem 20M --show-plan");
     CHECK_THAT(sim_log, Catch::Contains("KV cache host, copied in per layer (GPU attention)"));
     CHECK_THAT(sim_log, Catch::Contains("the KV cache in DRAM"));
     CHECK(sim["tokens"] == cpu["tokens"]);

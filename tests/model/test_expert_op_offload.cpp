@@ -257,3 +257,32 @@ TEST_CASE("sim device: a layer partly held on the device and copied in for a pro
     }
     CHECK(partly > 0);
 }
+
+// With the KV cache in DRAM the device still stages one layer of it for a prompt's attention: a
+// --gpu-mem that holds the attention but not that layer is refused, saying so, where it used to
+// lay the run out and leave the device when the backend could not allocate the layer.
+TEST_CASE("sim device: a mixture's device memory too small for the staged KV layer is refused, saying so",
+          "[model][device][experts]") {
+    // Keys and values of 256 values a position: a layer of 32 MiB at 32768 positions, past the
+    // 16 MiB the device's working set keeps spare.
+    nlohmann::json config = tiny_qwen3moe();
+    config["n_embd"] = 256, config["n_head_kv"] = 4;
+    EngineOptions o = experts_on_host(config, "expert_staged_kv_room.gguf");
+    o.overrides.clear();
+    o.n_ctx = 32768;
+    o.gpu.attention = AttentionChoice::Cpu;
+    int refused_for_the_layer = 0;
+    for (uint64_t mem = 160ull << 20; mem >= (2ull << 20); mem -= 2ull << 20) {
+        o.gpu.gpu_mem = mem;
+        INFO("--gpu-mem " << mem);
+        try {
+            const Engine e(o);
+            CHECK(e.backend_name() != "cpu");  // laid out on the device: it runs there
+        } catch (const OutOfBudget& err) {
+            const std::string what = err.what();
+            refused_for_the_layer += what.find("the layer of the KV cache a prompt's pass stages") != std::string::npos;
+            if (what.find("the attention weights, the output head and activations take") != std::string::npos) break;
+        }
+    }
+    CHECK(refused_for_the_layer > 0);
+}
