@@ -216,17 +216,22 @@ std::string explain_infeasible(const ModelShape& shape, const HardwareProfile& h
                        format_size(b.dram), format_size(b.nvme), min_batch, wl.context_len());
 }
 
+namespace {
+// The whole workload (the objective: its prompt's prefill included) by the margin sooner.
+bool workload_sooner(const Prediction& with_device, const Prediction& cpu_alone) {
+    return with_device.objective_s > 0 && kDeviceWinMargin * with_device.objective_s < cpu_alone.objective_s;
+}
+}  // namespace
+
 bool device_beats_cpu(const Prediction& with_device, const Prediction& cpu_alone) {
     if (with_device.decode_tps_per_seq > kDeviceWinMargin * cpu_alone.decode_tps_per_seq) return true;
-    // Decoding no slower, the whole workload (the objective: its prompt's prefill included) by the
-    // margin sooner: a long prompt and a short answer, whose prefill the CPU alone takes seconds on.
-    return with_device.decode_tps_per_seq >= cpu_alone.decode_tps_per_seq && with_device.objective_s > 0 &&
-           kDeviceWinMargin * with_device.objective_s < cpu_alone.objective_s;
+    // Decoding no slower and the workload sooner: a long prompt and a short answer, whose prefill
+    // the CPU alone takes seconds on.
+    return with_device.decode_tps_per_seq >= cpu_alone.decode_tps_per_seq && workload_sooner(with_device, cpu_alone);
 }
 
 bool trades_decode_for_prefill(const Prediction& with_device, const Prediction& cpu_alone) {
-    return with_device.decode_tps_per_seq < cpu_alone.decode_tps_per_seq && with_device.objective_s > 0 &&
-           kDeviceWinMargin * with_device.objective_s < cpu_alone.objective_s;
+    return with_device.decode_tps_per_seq < cpu_alone.decode_tps_per_seq && workload_sooner(with_device, cpu_alone);
 }
 
 }  // namespace strata::planner

@@ -133,8 +133,8 @@ SearchResult fit_runtime_dram(const std::filesystem::path& file, const Workload&
     return std::move(fitting->plan);
 }
 
-// The device plan searched again with its decode step bounded (search reads the bound), as the
-// runtime holds it under a DRAM budget for a model file; none where nothing fits.
+// The device plan searched again with its decode step bounded (`search` searches with the
+// bound), as the runtime holds it under a DRAM budget for a model file; none where nothing fits.
 std::optional<SearchResult> search_decoding_no_slower(const std::filesystem::path& fitted_file, const Workload& wl, double dram,
                                                       const ModelShape& shape, const std::function<SearchResult(double)>& search) {
     try {
@@ -269,13 +269,14 @@ PlanRun plan_placement(const PlanOptions& o, HardwareProfile hardware) {
         return run;
     }
     // A mixture of experts may do better with its routed experts offloaded (planner/expert_placement.h).
-    double max_decode_step_s = 0;  // bounded where the best device plan trades decode for prefill
-    const auto search_device = [&](double dram) {
+    // `max_decode_step_s`: bounded where the best device plan trades decode for prefill (0: not).
+    const auto search_device_within = [&](double dram, double max_decode_step_s) {
         PlannerOptions d = opts;
         d.budgets.dram = dram;
         d.max_decode_step_s = max_decode_step_s;
         return search_with_expert_offload(run.shape, hw, wl, d);
     };
+    const auto search_device = [&](double dram) { return search_device_within(dram, 0); };
     try {
         run.result = search_device(opts.budgets.dram);
     } catch (const OutOfBudget& e) {
@@ -325,8 +326,9 @@ PlanRun plan_placement(const PlanOptions& o, HardwareProfile hardware) {
         if (!device_beats_cpu(run.result.best.prediction, cpu.best.prediction)) {
             std::optional<SearchResult> bounded;
             if (trades_decode_for_prefill(run.result.best.prediction, cpu.best.prediction) && run.shape.n_expert == 0) {
-                max_decode_step_s = cpu.best.prediction.decode.time_s;
-                bounded = search_decoding_no_slower(fitted_file, wl, opts.budgets.dram, run.shape, search_device);
+                const double cpu_step_s = cpu.best.prediction.decode.time_s;
+                bounded = search_decoding_no_slower(fitted_file, wl, opts.budgets.dram, run.shape,
+                                                    [&](double dram) { return search_device_within(dram, cpu_step_s); });
             }
             if (bounded && device_beats_cpu(bounded->best.prediction, cpu.best.prediction)) {
                 run.unbounded_device = run.result.best.prediction;
