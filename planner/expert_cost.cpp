@@ -55,7 +55,7 @@ Cost CostModel::offloaded_layer(int layer, const ExpertPlan& x) const {
 }
 
 Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) const {
-    constexpr int kGpu = 0, kDram = 1, kNvme = 2;
+    constexpr int kDram = 1, kNvme = 2;
     constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute);
     const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
     const double dense = static_cast<double>(l.weight_bytes - l.expert_bytes);
@@ -73,8 +73,6 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     const double decode = shape_.read_bytes(l, rows_d_ / m_) - dense, prefill = shape_.read_bytes(l, pass_rows_) - dense;
     const double routed_params = shape_.active_matmul_params(l) - dense_params;
     const double on_dev = x.device_share_of(layer), on_host = 1 - on_dev;
-    const double n_dev = static_cast<double>(static_cast<size_t>(layer) < x.device.size() ? x.device[layer].size() : 0);
-    const double dev_stored = shape_.n_expert ? stored * n_dev / shape_.n_expert : 0;
     CostModel on_cpu(*this);
     on_cpu.has_gpu_ = false;
     Cost f = on_cpu.weights_cost({ffn + stored, ffn + on_host * decode, ffn + on_host * prefill,
@@ -93,38 +91,61 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
         f.bytes[kNvme] = stored;
         add_misses(f, x, on_host * decode, on_host * prefill, m_, passes_, file_r_, dram_bw_);
     }
-    if (n_dev > 0) {
-        // The device's experts: their rows go up and come back down (n_expert_used of a token's
-        // rows at the device's share), computed while the CPU runs its own share of the layer's
-        // feed-forward; the host waits for them once more per layer.
-        Cost d = weights_cost({dev_stored, on_dev * decode, on_dev * prefill, on_dev * routed_params}, rows_d_, B_ * P_,
-                              WeightOption::Gpu, false);
-        const double rows = shape_.n_expert_used * on_dev;
-        d.decode[static_cast<int>(Stream::PcieH2D)] += rows_d_ * rows * hop / h2d_;
-        d.decode[static_cast<int>(Stream::PcieD2H)] += rows_d_ * rows * hop / d2h_;
-        d.prefill[static_cast<int>(Stream::PcieH2D)] += B_ * P_ * rows * hop / h2d_;
-        d.prefill[static_cast<int>(Stream::PcieD2H)] += B_ * P_ * rows * hop / d2h_;
-        d.decode[G] = std::max(0.0, d.decode[G] - f.decode[C]);
-        d.prefill[G] = std::max(0.0, d.prefill[G] - f.prefill[C]);
-        d.decode_overhead += m_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
-        d.prefill_overhead += passes_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
-        // The host issues each held expert's ops that a pass chose, and its rows' copy up and
-        // down; of t tokens, each chooses a held expert with n_expert_used × on_dev / n_dev. A
-        // prompt runs in passes of ModelShape::kPassRows rows, an expert's gate and up launched
-        // apart on its many rows (an op more). Not counted: a decode pass giving one expert more
-        // than 16 rows, which it launches 16 at a time.
-        if (const DeviceOps* o = ops()) {
-            const double per_expert = (l.device_expert_ops + 2) * o->op_overhead_us * 1e-6;
-            const double p = std::min(1.0, shape_.n_expert_used * on_dev / n_dev);
-            auto chosen = [&](double t) { return n_dev * (1.0 - std::pow(1.0 - p, std::max(1.0, t))); };
-            d.decode_overhead += m_ * chosen(rows_d_ / m_) * per_expert;
-            d.prefill_overhead += passes_ * chosen(pass_rows_) * (per_expert + o->op_overhead_us * 1e-6);
-        }
-        d.bytes[kGpu] = dev_stored;
+    if (static_cast<size_t>(layer) < x.device.size() && !x.device[layer].empty()) {
+        // The device's experts run while the CPU runs its own share of the layer's feed-forward
+        // and the shared experts, which start after the host has queued the last scratch's worth
+        // of the device's rows (DeviceExperts::kRows): they overlap that last fill only.
+        Cost d = device_experts(layer, x);
+        const double k = shape_.n_expert_used * on_dev;
+        d.decode[G] -= std::min(f.decode[C], d.decode[G] / scratch_fills(k * rows_d_ / m_));
+        d.prefill[G] -= std::min(f.prefill[C], d.prefill[G] / scratch_fills(k * pass_rows_));
         f += d;
     }
     c += f;
     return c;
+}
+
+double CostModel::scratch_fills(double device_rows) {
+    return std::max(1.0, std::ceil(device_rows / ModelShape::kPassRows));
+}
+
+Cost CostModel::device_experts(int layer, const ExpertPlan& x) const {
+    constexpr int kGpu = 0;
+    const LayerShape& l = shape_.layers.at(static_cast<size_t>(layer));
+    const double dense = static_cast<double>(l.weight_bytes - l.expert_bytes);
+    const double dense_params = static_cast<double>(l.n_matmul_params - l.n_expert_params);
+    const double stored = static_cast<double>(l.expert_bytes);
+    const double decode = shape_.read_bytes(l, rows_d_ / m_) - dense, prefill = shape_.read_bytes(l, pass_rows_) - dense;
+    const double routed_params = shape_.active_matmul_params(l) - dense_params;
+    const double on_dev = x.device_share_of(layer);
+    const double n_dev = static_cast<double>(static_cast<size_t>(layer) < x.device.size() ? x.device[layer].size() : 0);
+    if (n_dev <= 0) return {};
+    const double dev_stored = shape_.n_expert ? stored * n_dev / shape_.n_expert : 0;
+    // Their rows go up and come back down (n_expert_used of a token's rows at the device's
+    // share); the host waits for them once more per layer.
+    Cost d = weights_cost({dev_stored, on_dev * decode, on_dev * prefill, on_dev * routed_params}, rows_d_, B_ * P_,
+                          WeightOption::Gpu, false);
+    const double rows = shape_.n_expert_used * on_dev, hop = 4.0 * shape_.n_embd;
+    d.decode[static_cast<int>(Stream::PcieH2D)] += rows_d_ * rows * hop / h2d_;
+    d.decode[static_cast<int>(Stream::PcieD2H)] += rows_d_ * rows * hop / d2h_;
+    d.prefill[static_cast<int>(Stream::PcieH2D)] += B_ * P_ * rows * hop / h2d_;
+    d.prefill[static_cast<int>(Stream::PcieD2H)] += B_ * P_ * rows * hop / d2h_;
+    d.decode_overhead += m_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
+    d.prefill_overhead += passes_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
+    // The host issues each held expert's ops that a pass chose, and its rows' copy up and
+    // down; of t tokens, each chooses a held expert with n_expert_used × on_dev / n_dev. A
+    // prompt runs in passes of ModelShape::kPassRows rows, an expert's gate and up launched
+    // apart on its many rows (an op more). Not counted: a decode pass giving one expert more
+    // than 16 rows, which it launches 16 at a time.
+    if (const DeviceOps* o = ops()) {
+        const double per_expert = (l.device_expert_ops + 2) * o->op_overhead_us * 1e-6;
+        const double p = std::min(1.0, shape_.n_expert_used * on_dev / n_dev);
+        auto chosen = [&](double t) { return n_dev * (1.0 - std::pow(1.0 - p, std::max(1.0, t))); };
+        d.decode_overhead += m_ * chosen(rows_d_ / m_) * per_expert;
+        d.prefill_overhead += passes_ * chosen(pass_rows_) * (per_expert + o->op_overhead_us * 1e-6);
+    }
+    d.bytes[kGpu] = dev_stored;
+    return d;
 }
 
 Cost CostModel::placed_weights(const Plan& plan, const LayerPlacement& l) const {

@@ -31,10 +31,11 @@ double serial_prefill_s(const Cost& c) { return c.prefill[G] + c.prefill[C] + c.
 // A mixture of experts beside a device: a long pass copies each layer whose experts are in DRAM
 // in whole (rebuilt from the CPU's tiles), and the device computes every routed expert the
 // pass chose there, the rows going up and coming back down as for the experts it holds; the
-// router and the shared experts stay on the host. The host rebuilds a layer and waits for the
-// experts of the one before in turn (runtime/exec/device/device_moe.cpp), so a layer costs its
-// copy and its compute one after the other; and the host waits once more each time the device
-// experts' 256 rows of scratch fill (DeviceExperts::kRows).
+// router and the shared experts stay on the host, which waits once more each time the device
+// experts' 256 rows of scratch fill (DeviceExperts::kRows). A layer's copy is made while the host
+// waits for the device's experts of the layer before (runtime/exec/device/device_backend.cpp,
+// run_schedule), at its first wait: for the first scratch's fill where there are more, else
+// once the shared experts are done. The first layer's copy is made before anything.
 OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan,
                                        const CostModel& model, int32_t rows) {
     ExpertPlan on_device = plan.experts;
@@ -47,14 +48,20 @@ OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const HardwarePr
         for (int32_t e = 0; e < shape.n_expert; ++e) every[static_cast<size_t>(e)] = e;
         on_device.device_share[static_cast<size_t>(l.layer)] = 1.0;
     }
-    const double fills = std::ceil(double(rows) * shape.n_expert_used / ModelShape::kPassRows);
-    const double more_waits = std::max(0.0, fills - 1) * hw.gpu->handoff_us * 1e-6;
+    const double fills = CostModel::scratch_fills(double(rows) * shape.n_expert_used);
+    const double more_waits = (fills - 1) * hw.gpu->handoff_us * 1e-6;
     OpOffloadPrice price;
+    double window = 0;  // the device's experts of the layer before that the host waits out, copying
+    int32_t before = -2;
     for (const LayerPlacement& l : plan.layers) {
         if (!experts_in_dram(shape, plan, l)) continue;
         price.cpu_s += serial_prefill_s(model.hybrid_layer(l.layer, plan.experts, false));
-        price.device_s += model.op_offload_copy_s(l.layer, WeightOption::DramCpu) +
-                          serial_prefill_s(model.hybrid_layer(l.layer, on_device, false)) + more_waits;
+        const Cost layer = model.hybrid_layer(l.layer, on_device, false);
+        const double copy = model.op_offload_copy_s(l.layer, WeightOption::DramCpu);
+        price.device_s += std::max(0.0, copy - (before == l.layer - 1 ? window : 0)) + serial_prefill_s(layer) + more_waits;
+        const double experts = model.device_experts(l.layer, on_device).prefill[G];
+        window = fills > 1 ? experts / fills : std::max(0.0, experts - layer.prefill[C]);
+        before = l.layer;
     }
     return price;
 }

@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +29,7 @@
 #include "tests/support/memory_loss.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/trace_file.h"
 
 using namespace strata;
 using namespace strata::runtime;
@@ -126,6 +129,43 @@ TEST_CASE("sim device: op offload of a mixture of experts computes the prompt's 
         ++n_archs;
     }
     CHECK(n_archs >= 5);
+}
+
+// The host rebuilds each layer it copies in (from the CPU's tiles) while it waits for the
+// device's experts of the layer before, not between the layers where the device has nothing to
+// do: on the trace, layer k's rebuild lies within the host's work on layer k-1's experts, and the
+// first layer's before any.
+TEST_CASE("sim device: a mixture's op offload rebuilds each layer while the device computes the experts of the one "
+          "before",
+          "[model][device][op_offload][experts]") {
+    EngineOptions o = experts_on_host(tiny_qwen3moe(), "expert_op_offload_overlap.gguf");
+    o.gpu.op_offload = {OpOffloadMode::On};
+    o.trace_path = test::temp_path("expert_op_offload_overlap.json");
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 8; ++i) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
+    int n_layer = 0;
+    {
+        Engine e(o);
+        n_layer = static_cast<int>(e.weights().weights().layers.size());
+        test::prompt_logits(e, prompt);
+    }
+    std::map<int, test::TraceSlice> rebuilt, experts;  // by layer: its (first) slice of each
+    for (const test::TraceSlice& s : test::read_trace(o.trace_path)) {
+        int il = -1;
+        if (s.track == "op offload: layers rebuilt from DRAM" && std::sscanf(s.name.c_str(), "layer %d as in", &il) == 1)
+            rebuilt.emplace(il, s);
+        if (s.track == "cpu: layers" && s.name.ends_with(" experts") && std::sscanf(s.name.c_str(), "layer %d", &il) == 1)
+            experts.emplace(il, s);
+    }
+    REQUIRE(static_cast<int>(rebuilt.size()) == n_layer);
+    REQUIRE(static_cast<int>(experts.size()) == n_layer);
+    constexpr double kRounding = 0.01;  // microseconds: a slice's end is written as begin + duration
+    CHECK(rebuilt.at(0).end_us <= experts.at(0).begin_us + kRounding);
+    for (int il = 1; il < n_layer; ++il) {
+        INFO("layer " << il);
+        CHECK(rebuilt.at(il).begin_us >= experts.at(il - 1).begin_us - kRounding);
+        CHECK(rebuilt.at(il).end_us <= experts.at(il - 1).end_us + kRounding);
+    }
 }
 
 // Device memory taken away after the first of a prompt's two passes under op offload: op offload

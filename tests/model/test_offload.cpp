@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "tests/support/gguf_writer.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
+#include "tests/support/trace_file.h"
 
 using namespace strata;
 using nlohmann::json;
@@ -31,14 +31,8 @@ static void check_peak_rss(const json& run, uint64_t limit) {
 
 // A --trace file's slices counted by track name.
 static std::map<std::string, int> slices_per_track(const std::filesystem::path& trace) {
-    std::ifstream in(trace);
-    const json events = json::parse(in)["traceEvents"];
-    std::map<int, std::string> tracks;
     std::map<std::string, int> slices;
-    for (const json& e : events)
-        if (e["ph"] == "M") tracks[e["tid"].get<int>()] = e["args"]["name"];
-    for (const json& e : events)
-        if (e["ph"] == "X") ++slices[tracks[e["tid"].get<int>()]];
+    for (const test::TraceSlice& s : test::read_trace(trace)) ++slices[s.track];
     return slices;
 }
 

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <utility>
 #include <vector>
 
@@ -29,6 +28,7 @@
 #include "tests/support/memory_loss.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/trace_file.h"
 
 using namespace strata;
 using namespace strata::runtime;
@@ -91,14 +91,8 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> cpu_reference(const std::f
 
 // Slices on the trace's "cpu: layers" track: the CPU layers the CPU ran beside the device.
 size_t cpu_layer_slices(const std::filesystem::path& trace) {
-    std::ifstream in(trace);
-    const nlohmann::json j = nlohmann::json::parse(in);
-    int track = -1;
-    for (const auto& ev : j["traceEvents"])
-        if (ev["ph"] == "M" && ev["args"]["name"] == "cpu: layers") track = ev["tid"];
-    size_t n = 0;
-    for (const auto& ev : j["traceEvents"]) n += ev["ph"] == "X" && ev["tid"] == track;
-    return n;
+    const std::vector<test::TraceSlice> slices = test::read_trace(trace);
+    return std::count_if(slices.begin(), slices.end(), [](const test::TraceSlice& s) { return s.track == "cpu: layers"; });
 }
 
 // The CPU's resident layers (at least one) each hold their matrices in its kernels' tiles

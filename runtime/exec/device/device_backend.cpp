@@ -103,16 +103,29 @@ const std::vector<PipelineStep>& DeviceBackend::Impl::schedule_for(const PassLay
 
 void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
     const std::vector<PipelineStep>& steps = schedule_for(p);
+    // A mixture of experts' copies (op offload's) wait for the next layer's compute: the host
+    // waits there for the device's experts and rebuilds the layers to copy in meanwhile, where
+    // before that compute the device would have nothing to do.
+    std::vector<PipelineStep> ahead;
+    auto copy_ahead = [&](size_t n) {
+        for (size_t k = 0; k < n; ++k) copy_in(ahead[k]);
+        ahead.erase(ahead.begin(), ahead.begin() + static_cast<std::ptrdiff_t>(n));
+    };
     for (size_t i = 0; i < steps.size(); ++i) {
         const PipelineStep& step = steps[i];
         if (step.kind == PipelineStep::CpuCompute) {
+            copy_ahead(ahead.size());
             i = layers_on_cpu(steps, i, p, kv) - 1;
             continue;
         }
         if (step.kind == PipelineStep::Copy) {
-            copy_in(step);
+            if (hp.moe.enabled()) ahead.push_back(step);
+            else copy_in(step);
             continue;
         }
+        // The layer's own copy (and any before it) now.
+        const auto own = std::find_if(ahead.begin(), ahead.end(), [&](const PipelineStep& c) { return c.layer == step.layer; });
+        if (own != ahead.end()) copy_ahead(static_cast<size_t>(own - ahead.begin()) + 1);
         // A mixture of experts' layer copied in: the device computes its routed experts from the
         // slot, the first of them once the copy is done (its attention reads none of the slot).
         DeviceExperts* lent = hp.moe.enabled() && step.slot >= 0 ? experts.get() : nullptr;
@@ -121,13 +134,18 @@ void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
                                [&](const WeightRef& w) { return store.offset_in_layer(step.layer, w); }, *copied[step.slot]);
         else if (step.slot >= 0)
             copied[step.slot]->wait_on(*compute);
+        if (experts && !ahead.empty()) experts->meanwhile([&] { copy_ahead(ahead.size()); });
         const struct LendBack {
             DeviceExperts* x;
+            DeviceExperts* waiting;
             ~LendBack() {
                 if (x) x->lend_back();
+                if (waiting) waiting->meanwhile(nullptr);
             }
-        } lend_back{lent};
+        } lend_back{lent, experts.get()};
         layer(step.layer, layers[step.layer], p, kv);
+        if (experts) experts->run_meanwhile();  // a layer that never waited for the device's experts
+        copy_ahead(ahead.size());
         if (step.slot >= 0) computed[step.slot]->record(*compute);
     }
 }

@@ -1,6 +1,7 @@
 #include "runtime/exec/device/device_experts.h"
 
 #include <cstring>
+#include <exception>
 
 #include <fmt/format.h>
 
@@ -186,8 +187,16 @@ void DeviceExperts::start(int il, int e, const float* x, int64_t n, int64_t n_lo
     used_ += n;
 }
 
+void DeviceExperts::run_meanwhile() {
+    if (!meanwhile_ || std::uncaught_exceptions() > 0) return;
+    const std::function<void()> work = std::move(meanwhile_);
+    meanwhile_ = nullptr;
+    work();
+}
+
 void DeviceExperts::collect() {
     if (pending_.empty()) return;
+    run_meanwhile();
     const std::vector<Pending> landing = std::move(pending_);
     pending_.clear();
     used_ = 0;

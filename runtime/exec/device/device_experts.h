@@ -60,6 +60,12 @@ public:
     void borrow_layer(int il, const LayerWeights& l, const std::byte* base,
                       const std::function<uint64_t(const WeightRef&)>& offset_in_layer, gpu::Event& copied);
     void lend_back() { borrowed_layer_ = -1, borrowed_ready_ = nullptr; }
+    // Host work to do while the device computes a layer's experts (op offload's rebuild of the
+    // next layer to copy in): run once, at the first wait for them (a full scratch, or
+    // collect()), or by run_meanwhile() after the layer where it made none. Not run while a
+    // failed pass unwinds.
+    void meanwhile(std::function<void()> work) { meanwhile_ = std::move(work); }
+    void run_meanwhile();
 
     bool holds(int il, int e) const override;
     void start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) override;
@@ -84,6 +90,7 @@ private:
     int borrowed_layer_ = -1;        // -1: none
     std::vector<Expert> borrowed_;   // its experts, by index
     gpu::Event* borrowed_ready_ = nullptr;  // its copy's event, until the first of them waits for it
+    std::function<void()> meanwhile_;
     std::vector<gpu::DeviceBuffer> weights_;   // one per layer holding experts
     gpu::DeviceBuffer x_, gate_, up_, y_;      // kRows rows each
     std::unique_ptr<storage::PinnedBuffer> staging_;  // kRows rows going up, then kRows coming down

@@ -98,9 +98,9 @@ struct DeviceBackend::Impl {
     // of their own, not behind op offload's weights on h2d; made at its first use (rows_stream).
     std::unique_ptr<gpu::Stream> rows_up;
     std::unique_ptr<DeviceExperts> experts;  // a mixture of experts' routed experts held here
-    Trace* trace = nullptr;                 // the CPU's attention for the device's layers
+    Trace* trace = nullptr;                 // the CPU's work beside the device's layers
     int attention_track = 0;
-    int cpu_layer_track = 0;  // the CPU's layers beside the device
+    int cpu_layer_track = 0;  // the CPU's layers beside the device, and a mixture's experts on the host
 
     // KV cache on the device: per layer (Device), or one layer's staging (HostGpuAttention, and
     // HostCpuAttention's prompt passes, kv_k[0]; with Device, op offload's CPU layers stage in

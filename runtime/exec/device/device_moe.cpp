@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "runtime/weights/expert_cache.h"
 #include "storage/file_io.h"
 
@@ -73,7 +74,13 @@ void DeviceBackend::Impl::load_non_expert_weights() {
 }
 
 void DeviceBackend::Impl::experts_on_host(int il, const PassLayout& p, const float* in, float* out) {
-    on_host(p, in, host_layers->act(Act::XN), [&] { host_layers->run_experts(il, p); }, host_layers->act(Act::Out), out);
+    on_host(
+        p, in, host_layers->act(Act::XN),
+        [&] {
+            const TraceScope traced(trace, cpu_layer_track, trace ? fmt::format("layer {} experts", il) : std::string());
+            host_layers->run_experts(il, p);
+        },
+        host_layers->act(Act::Out), out);
 }
 
 void DeviceBackend::Impl::make_device_experts(const std::vector<std::vector<int32_t>>& held) {
@@ -86,9 +93,9 @@ void DeviceBackend::Impl::make_device_experts(const std::vector<std::vector<int3
 // copies each layer whose experts the host holds in DRAM into a slot on the device, as the file
 // lays it out (rebuilt from the CPU's tiles), and computes every routed expert of the layer there
 // (DeviceExperts::borrow_layer; those it holds from its own copy); the router and any shared
-// experts stay on the host. The host rebuilds a layer (or waits for its read) and then waits for
-// the experts of the one before in turn, so only the link's copy overlaps the device's compute
-// (the layer before's, and the layer's own attention). Layers whose experts come through
+// experts stay on the host. The host rebuilds a layer (or waits for its read) while it waits for
+// the device's experts of the layer before (run_schedule), and the link's copy overlaps the
+// device's compute of that layer and the layer's own attention. Layers whose experts come through
 // the expert cache stay on the host: their copy would be a read of every expert from the disk;
 // and those whose every expert the device holds have nothing to copy.
 std::vector<int> DeviceBackend::Impl::expert_offload_layers() const {

@@ -424,3 +424,32 @@ TEST_CASE("expert placement: each held expert a pass chooses costs its device op
     x.device_share = {0, 0};
     CHECK(overhead(4).first == Approx(overhead(0).first));
 }
+
+// The host queues the device's rows up to its 256 rows of scratch and waits for each fill before
+// the next; its own feed-forward (router, shared experts) starts after the last: it covers that
+// fill's compute only. A device faster than the host's feed-forward is hidden behind it in a
+// pass of one fill, not in a pass of two, where the first fill's time is the device's alone.
+TEST_CASE("expert placement: the host's feed-forward overlaps only the device experts' last fill of scratch",
+          "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();
+    const HardwareProfile hw = toy_with_gpu(2'000'000'000);
+    constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute);
+    ExpertPlan none = place_experts(s, nullptr, "", 8, 100'000'000);
+    none.attention_on_gpu = true;
+    ExpertPlan every = none;  // every expert held: a token's two choices both go to the device
+    every.device = {{0, 1, 2, 3}, {0, 1, 2, 3}};
+    every.device_share = {1.0, 1.0};
+    for (const int32_t prompt : {64, 512}) {
+        INFO(prompt << "-token prompt");
+        const CostModel cm(s, hw, Workload{prompt, 4, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16});
+        const Cost held = cm.hybrid_layer(0, every, false);
+        const double device = cm.device_experts(0, every).prefill[G];
+        const double beyond_attention = held.prefill[G] - cm.hybrid_layer(0, none, false).prefill[G];
+        REQUIRE(device > 0);
+        REQUIRE(held.prefill[C] > device);  // the host's feed-forward is the longer
+        // 64 rows give the device 128 of a pass's choices, one fill; 512 give two passes of 256
+        // rows, 512 choices each, two fills.
+        if (prompt == 64) CHECK(beyond_attention == Approx(0).margin(1e-12));
+        else CHECK(beyond_attention == Approx(device / 2));
+    }
+}
