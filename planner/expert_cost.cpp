@@ -94,7 +94,8 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     if (static_cast<size_t>(layer) < x.device.size() && !x.device[layer].empty()) {
         // The device's experts run while the CPU runs its own share of the layer's feed-forward
         // and the shared experts, which start after the host has queued the last scratch's worth
-        // of the device's rows (DeviceExperts::kRows): they overlap that last fill only.
+        // of the device's rows (DeviceExperts::kRows): they overlap that last fill only. (The
+        // router, which chose them, is counted with the host's work: a small part of it.)
         Cost d = device_experts(layer, x);
         const double k = shape_.n_expert_used * on_dev;
         d.decode[G] -= std::min(f.decode[C], d.decode[G] / scratch_fills(k * rows_d_ / m_));
@@ -122,7 +123,7 @@ Cost CostModel::device_experts(int layer, const ExpertPlan& x) const {
     if (n_dev <= 0) return {};
     const double dev_stored = shape_.n_expert ? stored * n_dev / shape_.n_expert : 0;
     // Their rows go up and come back down (n_expert_used of a token's rows at the device's
-    // share); the host waits for them once more per layer.
+    // share); the host waits for them once for each fill of their scratch.
     Cost d = weights_cost({dev_stored, on_dev * decode, on_dev * prefill, on_dev * routed_params}, rows_d_, B_ * P_,
                           WeightOption::Gpu, false);
     const double rows = shape_.n_expert_used * on_dev, hop = 4.0 * shape_.n_embd;
@@ -130,8 +131,9 @@ Cost CostModel::device_experts(int layer, const ExpertPlan& x) const {
     d.decode[static_cast<int>(Stream::PcieD2H)] += rows_d_ * rows * hop / d2h_;
     d.prefill[static_cast<int>(Stream::PcieH2D)] += B_ * P_ * rows * hop / h2d_;
     d.prefill[static_cast<int>(Stream::PcieD2H)] += B_ * P_ * rows * hop / d2h_;
-    d.decode_overhead += m_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
-    d.prefill_overhead += passes_ * (hop_s_ > 0 ? hop_s_ : cpu_sync_s_);
+    const double wait = hop_s_ > 0 ? hop_s_ : cpu_sync_s_;
+    d.decode_overhead += m_ * scratch_fills(rows * rows_d_ / m_) * wait;
+    d.prefill_overhead += passes_ * scratch_fills(rows * pass_rows_) * wait;
     // The host issues each held expert's ops that a pass chose, and its rows' copy up and
     // down; of t tokens, each chooses a held expert with n_expert_used × on_dev / n_dev. A
     // prompt runs in passes of ModelShape::kPassRows rows, an expert's gate and up launched

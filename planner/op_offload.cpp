@@ -31,13 +31,14 @@ double serial_prefill_s(const Cost& c) { return c.prefill[G] + c.prefill[C] + c.
 // A mixture of experts beside a device: a long pass copies each layer whose experts are in DRAM
 // in whole (rebuilt from the CPU's tiles), and the device computes every routed expert the
 // pass chose there, the rows going up and coming back down as for the experts it holds; the
-// router and the shared experts stay on the host, which waits once more each time the device
-// experts' 256 rows of scratch fill (DeviceExperts::kRows). A layer's copy is made while the host
-// waits for the device's experts of the layer before (runtime/exec/device/device_backend.cpp,
-// run_schedule), at its first wait: for the first scratch's fill where there are more, else
-// once the shared experts are done. The first layer's copy is made before anything.
-OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const HardwareProfile& hw, const Plan& plan,
-                                       const CostModel& model, int32_t rows) {
+// router and the shared experts stay on the host, which waits for each fill of the device
+// experts' 256 rows of scratch (DeviceExperts::kRows; CostModel::device_experts). A layer's copy
+// is made while the host waits for the device's experts of the layer before
+// (runtime/exec/device/device_backend.cpp, run_schedule), at its first wait: for the first
+// scratch's fill where there are more, else once the shared experts are done (the window priced
+// past the host's whole work on the layer, the router and the attention's share too). The first
+// layer's copy is made before anything; one that follows a layer not copied in is priced whole.
+OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const Plan& plan, const CostModel& model, int32_t rows) {
     ExpertPlan on_device = plan.experts;
     on_device.device.resize(static_cast<size_t>(shape.n_layer));
     on_device.device_share.resize(static_cast<size_t>(shape.n_layer), 0.0);
@@ -49,7 +50,6 @@ OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const HardwarePr
         on_device.device_share[static_cast<size_t>(l.layer)] = 1.0;
     }
     const double fills = CostModel::scratch_fills(double(rows) * shape.n_expert_used);
-    const double more_waits = (fills - 1) * hw.gpu->handoff_us * 1e-6;
     OpOffloadPrice price;
     double window = 0;  // the device's experts of the layer before that the host waits out, copying
     int32_t before = -2;
@@ -58,7 +58,7 @@ OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const HardwarePr
         price.cpu_s += serial_prefill_s(model.hybrid_layer(l.layer, plan.experts, false));
         const Cost layer = model.hybrid_layer(l.layer, on_device, false);
         const double copy = model.op_offload_copy_s(l.layer, WeightOption::DramCpu);
-        price.device_s += std::max(0.0, copy - (before == l.layer - 1 ? window : 0)) + serial_prefill_s(layer) + more_waits;
+        price.device_s += std::max(0.0, copy - (before == l.layer - 1 ? window : 0)) + serial_prefill_s(layer);
         const double experts = model.device_experts(l.layer, on_device).prefill[G];
         window = fills > 1 ? experts / fills : std::max(0.0, experts - layer.prefill[C]);
         before = l.layer;
@@ -96,7 +96,7 @@ OpOffloadPrice price_op_offload(const ModelShape& shape, const HardwareProfile& 
     Policy one = plan.policy;
     one.batch = one.n_micro = 1;
     const CostModel model(shape, hw, wl, one);
-    if (plan.experts.attention_on_gpu) return price_expert_op_offload(shape, hw, plan, model, rows);
+    if (plan.experts.attention_on_gpu) return price_expert_op_offload(shape, plan, model, rows);
     const GpuProfile& gpu = *hw.gpu;
     // A layer's keys and values (latent attention's one row) go down into the host's cache
     // (decode reads it there), and the cache's rows the pass attends to come back up for the

@@ -134,20 +134,34 @@ TEST_CASE("sim device: op offload of a mixture of experts computes the prompt's 
 // The host rebuilds each layer it copies in (from the CPU's tiles) while it waits for the
 // device's experts of the layer before, not between the layers where the device has nothing to
 // do: on the trace, layer k's rebuild lies within the host's work on layer k-1's experts, and the
-// first layer's before any.
+// first layer's before any. A pass of 192 rows gives the device more choices than its 256 rows of
+// scratch: the rebuild runs at the first fill's wait, amid the host's queuing, with the logits
+// of op offload off.
 TEST_CASE("sim device: a mixture's op offload rebuilds each layer while the device computes the experts of the one "
           "before",
           "[model][device][op_offload][experts]") {
-    EngineOptions o = experts_on_host(tiny_qwen3moe(), "expert_op_offload_overlap.gguf");
+    const nlohmann::json config = tiny_qwen3moe();
+    REQUIRE(192 * config["n_expert_used"].get<int>() > 256);
+    EngineOptions o = experts_on_host(config, "expert_op_offload_overlap.gguf");
+    std::vector<int32_t> prompt;
+    while (prompt.size() < 192) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
+    prompt.resize(192);
+    o.gpu.op_offload = {OpOffloadMode::Off};
+    std::vector<float> want;
+    {
+        Engine e(o);
+        want = test::prompt_logits(e, prompt);
+    }
     o.gpu.op_offload = {OpOffloadMode::On};
     o.trace_path = test::temp_path("expert_op_offload_overlap.json");
-    std::vector<int32_t> prompt;
-    for (int i = 0; i < 8; ++i) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
     int n_layer = 0;
     {
         Engine e(o);
         n_layer = static_cast<int>(e.weights().weights().layers.size());
-        test::prompt_logits(e, prompt);
+        const std::vector<float> got = test::prompt_logits(e, prompt);
+        REQUIRE(got.size() == want.size());
+        CHECK(std::equal(got.begin(), got.end(), want.begin()));
+        CHECK(e.gauges().gpu_offloaded_expert_choices == prompt.size() * config["n_expert_used"].get<size_t>() * size_t(n_layer));
     }
     std::map<int, test::TraceSlice> rebuilt, experts;  // by layer: its (first) slice of each
     for (const test::TraceSlice& s : test::read_trace(o.trace_path)) {

@@ -164,6 +164,9 @@ void DeviceBackend::Impl::copy_in(const PipelineStep& step) {
     // layout, which the store gives back for op offload (WeightStore::acquire_as_read).
     // (A mixture of experts' layer copied in is one of those: its experts are the CPU's.)
     const bool as_read = (hp.moe.enabled() || store.residency().cpu(step.layer)) && store.residency().resident[step.layer];
+    // (A mixture's copy runs inside the host's feed-forward, which holds the store's view of its
+    // layer: only layers held in DRAM are copied in, which take none.)
+    STRATA_ASSERT(as_read || !hp.moe.enabled());
     // A layer rebuilt from DRAM goes into the store's buffers in turn: the copy out of the one it
     // takes (its slot's event, or a later copy's on the same stream) must be done first.
     const bool rebuilt = as_read && store.rebuilds(step.layer);

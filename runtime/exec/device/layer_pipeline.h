@@ -6,7 +6,9 @@
 // Copy; a CpuCompute takes the hidden states down to the host and back. Issued in this order on
 // the copy and compute streams, with one event per dependency, the copy of a layer overlaps the
 // compute of the layers before it; the copies of the first copied layers overlap the
-// device-resident layers' compute.
+// device-resident layers' compute. (A mixture of experts' host waits inside each Compute for
+// the device's experts: its device backend makes the Copy steps before a Compute while it waits
+// there, DeviceBackend::Impl::run_schedule.)
 #include <span>
 #include <vector>
 

@@ -426,8 +426,8 @@ TEST_CASE("expert placement: each held expert a pass chooses costs its device op
 }
 
 // The host queues the device's rows up to its 256 rows of scratch and waits for each fill before
-// the next; its own feed-forward (router, shared experts) starts after the last: it covers that
-// fill's compute only. A device faster than the host's feed-forward is hidden behind it in a
+// the next; its own feed-forward (the shared experts, its own experts) starts after the last: it
+// covers that fill's compute only. A device faster than the host's feed-forward is hidden behind it in a
 // pass of one fill, not in a pass of two, where the first fill's time is the device's alone.
 TEST_CASE("expert placement: the host's feed-forward overlaps only the device experts' last fill of scratch",
           "[unit][planner][experts]") {
