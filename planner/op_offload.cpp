@@ -36,8 +36,8 @@ double serial_prefill_s(const Cost& c) { return c.prefill[G] + c.prefill[C] + c.
 // is made while the host waits for the device's experts of the layer before
 // (runtime/exec/device/device_backend.cpp, run_schedule), at its first wait: for the first
 // scratch's fill where there are more, else once the shared experts are done (the window priced
-// past the host's whole work on the layer, the router and the attention's share too). The first
-// layer's copy is made before anything; one that follows a layer not copied in is priced whole.
+// past the host's whole work on the layer, the router and the attention's share too), whether
+// that layer was copied in or holds its experts; the first layer's copy is made before anything.
 OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const Plan& plan, const CostModel& model, int32_t rows) {
     ExpertPlan on_device = plan.experts;
     on_device.device.resize(static_cast<size_t>(shape.n_layer));
@@ -49,19 +49,20 @@ OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const Plan& plan
         for (int32_t e = 0; e < shape.n_expert; ++e) every[static_cast<size_t>(e)] = e;
         on_device.device_share[static_cast<size_t>(l.layer)] = 1.0;
     }
-    const double fills = CostModel::scratch_fills(double(rows) * shape.n_expert_used);
     OpOffloadPrice price;
     double window = 0;  // the device's experts of the layer before that the host waits out, copying
-    int32_t before = -2;
     for (const LayerPlacement& l : plan.layers) {
-        if (!experts_in_dram(shape, plan, l)) continue;
-        price.cpu_s += serial_prefill_s(model.hybrid_layer(l.layer, plan.experts, false));
-        const Cost layer = model.hybrid_layer(l.layer, on_device, false);
-        const double copy = model.op_offload_copy_s(l.layer, WeightOption::DramCpu);
-        price.device_s += std::max(0.0, copy - (before == l.layer - 1 ? window : 0)) + serial_prefill_s(layer);
+        const bool copied = experts_in_dram(shape, plan, l);
+        const bool cached = plan.experts.enabled && l.weights == WeightOption::NvmeCpu;
+        const Cost layer = model.hybrid_layer(l.layer, on_device, cached);
+        if (copied) {
+            price.cpu_s += serial_prefill_s(model.hybrid_layer(l.layer, plan.experts, false));
+            const double copy = model.op_offload_copy_s(l.layer, WeightOption::DramCpu);
+            price.device_s += std::max(0.0, copy - window) + serial_prefill_s(layer);
+        }
         const double experts = model.device_experts(l.layer, on_device).prefill[G];
+        const double fills = CostModel::scratch_fills(double(rows) * shape.n_expert_used * on_device.device_share_of(l.layer));
         window = fills > 1 ? experts / fills : std::max(0.0, experts - layer.prefill[C]);
-        before = l.layer;
     }
     return price;
 }

@@ -86,6 +86,21 @@ EngineOptions experts_on_host(const nlohmann::json& config, const std::string& n
     return o;
 }
 
+// A prompt of n tokens, a phrase repeated.
+std::vector<int32_t> repeated_prompt(size_t n) {
+    std::vector<int32_t> prompt;
+    while (prompt.size() < n) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
+    prompt.resize(n);
+    return prompt;
+}
+
+// The prompt's logits with op offload off: every routed expert computed by the host.
+std::vector<float> logits_offload_off(EngineOptions o, const std::vector<int32_t>& prompt) {
+    o.gpu.op_offload = {OpOffloadMode::Off};
+    Engine e(o);
+    return test::prompt_logits(e, prompt);
+}
+
 }  // namespace
 
 TEST_CASE("sim device: op offload of a mixture of experts computes the prompt's routed experts on the device, with the "
@@ -93,8 +108,7 @@ TEST_CASE("sim device: op offload of a mixture of experts computes the prompt's 
           "[model][device][op_offload][experts][arch]") {
     const nlohmann::json fx = test::model_fixture("tiny_arch_logits.json");
     // Past a decode pass's rows, so that the pass is a prompt's that op offload takes.
-    std::vector<int32_t> prompt;
-    for (int i = 0; i < 8; ++i) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
+    const std::vector<int32_t> prompt = repeated_prompt(48);
     int n_archs = 0;
     for (const auto& m : fx["models"]) {
         if (m["config"].value("n_expert", 0) == 0) continue;
@@ -143,15 +157,8 @@ TEST_CASE("sim device: a mixture's op offload rebuilds each layer while the devi
     const nlohmann::json config = tiny_qwen3moe();
     REQUIRE(192 * config["n_expert_used"].get<int>() > 256);
     EngineOptions o = experts_on_host(config, "expert_op_offload_overlap.gguf");
-    std::vector<int32_t> prompt;
-    while (prompt.size() < 192) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
-    prompt.resize(192);
-    o.gpu.op_offload = {OpOffloadMode::Off};
-    std::vector<float> want;
-    {
-        Engine e(o);
-        want = test::prompt_logits(e, prompt);
-    }
+    const std::vector<int32_t> prompt = repeated_prompt(192);
+    const std::vector<float> want = logits_offload_off(o, prompt);
     o.gpu.op_offload = {OpOffloadMode::On};
     o.trace_path = test::temp_path("expert_op_offload_overlap.json");
     int n_layer = 0;
@@ -190,15 +197,8 @@ TEST_CASE("sim device: memory taken away mid-prompt stops a mixture of experts' 
     const nlohmann::json config = tiny_qwen3moe();
     EngineOptions o = experts_on_host(config, "expert_op_offload_loss.gguf");
     // Two passes: 256 rows, then 44 (still a prompt's run, past a decode pass's rows).
-    std::vector<int32_t> prompt;
-    while (prompt.size() < 300) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
-    prompt.resize(300);
-    o.gpu.op_offload = {OpOffloadMode::Off};
-    std::vector<float> want;
-    {
-        Engine e(o);
-        want = test::prompt_logits(e, prompt);
-    }
+    const std::vector<int32_t> prompt = repeated_prompt(300);
+    const std::vector<float> want = logits_offload_off(o, prompt);
     o.gpu.op_offload = {OpOffloadMode::On};
     uint64_t used = 0;
     {
@@ -269,8 +269,7 @@ TEST_CASE("sim device: a layer partly held on the device and copied in for a pro
     // A host of one thread beside a device of as many as the machine has beside it (up to 16).
     o.gpu.sim_threads = 16;
     o.n_threads = 1;
-    std::vector<int32_t> prompt;
-    for (int i = 0; i < 8; ++i) prompt.insert(prompt.end(), {1, 403, 407, 261, 378, 432});
+    const std::vector<int32_t> prompt = repeated_prompt(48);
     const int k = config["n_expert_used"], n_expert = config["n_expert"];
     // Device memory from room for every expert (32 of 0.8 MB) and op offload's two slots (of
     // 7.2 MiB) down until none is held beside the slots.

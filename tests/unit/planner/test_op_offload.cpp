@@ -245,6 +245,16 @@ TEST_CASE("op offload of a mixture of experts: the host makes a layer's copy whi
     // 64 rows: attention 2.6 ms, the experts 30.7 ms in one fill, all of which the next copy
     // waits out: 0.1 + 4 x 33.3 ms + 3 x 69.3 ms = 0.441 s (0.533 one after the other).
     CHECK(price_op_offload(s, hw, plan, 64).device_s == Approx(0.441).epsilon(0.03));
+    // Layer 0's experts all held on the device: it is not copied, and layer 1's copy is made
+    // while the host waits for layer 0's first fill as it would for a copied layer's: 3 x 38.6
+    // ms + 3 x 133.1 ms = 0.515 s (0.576 with layer 1's copy whole).
+    Plan held = plan;
+    held.experts.device.resize(4);
+    held.experts.device_share.resize(4, 0.0);
+    held.experts.device[0] = {0, 1, 2, 3};
+    held.experts.device_share[0] = 1.0;
+    REQUIRE(op_offload_layer_runs(s, held) == std::vector<LayerSpan>{{1, 3}});
+    CHECK(price_op_offload(s, hw, held, 256).device_s == Approx(0.515).epsilon(0.03));
 }
 
 TEST_CASE("op offload of a mixture of experts: strata plan gives its two slots the room of held experts only where the "
