@@ -184,17 +184,29 @@ double sim_effective_threads(int sim_threads, int host_threads, int machine_thre
     return std::min(sim_threads, std::max(1, machine_threads - host_threads));
 }
 
+namespace {
+// One thread's rate `one` measured on the matrix every thread read at `all`: from DRAM, where
+// they read it faster than `dram` (part of it cached), taken down in proportion.
+double thread_from_dram(double one, double all, double dram) { return dram > 0 && all > dram ? one * dram / all : one; }
+}  // namespace
+
+double HardwareProfile::thread_gemv_gbps(const KernelRate& r, double width) const {
+    return thread_from_dram(r.gemv_thread_at(width), r.gemv_at(width), dram.read_gbps);
+}
+
 HardwareProfile HardwareProfile::on_cpu_threads(int threads) const {
     HardwareProfile hw = *this;
     if (threads <= 0 || threads >= cpu.n_threads) return hw;
     const double share = double(threads) / cpu.n_threads;
     for (KernelRate& r : hw.cpu.rates) {
         const double all_gemv = r.gemv_gbps, all_narrow = r.gemv_narrow_gbps;
+        const double thread = thread_from_dram(r.gemv_thread_gbps, all_gemv, dram.read_gbps);
+        const double thread_narrow = thread_from_dram(r.gemv_thread_narrow_gbps, all_narrow, dram.read_gbps);
         r.gemv_gbps *= share, r.gemm_gflops *= share, r.pack_gbps *= share, r.gemm_narrow_gflops *= share;
         r.untile_gbps *= share;
         r.gemv_narrow_gbps *= share;
-        if (r.gemv_thread_gbps > 0) r.gemv_gbps = std::min(all_gemv, threads * r.gemv_thread_gbps);
-        if (r.gemv_thread_narrow_gbps > 0) r.gemv_narrow_gbps = std::min(all_narrow, threads * r.gemv_thread_narrow_gbps);
+        if (r.gemv_thread_gbps > 0) r.gemv_gbps = std::min(all_gemv, threads * thread);
+        if (r.gemv_thread_narrow_gbps > 0) r.gemv_narrow_gbps = std::min(all_narrow, threads * thread_narrow);
         if (const KernelRate* alone = sim ? rate_for(sim->rates, r.type) : nullptr) {
             const double per_thread = double(threads) / std::max(1, sim->n_threads);
             if (r.gemv_thread_gbps <= 0) r.gemv_gbps = std::min(r.gemv_gbps, alone->gemv_gbps * per_thread);

@@ -490,6 +490,7 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
           "thread measured alone per thread",
           "[unit][planner]") {
     HardwareProfile hw = toy_cpu();
+    hw.dram.read_gbps = 100;  // faster than the threads' GEMV: their probe read none of it from a cache
     hw.cpu.n_threads = 4;
     hw.cpu.rates = {{DType::Q4_0, 40, 400, 20, 0, 0, 300}, {DType::Q8_0, 40, 400, 20, 0, 0, 300}};
     hw.sim = DeviceOps{};
@@ -527,7 +528,6 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
     CHECK(rate_for(hw.on_cpu_threads(3).cpu.rates, DType::Q4_0)->gemv_narrow_gbps == Approx(32));  // all four's
     hw.cpu.rates[0].gemv_narrow_gbps = hw.cpu.rates[0].gemv_thread_narrow_gbps = 0;
     // Decode on the two threads takes longer by the rates' ratio (DRAM faster than either).
-    hw.dram.read_gbps = 100;
     ModelShape s;
     s.name = "toy", s.family = "llama", s.weight_type = DType::Q8_0;
     s.n_layer = 1, s.n_embd = 1024, s.n_head = 8, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 4096, s.n_vocab = 1000;
@@ -538,6 +538,36 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
         return CostModel(s, h, wl, Policy{1, 1, true, false, DType::F16}).layer_weights(0, WeightOption::DramCpu).decode[C];
     };
     CHECK(decode_s(two) == Approx(2 * decode_s(hw)).epsilon(0.01));
+}
+
+// The probe measures one thread alone on the matrix the threads read together: where they read it
+// faster than DRAM reads, part of it was in a cache, and one thread's figure ran from it as
+// much. A pool of fewer threads, and a thread's bound on a step still cached, take its rate
+// from DRAM (one thread of a 2-core VM with a shared cache of 480 MiB: 19.5 GB/s measured on the
+// probe's 128 MiB, 14.5 on a 574 MiB model's decode, beside 39 GB/s on both threads and DRAM at 32).
+TEST_CASE("a pool of fewer threads reads from DRAM at one thread's measured rate less what the probe's matrix had "
+          "in a cache",
+          "[unit][planner]") {
+    HardwareProfile hw = toy_cpu();
+    hw.cpu.n_threads = 2;
+    hw.dram.read_gbps = 32;
+    hw.cpu.rates = {{DType::Q4_0, 40, 400, 20}};
+    hw.cpu.rates[0].gemv_thread_gbps = 20;
+    // Both threads read the matrix at 40 GB/s, DRAM at 32: a fifth of it came from a cache.
+    CHECK(hw.thread_gemv_gbps(hw.cpu.rates[0], KernelRate::kWideCols) == Approx(16));
+    CHECK(rate_for(hw.on_cpu_threads(1).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(16));
+    // A model far past any cache decodes on one thread at that rate.
+    ModelShape s;
+    s.name = "toy", s.family = "llama", s.weight_type = DType::Q4_0;
+    s.n_layer = 1, s.n_embd = 4096, s.n_head = 32, s.n_head_kv = 32, s.head_dim = 128, s.n_ff = 11008, s.n_vocab = 1000;
+    s.layers.assign(1, LayerShape{1'600'000'000, 800'000'000, 800'000'000});
+    constexpr int C = static_cast<int>(Stream::CpuCompute);
+    const CostModel one(s, hw.on_cpu_threads(1), Workload{1, 2, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16});
+    CHECK(one.layer_weights(0, WeightOption::DramCpu).decode[C] == Approx(1.6e9 / 16e9).epsilon(0.01));
+    // DRAM faster than the threads' GEMV: one thread's figure stands.
+    hw.dram.read_gbps = 64;
+    CHECK(hw.thread_gemv_gbps(hw.cpu.rates[0], KernelRate::kWideCols) == Approx(20));
+    CHECK(rate_for(hw.on_cpu_threads(1).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(20));
 }
 
 TEST_CASE("cost model: the CPU's decode rate on a narrow layer's matrices prices a narrow model's CPU layers",
