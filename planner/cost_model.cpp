@@ -60,7 +60,7 @@ CostModel::CostModel(const ModelShape& shape, const HardwareProfile& hw, const W
     // beside the simulated device decoded SmolLM2's layers at its 15 GB/s from DRAM where the
     // reuse priced 28). 0: not measured.
     const KernelRate* cpu_rate = rate_for(hw.cpu.rates, shape.weight_type);
-    const double thread_gbps = cpu_rate ? hw.thread_gemv_gbps(*cpu_rate, shape.n_embd) : 0;
+    const double thread_gbps = cpu_rate ? cpu_rate->gemv_thread_at(shape.n_embd) : 0;
     auto thread_bound = [&](double rate, double threads) {
         return thread_gbps > 0 ? std::min(rate, threads * thread_gbps * 1e9) : rate;
     };

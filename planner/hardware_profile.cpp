@@ -184,24 +184,18 @@ double sim_effective_threads(int sim_threads, int host_threads, int machine_thre
     return std::min(sim_threads, std::max(1, machine_threads - host_threads));
 }
 
-namespace {
-// One thread's rate `one` measured on the matrix every thread read at `all`: from DRAM, where
-// they read it faster than `dram` (part of it cached), taken down in proportion.
-double thread_from_dram(double one, double all, double dram) { return dram > 0 && all > dram ? one * dram / all : one; }
-}  // namespace
-
-double HardwareProfile::thread_gemv_gbps(const KernelRate& r, double width) const {
-    return thread_from_dram(r.gemv_thread_at(width), r.gemv_at(width), dram.read_gbps);
-}
-
 HardwareProfile HardwareProfile::on_cpu_threads(int threads) const {
     HardwareProfile hw = *this;
     if (threads <= 0 || threads >= cpu.n_threads) return hw;
     const double share = double(threads) / cpu.n_threads;
     for (KernelRate& r : hw.cpu.rates) {
         const double all_gemv = r.gemv_gbps, all_narrow = r.gemv_narrow_gbps;
-        const double thread = thread_from_dram(r.gemv_thread_gbps, all_gemv, dram.read_gbps);
-        const double thread_narrow = thread_from_dram(r.gemv_thread_narrow_gbps, all_narrow, dram.read_gbps);
+        // One thread's figures came from the matrix every thread read together: where they read
+        // it faster than DRAM reads (part of it was in a cache; a large shared one may hold
+        // hundreds of MiB), a pool of fewer threads streams DRAM at them taken down as much. The
+        // narrow sweep reads as many bytes: the wide rate tells its share too.
+        const double from_dram = dram.read_gbps > 0 && all_gemv > dram.read_gbps ? dram.read_gbps / all_gemv : 1;
+        const double thread = r.gemv_thread_gbps * from_dram, thread_narrow = r.gemv_thread_narrow_gbps * from_dram;
         r.gemv_gbps *= share, r.gemm_gflops *= share, r.pack_gbps *= share, r.gemm_narrow_gflops *= share;
         r.untile_gbps *= share;
         r.gemv_narrow_gbps *= share;

@@ -295,11 +295,6 @@ struct HardwareProfile {
     // what the simulated device measured per thread (its weights untiled: a floor). `threads` >=
     // n_threads: unchanged.
     HardwareProfile on_cpu_threads(int threads) const;
-    // One thread's decode rate for `r` on rows `width` wide, from DRAM: the probe measured it on
-    // the matrix every thread read together, and where they read it faster than DRAM reads
-    // (part of it was in a cache: a large shared one may hold hundreds of MiB), one thread's rate is
-    // taken down in proportion. 0: not measured.
-    double thread_gemv_gbps(const KernelRate& r, double width) const;
     // Throws UsageError naming the first rate or size that is not positive.
     void validate() const;
     // One line: "RTX 4090 24 GiB (PCIe gen4 x16, 25 GB/s) + DRAM 64 GiB (60 GB/s) + NVMe 7 GB/s".

@@ -542,9 +542,9 @@ TEST_CASE("a pool of fewer CPU threads than the machine has gets its share of th
 
 // The probe measures one thread alone on the matrix the threads read together: where they read it
 // faster than DRAM reads, part of it was in a cache, and one thread's figure ran from it as
-// much. A pool of fewer threads, and a thread's bound on a step still cached, take its rate
-// from DRAM (one thread of a 2-core VM with a shared cache of 480 MiB: 19.5 GB/s measured on the
-// probe's 128 MiB, 14.5 on a 574 MiB model's decode, beside 39 GB/s on both threads and DRAM at 32).
+// much. A pool of fewer threads streams DRAM at its figures taken down as much, wide and narrow
+// (one thread of a 2-core VM with a shared cache of 480 MiB: 19.5 GB/s measured on the probe's
+// 128 MiB, 14.5 on a 574 MiB model's decode, beside 39 GB/s on both threads and DRAM at 32).
 TEST_CASE("a pool of fewer threads reads from DRAM at one thread's measured rate less what the probe's matrix had "
           "in a cache",
           "[unit][planner]") {
@@ -553,9 +553,10 @@ TEST_CASE("a pool of fewer threads reads from DRAM at one thread's measured rate
     hw.dram.read_gbps = 32;
     hw.cpu.rates = {{DType::Q4_0, 40, 400, 20}};
     hw.cpu.rates[0].gemv_thread_gbps = 20;
+    hw.cpu.rates[0].gemv_narrow_gbps = 36, hw.cpu.rates[0].gemv_thread_narrow_gbps = 15;
     // Both threads read the matrix at 40 GB/s, DRAM at 32: a fifth of it came from a cache.
-    CHECK(hw.thread_gemv_gbps(hw.cpu.rates[0], KernelRate::kWideCols) == Approx(16));
     CHECK(rate_for(hw.on_cpu_threads(1).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(16));
+    CHECK(rate_for(hw.on_cpu_threads(1).cpu.rates, DType::Q4_0)->gemv_narrow_gbps == Approx(12));
     // A model far past any cache decodes on one thread at that rate.
     ModelShape s;
     s.name = "toy", s.family = "llama", s.weight_type = DType::Q4_0;
@@ -564,10 +565,10 @@ TEST_CASE("a pool of fewer threads reads from DRAM at one thread's measured rate
     constexpr int C = static_cast<int>(Stream::CpuCompute);
     const CostModel one(s, hw.on_cpu_threads(1), Workload{1, 2, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16});
     CHECK(one.layer_weights(0, WeightOption::DramCpu).decode[C] == Approx(1.6e9 / 16e9).epsilon(0.01));
-    // DRAM faster than the threads' GEMV: one thread's figure stands.
+    // DRAM faster than the threads' GEMV: one thread's figures stand.
     hw.dram.read_gbps = 64;
-    CHECK(hw.thread_gemv_gbps(hw.cpu.rates[0], KernelRate::kWideCols) == Approx(20));
     CHECK(rate_for(hw.on_cpu_threads(1).cpu.rates, DType::Q4_0)->gemv_gbps == Approx(20));
+    CHECK(rate_for(hw.on_cpu_threads(1).cpu.rates, DType::Q4_0)->gemv_narrow_gbps == Approx(15));
 }
 
 TEST_CASE("cost model: the CPU's decode rate on a narrow layer's matrices prices a narrow model's CPU layers",
