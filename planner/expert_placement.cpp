@@ -194,6 +194,7 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
     alone.gpu.reset();
     PlannerOptions host_opts = opts;
     host_opts.budgets.gpu = 0;
+    host_opts.max_decode_step_s = 0;  // the host's plan is the CPU alone's; a bound weighs the slots below
     SearchResult r = search_with_expert_offload(s, alone, wl, host_opts);
     Plan host = r.best;
     host.budgets.gpu = opts.budgets.gpu;
@@ -240,7 +241,10 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
             return evaluate_plan(s, hw, one.workload, one).total_s;
         };
         const auto max_rows = static_cast<int32_t>(ModelShape::kPassRows);
-        if (const int32_t rows = rows_if_slots_pay(s, hw, with, r.best, max_rows, one_sequence); rows > 0) {
+        // Searched again to decode no slower than the CPU alone (PlannerOptions::max_decode_step_s):
+        // the slots only where the plan with them still does.
+        const bool within = opts.max_decode_step_s <= 0 || with.prediction.decode.time_s <= opts.max_decode_step_s;
+        if (const int32_t rows = rows_if_slots_pay(s, hw, with, r.best, max_rows, one_sequence); rows > 0 && within) {
             with.experts.op_offload_rows = rows;
             // The headline prediction leaves op offload's saving out, as the engine's plan does
             // (its --show-plan prints the saving on a line of its own); its slots are in use.

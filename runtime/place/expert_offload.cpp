@@ -85,7 +85,7 @@ std::string op_offload_blocked(const DeviceRoom& room) {
 }  // namespace
 
 void place_beside_attention(Placement& p, const OverrideRequest& overrides, const OpOffloadMode& mode, int32_t max_rows,
-                            const DeviceRoom& room) {
+                            const DeviceRoom& room, double max_decode_step_s) {
     settle_op_offload(p, mode, max_rows);
     if (const std::string blocked = op_offload_blocked(room); p.op_offload_rows > 0 && !blocked.empty()) {
         if (mode.kind != OpOffloadMode::Auto) STRATA_LOG_WARN("{}: not run: {}", p.op_offload_why, blocked);
@@ -111,7 +111,11 @@ void place_beside_attention(Placement& p, const OverrideRequest& overrides, cons
                 return run.predict(wl.prompt_len, wl.gen_len, 1).total_s;
             };
             p.op_offload_rows = planner::rows_if_slots_pay(p.shape, p.hw, p.plan, without.plan, max_rows, one_sequence);
-            if (p.op_offload_rows <= 0)
+            if (p.op_offload_rows > 0 && max_decode_step_s > 0 && p.plan.prediction.decode.time_s > max_decode_step_s)
+                lost = fmt::format("the {} its buffers would take holds routed experts instead, for a decode step no "
+                                   "slower than the CPU alone's",
+                                   format_bytes(room.slot_bytes));
+            else if (p.op_offload_rows <= 0)
                 lost = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows).min_rows <= 0
                            ? "the CPU is predicted faster in every pass beside the experts the device holds"
                            : fmt::format("the {} its buffers would take holds routed experts instead, predicted faster "

@@ -47,9 +47,10 @@ struct DeviceRoom {
 // holds in what is left: op offload's slots take their room first (where the device runs the
 // experts and DRAM holds a rebuild buffer), and under `auto` are kept only where the plan with
 // them (its prompt's passes faster, fewer experts held for decode, each priced) is predicted
-// faster for its workload than the plan without. Throws OutOfBudget as place_experts_on_device
-// does.
+// faster for its workload than the plan without, and, given `max_decode_step_s` (> 0: the plan
+// searched again to decode no slower than the CPU alone), only where its decode step is within
+// it. Throws OutOfBudget as place_experts_on_device does.
 void place_beside_attention(Placement& p, const OverrideRequest& overrides, const OpOffloadMode& mode, int32_t max_rows,
-                            const DeviceRoom& room);
+                            const DeviceRoom& room, double max_decode_step_s = 0);
 
 }  // namespace strata::runtime

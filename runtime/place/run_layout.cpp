@@ -354,7 +354,7 @@ RunLayout layout_moe_with_gpu(const models::GgufFile& file, const models::Hparam
     const uint64_t dram_left = in.budget ? in.budget - std::min(in.budget, p.residency.total_bytes) : UINT64_MAX;
     const DeviceRoom room{gpu.gpu_mem > taken ? gpu.gpu_mem - taken : 0, device.working_streamed - device.working_resident,
                           device.expert_bytes, device.experts_fit, dram_left};
-    place_beside_attention(p, overrides, opts.op_offload, opts.max_pass_rows, room);
+    place_beside_attention(p, overrides, opts.op_offload, opts.max_pass_rows, room, po.max_decode_step_s);
     STRATA_LOG_INFO("{}; KV cache: {}", planner::plan_summary(p.plan), kv_placement_name(out.kv_on));
     if (po.on_plan) po.on_plan(p);
     return out;
@@ -425,8 +425,7 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
     // The best plan's prediction, where it traded decode for the first token and a plan was made
     // again: the figure named for the device (as `strata plan` names it).
     std::optional<planner::Prediction> unbounded;
-    if (beside.alternative && !gpu.chosen && !hp.moe.enabled() &&
-        planner::trades_decode_for_prefill(with_device, beside.alternative->prediction)) {
+    if (beside.alternative && !gpu.chosen && planner::trades_decode_for_prefill(with_device, beside.alternative->prediction)) {
         // Searched again to decode no slower (the first layout's buffers given back before the
         // second takes its own).
         unbounded = with_device;

@@ -325,7 +325,7 @@ PlanRun plan_placement(const PlanOptions& o, HardwareProfile hardware) {
         run.cpu_alone = cpu.best.prediction;
         if (!device_beats_cpu(run.result.best.prediction, cpu.best.prediction)) {
             std::optional<SearchResult> bounded;
-            if (trades_decode_for_prefill(run.result.best.prediction, cpu.best.prediction) && run.shape.n_expert == 0) {
+            if (trades_decode_for_prefill(run.result.best.prediction, cpu.best.prediction)) {
                 const double cpu_step_s = cpu.best.prediction.decode.time_s;
                 bounded = search_decoding_no_slower(fitted_file, wl, opts.budgets.dram, run.shape,
                                                     [&](double dram) { return search_device_within(dram, cpu_step_s); });

@@ -284,6 +284,21 @@ TEST_CASE("op offload of a mixture of experts: strata plan gives its two slots t
     // From the rows op offload starts to pay beside the experts held; its slots in the GPU's use.
     CHECK(prompt.experts.op_offload_rows == choose_op_offload(s, hw, prompt, 256).min_rows);
     CHECK(prompt.prediction.used.gpu == Approx(evaluate_plan(s, hw, prompt.workload, prompt).used.gpu + 2e9));
+    // Searched again to decode no slower than a bound between the two plans' decode steps: the
+    // experts held in the slots' room; within a bound the plan with them meets, the slots stay.
+    const Plan held_all = [&] {
+        PlannerOptions off = opts;
+        off.limits.op_offload = false;
+        return search_with_expert_offload(s, hw, Workload{4096, 16, 1, Objective::Latency}, off).best;
+    }();
+    REQUIRE(prompt.prediction.decode.time_s > held_all.prediction.decode.time_s);
+    opts.max_decode_step_s = (prompt.prediction.decode.time_s + held_all.prediction.decode.time_s) / 2;
+    const Plan bounded = plan_for(Workload{4096, 16, 1, Objective::Latency});
+    CHECK(bounded.experts.op_offload_rows == 0);
+    CHECK(bounded.experts.n_device() == held_all.experts.n_device());
+    opts.max_decode_step_s = prompt.prediction.decode.time_s * 1.01;
+    CHECK(plan_for(Workload{4096, 16, 1, Objective::Latency}).experts.op_offload_rows == prompt.experts.op_offload_rows);
+    opts.max_decode_step_s = 0;
     // No room in DRAM for the host's rebuild buffer of a layer (1 GB): no slots.
     opts.budgets.dram = prompt.prediction.used.dram + 0.5e9;
     CHECK(plan_for(Workload{4096, 16, 1, Objective::Latency}).experts.op_offload_rows == 0);

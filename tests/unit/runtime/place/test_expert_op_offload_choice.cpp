@@ -75,6 +75,19 @@ TEST_CASE("expert op offload choice: auto keeps the slots for a long prompt and 
     // The slots are counted in the device's use.
     CHECK(prompt.plan.prediction.used.gpu - prompt_off.plan.prediction.used.gpu ==
           Approx(double(kSlots) - 8.0 * double(kExpert)));
+    // Searched again to decode no slower than a bound between the two plans' decode steps (the
+    // CPU alone's, where the plan with the slots decodes slower): the experts held instead.
+    const double with_slots = prompt.plan.prediction.decode.time_s, without = prompt_off.plan.prediction.decode.time_s;
+    REQUIRE(with_slots > without);
+    Placement bounded = toy_mixture(kLongPrompt);
+    place_beside_attention(bounded, {}, OpOffloadMode{}, 256, room_for_14(), (with_slots + without) / 2);
+    CHECK(bounded.op_offload_rows == 0);
+    CHECK(bounded.plan.experts.n_device() == 14);
+    CHECK(has(bounded.op_offload_why, "for a decode step no slower than the CPU alone's"));
+    // A bound the plan with them meets keeps them.
+    Placement within = toy_mixture(kLongPrompt);
+    place_beside_attention(within, {}, OpOffloadMode{}, 256, room_for_14(), with_slots * 1.01);
+    CHECK(within.op_offload_rows == prompt.op_offload_rows);
 }
 
 TEST_CASE("expert op offload choice: no slots where the kernels, the device's room or DRAM cannot take them, and none "
