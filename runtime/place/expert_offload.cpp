@@ -112,8 +112,8 @@ void place_beside_attention(Placement& p, const OverrideRequest& overrides, cons
             };
             p.op_offload_rows = planner::rows_if_slots_pay(p.shape, p.hw, p.plan, without.plan, max_rows, one_sequence);
             if (p.op_offload_rows > 0 && max_decode_step_s > 0 && p.plan.prediction.decode.time_s > max_decode_step_s)
-                lost = fmt::format("the {} its buffers would take holds routed experts instead, for a decode step no "
-                                   "slower than the CPU alone's",
+                lost = fmt::format("the {} its buffers would take holds routed experts instead, the plan searched "
+                                   "again to decode no slower than the CPU alone",
                                    format_bytes(room.slot_bytes));
             else if (p.op_offload_rows <= 0)
                 lost = planner::choose_op_offload(p.shape, p.hw, p.plan, max_rows).min_rows <= 0

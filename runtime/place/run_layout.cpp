@@ -425,7 +425,10 @@ RunLayout lay_out(const models::GgufFile& file, const models::Hparams& hp, const
     // The best plan's prediction, where it traded decode for the first token and a plan was made
     // again: the figure named for the device (as `strata plan` names it).
     std::optional<planner::Prediction> unbounded;
-    if (beside.alternative && !gpu.chosen && planner::trades_decode_for_prefill(with_device, beside.alternative->prediction)) {
+    // (A mixture trades decode only through op offload's slots, which `auto` may give up.)
+    const bool may_bound = !hp.moe.enabled() || (out.placement->op_offload_rows > 0 && lo.op_offload.kind == OpOffloadMode::Auto);
+    if (beside.alternative && !gpu.chosen && may_bound &&
+        planner::trades_decode_for_prefill(with_device, beside.alternative->prediction)) {
         // Searched again to decode no slower (the first layout's buffers given back before the
         // second takes its own).
         unbounded = with_device;

@@ -327,7 +327,9 @@ PlanRun plan_placement(const PlanOptions& o, HardwareProfile hardware) {
             std::optional<SearchResult> bounded;
             if (trades_decode_for_prefill(run.result.best.prediction, cpu.best.prediction)) {
                 const double cpu_step_s = cpu.best.prediction.decode.time_s;
-                bounded = search_decoding_no_slower(fitted_file, wl, opts.budgets.dram, run.shape,
+                // (A mixture's device plan is the runtime's own placement, not fitted to a DRAM budget.)
+                bounded = search_decoding_no_slower(run.shape.n_expert > 0 ? std::filesystem::path{} : fitted_file, wl,
+                                                    opts.budgets.dram, run.shape,
                                                     [&](double dram) { return search_device_within(dram, cpu_step_s); });
             }
             if (bounded && device_beats_cpu(bounded->best.prediction, cpu.best.prediction)) {

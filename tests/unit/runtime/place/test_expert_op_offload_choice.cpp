@@ -83,7 +83,7 @@ TEST_CASE("expert op offload choice: auto keeps the slots for a long prompt and 
     place_beside_attention(bounded, {}, OpOffloadMode{}, 256, room_for_14(), (with_slots + without) / 2);
     CHECK(bounded.op_offload_rows == 0);
     CHECK(bounded.plan.experts.n_device() == 14);
-    CHECK(has(bounded.op_offload_why, "for a decode step no slower than the CPU alone's"));
+    CHECK(has(bounded.op_offload_why, "searched again to decode no slower than the CPU alone"));
     // A bound the plan with them meets keeps them.
     Placement within = toy_mixture(kLongPrompt);
     place_beside_attention(within, {}, OpOffloadMode{}, 256, room_for_14(), with_slots * 1.01);
