@@ -1,6 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "planner/plan.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/run_command.h"
 
 using namespace strata;
@@ -44,4 +52,30 @@ TEST_CASE("strata plan: bad requests fail with one line and a hint", "[unit][pla
     CHECK(past_nvme.exit_code == 1);
     CHECK_THAT(past_nvme.err, Catch::Contains("--nvme-budget 1 TiB is more than"));
     CHECK(run_strata("plan --shape llama3-8b --gpu rtx4090 --gpu-budget 50% --dram-budget 12G").exit_code == 0);
+}
+
+// A mixture of experts beside a GPU whose prompt's passes pay for op offload's slots: the plan's
+// headline TTFT leaves the saving out (as the engine's does), and a line of its own gives the
+// TTFT with it, sooner. The H200 host's profile, its CPU rebuilding the experts' layers at 30 GB/s.
+TEST_CASE("strata plan: a mixture's TTFT with op offload on a line of its own", "[unit][planner][experts]") {
+    std::ifstream in(std::filesystem::path(STRATA_SOURCE_DIR) / "bench/profiles/h200-xeon16.json");
+    nlohmann::json profile = nlohmann::json::parse(in);
+    for (auto& rate : profile["cpu"]["rates"]) rate["untile_gbps"] = 30.0;
+    const auto path = test::temp_path("h200_untile30.json");
+    std::ofstream(path) << profile.dump();
+    const auto run = run_strata("plan --shape mixtral-8x7b --weight-type Q4_0 --hw " + path.string() +
+                                " --gpu-budget 8G --workload prompt=4096,gen=128");
+    REQUIRE(run.exit_code == 0);
+    double headline = 0, with = 0;
+    int rows = 0;
+    const auto at = [&](const std::string& what) { return run.out.find(what); };
+    REQUIRE(at("predicted TTFT ") != std::string::npos);
+    REQUIRE(at("With op offload (prompt passes of ") != std::string::npos);
+    CHECK(std::sscanf(run.out.c_str() + at("predicted TTFT "), "predicted TTFT %lf s", &headline) == 1);
+    CHECK(std::sscanf(run.out.c_str() + at("With op offload"), "With op offload (prompt passes of %d+ rows on the GPU): TTFT %lf s",
+                      &rows, &with) == 2);
+    CHECK(rows > 4);
+    CHECK(with > 0);
+    CHECK(with < headline);
+    CHECK_THAT(run.out, Catch::Contains(std::to_string(rows) + "+ rows copy the layers whose experts are in DRAM"));
 }
