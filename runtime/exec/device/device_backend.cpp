@@ -144,8 +144,7 @@ void DeviceBackend::Impl::run_schedule(const PassLayout& p, KvCache& kv) {
             }
         } lend_back{lent, experts.get()};
         layer(step.layer, layers[step.layer], p, kv);
-        if (experts) experts->run_meanwhile();  // a layer that never waited for the device's experts
-        copy_ahead(ahead.size());
+        copy_ahead(ahead.size());  // those of a layer that never waited for the device's experts
         if (step.slot >= 0) computed[step.slot]->record(*compute);
     }
 }

@@ -62,16 +62,16 @@ public:
     void lend_back() { borrowed_layer_ = -1, borrowed_ready_ = nullptr; }
     // Host work to do while the device computes a layer's experts (op offload's rebuild of the
     // next layer to copy in): run once, at the first wait for them (a full scratch, or
-    // collect()), or by run_meanwhile() after the layer where it made none. Not run while a
-    // failed pass unwinds.
+    // collect()); never where the layer makes none, nor while a failed pass unwinds. The caller
+    // clears it (meanwhile(nullptr)) once the layer is done.
     void meanwhile(std::function<void()> work) { meanwhile_ = std::move(work); }
-    void run_meanwhile();
 
     bool holds(int il, int e) const override;
     void start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) override;
     void collect() override;
 
 private:
+    void run_meanwhile();  // meanwhile's work, once
     struct Expert {
         DevWeight gate, up, down;
         const float* bias[3] = {};  // gate's, up's and down's (gpt-oss), or null
