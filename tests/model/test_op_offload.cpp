@@ -4,8 +4,8 @@
 // kernels in the same row groups, the prompt's logits and the greedy tokens that follow equal,
 // bit for bit, those of the same plan with op offload off (and of the CPU engine), whether the
 // CPU layers lie in DRAM or are streamed from NVMe and wherever the device's own layers keep
-// their KV, with the CPU's resident layers in its kernels' tiles throughout (the device's copies
-// are read from the file). The trace shows which passes ran the CPU layers on the CPU.
+// their KV, with the CPU's resident layers in its kernels' tiles throughout where they tile (the
+// device's copies are read from the file). The trace shows which passes ran the CPU layers on the CPU.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cpu/cpu_features.h"
 #include "planner/plan.h"
 #include "runtime/engine.h"
 #include "runtime/place/placement.h"
@@ -95,17 +96,19 @@ size_t cpu_layer_slices(const std::filesystem::path& trace) {
     return std::count_if(slices.begin(), slices.end(), [](const test::TraceSlice& s) { return s.track == "cpu: layers"; });
 }
 
-// The CPU's resident layers (at least one) each hold their matrices in its kernels' tiles
-// (those of a type the kernels tile).
-bool cpu_layers_tiled(const Engine& e) {
+// The CPU's resident layers (at least one) each hold their matrices as its kernels read them:
+// in their tiles on the AVX-512 path (those of a type the kernels tile), in the file's layout on
+// the others, which have no tiles.
+bool cpu_layers_as_kernels_read(const Engine& e) {
+    const bool tiles = cpu::active_path() == cpu::CpuPath::Avx512;
     const WeightStore& store = e.weights();
     int n = 0;
     for (int il = 0; il < static_cast<int>(store.weights().layers.size()); ++il) {
         if (!store.residency().cpu(il) || !store.residency().resident[il]) continue;
         ++n;
         const LayerWeights& l = store.weights().layers[il];
-        if (std::none_of(std::begin(LayerWeights::kMatrices), std::end(LayerWeights::kMatrices),
-                         [&](auto m) { return (l.*m).tiled; }))
+        if (std::any_of(std::begin(LayerWeights::kMatrices), std::end(LayerWeights::kMatrices),
+                        [&](auto m) { return (l.*m).tiled; }) != tiles)
             return false;
     }
     return n > 0;
@@ -115,7 +118,7 @@ struct Run {
     std::vector<float> logits;   // the prompt's, teacher-forced
     std::vector<int32_t> tokens;  // greedy, after the prompt
     size_t cpu_layers_in_prompt = 0;
-    bool tiled = false;  // cpu_layers_tiled after the prompt
+    bool as_kernels_read = false;  // cpu_layers_as_kernels_read after the prompt
 };
 
 Run run(EngineOptions o, const planner::Plan& plan, const std::filesystem::path& trace) {
@@ -126,7 +129,7 @@ Run run(EngineOptions o, const planner::Plan& plan, const std::filesystem::path&
         Engine e(o);
         const auto prompt = long_prompt(e);
         r.logits = test::prompt_logits(e, prompt);
-        r.tiled = cpu_layers_tiled(e);
+        r.as_kernels_read = cpu_layers_as_kernels_read(e);
     }
     r.cpu_layers_in_prompt = cpu_layer_slices(trace);
     o.trace_path.clear();
@@ -150,7 +153,7 @@ void offload_gives_the_same_results(bool streamed, KvOption kv, bool cpu_attenti
     REQUIRE(on.logits.size() == off.logits.size());
     CHECK(std::equal(on.logits.begin(), on.logits.end(), off.logits.begin()));
     CHECK(on.tokens == off.tokens);
-    if (!streamed) CHECK((on.tiled && off.tiled));
+    if (!streamed) CHECK((on.as_kernels_read && off.as_kernels_read));
 }
 
 }  // namespace
@@ -165,13 +168,13 @@ TEST_CASE("sim device: op offload of CPU layers streamed from NVMe gives the sam
     offload_gives_the_same_results(true, KvOption::Gpu, false);
 }
 
-TEST_CASE("sim device: decode after op-offloaded prefill, on tiled CPU layers, gives the CPU engine's tokens", "[model][device][op_offload]") {
+TEST_CASE("sim device: decode after op-offloaded prefill, on CPU layers as its kernels read them, gives the CPU engine's tokens", "[model][device][op_offload]") {
     auto path = test::default_model_path();
     STRATA_REQUIRE_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
     EngineOptions o = options(*path, OpOffloadMode::On, AttentionChoice::Gpu);
     o.plan = with_cpu_layers(test::plan_made_for(o), false, KvOption::Gpu, false);
     Engine dev(o);
-    CHECK(cpu_layers_tiled(dev));
+    CHECK(cpu_layers_as_kernels_read(dev));
     EngineOptions c = options(*path, OpOffloadMode::Off, AttentionChoice::Auto);
     c.gpu.device = DeviceKind::Cpu;
     Engine cpu(c);
