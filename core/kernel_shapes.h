@@ -2,6 +2,7 @@
 // The shapes the kernels work in, which the runtime lays its passes out by and the planner
 // prices: one definition each, read by cpu/, gpu/, runtime/ and planner/ alike, so that a
 // change to a kernel's shape reaches the cost model too.
+#include <algorithm>
 #include <cstdint>
 
 namespace strata {
@@ -28,6 +29,17 @@ inline constexpr int64_t kAttentionSplitKeys = 512;
 inline constexpr int64_t kDeviceRowWiseRows = 16;
 // Decode products of one input (a layer's q, k and v) that one device launch takes at most.
 inline constexpr int kDeviceLaunchProducts = 3;
+
+// Routed rows the device experts' scratch takes before the host waits for them
+// (runtime/exec/device/device_experts.h): every choice of a pass of `pass_tokens` tokens (each
+// chooses n_expert_used experts), so that the host queues all of a layer's device rows and then
+// computes its own experts while the device computes those; at most kDeviceExpertRows (a pass of
+// 256 tokens choosing 8 experts each), and never fewer than a pass's tokens, the most one expert
+// is given. A pass giving the device more waits for each fill before it queues the next.
+inline constexpr int64_t kDeviceExpertRows = 2048;
+constexpr int64_t device_expert_rows(int64_t pass_tokens, int64_t n_expert_used) {
+    return std::max(pass_tokens, std::min(pass_tokens * std::max<int64_t>(n_expert_used, 1), kDeviceExpertRows));
+}
 
 // Positions per block of the paged KV cache (runtime/kv/kv_cache.h), which every attention
 // kernel (cpu/attention_cpu.h, gpu/device.h) reads as its key tile.

@@ -142,9 +142,10 @@ public:
     // The device's share of hybrid_layer: the experts `experts` holds there, their reads and
     // compute, their rows' hops and launches, none of it overlapped with the host's.
     Cost device_experts(int layer, const ExpertPlan& experts) const;
-    // The times the device experts' scratch of ModelShape::kPassRows rows fills in a pass giving
-    // them `device_rows` rows (the host waits for each fill before the next).
-    static double scratch_fills(double device_rows);
+    // The times the device experts' scratch (every choice of a pass of ModelShape::kPassRows
+    // rows, up to kDeviceExpertRows: core/kernel_shapes.h) fills in a pass giving them
+    // `device_rows` rows (the host waits for each fill before the next).
+    double scratch_fills(double device_rows) const;
     // A layer's weights as the plan places them: hybrid_layer, offloaded_layer or layer_weights.
     Cost placed_weights(const Plan& plan, const LayerPlacement& l) const;
     Cost layer_kv(int layer, KvOption o) const;

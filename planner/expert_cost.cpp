@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/kernel_shapes.h"
+
 namespace strata::planner {
 
 namespace {
@@ -94,8 +96,9 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     if (static_cast<size_t>(layer) < x.device.size() && !x.device[layer].empty()) {
         // The device's experts run while the CPU runs its own share of the layer's feed-forward
         // and the shared experts, which start after the host has queued the last scratch's worth
-        // of the device's rows (DeviceExperts::kRows): they overlap that last fill only. (The
-        // router, which chose them, is counted with the host's work: a small part of it.)
+        // of the device's rows (scratch_fills): they overlap that last fill only, the whole of
+        // them where a pass's choices fit the scratch. (The router, which chose them, is counted
+        // with the host's work: a small part of it.)
         Cost d = device_experts(layer, x);
         const double k = shape_.n_expert_used * on_dev;
         d.decode[G] -= std::min(f.decode[C], d.decode[G] / scratch_fills(k * rows_d_ / m_));
@@ -106,8 +109,9 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
     return c;
 }
 
-double CostModel::scratch_fills(double device_rows) {
-    return std::max(1.0, std::ceil(device_rows / ModelShape::kPassRows));
+double CostModel::scratch_fills(double device_rows) const {
+    const auto rows = device_expert_rows(static_cast<int64_t>(ModelShape::kPassRows), shape_.n_expert_used);
+    return std::max(1.0, std::ceil(device_rows / static_cast<double>(rows)));
 }
 
 Cost CostModel::device_experts(int layer, const ExpertPlan& x) const {

@@ -32,7 +32,7 @@ double serial_prefill_s(const Cost& c) { return c.prefill[G] + c.prefill[C] + c.
 // in whole (rebuilt from the CPU's tiles), and the device computes every routed expert the
 // pass chose there, the rows going up and coming back down as for the experts it holds; the
 // router and the shared experts stay on the host, which waits for each fill of the device
-// experts' 256 rows of scratch (DeviceExperts::kRows; CostModel::device_experts). A layer's copy
+// experts' scratch (CostModel::scratch_fills, device_experts). A layer's copy
 // is made while the host waits for the device's experts of the layer before
 // (runtime/exec/device/device_backend.cpp, run_schedule), at its first wait: for the first
 // scratch's fill where there are more, else once the shared experts are done (the window priced
@@ -61,7 +61,7 @@ OpOffloadPrice price_expert_op_offload(const ModelShape& shape, const Plan& plan
             price.device_s += std::max(0.0, copy - window) + serial_prefill_s(layer);
         }
         const double experts = model.device_experts(l.layer, on_device).prefill[G];
-        const double fills = CostModel::scratch_fills(double(rows) * shape.n_expert_used * on_device.device_share_of(l.layer));
+        const double fills = model.scratch_fills(double(rows) * shape.n_expert_used * on_device.device_share_of(l.layer));
         window = fills > 1 ? experts / fills : std::max(0.0, experts - layer.prefill[C]);
     }
     return price;

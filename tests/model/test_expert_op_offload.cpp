@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/kernel_shapes.h"
 #include "runtime/engine.h"
 #include "runtime/place/placement.h"
 #include "runtime/weights/weight_store.h"
@@ -148,14 +149,15 @@ TEST_CASE("sim device: op offload of a mixture of experts computes the prompt's 
 // The host rebuilds each layer it copies in (from the CPU's tiles) while it waits for the
 // device's experts of the layer before, not between the layers where the device has nothing to
 // do: on the trace, layer k's rebuild lies within the host's work on layer k-1's experts, and the
-// first layer's before any. A pass of 192 rows gives the device more choices than its 256 rows of
-// scratch: the rebuild runs at the first fill's wait, amid the host's queuing, with the logits
-// of op offload off.
+// first layer's before any. A pass of 192 rows whose tokens choose 12 of 16 experts gives the
+// device more choices than its scratch's 2048 rows (kDeviceExpertRows): the rebuild runs at the
+// first fill's wait, amid the host's queuing, with the logits of op offload off.
 TEST_CASE("sim device: a mixture's op offload rebuilds each layer while the device computes the experts of the one "
           "before",
           "[model][device][op_offload][experts]") {
-    const nlohmann::json config = tiny_qwen3moe();
-    REQUIRE(192 * config["n_expert_used"].get<int>() > 256);
+    nlohmann::json config = tiny_qwen3moe();
+    config["n_expert"] = 16, config["n_expert_used"] = 12;
+    REQUIRE(192 * config["n_expert_used"].get<int>() > kDeviceExpertRows);
     EngineOptions o = experts_on_host(config, "expert_op_offload_overlap.gguf");
     const std::vector<int32_t> prompt = repeated_prompt(192);
     const std::vector<float> want = logits_offload_off(o, prompt);

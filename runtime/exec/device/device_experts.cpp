@@ -38,11 +38,11 @@ uint64_t DeviceExperts::expert_bytes(const LayerWeights& l) {
 }
 
 uint64_t DeviceExperts::scratch_bytes(const models::Hparams& hp) {
-    return uint64_t(kRows) * (2ull * hp.n_embd + 2ull * hp.moe.n_ff_exp) * 4;
+    return uint64_t(scratch_rows(hp)) * (2ull * hp.n_embd + 2ull * hp.moe.n_ff_exp) * 4;
 }
 
 namespace {
-uint64_t staging_slot_bytes(const models::Hparams& hp) { return 2ull * DeviceExperts::kRows * hp.n_embd * 4; }
+uint64_t staging_slot_bytes(const models::Hparams& hp) { return 2ull * uint64_t(DeviceExperts::scratch_rows(hp)) * hp.n_embd * 4; }
 }  // namespace
 
 uint64_t DeviceExperts::staging_bytes(const models::Hparams& hp) { return ring_bytes(staging_slot_bytes(hp), 1); }
@@ -52,7 +52,7 @@ DeviceExperts::DeviceExperts(gpu::Device& dev, gpu::Stream& compute, gpu::Stream
                              const std::vector<LayerWeights>& layers, const std::vector<std::vector<int32_t>>& held,
                              storage::MemoryBudget& dram)
     : dev_(dev), compute_(compute), h2d_(h2d), d2h_(d2h), n_embd_(hp.n_embd), n_ff_(hp.moe.n_ff_exp), act_(hp.ffn_act),
-      alpha_(hp.swiglu_alpha), limit_(hp.swiglu_limit) {
+      alpha_(hp.swiglu_alpha), limit_(hp.swiglu_limit), rows_(scratch_rows(hp)) {
     index_.assign(layers.size(), std::vector<int32_t>(static_cast<size_t>(hp.moe.n_expert), -1));
     weights_.resize(layers.size());
     for (size_t il = 0; il < layers.size() && il < held.size(); ++il) {
@@ -87,10 +87,10 @@ DeviceExperts::DeviceExperts(gpu::Device& dev, gpu::Stream& compute, gpu::Stream
         h2d.synchronize();
     }
     auto floats = [&](int64_t n) { return dev.memory().allocate(uint64_t(n) * 4, "the device experts' activations"); };
-    x_ = floats(kRows * n_embd_);
-    y_ = floats(kRows * n_embd_);
-    gate_ = floats(kRows * n_ff_);
-    up_ = floats(kRows * n_ff_);
+    x_ = floats(rows_ * n_embd_);
+    y_ = floats(rows_ * n_embd_);
+    gate_ = floats(rows_ * n_ff_);
+    up_ = floats(rows_ * n_ff_);
     staging_ = std::make_unique<storage::PinnedBuffer>(dram, staging_slot_bytes(hp), "device experts' staging");
     uploaded_ = dev.make_event();
     computed_ = dev.make_event();
@@ -149,7 +149,7 @@ bool DeviceExperts::holds(int il, int e) const {
 
 void DeviceExperts::start(int il, int e, const float* x, int64_t n, int64_t n_long, float* y) {
     STRATA_ASSERT(holds(il, e) && n <= kRows);
-    if (used_ + n > kRows) collect();  // the scratch is full: wait for what it holds
+    if (used_ + n > rows_) collect();  // the scratch is full: wait for what it holds
     // An expert held is computed from its own copy in a borrowed layer too (the same bytes), and
     // counted as held, so that the held experts' share is the same with op offload or without.
     const int32_t at = static_cast<size_t>(il) < index_.size() ? index_[il][static_cast<size_t>(e)] : -1;
@@ -163,7 +163,7 @@ void DeviceExperts::start(int il, int e, const float* x, int64_t n, int64_t n_lo
     const int64_t E = n_embd_, F = n_ff_;
     const size_t bytes = size_t(n * E) * 4;
     auto* up_staging = reinterpret_cast<float*>(staging_->data()) + used_ * E;
-    auto* down_staging = reinterpret_cast<float*>(staging_->data()) + (kRows + used_) * E;
+    auto* down_staging = reinterpret_cast<float*>(staging_->data()) + (rows_ + used_) * E;
     float* dx = x_.as<float>() + used_ * E;
     float* dy = y_.as<float>() + used_ * E;
     float* dg = gate_.as<float>() + used_ * F;
@@ -202,7 +202,7 @@ void DeviceExperts::collect() {
     used_ = 0;
     downloaded_->record(d2h_);
     downloaded_->synchronize();
-    const auto* down_staging = reinterpret_cast<const float*>(staging_->data()) + kRows * n_embd_;
+    const auto* down_staging = reinterpret_cast<const float*>(staging_->data()) + rows_ * n_embd_;
     for (const Pending& p : landing) std::memcpy(p.y, down_staging + p.at * n_embd_, size_t(p.n * n_embd_) * 4);
 }
 

@@ -4,12 +4,14 @@
 // sends them, beside the host's CPU computing the others (runtime/exec/remote_experts.h). Each
 // expert's three matrices are copied once at load from the model file as laid out there; a
 // pass's rows go up and its outputs come back through page-locked staging, every expert of a
-// layer queued before the host starts its own, and one wait per layer.
+// layer queued before the host starts its own, and one wait per layer (more where a pass's
+// choices outgrow the scratch).
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "core/kernel_shapes.h"
 #include "gpu/device.h"
 #include "models/hparams.h"
 #include "runtime/exec/backend.h"
@@ -25,9 +27,11 @@ namespace strata::runtime {
 
 class DeviceExperts final : public RemoteExperts {
 public:
-    // Rows sent at once before the host waits for them: a pass's tokens, the most one expert of
-    // a layer can be given.
+    // The most rows one expert of a layer is given: a pass's tokens.
     static constexpr int64_t kRows = Backend::kMaxUbatch;
+    // Rows the scratch takes before the host waits for them: every routed choice of a pass
+    // (device_expert_rows, core/kernel_shapes.h).
+    static int64_t scratch_rows(const models::Hparams& hp) { return device_expert_rows(kRows, hp.moe.n_expert_used); }
 
     // Copies `held[il]`'s experts of each layer from `file` (`layers`: the file's views) to the
     // device. Throws OutOfBudget when the device's memory cannot hold them, BackendError when
@@ -92,8 +96,9 @@ private:
     gpu::Event* borrowed_ready_ = nullptr;  // its copy's event, until the first of them waits for it
     std::function<void()> meanwhile_;
     std::vector<gpu::DeviceBuffer> weights_;   // one per layer holding experts
-    gpu::DeviceBuffer x_, gate_, up_, y_;      // kRows rows each
-    std::unique_ptr<storage::PinnedBuffer> staging_;  // kRows rows going up, then kRows coming down
+    int64_t rows_;                             // scratch_rows()
+    gpu::DeviceBuffer x_, gate_, up_, y_;      // rows_ rows each
+    std::unique_ptr<storage::PinnedBuffer> staging_;  // rows_ rows going up, then rows_ coming down
     std::unique_ptr<gpu::Event> uploaded_, computed_, downloaded_;
     std::vector<Pending> pending_;
     int64_t used_ = 0;                         // rows of the scratch taken since the last collect()

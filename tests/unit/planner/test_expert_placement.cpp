@@ -425,31 +425,39 @@ TEST_CASE("expert placement: each held expert a pass chooses costs its device op
     CHECK(overhead(4).first == Approx(overhead(0).first));
 }
 
-// The host queues the device's rows up to its 256 rows of scratch and waits for each fill before
-// the next; its own feed-forward (the shared experts, its own experts) starts after the last: it
-// covers that fill's compute only. A device faster than the host's feed-forward is hidden behind it in a
-// pass of one fill, not in a pass of two, where the first fill's time is the device's alone.
+// The host queues the device's rows up to a fill of their scratch (a pass's every choice, up to
+// kDeviceExpertRows) and waits for each fill before the next; its own feed-forward (the shared
+// experts, its own experts) starts after the last: it covers that fill's compute only. A device
+// faster than the host's feed-forward is hidden behind it where a pass's choices fill the
+// scratch once (a token choosing 2 of 4 experts, in passes of 64 or 256 rows), not where they
+// fill it twice (12 of 16 experts, 3072 choices in a pass of 256 rows), where the first fill's
+// time is the device's alone.
 TEST_CASE("expert placement: the host's feed-forward overlaps only the device experts' last fill of scratch",
           "[unit][planner][experts]") {
-    const ModelShape s = moe_shape();
     const HardwareProfile hw = toy_with_gpu(2'000'000'000);
     constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute);
-    ExpertPlan none = place_experts(s, nullptr, "", 8, 100'000'000);
-    none.attention_on_gpu = true;
-    ExpertPlan every = none;  // every expert held: a token's two choices both go to the device
-    every.device = {{0, 1, 2, 3}, {0, 1, 2, 3}};
-    every.device_share = {1.0, 1.0};
-    for (const int32_t prompt : {64, 512}) {
-        INFO(prompt << "-token prompt");
-        const CostModel cm(s, hw, Workload{prompt, 4, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16});
+    struct Case {
+        int32_t n_expert, n_expert_used, prompt;
+        double fills;
+    };
+    for (const Case& k : {Case{4, 2, 64, 1}, Case{4, 2, 512, 1}, Case{16, 12, 512, 2}}) {
+        INFO(k.n_expert_used << " of " << k.n_expert << " experts, a " << k.prompt << "-token prompt");
+        ModelShape s = moe_shape();
+        s.n_expert = k.n_expert, s.n_expert_used = k.n_expert_used;
+        ExpertPlan none = place_experts(s, nullptr, "", 8, 100'000'000);
+        none.attention_on_gpu = true;
+        ExpertPlan every = none;  // every expert held: a token's choices all go to the device
+        every.device.assign(2, {});
+        for (int32_t e = 0; e < s.n_expert; ++e) every.device[0].push_back(e), every.device[1].push_back(e);
+        every.device_share = {1.0, 1.0};
+        const CostModel cm(s, hw, Workload{k.prompt, 4, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16});
+        CHECK(cm.scratch_fills(std::min(k.prompt, 256) * double(k.n_expert_used)) == k.fills);
         const Cost held = cm.hybrid_layer(0, every, false);
         const double device = cm.device_experts(0, every).prefill[G];
         const double beyond_attention = held.prefill[G] - cm.hybrid_layer(0, none, false).prefill[G];
         REQUIRE(device > 0);
-        REQUIRE(held.prefill[C] > device);  // the host's feed-forward is the longer
-        // 64 rows give the device 128 of a pass's choices, one fill; 512 give two passes of 256
-        // rows, 512 choices each, two fills.
-        if (prompt == 64) CHECK(beyond_attention == Approx(0).margin(1e-12));
-        else CHECK(beyond_attention == Approx(device / 2));
+        REQUIRE(held.prefill[C] > device / k.fills);  // the host's feed-forward is the longer, a fill of it
+        if (k.fills == 1) CHECK(beyond_attention == Approx(0).margin(1e-12));
+        else CHECK(beyond_attention == Approx(device - device / k.fills));
     }
 }

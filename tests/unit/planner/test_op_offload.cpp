@@ -238,23 +238,34 @@ TEST_CASE("op offload of a mixture of experts: the host makes a layer's copy whi
     const Plan plan = toy_moe_plan(s, hw, false);
     REQUIRE(op_offload_layer_runs(s, plan) == std::vector<LayerSpan>{{0, 3}});
     // Per layer at 1 TFLOPS: attention's 2e7 parameters, 256 x 4e7 flops, 10.2 ms; the routed
-    // experts' 256 x 2 rows, 122.9 ms, in two fills of the device's 256 rows of scratch. Each
-    // copy (0.1 s) but the first is made while the host waits for the first fill of the layer
-    // before, 61.4 ms: 0.1 + 4 x 133.1 ms + 3 x 38.6 ms = 0.748 s (0.932 one after the other).
-    CHECK(price_op_offload(s, hw, plan, 256).device_s == Approx(0.748).epsilon(0.03));
-    // 64 rows: attention 2.6 ms, the experts 30.7 ms in one fill, all of which the next copy
-    // waits out: 0.1 + 4 x 33.3 ms + 3 x 69.3 ms = 0.441 s (0.533 one after the other).
+    // experts' 256 x 2 rows, 122.9 ms, in one fill of the device's scratch (a pass's every
+    // choice). Each copy (0.1 s) but the first is made while the host waits for the experts of
+    // the layer before, which hide it (the toy's host has no work of its own there: its dense
+    // weights are all attention's): 0.1 + 4 x 133.1 ms = 0.632 s (0.932 one after the other).
+    CHECK(price_op_offload(s, hw, plan, 256).device_s == Approx(0.632).epsilon(0.03));
+    // 64 rows: attention 2.6 ms, the experts 30.7 ms, all of which the next copy waits out:
+    // 0.1 + 4 x 33.3 ms + 3 x 69.3 ms = 0.441 s (0.533 one after the other).
     CHECK(price_op_offload(s, hw, plan, 64).device_s == Approx(0.441).epsilon(0.03));
     // Layer 0's experts all held on the device: it is not copied, and layer 1's copy is made
-    // while the host waits for layer 0's first fill as it would for a copied layer's: 3 x 38.6
-    // ms + 3 x 133.1 ms = 0.515 s (0.576 with layer 1's copy whole).
+    // while the host waits for layer 0's experts as it would for a copied layer's: 3 x 133.1 ms
+    // = 0.399 s (0.499 with layer 1's copy whole).
     Plan held = plan;
     held.experts.device.resize(4);
     held.experts.device_share.resize(4, 0.0);
     held.experts.device[0] = {0, 1, 2, 3};
     held.experts.device_share[0] = 1.0;
     REQUIRE(op_offload_layer_runs(s, held) == std::vector<LayerSpan>{{1, 3}});
-    CHECK(price_op_offload(s, hw, held, 256).device_s == Approx(0.515).epsilon(0.03));
+    CHECK(price_op_offload(s, hw, held, 256).device_s == Approx(0.399).epsilon(0.03));
+    // 16 experts of 3e7 parameters, 12 chosen a token: a pass's 3072 choices outgrow the
+    // scratch's 2048 rows (kDeviceExpertRows), two fills of 92.2 ms of the experts' 184.3 ms,
+    // and each copy but the first waits out the first fill only: 7.8 ms of it left. Per layer
+    // 10.2 + 184.3 ms and the rows' hops (3072 rows of 4 KiB each way at 10 GB/s, 1.3 ms each):
+    // 0.1 + 4 x 197.1 ms + 3 x 7.8 ms = 0.912 s.
+    ModelShape many = s;
+    many.n_expert = 16, many.n_expert_used = 12;
+    const Plan plan_many = toy_moe_plan(many, hw, false);
+    REQUIRE(op_offload_layer_runs(many, plan_many) == std::vector<LayerSpan>{{0, 3}});
+    CHECK(price_op_offload(many, hw, plan_many, 256).device_s == Approx(0.912).epsilon(0.03));
 }
 
 TEST_CASE("op offload of a mixture of experts: strata plan gives its two slots the room of held experts only where the "
