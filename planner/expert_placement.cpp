@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "core/kernel_shapes.h"
 #include "planner/json_util.h"
 #include "planner/op_offload.h"
 #include "planner/units.h"
@@ -185,6 +186,20 @@ std::optional<RoutingProfile> saved_routing(const ModelShape& s, std::string& no
     return load_routing_profile(s.source, std::filesystem::file_size(s.source), s.n_layer, s.n_expert, &note);
 }
 
+// The device memory the runtime's scratch for the experts a device computes takes
+// (runtime/exec/device/device_experts.h): a pass's every choice (device_expert_rows) of an
+// expert's input, gate, up and output rows in floats, its width from the routed experts' three
+// matrices.
+double device_expert_scratch_bytes(const ModelShape& s) {
+    for (const LayerShape& l : s.layers) {
+        if (l.n_expert_params <= 0 || s.n_expert <= 0 || s.n_embd <= 0) continue;
+        const double n_ff_exp = static_cast<double>(l.n_expert_params) / (3.0 * s.n_embd * s.n_expert);
+        const auto rows = device_expert_rows(static_cast<int64_t>(ModelShape::kPassRows), s.n_expert_used);
+        return static_cast<double>(rows) * (2.0 * s.n_embd + 2.0 * n_ff_exp) * 4;
+    }
+    return 0;
+}
+
 // A mixture of experts beside a GPU, as the device runtime runs it (runtime/place/run_layout.cpp,
 // layout_moe_with_gpu): the weights where the CPU alone's plan puts them, every layer's attention
 // on the GPU (its KV cache there where it fits), the GPU memory left holding the most chosen
@@ -217,7 +232,10 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
                                       format_size(opts.budgets.gpu)),
                           hint);
     }
-    const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu, slot = double(expert_bytes(s));
+    // What the experts and op offload's slots may take: the GPU memory left beside attention and
+    // the experts' scratch, which the runtime sets aside there (run_layout.cpp's `taken`).
+    const double scratch = device_expert_scratch_bytes(s);
+    const double left = on_gpu->budgets.gpu - on_gpu->prediction.used.gpu - scratch, slot = double(expert_bytes(s));
     // The experts `room` bytes of the GPU hold.
     const auto held_in = [&](double room) {
         DeviceExperts want;
@@ -252,6 +270,8 @@ SearchResult moe_beside_gpu(const ModelShape& s, const HardwareProfile& hw, cons
             r.best = std::move(with);
         }
     }
+    // The scratch is in the GPU's use where it computes experts (held, or copied in).
+    if (r.best.experts.n_device() > 0 || r.best.experts.op_offload_rows > 0) r.best.prediction.used.gpu += scratch;
     r.candidates = {r.best};
     return r;
 }
