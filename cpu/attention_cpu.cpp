@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/kernel_shapes.h"
 #include "cpu/cpu_features.h"
+#include "cpu/attention_tile_loop.h"
 #include "cpu/gemm_x86.h"
 #include "cpu/kv_format.h"
 #include "cpu/quant_ref.h"
@@ -20,55 +21,20 @@
 namespace strata::cpu {
 
 namespace {
-// n values of row j of k (v) from column col0, as floats: in place for F32, else converted into buf.
-const float* head_values(const AttentionTile& t, const std::byte* base, int64_t j, int64_t col0, int32_t n, float* buf) {
-    const std::byte* r = t.row(base, j);
-    if (t.kv_type == DType::F32) return reinterpret_cast<const float*>(r) + col0;
-    load_kv_values(t.kv_type, r, col0, buf, n);
-    return buf;
-}
+// The reference's inner loops, in plain C++.
+struct PlainOps {
+    static float dot(const float* q, const float* k, int32_t n) {
+        float dot = 0;
+        for (int32_t d = 0; d < n; ++d) dot += q[d] * k[d];
+        return dot;
+    }
+    static void axpy(float w, const float* v, float* o, int32_t n) {
+        for (int32_t d = 0; d < n; ++d) o[d] += w * v[d];
+    }
+};
 }  // namespace
 
-// Each key and value row is converted once for all the tile's rows that see it; each row's
-// arithmetic is the same in any tile (dot products, exponentials and sums in key order).
-void attention_tile_ref(const AttentionTile& t) {
-    const int64_t ld = t.n_kv_max + 16;
-    std::vector<float> buf(t.kv_type == DType::F32 ? 0 : t.head_dim), inv(t.m);
-    const int64_t n_max = *std::max_element(t.n_kv, t.n_kv + t.m);
-    auto sees = [&](int m, int64_t j) { return t.sees(m, j); };
-    for (int64_t j = t.j_begin; j < n_max; ++j) {
-        const float* k = head_values(t, t.k, j, t.col0, t.head_dim, buf.data());
-        for (int m = 0; m < t.m; ++m) {
-            if (!sees(m, j)) continue;
-            float dot = 0;
-            for (int32_t d = 0; d < t.head_dim; ++d) dot += t.q[m][d] * k[d];
-            t.scores[m * ld + j] = dot;
-        }
-    }
-    for (int m = 0; m < t.m; ++m) {
-        float* s = t.scores + m * ld;
-        const int64_t lo = t.kv_first[m], n = t.n_kv[m];
-        if (t.softcap > 0) softcap_scores(s + lo, n - lo, t.softcap);
-        float mx = t.sinks ? t.sinks[m] : -INFINITY, sum = 0;
-        for (int64_t j = lo; j < n; ++j)
-            if (sees(m, j)) mx = std::max(mx, s[j]);
-        for (int64_t j = lo; j < n; ++j)
-            if (sees(m, j)) sum += (s[j] = std::exp(s[j] - mx));
-        if (t.sinks) sum += std::exp(t.sinks[m] - mx);
-        inv[m] = 1.0f / sum;
-        std::fill_n(t.out[m], t.v_dim, 0.0f);
-        if (t.partial) t.out[m][t.v_dim] = mx, t.out[m][t.v_dim + 1] = sum;
-    }
-    for (int64_t j = t.j_begin; j < n_max; ++j) {
-        const float* v = head_values(t, t.v, j, t.v_col0, t.v_dim, buf.data());
-        for (int m = 0; m < t.m; ++m) {
-            if (!sees(m, j)) continue;
-            const float w = t.scores[m * ld + j] * inv[m];
-            float* o = t.out[m];
-            for (int32_t d = 0; d < t.v_dim; ++d) o[d] += w * v[d];
-        }
-    }
-}
+void attention_tile_ref(const AttentionTile& t) { detail::attention_tile_loop<PlainOps>(t); }
 
 void softcap_scores(float* s, int64_t n, float cap) {
     const float inv = 1.0f / cap;
@@ -200,6 +166,7 @@ void run_task(const Cut& c, int32_t hk, int64_t tile_i, int64_t part) {
     // every other row keeps the transposed path's bits.
     tile.direct_scores = split && c.group < 8 && a.head_dim <= kMaxDirectHeadDim;
     if (c.simd) attention_tile_avx512(tile);
+    else if (active_path() == CpuPath::Avx2) attention_tile_avx2(tile);
     else attention_tile_ref(tile);
 }
 

@@ -46,12 +46,12 @@ double conversion_tolerance(DType type) {
     }
 }
 
-// Runs `a` on each kernel this CPU has (the plain C++ reference, AVX-512) and hands each
-// output to check(path, out); the active path is restored after.
+// Runs `a` on each kernel this CPU has (the plain C++ reference, AVX2's loops, AVX-512) and
+// hands each output to check(path, out); the active path is restored after.
 template <class Check>
 void on_each_kernel(ThreadPool& pool, AttentionArgs a, size_t n_out, Check check) {
     const CpuPath saved = active_path();
-    for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx512}) {
+    for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
         if (!path_supported(path)) {
             STRATA_SKIP_PART("this CPU has no " << path_name(path));
             continue;
