@@ -40,6 +40,11 @@ inline constexpr int64_t kDeviceExpertRows = 2048;
 constexpr int64_t device_expert_rows(int64_t pass_tokens, int64_t n_expert_used) {
     return std::max(pass_tokens, std::min(pass_tokens * std::max<int64_t>(n_expert_used, 1), kDeviceExpertRows));
 }
+// Its device bytes: each row's input and output (n_embd floats) and gate and up (n_ff_exp floats).
+constexpr uint64_t device_expert_scratch_bytes(int64_t pass_tokens, int64_t n_expert_used, int64_t n_embd,
+                                               int64_t n_ff_exp) {
+    return uint64_t(device_expert_rows(pass_tokens, n_expert_used)) * uint64_t(2 * n_embd + 2 * n_ff_exp) * 4;
+}
 
 // Positions per block of the paged KV cache (runtime/kv/kv_cache.h), which every attention
 // kernel (cpu/attention_cpu.h, gpu/device.h) reads as its key tile.

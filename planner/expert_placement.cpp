@@ -1,6 +1,7 @@
 #include "planner/expert_placement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 
@@ -187,15 +188,13 @@ std::optional<RoutingProfile> saved_routing(const ModelShape& s, std::string& no
 }
 
 // The device memory the runtime's scratch for the experts a device computes takes
-// (runtime/exec/device/device_experts.h): a pass's every choice (device_expert_rows) of an
-// expert's input, gate, up and output rows in floats, its width from the routed experts' three
-// matrices.
+// (runtime/exec/device/device_experts.h), the experts' width from their three matrices.
 double device_expert_scratch_bytes(const ModelShape& s) {
     for (const LayerShape& l : s.layers) {
         if (l.n_expert_params <= 0 || s.n_expert <= 0 || s.n_embd <= 0) continue;
-        const double n_ff_exp = static_cast<double>(l.n_expert_params) / (3.0 * s.n_embd * s.n_expert);
-        const auto rows = device_expert_rows(static_cast<int64_t>(ModelShape::kPassRows), s.n_expert_used);
-        return static_cast<double>(rows) * (2.0 * s.n_embd + 2.0 * n_ff_exp) * 4;
+        const auto n_ff_exp = std::llround(static_cast<double>(l.n_expert_params) / (3.0 * s.n_embd * s.n_expert));
+        return static_cast<double>(strata::device_expert_scratch_bytes(static_cast<int64_t>(ModelShape::kPassRows),
+                                                                        s.n_expert_used, s.n_embd, n_ff_exp));
     }
     return 0;
 }

@@ -38,7 +38,7 @@ uint64_t DeviceExperts::expert_bytes(const LayerWeights& l) {
 }
 
 uint64_t DeviceExperts::scratch_bytes(const models::Hparams& hp) {
-    return uint64_t(scratch_rows(hp)) * (2ull * hp.n_embd + 2ull * hp.moe.n_ff_exp) * 4;
+    return device_expert_scratch_bytes(kRows, hp.moe.n_expert_used, hp.n_embd, hp.moe.n_ff_exp);
 }
 
 namespace {
