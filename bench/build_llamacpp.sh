@@ -7,6 +7,9 @@
 #   bench/build_llamacpp.sh        # progress on stderr; the binaries' directory on stdout
 #   bench/build_llamacpp.sh --spec # llama-lookup and llama-speculative (its examples) into build-spec/,
 #                                  # the speculative-decoding peers (docs/speculative.md)
+#   bench/build_llamacpp.sh --avx2 # the CPU build without AVX-512 into build-avx2/, the peer of
+#                                  # STRATA_CPU=avx2 on an AVX-512 machine (a CPU without it, as
+#                                  # many workstations' are)
 #   bench/build_llamacpp.sh --cuda # the CUDA build (sm_90 machine code, no PTX, unless CUDA_ARCHS says), for a GPU
 #                                  # machine: portable CPU code (AVX-512, no -march=native),
 #                                  # built ahead (about 15 minutes on two cores) into build-cuda/
@@ -24,6 +27,8 @@ CUDA=0
 [[ ${1:-} == --cuda ]] && CUDA=1
 SPEC=0
 [[ ${1:-} == --spec ]] && SPEC=1
+AVX2=0
+[[ ${1:-} == --avx2 ]] && AVX2=1
 
 PEER_DIR=${STRATA_PEER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/peer}
 SDIST=$PEER_DIR/llama_cpp_python-$VERSION.tar.gz
@@ -31,6 +36,7 @@ SRC=$PEER_DIR/llama_cpp_python-$VERSION/vendor/llama.cpp
 BUILD=$PEER_DIR/build
 ((CUDA)) && BUILD=$PEER_DIR/build-cuda
 ((SPEC)) && BUILD=$PEER_DIR/build-spec
+((AVX2)) && BUILD=$PEER_DIR/build-avx2
 BIN=$BUILD/bin
 INFO=$BIN/build-info.txt
 
@@ -42,7 +48,7 @@ INFO=$BIN/build-info.txt
 # any AVX-512 host (the GPU machines' Sapphire Rapids among them).
 NO_AMX="-U__AMX_TILE__ -U__AMX_INT8__ -U__AMX_BF16__"
 NATIVE=ON
-((CUDA)) && NATIVE=OFF
+((CUDA || AVX2)) && NATIVE=OFF
 CMAKE_FLAGS=(
     -DCMAKE_BUILD_TYPE=Release
     -DBUILD_SHARED_LIBS=OFF
@@ -60,6 +66,7 @@ if ((CUDA)); then
                   -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON)
     [[ -x /usr/local/cuda/bin/nvcc ]] && CMAKE_FLAGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi
+((AVX2)) && CMAKE_FLAGS+=(-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF)
 TARGETS=(llama-bench llama-perplexity llama-batched-bench)
 if ((SPEC)); then
     CMAKE_FLAGS+=(-DLLAMA_BUILD_EXAMPLES=ON)

@@ -1,16 +1,19 @@
-// AVX2 kernels for CPUs without AVX-512 VNNI: unsigned x signed byte products with
-// _mm256_maddubs_epi16 (pairs stay below 2^15 for every type here: |q| <= 63 or the sign trick
-// for int8 weights, |hi|, |lo| <= 127), widened by _mm256_madd_epi16, as in llama.cpp's AVX2
-// code; each activation block is dotted twice (hi and lo of Q8x2) and combined exactly as
-// (hi << 8) + lo before the float scaling. Built with -mavx2 -mfma -mf16c -mno-avx512f for
-// this file only, so it never uses an instruction the avx2 path may not have. Types not listed
-// in avx2_kernels() use the scalar reference.
+// AVX2 kernels for CPUs without AVX-512 VNNI. Block-quantized weights: each activation value of
+// Q8x2 as one int16 c = 256 hi + lo (|c| <= 32639), widened once per token and task
+// (widen_acts), times the weights' bytes widened to int16 with _mm256_madd_epi16: two integer
+// multiplies per 32 values, where dotting hi and lo bytes apart with _mm256_maddubs_epi16 (as
+// llama.cpp's AVX2 code dots its one level) took four and a shift. Lane j of a block's integer
+// holds the exact sum over its values 4j..4j+3, as that byte form gave it, so the float
+// scaling and every bit of the result are the same. Built with -mavx2 -mfma -mf16c
+// -mno-avx512f for this file only, so it never uses an instruction the avx2 path may not have.
+// Types not listed in avx2_kernels() use the scalar reference.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
+#include "cpu/gemm_x86.h"
 #include "cpu/quant_ref.h"
 #include "cpu/simd_x86.h"
 
@@ -24,30 +27,33 @@ inline float hsum8(__m256 v) {
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
     return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
 }
-// u8 x s8 -> 8 int32 lanes, each the sum of 4 adjacent products.
-inline __m256i dot_u8s8(__m256i u, __m256i s) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
-// s8 x s8 via |x| and x's sign moved onto y (y within [-127, 127]).
-inline __m256i dot_s8s8(__m256i x, __m256i y) { return dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-template <class K>
-void rows(const void* w, const void* a, size_t stride, int n_tok, int64_t n, float* out) {
-    const auto* y = static_cast<const uint8_t*>(a);
-    switch (n_tok) {
-        case 1: K::template run<1>(w, y, stride, n, out); break;
-        case 2: K::template run<2>(w, y, stride, n, out); break;
-        case 3: K::template run<3>(w, y, stride, n, out); break;
-        default: K::template run<4>(w, y, stride, n, out); break;
-    }
+// Up to kMaxTokens token rows a pass over a weight row: the activations as stored (`a`,
+// `stride` bytes apart) and, for block-quantized weights, widened (`c`, c_stride values apart).
+inline constexpr int kMaxTokens = 8;
+struct Tokens {
+    const uint8_t* a;
+    size_t stride;
+    const int16_t* c;
+    int64_t c_stride;
+};
+
+template <class K, int NT = kMaxTokens>
+void rows(const void* w, const Tokens& x, int n_tok, int64_t n, float* out) {
+    if constexpr (NT > 1)
+        if (n_tok < NT) return rows<K, NT - 1>(w, x, n_tok, n, out);
+    K::template run<NT>(w, x, n, out);
 }
 
 // ---------------------------------------------------------------- float weights
 template <bool kHalf>
 struct DotFloat {  // F32 or F16 weights against F32 activations; a scalar tail
+    static constexpr bool kWide = false;
     template <int NT>
-    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
+        const uint8_t* a = x.a;
+        const size_t stride = x.stride;
         __m256 acc[NT];
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         auto wload = [&](int64_t i) {
@@ -57,9 +63,9 @@ struct DotFloat {  // F32 or F16 weights against F32 activations; a scalar tail
         int64_t i = 0;
         for (; i + 8 <= n; i += 8) {
             if (i % 16 == 0) prefetch_ahead<kPrefetchBytes>(static_cast<const uint8_t*>(wv) + i * (kHalf ? 2 : 4));
-            const __m256 x = wload(i);
+            const __m256 wx = wload(i);
             for (int t = 0; t < NT; ++t)
-                acc[t] = _mm256_fmadd_ps(x, _mm256_loadu_ps(reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
+                acc[t] = _mm256_fmadd_ps(wx, _mm256_loadu_ps(reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
         }
         for (int t = 0; t < NT; ++t) {
             float s = hsum8(acc[t]);
@@ -78,17 +84,20 @@ inline __m256 bf16x8(const uint16_t* p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
 }
 struct DotBf16 {
+    static constexpr bool kWide = false;
     template <int NT>
-    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
+        const uint8_t* a = x.a;
+        const size_t stride = x.stride;
         const auto* w = static_cast<const uint16_t*>(wv);
         __m256 acc[NT];
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         int64_t i = 0;
         for (; i + 8 <= n; i += 8) {
             if (i % 32 == 0) prefetch_ahead<kPrefetchBytes>(w + i);
-            const __m256 x = bf16x8(w + i);
+            const __m256 wx = bf16x8(w + i);
             for (int t = 0; t < NT; ++t)
-                acc[t] = _mm256_fmadd_ps(x, _mm256_loadu_ps(reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
+                acc[t] = _mm256_fmadd_ps(wx, _mm256_loadu_ps(reinterpret_cast<const float*>(a + t * stride) + i), acc[t]);
         }
         for (int t = 0; t < NT; ++t) {
             float s = hsum8(acc[t]);
@@ -121,26 +130,46 @@ inline __m256i fifth_bits(const uint8_t* qh) {
     return _mm256_and_si256(set, _mm256_set1_epi8(16));
 }
 
-// The exact block integer: (sum q*hi << 8) + sum q*lo over 32 values, as 8 lanes.
-inline __m256i idot2(__m256i q_u8, const int8_t* hi, const int8_t* lo) {
-    return _mm256_add_epi32(_mm256_slli_epi32(dot_u8s8(q_u8, load256(hi)), 8), dot_u8s8(q_u8, load256(lo)));
+// 32 bytes as int16: the even bytes' (values 4j and 4j+2 in 32-bit lane j) and the odd
+// bytes' (4j+1 and 4j+3), sign- or zero-extended.
+struct Halves {
+    __m256i even, odd;
+};
+inline __m256i even_s16(__m256i x) { return _mm256_srai_epi16(_mm256_slli_epi16(x, 8), 8); }
+inline Halves split_s8(__m256i x) { return {even_s16(x), _mm256_srai_epi16(x, 8)}; }
+inline Halves split_u8(__m256i x) { return {_mm256_and_si256(x, _mm256_set1_epi16(0x00FF)), _mm256_srli_epi16(x, 8)}; }
+
+// A token's n activation values widened: per 32-value block, c of the even bytes' values then
+// of the odd bytes' (as split_* lays out the weights).
+void widen_acts(const uint8_t* row, int64_t n, int16_t* c) {
+    const ActQ8x2 v = act_q8x2(row, n);
+    for (int64_t b = 0; b < n / kActBlock; ++b, c += kActBlock) {
+        const Halves hi = split_s8(load256(v.hi + kActBlock * b)), lo = split_s8(load256(v.lo + kActBlock * b));
+        _mm256_storeu_si256((__m256i*)c, _mm256_add_epi16(_mm256_slli_epi16(hi.even, 8), lo.even));
+        _mm256_storeu_si256((__m256i*)(c + 16), _mm256_add_epi16(_mm256_slli_epi16(hi.odd, 8), lo.odd));
+    }
 }
-inline __m256i idot2_s8(__m256i w_s8, const int8_t* hi, const int8_t* lo) {
-    return _mm256_add_epi32(_mm256_slli_epi32(dot_s8s8(w_s8, load256(hi)), 8), dot_s8s8(w_s8, load256(lo)));
+
+// The exact block integer, sum of q * c over values 4j..4j+3 in lane j, from a block's widened
+// activations.
+inline __m256i idot(const Halves& q, const int16_t* c) {
+    return _mm256_add_epi32(_mm256_madd_epi16(q.even, load256(c)), _mm256_madd_epi16(q.odd, load256(c + 16)));
 }
 template <int NT>
-inline void act_views(const uint8_t* a, size_t stride, int64_t n, ActQ8x2 v[NT]) {
-    for (int t = 0; t < NT; ++t) v[t] = act_q8x2(a + t * stride, n);
+inline void act_views(const Tokens& x, int64_t n, ActQ8x2 v[NT], const int16_t* c[NT]) {
+    for (int t = 0; t < NT; ++t) v[t] = act_q8x2(x.a + t * x.stride, n), c[t] = x.c + t * x.c_stride;
 }
 
 // 32-blocks: unsigned q; an offset comes off exactly as kOffset/8 * s32 from each of the 8 lanes.
 template <class Block, int kOffset, bool kMin, bool kFive>
 struct DotQ32 {
+    static constexpr bool kWide = true;
     template <int NT>
-    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const Block*>(wv);
         ActQ8x2 v[NT];
-        act_views<NT>(a, stride, n, v);
+        const int16_t* c[NT];
+        act_views<NT>(x, n, v, c);
         __m256 acc[NT];
         float mins[NT] = {};
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -148,9 +177,10 @@ struct DotQ32 {
             prefetch_ahead<kPrefetchBytes>(b + i);  // blocks are at most 24 bytes: every line gets one
             __m256i q = nibbles(b[i].qs);
             if constexpr (kFive) q = _mm256_or_si256(q, fifth_bits(b[i].qh));
+            const Halves wq = split_u8(q);
             const float d = h2f(b[i].d);
             for (int t = 0; t < NT; ++t) {
-                __m256i dot = idot2(q, v[t].hi + kQK * i, v[t].lo + kQK * i);
+                __m256i dot = idot(wq, c[t] + kQK * i);
                 if constexpr (kOffset != 0) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(kOffset / 8 * v[t].s32[i]));
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * v[t].dc[i]), acc[t]);
                 if constexpr (kMin) mins[t] += h2f(b[i].m) * v[t].dcs[i];
@@ -161,19 +191,21 @@ struct DotQ32 {
 };
 
 struct DotQ8_0 {
+    static constexpr bool kWide = true;
     template <int NT>
-    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const BlockQ8_0*>(wv);
         ActQ8x2 v[NT];
-        act_views<NT>(a, stride, n, v);
+        const int16_t* c[NT];
+        act_views<NT>(x, n, v, c);
         __m256 acc[NT];
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQK; ++i) {
             prefetch_ahead<kPrefetchBytes>(b + i);  // 34-byte blocks: every line gets one
-            const __m256i w = load256(b[i].qs);
+            const Halves w = split_s8(load256(b[i].qs));
             const float d = h2f(b[i].d);
             for (int t = 0; t < NT; ++t) {
-                const __m256i dot = idot2_s8(w, v[t].hi + kQK * i, v[t].lo + kQK * i);
+                const __m256i dot = idot(w, c[t] + kQK * i);
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * v[t].dc[i]), acc[t]);
             }
         }
@@ -194,12 +226,14 @@ inline void k4_unpack_scales(const uint8_t* scales, uint32_t u[4]) {  // scales 
 
 template <bool kFive>
 struct DotQ45K {
+    static constexpr bool kWide = true;
     template <int NT>
-    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
         const auto* b = static_cast<const Block*>(wv);
         ActQ8x2 v[NT];
-        act_views<NT>(a, stride, n, v);
+        const int16_t* c[NT];
+        act_views<NT>(x, n, v, c);
         __m256 acc[NT];
         float mins[NT] = {};
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -216,10 +250,11 @@ struct DotQ45K {
                 __m256i q = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(x, 4) : x, _mm256_set1_epi8(0x0F));
                 if constexpr (kFive)
                     q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1)), 4));
+                const Halves wq = split_u8(q);
                 const float dsc = d * float(sm[j]), dm = dmin * float(sm[8 + j]);
                 const int64_t ab = 8 * i + j;
                 for (int t = 0; t < NT; ++t) {
-                    const __m256i dot = idot2(q, v[t].hi + 32 * ab, v[t].lo + 32 * ab);
+                    const __m256i dot = idot(wq, c[t] + 32 * ab);
                     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dsc * v[t].dc[ab]), acc[t]);
                     mins[t] += dm * v[t].dcs[ab];
                 }
@@ -231,11 +266,13 @@ struct DotQ45K {
 
 // Q6_K: unsigned 6-bit q; each 16-value group's offset comes off as 8 * s16 from its 4 lanes.
 struct DotQ6K {
+    static constexpr bool kWide = true;
     template <int NT>
-    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const BlockQ6_K*>(wv);
         ActQ8x2 v[NT];
-        act_views<NT>(a, stride, n, v);
+        const int16_t* c[NT];
+        act_views<NT>(x, n, v, c);
         __m256 acc[NT];
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         const __m256i nib = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
@@ -249,18 +286,18 @@ struct DotQ6K {
                 auto hi2 = [&](int shift) {  // bits shift..shift+1 of qh moved to bits 4-5
                     return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), two), 4);
                 };
-                const __m256i q[4] = {
-                    _mm256_or_si256(_mm256_and_si256(ql0, nib), hi2(0)),
-                    _mm256_or_si256(_mm256_and_si256(ql1, nib), hi2(2)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), nib), hi2(4)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), nib), hi2(6)),
+                const Halves q[4] = {
+                    split_u8(_mm256_or_si256(_mm256_and_si256(ql0, nib), hi2(0))),
+                    split_u8(_mm256_or_si256(_mm256_and_si256(ql1, nib), hi2(2))),
+                    split_u8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), nib), hi2(4))),
+                    split_u8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), nib), hi2(6))),
                 };
                 for (int s = 0; s < 4; ++s) {
                     const int g = 8 * h + 2 * s;  // the two 16-value groups of these 32 values
                     const int64_t ab = 8 * i + 4 * h + s;
                     const float s0 = d * float(b[i].scales[g]), s1 = d * float(b[i].scales[g + 1]);
                     for (int t = 0; t < NT; ++t) {
-                        __m256i dot = idot2(q[s], v[t].hi + 32 * ab, v[t].lo + 32 * ab);
+                        __m256i dot = idot(q[s], c[t] + 32 * ab);
                         const __m128i off0 = _mm_set1_epi32(8 * v[t].s16[2 * ab]), off1 = _mm_set1_epi32(8 * v[t].s16[2 * ab + 1]);
                         dot = _mm256_sub_epi32(dot, _mm256_set_m128i(off1, off0));
                         const float dc = v[t].dc[ab];
@@ -275,20 +312,22 @@ struct DotQ6K {
 };
 
 struct DotQ8K {
+    static constexpr bool kWide = true;
     template <int NT>
-    static void run(const void* wv, const uint8_t* a, size_t stride, int64_t n, float* out) {
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const BlockQ8_K*>(wv);
         ActQ8x2 v[NT];
-        act_views<NT>(a, stride, n, v);
+        const int16_t* c[NT];
+        act_views<NT>(x, n, v, c);
         __m256 acc[NT];
         for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQKK; ++i) {
             for (int j = 0; j < 8; ++j) {
                 if (j % 2 == 0) prefetch_ahead<kPrefetchBytes>(b + i, 32 * j);
-                const __m256i w = load256(b[i].qs + 32 * j);
+                const Halves w = split_s8(load256(b[i].qs + 32 * j));
                 const int64_t ab = 8 * i + j;
                 for (int t = 0; t < NT; ++t) {
-                    const __m256i dot = idot2_s8(w, v[t].hi + 32 * ab, v[t].lo + 32 * ab);
+                    const __m256i dot = idot(w, c[t] + 32 * ab);
                     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(b[i].d * v[t].dc[ab]), acc[t]);
                 }
             }
@@ -363,14 +402,19 @@ void quant_q8x2(const float* x, void* dst, int64_t n) {
     }
 }
 
-// Rows [r0, r1), tokens in groups of up to 4 per pass over a weight row.
+// Rows [r0, r1), tokens in groups of up to kMaxTokens per pass over a weight row (each group's
+// activations widened once for all the rows).
 template <class K>
 void rows_job(const MatmulJob& job, int64_t r0, int64_t r1) {
-    float out[4];
-    for (int64_t t0 = 0; t0 < job.n_tok; t0 += 4) {
-        const int nt = static_cast<int>(std::min<int64_t>(4, job.n_tok - t0));
+    float out[kMaxTokens];
+    int16_t* wide = K::kWide ? reinterpret_cast<int16_t*>(thread_scratch(0, sizeof(int16_t) * kMaxTokens * job.n_cols)) : nullptr;
+    for (int64_t t0 = 0; t0 < job.n_tok; t0 += kMaxTokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(kMaxTokens, job.n_tok - t0));
+        const Tokens x{job.acts + t0 * job.a_stride, job.a_stride, wide, job.n_cols};
+        if constexpr (K::kWide)
+            for (int t = 0; t < nt; ++t) widen_acts(x.a + t * x.stride, job.n_cols, wide + t * job.n_cols);
         for (int64_t r = r0; r < r1; ++r) {
-            rows<K>(job.w + r * job.w_stride, job.acts + t0 * job.a_stride, job.a_stride, nt, job.n_cols, out);
+            rows<K>(job.w + r * job.w_stride, x, nt, job.n_cols, out);
             for (int t = 0; t < nt; ++t) job.y[(t0 + t) * job.ldy + r] = out[t];
         }
     }

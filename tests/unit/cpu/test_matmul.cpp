@@ -219,10 +219,10 @@ TEST_CASE("matmul: each token's row has the bits it gets alone, at every token c
     // if each row is what plain decoding computes alone; the decode kernels take up to 8 tokens
     // a pass (by type), the packed prefill kernel more, AMX (where the CPU has it) from 16 on,
     // which sums in another order: row_invariant_tokens() says up to where rows keep their bits.
-    if (!path_supported(CpuPath::Avx512))
-        STRATA_SKIP("the AVX-512 kernels' token counts are what this checks, and this CPU cannot run them");
+    // The AVX2 kernels take up to 8 tokens a pass over a weight row, at any token count.
+    if (!path_supported(CpuPath::Avx2))
+        STRATA_SKIP("the SIMD kernels' token counts are what this checks, and this CPU runs none of them");
     const CpuPath saved = active_path();
-    set_active_path(CpuPath::Avx512);
     std::mt19937 rng(43);
     const Case cases[] = {{DType::Q4_0, 512}, {DType::Q4_1, 256}, {DType::Q5_0, 256}, {DType::Q5_1, 256},
                           {DType::Q8_0, 256}, {DType::IQ4_NL, 256}, {DType::MXFP4, 256}, {DType::Q4_K, 512},
@@ -231,21 +231,29 @@ TEST_CASE("matmul: each token's row has the bits it gets alone, at every token c
     constexpr int64_t n_rows = 70;  // four tiles and a partial one
     for (const auto& [type, n_cols] : cases) {
         const auto file = random_weights(type, n_rows, n_cols, rng);
-        auto tiled = file;
-        REQUIRE(tile_weights(type, tiled.data(), n_rows, n_cols));
         std::normal_distribution<float> normal;
         std::vector<float> x(17 * n_cols);
         for (auto& v : x) v = normal(rng);
-        for (const bool is_tiled : {false, true}) {
-            const uint8_t* w = is_tiled ? tiled.data() : file.data();
-            std::vector<float> alone(17 * n_rows);
-            for (int64_t t = 0; t < 17; ++t)
-                matmul(type, w, n_rows, n_cols, x.data() + t * n_cols, 1, alone.data() + t * n_rows, false, is_tiled);
-            for (int64_t n_tok = 2; n_tok <= std::min<int64_t>(17, row_invariant_tokens()); ++n_tok) {
-                INFO(dtype_name(type) << (is_tiled ? " tiled" : " file layout") << ", " << n_tok << " tokens");
-                std::vector<float> y(n_tok * n_rows, NAN);
-                matmul(type, w, n_rows, n_cols, x.data(), n_tok, y.data(), false, is_tiled);
-                CHECK(std::equal(y.begin(), y.end(), alone.begin()));
+        for (const CpuPath path : {CpuPath::Avx2, CpuPath::Avx512}) {
+            if (!path_supported(path)) continue;
+            set_active_path(path);
+            std::vector<std::pair<bool, std::vector<uint8_t>>> layouts{{false, file}};  // is_tiled, weights
+            if (path == CpuPath::Avx512) {  // and the AVX-512 kernels' tiles
+                layouts.emplace_back(true, file);
+                REQUIRE(tile_weights(type, layouts.back().second.data(), n_rows, n_cols));
+            }
+            for (const auto& [is_tiled, weights] : layouts) {
+                const uint8_t* w = weights.data();
+                std::vector<float> alone(17 * n_rows);
+                for (int64_t t = 0; t < 17; ++t)
+                    matmul(type, w, n_rows, n_cols, x.data() + t * n_cols, 1, alone.data() + t * n_rows, false, is_tiled);
+                for (int64_t n_tok = 2; n_tok <= std::min<int64_t>(17, row_invariant_tokens()); ++n_tok) {
+                    INFO(path_name(path) << ", " << dtype_name(type) << (is_tiled ? " tiled" : " file layout") << ", "
+                                         << n_tok << " tokens");
+                    std::vector<float> y(n_tok * n_rows, NAN);
+                    matmul(type, w, n_rows, n_cols, x.data(), n_tok, y.data(), false, is_tiled);
+                    CHECK(std::equal(y.begin(), y.end(), alone.begin()));
+                }
             }
         }
     }
