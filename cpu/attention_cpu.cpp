@@ -23,13 +23,32 @@ namespace strata::cpu {
 namespace {
 // The reference's inner loops, in plain C++.
 struct PlainOps {
-    static float dot(const float* q, const float* k, int32_t n) {
-        float dot = 0;
-        for (int32_t d = 0; d < n; ++d) dot += q[d] * k[d];
-        return dot;
+    static void scores(const float* const* q, int m, const float* const* keys, int nb, int32_t hd, float* s, int64_t ld) {
+        for (int i = 0; i < m; ++i)
+            for (int k = 0; k < nb; ++k) {
+                float dot = 0;
+                for (int32_t d = 0; d < hd; ++d) dot += q[i][d] * keys[k][d];
+                s[i * ld + k] = dot;
+            }
     }
-    static void axpy(float w, const float* v, float* o, int32_t n) {
-        for (int32_t d = 0; d < n; ++d) o[d] += w * v[d];
+    static float max(const float* s, int64_t n) {
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
+        return mx;
+    }
+    static void exp(float* s, int64_t n, float mx) {
+        for (int64_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - mx);
+    }
+    static float sum(const float* e, int64_t n) {
+        float sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += e[j];
+        return sum;
+    }
+    static void weigh(const float* s, float scale, const float* const* values, int nb, float* o, int32_t n) {
+        for (int k = 0; k < nb; ++k) {
+            const float w = s[k] * scale;
+            for (int32_t d = 0; d < n; ++d) o[d] += w * values[k][d];
+        }
     }
 };
 }  // namespace
