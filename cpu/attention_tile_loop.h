@@ -8,8 +8,8 @@
 //   Ops::weigh(s, scale, values, nb, o, n): o += s[k] * scale * values[k] over nb keys in order.
 // The reference instantiates it in plain C++ (attention_cpu.cpp), the AVX2 path with 8 lanes
 // (attention_avx2.cpp, built with its flags). Keys and values are converted a block at a time
-// for all the tile's rows; every score of a row is computed, those of keys it does not see
-// weigh 0. Each row's arithmetic is the same in any tile and for a draft tree's node as for its
+// for all the tile's rows; every score of a row is computed, and only the keys it sees are
+// weighed. Each row's arithmetic is the same in any tile and for a draft tree's node as for its
 // branch's decode step (the sum runs over the node's keys by position).
 #include <algorithm>
 #include <cmath>
@@ -95,8 +95,20 @@ void attention_tile_loop(const AttentionTile& t) {
         block_values(t, t.v, j0, nb, t.v_col0, t.v_dim, buf.data(), rows);
         for (int m = 0; m < t.m; ++m) {
             const int64_t from = std::max(j0, t.kv_first[m]), to = std::min(j0 + nb, t.n_kv[m]);
-            if (from < to)
-                Ops::weigh(t.scores + m * ld + from, inv[size_t(m)], rows + (from - j0), int(to - from), t.out[m], t.v_dim);
+            const auto weigh = [&](int64_t a, int64_t b) {  // keys [a, b), in order
+                Ops::weigh(t.scores + m * ld + a, inv[size_t(m)], rows + (a - j0), int(b - a), t.out[m], t.v_dim);
+            };
+            if (!t.tree || to <= t.tree->base) {
+                if (from < to) weigh(from, to);
+                continue;
+            }
+            // A tree row weighs the runs of keys it sees: another branch's may be unwritten.
+            for (int64_t j = from; j < to;) {
+                int64_t end = j;
+                while (end < to && t.sees(m, end)) ++end;
+                if (end > j) weigh(j, end);
+                j = std::max(end, j + 1);
+            }
         }
     }
 }

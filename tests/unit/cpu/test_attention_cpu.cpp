@@ -46,6 +46,16 @@ double conversion_tolerance(DType type) {
     }
 }
 
+// Runs body(path) with each kernel set this CPU runs made the active one (the plain C++
+// reference, AVX2's loops, AVX-512); the active path is restored after.
+template <class Body>
+void on_each_path(Body body) {
+    const CpuPath saved = active_path();
+    for (CpuPath path : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512})
+        if (path_supported(path)) set_active_path(path), body(path);
+    set_active_path(saved);
+}
+
 // Runs `a` on each kernel this CPU has (the plain C++ reference, AVX2's loops, AVX-512) and
 // hands each output to check(path, out); the active path is restored after.
 template <class Check>
@@ -441,59 +451,61 @@ TEST_CASE("attention: a batch's rows are what each sequence gets alone, on any n
     CHECK(outputs(3, false) == alone);
 }
 
-TEST_CASE("attention: a verify pass's rows are a decode step's bits, however many, chains and trees", "[unit][cpu]") {
+TEST_CASE("attention: on every kernel a verify pass's rows are a decode step's bits, however many, chains and trees", "[unit][cpu]") {
     // 20 rows (more than a pass of plain decode rows) at positions 1010..1029 (past the edges of
     // parts at 512 and 1024) and 500..519 (rows below the first edge are a decode step's unsplit
     // rows, those past it split), each against the same row computed alone as a decode step.
     const int n_head = 9, n_head_kv = 3, hd = 64, n_tokens = 20;
     ThreadPool pool(2);
-    for (const int n_kv : {1030, 520}) {
-        for (DType type : {DType::F16, DType::Q4_0}) {
-            PagedKv kv(type, n_head_kv * hd, n_kv, 91);
-            const auto q = normal_floats(size_t(n_tokens) * n_head * hd, 92);
-            const int64_t row = int64_t(n_head) * hd;
-            auto alone = [&](int t) {  // token t as a decode step computes it: one row at its position
-                std::vector<float> out(size_t(row), NAN);
-                AttentionArgs a = kv.args(q.data() + t * row, 1, n_head, n_head_kv, hd);
-                a.pos0 = n_kv - n_tokens + t;
-                a.out = out.data();
-                pool.run([&] { attention(a); });
-                return out;
-            };
-            std::vector<float> chain(q.size(), NAN);
-            AttentionArgs verify = kv.args(q.data(), n_tokens, n_head, n_head_kv, hd);
-            verify.rows = AttentionRows::Decode;
-            verify.out = chain.data();
-            pool.run([&] { attention(verify); });
-            for (int t = 0; t < n_tokens; ++t) {
-                INFO(dtype_name(type) << " keys " << n_kv << " token " << t);
-                CHECK(std::vector<float>(chain.begin() + t * row, chain.begin() + (t + 1) * row) == alone(t));
-            }
-            // A chain of 6 drafts laid out as a tree from position 1024 (within one part): each node
-            // as its position's decode step.
-            if (n_kv < 1030) continue;
-            const int64_t base = 1024, nodes = 6;
-            std::vector<int64_t> slot(nodes), pos(nodes), key_pos(nodes);
-            for (int64_t i = 0; i < nodes; ++i) slot[size_t(i)] = pos[size_t(i)] = key_pos[size_t(i)] = base + i;
-            std::vector<uint64_t> mask(nodes);
-            for (int64_t i = 0; i < nodes; ++i) mask[size_t(i)] = (uint64_t{2} << i) - 1;  // itself and every node before it
-            const AttentionTree tree{base, slot.data(), pos.data(), key_pos.data(), mask.data(), 1};
-            std::vector<float> treed(size_t(nodes * row), NAN);
-            AttentionArgs t_args = kv.args(q.data() + (base - (n_kv - n_tokens)) * row, int(nodes), n_head, n_head_kv, hd);
-            t_args.tree = &tree;
-            t_args.rows = AttentionRows::Decode;
-            t_args.out = treed.data();
-            pool.run([&] { attention(t_args); });
-            for (int64_t i = 0; i < nodes; ++i) {
-                INFO(dtype_name(type) << " tree node " << i);
-                CHECK(std::vector<float>(treed.begin() + i * row, treed.begin() + (i + 1) * row) ==
-                      alone(int(base - (n_kv - n_tokens) + i)));
+    on_each_path([&](CpuPath kernel) {
+        for (const int n_kv : {1030, 520}) {
+            for (DType type : {DType::F16, DType::Q4_0}) {
+                PagedKv kv(type, n_head_kv * hd, n_kv, 91);
+                const auto q = normal_floats(size_t(n_tokens) * n_head * hd, 92);
+                const int64_t row = int64_t(n_head) * hd;
+                auto alone = [&](int t) {  // token t as a decode step computes it: one row at its position
+                    std::vector<float> out(size_t(row), NAN);
+                    AttentionArgs a = kv.args(q.data() + t * row, 1, n_head, n_head_kv, hd);
+                    a.pos0 = n_kv - n_tokens + t;
+                    a.out = out.data();
+                    pool.run([&] { attention(a); });
+                    return out;
+                };
+                std::vector<float> chain(q.size(), NAN);
+                AttentionArgs verify = kv.args(q.data(), n_tokens, n_head, n_head_kv, hd);
+                verify.rows = AttentionRows::Decode;
+                verify.out = chain.data();
+                pool.run([&] { attention(verify); });
+                for (int t = 0; t < n_tokens; ++t) {
+                    INFO(path_name(kernel) << ", " << dtype_name(type) << " keys " << n_kv << " token " << t);
+                    CHECK(std::vector<float>(chain.begin() + t * row, chain.begin() + (t + 1) * row) == alone(t));
+                }
+                // A chain of 6 drafts laid out as a tree from position 1024 (within one part): each node
+                // as its position's decode step.
+                if (n_kv < 1030) continue;
+                const int64_t base = 1024, nodes = 6;
+                std::vector<int64_t> slot(nodes), pos(nodes), key_pos(nodes);
+                for (int64_t i = 0; i < nodes; ++i) slot[size_t(i)] = pos[size_t(i)] = key_pos[size_t(i)] = base + i;
+                std::vector<uint64_t> mask(nodes);
+                for (int64_t i = 0; i < nodes; ++i) mask[size_t(i)] = (uint64_t{2} << i) - 1;  // itself and every node before it
+                const AttentionTree tree{base, slot.data(), pos.data(), key_pos.data(), mask.data(), 1};
+                std::vector<float> treed(size_t(nodes * row), NAN);
+                AttentionArgs t_args = kv.args(q.data() + (base - (n_kv - n_tokens)) * row, int(nodes), n_head, n_head_kv, hd);
+                t_args.tree = &tree;
+                t_args.rows = AttentionRows::Decode;
+                t_args.out = treed.data();
+                pool.run([&] { attention(t_args); });
+                for (int64_t i = 0; i < nodes; ++i) {
+                    INFO(path_name(kernel) << ", " << dtype_name(type) << " tree node " << i);
+                    CHECK(std::vector<float>(treed.begin() + i * row, treed.begin() + (i + 1) * row) ==
+                          alone(int(base - (n_kv - n_tokens) + i)));
+                }
             }
         }
-    }
+    });
 }
 
-TEST_CASE("attention: a branching draft tree's nodes are each branch's decode steps' bits", "[unit][cpu]") {
+TEST_CASE("attention: on every kernel a branching draft tree's nodes are each branch's decode steps' bits", "[unit][cpu]") {
     // A tree from position `base`: a root, two siblings at base + 1 (slots base + 1 and + 2), a
     // child of the second sibling at base + 2 (slot base + 3), a child of the first at base + 2
     // (slot base + 4). Each node must get the bits its branch gets decoded as a chain: the
@@ -513,33 +525,35 @@ TEST_CASE("attention: a branching draft tree's nodes are each branch's decode st
     }
     const AttentionTree tree{base, slot.data(), pos.data(), key_pos.data(), mask.data(), 1};
     ThreadPool pool(2);
-    for (DType type : {DType::F16, DType::Q4_0}) {
-        PagedKv kv(type, n_head_kv * hd, n_kv, 95);
-        const auto q = normal_floats(size_t(nodes) * row, 96);
-        std::vector<float> treed(q.size(), NAN);
-        AttentionArgs t_args = kv.args(q.data(), int(nodes), n_head, n_head_kv, hd);
-        t_args.tree = &tree;
-        t_args.rows = AttentionRows::Decode;
-        t_args.out = treed.data();
-        pool.run([&] { attention(t_args); });
-        for (int64_t i = 0; i < nodes; ++i) {
-            // The branch as a chain: the same cache with the path's rows moved to consecutive slots.
-            PagedKv chain(type, n_head_kv * hd, n_kv, 95);
-            const auto& path = branch[size_t(i)];
-            for (size_t d = 0; d < path.size(); ++d) {
-                const int from = int(base + path[d]), to = int(base + int64_t(d));
-                std::memcpy(chain.row(chain.k, to), kv.row(kv.k, from), size_t(kv.row_bytes));
-                std::memcpy(chain.row(chain.v, to), kv.row(kv.v, from), size_t(kv.row_bytes));
+    on_each_path([&](CpuPath kernel) {
+        for (DType type : {DType::F16, DType::Q4_0}) {
+            PagedKv kv(type, n_head_kv * hd, n_kv, 95);
+            const auto q = normal_floats(size_t(nodes) * row, 96);
+            std::vector<float> treed(q.size(), NAN);
+            AttentionArgs t_args = kv.args(q.data(), int(nodes), n_head, n_head_kv, hd);
+            t_args.tree = &tree;
+            t_args.rows = AttentionRows::Decode;
+            t_args.out = treed.data();
+            pool.run([&] { attention(t_args); });
+            for (int64_t i = 0; i < nodes; ++i) {
+                // The branch as a chain: the same cache with the path's rows moved to consecutive slots.
+                PagedKv chain(type, n_head_kv * hd, n_kv, 95);
+                const auto& path = branch[size_t(i)];
+                for (size_t d = 0; d < path.size(); ++d) {
+                    const int from = int(base + path[d]), to = int(base + int64_t(d));
+                    std::memcpy(chain.row(chain.k, to), kv.row(kv.k, from), size_t(kv.row_bytes));
+                    std::memcpy(chain.row(chain.v, to), kv.row(kv.v, from), size_t(kv.row_bytes));
+                }
+                std::vector<float> alone(size_t(row), NAN);
+                AttentionArgs a = chain.args(q.data() + i * row, 1, n_head, n_head_kv, hd);
+                a.pos0 = pos[size_t(i)];
+                a.out = alone.data();
+                pool.run([&] { attention(a); });
+                INFO(path_name(kernel) << ", " << dtype_name(type) << " tree node " << i);
+                CHECK(std::vector<float>(treed.begin() + i * row, treed.begin() + (i + 1) * row) == alone);
             }
-            std::vector<float> alone(size_t(row), NAN);
-            AttentionArgs a = chain.args(q.data() + i * row, 1, n_head, n_head_kv, hd);
-            a.pos0 = pos[size_t(i)];
-            a.out = alone.data();
-            pool.run([&] { attention(a); });
-            INFO(dtype_name(type) << " tree node " << i);
-            CHECK(std::vector<float>(treed.begin() + i * row, treed.begin() + (i + 1) * row) == alone);
         }
-    }
+    });
 }
 
 TEST_CASE("attention: a prompt's last rows computed after a cached prefix are the whole prompt's bits", "[unit][cpu]") {
