@@ -26,12 +26,6 @@ int q3_scale(const BlockQ3_K& b, int g) {
     const int hi = (b.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
     return (lo | hi << 4) - 32;
 }
-// IQ4_XS sub-block ib (0..7): 6-bit ls, stored as scale + 32.
-int iq4_xs_scale(const BlockIQ4_XS& b, int ib) {
-    const int lo = (b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
-    const int hi = (b.scales_h >> (2 * ib)) & 3;
-    return (lo | hi << 4) - 32;
-}
 // The codebook index of value j (0..31) of a 16-byte nibble block: low nibbles, then high.
 int nibble(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
 // A codebook block's scale: IQ4_NL's f16, MXFP4's power of two.

@@ -3,7 +3,17 @@
 // (quant_ref_low_bit.cpp), entered in quant_ref.cpp's table beside the other types'.
 #include <cstdint>
 
+#include "cpu/quant_ref.h"
+
 namespace strata::cpu {
+
+// IQ4_XS sub-block ib's (0..7) scale in units of d: its 6 bits (4 in scales_l, 2 in scales_h)
+// less 32.
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int ib) {
+    const int lo = (b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+    const int hi = (b.scales_h >> (2 * ib)) & 3;
+    return (lo | hi << 4) - 32;
+}
 
 void dequantize_q2_k_ref(const void* src, float* y, int64_t n);
 void dequantize_q3_k_ref(const void* src, float* y, int64_t n);
