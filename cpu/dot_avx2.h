@@ -1,5 +1,5 @@
 #pragma once
-// Internal to cpu/'s AVX2 kernel files (quant_avx2.cpp, codebook_avx2.cpp), included only by
+// Internal to cpu/'s AVX2 kernel files (quant_avx2.cpp, quant_low_bit_avx2.cpp), included only by
 // files built with AVX2 flags. Block-quantized weights: each activation value of Q8x2 as one
 // int16 c = 256 hi + lo (|c| <= 32639), widened once per token and task (widen_acts), times the
 // weights' bytes widened to int16 with _mm256_madd_epi16: two integer multiplies per 32 values,
@@ -17,8 +17,8 @@
 
 namespace strata::cpu {
 
-// codebook_avx2.cpp: IQ4_NL, MXFP4 and IQ4_XS (none for other types).
-QuantKernels avx2_codebook_kernels(DType type);
+// quant_low_bit_avx2.cpp: Q2_K, Q3_K, IQ4_NL, MXFP4 and IQ4_XS (none for other types).
+QuantKernels avx2_low_bit_kernels(DType type);
 
 // In an unnamed namespace: each kernel file keeps its own copy, built with its own flags.
 namespace {

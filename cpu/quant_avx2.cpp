@@ -1,5 +1,5 @@
 // AVX2 kernels for CPUs without AVX-512 VNNI: float weights, the 32-value block types and the
-// K-quants (the 4-bit codebook types in codebook_avx2.cpp), on activations widened to int16 as
+// K-quants (the low-bit types in quant_low_bit_avx2.cpp), on activations widened to int16 as
 // dot_avx2.h lays them out; dequantization and activation quantization. Built with -mavx2 -mfma
 // -mf16c -mno-avx512f for this file only, so it never uses an instruction the avx2 path may not
 // have. Types not listed in avx2_kernels() use the scalar reference.
@@ -352,9 +352,11 @@ QuantKernels avx2_kernels(DType type) {
         case DType::Q5_K: return {nullptr, rows_job<DotQ45K<true>>};
         case DType::Q6_K: return {nullptr, rows_job<DotQ6K>};
         case DType::Q8_K: return {nullptr, rows_job<DotQ8K>};
+        case DType::Q2_K:
+        case DType::Q3_K:
         case DType::IQ4_NL:
         case DType::MXFP4:
-        case DType::IQ4_XS: return avx2_codebook_kernels(type);
+        case DType::IQ4_XS: return avx2_low_bit_kernels(type);
         default: return {};
     }
 }

@@ -19,13 +19,6 @@ int q3_value(const BlockQ3_K& b, int k) {
     const int h = (b.hmask[l] >> (4 * n + j)) & 1;
     return (q | h << 2) - 4;
 }
-// Q3_K scale of group g (0..15): low 4 bits in the nibbles of bytes 0-7 (groups 0-7 low,
-// 8-15 high), high 2 bits in bits 2(g/4) of byte 8 + g%4; stored as sc + 32.
-int q3_scale(const BlockQ3_K& b, int g) {
-    const int lo = g < 8 ? b.scales[g] & 0xF : b.scales[g - 8] >> 4;
-    const int hi = (b.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
-    return (lo | hi << 4) - 32;
-}
 // The codebook index of value j (0..31) of a 16-byte nibble block: low nibbles, then high.
 int nibble(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
 // A codebook block's scale: IQ4_NL's f16, MXFP4's power of two.

@@ -7,6 +7,13 @@
 
 namespace strata::cpu {
 
+// Q3_K scale of group g (0..15): low 4 bits in the nibbles of bytes 0-7 (groups 0-7 low,
+// 8-15 high), high 2 bits in bits 2(g/4) of byte 8 + g%4; stored as sc + 32.
+inline int q3_scale(const BlockQ3_K& b, int g) {
+    const int lo = g < 8 ? b.scales[g] & 0xF : b.scales[g - 8] >> 4;
+    const int hi = (b.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
 // IQ4_XS sub-block ib's (0..7) scale in units of d: its 6 bits (4 in scales_l, 2 in scales_h)
 // less 32.
 inline int iq4_xs_scale(const BlockIQ4_XS& b, int ib) {

@@ -1,0 +1,155 @@
+// AVX2 kernels of the low-bit types (quant_ref_low_bit.h's): Q2_K and Q3_K, their values
+// gathered from bit pairs (and Q3_K's third bit) 32 at a time, and the 4-bit codebook types
+// (IQ4_NL, MXFP4, IQ4_XS), each index looked up by a byte shuffle; the values dotted with
+// activations widened as dot_avx2.h lays them out. Built with quant_avx2.cpp's flags.
+#include "cpu/dot_avx2.h"
+#include "cpu/quant_ref_low_bit.h"
+
+namespace strata::cpu {
+namespace {
+
+// Each 4-bit index of a block of 32 (low nibbles values 0-15, high 16-31) looked up in the
+// 16-entry codebook by a byte shuffle: the block's int8 values in value order.
+inline __m256i codebook_values(__m256i table, const uint8_t* qs) { return _mm256_shuffle_epi8(table, nibbles(qs)); }
+inline __m256i codebook(const int8_t* values) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)values)); }
+inline float codebook_scale(const BlockIQ4_NL& b) { return h2f(b.d); }
+inline float codebook_scale(const BlockMXFP4& b) { return e8m0_to_fp32_half(b.e); }
+
+// IQ4_NL and MXFP4: one scale a block of 32.
+template <class Block, const int8_t* kValues>
+struct DotCodebook {
+    static constexpr bool kWide = true;
+    template <int NT>
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
+        const auto* b = static_cast<const Block*>(wv);
+        ActQ8x2 v[NT];
+        const int16_t* c[NT];
+        act_views<NT>(x, n, v, c);
+        const __m256i table = codebook(kValues);
+        __m256 acc[NT];
+        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n / kQK; ++i) {
+            prefetch_ahead<kPrefetchBytes>(b + i);  // 17- and 18-byte blocks: every line gets one
+            const Halves w = split_s8(codebook_values(table, b[i].qs));
+            const float d = codebook_scale(b[i]);
+            for (int t = 0; t < NT; ++t)
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(w, c[t] + kQK * i)), _mm256_set1_ps(d * v[t].dc[i]), acc[t]);
+        }
+        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+    }
+};
+
+// IQ4_XS: IQ4_NL's codebook in super-blocks of 256, a 6-bit scale each block of 32.
+struct DotIQ4XS {
+    static constexpr bool kWide = true;
+    template <int NT>
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
+        const auto* b = static_cast<const BlockIQ4_XS*>(wv);
+        ActQ8x2 v[NT];
+        const int16_t* c[NT];
+        act_views<NT>(x, n, v, c);
+        const __m256i table = codebook(kIq4Values);
+        __m256 acc[NT];
+        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n / kQKK; ++i) {
+            const float d = h2f(b[i].d);
+            for (int ib = 0; ib < 8; ++ib) {
+                if (ib % 2 == 0) prefetch_ahead<kPrefetchBytes>(b + i, 32 * ib);  // 4 lines cover the 136 bytes
+                const Halves w = split_s8(codebook_values(table, b[i].qs + 16 * ib));
+                const float dl = d * float(iq4_xs_scale(b[i], ib));
+                const int64_t ab = 8 * i + ib;
+                for (int t = 0; t < NT; ++t)
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(w, c[t] + kQK * ab)), _mm256_set1_ps(dl * v[t].dc[ab]), acc[t]);
+            }
+        }
+        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+    }
+};
+
+// ---------------------------------------------------------------- Q2_K and Q3_K
+// Values 32 blk .. 32 blk + 31 of a super-block: bit pair blk % 4 of qs[32 (blk / 4) + l].
+inline __m256i bit_pairs(const uint8_t* qs, int blk) {
+    return _mm256_and_si256(_mm256_srli_epi16(load256(qs + 32 * (blk / 4)), 2 * (blk % 4)), _mm256_set1_epi8(3));
+}
+// A block's two groups of 16 values, each its own scale: lanes 0-3 hold the first's sums.
+inline __m256 group_scales(float first, float second) { return _mm256_set_m128(_mm_set1_ps(second), _mm_set1_ps(first)); }
+
+// Q2_K: x = d sc q - dmin m in groups of 16; the mins come off through each group's sum of c.
+struct DotQ2K {
+    static constexpr bool kWide = true;
+    template <int NT>
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
+        const auto* b = static_cast<const BlockQ2_K*>(wv);
+        ActQ8x2 v[NT];
+        const int16_t* c[NT];
+        act_views<NT>(x, n, v, c);
+        __m256 acc[NT];
+        float mins[NT] = {};
+        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n / kQKK; ++i) {
+            prefetch_ahead<kPrefetchBytes>(b + i);  // 84 bytes: 2 lines
+            prefetch_ahead<kPrefetchBytes>(b + i, 64);
+            const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+            for (int blk = 0; blk < 8; ++blk) {
+                const Halves w = split_u8(bit_pairs(b[i].qs, blk));
+                const uint8_t s0 = b[i].scales[2 * blk], s1 = b[i].scales[2 * blk + 1];
+                const float d0 = d * float(s0 & 0xF), d1 = d * float(s1 & 0xF);
+                const float m0 = dmin * float(s0 >> 4), m1 = dmin * float(s1 >> 4);
+                const int64_t ab = 8 * i + blk;
+                for (int t = 0; t < NT; ++t) {
+                    const float dc = v[t].dc[ab];
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(w, c[t] + kQK * ab)), group_scales(d0 * dc, d1 * dc), acc[t]);
+                    mins[t] += m0 * (dc * float(v[t].s16[2 * ab])) + m1 * (dc * float(v[t].s16[2 * ab + 1]));
+                }
+            }
+        }
+        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]) - mins[t];
+    }
+};
+
+// Q3_K: x = d (sc - 32) (q - 4), q's third bit blk of hmask[l], in groups of 16.
+struct DotQ3K {
+    static constexpr bool kWide = true;
+    template <int NT>
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
+        const auto* b = static_cast<const BlockQ3_K*>(wv);
+        ActQ8x2 v[NT];
+        const int16_t* c[NT];
+        act_views<NT>(x, n, v, c);
+        __m256 acc[NT];
+        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n / kQKK; ++i) {
+            prefetch_ahead<kPrefetchBytes>(b + i);  // 110 bytes: 2 or 3 lines
+            prefetch_ahead<kPrefetchBytes>(b + i, 64);
+            prefetch_ahead<kPrefetchBytes>(b + i, 109);
+            const float d = h2f(b[i].d);
+            const __m256i hmask = load256(b[i].hmask);
+            for (int blk = 0; blk < 8; ++blk) {
+                const __m256i third = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hmask, blk), _mm256_set1_epi8(1)), 2);
+                const Halves w = split_s8(_mm256_sub_epi8(_mm256_or_si256(bit_pairs(b[i].qs, blk), third), _mm256_set1_epi8(4)));
+                const float d0 = d * float(q3_scale(b[i], 2 * blk)), d1 = d * float(q3_scale(b[i], 2 * blk + 1));
+                const int64_t ab = 8 * i + blk;
+                for (int t = 0; t < NT; ++t) {
+                    const float dc = v[t].dc[ab];
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(w, c[t] + kQK * ab)), group_scales(d0 * dc, d1 * dc), acc[t]);
+                }
+            }
+        }
+        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+    }
+};
+
+}  // namespace
+
+QuantKernels avx2_low_bit_kernels(DType type) {
+    switch (type) {
+        case DType::Q2_K: return {nullptr, rows_job<DotQ2K>};
+        case DType::Q3_K: return {nullptr, rows_job<DotQ3K>};
+        case DType::IQ4_NL: return {nullptr, rows_job<DotCodebook<BlockIQ4_NL, kIq4Values>>};
+        case DType::MXFP4: return {nullptr, rows_job<DotCodebook<BlockMXFP4, kMxfp4Values>>};
+        case DType::IQ4_XS: return {nullptr, rows_job<DotIQ4XS>};
+        default: return {};
+    }
+}
+
+}  // namespace strata::cpu
