@@ -79,10 +79,23 @@ void widen_acts(const uint8_t* row, int64_t n, int16_t* c) {
 inline __m256i idot(const Halves& q, const int16_t* c) {
     return _mm256_add_epi32(_mm256_madd_epi16(q.even, load256(c)), _mm256_madd_epi16(q.odd, load256(c + 16)));
 }
+// A pass's state over one weight row: each token's activations (as stored and widened) and
+// its float accumulator of 8 lanes.
 template <int NT>
-inline void act_views(const Tokens& x, int64_t n, ActQ8x2 v[NT], const int16_t* c[NT]) {
-    for (int t = 0; t < NT; ++t) v[t] = act_q8x2(x.a + t * x.stride, n), c[t] = x.c + t * x.c_stride;
-}
+struct RowDots {
+    ActQ8x2 v[NT];
+    const int16_t* c[NT];
+    __m256 acc[NT];
+    RowDots(const Tokens& x, int64_t n) {
+        for (int t = 0; t < NT; ++t)
+            v[t] = act_q8x2(x.a + t * x.stride, n), c[t] = x.c + t * x.c_stride, acc[t] = _mm256_setzero_ps();
+    }
+    // Token t's exact integer of activation block ab against w (idot).
+    __m256i dot(int t, const Halves& w, int64_t ab) const { return idot(w, c[t] + kActBlock * ab); }
+    // Token t's accumulator += a block's integer lanes times their scales.
+    void add(int t, __m256i dot, __m256 scale) { acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[t]); }
+    float sum(int t) const { return hsum8(acc[t]); }
+};
 
 // Rows [r0, r1), tokens in groups of up to kMaxTokens per pass over a weight row (each group's
 // activations widened once for all the rows).

@@ -101,12 +101,8 @@ struct DotQ32 {
     template <int NT>
     static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const Block*>(wv);
-        ActQ8x2 v[NT];
-        const int16_t* c[NT];
-        act_views<NT>(x, n, v, c);
-        __m256 acc[NT];
+        RowDots<NT> r(x, n);
         float mins[NT] = {};
-        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQK; ++i) {
             prefetch_ahead<kPrefetchBytes>(b + i);  // blocks are at most 24 bytes: every line gets one
             __m256i q = nibbles(b[i].qs);
@@ -114,13 +110,13 @@ struct DotQ32 {
             const Halves wq = split_u8(q);
             const float d = h2f(b[i].d);
             for (int t = 0; t < NT; ++t) {
-                __m256i dot = idot(wq, c[t] + kQK * i);
-                if constexpr (kOffset != 0) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(kOffset / 8 * v[t].s32[i]));
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * v[t].dc[i]), acc[t]);
-                if constexpr (kMin) mins[t] += h2f(b[i].m) * v[t].dcs[i];
+                __m256i dot = r.dot(t, wq, i);
+                if constexpr (kOffset != 0) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(kOffset / 8 * r.v[t].s32[i]));
+                r.add(t, dot, _mm256_set1_ps(d * r.v[t].dc[i]));
+                if constexpr (kMin) mins[t] += h2f(b[i].m) * r.v[t].dcs[i];
             }
         }
-        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]) + mins[t];
+        for (int t = 0; t < NT; ++t) out[t] = r.sum(t) + mins[t];
     }
 };
 
@@ -129,21 +125,17 @@ struct DotQ8_0 {
     template <int NT>
     static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const BlockQ8_0*>(wv);
-        ActQ8x2 v[NT];
-        const int16_t* c[NT];
-        act_views<NT>(x, n, v, c);
-        __m256 acc[NT];
-        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+        RowDots<NT> r(x, n);
         for (int64_t i = 0; i < n / kQK; ++i) {
             prefetch_ahead<kPrefetchBytes>(b + i);  // 34-byte blocks: every line gets one
             const Halves w = split_s8(load256(b[i].qs));
             const float d = h2f(b[i].d);
             for (int t = 0; t < NT; ++t) {
-                const __m256i dot = idot(w, c[t] + kQK * i);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * v[t].dc[i]), acc[t]);
+                const __m256i dot = r.dot(t, w, i);
+                r.add(t, dot, _mm256_set1_ps(d * r.v[t].dc[i]));
             }
         }
-        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+        for (int t = 0; t < NT; ++t) out[t] = r.sum(t);
     }
 };
 
@@ -165,12 +157,8 @@ struct DotQ45K {
     static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
         const auto* b = static_cast<const Block*>(wv);
-        ActQ8x2 v[NT];
-        const int16_t* c[NT];
-        act_views<NT>(x, n, v, c);
-        __m256 acc[NT];
+        RowDots<NT> r(x, n);
         float mins[NT] = {};
-        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQKK; ++i) {
             uint32_t u[4];
             k4_unpack_scales(b[i].scales, u);
@@ -188,13 +176,13 @@ struct DotQ45K {
                 const float dsc = d * float(sm[j]), dm = dmin * float(sm[8 + j]);
                 const int64_t ab = 8 * i + j;
                 for (int t = 0; t < NT; ++t) {
-                    const __m256i dot = idot(wq, c[t] + 32 * ab);
-                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dsc * v[t].dc[ab]), acc[t]);
-                    mins[t] += dm * v[t].dcs[ab];
+                    const __m256i dot = r.dot(t, wq, ab);
+                    r.add(t, dot, _mm256_set1_ps(dsc * r.v[t].dc[ab]));
+                    mins[t] += dm * r.v[t].dcs[ab];
                 }
             }
         }
-        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]) - mins[t];
+        for (int t = 0; t < NT; ++t) out[t] = r.sum(t) - mins[t];
     }
 };
 
@@ -204,11 +192,7 @@ struct DotQ6K {
     template <int NT>
     static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const BlockQ6_K*>(wv);
-        ActQ8x2 v[NT];
-        const int16_t* c[NT];
-        act_views<NT>(x, n, v, c);
-        __m256 acc[NT];
-        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+        RowDots<NT> r(x, n);
         const __m256i nib = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
         for (int64_t i = 0; i < n / kQKK; ++i) {
             const float d = h2f(b[i].d);
@@ -231,17 +215,17 @@ struct DotQ6K {
                     const int64_t ab = 8 * i + 4 * h + s;
                     const float s0 = d * float(b[i].scales[g]), s1 = d * float(b[i].scales[g + 1]);
                     for (int t = 0; t < NT; ++t) {
-                        __m256i dot = idot(q[s], c[t] + 32 * ab);
-                        const __m128i off0 = _mm_set1_epi32(8 * v[t].s16[2 * ab]), off1 = _mm_set1_epi32(8 * v[t].s16[2 * ab + 1]);
+                        __m256i dot = r.dot(t, q[s], ab);
+                        const __m128i off0 = _mm_set1_epi32(8 * r.v[t].s16[2 * ab]), off1 = _mm_set1_epi32(8 * r.v[t].s16[2 * ab + 1]);
                         dot = _mm256_sub_epi32(dot, _mm256_set_m128i(off1, off0));
-                        const float dc = v[t].dc[ab];
+                        const float dc = r.v[t].dc[ab];
                         const __m256 sc = _mm256_set_m128(_mm_set1_ps(s1 * dc), _mm_set1_ps(s0 * dc));
-                        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), sc, acc[t]);
+                        r.add(t, dot, sc);
                     }
                 }
             }
         }
-        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+        for (int t = 0; t < NT; ++t) out[t] = r.sum(t);
     }
 };
 
@@ -250,23 +234,19 @@ struct DotQ8K {
     template <int NT>
     static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const BlockQ8_K*>(wv);
-        ActQ8x2 v[NT];
-        const int16_t* c[NT];
-        act_views<NT>(x, n, v, c);
-        __m256 acc[NT];
-        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+        RowDots<NT> r(x, n);
         for (int64_t i = 0; i < n / kQKK; ++i) {
             for (int j = 0; j < 8; ++j) {
                 if (j % 2 == 0) prefetch_ahead<kPrefetchBytes>(b + i, 32 * j);
                 const Halves w = split_s8(load256(b[i].qs + 32 * j));
                 const int64_t ab = 8 * i + j;
                 for (int t = 0; t < NT; ++t) {
-                    const __m256i dot = idot(w, c[t] + 32 * ab);
-                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(b[i].d * v[t].dc[ab]), acc[t]);
+                    const __m256i dot = r.dot(t, w, ab);
+                    r.add(t, dot, _mm256_set1_ps(b[i].d * r.v[t].dc[ab]));
                 }
             }
         }
-        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+        for (int t = 0; t < NT; ++t) out[t] = r.sum(t);
     }
 };
 

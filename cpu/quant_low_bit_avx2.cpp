@@ -22,20 +22,16 @@ struct DotCodebook {
     template <int NT>
     static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const Block*>(wv);
-        ActQ8x2 v[NT];
-        const int16_t* c[NT];
-        act_views<NT>(x, n, v, c);
+        RowDots<NT> r(x, n);
         const __m256i table = codebook(kValues);
-        __m256 acc[NT];
-        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQK; ++i) {
             prefetch_ahead<kPrefetchBytes>(b + i);  // 17- and 18-byte blocks: every line gets one
             const Halves w = split_s8(codebook_values(table, b[i].qs));
             const float d = codebook_scale(b[i]);
             for (int t = 0; t < NT; ++t)
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(w, c[t] + kQK * i)), _mm256_set1_ps(d * v[t].dc[i]), acc[t]);
+                r.add(t, r.dot(t, w, i), _mm256_set1_ps(d * r.v[t].dc[i]));
         }
-        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+        for (int t = 0; t < NT; ++t) out[t] = r.sum(t);
     }
 };
 
@@ -45,12 +41,8 @@ struct DotIQ4XS {
     template <int NT>
     static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const BlockIQ4_XS*>(wv);
-        ActQ8x2 v[NT];
-        const int16_t* c[NT];
-        act_views<NT>(x, n, v, c);
+        RowDots<NT> r(x, n);
         const __m256i table = codebook(kIq4Values);
-        __m256 acc[NT];
-        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQKK; ++i) {
             const float d = h2f(b[i].d);
             for (int ib = 0; ib < 8; ++ib) {
@@ -59,10 +51,10 @@ struct DotIQ4XS {
                 const float dl = d * float(iq4_xs_scale(b[i], ib));
                 const int64_t ab = 8 * i + ib;
                 for (int t = 0; t < NT; ++t)
-                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(w, c[t] + kQK * ab)), _mm256_set1_ps(dl * v[t].dc[ab]), acc[t]);
+                    r.add(t, r.dot(t, w, ab), _mm256_set1_ps(dl * r.v[t].dc[ab]));
             }
         }
-        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+        for (int t = 0; t < NT; ++t) out[t] = r.sum(t);
     }
 };
 
@@ -80,12 +72,8 @@ struct DotQ2K {
     template <int NT>
     static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const BlockQ2_K*>(wv);
-        ActQ8x2 v[NT];
-        const int16_t* c[NT];
-        act_views<NT>(x, n, v, c);
-        __m256 acc[NT];
+        RowDots<NT> r(x, n);
         float mins[NT] = {};
-        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / kQKK; ++i) {
             prefetch_ahead<kPrefetchBytes>(b + i);  // 84 bytes: 2 lines
             prefetch_ahead<kPrefetchBytes>(b + i, 64);
@@ -97,13 +85,13 @@ struct DotQ2K {
                 const float m0 = dmin * float(s0 >> 4), m1 = dmin * float(s1 >> 4);
                 const int64_t ab = 8 * i + blk;
                 for (int t = 0; t < NT; ++t) {
-                    const float dc = v[t].dc[ab];
-                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(w, c[t] + kQK * ab)), group_scales(d0 * dc, d1 * dc), acc[t]);
-                    mins[t] += m0 * (dc * float(v[t].s16[2 * ab])) + m1 * (dc * float(v[t].s16[2 * ab + 1]));
+                    const float dc = r.v[t].dc[ab];
+                    r.add(t, r.dot(t, w, ab), group_scales(d0 * dc, d1 * dc));
+                    mins[t] += m0 * (dc * float(r.v[t].s16[2 * ab])) + m1 * (dc * float(r.v[t].s16[2 * ab + 1]));
                 }
             }
         }
-        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]) - mins[t];
+        for (int t = 0; t < NT; ++t) out[t] = r.sum(t) - mins[t];
     }
 };
 
@@ -113,11 +101,7 @@ struct DotQ3K {
     template <int NT>
     static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
         const auto* b = static_cast<const BlockQ3_K*>(wv);
-        ActQ8x2 v[NT];
-        const int16_t* c[NT];
-        act_views<NT>(x, n, v, c);
-        __m256 acc[NT];
-        for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+        RowDots<NT> r(x, n);
         for (int64_t i = 0; i < n / kQKK; ++i) {
             prefetch_ahead<kPrefetchBytes>(b + i);  // 110 bytes: 2 or 3 lines
             prefetch_ahead<kPrefetchBytes>(b + i, 64);
@@ -130,12 +114,12 @@ struct DotQ3K {
                 const float d0 = d * float(q3_scale(b[i], 2 * blk)), d1 = d * float(q3_scale(b[i], 2 * blk + 1));
                 const int64_t ab = 8 * i + blk;
                 for (int t = 0; t < NT; ++t) {
-                    const float dc = v[t].dc[ab];
-                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(w, c[t] + kQK * ab)), group_scales(d0 * dc, d1 * dc), acc[t]);
+                    const float dc = r.v[t].dc[ab];
+                    r.add(t, r.dot(t, w, ab), group_scales(d0 * dc, d1 * dc));
                 }
             }
         }
-        for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+        for (int t = 0; t < NT; ++t) out[t] = r.sum(t);
     }
 };
 
