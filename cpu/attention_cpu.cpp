@@ -185,7 +185,7 @@ void run_task(const Cut& c, int32_t hk, int64_t tile_i, int64_t part) {
     // every other row keeps the transposed path's bits.
     tile.direct_scores = split && c.group < 8 && a.head_dim <= kMaxDirectHeadDim;
     if (c.simd) attention_tile_avx512(tile);
-    else if (active_path() == CpuPath::Avx2) attention_tile_avx2(tile);
+    else if (active_path() != CpuPath::Scalar) attention_tile_avx2(tile);  // an AVX-512 CPU runs AVX2 too
     else attention_tile_ref(tile);
 }
 

@@ -153,7 +153,7 @@ struct AttentionTile {
     }
 };
 void attention_tile_ref(const AttentionTile& t);
-void attention_tile_avx2(const AttentionTile& t);  // the reference's loops in 8-lane FMA
+void attention_tile_avx2(const AttentionTile& t);  // the reference's loop, 8 lanes wide (also for the shapes the AVX-512 tile does not take)
 void attention_tile_avx512(const AttentionTile& t);  // head_dim, v_dim % 16 == 0; head_dim <= kMaxSimdHeadDim
 // s[j] = cap * tanh(s[j] / cap) for n scores (both kernels).
 void softcap_scores(float* s, int64_t n, float cap);
