@@ -7,6 +7,9 @@
 
 namespace strata::cpu {
 
+// In an unnamed namespace: each file keeps its own copy, built with its own flags (the AVX2
+// kernels' among them).
+namespace {
 // Q3_K scale of group g (0..15): low 4 bits in the nibbles of bytes 0-7 (groups 0-7 low,
 // 8-15 high), high 2 bits in bits 2(g/4) of byte 8 + g%4; stored as sc + 32.
 inline int q3_scale(const BlockQ3_K& b, int g) {
@@ -21,6 +24,7 @@ inline int iq4_xs_scale(const BlockIQ4_XS& b, int ib) {
     const int hi = (b.scales_h >> (2 * ib)) & 3;
     return (lo | hi << 4) - 32;
 }
+}  // namespace
 
 void dequantize_q2_k_ref(const void* src, float* y, int64_t n);
 void dequantize_q3_k_ref(const void* src, float* y, int64_t n);
