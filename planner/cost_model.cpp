@@ -298,15 +298,16 @@ Cost CostModel::output(WeightOption o) const {
 
 Cost CostModel::layer_kv(int, KvOption o) const { return kv_cost(o, attention_device(o), has_gpu_); }
 
+Cost CostModel::layer_kv_beside(int layer, KvOption o, Device weights) const {
+    if (has_gpu_ && weights == Device::Cpu && !is_recompute(o))
+        return kv_cost(tier_of(o) == Tier::Gpu ? KvOption::Dram : o, Device::Cpu, false);
+    return layer_kv(layer, o);
+}
+
 Cost CostModel::placed_layer(const Plan& plan, const LayerPlacement& l) const {
     Cost c = placed_weights(plan, l);
-    // A layer whose matmuls run on the CPU beside a device runs whole there (the device
-    // runtime's layer_on_cpu): it attends on the CPU to K and V in DRAM, whatever tier the plan
-    // gave them, and its hidden state's hop is the weights'.
-    if (has_gpu_ && !plan.experts.attention_on_gpu && device_of(l.weights) == Device::Cpu && !is_recompute(l.kv))
-        c += kv_cost(tier_of(l.kv) == Tier::Gpu ? KvOption::Dram : l.kv, Device::Cpu, false);
-    else
-        c += layer_kv(l.layer, l.kv);
+    // A mixture's attention on the device attends there to its KV, its feed-forward on the host.
+    c += plan.experts.attention_on_gpu ? layer_kv(l.layer, l.kv) : layer_kv_beside(l.layer, l.kv, device_of(l.weights));
     return c;
 }
 

@@ -149,6 +149,11 @@ public:
     // A layer's weights as the plan places them: hybrid_layer, offloaded_layer or layer_weights.
     Cost placed_weights(const Plan& plan, const LayerPlacement& l) const;
     Cost layer_kv(int layer, KvOption o) const;
+    // A layer's KV beside its matmuls on `weights`: a layer computed on the CPU beside a device
+    // runs whole there, attending on the CPU to its K and V in DRAM whatever tier holds them
+    // (the device runtime's layer_on_cpu), its hidden state's hop the weights'; else layer_kv.
+    // The LP prices each (weights, KV) pair so.
+    Cost layer_kv_beside(int layer, KvOption o, Device weights) const;
     // A layer as placed, weights and KV, as the runtime runs it (a CPU layer beside a device
     // attends on the CPU to its KV in DRAM).
     Cost placed_layer(const Plan& plan, const LayerPlacement& l) const;

@@ -172,9 +172,20 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
         return j;
     };
 
+    // A group's KV columns come in one set per device its matmuls may run on, each priced as
+    // the runtime runs the pair (CostModel::layer_kv_beside); the set's shares sum to the
+    // weights' shares on that device. K and V on the device only beside matmuls there.
+    const std::vector<Device> weight_devices = cm.has_gpu() ? std::vector{Device::Gpu, Device::Cpu} : std::vector{Device::Cpu};
     struct GroupCols {
         std::array<int, kNumWeightOptions> w{};
-        std::array<int, kNumKvOptions> k{};
+        std::array<std::array<int, kNumKvOptions>, 2> k{};  // by weight_devices
+        std::vector<int> kv_cols() const {
+            std::vector<int> all;
+            for (const auto& set : k)
+                for (int j : set)
+                    if (j) all.push_back(j);
+            return all;
+        }
     };
     std::vector<GroupCols> gcols(groups.size());
     for (size_t gi = 0; gi < groups.size(); ++gi) {
@@ -183,10 +194,12 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
             const auto opt = static_cast<WeightOption>(o);
             gcols[gi].w[o] = placement_col(cm.layer_weights(g.first, opt), g.n, weight_ok(opt));
         }
-        for (int o = 0; o < kNumKvOptions; ++o) {
-            const auto opt = static_cast<KvOption>(o);
-            gcols[gi].k[o] = placement_col(cm.layer_kv(g.first, opt), g.n, kv_ok(opt));
-        }
+        for (size_t d = 0; d < weight_devices.size(); ++d)
+            for (int o = 0; o < kNumKvOptions; ++o) {
+                const auto opt = static_cast<KvOption>(o);
+                const bool ok = kv_ok(opt) && (weight_devices[d] == Device::Gpu || tier_of(opt) != Tier::Gpu);
+                gcols[gi].k[d][o] = placement_col(cm.layer_kv_beside(g.first, opt, weight_devices[d]), g.n, ok);
+            }
     }
     std::array<int, kNumWeightOptions> out_cols{}, embd_cols{};
     for (int o = 0; o < kNumWeightOptions; ++o) {
@@ -217,19 +230,18 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
         const int r = b.add_row(GLP_FX, 1);
         for (int j : ids) b.set(r, j, 1);
     };
-    for (const auto& gc : gcols) convex(gc.w), convex(gc.k);
+    for (const auto& gc : gcols) {
+        convex(gc.w);
+        for (size_t d = 0; d < weight_devices.size(); ++d) {
+            const int r = b.add_row(GLP_FX, 0);
+            for (int j : gc.k[d]) b.set(r, j, 1);
+            for (int o = 0; o < kNumWeightOptions; ++o)
+                if (device_of(static_cast<WeightOption>(o)) == weight_devices[d]) b.set(r, gc.w[o], -1);
+        }
+    }
     convex(out_cols);
     if (has_embd) convex(embd_cols);
     convex(hid_cols);
-    // K and V on the device only for layers computed there: a layer whose matmuls run on the
-    // CPU runs whole there, attending to its KV in DRAM (CostModel::placed_layer).
-    if (cm.has_gpu())
-        for (const auto& gc : gcols) {
-            const int r = b.add_row(GLP_UP, 0);
-            for (KvOption o : {KvOption::Gpu, KvOption::ActGpu}) b.set(r, gc.k[static_cast<int>(o)], 1);
-            for (int o = 0; o < kNumWeightOptions; ++o)
-                if (device_of(static_cast<WeightOption>(o)) == Device::Gpu) b.set(r, gc.w[o], -1);
-        }
 
     // Phase time bounds: T >= each I/O stream; T >= the compute chain + what cannot overlap.
     for (Phase ph : {Phase::Prefill, Phase::Decode}) {
@@ -257,7 +269,7 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
             const int r = b.add_row(GLP_LO, 0);
             b.set(r, buf, 1);
             for (int j : gc.w) b.set(r, j, -need(j, gpu));
-            for (int j : gc.k) b.set(r, j, -need(j, gpu));
+            for (int j : gc.kv_cols()) b.set(r, j, -need(j, gpu));
         }
         const int r = b.add_row(GLP_LO, 0);
         b.set(r, buf, 1);
@@ -323,7 +335,7 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
     };
     for (const auto& gc : gcols)
         for (bool gpu : {true, false}) {
-            const double n = used_need(gc.w, gpu) + used_need(gc.k, gpu);
+            const double n = used_need(gc.w, gpu) + used_need(gc.kv_cols(), gpu);
             double& dst = gpu ? sol.gpu_staging_need : sol.dram_staging_need;
             dst = std::max(dst, n);
         }
@@ -337,7 +349,8 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
         gs.first_layer = groups[gi].first;
         gs.n_layers = groups[gi].n;
         for (int o = 0; o < kNumWeightOptions; ++o) gs.weights[o] = val(gcols[gi].w[o]);
-        for (int o = 0; o < kNumKvOptions; ++o) gs.kv[o] = val(gcols[gi].k[o]);
+        for (size_t d = 0; d < weight_devices.size(); ++d)
+            for (int o = 0; o < kNumKvOptions; ++o) gs.kv[o] += val(gcols[gi].k[d][o]);
         sol.groups.push_back(gs);
     }
     for (int o = 0; o < kNumWeightOptions; ++o) sol.output[o] = val(out_cols[o]);

@@ -138,6 +138,28 @@ TEST_CASE("CPU attention is chosen when PCIe is slow and the context long, not w
     CHECK(cpu_attention_layers(256) == 0);   // 400 MB of KV: on the GPU
 }
 
+TEST_CASE("the LP prices a CPU layer's KV where the runtime attends to it, so it bounds the rounded plan", "[unit][planner]") {
+    // Llama-3-8B on a card holding a third of it, over PCIe Gen3, long prompts: the layers left on
+    // the CPU attend there to their KV in DRAM (CostModel::placed_layer), none of it crossing
+    // the link. Priced as a device layer's KV copied in, the relaxation overshot the plan.
+    const ModelShape s = ModelShape::from_catalog("llama3-8b", DType::Q4_0);
+    const HardwareProfile hw = box("rtx4090", 128, "gen3");
+    for (int32_t prompt : {8192, 32768}) {
+        PlannerOptions o = options_for(hw);
+        o.budgets.gpu = 2.0 * (1ull << 30);
+        const Workload wl{prompt, 64, 4, Objective::Latency};
+        const SearchResult r = search_plans(s, hw, wl, o);
+        INFO(prompt << "-token prompts");
+        int cpu_layers = 0;
+        for (const Plan& p : r.candidates) {
+            INFO("policy: CPU attention " << p.policy.cpu_attention << ", batch " << p.policy.batch);
+            check_plan_sound(p, o.budgets);
+            for (const auto& l : p.layers) cpu_layers += device_of(l.weights) == Device::Cpu;
+        }
+        CHECK(cpu_layers > 0);
+    }
+}
+
 TEST_CASE("rounding to whole layers loses little and stays feasible", "[unit][planner]") {
     struct Case {
         const char* model;
