@@ -115,5 +115,86 @@ void rows_job(const MatmulJob& job, int64_t r0, int64_t r1) {
     }
 }
 
+// A super-block's 16 groups of 16 values, one float each: groups 0-7 and 8-15.
+struct Groups {
+    __m256 lo, hi;
+};
+// The groups' int8 scales (or minimums) times d, as the scalar d * float(s) gives each.
+inline Groups scaled(__m128i s8, float d) {
+    const __m256 vd = _mm256_set1_ps(d);
+    return {_mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8))),
+            _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))))};
+}
+// Each activation block's scale (8 of them, one per 32 values) for each of its two groups.
+inline Groups per_group(const float* dc) {
+    const __m256 v = _mm256_loadu_ps(dc);
+    return {_mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)),
+            _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7))};
+}
+inline Groups operator*(const Groups& a, const Groups& b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+// Block blk's scale vector from a super-block's group floats: lanes 0-3 its first group's (the
+// lanes idot sums its first 16 values in), lanes 4-7 its second's.
+inline __m256i block_lanes_index(int blk) {
+    const int k = 2 * (blk % 4);
+    return _mm256_setr_epi32(k, k, k, k, k + 1, k + 1, k + 1, k + 1);
+}
+inline __m256 block_scale(const Groups& g, int blk) { return _mm256_permutevar8x32_ps(blk < 4 ? g.lo : g.hi, block_lanes_index(blk)); }
+// The same lanes from 8 integers, one a group of blk's half of the super-block.
+inline __m256i block_lanes(__m256i half, int blk) { return _mm256_permutevar8x32_epi32(half, block_lanes_index(blk)); }
+
+// The super-block loop of the K-quants (256 values, a scale a group of 16 or 32): the groups'
+// scales (and minimums) turned to floats once a super-block and multiplied by each token's
+// activation scales in vectors, so a block's work per token is its integer dot, a lane permute
+// and a multiply-add. Q supplies Block, kMins (x = d sc q - dmin m: the minimums come off
+// through each group's sum of activations), kOffset (q stored 32 high: 32 times each group's
+// sum of activations comes off its integer, a quarter from each of its 4 lanes), prefetch, the
+// 16 groups' scales (and minimums) as int8 (a type with a scale a block of 32 gives both its
+// groups that scale), and block blk's values.
+template <class Q, int NT>
+void k_quant_rows(const typename Q::Block* b, const Tokens& x, int64_t n, float* out) {
+    RowDots<NT> r(x, n);
+    __m256 mins[NT];
+    for (int t = 0; t < NT; ++t) mins[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / kQKK; ++i) {
+        Q::prefetch(b + i);
+        const Groups scale = scaled(Q::scales(b[i]), h2f(b[i].d));
+        Groups min;
+        if constexpr (Q::kMins) min = scaled(Q::mins(b[i]), h2f(b[i].dmin));
+        Groups at[NT];
+        __m256i off[NT][2];
+        for (int t = 0; t < NT; ++t) {
+            const Groups dc = per_group(r.v[t].dc + 8 * i);
+            at[t] = scale * dc;
+            const int32_t* s16 = r.v[t].s16 + 16 * i;
+            if constexpr (Q::kOffset)  // a quarter of 32 s16 a lane, groups 0-7 and 8-15
+                off[t][0] = _mm256_slli_epi32(load256(s16), 3), off[t][1] = _mm256_slli_epi32(load256(s16 + 8), 3);
+            if constexpr (Q::kMins) {
+                // Each group's minimum times the sum of its activations: dc * float(s16) a group.
+                const Groups sums{_mm256_cvtepi32_ps(load256(s16)), _mm256_cvtepi32_ps(load256(s16 + 8))};
+                const Groups ms = dc * sums;
+                mins[t] = _mm256_fmadd_ps(min.lo, ms.lo, _mm256_fmadd_ps(min.hi, ms.hi, mins[t]));
+            }
+        }
+        for (int blk = 0; blk < 8; ++blk) {
+            const Halves w = Q::values(b[i], blk);
+            for (int t = 0; t < NT; ++t) {
+                __m256i dot = r.dot(t, w, 8 * i + blk);
+                if constexpr (Q::kOffset) dot = _mm256_sub_epi32(dot, block_lanes(off[t][blk / 4], blk));
+                r.add(t, dot, block_scale(at[t], blk));
+            }
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = r.sum(t) - hsum8(mins[t]);
+}
+
+template <class Q>
+struct DotKQuant {
+    static constexpr bool kWide = true;
+    template <int NT>
+    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
+        k_quant_rows<Q, NT>(static_cast<const typename Q::Block*>(wv), x, n, out);
+    }
+};
+
 }  // namespace
 }  // namespace strata::cpu

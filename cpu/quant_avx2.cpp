@@ -150,82 +150,46 @@ inline void k4_unpack_scales(const uint8_t* scales, uint32_t u[4]) {  // scales 
     u[0] &= m1;
 }
 
+// Q4_K and Q5_K: x = d sc q - dmin m, a 6-bit scale and minimum a block of 32 (both its groups).
 template <bool kFive>
-struct DotQ45K {
-    static constexpr bool kWide = true;
-    template <int NT>
-    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
-        using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-        const auto* b = static_cast<const Block*>(wv);
-        RowDots<NT> r(x, n);
-        float mins[NT] = {};
-        for (int64_t i = 0; i < n / kQKK; ++i) {
-            uint32_t u[4];
-            k4_unpack_scales(b[i].scales, u);
-            const auto* sm = reinterpret_cast<const uint8_t*>(u);
-            const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
-            __m256i qh = _mm256_setzero_si256();
-            if constexpr (kFive) qh = load256(b[i].qh);
-            for (int j = 0; j < 8; ++j) {
-                if (j % 2 == 0) prefetch_ahead<kPrefetchBytes>(b + i, 32 * j);  // 4 lines cover the block
-                const __m256i x = load256(b[i].qs + 32 * (j / 2));
-                __m256i q = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(x, 4) : x, _mm256_set1_epi8(0x0F));
-                if constexpr (kFive)
-                    q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1)), 4));
-                const Halves wq = split_u8(q);
-                const float dsc = d * float(sm[j]), dm = dmin * float(sm[8 + j]);
-                const int64_t ab = 8 * i + j;
-                for (int t = 0; t < NT; ++t) {
-                    const __m256i dot = r.dot(t, wq, ab);
-                    r.add(t, dot, _mm256_set1_ps(dsc * r.v[t].dc[ab]));
-                    mins[t] += dm * r.v[t].dcs[ab];
-                }
-            }
-        }
-        for (int t = 0; t < NT; ++t) out[t] = r.sum(t) - mins[t];
+struct Q45K {
+    using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+    static constexpr bool kMins = true, kOffset = false;
+    static void prefetch(const Block* p) {  // 144 or 176 bytes: 3 lines
+        for (int at : {0, 64, 128, int(sizeof(Block)) - 1}) prefetch_ahead<kPrefetchBytes>(p, at);
+    }
+    // Bytes 0-7 (scales) or 8-15 (minimums) of the unpacked 6-bit values, each for both its groups.
+    static __m128i unpacked(const Block& b, int half) {
+        uint32_t u[4];
+        k4_unpack_scales(b.scales, u);
+        const __m128i v = _mm_loadl_epi64((const __m128i*)(reinterpret_cast<const uint8_t*>(u) + 8 * half));
+        return _mm_unpacklo_epi8(v, v);
+    }
+    static __m128i scales(const Block& b) { return unpacked(b, 0); }
+    static __m128i mins(const Block& b) { return unpacked(b, 1); }
+    static Halves values(const Block& b, int blk) {
+        const __m256i x = load256(b.qs + 32 * (blk / 2));
+        __m256i q = _mm256_and_si256((blk & 1) ? _mm256_srli_epi16(x, 4) : x, _mm256_set1_epi8(0x0F));
+        if constexpr (kFive)
+            q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(load256(b.qh), blk), _mm256_set1_epi8(1)), 4));
+        return split_u8(q);
     }
 };
 
-// Q6_K: unsigned 6-bit q; each 16-value group's offset comes off as 8 * s16 from its 4 lanes.
-struct DotQ6K {
-    static constexpr bool kWide = true;
-    template <int NT>
-    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
-        const auto* b = static_cast<const BlockQ6_K*>(wv);
-        RowDots<NT> r(x, n);
-        const __m256i nib = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
-        for (int64_t i = 0; i < n / kQKK; ++i) {
-            const float d = h2f(b[i].d);
-            for (int h = 0; h < 2; ++h) {
-                prefetch_ahead<kPrefetchBytes>(b + i, 128 * h);  // 4 lines cover the 210 bytes
-                prefetch_ahead<kPrefetchBytes>(b + i, 128 * h + 64);
-                const __m256i ql0 = load256(b[i].ql + 64 * h), ql1 = load256(b[i].ql + 64 * h + 32);
-                const __m256i qh = load256(b[i].qh + 32 * h);
-                auto hi2 = [&](int shift) {  // bits shift..shift+1 of qh moved to bits 4-5
-                    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), two), 4);
-                };
-                const Halves q[4] = {
-                    split_u8(_mm256_or_si256(_mm256_and_si256(ql0, nib), hi2(0))),
-                    split_u8(_mm256_or_si256(_mm256_and_si256(ql1, nib), hi2(2))),
-                    split_u8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), nib), hi2(4))),
-                    split_u8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), nib), hi2(6))),
-                };
-                for (int s = 0; s < 4; ++s) {
-                    const int g = 8 * h + 2 * s;  // the two 16-value groups of these 32 values
-                    const int64_t ab = 8 * i + 4 * h + s;
-                    const float s0 = d * float(b[i].scales[g]), s1 = d * float(b[i].scales[g + 1]);
-                    for (int t = 0; t < NT; ++t) {
-                        __m256i dot = r.dot(t, q[s], ab);
-                        const __m128i off0 = _mm_set1_epi32(8 * r.v[t].s16[2 * ab]), off1 = _mm_set1_epi32(8 * r.v[t].s16[2 * ab + 1]);
-                        dot = _mm256_sub_epi32(dot, _mm256_set_m128i(off1, off0));
-                        const float dc = r.v[t].dc[ab];
-                        const __m256 sc = _mm256_set_m128(_mm_set1_ps(s1 * dc), _mm_set1_ps(s0 * dc));
-                        r.add(t, dot, sc);
-                    }
-                }
-            }
-        }
-        for (int t = 0; t < NT; ++t) out[t] = r.sum(t);
+// Q6_K: x = d sc (q - 32), q's low 4 bits in ql and high 2 in qh, an int8 scale a group of 16.
+struct Q6K {
+    using Block = BlockQ6_K;
+    static constexpr bool kMins = false, kOffset = true;
+    static void prefetch(const Block* p) {  // 210 bytes: 4 lines
+        for (int at : {0, 64, 128, 192}) prefetch_ahead<kPrefetchBytes>(p, at);
+    }
+    static __m128i scales(const Block& b) { return _mm_loadu_si128((const __m128i*)b.scales); }
+    static Halves values(const Block& b, int blk) {
+        const int h = blk / 4, s = blk % 4;
+        const __m256i ql = load256(b.ql + 64 * h + 32 * (s % 2));
+        const __m256i lo = _mm256_and_si256(s < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(load256(b.qh + 32 * h), 2 * s), _mm256_set1_epi8(3));
+        return split_u8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
     }
 };
 
@@ -328,9 +292,9 @@ QuantKernels avx2_kernels(DType type) {
         case DType::Q5_0: return {deq_q32<BlockQ5_0, 16, false, true>, rows_job<DotQ32<BlockQ5_0, 16, false, true>>};
         case DType::Q5_1: return {deq_q32<BlockQ5_1, 0, true, true>, rows_job<DotQ32<BlockQ5_1, 0, true, true>>};
         case DType::Q8_0: return {nullptr, rows_job<DotQ8_0>};
-        case DType::Q4_K: return {nullptr, rows_job<DotQ45K<false>>};
-        case DType::Q5_K: return {nullptr, rows_job<DotQ45K<true>>};
-        case DType::Q6_K: return {nullptr, rows_job<DotQ6K>};
+        case DType::Q4_K: return {nullptr, rows_job<DotKQuant<Q45K<false>>>};
+        case DType::Q5_K: return {nullptr, rows_job<DotKQuant<Q45K<true>>>};
+        case DType::Q6_K: return {nullptr, rows_job<DotKQuant<Q6K>>};
         case DType::Q8_K: return {nullptr, rows_job<DotQ8K>};
         case DType::Q2_K:
         case DType::Q3_K:

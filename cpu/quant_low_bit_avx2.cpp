@@ -2,6 +2,8 @@
 // gathered from bit pairs (and Q3_K's third bit) 32 at a time, and the 4-bit codebook types
 // (IQ4_NL, MXFP4, IQ4_XS), each index looked up by a byte shuffle; the values dotted with
 // activations widened as dot_avx2.h lays them out. Built with quant_avx2.cpp's flags.
+#include <cstring>
+
 #include "cpu/dot_avx2.h"
 #include "cpu/quant_ref_low_bit.h"
 
@@ -63,63 +65,48 @@ struct DotIQ4XS {
 inline __m256i bit_pairs(const uint8_t* qs, int blk) {
     return _mm256_and_si256(_mm256_srli_epi16(load256(qs + 32 * (blk / 4)), 2 * (blk % 4)), _mm256_set1_epi8(3));
 }
-// A block's two groups of 16 values, each its own scale: lanes 0-3 hold the first's sums.
-inline __m256 group_scales(float first, float second) { return _mm256_set_m128(_mm_set1_ps(second), _mm_set1_ps(first)); }
 
-// Q2_K: x = d sc q - dmin m in groups of 16; the mins come off through each group's sum of c.
-struct DotQ2K {
-    static constexpr bool kWide = true;
-    template <int NT>
-    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
-        const auto* b = static_cast<const BlockQ2_K*>(wv);
-        RowDots<NT> r(x, n);
-        float mins[NT] = {};
-        for (int64_t i = 0; i < n / kQKK; ++i) {
-            prefetch_ahead<kPrefetchBytes>(b + i);  // 84 bytes: 2 lines
-            prefetch_ahead<kPrefetchBytes>(b + i, 64);
-            const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
-            for (int blk = 0; blk < 8; ++blk) {
-                const Halves w = split_u8(bit_pairs(b[i].qs, blk));
-                const uint8_t s0 = b[i].scales[2 * blk], s1 = b[i].scales[2 * blk + 1];
-                const float d0 = d * float(s0 & 0xF), d1 = d * float(s1 & 0xF);
-                const float m0 = dmin * float(s0 >> 4), m1 = dmin * float(s1 >> 4);
-                const int64_t ab = 8 * i + blk;
-                for (int t = 0; t < NT; ++t) {
-                    const float dc = r.v[t].dc[ab];
-                    r.add(t, r.dot(t, w, ab), group_scales(d0 * dc, d1 * dc));
-                    mins[t] += m0 * (dc * float(r.v[t].s16[2 * ab])) + m1 * (dc * float(r.v[t].s16[2 * ab + 1]));
-                }
-            }
-        }
-        for (int t = 0; t < NT; ++t) out[t] = r.sum(t) - mins[t];
+// Q2_K: x = d sc q - dmin m in groups of 16 (sc and m a byte's nibbles); the minimums come off
+// through each group's sum of activations.
+struct Q2K {
+    using Block = BlockQ2_K;
+    static constexpr bool kMins = true, kOffset = false;
+    static void prefetch(const Block* p) {  // 84 bytes: 2 lines
+        prefetch_ahead<kPrefetchBytes>(p);
+        prefetch_ahead<kPrefetchBytes>(p, 64);
     }
+    static __m128i scales(const Block& b) { return _mm_and_si128(_mm_loadu_si128((const __m128i*)b.scales), _mm_set1_epi8(0xF)); }
+    static __m128i mins(const Block& b) {
+        return _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i*)b.scales), 4), _mm_set1_epi8(0xF));
+    }
+    static Halves values(const Block& b, int blk) { return split_u8(bit_pairs(b.qs, blk)); }
 };
 
-// Q3_K: x = d (sc - 32) (q - 4), q's third bit blk of hmask[l], in groups of 16.
-struct DotQ3K {
-    static constexpr bool kWide = true;
-    template <int NT>
-    static void run(const void* wv, const Tokens& x, int64_t n, float* out) {
-        const auto* b = static_cast<const BlockQ3_K*>(wv);
-        RowDots<NT> r(x, n);
-        for (int64_t i = 0; i < n / kQKK; ++i) {
-            prefetch_ahead<kPrefetchBytes>(b + i);  // 110 bytes: 2 or 3 lines
-            prefetch_ahead<kPrefetchBytes>(b + i, 64);
-            prefetch_ahead<kPrefetchBytes>(b + i, 109);
-            const float d = h2f(b[i].d);
-            const __m256i hmask = load256(b[i].hmask);
-            for (int blk = 0; blk < 8; ++blk) {
-                const __m256i third = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hmask, blk), _mm256_set1_epi8(1)), 2);
-                const Halves w = split_s8(_mm256_sub_epi8(_mm256_or_si256(bit_pairs(b[i].qs, blk), third), _mm256_set1_epi8(4)));
-                const float d0 = d * float(q3_scale(b[i], 2 * blk)), d1 = d * float(q3_scale(b[i], 2 * blk + 1));
-                const int64_t ab = 8 * i + blk;
-                for (int t = 0; t < NT; ++t) {
-                    const float dc = r.v[t].dc[ab];
-                    r.add(t, r.dot(t, w, ab), group_scales(d0 * dc, d1 * dc));
-                }
-            }
-        }
-        for (int t = 0; t < NT; ++t) out[t] = r.sum(t);
+// Q3_K: x = d (sc - 32) (q - 4) in groups of 16, q's third bit blk of hmask[l], sc's 6 bits
+// q3_scale's: the low 4 from scales[0..7]'s nibbles, the high 2 from scales[8..11]'s bit pairs.
+struct Q3K {
+    using Block = BlockQ3_K;
+    static constexpr bool kMins = false, kOffset = false;
+    static void prefetch(const Block* p) {  // 110 bytes: 2 or 3 lines
+        prefetch_ahead<kPrefetchBytes>(p);
+        prefetch_ahead<kPrefetchBytes>(p, 64);
+        prefetch_ahead<kPrefetchBytes>(p, 109);
+    }
+    static __m128i scales(const Block& b) {
+        uint64_t low;
+        uint32_t high;
+        std::memcpy(&low, b.scales, sizeof low);
+        std::memcpy(&high, b.scales + 8, sizeof high);
+        constexpr uint64_t kNibbles = 0x0F0F0F0F0F0F0F0Full;
+        constexpr uint32_t kPairs = 0x03030303u;
+        const __m128i lo = _mm_set_epi64x(static_cast<int64_t>((low >> 4) & kNibbles), static_cast<int64_t>(low & kNibbles));
+        const __m128i hi = _mm_set_epi32(static_cast<int>((high >> 6) & kPairs), static_cast<int>((high >> 4) & kPairs),
+                                         static_cast<int>((high >> 2) & kPairs), static_cast<int>(high & kPairs));
+        return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+    }
+    static Halves values(const Block& b, int blk) {
+        const __m256i third = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(load256(b.hmask), blk), _mm256_set1_epi8(1)), 2);
+        return split_s8(_mm256_sub_epi8(_mm256_or_si256(bit_pairs(b.qs, blk), third), _mm256_set1_epi8(4)));
     }
 };
 
@@ -127,8 +114,8 @@ struct DotQ3K {
 
 QuantKernels avx2_low_bit_kernels(DType type) {
     switch (type) {
-        case DType::Q2_K: return {nullptr, rows_job<DotQ2K>};
-        case DType::Q3_K: return {nullptr, rows_job<DotQ3K>};
+        case DType::Q2_K: return {nullptr, rows_job<DotKQuant<Q2K>>};
+        case DType::Q3_K: return {nullptr, rows_job<DotKQuant<Q3K>>};
         case DType::IQ4_NL: return {nullptr, rows_job<DotCodebook<BlockIQ4_NL, kIq4Values>>};
         case DType::MXFP4: return {nullptr, rows_job<DotCodebook<BlockMXFP4, kMxfp4Values>>};
         case DType::IQ4_XS: return {nullptr, rows_job<DotIQ4XS>};
