@@ -138,8 +138,8 @@ int32_t expert_slots_for(const ModelShape& s, const Workload& wl, DType kv_type,
     for (const LayerShape& l : s.layers) fixed += static_cast<double>(l.weight_bytes - l.expert_bytes);
     ModelShape kv = s;
     kv.kv_type = kv_type;
-    const double ctx = double(wl.prompt_len) + wl.gen_len;
-    fixed += s.n_layer * wl.batch * ctx * kv.kv_bytes_per_token();
+    // The KV cache as the runtime holds it: its whole context where that is more than the request's.
+    fixed += s.n_layer * wl.batch * double(wl.kv_positions()) * kv.kv_bytes_per_token();
     // The prefill working set, as CostModel::fixed counts it.
     fixed += s.prefill_working_set_bytes(double(wl.batch) * wl.prompt_len, wl.batch);
     if (dram <= fixed || slot_bytes == 0) return 0;

@@ -80,6 +80,7 @@ runtime::EngineOptions ModelOptions::engine() const {
                         "matmul waits for the last (leave -t out for one per hardware thread)",
                         threads, cpu::default_thread_count());
     e.n_ctx = ctx;
+    e.n_prompt = plan_prompt;
     e.decode_rows = spec == "off" ? 1 : checked_spec_depth() + 1;  // a speculative pass's drafts
     e.prefetch_depth = prefetch;
     e.kv_spill_dir = kv_spill;

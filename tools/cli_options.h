@@ -20,6 +20,9 @@ struct ModelOptions {
     int ctx = 0;
     std::string dram;   // DRAM budget ("6G", "40%"); empty: $STRATA_DRAM, else no limit
     int prefetch = 2;
+    // chat's and serve's --plan-prompt: the prompt tokens the placement is weighed for; 0: a prompt
+    // that fills the context (the KV cache holds the whole context either way).
+    int plan_prompt = 0;
     std::string plan_file;  // --plan: a plan JSON from `strata plan -o FILE` instead of planning
     bool show_plan = false; // print the plan table to stderr before running
     std::string kv_spill;   // directory for KV layers that do not fit --dram

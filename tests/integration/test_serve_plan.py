@@ -103,7 +103,7 @@ def main() -> int:
         proc.terminate()
         proc.wait(30)
 
-    proc, port = start(["serve", "-m", str(STORIES), "--api-key", "sesame"], "/health")
+    proc, port = start(["serve", "-m", str(STORIES), "--api-key", "sesame", "--plan-prompt", "64"], "/health")
     try:
         assert post_or_get(port, "GET", "/")[0] == 200, "the page needs no key"
         assert post_or_get(port, "POST", "/v1/plan", CASES[0][0])[0] == 401
@@ -113,6 +113,9 @@ def main() -> int:
         assert options["chat"] and STORIES.name in [m["name"] for m in options["local_models"]]
         # The plan the server runs by: stories260K's 5 layers, as Karpathy's llama2.c config has them.
         assert [l["layer"] for l in options["served_plan"]["layers"]] == list(range(5))
+        # Weighed for the prompt --plan-prompt names, its KV cache the whole context's.
+        workload = options["served_plan"]["workload"]
+        assert workload["prompt_len"] == 64 and workload["kv_len"] == 2048, workload
         status, text = post_or_get(port, "POST", "/v1/plan", {"model": STORIES.name, "gpu": "rtx4090"}, "sesame")
         assert status == 200 and text == cli(["-m", str(STORIES), "--gpu", "rtx4090"]), text
         # Too little DRAM for the device backend's host buffers: the CPU alone's plan, and why.

@@ -157,6 +157,20 @@ TEST_CASE("expert placement: offload plans a budget too small to stream whole la
     CHECK_FALSE(offload_if_better(s, hw, wl, Budgets{0, 300e6, 1e12}, DType::F16, nullptr, "none", nullptr));
 }
 
+TEST_CASE("expert placement: the expert cache's slots leave room for the KV cache of the whole context", "[unit][planner][experts]") {
+    const ModelShape s = moe_shape();  // F16 KV: 2 layers x 2 x 8 heads x 128 x 2 bytes = 8 KiB a position
+    // 600 MB less the head, the layers' resident parts, 304 positions' KV and a pass's activations
+    // (about 32 MB in all) hold 5 experts of 100 MB.
+    Workload short_prompt{300, 4, 1, Objective::Latency};
+    CHECK(expert_slots_for(s, short_prompt, DType::F16, 600e6, 100'000'000) == 5);
+    // A runtime planning that prompt in a context of 30,000 positions holds their KV (246 MB)
+    // whatever the prompt: 3 slots, as for a prompt that fills the context.
+    Workload in_context = short_prompt;
+    in_context.kv_len = 30'000;
+    CHECK(expert_slots_for(s, in_context, DType::F16, 600e6, 100'000'000) == 3);
+    CHECK(expert_slots_for(s, Workload{29'996, 4, 1, Objective::Latency}, DType::F16, 600e6, 100'000'000) == 3);
+}
+
 namespace {
 // toy_cpu with a GPU of round numbers: 100 GB/s, 10 TFLOPS, 10 GB/s each way, no launch cost.
 HardwareProfile toy_with_gpu(uint64_t memory) {

@@ -57,7 +57,7 @@ TEST_CASE("CLI: a plan that streams layers runs from --plan with the same tokens
     CHECK_THAT(replayed.err, Catch::Contains("plan: 0 layers on GPU / 2 DRAM / 3 NVMe"));
 }
 
-TEST_CASE("CLI: --show-plan on perplexity and chat", "[unit][cli][placement]") {
+TEST_CASE("CLI: --show-plan on perplexity and chat, chat planned for --plan-prompt", "[unit][cli][placement]") {
     const std::filesystem::path model = tiny_llama_path();
     const auto text = temp_path("ppl_text.txt");
     std::ofstream(text) << "Once upon a time there was a little girl who liked to play in the park with her dog.";
@@ -68,6 +68,12 @@ TEST_CASE("CLI: --show-plan on perplexity and chat", "[unit][cli][placement]") {
     const auto chat = run_command("echo hello | " + strata_binary().string() + " chat -m " + model.string() + " --show-plan -n 4");
     CHECK(chat.exit_code == 0);
     CHECK_THAT(chat.err, Catch::Contains("layers      weights"));
+    // Planned for a prompt that fills stories260K's context of 2048, or the one --plan-prompt names.
+    CHECK_THAT(chat.err, Catch::Contains("workload  prompt 2044, generate 4,"));
+    const auto told = run_command("echo hello | " + strata_binary().string() + " chat -m " + model.string() +
+                                  " --show-plan -n 4 --plan-prompt 40");
+    CHECK(told.exit_code == 0);
+    CHECK_THAT(told.err, Catch::Contains("workload  prompt 40, generate 4,"));
 }
 
 TEST_CASE("CLI: --plan for another model, for a GPU, or not a plan is refused clearly", "[unit][cli][placement]") {
