@@ -76,11 +76,11 @@ void add_model_option(CLI::App& cmd, ModelOptions& m) {
     cmd.add_flag("-v,--verbose", m.verbosity, "log more (-vv for debug)");
 }
 
-void add_plan_prompt_option(CLI::App& cmd, ModelOptions& m) {
+void add_plan_prompt_option(CLI::App& cmd, ModelOptions& m, const std::string& by_default) {
     cmd.add_option("--plan-prompt", m.plan_prompt,
-                   "prompt tokens the placement is weighed for, e.g. 300 for short chat turns (default: a prompt that "
-                   "fills the context); the KV cache holds the whole context either way, and each request is priced "
-                   "for its own prompt as it runs")
+                   "prompt tokens the placement is weighed for, e.g. 300 for short chat turns (default: " + by_default +
+                       "); the KV cache holds the whole context either way, and each request is priced for its own "
+                       "prompt as it runs")
         ->check(at_least(1))
         ->group(kEngine);
 }

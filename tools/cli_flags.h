@@ -25,8 +25,9 @@ void add_model_option(CLI::App& cmd, ModelOptions& m);
 // The engine's, memory's and devices' flags; the speculative decoding flags where the command
 // generates.
 void add_engine_options(CLI::App& cmd, ModelOptions& m, bool generates = true);
-// --plan-prompt, for the commands whose prompts arrive after the plan is made (chat, serve).
-void add_plan_prompt_option(CLI::App& cmd, ModelOptions& m);
+// --plan-prompt, for the commands whose prompts arrive after the plan is made (chat, serve);
+// `by_default` says what they plan for without it.
+void add_plan_prompt_option(CLI::App& cmd, ModelOptions& m, const std::string& by_default);
 // Temperature, top-k/p, min-p, penalties and the seed.
 void add_sampler_options(CLI::App& cmd, runtime::SamplerParams& s, std::optional<uint64_t>& seed);
 // --chat-template FAMILY.

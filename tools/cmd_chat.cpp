@@ -41,15 +41,20 @@ SavedChat loaded_chat(const ChatOptions& o) {
     return chat;
 }
 
-// --print-prompt: the text the model would read for stdin's message, from the GGUF header
-// alone (no weights are loaded).
-int print_prompt(const ChatOptions& o) {
-    const std::string msg = stdin_message();
-    SavedChat chat = o.load.empty() ? SavedChat{{}, o.system, {}} : loaded_chat(o);
+// The text the model reads for `msg` after the conversation so far (--load's, else none), from
+// the GGUF header alone (no weights are loaded).
+std::string rendered_prompt(const ChatOptions& o, const std::optional<SavedChat>& saved, const std::string& msg) {
+    SavedChat chat = saved ? *saved : SavedChat{{}, o.system, {}};
     const models::GgufFile file = models::GgufFile::open(resolve_model_path(o.m.model), /*map_data=*/false);
     const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(file, o.chat_template);
     chat.messages.push_back({"user", msg});
-    const std::string prompt = tmpl.render(with_system(chat.system, chat.messages));
+    return tmpl.render(with_system(chat.system, chat.messages));
+}
+
+// --print-prompt: the text the model would read for stdin's message.
+int print_prompt(const ChatOptions& o) {
+    const std::string msg = stdin_message();
+    const std::string prompt = rendered_prompt(o, o.load.empty() ? std::nullopt : std::optional(loaded_chat(o)), msg);
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     return 0;
 }
@@ -102,6 +107,9 @@ int run_chat(const ChatOptions& o) {
 
     runtime::EngineOptions eo = o.m.engine();
     eo.n_predict = tokens_to_generate(o.n_predict);  // the plan's workload
+    // Piped, the one message is known before the plan is made: planned for it, as generate plans
+    // for its prompt (unless --plan-prompt names another length).
+    if (!interactive && o.m.plan_prompt == 0) eo.prompt = rendered_prompt(o, saved, message);
     announce_loading(eo.model);
     runtime::Engine engine(eo);
     runtime::SchedulerOptions so;

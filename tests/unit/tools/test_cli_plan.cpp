@@ -57,7 +57,7 @@ TEST_CASE("CLI: a plan that streams layers runs from --plan with the same tokens
     CHECK_THAT(replayed.err, Catch::Contains("plan: 0 layers on GPU / 2 DRAM / 3 NVMe"));
 }
 
-TEST_CASE("CLI: --show-plan on perplexity and chat, chat planned for --plan-prompt", "[unit][cli][placement]") {
+TEST_CASE("CLI: --show-plan on perplexity and chat, chat planned for its piped message or --plan-prompt", "[unit][cli][placement]") {
     const std::filesystem::path model = tiny_llama_path();
     const auto text = temp_path("ppl_text.txt");
     std::ofstream(text) << "Once upon a time there was a little girl who liked to play in the park with her dog.";
@@ -68,8 +68,20 @@ TEST_CASE("CLI: --show-plan on perplexity and chat, chat planned for --plan-prom
     const auto chat = run_command("echo hello | " + strata_binary().string() + " chat -m " + model.string() + " --show-plan -n 4");
     CHECK(chat.exit_code == 0);
     CHECK_THAT(chat.err, Catch::Contains("layers      weights"));
-    // Planned for a prompt that fills stories260K's context of 2048, or the one --plan-prompt names.
-    CHECK_THAT(chat.err, Catch::Contains("workload  prompt 2044, generate 4,"));
+    // Planned for the piped message's prompt, as generate plans for that text (not for a prompt
+    // filling stories260K's context of 2048), or for the length --plan-prompt names.
+    const auto rendered = temp_path("chat_rendered_prompt.txt");
+    REQUIRE(run_command("echo hello | " + strata_binary().string() + " chat -m " + model.string() + " --print-prompt > " +
+                        rendered.string())
+                .exit_code == 0);
+    const auto gen = run_strata("generate -m " + model.string() + " -f " + rendered.string() + " --show-plan -n 4");
+    REQUIRE(gen.exit_code == 0);
+    const auto workload = [](const std::string& err) {
+        const size_t at = err.find("workload  prompt ");
+        return at == std::string::npos ? std::string() : err.substr(at, err.find('\n', at) - at);
+    };
+    CHECK(workload(chat.err) == workload(gen.err));
+    CHECK_THAT(workload(chat.err), Catch::StartsWith("workload  prompt ") && !Catch::Contains("prompt 2044"));
     const auto told = run_command("echo hello | " + strata_binary().string() + " chat -m " + model.string() +
                                   " --show-plan -n 4 --plan-prompt 40");
     CHECK(told.exit_code == 0);
