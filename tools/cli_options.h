@@ -20,8 +20,8 @@ struct ModelOptions {
     int ctx = 0;
     std::string dram;   // DRAM budget ("6G", "40%"); empty: $STRATA_DRAM, else no limit
     int prefetch = 2;
-    // chat's and serve's --plan-prompt: the prompt tokens the placement is weighed for; 0: a prompt
-    // that fills the context (the KV cache holds the whole context either way).
+    // chat's and serve's --plan-prompt: the prompt tokens the placement is weighed for; 0: the
+    // command's own choice (a piped chat's message, else a prompt that fills the context).
     int plan_prompt = 0;
     std::string plan_file;  // --plan: a plan JSON from `strata plan -o FILE` instead of planning
     bool show_plan = false; // print the plan table to stderr before running
