@@ -142,14 +142,19 @@ inline __m256 block_scale(const Groups& g, int blk) { return _mm256_permutevar8x
 // The same lanes from 8 integers, one a group of blk's half of the super-block.
 inline __m256i block_lanes(__m256i half, int blk) { return _mm256_permutevar8x32_epi32(half, block_lanes_index(blk)); }
 
+// A super-block's 16 group scales and, where the type has them, minimums, as int8.
+struct GroupBytes {
+    __m128i scales, mins;
+};
+
 // The super-block loop of the K-quants (256 values, a scale a group of 16 or 32): the groups'
 // scales (and minimums) turned to floats once a super-block and multiplied by each token's
 // activation scales in vectors, so a block's work per token is its integer dot, a lane permute
 // and a multiply-add. Q supplies Block, kMins (x = d sc q - dmin m: the minimums come off
 // through each group's sum of activations), kOffset (q stored 32 high: 32 times each group's
 // sum of activations comes off its integer, a quarter from each of its 4 lanes), prefetch, the
-// 16 groups' scales (and minimums) as int8 (a type with a scale a block of 32 gives both its
-// groups that scale), and block blk's values.
+// 16 groups' scales (and minimums) as GroupBytes (a type with a scale a block of 32 gives both
+// its groups that scale), and block blk's values.
 template <class Q, int NT>
 void k_quant_rows(const typename Q::Block* b, const Tokens& x, int64_t n, float* out) {
     RowDots<NT> r(x, n);
@@ -157,9 +162,10 @@ void k_quant_rows(const typename Q::Block* b, const Tokens& x, int64_t n, float*
     for (int t = 0; t < NT; ++t) mins[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / kQKK; ++i) {
         Q::prefetch(b + i);
-        const Groups scale = scaled(Q::scales(b[i]), h2f(b[i].d));
+        const GroupBytes g = Q::groups(b[i]);
+        const Groups scale = scaled(g.scales, h2f(b[i].d));
         Groups min;
-        if constexpr (Q::kMins) min = scaled(Q::mins(b[i]), h2f(b[i].dmin));
+        if constexpr (Q::kMins) min = scaled(g.mins, h2f(b[i].dmin));
         Groups at[NT];
         __m256i off[NT][2];
         for (int t = 0; t < NT; ++t) {

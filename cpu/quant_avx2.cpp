@@ -158,15 +158,13 @@ struct Q45K {
     static void prefetch(const Block* p) {  // 144 or 176 bytes: 3 lines
         for (int at : {0, 64, 128, int(sizeof(Block)) - 1}) prefetch_ahead<kPrefetchBytes>(p, at);
     }
-    // Bytes 0-7 (scales) or 8-15 (minimums) of the unpacked 6-bit values, each for both its groups.
-    static __m128i unpacked(const Block& b, int half) {
+    // The 6-bit scales (bytes 0-7 unpacked) and minimums (8-15), each for both its groups.
+    static GroupBytes groups(const Block& b) {
         uint32_t u[4];
         k4_unpack_scales(b.scales, u);
-        const __m128i v = _mm_loadl_epi64((const __m128i*)(reinterpret_cast<const uint8_t*>(u) + 8 * half));
-        return _mm_unpacklo_epi8(v, v);
+        const __m128i v = _mm_loadu_si128((const __m128i*)u);
+        return {_mm_unpacklo_epi8(v, v), _mm_unpackhi_epi8(v, v)};
     }
-    static __m128i scales(const Block& b) { return unpacked(b, 0); }
-    static __m128i mins(const Block& b) { return unpacked(b, 1); }
     static Halves values(const Block& b, int blk) {
         const __m256i x = load256(b.qs + 32 * (blk / 2));
         __m256i q = _mm256_and_si256((blk & 1) ? _mm256_srli_epi16(x, 4) : x, _mm256_set1_epi8(0x0F));
@@ -183,7 +181,7 @@ struct Q6K {
     static void prefetch(const Block* p) {  // 210 bytes: 4 lines
         for (int at : {0, 64, 128, 192}) prefetch_ahead<kPrefetchBytes>(p, at);
     }
-    static __m128i scales(const Block& b) { return _mm_loadu_si128((const __m128i*)b.scales); }
+    static GroupBytes groups(const Block& b) { return {_mm_loadu_si128((const __m128i*)b.scales), _mm_setzero_si128()}; }
     static Halves values(const Block& b, int blk) {
         const int h = blk / 4, s = blk % 4;
         const __m256i ql = load256(b.ql + 64 * h + 32 * (s % 2));

@@ -75,9 +75,9 @@ struct Q2K {
         prefetch_ahead<kPrefetchBytes>(p);
         prefetch_ahead<kPrefetchBytes>(p, 64);
     }
-    static __m128i scales(const Block& b) { return _mm_and_si128(_mm_loadu_si128((const __m128i*)b.scales), _mm_set1_epi8(0xF)); }
-    static __m128i mins(const Block& b) {
-        return _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i*)b.scales), 4), _mm_set1_epi8(0xF));
+    static GroupBytes groups(const Block& b) {
+        const __m128i v = _mm_loadu_si128((const __m128i*)b.scales), nibble = _mm_set1_epi8(0xF);
+        return {_mm_and_si128(v, nibble), _mm_and_si128(_mm_srli_epi16(v, 4), nibble)};
     }
     static Halves values(const Block& b, int blk) { return split_u8(bit_pairs(b.qs, blk)); }
 };
@@ -92,7 +92,7 @@ struct Q3K {
         prefetch_ahead<kPrefetchBytes>(p, 64);
         prefetch_ahead<kPrefetchBytes>(p, 109);
     }
-    static __m128i scales(const Block& b) {
+    static GroupBytes groups(const Block& b) {
         uint64_t low;
         uint32_t high;
         std::memcpy(&low, b.scales, sizeof low);
@@ -102,7 +102,7 @@ struct Q3K {
         const __m128i lo = _mm_set_epi64x(static_cast<int64_t>((low >> 4) & kNibbles), static_cast<int64_t>(low & kNibbles));
         const __m128i hi = _mm_set_epi32(static_cast<int>((high >> 6) & kPairs), static_cast<int>((high >> 4) & kPairs),
                                          static_cast<int>((high >> 2) & kPairs), static_cast<int>(high & kPairs));
-        return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+        return {_mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32)), _mm_setzero_si128()};
     }
     static Halves values(const Block& b, int blk) {
         const __m256i third = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(load256(b.hmask), blk), _mm256_set1_epi8(1)), 2);
