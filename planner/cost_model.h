@@ -171,6 +171,11 @@ public:
     // cannot overlap.
     int compute_chains(Phase ph) const { return ph == Phase::Decode && attention_overlaps() ? 3 : 2; }
     double compute_chain(Phase ph, const Cost& c, int chain) const;
+    // What a decode step saves as one captured graph where every layer's weights and KV are on
+    // the device (0 where this policy's step cannot be captured): each chain's saving, for
+    // such a plan only (graph_saving_s), which the LP relaxes to the least device share of any
+    // layer group's KV.
+    double graph_saving_whole_s() const;
     // Whether a decode step's CPU attention overlaps the device's matmuls: CPU attention beside
     // a device, a micro-batch of two sequences or more (one sequence is not split).
     bool attention_overlaps() const { return has_gpu_ && policy_.cpu_attention && mb_ >= 2; }

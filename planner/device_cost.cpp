@@ -38,17 +38,22 @@ double CostModel::device_layer_launch_s(double op_us, bool decode) const {
     return s + shape_.device_other_ops() * op_us * 1e-6;
 }
 
-double CostModel::graph_saving_s(const Plan& plan) const {
+double CostModel::graph_saving_whole_s() const {
     const DeviceOps* o = ops();
-    if (!dev_rate_ || o->graph_op_us <= 0 || o->graph_op_us >= o->op_overhead_us || shape_.n_expert > 0 || plan.policy.recompute)
+    if (!dev_rate_ || o->graph_op_us <= 0 || o->graph_op_us >= o->op_overhead_us || shape_.n_expert > 0 || policy_.recompute)
         return 0;
-    // A decode step held wholly on the device runs as one captured graph (DeviceBackend's
-    // step_graph): every layer's weights and K/V there.
-    for (const LayerPlacement& l : plan.layers)
-        if (l.weights != WeightOption::Gpu || l.kv != KvOption::Gpu) return 0;
     double ops = 0;
     for (const LayerShape& l : shape_.layers) ops += ModelShape::device_decode_ops(l);
     return m_ * ops * (o->op_overhead_us - o->graph_op_us) * 1e-6;
+}
+
+double CostModel::graph_saving_s(const Plan& plan) const {
+    // A decode step held wholly on the device runs as one captured graph (DeviceBackend's
+    // step_graph): every layer's weights and K/V there.
+    if (plan.policy.recompute) return 0;
+    for (const LayerPlacement& l : plan.layers)
+        if (l.weights != WeightOption::Gpu || l.kv != KvOption::Gpu) return 0;
+    return graph_saving_whole_s();
 }
 
 double CostModel::device_step_s(const Plan& plan) const {

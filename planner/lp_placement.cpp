@@ -224,6 +224,18 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
     const int Tp = plain_col(), Td = plain_col(lp_case.max_decode_s > 0 ? lp_case.max_decode_s : -1);
     const int bufG = b.add_col(min_gpu_staging / kGiB, -1), bufD = b.add_col(min_dram_staging / kGiB, -1);
     cols.resize(cols.size() + 2);
+    // The captured decode graph's saving holds only when every layer's weights and KV are on the
+    // device: `whole` is held at or under each group's share of both, so that it is 1 for such
+    // a plan and 0 for any other whole-layer one.
+    const double graph_saving = cm.has_gpu() ? cm.graph_saving_whole_s() : 0;
+    const int whole = graph_saving > 0 ? plain_col(1) : 0;
+    if (whole)
+        for (const auto& gc : gcols)
+            for (int j : {gc.w[static_cast<int>(WeightOption::Gpu)], gc.k[0][static_cast<int>(KvOption::Gpu)]}) {
+                const int r = b.add_row(GLP_UP, 0);
+                b.set(r, whole, 1);
+                b.set(r, j, -1);
+            }
 
     // Each unit is placed exactly once.
     auto convex = [&](const auto& ids) {
@@ -257,6 +269,7 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
             const int r = b.add_row(GLP_LO, chain(fixed));
             b.set(r, T, 1);
             for (int j = 1; j <= n_placement; ++j) b.set(r, j, -chain(cols[static_cast<size_t>(j)].cost));
+            if (whole && ph == Phase::Decode) b.set(r, whole, graph_saving);  // each chain holds the step's overhead
         }
     }
 

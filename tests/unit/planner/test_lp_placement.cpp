@@ -1,6 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "core/error.h"
 #include "planner/catalog.h"
@@ -265,4 +270,28 @@ TEST_CASE("a device runtime's output head stays on the device, its bytes apart f
     const CostModel cm2(s, hw, wl, looked_up.policy, o.limits);
     CHECK_FALSE(cm2.allowed_embedding(WeightOption::Gpu));
     CHECK(cm2.embedding(WeightOption::DramCpu).decode[static_cast<int>(Stream::PcieH2D)] > 0);
+}
+
+TEST_CASE("the LP counts the captured decode graph, so it bounds a plan held wholly on the device", "[unit][planner]") {
+    // The H200 host's profile: an op of a captured graph costs less than one launched alone, a
+    // saving that holds only when every layer's weights and KV are on the device
+    // (CostModel::graph_saving_s). Left out of the relaxation, its bound sat above such a plan.
+    std::ifstream in(std::filesystem::path(STRATA_SOURCE_DIR) / "bench/profiles/h200-xeon16.json");
+    const HardwareProfile hw = HardwareProfile::from_json(std::string(std::istreambuf_iterator<char>(in), {}));
+    const ModelShape s = ModelShape::from_catalog("llama3-8b", DType::Q4_0);
+    for (double gib : {8.0, 2.0}) {
+        INFO(gib << " GiB of the device");
+        PlannerOptions o = options_for(hw);
+        o.budgets.gpu = gib * (1ull << 30);
+        const Workload wl{512, 128, 1, Objective::Latency};
+        const SearchResult r = search_plans(s, hw, wl, o);
+        bool whole = false;
+        for (const Plan& p : r.candidates) {
+            INFO("policy: CPU attention " << p.policy.cpu_attention << ", batch " << p.policy.batch);
+            check_plan_sound(p, o.budgets);
+            whole |= std::all_of(p.layers.begin(), p.layers.end(),
+                                 [](const LayerPlacement& l) { return l.weights == WeightOption::Gpu && l.kv == KvOption::Gpu; });
+        }
+        CHECK(whole == (gib == 8.0));  // the 8B model's 4.3 GiB fit 8 GiB, not 2
+    }
 }
