@@ -13,7 +13,8 @@
 #   5. strata bench with every layer on the GPU, with half and with a quarter of the weights'
 #      bytes (--gpu-mem) and on the CPU alone, beside llama.cpp's CUDA llama-bench with -ngl 99,
 #      16, 8 and 0 on the same file (the synthetic llama3-8b Q4_0), each with the plan's
-#      prediction (GPU_CHECK_REPS repetitions, default 2); decode at depth 4096; a prompt's passes
+#      prediction (GPU_CHECK_REPS repetitions, default 2); every layer on the GPU again with
+#      activations of one int8 level (--int8-acts); decode at depth 4096; a prompt's passes
 #      traced with every layer on the GPU and with a quarter (prefill_*_trace.json.gz, and where
 #      their time went in the report: bench/trace_tracks.py); decode steps traced op by op
 #      (--no-graphs: each matmul's and the attention's device time, decode_ops_trace.json.gz)
@@ -185,6 +186,8 @@ if [[ -f $synth ]]; then
     bench_pair "$synth" 16 50
     bench_pair "$synth" 8 25
     bench_pair "$synth" 0 0
+    note "### Every layer on the GPU, activations of one int8 level (llama.cpp's q8_1) instead of two"
+    run 150 "$strata" bench -m "$synth" -p "$n_prompt" -n "$n_gen" -r "$reps" --device "$device" --int8-acts
     note "### tg64 at depth 4096, every layer on the GPU"
     [[ -x $llama_bench && $device == cuda ]] && run 120 "$llama_bench" -m "$synth" -ngl 99 -p 0 -n 64 -d 4096 -r 2
     run 150 "$strata" bench -m "$synth" -p 0 -n 64 -d 4096 -c 4352 -r "$reps" --device "$device"
