@@ -208,10 +208,13 @@ constexpr int kReduceThreads = 128;
 
 // grid = (n_head, rows), 128 threads over the value head: every live split rescaled to the
 // global max, divided by the global sum (a sink is one more score, with no value). The splits'
-// maxima are read at once, one a thread, and their weights kept in shared memory, so that no
-// read waits on another; the sums run in split order, as one thread would add them.
+// maxima and sums are read at once, one split a thread, into shared memory, so that no read
+// waits on another (a deep row has 128 splits); the sums are then added in split order, as one
+// thread would add them.
 __global__ void __launch_bounds__(kReduceThreads) decode_reduce_kernel(DecodeAttentionArgs a, int64_t row0, int n_splits) {
-    extern __shared__ float weight[];  // n_splits, rounded up to 4: each live split's exp(max - global max)
+    // Each live split's exp(max - global max), then its sum: n_splits each, rounded up to 4.
+    extern __shared__ float weight[];
+    float* split_sum = weight + (n_splits + 3) / 4 * 4;
     __shared__ float warp_best[kReduceThreads / 32];
     __shared__ float total;
     const int head = blockIdx.x, vd = value_dim(a);
@@ -219,7 +222,9 @@ __global__ void __launch_bounds__(kReduceThreads) decode_reduce_kernel(DecodeAtt
     const int live = live_splits(a, row, n_splits);
     float mx = a.sinks ? a.sinks[head] : -INFINITY;
     for (int s = threadIdx.x; s < live; s += kReduceThreads) {
-        weight[s] = partial_at(a, n_splits, blockIdx.y, head, s)[a.head_dim];  // the split's max, for now
+        const float* part = partial_at(a, n_splits, blockIdx.y, head, s);
+        weight[s] = part[a.head_dim];  // the split's max, for now
+        split_sum[s] = part[a.head_dim + 1];
         mx = fmaxf(mx, weight[s]);
     }
     mx = warp_max(mx);
@@ -231,7 +236,7 @@ __global__ void __launch_bounds__(kReduceThreads) decode_reduce_kernel(DecodeAtt
     if (threadIdx.x == 0) {
         float sum = a.sinks ? expf(a.sinks[head] - mx) : 0.0f;
         for (int s = 0; s < live; ++s)
-            if (weight[s] != 0.0f) sum += partial_at(a, n_splits, blockIdx.y, head, s)[a.head_dim + 1] * weight[s];
+            if (weight[s] != 0.0f) sum += split_sum[s] * weight[s];
         total = sum;
     }
     __syncthreads();
@@ -265,7 +270,7 @@ void decode_launch(const DecodeAttentionArgs& a, int64_t row0, int64_t n_rows, C
     });
     cuda_check_launch("attention (decode splits)");
     // Whole 16-byte words: the compiler reads the weights four at a time, for the last 1-3 splits too.
-    const size_t weights = sizeof(float) * size_t((n_splits + 3) / 4 * 4);
+    const size_t weights = 2 * sizeof(float) * size_t((n_splits + 3) / 4 * 4);
     allow_smem(decode_reduce_kernel, weights);
     decode_reduce_kernel<<<dim3(a.n_head, static_cast<unsigned>(n_rows)), kReduceThreads, weights, s.get()>>>(a, row0, n_splits);
     cuda_check_launch("attention (decode reduce)");
