@@ -78,7 +78,8 @@ void add_model_option(CLI::App& cmd, ModelOptions& m) {
 
 void add_plan_prompt_option(CLI::App& cmd, ModelOptions& m, const std::string& by_default) {
     cmd.add_option("--plan-prompt", m.plan_prompt,
-                   "prompt tokens the placement is weighed for, e.g. 300 for short chat turns (default: " + by_default +
+                   "prompt tokens the placement is weighed for, e.g. 8000 for long documents, up to a prompt that fills the "
+                       "context (default: " + by_default +
                        "); the KV cache holds the whole context either way, and each request is priced for its own "
                        "prompt as it runs")
         ->check(at_least(1))

@@ -21,8 +21,13 @@ struct ModelOptions {
     std::string dram;   // DRAM budget ("6G", "40%"); empty: $STRATA_DRAM, else no limit
     int prefetch = 2;
     // chat's and serve's --plan-prompt: the prompt tokens the placement is weighed for; 0: the
-    // command's own choice (a piped chat's message, else a prompt that fills the context).
+    // command's own choice (a piped chat's message, else kTurnPrompt).
     int plan_prompt = 0;
+    // What an interactive chat and a server weigh their placement for unless told: a turn's new
+    // tokens, a conversation's earlier turns coming from its KV cache or the prefix cache. Weighed
+    // for a prompt filling the context, a device plan trades decode for that prompt's first token
+    // (docs/planning.md).
+    static constexpr int kTurnPrompt = 512;
     std::string plan_file;  // --plan: a plan JSON from `strata plan -o FILE` instead of planning
     bool show_plan = false; // print the plan table to stderr before running
     std::string kv_spill;   // directory for KV layers that do not fit --dram

@@ -108,8 +108,9 @@ int run_chat(const ChatOptions& o) {
     runtime::EngineOptions eo = o.m.engine();
     eo.n_predict = tokens_to_generate(o.n_predict);  // the plan's workload
     // Piped, the one message is known before the plan is made: planned for it, as generate plans
-    // for its prompt (unless --plan-prompt names another length).
+    // for its prompt; on a terminal, for a turn (unless --plan-prompt names another length).
     if (!interactive && o.m.plan_prompt == 0) eo.prompt = rendered_prompt(o, saved, message);
+    if (interactive && o.m.plan_prompt == 0) eo.n_prompt = ModelOptions::kTurnPrompt;
     announce_loading(eo.model);
     runtime::Engine engine(eo);
     runtime::SchedulerOptions so;

@@ -129,6 +129,7 @@ int run_serve(const ServeOptions& o) {
 
     server::RegistryOptions ro;
     ro.engine = o.m.engine();
+    if (o.m.plan_prompt == 0) ro.engine.n_prompt = ModelOptions::kTurnPrompt;
     ro.models = served_models(o);
     ro.default_model = ro.models.front().id;
     ro.scheduler = runtime::SchedulerOptions{o.max_batch, o.max_queue, o.max_batch_per_client, o.max_queue_per_client};

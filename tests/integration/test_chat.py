@@ -38,7 +38,10 @@ def stats_field(stats: str, name: str) -> str:
 
 def main() -> None:
     first, second = "What is the capital of France?", "And of Germany?"
-    a = Chat("-n", "24")
+    a = Chat("-n", "24", "--show-plan")
+    # On a terminal the placement is weighed for a turn's new tokens, not a prompt filling the context.
+    if b"workload  prompt 512, generate 24," not in a.expect(b", generate 24,"):
+        fail(f"the plan was not weighed for a turn of 512 tokens: {a.text()[-600:]!r}")
 
     reply1 = a.say(first)
     if "Paris" not in reply1:

@@ -134,6 +134,14 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait(30)
+    # Unless told, weighed for a turn of 512 new tokens, its KV cache the whole context's.
+    proc, port = start(["serve", "-m", str(STORIES)], "/health")
+    try:
+        workload = json.loads(post_or_get(port, "GET", "/v1/plan/options")[1])["served_plan"]["workload"]
+        assert workload["prompt_len"] == 512 and workload["kv_len"] == 2048, workload
+    finally:
+        proc.terminate()
+        proc.wait(30)
     print("ok: /v1/plan answers as `strata plan --json` does")
     return 0
 
