@@ -174,7 +174,7 @@ public:
     // What a decode step saves as one captured graph where every layer's weights and KV are on
     // the device (0 where this policy's step cannot be captured): each chain's saving, for
     // such a plan only (graph_saving_s), which the LP relaxes to the least device share of any
-    // layer group's KV.
+    // layer group's weights and KV.
     double graph_saving_whole_s() const;
     // Whether a decode step's CPU attention overlaps the device's matmuls: CPU attention beside
     // a device, a micro-batch of two sequences or more (one sequence is not split).
