@@ -50,7 +50,6 @@ double CostModel::graph_saving_whole_s() const {
 double CostModel::graph_saving_s(const Plan& plan) const {
     // A decode step held wholly on the device runs as one captured graph (DeviceBackend's
     // step_graph): every layer's weights and K/V there.
-    if (plan.policy.recompute) return 0;
     for (const LayerPlacement& l : plan.layers)
         if (l.weights != WeightOption::Gpu || l.kv != KvOption::Gpu) return 0;
     return graph_saving_whole_s();

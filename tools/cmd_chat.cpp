@@ -109,8 +109,10 @@ int run_chat(const ChatOptions& o) {
     eo.n_predict = tokens_to_generate(o.n_predict);  // the plan's workload
     // Piped, the one message is known before the plan is made: planned for it, as generate plans
     // for its prompt; on a terminal, for a turn (unless --plan-prompt names another length).
-    if (!interactive && o.m.plan_prompt == 0) eo.prompt = rendered_prompt(o, saved, message);
-    if (interactive && o.m.plan_prompt == 0) eo.n_prompt = ModelOptions::kTurnPrompt;
+    if (o.m.plan_prompt == 0) {
+        if (interactive) eo.n_prompt = ModelOptions::kTurnPrompt;
+        else eo.prompt = rendered_prompt(o, saved, message);
+    }
     announce_loading(eo.model);
     runtime::Engine engine(eo);
     runtime::SchedulerOptions so;

@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
         ->check(at_least(-1));
     add_sampler_options(*c, chat.sampler, chat_seed);
     add_engine_options(*c, chat.m);
-    add_plan_prompt_option(*c, chat.m, "the message piped in, else 512: a turn, the earlier ones in the KV cache");
+    add_plan_prompt_option(*c, chat.m, fmt::format("the message piped in, else {}: a turn, the earlier ones in the KV cache",
+                                                  cli::ModelOptions::kTurnPrompt));
 
     cli::PerplexityOptions ppl;
     auto* p = app.add_subcommand("perplexity", "measure perplexity on a text file (llama.cpp's method)");
@@ -226,7 +227,8 @@ int main(int argc, char** argv) {
         ->capture_default_str()->check(at_least(0));
     sv->add_option("--pooling", serve.pooling, "how /v1/embeddings pools a text's hidden states: mean, last or cls (first is another name for cls; default: the model's)");
     add_engine_options(*sv, serve.m);
-    add_plan_prompt_option(*sv, serve.m, "512: a turn, a conversation's earlier ones in the prefix cache");
+    add_plan_prompt_option(*sv, serve.m, fmt::format("{}: a turn, a conversation's earlier ones in the prefix cache",
+                                                   cli::ModelOptions::kTurnPrompt));
 
     cli::ListOptions list;
     auto* ls = app.add_subcommand("list", "list the models `strata serve` would serve: name, alias, size, architecture, quantization, context");
