@@ -159,8 +159,8 @@ Engine::Engine(const EngineOptions& opts)
     po.given = opts.plan ? &*opts.plan : nullptr;
     po.n_ctx = n_ctx;
     po.n_predict = opts.n_predict;
-    po.n_prompt = opts.prompt.empty() ? opts.n_prompt
-                                      : static_cast<int>(tok_->encode(opts.prompt, tok_->add_bos_default(), true).size());
+    po.n_prompt = opts.n_prompt;
+    if (!opts.prompt.empty()) po.n_prompt += static_cast<int>(tok_->encode(opts.prompt, tok_->add_bos_default(), true).size());
     po.n_batch = opts.n_batch;
     po.kv_positions = opts.kv_positions;
     po.n_threads = pool_->n_threads();

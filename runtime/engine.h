@@ -57,7 +57,7 @@ struct EngineOptions {
     int prefetch_depth = 2;       // streamed layers read ahead of compute
     int n_predict = 0;            // tokens generated per request, when known: the plan's workload
     std::string prompt;           // the prompt the run is for, when known: the plan is made for its tokens
-    int n_prompt = 0;             // without `prompt`: its length in tokens (bench's -d + -p; a turn's for chat and serve)
+    int n_prompt = 0;             // tokens after `prompt`'s, or without it the whole (bench's -d + -p; a turn's for chat and serve)
     int n_batch = 1;              // sequences decoded together, when known: the plan is made for them
     // Rows a sequence's decode pass computes at most: 1, or 1 + the drafts a speculative pass
     // verifies; the logits of the batch's sequences and one sequence's drafts are held in the

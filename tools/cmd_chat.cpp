@@ -41,14 +41,15 @@ SavedChat loaded_chat(const ChatOptions& o) {
     return chat;
 }
 
-// The text the model reads for `msg` after the conversation so far (--load's, else none), from
-// the GGUF header alone (no weights are loaded).
-std::string rendered_prompt(const ChatOptions& o, const std::optional<SavedChat>& saved, const std::string& msg) {
+// The text the model reads for `msg` after the conversation so far (--load's, else none); without
+// `msg`, the conversation alone, as the next reply's prompt begins. From the GGUF header alone
+// (no weights are loaded).
+std::string rendered_prompt(const ChatOptions& o, const std::optional<SavedChat>& saved, const std::optional<std::string>& msg) {
     SavedChat chat = saved ? *saved : SavedChat{{}, o.system, {}};
     const models::GgufFile file = models::GgufFile::open(resolve_model_path(o.m.model), /*map_data=*/false);
     const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(file, o.chat_template);
-    chat.messages.push_back({"user", msg});
-    return tmpl.render(with_system(chat.system, chat.messages));
+    if (msg) chat.messages.push_back({"user", *msg});
+    return tmpl.render(with_system(chat.system, chat.messages), /*add_generation_prompt=*/msg.has_value());
 }
 
 // --print-prompt: the text the model would read for stdin's message.
@@ -108,10 +109,12 @@ int run_chat(const ChatOptions& o) {
     runtime::EngineOptions eo = o.m.engine();
     eo.n_predict = tokens_to_generate(o.n_predict);  // the plan's workload
     // Piped, the one message is known before the plan is made: planned for it, as generate plans
-    // for its prompt; on a terminal, for a turn (unless --plan-prompt names another length).
-    if (o.m.plan_prompt == 0) {
-        if (interactive) eo.n_prompt = ModelOptions::kTurnPrompt;
-        else eo.prompt = rendered_prompt(o, saved, message);
+    // for its prompt; on a terminal, for a turn after the conversation --load names, which the
+    // first reply reads whole (unless --plan-prompt names another length).
+    if (o.m.plan_prompt == 0 && !interactive) eo.prompt = rendered_prompt(o, saved, message);
+    if (o.m.plan_prompt == 0 && interactive) {
+        eo.n_prompt = ModelOptions::kTurnPrompt;
+        if (saved) eo.prompt = rendered_prompt(o, saved, std::nullopt);
     }
     announce_loading(eo.model);
     runtime::Engine engine(eo);

@@ -73,7 +73,7 @@ struct PlacementOptions {
     const planner::Plan* given = nullptr;  // --plan FILE
     int n_ctx = 1;                         // the context the KV cache holds
     int n_predict = 0;                     // tokens generated per request, when known
-    int n_prompt = 0;                      // the prompt's tokens (generate's, bench's; a turn's for chat and serve)
+    int n_prompt = 0;                      // the prompt's tokens (generate's, bench's; a turn's for chat and serve, after chat --load's)
     int n_batch = 1;                       // sequences decoded together (bench's -b, batch's)
     int kv_positions = 0;                  // the KV cache's positions for all sequences; 0: n_ctx
     int n_threads = 0;                     // the CPU threads the runtime computes on (0: every core)

@@ -88,6 +88,20 @@ def main() -> None:
         fail(f"after /load the reply was {reply_loaded!r}; the original session's was {reply2!r}")
     print(f"ok: /load restores the conversation ({reply2!r})")
 
+    # Started with --load, the placement is weighed for the saved conversation and a turn after
+    # it: the first reply reads the conversation whole.
+    d = Chat("-n", "24", "--show-plan", "--load", str(saved))
+    planned = int(re.search(rb"workload  prompt (\d+), generate 24,", d.expect(b", generate 24,")).group(1))
+    if d.say(second) != reply2:
+        fail("started with --load, the reply differs from the original session's")
+    total, cached, _ = map(int, re.match(r"(\d+) tokens, (\d+) cached, (\d+) new", stats_field(d.command("/stats"), "prompt")).groups())
+    # The conversation alone is the first reply's prompt but for the new message and its wrapping.
+    conversation_tokens = planned - 512
+    if cached != 0 or not 0 < conversation_tokens < total or total - conversation_tokens > 24:
+        fail(f"planned for a prompt of {planned} tokens; the first reply read {total} ({cached} cached)")
+    d.leave(b"\x04")
+    print(f"ok: --load plans for the conversation's {conversation_tokens} tokens and a turn of 512")
+
     # Bad files give an error and the session goes on.
     (TMP / "bad.json").write_text('{"messages": [{"role": "user", "content": 3}]}')
     for path, error in ((TMP / "missing.json", "cannot read"), (TMP / "bad.json", "not a string")):
