@@ -125,6 +125,10 @@ public:
     Device attention_device(KvOption o) const;
 
     Cost layer_weights(int layer, WeightOption o) const;
+    // `n` layers' weights at `o` from `layer` on, one after another: n times layer_weights, but
+    // a run of CPU layers beside the device hops once (total_cost's drop_hop). The LP's column
+    // for a group: its share of the group's hops, a bound that is exact for the whole group.
+    Cost run_weights(int layer, int n, WeightOption o) const;
     // A CPU layer (`cpu_option` DramCpu or NvmeCpu) computed on the device in a prompt's pass (op
     // offload): one held in DRAM rebuilt there as the file lays it out (its tiles given back on
     // the CPU's threads) and copied in as it is rebuilt; one streamed from the file copied in as read.

@@ -106,6 +106,14 @@ bool CostModel::on_cpu_beside_device(const LayerPlacement& l) const {
     return has_gpu_ && !policy_.cpu_attention && device_of(l.weights) == Device::Cpu;
 }
 
+Cost CostModel::run_weights(int layer, int n, WeightOption o) const {
+    const Cost one = layer_weights(layer, o);
+    Cost run = one.scaled(n);
+    if (has_gpu_ && !policy_.cpu_attention && device_of(o) == Device::Cpu)
+        for (int i = 1; i < n; ++i) drop_hop(run, one.prefill[C] > 0);
+    return run;
+}
+
 void CostModel::drop_hop(Cost& total, bool prefill) const {
     // The runtime takes a run of CPU layers' hidden states down once and back once
     // (DeviceBackend's layers_on_cpu): a layer after another CPU layer makes no hop of its own.

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -159,11 +160,13 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
 
     LpBuilder b;
     std::vector<Column> cols(1);  // indexed by GLPK column; [0] unused
-    auto placement_col = [&](const Cost& per_unit, double n, bool allowed) {
+    // `whole`: the column's cost at value 1 (a group's layers), where not `per_unit`'s (one
+    // layer's, whose staging it needs).
+    auto placement_col = [&](const Cost& per_unit, bool allowed, const std::optional<Cost>& whole = std::nullopt) {
         const int j = b.add_col(0, 1, !allowed);
         cols.resize(static_cast<size_t>(j) + 1);
         // A column held at 0 carries no cost: a choice that needs a missing GPU prices at infinity.
-        if (allowed) cols[static_cast<size_t>(j)] = {per_unit.scaled(n), per_unit.gpu_staging, per_unit.dram_staging};
+        if (allowed) cols[static_cast<size_t>(j)] = {whole.value_or(per_unit), per_unit.gpu_staging, per_unit.dram_staging};
         return j;
     };
     auto plain_col = [&](double hi = -1) {  // T and buffers: no cost of their own
@@ -192,19 +195,21 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
         const auto& g = groups[gi];
         for (int o = 0; o < kNumWeightOptions; ++o) {
             const auto opt = static_cast<WeightOption>(o);
-            gcols[gi].w[o] = placement_col(cm.layer_weights(g.first, opt), g.n, weight_ok(opt));
+            // Rounding keeps a group's layers at one option in a run.
+            gcols[gi].w[o] = placement_col(cm.layer_weights(g.first, opt), weight_ok(opt), cm.run_weights(g.first, g.n, opt));
         }
         for (size_t d = 0; d < weight_devices.size(); ++d)
             for (int o = 0; o < kNumKvOptions; ++o) {
                 const auto opt = static_cast<KvOption>(o);
                 const bool ok = kv_ok(opt) && (weight_devices[d] == Device::Gpu || tier_of(opt) != Tier::Gpu);
-                gcols[gi].k[d][o] = placement_col(cm.layer_kv_beside(g.first, opt, weight_devices[d]), g.n, ok);
+                const Cost kv = cm.layer_kv_beside(g.first, opt, weight_devices[d]);
+                gcols[gi].k[d][o] = placement_col(kv, ok, kv.scaled(g.n));
             }
     }
     std::array<int, kNumWeightOptions> out_cols{}, embd_cols{};
     for (int o = 0; o < kNumWeightOptions; ++o) {
         const auto opt = static_cast<WeightOption>(o);
-        out_cols[o] = placement_col(cm.output(opt), 1, weight_ok(opt) && cm.allowed_output(opt) && (!lp_case.output || *lp_case.output == opt));
+        out_cols[o] = placement_col(cm.output(opt), weight_ok(opt) && cm.allowed_output(opt) && (!lp_case.output || *lp_case.output == opt));
     }
     const bool has_embd = cm.shape().embd_bytes > 0;
     if (has_embd)
@@ -212,13 +217,13 @@ LpSolution solve_placement(const CostModel& cm, const Budgets& budgets, const st
             const auto opt = static_cast<WeightOption>(o);
             // A lookup table is only ever resident: on the GPU, or read by the CPU from DRAM or NVMe.
             const bool lookup = opt == WeightOption::Gpu || opt == WeightOption::DramCpu || opt == WeightOption::NvmeCpu;
-            embd_cols[o] = placement_col(cm.embedding(opt), 1, lookup && cm.allowed_embedding(opt) && !(lp_case.no_nvme && tier_of(opt) == Tier::Nvme) &&
+            embd_cols[o] = placement_col(cm.embedding(opt), lookup && cm.allowed_embedding(opt) && !(lp_case.no_nvme && tier_of(opt) == Tier::Nvme) &&
                                                                    (!lp_case.embedding || *lp_case.embedding == opt));
         }
     std::array<int, kNumHiddenOptions> hid_cols{};
     for (int o = 0; o < kNumHiddenOptions; ++o) {
         const auto opt = static_cast<HiddenOption>(o);
-        hid_cols[o] = placement_col(cm.hidden(opt), 1, cm.allowed(opt) && (!lp_case.hidden || *lp_case.hidden == opt));
+        hid_cols[o] = placement_col(cm.hidden(opt), cm.allowed(opt) && (!lp_case.hidden || *lp_case.hidden == opt));
     }
     const int n_placement = static_cast<int>(cols.size()) - 1;
     const int Tp = plain_col(), Td = plain_col(lp_case.max_decode_s > 0 ? lp_case.max_decode_s : -1);

@@ -654,6 +654,35 @@ TEST_CASE("cost model with a device: a run of CPU layers hops down and back once
     CHECK(apart.decode[H] - together.decode[H] == Approx(1024 * 4 / 10e9));
 }
 
+TEST_CASE("cost model with a device: the LP's column for a group of CPU layers hops once, as the plan of that group does",
+          "[unit][planner]") {
+    const ModelShape s = toy_shape();
+    HardwareProfile hw = toy_cpu_with_gpu();
+    hw.gpu->handoff_us = 10;
+    const Workload wl{100, 11, 1, Objective::Latency};
+    const Policy pol{1, 1, false, false, DType::F16};
+    const CostModel cm(s, hw, wl, pol);
+    Plan p;
+    p.policy = pol;
+    for (int il = 0; il < s.n_layer; ++il) p.layers.push_back({il, WeightOption::DramCpu, KvOption::Dram, Device::Cpu});
+    // The plan's cost as total_cost sums it layer by layer, against the LP's columns at 1.
+    Cost columns = cm.fixed();
+    columns += cm.run_weights(0, s.n_layer, WeightOption::DramCpu);
+    for (int il = 0; il < s.n_layer; ++il) columns += cm.layer_kv_beside(il, KvOption::Dram, Device::Cpu);
+    columns += cm.output(p.output);
+    if (s.embd_bytes > 0) columns += cm.embedding(p.embedding);
+    columns += cm.hidden(p.hidden);
+    const Cost plan = cm.total_cost(p);
+    constexpr int H = static_cast<int>(Stream::PcieH2D), D = static_cast<int>(Stream::PcieD2H);
+    REQUIRE(s.n_layer > 1);
+    CHECK(columns.decode_overhead == Approx(plan.decode_overhead));
+    CHECK(columns.prefill_overhead == Approx(plan.prefill_overhead));
+    CHECK(columns.decode[H] == Approx(plan.decode[H]));
+    CHECK(columns.prefill[D] == Approx(plan.prefill[D]));
+    // A run of one layer is the layer.
+    CHECK(cm.run_weights(0, 1, WeightOption::DramCpu).decode_overhead == Approx(cm.layer_weights(0, WeightOption::DramCpu).decode_overhead));
+}
+
 TEST_CASE("cost model: a device's decode step reads its weights once per 16 sequences; the simulated device's "
           "calls of many rows pass over the weights, then compute",
           "[unit][planner]") {
