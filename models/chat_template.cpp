@@ -250,6 +250,20 @@ std::string render_llama30(const std::vector<ChatMessage>& msgs, bool add_genera
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                  std::string_view tools_json) const {
+    std::string out = render_turns(messages, add_generation_prompt, tools_json);
+    // Qwen3's template with enable_thinking false: the answer follows an empty think block.
+    if (!thinking_ && add_generation_prompt) out += "<think>\n\n</think>\n\n";
+    return out;
+}
+
+ChatTemplate ChatTemplate::without_thinking() const {
+    ChatTemplate t = *this;
+    t.thinking_ = !can_stop_thinking();
+    return t;
+}
+
+std::string ChatTemplate::render_turns(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                       std::string_view tools_json) const {
     if (uses_tools(messages, tools_json)) return render_with_tools(*this, messages, tools_json, add_generation_prompt);
     std::vector<ChatMessage> msgs = messages;
     if (!default_system_.empty() && (msgs.empty() || msgs.front().role != "system"))

@@ -73,11 +73,18 @@ public:
     const std::string& default_system() const { return default_system_; }
     // Text that ends an assistant turn (used as a stop string next to EOS).
     std::string end_of_turn() const;
+    // Whether the model's reasoning can be turned off (Qwen3: its template's enable_thinking), and
+    // the same template with it off: the generation prompt closes an empty think block.
+    bool can_stop_thinking() const { return family_ == ChatFamily::Qwen3; }
+    ChatTemplate without_thinking() const;
 
 private:
+    std::string render_turns(const std::vector<ChatMessage>& messages, bool add_generation_prompt, std::string_view tools_json) const;
+
     ChatFamily family_;
     ChatDialect dialect_;
     std::string default_system_;  // some templates (SmolLM2) insert one when none is given
+    bool thinking_ = true;
 };
 
 }  // namespace strata::models

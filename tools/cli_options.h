@@ -84,6 +84,7 @@ struct ChatOptions {
     std::string chat_template;  // override of the detected family
     std::string load;           // start from a conversation saved with /save
     bool print_prompt = false;  // print the rendered prompt for stdin's message and exit (tests)
+    bool no_think = false;      // the model's reasoning turned off where its template can
     int n_predict = 512;
     runtime::SamplerParams sampler;
 };

@@ -41,13 +41,23 @@ SavedChat loaded_chat(const ChatOptions& o) {
     return chat;
 }
 
+// The model's chat template (--chat-template's family), its reasoning off with --no-think.
+models::ChatTemplate chat_template(const ChatOptions& o, const models::GgufFile& file) {
+    const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(file, o.chat_template);
+    if (!o.no_think) return tmpl;
+    if (!tmpl.can_stop_thinking())
+        STRATA_LOG_WARN("--no-think is not used: the {} template has no way to turn the model's reasoning off",
+                        models::chat_family_name(tmpl.family()));
+    return tmpl.without_thinking();
+}
+
 // The text the model reads for `msg` after the conversation so far (--load's, else none); without
 // `msg`, the conversation alone, as the next reply's prompt begins. From the GGUF header alone
 // (no weights are loaded).
 std::string rendered_prompt(const ChatOptions& o, const std::optional<SavedChat>& saved, const std::optional<std::string>& msg) {
     SavedChat chat = saved ? *saved : SavedChat{{}, o.system, {}};
     const models::GgufFile file = models::GgufFile::open(resolve_model_path(o.m.model), /*map_data=*/false);
-    const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(file, o.chat_template);
+    const models::ChatTemplate tmpl = chat_template(o, file);
     if (msg) chat.messages.push_back({"user", *msg});
     return tmpl.render(with_system(chat.system, chat.messages), /*add_generation_prompt=*/msg.has_value());
 }
@@ -126,7 +136,7 @@ int run_chat(const ChatOptions& o) {
     runtime::GenerateParams gp;
     gp.n_predict = eo.n_predict;
     gp.sampler = o.sampler;
-    ChatSession session(engine, scheduler, models::ChatTemplate::from_gguf(engine.file(), o.chat_template), o.system, gp);
+    ChatSession session(engine, scheduler, chat_template(o, engine.file()), o.system, gp);
     if (saved) session.restore(std::move(*saved), o.load);
 
     if (!interactive) {

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
     c->add_option("--system", chat.system, "system prompt");
     add_chat_template_option(*c, chat.chat_template);
     c->add_option("--load", chat.load, "start from a conversation saved with /save FILE");
+    c->add_flag("--no-think", chat.no_think, "answer without reasoning first, where the model's template can (Qwen3)");
     c->add_flag("--print-prompt", chat.print_prompt, "print the prompt rendered for stdin's message and exit")->group("");
     c->add_option("-n,--n-predict", chat.n_predict, "most tokens per reply (-1: until the end of text or a full context)")
         ->capture_default_str()

@@ -218,15 +218,17 @@ def send_json(handler, obj, status: int = 200) -> None:
 
 
 def stream_chat(handler, pieces, before_piece=None) -> None:
-    """Answers a chat completion with `pieces` as a stream of chunks, each sent once
-    before_piece(i) returns (a pause, or a gate the test opens), then the end."""
+    """Answers a chat completion with `pieces` as a stream of chunks (a piece: the content's text,
+    or a whole delta), each sent once before_piece(i) returns (a pause, or a gate the test
+    opens), then the end."""
     handler.send_response(200)
     handler.send_header("Content-Type", "text/event-stream")
     handler.end_headers()
     for i, piece in enumerate(pieces):
         if before_piece:
             before_piece(i)
-        chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+        delta = piece if isinstance(piece, dict) else {"content": piece}
+        chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         handler.wfile.flush()
     end = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
@@ -279,6 +281,30 @@ def send_message(driver, text: str, max_tokens: int) -> None:
     prompt.send_keys(Keys.ENTER)
 
 
+@contextlib.contextmanager
+def stubbed_chat(pieces, pause: float = 0.02):
+    """The chat page of `strata serve` on the default model, its chat completions
+    answered by a stub that streams `pieces` (stream_chat), the page loaded: (driver, front)."""
+    from strata_support import default_model
+
+    with Process("serve", "-m", str(default_model()), ready_path="/health") as real, \
+            Front(real.url("").rstrip("/"), {("POST", "/v1/chat/completions"):
+                                             lambda h, body: stream_chat(h, pieces, lambda i: time.sleep(pause))}) as front:
+        with session() as driver:
+            driver.get(front.url("/"))
+            wait_for(driver, lambda d: d.find_element(By.ID, "model-name").text, 30, "the page")
+            yield driver, front
+
+
+def ask(driver, text: str, replies: int = 1) -> None:
+    """Sends `text` from the chat page and waits until `replies` replies have ended."""
+    prompt = driver.find_element(By.ID, "prompt")
+    prompt.send_keys(text)
+    prompt.send_keys(Keys.ENTER)
+    wait_for(driver, lambda d: not streaming(d) and len(d.find_elements(By.CSS_SELECTOR, ".message.assistant .stats")) >= replies,
+             30, "the reply")
+
+
 def metrics(server: Served) -> dict[str, float]:
     """The server's /metrics, sample name (with labels) -> value."""
     with urllib.request.urlopen(server.url("/metrics"), timeout=10) as r:
@@ -286,6 +312,6 @@ def metrics(server: Served) -> dict[str, float]:
                 if line and not line.startswith("#")}
 
 
-__all__ = ["SOURCE_DIR", "STRATA_BIN", "Front", "Process", "browser", "console_errors", "console_messages", "metrics",
+__all__ = ["SOURCE_DIR", "STRATA_BIN", "Front", "Process", "ask", "browser", "console_errors", "console_messages", "metrics",
            "screenshot", "screenshots", "send_json", "send_message", "session", "set_color_scheme", "set_width", "skip",
-           "stream_chat", "streaming", "wait_for"]
+           "stream_chat", "streaming", "stubbed_chat", "wait_for"]

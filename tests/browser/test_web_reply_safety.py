@@ -7,12 +7,9 @@ Markdown around it renders."""
 import sys
 import time
 
-from browser_support import Front, Process, session, stream_chat, wait_for  # first: finds Selenium
+from browser_support import ask, stubbed_chat  # first: finds Selenium
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
-
-from strata_support import default_model
 
 HOSTILE = [
     "**Bold** and safe. ",
@@ -28,41 +25,31 @@ HOSTILE = [
 
 
 def main() -> int:
-    model = default_model()
-    with Process("serve", "-m", str(model), ready_path="/health") as real, \
-            Front(real.url("").rstrip("/"), {("POST", "/v1/chat/completions"):
-                                             lambda h, body: stream_chat(h, HOSTILE, lambda i: time.sleep(0.02))}) as front:
-        with session() as driver:
-            driver.get(front.url("/"))
-            wait_for(driver, lambda d: d.find_element(By.ID, "model-name").text, 30, "the page")
-            prompt = driver.find_element(By.ID, "prompt")
-            prompt.send_keys("Say something hostile.")
-            prompt.send_keys(Keys.ENTER)
-            wait_for(driver, lambda d: not d.execute_script("return document.body.classList.contains('streaming')")
-                     and d.find_elements(By.CSS_SELECTOR, ".message.assistant .stats"), 30, "the reply")
-            # Give anything that was inserted a chance to run, and click what could carry a handler.
-            for target in driver.find_elements(By.CSS_SELECTOR, "#hostile-div, #hostile-link, .message.assistant a"):
-                try:
-                    target.click()
-                except Exception:
-                    pass
-            time.sleep(0.5)
-            assert driver.execute_script("return window.__pwned === undefined"), driver.execute_script("return window.__pwned")
+    with stubbed_chat(HOSTILE) as (driver, _front):
+        ask(driver, "Say something hostile.")
+        # Give anything that was inserted a chance to run, and click what could carry a handler.
+        for target in driver.find_elements(By.CSS_SELECTOR, "#hostile-div, #hostile-link, .message.assistant a"):
             try:
-                driver.switch_to.alert
-                raise AssertionError("an alert opened")
-            except NoAlertPresentException:
+                target.click()
+            except Exception:
                 pass
-            reply = driver.find_element(By.CSS_SELECTOR, ".message.assistant .content")
-            for selector in ("script", "img", "svg", "iframe", "[onerror]", "[onload]", "[onclick]", "a[href^='javascript']"):
-                assert not reply.find_elements(By.CSS_SELECTOR, selector), f"the reply holds {selector}"
-            rich = driver.execute_script("return StrataMarkdown.rich")
-            if rich:
-                assert reply.find_element(By.CSS_SELECTOR, "strong").text == "Bold"
-                code = reply.find_element(By.CSS_SELECTOR, "pre code")
-                assert "<script>alert(1)</script>" in code.text and "hljs" in code.get_attribute("class")
-            # What the model wrote stays readable, as text.
-            assert "<script>window.__pwned = 'script'</script>" in reply.text, reply.text
+        time.sleep(0.5)
+        assert driver.execute_script("return window.__pwned === undefined"), driver.execute_script("return window.__pwned")
+        try:
+            driver.switch_to.alert
+            raise AssertionError("an alert opened")
+        except NoAlertPresentException:
+            pass
+        reply = driver.find_element(By.CSS_SELECTOR, ".message.assistant .content")
+        for selector in ("script", "img", "svg", "iframe", "[onerror]", "[onload]", "[onclick]", "a[href^='javascript']"):
+            assert not reply.find_elements(By.CSS_SELECTOR, selector), f"the reply holds {selector}"
+        rich = driver.execute_script("return StrataMarkdown.rich")
+        if rich:
+            assert reply.find_element(By.CSS_SELECTOR, "strong").text == "Bold"
+            code = reply.find_element(By.CSS_SELECTOR, "pre code")
+            assert "<script>alert(1)</script>" in code.text and "hljs" in code.get_attribute("class")
+        # What the model wrote stays readable, as text.
+        assert "<script>window.__pwned = 'script'</script>" in reply.text, reply.text
     print(f"ok: a hostile reply rendered inert ({'Markdown' if rich else 'plain text'})")
     return 0
 

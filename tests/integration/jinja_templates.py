@@ -31,7 +31,7 @@ def raise_exception(message):
     raise TemplateError(message)
 
 
-def render(template: str, messages: list[dict], bos: str, eos: str, tools: list[dict] | None = None) -> str:
+def render(template: str, messages: list[dict], bos: str, eos: str, tools: list[dict] | None = None, **extra) -> str:
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                                        extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
@@ -40,6 +40,7 @@ def render(template: str, messages: list[dict], bos: str, eos: str, tools: list[
     kwargs = {"messages": messages, "add_generation_prompt": True, "bos_token": bos, "eos_token": eos}
     if tools:
         kwargs["tools"] = tools
+    kwargs.update(extra)  # the template's own switches (Qwen3's enable_thinking)
     return env.from_string(template).render(**kwargs)
 
 

@@ -60,6 +60,13 @@ def main() -> None:
                 if got != want:
                     sys.exit(f"{name}, {what}: strata rendered\n{got!r}\nthe template renders\n{want!r}")
                 print(f"ok: {name}, {what}: renders as {file} does")
+        # --no-think: Qwen3's template with enable_thinking false.
+        got = strata("--chat-template", "qwen3", "--no-think", stdin=message + "\n")
+        want = render((TEMPLATES / "qwen3.jinja").read_text(), [{"role": "user", "content": message}], "", "</s>",
+                      enable_thinking=False)
+        if got != want:
+            sys.exit(f"qwen3, --no-think: strata rendered\n{got!r}\nthe template renders\n{want!r}")
+        print("ok: qwen3, --no-think: renders as qwen3.jinja does with enable_thinking false")
 
 
 if __name__ == "__main__":

@@ -103,6 +103,20 @@ void apply_format(const Json& body, Json& out) {
     }
 }
 
+// think: true, a level ("low", "medium", "high": the reasoning is the model's own length) or
+// none, the reasoning apart as `thinking`; false turns it off where the template can (Qwen3) and
+// leaves it out of the answer where it cannot.
+void apply_think(const Json& body, Translated& t) {
+    const Json* v = field(body, "think");
+    if (!v || v->is_null()) return;
+    const bool level = v->is_string() && (*v == "low" || *v == "medium" || *v == "high");
+    if (!v->is_boolean() && !level)
+        throw invalid_request(fmt::format("'think' must be true, false, \"low\", \"medium\" or \"high\", not {}", shown(*v)), "think");
+    if (level || v->get<bool>()) return;
+    t.show_thinking = false;
+    if (t.endpoint == openai::Endpoint::Chat) t.body["chat_template_kwargs"] = {{"enable_thinking", false}};
+}
+
 void refuse(const Json& body, const char* key, const std::string& why) {
     const Json* v = field(body, key);
     if (!v || (v->is_boolean() && !v->get<bool>()) || (v->is_string() && v->get<std::string>().empty()) || (v->is_array() && v->empty()))
@@ -121,13 +135,13 @@ Translated common(const Json& body, openai::Endpoint endpoint) {
         if (!s->is_boolean()) throw invalid_request("'stream' must be true or false", "stream");
         t.stream = s->get<bool>();
     }
-    refuse(body, "think", "the models served here do not think aloud; leave it out or send false");
     refuse(body, "images", "the models served here read text only");
     refuse(body, "logprobs", "ask /v1/chat/completions for log-probabilities");
     t.body = Json::object();
     t.body["model"] = t.model;
     t.num_predict = apply_options(body, t.body);
     apply_format(body, t.body);
+    apply_think(body, t);
     return t;
 }
 

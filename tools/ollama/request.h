@@ -27,6 +27,7 @@ struct Translated {
     // keep_alive: how long the model stays loaded after this request; nullopt: the server's.
     std::optional<std::chrono::seconds> keep_alive;
     bool load_only = false;         // no messages or prompt: load (or unload, keep_alive 0) and say so
+    bool show_thinking = true;      // the reasoning as `thinking` (think false: left out)
     // options.num_predict where positive; 0 where absent, -1 (for ever) or -2 (fill the context).
     int64_t num_predict = 0;
 };

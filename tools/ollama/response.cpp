@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "models/chat_reasoning.h"
 #include "models/chat_template.h"
 #include "models/gguf_file.h"
 #include "runtime/sampler.h"
@@ -32,12 +33,14 @@ Json calls_json(std::span<const models::ChatToolCall> calls) {
 
 Json head(const std::string& model) { return {{"model", model}, {"created_at", timestamp()}}; }
 
-void put_reply(Api api, Json& j, std::string_view text, std::span<const models::ChatToolCall> calls) {
+void put_reply(Api api, Json& j, std::string_view text, std::span<const models::ChatToolCall> calls, std::string_view thinking) {
     if (api == Api::Generate) {
         j["response"] = text;
+        if (!thinking.empty()) j["thinking"] = thinking;
         return;
     }
     Json message = {{"role", "assistant"}, {"content", text}};
+    if (!thinking.empty()) message["thinking"] = thinking;
     if (!calls.empty()) message["tool_calls"] = calls_json(calls);
     j["message"] = std::move(message);
 }
@@ -55,17 +58,18 @@ std::string timestamp(std::optional<int64_t> unix_seconds) {
                        tm.tm_sec, ns % 1000000000);
 }
 
-Json item_json(Api api, const std::string& model, std::string_view text, std::span<const models::ChatToolCall> calls) {
+Json item_json(Api api, const std::string& model, std::string_view text, std::span<const models::ChatToolCall> calls,
+               std::string_view thinking) {
     Json j = head(model);
-    put_reply(api, j, text, calls);
+    put_reply(api, j, text, calls, thinking);
     j["done"] = false;
     return j;
 }
 
 Json done_json(Api api, const std::string& model, const runtime::GenerateResult& r, const Timings& t, std::string_view text,
-               std::span<const models::ChatToolCall> calls) {
+               std::span<const models::ChatToolCall> calls, std::string_view thinking) {
     Json j = head(model);
-    put_reply(api, j, text, calls);
+    put_reply(api, j, text, calls, thinking);
     j["done"] = true;
     j["done_reason"] = done_reason(r.stop_reason);
     j["total_duration"] = to_ns(t.total_seconds);
@@ -79,7 +83,7 @@ Json done_json(Api api, const std::string& model, const runtime::GenerateResult&
 
 Json load_json(Api api, const std::string& model, bool unloading) {
     Json j = head(model);
-    put_reply(api, j, "", {});
+    put_reply(api, j, "", {}, {});
     j["done"] = true;
     j["done_reason"] = unloading ? "unload" : "load";
     return j;
@@ -119,7 +123,7 @@ Json tags_json(std::span<const models::LocalModel> models) {
     return {{"models", std::move(list)}};
 }
 
-Json show_json(const models::LocalModel& m, const models::GgufFile& header) {
+Json show_json(const models::LocalModel& m, const models::GgufFile& header, std::string_view chat_template) {
     Json info = Json::object();
     for (const auto& [key, value] : header.metadata()) {
         if (value.type == models::GgufType::ARRAY) continue;  // the vocabulary and its scores: megabytes nobody reads here
@@ -129,7 +133,7 @@ Json show_json(const models::LocalModel& m, const models::GgufFile& header) {
         else info[key] = value.as_float(key);
     }
     info["general.parameter_count"] = m.parameters;
-    const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(header);
+    const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(header, chat_template);
     Json capabilities = Json::array({"completion", "embedding"});
     try {
         models::tool_call_syntax(tmpl.family());
@@ -137,6 +141,7 @@ Json show_json(const models::LocalModel& m, const models::GgufFile& header) {
     } catch (const UsageError&) {
         // a family without a tool format
     }
+    if (models::reasoning_style(tmpl)) capabilities.push_back("thinking");
     const runtime::SamplerParams d;
     return {{"modelfile", fmt::format("# Served by Strata from the GGUF file itself\nFROM {}\n", m.path.string())},
             {"parameters", fmt::format("temperature {}\ntop_k {}\ntop_p {}\nmin_p {}\nrepeat_last_n {}", d.temperature, d.top_k,

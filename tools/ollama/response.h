@@ -28,9 +28,11 @@ enum class Api { Chat, Generate };
 // RFC 3339 in UTC with nanoseconds, as Ollama writes times: now, or `unix_seconds`.
 std::string timestamp(std::optional<int64_t> unix_seconds = {});
 
-// A piece of the reply: {"model", "created_at", "message": {"role", "content", "tool_calls"}, "done": false}
-// for chat, {"model", "created_at", "response", "done": false} for generate.
-Json item_json(Api api, const std::string& model, std::string_view text, std::span<const models::ChatToolCall> calls = {});
+// A piece of the reply: {"model", "created_at", "message": {"role", "content", "thinking", "tool_calls"}, "done": false}
+// for chat, {"model", "created_at", "response", "thinking", "done": false} for generate ("thinking":
+// the model's reasoning apart from its answer, where it has some).
+Json item_json(Api api, const std::string& model, std::string_view text, std::span<const models::ChatToolCall> calls = {},
+               std::string_view thinking = {});
 
 // How long a reply took, for the last item.
 struct Timings {
@@ -40,7 +42,7 @@ struct Timings {
 // The last item (or the whole answer, with the reply's text and calls): done, done_reason
 // ("stop", "length"), the durations in nanoseconds and the token counts.
 Json done_json(Api api, const std::string& model, const runtime::GenerateResult& r, const Timings& t, std::string_view text = {},
-               std::span<const models::ChatToolCall> calls = {});
+               std::span<const models::ChatToolCall> calls = {}, std::string_view thinking = {});
 // A request without messages or prompt: the model was loaded ("load") or will be unloaded ("unload").
 Json load_json(Api api, const std::string& model, bool unloading);
 
@@ -51,8 +53,9 @@ Json details_json(const models::LocalModel& m);
 // /api/tags: every model served, with the context each was trained for beside Ollama's fields.
 Json tags_json(std::span<const models::LocalModel> models);
 // /api/show: the model's details, its header's metadata (scalars; arrays such as the vocabulary
-// left out), its chat template family and the sampling defaults, and what it can do.
-Json show_json(const models::LocalModel& m, const models::GgufFile& header);
+// left out), its chat template family and the sampling defaults, and what it can do (with the
+// chat template family `chat_template` names, where the server overrides the file's).
+Json show_json(const models::LocalModel& m, const models::GgufFile& header, std::string_view chat_template = {});
 // One model of /api/ps: loaded, holding `bytes`, until `expires` (nullopt: until memory is needed).
 Json running_json(const models::LocalModel& m, uint64_t bytes, int n_ctx, std::optional<std::chrono::system_clock::time_point> expires);
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/chat_reasoning.h"
 #include "models/chat_template.h"
 #include "models/chat_tools.h"
 #include "models/tokenizer.h"
@@ -43,6 +44,7 @@ struct CompletionRequest {
     bool include_usage = false;    // stream_options.include_usage: a last chunk with usage
     int n = 1;                     // choices, each its own sequence sharing the prompt's KV
     std::optional<models::ToolCallSyntax> tools;  // the reply is read for calls in this syntax
+    std::optional<models::ReasoningStyle> reasoning;  // the reply's reasoning set apart, written so
 };
 
 // /v1/completions without max_tokens generates this many, as OpenAI's API does; chat

@@ -87,8 +87,13 @@ Choice make_choice(int index, const runtime::GenerateResult& r, const Completion
     c.index = index;
     c.finish_reason = finish_reason(r.stop_reason);
     c.text = r.text;
+    if (req.reasoning) {
+        models::ReasoningParts parts = models::split_reasoning(r.text, *req.reasoning);
+        c.reasoning = std::move(parts.reasoning);
+        c.text = std::move(parts.content);
+    }
     if (req.tools) {
-        models::ParsedReply reply = models::parse_reply(r.text, *req.tools, c.finish_reason == "length");
+        models::ParsedReply reply = models::parse_reply(c.text, *req.tools, c.finish_reason == "length");
         c.text = std::move(reply.content);
         c.tool_calls = std::move(reply.calls);
         for (auto& call : c.tool_calls)
@@ -130,6 +135,7 @@ Json completion_json(const CompletionMeta& m, std::span<const Choice> choices, c
         Json choice = {{"index", c.index}, {"logprobs", logprobs}, {"finish_reason", reason_or_null(c.finish_reason)}};
         if (m.endpoint == Endpoint::Chat) {
             Json message = {{"role", "assistant"}, {"content", c.text}};
+            if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
             if (!c.tool_calls.empty()) {
                 if (c.text.empty()) message["content"] = nullptr;
                 Json calls = Json::array();
@@ -147,11 +153,14 @@ Json completion_json(const CompletionMeta& m, std::span<const Choice> choices, c
     return j;
 }
 
-Json text_chunk_json(const CompletionMeta& m, int index, std::string_view text, bool first, const Json& logprobs) {
+Json text_chunk_json(const CompletionMeta& m, int index, std::string_view text, bool first, const Json& logprobs,
+                     std::string_view reasoning) {
     Json j = object_head(m, true);
     Json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (m.endpoint == Endpoint::Chat) {
-        choice["delta"] = {{"content", text}};
+        choice["delta"] = Json::object();
+        if (!reasoning.empty()) choice["delta"]["reasoning_content"] = reasoning;
+        if (!text.empty() || reasoning.empty()) choice["delta"]["content"] = text;
         if (first) choice["delta"]["role"] = "assistant";
     } else {
         choice["text"] = text;

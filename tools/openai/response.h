@@ -37,6 +37,7 @@ struct CompletionMeta {
 struct Choice {
     int index = 0;
     std::string text;                               // the content (chat) or text (completions)
+    std::string reasoning;                          // set apart from the content (CompletionRequest::reasoning)
     std::vector<models::ChatToolCall> tool_calls;   // with their ids
     std::string finish_reason;                      // "tool_calls" when it called
     std::optional<std::vector<runtime::SampledLogprobs>> logprobs;  // when asked for
@@ -54,10 +55,12 @@ Json completion_json(const CompletionMeta& meta, std::span<const Choice> choices
 // The log-probabilities of `tokens` in the endpoint's shape; completions count text_offset from `offset`.
 Json logprobs_json(Endpoint endpoint, std::span<const runtime::SampledLogprobs> tokens, const models::Tokenizer& tok, size_t offset);
 
-// Streamed chunks of choice `index`: text (the first chat chunk also names the assistant role),
+// Streamed chunks of choice `index`: text, with the reasoning apart in `reasoning_content` (the
+// first chat chunk also names the assistant role),
 // tool calls (their positions among the choice's calls from `first`), the finish reason, and
 // after the last choice with stream_options.include_usage, the usage without choices.
-Json text_chunk_json(const CompletionMeta& meta, int index, std::string_view text, bool first, const Json& logprobs);
+Json text_chunk_json(const CompletionMeta& meta, int index, std::string_view text, bool first, const Json& logprobs,
+                     std::string_view reasoning = {});
 Json tool_calls_chunk_json(const CompletionMeta& meta, int index, std::span<const models::ChatToolCall> calls, size_t first,
                            bool first_chunk);
 Json final_chunk_json(const CompletionMeta& meta, int index, const std::string& finish_reason);

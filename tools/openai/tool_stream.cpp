@@ -35,20 +35,4 @@ ToolCallStream::Delta ToolCallStream::take(bool final, bool cut) {
     return d;
 }
 
-ToolCallStream::Delta next_delta(std::optional<ToolCallStream>& tools, std::string_view text, bool done, bool cut) {
-    ToolCallStream::Delta d;
-    if (!tools) {
-        d.content = text;
-        return d;
-    }
-    d = tools->push(text);
-    if (done) {
-        ToolCallStream::Delta rest = tools->finish(cut);
-        d.content += rest.content;
-        if (d.calls.empty()) d.first = rest.first;
-        d.calls.insert(d.calls.end(), rest.calls.begin(), rest.calls.end());
-    }
-    return d;
-}
-
 }  // namespace strata::openai

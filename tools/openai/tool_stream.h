@@ -35,9 +35,4 @@ private:
     size_t content_sent_ = 0, calls_sent_ = 0;
 };
 
-// A choice's next text as it may be sent: with tools offered (`tools` set) the content that
-// cannot begin a call and each call once whole, the rest at its end (`done`; `cut`: by its
-// length); without, the text as it is.
-ToolCallStream::Delta next_delta(std::optional<ToolCallStream>& tools, std::string_view text, bool done, bool cut);
-
 }  // namespace strata::openai

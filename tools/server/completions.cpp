@@ -18,7 +18,7 @@
 #include "runtime/logprobs.h"
 #include "runtime/text_stream.h"
 #include "tools/openai/response.h"
-#include "tools/openai/tool_stream.h"
+#include "tools/openai/reply_stream.h"
 #include "tools/server/generation.h"
 #include "tools/server/in_flight.h"
 #include "tools/server/peer_socket.h"
@@ -66,7 +66,7 @@ struct ChoiceStream {
     bool first = true;
     size_t text_offset = 0;  // completions' logprobs count offsets (in characters) into the choice's text
     size_t text_bytes = 0;   // of the text generated so far
-    std::optional<openai::ToolCallStream> tools;
+    std::optional<openai::ReplyStream> reply;        // chat: its reasoning and calls apart
     std::optional<runtime::ShownLogprobs> logprobs;  // held until their tokens' text is sent
 };
 
@@ -85,8 +85,7 @@ void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& mode
         };
         const models::Tokenizer& tok = model->context.tokenizer;
         std::vector<ChoiceStream> choices(static_cast<size_t>(creq.n));
-        if (creq.tools)
-            for (auto& c : choices) c.tools.emplace(*creq.tools);
+        for (auto& c : choices) c.reply.emplace(creq);
         if (creq.params.n_logprobs >= 0)
             for (auto& c : choices) c.logprobs.emplace([&tok](int32_t t) { return tok.piece(t).size(); });
         bool any_text = false, ok = true;
@@ -102,11 +101,11 @@ void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& mode
                     for (const auto& t : shown) c.text_offset += runtime::utf8_characters(tok.piece(t.chosen.token));
                 }
             }
-            const openai::ToolCallStream::Delta d = openai::next_delta(c.tools, u.text, u.done, u.cut);
-            if (!d.content.empty() || !lp.is_null()) {
+            const openai::ReplyStream::Delta d = c.reply->next(u.text, u.done, u.cut);
+            if (!d.content.empty() || !d.reasoning.empty() || !lp.is_null()) {
                 if (!any_text) state.metrics.observe_first_token(std::chrono::duration<double>(Clock::now() - arrived).count());
                 any_text = true;
-                if (!send(openai::text_chunk_json(meta, u.index, d.content, c.first, lp))) return false;
+                if (!send(openai::text_chunk_json(meta, u.index, d.content, c.first, lp, d.reasoning))) return false;
                 c.first = false;
             }
             if (!d.calls.empty()) {
@@ -131,7 +130,7 @@ void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& mode
                 if (r.stop_reason == "cancelled" || r.stop_reason == "error") return true;
                 const ChoiceStream& c = choices[static_cast<size_t>(u.index)];
                 std::string reason = openai::finish_reason(r.stop_reason);
-                if (c.tools && c.tools->called() && reason == "stop") reason = "tool_calls";
+                if (c.reply->called() && reason == "stop") reason = "tool_calls";
                 if (!send(openai::final_chunk_json(meta, u.index, reason))) {
                     ok = false;
                     return true;

@@ -105,6 +105,7 @@ public:
     uint64_t memory_used() const;               // DRAM the loaded engines hold (at least their files and KV caches)
     uint64_t memory_peak() const;               // the most each loaded engine has held, summed
     uint64_t memory_budget() const { return options_.memory_budget; }
+    const std::string& chat_template() const { return options_.chat_template; }  // --chat-template, or empty
     // Each loaded model saves what its experts' routing taught (for the next plan).
     void save_routing_stats() const;
 

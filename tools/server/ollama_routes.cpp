@@ -14,7 +14,7 @@
 #include "tools/ollama/response.h"
 #include "tools/openai/model_list.h"
 #include "tools/openai/response.h"
-#include "tools/openai/tool_stream.h"
+#include "tools/openai/reply_stream.h"
 #include "tools/server/in_flight.h"
 #include "tools/server/server_state.h"
 #include "tools/version.h"
@@ -40,25 +40,28 @@ std::shared_ptr<LoadedModel> lease(ServerState& state, const std::string& name, 
     return model;
 }
 
-void stream_reply(ServerState& state, Api api, const std::string& name, const openai::CompletionRequest& creq, const Submitted& s,
+void stream_reply(ServerState& state, Api api, const ollama::Translated& t, const openai::CompletionRequest& creq, const Submitted& s,
                   Clock::time_point arrived, double load_seconds, httplib::Response& res) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider("application/x-ndjson", [&state, api, name, creq, s, arrived, load_seconds](size_t, httplib::DataSink& sink) {
+    const std::string name = t.model;
+    const bool show_thinking = t.show_thinking;
+    res.set_chunked_content_provider("application/x-ndjson", [&state, api, name, show_thinking, creq, s, arrived, load_seconds](
+                                                                 size_t, httplib::DataSink& sink) {
         const auto send = [&](const Json& item) {
             const std::string line = openai::dump(item) + "\n";
             return sink.write(line.data(), line.size());
         };
-        std::optional<openai::ToolCallStream> tools;
-        if (creq.tools) tools.emplace(*creq.tools);
+        openai::ReplyStream reply(creq);
         bool ok = true, any_text = false;
         const bool answered = s.flight->await([&] {
             for (const Generation::Update& u : s.gen->wait(kPoll)) {
-                const openai::ToolCallStream::Delta d = openai::next_delta(tools, u.text, u.done, u.cut);
-                if (!d.content.empty() || !d.calls.empty()) {
+                openai::ReplyStream::Delta d = reply.next(u.text, u.done, u.cut);
+                if (!show_thinking) d.reasoning.clear();
+                if (!d.content.empty() || !d.calls.empty() || !d.reasoning.empty()) {
                     if (!any_text) state.metrics.observe_first_token(seconds_since(arrived));
                     any_text = true;
-                    if (!send(ollama::item_json(api, name, d.content, d.calls))) {
+                    if (!send(ollama::item_json(api, name, d.content, d.calls, d.reasoning))) {
                         ok = false;
                         return true;
                     }
@@ -107,7 +110,7 @@ void handle_generate(ServerState& state, Api api, const httplib::Request& req, h
         }
         creq.params.n_predict = ollama::reply_tokens(t, model->context.n_ctx - static_cast<int32_t>(creq.prompt.size()));
         const Submitted s = submit_completion(state, model, creq, req.remote_addr);
-        if (t.stream) return stream_reply(state, api, t.model, creq, s, arrived, load_seconds, res);
+        if (t.stream) return stream_reply(state, api, t, creq, s, arrived, load_seconds, res);
         if (!s.flight->await_all(*s.gen)) {
             res.status = 499;  // the client left
             return;
@@ -115,7 +118,8 @@ void handle_generate(ServerState& state, Api api, const httplib::Request& req, h
         const std::vector<runtime::GenerateResult> results = s.gen->results();
         if (const runtime::GenerateResult* bad = failed(results)) throw result_error(*bad);
         const openai::Choice c = openai::make_choice(0, results[0], creq);
-        send_json(res, ollama::done_json(api, t.model, results[0], {seconds_since(arrived), load_seconds}, c.text, c.tool_calls));
+        send_json(res, ollama::done_json(api, t.model, results[0], {seconds_since(arrived), load_seconds}, c.text, c.tool_calls,
+                                         t.show_thinking ? c.reasoning : std::string()));
     } catch (const openai::ApiError& e) {
         set_route_error(req.path, res, e);
     }
@@ -152,7 +156,7 @@ void handle_show(ServerState& state, const httplib::Request& req, httplib::Respo
         const std::string name = ollama::model_or_name(body);
         const models::LocalModel* m = state.models.find(name);
         if (!m || name.empty()) throw openai::model_not_found(name);
-        send_json(res, ollama::show_json(*m, models::GgufFile::open(m->path, /*map_data=*/false)));
+        send_json(res, ollama::show_json(*m, models::GgufFile::open(m->path, /*map_data=*/false), state.models.chat_template()));
     } catch (const openai::ApiError& e) {
         set_route_error(req.path, res, e);
     } catch (const Error& e) {

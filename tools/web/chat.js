@@ -55,6 +55,18 @@
     return parts.join(" · ");
   }
 
+  // A reasoning model's reasoning, apart from its answer (the server's reasoning_content), folded
+  // above it as plain text; made when the first of it arrives.
+  function showReasoning(box, text) {
+    if (!text) return;
+    let details = box.querySelector("details.reasoning");
+    if (!details) {
+      details = el("details", { class: "reasoning" }, el("summary", {}, "Reasoning"), el("div", { class: "thoughts" }));
+      box.insertBefore(details, box.querySelector(".content"));
+    }
+    details.querySelector(".thoughts").textContent = text;
+  }
+
   function drawMessage(m, index) {
     const body = el("div", { class: "content" });
     if (m.role === "assistant") StrataMarkdown.render(body, m.content);
@@ -62,6 +74,7 @@
     const actions = el("span", { class: "actions" }, Strata.copyButton(() => m.content));
     if (m.role === "user") actions.append(el("button", { type: "button", class: "link edit", onclick: () => editTurn(index, box) }, "Edit"));
     const box = el("div", { class: `message ${m.role}`, "data-index": index }, el("div", { class: "role" }, m.role, actions), body);
+    showReasoning(box, m.reasoning);
     if (m.error) box.append(el("div", { class: "error" }, m.error));
     if (m.stats) box.append(el("div", { class: "stats" }, statsText(m.stats)));
     return box;
@@ -145,6 +158,7 @@
     let firstAt = 0, chunks = 0, pending = false;
     const redraw = () => {
       pending = false;
+      showReasoning(view, msg.reasoning);
       if (running) StrataMarkdown.render(content, msg.content, { streaming: true });
       $("messages").scrollTop = $("messages").scrollHeight;
     };
@@ -154,10 +168,12 @@
       await Strata.readEvents(res, (ev) => {
         if (ev.error) throw new Error(ev.error.message || "the server reported an error");
         const choice = ev.choices && ev.choices[0];
-        if (choice && choice.delta && choice.delta.content) {
+        const delta = choice && choice.delta;
+        if (delta && (delta.content || delta.reasoning_content)) {
           if (!firstAt) firstAt = performance.now();
           ++chunks;
-          msg.content += choice.delta.content;
+          msg.content += delta.content || "";
+          if (delta.reasoning_content) msg.reasoning = (msg.reasoning || "") + delta.reasoning_content;
           if (!pending) (pending = true), requestAnimationFrame(redraw);
         }
         if (choice && choice.finish_reason) msg.stats.finish_reason = choice.finish_reason;

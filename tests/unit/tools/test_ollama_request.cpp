@@ -131,7 +131,8 @@ TEST_CASE("ollama requests: what cannot be honoured is a 400 naming it", "[unit]
     CHECK(param_of([] { translate_chat(chat({{"options", {{"temprature", 0.5}}}})); }) == "options.temprature");
     CHECK(param_of([] { translate_chat(chat({{"options", 5}})); }) == "options");
     CHECK(param_of([] { translate_chat(chat({{"format", "yaml"}})); }) == "format");
-    CHECK(param_of([] { translate_chat(chat({{"think", true}})); }) == "think");
+    CHECK(param_of([] { translate_chat(chat({{"think", "hard"}})); }) == "think");
+    CHECK(param_of([] { translate_chat(chat({{"think", 1}})); }) == "think");
     CHECK(param_of([] { translate_chat(chat({{"keep_alive", "soon"}})); }) == "keep_alive");
     CHECK(param_of([] { translate_chat(chat({{"stream", "yes"}})); }) == "stream");
     CHECK(param_of([] {
@@ -145,6 +146,22 @@ TEST_CASE("ollama requests: what cannot be honoured is a 400 naming it", "[unit]
     CHECK(param_of([] { translate_embeddings({{"model", "m"}, {"prompt", 3}}); }) == "prompt");
     // Accepted and harmless: false and empty values of what is refused when set.
     CHECK_NOTHROW(translate_chat(chat({{"think", false}, {"format", ""}})));
+}
+
+TEST_CASE("ollama requests: think sets the reasoning apart, or turns it off", "[unit][ollama]") {
+    for (const Json& on : {Json(true), Json("low"), Json("high"), Json(nullptr)}) {
+        INFO("think: " << on.dump());
+        const Translated t = translate_chat(chat({{"think", on}}));
+        CHECK(t.show_thinking);
+        CHECK_FALSE(t.body.contains("chat_template_kwargs"));  // the template's default: reasoning on
+    }
+    CHECK(translate_chat(chat()).show_thinking);
+    const Translated off = translate_chat(chat({{"think", false}}));
+    CHECK_FALSE(off.show_thinking);
+    CHECK(off.body["chat_template_kwargs"] == Json{{"enable_thinking", false}});
+    const Translated raw = translate_generate({{"model", "m"}, {"prompt", "x"}, {"raw", true}, {"think", false}});
+    CHECK_FALSE(raw.show_thinking);
+    CHECK_FALSE(raw.body.contains("chat_template_kwargs"));  // no template to turn it off in
 }
 
 TEST_CASE("ollama requests: embeddings as /v1/embeddings bodies", "[unit][ollama]") {

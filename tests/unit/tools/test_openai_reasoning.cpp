@@ -1,0 +1,112 @@
+// A reasoning model's reply as OpenAI-compatible servers send it: the reasoning in
+// `reasoning_content` apart from the content (llama.cpp's reasoning_format, vLLM's
+// chat_template_kwargs.enable_thinking), whole and streamed alike.
+#include <catch2/catch.hpp>
+
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "models/gguf_file.h"
+#include "models/tokenizer.h"
+#include "tests/support/model_paths.h"
+#include "tools/openai/api_error.h"
+#include "tools/openai/reply_stream.h"
+#include "tools/openai/request.h"
+#include "tools/openai/response.h"
+
+using namespace strata;
+using namespace strata::openai;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+struct Qwen3Model {
+    models::GgufFile file = models::GgufFile::open(test::tiny_llama_path());
+    std::unique_ptr<models::Tokenizer> tok = models::Tokenizer::from_gguf(file);
+    models::ChatTemplate tmpl{models::ChatFamily::Qwen3};
+    ModelContext context() const { return {*tok, tmpl, 256, "tiny"}; }
+};
+
+const json kChat = {{"model", "x"}, {"messages", {{{"role", "user"}, {"content", "Hello"}}}}};
+
+json with(json base, const std::string& key, json value) {
+    base[key] = std::move(value);
+    return base;
+}
+
+std::string prompt_text(const CompletionRequest& r, const models::Tokenizer& tok) { return tok.decode(r.prompt); }
+
+}  // namespace
+
+TEST_CASE("openai reasoning: a request sets the reasoning apart unless reasoning_format is none, and can turn it off",
+          "[unit][openai]") {
+    const Qwen3Model m;
+    const CompletionRequest plain = parse_completion_request(Endpoint::Chat, kChat, m.context());
+    CHECK(plain.reasoning == models::ReasoningStyle::ThinkBlock);
+    CHECK_FALSE(parse_completion_request(Endpoint::Chat, with(kChat, "reasoning_format", "none"), m.context()).reasoning);
+    CHECK(parse_completion_request(Endpoint::Chat, with(kChat, "reasoning_format", "deepseek"), m.context()).reasoning);
+
+    const CompletionRequest off =
+        parse_completion_request(Endpoint::Chat, with(kChat, "chat_template_kwargs", {{"enable_thinking", false}}), m.context());
+    const std::string closed = "<think>\n\n</think>\n\n";
+    CHECK(prompt_text(off, *m.tok) == prompt_text(plain, *m.tok) + closed);
+    const CompletionRequest on =
+        parse_completion_request(Endpoint::Chat, with(kChat, "chat_template_kwargs", {{"enable_thinking", true}}), m.context());
+    CHECK(on.prompt == plain.prompt);
+
+    auto param = [&](const json& body, Endpoint e = Endpoint::Chat) {
+        try {
+            parse_completion_request(e, body, m.context());
+        } catch (const ApiError& err) {
+            return err.param();
+        }
+        return std::string("(accepted)");
+    };
+    CHECK(param(with(kChat, "reasoning_format", "raw")) == "reasoning_format");
+    CHECK(param(with(kChat, "chat_template_kwargs", {{"add_vision_id", true}})) == "chat_template_kwargs");
+    CHECK(param(with(kChat, "chat_template_kwargs", "no")) == "chat_template_kwargs");
+    CHECK(param(with(kChat, "chat_template_kwargs", {{"enable_thinking", "no"}})) == "enable_thinking");
+    const json completion = {{"model", "x"}, {"prompt", "Once"}, {"reasoning_format", "none"}};
+    CHECK(param(completion, Endpoint::Completions) == "reasoning_format");
+}
+
+TEST_CASE("openai reasoning: the answer and its stream carry reasoning_content apart, adding up alike", "[unit][openai]") {
+    CompletionRequest req;
+    req.reasoning = models::ReasoningStyle::ThinkBlock;
+    req.tools = models::tool_call_syntax(models::ChatFamily::ChatML);  // the Hermes format Qwen models write
+    runtime::GenerateResult r;
+    r.text = "<think>\nThe weather needs a call.\n</think>\n\nChecking.\n<tool_call>\n{\"name\": \"w\", \"arguments\": {}}\n</tool_call>";
+    r.stop_reason = "eos";
+    const Choice whole = make_choice(0, r, req);
+    CHECK(whole.reasoning == "The weather needs a call.");
+    CHECK(whole.text == "Checking.");
+    REQUIRE(whole.tool_calls.size() == 1);
+    CHECK(whole.finish_reason == "tool_calls");
+
+    const CompletionMeta meta = CompletionMeta::make(Endpoint::Chat, "x");
+    const json answer = completion_json(meta, std::vector{whole}, json::object(), *Qwen3Model().tok);
+    CHECK(answer["choices"][0]["message"]["reasoning_content"] == "The weather needs a call.");
+    CHECK(answer["choices"][0]["message"]["content"] == "Checking.");
+
+    for (size_t piece : {1, 4, 9}) {
+        INFO("pieces of " << piece);
+        ReplyStream stream(req);
+        std::string reasoning, content;
+        size_t calls = 0;
+        for (size_t at = 0; at < r.text.size(); at += piece) {
+            const bool done = at + piece >= r.text.size();
+            const ReplyStream::Delta d = stream.next(std::string_view(r.text).substr(at, piece), done, false);
+            reasoning += d.reasoning;
+            content += d.content;
+            calls += d.calls.size();
+            const json chunk = text_chunk_json(meta, 0, d.content, false, nullptr, d.reasoning);
+            if (!d.reasoning.empty()) CHECK(chunk["choices"][0]["delta"]["reasoning_content"] == d.reasoning);
+            if (d.reasoning.empty()) CHECK(chunk["choices"][0]["delta"]["content"] == d.content);
+        }
+        CHECK(reasoning == whole.reasoning);
+        CHECK(content == whole.text);
+        CHECK(calls == 1);
+        CHECK(stream.called());
+    }
+}
