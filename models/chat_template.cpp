@@ -129,40 +129,6 @@ ChatTemplate ChatTemplate::from_gguf(const GgufFile& f, std::string_view overrid
 
 namespace {
 
-// Qwen3's template: ChatML; an assistant turn's <think>...</think> reasoning is dropped from the
-// turns before the last user message and kept, in a block of its own, after it.
-std::string render_qwen3(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) {
-    std::string out;
-    size_t last_query = msgs.size() - 1;
-    for (size_t i = msgs.size(); i-- > 0;)
-        if (msgs[i].role == "user") {
-            last_query = i;
-            break;
-        }
-    for (size_t i = 0; i < msgs.size(); ++i) {
-        const ChatMessage& m = msgs[i];
-        if (m.role != "assistant") {
-            out += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content);
-            continue;
-        }
-        std::string_view content = m.content, reasoning;
-        if (const size_t end = content.rfind("</think>"); end != std::string_view::npos) {
-            // reasoning: the text before the first </think>, after its last <think>; content: after the last </think>.
-            std::string_view before = rstrip_chars(content.substr(0, content.find("</think>")), "\n");
-            if (const size_t open = before.rfind("<think>"); open != std::string_view::npos) before = before.substr(open + 7);
-            reasoning = lstrip_chars(before, "\n");
-            content = lstrip_chars(content.substr(end + 8), "\n");
-        }
-        if (i > last_query && (i + 1 == msgs.size() || !reasoning.empty()))
-            out += fmt::format("<|im_start|>assistant\n<think>\n{}\n</think>\n\n{}", strip_chars(reasoning, "\n"), lstrip_chars(content, "\n"));
-        else
-            out += fmt::format("<|im_start|>assistant\n{}", content);
-        out += "<|im_end|>\n";
-    }
-    if (add_generation_prompt) out += "<|im_start|>assistant\n";
-    return out;
-}
-
 // Gemma 2 and 3: no system role (its text leads the first turn), "model" for the assistant,
 // every turn's text trimmed.
 std::string render_gemma(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) {
@@ -274,7 +240,7 @@ std::string ChatTemplate::render_turns(const std::vector<ChatMessage>& messages,
             for (const auto& m : msgs) out += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content);
             if (add_generation_prompt) out += "<|im_start|>assistant\n";
             break;
-        case ChatFamily::Qwen3: return msgs.empty() ? std::string() : render_qwen3(msgs, add_generation_prompt);
+        case ChatFamily::Qwen3: return msgs.empty() ? std::string() : render_qwen3(msgs, {}, add_generation_prompt);
         case ChatFamily::Llama3:
             if (dialect_.llama3 == ChatDialect::Llama3::Plain) return render_llama30(msgs, add_generation_prompt);
             return render_llama31(msgs, {}, add_generation_prompt, llama31_date(dialect_));

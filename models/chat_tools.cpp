@@ -37,6 +37,29 @@ std::string arguments_json(const ChatToolCall& c) {
     return py_json(args);
 }
 
+// The tools as Qwen2.5's and Qwen3's templates offer them, ending the system turn.
+std::string hermes_tools(const ordered_json& tools) {
+    std::string out = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const auto& t : tools) out += "\n" + py_json(t);
+    return out + "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+                 "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+                 "</tool_call><|im_end|>\n";
+}
+
+std::string hermes_call(const ChatToolCall& c) {
+    return "<tool_call>\n{\"name\": \"" + c.name + "\", \"arguments\": " + arguments_json(c) + "}\n</tool_call>";
+}
+
+// Tool results: a run of them in one user turn, each in <tool_response> tags.
+std::string hermes_result(const std::vector<ChatMessage>& msgs, size_t i) {
+    std::string out;
+    if (i == 0 || msgs[i - 1].role != "tool") out += "<|im_start|>user";
+    out += "\n<tool_response>\n" + msgs[i].content + "\n</tool_response>";
+    if (i + 1 == msgs.size() || msgs[i + 1].role != "tool") out += "<|im_end|>\n";
+    return out;
+}
+
 // Qwen2.5-Instruct's template.
 std::string render_hermes(const std::string& default_system, const std::vector<ChatMessage>& msgs, const ordered_json& tools,
                           bool add_generation_prompt) {
@@ -44,13 +67,7 @@ std::string render_hermes(const std::string& default_system, const std::vector<C
     const bool first_system = !msgs.empty() && msgs[0].role == "system";
     const std::string system = first_system ? msgs[0].content : default_system;
     if (!tools.empty()) {
-        out += "<|im_start|>system\n" + system +
-               "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-               "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-        for (const auto& t : tools) out += "\n" + py_json(t);
-        out += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-               "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
-               "</tool_call><|im_end|>\n";
+        out += "<|im_start|>system\n" + system + "\n\n" + hermes_tools(tools);
     } else if (!system.empty()) {
         out += "<|im_start|>system\n" + system + "<|im_end|>\n";
     }
@@ -61,20 +78,61 @@ std::string render_hermes(const std::string& default_system, const std::vector<C
         } else if (m.role == "assistant") {
             out += "<|im_start|>assistant";
             if (!m.content.empty()) out += "\n" + m.content;
-            for (const ChatToolCall& c : m.tool_calls)
-                out += "\n<tool_call>\n{\"name\": \"" + c.name + "\", \"arguments\": " + arguments_json(c) + "}\n</tool_call>";
+            for (const ChatToolCall& c : m.tool_calls) out += "\n" + hermes_call(c);
             out += "<|im_end|>\n";
         } else if (m.role == "tool") {
-            if (i == 0 || msgs[i - 1].role != "tool") out += "<|im_start|>user";
-            out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
-            if (i + 1 == msgs.size() || msgs[i + 1].role != "tool") out += "<|im_end|>\n";
+            out += hermes_result(msgs, i);
         }
     }
     if (add_generation_prompt) out += "<|im_start|>assistant\n";
     return out;
 }
 
+// The last user message that is not tool results the model wrapped itself (Qwen3's last query).
+size_t last_query(const std::vector<ChatMessage>& msgs) {
+    for (size_t i = msgs.size(); i-- > 0;) {
+        const std::string& c = msgs[i].content;
+        if (msgs[i].role == "user" && !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) return i;
+    }
+    return msgs.size() - 1;
+}
+
 }  // namespace
+
+std::string render_qwen3(const std::vector<ChatMessage>& msgs, std::string_view tools_json, bool add_generation_prompt) {
+    const ordered_json tools = parse_tools(tools_json);
+    std::string out;
+    const bool first_system = !msgs.empty() && msgs[0].role == "system";
+    if (!tools.empty()) out += "<|im_start|>system\n" + (first_system ? msgs[0].content + "\n\n" : "") + hermes_tools(tools);
+    else if (first_system) out += "<|im_start|>system\n" + msgs[0].content + "<|im_end|>\n";
+    const size_t query = last_query(msgs);
+    for (size_t i = 0; i < msgs.size(); ++i) {
+        const ChatMessage& m = msgs[i];
+        if (m.role == "user" || (m.role == "system" && i > 0)) {
+            out += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content);
+        } else if (m.role == "tool") {
+            out += hermes_result(msgs, i);
+        } else if (m.role == "assistant") {
+            std::string_view content = m.content, reasoning;
+            if (const size_t end = content.rfind("</think>"); end != std::string_view::npos) {
+                // reasoning: the text before the first </think>, after its last <think>; content: after the last </think>.
+                std::string_view before = rstrip_chars(content.substr(0, content.find("</think>")), "\n");
+                if (const size_t open = before.rfind("<think>"); open != std::string_view::npos) before = before.substr(open + 7);
+                reasoning = lstrip_chars(before, "\n");
+                content = lstrip_chars(content.substr(end + 8), "\n");
+            }
+            if (i > query && (i + 1 == msgs.size() || !reasoning.empty()))
+                out += fmt::format("<|im_start|>assistant\n<think>\n{}\n</think>\n\n{}", strip_chars(reasoning, "\n"),
+                                   lstrip_chars(content, "\n"));
+            else
+                out += fmt::format("<|im_start|>assistant\n{}", content);
+            for (size_t k = 0; k < m.tool_calls.size(); ++k) out += (k > 0 || !content.empty() ? "\n" : "") + hermes_call(m.tool_calls[k]);
+            out += "<|im_end|>\n";
+        }
+    }
+    if (add_generation_prompt) out += "<|im_start|>assistant\n";
+    return out;
+}
 
 // Meta-Llama-3.1-Instruct's template, the tools in the first user turn.
 std::string render_llama31(const std::vector<ChatMessage>& all, std::string_view tools_json, bool add_generation_prompt,
@@ -189,6 +247,7 @@ std::string render_with_tools(const ChatTemplate& chat_template, const std::vect
     switch (chat_template.family()) {
         case ChatFamily::ChatML:
             return render_hermes(chat_template.default_system(), messages, parse_tools(tools_json), add_generation_prompt);
+        case ChatFamily::Qwen3: return render_qwen3(messages, tools_json, add_generation_prompt);
         case ChatFamily::Llama3: return render_llama31(messages, tools_json, add_generation_prompt, llama31_date(dialect));
         case ChatFamily::Llama2:
             if (dialect.inst == ChatDialect::Inst::MistralV7)
@@ -205,6 +264,7 @@ ToolCallSyntax tool_call_syntax(ChatFamily family) {
     ToolCallSyntax s;
     switch (family) {
         case ChatFamily::ChatML:
+        case ChatFamily::Qwen3:
             s.trigger = s.call_open = "<tool_call>";
             s.call_open += "\n";
             s.call_close = "\n</tool_call>";

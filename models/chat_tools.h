@@ -3,6 +3,7 @@
 // against the templates by jinja2 in tests/integration/test_chat_tools_prompt.py):
 //   ChatML    Qwen2.5's (Hermes): the tools in the system turn, calls in <tool_call> tags,
 //             results in <tool_response> tags inside a user turn
+//   Qwen3     Hermes's tools, calls and results, its turns' <think> reasoning as Qwen3's template keeps it
 //   Llama 3   Llama 3.1's: the tools and the date lines, calls as {"name", "parameters"},
 //             results in ipython turns
 //   Llama 2   Mistral's (Nemo): [AVAILABLE_TOOLS] before the last user turn, [TOOL_CALLS],
@@ -33,6 +34,10 @@ std::string render_with_tools(const ChatTemplate& chat_template, const std::vect
 std::string render_llama31(const std::vector<ChatMessage>& messages, std::string_view tools_json, bool add_generation_prompt,
                            const std::string& date);
 std::string render_mistral(const std::vector<ChatMessage>& messages, std::string_view tools_json, ChatDialect::Inst inst);
+// Qwen3's: an assistant turn's <think> reasoning dropped before the last user message and kept,
+// in a block of its own, after it; the tools (`tools_json` empty: none) as Qwen2.5's, after the
+// conversation's own system prompt (it has no default).
+std::string render_qwen3(const std::vector<ChatMessage>& messages, std::string_view tools_json, bool add_generation_prompt);
 // The date a Llama 3.1-style template writes: today's, or its default.
 std::string llama31_date(const ChatDialect& dialect);
 

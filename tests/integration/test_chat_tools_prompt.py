@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Conversations with tools render as each model's own template renders them: the Qwen2.5
-(Hermes), Llama 3.1 and Mistral Nemo templates in tests/fixtures/chat_templates/, rendered by
+(Hermes), Qwen3, Llama 3.1 and Mistral Nemo templates in tests/fixtures/chat_templates/, rendered by
 jinja2 as Hugging Face's apply_chat_template does, against `strata serve`'s /apply-template on
 a copy of stories260K (or its stand-in) carrying that template (the vocabulary does not matter to
 the text)."""
@@ -61,11 +61,20 @@ def conversations(ids: tuple[str, str], parallel: bool) -> list[tuple[str, list[
     ]
 
 
-def check(family: str, template_file: str, bos: str, eos: str, ids: tuple[str, str], parallel: bool) -> None:
+def mid_thought() -> list[tuple[str, list[dict], list[dict] | None]]:
+    """Qwen3's: a call made while reasoning after the last query, and its result, which keep the reasoning."""
+    asked = [{"role": "user", "content": "Weather in Zürich?"}]
+    thinking = {"role": "assistant", "content": "<think>\nI need the weather.\n</think>\n\n",
+                "tool_calls": [call("call_1", "get_weather", {"city": "Zürich"})]}
+    return [("a call while reasoning, and its result", asked + [thinking, {"role": "tool", "tool_call_id": "call_1", "content": "21"}],
+             [WEATHER])]
+
+
+def check(family: str, template_file: str, bos: str, eos: str, ids: tuple[str, str], parallel: bool, extra=()) -> None:
     template = (TEMPLATES / template_file).read_text()
     with tempfile.TemporaryDirectory() as tmp:
         with Server(with_template(STORIES, template_file, Path(tmp) / f"{family}.gguf")) as server:
-            for name, messages, tools in conversations(ids, parallel):
+            for name, messages, tools in conversations(ids, parallel) + list(extra):
                 body = {"messages": messages}
                 if tools:
                     body["tools"] = tools
@@ -79,6 +88,7 @@ def check(family: str, template_file: str, bos: str, eos: str, ids: tuple[str, s
 
 def main() -> None:
     check("qwen2.5", "qwen2.5-instruct.jinja", "<s>", "</s>", ("call_1", "call_2"), parallel=True)
+    check("qwen3", "qwen3.jinja", "<s>", "</s>", ("call_1", "call_2"), parallel=True, extra=mid_thought())
     check("llama3.1", "llama-3.1-instruct.jinja", "<|begin_of_text|>", "<|eot_id|>", ("call_1", "call_2"), parallel=False)
     check("mistral-nemo", "mistral-nemo-instruct.jinja", "<s>", "</s>", ("A1b2C3d4E", "f5G6h7I8j"), parallel=True)
 

@@ -4,7 +4,8 @@ template: the reasoning comes apart from the answer as `reasoning_content` (Open
 `thinking` (Ollama), splitting the very text `reasoning_format: "none"` gives whole, as an
 independent reading of Qwen3's <think> block splits it, streamed alike;
 `chat_template_kwargs.enable_thinking: false` and Ollama's `think: false` close an empty think
-block after the generation prompt; /api/show names the model's `thinking` capability."""
+block after the generation prompt; a required tool call comes back through Qwen3's tool format;
+/api/show names the model's `thinking` and `tools` capabilities."""
 from __future__ import annotations
 
 import json
@@ -82,13 +83,22 @@ def main() -> None:
             fail(f"Ollama's think true: {o['message']!r}, the OpenAI answer {want!r}")
         print(f"ok: thinking turned off adds {n_off - n_on} prompt tokens, on both APIs; Ollama's think true answers as OpenAI's API does")
 
+        weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+        status, _, called = s.request("POST", "/v1/chat/completions", {**free, "tools": [weather], "tool_choice": "required"})
+        choice = called["choices"][0] if status == 200 else {}
+        # (max_tokens may cut the small model's next call: finish_reason "length" then)
+        if not choice.get("message", {}).get("tool_calls") or choice["message"]["tool_calls"][0]["function"]["name"] != "get_weather":
+            fail(f"a required call with Qwen3's template: {status} {called}")
+        print(f"ok: Qwen3's template calls tools: {choice['message']['tool_calls'][0]['function']}")
+
         status, _, shown = s.request("POST", "/api/show", {"model": MODEL.stem})
-        if "thinking" not in shown.get("capabilities", []):
+        if not {"thinking", "tools"} <= set(shown.get("capabilities", [])):
             fail(f"/api/show lists {shown.get('capabilities')}")
         status, _, bad = s.request("POST", "/v1/chat/completions", {**ASK, "reasoning_format": "raw"})
         if status != 400 or bad["error"]["param"] != "reasoning_format":
             fail(f"reasoning_format raw: {status} {bad}")
-        print("ok: /api/show names the thinking capability; an unknown reasoning_format is a 400 naming it")
+        print("ok: /api/show names the thinking and tools capabilities; an unknown reasoning_format is a 400 naming it")
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ TEST_CASE("openai reasoning: a request sets the reasoning apart unless reasoning
 TEST_CASE("openai reasoning: the answer and its stream carry reasoning_content apart, adding up alike", "[unit][openai]") {
     CompletionRequest req;
     req.reasoning = models::ReasoningStyle::ThinkBlock;
-    req.tools = models::tool_call_syntax(models::ChatFamily::ChatML);  // the Hermes format Qwen models write
+    req.tools = models::tool_call_syntax(models::ChatFamily::Qwen3);
     runtime::GenerateResult r;
     r.text = "<think>\nThe weather needs a call.\n</think>\n\nChecking.\n<tool_call>\n{\"name\": \"w\", \"arguments\": {}}\n</tool_call>";
     r.stop_reason = "eos";
