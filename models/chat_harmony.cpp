@@ -21,13 +21,14 @@ std::string final_channel(const std::string& content) {
 
 }  // namespace
 
-std::string render_harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt, std::string today) {
+std::string render_harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt, std::string_view effort,
+                           std::string today) {
     if (today.empty()) today = local_date("%Y-%m-%d");
     std::string out = fmt::format(
         "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
-        "Knowledge cutoff: 2024-06\nCurrent date: {}\n\nReasoning: medium\n\n"
+        "Knowledge cutoff: 2024-06\nCurrent date: {}\n\nReasoning: {}\n\n"
         "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>",
-        today);
+        today, effort);
     size_t first = 0;
     if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer")) {
         if (!messages[0].content.empty())

@@ -10,7 +10,9 @@
 
 namespace strata::models {
 
-// `today`: "YYYY-MM-DD"; empty: the local date now.
-std::string render_harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt, std::string today = {});
+// `effort`: the system message's reasoning effort ("low", "medium", "high"); `today`:
+// "YYYY-MM-DD"; empty: the local date now.
+std::string render_harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt, std::string_view effort = "medium",
+                           std::string today = {});
 
 }  // namespace strata::models

@@ -228,6 +228,14 @@ ChatTemplate ChatTemplate::without_thinking() const {
     return t;
 }
 
+ChatTemplate ChatTemplate::with_reasoning_effort(std::string effort) const {
+    if (effort != "low" && effort != "medium" && effort != "high")
+        throw UsageError(fmt::format("the reasoning effort must be low, medium or high, not '{}'", effort));
+    ChatTemplate t = *this;
+    t.reasoning_effort_ = std::move(effort);
+    return t;
+}
+
 std::string ChatTemplate::render_turns(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                        std::string_view tools_json) const {
     if (uses_tools(messages, tools_json)) return render_with_tools(*this, messages, tools_json, add_generation_prompt);
@@ -276,7 +284,7 @@ std::string ChatTemplate::render_turns(const std::vector<ChatMessage>& messages,
         case ChatFamily::DeepSeek3:
         case ChatFamily::DeepSeekR1:
             return render_deepseek3(msgs, add_generation_prompt, family_ == ChatFamily::DeepSeekR1, dialect_.closed_think);
-        case ChatFamily::Harmony: return render_harmony(msgs, add_generation_prompt);
+        case ChatFamily::Harmony: return render_harmony(msgs, add_generation_prompt, reasoning_effort_);
     }
     return out;
 }

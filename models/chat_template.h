@@ -77,6 +77,10 @@ public:
     // the same template with it off: the generation prompt closes an empty think block.
     bool can_stop_thinking() const { return family_ == ChatFamily::Qwen3; }
     ChatTemplate without_thinking() const;
+    // The same template asking for `effort` ("low", "medium", "high") of reasoning where its
+    // family has levels (harmony's system message); others are unchanged. Throws UsageError for
+    // another level.
+    ChatTemplate with_reasoning_effort(std::string effort) const;
 
 private:
     std::string render_turns(const std::vector<ChatMessage>& messages, bool add_generation_prompt, std::string_view tools_json) const;
@@ -85,6 +89,7 @@ private:
     ChatDialect dialect_;
     std::string default_system_;  // some templates (SmolLM2) insert one when none is given
     bool thinking_ = true;
+    std::string reasoning_effort_ = "medium";
 };
 
 }  // namespace strata::models

@@ -3,7 +3,7 @@
 (Hermes), Qwen3, Llama 3.1 and Mistral Nemo templates in tests/fixtures/chat_templates/, rendered by
 jinja2 as Hugging Face's apply_chat_template does, against `strata serve`'s /apply-template on
 a copy of stories260K (or its stand-in) carrying that template (the vocabulary does not matter to
-the text)."""
+the text); and the template arguments a request may give (reasoning effort, thinking off)."""
 from __future__ import annotations
 
 import copy
@@ -86,11 +86,30 @@ def check(family: str, template_file: str, bos: str, eos: str, ids: tuple[str, s
                 print(f"ok: {family}: {name}")
 
 
+def check_template_arguments() -> None:
+    """The template arguments a chat request may give: gpt-oss's reasoning_effort (OpenAI's field,
+    or chat_template_kwargs'), and Qwen3's enable_thinking false."""
+    asked = [{"role": "user", "content": "Hi"}]
+    cases = [("gpt-oss", "openai-gpt-oss.jinja", "<|return|>", {"reasoning_effort": "high"}, {"reasoning_effort": "high"}),
+             ("gpt-oss", "openai-gpt-oss.jinja", "<|return|>", {"chat_template_kwargs": {"reasoning_effort": "low"}},
+              {"reasoning_effort": "low"}),
+             ("qwen3", "qwen3.jinja", "</s>", {"chat_template_kwargs": {"enable_thinking": False}}, {"enable_thinking": False})]
+    with tempfile.TemporaryDirectory() as tmp:
+        for family, template_file, eos, fields, kwargs in cases:
+            with Server(with_template(STORIES, template_file, Path(tmp) / f"{family}.gguf")) as server:
+                status, _, got = server.request("POST", "/apply-template", {"messages": asked, **fields})
+                want = render((TEMPLATES / template_file).read_text(), asked, "", eos, None, **kwargs)
+                if status != 200 or got["prompt"] != want:
+                    sys.exit(f"{family}, {fields}: strata rendered\n{got!r}\nthe template renders\n{want!r}")
+                print(f"ok: {family}: {fields} renders as the template does with {kwargs}")
+
+
 def main() -> None:
     check("qwen2.5", "qwen2.5-instruct.jinja", "<s>", "</s>", ("call_1", "call_2"), parallel=True)
     check("qwen3", "qwen3.jinja", "<s>", "</s>", ("call_1", "call_2"), parallel=True, extra=mid_thought())
     check("llama3.1", "llama-3.1-instruct.jinja", "<|begin_of_text|>", "<|eot_id|>", ("call_1", "call_2"), parallel=False)
     check("mistral-nemo", "mistral-nemo-instruct.jinja", "<s>", "</s>", ("A1b2C3d4E", "f5G6h7I8j"), parallel=True)
+    check_template_arguments()
 
 
 if __name__ == "__main__":

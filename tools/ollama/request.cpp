@@ -103,15 +103,16 @@ void apply_format(const Json& body, Json& out) {
     }
 }
 
-// think: true, a level ("low", "medium", "high": the reasoning is the model's own length) or
-// none, the reasoning apart as `thinking`; false turns it off where the template can (Qwen3) and
-// leaves it out of the answer where it cannot.
+// think: true, a level ("low", "medium", "high": gpt-oss's reasoning effort; other models reason
+// as they do) or none, the reasoning apart as `thinking`; false turns it off where the template
+// can (Qwen3) and leaves it out of the answer where it cannot.
 void apply_think(const Json& body, Translated& t) {
     const Json* v = field(body, "think");
     if (!v || v->is_null()) return;
     const bool level = v->is_string() && (*v == "low" || *v == "medium" || *v == "high");
     if (!v->is_boolean() && !level)
         throw invalid_request(fmt::format("'think' must be true, false, \"low\", \"medium\" or \"high\", not {}", shown(*v)), "think");
+    if (level && t.endpoint == openai::Endpoint::Chat) t.body["reasoning_effort"] = *v;
     if (level || v->get<bool>()) return;
     t.show_thinking = false;
     if (t.endpoint == openai::Endpoint::Chat) t.body["chat_template_kwargs"] = {{"enable_thinking", false}};

@@ -119,19 +119,6 @@ std::vector<int32_t> completion_prompt(const Json& body, const models::Tokenizer
     throw invalid_request(fmt::format("'prompt' must be a string or a list of token ids, not {}", shown(*v)), "prompt");
 }
 
-// chat_template_kwargs.enable_thinking (vLLM's and llama.cpp's servers' switch): false turns
-// the model's reasoning off where its template can. Other arguments are refused, not ignored.
-bool thinking_asked(const Json& body) {
-    const Json* kwargs = field(body, "chat_template_kwargs");
-    if (!kwargs) return true;
-    if (!kwargs->is_object()) throw invalid_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
-    for (const auto& [key, v] : kwargs->items())
-        if (key != "enable_thinking")
-            throw invalid_request(fmt::format("'chat_template_kwargs.{}' is not supported: only enable_thinking is", key),
-                                  "chat_template_kwargs");
-    return !kwargs->contains("enable_thinking") || boolean(*kwargs, "enable_thinking");
-}
-
 // reasoning_format (llama.cpp's server's): "auto" or "deepseek" (the default) sets the reasoning
 // apart as `reasoning_content`, "none" leaves it in the content as the model wrote it.
 bool reasoning_apart(const Json& body) {
@@ -143,6 +130,27 @@ bool reasoning_apart(const Json& body) {
 }
 
 }  // namespace
+
+models::ChatTemplate requested_template(const Json& body, const models::ChatTemplate& tmpl) {
+    models::ChatTemplate out = tmpl;
+    std::string effort = string_field(body, "reasoning_effort", "");
+    if (const Json* kwargs = field(body, "chat_template_kwargs")) {
+        if (!kwargs->is_object()) throw invalid_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+        for (const auto& [key, v] : kwargs->items())
+            if (key != "enable_thinking" && key != "reasoning_effort")
+                throw invalid_request(fmt::format("'chat_template_kwargs.{}' is not supported: only enable_thinking and "
+                                                  "reasoning_effort are", key),
+                                      "chat_template_kwargs");
+        if (kwargs->contains("enable_thinking") && !boolean(*kwargs, "enable_thinking")) out = out.without_thinking();
+        if (kwargs->contains("reasoning_effort")) effort = string_field(*kwargs, "reasoning_effort", "");
+    }
+    if (effort.empty()) return out;
+    try {
+        return out.with_reasoning_effort(effort);
+    } catch (const UsageError& e) {
+        throw invalid_request(e.what(), "reasoning_effort");
+    }
+}
 
 CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, const ModelContext& model) {
     if (!body.is_object()) throw invalid_request(fmt::format("the request body must be a JSON object, not {}", shown(body)));
@@ -180,7 +188,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, 
             req.params.ends_output = [syntax = tools->syntax](std::string_view text) { return models::parse_reply(text, syntax).repeated; };
         }
         const std::vector<models::ChatMessage> messages = chat_messages(body);
-        const models::ChatTemplate tmpl = thinking_asked(body) ? model.chat_template : model.chat_template.without_thinking();
+        const models::ChatTemplate tmpl = requested_template(body, model.chat_template);
         if (reasoning_apart(body)) req.reasoning = models::reasoning_style(tmpl);
         try {
             req.prompt = models::tokenize_chat(model.tokenizer, tmpl, messages, true, tools ? tools->tools_json : "");
@@ -191,7 +199,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, 
         // unless the request asks to generate past the end of text.
         if (std::string eot = model.chat_template.end_of_turn(); !eot.empty() && !req.params.ignore_eos) req.params.stop.push_back(eot);
     } else {
-        for (const char* key : {"tools", "reasoning_format", "chat_template_kwargs"})
+        for (const char* key : {"tools", "reasoning_format", "reasoning_effort", "chat_template_kwargs"})
             if (field(body, key)) throw invalid_request(fmt::format("'{}' is for /v1/chat/completions", key), key);
         req.prompt = completion_prompt(body, model.tokenizer);
     }

@@ -55,6 +55,12 @@ inline constexpr size_t kMaxStopStrings = 16;
 // More choices than this (`n`) are refused.
 inline constexpr int kMaxChoices = 16;
 
+// The model's chat template as a chat request shapes it: chat_template_kwargs.enable_thinking
+// false (vLLM's and llama.cpp's servers' switch) turns the reasoning off where the template can;
+// reasoning_effort, OpenAI's field (or chat_template_kwargs'), "low", "medium" or "high", sets
+// gpt-oss's (other families reason as they do). Other template arguments are a 400.
+models::ChatTemplate requested_template(const Json& body, const models::ChatTemplate& tmpl);
+
 // Throws ApiError (400) for a body that is not an object, a missing, mistyped, out-of-range or
 // unsupported field (best_of, echo, ...), and a prompt that does not fit the context.
 CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, const ModelContext& model);

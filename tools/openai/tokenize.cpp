@@ -7,6 +7,7 @@
 #include "models/unicode.h"
 #include "tools/openai/api_error.h"
 #include "tools/openai/chat_messages.h"
+#include "tools/openai/request.h"
 #include "tools/openai/structured_output.h"
 
 namespace strata::openai {
@@ -59,7 +60,7 @@ Json apply_template_json(const Json& body, const ModelContext& model) {
     require_object(body);
     const std::vector<models::ChatMessage> messages = chat_messages(body);
     try {
-        return {{"prompt", model.chat_template.render(messages, true, offered_tools(body))}};
+        return {{"prompt", requested_template(body, model.chat_template).render(messages, true, offered_tools(body))}};
     } catch (const UsageError& e) {
         throw invalid_request(e.what(), "messages");
     }

@@ -54,11 +54,11 @@ TEST_CASE("harmony: system, developer instructions, final-channel answers, the a
         "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n"
         "Current date: 2026-01-02\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be "
         "included for every message.<|end|>";
-    CHECK(render_harmony({{"user", "Hi"}}, true, "2026-01-02") == system + "<|start|>user<|message|>Hi<|end|><|start|>assistant");
+    CHECK(render_harmony({{"user", "Hi"}}, true, "medium", "2026-01-02") == system + "<|start|>user<|message|>Hi<|end|><|start|>assistant");
     // An answer written with its channels keeps only the final one; the last turn of a training
     // conversation ends in <|return|>.
     const std::string answer = "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>Hello<|return|>";
-    CHECK(render_harmony({{"system", "Be brief"}, {"user", "Hi"}, {"assistant", answer}}, false, "2026-01-02") ==
+    CHECK(render_harmony({{"system", "Be brief"}, {"user", "Hi"}, {"assistant", answer}}, false, "medium", "2026-01-02") ==
           system + "<|start|>developer<|message|># Instructions\n\nBe brief\n\n<|end|><|start|>user<|message|>Hi<|end|>"
                    "<|start|>assistant<|channel|>final<|message|>Hello<|return|>");
     CHECK(ChatTemplate(ChatFamily::Harmony).end_of_turn() == "<|return|>");

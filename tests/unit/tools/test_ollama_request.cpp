@@ -156,6 +156,8 @@ TEST_CASE("ollama requests: think sets the reasoning apart, or turns it off", "[
         CHECK_FALSE(t.body.contains("chat_template_kwargs"));  // the template's default: reasoning on
     }
     CHECK(translate_chat(chat()).show_thinking);
+    CHECK(translate_chat(chat({{"think", "high"}})).body["reasoning_effort"] == "high");  // gpt-oss's level
+    CHECK_FALSE(translate_chat(chat({{"think", true}})).body.contains("reasoning_effort"));
     const Translated off = translate_chat(chat({{"think", false}}));
     CHECK_FALSE(off.show_thinking);
     CHECK(off.body["chat_template_kwargs"] == Json{{"enable_thinking", false}});

@@ -64,6 +64,9 @@ TEST_CASE("openai reasoning: a request sets the reasoning apart unless reasoning
         return std::string("(accepted)");
     };
     CHECK(param(with(kChat, "reasoning_format", "raw")) == "reasoning_format");
+    CHECK(param(with(kChat, "reasoning_effort", "extreme")) == "reasoning_effort");
+    CHECK(param(with(kChat, "chat_template_kwargs", {{"reasoning_effort", "max"}})) == "reasoning_effort");
+    CHECK(param(with(kChat, "reasoning_effort", "high")) == "(accepted)");  // Qwen3 reasons as it does
     CHECK(param(with(kChat, "chat_template_kwargs", {{"add_vision_id", true}})) == "chat_template_kwargs");
     CHECK(param(with(kChat, "chat_template_kwargs", "no")) == "chat_template_kwargs");
     CHECK(param(with(kChat, "chat_template_kwargs", {{"enable_thinking", "no"}})) == "enable_thinking");
