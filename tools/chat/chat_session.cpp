@@ -13,13 +13,13 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "tools/terminal_text.h"
 #include "models/chat_prompt.h"
 #include "planner/plan_report.h"
 #include "runtime/place/placement.h"
 #include "runtime/scheduler.h"
 #include "tools/chat/chat_file.h"
 #include "tools/chat/interrupt.h"
+#include "tools/chat/reply_printer.h"
 
 namespace strata::cli {
 
@@ -125,8 +125,10 @@ runtime::GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats
         bool done = false;
         runtime::GenerateResult result;
         std::optional<Clock::time_point> first_text;  // written on the scheduler's thread before done
+        ReplyPrinter printer;
+        explicit Turn(ReplyPrinter p) : printer(std::move(p)) {}
     };
-    auto turn = std::make_shared<Turn>();
+    auto turn = std::make_shared<Turn>(ReplyPrinter(tmpl_, isatty(STDOUT_FILENO) != 0));
     st.prompt_tokens = static_cast<int>(prompt.size());
 
     runtime::Request req;
@@ -135,12 +137,9 @@ runtime::GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats
     // the reply that fits.
     req.params.n_predict = std::min(req.params.n_predict, engine_.n_ctx() - st.prompt_tokens);
     req.prompt = std::move(prompt);
-    req.on_text = [turn, terminal = isatty(STDOUT_FILENO) != 0](std::string_view text) {
+    req.on_text = [turn](std::string_view text) {
         if (!turn->first_text) turn->first_text = Clock::now();
-        // Kept as drawn in the conversation and in a pipe; a terminal shows it, never obeys it.
-        const std::string shown = terminal ? terminal_safe(text) : std::string(text);
-        std::fwrite(shown.data(), 1, shown.size(), stdout);
-        std::fflush(stdout);
+        turn->printer.write(text);  // kept as drawn in the conversation
         return true;
     };
     req.on_done = [turn](const runtime::GenerateResult& r) {
@@ -164,6 +163,7 @@ runtime::GenerateResult ChatSession::run(std::vector<int32_t> prompt, ReplyStats
             lock.lock();
         }
     }
+    turn->printer.finish();
     const auto t1 = Clock::now();
     const runtime::GenerateResult& r = turn->result;
     st.cached_tokens = r.cached_tokens;
