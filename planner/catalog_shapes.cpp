@@ -50,6 +50,12 @@ void add_experts(LayerShape& l, DType t, int64_t rows, int64_t cols, int64_t mat
     l.expert_bytes += l.weight_bytes - before;
     l.n_expert_params += rows * cols * mats;
 }
+// The router (F32, as converted GGUFs keep it): n_expert rows of the hidden state's width.
+void add_router(LayerShape& l, int64_t n_expert, int64_t d) {
+    const uint64_t before = l.weight_bytes;
+    add(l, DType::F32, n_expert, d);
+    l.router_bytes += l.weight_bytes - before;
+}
 void add_ffn(LayerShape& l, DType gate_up, DType down, int64_t d, int64_t ff) {
     add(l, gate_up, ff, d), add(l, gate_up, ff, d), add(l, down, d, ff);
 }
@@ -71,7 +77,7 @@ LayerShape deepseek2_layer(const ModelEntry& e, const Recipe& r, int il) {
         add_ffn(l, wt, down, d, e.n_ff);
         return l;
     }
-    add(l, DType::F32, e.n_expert, d);  // the router
+    add_router(l, e.n_expert, d);
     add(l, DType::F32, 1, e.n_expert);  // its selection bias (V3)
     add_experts(l, r.routed(wt), e.n_ff_exp, d, 2 * e.n_expert);
     add_experts(l, r.routed(down), d, e.n_ff_exp, e.n_expert);
@@ -86,7 +92,7 @@ LayerShape gpt_oss_layer(const ModelEntry& e, const Recipe& r, int il) {
     LayerShape l;
     add(l, DType::F32, 1, 2 * d + q + 2 * kv + d + e.n_head);  // norms, q/k/v/output biases, sinks
     add_attn(l, wt, q, d), add_attn(l, wt, kv, d), add_attn(l, r.attn_v(il, e.n_layer), kv, d), add_attn(l, wt, d, q);
-    add(l, DType::F32, e.n_expert, d), add(l, DType::F32, 1, e.n_expert);  // router and its bias
+    add_router(l, e.n_expert, d), add(l, DType::F32, 1, e.n_expert);  // and the router's bias
     add_experts(l, r.routed(wt), e.n_ff_exp, d, 2 * e.n_expert);
     add_experts(l, r.routed(r.ffn_down(il, e.n_layer)), d, e.n_ff_exp, e.n_expert);
     add(l, DType::F32, 1, (2 * int64_t(e.n_ff_exp) + d) * e.n_expert);  // the experts' biases
@@ -104,7 +110,7 @@ LayerShape moe_layer(const ModelEntry& e, const Recipe& r, int il) {
     add_attn(l, wt, q, d), add_attn(l, r.attn_k(), kv, d), add_attn(l, r.attn_v(il, e.n_layer), kv, d);
     add_attn(l, r.attn_output(), d, q);
     if (e.family == "olmoe") add(l, DType::F32, 1, q + kv);
-    add(l, DType::F32, e.n_expert, d);
+    add_router(l, e.n_expert, d);
     add_experts(l, r.routed(wt), e.n_ff_exp, d, 2 * e.n_expert);
     add_experts(l, r.routed(r.ffn_down(il, e.n_layer)), d, e.n_ff_exp, e.n_expert);
     return l;

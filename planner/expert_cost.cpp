@@ -97,12 +97,15 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
         // The device's experts run while the CPU runs its own share of the layer's feed-forward
         // and the shared experts, which start after the host has queued the last scratch's worth
         // of the device's rows (scratch_fills): they overlap that last fill only, the whole of
-        // them where a pass's choices fit the scratch. (The router, which chose them, is counted
-        // with the host's work: a small part of it.)
+        // them where a pass's choices fit the scratch. The router chose them before: its
+        // matmul is host work they do not overlap.
         Cost d = device_experts(layer, x);
+        const double router = static_cast<double>(l.router_bytes);
+        const Cost r = on_cpu.weights_cost({router, router, router, double(shape_.n_embd) * shape_.n_expert}, rows_d_, B_ * P_,
+                                           WeightOption::DramCpu, false);
         const double k = shape_.n_expert_used * on_dev;
-        d.decode[G] -= std::min(f.decode[C], d.decode[G] / scratch_fills(k * rows_d_ / m_));
-        d.prefill[G] -= std::min(f.prefill[C], d.prefill[G] / scratch_fills(k * pass_rows_));
+        d.decode[G] -= std::min(f.decode[C] - r.decode[C], d.decode[G] / scratch_fills(k * rows_d_ / m_));
+        d.prefill[G] -= std::min(f.prefill[C] - r.prefill[C], d.prefill[G] / scratch_fills(k * pass_rows_));
         f += d;
     }
     c += f;

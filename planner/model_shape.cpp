@@ -95,6 +95,7 @@ ModelShape ModelShape::from_gguf(const models::GgufFile& f) {
             l.n_params += t.nelements();
             const std::string_view rest = std::string_view(t.name).substr(static_cast<size_t>(used));
             op_tensors[size_t(layer)].add(rest, t.type);
+            if (rest.starts_with("ffn_gate_inp.")) l.router_bytes += t.nbytes;
             // Matrices (2-D and 3-D weights; gpt-oss's 2-D expert biases are none). Routed experts
             // are the ffn_*_exps matrices (MLA's per-head k_b / v_b are 3-D too).
             if (t.n_dims < 2 || !rest.ends_with(".weight")) continue;

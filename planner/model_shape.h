@@ -22,6 +22,7 @@ struct LayerShape {
     uint64_t expert_bytes = 0;     // of weight_bytes: the routed experts' matrices (ffn_*_exps)
     int64_t n_expert_params = 0;   // of n_matmul_params: theirs
     int64_t n_attn_params = 0;     // of n_matmul_params: attention's matrices (attn_*)
+    uint64_t router_bytes = 0;     // of weight_bytes: a mixture's router (ffn_gate_inp), which chooses the experts
     // A device's decode launches beyond one for q/k/v and one for gate/up: a group's products
     // launch together only where their weights share a type (Device::matmul_group), so a Q4_K_M
     // layer whose attn_v is Q6_K takes one more.

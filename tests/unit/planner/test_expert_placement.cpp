@@ -475,3 +475,38 @@ TEST_CASE("expert placement: the host's feed-forward overlaps only the device ex
         else CHECK(beyond_attention == Approx(device - device / k.fills));
     }
 }
+
+// The router chooses the device's experts before they run: its matmul is host work they do not
+// overlap. The same layer's bytes, some of them its router's, hide less of the device's experts.
+TEST_CASE("expert placement: the device's experts overlap the host's feed-forward after the router, not the router",
+          "[unit][planner][experts]") {
+    const HardwareProfile hw = toy_with_gpu(2'000'000'000);
+    constexpr int G = static_cast<int>(Stream::GpuCompute), C = static_cast<int>(Stream::CpuCompute);
+    auto beyond_attention = [&](uint64_t router_bytes, double& host, double& device) {
+        ModelShape s = moe_shape();
+        for (LayerShape& l : s.layers) {
+            l.weight_bytes = l.n_matmul_params = 50'000'000;  // experts the device reads in less than the host's decode
+            l.expert_bytes = l.n_expert_params = 40'000'000;
+            l.router_bytes = router_bytes;
+        }
+        ExpertPlan none = place_experts(s, nullptr, "", 8, 100'000'000);
+        none.attention_on_gpu = true;
+        ExpertPlan every = none;
+        every.device.assign(2, {0, 1, 2, 3});
+        every.device_share = {1.0, 1.0};
+        const CostModel cm(s, hw, Workload{64, 4, 1, Objective::Latency}, Policy{1, 1, true, false, DType::F16});
+        const Cost held = cm.hybrid_layer(0, every, false);
+        host = held.decode[C];
+        device = cm.device_experts(0, every).decode[G];
+        return held.decode[G] - cm.hybrid_layer(0, none, false).decode[G];
+    };
+    double host = 0, device = 0, host_routed = 0, device_routed = 0;
+    const double hidden = beyond_attention(0, host, device);
+    REQUIRE(host > device);
+    CHECK(hidden == Approx(0).margin(1e-12));  // the host's feed-forward covers the device's experts
+    const double after_router = beyond_attention(5'000'000, host_routed, device_routed);
+    CHECK(host_routed == Approx(host));     // the same bytes on the host
+    CHECK(device_routed == Approx(device));  // and on the device
+    CHECK(after_router > 0);                 // fewer of them after the device's experts start
+    CHECK(after_router < device);
+}
