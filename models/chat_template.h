@@ -24,6 +24,7 @@ struct ChatMessage {
     std::string content;
     std::vector<ChatToolCall> tool_calls = {};  // an assistant's calls
     std::string tool_call_id = {};              // a tool message: the call it answers
+    std::string reasoning = {};                 // an assistant's reasoning given apart (reasoning_content); else in its content
 };
 
 // ChatML (SmolLM2, Qwen2), Qwen3 (ChatML whose assistant turns carry <think> reasoning),

@@ -113,8 +113,8 @@ std::string render_qwen3(const std::vector<ChatMessage>& msgs, std::string_view 
         } else if (m.role == "tool") {
             out += hermes_result(msgs, i);
         } else if (m.role == "assistant") {
-            std::string_view content = m.content, reasoning;
-            if (const size_t end = content.rfind("</think>"); end != std::string_view::npos) {
+            std::string_view content = m.content, reasoning = m.reasoning;
+            if (const size_t end = content.rfind("</think>"); reasoning.empty() && end != std::string_view::npos) {
                 // reasoning: the text before the first </think>, after its last <think>; content: after the last </think>.
                 std::string_view before = rstrip_chars(content.substr(0, content.find("</think>")), "\n");
                 if (const size_t open = before.rfind("<think>"); open != std::string_view::npos) before = before.substr(open + 7);

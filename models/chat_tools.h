@@ -34,8 +34,9 @@ std::string render_with_tools(const ChatTemplate& chat_template, const std::vect
 std::string render_llama31(const std::vector<ChatMessage>& messages, std::string_view tools_json, bool add_generation_prompt,
                            const std::string& date);
 std::string render_mistral(const std::vector<ChatMessage>& messages, std::string_view tools_json, ChatDialect::Inst inst);
-// Qwen3's: an assistant turn's <think> reasoning dropped before the last user message and kept,
-// in a block of its own, after it; the tools (`tools_json` empty: none) as Qwen2.5's, after the
+// Qwen3's: an assistant turn's <think> reasoning (ChatMessage::reasoning where given apart, as
+// its template takes reasoning_content) dropped before the last user message and kept, in a block
+// of its own, after it; the tools (`tools_json` empty: none) as Qwen2.5's, after the
 // conversation's own system prompt (it has no default).
 std::string render_qwen3(const std::vector<ChatMessage>& messages, std::string_view tools_json, bool add_generation_prompt);
 // The date a Llama 3.1-style template writes: today's, or its default.

@@ -66,8 +66,11 @@ def mid_thought() -> list[tuple[str, list[dict], list[dict] | None]]:
     asked = [{"role": "user", "content": "Weather in Zürich?"}]
     thinking = {"role": "assistant", "content": "<think>\nI need the weather.\n</think>\n\n",
                 "tool_calls": [call("call_1", "get_weather", {"city": "Zürich"})]}
-    return [("a call while reasoning, and its result", asked + [thinking, {"role": "tool", "tool_call_id": "call_1", "content": "21"}],
-             [WEATHER])]
+    apart = {"role": "assistant", "content": "", "reasoning_content": "I need the weather.",
+             "tool_calls": [call("call_1", "get_weather", {"city": "Zürich"})]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "21"}
+    return [("a call while reasoning, and its result", asked + [thinking, result], [WEATHER]),
+            ("a call with its reasoning_content sent back", asked + [apart, result], [WEATHER])]
 
 
 def check(family: str, template_file: str, bos: str, eos: str, ids: tuple[str, str], parallel: bool, extra=()) -> None:

@@ -158,6 +158,7 @@ Json openai_messages(const Json& messages) {
         Json msg = Json::object();
         for (const char* key : {"role", "content", "tool_calls"})
             if (const Json* v = field(m, key)) msg[key] = *v;
+        if (const Json* thinking = field(m, "thinking")) msg["reasoning_content"] = *thinking;
         if (!msg.contains("content")) msg["content"] = "";
         if (msg.value("role", Json()) == "tool") msg["tool_call_id"] = openai::string_field(m, "tool_name", "");
         out.push_back(std::move(msg));

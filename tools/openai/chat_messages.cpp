@@ -65,8 +65,11 @@ std::vector<models::ChatMessage> chat_messages(const Json& body) {
         if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
             throw invalid_request(fmt::format("'{}.role' must be system, developer, user, assistant or tool, not {}", where, shown(*role)),
                                   where + ".role");
-        if (msg.role == "assistant")
+        if (msg.role == "assistant") {
             if (const Json* calls = field(m, "tool_calls")) msg.tool_calls = tool_calls(*calls, where + ".tool_calls");
+            // The reasoning an answer gave apart, sent back: the templates that keep it (Qwen3's) read it.
+            msg.reasoning = string_field(m, "reasoning_content", "");
+        }
         const Json* content = field(m, "content");
         if (!content && msg.role != "assistant") throw invalid_request(fmt::format("'{}.content' is required", where), where + ".content");
         if (content) msg.content = message_content(*content, where + ".content");

@@ -161,6 +161,10 @@ TEST_CASE("ollama requests: think sets the reasoning apart, or turns it off", "[
     const Translated off = translate_chat(chat({{"think", false}}));
     CHECK_FALSE(off.show_thinking);
     CHECK(off.body["chat_template_kwargs"] == Json{{"enable_thinking", false}});
+    // An answer's thinking sent back is the OpenAI message's reasoning_content, which Qwen3's template reads.
+    const Json history = Json::array({{{"role", "user"}, {"content", "Hi"}},
+                                      {{"role", "assistant"}, {"content", "Hello"}, {"thinking", "Greet back."}}});
+    CHECK(translate_chat({{"model", "m"}, {"messages", history}}).body["messages"][1]["reasoning_content"] == "Greet back.");
     const Translated raw = translate_generate({{"model", "m"}, {"prompt", "x"}, {"raw", true}, {"think", false}});
     CHECK_FALSE(raw.show_thinking);
     CHECK_FALSE(raw.body.contains("chat_template_kwargs"));  // no template to turn it off in
