@@ -122,4 +122,13 @@ ReasoningParts ReasoningSplit::take(bool final) {
 
 ReasoningParts split_reasoning(std::string_view reply, ReasoningStyle style) { return parse(reply, style, true); }
 
+size_t answer_start(std::string_view reply, ReasoningStyle style) {
+    if (style == ReasoningStyle::HarmonyChannels) return 0;  // (no tool format)
+    const std::string_view rest = lstrip(reply);
+    const bool opens = rest.starts_with(kThinkOpen);
+    if (!opens && style == ReasoningStyle::ThinkBlock) return kThinkOpen.starts_with(rest) && !rest.empty() ? std::string_view::npos : 0;
+    const size_t close = reply.find(kThinkClose);
+    return close == std::string_view::npos ? std::string_view::npos : close + kThinkClose.size();
+}
+
 }  // namespace strata::models

@@ -46,4 +46,8 @@ private:
 // A whole reply split.
 ReasoningParts split_reasoning(std::string_view reply, ReasoningStyle style);
 
+// Where the answer starts in a reply being written (after a <think> block; 0 without one), npos
+// while the reply is still reasoning or may be opening a block: where a tool call may begin.
+size_t answer_start(std::string_view reply, ReasoningStyle style);
+
 }  // namespace strata::models

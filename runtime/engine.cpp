@@ -326,7 +326,8 @@ const TokenTrie& Engine::token_trie() const {
 std::unique_ptr<Sampler> Engine::make_sampler(const GenerateParams& params) const {
     if (!params.grammar) return std::make_unique<Sampler>(params.sampler);
     return std::make_unique<Sampler>(params.sampler,
-                                     std::make_unique<GrammarConstraint>(params.grammar, token_trie(), params.grammar_triggers));
+                                     std::make_unique<GrammarConstraint>(params.grammar, token_trie(), params.grammar_triggers,
+                                                                         params.grammar_triggers_from));
 }
 int Engine::n_threads() const { return pool_->n_threads(); }
 

@@ -33,6 +33,9 @@ struct GenerateParams {
     // triggers are given from where the output first writes one of them.
     std::shared_ptr<const Grammar> grammar;
     std::vector<std::string> grammar_triggers;
+    // Where in the output a trigger may start (after a reasoning model's reasoning), npos while
+    // none may; empty: anywhere.
+    std::function<size_t(std::string_view text)> grammar_triggers_from;
     int n_logprobs = -1;  // >= 0: each generated token's log-probability and this many alternatives
     // Ends the output (stop_reason "stop") once this is true of the text released so far, as a
     // stop string would: a reply with tools ends at a call that repeats an earlier one.

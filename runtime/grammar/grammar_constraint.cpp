@@ -7,15 +7,18 @@
 
 namespace strata::runtime {
 
-GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar, const TokenTrie& vocab, std::vector<std::string> triggers)
-    : grammar_(std::move(grammar)), vocab_(vocab), triggers_(std::move(triggers)) {
+GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar, const TokenTrie& vocab, std::vector<std::string> triggers,
+                                     std::function<size_t(std::string_view)> triggers_from)
+    : grammar_(std::move(grammar)), vocab_(vocab), triggers_(std::move(triggers)), triggers_from_(std::move(triggers_from)) {
     if (triggers_.empty()) matcher_.emplace(grammar_);
 }
 
 std::optional<size_t> GrammarConstraint::find_trigger(std::string_view text) const {
+    const size_t from = triggers_from_ ? triggers_from_(text) : 0;
+    if (from == std::string_view::npos) return std::nullopt;
     std::optional<size_t> first;
     for (const std::string& t : triggers_)
-        if (const size_t at = text.find(t); at != std::string_view::npos && (!first || at < *first)) first = at;
+        if (const size_t at = text.find(t, from); at != std::string_view::npos && (!first || at < *first)) first = at;
     return first;
 }
 

@@ -10,6 +10,7 @@
 // triggers (a tool call's opening tag), then holds everything from the trigger on to the
 // grammar, whose sentences start with a trigger.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -24,7 +25,10 @@ namespace strata::runtime {
 
 class GrammarConstraint {
 public:
-    GrammarConstraint(std::shared_ptr<const Grammar> grammar, const TokenTrie& vocab, std::vector<std::string> triggers = {});
+    // `triggers_from`: where in the output so far a trigger may start (after a reasoning model's
+    // reasoning), npos while none may; empty: anywhere.
+    GrammarConstraint(std::shared_ptr<const Grammar> grammar, const TokenTrie& vocab, std::vector<std::string> triggers = {},
+                      std::function<size_t(std::string_view)> triggers_from = {});
 
     // Holding the output to the grammar (always, unless lazy and no trigger written yet).
     bool active() const { return matcher_.has_value(); }
@@ -47,6 +51,7 @@ private:
     std::shared_ptr<const Grammar> grammar_;
     const TokenTrie& vocab_;
     std::vector<std::string> triggers_;
+    std::function<size_t(std::string_view)> triggers_from_;
     std::string text_;  // the output so far, while waiting for a trigger
     std::optional<GrammarMatcher> matcher_;
 

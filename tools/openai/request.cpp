@@ -179,17 +179,24 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, 
     const char* param = endpoint == Endpoint::Chat ? "messages" : "prompt";
     if (endpoint == Endpoint::Chat) {
         if (auto mct = integer_at_least(body, "max_completion_tokens", 1)) max_tokens = mct;
+        const models::ChatTemplate tmpl = requested_template(body, model.chat_template);
+        const std::optional<models::ReasoningStyle> style = models::reasoning_style(tmpl);
+        if (reasoning_apart(body)) req.reasoning = style;
         const std::optional<ToolUse> tools = tool_use(body, model.chat_template.family());
         if (tools) {
             if (req.params.grammar) throw invalid_request("'tools' and an output format together are not supported", "tools");
             req.tools = tools->syntax;
             req.params.grammar = tools->grammar;
             req.params.grammar_triggers = tools->triggers;
-            req.params.ends_output = [syntax = tools->syntax](std::string_view text) { return models::parse_reply(text, syntax).repeated; };
+            // A reasoning model calls after its reasoning: a call's opener in its thoughts starts nothing.
+            const auto answer = [style](std::string_view text) { return style ? models::answer_start(text, *style) : 0; };
+            req.params.grammar_triggers_from = answer;
+            req.params.ends_output = [syntax = tools->syntax, answer](std::string_view text) {
+                const size_t at = answer(text);
+                return at != std::string_view::npos && models::parse_reply(text.substr(at), syntax).repeated;
+            };
         }
         const std::vector<models::ChatMessage> messages = chat_messages(body);
-        const models::ChatTemplate tmpl = requested_template(body, model.chat_template);
-        if (reasoning_apart(body)) req.reasoning = models::reasoning_style(tmpl);
         try {
             req.prompt = models::tokenize_chat(model.tokenizer, tmpl, messages, true, tools ? tools->tools_json : "");
         } catch (const UsageError& e) {

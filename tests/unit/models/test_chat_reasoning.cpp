@@ -96,3 +96,15 @@ TEST_CASE("the families that reason, and Qwen3's reasoning turned off", "[unit][
     CHECK_FALSE(r1.can_stop_thinking());
     CHECK(r1.without_thinking().render(msgs) == r1.render(msgs));
 }
+
+TEST_CASE("where a reasoning model's answer starts, for the triggers of its tool calls", "[unit][chat]") {
+    constexpr size_t npos = std::string_view::npos;
+    const std::string done = "<think>\nI will use <tool_call> next.\n</think>\n\n";
+    CHECK(answer_start("<thi", ReasoningStyle::ThinkBlock) == npos);  // may be opening the block
+    CHECK(answer_start("<think>\nI will use <tool_call>", ReasoningStyle::ThinkBlock) == npos);
+    CHECK(answer_start(done + "<tool_call>", ReasoningStyle::ThinkBlock) == done.find("</think>") + 8);
+    CHECK(answer_start("<tool_call>\n{", ReasoningStyle::ThinkBlock) == 0);  // no block: the answer from the start
+    CHECK(answer_start("", ReasoningStyle::ThinkBlock) == 0);
+    CHECK(answer_start("Still thinking", ReasoningStyle::OpenedThinkBlock) == npos);  // the prompt opened it
+    CHECK(answer_start("Done.</think>\n4", ReasoningStyle::OpenedThinkBlock) == 13);
+}

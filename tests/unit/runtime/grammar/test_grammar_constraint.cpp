@@ -92,6 +92,26 @@ TEST_CASE("a lazy constraint lets the output run free until it writes a trigger"
     CHECK_FALSE(c.allows(v.id("<0x78>")));
 }
 
+TEST_CASE("a lazy constraint's triggers count only where triggers_from lets them: after a reasoning model's reasoning",
+          "[unit][grammar]") {
+    const Vocab v(test::tiny_llama_path());
+    // Triggers may start after the first "|" (the reasoning's end, as models::answer_start finds it).
+    const auto after_bar = [](std::string_view text) {
+        const size_t bar = text.find('|');
+        return bar == std::string_view::npos ? std::string_view::npos : bar + 1;
+    };
+    GrammarConstraint c(grammar(R"(root ::= "<" "x"+ ">")"), v.trie, {"<"}, after_bar);
+    c.accept(v.id("<0x3C>"));  // "<" while reasoning: text
+    CHECK_FALSE(c.active());
+    CHECK(c.allows(v.id("▁upon")));  // which the grammar would refuse after a trigger
+    c.accept(v.id("<0x7C>"));  // "|": the reasoning ends
+    CHECK_FALSE(c.active());
+    c.accept(v.id("<0x3C>"));  // "<": the trigger now
+    CHECK(c.active());
+    CHECK_FALSE(c.allows(v.id("▁upon")));
+    CHECK(c.allows(v.id("<0x78>")));
+}
+
 TEST_CASE("a sampler with a grammar draws again among the tokens the grammar allows", "[unit][grammar][sampler]") {
     const std::filesystem::path path = test::tiny_llama_path();
     const Vocab v(path);
