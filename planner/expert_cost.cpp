@@ -104,8 +104,8 @@ Cost CostModel::hybrid_layer(int layer, const ExpertPlan& x, bool offloaded) con
         const Cost r = on_cpu.weights_cost({router, router, router, double(shape_.n_embd) * shape_.n_expert}, rows_d_, B_ * P_,
                                            WeightOption::DramCpu, false);
         const double k = shape_.n_expert_used * on_dev;
-        d.decode[G] -= std::min(f.decode[C] - r.decode[C], d.decode[G] / scratch_fills(k * rows_d_ / m_));
-        d.prefill[G] -= std::min(f.prefill[C] - r.prefill[C], d.prefill[G] / scratch_fills(k * pass_rows_));
+        d.decode[G] -= std::min(std::max(0.0, f.decode[C] - r.decode[C]), d.decode[G] / scratch_fills(k * rows_d_ / m_));
+        d.prefill[G] -= std::min(std::max(0.0, f.prefill[C] - r.prefill[C]), d.prefill[G] / scratch_fills(k * pass_rows_));
         f += d;
     }
     c += f;

@@ -141,7 +141,7 @@ models::ChatTemplate requested_template(const Json& body, const models::ChatTemp
                 throw invalid_request(fmt::format("'chat_template_kwargs.{}' is not supported: only enable_thinking and "
                                                   "reasoning_effort are", key),
                                       "chat_template_kwargs");
-        if (kwargs->contains("enable_thinking") && !boolean(*kwargs, "enable_thinking")) out = out.without_thinking();
+        if (field(*kwargs, "enable_thinking") && !boolean(*kwargs, "enable_thinking")) out = out.without_thinking();
         if (kwargs->contains("reasoning_effort")) effort = string_field(*kwargs, "reasoning_effort", "");
     }
     if (effort.empty()) return out;
@@ -181,10 +181,17 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, 
         if (auto mct = integer_at_least(body, "max_completion_tokens", 1)) max_tokens = mct;
         const models::ChatTemplate tmpl = requested_template(body, model.chat_template);
         const std::optional<models::ReasoningStyle> style = models::reasoning_style(tmpl);
-        if (reasoning_apart(body)) req.reasoning = style;
+        // A grammar held from the first token leaves no room for reasoning: the reply is the answer.
+        const bool apart = reasoning_apart(body);
+        if (apart && !req.params.grammar) req.reasoning = style;
         const std::optional<ToolUse> tools = tool_use(body, model.chat_template.family());
         if (tools) {
             if (req.params.grammar) throw invalid_request("'tools' and an output format together are not supported", "tools");
+            // Calls are read from the answer, after the reasoning: it has to be set apart.
+            if (style && !apart)
+                throw invalid_request("'reasoning_format' \"none\" and 'tools' together are not supported for a model that "
+                                      "reasons: leave reasoning_format out to have the calls read after the reasoning",
+                                      "reasoning_format");
             req.tools = tools->syntax;
             req.params.grammar = tools->grammar;
             req.params.grammar_triggers = tools->triggers;

@@ -509,4 +509,6 @@ TEST_CASE("expert placement: the device's experts overlap the host's feed-forwar
     CHECK(device_routed == Approx(device));  // and on the device
     CHECK(after_router > 0);                 // fewer of them after the device's experts start
     CHECK(after_router < device);
+    // A router priced above the host's share of the feed-forward hides none of them, and adds nothing.
+    CHECK(beyond_attention(9'000'000, host_routed, device_routed) == Approx(device));
 }

@@ -25,7 +25,7 @@ struct Qwen3Model {
     models::GgufFile file = models::GgufFile::open(test::tiny_llama_path());
     std::unique_ptr<models::Tokenizer> tok = models::Tokenizer::from_gguf(file);
     models::ChatTemplate tmpl{models::ChatFamily::Qwen3};
-    ModelContext context() const { return {*tok, tmpl, 256, "tiny"}; }
+    ModelContext context() const { return {*tok, tmpl, 4096, "tiny"}; }  // room for the tools' system turn
 };
 
 const json kChat = {{"model", "x"}, {"messages", {{{"role", "user"}, {"content", "Hello"}}}}};
@@ -54,6 +54,11 @@ TEST_CASE("openai reasoning: a request sets the reasoning apart unless reasoning
     const CompletionRequest on =
         parse_completion_request(Endpoint::Chat, with(kChat, "chat_template_kwargs", {{"enable_thinking", true}}), m.context());
     CHECK(on.prompt == plain.prompt);
+    const CompletionRequest unsaid =
+        parse_completion_request(Endpoint::Chat, with(kChat, "chat_template_kwargs", {{"enable_thinking", nullptr}}), m.context());
+    CHECK(unsaid.prompt == plain.prompt);  // null: the template's default
+    // A grammar from the first token leaves no room for reasoning: the reply is all answer.
+    CHECK_FALSE(parse_completion_request(Endpoint::Chat, with(kChat, "response_format", {{"type", "json_object"}}), m.context()).reasoning);
 
     auto param = [&](const json& body, Endpoint e = Endpoint::Chat) {
         try {
@@ -67,6 +72,10 @@ TEST_CASE("openai reasoning: a request sets the reasoning apart unless reasoning
     CHECK(param(with(kChat, "reasoning_effort", "extreme")) == "reasoning_effort");
     CHECK(param(with(kChat, "chat_template_kwargs", {{"reasoning_effort", "max"}})) == "reasoning_effort");
     CHECK(param(with(kChat, "reasoning_effort", "high")) == "(accepted)");  // Qwen3 reasons as it does
+    const json tool = {{"type", "function"}, {"function", {{"name", "f"}}}};
+    json with_tools = with(kChat, "tools", json::array({tool}));
+    CHECK(param(with_tools) == "(accepted)");
+    CHECK(param(with(with_tools, "reasoning_format", "none")) == "reasoning_format");  // calls are read after the reasoning
     CHECK(param(with(kChat, "chat_template_kwargs", {{"add_vision_id", true}})) == "chat_template_kwargs");
     CHECK(param(with(kChat, "chat_template_kwargs", "no")) == "chat_template_kwargs");
     CHECK(param(with(kChat, "chat_template_kwargs", {{"enable_thinking", "no"}})) == "enable_thinking");
