@@ -181,9 +181,10 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, 
         if (auto mct = integer_at_least(body, "max_completion_tokens", 1)) max_tokens = mct;
         const models::ChatTemplate tmpl = requested_template(body, model.chat_template);
         const std::optional<models::ReasoningStyle> style = models::reasoning_style(tmpl);
-        // A grammar held from the first token leaves no room for reasoning: the reply is the answer.
+        // A grammar held from the first token leaves no room for reasoning it does not write: where
+        // the prompt opened the reasoning (DeepSeek-R1), the reply is the answer.
         const bool apart = reasoning_apart(body);
-        if (apart && !req.params.grammar) req.reasoning = style;
+        if (apart && !(req.params.grammar && style == models::ReasoningStyle::OpenedThinkBlock)) req.reasoning = style;
         const std::optional<ToolUse> tools = tool_use(body, model.chat_template.family());
         if (tools) {
             if (req.params.grammar) throw invalid_request("'tools' and an output format together are not supported", "tools");

@@ -57,8 +57,15 @@ TEST_CASE("openai reasoning: a request sets the reasoning apart unless reasoning
     const CompletionRequest unsaid =
         parse_completion_request(Endpoint::Chat, with(kChat, "chat_template_kwargs", {{"enable_thinking", nullptr}}), m.context());
     CHECK(unsaid.prompt == plain.prompt);  // null: the template's default
-    // A grammar from the first token leaves no room for reasoning: the reply is all answer.
-    CHECK_FALSE(parse_completion_request(Endpoint::Chat, with(kChat, "response_format", {{"type", "json_object"}}), m.context()).reasoning);
+    // A grammar from the first token: a reply that does not open a block is all answer (Qwen3's
+    // read so anyway); where the prompt opened one (DeepSeek-R1), nothing is set apart.
+    const json json_format = with(kChat, "response_format", {{"type", "json_object"}});
+    CHECK(parse_completion_request(Endpoint::Chat, json_format, m.context()).reasoning == models::ReasoningStyle::ThinkBlock);
+    CHECK(models::split_reasoning("{\"a\": 1}", models::ReasoningStyle::ThinkBlock).content == "{\"a\": 1}");
+    const models::ChatTemplate r1(models::ChatFamily::DeepSeekR1);
+    const ModelContext r1_model{*m.tok, r1, 4096, "tiny"};
+    CHECK(parse_completion_request(Endpoint::Chat, kChat, r1_model).reasoning == models::ReasoningStyle::OpenedThinkBlock);
+    CHECK_FALSE(parse_completion_request(Endpoint::Chat, json_format, r1_model).reasoning);
 
     auto param = [&](const json& body, Endpoint e = Endpoint::Chat) {
         try {
