@@ -41,11 +41,12 @@ SavedChat loaded_chat(const ChatOptions& o) {
     return chat;
 }
 
-// The model's chat template (--chat-template's family), its reasoning off with --no-think.
-models::ChatTemplate chat_template(const ChatOptions& o, const models::GgufFile& file) {
+// The model's chat template (--chat-template's family), its reasoning off with --no-think
+// (`warn`: saying so where the template cannot: once a run).
+models::ChatTemplate chat_template(const ChatOptions& o, const models::GgufFile& file, bool warn) {
     const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(file, o.chat_template);
     if (!o.no_think) return tmpl;
-    if (!tmpl.can_stop_thinking())
+    if (warn && !tmpl.can_stop_thinking())
         STRATA_LOG_WARN("--no-think is not used: the {} template has no way to turn the model's reasoning off",
                         models::chat_family_name(tmpl.family()));
     return tmpl.without_thinking();
@@ -54,10 +55,11 @@ models::ChatTemplate chat_template(const ChatOptions& o, const models::GgufFile&
 // The text the model reads for `msg` after the conversation so far (--load's, else none); without
 // `msg`, the conversation alone, as the next reply's prompt begins. From the GGUF header alone
 // (no weights are loaded).
-std::string rendered_prompt(const ChatOptions& o, const std::optional<SavedChat>& saved, const std::optional<std::string>& msg) {
+std::string rendered_prompt(const ChatOptions& o, const std::optional<SavedChat>& saved, const std::optional<std::string>& msg,
+                            bool warn) {
     SavedChat chat = saved ? *saved : SavedChat{{}, o.system, {}};
     const models::GgufFile file = models::GgufFile::open(resolve_model_path(o.m.model), /*map_data=*/false);
-    const models::ChatTemplate tmpl = chat_template(o, file);
+    const models::ChatTemplate tmpl = chat_template(o, file, warn);
     if (msg) chat.messages.push_back({"user", *msg});
     return tmpl.render(with_system(chat.system, chat.messages), /*add_generation_prompt=*/msg.has_value());
 }
@@ -65,7 +67,7 @@ std::string rendered_prompt(const ChatOptions& o, const std::optional<SavedChat>
 // --print-prompt: the text the model would read for stdin's message.
 int print_prompt(const ChatOptions& o) {
     const std::string msg = stdin_message();
-    const std::string prompt = rendered_prompt(o, o.load.empty() ? std::nullopt : std::optional(loaded_chat(o)), msg);
+    const std::string prompt = rendered_prompt(o, o.load.empty() ? std::nullopt : std::optional(loaded_chat(o)), msg, /*warn=*/true);
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     return 0;
 }
@@ -121,10 +123,10 @@ int run_chat(const ChatOptions& o) {
     // Piped, the one message is known before the plan is made: planned for it, as generate plans
     // for its prompt; on a terminal, for a turn after the conversation --load names, which the
     // first reply reads whole (unless --plan-prompt names another length).
-    if (o.m.plan_prompt == 0 && !interactive) eo.prompt = rendered_prompt(o, saved, message);
+    if (o.m.plan_prompt == 0 && !interactive) eo.prompt = rendered_prompt(o, saved, message, /*warn=*/false);
     if (o.m.plan_prompt == 0 && interactive) {
         eo.n_prompt = ModelOptions::kTurnPrompt;
-        if (saved) eo.prompt = rendered_prompt(o, saved, std::nullopt);
+        if (saved) eo.prompt = rendered_prompt(o, saved, std::nullopt, /*warn=*/false);
     }
     announce_loading(eo.model);
     runtime::Engine engine(eo);
@@ -136,7 +138,7 @@ int run_chat(const ChatOptions& o) {
     runtime::GenerateParams gp;
     gp.n_predict = eo.n_predict;
     gp.sampler = o.sampler;
-    ChatSession session(engine, scheduler, chat_template(o, engine.file()), o.system, gp);
+    ChatSession session(engine, scheduler, chat_template(o, engine.file(), /*warn=*/true), o.system, gp);
     if (saved) session.restore(std::move(*saved), o.load);
 
     if (!interactive) {
