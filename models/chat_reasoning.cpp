@@ -9,6 +9,7 @@ namespace {
 constexpr std::string_view kBlank = " \t\r\n";
 constexpr std::string_view kThinkOpen = "<think>", kThinkClose = "</think>";
 constexpr std::string_view kStart = "<|start|>", kChannel = "<|channel|>", kMessage = "<|message|>", kEnd = "<|end|>";
+constexpr std::string_view kAnalysis = "<|channel|>analysis";
 
 std::string_view lstrip(std::string_view s) {
     const size_t at = s.find_first_not_of(kBlank);
@@ -129,6 +130,29 @@ size_t answer_start(std::string_view reply, ReasoningStyle style) {
     if (!opens && style == ReasoningStyle::ThinkBlock) return kThinkOpen.starts_with(rest) && !rest.empty() ? std::string_view::npos : 0;
     const size_t close = reply.find(kThinkClose);
     return close == std::string_view::npos ? std::string_view::npos : close + kThinkClose.size();
+}
+
+ReasoningOpening reasoning_opening(std::string_view reply, ReasoningStyle style) {
+    using State = ReasoningOpening::State;
+    if (style == ReasoningStyle::OpenedThinkBlock) return {State::Open, 0};
+    const std::string_view rest = lstrip(reply);
+    const size_t skipped = reply.size() - rest.size();
+    if (style == ReasoningStyle::ThinkBlock) {
+        if (rest.starts_with(kThinkOpen)) return {State::Open, skipped + kThinkOpen.size()};
+        return kThinkOpen.starts_with(rest) ? ReasoningOpening{} : ReasoningOpening{State::Absent};
+    }
+    // Harmony: an analysis message first, open once its header is written.
+    if (rest.starts_with(kAnalysis)) {
+        const size_t body = rest.find(kMessage);
+        return body == std::string_view::npos ? ReasoningOpening{} : ReasoningOpening{State::Open, skipped + body + kMessage.size()};
+    }
+    return kAnalysis.starts_with(rest) ? ReasoningOpening{} : ReasoningOpening{State::Absent};
+}
+
+std::string_view reasoning_end(ReasoningStyle style) { return style == ReasoningStyle::HarmonyChannels ? kEnd : kThinkClose; }
+
+std::string_view reasoning_closer(ReasoningStyle style) {
+    return style == ReasoningStyle::HarmonyChannels ? "<|end|><|start|>assistant<|channel|>final<|message|>" : "\n</think>\n\n";
 }
 
 }  // namespace strata::models

@@ -50,4 +50,20 @@ ReasoningParts split_reasoning(std::string_view reply, ReasoningStyle style);
 // while the reply is still reasoning or may be opening a block: where a tool call may begin.
 size_t answer_start(std::string_view reply, ReasoningStyle style);
 
+// Where a reply being written stands with its reasoning, for a budget on it.
+struct ReasoningOpening {
+    enum class State {
+        Undecided,  // the reply may still be opening it
+        Open,       // begun (`at`: its first byte after the opening)
+        Absent,     // the reply answers without it
+    };
+    State state = State::Undecided;
+    size_t at = 0;
+};
+ReasoningOpening reasoning_opening(std::string_view reply, ReasoningStyle style);
+// The marker with which the family ends its reasoning ("</think>", harmony's "<|end|>").
+std::string_view reasoning_end(ReasoningStyle style);
+// What closes a reasoning cut short and opens the answer, as the family writes it.
+std::string_view reasoning_closer(ReasoningStyle style);
+
 }  // namespace strata::models

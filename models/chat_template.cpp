@@ -229,8 +229,9 @@ ChatTemplate ChatTemplate::without_thinking() const {
 }
 
 ChatTemplate ChatTemplate::with_reasoning_effort(std::string effort) const {
+    if (effort == "minimal") effort = "low";  // OpenAI's lowest level; harmony's lowest is low
     if (effort != "low" && effort != "medium" && effort != "high")
-        throw UsageError(fmt::format("the reasoning effort must be low, medium or high, not '{}'", effort));
+        throw UsageError(fmt::format("the reasoning effort must be minimal, low, medium or high, not '{}'", effort));
     ChatTemplate t = *this;
     t.reasoning_effort_ = std::move(effort);
     return t;

@@ -78,9 +78,9 @@ public:
     // the same template with it off: the generation prompt closes an empty think block.
     bool can_stop_thinking() const { return family_ == ChatFamily::Qwen3; }
     ChatTemplate without_thinking() const;
-    // The same template asking for `effort` ("low", "medium", "high") of reasoning where its
-    // family has levels (harmony's system message); others are unchanged. Throws UsageError for
-    // another level.
+    // The same template asking for `effort` ("low", "medium", "high"; OpenAI's "minimal" is
+    // low) of reasoning where its family has levels (harmony's system message); others are
+    // unchanged. Throws UsageError for another level.
     ChatTemplate with_reasoning_effort(std::string effort) const;
 
 private:

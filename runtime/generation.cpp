@@ -21,6 +21,10 @@ Generation::Generation(const GenerateParams& params, const models::Tokenizer& to
       on_logprobs_(std::move(on_logprobs)), result_(result) {
     for (int32_t t : prompt) sampler_->accept(t);
     result_.stop_reason = "length";
+    // A grammar that holds the whole reply could refuse the closer; a lazy one starts after it.
+    const ReasoningBudgetParams& b = params.reasoning_budget;
+    if (b.capped() && (!params.grammar || !params.grammar_triggers.empty()))
+        budget_.emplace(b.tokens, *b.style, tok.encode(b.message + std::string(models::reasoning_closer(*b.style)), false, true));
 }
 
 std::optional<int32_t> Generation::accept(std::span<const float> logits, int64_t held, int64_t n_ctx, std::span<const int32_t> drafts) {
@@ -31,7 +35,8 @@ std::optional<int32_t> Generation::accept(std::span<const float> logits, int64_t
         r.error = kNanOutput;
         return std::nullopt;
     }
-    const int32_t t = drafts.empty() ? sampler_->sample(logits) : sampler_->verify(logits, drafts);
+    const std::optional<int32_t> forced = budget_ ? budget_->forced() : std::nullopt;
+    const int32_t t = forced ? *forced : drafts.empty() ? sampler_->sample(logits) : sampler_->verify(logits, drafts);
     if (t < 0) {
         r.stop_reason = "error";
         r.error = kGrammarDeadEnd;
@@ -48,6 +53,7 @@ std::optional<int32_t> Generation::accept(std::span<const float> logits, int64_t
     }
     r.tokens.push_back(t);
     sampler_->accept_generated(t);
+    if (budget_) budget_->accept(tok_.piece(t));
     const std::string text = stream_.push(tok_.piece(t));
     const bool keep_going = text.empty() || !on_text_ || on_text_(text);
     if (stream_.stopped() || (params_.ends_output && !text.empty() && params_.ends_output(stream_.text()))) {

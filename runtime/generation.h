@@ -17,6 +17,7 @@
 
 #include "runtime/grammar/gbnf.h"
 #include "runtime/logprobs.h"
+#include "runtime/reasoning_budget.h"
 #include "runtime/sampler.h"
 #include "runtime/text_stream.h"
 
@@ -40,6 +41,8 @@ struct GenerateParams {
     // Ends the output (stop_reason "stop") once this is true of the text released so far, as a
     // stop string would: a reply with tools ends at a call that repeats an earlier one.
     std::function<bool(std::string_view text)> ends_output;
+    // A cap on the reasoning's tokens (not under a grammar that holds the whole reply).
+    ReasoningBudgetParams reasoning_budget;
 };
 
 struct GenerateResult {
@@ -89,6 +92,7 @@ private:
     OnText on_text_;
     OnLogprobs on_logprobs_;
     GenerateResult& result_;
+    std::optional<ReasoningBudget> budget_;
 };
 
 }  // namespace strata::runtime

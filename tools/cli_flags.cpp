@@ -198,4 +198,13 @@ void add_chat_template_option(CLI::App& cmd, std::string& family) {
                    fmt::format("template family: {} (default: detected from the model)", models::chat_family_list()));
 }
 
+void add_reasoning_budget_options(CLI::App& cmd, runtime::ReasoningBudgetParams& budget) {
+    cmd.add_option("--reasoning-budget", budget.tokens,
+                   "most tokens a reasoning model may reason before it is made to answer (-1: no cap; 0: none)")
+        ->capture_default_str()
+        ->check(at_least(-1));
+    cmd.add_option("--reasoning-budget-message", budget.message,
+                   "text written at the end of reasoning cut short, before the answer (e.g. \"Time to answer.\")");
+}
+
 }  // namespace strata::cli

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/reasoning_budget.h"
 #include "runtime/sampler.h"
 #include "tools/cli_options.h"
 
@@ -32,5 +33,7 @@ void add_plan_prompt_option(CLI::App& cmd, ModelOptions& m, const std::string& b
 void add_sampler_options(CLI::App& cmd, runtime::SamplerParams& s, std::optional<uint64_t>& seed);
 // --chat-template FAMILY.
 void add_chat_template_option(CLI::App& cmd, std::string& family);
+// --reasoning-budget N and --reasoning-budget-message TEXT (the style is the template's, later).
+void add_reasoning_budget_options(CLI::App& cmd, runtime::ReasoningBudgetParams& budget);
 
 }  // namespace strata::cli

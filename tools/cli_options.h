@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/reasoning_budget.h"
 #include "runtime/sampler.h"
 #include "runtime/spec/draft_source.h"
 #include "runtime/spec/speculation.h"
@@ -85,6 +86,7 @@ struct ChatOptions {
     std::string load;           // start from a conversation saved with /save
     bool print_prompt = false;  // print the rendered prompt for stdin's message and exit (tests)
     bool no_think = false;      // the model's reasoning turned off where its template can
+    runtime::ReasoningBudgetParams reasoning_budget;  // --reasoning-budget (the style: the template's)
     int n_predict = 512;
     runtime::SamplerParams sampler;
 };
@@ -162,6 +164,7 @@ struct ServeOptions {
     std::string api_key;        // empty: $STRATA_API_KEY, else no authentication
     std::string alias;          // the model id in /v1/models and answers; default: the file name's stem
     std::string chat_template;  // override of the detected family
+    runtime::ReasoningBudgetParams reasoning_budget;  // a request's, unless it names its own
     int max_batch = 8;          // sequences generating at once
     int max_queue = 64;         // requests waiting beyond those; more get 503
     // While other addresses have work: sequences one address runs (0: an equal share of
@@ -204,6 +207,7 @@ struct BatchOptions {
     ModelOptions m;
     std::string input, output;
     std::string chat_template;
+    runtime::ReasoningBudgetParams reasoning_budget;  // a request's, unless it names its own
     int max_batch = 8;
 };
 

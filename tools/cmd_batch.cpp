@@ -70,7 +70,8 @@ int run_batch(const BatchOptions& o) {
     const std::string model_id = resolve_model_path(eo.model).stem().string();
     runtime::Engine engine(eo);
     const models::ChatTemplate tmpl = models::ChatTemplate::from_gguf(engine.file(), o.chat_template);
-    const openai::ModelContext model{engine.tokenizer(), tmpl, engine.n_ctx(), model_id, engine.pooling(), engine.hparams().n_embd};
+    openai::ModelContext model{engine.tokenizer(), tmpl, engine.n_ctx(), model_id, engine.pooling(), engine.hparams().n_embd};
+    model.reasoning_budget = o.reasoning_budget;
 
     // Read every line first: bad ones are reported and recorded before the model runs.
     std::vector<openai::BatchLine> work;

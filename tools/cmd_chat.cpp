@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/model_paths.h"
+#include "models/chat_reasoning.h"
 #include "models/gguf_file.h"
 #include "runtime/scheduler.h"
 #include "tools/chat/chat_commands.h"
@@ -135,10 +136,16 @@ int run_chat(const ChatOptions& o) {
     const auto draft = o.m.load_draft_model(engine);
     so.spec = o.m.spec_options(draft.get());
     runtime::Scheduler scheduler(engine, so);
+    models::ChatTemplate tmpl = chat_template(o, engine.file(), /*warn=*/true);
     runtime::GenerateParams gp;
     gp.n_predict = eo.n_predict;
     gp.sampler = o.sampler;
-    ChatSession session(engine, scheduler, chat_template(o, engine.file(), /*warn=*/true), o.system, gp);
+    gp.reasoning_budget = o.reasoning_budget;
+    gp.reasoning_budget.style = models::reasoning_style(tmpl);
+    if (o.reasoning_budget.tokens >= 0 && !gp.reasoning_budget.style)
+        STRATA_LOG_WARN("--reasoning-budget is not used: the {} template's model answers without reasoning first",
+                        models::chat_family_name(tmpl.family()));
+    ChatSession session(engine, scheduler, std::move(tmpl), o.system, gp);
     if (saved) session.restore(std::move(*saved), o.load);
 
     if (!interactive) {

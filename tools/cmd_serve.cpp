@@ -137,6 +137,7 @@ int run_serve(const ServeOptions& o) {
     if (!o.m.draft_model.empty() || ro.scheduler.spec.mode == runtime::SpecMode::Self)
         ro.load_draft = draft_loader(o.m, ro.models.front().path);
     ro.chat_template = o.chat_template;
+    ro.reasoning_budget = o.reasoning_budget;
     if (!o.pooling.empty()) ro.pooling = pooling_or(o.pooling, runtime::Pooling::Last);
     ro.budget_per_engine = ro.engine.dram_budget > 0;
     ro.memory_budget = ro.budget_per_engine ? ro.engine.dram_budget : static_cast<uint64_t>(system_ram_bytes() * kDefaultMemoryShare);

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
     add_chat_template_option(*c, chat.chat_template);
     c->add_option("--load", chat.load, "start from a conversation saved with /save FILE");
     c->add_flag("--no-think", chat.no_think, "answer without reasoning first, where the model's template can (Qwen3)");
+    add_reasoning_budget_options(*c, chat.reasoning_budget);
     c->add_flag("--print-prompt", chat.print_prompt, "print the prompt rendered for stdin's message and exit")->group("");
     c->add_option("-n,--n-predict", chat.n_predict, "most tokens per reply (-1: until the end of text or a full context)")
         ->capture_default_str()
@@ -202,6 +203,7 @@ int main(int argc, char** argv) {
     sv->add_option("--api-key", serve.api_key, "require 'Authorization: Bearer KEY' (default: $STRATA_API_KEY, else none)");
     sv->add_option("--alias", serve.alias, "model id in /v1/models and answers (default: the file name)");
     add_chat_template_option(*sv, serve.chat_template);
+    add_reasoning_budget_options(*sv, serve.reasoning_budget);
     sv->add_option("--max-batch", serve.max_batch, "sequences generating at once")->capture_default_str()->check(at_least(1));
     sv->add_option("--max-queue", serve.max_queue, "requests waiting beyond those; more get 503")->capture_default_str()
         ->check(at_least(0));
@@ -251,6 +253,7 @@ int main(int argc, char** argv) {
     ba->add_option("-i,--input", batch.input, "requests, one JSON object a line")->required();
     ba->add_option("-o,--output", batch.output, "answers, one a line; a rerun skips those it holds")->required();
     add_chat_template_option(*ba, batch.chat_template);
+    add_reasoning_budget_options(*ba, batch.reasoning_budget);
     ba->add_option("--max-batch", batch.max_batch, "sequences generating at once; the plan is made for them")->capture_default_str()->check(at_least(1));
     add_engine_options(*ba, batch.m);
 

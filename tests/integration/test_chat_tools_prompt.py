@@ -96,6 +96,8 @@ def check_template_arguments() -> None:
     cases = [("gpt-oss", "openai-gpt-oss.jinja", "<|return|>", {"reasoning_effort": "high"}, {"reasoning_effort": "high"}),
              ("gpt-oss", "openai-gpt-oss.jinja", "<|return|>", {"chat_template_kwargs": {"reasoning_effort": "low"}},
               {"reasoning_effort": "low"}),
+             # OpenAI's lowest level, which harmony does not have: its lowest.
+             ("gpt-oss", "openai-gpt-oss.jinja", "<|return|>", {"reasoning_effort": "minimal"}, {"reasoning_effort": "low"}),
              ("qwen3", "qwen3.jinja", "</s>", {"chat_template_kwargs": {"enable_thinking": False}}, {"enable_thinking": False})]
     with tempfile.TemporaryDirectory() as tmp:
         for family, template_file, eos, fields, kwargs in cases:

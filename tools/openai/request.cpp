@@ -129,6 +129,20 @@ bool reasoning_apart(const Json& body) {
     return format != "none";
 }
 
+// A cap on the reply's reasoning: the request's (llama.cpp's thinking_budget_tokens, vLLM's
+// thinking_token_budget; -1 lifts the server's), else the server's --reasoning-budget.
+runtime::ReasoningBudgetParams reasoning_budget(const Json& body, const runtime::ReasoningBudgetParams& server,
+                                                std::optional<models::ReasoningStyle> style) {
+    runtime::ReasoningBudgetParams b = server;
+    b.style = style;
+    const std::optional<int64_t> llama = integer_at_least(body, "thinking_budget_tokens", -1),
+                                 vllm = integer_at_least(body, "thinking_token_budget", -1);
+    if (llama && vllm) throw invalid_request("give 'thinking_budget_tokens' or 'thinking_token_budget', not both", "thinking_token_budget");
+    if (const auto tokens = llama ? llama : vllm) b.tokens = static_cast<int>(std::min<int64_t>(*tokens, INT32_MAX));
+    b.message = string_field(body, "thinking_budget_message", b.message);
+    return b;
+}
+
 }  // namespace
 
 models::ChatTemplate requested_template(const Json& body, const models::ChatTemplate& tmpl) {
@@ -185,6 +199,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, 
         // the prompt opened the reasoning (DeepSeek-R1), the reply is the answer.
         const bool apart = reasoning_apart(body);
         if (apart && !(req.params.grammar && style == models::ReasoningStyle::OpenedThinkBlock)) req.reasoning = style;
+        req.params.reasoning_budget = reasoning_budget(body, model.reasoning_budget, style);
         const std::optional<ToolUse> tools = tool_use(body, model.chat_template.family());
         if (tools) {
             if (req.params.grammar) throw invalid_request("'tools' and an output format together are not supported", "tools");
@@ -214,7 +229,8 @@ CompletionRequest parse_completion_request(Endpoint endpoint, const Json& body, 
         // unless the request asks to generate past the end of text.
         if (std::string eot = model.chat_template.end_of_turn(); !eot.empty() && !req.params.ignore_eos) req.params.stop.push_back(eot);
     } else {
-        for (const char* key : {"tools", "reasoning_format", "reasoning_effort", "chat_template_kwargs"})
+        for (const char* key : {"tools", "reasoning_format", "reasoning_effort", "chat_template_kwargs", "thinking_budget_tokens",
+                                "thinking_token_budget", "thinking_budget_message"})
             if (field(body, key)) throw invalid_request(fmt::format("'{}' is for /v1/chat/completions", key), key);
         req.prompt = completion_prompt(body, model.tokenizer);
     }

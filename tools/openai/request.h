@@ -33,6 +33,7 @@ struct ModelContext {
     runtime::Pooling pooling = runtime::Pooling::Last;  // of /v1/embeddings
     int n_embd = 0;
     std::string placement = {};   // the running engine's plan (Plan::to_json), which the page's engine view draws
+    runtime::ReasoningBudgetParams reasoning_budget = {};  // a chat request's unless it names its own (--reasoning-budget)
 };
 
 struct CompletionRequest {

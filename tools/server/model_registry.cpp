@@ -174,6 +174,7 @@ std::shared_ptr<LoadedModel> ModelRegistry::lease(const models::LocalModel& m, s
     const auto started = Clock::now();
     auto model = std::make_shared<LoadedModel>(m, eo, options_.chat_template, options_.pooling, options_.scheduler,
                                                options_.load_draft);
+    model->context.reasoning_budget = options_.reasoning_budget;
     model->load_seconds = seconds_since(started);
     model->estimated_bytes = need;
     STRATA_LOG_INFO("models: loaded {} in {:.2f} s ({} of DRAM)", m.id, model->load_seconds, format_bytes(model->engine->dram().used()));

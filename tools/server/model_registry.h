@@ -59,6 +59,7 @@ struct RegistryOptions {
     runtime::SchedulerOptions scheduler;
     DraftLoader load_draft;                  // each model's drafting engine as it loads; empty: none
     std::string chat_template;               // --chat-template: every model's, when given
+    runtime::ReasoningBudgetParams reasoning_budget;  // --reasoning-budget: every model's requests' default
     std::optional<runtime::Pooling> pooling; // --pooling; nullopt: each model's own
     uint64_t memory_budget = 0;              // what loaded models may hold together
     bool budget_per_engine = false;          // --dram given: each engine also gets what the others leave

@@ -90,6 +90,43 @@ TEST_CASE("openai reasoning: a request sets the reasoning apart unless reasoning
     CHECK(param(completion, Endpoint::Completions) == "reasoning_format");
 }
 
+TEST_CASE("openai reasoning: a budget from the request (llama.cpp's or vLLM's field), else the server's", "[unit][openai]") {
+    const Qwen3Model m;
+    const auto budget = [&](const json& body, const ModelContext& ctx) {
+        return parse_completion_request(Endpoint::Chat, body, ctx).params.reasoning_budget;
+    };
+    CHECK_FALSE(budget(kChat, m.context()).capped());
+    const runtime::ReasoningBudgetParams asked = budget(with(kChat, "thinking_budget_tokens", 64), m.context());
+    CHECK(asked.capped());
+    CHECK(asked.tokens == 64);
+    CHECK(asked.style == models::ReasoningStyle::ThinkBlock);
+    CHECK(budget(with(kChat, "thinking_token_budget", 0), m.context()).tokens == 0);
+
+    ModelContext server = m.context();
+    server.reasoning_budget = {256, std::nullopt, "Time to answer."};
+    const runtime::ReasoningBudgetParams by_server = budget(kChat, server);
+    CHECK((by_server.tokens == 256 && by_server.message == "Time to answer." && by_server.capped()));
+    CHECK(budget(with(kChat, "thinking_budget_tokens", 8), server).tokens == 8);
+    CHECK_FALSE(budget(with(kChat, "thinking_budget_tokens", -1), server).capped());  // the request lifts it
+    CHECK(budget(with(kChat, "thinking_budget_message", "Answer."), server).message == "Answer.");
+    // A template whose model does not reason has nothing to cap.
+    const models::ChatTemplate chatml(models::ChatFamily::ChatML);
+    CHECK_FALSE(budget(with(kChat, "thinking_budget_tokens", 8), ModelContext{*m.tok, chatml, 4096, "tiny"}).capped());
+
+    auto param = [&](const json& body, Endpoint e = Endpoint::Chat) {
+        try {
+            parse_completion_request(e, body, m.context());
+        } catch (const ApiError& err) {
+            return err.param();
+        }
+        return std::string("(accepted)");
+    };
+    CHECK(param(with(kChat, "thinking_budget_tokens", -2)) == "thinking_budget_tokens");
+    CHECK(param(with(kChat, "thinking_budget_tokens", "many")) == "thinking_budget_tokens");
+    CHECK(param(with(with(kChat, "thinking_budget_tokens", 1), "thinking_token_budget", 2)) == "thinking_token_budget");
+    CHECK(param({{"model", "x"}, {"prompt", "Once"}, {"thinking_budget_tokens", 8}}, Endpoint::Completions) == "thinking_budget_tokens");
+}
+
 TEST_CASE("openai reasoning: the answer and its stream carry reasoning_content apart, adding up alike", "[unit][openai]") {
     CompletionRequest req;
     req.reasoning = models::ReasoningStyle::ThinkBlock;
