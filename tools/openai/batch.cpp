@@ -1,7 +1,5 @@
 #include "tools/openai/batch.h"
 
-#include <random>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -12,11 +10,6 @@ namespace strata::openai {
 using nlohmann::json;
 
 namespace {
-std::string random_id(std::string_view prefix) {
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    return fmt::format("{}_{:016x}", prefix, rng());
-}
-
 void parse_into(BatchLine& out, std::string_view text, const ModelContext& model) {
     const Json line = parse_json_limited(text, "the line", "invalid_json_line");
     if (!line.is_object()) throw invalid_request("the line is not a JSON object", {}, "invalid_json_line");

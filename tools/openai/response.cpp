@@ -49,6 +49,8 @@ CompletionMeta CompletionMeta::make(Endpoint endpoint, std::string model) {
     return m;
 }
 
+std::string random_id(std::string_view prefix) { return fmt::format("{}_{:016x}", prefix, rng()()); }
+
 std::string tool_call_id(const models::ToolCallSyntax& syntax) {
     static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     std::string id = syntax.with_id ? "" : "call_";

@@ -44,6 +44,8 @@ struct Choice {
 };
 // The choice a finished generation makes; with tools offered its text is read for calls.
 Choice make_choice(int index, const runtime::GenerateResult& r, const CompletionRequest& req);
+// A new id: `prefix`, "_" and 16 hexadecimal digits.
+std::string random_id(std::string_view prefix);
 // A new id for a call: "call_" and 24 letters and digits, or 9 of them for Mistral's format.
 std::string tool_call_id(const models::ToolCallSyntax& syntax);
 

@@ -111,7 +111,7 @@ struct ApiServer::Impl {
     }
 
     static constexpr Route kRoutes[] = {
-        {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/v1/embeddings", "POST"},  {"/v1/models", "GET"},
+        {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},   {"/v1/responses", "POST"},   {"/v1/embeddings", "POST"},  {"/v1/models", "GET"},
         {"/v1/models/", "GET", "/v1/models/{id}"},                       {"/tokenize", "POST"},       {"/detokenize", "POST"},
         {"/apply-template", "POST"},      {"/health", "GET"},            {"/metrics", "GET"},         {"/v1/metrics/stream", "GET"}, {"/v1/plan", "POST"},
         {"/v1/plan/options", "GET"},      {"/api/tags", "GET"},          {"/api/show", "POST"},       {"/api/ps", "GET"},
@@ -299,6 +299,7 @@ struct ApiServer::Impl {
         post_route(http, "/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
             handle_completion(state, openai::Endpoint::Completions, req, res);
         });
+        post_route(http, "/v1/responses", [this](const httplib::Request& req, httplib::Response& res) { handle_responses(state, req, res); });
         post_route(http, "/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(state, req, res); });
         post_route(http, "/tokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(state, req, res); });
         post_route(http, "/detokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_detokenize(state, req, res); });

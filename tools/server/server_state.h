@@ -64,6 +64,8 @@ void add_ollama_routes(httplib::Server& http, ServerState& state);
 
 // POST /v1/chat/completions and /v1/completions, streamed (SSE) or not.
 void handle_completion(ServerState& state, openai::Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+// POST /v1/responses (OpenAI's Responses API, answered by the chat machinery).
+void handle_responses(ServerState& state, const httplib::Request& req, httplib::Response& res);
 // POST /v1/embeddings.
 void handle_embeddings(ServerState& state, const httplib::Request& req, httplib::Response& res);
 // Each input's embedding on the model's scheduler, a few at a time; nullopt when the client left.
