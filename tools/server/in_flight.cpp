@@ -103,4 +103,34 @@ openai::ApiError result_error(const runtime::GenerateResult& r) {
     return openai::ApiError(500, "generation failed: " + r.error, "server_error", {}, "generation_failed");
 }
 
+std::optional<std::vector<runtime::GenerateResult>> stream_one_reply(ServerState& state, const Submitted& s,
+                                                                     const openai::CompletionRequest& creq,
+                                                                     std::chrono::steady_clock::time_point arrived,
+                                                                     const std::function<bool(const openai::ReplyStream::Delta&)>& forward) {
+    openai::ReplyStream reply(creq);
+    bool ok = true, any_text = false;
+    const bool answered = s.flight->await([&] {
+        for (const Generation::Update& u : s.gen->wait(kPoll)) {
+            const openai::ReplyStream::Delta d = reply.next(u.text, u.done, u.cut);
+            if (!d.content.empty() || !d.calls.empty() || !d.reasoning.empty()) {
+                if (!any_text)
+                    state.metrics.observe_first_token(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+                any_text = true;
+                if (!forward(d)) {
+                    ok = false;
+                    return true;
+                }
+            }
+            if (u.done) return true;
+        }
+        return false;
+    });
+    if (!answered || !ok) {
+        if (answered) s.flight->cancel();  // a write failed: the client is gone
+        return std::nullopt;
+    }
+    s.flight->finished();
+    return s.gen->results();
+}
+
 }  // namespace strata::server

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/scheduler.h"
 #include "tools/openai/api_error.h"
+#include "tools/openai/reply_stream.h"
 #include "tools/openai/request.h"
 #include "tools/server/generation.h"
 #include "tools/server/server_state.h"
@@ -62,6 +64,14 @@ struct Submitted {
 };
 Submitted submit_completion(ServerState& state, const std::shared_ptr<LoadedModel>& model, const openai::CompletionRequest& creq,
                             const std::string& client);
+// A one-choice reply streamed as it is written: `forward` is given each piece that holds anything
+// (its reasoning, content and calls apart as `creq` sets them) and returns false when its write
+// failed; the first token's time (from `arrived`) goes to the metrics. The results once the
+// reply is over; nullopt when the client left or a write failed (the sequence cancelled).
+std::optional<std::vector<runtime::GenerateResult>> stream_one_reply(ServerState& state, const Submitted& s,
+                                                                     const openai::CompletionRequest& creq,
+                                                                     std::chrono::steady_clock::time_point arrived,
+                                                                     const std::function<bool(const openai::ReplyStream::Delta&)>& forward);
 // The first result that ended badly (cancelled by shutdown, or failed), if any; and its error.
 const runtime::GenerateResult* failed(const std::vector<runtime::GenerateResult>& results);
 openai::ApiError result_error(const runtime::GenerateResult& r);

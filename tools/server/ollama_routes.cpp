@@ -52,34 +52,14 @@ void stream_reply(ServerState& state, Api api, const ollama::Translated& t, cons
             const std::string line = openai::dump(item) + "\n";
             return sink.write(line.data(), line.size());
         };
-        openai::ReplyStream reply(creq);
-        bool ok = true, any_text = false;
-        const bool answered = s.flight->await([&] {
-            for (const Generation::Update& u : s.gen->wait(kPoll)) {
-                openai::ReplyStream::Delta d = reply.next(u.text, u.done, u.cut);
-                if (!show_thinking) d.reasoning.clear();
-                if (!d.content.empty() || !d.calls.empty() || !d.reasoning.empty()) {
-                    if (!any_text) state.metrics.observe_first_token(seconds_since(arrived));
-                    any_text = true;
-                    if (!send(ollama::item_json(api, name, d.content, d.calls, d.reasoning))) {
-                        ok = false;
-                        return true;
-                    }
-                }
-                if (u.done) return true;
-            }
-            return false;
+        const auto results = stream_one_reply(state, s, creq, arrived, [&](openai::ReplyStream::Delta d) {
+            if (!show_thinking) d.reasoning.clear();
+            return (d.content.empty() && d.calls.empty() && d.reasoning.empty()) || send(ollama::item_json(api, name, d.content, d.calls, d.reasoning));
         });
-        if (!answered || !ok) {
-            if (answered) s.flight->cancel();  // a write failed: the client is gone
-            return false;
-        }
-        s.flight->finished();
-        const std::vector<runtime::GenerateResult> results = s.gen->results();
-        if (const runtime::GenerateResult* bad = failed(results))
-            ok = send({{"error", result_error(*bad).what()}});  // how Ollama reports an error mid-stream
-        else
-            ok = send(ollama::done_json(api, name, results[0], {seconds_since(arrived), load_seconds}));
+        if (!results) return false;
+        const runtime::GenerateResult* bad = failed(*results);
+        const bool ok = bad ? send({{"error", result_error(*bad).what()}})  // how Ollama reports an error mid-stream
+                            : send(ollama::done_json(api, name, (*results)[0], {seconds_since(arrived), load_seconds}));
         if (ok) sink.done();
         return ok;
     });

@@ -64,37 +64,22 @@ void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& mode
     res.set_chunked_content_provider("text/event-stream", [&state, model, echo, creq, s, arrived](size_t, httplib::DataSink& sink) {
         responses::ResponseWriter w(creq.model, echo);
         const auto send = [&](const std::string& events) { return events.empty() || sink.write(events.data(), events.size()); };
-        openai::ReplyStream reply(creq);
         std::string reasoning;
-        bool ok = send(w.start()), any_text = false;
-        const bool answered = ok && s.flight->await([&] {
-            for (const Generation::Update& u : s.gen->wait(kPoll)) {
-                const openai::ReplyStream::Delta d = reply.next(u.text, u.done, u.cut);
-                if (!any_text && (!d.content.empty() || !d.reasoning.empty() || !d.calls.empty())) {
-                    state.metrics.observe_first_token(std::chrono::duration<double>(Clock::now() - arrived).count());
-                    any_text = true;
-                }
-                reasoning += d.reasoning;
-                if (!send(w.next(d.reasoning, d.content, d.calls))) {
-                    ok = false;
-                    return true;
-                }
-                if (u.done) return true;
-            }
-            return false;
+        bool called = false;
+        if (!send(w.start())) return false;
+        const auto results = stream_one_reply(state, s, creq, arrived, [&](const openai::ReplyStream::Delta& d) {
+            reasoning += d.reasoning;
+            called = called || !d.calls.empty();
+            return send(w.next(d.reasoning, d.content, d.calls));
         });
-        if (!answered || !ok) {
-            if (answered) s.flight->cancel();  // a write failed: the client is gone
-            return false;
-        }
-        s.flight->finished();
-        const std::vector<runtime::GenerateResult> results = s.gen->results();
-        if (const runtime::GenerateResult* bad = failed(results)) {
+        if (!results) return false;
+        bool ok = false;
+        if (const runtime::GenerateResult* bad = failed(*results)) {
             const openai::ApiError e = result_error(*bad);
             ok = send(w.fail(e.code().empty() ? "server_error" : e.code(), e.what()));
         } else {
-            ok = send(w.finish(openai::finish_reason(results[0].stop_reason) == "length" && !reply.called(),
-                               usage(results, reasoning, model->context.tokenizer)));
+            const bool cut = openai::finish_reason((*results)[0].stop_reason) == "length" && !called;
+            ok = send(w.finish(cut, usage(*results, reasoning, model->context.tokenizer)));
         }
         if (ok) sink.done();
         return ok;

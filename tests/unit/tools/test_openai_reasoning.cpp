@@ -9,6 +9,7 @@
 
 #include "models/gguf_file.h"
 #include "models/tokenizer.h"
+#include "tests/support/api_errors.h"
 #include "tests/support/model_paths.h"
 #include "tools/openai/api_error.h"
 #include "tools/openai/reply_stream.h"
@@ -113,13 +114,8 @@ TEST_CASE("openai reasoning: a budget from the request (llama.cpp's or vLLM's fi
     const models::ChatTemplate chatml(models::ChatFamily::ChatML);
     CHECK_FALSE(budget(with(kChat, "thinking_budget_tokens", 8), ModelContext{*m.tok, chatml, 4096, "tiny"}).capped());
 
-    auto param = [&](const json& body, Endpoint e = Endpoint::Chat) {
-        try {
-            parse_completion_request(e, body, m.context());
-        } catch (const ApiError& err) {
-            return err.param();
-        }
-        return std::string("(accepted)");
+    const auto param = [&](const json& body, Endpoint e = Endpoint::Chat) {
+        return test::param_of([&] { parse_completion_request(e, body, m.context()); });
     };
     CHECK(param(with(kChat, "thinking_budget_tokens", -2)) == "thinking_budget_tokens");
     CHECK(param(with(kChat, "thinking_budget_tokens", "many")) == "thinking_budget_tokens");
