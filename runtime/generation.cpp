@@ -23,8 +23,12 @@ Generation::Generation(const GenerateParams& params, const models::Tokenizer& to
     result_.stop_reason = "length";
     // A grammar that holds the whole reply could refuse the closer; a lazy one starts after it.
     const ReasoningBudgetParams& b = params.reasoning_budget;
-    if (b.capped() && (!params.grammar || !params.grammar_triggers.empty()))
-        budget_.emplace(b.tokens, *b.style, tok.encode(b.message + std::string(models::reasoning_closer(*b.style)), false, true));
+    if (b.capped() && (!params.grammar || !params.grammar_triggers.empty())) {
+        // The closer's markers are control tokens; the message, a client's text, is read as text.
+        const models::TextRange message{0, b.message.size()};
+        budget_.emplace(b.tokens, *b.style,
+                        tok.encode(b.message + std::string(models::reasoning_closer(*b.style)), false, true, false, {&message, 1}));
+    }
 }
 
 std::optional<int32_t> Generation::accept(std::span<const float> logits, int64_t held, int64_t n_ctx, std::span<const int32_t> drafts) {
@@ -79,6 +83,7 @@ void Generation::finish() {
         if (!rest.empty() && on_text_) on_text_(rest);
     }
     r.text = stream_.text();
+    r.stop_string = stream_.stop_string();
     // Only the tokens whose text the reply shows: not those of the stop string it ends before.
     if (!r.logprobs.empty()) {
         ShownLogprobs shown([this](int32_t t) { return tok_.piece(t).size(); });

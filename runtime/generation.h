@@ -50,6 +50,7 @@ struct GenerateResult {
     std::vector<int32_t> tokens;  // generated ids
     std::string text;             // generated text, ending before any stop string
     std::string stop_reason;      // "eos", "stop", "length", "context", "cancelled", "error"
+    std::string stop_string;      // with "stop": the stop string the text ends before (empty: ends_output ended it)
     std::string error;            // what went wrong, when stop_reason is "error"
     int cached_tokens = 0;        // prompt tokens whose KV was reused instead of evaluated
     double prefill_seconds = 0, decode_seconds = 0;

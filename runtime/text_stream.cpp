@@ -23,13 +23,14 @@ TextStream::TextStream(std::vector<std::string> stop_strings) : stops_(std::move
 std::string TextStream::push(std::string_view piece) {
     if (stopped_) return {};
     pending_ += piece;
-    for (const auto& stop : stops_) {
-        auto at = pending_.find(stop);
-        if (at != std::string::npos) {
-            pending_.resize(at);
-            stopped_ = true;
-            return flush();
-        }
+    // The stop string that the text reaches first ends it (a piece may hold two).
+    size_t first = std::string::npos;
+    for (const auto& stop : stops_)
+        if (const size_t at = pending_.find(stop); at < first) first = at, matched_ = stop;
+    if (first != std::string::npos) {
+        pending_.resize(first);
+        stopped_ = true;
+        return flush();
     }
     // Hold back the longest tail that is a proper prefix of some stop string.
     size_t hold = 0;

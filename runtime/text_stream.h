@@ -16,12 +16,14 @@ public:
     // the bytes of a character it does not finish.
     std::string flush();
     bool stopped() const { return stopped_; }  // a stop string was found; text ends before it
+    const std::string& stop_string() const { return matched_; }  // the one found (empty while none)
     const std::string& text() const { return text_; }  // everything emitted so far
 
 private:
     std::vector<std::string> stops_;
     std::string pending_;
     std::string text_;
+    std::string matched_;
     bool stopped_ = false;
 };
 

@@ -26,6 +26,6 @@ BUILD_DIR=${STRATA_BUILD_DIR:-build}
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 
 # What the tests import from PyPI (scripts/requirements.txt), so that every non-slow test runs.
-python3 -c "import openai, jinja2, gguf, numpy" 2>/dev/null || python3 -m pip install --quiet -r scripts/requirements.txt
+python3 -c "import openai, jinja2, gguf, numpy, jsonschema, ollama, anthropic" 2>/dev/null || python3 -m pip install --quiet -r scripts/requirements.txt
 
 scripts/fetch_model.sh

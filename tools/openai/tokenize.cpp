@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "models/chat_prompt.h"
 #include "models/unicode.h"
 #include "tools/openai/api_error.h"
 #include "tools/openai/chat_messages.h"
@@ -61,6 +62,17 @@ Json apply_template_json(const Json& body, const ModelContext& model) {
     const std::vector<models::ChatMessage> messages = chat_messages(body);
     try {
         return {{"prompt", requested_template(body, model.chat_template).render(messages, true, offered_tools(body))}};
+    } catch (const UsageError& e) {
+        throw invalid_request(e.what(), "messages");
+    }
+}
+
+size_t chat_prompt_tokens(const Json& body, const ModelContext& model) {
+    require_object(body);
+    const std::vector<models::ChatMessage> messages = chat_messages(body);
+    try {
+        return models::tokenize_chat(model.tokenizer, requested_template(body, model.chat_template), messages, true, offered_tools(body))
+            .size();
     } catch (const UsageError& e) {
         throw invalid_request(e.what(), "messages");
     }

@@ -13,5 +13,8 @@ namespace strata::openai {
 Json tokenize_json(const Json& body, const ModelContext& model);
 Json detokenize_json(const Json& body, const ModelContext& model);
 Json apply_template_json(const Json& body, const ModelContext& model);
+// The tokens of a chat request's prompt (its messages and tools in the template), as the chat
+// endpoint reads it, however long (Anthropic's count_tokens).
+size_t chat_prompt_tokens(const Json& body, const ModelContext& model);
 
 }  // namespace strata::openai

@@ -34,7 +34,8 @@ std::string text_of(const Json& v, const std::string& where) {
     return v.get<std::string>();
 }
 
-// A message's content: a text, or parts whose texts are joined (input_text, output_text).
+// A message's content: a text, or parts whose texts are joined on lines of their own (input_text,
+// output_text).
 std::string content_text(const Json& content, const std::string& where) {
     if (content.is_string()) return content.get<std::string>();
     if (!content.is_array()) throw invalid_request(fmt::format("'{}' must be a string or an array of parts", where), where);
@@ -49,6 +50,7 @@ std::string content_text(const Json& content, const std::string& where) {
             throw invalid_request(fmt::format("'{}' must be an input_text or output_text part, not {}", at, shown(part)), at);
         const Json* text = field(part, type == "refusal" ? "refusal" : "text");
         if (!text) throw invalid_request(fmt::format("'{}' has no text", at), at);
+        if (!out.empty()) out += '\n';  // parts on lines of their own, as the chat endpoint joins them
         out += text_of(*text, at + ".text");
     }
     return out;
@@ -105,7 +107,8 @@ private:
         const std::string text = content_text(required(item, "content", where), where + ".content");
         if (role == "assistant") {
             Json& turn = assistant_turn();
-            turn["content"] = turn["content"].get<std::string>() + text;
+            const std::string before = turn["content"].get<std::string>();
+            turn["content"] = before.empty() ? text : before + "\n" + text;
             return;
         }
         messages.push_back({{"role", role}, {"content", text}});
@@ -183,7 +186,9 @@ void apply_text(const Json& text, Json& out) {
     if (type == "json_object") {
         out["response_format"] = {{"type", "json_object"}};
     } else if (type == "json_schema") {
-        Json schema = {{"name", format->value("name", std::string("response"))}, {"schema", format->value("schema", Json())}};
+        const Json* name = field(*format, "name");
+        Json schema = {{"name", name && !name->is_null() ? text_of(*name, "text.format.name") : std::string("response")},
+                       {"schema", format->value("schema", Json())}};
         if (const Json* strict = field(*format, "strict"); strict && !strict->is_null()) schema["strict"] = *strict;
         out["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(schema)}};
     } else {

@@ -117,7 +117,8 @@ struct ApiServer::Impl {
         {"/v1/plan/options", "GET"},      {"/api/tags", "GET"},          {"/api/show", "POST"},       {"/api/ps", "GET"},
         {"/api/version", "GET"},          {"/api/chat", "POST"},         {"/api/generate", "POST"},   {"/api/embed", "POST"},
         {"/api/embeddings", "POST"},      {"/api/pull", "POST"},         {"/api/create", "POST"},     {"/api/copy", "POST"},
-        {"/api/push", "POST"},            {"/api/delete", "DELETE"},     {"/", "GET"},                {"/plan", "GET"}};
+        {"/api/push", "POST"},            {"/api/delete", "DELETE"},     {"/", "GET"},                {"/plan", "GET"},
+        {"/v1/messages", "POST"},         {"/v1/messages/count_tokens", "POST"}};
     // Every file of the page, under one name for the metrics.
     static constexpr Route kStaticRoute = {"/static/*", "GET"};
 
@@ -216,7 +217,7 @@ struct ApiServer::Impl {
             return refuse(req, res, ApiError(405, fmt::format("{} takes {}, not {}", req.path, route->method, req.method),
                                              "invalid_request_error", {}, "method_not_allowed"));
         }
-        if (!config.api_key.empty() && needs_key(req.path) && !bearer_matches(req.get_header_value("Authorization"), config.api_key)) {
+        if (!config.api_key.empty() && needs_key(req.path) && !key_matches(req.get_header_value("Authorization"), req.get_header_value("x-api-key"), config.api_key)) {
             res.set_header("WWW-Authenticate", "Bearer");
             return refuse(req, res, ApiError(401, "missing or incorrect API key: send 'Authorization: Bearer KEY'",
                                              "invalid_request_error", {}, "invalid_api_key"));
@@ -318,6 +319,7 @@ struct ApiServer::Impl {
         });
         http.Get("/v1/metrics/stream", [this](const httplib::Request&, httplib::Response& res) { handle_metrics_stream(state, res); });
         add_ollama_routes(http, state);
+        add_anthropic_routes(http, state);
         post_route(http, "/v1/plan", [this](const httplib::Request& req, httplib::Response& res) { handle_plan(served_files(), PlanPage{}, req, res); });
         http.Get("/v1/plan/options", [this](const httplib::Request&, httplib::Response& res) {
             const auto served = state.models.default_if_loaded();

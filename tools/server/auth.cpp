@@ -26,4 +26,8 @@ bool bearer_matches(std::string_view authorization, std::string_view key) {
     return constant_time_equal(token, key);
 }
 
+bool key_matches(std::string_view authorization, std::string_view x_api_key, std::string_view key) {
+    return bearer_matches(authorization, key) || (!x_api_key.empty() && constant_time_equal(x_api_key, key));
+}
+
 }  // namespace strata::server

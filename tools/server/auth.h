@@ -1,5 +1,5 @@
 #pragma once
-// API key checks for `strata serve --api-key`: "Authorization: Bearer KEY".
+// API key checks for `strata serve --api-key`: "Authorization: Bearer KEY" (or "x-api-key: KEY").
 #include <string_view>
 
 namespace strata::server {
@@ -9,5 +9,8 @@ namespace strata::server {
 bool constant_time_equal(std::string_view given, std::string_view expected);
 // Whether an Authorization header value carries `key` as its Bearer token.
 bool bearer_matches(std::string_view authorization, std::string_view key);
+// Whether a request carries `key`: as its Bearer token, or as Anthropic's clients send it, in
+// an x-api-key header.
+bool key_matches(std::string_view authorization, std::string_view x_api_key, std::string_view key);
 
 }  // namespace strata::server

@@ -17,6 +17,7 @@
 #include "runtime/engine.h"
 #include "runtime/logprobs.h"
 #include "runtime/text_stream.h"
+#include "tools/anthropic/response.h"
 #include "tools/openai/response.h"
 #include "tools/openai/reply_stream.h"
 #include "tools/server/generation.h"
@@ -165,6 +166,7 @@ void set_error(httplib::Response& res, const openai::ApiError& e) {
 
 void set_route_error(const std::string& path, httplib::Response& res, const openai::ApiError& e) {
     set_error(res, e);
+    if (path.starts_with("/v1/messages")) return res.set_content(openai::dump(anthropic::error_json(e.status(), e.what())), "application/json");
     if (!path.starts_with("/api/")) return;
     // Ollama's clients match "not found" and list models at /api/tags.
     std::string message = e.what();

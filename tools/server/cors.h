@@ -4,14 +4,15 @@
 // Access-Control-Allow-Origin (with Vary: Origin); `*` allows every page, and only together
 // with --api-key, so that a page anyone opens cannot use a server that has no key. A preflight
 // (OPTIONS with Access-Control-Request-Method) is answered 204 with the methods and headers the
-// API takes; the Authorization header is named, since a wildcard does not cover it.
+// API takes; the Authorization header is named, since a wildcard does not cover it (and
+// Anthropic's clients' x-api-key and anthropic-version).
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace strata::server {
 
-inline constexpr const char* kCorsAllowHeaders = "Authorization, Content-Type";
+inline constexpr const char* kCorsAllowHeaders = "Authorization, Content-Type, x-api-key, anthropic-version";
 inline constexpr int kCorsMaxAgeS = 600;  // how long a browser may reuse a preflight's answer
 
 class CorsPolicy {

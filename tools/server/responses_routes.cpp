@@ -6,7 +6,8 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <map>
+#include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -25,14 +26,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using openai::Json;
 
-// A refusal of the chat request, naming the Responses API's field it came from.
+// A refusal of the chat request, naming the Responses API's field it came from: the chat's
+// messages are the input's items (an index among them is not the input's: instructions and
+// merged items shift it), a function tool's fields are flat.
 openai::ApiError in_responses_terms(const openai::ApiError& e) {
-    static const std::map<std::string, std::string> kFields = {
+    static const std::pair<std::string_view, std::string_view> kPrefixes[] = {
         {"max_tokens", "max_output_tokens"}, {"messages", "input"}, {"response_format", "text.format"},
         {"reasoning_effort", "reasoning.effort"}};
-    const auto renamed = kFields.find(e.param());
-    if (renamed == kFields.end()) return e;
-    return openai::ApiError(e.status(), e.what(), e.type(), renamed->second, e.code());
+    std::string param = e.param();
+    for (const auto& [chat, here] : kPrefixes)
+        if (param.starts_with(chat)) param = std::string(here);
+    if (const size_t at = param.find("].function."); param.starts_with("tools[") && at != std::string::npos) param.erase(at + 1, 9);
+    return openai::ApiError(e.status(), e.what(), e.type(), param, e.code());
 }
 
 // Usage with the reasoning's tokens counted as the model's tokenizer reads its text.
@@ -65,11 +70,9 @@ void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& mode
         responses::ResponseWriter w(creq.model, echo);
         const auto send = [&](const std::string& events) { return events.empty() || sink.write(events.data(), events.size()); };
         std::string reasoning;
-        bool called = false;
         if (!send(w.start())) return false;
         const auto results = stream_one_reply(state, s, creq, arrived, [&](const openai::ReplyStream::Delta& d) {
             reasoning += d.reasoning;
-            called = called || !d.calls.empty();
             return send(w.next(d.reasoning, d.content, d.calls));
         });
         if (!results) return false;
@@ -78,7 +81,8 @@ void respond_stream(ServerState& state, const std::shared_ptr<LoadedModel>& mode
             const openai::ApiError e = result_error(*bad);
             ok = send(w.fail(e.code().empty() ? "server_error" : e.code(), e.what()));
         } else {
-            const bool cut = openai::finish_reason((*results)[0].stop_reason) == "length" && !called;
+            // Cut at its length, calls or not (its last call may be missing), as a whole answer is.
+            const bool cut = openai::finish_reason((*results)[0].stop_reason) == "length";
             ok = send(w.finish(cut, usage(*results, reasoning, model->context.tokenizer)));
         }
         if (ok) sink.done();

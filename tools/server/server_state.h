@@ -61,6 +61,8 @@ void handle_models(ServerState& state, httplib::Response& res);
 void handle_model(ServerState& state, const std::string& id, httplib::Response& res);
 // Ollama's API: /api/tags, /api/show, /api/ps, /api/version, /api/chat, /api/generate, /api/embed, /api/embeddings.
 void add_ollama_routes(httplib::Server& http, ServerState& state);
+// Anthropic's Messages API: POST /v1/messages and /v1/messages/count_tokens.
+void add_anthropic_routes(httplib::Server& http, ServerState& state);
 
 // POST /v1/chat/completions and /v1/completions, streamed (SSE) or not.
 void handle_completion(ServerState& state, openai::Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
@@ -78,7 +80,8 @@ void handle_detokenize(ServerState& state, const httplib::Request& req, httplib:
 void handle_apply_template(ServerState& state, const httplib::Request& req, httplib::Response& res);
 // Sets the response to an error in OpenAI's shape (a 429 or 503 with Retry-After).
 void set_error(httplib::Response& res, const openai::ApiError& e);
-// The same in the shape the path's API speaks: Ollama's {"error": "message"} under /api/, else OpenAI's.
+// The same in the shape the path's API speaks: Ollama's {"error": "message"} under /api/, Anthropic's
+// {"type": "error", "error": {"type", "message"}} under /v1/messages, else OpenAI's.
 void set_route_error(const std::string& path, httplib::Response& res, const openai::ApiError& e);
 
 }  // namespace strata::server

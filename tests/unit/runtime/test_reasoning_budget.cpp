@@ -94,10 +94,14 @@ TEST_CASE("a capped reply is the free reply's first tokens, the closer, then the
     REQUIRE(reference.tokens.size() == 40);
 
     const int budget = GENERATE(0, 6);
-    const std::string message = GENERATE(std::string(), std::string("Time to answer."));
+    // (A message that writes a control token's text is read as text: "</s>" is not EOS.)
+    const std::string message = GENERATE(std::string(), std::string("Time to answer."), std::string("</s>"));
     GenerateParams capped = free;
     capped.reasoning_budget = {budget, ReasoningStyle::OpenedThinkBlock, message};
-    const std::vector<int32_t> forced = tok.encode(message + std::string(models::reasoning_closer(ReasoningStyle::OpenedThinkBlock)), false, true);
+    const models::TextRange literal{0, message.size()};
+    const std::vector<int32_t> forced =
+        tok.encode(message + std::string(models::reasoning_closer(ReasoningStyle::OpenedThinkBlock)), false, true, false, {&literal, 1});
+    for (const int32_t t : forced) CHECK_FALSE(tok.is_control(t));
     // Speculating by lookup (drafts verified through the same draw) and plainly, alike.
     for (const SpecMode mode : {SpecMode::Off, SpecMode::Lookup}) {
         SpecOptions spec;

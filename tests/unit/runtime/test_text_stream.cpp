@@ -21,6 +21,17 @@ TEST_CASE("stop strings end the text before them, across pieces", "[unit][text]"
     CHECK(s.stopped());
     CHECK(out == "Hello world");
     CHECK(s.text() == "Hello world");
+    CHECK(s.stop_string() == "<|im_end|>");
+}
+
+TEST_CASE("of two stop strings in one piece, the one the text reaches first ends it", "[unit][text]") {
+    TextStream s({"END", "\n"});
+    CHECK(s.push("Hi") == "Hi");
+    CHECK(s.push(" there\nand END") == " there");
+    CHECK(s.stop_string() == "\n");
+    TextStream none({"END"});
+    none.push("no stop");
+    CHECK(none.stop_string().empty());
 }
 
 TEST_CASE("a held-back prefix that does not become a stop string is released", "[unit][text]") {

@@ -36,7 +36,7 @@ TEST_CASE("responses requests: instructions and input items become the chat's me
     // A tool-using turn: the reasoning, the call and its output, then the answer and a new question.
     const Json input = Json::parse(R"([
         {"role": "developer", "content": "Use tools."},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in "}, {"type": "input_text", "text": "Paris?"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in"}, {"type": "input_text", "text": "Paris?"}]},
         {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "Needs a call."}]},
         {"type": "function_call", "call_id": "call_1", "name": "weather", "arguments": "{\"city\": \"Paris\"}"},
         {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
@@ -44,7 +44,7 @@ TEST_CASE("responses requests: instructions and input items become the chat's me
         {"role": "user", "content": "Thanks"}])");
     const Json want = Json::parse(R"([
         {"role": "system", "content": "Use tools."},
-        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "user", "content": "Weather in\nParis?"},
         {"role": "assistant", "content": "", "reasoning_content": "Needs a call.",
          "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\": \"Paris\"}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},

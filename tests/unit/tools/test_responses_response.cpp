@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/named_events.h"
 #include "tools/responses/response.h"
 
 using namespace strata;
@@ -14,27 +15,8 @@ using namespace strata::responses;
 
 namespace {
 
-struct Event {
-    std::string type;
-    Json data;
-};
-
-// Server-sent events: "event: TYPE\ndata: JSON\n\n" each.
-std::vector<Event> parse(const std::string& text) {
-    std::vector<Event> out;
-    size_t at = 0;
-    while (at < text.size()) {
-        const size_t end = text.find("\n\n", at);
-        REQUIRE(end != std::string::npos);
-        const std::string block = text.substr(at, end - at);
-        const size_t nl = block.find('\n');
-        REQUIRE(block.rfind("event: ", 0) == 0);
-        REQUIRE(block.compare(nl + 1, 6, "data: ") == 0);
-        out.push_back({block.substr(7, nl - 7), Json::parse(block.substr(nl + 7))});
-        at = end + 2;
-    }
-    return out;
-}
+using Event = test::NamedEvent;
+const auto parse = test::parse_named_events;
 
 const Json kEcho = {{"tools", Json::array()}, {"tool_choice", "auto"}, {"parallel_tool_calls", true}, {"store", false}};
 const Json kUsage = {{"input_tokens", 5}, {"output_tokens", 7}, {"total_tokens", 12}};
