@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "core/bytes.h"
 #include "core/error.h"
@@ -26,6 +27,7 @@ ChunkedReader::ChunkedReader(const File& file, const ReaderOptions& options, uns
     : file_(file.duplicate()),
       chunk_bytes_(effective_chunk_bytes(file, options.chunk_bytes)),
       geo_{file.size(), file.direct(), file.alignment().offset, file.alignment().memory},
+      stall_after_(options.stall_after),
       max_inflight_(std::max(1u, max_inflight)),
       n_staging_(std::max(1u, options.staging_slots)),
       staging_budget_(options.staging_budget),
@@ -104,6 +106,7 @@ ChunkedReader::ChunkPtr ChunkedReader::next_chunk_locked() {
     ChunkPtr out = std::move(pending_.front());
     pending_.pop_front();
     note_inflight_locked(+1);
+    issued_[out.get()] = std::chrono::steady_clock::now();
     out->seq = ++n_issued_;
     ++stats_.n_reads;
     if (out->bounce) ++stats_.n_bounced;
@@ -134,6 +137,7 @@ void ChunkedReader::complete(ChunkPtr c, long result) {
         again = true;  // short read: reissue the rest
     }
     std::lock_guard lk(mu_);
+    issued_.erase(c.get());
     note_inflight_locked(-1);
     if (r > 0) stats_.bytes_read += static_cast<uint64_t>(r);
     if (again && r > 0) {
@@ -247,6 +251,61 @@ void ChunkedReader::drain() {
         if (c->staging >= 0) free_staging_.push_back(c->staging);
     pending_.clear();
     done_cv_.wait(lk, [&] { return inflight_ == 0; });
+}
+
+long ChunkedReader::pread_chunk(const Chunk& c, std::byte* buf) const {
+    size_t done = 0;
+    while (done < c.need) {
+        const ssize_t n = ::pread(file_.fd(), buf + done, c.length - done, static_cast<off_t>(c.file_offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) return 0;  // the file ends before the bytes it must hold: complete() says so
+        done += static_cast<size_t>(n);
+    }
+    return static_cast<long>(done);
+}
+
+size_t ChunkedReader::redo_stalled() {
+    std::vector<ChunkPtr> redo;
+    {
+        std::lock_guard lk(mu_);
+        const auto now = std::chrono::steady_clock::now();
+        for (auto it = issued_.begin(); it != issued_.end();) {
+            if (now - it->second < stall_after_) {
+                ++it;
+                continue;
+            }
+            // The first attempt keeps its staging slot: the kernel may still write into it.
+            auto again = std::make_unique<Chunk>(*it->first);
+            again->staging = -1;
+            redo.push_back(std::move(again));
+            abandoned_.emplace_back(const_cast<Chunk*>(it->first));
+            ++stats_.n_stalled;
+            it = issued_.erase(it);
+        }
+    }
+    for (ChunkPtr& c : redo) {
+        // A staged chunk is read into a buffer of its own, aligned as the file needs.
+        AlignedBuffer own;
+        if (c->bounce) {
+            own = allocate_aligned(c->length, std::max(geo_.memory_align, kDefaultDioAlign));
+            c->buf = own.get();
+            c->copy_from = c->buf + c->skip;
+        }
+        const long result = pread_chunk(*c, c->buf);
+        complete(std::move(c), result);
+    }
+    return redo.size();
+}
+
+bool ChunkedReader::abandoned(Chunk* chunk) {
+    std::lock_guard lk(mu_);
+    const auto it = std::find_if(abandoned_.begin(), abandoned_.end(), [&](const ChunkPtr& c) { return c.get() == chunk; });
+    if (it == abandoned_.end()) return false;
+    if ((*it)->staging >= 0) free_staging_.push_back((*it)->staging);  // given back: its slot is free again
+    abandoned_.erase(it);
+    dispatch_locked();
+    return true;
 }
 
 }  // namespace strata::storage

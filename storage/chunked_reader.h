@@ -61,6 +61,15 @@ protected:
     virtual void staging_allocated_locked(std::byte* base, size_t bytes) {}
     // First thing in a backend's destructor: drops pending reads, waits for reads in flight.
     void drain();
+    // Without mu_: the reads in flight for `stall_after` or longer, read again with pread here
+    // and completed; the backend may still hold the first attempts, which are kept (with their
+    // staging slots) until it gives them back (abandoned). Returns how many were read again.
+    size_t redo_stalled();
+    // Without mu_: whether a completion's chunk is one redo_stalled took over; the chunk is
+    // then released, and the completion is to be dropped.
+    bool abandoned(Chunk* chunk);
+    // Whether the completion of `chunk` is to be dropped as lost (fault injection).
+    bool fault_loses(const Chunk& chunk) { return fault_.loses(chunk.seq); }
 
     File file_;
     mutable std::mutex mu_;
@@ -81,7 +90,11 @@ private:
     void note_inflight_locked(int delta);
     [[noreturn]] void throw_failure(TicketState& state);
 
+    // A stalled chunk's bytes by pread (short reads resumed): the bytes read, or -errno.
+    long pread_chunk(const Chunk& chunk, std::byte* buf) const;
+
     const FileGeometry geo_;
+    const std::chrono::milliseconds stall_after_;
     const unsigned max_inflight_;
     const unsigned n_staging_;
     MemoryBudget* staging_budget_;
@@ -91,6 +104,8 @@ private:
     std::condition_variable done_cv_;
     std::map<Ticket, TicketState> tickets_;
     std::deque<ChunkPtr> pending_;
+    std::map<const Chunk*, std::chrono::steady_clock::time_point> issued_;  // in flight, since
+    std::vector<ChunkPtr> abandoned_;  // first attempts of chunks read again, until given back
     Ticket next_ticket_ = 1;
     unsigned inflight_ = 0;
     uint64_t n_issued_ = 0;

@@ -17,12 +17,13 @@ FaultSpec FaultSpec::parse(std::string_view text) {
     FaultSpec spec;
     if (kind == "eio") spec.kind = FaultKind::Eio;
     else if (kind == "short") spec.kind = FaultKind::Short;
+    else if (kind == "lost") spec.kind = FaultKind::Lost;
     const std::string_view num = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
     const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), spec.nth);
     if (spec.kind == FaultKind::None || num.empty() || ec != std::errc() || end != num.data() + num.size() ||
         spec.nth == 0)
         throw UsageError(fmt::format("invalid I/O fault '{}'", text),
-                         "STRATA_FAULT_IO takes eio:N or short:N, with N >= 1 the read to break");
+                         "STRATA_FAULT_IO takes eio:N, short:N or lost:N, with N >= 1 the read to break");
     return spec;
 }
 
@@ -31,8 +32,11 @@ FaultSpec FaultSpec::from_env() {
     return env ? parse(env) : FaultSpec{};
 }
 
+bool FaultInjector::loses(uint64_t seq) { return spec_.kind == FaultKind::Lost && seq == spec_.nth && !fired_.exchange(true); }
+
 long FaultInjector::filter(uint64_t seq, long result, size_t granule) {
-    if (spec_.kind == FaultKind::None || seq < spec_.nth || fired_.load(std::memory_order_relaxed)) return result;
+    if (spec_.kind == FaultKind::None || spec_.kind == FaultKind::Lost || seq < spec_.nth || fired_.load(std::memory_order_relaxed))
+        return result;
     if (spec_.kind == FaultKind::Eio) {
         if (seq != spec_.nth || fired_.exchange(true)) return result;
         return -EIO;

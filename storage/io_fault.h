@@ -1,7 +1,8 @@
 #pragma once
-// Fault injection for the readers, so tests can prove that EIO and short reads are handled:
-// STRATA_FAULT_IO=eio:N fails the Nth read with EIO, short:N makes the Nth read come back
-// short (counting reads in the order they are issued, from 1). Each fault fires once.
+// Fault injection for the readers, so tests can prove that EIO, short reads and lost
+// completions are handled: STRATA_FAULT_IO=eio:N fails the Nth read with EIO, short:N makes the
+// Nth read come back short, lost:N drops the Nth read's io_uring completion as if the kernel never
+// posted it (counting reads in the order they are issued, from 1). Each fault fires once.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -10,13 +11,13 @@
 
 namespace strata::storage {
 
-enum class FaultKind { None, Eio, Short };
+enum class FaultKind { None, Eio, Short, Lost };
 
 struct FaultSpec {
     FaultKind kind = FaultKind::None;
     uint64_t nth = 0;  // 1-based
 
-    // "eio:N", "short:N", "" or "none"; throws UsageError on anything else.
+    // "eio:N", "short:N", "lost:N", "" or "none"; throws UsageError on anything else.
     static FaultSpec parse(std::string_view text);
     // From STRATA_FAULT_IO; no fault when unset.
     static FaultSpec from_env();
@@ -32,6 +33,8 @@ public:
     // alignment). A short fault fires on the first read at or after N that is longer than
     // one granule, since a shorter one cannot be cut legally.
     long filter(uint64_t seq, long result, size_t granule);
+    // Whether the completion of read `seq` is to be dropped (a lost fault).
+    bool loses(uint64_t seq);
 
     const FaultSpec& spec() const { return spec_; }
     bool fired() const { return fired_.load(); }

@@ -2,6 +2,7 @@
 // Asynchronous reads of byte ranges of one file into caller buffers. Two backends share
 // this interface: io_uring (uring_reader) and a pread thread pool (pread_reader), chosen by
 // open_reader(). Everything is thread-safe: one thread may submit while another waits.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -36,6 +37,7 @@ struct ReaderStats {
     uint64_t n_short_reads = 0;    // reads that came back short and were reissued
     uint64_t n_bounced = 0;        // reads that went through staging
     uint64_t n_fixed = 0;          // io_uring reads into registered buffers
+    uint64_t n_stalled = 0;        // io_uring reads not completed in time, read again with pread
     double busy_seconds = 0;       // wall time with at least one read in flight
     // bytes_read / busy_seconds in GB/s (1e9), 0 before any read.
     double gbps() const { return busy_seconds > 0 ? bytes_read / busy_seconds / 1e9 : 0; }
@@ -55,6 +57,9 @@ struct ReaderOptions {
     unsigned staging_slots = 8;         // chunk-sized bounce buffers for unaligned requests
     MemoryBudget* staging_budget = nullptr;  // where bounce buffers are accounted, if anywhere
     std::optional<FaultSpec> fault;     // unset: STRATA_FAULT_IO
+    // An io_uring read with no completion for this long is read again with pread (a kernel that
+    // never completes it would otherwise hang the reader); its first attempt is abandoned.
+    std::chrono::milliseconds stall_after{30000};
     std::string what = "reads";         // the trace's track: "disk: <backend> <what>"
 };
 

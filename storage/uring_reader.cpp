@@ -161,9 +161,25 @@ private:
 
     void reap_loop() {
         std::vector<std::pair<void*, int>> batch;
+        // Woken each second to look for reads the kernel has not completed for too long, where
+        // it can wait with a timeout without taking a submission entry (kernel 5.11 and later).
+        const bool ticks = (ring_.features & IORING_FEAT_EXT_ARG) != 0;
+        auto last_look = std::chrono::steady_clock::now();
+        const auto look_for_stalls = [&] {
+            last_look = std::chrono::steady_clock::now();
+            if (const size_t n = redo_stalled())
+                STRATA_LOG_WARN("storage: {} io_uring read(s) of '{}' not completed by the kernel in time; read again "
+                                "with pread (STRATA_IO=pread reads every file so)",
+                                n, file_.path().string());
+        };
         for (;;) {
             io_uring_cqe* cqe = nullptr;
-            const int rc = io_uring_wait_cqe(&ring_, &cqe);  // sleeps in the kernel
+            __kernel_timespec tick{1, 0};
+            const int rc = ticks ? io_uring_wait_cqe_timeout(&ring_, &cqe, &tick) : io_uring_wait_cqe(&ring_, &cqe);
+            if (rc == -ETIME && ticks) {
+                look_for_stalls();
+                continue;
+            }
             if (rc == -EINTR || rc == -EAGAIN || rc == -ETIME) continue;
             if (rc < 0) {
                 STRATA_LOG_ERROR("storage: io_uring_wait_cqe failed: {}", std::strerror(-rc));
@@ -183,10 +199,15 @@ private:
             { std::lock_guard lk(mu_); }
             bool stop = false;
             for (auto [data, res] : batch) {
+                auto* chunk = static_cast<Chunk*>(data);
                 if (data == nullptr) stop = true;
-                else complete(ChunkPtr(static_cast<Chunk*>(data)), res);
+                else if (abandoned(chunk)) continue;  // read again already: this late answer is dropped
+                else if (fault_loses(*chunk)) continue;  // as if never posted: redo_stalled takes it over
+                else complete(ChunkPtr(chunk), res);
             }
             if (stop) return;
+            // (A read can stall while others complete.)
+            if (ticks && std::chrono::steady_clock::now() - last_look > std::chrono::seconds(1)) look_for_stalls();
         }
     }
 

@@ -9,13 +9,20 @@
 using namespace strata;
 using namespace strata::storage;
 
-TEST_CASE("fault specs parse eio:N and short:N", "[unit][storage]") {
+TEST_CASE("fault specs parse eio:N, short:N and lost:N", "[unit][storage]") {
     CHECK(FaultSpec::parse("").kind == FaultKind::None);
     CHECK(FaultSpec::parse("none").kind == FaultKind::None);
     const FaultSpec e = FaultSpec::parse("eio:3");
     CHECK((e.kind == FaultKind::Eio && e.nth == 3));
     const FaultSpec s = FaultSpec::parse("short:1");
     CHECK((s.kind == FaultKind::Short && s.nth == 1));
+    const FaultSpec l = FaultSpec::parse("lost:2");
+    CHECK((l.kind == FaultKind::Lost && l.nth == 2));
+    FaultInjector lost(l);
+    CHECK(lost.filter(2, 4096, 512) == 4096);  // a lost read's result is not rewritten: it never arrives
+    CHECK_FALSE(lost.loses(1));
+    CHECK(lost.loses(2));
+    CHECK_FALSE(lost.loses(2));  // once
     for (const char* bad : {"eio", "eio:", "eio:0", "eio:x", "short:-1", "enospc:2", "eio:2x"})
         CHECK_THROWS_AS(FaultSpec::parse(bad), UsageError);
 }

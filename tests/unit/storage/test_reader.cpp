@@ -338,3 +338,21 @@ TEST_CASE("when io_uring cannot be set up the pread pool takes over", "[unit][st
         CHECK(std::string(e.what()).find("io_uring_queue_init") != std::string::npos);
     }
 }
+
+TEST_CASE("an io_uring read the kernel never completes is read again with pread, not waited for for ever", "[unit][storage]") {
+    const RandomFile& f = random_file((3u << 20) + 777);
+    for (OpenMode mode : {OpenMode::DirectOrBuffered, OpenMode::Buffered}) {
+        const File file = File::open_read(f.path, mode);
+        for (uint64_t nth : {1u, 4u}) {
+            ReaderOptions o;
+            o.chunk_bytes = 64 << 10;
+            o.fault = FaultSpec{FaultKind::Lost, nth};
+            o.stall_after = std::chrono::milliseconds(200);
+            auto reader = make(file, IoBackend::Uring, o);
+            if (!reader) continue;
+            INFO((file.direct() ? "direct" : "buffered") << ", completion " << nth << " lost");
+            read_and_compare(*reader, f, random_ranges(f.data.size(), 300000, 12, nth));
+            CHECK(reader->stats().n_stalled == 1);
+        }
+    }
+}
