@@ -275,27 +275,59 @@ size_t ChunkedReader::redo_stalled() {
                 ++it;
                 continue;
             }
-            // The first attempt keeps its staging slot: the kernel may still write into it.
-            auto again = std::make_unique<Chunk>(*it->first);
+            Chunk* first = const_cast<Chunk*>(it->first);
+            auto again = std::make_unique<Chunk>(*first);
+            if (again->bounce) {
+                // Read whole again: what a short read left in the old slot stays there.
+                const size_t done = static_cast<size_t>(first->buf - (staging_.get() + static_cast<size_t>(first->staging) * chunk_bytes_));
+                again->file_offset -= done;
+                again->length += done;
+                again->need += done;
+            }
+            // The first attempt keeps its staging slot (the kernel may still write into it)
+            // and is cancelled where the backend can.
             again->staging = -1;
+            again->seq = 0;  // (no fault fires on a read made again)
             redo.push_back(std::move(again));
-            abandoned_.emplace_back(const_cast<Chunk*>(it->first));
+            abandoned_.emplace_back(first);
+            abandon_locked(first);
             ++stats_.n_stalled;
             it = issued_.erase(it);
+        }
+        // Slots held by abandoned reads leave staged chunks waiting for none: those are read here too.
+        const bool slots_lost = std::any_of(abandoned_.begin(), abandoned_.end(), [](const ChunkPtr& c) { return c->staging >= 0; });
+        while (slots_lost && free_staging_.empty() && !closing_ && !pending_.empty() && pending_.front()->bounce &&
+               pending_.front()->staging < 0) {
+            ChunkPtr c = std::move(pending_.front());
+            pending_.pop_front();
+            note_inflight_locked(+1);
+            ++stats_.n_reads;
+            ++stats_.n_bounced;
+            redo.push_back(std::move(c));
         }
     }
     for (ChunkPtr& c : redo) {
         // A staged chunk is read into a buffer of its own, aligned as the file needs.
         AlignedBuffer own;
-        if (c->bounce) {
-            own = allocate_aligned(c->length, std::max(geo_.memory_align, kDefaultDioAlign));
-            c->buf = own.get();
-            c->copy_from = c->buf + c->skip;
+        long result = 0;
+        try {
+            if (c->bounce) {
+                own = allocate_aligned(c->length, std::max(geo_.memory_align, kDefaultDioAlign));
+                c->buf = own.get();
+                c->copy_from = c->buf + c->skip;
+            }
+            result = pread_chunk(*c, c->buf);
+        } catch (const std::bad_alloc&) {
+            result = -ENOMEM;
         }
-        const long result = pread_chunk(*c, c->buf);
         complete(std::move(c), result);
     }
     return redo.size();
+}
+
+size_t ChunkedReader::n_abandoned() const {
+    std::lock_guard lk(mu_);
+    return abandoned_.size();
 }
 
 bool ChunkedReader::abandoned(Chunk* chunk) {

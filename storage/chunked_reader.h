@@ -61,13 +61,18 @@ protected:
     virtual void staging_allocated_locked(std::byte* base, size_t bytes) {}
     // First thing in a backend's destructor: drops pending reads, waits for reads in flight.
     void drain();
-    // Without mu_: the reads in flight for `stall_after` or longer, read again with pread here
-    // and completed; the backend may still hold the first attempts, which are kept (with their
-    // staging slots) until it gives them back (abandoned). Returns how many were read again.
+    // Without mu_: the reads in flight for `stall_after` or longer, read again (whole) with pread
+    // here and completed; the backend may still hold the first attempts, which are kept (with
+    // their staging slots) until it gives them back (abandoned). Staged chunks that wait for a
+    // slot while abandoned reads hold slots are read so too. Returns how many were read.
     size_t redo_stalled();
     // Without mu_: whether a completion's chunk is one redo_stalled took over; the chunk is
     // then released, and the completion is to be dropped.
     bool abandoned(Chunk* chunk);
+    // First attempts still held by the backend (abandoned, not given back).
+    size_t n_abandoned() const;
+    // Under mu_: redo_stalled gave up on `chunk`'s first attempt (io_uring cancels it).
+    virtual void abandon_locked(Chunk* chunk) {}
     // Whether the completion of `chunk` is to be dropped as lost (fault injection).
     bool fault_loses(const Chunk& chunk) { return fault_.loses(chunk.seq); }
 

@@ -68,6 +68,9 @@ public:
     virtual ~Reader() = default;  // waits for reads in flight: they write into caller memory
 
     virtual std::string_view backend() const = 0;  // "io_uring" or "pread"
+    // Whether a read the kernel does not complete within ReaderOptions::stall_after is read
+    // again (io_uring where the kernel can wait with a timeout); pread cannot stall so.
+    virtual bool redoes_stalled_reads() const { return false; }
     virtual const File& file() const = 0;
 
     // Queues a read and returns at once. Throws IoError when the range runs past the end of

@@ -32,6 +32,9 @@ public:
         if (rc < 0)
             throw IoError(fmt::format("io_uring_queue_init({}) failed: {} (errno {})", entries, std::strerror(-rc), -rc),
                           "the kernel or a sandbox (seccomp, io_uring_disabled) may block io_uring");
+        // Waiting with a timeout takes no submission entry from kernel 5.11 (IORING_FEAT_EXT_ARG).
+        ticks_ = (ring_.features & IORING_FEAT_EXT_ARG) != 0;
+        if (!ticks_) STRATA_LOG_DEBUG("storage: io_uring without IORING_FEAT_EXT_ARG: stalled reads are not looked for");
         // A registered file saves a file-table lookup per read; optional.
         const int fd = file_.fd();
         fixed_file_ = io_uring_register_files(&ring_, &fd, 1) == 0;
@@ -47,6 +50,9 @@ public:
 
     ~UringReader() override {
         drain();
+        // Abandoned reads the kernel still holds may write into staging: give them a moment to
+        // come back (cancelled) before the ring and the staging go.
+        for (int i = 0; i < 200 && n_abandoned() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         {
             std::lock_guard lk(mu_);
             io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -60,6 +66,7 @@ public:
     }
 
     std::string_view backend() const override { return "io_uring"; }
+    bool redoes_stalled_reads() const override { return ticks_; }
 
     bool register_region(void* base, size_t bytes) override {
         std::lock_guard lk(mu_);
@@ -123,6 +130,17 @@ private:
 
     void staging_allocated_locked(std::byte* base, size_t bytes) override { (void)register_locked(base, bytes); }
 
+    // A read given up on is cancelled, so that one merely slow cannot write late (one the kernel
+    // lost is not found, which is harmless); its cancel's own completion carries kCancelTag.
+    void abandon_locked(Chunk* chunk) override {
+        if (io_uring_sq_space_left(&ring_) == 0) submit_all_locked();
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+        if (!sqe) return;
+        io_uring_prep_cancel(sqe, chunk, 0);
+        io_uring_sqe_set_data(sqe, &kCancelTag);
+        submit_all_locked();
+    }
+
     void dispatch_locked() override {
         unsigned queued = 0;
         while (ChunkPtr c = next_chunk_locked()) {
@@ -163,7 +181,7 @@ private:
         std::vector<std::pair<void*, int>> batch;
         // Woken each second to look for reads the kernel has not completed for too long, where
         // it can wait with a timeout without taking a submission entry (kernel 5.11 and later).
-        const bool ticks = (ring_.features & IORING_FEAT_EXT_ARG) != 0;
+        const bool ticks = ticks_;
         auto last_look = std::chrono::steady_clock::now();
         const auto look_for_stalls = [&] {
             last_look = std::chrono::steady_clock::now();
@@ -201,8 +219,9 @@ private:
             for (auto [data, res] : batch) {
                 auto* chunk = static_cast<Chunk*>(data);
                 if (data == nullptr) stop = true;
+                else if (data == &kCancelTag) continue;
                 else if (abandoned(chunk)) continue;  // read again already: this late answer is dropped
-                else if (fault_loses(*chunk)) continue;  // as if never posted: redo_stalled takes it over
+                else if (ticks && fault_loses(*chunk)) continue;  // as if never posted: redo_stalled takes it over
                 else complete(ChunkPtr(chunk), res);
             }
             if (stop) return;
@@ -220,7 +239,9 @@ public:
     }
 
 private:
+    static inline char kCancelTag = 0;  // user_data of cancel requests
     io_uring ring_{};
+    bool ticks_ = false;  // the reaper can wait with a timeout: stalled reads are looked for
     bool fixed_file_ = false;
     bool fixed_buffers_ = false;
     std::vector<Fixed> fixed_;

@@ -132,8 +132,8 @@ Json chat_messages(const Json& body) {
         if (!m.is_object()) throw invalid_request(fmt::format("'{}' must be an object", where), where);
         const std::string role = text_of(required(m, "role", where), where + ".role");
         const Json& content = required(m, "content", where);
-        if (!content.is_string() && !content.is_array())
-            throw invalid_request(fmt::format("'{}.content' must be a string or content blocks", where), where + ".content");
+        if ((!content.is_string() && !content.is_array()) || content.empty())
+            throw invalid_request(fmt::format("'{}.content' must be a non-empty string or content blocks", where), where + ".content");
         if (role == "user") {
             user_turn(content, where + ".content", out);
         } else if (role == "assistant") {
@@ -184,8 +184,9 @@ void apply_tool_choice(const Json& choice, Json& out) {
 // where the template can; "adaptive" leaves it to the model. display "omitted" leaves its text out.
 void apply_thinking(const Json& thinking, Translated& t) {
     Json& out = t.body;
-    const std::string type = thinking.is_object() ? openai::string_field(thinking, "type", "") : "";
-    const std::string display = thinking.is_object() ? openai::string_field(thinking, "display", "summarized") : "";
+    if (!thinking.is_object()) throw invalid_request(fmt::format("'thinking' must be an object, not {}", shown(thinking)), "thinking");
+    const std::string type = openai::string_field(thinking, "type", "");
+    const std::string display = openai::string_field(thinking, "display", "summarized");
     if (display != "summarized" && display != "omitted")
         throw invalid_request(fmt::format("'thinking.display' must be summarized or omitted, not {}", display), "thinking.display");
     t.omit_thinking = display == "omitted";

@@ -23,7 +23,7 @@ struct Translated {
     Json body;  // the /v1/chat/completions request it amounts to
     bool stream = false;
     std::vector<std::string> stop_sequences;  // the request's own (a reply they end stops at "stop_sequence")
-    bool omit_thinking = false;               // thinking.display "omitted": thinking blocks without their text
+    bool omit_thinking = false;               // thinking.display "omitted": the reasoning left out of the answer
 };
 
 // POST /v1/messages; `counting` (count_tokens): max_tokens, stream and sampling are not asked for.

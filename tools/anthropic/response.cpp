@@ -77,14 +77,20 @@ std::string MessageWriter::next(std::string_view thinking, std::string_view text
     return std::move(events_);
 }
 
-std::string MessageWriter::finish(const std::string& stop_reason, const std::string& stop_sequence, int64_t output_tokens) {
+std::string MessageWriter::finish(const std::string& stop_reason, const std::string& stop_sequence, int64_t output_tokens,
+                                  int64_t cached_tokens) {
     events_.clear();
     close();
     stop_reason_ = stop_reason;
-    if (!stop_sequence.empty()) stop_sequence_ = stop_sequence;
+    if (stop_reason == "stop_sequence") stop_sequence_ = stop_sequence;  // (null for the template's end of turn)
     usage_.output_tokens = output_tokens;
+    usage_.cached_tokens = cached_tokens;
+    // The usage as it ends: message_start counted the prompt before the cache was known.
+    const Json usage = message()["usage"];
     event("message_delta", {{"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", stop_sequence_}}},
-                            {"usage", {{"output_tokens", output_tokens}}}});
+                            {"usage", {{"input_tokens", usage["input_tokens"]},
+                                       {"cache_read_input_tokens", usage["cache_read_input_tokens"]},
+                                       {"output_tokens", output_tokens}}}});
     event("message_stop", Json::object());
     return std::move(events_);
 }

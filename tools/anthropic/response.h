@@ -33,8 +33,10 @@ public:
     // The events of the reply's next reasoning, answer and complete calls.
     std::string next(std::string_view thinking, std::string_view text, const std::vector<models::ChatToolCall>& calls);
     // Closes the open block; message_delta with the stop reason ("end_turn", "max_tokens",
-    // "stop_sequence" with the sequence, "tool_use") and the output's tokens; message_stop.
-    std::string finish(const std::string& stop_reason, const std::string& stop_sequence, int64_t output_tokens);
+    // "stop_sequence" with the sequence, "tool_use") and the usage as it ends (the prompt's
+    // cached tokens now known); message_stop.
+    std::string finish(const std::string& stop_reason, const std::string& stop_sequence, int64_t output_tokens,
+                       int64_t cached_tokens);
     // An error event (error_json's body): the stream ends there.
     static std::string error(int status, const std::string& message);
 

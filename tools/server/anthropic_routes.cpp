@@ -36,7 +36,8 @@ void respond_whole(const anthropic::Translated& t, const openai::CompletionReque
     const openai::Choice c = openai::make_choice(0, r, creq);
     anthropic::MessageWriter w(t.model, static_cast<int64_t>(r.prompt_tokens.size()), r.cached_tokens);
     w.next(t.omit_thinking ? std::string() : c.reasoning, c.text, c.tool_calls);
-    w.finish(anthropic::stop_reason(c.finish_reason, r.stop_string, t.stop_sequences), r.stop_string, static_cast<int64_t>(r.tokens.size()));
+    w.finish(anthropic::stop_reason(c.finish_reason, r.stop_string, t.stop_sequences), r.stop_string, static_cast<int64_t>(r.tokens.size()),
+             r.cached_tokens);
     res.set_content(openai::dump(w.message()), "application/json");
 }
 
@@ -65,7 +66,7 @@ void respond_stream(ServerState& state, const anthropic::Translated& t, const op
             const std::string reason = openai::finish_reason(r.stop_reason);
             const std::string finish = called && reason != "length" ? "tool_calls" : reason;
             ok = send(w.finish(anthropic::stop_reason(finish, r.stop_string, t.stop_sequences), r.stop_string,
-                               static_cast<int64_t>(r.tokens.size())));
+                               static_cast<int64_t>(r.tokens.size()), r.cached_tokens));
         }
         if (ok) sink.done();
         return ok;

@@ -163,7 +163,7 @@ struct ApiServer::Impl {
         }
         if (cors.allow_origin(origin).empty()) return refuse(req, res, origin_refused(origin));
         res.set_header("Access-Control-Allow-Methods", fmt::format("{}, OPTIONS", route->method));
-        res.set_header("Access-Control-Allow-Headers", kCorsAllowHeaders);
+        res.set_header("Access-Control-Allow-Headers", allowed_headers(req.get_header_value("Access-Control-Request-Headers")));
         res.set_header("Access-Control-Max-Age", std::to_string(kCorsMaxAgeS));
         res.status = 204;
         return httplib::Server::HandlerResponse::Handled;

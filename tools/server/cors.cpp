@@ -42,6 +42,22 @@ bool is_loopback(std::string_view name) {
 }
 }  // namespace
 
+std::string allowed_headers(std::string_view asked) {
+    std::string out = kCorsAllowHeaders;
+    for (size_t at = 0; at < asked.size();) {
+        const size_t comma = std::min(asked.find(',', at), asked.size());
+        std::string_view name = asked.substr(at, comma - at);
+        at = comma + 1;
+        while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+        while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+        const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+        });
+        if (token) out += ", " + std::string(name);
+    }
+    return out;
+}
+
 bool same_origin(std::string_view origin, std::string_view host_header) {
     const size_t scheme = origin.find("://");
     return scheme != std::string_view::npos && !host_header.empty() && lower(origin.substr(scheme + 3)) == lower(host_header);

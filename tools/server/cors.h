@@ -31,6 +31,11 @@ private:
     std::vector<std::string> origins_;
 };
 
+// A preflight's Access-Control-Allow-Headers for an allowed origin: kCorsAllowHeaders and the
+// headers it asks for (Access-Control-Request-Headers: the SDKs' own, such as x-stainless-* and
+// anthropic-dangerous-direct-browser-access), those that are header names.
+std::string allowed_headers(std::string_view asked);
+
 // Whether a request's Origin is the server's own page: scheme://host[:port] naming the Host the
 // request was sent to (a browser sends its page's Origin with every POST, same-origin ones too).
 bool same_origin(std::string_view origin, std::string_view host_header);

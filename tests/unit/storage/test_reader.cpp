@@ -347,12 +347,16 @@ TEST_CASE("an io_uring read the kernel never completes is read again with pread,
             ReaderOptions o;
             o.chunk_bytes = 64 << 10;
             o.fault = FaultSpec{FaultKind::Lost, nth};
-            o.stall_after = std::chrono::milliseconds(200);
+            o.stall_after = std::chrono::milliseconds(1000);
             auto reader = make(file, IoBackend::Uring, o);
             if (!reader) continue;
+            if (!reader->redoes_stalled_reads()) {
+                STRATA_SKIP_PART("this kernel's io_uring cannot wait with a timeout (before 5.11): stalled reads are not looked for");
+                continue;
+            }
             INFO((file.direct() ? "direct" : "buffered") << ", completion " << nth << " lost");
             read_and_compare(*reader, f, random_ranges(f.data.size(), 300000, 12, nth));
-            CHECK(reader->stats().n_stalled == 1);
+            CHECK(reader->stats().n_stalled >= 1);  // (a read merely slow past the limit is read again too)
         }
     }
 }

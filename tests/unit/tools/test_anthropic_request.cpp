@@ -86,6 +86,9 @@ TEST_CASE("anthropic requests: what this server cannot honour is a 400 naming th
           "messages[1]");
     CHECK(param_of([&] { translate(with_messages(R"([{"role": "system", "content": "Hi"}])")); }) == "messages[0].role");
     CHECK(param_of([&] { translate(with_messages("[]")); }) == "messages");
+    CHECK(param_of([&] { translate(with_messages(R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yes"},
+                                                     {"role": "user", "content": []}])")); }) == "messages[2].content");
+    CHECK(param_of([] { translate(ask({{"thinking", "on"}})); }) == "thinking");
     CHECK(param_of([] { translate(ask({{"tools", Json::parse(R"([{"type": "web_search_20250305", "name": "web_search"}])")}})); }) ==
           "tools[0]");
     CHECK(param_of([] { translate(ask({{"tools", Json::parse(R"([{"name": "f"}])")}})); }) == "tools[0].input_schema");

@@ -21,9 +21,10 @@ const auto parse = test::parse_named_events;
 }  // namespace
 
 TEST_CASE("anthropic answers: a reply's thinking, text and tool_use blocks, stop reason and usage", "[unit][anthropic]") {
-    MessageWriter w("m", 30, 12);
+    MessageWriter w("m", 30, 0);
     w.next("Think.", "Calling.", {{"toolu_1", "weather", "{\"city\": \"Paris\"}"}});
-    w.finish("tool_use", "", 9);
+    w.finish("tool_use", "END", 9, 12);
+    CHECK(w.message()["stop_sequence"].is_null());  // only a stop_sequence names its sequence
     const Json m = w.message();
     CHECK((m["type"] == "message" && m["role"] == "assistant" && m["model"] == "m"));
     CHECK(m["content"] == Json::parse(R"([{"type": "thinking", "thinking": "Think.", "signature": ""},
@@ -49,7 +50,7 @@ TEST_CASE("anthropic answers: a stream's events start, write and stop each block
     text += w.next("Th", "", {});
     text += w.next("ink.", "It", {});
     text += w.next("", " is sunny.", {{"toolu_1", "f", "{\"a\": 1}"}});
-    text += w.finish("stop_sequence", "END", 5);
+    text += w.finish("stop_sequence", "END", 5, 10);
     const std::vector<Event> events = parse(text);
     std::vector<std::string> types;
     for (const Event& e : events) {
@@ -74,5 +75,6 @@ TEST_CASE("anthropic answers: a stream's events start, write and stop each block
     CHECK(content == w.message()["content"]);
     CHECK(events[0].data["message"]["content"] == Json::array());
     CHECK(events[13].data["delta"] == Json{{"stop_reason", "stop_sequence"}, {"stop_sequence", "END"}});
-    CHECK(events[13].data["usage"]["output_tokens"] == 5);
+    // The usage as it ends: the prompt's cached part known by then.
+    CHECK(events[13].data["usage"] == Json::parse(R"({"input_tokens": 20, "cache_read_input_tokens": 10, "output_tokens": 5})"));
 }

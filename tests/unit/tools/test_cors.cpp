@@ -6,6 +6,8 @@
 
 using namespace strata;
 using strata::server::CorsPolicy;
+using strata::server::allowed_headers;
+using strata::server::kCorsAllowHeaders;
 
 TEST_CASE("cors: listed origins are allowed, others are not", "[unit][server]") {
     const CorsPolicy none;
@@ -71,4 +73,12 @@ TEST_CASE("cors: a loopback-bound server answers only loopback host names and th
     // Bound to every address or another one: its API key guards it, every name is answered.
     CHECK(host_allowed("attacker.example", "0.0.0.0"));
     CHECK(host_allowed("attacker.example", "192.168.1.10"));
+}
+
+TEST_CASE("cors: a preflight allows the headers an SDK asks for, those that are header names", "[unit][server]") {
+    CHECK(allowed_headers("") == kCorsAllowHeaders);
+    CHECK(allowed_headers("x-stainless-os, anthropic-dangerous-direct-browser-access,content-type") ==
+          std::string(kCorsAllowHeaders) + ", x-stainless-os, anthropic-dangerous-direct-browser-access, content-type");
+    // Not a header name: left out.
+    CHECK(allowed_headers("x-ok, bad header, <script>, ") == std::string(kCorsAllowHeaders) + ", x-ok");
 }
