@@ -3,6 +3,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "tests/support/gguf_writer.h"
 #include "tests/support/skip.h"
 
 namespace {
@@ -35,4 +36,9 @@ int exit_code(int catch_result) {
 
 }  // namespace strata::test
 
-int main(int argc, char* argv[]) { return strata::test::exit_code(Catch::Session().run(argc, argv)); }
+int main(int argc, char* argv[]) {
+    const int result = Catch::Session().run(argc, argv);
+    // Each process's test files (models written for a case) would otherwise pile up run after run.
+    if (result == 0) strata::test::remove_temp_files();
+    return strata::test::exit_code(result);
+}

@@ -97,11 +97,20 @@ void GgufWriter::write(const std::filesystem::path& path) const {
     std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
+namespace {
+// One folder per process: ctest runs test cases in parallel processes.
+std::filesystem::path process_temp_dir() { return std::filesystem::path(STRATA_BINARY_DIR) / "test_tmp" / std::to_string(::getpid()); }
+}  // namespace
+
 std::filesystem::path temp_path(const std::string& name) {
-    // One folder per process: ctest runs test cases in parallel processes.
-    static const auto dir = std::filesystem::path(STRATA_BINARY_DIR) / "test_tmp" / std::to_string(::getpid());
+    static const auto dir = process_temp_dir();
     std::filesystem::create_directories(dir);
     return dir / name;
+}
+
+void remove_temp_files() {
+    std::error_code ec;  // (nothing to remove, or a file in use: left)
+    std::filesystem::remove_all(process_temp_dir(), ec);
 }
 
 }  // namespace strata::test

@@ -41,7 +41,10 @@ private:
     std::vector<Tensor> tensors_;
 };
 
-// A path under the build tree for test files, unique per name.
+// A path under the build tree for test files, unique per name (in a folder of this process's).
 std::filesystem::path temp_path(const std::string& name);
+// Removes this process's folder of test files (the runner does, when every test passed; a failed
+// run's files stay for a look).
+void remove_temp_files();
 
 }  // namespace strata::test
