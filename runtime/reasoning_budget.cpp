@@ -26,6 +26,7 @@ void ReasoningBudget::force_if_spent() {
 }
 
 void ReasoningBudget::accept(std::string_view piece) {
+    if (phase_ == Phase::Done) return;  // (the reply's text is no longer needed)
     const size_t before = text_.size();
     text_ += piece;
     switch (phase_) {
@@ -43,7 +44,7 @@ void ReasoningBudget::accept(std::string_view piece) {
         case Phase::Forcing:
             if (++next_ == forced_.size()) phase_ = Phase::Done;
             return;
-        case Phase::Done: return;
+        case Phase::Done: return;  // (not reached)
     }
     // Ended by the model: only this token's text (and a marker it completes) is new.
     const std::string_view end = models::reasoning_end(style_);

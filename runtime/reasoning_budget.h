@@ -39,7 +39,7 @@ private:
     models::ReasoningStyle style_;
     std::vector<int32_t> forced_;
     Phase phase_ = Phase::Waiting;
-    std::string text_;  // the reply so far
+    std::string text_;  // the reply so far, until the budget is done with it
     size_t open_at_ = 0;  // where the reasoning begins in it
     int left_;            // tokens still allowed
     size_t next_ = 0;     // forced tokens taken

@@ -11,6 +11,8 @@
 namespace strata::anthropic {
 
 using openai::field;
+using openai::required_field;
+using openai::string_at;
 using openai::invalid_request;
 using openai::shown;
 
@@ -24,20 +26,9 @@ constexpr std::array<std::string_view, 14> kKnown = {"model",       "messages", 
 constexpr std::array<std::string_view, 7> kInert = {"service_tier", "cache_control", "speed",       "inference_geo",
                                                     "diagnostics",  "user_profile_id", "workspace_id"};
 
-std::string text_of(const Json& v, const std::string& where) {
-    if (!v.is_string()) throw invalid_request(fmt::format("'{}' must be a string, not {}", where, shown(v)), where);
-    return v.get<std::string>();
-}
-
-const Json& required(const Json& o, const char* key, const std::string& where) {
-    const Json* v = o.is_object() ? field(o, key) : nullptr;
-    if (!v) throw invalid_request(fmt::format("'{}.{}' is required", where, key), fmt::format("{}.{}", where, key));
-    return *v;
-}
-
 std::string block_type(const Json& block, const std::string& where) {
     if (!block.is_object()) throw invalid_request(fmt::format("'{}' must be a content block, not {}", where, shown(block)), where);
-    return text_of(required(block, "type", where), where + ".type");
+    return string_at(required_field(block, "type", where), where + ".type");
 }
 
 // A tool result's content: a text, or text blocks joined on lines of their own.
@@ -51,7 +42,7 @@ std::string result_text(const Json& content, const std::string& where) {
         if (block_type(content[i], at) != "text")
             throw invalid_request(fmt::format("'{}' must be a text block: the models served here read text only", at), at);
         if (!out.empty()) out += '\n';
-        out += text_of(required(content[i], "text", at), at + ".text");
+        out += string_at(required_field(content[i], "text", at), at + ".text");
     }
     return out;
 }
@@ -71,11 +62,11 @@ void user_turn(const Json& content, const std::string& where, Json& out) {
         const std::string at = fmt::format("{}[{}]", where, i);
         const std::string type = block_type(content[i], at);
         if (type == "text") {
-            parts.push_back({{"type", "text"}, {"text", text_of(required(content[i], "text", at), at + ".text")}});
+            parts.push_back({{"type", "text"}, {"text", string_at(required_field(content[i], "text", at), at + ".text")}});
         } else if (type == "tool_result") {
             flush();
             out.push_back({{"role", "tool"},
-                           {"tool_call_id", text_of(required(content[i], "tool_use_id", at), at + ".tool_use_id")},
+                           {"tool_call_id", string_at(required_field(content[i], "tool_use_id", at), at + ".tool_use_id")},
                            {"content", result_text(content[i].value("content", Json()), at + ".content")}});
         } else if (type == "image" || type == "document") {
             throw invalid_request(fmt::format("'{}' is an {} block: the models served here read text only", at, type), at);
@@ -96,17 +87,17 @@ void assistant_turn(const Json& content, const std::string& where, Json& out) {
             const std::string at = fmt::format("{}[{}]", where, i);
             const std::string type = block_type(content[i], at);
             if (type == "text") {
-                text += text_of(required(content[i], "text", at), at + ".text");
+                text += string_at(required_field(content[i], "text", at), at + ".text");
             } else if (type == "thinking") {
-                thinking += text_of(required(content[i], "thinking", at), at + ".thinking");
+                thinking += string_at(required_field(content[i], "thinking", at), at + ".thinking");
             } else if (type == "redacted_thinking") {
                 continue;  // encrypted by another service: nothing a model here can read
             } else if (type == "tool_use") {
-                const Json& input = required(content[i], "input", at);
+                const Json& input = required_field(content[i], "input", at);
                 if (!input.is_object()) throw invalid_request(fmt::format("'{}.input' must be an object", at), at + ".input");
-                calls.push_back({{"id", text_of(required(content[i], "id", at), at + ".id")},
+                calls.push_back({{"id", string_at(required_field(content[i], "id", at), at + ".id")},
                                  {"type", "function"},
-                                 {"function", {{"name", text_of(required(content[i], "name", at), at + ".name")},
+                                 {"function", {{"name", string_at(required_field(content[i], "name", at), at + ".name")},
                                                {"arguments", openai::dump(input)}}}});
             } else {
                 throw invalid_request(fmt::format("'{}' is a {} block, which an assistant message cannot hold here", at, type), at);
@@ -121,7 +112,7 @@ void assistant_turn(const Json& content, const std::string& where, Json& out) {
 
 Json chat_messages(const Json& body) {
     Json out = Json::array();
-    if (const Json* system = field(body, "system"); system && !system->is_null())
+    if (const Json* system = field(body, "system"); system)
         out.push_back({{"role", "system"}, {"content", system->is_string() ? *system : Json(result_text(*system, "system"))}});
     const Json* messages = field(body, "messages");
     if (!messages || !messages->is_array() || messages->empty())
@@ -130,8 +121,8 @@ Json chat_messages(const Json& body) {
         const Json& m = (*messages)[i];
         const std::string where = fmt::format("messages[{}]", i);
         if (!m.is_object()) throw invalid_request(fmt::format("'{}' must be an object", where), where);
-        const std::string role = text_of(required(m, "role", where), where + ".role");
-        const Json& content = required(m, "content", where);
+        const std::string role = string_at(required_field(m, "role", where), where + ".role");
+        const Json& content = required_field(m, "content", where);
         if ((!content.is_string() && !content.is_array()) || content.empty())
             throw invalid_request(fmt::format("'{}.content' must be a non-empty string or content blocks", where), where + ".content");
         if (role == "user") {
@@ -162,9 +153,9 @@ Json chat_tools(const Json& tools) {
                                               "input_schema",
                                               at, type),
                                   at);
-        Json function = {{"name", required(t, "name", at)}};
-        if (const Json* d = field(t, "description"); d && !d->is_null()) function["description"] = *d;
-        function["parameters"] = required(t, "input_schema", at);
+        Json function = {{"name", required_field(t, "name", at)}};
+        if (const Json* d = field(t, "description"); d) function["description"] = *d;
+        function["parameters"] = required_field(t, "input_schema", at);
         out.push_back({{"type", "function"}, {"function", std::move(function)}});
     }
     return out;
@@ -175,7 +166,7 @@ void apply_tool_choice(const Json& choice, Json& out) {
     const std::string type = choice.is_object() ? openai::string_field(choice, "type", "") : "";
     if (type == "auto" || type == "none") out["tool_choice"] = type;
     else if (type == "any") out["tool_choice"] = "required";
-    else if (type == "tool") out["tool_choice"] = {{"type", "function"}, {"function", {{"name", required(choice, "name", "tool_choice")}}}};
+    else if (type == "tool") out["tool_choice"] = {{"type", "function"}, {"function", {{"name", required_field(choice, "name", "tool_choice")}}}};
     else throw invalid_request(fmt::format("'tool_choice' must be of type auto, any, tool or none, not {}", shown(choice)), "tool_choice");
     if (openai::boolean(choice, "disable_parallel_tool_use")) out["parallel_tool_calls"] = false;
 }
@@ -191,7 +182,7 @@ void apply_thinking(const Json& thinking, Translated& t) {
         throw invalid_request(fmt::format("'thinking.display' must be summarized or omitted, not {}", display), "thinking.display");
     t.omit_thinking = display == "omitted";
     if (type == "enabled") {
-        const Json& budget = required(thinking, "budget_tokens", "thinking");
+        const Json& budget = required_field(thinking, "budget_tokens", "thinking");
         if (!budget.is_number_integer() || budget.get<int64_t>() < 0)
             throw invalid_request("'thinking.budget_tokens' must be a whole number of at least 0", "thinking.budget_tokens");
         out["thinking_budget_tokens"] = budget;
@@ -209,16 +200,16 @@ void apply_output_config(const Json& config, Json& out) {
     if (!config.is_object()) throw invalid_request("'output_config' must be an object", "output_config");
     for (const auto& [key, v] : config.items())
         if (key != "effort" && key != "format") throw invalid_request(fmt::format("'output_config.{}' is not supported", key), "output_config." + key);
-    if (const Json* effort = field(config, "effort"); effort && !effort->is_null()) {
-        const std::string level = text_of(*effort, "output_config.effort");
+    if (const Json* effort = field(config, "effort"); effort) {
+        const std::string level = string_at(*effort, "output_config.effort");
         out["reasoning_effort"] = level == "xhigh" || level == "max" ? "high" : level;
     }
-    if (const Json* format = field(config, "format"); format && !format->is_null()) {
+    if (const Json* format = field(config, "format"); format) {
         if (!format->is_object() || openai::string_field(*format, "type", "") != "json_schema")
             throw invalid_request(fmt::format("'output_config.format' must be of type json_schema, not {}", shown(*format)),
                                   "output_config.format");
         out["response_format"] = {{"type", "json_schema"},
-                                  {"json_schema", {{"name", "output"}, {"schema", required(*format, "schema", "output_config.format")}, {"strict", true}}}};
+                                  {"json_schema", {{"name", "output"}, {"schema", required_field(*format, "schema", "output_config.format")}, {"strict", true}}}};
     }
 }
 
@@ -230,13 +221,13 @@ Translated translate(const Json& body, bool counting) {
         if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end() && std::find(kInert.begin(), kInert.end(), key) == kInert.end())
             throw invalid_request(fmt::format("'{}' is not supported by this server's /v1/messages", key), key);
     Translated t;
-    t.model = text_of(required(body, "model", "body"), "model");
+    t.model = string_at(required_field(body, "model", "body"), "model");
     t.body = {{"model", t.model}, {"messages", chat_messages(body)}};
     Json& out = t.body;
-    if (const Json* tools = field(body, "tools"); tools && !tools->is_null() && !tools->empty()) out["tools"] = chat_tools(*tools);
-    if (const Json* choice = field(body, "tool_choice"); choice && !choice->is_null()) apply_tool_choice(*choice, out);
-    if (const Json* thinking = field(body, "thinking"); thinking && !thinking->is_null()) apply_thinking(*thinking, t);
-    if (const Json* config = field(body, "output_config"); config && !config->is_null()) apply_output_config(*config, out);
+    if (const Json* tools = field(body, "tools"); tools && !tools->empty()) out["tools"] = chat_tools(*tools);
+    if (const Json* choice = field(body, "tool_choice"); choice) apply_tool_choice(*choice, out);
+    if (const Json* thinking = field(body, "thinking"); thinking) apply_thinking(*thinking, t);
+    if (const Json* config = field(body, "output_config"); config) apply_output_config(*config, out);
     if (counting) return t;
     const Json* max_tokens = field(body, "max_tokens");
     if (!max_tokens) throw invalid_request("'max_tokens' is required", "max_tokens");
@@ -244,10 +235,10 @@ Translated translate(const Json& body, bool counting) {
     t.stream = openai::boolean(body, "stream");
     // Absent: the chat endpoint's defaults (docs/serving.md).
     for (const char* key : {"temperature", "top_p", "top_k"})
-        if (const Json* v = field(body, key); v && !v->is_null()) out[key] = *v;
-    if (const Json* stops = field(body, "stop_sequences"); stops && !stops->is_null()) {
+        if (const Json* v = field(body, key); v) out[key] = *v;
+    if (const Json* stops = field(body, "stop_sequences"); stops) {
         if (!stops->is_array()) throw invalid_request("'stop_sequences' must be an array of strings", "stop_sequences");
-        for (const Json& s : *stops) t.stop_sequences.push_back(text_of(s, "stop_sequences"));
+        for (const Json& s : *stops) t.stop_sequences.push_back(string_at(s, "stop_sequences"));
         out["stop"] = *stops;
     }
     return t;

@@ -57,8 +57,7 @@ std::string MessageWriter::next(std::string_view thinking, std::string_view text
         if (piece.empty()) continue;
         open(kind);
         const bool reasoning = kind == Open::Thinking;
-        Json& block = content_.back()[reasoning ? "thinking" : "text"];
-        block = block.get<std::string>() + std::string(piece);
+        content_.back()[reasoning ? "thinking" : "text"].get_ref<std::string&>() += piece;
         event("content_block_delta",
               {{"index", content_.size() - 1},
                {"delta", {{"type", reasoning ? "thinking_delta" : "text_delta"}, {reasoning ? "thinking" : "text", piece}}}});

@@ -18,6 +18,17 @@ const Json* field(const Json& body, const char* key) {
     return it == body.end() || it->is_null() ? nullptr : &*it;
 }
 
+std::string string_at(const Json& v, const std::string& where) {
+    if (!v.is_string()) throw invalid_request(fmt::format("'{}' must be a string, not {}", where, shown(v)), where);
+    return v.get<std::string>();
+}
+
+const Json& required_field(const Json& object, const char* key, const std::string& where) {
+    const Json* v = object.is_object() ? field(object, key) : nullptr;
+    if (!v) throw invalid_request(fmt::format("'{}.{}' is required", where, key), fmt::format("{}.{}", where, key));
+    return *v;
+}
+
 double number_in(const Json& body, const char* key, double lo, double hi, double fallback) {
     const Json* v = field(body, key);
     if (!v) return fallback;

@@ -34,6 +34,11 @@ int64_t integer_in(const Json& body, const char* key, int64_t lo, int64_t hi, in
 bool boolean(const Json& body, const char* key);
 // A string field, or `fallback`.
 std::string string_field(const Json& body, const char* key, const std::string& fallback);
+// `v`, a string, at `where` (its path in the body); else a 400 naming it.
+std::string string_at(const Json& v, const std::string& where);
+// Field `key` of the value at `where`; a 400 naming where.key when it is absent or null (or the
+// value is no object).
+const Json& required_field(const Json& object, const char* key, const std::string& where);
 // JSON text for the wire: invalid UTF-8 from a model is replaced, never an exception.
 std::string dump(const Json& j);
 

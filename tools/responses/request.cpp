@@ -11,6 +11,8 @@
 namespace strata::responses {
 
 using openai::field;
+using openai::required_field;
+using openai::string_at;
 using openai::invalid_request;
 using openai::shown;
 
@@ -27,11 +29,6 @@ constexpr std::array<std::string_view, 13> kRead = {"model",     "input",       
 bool known(std::string_view key) {
     return std::find(kInert.begin(), kInert.end(), key) != kInert.end() || std::find(kRead.begin(), kRead.end(), key) != kRead.end() ||
            key == "parallel_tool_calls";
-}
-
-std::string text_of(const Json& v, const std::string& where) {
-    if (!v.is_string()) throw invalid_request(fmt::format("'{}' must be a string, not {}", where, shown(v)), where);
-    return v.get<std::string>();
 }
 
 // A message's content: a text, or parts whose texts are joined on lines of their own (input_text,
@@ -51,7 +48,7 @@ std::string content_text(const Json& content, const std::string& where) {
         const Json* text = field(part, type == "refusal" ? "refusal" : "text");
         if (!text) throw invalid_request(fmt::format("'{}' has no text", at), at);
         if (!out.empty()) out += '\n';  // parts on lines of their own, as the chat endpoint joins them
-        out += text_of(*text, at + ".text");
+        out += string_at(*text, at + ".text");
     }
     return out;
 }
@@ -67,17 +64,17 @@ public:
         if (type == "message") return message(item, where);
         if (type == "function_call") {
             Json& turn = assistant_turn();
-            const std::string call_id = text_of(required(item, "call_id", where), where + ".call_id");
+            const std::string call_id = string_at(required_field(item, "call_id", where), where + ".call_id");
             turn["tool_calls"].push_back({{"id", call_id},
                                           {"type", "function"},
-                                          {"function", {{"name", text_of(required(item, "name", where), where + ".name")},
-                                                        {"arguments", text_of(required(item, "arguments", where), where + ".arguments")}}}});
+                                          {"function", {{"name", string_at(required_field(item, "name", where), where + ".name")},
+                                                        {"arguments", string_at(required_field(item, "arguments", where), where + ".arguments")}}}});
             return;
         }
         if (type == "function_call_output") {
-            const Json& output = required(item, "output", where);
+            const Json& output = required_field(item, "output", where);
             messages.push_back({{"role", "tool"},
-                                {"tool_call_id", text_of(required(item, "call_id", where), where + ".call_id")},
+                                {"tool_call_id", string_at(required_field(item, "call_id", where), where + ".call_id")},
                                 {"content", content_text(output, where + ".output")}});
             return;
         }
@@ -92,19 +89,13 @@ public:
     }
 
 private:
-    const Json& required(const Json& item, const char* key, const std::string& where) {
-        const Json* v = field(item, key);
-        if (!v) throw invalid_request(fmt::format("'{}.{}' is required", where, key), fmt::format("{}.{}", where, key));
-        return *v;
-    }
-
     void message(const Json& item, const std::string& where) {
-        std::string role = text_of(required(item, "role", where), where + ".role");
+        std::string role = string_at(required_field(item, "role", where), where + ".role");
         if (role == "developer") role = "system";
         if (role != "user" && role != "system" && role != "assistant")
             throw invalid_request(fmt::format("'{}.role' must be user, assistant, system or developer, not {}", where, role),
                                   where + ".role");
-        const std::string text = content_text(required(item, "content", where), where + ".content");
+        const std::string text = content_text(required_field(item, "content", where), where + ".content");
         if (role == "assistant") {
             Json& turn = assistant_turn();
             const std::string before = turn["content"].get<std::string>();
@@ -119,10 +110,10 @@ private:
         std::string text;
         for (const char* key : {"content", "summary"}) {
             const Json* parts = field(item, key);
-            if (!parts || parts->is_null()) continue;
+            if (!parts) continue;
             if (!parts->is_array()) throw invalid_request(fmt::format("'{}.{}' must be an array", where, key), where + "." + key);
             for (const Json& p : *parts)
-                if (const Json* t = p.is_object() ? field(p, "text") : nullptr) text += text_of(*t, where + "." + key);
+                if (const Json* t = p.is_object() ? field(p, "text") : nullptr) text += string_at(*t, where + "." + key);
             if (!text.empty()) break;
         }
         pending_reasoning_ += text;
@@ -158,7 +149,7 @@ Json chat_tools(const Json& tools) {
                                   where);
         Json function = {{"name", t.value("name", Json())}};
         for (const char* key : {"description", "parameters", "strict"})
-            if (const Json* v = field(t, key); v && !v->is_null()) function[key] = *v;
+            if (const Json* v = field(t, key); v) function[key] = *v;
         out.push_back({{"type", "function"}, {"function", std::move(function)}});
     }
     return out;
@@ -180,16 +171,16 @@ void apply_text(const Json& text, Json& out) {
         if (key != "format" && !(key == "verbosity" && (v.is_null() || v == "medium")))
             throw invalid_request(fmt::format("'text.{}' is not supported", key), "text." + key);
     const Json* format = field(text, "format");
-    if (!format || format->is_null()) return;
+    if (!format) return;
     const std::string type = format->is_object() ? openai::string_field(*format, "type", "") : "";
     if (type == "text") return;
     if (type == "json_object") {
         out["response_format"] = {{"type", "json_object"}};
     } else if (type == "json_schema") {
         const Json* name = field(*format, "name");
-        Json schema = {{"name", name && !name->is_null() ? text_of(*name, "text.format.name") : std::string("response")},
+        Json schema = {{"name", name ? string_at(*name, "text.format.name") : std::string("response")},
                        {"schema", format->value("schema", Json())}};
-        if (const Json* strict = field(*format, "strict"); strict && !strict->is_null()) schema["strict"] = *strict;
+        if (const Json* strict = field(*format, "strict"); strict) schema["strict"] = *strict;
         out["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(schema)}};
     } else {
         throw invalid_request(fmt::format("'text.format' must be of type text, json_object or json_schema, not {}", shown(*format)),
@@ -218,8 +209,8 @@ Translated translate(const Json& body) {
     Json& out = t.body;
     out = {{"model", t.model}};
     Conversation c;
-    if (const Json* instructions = field(body, "instructions"); instructions && !instructions->is_null())
-        c.messages.push_back({{"role", "system"}, {"content", text_of(*instructions, "instructions")}});
+    if (const Json* instructions = field(body, "instructions"); instructions)
+        c.messages.push_back({{"role", "system"}, {"content", string_at(*instructions, "instructions")}});
     const Json* input = field(body, "input");
     if (!input) throw invalid_request("'input' is required", "input");
     if (input->is_string()) {
@@ -231,26 +222,26 @@ Translated translate(const Json& body) {
     }
     out["messages"] = std::move(c.messages);
     if (const Json* tools = field(body, "tools"); tools && !tools->empty()) out["tools"] = chat_tools(*tools);
-    if (const Json* choice = field(body, "tool_choice"); choice && !choice->is_null()) out["tool_choice"] = chat_tool_choice(*choice);
-    if (const Json* parallel = field(body, "parallel_tool_calls"); parallel && !parallel->is_null()) out["parallel_tool_calls"] = *parallel;
+    if (const Json* choice = field(body, "tool_choice"); choice) out["tool_choice"] = chat_tool_choice(*choice);
+    if (const Json* parallel = field(body, "parallel_tool_calls"); parallel) out["parallel_tool_calls"] = *parallel;
     for (const char* key : {"temperature", "top_p"})
-        if (const Json* v = field(body, key); v && !v->is_null()) out[key] = *v;
-    if (const Json* n = field(body, "max_output_tokens"); n && !n->is_null()) {
+        if (const Json* v = field(body, key); v) out[key] = *v;
+    if (const Json* n = field(body, "max_output_tokens"); n) {
         if (!n->is_number_integer() || n->get<int64_t>() < 1)
             throw invalid_request(fmt::format("'max_output_tokens' must be a whole number of at least 1, not {}", shown(*n)),
                                   "max_output_tokens");
         out["max_tokens"] = *n;
     }
-    if (const Json* text = field(body, "text"); text && !text->is_null()) apply_text(*text, out);
-    if (const Json* reasoning = field(body, "reasoning"); reasoning && !reasoning->is_null()) {
+    if (const Json* text = field(body, "text"); text) apply_text(*text, out);
+    if (const Json* reasoning = field(body, "reasoning"); reasoning) {
         if (!reasoning->is_object()) throw invalid_request("'reasoning' must be an object", "reasoning");
         // The reasoning is sent whole (reasoning_text), so a summary's kind changes nothing.
-        if (const Json* effort = field(*reasoning, "effort"); effort && !effort->is_null()) out["reasoning_effort"] = *effort;
+        if (const Json* effort = field(*reasoning, "effort"); effort) out["reasoning_effort"] = *effort;
     }
     if (const std::string truncation = openai::string_field(body, "truncation", "disabled"); truncation != "disabled")
         throw invalid_request("'truncation' must be \"disabled\": a conversation past the context is refused, not cut",
                               "truncation");
-    if (const Json* include = field(body, "include"); include && !include->is_null()) {
+    if (const Json* include = field(body, "include"); include) {
         if (!include->is_array()) throw invalid_request("'include' must be an array", "include");
         // Reasoning is sent as text, never encrypted: asking for its encrypted form asks for nothing more.
         for (const Json& what : *include)
@@ -260,7 +251,7 @@ Translated translate(const Json& body) {
     // Absent or null: the default the response object names.
     const auto given = [&body](const char* key, Json fallback) {
         const Json* v = field(body, key);
-        return v && !v->is_null() ? *v : fallback;
+        return v ? *v : fallback;
     };
     t.echo = {{"instructions", given("instructions", nullptr)},
               {"tools", given("tools", Json::array())},
