@@ -80,6 +80,8 @@ enum class Variant { Q8x2, Int8, Bf16 };
 std::string cell(const Stat& s, int decimals = 0) {
     return s.ok ? fmt::format("{:.{}f} ± {:.{}f}", s.mean, decimals, s.sd, decimals) : "n/a";
 }
+// GB/s with three significant digits below 10 (a kernel's rate many tokens a call is a few GB/s).
+std::string gbps_cell(const Stat& s) { return cell(s, s.mean < 10 ? 2 : 1); }
 
 // Runs fn once to warm up, then `reps` times; GFLOP/s of each run.
 template <class F>
@@ -257,7 +259,7 @@ void decode_tables(const std::string& model, const std::vector<DType>& types, in
                 for (bool tile : {false, true}) {
                     if (t == DType::F16 && tile) continue;
                     cells.push_back(mx.k % traits(t).block_elems ? "n/a"
-                                                                 : cell(decode_gbps(t, tile, mx.n, mx.k, n_tok, size_t{1} << 30, pool, reps, rng), 1));
+                                                                 : gbps_cell(decode_gbps(t, tile, mx.n, mx.k, n_tok, size_t{1} << 30, pool, reps, rng)));
                 }
             fmt::print("| {} | {} | {} x {} | {} |\n", ms.name, mx.name, mx.n, mx.k, fmt::join(cells, " | "));
         }
@@ -268,7 +270,7 @@ void decode_tables(const std::string& model, const std::vector<DType>& types, in
     std::vector<std::string> cells;
     for (DType t : types)
         for (bool tile : {false, true})
-            if (t != DType::F16 || !tile) cells.push_back(cell(decode_gbps(t, tile, 256, 2048, n_tok, 0, one_thread, reps * 20, rng), 1));
+            if (t != DType::F16 || !tile) cells.push_back(gbps_cell(decode_gbps(t, tile, 256, 2048, n_tok, 0, one_thread, reps * 20, rng)));
     fmt::print("| - | - | 256 x 2048 | {} |\n", fmt::join(cells, " | "));
 }
 

@@ -119,11 +119,12 @@ void rows_job(const MatmulJob& job, int64_t r0, int64_t r1) {
 struct Groups {
     __m256 lo, hi;
 };
+// Eight int8 (bytes 0-7 of s8) as floats.
+inline __m256 floats8(__m128i s8) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)); }
 // The groups' int8 scales (or minimums) times d, as the scalar d * float(s) gives each.
 inline Groups scaled(__m128i s8, float d) {
     const __m256 vd = _mm256_set1_ps(d);
-    return {_mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8))),
-            _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))))};
+    return {_mm256_mul_ps(vd, floats8(s8)), _mm256_mul_ps(vd, floats8(_mm_srli_si128(s8, 8)))};
 }
 // Each activation block's scale (8 of them, one per 32 values) for each of its two groups.
 inline Groups per_group(const float* dc) {
@@ -142,42 +143,52 @@ inline __m256 block_scale(const Groups& g, int blk) { return _mm256_permutevar8x
 // The same lanes from 8 integers, one a group of blk's half of the super-block.
 inline __m256i block_lanes(__m256i half, int blk) { return _mm256_permutevar8x32_epi32(half, block_lanes_index(blk)); }
 
-// A super-block's 16 group scales and, where the type has them, minimums, as int8.
+// A super-block's scales and, where the type has them, minimums, as int8: all 16 bytes a group
+// of 16 values each, or, for a type with a scale a block of 32 (Q::kBlockScales), bytes 0-7.
 struct GroupBytes {
     __m128i scales, mins;
 };
 
-// The super-block loop of the K-quants (256 values, a scale a group of 16 or 32): the groups'
+// The super-block loop of the K-quants (256 values, a scale a group of 16 or a block of 32): the
 // scales (and minimums) turned to floats once a super-block and multiplied by each token's
-// activation scales in vectors, so a block's work per token is its integer dot, a lane permute
-// and a multiply-add. Q supplies Block, kMins (x = d sc q - dmin m: the minimums come off
-// through each group's sum of activations), kOffset (q stored 32 high: 32 times each group's
-// sum of activations comes off its integer, a quarter from each of its 4 lanes), prefetch, the
-// 16 groups' scales (and minimums) as GroupBytes (a type with a scale a block of 32 gives both
-// its groups that scale), and block blk's values.
+// activation scales in vectors. A type with a scale a block of 32 gets each block of a token its
+// one float from them by a broadcast load; one with a scale a group of 16 its two groups' floats
+// by a lane permute. So a block's work per token is its integer dot, that, and a multiply-add.
+// Q supplies Block, kBlockScales, kMins (x = d sc q - dmin m: the minimums come off through the
+// sums of activations of each group, dc s16, or block, dcs), kOffset (q stored 32 high: 32 times
+// each group's sum of activations comes off its integer, a quarter from each of its 4 lanes),
+// prefetch, the scales (and minimums) as GroupBytes, and block blk's values.
 template <class Q, int NT>
 void k_quant_rows(const typename Q::Block* b, const Tokens& x, int64_t n, float* out) {
     RowDots<NT> r(x, n);
     __m256 mins[NT];
     for (int t = 0; t < NT; ++t) mins[t] = _mm256_setzero_ps();
+    alignas(32) float block_at[NT][8];  // kBlockScales: each block's float, a token
+    Groups group_at[NT];                // otherwise each group's
     for (int64_t i = 0; i < n / kQKK; ++i) {
         Q::prefetch(b + i);
         const GroupBytes g = Q::groups(b[i]);
-        const Groups scale = scaled(g.scales, h2f(b[i].d));
-        Groups min;
-        if constexpr (Q::kMins) min = scaled(g.mins, h2f(b[i].dmin));
-        Groups at[NT];
+        const float d = h2f(b[i].d);
         __m256i off[NT][2];
         for (int t = 0; t < NT; ++t) {
-            const Groups dc = per_group(r.v[t].dc + 8 * i);
-            at[t] = scale * dc;
+            const float* dc = r.v[t].dc + 8 * i;
             const int32_t* s16 = r.v[t].s16 + 16 * i;
+            if constexpr (Q::kBlockScales) {
+                _mm256_store_ps(block_at[t], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(d), floats8(g.scales)), _mm256_loadu_ps(dc)));
+                if constexpr (Q::kMins) {
+                    const __m256 min = _mm256_mul_ps(_mm256_set1_ps(h2f(b[i].dmin)), floats8(g.mins));
+                    mins[t] = _mm256_fmadd_ps(min, _mm256_loadu_ps(r.v[t].dcs + 8 * i), mins[t]);
+                }
+                continue;
+            }
+            const Groups per_dc = per_group(dc);
+            group_at[t] = scaled(g.scales, d) * per_dc;
             if constexpr (Q::kOffset)  // a quarter of 32 s16 a lane, groups 0-7 and 8-15
                 off[t][0] = _mm256_slli_epi32(load256(s16), 3), off[t][1] = _mm256_slli_epi32(load256(s16 + 8), 3);
             if constexpr (Q::kMins) {
                 // Each group's minimum times the sum of its activations: dc * float(s16) a group.
-                const Groups sums{_mm256_cvtepi32_ps(load256(s16)), _mm256_cvtepi32_ps(load256(s16 + 8))};
-                const Groups ms = dc * sums;
+                const Groups min = scaled(g.mins, h2f(b[i].dmin));
+                const Groups ms = per_dc * Groups{_mm256_cvtepi32_ps(load256(s16)), _mm256_cvtepi32_ps(load256(s16 + 8))};
                 mins[t] = _mm256_fmadd_ps(min.lo, ms.lo, _mm256_fmadd_ps(min.hi, ms.hi, mins[t]));
             }
         }
@@ -186,7 +197,8 @@ void k_quant_rows(const typename Q::Block* b, const Tokens& x, int64_t n, float*
             for (int t = 0; t < NT; ++t) {
                 __m256i dot = r.dot(t, w, 8 * i + blk);
                 if constexpr (Q::kOffset) dot = _mm256_sub_epi32(dot, block_lanes(off[t][blk / 4], blk));
-                r.add(t, dot, block_scale(at[t], blk));
+                if constexpr (Q::kBlockScales) r.add(t, dot, _mm256_broadcast_ss(&block_at[t][blk]));
+                else r.add(t, dot, block_scale(group_at[t], blk));
             }
         }
     }

@@ -154,16 +154,16 @@ inline void k4_unpack_scales(const uint8_t* scales, uint32_t u[4]) {  // scales 
 template <bool kFive>
 struct Q45K {
     using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-    static constexpr bool kMins = true, kOffset = false;
+    static constexpr bool kBlockScales = true, kMins = true, kOffset = false;
     static void prefetch(const Block* p) {  // 144 or 176 bytes: 3 lines
         for (int at : {0, 64, 128, int(sizeof(Block)) - 1}) prefetch_ahead<kPrefetchBytes>(p, at);
     }
-    // The 6-bit scales (bytes 0-7 unpacked) and minimums (8-15), each for both its groups.
+    // The 6-bit scales (bytes 0-7 unpacked) and minimums (8-15), one a block.
     static GroupBytes groups(const Block& b) {
         uint32_t u[4];
         k4_unpack_scales(b.scales, u);
         const __m128i v = _mm_loadu_si128((const __m128i*)u);
-        return {_mm_unpacklo_epi8(v, v), _mm_unpackhi_epi8(v, v)};
+        return {v, _mm_srli_si128(v, 8)};
     }
     static Halves values(const Block& b, int blk) {
         const __m256i x = load256(b.qs + 32 * (blk / 2));
@@ -177,7 +177,7 @@ struct Q45K {
 // Q6_K: x = d sc (q - 32), q's low 4 bits in ql and high 2 in qh, an int8 scale a group of 16.
 struct Q6K {
     using Block = BlockQ6_K;
-    static constexpr bool kMins = false, kOffset = true;
+    static constexpr bool kBlockScales = false, kMins = false, kOffset = true;
     static void prefetch(const Block* p) {  // 210 bytes: 4 lines
         for (int at : {0, 64, 128, 192}) prefetch_ahead<kPrefetchBytes>(p, at);
     }

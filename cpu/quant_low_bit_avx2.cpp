@@ -70,7 +70,7 @@ inline __m256i bit_pairs(const uint8_t* qs, int blk) {
 // through each group's sum of activations.
 struct Q2K {
     using Block = BlockQ2_K;
-    static constexpr bool kMins = true, kOffset = false;
+    static constexpr bool kBlockScales = false, kMins = true, kOffset = false;
     static void prefetch(const Block* p) {  // 84 bytes: 2 lines
         prefetch_ahead<kPrefetchBytes>(p);
         prefetch_ahead<kPrefetchBytes>(p, 64);
@@ -86,7 +86,7 @@ struct Q2K {
 // q3_scale's: the low 4 from scales[0..7]'s nibbles, the high 2 from scales[8..11]'s bit pairs.
 struct Q3K {
     using Block = BlockQ3_K;
-    static constexpr bool kMins = false, kOffset = false;
+    static constexpr bool kBlockScales = false, kMins = false, kOffset = false;
     static void prefetch(const Block* p) {  // 110 bytes: 2 or 3 lines
         prefetch_ahead<kPrefetchBytes>(p);
         prefetch_ahead<kPrefetchBytes>(p, 64);

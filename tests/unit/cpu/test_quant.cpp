@@ -181,55 +181,86 @@ TEST_CASE("activation quantization: same bytes on every path, error within a 2^-
     }
 }
 
-TEST_CASE("vec_dot: reference and every path against the exact dot of what they represent", "[unit]") {
+namespace {
+
+// The reference's dot and every path's of weight row w (n values of wt) with x, each against the
+// exact dot of the two rows they represent.
+void check_dot_on_every_path(DType wt, const std::vector<uint8_t>& w, const std::vector<float>& x, int64_t n) {
     RestorePath restore;
-    std::mt19937 rng(5);
-    const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                           DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
+    const ActFormat fmt = act_format_for(wt);
+    std::vector<uint8_t> a(act_row_bytes(wt, n));
+    quantize_act_ref(fmt, x.data(), a.data(), n);
+    std::vector<float> wf(n), af(n);
+    dequantize_row_ref(wt, w.data(), wf.data(), n);
+    dequantize_act_ref(fmt, a.data(), af.data(), n);
+
+    // What the dot should give: the exact dot of the two dequantized rows. Per-block integer
+    // sums are exact, so kernels differ from it only by float rounding while scaling and adding
+    // block terms: a few 2^-24 of the terms' magnitude (a block's terms, d*q*a and min*a, are
+    // bounded by 8 * max|w in block| * |a|).
+    double exact = 0, mag = 0, qerr = 0, xdot = 0;
+    for (int64_t b0 = 0; b0 < n; b0 += 32) {
+        float wmax = 0, xmax = 0;
+        for (int64_t i = b0; i < std::min(n, b0 + 32); ++i)
+            wmax = std::max(wmax, std::fabs(wf[i])), xmax = std::max(xmax, std::fabs(x[i]));
+        for (int64_t i = b0; i < std::min(n, b0 + 32); ++i) {
+            exact += double(wf[i]) * af[i];
+            xdot += double(wf[i]) * x[i];
+            mag += 8.0 * wmax * std::fabs(af[i]);
+            qerr += std::fabs(wf[i]) * (fmt == ActFormat::F32 ? 0.0 : xmax / 127.0 / 256.0 * 1.001);
+        }
+    }
+    const double tol = double(n / 16 + 8) * 0x1p-23 * mag + 1e-30;
+    INFO("type " << dtype_name(wt) << " n " << n);
+    const float ref = vec_dot_ref(wt, w.data(), a.data(), n);
+    CHECK(std::fabs(ref - exact) <= tol);
+    // Against the float dot with the unquantized x: the activations' rounding error.
+    CHECK(std::fabs(ref - xdot) <= qerr + tol);
+    for (CpuPath path : supported_paths()) {
+        set_active_path(path);
+        INFO("path " << path_name(path));
+        CHECK(std::fabs(vec_dot(wt, w.data(), a.data(), n) - exact) <= tol);
+    }
+}
+
+const DType kDotTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,   DType::Q5_0,
+                           DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,   DType::Q6_K,   DType::Q8_K,
                            DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
-    for (DType wt : types) {
-        const ActFormat fmt = act_format_for(wt);
+
+}  // namespace
+
+TEST_CASE("vec_dot: reference and every path against the exact dot of what they represent", "[unit]") {
+    std::mt19937 rng(5);
+    for (DType wt : kDotTypes) {
         const int64_t be = traits(wt).block_elems;
         const std::vector<int64_t> sizes = be == 1 ? std::vector<int64_t>{1, 7, 33, 100, 1003}
                                                    : std::vector<int64_t>{be, 3 * be, 7 * be, 33 * be};
         for (int64_t n : sizes) {
-            if (fmt == ActFormat::Q8x2 && n % 32) continue;
-            const auto w = random_row(wt, n, rng);
-            const auto x = random_floats(n, rng);
-            std::vector<uint8_t> a(act_row_bytes(wt, n));
-            quantize_act_ref(fmt, x.data(), a.data(), n);
-            std::vector<float> wf(n), af(n);
-            dequantize_row_ref(wt, w.data(), wf.data(), n);
-            dequantize_act_ref(fmt, a.data(), af.data(), n);
+            if (act_format_for(wt) == ActFormat::Q8x2 && n % 32) continue;
+            check_dot_on_every_path(wt, random_row(wt, n, rng), random_floats(n, rng), n);
+        }
+    }
+}
 
-            // What the dot should give: the exact dot of the two dequantized rows. Per-block
-            // integer sums are exact, so kernels differ from it only by float rounding while
-            // scaling and adding block terms: a few 2^-24 of the terms' magnitude (a block's
-            // terms, d*q*a and min*a, are bounded by 8 * max|w in block| * |a|).
-            double exact = 0, mag = 0, qerr = 0, xdot = 0;
-            for (int64_t b0 = 0; b0 < n; b0 += 32) {
-                float wmax = 0, xmax = 0;
-                for (int64_t i = b0; i < std::min(n, b0 + 32); ++i)
-                    wmax = std::max(wmax, std::fabs(wf[i])), xmax = std::max(xmax, std::fabs(x[i]));
-                for (int64_t i = b0; i < std::min(n, b0 + 32); ++i) {
-                    exact += double(wf[i]) * af[i];
-                    xdot += double(wf[i]) * x[i];
-                    mag += 8.0 * wmax * std::fabs(af[i]);
-                    qerr += std::fabs(wf[i]) * (fmt == ActFormat::F32 ? 0.0 : xmax / 127.0 / 256.0 * 1.001);
-                }
+// Kernels sum quantized values times activations of up to 256 * 127 in integers: rows of one
+// byte repeated (all values and scales at the ends of their ranges, 0x80's int8 scales -128)
+// against activations all of one magnitude hold their largest sums.
+TEST_CASE("vec_dot: weights and activations at the ends of their ranges, on every path", "[unit]") {
+    std::mt19937 rng(6);
+    for (DType wt : kDotTypes) {
+        if (act_format_for(wt) != ActFormat::Q8x2) continue;
+        const int64_t n = 4 * traits(wt).block_elems;
+        const F16ScaleFields f16 = f16_scale_fields(wt);
+        if (f16.n == 0) continue;  // Q8_K's f32 and MXFP4's exponent: a byte pattern makes no finite scale
+        for (uint8_t fill : {0x00, 0x7F, 0x80, 0xFF}) {
+            const auto random = random_row(wt, n, rng);  // its f16 scales finite
+            std::vector<uint8_t> w(random.size(), fill);
+            for (size_t b = 0; b < w.size(); b += traits(wt).block_bytes)
+                for (int k = 0; k < f16.n; ++k) std::memcpy(&w[b + f16.at[k]], &random[b + f16.at[k]], 2);
+            for (float sign : {1.0f, -1.0f}) {
+                INFO("fill " << int(fill) << " activations " << sign);
+                check_dot_on_every_path(wt, w, std::vector<float>(n, sign), n);
             }
-            const double tol = double(n / 16 + 8) * 0x1p-23 * mag + 1e-30;
-            INFO("type " << dtype_name(wt) << " n " << n);
-            const float ref = vec_dot_ref(wt, w.data(), a.data(), n);
-            CHECK(std::fabs(ref - exact) <= tol);
-            // Against the float dot with the unquantized x: the activations' rounding error.
-            CHECK(std::fabs(ref - xdot) <= qerr + tol);
-            for (CpuPath path : supported_paths()) {
-                set_active_path(path);
-                INFO("path " << path_name(path));
-                CHECK(std::fabs(vec_dot(wt, w.data(), a.data(), n) - exact) <= tol);
-            }
-            set_active_path(restore.saved);
         }
     }
 }
