@@ -47,6 +47,16 @@ std::string result_text(const Json& content, const std::string& where) {
     return out;
 }
 
+// A tool_result block's text; one with is_error says so first, as chat templates have no place
+// for the flag.
+std::string tool_result_text(const Json& block, const std::string& where) {
+    std::string text = result_text(block.value("content", Json()), where + ".content");
+    const Json is_error = block.value("is_error", Json(false));
+    if (!is_error.is_boolean()) throw invalid_request(fmt::format("'{}.is_error' must be a boolean", where), where + ".is_error");
+    if (!is_error.get<bool>()) return text;
+    return text.empty() ? "Error" : "Error: " + text;
+}
+
 // A user turn's blocks: text as the chat's text parts, each tool_result a tool message (in order).
 void user_turn(const Json& content, const std::string& where, Json& out) {
     if (content.is_string()) {
@@ -67,7 +77,7 @@ void user_turn(const Json& content, const std::string& where, Json& out) {
             flush();
             out.push_back({{"role", "tool"},
                            {"tool_call_id", string_at(required_field(content[i], "tool_use_id", at), at + ".tool_use_id")},
-                           {"content", result_text(content[i].value("content", Json()), at + ".content")}});
+                           {"content", tool_result_text(content[i], at)}});
         } else if (type == "image" || type == "document") {
             throw invalid_request(fmt::format("'{}' is an {} block: the models served here read text only", at, type), at);
         } else {

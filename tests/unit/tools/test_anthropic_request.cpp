@@ -46,6 +46,16 @@ TEST_CASE("anthropic requests: the system prompt and content blocks become the c
         {"role": "user", "content": [{"type": "text", "text": "And tomorrow?"}]}])");
     CHECK(translate(ask({{"system", Json::parse(R"([{"type": "text", "text": "Use tools."}])")}, {"messages", messages}})).body["messages"] ==
           want);
+
+    // A failed call's result says so: the tool message is all a chat template shows of it.
+    const auto result_of = [](const Json& block) {
+        const Json turn = {{"role", "user"}, {"content", Json::array({block})}};
+        return translate(ask({{"messages", Json::array({turn})}})).body["messages"][0]["content"];
+    };
+    CHECK(result_of(Json::parse(R"({"type": "tool_result", "tool_use_id": "t", "content": "no such city", "is_error": true})")) ==
+          "Error: no such city");
+    CHECK(result_of(Json::parse(R"({"type": "tool_result", "tool_use_id": "t", "is_error": true})")) == "Error");
+    CHECK(result_of(Json::parse(R"({"type": "tool_result", "tool_use_id": "t", "content": "sunny", "is_error": false})")) == "sunny");
 }
 
 TEST_CASE("anthropic requests: tools, tool_choice, thinking and sampling as the chat request names them", "[unit][anthropic]") {
