@@ -168,26 +168,25 @@ void k_quant_rows(const typename Q::Block* b, const Tokens& x, int64_t n, float*
     for (int64_t i = 0; i < n / kQKK; ++i) {
         Q::prefetch(b + i);
         const GroupBytes g = Q::groups(b[i]);
-        const float d = h2f(b[i].d);
+        // The weight's floats, each group's (or, kBlockScales, each block's in the lo half).
+        const Groups scale = scaled(g.scales, h2f(b[i].d));
+        Groups min;
+        if constexpr (Q::kMins) min = scaled(g.mins, h2f(b[i].dmin));
         __m256i off[NT][2];
         for (int t = 0; t < NT; ++t) {
             const float* dc = r.v[t].dc + 8 * i;
             const int32_t* s16 = r.v[t].s16 + 16 * i;
             if constexpr (Q::kBlockScales) {
-                _mm256_store_ps(block_at[t], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(d), floats8(g.scales)), _mm256_loadu_ps(dc)));
-                if constexpr (Q::kMins) {
-                    const __m256 min = _mm256_mul_ps(_mm256_set1_ps(h2f(b[i].dmin)), floats8(g.mins));
-                    mins[t] = _mm256_fmadd_ps(min, _mm256_loadu_ps(r.v[t].dcs + 8 * i), mins[t]);
-                }
+                _mm256_store_ps(block_at[t], _mm256_mul_ps(scale.lo, _mm256_loadu_ps(dc)));
+                if constexpr (Q::kMins) mins[t] = _mm256_fmadd_ps(min.lo, _mm256_loadu_ps(r.v[t].dcs + 8 * i), mins[t]);
                 continue;
             }
             const Groups per_dc = per_group(dc);
-            group_at[t] = scaled(g.scales, d) * per_dc;
+            group_at[t] = scale * per_dc;
             if constexpr (Q::kOffset)  // a quarter of 32 s16 a lane, groups 0-7 and 8-15
                 off[t][0] = _mm256_slli_epi32(load256(s16), 3), off[t][1] = _mm256_slli_epi32(load256(s16 + 8), 3);
             if constexpr (Q::kMins) {
                 // Each group's minimum times the sum of its activations: dc * float(s16) a group.
-                const Groups min = scaled(g.mins, h2f(b[i].dmin));
                 const Groups ms = per_dc * Groups{_mm256_cvtepi32_ps(load256(s16)), _mm256_cvtepi32_ps(load256(s16 + 8))};
                 mins[t] = _mm256_fmadd_ps(min.lo, ms.lo, _mm256_fmadd_ps(min.hi, ms.hi, mins[t]));
             }
