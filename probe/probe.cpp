@@ -187,9 +187,13 @@ planner::HardwareProfile probe_machine(const ProbeOptions& o) {
                                   "on a thread; a parallel loop's hand-off {:.2f} us",
                                   p.cpu.vector.ns_per_token, p.cpu.vector.ns_per_value, p.cpu.loop_us));
 
-    p.sim = measure_sim_device(o.types, gpu::default_sim_threads(), o.quick, llc);
-    p.notes.push_back(fmt::format("sim: the simulated device on {} threads, its matmuls, attention, launches and copies "
-                                  "measured through the device interface", p.sim->n_threads));
+    if (o.sim) {
+        p.sim = measure_sim_device(o.types, gpu::default_sim_threads(), o.quick, llc);
+        p.notes.push_back(fmt::format("sim: the simulated device on {} threads, its matmuls, attention, launches and copies "
+                                      "measured through the device interface", p.sim->n_threads));
+    } else {
+        p.notes.push_back("sim: not measured (its rates are the CPU's scaled to its threads; `strata probe` measures them)");
+    }
 
     probe_disk(o, p);
     probe_gpu(p, true, &o);
@@ -238,10 +242,13 @@ planner::HardwareProfile measured_profile(std::string& source, const std::filesy
                              "its kernels; measuring this machine again (a quick probe: a few seconds; `strata probe` "
                              "measures it more closely)...\n");
     else
-        std::fprintf(stderr, "strata: measuring this machine once for the planner (a quick probe: a second or two; "
+        std::fprintf(stderr, "strata: measuring this machine once for the planner (a quick probe: a few seconds; "
                              "`strata probe` measures it more closely)...\n");
+    // What every run needs: the CPU, the disk and a GPU; the simulated device (a test device)
+    // only where `strata probe` is asked to measure it, as it would take most of the time.
     ProbeOptions po;
     po.quick = true;
+    po.sim = false;
     std::error_code ec;
     if (!disk_dir.empty() && std::filesystem::is_directory(disk_dir, ec)) po.disk_dir = disk_dir;
     planner::HardwareProfile hw = probe_machine(po);

@@ -22,6 +22,10 @@ struct ProbeOptions {
     // Q6_K: the output head and about half the ffn_down and attn_v of the Q4_K_M and Q5_K_M files people download.
     std::vector<DType> types = {DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::F16};
     bool quick = false;  // smaller sizes, for tests and first-time planning
+    // The simulated device's ops through the device interface: most of a quick probe's time (its
+    // row-wise matmuls run one row after another on one thread). Without them a --device sim run
+    // prices the device from the CPU's rates scaled to its threads.
+    bool sim = true;
 };
 
 // Raised when a kernel the probe times, or a figure it takes, changes: a cached profile of another

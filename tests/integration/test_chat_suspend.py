@@ -59,7 +59,7 @@ with tempfile.TemporaryDirectory() as tmp:
     try:
         sh.expect(b"SHELL$ ")
         sh.send(f"{shlex.quote(STRATA_BIN)} chat -m {shlex.quote(str(MODEL))} --temp 0 -n 8\r".encode(), at_prompt=False)
-        sh.expect(b"> ")
+        sh.expect(b"> ", 60)  # a fresh cache: the first run probes the machine
         typed = b""
         for words in [b"Once", b" upon"]:
             sh.send(words)  # fails unless the line editor has the terminal (after fg, again)

@@ -1,9 +1,11 @@
 // probe/probe: the profile written where -o names, never putting a plain file in place of a
-// FIFO, a device or a symlink, and read back as it was written.
+// FIFO, a device or a symlink, and read back as it was written; the first run's quick probe.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
@@ -83,4 +85,29 @@ TEST_CASE("a cached profile is used only when this build's probe measured it", "
     REQUIRE(at != std::string::npos);
     old.replace(at, old.find(',', at) + 1 - at, "");
     CHECK(planner::HardwareProfile::from_json(old).probe_version == 0);
+}
+
+TEST_CASE("the first run's quick probe measures the CPU and the disk, not the simulated device, and is cached",
+          "[unit][probe]") {
+    const TempDir dir;
+    const char* before = std::getenv("XDG_CACHE_HOME");
+    const std::string kept = before ? before : "";
+    ::setenv("XDG_CACHE_HOME", dir.path.c_str(), 1);
+    std::string source;
+    const planner::HardwareProfile p = probe::measured_profile(source, dir.path);
+    std::string again_source;
+    const planner::HardwareProfile again = probe::measured_profile(again_source);
+    before ? ::setenv("XDG_CACHE_HOME", kept.c_str(), 1) : ::unsetenv("XDG_CACHE_HOME");
+
+    CHECK(probe::cached_profile_current(p));
+    CHECK_FALSE(p.cpu.rates.empty());
+    CHECK(p.dram.kind == "measured");
+    CHECK(p.nvme.path == dir.path.string());  // the model folder's drive, as given
+    CHECK_FALSE(p.nvme.read_depth_curve.empty());
+    CHECK_FALSE(p.sim.has_value());  // priced from the CPU's rates until `strata probe` measures it
+    CHECK(source.find("now cached") != std::string::npos);
+    CHECK(fs::exists(dir.path / "strata" / "hardware.json"));
+    CHECK(again_source.find("the cached probe") != std::string::npos);
+    CHECK(again == probe::load_profile(dir.path / "strata" / "hardware.json"));
+    CHECK(again.cpu.rates.size() == p.cpu.rates.size());
 }
